@@ -1,0 +1,545 @@
+//! The blob store: bytes addressed by their SHA-256. The file implementation writes to a
+//! temporary file while hashing, fsyncs, and renames into place, so a final name only ever holds
+//! a complete blob. An S3 implementation fills the same trait later.
+
+use std::fmt;
+use std::io::{self, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures_util::{Stream, StreamExt};
+use sha2::{Digest, Sha256};
+use tokio::fs::{self, File};
+use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
+
+use crate::metrics::Metrics;
+
+/// A lowercase hex SHA-256, validated on construction so it is always safe as a path component.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Sha256Hex(String);
+
+impl Sha256Hex {
+    pub fn parse(s: &str) -> Result<Self, BlobError> {
+        if s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+            Ok(Self(s.to_string()))
+        } else {
+            Err(BlobError::InvalidDigest(s.chars().take(80).collect()))
+        }
+    }
+
+    pub fn of(bytes: &[u8]) -> Self {
+        Self(hex::encode(Sha256::digest(bytes)))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Sha256Hex {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for Sha256Hex {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "sha256:{}", self.0)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BlobError {
+    #[error("blob {0} not found")]
+    NotFound(Sha256Hex),
+    #[error("upload exceeds the limit of {limit} bytes")]
+    TooLarge { limit: u64 },
+    #[error("range not satisfiable: the blob is {size} bytes")]
+    RangeNotSatisfiable { size: u64 },
+    #[error("not a SHA-256 digest: {0:?}")]
+    InvalidDigest(String),
+    #[error("blob store is full: {0}")]
+    Full(io::Error),
+    #[error("blob store I/O error: {0}")]
+    Io(#[from] io::Error),
+}
+
+impl BlobError {
+    fn from_write(e: io::Error) -> Self {
+        // ENOSPC / EDQUOT: the store is full, which the client should hear about as 507.
+        match e.raw_os_error() {
+            Some(code) if code == libc::ENOSPC || code == libc::EDQUOT => Self::Full(e),
+            _ => Self::Io(e),
+        }
+    }
+}
+
+/// What a finished write stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredBlob {
+    pub sha256: Sha256Hex,
+    pub size: u64,
+    /// False when identical content was already stored (deduplicated).
+    pub created: bool,
+}
+
+/// An inclusive byte range `start..=end` within a blob.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ByteRange {
+    pub start: u64,
+    pub end: u64,
+}
+
+impl ByteRange {
+    pub fn len(&self) -> u64 {
+        self.end - self.start + 1
+    }
+
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+}
+
+/// A requested range before the blob's size is known (from a `Range` header).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RangeSpec {
+    /// `bytes=a-b` or `bytes=a-`.
+    From { start: u64, end: Option<u64> },
+    /// `bytes=-n`: the last n bytes.
+    Suffix(u64),
+}
+
+impl RangeSpec {
+    /// Parses a single-range `Range` header. `None` means "ignore the header and send the whole
+    /// body" (absent, another unit, several ranges, or syntactically invalid — as RFC 9110 allows).
+    pub fn parse_header(value: &str) -> Option<Self> {
+        let spec = value.trim().strip_prefix("bytes=")?;
+        if spec.contains(',') {
+            return None;
+        }
+        let (a, b) = spec.trim().split_once('-')?;
+        let (a, b) = (a.trim(), b.trim());
+        if a.is_empty() {
+            let n: u64 = b.parse().ok()?;
+            return Some(Self::Suffix(n));
+        }
+        let start: u64 = a.parse().ok()?;
+        let end = if b.is_empty() { None } else { Some(b.parse().ok()?) };
+        if end.is_some_and(|e| e < start) {
+            return None;
+        }
+        Some(Self::From { start, end })
+    }
+
+    /// Resolves against the blob size; `Err` is a 416.
+    pub fn resolve(self, size: u64) -> Result<ByteRange, BlobError> {
+        match self {
+            Self::From { start, end } => {
+                if start >= size {
+                    return Err(BlobError::RangeNotSatisfiable { size });
+                }
+                let end = end.map_or(size - 1, |e| e.min(size - 1));
+                Ok(ByteRange { start, end })
+            }
+            Self::Suffix(n) => {
+                if n == 0 || size == 0 {
+                    return Err(BlobError::RangeNotSatisfiable { size });
+                }
+                Ok(ByteRange { start: size.saturating_sub(n), end: size - 1 })
+            }
+        }
+    }
+}
+
+pub type ByteStream = Pin<Box<dyn Stream<Item = io::Result<Bytes>> + Send + 'static>>;
+
+/// An open blob: its total size, the part being sent, and the bytes of that part.
+pub struct BlobRead {
+    pub total_size: u64,
+    pub range: Option<ByteRange>,
+    pub body: ByteStream,
+}
+
+impl BlobRead {
+    /// Bytes the body will yield.
+    pub fn content_length(&self) -> u64 {
+        self.range.map_or(self.total_size, |r| r.len())
+    }
+}
+
+/// An upload in progress. Dropping it without [`BlobWrite::finish`] discards what was written.
+#[async_trait]
+pub trait BlobWrite: Send {
+    async fn write(&mut self, chunk: &[u8]) -> Result<(), BlobError>;
+    async fn finish(self: Box<Self>) -> Result<StoredBlob, BlobError>;
+    /// Bytes written so far.
+    fn written(&self) -> u64;
+}
+
+#[async_trait]
+pub trait BlobStore: Send + Sync {
+    /// Starts an upload that fails with [`BlobError::TooLarge`] once more than `limit` bytes arrive.
+    async fn writer(&self, limit: u64) -> Result<Box<dyn BlobWrite>, BlobError>;
+    /// Size of a stored blob, or `None`.
+    async fn stat(&self, digest: &Sha256Hex) -> Result<Option<u64>, BlobError>;
+    /// Opens a blob, optionally a range of it (resolved against the size; past the end → 416).
+    async fn open(&self, digest: &Sha256Hex, range: Option<RangeSpec>) -> Result<BlobRead, BlobError>;
+    async fn delete(&self, digest: &Sha256Hex) -> Result<(), BlobError>;
+    /// Reachable and writable (readiness).
+    async fn check(&self) -> Result<(), BlobError>;
+
+    /// Stores bytes already in memory.
+    async fn put_bytes(&self, bytes: &[u8]) -> Result<StoredBlob, BlobError> {
+        let mut w = self.writer(u64::MAX).await?;
+        w.write(bytes).await?;
+        w.finish().await
+    }
+
+    /// Reads a whole blob into memory (for small blobs such as index files).
+    async fn read_all(&self, digest: &Sha256Hex) -> Result<Bytes, BlobError> {
+        let read = self.open(digest, None).await?;
+        let mut out = Vec::with_capacity(usize::try_from(read.total_size).unwrap_or(0));
+        let mut body = read.body;
+        while let Some(chunk) = body.next().await {
+            out.extend_from_slice(&chunk?);
+        }
+        Ok(Bytes::from(out))
+    }
+}
+
+/// Content-addressed files: `<root>/sha256/<aa>/<bb>/<hex>`, temporaries in `<root>/tmp`.
+pub struct FileStore {
+    root: PathBuf,
+    metrics: Arc<Metrics>,
+}
+
+impl FileStore {
+    /// Opens (creating) the store and removes temporaries abandoned more than a day ago (a
+    /// younger one may belong to another process sharing the volume).
+    pub async fn open(root: impl Into<PathBuf>, metrics: Arc<Metrics>) -> Result<Self, BlobError> {
+        let root = root.into();
+        fs::create_dir_all(root.join("tmp")).await?;
+        fs::create_dir_all(root.join("sha256")).await?;
+        let store = Self { root, metrics };
+        store.sweep_temporaries(std::time::Duration::from_secs(86_400)).await?;
+        Ok(store)
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn final_path(&self, digest: &Sha256Hex) -> PathBuf {
+        let h = digest.as_str();
+        self.root.join("sha256").join(&h[0..2]).join(&h[2..4]).join(h)
+    }
+
+    async fn sweep_temporaries(&self, older_than: std::time::Duration) -> Result<(), BlobError> {
+        let mut entries = fs::read_dir(self.root.join("tmp")).await?;
+        while let Some(entry) = entries.next_entry().await? {
+            let old = entry
+                .metadata()
+                .await
+                .ok()
+                .and_then(|m| m.modified().ok())
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > older_than);
+            if old {
+                let _ = fs::remove_file(entry.path()).await;
+            }
+        }
+        Ok(())
+    }
+}
+
+struct FileWrite {
+    file: Option<File>,
+    temp: PathBuf,
+    hasher: Sha256,
+    written: u64,
+    limit: u64,
+    store_root: PathBuf,
+    metrics: Arc<Metrics>,
+    done: bool,
+}
+
+impl Drop for FileWrite {
+    fn drop(&mut self) {
+        if !self.done {
+            // Unfinished: the temporary must not outlive the upload.
+            let _ = std::fs::remove_file(&self.temp);
+        }
+    }
+}
+
+#[async_trait]
+impl BlobWrite for FileWrite {
+    async fn write(&mut self, chunk: &[u8]) -> Result<(), BlobError> {
+        let new_len = self.written + chunk.len() as u64;
+        if new_len > self.limit {
+            return Err(BlobError::TooLarge { limit: self.limit });
+        }
+        let file = self.file.as_mut().ok_or_else(|| io::Error::other("write after finish"))?;
+        file.write_all(chunk).await.map_err(BlobError::from_write)?;
+        self.hasher.update(chunk);
+        self.written = new_len;
+        self.metrics.blob_bytes_total.with_label_values(&["in"]).inc_by(chunk.len() as u64);
+        Ok(())
+    }
+
+    async fn finish(mut self: Box<Self>) -> Result<StoredBlob, BlobError> {
+        let mut file = self.file.take().ok_or_else(|| io::Error::other("finish twice"))?;
+        file.flush().await.map_err(BlobError::from_write)?;
+        file.sync_all().await.map_err(BlobError::from_write)?;
+        drop(file);
+        let digest = Sha256Hex(hex::encode(std::mem::take(&mut self.hasher).finalize()));
+        let h = digest.as_str();
+        let dir = self.store_root.join("sha256").join(&h[0..2]).join(&h[2..4]);
+        let target = dir.join(h);
+        if fs::metadata(&target).await.is_ok_and(|m| m.len() == self.written) {
+            // Identical content is already stored; the temporary goes away on drop.
+            return Ok(StoredBlob { sha256: digest, size: self.written, created: false });
+        }
+        fs::create_dir_all(&dir).await.map_err(BlobError::from_write)?;
+        fs::rename(&self.temp, &target).await.map_err(BlobError::from_write)?;
+        self.done = true;
+        // Make the rename itself durable.
+        if let Ok(d) = File::open(&dir).await {
+            let _ = d.sync_all().await;
+        }
+        Ok(StoredBlob { sha256: digest, size: self.written, created: true })
+    }
+
+    fn written(&self) -> u64 {
+        self.written
+    }
+}
+
+/// Read buffer sized to what is sent: a small blob never gets a large buffer.
+fn read_buffer_size(len: u64) -> usize {
+    usize::try_from(len.clamp(1, 256 * 1024)).unwrap_or(256 * 1024)
+}
+
+#[async_trait]
+impl BlobStore for FileStore {
+    async fn writer(&self, limit: u64) -> Result<Box<dyn BlobWrite>, BlobError> {
+        let name = format!("{}.part", hex::encode(rand::random::<[u8; 16]>()));
+        let temp = self.root.join("tmp").join(name);
+        let file = File::create(&temp).await.map_err(BlobError::from_write)?;
+        Ok(Box::new(FileWrite {
+            file: Some(file),
+            temp,
+            hasher: Sha256::new(),
+            written: 0,
+            limit,
+            store_root: self.root.clone(),
+            metrics: self.metrics.clone(),
+            done: false,
+        }))
+    }
+
+    async fn stat(&self, digest: &Sha256Hex) -> Result<Option<u64>, BlobError> {
+        match fs::metadata(self.final_path(digest)).await {
+            Ok(m) => Ok(Some(m.len())),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn open(&self, digest: &Sha256Hex, range: Option<RangeSpec>) -> Result<BlobRead, BlobError> {
+        let mut file = match File::open(self.final_path(digest)).await {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(BlobError::NotFound(digest.clone())),
+            Err(e) => return Err(e.into()),
+        };
+        let total_size = file.metadata().await?.len();
+        let range = range.map(|r| r.resolve(total_size)).transpose()?;
+        let (start, len) = range.map_or((0, total_size), |r| (r.start, r.len()));
+        if start > 0 {
+            file.seek(SeekFrom::Start(start)).await?;
+        }
+        let metrics = self.metrics.clone();
+        let reader = file.take(len);
+        let body = tokio_util::io::ReaderStream::with_capacity(reader, read_buffer_size(len)).map(move |chunk| {
+            if let Ok(c) = &chunk {
+                metrics.blob_bytes_total.with_label_values(&["out"]).inc_by(c.len() as u64);
+            }
+            chunk
+        });
+        Ok(BlobRead { total_size, range, body: Box::pin(body) })
+    }
+
+    async fn delete(&self, digest: &Sha256Hex) -> Result<(), BlobError> {
+        match fs::remove_file(self.final_path(digest)).await {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn check(&self) -> Result<(), BlobError> {
+        let probe = self.root.join("tmp").join(format!(".probe-{}", hex::encode(rand::random::<[u8; 8]>())));
+        fs::write(&probe, b"ok").await.map_err(BlobError::from_write)?;
+        fs::remove_file(&probe).await?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn store() -> anyhow::Result<(tempfile::TempDir, Arc<FileStore>)> {
+        let dir = tempfile::tempdir()?;
+        let metrics = Arc::new(Metrics::new()?);
+        let s = FileStore::open(dir.path().join("blobs"), metrics).await?;
+        Ok((dir, Arc::new(s)))
+    }
+
+    async fn read(s: &FileStore, d: &Sha256Hex, r: Option<RangeSpec>) -> anyhow::Result<Vec<u8>> {
+        let mut read = s.open(d, r).await?;
+        let mut out = Vec::new();
+        while let Some(c) = read.body.next().await {
+            out.extend_from_slice(&c?);
+        }
+        assert_eq!(out.len() as u64, read.content_length());
+        Ok(out)
+    }
+
+    fn temporaries(s: &FileStore) -> anyhow::Result<usize> {
+        Ok(std::fs::read_dir(s.root().join("tmp"))?.count())
+    }
+
+    #[tokio::test]
+    async fn stores_by_hash_and_reads_back() -> anyhow::Result<()> {
+        let (_d, s) = store().await?;
+        let data = b"hello packyard".repeat(1000);
+        let stored = s.put_bytes(&data).await?;
+        assert_eq!(stored.sha256, Sha256Hex::of(&data));
+        assert_eq!(stored.size, data.len() as u64);
+        assert!(stored.created);
+        assert_eq!(read(&s, &stored.sha256, None).await?, data);
+        assert_eq!(s.stat(&stored.sha256).await?, Some(data.len() as u64));
+        let h = stored.sha256.as_str();
+        assert!(s.root().join("sha256").join(&h[0..2]).join(&h[2..4]).join(h).is_file());
+        assert_eq!(temporaries(&s)?, 0);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn identical_content_is_deduplicated() -> anyhow::Result<()> {
+        let (_d, s) = store().await?;
+        let a = s.put_bytes(b"same").await?;
+        let b = s.put_bytes(b"same").await?;
+        assert_eq!(a.sha256, b.sha256);
+        assert!(a.created);
+        assert!(!b.created);
+        assert_eq!(temporaries(&s)?, 0);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn concurrent_writes_of_the_same_content() -> anyhow::Result<()> {
+        let (_d, s) = store().await?;
+        let data: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        let data = Arc::new(data);
+        let mut tasks = Vec::new();
+        for _ in 0..8 {
+            let (s, data) = (s.clone(), data.clone());
+            tasks.push(tokio::spawn(async move {
+                let mut w = s.writer(u64::MAX).await?;
+                for chunk in data.chunks(7_919) {
+                    w.write(chunk).await?;
+                    tokio::task::yield_now().await;
+                }
+                w.finish().await
+            }));
+        }
+        let mut digests = Vec::new();
+        for t in tasks {
+            digests.push(t.await??.sha256);
+        }
+        assert!(digests.iter().all(|d| *d == Sha256Hex::of(&data)));
+        assert_eq!(read(&s, &digests[0], None).await?, *data);
+        assert_eq!(temporaries(&s)?, 0);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn abandoned_write_leaves_no_blob() -> anyhow::Result<()> {
+        let (_d, s) = store().await?;
+        let data = b"partial upload".repeat(100);
+        let mut w = s.writer(u64::MAX).await?;
+        w.write(&data[..500]).await?;
+        assert_eq!(temporaries(&s)?, 1);
+        drop(w); // the client went away mid-stream
+        assert_eq!(temporaries(&s)?, 0);
+        assert_eq!(s.stat(&Sha256Hex::of(&data)).await?, None);
+        assert_eq!(s.stat(&Sha256Hex::of(&data[..500])).await?, None);
+        assert_eq!(std::fs::read_dir(s.root().join("sha256"))?.count(), 0);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn oversized_write_is_refused() -> anyhow::Result<()> {
+        let (_d, s) = store().await?;
+        let mut w = s.writer(10).await?;
+        w.write(b"0123456789").await?;
+        let err = w.write(b"x").await.err().ok_or_else(|| anyhow::anyhow!("expected TooLarge"))?;
+        assert!(matches!(err, BlobError::TooLarge { limit: 10 }), "{err}");
+        drop(w);
+        assert_eq!(temporaries(&s)?, 0);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn ranges_at_the_edges() -> anyhow::Result<()> {
+        let (_d, s) = store().await?;
+        let data: Vec<u8> = (0..=255u8).collect();
+        let d = s.put_bytes(&data).await?.sha256;
+        let from = |start, end| Some(RangeSpec::From { start, end });
+        assert_eq!(read(&s, &d, from(0, Some(0))).await?, vec![0u8]);
+        assert_eq!(read(&s, &d, from(255, Some(255))).await?, vec![255u8]);
+        assert_eq!(read(&s, &d, from(255, None)).await?, vec![255u8]);
+        assert_eq!(read(&s, &d, from(250, Some(10_000))).await?, data[250..].to_vec());
+        assert_eq!(read(&s, &d, Some(RangeSpec::Suffix(3))).await?, vec![253, 254, 255]);
+        assert_eq!(read(&s, &d, Some(RangeSpec::Suffix(1000))).await?, data);
+        let opened = s.open(&d, from(10, Some(19))).await?;
+        assert_eq!(opened.range, Some(ByteRange { start: 10, end: 19 }));
+        assert_eq!(opened.total_size, 256);
+        for bad in [from(256, None), from(1000, Some(2000)), Some(RangeSpec::Suffix(0))] {
+            match s.open(&d, bad).await {
+                Err(BlobError::RangeNotSatisfiable { size: 256 }) => {}
+                Err(e) => anyhow::bail!("{bad:?}: unexpected error {e}"),
+                Ok(_) => anyhow::bail!("{bad:?}: expected 416"),
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn range_header_parsing() {
+        assert_eq!(RangeSpec::parse_header("bytes=0-65535"), Some(RangeSpec::From { start: 0, end: Some(65535) }));
+        assert_eq!(RangeSpec::parse_header("bytes=5-"), Some(RangeSpec::From { start: 5, end: None }));
+        assert_eq!(RangeSpec::parse_header("bytes=-5"), Some(RangeSpec::Suffix(5)));
+        assert_eq!(RangeSpec::parse_header("bytes=5-1"), None);
+        assert_eq!(RangeSpec::parse_header("bytes=0-1,3-4"), None);
+        assert_eq!(RangeSpec::parse_header("items=0-1"), None);
+        assert_eq!(RangeSpec::parse_header("bytes=a-b"), None);
+    }
+
+    #[tokio::test]
+    async fn missing_blob_and_bad_digest() -> anyhow::Result<()> {
+        let (_d, s) = store().await?;
+        let d = Sha256Hex::of(b"never stored");
+        assert!(matches!(s.open(&d, None).await, Err(BlobError::NotFound(_))));
+        assert!(Sha256Hex::parse("../../etc/passwd").is_err());
+        assert!(Sha256Hex::parse(&"A".repeat(64)).is_err());
+        assert!(Sha256Hex::parse(d.as_str()).is_ok());
+        s.check().await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,61 @@
+//! Blob metadata: which digests are stored and how large they are. The bytes live in the blob
+//! store; a row is written only after the bytes are durable.
+
+use sqlx::Row;
+
+use super::{now_ms, text, Backend, Db, DbResult};
+use crate::blobs::Sha256Hex;
+use crate::sql;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlobRecord {
+    pub sha256: Sha256Hex,
+    pub size: i64,
+    pub created_at: i64,
+}
+
+impl Db {
+    /// Records a stored blob; recording the same digest again is a no-op.
+    pub async fn record_blob(&self, sha256: &Sha256Hex, size: u64) -> DbResult<()> {
+        self.count("blobs.insert");
+        let statement = match self.backend() {
+            Backend::Sqlite => "INSERT OR IGNORE INTO blobs (sha256, size, created_at) VALUES ($1, $2, $3)",
+            Backend::Postgres => "INSERT INTO blobs (sha256, size, created_at) VALUES ($1, $2, $3) ON CONFLICT (sha256) DO NOTHING",
+            Backend::MySql => "INSERT IGNORE INTO blobs (sha256, size, created_at) VALUES (?, ?, ?)",
+        };
+        sqlx::query(statement)
+            .bind(sha256.as_str())
+            .bind(i64::try_from(size).unwrap_or(i64::MAX))
+            .bind(now_ms())
+            .execute(self.pool())
+            .await?;
+        Ok(())
+    }
+
+    pub async fn blob(&self, sha256: &Sha256Hex) -> DbResult<Option<BlobRecord>> {
+        self.count("blobs.get");
+        let row = sqlx::query(sql!(self, "SELECT sha256, size, created_at FROM blobs WHERE sha256 = $1"))
+            .bind(sha256.as_str())
+            .fetch_optional(self.pool())
+            .await?;
+        row.map(|r| {
+            let digest = text(&r, "sha256")?;
+            Ok(BlobRecord {
+                sha256: Sha256Hex::parse(digest.trim())
+                    .map_err(|_| super::DbError::Corrupt(format!("blob digest {digest:?}")))?,
+                size: r.try_get("size")?,
+                created_at: r.try_get("created_at")?,
+            })
+        })
+        .transpose()
+    }
+
+    pub async fn delete_blob_record(&self, sha256: &Sha256Hex) -> DbResult<bool> {
+        self.count("blobs.delete");
+        let done = sqlx::query(sql!(self, "DELETE FROM blobs WHERE sha256 = $1"))
+            .bind(sha256.as_str())
+            .execute(self.pool())
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+}

@@ -1,0 +1,41 @@
+//! Storage of local users.
+
+use sqlx::Row;
+
+use super::{now_ms, text, Db, DbResult};
+use crate::sql;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserRecord {
+    pub id: i64,
+    pub username: String,
+    pub password_hash: String,
+}
+
+impl Db {
+    pub async fn user_by_name(&self, username: &str) -> DbResult<Option<UserRecord>> {
+        self.count("users.get");
+        let row = sqlx::query(sql!(self, "SELECT id, username, password_hash FROM users WHERE username = $1"))
+            .bind(username)
+            .fetch_optional(self.pool())
+            .await?;
+        row.map(|r| {
+            Ok(UserRecord { id: r.try_get("id")?, username: text(&r, "username")?, password_hash: text(&r, "password_hash")? })
+        })
+        .transpose()
+    }
+
+    /// Inserts a user; a taken username is a conflict.
+    pub async fn insert_user(&self, username: &str, password_hash: &str) -> DbResult<()> {
+        self.count("users.insert");
+        let now = now_ms();
+        sqlx::query(sql!(self, "INSERT INTO users (username, password_hash, created_at, updated_at) VALUES ($1, $2, $3, $4)"))
+            .bind(username)
+            .bind(password_hash)
+            .bind(now)
+            .bind(now)
+            .execute(self.pool())
+            .await?;
+        Ok(())
+    }
+}

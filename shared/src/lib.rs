@@ -1,0 +1,14 @@
+//! `packyard-shared`: the domain model, configuration, storage (database and blobs), and the
+//! services both binaries use. Nothing here knows about HTTP.
+
+pub mod auth;
+pub mod blobs;
+pub mod config;
+pub mod db;
+pub mod metrics;
+pub mod repos;
+pub mod services;
+pub mod telemetry;
+pub mod time;
+#[cfg(feature = "testing")]
+pub mod testing;

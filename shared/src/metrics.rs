@@ -1,0 +1,64 @@
+//! Prometheus metrics of one process. Not a global: each process (and each test) owns one
+//! registry, passed down as `Arc<Metrics>`.
+
+use prometheus::{Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder};
+
+pub struct Metrics {
+    pub registry: Registry,
+    pub http_requests_total: IntCounterVec,
+    pub http_request_duration_seconds: HistogramVec,
+    pub db_queries_total: IntCounterVec,
+    pub blob_bytes_total: IntCounterVec,
+}
+
+impl Metrics {
+    /// Creates and registers every metric; fails only on a programming error (duplicate name).
+    pub fn new() -> Result<Self, prometheus::Error> {
+        let registry = Registry::new();
+        let http_requests_total = IntCounterVec::new(
+            Opts::new("packyard_http_requests_total", "HTTP requests answered, by repository, format, method and status"),
+            &["repository", "format", "method", "status"],
+        )?;
+        let http_request_duration_seconds = HistogramVec::new(
+            HistogramOpts::new(
+                "packyard_http_request_duration_seconds",
+                "Time from request head to response head, by format and method",
+            )
+            .buckets(vec![
+                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+            ]),
+            &["format", "method"],
+        )?;
+        let db_queries_total = IntCounterVec::new(
+            Opts::new("packyard_db_queries_total", "Database statements issued by the storage layer, by operation"),
+            &["op"],
+        )?;
+        let blob_bytes_total = IntCounterVec::new(
+            Opts::new("packyard_blob_bytes_total", "Bytes written to (in) and read from (out) the blob store"),
+            &["direction"],
+        )?;
+        registry.register(Box::new(http_requests_total.clone()))?;
+        registry.register(Box::new(http_request_duration_seconds.clone()))?;
+        registry.register(Box::new(db_queries_total.clone()))?;
+        registry.register(Box::new(blob_bytes_total.clone()))?;
+        Ok(Self { registry, http_requests_total, http_request_duration_seconds, db_queries_total, blob_bytes_total })
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn render(&self) -> Vec<u8> {
+        let mut buf = Vec::with_capacity(8 * 1024);
+        // Encoding into a Vec cannot fail for the text format.
+        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut buf);
+        buf
+    }
+
+    /// Sum of `packyard_db_queries_total` over every operation.
+    pub fn db_queries(&self) -> u64 {
+        self.registry
+            .gather()
+            .iter()
+            .filter(|f| f.get_name() == "packyard_db_queries_total")
+            .flat_map(|f| f.get_metric().iter().map(|m| m.get_counter().get_value() as u64))
+            .sum()
+    }
+}

@@ -1,0 +1,571 @@
+//! The repository model: formats, types, settings, write policy, and the rules a repository
+//! definition must satisfy. The admin API and tests call [`RepositoryService`]; storage lives in
+//! `db::repositories`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::db::{Db, DbError};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    Apt,
+    Apk,
+    Go,
+    Conan,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RepoType {
+    Hosted,
+    Proxy,
+    Group,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WritePolicy {
+    #[default]
+    AllowOnce,
+    Allow,
+    Deny,
+}
+
+macro_rules! string_enum {
+    ($t:ty { $($v:ident => $s:literal),* }) => {
+        impl $t {
+            pub fn as_str(self) -> &'static str {
+                match self { $(Self::$v => $s),* }
+            }
+        }
+        impl fmt::Display for $t {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+        impl FromStr for $t {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                match s { $($s => Ok(Self::$v),)* _ => Err(s.to_string()) }
+            }
+        }
+    };
+}
+string_enum!(Format { Apt => "apt", Apk => "apk", Go => "go", Conan => "conan" });
+string_enum!(RepoType { Hosted => "hosted", Proxy => "proxy", Group => "group" });
+string_enum!(WritePolicy { AllowOnce => "allow_once", Allow => "allow", Deny => "deny" });
+
+/// A repository name: `[A-Za-z0-9._-]{1,64}`, and not `.` or `..` (it is a URL path segment).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct RepoName(String);
+
+impl RepoName {
+    pub fn parse(s: &str) -> Result<Self, RepoError> {
+        let ok_chars = s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+        if s.is_empty() || s.len() > 64 || !ok_chars {
+            return Err(RepoError::Invalid(format!(
+                "invalid repository name {:?}: use 1 to 64 characters from A-Z, a-z, 0-9, '.', '_' and '-'",
+                truncate(s)
+            )));
+        }
+        if s.bytes().all(|b| b == b'.') {
+            return Err(RepoError::Invalid(format!("invalid repository name {s:?}: it cannot be only dots")));
+        }
+        Ok(Self(s.to_string()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for RepoName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn truncate(s: &str) -> String {
+    s.chars().take(80).collect()
+}
+
+/// APT hosted settings (DESIGN §5). `origin`/`label` default to the repository name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AptSettings {
+    pub distribution: String,
+    pub components: Vec<String>,
+    pub architectures: Vec<String>,
+    pub origin: Option<String>,
+    pub label: Option<String>,
+}
+
+impl Default for AptSettings {
+    fn default() -> Self {
+        Self {
+            distribution: "stable".into(),
+            components: vec!["main".into()],
+            architectures: vec!["amd64".into(), "all".into()],
+            origin: None,
+            label: None,
+        }
+    }
+}
+
+/// APK settings: the architectures packages may be uploaded for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ApkSettings {
+    pub architectures: Vec<String>,
+}
+
+impl Default for ApkSettings {
+    fn default() -> Self {
+        Self { architectures: vec!["x86_64".into(), "aarch64".into()] }
+    }
+}
+
+/// Go and Conan take no format settings yet; an empty object is accepted.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmptySettings {}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProxySettings {
+    pub remote_url: String,
+    /// How long fetched metadata (indexes, lists) is served before it is revalidated upstream.
+    #[serde(default = "default_metadata_ttl")]
+    pub metadata_ttl_secs: u64,
+    /// How long an upstream 404/410 is remembered.
+    #[serde(default = "default_negative_ttl")]
+    pub negative_ttl_secs: u64,
+}
+
+fn default_metadata_ttl() -> u64 {
+    3600
+}
+fn default_negative_ttl() -> u64 {
+    300
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupSettings {
+    pub members: Vec<String>,
+}
+
+/// What is stored in the `settings` column: the format block and the proxy block.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredSettings {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub apt: Option<AptSettings>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub apk: Option<ApkSettings>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy: Option<ProxySettings>,
+}
+
+/// The admin API's request body for create and update.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RepositorySpec {
+    #[serde(default)]
+    pub name: Option<String>,
+    pub format: Format,
+    #[serde(rename = "type")]
+    pub repo_type: RepoType,
+    #[serde(default)]
+    pub write_policy: Option<WritePolicy>,
+    #[serde(default)]
+    pub anonymous_read: Option<bool>,
+    #[serde(default)]
+    pub apt: Option<AptSettings>,
+    #[serde(default)]
+    pub apk: Option<ApkSettings>,
+    #[serde(default)]
+    pub go: Option<EmptySettings>,
+    #[serde(default)]
+    pub conan: Option<EmptySettings>,
+    #[serde(default)]
+    pub proxy: Option<ProxySettings>,
+    #[serde(default)]
+    pub group: Option<GroupSettings>,
+}
+
+/// A stored repository.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Repository {
+    pub id: i64,
+    pub name: RepoName,
+    pub format: Format,
+    pub repo_type: RepoType,
+    pub settings: StoredSettings,
+    pub write_policy: WritePolicy,
+    pub anonymous_read: bool,
+    /// Group members in order (empty unless a group).
+    pub members: Vec<String>,
+    /// The repository watermark: bumped on every change that replicas must notice.
+    pub version: i64,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// A validated definition, ready to store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewRepository {
+    pub name: RepoName,
+    pub format: Format,
+    pub repo_type: RepoType,
+    pub settings: StoredSettings,
+    pub write_policy: WritePolicy,
+    pub anonymous_read: bool,
+    pub members: Vec<RepoName>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RepoError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("repository {0} not found")]
+    NotFound(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error(transparent)]
+    Db(DbError),
+}
+
+impl From<DbError> for RepoError {
+    fn from(e: DbError) -> Self {
+        match e {
+            DbError::Conflict(m) => Self::Conflict(m),
+            other => Self::Db(other),
+        }
+    }
+}
+
+fn check_token(what: &str, value: &str) -> Result<(), RepoError> {
+    let ok = !value.is_empty()
+        && value.len() <= 64
+        && value.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+        && !value.bytes().all(|b| b == b'.');
+    if ok {
+        Ok(())
+    } else {
+        Err(RepoError::Invalid(format!(
+            "invalid {what} {:?}: use 1 to 64 characters from A-Z, a-z, 0-9, '.', '_' and '-'",
+            truncate(value)
+        )))
+    }
+}
+
+fn check_list(what: &str, values: &[String]) -> Result<(), RepoError> {
+    if values.is_empty() {
+        return Err(RepoError::Invalid(format!("{what} must not be empty")));
+    }
+    let mut seen = BTreeSet::new();
+    for v in values {
+        check_token(what, v)?;
+        if !seen.insert(v) {
+            return Err(RepoError::Invalid(format!("{what} lists {v:?} twice")));
+        }
+    }
+    Ok(())
+}
+
+impl RepositorySpec {
+    /// Checks everything that does not need the database and produces the definition to store.
+    /// `path_name` is the name from the URL on update (the body's name must match or be absent).
+    pub fn validate(self, path_name: Option<&str>) -> Result<NewRepository, RepoError> {
+        let name = match (path_name, &self.name) {
+            (Some(p), Some(b)) if p != b => {
+                return Err(RepoError::Invalid(format!(
+                    "the body names repository {b:?} but the URL names {p:?}; a repository cannot be renamed"
+                )))
+            }
+            (Some(p), _) => p.to_string(),
+            (None, Some(b)) => b.clone(),
+            (None, None) => return Err(RepoError::Invalid("missing field `name`".into())),
+        };
+        let name = RepoName::parse(&name)?;
+        let f = self.format;
+        let blocks = [
+            ("apt", self.apt.is_some(), Format::Apt),
+            ("apk", self.apk.is_some(), Format::Apk),
+            ("go", self.go.is_some(), Format::Go),
+            ("conan", self.conan.is_some(), Format::Conan),
+        ];
+        for (key, present, fmt) in blocks {
+            if present && fmt != f {
+                return Err(RepoError::Invalid(format!("`{key}` settings do not apply to a {f} repository")));
+            }
+        }
+        let mut settings = StoredSettings::default();
+        match f {
+            Format::Apt => {
+                let apt = self.apt.unwrap_or_default();
+                check_token("apt.distribution", &apt.distribution)?;
+                check_list("apt.components", &apt.components)?;
+                check_list("apt.architectures", &apt.architectures)?;
+                for (key, v) in [("apt.origin", &apt.origin), ("apt.label", &apt.label)] {
+                    if let Some(v) = v {
+                        if v.is_empty() || v.len() > 200 || v.chars().any(char::is_control) {
+                            return Err(RepoError::Invalid(format!(
+                                "{key} must be 1 to 200 printable characters on one line"
+                            )));
+                        }
+                    }
+                }
+                settings.apt = Some(apt);
+            }
+            Format::Apk => {
+                let apk = self.apk.unwrap_or_default();
+                check_list("apk.architectures", &apk.architectures)?;
+                settings.apk = Some(apk);
+            }
+            Format::Go | Format::Conan => {}
+        }
+        let t = self.repo_type;
+        match (t, self.proxy, &self.group) {
+            (RepoType::Proxy, Some(proxy), None) => {
+                check_remote_url(&proxy.remote_url)?;
+                settings.proxy = Some(proxy);
+            }
+            (RepoType::Proxy, None, _) => {
+                return Err(RepoError::Invalid("a proxy repository needs `proxy.remote_url`".into()))
+            }
+            (RepoType::Group, None, Some(_)) => {}
+            (RepoType::Group, None, None) => {
+                return Err(RepoError::Invalid("a group repository needs `group.members`".into()))
+            }
+            (_, Some(_), _) => {
+                return Err(RepoError::Invalid(format!("`proxy` settings do not apply to a {t} repository")))
+            }
+            (_, None, Some(_)) => {
+                return Err(RepoError::Invalid(format!("`group` settings do not apply to a {t} repository")))
+            }
+            (RepoType::Hosted, None, None) => {}
+        }
+        let mut members = Vec::new();
+        if let Some(group) = self.group {
+            let mut seen = BTreeSet::new();
+            for m in &group.members {
+                let member = RepoName::parse(m)
+                    .map_err(|_| RepoError::Invalid(format!("group member {:?} is not a valid repository name", truncate(m))))?;
+                if member == name {
+                    return Err(RepoError::Invalid(format!("group {name} cannot contain itself")));
+                }
+                if !seen.insert(member.clone()) {
+                    return Err(RepoError::Invalid(format!("group member {member} is listed twice")));
+                }
+                members.push(member);
+            }
+        }
+        Ok(NewRepository {
+            name,
+            format: f,
+            repo_type: t,
+            settings,
+            write_policy: self.write_policy.unwrap_or_default(),
+            anonymous_read: self.anonymous_read.unwrap_or(true),
+            members,
+        })
+    }
+}
+
+/// Only http(s) URLs with a host; credentials belong in settings, not in the URL.
+fn check_remote_url(raw: &str) -> Result<(), RepoError> {
+    let url = url::Url::parse(raw)
+        .map_err(|e| RepoError::Invalid(format!("proxy.remote_url {:?} is not a valid URL: {e}", truncate(raw))))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(RepoError::Invalid(format!(
+            "proxy.remote_url must use http or https, not {:?}",
+            url.scheme()
+        )));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(RepoError::Invalid("proxy.remote_url has no host".into()));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(RepoError::Invalid("proxy.remote_url must not carry credentials".into()));
+    }
+    Ok(())
+}
+
+/// The repository operations of the admin API, with the rules that need the database.
+pub struct RepositoryService<'a> {
+    db: &'a Db,
+}
+
+impl<'a> RepositoryService<'a> {
+    pub fn new(db: &'a Db) -> Self {
+        Self { db }
+    }
+
+    pub async fn create(&self, spec: RepositorySpec) -> Result<Repository, RepoError> {
+        let new = spec.validate(None)?;
+        if self.db.repository_by_name(new.name.as_str()).await?.is_some() {
+            return Err(RepoError::Conflict(format!("repository {} already exists", new.name)));
+        }
+        self.check_members(&new).await?;
+        Ok(self.db.insert_repository(&new).await?)
+    }
+
+    pub async fn get(&self, name: &str) -> Result<Repository, RepoError> {
+        self.db.repository_by_name(name).await?.ok_or_else(|| RepoError::NotFound(name.to_string()))
+    }
+
+    pub async fn list(&self) -> Result<Vec<Repository>, RepoError> {
+        Ok(self.db.list_repositories().await?)
+    }
+
+    pub async fn update(&self, name: &str, spec: RepositorySpec) -> Result<Repository, RepoError> {
+        let current = self.get(name).await?;
+        let new = spec.validate(Some(name))?;
+        if new.format != current.format {
+            return Err(RepoError::Invalid(format!(
+                "the format of repository {name} is {} and cannot be changed",
+                current.format
+            )));
+        }
+        if new.repo_type != current.repo_type {
+            return Err(RepoError::Invalid(format!(
+                "the type of repository {name} is {} and cannot be changed",
+                current.repo_type
+            )));
+        }
+        self.check_members(&new).await?;
+        match self.db.update_repository(current.id, &new).await {
+            Err(DbError::NotFound) => Err(RepoError::NotFound(name.to_string())),
+            other => Ok(other?),
+        }
+    }
+
+    pub async fn delete(&self, name: &str) -> Result<(), RepoError> {
+        let current = self.get(name).await?;
+        let groups = self.db.groups_containing(current.id).await?;
+        if !groups.is_empty() {
+            return Err(RepoError::Conflict(format!(
+                "repository {name} is a member of group {}; remove it from the group first",
+                groups.join(", ")
+            )));
+        }
+        match self.db.delete_repository(current.id).await {
+            Err(DbError::NotFound) => Err(RepoError::NotFound(name.to_string())),
+            other => Ok(other?),
+        }
+    }
+
+    /// Members exist, share the group's format, and no group reaches itself.
+    async fn check_members(&self, new: &NewRepository) -> Result<(), RepoError> {
+        if new.members.is_empty() {
+            return Ok(());
+        }
+        let all = self.db.list_repositories().await?;
+        let by_name: BTreeMap<&str, &Repository> = all.iter().map(|r| (r.name.as_str(), r)).collect();
+        for m in &new.members {
+            let repo = by_name
+                .get(m.as_str())
+                .ok_or_else(|| RepoError::Invalid(format!("group member {m} does not exist")))?;
+            if repo.format != new.format {
+                return Err(RepoError::Invalid(format!(
+                    "group member {m} is a {} repository; a {} group can only contain {} repositories",
+                    repo.format, new.format, new.format
+                )));
+            }
+        }
+        // Depth-first from each new member over the stored edges (with this group's new edges).
+        let edges = |n: &str| -> Vec<String> {
+            if n == new.name.as_str() {
+                new.members.iter().map(|m| m.as_str().to_string()).collect()
+            } else {
+                by_name.get(n).map(|r| r.members.clone()).unwrap_or_default()
+            }
+        };
+        let mut stack: Vec<(String, Vec<String>)> =
+            new.members.iter().map(|m| (m.as_str().to_string(), vec![new.name.to_string()])).collect();
+        let mut visited = BTreeSet::new();
+        while let Some((node, path)) = stack.pop() {
+            if node == new.name.as_str() {
+                let mut cycle = path.clone();
+                cycle.push(node);
+                return Err(RepoError::Invalid(format!("group members form a cycle: {}", cycle.join(" -> "))));
+            }
+            if !visited.insert(node.clone()) {
+                continue;
+            }
+            for next in edges(&node) {
+                let mut p = path.clone();
+                p.push(node.clone());
+                stack.push((next, p));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(json: serde_json::Value) -> Result<RepositorySpec, serde_json::Error> {
+        serde_json::from_value(json)
+    }
+
+    #[test]
+    fn names() {
+        for ok in ["debs", "a", "A.b_c-9", &"x".repeat(64)] {
+            assert!(RepoName::parse(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", ".", "..", "a/b", "a b", "ü", &"x".repeat(65), "%2e"] {
+            let err = RepoName::parse(bad).err();
+            assert!(matches!(err, Some(RepoError::Invalid(_))), "{bad}");
+        }
+    }
+
+    #[test]
+    fn apt_defaults_apply() -> Result<(), Box<dyn std::error::Error>> {
+        let new = spec(serde_json::json!({"name":"debs","format":"apt","type":"hosted"}))?.validate(None)?;
+        let apt = new.settings.apt.ok_or("apt settings")?;
+        assert_eq!(apt.distribution, "stable");
+        assert_eq!(apt.components, vec!["main"]);
+        assert_eq!(apt.architectures, vec!["amd64", "all"]);
+        assert_eq!(new.write_policy, WritePolicy::AllowOnce);
+        assert!(new.anonymous_read);
+        Ok(())
+    }
+
+    fn invalid(json: serde_json::Value) -> String {
+        match spec(json) {
+            Err(e) => format!("json: {e}"),
+            Ok(s) => match s.validate(None) {
+                Err(RepoError::Invalid(m)) => m,
+                other => format!("unexpected: {other:?}"),
+            },
+        }
+    }
+
+    #[test]
+    fn invalid_definitions_say_why() {
+        let m = invalid(serde_json::json!({"name":"p","format":"go","type":"proxy","proxy":{"remote_url":"ftp://x/"}}));
+        assert!(m.contains("must use http or https"), "{m}");
+        let m = invalid(serde_json::json!({"name":"p","format":"go","type":"proxy"}));
+        assert!(m.contains("needs `proxy.remote_url`"), "{m}");
+        let m = invalid(serde_json::json!({"name":"p","format":"go","type":"hosted","apt":{}}));
+        assert!(m.contains("`apt` settings do not apply to a go repository"), "{m}");
+        let m = invalid(serde_json::json!({"name":"g","format":"go","type":"group","group":{"members":["g"]}}));
+        assert!(m.contains("cannot contain itself"), "{m}");
+        let m = invalid(serde_json::json!({"name":"d","format":"apt","type":"hosted","apt":{"components":[]}}));
+        assert!(m.contains("apt.components must not be empty"), "{m}");
+        let m = invalid(serde_json::json!({"name":"h","format":"go","type":"hosted","group":{"members":[]}}));
+        assert!(m.contains("`group` settings do not apply to a hosted repository"), "{m}");
+        let m = invalid(serde_json::json!({"name":"x","format":"npm","type":"hosted"}));
+        assert!(m.contains("unknown variant `npm`"), "{m}");
+    }
+}

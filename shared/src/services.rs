@@ -1,0 +1,68 @@
+//! Startup shared by both binaries: metrics, database (migrated), blob store, secret.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+
+use crate::blobs::{BlobStore, FileStore};
+use crate::config::{BlobsKind, Config};
+use crate::db::Db;
+use crate::metrics::Metrics;
+
+/// Everything a process holds for its whole life; cheap to clone.
+#[derive(Clone)]
+pub struct Services {
+    pub config: Arc<Config>,
+    pub metrics: Arc<Metrics>,
+    pub db: Db,
+    pub blobs: Arc<dyn BlobStore>,
+    /// `security.secret`, or the generated one (SQLite).
+    pub secret: Arc<str>,
+}
+
+impl Services {
+    /// Connects, applies migrations (when `migrate`), and opens the blob store.
+    pub async fn start(config: Config, migrate: bool) -> anyhow::Result<Self> {
+        let metrics = Arc::new(Metrics::new().context("registering metrics")?);
+        std::fs::create_dir_all(&config.server.data_dir)
+            .with_context(|| format!("server.data_dir: cannot create {}", config.server.data_dir.display()))?;
+        let db = Db::connect(&config.database, metrics.clone()).await?;
+        if migrate {
+            let ran = db.migrate().await.context("applying database migrations")?;
+            if ran > 0 {
+                tracing::info!(applied = ran, backend = db.backend().as_str(), "database migrated");
+            }
+        }
+        let blobs: Arc<dyn BlobStore> = match config.blobs.kind {
+            BlobsKind::File => Arc::new(
+                FileStore::open(&config.blobs.path, metrics.clone())
+                    .await
+                    .with_context(|| format!("blobs.path: cannot open {}", config.blobs.path.display()))?,
+            ),
+            BlobsKind::S3 => anyhow::bail!("blobs.kind = \"s3\" is not available in this build yet; use \"file\""),
+        };
+        let secret = crate::auth::load_or_create_secret(config.security.secret.as_deref(), &config.server.data_dir)?;
+        Ok(Self { config: Arc::new(config), metrics, db, blobs, secret: secret.into() })
+    }
+
+    /// Readiness: database answers, migrations applied, blob store writable. `Err` lists why not.
+    pub async fn readiness(&self) -> Result<(), Vec<String>> {
+        let mut problems = Vec::new();
+        match self.db.ping().await {
+            Err(e) => problems.push(format!("database: {e}")),
+            Ok(()) => match self.db.migrations_applied().await {
+                Ok(true) => {}
+                Ok(false) => problems.push("database: migrations not applied".into()),
+                Err(e) => problems.push(format!("database: {e}")),
+            },
+        }
+        if let Err(e) = self.blobs.check().await {
+            problems.push(format!("blob store: {e}"));
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems)
+        }
+    }
+}
