@@ -1,1 +1,10 @@
-pub fn _placeholder() {}
+//! `packyard-api`: the stateless HTTP replica. Format endpoints (later issues) live under
+//! `/repository/<name>/`, the admin API under `/api/v1`; the management listener is shared with
+//! the worker (`packyard_worker::management`).
+
+pub mod admin;
+pub mod app;
+pub mod auth;
+pub mod error;
+pub mod observe;
+pub mod startup;

@@ -19,7 +19,10 @@ pub enum AuthError {
     #[error(transparent)]
     Db(#[from] DbError),
     #[error("cannot write {path}: {source}")]
-    Io { path: String, source: std::io::Error },
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
 }
 
 /// An argon2id PHC string.
@@ -33,14 +36,20 @@ pub fn hash_password(password: &str) -> Result<String, AuthError> {
 
 /// Constant-time check of a password against a stored PHC string; a malformed hash never matches.
 pub fn verify_password(password: &str, phc: &str) -> bool {
-    PasswordHash::new(phc).is_ok_and(|h| Argon2::default().verify_password(password.as_bytes(), &h).is_ok())
+    PasswordHash::new(phc).is_ok_and(|h| {
+        Argon2::default()
+            .verify_password(password.as_bytes(), &h)
+            .is_ok()
+    })
 }
 
 /// A fresh random password of 24 characters from an unambiguous alphabet.
 pub fn generate_password() -> String {
     const ALPHABET: &[u8] = b"abcdefghijkmnpqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789";
     let mut rng = rand::rngs::OsRng;
-    (0..24).map(|_| ALPHABET[rng.gen_range(0..ALPHABET.len())] as char).collect()
+    (0..24)
+        .map(|_| ALPHABET[rng.gen_range(0..ALPHABET.len())] as char)
+        .collect()
 }
 
 /// The user a username/password pair proves, or `None`. Hashing runs off the async threads.
@@ -72,12 +81,19 @@ pub enum Bootstrap {
     AlreadyPresent,
     CreatedFromConfig,
     /// Generated; the password was written to this file and is returned to print once.
-    Generated { password: String, file: std::path::PathBuf },
+    Generated {
+        password: String,
+        file: std::path::PathBuf,
+    },
 }
 
 /// On first start, creates `admin` with the configured password, or a generated one written to
 /// `<data_dir>/admin.password` (mode 0600).
-pub async fn bootstrap_admin(db: &Db, configured: Option<&str>, data_dir: &Path) -> Result<Bootstrap, AuthError> {
+pub async fn bootstrap_admin(
+    db: &Db,
+    configured: Option<&str>,
+    data_dir: &Path,
+) -> Result<Bootstrap, AuthError> {
     if db.user_by_name(ADMIN_USER).await?.is_some() {
         return Ok(Bootstrap::AlreadyPresent);
     }
@@ -103,12 +119,19 @@ pub async fn bootstrap_admin(db: &Db, configured: Option<&str>, data_dir: &Path)
         Err(DbError::Conflict(_)) => return Ok(Bootstrap::AlreadyPresent),
         Err(e) => return Err(e.into()),
     }
-    Ok(if generated { Bootstrap::Generated { password, file } } else { Bootstrap::CreatedFromConfig })
+    Ok(if generated {
+        Bootstrap::Generated { password, file }
+    } else {
+        Bootstrap::CreatedFromConfig
+    })
 }
 
 /// Writes a file readable only by the owner (0600), replacing it atomically.
 pub fn write_secret_file(path: &Path, contents: &[u8]) -> Result<(), AuthError> {
-    let io_err = |source| AuthError::Io { path: path.display().to_string(), source };
+    let io_err = |source| AuthError::Io {
+        path: path.display().to_string(),
+        source,
+    };
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(io_err)?;
     }
@@ -129,7 +152,10 @@ pub fn write_secret_file(path: &Path, contents: &[u8]) -> Result<(), AuthError> 
 
 /// `security.secret`, or one generated into `<data_dir>/secret` on first start (SQLite only;
 /// config validation requires it explicitly elsewhere).
-pub fn load_or_create_secret(configured: Option<&str>, data_dir: &Path) -> Result<String, AuthError> {
+pub fn load_or_create_secret(
+    configured: Option<&str>,
+    data_dir: &Path,
+) -> Result<String, AuthError> {
     if let Some(s) = configured {
         return Ok(s.to_string());
     }
@@ -174,7 +200,10 @@ mod tests {
         let s1 = load_or_create_secret(None, dir.path())?;
         let s2 = load_or_create_secret(None, dir.path())?;
         assert_eq!(s1, s2);
-        let mode = std::fs::metadata(dir.path().join("secret"))?.permissions().mode() & 0o777;
+        let mode = std::fs::metadata(dir.path().join("secret"))?
+            .permissions()
+            .mode()
+            & 0o777;
         assert_eq!(mode, 0o600);
         Ok(())
     }

@@ -9,6 +9,6 @@ pub mod metrics;
 pub mod repos;
 pub mod services;
 pub mod telemetry;
-pub mod time;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod time;

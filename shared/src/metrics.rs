@@ -1,7 +1,9 @@
 //! Prometheus metrics of one process. Not a global: each process (and each test) owns one
 //! registry, passed down as `Arc<Metrics>`.
 
-use prometheus::{Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder};
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder,
+};
 
 pub struct Metrics {
     pub registry: Registry,
@@ -16,7 +18,10 @@ impl Metrics {
     pub fn new() -> Result<Self, prometheus::Error> {
         let registry = Registry::new();
         let http_requests_total = IntCounterVec::new(
-            Opts::new("packyard_http_requests_total", "HTTP requests answered, by repository, format, method and status"),
+            Opts::new(
+                "packyard_http_requests_total",
+                "HTTP requests answered, by repository, format, method and status",
+            ),
             &["repository", "format", "method", "status"],
         )?;
         let http_request_duration_seconds = HistogramVec::new(
@@ -25,23 +30,36 @@ impl Metrics {
                 "Time from request head to response head, by format and method",
             )
             .buckets(vec![
-                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                10.0, 30.0,
             ]),
             &["format", "method"],
         )?;
         let db_queries_total = IntCounterVec::new(
-            Opts::new("packyard_db_queries_total", "Database statements issued by the storage layer, by operation"),
+            Opts::new(
+                "packyard_db_queries_total",
+                "Database statements issued by the storage layer, by operation",
+            ),
             &["op"],
         )?;
         let blob_bytes_total = IntCounterVec::new(
-            Opts::new("packyard_blob_bytes_total", "Bytes written to (in) and read from (out) the blob store"),
+            Opts::new(
+                "packyard_blob_bytes_total",
+                "Bytes written to (in) and read from (out) the blob store",
+            ),
             &["direction"],
         )?;
         registry.register(Box::new(http_requests_total.clone()))?;
         registry.register(Box::new(http_request_duration_seconds.clone()))?;
         registry.register(Box::new(db_queries_total.clone()))?;
         registry.register(Box::new(blob_bytes_total.clone()))?;
-        Ok(Self { registry, http_requests_total, http_request_duration_seconds, db_queries_total, blob_bytes_total })
+        Ok(Self {
+            registry,
+            http_requests_total,
+            http_request_duration_seconds,
+            db_queries_total,
+            blob_bytes_total,
+        })
     }
 
     /// The Prometheus text exposition of every metric.
@@ -58,7 +76,11 @@ impl Metrics {
             .gather()
             .iter()
             .filter(|f| f.get_name() == "packyard_db_queries_total")
-            .flat_map(|f| f.get_metric().iter().map(|m| m.get_counter().get_value() as u64))
+            .flat_map(|f| {
+                f.get_metric()
+                    .iter()
+                    .map(|m| m.get_counter().get_value() as u64)
+            })
             .sum()
     }
 }

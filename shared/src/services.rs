@@ -24,25 +24,46 @@ impl Services {
     /// Connects, applies migrations (when `migrate`), and opens the blob store.
     pub async fn start(config: Config, migrate: bool) -> anyhow::Result<Self> {
         let metrics = Arc::new(Metrics::new().context("registering metrics")?);
-        std::fs::create_dir_all(&config.server.data_dir)
-            .with_context(|| format!("server.data_dir: cannot create {}", config.server.data_dir.display()))?;
+        std::fs::create_dir_all(&config.server.data_dir).with_context(|| {
+            format!(
+                "server.data_dir: cannot create {}",
+                config.server.data_dir.display()
+            )
+        })?;
         let db = Db::connect(&config.database, metrics.clone()).await?;
         if migrate {
             let ran = db.migrate().await.context("applying database migrations")?;
             if ran > 0 {
-                tracing::info!(applied = ran, backend = db.backend().as_str(), "database migrated");
+                tracing::info!(
+                    applied = ran,
+                    backend = db.backend().as_str(),
+                    "database migrated"
+                );
             }
         }
         let blobs: Arc<dyn BlobStore> = match config.blobs.kind {
             BlobsKind::File => Arc::new(
                 FileStore::open(&config.blobs.path, metrics.clone())
                     .await
-                    .with_context(|| format!("blobs.path: cannot open {}", config.blobs.path.display()))?,
+                    .with_context(|| {
+                        format!("blobs.path: cannot open {}", config.blobs.path.display())
+                    })?,
             ),
-            BlobsKind::S3 => anyhow::bail!("blobs.kind = \"s3\" is not available in this build yet; use \"file\""),
+            BlobsKind::S3 => anyhow::bail!(
+                "blobs.kind = \"s3\" is not available in this build yet; use \"file\""
+            ),
         };
-        let secret = crate::auth::load_or_create_secret(config.security.secret.as_deref(), &config.server.data_dir)?;
-        Ok(Self { config: Arc::new(config), metrics, db, blobs, secret: secret.into() })
+        let secret = crate::auth::load_or_create_secret(
+            config.security.secret.as_deref(),
+            &config.server.data_dir,
+        )?;
+        Ok(Self {
+            config: Arc::new(config),
+            metrics,
+            db,
+            blobs,
+            secret: secret.into(),
+        })
     }
 
     /// Readiness: database answers, migrations applied, blob store writable. `Err` lists why not.

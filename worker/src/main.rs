@@ -1,1 +1,52 @@
-fn main() {}
+use std::path::PathBuf;
+use std::time::Duration;
+
+use actix_web::HttpServer;
+use clap::Parser;
+use packyard_shared::config::Loaded;
+use packyard_shared::services::Services;
+use packyard_worker::{management, process};
+
+/// The Packyard publication worker.
+#[derive(Parser)]
+#[command(name = "packyard-worker", version)]
+struct Cli {
+    /// Configuration file (default: packyard.toml in the working directory, or PACKYARD_CONFIG).
+    #[arg(long)]
+    config: Option<PathBuf>,
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let loaded = match Loaded::load(cli.config.as_deref()) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("packyard-worker: {e}");
+            std::process::exit(2);
+        }
+    };
+    packyard_shared::telemetry::init(&loaded.config.log);
+    actix_web::rt::System::new().block_on(run(loaded))
+}
+
+async fn run(loaded: Loaded) -> anyhow::Result<()> {
+    let services = Services::start(loaded.config, true).await?;
+    let cfg = services.config.clone();
+    let timeout = Duration::from_secs(cfg.server.shutdown_timeout_secs);
+    let listener = process::bind(cfg.server.management_bind, "server.management_bind")?;
+    let addr = listener.local_addr()?;
+    let s = services.clone();
+    let server = HttpServer::new(move || management::app(s.clone()))
+        .workers(1)
+        .disable_signals()
+        .shutdown_timeout(timeout.as_secs())
+        .listen(listener)?
+        .run();
+    tracing::info!(management = %addr, "packyard-worker ready");
+    println!("packyard-worker listening on management http://{addr}");
+    let stopper = process::stop_on_signal(vec![server.handle()], timeout);
+    let (served, ()) = tokio::join!(server, stopper);
+    served?;
+    services.db.close().await;
+    Ok(())
+}

@@ -34,10 +34,13 @@ impl Db {
 
     pub async fn blob(&self, sha256: &Sha256Hex) -> DbResult<Option<BlobRecord>> {
         self.count("blobs.get");
-        let row = sqlx::query(sql!(self, "SELECT sha256, size, created_at FROM blobs WHERE sha256 = $1"))
-            .bind(sha256.as_str())
-            .fetch_optional(self.pool())
-            .await?;
+        let row = sqlx::query(sql!(
+            self,
+            "SELECT sha256, size, created_at FROM blobs WHERE sha256 = $1"
+        ))
+        .bind(sha256.as_str())
+        .fetch_optional(self.pool())
+        .await?;
         row.map(|r| {
             let digest = text(&r, "sha256")?;
             Ok(BlobRecord {

@@ -68,11 +68,15 @@ impl Db {
         match self.backend() {
             Backend::Postgres => {
                 self.count("migrate.lock");
-                sqlx::query("SELECT pg_advisory_lock(7261736)").execute(&mut *conn).await?;
+                sqlx::query("SELECT pg_advisory_lock(7261736)")
+                    .execute(&mut *conn)
+                    .await?;
             }
             Backend::MySql => {
                 self.count("migrate.lock");
-                sqlx::query("SELECT GET_LOCK('packyard_migrate', 120)").execute(&mut *conn).await?;
+                sqlx::query("SELECT GET_LOCK('packyard_migrate', 120)")
+                    .execute(&mut *conn)
+                    .await?;
             }
             Backend::Sqlite => {}
         }
@@ -80,11 +84,15 @@ impl Db {
         match self.backend() {
             Backend::Postgres => {
                 self.count("migrate.unlock");
-                let _ = sqlx::query("SELECT pg_advisory_unlock(7261736)").execute(&mut *conn).await;
+                let _ = sqlx::query("SELECT pg_advisory_unlock(7261736)")
+                    .execute(&mut *conn)
+                    .await;
             }
             Backend::MySql => {
                 self.count("migrate.unlock");
-                let _ = sqlx::query("SELECT RELEASE_LOCK('packyard_migrate')").execute(&mut *conn).await;
+                let _ = sqlx::query("SELECT RELEASE_LOCK('packyard_migrate')")
+                    .execute(&mut *conn)
+                    .await;
             }
             Backend::Sqlite => {}
         }
@@ -105,17 +113,21 @@ impl Db {
             let mut tx = sqlx::Connection::begin(&mut *conn).await?;
             for stmt in statements(m.sql) {
                 self.count("migrate.apply");
-                sqlx::query(&stmt).execute(&mut *tx).await.map_err(|e| {
-                    DbError::Corrupt(format!("migration {} failed: {e}", m.name))
-                })?;
+                sqlx::query(&stmt)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(|e| DbError::Corrupt(format!("migration {} failed: {e}", m.name)))?;
             }
             self.count("migrate.record");
-            sqlx::query(crate::sql!(self, "INSERT INTO _packyard_migrations (version, name, applied_at) VALUES ($1, $2, $3)"))
-                .bind(m.version)
-                .bind(m.name)
-                .bind(now_ms())
-                .execute(&mut *tx)
-                .await?;
+            sqlx::query(crate::sql!(
+                self,
+                "INSERT INTO _packyard_migrations (version, name, applied_at) VALUES ($1, $2, $3)"
+            ))
+            .bind(m.version)
+            .bind(m.name)
+            .bind(now_ms())
+            .execute(&mut *tx)
+            .await?;
             tx.commit().await?;
             ran += 1;
         }
@@ -124,8 +136,12 @@ impl Db {
 
     async fn applied_versions(&self, conn: &mut sqlx::AnyConnection) -> DbResult<Vec<i64>> {
         self.count("migrate.list");
-        let rows = sqlx::query("SELECT version FROM _packyard_migrations").fetch_all(&mut *conn).await?;
-        rows.iter().map(|r| r.try_get::<i64, _>("version").map_err(DbError::from)).collect()
+        let rows = sqlx::query("SELECT version FROM _packyard_migrations")
+            .fetch_all(&mut *conn)
+            .await?;
+        rows.iter()
+            .map(|r| r.try_get::<i64, _>("version").map_err(DbError::from))
+            .collect()
     }
 
     /// True when every embedded migration is recorded as applied (readiness).
@@ -137,7 +153,9 @@ impl Db {
             Err(DbError::Other(sqlx::Error::Database(_))) => return Ok(false),
             Err(e) => return Err(e),
         };
-        Ok(for_backend(self.backend()).iter().all(|m| applied.contains(&m.version)))
+        Ok(for_backend(self.backend())
+            .iter()
+            .all(|m| applied.contains(&m.version)))
     }
 }
 
@@ -148,12 +166,23 @@ mod tests {
     #[test]
     fn splits_statements() {
         let s = statements("-- c\nCREATE TABLE a (x INT);\n\nCREATE INDEX i ON a (x);\n");
-        assert_eq!(s, vec!["CREATE TABLE a (x INT)".to_string(), "CREATE INDEX i ON a (x)".to_string()]);
+        assert_eq!(
+            s,
+            vec![
+                "CREATE TABLE a (x INT)".to_string(),
+                "CREATE INDEX i ON a (x)".to_string()
+            ]
+        );
     }
 
     #[test]
     fn every_backend_has_the_same_versions() {
-        let v = |b| for_backend(b).iter().map(|m| (m.version, m.name)).collect::<Vec<_>>();
+        let v = |b| {
+            for_backend(b)
+                .iter()
+                .map(|m| (m.version, m.name))
+                .collect::<Vec<_>>()
+        };
         assert_eq!(v(Backend::Sqlite), v(Backend::Postgres));
         assert_eq!(v(Backend::Sqlite), v(Backend::MySql));
     }

@@ -22,8 +22,11 @@ fn parse_row(row: &AnyRow) -> DbResult<Repository> {
         name: RepoName::parse(&name).map_err(|_| corrupt("name", &name))?,
         format: format.parse().map_err(|_| corrupt("format", &format))?,
         repo_type: kind.parse().map_err(|_| corrupt("type", &kind))?,
-        settings: serde_json::from_str::<StoredSettings>(&settings).map_err(|_| corrupt("settings", &settings))?,
-        write_policy: policy.parse().map_err(|_| corrupt("write policy", &policy))?,
+        settings: serde_json::from_str::<StoredSettings>(&settings)
+            .map_err(|_| corrupt("settings", &settings))?,
+        write_policy: policy
+            .parse()
+            .map_err(|_| corrupt("write policy", &policy))?,
         anonymous_read: row.try_get::<i64, _>("anonymous_read")? != 0,
         members: Vec::new(),
         version: row.try_get("version")?,
@@ -126,7 +129,9 @@ impl Db {
         };
         self.replace_members(&mut tx, id, &new.members).await?;
         tx.commit().await?;
-        self.repository_by_name(new.name.as_str()).await?.ok_or(DbError::NotFound)
+        self.repository_by_name(new.name.as_str())
+            .await?
+            .ok_or(DbError::NotFound)
     }
 
     async fn replace_members(
@@ -149,7 +154,9 @@ impl Db {
                 .execute(&mut **tx)
                 .await?;
             if done.rows_affected() != 1 {
-                return Err(DbError::Conflict(format!("group member {member} no longer exists")));
+                return Err(DbError::Conflict(format!(
+                    "group member {member} no longer exists"
+                )));
             }
         }
         Ok(())
@@ -173,7 +180,9 @@ impl Db {
         }
         self.replace_members(&mut tx, id, &new.members).await?;
         tx.commit().await?;
-        self.repository_by_name(new.name.as_str()).await?.ok_or(DbError::NotFound)
+        self.repository_by_name(new.name.as_str())
+            .await?
+            .ok_or(DbError::NotFound)
     }
 
     pub async fn delete_repository(&self, id: i64) -> DbResult<()> {

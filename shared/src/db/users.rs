@@ -15,12 +15,19 @@ pub struct UserRecord {
 impl Db {
     pub async fn user_by_name(&self, username: &str) -> DbResult<Option<UserRecord>> {
         self.count("users.get");
-        let row = sqlx::query(sql!(self, "SELECT id, username, password_hash FROM users WHERE username = $1"))
-            .bind(username)
-            .fetch_optional(self.pool())
-            .await?;
+        let row = sqlx::query(sql!(
+            self,
+            "SELECT id, username, password_hash FROM users WHERE username = $1"
+        ))
+        .bind(username)
+        .fetch_optional(self.pool())
+        .await?;
         row.map(|r| {
-            Ok(UserRecord { id: r.try_get("id")?, username: text(&r, "username")?, password_hash: text(&r, "password_hash")? })
+            Ok(UserRecord {
+                id: r.try_get("id")?,
+                username: text(&r, "username")?,
+                password_hash: text(&r, "password_hash")?,
+            })
         })
         .transpose()
     }

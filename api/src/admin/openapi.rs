@@ -1,0 +1,108 @@
+//! `/api/v1/openapi.json`: the OpenAPI 3.1 description of the admin API.
+
+use actix_web::{web, HttpResponse};
+use std::sync::OnceLock;
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(crate::app::resource("/openapi.json").route(web::get().to(openapi)));
+}
+
+async fn openapi() -> HttpResponse {
+    static DOC: OnceLock<String> = OnceLock::new();
+    let doc = DOC.get_or_init(|| document().to_string());
+    HttpResponse::Ok()
+        .content_type("application/json")
+        .body(doc.as_str())
+}
+
+fn error_ref(description: &str) -> serde_json::Value {
+    serde_json::json!({
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+    })
+}
+
+/// The document; built once.
+pub fn document() -> serde_json::Value {
+    let repo_ref = serde_json::json!({"$ref": "#/components/schemas/Repository"});
+    let spec_body = serde_json::json!({
+        "required": true,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/RepositorySpec"}}}
+    });
+    let name_param = serde_json::json!([{
+        "name": "name", "in": "path", "required": true,
+        "schema": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$"}
+    }]);
+    serde_json::json!({
+        "openapi": "3.1.0",
+        "info": {"title": "Packyard admin API", "version": env!("CARGO_PKG_VERSION")},
+        "security": [{"basic": []}, {"bearer": []}],
+        "paths": {
+            "/api/v1/repositories": {
+                "get": {
+                    "summary": "List repositories",
+                    "responses": {
+                        "200": {"description": "All repositories, by name", "content": {"application/json": {"schema": {"type": "array", "items": repo_ref}}}},
+                        "401": error_ref("No or bad credentials"), "403": error_ref("Not an administrator")
+                    }
+                },
+                "post": {
+                    "summary": "Create a repository",
+                    "requestBody": spec_body,
+                    "responses": {
+                        "201": {"description": "Created", "content": {"application/json": {"schema": repo_ref}}},
+                        "400": error_ref("Invalid definition"), "401": error_ref("No or bad credentials"),
+                        "403": error_ref("Not an administrator"), "409": error_ref("Name taken")
+                    }
+                }
+            },
+            "/api/v1/repositories/{name}": {
+                "parameters": name_param,
+                "get": {"summary": "Get a repository", "responses": {
+                    "200": {"description": "The repository", "content": {"application/json": {"schema": repo_ref}}},
+                    "404": error_ref("No such repository")}},
+                "put": {"summary": "Replace a repository's settings (format and type are fixed)", "requestBody": spec_body, "responses": {
+                    "200": {"description": "Updated", "content": {"application/json": {"schema": repo_ref}}},
+                    "400": error_ref("Invalid definition"), "404": error_ref("No such repository")}},
+                "delete": {"summary": "Delete a repository", "responses": {
+                    "204": {"description": "Deleted"}, "404": error_ref("No such repository"),
+                    "409": error_ref("Still a member of a group")}}
+            }
+        },
+        "components": {
+            "securitySchemes": {"basic": {"type": "http", "scheme": "basic"}, "bearer": {"type": "http", "scheme": "bearer"}},
+            "schemas": {
+                "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "object", "required": ["code", "message"], "properties": {"code": {"type": "string"}, "message": {"type": "string"}}}}},
+                "Apt": {"type": "object", "additionalProperties": false, "properties": {
+                    "distribution": {"type": "string", "default": "stable"},
+                    "components": {"type": "array", "items": {"type": "string"}, "default": ["main"]},
+                    "architectures": {"type": "array", "items": {"type": "string"}, "default": ["amd64", "all"]},
+                    "origin": {"type": "string"}, "label": {"type": "string"}}},
+                "Apk": {"type": "object", "additionalProperties": false, "properties": {
+                    "architectures": {"type": "array", "items": {"type": "string"}, "default": ["x86_64", "aarch64"]}}},
+                "Proxy": {"type": "object", "additionalProperties": false, "required": ["remote_url"], "properties": {
+                    "remote_url": {"type": "string", "format": "uri"},
+                    "metadata_ttl_secs": {"type": "integer", "default": 3600},
+                    "negative_ttl_secs": {"type": "integer", "default": 300}}},
+                "Group": {"type": "object", "additionalProperties": false, "required": ["members"], "properties": {
+                    "members": {"type": "array", "items": {"type": "string"}}}},
+                "RepositorySpec": {"type": "object", "additionalProperties": false, "required": ["format", "type"], "properties": {
+                    "name": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$"},
+                    "format": {"enum": ["apt", "apk", "go", "conan"]},
+                    "type": {"enum": ["hosted", "proxy", "group"]},
+                    "write_policy": {"enum": ["allow_once", "allow", "deny"], "default": "allow_once"},
+                    "anonymous_read": {"type": "boolean", "default": true},
+                    "apt": {"$ref": "#/components/schemas/Apt"}, "apk": {"$ref": "#/components/schemas/Apk"},
+                    "go": {"type": "object", "additionalProperties": false}, "conan": {"type": "object", "additionalProperties": false},
+                    "proxy": {"$ref": "#/components/schemas/Proxy"}, "group": {"$ref": "#/components/schemas/Group"}}},
+                "Repository": {"type": "object", "properties": {
+                    "name": {"type": "string"}, "format": {"type": "string"}, "type": {"type": "string"},
+                    "url": {"type": "string"}, "write_policy": {"type": "string"}, "anonymous_read": {"type": "boolean"},
+                    "apt": {"$ref": "#/components/schemas/Apt"}, "apk": {"$ref": "#/components/schemas/Apk"},
+                    "proxy": {"$ref": "#/components/schemas/Proxy"}, "group": {"$ref": "#/components/schemas/Group"},
+                    "version": {"type": "integer"}, "created_at": {"type": "string", "format": "date-time"},
+                    "updated_at": {"type": "string", "format": "date-time"}}}
+            }
+        }
+    })
+}

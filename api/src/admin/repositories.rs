@@ -1,0 +1,95 @@
+//! `/api/v1/repositories`: one handler per action.
+
+use actix_web::web;
+use packyard_shared::repos::{RepoName, Repository};
+use packyard_shared::time::rfc3339_ms;
+use serde::{Deserialize, Serialize};
+
+use crate::error::ApiError;
+
+mod create;
+mod delete;
+mod get;
+mod list;
+mod update;
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(
+        crate::app::resource("/repositories")
+            .route(web::get().to(list::list))
+            .route(web::post().to(create::create)),
+    )
+    .service(
+        crate::app::resource("/repositories/{name}")
+            .route(web::get().to(get::get))
+            .route(web::put().to(update::update))
+            .route(web::delete().to(delete::delete)),
+    );
+}
+
+/// `{name}` from the path, validated before any handler sees it.
+#[derive(Debug, Deserialize)]
+#[serde(try_from = "String")]
+pub struct NamePath(pub RepoName);
+
+impl TryFrom<String> for NamePath {
+    type Error = String;
+    fn try_from(s: String) -> std::result::Result<Self, String> {
+        RepoName::parse(&s).map(Self).map_err(|e| e.to_string())
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub struct RepoPath {
+    pub name: NamePath,
+}
+
+/// The JSON shape of a repository in responses.
+#[derive(Debug, Serialize)]
+pub struct RepositoryView {
+    pub name: String,
+    pub format: &'static str,
+    #[serde(rename = "type")]
+    pub repo_type: &'static str,
+    pub url: String,
+    pub write_policy: &'static str,
+    pub anonymous_read: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub apt: Option<packyard_shared::repos::AptSettings>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub apk: Option<packyard_shared::repos::ApkSettings>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proxy: Option<packyard_shared::repos::ProxySettings>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group: Option<packyard_shared::repos::GroupSettings>,
+    pub version: i64,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+impl From<Repository> for RepositoryView {
+    fn from(r: Repository) -> Self {
+        let group = (r.repo_type == packyard_shared::repos::RepoType::Group).then(|| {
+            packyard_shared::repos::GroupSettings {
+                members: r.members.clone(),
+            }
+        });
+        Self {
+            url: format!("/repository/{}/", r.name),
+            name: r.name.to_string(),
+            format: r.format.as_str(),
+            repo_type: r.repo_type.as_str(),
+            write_policy: r.write_policy.as_str(),
+            anonymous_read: r.anonymous_read,
+            apt: r.settings.apt,
+            apk: r.settings.apk,
+            proxy: r.settings.proxy,
+            group,
+            version: r.version,
+            created_at: rfc3339_ms(r.created_at),
+            updated_at: rfc3339_ms(r.updated_at),
+        }
+    }
+}
+
+pub type Result<T> = std::result::Result<T, ApiError>;

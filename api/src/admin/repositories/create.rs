@@ -1,0 +1,24 @@
+use actix_web::http::header;
+use actix_web::{web, HttpResponse};
+use packyard_shared::repos::{RepositoryService, RepositorySpec};
+use packyard_shared::services::Services;
+
+use super::{RepositoryView, Result};
+use crate::auth::Admin;
+
+pub async fn create(
+    _admin: Admin,
+    services: web::Data<Services>,
+    body: web::Json<RepositorySpec>,
+) -> Result<HttpResponse> {
+    let repo = RepositoryService::new(&services.db)
+        .create(body.into_inner())
+        .await?;
+    tracing::info!(repository = %repo.name, format = %repo.format, kind = %repo.repo_type, "repository created");
+    Ok(HttpResponse::Created()
+        .insert_header((
+            header::LOCATION,
+            format!("/api/v1/repositories/{}", repo.name),
+        ))
+        .json(RepositoryView::from(repo)))
+}

@@ -1,0 +1,18 @@
+use actix_web::{web, HttpResponse};
+use packyard_shared::repos::RepositoryService;
+use packyard_shared::services::Services;
+
+use super::{RepoPath, Result};
+use crate::auth::Admin;
+
+pub async fn delete(
+    _admin: Admin,
+    services: web::Data<Services>,
+    path: web::Path<RepoPath>,
+) -> Result<HttpResponse> {
+    RepositoryService::new(&services.db)
+        .delete(path.name.0.as_str())
+        .await?;
+    tracing::info!(repository = %path.name.0, "repository deleted");
+    Ok(HttpResponse::NoContent().finish())
+}

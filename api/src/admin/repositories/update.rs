@@ -1,0 +1,19 @@
+use actix_web::{web, HttpResponse};
+use packyard_shared::repos::{RepositoryService, RepositorySpec};
+use packyard_shared::services::Services;
+
+use super::{RepoPath, RepositoryView, Result};
+use crate::auth::Admin;
+
+pub async fn update(
+    _admin: Admin,
+    services: web::Data<Services>,
+    path: web::Path<RepoPath>,
+    body: web::Json<RepositorySpec>,
+) -> Result<HttpResponse> {
+    let repo = RepositoryService::new(&services.db)
+        .update(path.name.0.as_str(), body.into_inner())
+        .await?;
+    tracing::info!(repository = %repo.name, version = repo.version, "repository updated");
+    Ok(HttpResponse::Ok().json(RepositoryView::from(repo)))
+}

@@ -1,0 +1,92 @@
+//! The public application: routes, extractor configuration, and the rewriting of framework
+//! errors (bad JSON, bad path, unknown route, wrong method) into the one error shape.
+
+use actix_web::body::MessageBody;
+use actix_web::dev::{ServiceFactory, ServiceRequest, ServiceResponse};
+use actix_web::error::{JsonPayloadError, PathError, QueryPayloadError};
+use actix_web::{middleware, web, App, HttpRequest, Resource};
+use packyard_shared::services::Services;
+
+use crate::error::{ApiError, ErrorCode};
+
+/// Largest JSON body the admin API accepts.
+const JSON_LIMIT: usize = 1 << 20;
+
+pub fn public_app(
+    services: Services,
+) -> App<
+    impl ServiceFactory<
+        ServiceRequest,
+        Config = (),
+        Response = ServiceResponse<impl MessageBody>,
+        Error = actix_web::Error,
+        InitError = (),
+    >,
+> {
+    App::new()
+        .app_data(web::Data::new(services))
+        .app_data(
+            web::JsonConfig::default()
+                .limit(JSON_LIMIT)
+                .error_handler(json_error),
+        )
+        .app_data(web::PathConfig::default().error_handler(path_error))
+        .app_data(web::QueryConfig::default().error_handler(query_error))
+        .configure(crate::admin::configure)
+        .default_service(web::to(no_route))
+        .wrap(middleware::from_fn(crate::observe::middleware))
+}
+
+/// A resource whose unsupported methods get a JSON 405.
+pub fn resource(path: &str) -> Resource {
+    web::resource(path).default_service(web::to(method_not_allowed))
+}
+
+async fn no_route(req: HttpRequest) -> Result<&'static str, ApiError> {
+    Err(ApiError::not_found(format!(
+        "no such endpoint: {} {}",
+        req.method(),
+        req.path()
+    )))
+}
+
+async fn method_not_allowed(req: HttpRequest) -> Result<&'static str, ApiError> {
+    Err(ApiError::new(
+        ErrorCode::MethodNotAllowed,
+        format!("method {} is not allowed on {}", req.method(), req.path()),
+    ))
+}
+
+fn json_error(err: JsonPayloadError, _req: &HttpRequest) -> actix_web::Error {
+    let api = match &err {
+        JsonPayloadError::OverflowKnownLength { length, limit } => ApiError::new(
+            ErrorCode::PayloadTooLarge,
+            format!("JSON body of {length} bytes exceeds the limit of {limit} bytes"),
+        ),
+        JsonPayloadError::Overflow { limit } => ApiError::new(
+            ErrorCode::PayloadTooLarge,
+            format!("JSON body exceeds the limit of {limit} bytes"),
+        ),
+        JsonPayloadError::ContentType => ApiError::new(
+            ErrorCode::UnsupportedMediaType,
+            "send the body as JSON with Content-Type: application/json",
+        ),
+        JsonPayloadError::Deserialize(e) => {
+            ApiError::bad_request(format!("invalid JSON body: {e}"))
+        }
+        JsonPayloadError::Serialize(e) => ApiError::internal(e),
+        other => ApiError::bad_request(format!("cannot read the JSON body: {other}")),
+    };
+    api.into()
+}
+
+fn path_error(err: PathError, req: &HttpRequest) -> actix_web::Error {
+    let PathError::Deserialize(e) = &err else {
+        return ApiError::bad_request(format!("invalid path {}: {err}", req.path())).into();
+    };
+    ApiError::bad_request(format!("invalid path {}: {e}", req.path())).into()
+}
+
+fn query_error(err: QueryPayloadError, _req: &HttpRequest) -> actix_web::Error {
+    ApiError::bad_request(format!("invalid query string: {err}")).into()
+}

@@ -1,0 +1,223 @@
+//! The one error type of the HTTP layer: stable snake_case codes, an explicit status table, one
+//! JSON shape `{"error":{"code":…,"message":…}}`. Internal causes go to the log, never to the
+//! client.
+
+use std::fmt;
+
+use actix_web::http::header::{self, HeaderValue};
+use actix_web::http::StatusCode;
+use actix_web::{HttpResponse, ResponseError};
+use packyard_shared::auth::AuthError;
+use packyard_shared::blobs::BlobError;
+use packyard_shared::db::DbError;
+use packyard_shared::repos::RepoError;
+use serde::Serialize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorCode {
+    BadRequest,
+    InvalidRepository,
+    Unauthorized,
+    Forbidden,
+    NotFound,
+    MethodNotAllowed,
+    Conflict,
+    PayloadTooLarge,
+    UnsupportedMediaType,
+    RangeNotSatisfiable,
+    InsufficientStorage,
+    ServiceUnavailable,
+    Internal,
+}
+
+impl ErrorCode {
+    pub fn status(self) -> StatusCode {
+        match self {
+            Self::BadRequest | Self::InvalidRepository => StatusCode::BAD_REQUEST,
+            Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::Forbidden => StatusCode::FORBIDDEN,
+            Self::NotFound => StatusCode::NOT_FOUND,
+            Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Self::Conflict => StatusCode::CONFLICT,
+            Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::RangeNotSatisfiable => StatusCode::RANGE_NOT_SATISFIABLE,
+            Self::InsufficientStorage => StatusCode::INSUFFICIENT_STORAGE,
+            Self::ServiceUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::BadRequest => "bad_request",
+            Self::InvalidRepository => "invalid_repository",
+            Self::Unauthorized => "unauthorized",
+            Self::Forbidden => "forbidden",
+            Self::NotFound => "not_found",
+            Self::MethodNotAllowed => "method_not_allowed",
+            Self::Conflict => "conflict",
+            Self::PayloadTooLarge => "payload_too_large",
+            Self::UnsupportedMediaType => "unsupported_media_type",
+            Self::RangeNotSatisfiable => "range_not_satisfiable",
+            Self::InsufficientStorage => "insufficient_storage",
+            Self::ServiceUnavailable => "service_unavailable",
+            Self::Internal => "internal_error",
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct ApiError {
+    pub code: ErrorCode,
+    pub message: String,
+    /// For 416: the size to report in `Content-Range: bytes */size`.
+    pub range_size: Option<u64>,
+}
+
+impl ApiError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            range_size: None,
+        }
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::BadRequest, message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::NotFound, message)
+    }
+
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Unauthorized, message)
+    }
+
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Forbidden, message)
+    }
+
+    /// A 500 whose cause is logged, not shown.
+    pub fn internal(cause: impl fmt::Display) -> Self {
+        tracing::error!(error = %cause, "internal error");
+        Self::new(
+            ErrorCode::Internal,
+            "internal server error; the cause is in the server log",
+        )
+    }
+
+    pub fn unavailable(cause: impl fmt::Display) -> Self {
+        tracing::warn!(error = %cause, "dependency unavailable");
+        Self::new(
+            ErrorCode::ServiceUnavailable,
+            "the service is temporarily unavailable; retry shortly",
+        )
+    }
+}
+
+impl fmt::Display for ApiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code.as_str(), self.message)
+    }
+}
+
+#[derive(Serialize)]
+struct Body<'a> {
+    error: Inner<'a>,
+}
+
+#[derive(Serialize)]
+struct Inner<'a> {
+    code: &'a str,
+    message: &'a str,
+}
+
+/// The JSON error body; used by handlers and by the rewriting of framework errors.
+pub fn error_body(code: &str, message: &str) -> String {
+    serde_json::to_string(&Body {
+        error: Inner { code, message },
+    })
+    .unwrap_or_else(|_| {
+        r#"{"error":{"code":"internal_error","message":"internal server error"}}"#.into()
+    })
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        self.code.status()
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let mut res = HttpResponse::build(self.status_code());
+        res.insert_header((
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        ));
+        if self.code == ErrorCode::Unauthorized {
+            res.insert_header((
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Basic realm=\"packyard\""),
+            ));
+        }
+        if let Some(size) = self.range_size {
+            res.insert_header((header::CONTENT_RANGE, format!("bytes */{size}")));
+        }
+        res.body(error_body(self.code.as_str(), &self.message))
+    }
+}
+
+impl From<DbError> for ApiError {
+    fn from(e: DbError) -> Self {
+        match e {
+            DbError::NotFound => Self::not_found("not found"),
+            DbError::Conflict(m) => Self::new(ErrorCode::Conflict, m),
+            DbError::Unavailable(m) => Self::unavailable(m),
+            other => Self::internal(other),
+        }
+    }
+}
+
+impl From<RepoError> for ApiError {
+    fn from(e: RepoError) -> Self {
+        match e {
+            RepoError::Invalid(m) => Self::new(ErrorCode::InvalidRepository, m),
+            RepoError::NotFound(name) => Self::not_found(format!("repository {name} not found")),
+            RepoError::Conflict(m) => Self::new(ErrorCode::Conflict, m),
+            RepoError::Db(db) => db.into(),
+        }
+    }
+}
+
+impl From<BlobError> for ApiError {
+    fn from(e: BlobError) -> Self {
+        match e {
+            BlobError::NotFound(_) => Self::not_found(e.to_string()),
+            BlobError::TooLarge { .. } => Self::new(ErrorCode::PayloadTooLarge, e.to_string()),
+            BlobError::RangeNotSatisfiable { size } => Self {
+                range_size: Some(size),
+                ..Self::new(ErrorCode::RangeNotSatisfiable, e.to_string())
+            },
+            BlobError::InvalidDigest(_) => Self::bad_request(e.to_string()),
+            BlobError::Full(cause) => {
+                tracing::error!(error = %cause, "blob store full");
+                Self::new(
+                    ErrorCode::InsufficientStorage,
+                    "the blob store is full; nothing was stored",
+                )
+            }
+            BlobError::Io(cause) => Self::unavailable(format!("blob store: {cause}")),
+        }
+    }
+}
+
+impl From<AuthError> for ApiError {
+    fn from(e: AuthError) -> Self {
+        match e {
+            AuthError::Db(db) => db.into(),
+            other => Self::internal(other),
+        }
+    }
+}

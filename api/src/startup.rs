@@ -1,0 +1,92 @@
+//! Startup of the api process: services, bootstrap admin, both listeners, graceful shutdown.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use actix_web::dev::Server;
+use actix_web::HttpServer;
+use packyard_shared::auth::{bootstrap_admin, Bootstrap};
+use packyard_shared::config::Config;
+use packyard_shared::services::Services;
+use packyard_worker::{management, process};
+
+/// A started api process: its servers and the addresses they listen on.
+pub struct Running {
+    pub services: Services,
+    pub public: Server,
+    pub management: Server,
+    pub public_addr: SocketAddr,
+    pub management_addr: SocketAddr,
+}
+
+/// Brings up everything and binds both listeners; the servers run when awaited.
+pub async fn start(config: Config) -> anyhow::Result<Running> {
+    let services = Services::start(config, true).await?;
+    let cfg = services.config.clone();
+    match bootstrap_admin(
+        &services.db,
+        cfg.security.admin_password.as_deref(),
+        &cfg.server.data_dir,
+    )
+    .await?
+    {
+        Bootstrap::AlreadyPresent => {}
+        Bootstrap::CreatedFromConfig => {
+            tracing::info!("created user admin with the password from security.admin_password");
+        }
+        Bootstrap::Generated { password, file } => {
+            tracing::info!(file = %file.display(), "created user admin with a generated password");
+            // Printed once, to the terminal of whoever started the first run.
+            println!(
+                "Generated password for user admin: {password} (also in {})",
+                file.display()
+            );
+        }
+    }
+    let timeout = cfg.server.shutdown_timeout_secs;
+    let public_listener = process::bind(cfg.server.bind, "server.bind")?;
+    let management_listener = process::bind(cfg.server.management_bind, "server.management_bind")?;
+    let public_addr = public_listener.local_addr()?;
+    let management_addr = management_listener.local_addr()?;
+    let s = services.clone();
+    let mut public = HttpServer::new(move || crate::app::public_app(s.clone()))
+        .disable_signals()
+        .shutdown_timeout(timeout);
+    if cfg.server.workers > 0 {
+        public = public.workers(cfg.server.workers);
+    }
+    let public = public.listen(public_listener)?.run();
+    let s = services.clone();
+    let management = HttpServer::new(move || management::app(s.clone()))
+        .workers(1)
+        .disable_signals()
+        .shutdown_timeout(timeout)
+        .listen(management_listener)?
+        .run();
+    Ok(Running {
+        services,
+        public,
+        management,
+        public_addr,
+        management_addr,
+    })
+}
+
+/// Runs until SIGTERM/SIGINT, then stops gracefully.
+pub async fn run(config: Config) -> anyhow::Result<()> {
+    let timeout = Duration::from_secs(config.server.shutdown_timeout_secs);
+    let running = start(config).await?;
+    tracing::info!(public = %running.public_addr, management = %running.management_addr, "packyard-api ready");
+    println!(
+        "packyard-api listening on http://{} (management http://{})",
+        running.public_addr, running.management_addr
+    );
+    let handles = vec![running.public.handle(), running.management.handle()];
+    let stopper = process::stop_on_signal(handles, timeout);
+    let (public, management, ()) = tokio::join!(running.public, running.management, stopper);
+    public?;
+    management?;
+    running.services.db.close().await;
+    tracing::info!("stopped");
+    Ok(())
+}

@@ -1,0 +1,463 @@
+//! The admin API in-process, on SQLite, PostgreSQL and MariaDB.
+
+use actix_web::http::{header, StatusCode};
+use actix_web::test::{self, TestRequest};
+use base64::Engine;
+use packyard_shared::auth::{bootstrap_admin, hash_password};
+use packyard_shared::blobs::FileStore;
+use packyard_shared::config::Config;
+use packyard_shared::db::Backend;
+use packyard_shared::services::Services;
+use packyard_shared::testing::TestDb;
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+const ADMIN_PW: &str = "correct horse battery staple";
+
+async fn services(t: &TestDb) -> anyhow::Result<Services> {
+    let mut config = Config::default();
+    config.database.url = t.url.clone();
+    config.server.data_dir = t.dir.path().join("data");
+    config.blobs.path = t.dir.path().join("blobs");
+    let blobs = Arc::new(FileStore::open(&config.blobs.path, t.metrics.clone()).await?);
+    bootstrap_admin(&t.db, Some(ADMIN_PW), &config.server.data_dir).await?;
+    Ok(Services {
+        config: Arc::new(config),
+        metrics: t.metrics.clone(),
+        db: t.db.clone(),
+        blobs,
+        secret: "0123456789abcdef0123456789abcdef".into(),
+    })
+}
+
+fn basic(user: &str, pw: &str) -> (header::HeaderName, String) {
+    let enc = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pw}"));
+    (header::AUTHORIZATION, format!("Basic {enc}"))
+}
+
+fn admin() -> (header::HeaderName, String) {
+    basic("admin", ADMIN_PW)
+}
+
+/// Status, and the body parsed as JSON (an empty body is `Null`).
+async fn call<S, B>(
+    app: &S,
+    req: TestRequest,
+) -> anyhow::Result<(StatusCode, Value, header::HeaderMap)>
+where
+    S: actix_web::dev::Service<
+        actix_http::Request,
+        Response = actix_web::dev::ServiceResponse<B>,
+        Error = actix_web::Error,
+    >,
+    B: actix_web::body::MessageBody,
+{
+    let res = test::call_service(app, req.to_request()).await;
+    let status = res.status();
+    let headers = res.headers().clone();
+    let bytes = test::read_body(res).await;
+    let body = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes)?
+    };
+    Ok((status, body, headers))
+}
+
+fn error_of(body: &Value) -> (&str, &str) {
+    (
+        body["error"]["code"].as_str().unwrap_or("<none>"),
+        body["error"]["message"].as_str().unwrap_or("<none>"),
+    )
+}
+
+async fn admin_api(backend: Backend) -> anyhow::Result<()> {
+    let Some(t) = TestDb::fresh(backend).await? else {
+        return Ok(());
+    };
+    let app = test::init_service(packyard_api::app::public_app(services(&t).await?)).await;
+
+    // Authentication.
+    let (s, b, h) = call(&app, TestRequest::get().uri("/api/v1/repositories")).await?;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        h.get(header::WWW_AUTHENTICATE).map(|v| v.as_bytes()),
+        Some(&b"Basic realm=\"packyard\""[..])
+    );
+    assert_eq!(error_of(&b), ("unauthorized", "authentication required"));
+    let (s, b, _) = call(
+        &app,
+        TestRequest::get()
+            .uri("/api/v1/repositories")
+            .insert_header(basic("admin", "wrong")),
+    )
+    .await?;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        error_of(&b),
+        ("unauthorized", "invalid username or password")
+    );
+    let (s, _, _) = call(
+        &app,
+        TestRequest::get()
+            .uri("/api/v1/repositories")
+            .insert_header(basic("nobody", "x")),
+    )
+    .await?;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    t.db.insert_user("alice", &hash_password("alice-pw")?)
+        .await?;
+    let (s, b, _) = call(
+        &app,
+        TestRequest::get()
+            .uri("/api/v1/repositories")
+            .insert_header(basic("alice", "alice-pw")),
+    )
+    .await?;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    assert_eq!(
+        error_of(&b),
+        ("forbidden", "user alice may not use the admin API")
+    );
+
+    // Create, read, list.
+    let (s, b, h) = call(
+        &app,
+        TestRequest::post().uri("/api/v1/repositories").insert_header(admin()).set_json(json!({
+            "name": "debs", "format": "apt", "type": "hosted",
+            "apt": {"distribution": "stable", "components": ["main"], "architectures": ["amd64", "arm64", "all"]}
+        })),
+    )
+    .await?;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    assert_eq!(
+        h.get(header::LOCATION).map(|v| v.as_bytes()),
+        Some(&b"/api/v1/repositories/debs"[..])
+    );
+    assert!(h.contains_key("x-request-id"));
+    assert_eq!(b["name"], "debs");
+    assert_eq!(b["format"], "apt");
+    assert_eq!(b["type"], "hosted");
+    assert_eq!(b["url"], "/repository/debs/");
+    assert_eq!(b["write_policy"], "allow_once");
+    assert_eq!(b["anonymous_read"], true);
+    assert_eq!(b["apt"]["architectures"], json!(["amd64", "arm64", "all"]));
+    assert!(b.get("proxy").is_none() && b.get("group").is_none());
+
+    let (s, b, _) = call(
+        &app,
+        TestRequest::post()
+            .uri("/api/v1/repositories")
+            .insert_header(admin())
+            .set_json(json!({"name": "debs", "format": "apt", "type": "hosted"})),
+    )
+    .await?;
+    assert_eq!(s, StatusCode::CONFLICT);
+    assert_eq!(error_of(&b), ("conflict", "repository debs already exists"));
+
+    for (name, format) in [("go-a", "go"), ("go-b", "go")] {
+        let (s, b, _) = call(
+            &app,
+            TestRequest::post()
+                .uri("/api/v1/repositories")
+                .insert_header(admin())
+                .set_json(json!({"name": name, "format": format, "type": "hosted"})),
+        )
+        .await?;
+        assert_eq!(s, StatusCode::CREATED, "{b}");
+    }
+    let (s, b, _) = call(
+        &app,
+        TestRequest::post().uri("/api/v1/repositories").insert_header(admin()).set_json(json!({
+            "name": "go-all", "format": "go", "type": "group", "group": {"members": ["go-b", "go-a"]}
+        })),
+    )
+    .await?;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    assert_eq!(b["group"]["members"], json!(["go-b", "go-a"]));
+
+    let (s, b, _) = call(
+        &app,
+        TestRequest::get()
+            .uri("/api/v1/repositories")
+            .insert_header(admin()),
+    )
+    .await?;
+    assert_eq!(s, StatusCode::OK);
+    let names: Vec<&str> = b
+        .as_array()
+        .map(|a| a.iter().filter_map(|r| r["name"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(names, vec!["debs", "go-a", "go-all", "go-b"]);
+
+    let (s, b, _) = call(
+        &app,
+        TestRequest::get()
+            .uri("/api/v1/repositories/go-all")
+            .insert_header(admin()),
+    )
+    .await?;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(b["type"], "group");
+
+    // Validation: each a 400 with a message a person can act on.
+    let cases = [
+        (
+            json!({"name": "bad name", "format": "go", "type": "hosted"}),
+            "invalid_repository",
+            "invalid repository name \"bad name\"",
+        ),
+        (
+            json!({"name": "p", "format": "go", "type": "proxy", "proxy": {"remote_url": "file:///etc"}}),
+            "invalid_repository",
+            "proxy.remote_url must use http or https, not \"file\"",
+        ),
+        (
+            json!({"name": "g", "format": "go", "type": "group", "group": {"members": ["debs"]}}),
+            "invalid_repository",
+            "group member debs is a apt repository",
+        ),
+        (
+            json!({"name": "g", "format": "go", "type": "group", "group": {"members": ["ghost"]}}),
+            "invalid_repository",
+            "group member ghost does not exist",
+        ),
+        (
+            json!({"name": "x", "format": "npm", "type": "hosted"}),
+            "bad_request",
+            "unknown variant `npm`",
+        ),
+        (
+            json!({"name": "x", "format": "go", "type": "hosted", "colour": "red"}),
+            "bad_request",
+            "unknown field `colour`",
+        ),
+        (
+            json!({"name": "x", "format": "go"}),
+            "bad_request",
+            "missing field `type`",
+        ),
+    ];
+    for (body, code, needle) in cases {
+        let (s, b, _) = call(
+            &app,
+            TestRequest::post()
+                .uri("/api/v1/repositories")
+                .insert_header(admin())
+                .set_json(&body),
+        )
+        .await?;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{body} → {b}");
+        let (c, m) = error_of(&b);
+        assert_eq!(c, code, "{body} → {b}");
+        assert!(m.contains(needle), "{body}: {m:?} lacks {needle:?}");
+    }
+    let (s, b, _) = call(
+        &app,
+        TestRequest::post()
+            .uri("/api/v1/repositories")
+            .insert_header(admin())
+            .insert_header((header::CONTENT_TYPE, "application/json"))
+            .set_payload("{\"name\":"),
+    )
+    .await?;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert!(
+        error_of(&b)
+            .1
+            .starts_with("invalid JSON body: EOF while parsing"),
+        "{b}"
+    );
+    let (s, b, _) = call(
+        &app,
+        TestRequest::post()
+            .uri("/api/v1/repositories")
+            .insert_header(admin())
+            .insert_header((header::CONTENT_TYPE, "text/plain"))
+            .set_payload("{}"),
+    )
+    .await?;
+    assert_eq!(s, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    assert_eq!(error_of(&b).0, "unsupported_media_type");
+    let big = json!({"name": "x".repeat(2 << 20), "format": "go", "type": "hosted"});
+    let (s, b, _) = call(
+        &app,
+        TestRequest::post()
+            .uri("/api/v1/repositories")
+            .insert_header(admin())
+            .set_json(&big),
+    )
+    .await?;
+    assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(error_of(&b).0, "payload_too_large");
+
+    // Path and routing errors keep the JSON shape.
+    let (s, b, _) = call(
+        &app,
+        TestRequest::get()
+            .uri("/api/v1/repositories/a%2Fb")
+            .insert_header(admin()),
+    )
+    .await?;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
+    assert!(
+        error_of(&b).1.contains("invalid repository name \"a/b\""),
+        "{b}"
+    );
+    let (s, b, _) = call(
+        &app,
+        TestRequest::get()
+            .uri("/api/v1/repositories/nope")
+            .insert_header(admin()),
+    )
+    .await?;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    assert_eq!(error_of(&b), ("not_found", "repository nope not found"));
+    let (s, b, _) = call(&app, TestRequest::get().uri("/api/v1/nothing-here")).await?;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    assert_eq!(
+        error_of(&b),
+        ("not_found", "no such endpoint: GET /api/v1/nothing-here")
+    );
+    let (s, b, _) = call(
+        &app,
+        TestRequest::patch()
+            .uri("/api/v1/repositories/debs")
+            .insert_header(admin()),
+    )
+    .await?;
+    assert_eq!(s, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(
+        error_of(&b),
+        (
+            "method_not_allowed",
+            "method PATCH is not allowed on /api/v1/repositories/debs"
+        )
+    );
+
+    // Update.
+    let (s, b, _) = call(
+        &app,
+        TestRequest::put()
+            .uri("/api/v1/repositories/debs")
+            .insert_header(admin())
+            .set_json(json!({
+                "format": "apt", "type": "hosted", "write_policy": "allow", "anonymous_read": false,
+                "apt": {"distribution": "bookworm"}
+            })),
+    )
+    .await?;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(b["write_policy"], "allow");
+    assert_eq!(b["anonymous_read"], false);
+    assert_eq!(b["apt"]["distribution"], "bookworm");
+    assert_eq!(b["version"], 2);
+    let (s, b, _) = call(
+        &app,
+        TestRequest::put()
+            .uri("/api/v1/repositories/debs")
+            .insert_header(admin())
+            .set_json(json!({"name": "other", "format": "apt", "type": "hosted"})),
+    )
+    .await?;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert!(error_of(&b).1.contains("cannot be renamed"), "{b}");
+    let (s, b, _) = call(
+        &app,
+        TestRequest::put().uri("/api/v1/repositories/go-a").insert_header(admin()).set_json(json!({"format": "go", "type": "proxy", "proxy": {"remote_url": "https://proxy.golang.org/"}})),
+    )
+    .await?;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        error_of(&b).1,
+        "the type of repository go-a is hosted and cannot be changed"
+    );
+    let (s, _, _) = call(
+        &app,
+        TestRequest::put()
+            .uri("/api/v1/repositories/ghost")
+            .insert_header(admin())
+            .set_json(json!({"format": "go", "type": "hosted"})),
+    )
+    .await?;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+
+    // Delete.
+    let (s, b, _) = call(
+        &app,
+        TestRequest::delete()
+            .uri("/api/v1/repositories/go-a")
+            .insert_header(admin()),
+    )
+    .await?;
+    assert_eq!(s, StatusCode::CONFLICT);
+    assert_eq!(
+        error_of(&b),
+        (
+            "conflict",
+            "repository go-a is a member of group go-all; remove it from the group first"
+        )
+    );
+    let (s, b, _) = call(
+        &app,
+        TestRequest::delete()
+            .uri("/api/v1/repositories/go-all")
+            .insert_header(admin()),
+    )
+    .await?;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    assert_eq!(b, Value::Null);
+    let (s, _, _) = call(
+        &app,
+        TestRequest::delete()
+            .uri("/api/v1/repositories/go-a")
+            .insert_header(admin()),
+    )
+    .await?;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    let (s, _, _) = call(
+        &app,
+        TestRequest::get()
+            .uri("/api/v1/repositories/go-a")
+            .insert_header(admin()),
+    )
+    .await?;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+
+    // The OpenAPI document names every route.
+    let (s, b, _) = call(&app, TestRequest::get().uri("/api/v1/openapi.json")).await?;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(b["openapi"], "3.1.0");
+    assert!(b["paths"]["/api/v1/repositories/{name}"]["delete"].is_object());
+
+    // Metrics counted what happened.
+    let text = String::from_utf8(t.metrics.render())?;
+    assert!(
+        text.contains(
+            r#"packyard_http_requests_total{format="",method="POST",repository="",status="201"} 4"#
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            r#"packyard_http_requests_total{format="",method="GET",repository="",status="401"} 3"#
+        ),
+        "{text}"
+    );
+    Ok(())
+}
+
+#[actix_web::test]
+async fn admin_api_sqlite() -> anyhow::Result<()> {
+    admin_api(Backend::Sqlite).await
+}
+
+#[actix_web::test]
+async fn admin_api_postgres() -> anyhow::Result<()> {
+    admin_api(Backend::Postgres).await
+}
+
+#[actix_web::test]
+async fn admin_api_mysql() -> anyhow::Result<()> {
+    admin_api(Backend::MySql).await
+}

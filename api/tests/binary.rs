@@ -1,0 +1,407 @@
+//! Starts the built `packyard-api` binary as a user would: no configuration, an empty directory.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use packyard_shared::db::Backend;
+
+const BIN: &str = env!("CARGO_BIN_EXE_packyard-api");
+
+/// A running server process; killed on drop if the test did not stop it.
+struct Server {
+    child: Child,
+    public: String,
+    management: String,
+    stderr: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn command(dir: &Path, env: &[(&str, &str)]) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.current_dir(dir);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("PACKYARD_") || k == "RUST_LOG" {
+            cmd.env_remove(k);
+        }
+    }
+    // Ephemeral ports; everything else stays at its default.
+    cmd.env("PACKYARD_SERVER__BIND", "127.0.0.1:0")
+        .env("PACKYARD_SERVER__MANAGEMENT_BIND", "127.0.0.1:0");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd
+}
+
+fn start(dir: &Path, env: &[(&str, &str)]) -> anyhow::Result<Server> {
+    let mut child = command(dir, env)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| anyhow::anyhow!("no stdout"))?;
+    let stderr_pipe = child
+        .stderr
+        .take()
+        .ok_or_else(|| anyhow::anyhow!("no stderr"))?;
+    let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let sink = stderr.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr_pipe).lines().map_while(Result::ok) {
+            if let Ok(mut s) = sink.lock() {
+                s.push_str(&line);
+                s.push('\n');
+            }
+        }
+    });
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = match rx.recv_timeout(left) {
+            Ok(l) => l,
+            Err(_) => {
+                let _ = child.kill();
+                let err = stderr.lock().map(|s| s.clone()).unwrap_or_default();
+                anyhow::bail!("server did not report its addresses; stderr:\n{err}");
+            }
+        };
+        if let Some(rest) = line.strip_prefix("packyard-api listening on ") {
+            // "http://A (management http://B)"
+            let mut urls = rest.split_whitespace().filter(|w| w.contains("http://"));
+            let public = urls
+                .next()
+                .unwrap_or_default()
+                .trim_matches(|c| c == '(' || c == ')')
+                .to_string();
+            let management = urls
+                .next()
+                .unwrap_or_default()
+                .trim_matches(|c| c == '(' || c == ')')
+                .to_string();
+            return Ok(Server {
+                child,
+                public,
+                management,
+                stderr,
+            });
+        }
+    }
+}
+
+impl Server {
+    fn wait_ready(&self) -> anyhow::Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            match ureq::get(&format!("{}/readyz", self.management)).call() {
+                Ok(r) if r.status() == 200 => return Ok(()),
+                _ if Instant::now() > deadline => anyhow::bail!("not ready in time"),
+                _ => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+    }
+
+    /// SIGTERM, then the exit status.
+    fn terminate(mut self) -> anyhow::Result<std::process::ExitStatus> {
+        let pid = self.child.id().to_string();
+        let ok = Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()?
+            .success();
+        anyhow::ensure!(ok, "kill -TERM {pid} failed");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                return Ok(status);
+            }
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "server did not stop after SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+fn basic(pw: &str) -> String {
+    use base64::Engine;
+    format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("admin:{pw}"))
+    )
+}
+
+fn status_of(r: Result<ureq::Response, ureq::Error>) -> anyhow::Result<(u16, String)> {
+    match r {
+        Ok(r) => Ok((r.status(), r.into_string()?)),
+        Err(ureq::Error::Status(code, r)) => Ok((code, r.into_string()?)),
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[test]
+fn embedded_default_from_an_empty_directory() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let server = start(dir.path(), &[])?;
+    server.wait_ready()?;
+
+    let pw_file = dir.path().join("data/admin.password");
+    let password = std::fs::read_to_string(&pw_file)?.trim().to_string();
+    assert_eq!(password.len(), 24);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&pw_file)?.permissions().mode() & 0o777,
+            0o600
+        );
+    }
+    assert!(dir.path().join("data/packyard.db").is_file());
+    assert!(dir.path().join("data/blobs").is_dir());
+
+    let (s, body) = status_of(ureq::get(&format!("{}/healthz", server.management)).call())?;
+    assert_eq!((s, body.as_str()), (200, "ok\n"));
+
+    let (s, body) = status_of(
+        ureq::post(&format!("{}/api/v1/repositories", server.public))
+            .set("Authorization", &basic(&password))
+            .send_json(serde_json::json!({"name": "debs", "format": "apt", "type": "hosted"})),
+    )?;
+    assert_eq!(s, 201, "{body}");
+    let created: serde_json::Value = serde_json::from_str(&body)?;
+    assert_eq!(created["name"], "debs");
+
+    let (s, body) = status_of(
+        ureq::get(&format!("{}/api/v1/repositories", server.public))
+            .set("Authorization", &basic(&password))
+            .call(),
+    )?;
+    assert_eq!(s, 200);
+    let listed: serde_json::Value = serde_json::from_str(&body)?;
+    assert_eq!(listed.as_array().map(Vec::len), Some(1));
+    assert_eq!(listed[0]["name"], "debs");
+    assert_eq!(listed[0]["apt"]["distribution"], "stable");
+
+    let (s, _) = status_of(ureq::get(&format!("{}/api/v1/repositories", server.public)).call())?;
+    assert_eq!(s, 401);
+
+    let (s, metrics) = status_of(ureq::get(&format!("{}/metrics", server.management)).call())?;
+    assert_eq!(s, 200);
+    for line in [
+        r#"packyard_http_requests_total{format="",method="POST",repository="",status="201"} 1"#,
+        r#"packyard_http_requests_total{format="",method="GET",repository="",status="200"} 1"#,
+        r#"packyard_http_requests_total{format="",method="GET",repository="",status="401"} 1"#,
+        r#"packyard_http_request_duration_seconds_count{format="",method="POST"} 1"#,
+        r#"packyard_db_queries_total{op="repositories.insert"} 1"#,
+    ] {
+        assert!(
+            metrics.lines().any(|l| l == line),
+            "missing {line:?} in\n{metrics}"
+        );
+    }
+
+    let status = server.terminate()?;
+    assert!(status.success(), "exit status after SIGTERM: {status}");
+    Ok(())
+}
+
+#[test]
+fn restart_keeps_data_and_the_first_password() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let env = [("PACKYARD_SECURITY__ADMIN_PASSWORD", "first-password")];
+    let server = start(dir.path(), &env)?;
+    server.wait_ready()?;
+    assert!(
+        !dir.path().join("data/admin.password").exists(),
+        "a configured password is not written out"
+    );
+    let (s, _) = status_of(
+        ureq::post(&format!("{}/api/v1/repositories", server.public))
+            .set("Authorization", &basic("first-password"))
+            .send_json(serde_json::json!({"name": "mods", "format": "go", "type": "hosted"})),
+    )?;
+    assert_eq!(s, 201);
+    assert!(server.terminate()?.success());
+
+    let server = start(
+        dir.path(),
+        &[("PACKYARD_SECURITY__ADMIN_PASSWORD", "second-password")],
+    )?;
+    server.wait_ready()?;
+    let (s, body) = status_of(
+        ureq::get(&format!("{}/api/v1/repositories/mods", server.public))
+            .set("Authorization", &basic("first-password"))
+            .call(),
+    )?;
+    assert_eq!(s, 200, "{body}");
+    let (s, _) = status_of(
+        ureq::get(&format!("{}/api/v1/repositories/mods", server.public))
+            .set("Authorization", &basic("second-password"))
+            .call(),
+    )?;
+    assert_eq!(s, 401, "the bootstrap password applies on first start only");
+    assert!(server.terminate()?.success());
+    Ok(())
+}
+
+fn run_to_end(
+    dir: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> anyhow::Result<(i32, String, String)> {
+    let mut child = command(dir, env)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let (mut out, mut err) = (String::new(), String::new());
+    if let Some(mut o) = child.stdout.take() {
+        o.read_to_string(&mut out)?;
+    }
+    if let Some(mut e) = child.stderr.take() {
+        e.read_to_string(&mut err)?;
+    }
+    let status = child.wait()?;
+    Ok((status.code().unwrap_or(-1), out, err))
+}
+
+#[test]
+fn bad_configuration_stops_startup_naming_the_key() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let (code, _, err) = run_to_end(
+        dir.path(),
+        &[],
+        &[("PACKYARD_SERVER__BINDD", "127.0.0.1:1")],
+    )?;
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("unknown key `server.bindd`"), "{err}");
+    let (code, _, err) = run_to_end(
+        dir.path(),
+        &[],
+        &[("PACKYARD_SERVER__MAX_UPLOAD_BYTES", "a lot")],
+    )?;
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("bad value for key `server.max_upload_bytes`"),
+        "{err}"
+    );
+    std::fs::write(
+        dir.path().join("packyard.toml"),
+        "[database]\nurll = \"sqlite://x.db\"\n",
+    )?;
+    let (code, _, err) = run_to_end(dir.path(), &[], &[])?;
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("unknown key `database.url`") || err.contains("unknown key `database.urll`"),
+        "{err}"
+    );
+    assert!(err.contains("packyard.toml"), "names the file: {err}");
+    assert!(!dir.path().join("data").exists(), "nothing was created");
+    Ok(())
+}
+
+#[test]
+fn config_show_and_migrate() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    std::fs::write(
+        dir.path().join("packyard.toml"),
+        "[worker]\npoll_ms = 250\n",
+    )?;
+    let env = [
+        ("PACKYARD_SECURITY__ADMIN_PASSWORD", "hunter2-secret"),
+        ("PACKYARD_LOG__FORMAT", "json"),
+    ];
+    let (code, out, err) = run_to_end(dir.path(), &["config", "show"], &env)?;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("worker.poll_ms = 250  # TOML file"), "{out}");
+    assert!(
+        out.contains("log.format = \"json\"  # environment PACKYARD_LOG__FORMAT"),
+        "{out}"
+    );
+    assert!(
+        out.contains("security.admin_password = \"********\"  # environment"),
+        "{out}"
+    );
+    assert!(
+        out.contains("database.url = \"sqlite://data/packyard.db\"  # default"),
+        "{out}"
+    );
+    assert!(!out.contains("hunter2"), "{out}");
+    let (code, out, err) = run_to_end(dir.path(), &["migrate"], &[])?;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.trim(), "migrations applied (sqlite)");
+    assert!(dir.path().join("data/packyard.db").is_file());
+    Ok(())
+}
+
+fn external_database(backend: Backend) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let Some((url, dir)) = rt.block_on(packyard_shared::testing::create_database(backend))? else {
+        eprintln!("skipped: no {} server configured", backend.as_str());
+        return Ok(());
+    };
+    let env = [
+        ("PACKYARD_DATABASE__URL", url.as_str()),
+        (
+            "PACKYARD_SECURITY__SECRET",
+            "a-shared-secret-of-enough-length",
+        ),
+        ("PACKYARD_SECURITY__ADMIN_PASSWORD", "ext-admin"),
+        ("PACKYARD_LOG__FORMAT", "json"),
+    ];
+    let server = start(dir.path(), &env)?;
+    server.wait_ready()?;
+    let (s, body) = status_of(
+        ureq::post(&format!("{}/api/v1/repositories", server.public))
+            .set("Authorization", &basic("ext-admin"))
+            .set("X-Request-Id", "test-req-42")
+            .send_json(serde_json::json!({"name": "conans", "format": "conan", "type": "hosted"})),
+    )?;
+    assert_eq!(s, 201, "{body}");
+    assert!(
+        !dir.path().join("data/packyard.db").exists(),
+        "no SQLite file when a server database is configured"
+    );
+    let logs = server.stderr.clone();
+    assert!(server.terminate()?.success());
+    // JSON logs carry the request id on the request's lines.
+    let logs = logs.lock().map(|s| s.clone()).unwrap_or_default();
+    let line = logs
+        .lines()
+        .find(|l| l.contains("\"status\":201"))
+        .ok_or_else(|| anyhow::anyhow!("no access log line for the 201 in\n{logs}"))?;
+    let v: serde_json::Value = serde_json::from_str(line)?;
+    assert_eq!(v["span"]["request_id"], "test-req-42", "{line}");
+    assert_eq!(v["span"]["path"], "/api/v1/repositories", "{line}");
+    Ok(())
+}
+
+#[test]
+fn works_on_postgres() -> anyhow::Result<()> {
+    external_database(Backend::Postgres)
+}
+
+#[test]
+fn works_on_mysql() -> anyhow::Result<()> {
+    external_database(Backend::MySql)
+}

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# The one test command: installs what the tests need and is missing, starts the services that
+# are stopped, exports their URLs, and runs the whole suite. Fast when everything is there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '==> %s\n' "$*" >&2; }
+SUDO=""
+if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null; then SUDO="sudo"; fi
+
+# --- packages -------------------------------------------------------------------------------
+need=()
+have() { command -v "$1" >/dev/null 2>&1 || [ -x "$2" ]; }
+have pg_ctlcluster /usr/bin/pg_ctlcluster || need+=(postgresql)
+have psql /usr/bin/psql || need+=(postgresql-client)
+have mariadbd /usr/sbin/mariadbd || need+=(mariadb-server)
+have mysql /usr/bin/mysql || need+=(mariadb-client)
+have redis-server /usr/bin/redis-server || need+=(redis-server)
+have redis-cli /usr/bin/redis-cli || need+=(redis-tools)
+have rabbitmq-server /usr/sbin/rabbitmq-server || need+=(rabbitmq-server)
+have go /usr/bin/go || need+=(golang-go)
+have gpg /usr/bin/gpg || need+=(gnupg)
+have python3 /usr/bin/python3 || need+=(python3 python3-venv)
+if [ ${#need[@]} -gt 0 ]; then
+  log "installing ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  # Services must not be started by the package scripts in a container; we start them below.
+  $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+if ! cargo nextest --version >/dev/null 2>&1; then
+  log "installing cargo-nextest"
+  cargo install --locked cargo-nextest
+fi
+
+# --- services -------------------------------------------------------------------------------
+wait_for() { # name, command...
+  local name=$1; shift
+  for _ in $(seq 1 120); do
+    if "$@" >/dev/null 2>&1; then return 0; fi
+    sleep 0.5
+  done
+  log "$name did not come up"; return 1
+}
+
+if ! pg_isready -q -h 127.0.0.1 -p 5432; then
+  log "starting PostgreSQL"
+  $SUDO pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | sort -V | tail -n1)" main start || true
+  wait_for PostgreSQL pg_isready -q -h 127.0.0.1 -p 5432
+fi
+PG_URL="postgres://postgres:postgres@127.0.0.1:5432/postgres"
+if ! psql "$PG_URL" -qAtc 'SELECT 1' >/dev/null 2>&1; then
+  # A fresh install wants a password over TCP: give the postgres role one (peer auth on the socket).
+  log "setting a password for the PostgreSQL role postgres"
+  (cd / && $SUDO su postgres -c "psql -qc \"ALTER USER postgres PASSWORD 'postgres'\"") >/dev/null
+  psql "$PG_URL" -qAtc 'SELECT 1' >/dev/null
+fi
+
+if ! mysqladmin -h 127.0.0.1 -uroot --connect-timeout=2 ping >/dev/null 2>&1 \
+   && ! mysqladmin -h 127.0.0.1 -upackyard -ppackyard --connect-timeout=2 ping >/dev/null 2>&1; then
+  log "starting MariaDB"
+  $SUDO mkdir -p /run/mysqld && $SUDO chown mysql:mysql /run/mysqld 2>/dev/null || true
+  $SUDO start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd
+  wait_for MariaDB mysqladmin --socket=/run/mysqld/mysqld.sock ping
+fi
+if mysql -h 127.0.0.1 -uroot -e 'SELECT 1' >/dev/null 2>&1; then
+  MY_URL="mysql://root@127.0.0.1:3306/mysql"
+else
+  # root authenticates by socket on a fresh install: make a test user that can create databases.
+  if ! mysql -h 127.0.0.1 -upackyard -ppackyard -e 'SELECT 1' >/dev/null 2>&1; then
+    log "creating the MariaDB user packyard"
+    $SUDO mysql -uroot -e "CREATE USER IF NOT EXISTS 'packyard'@'127.0.0.1' IDENTIFIED BY 'packyard';
+      CREATE USER IF NOT EXISTS 'packyard'@'localhost' IDENTIFIED BY 'packyard';
+      GRANT ALL PRIVILEGES ON *.* TO 'packyard'@'127.0.0.1'; GRANT ALL PRIVILEGES ON *.* TO 'packyard'@'localhost';"
+  fi
+  MY_URL="mysql://packyard:packyard@127.0.0.1:3306/mysql"
+fi
+
+if ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
+  log "starting Redis"
+  redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no >/dev/null
+  wait_for Redis redis-cli -h 127.0.0.1 -p 6379 ping
+fi
+
+amqp_up() { (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null; }
+if ! amqp_up; then
+  log "starting RabbitMQ"
+  $SUDO rabbitmq-server -detached >/dev/null 2>&1 || true
+  wait_for RabbitMQ amqp_up
+fi
+
+export TEST_POSTGRES_URL="$PG_URL"
+export TEST_MYSQL_URL="$MY_URL"
+export TEST_REDIS_URL="redis://127.0.0.1:6379/"
+export TEST_AMQP_URL="amqp://guest:guest@127.0.0.1:5672/%2f"
+
+# Databases left behind by earlier runs (a failed test does not drop its own).
+psql "$PG_URL" -qAtc "SELECT datname FROM pg_database WHERE datname LIKE 'packyard_t_%'" \
+  | while read -r db; do psql "$PG_URL" -qc "DROP DATABASE IF EXISTS $db" >/dev/null || true; done
+mysql_cli() { if [ "$MY_URL" = "mysql://root@127.0.0.1:3306/mysql" ]; then mysql -h 127.0.0.1 -uroot "$@"; else mysql -h 127.0.0.1 -upackyard -ppackyard "$@"; fi; }
+mysql_cli -N -e "SHOW DATABASES LIKE 'packyard\\_t\\_%'" \
+  | while read -r db; do mysql_cli -e "DROP DATABASE IF EXISTS \`$db\`" || true; done
+
+# --- the suite ------------------------------------------------------------------------------
+log "running the test suite"
+# Doc tests first, so that nextest's summary is the closing line.
+cargo test --workspace --doc --quiet
+cargo nextest run --workspace --no-fail-fast "$@"
