@@ -33,6 +33,21 @@ if ! cargo nextest --version >/dev/null 2>&1; then
   cargo install --locked cargo-nextest
 fi
 
+# Python test clients (e.g. conan) live in a virtualenv under target/, reinstalled only when
+# scripts/test-requirements.txt changes.
+if grep -qv '^\s*\(#\|$\)' scripts/test-requirements.txt 2>/dev/null; then
+  venv=target/test-venv
+  stamp="$venv/.requirements.sha256"
+  want=$(sha256sum scripts/test-requirements.txt | cut -d' ' -f1)
+  if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    log "installing Python test clients into $venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q -r scripts/test-requirements.txt
+    echo "$want" > "$stamp"
+  fi
+  export PATH="$PWD/$venv/bin:$PATH"
+fi
+
 # --- services -------------------------------------------------------------------------------
 wait_for() { # name, command...
   local name=$1; shift

@@ -262,6 +262,64 @@ fn restart_keeps_data_and_the_first_password() -> anyhow::Result<()> {
     Ok(())
 }
 
+#[test]
+fn sigterm_lets_in_flight_requests_finish() -> anyhow::Result<()> {
+    use std::io::Write;
+    use std::net::TcpStream;
+    let dir = tempfile::tempdir()?;
+    let server = start(dir.path(), &[("PACKYARD_SECURITY__ADMIN_PASSWORD", "pw")])?;
+    server.wait_ready()?;
+    let addr = server.public.trim_start_matches("http://").to_string();
+    let body = serde_json::json!({"name": "late", "format": "go", "type": "hosted"}).to_string();
+    let (first, rest) = body.split_at(10);
+    let mut conn = TcpStream::connect(&addr)?;
+    conn.set_read_timeout(Some(Duration::from_secs(30)))?;
+    write!(
+        conn,
+        "POST /api/v1/repositories HTTP/1.1\r\nHost: {addr}\r\nAuthorization: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{first}",
+        basic("pw"),
+        body.len()
+    )?;
+    conn.flush()?;
+    std::thread::sleep(Duration::from_millis(300));
+    let pid = server.child.id().to_string();
+    anyhow::ensure!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()?
+        .success());
+    std::thread::sleep(Duration::from_millis(500));
+    // No new connections are served once shutdown has begun.
+    let refused = match TcpStream::connect(&addr) {
+        Err(_) => true,
+        Ok(mut c) => {
+            c.set_read_timeout(Some(Duration::from_secs(2)))?;
+            let _ = write!(
+                c,
+                "GET /api/v1/openapi.json HTTP/1.1\r\nHost: {addr}\r\n\r\n"
+            );
+            let mut buf = [0u8; 16];
+            !matches!(c.read(&mut buf), Ok(n) if n > 0)
+        }
+    };
+    assert!(refused, "a new request was served after SIGTERM");
+    // The request that was in flight completes.
+    conn.write_all(rest.as_bytes())?;
+    let mut response = String::new();
+    conn.read_to_string(&mut response)?;
+    assert!(response.starts_with("HTTP/1.1 201"), "{response}");
+    let mut server = server;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = server.child.try_wait()? {
+            break s;
+        }
+        anyhow::ensure!(Instant::now() < deadline, "server did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status}");
+    Ok(())
+}
+
 fn run_to_end(
     dir: &Path,
     args: &[&str],

@@ -212,7 +212,6 @@ impl Default for SecurityConfig {
     }
 }
 
-
 /// A configuration that could not be loaded; the message names the offending key.
 #[derive(Debug, thiserror::Error)]
 #[error("configuration error: {0}")]
