@@ -206,3 +206,24 @@ db_test!(users_and_query_counting, |t: TestDb| async move {
     );
     Ok(())
 });
+
+db_test!(connection_settings_apply, |t: TestDb| async move {
+    use packyard_shared::db::Backend;
+    use sqlx::Row;
+    // Every pooled connection carries the configured settings (defaults: 30 s statements, 5 s busy).
+    let (sql, expected) = match t.db.backend() {
+        Backend::Sqlite => ("PRAGMA busy_timeout", "5000"),
+        Backend::Postgres => ("SELECT current_setting('statement_timeout') AS v", "30s"),
+        Backend::MySql => (
+            "SELECT CAST(@@SESSION.max_statement_time AS CHAR) AS v",
+            "30.000000",
+        ),
+    };
+    let row = sqlx::query(sql).fetch_one(t.db.pool()).await?;
+    let got = match row.try_get::<String, _>(0) {
+        Ok(s) => s,
+        Err(_) => row.try_get::<i64, _>(0)?.to_string(),
+    };
+    assert_eq!(got, expected);
+    Ok(())
+});
