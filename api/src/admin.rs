@@ -2,13 +2,21 @@
 
 use actix_web::web;
 
+pub mod audit;
 pub mod openapi;
 pub mod repositories;
+pub mod roles;
+pub mod tokens;
+pub mod users;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
         web::scope("/api/v1")
             .configure(repositories::configure)
+            .configure(users::configure)
+            .configure(roles::configure)
+            .configure(tokens::configure)
+            .configure(audit::configure)
             .configure(openapi::configure),
     );
 }

@@ -25,14 +25,11 @@ pub fn public_app(
 > {
     App::new()
         .app_data(web::Data::new(services))
-        .app_data(
-            web::JsonConfig::default()
-                .limit(JSON_LIMIT)
-                .error_handler(json_error),
-        )
+        .app_data(web::JsonConfig::default().limit(JSON_LIMIT).error_handler(json_error))
         .app_data(web::PathConfig::default().error_handler(path_error))
         .app_data(web::QueryConfig::default().error_handler(query_error))
         .configure(crate::admin::configure)
+        .configure(crate::repository::configure)
         .default_service(web::to(no_route))
         .wrap(middleware::from_fn(crate::observe::middleware))
 }
@@ -43,18 +40,11 @@ pub fn resource(path: &str) -> Resource {
 }
 
 async fn no_route(req: HttpRequest) -> Result<&'static str, ApiError> {
-    Err(ApiError::not_found(format!(
-        "no such endpoint: {} {}",
-        req.method(),
-        req.path()
-    )))
+    Err(ApiError::not_found(format!("no such endpoint: {} {}", req.method(), req.path())))
 }
 
 async fn method_not_allowed(req: HttpRequest) -> Result<&'static str, ApiError> {
-    Err(ApiError::new(
-        ErrorCode::MethodNotAllowed,
-        format!("method {} is not allowed on {}", req.method(), req.path()),
-    ))
+    Err(ApiError::new(ErrorCode::MethodNotAllowed, format!("method {} is not allowed on {}", req.method(), req.path())))
 }
 
 fn json_error(err: JsonPayloadError, _req: &HttpRequest) -> actix_web::Error {
@@ -63,17 +53,13 @@ fn json_error(err: JsonPayloadError, _req: &HttpRequest) -> actix_web::Error {
             ErrorCode::PayloadTooLarge,
             format!("JSON body of {length} bytes exceeds the limit of {limit} bytes"),
         ),
-        JsonPayloadError::Overflow { limit } => ApiError::new(
-            ErrorCode::PayloadTooLarge,
-            format!("JSON body exceeds the limit of {limit} bytes"),
-        ),
-        JsonPayloadError::ContentType => ApiError::new(
-            ErrorCode::UnsupportedMediaType,
-            "send the body as JSON with Content-Type: application/json",
-        ),
-        JsonPayloadError::Deserialize(e) => {
-            ApiError::bad_request(format!("invalid JSON body: {e}"))
+        JsonPayloadError::Overflow { limit } => {
+            ApiError::new(ErrorCode::PayloadTooLarge, format!("JSON body exceeds the limit of {limit} bytes"))
         }
+        JsonPayloadError::ContentType => {
+            ApiError::new(ErrorCode::UnsupportedMediaType, "send the body as JSON with Content-Type: application/json")
+        }
+        JsonPayloadError::Deserialize(e) => ApiError::bad_request(format!("invalid JSON body: {e}")),
         JsonPayloadError::Serialize(e) => ApiError::internal(e),
         other => ApiError::bad_request(format!("cannot read the JSON body: {other}")),
     };

@@ -1,120 +1,228 @@
-//! Authentication extractors. A route declares what it needs by taking one of these as an
-//! argument; the check happens before the handler runs. The security model (#3) grows this into
-//! roles, privileges, tokens and a decision cache behind the same extractors.
+//! Authentication and authorization extractors: a route declares what it needs by the
+//! extractor it takes, and the decision is made before the handler runs.
+//!
+//! - [`Caller`]: anyone, anonymous included (a bad credential is still a 401).
+//! - [`Authenticated`]: a proven user.
+//! - [`Admin`]: the global `admin` privilege (`admin` on `*`): the admin API.
+//! - [`RepoAccess<A>`]: the action `A` on the repository named by the `{repo}` path segment.
 
 use std::future::Future;
+use std::marker::PhantomData;
+use std::net::{IpAddr, Ipv4Addr};
 use std::pin::Pin;
+use std::sync::Arc;
 
 use actix_web::dev::Payload;
 use actix_web::http::header;
-use actix_web::{web, FromRequest, HttpRequest};
+use actix_web::{web, FromRequest, HttpMessage, HttpRequest};
 use base64::Engine;
-use packyard_shared::auth::{authenticate_password, ADMIN_USER};
+use packyard_shared::repos::Repository;
+use packyard_shared::security::model::RepoFacts;
+use packyard_shared::security::service::Credentials;
+use packyard_shared::security::{Action, Principal};
 use packyard_shared::services::Services;
 
 use crate::error::ApiError;
-
-/// Credentials as sent, before they are checked.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Credentials {
-    Basic { username: String, password: String },
-    Bearer(String),
-}
+use crate::observe::RepoLabel;
 
 /// Parses the `Authorization` header. `Ok(None)`: no header. A malformed header is a 401, never
 /// anonymous.
 pub fn parse_authorization(req: &HttpRequest) -> Result<Option<Credentials>, ApiError> {
-    let Some(value) = req.headers().get(header::AUTHORIZATION) else {
-        return Ok(None);
-    };
-    let value = value
-        .to_str()
-        .map_err(|_| ApiError::unauthorized("malformed Authorization header"))?;
+    let Some(value) = req.headers().get(header::AUTHORIZATION) else { return Ok(None) };
+    let value = value.to_str().map_err(|_| ApiError::unauthorized("malformed Authorization header"))?;
     let (scheme, rest) = value.trim().split_once(' ').unwrap_or((value, ""));
     if scheme.eq_ignore_ascii_case("basic") {
         let decoded = base64::engine::general_purpose::STANDARD
             .decode(rest.trim())
             .map_err(|_| ApiError::unauthorized("malformed Basic credentials: not base64"))?;
-        let decoded = String::from_utf8(decoded)
-            .map_err(|_| ApiError::unauthorized("malformed Basic credentials: not UTF-8"))?;
-        let (username, password) = decoded.split_once(':').ok_or_else(|| {
-            ApiError::unauthorized("malformed Basic credentials: expected user:password")
-        })?;
-        Ok(Some(Credentials::Basic {
-            username: username.to_string(),
-            password: password.to_string(),
-        }))
+        let decoded =
+            String::from_utf8(decoded).map_err(|_| ApiError::unauthorized("malformed Basic credentials: not UTF-8"))?;
+        let (username, password) = decoded
+            .split_once(':')
+            .ok_or_else(|| ApiError::unauthorized("malformed Basic credentials: expected user:password"))?;
+        Ok(Some(Credentials::Basic { username: username.to_string(), password: password.to_string() }))
     } else if scheme.eq_ignore_ascii_case("bearer") {
         Ok(Some(Credentials::Bearer(rest.trim().to_string())))
     } else {
-        Err(ApiError::unauthorized(format!(
-            "unsupported authorization scheme {scheme:?}; use Basic or Bearer"
-        )))
+        Err(ApiError::unauthorized(format!("unsupported authorization scheme {scheme:?}; use Basic or Bearer")))
     }
 }
 
-/// An authenticated user (anonymous is not a `User`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct User {
-    pub id: i64,
-    pub username: String,
+fn services(req: &HttpRequest) -> Result<web::Data<Services>, ApiError> {
+    req.app_data::<web::Data<Services>>().cloned().ok_or_else(|| ApiError::internal("Services missing from app data"))
 }
 
-impl User {
-    pub fn is_admin(&self) -> bool {
-        self.username == ADMIN_USER
+/// The peer address (the load balancer's, behind one).
+pub fn client_addr(req: &HttpRequest) -> IpAddr {
+    req.peer_addr().map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |a| a.ip())
+}
+
+/// Anyone: the proven user, or anonymous when no credentials were sent.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub principal: Arc<Principal>,
+    pub addr: IpAddr,
+}
+
+impl Caller {
+    pub fn username(&self) -> &str {
+        self.principal.username()
     }
 }
 
-async fn authenticate(req: HttpRequest) -> Result<User, ApiError> {
-    let services = req
-        .app_data::<web::Data<Services>>()
-        .ok_or_else(|| ApiError::internal("Services missing from app data"))?
-        .clone();
-    match parse_authorization(&req)? {
-        None => Err(ApiError::unauthorized("authentication required")),
-        Some(Credentials::Bearer(_)) => Err(ApiError::unauthorized("invalid or expired token")),
-        Some(Credentials::Basic { username, password }) => {
-            match authenticate_password(&services.db, &username, &password).await? {
-                Some(u) => Ok(User {
-                    id: u.id,
-                    username: u.username,
-                }),
-                None => Err(ApiError::unauthorized("invalid username or password")),
-            }
-        }
+async fn caller(req: &HttpRequest) -> Result<Caller, ApiError> {
+    // Once per request, whichever extractors ask.
+    if let Some(c) = req.extensions().get::<Caller>() {
+        return Ok(c.clone());
     }
+    let services = services(req)?;
+    let creds = parse_authorization(req)?;
+    let addr = client_addr(req);
+    let principal = services.security.principal(creds.as_ref(), addr).await?;
+    let c = Caller { principal, addr };
+    req.extensions_mut().insert(c.clone());
+    Ok(c)
 }
 
-impl FromRequest for User {
+type Fut<T> = Pin<Box<dyn Future<Output = Result<T, ApiError>>>>;
+
+impl FromRequest for Caller {
     type Error = ApiError;
-    type Future = Pin<Box<dyn Future<Output = Result<Self, Self::Error>>>>;
+    type Future = Fut<Self>;
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
-        Box::pin(authenticate(req.clone()))
+        let req = req.clone();
+        Box::pin(async move { caller(&req).await })
     }
 }
 
-/// A user allowed to administer Packyard: the `admin` privilege on everything.
+/// A proven user (not anonymous).
 #[derive(Debug, Clone)]
-pub struct Admin(pub User);
+pub struct Authenticated(pub Caller);
+
+impl Authenticated {
+    pub fn user_id(&self) -> i64 {
+        match self.0.principal.as_ref() {
+            Principal::User { id, .. } => *id,
+            Principal::Anonymous { .. } => 0,
+        }
+    }
+
+    pub fn username(&self) -> &str {
+        self.0.username()
+    }
+
+    pub fn is_admin(&self) -> bool {
+        self.0.principal.is_admin()
+    }
+}
+
+async fn authenticated(req: &HttpRequest) -> Result<Authenticated, ApiError> {
+    let c = caller(req).await?;
+    if c.principal.is_anonymous() {
+        return Err(ApiError::unauthorized("authentication required"));
+    }
+    Ok(Authenticated(c))
+}
+
+impl FromRequest for Authenticated {
+    type Error = ApiError;
+    type Future = Fut<Self>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let req = req.clone();
+        Box::pin(async move { authenticated(&req).await })
+    }
+}
+
+/// The global admin privilege.
+#[derive(Debug, Clone)]
+pub struct Admin(pub Authenticated);
+
+impl Admin {
+    pub fn username(&self) -> &str {
+        self.0.username()
+    }
+
+    pub fn addr(&self) -> IpAddr {
+        self.0 .0.addr
+    }
+}
 
 impl FromRequest for Admin {
     type Error = ApiError;
-    type Future = Pin<Box<dyn Future<Output = Result<Self, Self::Error>>>>;
+    type Future = Fut<Self>;
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         let req = req.clone();
         Box::pin(async move {
-            let user = authenticate(req).await?;
+            let user = authenticated(&req).await?;
             if user.is_admin() {
                 Ok(Admin(user))
             } else {
-                Err(ApiError::forbidden(format!(
-                    "user {} may not use the admin API",
-                    user.username
-                )))
+                Err(ApiError::forbidden(format!("user {} may not use the admin API", user.username())))
             }
+        })
+    }
+}
+
+/// Type-level actions for [`RepoAccess`].
+pub trait NeedsAction {
+    const ACTION: Action;
+}
+pub struct Read;
+pub struct Write;
+pub struct Delete;
+impl NeedsAction for Read {
+    const ACTION: Action = Action::Read;
+}
+impl NeedsAction for Write {
+    const ACTION: Action = Action::Write;
+}
+impl NeedsAction for Delete {
+    const ACTION: Action = Action::Delete;
+}
+
+/// Permission for action `A` on the repository in the `{repo}` path segment, with its record.
+/// Errors are plain text, as the format clients show them.
+pub struct RepoAccess<A> {
+    pub caller: Caller,
+    pub repo: Arc<Repository>,
+    _action: PhantomData<A>,
+}
+
+/// The shared decision behind every repository route.
+pub async fn authorize_repo(req: &HttpRequest, action: Action) -> Result<(Caller, Arc<Repository>), ApiError> {
+    let services = services(req).map_err(ApiError::plain)?;
+    let caller = caller(req).await.map_err(ApiError::plain)?;
+    let name = req.match_info().get("repo").unwrap_or_default().to_string();
+    let repo = match services.security.repository(&name).await {
+        Ok(Some(r)) => r,
+        Ok(None) => return Err(ApiError::not_found(format!("repository {name} not found")).plain()),
+        Err(e) => return Err(ApiError::from(e).plain()),
+    };
+    req.extensions_mut().insert(RepoLabel { repository: repo.name.to_string(), format: repo.format.as_str() });
+    let facts = RepoFacts { name: repo.name.as_str(), anonymous_read: repo.anonymous_read };
+    if caller.principal.allows(facts, action, services.security.anonymous_read) {
+        return Ok((caller, repo));
+    }
+    let err = if caller.principal.is_anonymous() {
+        ApiError::unauthorized(format!("authentication required to {action} repository {name}"))
+    } else {
+        ApiError::forbidden(format!("user {} may not {action} repository {name}", caller.username()))
+    };
+    Err(err.plain())
+}
+
+impl<A: NeedsAction + 'static> FromRequest for RepoAccess<A> {
+    type Error = ApiError;
+    type Future = Fut<Self>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let req = req.clone();
+        Box::pin(async move {
+            let (caller, repo) = authorize_repo(&req, A::ACTION).await?;
+            Ok(RepoAccess { caller, repo, _action: PhantomData })
         })
     }
 }
@@ -125,31 +233,15 @@ mod tests {
     use actix_web::test::TestRequest;
 
     fn creds(value: &str) -> Result<Option<Credentials>, ApiError> {
-        parse_authorization(
-            &TestRequest::default()
-                .insert_header((header::AUTHORIZATION, value))
-                .to_http_request(),
-        )
+        parse_authorization(&TestRequest::default().insert_header((header::AUTHORIZATION, value)).to_http_request())
     }
 
     #[test]
     fn parses_basic_and_bearer() {
         let basic = creds("Basic YWRtaW46cGE6c3M=").ok().flatten();
-        assert_eq!(
-            basic,
-            Some(Credentials::Basic {
-                username: "admin".into(),
-                password: "pa:ss".into()
-            })
-        );
-        assert_eq!(
-            creds("bearer abc").ok().flatten(),
-            Some(Credentials::Bearer("abc".into()))
-        );
-        assert!(
-            parse_authorization(&TestRequest::default().to_http_request())
-                .is_ok_and(|c| c.is_none())
-        );
+        assert_eq!(basic, Some(Credentials::Basic { username: "admin".into(), password: "pa:ss".into() }));
+        assert_eq!(creds("bearer abc").ok().flatten(), Some(Credentials::Bearer("abc".into())));
+        assert!(parse_authorization(&TestRequest::default().to_http_request()).is_ok_and(|c| c.is_none()));
     }
 
     #[test]

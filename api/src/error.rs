@@ -26,6 +26,7 @@ pub enum ErrorCode {
     UnsupportedMediaType,
     RangeNotSatisfiable,
     InsufficientStorage,
+    TooManyRequests,
     ServiceUnavailable,
     Internal,
 }
@@ -43,6 +44,7 @@ impl ErrorCode {
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::RangeNotSatisfiable => StatusCode::RANGE_NOT_SATISFIABLE,
             Self::InsufficientStorage => StatusCode::INSUFFICIENT_STORAGE,
+            Self::TooManyRequests => StatusCode::TOO_MANY_REQUESTS,
             Self::ServiceUnavailable => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -61,6 +63,7 @@ impl ErrorCode {
             Self::UnsupportedMediaType => "unsupported_media_type",
             Self::RangeNotSatisfiable => "range_not_satisfiable",
             Self::InsufficientStorage => "insufficient_storage",
+            Self::TooManyRequests => "too_many_requests",
             Self::ServiceUnavailable => "service_unavailable",
             Self::Internal => "internal_error",
         }
@@ -73,15 +76,21 @@ pub struct ApiError {
     pub message: String,
     /// For 416: the size to report in `Content-Range: bytes */size`.
     pub range_size: Option<u64>,
+    /// For 429 and 503: seconds to put in `Retry-After`.
+    pub retry_after: Option<u64>,
+    /// Plain text instead of JSON: what apt and go show their users.
+    pub plain: bool,
 }
 
 impl ApiError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self {
-            code,
-            message: message.into(),
-            range_size: None,
-        }
+        Self { code, message: message.into(), range_size: None, retry_after: None, plain: false }
+    }
+
+    /// The same error as plain text (format endpoints).
+    pub fn plain(mut self) -> Self {
+        self.plain = true;
+        self
     }
 
     pub fn bad_request(message: impl Into<String>) -> Self {
@@ -103,18 +112,12 @@ impl ApiError {
     /// A 500 whose cause is logged, not shown.
     pub fn internal(cause: impl fmt::Display) -> Self {
         tracing::error!(error = %cause, "internal error");
-        Self::new(
-            ErrorCode::Internal,
-            "internal server error; the cause is in the server log",
-        )
+        Self::new(ErrorCode::Internal, "internal server error; the cause is in the server log")
     }
 
     pub fn unavailable(cause: impl fmt::Display) -> Self {
         tracing::warn!(error = %cause, "dependency unavailable");
-        Self::new(
-            ErrorCode::ServiceUnavailable,
-            "the service is temporarily unavailable; retry shortly",
-        )
+        Self::new(ErrorCode::ServiceUnavailable, "the service is temporarily unavailable; retry shortly")
     }
 }
 
@@ -137,12 +140,8 @@ struct Inner<'a> {
 
 /// The JSON error body; used by handlers and by the rewriting of framework errors.
 pub fn error_body(code: &str, message: &str) -> String {
-    serde_json::to_string(&Body {
-        error: Inner { code, message },
-    })
-    .unwrap_or_else(|_| {
-        r#"{"error":{"code":"internal_error","message":"internal server error"}}"#.into()
-    })
+    serde_json::to_string(&Body { error: Inner { code, message } })
+        .unwrap_or_else(|_| r#"{"error":{"code":"internal_error","message":"internal server error"}}"#.into())
 }
 
 impl ResponseError for ApiError {
@@ -152,18 +151,18 @@ impl ResponseError for ApiError {
 
     fn error_response(&self) -> HttpResponse {
         let mut res = HttpResponse::build(self.status_code());
-        res.insert_header((
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        ));
+        res.insert_header((header::CONTENT_TYPE, HeaderValue::from_static("application/json")));
         if self.code == ErrorCode::Unauthorized {
-            res.insert_header((
-                header::WWW_AUTHENTICATE,
-                HeaderValue::from_static("Basic realm=\"packyard\""),
-            ));
+            res.insert_header((header::WWW_AUTHENTICATE, HeaderValue::from_static("Basic realm=\"packyard\"")));
         }
         if let Some(size) = self.range_size {
             res.insert_header((header::CONTENT_RANGE, format!("bytes */{size}")));
+        }
+        if let Some(secs) = self.retry_after {
+            res.insert_header((header::RETRY_AFTER, secs.to_string()));
+        }
+        if self.plain {
+            return res.body(format!("{}\n", self.message));
         }
         res.body(error_body(self.code.as_str(), &self.message))
     }
@@ -196,19 +195,29 @@ impl From<BlobError> for ApiError {
         match e {
             BlobError::NotFound(_) => Self::not_found(e.to_string()),
             BlobError::TooLarge { .. } => Self::new(ErrorCode::PayloadTooLarge, e.to_string()),
-            BlobError::RangeNotSatisfiable { size } => Self {
-                range_size: Some(size),
-                ..Self::new(ErrorCode::RangeNotSatisfiable, e.to_string())
-            },
+            BlobError::RangeNotSatisfiable { size } => {
+                Self { range_size: Some(size), ..Self::new(ErrorCode::RangeNotSatisfiable, e.to_string()) }
+            }
             BlobError::InvalidDigest(_) => Self::bad_request(e.to_string()),
             BlobError::Full(cause) => {
                 tracing::error!(error = %cause, "blob store full");
-                Self::new(
-                    ErrorCode::InsufficientStorage,
-                    "the blob store is full; nothing was stored",
-                )
+                Self::new(ErrorCode::InsufficientStorage, "the blob store is full; nothing was stored")
             }
             BlobError::Io(cause) => Self::unavailable(format!("blob store: {cause}")),
+        }
+    }
+}
+
+impl From<packyard_shared::security::service::AuthFailure> for ApiError {
+    fn from(e: packyard_shared::security::service::AuthFailure) -> Self {
+        use packyard_shared::security::service::AuthFailure;
+        match e {
+            AuthFailure::Invalid(m) => Self::unauthorized(m),
+            AuthFailure::Throttled(wait) => Self {
+                retry_after: Some(wait.as_secs().max(1)),
+                ..Self::new(ErrorCode::TooManyRequests, e.to_string())
+            },
+            AuthFailure::Db(db) => db.into(),
         }
     }
 }

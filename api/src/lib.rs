@@ -7,4 +7,5 @@ pub mod app;
 pub mod auth;
 pub mod error;
 pub mod observe;
+pub mod repository;
 pub mod startup;

@@ -44,9 +44,7 @@ fn main() -> anyhow::Result<()> {
         }
     };
     match cli.command.unwrap_or(Command::Serve) {
-        Command::Config {
-            command: ConfigCommand::Show,
-        } => {
+        Command::Config { command: ConfigCommand::Show } => {
             print!("{}", loaded.show());
             Ok(())
         }

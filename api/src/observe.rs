@@ -25,10 +25,7 @@ fn request_id(req: &ServiceRequest) -> String {
         .get(&REQUEST_ID)
         .and_then(|v| v.to_str().ok())
         .filter(|v| {
-            !v.is_empty()
-                && v.len() <= 64
-                && v.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+            !v.is_empty() && v.len() <= 64 && v.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
         })
         .map_or_else(|| hex::encode(rand::random::<[u8; 8]>()), str::to_string)
 }
@@ -53,37 +50,22 @@ pub async fn middleware(
     let id = request_id(&req);
     let method = method_label(req.method());
     let path = req.path().to_string();
-    let metrics = req
-        .app_data::<web::Data<Services>>()
-        .map(|s| s.metrics.clone());
+    let metrics = req.app_data::<web::Data<Services>>().map(|s| s.metrics.clone());
     let span = tracing::info_span!("request", request_id = %id, method, path = %path);
     let start = Instant::now();
     let result = next.call(req).instrument(span.clone()).await;
     let elapsed = start.elapsed();
     let _entered = span.enter();
     let (status, label) = match &result {
-        Ok(res) => (
-            res.status(),
-            res.request().extensions().get::<RepoLabel>().cloned(),
-        ),
+        Ok(res) => (res.status(), res.request().extensions().get::<RepoLabel>().cloned()),
         Err(e) => (e.as_response_error().status_code(), None),
     };
-    let (repository, format) = label
-        .as_ref()
-        .map_or(("", ""), |l| (l.repository.as_str(), l.format));
+    let (repository, format) = label.as_ref().map_or(("", ""), |l| (l.repository.as_str(), l.format));
     if let Some(m) = metrics {
-        m.http_requests_total
-            .with_label_values(&[repository, format, method, status.as_str()])
-            .inc();
-        m.http_request_duration_seconds
-            .with_label_values(&[format, method])
-            .observe(elapsed.as_secs_f64());
+        m.http_requests_total.with_label_values(&[repository, format, method, status.as_str()]).inc();
+        m.http_request_duration_seconds.with_label_values(&[format, method]).observe(elapsed.as_secs_f64());
     }
-    tracing::info!(
-        status = status.as_u16(),
-        elapsed_ms = elapsed.as_secs_f64() * 1000.0,
-        "request"
-    );
+    tracing::info!(status = status.as_u16(), elapsed_ms = elapsed.as_secs_f64() * 1000.0, "request");
     drop(_entered);
     let mut res = result?;
     if let Ok(v) = HeaderValue::from_str(&id) {

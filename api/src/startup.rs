@@ -23,13 +23,9 @@ pub struct Running {
 pub async fn start(config: Config) -> anyhow::Result<Running> {
     let services = Services::start(config, true).await?;
     let cfg = services.config.clone();
-    match bootstrap_admin(
-        &services.db,
-        cfg.security.admin_password.as_deref(),
-        &cfg.server.data_dir,
-    )
-    .await?
-    {
+    services.security.ensure_builtin_roles().await?;
+    services.security.poll_watermarks().await?;
+    match bootstrap_admin(&services.db, cfg.security.admin_password.as_deref(), &cfg.server.data_dir).await? {
         Bootstrap::AlreadyPresent => {}
         Bootstrap::CreatedFromConfig => {
             tracing::info!("created user admin with the password from security.admin_password");
@@ -37,10 +33,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         Bootstrap::Generated { password, file } => {
             tracing::info!(file = %file.display(), "created user admin with a generated password");
             // Printed once, to the terminal of whoever started the first run.
-            println!(
-                "Generated password for user admin: {password} (also in {})",
-                file.display()
-            );
+            println!("Generated password for user admin: {password} (also in {})", file.display());
         }
     }
     let timeout = cfg.server.shutdown_timeout_secs;
@@ -49,9 +42,8 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     let public_addr = public_listener.local_addr()?;
     let management_addr = management_listener.local_addr()?;
     let s = services.clone();
-    let mut public = HttpServer::new(move || crate::app::public_app(s.clone()))
-        .disable_signals()
-        .shutdown_timeout(timeout);
+    let mut public =
+        HttpServer::new(move || crate::app::public_app(s.clone())).disable_signals().shutdown_timeout(timeout);
     if cfg.server.workers > 0 {
         public = public.workers(cfg.server.workers);
     }
@@ -63,13 +55,9 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         .shutdown_timeout(timeout)
         .listen(management_listener)?
         .run();
-    Ok(Running {
-        services,
-        public,
-        management,
-        public_addr,
-        management_addr,
-    })
+    // Keeps cached decisions and repository records in step with the database.
+    actix_web::rt::spawn(services.security.clone().run_watermark_poller());
+    Ok(Running { services, public, management, public_addr, management_addr })
 }
 
 /// Runs until SIGTERM/SIGINT, then stops gracefully.

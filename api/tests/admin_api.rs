@@ -1,49 +1,16 @@
 //! The admin API in-process, on SQLite, PostgreSQL and MariaDB.
 
+mod common;
+
 use actix_web::http::{header, StatusCode};
 use actix_web::test::{self, TestRequest};
-use base64::Engine;
-use packyard_shared::auth::{bootstrap_admin, hash_password};
-use packyard_shared::blobs::FileStore;
-use packyard_shared::config::Config;
+use common::{admin, basic, error_of, services, Reply};
+use packyard_shared::auth::hash_password;
 use packyard_shared::db::Backend;
-use packyard_shared::services::Services;
 use packyard_shared::testing::TestDb;
 use serde_json::{json, Value};
-use std::sync::Arc;
 
-const ADMIN_PW: &str = "correct horse battery staple";
-
-async fn services(t: &TestDb) -> anyhow::Result<Services> {
-    let mut config = Config::default();
-    config.database.url = t.url.clone();
-    config.server.data_dir = t.dir.path().join("data");
-    config.blobs.path = t.dir.path().join("blobs");
-    let blobs = Arc::new(FileStore::open(&config.blobs.path, t.metrics.clone()).await?);
-    bootstrap_admin(&t.db, Some(ADMIN_PW), &config.server.data_dir).await?;
-    Ok(Services {
-        config: Arc::new(config),
-        metrics: t.metrics.clone(),
-        db: t.db.clone(),
-        blobs,
-        secret: "0123456789abcdef0123456789abcdef".into(),
-    })
-}
-
-fn basic(user: &str, pw: &str) -> (header::HeaderName, String) {
-    let enc = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pw}"));
-    (header::AUTHORIZATION, format!("Basic {enc}"))
-}
-
-fn admin() -> (header::HeaderName, String) {
-    basic("admin", ADMIN_PW)
-}
-
-/// Status, and the body parsed as JSON (an empty body is `Null`).
-async fn call<S, B>(
-    app: &S,
-    req: TestRequest,
-) -> anyhow::Result<(StatusCode, Value, header::HeaderMap)>
+async fn call<S, B>(app: &S, req: TestRequest) -> anyhow::Result<(StatusCode, Value, header::HeaderMap)>
 where
     S: actix_web::dev::Service<
         actix_http::Request,
@@ -52,23 +19,8 @@ where
     >,
     B: actix_web::body::MessageBody,
 {
-    let res = test::call_service(app, req.to_request()).await;
-    let status = res.status();
-    let headers = res.headers().clone();
-    let bytes = test::read_body(res).await;
-    let body = if bytes.is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_slice(&bytes)?
-    };
-    Ok((status, body, headers))
-}
-
-fn error_of(body: &Value) -> (&str, &str) {
-    (
-        body["error"]["code"].as_str().unwrap_or("<none>"),
-        body["error"]["message"].as_str().unwrap_or("<none>"),
-    )
+    let Reply { status, json, headers, .. } = common::call(app, req).await?;
+    Ok((status, json, headers))
 }
 
 async fn admin_api(backend: Backend) -> anyhow::Result<()> {
@@ -80,45 +32,20 @@ async fn admin_api(backend: Backend) -> anyhow::Result<()> {
     // Authentication.
     let (s, b, h) = call(&app, TestRequest::get().uri("/api/v1/repositories")).await?;
     assert_eq!(s, StatusCode::UNAUTHORIZED);
-    assert_eq!(
-        h.get(header::WWW_AUTHENTICATE).map(|v| v.as_bytes()),
-        Some(&b"Basic realm=\"packyard\""[..])
-    );
+    assert_eq!(h.get(header::WWW_AUTHENTICATE).map(|v| v.as_bytes()), Some(&b"Basic realm=\"packyard\""[..]));
     assert_eq!(error_of(&b), ("unauthorized", "authentication required"));
-    let (s, b, _) = call(
-        &app,
-        TestRequest::get()
-            .uri("/api/v1/repositories")
-            .insert_header(basic("admin", "wrong")),
-    )
-    .await?;
+    let (s, b, _) =
+        call(&app, TestRequest::get().uri("/api/v1/repositories").insert_header(basic("admin", "wrong"))).await?;
     assert_eq!(s, StatusCode::UNAUTHORIZED);
-    assert_eq!(
-        error_of(&b),
-        ("unauthorized", "invalid username or password")
-    );
-    let (s, _, _) = call(
-        &app,
-        TestRequest::get()
-            .uri("/api/v1/repositories")
-            .insert_header(basic("nobody", "x")),
-    )
-    .await?;
+    assert_eq!(error_of(&b), ("unauthorized", "invalid username or password"));
+    let (s, _, _) =
+        call(&app, TestRequest::get().uri("/api/v1/repositories").insert_header(basic("nobody", "x"))).await?;
     assert_eq!(s, StatusCode::UNAUTHORIZED);
-    t.db.insert_user("alice", &hash_password("alice-pw")?)
-        .await?;
-    let (s, b, _) = call(
-        &app,
-        TestRequest::get()
-            .uri("/api/v1/repositories")
-            .insert_header(basic("alice", "alice-pw")),
-    )
-    .await?;
+    t.db.insert_user("alice", &hash_password("alice-pw")?).await?;
+    let (s, b, _) =
+        call(&app, TestRequest::get().uri("/api/v1/repositories").insert_header(basic("alice", "alice-pw"))).await?;
     assert_eq!(s, StatusCode::FORBIDDEN);
-    assert_eq!(
-        error_of(&b),
-        ("forbidden", "user alice may not use the admin API")
-    );
+    assert_eq!(error_of(&b), ("forbidden", "user alice may not use the admin API"));
 
     // Create, read, list.
     let (s, b, h) = call(
@@ -130,10 +57,7 @@ async fn admin_api(backend: Backend) -> anyhow::Result<()> {
     )
     .await?;
     assert_eq!(s, StatusCode::CREATED, "{b}");
-    assert_eq!(
-        h.get(header::LOCATION).map(|v| v.as_bytes()),
-        Some(&b"/api/v1/repositories/debs"[..])
-    );
+    assert_eq!(h.get(header::LOCATION).map(|v| v.as_bytes()), Some(&b"/api/v1/repositories/debs"[..]));
     assert!(h.contains_key("x-request-id"));
     assert_eq!(b["name"], "debs");
     assert_eq!(b["format"], "apt");
@@ -176,27 +100,13 @@ async fn admin_api(backend: Backend) -> anyhow::Result<()> {
     assert_eq!(s, StatusCode::CREATED, "{b}");
     assert_eq!(b["group"]["members"], json!(["go-b", "go-a"]));
 
-    let (s, b, _) = call(
-        &app,
-        TestRequest::get()
-            .uri("/api/v1/repositories")
-            .insert_header(admin()),
-    )
-    .await?;
+    let (s, b, _) = call(&app, TestRequest::get().uri("/api/v1/repositories").insert_header(admin())).await?;
     assert_eq!(s, StatusCode::OK);
-    let names: Vec<&str> = b
-        .as_array()
-        .map(|a| a.iter().filter_map(|r| r["name"].as_str()).collect())
-        .unwrap_or_default();
+    let names: Vec<&str> =
+        b.as_array().map(|a| a.iter().filter_map(|r| r["name"].as_str()).collect()).unwrap_or_default();
     assert_eq!(names, vec!["debs", "go-a", "go-all", "go-b"]);
 
-    let (s, b, _) = call(
-        &app,
-        TestRequest::get()
-            .uri("/api/v1/repositories/go-all")
-            .insert_header(admin()),
-    )
-    .await?;
+    let (s, b, _) = call(&app, TestRequest::get().uri("/api/v1/repositories/go-all").insert_header(admin())).await?;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(b["type"], "group");
 
@@ -222,31 +132,17 @@ async fn admin_api(backend: Backend) -> anyhow::Result<()> {
             "invalid_repository",
             "group member ghost does not exist",
         ),
-        (
-            json!({"name": "x", "format": "npm", "type": "hosted"}),
-            "bad_request",
-            "unknown variant `npm`",
-        ),
+        (json!({"name": "x", "format": "npm", "type": "hosted"}), "bad_request", "unknown variant `npm`"),
         (
             json!({"name": "x", "format": "go", "type": "hosted", "colour": "red"}),
             "bad_request",
             "unknown field `colour`",
         ),
-        (
-            json!({"name": "x", "format": "go"}),
-            "bad_request",
-            "missing field `type`",
-        ),
+        (json!({"name": "x", "format": "go"}), "bad_request", "missing field `type`"),
     ];
     for (body, code, needle) in cases {
-        let (s, b, _) = call(
-            &app,
-            TestRequest::post()
-                .uri("/api/v1/repositories")
-                .insert_header(admin())
-                .set_json(&body),
-        )
-        .await?;
+        let (s, b, _) =
+            call(&app, TestRequest::post().uri("/api/v1/repositories").insert_header(admin()).set_json(&body)).await?;
         assert_eq!(s, StatusCode::BAD_REQUEST, "{body} → {b}");
         let (c, m) = error_of(&b);
         assert_eq!(c, code, "{body} → {b}");
@@ -262,12 +158,7 @@ async fn admin_api(backend: Backend) -> anyhow::Result<()> {
     )
     .await?;
     assert_eq!(s, StatusCode::BAD_REQUEST);
-    assert!(
-        error_of(&b)
-            .1
-            .starts_with("invalid JSON body: EOF while parsing"),
-        "{b}"
-    );
+    assert!(error_of(&b).1.starts_with("invalid JSON body: EOF while parsing"), "{b}");
     let (s, b, _) = call(
         &app,
         TestRequest::post()
@@ -280,71 +171,32 @@ async fn admin_api(backend: Backend) -> anyhow::Result<()> {
     assert_eq!(s, StatusCode::UNSUPPORTED_MEDIA_TYPE);
     assert_eq!(error_of(&b).0, "unsupported_media_type");
     let big = json!({"name": "x".repeat(2 << 20), "format": "go", "type": "hosted"});
-    let (s, b, _) = call(
-        &app,
-        TestRequest::post()
-            .uri("/api/v1/repositories")
-            .insert_header(admin())
-            .set_json(&big),
-    )
-    .await?;
+    let (s, b, _) =
+        call(&app, TestRequest::post().uri("/api/v1/repositories").insert_header(admin()).set_json(&big)).await?;
     assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE);
     assert_eq!(error_of(&b).0, "payload_too_large");
 
     // Path and routing errors keep the JSON shape.
-    let (s, b, _) = call(
-        &app,
-        TestRequest::get()
-            .uri("/api/v1/repositories/a%2Fb")
-            .insert_header(admin()),
-    )
-    .await?;
+    let (s, b, _) = call(&app, TestRequest::get().uri("/api/v1/repositories/a%2Fb").insert_header(admin())).await?;
     assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
-    assert!(
-        error_of(&b).1.contains("invalid repository name \"a/b\""),
-        "{b}"
-    );
-    let (s, b, _) = call(
-        &app,
-        TestRequest::get()
-            .uri("/api/v1/repositories/nope")
-            .insert_header(admin()),
-    )
-    .await?;
+    assert!(error_of(&b).1.contains("invalid repository name \"a/b\""), "{b}");
+    let (s, b, _) = call(&app, TestRequest::get().uri("/api/v1/repositories/nope").insert_header(admin())).await?;
     assert_eq!(s, StatusCode::NOT_FOUND);
     assert_eq!(error_of(&b), ("not_found", "repository nope not found"));
     let (s, b, _) = call(&app, TestRequest::get().uri("/api/v1/nothing-here")).await?;
     assert_eq!(s, StatusCode::NOT_FOUND);
-    assert_eq!(
-        error_of(&b),
-        ("not_found", "no such endpoint: GET /api/v1/nothing-here")
-    );
-    let (s, b, _) = call(
-        &app,
-        TestRequest::patch()
-            .uri("/api/v1/repositories/debs")
-            .insert_header(admin()),
-    )
-    .await?;
+    assert_eq!(error_of(&b), ("not_found", "no such endpoint: GET /api/v1/nothing-here"));
+    let (s, b, _) = call(&app, TestRequest::patch().uri("/api/v1/repositories/debs").insert_header(admin())).await?;
     assert_eq!(s, StatusCode::METHOD_NOT_ALLOWED);
-    assert_eq!(
-        error_of(&b),
-        (
-            "method_not_allowed",
-            "method PATCH is not allowed on /api/v1/repositories/debs"
-        )
-    );
+    assert_eq!(error_of(&b), ("method_not_allowed", "method PATCH is not allowed on /api/v1/repositories/debs"));
 
     // Update.
     let (s, b, _) = call(
         &app,
-        TestRequest::put()
-            .uri("/api/v1/repositories/debs")
-            .insert_header(admin())
-            .set_json(json!({
-                "format": "apt", "type": "hosted", "write_policy": "allow", "anonymous_read": false,
-                "apt": {"distribution": "bookworm"}
-            })),
+        TestRequest::put().uri("/api/v1/repositories/debs").insert_header(admin()).set_json(json!({
+            "format": "apt", "type": "hosted", "write_policy": "allow", "anonymous_read": false,
+            "apt": {"distribution": "bookworm"}
+        })),
     )
     .await?;
     assert_eq!(s, StatusCode::OK, "{b}");
@@ -364,14 +216,14 @@ async fn admin_api(backend: Backend) -> anyhow::Result<()> {
     assert!(error_of(&b).1.contains("cannot be renamed"), "{b}");
     let (s, b, _) = call(
         &app,
-        TestRequest::put().uri("/api/v1/repositories/go-a").insert_header(admin()).set_json(json!({"format": "go", "type": "proxy", "proxy": {"remote_url": "https://proxy.golang.org/"}})),
+        TestRequest::put()
+            .uri("/api/v1/repositories/go-a")
+            .insert_header(admin())
+            .set_json(json!({"format": "go", "type": "proxy", "proxy": {"remote_url": "https://proxy.golang.org/"}})),
     )
     .await?;
     assert_eq!(s, StatusCode::BAD_REQUEST);
-    assert_eq!(
-        error_of(&b).1,
-        "the type of repository go-a is hosted and cannot be changed"
-    );
+    assert_eq!(error_of(&b).1, "the type of repository go-a is hosted and cannot be changed");
     let (s, _, _) = call(
         &app,
         TestRequest::put()
@@ -383,45 +235,18 @@ async fn admin_api(backend: Backend) -> anyhow::Result<()> {
     assert_eq!(s, StatusCode::NOT_FOUND);
 
     // Delete.
-    let (s, b, _) = call(
-        &app,
-        TestRequest::delete()
-            .uri("/api/v1/repositories/go-a")
-            .insert_header(admin()),
-    )
-    .await?;
+    let (s, b, _) = call(&app, TestRequest::delete().uri("/api/v1/repositories/go-a").insert_header(admin())).await?;
     assert_eq!(s, StatusCode::CONFLICT);
     assert_eq!(
         error_of(&b),
-        (
-            "conflict",
-            "repository go-a is a member of group go-all; remove it from the group first"
-        )
+        ("conflict", "repository go-a is a member of group go-all; remove it from the group first")
     );
-    let (s, b, _) = call(
-        &app,
-        TestRequest::delete()
-            .uri("/api/v1/repositories/go-all")
-            .insert_header(admin()),
-    )
-    .await?;
+    let (s, b, _) = call(&app, TestRequest::delete().uri("/api/v1/repositories/go-all").insert_header(admin())).await?;
     assert_eq!(s, StatusCode::NO_CONTENT);
     assert_eq!(b, Value::Null);
-    let (s, _, _) = call(
-        &app,
-        TestRequest::delete()
-            .uri("/api/v1/repositories/go-a")
-            .insert_header(admin()),
-    )
-    .await?;
+    let (s, _, _) = call(&app, TestRequest::delete().uri("/api/v1/repositories/go-a").insert_header(admin())).await?;
     assert_eq!(s, StatusCode::NO_CONTENT);
-    let (s, _, _) = call(
-        &app,
-        TestRequest::get()
-            .uri("/api/v1/repositories/go-a")
-            .insert_header(admin()),
-    )
-    .await?;
+    let (s, _, _) = call(&app, TestRequest::get().uri("/api/v1/repositories/go-a").insert_header(admin())).await?;
     assert_eq!(s, StatusCode::NOT_FOUND);
 
     // The OpenAPI document names every route.
@@ -433,15 +258,11 @@ async fn admin_api(backend: Backend) -> anyhow::Result<()> {
     // Metrics counted what happened.
     let text = String::from_utf8(t.metrics.render())?;
     assert!(
-        text.contains(
-            r#"packyard_http_requests_total{format="",method="POST",repository="",status="201"} 4"#
-        ),
+        text.contains(r#"packyard_http_requests_total{format="",method="POST",repository="",status="201"} 4"#),
         "{text}"
     );
     assert!(
-        text.contains(
-            r#"packyard_http_requests_total{format="",method="GET",repository="",status="401"} 3"#
-        ),
+        text.contains(r#"packyard_http_requests_total{format="",method="GET",repository="",status="401"} 3"#),
         "{text}"
     );
     Ok(())

@@ -34,8 +34,7 @@ fn command(dir: &Path, env: &[(&str, &str)]) -> Command {
         }
     }
     // Ephemeral ports; everything else stays at its default.
-    cmd.env("PACKYARD_SERVER__BIND", "127.0.0.1:0")
-        .env("PACKYARD_SERVER__MANAGEMENT_BIND", "127.0.0.1:0");
+    cmd.env("PACKYARD_SERVER__BIND", "127.0.0.1:0").env("PACKYARD_SERVER__MANAGEMENT_BIND", "127.0.0.1:0");
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -43,18 +42,9 @@ fn command(dir: &Path, env: &[(&str, &str)]) -> Command {
 }
 
 fn start(dir: &Path, env: &[(&str, &str)]) -> anyhow::Result<Server> {
-    let mut child = command(dir, env)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()?;
-    let stdout = child
-        .stdout
-        .take()
-        .ok_or_else(|| anyhow::anyhow!("no stdout"))?;
-    let stderr_pipe = child
-        .stderr
-        .take()
-        .ok_or_else(|| anyhow::anyhow!("no stderr"))?;
+    let mut child = command(dir, env).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
+    let stdout = child.stdout.take().ok_or_else(|| anyhow::anyhow!("no stdout"))?;
+    let stderr_pipe = child.stderr.take().ok_or_else(|| anyhow::anyhow!("no stderr"))?;
     let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
     let sink = stderr.clone();
     std::thread::spawn(move || {
@@ -87,22 +77,9 @@ fn start(dir: &Path, env: &[(&str, &str)]) -> anyhow::Result<Server> {
         if let Some(rest) = line.strip_prefix("packyard-api listening on ") {
             // "http://A (management http://B)"
             let mut urls = rest.split_whitespace().filter(|w| w.contains("http://"));
-            let public = urls
-                .next()
-                .unwrap_or_default()
-                .trim_matches(|c| c == '(' || c == ')')
-                .to_string();
-            let management = urls
-                .next()
-                .unwrap_or_default()
-                .trim_matches(|c| c == '(' || c == ')')
-                .to_string();
-            return Ok(Server {
-                child,
-                public,
-                management,
-                stderr,
-            });
+            let public = urls.next().unwrap_or_default().trim_matches(|c| c == '(' || c == ')').to_string();
+            let management = urls.next().unwrap_or_default().trim_matches(|c| c == '(' || c == ')').to_string();
+            return Ok(Server { child, public, management, stderr });
         }
     }
 }
@@ -122,20 +99,14 @@ impl Server {
     /// SIGTERM, then the exit status.
     fn terminate(mut self) -> anyhow::Result<std::process::ExitStatus> {
         let pid = self.child.id().to_string();
-        let ok = Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()?
-            .success();
+        let ok = Command::new("kill").args(["-TERM", &pid]).status()?.success();
         anyhow::ensure!(ok, "kill -TERM {pid} failed");
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Some(status) = self.child.try_wait()? {
                 return Ok(status);
             }
-            anyhow::ensure!(
-                Instant::now() < deadline,
-                "server did not stop after SIGTERM"
-            );
+            anyhow::ensure!(Instant::now() < deadline, "server did not stop after SIGTERM");
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -143,10 +114,7 @@ impl Server {
 
 fn basic(pw: &str) -> String {
     use base64::Engine;
-    format!(
-        "Basic {}",
-        base64::engine::general_purpose::STANDARD.encode(format!("admin:{pw}"))
-    )
+    format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("admin:{pw}")))
 }
 
 fn status_of(r: Result<ureq::Response, ureq::Error>) -> anyhow::Result<(u16, String)> {
@@ -169,10 +137,7 @@ fn embedded_default_from_an_empty_directory() -> anyhow::Result<()> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        assert_eq!(
-            std::fs::metadata(&pw_file)?.permissions().mode() & 0o777,
-            0o600
-        );
+        assert_eq!(std::fs::metadata(&pw_file)?.permissions().mode() & 0o777, 0o600);
     }
     assert!(dir.path().join("data/packyard.db").is_file());
     assert!(dir.path().join("data/blobs").is_dir());
@@ -190,9 +155,7 @@ fn embedded_default_from_an_empty_directory() -> anyhow::Result<()> {
     assert_eq!(created["name"], "debs");
 
     let (s, body) = status_of(
-        ureq::get(&format!("{}/api/v1/repositories", server.public))
-            .set("Authorization", &basic(&password))
-            .call(),
+        ureq::get(&format!("{}/api/v1/repositories", server.public)).set("Authorization", &basic(&password)).call(),
     )?;
     assert_eq!(s, 200);
     let listed: serde_json::Value = serde_json::from_str(&body)?;
@@ -212,10 +175,7 @@ fn embedded_default_from_an_empty_directory() -> anyhow::Result<()> {
         r#"packyard_http_request_duration_seconds_count{format="",method="POST"} 1"#,
         r#"packyard_db_queries_total{op="repositories.insert"} 1"#,
     ] {
-        assert!(
-            metrics.lines().any(|l| l == line),
-            "missing {line:?} in\n{metrics}"
-        );
+        assert!(metrics.lines().any(|l| l == line), "missing {line:?} in\n{metrics}");
     }
 
     let status = server.terminate()?;
@@ -229,10 +189,7 @@ fn restart_keeps_data_and_the_first_password() -> anyhow::Result<()> {
     let env = [("PACKYARD_SECURITY__ADMIN_PASSWORD", "first-password")];
     let server = start(dir.path(), &env)?;
     server.wait_ready()?;
-    assert!(
-        !dir.path().join("data/admin.password").exists(),
-        "a configured password is not written out"
-    );
+    assert!(!dir.path().join("data/admin.password").exists(), "a configured password is not written out");
     let (s, _) = status_of(
         ureq::post(&format!("{}/api/v1/repositories", server.public))
             .set("Authorization", &basic("first-password"))
@@ -241,10 +198,7 @@ fn restart_keeps_data_and_the_first_password() -> anyhow::Result<()> {
     assert_eq!(s, 201);
     assert!(server.terminate()?.success());
 
-    let server = start(
-        dir.path(),
-        &[("PACKYARD_SECURITY__ADMIN_PASSWORD", "second-password")],
-    )?;
+    let server = start(dir.path(), &[("PACKYARD_SECURITY__ADMIN_PASSWORD", "second-password")])?;
     server.wait_ready()?;
     let (s, body) = status_of(
         ureq::get(&format!("{}/api/v1/repositories/mods", server.public))
@@ -283,20 +237,14 @@ fn sigterm_lets_in_flight_requests_finish() -> anyhow::Result<()> {
     conn.flush()?;
     std::thread::sleep(Duration::from_millis(300));
     let pid = server.child.id().to_string();
-    anyhow::ensure!(Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()?
-        .success());
+    anyhow::ensure!(Command::new("kill").args(["-TERM", &pid]).status()?.success());
     std::thread::sleep(Duration::from_millis(500));
     // No new connections are served once shutdown has begun.
     let refused = match TcpStream::connect(&addr) {
         Err(_) => true,
         Ok(mut c) => {
             c.set_read_timeout(Some(Duration::from_secs(2)))?;
-            let _ = write!(
-                c,
-                "GET /api/v1/openapi.json HTTP/1.1\r\nHost: {addr}\r\n\r\n"
-            );
+            let _ = write!(c, "GET /api/v1/openapi.json HTTP/1.1\r\nHost: {addr}\r\n\r\n");
             let mut buf = [0u8; 16];
             !matches!(c.read(&mut buf), Ok(n) if n > 0)
         }
@@ -320,16 +268,8 @@ fn sigterm_lets_in_flight_requests_finish() -> anyhow::Result<()> {
     Ok(())
 }
 
-fn run_to_end(
-    dir: &Path,
-    args: &[&str],
-    env: &[(&str, &str)],
-) -> anyhow::Result<(i32, String, String)> {
-    let mut child = command(dir, env)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()?;
+fn run_to_end(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> anyhow::Result<(i32, String, String)> {
+    let mut child = command(dir, env).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
     let (mut out, mut err) = (String::new(), String::new());
     if let Some(mut o) = child.stdout.take() {
         o.read_to_string(&mut out)?;
@@ -344,33 +284,16 @@ fn run_to_end(
 #[test]
 fn bad_configuration_stops_startup_naming_the_key() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let (code, _, err) = run_to_end(
-        dir.path(),
-        &[],
-        &[("PACKYARD_SERVER__BINDD", "127.0.0.1:1")],
-    )?;
+    let (code, _, err) = run_to_end(dir.path(), &[], &[("PACKYARD_SERVER__BINDD", "127.0.0.1:1")])?;
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("unknown key `server.bindd`"), "{err}");
-    let (code, _, err) = run_to_end(
-        dir.path(),
-        &[],
-        &[("PACKYARD_SERVER__MAX_UPLOAD_BYTES", "a lot")],
-    )?;
+    let (code, _, err) = run_to_end(dir.path(), &[], &[("PACKYARD_SERVER__MAX_UPLOAD_BYTES", "a lot")])?;
     assert_eq!(code, 2, "{err}");
-    assert!(
-        err.contains("bad value for key `server.max_upload_bytes`"),
-        "{err}"
-    );
-    std::fs::write(
-        dir.path().join("packyard.toml"),
-        "[database]\nurll = \"sqlite://x.db\"\n",
-    )?;
+    assert!(err.contains("bad value for key `server.max_upload_bytes`"), "{err}");
+    std::fs::write(dir.path().join("packyard.toml"), "[database]\nurll = \"sqlite://x.db\"\n")?;
     let (code, _, err) = run_to_end(dir.path(), &[], &[])?;
     assert_eq!(code, 2, "{err}");
-    assert!(
-        err.contains("unknown key `database.url`") || err.contains("unknown key `database.urll`"),
-        "{err}"
-    );
+    assert!(err.contains("unknown key `database.url`") || err.contains("unknown key `database.urll`"), "{err}");
     assert!(err.contains("packyard.toml"), "names the file: {err}");
     assert!(!dir.path().join("data").exists(), "nothing was created");
     Ok(())
@@ -379,29 +302,14 @@ fn bad_configuration_stops_startup_naming_the_key() -> anyhow::Result<()> {
 #[test]
 fn config_show_and_migrate() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    std::fs::write(
-        dir.path().join("packyard.toml"),
-        "[worker]\npoll_ms = 250\n",
-    )?;
-    let env = [
-        ("PACKYARD_SECURITY__ADMIN_PASSWORD", "hunter2-secret"),
-        ("PACKYARD_LOG__FORMAT", "json"),
-    ];
+    std::fs::write(dir.path().join("packyard.toml"), "[worker]\npoll_ms = 250\n")?;
+    let env = [("PACKYARD_SECURITY__ADMIN_PASSWORD", "hunter2-secret"), ("PACKYARD_LOG__FORMAT", "json")];
     let (code, out, err) = run_to_end(dir.path(), &["config", "show"], &env)?;
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("worker.poll_ms = 250  # TOML file"), "{out}");
-    assert!(
-        out.contains("log.format = \"json\"  # environment PACKYARD_LOG__FORMAT"),
-        "{out}"
-    );
-    assert!(
-        out.contains("security.admin_password = \"********\"  # environment"),
-        "{out}"
-    );
-    assert!(
-        out.contains("database.url = \"sqlite://data/packyard.db\"  # default"),
-        "{out}"
-    );
+    assert!(out.contains("log.format = \"json\"  # environment PACKYARD_LOG__FORMAT"), "{out}");
+    assert!(out.contains("security.admin_password = \"********\"  # environment"), "{out}");
+    assert!(out.contains("database.url = \"sqlite://data/packyard.db\"  # default"), "{out}");
     assert!(!out.contains("hunter2"), "{out}");
     let (code, out, err) = run_to_end(dir.path(), &["migrate"], &[])?;
     assert_eq!(code, 0, "{err}");
@@ -411,19 +319,14 @@ fn config_show_and_migrate() -> anyhow::Result<()> {
 }
 
 fn external_database(backend: Backend) -> anyhow::Result<()> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let Some((url, dir)) = rt.block_on(packyard_shared::testing::create_database(backend))? else {
         eprintln!("skipped: no {} server configured", backend.as_str());
         return Ok(());
     };
     let env = [
         ("PACKYARD_DATABASE__URL", url.as_str()),
-        (
-            "PACKYARD_SECURITY__SECRET",
-            "a-shared-secret-of-enough-length",
-        ),
+        ("PACKYARD_SECURITY__SECRET", "a-shared-secret-of-enough-length"),
         ("PACKYARD_SECURITY__ADMIN_PASSWORD", "ext-admin"),
         ("PACKYARD_LOG__FORMAT", "json"),
     ];
@@ -436,10 +339,7 @@ fn external_database(backend: Backend) -> anyhow::Result<()> {
             .send_json(serde_json::json!({"name": "conans", "format": "conan", "type": "hosted"})),
     )?;
     assert_eq!(s, 201, "{body}");
-    assert!(
-        !dir.path().join("data/packyard.db").exists(),
-        "no SQLite file when a server database is configured"
-    );
+    assert!(!dir.path().join("data/packyard.db").exists(), "no SQLite file when a server database is configured");
     let logs = server.stderr.clone();
     assert!(server.terminate()?.success());
     // JSON logs carry the request id on the request's lines.

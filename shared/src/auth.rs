@@ -19,10 +19,7 @@ pub enum AuthError {
     #[error(transparent)]
     Db(#[from] DbError),
     #[error("cannot write {path}: {source}")]
-    Io {
-        path: String,
-        source: std::io::Error,
-    },
+    Io { path: String, source: std::io::Error },
 }
 
 /// An argon2id PHC string.
@@ -36,43 +33,18 @@ pub fn hash_password(password: &str) -> Result<String, AuthError> {
 
 /// Constant-time check of a password against a stored PHC string; a malformed hash never matches.
 pub fn verify_password(password: &str, phc: &str) -> bool {
-    PasswordHash::new(phc).is_ok_and(|h| {
-        Argon2::default()
-            .verify_password(password.as_bytes(), &h)
-            .is_ok()
-    })
+    PasswordHash::new(phc).is_ok_and(|h| Argon2::default().verify_password(password.as_bytes(), &h).is_ok())
 }
 
 /// A fresh random password of 24 characters from an unambiguous alphabet.
 pub fn generate_password() -> String {
     const ALPHABET: &[u8] = b"abcdefghijkmnpqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789";
     let mut rng = rand::rngs::OsRng;
-    (0..24)
-        .map(|_| ALPHABET[rng.gen_range(0..ALPHABET.len())] as char)
-        .collect()
-}
-
-/// The user a username/password pair proves, or `None`. Hashing runs off the async threads.
-pub async fn authenticate_password(
-    db: &Db,
-    username: &str,
-    password: &str,
-) -> Result<Option<crate::db::users::UserRecord>, AuthError> {
-    let Some(user) = db.user_by_name(username).await? else {
-        // Spend the same time as a real check so that usernames cannot be probed by timing.
-        let password = password.to_string();
-        let _ = tokio::task::spawn_blocking(move || verify_password(&password, DUMMY_HASH)).await;
-        return Ok(None);
-    };
-    let (password, hash) = (password.to_string(), user.password_hash.clone());
-    let ok = tokio::task::spawn_blocking(move || verify_password(&password, &hash))
-        .await
-        .unwrap_or(false);
-    Ok(ok.then_some(user))
+    (0..24).map(|_| ALPHABET[rng.gen_range(0..ALPHABET.len())] as char).collect()
 }
 
 /// A valid argon2id hash of a random string: verified against when the user does not exist.
-const DUMMY_HASH: &str =
+pub const DUMMY_HASH: &str =
     "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$3Gj4vcDzBXr0gRZL6UGXb7Kq2C2jRrOPvPBN8TTbi6U";
 
 /// What bootstrap did, for the startup log.
@@ -87,25 +59,20 @@ pub enum Bootstrap {
     },
 }
 
-/// On first start, creates `admin` with the configured password, or a generated one written to
+/// On first start, creates `admin` (holding the built-in role `admin`, which must exist) with the configured password, or a generated one written to
 /// `<data_dir>/admin.password` (mode 0600).
-pub async fn bootstrap_admin(
-    db: &Db,
-    configured: Option<&str>,
-    data_dir: &Path,
-) -> Result<Bootstrap, AuthError> {
+pub async fn bootstrap_admin(db: &Db, configured: Option<&str>, data_dir: &Path) -> Result<Bootstrap, AuthError> {
     if db.user_by_name(ADMIN_USER).await?.is_some() {
         return Ok(Bootstrap::AlreadyPresent);
     }
+    let roles = vec![crate::security::service::ADMIN_ROLE.to_string()];
     let (password, generated) = match configured {
         Some(p) => (p.to_string(), false),
         None => (generate_password(), true),
     };
     let hash = {
         let p = password.clone();
-        tokio::task::spawn_blocking(move || hash_password(&p))
-            .await
-            .map_err(|e| AuthError::Hash(e.to_string()))??
+        tokio::task::spawn_blocking(move || hash_password(&p)).await.map_err(|e| AuthError::Hash(e.to_string()))??
     };
     let file = data_dir.join("admin.password");
     if generated {
@@ -113,25 +80,18 @@ pub async fn bootstrap_admin(
         // next start writes a new password.
         write_secret_file(&file, format!("{password}\n").as_bytes())?;
     }
-    match db.insert_user(ADMIN_USER, &hash).await {
-        Ok(()) => {}
+    match db.create_user(ADMIN_USER, &hash, &roles).await {
+        Ok(_) => {}
         // Another replica bootstrapped it at the same moment.
         Err(DbError::Conflict(_)) => return Ok(Bootstrap::AlreadyPresent),
         Err(e) => return Err(e.into()),
     }
-    Ok(if generated {
-        Bootstrap::Generated { password, file }
-    } else {
-        Bootstrap::CreatedFromConfig
-    })
+    Ok(if generated { Bootstrap::Generated { password, file } } else { Bootstrap::CreatedFromConfig })
 }
 
 /// Writes a file readable only by the owner (0600), replacing it atomically.
 pub fn write_secret_file(path: &Path, contents: &[u8]) -> Result<(), AuthError> {
-    let io_err = |source| AuthError::Io {
-        path: path.display().to_string(),
-        source,
-    };
+    let io_err = |source| AuthError::Io { path: path.display().to_string(), source };
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(io_err)?;
     }
@@ -152,10 +112,7 @@ pub fn write_secret_file(path: &Path, contents: &[u8]) -> Result<(), AuthError> 
 
 /// `security.secret`, or one generated into `<data_dir>/secret` on first start (SQLite only;
 /// config validation requires it explicitly elsewhere).
-pub fn load_or_create_secret(
-    configured: Option<&str>,
-    data_dir: &Path,
-) -> Result<String, AuthError> {
+pub fn load_or_create_secret(configured: Option<&str>, data_dir: &Path) -> Result<String, AuthError> {
     if let Some(s) = configured {
         return Ok(s.to_string());
     }
@@ -200,10 +157,7 @@ mod tests {
         let s1 = load_or_create_secret(None, dir.path())?;
         let s2 = load_or_create_secret(None, dir.path())?;
         assert_eq!(s1, s2);
-        let mode = std::fs::metadata(dir.path().join("secret"))?
-            .permissions()
-            .mode()
-            & 0o777;
+        let mode = std::fs::metadata(dir.path().join("secret"))?.permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
         Ok(())
     }

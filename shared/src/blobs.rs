@@ -23,10 +23,7 @@ pub struct Sha256Hex(String);
 
 impl Sha256Hex {
     pub fn parse(s: &str) -> Result<Self, BlobError> {
-        if s.len() == 64
-            && s.bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-        {
+        if s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
             Ok(Self(s.to_string()))
         } else {
             Err(BlobError::InvalidDigest(s.chars().take(80).collect()))
@@ -137,11 +134,7 @@ impl RangeSpec {
             return Some(Self::Suffix(n));
         }
         let start: u64 = a.parse().ok()?;
-        let end = if b.is_empty() {
-            None
-        } else {
-            Some(b.parse().ok()?)
-        };
+        let end = if b.is_empty() { None } else { Some(b.parse().ok()?) };
         if end.is_some_and(|e| e < start) {
             return None;
         }
@@ -162,10 +155,7 @@ impl RangeSpec {
                 if n == 0 || size == 0 {
                     return Err(BlobError::RangeNotSatisfiable { size });
                 }
-                Ok(ByteRange {
-                    start: size.saturating_sub(n),
-                    end: size - 1,
-                })
+                Ok(ByteRange { start: size.saturating_sub(n), end: size - 1 })
             }
         }
     }
@@ -203,11 +193,7 @@ pub trait BlobStore: Send + Sync {
     /// Size of a stored blob, or `None`.
     async fn stat(&self, digest: &Sha256Hex) -> Result<Option<u64>, BlobError>;
     /// Opens a blob, optionally a range of it (resolved against the size; past the end → 416).
-    async fn open(
-        &self,
-        digest: &Sha256Hex,
-        range: Option<RangeSpec>,
-    ) -> Result<BlobRead, BlobError>;
+    async fn open(&self, digest: &Sha256Hex, range: Option<RangeSpec>) -> Result<BlobRead, BlobError>;
     async fn delete(&self, digest: &Sha256Hex) -> Result<(), BlobError>;
     /// Reachable and writable (readiness).
     async fn check(&self) -> Result<(), BlobError>;
@@ -245,9 +231,7 @@ impl FileStore {
         fs::create_dir_all(root.join("tmp")).await?;
         fs::create_dir_all(root.join("sha256")).await?;
         let store = Self { root, metrics };
-        store
-            .sweep_temporaries(std::time::Duration::from_secs(86_400))
-            .await?;
+        store.sweep_temporaries(std::time::Duration::from_secs(86_400)).await?;
         Ok(store)
     }
 
@@ -257,11 +241,7 @@ impl FileStore {
 
     fn final_path(&self, digest: &Sha256Hex) -> PathBuf {
         let h = digest.as_str();
-        self.root
-            .join("sha256")
-            .join(&h[0..2])
-            .join(&h[2..4])
-            .join(h)
+        self.root.join("sha256").join(&h[0..2]).join(&h[2..4]).join(h)
     }
 
     async fn sweep_temporaries(&self, older_than: std::time::Duration) -> Result<(), BlobError> {
@@ -309,25 +289,16 @@ impl BlobWrite for FileWrite {
         if new_len > self.limit {
             return Err(BlobError::TooLarge { limit: self.limit });
         }
-        let file = self
-            .file
-            .as_mut()
-            .ok_or_else(|| io::Error::other("write after finish"))?;
+        let file = self.file.as_mut().ok_or_else(|| io::Error::other("write after finish"))?;
         file.write_all(chunk).await.map_err(BlobError::from_write)?;
         self.hasher.update(chunk);
         self.written = new_len;
-        self.metrics
-            .blob_bytes_total
-            .with_label_values(&["in"])
-            .inc_by(chunk.len() as u64);
+        self.metrics.blob_bytes_total.with_label_values(&["in"]).inc_by(chunk.len() as u64);
         Ok(())
     }
 
     async fn finish(mut self: Box<Self>) -> Result<StoredBlob, BlobError> {
-        let mut file = self
-            .file
-            .take()
-            .ok_or_else(|| io::Error::other("finish twice"))?;
+        let mut file = self.file.take().ok_or_else(|| io::Error::other("finish twice"))?;
         file.flush().await.map_err(BlobError::from_write)?;
         file.sync_all().await.map_err(BlobError::from_write)?;
         drop(file);
@@ -335,33 +306,18 @@ impl BlobWrite for FileWrite {
         let h = digest.as_str();
         let dir = self.store_root.join("sha256").join(&h[0..2]).join(&h[2..4]);
         let target = dir.join(h);
-        if fs::metadata(&target)
-            .await
-            .is_ok_and(|m| m.len() == self.written)
-        {
+        if fs::metadata(&target).await.is_ok_and(|m| m.len() == self.written) {
             // Identical content is already stored; the temporary goes away on drop.
-            return Ok(StoredBlob {
-                sha256: digest,
-                size: self.written,
-                created: false,
-            });
+            return Ok(StoredBlob { sha256: digest, size: self.written, created: false });
         }
-        fs::create_dir_all(&dir)
-            .await
-            .map_err(BlobError::from_write)?;
-        fs::rename(&self.temp, &target)
-            .await
-            .map_err(BlobError::from_write)?;
+        fs::create_dir_all(&dir).await.map_err(BlobError::from_write)?;
+        fs::rename(&self.temp, &target).await.map_err(BlobError::from_write)?;
         self.done = true;
         // Make the rename itself durable.
         if let Ok(d) = File::open(&dir).await {
             let _ = d.sync_all().await;
         }
-        Ok(StoredBlob {
-            sha256: digest,
-            size: self.written,
-            created: true,
-        })
+        Ok(StoredBlob { sha256: digest, size: self.written, created: true })
     }
 
     fn written(&self) -> u64 {
@@ -400,16 +356,10 @@ impl BlobStore for FileStore {
         }
     }
 
-    async fn open(
-        &self,
-        digest: &Sha256Hex,
-        range: Option<RangeSpec>,
-    ) -> Result<BlobRead, BlobError> {
+    async fn open(&self, digest: &Sha256Hex, range: Option<RangeSpec>) -> Result<BlobRead, BlobError> {
         let mut file = match File::open(self.final_path(digest)).await {
             Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return Err(BlobError::NotFound(digest.clone()))
-            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(BlobError::NotFound(digest.clone())),
             Err(e) => return Err(e.into()),
         };
         let total_size = file.metadata().await?.len();
@@ -420,22 +370,13 @@ impl BlobStore for FileStore {
         }
         let metrics = self.metrics.clone();
         let reader = file.take(len);
-        let body = tokio_util::io::ReaderStream::with_capacity(reader, read_buffer_size(len)).map(
-            move |chunk| {
-                if let Ok(c) = &chunk {
-                    metrics
-                        .blob_bytes_total
-                        .with_label_values(&["out"])
-                        .inc_by(c.len() as u64);
-                }
-                chunk
-            },
-        );
-        Ok(BlobRead {
-            total_size,
-            range,
-            body: Box::pin(body),
-        })
+        let body = tokio_util::io::ReaderStream::with_capacity(reader, read_buffer_size(len)).map(move |chunk| {
+            if let Ok(c) = &chunk {
+                metrics.blob_bytes_total.with_label_values(&["out"]).inc_by(c.len() as u64);
+            }
+            chunk
+        });
+        Ok(BlobRead { total_size, range, body: Box::pin(body) })
     }
 
     async fn delete(&self, digest: &Sha256Hex) -> Result<(), BlobError> {
@@ -447,13 +388,8 @@ impl BlobStore for FileStore {
     }
 
     async fn check(&self) -> Result<(), BlobError> {
-        let probe = self
-            .root
-            .join("tmp")
-            .join(format!(".probe-{}", hex::encode(rand::random::<[u8; 8]>())));
-        fs::write(&probe, b"ok")
-            .await
-            .map_err(BlobError::from_write)?;
+        let probe = self.root.join("tmp").join(format!(".probe-{}", hex::encode(rand::random::<[u8; 8]>())));
+        fs::write(&probe, b"ok").await.map_err(BlobError::from_write)?;
         fs::remove_file(&probe).await?;
         Ok(())
     }
@@ -495,13 +431,7 @@ mod tests {
         assert_eq!(read(&s, &stored.sha256, None).await?, data);
         assert_eq!(s.stat(&stored.sha256).await?, Some(data.len() as u64));
         let h = stored.sha256.as_str();
-        assert!(s
-            .root()
-            .join("sha256")
-            .join(&h[0..2])
-            .join(&h[2..4])
-            .join(h)
-            .is_file());
+        assert!(s.root().join("sha256").join(&h[0..2]).join(&h[2..4]).join(h).is_file());
         assert_eq!(temporaries(&s)?, 0);
         Ok(())
     }
@@ -565,11 +495,7 @@ mod tests {
         let (_d, s) = store().await?;
         let mut w = s.writer(10).await?;
         w.write(b"0123456789").await?;
-        let err = w
-            .write(b"x")
-            .await
-            .err()
-            .ok_or_else(|| anyhow::anyhow!("expected TooLarge"))?;
+        let err = w.write(b"x").await.err().ok_or_else(|| anyhow::anyhow!("expected TooLarge"))?;
         assert!(matches!(err, BlobError::TooLarge { limit: 10 }), "{err}");
         drop(w);
         assert_eq!(temporaries(&s)?, 0);
@@ -585,23 +511,13 @@ mod tests {
         assert_eq!(read(&s, &d, from(0, Some(0))).await?, vec![0u8]);
         assert_eq!(read(&s, &d, from(255, Some(255))).await?, vec![255u8]);
         assert_eq!(read(&s, &d, from(255, None)).await?, vec![255u8]);
-        assert_eq!(
-            read(&s, &d, from(250, Some(10_000))).await?,
-            data[250..].to_vec()
-        );
-        assert_eq!(
-            read(&s, &d, Some(RangeSpec::Suffix(3))).await?,
-            vec![253, 254, 255]
-        );
+        assert_eq!(read(&s, &d, from(250, Some(10_000))).await?, data[250..].to_vec());
+        assert_eq!(read(&s, &d, Some(RangeSpec::Suffix(3))).await?, vec![253, 254, 255]);
         assert_eq!(read(&s, &d, Some(RangeSpec::Suffix(1000))).await?, data);
         let opened = s.open(&d, from(10, Some(19))).await?;
         assert_eq!(opened.range, Some(ByteRange { start: 10, end: 19 }));
         assert_eq!(opened.total_size, 256);
-        for bad in [
-            from(256, None),
-            from(1000, Some(2000)),
-            Some(RangeSpec::Suffix(0)),
-        ] {
+        for bad in [from(256, None), from(1000, Some(2000)), Some(RangeSpec::Suffix(0))] {
             match s.open(&d, bad).await {
                 Err(BlobError::RangeNotSatisfiable { size: 256 }) => {}
                 Err(e) => anyhow::bail!("{bad:?}: unexpected error {e}"),
@@ -613,24 +529,9 @@ mod tests {
 
     #[test]
     fn range_header_parsing() {
-        assert_eq!(
-            RangeSpec::parse_header("bytes=0-65535"),
-            Some(RangeSpec::From {
-                start: 0,
-                end: Some(65535)
-            })
-        );
-        assert_eq!(
-            RangeSpec::parse_header("bytes=5-"),
-            Some(RangeSpec::From {
-                start: 5,
-                end: None
-            })
-        );
-        assert_eq!(
-            RangeSpec::parse_header("bytes=-5"),
-            Some(RangeSpec::Suffix(5))
-        );
+        assert_eq!(RangeSpec::parse_header("bytes=0-65535"), Some(RangeSpec::From { start: 0, end: Some(65535) }));
+        assert_eq!(RangeSpec::parse_header("bytes=5-"), Some(RangeSpec::From { start: 5, end: None }));
+        assert_eq!(RangeSpec::parse_header("bytes=-5"), Some(RangeSpec::Suffix(5)));
         assert_eq!(RangeSpec::parse_header("bytes=5-1"), None);
         assert_eq!(RangeSpec::parse_header("bytes=0-1,3-4"), None);
         assert_eq!(RangeSpec::parse_header("items=0-1"), None);
@@ -641,10 +542,7 @@ mod tests {
     async fn missing_blob_and_bad_digest() -> anyhow::Result<()> {
         let (_d, s) = store().await?;
         let d = Sha256Hex::of(b"never stored");
-        assert!(matches!(
-            s.open(&d, None).await,
-            Err(BlobError::NotFound(_))
-        ));
+        assert!(matches!(s.open(&d, None).await, Err(BlobError::NotFound(_))));
         assert!(Sha256Hex::parse("../../etc/passwd").is_err());
         assert!(Sha256Hex::parse(&"A".repeat(64)).is_err());
         assert!(Sha256Hex::parse(d.as_str()).is_ok());

@@ -130,6 +130,14 @@ pub struct SecurityConfig {
     pub anonymous_read: bool,
     pub secret: Option<String>,
     pub admin_password: Option<String>,
+    /// How long a cached authentication decision or repository record is used.
+    pub auth_cache_ttl_secs: u64,
+    /// How often the security and repository watermarks are read from the database: the bound
+    /// on how long a revoked token keeps working on another replica.
+    pub watermark_ttl_ms: u64,
+    /// Failed logins for one user from one address within the window before 429.
+    pub login_max_failures: u32,
+    pub login_window_secs: u64,
 }
 
 impl Default for ServerConfig {
@@ -146,8 +154,7 @@ impl Default for ServerConfig {
 }
 
 fn parse_default_addr(s: &str) -> SocketAddr {
-    s.parse()
-        .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)))
+    s.parse().unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)))
 }
 
 impl Default for DatabaseConfig {
@@ -165,40 +172,25 @@ impl Default for DatabaseConfig {
 
 impl Default for BlobsConfig {
     fn default() -> Self {
-        Self {
-            kind: BlobsKind::File,
-            path: PathBuf::from("data/blobs"),
-            s3: S3Config::default(),
-        }
+        Self { kind: BlobsKind::File, path: PathBuf::from("data/blobs"), s3: S3Config::default() }
     }
 }
 
 impl Default for CacheConfig {
     fn default() -> Self {
-        Self {
-            redis_url: None,
-            watermark_ttl_ms: 1_000,
-        }
+        Self { redis_url: None, watermark_ttl_ms: 1_000 }
     }
 }
 
 impl Default for WorkerConfig {
     fn default() -> Self {
-        Self {
-            embedded: true,
-            debounce_ms: 100,
-            max_delay_ms: 5_000,
-            poll_ms: 500,
-        }
+        Self { embedded: true, debounce_ms: 100, max_delay_ms: 5_000, poll_ms: 500 }
     }
 }
 
 impl Default for LogConfig {
     fn default() -> Self {
-        Self {
-            format: LogFormat::Text,
-            level: "info".into(),
-        }
+        Self { format: LogFormat::Text, level: "info".into() }
     }
 }
 
@@ -208,6 +200,10 @@ impl Default for SecurityConfig {
             anonymous_read: true,
             secret: None,
             admin_password: None,
+            auth_cache_ttl_secs: 30,
+            watermark_ttl_ms: 1_000,
+            login_max_failures: 10,
+            login_window_secs: 60,
         }
     }
 }
@@ -218,12 +214,8 @@ impl Default for SecurityConfig {
 pub struct ConfigError(pub String);
 
 /// Keys whose values are never printed.
-const SECRET_KEYS: &[&str] = &[
-    "security.secret",
-    "security.admin_password",
-    "blobs.s3.secret_access_key",
-    "blobs.s3.access_key_id",
-];
+const SECRET_KEYS: &[&str] =
+    &["security.secret", "security.admin_password", "blobs.s3.secret_access_key", "blobs.s3.access_key_id"];
 /// Keys that are URLs and may carry a password.
 const URL_KEYS: &[&str] = &["database.url", "cache.redis_url", "events.amqp_url"];
 
@@ -241,23 +233,14 @@ impl Loaded {
     }
 
     /// Loads with an explicit environment (testable without touching the process's).
-    pub fn load_from(
-        explicit_file: Option<&Path>,
-        env: &[(String, String)],
-    ) -> Result<Self, ConfigError> {
-        let from_env = env
-            .iter()
-            .find(|(k, _)| k == "PACKYARD_CONFIG")
-            .map(|(_, v)| PathBuf::from(v));
+    pub fn load_from(explicit_file: Option<&Path>, env: &[(String, String)]) -> Result<Self, ConfigError> {
+        let from_env = env.iter().find(|(k, _)| k == "PACKYARD_CONFIG").map(|(_, v)| PathBuf::from(v));
         let file = explicit_file.map(Path::to_path_buf).or(from_env);
         let mut figment = Figment::from(Serialized::defaults(Config::default()));
         match &file {
             Some(path) => {
                 if !path.is_file() {
-                    return Err(ConfigError(format!(
-                        "configuration file {} does not exist",
-                        path.display()
-                    )));
+                    return Err(ConfigError(format!("configuration file {} does not exist", path.display())));
                 }
                 figment = figment.merge(Toml::file(path));
             }
@@ -306,11 +289,7 @@ fn env_var_name(key: &str) -> String {
     let mut parts = key.splitn(2, '.');
     let section = parts.next().unwrap_or_default();
     let rest = parts.next().unwrap_or_default().replace('.', "__");
-    format!(
-        "PACKYARD_{}__{}",
-        section.to_uppercase(),
-        rest.to_uppercase()
-    )
+    format!("PACKYARD_{}__{}", section.to_uppercase(), rest.to_uppercase())
 }
 
 /// `PACKYARD_<SECTION>__<KEY>` → `section.key`. `PACKYARD_CONFIG` names the file instead.
@@ -356,9 +335,7 @@ fn insert_path(dict: &mut Dict, path: &[String], value: Value) {
             dict.insert(last.clone(), value);
         }
         [first, rest @ ..] => {
-            let entry = dict
-                .entry(first.clone())
-                .or_insert_with(|| Value::from(Dict::new()));
+            let entry = dict.entry(first.clone()).or_insert_with(|| Value::from(Dict::new()));
             if let Value::Dict(_, inner) = entry {
                 insert_path(inner, rest, value);
             } else {
@@ -374,11 +351,7 @@ fn flatten(prefix: &str, value: &Value, out: &mut Vec<(String, String)>) {
     match value {
         Value::Dict(_, dict) => {
             for (k, v) in dict {
-                let key = if prefix.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{prefix}.{k}")
-                };
+                let key = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
                 flatten(&key, v, out);
             }
         }
@@ -388,9 +361,7 @@ fn flatten(prefix: &str, value: &Value, out: &mut Vec<(String, String)>) {
             let rendered = match other.to_num() {
                 Some(n) => match n.to_u128() {
                     Some(u) => u.to_string(),
-                    None => n
-                        .to_i128()
-                        .map_or_else(|| format!("{:?}", n.to_f64()), |i| i.to_string()),
+                    None => n.to_i128().map_or_else(|| format!("{:?}", n.to_f64()), |i| i.to_string()),
                 },
                 None => match other.to_bool() {
                     Some(b) => b.to_string(),
@@ -459,20 +430,13 @@ impl Config {
     pub fn validate(&self) -> Result<(), ConfigError> {
         let url = &self.database.url;
         let scheme = url.split("://").next().unwrap_or_default();
-        if !url.contains("://")
-            || !matches!(
-                scheme,
-                "sqlite" | "postgres" | "postgresql" | "mysql" | "mariadb"
-            )
-        {
+        if !url.contains("://") || !matches!(scheme, "sqlite" | "postgres" | "postgresql" | "mysql" | "mariadb") {
             return Err(ConfigError(format!(
                 "bad value for key `database.url`: {url:?} must start with sqlite://, postgres:// or mysql://"
             )));
         }
         if self.database.max_connections == 0 {
-            return Err(ConfigError(
-                "bad value for key `database.max_connections`: must be at least 1".into(),
-            ));
+            return Err(ConfigError("bad value for key `database.max_connections`: must be at least 1".into()));
         }
         if self.database.min_connections > self.database.max_connections {
             return Err(ConfigError(
@@ -480,20 +444,16 @@ impl Config {
             ));
         }
         if self.server.max_upload_bytes == 0 {
-            return Err(ConfigError(
-                "bad value for key `server.max_upload_bytes`: must be positive".into(),
-            ));
+            return Err(ConfigError("bad value for key `server.max_upload_bytes`: must be positive".into()));
         }
         if self.worker.debounce_ms > self.worker.max_delay_ms {
             return Err(ConfigError(
-                "bad value for key `worker.debounce_ms`: must not exceed worker.max_delay_ms"
-                    .into(),
+                "bad value for key `worker.debounce_ms`: must not exceed worker.max_delay_ms".into(),
             ));
         }
         if self.blobs.kind == BlobsKind::S3 && self.blobs.s3.bucket.is_none() {
             return Err(ConfigError(
-                "missing value for key `blobs.s3.bucket` (required when blobs.kind = \"s3\")"
-                    .into(),
+                "missing value for key `blobs.s3.bucket` (required when blobs.kind = \"s3\")".into(),
             ));
         }
         if !scheme.starts_with("sqlite") && self.security.secret.is_none() {
@@ -501,22 +461,23 @@ impl Config {
                 "missing value for key `security.secret`: it must be set explicitly (e.g. PACKYARD_SECURITY__SECRET) when the database is not SQLite, so that every replica shares it".into(),
             ));
         }
+        if self.security.watermark_ttl_ms == 0 || self.security.watermark_ttl_ms > 2_000 {
+            return Err(ConfigError(
+                "bad value for key `security.watermark_ttl_ms`: use 1 to 2000 (revocations must reach every replica within 2 s)".into(),
+            ));
+        }
+        if self.security.login_max_failures == 0 {
+            return Err(ConfigError("bad value for key `security.login_max_failures`: must be at least 1".into()));
+        }
         if let Some(secret) = &self.security.secret {
             if secret.len() < 16 {
-                return Err(ConfigError(
-                    "bad value for key `security.secret`: use at least 16 characters".into(),
-                ));
+                return Err(ConfigError("bad value for key `security.secret`: use at least 16 characters".into()));
             }
         }
-        for (key, value) in [
-            ("cache.redis_url", &self.cache.redis_url),
-            ("events.amqp_url", &self.events.amqp_url),
-        ] {
+        for (key, value) in [("cache.redis_url", &self.cache.redis_url), ("events.amqp_url", &self.events.amqp_url)] {
             if let Some(v) = value {
                 if url::Url::parse(v).is_err() {
-                    return Err(ConfigError(format!(
-                        "bad value for key `{key}`: {v:?} is not a URL"
-                    )));
+                    return Err(ConfigError(format!("bad value for key `{key}`: {v:?} is not a URL")));
                 }
             }
         }
@@ -533,10 +494,7 @@ mod tests {
     use super::*;
 
     fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     }
 
     fn load(file: Option<&Path>, pairs: &[(&str, &str)]) -> Result<Loaded, ConfigError> {
@@ -557,14 +515,7 @@ mod tests {
         assert_eq!(c.blobs.path, PathBuf::from("data/blobs"));
         assert_eq!(c.cache.watermark_ttl_ms, 1000);
         assert!(c.worker.embedded);
-        assert_eq!(
-            (
-                c.worker.debounce_ms,
-                c.worker.max_delay_ms,
-                c.worker.poll_ms
-            ),
-            (100, 5000, 500)
-        );
+        assert_eq!((c.worker.debounce_ms, c.worker.max_delay_ms, c.worker.poll_ms), (100, 5000, 500));
         assert!(!c.proxy.allow_private_addresses);
         assert_eq!(c.log.format, LogFormat::Text);
         assert!(c.security.anonymous_read);
@@ -575,29 +526,14 @@ mod tests {
     fn env_overrides_file_overrides_defaults() -> Result<(), Box<dyn std::error::Error>> {
         let dir = tempfile::tempdir()?;
         let file = dir.path().join("p.toml");
-        std::fs::write(
-            &file,
-            "[server]\nbind = \"127.0.0.1:9000\"\nmax_upload_bytes = 2048\n",
-        )?;
-        let loaded = load(
-            Some(&file),
-            &[
-                ("PACKYARD_SERVER__BIND", "0.0.0.0:9100"),
-                ("PACKYARD_LOG__FORMAT", "json"),
-            ],
-        )?;
+        std::fs::write(&file, "[server]\nbind = \"127.0.0.1:9000\"\nmax_upload_bytes = 2048\n")?;
+        let loaded = load(Some(&file), &[("PACKYARD_SERVER__BIND", "0.0.0.0:9100"), ("PACKYARD_LOG__FORMAT", "json")])?;
         assert_eq!(loaded.config.server.bind.to_string(), "0.0.0.0:9100");
         assert_eq!(loaded.config.server.max_upload_bytes, 2048);
         assert_eq!(loaded.config.log.format, LogFormat::Json);
         let shown = loaded.show();
-        assert!(
-            shown.contains("server.bind = \"0.0.0.0:9100\"  # environment PACKYARD_SERVER__BIND"),
-            "{shown}"
-        );
-        assert!(
-            shown.contains("server.max_upload_bytes = 2048  # TOML file"),
-            "{shown}"
-        );
+        assert!(shown.contains("server.bind = \"0.0.0.0:9100\"  # environment PACKYARD_SERVER__BIND"), "{shown}");
+        assert!(shown.contains("server.max_upload_bytes = 2048  # TOML file"), "{shown}");
         assert!(shown.contains("worker.poll_ms = 500  # default"), "{shown}");
         Ok(())
     }
@@ -619,58 +555,35 @@ mod tests {
         let file = dir.path().join("p.toml");
         std::fs::write(&file, "[server]\nbindd = \"127.0.0.1:9000\"\n")?;
         let err = load(Some(&file), &[]).err().ok_or("expected an error")?;
-        assert!(
-            err.to_string().contains("unknown key `server.bindd`"),
-            "{err}"
-        );
+        assert!(err.to_string().contains("unknown key `server.bindd`"), "{err}");
         Ok(())
     }
 
     #[test]
     fn unknown_key_in_env_is_named() -> Result<(), Box<dyn std::error::Error>> {
-        let err = load(None, &[("PACKYARD_WORKER__POLLMS", "5")])
-            .err()
-            .ok_or("expected an error")?;
-        assert!(
-            err.to_string().contains("unknown key `worker.pollms`"),
-            "{err}"
-        );
-        let err = load(None, &[("PACKYARD_NOSUCH__KEY", "5")])
-            .err()
-            .ok_or("expected an error")?;
+        let err = load(None, &[("PACKYARD_WORKER__POLLMS", "5")]).err().ok_or("expected an error")?;
+        assert!(err.to_string().contains("unknown key `worker.pollms`"), "{err}");
+        let err = load(None, &[("PACKYARD_NOSUCH__KEY", "5")]).err().ok_or("expected an error")?;
         assert!(err.to_string().contains("unknown key `nosuch`"), "{err}");
         Ok(())
     }
 
     #[test]
     fn malformed_values_are_named() -> Result<(), Box<dyn std::error::Error>> {
-        let err = load(None, &[("PACKYARD_SERVER__BIND", "not-an-address")])
-            .err()
-            .ok_or("expected an error")?;
+        let err = load(None, &[("PACKYARD_SERVER__BIND", "not-an-address")]).err().ok_or("expected an error")?;
         assert!(err.to_string().contains("`server.bind`"), "{err}");
-        let err = load(None, &[("PACKYARD_SERVER__MAX_UPLOAD_BYTES", "lots")])
-            .err()
-            .ok_or("expected an error")?;
-        assert!(
-            err.to_string().contains("`server.max_upload_bytes`"),
-            "{err}"
-        );
-        let err = load(None, &[("PACKYARD_LOG__FORMAT", "xml")])
-            .err()
-            .ok_or("expected an error")?;
+        let err = load(None, &[("PACKYARD_SERVER__MAX_UPLOAD_BYTES", "lots")]).err().ok_or("expected an error")?;
+        assert!(err.to_string().contains("`server.max_upload_bytes`"), "{err}");
+        let err = load(None, &[("PACKYARD_LOG__FORMAT", "xml")]).err().ok_or("expected an error")?;
         assert!(err.to_string().contains("`log.format`"), "{err}");
-        let err = load(None, &[("PACKYARD_DATABASE__URL", "oracle://x")])
-            .err()
-            .ok_or("expected an error")?;
+        let err = load(None, &[("PACKYARD_DATABASE__URL", "oracle://x")]).err().ok_or("expected an error")?;
         assert!(err.to_string().contains("`database.url`"), "{err}");
         Ok(())
     }
 
     #[test]
     fn non_sqlite_needs_explicit_secret() -> Result<(), Box<dyn std::error::Error>> {
-        let err = load(None, &[("PACKYARD_DATABASE__URL", "postgres://u@h/db")])
-            .err()
-            .ok_or("expected an error")?;
+        let err = load(None, &[("PACKYARD_DATABASE__URL", "postgres://u@h/db")]).err().ok_or("expected an error")?;
         assert!(err.to_string().contains("`security.secret`"), "{err}");
         let ok = load(
             None,
@@ -680,10 +593,7 @@ mod tests {
             ],
         )?;
         let shown = ok.show();
-        assert!(
-            shown.contains("database.url = \"postgres://u:****@h/db\""),
-            "{shown}"
-        );
+        assert!(shown.contains("database.url = \"postgres://u:****@h/db\""), "{shown}");
         assert!(shown.contains("security.secret = \"********\""), "{shown}");
         assert!(!shown.contains("0123456789abcdef"), "{shown}");
         assert!(!shown.contains(":pw@"), "{shown}");

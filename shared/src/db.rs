@@ -19,6 +19,7 @@ use crate::metrics::Metrics;
 pub mod blobs;
 pub mod migrate;
 pub mod repositories;
+pub mod security;
 pub mod users;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,9 +68,7 @@ impl From<sqlx::Error> for DbError {
     fn from(e: sqlx::Error) -> Self {
         match &e {
             sqlx::Error::RowNotFound => Self::NotFound,
-            sqlx::Error::Database(db) if db.is_unique_violation() => {
-                Self::Conflict(db.message().to_string())
-            }
+            sqlx::Error::Database(db) if db.is_unique_violation() => Self::Conflict(db.message().to_string()),
             sqlx::Error::PoolTimedOut
             | sqlx::Error::PoolClosed
             | sqlx::Error::Io(_)
@@ -131,12 +130,10 @@ impl Db {
                             conn.execute(format!("PRAGMA busy_timeout = {busy_timeout_ms}").as_str()).await?;
                         }
                         Backend::Postgres => {
-                            conn.execute(format!("SET statement_timeout = {statement_timeout_ms}").as_str())
-                                .await?;
+                            conn.execute(format!("SET statement_timeout = {statement_timeout_ms}").as_str()).await?;
                         }
                         Backend::MySql => {
-                            conn.execute("SET SESSION sql_mode = 'ANSI_QUOTES,STRICT_ALL_TABLES,NO_ZERO_DATE'")
-                                .await?;
+                            conn.execute("SET SESSION sql_mode = 'ANSI_QUOTES,STRICT_ALL_TABLES,NO_ZERO_DATE'").await?;
                             // MariaDB counts seconds, MySQL milliseconds (SELECT only).
                             let secs = statement_timeout_ms as f64 / 1000.0;
                             let maria = format!("SET SESSION max_statement_time = {secs}");
@@ -154,11 +151,7 @@ impl Db {
             .connect_with(options)
             .await
             .map_err(|e| anyhow::anyhow!("cannot connect to the database ({}): {e}", backend.as_str()))?;
-        Ok(Self {
-            pool,
-            backend,
-            metrics,
-        })
+        Ok(Self { pool, backend, metrics })
     }
 
     pub fn backend(&self) -> Backend {
@@ -179,11 +172,7 @@ impl Db {
     }
 
     /// Statement text for this backend; see [`sql!`].
-    pub fn dialect(
-        &self,
-        text: &'static str,
-        mysql_cache: &'static OnceLock<String>,
-    ) -> &'static str {
+    pub fn dialect(&self, text: &'static str, mysql_cache: &'static OnceLock<String>) -> &'static str {
         match self.backend {
             Backend::MySql => mysql_cache.get_or_init(|| to_question_marks(text)).as_str(),
             _ => text,
@@ -225,24 +214,17 @@ pub fn to_question_marks(text: &str) -> String {
 
 /// Adds `mode=rwc` so the file is created, and creates the parent directory.
 fn prepare_sqlite_url(url: &str) -> anyhow::Result<String> {
-    let rest = url
-        .trim_start_matches("sqlite://")
-        .trim_start_matches("sqlite:");
+    let rest = url.trim_start_matches("sqlite://").trim_start_matches("sqlite:");
     let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
     if path != ":memory:" && !path.is_empty() {
         if let Some(parent) = std::path::Path::new(path).parent() {
             if !parent.as_os_str().is_empty() {
-                std::fs::create_dir_all(parent).map_err(|e| {
-                    anyhow::anyhow!("database.url: cannot create {}: {e}", parent.display())
-                })?;
+                std::fs::create_dir_all(parent)
+                    .map_err(|e| anyhow::anyhow!("database.url: cannot create {}: {e}", parent.display()))?;
             }
         }
     }
-    let mut params: Vec<Cow<'_, str>> = query
-        .split('&')
-        .filter(|p| !p.is_empty())
-        .map(Cow::Borrowed)
-        .collect();
+    let mut params: Vec<Cow<'_, str>> = query.split('&').filter(|p| !p.is_empty()).map(Cow::Borrowed).collect();
     if !params.iter().any(|p| p.starts_with("mode=")) {
         params.push(Cow::Borrowed("mode=rwc"));
     }
@@ -255,8 +237,7 @@ pub fn text(row: &AnyRow, col: &str) -> DbResult<String> {
         Ok(s) => Ok(s),
         Err(_) => {
             let bytes: Vec<u8> = row.try_get(col)?;
-            String::from_utf8(bytes)
-                .map_err(|_| DbError::Corrupt(format!("column {col} is not UTF-8")))
+            String::from_utf8(bytes).map_err(|_| DbError::Corrupt(format!("column {col} is not UTF-8")))
         }
     }
 }
@@ -268,10 +249,7 @@ pub fn opt_text(row: &AnyRow, col: &str) -> DbResult<Option<String>> {
         Err(_) => {
             let bytes: Option<Vec<u8>> = row.try_get(col)?;
             bytes
-                .map(|b| {
-                    String::from_utf8(b)
-                        .map_err(|_| DbError::Corrupt(format!("column {col} is not UTF-8")))
-                })
+                .map(|b| String::from_utf8(b).map_err(|_| DbError::Corrupt(format!("column {col} is not UTF-8"))))
                 .transpose()
         }
     }
@@ -306,10 +284,7 @@ mod tests {
         let url = prepare_sqlite_url(&format!("sqlite://{}", db.display()))?;
         assert!(url.ends_with("p.db?mode=rwc"), "{url}");
         assert!(dir.path().join("sub").is_dir());
-        assert_eq!(
-            prepare_sqlite_url("sqlite://x.db?mode=ro")?,
-            "sqlite://x.db?mode=ro"
-        );
+        assert_eq!(prepare_sqlite_url("sqlite://x.db?mode=ro")?, "sqlite://x.db?mode=ro");
         Ok(())
     }
 }

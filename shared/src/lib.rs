@@ -7,6 +7,7 @@ pub mod config;
 pub mod db;
 pub mod metrics;
 pub mod repos;
+pub mod security;
 pub mod services;
 pub mod telemetry;
 #[cfg(feature = "testing")]

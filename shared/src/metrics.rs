@@ -1,9 +1,7 @@
 //! Prometheus metrics of one process. Not a global: each process (and each test) owns one
 //! registry, passed down as `Arc<Metrics>`.
 
-use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder,
-};
+use prometheus::{Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder};
 
 pub struct Metrics {
     pub registry: Registry,
@@ -11,6 +9,7 @@ pub struct Metrics {
     pub http_request_duration_seconds: HistogramVec,
     pub db_queries_total: IntCounterVec,
     pub blob_bytes_total: IntCounterVec,
+    pub cache_requests_total: IntCounterVec,
 }
 
 impl Metrics {
@@ -29,26 +28,22 @@ impl Metrics {
                 "packyard_http_request_duration_seconds",
                 "Time from request head to response head, by format and method",
             )
-            .buckets(vec![
-                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
-                10.0, 30.0,
-            ]),
+            .buckets(vec![0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0]),
             &["format", "method"],
         )?;
         let db_queries_total = IntCounterVec::new(
-            Opts::new(
-                "packyard_db_queries_total",
-                "Database statements issued by the storage layer, by operation",
-            ),
+            Opts::new("packyard_db_queries_total", "Database statements issued by the storage layer, by operation"),
             &["op"],
         )?;
         let blob_bytes_total = IntCounterVec::new(
-            Opts::new(
-                "packyard_blob_bytes_total",
-                "Bytes written to (in) and read from (out) the blob store",
-            ),
+            Opts::new("packyard_blob_bytes_total", "Bytes written to (in) and read from (out) the blob store"),
             &["direction"],
         )?;
+        let cache_requests_total = IntCounterVec::new(
+            Opts::new("packyard_cache_requests_total", "Node-local cache lookups, by cache and result (hit or miss)"),
+            &["cache", "result"],
+        )?;
+        registry.register(Box::new(cache_requests_total.clone()))?;
         registry.register(Box::new(http_requests_total.clone()))?;
         registry.register(Box::new(http_request_duration_seconds.clone()))?;
         registry.register(Box::new(db_queries_total.clone()))?;
@@ -59,6 +54,7 @@ impl Metrics {
             http_request_duration_seconds,
             db_queries_total,
             blob_bytes_total,
+            cache_requests_total,
         })
     }
 
@@ -76,11 +72,7 @@ impl Metrics {
             .gather()
             .iter()
             .filter(|f| f.get_name() == "packyard_db_queries_total")
-            .flat_map(|f| {
-                f.get_metric()
-                    .iter()
-                    .map(|m| m.get_counter().get_value() as u64)
-            })
+            .flat_map(|f| f.get_metric().iter().map(|m| m.get_counter().get_value() as u64))
             .sum()
     }
 }

@@ -67,9 +67,7 @@ pub struct RepoName(String);
 
 impl RepoName {
     pub fn parse(s: &str) -> Result<Self, RepoError> {
-        let ok_chars = s
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+        let ok_chars = s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
         if s.is_empty() || s.len() > 64 || !ok_chars {
             return Err(RepoError::Invalid(format!(
                 "invalid repository name {:?}: use 1 to 64 characters from A-Z, a-z, 0-9, '.', '_' and '-'",
@@ -77,9 +75,7 @@ impl RepoName {
             )));
         }
         if s.bytes().all(|b| b == b'.') {
-            return Err(RepoError::Invalid(format!(
-                "invalid repository name {s:?}: it cannot be only dots"
-            )));
+            return Err(RepoError::Invalid(format!("invalid repository name {s:?}: it cannot be only dots")));
         }
         Ok(Self(s.to_string()))
     }
@@ -131,9 +127,7 @@ pub struct ApkSettings {
 
 impl Default for ApkSettings {
     fn default() -> Self {
-        Self {
-            architectures: vec!["x86_64".into(), "aarch64".into()],
-        }
+        Self { architectures: vec!["x86_64".into(), "aarch64".into()] }
     }
 }
 
@@ -259,9 +253,7 @@ impl From<DbError> for RepoError {
 fn check_token(what: &str, value: &str) -> Result<(), RepoError> {
     let ok = !value.is_empty()
         && value.len() <= 64
-        && value
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+        && value.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
         && !value.bytes().all(|b| b == b'.');
     if ok {
         Ok(())
@@ -311,9 +303,7 @@ impl RepositorySpec {
         ];
         for (key, present, fmt) in blocks {
             if present && fmt != f {
-                return Err(RepoError::Invalid(format!(
-                    "`{key}` settings do not apply to a {f} repository"
-                )));
+                return Err(RepoError::Invalid(format!("`{key}` settings do not apply to a {f} repository")));
             }
         }
         let mut settings = StoredSettings::default();
@@ -348,25 +338,17 @@ impl RepositorySpec {
                 settings.proxy = Some(proxy);
             }
             (RepoType::Proxy, None, _) => {
-                return Err(RepoError::Invalid(
-                    "a proxy repository needs `proxy.remote_url`".into(),
-                ))
+                return Err(RepoError::Invalid("a proxy repository needs `proxy.remote_url`".into()))
             }
             (RepoType::Group, None, Some(_)) => {}
             (RepoType::Group, None, None) => {
-                return Err(RepoError::Invalid(
-                    "a group repository needs `group.members`".into(),
-                ))
+                return Err(RepoError::Invalid("a group repository needs `group.members`".into()))
             }
             (_, Some(_), _) => {
-                return Err(RepoError::Invalid(format!(
-                    "`proxy` settings do not apply to a {t} repository"
-                )))
+                return Err(RepoError::Invalid(format!("`proxy` settings do not apply to a {t} repository")))
             }
             (_, None, Some(_)) => {
-                return Err(RepoError::Invalid(format!(
-                    "`group` settings do not apply to a {t} repository"
-                )))
+                return Err(RepoError::Invalid(format!("`group` settings do not apply to a {t} repository")))
             }
             (RepoType::Hosted, None, None) => {}
         }
@@ -375,20 +357,13 @@ impl RepositorySpec {
             let mut seen = BTreeSet::new();
             for m in &group.members {
                 let member = RepoName::parse(m).map_err(|_| {
-                    RepoError::Invalid(format!(
-                        "group member {:?} is not a valid repository name",
-                        truncate(m)
-                    ))
+                    RepoError::Invalid(format!("group member {:?} is not a valid repository name", truncate(m)))
                 })?;
                 if member == name {
-                    return Err(RepoError::Invalid(format!(
-                        "group {name} cannot contain itself"
-                    )));
+                    return Err(RepoError::Invalid(format!("group {name} cannot contain itself")));
                 }
                 if !seen.insert(member.clone()) {
-                    return Err(RepoError::Invalid(format!(
-                        "group member {member} is listed twice"
-                    )));
+                    return Err(RepoError::Invalid(format!("group member {member} is listed twice")));
                 }
                 members.push(member);
             }
@@ -407,25 +382,16 @@ impl RepositorySpec {
 
 /// Only http(s) URLs with a host; credentials belong in settings, not in the URL.
 fn check_remote_url(raw: &str) -> Result<(), RepoError> {
-    let url = url::Url::parse(raw).map_err(|e| {
-        RepoError::Invalid(format!(
-            "proxy.remote_url {:?} is not a valid URL: {e}",
-            truncate(raw)
-        ))
-    })?;
+    let url = url::Url::parse(raw)
+        .map_err(|e| RepoError::Invalid(format!("proxy.remote_url {:?} is not a valid URL: {e}", truncate(raw))))?;
     if !matches!(url.scheme(), "http" | "https") {
-        return Err(RepoError::Invalid(format!(
-            "proxy.remote_url must use http or https, not {:?}",
-            url.scheme()
-        )));
+        return Err(RepoError::Invalid(format!("proxy.remote_url must use http or https, not {:?}", url.scheme())));
     }
     if url.host_str().is_none_or(str::is_empty) {
         return Err(RepoError::Invalid("proxy.remote_url has no host".into()));
     }
     if !url.username().is_empty() || url.password().is_some() {
-        return Err(RepoError::Invalid(
-            "proxy.remote_url must not carry credentials".into(),
-        ));
+        return Err(RepoError::Invalid("proxy.remote_url must not carry credentials".into()));
     }
     Ok(())
 }
@@ -442,26 +408,15 @@ impl<'a> RepositoryService<'a> {
 
     pub async fn create(&self, spec: RepositorySpec) -> Result<Repository, RepoError> {
         let new = spec.validate(None)?;
-        if self
-            .db
-            .repository_by_name(new.name.as_str())
-            .await?
-            .is_some()
-        {
-            return Err(RepoError::Conflict(format!(
-                "repository {} already exists",
-                new.name
-            )));
+        if self.db.repository_by_name(new.name.as_str()).await?.is_some() {
+            return Err(RepoError::Conflict(format!("repository {} already exists", new.name)));
         }
         self.check_members(&new).await?;
         Ok(self.db.insert_repository(&new).await?)
     }
 
     pub async fn get(&self, name: &str) -> Result<Repository, RepoError> {
-        self.db
-            .repository_by_name(name)
-            .await?
-            .ok_or_else(|| RepoError::NotFound(name.to_string()))
+        self.db.repository_by_name(name).await?.ok_or_else(|| RepoError::NotFound(name.to_string()))
     }
 
     pub async fn list(&self) -> Result<Vec<Repository>, RepoError> {
@@ -511,8 +466,7 @@ impl<'a> RepositoryService<'a> {
             return Ok(());
         }
         let all = self.db.list_repositories().await?;
-        let by_name: BTreeMap<&str, &Repository> =
-            all.iter().map(|r| (r.name.as_str(), r)).collect();
+        let by_name: BTreeMap<&str, &Repository> = all.iter().map(|r| (r.name.as_str(), r)).collect();
         for m in &new.members {
             let repo = by_name
                 .get(m.as_str())
@@ -529,26 +483,17 @@ impl<'a> RepositoryService<'a> {
             if n == new.name.as_str() {
                 new.members.iter().map(|m| m.as_str().to_string()).collect()
             } else {
-                by_name
-                    .get(n)
-                    .map(|r| r.members.clone())
-                    .unwrap_or_default()
+                by_name.get(n).map(|r| r.members.clone()).unwrap_or_default()
             }
         };
-        let mut stack: Vec<(String, Vec<String>)> = new
-            .members
-            .iter()
-            .map(|m| (m.as_str().to_string(), vec![new.name.to_string()]))
-            .collect();
+        let mut stack: Vec<(String, Vec<String>)> =
+            new.members.iter().map(|m| (m.as_str().to_string(), vec![new.name.to_string()])).collect();
         let mut visited = BTreeSet::new();
         while let Some((node, path)) = stack.pop() {
             if node == new.name.as_str() {
                 let mut cycle = path.clone();
                 cycle.push(node);
-                return Err(RepoError::Invalid(format!(
-                    "group members form a cycle: {}",
-                    cycle.join(" -> ")
-                )));
+                return Err(RepoError::Invalid(format!("group members form a cycle: {}", cycle.join(" -> "))));
             }
             if !visited.insert(node.clone()) {
                 continue;
@@ -584,8 +529,7 @@ mod tests {
 
     #[test]
     fn apt_defaults_apply() -> Result<(), Box<dyn std::error::Error>> {
-        let new = spec(serde_json::json!({"name":"debs","format":"apt","type":"hosted"}))?
-            .validate(None)?;
+        let new = spec(serde_json::json!({"name":"debs","format":"apt","type":"hosted"}))?.validate(None)?;
         let apt = new.settings.apt.ok_or("apt settings")?;
         assert_eq!(apt.distribution, "stable");
         assert_eq!(apt.components, vec!["main"]);
@@ -607,32 +551,18 @@ mod tests {
 
     #[test]
     fn invalid_definitions_say_why() {
-        let m = invalid(
-            serde_json::json!({"name":"p","format":"go","type":"proxy","proxy":{"remote_url":"ftp://x/"}}),
-        );
+        let m = invalid(serde_json::json!({"name":"p","format":"go","type":"proxy","proxy":{"remote_url":"ftp://x/"}}));
         assert!(m.contains("must use http or https"), "{m}");
         let m = invalid(serde_json::json!({"name":"p","format":"go","type":"proxy"}));
         assert!(m.contains("needs `proxy.remote_url`"), "{m}");
         let m = invalid(serde_json::json!({"name":"p","format":"go","type":"hosted","apt":{}}));
-        assert!(
-            m.contains("`apt` settings do not apply to a go repository"),
-            "{m}"
-        );
-        let m = invalid(
-            serde_json::json!({"name":"g","format":"go","type":"group","group":{"members":["g"]}}),
-        );
+        assert!(m.contains("`apt` settings do not apply to a go repository"), "{m}");
+        let m = invalid(serde_json::json!({"name":"g","format":"go","type":"group","group":{"members":["g"]}}));
         assert!(m.contains("cannot contain itself"), "{m}");
-        let m = invalid(
-            serde_json::json!({"name":"d","format":"apt","type":"hosted","apt":{"components":[]}}),
-        );
+        let m = invalid(serde_json::json!({"name":"d","format":"apt","type":"hosted","apt":{"components":[]}}));
         assert!(m.contains("apt.components must not be empty"), "{m}");
-        let m = invalid(
-            serde_json::json!({"name":"h","format":"go","type":"hosted","group":{"members":[]}}),
-        );
-        assert!(
-            m.contains("`group` settings do not apply to a hosted repository"),
-            "{m}"
-        );
+        let m = invalid(serde_json::json!({"name":"h","format":"go","type":"hosted","group":{"members":[]}}));
+        assert!(m.contains("`group` settings do not apply to a hosted repository"), "{m}");
         let m = invalid(serde_json::json!({"name":"x","format":"npm","type":"hosted"}));
         assert!(m.contains("unknown variant `npm`"), "{m}");
     }

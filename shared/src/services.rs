@@ -8,6 +8,7 @@ use crate::blobs::{BlobStore, FileStore};
 use crate::config::{BlobsKind, Config};
 use crate::db::Db;
 use crate::metrics::Metrics;
+use crate::security::service::Security;
 
 /// Everything a process holds for its whole life; cheap to clone.
 #[derive(Clone)]
@@ -18,52 +19,38 @@ pub struct Services {
     pub blobs: Arc<dyn BlobStore>,
     /// `security.secret`, or the generated one (SQLite).
     pub secret: Arc<str>,
+    pub security: Arc<Security>,
 }
 
 impl Services {
     /// Connects, applies migrations (when `migrate`), and opens the blob store.
     pub async fn start(config: Config, migrate: bool) -> anyhow::Result<Self> {
         let metrics = Arc::new(Metrics::new().context("registering metrics")?);
-        std::fs::create_dir_all(&config.server.data_dir).with_context(|| {
-            format!(
-                "server.data_dir: cannot create {}",
-                config.server.data_dir.display()
-            )
-        })?;
+        std::fs::create_dir_all(&config.server.data_dir)
+            .with_context(|| format!("server.data_dir: cannot create {}", config.server.data_dir.display()))?;
         let db = Db::connect(&config.database, metrics.clone()).await?;
         if migrate {
             let ran = db.migrate().await.context("applying database migrations")?;
             if ran > 0 {
-                tracing::info!(
-                    applied = ran,
-                    backend = db.backend().as_str(),
-                    "database migrated"
-                );
+                tracing::info!(applied = ran, backend = db.backend().as_str(), "database migrated");
             }
         }
         let blobs: Arc<dyn BlobStore> = match config.blobs.kind {
             BlobsKind::File => Arc::new(
                 FileStore::open(&config.blobs.path, metrics.clone())
                     .await
-                    .with_context(|| {
-                        format!("blobs.path: cannot open {}", config.blobs.path.display())
-                    })?,
+                    .with_context(|| format!("blobs.path: cannot open {}", config.blobs.path.display()))?,
             ),
-            BlobsKind::S3 => anyhow::bail!(
-                "blobs.kind = \"s3\" is not available in this build yet; use \"file\""
-            ),
+            BlobsKind::S3 => anyhow::bail!("blobs.kind = \"s3\" is not available in this build yet; use \"file\""),
         };
-        let secret = crate::auth::load_or_create_secret(
-            config.security.secret.as_deref(),
-            &config.server.data_dir,
-        )?;
-        Ok(Self {
-            config: Arc::new(config),
-            metrics,
-            db,
-            blobs,
-            secret: secret.into(),
-        })
+        let secret = crate::auth::load_or_create_secret(config.security.secret.as_deref(), &config.server.data_dir)?;
+        Ok(Self::assemble(config, metrics, db, blobs, &secret))
+    }
+
+    /// Puts the parts together (also used by tests that bring their own database).
+    pub fn assemble(config: Config, metrics: Arc<Metrics>, db: Db, blobs: Arc<dyn BlobStore>, secret: &str) -> Self {
+        let security = Arc::new(Security::new(db.clone(), &config.security, secret, metrics.clone()));
+        Self { config: Arc::new(config), metrics, db, blobs, secret: secret.into(), security }
     }
 
     /// Readiness: database answers, migrations applied, blob store writable. `Err` lists why not.

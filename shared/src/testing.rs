@@ -35,9 +35,7 @@ pub fn server_url(backend: Backend) -> Option<String> {
 }
 
 /// Creates an empty database on the backend's server and returns its URL (`None`: not configured).
-pub async fn create_database(
-    backend: Backend,
-) -> anyhow::Result<Option<(String, tempfile::TempDir)>> {
+pub async fn create_database(backend: Backend) -> anyhow::Result<Option<(String, tempfile::TempDir)>> {
     sqlx::any::install_default_drivers();
     let dir = tempfile::tempdir()?;
     let Some(server) = server_url(backend) else {
@@ -47,14 +45,10 @@ pub async fn create_database(
     let url = match backend {
         Backend::Sqlite => format!("sqlite://{}", dir.path().join("test.db").display()),
         Backend::Postgres | Backend::MySql => {
-            let mut conn = AnyConnection::connect(&server).await.with_context(|| {
-                format!(
-                    "{} is set but the server at {server} does not answer",
-                    env_name(backend)
-                )
-            })?;
-            conn.execute(format!("CREATE DATABASE {name}").as_str())
-                .await?;
+            let mut conn = AnyConnection::connect(&server)
+                .await
+                .with_context(|| format!("{} is set but the server at {server} does not answer", env_name(backend)))?;
+            conn.execute(format!("CREATE DATABASE {name}").as_str()).await?;
             conn.close().await?;
             let mut u = url::Url::parse(&server)?;
             u.set_path(&format!("/{name}"));
@@ -82,27 +76,14 @@ impl TestDb {
     /// A fresh migrated database, or `None` (with a note on stderr) when the backend is not configured.
     pub async fn fresh(backend: Backend) -> anyhow::Result<Option<Self>> {
         let Some((url, dir)) = create_database(backend).await? else {
-            eprintln!(
-                "skipped on {}: {} is not set (scripts/test.sh sets it)",
-                backend.as_str(),
-                env_name(backend)
-            );
+            eprintln!("skipped on {}: {} is not set (scripts/test.sh sets it)", backend.as_str(), env_name(backend));
             return Ok(None);
         };
         let metrics = Arc::new(Metrics::new()?);
-        let cfg = DatabaseConfig {
-            url: url.clone(),
-            max_connections: 4,
-            ..DatabaseConfig::default()
-        };
+        let cfg = DatabaseConfig { url: url.clone(), max_connections: 4, ..DatabaseConfig::default() };
         let db = Db::connect(&cfg, metrics.clone()).await?;
         db.migrate().await?;
-        Ok(Some(Self {
-            db,
-            url,
-            metrics,
-            dir,
-        }))
+        Ok(Some(Self { db, url, metrics, dir }))
     }
 }
 

@@ -7,12 +7,7 @@ pub fn rfc3339_ms(ms: i64) -> String {
     let days = secs.div_euclid(86_400);
     let sod = secs.rem_euclid(86_400);
     let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z",
-        sod / 3600,
-        sod % 3600 / 60,
-        sod % 60
-    )
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z", sod / 3600, sod % 3600 / 60, sod % 60)
 }
 
 /// Days since 1970-01-01 → (year, month, day), proleptic Gregorian (H. Hinnant's algorithm).
@@ -39,5 +34,86 @@ mod tests {
         assert_eq!(rfc3339_ms(951_782_400_000), "2000-02-29T00:00:00.000Z");
         assert_eq!(rfc3339_ms(1_796_000_000_123), "2026-11-30T00:53:20.123Z");
         assert_eq!(rfc3339_ms(-1), "1969-12-31T23:59:59.999Z");
+    }
+}
+
+/// Parses RFC 3339 (`2026-11-30T12:00:00Z`, optional fraction, `Z` or `±hh:mm`) to epoch ms.
+pub fn parse_rfc3339(s: &str) -> Option<i64> {
+    let b = s.as_bytes();
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || !matches!(b[10], b'T' | b't' | b' ')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        let part = s.get(r)?;
+        part.bytes().all(|c| c.is_ascii_digit()).then(|| part.parse().ok())?
+    };
+    let (y, mo, d, h, mi, se) = (num(0..4)?, num(5..7)?, num(8..10)?, num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || se > 60 {
+        return None;
+    }
+    let mut i = 19;
+    let mut ms = 0i64;
+    if b.get(i) == Some(&b'.') {
+        let start = i + 1;
+        i = start;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        let frac = s.get(start..i)?;
+        if frac.is_empty() {
+            return None;
+        }
+        let padded = format!("{:0<3}", &frac[..frac.len().min(3)]);
+        ms = padded.parse().ok()?;
+    }
+    let offset_min = match s.get(i..)? {
+        "Z" | "z" => 0,
+        tz if tz.len() == 6 && matches!(tz.as_bytes()[0], b'+' | b'-') && tz.as_bytes()[3] == b':' => {
+            let oh: i64 = tz.get(1..3)?.parse().ok()?;
+            let om: i64 = tz.get(4..6)?.parse().ok()?;
+            let sign = if tz.starts_with('-') { -1 } else { 1 };
+            sign * (oh * 60 + om)
+        }
+        _ => return None,
+    };
+    let days = days_from_civil(y, mo as u32, d as u32);
+    let secs = days * 86_400 + h * 3600 + mi * 60 + se - offset_min * 60;
+    Some(secs * 1000 + ms)
+}
+
+/// (year, month, day) → days since 1970-01-01 (inverse of `civil_from_days`).
+fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let m = i64::from(m);
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(d) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+#[cfg(test)]
+mod parse_tests {
+    use super::*;
+
+    #[test]
+    fn parses_what_it_formats() {
+        for ms in [0, 951_782_400_000, 1_796_000_000_123, 4_102_444_800_000] {
+            assert_eq!(parse_rfc3339(&rfc3339_ms(ms)), Some(ms));
+        }
+        assert_eq!(parse_rfc3339("2026-11-30T01:00:00+01:00"), parse_rfc3339("2026-11-30T00:00:00Z"));
+        assert_eq!(
+            parse_rfc3339("2026-11-30T00:00:00.5Z"),
+            Some(parse_rfc3339("2026-11-30T00:00:00Z").unwrap_or(0) + 500)
+        );
+        for bad in ["", "tomorrow", "2026-13-01T00:00:00Z", "2026-11-30T00:00:00", "2026-11-30T00:00:00.Z"] {
+            assert_eq!(parse_rfc3339(bad), None, "{bad}");
+        }
     }
 }

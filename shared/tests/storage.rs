@@ -3,9 +3,7 @@
 use packyard_shared::blobs::Sha256Hex;
 use packyard_shared::db::DbError;
 use packyard_shared::db_test;
-use packyard_shared::repos::{
-    Format, RepoError, RepoType, RepositoryService, RepositorySpec, WritePolicy,
-};
+use packyard_shared::repos::{Format, RepoError, RepoType, RepositoryService, RepositorySpec, WritePolicy};
 use packyard_shared::testing::TestDb;
 
 fn spec(v: serde_json::Value) -> anyhow::Result<RepositorySpec> {
@@ -32,110 +30,81 @@ db_test!(repository_crud, |t: TestDb| async move {
     assert_eq!(created.repo_type, RepoType::Hosted);
     assert_eq!(created.write_policy, WritePolicy::AllowOnce);
     assert!(created.anonymous_read);
-    let apt = created
-        .settings
-        .apt
-        .clone()
-        .ok_or_else(|| anyhow::anyhow!("no apt settings"))?;
+    let apt = created.settings.apt.clone().ok_or_else(|| anyhow::anyhow!("no apt settings"))?;
     assert_eq!(apt.distribution, "bookworm");
     assert_eq!(apt.components, vec!["main", "contrib"]);
     assert_eq!(created.version, 1);
 
-    let dup = svc
-        .create(spec(
-            serde_json::json!({"name": "debs", "format": "go", "type": "hosted"}),
-        )?)
-        .await;
-    assert!(
-        matches!(&dup, Err(RepoError::Conflict(m)) if m == "repository debs already exists"),
-        "{dup:?}"
-    );
+    let dup = svc.create(spec(serde_json::json!({"name": "debs", "format": "go", "type": "hosted"}))?).await;
+    assert!(matches!(&dup, Err(RepoError::Conflict(m)) if m == "repository debs already exists"), "{dup:?}");
 
-    svc.create(spec(serde_json::json!({"name": "mods", "format": "go", "type": "hosted", "write_policy": "allow"}))?).await?;
+    svc.create(spec(serde_json::json!({"name": "mods", "format": "go", "type": "hosted", "write_policy": "allow"}))?)
+        .await?;
     svc.create(spec(serde_json::json!({
         "name": "gproxy", "format": "go", "type": "proxy",
         "proxy": {"remote_url": "https://proxy.example.test/", "metadata_ttl_secs": 60}
     }))?)
     .await?;
-    let names: Vec<String> = svc
-        .list()
-        .await?
-        .iter()
-        .map(|r| r.name.to_string())
-        .collect();
+    let names: Vec<String> = svc.list().await?.iter().map(|r| r.name.to_string()).collect();
     assert_eq!(names, vec!["debs", "gproxy", "mods"]);
 
     let fetched = svc.get("gproxy").await?;
-    let proxy = fetched
-        .settings
-        .proxy
-        .clone()
-        .ok_or_else(|| anyhow::anyhow!("no proxy settings"))?;
+    let proxy = fetched.settings.proxy.clone().ok_or_else(|| anyhow::anyhow!("no proxy settings"))?;
     assert_eq!(proxy.remote_url, "https://proxy.example.test/");
     assert_eq!(proxy.metadata_ttl_secs, 60);
 
     let updated = svc
-        .update("debs", spec(serde_json::json!({"format": "apt", "type": "hosted", "write_policy": "deny", "anonymous_read": false}))?)
+        .update(
+            "debs",
+            spec(
+                serde_json::json!({"format": "apt", "type": "hosted", "write_policy": "deny", "anonymous_read": false}),
+            )?,
+        )
         .await?;
     assert_eq!(updated.write_policy, WritePolicy::Deny);
     assert!(!updated.anonymous_read);
     assert_eq!(updated.version, 2, "an update bumps the watermark");
     assert_eq!(updated.created_at, created.created_at);
 
-    let changed = svc
-        .update(
-            "debs",
-            spec(serde_json::json!({"format": "go", "type": "hosted"}))?,
-        )
-        .await;
-    assert!(
-        matches!(&changed, Err(RepoError::Invalid(m)) if m.contains("cannot be changed")),
-        "{changed:?}"
-    );
+    let changed = svc.update("debs", spec(serde_json::json!({"format": "go", "type": "hosted"}))?).await;
+    assert!(matches!(&changed, Err(RepoError::Invalid(m)) if m.contains("cannot be changed")), "{changed:?}");
 
     assert!(matches!(svc.get("nope").await, Err(RepoError::NotFound(n)) if n == "nope"));
     svc.delete("mods").await?;
     assert!(matches!(svc.get("mods").await, Err(RepoError::NotFound(_))));
-    assert!(matches!(
-        svc.delete("mods").await,
-        Err(RepoError::NotFound(_))
-    ));
+    assert!(matches!(svc.delete("mods").await, Err(RepoError::NotFound(_))));
     Ok(())
 });
 
 db_test!(group_rules, |t: TestDb| async move {
     let svc = RepositoryService::new(&t.db);
     for n in ["a", "b"] {
-        svc.create(spec(
-            serde_json::json!({"name": n, "format": "go", "type": "hosted"}),
-        )?)
-        .await?;
+        svc.create(spec(serde_json::json!({"name": n, "format": "go", "type": "hosted"}))?).await?;
     }
-    svc.create(spec(
-        serde_json::json!({"name": "debs", "format": "apt", "type": "hosted"}),
-    )?)
-    .await?;
+    svc.create(spec(serde_json::json!({"name": "debs", "format": "apt", "type": "hosted"}))?).await?;
     let g = svc
-        .create(spec(serde_json::json!({"name": "g1", "format": "go", "type": "group", "group": {"members": ["b", "a"]}}))?)
+        .create(spec(
+            serde_json::json!({"name": "g1", "format": "go", "type": "group", "group": {"members": ["b", "a"]}}),
+        )?)
         .await?;
     assert_eq!(g.members, vec!["b", "a"], "member order is kept");
 
     let missing = svc
         .create(spec(serde_json::json!({"name": "g2", "format": "go", "type": "group", "group": {"members": ["zz"]}}))?)
         .await;
-    assert!(
-        matches!(&missing, Err(RepoError::Invalid(m)) if m == "group member zz does not exist"),
-        "{missing:?}"
-    );
+    assert!(matches!(&missing, Err(RepoError::Invalid(m)) if m == "group member zz does not exist"), "{missing:?}");
     let mixed = svc
-        .create(spec(serde_json::json!({"name": "g2", "format": "go", "type": "group", "group": {"members": ["debs"]}}))?)
+        .create(spec(
+            serde_json::json!({"name": "g2", "format": "go", "type": "group", "group": {"members": ["debs"]}}),
+        )?)
         .await;
     assert!(
         matches!(&mixed, Err(RepoError::Invalid(m)) if m.contains("group member debs is a apt repository")),
         "{mixed:?}"
     );
 
-    svc.create(spec(serde_json::json!({"name": "g2", "format": "go", "type": "group", "group": {"members": ["g1"]}}))?).await?;
+    svc.create(spec(serde_json::json!({"name": "g2", "format": "go", "type": "group", "group": {"members": ["g1"]}}))?)
+        .await?;
     let cycle = svc
         .update("g1", spec(serde_json::json!({"format": "go", "type": "group", "group": {"members": ["a", "g2"]}}))?)
         .await;
@@ -143,25 +112,15 @@ db_test!(group_rules, |t: TestDb| async move {
         matches!(&cycle, Err(RepoError::Invalid(m)) if m == "group members form a cycle: g1 -> g2 -> g1"),
         "{cycle:?}"
     );
-    assert_eq!(
-        svc.get("g1").await?.members,
-        vec!["b", "a"],
-        "a rejected update changes nothing"
-    );
+    assert_eq!(svc.get("g1").await?.members, vec!["b", "a"], "a rejected update changes nothing");
 
     let in_use = svc.delete("a").await;
-    assert!(
-        matches!(&in_use, Err(RepoError::Conflict(m)) if m.contains("member of group g1")),
-        "{in_use:?}"
-    );
+    assert!(matches!(&in_use, Err(RepoError::Conflict(m)) if m.contains("member of group g1")), "{in_use:?}");
     svc.delete("g2").await?;
     svc.delete("g1").await?;
     svc.delete("a").await?;
     let listed = svc.list().await?;
-    assert_eq!(
-        listed.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(),
-        vec!["b", "debs"]
-    );
+    assert_eq!(listed.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(), vec!["b", "debs"]);
     Ok(())
 });
 
@@ -170,10 +129,7 @@ db_test!(blob_metadata, |t: TestDb| async move {
     assert_eq!(t.db.blob(&d).await?, None);
     t.db.record_blob(&d, 10).await?;
     t.db.record_blob(&d, 10).await?; // recording again is a no-op
-    let rec =
-        t.db.blob(&d)
-            .await?
-            .ok_or_else(|| anyhow::anyhow!("blob row missing"))?;
+    let rec = t.db.blob(&d).await?.ok_or_else(|| anyhow::anyhow!("blob row missing"))?;
     assert_eq!(rec.sha256, d);
     assert_eq!(rec.size, 10);
     assert!(rec.created_at > 1_700_000_000_000);
@@ -188,22 +144,11 @@ db_test!(users_and_query_counting, |t: TestDb| async move {
     t.db.insert_user("alice", "$argon2id$fake").await?;
     let dup = t.db.insert_user("alice", "$argon2id$other").await;
     assert!(matches!(dup, Err(DbError::Conflict(_))), "{dup:?}");
-    let alice =
-        t.db.user_by_name("alice")
-            .await?
-            .ok_or_else(|| anyhow::anyhow!("alice missing"))?;
+    let alice = t.db.user_by_name("alice").await?.ok_or_else(|| anyhow::anyhow!("alice missing"))?;
     assert_eq!(alice.username, "alice");
     assert_eq!(alice.password_hash, "$argon2id$fake");
-    assert_eq!(
-        t.db.user_by_name("Alice").await?,
-        None,
-        "usernames are case-sensitive"
-    );
-    assert_eq!(
-        t.metrics.db_queries() - before,
-        4,
-        "every storage call counts one query"
-    );
+    assert_eq!(t.db.user_by_name("Alice").await?, None, "usernames are case-sensitive");
+    assert_eq!(t.metrics.db_queries() - before, 4, "every storage call counts one query");
     Ok(())
 });
 
@@ -214,10 +159,7 @@ db_test!(connection_settings_apply, |t: TestDb| async move {
     let (sql, expected) = match t.db.backend() {
         Backend::Sqlite => ("PRAGMA busy_timeout", "5000"),
         Backend::Postgres => ("SELECT current_setting('statement_timeout') AS v", "30s"),
-        Backend::MySql => (
-            "SELECT CAST(@@SESSION.max_statement_time AS CHAR) AS v",
-            "30.000000",
-        ),
+        Backend::MySql => ("SELECT CAST(@@SESSION.max_statement_time AS CHAR) AS v", "30.000000"),
     };
     let row = sqlx::query(sql).fetch_one(t.db.pool()).await?;
     let got = match row.try_get::<String, _>(0) {

@@ -30,17 +30,13 @@ pub fn app(
 
 /// The process is alive and serving.
 async fn healthz() -> HttpResponse {
-    HttpResponse::Ok()
-        .content_type("text/plain; charset=utf-8")
-        .body("ok\n")
+    HttpResponse::Ok().content_type("text/plain; charset=utf-8").body("ok\n")
 }
 
 /// Database reachable with migrations applied, blob store writable.
 async fn readyz(services: web::Data<Services>) -> HttpResponse {
     match services.readiness().await {
-        Ok(()) => HttpResponse::Ok()
-            .content_type("text/plain; charset=utf-8")
-            .body("ready\n"),
+        Ok(()) => HttpResponse::Ok().content_type("text/plain; charset=utf-8").body("ready\n"),
         Err(problems) => {
             tracing::warn!(?problems, "not ready");
             HttpResponse::ServiceUnavailable()
@@ -51,7 +47,5 @@ async fn readyz(services: web::Data<Services>) -> HttpResponse {
 }
 
 async fn metrics(services: web::Data<Services>) -> HttpResponse {
-    HttpResponse::Ok()
-        .content_type("text/plain; version=0.0.4; charset=utf-8")
-        .body(services.metrics.render())
+    HttpResponse::Ok().content_type("text/plain; version=0.0.4; charset=utf-8").body(services.metrics.render())
 }

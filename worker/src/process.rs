@@ -38,10 +38,7 @@ pub async fn shutdown_signal() {
 /// `shutdown_timeout`). Returns once every server has stopped.
 pub async fn stop_on_signal(handles: Vec<ServerHandle>, timeout: Duration) {
     shutdown_signal().await;
-    tracing::info!(
-        timeout_secs = timeout.as_secs(),
-        "shutting down: no new connections, finishing in-flight requests"
-    );
+    tracing::info!(timeout_secs = timeout.as_secs(), "shutting down: no new connections, finishing in-flight requests");
     for h in &handles {
         h.stop(true).await;
     }

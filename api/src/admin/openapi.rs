@@ -10,9 +10,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 async fn openapi() -> HttpResponse {
     static DOC: OnceLock<String> = OnceLock::new();
     let doc = DOC.get_or_init(|| document().to_string());
-    HttpResponse::Ok()
-        .content_type("application/json")
-        .body(doc.as_str())
+    HttpResponse::Ok().content_type("application/json").body(doc.as_str())
 }
 
 fn error_ref(description: &str) -> serde_json::Value {

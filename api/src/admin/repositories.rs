@@ -15,9 +15,7 @@ mod update;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
-        crate::app::resource("/repositories")
-            .route(web::get().to(list::list))
-            .route(web::post().to(create::create)),
+        crate::app::resource("/repositories").route(web::get().to(list::list)).route(web::post().to(create::create)),
     )
     .service(
         crate::app::resource("/repositories/{name}")
@@ -69,11 +67,8 @@ pub struct RepositoryView {
 
 impl From<Repository> for RepositoryView {
     fn from(r: Repository) -> Self {
-        let group = (r.repo_type == packyard_shared::repos::RepoType::Group).then(|| {
-            packyard_shared::repos::GroupSettings {
-                members: r.members.clone(),
-            }
-        });
+        let group = (r.repo_type == packyard_shared::repos::RepoType::Group)
+            .then(|| packyard_shared::repos::GroupSettings { members: r.members.clone() });
         Self {
             url: format!("/repository/{}/", r.name),
             name: r.name.to_string(),

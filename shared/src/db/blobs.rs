@@ -20,7 +20,9 @@ impl Db {
         self.count("blobs.insert");
         let statement = match self.backend() {
             Backend::Sqlite => "INSERT OR IGNORE INTO blobs (sha256, size, created_at) VALUES ($1, $2, $3)",
-            Backend::Postgres => "INSERT INTO blobs (sha256, size, created_at) VALUES ($1, $2, $3) ON CONFLICT (sha256) DO NOTHING",
+            Backend::Postgres => {
+                "INSERT INTO blobs (sha256, size, created_at) VALUES ($1, $2, $3) ON CONFLICT (sha256) DO NOTHING"
+            }
             Backend::MySql => "INSERT IGNORE INTO blobs (sha256, size, created_at) VALUES (?, ?, ?)",
         };
         sqlx::query(statement)
@@ -34,13 +36,10 @@ impl Db {
 
     pub async fn blob(&self, sha256: &Sha256Hex) -> DbResult<Option<BlobRecord>> {
         self.count("blobs.get");
-        let row = sqlx::query(sql!(
-            self,
-            "SELECT sha256, size, created_at FROM blobs WHERE sha256 = $1"
-        ))
-        .bind(sha256.as_str())
-        .fetch_optional(self.pool())
-        .await?;
+        let row = sqlx::query(sql!(self, "SELECT sha256, size, created_at FROM blobs WHERE sha256 = $1"))
+            .bind(sha256.as_str())
+            .fetch_optional(self.pool())
+            .await?;
         row.map(|r| {
             let digest = text(&r, "sha256")?;
             Ok(BlobRecord {

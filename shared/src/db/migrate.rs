@@ -22,9 +22,9 @@ macro_rules! migrations {
     };
 }
 
-const SQLITE: &[Migration] = migrations!("sqlite": 1 => "0001_foundation.sql");
-const POSTGRES: &[Migration] = migrations!("postgres": 1 => "0001_foundation.sql");
-const MYSQL: &[Migration] = migrations!("mysql": 1 => "0001_foundation.sql");
+const SQLITE: &[Migration] = migrations!("sqlite": 1 => "0001_foundation.sql", 2 => "0002_security.sql");
+const POSTGRES: &[Migration] = migrations!("postgres": 1 => "0001_foundation.sql", 2 => "0002_security.sql");
+const MYSQL: &[Migration] = migrations!("mysql": 1 => "0001_foundation.sql", 2 => "0002_security.sql");
 
 pub fn for_backend(backend: Backend) -> &'static [Migration] {
     match backend {
@@ -68,15 +68,11 @@ impl Db {
         match self.backend() {
             Backend::Postgres => {
                 self.count("migrate.lock");
-                sqlx::query("SELECT pg_advisory_lock(7261736)")
-                    .execute(&mut *conn)
-                    .await?;
+                sqlx::query("SELECT pg_advisory_lock(7261736)").execute(&mut *conn).await?;
             }
             Backend::MySql => {
                 self.count("migrate.lock");
-                sqlx::query("SELECT GET_LOCK('packyard_migrate', 120)")
-                    .execute(&mut *conn)
-                    .await?;
+                sqlx::query("SELECT GET_LOCK('packyard_migrate', 120)").execute(&mut *conn).await?;
             }
             Backend::Sqlite => {}
         }
@@ -84,15 +80,11 @@ impl Db {
         match self.backend() {
             Backend::Postgres => {
                 self.count("migrate.unlock");
-                let _ = sqlx::query("SELECT pg_advisory_unlock(7261736)")
-                    .execute(&mut *conn)
-                    .await;
+                let _ = sqlx::query("SELECT pg_advisory_unlock(7261736)").execute(&mut *conn).await;
             }
             Backend::MySql => {
                 self.count("migrate.unlock");
-                let _ = sqlx::query("SELECT RELEASE_LOCK('packyard_migrate')")
-                    .execute(&mut *conn)
-                    .await;
+                let _ = sqlx::query("SELECT RELEASE_LOCK('packyard_migrate')").execute(&mut *conn).await;
             }
             Backend::Sqlite => {}
         }
@@ -136,12 +128,8 @@ impl Db {
 
     async fn applied_versions(&self, conn: &mut sqlx::AnyConnection) -> DbResult<Vec<i64>> {
         self.count("migrate.list");
-        let rows = sqlx::query("SELECT version FROM _packyard_migrations")
-            .fetch_all(&mut *conn)
-            .await?;
-        rows.iter()
-            .map(|r| r.try_get::<i64, _>("version").map_err(DbError::from))
-            .collect()
+        let rows = sqlx::query("SELECT version FROM _packyard_migrations").fetch_all(&mut *conn).await?;
+        rows.iter().map(|r| r.try_get::<i64, _>("version").map_err(DbError::from)).collect()
     }
 
     /// True when every embedded migration is recorded as applied (readiness).
@@ -153,9 +141,7 @@ impl Db {
             Err(DbError::Other(sqlx::Error::Database(_))) => return Ok(false),
             Err(e) => return Err(e),
         };
-        Ok(for_backend(self.backend())
-            .iter()
-            .all(|m| applied.contains(&m.version)))
+        Ok(for_backend(self.backend()).iter().all(|m| applied.contains(&m.version)))
     }
 }
 
@@ -166,23 +152,12 @@ mod tests {
     #[test]
     fn splits_statements() {
         let s = statements("-- c\nCREATE TABLE a (x INT);\n\nCREATE INDEX i ON a (x);\n");
-        assert_eq!(
-            s,
-            vec![
-                "CREATE TABLE a (x INT)".to_string(),
-                "CREATE INDEX i ON a (x)".to_string()
-            ]
-        );
+        assert_eq!(s, vec!["CREATE TABLE a (x INT)".to_string(), "CREATE INDEX i ON a (x)".to_string()]);
     }
 
     #[test]
     fn every_backend_has_the_same_versions() {
-        let v = |b| {
-            for_backend(b)
-                .iter()
-                .map(|m| (m.version, m.name))
-                .collect::<Vec<_>>()
-        };
+        let v = |b| for_backend(b).iter().map(|m| (m.version, m.name)).collect::<Vec<_>>();
         assert_eq!(v(Backend::Sqlite), v(Backend::Postgres));
         assert_eq!(v(Backend::Sqlite), v(Backend::MySql));
     }

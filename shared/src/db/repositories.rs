@@ -7,8 +7,7 @@ use super::{now_ms, text, Backend, Db, DbError, DbResult};
 use crate::repos::{NewRepository, RepoName, Repository, StoredSettings};
 use crate::sql;
 
-const COLUMNS: &str =
-    "id, name, format, kind, settings, write_policy, anonymous_read, version, created_at, updated_at";
+const COLUMNS: &str = "id, name, format, kind, settings, write_policy, anonymous_read, version, created_at, updated_at";
 
 fn parse_row(row: &AnyRow) -> DbResult<Repository> {
     let corrupt = |what: &str, v: &str| DbError::Corrupt(format!("repository {what} {v:?}"));
@@ -22,11 +21,8 @@ fn parse_row(row: &AnyRow) -> DbResult<Repository> {
         name: RepoName::parse(&name).map_err(|_| corrupt("name", &name))?,
         format: format.parse().map_err(|_| corrupt("format", &format))?,
         repo_type: kind.parse().map_err(|_| corrupt("type", &kind))?,
-        settings: serde_json::from_str::<StoredSettings>(&settings)
-            .map_err(|_| corrupt("settings", &settings))?,
-        write_policy: policy
-            .parse()
-            .map_err(|_| corrupt("write policy", &policy))?,
+        settings: serde_json::from_str::<StoredSettings>(&settings).map_err(|_| corrupt("settings", &settings))?,
+        write_policy: policy.parse().map_err(|_| corrupt("write policy", &policy))?,
         anonymous_read: row.try_get::<i64, _>("anonymous_read")? != 0,
         members: Vec::new(),
         version: row.try_get("version")?,
@@ -55,9 +51,8 @@ impl Db {
     /// Every repository ordered by name, with group members.
     pub async fn list_repositories(&self) -> DbResult<Vec<Repository>> {
         self.count("repositories.list");
-        let rows = sqlx::query(&format!("SELECT {COLUMNS} FROM repositories ORDER BY name"))
-            .fetch_all(self.pool())
-            .await?;
+        let rows =
+            sqlx::query(&format!("SELECT {COLUMNS} FROM repositories ORDER BY name")).fetch_all(self.pool()).await?;
         let mut repos = rows.iter().map(parse_row).collect::<DbResult<Vec<_>>>()?;
         self.count("group_members.list");
         let edges = sqlx::query(
@@ -128,10 +123,9 @@ impl Db {
             }
         };
         self.replace_members(&mut tx, id, &new.members).await?;
+        self.bump_watermark(&mut tx, super::security::REPOSITORIES).await?;
         tx.commit().await?;
-        self.repository_by_name(new.name.as_str())
-            .await?
-            .ok_or(DbError::NotFound)
+        self.repository_by_name(new.name.as_str()).await?.ok_or(DbError::NotFound)
     }
 
     async fn replace_members(
@@ -154,9 +148,7 @@ impl Db {
                 .execute(&mut **tx)
                 .await?;
             if done.rows_affected() != 1 {
-                return Err(DbError::Conflict(format!(
-                    "group member {member} no longer exists"
-                )));
+                return Err(DbError::Conflict(format!("group member {member} no longer exists")));
             }
         }
         Ok(())
@@ -179,32 +171,29 @@ impl Db {
             return Err(DbError::NotFound);
         }
         self.replace_members(&mut tx, id, &new.members).await?;
+        self.bump_watermark(&mut tx, super::security::REPOSITORIES).await?;
         tx.commit().await?;
-        self.repository_by_name(new.name.as_str())
-            .await?
-            .ok_or(DbError::NotFound)
+        self.repository_by_name(new.name.as_str()).await?.ok_or(DbError::NotFound)
     }
 
     pub async fn delete_repository(&self, id: i64) -> DbResult<()> {
         let mut tx = self.pool().begin().await?;
         self.count("group_members.clear");
-        sqlx::query(sql!(self, "DELETE FROM group_members WHERE group_id = $1"))
-            .bind(id)
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query(sql!(self, "DELETE FROM group_members WHERE group_id = $1")).bind(id).execute(&mut *tx).await?;
         self.count("repositories.delete");
         let done = sqlx::query(sql!(self, "DELETE FROM repositories WHERE id = $1"))
             .bind(id)
             .execute(&mut *tx)
             .await
             .map_err(|e| match DbError::from(e) {
-                // A group took it as a member meanwhile (foreign key).
-                DbError::Other(_) => DbError::Conflict("repository is a member of a group".into()),
-                other => other,
-            })?;
+            // A group took it as a member meanwhile (foreign key).
+            DbError::Other(_) => DbError::Conflict("repository is a member of a group".into()),
+            other => other,
+        })?;
         if done.rows_affected() != 1 {
             return Err(DbError::NotFound);
         }
+        self.bump_watermark(&mut tx, super::security::REPOSITORIES).await?;
         tx.commit().await?;
         Ok(())
     }

@@ -15,13 +15,10 @@ pub struct UserRecord {
 impl Db {
     pub async fn user_by_name(&self, username: &str) -> DbResult<Option<UserRecord>> {
         self.count("users.get");
-        let row = sqlx::query(sql!(
-            self,
-            "SELECT id, username, password_hash FROM users WHERE username = $1"
-        ))
-        .bind(username)
-        .fetch_optional(self.pool())
-        .await?;
+        let row = sqlx::query(sql!(self, "SELECT id, username, password_hash FROM users WHERE username = $1"))
+            .bind(username)
+            .fetch_optional(self.pool())
+            .await?;
         row.map(|r| {
             Ok(UserRecord {
                 id: r.try_get("id")?,
@@ -36,13 +33,16 @@ impl Db {
     pub async fn insert_user(&self, username: &str, password_hash: &str) -> DbResult<()> {
         self.count("users.insert");
         let now = now_ms();
-        sqlx::query(sql!(self, "INSERT INTO users (username, password_hash, created_at, updated_at) VALUES ($1, $2, $3, $4)"))
-            .bind(username)
-            .bind(password_hash)
-            .bind(now)
-            .bind(now)
-            .execute(self.pool())
-            .await?;
+        sqlx::query(sql!(
+            self,
+            "INSERT INTO users (username, password_hash, created_at, updated_at) VALUES ($1, $2, $3, $4)"
+        ))
+        .bind(username)
+        .bind(password_hash)
+        .bind(now)
+        .bind(now)
+        .execute(self.pool())
+        .await?;
         Ok(())
     }
 }

@@ -7,18 +7,24 @@ use super::{RepositoryView, Result};
 use crate::auth::Admin;
 
 pub async fn create(
-    _admin: Admin,
+    admin: Admin,
     services: web::Data<Services>,
     body: web::Json<RepositorySpec>,
 ) -> Result<HttpResponse> {
-    let repo = RepositoryService::new(&services.db)
-        .create(body.into_inner())
-        .await?;
+    let repo = RepositoryService::new(&services.db).create(body.into_inner()).await?;
     tracing::info!(repository = %repo.name, format = %repo.format, kind = %repo.repo_type, "repository created");
+    services.security.repositories_changed_locally();
+    services
+        .security
+        .audit(
+            admin.username(),
+            Some(admin.addr()),
+            "repository.create",
+            repo.name.as_str(),
+            serde_json::json!({"format": repo.format.as_str(), "type": repo.repo_type.as_str()}),
+        )
+        .await;
     Ok(HttpResponse::Created()
-        .insert_header((
-            header::LOCATION,
-            format!("/api/v1/repositories/{}", repo.name),
-        ))
+        .insert_header((header::LOCATION, format!("/api/v1/repositories/{}", repo.name)))
         .json(RepositoryView::from(repo)))
 }

@@ -5,14 +5,13 @@ use packyard_shared::services::Services;
 use super::{RepoPath, Result};
 use crate::auth::Admin;
 
-pub async fn delete(
-    _admin: Admin,
-    services: web::Data<Services>,
-    path: web::Path<RepoPath>,
-) -> Result<HttpResponse> {
-    RepositoryService::new(&services.db)
-        .delete(path.name.0.as_str())
-        .await?;
+pub async fn delete(admin: Admin, services: web::Data<Services>, path: web::Path<RepoPath>) -> Result<HttpResponse> {
+    RepositoryService::new(&services.db).delete(path.name.0.as_str()).await?;
     tracing::info!(repository = %path.name.0, "repository deleted");
+    services.security.repositories_changed_locally();
+    services
+        .security
+        .audit(admin.username(), Some(admin.addr()), "repository.delete", path.name.0.as_str(), serde_json::json!({}))
+        .await;
     Ok(HttpResponse::NoContent().finish())
 }

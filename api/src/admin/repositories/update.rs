@@ -6,14 +6,23 @@ use super::{RepoPath, RepositoryView, Result};
 use crate::auth::Admin;
 
 pub async fn update(
-    _admin: Admin,
+    admin: Admin,
     services: web::Data<Services>,
     path: web::Path<RepoPath>,
     body: web::Json<RepositorySpec>,
 ) -> Result<HttpResponse> {
-    let repo = RepositoryService::new(&services.db)
-        .update(path.name.0.as_str(), body.into_inner())
-        .await?;
+    let repo = RepositoryService::new(&services.db).update(path.name.0.as_str(), body.into_inner()).await?;
     tracing::info!(repository = %repo.name, version = repo.version, "repository updated");
+    services.security.repositories_changed_locally();
+    services
+        .security
+        .audit(
+            admin.username(),
+            Some(admin.addr()),
+            "repository.update",
+            repo.name.as_str(),
+            serde_json::json!({"version": repo.version}),
+        )
+        .await;
     Ok(HttpResponse::Ok().json(RepositoryView::from(repo)))
 }

@@ -1,0 +1,208 @@
+//! `/api/v1/users`: local users and their roles (admin), and a user's own password.
+
+use actix_web::{web, HttpResponse};
+use packyard_shared::db::DbError;
+use packyard_shared::services::Services;
+use packyard_shared::time::rfc3339_ms;
+use serde::{Deserialize, Serialize};
+
+use crate::auth::{Admin, Authenticated};
+use crate::error::ApiError;
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(crate::app::resource("/users").route(web::get().to(list)).route(web::post().to(create)))
+        .service(
+            crate::app::resource("/users/{username}")
+                .route(web::get().to(get))
+                .route(web::put().to(update))
+                .route(web::delete().to(delete)),
+        )
+        .service(crate::app::resource("/users/{username}/password").route(web::put().to(change_password)));
+}
+
+/// `[A-Za-z0-9._@-]{1,64}`.
+pub fn check_username(name: &str) -> Result<(), ApiError> {
+    let ok =
+        !name.is_empty() && name.len() <= 64 && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._@-".contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::bad_request(format!(
+            "invalid username {:?}: use 1 to 64 characters from A-Z, a-z, 0-9, '.', '_', '@' and '-'",
+            name.chars().take(80).collect::<String>()
+        )))
+    }
+}
+
+pub fn check_password(pw: &str) -> Result<(), ApiError> {
+    if pw.chars().count() < 8 || pw.len() > 1024 {
+        return Err(ApiError::bad_request("passwords need 8 to 1024 characters"));
+    }
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct UserView {
+    username: String,
+    roles: Vec<String>,
+    created_at: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewUser {
+    username: String,
+    password: String,
+    #[serde(default)]
+    roles: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UserUpdate {
+    #[serde(default)]
+    password: Option<String>,
+    #[serde(default)]
+    roles: Option<Vec<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PasswordChange {
+    #[serde(default)]
+    current_password: Option<String>,
+    new_password: String,
+}
+
+fn conflict_is_bad_role(e: DbError) -> ApiError {
+    match e {
+        DbError::Conflict(m) if m.starts_with("role ") => ApiError::bad_request(m),
+        other => other.into(),
+    }
+}
+
+async fn view(services: &Services, id: i64, username: String, created_at: i64) -> Result<UserView, ApiError> {
+    Ok(UserView { roles: services.db.role_names_of(id).await?, username, created_at: rfc3339_ms(created_at) })
+}
+
+async fn list(_admin: Admin, services: web::Data<Services>) -> Result<HttpResponse, ApiError> {
+    let mut out = Vec::new();
+    for (id, username, created_at) in services.db.list_users().await? {
+        out.push(view(&services, id, username, created_at).await?);
+    }
+    Ok(HttpResponse::Ok().json(out))
+}
+
+async fn find(services: &Services, username: &str) -> Result<(i64, i64), ApiError> {
+    let users = services.db.list_users().await?;
+    users
+        .into_iter()
+        .find(|(_, u, _)| u == username)
+        .map(|(id, _, created)| (id, created))
+        .ok_or_else(|| ApiError::not_found(format!("user {username} not found")))
+}
+
+async fn create(
+    admin: Admin,
+    services: web::Data<Services>,
+    body: web::Json<NewUser>,
+) -> Result<HttpResponse, ApiError> {
+    let body = body.into_inner();
+    check_username(&body.username)?;
+    check_password(&body.password)?;
+    let hash = services.security.hash(&body.password).await?;
+    let id = services.db.create_user(&body.username, &hash, &body.roles).await.map_err(conflict_is_bad_role)?;
+    services.security.changed_locally();
+    services
+        .security
+        .audit(
+            admin.username(),
+            Some(admin.addr()),
+            "user.create",
+            &body.username,
+            serde_json::json!({"roles": body.roles}),
+        )
+        .await;
+    let (_, created) = find(&services, &body.username).await?;
+    Ok(HttpResponse::Created().json(view(&services, id, body.username, created).await?))
+}
+
+async fn get(_admin: Admin, services: web::Data<Services>, path: web::Path<String>) -> Result<HttpResponse, ApiError> {
+    let (id, created) = find(&services, &path).await?;
+    Ok(HttpResponse::Ok().json(view(&services, id, path.into_inner(), created).await?))
+}
+
+async fn update(
+    admin: Admin,
+    services: web::Data<Services>,
+    path: web::Path<String>,
+    body: web::Json<UserUpdate>,
+) -> Result<HttpResponse, ApiError> {
+    let (id, created) = find(&services, &path).await?;
+    let body = body.into_inner();
+    if let Some(pw) = &body.password {
+        check_password(pw)?;
+        let hash = services.security.hash(pw).await?;
+        services.db.set_password(id, &hash).await?;
+    }
+    if let Some(roles) = &body.roles {
+        services.db.set_user_roles(id, roles).await.map_err(conflict_is_bad_role)?;
+    }
+    services.security.changed_locally();
+    services
+        .security
+        .audit(
+            admin.username(),
+            Some(admin.addr()),
+            "user.update",
+            &path,
+            serde_json::json!({"password_changed": body.password.is_some(), "roles": body.roles}),
+        )
+        .await;
+    Ok(HttpResponse::Ok().json(view(&services, id, path.into_inner(), created).await?))
+}
+
+async fn delete(
+    admin: Admin,
+    services: web::Data<Services>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    if path.as_str() == admin.username() {
+        return Err(ApiError::new(crate::error::ErrorCode::Conflict, "you cannot delete your own user"));
+    }
+    let (id, _) = find(&services, &path).await?;
+    services.db.delete_user(id).await?;
+    services.security.changed_locally();
+    services.security.audit(admin.username(), Some(admin.addr()), "user.delete", &path, serde_json::json!({})).await;
+    Ok(HttpResponse::NoContent().finish())
+}
+
+/// A user changes their own password (with the current one); an admin may set anyone's.
+async fn change_password(
+    user: Authenticated,
+    services: web::Data<Services>,
+    path: web::Path<String>,
+    body: web::Json<PasswordChange>,
+) -> Result<HttpResponse, ApiError> {
+    let own = path.as_str() == user.username();
+    if !own && !user.is_admin() {
+        return Err(ApiError::forbidden(format!("user {} may only change their own password", user.username())));
+    }
+    check_password(&body.new_password)?;
+    let record = services
+        .db
+        .user_by_name(&path)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("user {} not found", path.as_str())))?;
+    if own && !user.is_admin() {
+        let current = body.current_password.as_deref().unwrap_or_default();
+        if !services.security.verify(current, &record.password_hash).await {
+            return Err(ApiError::bad_request("current_password is wrong"));
+        }
+    }
+    let hash = services.security.hash(&body.new_password).await?;
+    services.db.set_password(record.id, &hash).await?;
+    services.security.changed_locally();
+    services.security.audit(user.username(), Some(user.0.addr), "user.password", &path, serde_json::json!({})).await;
+    Ok(HttpResponse::NoContent().finish())
+}

@@ -1,0 +1,43 @@
+//! `/repository/<name>/…`: the format endpoints. Every route here is behind [`RepoAccess`]:
+//! GET/HEAD need `read`, PUT/POST `write`, DELETE `delete`. Formats mount their own routes in
+//! this scope; what no format route answers falls through to [`fallback`], which still decides
+//! access first, so an unauthorised caller learns nothing about what is stored.
+
+use actix_web::http::Method;
+use actix_web::{web, HttpRequest, HttpResponse};
+use packyard_shared::security::Action;
+
+use crate::auth::authorize_repo;
+use crate::error::{ApiError, ErrorCode};
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(web::scope("/repository/{repo}").default_service(web::to(fallback)));
+}
+
+/// The action a method needs on a repository.
+pub fn action_for(method: &Method) -> Option<Action> {
+    match *method {
+        Method::GET | Method::HEAD => Some(Action::Read),
+        Method::PUT | Method::POST => Some(Action::Write),
+        Method::DELETE => Some(Action::Delete),
+        _ => None,
+    }
+}
+
+async fn fallback(req: HttpRequest) -> Result<HttpResponse, ApiError> {
+    let Some(action) = action_for(req.method()) else {
+        return Err(
+            ApiError::new(ErrorCode::MethodNotAllowed, format!("method {} is not allowed here", req.method())).plain()
+        );
+    };
+    let (_caller, repo) = authorize_repo(&req, action).await?;
+    let path = req.match_info().unprocessed().trim_start_matches('/');
+    match action {
+        Action::Write => Err(ApiError::new(
+            ErrorCode::MethodNotAllowed,
+            format!("repository {} ({} {}) accepts no upload at /{path}", repo.name, repo.format, repo.repo_type),
+        )
+        .plain()),
+        _ => Err(ApiError::not_found(format!("not found: /{path} in repository {}", repo.name)).plain()),
+    }
+}

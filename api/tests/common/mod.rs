@@ -1,0 +1,79 @@
+//! Helpers shared by the in-process API tests.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+
+use actix_web::http::{header, StatusCode};
+use actix_web::test::{self, TestRequest};
+use base64::Engine;
+use packyard_shared::auth::bootstrap_admin;
+use packyard_shared::blobs::FileStore;
+use packyard_shared::config::Config;
+use packyard_shared::services::Services;
+use packyard_shared::testing::TestDb;
+use serde_json::Value;
+
+pub const ADMIN_PW: &str = "correct horse battery staple";
+
+/// Services on the test database, with built-in roles and the bootstrap admin; `tune` may
+/// adjust the configuration first.
+pub async fn services_with(t: &TestDb, tune: impl FnOnce(&mut Config)) -> anyhow::Result<Services> {
+    let mut config = Config::default();
+    config.database.url = t.url.clone();
+    config.server.data_dir = t.dir.path().join("data");
+    config.blobs.path = t.dir.path().join("blobs");
+    tune(&mut config);
+    let blobs = Arc::new(FileStore::open(&config.blobs.path, t.metrics.clone()).await?);
+    let services =
+        Services::assemble(config, t.metrics.clone(), t.db.clone(), blobs, "0123456789abcdef0123456789abcdef");
+    services.security.ensure_builtin_roles().await?;
+    bootstrap_admin(&t.db, Some(ADMIN_PW), &services.config.server.data_dir).await?;
+    Ok(services)
+}
+
+pub async fn services(t: &TestDb) -> anyhow::Result<Services> {
+    services_with(t, |_| {}).await
+}
+
+pub fn basic(user: &str, pw: &str) -> (header::HeaderName, String) {
+    let enc = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pw}"));
+    (header::AUTHORIZATION, format!("Basic {enc}"))
+}
+
+pub fn bearer(token: &str) -> (header::HeaderName, String) {
+    (header::AUTHORIZATION, format!("Bearer {token}"))
+}
+
+pub fn admin() -> (header::HeaderName, String) {
+    basic("admin", ADMIN_PW)
+}
+
+pub struct Reply {
+    pub status: StatusCode,
+    pub json: Value,
+    pub text: String,
+    pub headers: header::HeaderMap,
+}
+
+/// Status, headers, and the body as text and (when it parses) JSON.
+pub async fn call<S, B>(app: &S, req: TestRequest) -> anyhow::Result<Reply>
+where
+    S: actix_web::dev::Service<
+        actix_http::Request,
+        Response = actix_web::dev::ServiceResponse<B>,
+        Error = actix_web::Error,
+    >,
+    B: actix_web::body::MessageBody,
+{
+    let res = test::call_service(app, req.to_request()).await;
+    let status = res.status();
+    let headers = res.headers().clone();
+    let bytes = test::read_body(res).await;
+    let text = String::from_utf8_lossy(&bytes).to_string();
+    let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    Ok(Reply { status, json, text, headers })
+}
+
+pub fn error_of(body: &Value) -> (&str, &str) {
+    (body["error"]["code"].as_str().unwrap_or("<none>"), body["error"]["message"].as_str().unwrap_or("<none>"))
+}
