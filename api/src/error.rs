@@ -151,7 +151,8 @@ impl ResponseError for ApiError {
 
     fn error_response(&self) -> HttpResponse {
         let mut res = HttpResponse::build(self.status_code());
-        res.insert_header((header::CONTENT_TYPE, HeaderValue::from_static("application/json")));
+        let content_type = if self.plain { "text/plain; charset=utf-8" } else { "application/json" };
+        res.insert_header((header::CONTENT_TYPE, HeaderValue::from_static(content_type)));
         if self.code == ErrorCode::Unauthorized {
             res.insert_header((header::WWW_AUTHENTICATE, HeaderValue::from_static("Basic realm=\"packyard\"")));
         }

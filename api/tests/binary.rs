@@ -363,3 +363,76 @@ fn works_on_postgres() -> anyhow::Result<()> {
 fn works_on_mysql() -> anyhow::Result<()> {
     external_database(Backend::MySql)
 }
+
+/// A token revoked through one replica is refused by another replica sharing the database
+/// within the watermark TTL (1 s by default; the promise is 2 s).
+fn revocation_reaches_another_replica(backend: Backend) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let Some((url, dir)) = rt.block_on(packyard_shared::testing::create_database(backend))? else {
+        eprintln!("skipped: no {} server configured", backend.as_str());
+        return Ok(());
+    };
+    let env = [
+        ("PACKYARD_DATABASE__URL", url.as_str()),
+        ("PACKYARD_SECURITY__SECRET", "a-shared-secret-of-enough-length"),
+        ("PACKYARD_SECURITY__ADMIN_PASSWORD", "replica-admin"),
+    ];
+    let a = start(dir.path(), &env)?;
+    a.wait_ready()?;
+    let b = start(dir.path(), &env)?;
+    b.wait_ready()?;
+
+    let (s, body) = status_of(
+        ureq::post(&format!("{}/api/v1/tokens", a.public))
+            .set("Authorization", &basic("replica-admin"))
+            .send_json(serde_json::json!({"name": "to-revoke"})),
+    )?;
+    assert_eq!(s, 201, "{body}");
+    let created: serde_json::Value = serde_json::from_str(&body)?;
+    let token = created["token"].as_str().unwrap_or_default().to_string();
+    let id = created["id"].as_str().unwrap_or_default().to_string();
+    let on_b = || {
+        status_of(
+            ureq::get(&format!("{}/api/v1/repositories", b.public))
+                .set("Authorization", &format!("Bearer {token}"))
+                .call(),
+        )
+    };
+    assert_eq!(on_b()?.0, 200, "the token works on the other replica");
+    assert_eq!(on_b()?.0, 200, "and keeps working from its cache");
+
+    let (s, body) = status_of(
+        ureq::delete(&format!("{}/api/v1/tokens/{id}", a.public)).set("Authorization", &basic("replica-admin")).call(),
+    )?;
+    assert_eq!(s, 204, "{body}");
+    let revoked_at = Instant::now();
+    let elapsed = loop {
+        let (s, _) = on_b()?;
+        if s == 401 {
+            break revoked_at.elapsed();
+        }
+        assert_eq!(s, 200);
+        assert!(revoked_at.elapsed() < Duration::from_secs(5), "replica B still accepts the revoked token after 5 s");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    eprintln!("{}: revoked token refused by the second replica after {} ms", backend.as_str(), elapsed.as_millis());
+    assert!(elapsed <= Duration::from_millis(2_000), "took {} ms, more than the 2 s promise", elapsed.as_millis());
+    assert!(a.terminate()?.success());
+    assert!(b.terminate()?.success());
+    Ok(())
+}
+
+#[test]
+fn revocation_reaches_another_replica_sqlite() -> anyhow::Result<()> {
+    revocation_reaches_another_replica(Backend::Sqlite)
+}
+
+#[test]
+fn revocation_reaches_another_replica_postgres() -> anyhow::Result<()> {
+    revocation_reaches_another_replica(Backend::Postgres)
+}
+
+#[test]
+fn revocation_reaches_another_replica_mysql() -> anyhow::Result<()> {
+    revocation_reaches_another_replica(Backend::MySql)
+}

@@ -1,0 +1,541 @@
+//! The security model in-process: the authorization matrix, the decision cache, throttling,
+//! and the users/roles/tokens/audit API — on SQLite, PostgreSQL and MariaDB.
+
+mod common;
+
+use std::time::Duration;
+
+use actix_web::http::{header, StatusCode};
+use actix_web::test::{self, TestRequest};
+use common::{admin, basic, bearer, call, error_of, services, services_with};
+use packyard_shared::db::Backend;
+use packyard_shared::security::tokens;
+use packyard_shared::testing::TestDb;
+use serde_json::json;
+
+macro_rules! on_every_backend {
+    ($name:ident) => {
+        mod $name {
+            use super::*;
+            #[actix_web::test]
+            async fn sqlite() -> anyhow::Result<()> {
+                super::$name(Backend::Sqlite).await
+            }
+            #[actix_web::test]
+            async fn postgres() -> anyhow::Result<()> {
+                super::$name(Backend::Postgres).await
+            }
+            #[actix_web::test]
+            async fn mysql() -> anyhow::Result<()> {
+                super::$name(Backend::MySql).await
+            }
+        }
+    };
+}
+
+/// Who calls, in the matrix's columns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Who {
+    Anonymous,
+    Reader,
+    Writer,
+    WriterOfOther,
+    Admin,
+    RevokedToken,
+    ExpiredToken,
+    WrongPassword,
+}
+
+const WHO: [Who; 8] = [
+    Who::Anonymous,
+    Who::Reader,
+    Who::Writer,
+    Who::WriterOfOther,
+    Who::Admin,
+    Who::RevokedToken,
+    Who::ExpiredToken,
+    Who::WrongPassword,
+];
+
+/// One route family on one repository, and the status each caller must get, in `WHO` order.
+/// A permitted read or delete of a path that holds nothing is a 404; a permitted upload to a
+/// path no format route takes is a 405. Each format issue adds its routes here.
+struct Row {
+    family: &'static str,
+    method: &'static str,
+    path: &'static str,
+    expect: [u16; 8],
+}
+
+#[rustfmt::skip]
+const MATRIX: &[Row] = &[
+    //                                                                                   anon  reader writer w-other admin revoked expired wrong-pw
+    Row { family: "admin API",  method: "GET",    path: "/api/v1/repositories/debs",        expect: [401, 403, 403, 403, 200, 401, 401, 401] },
+    Row { family: "admin API",  method: "POST",   path: "/api/v1/roles",                    expect: [401, 403, 403, 403, 201, 401, 401, 401] },
+    Row { family: "read",       method: "GET",    path: "/repository/debs/dists/stable/Release",   expect: [404, 404, 404, 403, 404, 401, 401, 401] },
+    Row { family: "read",       method: "HEAD",   path: "/repository/debs/dists/stable/Release",   expect: [404, 404, 404, 403, 404, 401, 401, 401] },
+    Row { family: "read",       method: "GET",    path: "/repository/closed/dists/stable/Release", expect: [401, 403, 403, 403, 404, 401, 401, 401] },
+    Row { family: "upload",     method: "PUT",    path: "/repository/debs/pool/main/h/hello_1_amd64.deb", expect: [401, 403, 405, 403, 405, 401, 401, 401] },
+    Row { family: "upload",     method: "POST",   path: "/repository/debs/",                expect: [401, 403, 405, 403, 405, 401, 401, 401] },
+    Row { family: "delete",     method: "DELETE", path: "/repository/debs/pool/main/h/hello_1_amd64.deb", expect: [401, 403, 403, 403, 404, 401, 401, 401] },
+    Row { family: "unknown repository", method: "GET", path: "/repository/nope/x",          expect: [404, 404, 404, 404, 404, 401, 401, 401] },
+];
+
+struct Credentials {
+    reader: (header::HeaderName, String),
+    writer: (header::HeaderName, String),
+    writer_of_other: (header::HeaderName, String),
+    revoked: (header::HeaderName, String),
+    expired: (header::HeaderName, String),
+}
+
+impl Credentials {
+    fn header(&self, who: Who) -> Option<(header::HeaderName, String)> {
+        match who {
+            Who::Anonymous => None,
+            Who::Reader => Some(self.reader.clone()),
+            Who::Writer => Some(self.writer.clone()),
+            Who::WriterOfOther => Some(self.writer_of_other.clone()),
+            Who::Admin => Some(admin()),
+            Who::RevokedToken => Some(self.revoked.clone()),
+            Who::ExpiredToken => Some(self.expired.clone()),
+            Who::WrongPassword => Some(basic("reader", "not-the-password")),
+        }
+    }
+}
+
+/// Repositories `debs` (anonymous read on), `closed` (off) and `other`; roles and users for each
+/// column; a token of each kind.
+async fn setup<S, B>(app: &S, t: &TestDb) -> anyhow::Result<Credentials>
+where
+    S: actix_web::dev::Service<
+        actix_http::Request,
+        Response = actix_web::dev::ServiceResponse<B>,
+        Error = actix_web::Error,
+    >,
+    B: actix_web::body::MessageBody,
+{
+    for (name, anon) in [("debs", true), ("closed", false), ("other", true)] {
+        let r = call(
+            app,
+            TestRequest::post().uri("/api/v1/repositories").insert_header(admin()).set_json(json!({
+                "name": name, "format": "apt", "type": "hosted", "anonymous_read": anon
+            })),
+        )
+        .await?;
+        anyhow::ensure!(r.status == StatusCode::CREATED, "{}", r.text);
+    }
+    for (role, repos, actions) in [
+        ("debs-readers", "debs*", json!(["read"])),
+        ("debs-writers", "debs", json!(["read", "write"])),
+        ("other-writers", "oth?r", json!(["read", "write", "delete"])),
+    ] {
+        let r = call(
+            app,
+            TestRequest::post().uri("/api/v1/roles").insert_header(admin()).set_json(json!({
+                "name": role, "privileges": [{"repositories": repos, "actions": actions}]
+            })),
+        )
+        .await?;
+        anyhow::ensure!(r.status == StatusCode::CREATED, "{}", r.text);
+    }
+    for (user, role) in [("reader", "debs-readers"), ("writer", "debs-writers"), ("wother", "other-writers")] {
+        let r = call(
+            app,
+            TestRequest::post().uri("/api/v1/users").insert_header(admin()).set_json(json!({
+                "username": user, "password": format!("{user}-password"), "roles": [role]
+            })),
+        )
+        .await?;
+        anyhow::ensure!(r.status == StatusCode::CREATED, "{}", r.text);
+    }
+    let token = |who: &'static str, body: serde_json::Value| {
+        let req = TestRequest::post()
+            .uri("/api/v1/tokens")
+            .insert_header(basic(who, &format!("{who}-password")))
+            .set_json(body);
+        async move {
+            let r = call(app, req).await?;
+            anyhow::ensure!(r.status == StatusCode::CREATED, "{}", r.text);
+            Ok::<_, anyhow::Error>((
+                r.json["id"].as_str().unwrap_or_default().to_string(),
+                r.json["token"].as_str().unwrap_or_default().to_string(),
+            ))
+        }
+    };
+    let (_, writer_token) = token("writer", json!({"name": "ci"})).await?;
+    let (_, wother_token) = token("wother", json!({"name": "ci"})).await?;
+    let (revoked_id, revoked_token) = token("writer", json!({"name": "old"})).await?;
+    let r = call(
+        app,
+        TestRequest::delete()
+            .uri(&format!("/api/v1/tokens/{revoked_id}"))
+            .insert_header(basic("writer", "writer-password")),
+    )
+    .await?;
+    anyhow::ensure!(r.status == StatusCode::NO_CONTENT, "{}", r.text);
+    // The API refuses an expiry in the past, so the expired token is written directly.
+    let expired = tokens::generate();
+    let writer_id = t.db.user_by_name("writer").await?.map(|u| u.id).unwrap_or_default();
+    t.db.insert_token(&expired.id, writer_id, "expired", &expired.secret_hash, None, None, Some(1_000)).await?;
+    Ok(Credentials {
+        reader: basic("reader", "reader-password"),
+        writer: bearer(&writer_token),
+        // A token as the password of Basic auth (apt's auth.conf, .netrc, conan login).
+        writer_of_other: basic("wother", &wother_token),
+        revoked: bearer(&revoked_token),
+        expired: basic("writer", &expired.token),
+    })
+}
+
+fn request(method: &str, path: &str) -> TestRequest {
+    let req = match method {
+        "GET" => TestRequest::get(),
+        "HEAD" => TestRequest::default().method(actix_web::http::Method::HEAD),
+        "PUT" => TestRequest::put().set_payload("bytes"),
+        "POST" if path.starts_with("/api/") => TestRequest::post(),
+        "POST" => TestRequest::post().set_payload("bytes"),
+        "DELETE" => TestRequest::delete(),
+        other => {
+            TestRequest::default().method(actix_web::http::Method::from_bytes(other.as_bytes()).unwrap_or_default())
+        }
+    };
+    req.uri(path)
+}
+
+async fn authorization_matrix(backend: Backend) -> anyhow::Result<()> {
+    let Some(t) = TestDb::fresh(backend).await? else { return Ok(()) };
+    let app = test::init_service(packyard_api::app::public_app(services(&t).await?)).await;
+    let creds = setup(&app, &t).await?;
+    let mut failures = Vec::new();
+    let mut role_counter = 0;
+    for row in MATRIX {
+        for (who, expected) in WHO.iter().zip(row.expect) {
+            let mut req = request(row.method, row.path);
+            if row.path == "/api/v1/roles" {
+                role_counter += 1;
+                req = req.set_json(json!({"name": format!("r{role_counter}"), "privileges": []}));
+            }
+            if let Some(h) = creds.header(*who) {
+                req = req.insert_header(h);
+            }
+            let r = call(&app, req).await?;
+            if r.status.as_u16() != expected {
+                failures.push(format!(
+                    "{} {} {} as {who:?}: got {}, want {expected}: {}",
+                    row.family, row.method, row.path, r.status, r.text
+                ));
+            }
+            if r.status == StatusCode::UNAUTHORIZED
+                && r.headers.get(header::WWW_AUTHENTICATE).map(|v| v.as_bytes())
+                    != Some(&b"Basic realm=\"packyard\""[..])
+            {
+                failures.push(format!("{} {} as {who:?}: 401 without WWW-Authenticate", row.method, row.path));
+            }
+            if row.path.starts_with("/repository/") && row.method != "HEAD" && r.status.is_client_error() {
+                let ct = r.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
+                if !ct.starts_with("text/plain") || r.text.trim().is_empty() {
+                    failures.push(format!(
+                        "{} {} as {who:?}: error body must be plain text with a message, got {ct:?} {:?}",
+                        row.method, row.path, r.text
+                    ));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "authorization matrix mismatches:\n{}", failures.join("\n"));
+
+    // The messages say what to do.
+    let r = call(&app, request("PUT", "/repository/debs/pool/x.deb").insert_header(creds.reader.clone())).await?;
+    assert_eq!(r.text, "user reader may not write repository debs\n");
+    let r = call(&app, request("GET", "/repository/closed/x")).await?;
+    assert_eq!(r.text, "authentication required to read repository closed\n");
+    let r = call(&app, request("GET", "/repository/debs/x").insert_header(creds.revoked.clone())).await?;
+    assert_eq!(r.text, "invalid, expired or revoked token\n");
+    let r = call(&app, request("GET", "/api/v1/repositories").insert_header(basic("reader", "nope"))).await?;
+    assert_eq!(error_of(&r.json), ("unauthorized", "invalid username or password"));
+    // A token narrowed to reading cannot write, even for its writer.
+    let r = call(
+        &app,
+        TestRequest::post().uri("/api/v1/tokens").insert_header(basic("writer", "writer-password")).set_json(json!({
+            "name": "read-only", "actions": ["read"], "repositories": "debs", "expires_at": "2999-01-01T00:00:00Z"
+        })),
+    )
+    .await?;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    let narrow = r.json["token"].as_str().unwrap_or_default().to_string();
+    assert_eq!(r.json["expires_at"], "2999-01-01T00:00:00.000Z");
+    let r = call(&app, request("PUT", "/repository/debs/pool/x.deb").insert_header(bearer(&narrow))).await?;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{}", r.text);
+    let r = call(&app, request("GET", "/repository/debs/pool/x.deb").insert_header(bearer(&narrow))).await?;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.text);
+    // A token cannot be used under another user's name.
+    let r = call(&app, request("GET", "/repository/debs/x").insert_header(basic("reader", &narrow))).await?;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(r.text, "the token belongs to another user\n");
+    Ok(())
+}
+on_every_backend!(authorization_matrix);
+
+async fn global_anonymous_switch(backend: Backend) -> anyhow::Result<()> {
+    let Some(t) = TestDb::fresh(backend).await? else { return Ok(()) };
+    let services = services_with(&t, |c| c.security.anonymous_read = false).await?;
+    let app = test::init_service(packyard_api::app::public_app(services)).await;
+    let r = call(
+        &app,
+        TestRequest::post()
+            .uri("/api/v1/repositories")
+            .insert_header(admin())
+            .set_json(json!({"name": "debs", "format": "apt", "type": "hosted"})),
+    )
+    .await?;
+    assert_eq!(r.status, StatusCode::CREATED);
+    let r = call(&app, request("GET", "/repository/debs/x")).await?;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED, "security.anonymous_read = false closes every repository");
+    let r = call(&app, request("GET", "/repository/debs/x").insert_header(admin())).await?;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    Ok(())
+}
+on_every_backend!(global_anonymous_switch);
+
+async fn warmed_reads_run_no_query(backend: Backend) -> anyhow::Result<()> {
+    let Some(t) = TestDb::fresh(backend).await? else { return Ok(()) };
+    let app = test::init_service(packyard_api::app::public_app(services(&t).await?)).await;
+    let creds = setup(&app, &t).await?;
+    for who in [Who::Anonymous, Who::Reader, Who::Writer, Who::WriterOfOther] {
+        let get = || {
+            let mut req = request("GET", "/repository/debs/dists/stable/InRelease");
+            if let Some(h) = creds.header(who) {
+                req = req.insert_header(h);
+            }
+            req
+        };
+        let first = call(&app, get()).await?;
+        let before = t.metrics.db_queries();
+        let warmed = call(&app, get()).await?;
+        let after = t.metrics.db_queries();
+        assert_eq!(warmed.status, first.status, "{who:?}");
+        assert_eq!(after - before, 0, "a warmed request as {who:?} ran {} database queries", after - before);
+    }
+    let text = String::from_utf8(t.metrics.render())?;
+    assert!(text.contains(r#"packyard_cache_requests_total{cache="auth",result="hit"}"#), "{text}");
+    Ok(())
+}
+on_every_backend!(warmed_reads_run_no_query);
+
+async fn throttling(backend: Backend) -> anyhow::Result<()> {
+    let Some(t) = TestDb::fresh(backend).await? else { return Ok(()) };
+    let services = services_with(&t, |c| c.security.login_window_secs = 1).await?;
+    let app = test::init_service(packyard_api::app::public_app(services)).await;
+    let peer: std::net::SocketAddr = "192.0.2.7:40000".parse()?;
+    let attempt =
+        |pw: &str| TestRequest::get().uri("/api/v1/repositories").peer_addr(peer).insert_header(basic("admin", pw));
+    for i in 0..10 {
+        let r = call(&app, attempt("wrong")).await?;
+        assert_eq!(r.status, StatusCode::UNAUTHORIZED, "attempt {i}");
+    }
+    let r = call(&app, attempt("wrong")).await?;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(r.headers.get(header::RETRY_AFTER).and_then(|v| v.to_str().ok()), Some("1"));
+    assert_eq!(error_of(&r.json).0, "too_many_requests");
+    // Even the right password waits out the window.
+    let r = call(&app, attempt(common::ADMIN_PW)).await?;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    // Another address is not affected.
+    let other: std::net::SocketAddr = "192.0.2.8:40000".parse()?;
+    let r = call(&app, TestRequest::get().uri("/api/v1/repositories").peer_addr(other).insert_header(admin())).await?;
+    assert_eq!(r.status, StatusCode::OK);
+    actix_web::rt::time::sleep(Duration::from_millis(1_100)).await;
+    let r = call(&app, attempt(common::ADMIN_PW)).await?;
+    assert_eq!(r.status, StatusCode::OK, "recovers after the window: {}", r.text);
+    Ok(())
+}
+on_every_backend!(throttling);
+
+async fn users_roles_tokens_audit(backend: Backend) -> anyhow::Result<()> {
+    let Some(t) = TestDb::fresh(backend).await? else { return Ok(()) };
+    let app = test::init_service(packyard_api::app::public_app(services(&t).await?)).await;
+
+    let r = call(&app, TestRequest::get().uri("/api/v1/roles").insert_header(admin())).await?;
+    let names: Vec<&str> =
+        r.json.as_array().map(|a| a.iter().filter_map(|x| x["name"].as_str()).collect()).unwrap_or_default();
+    assert_eq!(names, vec!["admin", "anonymous"]);
+    assert_eq!(r.json[0]["builtin"], true);
+
+    let r = call(&app, TestRequest::delete().uri("/api/v1/roles/admin").insert_header(admin())).await?;
+    assert_eq!(r.status, StatusCode::CONFLICT);
+    let r = call(
+        &app,
+        TestRequest::put()
+            .uri("/api/v1/roles/anonymous")
+            .insert_header(admin())
+            .set_json(json!({"privileges": [{"repositories": "*", "actions": ["read", "write"]}]})),
+    )
+    .await?;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert!(error_of(&r.json).1.contains("anonymous writes are never allowed"), "{}", r.text);
+    let r = call(
+        &app,
+        TestRequest::post()
+            .uri("/api/v1/roles")
+            .insert_header(admin())
+            .set_json(json!({"name": "bad", "privileges": [{"repositories": "a/b", "actions": ["read"]}]})),
+    )
+    .await?;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    let r = call(
+        &app,
+        TestRequest::post()
+            .uri("/api/v1/roles")
+            .insert_header(admin())
+            .set_json(json!({"name": "x", "privileges": [{"repositories": "*", "actions": ["fly"]}]})),
+    )
+    .await?;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert!(error_of(&r.json).1.contains("unknown variant `fly`"), "{}", r.text);
+
+    let r = call(
+        &app,
+        TestRequest::post()
+            .uri("/api/v1/users")
+            .insert_header(admin())
+            .set_json(json!({"username": "bob", "password": "bob-password", "roles": ["ghost"]})),
+    )
+    .await?;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert_eq!(error_of(&r.json).1, "role ghost does not exist");
+    assert_eq!(t.db.user_by_name("bob").await?, None, "a failed create stores nothing");
+    let r = call(
+        &app,
+        TestRequest::post()
+            .uri("/api/v1/users")
+            .insert_header(admin())
+            .set_json(json!({"username": "bob", "password": "bob-password"})),
+    )
+    .await?;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    assert_eq!(r.json["roles"], json!([]));
+    let r = call(
+        &app,
+        TestRequest::post()
+            .uri("/api/v1/users")
+            .insert_header(admin())
+            .set_json(json!({"username": "bob", "password": "bob-password"})),
+    )
+    .await?;
+    assert_eq!(r.status, StatusCode::CONFLICT);
+
+    // Bob changes his own password; the old one stops working at once.
+    let r = call(
+        &app,
+        TestRequest::put()
+            .uri("/api/v1/users/bob/password")
+            .insert_header(basic("bob", "bob-password"))
+            .set_json(json!({"current_password": "wrong", "new_password": "bob-new-password"})),
+    )
+    .await?;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    let r = call(
+        &app,
+        TestRequest::put()
+            .uri("/api/v1/users/bob/password")
+            .insert_header(basic("bob", "bob-password"))
+            .set_json(json!({"current_password": "bob-password", "new_password": "bob-new-password"})),
+    )
+    .await?;
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.text);
+    let r = call(&app, TestRequest::get().uri("/api/v1/tokens").insert_header(basic("bob", "bob-password"))).await?;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    let r = call(
+        &app,
+        TestRequest::put()
+            .uri("/api/v1/users/admin/password")
+            .insert_header(basic("bob", "bob-new-password"))
+            .set_json(json!({"new_password": "takeover!!"})),
+    )
+    .await?;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+
+    // Tokens: shown once, listed without secrets, revoked.
+    let r = call(
+        &app,
+        TestRequest::post()
+            .uri("/api/v1/tokens")
+            .insert_header(basic("bob", "bob-new-password"))
+            .set_json(json!({"name": "laptop"})),
+    )
+    .await?;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    let token = r.json["token"].as_str().unwrap_or_default().to_string();
+    let id = r.json["id"].as_str().unwrap_or_default().to_string();
+    assert!(token.starts_with("pky_") && token.contains(&id));
+    let r = call(&app, TestRequest::get().uri("/api/v1/tokens").insert_header(bearer(&token))).await?;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.json.as_array().map(Vec::len), Some(1));
+    assert!(!r.text.contains(&token[10..]), "the secret is never listed");
+    let r = call(
+        &app,
+        TestRequest::post().uri("/api/v1/tokens").insert_header(bearer(&token)).set_json(json!({"name": "more"})),
+    )
+    .await?;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    let r = call(
+        &app,
+        TestRequest::post()
+            .uri("/api/v1/tokens")
+            .insert_header(basic("bob", "bob-new-password"))
+            .set_json(json!({"name": "x", "expires_at": "2001-01-01T00:00:00Z"})),
+    )
+    .await?;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert_eq!(error_of(&r.json).1, "expires_at is in the past");
+    let r =
+        call(&app, TestRequest::delete().uri(&format!("/api/v1/tokens/{id}")).insert_header(bearer(&token))).await?;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    let r = call(&app, TestRequest::get().uri("/api/v1/tokens").insert_header(bearer(&token))).await?;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED, "revoked on this replica at once");
+    let r = call(&app, TestRequest::delete().uri(&format!("/api/v1/tokens/{id}")).insert_header(admin())).await?;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+
+    // Roles granted later take effect without a new login.
+    let r = call(
+        &app,
+        TestRequest::put().uri("/api/v1/users/bob").insert_header(admin()).set_json(json!({"roles": ["admin"]})),
+    )
+    .await?;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    assert_eq!(r.json["roles"], json!(["admin"]));
+    let r = call(&app, TestRequest::get().uri("/api/v1/users").insert_header(basic("bob", "bob-new-password"))).await?;
+    assert_eq!(r.status, StatusCode::OK);
+    let r = call(&app, TestRequest::delete().uri("/api/v1/users/bob").insert_header(basic("bob", "bob-new-password")))
+        .await?;
+    assert_eq!(r.status, StatusCode::CONFLICT, "no deleting yourself");
+    let r = call(&app, TestRequest::delete().uri("/api/v1/users/bob").insert_header(admin())).await?;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    let r = call(&app, TestRequest::get().uri("/api/v1/users").insert_header(basic("bob", "bob-new-password"))).await?;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+
+    // The audit log, newest first, in pages.
+    let r = call(&app, TestRequest::get().uri("/api/v1/audit?limit=3").insert_header(admin())).await?;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    let actions: Vec<&str> = r.json["entries"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|e| e["action"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(actions, vec!["user.delete", "user.update", "token.revoke"]);
+    assert_eq!(r.json["entries"][0]["actor"], "admin");
+    assert_eq!(r.json["entries"][0]["target"], "bob");
+    let next = r.json["next"].as_i64().ok_or_else(|| anyhow::anyhow!("no next cursor: {}", r.text))?;
+    let r = call(&app, TestRequest::get().uri(&format!("/api/v1/audit?limit=10&before={next}")).insert_header(admin()))
+        .await?;
+    let actions: Vec<&str> = r.json["entries"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|e| e["action"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(actions, vec!["token.create", "user.password", "user.create"]);
+    assert_eq!(r.json["next"], serde_json::Value::Null);
+    let r = call(&app, TestRequest::get().uri("/api/v1/audit").insert_header(basic("nobody", "x"))).await?;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    Ok(())
+}
+on_every_backend!(users_roles_tokens_audit);
