@@ -169,3 +169,40 @@ db_test!(connection_settings_apply, |t: TestDb| async move {
     assert_eq!(got, expected);
     Ok(())
 });
+
+db_test!(secrets_are_sealed_at_rest, |t: TestDb| async move {
+    use packyard_shared::security::keystore::KeyStore;
+    let ks = KeyStore::new("a secret of sufficient length");
+    let private = b"-----BEGIN OPENPGP PRIVATE KEY BLOCK-----\nsecret material\n";
+    ks.put(&t.db, "apt/debs/signing", private).await?;
+    assert_eq!(ks.get(&t.db, "apt/debs/signing").await?.as_deref(), Some(&private[..]));
+    let (_, stored) = t.db.get_secret("apt/debs/signing").await?.ok_or_else(|| anyhow::anyhow!("no row"))?;
+    assert!(!stored.contains("secret material") && !stored.contains("PRIVATE"), "stored encrypted: {stored}");
+    ks.put(&t.db, "apt/debs/signing", b"rotated").await?;
+    assert_eq!(ks.get(&t.db, "apt/debs/signing").await?.as_deref(), Some(&b"rotated"[..]));
+    let wrong = KeyStore::new("another secret entirely!");
+    assert!(wrong.get(&t.db, "apt/debs/signing").await.is_err(), "a different security.secret cannot open it");
+    assert_eq!(ks.get(&t.db, "missing").await?, None);
+    Ok(())
+});
+
+db_test!(watermarks_move_with_changes, |t: TestDb| async move {
+    use packyard_shared::security::model::{Action, Privilege};
+    let (s0, r0) = t.db.watermarks().await?;
+    let svc = RepositoryService::new(&t.db);
+    svc.create(spec(serde_json::json!({"name": "w", "format": "go", "type": "hosted"}))?).await?;
+    let (s1, r1) = t.db.watermarks().await?;
+    assert_eq!((s1, r1), (s0, r0 + 1), "a repository change moves the repositories watermark only");
+    t.db.insert_role("r", "", false, &[Privilege { repositories: "*".into(), actions: vec![Action::Read] }]).await?;
+    let uid = t.db.create_user("u", "$argon2id$x", &["r".to_string()]).await?;
+    t.db.insert_token("abcdefabcdef", uid, "t", "00", None, None, None).await?;
+    t.db.revoke_token("abcdefabcdef").await?;
+    let (s2, r2) = t.db.watermarks().await?;
+    assert_eq!((s2, r2), (s1 + 3, r1), "role, user and revocation each move the security watermark");
+    assert_eq!(
+        t.db.privileges_of(uid).await?,
+        vec![Privilege { repositories: "*".into(), actions: vec![Action::Read] }]
+    );
+    assert!(matches!(t.db.revoke_token("abcdefabcdef").await, Err(DbError::NotFound)), "revoking twice");
+    Ok(())
+});

@@ -22,6 +22,65 @@ fn error_ref(description: &str) -> serde_json::Value {
 
 /// The document; built once.
 pub fn document() -> serde_json::Value {
+    let mut doc = repositories_document();
+    if let (Some(paths), serde_json::Value::Object(more)) = (doc["paths"].as_object_mut(), security_paths()) {
+        paths.extend(more);
+    }
+    doc
+}
+
+fn op(summary: &str, ok: &str) -> serde_json::Value {
+    serde_json::json!({"summary": summary, "responses": {
+        ok: {"description": "Success"},
+        "400": error_ref("Invalid request"), "401": error_ref("No or bad credentials"),
+        "403": error_ref("Not permitted"), "404": error_ref("Not found"), "409": error_ref("Conflict"),
+        "429": error_ref("Too many failed logins (Retry-After)")
+    }})
+}
+
+fn security_paths() -> serde_json::Value {
+    let param =
+        |name: &str| serde_json::json!([{"name": name, "in": "path", "required": true, "schema": {"type": "string"}}]);
+    serde_json::json!({
+        "/api/v1/users": {
+            "get": op("List users with their roles (admin)", "200"),
+            "post": op("Create a user: {username, password, roles}", "201")
+        },
+        "/api/v1/users/{username}": {
+            "parameters": param("username"),
+            "get": op("Get a user (admin)", "200"),
+            "put": op("Set a user's password and/or roles: {password?, roles?} (admin)", "200"),
+            "delete": op("Delete a user and their tokens (admin)", "204")
+        },
+        "/api/v1/users/{username}/password": {
+            "parameters": param("username"),
+            "put": op("Change a password: {current_password, new_password} (the user), or {new_password} (admin)", "204")
+        },
+        "/api/v1/roles": {
+            "get": op("List roles (admin)", "200"),
+            "post": op("Create a role: {name, description?, privileges: [{repositories: glob, actions: [read|write|delete|admin]}]}", "201")
+        },
+        "/api/v1/roles/{name}": {
+            "parameters": param("name"),
+            "get": op("Get a role (admin)", "200"),
+            "put": op("Replace a role's privileges (admin; the built-in admin role is fixed)", "200"),
+            "delete": op("Delete a role (admin; built-in roles stay)", "204")
+        },
+        "/api/v1/tokens": {
+            "get": op("The caller's tokens, without secrets (?all=true: everyone's, admin)", "200"),
+            "post": op("Create a token: {name, expires_at?, repositories?, actions?}; the token is in the response only", "201")
+        },
+        "/api/v1/tokens/{id}": {
+            "parameters": param("id"),
+            "delete": op("Revoke a token (its owner or an admin); every replica refuses it within 2 s", "204")
+        },
+        "/api/v1/audit": {
+            "get": op("Audit entries, newest first: ?limit=1..1000&before=<id from next>", "200")
+        }
+    })
+}
+
+fn repositories_document() -> serde_json::Value {
     let repo_ref = serde_json::json!({"$ref": "#/components/schemas/Repository"});
     let spec_body = serde_json::json!({
         "required": true,
