@@ -215,7 +215,7 @@ impl From<packyard_shared::security::service::AuthFailure> for ApiError {
         match e {
             AuthFailure::Invalid(m) => Self::unauthorized(m),
             AuthFailure::Throttled(wait) => Self {
-                retry_after: Some(wait.as_secs().max(1)),
+                retry_after: Some(wait.as_millis().div_ceil(1000).max(1) as u64),
                 ..Self::new(ErrorCode::TooManyRequests, e.to_string())
             },
             AuthFailure::Db(db) => db.into(),

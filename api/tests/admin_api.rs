@@ -41,7 +41,7 @@ async fn admin_api(backend: Backend) -> anyhow::Result<()> {
     let (s, _, _) =
         call(&app, TestRequest::get().uri("/api/v1/repositories").insert_header(basic("nobody", "x"))).await?;
     assert_eq!(s, StatusCode::UNAUTHORIZED);
-    t.db.insert_user("alice", &hash_password("alice-pw")?).await?;
+    t.db.create_user("alice", &hash_password("alice-pw")?, &[]).await?;
     let (s, b, _) =
         call(&app, TestRequest::get().uri("/api/v1/repositories").insert_header(basic("alice", "alice-pw"))).await?;
     assert_eq!(s, StatusCode::FORBIDDEN);

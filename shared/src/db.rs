@@ -186,6 +186,23 @@ impl Db {
         Ok(())
     }
 
+    /// The id of the row an INSERT just made: the driver's report where it gives one (SQLite,
+    /// MySQL), else `lookup` (a `SELECT id … WHERE <unique key> = $1`) with `key`, inside `tx`.
+    pub(crate) async fn inserted_id(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        done: &sqlx::any::AnyQueryResult,
+        op: &'static str,
+        lookup: &'static str,
+        key: &str,
+    ) -> DbResult<i64> {
+        if let (Backend::Sqlite | Backend::MySql, Some(id)) = (self.backend, done.last_insert_id()) {
+            return Ok(id);
+        }
+        self.count(op);
+        Ok(sqlx::query(lookup).bind(key).fetch_one(&mut **tx).await?.try_get("id")?)
+    }
+
     pub async fn close(&self) {
         self.pool.close().await;
     }

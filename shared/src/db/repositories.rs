@@ -3,7 +3,7 @@
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
-use super::{now_ms, text, Backend, Db, DbError, DbResult};
+use super::{now_ms, text, Db, DbError, DbResult};
 use crate::repos::{NewRepository, RepoName, Repository, StoredSettings};
 use crate::sql;
 
@@ -111,17 +111,15 @@ impl Db {
                 DbError::Conflict(_) => DbError::Conflict(format!("repository {} already exists", new.name)),
                 other => other,
             })?;
-        let id = match (self.backend(), insert.last_insert_id()) {
-            (Backend::Sqlite | Backend::MySql, Some(id)) => id,
-            _ => {
-                self.count("repositories.id");
-                sqlx::query(sql!(self, "SELECT id FROM repositories WHERE name = $1"))
-                    .bind(new.name.as_str())
-                    .fetch_one(&mut *tx)
-                    .await?
-                    .try_get("id")?
-            }
-        };
+        let id = self
+            .inserted_id(
+                &mut tx,
+                &insert,
+                "repositories.id",
+                sql!(self, "SELECT id FROM repositories WHERE name = $1"),
+                new.name.as_str(),
+            )
+            .await?;
         self.replace_members(&mut tx, id, &new.members).await?;
         self.bump_watermark(&mut tx, super::security::REPOSITORIES).await?;
         tx.commit().await?;

@@ -283,17 +283,9 @@ impl Db {
             DbError::Conflict(_) => DbError::Conflict(format!("user {username} already exists")),
             other => other,
         })?;
-        let id = match (self.backend(), done.last_insert_id()) {
-            (Backend::Sqlite | Backend::MySql, Some(id)) => id,
-            _ => {
-                self.count("users.id");
-                sqlx::query(sql!(self, "SELECT id FROM users WHERE username = $1"))
-                    .bind(username)
-                    .fetch_one(&mut *tx)
-                    .await?
-                    .try_get("id")?
-            }
-        };
+        let id = self
+            .inserted_id(&mut tx, &done, "users.id", sql!(self, "SELECT id FROM users WHERE username = $1"), username)
+            .await?;
         self.set_user_roles_in(&mut tx, id, roles).await?;
         self.bump_watermark(&mut tx, SECURITY).await?;
         tx.commit().await?;

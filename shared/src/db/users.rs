@@ -2,7 +2,7 @@
 
 use sqlx::Row;
 
-use super::{now_ms, text, Db, DbResult};
+use super::{text, Db, DbResult};
 use crate::sql;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,22 +27,5 @@ impl Db {
             })
         })
         .transpose()
-    }
-
-    /// Inserts a user; a taken username is a conflict.
-    pub async fn insert_user(&self, username: &str, password_hash: &str) -> DbResult<()> {
-        self.count("users.insert");
-        let now = now_ms();
-        sqlx::query(sql!(
-            self,
-            "INSERT INTO users (username, password_hash, created_at, updated_at) VALUES ($1, $2, $3, $4)"
-        ))
-        .bind(username)
-        .bind(password_hash)
-        .bind(now)
-        .bind(now)
-        .execute(self.pool())
-        .await?;
-        Ok(())
     }
 }

@@ -32,7 +32,7 @@ pub enum AuthFailure {
     /// Bad, expired or revoked: a 401, never anonymous.
     #[error("{0}")]
     Invalid(&'static str),
-    #[error("too many failed logins; retry in {} s", .0.as_secs().max(1))]
+    #[error("too many failed logins; retry in {} s", .0.as_millis().div_ceil(1000).max(1))]
     Throttled(Duration),
     #[error(transparent)]
     Db(#[from] DbError),
