@@ -8,11 +8,14 @@ use actix_web::HttpServer;
 use packyard_shared::auth::{bootstrap_admin, Bootstrap};
 use packyard_shared::config::Config;
 use packyard_shared::services::Services;
+use packyard_worker::publisher::Publisher;
 use packyard_worker::{management, process};
 
 /// A started api process: its servers and the addresses they listen on.
 pub struct Running {
     pub services: Services,
+    /// Stops the embedded worker (when `worker.embedded`).
+    pub worker_stop: Option<tokio::sync::oneshot::Sender<()>>,
     pub public: Server,
     pub management: Server,
     pub public_addr: SocketAddr,
@@ -24,7 +27,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     let services = Services::start(config, true).await?;
     let cfg = services.config.clone();
     services.security.ensure_builtin_roles().await?;
-    services.security.poll_watermarks().await?;
+    services.poll_watermarks().await?;
     match bootstrap_admin(&services.db, cfg.security.admin_password.as_deref(), &cfg.server.data_dir).await? {
         Bootstrap::AlreadyPresent => {}
         Bootstrap::CreatedFromConfig => {
@@ -56,8 +59,18 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         .listen(management_listener)?
         .run();
     // Keeps cached decisions and repository records in step with the database.
-    actix_web::rt::spawn(services.security.clone().run_watermark_poller());
-    Ok(Running { services, public, management, public_addr, management_addr })
+    actix_web::rt::spawn(services.clone().run_watermark_poller());
+    let worker_stop = if cfg.worker.embedded {
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let publisher = std::sync::Arc::new(Publisher::new(services.clone(), packyard_worker::builders()));
+        actix_web::rt::spawn(publisher.run(async move {
+            let _ = rx.await;
+        }));
+        Some(tx)
+    } else {
+        None
+    };
+    Ok(Running { services, worker_stop, public, management, public_addr, management_addr })
 }
 
 /// Runs until SIGTERM/SIGINT, then stops gracefully.
@@ -72,6 +85,9 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let handles = vec![running.public.handle(), running.management.handle()];
     let stopper = process::stop_on_signal(handles, timeout);
     let (public, management, ()) = tokio::join!(running.public, running.management, stopper);
+    if let Some(stop) = running.worker_stop {
+        let _ = stop.send(());
+    }
     public?;
     management?;
     running.services.db.close().await;

@@ -86,6 +86,8 @@ pub struct S3Config {
 pub struct CacheConfig {
     pub redis_url: Option<String>,
     pub watermark_ttl_ms: u64,
+    /// Memory for published snapshot files held by each replica.
+    pub snapshot_cache_bytes: u64,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -101,6 +103,12 @@ pub struct WorkerConfig {
     pub debounce_ms: u64,
     pub max_delay_ms: u64,
     pub poll_ms: u64,
+    /// How long a claimed unit stays leased without renewal; a dead worker's unit is taken over
+    /// after this.
+    pub lease_ms: u64,
+    /// Older snapshots kept per unit beside the current one, and for how long at least.
+    pub keep_snapshots: u64,
+    pub snapshot_grace_secs: u64,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -178,13 +186,21 @@ impl Default for BlobsConfig {
 
 impl Default for CacheConfig {
     fn default() -> Self {
-        Self { redis_url: None, watermark_ttl_ms: 1_000 }
+        Self { redis_url: None, watermark_ttl_ms: 1_000, snapshot_cache_bytes: 256 << 20 }
     }
 }
 
 impl Default for WorkerConfig {
     fn default() -> Self {
-        Self { embedded: true, debounce_ms: 100, max_delay_ms: 5_000, poll_ms: 500 }
+        Self {
+            embedded: true,
+            debounce_ms: 100,
+            max_delay_ms: 5_000,
+            poll_ms: 500,
+            lease_ms: 30_000,
+            keep_snapshots: 2,
+            snapshot_grace_secs: 600,
+        }
     }
 }
 

@@ -18,6 +18,7 @@ use crate::metrics::Metrics;
 
 pub mod blobs;
 pub mod migrate;
+pub mod publication;
 pub mod repositories;
 pub mod security;
 pub mod users;

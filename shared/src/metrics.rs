@@ -1,7 +1,9 @@
 //! Prometheus metrics of one process. Not a global: each process (and each test) owns one
 //! registry, passed down as `Arc<Metrics>`.
 
-use prometheus::{Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder};
+use prometheus::{
+    Encoder, Gauge, Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
+};
 
 pub struct Metrics {
     pub registry: Registry,
@@ -10,6 +12,10 @@ pub struct Metrics {
     pub db_queries_total: IntCounterVec,
     pub blob_bytes_total: IntCounterVec,
     pub cache_requests_total: IntCounterVec,
+    pub outbox_backlog: IntGauge,
+    pub publication_lag_seconds: Gauge,
+    pub publication_duration_seconds: Histogram,
+    pub publications_total: IntCounterVec,
 }
 
 impl Metrics {
@@ -44,6 +50,24 @@ impl Metrics {
             &["cache", "result"],
         )?;
         registry.register(Box::new(cache_requests_total.clone()))?;
+        let outbox_backlog =
+            IntGauge::new("packyard_outbox_backlog", "Change events not yet covered by a published snapshot")?;
+        let publication_lag_seconds = Gauge::new(
+            "packyard_publication_lag_seconds",
+            "Age of the oldest change not yet published (0 when everything is published)",
+        )?;
+        let publication_duration_seconds = Histogram::with_opts(
+            HistogramOpts::new("packyard_publication_duration_seconds", "Time to build and publish one snapshot")
+                .buckets(vec![0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0]),
+        )?;
+        let publications_total = IntCounterVec::new(
+            Opts::new("packyard_publications_total", "Publication attempts by outcome (published, failed, fenced)"),
+            &["outcome"],
+        )?;
+        registry.register(Box::new(outbox_backlog.clone()))?;
+        registry.register(Box::new(publication_lag_seconds.clone()))?;
+        registry.register(Box::new(publication_duration_seconds.clone()))?;
+        registry.register(Box::new(publications_total.clone()))?;
         registry.register(Box::new(http_requests_total.clone()))?;
         registry.register(Box::new(http_request_duration_seconds.clone()))?;
         registry.register(Box::new(db_queries_total.clone()))?;
@@ -55,6 +79,10 @@ impl Metrics {
             db_queries_total,
             blob_bytes_total,
             cache_requests_total,
+            outbox_backlog,
+            publication_lag_seconds,
+            publication_duration_seconds,
+            publications_total,
         })
     }
 

@@ -8,6 +8,8 @@ use crate::blobs::{BlobStore, FileStore};
 use crate::config::{BlobsKind, Config};
 use crate::db::Db;
 use crate::metrics::Metrics;
+use crate::publication::cache::PublishedCache;
+use crate::publication::Wakeup;
 use crate::security::service::Security;
 
 /// Everything a process holds for its whole life; cheap to clone.
@@ -20,6 +22,10 @@ pub struct Services {
     /// `security.secret`, or the generated one (SQLite).
     pub secret: Arc<str>,
     pub security: Arc<Security>,
+    /// Replicas' view of published snapshots.
+    pub published: Arc<PublishedCache>,
+    /// After-commit wake-ups for the (embedded) worker.
+    pub wakeup: Arc<Wakeup>,
 }
 
 impl Services {
@@ -50,7 +56,42 @@ impl Services {
     /// Puts the parts together (also used by tests that bring their own database).
     pub fn assemble(config: Config, metrics: Arc<Metrics>, db: Db, blobs: Arc<dyn BlobStore>, secret: &str) -> Self {
         let security = Arc::new(Security::new(db.clone(), &config.security, secret, metrics.clone()));
-        Self { config: Arc::new(config), metrics, db, blobs, secret: secret.into(), security }
+        let published = Arc::new(PublishedCache::new(
+            i64::try_from(config.cache.snapshot_cache_bytes).unwrap_or(i64::MAX),
+            metrics.clone(),
+        ));
+        Self {
+            config: Arc::new(config),
+            metrics,
+            db,
+            blobs,
+            secret: secret.into(),
+            security,
+            published,
+            wakeup: Arc::new(Wakeup::default()),
+        }
+    }
+
+    /// Reads the watermarks once and drops whatever cached state they invalidate.
+    pub async fn poll_watermarks(&self) -> Result<bool, crate::db::DbError> {
+        let (security, repositories, publications) = self.db.watermarks().await?;
+        let a = self.security.cache.observe(security, repositories);
+        let b = self.published.observe(publications);
+        Ok(a || b)
+    }
+
+    /// Polls the watermarks every `min(security.watermark_ttl_ms, cache.watermark_ttl_ms)`,
+    /// logging failures and going on (cached state stays until the database answers).
+    pub async fn run_watermark_poller(self) {
+        let ms = self.config.security.watermark_ttl_ms.min(self.config.cache.watermark_ttl_ms).max(1);
+        let mut tick = tokio::time::interval(std::time::Duration::from_millis(ms));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            if let Err(e) = self.poll_watermarks().await {
+                tracing::warn!(error = %e, "cannot read the watermarks; serving cached state until the database answers");
+            }
+        }
     }
 
     /// Readiness: database answers, migrations applied, blob store writable. `Err` lists why not.

@@ -188,16 +188,16 @@ db_test!(secrets_are_sealed_at_rest, |t: TestDb| async move {
 
 db_test!(watermarks_move_with_changes, |t: TestDb| async move {
     use packyard_shared::security::model::{Action, Privilege};
-    let (s0, r0) = t.db.watermarks().await?;
+    let (s0, r0, _) = t.db.watermarks().await?;
     let svc = RepositoryService::new(&t.db);
     svc.create(spec(serde_json::json!({"name": "w", "format": "go", "type": "hosted"}))?).await?;
-    let (s1, r1) = t.db.watermarks().await?;
+    let (s1, r1, _) = t.db.watermarks().await?;
     assert_eq!((s1, r1), (s0, r0 + 1), "a repository change moves the repositories watermark only");
     t.db.insert_role("r", "", false, &[Privilege { repositories: "*".into(), actions: vec![Action::Read] }]).await?;
     let uid = t.db.create_user("u", "$argon2id$x", &["r".to_string()]).await?;
     t.db.insert_token("abcdefabcdef", uid, "t", "00", None, None, None).await?;
     t.db.revoke_token("abcdefabcdef").await?;
-    let (s2, r2) = t.db.watermarks().await?;
+    let (s2, r2, _) = t.db.watermarks().await?;
     assert_eq!((s2, r2), (s1 + 3, r1), "role, user and revocation each move the security watermark");
     assert_eq!(
         t.db.privileges_of(uid).await?,

@@ -1,9 +1,17 @@
 //! `packyard-worker`: the publication worker, as a library (the api runs it in-process when
 //! `worker.embedded = true`) and as a binary. It also owns the management listener that both
 //! binaries serve (`/healthz`, `/readyz`, `/metrics`).
-//!
-//! The publication pipeline itself (leases, debounce, snapshots) arrives with issue #4; until then
-//! the standalone worker serves its management endpoints and waits for shutdown.
 
 pub mod management;
 pub mod process;
+pub mod publisher;
+
+use std::sync::Arc;
+
+use packyard_shared::publication::testformat::TestFormat;
+use packyard_shared::publication::Builders;
+
+/// Every format's builder. Formats add theirs here as they arrive.
+pub fn builders() -> Builders {
+    Builders::default().with(Arc::new(TestFormat { page_size: 500 }))
+}

@@ -5,6 +5,7 @@ use actix_web::HttpServer;
 use clap::Parser;
 use packyard_shared::config::Loaded;
 use packyard_shared::services::Services;
+use packyard_worker::publisher::Publisher;
 use packyard_worker::{management, process};
 
 /// The Packyard publication worker.
@@ -44,8 +45,17 @@ async fn run(loaded: Loaded) -> anyhow::Result<()> {
         .run();
     tracing::info!(management = %addr, "packyard-worker ready");
     println!("packyard-worker listening on management http://{addr}");
-    let stopper = process::stop_on_signal(vec![server.handle()], timeout);
-    let (served, ()) = tokio::join!(server, stopper);
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let publisher = std::sync::Arc::new(Publisher::new(services.clone(), packyard_worker::builders()));
+    let worker = publisher.run(async move {
+        let _ = stop_rx.await;
+    });
+    let handle = server.handle();
+    let stopper = async move {
+        process::stop_on_signal(vec![handle], timeout).await;
+        let _ = stop_tx.send(());
+    };
+    let (served, (), ()) = tokio::join!(server, stopper, worker);
     served?;
     services.db.close().await;
     Ok(())

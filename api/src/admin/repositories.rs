@@ -11,6 +11,8 @@ mod create;
 mod delete;
 mod get;
 mod list;
+mod rebuild;
+mod status;
 mod update;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -22,7 +24,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route(web::get().to(get::get))
             .route(web::put().to(update::update))
             .route(web::delete().to(delete::delete)),
-    );
+    )
+    .service(crate::app::resource("/repositories/{name}/status").route(web::get().to(status::status)))
+    .service(crate::app::resource("/repositories/{name}/rebuild").route(web::post().to(rebuild::rebuild)));
 }
 
 /// `{name}` from the path, validated before any handler sees it.

@@ -104,19 +104,20 @@ impl Db {
         Ok(())
     }
 
-    /// (security, repositories) watermark versions.
-    pub async fn watermarks(&self) -> DbResult<(i64, i64)> {
+    /// The watermark versions: (security, repositories, publications).
+    pub async fn watermarks(&self) -> DbResult<(i64, i64, i64)> {
         self.count("watermarks.get");
         let rows = sqlx::query("SELECT name, version FROM watermarks").fetch_all(self.pool()).await?;
-        let (mut sec, mut repos) = (0, 0);
+        let (mut sec, mut repos, mut publications) = (0, 0, 0);
         for r in &rows {
             match text(r, "name")?.as_str() {
                 SECURITY => sec = r.try_get("version")?,
                 REPOSITORIES => repos = r.try_get("version")?,
+                super::publication::PUBLICATIONS => publications = r.try_get("version")?,
                 _ => {}
             }
         }
-        Ok((sec, repos))
+        Ok((sec, repos, publications))
     }
 
     // --- roles ---------------------------------------------------------------------------------

@@ -82,24 +82,6 @@ impl Security {
         Ok(())
     }
 
-    /// Reads the watermarks and drops what moved. Run every `watermark_ttl` by a background task.
-    pub async fn poll_watermarks(&self) -> Result<bool, DbError> {
-        let (security, repositories) = self.db.watermarks().await?;
-        Ok(self.cache.observe(security, repositories))
-    }
-
-    /// Polls the watermarks forever (until the task is dropped), logging failures and continuing.
-    pub async fn run_watermark_poller(self: Arc<Self>) {
-        let mut tick = tokio::time::interval(self.watermark_ttl);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tick.tick().await;
-            if let Err(e) = self.poll_watermarks().await {
-                tracing::warn!(error = %e, "cannot read the watermarks; keeping cached decisions until the database answers");
-            }
-        }
-    }
-
     /// The caller's principal: anonymous without credentials, otherwise the proven user.
     pub async fn principal(&self, creds: Option<&Credentials>, addr: IpAddr) -> Result<Arc<Principal>, AuthFailure> {
         match creds {

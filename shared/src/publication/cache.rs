@@ -1,0 +1,153 @@
+//! Replicas' node-local view of published snapshots: which snapshot is current per unit
+//! (dropped when the `publications` watermark moves) and the bytes of snapshot files (keyed by
+//! the immutable snapshot id and path, bounded in total size). A warmed read makes no query.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, RwLock};
+
+use bytes::Bytes;
+
+use crate::blobs::{BlobStore, Sha256Hex};
+use crate::db::publication::SnapshotFile;
+use crate::db::{Db, DbError};
+use crate::metrics::Metrics;
+
+/// A published snapshot's file list.
+#[derive(Debug)]
+pub struct Manifest {
+    pub snapshot_id: i64,
+    pub revision: i64,
+    pub files: HashMap<String, SnapshotFile>,
+}
+
+/// A file ready to serve: bytes plus what the headers need.
+#[derive(Debug, Clone)]
+pub struct ServedFile {
+    pub bytes: Bytes,
+    pub content_type: String,
+    /// Strong ETag: the content hash, quoted.
+    pub etag: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error(transparent)]
+    Db(#[from] DbError),
+    #[error(transparent)]
+    Blob(#[from] crate::blobs::BlobError),
+}
+
+type UnitKey = (i64, String, String);
+
+pub struct PublishedCache {
+    version: AtomicI64,
+    current: RwLock<HashMap<UnitKey, Option<Arc<Manifest>>>>,
+    files: RwLock<HashMap<(i64, String), ServedFile>>,
+    files_bytes: AtomicI64,
+    max_bytes: i64,
+    metrics: Arc<Metrics>,
+}
+
+impl PublishedCache {
+    pub fn new(max_bytes: i64, metrics: Arc<Metrics>) -> Self {
+        Self {
+            version: AtomicI64::new(0),
+            current: RwLock::new(HashMap::new()),
+            files: RwLock::new(HashMap::new()),
+            files_bytes: AtomicI64::new(0),
+            max_bytes,
+            metrics,
+        }
+    }
+
+    fn count(&self, cache: &str, hit: bool) {
+        self.metrics.cache_requests_total.with_label_values(&[cache, if hit { "hit" } else { "miss" }]).inc();
+    }
+
+    /// Applies the `publications` watermark; drops the current-snapshot pointers when it moved.
+    pub fn observe(&self, version: i64) -> bool {
+        if self.version.swap(version, Ordering::AcqRel) != version {
+            self.invalidate();
+            return true;
+        }
+        false
+    }
+
+    /// Drops the current-snapshot pointers (file bytes stay: they are immutable).
+    pub fn invalidate(&self) {
+        if let Ok(mut m) = self.current.write() {
+            m.clear();
+        }
+    }
+
+    /// The current snapshot of a unit, or `None` if it was never published.
+    pub async fn manifest(
+        &self,
+        db: &Db,
+        repository_id: i64,
+        kind: &str,
+        unit_key: &str,
+    ) -> Result<Option<Arc<Manifest>>, ReadError> {
+        let key = (repository_id, kind.to_string(), unit_key.to_string());
+        if let Some(found) = self.current.read().ok().and_then(|m| m.get(&key).cloned()) {
+            self.count("snapshot", true);
+            return Ok(found);
+        }
+        self.count("snapshot", false);
+        let manifest = match db.unit_by_key(repository_id, kind, unit_key).await? {
+            Some(unit) => match unit.current_snapshot_id {
+                Some(sid) => {
+                    let files = db.snapshot_files(sid).await?;
+                    Some(Arc::new(Manifest {
+                        snapshot_id: sid,
+                        revision: unit.published_revision,
+                        files: files.into_iter().map(|f| (f.path.clone(), f)).collect(),
+                    }))
+                }
+                None => None,
+            },
+            None => None,
+        };
+        if let Ok(mut m) = self.current.write() {
+            m.insert(key, manifest.clone());
+        }
+        Ok(manifest)
+    }
+
+    /// A file of the current snapshot, from memory when warm; `None` if absent.
+    pub async fn file(
+        &self,
+        db: &Db,
+        blobs: &dyn BlobStore,
+        repository_id: i64,
+        kind: &str,
+        unit_key: &str,
+        path: &str,
+    ) -> Result<Option<ServedFile>, ReadError> {
+        let Some(manifest) = self.manifest(db, repository_id, kind, unit_key).await? else { return Ok(None) };
+        let Some(entry) = manifest.files.get(path) else { return Ok(None) };
+        let key = (manifest.snapshot_id, path.to_string());
+        if let Some(f) = self.files.read().ok().and_then(|m| m.get(&key).cloned()) {
+            self.count("snapshot_file", true);
+            return Ok(Some(f));
+        }
+        self.count("snapshot_file", false);
+        let digest = Sha256Hex::parse(&entry.sha256)?;
+        let bytes = blobs.read_all(&digest).await?;
+        let served =
+            ServedFile { bytes, content_type: entry.content_type.clone(), etag: format!("\"{}\"", entry.sha256) };
+        let size = i64::try_from(served.bytes.len()).unwrap_or(i64::MAX);
+        if let Ok(mut m) = self.files.write() {
+            if self.files_bytes.load(Ordering::Acquire) + size > self.max_bytes {
+                m.clear();
+                self.files_bytes.store(0, Ordering::Release);
+            }
+            if size <= self.max_bytes {
+                self.files_bytes.fetch_add(size, Ordering::AcqRel);
+                m.insert(key, served.clone());
+            }
+        }
+        Ok(Some(served))
+    }
+}

@@ -1,0 +1,209 @@
+//! The publication worker: claims due units with a fenced lease, builds their files with the
+//! format's [`Builder`], and publishes the snapshot with a compare-and-swap. Several workers
+//! (threads or processes) share the work; a worker whose lease is taken over publishes nothing.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use packyard_shared::blobs::Sha256Hex;
+use packyard_shared::db::now_ms;
+use packyard_shared::db::publication::{Claim, Due};
+use packyard_shared::publication::{BuildContext, Builders};
+use packyard_shared::services::Services;
+
+/// What became of one claimed unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Published(i64),
+    Failed,
+    /// The lease was lost (taken over after expiry): nothing was published.
+    Fenced,
+}
+
+pub struct Publisher {
+    services: Services,
+    builders: Builders,
+    owner: String,
+    due: Due,
+    lease_ms: i64,
+}
+
+/// Retry delay after `attempts` failures: 1 s doubling to at most a minute.
+pub fn backoff_ms(attempts: i64) -> i64 {
+    1_000i64.saturating_mul(1i64 << attempts.clamp(0, 6)).min(60_000)
+}
+
+impl Publisher {
+    pub fn new(services: Services, builders: Builders) -> Self {
+        let w = &services.config.worker;
+        let due = Due {
+            debounce_ms: i64::try_from(w.debounce_ms).unwrap_or(i64::MAX),
+            max_delay_ms: i64::try_from(w.max_delay_ms).unwrap_or(i64::MAX),
+        };
+        let lease_ms = i64::try_from(w.lease_ms).unwrap_or(30_000);
+        let owner = format!("{}-{}", std::process::id(), hex::encode(rand::random::<[u8; 4]>()));
+        Self { services, builders, owner, due, lease_ms }
+    }
+
+    /// Overrides the timing rules (tests use a zero debounce to publish at once).
+    pub fn with_due(mut self, due: Due) -> Self {
+        self.due = due;
+        self
+    }
+
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    /// Claims the next due unit, if any (exposed for tests of fencing).
+    pub async fn claim(&self) -> Result<Option<Claim>, packyard_shared::db::DbError> {
+        self.services.db.claim_due(&self.owner, self.due, self.lease_ms).await
+    }
+
+    /// Publishes every unit that is due now; returns the outcomes.
+    pub async fn run_until_idle(&self) -> Vec<Outcome> {
+        let mut outcomes = Vec::new();
+        loop {
+            match self.claim().await {
+                Ok(Some(claim)) => outcomes.push(self.process(claim).await),
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot claim publication units");
+                    break;
+                }
+            }
+        }
+        outcomes
+    }
+
+    /// Builds and publishes one claimed unit, renewing the lease while the build runs.
+    pub async fn process(&self, claim: Claim) -> Outcome {
+        let started = Instant::now();
+        let db = &self.services.db;
+        let unit = &claim.unit;
+        let Some(builder) = self.builders.get(&unit.kind).cloned() else {
+            return self.fail(&claim, &format!("no builder for unit kind {:?}", unit.kind)).await;
+        };
+        let mut ctx = BuildContext::new(db, self.services.blobs.as_ref());
+        let built = {
+            let build = builder.build(&mut ctx, unit);
+            let renew = async {
+                let every = Duration::from_millis(u64::try_from(self.lease_ms / 3).unwrap_or(10_000).max(10));
+                loop {
+                    tokio::time::sleep(every).await;
+                    match db.renew_lease(&claim, self.lease_ms).await {
+                        Ok(true) => {}
+                        Ok(false) => return,
+                        Err(e) => tracing::warn!(error = %e, "cannot renew a lease; retrying"),
+                    }
+                }
+            };
+            tokio::select! {
+                r = build => Some(r),
+                () = renew => None,
+            }
+        };
+        let outcome = match built {
+            None => Outcome::Fenced,
+            Some(Err(e)) => return self.fail(&claim, &e.to_string()).await,
+            Some(Ok(())) => match db.publish_snapshot(&claim, &ctx.into_files()).await {
+                Ok(Some(snapshot_id)) => Outcome::Published(snapshot_id),
+                Ok(None) => Outcome::Fenced,
+                Err(e) => return self.fail(&claim, &e.to_string()).await,
+            },
+        };
+        let m = &self.services.metrics;
+        match outcome {
+            Outcome::Published(snapshot_id) => {
+                // This process's replica sees it at once; others at their next watermark poll.
+                self.services.published.invalidate();
+                m.publication_duration_seconds.observe(started.elapsed().as_secs_f64());
+                m.publications_total.with_label_values(&["published"]).inc();
+                tracing::info!(unit = unit.id, kind = %unit.kind, key = %unit.unit_key, revision = claim.revision, snapshot_id, elapsed_ms = started.elapsed().as_millis() as u64, "published");
+            }
+            Outcome::Fenced => {
+                m.publications_total.with_label_values(&["fenced"]).inc();
+                tracing::warn!(
+                    unit = unit.id,
+                    revision = claim.revision,
+                    "lease lost to another worker; not publishing"
+                );
+            }
+            Outcome::Failed => {}
+        }
+        outcome
+    }
+
+    async fn fail(&self, claim: &Claim, error: &str) -> Outcome {
+        let retry = backoff_ms(claim.unit.attempts);
+        tracing::warn!(unit = claim.unit.id, key = %claim.unit.unit_key, error, retry_in_ms = retry, "publication failed");
+        self.services.metrics.publications_total.with_label_values(&["failed"]).inc();
+        if let Err(e) = self.services.db.fail_build(claim, error, retry).await {
+            tracing::error!(error = %e, "cannot record a failed publication");
+        }
+        Outcome::Failed
+    }
+
+    /// Updates `packyard_outbox_backlog` and `packyard_publication_lag_seconds`.
+    pub async fn update_metrics(&self) {
+        if let Ok((backlog, oldest)) = self.services.db.backlog().await {
+            let m = &self.services.metrics;
+            m.outbox_backlog.set(backlog);
+            let lag = oldest.map_or(0.0, |t| (now_ms() - t).max(0) as f64 / 1000.0);
+            m.publication_lag_seconds.set(lag);
+        }
+    }
+
+    /// Deletes snapshots past retention, then blobs nothing references (both older than the grace
+    /// period). Returns (snapshots, blobs) removed.
+    pub async fn collect(&self, keep: usize, grace: Duration) -> Result<(usize, usize), packyard_shared::db::DbError> {
+        let db = &self.services.db;
+        let cutoff = now_ms() - i64::try_from(grace.as_millis()).unwrap_or(i64::MAX);
+        let snapshots = db.collect_snapshots(keep, cutoff).await?;
+        let mut blobs = 0;
+        for digest in db.unreferenced_blobs(cutoff, 1_000).await? {
+            let Ok(d) = Sha256Hex::parse(&digest) else { continue };
+            // The row goes first: a blob file without a row is swept next time, a row without
+            // its file would be served as missing.
+            if db.delete_blob_record(&d).await? {
+                if let Err(e) = self.services.blobs.delete(&d).await {
+                    tracing::warn!(error = %e, blob = %d, "cannot delete an unreferenced blob");
+                }
+                blobs += 1;
+            }
+        }
+        Ok((snapshots, blobs))
+    }
+
+    /// Runs until `stop` resolves: publish what is due, sleep until the next unit is due (at most
+    /// `worker.poll_ms`) or a wake-up arrives, collect old snapshots now and then.
+    pub async fn run(self: Arc<Self>, stop: impl std::future::Future<Output = ()>) {
+        let poll = Duration::from_millis(self.services.config.worker.poll_ms.max(1));
+        let w = &self.services.config.worker;
+        let (keep, grace) =
+            (usize::try_from(w.keep_snapshots).unwrap_or(2), Duration::from_secs(w.snapshot_grace_secs));
+        let mut last_collect = Instant::now();
+        tokio::pin!(stop);
+        tracing::info!(owner = %self.owner, "publication worker running");
+        loop {
+            self.run_until_idle().await;
+            self.update_metrics().await;
+            if last_collect.elapsed() > Duration::from_secs(30) {
+                last_collect = Instant::now();
+                if let Err(e) = self.collect(keep, grace).await {
+                    tracing::warn!(error = %e, "snapshot collection failed");
+                }
+            }
+            let wait = match self.services.db.next_due_in(self.due).await {
+                Ok(Some(ms)) => Duration::from_millis(u64::try_from(ms).unwrap_or(0)).min(poll),
+                _ => poll,
+            };
+            tokio::select! {
+                () = &mut stop => break,
+                () = self.services.wakeup.wait() => {}
+                () = tokio::time::sleep(wait) => {}
+            }
+        }
+        tracing::info!(owner = %self.owner, "publication worker stopped");
+    }
+}

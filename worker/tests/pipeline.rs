@@ -1,0 +1,210 @@
+//! The publication pipeline with the internal test format, on SQLite, PostgreSQL and MariaDB.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use packyard_shared::blobs::{FileStore, Sha256Hex};
+use packyard_shared::config::Config;
+use packyard_shared::db::publication::Due;
+use packyard_shared::db_test;
+use packyard_shared::publication::testformat::{TestFormat, KIND};
+use packyard_shared::publication::Builders;
+use packyard_shared::repos::{RepositoryService, RepositorySpec};
+use packyard_shared::services::Services;
+use packyard_shared::testing::TestDb;
+use packyard_worker::publisher::{Outcome, Publisher};
+use sha2::{Digest, Sha256};
+
+const NOW: Due = Due { debounce_ms: 0, max_delay_ms: 0 };
+
+async fn setup(t: &TestDb) -> anyhow::Result<(Services, i64)> {
+    let mut config = Config::default();
+    config.database.url = t.url.clone();
+    config.worker.lease_ms = 60_000;
+    let blobs = Arc::new(FileStore::open(t.dir.path().join("blobs"), t.metrics.clone()).await?);
+    let services =
+        Services::assemble(config, t.metrics.clone(), t.db.clone(), blobs, "0123456789abcdef0123456789abcdef");
+    let spec: RepositorySpec =
+        serde_json::from_value(serde_json::json!({"name": "t", "format": "go", "type": "hosted"}))?;
+    let repo = RepositoryService::new(&t.db).create(spec).await?;
+    Ok((services, repo.id))
+}
+
+/// A publisher with a tiny page size, so that every build pages through its rows.
+fn publisher(services: &Services) -> Publisher {
+    let builders = Builders::default().with(Arc::new(TestFormat { page_size: 3 }));
+    Publisher::new(services.clone(), builders).with_due(NOW)
+}
+
+fn expected_index(entries: &[(String, String)]) -> String {
+    let mut sorted = entries.to_vec();
+    sorted.sort();
+    sorted.iter().map(|(n, b)| format!("{n}\t{}\n", hex::encode(Sha256::digest(b.as_bytes())))).collect()
+}
+
+async fn served(services: &Services, repo: i64, unit: &str, path: &str) -> anyhow::Result<Option<String>> {
+    let f = services.published.file(&services.db, services.blobs.as_ref(), repo, KIND, unit, path).await?;
+    Ok(f.map(|f| String::from_utf8_lossy(&f.bytes).to_string()))
+}
+
+db_test!(a_burst_becomes_one_complete_snapshot, |t: TestDb| async move {
+    let (services, repo) = setup(&t).await?;
+    let entries: Vec<(String, String)> = (0..40).map(|i| (format!("pkg-{i:03}"), format!("body {i}"))).collect();
+    for (name, body) in &entries {
+        t.db.put_test_entry(repo, "main", name, body).await?;
+    }
+    // Inside the debounce window nothing is published.
+    let patient = publisher(&services).with_due(Due { debounce_ms: 60_000, max_delay_ms: 600_000 });
+    assert!(patient.run_until_idle().await.is_empty());
+    let outcomes = publisher(&services).run_until_idle().await;
+    assert_eq!(outcomes.len(), 1, "{outcomes:?}");
+    assert!(matches!(outcomes[0], Outcome::Published(_)));
+    let unit = t.db.unit_by_key(repo, KIND, "main").await?.ok_or_else(|| anyhow::anyhow!("no unit"))?;
+    assert_eq!((unit.desired_revision, unit.published_revision), (40, 40));
+    assert_eq!(unit.first_pending_at, None);
+    assert_eq!(t.db.snapshot_ids(unit.id).await?.len(), 1, "forty writes, one snapshot");
+    assert_eq!(served(&services, repo, "main", "index.txt").await?.as_deref(), Some(expected_index(&entries).as_str()));
+    assert_eq!(served(&services, repo, "main", "count.txt").await?.as_deref(), Some("40\n"));
+    assert_eq!(served(&services, repo, "main", "missing.txt").await?, None);
+    assert_eq!(t.db.backlog().await?, (0, None), "every outbox event delivered");
+    // Nothing more to do.
+    assert!(publisher(&services).run_until_idle().await.is_empty());
+    Ok(())
+});
+
+db_test!(the_write_and_its_change_record_commit_together, |t: TestDb| async move {
+    let (_services, repo) = setup(&t).await?;
+    let mut tx = t.db.pool().begin().await?;
+    t.db.record_change(&mut tx, repo, KIND, "main").await?;
+    // The artifact row fails (no such table): the whole transaction goes.
+    let failed = sqlx::query("INSERT INTO no_such_table VALUES (1)").execute(&mut *tx).await;
+    assert!(failed.is_err());
+    tx.rollback().await?;
+    assert_eq!(t.db.unit_by_key(repo, KIND, "main").await?, None, "no unit, no desired revision");
+    assert_eq!(t.db.backlog().await?.0, 0, "no outbox event");
+    Ok(())
+});
+
+db_test!(a_worker_that_lost_its_lease_publishes_nothing, |t: TestDb| async move {
+    let (services, repo) = setup(&t).await?;
+    t.db.put_test_entry(repo, "main", "a", "1").await?;
+    let a = publisher(&services);
+    let b = publisher(&services);
+    let claim_a = a.claim().await?.ok_or_else(|| anyhow::anyhow!("a claims"))?;
+    assert!(b.claim().await?.is_none(), "a held lease is not claimable");
+    // A's lease expires (A stalled); B takes over.
+    sqlx::query("UPDATE publication_units SET lease_expires_at = 1").execute(t.db.pool()).await?;
+    let claim_b = b.claim().await?.ok_or_else(|| anyhow::anyhow!("b claims after expiry"))?;
+    assert_ne!(claim_a.token, claim_b.token);
+    assert_eq!(a.process(claim_a).await, Outcome::Fenced);
+    let unit = t.db.unit_by_key(repo, KIND, "main").await?.ok_or_else(|| anyhow::anyhow!("no unit"))?;
+    assert_eq!(unit.published_revision, 0, "the fenced worker changed nothing");
+    assert!(matches!(b.process(claim_b).await, Outcome::Published(_)));
+    let unit = t.db.unit_by_key(repo, KIND, "main").await?.ok_or_else(|| anyhow::anyhow!("no unit"))?;
+    assert_eq!(unit.published_revision, 1);
+    assert_eq!(t.db.snapshot_ids(unit.id).await?.len(), 1, "only B's snapshot exists");
+    Ok(())
+});
+
+db_test!(several_workers_share_the_work, |t: TestDb| async move {
+    let (services, repo) = setup(&t).await?;
+    for u in 0..8 {
+        for e in 0..3 {
+            t.db.put_test_entry(repo, &format!("unit-{u}"), &format!("e{e}"), "x").await?;
+        }
+    }
+    let (a, b) = (Arc::new(publisher(&services)), Arc::new(publisher(&services)));
+    let (ra, rb) = tokio::join!(a.run_until_idle(), b.run_until_idle());
+    let published = ra.iter().chain(&rb).filter(|o| matches!(o, Outcome::Published(_))).count();
+    assert_eq!(published, 8, "each unit published exactly once: {ra:?} {rb:?}");
+    for u in t.db.units_of(repo).await? {
+        assert_eq!((u.desired_revision, u.published_revision), (3, 3), "{}", u.unit_key);
+        assert_eq!(t.db.snapshot_ids(u.id).await?.len(), 1);
+    }
+    Ok(())
+});
+
+db_test!(failures_are_recorded_and_retried_with_backoff, |t: TestDb| async move {
+    let (services, repo) = setup(&t).await?;
+    t.db.put_test_entry(repo, "will-fail", "a", "1").await?;
+    let p = publisher(&services);
+    assert_eq!(p.run_until_idle().await, vec![Outcome::Failed]);
+    let unit = t.db.unit_by_key(repo, KIND, "will-fail").await?.ok_or_else(|| anyhow::anyhow!("no unit"))?;
+    assert_eq!(unit.last_error.as_deref(), Some("test unit will-fail is built to fail"));
+    assert_eq!(unit.attempts, 1);
+    assert!(unit.next_attempt_at > packyard_shared::db::now_ms() + 500, "backs off");
+    assert_eq!(unit.lease_owner, None, "the lease is released");
+    assert!(p.run_until_idle().await.is_empty(), "not retried before the backoff");
+    sqlx::query("UPDATE publication_units SET next_attempt_at = 0").execute(t.db.pool()).await?;
+    assert_eq!(p.run_until_idle().await, vec![Outcome::Failed]);
+    let unit = t.db.unit_by_key(repo, KIND, "will-fail").await?.ok_or_else(|| anyhow::anyhow!("no unit"))?;
+    assert_eq!(unit.attempts, 2);
+    assert_eq!(packyard_worker::publisher::backoff_ms(0), 1_000);
+    assert_eq!(packyard_worker::publisher::backoff_ms(1), 2_000);
+    assert_eq!(packyard_worker::publisher::backoff_ms(20), 60_000);
+    Ok(())
+});
+
+db_test!(retention_keeps_current_and_two_older, |t: TestDb| async move {
+    let (services, repo) = setup(&t).await?;
+    let p = publisher(&services);
+    let mut indexes = Vec::new();
+    for i in 0..5 {
+        t.db.put_test_entry(repo, "main", &format!("e{i}"), "x").await?;
+        assert_eq!(p.run_until_idle().await.len(), 1);
+        let unit = t.db.unit_by_key(repo, KIND, "main").await?.ok_or_else(|| anyhow::anyhow!("no unit"))?;
+        let files = t.db.snapshot_files(unit.current_snapshot_id.unwrap_or_default()).await?;
+        indexes.push(files.iter().find(|f| f.path == "index.txt").map(|f| f.sha256.clone()).unwrap_or_default());
+    }
+    let unit = t.db.unit_by_key(repo, KIND, "main").await?.ok_or_else(|| anyhow::anyhow!("no unit"))?;
+    assert_eq!(t.db.snapshot_ids(unit.id).await?.len(), 5);
+    // Within the grace period nothing goes.
+    assert_eq!(p.collect(2, Duration::from_secs(3600)).await?, (0, 0));
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let (snapshots, blobs) = p.collect(2, Duration::ZERO).await?;
+    assert_eq!(snapshots, 2);
+    let kept: Vec<i64> = t.db.snapshot_ids(unit.id).await?.iter().map(|s| s.1).collect();
+    assert_eq!(kept, vec![5, 4, 3], "the current snapshot and the two before it");
+    assert_eq!(blobs, 4, "the index and count files of the two collected snapshots");
+    for (i, digest) in indexes.iter().enumerate() {
+        let d = Sha256Hex::parse(digest)?;
+        let present = services.blobs.stat(&d).await?.is_some();
+        assert_eq!(present, i >= 2, "index of revision {}", i + 1);
+    }
+    Ok(())
+});
+
+db_test!(warmed_reads_of_published_files_run_no_query, |t: TestDb| async move {
+    let (services, repo) = setup(&t).await?;
+    t.db.put_test_entry(repo, "main", "a", "1").await?;
+    publisher(&services).run_until_idle().await;
+    assert_eq!(served(&services, repo, "main", "count.txt").await?.as_deref(), Some("1\n"));
+    let before = t.metrics.db_queries();
+    for _ in 0..3 {
+        assert_eq!(served(&services, repo, "main", "count.txt").await?.as_deref(), Some("1\n"));
+        assert_eq!(
+            served(&services, repo, "main", "index.txt").await?.map(|s| s.len()),
+            Some(67),
+            "a, a tab, 64 hex digits, a newline"
+        );
+    }
+    assert_eq!(t.metrics.db_queries() - before, 0, "warmed reads ran queries");
+    // A publication elsewhere reaches this replica through the watermark.
+    t.db.put_test_entry(repo, "main", "b", "2").await?;
+    let other = Services::assemble(
+        (*services.config).clone(),
+        t.metrics.clone(),
+        t.db.clone(),
+        services.blobs.clone(),
+        "0123456789abcdef0123456789abcdef",
+    );
+    publisher(&other).run_until_idle().await;
+    assert_eq!(
+        served(&services, repo, "main", "count.txt").await?.as_deref(),
+        Some("1\n"),
+        "until the watermark is read"
+    );
+    services.poll_watermarks().await?;
+    assert_eq!(served(&services, repo, "main", "count.txt").await?.as_deref(), Some("2\n"));
+    Ok(())
+});
