@@ -174,7 +174,7 @@ impl From<DbError> for ApiError {
         match e {
             DbError::NotFound => Self::not_found("not found"),
             DbError::Conflict(m) => Self::new(ErrorCode::Conflict, m),
-            DbError::Unavailable(m) => Self::unavailable(m),
+            DbError::Unavailable(m) | DbError::Retry(m) => Self::unavailable(m),
             other => Self::internal(other),
         }
     }

@@ -10,8 +10,12 @@ use packyard_shared::security::Action;
 use crate::auth::authorize_repo;
 use crate::error::{ApiError, ErrorCode};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(web::scope("/repository/{repo}").default_service(web::to(fallback)));
+pub fn configure(cfg: &mut web::ServiceConfig, config: &packyard_shared::config::Config) {
+    cfg.service(
+        web::scope("/repository/{repo}")
+            .configure(|c| crate::formats::configure(c, config))
+            .default_service(web::to(fallback)),
+    );
 }
 
 /// The action a method needs on a repository.

@@ -62,7 +62,8 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     actix_web::rt::spawn(services.clone().run_watermark_poller());
     let worker_stop = if cfg.worker.embedded {
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let publisher = std::sync::Arc::new(Publisher::new(services.clone(), packyard_worker::builders()));
+        let publisher =
+            std::sync::Arc::new(Publisher::new(services.clone(), packyard_worker::builders(&services.config)));
         actix_web::rt::spawn(publisher.run(async move {
             let _ = rx.await;
         }));

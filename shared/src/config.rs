@@ -26,6 +26,17 @@ pub struct Config {
     pub proxy: ProxyConfig,
     pub log: LogConfig,
     pub security: SecurityConfig,
+    pub debug: DebugConfig,
+}
+
+/// Switches for tests and diagnosis; all off in production.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DebugConfig {
+    /// Serves the internal test format under `/repository/<name>/_test/` (pipeline tests).
+    pub test_format: bool,
+    /// Makes each test-format build take this long (to kill a worker mid-build in tests).
+    pub build_delay_ms: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

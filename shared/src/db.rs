@@ -63,6 +63,9 @@ pub enum DbError {
     Other(#[source] sqlx::Error),
     #[error("corrupt row: {0}")]
     Corrupt(String),
+    /// A deadlock or serialization failure: the whole transaction may simply be run again.
+    #[error("transaction conflict: {0}")]
+    Retry(String),
 }
 
 impl From<sqlx::Error> for DbError {
@@ -70,6 +73,10 @@ impl From<sqlx::Error> for DbError {
         match &e {
             sqlx::Error::RowNotFound => Self::NotFound,
             sqlx::Error::Database(db) if db.is_unique_violation() => Self::Conflict(db.message().to_string()),
+            // SQLSTATE 40001 (serialization failure; MySQL's deadlock) and 40P01 (PostgreSQL deadlock).
+            sqlx::Error::Database(db) if matches!(db.code().as_deref(), Some("40001" | "40P01")) => {
+                Self::Retry(db.message().to_string())
+            }
             sqlx::Error::PoolTimedOut
             | sqlx::Error::PoolClosed
             | sqlx::Error::Io(_)

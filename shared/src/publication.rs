@@ -107,6 +107,30 @@ impl Builders {
     }
 }
 
+/// Read-your-writes (DESIGN §6): waits until the unit's published revision reaches `revision`,
+/// at most `timeout`. True when it did.
+pub async fn wait_until_published(
+    db: &Db,
+    unit_id: i64,
+    revision: i64,
+    timeout: std::time::Duration,
+) -> Result<bool, DbError> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut delay = std::time::Duration::from_millis(5);
+    loop {
+        if let Some(u) = db.unit(unit_id).await? {
+            if u.published_revision >= revision {
+                return Ok(true);
+            }
+        }
+        if tokio::time::Instant::now() + delay > deadline {
+            return Ok(false);
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(std::time::Duration::from_millis(50));
+    }
+}
+
 /// The in-process wake-up: writers notify after commit; the embedded worker waits on it. (With
 /// RabbitMQ configured, the relay also publishes it to other processes.)
 #[derive(Default)]

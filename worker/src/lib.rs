@@ -8,10 +8,12 @@ pub mod publisher;
 
 use std::sync::Arc;
 
+use packyard_shared::config::Config;
 use packyard_shared::publication::testformat::TestFormat;
 use packyard_shared::publication::Builders;
 
 /// Every format's builder. Formats add theirs here as they arrive.
-pub fn builders() -> Builders {
-    Builders::default().with(Arc::new(TestFormat { page_size: 500 }))
+pub fn builders(config: &Config) -> Builders {
+    let delay = std::time::Duration::from_millis(config.debug.build_delay_ms);
+    Builders::default().with(Arc::new(TestFormat { page_size: 500, delay }))
 }

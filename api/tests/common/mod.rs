@@ -1,6 +1,8 @@
 //! Helpers shared by the in-process API tests.
 #![allow(dead_code)]
 
+pub mod process;
+
 use std::sync::Arc;
 
 use actix_web::http::{header, StatusCode};

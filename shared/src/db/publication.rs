@@ -91,15 +91,12 @@ impl Db {
         unit_key: &str,
     ) -> DbResult<(i64, i64)> {
         let now = now_ms();
-        self.count("publication_units.ensure");
-        let ensure = match self.backend() {
-            Backend::Sqlite => "INSERT OR IGNORE INTO publication_units (repository_id, kind, unit_key) VALUES ($1, $2, $3)",
-            Backend::Postgres => "INSERT INTO publication_units (repository_id, kind, unit_key) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-            Backend::MySql => "INSERT IGNORE INTO publication_units (repository_id, kind, unit_key) VALUES (?, ?, ?)",
-        };
-        sqlx::query(ensure).bind(repository_id).bind(kind).bind(unit_key).execute(&mut **tx).await?;
+        // Update first: the common case takes only the row's exclusive lock. (INSERT IGNORE
+        // first would take a shared lock on the duplicate key, and two writers holding it would
+        // deadlock on the update in InnoDB.)
+        let bump = sql!(self, "UPDATE publication_units SET desired_revision = desired_revision + 1, last_change_at = $1, first_pending_at = COALESCE(first_pending_at, $2) WHERE repository_id = $3 AND kind = $4 AND unit_key = $5");
         self.count("publication_units.bump");
-        sqlx::query(sql!(self, "UPDATE publication_units SET desired_revision = desired_revision + 1, last_change_at = $1, first_pending_at = COALESCE(first_pending_at, $2) WHERE repository_id = $3 AND kind = $4 AND unit_key = $5"))
+        let bumped = sqlx::query(bump)
             .bind(now)
             .bind(now)
             .bind(repository_id)
@@ -107,6 +104,24 @@ impl Db {
             .bind(unit_key)
             .execute(&mut **tx)
             .await?;
+        if bumped.rows_affected() == 0 {
+            self.count("publication_units.ensure");
+            let ensure = match self.backend() {
+                Backend::Sqlite => "INSERT OR IGNORE INTO publication_units (repository_id, kind, unit_key) VALUES ($1, $2, $3)",
+                Backend::Postgres => "INSERT INTO publication_units (repository_id, kind, unit_key) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+                Backend::MySql => "INSERT IGNORE INTO publication_units (repository_id, kind, unit_key) VALUES (?, ?, ?)",
+            };
+            sqlx::query(ensure).bind(repository_id).bind(kind).bind(unit_key).execute(&mut **tx).await?;
+            self.count("publication_units.bump");
+            sqlx::query(bump)
+                .bind(now)
+                .bind(now)
+                .bind(repository_id)
+                .bind(kind)
+                .bind(unit_key)
+                .execute(&mut **tx)
+                .await?;
+        }
         self.count("publication_units.revision");
         let row = sqlx::query(sql!(self, "SELECT id, desired_revision FROM publication_units WHERE repository_id = $1 AND kind = $2 AND unit_key = $3"))
             .bind(repository_id)
@@ -439,7 +454,34 @@ impl Db {
     // --- the internal test format --------------------------------------------------------------
 
     /// The test format's write: one entry row and the change record, in one transaction.
-    pub async fn put_test_entry(&self, repository_id: i64, unit_key: &str, name: &str, body: &str) -> DbResult<i64> {
+    /// Returns (unit id, revision). Retried when the database reports a deadlock.
+    pub async fn put_test_entry(
+        &self,
+        repository_id: i64,
+        unit_key: &str,
+        name: &str,
+        body: &str,
+    ) -> DbResult<(i64, i64)> {
+        let mut attempt = 0;
+        loop {
+            match self.put_test_entry_once(repository_id, unit_key, name, body).await {
+                Err(DbError::Retry(m)) if attempt < 8 => {
+                    attempt += 1;
+                    tracing::debug!(attempt, error = %m, "retrying a write after a transaction conflict");
+                    tokio::time::sleep(std::time::Duration::from_millis(2 << attempt)).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn put_test_entry_once(
+        &self,
+        repository_id: i64,
+        unit_key: &str,
+        name: &str,
+        body: &str,
+    ) -> DbResult<(i64, i64)> {
         let mut tx = self.pool().begin().await?;
         let (unit_id, revision) = self.record_change(&mut tx, repository_id, "test", unit_key).await?;
         self.count("test_entries.upsert");
@@ -450,7 +492,7 @@ impl Db {
         };
         sqlx::query(upsert).bind(unit_id).bind(name).bind(body).execute(&mut *tx).await?;
         tx.commit().await?;
-        Ok(revision)
+        Ok((unit_id, revision))
     }
 
     /// A keyset page of a unit's test entries: names after `after`, in name order.

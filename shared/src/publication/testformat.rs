@@ -13,6 +13,8 @@ pub const KIND: &str = "test";
 pub struct TestFormat {
     /// Rows per keyset page (small in tests to prove paging).
     pub page_size: i64,
+    /// Time each build waits before writing (`debug.build_delay_ms`).
+    pub delay: std::time::Duration,
 }
 
 #[async_trait]
@@ -26,6 +28,9 @@ impl Builder for TestFormat {
             return Err(BuildError::Other(format!("test unit {} is built to fail", unit.unit_key)));
         }
         let mut index = ctx.file("index.txt", "text/plain; charset=utf-8").await?;
+        if !self.delay.is_zero() {
+            tokio::time::sleep(self.delay).await;
+        }
         let mut after = String::new();
         let mut count = 0u64;
         loop {

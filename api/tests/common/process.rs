@@ -1,0 +1,165 @@
+//! Running the built binaries as separate processes.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_packyard-api");
+
+/// The worker binary beside the api binary (built by `cargo build --workspace` / nextest).
+pub fn worker_bin() -> PathBuf {
+    Path::new(BIN).with_file_name("packyard-worker")
+}
+
+/// A running server process; killed on drop if the test did not stop it.
+pub struct Server {
+    pub child: Child,
+    pub public: String,
+    pub management: String,
+    pub stderr: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn command(dir: &Path, env: &[(&str, &str)]) -> Command {
+    command_of(Path::new(BIN), dir, env)
+}
+
+pub fn command_of(program: &Path, dir: &Path, env: &[(&str, &str)]) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.current_dir(dir);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("PACKYARD_") || k == "RUST_LOG" {
+            cmd.env_remove(k);
+        }
+    }
+    // Ephemeral ports; everything else stays at its default.
+    cmd.env("PACKYARD_SERVER__BIND", "127.0.0.1:0").env("PACKYARD_SERVER__MANAGEMENT_BIND", "127.0.0.1:0");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd
+}
+
+pub fn start(dir: &Path, env: &[(&str, &str)]) -> anyhow::Result<Server> {
+    spawn(command(dir, env))
+}
+
+/// Starts `packyard-worker` (it reports only its management address; `public` stays empty).
+pub fn start_worker(dir: &Path, env: &[(&str, &str)]) -> anyhow::Result<Server> {
+    let bin = worker_bin();
+    anyhow::ensure!(
+        bin.is_file(),
+        "{} is missing: build the workspace's binaries (cargo build --workspace --bins)",
+        bin.display()
+    );
+    spawn(command_of(&bin, dir, env))
+}
+
+fn spawn(mut cmd: Command) -> anyhow::Result<Server> {
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
+    let stdout = child.stdout.take().ok_or_else(|| anyhow::anyhow!("no stdout"))?;
+    let stderr_pipe = child.stderr.take().ok_or_else(|| anyhow::anyhow!("no stderr"))?;
+    let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let sink = stderr.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr_pipe).lines().map_while(Result::ok) {
+            if let Ok(mut s) = sink.lock() {
+                s.push_str(&line);
+                s.push('\n');
+            }
+        }
+    });
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = match rx.recv_timeout(left) {
+            Ok(l) => l,
+            Err(_) => {
+                let _ = child.kill();
+                let err = stderr.lock().map(|s| s.clone()).unwrap_or_default();
+                anyhow::bail!("server did not report its addresses; stderr:\n{err}");
+            }
+        };
+        if let Some(rest) = line.strip_prefix("packyard-api listening on ") {
+            // "http://A (management http://B)"
+            let mut urls = rest.split_whitespace().filter(|w| w.contains("http://"));
+            let public = urls.next().unwrap_or_default().trim_matches(|c| c == '(' || c == ')').to_string();
+            let management = urls.next().unwrap_or_default().trim_matches(|c| c == '(' || c == ')').to_string();
+            return Ok(Server { child, public, management, stderr });
+        }
+        if let Some(rest) = line.strip_prefix("packyard-worker listening on management ") {
+            return Ok(Server { child, public: String::new(), management: rest.trim().to_string(), stderr });
+        }
+    }
+}
+
+impl Server {
+    pub fn wait_ready(&self) -> anyhow::Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            match ureq::get(&format!("{}/readyz", self.management)).call() {
+                Ok(r) if r.status() == 200 => return Ok(()),
+                _ if Instant::now() > deadline => anyhow::bail!("not ready in time"),
+                _ => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+    }
+
+    /// SIGTERM, then the exit status.
+    pub fn terminate(mut self) -> anyhow::Result<std::process::ExitStatus> {
+        let pid = self.child.id().to_string();
+        let ok = Command::new("kill").args(["-TERM", &pid]).status()?.success();
+        anyhow::ensure!(ok, "kill -TERM {pid} failed");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                return Ok(status);
+            }
+            anyhow::ensure!(Instant::now() < deadline, "server did not stop after SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+pub fn basic(pw: &str) -> String {
+    use base64::Engine;
+    format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("admin:{pw}")))
+}
+
+pub fn status_of(r: Result<ureq::Response, ureq::Error>) -> anyhow::Result<(u16, String)> {
+    match r {
+        Ok(r) => Ok((r.status(), r.into_string()?)),
+        Err(ureq::Error::Status(code, r)) => Ok((code, r.into_string()?)),
+        Err(e) => Err(e.into()),
+    }
+}
+
+pub fn run_to_end(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> anyhow::Result<(i32, String, String)> {
+    let mut child = command(dir, env).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
+    let (mut out, mut err) = (String::new(), String::new());
+    if let Some(mut o) = child.stdout.take() {
+        o.read_to_string(&mut out)?;
+    }
+    if let Some(mut e) = child.stderr.take() {
+        e.read_to_string(&mut err)?;
+    }
+    let status = child.wait()?;
+    Ok((status.code().unwrap_or(-1), out, err))
+}
