@@ -59,11 +59,12 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         .listen(management_listener)?
         .run();
     // Keeps cached decisions and repository records in step with the database.
-    actix_web::rt::spawn(services.clone().run_watermark_poller());
+    services.spawn_cache_keepers();
     let worker_stop = if cfg.worker.embedded {
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let publisher =
             std::sync::Arc::new(Publisher::new(services.clone(), packyard_worker::builders(&services.config)));
+        services.spawn_wakeup_consumer();
         actix_web::rt::spawn(publisher.run(async move {
             let _ = rx.await;
         }));

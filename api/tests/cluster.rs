@@ -27,7 +27,32 @@ impl Cluster {
     }
 }
 
+/// Redis and RabbitMQ of the test machine (set by scripts/test.sh), as cluster settings.
+fn fast_paths() -> Vec<(String, String)> {
+    let mut v = Vec::new();
+    if let Ok(u) = std::env::var("TEST_REDIS_URL") {
+        v.push(("PACKYARD_CACHE__REDIS_URL".to_string(), u));
+    }
+    if let Ok(u) = std::env::var("TEST_AMQP_URL") {
+        v.push(("PACKYARD_EVENTS__AMQP_URL".to_string(), u));
+    }
+    v
+}
+
+/// Settings that point Redis and RabbitMQ at a closed port: both "down".
+const BOTH_DOWN: [(&str, &str); 2] = [
+    ("PACKYARD_CACHE__REDIS_URL", "redis://127.0.0.1:1/"),
+    ("PACKYARD_EVENTS__AMQP_URL", "amqp://guest:guest@127.0.0.1:1/%2f"),
+];
+
 fn cluster(backend: Backend, workers: usize, extra: &[(&str, &str)]) -> anyhow::Result<Option<Cluster>> {
+    let fast = fast_paths();
+    let mut all: Vec<(&str, &str)> = fast.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    all.extend_from_slice(extra);
+    cluster_with(backend, workers, &all)
+}
+
+fn cluster_with(backend: Backend, workers: usize, extra: &[(&str, &str)]) -> anyhow::Result<Option<Cluster>> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let Some((url, dir)) = rt.block_on(packyard_shared::testing::create_database(backend))? else {
         eprintln!("skipped: no {} server configured", backend.as_str());
@@ -45,8 +70,10 @@ fn cluster(backend: Backend, workers: usize, extra: &[(&str, &str)]) -> anyhow::
     .chain(extra)
     .map(|(k, v)| (k.to_string(), v.to_string()))
     .collect();
-    env.sort();
-    env.dedup_by(|a, b| a.0 == b.0);
+    // Later settings win.
+    env.reverse();
+    let mut seen = std::collections::HashSet::new();
+    env.retain(|(k, _)| seen.insert(k.clone()));
     let mut c = Cluster { replicas: Vec::new(), workers: Vec::new(), _dir: dir, env };
     let dir = c._dir.path().to_path_buf();
     let first = start(&dir, &c.env())?;
@@ -141,6 +168,24 @@ fn snapshots(c: &Cluster, unit: &str) -> anyhow::Result<i64> {
     Ok(u["published_revision"].as_i64().unwrap_or(0))
 }
 
+/// Snapshot rows of a unit: how many snapshots the workers built for it.
+fn snapshot_count(c: &Cluster, unit: &str) -> anyhow::Result<i64> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    rt.block_on(async {
+        let url = c.env.iter().find(|(k, _)| k == "PACKYARD_DATABASE__URL").map(|(_, v)| v.clone()).unwrap_or_default();
+        sqlx::any::install_default_drivers();
+        let pool = sqlx::AnyPool::connect(&url).await?;
+        let q = if url.starts_with("mysql") {
+            "SELECT COUNT(*) FROM snapshots s JOIN publication_units u ON u.id = s.unit_id WHERE u.unit_key = ?"
+        } else {
+            "SELECT COUNT(*) FROM snapshots s JOIN publication_units u ON u.id = s.unit_id WHERE u.unit_key = $1"
+        };
+        let row: (i64,) = sqlx::query_as(q).bind(unit).fetch_one(&pool).await?;
+        pool.close().await;
+        Ok(row.0)
+    })
+}
+
 fn two_replicas_two_workers(backend: Backend) -> anyhow::Result<()> {
     let Some(c) = cluster(backend, 2, &[])? else { return Ok(()) };
     let entries = burst(&c, "main", "e", 200, 16)?;
@@ -150,16 +195,7 @@ fn two_replicas_two_workers(backend: Backend) -> anyhow::Result<()> {
         assert_eq!(s, 200);
         assert_eq!(index, expected_index(&entries), "every acknowledged write is in the snapshot {} serves", r.public);
     }
-    // Count the snapshots actually built: the snapshot rows of the unit.
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let built = rt.block_on(async {
-        let url = c.env.iter().find(|(k, _)| k == "PACKYARD_DATABASE__URL").map(|(_, v)| v.clone()).unwrap_or_default();
-        sqlx::any::install_default_drivers();
-        let pool = sqlx::AnyPool::connect(&url).await?;
-        let row: (i64,) = sqlx::query_as("SELECT COUNT(*) FROM snapshots").fetch_one(&pool).await?;
-        pool.close().await;
-        Ok::<_, anyhow::Error>(row.0)
-    })?;
+    let built = snapshot_count(&c, "main")?;
     assert_eq!(snapshots(&c, "main")?, 200, "published revision = 200 writes");
     eprintln!(
         "{}: 200 writes over 2 replicas → {built} snapshots; served by both {} ms after the last ack",
@@ -253,4 +289,105 @@ fn killed_worker_postgres() -> anyhow::Result<()> {
 #[test]
 fn killed_worker_mysql() -> anyhow::Result<()> {
     killed_worker(Backend::MySql)
+}
+
+/// Redis and RabbitMQ both unreachable: writes still succeed and become visible, by polling.
+fn without_redis_and_rabbitmq(backend: Backend) -> anyhow::Result<()> {
+    let Some(c) = cluster_with(backend, 1, &BOTH_DOWN)? else { return Ok(()) };
+    let entries = burst(&c, "main", "d", 50, 8)?;
+    let took = until_served(&c, "main", 50, Duration::from_secs(10))?;
+    for r in &c.replicas {
+        assert_eq!(fetch(r, "main", "index.txt")?.1, expected_index(&entries));
+    }
+    eprintln!(
+        "{}: Redis and RabbitMQ down: served by both replicas {} ms after the last ack",
+        backend.as_str(),
+        took.as_millis()
+    );
+    Ok(())
+}
+
+#[test]
+fn without_redis_and_rabbitmq_postgres() -> anyhow::Result<()> {
+    without_redis_and_rabbitmq(Backend::Postgres)
+}
+
+#[test]
+fn without_redis_and_rabbitmq_mysql() -> anyhow::Result<()> {
+    without_redis_and_rabbitmq(Backend::MySql)
+}
+
+/// The acceptance measurement (run on purpose, alone):
+/// `cargo nextest run -p packyard-api --test cluster --run-ignored only --no-capture measure`
+/// Bursts of 100 writes at concurrency 16 to one replica; the time from the last
+/// acknowledgement until the other replica serves the new snapshot; p50 over the rounds, with
+/// Redis and RabbitMQ, and by polling alone.
+#[test]
+#[ignore = "a measurement, not a test: run it alone"]
+fn measure_publication_latency() -> anyhow::Result<()> {
+    for (label, fast) in [("redis+rabbitmq", true), ("polling only", false)] {
+        let extra: Vec<(String, String)> =
+            if fast { fast_paths() } else { BOTH_DOWN.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect() };
+        let extra: Vec<(&str, &str)> = extra.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let Some(c) = cluster_with(Backend::Postgres, 2, &extra)? else { return Ok(()) };
+        let mut latencies = Vec::new();
+        let mut snapshots_built = Vec::new();
+        for round in 0..10 {
+            let unit = format!("round-{round}");
+            burst_to(&c.replicas[0], &unit, 100, 16)?;
+            let took = until_served_by(&c.replicas[1], &unit, 100, Duration::from_secs(30))?;
+            latencies.push(took.as_millis());
+            anyhow::ensure!(snapshots(&c, &unit)? == 100);
+            snapshots_built.push(snapshot_count(&c, &unit)?);
+        }
+        latencies.sort();
+        eprintln!(
+            "{label}: last ack → served by the other replica, ms: p50 {} min {} max {} (rounds {:?}); snapshots built per burst {:?}",
+            latencies[latencies.len() / 2],
+            latencies[0],
+            latencies[latencies.len() - 1],
+            latencies,
+            snapshots_built
+        );
+    }
+    Ok(())
+}
+
+fn burst_to(replica: &Server, unit: &str, n: usize, concurrency: usize) -> anyhow::Result<()> {
+    let next = Arc::new(AtomicUsize::new(0));
+    let mut handles = Vec::new();
+    for _ in 0..concurrency {
+        let (next, url, unit) = (next.clone(), replica.public.clone(), unit.to_string());
+        handles.push(std::thread::spawn(move || -> anyhow::Result<()> {
+            let agent = ureq::AgentBuilder::new().build();
+            loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                if i >= n {
+                    return Ok(());
+                }
+                let u = format!("{url}/repository/t/_test/{unit}/e-{i:04}");
+                let (s, text) = status_of(agent.put(&u).set("Authorization", &basic(ADMIN)).send_string("x"))?;
+                anyhow::ensure!(s == 201, "{s} {text}");
+            }
+        }));
+    }
+    for h in handles {
+        h.join().map_err(|_| anyhow::anyhow!("writer panicked"))??;
+    }
+    Ok(())
+}
+
+fn until_served_by(replica: &Server, unit: &str, n: usize, limit: Duration) -> anyhow::Result<Duration> {
+    let start = Instant::now();
+    let want = format!("{n}\n");
+    let agent = ureq::AgentBuilder::new().build();
+    loop {
+        let (s, body) =
+            status_of(agent.get(&format!("{}/repository/t/_test/{unit}/count.txt", replica.public)).call())?;
+        if s == 200 && body == want {
+            return Ok(start.elapsed());
+        }
+        anyhow::ensure!(start.elapsed() < limit, "not served within {limit:?}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
 }

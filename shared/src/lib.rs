@@ -5,6 +5,7 @@ pub mod auth;
 pub mod blobs;
 pub mod config;
 pub mod db;
+pub mod events;
 pub mod metrics;
 pub mod publication;
 pub mod repos;

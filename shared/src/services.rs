@@ -7,6 +7,7 @@ use anyhow::Context;
 use crate::blobs::{BlobStore, FileStore};
 use crate::config::{BlobsKind, Config};
 use crate::db::Db;
+use crate::events::{Amqp, Changed, Redis};
 use crate::metrics::Metrics;
 use crate::publication::cache::PublishedCache;
 use crate::publication::Wakeup;
@@ -26,6 +27,12 @@ pub struct Services {
     pub published: Arc<PublishedCache>,
     /// After-commit wake-ups for the (embedded) worker.
     pub wakeup: Arc<Wakeup>,
+    /// Shared watermarks and invalidation (`cache.redis_url`).
+    pub redis: Option<Arc<Redis>>,
+    /// Worker wake-ups across processes (`events.amqp_url`).
+    pub amqp: Option<Arc<Amqp>>,
+    /// Asks the watermark poller to read the database now (a Redis invalidation arrived).
+    refresh: Arc<tokio::sync::Notify>,
 }
 
 impl Services {
@@ -60,6 +67,14 @@ impl Services {
             i64::try_from(config.cache.snapshot_cache_bytes).unwrap_or(i64::MAX),
             metrics.clone(),
         ));
+        let redis = config.cache.redis_url.as_deref().and_then(|u| match Redis::new(u) {
+            Ok(r) => Some(Arc::new(r)),
+            Err(e) => {
+                tracing::warn!(error = %e, "cache.redis_url is unusable; using the database only");
+                None
+            }
+        });
+        let amqp = config.events.amqp_url.as_deref().map(|u| Arc::new(Amqp::new(u)));
         Self {
             config: Arc::new(config),
             metrics,
@@ -67,8 +82,55 @@ impl Services {
             blobs,
             secret: secret.into(),
             security,
+            redis,
+            amqp,
             published,
             wakeup: Arc::new(Wakeup::default()),
+            refresh: Arc::new(tokio::sync::Notify::new()),
+        }
+    }
+
+    /// After a committed change: drop this process's cached state now, and tell the other
+    /// replicas through Redis (best effort; they also poll).
+    pub fn changed(&self, what: Changed) {
+        match what {
+            Changed::Security => self.security.changed_locally(),
+            Changed::Repositories => self.security.repositories_changed_locally(),
+            Changed::Publications => self.published.invalidate(),
+        }
+        if let Some(r) = self.redis.clone() {
+            tokio::spawn(async move {
+                r.announce(what).await;
+            });
+        }
+    }
+
+    /// After a committed write that a worker must publish: wake the embedded worker, and the
+    /// others through RabbitMQ (best effort; they also poll).
+    pub fn wake(&self) {
+        self.wakeup.notify();
+        if let Some(a) = self.amqp.clone() {
+            tokio::spawn(async move {
+                a.publish_wakeup().await;
+            });
+        }
+    }
+
+    /// Background tasks of a serving replica: the watermark poller and, with Redis, the
+    /// invalidation listener.
+    pub fn spawn_cache_keepers(&self) {
+        tokio::spawn(self.clone().run_watermark_poller());
+        if let Some(r) = self.redis.clone() {
+            let refresh = self.refresh.clone();
+            tokio::spawn(r.listen(move || refresh.notify_one()));
+        }
+    }
+
+    /// Background task of a worker: with RabbitMQ, wake-ups from other processes.
+    pub fn spawn_wakeup_consumer(&self) {
+        if let Some(a) = self.amqp.clone() {
+            let wakeup = self.wakeup.clone();
+            tokio::spawn(a.consume(move || wakeup.notify()));
         }
     }
 
@@ -80,16 +142,39 @@ impl Services {
         Ok(a || b)
     }
 
-    /// Polls the watermarks every `min(security.watermark_ttl_ms, cache.watermark_ttl_ms)`,
-    /// logging failures and going on (cached state stays until the database answers).
+    /// Checks the watermarks every `min(security.watermark_ttl_ms, cache.watermark_ttl_ms)`:
+    /// from Redis when configured (reading the database only when Redis shows a change, and at
+    /// least every ten periods as a safety net), else from the database; at once on a Redis
+    /// invalidation. Failures are logged; cached state stays until the database answers.
     pub async fn run_watermark_poller(self) {
         let ms = self.config.security.watermark_ttl_ms.min(self.config.cache.watermark_ttl_ms).max(1);
-        let mut tick = tokio::time::interval(std::time::Duration::from_millis(ms));
+        let period = std::time::Duration::from_millis(ms);
+        let mut tick = tokio::time::interval(period);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut last_shared: Option<[i64; 3]> = None;
+        let mut last_db = tokio::time::Instant::now();
         loop {
-            tick.tick().await;
-            if let Err(e) = self.poll_watermarks().await {
-                tracing::warn!(error = %e, "cannot read the watermarks; serving cached state until the database answers");
+            let forced = tokio::select! {
+                _ = tick.tick() => false,
+                () = self.refresh.notified() => true,
+            };
+            let read_db = forced
+                || match &self.redis {
+                    None => true,
+                    Some(r) => match r.watermarks().await {
+                        Some(v) if last_shared != Some(v) => {
+                            last_shared = Some(v);
+                            true
+                        }
+                        Some(_) => last_db.elapsed() >= period * 10,
+                        None => true,
+                    },
+                };
+            if read_db {
+                last_db = tokio::time::Instant::now();
+                if let Err(e) = self.poll_watermarks().await {
+                    tracing::warn!(error = %e, "cannot read the watermarks; serving cached state until the database answers");
+                }
             }
         }
     }

@@ -116,7 +116,7 @@ impl Publisher {
         match outcome {
             Outcome::Published(snapshot_id) => {
                 // This process's replica sees it at once; others at their next watermark poll.
-                self.services.published.invalidate();
+                self.services.changed(packyard_shared::events::Changed::Publications);
                 m.publication_duration_seconds.observe(started.elapsed().as_secs_f64());
                 m.publications_total.with_label_values(&["published"]).inc();
                 tracing::info!(unit = unit.id, kind = %unit.kind, key = %unit.unit_key, revision = claim.revision, snapshot_id, elapsed_ms = started.elapsed().as_millis() as u64, "published");

@@ -94,7 +94,7 @@ async fn create(
     let name = body.name.clone().ok_or_else(|| ApiError::bad_request("missing field `name`"))?;
     check(&name, &body)?;
     services.db.insert_role(&name, &body.description, false, &body.privileges).await?;
-    services.security.changed_locally();
+    services.changed(packyard_shared::events::Changed::Security);
     services
         .security
         .audit(
@@ -128,7 +128,7 @@ async fn update(
     }
     find(&services, &path).await?;
     services.db.update_role(&path, &body.description, &body.privileges).await?;
-    services.security.changed_locally();
+    services.changed(packyard_shared::events::Changed::Security);
     services
         .security
         .audit(
@@ -152,7 +152,7 @@ async fn delete(
         return Err(ApiError::new(ErrorCode::Conflict, format!("the built-in role {} cannot be deleted", role.name)));
     }
     services.db.delete_role(&path).await?;
-    services.security.changed_locally();
+    services.changed(packyard_shared::events::Changed::Security);
     services.security.audit(admin.username(), Some(admin.addr()), "role.delete", &path, serde_json::json!({})).await;
     Ok(HttpResponse::NoContent().finish())
 }

@@ -148,7 +148,7 @@ async fn revoke(
         Err(DbError::NotFound) => return Err(ApiError::not_found(format!("token {id} is already revoked"))),
         Err(e) => return Err(e.into()),
     }
-    services.security.changed_locally();
+    services.changed(packyard_shared::events::Changed::Security);
     services
         .security
         .audit(user.username(), Some(user.0.addr), "token.revoke", &id, serde_json::json!({"owner": record.username}))

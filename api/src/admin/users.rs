@@ -112,7 +112,7 @@ async fn create(
     check_password(&body.password)?;
     let hash = services.security.hash(&body.password).await?;
     let id = services.db.create_user(&body.username, &hash, &body.roles).await.map_err(conflict_is_bad_role)?;
-    services.security.changed_locally();
+    services.changed(packyard_shared::events::Changed::Security);
     services
         .security
         .audit(
@@ -148,7 +148,7 @@ async fn update(
     if let Some(roles) = &body.roles {
         services.db.set_user_roles(id, roles).await.map_err(conflict_is_bad_role)?;
     }
-    services.security.changed_locally();
+    services.changed(packyard_shared::events::Changed::Security);
     services
         .security
         .audit(
@@ -172,7 +172,7 @@ async fn delete(
     }
     let (id, _) = find(&services, &path).await?;
     services.db.delete_user(id).await?;
-    services.security.changed_locally();
+    services.changed(packyard_shared::events::Changed::Security);
     services.security.audit(admin.username(), Some(admin.addr()), "user.delete", &path, serde_json::json!({})).await;
     Ok(HttpResponse::NoContent().finish())
 }
@@ -202,7 +202,7 @@ async fn change_password(
     }
     let hash = services.security.hash(&body.new_password).await?;
     services.db.set_password(record.id, &hash).await?;
-    services.security.changed_locally();
+    services.changed(packyard_shared::events::Changed::Security);
     services.security.audit(user.username(), Some(user.0.addr), "user.password", &path, serde_json::json!({})).await;
     Ok(HttpResponse::NoContent().finish())
 }

@@ -56,7 +56,7 @@ async fn put(
     let body = std::str::from_utf8(&body).map_err(|_| ApiError::bad_request("the entry must be UTF-8 text").plain())?;
     let (unit_id, revision) =
         services.db.put_test_entry(access.repo.id, &unit, &entry, body).await.map_err(|e| ApiError::from(e).plain())?;
-    services.wakeup.notify();
+    services.wake();
     if q.wait {
         let published = wait_until_published(&services.db, unit_id, revision, Duration::from_secs(30))
             .await

@@ -13,7 +13,7 @@ pub async fn create(
 ) -> Result<HttpResponse> {
     let repo = RepositoryService::new(&services.db).create(body.into_inner()).await?;
     tracing::info!(repository = %repo.name, format = %repo.format, kind = %repo.repo_type, "repository created");
-    services.security.repositories_changed_locally();
+    services.changed(packyard_shared::events::Changed::Repositories);
     services
         .security
         .audit(

@@ -9,7 +9,7 @@ use crate::auth::Admin;
 pub async fn rebuild(admin: Admin, services: web::Data<Services>, path: web::Path<RepoPath>) -> Result<HttpResponse> {
     let repo = RepositoryService::new(&services.db).get(path.name.0.as_str()).await?;
     let units = services.db.request_rebuild(repo.id).await?;
-    services.wakeup.notify();
+    services.wake();
     services
         .security
         .audit(

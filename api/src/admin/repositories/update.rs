@@ -13,7 +13,7 @@ pub async fn update(
 ) -> Result<HttpResponse> {
     let repo = RepositoryService::new(&services.db).update(path.name.0.as_str(), body.into_inner()).await?;
     tracing::info!(repository = %repo.name, version = repo.version, "repository updated");
-    services.security.repositories_changed_locally();
+    services.changed(packyard_shared::events::Changed::Repositories);
     services
         .security
         .audit(
