@@ -308,3 +308,58 @@ fn revocation_reaches_another_replica_postgres() -> anyhow::Result<()> {
 fn revocation_reaches_another_replica_mysql() -> anyhow::Result<()> {
     revocation_reaches_another_replica(Backend::MySql)
 }
+
+/// The embedded default publishes by itself: the in-process worker picks up a write at once.
+#[test]
+fn the_embedded_worker_publishes() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let server =
+        start(dir.path(), &[("PACKYARD_SECURITY__ADMIN_PASSWORD", "pw"), ("PACKYARD_DEBUG__TEST_FORMAT", "true")])?;
+    server.wait_ready()?;
+    let (s, _) = status_of(
+        ureq::post(&format!("{}/api/v1/repositories", server.public))
+            .set("Authorization", &basic("pw"))
+            .send_json(serde_json::json!({"name": "t", "format": "go", "type": "hosted"})),
+    )?;
+    assert_eq!(s, 201);
+    let (s, body) = status_of(ureq::get(&format!("{}/repository/t/_test/main/count.txt", server.public)).call())?;
+    assert_eq!((s, body.as_str()), (404, "not found: _test/main/count.txt in repository t\n"));
+    for i in 0..5 {
+        let (s, body) = status_of(
+            ureq::put(&format!("{}/repository/t/_test/main/e{i}", server.public))
+                .set("Authorization", &basic("pw"))
+                .send_string("x"),
+        )?;
+        assert_eq!(s, 201, "{body}");
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (s, body) = status_of(ureq::get(&format!("{}/repository/t/_test/main/count.txt", server.public)).call())?;
+        if (s, body.as_str()) == (200, "5\n") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not published: {s} {body}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (s, body) = status_of(
+        ureq::get(&format!("{}/api/v1/repositories/t/status", server.public)).set("Authorization", &basic("pw")).call(),
+    )?;
+    assert_eq!(s, 200);
+    let v: serde_json::Value = serde_json::from_str(&body)?;
+    assert_eq!(v["units"][0]["published_revision"], 5, "{body}");
+    assert_eq!(v["units"][0]["pending"], false, "{body}");
+    let (s, body) = status_of(
+        ureq::post(&format!("{}/api/v1/repositories/t/rebuild", server.public))
+            .set("Authorization", &basic("pw"))
+            .call(),
+    )?;
+    assert_eq!((s, body.as_str()), (202, r#"{"repository":"t","units":1}"#));
+    let (_, metrics) = status_of(ureq::get(&format!("{}/metrics", server.management)).call())?;
+    for name in
+        ["packyard_outbox_backlog", "packyard_publication_lag_seconds", "packyard_publication_duration_seconds_count"]
+    {
+        assert!(metrics.contains(name), "{name} missing");
+    }
+    assert!(server.terminate()?.success());
+    Ok(())
+}

@@ -54,16 +54,29 @@ impl<'a> BuildContext<'a> {
         Ok(FileSink { path: path.to_string(), content_type, writer: self.blobs.writer(u64::MAX).await? })
     }
 
-    /// Adds a finished file.
-    pub async fn add(&mut self, sink: FileSink) -> Result<(), BuildError> {
+    /// Adds a finished file; returns its SHA-256 (hex).
+    pub async fn add(&mut self, sink: FileSink) -> Result<String, BuildError> {
         let stored = sink.writer.finish().await?;
         self.db.record_blob(&stored.sha256, stored.size).await?;
+        let digest = stored.sha256.to_string();
         self.files.push(SnapshotFile {
             path: sink.path,
-            sha256: stored.sha256.to_string(),
+            sha256: digest.clone(),
             size: i64::try_from(stored.size).unwrap_or(i64::MAX),
             content_type: sink.content_type.to_string(),
         });
+        Ok(digest)
+    }
+
+    /// Adds `path` as a second name of an already added file (same bytes, no second write).
+    pub fn alias(&mut self, path: &str, of: &str) -> Result<(), BuildError> {
+        let original = self
+            .files
+            .iter()
+            .find(|f| f.path == of)
+            .cloned()
+            .ok_or_else(|| BuildError::Other(format!("alias of {of:?}, which was not added")))?;
+        self.files.push(SnapshotFile { path: path.to_string(), ..original });
         Ok(())
     }
 
@@ -71,7 +84,7 @@ impl<'a> BuildContext<'a> {
     pub async fn put(&mut self, path: &str, content_type: &'static str, bytes: &[u8]) -> Result<(), BuildError> {
         let mut sink = self.file(path, content_type).await?;
         sink.write(bytes).await?;
-        self.add(sink).await
+        self.add(sink).await.map(|_| ())
     }
 
     pub fn into_files(self) -> Vec<SnapshotFile> {

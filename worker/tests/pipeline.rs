@@ -67,6 +67,9 @@ db_test!(a_burst_becomes_one_complete_snapshot, |t: TestDb| async move {
     assert_eq!(served(&services, repo, "main", "count.txt").await?.as_deref(), Some("40\n"));
     assert_eq!(served(&services, repo, "main", "missing.txt").await?, None);
     assert_eq!(t.db.backlog().await?, (0, None), "every outbox event delivered");
+    let metrics = String::from_utf8(t.metrics.render())?;
+    assert!(metrics.contains("packyard_publication_duration_seconds_count 1\n"), "{metrics}");
+    assert!(metrics.contains("packyard_publications_total{outcome=\"published\"} 1\n"), "{metrics}");
     // Nothing more to do.
     assert!(publisher(&services).run_until_idle().await.is_empty());
     Ok(())
@@ -206,5 +209,37 @@ db_test!(warmed_reads_of_published_files_run_no_query, |t: TestDb| async move {
     );
     services.poll_watermarks().await?;
     assert_eq!(served(&services, repo, "main", "count.txt").await?.as_deref(), Some("2\n"));
+    Ok(())
+});
+
+db_test!(by_hash_files_outlive_their_snapshot_for_the_grace_period, |t: TestDb| async move {
+    let (services, repo) = setup(&t).await?;
+    let p = publisher(&services);
+    t.db.put_test_entry(repo, "main", "a", "1").await?;
+    p.run_until_idle().await;
+    let first_index = served(&services, repo, "main", "index.txt").await?.unwrap_or_default();
+    let first = hex::encode(Sha256::digest(first_index.as_bytes()));
+    let by_hash = format!("by-hash/{first}");
+    assert_eq!(served(&services, repo, "main", &by_hash).await?.as_deref(), Some(first_index.as_str()));
+    t.db.put_test_entry(repo, "main", "b", "2").await?;
+    p.run_until_idle().await;
+    services.poll_watermarks().await?;
+    assert_eq!(served(&services, repo, "main", &by_hash).await?, None, "not in the current snapshot");
+    let retained = |path: String| {
+        let services = services.clone();
+        async move {
+            let f = services
+                .published
+                .file_or_retained(&services.db, services.blobs.as_ref(), repo, KIND, "main", &path)
+                .await?;
+            Ok::<_, anyhow::Error>(f.map(|f| String::from_utf8_lossy(&f.bytes).to_string()))
+        }
+    };
+    assert_eq!(retained(by_hash.clone()).await?.as_deref(), Some(first_index.as_str()), "a slow reader still gets it");
+    assert_eq!(p.collect(0, Duration::from_secs(3600)).await?.0, 0, "kept during the grace period");
+    assert_eq!(retained(by_hash.clone()).await?.as_deref(), Some(first_index.as_str()));
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert_eq!(p.collect(0, Duration::ZERO).await?.0, 1);
+    assert_eq!(retained(by_hash).await?, None, "gone once collected");
     Ok(())
 });

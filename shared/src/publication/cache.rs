@@ -115,6 +115,36 @@ impl PublishedCache {
         Ok(manifest)
     }
 
+    /// A file of the current snapshot or, failing that, of an older snapshot still retained
+    /// (a client midway through an update may ask for what the previous index promised). The
+    /// fallback reads the database; the current snapshot's files come from memory when warm.
+    pub async fn file_or_retained(
+        &self,
+        db: &Db,
+        blobs: &dyn BlobStore,
+        repository_id: i64,
+        kind: &str,
+        unit_key: &str,
+        path: &str,
+    ) -> Result<Option<ServedFile>, ReadError> {
+        if let Some(f) = self.file(db, blobs, repository_id, kind, unit_key, path).await? {
+            return Ok(Some(f));
+        }
+        let Some(unit) = db.unit_by_key(repository_id, kind, unit_key).await? else { return Ok(None) };
+        for (snapshot_id, _, _) in db.snapshot_ids(unit.id).await? {
+            let key = (snapshot_id, path.to_string());
+            if let Some(f) = self.files.read().ok().and_then(|m| m.get(&key).cloned()) {
+                return Ok(Some(f));
+            }
+            if let Some(entry) = db.snapshot_files(snapshot_id).await?.into_iter().find(|f| f.path == path) {
+                let bytes = blobs.read_all(&Sha256Hex::parse(&entry.sha256)?).await?;
+                let etag = format!("\"{}\"", entry.sha256);
+                return Ok(Some(ServedFile { bytes, content_type: entry.content_type, etag }));
+            }
+        }
+        Ok(None)
+    }
+
     /// A file of the current snapshot, from memory when warm; `None` if absent.
     pub async fn file(
         &self,

@@ -1,5 +1,6 @@
 //! The internal test format: entries (name, body) per unit; a snapshot holds `index.txt` (one
-//! `name<TAB>sha256(body)` line per entry, in name order) and `count.txt`. It exists to prove the
+//! `name<TAB>sha256(body)` line per entry, in name order), `count.txt`, and the index again under
+//! `by-hash/<sha256 of index.txt>` (as APT clients fetch indexes by hash). It exists to prove the
 //! pipeline before any real format, and stays as its smallest example.
 
 use async_trait::async_trait;
@@ -43,7 +44,8 @@ impl Builder for TestFormat {
                 count += 1;
             }
         }
-        ctx.add(index).await?;
+        let digest = ctx.add(index).await?;
+        ctx.alias(&format!("by-hash/{digest}"), "index.txt")?;
         ctx.put("count.txt", "text/plain; charset=utf-8", format!("{count}\n").as_bytes()).await
     }
 }
