@@ -61,3 +61,7 @@ CREATE TABLE test_entries (
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
 INSERT INTO watermarks (name, version) VALUES ('publications', 1);
+
+-- Blobs written by publication builds may be collected once no snapshot refers to them;
+-- every other blob (artifacts) is kept. An artifact upload of the same bytes upgrades the row.
+ALTER TABLE blobs ADD COLUMN origin VARCHAR(16) NOT NULL DEFAULT 'artifact';

@@ -56,3 +56,7 @@ CREATE TABLE test_entries (
 );
 
 INSERT INTO watermarks (name, version) VALUES ('publications', 1);
+
+-- Blobs written by publication builds may be collected once no snapshot refers to them;
+-- every other blob (artifacts) is kept. An artifact upload of the same bytes upgrades the row.
+ALTER TABLE blobs ADD COLUMN origin TEXT NOT NULL DEFAULT 'artifact';

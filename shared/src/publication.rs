@@ -57,7 +57,7 @@ impl<'a> BuildContext<'a> {
     /// Adds a finished file; returns its SHA-256 (hex).
     pub async fn add(&mut self, sink: FileSink) -> Result<String, BuildError> {
         let stored = sink.writer.finish().await?;
-        self.db.record_blob(&stored.sha256, stored.size).await?;
+        self.db.record_snapshot_blob(&stored.sha256, stored.size).await?;
         let digest = stored.sha256.to_string();
         self.files.push(SnapshotFile {
             path: sink.path,

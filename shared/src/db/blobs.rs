@@ -15,16 +15,30 @@ pub struct BlobRecord {
 }
 
 impl Db {
-    /// Records a stored blob; recording the same digest again is a no-op.
+    /// Records a stored artifact blob (never collected). Recording the same digest again is a
+    /// no-op, except that it marks a blob first written by a build as an artifact.
     pub async fn record_blob(&self, sha256: &Sha256Hex, size: u64) -> DbResult<()> {
         self.count("blobs.insert");
         let statement = match self.backend() {
-            Backend::Sqlite => "INSERT OR IGNORE INTO blobs (sha256, size, created_at) VALUES ($1, $2, $3)",
-            Backend::Postgres => {
-                "INSERT INTO blobs (sha256, size, created_at) VALUES ($1, $2, $3) ON CONFLICT (sha256) DO NOTHING"
-            }
-            Backend::MySql => "INSERT IGNORE INTO blobs (sha256, size, created_at) VALUES (?, ?, ?)",
+            Backend::Sqlite => "INSERT INTO blobs (sha256, size, created_at, origin) VALUES ($1, $2, $3, 'artifact') ON CONFLICT (sha256) DO UPDATE SET origin = 'artifact'",
+            Backend::Postgres => "INSERT INTO blobs (sha256, size, created_at, origin) VALUES ($1, $2, $3, 'artifact') ON CONFLICT (sha256) DO UPDATE SET origin = 'artifact'",
+            Backend::MySql => "INSERT INTO blobs (sha256, size, created_at, origin) VALUES (?, ?, ?, 'artifact') ON DUPLICATE KEY UPDATE origin = 'artifact'",
         };
+        self.record_with(statement, sha256, size).await
+    }
+
+    /// Records a blob a publication build wrote: collectable once no snapshot refers to it.
+    pub async fn record_snapshot_blob(&self, sha256: &Sha256Hex, size: u64) -> DbResult<()> {
+        self.count("blobs.insert_snapshot");
+        let statement = match self.backend() {
+            Backend::Sqlite => "INSERT OR IGNORE INTO blobs (sha256, size, created_at, origin) VALUES ($1, $2, $3, 'snapshot')",
+            Backend::Postgres => "INSERT INTO blobs (sha256, size, created_at, origin) VALUES ($1, $2, $3, 'snapshot') ON CONFLICT (sha256) DO NOTHING",
+            Backend::MySql => "INSERT IGNORE INTO blobs (sha256, size, created_at, origin) VALUES (?, ?, ?, 'snapshot')",
+        };
+        self.record_with(statement, sha256, size).await
+    }
+
+    async fn record_with(&self, statement: &str, sha256: &Sha256Hex, size: u64) -> DbResult<()> {
         sqlx::query(statement)
             .bind(sha256.as_str())
             .bind(i64::try_from(size).unwrap_or(i64::MAX))

@@ -440,10 +440,11 @@ impl Db {
         Ok(doomed.len())
     }
 
-    /// Blobs recorded before `older_than` that no snapshot file references.
+    /// Build-written blobs recorded before `older_than` that no snapshot file references
+    /// (artifact blobs are never listed).
     pub async fn unreferenced_blobs(&self, older_than: i64, limit: i64) -> DbResult<Vec<String>> {
         self.count("blobs.unreferenced");
-        let rows = sqlx::query(sql!(self, "SELECT b.sha256 AS sha256 FROM blobs b WHERE b.created_at < $1 AND NOT EXISTS (SELECT 1 FROM snapshot_files f WHERE f.sha256 = b.sha256) ORDER BY b.sha256 LIMIT $2"))
+        let rows = sqlx::query(sql!(self, "SELECT b.sha256 AS sha256 FROM blobs b WHERE b.origin = 'snapshot' AND b.created_at < $1 AND NOT EXISTS (SELECT 1 FROM snapshot_files f WHERE f.sha256 = b.sha256) ORDER BY b.sha256 LIMIT $2"))
             .bind(older_than)
             .bind(limit)
             .fetch_all(self.pool())
