@@ -74,6 +74,14 @@ fn security_paths() -> serde_json::Value {
             "parameters": param("id"),
             "delete": op("Revoke a token (its owner or an admin); every replica refuses it within 2 s", "204")
         },
+        "/api/v1/repositories/{name}/status": {
+            "parameters": param("name"),
+            "get": op("Per publication unit: desired and published revision, pending, last error, attempts, last publication (admin)", "200")
+        },
+        "/api/v1/repositories/{name}/rebuild": {
+            "parameters": param("name"),
+            "post": op("Rebuild every publication unit of the repository (admin)", "202")
+        },
         "/api/v1/audit": {
             "get": op("Audit entries, newest first: ?limit=1..1000&before=<id from next>", "200")
         }
