@@ -216,6 +216,27 @@ impl Db {
     }
 }
 
+/// Runs a whole transaction again when the database reports a deadlock or serialization
+/// failure ([`DbError::Retry`]), a few times with a short growing pause. Every writer that
+/// touches a hot row (a publication unit) goes through this.
+pub async fn retry_conflicts<T, F, Fut>(mut op: F) -> DbResult<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = DbResult<T>>,
+{
+    let mut attempt = 0u32;
+    loop {
+        match op().await {
+            Err(DbError::Retry(m)) if attempt < 8 => {
+                attempt += 1;
+                tracing::debug!(attempt, error = %m, "retrying a transaction after a conflict");
+                tokio::time::sleep(Duration::from_millis(2u64 << attempt)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
 /// Rewrites `$1`, `$2`, … to `?`, leaving quoted strings alone. Parameters must appear in order.
 pub fn to_question_marks(text: &str) -> String {
     let mut out = String::with_capacity(text.len());

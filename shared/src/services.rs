@@ -138,7 +138,13 @@ impl Services {
     pub async fn poll_watermarks(&self) -> Result<bool, crate::db::DbError> {
         let (security, repositories, publications) = self.db.watermarks().await?;
         let a = self.security.cache.observe(security, repositories);
-        let b = self.published.observe(publications);
+        // A publication moved the global watermark: find which repositories' own watermarks
+        // moved, and drop only their snapshot pointers.
+        let b = if self.published.publications_moved(publications) {
+            self.published.observe_repositories(&self.db.repository_versions().await?) > 0
+        } else {
+            false
+        };
         Ok(a || b)
     }
 

@@ -211,6 +211,23 @@ db_test!(warmed_reads_of_published_files_run_no_query, |t: TestDb| async move {
     );
     services.poll_watermarks().await?;
     assert_eq!(served(&services, repo, "main", "count.txt").await?.as_deref(), Some("2\n"));
+
+    // Each repository has its own watermark: a publication in one leaves another's cache warm.
+    let spec: RepositorySpec =
+        serde_json::from_value(serde_json::json!({"name": "t2", "format": "go", "type": "hosted"}))?;
+    let repo2 = RepositoryService::new(&t.db).create(spec).await?.id;
+    t.db.put_test_entry(repo2, "main", "x", "1").await?;
+    publisher(&services).run_until_idle().await;
+    services.poll_watermarks().await?;
+    assert_eq!(served(&services, repo2, "main", "count.txt").await?.as_deref(), Some("1\n"));
+    t.db.put_test_entry(repo, "main", "c", "3").await?;
+    publisher(&other).run_until_idle().await;
+    services.poll_watermarks().await?;
+    let before = t.metrics.db_queries();
+    assert_eq!(served(&services, repo2, "main", "count.txt").await?.as_deref(), Some("1\n"));
+    assert_eq!(t.metrics.db_queries() - before, 0, "t2's snapshot stayed cached");
+    assert_eq!(served(&services, repo, "main", "count.txt").await?.as_deref(), Some("3\n"));
+    assert!(t.metrics.db_queries() - before > 0, "t's pointer was dropped and re-read");
     Ok(())
 });
 

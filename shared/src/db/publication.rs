@@ -310,6 +310,11 @@ impl Db {
         .bind(claim.revision)
         .execute(&mut *tx)
         .await?;
+        self.count("repositories.bump");
+        sqlx::query(sql!(self, "UPDATE repositories SET version = version + 1 WHERE id = $1"))
+            .bind(claim.unit.repository_id)
+            .execute(&mut *tx)
+            .await?;
         self.bump_watermark(&mut tx, PUBLICATIONS).await?;
         tx.commit().await?;
         Ok(Some(snapshot_id))
@@ -328,6 +333,13 @@ impl Db {
             .execute(self.pool())
             .await?;
         Ok(done.rows_affected() == 1)
+    }
+
+    /// Every repository's watermark: (id, version).
+    pub async fn repository_versions(&self) -> DbResult<Vec<(i64, i64)>> {
+        self.count("repositories.versions");
+        let rows = sqlx::query("SELECT id, version FROM repositories").fetch_all(self.pool()).await?;
+        rows.iter().map(|r| Ok((r.try_get("id")?, r.try_get("version")?))).collect()
     }
 
     /// Requests a rebuild of every unit of a repository (new desired revisions and outbox events).
@@ -463,17 +475,7 @@ impl Db {
         name: &str,
         body: &str,
     ) -> DbResult<(i64, i64)> {
-        let mut attempt = 0;
-        loop {
-            match self.put_test_entry_once(repository_id, unit_key, name, body).await {
-                Err(DbError::Retry(m)) if attempt < 8 => {
-                    attempt += 1;
-                    tracing::debug!(attempt, error = %m, "retrying a write after a transaction conflict");
-                    tokio::time::sleep(std::time::Duration::from_millis(2 << attempt)).await;
-                }
-                other => return other,
-            }
-        }
+        super::retry_conflicts(|| self.put_test_entry_once(repository_id, unit_key, name, body)).await
     }
 
     async fn put_test_entry_once(

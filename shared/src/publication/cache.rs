@@ -42,6 +42,8 @@ type UnitKey = (i64, String, String);
 
 pub struct PublishedCache {
     version: AtomicI64,
+    /// Each repository's watermark (`repositories.version`) as last seen.
+    repo_versions: RwLock<HashMap<i64, i64>>,
     current: RwLock<HashMap<UnitKey, Option<Arc<Manifest>>>>,
     files: RwLock<HashMap<(i64, String), ServedFile>>,
     files_bytes: AtomicI64,
@@ -53,6 +55,7 @@ impl PublishedCache {
     pub fn new(max_bytes: i64, metrics: Arc<Metrics>) -> Self {
         Self {
             version: AtomicI64::new(0),
+            repo_versions: RwLock::new(HashMap::new()),
             current: RwLock::new(HashMap::new()),
             files: RwLock::new(HashMap::new()),
             files_bytes: AtomicI64::new(0),
@@ -65,13 +68,34 @@ impl PublishedCache {
         self.metrics.cache_requests_total.with_label_values(&[cache, if hit { "hit" } else { "miss" }]).inc();
     }
 
-    /// Applies the `publications` watermark; drops the current-snapshot pointers when it moved.
-    pub fn observe(&self, version: i64) -> bool {
-        if self.version.swap(version, Ordering::AcqRel) != version {
-            self.invalidate();
-            return true;
+    /// Whether the global `publications` watermark moved since last seen (then the caller reads
+    /// the per-repository watermarks and hands them to [`Self::observe_repositories`]).
+    pub fn publications_moved(&self, version: i64) -> bool {
+        self.version.swap(version, Ordering::AcqRel) != version
+    }
+
+    /// Drops the current-snapshot pointers of the repositories whose watermark moved (or that
+    /// are gone). Returns how many repositories changed.
+    pub fn observe_repositories(&self, versions: &[(i64, i64)]) -> usize {
+        let fresh: HashMap<i64, i64> = versions.iter().copied().collect();
+        let changed: Vec<i64> = match self.repo_versions.read() {
+            Ok(seen) => {
+                let mut c: Vec<i64> =
+                    fresh.iter().filter(|(id, v)| seen.get(id) != Some(v)).map(|(id, _)| *id).collect();
+                c.extend(seen.keys().filter(|id| !fresh.contains_key(id)));
+                c
+            }
+            Err(_) => fresh.keys().copied().collect(),
+        };
+        if !changed.is_empty() {
+            if let Ok(mut m) = self.current.write() {
+                m.retain(|(repo, _, _), _| !changed.contains(repo));
+            }
         }
-        false
+        if let Ok(mut seen) = self.repo_versions.write() {
+            *seen = fresh;
+        }
+        changed.len()
     }
 
     /// Drops the current-snapshot pointers (file bytes stay: they are immutable).
