@@ -104,6 +104,16 @@ if ! amqp_up; then
   wait_for RabbitMQ amqp_up
 fi
 
+# Real Debian packages for the .deb parser tests, downloaded once into target/test-debs.
+debs=target/test-debs
+if ! ls "$debs"/*.deb >/dev/null 2>&1; then
+  mkdir -p "$debs"
+  log "downloading real .deb files for the tests"
+  (cd "$debs" && apt-get download -qq hello jq libjq1 >/dev/null 2>&1) \
+    || { $SUDO apt-get update -qq && (cd "$debs" && apt-get download -qq hello jq libjq1 >/dev/null); }
+fi
+export TEST_DEBS_DIR="$PWD/$debs"
+
 export TEST_POSTGRES_URL="$PG_URL"
 export TEST_MYSQL_URL="$MY_URL"
 export TEST_REDIS_URL="redis://127.0.0.1:6379/"

@@ -6,6 +6,7 @@ pub mod blobs;
 pub mod config;
 pub mod db;
 pub mod events;
+pub mod formats;
 pub mod metrics;
 pub mod publication;
 pub mod repos;

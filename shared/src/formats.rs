@@ -1,0 +1,3 @@
+//! Format codecs and publication logic, one vertical slice per format.
+
+pub mod apt;

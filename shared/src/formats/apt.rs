@@ -1,0 +1,5 @@
+//! APT: `.deb` parsing, control-field rules, pool paths and `Packages` stanzas.
+
+pub mod control;
+pub mod deb;
+pub mod packages;

@@ -1,0 +1,192 @@
+//! The `control` file of a binary package: fields, and the rules for name, version and
+//! architecture.
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Control {
+    pub package: String,
+    pub version: String,
+    pub architecture: String,
+    /// The source package name (the `Source` field without a version), else the package name.
+    pub source: String,
+    /// The control file as uploaded, trimmed: it becomes the start of the `Packages` stanza.
+    pub text: String,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ControlError {
+    #[error("malformed line {0}: expected `Field: value` or an indented continuation")]
+    Syntax(usize),
+    #[error("the required field {0} is missing")]
+    Missing(&'static str),
+    #[error(
+        "invalid package name {0:?}: use lowercase letters, digits, '+', '-' and '.', starting with a letter or digit"
+    )]
+    Name(String),
+    #[error("invalid version {0:?}: expected [epoch:]upstream[-revision] with upstream starting with a digit")]
+    Version(String),
+    #[error("invalid architecture {0:?}")]
+    Architecture(String),
+    #[error("the field {0} appears twice")]
+    Duplicate(String),
+}
+
+/// `^[a-z0-9][a-z0-9+.-]+$`
+pub fn valid_name(name: &str) -> bool {
+    name.len() >= 2
+        && name.len() <= 128
+        && name.bytes().next().is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"+.-".contains(&b))
+}
+
+/// Debian version syntax: `[epoch:]upstream[-revision]`.
+pub fn valid_version(v: &str) -> bool {
+    if v.is_empty() || v.len() > 256 {
+        return false;
+    }
+    let (epoch, rest) = match v.split_once(':') {
+        Some((e, r)) => (Some(e), r),
+        None => (None, v),
+    };
+    if epoch.is_some_and(|e| e.is_empty() || !e.bytes().all(|b| b.is_ascii_digit())) {
+        return false;
+    }
+    let (upstream, revision) = match rest.rsplit_once('-') {
+        Some((u, r)) => (u, Some(r)),
+        None => (rest, None),
+    };
+    let upstream_ok = upstream.bytes().next().is_some_and(|b| b.is_ascii_digit())
+        && upstream.bytes().all(|b| {
+            b.is_ascii_alphanumeric()
+                || b"._+~".contains(&b)
+                || (b == b'-' && revision.is_some())
+                || (b == b':' && epoch.is_some())
+        });
+    let revision_ok =
+        revision.is_none_or(|r| !r.is_empty() && r.bytes().all(|b| b.is_ascii_alphanumeric() || b".+~".contains(&b)));
+    upstream_ok && revision_ok
+}
+
+/// An architecture token: `all`, `amd64`, `arm64`, `linux-any`-style names.
+pub fn valid_architecture(a: &str) -> bool {
+    !a.is_empty() && a.len() <= 64 && a.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+}
+
+impl Control {
+    pub fn parse(text: &str) -> Result<Self, ControlError> {
+        let text = text.trim_matches(|c| c == '\n' || c == '\r').replace("\r\n", "\n");
+        let mut fields: Vec<(String, String)> = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            if line.starts_with(' ') || line.starts_with('\t') {
+                if fields.is_empty() {
+                    return Err(ControlError::Syntax(i + 1));
+                }
+                continue;
+            }
+            if line.trim().is_empty() {
+                // A blank line would end the stanza and split the Packages entry in two.
+                return Err(ControlError::Syntax(i + 1));
+            }
+            let Some((name, value)) = line.split_once(':') else { return Err(ControlError::Syntax(i + 1)) };
+            if name.is_empty() || !name.bytes().all(|b| b.is_ascii_graphic()) {
+                return Err(ControlError::Syntax(i + 1));
+            }
+            if fields.iter().any(|(n, _)| n.eq_ignore_ascii_case(name)) {
+                return Err(ControlError::Duplicate(name.to_string()));
+            }
+            fields.push((name.to_string(), value.trim().to_string()));
+        }
+        let get = |f: &'static str| {
+            fields.iter().find(|(n, _)| n.eq_ignore_ascii_case(f)).map(|(_, v)| v.clone()).filter(|v| !v.is_empty())
+        };
+        let package = get("Package").ok_or(ControlError::Missing("Package"))?;
+        let version = get("Version").ok_or(ControlError::Missing("Version"))?;
+        let architecture = get("Architecture").ok_or(ControlError::Missing("Architecture"))?;
+        if !valid_name(&package) {
+            return Err(ControlError::Name(package));
+        }
+        if !valid_version(&version) {
+            return Err(ControlError::Version(version));
+        }
+        if !valid_architecture(&architecture) {
+            return Err(ControlError::Architecture(architecture));
+        }
+        let source = match get("Source") {
+            Some(s) => {
+                let name = s.split_whitespace().next().unwrap_or_default().to_string();
+                if !valid_name(&name) {
+                    return Err(ControlError::Name(name));
+                }
+                name
+            }
+            None => package.clone(),
+        };
+        // The stanza keeps the uploaded text; Filename, Size and hashes are ours to add.
+        for ours in ["Filename", "Size", "MD5sum", "SHA1", "SHA256", "SHA512"] {
+            if fields.iter().any(|(n, _)| n.eq_ignore_ascii_case(ours)) {
+                return Err(ControlError::Duplicate(format!("{ours} (set by the repository, not the package)")));
+            }
+        }
+        Ok(Self { package, version, architecture, source, text })
+    }
+
+    /// `pool/<component>/<prefix>/<source>/<name>_<version without epoch>_<arch>.deb`, where the
+    /// prefix is the source's first letter, or its first four for `lib*`.
+    pub fn pool_path(&self, component: &str) -> String {
+        let prefix =
+            if self.source.starts_with("lib") && self.source.len() > 3 { &self.source[..4] } else { &self.source[..1] };
+        let version = self.version.split_once(':').map_or(self.version.as_str(), |(_, v)| v);
+        format!("pool/{component}/{prefix}/{}/{}_{version}_{}.deb", self.source, self.package, self.architecture)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_versions() {
+        for ok in ["hello", "libc6", "g++", "python3.11", "0ad"] {
+            assert!(valid_name(ok), "{ok}");
+        }
+        for bad in ["", "a", "Hello", "-x", "a_b", "a b", "ü-x"] {
+            assert!(!valid_name(bad), "{bad}");
+        }
+        for ok in ["1.0", "1:2.10-3", "2.10-3ubuntu1", "1.0~rc1", "1.2.3+dfsg-1", "0:1-1-1", "3:1.0:2-1"] {
+            assert!(valid_version(ok), "{ok}");
+        }
+        for bad in ["", "a1.0", ":1.0", "1.0-", "x:1.0", "1.0 beta", "1.0-1_2", "1:"] {
+            assert!(!valid_version(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn parses_and_places_in_the_pool() -> Result<(), ControlError> {
+        let c = Control::parse(
+            "Package: libfoo1\nSource: libfoo (1.2-1)\nVersion: 2:1.2-1\nArchitecture: arm64\nDescription: x\n long\n",
+        )?;
+        assert_eq!(c.source, "libfoo");
+        assert_eq!(c.pool_path("main"), "pool/main/libf/libfoo/libfoo1_1.2-1_arm64.deb");
+        let c = Control::parse("Package: hello\nVersion: 1.0\nArchitecture: all\n")?;
+        assert_eq!(c.pool_path("contrib"), "pool/contrib/h/hello/hello_1.0_all.deb");
+        Ok(())
+    }
+
+    #[test]
+    fn rejects_what_would_corrupt_an_index() {
+        assert_eq!(Control::parse("Version: 1.0\nArchitecture: all\n"), Err(ControlError::Missing("Package")));
+        assert_eq!(Control::parse("Package: a1\n\nVersion: 1\nArchitecture: all"), Err(ControlError::Syntax(2)));
+        assert_eq!(Control::parse(" leading\nPackage: a1"), Err(ControlError::Syntax(1)));
+        assert!(matches!(
+            Control::parse("Package: a1\nPackage: a2\nVersion: 1\nArchitecture: all"),
+            Err(ControlError::Duplicate(_))
+        ));
+        assert!(matches!(
+            Control::parse("Package: a1\nVersion: 1\nArchitecture: all\nSHA256: 00"),
+            Err(ControlError::Duplicate(_))
+        ));
+        assert_eq!(
+            Control::parse("Package: a1\nVersion: 1\nArchitecture: AMD64"),
+            Err(ControlError::Architecture("AMD64".into()))
+        );
+    }
+}
