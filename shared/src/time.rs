@@ -117,3 +117,25 @@ mod parse_tests {
         }
     }
 }
+
+/// RFC 1123 in UTC, as APT's `Date` field wants: `Mon, 30 Nov 2026 01:40:00 UTC`.
+pub fn rfc1123_utc(ms: i64) -> String {
+    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    let secs = ms.div_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let sod = secs.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
+    let weekday = DAYS[usize::try_from(days.rem_euclid(7)).unwrap_or(0)];
+    let month = MONTHS[(m as usize).saturating_sub(1).min(11)];
+    format!("{weekday}, {d:02} {month} {y} {:02}:{:02}:{:02} UTC", sod / 3600, sod % 3600 / 60, sod % 60)
+}
+
+#[cfg(test)]
+mod rfc1123_tests {
+    #[test]
+    fn formats_like_http_dates() {
+        assert_eq!(super::rfc1123_utc(0), "Thu, 01 Jan 1970 00:00:00 UTC");
+        assert_eq!(super::rfc1123_utc(1_796_000_000_123), "Mon, 30 Nov 2026 00:53:20 UTC");
+    }
+}

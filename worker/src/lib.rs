@@ -15,5 +15,7 @@ use packyard_shared::publication::Builders;
 /// Every format's builder. Formats add theirs here as they arrive.
 pub fn builders(config: &Config) -> Builders {
     let delay = std::time::Duration::from_millis(config.debug.build_delay_ms);
-    Builders::default().with(Arc::new(TestFormat { page_size: 500, delay }))
+    Builders::default()
+        .with(Arc::new(TestFormat { page_size: 500, delay }))
+        .with(Arc::new(packyard_shared::formats::apt::publish::AptBuilder { page_size: 1_000 }))
 }

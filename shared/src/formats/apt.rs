@@ -2,4 +2,6 @@
 
 pub mod control;
 pub mod deb;
+pub mod hosted;
 pub mod packages;
+pub mod publish;

@@ -1,0 +1,162 @@
+//! APT routes: `dists/…` (published snapshot files, by-hash also from retained snapshots),
+//! `pool/…` (package files, with ranges), `POST /` (upload), `DELETE pool/…`.
+
+use std::time::Duration;
+
+use actix_web::http::header;
+use actix_web::{web, HttpRequest, HttpResponse};
+use packyard_shared::blobs::{RangeSpec, Sha256Hex};
+use packyard_shared::formats::apt::hosted::{self, UploadError, KIND};
+use packyard_shared::publication::wait_until_published;
+use packyard_shared::repos::{Format, RepoType, Repository};
+use packyard_shared::services::Services;
+use serde::Deserialize;
+
+use crate::auth::{Delete, Read, RepoAccess, Write};
+use crate::error::{ApiError, ErrorCode};
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(web::resource("/dists/{tail:.+}").route(web::get().to(dists)).route(web::head().to(dists)))
+        .service(
+            web::resource("/pool/{tail:.+}")
+                .route(web::get().to(pool))
+                .route(web::head().to(pool))
+                .route(web::delete().to(delete)),
+        )
+        .service(web::resource("/").route(web::post().to(upload)));
+}
+
+fn apt_only(repo: &Repository, path: &str) -> Result<(), ApiError> {
+    if repo.format == Format::Apt {
+        Ok(())
+    } else {
+        Err(ApiError::not_found(format!("not found: /{path} in repository {}", repo.name)).plain())
+    }
+}
+
+/// A path below the repository root, without `..`, empty or hidden segments.
+fn clean_tail(req: &HttpRequest) -> Result<String, ApiError> {
+    let tail = req.match_info().get("tail").unwrap_or_default();
+    if tail.split('/').any(|s| s.is_empty() || s == "." || s == ".." || s.starts_with('.')) || tail.contains('\\') {
+        return Err(ApiError::bad_request(format!("invalid path {tail:?}")).plain());
+    }
+    Ok(tail.to_string())
+}
+
+async fn dists(access: RepoAccess<Read>, req: HttpRequest, services: web::Data<Services>) -> Result<HttpResponse, ApiError> {
+    let tail = clean_tail(&req)?;
+    let path = format!("dists/{tail}");
+    apt_only(&access.repo, &path)?;
+    let dist = tail.split('/').next().unwrap_or_default();
+    let found = if tail.contains("/by-hash/") {
+        services.published.file_or_retained(&services.db, services.blobs.as_ref(), access.repo.id, KIND, dist, &path).await
+    } else {
+        services.published.file(&services.db, services.blobs.as_ref(), access.repo.id, KIND, dist, &path).await
+    }
+    .map_err(|e| ApiError::internal(e).plain())?;
+    let Some(f) = found else {
+        return Err(ApiError::not_found(format!("not found: /{path} in repository {}", access.repo.name)).plain());
+    };
+    if req.headers().get(header::IF_NONE_MATCH).is_some_and(|v| v.as_bytes() == f.etag.as_bytes()) {
+        return Ok(HttpResponse::NotModified().insert_header((header::ETAG, f.etag)).finish());
+    }
+    Ok(HttpResponse::Ok().content_type(f.content_type).insert_header((header::ETAG, f.etag)).body(f.bytes))
+}
+
+async fn pool(access: RepoAccess<Read>, req: HttpRequest, services: web::Data<Services>) -> Result<HttpResponse, ApiError> {
+    let tail = clean_tail(&req)?;
+    let path = format!("pool/{tail}");
+    apt_only(&access.repo, &path)?;
+    let not_found = || ApiError::not_found(format!("not found: /{path} in repository {}", access.repo.name)).plain();
+    let pkg = services.db.apt_by_pool_path(access.repo.id, &path).await.map_err(|e| ApiError::from(e).plain())?.ok_or_else(not_found)?;
+    let etag = format!("\"{}\"", pkg.sha256);
+    if req.headers().get(header::IF_NONE_MATCH).is_some_and(|v| v.as_bytes() == etag.as_bytes()) {
+        return Ok(HttpResponse::NotModified().insert_header((header::ETAG, etag)).finish());
+    }
+    let range = req.headers().get(header::RANGE).and_then(|v| v.to_str().ok()).and_then(RangeSpec::parse_header);
+    let digest = Sha256Hex::parse(&pkg.sha256).map_err(|e| ApiError::from(e).plain())?;
+    let read = services.blobs.open(&digest, range).await.map_err(|e| ApiError::from(e).plain())?;
+    let mut res = match read.range {
+        Some(r) => {
+            let mut b = HttpResponse::PartialContent();
+            b.insert_header((header::CONTENT_RANGE, format!("bytes {}-{}/{}", r.start, r.end, read.total_size)));
+            b
+        }
+        None => HttpResponse::Ok(),
+    };
+    res.content_type("application/vnd.debian.binary-package")
+        .insert_header((header::ETAG, etag))
+        .insert_header((header::ACCEPT_RANGES, "bytes"))
+        .no_chunking(read.content_length());
+    Ok(res.streaming(read.body))
+}
+
+#[derive(Deserialize)]
+pub struct UploadQuery {
+    #[serde(default)]
+    component: Option<String>,
+    #[serde(default)]
+    wait: bool,
+}
+
+fn upload_error(e: UploadError) -> ApiError {
+    let api = match e {
+        UploadError::Invalid(m) | UploadError::Interrupted(m) => ApiError::bad_request(m),
+        UploadError::Deb(d) => ApiError::bad_request(format!("not a valid .deb: {d}")),
+        UploadError::Conflict(m) => ApiError::new(ErrorCode::Conflict, m),
+        UploadError::ReadOnly(m) => ApiError::forbidden(m),
+        UploadError::Blob(b) => b.into(),
+        UploadError::Db(d) => d.into(),
+    };
+    api.plain()
+}
+
+async fn upload(
+    access: RepoAccess<Write>,
+    services: web::Data<Services>,
+    q: web::Query<UploadQuery>,
+    body: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    let repo = &access.repo;
+    apt_only(repo, "")?;
+    if repo.repo_type != RepoType::Hosted {
+        return Err(ApiError::new(ErrorCode::MethodNotAllowed, format!("repository {} is a {} repository; upload to a hosted one", repo.name, repo.repo_type)).plain());
+    }
+    let up = hosted::upload(&services, repo, q.component.as_deref(), body, access.caller.username()).await.map_err(upload_error)?;
+    if up.created {
+        services
+            .security
+            .audit(access.caller.username(), Some(access.caller.addr), "apt.upload", &format!("{}/{}", repo.name, up.package.pool_path), serde_json::json!({"sha256": up.package.sha256}))
+            .await;
+    }
+    if q.wait && up.unit_id > 0 {
+        let done = wait_until_published(&services.db, up.unit_id, up.revision, Duration::from_secs(30)).await.map_err(|e| ApiError::from(e).plain())?;
+        if !done {
+            return Err(ApiError::new(ErrorCode::ServiceUnavailable, "stored, but not yet published after 30 s").plain());
+        }
+        services.published.invalidate();
+    }
+    let status = if up.created { actix_web::http::StatusCode::CREATED } else { actix_web::http::StatusCode::OK };
+    Ok(HttpResponse::build(status).json(serde_json::json!({
+        "package": up.package.name,
+        "version": up.package.version,
+        "architecture": up.package.architecture,
+        "component": up.package.component,
+        "filename": up.package.pool_path,
+        "sha256": up.package.sha256,
+        "size": up.package.size,
+    })))
+}
+
+async fn delete(access: RepoAccess<Delete>, req: HttpRequest, services: web::Data<Services>) -> Result<HttpResponse, ApiError> {
+    let tail = clean_tail(&req)?;
+    let path = format!("pool/{tail}");
+    apt_only(&access.repo, &path)?;
+    match hosted::delete(&services, &access.repo, &path).await.map_err(upload_error)? {
+        Some(_) => {
+            services.security.audit(access.caller.username(), Some(access.caller.addr), "apt.delete", &format!("{}/{path}", access.repo.name), serde_json::json!({})).await;
+            Ok(HttpResponse::NoContent().finish())
+        }
+        None => Err(ApiError::not_found(format!("not found: /{path} in repository {}", access.repo.name)).plain()),
+    }
+}

@@ -1,0 +1,21 @@
+CREATE TABLE apt_packages (
+    id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+    repository_id BIGINT NOT NULL,
+    component VARCHAR(64) NOT NULL,
+    name VARCHAR(128) NOT NULL,
+    version VARCHAR(256) NOT NULL,
+    architecture VARCHAR(64) NOT NULL,
+    control MEDIUMTEXT NOT NULL,
+    pool_path VARCHAR(700) NOT NULL,
+    size BIGINT NOT NULL,
+    md5 CHAR(32) CHARACTER SET ascii NOT NULL,
+    sha1 CHAR(40) CHARACTER SET ascii NOT NULL,
+    sha256 CHAR(64) CHARACTER SET ascii NOT NULL,
+    sha512 CHAR(128) CHARACTER SET ascii NOT NULL,
+    uploaded_at BIGINT NOT NULL,
+    uploaded_by VARCHAR(255) NOT NULL,
+    UNIQUE KEY apt_packages_coordinate (repository_id, name, version, architecture),
+    UNIQUE KEY apt_packages_pool (repository_id, pool_path),
+    KEY apt_packages_index (repository_id, component, architecture, id),
+    CONSTRAINT apt_packages_repo_fk FOREIGN KEY (repository_id) REFERENCES repositories (id) ON DELETE CASCADE
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;

@@ -1,0 +1,193 @@
+//! Hosted APT: storing an uploaded `.deb` (streamed into the blob store while hashing), checking
+//! it, and recording it with its publication change in one transaction.
+
+use bytes::Bytes;
+use futures_util::{Stream, StreamExt};
+use md5::Md5;
+use sha1::Sha1;
+use sha2::{Digest, Sha512};
+
+use super::deb::{read_control, DebError, Limits};
+use crate::blobs::{BlobError, Sha256Hex};
+use crate::db::apt::AptPackage;
+use crate::db::{retry_conflicts, DbError};
+use crate::repos::{Repository, WritePolicy};
+use crate::services::Services;
+
+pub const KIND: &str = "apt";
+
+#[derive(Debug, thiserror::Error)]
+pub enum UploadError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Deb(#[from] DebError),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    ReadOnly(String),
+    #[error("the upload was interrupted: {0}")]
+    Interrupted(String),
+    #[error(transparent)]
+    Blob(#[from] BlobError),
+    #[error(transparent)]
+    Db(#[from] DbError),
+}
+
+/// What an upload stored.
+#[derive(Debug, Clone)]
+pub struct Uploaded {
+    pub package: AptPackage,
+    /// False for an identical retry.
+    pub created: bool,
+    pub unit_id: i64,
+    pub revision: i64,
+}
+
+/// Stores one `.deb` for `repo` in `component` (default: the first configured).
+pub async fn upload<S, E>(
+    services: &Services,
+    repo: &Repository,
+    component: Option<&str>,
+    mut body: S,
+    uploader: &str,
+) -> Result<Uploaded, UploadError>
+where
+    S: Stream<Item = Result<Bytes, E>> + Unpin,
+    E: std::fmt::Display,
+{
+    let settings = repo.settings.apt.clone().unwrap_or_default();
+    if repo.write_policy == WritePolicy::Deny {
+        return Err(UploadError::ReadOnly(format!("repository {} is read-only (write_policy deny)", repo.name)));
+    }
+    let component = component.unwrap_or(settings.components.first().map_or("main", String::as_str)).to_string();
+    if !settings.components.contains(&component) {
+        return Err(UploadError::Invalid(format!(
+            "component {component:?} is not configured for repository {}; configured: {}",
+            repo.name,
+            settings.components.join(", ")
+        )));
+    }
+    // Stream to the blob store, hashing for the index on the way.
+    let mut writer = services.blobs.writer(services.config.server.max_upload_bytes).await?;
+    let (mut md5, mut sha1, mut sha512) = (Md5::new(), Sha1::new(), Sha512::new());
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.map_err(|e| UploadError::Interrupted(e.to_string()))?;
+        writer.write(&chunk).await?;
+        md5.update(&chunk);
+        sha1.update(&chunk);
+        sha512.update(&chunk);
+    }
+    if writer.written() == 0 {
+        return Err(UploadError::Invalid("the upload is empty: send the .deb as the request body".into()));
+    }
+    let stored = writer.finish().await?;
+    let control = match read_stored_control(services, &stored.sha256).await {
+        Ok(c) => c,
+        Err(e) => {
+            discard(services, &stored.sha256, stored.created).await;
+            return Err(e);
+        }
+    };
+    let arch_ok = control.architecture == "all" || settings.architectures.contains(&control.architecture);
+    if !arch_ok {
+        discard(services, &stored.sha256, stored.created).await;
+        return Err(UploadError::Invalid(format!(
+            "architecture {:?} is not configured for repository {}; configured: {}",
+            control.architecture,
+            repo.name,
+            settings.architectures.join(", ")
+        )));
+    }
+    let package = AptPackage {
+        id: 0,
+        repository_id: repo.id,
+        pool_path: control.pool_path(&component),
+        component,
+        name: control.package.clone(),
+        version: control.version.clone(),
+        architecture: control.architecture.clone(),
+        control: control.text.clone(),
+        size: i64::try_from(stored.size).unwrap_or(i64::MAX),
+        md5: hex::encode(md5.finalize()),
+        sha1: hex::encode(sha1.finalize()),
+        sha256: stored.sha256.to_string(),
+        sha512: hex::encode(sha512.finalize()),
+    };
+    let db = &services.db;
+    db.record_blob(&stored.sha256, stored.size).await?;
+    let distribution = settings.distribution.clone();
+    let outcome = retry_conflicts(|| async {
+        let existing = db.apt_by_coordinate(repo.id, &package.name, &package.version, &package.architecture).await?;
+        let replace = match &existing {
+            Some(old) if old.sha256 == package.sha256 && old.component == package.component => return Ok(None),
+            Some(_) if repo.write_policy == WritePolicy::AllowOnce => {
+                return Err(DbError::Conflict(format!(
+                    "{}_{}_{} is already in repository {} with different content; its write policy allows each version once",
+                    package.name, package.version, package.architecture, repo.name
+                )))
+            }
+            Some(_) => true,
+            None => false,
+        };
+        let mut tx = db.pool().begin().await?;
+        db.put_apt_package(&mut tx, &package, uploader, replace).await?;
+        let change = db.record_change(&mut tx, repo.id, KIND, &distribution).await?;
+        tx.commit().await?;
+        Ok(Some(change))
+    })
+    .await
+    .map_err(|e| match e {
+        DbError::Conflict(m) => UploadError::Conflict(m),
+        other => UploadError::Db(other),
+    })?;
+    match outcome {
+        Some((unit_id, revision)) => {
+            services.wake();
+            Ok(Uploaded { package, created: true, unit_id, revision })
+        }
+        None => {
+            let unit = db.unit_by_key(repo.id, KIND, &distribution).await?;
+            let (unit_id, revision) = unit.map_or((0, 0), |u| (u.id, u.desired_revision));
+            Ok(Uploaded { package, created: false, unit_id, revision })
+        }
+    }
+}
+
+/// Removes a blob this upload created, when the upload is refused (nothing half-stored).
+async fn discard(services: &Services, digest: &Sha256Hex, created: bool) {
+    if created {
+        if let Err(e) = services.blobs.delete(digest).await {
+            tracing::warn!(error = %e, blob = %digest, "cannot remove a refused upload");
+        }
+    }
+}
+
+async fn read_stored_control(services: &Services, digest: &Sha256Hex) -> Result<super::control::Control, UploadError> {
+    let read = services.blobs.open(digest, None).await?;
+    let reader = tokio_util::io::StreamReader::new(read.body);
+    tokio::task::spawn_blocking(move || {
+        let sync = tokio_util::io::SyncIoBridge::new(reader);
+        read_control(std::io::BufReader::new(sync), Limits::default())
+    })
+    .await
+    .map_err(|e| UploadError::Invalid(format!("cannot read the package: {e}")))?
+    .map_err(UploadError::from)
+}
+
+/// Deletes the package at a pool path; the next snapshot no longer lists it.
+pub async fn delete(services: &Services, repo: &Repository, pool_path: &str) -> Result<Option<AptPackage>, UploadError> {
+    let db = &services.db;
+    let distribution = repo.settings.apt.clone().unwrap_or_default().distribution;
+    let Some(pkg) = db.apt_by_pool_path(repo.id, pool_path).await? else { return Ok(None) };
+    retry_conflicts(|| async {
+        let mut tx = db.pool().begin().await?;
+        db.delete_apt_package(&mut tx, pkg.id).await?;
+        db.record_change(&mut tx, repo.id, KIND, &distribution).await?;
+        tx.commit().await?;
+        Ok(())
+    })
+    .await?;
+    services.wake();
+    Ok(Some(pkg))
+}
