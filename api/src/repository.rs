@@ -28,7 +28,10 @@ pub fn action_for(method: &Method) -> Option<Action> {
     }
 }
 
-async fn fallback(req: HttpRequest) -> Result<HttpResponse, ApiError> {
+/// Authorises by method, then answers for what no format route serves: 404 for reads and
+/// deletes, 405 for uploads. Format resources use it as their default service too, so an
+/// unsupported method is still decided by access first.
+pub async fn fallback(req: HttpRequest) -> Result<HttpResponse, ApiError> {
     let Some(action) = action_for(req.method()) else {
         return Err(
             ApiError::new(ErrorCode::MethodNotAllowed, format!("method {} is not allowed here", req.method())).plain()

@@ -119,6 +119,11 @@ pub fn load_or_create_secret(configured: Option<&str>, data_dir: &Path) -> Resul
     let path = data_dir.join("secret");
     match std::fs::read_to_string(&path) {
         Ok(s) if !s.trim().is_empty() => Ok(s.trim().to_string()),
+        // Only a missing (or empty) file means "first start": any other error must not replace
+        // the secret that sealed the stored keys.
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(AuthError::Io { path: path.display().to_string(), source: e })
+        }
         Ok(_) | Err(_) => {
             let secret = hex::encode(rand::random::<[u8; 32]>());
             write_secret_file(&path, secret.as_bytes())?;

@@ -306,10 +306,9 @@ impl BlobWrite for FileWrite {
         let h = digest.as_str();
         let dir = self.store_root.join("sha256").join(&h[0..2]).join(&h[2..4]);
         let target = dir.join(h);
-        if fs::metadata(&target).await.is_ok_and(|m| m.len() == self.written) {
-            // Identical content is already stored; the temporary goes away on drop.
-            return Ok(StoredBlob { sha256: digest, size: self.written, created: false });
-        }
+        // Identical content may already be stored. Rename over it anyway (same bytes, atomic):
+        // should a collector have removed it a moment ago, this write puts it back.
+        let existed = fs::metadata(&target).await.is_ok_and(|m| m.len() == self.written);
         fs::create_dir_all(&dir).await.map_err(BlobError::from_write)?;
         fs::rename(&self.temp, &target).await.map_err(BlobError::from_write)?;
         self.done = true;
@@ -317,7 +316,7 @@ impl BlobWrite for FileWrite {
         if let Ok(d) = File::open(&dir).await {
             let _ = d.sync_all().await;
         }
-        Ok(StoredBlob { sha256: digest, size: self.written, created: true })
+        Ok(StoredBlob { sha256: digest, size: self.written, created: !existed })
     }
 
     fn written(&self) -> u64 {

@@ -478,6 +478,11 @@ impl Config {
                 "bad value for key `worker.debounce_ms`: must not exceed worker.max_delay_ms".into(),
             ));
         }
+        for (key, v) in [("worker.lease_ms", self.worker.lease_ms), ("worker.max_delay_ms", self.worker.max_delay_ms)] {
+            if v == 0 || v > 86_400_000 {
+                return Err(ConfigError(format!("bad value for key `{key}`: use 1 to 86400000 (one day)")));
+            }
+        }
         if self.blobs.kind == BlobsKind::S3 && self.blobs.s3.bucket.is_none() {
             return Err(ConfigError(
                 "missing value for key `blobs.s3.bucket` (required when blobs.kind = \"s3\")".into(),

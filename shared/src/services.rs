@@ -141,7 +141,10 @@ impl Services {
         // A publication moved the global watermark: find which repositories' own watermarks
         // moved, and drop only their snapshot pointers.
         let b = if self.published.publications_moved(publications) {
-            self.published.observe_repositories(&self.db.repository_versions().await?) > 0
+            let changed = self.published.observe_repositories(&self.db.repository_versions().await?) > 0;
+            // Only now: had the query failed, the next poll would try again.
+            self.published.applied(publications);
+            changed
         } else {
             false
         };
@@ -149,9 +152,8 @@ impl Services {
     }
 
     /// Checks the watermarks every `min(security.watermark_ttl_ms, cache.watermark_ttl_ms)`:
-    /// from Redis when configured (reading the database only when Redis shows a change, and at
-    /// least every ten periods as a safety net), else from the database; at once on a Redis
-    /// invalidation. Failures are logged; cached state stays until the database answers.
+    /// from Redis when configured (reading the database when Redis shows a change, and at least
+    /// every 2 s as a safety net), else from the database; at once on a Redis invalidation. Failures are logged; cached state stays until the database answers.
     pub async fn run_watermark_poller(self) {
         let ms = self.config.security.watermark_ttl_ms.min(self.config.cache.watermark_ttl_ms).max(1);
         let period = std::time::Duration::from_millis(ms);
@@ -172,7 +174,9 @@ impl Services {
                             last_shared = Some(v);
                             true
                         }
-                        Some(_) => last_db.elapsed() >= period * 10,
+                        // The database stays the truth: read it at least every 2 s (the promise
+                        // for revocations) even when Redis shows nothing.
+                        Some(_) => last_db.elapsed() >= period.max(std::time::Duration::from_secs(2)) - period / 2,
                         None => true,
                     },
                 };

@@ -106,8 +106,14 @@ impl Publisher {
         let outcome = match built {
             None => Outcome::Fenced,
             Some(Err(e)) => return self.fail(&claim, &e.to_string()).await,
-            Some(Ok(())) => match db.publish_snapshot(&claim, &ctx.into_files()).await {
-                Ok(Some(snapshot_id)) => Outcome::Published(snapshot_id),
+            Some(Ok(())) => match {
+                let files = ctx.into_files();
+                packyard_shared::db::retry_conflicts(|| db.publish_snapshot(&claim, &files)).await
+            } {
+                Ok(Some(snapshot_id)) => {
+                    self.verify_files(&claim, snapshot_id).await;
+                    Outcome::Published(snapshot_id)
+                }
                 Ok(None) => Outcome::Fenced,
                 Err(e) => return self.fail(&claim, &e.to_string()).await,
             },
@@ -132,6 +138,28 @@ impl Publisher {
             Outcome::Failed => {}
         }
         outcome
+    }
+
+    /// A build may reuse a blob that the collector removed in the same instant; rewriting it
+    /// puts it back, but if a published file is missing all the same, the unit is rebuilt.
+    async fn verify_files(&self, claim: &Claim, snapshot_id: i64) {
+        let Ok(files) = self.services.db.snapshot_files(snapshot_id).await else { return };
+        for f in files {
+            let Ok(d) = Sha256Hex::parse(&f.sha256) else { continue };
+            if matches!(self.services.blobs.stat(&d).await, Ok(None)) {
+                tracing::error!(path = %f.path, blob = %d, "a published file's blob is missing; rebuilding the unit");
+                let db = &self.services.db;
+                let u = &claim.unit;
+                let _ = packyard_shared::db::retry_conflicts(|| async {
+                    let mut tx = db.pool().begin().await?;
+                    db.record_change(&mut tx, u.repository_id, &u.kind, &u.unit_key).await?;
+                    tx.commit().await.map_err(packyard_shared::db::DbError::from)
+                })
+                .await;
+                self.services.wake();
+                return;
+            }
+        }
     }
 
     async fn fail(&self, claim: &Claim, error: &str) -> Outcome {
@@ -165,7 +193,7 @@ impl Publisher {
             let Ok(d) = Sha256Hex::parse(&digest) else { continue };
             // The row goes first: a blob file without a row is swept next time, a row without
             // its file would be served as missing.
-            if db.delete_blob_record(&d).await? {
+            if db.delete_collectable_blob(&d, cutoff).await? {
                 if let Err(e) = self.services.blobs.delete(&d).await {
                     tracing::warn!(error = %e, blob = %d, "cannot delete an unreferenced blob");
                 }
@@ -194,8 +222,11 @@ impl Publisher {
                     tracing::warn!(error = %e, "snapshot collection failed");
                 }
             }
+            // At least a few milliseconds, so that a unit that cannot be claimed yet never spins.
             let wait = match self.services.db.next_due_in(self.due).await {
-                Ok(Some(ms)) => Duration::from_millis(u64::try_from(ms).unwrap_or(0)).min(poll),
+                Ok(Some(ms)) => {
+                    Duration::from_millis(u64::try_from(ms).unwrap_or(0)).clamp(Duration::from_millis(5), poll)
+                }
                 _ => poll,
             };
             tokio::select! {

@@ -98,6 +98,11 @@ async fn create(
             .validate()
             .map_err(ApiError::bad_request)?;
     }
+    let mut body = body;
+    if let Some(a) = body.actions.as_mut() {
+        a.sort();
+        a.dedup();
+    }
     if body.actions.as_ref().is_some_and(Vec::is_empty) {
         return Err(ApiError::bad_request("actions: list at least one, or leave it out for all of the user's"));
     }

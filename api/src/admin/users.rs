@@ -142,11 +142,14 @@ async fn update(
     let body = body.into_inner();
     if let Some(pw) = &body.password {
         check_password(pw)?;
-        let hash = services.security.hash(pw).await?;
-        services.db.set_password(id, &hash).await?;
     }
+    // Roles first: an unknown role is refused before anything changes.
     if let Some(roles) = &body.roles {
         services.db.set_user_roles(id, roles).await.map_err(conflict_is_bad_role)?;
+    }
+    if let Some(pw) = &body.password {
+        let hash = services.security.hash(pw).await?;
+        services.db.set_password(id, &hash).await?;
     }
     services.changed(packyard_shared::events::Changed::Security);
     services

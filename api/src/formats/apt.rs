@@ -16,14 +16,21 @@ use crate::auth::{Delete, Read, RepoAccess, Write};
 use crate::error::{ApiError, ErrorCode};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(web::resource("/dists/{tail:.+}").route(web::get().to(dists)).route(web::head().to(dists)))
-        .service(
-            web::resource("/pool/{tail:.+}")
-                .route(web::get().to(pool))
-                .route(web::head().to(pool))
-                .route(web::delete().to(delete)),
-        )
-        .service(web::resource("/").route(web::post().to(upload)));
+    use crate::repository::fallback;
+    cfg.service(
+        web::resource("/dists/{tail:.+}")
+            .route(web::get().to(dists))
+            .route(web::head().to(dists))
+            .default_service(web::to(fallback)),
+    )
+    .service(
+        web::resource("/pool/{tail:.+}")
+            .route(web::get().to(pool))
+            .route(web::head().to(pool))
+            .route(web::delete().to(delete))
+            .default_service(web::to(fallback)),
+    )
+    .service(web::resource("/").route(web::post().to(upload)).default_service(web::to(fallback)));
 }
 
 fn apt_only(repo: &Repository, path: &str) -> Result<(), ApiError> {
@@ -43,13 +50,20 @@ fn clean_tail(req: &HttpRequest) -> Result<String, ApiError> {
     Ok(tail.to_string())
 }
 
-async fn dists(access: RepoAccess<Read>, req: HttpRequest, services: web::Data<Services>) -> Result<HttpResponse, ApiError> {
+async fn dists(
+    access: RepoAccess<Read>,
+    req: HttpRequest,
+    services: web::Data<Services>,
+) -> Result<HttpResponse, ApiError> {
     let tail = clean_tail(&req)?;
     let path = format!("dists/{tail}");
     apt_only(&access.repo, &path)?;
     let dist = tail.split('/').next().unwrap_or_default();
     let found = if tail.contains("/by-hash/") {
-        services.published.file_or_retained(&services.db, services.blobs.as_ref(), access.repo.id, KIND, dist, &path).await
+        services
+            .published
+            .file_or_retained(&services.db, services.blobs.as_ref(), access.repo.id, KIND, dist, &path)
+            .await
     } else {
         services.published.file(&services.db, services.blobs.as_ref(), access.repo.id, KIND, dist, &path).await
     }
@@ -63,12 +77,21 @@ async fn dists(access: RepoAccess<Read>, req: HttpRequest, services: web::Data<S
     Ok(HttpResponse::Ok().content_type(f.content_type).insert_header((header::ETAG, f.etag)).body(f.bytes))
 }
 
-async fn pool(access: RepoAccess<Read>, req: HttpRequest, services: web::Data<Services>) -> Result<HttpResponse, ApiError> {
+async fn pool(
+    access: RepoAccess<Read>,
+    req: HttpRequest,
+    services: web::Data<Services>,
+) -> Result<HttpResponse, ApiError> {
     let tail = clean_tail(&req)?;
     let path = format!("pool/{tail}");
     apt_only(&access.repo, &path)?;
     let not_found = || ApiError::not_found(format!("not found: /{path} in repository {}", access.repo.name)).plain();
-    let pkg = services.db.apt_by_pool_path(access.repo.id, &path).await.map_err(|e| ApiError::from(e).plain())?.ok_or_else(not_found)?;
+    let pkg = services
+        .db
+        .apt_by_pool_path(access.repo.id, &path)
+        .await
+        .map_err(|e| ApiError::from(e).plain())?
+        .ok_or_else(not_found)?;
     let etag = format!("\"{}\"", pkg.sha256);
     if req.headers().get(header::IF_NONE_MATCH).is_some_and(|v| v.as_bytes() == etag.as_bytes()) {
         return Ok(HttpResponse::NotModified().insert_header((header::ETAG, etag)).finish());
@@ -120,19 +143,35 @@ async fn upload(
     let repo = &access.repo;
     apt_only(repo, "")?;
     if repo.repo_type != RepoType::Hosted {
-        return Err(ApiError::new(ErrorCode::MethodNotAllowed, format!("repository {} is a {} repository; upload to a hosted one", repo.name, repo.repo_type)).plain());
+        return Err(ApiError::new(
+            ErrorCode::MethodNotAllowed,
+            format!("repository {} is a {} repository; upload to a hosted one", repo.name, repo.repo_type),
+        )
+        .plain());
     }
-    let up = hosted::upload(&services, repo, q.component.as_deref(), body, access.caller.username()).await.map_err(upload_error)?;
+    let up = hosted::upload(&services, repo, q.component.as_deref(), body, access.caller.username())
+        .await
+        .map_err(upload_error)?;
     if up.created {
         services
             .security
-            .audit(access.caller.username(), Some(access.caller.addr), "apt.upload", &format!("{}/{}", repo.name, up.package.pool_path), serde_json::json!({"sha256": up.package.sha256}))
+            .audit(
+                access.caller.username(),
+                Some(access.caller.addr),
+                "apt.upload",
+                &format!("{}/{}", repo.name, up.package.pool_path),
+                serde_json::json!({"sha256": up.package.sha256}),
+            )
             .await;
     }
     if q.wait && up.unit_id > 0 {
-        let done = wait_until_published(&services.db, up.unit_id, up.revision, Duration::from_secs(30)).await.map_err(|e| ApiError::from(e).plain())?;
+        let done = wait_until_published(&services.db, up.unit_id, up.revision, Duration::from_secs(30))
+            .await
+            .map_err(|e| ApiError::from(e).plain())?;
         if !done {
-            return Err(ApiError::new(ErrorCode::ServiceUnavailable, "stored, but not yet published after 30 s").plain());
+            return Err(
+                ApiError::new(ErrorCode::ServiceUnavailable, "stored, but not yet published after 30 s").plain()
+            );
         }
         services.published.invalidate();
     }
@@ -148,13 +187,26 @@ async fn upload(
     })))
 }
 
-async fn delete(access: RepoAccess<Delete>, req: HttpRequest, services: web::Data<Services>) -> Result<HttpResponse, ApiError> {
+async fn delete(
+    access: RepoAccess<Delete>,
+    req: HttpRequest,
+    services: web::Data<Services>,
+) -> Result<HttpResponse, ApiError> {
     let tail = clean_tail(&req)?;
     let path = format!("pool/{tail}");
     apt_only(&access.repo, &path)?;
     match hosted::delete(&services, &access.repo, &path).await.map_err(upload_error)? {
         Some(_) => {
-            services.security.audit(access.caller.username(), Some(access.caller.addr), "apt.delete", &format!("{}/{path}", access.repo.name), serde_json::json!({})).await;
+            services
+                .security
+                .audit(
+                    access.caller.username(),
+                    Some(access.caller.addr),
+                    "apt.delete",
+                    &format!("{}/{path}", access.repo.name),
+                    serde_json::json!({}),
+                )
+                .await;
             Ok(HttpResponse::NoContent().finish())
         }
         None => Err(ApiError::not_found(format!("not found: /{path} in repository {}", access.repo.name)).plain()),

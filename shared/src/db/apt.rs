@@ -23,7 +23,8 @@ pub struct AptPackage {
     pub sha512: String,
 }
 
-const COLUMNS: &str = "id, repository_id, component, name, version, architecture, control, pool_path, size, md5, sha1, sha256, sha512";
+const COLUMNS: &str =
+    "id, repository_id, component, name, version, architecture, control, pool_path, size, md5, sha1, sha256, sha512";
 
 fn parse(r: &AnyRow) -> DbResult<AptPackage> {
     Ok(AptPackage {
@@ -53,7 +54,13 @@ impl Db {
         self.backend() == super::Backend::MySql
     }
 
-    pub async fn apt_by_coordinate(&self, repo: i64, name: &str, version: &str, arch: &str) -> DbResult<Option<AptPackage>> {
+    pub async fn apt_by_coordinate(
+        &self,
+        repo: i64,
+        name: &str,
+        version: &str,
+        arch: &str,
+    ) -> DbResult<Option<AptPackage>> {
         self.count("apt_packages.by_coordinate");
         let q = select(self.is_mysql(), "repository_id = $1 AND name = $2 AND version = $3 AND architecture = $4");
         let row = sqlx::query(&q).bind(repo).bind(name).bind(version).bind(arch).fetch_optional(self.pool()).await?;
@@ -68,18 +75,38 @@ impl Db {
     }
 
     /// A keyset page of one index: the component's packages of `arch` and of `all`, by id.
-    pub async fn apt_index_page(&self, repo: i64, component: &str, arch: &str, after_id: i64, limit: i64) -> DbResult<Vec<AptPackage>> {
+    pub async fn apt_index_page(
+        &self,
+        repo: i64,
+        component: &str,
+        arch: &str,
+        after_id: i64,
+        limit: i64,
+    ) -> DbResult<Vec<AptPackage>> {
         self.count("apt_packages.page");
         let q = select(
             self.is_mysql(),
             "repository_id = $1 AND component = $2 AND (architecture = $3 OR architecture = 'all') AND id > $4 ORDER BY id LIMIT $5",
         );
-        let rows = sqlx::query(&q).bind(repo).bind(component).bind(arch).bind(after_id).bind(limit).fetch_all(self.pool()).await?;
+        let rows = sqlx::query(&q)
+            .bind(repo)
+            .bind(component)
+            .bind(arch)
+            .bind(after_id)
+            .bind(limit)
+            .fetch_all(self.pool())
+            .await?;
         rows.iter().map(parse).collect()
     }
 
     /// Inserts (or, with `replace`, replaces) a package row inside the writer's transaction.
-    pub async fn put_apt_package(&self, tx: &mut Transaction<'_, Any>, p: &AptPackage, uploaded_by: &str, replace: bool) -> DbResult<()> {
+    pub async fn put_apt_package(
+        &self,
+        tx: &mut Transaction<'_, Any>,
+        p: &AptPackage,
+        uploaded_by: &str,
+        replace: bool,
+    ) -> DbResult<()> {
         if replace {
             self.count("apt_packages.replace");
             sqlx::query(sql!(self, "DELETE FROM apt_packages WHERE repository_id = $1 AND name = $2 AND version = $3 AND architecture = $4"))
@@ -113,13 +140,17 @@ impl Db {
 
     pub async fn delete_apt_package(&self, tx: &mut Transaction<'_, Any>, id: i64) -> DbResult<bool> {
         self.count("apt_packages.delete");
-        let done = sqlx::query(sql!(self, "DELETE FROM apt_packages WHERE id = $1")).bind(id).execute(&mut **tx).await?;
+        let done =
+            sqlx::query(sql!(self, "DELETE FROM apt_packages WHERE id = $1")).bind(id).execute(&mut **tx).await?;
         Ok(done.rows_affected() == 1)
     }
 
     pub async fn repository_by_id(&self, id: i64) -> DbResult<Option<crate::repos::Repository>> {
         self.count("repositories.by_id");
-        let row = sqlx::query(sql!(self, "SELECT name FROM repositories WHERE id = $1")).bind(id).fetch_optional(self.pool()).await?;
+        let row = sqlx::query(sql!(self, "SELECT name FROM repositories WHERE id = $1"))
+            .bind(id)
+            .fetch_optional(self.pool())
+            .await?;
         match row {
             Some(r) => self.repository_by_name(&text(&r, "name")?).await,
             None => Ok(None),

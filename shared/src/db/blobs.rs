@@ -31,9 +31,10 @@ impl Db {
     pub async fn record_snapshot_blob(&self, sha256: &Sha256Hex, size: u64) -> DbResult<()> {
         self.count("blobs.insert_snapshot");
         let statement = match self.backend() {
-            Backend::Sqlite => "INSERT OR IGNORE INTO blobs (sha256, size, created_at, origin) VALUES ($1, $2, $3, 'snapshot')",
-            Backend::Postgres => "INSERT INTO blobs (sha256, size, created_at, origin) VALUES ($1, $2, $3, 'snapshot') ON CONFLICT (sha256) DO NOTHING",
-            Backend::MySql => "INSERT IGNORE INTO blobs (sha256, size, created_at, origin) VALUES (?, ?, ?, 'snapshot')",
+            // A re-recorded build blob is young again, so the collector leaves it alone.
+            Backend::Sqlite => "INSERT INTO blobs (sha256, size, created_at, origin) VALUES ($1, $2, $3, 'snapshot') ON CONFLICT (sha256) DO UPDATE SET created_at = excluded.created_at",
+            Backend::Postgres => "INSERT INTO blobs (sha256, size, created_at, origin) VALUES ($1, $2, $3, 'snapshot') ON CONFLICT (sha256) DO UPDATE SET created_at = EXCLUDED.created_at",
+            Backend::MySql => "INSERT INTO blobs (sha256, size, created_at, origin) VALUES (?, ?, ?, 'snapshot') ON DUPLICATE KEY UPDATE created_at = VALUES(created_at)",
         };
         self.record_with(statement, sha256, size).await
     }
@@ -64,6 +65,19 @@ impl Db {
             })
         })
         .transpose()
+    }
+
+    /// Deletes a build blob's row only if it is still collectable at this instant: a build
+    /// blob, recorded before `older_than`, referenced by no snapshot. True when it went.
+    pub async fn delete_collectable_blob(&self, sha256: &Sha256Hex, older_than: i64) -> DbResult<bool> {
+        self.count("blobs.delete_collectable");
+        let done = sqlx::query(sql!(self, "DELETE FROM blobs WHERE sha256 = $1 AND origin = 'snapshot' AND created_at < $2 AND NOT EXISTS (SELECT 1 FROM snapshot_files f WHERE f.sha256 = $3)"))
+            .bind(sha256.as_str())
+            .bind(older_than)
+            .bind(sha256.as_str())
+            .execute(self.pool())
+            .await?;
+        Ok(done.rows_affected() == 1)
     }
 
     pub async fn delete_blob_record(&self, sha256: &Sha256Hex) -> DbResult<bool> {

@@ -189,7 +189,32 @@ impl Db {
         let pick = match self.backend() {
             Backend::Postgres => "SELECT id, desired_revision FROM publication_units WHERE desired_revision > published_revision AND next_attempt_at <= $1 AND (lease_expires_at IS NULL OR lease_expires_at < $2) AND (last_change_at <= $3 OR first_pending_at <= $4) ORDER BY first_pending_at LIMIT 1 FOR UPDATE SKIP LOCKED",
             Backend::MySql => "SELECT id, desired_revision FROM publication_units WHERE desired_revision > published_revision AND next_attempt_at <= ? AND (lease_expires_at IS NULL OR lease_expires_at < ?) AND (last_change_at <= ? OR first_pending_at <= ?) ORDER BY first_pending_at LIMIT 1 FOR UPDATE SKIP LOCKED",
-            Backend::Sqlite => "SELECT id, desired_revision FROM publication_units WHERE desired_revision > published_revision AND next_attempt_at <= $1 AND (lease_expires_at IS NULL OR lease_expires_at < $2) AND (last_change_at <= $3 OR first_pending_at <= $4) ORDER BY first_pending_at LIMIT 1",
+            Backend::Sqlite => {
+                // One statement: the pick and the lease can't be split by another writer.
+                tx.commit().await?;
+                self.count("publication_units.lease");
+                let done = sqlx::query("UPDATE publication_units SET lease_owner = $1, lease_token = $2, lease_expires_at = $3 WHERE id = (SELECT id FROM publication_units WHERE desired_revision > published_revision AND next_attempt_at <= $4 AND (lease_expires_at IS NULL OR lease_expires_at < $5) AND (last_change_at <= $6 OR first_pending_at <= $7) ORDER BY first_pending_at LIMIT 1)")
+                    .bind(owner)
+                    .bind(token.as_str())
+                    .bind(now + lease_ms)
+                    .bind(now)
+                    .bind(now)
+                    .bind(now - due.debounce_ms)
+                    .bind(now - due.max_delay_ms)
+                    .execute(self.pool())
+                    .await?;
+                if done.rows_affected() != 1 {
+                    return Ok(None);
+                }
+                self.count("publication_units.claimed");
+                let row = sqlx::query(&format!("SELECT {UNIT_COLUMNS} FROM publication_units WHERE lease_token = $1"))
+                    .bind(token.as_str())
+                    .fetch_one(self.pool())
+                    .await?;
+                let unit = parse_unit(&row)?;
+                let revision = unit.desired_revision;
+                return Ok(Some(Claim { unit, token, revision }));
+            }
         };
         self.count("publication_units.pick");
         let row = sqlx::query(pick)
@@ -245,6 +270,22 @@ impl Db {
         let now = now_ms();
         let unit_id = claim.unit.id;
         let mut tx = self.pool().begin().await?;
+        // Lock the unit row first, and only while the lease is ours: inserting the snapshot
+        // (whose foreign key takes a shared lock) before the update would invite InnoDB's
+        // shared-then-exclusive deadlock with a concurrent writer.
+        self.count("publication_units.fence");
+        let held = sqlx::query(sql!(
+            self,
+            "UPDATE publication_units SET lease_expires_at = lease_expires_at WHERE id = $1 AND lease_token = $2"
+        ))
+        .bind(unit_id)
+        .bind(claim.token.as_str())
+        .execute(&mut *tx)
+        .await?;
+        if held.rows_affected() != 1 {
+            tx.rollback().await?;
+            return Ok(None);
+        }
         self.count("snapshots.insert");
         let done = sqlx::query(sql!(self, "INSERT INTO snapshots (unit_id, revision, created_at) VALUES ($1, $2, $3)"))
             .bind(unit_id)
@@ -354,16 +395,25 @@ impl Db {
     }
 
     /// Milliseconds until the earliest pending unit becomes due (0 if one is due now), or `None`.
+    /// Per unit: quiet for the debounce window (or pending past the maximum delay), past its
+    /// backoff, and not leased by a live worker.
     pub async fn next_due_in(&self, due: Due) -> DbResult<Option<i64>> {
         self.count("publication_units.next_due");
-        let row = sqlx::query("SELECT MIN(last_change_at) AS lc, MIN(first_pending_at) AS fp, MIN(next_attempt_at) AS na FROM publication_units WHERE desired_revision > published_revision")
-            .fetch_one(self.pool())
+        let rows = sqlx::query("SELECT last_change_at, first_pending_at, next_attempt_at, lease_expires_at FROM publication_units WHERE desired_revision > published_revision ORDER BY first_pending_at LIMIT 1000")
+            .fetch_all(self.pool())
             .await?;
-        let (lc, fp, na): (Option<i64>, Option<i64>, Option<i64>) =
-            (row.try_get("lc")?, row.try_get("fp")?, row.try_get("na")?);
-        let (Some(lc), Some(fp)) = (lc, fp) else { return Ok(None) };
-        let at = (lc + due.debounce_ms).min(fp + due.max_delay_ms).max(na.unwrap_or(0));
-        Ok(Some((at - now_ms()).max(0)))
+        let now = now_ms();
+        let mut earliest: Option<i64> = None;
+        for r in &rows {
+            let lc: Option<i64> = r.try_get("last_change_at")?;
+            let fp: Option<i64> = r.try_get("first_pending_at")?;
+            let na: i64 = r.try_get("next_attempt_at")?;
+            let lease: Option<i64> = r.try_get("lease_expires_at")?;
+            let (Some(lc), Some(fp)) = (lc, fp) else { continue };
+            let at = (lc + due.debounce_ms).min(fp + due.max_delay_ms).max(na).max(lease.map_or(0, |l| l + 1));
+            earliest = Some(earliest.map_or(at, |e| e.min(at)));
+        }
+        Ok(earliest.map(|at| (at - now).max(0)))
     }
 
     /// (undelivered outbox events, oldest pending change time).

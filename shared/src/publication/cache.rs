@@ -42,6 +42,8 @@ type UnitKey = (i64, String, String);
 
 pub struct PublishedCache {
     version: AtomicI64,
+    /// Bumped by every drop of pointers: a lookup begun before it does not store its result.
+    epoch: std::sync::atomic::AtomicU64,
     /// Each repository's watermark (`repositories.version`) as last seen.
     repo_versions: RwLock<HashMap<i64, i64>>,
     current: RwLock<HashMap<UnitKey, Option<Arc<Manifest>>>>,
@@ -55,6 +57,7 @@ impl PublishedCache {
     pub fn new(max_bytes: i64, metrics: Arc<Metrics>) -> Self {
         Self {
             version: AtomicI64::new(0),
+            epoch: std::sync::atomic::AtomicU64::new(0),
             repo_versions: RwLock::new(HashMap::new()),
             current: RwLock::new(HashMap::new()),
             files: RwLock::new(HashMap::new()),
@@ -68,10 +71,15 @@ impl PublishedCache {
         self.metrics.cache_requests_total.with_label_values(&[cache, if hit { "hit" } else { "miss" }]).inc();
     }
 
-    /// Whether the global `publications` watermark moved since last seen (then the caller reads
-    /// the per-repository watermarks and hands them to [`Self::observe_repositories`]).
+    /// Whether the global `publications` watermark differs from the one last applied (then the
+    /// caller reads the per-repository watermarks, hands them to
+    /// [`Self::observe_repositories`], and only then [`Self::applied`] this version).
     pub fn publications_moved(&self, version: i64) -> bool {
-        self.version.swap(version, Ordering::AcqRel) != version
+        self.version.load(Ordering::Acquire) != version
+    }
+
+    pub fn applied(&self, version: i64) {
+        self.version.store(version, Ordering::Release);
     }
 
     /// Drops the current-snapshot pointers of the repositories whose watermark moved (or that
@@ -89,6 +97,7 @@ impl PublishedCache {
         };
         if !changed.is_empty() {
             if let Ok(mut m) = self.current.write() {
+                self.epoch.fetch_add(1, Ordering::AcqRel);
                 m.retain(|(repo, _, _), _| !changed.contains(repo));
             }
         }
@@ -101,6 +110,7 @@ impl PublishedCache {
     /// Drops the current-snapshot pointers (file bytes stay: they are immutable).
     pub fn invalidate(&self) {
         if let Ok(mut m) = self.current.write() {
+            self.epoch.fetch_add(1, Ordering::AcqRel);
             m.clear();
         }
     }
@@ -119,6 +129,7 @@ impl PublishedCache {
             return Ok(found);
         }
         self.count("snapshot", false);
+        let epoch = self.epoch.load(Ordering::Acquire);
         let manifest = match db.unit_by_key(repository_id, kind, unit_key).await? {
             Some(unit) => match unit.current_snapshot_id {
                 Some(sid) => {
@@ -134,7 +145,13 @@ impl PublishedCache {
             None => None,
         };
         if let Ok(mut m) = self.current.write() {
-            m.insert(key, manifest.clone());
+            if self.epoch.load(Ordering::Acquire) == epoch {
+                // Unknown units are remembered too; bound the map against random names.
+                if m.len() >= 10_000 {
+                    m.clear();
+                }
+                m.insert(key, manifest.clone());
+            }
         }
         Ok(manifest)
     }

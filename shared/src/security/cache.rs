@@ -26,6 +26,10 @@ struct Entry<T> {
 
 pub struct SecurityCache {
     key: [u8; 32],
+    /// Bumped by every clear: a lookup that started before a clear must not store its (possibly
+    /// stale) result after it.
+    security_epoch: std::sync::atomic::AtomicU64,
+    repositories_epoch: std::sync::atomic::AtomicU64,
     ttl: Duration,
     security_version: AtomicI64,
     repositories_version: AtomicI64,
@@ -44,6 +48,8 @@ impl SecurityCache {
         let _ = hk.expand(b"credential hmac v1", &mut key);
         Self {
             key,
+            security_epoch: std::sync::atomic::AtomicU64::new(0),
+            repositories_epoch: std::sync::atomic::AtomicU64::new(0),
             ttl,
             security_version: AtomicI64::new(0),
             repositories_version: AtomicI64::new(0),
@@ -78,8 +84,20 @@ impl SecurityCache {
         found
     }
 
-    pub fn store_decision(&self, key: [u8; 32], principal: Arc<Principal>) {
+    /// The epoch to pass to `store_*` after a database lookup.
+    pub fn security_epoch(&self) -> u64 {
+        self.security_epoch.load(Ordering::Acquire)
+    }
+
+    pub fn repositories_epoch(&self) -> u64 {
+        self.repositories_epoch.load(Ordering::Acquire)
+    }
+
+    pub fn store_decision(&self, key: [u8; 32], principal: Arc<Principal>, epoch: u64) {
         if let Ok(mut m) = self.decisions.write() {
+            if self.security_epoch.load(Ordering::Acquire) != epoch {
+                return;
+            }
             if m.len() >= MAX_ENTRIES {
                 m.clear();
             }
@@ -99,8 +117,11 @@ impl SecurityCache {
         found
     }
 
-    pub fn store_anonymous(&self, p: Arc<Principal>) {
+    pub fn store_anonymous(&self, p: Arc<Principal>, epoch: u64) {
         if let Ok(mut a) = self.anonymous.write() {
+            if self.security_epoch.load(Ordering::Acquire) != epoch {
+                return;
+            }
             *a = Some(p);
         }
     }
@@ -115,8 +136,11 @@ impl SecurityCache {
         found
     }
 
-    pub fn store_repository(&self, repo: Arc<Repository>) {
+    pub fn store_repository(&self, repo: Arc<Repository>, epoch: u64) {
         if let Ok(mut m) = self.repositories.write() {
+            if self.repositories_epoch.load(Ordering::Acquire) != epoch {
+                return;
+            }
             if m.len() >= MAX_ENTRIES {
                 m.clear();
             }
@@ -132,9 +156,7 @@ impl SecurityCache {
             moved = true;
         }
         if self.repositories_version.swap(repositories, Ordering::AcqRel) != repositories {
-            if let Ok(mut m) = self.repositories.write() {
-                m.clear();
-            }
+            self.clear_repositories();
             moved = true;
         }
         moved
@@ -143,6 +165,9 @@ impl SecurityCache {
     /// Drops every cached decision (after a local change, before the poll notices it).
     pub fn clear_security(&self) {
         if let Ok(mut m) = self.decisions.write() {
+            // Bumped under the map's lock, so a store holding the lock sees either the old
+            // epoch before the clear or the new one after it.
+            self.security_epoch.fetch_add(1, Ordering::AcqRel);
             m.clear();
         }
         if let Ok(mut a) = self.anonymous.write() {
@@ -152,6 +177,7 @@ impl SecurityCache {
 
     pub fn clear_repositories(&self) {
         if let Ok(mut m) = self.repositories.write() {
+            self.repositories_epoch.fetch_add(1, Ordering::AcqRel);
             m.clear();
         }
     }

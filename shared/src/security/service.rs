@@ -40,6 +40,10 @@ pub enum AuthFailure {
 
 pub struct Security {
     db: Db,
+    /// One password check at a time per (user, address): concurrent guesses queue behind the
+    /// throttle instead of all passing it, and concurrent logins of the same user wait for the
+    /// first one's cached decision instead of each running argon2.
+    login_locks: std::sync::Mutex<std::collections::HashMap<(String, IpAddr), Arc<tokio::sync::Mutex<()>>>>,
     pub cache: SecurityCache,
     throttle: LoginThrottle,
     pub keystore: KeyStore,
@@ -55,6 +59,7 @@ impl Security {
     pub fn new(db: Db, cfg: &SecurityConfig, secret: &str, metrics: Arc<Metrics>) -> Self {
         Self {
             db,
+            login_locks: std::sync::Mutex::new(std::collections::HashMap::new()),
             cache: SecurityCache::new(secret, Duration::from_secs(cfg.auth_cache_ttl_secs), metrics),
             throttle: LoginThrottle::new(cfg.login_max_failures, Duration::from_secs(cfg.login_window_secs)),
             keystore: KeyStore::new(secret),
@@ -98,9 +103,10 @@ impl Security {
         if let Some(p) = self.cache.anonymous() {
             return Ok(p);
         }
+        let epoch = self.cache.security_epoch();
         let privileges = self.db.role_by_name(ANONYMOUS_ROLE).await?.map(|r| r.privileges).unwrap_or_default();
         let p = Arc::new(Principal::Anonymous { privileges });
-        self.cache.store_anonymous(p.clone());
+        self.cache.store_anonymous(p.clone(), epoch);
         Ok(p)
     }
 
@@ -110,16 +116,29 @@ impl Security {
         password: &str,
         addr: IpAddr,
     ) -> Result<Arc<Principal>, AuthFailure> {
-        self.throttle.check(username, addr).map_err(AuthFailure::Throttled)?;
         let mut material = Vec::with_capacity(username.len() + password.len() + 8);
         material.extend_from_slice(b"basic\0");
         material.extend_from_slice(username.as_bytes());
         material.push(0);
         material.extend_from_slice(password.as_bytes());
         let key = self.cache.credential_key(&material);
+        // A cached decision is a password already proven: no throttle, no argon2.
         if let Some(p) = self.cache.decision(&key) {
             return Ok(p);
         }
+        let lock = {
+            let mut locks = self.login_locks.lock().map_err(|_| AuthFailure::Invalid("login state unavailable"))?;
+            if locks.len() > 10_000 {
+                locks.retain(|_, l| Arc::strong_count(l) > 1);
+            }
+            locks.entry((username.to_string(), addr)).or_default().clone()
+        };
+        let _turn = lock.lock().await;
+        if let Some(p) = self.cache.decision(&key) {
+            return Ok(p);
+        }
+        self.throttle.check(username, addr).map_err(AuthFailure::Throttled)?;
+        let epoch = self.cache.security_epoch();
         let user = match self.db.user_by_name(username).await? {
             Some(u) => {
                 let (pw, hash) = (password.to_string(), u.password_hash.clone());
@@ -139,7 +158,7 @@ impl Security {
         self.throttle.record_success(username, addr);
         let privileges = self.db.privileges_of(user.id).await?;
         let p = Arc::new(Principal::User { id: user.id, username: user.username, privileges, token: None });
-        self.cache.store_decision(key, p.clone());
+        self.cache.store_decision(key, p.clone(), epoch);
         Ok(p)
     }
 
@@ -156,6 +175,7 @@ impl Security {
         let principal = match self.cache.decision(&key) {
             Some(p) => p,
             None => {
+                let epoch = self.cache.security_epoch();
                 let Some(rec) = self.db.token_by_id(id).await? else { return Err(BAD) };
                 if rec.revoked_at.is_some() || !tokens::digest_eq(&tokens::hash_secret(secret), &rec.secret_hash) {
                     return Err(BAD);
@@ -175,7 +195,7 @@ impl Security {
                         expires_at: rec.expires_at,
                     }),
                 });
-                self.cache.store_decision(key, p.clone());
+                self.cache.store_decision(key, p.clone(), epoch);
                 p
             }
         };
@@ -193,9 +213,10 @@ impl Security {
         if let Some(r) = self.cache.repository(name) {
             return Ok(Some(r));
         }
+        let epoch = self.cache.repositories_epoch();
         let Some(repo) = self.db.repository_by_name(name).await? else { return Ok(None) };
         let repo = Arc::new(repo);
-        self.cache.store_repository(repo.clone());
+        self.cache.store_repository(repo.clone(), epoch);
         Ok(Some(repo))
     }
 

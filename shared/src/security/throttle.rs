@@ -17,7 +17,8 @@ impl LoginThrottle {
         Self { max_failures, window, failures: Mutex::new(HashMap::new()) }
     }
 
-    /// `Err(retry_after)` while this user and address are locked out.
+    /// `Err(retry_after)` while this user and address are locked out. (Callers check and verify
+    /// one attempt at a time per user and address, so concurrency buys no extra guesses.)
     pub fn check(&self, username: &str, addr: IpAddr) -> Result<(), Duration> {
         let Ok(mut map) = self.failures.lock() else { return Ok(()) };
         let key = (username.to_string(), addr);

@@ -176,7 +176,11 @@ async fn read_stored_control(services: &Services, digest: &Sha256Hex) -> Result<
 }
 
 /// Deletes the package at a pool path; the next snapshot no longer lists it.
-pub async fn delete(services: &Services, repo: &Repository, pool_path: &str) -> Result<Option<AptPackage>, UploadError> {
+pub async fn delete(
+    services: &Services,
+    repo: &Repository,
+    pool_path: &str,
+) -> Result<Option<AptPackage>, UploadError> {
     let db = &services.db;
     let distribution = repo.settings.apt.clone().unwrap_or_default().distribution;
     let Some(pkg) = db.apt_by_pool_path(repo.id, pool_path).await? else { return Ok(None) };
