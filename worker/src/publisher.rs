@@ -106,10 +106,7 @@ impl Publisher {
         let outcome = match built {
             None => Outcome::Fenced,
             Some(Err(e)) => return self.fail(&claim, &e.to_string()).await,
-            Some(Ok(())) => match {
-                let files = ctx.into_files();
-                packyard_shared::db::retry_conflicts(|| db.publish_snapshot(&claim, &files)).await
-            } {
+            Some(Ok(())) => match Self::publish(db, &claim, ctx.into_files()).await {
                 Ok(Some(snapshot_id)) => {
                     self.verify_files(&claim, snapshot_id).await;
                     Outcome::Published(snapshot_id)
@@ -138,6 +135,14 @@ impl Publisher {
             Outcome::Failed => {}
         }
         outcome
+    }
+
+    async fn publish(
+        db: &packyard_shared::db::Db,
+        claim: &Claim,
+        files: Vec<packyard_shared::db::publication::SnapshotFile>,
+    ) -> Result<Option<i64>, packyard_shared::db::DbError> {
+        packyard_shared::db::retry_conflicts(|| db.publish_snapshot(claim, &files)).await
     }
 
     /// A build may reuse a blob that the collector removed in the same instant; rewriting it

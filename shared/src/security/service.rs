@@ -38,12 +38,14 @@ pub enum AuthFailure {
     Db(#[from] DbError),
 }
 
+type LoginTurn = Arc<tokio::sync::Mutex<()>>;
+
 pub struct Security {
     db: Db,
     /// One password check at a time per (user, address): concurrent guesses queue behind the
     /// throttle instead of all passing it, and concurrent logins of the same user wait for the
     /// first one's cached decision instead of each running argon2.
-    login_locks: std::sync::Mutex<std::collections::HashMap<(String, IpAddr), Arc<tokio::sync::Mutex<()>>>>,
+    login_locks: std::sync::Mutex<std::collections::HashMap<(String, IpAddr), LoginTurn>>,
     pub cache: SecurityCache,
     throttle: LoginThrottle,
     pub keystore: KeyStore,
