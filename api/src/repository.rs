@@ -48,3 +48,34 @@ pub async fn fallback(req: HttpRequest) -> Result<HttpResponse, ApiError> {
         _ => Err(ApiError::not_found(format!("not found: /{path} in repository {}", repo.name)).plain()),
     }
 }
+
+/// Decodes `%XX` escapes; `None` for a malformed escape or a result that is not UTF-8.
+pub fn percent_decode(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = s.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::percent_decode;
+
+    #[test]
+    fn decodes_escapes() {
+        assert_eq!(percent_decode("jq_1.6-2.1%2bdeb12u3_amd64.deb").as_deref(), Some("jq_1.6-2.1+deb12u3_amd64.deb"));
+        assert_eq!(percent_decode("a%2F..%2fb").as_deref(), Some("a/../b"));
+        assert_eq!(percent_decode("bad%2"), None);
+        assert_eq!(percent_decode("bad%zz"), None);
+    }
+}

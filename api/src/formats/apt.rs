@@ -41,13 +41,16 @@ fn apt_only(repo: &Repository, path: &str) -> Result<(), ApiError> {
     }
 }
 
-/// A path below the repository root, without `..`, empty or hidden segments.
+/// A path below the repository root, percent-decoded (apt sends `+` as `%2b`), without `..`,
+/// empty or hidden segments.
 fn clean_tail(req: &HttpRequest) -> Result<String, ApiError> {
-    let tail = req.match_info().get("tail").unwrap_or_default();
+    let raw = req.match_info().get("tail").unwrap_or_default();
+    let invalid = || ApiError::bad_request(format!("invalid path {raw:?}")).plain();
+    let tail = crate::repository::percent_decode(raw).ok_or_else(invalid)?;
     if tail.split('/').any(|s| s.is_empty() || s == "." || s == ".." || s.starts_with('.')) || tail.contains('\\') {
-        return Err(ApiError::bad_request(format!("invalid path {tail:?}")).plain());
+        return Err(invalid());
     }
-    Ok(tail.to_string())
+    Ok(tail)
 }
 
 async fn dists(
@@ -71,10 +74,7 @@ async fn dists(
     let Some(f) = found else {
         return Err(ApiError::not_found(format!("not found: /{path} in repository {}", access.repo.name)).plain());
     };
-    if req.headers().get(header::IF_NONE_MATCH).is_some_and(|v| v.as_bytes() == f.etag.as_bytes()) {
-        return Ok(HttpResponse::NotModified().insert_header((header::ETAG, f.etag)).finish());
-    }
-    Ok(HttpResponse::Ok().content_type(f.content_type).insert_header((header::ETAG, f.etag)).body(f.bytes))
+    Ok(super::serve_published(&req, f))
 }
 
 async fn pool(

@@ -7,7 +7,6 @@
 
 use std::time::Duration;
 
-use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use packyard_shared::publication::testformat::KIND;
 use packyard_shared::publication::wait_until_published;
@@ -87,8 +86,5 @@ async fn get(
             ApiError::not_found(format!("not found: _test/{unit}/{file} in repository {}", access.repo.name)).plain()
         );
     };
-    if req.headers().get(header::IF_NONE_MATCH).is_some_and(|v| v.as_bytes() == f.etag.as_bytes()) {
-        return Ok(HttpResponse::NotModified().insert_header((header::ETAG, f.etag)).finish());
-    }
-    Ok(HttpResponse::Ok().content_type(f.content_type).insert_header((header::ETAG, f.etag)).body(f.bytes))
+    Ok(super::serve_published(&req, f))
 }

@@ -18,6 +18,8 @@ use crate::metrics::Metrics;
 pub struct Manifest {
     pub snapshot_id: i64,
     pub revision: i64,
+    /// When the unit was last published (ms): the `Last-Modified` of its files.
+    pub published_at: i64,
     pub files: HashMap<String, SnapshotFile>,
 }
 
@@ -25,6 +27,8 @@ pub struct Manifest {
 #[derive(Debug, Clone)]
 pub struct ServedFile {
     pub bytes: Bytes,
+    /// Milliseconds since the epoch; for `Last-Modified`.
+    pub modified: i64,
     pub content_type: String,
     /// Strong ETag: the content hash, quoted.
     pub etag: String,
@@ -137,6 +141,7 @@ impl PublishedCache {
                     Some(Arc::new(Manifest {
                         snapshot_id: sid,
                         revision: unit.published_revision,
+                        published_at: unit.last_published_at.unwrap_or(0),
                         files: files.into_iter().map(|f| (f.path.clone(), f)).collect(),
                     }))
                 }
@@ -180,7 +185,12 @@ impl PublishedCache {
             if let Some(entry) = db.snapshot_files(snapshot_id).await?.into_iter().find(|f| f.path == path) {
                 let bytes = blobs.read_all(&Sha256Hex::parse(&entry.sha256)?).await?;
                 let etag = format!("\"{}\"", entry.sha256);
-                return Ok(Some(ServedFile { bytes, content_type: entry.content_type, etag }));
+                return Ok(Some(ServedFile {
+                    bytes,
+                    modified: unit.last_published_at.unwrap_or(0),
+                    content_type: entry.content_type,
+                    etag,
+                }));
             }
         }
         Ok(None)
@@ -206,8 +216,12 @@ impl PublishedCache {
         self.count("snapshot_file", false);
         let digest = Sha256Hex::parse(&entry.sha256)?;
         let bytes = blobs.read_all(&digest).await?;
-        let served =
-            ServedFile { bytes, content_type: entry.content_type.clone(), etag: format!("\"{}\"", entry.sha256) };
+        let served = ServedFile {
+            bytes,
+            modified: manifest.published_at,
+            content_type: entry.content_type.clone(),
+            etag: format!("\"{}\"", entry.sha256),
+        };
         let size = i64::try_from(served.bytes.len()).unwrap_or(i64::MAX);
         if let Ok(mut m) = self.files.write() {
             if self.files_bytes.load(Ordering::Acquire) + size > self.max_bytes {

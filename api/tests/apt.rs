@@ -1,0 +1,215 @@
+//! APT hosted end to end: real Debian packages uploaded to the built binary, the published
+//! index checked byte for byte, and the real `apt-get` (isolated from the system's own
+//! configuration) updating from it and downloading them.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use common::process::{basic, start, status_of, Server};
+use sha2::{Digest, Sha256};
+
+const PW: &str = "apt-admin";
+
+fn real_debs() -> Option<Vec<std::path::PathBuf>> {
+    let dir = std::env::var("TEST_DEBS_DIR").ok()?;
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "deb"))
+        .collect();
+    v.sort();
+    Some(v)
+}
+
+fn upload(server: &Server, repo: &str, bytes: &[u8], query: &str) -> anyhow::Result<(u16, String)> {
+    status_of(
+        ureq::post(&format!("{}/repository/{repo}/{query}", server.public))
+            .set("Authorization", &basic(PW))
+            .set("Content-Type", "application/vnd.debian.binary-package")
+            .send_bytes(bytes),
+    )
+}
+
+fn get(server: &Server, path: &str) -> anyhow::Result<(u16, Vec<u8>)> {
+    match ureq::get(&format!("{}{path}", server.public)).call() {
+        Ok(r) => {
+            let status = r.status();
+            let mut body = Vec::new();
+            std::io::Read::read_to_end(&mut r.into_reader(), &mut body)?;
+            Ok((status, body))
+        }
+        Err(ureq::Error::Status(code, r)) => Ok((code, r.into_string()?.into_bytes())),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn apt_get(root: &Path, args: &[&str]) -> anyhow::Result<std::process::Output> {
+    let opt = |k: &str, v: &Path| format!("{k}={}", v.display());
+    let out = Command::new("apt-get")
+        .current_dir(root.join("downloads"))
+        .arg("-o")
+        .arg(opt("Dir::Etc::SourceList", &root.join("sources.list")))
+        .arg("-o")
+        .arg("Dir::Etc::SourceParts=/dev/null")
+        .arg("-o")
+        .arg(opt("Dir::State", &root.join("state")))
+        .arg("-o")
+        .arg(opt("Dir::State::status", &root.join("state/status")))
+        .arg("-o")
+        .arg(opt("Dir::Cache", &root.join("cache")))
+        .arg("-o")
+        .arg("Debug::NoLocking=1")
+        .arg("-o")
+        .arg("APT::Sandbox::User=root")
+        .arg("-o")
+        .arg("Acquire::Retries=0")
+        .args(args)
+        .output()?;
+    Ok(out)
+}
+
+#[test]
+fn hosted_apt_with_the_real_client() -> anyhow::Result<()> {
+    let Some(debs) = real_debs() else {
+        eprintln!("skipped: TEST_DEBS_DIR is not set (scripts/test.sh sets it)");
+        return Ok(());
+    };
+    anyhow::ensure!(Command::new("apt-get").arg("--version").output().is_ok(), "apt-get is not installed");
+    let dir = tempfile::tempdir()?;
+    let server = start(dir.path(), &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)])?;
+    server.wait_ready()?;
+    let (s, body) = status_of(
+        ureq::post(&format!("{}/api/v1/repositories", server.public)).set("Authorization", &basic(PW)).send_json(serde_json::json!({
+            "name": "debs", "format": "apt", "type": "hosted",
+            "apt": {"distribution": "stable", "components": ["main", "extra"], "architectures": ["amd64", "arm64", "all"]}
+        })),
+    )?;
+    assert_eq!(s, 201, "{body}");
+
+    // Bad input: each a 4xx with a message, and nothing stored.
+    let blobs_before = count_files(&dir.path().join("data/blobs/sha256"));
+    for (bytes, query, status, needle) in [
+        (b"this is not a package".to_vec(), "", 400, "not a valid .deb: not a Debian package"),
+        (std::fs::read(&debs[0])?[..300].to_vec(), "", 400, "truncated"),
+        (std::fs::read(&debs[0])?, "?component=nope", 400, "component \"nope\" is not configured"),
+        (Vec::new(), "", 400, "the upload is empty"),
+    ] {
+        let (s, body) = upload(&server, "debs", &bytes, query)?;
+        assert_eq!(s, status, "{body}");
+        assert!(body.contains(needle), "{body:?} lacks {needle:?}");
+    }
+    assert_eq!(count_files(&dir.path().join("data/blobs/sha256")), blobs_before, "a refused upload leaves no blob");
+
+    // Upload the real packages; the last one waits for its snapshot.
+    let mut expected = Vec::new();
+    for (i, deb) in debs.iter().enumerate() {
+        let bytes = std::fs::read(deb)?;
+        let query = if i + 1 == debs.len() { "?wait=true" } else { "" };
+        let (s, body) = upload(&server, "debs", &bytes, query)?;
+        assert_eq!(s, 201, "{}: {body}", deb.display());
+        let v: serde_json::Value = serde_json::from_str(&body)?;
+        assert!(v["filename"].as_str().unwrap_or_default().starts_with("pool/main/"), "{body}");
+        expected.push((
+            v["package"].as_str().unwrap_or_default().to_string(),
+            v["filename"].as_str().unwrap_or_default().to_string(),
+            bytes,
+        ));
+    }
+    // An identical retry is fine; different bytes under the same name/version/arch are not.
+    let (s, _) = upload(&server, "debs", &expected[0].2, "")?;
+    assert_eq!(s, 200);
+
+    // The published index: Release lists every index file with its real size and hashes.
+    let (s, release) = get(&server, "/repository/debs/dists/stable/Release")?;
+    assert_eq!(s, 200);
+    let release = String::from_utf8(release)?;
+    assert!(release.contains("Suite: stable\nCodename: stable\n"), "{release}");
+    assert!(release.contains("Architectures: amd64 arm64\n"), "{release}");
+    assert!(release.contains("Components: main extra\n"), "{release}");
+    assert!(release.contains("Acquire-By-Hash: yes\n"), "{release}");
+    let (s, packages) = get(&server, "/repository/debs/dists/stable/main/binary-amd64/Packages")?;
+    assert_eq!(s, 200);
+    let digest = hex::encode(Sha256::digest(&packages));
+    assert!(release.contains(&format!(" {digest} {:>16} main/binary-amd64/Packages\n", packages.len())), "{release}");
+    let (s, by_hash) =
+        get(&server, &format!("/repository/debs/dists/stable/main/binary-amd64/by-hash/SHA256/{digest}"))?;
+    assert_eq!((s, by_hash == packages), (200, true));
+    let text = String::from_utf8(packages)?;
+    for (name, filename, bytes) in &expected {
+        assert!(text.contains(&format!("Package: {name}\n")), "{name} missing from Packages");
+        assert!(text.contains(&format!("Filename: {filename}\nSize: {}\n", bytes.len())), "{filename}");
+        assert!(text.contains(&format!("SHA256: {}\n", hex::encode(Sha256::digest(bytes)))));
+        let (s, served) = get(&server, &format!("/repository/debs/{filename}"))?;
+        assert_eq!((s, served.len()), (200, bytes.len()));
+        assert!(served == *bytes, "{filename} is served byte for byte");
+    }
+    let (s, _) = get(&server, "/repository/debs/dists/stable/extra/binary-amd64/Packages.gz")?;
+    assert_eq!(s, 200, "an empty component still has its index");
+
+    // The real apt client: update, then download each package, which must match the upload.
+    let root = tempfile::tempdir()?;
+    for d in ["state/lists/partial", "cache/archives/partial", "downloads"] {
+        std::fs::create_dir_all(root.path().join(d))?;
+    }
+    std::fs::write(root.path().join("state/status"), "")?;
+    std::fs::write(
+        root.path().join("sources.list"),
+        format!("deb [trusted=yes arch=amd64] {}/repository/debs stable main\n", server.public),
+    )?;
+    let out = apt_get(root.path(), &["update"])?;
+    let log = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "apt-get update failed:\n{log}");
+    assert!(!log.contains("Err:") && !log.contains("W: "), "{log}");
+    for (name, _, _) in &expected {
+        let out = apt_get(root.path(), &["download", name])?;
+        assert!(out.status.success(), "apt-get download {name}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    for (_, filename, bytes) in &expected {
+        let base = Path::new(filename).file_name().map(|f| f.to_string_lossy().replace("%3a", ":")).unwrap_or_default();
+        let got = std::fs::read(root.path().join("downloads").join(&base))?;
+        assert!(got == *bytes, "apt-get downloaded {base} with other bytes");
+    }
+    let out = apt_get(root.path(), &["update"])?;
+    let log = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(log.contains("Hit:"), "a second update finds nothing new:\n{log}");
+
+    // Delete one package: the next snapshot no longer lists it.
+    let (name, filename, _) = &expected[0];
+    let (s, body) = status_of(
+        ureq::delete(&format!("{}/repository/debs/{filename}", server.public)).set("Authorization", &basic(PW)).call(),
+    )?;
+    assert_eq!(s, 204, "{body}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, packages) = get(&server, "/repository/debs/dists/stable/main/binary-amd64/Packages")?;
+        if !String::from_utf8_lossy(&packages).contains(&format!("Package: {name}\n")) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{name} still listed after its delete");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(get(&server, &format!("/repository/debs/{filename}"))?.0, 404);
+    assert!(server.terminate()?.success());
+    Ok(())
+}
+
+fn count_files(dir: &Path) -> usize {
+    let mut n = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        if let Ok(entries) = std::fs::read_dir(&d) {
+            for e in entries.flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else {
+                    n += 1;
+                }
+            }
+        }
+    }
+    n
+}
