@@ -62,8 +62,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     services.spawn_cache_keepers();
     let worker_stop = if cfg.worker.embedded {
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let publisher =
-            std::sync::Arc::new(Publisher::new(services.clone(), packyard_worker::builders(&services.config)));
+        let publisher = std::sync::Arc::new(Publisher::new(services.clone(), packyard_worker::builders(&services)));
         services.spawn_wakeup_consumer();
         actix_web::rt::spawn(publisher.run(async move {
             let _ = rx.await;

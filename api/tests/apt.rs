@@ -149,15 +149,51 @@ fn hosted_apt_with_the_real_client() -> anyhow::Result<()> {
     let (s, _) = get(&server, "/repository/debs/dists/stable/extra/binary-amd64/Packages.gz")?;
     assert_eq!(s, 200, "an empty component still has its index");
 
-    // The real apt client: update, then download each package, which must match the upload.
+    // Signed: gpgv verifies InRelease and Release.gpg with the served key, independently of apt.
     let root = tempfile::tempdir()?;
+    let (s, key) = get(&server, "/repository/debs/gpg.key")?;
+    assert_eq!(s, 200);
+    assert!(key.starts_with(b"-----BEGIN PGP PUBLIC KEY BLOCK-----"));
+    std::fs::write(root.path().join("key.asc"), &key)?;
+    let dearmor = Command::new("gpg")
+        .args(["--batch", "--yes", "--dearmor", "-o"])
+        .arg(root.path().join("key.gpg"))
+        .arg(root.path().join("key.asc"))
+        .output()?;
+    assert!(dearmor.status.success(), "{}", String::from_utf8_lossy(&dearmor.stderr));
+    let (s, inrelease) = get(&server, "/repository/debs/dists/stable/InRelease")?;
+    assert_eq!(s, 200);
+    let (s, detached) = get(&server, "/repository/debs/dists/stable/Release.gpg")?;
+    assert_eq!(s, 200);
+    std::fs::write(root.path().join("InRelease"), &inrelease)?;
+    std::fs::write(root.path().join("Release"), release.as_bytes())?;
+    std::fs::write(root.path().join("Release.gpg"), &detached)?;
+    for args in [vec!["InRelease"], vec!["Release.gpg", "Release"]] {
+        let out = Command::new("gpgv")
+            .current_dir(root.path())
+            .arg("--keyring")
+            .arg(root.path().join("key.gpg"))
+            .args(&args)
+            .output()?;
+        assert!(out.status.success(), "gpgv {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let inrelease = String::from_utf8(inrelease)?;
+    assert!(inrelease.starts_with("-----BEGIN PGP SIGNED MESSAGE-----\nHash: SHA"), "{inrelease}");
+    assert!(inrelease.contains(&release), "InRelease signs the same text as Release");
+
+    // The real apt client, trusting only that key: update, then download each package, which
+    // must match the upload.
     for d in ["state/lists/partial", "cache/archives/partial", "downloads"] {
         std::fs::create_dir_all(root.path().join(d))?;
     }
     std::fs::write(root.path().join("state/status"), "")?;
     std::fs::write(
         root.path().join("sources.list"),
-        format!("deb [trusted=yes arch=amd64] {}/repository/debs stable main\n", server.public),
+        format!(
+            "deb [signed-by={} arch=amd64] {}/repository/debs stable main\n",
+            root.path().join("key.asc").display(),
+            server.public
+        ),
     )?;
     let out = apt_get(root.path(), &["update"])?;
     let log = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));

@@ -8,14 +8,17 @@ pub mod publisher;
 
 use std::sync::Arc;
 
-use packyard_shared::config::Config;
 use packyard_shared::publication::testformat::TestFormat;
 use packyard_shared::publication::Builders;
+use packyard_shared::services::Services;
 
 /// Every format's builder. Formats add theirs here as they arrive.
-pub fn builders(config: &Config) -> Builders {
-    let delay = std::time::Duration::from_millis(config.debug.build_delay_ms);
-    Builders::default()
-        .with(Arc::new(TestFormat { page_size: 500, delay }))
-        .with(Arc::new(packyard_shared::formats::apt::publish::AptBuilder { page_size: 1_000 }))
+pub fn builders(services: &Services) -> Builders {
+    let delay = std::time::Duration::from_millis(services.config.debug.build_delay_ms);
+    Builders::default().with(Arc::new(TestFormat { page_size: 500, delay })).with(Arc::new(
+        packyard_shared::formats::apt::publish::AptBuilder {
+            page_size: 1_000,
+            keystore: services.security.keystore.clone(),
+        },
+    ))
 }

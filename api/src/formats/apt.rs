@@ -30,7 +30,13 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route(web::delete().to(delete))
             .default_service(web::to(fallback)),
     )
-    .service(web::resource("/").route(web::post().to(upload)).default_service(web::to(fallback)));
+    .service(web::resource("/").route(web::post().to(upload)).default_service(web::to(fallback)))
+    .service(
+        web::resource("/gpg.key")
+            .route(web::get().to(gpg_key))
+            .route(web::head().to(gpg_key))
+            .default_service(web::to(fallback)),
+    );
 }
 
 fn apt_only(repo: &Repository, path: &str) -> Result<(), ApiError> {
@@ -211,4 +217,22 @@ async fn delete(
         }
         None => Err(ApiError::not_found(format!("not found: /{path} in repository {}", access.repo.name)).plain()),
     }
+}
+
+/// The armored public signing key (generated on first need), for `/etc/apt/keyrings/`.
+async fn gpg_key(access: RepoAccess<Read>, services: web::Data<Services>) -> Result<HttpResponse, ApiError> {
+    apt_only(&access.repo, "gpg.key")?;
+    let label =
+        access.repo.settings.apt.clone().unwrap_or_default().label.unwrap_or_else(|| access.repo.name.to_string());
+    let uid = format!("{label} (Packyard repository {}) <packyard@{}>", access.repo.name, access.repo.name);
+    let signer = packyard_shared::formats::apt::signing::Signer::for_repository(
+        &services.db,
+        &services.security.keystore,
+        access.repo.id,
+        &uid,
+    )
+    .await
+    .map_err(|e| ApiError::internal(e).plain())?;
+    let public = signer.public_armored().map_err(|e| ApiError::internal(e).plain())?;
+    Ok(HttpResponse::Ok().content_type("application/pgp-keys").body(public))
 }

@@ -479,6 +479,18 @@ impl Db {
         Ok(())
     }
 
+    pub async fn insert_secret_if_absent(&self, name: &str, nonce: &str, ciphertext: &str) -> DbResult<bool> {
+        self.count("secrets.insert_if_absent");
+        let statement = match self.backend() {
+            Backend::Sqlite => "INSERT OR IGNORE INTO secrets (name, nonce, ciphertext, created_at) VALUES ($1, $2, $3, $4)",
+            Backend::Postgres => "INSERT INTO secrets (name, nonce, ciphertext, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT (name) DO NOTHING",
+            Backend::MySql => "INSERT IGNORE INTO secrets (name, nonce, ciphertext, created_at) VALUES (?, ?, ?, ?)",
+        };
+        let done =
+            sqlx::query(statement).bind(name).bind(nonce).bind(ciphertext).bind(now_ms()).execute(self.pool()).await?;
+        Ok(done.rows_affected() == 1)
+    }
+
     pub async fn get_secret(&self, name: &str) -> DbResult<Option<(String, String)>> {
         self.count("secrets.get");
         let row = sqlx::query(sql!(self, "SELECT nonce, ciphertext FROM secrets WHERE name = $1"))

@@ -5,3 +5,4 @@ pub mod deb;
 pub mod hosted;
 pub mod packages;
 pub mod publish;
+pub mod signing;

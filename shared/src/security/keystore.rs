@@ -61,6 +61,12 @@ impl KeyStore {
         Ok(())
     }
 
+    /// Stores a secret unless one of that name exists; true when this one was stored.
+    pub async fn put_if_absent(&self, db: &Db, name: &str, plaintext: &[u8]) -> Result<bool, KeyStoreError> {
+        let (nonce, ct) = self.seal(name, plaintext)?;
+        Ok(db.insert_secret_if_absent(name, &nonce, &ct).await?)
+    }
+
     pub async fn get(&self, db: &Db, name: &str) -> Result<Option<Vec<u8>>, KeyStoreError> {
         match db.get_secret(name).await? {
             Some((nonce, ct)) => Ok(Some(self.open(name, &nonce, &ct)?)),

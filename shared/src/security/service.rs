@@ -48,7 +48,7 @@ pub struct Security {
     login_locks: std::sync::Mutex<std::collections::HashMap<(String, IpAddr), LoginTurn>>,
     pub cache: SecurityCache,
     throttle: LoginThrottle,
-    pub keystore: KeyStore,
+    pub keystore: Arc<KeyStore>,
     pub anonymous_read: bool,
     pub watermark_ttl: Duration,
 }
@@ -64,7 +64,7 @@ impl Security {
             login_locks: std::sync::Mutex::new(std::collections::HashMap::new()),
             cache: SecurityCache::new(secret, Duration::from_secs(cfg.auth_cache_ttl_secs), metrics),
             throttle: LoginThrottle::new(cfg.login_max_failures, Duration::from_secs(cfg.login_window_secs)),
-            keystore: KeyStore::new(secret),
+            keystore: Arc::new(KeyStore::new(secret)),
             anonymous_read: cfg.anonymous_read,
             watermark_ttl: Duration::from_millis(cfg.watermark_ttl_ms),
         }

@@ -18,6 +18,8 @@ use crate::publication::{BuildContext, BuildError, Builder};
 
 pub struct AptBuilder {
     pub page_size: i64,
+    /// Where each repository's signing key is sealed.
+    pub keystore: std::sync::Arc<crate::security::keystore::KeyStore>,
 }
 
 /// The four digests and the size of one index file, as Release lists them.
@@ -112,7 +114,19 @@ impl Builder for AptBuilder {
                 let _ = writeln!(release, " {} {:>16} {}", pick(h), h.size, h.path);
             }
         }
+        let signer = super::signing::Signer::for_repository(
+            ctx.db,
+            &self.keystore,
+            repo.id,
+            &format!("{label} (Packyard repository {}) <packyard@{}>", repo.name, repo.name),
+        )
+        .await
+        .map_err(|e| BuildError::Other(format!("signing key: {e}")))?;
+        let inrelease = signer.clearsign(&release).map_err(|e| BuildError::Other(e.to_string()))?;
+        let detached = signer.detached(release.as_bytes()).map_err(|e| BuildError::Other(e.to_string()))?;
         ctx.put(&format!("dists/{dist}/Release"), TEXT, release.as_bytes()).await?;
+        ctx.put(&format!("dists/{dist}/InRelease"), TEXT, inrelease.as_bytes()).await?;
+        ctx.put(&format!("dists/{dist}/Release.gpg"), "application/pgp-signature", detached.as_bytes()).await?;
         Ok(())
     }
 }

@@ -1,0 +1,134 @@
+//! OpenPGP signing of APT `Release` files: `InRelease` (clear-signed) and `Release.gpg`
+//! (detached, armored), with an Ed25519 key generated on first need. The private key is kept
+//! only sealed in the key store (`security.secret`); nothing returns it.
+
+use pgp::composed::{
+    ArmorOptions, CleartextSignedMessage, Deserializable, DetachedSignature, EncryptionCaps, KeyType,
+    SecretKeyParamsBuilder, SignedPublicKey, SignedSecretKey,
+};
+use pgp::crypto::hash::HashAlgorithm;
+use pgp::types::{KeyDetails, Password};
+
+use crate::db::Db;
+use crate::security::keystore::{KeyStore, KeyStoreError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SigningError {
+    #[error("OpenPGP: {0}")]
+    Pgp(String),
+    #[error(transparent)]
+    KeyStore(#[from] KeyStoreError),
+}
+
+fn pgp_err(e: impl std::fmt::Display) -> SigningError {
+    SigningError::Pgp(e.to_string())
+}
+
+/// A repository's signing key.
+pub struct Signer {
+    key: SignedSecretKey,
+}
+
+/// The key store name of a repository's current signing key.
+pub fn key_name(repository_id: i64) -> String {
+    format!("apt/{repository_id}/signing")
+}
+
+impl Signer {
+    /// A new Ed25519 key that can certify and sign, without expiry.
+    pub fn generate(user_id: &str) -> Result<Self, SigningError> {
+        let mut params = SecretKeyParamsBuilder::default();
+        params
+            .key_type(KeyType::Ed25519Legacy)
+            .can_certify(true)
+            .can_sign(true)
+            .can_encrypt(EncryptionCaps::None)
+            .primary_user_id(user_id.into());
+        let params = params.build().map_err(pgp_err)?;
+        let key = params.generate(rand::rngs::OsRng).map_err(pgp_err)?;
+        Ok(Self { key })
+    }
+
+    pub fn from_armored(armored: &str) -> Result<Self, SigningError> {
+        let (key, _) = SignedSecretKey::from_string(armored).map_err(pgp_err)?;
+        Ok(Self { key })
+    }
+
+    pub fn to_armored_secret(&self) -> Result<String, SigningError> {
+        self.key.to_armored_string(ArmorOptions::default()).map_err(pgp_err)
+    }
+
+    /// The armored public key, as clients put it in `/etc/apt/keyrings/`.
+    pub fn public_armored(&self) -> Result<String, SigningError> {
+        SignedPublicKey::from(self.key.clone()).to_armored_string(ArmorOptions::default()).map_err(pgp_err)
+    }
+
+    pub fn fingerprint(&self) -> String {
+        hex::encode_upper(self.key.fingerprint().as_bytes())
+    }
+
+    /// `InRelease`: the text clear-signed with SHA-512.
+    pub fn clearsign(&self, text: &str) -> Result<String, SigningError> {
+        let msg =
+            CleartextSignedMessage::sign(rand::rngs::OsRng, text, &*self.key, &Password::empty()).map_err(pgp_err)?;
+        msg.to_armored_string(ArmorOptions::default()).map_err(pgp_err)
+    }
+
+    /// `Release.gpg`: a detached SHA-512 signature over the exact bytes.
+    pub fn detached(&self, bytes: &[u8]) -> Result<String, SigningError> {
+        let sig = DetachedSignature::sign_binary_data(
+            rand::rngs::OsRng,
+            &*self.key,
+            &Password::empty(),
+            HashAlgorithm::Sha512,
+            bytes,
+        )
+        .map_err(pgp_err)?;
+        sig.to_armored_string(ArmorOptions::default()).map_err(pgp_err)
+    }
+
+    /// The repository's key, generated and stored on first need. Two workers racing to create
+    /// it agree on whichever was stored first.
+    pub async fn for_repository(
+        db: &Db,
+        keystore: &KeyStore,
+        repository_id: i64,
+        user_id: &str,
+    ) -> Result<Self, SigningError> {
+        let name = key_name(repository_id);
+        if let Some(bytes) = keystore.get(db, &name).await? {
+            return Self::from_armored(&String::from_utf8_lossy(&bytes));
+        }
+        let fresh = tokio::task::spawn_blocking({
+            let uid = user_id.to_string();
+            move || Signer::generate(&uid)
+        })
+        .await
+        .map_err(pgp_err)??;
+        keystore.put_if_absent(db, &name, fresh.to_armored_secret()?.as_bytes()).await?;
+        let stored =
+            keystore.get(db, &name).await?.ok_or_else(|| SigningError::Pgp("the signing key vanished".into()))?;
+        Self::from_armored(&String::from_utf8_lossy(&stored))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signs_in_both_forms() -> Result<(), SigningError> {
+        let s = Signer::generate("test <test@example.org>")?;
+        let inrelease = s.clearsign("Origin: x\nSuite: stable\n")?;
+        assert!(inrelease.starts_with("-----BEGIN PGP SIGNED MESSAGE-----\nHash: SHA"), "{inrelease}");
+        assert!(!inrelease.contains("Hash: SHA1\n"));
+        assert!(inrelease.contains("Origin: x\nSuite: stable\n"));
+        let detached = s.detached(b"Origin: x\n")?;
+        assert!(detached.starts_with("-----BEGIN PGP SIGNATURE-----"), "{detached}");
+        let public = s.public_armored()?;
+        assert!(public.starts_with("-----BEGIN PGP PUBLIC KEY BLOCK-----"));
+        let again = Signer::from_armored(&s.to_armored_secret()?)?;
+        assert_eq!(again.fingerprint(), s.fingerprint());
+        Ok(())
+    }
+}
