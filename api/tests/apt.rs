@@ -249,3 +249,83 @@ fn count_files(dir: &Path) -> usize {
     }
     n
 }
+
+macro_rules! on_every_backend {
+    ($name:ident) => {
+        mod $name {
+            #[actix_web::test]
+            async fn sqlite() -> anyhow::Result<()> {
+                super::$name(packyard_shared::db::Backend::Sqlite).await
+            }
+            #[actix_web::test]
+            async fn postgres() -> anyhow::Result<()> {
+                super::$name(packyard_shared::db::Backend::Postgres).await
+            }
+            #[actix_web::test]
+            async fn mysql() -> anyhow::Result<()> {
+                super::$name(packyard_shared::db::Backend::MySql).await
+            }
+        }
+    };
+}
+
+/// Warmed reads of InRelease and Packages.gz make no database query (in-process, no background
+/// tasks), and a conflicting upload is refused on every backend.
+async fn warmed_index_reads(backend: packyard_shared::db::Backend) -> anyhow::Result<()> {
+    use actix_web::test::{self as atest, TestRequest};
+    let Some(debs) = real_debs() else { return Ok(()) };
+    let Some(t) = packyard_shared::testing::TestDb::fresh(backend).await? else { return Ok(()) };
+    let services = common::services(&t).await?;
+    let app = atest::init_service(packyard_api::app::public_app(services.clone())).await;
+    let r = common::call(
+        &app,
+        TestRequest::post()
+            .uri("/api/v1/repositories")
+            .insert_header(common::admin())
+            .set_json(serde_json::json!({"name": "debs", "format": "apt", "type": "hosted"})),
+    )
+    .await?;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let bytes = std::fs::read(&debs[0])?;
+    let r = common::call(
+        &app,
+        TestRequest::post().uri("/repository/debs/").insert_header(common::admin()).set_payload(bytes.clone()),
+    )
+    .await?;
+    assert_eq!(r.status, 201, "{}", r.text);
+    // Same coordinate, other bytes: refused, and the stored package is unchanged.
+    let mut other = bytes.clone();
+    other.extend_from_slice(b"trailing bytes");
+    let r = common::call(
+        &app,
+        TestRequest::post().uri("/repository/debs/").insert_header(common::admin()).set_payload(other),
+    )
+    .await?;
+    assert_eq!(r.status, 409, "{}", r.text);
+    assert!(r.text.contains("already in repository debs with different content"), "{}", r.text);
+
+    let due = packyard_shared::db::publication::Due { debounce_ms: 0, max_delay_ms: 0 };
+    let published = packyard_worker::publisher::Publisher::new(services.clone(), packyard_worker::builders(&services))
+        .with_due(due)
+        .run_until_idle()
+        .await;
+    assert_eq!(published.len(), 1, "{published:?}");
+    let paths =
+        ["/repository/debs/dists/stable/InRelease", "/repository/debs/dists/stable/main/binary-amd64/Packages.gz"];
+    for p in paths {
+        let r = common::call(&app, TestRequest::get().uri(p)).await?;
+        assert_eq!(r.status, 200, "{p}");
+    }
+    let before = t.metrics.db_queries();
+    for _ in 0..3 {
+        for p in paths {
+            let r = common::call(&app, TestRequest::get().uri(p).insert_header(common::admin())).await?;
+            assert_eq!(r.status, 200, "{p}");
+            let r = common::call(&app, TestRequest::get().uri(p)).await?;
+            assert_eq!(r.status, 200, "{p}");
+        }
+    }
+    assert_eq!(t.metrics.db_queries() - before, 0, "warmed index reads ran database queries");
+    Ok(())
+}
+on_every_backend!(warmed_index_reads);
