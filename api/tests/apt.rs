@@ -148,6 +148,20 @@ fn hosted_apt_with_the_real_client() -> anyhow::Result<()> {
     }
     let (s, _) = get(&server, "/repository/debs/dists/stable/extra/binary-amd64/Packages.gz")?;
     assert_eq!(s, 200, "an empty component still has its index");
+    // Packages.xz decompresses to Packages.
+    let (s, xz) = get(&server, "/repository/debs/dists/stable/main/binary-amd64/Packages.xz")?;
+    assert_eq!(s, 200);
+    let mut unpacked = Vec::new();
+    std::io::Read::read_to_end(&mut liblzma::read::XzDecoder::new(&xz[..]), &mut unpacked)?;
+    assert!(unpacked == text.as_bytes(), "Packages.xz holds Packages");
+    assert!(
+        release.contains(&format!(
+            " {} {:>16} main/binary-amd64/Packages.xz\n",
+            hex::encode(Sha256::digest(&xz)),
+            xz.len()
+        )),
+        "{release}"
+    );
 
     // Signed: gpgv verifies InRelease and Release.gpg with the served key, independently of apt.
     let root = tempfile::tempdir()?;

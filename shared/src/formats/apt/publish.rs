@@ -1,5 +1,5 @@
-//! The APT snapshot of one distribution: per component and architecture `Packages` and
-//! `Packages.gz` (with `Architecture: all` packages in every architecture's index), their
+//! The APT snapshot of one distribution: per component and architecture `Packages`,
+//! `Packages.gz` and `Packages.xz` (with `Architecture: all` packages in every architecture's index), their
 //! `by-hash` names, and `Release` with MD5Sum/SHA1/SHA256/SHA512 sections. Rows stream in keyset
 //! pages; only one page and the compressor's buffer are in memory at a time.
 
@@ -86,9 +86,7 @@ impl Builder for AptBuilder {
         for component in &settings.components {
             for arch in &archs {
                 let base = format!("{component}/binary-{arch}");
-                let (plain, gz) = self.index(ctx, repo.id, component, arch, dist, &base).await?;
-                indexes.push(plain);
-                indexes.push(gz);
+                indexes.extend(self.index(ctx, repo.id, component, arch, dist, &base).await?);
             }
         }
         let now = crate::db::now_ms();
@@ -142,14 +140,18 @@ impl AptBuilder {
         arch: &str,
         dist: &str,
         base: &str,
-    ) -> Result<(Hashed, Hashed), BuildError> {
+    ) -> Result<[Hashed; 3], BuildError> {
         let plain_path = format!("dists/{dist}/{base}/Packages");
         let gz_path = format!("dists/{dist}/{base}/Packages.gz");
+        let xz_path = format!("dists/{dist}/{base}/Packages.xz");
         let mut plain = ctx.file(&plain_path, TEXT).await?;
         let mut gz = ctx.file(&gz_path, "application/gzip").await?;
+        let mut xz = ctx.file(&xz_path, "application/x-xz").await?;
         let mut plain_hash = Hashers::default();
         let mut gz_hash = Hashers::default();
+        let mut xz_hash = Hashers::default();
         let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        let mut xz_encoder = liblzma::write::XzEncoder::new(Vec::new(), 6);
         let mut after = 0i64;
         let mut text = String::new();
         loop {
@@ -174,19 +176,28 @@ impl AptBuilder {
             let compressed = std::mem::take(encoder.get_mut());
             gz.write(&compressed).await?;
             gz_hash.update(&compressed);
+            xz_encoder.write_all(text.as_bytes()).map_err(|e| BuildError::Other(e.to_string()))?;
+            let compressed = std::mem::take(xz_encoder.get_mut());
+            xz.write(&compressed).await?;
+            xz_hash.update(&compressed);
         }
         let tail = encoder.finish().map_err(|e| BuildError::Other(e.to_string()))?;
         gz.write(&tail).await?;
         gz_hash.update(&tail);
+        let tail = xz_encoder.finish().map_err(|e| BuildError::Other(e.to_string()))?;
+        xz.write(&tail).await?;
+        xz_hash.update(&tail);
         ctx.add(plain).await?;
         ctx.add(gz).await?;
+        ctx.add(xz).await?;
         let plain_h = plain_hash.finish(format!("{base}/Packages"));
         let gz_h = gz_hash.finish(format!("{base}/Packages.gz"));
-        for h in [&plain_h, &gz_h] {
+        let xz_h = xz_hash.finish(format!("{base}/Packages.xz"));
+        for h in [&plain_h, &gz_h, &xz_h] {
             let full = format!("dists/{dist}/{}", h.path);
             ctx.alias(&format!("dists/{dist}/{base}/by-hash/SHA256/{}", h.sha256), &full)?;
             ctx.alias(&format!("dists/{dist}/{base}/by-hash/SHA512/{}", h.sha512), &full)?;
         }
-        Ok((plain_h, gz_h))
+        Ok([plain_h, gz_h, xz_h])
     }
 }
