@@ -118,6 +118,17 @@ fn hosted_apt_with_the_real_client() -> anyhow::Result<()> {
             bytes,
         ));
     }
+    // Generated packages with every control.tar compression (Architecture: all, so they appear
+    // in the amd64 index too).
+    for kind in ["", ".gz", ".xz", ".zst"] {
+        let name = format!("packyard-gen{}", kind.trim_start_matches('.'));
+        let control = format!("Package: {name}\nVersion: 1.0-1\nArchitecture: all\nMaintainer: T <t@example.org>\nDescription: generated ({kind:?} control)\n");
+        let bytes = packyard_shared::formats::apt::testing::deb(&control, kind);
+        let (s, body) = upload(&server, "debs", &bytes, "?wait=true")?;
+        assert_eq!(s, 201, "{kind:?}: {body}");
+        let v: serde_json::Value = serde_json::from_str(&body)?;
+        expected.push((name, v["filename"].as_str().unwrap_or_default().to_string(), bytes));
+    }
     // An identical retry is fine; different bytes under the same name/version/arch are not.
     let (s, _) = upload(&server, "debs", &expected[0].2, "")?;
     assert_eq!(s, 200);
@@ -289,7 +300,7 @@ async fn warmed_index_reads(backend: packyard_shared::db::Backend) -> anyhow::Re
     use actix_web::test::{self as atest, TestRequest};
     let Some(debs) = real_debs() else { return Ok(()) };
     let Some(t) = packyard_shared::testing::TestDb::fresh(backend).await? else { return Ok(()) };
-    let services = common::services(&t).await?;
+    let services = common::services_with(&t, |c| c.server.max_upload_bytes = 256 * 1024).await?;
     let app = atest::init_service(packyard_api::app::public_app(services.clone())).await;
     let r = common::call(
         &app,
@@ -307,6 +318,28 @@ async fn warmed_index_reads(backend: packyard_shared::db::Backend) -> anyhow::Re
     )
     .await?;
     assert_eq!(r.status, 201, "{}", r.text);
+    // A v2 .apk (gzip members) posted by mistake, and an upload over server.max_upload_bytes.
+    let apk = packyard_shared::formats::apt::testing::compress(".gz", b"signature, control, data");
+    let r = common::call(
+        &app,
+        TestRequest::post().uri("/repository/debs/").insert_header(common::admin()).set_payload(apk),
+    )
+    .await?;
+    assert_eq!(r.status, 400);
+    assert_eq!(
+        r.text,
+        "not a valid .deb: not a Debian package: the file does not start with an ar archive header (!<arch>)\n"
+    );
+    let big = vec![b'!'; usize::try_from(services.config.server.max_upload_bytes)? + 1];
+    let r = common::call(
+        &app,
+        TestRequest::post().uri("/repository/debs/").insert_header(common::admin()).set_payload(big),
+    )
+    .await?;
+    assert_eq!(r.status, 413, "{}", r.text);
+    assert!(r.text.contains("upload exceeds the limit of"), "{}", r.text);
+    let leftovers = std::fs::read_dir(t.dir.path().join("blobs/tmp"))?.count();
+    assert_eq!(leftovers, 0, "no temporary left behind");
     // Same coordinate, other bytes: refused, and the stored package is unchanged.
     let mut other = bytes.clone();
     other.extend_from_slice(b"trailing bytes");

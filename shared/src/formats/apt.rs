@@ -6,3 +6,5 @@ pub mod hosted;
 pub mod packages;
 pub mod publish;
 pub mod signing;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
