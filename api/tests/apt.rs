@@ -237,6 +237,69 @@ fn hosted_apt_with_the_real_client() -> anyhow::Result<()> {
     let log = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(log.contains("Hit:"), "a second update finds nothing new:\n{log}");
 
+    // Rotation: a new key signs the next snapshot; gpg.key offers both, so clients move over.
+    let admin_json = |method: &str, body: Option<serde_json::Value>| -> anyhow::Result<(u16, serde_json::Value)> {
+        let req = ureq::request(method, &format!("{}/api/v1/repositories/debs/signing-key", server.public))
+            .set("Authorization", &basic(PW));
+        let (s, text) = match body {
+            Some(b) => status_of(req.send_json(b))?,
+            None => status_of(req.call())?,
+        };
+        Ok((s, serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text))))
+    };
+    let (s, before) = admin_json("GET", None)?;
+    assert_eq!(s, 200, "{before}");
+    let old_fingerprint = before["fingerprint"].as_str().unwrap_or_default().to_string();
+    assert!(before["public_key"].as_str().unwrap_or_default().starts_with("-----BEGIN PGP PUBLIC KEY BLOCK-----"));
+    assert!(before.get("private_key").is_none() && !before.to_string().contains("PRIVATE KEY"));
+    let old_inrelease = get(&server, "/repository/debs/dists/stable/InRelease")?.1;
+    let (s, after) = admin_json("PUT", Some(serde_json::json!({"generate": true})))?;
+    assert_eq!(s, 200, "{after}");
+    assert_ne!(after["fingerprint"], before["fingerprint"]);
+    assert_eq!(after["previous_fingerprint"].as_str(), Some(old_fingerprint.as_str()));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let new_inrelease = loop {
+        let (_, body) = get(&server, "/repository/debs/dists/stable/InRelease")?;
+        if body != old_inrelease {
+            break body;
+        }
+        assert!(std::time::Instant::now() < deadline, "not re-signed after the rotation");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    std::fs::write(root.path().join("InRelease"), &new_inrelease)?;
+    let gpgv = |keyring: &str| -> anyhow::Result<bool> {
+        Ok(Command::new("gpgv")
+            .current_dir(root.path())
+            .arg("--keyring")
+            .arg(root.path().join(keyring))
+            .arg("InRelease")
+            .output()?
+            .status
+            .success())
+    };
+    assert!(!gpgv("key.gpg")?, "the old key alone must not verify the re-signed InRelease");
+    let (_, keyring) = get(&server, "/repository/debs/gpg.key")?;
+    std::fs::write(root.path().join("key.asc"), &keyring)?;
+    let dearmor = Command::new("gpg")
+        .args(["--batch", "--yes", "--dearmor", "-o"])
+        .arg(root.path().join("both.gpg"))
+        .arg(root.path().join("key.asc"))
+        .output()?;
+    assert!(dearmor.status.success());
+    assert!(gpgv("both.gpg")?, "gpg.key (current and previous) verifies the re-signed InRelease");
+    let out = apt_get(root.path(), &["update"])?;
+    assert!(out.status.success(), "apt-get update after the rotation: {}", String::from_utf8_lossy(&out.stderr));
+    // Import: an armored secret key; garbage is refused.
+    let imported = packyard_shared::formats::apt::signing::Signer::generate("imported <imported@example.org>")?;
+    let (s, body) = admin_json("PUT", Some(serde_json::json!({"private_key": imported.to_armored_secret()?})))?;
+    assert_eq!(s, 200, "{body}");
+    assert_eq!(body["fingerprint"].as_str(), Some(imported.fingerprint().as_str()));
+    let (s, body) =
+        admin_json("PUT", Some(serde_json::json!({"private_key": "-----BEGIN PGP PRIVATE KEY BLOCK-----\nnope\n"})))?;
+    assert_eq!(s, 400, "{body}");
+    let (s, _) = admin_json("PUT", Some(serde_json::json!({})))?;
+    assert_eq!(s, 400);
+
     // Delete one package: the next snapshot no longer lists it.
     let (name, filename, _) = &expected[0];
     let (s, body) = status_of(

@@ -12,6 +12,7 @@ mod delete;
 mod get;
 mod list;
 mod rebuild;
+mod signing_key;
 mod status;
 mod update;
 
@@ -26,7 +27,12 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route(web::delete().to(delete::delete)),
     )
     .service(crate::app::resource("/repositories/{name}/status").route(web::get().to(status::status)))
-    .service(crate::app::resource("/repositories/{name}/rebuild").route(web::post().to(rebuild::rebuild)));
+    .service(crate::app::resource("/repositories/{name}/rebuild").route(web::post().to(rebuild::rebuild)))
+    .service(
+        crate::app::resource("/repositories/{name}/signing-key")
+            .route(web::get().to(signing_key::get))
+            .route(web::put().to(signing_key::put)),
+    );
 }
 
 /// `{name}` from the path, validated before any handler sees it.

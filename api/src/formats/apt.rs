@@ -233,6 +233,11 @@ async fn gpg_key(access: RepoAccess<Read>, services: web::Data<Services>) -> Res
     )
     .await
     .map_err(|e| ApiError::internal(e).plain())?;
-    let public = signer.public_armored().map_err(|e| ApiError::internal(e).plain())?;
-    Ok(HttpResponse::Ok().content_type("application/pgp-keys").body(public))
+    let previous =
+        packyard_shared::formats::apt::signing::previous(&services.db, &services.security.keystore, access.repo.id)
+            .await
+            .map_err(|e| ApiError::internal(e).plain())?;
+    let keyring = packyard_shared::formats::apt::signing::keyring_armored(&signer, previous.as_ref())
+        .map_err(|e| ApiError::internal(e).plain())?;
+    Ok(HttpResponse::Ok().content_type("application/pgp-keys").body(keyring))
 }

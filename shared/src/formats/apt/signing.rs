@@ -34,6 +34,40 @@ pub fn key_name(repository_id: i64) -> String {
     format!("apt/{repository_id}/signing")
 }
 
+/// The key store name of the key it replaced (still offered to clients after a rotation).
+pub fn previous_key_name(repository_id: i64) -> String {
+    format!("apt/{repository_id}/signing.previous")
+}
+
+/// The public keys clients should trust: the current one and, after a rotation, the previous
+/// one, in one armored block (one keyring file).
+pub fn keyring_armored(current: &Signer, previous: Option<&Signer>) -> Result<String, SigningError> {
+    let mut keys = vec![SignedPublicKey::from(current.key.clone())];
+    if let Some(p) = previous {
+        keys.push(SignedPublicKey::from(p.key.clone()));
+    }
+    let mut out = Vec::new();
+    pgp::armor::write(&keys, pgp::armor::BlockType::PublicKey, &mut out, None, true).map_err(pgp_err)?;
+    String::from_utf8(out).map_err(pgp_err)
+}
+
+/// The previous key of a repository, if it was ever rotated.
+pub async fn previous(db: &Db, keystore: &KeyStore, repository_id: i64) -> Result<Option<Signer>, SigningError> {
+    match keystore.get(db, &previous_key_name(repository_id)).await? {
+        Some(bytes) => Ok(Some(Signer::from_armored(&String::from_utf8_lossy(&bytes))?)),
+        None => Ok(None),
+    }
+}
+
+/// Makes `new` the repository's signing key; the current one becomes the previous one.
+pub async fn rotate(db: &Db, keystore: &KeyStore, repository_id: i64, new: &Signer) -> Result<(), SigningError> {
+    if let Some(current) = keystore.get(db, &key_name(repository_id)).await? {
+        keystore.put(db, &previous_key_name(repository_id), &current).await?;
+    }
+    keystore.put(db, &key_name(repository_id), new.to_armored_secret()?.as_bytes()).await?;
+    Ok(())
+}
+
 impl Signer {
     /// A new Ed25519 key that can certify and sign, without expiry.
     pub fn generate(user_id: &str) -> Result<Self, SigningError> {
@@ -52,6 +86,13 @@ impl Signer {
     pub fn from_armored(armored: &str) -> Result<Self, SigningError> {
         let (key, _) = SignedSecretKey::from_string(armored).map_err(pgp_err)?;
         Ok(Self { key })
+    }
+
+    /// An imported key: it must parse as an unprotected secret key and be able to sign.
+    pub fn import(armored: &str) -> Result<Self, SigningError> {
+        let signer = Self::from_armored(armored)?;
+        signer.detached(b"probe")?;
+        Ok(signer)
     }
 
     pub fn to_armored_secret(&self) -> Result<String, SigningError> {
