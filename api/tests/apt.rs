@@ -439,3 +439,89 @@ async fn warmed_index_reads(backend: packyard_shared::db::Backend) -> anyhow::Re
     Ok(())
 }
 on_every_backend!(warmed_index_reads);
+
+/// Publication while a client reads: `apt-get update` in a loop during a stream of uploads never
+/// sees a hash-sum mismatch (by-hash names and retained snapshots keep every promised index
+/// fetchable).
+#[test]
+fn apt_get_update_during_uploads() -> anyhow::Result<()> {
+    if real_debs().is_none() {
+        eprintln!("skipped: TEST_DEBS_DIR is not set (scripts/test.sh sets it)");
+        return Ok(());
+    }
+    let dir = tempfile::tempdir()?;
+    // A short debounce so that snapshots change often while apt reads.
+    let server =
+        start(dir.path(), &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW), ("PACKYARD_WORKER__DEBOUNCE_MS", "10")])?;
+    server.wait_ready()?;
+    let (s, body) = status_of(
+        ureq::post(&format!("{}/api/v1/repositories", server.public))
+            .set("Authorization", &basic(PW))
+            .send_json(serde_json::json!({"name": "debs", "format": "apt", "type": "hosted"})),
+    )?;
+    assert_eq!(s, 201, "{body}");
+    let first = packyard_shared::formats::apt::testing::deb(
+        "Package: seed\nVersion: 1\nArchitecture: all\nDescription: seed\n",
+        ".gz",
+    );
+    assert_eq!(upload(&server, "debs", &first, "?wait=true")?.0, 201);
+    let (_, key) = get(&server, "/repository/debs/gpg.key")?;
+    let root = tempfile::tempdir()?;
+    for d in ["state/lists/partial", "cache/archives/partial", "downloads"] {
+        std::fs::create_dir_all(root.path().join(d))?;
+    }
+    std::fs::write(root.path().join("state/status"), "")?;
+    std::fs::write(root.path().join("key.asc"), &key)?;
+    std::fs::write(
+        root.path().join("sources.list"),
+        format!(
+            "deb [signed-by={} arch=amd64] {}/repository/debs stable main\n",
+            root.path().join("key.asc").display(),
+            server.public
+        ),
+    )?;
+    let url = server.public.clone();
+    let uploader = std::thread::spawn(move || -> anyhow::Result<usize> {
+        for i in 0..60 {
+            let control = format!(
+                "Package: stream{i}\nVersion: 1.{i}\nArchitecture: all\nDescription: upload {i} of the stream\n"
+            );
+            let bytes = packyard_shared::formats::apt::testing::deb(&control, ".xz");
+            let (s, body) = status_of(
+                ureq::post(&format!("{url}/repository/debs/")).set("Authorization", &basic(PW)).send_bytes(&bytes),
+            )?;
+            anyhow::ensure!(s == 201, "{body}");
+            std::thread::sleep(Duration::from_millis(15));
+        }
+        Ok(60)
+    });
+    let mut updates = 0;
+    while !uploader.is_finished() || updates < 3 {
+        let out = apt_get(root.path(), &["update"])?;
+        let log = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success() && !log.contains("Hash Sum mismatch") && !log.contains("Err:"),
+            "update {updates} during uploads:\n{log}"
+        );
+        updates += 1;
+    }
+    assert_eq!(uploader.join().map_err(|_| anyhow::anyhow!("uploader panicked"))??, 60);
+    // And every upload reaches the index.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, packages) = get(&server, "/repository/debs/dists/stable/main/binary-amd64/Packages")?;
+        if String::from_utf8_lossy(&packages).matches("Package: ").count() == 61 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "not every upload was published");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (_, status) = status_of(
+        ureq::get(&format!("{}/api/v1/repositories/debs/status", server.public))
+            .set("Authorization", &basic(PW))
+            .call(),
+    )?;
+    eprintln!("{updates} apt-get updates during 60 uploads, none saw a mismatch; status {status}");
+    assert!(server.terminate()?.success());
+    Ok(())
+}
