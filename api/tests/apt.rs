@@ -2,6 +2,7 @@
 //! index checked byte for byte, and the real `apt-get` (isolated from the system's own
 //! configuration) updating from it and downloading them.
 
+#[macro_use]
 mod common;
 
 use std::path::Path;
@@ -336,25 +337,6 @@ fn count_files(dir: &Path) -> usize {
         }
     }
     n
-}
-
-macro_rules! on_every_backend {
-    ($name:ident) => {
-        mod $name {
-            #[actix_web::test]
-            async fn sqlite() -> anyhow::Result<()> {
-                super::$name(packyard_shared::db::Backend::Sqlite).await
-            }
-            #[actix_web::test]
-            async fn postgres() -> anyhow::Result<()> {
-                super::$name(packyard_shared::db::Backend::Postgres).await
-            }
-            #[actix_web::test]
-            async fn mysql() -> anyhow::Result<()> {
-                super::$name(packyard_shared::db::Backend::MySql).await
-            }
-        }
-    };
 }
 
 /// Warmed reads of InRelease and Packages.gz make no database query (in-process, no background

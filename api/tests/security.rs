@@ -1,6 +1,7 @@
 //! The security model in-process: the authorization matrix, the decision cache, throttling,
 //! and the users/roles/tokens/audit API — on SQLite, PostgreSQL and MariaDB.
 
+#[macro_use]
 mod common;
 
 use std::time::Duration;
@@ -12,26 +13,6 @@ use packyard_shared::db::Backend;
 use packyard_shared::security::tokens;
 use packyard_shared::testing::TestDb;
 use serde_json::json;
-
-macro_rules! on_every_backend {
-    ($name:ident) => {
-        mod $name {
-            use super::*;
-            #[actix_web::test]
-            async fn sqlite() -> anyhow::Result<()> {
-                super::$name(Backend::Sqlite).await
-            }
-            #[actix_web::test]
-            async fn postgres() -> anyhow::Result<()> {
-                super::$name(Backend::Postgres).await
-            }
-            #[actix_web::test]
-            async fn mysql() -> anyhow::Result<()> {
-                super::$name(Backend::MySql).await
-            }
-        }
-    };
-}
 
 /// Who calls, in the matrix's columns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -106,14 +106,17 @@ impl Publisher {
         let outcome = match built {
             None => Outcome::Fenced,
             Some(Err(e)) => return self.fail(&claim, &e.to_string()).await,
-            Some(Ok(())) => match Self::publish(db, &claim, ctx.into_files()).await {
-                Ok(Some(snapshot_id)) => {
-                    self.verify_files(&claim, snapshot_id).await;
-                    Outcome::Published(snapshot_id)
+            Some(Ok(())) => {
+                let files = ctx.into_files();
+                match Self::publish(db, &claim, &files).await {
+                    Ok(Some(snapshot_id)) => {
+                        self.verify_files(&claim, &files).await;
+                        Outcome::Published(snapshot_id)
+                    }
+                    Ok(None) => Outcome::Fenced,
+                    Err(e) => return self.fail(&claim, &e.to_string()).await,
                 }
-                Ok(None) => Outcome::Fenced,
-                Err(e) => return self.fail(&claim, &e.to_string()).await,
-            },
+            }
         };
         let m = &self.services.metrics;
         match outcome {
@@ -140,15 +143,14 @@ impl Publisher {
     async fn publish(
         db: &packyard_shared::db::Db,
         claim: &Claim,
-        files: Vec<packyard_shared::db::publication::SnapshotFile>,
+        files: &[packyard_shared::db::publication::SnapshotFile],
     ) -> Result<Option<i64>, packyard_shared::db::DbError> {
-        packyard_shared::db::retry_conflicts(|| db.publish_snapshot(claim, &files)).await
+        packyard_shared::db::retry_conflicts(|| db.publish_snapshot(claim, files)).await
     }
 
     /// A build may reuse a blob that the collector removed in the same instant; rewriting it
     /// puts it back, but if a published file is missing all the same, the unit is rebuilt.
-    async fn verify_files(&self, claim: &Claim, snapshot_id: i64) {
-        let Ok(files) = self.services.db.snapshot_files(snapshot_id).await else { return };
+    async fn verify_files(&self, claim: &Claim, files: &[packyard_shared::db::publication::SnapshotFile]) {
         for f in files {
             let Ok(d) = Sha256Hex::parse(&f.sha256) else { continue };
             if matches!(self.services.blobs.stat(&d).await, Ok(None)) {

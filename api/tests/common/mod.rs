@@ -3,6 +3,27 @@
 
 pub mod process;
 
+/// Declares `name::{sqlite,postgres,mysql}` actix tests that call `name(backend)`.
+#[macro_export]
+macro_rules! on_every_backend {
+    ($name:ident) => {
+        mod $name {
+            #[actix_web::test]
+            async fn sqlite() -> anyhow::Result<()> {
+                super::$name(packyard_shared::db::Backend::Sqlite).await
+            }
+            #[actix_web::test]
+            async fn postgres() -> anyhow::Result<()> {
+                super::$name(packyard_shared::db::Backend::Postgres).await
+            }
+            #[actix_web::test]
+            async fn mysql() -> anyhow::Result<()> {
+                super::$name(packyard_shared::db::Backend::MySql).await
+            }
+        }
+    };
+}
+
 use std::sync::Arc;
 
 use actix_web::http::{header, StatusCode};
