@@ -34,6 +34,29 @@ fn upload(server: &Server, repo: &str, bytes: &[u8], query: &str) -> anyhow::Res
     )
 }
 
+/// A `multipart/form-data` POST with the given (name, bytes) fields.
+fn multipart(server: &Server, repo: &str, fields: &[(&str, &[u8])], query: &str) -> anyhow::Result<(u16, String)> {
+    let boundary = "packyard-test-boundary-7d1c";
+    let mut body = Vec::new();
+    for (name, bytes) in fields {
+        body.extend_from_slice(
+            format!(
+                "--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"; filename=\"x.deb\"\r\nContent-Type: application/octet-stream\r\n\r\n"
+            )
+            .as_bytes(),
+        );
+        body.extend_from_slice(bytes);
+        body.extend_from_slice(b"\r\n");
+    }
+    body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
+    status_of(
+        ureq::post(&format!("{}/repository/{repo}/{query}", server.public))
+            .set("Authorization", &basic(PW))
+            .set("Content-Type", &format!("multipart/form-data; boundary={boundary}"))
+            .send_bytes(&body),
+    )
+}
+
 fn get(server: &Server, path: &str) -> anyhow::Result<(u16, Vec<u8>)> {
     match ureq::get(&format!("{}{path}", server.public)).call() {
         Ok(r) => {
@@ -102,6 +125,15 @@ fn hosted_apt_with_the_real_client() -> anyhow::Result<()> {
         assert_eq!(s, status, "{body}");
         assert!(body.contains(needle), "{body:?} lacks {needle:?}");
     }
+    let deb0 = std::fs::read(&debs[0])?;
+    for (fields, needle) in [
+        (vec![("file", &deb0[..])], "the multipart upload has no field named \"apt.asset\""),
+        (vec![("apt.asset", &deb0[..200])], "truncated"),
+    ] {
+        let (s, body) = multipart(&server, "debs", &fields, "")?;
+        assert_eq!(s, 400, "{body}");
+        assert!(body.contains(needle), "{body:?} lacks {needle:?}");
+    }
     assert_eq!(count_files(&dir.path().join("data/blobs/sha256")), blobs_before, "a refused upload leaves no blob");
 
     // Upload the real packages; the last one waits for its snapshot.
@@ -125,7 +157,12 @@ fn hosted_apt_with_the_real_client() -> anyhow::Result<()> {
         let name = format!("packyard-gen{}", kind.trim_start_matches('.'));
         let control = format!("Package: {name}\nVersion: 1.0-1\nArchitecture: all\nMaintainer: T <t@example.org>\nDescription: generated ({kind:?} control)\n");
         let bytes = packyard_shared::formats::apt::testing::deb(&control, kind);
-        let (s, body) = upload(&server, "debs", &bytes, "?wait=true")?;
+        // One of them as a multipart form (Nexus's `apt.asset` field, after another field).
+        let (s, body) = if kind == ".zst" {
+            multipart(&server, "debs", &[("note", b"ignored"), ("apt.asset", &bytes)], "?wait=true")?
+        } else {
+            upload(&server, "debs", &bytes, "?wait=true")?
+        };
         assert_eq!(s, 201, "{kind:?}: {body}");
         let v: serde_json::Value = serde_json::from_str(&body)?;
         expected.push((name, v["filename"].as_str().unwrap_or_default().to_string(), bytes));
@@ -254,8 +291,11 @@ fn hosted_apt_with_the_real_client() -> anyhow::Result<()> {
     assert!(before["public_key"].as_str().unwrap_or_default().starts_with("-----BEGIN PGP PUBLIC KEY BLOCK-----"));
     assert!(before.get("private_key").is_none() && !before.to_string().contains("PRIVATE KEY"));
     let old_inrelease = get(&server, "/repository/debs/dists/stable/InRelease")?.1;
-    let (s, after) = admin_json("PUT", Some(serde_json::json!({"generate": true})))?;
+    assert_eq!(before["algorithm"], "ed25519", "{before}");
+    // The rotation moves to RSA-3072 (apt's stricter future default accepts both).
+    let (s, after) = admin_json("PUT", Some(serde_json::json!({"generate": true, "algorithm": "rsa3072"})))?;
     assert_eq!(s, 200, "{after}");
+    assert_eq!(after["algorithm"], "rsa3072", "{after}");
     assert_ne!(after["fingerprint"], before["fingerprint"]);
     assert_eq!(after["previous_fingerprint"].as_str(), Some(old_fingerprint.as_str()));
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
@@ -300,6 +340,9 @@ fn hosted_apt_with_the_real_client() -> anyhow::Result<()> {
     assert_eq!(s, 400, "{body}");
     let (s, _) = admin_json("PUT", Some(serde_json::json!({})))?;
     assert_eq!(s, 400);
+    let (s, body) = admin_json("PUT", Some(serde_json::json!({"generate": true, "algorithm": "dsa1024"})))?;
+    assert_eq!(s, 400, "{body}");
+    assert!(body.to_string().contains("unknown variant `dsa1024`"), "{body}");
 
     // Delete one package: the next snapshot no longer lists it.
     let (name, filename, _) = &expected[0];

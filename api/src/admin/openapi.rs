@@ -84,8 +84,8 @@ fn security_paths() -> serde_json::Value {
         },
         "/api/v1/repositories/{name}/signing-key": {
             "parameters": param("name"),
-            "get": op("The public signing key of an APT repository: {fingerprint, public_key, previous_fingerprint} (admin)", "200"),
-            "put": op("Rotate: {\"generate\":true} or {\"private_key\":\"<armored secret key>\"}; snapshots are re-signed, gpg.key keeps offering the previous key (admin)", "200")
+            "get": op("The public signing key of an APT repository: {fingerprint, algorithm, public_key, previous_fingerprint} (admin)", "200"),
+            "put": op("Rotate: {\"generate\":true, \"algorithm\":\"ed25519|rsa3072|rsa4096\"} or {\"private_key\":\"<armored secret key>\"}; snapshots are re-signed, gpg.key keeps offering the previous key (admin)", "200")
         },
         "/api/v1/audit": {
             "get": op("Audit entries, newest first: ?limit=1..1000&before=<id from next>", "200")

@@ -1,10 +1,12 @@
 //! APT routes: `dists/…` (published snapshot files, by-hash also from retained snapshots),
-//! `pool/…` (package files, with ranges), `POST /` (upload), `DELETE pool/…`.
+//! `pool/…` (package files, with ranges), `POST /` (upload: raw body or multipart `apt.asset`),
+//! `DELETE pool/…`.
 
 use std::time::Duration;
 
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
+use futures_util::StreamExt;
 use packyard_shared::blobs::{RangeSpec, Sha256Hex};
 use packyard_shared::formats::apt::hosted::{self, UploadError, KIND};
 use packyard_shared::publication::wait_until_published;
@@ -140,10 +142,51 @@ fn upload_error(e: UploadError) -> ApiError {
     api.plain()
 }
 
+/// The form field that carries the package in a multipart upload (Nexus's name for it).
+const ASSET_FIELD: &str = "apt.asset";
+
+fn is_multipart(req: &HttpRequest) -> bool {
+    req.headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().to_ascii_lowercase().starts_with("multipart/form-data"))
+}
+
+/// Streams a `.deb` either from the raw body or from the `apt.asset` field of a multipart form.
+async fn store(
+    services: &Services,
+    repo: &Repository,
+    component: Option<&str>,
+    req: &HttpRequest,
+    body: web::Payload,
+    uploader: &str,
+) -> Result<hosted::Uploaded, ApiError> {
+    if !is_multipart(req) {
+        return hosted::upload(services, repo, component, body, uploader).await.map_err(upload_error);
+    }
+    let mut form = actix_multipart::Multipart::new(req.headers(), body);
+    while let Some(field) = form.next().await {
+        let field = field.map_err(|e| ApiError::bad_request(format!("malformed multipart upload: {e}")).plain())?;
+        if field.name() == Some(ASSET_FIELD) {
+            return hosted::upload(services, repo, component, Box::pin(field), uploader).await.map_err(upload_error);
+        }
+        // Another field: skip its content.
+        let mut field = Box::pin(field);
+        while let Some(chunk) = field.next().await {
+            chunk.map_err(|e| ApiError::bad_request(format!("malformed multipart upload: {e}")).plain())?;
+        }
+    }
+    Err(ApiError::bad_request(format!(
+        "the multipart upload has no field named {ASSET_FIELD:?}; send the .deb as that field or as the raw body"
+    ))
+    .plain())
+}
+
 async fn upload(
     access: RepoAccess<Write>,
     services: web::Data<Services>,
     q: web::Query<UploadQuery>,
+    req: HttpRequest,
     body: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     let repo = &access.repo;
@@ -155,9 +198,7 @@ async fn upload(
         )
         .plain());
     }
-    let up = hosted::upload(&services, repo, q.component.as_deref(), body, access.caller.username())
-        .await
-        .map_err(upload_error)?;
+    let up = store(&services, repo, q.component.as_deref(), &req, body, access.caller.username()).await?;
     if up.created {
         services
             .security

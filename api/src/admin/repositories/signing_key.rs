@@ -17,6 +17,9 @@ use crate::error::ApiError;
 pub struct KeyChange {
     #[serde(default)]
     generate: bool,
+    /// For `generate`: `ed25519` (default), `rsa3072` or `rsa4096`.
+    #[serde(default)]
+    algorithm: Option<signing::Algorithm>,
     /// An armored OpenPGP secret key without a passphrase.
     #[serde(default)]
     private_key: Option<String>,
@@ -45,6 +48,7 @@ async fn describe(services: &Services, repo: &Repository) -> Result<HttpResponse
     Ok(HttpResponse::Ok().json(serde_json::json!({
         "repository": repo.name.as_str(),
         "fingerprint": current.fingerprint(),
+        "algorithm": current.algorithm_name(),
         "public_key": current.public_armored().map_err(ApiError::internal)?,
         "previous_fingerprint": previous.map(|p| p.fingerprint()),
     })))
@@ -65,17 +69,21 @@ pub async fn put(
     let new = match (body.generate, body.private_key.as_deref()) {
         (true, None) => {
             let id = uid(&repo);
-            tokio::task::spawn_blocking(move || Signer::generate(&id))
+            let algorithm = body.algorithm.unwrap_or_default();
+            tokio::task::spawn_blocking(move || Signer::generate_with(&id, algorithm))
                 .await
                 .map_err(ApiError::internal)?
                 .map_err(ApiError::internal)?
+        }
+        (false, Some(_)) if body.algorithm.is_some() => {
+            return Err(ApiError::bad_request("`algorithm` applies to {\"generate\":true}, not to an imported key"))
         }
         (false, Some(armored)) => Signer::import(armored).map_err(|e| {
             ApiError::bad_request(format!("private_key is not a usable OpenPGP secret key without passphrase: {e}"))
         })?,
         _ => {
             return Err(ApiError::bad_request(
-                "send either {\"generate\":true} or {\"private_key\":\"<armored secret key>\"}",
+                "send either {\"generate\":true} (optionally with \"algorithm\": \"ed25519\", \"rsa3072\" or \"rsa4096\") or {\"private_key\":\"<armored secret key>\"}",
             ))
         }
     };

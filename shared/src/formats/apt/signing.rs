@@ -1,13 +1,14 @@
 //! OpenPGP signing of APT `Release` files: `InRelease` (clear-signed) and `Release.gpg`
-//! (detached, armored), with an Ed25519 key generated on first need. The private key is kept
-//! only sealed in the key store (`security.secret`); nothing returns it.
+//! (detached, armored), with an Ed25519 key generated on first need (RSA-3072/4096 on request).
+//! The private key is kept only sealed in the key store (`security.secret`); nothing returns it.
 
 use pgp::composed::{
     ArmorOptions, CleartextSignedMessage, Deserializable, DetachedSignature, EncryptionCaps, KeyType,
     SecretKeyParamsBuilder, SignedPublicKey, SignedSecretKey,
 };
 use pgp::crypto::hash::HashAlgorithm;
-use pgp::types::{KeyDetails, Password};
+use pgp::types::{KeyDetails, Password, PublicParams};
+use rsa::traits::PublicKeyParts;
 
 use crate::db::Db;
 use crate::security::keystore::{KeyStore, KeyStoreError};
@@ -68,12 +69,37 @@ pub async fn rotate(db: &Db, keystore: &KeyStore, repository_id: i64, new: &Sign
     Ok(())
 }
 
+/// The key types a repository can sign with: what apt's default `APT::Key::Assert-Pubkey-Algo`
+/// accepts now and in its announced stricter future (`>=rsa3072,ed25519`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Algorithm {
+    #[default]
+    Ed25519,
+    Rsa3072,
+    Rsa4096,
+}
+
+/// The weakest RSA modulus accepted on import.
+const MIN_RSA_BITS: usize = 3072;
+
 impl Signer {
     /// A new Ed25519 key that can certify and sign, without expiry.
     pub fn generate(user_id: &str) -> Result<Self, SigningError> {
+        Self::generate_with(user_id, Algorithm::Ed25519)
+    }
+
+    /// A new key of the given type that can certify and sign, without expiry. RSA generation
+    /// takes seconds: call it off the async executor.
+    pub fn generate_with(user_id: &str, algorithm: Algorithm) -> Result<Self, SigningError> {
+        let key_type = match algorithm {
+            Algorithm::Ed25519 => KeyType::Ed25519Legacy,
+            Algorithm::Rsa3072 => KeyType::Rsa(3072),
+            Algorithm::Rsa4096 => KeyType::Rsa(4096),
+        };
         let mut params = SecretKeyParamsBuilder::default();
         params
-            .key_type(KeyType::Ed25519Legacy)
+            .key_type(key_type)
             .can_certify(true)
             .can_sign(true)
             .can_encrypt(EncryptionCaps::None)
@@ -88,11 +114,37 @@ impl Signer {
         Ok(Self { key })
     }
 
-    /// An imported key: it must parse as an unprotected secret key and be able to sign.
+    /// An imported key: it must parse as an unprotected secret key, be Ed25519 or RSA of at
+    /// least 3072 bits (apt refuses weaker keys), and be able to sign.
     pub fn import(armored: &str) -> Result<Self, SigningError> {
         let signer = Self::from_armored(armored)?;
+        match signer.key.public_params() {
+            PublicParams::EdDSALegacy(_) | PublicParams::Ed25519(_) => {}
+            PublicParams::RSA(rsa) if rsa.key.size() * 8 >= MIN_RSA_BITS => {}
+            PublicParams::RSA(rsa) => {
+                return Err(SigningError::Pgp(format!(
+                    "an RSA key of {} bits is too weak; apt expects at least {MIN_RSA_BITS}",
+                    rsa.key.size() * 8
+                )))
+            }
+            _ => {
+                return Err(SigningError::Pgp(format!(
+                    "a {:?} key is not accepted; use Ed25519 or RSA with at least {MIN_RSA_BITS} bits",
+                    signer.key.algorithm()
+                )))
+            }
+        }
         signer.detached(b"probe")?;
         Ok(signer)
+    }
+
+    /// The key type and size as people name it: `ed25519`, `rsa3072`, `rsa4096`.
+    pub fn algorithm_name(&self) -> String {
+        match self.key.public_params() {
+            PublicParams::RSA(rsa) => format!("rsa{}", rsa.key.size() * 8),
+            PublicParams::EdDSALegacy(_) | PublicParams::Ed25519(_) => "ed25519".into(),
+            _ => format!("{:?}", self.key.algorithm()).to_lowercase(),
+        }
     }
 
     pub fn to_armored_secret(&self) -> Result<String, SigningError> {
@@ -170,6 +222,30 @@ mod tests {
         assert!(public.starts_with("-----BEGIN PGP PUBLIC KEY BLOCK-----"));
         let again = Signer::from_armored(&s.to_armored_secret()?)?;
         assert_eq!(again.fingerprint(), s.fingerprint());
+        assert_eq!(s.algorithm_name(), "ed25519");
+        Ok(())
+    }
+
+    #[test]
+    fn rsa_3072_signs_and_weak_rsa_is_refused_on_import() -> Result<(), SigningError> {
+        let s = Signer::generate_with("rsa <rsa@example.org>", Algorithm::Rsa3072)?;
+        assert_eq!(s.algorithm_name(), "rsa3072");
+        assert!(s.clearsign("Origin: x\n")?.contains("-----BEGIN PGP SIGNATURE-----"));
+        let imported = Signer::import(&s.to_armored_secret()?)?;
+        assert_eq!(imported.fingerprint(), s.fingerprint());
+        let mut params = SecretKeyParamsBuilder::default();
+        params
+            .key_type(KeyType::Rsa(2048))
+            .can_certify(true)
+            .can_sign(true)
+            .can_encrypt(EncryptionCaps::None)
+            .primary_user_id("weak <weak@example.org>".into());
+        let weak = params.build().map_err(pgp_err)?.generate(rand::rngs::OsRng).map_err(pgp_err)?;
+        let weak = weak.to_armored_string(ArmorOptions::default()).map_err(pgp_err)?;
+        match Signer::import(&weak) {
+            Err(SigningError::Pgp(m)) => assert!(m.contains("RSA key of 2048 bits is too weak"), "{m}"),
+            other => panic!("a 2048-bit key was accepted: {:?}", other.map(|s| s.fingerprint())),
+        }
         Ok(())
     }
 }
