@@ -28,6 +28,8 @@ pub enum ErrorCode {
     InsufficientStorage,
     TooManyRequests,
     ServiceUnavailable,
+    BadGateway,
+    GatewayTimeout,
     Internal,
 }
 
@@ -46,6 +48,8 @@ impl ErrorCode {
             Self::InsufficientStorage => StatusCode::INSUFFICIENT_STORAGE,
             Self::TooManyRequests => StatusCode::TOO_MANY_REQUESTS,
             Self::ServiceUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Self::BadGateway => StatusCode::BAD_GATEWAY,
+            Self::GatewayTimeout => StatusCode::GATEWAY_TIMEOUT,
             Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -65,6 +69,8 @@ impl ErrorCode {
             Self::InsufficientStorage => "insufficient_storage",
             Self::TooManyRequests => "too_many_requests",
             Self::ServiceUnavailable => "service_unavailable",
+            Self::BadGateway => "bad_gateway",
+            Self::GatewayTimeout => "gateway_timeout",
             Self::Internal => "internal_error",
         }
     }

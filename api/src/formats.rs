@@ -39,3 +39,54 @@ pub fn serve_published(
         .insert_header(LastModified(modified.into()))
         .body(f.bytes)
 }
+
+/// Answers with a stored blob: `ETag` (the SHA-256), `If-None-Match` and, when `last_modified`
+/// is known, `If-Modified-Since` (304); a single `Range` (206/416); the bytes streamed.
+pub async fn serve_blob(
+    req: &actix_web::HttpRequest,
+    blobs: &dyn packyard_shared::blobs::BlobStore,
+    sha256: &str,
+    content_type: &str,
+    last_modified: Option<std::time::SystemTime>,
+    extra: &[(&'static str, String)],
+) -> Result<actix_web::HttpResponse, crate::error::ApiError> {
+    use actix_web::http::header::{self, Header, IfModifiedSince, LastModified};
+    use actix_web::HttpResponse;
+    use packyard_shared::blobs::{RangeSpec, Sha256Hex};
+    let etag = format!("\"{sha256}\"");
+    let etag_matches = req.headers().get(header::IF_NONE_MATCH).is_some_and(|v| v.as_bytes() == etag.as_bytes());
+    let not_modified_since = !req.headers().contains_key(header::IF_NONE_MATCH)
+        && last_modified.is_some_and(|m| {
+            IfModifiedSince::parse(req).is_ok_and(|IfModifiedSince(since)| std::time::SystemTime::from(since) >= m)
+        });
+    if etag_matches || not_modified_since {
+        let mut res = HttpResponse::NotModified();
+        res.insert_header((header::ETAG, etag));
+        for (k, v) in extra {
+            res.insert_header((*k, v.as_str()));
+        }
+        return Ok(res.finish());
+    }
+    let range = req.headers().get(header::RANGE).and_then(|v| v.to_str().ok()).and_then(RangeSpec::parse_header);
+    let digest = Sha256Hex::parse(sha256).map_err(|e| crate::error::ApiError::from(e).plain())?;
+    let read = blobs.open(&digest, range).await.map_err(|e| crate::error::ApiError::from(e).plain())?;
+    let mut res = match read.range {
+        Some(r) => {
+            let mut b = HttpResponse::PartialContent();
+            b.insert_header((header::CONTENT_RANGE, format!("bytes {}-{}/{}", r.start, r.end, read.total_size)));
+            b
+        }
+        None => HttpResponse::Ok(),
+    };
+    res.content_type(content_type)
+        .insert_header((header::ETAG, etag))
+        .insert_header((header::ACCEPT_RANGES, "bytes"))
+        .no_chunking(read.content_length());
+    if let Some(m) = last_modified {
+        res.insert_header(LastModified(m.into()));
+    }
+    for (k, v) in extra {
+        res.insert_header((*k, v.as_str()));
+    }
+    Ok(res.streaming(read.body))
+}

@@ -122,10 +122,34 @@ pub struct WorkerConfig {
     pub snapshot_grace_secs: u64,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ProxyConfig {
+    /// Allow upstreams on loopback, private and link-local addresses (tests, internal mirrors).
     pub allow_private_addresses: bool,
+    /// Time to establish a connection to an upstream.
+    pub connect_timeout_ms: u64,
+    /// Longest wait for the next bytes of an upstream response (head or body).
+    pub read_timeout_ms: u64,
+    /// Upstream fetches in flight at once, per process (the bound on outbound connections).
+    pub max_concurrent_fetches: usize,
+    /// Idle keep-alive connections kept per upstream host.
+    pub max_idle_per_host: usize,
+    /// Largest upstream file a proxy stores.
+    pub max_object_bytes: u64,
+}
+
+impl Default for ProxyConfig {
+    fn default() -> Self {
+        Self {
+            allow_private_addresses: false,
+            connect_timeout_ms: 5_000,
+            read_timeout_ms: 30_000,
+            max_concurrent_fetches: 32,
+            max_idle_per_host: 8,
+            max_object_bytes: 4 * 1024 * 1024 * 1024,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -472,6 +496,16 @@ impl Config {
         }
         if self.server.max_upload_bytes == 0 {
             return Err(ConfigError("bad value for key `server.max_upload_bytes`: must be positive".into()));
+        }
+        for (key, v) in [
+            ("proxy.connect_timeout_ms", self.proxy.connect_timeout_ms),
+            ("proxy.read_timeout_ms", self.proxy.read_timeout_ms),
+            ("proxy.max_concurrent_fetches", self.proxy.max_concurrent_fetches as u64),
+            ("proxy.max_object_bytes", self.proxy.max_object_bytes),
+        ] {
+            if v == 0 {
+                return Err(ConfigError(format!("bad value for key `{key}`: must be positive")));
+            }
         }
         if self.worker.debounce_ms > self.worker.max_delay_ms {
             return Err(ConfigError(

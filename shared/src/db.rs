@@ -19,6 +19,7 @@ use crate::metrics::Metrics;
 pub mod apt;
 pub mod blobs;
 pub mod migrate;
+pub mod proxy;
 pub mod publication;
 pub mod repositories;
 pub mod security;

@@ -8,6 +8,7 @@ pub mod db;
 pub mod events;
 pub mod formats;
 pub mod metrics;
+pub mod proxy;
 pub mod publication;
 pub mod repos;
 pub mod security;

@@ -16,6 +16,8 @@ pub struct Metrics {
     pub publication_lag_seconds: Gauge,
     pub publication_duration_seconds: Histogram,
     pub publications_total: IntCounterVec,
+    pub proxy_upstream_requests_total: IntCounterVec,
+    pub proxy_stale_served_total: IntCounterVec,
 }
 
 impl Metrics {
@@ -64,6 +66,22 @@ impl Metrics {
             Opts::new("packyard_publications_total", "Publication attempts by outcome (published, failed, fenced)"),
             &["outcome"],
         )?;
+        let proxy_upstream_requests_total = IntCounterVec::new(
+            Opts::new(
+                "packyard_proxy_upstream_requests_total",
+                "Requests proxies made to their upstreams, by repository and result (ok, not_modified, not_found, error, timeout, blocked, too_large)",
+            ),
+            &["repository", "result"],
+        )?;
+        let proxy_stale_served_total = IntCounterVec::new(
+            Opts::new(
+                "packyard_proxy_stale_served_total",
+                "Cached copies served because the upstream failed (stale-if-error), by repository",
+            ),
+            &["repository"],
+        )?;
+        registry.register(Box::new(proxy_upstream_requests_total.clone()))?;
+        registry.register(Box::new(proxy_stale_served_total.clone()))?;
         registry.register(Box::new(outbox_backlog.clone()))?;
         registry.register(Box::new(publication_lag_seconds.clone()))?;
         registry.register(Box::new(publication_duration_seconds.clone()))?;
@@ -83,6 +101,8 @@ impl Metrics {
             publication_lag_seconds,
             publication_duration_seconds,
             publications_total,
+            proxy_upstream_requests_total,
+            proxy_stale_served_total,
         })
     }
 

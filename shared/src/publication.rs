@@ -32,6 +32,16 @@ pub trait Builder: Send + Sync {
     fn kind(&self) -> &'static str;
     /// Writes every file of the unit through `ctx`. Must stream rows in bounded pages.
     async fn build(&self, ctx: &mut BuildContext<'_>, unit: &UnitRecord) -> Result<(), BuildError>;
+    /// After `unit` was published: request the rebuilds that depend on it (e.g. the groups that
+    /// merge it). True when something was requested (the worker then wakes up).
+    async fn after_publish(&self, _db: &Db, _unit: &UnitRecord) -> Result<bool, BuildError> {
+        Ok(false)
+    }
+    /// Called now and then: request rebuilds whose inputs change outside Packyard (e.g. groups
+    /// over proxies whose upstream metadata expired). True when something was requested.
+    async fn refresh(&self, _db: &Db) -> Result<bool, BuildError> {
+        Ok(false)
+    }
 }
 
 /// Where a build writes its files: each goes to the blob store as it is produced.
@@ -113,6 +123,10 @@ impl Builders {
     pub fn with(mut self, b: Arc<dyn Builder>) -> Self {
         self.0.push(b);
         self
+    }
+
+    pub fn all(&self) -> impl Iterator<Item = &Arc<dyn Builder>> {
+        self.0.iter()
     }
 
     pub fn get(&self, kind: &str) -> Option<&Arc<dyn Builder>> {

@@ -95,11 +95,15 @@ fn truncate(s: &str) -> String {
     s.chars().take(80).collect()
 }
 
-/// APT hosted settings (DESIGN §5). `origin`/`label` default to the repository name.
+/// APT settings (DESIGN §5). `origin`/`label` default to the repository name. A hosted
+/// repository publishes one `distribution`; a proxy mirrors, and a group publishes, each of
+/// `distributions` (default: `[distribution]`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AptSettings {
     pub distribution: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub distributions: Vec<String>,
     pub components: Vec<String>,
     pub architectures: Vec<String>,
     pub origin: Option<String>,
@@ -110,10 +114,22 @@ impl Default for AptSettings {
     fn default() -> Self {
         Self {
             distribution: "stable".into(),
+            distributions: Vec::new(),
             components: vec!["main".into()],
             architectures: vec!["amd64".into(), "all".into()],
             origin: None,
             label: None,
+        }
+    }
+}
+
+impl AptSettings {
+    /// The distributions a proxy mirrors or a group publishes (a hosted repository: its one).
+    pub fn suites(&self) -> Vec<&str> {
+        if self.distributions.is_empty() {
+            vec![self.distribution.as_str()]
+        } else {
+            self.distributions.iter().map(String::as_str).collect()
         }
     }
 }
@@ -311,6 +327,14 @@ impl RepositorySpec {
             Format::Apt => {
                 let apt = self.apt.unwrap_or_default();
                 check_token("apt.distribution", &apt.distribution)?;
+                if !apt.distributions.is_empty() {
+                    if self.repo_type == RepoType::Hosted {
+                        return Err(RepoError::Invalid(
+                            "apt.distributions applies to proxy and group repositories; a hosted repository publishes one apt.distribution".into(),
+                        ));
+                    }
+                    check_list("apt.distributions", &apt.distributions)?;
+                }
                 check_list("apt.components", &apt.components)?;
                 check_list("apt.architectures", &apt.architectures)?;
                 for (key, v) in [("apt.origin", &apt.origin), ("apt.label", &apt.label)] {

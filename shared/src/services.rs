@@ -31,6 +31,8 @@ pub struct Services {
     pub redis: Option<Arc<Redis>>,
     /// Worker wake-ups across processes (`events.amqp_url`).
     pub amqp: Option<Arc<Amqp>>,
+    /// Upstream fetching for proxy repositories.
+    pub proxy: crate::proxy::Proxy,
     /// Asks the watermark poller to read the database now (a Redis invalidation arrived).
     refresh: Arc<tokio::sync::Notify>,
 }
@@ -57,11 +59,17 @@ impl Services {
             BlobsKind::S3 => anyhow::bail!("blobs.kind = \"s3\" is not available in this build yet; use \"file\""),
         };
         let secret = crate::auth::load_or_create_secret(config.security.secret.as_deref(), &config.server.data_dir)?;
-        Ok(Self::assemble(config, metrics, db, blobs, &secret))
+        Self::assemble(config, metrics, db, blobs, &secret)
     }
 
     /// Puts the parts together (also used by tests that bring their own database).
-    pub fn assemble(config: Config, metrics: Arc<Metrics>, db: Db, blobs: Arc<dyn BlobStore>, secret: &str) -> Self {
+    pub fn assemble(
+        config: Config,
+        metrics: Arc<Metrics>,
+        db: Db,
+        blobs: Arc<dyn BlobStore>,
+        secret: &str,
+    ) -> anyhow::Result<Self> {
         let security = Arc::new(Security::new(db.clone(), &config.security, secret, metrics.clone()));
         let published = Arc::new(PublishedCache::new(
             i64::try_from(config.cache.snapshot_cache_bytes).unwrap_or(i64::MAX),
@@ -75,7 +83,8 @@ impl Services {
             }
         });
         let amqp = config.events.amqp_url.as_deref().map(|u| Arc::new(Amqp::new(u)));
-        Self {
+        let proxy = crate::proxy::Proxy::new(&config.proxy, db.clone(), blobs.clone(), metrics.clone())?;
+        Ok(Self {
             config: Arc::new(config),
             metrics,
             db,
@@ -87,7 +96,8 @@ impl Services {
             published,
             wakeup: Arc::new(Wakeup::default()),
             refresh: Arc::new(tokio::sync::Notify::new()),
-        }
+            proxy,
+        })
     }
 
     /// After a committed change: drop this process's cached state now, and tell the other

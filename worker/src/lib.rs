@@ -19,6 +19,8 @@ pub fn builders(services: &Services) -> Builders {
         packyard_shared::formats::apt::publish::AptBuilder {
             page_size: 1_000,
             keystore: services.security.keystore.clone(),
+            blobs: services.blobs.clone(),
+            proxy: Some(services.proxy.clone()),
         },
     ))
 }

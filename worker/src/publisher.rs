@@ -123,6 +123,13 @@ impl Publisher {
             Outcome::Published(snapshot_id) => {
                 // This process's replica sees it at once; others at their next watermark poll.
                 self.services.changed(packyard_shared::events::Changed::Publications);
+                match builder.after_publish(db, unit).await {
+                    Ok(true) => self.services.wake(),
+                    Ok(false) => {}
+                    Err(e) => {
+                        tracing::warn!(error = %e, unit = unit.id, "cannot request the rebuilds that follow a publication")
+                    }
+                }
                 m.publication_duration_seconds.observe(started.elapsed().as_secs_f64());
                 m.publications_total.with_label_values(&["published"]).inc();
                 tracing::info!(unit = unit.id, kind = %unit.kind, key = %unit.unit_key, revision = claim.revision, snapshot_id, elapsed_ms = started.elapsed().as_millis() as u64, "published");
@@ -225,6 +232,11 @@ impl Publisher {
             self.update_metrics().await;
             if last_collect.elapsed() > Duration::from_secs(30) {
                 last_collect = Instant::now();
+                for b in self.builders.all() {
+                    if let Err(e) = b.refresh(&self.services.db).await {
+                        tracing::warn!(error = %e, kind = b.kind(), "refresh of dependent publications failed");
+                    }
+                }
                 if let Err(e) = self.collect(keep, grace).await {
                     tracing::warn!(error = %e, "snapshot collection failed");
                 }

@@ -23,7 +23,7 @@ async fn setup(t: &TestDb) -> anyhow::Result<(Services, i64)> {
     config.worker.lease_ms = 60_000;
     let blobs = Arc::new(FileStore::open(t.dir.path().join("blobs"), t.metrics.clone()).await?);
     let services =
-        Services::assemble(config, t.metrics.clone(), t.db.clone(), blobs, "0123456789abcdef0123456789abcdef");
+        Services::assemble(config, t.metrics.clone(), t.db.clone(), blobs, "0123456789abcdef0123456789abcdef")?;
     let spec: RepositorySpec =
         serde_json::from_value(serde_json::json!({"name": "t", "format": "go", "type": "hosted"}))?;
     let repo = RepositoryService::new(&t.db).create(spec).await?;
@@ -202,7 +202,7 @@ db_test!(warmed_reads_of_published_files_run_no_query, |t: TestDb| async move {
         t.db.clone(),
         services.blobs.clone(),
         "0123456789abcdef0123456789abcdef",
-    );
+    )?;
     publisher(&other).run_until_idle().await;
     assert_eq!(
         served(&services, repo, "main", "count.txt").await?.as_deref(),

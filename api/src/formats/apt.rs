@@ -7,8 +7,8 @@ use std::time::Duration;
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use futures_util::StreamExt;
-use packyard_shared::blobs::{RangeSpec, Sha256Hex};
 use packyard_shared::formats::apt::hosted::{self, UploadError, KIND};
+use packyard_shared::proxy::{CacheState, FetchRequest, Freshness, Outcome, ProxyError};
 use packyard_shared::publication::wait_until_published;
 use packyard_shared::repos::{Format, RepoType, Repository};
 use packyard_shared::services::Services;
@@ -70,6 +70,9 @@ async fn dists(
     let path = format!("dists/{tail}");
     apt_only(&access.repo, &path)?;
     let dist = tail.split('/').next().unwrap_or_default();
+    if access.repo.repo_type == RepoType::Proxy {
+        return proxy_dists(&services, &access.repo, &req, dist, &path).await;
+    }
     let found = if tail.contains("/by-hash/") {
         services
             .published
@@ -85,42 +88,124 @@ async fn dists(
     Ok(super::serve_published(&req, f))
 }
 
+/// A proxy's `dists/…`: only the mirrored distributions; by-hash files are immutable, the rest
+/// is metadata, and a changed `InRelease`/`Release` revalidates the files it lists.
+async fn proxy_dists(
+    services: &Services,
+    repo: &Repository,
+    req: &HttpRequest,
+    dist: &str,
+    path: &str,
+) -> Result<HttpResponse, ApiError> {
+    let settings = repo.settings.apt.clone().unwrap_or_default();
+    let suites = settings.suites();
+    if !suites.contains(&dist) {
+        return Err(ApiError::not_found(format!(
+            "distribution {dist:?} is not mirrored by proxy repository {}; mirrored: {}",
+            repo.name,
+            suites.join(", ")
+        ))
+        .plain());
+    }
+    let freshness = if path.contains("/by-hash/") { Freshness::Immutable } else { Freshness::Metadata };
+    let mut fetch = FetchRequest::new(repo, path, freshness).map_err(proxy_error)?;
+    let file = path.rsplit('/').next().unwrap_or_default();
+    if matches!(file, "InRelease" | "Release") && path.matches('/').count() == 2 {
+        fetch.on_change_expire = Some(format!("dists/{dist}/"));
+    }
+    let outcome = services.proxy.fetch(fetch).await.map_err(proxy_error)?;
+    serve_proxied(services, repo, req, path, outcome, "text/plain").await
+}
+
+/// Maps a proxy failure to the status a client and an operator can act on.
+fn proxy_error(e: ProxyError) -> ApiError {
+    let code = match &e {
+        ProxyError::Timeout(_) => ErrorCode::GatewayTimeout,
+        ProxyError::Internal(_) => return ApiError::internal(e).plain(),
+        _ => ErrorCode::BadGateway,
+    };
+    ApiError::new(code, e.to_string()).plain()
+}
+
+/// Answers with what the proxy fetched: the upstream's bytes unchanged, with `X-Packyard-Cache`
+/// (hit, miss, revalidated, stale) and, for a stale copy, a `Warning`.
+async fn serve_proxied(
+    services: &Services,
+    repo: &Repository,
+    req: &HttpRequest,
+    path: &str,
+    outcome: Outcome,
+    fallback_type: &str,
+) -> Result<HttpResponse, ApiError> {
+    let (entry, state) = match outcome {
+        Outcome::Found(e, s) => (e, s),
+        Outcome::Missing(status, _) => {
+            return Err(ApiError::not_found(format!(
+                "not found: /{path} in repository {} (the upstream answered {status})",
+                repo.name
+            ))
+            .plain())
+        }
+    };
+    let mut extra = vec![(CACHE_HEADER, state.as_str().to_string())];
+    if state == CacheState::Stale {
+        extra.push(("warning", "110 packyard \"Response is Stale\"".to_string()));
+    }
+    let content_type =
+        if entry.content_type.is_empty() { fallback_type.to_string() } else { entry.content_type.clone() };
+    let modified = entry
+        .upstream_last_modified
+        .as_deref()
+        .and_then(|v| v.parse::<actix_web::http::header::HttpDate>().ok())
+        .map(std::time::SystemTime::from);
+    let sha = entry.sha256.as_deref().unwrap_or_default();
+    super::serve_blob(req, services.blobs.as_ref(), sha, &content_type, modified, &extra).await
+}
+
+/// Says where a proxied answer came from.
+pub const CACHE_HEADER: &str = "x-packyard-cache";
+
 async fn pool(
     access: RepoAccess<Read>,
     req: HttpRequest,
     services: web::Data<Services>,
 ) -> Result<HttpResponse, ApiError> {
     let tail = clean_tail(&req)?;
-    let path = format!("pool/{tail}");
+    let mut path = format!("pool/{tail}");
     apt_only(&access.repo, &path)?;
-    let not_found = || ApiError::not_found(format!("not found: /{path} in repository {}", access.repo.name)).plain();
+    // A group's Filename is `pool/<member>/<the member's Filename>`: follow it to the member
+    // that provided the record (through nested groups too).
+    let mut repo = access.repo.clone();
+    while repo.repo_type == RepoType::Group {
+        let rest = path.strip_prefix("pool/").unwrap_or_default();
+        let (member, inner) = rest.split_once('/').unwrap_or((rest, ""));
+        if inner.is_empty() || !repo.members.iter().any(|m| m == member) {
+            return Err(ApiError::not_found(format!("not found: /{path} in repository {}", access.repo.name)).plain());
+        }
+        repo = services
+            .security
+            .repository(member)
+            .await
+            .map_err(|e| ApiError::from(e).plain())?
+            .ok_or_else(|| ApiError::not_found(format!("group member {member} is gone")).plain())?;
+        path = inner.to_string();
+    }
+    if repo.repo_type == RepoType::Proxy {
+        let fetch = FetchRequest::new(&repo, &path, Freshness::Immutable).map_err(proxy_error)?;
+        let outcome = services.proxy.fetch(fetch).await.map_err(proxy_error)?;
+        return serve_proxied(&services, &repo, &req, &path, outcome, DEB_TYPE).await;
+    }
+    let not_found = || ApiError::not_found(format!("not found: /{path} in repository {}", repo.name)).plain();
     let pkg = services
         .db
-        .apt_by_pool_path(access.repo.id, &path)
+        .apt_by_pool_path(repo.id, &path)
         .await
         .map_err(|e| ApiError::from(e).plain())?
         .ok_or_else(not_found)?;
-    let etag = format!("\"{}\"", pkg.sha256);
-    if req.headers().get(header::IF_NONE_MATCH).is_some_and(|v| v.as_bytes() == etag.as_bytes()) {
-        return Ok(HttpResponse::NotModified().insert_header((header::ETAG, etag)).finish());
-    }
-    let range = req.headers().get(header::RANGE).and_then(|v| v.to_str().ok()).and_then(RangeSpec::parse_header);
-    let digest = Sha256Hex::parse(&pkg.sha256).map_err(|e| ApiError::from(e).plain())?;
-    let read = services.blobs.open(&digest, range).await.map_err(|e| ApiError::from(e).plain())?;
-    let mut res = match read.range {
-        Some(r) => {
-            let mut b = HttpResponse::PartialContent();
-            b.insert_header((header::CONTENT_RANGE, format!("bytes {}-{}/{}", r.start, r.end, read.total_size)));
-            b
-        }
-        None => HttpResponse::Ok(),
-    };
-    res.content_type("application/vnd.debian.binary-package")
-        .insert_header((header::ETAG, etag))
-        .insert_header((header::ACCEPT_RANGES, "bytes"))
-        .no_chunking(read.content_length());
-    Ok(res.streaming(read.body))
+    super::serve_blob(&req, services.blobs.as_ref(), &pkg.sha256, DEB_TYPE, None, &[]).await
 }
+
+const DEB_TYPE: &str = "application/vnd.debian.binary-package";
 
 #[derive(Deserialize)]
 pub struct UploadQuery {
@@ -242,6 +327,16 @@ async fn delete(
     let tail = clean_tail(&req)?;
     let path = format!("pool/{tail}");
     apt_only(&access.repo, &path)?;
+    if access.repo.repo_type != RepoType::Hosted {
+        return Err(ApiError::new(
+            ErrorCode::MethodNotAllowed,
+            format!(
+                "repository {} is a {} repository; delete from a hosted one",
+                access.repo.name, access.repo.repo_type
+            ),
+        )
+        .plain());
+    }
     match hosted::delete(&services, &access.repo, &path).await.map_err(upload_error)? {
         Some(_) => {
             services
@@ -263,6 +358,13 @@ async fn delete(
 /// The armored public signing key (generated on first need), for `/etc/apt/keyrings/`.
 async fn gpg_key(access: RepoAccess<Read>, services: web::Data<Services>) -> Result<HttpResponse, ApiError> {
     apt_only(&access.repo, "gpg.key")?;
+    if access.repo.repo_type == RepoType::Proxy {
+        return Err(ApiError::not_found(format!(
+            "proxy repository {} serves its upstream's signatures unchanged; trust the upstream archive's key",
+            access.repo.name
+        ))
+        .plain());
+    }
     let label =
         access.repo.settings.apt.clone().unwrap_or_default().label.unwrap_or_else(|| access.repo.name.to_string());
     let uid = format!("{label} (Packyard repository {}) <packyard@{}>", access.repo.name, access.repo.name);

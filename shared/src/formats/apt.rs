@@ -2,9 +2,42 @@
 
 pub mod control;
 pub mod deb;
+pub mod group;
 pub mod hosted;
 pub mod packages;
 pub mod publish;
 pub mod signing;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+
+use crate::db::{Db, DbResult};
+use crate::repos::{Format, RepoType, Repository};
+
+/// The distributions a repository publishes snapshots for: a hosted repository its one, a
+/// group each of its `distributions`; a proxy none (it serves the upstream's).
+pub fn published_suites(repo: &Repository) -> Vec<String> {
+    let settings = repo.settings.apt.clone().unwrap_or_default();
+    match (repo.format, repo.repo_type) {
+        (Format::Apt, RepoType::Hosted) => vec![settings.distribution],
+        (Format::Apt, RepoType::Group) => settings.suites().into_iter().map(str::to_string).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Requests a snapshot of every distribution `repo` publishes (after it was created or its
+/// settings changed), so that even an empty repository has signed indexes. Returns how many.
+pub async fn request_publication(db: &Db, repo: &Repository) -> DbResult<usize> {
+    let suites = published_suites(repo);
+    if suites.is_empty() {
+        return Ok(0);
+    }
+    crate::db::retry_conflicts(|| async {
+        let mut tx = db.pool().begin().await?;
+        for s in &suites {
+            db.record_change(&mut tx, repo.id, hosted::KIND, s).await?;
+        }
+        tx.commit().await.map_err(crate::db::DbError::from)
+    })
+    .await?;
+    Ok(suites.len())
+}

@@ -14,6 +14,10 @@ pub async fn create(
     let repo = RepositoryService::new(&services.db).create(body.into_inner()).await?;
     tracing::info!(repository = %repo.name, format = %repo.format, kind = %repo.repo_type, "repository created");
     services.changed(packyard_shared::events::Changed::Repositories);
+    // Formats that publish snapshots publish one now (an empty repository gets signed indexes too).
+    if packyard_shared::formats::apt::request_publication(&services.db, &repo).await? > 0 {
+        services.wake();
+    }
     services
         .security
         .audit(

@@ -14,6 +14,10 @@ pub async fn update(
     let repo = RepositoryService::new(&services.db).update(path.name.0.as_str(), body.into_inner()).await?;
     tracing::info!(repository = %repo.name, version = repo.version, "repository updated");
     services.changed(packyard_shared::events::Changed::Repositories);
+    // Formats that publish snapshots publish one now (an empty repository gets signed indexes too).
+    if packyard_shared::formats::apt::request_publication(&services.db, &repo).await? > 0 {
+        services.wake();
+    }
     services
         .security
         .audit(

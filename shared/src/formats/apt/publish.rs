@@ -14,16 +14,21 @@ use sha2::{Digest, Sha256, Sha512};
 use super::hosted::KIND;
 use super::packages::{render_stanza, PoolFile};
 use crate::db::publication::UnitRecord;
-use crate::publication::{BuildContext, BuildError, Builder};
+use crate::publication::{BuildContext, BuildError, Builder, FileSink};
+use crate::repos::RepoType;
 
 pub struct AptBuilder {
     pub page_size: i64,
     /// Where each repository's signing key is sealed.
     pub keystore: std::sync::Arc<crate::security::keystore::KeyStore>,
+    /// Where members' published and proxied indexes are read from (groups).
+    pub blobs: std::sync::Arc<dyn crate::blobs::BlobStore>,
+    /// Fetches proxy members' upstream indexes (groups).
+    pub proxy: Option<crate::proxy::Proxy>,
 }
 
 /// The four digests and the size of one index file, as Release lists them.
-struct Hashed {
+pub(super) struct Hashed {
     path: String,
     size: u64,
     md5: String,
@@ -33,7 +38,7 @@ struct Hashed {
 }
 
 #[derive(Default)]
-struct Hashers {
+pub(super) struct Hashers {
     md5: Md5,
     sha1: Sha1,
     sha256: Sha256,
@@ -86,7 +91,14 @@ impl Builder for AptBuilder {
         for component in &settings.components {
             for arch in &archs {
                 let base = format!("{component}/binary-{arch}");
-                indexes.extend(self.index(ctx, repo.id, component, arch, dist, &base).await?);
+                let files = match repo.repo_type {
+                    RepoType::Hosted => self.index(ctx, repo.id, component, arch, dist, &base).await?,
+                    RepoType::Group => self.group_index(ctx, &repo, component, arch, dist, &base).await?,
+                    RepoType::Proxy => {
+                        return Err(BuildError::Other(format!("proxy repository {} publishes nothing", repo.name)))
+                    }
+                };
+                indexes.extend(files);
             }
         }
         let now = crate::db::now_ms();
@@ -127,11 +139,100 @@ impl Builder for AptBuilder {
         ctx.put(&format!("dists/{dist}/Release.gpg"), "application/pgp-signature", detached.as_bytes()).await?;
         Ok(())
     }
+
+    async fn after_publish(&self, db: &crate::db::Db, unit: &UnitRecord) -> Result<bool, BuildError> {
+        use super::group::GroupHooks;
+        self.groups_after_publish(db, unit).await
+    }
+
+    async fn refresh(&self, db: &crate::db::Db) -> Result<bool, BuildError> {
+        use super::group::GroupHooks;
+        self.groups_refresh(db).await
+    }
+}
+
+/// The three files of one architecture's index, written as text arrives: `Packages` and its
+/// gzip and xz forms, each hashed on the way.
+pub(super) struct IndexWriter {
+    base: String,
+    dist: String,
+    plain: FileSink,
+    gz: FileSink,
+    xz: FileSink,
+    plain_hash: Hashers,
+    gz_hash: Hashers,
+    xz_hash: Hashers,
+    gz_encoder: flate2::write::GzEncoder<Vec<u8>>,
+    xz_encoder: liblzma::write::XzEncoder<Vec<u8>>,
+}
+
+fn other(e: impl std::fmt::Display) -> BuildError {
+    BuildError::Other(e.to_string())
+}
+
+impl IndexWriter {
+    pub(super) async fn open(ctx: &BuildContext<'_>, dist: &str, base: &str) -> Result<Self, BuildError> {
+        Ok(Self {
+            plain: ctx.file(&format!("dists/{dist}/{base}/Packages"), TEXT).await?,
+            gz: ctx.file(&format!("dists/{dist}/{base}/Packages.gz"), "application/gzip").await?,
+            xz: ctx.file(&format!("dists/{dist}/{base}/Packages.xz"), "application/x-xz").await?,
+            base: base.to_string(),
+            dist: dist.to_string(),
+            plain_hash: Hashers::default(),
+            gz_hash: Hashers::default(),
+            xz_hash: Hashers::default(),
+            gz_encoder: flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default()),
+            xz_encoder: liblzma::write::XzEncoder::new(Vec::new(), 6),
+        })
+    }
+
+    /// Appends whole stanzas.
+    pub(super) async fn push(&mut self, text: &str) -> Result<(), BuildError> {
+        if text.is_empty() {
+            return Ok(());
+        }
+        self.plain.write(text.as_bytes()).await?;
+        self.plain_hash.update(text.as_bytes());
+        self.gz_encoder.write_all(text.as_bytes()).map_err(other)?;
+        let compressed = std::mem::take(self.gz_encoder.get_mut());
+        self.gz.write(&compressed).await?;
+        self.gz_hash.update(&compressed);
+        self.xz_encoder.write_all(text.as_bytes()).map_err(other)?;
+        let compressed = std::mem::take(self.xz_encoder.get_mut());
+        self.xz.write(&compressed).await?;
+        self.xz_hash.update(&compressed);
+        Ok(())
+    }
+
+    /// Finishes the three files, adds them and their by-hash names, and returns what Release
+    /// lists for them.
+    pub(super) async fn finish(mut self, ctx: &mut BuildContext<'_>) -> Result<[Hashed; 3], BuildError> {
+        let tail = self.gz_encoder.finish().map_err(other)?;
+        self.gz.write(&tail).await?;
+        self.gz_hash.update(&tail);
+        let tail = self.xz_encoder.finish().map_err(other)?;
+        self.xz.write(&tail).await?;
+        self.xz_hash.update(&tail);
+        ctx.add(self.plain).await?;
+        ctx.add(self.gz).await?;
+        ctx.add(self.xz).await?;
+        let base = &self.base;
+        let hashed = [
+            self.plain_hash.finish(format!("{base}/Packages")),
+            self.gz_hash.finish(format!("{base}/Packages.gz")),
+            self.xz_hash.finish(format!("{base}/Packages.xz")),
+        ];
+        for h in &hashed {
+            let full = format!("dists/{}/{}", self.dist, h.path);
+            ctx.alias(&format!("dists/{}/{base}/by-hash/SHA256/{}", self.dist, h.sha256), &full)?;
+            ctx.alias(&format!("dists/{}/{base}/by-hash/SHA512/{}", self.dist, h.sha512), &full)?;
+        }
+        Ok(hashed)
+    }
 }
 
 impl AptBuilder {
-    /// Streams one architecture's index into `Packages` and `Packages.gz`, adds their by-hash
-    /// names, and returns what Release lists for both.
+    /// Streams one architecture's index of a hosted repository from its rows, a page at a time.
     async fn index(
         &self,
         ctx: &mut BuildContext<'_>,
@@ -141,17 +242,7 @@ impl AptBuilder {
         dist: &str,
         base: &str,
     ) -> Result<[Hashed; 3], BuildError> {
-        let plain_path = format!("dists/{dist}/{base}/Packages");
-        let gz_path = format!("dists/{dist}/{base}/Packages.gz");
-        let xz_path = format!("dists/{dist}/{base}/Packages.xz");
-        let mut plain = ctx.file(&plain_path, TEXT).await?;
-        let mut gz = ctx.file(&gz_path, "application/gzip").await?;
-        let mut xz = ctx.file(&xz_path, "application/x-xz").await?;
-        let mut plain_hash = Hashers::default();
-        let mut gz_hash = Hashers::default();
-        let mut xz_hash = Hashers::default();
-        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-        let mut xz_encoder = liblzma::write::XzEncoder::new(Vec::new(), 6);
+        let mut out = IndexWriter::open(ctx, dist, base).await?;
         let mut after = 0i64;
         let mut text = String::new();
         loop {
@@ -170,34 +261,8 @@ impl AptBuilder {
                 };
                 render_stanza(&mut text, &p.control, &file);
             }
-            plain.write(text.as_bytes()).await?;
-            plain_hash.update(text.as_bytes());
-            encoder.write_all(text.as_bytes()).map_err(|e| BuildError::Other(e.to_string()))?;
-            let compressed = std::mem::take(encoder.get_mut());
-            gz.write(&compressed).await?;
-            gz_hash.update(&compressed);
-            xz_encoder.write_all(text.as_bytes()).map_err(|e| BuildError::Other(e.to_string()))?;
-            let compressed = std::mem::take(xz_encoder.get_mut());
-            xz.write(&compressed).await?;
-            xz_hash.update(&compressed);
+            out.push(&text).await?;
         }
-        let tail = encoder.finish().map_err(|e| BuildError::Other(e.to_string()))?;
-        gz.write(&tail).await?;
-        gz_hash.update(&tail);
-        let tail = xz_encoder.finish().map_err(|e| BuildError::Other(e.to_string()))?;
-        xz.write(&tail).await?;
-        xz_hash.update(&tail);
-        ctx.add(plain).await?;
-        ctx.add(gz).await?;
-        ctx.add(xz).await?;
-        let plain_h = plain_hash.finish(format!("{base}/Packages"));
-        let gz_h = gz_hash.finish(format!("{base}/Packages.gz"));
-        let xz_h = xz_hash.finish(format!("{base}/Packages.xz"));
-        for h in [&plain_h, &gz_h, &xz_h] {
-            let full = format!("dists/{dist}/{}", h.path);
-            ctx.alias(&format!("dists/{dist}/{base}/by-hash/SHA256/{}", h.sha256), &full)?;
-            ctx.alias(&format!("dists/{dist}/{base}/by-hash/SHA512/{}", h.sha512), &full)?;
-        }
-        Ok([plain_h, gz_h, xz_h])
+        out.finish(ctx).await
     }
 }

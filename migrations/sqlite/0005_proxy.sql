@@ -1,0 +1,13 @@
+-- What proxy repositories fetched from their upstreams: the bytes (a blob) or a remembered 404/410.
+CREATE TABLE proxy_cache (
+    repository_id INTEGER NOT NULL REFERENCES repositories (id) ON DELETE CASCADE,
+    path TEXT NOT NULL,
+    status INTEGER NOT NULL,
+    sha256 TEXT,
+    size INTEGER NOT NULL,
+    content_type TEXT NOT NULL,
+    upstream_etag TEXT,
+    upstream_last_modified TEXT,
+    fetched_at INTEGER NOT NULL,
+    PRIMARY KEY (repository_id, path)
+);

@@ -1,0 +1,118 @@
+//! Storage of what proxy repositories fetched: one row per repository and upstream path, pointing
+//! at a blob (status 200) or remembering an upstream 404/410 (no blob).
+
+use sqlx::any::AnyRow;
+use sqlx::Row;
+
+use super::{opt_text, text, Backend, Db, DbResult};
+use crate::sql;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProxyEntry {
+    pub repository_id: i64,
+    pub path: String,
+    /// 200 for cached bytes; the upstream's 404 or 410 for a negative entry.
+    pub status: i32,
+    pub sha256: Option<String>,
+    pub size: i64,
+    pub content_type: String,
+    pub upstream_etag: Option<String>,
+    pub upstream_last_modified: Option<String>,
+    /// When the upstream last sent or confirmed this (ms).
+    pub fetched_at: i64,
+}
+
+impl ProxyEntry {
+    pub fn is_negative(&self) -> bool {
+        self.sha256.is_none()
+    }
+}
+
+fn parse(r: &AnyRow) -> DbResult<ProxyEntry> {
+    Ok(ProxyEntry {
+        repository_id: r.try_get("repository_id")?,
+        path: text(r, "path")?,
+        status: r.try_get("status")?,
+        sha256: opt_text(r, "sha256")?.map(|s| s.trim().to_string()),
+        size: r.try_get("size")?,
+        content_type: text(r, "content_type")?,
+        upstream_etag: opt_text(r, "upstream_etag")?,
+        upstream_last_modified: opt_text(r, "upstream_last_modified")?,
+        fetched_at: r.try_get("fetched_at")?,
+    })
+}
+
+/// `LIKE` pattern for "starts with `prefix`", escaping with `!`.
+fn like_prefix(prefix: &str) -> String {
+    let mut p = String::with_capacity(prefix.len() + 1);
+    for c in prefix.chars() {
+        if matches!(c, '%' | '_' | '!') {
+            p.push('!');
+        }
+        p.push(c);
+    }
+    p.push('%');
+    p
+}
+
+impl Db {
+    pub async fn proxy_entry(&self, repository_id: i64, path: &str) -> DbResult<Option<ProxyEntry>> {
+        self.count("proxy_cache.get");
+        let row = sqlx::query(sql!(self, "SELECT repository_id, path, status, sha256, size, content_type, upstream_etag, upstream_last_modified, fetched_at FROM proxy_cache WHERE repository_id = $1 AND path = $2"))
+            .bind(repository_id)
+            .bind(path)
+            .fetch_optional(self.pool())
+            .await?;
+        row.as_ref().map(parse).transpose()
+    }
+
+    /// Inserts or replaces the entry of `(repository_id, path)`.
+    pub async fn put_proxy_entry(&self, e: &ProxyEntry) -> DbResult<()> {
+        self.count("proxy_cache.put");
+        let q = match self.backend() {
+            Backend::Sqlite | Backend::Postgres => "INSERT INTO proxy_cache (repository_id, path, status, sha256, size, content_type, upstream_etag, upstream_last_modified, fetched_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (repository_id, path) DO UPDATE SET status = excluded.status, sha256 = excluded.sha256, size = excluded.size, content_type = excluded.content_type, upstream_etag = excluded.upstream_etag, upstream_last_modified = excluded.upstream_last_modified, fetched_at = excluded.fetched_at",
+            Backend::MySql => "INSERT INTO proxy_cache (repository_id, path, status, sha256, size, content_type, upstream_etag, upstream_last_modified, fetched_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE status = VALUES(status), sha256 = VALUES(sha256), size = VALUES(size), content_type = VALUES(content_type), upstream_etag = VALUES(upstream_etag), upstream_last_modified = VALUES(upstream_last_modified), fetched_at = VALUES(fetched_at)",
+        };
+        sqlx::query(q)
+            .bind(e.repository_id)
+            .bind(&e.path)
+            .bind(e.status)
+            .bind(e.sha256.clone())
+            .bind(e.size)
+            .bind(&e.content_type)
+            .bind(e.upstream_etag.clone())
+            .bind(e.upstream_last_modified.clone())
+            .bind(e.fetched_at)
+            .execute(self.pool())
+            .await?;
+        Ok(())
+    }
+
+    /// The upstream confirmed the cached copy (304): it is fresh again from `at`.
+    pub async fn touch_proxy_entry(&self, repository_id: i64, path: &str, at: i64) -> DbResult<()> {
+        self.count("proxy_cache.touch");
+        sqlx::query(sql!(self, "UPDATE proxy_cache SET fetched_at = $1 WHERE repository_id = $2 AND path = $3"))
+            .bind(at)
+            .bind(repository_id)
+            .bind(path)
+            .execute(self.pool())
+            .await?;
+        Ok(())
+    }
+
+    /// Marks every entry under `prefix` except `keep` as due for revalidation (used when an
+    /// index's signed root changed, so the files it lists are not served from an older fetch).
+    pub async fn expire_proxy_entries(&self, repository_id: i64, prefix: &str, keep: &str) -> DbResult<u64> {
+        self.count("proxy_cache.expire");
+        let done = sqlx::query(sql!(
+            self,
+            "UPDATE proxy_cache SET fetched_at = 0 WHERE repository_id = $1 AND path LIKE $2 ESCAPE '!' AND path <> $3"
+        ))
+        .bind(repository_id)
+        .bind(like_prefix(prefix))
+        .bind(keep)
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected())
+    }
+}

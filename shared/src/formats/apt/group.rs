@@ -1,0 +1,370 @@
+//! APT groups: one signed snapshot per distribution that merges the members' package records in
+//! member order, the first member winning for the same name, version and architecture. Each
+//! record's `Filename` becomes `pool/<member>/<the member's Filename>`, so the group serves the
+//! file from the member whose record it lists (see the API's pool route).
+//!
+//! Where the records come from: a hosted member's rows (every group distribution gets them); a
+//! proxy member's upstream index of the same distribution (if the proxy mirrors it), fetched
+//! through the proxy cache and checked against the upstream `Release`; a nested group's own
+//! published index of the same distribution.
+
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader, Read};
+
+use super::hosted::KIND;
+use super::packages::{render_stanza, PoolFile};
+use super::publish::{AptBuilder, Hashed, IndexWriter};
+use crate::blobs::Sha256Hex;
+use crate::db::publication::UnitRecord;
+use crate::db::Db;
+use crate::proxy::{FetchRequest, Freshness, Outcome};
+use crate::publication::{BuildContext, BuildError};
+use crate::repos::{RepoType, Repository};
+
+/// Text is handed to the index writer in pieces of about this size.
+const CHUNK: usize = 256 * 1024;
+
+fn other(e: impl std::fmt::Display) -> BuildError {
+    BuildError::Other(e.to_string())
+}
+
+/// Reads `Packages` stanzas (paragraphs separated by blank lines) one at a time.
+pub struct StanzaReader<R> {
+    reader: R,
+    line: String,
+}
+
+impl<R: BufRead> StanzaReader<R> {
+    pub fn new(reader: R) -> Self {
+        Self { reader, line: String::new() }
+    }
+
+    /// Puts the next stanza (lines with their `\n`, no blank line) into `out`; false at the end.
+    pub fn next_stanza(&mut self, out: &mut String) -> std::io::Result<bool> {
+        out.clear();
+        loop {
+            self.line.clear();
+            if self.reader.read_line(&mut self.line)? == 0 {
+                return Ok(!out.is_empty());
+            }
+            if self.line.trim().is_empty() {
+                if out.is_empty() {
+                    continue;
+                }
+                return Ok(true);
+            }
+            out.push_str(&self.line);
+            if !self.line.ends_with('\n') {
+                out.push('\n');
+            }
+        }
+    }
+}
+
+/// The value of a single-line field of a stanza.
+pub fn field<'a>(stanza: &'a str, name: &str) -> Option<&'a str> {
+    stanza.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        (!l.starts_with([' ', '\t']) && k.eq_ignore_ascii_case(name)).then(|| v.trim())
+    })
+}
+
+/// Adds a member's stanza to `out` unless an earlier member listed the same package: its
+/// `Filename` is prefixed with `pool/<member>/`. Stanzas without the identifying fields or a
+/// `Filename` are skipped.
+pub fn merge_stanza(out: &mut String, seen: &mut HashSet<String>, member: &str, stanza: &str) -> bool {
+    let (Some(name), Some(version), Some(arch), Some(_)) =
+        (field(stanza, "Package"), field(stanza, "Version"), field(stanza, "Architecture"), field(stanza, "Filename"))
+    else {
+        return false;
+    };
+    if !seen.insert(format!("{name} {version} {arch}")) {
+        return false;
+    }
+    for line in stanza.lines() {
+        match line.split_once(':') {
+            Some((k, v)) if !line.starts_with([' ', '\t']) && k.eq_ignore_ascii_case("Filename") => {
+                out.push_str("Filename: pool/");
+                out.push_str(member);
+                out.push('/');
+                out.push_str(v.trim());
+            }
+            _ => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out.push('\n');
+    true
+}
+
+impl AptBuilder {
+    /// One architecture's index of group `repo`, merged from its members in order.
+    pub(super) async fn group_index(
+        &self,
+        ctx: &mut BuildContext<'_>,
+        repo: &Repository,
+        component: &str,
+        arch: &str,
+        dist: &str,
+        base: &str,
+    ) -> Result<[Hashed; 3], BuildError> {
+        let mut out = IndexWriter::open(ctx, dist, base).await?;
+        let mut seen = HashSet::new();
+        let mut text = String::new();
+        for name in &repo.members {
+            let Some(member) = ctx.db.repository_by_name(name).await? else { continue };
+            match member.repo_type {
+                RepoType::Hosted => {
+                    let settings = member.settings.apt.clone().unwrap_or_default();
+                    if !settings.components.iter().any(|c| c == component) {
+                        continue;
+                    }
+                    let mut after = 0i64;
+                    loop {
+                        let page = ctx.db.apt_index_page(member.id, component, arch, after, self.page_size).await?;
+                        let Some(last) = page.last() else { break };
+                        after = last.id;
+                        for p in &page {
+                            if !seen.insert(format!("{} {} {}", p.name, p.version, p.architecture)) {
+                                continue;
+                            }
+                            let filename = format!("pool/{}/{}", member.name, p.pool_path);
+                            let file = PoolFile {
+                                filename: &filename,
+                                size: u64::try_from(p.size).unwrap_or(0),
+                                md5: &p.md5,
+                                sha1: &p.sha1,
+                                sha256: &p.sha256,
+                                sha512: &p.sha512,
+                            };
+                            render_stanza(&mut text, &p.control, &file);
+                        }
+                        out.push(&text).await?;
+                        text.clear();
+                    }
+                }
+                RepoType::Proxy | RepoType::Group => {
+                    let bytes = match member.repo_type {
+                        RepoType::Proxy => self.upstream_index(&member, dist, component, arch).await?,
+                        _ => published_index(ctx.db, &*self.blobs, &member, dist, base).await?,
+                    };
+                    let Some((bytes, compression)) = bytes else { continue };
+                    let reader: Box<dyn Read + Send> = match compression {
+                        Compression::Xz => Box::new(liblzma::read::XzDecoder::new(std::io::Cursor::new(bytes))),
+                        Compression::Gz => Box::new(flate2::read::GzDecoder::new(std::io::Cursor::new(bytes))),
+                        Compression::None => Box::new(std::io::Cursor::new(bytes)),
+                    };
+                    let mut stanzas = StanzaReader::new(BufReader::with_capacity(64 * 1024, reader));
+                    let mut stanza = String::new();
+                    while stanzas.next_stanza(&mut stanza).map_err(|e| {
+                        other(format!("member {}: cannot read its {dist} {base} index: {e}", member.name))
+                    })? {
+                        merge_stanza(&mut text, &mut seen, member.name.as_str(), &stanza);
+                        if text.len() >= CHUNK {
+                            out.push(&text).await?;
+                            text.clear();
+                        }
+                    }
+                    out.push(&text).await?;
+                    text.clear();
+                }
+            }
+        }
+        out.finish(ctx).await
+    }
+
+    /// A proxy member's upstream index for one component and architecture, through the proxy
+    /// cache: the form its `Release` lists first among xz, gz and plain, checked against the
+    /// SHA-256 there (fetched by hash when the upstream offers it and the plain name moved on).
+    async fn upstream_index(
+        &self,
+        member: &Repository,
+        dist: &str,
+        component: &str,
+        arch: &str,
+    ) -> Result<Option<(bytes::Bytes, Compression)>, BuildError> {
+        let settings = member.settings.apt.clone().unwrap_or_default();
+        if !settings.suites().contains(&dist) {
+            return Ok(None);
+        }
+        let proxy = self.proxy.as_ref().ok_or_else(|| other("no proxy client in this worker"))?;
+        let fetch = |path: String, freshness: Freshness| async move {
+            let mut req = FetchRequest::new(member, &path, freshness).map_err(other)?;
+            if path.ends_with("/Release") {
+                req.on_change_expire = Some(format!("dists/{dist}/"));
+            }
+            match proxy.fetch(req).await.map_err(|e| other(format!("member {}: {e}", member.name)))? {
+                Outcome::Found(entry, _) => Ok::<_, BuildError>(entry.sha256),
+                Outcome::Missing(..) => Ok(None),
+            }
+        };
+        let Some(release_sha) = fetch(format!("dists/{dist}/Release"), Freshness::Metadata).await? else {
+            return Ok(None);
+        };
+        let release = self.blobs.read_all(&Sha256Hex::parse(&release_sha)?).await?;
+        let release = String::from_utf8_lossy(&release);
+        let by_hash = field(&release, "Acquire-By-Hash").is_some_and(|v| v.eq_ignore_ascii_case("yes"));
+        let listed = sha256_section(&release);
+        for (suffix, compression) in [(".xz", Compression::Xz), (".gz", Compression::Gz), ("", Compression::None)] {
+            let rel = format!("{component}/binary-{arch}/Packages{suffix}");
+            let Some(expected) = listed.iter().find(|(_, p)| *p == rel).map(|(h, _)| h.to_string()) else {
+                continue;
+            };
+            let mut got = fetch(format!("dists/{dist}/{rel}"), Freshness::Metadata).await?;
+            if got.as_deref() != Some(expected.as_str()) && by_hash {
+                let path = format!("dists/{dist}/{component}/binary-{arch}/by-hash/SHA256/{expected}");
+                got = fetch(path, Freshness::Immutable).await?;
+            }
+            if got.as_deref() != Some(expected.as_str()) {
+                return Err(other(format!(
+                    "member {}: the upstream's {dist}/{rel} does not match its Release (the upstream may be mid-update); retrying",
+                    member.name
+                )));
+            }
+            return Ok(Some((self.blobs.read_all(&Sha256Hex::parse(&expected)?).await?, compression)));
+        }
+        Ok(None)
+    }
+}
+
+#[async_trait::async_trait]
+pub(super) trait GroupHooks {
+    async fn groups_after_publish(&self, db: &Db, unit: &UnitRecord) -> Result<bool, BuildError>;
+    async fn groups_refresh(&self, db: &Db) -> Result<bool, BuildError>;
+}
+
+#[async_trait::async_trait]
+impl GroupHooks for AptBuilder {
+    /// A member published: every group that lists it rebuilds (their own publication then
+    /// reaches the groups above them).
+    async fn groups_after_publish(&self, db: &Db, unit: &UnitRecord) -> Result<bool, BuildError> {
+        let mut any = false;
+        for name in db.groups_containing(unit.repository_id).await? {
+            if let Some(group) = db.repository_by_name(&name).await? {
+                any |= super::request_publication(db, &group).await? > 0;
+            }
+        }
+        Ok(any)
+    }
+
+    /// Groups with proxy members rebuild once the shortest `metadata_ttl_secs` among those
+    /// members has passed since their last snapshot, picking up upstream changes.
+    async fn groups_refresh(&self, db: &Db) -> Result<bool, BuildError> {
+        let all = db.list_repositories().await?;
+        let now = crate::db::now_ms();
+        let mut any = false;
+        for group in all.iter().filter(|r| r.format == crate::repos::Format::Apt && r.repo_type == RepoType::Group) {
+            let ttl = group
+                .members
+                .iter()
+                .filter_map(|m| all.iter().find(|r| r.name.as_str() == m))
+                .filter_map(|m| m.settings.proxy.as_ref().map(|p| p.metadata_ttl_secs))
+                .min();
+            let Some(ttl) = ttl else { continue };
+            let ttl_ms = i64::try_from(ttl.saturating_mul(1000)).unwrap_or(i64::MAX);
+            for suite in super::published_suites(group) {
+                let due = match db.unit_by_key(group.id, KIND, &suite).await? {
+                    Some(u) => {
+                        u.published_revision >= u.desired_revision
+                            && u.last_published_at.is_some_and(|t| now.saturating_sub(t) >= ttl_ms)
+                    }
+                    None => true,
+                };
+                if due {
+                    crate::db::retry_conflicts(|| async {
+                        let mut tx = db.pool().begin().await?;
+                        db.record_change(&mut tx, group.id, KIND, &suite).await?;
+                        tx.commit().await.map_err(crate::db::DbError::from)
+                    })
+                    .await?;
+                    any = true;
+                }
+            }
+        }
+        Ok(any)
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Compression {
+    Xz,
+    Gz,
+    None,
+}
+
+/// `(sha256, path)` of every line of a Release file's `SHA256:` section.
+fn sha256_section(release: &str) -> Vec<(&str, &str)> {
+    let mut out = Vec::new();
+    let mut inside = false;
+    for line in release.lines() {
+        if !line.starts_with(' ') {
+            inside = line.trim_end() == "SHA256:";
+            continue;
+        }
+        if inside {
+            let mut parts = line.split_whitespace();
+            if let (Some(h), Some(_size), Some(p)) = (parts.next(), parts.next(), parts.next()) {
+                out.push((h, p));
+            }
+        }
+    }
+    out
+}
+
+/// A nested group's published `Packages` for `base` in `dist`.
+async fn published_index(
+    db: &Db,
+    blobs: &dyn crate::blobs::BlobStore,
+    member: &Repository,
+    dist: &str,
+    base: &str,
+) -> Result<Option<(bytes::Bytes, Compression)>, BuildError> {
+    let Some(UnitRecord { current_snapshot_id: Some(snapshot), .. }) = db.unit_by_key(member.id, KIND, dist).await?
+    else {
+        return Ok(None);
+    };
+    let path = format!("dists/{dist}/{base}/Packages");
+    let Some(f) = db.snapshot_files(snapshot).await?.into_iter().find(|f| f.path == path) else {
+        return Ok(None);
+    };
+    Ok(Some((blobs.read_all(&Sha256Hex::parse(&f.sha256)?).await?, Compression::None)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stanzas_merge_first_member_wins() -> std::io::Result<()> {
+        let index = "Package: a\nVersion: 1\nArchitecture: amd64\nFilename: pool/main/a/a_1_amd64.deb\nDescription: x\n more\n\n\nPackage: b\nVersion: 2\nArchitecture: all\nFilename: pool/main/b/b_2_all.deb";
+        let mut reader = StanzaReader::new(index.as_bytes());
+        let mut stanza = String::new();
+        let mut all = Vec::new();
+        while reader.next_stanza(&mut stanza)? {
+            all.push(stanza.clone());
+        }
+        assert_eq!(all.len(), 2);
+        assert_eq!(field(&all[0], "Version"), Some("1"));
+        assert_eq!(field(&all[0], "more"), None, "continuation lines are not fields");
+        let (mut out, mut seen) = (String::new(), HashSet::new());
+        assert!(merge_stanza(&mut out, &mut seen, "first", &all[0]));
+        assert!(!merge_stanza(&mut out, &mut seen, "second", &all[0]), "same name/version/arch: first wins");
+        assert!(merge_stanza(&mut out, &mut seen, "second", &all[1]));
+        assert!(!merge_stanza(&mut out, &mut seen, "x", "Package: c\nVersion: 1\n"), "incomplete stanzas are skipped");
+        assert_eq!(
+            out,
+            "Package: a\nVersion: 1\nArchitecture: amd64\nFilename: pool/first/pool/main/a/a_1_amd64.deb\nDescription: x\n more\n\n\
+             Package: b\nVersion: 2\nArchitecture: all\nFilename: pool/second/pool/main/b/b_2_all.deb\n\n"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn release_sha256_section() {
+        let r = "Origin: x\nMD5Sum:\n aa 1 main/binary-amd64/Packages\nSHA256:\n bb 1 main/binary-amd64/Packages\n cc 2 main/binary-amd64/Packages.xz\nSHA512:\n dd 1 main/binary-amd64/Packages\n";
+        assert_eq!(
+            sha256_section(r),
+            vec![("bb", "main/binary-amd64/Packages"), ("cc", "main/binary-amd64/Packages.xz")]
+        );
+    }
+}
