@@ -550,3 +550,293 @@ fn apt_get_update_during_uploads() -> anyhow::Result<()> {
     assert!(server.terminate()?.success());
     Ok(())
 }
+
+/// GET with the response headers this test looks at.
+fn get_with(url: &str) -> anyhow::Result<(u16, std::collections::HashMap<String, String>, Vec<u8>)> {
+    let (status, r) = match ureq::get(url).call() {
+        Ok(r) => (r.status(), r),
+        Err(ureq::Error::Status(code, r)) => (code, r),
+        Err(e) => return Err(e.into()),
+    };
+    let headers = r
+        .headers_names()
+        .into_iter()
+        .filter_map(|n| r.header(&n).map(|v| (n.to_ascii_lowercase(), v.to_string())))
+        .collect();
+    let mut body = Vec::new();
+    std::io::Read::read_to_end(&mut r.into_reader(), &mut body)?;
+    Ok((status, headers, body))
+}
+
+/// The value of one sample of the management listener's metrics (0 when absent).
+fn metric(server: &Server, sample: &str) -> anyhow::Result<f64> {
+    let text = ureq::get(&format!("{}/metrics", server.management)).call()?.into_string()?;
+    Ok(text
+        .lines()
+        .find_map(|l| l.strip_prefix(sample).and_then(|rest| rest.trim().parse::<f64>().ok()))
+        .unwrap_or(0.0))
+}
+
+fn create_repo(server: &Server, body: serde_json::Value) -> anyhow::Result<()> {
+    let (s, text) = status_of(
+        ureq::post(&format!("{}/api/v1/repositories", server.public)).set("Authorization", &basic(PW)).send_json(body),
+    )?;
+    anyhow::ensure!(s == 201, "create repository: {s} {text}");
+    Ok(())
+}
+
+/// Waits until `path` answers 200 with a body containing every needle.
+fn wait_for(server: &Server, path: &str, needles: &[&str]) -> anyhow::Result<Vec<u8>> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let (s, body) = get(server, path)?;
+        let text = String::from_utf8_lossy(&body);
+        if s == 200 && needles.iter().all(|n| text.contains(n)) {
+            return Ok(body);
+        }
+        anyhow::ensure!(std::time::Instant::now() < deadline, "{path} never held {needles:?}: {s} {text}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A scratch apt configuration trusting `key` for `deb <url> stable main`.
+fn apt_root(key: &[u8], url: &str) -> anyhow::Result<tempfile::TempDir> {
+    let root = tempfile::tempdir()?;
+    for d in ["state/lists/partial", "cache/archives/partial", "downloads"] {
+        std::fs::create_dir_all(root.path().join(d))?;
+    }
+    std::fs::write(root.path().join("state/status"), "")?;
+    std::fs::write(root.path().join("key.asc"), key)?;
+    std::fs::write(
+        root.path().join("sources.list"),
+        format!("deb [signed-by={} arch=amd64] {url} stable main\n", root.path().join("key.asc").display()),
+    )?;
+    Ok(root)
+}
+
+fn update_ok(root: &Path) -> anyhow::Result<String> {
+    let out = apt_get(root, &["update"])?;
+    let log = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    anyhow::ensure!(out.status.success() && !log.contains("Err:") && !log.contains("W: "), "apt-get update:\n{log}");
+    Ok(log)
+}
+
+fn download(root: &Path, name: &str) -> anyhow::Result<Vec<u8>> {
+    let out = apt_get(root, &["download", name])?;
+    anyhow::ensure!(out.status.success(), "apt-get download {name}: {}", String::from_utf8_lossy(&out.stderr));
+    let file = std::fs::read_dir(root.join("downloads"))?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.file_name().is_some_and(|f| f.to_string_lossy().starts_with(&format!("{name}_"))))
+        .ok_or_else(|| anyhow::anyhow!("apt-get download {name} left no file"))?;
+    let bytes = std::fs::read(&file)?;
+    std::fs::remove_file(file)?;
+    Ok(bytes)
+}
+
+/// A proxy whose upstream is a second Packyard, and a group of a hosted repository and that
+/// proxy, both read by the real apt-get; then the upstream goes away (stale-if-error), an
+/// upstream that never answers (timeout), and the SSRF guard.
+#[test]
+fn proxy_and_group_with_the_real_client() -> anyhow::Result<()> {
+    let Some(debs) = real_debs() else {
+        eprintln!("skipped: TEST_DEBS_DIR is not set (scripts/test.sh sets it)");
+        return Ok(());
+    };
+    // The upstream: a hosted repository with the real packages.
+    let up_dir = tempfile::tempdir()?;
+    let upstream = start(up_dir.path(), &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)])?;
+    upstream.wait_ready()?;
+    create_repo(&upstream, serde_json::json!({"name": "debs", "format": "apt", "type": "hosted"}))?;
+    let mut real = std::collections::BTreeMap::new();
+    for deb in &debs {
+        let bytes = std::fs::read(deb)?;
+        let (s, body) = upload(&upstream, "debs", &bytes, "?wait=true")?;
+        assert_eq!(s, 201, "{body}");
+        let v: serde_json::Value = serde_json::from_str(&body)?;
+        real.insert(v["package"].as_str().unwrap_or_default().to_string(), bytes);
+    }
+    let (_, upstream_key) = get(&upstream, "/repository/debs/gpg.key")?;
+
+    // The SSRF guard of a server with the default configuration.
+    let upstream_port = upstream.public.rsplit(':').next().unwrap_or_default().to_string();
+    for (name, host) in [("ssrf-ip", "127.0.0.1"), ("ssrf-name", "localhost")] {
+        create_repo(
+            &upstream,
+            serde_json::json!({"name": name, "format": "apt", "type": "proxy",
+                "proxy": {"remote_url": format!("http://{host}:{upstream_port}/repository/debs/")}}),
+        )?;
+        let (s, body) = get(&upstream, &format!("/repository/{name}/dists/stable/InRelease"))?;
+        let text = String::from_utf8_lossy(&body);
+        assert_eq!(s, 502, "{text}");
+        assert!(text.contains("resolves only to loopback, private or link-local addresses"), "{text}");
+        assert!(text.contains("proxy.allow_private_addresses"), "{text}");
+    }
+
+    // An upstream that accepts connections and never answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let silent_port = silent.local_addr()?.port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for c in silent.incoming().flatten() {
+            held.push(c);
+        }
+    });
+
+    let dir = tempfile::tempdir()?;
+    let server = start(
+        dir.path(),
+        &[
+            ("PACKYARD_SECURITY__ADMIN_PASSWORD", PW),
+            ("PACKYARD_PROXY__ALLOW_PRIVATE_ADDRESSES", "true"),
+            ("PACKYARD_PROXY__READ_TIMEOUT_MS", "700"),
+        ],
+    )?;
+    server.wait_ready()?;
+    create_repo(
+        &server,
+        serde_json::json!({"name": "up", "format": "apt", "type": "proxy", "apt": {"distributions": ["stable"]},
+            "proxy": {"remote_url": format!("{}/repository/debs/", upstream.public), "metadata_ttl_secs": 1, "negative_ttl_secs": 60}}),
+    )?;
+    create_repo(
+        &server,
+        serde_json::json!({"name": "silent", "format": "apt", "type": "proxy",
+            "proxy": {"remote_url": format!("http://127.0.0.1:{silent_port}/")}}),
+    )?;
+    create_repo(&server, serde_json::json!({"name": "local", "format": "apt", "type": "hosted"}))?;
+    create_repo(
+        &server,
+        serde_json::json!({"name": "all", "format": "apt", "type": "group", "apt": {"distributions": ["stable"]},
+            "group": {"members": ["local", "up"]}}),
+    )?;
+
+    // Proxy: the upstream's bytes unchanged, a miss and then a hit.
+    let base = format!("{}/repository/up", server.public);
+    let (s, h, inrelease) = get_with(&format!("{base}/dists/stable/InRelease"))?;
+    assert_eq!((s, h.get("x-packyard-cache").map(String::as_str)), (200, Some("miss")));
+    assert!(inrelease == get(&upstream, "/repository/debs/dists/stable/InRelease")?.1, "InRelease passes through");
+    let (s, h, again) = get_with(&format!("{base}/dists/stable/InRelease"))?;
+    assert_eq!((s, h.get("x-packyard-cache").map(String::as_str), again == inrelease), (200, Some("hit"), true));
+    let (s, _, body) = get_with(&format!("{base}/dists/testing/InRelease"))?;
+    assert_eq!(s, 404);
+    assert!(String::from_utf8_lossy(&body).contains("distribution \"testing\" is not mirrored"), "{body:?}");
+    let (s, _, body) = get_with(&format!("{base}/gpg.key"))?;
+    assert_eq!(s, 404);
+    assert!(String::from_utf8_lossy(&body).contains("trust the upstream archive's key"));
+    let (s, _) = upload(&server, "up", &real["hello"], "")?;
+    assert_eq!(s, 405, "a proxy takes no uploads");
+
+    // Negative cache: a 404 is remembered, the second miss does not reach the upstream.
+    let not_found = "packyard_proxy_upstream_requests_total{repository=\"up\",result=\"not_found\"}";
+    for _ in 0..2 {
+        let (s, _, body) = get_with(&format!("{base}/pool/main/n/nope/nope_1_amd64.deb"))?;
+        assert_eq!(s, 404);
+        assert!(String::from_utf8_lossy(&body).contains("the upstream answered 404"));
+    }
+    assert_eq!(metric(&server, not_found)?, 1.0, "the second 404 came from the negative cache");
+
+    // Single-flight: eight concurrent misses for one file make one upstream request.
+    let (_, packages) = get(&upstream, "/repository/debs/dists/stable/main/binary-amd64/Packages")?;
+    let packages = String::from_utf8(packages)?;
+    let jq_path = packages
+        .lines()
+        .filter_map(|l| l.strip_prefix("Filename: "))
+        .find(|f| f.contains("/jq_"))
+        .ok_or_else(|| anyhow::anyhow!("jq not in the upstream index"))?
+        .to_string();
+    let ok = "packyard_proxy_upstream_requests_total{repository=\"up\",result=\"ok\"}";
+    let before = metric(&server, ok)?;
+    let url = format!("{base}/{}", jq_path.replace('+', "%2b"));
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            let url = url.clone();
+            std::thread::spawn(move || get_with(&url).map(|(s, _, b)| (s, b)))
+        })
+        .collect();
+    for t in threads {
+        let (s, b) = t.join().map_err(|_| anyhow::anyhow!("thread panicked"))??;
+        assert_eq!(s, 200);
+        assert!(b == real["jq"], "the proxied jq has the upstream's bytes");
+    }
+    assert_eq!(metric(&server, ok)? - before, 1.0, "concurrent misses made one upstream request");
+    let (s, h, part) = {
+        let r = ureq::get(&url).set("Range", "bytes=0-99").call()?;
+        let status = r.status();
+        let cache = r.header("x-packyard-cache").unwrap_or_default().to_string();
+        let mut b = Vec::new();
+        std::io::Read::read_to_end(&mut r.into_reader(), &mut b)?;
+        (status, cache, b)
+    };
+    assert_eq!((s, h.as_str(), &part[..]), (206, "hit", &real["jq"][..100]));
+
+    // The real apt client through the proxy, trusting the upstream's key.
+    let root = apt_root(&upstream_key, &base)?;
+    update_ok(root.path())?;
+    for name in real.keys() {
+        assert!(download(root.path(), name)? == real[name], "{name} through the proxy");
+    }
+    std::thread::sleep(Duration::from_millis(1100));
+    let log = update_ok(root.path())?;
+    assert!(log.contains("Hit:"), "a second update through the proxy finds nothing new:\n{log}");
+
+    // Group: a local package, and a local "hello" with the same name/version/arch as the
+    // upstream's but other bytes: the first member (local) wins.
+    let hello_version = packages
+        .split("\n\n")
+        .find(|s| s.starts_with("Package: hello\n"))
+        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("Version: ")))
+        .ok_or_else(|| anyhow::anyhow!("hello not in the upstream index"))?
+        .to_string();
+    let local_hello = packyard_shared::formats::apt::testing::deb(
+        &format!("Package: hello\nVersion: {hello_version}\nArchitecture: amd64\nMaintainer: T <t@example.org>\nDescription: the local hello\n"),
+        ".gz",
+    );
+    let local_only = packyard_shared::formats::apt::testing::deb(
+        "Package: packyard-local\nVersion: 1.0\nArchitecture: all\nMaintainer: T <t@example.org>\nDescription: only here\n",
+        ".xz",
+    );
+    for bytes in [&local_hello, &local_only] {
+        let (s, body) = upload(&server, "local", bytes, "?wait=true")?;
+        assert_eq!(s, 201, "{body}");
+    }
+    let group_packages = wait_for(
+        &server,
+        "/repository/all/dists/stable/main/binary-amd64/Packages",
+        &["Package: packyard-local\n", "Package: jq\n", "Package: libjq1\n", "Filename: pool/local/pool/main/h/hello/"],
+    )?;
+    let group_packages = String::from_utf8(group_packages)?;
+    assert_eq!(group_packages.matches("Package: hello\n").count(), 1, "first member wins:\n{group_packages}");
+    assert!(group_packages.contains("Filename: pool/up/pool/main/j/jq/"), "{group_packages}");
+    let (_, group_key) = get(&server, "/repository/all/gpg.key")?;
+    let groot = apt_root(&group_key, &format!("{}/repository/all", server.public))?;
+    update_ok(groot.path())?;
+    assert!(download(groot.path(), "hello")? == local_hello, "hello comes from the first member");
+    assert!(download(groot.path(), "jq")? == real["jq"], "jq comes from the proxy member");
+    assert!(download(groot.path(), "packyard-local")? == local_only);
+    let log = update_ok(groot.path())?;
+    assert!(log.contains("Hit:"), "a second update of the group finds nothing new:\n{log}");
+    let (s, _) = get(&server, "/repository/all/pool/elsewhere/pool/main/h/hello/x.deb")?;
+    assert_eq!(s, 404, "a group serves only its members' files");
+
+    // Timeouts: an upstream that never answers is a 504 with a message, not a hang.
+    let started = std::time::Instant::now();
+    let (s, _, body) = get_with(&format!("{}/repository/silent/pool/main/x/x/x_1_all.deb", server.public))?;
+    assert_eq!(s, 504, "{}", String::from_utf8_lossy(&body));
+    assert!(String::from_utf8_lossy(&body).contains("did not answer in time"));
+    assert!(started.elapsed() < Duration::from_secs(10));
+
+    // Stale-if-error: the upstream goes away; cached metadata is still served, and says so.
+    assert!(upstream.terminate()?.success());
+    std::thread::sleep(Duration::from_millis(1100));
+    let (s, h, stale) = get_with(&format!("{base}/dists/stable/InRelease"))?;
+    assert_eq!((s, h.get("x-packyard-cache").map(String::as_str)), (200, Some("stale")));
+    assert!(h.get("warning").is_some_and(|w| w.starts_with("110 ")), "{h:?}");
+    assert!(stale == inrelease);
+    assert!(metric(&server, "packyard_proxy_stale_served_total{repository=\"up\"}")? >= 1.0);
+    let (s, _, body) = get_with(&format!("{base}/pool/main/o/other/other_1_all.deb"))?;
+    assert_eq!(s, 502, "an uncached file with the upstream down");
+    assert!(String::from_utf8_lossy(&body).contains("cannot connect to upstream"), "{body:?}");
+    update_ok(root.path())?;
+    assert!(server.terminate()?.success());
+    Ok(())
+}
