@@ -817,6 +817,16 @@ fn proxy_and_group_with_the_real_client() -> anyhow::Result<()> {
     assert!(log.contains("Hit:"), "a second update of the group finds nothing new:\n{log}");
     let (s, _) = get(&server, "/repository/all/pool/elsewhere/pool/main/h/hello/x.deb")?;
     assert_eq!(s, 404, "a group serves only its members' files");
+    // An upstream change reaches the group once the proxy member's metadata TTL has passed.
+    let later = packyard_shared::formats::apt::testing::deb(
+        "Package: packyard-later\nVersion: 1.0\nArchitecture: all\nMaintainer: T <t@example.org>\nDescription: later\n",
+        "",
+    );
+    let (s, body) = upload(&upstream, "debs", &later, "?wait=true")?;
+    assert_eq!(s, 201, "{body}");
+    wait_for(&server, "/repository/all/dists/stable/main/binary-amd64/Packages", &["Package: packyard-later\n"])?;
+    update_ok(groot.path())?;
+    assert!(download(groot.path(), "packyard-later")? == later);
 
     // Timeouts: an upstream that never answers is a 504 with a message, not a hang.
     let started = std::time::Instant::now();

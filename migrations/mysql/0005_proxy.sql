@@ -12,3 +12,9 @@ CREATE TABLE proxy_cache (
     PRIMARY KEY (repository_id, path),
     CONSTRAINT proxy_cache_repo_fk FOREIGN KEY (repository_id) REFERENCES repositories (id) ON DELETE CASCADE
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+
+-- APT index pages read one component in id order, keeping its architecture and `all`: an ordered
+-- range on this index. The per-architecture index it replaces let PostgreSQL re-scan and sort
+-- the rest of the table for every page.
+CREATE INDEX apt_packages_order ON apt_packages (repository_id, component, id);
+ALTER TABLE apt_packages DROP INDEX apt_packages_index;

@@ -11,3 +11,9 @@ CREATE TABLE proxy_cache (
     fetched_at BIGINT NOT NULL,
     PRIMARY KEY (repository_id, path)
 );
+
+-- APT index pages read one component in id order, keeping its architecture and `all`: an ordered
+-- range on this index. The per-architecture index it replaces let PostgreSQL re-scan and sort
+-- the rest of the table for every page.
+CREATE INDEX apt_packages_order ON apt_packages (repository_id, component, id);
+DROP INDEX apt_packages_index;

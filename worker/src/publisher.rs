@@ -225,18 +225,26 @@ impl Publisher {
         let (keep, grace) =
             (usize::try_from(w.keep_snapshots).unwrap_or(2), Duration::from_secs(w.snapshot_grace_secs));
         let mut last_collect = Instant::now();
+        let mut last_refresh = Instant::now();
         tokio::pin!(stop);
         tracing::info!(owner = %self.owner, "publication worker running");
         loop {
             self.run_until_idle().await;
             self.update_metrics().await;
-            if last_collect.elapsed() > Duration::from_secs(30) {
-                last_collect = Instant::now();
+            if last_refresh.elapsed() > Duration::from_secs(5) {
+                last_refresh = Instant::now();
                 for b in self.builders.all() {
-                    if let Err(e) = b.refresh(&self.services.db).await {
-                        tracing::warn!(error = %e, kind = b.kind(), "refresh of dependent publications failed");
+                    match b.refresh(&self.services.db).await {
+                        Ok(true) => self.services.wakeup.notify(),
+                        Ok(false) => {}
+                        Err(e) => {
+                            tracing::warn!(error = %e, kind = b.kind(), "refresh of dependent publications failed")
+                        }
                     }
                 }
+            }
+            if last_collect.elapsed() > Duration::from_secs(30) {
+                last_collect = Instant::now();
                 if let Err(e) = self.collect(keep, grace).await {
                     tracing::warn!(error = %e, "snapshot collection failed");
                 }

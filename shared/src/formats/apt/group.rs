@@ -3,17 +3,17 @@
 //! record's `Filename` becomes `pool/<member>/<the member's Filename>`, so the group serves the
 //! file from the member whose record it lists (see the API's pool route).
 //!
-//! Where the records come from: a hosted member's rows (every group distribution gets them); a
-//! proxy member's upstream index of the same distribution (if the proxy mirrors it), fetched
-//! through the proxy cache and checked against the upstream `Release`; a nested group's own
-//! published index of the same distribution.
+//! Where the records come from: a hosted member's published index (of its one distribution;
+//! every group distribution gets it); a proxy member's upstream index of the same distribution
+//! (if the proxy mirrors it), fetched through the proxy cache and checked against the upstream
+//! `Release`; a nested group's published index of the same distribution. Members' indexes are
+//! read as xz and merged stanza by stanza, so memory stays bounded.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::io::{BufRead, BufReader, Read};
 
 use super::hosted::KIND;
-use super::packages::{render_stanza, PoolFile};
-use super::publish::{AptBuilder, Hashed, IndexWriter};
+use super::publish::{AptBuilder, Hashed, IndexId, IndexWriter};
 use crate::blobs::Sha256Hex;
 use crate::db::publication::UnitRecord;
 use crate::db::Db;
@@ -103,117 +103,107 @@ impl AptBuilder {
         &self,
         ctx: &mut BuildContext<'_>,
         repo: &Repository,
-        component: &str,
-        arch: &str,
-        dist: &str,
-        base: &str,
+        id: &IndexId<'_>,
+        sources: &mut BTreeMap<String, String>,
     ) -> Result<[Hashed; 3], BuildError> {
+        let IndexId { component, arch, dist, base } = *id;
         let mut out = IndexWriter::open(ctx, dist, base).await?;
         let mut seen = HashSet::new();
         let mut text = String::new();
         for name in &repo.members {
             let Some(member) = ctx.db.repository_by_name(name).await? else { continue };
-            match member.repo_type {
-                RepoType::Hosted => {
-                    let settings = member.settings.apt.clone().unwrap_or_default();
-                    if !settings.components.iter().any(|c| c == component) {
-                        continue;
-                    }
-                    let mut after = 0i64;
-                    loop {
-                        let page = ctx.db.apt_index_page(member.id, component, arch, after, self.page_size).await?;
-                        let Some(last) = page.last() else { break };
-                        after = last.id;
-                        for p in &page {
-                            if !seen.insert(format!("{} {} {}", p.name, p.version, p.architecture)) {
-                                continue;
-                            }
-                            let filename = format!("pool/{}/{}", member.name, p.pool_path);
-                            let file = PoolFile {
-                                filename: &filename,
-                                size: u64::try_from(p.size).unwrap_or(0),
-                                md5: &p.md5,
-                                sha1: &p.sha1,
-                                sha256: &p.sha256,
-                                sha512: &p.sha512,
-                            };
-                            render_stanza(&mut text, &p.control, &file);
-                        }
-                        out.push(&text).await?;
-                        text.clear();
-                    }
+            let bytes = match member.repo_type {
+                RepoType::Proxy => {
+                    let Some(release) = self.upstream_release(&member, dist).await? else { continue };
+                    sources.insert(member.name.to_string(), release.0.clone());
+                    self.upstream_index(&member, &release, dist, component, arch).await?
                 }
-                RepoType::Proxy | RepoType::Group => {
-                    let bytes = match member.repo_type {
-                        RepoType::Proxy => self.upstream_index(&member, dist, component, arch).await?,
-                        _ => published_index(ctx.db, &*self.blobs, &member, dist, base).await?,
-                    };
-                    let Some((bytes, compression)) = bytes else { continue };
-                    let reader: Box<dyn Read + Send> = match compression {
-                        Compression::Xz => Box::new(liblzma::read::XzDecoder::new(std::io::Cursor::new(bytes))),
-                        Compression::Gz => Box::new(flate2::read::GzDecoder::new(std::io::Cursor::new(bytes))),
-                        Compression::None => Box::new(std::io::Cursor::new(bytes)),
-                    };
-                    let mut stanzas = StanzaReader::new(BufReader::with_capacity(64 * 1024, reader));
-                    let mut stanza = String::new();
-                    while stanzas.next_stanza(&mut stanza).map_err(|e| {
-                        other(format!("member {}: cannot read its {dist} {base} index: {e}", member.name))
-                    })? {
-                        merge_stanza(&mut text, &mut seen, member.name.as_str(), &stanza);
-                        if text.len() >= CHUNK {
-                            out.push(&text).await?;
-                            text.clear();
-                        }
-                    }
+                // A hosted member's own distribution; a nested group's of the same name.
+                RepoType::Hosted => {
+                    let own = member.settings.apt.clone().unwrap_or_default().distribution;
+                    published_index(ctx.db, &*self.blobs, &member, &own, component, arch).await?
+                }
+                RepoType::Group => published_index(ctx.db, &*self.blobs, &member, dist, component, arch).await?,
+            };
+            let Some((bytes, compression)) = bytes else { continue };
+            let reader: Box<dyn Read + Send> = match compression {
+                Compression::Xz => Box::new(liblzma::read::XzDecoder::new(std::io::Cursor::new(bytes))),
+                Compression::Gz => Box::new(flate2::read::GzDecoder::new(std::io::Cursor::new(bytes))),
+                Compression::None => Box::new(std::io::Cursor::new(bytes)),
+            };
+            let mut stanzas = StanzaReader::new(BufReader::with_capacity(64 * 1024, reader));
+            let mut stanza = String::new();
+            while stanzas
+                .next_stanza(&mut stanza)
+                .map_err(|e| other(format!("member {}: cannot read its {dist} {base} index: {e}", member.name)))?
+            {
+                merge_stanza(&mut text, &mut seen, member.name.as_str(), &stanza);
+                if text.len() >= CHUNK {
                     out.push(&text).await?;
                     text.clear();
                 }
             }
+            out.push(&text).await?;
+            text.clear();
         }
         out.finish(ctx).await
     }
 
-    /// A proxy member's upstream index for one component and architecture, through the proxy
-    /// cache: the form its `Release` lists first among xz, gz and plain, checked against the
-    /// SHA-256 there (fetched by hash when the upstream offers it and the plain name moved on).
-    async fn upstream_index(
-        &self,
-        member: &Repository,
-        dist: &str,
-        component: &str,
-        arch: &str,
-    ) -> Result<Option<(bytes::Bytes, Compression)>, BuildError> {
+    /// A proxy member's upstream `Release` for `dist` (SHA-256 and text), through the proxy
+    /// cache; `None` when the proxy does not mirror `dist` or the upstream has no such file.
+    async fn upstream_release(&self, member: &Repository, dist: &str) -> Result<Option<(String, String)>, BuildError> {
         let settings = member.settings.apt.clone().unwrap_or_default();
         if !settings.suites().contains(&dist) {
             return Ok(None);
         }
-        let proxy = self.proxy.as_ref().ok_or_else(|| other("no proxy client in this worker"))?;
-        let fetch = |path: String, freshness: Freshness| async move {
-            let mut req = FetchRequest::new(member, &path, freshness).map_err(other)?;
-            if path.ends_with("/Release") {
-                req.on_change_expire = Some(format!("dists/{dist}/"));
-            }
-            match proxy.fetch(req).await.map_err(|e| other(format!("member {}: {e}", member.name)))? {
-                Outcome::Found(entry, _) => Ok::<_, BuildError>(entry.sha256),
-                Outcome::Missing(..) => Ok(None),
-            }
-        };
-        let Some(release_sha) = fetch(format!("dists/{dist}/Release"), Freshness::Metadata).await? else {
+        let Some(sha) = self.fetch(member, format!("dists/{dist}/Release"), Freshness::Metadata).await? else {
             return Ok(None);
         };
-        let release = self.blobs.read_all(&Sha256Hex::parse(&release_sha)?).await?;
-        let release = String::from_utf8_lossy(&release);
-        let by_hash = field(&release, "Acquire-By-Hash").is_some_and(|v| v.eq_ignore_ascii_case("yes"));
-        let listed = sha256_section(&release);
+        let text = String::from_utf8_lossy(&self.blobs.read_all(&Sha256Hex::parse(&sha)?).await?).into_owned();
+        Ok(Some((sha, text)))
+    }
+
+    /// One file of a proxy member through the proxy cache: its SHA-256, or `None` upstream 404.
+    async fn fetch(
+        &self,
+        member: &Repository,
+        path: String,
+        freshness: Freshness,
+    ) -> Result<Option<String>, BuildError> {
+        let proxy = self.proxy.as_ref().ok_or_else(|| other("no proxy client in this worker"))?;
+        let mut req = FetchRequest::new(member, &path, freshness).map_err(other)?;
+        if path.ends_with("/Release") {
+            req.on_change_expire = path.strip_suffix("Release").map(str::to_string);
+        }
+        match proxy.fetch(req).await.map_err(|e| other(format!("member {}: {e}", member.name)))? {
+            Outcome::Found(entry, _) => Ok(entry.sha256),
+            Outcome::Missing(..) => Ok(None),
+        }
+    }
+
+    /// A proxy member's upstream index for one component and architecture: the form `release`
+    /// lists first among xz, gz and plain, checked against the SHA-256 there (fetched by hash
+    /// when the upstream offers it and the plain name moved on).
+    async fn upstream_index(
+        &self,
+        member: &Repository,
+        release: &(String, String),
+        dist: &str,
+        component: &str,
+        arch: &str,
+    ) -> Result<Option<(bytes::Bytes, Compression)>, BuildError> {
+        let release = release.1.as_str();
+        let by_hash = field(release, "Acquire-By-Hash").is_some_and(|v| v.eq_ignore_ascii_case("yes"));
+        let listed = sha256_section(release);
         for (suffix, compression) in [(".xz", Compression::Xz), (".gz", Compression::Gz), ("", Compression::None)] {
             let rel = format!("{component}/binary-{arch}/Packages{suffix}");
             let Some(expected) = listed.iter().find(|(_, p)| *p == rel).map(|(h, _)| h.to_string()) else {
                 continue;
             };
-            let mut got = fetch(format!("dists/{dist}/{rel}"), Freshness::Metadata).await?;
+            let mut got = self.fetch(member, format!("dists/{dist}/{rel}"), Freshness::Metadata).await?;
             if got.as_deref() != Some(expected.as_str()) && by_hash {
                 let path = format!("dists/{dist}/{component}/binary-{arch}/by-hash/SHA256/{expected}");
-                got = fetch(path, Freshness::Immutable).await?;
+                got = self.fetch(member, path, Freshness::Immutable).await?;
             }
             if got.as_deref() != Some(expected.as_str()) {
                 return Err(other(format!(
@@ -225,6 +215,16 @@ impl AptBuilder {
         }
         Ok(None)
     }
+}
+
+/// The snapshot file (never served: a hidden path) recording which upstream `Release` of each
+/// proxy member a group snapshot merged: `<member> <sha256>` per line.
+pub(super) fn sources_path(dist: &str) -> String {
+    format!("dists/{dist}/.sources")
+}
+
+pub(super) fn render_sources(sources: &BTreeMap<String, String>) -> String {
+    sources.iter().map(|(m, h)| format!("{m} {h}\n")).collect()
 }
 
 #[async_trait::async_trait]
@@ -247,30 +247,44 @@ impl GroupHooks for AptBuilder {
         Ok(any)
     }
 
-    /// Groups with proxy members rebuild once the shortest `metadata_ttl_secs` among those
-    /// members has passed since their last snapshot, picking up upstream changes.
+    /// Groups with proxy members check, once the shortest `metadata_ttl_secs` among those
+    /// members has passed since their snapshot, whether an upstream `Release` moved on from the
+    /// one the snapshot merged (recorded in its `.sources`), and rebuild if so.
     async fn groups_refresh(&self, db: &Db) -> Result<bool, BuildError> {
         let all = db.list_repositories().await?;
         let now = crate::db::now_ms();
         let mut any = false;
         for group in all.iter().filter(|r| r.format == crate::repos::Format::Apt && r.repo_type == RepoType::Group) {
-            let ttl = group
+            let proxies: Vec<&Repository> = group
                 .members
                 .iter()
                 .filter_map(|m| all.iter().find(|r| r.name.as_str() == m))
-                .filter_map(|m| m.settings.proxy.as_ref().map(|p| p.metadata_ttl_secs))
-                .min();
-            let Some(ttl) = ttl else { continue };
+                .filter(|m| m.repo_type == RepoType::Proxy)
+                .collect();
+            let Some(ttl) = proxies.iter().filter_map(|m| m.settings.proxy.as_ref().map(|p| p.metadata_ttl_secs)).min()
+            else {
+                continue;
+            };
             let ttl_ms = i64::try_from(ttl.saturating_mul(1000)).unwrap_or(i64::MAX);
             for suite in super::published_suites(group) {
-                let due = match db.unit_by_key(group.id, KIND, &suite).await? {
-                    Some(u) => {
-                        u.published_revision >= u.desired_revision
-                            && u.last_published_at.is_some_and(|t| now.saturating_sub(t) >= ttl_ms)
+                let Some(unit) = db.unit_by_key(group.id, KIND, &suite).await? else { continue };
+                let (Some(snapshot), Some(at)) = (unit.current_snapshot_id, unit.last_published_at) else { continue };
+                if unit.published_revision < unit.desired_revision || now.saturating_sub(at) < ttl_ms {
+                    continue;
+                }
+                let recorded =
+                    match db.snapshot_files(snapshot).await?.into_iter().find(|f| f.path == sources_path(&suite)) {
+                        Some(f) => String::from_utf8_lossy(&self.blobs.read_all(&Sha256Hex::parse(&f.sha256)?).await?)
+                            .into_owned(),
+                        None => String::new(),
+                    };
+                let mut current = BTreeMap::new();
+                for m in &proxies {
+                    if let Some((sha, _)) = self.upstream_release(m, &suite).await? {
+                        current.insert(m.name.to_string(), sha);
                     }
-                    None => true,
-                };
-                if due {
+                }
+                if render_sources(&current) != recorded {
                     crate::db::retry_conflicts(|| async {
                         let mut tx = db.pool().begin().await?;
                         db.record_change(&mut tx, group.id, KIND, &suite).await?;
@@ -311,23 +325,30 @@ fn sha256_section(release: &str) -> Vec<(&str, &str)> {
     out
 }
 
-/// A nested group's published `Packages` for `base` in `dist`.
+/// A hosted or group member's published `Packages.xz` for `component` and `arch` in `dist`
+/// (its `binary-all` index when it publishes only `all`). Reading what the member published,
+/// not its rows, keeps the group in step with the member's snapshots: the group is rebuilt after
+/// each of them (`after_publish`).
 async fn published_index(
     db: &Db,
     blobs: &dyn crate::blobs::BlobStore,
     member: &Repository,
     dist: &str,
-    base: &str,
+    component: &str,
+    arch: &str,
 ) -> Result<Option<(bytes::Bytes, Compression)>, BuildError> {
     let Some(UnitRecord { current_snapshot_id: Some(snapshot), .. }) = db.unit_by_key(member.id, KIND, dist).await?
     else {
         return Ok(None);
     };
-    let path = format!("dists/{dist}/{base}/Packages");
-    let Some(f) = db.snapshot_files(snapshot).await?.into_iter().find(|f| f.path == path) else {
-        return Ok(None);
-    };
-    Ok(Some((blobs.read_all(&Sha256Hex::parse(&f.sha256)?).await?, Compression::None)))
+    let files = db.snapshot_files(snapshot).await?;
+    for a in [arch, "all"] {
+        let path = format!("dists/{dist}/{component}/binary-{a}/Packages.xz");
+        if let Some(f) = files.iter().find(|f| f.path == path) {
+            return Ok(Some((blobs.read_all(&Sha256Hex::parse(&f.sha256)?).await?, Compression::Xz)));
+        }
+    }
+    Ok(None)
 }
 
 #[cfg(test)]
