@@ -723,6 +723,13 @@ fn proxy_and_group_with_the_real_client() -> anyhow::Result<()> {
     let (s, _, body) = get_with(&format!("{base}/gpg.key"))?;
     assert_eq!(s, 404);
     assert!(String::from_utf8_lossy(&body).contains("trust the upstream archive's key"));
+    let (s, body) = status_of(
+        ureq::get(&format!("{}/api/v1/repositories/up/signing-key", server.public))
+            .set("Authorization", &basic(PW))
+            .call(),
+    )?;
+    assert_eq!(s, 400, "{body}");
+    assert!(body.contains("has no signing key"), "{body}");
     let (s, _) = upload(&server, "up", &real["hello"], "")?;
     assert_eq!(s, 405, "a proxy takes no uploads");
 

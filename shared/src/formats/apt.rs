@@ -25,11 +25,21 @@ pub fn published_suites(repo: &Repository) -> Vec<String> {
 }
 
 /// Requests a snapshot of every distribution `repo` publishes (after it was created or its
-/// settings changed), so that even an empty repository has signed indexes. Returns how many.
+/// settings changed), so that even an empty repository has signed indexes; for a proxy, of the
+/// groups that contain it. Returns how many.
 pub async fn request_publication(db: &Db, repo: &Repository) -> DbResult<usize> {
     let suites = published_suites(repo);
     if suites.is_empty() {
-        return Ok(0);
+        // A proxy publishes nothing itself, but the groups that merge it do.
+        let mut n = 0;
+        if repo.format == Format::Apt && repo.repo_type == RepoType::Proxy {
+            for name in db.groups_containing(repo.id).await? {
+                if let Some(group) = db.repository_by_name(&name).await? {
+                    n += Box::pin(request_publication(db, &group)).await?;
+                }
+            }
+        }
+        return Ok(n);
     }
     crate::db::retry_conflicts(|| async {
         let mut tx = db.pool().begin().await?;

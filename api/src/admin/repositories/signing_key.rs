@@ -38,6 +38,12 @@ async fn apt_repo(services: &Services, path: &RepoPath) -> Result<Repository> {
             repo.name, repo.format
         )));
     }
+    if repo.repo_type == packyard_shared::repos::RepoType::Proxy {
+        return Err(ApiError::bad_request(format!(
+            "repository {} is a proxy: it serves its upstream's signatures and has no signing key",
+            repo.name
+        )));
+    }
     Ok(repo)
 }
 
