@@ -167,6 +167,15 @@ fn hosted_apt_with_the_real_client() -> anyhow::Result<()> {
         let v: serde_json::Value = serde_json::from_str(&body)?;
         expected.push((name, v["filename"].as_str().unwrap_or_default().to_string(), bytes));
     }
+    // A package dpkg can install (a real data member), for the install into a scratch root.
+    let installable = packyard_shared::formats::apt::testing::installable_deb(
+        "Package: packyard-installable\nVersion: 1.0\nArchitecture: all\nMaintainer: T <t@example.org>\nDescription: installs one file\n",
+        &[("./usr/share/packyard-installable/greeting.txt", b"installed by apt-get\n")],
+    );
+    let (s, body) = upload(&server, "debs", &installable, "?wait=true")?;
+    assert_eq!(s, 201, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body)?;
+    expected.push(("packyard-installable".into(), v["filename"].as_str().unwrap_or_default().to_string(), installable));
     // An identical retry is fine; different bytes under the same name/version/arch are not.
     let (s, _) = upload(&server, "debs", &expected[0].2, "")?;
     assert_eq!(s, 200);
@@ -271,6 +280,40 @@ fn hosted_apt_with_the_real_client() -> anyhow::Result<()> {
         let got = std::fs::read(root.path().join("downloads").join(&base))?;
         assert!(got == *bytes, "apt-get downloaded {base} with other bytes");
     }
+    // apt-get install into a scratch root: dpkg unpacks there, with its own status database.
+    let target = root.path().join("target");
+    std::fs::create_dir_all(target.join("var/lib/dpkg/info"))?;
+    std::fs::create_dir_all(target.join("var/lib/dpkg/updates"))?;
+    std::fs::write(target.join("var/lib/dpkg/status"), "")?;
+    let opt = |k: &str, v: String| ["-o".to_string(), format!("{k}={v}")];
+    let mut args: Vec<String> = vec!["install".into(), "-y".into(), "--no-install-recommends".into()];
+    args.extend(opt("Dir::State::status", target.join("var/lib/dpkg/status").display().to_string()));
+    for o in [
+        format!("--root={}", target.display()),
+        format!("--admindir={}", target.join("var/lib/dpkg").display()),
+        "--force-script-chrootless".into(),
+        "--force-not-root".into(),
+        format!("--log={}", root.path().join("dpkg.log").display()),
+    ] {
+        args.extend(opt("DPkg::Options::", o));
+    }
+    args.push("packyard-installable".into());
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = apt_get(root.path(), &refs)?;
+    assert!(
+        out.status.success(),
+        "apt-get install into a scratch root:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read(target.join("usr/share/packyard-installable/greeting.txt"))?,
+        b"installed by apt-get\n",
+        "the installed file"
+    );
+    let status = std::fs::read_to_string(target.join("var/lib/dpkg/status"))?;
+    assert!(status.contains("Package: packyard-installable\nStatus: install ok installed\n"), "{status}");
+
     let out = apt_get(root.path(), &["update"])?;
     let log = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(log.contains("Hit:"), "a second update finds nothing new:\n{log}");

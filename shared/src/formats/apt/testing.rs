@@ -46,6 +46,42 @@ pub fn compress(kind: &str, data: &[u8]) -> Vec<u8> {
     }
 }
 
+/// A package that dpkg can install: a real `data.tar.xz` holding `files` (paths like
+/// `./usr/share/x/y`, directories created as needed).
+pub fn installable_deb(control: &str, files: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut b = tar::Builder::new(Vec::new());
+    let mut dirs = std::collections::BTreeSet::new();
+    for (path, _) in files {
+        let mut p = std::path::Path::new(path).parent();
+        while let Some(d) = p.filter(|d| !d.as_os_str().is_empty() && d.as_os_str() != ".") {
+            dirs.insert(d.to_path_buf());
+            p = d.parent();
+        }
+    }
+    for d in dirs {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(0);
+        h.set_mode(0o755);
+        h.set_entry_type(tar::EntryType::Directory);
+        h.set_cksum();
+        let _ = b.append_data(&mut h, format!("{}/", d.display()), &[][..]);
+    }
+    for (path, body) in files {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(body.len() as u64);
+        h.set_mode(0o644);
+        h.set_entry_type(tar::EntryType::Regular);
+        h.set_cksum();
+        let _ = b.append_data(&mut h, path, *body);
+    }
+    let data = b.into_inner().unwrap_or_default();
+    let mut out = b"!<arch>\n".to_vec();
+    out.extend(ar_member("debian-binary", b"2.0\n"));
+    out.extend(ar_member("control.tar.gz", &compress(".gz", &control_tar(control))));
+    out.extend(ar_member("data.tar.xz", &compress(".xz", &data)));
+    out
+}
+
 pub fn deb(control: &str, kind: &str) -> Vec<u8> {
     let mut out = b"!<arch>\n".to_vec();
     out.extend(ar_member("debian-binary", b"2.0\n"));
