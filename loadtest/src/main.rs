@@ -1,0 +1,172 @@
+//! `packyard-loadtest compare …`: side-by-side measurement (see the crate docs and
+//! `loadtest/README.md`); `packyard-loadtest fixture apt …`: a deterministic generated `.deb`.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use packyard_loadtest::{apt, markdown, run_scenario, Gate, Options, Scenario, Target};
+
+#[derive(Parser)]
+#[command(name = "packyard-loadtest", version, about = "Measures servers side by side: same host, same bytes, ratios")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Preflight, warm up and measure every scenario on every target.
+    Compare {
+        /// NAME=URL (the base every scenario path is relative to); the first is compared with the others.
+        #[arg(long = "target", required = true)]
+        targets: Vec<String>,
+        /// get:PATH, head:PATH, cond:PATH (304 via If-None-Match), range:PATH (bytes=0-65535), upload:apt.
+        #[arg(long = "scenario", required = true)]
+        scenarios: Vec<String>,
+        #[arg(long, default_value_t = 250)]
+        requests: usize,
+        #[arg(long, default_value_t = 16)]
+        concurrency: usize,
+        #[arg(long, default_value_t = 2000)]
+        warmup_requests: usize,
+        #[arg(long, default_value_t = 5.0)]
+        warmup_seconds: f64,
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// user:password for uploads.
+        #[arg(long)]
+        auth: Option<String>,
+        /// Size of each uploaded package's payload.
+        #[arg(long, default_value_t = 4 * 1024 * 1024)]
+        upload_bytes: usize,
+        #[arg(long, default_value_t = 16)]
+        upload_warmup: usize,
+        /// Where uploads must become visible (relative to the target).
+        #[arg(long, default_value = "dists/stable/main/binary-amd64/Packages")]
+        visible_in: String,
+        #[arg(long)]
+        output: Option<PathBuf>,
+        #[arg(long)]
+        markdown: Option<PathBuf>,
+        /// SCENARIO:min_ratio:max_p95_ratio (the first target against each other one).
+        #[arg(long = "gate")]
+        gates: Vec<String>,
+    },
+    /// Writes a deterministic generated package.
+    Fixture {
+        #[command(subcommand)]
+        format: Fixture,
+    },
+}
+
+#[derive(Subcommand)]
+enum Fixture {
+    /// A .deb with an uncompressed payload of --bytes (same arguments, same bytes).
+    Apt {
+        #[arg(long)]
+        out: PathBuf,
+        #[arg(long, default_value = "packyard-bench")]
+        name: String,
+        #[arg(long, default_value = "1.0")]
+        version: String,
+        #[arg(long, default_value = "amd64")]
+        arch: String,
+        #[arg(long, default_value_t = 4 * 1024 * 1024)]
+        bytes: usize,
+    },
+}
+
+fn environment() -> serde_json::Value {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("model name").map(|v| v.trim_start_matches([' ', '\t', ':']).to_string()))
+        .unwrap_or_default();
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string();
+    serde_json::json!({
+        "cpu": cpu,
+        "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+        "kernel": kernel,
+        "unix_time": std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
+    })
+}
+
+fn main() -> anyhow::Result<()> {
+    match Cli::parse().command {
+        Command::Fixture { format: Fixture::Apt { out, name, version, arch, bytes } } => {
+            let deb = apt::deb(&name, &version, &arch, &apt::filler(42, bytes))?;
+            std::fs::write(&out, deb)?;
+            Ok(())
+        }
+        Command::Compare {
+            targets,
+            scenarios,
+            requests,
+            concurrency,
+            warmup_requests,
+            warmup_seconds,
+            rounds,
+            auth,
+            upload_bytes,
+            upload_warmup,
+            visible_in,
+            output,
+            markdown: md,
+            gates,
+        } => {
+            let targets: Vec<Target> = targets.iter().map(|t| Target::parse(t)).collect::<anyhow::Result<_>>()?;
+            let scenarios: Vec<Scenario> =
+                scenarios.iter().map(|s| Scenario::parse(s)).collect::<anyhow::Result<_>>()?;
+            let gates: Vec<Gate> = gates.iter().map(|g| Gate::parse(g)).collect::<anyhow::Result<_>>()?;
+            let opts = Options {
+                requests,
+                concurrency,
+                warmup_requests,
+                warmup_seconds,
+                rounds,
+                auth,
+                upload_bytes,
+                upload_warmup,
+                visible_in,
+            };
+            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            let mut results = Vec::new();
+            for s in &scenarios {
+                eprintln!("scenario {} …", s.name);
+                let r = rt.block_on(run_scenario(s, &targets, &opts))?;
+                for t in &r.targets {
+                    eprintln!(
+                        "  {:<12} {:>9.0} req/s {:>8.1} MiB/s  p50 {:.2} ms  p95 {:.2} ms",
+                        t.target, t.summary.req_per_sec, t.summary.mib_per_sec, t.summary.p50_ms, t.summary.p95_ms
+                    );
+                }
+                results.push(r);
+            }
+            let failures: Vec<String> = gates.iter().flat_map(|g| g.check(&results)).collect();
+            let report = serde_json::json!({
+                "environment": environment(),
+                "targets": targets,
+                "options": {
+                    "requests": requests, "concurrency": concurrency, "warmup_requests": warmup_requests,
+                    "warmup_seconds": warmup_seconds, "rounds": rounds,
+                },
+                "scenarios": results,
+                "gates": gates,
+                "gate_failures": failures,
+            });
+            if let Some(p) = output {
+                std::fs::write(p, serde_json::to_vec_pretty(&report)?)?;
+            }
+            let table = markdown(&results, &opts);
+            match md {
+                Some(p) => std::fs::write(p, &table)?,
+                None => print!("{table}"),
+            }
+            for f in &failures {
+                eprintln!("{f}");
+            }
+            anyhow::ensure!(failures.is_empty(), "{} gate(s) failed", failures.len());
+            Ok(())
+        }
+    }
+}
