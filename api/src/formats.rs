@@ -41,13 +41,15 @@ pub fn serve_published(
 }
 
 /// Answers with a stored blob: `ETag` (the SHA-256), `If-None-Match` and, when `last_modified`
-/// is known, `If-Modified-Since` (304); a single `Range` (206/416); the bytes streamed.
+/// is known, `If-Modified-Since` (304); a single `Range` (206/416); the bytes streamed. HEAD
+/// opens nothing when the size is known.
 pub async fn serve_blob(
     req: &actix_web::HttpRequest,
     blobs: &dyn packyard_shared::blobs::BlobStore,
     sha256: &str,
     content_type: &str,
     last_modified: Option<std::time::SystemTime>,
+    known_size: Option<u64>,
     extra: &[(&'static str, String)],
 ) -> Result<actix_web::HttpResponse, crate::error::ApiError> {
     use actix_web::http::header::{self, Header, IfModifiedSince, LastModified};
@@ -67,8 +69,32 @@ pub async fn serve_blob(
         }
         return Ok(res.finish());
     }
-    let range = req.headers().get(header::RANGE).and_then(|v| v.to_str().ok()).and_then(RangeSpec::parse_header);
     let digest = Sha256Hex::parse(sha256).map_err(|e| crate::error::ApiError::from(e).plain())?;
+    if req.method() == actix_web::http::Method::HEAD {
+        // The headers of a GET without opening the file: actix would read a streamed body to
+        // its end only to drop it.
+        let size = match known_size {
+            Some(s) => s,
+            None => blobs
+                .stat(&digest)
+                .await
+                .map_err(|e| crate::error::ApiError::from(e).plain())?
+                .ok_or_else(|| crate::error::ApiError::internal(format!("blob {digest} is missing")).plain())?,
+        };
+        let mut res = HttpResponse::Ok();
+        res.content_type(content_type)
+            .insert_header((header::ETAG, etag))
+            .insert_header((header::ACCEPT_RANGES, "bytes"))
+            .no_chunking(size);
+        if let Some(m) = last_modified {
+            res.insert_header(LastModified(m.into()));
+        }
+        for (k, v) in extra {
+            res.insert_header((*k, v.as_str()));
+        }
+        return Ok(res.streaming(futures_util::stream::empty::<Result<bytes::Bytes, std::io::Error>>()));
+    }
+    let range = req.headers().get(header::RANGE).and_then(|v| v.to_str().ok()).and_then(RangeSpec::parse_header);
     let read = blobs.open(&digest, range).await.map_err(|e| crate::error::ApiError::from(e).plain())?;
     let mut res = match read.range {
         Some(r) => {

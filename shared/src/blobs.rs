@@ -13,7 +13,7 @@ use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
 use sha2::{Digest, Sha256};
 use tokio::fs::{self, File};
-use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::metrics::Metrics;
 
@@ -324,6 +324,21 @@ impl BlobWrite for FileWrite {
     }
 }
 
+/// Parts up to this size are read in one go on the blocking pool and sent as one chunk.
+const SMALL_READ: u64 = 256 * 1024;
+
+struct Opened {
+    total_size: u64,
+    range: Option<ByteRange>,
+    len: u64,
+    content: Content,
+}
+
+enum Content {
+    Bytes(Bytes),
+    File(std::fs::File),
+}
+
 /// Read buffer sized to what is sent: a small blob never gets a large buffer.
 fn read_buffer_size(len: u64) -> usize {
     usize::try_from(len.clamp(1, 256 * 1024)).unwrap_or(256 * 1024)
@@ -356,26 +371,50 @@ impl BlobStore for FileStore {
     }
 
     async fn open(&self, digest: &Sha256Hex, range: Option<RangeSpec>) -> Result<BlobRead, BlobError> {
-        let mut file = match File::open(self.final_path(digest)).await {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(BlobError::NotFound(digest.clone())),
-            Err(e) => return Err(e.into()),
-        };
-        let total_size = file.metadata().await?.len();
-        let range = range.map(|r| r.resolve(total_size)).transpose()?;
-        let (start, len) = range.map_or((0, total_size), |r| (r.start, r.len()));
-        if start > 0 {
-            file.seek(SeekFrom::Start(start)).await?;
-        }
-        let metrics = self.metrics.clone();
-        let reader = file.take(len);
-        let body = tokio_util::io::ReaderStream::with_capacity(reader, read_buffer_size(len)).map(move |chunk| {
-            if let Ok(c) = &chunk {
-                metrics.blob_bytes_total.with_label_values(&["out"]).inc_by(c.len() as u64);
+        // One trip to the blocking pool: open, size, seek — and for a small part (a Range of a
+        // package, a small file) the bytes themselves, sent as one chunk.
+        let path = self.final_path(digest);
+        let missing = digest.clone();
+        let opened = tokio::task::spawn_blocking(move || -> Result<Opened, BlobError> {
+            use std::io::{Read, Seek};
+            let mut file = match std::fs::File::open(&path) {
+                Ok(f) => f,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(BlobError::NotFound(missing)),
+                Err(e) => return Err(e.into()),
+            };
+            let total_size = file.metadata()?.len();
+            let range = range.map(|r| r.resolve(total_size)).transpose()?;
+            let (start, len) = range.map_or((0, total_size), |r| (r.start, r.len()));
+            if start > 0 {
+                file.seek(SeekFrom::Start(start))?;
             }
-            chunk
-        });
-        Ok(BlobRead { total_size, range, body: Box::pin(body) })
+            if len <= SMALL_READ {
+                let mut buf = vec![0u8; usize::try_from(len).unwrap_or(0)];
+                file.read_exact(&mut buf)?;
+                return Ok(Opened { total_size, range, len, content: Content::Bytes(Bytes::from(buf)) });
+            }
+            Ok(Opened { total_size, range, len, content: Content::File(file) })
+        })
+        .await
+        .map_err(|e| BlobError::Io(io::Error::other(e.to_string())))??;
+        let metrics = self.metrics.clone();
+        let Opened { total_size, range, len, content } = opened;
+        let body: ByteStream = match content {
+            Content::Bytes(b) => {
+                metrics.blob_bytes_total.with_label_values(&["out"]).inc_by(b.len() as u64);
+                Box::pin(futures_util::stream::once(async move { Ok(b) }))
+            }
+            Content::File(f) => {
+                let reader = File::from_std(f).take(len);
+                Box::pin(tokio_util::io::ReaderStream::with_capacity(reader, read_buffer_size(len)).map(move |chunk| {
+                    if let Ok(c) = &chunk {
+                        metrics.blob_bytes_total.with_label_values(&["out"]).inc_by(c.len() as u64);
+                    }
+                    chunk
+                }))
+            }
+        };
+        Ok(BlobRead { total_size, range, body })
     }
 
     async fn delete(&self, digest: &Sha256Hex) -> Result<(), BlobError> {

@@ -43,6 +43,8 @@ pub enum ReadError {
 }
 
 type UnitKey = (i64, String, String);
+/// An artifact's blob: (SHA-256, size).
+pub type ArtifactRef = (Arc<str>, i64);
 
 pub struct PublishedCache {
     version: AtomicI64,
@@ -55,7 +57,13 @@ pub struct PublishedCache {
     files_bytes: AtomicI64,
     max_bytes: i64,
     metrics: Arc<Metrics>,
+    /// Artifact paths (e.g. an APT pool path) → (SHA-256, size): dropped with the repository's
+    /// snapshot pointers, so a package file is served from the mapping its index was built from.
+    artifacts: RwLock<HashMap<(i64, String), ArtifactRef>>,
 }
+
+/// Entries kept in the artifact map before it is emptied and refilled.
+const MAX_ARTIFACTS: usize = 100_000;
 
 impl PublishedCache {
     pub fn new(max_bytes: i64, metrics: Arc<Metrics>) -> Self {
@@ -68,6 +76,33 @@ impl PublishedCache {
             files_bytes: AtomicI64::new(0),
             max_bytes,
             metrics,
+            artifacts: RwLock::new(HashMap::new()),
+        }
+    }
+
+    /// The epoch to pass to [`Self::put_artifact`] after a lookup begun now.
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire)
+    }
+
+    /// The cached (SHA-256, size) of an artifact path of a repository.
+    pub fn artifact(&self, repo: i64, path: &str) -> Option<ArtifactRef> {
+        let hit = self.artifacts.read().ok().and_then(|m| m.get(&(repo, path.to_string())).cloned());
+        self.count("artifact", hit.is_some());
+        hit
+    }
+
+    /// Remembers an artifact looked up in the database, unless pointers were dropped since
+    /// `epoch` (the lookup may predate the change that dropped them).
+    pub fn put_artifact(&self, epoch: u64, repo: i64, path: &str, sha256: &str, size: i64) {
+        if let Ok(mut m) = self.artifacts.write() {
+            if self.epoch.load(Ordering::Acquire) != epoch {
+                return;
+            }
+            if m.len() >= MAX_ARTIFACTS {
+                m.clear();
+            }
+            m.insert((repo, path.to_string()), (Arc::from(sha256), size));
         }
     }
 
@@ -104,6 +139,9 @@ impl PublishedCache {
                 self.epoch.fetch_add(1, Ordering::AcqRel);
                 m.retain(|(repo, _, _), _| !changed.contains(repo));
             }
+            if let Ok(mut a) = self.artifacts.write() {
+                a.retain(|(repo, _), _| !changed.contains(repo));
+            }
         }
         if let Ok(mut seen) = self.repo_versions.write() {
             *seen = fresh;
@@ -116,6 +154,9 @@ impl PublishedCache {
         if let Ok(mut m) = self.current.write() {
             self.epoch.fetch_add(1, Ordering::AcqRel);
             m.clear();
+        }
+        if let Ok(mut a) = self.artifacts.write() {
+            a.clear();
         }
     }
 

@@ -70,7 +70,7 @@ impl Hashers {
 const TEXT: &str = "text/plain; charset=utf-8";
 
 /// xz preset for `Packages.xz`: preset 1 compresses a 100,000-package index about ten times
-/// faster than preset 6 for about a fifth more bytes (docs/perf/apt.md).
+/// faster than preset 6 for about a fifth more bytes (docs/perf/apt-build.md).
 const XZ_PRESET: u32 = 1;
 
 #[async_trait]

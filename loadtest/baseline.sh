@@ -1,0 +1,189 @@
+#!/usr/bin/env bash
+# Side-by-side baseline of one format on loopback, written to docs/perf/<format>.md:
+#   loadtest/baseline.sh apt
+# Builds the release binaries, starts Packyard (embedded default) in a scratch directory,
+# uploads a deterministic generated 4 MiB package, copies the same bytes into a directory served
+# by nginx (the static-file ceiling), starts the format's peer (aptly serve for APT), runs
+# packyard-loadtest against them, and stops everything it started.
+# Environment: REQUESTS (250), CONCURRENCY (16), ROUNDS (3), WARMUP_REQUESTS (2000),
+# WARMUP_SECONDS (5), UPLOAD_REQUESTS (64), OUT (docs/perf/<format>.md).
+set -euo pipefail
+
+format=${1:-}
+[ "$format" = apt ] || { echo "usage: $0 apt   (the other formats arrive with their issues)" >&2; exit 2; }
+cd "$(dirname "$0")/.."
+root=$PWD
+REQUESTS=${REQUESTS:-250}
+CONCURRENCY=${CONCURRENCY:-16}
+ROUNDS=${ROUNDS:-3}
+WARMUP_REQUESTS=${WARMUP_REQUESTS:-2000}
+WARMUP_SECONDS=${WARMUP_SECONDS:-5}
+UPLOAD_REQUESTS=${UPLOAD_REQUESTS:-64}
+OUT=${OUT:-docs/perf/$format.md}
+log() { echo "==> $*" >&2; }
+
+SUDO=""
+[ "$(id -u)" = 0 ] || SUDO=sudo
+need=()
+command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need+=(nginx-light)
+command -v aptly >/dev/null || need+=(aptly)
+command -v gpg >/dev/null || need+=(gnupg)
+command -v curl >/dev/null || need+=(curl)
+if [ ${#need[@]} -gt 0 ]; then
+  log "installing ${need[*]}"
+  $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+
+log "building release binaries"
+cargo build --release -q -p packyard-api -p packyard-loadtest
+api=$root/target/release/packyard-api
+lt=$root/target/release/packyard-loadtest
+
+work=$(mktemp -d /tmp/packyard-baseline.XXXXXX)
+chmod 755 "$work"   # nginx workers run as another user
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_http() {
+  for _ in $(seq 1 200); do curl -fsS -o /dev/null "$1" 2>/dev/null && return 0; sleep 0.05; done
+  echo "$1 did not come up" >&2; return 1
+}
+
+# Packyard, embedded default, quiet logs.
+pw=baseline-admin
+p_port=$(free_port); m_port=$(free_port)
+mkdir -p "$work/packyard"
+(cd "$work/packyard" && PACKYARD_SECURITY__ADMIN_PASSWORD=$pw PACKYARD_LOG__LEVEL=warn \
+  PACKYARD_SERVER__BIND=127.0.0.1:$p_port PACKYARD_SERVER__MANAGEMENT_BIND=127.0.0.1:$m_port \
+  exec "$api" >"$work/packyard.log" 2>&1) &
+pids+=($!)
+wait_http "http://127.0.0.1:$m_port/readyz"
+pk=http://127.0.0.1:$p_port
+for repo in debs uploads; do
+  curl -fsS -u admin:$pw -H 'content-type: application/json' "$pk/api/v1/repositories" \
+    -d "{\"name\":\"$repo\",\"format\":\"apt\",\"type\":\"hosted\",\"apt\":{\"architectures\":[\"amd64\"]}}" >/dev/null
+done
+"$lt" fixture apt --out "$work/packyard-bench_1.0_amd64.deb" --bytes $((4 * 1024 * 1024))
+curl -fsS -u admin:$pw --data-binary @"$work/packyard-bench_1.0_amd64.deb" "$pk/repository/debs/?wait=true" >/dev/null
+deb_path=pool/main/p/packyard-bench/packyard-bench_1.0_amd64.deb
+
+# nginx serving the same bytes (fetched from Packyard) with sendfile, keep-alive, open_file_cache.
+n_port=$(free_port)
+www=$work/www
+for f in dists/stable/InRelease dists/stable/Release dists/stable/Release.gpg \
+  dists/stable/main/binary-amd64/Packages dists/stable/main/binary-amd64/Packages.gz \
+  dists/stable/main/binary-amd64/Packages.xz "$deb_path"; do
+  mkdir -p "$www/$(dirname "$f")"
+  curl -fsS -o "$www/$f" "$pk/repository/debs/$f"
+done
+cat >"$work/nginx.conf" <<EOF
+worker_processes auto;
+pid $work/nginx.pid;
+error_log $work/nginx-error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  sendfile on;
+  tcp_nopush on;
+  tcp_nodelay on;
+  keepalive_timeout 65;
+  keepalive_requests 1000000;
+  open_file_cache max=1000 inactive=60s;
+  open_file_cache_valid 60s;
+  types { application/octet-stream deb; }
+  default_type text/plain;
+  client_body_temp_path $work/nginx-tmp;
+  server {
+    listen 127.0.0.1:$n_port;
+    root $www;
+  }
+}
+EOF
+mkdir -p "$work/nginx-tmp"
+"$NGINX" -c "$work/nginx.conf" -g 'daemon on;' || { cat "$work/nginx-error.log" >&2; exit 1; }
+wait_http "http://127.0.0.1:$n_port/dists/stable/InRelease" || { cat "$work/nginx-error.log" >&2; exit 1; }
+
+# aptly: the same package in a published repository (signed with a throwaway key), served by
+# `aptly serve`.
+a_port=$(free_port)
+export GNUPGHOME=$work/gnupg
+mkdir -p "$GNUPGHOME" && chmod 700 "$GNUPGHOME"
+gpg --batch --quiet --passphrase '' --quick-gen-key 'aptly baseline <aptly@example.org>' rsa3072 sign never 2>/dev/null
+key=$(gpg --batch --list-secret-keys --with-colons | awk -F: '/^fpr/ {print $10; exit}')
+cat >"$work/aptly.conf" <<EOF
+{"rootDir": "$work/aptly", "gpgProvider": "gpg", "gpgDisableSign": false, "gpgDisableVerify": false,
+ "architectures": ["amd64"], "downloadConcurrency": 1}
+EOF
+aptly_run() { aptly -config="$work/aptly.conf" "$@"; }
+aptly_run repo create -distribution=stable -component=main debs >/dev/null
+aptly_run repo add debs "$work/packyard-bench_1.0_amd64.deb" >/dev/null
+aptly_signed=yes
+if ! aptly_run publish repo -architectures=amd64 -gpg-key="$key" -keyring="$GNUPGHOME/pubring.kbx" debs >"$work/aptly-publish.log" 2>&1; then
+  log "aptly could not sign with gpg (see below); publishing unsigned, so InRelease is left out of the aptly comparison"
+  cat "$work/aptly-publish.log" >&2
+  aptly_run publish repo -architectures=amd64 -skip-signing debs >/dev/null
+  aptly_signed=no
+fi
+(aptly -config="$work/aptly.conf" serve -listen="127.0.0.1:$a_port" >"$work/aptly.log" 2>&1) &
+pids+=($!)
+wait_http "http://127.0.0.1:$a_port/dists/stable/Release"
+
+common=(--requests "$REQUESTS" --concurrency "$CONCURRENCY" --rounds "$ROUNDS"
+  --warmup-requests "$WARMUP_REQUESTS" --warmup-seconds "$WARMUP_SECONDS")
+packyard_t="packyard=$pk/repository/debs/"
+
+log "packyard vs nginx"
+"$lt" compare --target "$packyard_t" --target "nginx=http://127.0.0.1:$n_port/" "${common[@]}" \
+  --scenario get:dists/stable/InRelease --scenario get:dists/stable/main/binary-amd64/Packages.gz \
+  --scenario "get:$deb_path" --scenario "head:$deb_path" --scenario "range:$deb_path" \
+  --scenario cond:dists/stable/InRelease --scenario cond:dists/stable/main/binary-amd64/Packages.gz \
+  --output "$work/nginx.json" --markdown "$work/nginx.md"
+
+log "packyard vs aptly serve"
+aptly_scenarios=(--scenario get:dists/stable/main/binary-amd64/Packages.gz --scenario "get:$deb_path"
+  --scenario "head:$deb_path" --scenario "range:$deb_path")
+if [ "$aptly_signed" = yes ]; then aptly_scenarios=(--scenario get:dists/stable/InRelease "${aptly_scenarios[@]}"); fi
+"$lt" compare --target "$packyard_t" --target "aptly=http://127.0.0.1:$a_port/" "${common[@]}" \
+  "${aptly_scenarios[@]}" --output "$work/aptly.json" --markdown "$work/aptly.md"
+
+log "packyard uploads"
+"$lt" compare --target "packyard=$pk/repository/uploads/" --scenario upload:apt --auth "admin:$pw" \
+  --requests "$UPLOAD_REQUESTS" --concurrency "$CONCURRENCY" --rounds "$ROUNDS" --upload-warmup 16 \
+  --output "$work/upload.json" --markdown "$work/upload.md"
+
+cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
+{
+  echo "# APT serving: Packyard side by side with nginx and aptly"
+  echo
+  echo "Generated by \`loadtest/baseline.sh apt\` on $(date -u +%Y-%m-%d) — $(nproc) × $cpu, $(uname -r),"
+  echo "$("$NGINX" -v 2>&1 | sed 's/.*: //'), aptly $(aptly version | sed 's/.*: //'), Packyard $(git rev-parse --short HEAD) (release build, embedded default:"
+  echo "SQLite and local files, log level warn). Everything on loopback on one shared machine: read the"
+  echo "ratios, not the absolute figures. The fixture is one generated 4 MiB \`.deb\` (\`packyard-loadtest"
+  echo "fixture apt\`); nginx serves the bytes Packyard published, aptly its own publication of the same"
+  echo "package$( [ "$aptly_signed" = yes ] && echo ", signed with a throwaway RSA-3072 key" || echo " (unsigned: aptly could not sign here, so InRelease is not compared)")."
+  echo
+  echo "Reproduce: \`loadtest/baseline.sh apt\` (REQUESTS=$REQUESTS CONCURRENCY=$CONCURRENCY ROUNDS=$ROUNDS WARMUP_REQUESTS=$WARMUP_REQUESTS WARMUP_SECONDS=$WARMUP_SECONDS)."
+  echo
+  echo "## Against nginx (the static-file ceiling)"
+  echo
+  cat "$work/nginx.md"
+  echo
+  echo "## Against aptly serve"
+  echo
+  cat "$work/aptly.md"
+  echo
+  echo "## Uploads (distinct 4 MiB packages) and time to visibility in \`Packages\`"
+  echo
+  cat "$work/upload.md"
+} >"$OUT"
+mkdir -p target/loadtest
+cp "$work"/*.json target/loadtest/
+log "wrote $OUT (raw results in target/loadtest/)"
