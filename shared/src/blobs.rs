@@ -13,7 +13,7 @@ use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
 use sha2::{Digest, Sha256};
 use tokio::fs::{self, File};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
 use crate::metrics::Metrics;
 
@@ -405,13 +405,32 @@ impl BlobStore for FileStore {
                 Box::pin(futures_util::stream::once(async move { Ok(b) }))
             }
             Content::File(f) => {
-                let reader = File::from_std(f).take(len);
-                Box::pin(tokio_util::io::ReaderStream::with_capacity(reader, read_buffer_size(len)).map(move |chunk| {
-                    if let Ok(c) = &chunk {
-                        metrics.blob_bytes_total.with_label_values(&["out"]).inc_by(c.len() as u64);
+                // One blocking reader per response, a few chunks ahead of the client (not one
+                // trip to the blocking pool per chunk); it stops when the client goes away.
+                let (tx, rx) = tokio::sync::mpsc::channel::<io::Result<Bytes>>(4);
+                tokio::task::spawn_blocking(move || {
+                    use std::io::Read;
+                    let mut reader = f.take(len);
+                    let size = read_buffer_size(len);
+                    loop {
+                        let mut buf = vec![0u8; size];
+                        match reader.read(&mut buf) {
+                            Ok(0) => break,
+                            Ok(n) => {
+                                buf.truncate(n);
+                                metrics.blob_bytes_total.with_label_values(&["out"]).inc_by(n as u64);
+                                if tx.blocking_send(Ok(Bytes::from(buf))).is_err() {
+                                    break;
+                                }
+                            }
+                            Err(e) => {
+                                let _ = tx.blocking_send(Err(e));
+                                break;
+                            }
+                        }
                     }
-                    chunk
-                }))
+                });
+                Box::pin(futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|c| (c, rx)) }))
             }
         };
         Ok(BlobRead { total_size, range, body })
