@@ -738,7 +738,8 @@ fn proxy_and_group_with_the_real_client() -> anyhow::Result<()> {
     server.wait_ready()?;
     create_repo(
         &server,
-        serde_json::json!({"name": "up", "format": "apt", "type": "proxy", "apt": {"distributions": ["stable"]},
+        serde_json::json!({"name": "up", "format": "apt", "type": "proxy",
+            "apt": {"distributions": ["stable"], "signed_by": String::from_utf8_lossy(&upstream_key)},
             "proxy": {"remote_url": format!("{}/repository/debs/", upstream.public), "metadata_ttl_secs": 1, "negative_ttl_secs": 60}}),
     )?;
     create_repo(
@@ -752,6 +753,40 @@ fn proxy_and_group_with_the_real_client() -> anyhow::Result<()> {
         serde_json::json!({"name": "all", "format": "apt", "type": "group", "apt": {"distributions": ["stable"]},
             "group": {"members": ["local", "up"]}}),
     )?;
+    // A group over a proxy whose upstream key is unknown (or wrong) refuses to merge and re-sign.
+    let (_, local_key) = get(&server, "/repository/local/gpg.key")?;
+    for (name, extra) in [
+        ("up-unsigned", serde_json::json!({})),
+        ("up-wrong-key", serde_json::json!({"signed_by": String::from_utf8_lossy(&local_key)})),
+    ] {
+        let mut apt = serde_json::json!({"distributions": ["stable"]});
+        if let (Some(a), Some(e)) = (apt.as_object_mut(), extra.as_object()) {
+            a.extend(e.clone());
+        }
+        create_repo(
+            &server,
+            serde_json::json!({"name": name, "format": "apt", "type": "proxy", "apt": apt,
+                "proxy": {"remote_url": format!("{}/repository/debs/", upstream.public)}}),
+        )?;
+    }
+    create_repo(
+        &server,
+        serde_json::json!({"name": "unverified", "format": "apt", "type": "group", "apt": {"distributions": ["stable"]},
+            "group": {"members": ["up-unsigned"]}}),
+    )?;
+    create_repo(
+        &server,
+        serde_json::json!({"name": "misverified", "format": "apt", "type": "group", "apt": {"distributions": ["stable"]},
+            "group": {"members": ["up-wrong-key"]}}),
+    )?;
+    let (s, body) = status_of(
+        ureq::post(&format!("{}/api/v1/repositories", server.public)).set("Authorization", &basic(PW)).send_json(
+            serde_json::json!({"name": "badkey", "format": "apt", "type": "proxy", "apt": {"signed_by": "nope"},
+                "proxy": {"remote_url": "http://example.org/"}}),
+        ),
+    )?;
+    assert_eq!(s, 400, "{body}");
+    assert!(body.contains("apt.signed_by is not an armored OpenPGP public key"), "{body}");
 
     // Proxy: the upstream's bytes unchanged, a miss and then a hit.
     let base = format!("{}/repository/up", server.public);
@@ -867,6 +902,26 @@ fn proxy_and_group_with_the_real_client() -> anyhow::Result<()> {
     assert!(log.contains("Hit:"), "a second update of the group finds nothing new:\n{log}");
     let (s, _) = get(&server, "/repository/all/pool/elsewhere/pool/main/h/hello/x.deb")?;
     assert_eq!(s, 404, "a group serves only its members' files");
+    for (group, needle) in [("unverified", "without apt.signed_by"), ("misverified", "InRelease is refused")] {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let (_, status) = status_of(
+                ureq::get(&format!("{}/api/v1/repositories/{group}/status", server.public))
+                    .set("Authorization", &basic(PW))
+                    .call(),
+            )?;
+            if status.contains(needle) {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "{group}: no {needle:?} in {status}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(
+            get(&server, &format!("/repository/{group}/dists/stable/InRelease"))?.0,
+            404,
+            "{group} published nothing"
+        );
+    }
     // An upstream change reaches the group once the proxy member's metadata TTL has passed.
     let later = packyard_shared::formats::apt::testing::deb(
         "Package: packyard-later\nVersion: 1.0\nArchitecture: all\nMaintainer: T <t@example.org>\nDescription: later\n",
@@ -886,6 +941,11 @@ fn proxy_and_group_with_the_real_client() -> anyhow::Result<()> {
     assert!(started.elapsed() < Duration::from_secs(10));
 
     // Stale-if-error: the upstream goes away; cached metadata is still served, and says so.
+    let (_, _, inrelease) = get_with(&format!("{base}/dists/stable/InRelease"))?;
+    assert!(
+        inrelease == get(&upstream, "/repository/debs/dists/stable/InRelease")?.1,
+        "the proxy follows its upstream"
+    );
     assert!(upstream.terminate()?.success());
     std::thread::sleep(Duration::from_millis(1100));
     let (s, h, stale) = get_with(&format!("{base}/dists/stable/InRelease"))?;

@@ -8,6 +8,9 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
+/// The longest a request may take before the run fails.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// Where requests go: `host:port` and the path prefix of the target's base URL.
 #[derive(Debug, Clone)]
 pub struct Endpoint {
@@ -81,13 +84,26 @@ impl Conn {
     /// Sends one request on the kept-alive connection (reconnecting if the server closed it
     /// before this request was written) and reads the whole response.
     pub async fn send(&mut self, req: &Request, keep_body: bool) -> anyhow::Result<Response> {
-        match self.send_once(req, keep_body).await {
+        match self.send_timed(req, keep_body).await {
             Ok(r) => Ok(r),
-            // A kept-alive connection the server closed meanwhile: once more on a new one.
-            Err(e) if self.stream.is_none() && e.downcast_ref::<Stale>().is_some() => {
-                self.send_once(req, keep_body).await
+            // A kept-alive connection the server closed meanwhile: once more on a new one. Not
+            // for a request with a body (an upload may have arrived; sending it again would be
+            // another request).
+            Err(e) if self.stream.is_none() && req.body.is_none() && e.downcast_ref::<Stale>().is_some() => {
+                self.send_timed(req, keep_body).await
             }
             Err(e) => Err(e),
+        }
+    }
+
+    /// A server that stops answering fails the run instead of hanging it.
+    async fn send_timed(&mut self, req: &Request, keep_body: bool) -> anyhow::Result<Response> {
+        match tokio::time::timeout(REQUEST_TIMEOUT, self.send_once(req, keep_body)).await {
+            Ok(r) => r,
+            Err(_) => {
+                self.stream = None;
+                anyhow::bail!("{} /{} got no complete answer within {REQUEST_TIMEOUT:?}", req.method, req.path)
+            }
         }
     }
 
@@ -178,8 +194,12 @@ impl Conn {
             if chunked {
                 loop {
                     line.clear();
-                    stream.read_line(&mut line).await?;
-                    let size = u64::from_str_radix(line.trim().split(';').next().unwrap_or("0"), 16)?;
+                    anyhow::ensure!(
+                        stream.read_line(&mut line).await? > 0,
+                        "the connection was closed in a chunked body"
+                    );
+                    let size = u64::from_str_radix(line.trim().split(';').next().unwrap_or("0"), 16)
+                        .map_err(|_| anyhow::anyhow!("malformed chunk size {line:?}"))?;
                     if size == 0 {
                         // Trailers end with an empty line.
                         loop {

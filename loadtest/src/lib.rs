@@ -436,11 +436,30 @@ async fn drive(
     let mut lat = Vec::new();
     let mut bytes = 0u64;
     let mut names = Vec::new();
-    for t in tasks {
-        let (l, b, nm) = t.await??;
-        lat.extend(l);
-        bytes += b;
-        names.extend(nm);
+    let mut failure = None;
+    for t in &mut tasks {
+        match t.await {
+            Ok(Ok((l, b, nm))) => {
+                lat.extend(l);
+                bytes += b;
+                names.extend(nm);
+            }
+            Ok(Err(e)) => {
+                failure = Some(e);
+                break;
+            }
+            Err(e) => {
+                failure = Some(e.into());
+                break;
+            }
+        }
+    }
+    if let Some(e) = failure {
+        // The other workers stop at once rather than finish the round.
+        for t in &tasks {
+            t.abort();
+        }
+        return Err(e);
     }
     let secs = started.elapsed().as_secs_f64().max(1e-9);
     lat.sort_by(f64::total_cmp);

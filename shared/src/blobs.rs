@@ -13,7 +13,7 @@ use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
 use sha2::{Digest, Sha256};
 use tokio::fs::{self, File};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::metrics::Metrics;
 
@@ -326,6 +326,8 @@ impl BlobWrite for FileWrite {
 
 /// Parts up to this size are read in one go on the blocking pool and sent as one chunk.
 const SMALL_READ: u64 = 256 * 1024;
+/// Read size for larger bodies.
+const LARGE_READ: usize = 1024 * 1024;
 
 struct Opened {
     total_size: u64,
@@ -337,11 +339,6 @@ struct Opened {
 enum Content {
     Bytes(Bytes),
     File(std::fs::File),
-}
-
-/// Read buffer sized to what is sent: a small blob never gets a large buffer.
-fn read_buffer_size(len: u64) -> usize {
-    usize::try_from(len.clamp(1, 256 * 1024)).unwrap_or(256 * 1024)
 }
 
 #[async_trait]
@@ -405,32 +402,15 @@ impl BlobStore for FileStore {
                 Box::pin(futures_util::stream::once(async move { Ok(b) }))
             }
             Content::File(f) => {
-                // One blocking reader per response, a few chunks ahead of the client (not one
-                // trip to the blocking pool per chunk); it stops when the client goes away.
-                let (tx, rx) = tokio::sync::mpsc::channel::<io::Result<Bytes>>(4);
-                tokio::task::spawn_blocking(move || {
-                    use std::io::Read;
-                    let mut reader = f.take(len);
-                    let size = read_buffer_size(len);
-                    loop {
-                        let mut buf = vec![0u8; size];
-                        match reader.read(&mut buf) {
-                            Ok(0) => break,
-                            Ok(n) => {
-                                buf.truncate(n);
-                                metrics.blob_bytes_total.with_label_values(&["out"]).inc_by(n as u64);
-                                if tx.blocking_send(Ok(Bytes::from(buf))).is_err() {
-                                    break;
-                                }
-                            }
-                            Err(e) => {
-                                let _ = tx.blocking_send(Err(e));
-                                break;
-                            }
-                        }
+                // 1 MiB reads: a 4 MiB package is four trips to the blocking pool, and no
+                // blocking thread waits on a slow client.
+                let reader = File::from_std(f).take(len);
+                Box::pin(tokio_util::io::ReaderStream::with_capacity(reader, LARGE_READ).map(move |chunk| {
+                    if let Ok(c) = &chunk {
+                        metrics.blob_bytes_total.with_label_values(&["out"]).inc_by(c.len() as u64);
                     }
-                });
-                Box::pin(futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|c| (c, rx)) }))
+                    chunk
+                }))
             }
         };
         Ok(BlobRead { total_size, range, body })

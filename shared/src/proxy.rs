@@ -160,11 +160,25 @@ pub fn is_public(ip: IpAddr) -> bool {
                 return is_public(IpAddr::V4(v4));
             }
             let s = v6.segments();
+            // IPv4 embedded by NAT64 (64:ff9b::/96), 6to4 (2002::/16) or the deprecated
+            // IPv4-compatible form (::a.b.c.d) is judged as that IPv4 address.
+            let embedded =
+                |hi: u16, lo: u16| IpAddr::V4(std::net::Ipv4Addr::from((u32::from(hi) << 16) | u32::from(lo)));
+            if s[0] == 0x64 && s[1] == 0xff9b && s[2..6] == [0, 0, 0, 0] {
+                return is_public(embedded(s[6], s[7]));
+            }
+            if s[0] == 0x2002 {
+                return is_public(embedded(s[1], s[2]));
+            }
+            if s[..6] == [0, 0, 0, 0, 0, 0] && !v6.is_loopback() && !v6.is_unspecified() {
+                return is_public(embedded(s[6], s[7]));
+            }
             !(v6.is_loopback()
                 || v6.is_unspecified()
                 || v6.is_multicast()
                 || (s[0] & 0xfe00) == 0xfc00
                 || (s[0] & 0xffc0) == 0xfe80
+                || (s[0] & 0xffc0) == 0xfec0
                 || s[0] == 0x2001 && s[1] == 0x0db8)
         }
     }
@@ -215,6 +229,19 @@ fn check_literal_host(url: &reqwest::Url, allow_private: bool) -> Result<(), Blo
 }
 
 type SharedFetch = Shared<BoxFuture<'static, Result<Outcome, ProxyError>>>;
+
+struct InflightGuard {
+    proxy: Proxy,
+    key: (i64, String),
+}
+
+impl Drop for InflightGuard {
+    fn drop(&mut self) {
+        if let Ok(mut m) = self.proxy.inner.inflight.lock() {
+            m.remove(&self.key);
+        }
+    }
+}
 
 struct Inner {
     client: reqwest::Client,
@@ -267,6 +294,9 @@ impl Proxy {
             .pool_max_idle_per_host(config.max_idle_per_host)
             .pool_idle_timeout(Duration::from_secs(60))
             .dns_resolver(Arc::new(GuardedResolver { allow_private }))
+            // Connect directly: through an HTTP(S)_PROXY from the environment the egress proxy
+            // would resolve names, and the address guard would not see them.
+            .no_proxy()
             .redirect(redirects)
             .build()?;
         Ok(Self {
@@ -303,11 +333,10 @@ impl Proxy {
                     let this = self.clone();
                     let k = key.clone();
                     let task = tokio::spawn(async move {
-                        let out = this.refresh(req, cached).await;
-                        if let Ok(mut m) = this.inner.inflight.lock() {
-                            m.remove(&k);
-                        }
-                        out
+                        // Removed however the fetch ends (also a panic or a cancelled task), so a
+                        // failed fetch is never answered again from the map.
+                        let _guard = InflightGuard { proxy: this.clone(), key: k };
+                        this.refresh(req, cached).await
                     });
                     let f: SharedFetch =
                         async move { task.await.unwrap_or_else(|e| Err(internal(format!("proxy fetch task: {e}")))) }
@@ -564,7 +593,7 @@ mod tests {
         ] {
             assert!(!is_public(private.parse().unwrap_or(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST))), "{private}");
         }
-        for public in ["151.101.2.132", "8.8.8.8", "2a04:4e42::644"] {
+        for public in ["151.101.2.132", "8.8.8.8", "2a04:4e42::644", "64:ff9b::808:808", "2002:808:808::1"] {
             assert!(is_public(public.parse().unwrap_or(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST))), "{public}");
         }
     }

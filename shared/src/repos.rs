@@ -108,6 +108,10 @@ pub struct AptSettings {
     pub architectures: Vec<String>,
     pub origin: Option<String>,
     pub label: Option<String>,
+    /// Proxy: the upstream archive's armored public key(s). A group verifies the upstream
+    /// `InRelease` with it before merging and re-signing the proxy's packages.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signed_by: Option<String>,
 }
 
 impl Default for AptSettings {
@@ -119,6 +123,7 @@ impl Default for AptSettings {
             architectures: vec!["amd64".into(), "all".into()],
             origin: None,
             label: None,
+            signed_by: None,
         }
     }
 }
@@ -334,6 +339,16 @@ impl RepositorySpec {
                         ));
                     }
                     check_list("apt.distributions", &apt.distributions)?;
+                }
+                if let Some(key) = &apt.signed_by {
+                    if self.repo_type != RepoType::Proxy {
+                        return Err(RepoError::Invalid(
+                            "apt.signed_by applies to proxy repositories (the upstream's key)".into(),
+                        ));
+                    }
+                    crate::formats::apt::signing::parse_public_keys(key).map_err(|e| {
+                        RepoError::Invalid(format!("apt.signed_by is not an armored OpenPGP public key: {e}"))
+                    })?;
                 }
                 check_list("apt.components", &apt.components)?;
                 check_list("apt.architectures", &apt.architectures)?;

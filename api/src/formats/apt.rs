@@ -49,11 +49,17 @@ fn apt_only(repo: &Repository, path: &str) -> Result<(), ApiError> {
     }
 }
 
+/// Longest path accepted below a repository (the proxy cache keys on it).
+const MAX_PATH: usize = 600;
+
 /// A path below the repository root, percent-decoded (apt sends `+` as `%2b`), without `..`,
 /// empty or hidden segments.
 fn clean_tail(req: &HttpRequest) -> Result<String, ApiError> {
     let raw = req.match_info().get("tail").unwrap_or_default();
     let invalid = || ApiError::bad_request(format!("invalid path {raw:?}")).plain();
+    if raw.len() > MAX_PATH {
+        return Err(ApiError::bad_request(format!("path longer than {MAX_PATH} bytes")).plain());
+    }
     let tail = crate::repository::percent_decode(raw).ok_or_else(invalid)?;
     if tail.split('/').any(|s| s.is_empty() || s == "." || s == ".." || s.starts_with('.')) || tail.contains('\\') {
         return Err(invalid());
@@ -192,6 +198,10 @@ async fn pool(
         path = inner.to_string();
     }
     if repo.repo_type == RepoType::Proxy {
+        // Only package files go through here; a proxy's metadata has its own route and rules.
+        if path.starts_with("dists/") {
+            return Err(ApiError::not_found(format!("not found: /{path} in repository {}", access.repo.name)).plain());
+        }
         let fetch = FetchRequest::new(&repo, &path, Freshness::Immutable).map_err(proxy_error)?;
         let outcome = services.proxy.fetch(fetch).await.map_err(proxy_error)?;
         return serve_proxied(&services, &repo, &req, &path, outcome, DEB_TYPE).await;

@@ -6,7 +6,7 @@
 //! Where the records come from: a hosted member's published index (of its one distribution;
 //! every group distribution gets it); a proxy member's upstream index of the same distribution
 //! (if the proxy mirrors it), fetched through the proxy cache and checked against the upstream
-//! `Release`; a nested group's published index of the same distribution. Members' indexes are
+//! `InRelease`, whose signature must verify with the proxy's `apt.signed_by` key; a nested group's published index of the same distribution. Members' indexes are
 //! read as xz and merged stanza by stanza, so memory stays bounded.
 
 use std::collections::{BTreeMap, HashSet};
@@ -149,17 +149,29 @@ impl AptBuilder {
         out.finish(ctx).await
     }
 
-    /// A proxy member's upstream `Release` for `dist` (SHA-256 and text), through the proxy
-    /// cache; `None` when the proxy does not mirror `dist` or the upstream has no such file.
+    /// A proxy member's upstream `InRelease` for `dist` (its SHA-256, and the release text its
+    /// signature covers), through the proxy cache, verified with the proxy's `apt.signed_by`
+    /// keys: the group re-signs what it merges, so it merges only what the upstream signed.
+    /// `None` when the proxy does not mirror `dist` or the upstream has no `InRelease`.
     async fn upstream_release(&self, member: &Repository, dist: &str) -> Result<Option<(String, String)>, BuildError> {
         let settings = member.settings.apt.clone().unwrap_or_default();
         if !settings.suites().contains(&dist) {
             return Ok(None);
         }
-        let Some(sha) = self.fetch(member, format!("dists/{dist}/Release"), Freshness::Metadata).await? else {
+        let Some(armored) = settings.signed_by.as_deref() else {
+            return Err(other(format!(
+                "member {} is a proxy without apt.signed_by: set it to the upstream archive's public key, so that the group can verify what it merges and re-signs",
+                member.name
+            )));
+        };
+        let keys = super::signing::parse_public_keys(armored)
+            .map_err(|e| other(format!("member {}: apt.signed_by: {e}", member.name)))?;
+        let Some(sha) = self.fetch(member, format!("dists/{dist}/InRelease"), Freshness::Metadata).await? else {
             return Ok(None);
         };
-        let text = String::from_utf8_lossy(&self.blobs.read_all(&Sha256Hex::parse(&sha)?).await?).into_owned();
+        let signed = String::from_utf8_lossy(&self.blobs.read_all(&Sha256Hex::parse(&sha)?).await?).into_owned();
+        let text = super::signing::verify_clearsigned(&signed, &keys)
+            .map_err(|e| other(format!("member {}: the upstream's {dist}/InRelease is refused: {e}", member.name)))?;
         Ok(Some((sha, text)))
     }
 
@@ -172,8 +184,8 @@ impl AptBuilder {
     ) -> Result<Option<String>, BuildError> {
         let proxy = self.proxy.as_ref().ok_or_else(|| other("no proxy client in this worker"))?;
         let mut req = FetchRequest::new(member, &path, freshness).map_err(other)?;
-        if path.ends_with("/Release") {
-            req.on_change_expire = path.strip_suffix("Release").map(str::to_string);
+        if path.ends_with("/InRelease") {
+            req.on_change_expire = path.strip_suffix("InRelease").map(str::to_string);
         }
         match proxy.fetch(req).await.map_err(|e| other(format!("member {}: {e}", member.name)))? {
             Outcome::Found(entry, _) => Ok(entry.sha256),
@@ -217,7 +229,7 @@ impl AptBuilder {
     }
 }
 
-/// The snapshot file (never served: a hidden path) recording which upstream `Release` of each
+/// The snapshot file (never served: a hidden path) recording which upstream `InRelease` of each
 /// proxy member a group snapshot merged: `<member> <sha256>` per line.
 pub(super) fn sources_path(dist: &str) -> String {
     format!("dists/{dist}/.sources")
@@ -248,7 +260,7 @@ impl GroupHooks for AptBuilder {
     }
 
     /// Groups with proxy members check, once the shortest `metadata_ttl_secs` among those
-    /// members has passed since their snapshot, whether an upstream `Release` moved on from the
+    /// members has passed since their snapshot, whether an upstream `InRelease` moved on from the
     /// one the snapshot merged (recorded in its `.sources`), and rebuild if so.
     async fn groups_refresh(&self, db: &Db) -> Result<bool, BuildError> {
         let all = db.list_repositories().await?;
@@ -279,10 +291,22 @@ impl GroupHooks for AptBuilder {
                         None => String::new(),
                     };
                 let mut current = BTreeMap::new();
+                let mut unreachable = false;
                 for m in &proxies {
-                    if let Some((sha, _)) = self.upstream_release(m, &suite).await? {
-                        current.insert(m.name.to_string(), sha);
+                    match self.upstream_release(m, &suite).await {
+                        Ok(Some((sha, _))) => {
+                            current.insert(m.name.to_string(), sha);
+                        }
+                        Ok(None) => {}
+                        Err(e) => {
+                            // Keep the current snapshot; other groups are still checked.
+                            tracing::warn!(group = %group.name, member = %m.name, error = %e, "cannot check a proxy member's upstream");
+                            unreachable = true;
+                        }
                     }
+                }
+                if unreachable {
+                    continue;
                 }
                 if render_sources(&current) != recorded {
                     crate::db::retry_conflicts(|| async {

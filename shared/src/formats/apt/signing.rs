@@ -3,7 +3,7 @@
 //! The private key is kept only sealed in the key store (`security.secret`); nothing returns it.
 
 use pgp::composed::{
-    ArmorOptions, CleartextSignedMessage, Deserializable, DetachedSignature, EncryptionCaps, KeyType,
+    ArmorOptions, CleartextSignedMessage, Deserializable, DetachedSignature, EncryptionCaps, KeyType, PublicOrSecret,
     SecretKeyParamsBuilder, SignedPublicKey, SignedSecretKey,
 };
 use pgp::crypto::hash::HashAlgorithm;
@@ -50,6 +50,35 @@ pub fn keyring_armored(current: &Signer, previous: Option<&Signer>) -> Result<St
     let mut out = Vec::new();
     pgp::armor::write(&keys, pgp::armor::BlockType::PublicKey, &mut out, None, true).map_err(pgp_err)?;
     String::from_utf8(out).map_err(pgp_err)
+}
+
+/// The public keys of an armored block (one key or a keyring), e.g. an upstream archive's.
+pub fn parse_public_keys(armored: &str) -> Result<Vec<SignedPublicKey>, SigningError> {
+    let (keys, _) = PublicOrSecret::from_armor_many(armored.as_bytes()).map_err(pgp_err)?;
+    let keys: Vec<SignedPublicKey> = keys
+        .map(|k| {
+            k.map(|k| match k {
+                PublicOrSecret::Public(p) => p,
+                PublicOrSecret::Secret(s) => SignedPublicKey::from(s),
+            })
+        })
+        .collect::<Result<_, _>>()
+        .map_err(pgp_err)?;
+    if keys.is_empty() {
+        return Err(SigningError::Pgp("no public key in the armored block".into()));
+    }
+    Ok(keys)
+}
+
+/// The text of a clear-signed message (an `InRelease`), with `\n` line ends, if one of its
+/// signatures was made by one of `keys` or their subkeys.
+pub fn verify_clearsigned(message: &str, keys: &[SignedPublicKey]) -> Result<String, SigningError> {
+    let (msg, _) = CleartextSignedMessage::from_string(message).map_err(pgp_err)?;
+    let signed = keys.iter().any(|k| msg.verify(k).is_ok() || k.public_subkeys.iter().any(|sk| msg.verify(sk).is_ok()));
+    if !signed {
+        return Err(SigningError::Pgp("it carries no valid signature by the configured key".into()));
+    }
+    Ok(msg.signed_text().replace("\r\n", "\n"))
 }
 
 /// The previous key of a repository, if it was ever rotated.
@@ -223,6 +252,22 @@ mod tests {
         let again = Signer::from_armored(&s.to_armored_secret()?)?;
         assert_eq!(again.fingerprint(), s.fingerprint());
         assert_eq!(s.algorithm_name(), "ed25519");
+        Ok(())
+    }
+
+    #[test]
+    fn clearsigned_text_verifies_only_with_its_key() -> Result<(), SigningError> {
+        let s = Signer::generate("a <a@example.org>")?;
+        let other = Signer::generate("b <b@example.org>")?;
+        let text = "Origin: x\nSuite: stable\n-dash line\n";
+        let signed = s.clearsign(text)?;
+        let keyring = keyring_armored(&other, Some(&s))?;
+        assert_eq!(verify_clearsigned(&signed, &parse_public_keys(&keyring)?)?.trim_end(), text.trim_end());
+        let wrong = parse_public_keys(&other.public_armored()?)?;
+        assert!(verify_clearsigned(&signed, &wrong).is_err());
+        let tampered = signed.replace("Suite: stable", "Suite: stab1e");
+        assert!(verify_clearsigned(&tampered, &parse_public_keys(&keyring)?).is_err());
+        assert!(parse_public_keys("not a key").is_err());
         Ok(())
     }
 
