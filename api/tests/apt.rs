@@ -726,6 +726,26 @@ fn proxy_and_group_with_the_real_client() -> anyhow::Result<()> {
         }
     });
 
+    // An upstream that answers every path with the same five bytes.
+    let liar = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let liar_port = liar.local_addr()?.port();
+    let lies = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let told = lies.clone();
+    std::thread::spawn(move || {
+        for mut c in liar.incoming().flatten() {
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && std::io::Read::read(&mut c, &mut byte).unwrap_or(0) == 1 {
+                head.push(byte[0]);
+            }
+            told.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let _ = std::io::Write::write_all(
+                &mut c,
+                b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello",
+            );
+        }
+    });
+
     let dir = tempfile::tempdir()?;
     let server = start(
         dir.path(),
@@ -932,6 +952,23 @@ fn proxy_and_group_with_the_real_client() -> anyhow::Result<()> {
     wait_for(&server, "/repository/all/dists/stable/main/binary-amd64/Packages", &["Package: packyard-later\n"])?;
     update_ok(groot.path())?;
     assert!(download(groot.path(), "packyard-later")? == later);
+
+    // A by-hash file whose bytes do not have its name's hash is refused and not cached.
+    create_repo(
+        &server,
+        serde_json::json!({"name": "liar", "format": "apt", "type": "proxy",
+            "proxy": {"remote_url": format!("http://127.0.0.1:{liar_port}/")}}),
+    )?;
+    let zeros = "0".repeat(64);
+    for _ in 0..2 {
+        let (s, _, body) = get_with(&format!(
+            "{}/repository/liar/dists/stable/main/binary-amd64/by-hash/SHA256/{zeros}",
+            server.public
+        ))?;
+        assert_eq!(s, 502, "{}", String::from_utf8_lossy(&body));
+        assert!(String::from_utf8_lossy(&body).contains(&format!("instead of {zeros}")), "{body:?}");
+    }
+    assert_eq!(lies.load(std::sync::atomic::Ordering::SeqCst), 2, "the refused bytes were not cached");
 
     // Timeouts: an upstream that never answers is a 504 with a message, not a hang.
     let started = std::time::Instant::now();

@@ -52,6 +52,9 @@ pub struct FetchRequest {
     /// When this file changes, the cached entries under this prefix are revalidated too (an
     /// index root that lists them, e.g. APT's `InRelease` for `dists/<suite>/`).
     pub on_change_expire: Option<String>,
+    /// The SHA-256 the bytes must have (a content-addressed path such as APT's
+    /// `by-hash/SHA256/<hex>`): other bytes are refused and not cached.
+    pub expect_sha256: Option<String>,
 }
 
 impl FetchRequest {
@@ -70,6 +73,7 @@ impl FetchRequest {
             freshness,
             negative_statuses: &[404],
             on_change_expire: None,
+            expect_sha256: None,
         })
     }
 }
@@ -484,6 +488,15 @@ impl Proxy {
             }
         }
         let stored = writer.finish().await.map_err(internal)?;
+        if let Some(want) = &req.expect_sha256 {
+            if !stored.sha256.as_str().eq_ignore_ascii_case(want) {
+                // Not recorded: the blob stays unreferenced, the path is asked again next time.
+                return Err(ProxyError::Status(format!(
+                    "the upstream served /{} with SHA-256 {} instead of {want}",
+                    req.path, stored.sha256
+                )));
+            }
+        }
         self.inner.db.record_blob(&stored.sha256, stored.size).await.map_err(internal)?;
         let entry = ProxyEntry {
             repository_id: req.repository_id,

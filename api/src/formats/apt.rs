@@ -115,6 +115,9 @@ async fn proxy_dists(
     }
     let freshness = if path.contains("/by-hash/") { Freshness::Immutable } else { Freshness::Metadata };
     let mut fetch = FetchRequest::new(repo, path, freshness).map_err(proxy_error)?;
+    if let Some((_, hex)) = path.split_once("/by-hash/SHA256/") {
+        fetch.expect_sha256 = Some(hex.to_string());
+    }
     let file = path.rsplit('/').next().unwrap_or_default();
     if matches!(file, "InRelease" | "Release") && path.matches('/').count() == 2 {
         fetch.on_change_expire = Some(format!("dists/{dist}/"));

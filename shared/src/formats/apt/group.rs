@@ -187,6 +187,9 @@ impl AptBuilder {
         if path.ends_with("/InRelease") {
             req.on_change_expire = path.strip_suffix("InRelease").map(str::to_string);
         }
+        if let Some((_, hex)) = path.split_once("/by-hash/SHA256/") {
+            req.expect_sha256 = Some(hex.to_string());
+        }
         match proxy.fetch(req).await.map_err(|e| other(format!("member {}: {e}", member.name)))? {
             Outcome::Found(entry, _) => Ok(entry.sha256),
             Outcome::Missing(..) => Ok(None),
