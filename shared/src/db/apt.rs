@@ -138,6 +138,19 @@ impl Db {
         Ok(())
     }
 
+    /// Records the digests the upload left for the worker (MD5, SHA-1, SHA-512).
+    pub async fn set_apt_digests(&self, id: i64, md5: &str, sha1: &str, sha512: &str) -> DbResult<()> {
+        self.count("apt_packages.digests");
+        sqlx::query(sql!(self, "UPDATE apt_packages SET md5 = $1, sha1 = $2, sha512 = $3 WHERE id = $4"))
+            .bind(md5)
+            .bind(sha1)
+            .bind(sha512)
+            .bind(id)
+            .execute(self.pool())
+            .await?;
+        Ok(())
+    }
+
     pub async fn delete_apt_package(&self, tx: &mut Transaction<'_, Any>, id: i64) -> DbResult<bool> {
         self.count("apt_packages.delete");
         let done =

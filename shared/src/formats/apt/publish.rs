@@ -161,6 +161,9 @@ impl Builder for AptBuilder {
     }
 }
 
+/// MD5, SHA-1 and SHA-512 of a package file, hex.
+type Digests = (String, String, String);
+
 /// One index of a distribution: `dists/<dist>/<component>/binary-<arch>/`.
 #[derive(Clone, Copy)]
 pub(super) struct IndexId<'a> {
@@ -310,6 +313,55 @@ impl IndexWriter {
 }
 
 impl AptBuilder {
+    /// Fills in the MD5, SHA-1 and SHA-512 that uploads leave to the worker: read from the blob
+    /// (two at a time, hashed on the blocking pool) and stored, so each package is hashed once.
+    async fn complete_digests(
+        &self,
+        db: &crate::db::Db,
+        page: &mut [crate::db::apt::AptPackage],
+    ) -> Result<(), BuildError> {
+        use futures_util::StreamExt as _;
+        let missing: Vec<usize> = page
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.md5.is_empty() || p.sha1.is_empty() || p.sha512.is_empty())
+            .map(|(i, _)| i)
+            .collect();
+        let blobs = self.blobs.clone();
+        let jobs = missing.into_iter().map(|i| {
+            let blobs = blobs.clone();
+            let sha256 = page[i].sha256.clone();
+            async move {
+                // Streamed: a package of any size costs a chunk of memory, not its size.
+                let mut read = blobs.open(&crate::blobs::Sha256Hex::parse(&sha256)?, None).await?;
+                let mut state = (Md5::new(), Sha1::new(), Sha512::new());
+                while let Some(chunk) = read.body.next().await {
+                    let chunk = chunk.map_err(other)?;
+                    state = blocking(move || {
+                        let (mut m, mut s1, mut s5) = state;
+                        m.update(&chunk);
+                        s1.update(&chunk);
+                        s5.update(&chunk);
+                        Ok((m, s1, s5))
+                    })
+                    .await?;
+                }
+                let (m, s1, s5) = state;
+                let digests = (hex::encode(m.finalize()), hex::encode(s1.finalize()), hex::encode(s5.finalize()));
+                Ok::<_, BuildError>((i, digests))
+            }
+        });
+        let done: Vec<Result<(usize, Digests), BuildError>> =
+            futures_util::stream::iter(jobs).buffer_unordered(2).collect().await;
+        for d in done {
+            let (i, (md5, sha1, sha512)) = d?;
+            db.set_apt_digests(page[i].id, &md5, &sha1, &sha512).await?;
+            let p = &mut page[i];
+            (p.md5, p.sha1, p.sha512) = (md5, sha1, sha512);
+        }
+        Ok(())
+    }
+
     /// Streams one architecture's index of a hosted repository from its rows, a page at a time.
     async fn index(&self, ctx: &mut BuildContext<'_>, repo: i64, id: &IndexId<'_>) -> Result<[Hashed; 3], BuildError> {
         let IndexId { component, arch, dist, base } = *id;
@@ -318,6 +370,7 @@ impl AptBuilder {
         let mut text = String::new();
         let mut page = db.apt_index_page(repo, component, arch, 0, self.page_size).await?;
         while let Some(after) = page.last().map(|p| p.id) {
+            self.complete_digests(db, &mut page).await?;
             text.clear();
             for p in &page {
                 let file = PoolFile {
