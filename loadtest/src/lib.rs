@@ -145,11 +145,6 @@ pub struct ScenarioResult {
     pub ratios: Vec<Ratio>,
 }
 
-/// What a target must answer for the preflight to pass, and what the timed requests carry.
-struct Prepared {
-    request: Request,
-}
-
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
@@ -211,7 +206,7 @@ async fn preflight(
     scenario: &Scenario,
     targets: &[Target],
     opts: &Options,
-) -> anyhow::Result<(Vec<Prepared>, Vec<String>)> {
+) -> anyhow::Result<(Vec<Request>, Vec<String>)> {
     let mut notes = Vec::new();
     let mut prepared = Vec::new();
     if scenario.kind == Kind::UploadApt {
@@ -230,7 +225,7 @@ async fn preflight(
             );
             wait_visible(&endpoint, &opts.visible_in, &[req.1.clone()], Duration::from_secs(30)).await?;
             req.0.body = None;
-            prepared.push(Prepared { request: req.0 });
+            prepared.push(req.0);
         }
         notes.push(format!("every target accepted an upload (201) and published it in {}", opts.visible_in));
         return Ok((prepared, notes));
@@ -307,7 +302,7 @@ async fn preflight(
             }
         }
         full.push(resp.body);
-        prepared.push(Prepared { request });
+        prepared.push(request);
     }
     // Same content everywhere: bytes for artifacts, equivalence for metadata.
     let path = scenario.path.as_str();
@@ -491,7 +486,7 @@ pub async fn run_scenario(scenario: &Scenario, targets: &[Target], opts: &Option
             (opts.warmup_requests, Duration::from_secs_f64(opts.warmup_seconds))
         };
         let up = upload.then(|| (opts, format!("w{run_id}t{i}")));
-        drive(e, &prepared[i].request, expected, n, opts.concurrency, time, up).await?;
+        drive(e, &prepared[i], expected, n, opts.concurrency, time, up).await?;
     }
     let mut rounds: Vec<Vec<Figures>> = vec![Vec::new(); targets.len()];
     let mut visible: Vec<Vec<f64>> = vec![Vec::new(); targets.len()];
@@ -500,16 +495,9 @@ pub async fn run_scenario(scenario: &Scenario, targets: &[Target], opts: &Option
             if r % 2 == 0 { (0..targets.len()).collect() } else { (0..targets.len()).rev().collect() };
         for i in order {
             let up = upload.then(|| (opts, format!("r{run_id}t{i}r{r}")));
-            let (fig, names) = drive(
-                &endpoints[i],
-                &prepared[i].request,
-                expected,
-                opts.requests,
-                opts.concurrency,
-                Duration::ZERO,
-                up,
-            )
-            .await?;
+            let (fig, names) =
+                drive(&endpoints[i], &prepared[i], expected, opts.requests, opts.concurrency, Duration::ZERO, up)
+                    .await?;
             if upload {
                 let v = wait_visible(&endpoints[i], &opts.visible_in, &names, Duration::from_secs(60)).await?;
                 visible[i].push(v.as_secs_f64() * 1000.0);

@@ -162,14 +162,9 @@ impl Publisher {
             let Ok(d) = Sha256Hex::parse(&f.sha256) else { continue };
             if matches!(self.services.blobs.stat(&d).await, Ok(None)) {
                 tracing::error!(path = %f.path, blob = %d, "a published file's blob is missing; rebuilding the unit");
-                let db = &self.services.db;
                 let u = &claim.unit;
-                let _ = packyard_shared::db::retry_conflicts(|| async {
-                    let mut tx = db.pool().begin().await?;
-                    db.record_change(&mut tx, u.repository_id, &u.kind, &u.unit_key).await?;
-                    tx.commit().await.map_err(packyard_shared::db::DbError::from)
-                })
-                .await;
+                let _ =
+                    self.services.db.request_changes(u.repository_id, &[(u.kind.clone(), u.unit_key.clone())]).await;
                 self.services.wake();
                 return;
             }

@@ -8,7 +8,7 @@ use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use futures_util::StreamExt;
 use packyard_shared::formats::apt::hosted::{self, UploadError, KIND};
-use packyard_shared::proxy::{CacheState, FetchRequest, Freshness, Outcome, ProxyError};
+use packyard_shared::proxy::{CacheState, Outcome, ProxyError};
 use packyard_shared::publication::wait_until_published;
 use packyard_shared::repos::{Format, RepoType, Repository};
 use packyard_shared::services::Services;
@@ -113,15 +113,7 @@ async fn proxy_dists(
         ))
         .plain());
     }
-    let freshness = if path.contains("/by-hash/") { Freshness::Immutable } else { Freshness::Metadata };
-    let mut fetch = FetchRequest::new(repo, path, freshness).map_err(proxy_error)?;
-    if let Some((_, hex)) = path.split_once("/by-hash/SHA256/") {
-        fetch.expect_sha256 = Some(hex.to_string());
-    }
-    let file = path.rsplit('/').next().unwrap_or_default();
-    if matches!(file, "InRelease" | "Release") && path.matches('/').count() == 2 {
-        fetch.on_change_expire = Some(format!("dists/{dist}/"));
-    }
+    let fetch = packyard_shared::formats::apt::proxy_request(repo, path).map_err(proxy_error)?;
     let outcome = services.proxy.fetch(fetch).await.map_err(proxy_error)?;
     serve_proxied(services, repo, req, path, outcome, "text/plain").await
 }
@@ -205,7 +197,7 @@ async fn pool(
         if path.starts_with("dists/") {
             return Err(ApiError::not_found(format!("not found: /{path} in repository {}", access.repo.name)).plain());
         }
-        let fetch = FetchRequest::new(&repo, &path, Freshness::Immutable).map_err(proxy_error)?;
+        let fetch = packyard_shared::formats::apt::proxy_request(&repo, &path).map_err(proxy_error)?;
         let outcome = services.proxy.fetch(fetch).await.map_err(proxy_error)?;
         return serve_proxied(&services, &repo, &req, &path, outcome, DEB_TYPE).await;
     }

@@ -385,13 +385,23 @@ impl Db {
 
     /// Requests a rebuild of every unit of a repository (new desired revisions and outbox events).
     pub async fn request_rebuild(&self, repository_id: i64) -> DbResult<usize> {
-        let units = self.units_of(repository_id).await?;
-        let mut tx = self.pool().begin().await?;
-        for u in &units {
-            self.record_change(&mut tx, repository_id, &u.kind, &u.unit_key).await?;
-        }
-        tx.commit().await?;
+        let units: Vec<(String, String)> =
+            self.units_of(repository_id).await?.into_iter().map(|u| (u.kind, u.unit_key)).collect();
+        self.request_changes(repository_id, &units).await?;
         Ok(units.len())
+    }
+
+    /// Records a change of each `(kind, unit key)` of a repository in one transaction of its own
+    /// (retried on a deadlock): for changes that are not part of a writer's transaction.
+    pub async fn request_changes(&self, repository_id: i64, units: &[(String, String)]) -> DbResult<()> {
+        super::retry_conflicts(|| async {
+            let mut tx = self.pool().begin().await?;
+            for (kind, key) in units {
+                self.record_change(&mut tx, repository_id, kind, key).await?;
+            }
+            tx.commit().await.map_err(DbError::from)
+        })
+        .await
     }
 
     /// Milliseconds until the earliest pending unit becomes due (0 if one is due now), or `None`.

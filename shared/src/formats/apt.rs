@@ -11,6 +11,7 @@ pub mod signing;
 pub mod testing;
 
 use crate::db::{Db, DbResult};
+use crate::proxy::{FetchRequest, Freshness, ProxyError};
 use crate::repos::{Format, RepoType, Repository};
 
 /// The distributions a repository publishes snapshots for: a hosted repository its one, a
@@ -41,13 +42,27 @@ pub async fn request_publication(db: &Db, repo: &Repository) -> DbResult<usize> 
         }
         return Ok(n);
     }
-    crate::db::retry_conflicts(|| async {
-        let mut tx = db.pool().begin().await?;
-        for s in &suites {
-            db.record_change(&mut tx, repo.id, hosted::KIND, s).await?;
-        }
-        tx.commit().await.map_err(crate::db::DbError::from)
-    })
-    .await?;
-    Ok(suites.len())
+    let units: Vec<(String, String)> = suites.into_iter().map(|s| (hosted::KIND.to_string(), s)).collect();
+    db.request_changes(repo.id, &units).await?;
+    Ok(units.len())
+}
+
+/// How a proxy fetches an APT path: `by-hash` files are immutable (and a `SHA256` one must hash
+/// to its name), the rest of `dists/` is metadata — a changed `InRelease`/`Release` revalidates
+/// its distribution's other files — and everything else (`pool/`) is immutable. The one rule for
+/// the proxy's routes and for groups reading a proxy member.
+pub fn proxy_request(repo: &Repository, path: &str) -> Result<FetchRequest, ProxyError> {
+    let Some(rest) = path.strip_prefix("dists/") else {
+        return FetchRequest::new(repo, path, Freshness::Immutable);
+    };
+    if path.contains("/by-hash/") {
+        let mut req = FetchRequest::new(repo, path, Freshness::Immutable)?;
+        req.expect_sha256 = path.split_once("/by-hash/SHA256/").map(|(_, hex)| hex.to_string());
+        return Ok(req);
+    }
+    let mut req = FetchRequest::new(repo, path, Freshness::Metadata)?;
+    if let Some((dist, "InRelease" | "Release")) = rest.split_once('/') {
+        req.on_change_expire = Some(format!("dists/{dist}/"));
+    }
+    Ok(req)
 }

@@ -59,7 +59,7 @@ pub struct PublishedCache {
     metrics: Arc<Metrics>,
     /// Artifact paths (e.g. an APT pool path) → (SHA-256, size): dropped with the repository's
     /// snapshot pointers, so a package file is served from the mapping its index was built from.
-    artifacts: RwLock<HashMap<(i64, String), ArtifactRef>>,
+    artifacts: RwLock<HashMap<i64, HashMap<String, ArtifactRef>>>,
 }
 
 /// Entries kept in the artifact map before it is emptied and refilled.
@@ -87,7 +87,7 @@ impl PublishedCache {
 
     /// The cached (SHA-256, size) of an artifact path of a repository.
     pub fn artifact(&self, repo: i64, path: &str) -> Option<ArtifactRef> {
-        let hit = self.artifacts.read().ok().and_then(|m| m.get(&(repo, path.to_string())).cloned());
+        let hit = self.artifacts.read().ok().and_then(|m| m.get(&repo).and_then(|r| r.get(path)).cloned());
         self.count("artifact", hit.is_some());
         hit
     }
@@ -99,10 +99,10 @@ impl PublishedCache {
             if self.epoch.load(Ordering::Acquire) != epoch {
                 return;
             }
-            if m.len() >= MAX_ARTIFACTS {
+            if m.values().map(HashMap::len).sum::<usize>() >= MAX_ARTIFACTS {
                 m.clear();
             }
-            m.insert((repo, path.to_string()), (Arc::from(sha256), size));
+            m.entry(repo).or_default().insert(path.to_string(), (Arc::from(sha256), size));
         }
     }
 
@@ -140,7 +140,7 @@ impl PublishedCache {
                 m.retain(|(repo, _, _), _| !changed.contains(repo));
             }
             if let Ok(mut a) = self.artifacts.write() {
-                a.retain(|(repo, _), _| !changed.contains(repo));
+                a.retain(|repo, _| !changed.contains(repo));
             }
         }
         if let Ok(mut seen) = self.repo_versions.write() {

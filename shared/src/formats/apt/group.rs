@@ -17,7 +17,7 @@ use super::publish::{AptBuilder, Hashed, IndexId, IndexWriter};
 use crate::blobs::Sha256Hex;
 use crate::db::publication::UnitRecord;
 use crate::db::Db;
-use crate::proxy::{FetchRequest, Freshness, Outcome};
+use crate::proxy::Outcome;
 use crate::publication::{BuildContext, BuildError};
 use crate::repos::{RepoType, Repository};
 
@@ -166,7 +166,7 @@ impl AptBuilder {
         };
         let keys = super::signing::parse_public_keys(armored)
             .map_err(|e| other(format!("member {}: apt.signed_by: {e}", member.name)))?;
-        let Some(sha) = self.fetch(member, format!("dists/{dist}/InRelease"), Freshness::Metadata).await? else {
+        let Some(sha) = self.fetch(member, &format!("dists/{dist}/InRelease")).await? else {
             return Ok(None);
         };
         let signed = String::from_utf8_lossy(&self.blobs.read_all(&Sha256Hex::parse(&sha)?).await?).into_owned();
@@ -175,21 +175,11 @@ impl AptBuilder {
         Ok(Some((sha, text)))
     }
 
-    /// One file of a proxy member through the proxy cache: its SHA-256, or `None` upstream 404.
-    async fn fetch(
-        &self,
-        member: &Repository,
-        path: String,
-        freshness: Freshness,
-    ) -> Result<Option<String>, BuildError> {
+    /// One file of a proxy member through the proxy cache (under APT's proxy rules): its
+    /// SHA-256, or `None` for an upstream 404.
+    async fn fetch(&self, member: &Repository, path: &str) -> Result<Option<String>, BuildError> {
         let proxy = self.proxy.as_ref().ok_or_else(|| other("no proxy client in this worker"))?;
-        let mut req = FetchRequest::new(member, &path, freshness).map_err(other)?;
-        if path.ends_with("/InRelease") {
-            req.on_change_expire = path.strip_suffix("InRelease").map(str::to_string);
-        }
-        if let Some((_, hex)) = path.split_once("/by-hash/SHA256/") {
-            req.expect_sha256 = Some(hex.to_string());
-        }
+        let req = super::proxy_request(member, path).map_err(other)?;
         match proxy.fetch(req).await.map_err(|e| other(format!("member {}: {e}", member.name)))? {
             Outcome::Found(entry, _) => Ok(entry.sha256),
             Outcome::Missing(..) => Ok(None),
@@ -215,10 +205,10 @@ impl AptBuilder {
             let Some(expected) = listed.iter().find(|(_, p)| *p == rel).map(|(h, _)| h.to_string()) else {
                 continue;
             };
-            let mut got = self.fetch(member, format!("dists/{dist}/{rel}"), Freshness::Metadata).await?;
+            let mut got = self.fetch(member, &format!("dists/{dist}/{rel}")).await?;
             if got.as_deref() != Some(expected.as_str()) && by_hash {
                 let path = format!("dists/{dist}/{component}/binary-{arch}/by-hash/SHA256/{expected}");
-                got = self.fetch(member, path, Freshness::Immutable).await?;
+                got = self.fetch(member, &path).await?;
             }
             if got.as_deref() != Some(expected.as_str()) {
                 return Err(other(format!(
@@ -312,12 +302,7 @@ impl GroupHooks for AptBuilder {
                     continue;
                 }
                 if render_sources(&current) != recorded {
-                    crate::db::retry_conflicts(|| async {
-                        let mut tx = db.pool().begin().await?;
-                        db.record_change(&mut tx, group.id, KIND, &suite).await?;
-                        tx.commit().await.map_err(crate::db::DbError::from)
-                    })
-                    .await?;
+                    db.request_changes(group.id, &[(KIND.to_string(), suite.clone())]).await?;
                     any = true;
                 }
             }
