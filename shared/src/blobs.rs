@@ -17,6 +17,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::metrics::Metrics;
 
+pub mod hot;
+
 /// A lowercase hex SHA-256, validated on construction so it is always safe as a path component.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Sha256Hex(String);

@@ -99,6 +99,10 @@ pub struct CacheConfig {
     pub watermark_ttl_ms: u64,
     /// Memory for published snapshot files held by each replica.
     pub snapshot_cache_bytes: u64,
+    /// Memory for recently served blobs (package files) held by each replica; 0 turns it off.
+    pub blob_cache_bytes: u64,
+    /// Blobs larger than this are always streamed from the blob store.
+    pub blob_cache_max_object_bytes: u64,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -221,7 +225,13 @@ impl Default for BlobsConfig {
 
 impl Default for CacheConfig {
     fn default() -> Self {
-        Self { redis_url: None, watermark_ttl_ms: 1_000, snapshot_cache_bytes: 256 << 20 }
+        Self {
+            redis_url: None,
+            watermark_ttl_ms: 1_000,
+            snapshot_cache_bytes: 256 << 20,
+            blob_cache_bytes: 256 << 20,
+            blob_cache_max_object_bytes: 8 << 20,
+        }
     }
 }
 

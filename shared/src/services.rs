@@ -70,6 +70,12 @@ impl Services {
         blobs: Arc<dyn BlobStore>,
         secret: &str,
     ) -> anyhow::Result<Self> {
+        let blobs = crate::blobs::hot::HotCache::wrap(
+            blobs,
+            config.cache.blob_cache_bytes,
+            config.cache.blob_cache_max_object_bytes,
+            metrics.clone(),
+        );
         let security = Arc::new(Security::new(db.clone(), &config.security, secret, metrics.clone()));
         let published = Arc::new(PublishedCache::new(
             i64::try_from(config.cache.snapshot_cache_bytes).unwrap_or(i64::MAX),
