@@ -3,6 +3,7 @@
 use actix_web::web;
 use packyard_shared::config::Config;
 
+pub mod apk;
 pub mod apt;
 pub mod testformat;
 
@@ -12,6 +13,7 @@ pub fn configure(cfg: &mut web::ServiceConfig, config: &Config) {
     if config.debug.test_format {
         testformat::configure(cfg);
     }
+    apk::configure(cfg);
 }
 
 /// Answers with a published file: `ETag`/`If-None-Match` and `Last-Modified`/`If-Modified-Since`

@@ -385,7 +385,12 @@ fn hosted_apt_with_the_real_client() -> anyhow::Result<()> {
     assert_eq!(s, 400);
     let (s, body) = admin_json("PUT", Some(serde_json::json!({"generate": true, "algorithm": "dsa1024"})))?;
     assert_eq!(s, 400, "{body}");
-    assert!(body.to_string().contains("unknown variant `dsa1024`"), "{body}");
+    assert!(
+        body.to_string().contains(
+            "algorithm \\\"dsa1024\\\" is not available for APT signing keys: use ed25519, rsa3072 or rsa4096"
+        ),
+        "{body}"
+    );
 
     // Delete one package: the next snapshot no longer lists it.
     let (name, filename, _) = &expected[0];

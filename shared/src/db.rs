@@ -16,6 +16,7 @@ use sqlx::{AnyPool, Executor, Row};
 use crate::config::DatabaseConfig;
 use crate::metrics::Metrics;
 
+pub mod apk;
 pub mod apt;
 pub mod blobs;
 pub mod migrate;

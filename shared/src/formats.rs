@@ -1,3 +1,4 @@
 //! Format codecs and publication logic, one vertical slice per format.
 
+pub mod apk;
 pub mod apt;

@@ -15,12 +15,16 @@ use packyard_shared::services::Services;
 /// Every format's builder. Formats add theirs here as they arrive.
 pub fn builders(services: &Services) -> Builders {
     let delay = std::time::Duration::from_millis(services.config.debug.build_delay_ms);
-    Builders::default().with(Arc::new(TestFormat { page_size: 500, delay })).with(Arc::new(
-        packyard_shared::formats::apt::publish::AptBuilder {
+    Builders::default()
+        .with(Arc::new(TestFormat { page_size: 500, delay }))
+        .with(Arc::new(packyard_shared::formats::apt::publish::AptBuilder {
             page_size: 1_000,
             keystore: services.security.keystore.clone(),
             blobs: services.blobs.clone(),
             proxy: Some(services.proxy.clone()),
-        },
-    ))
+        }))
+        .with(Arc::new(packyard_shared::formats::apk::publish::ApkBuilder {
+            page_size: 1_000,
+            keystore: services.security.keystore.clone(),
+        }))
 }

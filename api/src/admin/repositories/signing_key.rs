@@ -1,8 +1,10 @@
-//! `GET|PUT /api/v1/repositories/{name}/signing-key`: the public part of an APT repository's
-//! signing key; PUT generates a new key or imports one (rotation: the old key stays offered in
-//! `gpg.key`, and every snapshot is re-signed). The private key is never returned.
+//! `GET|PUT /api/v1/repositories/{name}/signing-key`: the public part of an APT or APK
+//! repository's signing key; PUT generates a new key or imports one (rotation: the old key stays
+//! offered — in `gpg.key`, or under `keys/` — and every snapshot is re-signed). The private key is
+//! never returned.
 
 use actix_web::{web, HttpResponse};
+use packyard_shared::formats::apk::signing::ApkKey;
 use packyard_shared::formats::apt::signing::{self, Signer};
 use packyard_shared::repos::{Format, Repository, RepositoryService};
 use packyard_shared::services::Services;
@@ -17,10 +19,12 @@ use crate::error::ApiError;
 pub struct KeyChange {
     #[serde(default)]
     generate: bool,
-    /// For `generate`: `ed25519` (default), `rsa3072` or `rsa4096`.
+    /// For `generate`: APT `ed25519` (default), `rsa3072` or `rsa4096`; APK `rsa2048`,
+    /// `rsa3072` or `rsa4096` (default).
     #[serde(default)]
-    algorithm: Option<signing::Algorithm>,
-    /// An armored OpenPGP secret key without a passphrase.
+    algorithm: Option<String>,
+    /// APT: an armored OpenPGP secret key without a passphrase. APK: an unencrypted RSA private
+    /// key in PEM (PKCS#8 or PKCS#1).
     #[serde(default)]
     private_key: Option<String>,
 }
@@ -30,11 +34,11 @@ fn uid(repo: &Repository) -> String {
     format!("{label} (Packyard repository {}) <packyard@{}>", repo.name, repo.name)
 }
 
-async fn apt_repo(services: &Services, path: &RepoPath) -> Result<Repository> {
+async fn signed_repo(services: &Services, path: &RepoPath) -> Result<Repository> {
     let repo = RepositoryService::new(&services.db).get(path.name.0.as_str()).await?;
-    if repo.format != Format::Apt {
+    if !matches!(repo.format, Format::Apt | Format::Apk) {
         return Err(ApiError::bad_request(format!(
-            "repository {} is a {} repository; signing keys belong to APT repositories",
+            "repository {} is a {} repository; signing keys belong to APT and APK repositories",
             repo.name, repo.format
         )));
     }
@@ -61,8 +65,73 @@ async fn describe(services: &Services, repo: &Repository) -> Result<HttpResponse
 }
 
 pub async fn get(_admin: Admin, services: web::Data<Services>, path: web::Path<RepoPath>) -> Result<HttpResponse> {
-    let repo = apt_repo(&services, &path).await?;
-    describe(&services, &repo).await
+    let repo = signed_repo(&services, &path).await?;
+    match repo.format {
+        Format::Apk => describe_apk(&services, &repo).await,
+        _ => describe(&services, &repo).await,
+    }
+}
+
+async fn describe_apk(services: &Services, repo: &Repository) -> Result<HttpResponse> {
+    let ks = &services.security.keystore;
+    let current = ApkKey::for_repository(&services.db, ks, repo.id).await.map_err(ApiError::internal)?;
+    let previous = ApkKey::previous(&services.db, ks, repo.id).await.map_err(ApiError::internal)?;
+    let name = |k: &ApkKey| k.file_name(repo.name.as_str()).map_err(ApiError::internal);
+    Ok(HttpResponse::Ok().json(serde_json::json!({
+        "repository": repo.name.as_str(),
+        "fingerprint": current.fingerprint().map_err(ApiError::internal)?,
+        "algorithm": format!("rsa{}", current.bits()),
+        "key_name": name(&current)?,
+        "public_key": current.public_pem().map_err(ApiError::internal)?,
+        "previous_key_name": previous.as_ref().map(name).transpose()?,
+    })))
+}
+
+/// APK: generate (RSA, 4096 bits unless asked) or import a PEM key, install it, re-sign.
+async fn put_apk(admin: &Admin, services: &Services, repo: &Repository, body: &KeyChange) -> Result<HttpResponse> {
+    let new = match (body.generate, body.private_key.as_deref()) {
+        (true, None) => {
+            let bits = match body.algorithm.as_deref() {
+                None | Some("rsa4096") => 4096,
+                Some("rsa3072") => 3072,
+                Some("rsa2048") => 2048,
+                Some(other) => {
+                    return Err(ApiError::bad_request(format!(
+                        "algorithm {other:?} is not available for APK index keys: use rsa2048, rsa3072 or rsa4096"
+                    )))
+                }
+            };
+            tokio::task::spawn_blocking(move || ApkKey::generate(bits))
+                .await
+                .map_err(ApiError::internal)?
+                .map_err(ApiError::internal)?
+        }
+        (false, Some(_)) if body.algorithm.is_some() => {
+            return Err(ApiError::bad_request("`algorithm` applies to {\"generate\":true}, not to an imported key"))
+        }
+        (false, Some(pem)) => ApkKey::import(pem)
+            .map_err(|e| ApiError::bad_request(format!("private_key is not a usable APK index key: {e}")))?,
+        _ => {
+            return Err(ApiError::bad_request(
+                "send either {\"generate\":true} (optionally with \"algorithm\": \"rsa2048\", \"rsa3072\" or \"rsa4096\") or {\"private_key\":\"<PEM RSA private key>\"}",
+            ))
+        }
+    };
+    new.install(&services.db, &services.security.keystore, repo.id).await.map_err(ApiError::internal)?;
+    let units = services.db.request_rebuild(repo.id).await?;
+    services.wake();
+    let fingerprint = new.fingerprint().map_err(ApiError::internal)?;
+    services
+        .security
+        .audit(
+            admin.username(),
+            Some(admin.addr()),
+            "repository.signing_key",
+            repo.name.as_str(),
+            serde_json::json!({"fingerprint": fingerprint, "units_rebuilt": units}),
+        )
+        .await;
+    describe_apk(services, repo).await
 }
 
 pub async fn put(
@@ -71,11 +140,23 @@ pub async fn put(
     path: web::Path<RepoPath>,
     body: web::Json<KeyChange>,
 ) -> Result<HttpResponse> {
-    let repo = apt_repo(&services, &path).await?;
+    let repo = signed_repo(&services, &path).await?;
+    if repo.format == Format::Apk {
+        return put_apk(&admin, &services, &repo, &body).await;
+    }
     let new = match (body.generate, body.private_key.as_deref()) {
         (true, None) => {
             let id = uid(&repo);
-            let algorithm = body.algorithm.unwrap_or_default();
+            let algorithm = match body.algorithm.as_deref() {
+                None | Some("ed25519") => signing::Algorithm::Ed25519,
+                Some("rsa3072") => signing::Algorithm::Rsa3072,
+                Some("rsa4096") => signing::Algorithm::Rsa4096,
+                Some(other) => {
+                    return Err(ApiError::bad_request(format!(
+                        "algorithm {other:?} is not available for APT signing keys: use ed25519, rsa3072 or rsa4096"
+                    )))
+                }
+            };
             tokio::task::spawn_blocking(move || Signer::generate_with(&id, algorithm))
                 .await
                 .map_err(ApiError::internal)?

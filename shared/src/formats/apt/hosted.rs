@@ -150,7 +150,7 @@ where
 }
 
 /// Removes a blob this upload created, when the upload is refused (nothing half-stored).
-async fn discard(services: &Services, digest: &Sha256Hex, created: bool) {
+pub(crate) async fn discard(services: &Services, digest: &Sha256Hex, created: bool) {
     if created {
         if let Err(e) = services.blobs.delete(digest).await {
             tracing::warn!(error = %e, blob = %digest, "cannot remove a refused upload");

@@ -1,0 +1,258 @@
+//! APK routes: `<branch>/<channel>/<arch>/APKINDEX.tar.gz` (the published, signed index),
+//! `<branch>/<channel>/<arch>/<pkgname>-<pkgver>.apk` (GET/HEAD with ranges, PUT to upload,
+//! DELETE), and `keys/<keyname>` (the index key as SPKI PEM, for `/etc/apk/keys/`).
+
+use std::time::Duration;
+
+use actix_web::{web, HttpRequest, HttpResponse};
+use packyard_shared::formats::apk::hosted::{self, UploadError};
+use packyard_shared::formats::apk::signing::ApkKey;
+use packyard_shared::formats::apk::{Unit, INDEX_FILE, KIND};
+use packyard_shared::publication::wait_until_published;
+use packyard_shared::repos::{Format, RepoType, Repository};
+use packyard_shared::services::Services;
+use serde::Deserialize;
+
+use crate::auth::{Delete, Read, RepoAccess, Write};
+use crate::error::{ApiError, ErrorCode};
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    use crate::repository::fallback;
+    cfg.service(
+        web::resource(["/keys", "/keys/"])
+            .route(web::get().to(key_list))
+            .route(web::head().to(key_list))
+            .default_service(web::to(fallback)),
+    )
+    .service(
+        web::resource("/keys/{keyname}")
+            .route(web::get().to(key_file))
+            .route(web::head().to(key_file))
+            .default_service(web::to(fallback)),
+    )
+    .service(
+        web::resource("/{branch}/{channel}/{arch}/{file}")
+            .route(web::get().to(get))
+            .route(web::head().to(get))
+            .route(web::put().to(put))
+            .route(web::delete().to(delete))
+            .default_service(web::to(fallback)),
+    );
+}
+
+fn not_found(repo: &Repository, path: &str) -> ApiError {
+    ApiError::not_found(format!("not found: /{path} in repository {}", repo.name)).plain()
+}
+
+/// The unit and file of a request, checked; 404 for a repository of another format.
+fn target(req: &HttpRequest, repo: &Repository) -> Result<(Unit, String), ApiError> {
+    let m = req.match_info();
+    let seg = |n: &str| m.get(n).unwrap_or_default().to_string();
+    let (branch, channel, arch, file) = (seg("branch"), seg("channel"), seg("arch"), seg("file"));
+    let path = format!("{branch}/{channel}/{arch}/{file}");
+    if repo.format != Format::Apk {
+        return Err(not_found(repo, &path));
+    }
+    let unit = Unit::new(&branch, &channel, &arch).map_err(|e| ApiError::bad_request(e).plain())?;
+    if !packyard_shared::formats::apk::valid_segment(&file) {
+        return Err(ApiError::bad_request(format!("invalid file name {file:?}")).plain());
+    }
+    Ok((unit, file))
+}
+
+async fn get(
+    access: RepoAccess<Read>,
+    req: HttpRequest,
+    services: web::Data<Services>,
+) -> Result<HttpResponse, ApiError> {
+    let repo = &access.repo;
+    let (unit, file) = target(&req, repo)?;
+    let path = format!("{}/{file}", unit.key());
+    if repo.repo_type != RepoType::Hosted {
+        return Err(ApiError::not_found(format!(
+            "{} repository {} does not serve APK files yet (only hosted repositories do)",
+            repo.repo_type, repo.name
+        ))
+        .plain());
+    }
+    if file == INDEX_FILE {
+        let found = services
+            .published
+            .file(&services.db, services.blobs.as_ref(), repo.id, KIND, &unit.key(), &path)
+            .await
+            .map_err(|e| ApiError::internal(e).plain())?;
+        return match found {
+            Some(f) => Ok(super::serve_published(&req, f)),
+            None => Err(not_found(repo, &path)),
+        };
+    }
+    // Warmed: the path's blob from the replica's cache, no query.
+    let (sha256, size) = match services.published.artifact(repo.id, &path) {
+        Some(found) => found,
+        None => {
+            let epoch = services.published.epoch();
+            let pkg = services
+                .db
+                .apk_by_path(repo.id, &path)
+                .await
+                .map_err(|e| ApiError::from(e).plain())?
+                .ok_or_else(|| not_found(repo, &path))?;
+            services.published.put_artifact(epoch, repo.id, &path, &pkg.sha256, pkg.size);
+            (std::sync::Arc::from(pkg.sha256.as_str()), pkg.size)
+        }
+    };
+    let size = u64::try_from(size).ok();
+    super::serve_blob(&req, services.blobs.as_ref(), &sha256, APK_TYPE, None, size, &[]).await
+}
+
+const APK_TYPE: &str = "application/octet-stream";
+
+#[derive(Deserialize)]
+pub struct UploadQuery {
+    #[serde(default)]
+    wait: bool,
+}
+
+fn upload_error(e: UploadError) -> ApiError {
+    let api = match e {
+        UploadError::Invalid(m) | UploadError::Interrupted(m) => ApiError::bad_request(m),
+        e @ UploadError::Apk(_) => ApiError::bad_request(e.to_string()),
+        UploadError::Conflict(m) => ApiError::new(ErrorCode::Conflict, m),
+        UploadError::ReadOnly(m) => ApiError::forbidden(m),
+        UploadError::Blob(b) => b.into(),
+        UploadError::Db(d) => d.into(),
+    };
+    api.plain()
+}
+
+fn hosted_only(repo: &Repository, what: &str) -> Result<(), ApiError> {
+    if repo.repo_type == RepoType::Hosted {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        ErrorCode::MethodNotAllowed,
+        format!("repository {} is a {} repository; {what} a hosted one", repo.name, repo.repo_type),
+    )
+    .plain())
+}
+
+async fn put(
+    access: RepoAccess<Write>,
+    req: HttpRequest,
+    services: web::Data<Services>,
+    q: web::Query<UploadQuery>,
+    body: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    let repo = &access.repo;
+    let (unit, file) = target(&req, repo)?;
+    hosted_only(repo, "upload to")?;
+    let up =
+        hosted::upload(&services, repo, &unit, &file, body, access.caller.username()).await.map_err(upload_error)?;
+    if up.created {
+        services
+            .security
+            .audit(
+                access.caller.username(),
+                Some(access.caller.addr),
+                "apk.upload",
+                &format!("{}/{}", repo.name, up.package.path),
+                serde_json::json!({"sha256": up.package.sha256}),
+            )
+            .await;
+    }
+    if q.wait && up.unit_id > 0 {
+        let done = wait_until_published(&services.db, up.unit_id, up.revision, Duration::from_secs(30))
+            .await
+            .map_err(|e| ApiError::from(e).plain())?;
+        if !done {
+            return Err(
+                ApiError::new(ErrorCode::ServiceUnavailable, "stored, but not yet published after 30 s").plain()
+            );
+        }
+        services.published.invalidate();
+    }
+    let status = if up.created { actix_web::http::StatusCode::CREATED } else { actix_web::http::StatusCode::OK };
+    Ok(HttpResponse::build(status).json(serde_json::json!({
+        "package": up.package.name,
+        "version": up.package.version,
+        "path": up.package.path,
+        "checksum": up.package.checksum,
+        "sha256": up.package.sha256,
+        "size": up.package.size,
+    })))
+}
+
+async fn delete(
+    access: RepoAccess<Delete>,
+    req: HttpRequest,
+    services: web::Data<Services>,
+) -> Result<HttpResponse, ApiError> {
+    let repo = &access.repo;
+    let (unit, file) = target(&req, repo)?;
+    hosted_only(repo, "delete from")?;
+    let path = format!("{}/{file}", unit.key());
+    match hosted::delete(&services, repo, &path).await.map_err(upload_error)? {
+        Some(_) => {
+            services
+                .security
+                .audit(
+                    access.caller.username(),
+                    Some(access.caller.addr),
+                    "apk.delete",
+                    &format!("{}/{path}", repo.name),
+                    serde_json::json!({}),
+                )
+                .await;
+            Ok(HttpResponse::NoContent().finish())
+        }
+        None => Err(not_found(repo, &path)),
+    }
+}
+
+/// The repository's index keys: the current one and, after a rotation, the previous one.
+async fn keys(services: &Services, repo: &Repository) -> Result<Vec<(String, String)>, ApiError> {
+    if repo.format != Format::Apk {
+        return Err(not_found(repo, "keys/"));
+    }
+    if repo.repo_type == RepoType::Proxy {
+        return Err(ApiError::not_found(format!(
+            "proxy repository {} serves its upstream's signatures unchanged; trust the upstream's key",
+            repo.name
+        ))
+        .plain());
+    }
+    let ks = &services.security.keystore;
+    let internal = |e: packyard_shared::formats::apk::signing::KeyError| ApiError::internal(e).plain();
+    let mut out = Vec::new();
+    let current = ApkKey::for_repository(&services.db, ks, repo.id).await.map_err(internal)?;
+    out.push((current.file_name(repo.name.as_str()).map_err(internal)?, current.public_pem().map_err(internal)?));
+    if let Some(p) = ApkKey::previous(&services.db, ks, repo.id).await.map_err(internal)? {
+        out.push((p.file_name(repo.name.as_str()).map_err(internal)?, p.public_pem().map_err(internal)?));
+    }
+    Ok(out)
+}
+
+/// `keys/`: the key file names, one per line (the first signs the indexes).
+async fn key_list(access: RepoAccess<Read>, services: web::Data<Services>) -> Result<HttpResponse, ApiError> {
+    let names: Vec<String> = keys(&services, &access.repo).await?.into_iter().map(|(n, _)| n + "\n").collect();
+    Ok(HttpResponse::Ok().content_type("text/plain; charset=utf-8").body(names.concat()))
+}
+
+/// `keys/<keyname>`: the SPKI PEM public key to save as `/etc/apk/keys/<keyname>`.
+async fn key_file(
+    access: RepoAccess<Read>,
+    req: HttpRequest,
+    services: web::Data<Services>,
+) -> Result<HttpResponse, ApiError> {
+    let name = req.match_info().get("keyname").unwrap_or_default();
+    let all = keys(&services, &access.repo).await?;
+    match all.iter().find(|(n, _)| n == name) {
+        Some((_, pem)) => Ok(HttpResponse::Ok().content_type("application/x-pem-file").body(pem.clone())),
+        None => Err(ApiError::not_found(format!(
+            "no key {name:?} in repository {}; its index key is {}",
+            access.repo.name,
+            all.first().map_or("", |(n, _)| n.as_str())
+        ))
+        .plain()),
+    }
+}

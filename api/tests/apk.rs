@@ -1,0 +1,277 @@
+//! APK hosted through the whole actix service, on every database backend: uploads (good and
+//! bad), the worker's signed `APKINDEX.tar.gz` checked the way apk checks it by an independent
+//! verifier (`apk_verify.py`: Python's tarfile and zlib, `openssl dgst -sha1 -verify`), package
+//! downloads with HEAD/Range/304, warmed index reads without queries, and deletes.
+
+#[macro_use]
+mod common;
+
+use std::path::Path;
+
+use actix_web::test::{self as atest, TestRequest};
+use packyard_shared::formats::apk::testing::{build_apk, sized_apk, Fixture};
+use sha2::{Digest, Sha256};
+
+fn blob_files(root: &Path) -> usize {
+    walk(&root.join("sha256"))
+}
+
+fn walk(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .map(|rd| rd.filter_map(Result::ok).map(|e| if e.path().is_dir() { walk(&e.path()) } else { 1 }).sum())
+        .unwrap_or(0)
+}
+
+async fn hosted_apk(backend: packyard_shared::db::Backend) -> anyhow::Result<()> {
+    let Some(t) = packyard_shared::testing::TestDb::fresh(backend).await? else { return Ok(()) };
+    let services = common::services_with(&t, |c| c.server.max_upload_bytes = 2 << 20).await?;
+    let app = atest::init_service(packyard_api::app::public_app(services.clone())).await;
+    let call = |req: TestRequest| common::call(&app, req);
+    let r = call(TestRequest::post().uri("/api/v1/repositories").insert_header(common::admin()).set_json(
+        serde_json::json!({
+            "name": "alpine", "format": "apk", "type": "hosted", "anonymous_read": true,
+            "apk": {"architectures": ["x86_64", "aarch64"]}
+        }),
+    ))
+    .await?;
+    assert_eq!(r.status, 201, "{}", r.text);
+    // A 2048-bit key keeps the test quick (generation without a size gives 4096 bits).
+    let r = call(
+        TestRequest::put()
+            .uri("/api/v1/repositories/alpine/signing-key")
+            .insert_header(common::admin())
+            .set_json(serde_json::json!({"generate": true, "algorithm": "rsa2048"})),
+    )
+    .await?;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.json["algorithm"], "rsa2048");
+    let key_name = r.json["key_name"].as_str().unwrap_or_default().to_string();
+    assert!(key_name.starts_with("alpine@") && key_name.ends_with(".rsa.pub"), "{key_name}");
+    let r = call(
+        TestRequest::put()
+            .uri("/api/v1/repositories/alpine/signing-key")
+            .insert_header(common::admin())
+            .set_json(serde_json::json!({"generate": true, "algorithm": "ed25519"})),
+    )
+    .await?;
+    assert_eq!(r.status, 400);
+    assert!(r.text.contains("use rsa2048, rsa3072 or rsa4096"), "{}", r.text);
+
+    let put = |path: &str, bytes: Vec<u8>| {
+        TestRequest::put().uri(&format!("/repository/alpine/{path}")).insert_header(common::admin()).set_payload(bytes)
+    };
+    // Good uploads: a signed package, a noarch one under both architectures, a 1 MiB one.
+    let hello = build_apk(&Fixture { signed: true, ..Fixture::new("hello", "2.12-r1", "x86_64") })?;
+    let r = call(put("v3.20/main/x86_64/hello-2.12-r1.apk", hello.bytes.clone())).await?;
+    assert_eq!(r.status, 201, "{}", r.text);
+    assert_eq!(r.json["path"], "v3.20/main/x86_64/hello-2.12-r1.apk");
+    assert_eq!(r.json["sha256"], hex::encode(Sha256::digest(&hello.bytes)));
+    let noarch = build_apk(&Fixture::new("tool-doc", "1.0-r0", "noarch"))?;
+    for arch in ["x86_64", "aarch64"] {
+        let r = call(put(&format!("v3.20/main/{arch}/tool-doc-1.0-r0.apk"), noarch.bytes.clone())).await?;
+        assert_eq!(r.status, 201, "{arch}: {}", r.text);
+    }
+    let big = sized_apk("bigpkg", "3.0-r2", "x86_64", 1 << 20, 7)?;
+    let r = call(put("v3.20/main/x86_64/bigpkg-3.0-r2.apk", big.bytes.clone())).await?;
+    assert_eq!(r.status, 201, "{}", r.text);
+    // An identical retry succeeds without a change.
+    let r = call(put("v3.20/main/x86_64/hello-2.12-r1.apk", hello.bytes.clone())).await?;
+    assert_eq!(r.status, 200, "{}", r.text);
+
+    // Bad input: each a 4xx with a reason, nothing stored.
+    let stored = blob_files(&t.dir.path().join("blobs"));
+    let other = build_apk(&Fixture { payload: b"other".to_vec(), ..Fixture::new("hello", "2.12-r1", "x86_64") })?;
+    let mut wrong_hash = hello.bytes[..hello.control.end].to_vec();
+    wrong_hash.extend_from_slice(&other.bytes[other.control.end..]);
+    let no_pkginfo = build_apk(&Fixture { omit_pkginfo: true, ..Fixture::new("x", "1-r0", "x86_64") })?;
+    let bomb = build_apk(&Fixture { control_padding: 64 << 20, ..Fixture::new("bomb", "1-r0", "x86_64") })?;
+    let cases: Vec<(&str, Vec<u8>, u16, &str)> = vec![
+        ("v3.20/main/x86_64/a-1-r0.apk", b"just text".to_vec(), 400, "does not start with a gzip member"),
+        ("v3.20/main/x86_64/a-1-r0.apk", b"ADBd\0\0\0\x01rest".to_vec(), 400, "apk v3 (ADB) package"),
+        ("v3.20/main/x86_64/x-1-r0.apk", no_pkginfo.bytes, 400, "no .PKGINFO"),
+        ("v3.20/main/x86_64/hello-2.12-r1.apk", wrong_hash, 400, "does not match .PKGINFO's datahash"),
+        ("v3.20/main/x86_64/hello-2.12-r1.apk", hello.bytes[..hello.control.start + 40].to_vec(), 400, "truncated"),
+        (
+            "v3.20/main/x86_64/hello-9.9-r0.apk",
+            hello.bytes.clone(),
+            400,
+            "the package's .PKGINFO says \"hello-2.12-r1.apk\"",
+        ),
+        (
+            "v3.20/main/aarch64/hello-2.12-r1.apk",
+            hello.bytes.clone(),
+            400,
+            "built for \"x86_64\" but was uploaded under \"aarch64\"",
+        ),
+        (
+            "v3.20/main/riscv64/hello-2.12-r1.apk",
+            hello.bytes.clone(),
+            400,
+            "architecture \"riscv64\" is not configured",
+        ),
+        ("v3.20/main/x86_64/bomb-1-r0.apk", bomb.bytes, 400, "unpacks to more than"),
+        ("v3.20/main/x86_64/huge-1-r0.apk", vec![0x1f; 3 << 20], 413, "upload exceeds the limit"),
+        ("v3.20/main/x86_64/hello.txt", hello.bytes.clone(), 400, "<pkgname>-<pkgver>.apk"),
+        ("v3.20/.hidden/x86_64/hello-2.12-r1.apk", hello.bytes.clone(), 400, "invalid channel"),
+    ];
+    for (path, bytes, status, needle) in cases {
+        let r = call(put(path, bytes)).await?;
+        assert_eq!(r.status, status, "{path}: {}", r.text);
+        assert!(r.text.contains(needle), "{path}: {:?} lacks {needle:?}", r.text);
+    }
+    assert_eq!(blob_files(&t.dir.path().join("blobs")), stored, "a refused upload left a blob");
+    assert_eq!(std::fs::read_dir(t.dir.path().join("blobs/tmp"))?.count(), 0, "a temporary was left");
+    // Same path, other bytes: refused under allow_once (the valid bytes stay for the blob
+    // collector: another upload may be referencing them by now).
+    let r = call(put("v3.20/main/x86_64/hello-2.12-r1.apk", other.bytes.clone())).await?;
+    assert_eq!(r.status, 409, "{}", r.text);
+    assert!(r.text.contains("already in repository alpine with different content"), "{}", r.text);
+    let r = call(
+        TestRequest::put().uri("/repository/alpine/v3.20/main/x86_64/y-1-r0.apk").set_payload(hello.bytes.clone()),
+    )
+    .await?;
+    assert_eq!(r.status, 401, "anonymous upload: {}", r.text);
+
+    let due = packyard_shared::db::publication::Due { debounce_ms: 0, max_delay_ms: 0 };
+    let published = packyard_worker::publisher::Publisher::new(services.clone(), packyard_worker::builders(&services))
+        .with_due(due)
+        .run_until_idle()
+        .await;
+    assert_eq!(published.len(), 2, "one snapshot per unit: {published:?}");
+
+    // The key, as apk wants it, and the independent check of what apk checks.
+    let r = call(TestRequest::get().uri("/repository/alpine/keys/")).await?;
+    assert_eq!((r.status.as_u16(), r.text.as_str()), (200, format!("{key_name}\n").as_str()));
+    let r = call(TestRequest::get().uri(&format!("/repository/alpine/keys/{key_name}"))).await?;
+    assert_eq!(r.status, 200);
+    assert!(r.text.starts_with("-----BEGIN PUBLIC KEY-----\n"), "{}", r.text);
+    let public_pem = r.text.clone();
+    let r = call(TestRequest::get().uri("/repository/alpine/keys/other@0.rsa.pub")).await?;
+    assert_eq!(r.status, 404);
+    assert!(r.text.contains(&key_name), "{}", r.text);
+
+    let scratch = tempfile::tempdir()?;
+    std::fs::write(scratch.path().join("key.pem"), &public_pem)?;
+    let mut expected = std::collections::BTreeMap::new();
+    expected.insert("x86_64", vec![("bigpkg", &big.bytes), ("hello", &hello.bytes), ("tool-doc", &noarch.bytes)]);
+    expected.insert("aarch64", vec![("tool-doc", &noarch.bytes)]);
+    for (arch, pkgs) in &expected {
+        let index =
+            call(TestRequest::get().uri(&format!("/repository/alpine/v3.20/main/{arch}/APKINDEX.tar.gz"))).await?;
+        assert_eq!(index.status, 200);
+        assert_eq!(index.headers.get("content-type").and_then(|v| v.to_str().ok()), Some("application/gzip"));
+        let dir = scratch.path().join(arch);
+        std::fs::create_dir_all(&dir)?;
+        let bytes = atest::call_and_read_body(
+            &app,
+            TestRequest::get().uri(&format!("/repository/alpine/v3.20/main/{arch}/APKINDEX.tar.gz")).to_request(),
+        )
+        .await;
+        std::fs::write(dir.join("APKINDEX.tar.gz"), &bytes)?;
+        for (name, want) in pkgs {
+            let file = if *name == "hello" {
+                "hello-2.12-r1.apk"
+            } else if *name == "bigpkg" {
+                "bigpkg-3.0-r2.apk"
+            } else {
+                "tool-doc-1.0-r0.apk"
+            };
+            let body = atest::call_and_read_body(
+                &app,
+                TestRequest::get().uri(&format!("/repository/alpine/v3.20/main/{arch}/{file}")).to_request(),
+            )
+            .await;
+            assert_eq!(&body[..], &want[..], "{arch}/{file} served byte for byte");
+            std::fs::write(dir.join(file), &body)?;
+        }
+        let out = std::process::Command::new("python3")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/apk_verify.py"))
+            .arg(dir.join("APKINDEX.tar.gz"))
+            .arg(scratch.path().join("key.pem"))
+            .arg(&key_name)
+            .arg(&dir)
+            .output()?;
+        assert!(out.status.success(), "{arch}: {}", String::from_utf8_lossy(&out.stderr));
+        let summary: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+        assert_eq!(summary["description"], format!("alpine v3.20/main/{arch}"));
+        let mut got: Vec<(String, String)> = summary["packages"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|p| (p[0].as_str().unwrap_or("").to_string(), p[2].as_str().unwrap_or("").to_string()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        got.sort();
+        let want: Vec<(String, String)> = pkgs.iter().map(|(n, _)| (n.to_string(), arch.to_string())).collect();
+        assert_eq!(got, want, "{arch}: every package listed, noarch rewritten to the index arch");
+        assert_eq!(
+            summary["fields"][0].as_array().map(|f| f
+                .iter()
+                .take(5)
+                .map(|x| x.as_str().unwrap_or(""))
+                .collect::<String>()),
+            Some("CPVAS".into())
+        );
+    }
+
+    // Package reads: HEAD, Range, 304.
+    let path = "/repository/alpine/v3.20/main/x86_64/bigpkg-3.0-r2.apk";
+    let r = call(TestRequest::default().method(actix_web::http::Method::HEAD).uri(path)).await?;
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.headers.get("content-length").and_then(|v| v.to_str().ok()),
+        Some(big.bytes.len().to_string().as_str())
+    );
+    assert!(r.text.is_empty());
+    let body = atest::call_and_read_body(
+        &app,
+        TestRequest::get().uri(path).insert_header(("Range", "bytes=0-65535")).to_request(),
+    )
+    .await;
+    assert_eq!(&body[..], &big.bytes[..65536]);
+    let etag = format!("\"{}\"", hex::encode(Sha256::digest(&big.bytes)));
+    let r = call(TestRequest::get().uri(path).insert_header(("If-None-Match", etag.as_str()))).await?;
+    assert_eq!(r.status, 304);
+    let r = call(TestRequest::get().uri("/repository/alpine/v3.20/main/x86_64/nothere-1-r0.apk")).await?;
+    assert_eq!(r.status, 404);
+    let r = call(TestRequest::get().uri("/repository/alpine/v3.20/community/x86_64/APKINDEX.tar.gz")).await?;
+    assert_eq!(r.status, 404);
+
+    // Warmed index reads make no query.
+    let index = "/repository/alpine/v3.20/main/x86_64/APKINDEX.tar.gz";
+    let before = t.metrics.db_queries();
+    for _ in 0..3 {
+        let r = call(TestRequest::get().uri(index)).await?;
+        assert_eq!(r.status, 200);
+    }
+    assert_eq!(t.metrics.db_queries() - before, 0, "warmed index reads ran database queries");
+
+    // Delete: gone from the package route and, once published, from the index.
+    let r = call(
+        TestRequest::delete()
+            .uri("/repository/alpine/v3.20/main/x86_64/hello-2.12-r1.apk")
+            .insert_header(common::admin()),
+    )
+    .await?;
+    assert_eq!(r.status, 204, "{}", r.text);
+    let r = call(
+        TestRequest::delete()
+            .uri("/repository/alpine/v3.20/main/x86_64/hello-2.12-r1.apk")
+            .insert_header(common::admin()),
+    )
+    .await?;
+    assert_eq!(r.status, 404);
+    packyard_worker::publisher::Publisher::new(services.clone(), packyard_worker::builders(&services))
+        .with_due(due)
+        .run_until_idle()
+        .await;
+    services.published.invalidate();
+    let bytes = atest::call_and_read_body(&app, TestRequest::get().uri(index).to_request()).await;
+    let members = packyard_shared::formats::apk::index::split_members(&bytes)?;
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&members[1][..]), &mut text)?;
+    assert!(!text.contains("P:hello\n") && text.contains("P:bigpkg\n"), "{text}");
+    Ok(())
+}
+on_every_backend!(hosted_apk);

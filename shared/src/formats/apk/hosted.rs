@@ -1,0 +1,186 @@
+//! Hosted APK: storing an uploaded package (streamed into the blob store while hashing), reading
+//! and checking it against its path, and recording it with its publication change in one
+//! transaction. Nothing is kept of a refused upload.
+
+use bytes::Bytes;
+use futures_util::{Stream, StreamExt};
+
+use super::package::{index_record, read_package, ApkError, ApkInfo, Limits};
+use super::{Unit, KIND};
+use crate::blobs::{BlobError, Sha256Hex};
+use crate::db::apk::ApkPackage;
+use crate::db::{retry_conflicts, DbError};
+use crate::repos::{Repository, WritePolicy};
+use crate::services::Services;
+
+#[derive(Debug, thiserror::Error)]
+pub enum UploadError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("not a valid apk v2 package: {0}")]
+    Apk(#[from] ApkError),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    ReadOnly(String),
+    #[error("the upload was interrupted: {0}")]
+    Interrupted(String),
+    #[error(transparent)]
+    Blob(#[from] BlobError),
+    #[error(transparent)]
+    Db(#[from] DbError),
+}
+
+/// What an upload stored.
+#[derive(Debug, Clone)]
+pub struct Uploaded {
+    pub package: ApkPackage,
+    /// False for an identical retry.
+    pub created: bool,
+    pub unit_id: i64,
+    pub revision: i64,
+}
+
+/// Stores the package uploaded to `<unit>/<file_name>`.
+pub async fn upload<S, E>(
+    services: &Services,
+    repo: &Repository,
+    unit: &Unit,
+    file_name: &str,
+    mut body: S,
+    uploader: &str,
+) -> Result<Uploaded, UploadError>
+where
+    S: Stream<Item = Result<Bytes, E>> + Unpin,
+    E: std::fmt::Display,
+{
+    if repo.write_policy == WritePolicy::Deny {
+        return Err(UploadError::ReadOnly(format!("repository {} is read-only (write_policy deny)", repo.name)));
+    }
+    let settings = repo.settings.apk.clone().unwrap_or_default();
+    if !settings.architectures.contains(&unit.arch) {
+        return Err(UploadError::Invalid(format!(
+            "architecture {:?} is not configured for repository {}; configured: {}",
+            unit.arch,
+            repo.name,
+            settings.architectures.join(", ")
+        )));
+    }
+    if !file_name.ends_with(".apk") {
+        return Err(UploadError::Invalid(format!(
+            "upload to <branch>/<channel>/<arch>/<pkgname>-<pkgver>.apk, not {file_name:?}"
+        )));
+    }
+    let mut writer = services.blobs.writer(services.config.server.max_upload_bytes).await?;
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.map_err(|e| UploadError::Interrupted(e.to_string()))?;
+        writer.write(&chunk).await?;
+    }
+    if writer.written() == 0 {
+        return Err(UploadError::Invalid("the upload is empty: send the .apk as the request body".into()));
+    }
+    let stored = writer.finish().await?;
+    let info = match read_stored(services, &stored.sha256).await.and_then(|info| check(repo, unit, file_name, info)) {
+        Ok(info) => info,
+        Err(e) => {
+            crate::formats::apt::hosted::discard(services, &stored.sha256, stored.created).await;
+            return Err(e);
+        }
+    };
+    let package = ApkPackage {
+        id: 0,
+        repository_id: repo.id,
+        unit_key: unit.key(),
+        name: info.pkginfo.name.clone(),
+        version: info.pkginfo.version.clone(),
+        path: format!("{}/{file_name}", unit.key()),
+        record: index_record(&info, &unit.arch, stored.size),
+        checksum: info.checksum.clone(),
+        size: i64::try_from(stored.size).unwrap_or(i64::MAX),
+        sha256: stored.sha256.to_string(),
+    };
+    let db = &services.db;
+    db.record_blob(&stored.sha256, stored.size).await?;
+    let outcome = retry_conflicts(|| async {
+        let replace = match db.apk_by_path(repo.id, &package.path).await? {
+            Some(old) if old.sha256 == package.sha256 => return Ok(None),
+            Some(_) if repo.write_policy == WritePolicy::AllowOnce => {
+                return Err(DbError::Conflict(format!(
+                    "{} is already in repository {} with different content; its write policy allows each version once",
+                    package.path, repo.name
+                )))
+            }
+            Some(_) => true,
+            None => false,
+        };
+        let mut tx = db.pool().begin().await?;
+        db.put_apk_package(&mut tx, &package, uploader, replace).await?;
+        let change = db.record_change(&mut tx, repo.id, KIND, &package.unit_key).await?;
+        tx.commit().await?;
+        Ok(Some(change))
+    })
+    .await
+    .map_err(|e| match e {
+        DbError::Conflict(m) => UploadError::Conflict(m),
+        other => UploadError::Db(other),
+    })?;
+    match outcome {
+        Some((unit_id, revision)) => {
+            services.wake();
+            Ok(Uploaded { package, created: true, unit_id, revision })
+        }
+        None => {
+            let u = db.unit_by_key(repo.id, KIND, &package.unit_key).await?;
+            let (unit_id, revision) = u.map_or((0, 0), |u| (u.id, u.desired_revision));
+            Ok(Uploaded { package, created: false, unit_id, revision })
+        }
+    }
+}
+
+/// The path must name the package: `<pkgname>-<pkgver>.apk`, under the package's architecture
+/// (a `noarch` package goes under any configured one).
+fn check(repo: &Repository, unit: &Unit, file_name: &str, info: ApkInfo) -> Result<ApkInfo, UploadError> {
+    let p = &info.pkginfo;
+    let expected = format!("{}-{}.apk", p.name, p.version);
+    if file_name != expected {
+        return Err(UploadError::Invalid(format!(
+            "the path names {file_name:?} but the package's .PKGINFO says {expected:?} (pkgname {}, pkgver {})",
+            p.name, p.version
+        )));
+    }
+    if p.arch != unit.arch && p.arch != "noarch" {
+        return Err(UploadError::Invalid(format!(
+            "the package is built for {:?} but was uploaded under {:?} in repository {}",
+            p.arch, unit.arch, repo.name
+        )));
+    }
+    Ok(info)
+}
+
+async fn read_stored(services: &Services, digest: &Sha256Hex) -> Result<ApkInfo, UploadError> {
+    let read = services.blobs.open(digest, None).await?;
+    let reader = tokio_util::io::StreamReader::new(read.body);
+    tokio::task::spawn_blocking(move || {
+        let sync = tokio_util::io::SyncIoBridge::new(reader);
+        read_package(sync, Limits::default())
+    })
+    .await
+    .map_err(|e| UploadError::Invalid(format!("cannot read the package: {e}")))?
+    .map_err(UploadError::from)
+}
+
+/// Deletes the package at `<unit>/<file>`; the unit's next snapshot no longer lists it.
+pub async fn delete(services: &Services, repo: &Repository, path: &str) -> Result<Option<ApkPackage>, UploadError> {
+    let db = &services.db;
+    let Some(pkg) = db.apk_by_path(repo.id, path).await? else { return Ok(None) };
+    retry_conflicts(|| async {
+        let mut tx = db.pool().begin().await?;
+        db.delete_apk_package(&mut tx, pkg.id).await?;
+        db.record_change(&mut tx, repo.id, KIND, &pkg.unit_key).await?;
+        tx.commit().await?;
+        Ok(())
+    })
+    .await?;
+    services.wake();
+    Ok(Some(pkg))
+}

@@ -1,0 +1,134 @@
+//! `APKINDEX.tar.gz`: two gzip members. The second holds a tar (ustar headers, with end blocks)
+//! of `DESCRIPTION` and `APKINDEX`; the first a tar of `.SIGN.RSA.<keyname>` **without** end
+//! blocks, the RSA PKCS#1 v1.5 signature over the SHA-1 of the second member's raw bytes.
+
+use std::io::Write as _;
+
+use super::signing::{ApkKey, KeyError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    #[error(transparent)]
+    Key(#[from] KeyError),
+    #[error("writing the index: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+fn ustar(path: &str, size: usize, mtime: u64) -> Result<tar::Header, std::io::Error> {
+    let mut h = tar::Header::new_ustar();
+    h.set_path(path)?;
+    h.set_entry_type(tar::EntryType::Regular);
+    h.set_size(size as u64);
+    h.set_mode(0o644);
+    h.set_uid(0);
+    h.set_gid(0);
+    h.set_mtime(mtime);
+    h.set_cksum();
+    Ok(h)
+}
+
+fn gzip(data: &[u8]) -> Result<Vec<u8>, std::io::Error> {
+    let mut e = flate2::write::GzEncoder::new(Vec::with_capacity(data.len() / 4 + 64), flate2::Compression::new(6));
+    e.write_all(data)?;
+    e.finish()
+}
+
+/// The index member: `DESCRIPTION` and `APKINDEX` (the records, each ending with a blank line).
+pub fn index_member(description: &str, apkindex: &str, mtime: u64) -> Result<Vec<u8>, IndexError> {
+    let mut b = tar::Builder::new(Vec::with_capacity(apkindex.len() + 4096));
+    for (name, body) in [("DESCRIPTION", description.as_bytes()), ("APKINDEX", apkindex.as_bytes())] {
+        let h = ustar(name, body.len(), mtime)?;
+        b.append(&h, body)?;
+    }
+    Ok(gzip(&b.into_inner()?)?)
+}
+
+/// The signature member for an index member.
+pub fn signature_member(index_gz: &[u8], key: &ApkKey, key_file: &str, mtime: u64) -> Result<Vec<u8>, IndexError> {
+    let sig = key.sign_sha1(index_gz)?;
+    let h = ustar(&format!(".SIGN.RSA.{key_file}"), sig.len(), mtime)?;
+    let mut tar = Vec::with_capacity(512 + sig.len() + 512);
+    tar.extend_from_slice(h.as_bytes());
+    tar.extend_from_slice(&sig);
+    tar.resize(tar.len().div_ceil(512) * 512, 0);
+    // No end-of-archive blocks: apk reads the two members as one tar stream.
+    Ok(gzip(&tar)?)
+}
+
+/// The whole signed `APKINDEX.tar.gz`.
+pub fn signed_index(
+    description: &str,
+    apkindex: &str,
+    key: &ApkKey,
+    key_file: &str,
+    mtime: u64,
+) -> Result<Vec<u8>, IndexError> {
+    let index = index_member(description, apkindex, mtime)?;
+    let mut out = signature_member(&index, key, key_file, mtime)?;
+    out.extend_from_slice(&index);
+    Ok(out)
+}
+
+/// Splits an `APKINDEX.tar.gz` into its raw gzip members (for checks and group merges).
+pub fn split_members(bytes: &[u8]) -> Result<Vec<Vec<u8>>, std::io::Error> {
+    use std::io::Read;
+    let mut rest = bytes;
+    let mut members = Vec::new();
+    while !rest.is_empty() {
+        let before = rest.len();
+        {
+            let mut d = flate2::bufread::GzDecoder::new(&mut rest);
+            std::io::copy(&mut (&mut d).take(64 << 20), &mut std::io::sink())?;
+        }
+        let used = before - rest.len();
+        if used == 0 {
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "not a gzip member"));
+        }
+        let start = bytes.len() - before;
+        members.push(bytes[start..start + used].to_vec());
+    }
+    Ok(members)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rsa::pkcs8::DecodePublicKey;
+    use sha1::{Digest, Sha1};
+    use std::io::Read;
+
+    #[test]
+    fn the_signature_covers_the_raw_index_member_and_has_no_end_blocks() -> anyhow::Result<()> {
+        let key = ApkKey::generate(super::super::signing::MIN_BITS)?;
+        let file = key.file_name("repo")?;
+        let records = "C:Q1abc=\nP:hello\nV:1-r0\nA:x86_64\nS:10\n\n";
+        let out = signed_index("repo v3.20/main", records, &key, &file, 1_700_000_000)?;
+        let members = split_members(&out)?;
+        assert_eq!(members.len(), 2);
+        assert_eq!(members[0].len() + members[1].len(), out.len());
+
+        let mut sig_tar = Vec::new();
+        flate2::read::GzDecoder::new(&members[0][..]).read_to_end(&mut sig_tar)?;
+        assert_eq!(sig_tar.len(), 1024, "one header block and one data block: no end blocks");
+        assert_eq!(&sig_tar[257..263], b"ustar\0");
+        let name = String::from_utf8_lossy(&sig_tar[..100]).trim_end_matches('\0').to_string();
+        assert_eq!(name, format!(".SIGN.RSA.{file}"));
+        let sig = &sig_tar[512..512 + key.bits() / 8];
+        let public = rsa::RsaPublicKey::from_public_key_pem(&key.public_pem()?)?;
+        public.verify(rsa::Pkcs1v15Sign::new::<Sha1>(), &Sha1::digest(&members[1]), sig)?;
+
+        let mut index_tar = Vec::new();
+        flate2::read::GzDecoder::new(&members[1][..]).read_to_end(&mut index_tar)?;
+        let mut a = tar::Archive::new(&index_tar[..]);
+        let mut found = Vec::new();
+        for e in a.entries()? {
+            let mut e = e?;
+            let mut body = String::new();
+            e.read_to_string(&mut body)?;
+            found.push((e.path()?.display().to_string(), body));
+        }
+        assert_eq!(found, vec![("DESCRIPTION".into(), "repo v3.20/main".into()), ("APKINDEX".into(), records.into())]);
+        assert!(index_tar.ends_with(&[0u8; 1024]), "the index tar keeps its end blocks");
+        Ok(())
+    }
+}

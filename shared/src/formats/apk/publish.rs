@@ -1,0 +1,64 @@
+//! The APK snapshot of one unit (`<branch>/<channel>/<arch>`): `APKINDEX.tar.gz`, its records
+//! read from the rows in keyset pages, signed with the repository's RSA index key.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use super::index::signed_index;
+use super::signing::ApkKey;
+use super::{INDEX_FILE, KIND};
+use crate::db::publication::UnitRecord;
+use crate::publication::{BuildContext, BuildError, Builder};
+use crate::repos::RepoType;
+use crate::security::keystore::KeyStore;
+
+pub struct ApkBuilder {
+    pub page_size: i64,
+    /// Where each repository's index key is sealed.
+    pub keystore: Arc<KeyStore>,
+}
+
+#[async_trait]
+impl Builder for ApkBuilder {
+    fn kind(&self) -> &'static str {
+        KIND
+    }
+
+    async fn build(&self, ctx: &mut BuildContext<'_>, unit: &UnitRecord) -> Result<(), BuildError> {
+        let db = ctx.db;
+        let repo = db
+            .repository_by_id(unit.repository_id)
+            .await?
+            .ok_or_else(|| BuildError::Other(format!("repository {} is gone", unit.repository_id)))?;
+        if repo.repo_type != RepoType::Hosted {
+            return Err(BuildError::Other(format!(
+                "{} repository {} has no APK snapshots yet",
+                repo.repo_type, repo.name
+            )));
+        }
+        let mut records = String::new();
+        let mut after = 0;
+        loop {
+            let page = db.apk_unit_page(repo.id, &unit.unit_key, after, self.page_size).await?;
+            let Some(last) = page.last() else { break };
+            after = last.id;
+            for p in &page {
+                records.push_str(&p.record);
+                records.push('\n');
+            }
+        }
+        let key = ApkKey::for_repository(db, &self.keystore, repo.id)
+            .await
+            .map_err(|e| BuildError::Other(format!("index key: {e}")))?;
+        let key_file = key.file_name(repo.name.as_str()).map_err(|e| BuildError::Other(e.to_string()))?;
+        let description = format!("{} {}", repo.name, unit.unit_key);
+        let mtime = u64::try_from(crate::db::now_ms() / 1000).unwrap_or(0);
+        // Compressing and signing are CPU work: off the async executor.
+        let bytes = tokio::task::spawn_blocking(move || signed_index(&description, &records, &key, &key_file, mtime))
+            .await
+            .map_err(|e| BuildError::Other(e.to_string()))?
+            .map_err(|e| BuildError::Other(e.to_string()))?;
+        ctx.put(&format!("{}/{INDEX_FILE}", unit.unit_key), "application/gzip", &bytes).await
+    }
+}
