@@ -97,7 +97,7 @@ pub async fn serve_blob(
         return Ok(res.streaming(futures_util::stream::empty::<Result<bytes::Bytes, std::io::Error>>()));
     }
     let range = req.headers().get(header::RANGE).and_then(|v| v.to_str().ok()).and_then(RangeSpec::parse_header);
-    let read = blobs.open(&digest, range).await.map_err(|e| crate::error::ApiError::from(e).plain())?;
+    let read = blobs.open_hot(&digest, range).await.map_err(|e| crate::error::ApiError::from(e).plain())?;
     let mut res = match read.range {
         Some(r) => {
             let mut b = HttpResponse::PartialContent();

@@ -196,6 +196,12 @@ pub trait BlobStore: Send + Sync {
     async fn stat(&self, digest: &Sha256Hex) -> Result<Option<u64>, BlobError>;
     /// Opens a blob, optionally a range of it (resolved against the size; past the end → 416).
     async fn open(&self, digest: &Sha256Hex, range: Option<RangeSpec>) -> Result<BlobRead, BlobError>;
+    /// Opens a blob to send to a client: a store with a memory cache ([`hot::HotCache`]) keeps
+    /// it for the next request. Internal reads (checking an upload, hashing) use [`Self::open`],
+    /// which serves from the cache but does not fill it.
+    async fn open_hot(&self, digest: &Sha256Hex, range: Option<RangeSpec>) -> Result<BlobRead, BlobError> {
+        self.open(digest, range).await
+    }
     async fn delete(&self, digest: &Sha256Hex) -> Result<(), BlobError>;
     /// Reachable and writable (readiness).
     async fn check(&self) -> Result<(), BlobError>;

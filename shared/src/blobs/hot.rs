@@ -2,6 +2,8 @@
 //! kept whole, up to `cache.blob_cache_bytes` in all, least recently used out first. Blobs are
 //! immutable (content-addressed), so an entry never goes stale; a delete drops it. A hit serves
 //! a GET or a Range as slices of the cached bytes: no file opened, no trip to the blocking pool.
+//! Only reads for clients (`open_hot`) fill it; internal reads (an upload checked, a package
+//! hashed by the worker) use it when it holds the blob but leave it as it is.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -139,6 +141,13 @@ impl BlobStore for HotCache {
     }
 
     async fn open(&self, digest: &Sha256Hex, range: Option<RangeSpec>) -> Result<BlobRead, BlobError> {
+        match self.cached(digest) {
+            Some(bytes) => self.serve(bytes, range),
+            None => self.inner.open(digest, range).await,
+        }
+    }
+
+    async fn open_hot(&self, digest: &Sha256Hex, range: Option<RangeSpec>) -> Result<BlobRead, BlobError> {
         if let Some(bytes) = self.cached(digest) {
             self.count(true);
             return self.serve(bytes, range);
@@ -231,11 +240,11 @@ mod tests {
         let big: Vec<u8> = (0..2 << 20).map(|j| (j % 7) as u8).collect();
         let big_digest = hot.put_bytes(&big).await?.sha256;
 
-        assert_eq!(body(hot.open(&digests[0], None).await?).await?, data[0]);
+        assert_eq!(body(hot.open_hot(&digests[0], None).await?).await?, data[0]);
         assert_eq!((hits(&metrics, "hit"), hits(&metrics, "miss")), (0, 1));
-        assert_eq!(body(hot.open(&digests[0], None).await?).await?, data[0]);
+        assert_eq!(body(hot.open_hot(&digests[0], None).await?).await?, data[0]);
         let part = hot
-            .open(
+            .open_hot(
                 &digests[0],
                 Some(RangeSpec::parse_header("bytes=1000-70535").ok_or_else(|| anyhow::anyhow!("range"))?),
             )
@@ -250,21 +259,28 @@ mod tests {
         assert!(matches!(past, Err(BlobError::RangeNotSatisfiable { .. })), "{:?}", past.map(|r| r.total_size));
 
         // Reading 1 then 2 evicts 0, the least recently used.
-        body(hot.open(&digests[1], None).await?).await?;
-        body(hot.open(&digests[2], None).await?).await?;
+        body(hot.open_hot(&digests[1], None).await?).await?;
+        body(hot.open_hot(&digests[2], None).await?).await?;
         let before = hits(&metrics, "hit");
-        assert_eq!(body(hot.open(&digests[2], None).await?).await?, data[2]);
-        assert_eq!(body(hot.open(&digests[0], None).await?).await?, data[0]);
+        assert_eq!(body(hot.open_hot(&digests[2], None).await?).await?, data[2]);
+        assert_eq!(body(hot.open_hot(&digests[0], None).await?).await?, data[0]);
         assert_eq!(hits(&metrics, "hit"), before + 1, "0 was evicted, 2 was not");
 
         // Too large to cache: streamed from the store each time, byte for byte.
-        assert_eq!(sliced(hot.open(&big_digest, None).await?, usize::MAX).await?, big);
-        assert_eq!(sliced(hot.open(&big_digest, None).await?, usize::MAX).await?, big);
+        assert_eq!(sliced(hot.open_hot(&big_digest, None).await?, usize::MAX).await?, big);
+        assert_eq!(sliced(hot.open_hot(&big_digest, None).await?, usize::MAX).await?, big);
         assert_eq!(hits(&metrics, "hit"), before + 1);
+
+        // Internal reads are served from memory but do not fill it.
+        let misses = hits(&metrics, "miss");
+        assert_eq!(sliced(hot.open(&digests[1], None).await?, usize::MAX).await?, data[1]);
+        assert_eq!(sliced(hot.open(&digests[1], None).await?, usize::MAX).await?, data[1]);
+        assert_eq!((hits(&metrics, "hit"), hits(&metrics, "miss")), (before + 1, misses), "not counted, not cached");
+        assert_eq!(body(hot.open(&digests[0], None).await?).await?, data[0], "a cached blob is served from memory");
 
         // A delete drops the cached copy too.
         hot.delete(&digests[0]).await?;
-        assert!(matches!(hot.open(&digests[0], None).await, Err(BlobError::NotFound(_))));
+        assert!(matches!(hot.open_hot(&digests[0], None).await, Err(BlobError::NotFound(_))));
         assert_eq!(hot.stat(&digests[0]).await?, None);
         Ok(())
     }
