@@ -53,9 +53,7 @@ async fn seed(t: &TestDb, repo: i64, n: usize) {
                 architecture: arch.into(),
                 size: 10_000 + i as i64,
                 md5: hex64[..32].to_string(),
-                sha1: hex64[..40].to_string(),
                 sha256: hex64.clone(),
-                sha512: format!("{hex64}{hex64}"),
             };
             db.put_apt_package(&mut tx, &p, "bench", false).await.expect("insert");
             i += 1;

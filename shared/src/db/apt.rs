@@ -1,4 +1,5 @@
-//! Storage of APT packages.
+//! Storage of APT packages. (The `sha1` and `sha512` columns are left empty: `Packages` lists MD5
+//! and SHA-256 per package, as Debian's archive does.)
 
 use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
@@ -18,13 +19,11 @@ pub struct AptPackage {
     pub pool_path: String,
     pub size: i64,
     pub md5: String,
-    pub sha1: String,
     pub sha256: String,
-    pub sha512: String,
 }
 
 const COLUMNS: &str =
-    "id, repository_id, component, name, version, architecture, control, pool_path, size, md5, sha1, sha256, sha512";
+    "id, repository_id, component, name, version, architecture, control, pool_path, size, md5, sha256";
 
 fn parse(r: &AnyRow) -> DbResult<AptPackage> {
     Ok(AptPackage {
@@ -38,9 +37,7 @@ fn parse(r: &AnyRow) -> DbResult<AptPackage> {
         pool_path: text(r, "pool_path")?,
         size: r.try_get("size")?,
         md5: text(r, "md5")?.trim().to_string(),
-        sha1: text(r, "sha1")?.trim().to_string(),
         sha256: text(r, "sha256")?.trim().to_string(),
-        sha512: text(r, "sha512")?.trim().to_string(),
     })
 }
 
@@ -118,7 +115,7 @@ impl Db {
                 .await?;
         }
         self.count("apt_packages.insert");
-        sqlx::query(sql!(self, "INSERT INTO apt_packages (repository_id, component, name, version, architecture, control, pool_path, size, md5, sha1, sha256, sha512, uploaded_at, uploaded_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"))
+        sqlx::query(sql!(self, "INSERT INTO apt_packages (repository_id, component, name, version, architecture, control, pool_path, size, md5, sha1, sha256, sha512, uploaded_at, uploaded_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, '', $10, '', $11, $12)"))
             .bind(p.repository_id)
             .bind(p.component.as_str())
             .bind(p.name.as_str())
@@ -128,9 +125,7 @@ impl Db {
             .bind(p.pool_path.as_str())
             .bind(p.size)
             .bind(p.md5.as_str())
-            .bind(p.sha1.as_str())
             .bind(p.sha256.as_str())
-            .bind(p.sha512.as_str())
             .bind(now_ms())
             .bind(uploaded_by)
             .execute(&mut **tx)
@@ -138,13 +133,11 @@ impl Db {
         Ok(())
     }
 
-    /// Records the digests the upload left for the worker (MD5, SHA-1, SHA-512).
-    pub async fn set_apt_digests(&self, id: i64, md5: &str, sha1: &str, sha512: &str) -> DbResult<()> {
+    /// Records the MD5 the upload left for the worker.
+    pub async fn set_apt_md5(&self, id: i64, md5: &str) -> DbResult<()> {
         self.count("apt_packages.digests");
-        sqlx::query(sql!(self, "UPDATE apt_packages SET md5 = $1, sha1 = $2, sha512 = $3 WHERE id = $4"))
+        sqlx::query(sql!(self, "UPDATE apt_packages SET md5 = $1 WHERE id = $2"))
             .bind(md5)
-            .bind(sha1)
-            .bind(sha512)
             .bind(id)
             .execute(self.pool())
             .await?;

@@ -65,9 +65,9 @@ where
             settings.components.join(", ")
         )));
     }
-    // Stream to the blob store (which hashes SHA-256). MD5, SHA-1 and SHA-512, which only the
-    // `Packages` index lists, are computed once by the worker that first publishes the package,
-    // off the upload's path (they were 60 % of an upload's cost).
+    // Stream to the blob store (which hashes SHA-256). The MD5, which only the `Packages` index
+    // lists, is computed once by the worker that first publishes the package, off the upload's
+    // path.
     let mut writer = services.blobs.writer(services.config.server.max_upload_bytes).await?;
     while let Some(chunk) = body.next().await {
         let chunk = chunk.map_err(|e| UploadError::Interrupted(e.to_string()))?;
@@ -105,9 +105,7 @@ where
         control: control.text.clone(),
         size: i64::try_from(stored.size).unwrap_or(i64::MAX),
         md5: String::new(),
-        sha1: String::new(),
         sha256: stored.sha256.to_string(),
-        sha512: String::new(),
     };
     let db = &services.db;
     db.record_blob(&stored.sha256, stored.size).await?;

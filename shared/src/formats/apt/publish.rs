@@ -162,7 +162,6 @@ impl Builder for AptBuilder {
 }
 
 /// MD5, SHA-1 and SHA-512 of a package file, hex.
-type Digests = (String, String, String);
 
 /// One index of a distribution: `dists/<dist>/<component>/binary-<arch>/`.
 #[derive(Clone, Copy)]
@@ -313,20 +312,15 @@ impl IndexWriter {
 }
 
 impl AptBuilder {
-    /// Fills in the MD5, SHA-1 and SHA-512 that uploads leave to the worker: read from the blob
-    /// (two at a time, hashed on the blocking pool) and stored, so each package is hashed once.
+    /// Fills in the MD5 that uploads leave to the worker: read from the blob (two at a time,
+    /// hashed on the blocking pool) and stored, so each package is hashed once.
     async fn complete_digests(
         &self,
         db: &crate::db::Db,
         page: &mut [crate::db::apt::AptPackage],
     ) -> Result<(), BuildError> {
         use futures_util::StreamExt as _;
-        let missing: Vec<usize> = page
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| p.md5.is_empty() || p.sha1.is_empty() || p.sha512.is_empty())
-            .map(|(i, _)| i)
-            .collect();
+        let missing: Vec<usize> = page.iter().enumerate().filter(|(_, p)| p.md5.is_empty()).map(|(i, _)| i).collect();
         let blobs = self.blobs.clone();
         let jobs = missing.into_iter().map(|i| {
             let blobs = blobs.clone();
@@ -334,30 +328,24 @@ impl AptBuilder {
             async move {
                 // Streamed: a package of any size costs a chunk of memory, not its size.
                 let mut read = blobs.open(&crate::blobs::Sha256Hex::parse(&sha256)?, None).await?;
-                let mut state = (Md5::new(), Sha1::new(), Sha512::new());
+                let mut md5 = Md5::new();
                 while let Some(chunk) = read.body.next().await {
                     let chunk = chunk.map_err(other)?;
-                    state = blocking(move || {
-                        let (mut m, mut s1, mut s5) = state;
-                        m.update(&chunk);
-                        s1.update(&chunk);
-                        s5.update(&chunk);
-                        Ok((m, s1, s5))
+                    md5 = blocking(move || {
+                        md5.update(&chunk);
+                        Ok(md5)
                     })
                     .await?;
                 }
-                let (m, s1, s5) = state;
-                let digests = (hex::encode(m.finalize()), hex::encode(s1.finalize()), hex::encode(s5.finalize()));
-                Ok::<_, BuildError>((i, digests))
+                Ok::<_, BuildError>((i, hex::encode(md5.finalize())))
             }
         });
-        let done: Vec<Result<(usize, Digests), BuildError>> =
+        let done: Vec<Result<(usize, String), BuildError>> =
             futures_util::stream::iter(jobs).buffer_unordered(2).collect().await;
         for d in done {
-            let (i, (md5, sha1, sha512)) = d?;
-            db.set_apt_digests(page[i].id, &md5, &sha1, &sha512).await?;
-            let p = &mut page[i];
-            (p.md5, p.sha1, p.sha512) = (md5, sha1, sha512);
+            let (i, md5) = d?;
+            db.set_apt_md5(page[i].id, &md5).await?;
+            page[i].md5 = md5;
         }
         Ok(())
     }
@@ -377,9 +365,7 @@ impl AptBuilder {
                     filename: &p.pool_path,
                     size: u64::try_from(p.size).unwrap_or(0),
                     md5: &p.md5,
-                    sha1: &p.sha1,
                     sha256: &p.sha256,
-                    sha512: &p.sha512,
                 };
                 render_stanza(&mut text, &p.control, &file);
             }
