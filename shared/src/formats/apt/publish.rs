@@ -161,8 +161,6 @@ impl Builder for AptBuilder {
     }
 }
 
-/// MD5, SHA-1 and SHA-512 of a package file, hex.
-
 /// One index of a distribution: `dists/<dist>/<component>/binary-<arch>/`.
 #[derive(Clone, Copy)]
 pub(super) struct IndexId<'a> {
