@@ -13,7 +13,7 @@ use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
 use sha2::{Digest, Sha256};
 use tokio::fs::{self, File};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 
 use crate::metrics::Metrics;
 
@@ -270,10 +270,15 @@ impl FileStore {
     }
 }
 
+/// Bytes gathered before one trip to the blocking pool hashes and writes them: a 4 MiB upload is
+/// four trips, not one per network read.
+const WRITE_BATCH: usize = 1024 * 1024;
+
 struct FileWrite {
-    file: Option<File>,
+    /// The temporary and the running hash; taken by each blocking step and handed back.
+    state: Option<(std::fs::File, Sha256)>,
+    pending: Vec<u8>,
     temp: PathBuf,
-    hasher: Sha256,
     written: u64,
     limit: u64,
     store_root: PathBuf,
@@ -290,6 +295,36 @@ impl Drop for FileWrite {
     }
 }
 
+/// Runs file work on the blocking pool; a full disk is [`BlobError::Full`].
+async fn blocking_write<T: Send + 'static>(f: impl FnOnce() -> io::Result<T> + Send + 'static) -> Result<T, BlobError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| BlobError::Io(io::Error::other(e.to_string())))?
+        .map_err(BlobError::from_write)
+}
+
+impl FileWrite {
+    /// Hashes and writes what is pending, off the async executor.
+    async fn flush_pending(&mut self) -> Result<(), BlobError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let (mut file, mut hasher) = self.state.take().ok_or_else(|| io::Error::other("write after a failed write"))?;
+        let buf = std::mem::take(&mut self.pending);
+        let (file, hasher, mut buf) = blocking_write(move || {
+            use std::io::Write as _;
+            hasher.update(&buf);
+            file.write_all(&buf)?;
+            Ok((file, hasher, buf))
+        })
+        .await?;
+        buf.clear();
+        self.pending = buf;
+        self.state = Some((file, hasher));
+        Ok(())
+    }
+}
+
 #[async_trait]
 impl BlobWrite for FileWrite {
     async fn write(&mut self, chunk: &[u8]) -> Result<(), BlobError> {
@@ -297,33 +332,38 @@ impl BlobWrite for FileWrite {
         if new_len > self.limit {
             return Err(BlobError::TooLarge { limit: self.limit });
         }
-        let file = self.file.as_mut().ok_or_else(|| io::Error::other("write after finish"))?;
-        file.write_all(chunk).await.map_err(BlobError::from_write)?;
-        self.hasher.update(chunk);
+        self.pending.extend_from_slice(chunk);
         self.written = new_len;
         self.metrics.blob_bytes_total.with_label_values(&["in"]).inc_by(chunk.len() as u64);
+        if self.pending.len() >= WRITE_BATCH {
+            self.flush_pending().await?;
+        }
         Ok(())
     }
 
     async fn finish(mut self: Box<Self>) -> Result<StoredBlob, BlobError> {
-        let mut file = self.file.take().ok_or_else(|| io::Error::other("finish twice"))?;
-        file.flush().await.map_err(BlobError::from_write)?;
-        file.sync_all().await.map_err(BlobError::from_write)?;
-        drop(file);
-        let digest = Sha256Hex(hex::encode(std::mem::take(&mut self.hasher).finalize()));
-        let h = digest.as_str();
-        let dir = self.store_root.join("sha256").join(&h[0..2]).join(&h[2..4]);
-        let target = dir.join(h);
-        // Identical content may already be stored. Rename over it anyway (same bytes, atomic):
-        // should a collector have removed it a moment ago, this write puts it back.
-        let existed = fs::metadata(&target).await.is_ok_and(|m| m.len() == self.written);
-        fs::create_dir_all(&dir).await.map_err(BlobError::from_write)?;
-        fs::rename(&self.temp, &target).await.map_err(BlobError::from_write)?;
+        self.flush_pending().await?;
+        let (file, hasher) = self.state.take().ok_or_else(|| io::Error::other("finish after a failed write"))?;
+        let (temp, root, written) = (self.temp.clone(), self.store_root.clone(), self.written);
+        // One trip: fsync, hash, rename into place (over identical content, atomically: should
+        // a collector have removed it a moment ago, this write puts it back), fsync the directory.
+        let (digest, existed) = blocking_write(move || {
+            file.sync_all()?;
+            drop(file);
+            let digest = Sha256Hex(hex::encode(hasher.finalize()));
+            let h = digest.as_str();
+            let dir = root.join("sha256").join(&h[0..2]).join(&h[2..4]);
+            let target = dir.join(h);
+            let existed = std::fs::metadata(&target).is_ok_and(|m| m.len() == written);
+            std::fs::create_dir_all(&dir)?;
+            std::fs::rename(&temp, &target)?;
+            if let Ok(d) = std::fs::File::open(&dir) {
+                let _ = d.sync_all();
+            }
+            Ok((digest, existed))
+        })
+        .await?;
         self.done = true;
-        // Make the rename itself durable.
-        if let Ok(d) = File::open(&dir).await {
-            let _ = d.sync_all().await;
-        }
         Ok(StoredBlob { sha256: digest, size: self.written, created: !existed })
     }
 
@@ -354,11 +394,15 @@ impl BlobStore for FileStore {
     async fn writer(&self, limit: u64) -> Result<Box<dyn BlobWrite>, BlobError> {
         let name = format!("{}.part", hex::encode(rand::random::<[u8; 16]>()));
         let temp = self.root.join("tmp").join(name);
-        let file = File::create(&temp).await.map_err(BlobError::from_write)?;
+        let file = blocking_write({
+            let temp = temp.clone();
+            move || std::fs::File::create(temp)
+        })
+        .await?;
         Ok(Box::new(FileWrite {
-            file: Some(file),
+            state: Some((file, Sha256::new())),
+            pending: Vec::with_capacity(64 * 1024),
             temp,
-            hasher: Sha256::new(),
             written: 0,
             limit,
             store_root: self.root.clone(),
