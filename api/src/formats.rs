@@ -1,7 +1,12 @@
 //! Format routes under `/repository/{repo}/`, one module per format.
 
-use actix_web::web;
+use actix_web::{web, HttpRequest, HttpResponse};
 use packyard_shared::config::Config;
+use packyard_shared::proxy::{CacheState, Outcome, ProxyError};
+use packyard_shared::repos::Repository;
+use packyard_shared::services::Services;
+
+use crate::error::{ApiError, ErrorCode};
 
 pub mod apk;
 pub mod apt;
@@ -118,3 +123,52 @@ pub async fn serve_blob(
     }
     Ok(res.streaming(read.body))
 }
+
+/// Maps a proxy failure to the status a client and an operator can act on.
+pub fn proxy_error(e: ProxyError) -> ApiError {
+    let code = match &e {
+        ProxyError::Timeout(_) => ErrorCode::GatewayTimeout,
+        ProxyError::Internal(_) => return ApiError::internal(e).plain(),
+        _ => ErrorCode::BadGateway,
+    };
+    ApiError::new(code, e.to_string()).plain()
+}
+
+/// Answers with what the proxy fetched: the upstream's bytes unchanged, with `X-Packyard-Cache`
+/// (hit, miss, revalidated, stale) and, for a stale copy, a `Warning`.
+pub async fn serve_proxied(
+    services: &Services,
+    repo: &Repository,
+    req: &HttpRequest,
+    path: &str,
+    outcome: Outcome,
+    fallback_type: &str,
+) -> Result<HttpResponse, ApiError> {
+    let (entry, state) = match outcome {
+        Outcome::Found(e, s) => (e, s),
+        Outcome::Missing(status, _) => {
+            return Err(ApiError::not_found(format!(
+                "not found: /{path} in repository {} (the upstream answered {status})",
+                repo.name
+            ))
+            .plain())
+        }
+    };
+    let mut extra = vec![(CACHE_HEADER, state.as_str().to_string())];
+    if state == CacheState::Stale {
+        extra.push(("warning", "110 packyard \"Response is Stale\"".to_string()));
+    }
+    let content_type =
+        if entry.content_type.is_empty() { fallback_type.to_string() } else { entry.content_type.clone() };
+    let modified = entry
+        .upstream_last_modified
+        .as_deref()
+        .and_then(|v| v.parse::<actix_web::http::header::HttpDate>().ok())
+        .map(std::time::SystemTime::from);
+    let sha = entry.sha256.as_deref().unwrap_or_default();
+    let size = u64::try_from(entry.size).ok();
+    serve_blob(req, services.blobs.as_ref(), sha, &content_type, modified, size, &extra).await
+}
+
+/// Says where a proxied answer came from.
+pub const CACHE_HEADER: &str = "x-packyard-cache";

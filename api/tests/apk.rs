@@ -275,3 +275,228 @@ async fn hosted_apk(backend: packyard_shared::db::Backend) -> anyhow::Result<()>
     Ok(())
 }
 on_every_backend!(hosted_apk);
+
+mod over_http {
+    use std::path::Path;
+    use std::time::Duration;
+
+    use super::common::process::{basic, start, status_of, Server};
+    use packyard_shared::formats::apk::testing::{build_apk, Fixture};
+
+    const PW: &str = "apk-admin";
+
+    fn get(server: &Server, path: &str) -> anyhow::Result<(u16, std::collections::HashMap<String, String>, Vec<u8>)> {
+        let (status, r) = match ureq::get(&format!("{}{path}", server.public)).call() {
+            Ok(r) => (r.status(), r),
+            Err(ureq::Error::Status(code, r)) => (code, r),
+            Err(e) => return Err(e.into()),
+        };
+        let headers = r
+            .headers_names()
+            .into_iter()
+            .filter_map(|n| r.header(&n).map(|v| (n.to_ascii_lowercase(), v.to_string())))
+            .collect();
+        let mut body = Vec::new();
+        std::io::Read::read_to_end(&mut r.into_reader(), &mut body)?;
+        Ok((status, headers, body))
+    }
+
+    fn admin(server: &Server, method: &str, path: &str, body: serde_json::Value) -> anyhow::Result<(u16, String)> {
+        status_of(
+            ureq::request(method, &format!("{}{path}", server.public)).set("Authorization", &basic(PW)).send_json(body),
+        )
+    }
+
+    /// Creates an APK repository; a hosted or group one gets a quick 2048-bit key.
+    fn create(server: &Server, spec: serde_json::Value) -> anyhow::Result<()> {
+        let (s, text) = admin(server, "POST", "/api/v1/repositories", spec.clone())?;
+        anyhow::ensure!(s == 201, "create: {s} {text}");
+        if spec["type"] != "proxy" {
+            let name = spec["name"].as_str().unwrap_or_default();
+            let (s, text) = admin(
+                server,
+                "PUT",
+                &format!("/api/v1/repositories/{name}/signing-key"),
+                serde_json::json!({"generate": true, "algorithm": "rsa2048"}),
+            )?;
+            anyhow::ensure!(s == 200, "key: {s} {text}");
+        }
+        Ok(())
+    }
+
+    fn upload(server: &Server, repo: &str, path: &str, bytes: &[u8]) -> anyhow::Result<()> {
+        let (s, text) = status_of(
+            ureq::put(&format!("{}/repository/{repo}/{path}?wait=true", server.public))
+                .set("Authorization", &basic(PW))
+                .send_bytes(bytes),
+        )?;
+        anyhow::ensure!(s == 201, "upload {path}: {s} {text}");
+        Ok(())
+    }
+
+    /// The repository's current key: (file name, PEM).
+    fn key(server: &Server, repo: &str) -> anyhow::Result<(String, String)> {
+        let (_, _, names) = get(server, &format!("/repository/{repo}/keys/"))?;
+        let name = String::from_utf8_lossy(&names).lines().next().unwrap_or_default().to_string();
+        let (s, _, pem) = get(server, &format!("/repository/{repo}/keys/{name}"))?;
+        anyhow::ensure!(s == 200, "key {name}: {s}");
+        Ok((name, String::from_utf8(pem)?))
+    }
+
+    /// An index, the verifier's summary of it, and the packages it lists (by file name).
+    type Verified = (Vec<u8>, serde_json::Value, std::collections::BTreeMap<String, Vec<u8>>);
+
+    /// Downloads a unit's index and every package it lists from `repo`, and runs the independent
+    /// verifier against `key`; returns (index bytes, the verifier's summary, the packages).
+    fn verify(
+        server: &Server,
+        repo: &str,
+        unit: &str,
+        key: &(String, String),
+        dir: &Path,
+    ) -> anyhow::Result<Verified> {
+        let (s, _, index) = get(server, &format!("/repository/{repo}/{unit}/APKINDEX.tar.gz"))?;
+        anyhow::ensure!(s == 200, "{repo} index: {s} {}", String::from_utf8_lossy(&index));
+        std::fs::create_dir_all(dir)?;
+        std::fs::write(dir.join("APKINDEX.tar.gz"), &index)?;
+        std::fs::write(dir.join("key.pem"), &key.1)?;
+        let text = packyard_shared::formats::apk::index::apkindex_text(&index)?;
+        let mut packages = std::collections::BTreeMap::new();
+        for rec in text.split("\n\n").filter(|r| !r.trim().is_empty()) {
+            let field = |k: &str| rec.lines().find_map(|l| l.strip_prefix(k)).unwrap_or_default().to_string();
+            let file = format!("{}-{}.apk", field("P:"), field("V:"));
+            let (s, _, bytes) = get(server, &format!("/repository/{repo}/{unit}/{file}"))?;
+            anyhow::ensure!(s == 200, "{repo} {file}: {s}");
+            std::fs::write(dir.join(&file), &bytes)?;
+            packages.insert(file, bytes);
+        }
+        let out = std::process::Command::new("python3")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/apk_verify.py"))
+            .arg(dir.join("APKINDEX.tar.gz"))
+            .arg(dir.join("key.pem"))
+            .arg(&key.0)
+            .arg(dir)
+            .output()?;
+        anyhow::ensure!(out.status.success(), "{repo}: {}", String::from_utf8_lossy(&out.stderr));
+        Ok((index, serde_json::from_slice(&out.stdout)?, packages))
+    }
+
+    /// A proxy whose upstream is a second Packyard, and a group of a hosted repository and that
+    /// proxy, checked the way apk checks them; then the upstream moves on (the group follows)
+    /// and goes away (stale-if-error).
+    #[test]
+    fn proxy_and_group() -> anyhow::Result<()> {
+        let unit = "v3.20/main/x86_64";
+        let up_dir = tempfile::tempdir()?;
+        let upstream = start(up_dir.path(), &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)])?;
+        upstream.wait_ready()?;
+        create(
+            &upstream,
+            serde_json::json!({"name": "alpine", "format": "apk", "type": "hosted", "anonymous_read": true}),
+        )?;
+        let up_hello = build_apk(&Fixture { signed: true, ..Fixture::new("hello", "2.12-r1", "x86_64") })?;
+        let up_doc = build_apk(&Fixture::new("tool-doc", "1.0-r0", "noarch"))?;
+        upload(&upstream, "alpine", &format!("{unit}/hello-2.12-r1.apk"), &up_hello.bytes)?;
+        upload(&upstream, "alpine", &format!("{unit}/tool-doc-1.0-r0.apk"), &up_doc.bytes)?;
+        let up_key = key(&upstream, "alpine")?;
+
+        let dir = tempfile::tempdir()?;
+        let server = start(
+            dir.path(),
+            &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW), ("PACKYARD_PROXY__ALLOW_PRIVATE_ADDRESSES", "true")],
+        )?;
+        server.wait_ready()?;
+        create(
+            &server,
+            serde_json::json!({"name": "mirror", "format": "apk", "type": "proxy", "anonymous_read": true,
+                "apk": {"architectures": ["x86_64"], "signed_by": up_key.1},
+                "proxy": {"remote_url": format!("{}/repository/alpine/", upstream.public), "metadata_ttl_secs": 1, "negative_ttl_secs": 60}}),
+        )?;
+        create(
+            &server,
+            serde_json::json!({"name": "local", "format": "apk", "type": "hosted", "anonymous_read": true}),
+        )?;
+        // The local hello differs from the upstream's: the group lists the first member's.
+        let local_hello =
+            build_apk(&Fixture { payload: b"local build".to_vec(), ..Fixture::new("hello", "2.12-r1", "x86_64") })?;
+        let mine = build_apk(&Fixture::new("mytool", "0.3-r0", "x86_64"))?;
+        upload(&server, "local", &format!("{unit}/hello-2.12-r1.apk"), &local_hello.bytes)?;
+        upload(&server, "local", &format!("{unit}/mytool-0.3-r0.apk"), &mine.bytes)?;
+        create(
+            &server,
+            serde_json::json!({"name": "all", "format": "apk", "type": "group", "anonymous_read": true,
+                "apk": {"architectures": ["x86_64"]}, "group": {"members": ["local", "mirror"]}}),
+        )?;
+        let scratch = tempfile::tempdir()?;
+
+        // The proxy: the upstream's bytes unchanged, verified with the upstream's key.
+        let (_, upstream_index) = {
+            let (s, _, b) = get(&upstream, &format!("/repository/alpine/{unit}/APKINDEX.tar.gz"))?;
+            (s, b)
+        };
+        let (s, h, _) = get(&server, &format!("/repository/mirror/{unit}/APKINDEX.tar.gz"))?;
+        assert_eq!((s, h.get("x-packyard-cache").map(String::as_str)), (200, Some("miss")));
+        let (index, summary, packages) = verify(&server, "mirror", unit, &up_key, &scratch.path().join("mirror"))?;
+        assert_eq!(index, upstream_index, "the proxy serves the upstream's index unchanged");
+        assert_eq!(summary["packages"].as_array().map(Vec::len), Some(2));
+        assert_eq!(packages.get("hello-2.12-r1.apk"), Some(&up_hello.bytes));
+        let (_, h, _) = get(&server, &format!("/repository/mirror/{unit}/hello-2.12-r1.apk"))?;
+        assert_eq!(h.get("x-packyard-cache").map(String::as_str), Some("hit"));
+        let (s, _, body) = get(&server, "/repository/mirror/v3.20/main/riscv64/APKINDEX.tar.gz")?;
+        assert_eq!(s, 404);
+        assert!(String::from_utf8_lossy(&body).contains("architecture \"riscv64\" is not served"));
+        let (s, _, _) = get(&server, &format!("/repository/mirror/{unit}/nothere-1-r0.apk"))?;
+        assert_eq!(s, 404);
+        let (s, _, body) = get(&server, "/repository/mirror/keys/")?;
+        assert_eq!(s, 404);
+        assert!(String::from_utf8_lossy(&body).contains("serves its upstream's signatures unchanged"));
+
+        // The group: published on first request, signed with its own key, first member wins,
+        // each package served from the member whose record is listed.
+        let group_key = key(&server, "all")?;
+        assert_ne!(group_key.0, up_key.0);
+        let (_, summary, packages) = verify(&server, "all", unit, &group_key, &scratch.path().join("all"))?;
+        let mut names: Vec<&str> =
+            summary["packages"].as_array().into_iter().flatten().filter_map(|p| p[0].as_str()).collect();
+        names.sort();
+        assert_eq!(names, vec!["hello", "mytool", "tool-doc"]);
+        assert_eq!(packages.get("hello-2.12-r1.apk"), Some(&local_hello.bytes), "the first member's hello");
+        assert_eq!(packages.get("tool-doc-1.0-r0.apk"), Some(&up_doc.bytes), "the proxy's tool-doc");
+        assert_eq!(packages.get("mytool-0.3-r0.apk"), Some(&mine.bytes));
+        let (s, _, _) = get(&server, "/repository/all/v3.21/main/x86_64/APKINDEX.tar.gz")?;
+        assert_eq!(s, 404, "no member has v3.21: nothing is published");
+
+        // The upstream moves on: after the proxy's metadata TTL the group follows.
+        let newer = build_apk(&Fixture::new("newer", "5.0-r0", "x86_64"))?;
+        upload(&upstream, "alpine", &format!("{unit}/newer-5.0-r0.apk"), &newer.bytes)?;
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let (s, _, index) = get(&server, &format!("/repository/all/{unit}/APKINDEX.tar.gz"))?;
+            let text =
+                if s == 200 { packyard_shared::formats::apk::index::apkindex_text(&index)? } else { String::new() };
+            if text.contains("P:newer\n") {
+                break;
+            }
+            anyhow::ensure!(
+                std::time::Instant::now() < deadline,
+                "the group never listed the upstream's new package: {text}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let (s, _, body) = get(&server, &format!("/repository/all/{unit}/newer-5.0-r0.apk"))?;
+        assert_eq!((s, &body), (200, &newer.bytes));
+
+        // The upstream goes away: the proxy serves its copy, marked stale.
+        drop(upstream);
+        std::thread::sleep(Duration::from_millis(1100));
+        let (s, h, body) = get(&server, &format!("/repository/mirror/{unit}/APKINDEX.tar.gz"))?;
+        assert_eq!(
+            (s, h.get("x-packyard-cache").map(String::as_str)),
+            (200, Some("stale")),
+            "{}",
+            String::from_utf8_lossy(&body)
+        );
+        assert!(h.get("warning").is_some_and(|w| w.starts_with("110")));
+        Ok(())
+    }
+}

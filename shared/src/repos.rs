@@ -139,16 +139,21 @@ impl AptSettings {
     }
 }
 
-/// APK settings: the architectures packages may be uploaded for.
+/// APK settings: the architectures packages may be uploaded for (hosted) or are served for
+/// (proxy, group).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ApkSettings {
     pub architectures: Vec<String>,
+    /// Proxy: the upstream's index public key(s), SPKI PEM. A group verifies the upstream
+    /// `APKINDEX.tar.gz` signature with them before merging and re-signing its records.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signed_by: Option<String>,
 }
 
 impl Default for ApkSettings {
     fn default() -> Self {
-        Self { architectures: vec!["x86_64".into(), "aarch64".into()] }
+        Self { architectures: vec!["x86_64".into(), "aarch64".into()], signed_by: None }
     }
 }
 
@@ -366,6 +371,13 @@ impl RepositorySpec {
             Format::Apk => {
                 let apk = self.apk.unwrap_or_default();
                 check_list("apk.architectures", &apk.architectures)?;
+                if let Some(bad) = apk.architectures.iter().find(|a| !crate::formats::apk::valid_segment(a)) {
+                    return Err(RepoError::Invalid(format!("apk.architectures: invalid architecture {bad:?}")));
+                }
+                if let Some(pem) = &apk.signed_by {
+                    crate::formats::apk::signing::parse_public_keys(pem)
+                        .map_err(|e| RepoError::Invalid(format!("apk.signed_by: {e}")))?;
+                }
                 settings.apk = Some(apk);
             }
             Format::Go | Format::Conan => {}

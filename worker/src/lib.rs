@@ -26,5 +26,7 @@ pub fn builders(services: &Services) -> Builders {
         .with(Arc::new(packyard_shared::formats::apk::publish::ApkBuilder {
             page_size: 1_000,
             keystore: services.security.keystore.clone(),
+            blobs: services.blobs.clone(),
+            proxy: Some(services.proxy.clone()),
         }))
 }

@@ -149,7 +149,8 @@ fn repositories_document() -> serde_json::Value {
                     "architectures": {"type": "array", "items": {"type": "string"}, "default": ["amd64", "all"]},
                     "origin": {"type": "string"}, "label": {"type": "string"}}},
                 "Apk": {"type": "object", "additionalProperties": false, "properties": {
-                    "architectures": {"type": "array", "items": {"type": "string"}, "default": ["x86_64", "aarch64"]}}},
+                    "architectures": {"type": "array", "items": {"type": "string"}, "default": ["x86_64", "aarch64"]},
+                    "signed_by": {"type": "string", "description": "proxy: the upstream's index public key(s), SPKI PEM"}}},
                 "Proxy": {"type": "object", "additionalProperties": false, "required": ["remote_url"], "properties": {
                     "remote_url": {"type": "string", "format": "uri"},
                     "metadata_ttl_secs": {"type": "integer", "default": 3600},

@@ -7,7 +7,7 @@ use std::time::Duration;
 use actix_web::{web, HttpRequest, HttpResponse};
 use packyard_shared::formats::apk::hosted::{self, UploadError};
 use packyard_shared::formats::apk::signing::ApkKey;
-use packyard_shared::formats::apk::{Unit, INDEX_FILE, KIND};
+use packyard_shared::formats::apk::{group, Unit, INDEX_FILE, KIND};
 use packyard_shared::publication::wait_until_published;
 use packyard_shared::repos::{Format, RepoType, Repository};
 use packyard_shared::services::Services;
@@ -65,44 +65,143 @@ async fn get(
     req: HttpRequest,
     services: web::Data<Services>,
 ) -> Result<HttpResponse, ApiError> {
-    let repo = &access.repo;
-    let (unit, file) = target(&req, repo)?;
+    let (unit, file) = target(&req, &access.repo)?;
+    serve(&services, &req, &access.repo, &unit, &file, 0).await
+}
+
+/// Deepest group nesting followed.
+const MAX_DEPTH: usize = 8;
+
+/// A file of `repo`'s `unit`: a hosted repository's own, a proxy's upstream's (unchanged), a
+/// group's index (published on first request when a member has the unit) or a package from the
+/// member whose record the group's index lists.
+async fn serve(
+    services: &Services,
+    req: &HttpRequest,
+    repo: &Repository,
+    unit: &Unit,
+    file: &str,
+    depth: usize,
+) -> Result<HttpResponse, ApiError> {
     let path = format!("{}/{file}", unit.key());
     if repo.repo_type != RepoType::Hosted {
-        return Err(ApiError::not_found(format!(
-            "{} repository {} does not serve APK files yet (only hosted repositories do)",
-            repo.repo_type, repo.name
-        ))
-        .plain());
+        let settings = repo.settings.apk.clone().unwrap_or_default();
+        if !settings.architectures.contains(&unit.arch) {
+            return Err(ApiError::not_found(format!(
+                "architecture {:?} is not served by {} repository {}; served: {}",
+                unit.arch,
+                repo.repo_type,
+                repo.name,
+                settings.architectures.join(", ")
+            ))
+            .plain());
+        }
     }
-    if file == INDEX_FILE {
-        let found = services
-            .published
-            .file(&services.db, services.blobs.as_ref(), repo.id, KIND, &unit.key(), &path)
-            .await
-            .map_err(|e| ApiError::internal(e).plain())?;
-        return match found {
-            Some(f) => Ok(super::serve_published(&req, f)),
-            None => Err(not_found(repo, &path)),
-        };
-    }
-    // Warmed: the path's blob from the replica's cache, no query.
-    let (sha256, size) = match services.published.artifact(repo.id, &path) {
-        Some(found) => found,
-        None => {
-            let epoch = services.published.epoch();
-            let pkg = services
-                .db
-                .apk_by_path(repo.id, &path)
+    match repo.repo_type {
+        RepoType::Proxy => {
+            if file != INDEX_FILE && !file.ends_with(".apk") {
+                return Err(not_found(repo, &path));
+            }
+            let fetch = packyard_shared::formats::apk::proxy_request(repo, &path).map_err(super::proxy_error)?;
+            let outcome = services.proxy.fetch(fetch).await.map_err(super::proxy_error)?;
+            let kind = if file == INDEX_FILE { "application/gzip" } else { APK_TYPE };
+            super::serve_proxied(services, repo, req, &path, outcome, kind).await
+        }
+        RepoType::Group if file == INDEX_FILE => {
+            let found = match published(services, repo, unit, &path).await? {
+                Some(f) => Some(f),
+                None => publish_group_unit(services, repo, unit, &path).await?,
+            };
+            found.map(|f| super::serve_published(req, f)).ok_or_else(|| not_found(repo, &path))
+        }
+        RepoType::Group => {
+            if depth >= MAX_DEPTH {
+                return Err(ApiError::internal(format!("group {} nests deeper than {MAX_DEPTH}", repo.name)).plain());
+            }
+            let members = published(services, repo, unit, &group::members_path(&unit.key())).await?;
+            let members = members.map(|f| String::from_utf8_lossy(&f.bytes).into_owned()).unwrap_or_default();
+            let Some(member) = group::member_of(&members, file) else { return Err(not_found(repo, &path)) };
+            let member = services
+                .security
+                .repository(member)
                 .await
                 .map_err(|e| ApiError::from(e).plain())?
-                .ok_or_else(|| not_found(repo, &path))?;
-            services.published.put_artifact(epoch, repo.id, &path, &pkg.sha256, pkg.size);
-            (std::sync::Arc::from(pkg.sha256.as_str()), pkg.size)
+                .ok_or_else(|| ApiError::not_found(format!("group member {member} is gone")).plain())?;
+            Box::pin(serve(services, req, &member, unit, file, depth + 1)).await
         }
-    };
-    let size = u64::try_from(size).ok();
-    super::serve_blob(&req, services.blobs.as_ref(), &sha256, APK_TYPE, None, size, &[]).await
+        RepoType::Hosted if file == INDEX_FILE => published(services, repo, unit, &path)
+            .await?
+            .map(|f| super::serve_published(req, f))
+            .ok_or_else(|| not_found(repo, &path)),
+        RepoType::Hosted => {
+            // Warmed: the path's blob from the replica's cache, no query.
+            let (sha256, size) = match services.published.artifact(repo.id, &path) {
+                Some(found) => found,
+                None => {
+                    let epoch = services.published.epoch();
+                    let pkg = services
+                        .db
+                        .apk_by_path(repo.id, &path)
+                        .await
+                        .map_err(|e| ApiError::from(e).plain())?
+                        .ok_or_else(|| not_found(repo, &path))?;
+                    services.published.put_artifact(epoch, repo.id, &path, &pkg.sha256, pkg.size);
+                    (std::sync::Arc::from(pkg.sha256.as_str()), pkg.size)
+                }
+            };
+            let size = u64::try_from(size).ok();
+            super::serve_blob(req, services.blobs.as_ref(), &sha256, APK_TYPE, None, size, &[]).await
+        }
+    }
+}
+
+/// A file of `repo`'s current snapshot of `unit`, from memory when warm.
+async fn published(
+    services: &Services,
+    repo: &Repository,
+    unit: &Unit,
+    path: &str,
+) -> Result<Option<packyard_shared::publication::cache::ServedFile>, ApiError> {
+    services
+        .published
+        .file(&services.db, services.blobs.as_ref(), repo.id, KIND, &unit.key(), path)
+        .await
+        .map_err(|e| ApiError::internal(e).plain())
+}
+
+/// A group's unit asked for the first time: published now (and waited for, up to 30 s) when a
+/// member has it, so that `apk update` against a group needs no set-up per branch.
+async fn publish_group_unit(
+    services: &Services,
+    repo: &Repository,
+    unit: &Unit,
+    path: &str,
+) -> Result<Option<packyard_shared::publication::cache::ServedFile>, ApiError> {
+    let db = &services.db;
+    let db_err = |e: packyard_shared::db::DbError| ApiError::from(e).plain();
+    if db.unit_by_key(repo.id, KIND, &unit.key()).await.map_err(db_err)?.is_none() {
+        let has = group::any_member_has(db, services.blobs.as_ref(), &services.proxy, repo, unit)
+            .await
+            .map_err(|e| ApiError::new(ErrorCode::BadGateway, e.to_string()).plain())?;
+        if !has {
+            return Ok(None);
+        }
+        db.request_changes(repo.id, &[(KIND.to_string(), unit.key())]).await.map_err(db_err)?;
+        services.wake();
+    }
+    let Some(u) = db.unit_by_key(repo.id, KIND, &unit.key()).await.map_err(db_err)? else { return Ok(None) };
+    if u.current_snapshot_id.is_none() {
+        let done = wait_until_published(db, u.id, u.desired_revision, Duration::from_secs(30)).await.map_err(db_err)?;
+        if !done {
+            return Err(ApiError::new(
+                ErrorCode::ServiceUnavailable,
+                format!("group {} is building its {} index; retry shortly", repo.name, unit.key()),
+            )
+            .plain());
+        }
+    }
+    services.published.invalidate();
+    published(services, repo, unit, path).await
 }
 
 const APK_TYPE: &str = "application/octet-stream";

@@ -8,7 +8,6 @@ use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use futures_util::StreamExt;
 use packyard_shared::formats::apt::hosted::{self, UploadError, KIND};
-use packyard_shared::proxy::{CacheState, Outcome, ProxyError};
 use packyard_shared::publication::wait_until_published;
 use packyard_shared::repos::{Format, RepoType, Repository};
 use packyard_shared::services::Services;
@@ -113,59 +112,10 @@ async fn proxy_dists(
         ))
         .plain());
     }
-    let fetch = packyard_shared::formats::apt::proxy_request(repo, path).map_err(proxy_error)?;
-    let outcome = services.proxy.fetch(fetch).await.map_err(proxy_error)?;
-    serve_proxied(services, repo, req, path, outcome, "text/plain").await
+    let fetch = packyard_shared::formats::apt::proxy_request(repo, path).map_err(super::proxy_error)?;
+    let outcome = services.proxy.fetch(fetch).await.map_err(super::proxy_error)?;
+    super::serve_proxied(services, repo, req, path, outcome, "text/plain").await
 }
-
-/// Maps a proxy failure to the status a client and an operator can act on.
-fn proxy_error(e: ProxyError) -> ApiError {
-    let code = match &e {
-        ProxyError::Timeout(_) => ErrorCode::GatewayTimeout,
-        ProxyError::Internal(_) => return ApiError::internal(e).plain(),
-        _ => ErrorCode::BadGateway,
-    };
-    ApiError::new(code, e.to_string()).plain()
-}
-
-/// Answers with what the proxy fetched: the upstream's bytes unchanged, with `X-Packyard-Cache`
-/// (hit, miss, revalidated, stale) and, for a stale copy, a `Warning`.
-async fn serve_proxied(
-    services: &Services,
-    repo: &Repository,
-    req: &HttpRequest,
-    path: &str,
-    outcome: Outcome,
-    fallback_type: &str,
-) -> Result<HttpResponse, ApiError> {
-    let (entry, state) = match outcome {
-        Outcome::Found(e, s) => (e, s),
-        Outcome::Missing(status, _) => {
-            return Err(ApiError::not_found(format!(
-                "not found: /{path} in repository {} (the upstream answered {status})",
-                repo.name
-            ))
-            .plain())
-        }
-    };
-    let mut extra = vec![(CACHE_HEADER, state.as_str().to_string())];
-    if state == CacheState::Stale {
-        extra.push(("warning", "110 packyard \"Response is Stale\"".to_string()));
-    }
-    let content_type =
-        if entry.content_type.is_empty() { fallback_type.to_string() } else { entry.content_type.clone() };
-    let modified = entry
-        .upstream_last_modified
-        .as_deref()
-        .and_then(|v| v.parse::<actix_web::http::header::HttpDate>().ok())
-        .map(std::time::SystemTime::from);
-    let sha = entry.sha256.as_deref().unwrap_or_default();
-    let size = u64::try_from(entry.size).ok();
-    super::serve_blob(req, services.blobs.as_ref(), sha, &content_type, modified, size, &extra).await
-}
-
-/// Says where a proxied answer came from.
-pub const CACHE_HEADER: &str = "x-packyard-cache";
 
 async fn pool(
     access: RepoAccess<Read>,
@@ -197,9 +147,9 @@ async fn pool(
         if path.starts_with("dists/") {
             return Err(ApiError::not_found(format!("not found: /{path} in repository {}", access.repo.name)).plain());
         }
-        let fetch = packyard_shared::formats::apt::proxy_request(&repo, &path).map_err(proxy_error)?;
-        let outcome = services.proxy.fetch(fetch).await.map_err(proxy_error)?;
-        return serve_proxied(&services, &repo, &req, &path, outcome, DEB_TYPE).await;
+        let fetch = packyard_shared::formats::apt::proxy_request(&repo, &path).map_err(super::proxy_error)?;
+        let outcome = services.proxy.fetch(fetch).await.map_err(super::proxy_error)?;
+        return super::serve_proxied(&services, &repo, &req, &path, outcome, DEB_TYPE).await;
     }
     // Warmed: the path's blob from the replica's cache, no query.
     let (sha256, size) = match services.published.artifact(repo.id, &path) {

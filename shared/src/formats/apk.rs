@@ -2,6 +2,7 @@
 //! repository's RSA index key, hosted uploads and the snapshot builder. A publication unit is
 //! `<branch>/<channel>/<arch>` (e.g. `v3.20/main/x86_64`).
 
+pub mod group;
 pub mod hosted;
 pub mod index;
 pub mod package;
@@ -45,5 +46,31 @@ impl Unit {
 
     pub fn key(&self) -> String {
         format!("{}/{}/{}", self.branch, self.channel, self.arch)
+    }
+}
+
+/// How a proxy fetches an APK path: packages are immutable (a name-version is built once), an
+/// `APKINDEX.tar.gz` is metadata; 404 and 410 are remembered.
+pub fn proxy_request(
+    repo: &crate::repos::Repository,
+    path: &str,
+) -> Result<crate::proxy::FetchRequest, crate::proxy::ProxyError> {
+    use crate::proxy::{FetchRequest, Freshness};
+    let freshness = if path.ends_with(".apk") { Freshness::Immutable } else { Freshness::Metadata };
+    let mut req = FetchRequest::new(repo, path, freshness)?;
+    req.negative_statuses = &[404, 410];
+    Ok(req)
+}
+
+impl std::str::FromStr for Unit {
+    type Err = String;
+
+    /// `<branch>/<channel>/<arch>`.
+    fn from_str(key: &str) -> Result<Self, String> {
+        let mut parts = key.splitn(3, '/');
+        match (parts.next(), parts.next(), parts.next()) {
+            (Some(b), Some(c), Some(a)) => Self::new(b, c, a),
+            _ => Err(format!("invalid unit {key:?}: expected <branch>/<channel>/<arch>")),
+        }
     }
 }

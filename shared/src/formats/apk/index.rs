@@ -90,6 +90,31 @@ pub fn split_members(bytes: &[u8]) -> Result<Vec<Vec<u8>>, std::io::Error> {
     Ok(members)
 }
 
+/// Largest APKINDEX text read from an index (Alpine's biggest is a few MiB).
+const MAX_APKINDEX: u64 = 256 << 20;
+
+/// The `APKINDEX` text of a raw index member (a gzip'd tar).
+pub fn index_member_text(member: &[u8]) -> Result<String, std::io::Error> {
+    use std::io::Read;
+    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(member).take(MAX_APKINDEX));
+    for entry in archive.entries()? {
+        let mut entry = entry?;
+        if entry.path_bytes().as_ref() == b"APKINDEX" {
+            let mut text = String::new();
+            entry.read_to_string(&mut text)?;
+            return Ok(text);
+        }
+    }
+    Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "the index holds no APKINDEX"))
+}
+
+/// The `APKINDEX` text of a whole `APKINDEX.tar.gz` (its last member).
+pub fn apkindex_text(index: &[u8]) -> Result<String, std::io::Error> {
+    let members = split_members(index)?;
+    let last = members.last().ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidData, "empty index"))?;
+    index_member_text(last)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -129,6 +154,17 @@ mod tests {
         }
         assert_eq!(found, vec![("DESCRIPTION".into(), "repo v3.20/main".into()), ("APKINDEX".into(), records.into())]);
         assert!(index_tar.ends_with(&[0u8; 1024]), "the index tar keeps its end blocks");
+        assert_eq!(apkindex_text(&out)?, records);
+        // Verified as apk verifies it; another key is refused.
+        let keys = super::super::signing::parse_public_keys(&key.public_pem()?)?;
+        assert_eq!(super::super::signing::verify_index(&out, &keys)?, members[1]);
+        let stranger = ApkKey::generate(super::super::signing::MIN_BITS)?;
+        let other = super::super::signing::parse_public_keys(&stranger.public_pem()?)?;
+        assert!(super::super::signing::verify_index(&out, &other).is_err());
+        let mut tampered = out.clone();
+        let n = tampered.len();
+        tampered[n - 30] ^= 1;
+        assert!(super::super::signing::verify_index(&tampered, &keys).is_err());
         Ok(())
     }
 }

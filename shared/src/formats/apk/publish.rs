@@ -1,5 +1,6 @@
-//! The APK snapshot of one unit (`<branch>/<channel>/<arch>`): `APKINDEX.tar.gz`, its records
-//! read from the rows in keyset pages, signed with the repository's RSA index key.
+//! The APK snapshot of one unit (`<branch>/<channel>/<arch>`): `APKINDEX.tar.gz`, signed with
+//! the repository's RSA index key — for a hosted repository its records read from the rows in
+//! keyset pages, for a group the members' records merged (see `group.rs`).
 
 use std::sync::Arc;
 
@@ -7,7 +8,7 @@ use async_trait::async_trait;
 
 use super::index::signed_index;
 use super::signing::ApkKey;
-use super::{INDEX_FILE, KIND};
+use super::{group, Unit, INDEX_FILE, KIND};
 use crate::db::publication::UnitRecord;
 use crate::publication::{BuildContext, BuildError, Builder};
 use crate::repos::RepoType;
@@ -17,6 +18,10 @@ pub struct ApkBuilder {
     pub page_size: i64,
     /// Where each repository's index key is sealed.
     pub keystore: Arc<KeyStore>,
+    /// Where members' published and proxied indexes are read from (groups).
+    pub blobs: Arc<dyn crate::blobs::BlobStore>,
+    /// Fetches proxy members' upstream indexes (groups).
+    pub proxy: Option<crate::proxy::Proxy>,
 }
 
 #[async_trait]
@@ -31,21 +36,30 @@ impl Builder for ApkBuilder {
             .repository_by_id(unit.repository_id)
             .await?
             .ok_or_else(|| BuildError::Other(format!("repository {} is gone", unit.repository_id)))?;
-        if repo.repo_type != RepoType::Hosted {
-            return Err(BuildError::Other(format!(
-                "{} repository {} has no APK snapshots yet",
-                repo.repo_type, repo.name
-            )));
-        }
         let mut records = String::new();
-        let mut after = 0;
-        loop {
-            let page = db.apk_unit_page(repo.id, &unit.unit_key, after, self.page_size).await?;
-            let Some(last) = page.last() else { break };
-            after = last.id;
-            for p in &page {
-                records.push_str(&p.record);
-                records.push('\n');
+        let mut hidden = Vec::new();
+        match repo.repo_type {
+            RepoType::Hosted => {
+                let mut after = 0;
+                loop {
+                    let page = db.apk_unit_page(repo.id, &unit.unit_key, after, self.page_size).await?;
+                    let Some(last) = page.last() else { break };
+                    after = last.id;
+                    for p in &page {
+                        records.push_str(&p.record);
+                        records.push('\n');
+                    }
+                }
+            }
+            RepoType::Group => {
+                let u: Unit = unit.unit_key.parse().map_err(BuildError::Other)?;
+                let merged = group::merge(db, &*self.blobs, self.proxy.as_ref(), &repo, &u).await?;
+                records = merged.records;
+                hidden.push((group::members_path(&unit.unit_key), merged.members));
+                hidden.push((group::sources_path(&unit.unit_key), group::render_sources(&merged.sources)));
+            }
+            RepoType::Proxy => {
+                return Err(BuildError::Other(format!("proxy repository {} publishes nothing", repo.name)))
             }
         }
         let key = ApkKey::for_repository(db, &self.keystore, repo.id)
@@ -59,6 +73,21 @@ impl Builder for ApkBuilder {
             .await
             .map_err(|e| BuildError::Other(e.to_string()))?
             .map_err(|e| BuildError::Other(e.to_string()))?;
-        ctx.put(&format!("{}/{INDEX_FILE}", unit.unit_key), "application/gzip", &bytes).await
+        ctx.put(&format!("{}/{INDEX_FILE}", unit.unit_key), "application/gzip", &bytes).await?;
+        for (path, text) in hidden {
+            ctx.put(&path, "text/plain; charset=utf-8", text.as_bytes()).await?;
+        }
+        Ok(())
+    }
+
+    async fn after_publish(&self, db: &crate::db::Db, unit: &UnitRecord) -> Result<bool, BuildError> {
+        group::after_member_publish(db, unit).await
+    }
+
+    async fn refresh(&self, db: &crate::db::Db) -> Result<bool, BuildError> {
+        match &self.proxy {
+            Some(proxy) => group::refresh(db, &*self.blobs, proxy).await,
+            None => Ok(false),
+        }
     }
 }

@@ -132,6 +132,69 @@ impl ApkKey {
     }
 }
 
+/// The RSA public keys of a PEM text (one or several `BEGIN PUBLIC KEY` blocks, as in
+/// `/etc/apk/keys/*.rsa.pub`).
+pub fn parse_public_keys(pem: &str) -> Result<Vec<rsa::RsaPublicKey>, KeyError> {
+    use rsa::pkcs8::DecodePublicKey;
+    const END: &str = "-----END PUBLIC KEY-----";
+    let mut keys = Vec::new();
+    let mut rest = pem;
+    while let Some(start) = rest.find("-----BEGIN PUBLIC KEY-----") {
+        let Some(end) = rest[start..].find(END) else { break };
+        let block = &rest[start..start + end + END.len()];
+        keys.push(
+            rsa::RsaPublicKey::from_public_key_pem(block)
+                .map_err(|e| KeyError::Rsa(format!("not an RSA public key in SPKI PEM: {e}")))?,
+        );
+        rest = &rest[start + end + END.len()..];
+    }
+    if keys.is_empty() {
+        return Err(KeyError::Rsa(
+            "no `-----BEGIN PUBLIC KEY-----` block (the key files of /etc/apk/keys/ hold one)".into(),
+        ));
+    }
+    Ok(keys)
+}
+
+/// Checks an `APKINDEX.tar.gz` the way apk does: a `.SIGN.RSA.*` (SHA-1), `.SIGN.RSA256.*` or
+/// `.SIGN.RSA512.*` entry of the signature member must verify over the raw index member with
+/// one of `keys`. Returns the raw index member.
+pub fn verify_index(index: &[u8], keys: &[rsa::RsaPublicKey]) -> Result<Vec<u8>, KeyError> {
+    use std::io::Read;
+    let members =
+        super::index::split_members(index).map_err(|e| KeyError::Rsa(format!("not an APKINDEX.tar.gz: {e}")))?;
+    let [sig_member, index_member] = <[Vec<u8>; 2]>::try_from(members)
+        .map_err(|m| KeyError::Rsa(format!("an APKINDEX.tar.gz has 2 gzip members, this one {}", m.len())))?;
+    let mut tar = Vec::new();
+    flate2::read::GzDecoder::new(&sig_member[..])
+        .take(1 << 20)
+        .read_to_end(&mut tar)
+        .map_err(|e| KeyError::Rsa(format!("the signature member: {e}")))?;
+    let mut archive = tar::Archive::new(&tar[..]);
+    let entries = archive.entries().map_err(|e| KeyError::Rsa(e.to_string()))?;
+    for entry in entries {
+        let mut entry = entry.map_err(|e| KeyError::Rsa(e.to_string()))?;
+        let name = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+        let mut sig = Vec::new();
+        entry.read_to_end(&mut sig).map_err(|e| KeyError::Rsa(e.to_string()))?;
+        let ok =
+            |scheme: Pkcs1v15Sign, digest: &[u8]| keys.iter().any(|k| k.verify(scheme.clone(), digest, &sig).is_ok());
+        let verified = if name.starts_with(".SIGN.RSA256.") {
+            ok(Pkcs1v15Sign::new::<Sha256>(), &Sha256::digest(&index_member))
+        } else if name.starts_with(".SIGN.RSA512.") {
+            ok(Pkcs1v15Sign::new::<sha2::Sha512>(), &sha2::Sha512::digest(&index_member))
+        } else if name.starts_with(".SIGN.RSA.") {
+            ok(Pkcs1v15Sign::new::<Sha1>(), &Sha1::digest(&index_member))
+        } else {
+            false
+        };
+        if verified {
+            return Ok(index_member);
+        }
+    }
+    Err(KeyError::Rsa("no signature in the index verifies with the configured key".into()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
