@@ -348,13 +348,7 @@ mod over_http {
 
     /// Downloads a unit's index and every package it lists from `repo`, and runs the independent
     /// verifier against `key`; returns (index bytes, the verifier's summary, the packages).
-    fn verify(
-        server: &Server,
-        repo: &str,
-        unit: &str,
-        key: &(String, String),
-        dir: &Path,
-    ) -> anyhow::Result<Verified> {
+    fn verify(server: &Server, repo: &str, unit: &str, key: &(String, String), dir: &Path) -> anyhow::Result<Verified> {
         let (s, _, index) = get(server, &format!("/repository/{repo}/{unit}/APKINDEX.tar.gz"))?;
         anyhow::ensure!(s == 200, "{repo} index: {s} {}", String::from_utf8_lossy(&index));
         std::fs::create_dir_all(dir)?;

@@ -27,7 +27,7 @@ fn ar_member(out: &mut Vec<u8>, name: &str, data: &[u8]) {
     }
 }
 
-fn tar_of(files: &[(&str, &[u8])]) -> anyhow::Result<Vec<u8>> {
+pub(crate) fn tar_of(files: &[(&str, &[u8])]) -> anyhow::Result<Vec<u8>> {
     let mut b = tar::Builder::new(Vec::new());
     for (path, body) in files {
         let mut h = tar::Header::new_gnu();

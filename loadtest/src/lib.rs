@@ -7,6 +7,7 @@
 //! runs from just before it is written until the last byte of its body is read. Any status other
 //! than the expected one during a round fails the run: an error page never counts as throughput.
 
+pub mod apk;
 pub mod apt;
 pub mod http;
 
@@ -320,6 +321,18 @@ async fn preflight(
             );
         }
         notes.push(format!("APT release equivalent on every target ({})", ids[0]));
+    } else if file == "APKINDEX.tar.gz" {
+        let sets: Vec<_> = full.iter().map(|b| apk::package_set(b)).collect::<anyhow::Result<_>>()?;
+        for (t, set) in targets.iter().zip(&sets) {
+            anyhow::ensure!(
+                set == &sets[0],
+                "preflight {}: {} lists other packages than {}",
+                scenario.name,
+                t.name,
+                targets[0].name
+            );
+        }
+        notes.push(format!("same APK records on every target ({} packages)", sets[0].len()));
     } else if file.starts_with("Packages") {
         let sets: Vec<_> = full.iter().map(|b| apt::package_set(b, path)).collect::<anyhow::Result<_>>()?;
         for (t, set) in targets.iter().zip(&sets) {

@@ -61,6 +61,20 @@ enum Command {
 
 #[derive(Subcommand)]
 enum Fixture {
+    /// An unsigned apk v2 package with an incompressible payload of --bytes (same arguments,
+    /// same bytes).
+    Apk {
+        #[arg(long)]
+        out: PathBuf,
+        #[arg(long, default_value = "packyard-bench")]
+        name: String,
+        #[arg(long, default_value = "1.0-r0")]
+        version: String,
+        #[arg(long, default_value = "x86_64")]
+        arch: String,
+        #[arg(long, default_value_t = 4 * 1024 * 1024)]
+        bytes: usize,
+    },
     /// A .deb with an uncompressed payload of --bytes (same arguments, same bytes).
     Apt {
         #[arg(long)]
@@ -93,6 +107,10 @@ fn environment() -> serde_json::Value {
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
+        Command::Fixture { format: Fixture::Apk { out, name, version, arch, bytes } } => {
+            std::fs::write(&out, packyard_loadtest::apk::apk(&name, &version, &arch, &apt::filler(42, bytes))?)?;
+            Ok(())
+        }
         Command::Fixture { format: Fixture::Apt { out, name, version, arch, bytes } } => {
             let deb = apt::deb(&name, &version, &arch, &apt::filler(42, bytes))?;
             std::fs::write(&out, deb)?;
