@@ -272,6 +272,40 @@ async fn hosted_apk(backend: packyard_shared::db::Backend) -> anyhow::Result<()>
     let mut text = String::new();
     std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&members[1][..]), &mut text)?;
     assert!(!text.contains("P:hello\n") && text.contains("P:bigpkg\n"), "{text}");
+
+    // Rotation to an imported key (PKCS#1, as `openssl genrsa -traditional` and abuild-keygen
+    // write it): the indexes are re-signed with it, and the old public key stays listed.
+    let pem = std::process::Command::new("openssl").args(["genrsa", "-traditional", "2048"]).output()?;
+    assert!(pem.status.success());
+    let pem = String::from_utf8(pem.stdout)?;
+    assert!(pem.starts_with("-----BEGIN RSA PRIVATE KEY-----"), "{pem}");
+    let signing_key = |body: serde_json::Value| {
+        TestRequest::put().uri("/api/v1/repositories/alpine/signing-key").insert_header(common::admin()).set_json(body)
+    };
+    let r = call(signing_key(serde_json::json!({"private_key": "-----BEGIN RSA PRIVATE KEY-----\nnope\n"}))).await?;
+    assert_eq!(r.status, 400);
+    assert!(r.text.contains("not a usable APK index key"), "{}", r.text);
+    let r = call(signing_key(serde_json::json!({"private_key": pem}))).await?;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let new_name = r.json["key_name"].as_str().unwrap_or_default().to_string();
+    assert_ne!(new_name, key_name);
+    assert_eq!(r.json["previous_key_name"], key_name.as_str());
+    packyard_worker::publisher::Publisher::new(services.clone(), packyard_worker::builders(&services))
+        .with_due(due)
+        .run_until_idle()
+        .await;
+    services.published.invalidate();
+    let r = call(TestRequest::get().uri("/repository/alpine/keys/")).await?;
+    assert_eq!(r.text, format!("{new_name}\n{key_name}\n"));
+    let r = call(TestRequest::get().uri(&format!("/repository/alpine/keys/{new_name}"))).await?;
+    let new_public = r.text;
+    let bytes = atest::call_and_read_body(&app, TestRequest::get().uri(index).to_request()).await;
+    let sig_member = packyard_shared::formats::apk::index::split_members(&bytes)?.remove(0);
+    let mut sig_tar = Vec::new();
+    std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&sig_member[..]), &mut sig_tar)?;
+    assert!(String::from_utf8_lossy(&sig_tar[..100]).starts_with(&format!(".SIGN.RSA.{new_name}")));
+    let keys = packyard_shared::formats::apk::signing::parse_public_keys(&new_public)?;
+    packyard_shared::formats::apk::signing::verify_index(&bytes, &keys)?;
     Ok(())
 }
 on_every_backend!(hosted_apk);

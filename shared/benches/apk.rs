@@ -35,11 +35,15 @@ fn bench(c: &mut Criterion) {
     let file = key.file_name("bench").expect("name");
     g.throughput(Throughput::Elements(1000));
     g.bench_function("signed_index (1000 records, RSA-4096)", |b| {
-        b.iter(|| signed_index("bench v3.20/main/x86_64", std::hint::black_box(&records), &key, &file, 0).expect("index"))
+        b.iter(|| {
+            signed_index("bench v3.20/main/x86_64", std::hint::black_box(&records), &key, &file, 0).expect("index")
+        })
     });
     let index = signed_index("bench", &records, &key, &file, 0).expect("index");
     let keys = parse_public_keys(&key.public_pem().expect("pem")).expect("keys");
-    g.bench_function("verify_index (1000 records)", |b| b.iter(|| verify_index(std::hint::black_box(&index), &keys).expect("verify")));
+    g.bench_function("verify_index (1000 records)", |b| {
+        b.iter(|| verify_index(std::hint::black_box(&index), &keys).expect("verify"))
+    });
     g.finish();
 }
 
