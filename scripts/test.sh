@@ -20,6 +20,7 @@ have redis-cli /usr/bin/redis-cli || need+=(redis-tools)
 have rabbitmq-server /usr/sbin/rabbitmq-server || need+=(rabbitmq-server)
 have go /usr/bin/go || need+=(golang-go)
 have gpg /usr/bin/gpg || need+=(gnupg)
+have openssl /usr/bin/openssl || need+=(openssl)
 have python3 /usr/bin/python3 || need+=(python3 python3-venv)
 if [ ${#need[@]} -gt 0 ]; then
   log "installing ${need[*]}"
