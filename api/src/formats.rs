@@ -172,3 +172,54 @@ pub async fn serve_proxied(
 
 /// Says where a proxied answer came from.
 pub const CACHE_HEADER: &str = "x-packyard-cache";
+
+/// What every format's upload does once the package is stored: audit a new one, wait for its
+/// publication when asked (`?wait=true`, at most 30 s: then 503, the package stays stored), and
+/// answer 201 for a new package or 200 for an identical retry with `body`.
+pub struct Stored<'a> {
+    pub caller: &'a crate::auth::Caller,
+    pub action: &'static str,
+    pub target: String,
+    pub sha256: &'a str,
+    pub created: bool,
+    pub unit_id: i64,
+    pub revision: i64,
+}
+
+pub async fn after_upload(
+    services: &Services,
+    stored: Stored<'_>,
+    wait: bool,
+    body: serde_json::Value,
+) -> Result<HttpResponse, ApiError> {
+    if stored.created {
+        services
+            .security
+            .audit(
+                stored.caller.username(),
+                Some(stored.caller.addr),
+                stored.action,
+                &stored.target,
+                serde_json::json!({"sha256": stored.sha256}),
+            )
+            .await;
+    }
+    if wait && stored.unit_id > 0 {
+        let done = packyard_shared::publication::wait_until_published(
+            &services.db,
+            stored.unit_id,
+            stored.revision,
+            std::time::Duration::from_secs(30),
+        )
+        .await
+        .map_err(|e| ApiError::from(e).plain())?;
+        if !done {
+            return Err(
+                ApiError::new(ErrorCode::ServiceUnavailable, "stored, but not yet published after 30 s").plain()
+            );
+        }
+        services.published.invalidate();
+    }
+    let status = if stored.created { actix_web::http::StatusCode::CREATED } else { actix_web::http::StatusCode::OK };
+    Ok(HttpResponse::build(status).json(body))
+}

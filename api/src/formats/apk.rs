@@ -247,38 +247,24 @@ async fn put(
     hosted_only(repo, "upload to")?;
     let up =
         hosted::upload(&services, repo, &unit, &file, body, access.caller.username()).await.map_err(upload_error)?;
-    if up.created {
-        services
-            .security
-            .audit(
-                access.caller.username(),
-                Some(access.caller.addr),
-                "apk.upload",
-                &format!("{}/{}", repo.name, up.package.path),
-                serde_json::json!({"sha256": up.package.sha256}),
-            )
-            .await;
-    }
-    if q.wait && up.unit_id > 0 {
-        let done = wait_until_published(&services.db, up.unit_id, up.revision, Duration::from_secs(30))
-            .await
-            .map_err(|e| ApiError::from(e).plain())?;
-        if !done {
-            return Err(
-                ApiError::new(ErrorCode::ServiceUnavailable, "stored, but not yet published after 30 s").plain()
-            );
-        }
-        services.published.invalidate();
-    }
-    let status = if up.created { actix_web::http::StatusCode::CREATED } else { actix_web::http::StatusCode::OK };
-    Ok(HttpResponse::build(status).json(serde_json::json!({
+    let stored = super::Stored {
+        caller: &access.caller,
+        action: "apk.upload",
+        target: format!("{}/{}", repo.name, up.package.path),
+        sha256: &up.package.sha256,
+        created: up.created,
+        unit_id: up.unit_id,
+        revision: up.revision,
+    };
+    let body = serde_json::json!({
         "package": up.package.name,
         "version": up.package.version,
         "path": up.package.path,
         "checksum": up.package.checksum,
         "sha256": up.package.sha256,
         "size": up.package.size,
-    })))
+    });
+    super::after_upload(&services, stored, q.wait, body).await
 }
 
 async fn delete(

@@ -2,13 +2,10 @@
 //! `pool/…` (package files, with ranges), `POST /` (upload: raw body or multipart `apt.asset`),
 //! `DELETE pool/…`.
 
-use std::time::Duration;
-
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use futures_util::StreamExt;
 use packyard_shared::formats::apt::hosted::{self, UploadError, KIND};
-use packyard_shared::publication::wait_until_published;
 use packyard_shared::repos::{Format, RepoType, Repository};
 use packyard_shared::services::Services;
 use serde::Deserialize;
@@ -250,31 +247,16 @@ async fn upload(
         .plain());
     }
     let up = store(&services, repo, q.component.as_deref(), &req, body, access.caller.username()).await?;
-    if up.created {
-        services
-            .security
-            .audit(
-                access.caller.username(),
-                Some(access.caller.addr),
-                "apt.upload",
-                &format!("{}/{}", repo.name, up.package.pool_path),
-                serde_json::json!({"sha256": up.package.sha256}),
-            )
-            .await;
-    }
-    if q.wait && up.unit_id > 0 {
-        let done = wait_until_published(&services.db, up.unit_id, up.revision, Duration::from_secs(30))
-            .await
-            .map_err(|e| ApiError::from(e).plain())?;
-        if !done {
-            return Err(
-                ApiError::new(ErrorCode::ServiceUnavailable, "stored, but not yet published after 30 s").plain()
-            );
-        }
-        services.published.invalidate();
-    }
-    let status = if up.created { actix_web::http::StatusCode::CREATED } else { actix_web::http::StatusCode::OK };
-    Ok(HttpResponse::build(status).json(serde_json::json!({
+    let stored = super::Stored {
+        caller: &access.caller,
+        action: "apt.upload",
+        target: format!("{}/{}", repo.name, up.package.pool_path),
+        sha256: &up.package.sha256,
+        created: up.created,
+        unit_id: up.unit_id,
+        revision: up.revision,
+    };
+    let body = serde_json::json!({
         "package": up.package.name,
         "version": up.package.version,
         "architecture": up.package.architecture,
@@ -282,7 +264,8 @@ async fn upload(
         "filename": up.package.pool_path,
         "sha256": up.package.sha256,
         "size": up.package.size,
-    })))
+    });
+    super::after_upload(&services, stored, q.wait, body).await
 }
 
 async fn delete(
