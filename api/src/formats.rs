@@ -10,6 +10,7 @@ use crate::error::{ApiError, ErrorCode};
 
 pub mod apk;
 pub mod apt;
+pub mod go;
 pub mod testformat;
 
 /// Mounts the routes of every format (inside the `/repository/{repo}` scope).
@@ -19,6 +20,8 @@ pub fn configure(cfg: &mut web::ServiceConfig, config: &Config) {
         testformat::configure(cfg);
     }
     apk::configure(cfg);
+    // Last: a module path may have any number of segments.
+    go::configure(cfg);
 }
 
 /// Answers with a published file: `ETag`/`If-None-Match` and `Last-Modified`/`If-Modified-Since`

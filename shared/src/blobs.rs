@@ -213,6 +213,17 @@ pub trait BlobStore: Send + Sync {
         w.finish().await
     }
 
+    /// Reads a part of a blob into memory (e.g. the end of a zip).
+    async fn read_range(&self, digest: &Sha256Hex, range: RangeSpec) -> Result<Bytes, BlobError> {
+        let read = self.open(digest, Some(range)).await?;
+        let mut out = Vec::with_capacity(usize::try_from(read.content_length()).unwrap_or(0));
+        let mut body = read.body;
+        while let Some(chunk) = body.next().await {
+            out.extend_from_slice(&chunk?);
+        }
+        Ok(Bytes::from(out))
+    }
+
     /// Reads a whole blob into memory (for small blobs such as index files).
     async fn read_all(&self, digest: &Sha256Hex) -> Result<Bytes, BlobError> {
         let read = self.open(digest, None).await?;

@@ -2,3 +2,4 @@
 
 pub mod apk;
 pub mod apt;
+pub mod go;

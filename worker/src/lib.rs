@@ -29,4 +29,5 @@ pub fn builders(services: &Services) -> Builders {
             blobs: services.blobs.clone(),
             proxy: Some(services.proxy.clone()),
         }))
+        .with(Arc::new(packyard_shared::formats::go::publish::GoBuilder { page_size: 1_000 }))
 }

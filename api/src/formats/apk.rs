@@ -60,11 +60,22 @@ fn target(req: &HttpRequest, repo: &Repository) -> Result<(Unit, String), ApiErr
     Ok((unit, file))
 }
 
+/// A Go module path can have the shape of an APK file path (`example.com/m/@v/list`): such a
+/// request to a Go repository is Go's.
+fn is_go(repo: &Repository) -> bool {
+    repo.format == Format::Go
+}
+
 async fn get(
     access: RepoAccess<Read>,
     req: HttpRequest,
     services: web::Data<Services>,
+    body: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
+    if is_go(&access.repo) {
+        let action = packyard_shared::security::Action::Read;
+        return super::go::handle(&req, &services, &access.repo, &access.caller, action, body).await;
+    }
     let (unit, file) = target(&req, &access.repo)?;
     serve(&services, &req, &access.repo, &unit, &file, 0).await
 }
@@ -242,6 +253,10 @@ async fn put(
     q: web::Query<UploadQuery>,
     body: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
+    if is_go(&access.repo) {
+        let action = packyard_shared::security::Action::Write;
+        return super::go::handle(&req, &services, &access.repo, &access.caller, action, body).await;
+    }
     let repo = &access.repo;
     let (unit, file) = target(&req, repo)?;
     hosted_only(repo, "upload to")?;

@@ -1,0 +1,249 @@
+//! Go modules end to end: module zips published to the built binary (by module path and the
+//! Nexus-style `PUT <version>.zip`), bad zips refused with nothing stored, and the real `go`
+//! command (`go get`, `go mod download -json`, `go list -m -versions`, `go build`) resolving
+//! them through `GOPROXY`.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::process::{basic, start, status_of, Server};
+use packyard_shared::formats::go::testing::{module_zip, simple_module, ZipFile};
+
+const PW: &str = "go-admin";
+
+fn put(server: &Server, path: &str, bytes: &[u8]) -> anyhow::Result<(u16, String)> {
+    status_of(
+        ureq::put(&format!("{}/repository/gomods/{path}", server.public))
+            .set("Authorization", &basic(PW))
+            .send_bytes(bytes),
+    )
+}
+
+fn get(server: &Server, path: &str) -> anyhow::Result<(u16, String, String)> {
+    match ureq::get(&format!("{}/repository/gomods/{path}", server.public)).call() {
+        Ok(r) => {
+            let ct = r.content_type().to_string();
+            Ok((r.status(), ct, r.into_string()?))
+        }
+        Err(ureq::Error::Status(code, r)) => {
+            let ct = r.content_type().to_string();
+            Ok((code, ct, r.into_string()?))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn files_under(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .map(|rd| rd.filter_map(Result::ok).map(|e| if e.path().is_dir() { files_under(&e.path()) } else { 1 }).sum())
+        .unwrap_or(0)
+}
+
+/// The go command, isolated: its own module cache, build cache and home; this proxy only.
+fn go(dir: &Path, home: &Path, proxy: &str, args: &[&str]) -> anyhow::Result<String> {
+    let out = Command::new("go")
+        .args(args)
+        .current_dir(dir)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("GOPATH", home.join("gopath"))
+        .env("GOMODCACHE", home.join("modcache"))
+        .env("GOCACHE", home.join("gocache"))
+        .env("GOPROXY", proxy)
+        .env("GOTOOLCHAIN", "local")
+        .env("GOFLAGS", "-mod=mod")
+        .env("GONOSUMDB", "example.com")
+        .env("GOSUMDB", "off")
+        .env("GO111MODULE", "on")
+        .env("CGO_ENABLED", "0")
+        .output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "go {args:?} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[test]
+fn hosted_modules_with_the_real_go_command() -> anyhow::Result<()> {
+    if Command::new("go").arg("version").output().is_err() {
+        eprintln!("skipped: no go command (scripts/test.sh installs golang-go)");
+        return Ok(());
+    }
+    let dir = tempfile::tempdir()?;
+    let server = start(
+        dir.path(),
+        &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW), ("PACKYARD_SERVER__MAX_UPLOAD_BYTES", "2097152")],
+    )?;
+    server.wait_ready()?;
+    let (s, text) = status_of(
+        ureq::post(&format!("{}/api/v1/repositories", server.public))
+            .set("Authorization", &basic(PW))
+            .send_json(serde_json::json!({"name": "gomods", "format": "go", "type": "hosted", "anonymous_read": true})),
+    )?;
+    assert_eq!(s, 201, "{text}");
+
+    // Publish: by module path, and Nexus-style with the module taken from the zip.
+    let m = "example.com/hello";
+    for v in ["v1.0.0", "v1.1.0"] {
+        let (s, text) = put(&server, &format!("{m}/@v/{v}.zip"), &simple_module(m, v, &format!("hello {v}"), 0)?)?;
+        assert_eq!(s, 201, "{text}");
+        // Read-your-writes: the list has it when the PUT returns.
+        let (s, _, list) = get(&server, &format!("{m}/@v/list"))?;
+        assert_eq!(s, 200);
+        assert!(list.lines().any(|l| l == v), "{list}");
+    }
+    let (s, text) = put(&server, "v2.0.0.zip", &simple_module("example.com/hello/v2", "v2.0.0", "hello v2", 1 << 20)?)?;
+    assert_eq!(s, 201, "{text}");
+    assert!(text.contains("\"module\":\"example.com/hello/v2\""), "{text}");
+    let (s, text) = put(
+        &server,
+        "example.com/!my!mod/@v/v0.1.0.zip",
+        &simple_module("example.com/MyMod", "v0.1.0", "mixed case", 0)?,
+    )?;
+    assert_eq!(s, 201, "{text}");
+    // An identical retry succeeds; other bytes for the same version are refused.
+    let again = simple_module(m, "v1.0.0", "hello v1.0.0", 0)?;
+    assert_eq!(put(&server, &format!("{m}/@v/v1.0.0.zip"), &again)?.0, 200);
+    let (s, text) = put(&server, &format!("{m}/@v/v1.0.0.zip"), &simple_module(m, "v1.0.0", "changed", 0)?)?;
+    assert_eq!(s, 409, "{text}");
+    assert!(text.contains("a module version never changes"), "{text}");
+
+    // The protocol's reads.
+    assert_eq!(get(&server, &format!("{m}/@v/list"))?, (200, "text/plain".into(), "v1.0.0\nv1.1.0\n".into()));
+    let (s, ct, latest) = get(&server, &format!("{m}/@latest"))?;
+    assert_eq!((s, ct.as_str()), (200, "application/json"));
+    let latest: serde_json::Value = serde_json::from_str(&latest)?;
+    assert_eq!(latest["Version"], "v1.1.0");
+    assert!(latest["Time"].as_str().is_some_and(|t| t.ends_with('Z') && t.len() == 20), "{latest}");
+    let (s, _, info) = get(&server, &format!("{m}/@v/v1.0.0.info"))?;
+    assert_eq!(s, 200);
+    assert_eq!(serde_json::from_str::<serde_json::Value>(&info)?["Version"], "v1.0.0");
+    assert_eq!(get(&server, &format!("{m}/@v/v1.0.0.mod"))?.2, "module example.com/hello\n\ngo 1.19\n");
+    for probe in [
+        "example.com/@v/list",
+        "example.com/hello/sub/@v/list",
+        "example.com/nothere/@latest",
+        "example.com/hello/@v/v9.9.9.info",
+        "example.com/hello/@v/v9.9.9.zip",
+        "sumdb/sum.golang.org/supported",
+        "example.com/Upper/@v/list",
+        "example.com/hello/@v/nonsense",
+    ] {
+        let (s, ct, text) = get(&server, probe)?;
+        assert_eq!((s, ct.as_str()), (404, "text/plain"), "{probe}: {text}");
+    }
+
+    // Bad zips: each refused with a reason, nothing stored.
+    let blobs = dir.path().join("data/blobs/sha256");
+    let stored = files_under(&blobs);
+    let good = |name: &str, content: &str| ZipFile::new(name, content.as_bytes());
+    let cases: Vec<(String, Vec<u8>, u16, &str)> = vec![
+        (
+            format!("{m}/@v/v1.2.0.zip"),
+            module_zip(m, "v1.2.0", &[good("go.mod", "module example.com/hello\n"), good("../escape.go", "x")])?,
+            400,
+            "invalid path element \"..\"",
+        ),
+        (
+            format!("{m}/@v/v1.2.0.zip"),
+            module_zip(m, "v1.2.0", &[good("a.go", "x"), good("A.go", "y")])?,
+            400,
+            "case-insensitive file name collision",
+        ),
+        (
+            format!("{m}/@v/v1.2.0.zip"),
+            module_zip(m, "v1.2.0", &[good("go.mod", "module example.com/other\n")])?,
+            400,
+            "declares module \"example.com/other\"",
+        ),
+        (
+            format!("{m}/@v/v1.2.0.zip"),
+            module_zip(m, "v1.2.0", &[good("sub/go.mod", "module example.com/hello/sub\n")])?,
+            400,
+            "outside the module root",
+        ),
+        (
+            format!("{m}/@v/v1.2.0.zip"),
+            module_zip("example.com/else", "v1.2.0", &[good("a.go", "x")])?,
+            400,
+            "does not have the prefix \"example.com/hello@v1.2.0/\"",
+        ),
+        (format!("{m}/@v/v1.2.zip"), module_zip(m, "v1.2", &[good("a.go", "x")])?, 400, "not canonical"),
+        (
+            format!("{m}/@v/v2.0.0.zip"),
+            module_zip(m, "v2.0.0", &[good("a.go", "x")])?,
+            400,
+            "publish it as example.com/hello/v2",
+        ),
+        (
+            format!("{m}/@v/v1.2.0.zip"),
+            module_zip(m, "v1.2.0", &[ZipFile { symlink: true, ..good("link.go", "a.go") }])?,
+            400,
+            "is a symbolic link",
+        ),
+        (
+            format!("{m}/@v/v1.2.0.zip"),
+            simple_module(m, "v1.2.0", "big", 3 << 20)?,
+            413,
+            "exceeds the limit of 2097152 bytes",
+        ),
+        (format!("{m}/@v/v1.2.0.zip"), b"PK\x03\x04 but not really a zip".to_vec(), 400, "not a zip file"),
+        ("v1.2.0.zip".into(), b"plain text".to_vec(), 400, "not a zip file"),
+    ];
+    for (path, zip, status, needle) in cases {
+        let (s, text) = put(&server, &path, &zip)?;
+        assert_eq!(s, status, "{path} ({needle}): {text}");
+        assert!(text.contains(needle), "{path}: {text:?} lacks {needle:?}");
+    }
+    assert_eq!(files_under(&blobs), stored, "a refused zip left a blob");
+    assert_eq!(get(&server, &format!("{m}/@v/list"))?.2, "v1.0.0\nv1.1.0\n", "nothing refused was listed");
+
+    // The real go command.
+    let home = tempfile::tempdir()?;
+    let app = home.path().join("app");
+    std::fs::create_dir_all(&app)?;
+    let proxy = format!("{}/repository/gomods/", server.public);
+    go(&app, home.path(), &proxy, &["mod", "init", "example.com/app"])?;
+    std::fs::write(
+        app.join("main.go"),
+        "package main\n\nimport (\n\t\"fmt\"\n\n\t\"example.com/MyMod\"\n\t\"example.com/hello\"\n\thellov2 \"example.com/hello/v2\"\n)\n\nfunc main() { fmt.Println(hello.Message(), \"|\", hellov2.Message(), \"|\", mymod.Message()) }\n",
+    )?;
+    go(
+        &app,
+        home.path(),
+        &proxy,
+        &["get", "example.com/hello@v1.0.0", "example.com/hello/v2@v2.0.0", "example.com/MyMod@v0.1.0"],
+    )?;
+    go(&app, home.path(), &proxy, &["get", "example.com/hello"])?;
+    let gomod = std::fs::read_to_string(app.join("go.mod"))?;
+    assert!(gomod.contains("example.com/hello v1.1.0"), "go get took @latest: {gomod}");
+    let versions = go(&app, home.path(), &proxy, &["list", "-m", "-versions", "example.com/hello"])?;
+    assert_eq!(versions.trim(), "example.com/hello v1.0.0 v1.1.0");
+    let dl: serde_json::Value = serde_json::from_str(&go(
+        &app,
+        home.path(),
+        &proxy,
+        &["mod", "download", "-json", "example.com/hello/v2@v2.0.0"],
+    )?)?;
+    assert_eq!((dl["Path"].as_str(), dl["Version"].as_str()), (Some("example.com/hello/v2"), Some("v2.0.0")));
+    assert!(dl["Sum"].as_str().is_some_and(|s| s.starts_with("h1:")), "{dl}");
+    go(&app, home.path(), &proxy, &["build", "-o", "app", "."])?;
+    let run = Command::new(app.join("app")).output()?;
+    assert_eq!(String::from_utf8_lossy(&run.stdout), "hello v1.1.0 | hello v2 | mixed case\n");
+    let sum = std::fs::read_to_string(app.join("go.sum"))?;
+    for line in [
+        "example.com/hello v1.1.0 h1:",
+        "example.com/hello/v2 v2.0.0 h1:",
+        "example.com/MyMod v0.1.0 h1:",
+        "example.com/hello v1.1.0/go.mod h1:",
+    ] {
+        assert!(sum.contains(line), "go.sum lacks {line:?}: {sum}");
+    }
+    Ok(())
+}

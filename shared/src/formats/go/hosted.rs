@@ -1,0 +1,188 @@
+//! Hosted Go: storing an uploaded module zip (streamed into the blob store), checking it with the
+//! go command's zip rules, storing its `.mod`, and recording the version with its projection
+//! change in one transaction. Nothing is kept of a refused upload.
+
+use bytes::Bytes;
+use futures_util::{Stream, StreamExt};
+
+use super::zip::{check_entries, locate, module_of_go_mod, parse_central, tail_len, verify_data, Limits, ZipError};
+use super::KIND;
+use crate::blobs::{BlobError, RangeSpec, StoredBlob};
+use crate::db::go::GoVersion;
+use crate::db::{retry_conflicts, DbError};
+use crate::repos::{Repository, WritePolicy};
+use crate::services::Services;
+
+#[derive(Debug, thiserror::Error)]
+pub enum UploadError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Zip(#[from] ZipError),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    ReadOnly(String),
+    #[error("the upload was interrupted: {0}")]
+    Interrupted(String),
+    #[error(transparent)]
+    Blob(#[from] BlobError),
+    #[error(transparent)]
+    Db(#[from] DbError),
+}
+
+/// What an upload stored.
+#[derive(Debug, Clone)]
+pub struct Uploaded {
+    pub version: GoVersion,
+    /// False for an identical retry.
+    pub created: bool,
+    pub unit_id: i64,
+    pub revision: i64,
+}
+
+/// The zip limits of this server (`server.max_upload_bytes` lowers the zip limit).
+pub fn limits(services: &Services) -> Limits {
+    let d = Limits::default();
+    Limits { max_zip: d.max_zip.min(services.config.server.max_upload_bytes), ..d }
+}
+
+/// Stores a module zip. `expected` is the (module, version) the URL names; without it (the
+/// Nexus-style `PUT <version>.zip`) they come from the zip's root directory.
+pub async fn upload<S, E>(
+    services: &Services,
+    repo: &Repository,
+    expected: Option<(&str, &str)>,
+    mut body: S,
+    uploader: &str,
+) -> Result<Uploaded, UploadError>
+where
+    S: Stream<Item = Result<Bytes, E>> + Unpin,
+    E: std::fmt::Display,
+{
+    if repo.write_policy == WritePolicy::Deny {
+        return Err(UploadError::ReadOnly(format!("repository {} is read-only (write_policy deny)", repo.name)));
+    }
+    let limits = limits(services);
+    let mut writer = services.blobs.writer(limits.max_zip).await?;
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.map_err(|e| UploadError::Interrupted(e.to_string()))?;
+        writer.write(&chunk).await?;
+    }
+    if writer.written() == 0 {
+        return Err(UploadError::Invalid("the upload is empty: send the module zip as the request body".into()));
+    }
+    let zip = writer.finish().await?;
+    let checked = match check(services, &zip, expected, &limits).await {
+        Ok(c) => c,
+        Err(e) => {
+            crate::formats::apt::hosted::discard(services, &zip.sha256, zip.created).await;
+            return Err(e);
+        }
+    };
+    let (module, version, go_mod) = checked;
+    let mod_bytes = match go_mod {
+        Some(bytes) => {
+            let declared = module_of_go_mod(&String::from_utf8_lossy(&bytes));
+            if declared.as_deref() != Some(module.as_str()) {
+                crate::formats::apt::hosted::discard(services, &zip.sha256, zip.created).await;
+                return Err(UploadError::Invalid(format!(
+                    "the zip's go.mod declares module {:?}, not {module:?}",
+                    declared.unwrap_or_default()
+                )));
+            }
+            bytes
+        }
+        None => format!("module {module}\n").into_bytes(),
+    };
+    let db = &services.db;
+    let existing = db.go_version(repo.id, &module, &version).await?;
+    if let Some(old) = &existing {
+        if old.zip_sha256 == zip.sha256.as_str() {
+            let u = db.unit_by_key(repo.id, KIND, &module).await?;
+            let (unit_id, revision) = u.map_or((0, 0), |u| (u.id, u.desired_revision));
+            return Ok(Uploaded { version: old.clone(), created: false, unit_id, revision });
+        }
+        if repo.write_policy == WritePolicy::AllowOnce {
+            return Err(UploadError::Conflict(format!(
+                "{module}@{version} is already in repository {} with different content; a module version never changes (go.sum pins its hash)",
+                repo.name
+            )));
+        }
+    }
+    let stored_mod = services.blobs.put_bytes(&mod_bytes).await?;
+    db.record_blob(&zip.sha256, zip.size).await?;
+    db.record_blob(&stored_mod.sha256, stored_mod.size).await?;
+    let now = crate::db::now_ms();
+    let version = GoVersion {
+        id: 0,
+        repository_id: repo.id,
+        module: module.clone(),
+        version: version.clone(),
+        time_ms: now - now.rem_euclid(1000),
+        mod_sha256: stored_mod.sha256.to_string(),
+        mod_size: i64::try_from(stored_mod.size).unwrap_or(i64::MAX),
+        zip_sha256: zip.sha256.to_string(),
+        zip_size: i64::try_from(zip.size).unwrap_or(i64::MAX),
+    };
+    let replace = existing.is_some();
+    let (unit_id, revision) = retry_conflicts(|| async {
+        let mut tx = db.pool().begin().await?;
+        db.put_go_version(&mut tx, &version, uploader, replace).await?;
+        let change = db.record_change(&mut tx, repo.id, KIND, &module).await?;
+        tx.commit().await?;
+        Ok(change)
+    })
+    .await
+    .map_err(|e| match e {
+        DbError::Conflict(m) => UploadError::Conflict(m),
+        other => UploadError::Db(other),
+    })?;
+    services.wake();
+    Ok(Uploaded { version, created: true, unit_id, revision })
+}
+
+/// Reads the stored zip's central directory (from its end), checks it, then reads it once in
+/// order to check every entry's data; returns the module, version and root go.mod.
+async fn check(
+    services: &Services,
+    zip: &StoredBlob,
+    expected: Option<(&str, &str)>,
+    limits: &Limits,
+) -> Result<(String, String, Option<Vec<u8>>), UploadError> {
+    let blobs = &services.blobs;
+    let tail = blobs.read_range(&zip.sha256, RangeSpec::Suffix(tail_len(zip.size))).await?;
+    let (cd_offset, cd_size, count) = locate(&tail, zip.size)?;
+    if cd_size > 64 << 20 {
+        return Err(ZipError::TooLarge { what: "the central directory".into(), size: cd_size, limit: 64 << 20 }.into());
+    }
+    let cd = if cd_size == 0 {
+        Bytes::new()
+    } else {
+        blobs.read_range(&zip.sha256, RangeSpec::From { start: cd_offset, end: Some(cd_offset + cd_size - 1) }).await?
+    };
+    let entries = parse_central(&cd, count, cd_offset)?;
+    let (module, version) = check_entries(&entries, expected, limits)?;
+    let go_mod_name = format!("{module}@{version}/go.mod");
+    let read = blobs.open(&zip.sha256, None).await?;
+    let reader = tokio_util::io::StreamReader::new(read.body);
+    let go_mod = tokio::task::spawn_blocking(move || {
+        let sync = std::io::BufReader::with_capacity(256 * 1024, tokio_util::io::SyncIoBridge::new(reader));
+        verify_data(sync, &entries, &go_mod_name)
+    })
+    .await
+    .map_err(|e| UploadError::Invalid(format!("cannot read the zip: {e}")))??;
+    Ok((module, version, go_mod))
+}
+
+/// The `.info` of a version.
+pub fn info_json(version: &str, time_ms: i64) -> String {
+    serde_json::json!({"Version": version, "Time": crate::time::rfc3339_ms(time_ms).replace(".000Z", "Z")}).to_string()
+}
+
+/// Checks a URL's module path and version (already case-decoded).
+pub fn check_coordinate(module: &str, version: &str) -> Result<(), UploadError> {
+    super::check_module_path(module).map_err(|e| UploadError::Invalid(e.0))?;
+    super::check_module_version(module, version).map_err(|e| UploadError::Invalid(e.0))?;
+    Ok(())
+}
