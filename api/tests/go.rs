@@ -247,3 +247,120 @@ fn hosted_modules_with_the_real_go_command() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// Creates a module in a fresh scratch home, `go get`s `requires`, builds it and runs it; returns
+/// the program's output and go.sum.
+fn build_app(proxy: &str, requires: &[&str], main: &str) -> anyhow::Result<(String, String, tempfile::TempDir)> {
+    let home = tempfile::tempdir()?;
+    let app = home.path().join("app");
+    std::fs::create_dir_all(&app)?;
+    go(&app, home.path(), proxy, &["mod", "init", "example.com/app"])?;
+    std::fs::write(app.join("main.go"), main)?;
+    let mut args = vec!["get"];
+    args.extend_from_slice(requires);
+    go(&app, home.path(), proxy, &args)?;
+    go(&app, home.path(), proxy, &["build", "-o", "app", "."])?;
+    let run = Command::new(app.join("app")).output()?;
+    let sum = std::fs::read_to_string(app.join("go.sum"))?;
+    Ok((String::from_utf8_lossy(&run.stdout).into_owned(), sum, home))
+}
+
+fn sum_line<'a>(sum: &'a str, prefix: &str) -> &'a str {
+    sum.lines().find(|l| l.starts_with(prefix)).unwrap_or_default()
+}
+
+/// A proxy whose upstream is a second Packyard and a group of a hosted repository and that
+/// proxy: the real go command resolves through both, with the same `h1:` hashes as from the
+/// upstream itself.
+#[test]
+fn proxy_and_group_with_the_real_go_command() -> anyhow::Result<()> {
+    if Command::new("go").arg("version").output().is_err() {
+        eprintln!("skipped: no go command (scripts/test.sh installs golang-go)");
+        return Ok(());
+    }
+    let create = |server: &Server, spec: serde_json::Value| -> anyhow::Result<()> {
+        let (s, text) = status_of(
+            ureq::post(&format!("{}/api/v1/repositories", server.public))
+                .set("Authorization", &basic(PW))
+                .send_json(spec),
+        )?;
+        anyhow::ensure!(s == 201, "{text}");
+        Ok(())
+    };
+    let publish = |server: &Server, repo: &str, module: &str, version: &str, message: &str| -> anyhow::Result<()> {
+        let (s, text) = status_of(
+            ureq::put(&format!(
+                "{}/repository/{repo}/{}/@v/{version}.zip",
+                server.public,
+                packyard_shared::formats::go::escape(module)
+            ))
+            .set("Authorization", &basic(PW))
+            .send_bytes(&simple_module(module, version, message, 0)?),
+        )?;
+        anyhow::ensure!(s == 201, "{module}@{version}: {s} {text}");
+        Ok(())
+    };
+    let up_dir = tempfile::tempdir()?;
+    let upstream = start(up_dir.path(), &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)])?;
+    upstream.wait_ready()?;
+    create(&upstream, serde_json::json!({"name": "gomods", "format": "go", "type": "hosted", "anonymous_read": true}))?;
+    publish(&upstream, "gomods", "example.com/hello", "v1.0.0", "hello v1.0.0")?;
+    publish(&upstream, "gomods", "example.com/hello", "v1.1.0", "hello v1.1.0")?;
+
+    let dir = tempfile::tempdir()?;
+    let server = start(
+        dir.path(),
+        &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW), ("PACKYARD_PROXY__ALLOW_PRIVATE_ADDRESSES", "true")],
+    )?;
+    server.wait_ready()?;
+    create(
+        &server,
+        serde_json::json!({"name": "goproxy", "format": "go", "type": "proxy", "anonymous_read": true,
+            "proxy": {"remote_url": format!("{}/repository/gomods/", upstream.public), "metadata_ttl_secs": 1}}),
+    )?;
+    create(&server, serde_json::json!({"name": "golocal", "format": "go", "type": "hosted", "anonymous_read": true}))?;
+    publish(&server, "golocal", "example.com/local", "v0.1.0", "local")?;
+    publish(&server, "golocal", "example.com/hello", "v1.2.0-rc.1", "hello rc")?;
+    create(
+        &server,
+        serde_json::json!({"name": "goall", "format": "go", "type": "group", "anonymous_read": true,
+            "group": {"members": ["golocal", "goproxy"]}}),
+    )?;
+    let read = |repo: &str, path: &str| -> anyhow::Result<(u16, String)> {
+        match ureq::get(&format!("{}/repository/{repo}/{path}", server.public)).call() {
+            Ok(r) => Ok((r.status(), r.into_string()?)),
+            Err(ureq::Error::Status(code, r)) => Ok((code, r.into_string()?)),
+            Err(e) => Err(e.into()),
+        }
+    };
+    // The group merges the lists and picks @latest over the merge (a release over an rc).
+    assert_eq!(read("goall", "example.com/hello/@v/list")?, (200, "v1.0.0\nv1.1.0\nv1.2.0-rc.1\n".into()));
+    let (s, latest) = read("goall", "example.com/hello/@latest")?;
+    assert_eq!(s, 200);
+    assert_eq!(serde_json::from_str::<serde_json::Value>(&latest)?["Version"], "v1.1.0");
+    assert_eq!(read("goall", "example.com/nothere/@v/list")?.0, 404);
+    assert_eq!(read("goproxy", "example.com/nothere/@v/list")?.0, 404);
+
+    let main = "package main\n\nimport (\n\t\"fmt\"\n\n\t\"example.com/hello\"\n)\n\nfunc main() { fmt.Println(hello.Message()) }\n";
+    let direct = build_app(&format!("{}/repository/gomods/", upstream.public), &["example.com/hello@v1.1.0"], main)?;
+    let proxied = build_app(&format!("{}/repository/goproxy/", server.public), &["example.com/hello@v1.1.0"], main)?;
+    let grouped_main = "package main\n\nimport (\n\t\"fmt\"\n\n\t\"example.com/hello\"\n\t\"example.com/local\"\n)\n\nfunc main() { fmt.Println(hello.Message(), local.Message()) }\n";
+    let grouped = build_app(
+        &format!("{}/repository/goall/", server.public),
+        &["example.com/hello", "example.com/local@v0.1.0"],
+        grouped_main,
+    )?;
+    assert_eq!(direct.0, "hello v1.1.0\n");
+    assert_eq!(proxied.0, "hello v1.1.0\n");
+    assert_eq!(grouped.0, "hello v1.1.0 local\n", "the group's @latest is the upstream's v1.1.0");
+    for prefix in ["example.com/hello v1.1.0 h1:", "example.com/hello v1.1.0/go.mod h1:"] {
+        let want = sum_line(&direct.1, prefix);
+        assert!(!want.is_empty(), "{prefix} missing: {}", direct.1);
+        assert_eq!(sum_line(&proxied.1, prefix), want, "via the proxy");
+        assert_eq!(sum_line(&grouped.1, prefix), want, "via the group");
+    }
+    // The rc is served from the hosted member through the group.
+    let (s, info) = read("goall", "example.com/hello/@v/v1.2.0-rc.1.info")?;
+    assert_eq!(s, 200, "{info}");
+    Ok(())
+}

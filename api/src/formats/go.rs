@@ -7,8 +7,9 @@
 use actix_web::http::Method;
 use actix_web::{web, HttpRequest, HttpResponse};
 use packyard_shared::formats::go::hosted::{self, UploadError};
+use packyard_shared::formats::go::version::{latest, list};
 use packyard_shared::formats::go::zip::ZipError;
-use packyard_shared::formats::go::{unescape, KIND};
+use packyard_shared::formats::go::{escape, unescape, KIND};
 use packyard_shared::repos::{Format, RepoType, Repository};
 use packyard_shared::security::Action;
 use packyard_shared::services::Services;
@@ -97,23 +98,275 @@ async fn read(req: &HttpRequest, services: &Services, repo: &Repository, path: &
         return Err(not_found("this proxy does not serve a checksum database: go verifies against its own (or set GONOSUMDB for private modules)"));
     }
     let request = parse(path).map_err(|e| not_found(format!("not found: {e}")))?;
-    if repo.repo_type != RepoType::Hosted {
-        return Err(not_found(format!("{} repository {} does not serve Go modules yet", repo.repo_type, repo.name)));
+    match repo.repo_type {
+        RepoType::Group => group_read(req, services, repo, &request).await,
+        _ => member_read(req, services, repo, &request)
+            .await?
+            .ok_or_else(|| not_found(format!("not found: {} in repository {}", request.path(), repo.name))),
     }
-    let (module, file) = match &request {
-        Request::List(m) => (m.as_str(), "@v/list".to_string()),
-        Request::Latest(m) => (m.as_str(), "@latest".to_string()),
-        Request::File { module, version, ext: "info" } => (module.as_str(), format!("@v/{version}.info")),
-        Request::File { module, version, ext } => return artifact(req, services, repo, module, version, ext).await,
-    };
-    let found = services
+}
+
+impl Request {
+    fn module(&self) -> &str {
+        match self {
+            Self::List(m) | Self::Latest(m) => m,
+            Self::File { module, .. } => module,
+        }
+    }
+
+    /// The request's path as the protocol writes it (case-encoded).
+    fn path(&self) -> String {
+        match self {
+            Self::List(m) => format!("{}/@v/list", escape(m)),
+            Self::Latest(m) => format!("{}/@latest", escape(m)),
+            Self::File { module, version, ext } => format!("{}/@v/{}.{ext}", escape(module), escape(version)),
+        }
+    }
+
+    fn content_type(&self) -> &'static str {
+        match self {
+            Self::List(_) | Self::File { ext: "mod", .. } => "text/plain; charset=utf-8",
+            Self::Latest(_) | Self::File { ext: "info", .. } => "application/json",
+            Self::File { .. } => "application/zip",
+        }
+    }
+}
+
+/// A hosted or proxy repository's answer, or `None` for "not here" (404/410).
+async fn member_read(
+    req: &HttpRequest,
+    services: &Services,
+    repo: &Repository,
+    request: &Request,
+) -> Result<Option<HttpResponse>, ApiError> {
+    match repo.repo_type {
+        RepoType::Proxy => {
+            let outcome = proxy_fetch(services, repo, request).await?;
+            match outcome {
+                packyard_shared::proxy::Outcome::Missing(..) => Ok(None),
+                found => super::serve_proxied(services, repo, req, &request.path(), found, request.content_type())
+                    .await
+                    .map(Some),
+            }
+        }
+        RepoType::Hosted => {
+            let (module, file) = match request {
+                Request::List(m) => (m.as_str(), "@v/list".to_string()),
+                Request::Latest(m) => (m.as_str(), "@latest".to_string()),
+                Request::File { module, version, ext: "info" } => (module.as_str(), format!("@v/{version}.info")),
+                Request::File { module, version, ext } => {
+                    return artifact(req, services, repo, module, version, ext).await
+                }
+            };
+            Ok(published(services, repo, module, &file).await?.map(|f| super::serve_published(req, f)))
+        }
+        RepoType::Group => Err(ApiError::internal("a nested group is read through group_read").plain()),
+    }
+}
+
+async fn published(
+    services: &Services,
+    repo: &Repository,
+    module: &str,
+    file: &str,
+) -> Result<Option<packyard_shared::publication::cache::ServedFile>, ApiError> {
+    services
         .published
-        .file(&services.db, services.blobs.as_ref(), repo.id, KIND, module, &file)
+        .file(&services.db, services.blobs.as_ref(), repo.id, KIND, module, file)
         .await
-        .map_err(|e| ApiError::internal(e).plain())?;
-    match found {
-        Some(f) => Ok(super::serve_published(req, f)),
-        None => Err(not_found(format!("not found: {module}/{file} in repository {}", repo.name))),
+        .map_err(|e| ApiError::internal(e).plain())
+}
+
+/// A proxy's fetch of a request: `list` and `@latest` are metadata, the rest never changes.
+async fn proxy_fetch(
+    services: &Services,
+    repo: &Repository,
+    request: &Request,
+) -> Result<packyard_shared::proxy::Outcome, ApiError> {
+    use packyard_shared::proxy::{FetchRequest, Freshness};
+    let freshness = match request {
+        Request::List(_) | Request::Latest(_) => Freshness::Metadata,
+        Request::File { .. } => Freshness::Immutable,
+    };
+    let mut fetch = FetchRequest::new(repo, &request.path(), freshness).map_err(super::proxy_error)?;
+    fetch.negative_statuses = &[404, 410];
+    services.proxy.fetch(fetch).await.map_err(super::proxy_error)
+}
+
+/// Deepest group nesting followed.
+const MAX_DEPTH: usize = 8;
+
+/// The text of a member's `list` or `@latest` (`None`: the member does not have the module).
+async fn member_text(
+    services: &Services,
+    repo: &Repository,
+    request: &Request,
+    depth: usize,
+) -> Result<Option<String>, ApiError> {
+    match repo.repo_type {
+        RepoType::Hosted => {
+            let file = if matches!(request, Request::List(_)) { "@v/list" } else { "@latest" };
+            Ok(published(services, repo, request.module(), file)
+                .await?
+                .map(|f| String::from_utf8_lossy(&f.bytes).into_owned()))
+        }
+        RepoType::Proxy => match proxy_fetch(services, repo, request).await? {
+            packyard_shared::proxy::Outcome::Found(entry, _) => {
+                let sha = entry.sha256.unwrap_or_default();
+                let digest = packyard_shared::blobs::Sha256Hex::parse(&sha).map_err(|e| ApiError::from(e).plain())?;
+                let bytes = services.blobs.read_all(&digest).await.map_err(|e| ApiError::from(e).plain())?;
+                Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
+            }
+            packyard_shared::proxy::Outcome::Missing(..) => Ok(None),
+        },
+        RepoType::Group => {
+            if depth >= MAX_DEPTH {
+                return Err(ApiError::internal(format!("group {} nests deeper than {MAX_DEPTH}", repo.name)).plain());
+            }
+            let merged = Box::pin(merged_versions(services, repo, request.module(), depth + 1)).await?;
+            match (request, merged) {
+                (Request::List(_), Some(merged)) => Ok(Some(list(merged.iter().map(String::as_str)))),
+                (Request::List(_), None) => Ok(None),
+                (_, merged) => {
+                    let merged = merged.unwrap_or_default();
+                    Ok(Box::pin(group_latest_info(services, repo, request.module(), &merged, depth + 1)).await?)
+                }
+            }
+        }
+    }
+}
+
+/// Every version the group's members list for `module`, or `None` when no member knows the
+/// module. A member's failure is the group's: it never falls through to the next member.
+async fn merged_versions(
+    services: &Services,
+    group: &Repository,
+    module: &str,
+    depth: usize,
+) -> Result<Option<Vec<String>>, ApiError> {
+    let mut all: Option<Vec<String>> = None;
+    for member in members(services, group).await? {
+        if let Some(text) = member_text(services, &member, &Request::List(module.to_string()), depth).await? {
+            all.get_or_insert_with(Vec::new)
+                .extend(text.lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_string));
+        }
+    }
+    Ok(all)
+}
+
+/// The group's `@latest`: the latest listed version's `.info` from the first member that has it;
+/// when no member lists a version, the highest of the members' own `@latest`.
+async fn group_latest_info(
+    services: &Services,
+    group: &Repository,
+    module: &str,
+    listed: &[String],
+    depth: usize,
+) -> Result<Option<String>, ApiError> {
+    let mut candidates: Vec<(String, String)> = Vec::new();
+    if let Some(v) = latest(listed.iter().map(String::as_str)) {
+        let info = Request::File { module: module.to_string(), version: v.to_string(), ext: "info" };
+        for member in members(services, group).await? {
+            if let Some(text) = member_info(services, &member, &info, depth).await? {
+                return Ok(Some(text));
+            }
+        }
+    }
+    for member in members(services, group).await? {
+        if let Some(text) = member_text(services, &member, &Request::Latest(module.to_string()), depth).await? {
+            let version = serde_json::from_str::<serde_json::Value>(&text)
+                .ok()
+                .and_then(|v| v["Version"].as_str().map(str::to_string));
+            if let Some(version) = version {
+                candidates.push((version, text));
+            }
+        }
+    }
+    let best = latest(candidates.iter().map(|(v, _)| v.as_str())).map(str::to_string);
+    Ok(best.and_then(|b| candidates.into_iter().find(|(v, _)| *v == b).map(|(_, t)| t)))
+}
+
+/// A member's `.info` text for a version.
+async fn member_info(
+    services: &Services,
+    member: &Repository,
+    info: &Request,
+    depth: usize,
+) -> Result<Option<String>, ApiError> {
+    let Request::File { module, version, .. } = info else { return Ok(None) };
+    match member.repo_type {
+        RepoType::Hosted => Ok(published(services, member, module, &format!("@v/{version}.info"))
+            .await?
+            .map(|f| String::from_utf8_lossy(&f.bytes).into_owned())),
+        RepoType::Proxy => match proxy_fetch(services, member, info).await? {
+            packyard_shared::proxy::Outcome::Found(entry, _) => {
+                let digest = packyard_shared::blobs::Sha256Hex::parse(entry.sha256.as_deref().unwrap_or_default())
+                    .map_err(|e| ApiError::from(e).plain())?;
+                let bytes = services.blobs.read_all(&digest).await.map_err(|e| ApiError::from(e).plain())?;
+                Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
+            }
+            packyard_shared::proxy::Outcome::Missing(..) => Ok(None),
+        },
+        RepoType::Group => {
+            for m in members(services, member).await? {
+                if depth < MAX_DEPTH {
+                    if let Some(t) = Box::pin(member_info(services, &m, info, depth + 1)).await? {
+                        return Ok(Some(t));
+                    }
+                }
+            }
+            Ok(None)
+        }
+    }
+}
+
+/// A group's Go members, in order.
+async fn members(services: &Services, group: &Repository) -> Result<Vec<std::sync::Arc<Repository>>, ApiError> {
+    let mut out = Vec::with_capacity(group.members.len());
+    for name in &group.members {
+        if let Some(m) = services.security.repository(name).await.map_err(|e| ApiError::from(e).plain())? {
+            if m.format == Format::Go {
+                out.push(m);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A group: `list` merged, de-duplicated and sorted; `@latest` over the merge; a concrete file
+/// from the first member that has it.
+async fn group_read(
+    req: &HttpRequest,
+    services: &Services,
+    group: &Repository,
+    request: &Request,
+) -> Result<HttpResponse, ApiError> {
+    let missing = || not_found(format!("not found: {} in repository {}", request.path(), group.name));
+    match request {
+        Request::List(_) | Request::Latest(_) => {
+            let text = member_text(services, group, request, 0).await?.ok_or_else(missing)?;
+            if matches!(request, Request::Latest(_)) && text.is_empty() {
+                return Err(missing());
+            }
+            Ok(HttpResponse::Ok().content_type(request.content_type()).body(text))
+        }
+        Request::File { .. } => {
+            for member in members(services, group).await? {
+                let found = if member.repo_type == RepoType::Group {
+                    match Box::pin(group_read(req, services, &member, request)).await {
+                        Ok(r) => Some(r),
+                        Err(e) if e.code == ErrorCode::NotFound => None,
+                        Err(e) => return Err(e),
+                    }
+                } else {
+                    member_read(req, services, &member, request).await?
+                };
+                if let Some(r) = found {
+                    return Ok(r);
+                }
+            }
+            Err(missing())
+        }
     }
 }
 
@@ -125,18 +378,15 @@ async fn artifact(
     module: &str,
     version: &str,
     ext: &str,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<Option<HttpResponse>, ApiError> {
     let key = format!("{module}/@v/{version}.{ext}");
     let (sha256, size) = match services.published.artifact(repo.id, &key) {
         Some(found) => found,
         None => {
             let epoch = services.published.epoch();
-            let v = services
-                .db
-                .go_version(repo.id, module, version)
-                .await
-                .map_err(|e| ApiError::from(e).plain())?
-                .ok_or_else(|| not_found(format!("not found: {module}@{version} in repository {}", repo.name)))?;
+            let found =
+                services.db.go_version(repo.id, module, version).await.map_err(|e| ApiError::from(e).plain())?;
+            let Some(v) = found else { return Ok(None) };
             let (m, z) = (format!("{module}/@v/{version}.mod"), format!("{module}/@v/{version}.zip"));
             services.published.put_artifact(epoch, repo.id, &m, &v.mod_sha256, v.mod_size);
             services.published.put_artifact(epoch, repo.id, &z, &v.zip_sha256, v.zip_size);
@@ -148,7 +398,9 @@ async fn artifact(
         }
     };
     let content_type = if ext == "mod" { "text/plain; charset=utf-8" } else { "application/zip" };
-    super::serve_blob(req, services.blobs.as_ref(), &sha256, content_type, None, u64::try_from(size).ok(), &[]).await
+    super::serve_blob(req, services.blobs.as_ref(), &sha256, content_type, None, u64::try_from(size).ok(), &[])
+        .await
+        .map(Some)
 }
 
 fn upload_error(e: UploadError) -> ApiError {
