@@ -3,6 +3,7 @@
 //! command (`go get`, `go mod download -json`, `go list -m -versions`, `go build`) resolving
 //! them through `GOPROXY`.
 
+#[macro_use]
 mod common;
 
 use std::path::Path;
@@ -364,3 +365,81 @@ fn proxy_and_group_with_the_real_go_command() -> anyhow::Result<()> {
     assert_eq!(s, 200, "{info}");
     Ok(())
 }
+
+/// Publication and reads through the actix service on every backend: read-your-writes, warmed
+/// `list`/`@latest`/`.info` and `.mod`/`.zip` reads without a database query, conflicts.
+async fn hosted_go(backend: packyard_shared::db::Backend) -> anyhow::Result<()> {
+    use actix_web::test::{self as atest, TestRequest};
+    let Some(t) = packyard_shared::testing::TestDb::fresh(backend).await? else { return Ok(()) };
+    let services = common::services(&t).await?;
+    let app = atest::init_service(packyard_api::app::public_app(services.clone())).await;
+    let r = common::call(
+        &app,
+        TestRequest::post()
+            .uri("/api/v1/repositories")
+            .insert_header(common::admin())
+            .set_json(serde_json::json!({"name": "gomods", "format": "go", "type": "hosted", "anonymous_read": true})),
+    )
+    .await?;
+    assert_eq!(r.status, 201, "{}", r.text);
+    // The embedded worker publishes the projection the PUT waits for.
+    let worker = {
+        let s = services.clone();
+        let due = packyard_shared::db::publication::Due { debounce_ms: 0, max_delay_ms: 0 };
+        tokio::spawn(async move {
+            loop {
+                packyard_worker::publisher::Publisher::new(s.clone(), packyard_worker::builders(&s))
+                    .with_due(due)
+                    .run_until_idle()
+                    .await;
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        })
+    };
+    let zip = simple_module("example.com/a/b", "v0.3.0", "ab", 0)?;
+    let r = common::call(
+        &app,
+        TestRequest::put()
+            .uri("/repository/gomods/example.com/a/b/@v/v0.3.0.zip")
+            .insert_header(common::admin())
+            .set_payload(zip.clone()),
+    )
+    .await?;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let other = simple_module("example.com/a/b", "v0.3.0", "other", 0)?;
+    let r = common::call(
+        &app,
+        TestRequest::put()
+            .uri("/repository/gomods/example.com/a/b/@v/v0.3.0.zip")
+            .insert_header(common::admin())
+            .set_payload(other),
+    )
+    .await?;
+    assert_eq!(r.status, 409, "{}", r.text);
+    worker.abort();
+    let paths = [
+        "/repository/gomods/example.com/a/b/@v/list",
+        "/repository/gomods/example.com/a/b/@latest",
+        "/repository/gomods/example.com/a/b/@v/v0.3.0.info",
+        "/repository/gomods/example.com/a/b/@v/v0.3.0.mod",
+        "/repository/gomods/example.com/a/b/@v/v0.3.0.zip",
+    ];
+    for p in paths {
+        let r = common::call(&app, TestRequest::get().uri(p)).await?;
+        assert_eq!(r.status, 200, "{p}: {}", r.text);
+    }
+    let body = atest::call_and_read_body(&app, TestRequest::get().uri(paths[4]).to_request()).await;
+    assert_eq!(&body[..], &zip[..]);
+    let before = t.metrics.db_queries();
+    for _ in 0..3 {
+        for p in paths {
+            let r = common::call(&app, TestRequest::get().uri(p)).await?;
+            assert_eq!(r.status, 200, "{p}");
+        }
+    }
+    assert_eq!(t.metrics.db_queries() - before, 0, "warmed Go reads ran database queries");
+    let r = common::call(&app, TestRequest::get().uri(paths[0])).await?;
+    assert_eq!(r.text, "v0.3.0\n");
+    Ok(())
+}
+on_every_backend!(hosted_go);
