@@ -112,6 +112,19 @@ fn the_runner_measures_a_real_server() -> anyhow::Result<()> {
         .map(|e| e.to_string())
         .unwrap_or_default();
     assert!(err.contains("debs answered 404 to GET dists/nope/InRelease"), "{err}");
+
+    // Go: module publishes (the runner's generated zips pass the server's checks) and reads.
+    let (s, body) = status_of(
+        ureq::post(&format!("{}/api/v1/repositories", server.public))
+            .set("Authorization", &basic(PW))
+            .send_json(serde_json::json!({"name": "gomods", "format": "go", "type": "hosted"})),
+    )?;
+    assert_eq!(s, 201, "{body}");
+    let go_target = vec![target("gomods", "gomods")?];
+    let r = rt.block_on(run_scenario(&Scenario::parse("upload:go")?, &go_target, &opts()))?;
+    let t = &r.targets[0];
+    assert!(t.rounds.iter().all(|f| f.requests >= 40), "{:?}", t.rounds);
+    assert!(t.visible_ms.is_some_and(|v| v >= 0.0));
     assert!(server.terminate()?.success());
     Ok(())
 }

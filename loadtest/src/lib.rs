@@ -9,6 +9,7 @@
 
 pub mod apk;
 pub mod apt;
+pub mod go;
 pub mod http;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -47,6 +48,14 @@ pub enum Kind {
     Range,
     /// POST of distinct generated `.deb` files to the target's root, expecting 201.
     UploadApt,
+    /// PUT of distinct generated module zips to `<module>/@v/<version>.zip`, expecting 201.
+    UploadGo,
+}
+
+impl Kind {
+    pub fn is_upload(self) -> bool {
+        matches!(self, Self::UploadApt | Self::UploadGo)
+    }
 }
 
 /// `get:PATH`, `head:PATH`, `cond:PATH`, `range:PATH` (PATH relative to each target's URL), or
@@ -67,10 +76,13 @@ impl Scenario {
             "cond" => Kind::Cond,
             "range" => Kind::Range,
             "upload" if path == "apt" => Kind::UploadApt,
-            _ => anyhow::bail!("scenario {s:?}: kinds are get, head, cond, range (with a path) and upload:apt"),
+            "upload" if path == "go" => Kind::UploadGo,
+            _ => anyhow::bail!(
+                "scenario {s:?}: kinds are get, head, cond, range (with a path), upload:apt and upload:go"
+            ),
         };
-        let path = if kind == Kind::UploadApt { String::new() } else { path.trim_start_matches('/').to_string() };
-        anyhow::ensure!(kind == Kind::UploadApt || !path.is_empty(), "scenario {s:?} has no path");
+        let path = if kind.is_upload() { String::new() } else { path.trim_start_matches('/').to_string() };
+        anyhow::ensure!(kind.is_upload() || !path.is_empty(), "scenario {s:?} has no path");
         Ok(Self { name: s.to_string(), kind, path })
     }
 
@@ -79,7 +91,7 @@ impl Scenario {
             Kind::Get | Kind::Head => 200,
             Kind::Cond => 304,
             Kind::Range => 206,
-            Kind::UploadApt => 201,
+            Kind::UploadApt | Kind::UploadGo => 201,
         }
     }
 }
@@ -210,11 +222,11 @@ async fn preflight(
 ) -> anyhow::Result<(Vec<Request>, Vec<String>)> {
     let mut notes = Vec::new();
     let mut prepared = Vec::new();
-    if scenario.kind == Kind::UploadApt {
+    if scenario.kind.is_upload() {
         for (i, t) in targets.iter().enumerate() {
             let endpoint = Endpoint::parse(&t.url)?;
             let run = format!("pf{}x{}", std::process::id(), run_nonce());
-            let mut req = upload_request(opts, &run, i, &apt::filler(1, 1024))?;
+            let mut req = upload_request(opts, scenario.kind, &run, i, &apt::filler(1, 1024))?;
             let resp = one(&endpoint, &req.0).await?;
             anyhow::ensure!(
                 resp.status == 201,
@@ -224,11 +236,11 @@ async fn preflight(
                 resp.status,
                 String::from_utf8_lossy(&resp.body)
             );
-            wait_visible(&endpoint, &opts.visible_in, &[req.1.clone()], Duration::from_secs(30)).await?;
+            wait_visible(&endpoint, &[req.1.clone()], Duration::from_secs(30)).await?;
             req.0.body = None;
             prepared.push(req.0);
         }
-        notes.push(format!("every target accepted an upload (201) and published it in {}", opts.visible_in));
+        notes.push("every target accepted an upload (201) and published it".to_string());
         return Ok((prepared, notes));
     }
     let mut full: Vec<Vec<u8>> = Vec::new();
@@ -245,7 +257,7 @@ async fn preflight(
         );
         let mut request = get(&scenario.path);
         match scenario.kind {
-            Kind::Get | Kind::UploadApt => {}
+            Kind::Get | Kind::UploadApt | Kind::UploadGo => {}
             Kind::Head => {
                 request.method = "HEAD";
                 let head = one(&endpoint, &request).await?;
@@ -362,32 +374,64 @@ async fn preflight(
     Ok((prepared, notes))
 }
 
-/// A POST of one distinct `.deb` (name from `run` and `i`); returns it and the package name.
-fn upload_request(opts: &Options, run: &str, i: usize, payload: &[u8]) -> anyhow::Result<(Request, String)> {
-    let name = format!("loadtest-{run}-{i}");
-    let mut body = apt::deb(&name, "1.0", "amd64", payload)?;
-    body.shrink_to_fit();
-    let mut headers = vec![("Content-Type".to_string(), "application/vnd.debian.binary-package".to_string())];
+/// Where an upload must show up: `needle` in the body of `index`.
+#[derive(Debug, Clone)]
+pub struct Visible {
+    pub index: String,
+    pub needle: String,
+}
+
+/// One distinct upload (named from `run` and `i`): a POSTed `.deb`, or a module zip PUT to
+/// `example.com/loadtest/<run>/@v/v1.0.<i>.zip`; and where it must become visible.
+fn upload_request(
+    opts: &Options,
+    kind: Kind,
+    run: &str,
+    i: usize,
+    payload: &[u8],
+) -> anyhow::Result<(Request, Visible)> {
+    let mut headers = Vec::new();
     if let Some(a) = &opts.auth {
         headers.push(("Authorization".into(), basic(a)));
     }
-    Ok((Request { method: "POST", path: String::new(), headers, body: Some(Arc::new(body)) }, name))
+    if kind == Kind::UploadGo {
+        let module = format!("example.com/loadtest/{run}");
+        let version = format!("v1.0.{i}");
+        let mut body = go::module_zip(&module, &version, payload)?;
+        body.shrink_to_fit();
+        headers.push(("Content-Type".to_string(), "application/zip".to_string()));
+        let path = format!("{module}/@v/{version}.zip");
+        let visible = Visible { index: format!("{module}/@v/list"), needle: format!("{version}\n") };
+        return Ok((Request { method: "PUT", path, headers, body: Some(Arc::new(body)) }, visible));
+    }
+    let name = format!("loadtest-{run}-{i}");
+    let mut body = apt::deb(&name, "1.0", "amd64", payload)?;
+    body.shrink_to_fit();
+    headers.push(("Content-Type".to_string(), "application/vnd.debian.binary-package".to_string()));
+    let visible = Visible { index: opts.visible_in.clone(), needle: format!("Package: {name}\n") };
+    Ok((Request { method: "POST", path: String::new(), headers, body: Some(Arc::new(body)) }, visible))
 }
 
-async fn wait_visible(endpoint: &Endpoint, index: &str, names: &[String], limit: Duration) -> anyhow::Result<Duration> {
+async fn wait_visible(endpoint: &Endpoint, wanted: &[Visible], limit: Duration) -> anyhow::Result<Duration> {
     let started = Instant::now();
     let mut conn = Conn::new(endpoint.clone());
-    loop {
-        let r = conn.send(&get(index), true).await?;
-        if r.status == 200 {
-            let text = String::from_utf8_lossy(&r.body);
-            if names.iter().all(|n| text.contains(&format!("Package: {n}\n"))) {
-                return Ok(started.elapsed());
+    let mut indexes: Vec<&str> = wanted.iter().map(|w| w.index.as_str()).collect();
+    indexes.sort_unstable();
+    indexes.dedup();
+    for index in indexes {
+        loop {
+            let r = conn.send(&get(index), true).await?;
+            if r.status == 200 {
+                let text = String::from_utf8_lossy(&r.body);
+                if wanted.iter().filter(|w| w.index == index).all(|w| text.contains(&w.needle)) {
+                    break;
+                }
             }
+            anyhow::ensure!(started.elapsed() < limit, "uploads not in {index} after {limit:?}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        anyhow::ensure!(started.elapsed() < limit, "uploaded packages not in {index} after {limit:?}");
-        tokio::time::sleep(Duration::from_millis(5)).await;
     }
+    Ok(started.elapsed())
 }
 
 /// Sends `n` requests (or until `min_time` too) from `concurrency` workers.
@@ -398,8 +442,8 @@ async fn drive(
     n: usize,
     concurrency: usize,
     min_time: Duration,
-    upload: Option<(&Options, String)>,
-) -> anyhow::Result<(Figures, Vec<String>)> {
+    upload: Option<(&Options, Kind, String)>,
+) -> anyhow::Result<(Figures, Vec<Visible>)> {
     let next = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
     let mut tasks = Vec::new();
@@ -407,21 +451,21 @@ async fn drive(
         let endpoint = endpoint.clone();
         let template = template.clone();
         let next = next.clone();
-        let upload = upload.as_ref().map(|(o, run)| ((*o).clone(), run.clone()));
+        let upload = upload.as_ref().map(|(o, k, run)| ((*o).clone(), *k, run.clone()));
         tasks.push(tokio::spawn(async move {
             let mut conn = Conn::new(endpoint);
             let mut lat = Vec::new();
             let mut bytes = 0u64;
             let mut names = Vec::new();
-            let payload = upload.as_ref().map(|(o, _)| apt::filler(w as u64 + 11, o.upload_bytes));
+            let payload = upload.as_ref().map(|(o, _, _)| apt::filler(w as u64 + 11, o.upload_bytes));
             loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 if i >= n && started.elapsed() >= min_time {
                     break;
                 }
                 let req = match (&upload, &payload) {
-                    (Some((o, run)), Some(p)) => {
-                        let (r, name) = upload_request(o, run, i, p)?;
+                    (Some((o, kind, run)), Some(p)) => {
+                        let (r, name) = upload_request(o, *kind, run, i, p)?;
                         names.push(name);
                         r
                     }
@@ -491,14 +535,14 @@ pub async fn run_scenario(scenario: &Scenario, targets: &[Target], opts: &Option
     let expected = scenario.expected_status();
     let endpoints: Vec<Endpoint> = targets.iter().map(|t| Endpoint::parse(&t.url)).collect::<anyhow::Result<_>>()?;
     let run_id = format!("{}x{}", std::process::id(), run_nonce());
-    let upload = scenario.kind == Kind::UploadApt;
+    let upload = scenario.kind.is_upload();
     for (i, e) in endpoints.iter().enumerate() {
         let (n, time) = if upload {
             (opts.upload_warmup, Duration::ZERO)
         } else {
             (opts.warmup_requests, Duration::from_secs_f64(opts.warmup_seconds))
         };
-        let up = upload.then(|| (opts, format!("w{run_id}t{i}")));
+        let up = upload.then(|| (opts, scenario.kind, format!("w{run_id}t{i}")));
         drive(e, &prepared[i], expected, n, opts.concurrency, time, up).await?;
     }
     let mut rounds: Vec<Vec<Figures>> = vec![Vec::new(); targets.len()];
@@ -507,12 +551,12 @@ pub async fn run_scenario(scenario: &Scenario, targets: &[Target], opts: &Option
         let order: Vec<usize> =
             if r % 2 == 0 { (0..targets.len()).collect() } else { (0..targets.len()).rev().collect() };
         for i in order {
-            let up = upload.then(|| (opts, format!("r{run_id}t{i}r{r}")));
+            let up = upload.then(|| (opts, scenario.kind, format!("r{run_id}t{i}r{r}")));
             let (fig, names) =
                 drive(&endpoints[i], &prepared[i], expected, opts.requests, opts.concurrency, Duration::ZERO, up)
                     .await?;
             if upload {
-                let v = wait_visible(&endpoints[i], &opts.visible_in, &names, Duration::from_secs(60)).await?;
+                let v = wait_visible(&endpoints[i], &names, Duration::from_secs(60)).await?;
                 visible[i].push(v.as_secs_f64() * 1000.0);
             }
             rounds[i].push(fig);

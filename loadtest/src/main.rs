@@ -61,6 +61,18 @@ enum Command {
 
 #[derive(Subcommand)]
 enum Fixture {
+    /// A module zip with go.mod and an incompressible payload of --bytes (same arguments, same
+    /// bytes).
+    Go {
+        #[arg(long)]
+        out: PathBuf,
+        #[arg(long, default_value = "example.com/bench")]
+        module: String,
+        #[arg(long, default_value = "v1.0.0")]
+        version: String,
+        #[arg(long, default_value_t = 1024 * 1024)]
+        bytes: usize,
+    },
     /// An unsigned apk v2 package with an incompressible payload of --bytes (same arguments,
     /// same bytes).
     Apk {
@@ -107,6 +119,10 @@ fn environment() -> serde_json::Value {
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
+        Command::Fixture { format: Fixture::Go { out, module, version, bytes } } => {
+            std::fs::write(&out, packyard_loadtest::go::module_zip(&module, &version, &apt::filler(42, bytes))?)?;
+            Ok(())
+        }
         Command::Fixture { format: Fixture::Apk { out, name, version, arch, bytes } } => {
             std::fs::write(&out, packyard_loadtest::apk::apk(&name, &version, &arch, &apt::filler(42, bytes))?)?;
             Ok(())

@@ -24,7 +24,12 @@ fn bench(c: &mut Criterion) {
     g.throughput(Throughput::Bytes(one_mib.len() as u64));
     g.bench_function("check (1 MiB payload, stored)", |b| b.iter(|| check(std::hint::black_box(&one_mib))));
     let files: Vec<ZipFile> = (0..500)
-        .map(|i| ZipFile::new(&format!("pkg{}/file{i}.go", i % 20), format!("package pkg\n\n// File {i}.\nvar X{i} = {i}\n").repeat(20).as_bytes()))
+        .map(|i| {
+            ZipFile::new(
+                &format!("pkg{}/file{i}.go", i % 20),
+                format!("package pkg\n\n// File {i}.\nvar X{i} = {i}\n").repeat(20).as_bytes(),
+            )
+        })
         .chain(std::iter::once(ZipFile::new("go.mod", b"module example.com/many\n")))
         .collect();
     let many = module_zip("example.com/many", "v1.0.0", &files).expect("zip");
