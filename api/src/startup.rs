@@ -45,8 +45,16 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     let public_addr = public_listener.local_addr()?;
     let management_addr = management_listener.local_addr()?;
     let s = services.clone();
-    let mut public =
-        HttpServer::new(move || crate::app::public_app(s.clone())).disable_signals().shutdown_timeout(timeout);
+    // TCP_NODELAY: the last segment of a response must not wait for the client's delayed ACK
+    // (a 1 MiB Go zip had a 43 ms p95 from exactly that stall).
+    let mut public = HttpServer::new(move || crate::app::public_app(s.clone()))
+        .on_connect(|conn, _| {
+            if let Some(tcp) = conn.downcast_ref::<actix_web::rt::net::TcpStream>() {
+                let _ = tcp.set_nodelay(true);
+            }
+        })
+        .disable_signals()
+        .shutdown_timeout(timeout);
     if cfg.server.workers > 0 {
         public = public.workers(cfg.server.workers);
     }

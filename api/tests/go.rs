@@ -249,9 +249,19 @@ fn hosted_modules_with_the_real_go_command() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Creates a module in a fresh scratch home, `go get`s `requires`, builds it and runs it; returns
-/// the program's output and go.sum.
-fn build_app(proxy: &str, requires: &[&str], main: &str) -> anyhow::Result<(String, String, tempfile::TempDir)> {
+/// What [`build_app`] saw.
+struct Built {
+    output: String,
+    sum: String,
+    /// `go list -m -versions example.com/hello`.
+    versions: String,
+    /// `go mod download -json example.com/hello/v2@v2.0.0`.
+    download: serde_json::Value,
+}
+
+/// Creates a module in a fresh scratch home, `go get`s `requires`, downloads and lists
+/// `example.com/hello`, builds the program and runs it.
+fn build_app(proxy: &str, requires: &[&str], main: &str) -> anyhow::Result<Built> {
     let home = tempfile::tempdir()?;
     let app = home.path().join("app");
     std::fs::create_dir_all(&app)?;
@@ -260,10 +270,12 @@ fn build_app(proxy: &str, requires: &[&str], main: &str) -> anyhow::Result<(Stri
     let mut args = vec!["get"];
     args.extend_from_slice(requires);
     go(&app, home.path(), proxy, &args)?;
+    let download = serde_json::from_str(&go(&app, home.path(), proxy, &["mod", "download", "-json", "example.com/hello/v2@v2.0.0"])?)?;
+    let versions = go(&app, home.path(), proxy, &["list", "-m", "-versions", "example.com/hello"])?.trim().to_string();
     go(&app, home.path(), proxy, &["build", "-o", "app", "."])?;
     let run = Command::new(app.join("app")).output()?;
     let sum = std::fs::read_to_string(app.join("go.sum"))?;
-    Ok((String::from_utf8_lossy(&run.stdout).into_owned(), sum, home))
+    Ok(Built { output: String::from_utf8_lossy(&run.stdout).into_owned(), sum, versions, download })
 }
 
 fn sum_line<'a>(sum: &'a str, prefix: &str) -> &'a str {
@@ -307,6 +319,9 @@ fn proxy_and_group_with_the_real_go_command() -> anyhow::Result<()> {
     create(&upstream, serde_json::json!({"name": "gomods", "format": "go", "type": "hosted", "anonymous_read": true}))?;
     publish(&upstream, "gomods", "example.com/hello", "v1.0.0", "hello v1.0.0")?;
     publish(&upstream, "gomods", "example.com/hello", "v1.1.0", "hello v1.1.0")?;
+    publish(&upstream, "gomods", "example.com/hello/v2", "v2.0.0", "hello v2")?;
+    publish(&upstream, "gomods", "example.com/MyMod", "v0.1.0", "mixed case")?;
+    create(&upstream, serde_json::json!({"name": "private", "format": "go", "type": "hosted", "anonymous_read": false}))?;
 
     let dir = tempfile::tempdir()?;
     let server = start(
@@ -326,6 +341,18 @@ fn proxy_and_group_with_the_real_go_command() -> anyhow::Result<()> {
         &server,
         serde_json::json!({"name": "goall", "format": "go", "type": "group", "anonymous_read": true,
             "group": {"members": ["golocal", "goproxy"]}}),
+    )?;
+    // A proxy whose upstream refuses it (401), first in a group: the group fails rather than
+    // answering from the next member.
+    create(
+        &server,
+        serde_json::json!({"name": "gorefused", "format": "go", "type": "proxy", "anonymous_read": true,
+            "proxy": {"remote_url": format!("{}/repository/private/", upstream.public)}}),
+    )?;
+    create(
+        &server,
+        serde_json::json!({"name": "gobroken", "format": "go", "type": "group", "anonymous_read": true,
+            "group": {"members": ["gorefused", "golocal"]}}),
     )?;
     let read = |repo: &str, path: &str| -> anyhow::Result<(u16, String)> {
         match ureq::get(&format!("{}/repository/{repo}/{path}", server.public)).call() {
