@@ -270,7 +270,12 @@ fn build_app(proxy: &str, requires: &[&str], main: &str) -> anyhow::Result<Built
     let mut args = vec!["get"];
     args.extend_from_slice(requires);
     go(&app, home.path(), proxy, &args)?;
-    let download = serde_json::from_str(&go(&app, home.path(), proxy, &["mod", "download", "-json", "example.com/hello/v2@v2.0.0"])?)?;
+    let download = serde_json::from_str(&go(
+        &app,
+        home.path(),
+        proxy,
+        &["mod", "download", "-json", "example.com/hello/v2@v2.0.0"],
+    )?)?;
     let versions = go(&app, home.path(), proxy, &["list", "-m", "-versions", "example.com/hello"])?.trim().to_string();
     go(&app, home.path(), proxy, &["build", "-o", "app", "."])?;
     let run = Command::new(app.join("app")).output()?;
@@ -321,7 +326,10 @@ fn proxy_and_group_with_the_real_go_command() -> anyhow::Result<()> {
     publish(&upstream, "gomods", "example.com/hello", "v1.1.0", "hello v1.1.0")?;
     publish(&upstream, "gomods", "example.com/hello/v2", "v2.0.0", "hello v2")?;
     publish(&upstream, "gomods", "example.com/MyMod", "v0.1.0", "mixed case")?;
-    create(&upstream, serde_json::json!({"name": "private", "format": "go", "type": "hosted", "anonymous_read": false}))?;
+    create(
+        &upstream,
+        serde_json::json!({"name": "private", "format": "go", "type": "hosted", "anonymous_read": false}),
+    )?;
 
     let dir = tempfile::tempdir()?;
     let server = start(
@@ -369,24 +377,42 @@ fn proxy_and_group_with_the_real_go_command() -> anyhow::Result<()> {
     assert_eq!(read("goall", "example.com/nothere/@v/list")?.0, 404);
     assert_eq!(read("goproxy", "example.com/nothere/@v/list")?.0, 404);
 
-    let main = "package main\n\nimport (\n\t\"fmt\"\n\n\t\"example.com/hello\"\n)\n\nfunc main() { fmt.Println(hello.Message()) }\n";
-    let direct = build_app(&format!("{}/repository/gomods/", upstream.public), &["example.com/hello@v1.1.0"], main)?;
-    let proxied = build_app(&format!("{}/repository/goproxy/", server.public), &["example.com/hello@v1.1.0"], main)?;
-    let grouped_main = "package main\n\nimport (\n\t\"fmt\"\n\n\t\"example.com/hello\"\n\t\"example.com/local\"\n)\n\nfunc main() { fmt.Println(hello.Message(), local.Message()) }\n";
+    let (s, text) = read("gobroken", "example.com/local/@v/list")?;
+    assert_eq!(s, 502, "{text}");
+    assert!(text.contains("401"), "{text}");
+
+    let main = "package main\n\nimport (\n\t\"fmt\"\n\n\t\"example.com/MyMod\"\n\t\"example.com/hello\"\n\tv2 \"example.com/hello/v2\"\n)\n\nfunc main() { fmt.Println(hello.Message(), v2.Message(), mymod.Message()) }\n";
+    let requires = ["example.com/hello@v1.1.0", "example.com/hello/v2@v2.0.0", "example.com/MyMod@v0.1.0"];
+    let direct = build_app(&format!("{}/repository/gomods/", upstream.public), &requires, main)?;
+    let proxied = build_app(&format!("{}/repository/goproxy/", server.public), &requires, main)?;
+    let grouped_main = "package main\n\nimport (\n\t\"fmt\"\n\n\t\"example.com/hello\"\n\tv2 \"example.com/hello/v2\"\n\t\"example.com/local\"\n)\n\nfunc main() { fmt.Println(hello.Message(), v2.Message(), local.Message()) }\n";
     let grouped = build_app(
         &format!("{}/repository/goall/", server.public),
-        &["example.com/hello", "example.com/local@v0.1.0"],
+        &["example.com/hello", "example.com/hello/v2@v2.0.0", "example.com/local@v0.1.0"],
         grouped_main,
     )?;
-    assert_eq!(direct.0, "hello v1.1.0\n");
-    assert_eq!(proxied.0, "hello v1.1.0\n");
-    assert_eq!(grouped.0, "hello v1.1.0 local\n", "the group's @latest is the upstream's v1.1.0");
-    for prefix in ["example.com/hello v1.1.0 h1:", "example.com/hello v1.1.0/go.mod h1:"] {
-        let want = sum_line(&direct.1, prefix);
-        assert!(!want.is_empty(), "{prefix} missing: {}", direct.1);
-        assert_eq!(sum_line(&proxied.1, prefix), want, "via the proxy");
-        assert_eq!(sum_line(&grouped.1, prefix), want, "via the group");
+    assert_eq!(direct.output, "hello v1.1.0 hello v2 mixed case\n");
+    assert_eq!(proxied.output, "hello v1.1.0 hello v2 mixed case\n");
+    assert_eq!(grouped.output, "hello v1.1.0 hello v2 local\n", "the group's @latest is the upstream's v1.1.0");
+    assert_eq!(direct.versions, "example.com/hello v1.0.0 v1.1.0");
+    assert_eq!(proxied.versions, "example.com/hello v1.0.0 v1.1.0");
+    assert_eq!(grouped.versions, "example.com/hello v1.0.0 v1.1.0 v1.2.0-rc.1");
+    for b in [&direct, &proxied, &grouped] {
+        assert_eq!(b.download["Sum"], direct.download["Sum"], "{}", b.download);
+        assert_eq!(b.download["GoModSum"], direct.download["GoModSum"]);
     }
+    assert!(direct.download["Sum"].as_str().is_some_and(|s| s.starts_with("h1:")), "{}", direct.download);
+    for prefix in
+        ["example.com/hello v1.1.0 h1:", "example.com/hello v1.1.0/go.mod h1:", "example.com/hello/v2 v2.0.0 h1:"]
+    {
+        let want = sum_line(&direct.sum, prefix);
+        assert!(!want.is_empty(), "{prefix} missing: {}", direct.sum);
+        assert_eq!(sum_line(&proxied.sum, prefix), want, "via the proxy");
+        assert_eq!(sum_line(&grouped.sum, prefix), want, "via the group");
+    }
+    let mymod = sum_line(&direct.sum, "example.com/MyMod v0.1.0 h1:");
+    assert!(!mymod.is_empty());
+    assert_eq!(sum_line(&proxied.sum, "example.com/MyMod v0.1.0 h1:"), mymod, "a case-encoded path through the proxy");
     // The rc is served from the hosted member through the group.
     let (s, info) = read("goall", "example.com/hello/@v/v1.2.0-rc.1.info")?;
     assert_eq!(s, 200, "{info}");
