@@ -24,6 +24,7 @@ pub struct Config {
     pub events: EventsConfig,
     pub worker: WorkerConfig,
     pub proxy: ProxyConfig,
+    pub go: GoConfig,
     pub log: LogConfig,
     pub security: SecurityConfig,
     pub debug: DebugConfig,
@@ -141,6 +142,28 @@ pub struct ProxyConfig {
     pub max_idle_per_host: usize,
     /// Largest upstream file a proxy stores.
     pub max_object_bytes: u64,
+}
+
+/// Go module zip limits: the go command's, which a server may lower (never raise: the go
+/// command would refuse a bigger zip anyway).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GoConfig {
+    pub max_zip_bytes: u64,
+    pub max_unzipped_bytes: u64,
+    pub max_go_mod_bytes: u64,
+    pub max_license_bytes: u64,
+}
+
+impl Default for GoConfig {
+    fn default() -> Self {
+        Self {
+            max_zip_bytes: 500 << 20,
+            max_unzipped_bytes: 500 << 20,
+            max_go_mod_bytes: 16 << 20,
+            max_license_bytes: 16 << 20,
+        }
+    }
 }
 
 impl Default for ProxyConfig {
@@ -489,6 +512,19 @@ fn describe(err: &figment::Error) -> String {
 impl Config {
     /// Checks the rules serde cannot express; each error names the key.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        let go = GoConfig::default();
+        for (key, value, max) in [
+            ("go.max_zip_bytes", self.go.max_zip_bytes, go.max_zip_bytes),
+            ("go.max_unzipped_bytes", self.go.max_unzipped_bytes, go.max_unzipped_bytes),
+            ("go.max_go_mod_bytes", self.go.max_go_mod_bytes, go.max_go_mod_bytes),
+            ("go.max_license_bytes", self.go.max_license_bytes, go.max_license_bytes),
+        ] {
+            if value == 0 || value > max {
+                return Err(ConfigError(format!(
+                    "bad value for key `{key}`: {value} must be between 1 and {max} (the go command's own limit)"
+                )));
+            }
+        }
         let url = &self.database.url;
         let scheme = url.split("://").next().unwrap_or_default();
         if !url.contains("://") || !matches!(scheme, "sqlite" | "postgres" | "postgresql" | "mysql" | "mariadb") {

@@ -41,10 +41,15 @@ pub struct Uploaded {
     pub revision: i64,
 }
 
-/// The zip limits of this server (`server.max_upload_bytes` lowers the zip limit).
+/// The zip limits of this server (`go.*`; `server.max_upload_bytes` lowers the zip limit too).
 pub fn limits(services: &Services) -> Limits {
-    let d = Limits::default();
-    Limits { max_zip: d.max_zip.min(services.config.server.max_upload_bytes), ..d }
+    let go = &services.config.go;
+    Limits {
+        max_zip: go.max_zip_bytes.min(services.config.server.max_upload_bytes),
+        max_unzipped: go.max_unzipped_bytes,
+        max_go_mod: go.max_go_mod_bytes,
+        max_license: go.max_license_bytes,
+    }
 }
 
 /// Stores a module zip. `expected` is the (module, version) the URL names; without it (the
