@@ -424,7 +424,7 @@ fn proxy_and_group_with_the_real_go_command() -> anyhow::Result<()> {
 async fn hosted_go(backend: packyard_shared::db::Backend) -> anyhow::Result<()> {
     use actix_web::test::{self as atest, TestRequest};
     let Some(t) = packyard_shared::testing::TestDb::fresh(backend).await? else { return Ok(()) };
-    let services = common::services(&t).await?;
+    let services = common::services_with(&t, |c| c.go.max_go_mod_bytes = 64).await?;
     let app = atest::init_service(packyard_api::app::public_app(services.clone())).await;
     let r = common::call(
         &app,
@@ -469,6 +469,19 @@ async fn hosted_go(backend: packyard_shared::db::Backend) -> anyhow::Result<()> 
     )
     .await?;
     assert_eq!(r.status, 409, "{}", r.text);
+    // A lowered go.mod limit (go.max_go_mod_bytes = 64).
+    let long_go_mod = format!("module example.com/a/c\n\n// {}\n", "x".repeat(80));
+    let big_mod = module_zip("example.com/a/c", "v1.0.0", &[ZipFile::new("go.mod", long_go_mod.as_bytes())])?;
+    let r = common::call(
+        &app,
+        TestRequest::put()
+            .uri("/repository/gomods/example.com/a/c/@v/v1.0.0.zip")
+            .insert_header(common::admin())
+            .set_payload(big_mod),
+    )
+    .await?;
+    assert_eq!(r.status, 413, "{}", r.text);
+    assert!(r.text.contains("go.mod is too large") && r.text.contains("the limit is 64"), "{}", r.text);
     worker.abort();
     let paths = [
         "/repository/gomods/example.com/a/b/@v/list",

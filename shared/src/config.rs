@@ -690,6 +690,11 @@ mod tests {
         assert!(err.to_string().contains("`log.format`"), "{err}");
         let err = load(None, &[("PACKYARD_DATABASE__URL", "oracle://x")]).err().ok_or("expected an error")?;
         assert!(err.to_string().contains("`database.url`"), "{err}");
+        // Go limits go down, never up.
+        let err = load(None, &[("PACKYARD_GO__MAX_GO_MOD_BYTES", "999999999")]).err().ok_or("expected an error")?;
+        assert!(err.to_string().contains("`go.max_go_mod_bytes`") && err.to_string().contains("16777216"), "{err}");
+        let lowered = load(None, &[("PACKYARD_GO__MAX_ZIP_BYTES", "1048576")])?;
+        assert_eq!(lowered.config.go.max_zip_bytes, 1 << 20);
         Ok(())
     }
 
