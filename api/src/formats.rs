@@ -226,3 +226,17 @@ pub async fn after_upload(
     let status = if stored.created { actix_web::http::StatusCode::CREATED } else { actix_web::http::StatusCode::OK };
     Ok(HttpResponse::build(status).json(body))
 }
+
+/// How a refused upload is answered, for every format.
+pub fn upload_error(e: packyard_shared::formats::upload::UploadError) -> ApiError {
+    use packyard_shared::formats::upload::UploadError;
+    let api = match e {
+        UploadError::Invalid(m) | UploadError::Interrupted(m) => ApiError::bad_request(m),
+        UploadError::TooLarge(m) => ApiError::new(ErrorCode::PayloadTooLarge, m),
+        UploadError::Conflict(m) => ApiError::new(ErrorCode::Conflict, m),
+        UploadError::ReadOnly(m) => ApiError::forbidden(m),
+        UploadError::Blob(b) => b.into(),
+        UploadError::Db(d) => d.into(),
+    };
+    api.plain()
+}

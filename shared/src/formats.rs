@@ -3,3 +3,4 @@
 pub mod apk;
 pub mod apt;
 pub mod go;
+pub mod upload;

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use actix_web::{web, HttpRequest, HttpResponse};
-use packyard_shared::formats::apk::hosted::{self, UploadError};
+use packyard_shared::formats::apk::hosted;
 use packyard_shared::formats::apk::signing::ApkKey;
 use packyard_shared::formats::apk::{group, Unit, INDEX_FILE, KIND};
 use packyard_shared::publication::wait_until_published;
@@ -223,18 +223,6 @@ pub struct UploadQuery {
     wait: bool,
 }
 
-fn upload_error(e: UploadError) -> ApiError {
-    let api = match e {
-        UploadError::Invalid(m) | UploadError::Interrupted(m) => ApiError::bad_request(m),
-        e @ UploadError::Apk(_) => ApiError::bad_request(e.to_string()),
-        UploadError::Conflict(m) => ApiError::new(ErrorCode::Conflict, m),
-        UploadError::ReadOnly(m) => ApiError::forbidden(m),
-        UploadError::Blob(b) => b.into(),
-        UploadError::Db(d) => d.into(),
-    };
-    api.plain()
-}
-
 fn hosted_only(repo: &Repository, what: &str) -> Result<(), ApiError> {
     if repo.repo_type == RepoType::Hosted {
         return Ok(());
@@ -260,8 +248,9 @@ async fn put(
     let repo = &access.repo;
     let (unit, file) = target(&req, repo)?;
     hosted_only(repo, "upload to")?;
-    let up =
-        hosted::upload(&services, repo, &unit, &file, body, access.caller.username()).await.map_err(upload_error)?;
+    let up = hosted::upload(&services, repo, &unit, &file, body, access.caller.username())
+        .await
+        .map_err(super::upload_error)?;
     let stored = super::Stored {
         caller: &access.caller,
         action: "apk.upload",
@@ -291,7 +280,7 @@ async fn delete(
     let (unit, file) = target(&req, repo)?;
     hosted_only(repo, "delete from")?;
     let path = format!("{}/{file}", unit.key());
-    match hosted::delete(&services, repo, &path).await.map_err(upload_error)? {
+    match hosted::delete(&services, repo, &path).await.map_err(super::upload_error)? {
         Some(_) => {
             services
                 .security

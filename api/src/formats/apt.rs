@@ -5,7 +5,7 @@
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use futures_util::StreamExt;
-use packyard_shared::formats::apt::hosted::{self, UploadError, KIND};
+use packyard_shared::formats::apt::hosted::{self, KIND};
 use packyard_shared::repos::{Format, RepoType, Repository};
 use packyard_shared::services::Services;
 use serde::Deserialize;
@@ -178,18 +178,6 @@ pub struct UploadQuery {
     wait: bool,
 }
 
-fn upload_error(e: UploadError) -> ApiError {
-    let api = match e {
-        UploadError::Invalid(m) | UploadError::Interrupted(m) => ApiError::bad_request(m),
-        UploadError::Deb(d) => ApiError::bad_request(format!("not a valid .deb: {d}")),
-        UploadError::Conflict(m) => ApiError::new(ErrorCode::Conflict, m),
-        UploadError::ReadOnly(m) => ApiError::forbidden(m),
-        UploadError::Blob(b) => b.into(),
-        UploadError::Db(d) => d.into(),
-    };
-    api.plain()
-}
-
 /// The form field that carries the package in a multipart upload (Nexus's name for it).
 const ASSET_FIELD: &str = "apt.asset";
 
@@ -210,13 +198,15 @@ async fn store(
     uploader: &str,
 ) -> Result<hosted::Uploaded, ApiError> {
     if !is_multipart(req) {
-        return hosted::upload(services, repo, component, body, uploader).await.map_err(upload_error);
+        return hosted::upload(services, repo, component, body, uploader).await.map_err(super::upload_error);
     }
     let mut form = actix_multipart::Multipart::new(req.headers(), body);
     while let Some(field) = form.next().await {
         let field = field.map_err(|e| ApiError::bad_request(format!("malformed multipart upload: {e}")).plain())?;
         if field.name() == Some(ASSET_FIELD) {
-            return hosted::upload(services, repo, component, Box::pin(field), uploader).await.map_err(upload_error);
+            return hosted::upload(services, repo, component, Box::pin(field), uploader)
+                .await
+                .map_err(super::upload_error);
         }
         // Another field: skip its content.
         let mut field = Box::pin(field);
@@ -286,7 +276,7 @@ async fn delete(
         )
         .plain());
     }
-    match hosted::delete(&services, &access.repo, &path).await.map_err(upload_error)? {
+    match hosted::delete(&services, &access.repo, &path).await.map_err(super::upload_error)? {
         Some(_) => {
             services
                 .security

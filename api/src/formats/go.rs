@@ -6,9 +6,8 @@
 
 use actix_web::http::Method;
 use actix_web::{web, HttpRequest, HttpResponse};
-use packyard_shared::formats::go::hosted::{self, UploadError};
+use packyard_shared::formats::go::hosted;
 use packyard_shared::formats::go::version::{latest, list};
-use packyard_shared::formats::go::zip::ZipError;
 use packyard_shared::formats::go::{escape, unescape, KIND};
 use packyard_shared::repos::{Format, RepoType, Repository};
 use packyard_shared::security::Action;
@@ -403,19 +402,6 @@ async fn artifact(
         .map(Some)
 }
 
-fn upload_error(e: UploadError) -> ApiError {
-    let api = match e {
-        UploadError::Invalid(m) | UploadError::Interrupted(m) => ApiError::bad_request(m),
-        e @ UploadError::Zip(ZipError::TooLarge { .. }) => ApiError::new(ErrorCode::PayloadTooLarge, e.to_string()),
-        e @ UploadError::Zip(_) => ApiError::bad_request(e.to_string()),
-        UploadError::Conflict(m) => ApiError::new(ErrorCode::Conflict, m),
-        UploadError::ReadOnly(m) => ApiError::forbidden(m),
-        UploadError::Blob(b) => b.into(),
-        UploadError::Db(d) => d.into(),
-    };
-    api.plain()
-}
-
 /// `PUT <module>/@v/<version>.zip` or `PUT <version>.zip`; returns once `list` and `@latest`
 /// include the version (read-your-writes).
 async fn upload(
@@ -454,7 +440,7 @@ async fn upload(
         None
     };
     if let Some((m, v)) = &expected {
-        hosted::check_coordinate(m, v).map_err(upload_error)?;
+        hosted::check_coordinate(m, v).map_err(super::upload_error)?;
     }
     let up = hosted::upload(
         services,
@@ -464,7 +450,7 @@ async fn upload(
         caller.username(),
     )
     .await
-    .map_err(upload_error)?;
+    .map_err(super::upload_error)?;
     let stored = super::Stored {
         caller,
         action: "go.upload",

@@ -3,33 +3,18 @@
 //! transaction. Nothing is kept of a refused upload.
 
 use bytes::Bytes;
-use futures_util::{Stream, StreamExt};
+use futures_util::Stream;
 
-use super::package::{index_record, read_package, ApkError, ApkInfo, Limits};
+use super::package::{index_record, read_package, ApkInfo, Limits};
 use super::{Unit, KIND};
-use crate::blobs::{BlobError, Sha256Hex};
+use crate::blobs::Sha256Hex;
 use crate::db::apk::ApkPackage;
 use crate::db::{retry_conflicts, DbError};
 use crate::repos::{Repository, WritePolicy};
 use crate::services::Services;
 
-#[derive(Debug, thiserror::Error)]
-pub enum UploadError {
-    #[error("{0}")]
-    Invalid(String),
-    #[error("not a valid apk v2 package: {0}")]
-    Apk(#[from] ApkError),
-    #[error("{0}")]
-    Conflict(String),
-    #[error("{0}")]
-    ReadOnly(String),
-    #[error("the upload was interrupted: {0}")]
-    Interrupted(String),
-    #[error(transparent)]
-    Blob(#[from] BlobError),
-    #[error(transparent)]
-    Db(#[from] DbError),
-}
+pub use crate::formats::upload::UploadError;
+use crate::formats::upload::{check_writable, discard, from_db, receive};
 
 /// What an upload stored.
 #[derive(Debug, Clone)]
@@ -47,16 +32,14 @@ pub async fn upload<S, E>(
     repo: &Repository,
     unit: &Unit,
     file_name: &str,
-    mut body: S,
+    body: S,
     uploader: &str,
 ) -> Result<Uploaded, UploadError>
 where
     S: Stream<Item = Result<Bytes, E>> + Unpin,
     E: std::fmt::Display,
 {
-    if repo.write_policy == WritePolicy::Deny {
-        return Err(UploadError::ReadOnly(format!("repository {} is read-only (write_policy deny)", repo.name)));
-    }
+    check_writable(repo)?;
     let settings = repo.settings.apk.clone().unwrap_or_default();
     if !settings.architectures.contains(&unit.arch) {
         return Err(UploadError::Invalid(format!(
@@ -71,19 +54,11 @@ where
             "upload to <branch>/<channel>/<arch>/<pkgname>-<pkgver>.apk, not {file_name:?}"
         )));
     }
-    let mut writer = services.blobs.writer(services.config.server.max_upload_bytes).await?;
-    while let Some(chunk) = body.next().await {
-        let chunk = chunk.map_err(|e| UploadError::Interrupted(e.to_string()))?;
-        writer.write(&chunk).await?;
-    }
-    if writer.written() == 0 {
-        return Err(UploadError::Invalid("the upload is empty: send the .apk as the request body".into()));
-    }
-    let stored = writer.finish().await?;
+    let stored = receive(services, body, services.config.server.max_upload_bytes, "the .apk").await?;
     let info = match read_stored(services, &stored.sha256).await.and_then(|info| check(repo, unit, file_name, info)) {
         Ok(info) => info,
         Err(e) => {
-            crate::formats::apt::hosted::discard(services, &stored.sha256, stored.created).await;
+            discard(services, &stored.sha256, stored.created).await;
             return Err(e);
         }
     };
@@ -120,10 +95,7 @@ where
         Ok(Some(change))
     })
     .await
-    .map_err(|e| match e {
-        DbError::Conflict(m) => UploadError::Conflict(m),
-        other => UploadError::Db(other),
-    })?;
+    .map_err(from_db)?;
     match outcome {
         Some((unit_id, revision)) => {
             services.wake();

@@ -2,10 +2,10 @@
 //! it, and recording it with its publication change in one transaction.
 
 use bytes::Bytes;
-use futures_util::{Stream, StreamExt};
+use futures_util::Stream;
 
-use super::deb::{read_control, DebError, Limits};
-use crate::blobs::{BlobError, Sha256Hex};
+use super::deb::{read_control, Limits};
+use crate::blobs::Sha256Hex;
 use crate::db::apt::AptPackage;
 use crate::db::{retry_conflicts, DbError};
 use crate::repos::{Repository, WritePolicy};
@@ -13,23 +13,8 @@ use crate::services::Services;
 
 pub const KIND: &str = "apt";
 
-#[derive(Debug, thiserror::Error)]
-pub enum UploadError {
-    #[error("{0}")]
-    Invalid(String),
-    #[error(transparent)]
-    Deb(#[from] DebError),
-    #[error("{0}")]
-    Conflict(String),
-    #[error("{0}")]
-    ReadOnly(String),
-    #[error("the upload was interrupted: {0}")]
-    Interrupted(String),
-    #[error(transparent)]
-    Blob(#[from] BlobError),
-    #[error(transparent)]
-    Db(#[from] DbError),
-}
+pub use crate::formats::upload::UploadError;
+use crate::formats::upload::{check_writable, discard, from_db, receive};
 
 /// What an upload stored.
 #[derive(Debug, Clone)]
@@ -46,7 +31,7 @@ pub async fn upload<S, E>(
     services: &Services,
     repo: &Repository,
     component: Option<&str>,
-    mut body: S,
+    body: S,
     uploader: &str,
 ) -> Result<Uploaded, UploadError>
 where
@@ -54,9 +39,7 @@ where
     E: std::fmt::Display,
 {
     let settings = repo.settings.apt.clone().unwrap_or_default();
-    if repo.write_policy == WritePolicy::Deny {
-        return Err(UploadError::ReadOnly(format!("repository {} is read-only (write_policy deny)", repo.name)));
-    }
+    check_writable(repo)?;
     let component = component.unwrap_or(settings.components.first().map_or("main", String::as_str)).to_string();
     if !settings.components.contains(&component) {
         return Err(UploadError::Invalid(format!(
@@ -68,15 +51,7 @@ where
     // Stream to the blob store (which hashes SHA-256). The MD5, which only the `Packages` index
     // lists, is computed once by the worker that first publishes the package, off the upload's
     // path.
-    let mut writer = services.blobs.writer(services.config.server.max_upload_bytes).await?;
-    while let Some(chunk) = body.next().await {
-        let chunk = chunk.map_err(|e| UploadError::Interrupted(e.to_string()))?;
-        writer.write(&chunk).await?;
-    }
-    if writer.written() == 0 {
-        return Err(UploadError::Invalid("the upload is empty: send the .deb as the request body".into()));
-    }
-    let stored = writer.finish().await?;
+    let stored = receive(services, body, services.config.server.max_upload_bytes, "the .deb").await?;
     let control = match read_stored_control(services, &stored.sha256).await {
         Ok(c) => c,
         Err(e) => {
@@ -130,10 +105,7 @@ where
         Ok(Some(change))
     })
     .await
-    .map_err(|e| match e {
-        DbError::Conflict(m) => UploadError::Conflict(m),
-        other => UploadError::Db(other),
-    })?;
+    .map_err(from_db)?;
     match outcome {
         Some((unit_id, revision)) => {
             services.wake();
@@ -143,15 +115,6 @@ where
             let unit = db.unit_by_key(repo.id, KIND, &distribution).await?;
             let (unit_id, revision) = unit.map_or((0, 0), |u| (u.id, u.desired_revision));
             Ok(Uploaded { package, created: false, unit_id, revision })
-        }
-    }
-}
-
-/// Removes a blob this upload created, when the upload is refused (nothing half-stored).
-pub(crate) async fn discard(services: &Services, digest: &Sha256Hex, created: bool) {
-    if created {
-        if let Err(e) = services.blobs.delete(digest).await {
-            tracing::warn!(error = %e, blob = %digest, "cannot remove a refused upload");
         }
     }
 }

@@ -3,33 +3,18 @@
 //! change in one transaction. Nothing is kept of a refused upload.
 
 use bytes::Bytes;
-use futures_util::{Stream, StreamExt};
+use futures_util::Stream;
 
 use super::zip::{check_entries, locate, module_of_go_mod, parse_central, tail_len, verify_data, Limits, ZipError};
 use super::KIND;
-use crate::blobs::{BlobError, RangeSpec, StoredBlob};
+use crate::blobs::{RangeSpec, StoredBlob};
 use crate::db::go::GoVersion;
-use crate::db::{retry_conflicts, DbError};
+use crate::db::retry_conflicts;
 use crate::repos::{Repository, WritePolicy};
 use crate::services::Services;
 
-#[derive(Debug, thiserror::Error)]
-pub enum UploadError {
-    #[error("{0}")]
-    Invalid(String),
-    #[error(transparent)]
-    Zip(#[from] ZipError),
-    #[error("{0}")]
-    Conflict(String),
-    #[error("{0}")]
-    ReadOnly(String),
-    #[error("the upload was interrupted: {0}")]
-    Interrupted(String),
-    #[error(transparent)]
-    Blob(#[from] BlobError),
-    #[error(transparent)]
-    Db(#[from] DbError),
-}
+pub use crate::formats::upload::UploadError;
+use crate::formats::upload::{check_writable, discard, from_db, receive};
 
 /// What an upload stored.
 #[derive(Debug, Clone)]
@@ -58,30 +43,20 @@ pub async fn upload<S, E>(
     services: &Services,
     repo: &Repository,
     expected: Option<(&str, &str)>,
-    mut body: S,
+    body: S,
     uploader: &str,
 ) -> Result<Uploaded, UploadError>
 where
     S: Stream<Item = Result<Bytes, E>> + Unpin,
     E: std::fmt::Display,
 {
-    if repo.write_policy == WritePolicy::Deny {
-        return Err(UploadError::ReadOnly(format!("repository {} is read-only (write_policy deny)", repo.name)));
-    }
+    check_writable(repo)?;
     let limits = limits(services);
-    let mut writer = services.blobs.writer(limits.max_zip).await?;
-    while let Some(chunk) = body.next().await {
-        let chunk = chunk.map_err(|e| UploadError::Interrupted(e.to_string()))?;
-        writer.write(&chunk).await?;
-    }
-    if writer.written() == 0 {
-        return Err(UploadError::Invalid("the upload is empty: send the module zip as the request body".into()));
-    }
-    let zip = writer.finish().await?;
+    let zip = receive(services, body, limits.max_zip, "the module zip").await?;
     let checked = match check(services, &zip, expected, &limits).await {
         Ok(c) => c,
         Err(e) => {
-            crate::formats::apt::hosted::discard(services, &zip.sha256, zip.created).await;
+            discard(services, &zip.sha256, zip.created).await;
             return Err(e);
         }
     };
@@ -90,7 +65,7 @@ where
         Some(bytes) => {
             let declared = module_of_go_mod(&String::from_utf8_lossy(&bytes));
             if declared.as_deref() != Some(module.as_str()) {
-                crate::formats::apt::hosted::discard(services, &zip.sha256, zip.created).await;
+                discard(services, &zip.sha256, zip.created).await;
                 return Err(UploadError::Invalid(format!(
                     "the zip's go.mod declares module {:?}, not {module:?}",
                     declared.unwrap_or_default()
@@ -139,10 +114,7 @@ where
         Ok(change)
     })
     .await
-    .map_err(|e| match e {
-        DbError::Conflict(m) => UploadError::Conflict(m),
-        other => UploadError::Db(other),
-    })?;
+    .map_err(from_db)?;
     services.wake();
     Ok(Uploaded { version, created: true, unit_id, revision })
 }

@@ -1,0 +1,94 @@
+//! What every format's hosted upload shares: the error a client hears about, the write-policy
+//! check, streaming the body into the blob store, and removing what a refused upload created.
+
+use bytes::Bytes;
+use futures_util::{Stream, StreamExt};
+
+use crate::blobs::{BlobError, Sha256Hex, StoredBlob};
+use crate::db::DbError;
+use crate::repos::{Repository, WritePolicy};
+use crate::services::Services;
+
+#[derive(Debug, thiserror::Error)]
+pub enum UploadError {
+    /// The request or the package is not acceptable (400).
+    #[error("{0}")]
+    Invalid(String),
+    /// The package is over a size limit (413).
+    #[error("{0}")]
+    TooLarge(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    ReadOnly(String),
+    #[error("the upload was interrupted: {0}")]
+    Interrupted(String),
+    #[error(transparent)]
+    Blob(#[from] BlobError),
+    #[error(transparent)]
+    Db(#[from] DbError),
+}
+
+impl From<crate::formats::apt::deb::DebError> for UploadError {
+    fn from(e: crate::formats::apt::deb::DebError) -> Self {
+        Self::Invalid(format!("not a valid .deb: {e}"))
+    }
+}
+
+impl From<crate::formats::apk::package::ApkError> for UploadError {
+    fn from(e: crate::formats::apk::package::ApkError) -> Self {
+        Self::Invalid(format!("not a valid apk v2 package: {e}"))
+    }
+}
+
+impl From<crate::formats::go::zip::ZipError> for UploadError {
+    fn from(e: crate::formats::go::zip::ZipError) -> Self {
+        match e {
+            crate::formats::go::zip::ZipError::TooLarge { .. } => Self::TooLarge(e.to_string()),
+            other => Self::Invalid(other.to_string()),
+        }
+    }
+}
+
+/// A writer's transaction failed: a conflict is the client's (409), the rest the database's.
+pub fn from_db(e: DbError) -> UploadError {
+    match e {
+        DbError::Conflict(m) => UploadError::Conflict(m),
+        other => UploadError::Db(other),
+    }
+}
+
+/// Refuses uploads to a repository whose write policy is `deny`.
+pub fn check_writable(repo: &Repository) -> Result<(), UploadError> {
+    if repo.write_policy == WritePolicy::Deny {
+        return Err(UploadError::ReadOnly(format!("repository {} is read-only (write_policy deny)", repo.name)));
+    }
+    Ok(())
+}
+
+/// Streams a request body into the blob store (at most `limit` bytes); `what` names the
+/// expected content for the message about an empty body.
+pub async fn receive<S, E>(services: &Services, mut body: S, limit: u64, what: &str) -> Result<StoredBlob, UploadError>
+where
+    S: Stream<Item = Result<Bytes, E>> + Unpin,
+    E: std::fmt::Display,
+{
+    let mut writer = services.blobs.writer(limit).await?;
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.map_err(|e| UploadError::Interrupted(e.to_string()))?;
+        writer.write(&chunk).await?;
+    }
+    if writer.written() == 0 {
+        return Err(UploadError::Invalid(format!("the upload is empty: send {what} as the request body")));
+    }
+    Ok(writer.finish().await?)
+}
+
+/// Removes a blob this upload created, when the upload is refused (nothing half-stored).
+pub async fn discard(services: &Services, digest: &Sha256Hex, created: bool) {
+    if created {
+        if let Err(e) = services.blobs.delete(digest).await {
+            tracing::warn!(error = %e, blob = %digest, "cannot remove a refused upload");
+        }
+    }
+}
