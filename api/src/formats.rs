@@ -177,8 +177,9 @@ pub async fn serve_proxied(
 pub const CACHE_HEADER: &str = "x-packyard-cache";
 
 /// What every format's upload does once the package is stored: audit a new one, wait for its
-/// publication when asked (`?wait=true`, at most 30 s: then 503, the package stays stored), and
-/// answer 201 for a new package or 200 for an identical retry with `body`.
+/// publication when asked (`?wait=true`, always for Go; at most 30 s: then 503, the package
+/// stays stored) and, on a shared database, for every replica to have seen it; and answer 201
+/// for a new package or 200 for an identical retry with `body`.
 pub struct Stored<'a> {
     pub caller: &'a crate::auth::Caller,
     pub action: &'static str,
@@ -222,6 +223,14 @@ pub async fn after_upload(
             );
         }
         services.published.invalidate();
+        // Other replicas drop their view within one watermark period (sooner with Redis); on a
+        // shared database, answer only after it, so that every replica serves the new version.
+        // The embedded default (SQLite) is one process: nothing to wait for.
+        if services.db.backend() != packyard_shared::db::Backend::Sqlite {
+            let c = &services.config;
+            let ms = c.cache.watermark_ttl_ms.min(c.security.watermark_ttl_ms);
+            tokio::time::sleep(std::time::Duration::from_millis(ms + 50)).await;
+        }
     }
     let status = if stored.created { actix_web::http::StatusCode::CREATED } else { actix_web::http::StatusCode::OK };
     Ok(HttpResponse::build(status).json(body))

@@ -406,3 +406,46 @@ fn until_served_by(replica: &Server, unit: &str, n: usize, limit: Duration) -> a
         std::thread::sleep(Duration::from_millis(2));
     }
 }
+
+/// Go's read-your-writes across replicas: when a module PUT to one replica returns, the other
+/// replica's `list` and `@latest` already have the version (without Redis: the worst case).
+fn go_read_your_writes(backend: Backend) -> anyhow::Result<()> {
+    let Some(c) = cluster_with(backend, 1, &BOTH_DOWN)? else { return Ok(()) };
+    let (s, body) = status_of(
+        ureq::post(&format!("{}/api/v1/repositories", c.replicas[0].public))
+            .set("Authorization", &basic(ADMIN))
+            .send_json(serde_json::json!({"name": "gomods", "format": "go", "type": "hosted", "anonymous_read": true})),
+    )?;
+    anyhow::ensure!(s == 201, "{body}");
+    let m = "example.com/ryw";
+    for i in 0..4 {
+        let (writer, reader) = (&c.replicas[i % 2], &c.replicas[(i + 1) % 2]);
+        // The reader has seen the module before the write, so a stale view would show.
+        let _ = ureq::get(&format!("{}/repository/gomods/{m}/@v/list", reader.public)).call();
+        let v = format!("v1.0.{i}");
+        let zip = packyard_shared::formats::go::testing::simple_module(m, &v, &v, 0)?;
+        let (s, body) = status_of(
+            ureq::put(&format!("{}/repository/gomods/{m}/@v/{v}.zip", writer.public))
+                .set("Authorization", &basic(ADMIN))
+                .send_bytes(&zip),
+        )?;
+        anyhow::ensure!(s == 201, "{body}");
+        let list = ureq::get(&format!("{}/repository/gomods/{m}/@v/list", reader.public)).call()?.into_string()?;
+        assert!(list.lines().any(|l| l == v), "{v} missing from the other replica's list: {list:?}");
+        let latest: serde_json::Value = serde_json::from_str(
+            &ureq::get(&format!("{}/repository/gomods/{m}/@latest", reader.public)).call()?.into_string()?,
+        )?;
+        assert_eq!(latest["Version"], v.as_str());
+    }
+    Ok(())
+}
+
+#[test]
+fn go_read_your_writes_postgres() -> anyhow::Result<()> {
+    go_read_your_writes(Backend::Postgres)
+}
+
+#[test]
+fn go_read_your_writes_mysql() -> anyhow::Result<()> {
+    go_read_your_writes(Backend::MySql)
+}

@@ -416,6 +416,14 @@ fn proxy_and_group_with_the_real_go_command() -> anyhow::Result<()> {
     // The rc is served from the hosted member through the group.
     let (s, info) = read("goall", "example.com/hello/@v/v1.2.0-rc.1.info")?;
     assert_eq!(s, 200, "{info}");
+
+    // The upstream goes away: after the metadata TTL the proxy serves its copy, marked stale.
+    drop(upstream);
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let r = ureq::get(&format!("{}/repository/goproxy/example.com/hello/@v/list", server.public)).call()?;
+    assert_eq!(r.header("x-packyard-cache"), Some("stale"));
+    assert!(r.header("warning").is_some_and(|w| w.starts_with("110")));
+    assert_eq!(r.into_string()?, "v1.0.0\nv1.1.0\n");
     Ok(())
 }
 
