@@ -196,6 +196,12 @@ fn hosted_modules_with_the_real_go_command() -> anyhow::Result<()> {
         ),
         (format!("{m}/@v/v1.2.0.zip"), b"PK\x03\x04 but not really a zip".to_vec(), 400, "not a zip file"),
         ("v1.2.0.zip".into(), b"plain text".to_vec(), 400, "not a zip file"),
+        (
+            "v1.3.0.zip".into(),
+            simple_module(m, "v1.2.0", "x", 0)?,
+            400,
+            "the URL names version v1.3.0 but the zip holds example.com/hello@v1.2.0",
+        ),
     ];
     for (path, zip, status, needle) in cases {
         let (s, text) = put(&server, &path, &zip)?;

@@ -183,9 +183,15 @@ async fn proxy_fetch(
     request: &Request,
 ) -> Result<packyard_shared::proxy::Outcome, ApiError> {
     use packyard_shared::proxy::{FetchRequest, Freshness};
+    // Only a canonical version's files never change upstream; `@v/main.info` or `@v/v1.2.info`
+    // (a branch, a partial version) resolve anew.
     let freshness = match request {
-        Request::List(_) | Request::Latest(_) => Freshness::Metadata,
-        Request::File { .. } => Freshness::Immutable,
+        Request::File { version, .. }
+            if packyard_shared::formats::go::Version::parse(version).is_ok_and(|v| v.canonical() == *version) =>
+        {
+            Freshness::Immutable
+        }
+        _ => Freshness::Metadata,
     };
     let mut fetch = FetchRequest::new(repo, &request.path(), freshness).map_err(super::proxy_error)?;
     fetch.negative_statuses = &[404, 410];
@@ -442,10 +448,18 @@ async fn upload(
     if let Some((m, v)) = &expected {
         hosted::check_coordinate(m, v).map_err(super::upload_error)?;
     }
+    // Nexus style: the URL names the version, the zip the module.
+    let url_version = if expected.is_none() {
+        let v = path.strip_suffix(".zip").unwrap_or(path);
+        Some(unescape(v).map_err(|e| ApiError::bad_request(e.0).plain())?)
+    } else {
+        None
+    };
     let up = hosted::upload(
         services,
         repo,
         expected.as_ref().map(|(m, v)| (m.as_str(), v.as_str())),
+        url_version.as_deref(),
         body,
         caller.username(),
     )

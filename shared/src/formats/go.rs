@@ -103,7 +103,8 @@ pub fn path_major(path: &str) -> Result<Option<&str>, PathError> {
         let base = rest.strip_suffix("-unstable").unwrap_or(rest);
         let digits = base.len() - base.trim_end_matches(|c: char| c.is_ascii_digit()).len();
         let at = path.len() - (rest.len() - base.len()) - digits;
-        let ok = digits > 0 && path[..at].ends_with(".v") && !(path[at..].starts_with('0') && digits > 1);
+        let zero_suffix = path[at..].starts_with('0') && &path[at..] != "0";
+        let ok = digits > 0 && path[..at].ends_with(".v") && !zero_suffix;
         return if ok { Ok(Some(&path[at - 2..])) } else { Err(err("invalid gopkg.in version suffix")) };
     }
     let Some((_, last)) = path.rsplit_once('/') else { return Ok(None) };

@@ -84,9 +84,10 @@ where
     Ok(writer.finish().await?)
 }
 
-/// Removes a blob this upload created, when the upload is refused (nothing half-stored).
+/// Removes a blob this upload created, when the upload is refused (nothing half-stored) —
+/// unless an accepted upload of the same bytes has recorded it meanwhile.
 pub async fn discard(services: &Services, digest: &Sha256Hex, created: bool) {
-    if created {
+    if created && !matches!(services.db.blob(digest).await, Ok(Some(_))) {
         if let Err(e) = services.blobs.delete(digest).await {
             tracing::warn!(error = %e, blob = %digest, "cannot remove a refused upload");
         }

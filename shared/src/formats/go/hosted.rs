@@ -37,12 +37,14 @@ pub fn limits(services: &Services) -> Limits {
     }
 }
 
-/// Stores a module zip. `expected` is the (module, version) the URL names; without it (the
+/// Stores a module zip. `expected` is the (module, version) the URL names; `url_version` the
+/// version a Nexus-style URL names. Without `expected` (the
 /// Nexus-style `PUT <version>.zip`) they come from the zip's root directory.
 pub async fn upload<S, E>(
     services: &Services,
     repo: &Repository,
     expected: Option<(&str, &str)>,
+    url_version: Option<&str>,
     body: S,
     uploader: &str,
 ) -> Result<Uploaded, UploadError>
@@ -61,6 +63,12 @@ where
         }
     };
     let (module, version, go_mod) = checked;
+    if let Some(v) = url_version.filter(|v| *v != version) {
+        discard(services, &zip.sha256, zip.created).await;
+        return Err(UploadError::Invalid(format!(
+            "the URL names version {v} but the zip holds {module}@{version}: PUT it as {version}.zip"
+        )));
+    }
     let mod_bytes = match go_mod {
         Some(bytes) => {
             let declared = module_of_go_mod(&String::from_utf8_lossy(&bytes));
@@ -76,20 +84,6 @@ where
         None => format!("module {module}\n").into_bytes(),
     };
     let db = &services.db;
-    let existing = db.go_version(repo.id, &module, &version).await?;
-    if let Some(old) = &existing {
-        if old.zip_sha256 == zip.sha256.as_str() {
-            let u = db.unit_by_key(repo.id, KIND, &module).await?;
-            let (unit_id, revision) = u.map_or((0, 0), |u| (u.id, u.desired_revision));
-            return Ok(Uploaded { version: old.clone(), created: false, unit_id, revision });
-        }
-        if repo.write_policy == WritePolicy::AllowOnce {
-            return Err(UploadError::Conflict(format!(
-                "{module}@{version} is already in repository {} with different content; a module version never changes (go.sum pins its hash)",
-                repo.name
-            )));
-        }
-    }
     let stored_mod = services.blobs.put_bytes(&mod_bytes).await?;
     db.record_blob(&zip.sha256, zip.size).await?;
     db.record_blob(&stored_mod.sha256, stored_mod.size).await?;
@@ -105,16 +99,42 @@ where
         zip_sha256: zip.sha256.to_string(),
         zip_size: i64::try_from(zip.size).unwrap_or(i64::MAX),
     };
-    let replace = existing.is_some();
-    let (unit_id, revision) = retry_conflicts(|| async {
+    // The existing version is read inside the retried write, so that concurrent identical
+    // uploads both succeed (one inserts, the retry finds it) and different ones conflict.
+    let outcome = retry_conflicts(|| async {
+        let replace = match db.go_version(repo.id, &module, &version.version).await? {
+            Some(old) if old.zip_sha256 == version.zip_sha256 => return Ok(Err(old)),
+            Some(_) if repo.write_policy == WritePolicy::AllowOnce => {
+                return Err(crate::db::DbError::Conflict(format!(
+                    "{module}@{} is already in repository {} with different content; a module version never changes (go.sum pins its hash)",
+                    version.version, repo.name
+                )))
+            }
+            Some(_) => true,
+            None => false,
+        };
         let mut tx = db.pool().begin().await?;
         db.put_go_version(&mut tx, &version, uploader, replace).await?;
         let change = db.record_change(&mut tx, repo.id, KIND, &module).await?;
         tx.commit().await?;
-        Ok(change)
+        Ok(Ok(change))
     })
     .await
-    .map_err(from_db)?;
+    .map_err(from_db);
+    let (unit_id, revision) = match outcome {
+        Ok(Ok(change)) => change,
+        Ok(Err(old)) => {
+            let u = db.unit_by_key(repo.id, KIND, &module).await?;
+            let (unit_id, revision) = u.map_or((0, 0), |u| (u.id, u.desired_revision));
+            return Ok(Uploaded { version: old, created: false, unit_id, revision });
+        }
+        Err(e) => {
+            if matches!(e, UploadError::Conflict(_)) {
+                discard(services, &zip.sha256, zip.created).await;
+            }
+            return Err(e);
+        }
+    };
     services.wake();
     Ok(Uploaded { version, created: true, unit_id, revision })
 }

@@ -73,12 +73,16 @@ pub fn locate(tail: &[u8], total: u64) -> Result<(u64, u64, usize), ZipError> {
         .ok_or_else(|| ZipError::NotZip("no end-of-central-directory record".into()))?;
     let e = &tail[at..];
     let (entries, size, offset) = (u16_at(e, 10), u32_at(e, 12), u32_at(e, 16));
+    if usize::from(u16_at(e, 20)) != e.len() - 22 {
+        return Err(ZipError::NotZip("the end-of-central-directory record does not end the file".into()));
+    }
     if entries == 0xffff || size == 0xffff_ffff || offset == 0xffff_ffff {
         return Err(invalid("zip64 archives are not supported (a module zip has fewer than 65,535 files and 500 MiB)"));
     }
     let eocd_at = total - (tail.len() - at) as u64;
-    if u64::from(offset) + u64::from(size) > eocd_at {
-        return Err(ZipError::NotZip("the central directory lies outside the file (truncated?)".into()));
+    // The central directory ends where the end record starts: no gap, no hidden second archive.
+    if u64::from(offset) + u64::from(size) != eocd_at {
+        return Err(ZipError::NotZip("the central directory does not end where the end record starts".into()));
     }
     Ok((u64::from(offset), u64::from(size), usize::from(entries)))
 }
@@ -125,7 +129,30 @@ pub fn parse_central(cd: &[u8], count: usize, cd_offset: u64) -> Result<Vec<Entr
         out.push(entry);
         i += 46 + n + x + c;
     }
+    if i != cd.len() {
+        return Err(ZipError::NotZip("the central directory holds more than its declared entries".into()));
+    }
     Ok(out)
+}
+
+/// Case-folds a path as Go's collision check does: each character to the lower case of its
+/// upper case when both are single characters (`ſ` and `s`, `ς` and `σ` fold together).
+fn fold(path: &str) -> String {
+    path.chars()
+        .map(|c| {
+            let mut up = c.to_uppercase();
+            match (up.next(), up.next()) {
+                (Some(u), None) => {
+                    let mut low = u.to_lowercase();
+                    match (low.next(), low.next()) {
+                        (Some(l), None) => l,
+                        _ => c,
+                    }
+                }
+                _ => c,
+            }
+        })
+        .collect()
 }
 
 /// Checks the entries' names against the module rules; `expected` is the module and version the
@@ -152,7 +179,7 @@ pub fn check_entries(
     let prefix = format!("{module}@{version}/");
     let mut folded: HashMap<String, (String, bool)> = HashMap::new();
     let mut claim = |path: &str, dir: bool| -> Result<(), ZipError> {
-        let key = path.to_lowercase();
+        let key = fold(path);
         match folded.get(&key) {
             Some((other, other_dir)) if other != path || *other_dir != dir || !dir => {
                 Err(invalid(format!("case-insensitive file name collision: {other:?} and {path:?}")))
@@ -177,17 +204,16 @@ pub fn check_entries(
             None => (name, false),
         };
         check_file_path(name).map_err(|err| invalid(err.0))?;
-        if dir {
-            claim(name, true)?;
-            continue;
-        }
         // Parents are directories, and may not collide with files.
         let mut parent = name;
         while let Some((p, _)) = parent.rsplit_once('/') {
             claim(p, true)?;
             parent = p;
         }
-        claim(name, false)?;
+        claim(name, dir)?;
+        if dir {
+            continue;
+        }
         let base = name.rsplit('/').next().unwrap_or(name);
         if base.eq_ignore_ascii_case("go.mod") {
             if base != name {
@@ -415,6 +441,10 @@ mod tests {
             let got = e(&zip, exp, limits);
             assert!(got.contains(needle), "case {i}: {got:?} lacks {needle:?}");
         }
+        // Bytes after the end record (a second archive hidden in the comment, say).
+        let mut trailing = module_zip(m, "v1.0.0", &good)?;
+        trailing.extend_from_slice(b"junk");
+        assert!(e(&trailing, None, d).contains("does not end the file"));
         // Truncated: the central directory is gone.
         let zip = module_zip(m, "v1.0.0", &good)?;
         assert!(e(&zip[..zip.len() - 30], None, d).contains("not a zip file"));
