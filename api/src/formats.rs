@@ -10,6 +10,7 @@ use crate::error::{ApiError, ErrorCode};
 
 pub mod apk;
 pub mod apt;
+pub mod conan;
 pub mod go;
 pub mod testformat;
 
@@ -20,6 +21,7 @@ pub fn configure(cfg: &mut web::ServiceConfig, config: &Config) {
         testformat::configure(cfg);
     }
     apk::configure(cfg);
+    conan::configure(cfg);
     // Last: a module path may have any number of segments.
     go::configure(cfg);
 }

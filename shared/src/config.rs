@@ -25,6 +25,7 @@ pub struct Config {
     pub worker: WorkerConfig,
     pub proxy: ProxyConfig,
     pub go: GoConfig,
+    pub conan: ConanConfig,
     pub log: LogConfig,
     pub security: SecurityConfig,
     pub debug: DebugConfig,
@@ -163,6 +164,19 @@ impl Default for GoConfig {
             max_go_mod_bytes: 16 << 20,
             max_license_bytes: 16 << 20,
         }
+    }
+}
+
+/// Conan: how long a token from `v2/users/authenticate` lives.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ConanConfig {
+    pub token_ttl_secs: u64,
+}
+
+impl Default for ConanConfig {
+    fn default() -> Self {
+        Self { token_ttl_secs: 3600 }
     }
 }
 
@@ -512,6 +526,9 @@ fn describe(err: &figment::Error) -> String {
 impl Config {
     /// Checks the rules serde cannot express; each error names the key.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.conan.token_ttl_secs == 0 {
+            return Err(ConfigError("bad value for key `conan.token_ttl_secs`: must be at least 1".into()));
+        }
         let go = GoConfig::default();
         for (key, value, max) in [
             ("go.max_zip_bytes", self.go.max_zip_bytes, go.max_zip_bytes),
