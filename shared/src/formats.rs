@@ -2,5 +2,6 @@
 
 pub mod apk;
 pub mod apt;
+pub mod conan;
 pub mod go;
 pub mod upload;
