@@ -22,6 +22,7 @@ pub fn configure(cfg: &mut web::ServiceConfig, config: &Config) {
     }
     apk::configure(cfg);
     conan::configure(cfg);
+    conan::configure_conans(cfg);
     // Last: a module path may have any number of segments.
     go::configure(cfg);
 }

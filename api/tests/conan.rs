@@ -96,3 +96,154 @@ fn ping_login_and_token_expiry() -> anyhow::Result<()> {
     assert!(!out.status.success());
     Ok(())
 }
+
+/// The REST v2 upload rules over plain HTTP: a revision is invisible until its manifest arrives
+/// and matches; checksums are checked; a completed revision never changes; packages need their
+/// recipe revision; paths are checked. Then the real client uploads, installs (also through a
+/// version range), lists, searches and removes.
+#[test]
+fn hosted_recipes_and_packages() -> anyhow::Result<()> {
+    use sha1::Digest as _;
+    let dir = tempfile::tempdir()?;
+    let server = start(dir.path(), &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)])?;
+    server.wait_ready()?;
+    let (s, text) = status_of(
+        ureq::post(&format!("{}/api/v1/repositories", server.public)).set("Authorization", &basic(PW)).send_json(
+            serde_json::json!({"name": "conan-local", "format": "conan", "type": "hosted", "anonymous_read": true}),
+        ),
+    )?;
+    assert_eq!(s, 201, "{text}");
+    let url = format!("{}/repository/conan-local", server.public);
+    let rec = format!("{url}/v2/conans/demo/1.0/_/_");
+    let put = |path: &str, body: &[u8], sha1: Option<&str>| -> anyhow::Result<(u16, String)> {
+        let mut r = ureq::put(&format!("{rec}/{path}")).set("Authorization", &basic(PW));
+        if let Some(h) = sha1 {
+            r = r.set("X-Checksum-Sha1", h);
+        }
+        status_of(r.send_bytes(body))
+    };
+    let get = |path: &str| -> anyhow::Result<(u16, String)> { status_of(ureq::get(&format!("{rec}/{path}")).call()) };
+    let conanfile = b"from conan import ConanFile\nclass Demo(ConanFile):\n    name = 'demo'\n";
+    let md5 = |b: &[u8]| hex::encode(<md5::Md5 as md5::Digest>::digest(b));
+    let sha1 = |b: &[u8]| hex::encode(sha1::Sha1::digest(b));
+    let manifest = format!("1700000000\nconanfile.py: {}\n", md5(conanfile));
+
+    // A wrong checksum, a bad path: refused.
+    let (s, text) = put("revisions/r1/files/conanfile.py", conanfile, Some(&"0".repeat(40)))?;
+    assert_eq!(s, 400, "{text}");
+    assert!(text.contains("X-Checksum-Sha1"), "{text}");
+    let (s, _) = put("revisions/r1/files/c:conanfile.py", conanfile, None)?;
+    assert_eq!(s, 400);
+    // `..` as sent on the wire (an HTTP library would resolve it first).
+    let raw = |path: &str| -> anyhow::Result<String> {
+        use std::io::{Read, Write};
+        let addr = server.public.trim_start_matches("http://");
+        let mut c = std::net::TcpStream::connect(addr)?;
+        write!(c, "PUT {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: {}\r\nContent-Length: 1\r\nConnection: close\r\n\r\nx", basic(PW))?;
+        let mut out = String::new();
+        c.read_to_string(&mut out)?;
+        Ok(out)
+    };
+    for bad in ["a/../../x", "../x", "%2e%2e/x"] {
+        let answer = raw(&format!("/repository/conan-local/v2/conans/demo/1.0/_/_/revisions/r1/files/{bad}"))?;
+        assert!(answer.starts_with("HTTP/1.1 400"), "{bad}: {answer}");
+    }
+    // Uploaded but invisible until the manifest.
+    assert_eq!(put("revisions/r1/files/conanfile.py", conanfile, Some(&sha1(conanfile)))?.0, 201);
+    assert_eq!(get("revisions")?.0, 404);
+    assert_eq!(get("revisions/r1/files")?.0, 404);
+    // A manifest that does not match what was uploaded.
+    let (s, text) =
+        put("revisions/r1/files/conanmanifest.txt", format!("1\nconanfile.py: {}\n", "0".repeat(32)).as_bytes(), None)?;
+    assert_eq!(s, 400, "{text}");
+    assert!(text.contains("does not match conanmanifest.txt"), "{text}");
+    assert_eq!(put("revisions/r1/files/conanmanifest.txt", manifest.as_bytes(), None)?.0, 201);
+    let (s, latest) = get("latest")?;
+    assert_eq!(s, 200);
+    let latest: serde_json::Value = serde_json::from_str(&latest)?;
+    assert_eq!(latest["revision"], "r1");
+    assert!(latest["time"].as_str().is_some_and(|t| t.ends_with("+00:00")), "{latest}");
+    let r = ureq::get(&format!("{rec}/revisions/r1/files")).call()?;
+    assert_eq!(r.content_type(), "application/json");
+    let files: serde_json::Value = serde_json::from_str(&r.into_string()?)?;
+    assert_eq!(
+        files["files"].as_object().map(|m| m.keys().cloned().collect::<Vec<_>>()),
+        Some(vec!["conanfile.py".to_string(), "conanmanifest.txt".to_string()])
+    );
+    let head = ureq::head(&format!("{rec}/revisions/r1/files/conanfile.py")).call()?;
+    assert_eq!(head.header("content-length"), Some(conanfile.len().to_string().as_str()));
+    assert_eq!(head.header("accept-ranges"), Some("bytes"));
+    assert_eq!(get("revisions/r1/files/conanfile.py")?.1.as_bytes(), conanfile);
+    // A completed revision never changes; retrying identical bytes is fine; metadata may change.
+    assert_eq!(put("revisions/r1/files/conanfile.py", b"other", None)?.0, 409);
+    assert_eq!(put("revisions/r1/files/conanfile.py", conanfile, None)?.0, 201);
+    assert_eq!(put("revisions/r1/files/metadata/logs/build.log", b"log", None)?.0, 201);
+    // Packages: not for an unknown recipe revision.
+    assert_eq!(put("revisions/nope/packages/p1/revisions/q1/files/conaninfo.txt", b"", None)?.0, 404);
+    assert_eq!(put("revisions/r1/packages/p1/revisions/q1/files/conaninfo.txt", b"[settings]\n", None)?.0, 201);
+    assert_eq!(
+        put(
+            "revisions/r1/packages/p1/revisions/q1/files/conanmanifest.txt",
+            format!("1\nconaninfo.txt: {}\n", md5(b"[settings]\n")).as_bytes(),
+            None
+        )?
+        .0,
+        201
+    );
+    let (s, search) = get("search")?;
+    assert_eq!(s, 200);
+    assert_eq!(serde_json::from_str::<serde_json::Value>(&search)?["p1"]["content"], "[settings]\n");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&get("revisions/r1/packages/p1/latest")?.1)?["revision"],
+        "q1"
+    );
+    assert_eq!(get("revisions/r1/packages/p2/latest")?.0, 404, "a missing binary is a 404");
+    let (s, found) = status_of(ureq::get(&format!("{url}/v2/conans/search?q=DEM*")).call())?;
+    assert_eq!(
+        (s, serde_json::from_str::<serde_json::Value>(&found)?["results"].clone()),
+        (200, serde_json::json!(["demo/1.0"]))
+    );
+    // Deletes answer 200.
+    let del = |path: &str| status_of(ureq::delete(&format!("{rec}/{path}")).set("Authorization", &basic(PW)).call());
+    assert_eq!(del("revisions/r1/packages/p1/revisions/q1")?.0, 200);
+    assert_eq!(del("revisions/r1")?.0, 200);
+    assert_eq!(get("latest")?.0, 404);
+
+    if !conan_available() {
+        eprintln!("skipped the conan client part: no conan in PATH (scripts/test.sh installs it)");
+        return Ok(());
+    }
+    let home = tempfile::tempdir()?;
+    let conan = |cwd: &std::path::Path, args: &[&str]| -> anyhow::Result<String> {
+        let out = Command::new("conan").args(args).current_dir(cwd).env("CONAN_HOME", home.path()).output()?;
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        anyhow::ensure!(out.status.success(), "conan {args:?}: {text}");
+        Ok(text)
+    };
+    let h = home.path();
+    conan(h, &["profile", "detect"])?;
+    conan(h, &["remote", "add", "packyard", &url])?;
+    conan(h, &["remote", "login", "packyard", "admin", "-p", PW])?;
+    for v in ["1.0", "1.1", "2.0"] {
+        let proj = h.join(format!("hello-{v}"));
+        std::fs::create_dir_all(&proj)?;
+        conan(&proj, &["new", "header_lib", "-d", "name=hello", "-d", &format!("version={v}")])?;
+        conan(&proj, &["create", ".", "-tf="])?;
+    }
+    conan(h, &["upload", "*", "-r", "packyard", "-c"])?;
+    conan(h, &["remove", "*", "-c"])?;
+    let out = conan(h, &["install", "--requires=hello/1.0", "-r", "packyard"])?;
+    assert!(out.contains("hello/1.0: Package installed"), "{out}");
+    conan(h, &["remove", "*", "-c"])?;
+    let out = conan(h, &["install", "--requires=hello/[>=1.0 <2]", "-r", "packyard"])?;
+    assert!(out.contains("hello/1.1#"), "the range resolves to the newest 1.x: {out}");
+    let out = conan(h, &["list", "hello/*#*:*", "-r", "packyard"])?;
+    assert!(out.contains("hello/1.0") && out.contains("hello/1.1") && out.contains("hello/2.0"), "{out}");
+    assert!(out.contains("da39a3ee5e6b4b0d3255bfef95601890afd80709"), "the header-only package id: {out}");
+    let out = conan(h, &["search", "hel*", "-r", "packyard"])?;
+    assert!(out.contains("hello/2.0"), "{out}");
+    conan(h, &["remove", "hello/2.0#*", "-r", "packyard", "-c"])?;
+    let out = conan(h, &["list", "hello/*", "-r", "packyard"])?;
+    assert!(!out.contains("hello/2.0") && out.contains("hello/1.1"), "{out}");
+    Ok(())
+}

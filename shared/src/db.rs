@@ -19,6 +19,7 @@ use crate::metrics::Metrics;
 pub mod apk;
 pub mod apt;
 pub mod blobs;
+pub mod conan;
 pub mod go;
 pub mod migrate;
 pub mod proxy;

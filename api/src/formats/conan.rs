@@ -103,3 +103,414 @@ async fn check_credentials(
     conan_repo(&services, &req).await?;
     Ok(HttpResponse::Ok().content_type("text/plain; charset=utf-8").body(user.username().to_string()))
 }
+
+// ---- recipes and packages: `v2/conans/…` ----------------------------------------------------
+
+use actix_web::http::Method;
+use futures_util::StreamExt;
+use packyard_shared::db::conan::{ConanFile, ConanRevision};
+use packyard_shared::formats::conan::{check_file_path, check_revision, glob_matches, Manifest, Reference};
+use packyard_shared::repos::{RepoType, Repository};
+
+use crate::error::ErrorCode;
+
+pub fn configure_conans(cfg: &mut web::ServiceConfig) {
+    cfg.service(web::resource("/v2/conans/{tail:.*}").to(conans));
+}
+
+/// What a `v2/conans/…` path names.
+enum Target {
+    Search,
+    Latest(Reference),
+    Revisions(Reference),
+    /// `…/search` (latest recipe revision) or `…/revisions/{rrev}/search`.
+    Packages(Reference, Option<String>),
+    Revision(Reference, String),
+    Files(Reference, String),
+    File(Reference, String, String),
+    AllPackages(Reference, String),
+    PackageLatest(Reference, String, String),
+    PackageRevisions(Reference, String, String),
+    PackageRevision(Reference, String, String, String),
+    PackageFiles(Reference, String, String, String),
+    PackageFile(Reference, String, String, String, String),
+}
+
+fn bad(m: impl std::fmt::Display) -> ApiError {
+    ApiError::bad_request(m.to_string()).plain()
+}
+
+fn parse(tail: &str) -> Result<Target, ApiError> {
+    if tail == "search" {
+        return Ok(Target::Search);
+    }
+    let s: Vec<&str> = tail.splitn(12, '/').collect();
+    if s.len() < 5 {
+        return Err(ApiError::not_found(format!("not found: v2/conans/{tail}")).plain());
+    }
+    let r = Reference::from_url(s[0], s[1], s[2], s[3]).map_err(bad)?;
+    let rev = |i: usize, what: &str| -> Result<String, ApiError> {
+        let v = s.get(i).copied().unwrap_or_default();
+        check_revision(what, v).map_err(bad)?;
+        Ok(v.to_string())
+    };
+    // The rest after `revisions/{rrev}/…` may hold a file path with `/`.
+    let rest = |from: usize| -> String { tail.splitn(from + 1, '/').nth(from).unwrap_or_default().to_string() };
+    let path = |from: usize| -> Result<String, ApiError> {
+        let p = rest(from);
+        check_file_path(&p).map_err(bad)?;
+        Ok(p)
+    };
+    Ok(match &s[4..] {
+        ["latest"] => Target::Latest(r),
+        ["revisions"] => Target::Revisions(r),
+        ["search"] => Target::Packages(r, None),
+        ["revisions", _] => Target::Revision(r, rev(5, "recipe revision")?),
+        ["revisions", _, "files"] => Target::Files(r, rev(5, "recipe revision")?),
+        ["revisions", _, "files", ..] => Target::File(r, rev(5, "recipe revision")?, path(7)?),
+        ["revisions", _, "search"] => Target::Packages(r, Some(rev(5, "recipe revision")?)),
+        ["revisions", _, "packages"] => Target::AllPackages(r, rev(5, "recipe revision")?),
+        ["revisions", _, "packages", _, "latest"] => {
+            Target::PackageLatest(r, rev(5, "recipe revision")?, rev(7, "package id")?)
+        }
+        ["revisions", _, "packages", _, "revisions"] => {
+            Target::PackageRevisions(r, rev(5, "recipe revision")?, rev(7, "package id")?)
+        }
+        ["revisions", _, "packages", _, "revisions", _] => {
+            Target::PackageRevision(r, rev(5, "recipe revision")?, rev(7, "package id")?, rev(9, "package revision")?)
+        }
+        ["revisions", _, "packages", _, "revisions", _, "files"] => {
+            Target::PackageFiles(r, rev(5, "recipe revision")?, rev(7, "package id")?, rev(9, "package revision")?)
+        }
+        ["revisions", _, "packages", _, "revisions", _, "files", ..] => Target::PackageFile(
+            r,
+            rev(5, "recipe revision")?,
+            rev(7, "package id")?,
+            rev(9, "package revision")?,
+            path(11)?,
+        ),
+        _ => return Err(ApiError::not_found(format!("not found: v2/conans/{tail}")).plain()),
+    })
+}
+
+/// Conan's JSON time: ISO 8601 with a zone.
+fn iso(ms: i64) -> String {
+    packyard_shared::time::rfc3339_ms(ms).replace('Z', "+00:00")
+}
+
+fn revision_json(r: &ConanRevision, package: bool) -> serde_json::Value {
+    serde_json::json!({"revision": if package { &r.prev } else { &r.rrev }, "time": iso(r.time_ms)})
+}
+
+fn db_err(e: packyard_shared::db::DbError) -> ApiError {
+    ApiError::from(e).plain()
+}
+
+async fn conans(req: HttpRequest, services: web::Data<Services>, body: web::Payload) -> Result<HttpResponse, ApiError> {
+    let Some(action) = crate::repository::action_for(req.method()) else {
+        return crate::repository::fallback(req).await;
+    };
+    let (caller, repo) = authorize_repo(&req, action).await?;
+    if repo.format != Format::Conan {
+        return crate::repository::fallback(req).await;
+    }
+    if repo.repo_type != RepoType::Hosted {
+        return Err(ApiError::not_found(format!(
+            "{} repository {} does not serve Conan yet",
+            repo.repo_type, repo.name
+        ))
+        .plain());
+    }
+    let tail = req.match_info().get("tail").unwrap_or_default().to_string();
+    let target = parse(&tail)?;
+    match *req.method() {
+        Method::GET | Method::HEAD => read(&req, &services, &repo, target).await,
+        Method::PUT => upload(&req, &services, &repo, &caller, target, body).await,
+        Method::DELETE => delete(&services, &repo, &caller, target).await,
+        _ => {
+            Err(ApiError::new(ErrorCode::MethodNotAllowed, format!("{} is not part of Conan's API", req.method()))
+                .plain())
+        }
+    }
+}
+
+fn not_found(what: impl std::fmt::Display) -> ApiError {
+    ApiError::not_found(format!("{what} not found")).plain()
+}
+
+/// A complete revision (recipe when `package` is `None`).
+async fn complete(
+    services: &Services,
+    repo: &Repository,
+    r: &Reference,
+    rrev: &str,
+    package: Option<(&str, &str)>,
+) -> Result<ConanRevision, ApiError> {
+    let (pkgid, prev) = package.unwrap_or(("", ""));
+    let found = services.db.conan_revision(repo.id, &r.display(), rrev, pkgid, prev).await.map_err(db_err)?;
+    match found {
+        Some(rev) if rev.complete => Ok(rev),
+        _ => Err(match package {
+            None => not_found(format!("recipe {}#{rrev}", r.display())),
+            Some((p, v)) => not_found(format!("package {}#{rrev}:{p}#{v}", r.display())),
+        }),
+    }
+}
+
+async fn files_json(services: &Services, rev: &ConanRevision) -> Result<HttpResponse, ApiError> {
+    let files = services.db.conan_files(rev.id).await.map_err(db_err)?;
+    let map: serde_json::Map<String, serde_json::Value> =
+        files.into_iter().map(|f| (f.path, serde_json::json!({}))).collect();
+    Ok(HttpResponse::Ok().json(serde_json::json!({ "files": map })))
+}
+
+async fn file_response(
+    req: &HttpRequest,
+    services: &Services,
+    rev: &ConanRevision,
+    path: &str,
+) -> Result<HttpResponse, ApiError> {
+    let files = services.db.conan_files(rev.id).await.map_err(db_err)?;
+    let f = files.into_iter().find(|f| f.path == path).ok_or_else(|| not_found(format!("file {path}")))?;
+    let size = u64::try_from(f.size).ok();
+    super::serve_blob(req, services.blobs.as_ref(), &f.sha256, "application/octet-stream", None, size, &[]).await
+}
+
+async fn read(
+    req: &HttpRequest,
+    services: &Services,
+    repo: &Repository,
+    target: Target,
+) -> Result<HttpResponse, ApiError> {
+    let db = &services.db;
+    match target {
+        Target::Search => {
+            let q = web::Query::<std::collections::HashMap<String, String>>::from_query(req.query_string())
+                .map(|q| q.get("q").cloned().unwrap_or_default())
+                .unwrap_or_default();
+            let refs = db.conan_references(repo.id).await.map_err(db_err)?;
+            let results: Vec<String> = refs.into_iter().filter(|r| glob_matches(&q, r)).collect();
+            Ok(HttpResponse::Ok().json(serde_json::json!({ "results": results })))
+        }
+        Target::Latest(r) => {
+            let revs = db.conan_revisions(repo.id, &r.display(), None, None).await.map_err(db_err)?;
+            let latest = revs.first().ok_or_else(|| not_found(format!("recipe {}", r.display())))?;
+            Ok(HttpResponse::Ok().json(revision_json(latest, false)))
+        }
+        Target::Revisions(r) => {
+            let revs = db.conan_revisions(repo.id, &r.display(), None, None).await.map_err(db_err)?;
+            if revs.is_empty() {
+                return Err(not_found(format!("recipe {}", r.display())));
+            }
+            let list: Vec<_> = revs.iter().map(|v| revision_json(v, false)).collect();
+            Ok(HttpResponse::Ok().json(serde_json::json!({ "revisions": list })))
+        }
+        Target::Packages(r, rrev) => {
+            let rrev = match rrev {
+                Some(v) => v,
+                None => db
+                    .conan_revisions(repo.id, &r.display(), None, None)
+                    .await
+                    .map_err(db_err)?
+                    .first()
+                    .map(|v| v.rrev.clone())
+                    .ok_or_else(|| not_found(format!("recipe {}", r.display())))?,
+            };
+            complete(services, repo, &r, &rrev, None).await?;
+            let revs = db.conan_revisions(repo.id, &r.display(), Some(&rrev), None).await.map_err(db_err)?;
+            let mut out = serde_json::Map::new();
+            for rev in revs {
+                if out.contains_key(&rev.pkgid) {
+                    continue; // newest first: the latest revision of each package
+                }
+                let files = db.conan_files(rev.id).await.map_err(db_err)?;
+                let content = match files.iter().find(|f| f.path == "conaninfo.txt") {
+                    Some(f) => {
+                        let digest = packyard_shared::blobs::Sha256Hex::parse(&f.sha256)
+                            .map_err(|e| ApiError::from(e).plain())?;
+                        String::from_utf8_lossy(
+                            &services.blobs.read_all(&digest).await.map_err(|e| ApiError::from(e).plain())?,
+                        )
+                        .into_owned()
+                    }
+                    None => String::new(),
+                };
+                out.insert(rev.pkgid.clone(), serde_json::json!({ "content": content }));
+            }
+            Ok(HttpResponse::Ok().json(out))
+        }
+        Target::Files(r, rrev) => files_json(services, &complete(services, repo, &r, &rrev, None).await?).await,
+        Target::File(r, rrev, path) => {
+            file_response(req, services, &complete(services, repo, &r, &rrev, None).await?, &path).await
+        }
+        Target::PackageLatest(r, rrev, pkgid) | Target::PackageRevisions(r, rrev, pkgid) => {
+            let latest_only = matches!(req.path().rsplit('/').next(), Some("latest"));
+            let revs = db.conan_revisions(repo.id, &r.display(), Some(&rrev), Some(&pkgid)).await.map_err(db_err)?;
+            if revs.is_empty() {
+                return Err(not_found(format!("package {}#{rrev}:{pkgid}", r.display())));
+            }
+            if latest_only {
+                return Ok(HttpResponse::Ok().json(revision_json(&revs[0], true)));
+            }
+            let list: Vec<_> = revs.iter().map(|v| revision_json(v, true)).collect();
+            Ok(HttpResponse::Ok().json(serde_json::json!({ "revisions": list })))
+        }
+        Target::PackageFiles(r, rrev, pkgid, prev) => {
+            files_json(services, &complete(services, repo, &r, &rrev, Some((&pkgid, &prev))).await?).await
+        }
+        Target::PackageFile(r, rrev, pkgid, prev, path) => {
+            let rev = complete(services, repo, &r, &rrev, Some((&pkgid, &prev))).await?;
+            file_response(req, services, &rev, &path).await
+        }
+        Target::Revision(..) | Target::AllPackages(..) | Target::PackageRevision(..) => {
+            Err(ApiError::new(ErrorCode::MethodNotAllowed, "read a revision through its files; DELETE removes it")
+                .plain())
+        }
+    }
+}
+
+/// PUT of one file of a recipe or package revision. The revision stays invisible until its
+/// `conanmanifest.txt` arrives and every uploaded file it lists has its MD5; a completed
+/// revision's files never change (only `metadata/…` may be added or replaced).
+async fn upload(
+    req: &HttpRequest,
+    services: &Services,
+    repo: &Repository,
+    caller: &crate::auth::Caller,
+    target: Target,
+    body: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    use packyard_shared::formats::upload::{check_writable, discard, receive};
+    let (r, rrev, package, path) = match target {
+        Target::File(r, rrev, path) => (r, rrev, None, path),
+        Target::PackageFile(r, rrev, pkgid, prev, path) => (r, rrev, Some((pkgid, prev)), path),
+        _ => return Err(ApiError::new(ErrorCode::MethodNotAllowed, "upload with PUT …/files/<path>").plain()),
+    };
+    check_writable(repo).map_err(super::upload_error)?;
+    let reference = r.display();
+    if package.is_some() {
+        // A package belongs to a complete recipe revision.
+        complete(services, repo, &r, &rrev, None).await?;
+    }
+    let hashers = std::sync::Mutex::new(packyard_shared::formats::conan::FileHashes::default());
+    let stream = body.inspect(|chunk| {
+        if let (Ok(c), Ok(mut h)) = (chunk, hashers.lock()) {
+            h.update(c);
+        }
+    });
+    let limit = services.config.server.max_upload_bytes;
+    let stored = receive(services, Box::pin(stream), limit, None).await.map_err(super::upload_error)?;
+    let (md5, sha1) = match hashers.into_inner() {
+        Ok(h) => h.finish(),
+        Err(_) => return Err(ApiError::internal("hashing the upload failed").plain()),
+    };
+    if let Some(want) = req.headers().get("x-checksum-sha1").and_then(|v| v.to_str().ok()) {
+        if !want.trim().eq_ignore_ascii_case(&sha1) {
+            discard(services, &stored.sha256, stored.created).await;
+            return Err(bad(format!(
+                "X-Checksum-Sha1 says {want} but the body's SHA-1 is {sha1}: the upload was corrupted"
+            )));
+        }
+    }
+    let (pkgid, prev) = package.as_ref().map_or(("", ""), |(p, v)| (p.as_str(), v.as_str()));
+    let rev = services.db.conan_ensure_revision(repo.id, &reference, &rrev, pkgid, prev).await.map_err(db_err)?;
+    let existing = services.db.conan_files(rev.id).await.map_err(db_err)?;
+    let same = existing.iter().find(|f| f.path == path);
+    if rev.complete && !path.starts_with("metadata/") {
+        return match same {
+            Some(f) if f.sha256 == stored.sha256.as_str() => Ok(HttpResponse::Created().finish()),
+            _ => {
+                discard(services, &stored.sha256, stored.created).await;
+                Err(ApiError::new(
+                    ErrorCode::Conflict,
+                    format!("{reference}#{rrev} is already uploaded with other content for {path}; a revision never changes"),
+                )
+                .plain())
+            }
+        };
+    }
+    services.db.record_blob(&stored.sha256, stored.size).await.map_err(db_err)?;
+    let file = ConanFile {
+        path: path.clone(),
+        sha256: stored.sha256.to_string(),
+        size: i64::try_from(stored.size).unwrap_or(i64::MAX),
+        md5,
+        sha1,
+    };
+    services.db.conan_put_file(rev.id, &file).await.map_err(db_err)?;
+    if path == "conanmanifest.txt" && !rev.complete {
+        let text = String::from_utf8_lossy(
+            &services.blobs.read_all(&stored.sha256).await.map_err(|e| ApiError::from(e).plain())?,
+        )
+        .into_owned();
+        let manifest = Manifest::parse(&text).map_err(bad)?;
+        let files = services.db.conan_files(rev.id).await.map_err(db_err)?;
+        for f in &files {
+            if let Some(want) = manifest.files.get(&f.path) {
+                if *want != f.md5 {
+                    return Err(bad(format!(
+                        "{} does not match conanmanifest.txt (MD5 {} listed, {} uploaded)",
+                        f.path, want, f.md5
+                    )));
+                }
+            }
+        }
+        let needed = if package.is_some() { "conaninfo.txt" } else { "conanfile.py" };
+        if !files.iter().any(|f| f.path == needed) {
+            return Err(bad(format!("conanmanifest.txt arrived before {needed}: upload {needed} first")));
+        }
+        services.db.conan_complete(rev.id).await.map_err(db_err)?;
+        services
+            .security
+            .audit(
+                caller.username(),
+                Some(caller.addr),
+                "conan.upload",
+                &format!(
+                    "{}/{reference}#{rrev}{}",
+                    repo.name,
+                    package.as_ref().map(|(p, v)| format!(":{p}#{v}")).unwrap_or_default()
+                ),
+                serde_json::json!({}),
+            )
+            .await;
+    }
+    Ok(HttpResponse::Created().finish())
+}
+
+async fn delete(
+    services: &Services,
+    repo: &Repository,
+    caller: &crate::auth::Caller,
+    target: Target,
+) -> Result<HttpResponse, ApiError> {
+    let (r, rrev, package, packages_only) = match target {
+        Target::Revision(r, rrev) => (r, rrev, None, false),
+        Target::AllPackages(r, rrev) => (r, rrev, None, true),
+        Target::PackageRevision(r, rrev, pkgid, prev) => (r, rrev, Some((pkgid, prev)), false),
+        _ => {
+            return Err(ApiError::new(
+                ErrorCode::MethodNotAllowed,
+                "DELETE a revision, its packages, or a package revision",
+            )
+            .plain())
+        }
+    };
+    let reference = r.display();
+    let pkg = package.as_ref().map(|(p, v)| (p.as_str(), v.as_str()));
+    let n = services.db.conan_delete(repo.id, &reference, &rrev, pkg, packages_only).await.map_err(db_err)?;
+    if n == 0 && !packages_only {
+        return Err(not_found(format!("{reference}#{rrev}")));
+    }
+    services
+        .security
+        .audit(
+            caller.username(),
+            Some(caller.addr),
+            "conan.delete",
+            &format!("{}/{reference}#{rrev}", repo.name),
+            serde_json::json!({"rows": n}),
+        )
+        .await;
+    Ok(HttpResponse::Ok().finish())
+}

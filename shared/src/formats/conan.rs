@@ -162,6 +162,28 @@ pub fn glob_matches(pattern: &str, text: &str) -> bool {
     p[i..].iter().all(|c| *c == '*')
 }
 
+/// The MD5 (what `conanmanifest.txt` lists) and SHA-1 (what `X-Checksum-Sha1` says) of an
+/// uploaded file, computed as it streams by.
+#[derive(Default)]
+pub struct FileHashes {
+    md5: md5::Md5,
+    sha1: sha1::Sha1,
+}
+
+impl FileHashes {
+    pub fn update(&mut self, bytes: &[u8]) {
+        use sha2::Digest as _;
+        self.md5.update(bytes);
+        self.sha1.update(bytes);
+    }
+
+    /// (MD5, SHA-1), hex.
+    pub fn finish(self) -> (String, String) {
+        use sha2::Digest as _;
+        (hex::encode(self.md5.finalize()), hex::encode(self.sha1.finalize()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

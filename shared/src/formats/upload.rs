@@ -67,8 +67,13 @@ pub fn check_writable(repo: &Repository) -> Result<(), UploadError> {
 }
 
 /// Streams a request body into the blob store (at most `limit` bytes); `what` names the
-/// expected content for the message about an empty body.
-pub async fn receive<S, E>(services: &Services, mut body: S, limit: u64, what: &str) -> Result<StoredBlob, UploadError>
+/// expected content for the message about an empty body (`None`: an empty body is fine).
+pub async fn receive<S, E>(
+    services: &Services,
+    mut body: S,
+    limit: u64,
+    what: Option<&str>,
+) -> Result<StoredBlob, UploadError>
 where
     S: Stream<Item = Result<Bytes, E>> + Unpin,
     E: std::fmt::Display,
@@ -78,7 +83,7 @@ where
         let chunk = chunk.map_err(|e| UploadError::Interrupted(e.to_string()))?;
         writer.write(&chunk).await?;
     }
-    if writer.written() == 0 {
+    if let (0, Some(what)) = (writer.written(), what) {
         return Err(UploadError::Invalid(format!("the upload is empty: send {what} as the request body")));
     }
     Ok(writer.finish().await?)

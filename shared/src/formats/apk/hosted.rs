@@ -54,7 +54,7 @@ where
             "upload to <branch>/<channel>/<arch>/<pkgname>-<pkgver>.apk, not {file_name:?}"
         )));
     }
-    let stored = receive(services, body, services.config.server.max_upload_bytes, "the .apk").await?;
+    let stored = receive(services, body, services.config.server.max_upload_bytes, Some("the .apk")).await?;
     let info = match read_stored(services, &stored.sha256).await.and_then(|info| check(repo, unit, file_name, info)) {
         Ok(info) => info,
         Err(e) => {

@@ -51,7 +51,7 @@ where
     // Stream to the blob store (which hashes SHA-256). The MD5, which only the `Packages` index
     // lists, is computed once by the worker that first publishes the package, off the upload's
     // path.
-    let stored = receive(services, body, services.config.server.max_upload_bytes, "the .deb").await?;
+    let stored = receive(services, body, services.config.server.max_upload_bytes, Some("the .deb")).await?;
     let control = match read_stored_control(services, &stored.sha256).await {
         Ok(c) => c,
         Err(e) => {

@@ -54,7 +54,7 @@ where
 {
     check_writable(repo)?;
     let limits = limits(services);
-    let zip = receive(services, body, limits.max_zip, "the module zip").await?;
+    let zip = receive(services, body, limits.max_zip, Some("the module zip")).await?;
     let checked = match check(services, &zip, expected, &limits).await {
         Ok(c) => c,
         Err(e) => {
