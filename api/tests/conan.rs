@@ -3,6 +3,7 @@
 //! `v2/users/check_credentials` (401 once the token is missing, wrong or expired), checked with
 //! plain HTTP and with the real `conan` client (`conan remote add`, `conan remote login`).
 
+#[macro_use]
 mod common;
 
 use std::process::Command;
@@ -247,3 +248,52 @@ fn hosted_recipes_and_packages() -> anyhow::Result<()> {
     assert!(!out.contains("hello/2.0") && out.contains("hello/1.1"), "{out}");
     Ok(())
 }
+
+/// The revision lifecycle through the actix service on every backend: invisible until the
+/// manifest, visible after, immutable, deleted.
+async fn conan_revisions(backend: packyard_shared::db::Backend) -> anyhow::Result<()> {
+    use actix_web::test::{self as atest, TestRequest};
+    let Some(t) = packyard_shared::testing::TestDb::fresh(backend).await? else { return Ok(()) };
+    let services = common::services(&t).await?;
+    let app = atest::init_service(packyard_api::app::public_app(services.clone())).await;
+    let r = common::call(
+        &app,
+        TestRequest::post()
+            .uri("/api/v1/repositories")
+            .insert_header(common::admin())
+            .set_json(serde_json::json!({"name": "c", "format": "conan", "type": "hosted", "anonymous_read": true})),
+    )
+    .await?;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let base = "/repository/c/v2/conans/lib/2.1/team/stable";
+    let put = |path: &str, body: &[u8]| {
+        TestRequest::put().uri(&format!("{base}/{path}")).insert_header(common::admin()).set_payload(body.to_vec())
+    };
+    let conanfile = b"from conan import ConanFile\n";
+    let md5 = hex::encode(<md5::Md5 as md5::Digest>::digest(conanfile));
+    assert_eq!(common::call(&app, put("revisions/abc/files/conanfile.py", conanfile)).await?.status, 201);
+    assert_eq!(common::call(&app, TestRequest::get().uri(&format!("{base}/latest"))).await?.status, 404);
+    let manifest = format!("123\nconanfile.py: {md5}\n");
+    assert_eq!(
+        common::call(&app, put("revisions/abc/files/conanmanifest.txt", manifest.as_bytes())).await?.status,
+        201
+    );
+    let r = common::call(&app, TestRequest::get().uri(&format!("{base}/latest"))).await?;
+    assert_eq!((r.status.as_u16(), r.json["revision"].as_str()), (200, Some("abc")));
+    let r = common::call(&app, TestRequest::get().uri("/repository/c/v2/conans/search?q=lib*")).await?;
+    assert_eq!(r.json["results"], serde_json::json!(["lib/2.1@team/stable"]));
+    assert_eq!(common::call(&app, put("revisions/abc/files/conanfile.py", b"changed")).await?.status, 409);
+    let body = atest::call_and_read_body(
+        &app,
+        TestRequest::get().uri(&format!("{base}/revisions/abc/files/conanfile.py")).to_request(),
+    )
+    .await;
+    assert_eq!(&body[..], conanfile);
+    let r =
+        common::call(&app, TestRequest::delete().uri(&format!("{base}/revisions/abc")).insert_header(common::admin()))
+            .await?;
+    assert_eq!(r.status, 200);
+    assert_eq!(common::call(&app, TestRequest::get().uri(&format!("{base}/revisions"))).await?.status, 404);
+    Ok(())
+}
+on_every_backend!(conan_revisions);
