@@ -297,3 +297,98 @@ async fn conan_revisions(backend: packyard_shared::db::Backend) -> anyhow::Resul
     Ok(())
 }
 on_every_backend!(conan_revisions);
+
+/// A proxy whose upstream is a second Packyard, and a group of a hosted repository and that
+/// proxy, used by the real client.
+#[test]
+fn proxy_and_group_with_the_real_client() -> anyhow::Result<()> {
+    if !conan_available() {
+        eprintln!("skipped: no conan in PATH (scripts/test.sh installs it)");
+        return Ok(());
+    }
+    let create = |server: &common::process::Server, spec: serde_json::Value| -> anyhow::Result<()> {
+        let (s, text) = status_of(
+            ureq::post(&format!("{}/api/v1/repositories", server.public))
+                .set("Authorization", &basic(PW))
+                .send_json(spec),
+        )?;
+        anyhow::ensure!(s == 201, "{text}");
+        Ok(())
+    };
+    let up_dir = tempfile::tempdir()?;
+    let upstream = start(up_dir.path(), &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)])?;
+    upstream.wait_ready()?;
+    create(
+        &upstream,
+        serde_json::json!({"name": "conan-up", "format": "conan", "type": "hosted", "anonymous_read": true}),
+    )?;
+    let dir = tempfile::tempdir()?;
+    let server = start(
+        dir.path(),
+        &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW), ("PACKYARD_PROXY__ALLOW_PRIVATE_ADDRESSES", "true")],
+    )?;
+    server.wait_ready()?;
+    create(
+        &server,
+        serde_json::json!({"name": "conan-proxy", "format": "conan", "type": "proxy", "anonymous_read": true,
+            "proxy": {"remote_url": format!("{}/repository/conan-up/", upstream.public)}}),
+    )?;
+    create(
+        &server,
+        serde_json::json!({"name": "conan-local", "format": "conan", "type": "hosted", "anonymous_read": true}),
+    )?;
+    create(
+        &server,
+        serde_json::json!({"name": "conan-all", "format": "conan", "type": "group", "anonymous_read": true,
+            "group": {"members": ["conan-local", "conan-proxy"]}}),
+    )?;
+
+    let home = tempfile::tempdir()?;
+    let h = home.path();
+    let conan = |args: &[&str], cwd: &std::path::Path| -> anyhow::Result<String> {
+        let out = Command::new("conan").args(args).current_dir(cwd).env("CONAN_HOME", h).output()?;
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        anyhow::ensure!(out.status.success(), "conan {args:?}: {text}");
+        Ok(text)
+    };
+    conan(&["profile", "detect"], h)?;
+    for (name, url) in [
+        ("up", format!("{}/repository/conan-up", upstream.public)),
+        ("local", format!("{}/repository/conan-local", server.public)),
+        ("proxy", format!("{}/repository/conan-proxy", server.public)),
+        ("all", format!("{}/repository/conan-all", server.public)),
+    ] {
+        conan(&["remote", "add", name, &url], h)?;
+    }
+    conan(&["remote", "login", "up", "admin", "-p", PW], h)?;
+    conan(&["remote", "login", "local", "admin", "-p", PW], h)?;
+    for (v, remote) in [("1.0", "up"), ("2.0", "local")] {
+        let proj = h.join(format!("hello-{v}"));
+        std::fs::create_dir_all(&proj)?;
+        conan(&["new", "header_lib", "-d", "name=hello", "-d", &format!("version={v}")], &proj)?;
+        conan(&["create", ".", "-tf="], &proj)?;
+        conan(&["upload", &format!("hello/{v}"), "-r", remote, "-c"], h)?;
+    }
+    // Through the proxy: the upstream's package.
+    conan(&["remove", "*", "-c"], h)?;
+    let out = conan(&["install", "--requires=hello/1.0", "-r", "proxy"], h)?;
+    assert!(out.contains("hello/1.0: Package installed"), "{out}");
+    // Through the group: 1.0 from the proxy member, 2.0 from the hosted one, search merged, a
+    // range over both.
+    conan(&["remove", "*", "-c"], h)?;
+    let out = conan(&["install", "--requires=hello/1.0", "-r", "all"], h)?;
+    assert!(out.contains("hello/1.0: Package installed"), "{out}");
+    let out = conan(&["search", "hello", "-r", "all"], h)?;
+    assert!(out.contains("hello/1.0") && out.contains("hello/2.0"), "{out}");
+    conan(&["remove", "*", "-c"], h)?;
+    let out = conan(&["install", "--requires=hello/[>=1.0 <3]", "-r", "all"], h)?;
+    assert!(out.contains("hello/2.0#"), "{out}");
+    // A group is read-only.
+    let (s, _) = status_of(
+        ureq::put(&format!("{}/repository/conan-all/v2/conans/x/1/_/_/revisions/r/files/conanfile.py", server.public))
+            .set("Authorization", &basic(PW))
+            .send_bytes(b"x"),
+    )?;
+    assert_eq!(s, 405);
+    Ok(())
+}

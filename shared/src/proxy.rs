@@ -270,12 +270,18 @@ fn internal(e: impl std::fmt::Display) -> ProxyError {
 
 /// `remote_url` with `path`'s segments appended (each percent-encoded as needed).
 pub fn upstream_url(remote_url: &str, path: &str) -> Result<reqwest::Url, ProxyError> {
+    // A query (Conan's `search?q=`) travels as it came; it is part of the cache key too.
+    let (path, query) = match path.split_once('?') {
+        Some((p, q)) => (p, Some(q)),
+        None => (path, None),
+    };
     let mut url = reqwest::Url::parse(remote_url).map_err(|e| internal(format!("proxy.remote_url: {e}")))?;
     {
         let mut segments = url.path_segments_mut().map_err(|()| internal("proxy.remote_url cannot be a base"))?;
         segments.pop_if_empty();
         segments.extend(path.split('/'));
     }
+    url.set_query(query);
     Ok(url)
 }
 
@@ -619,6 +625,8 @@ mod tests {
         assert_eq!(u.as_str(), "http://deb.example.org/debian/dists/stable/InRelease");
         let u = upstream_url("http://deb.example.org/", "a b/%")?;
         assert_eq!(u.as_str(), "http://deb.example.org/a%20b/%25");
+        let u = upstream_url("http://c.example.org/repo/", "v2/conans/search?q=zlib%2F*")?;
+        assert_eq!(u.as_str(), "http://c.example.org/repo/v2/conans/search?q=zlib%2F*");
         Ok(())
     }
 }

@@ -214,17 +214,20 @@ async fn conans(req: HttpRequest, services: web::Data<Services>, body: web::Payl
     if repo.format != Format::Conan {
         return crate::repository::fallback(req).await;
     }
-    if repo.repo_type != RepoType::Hosted {
-        return Err(ApiError::not_found(format!(
-            "{} repository {} does not serve Conan yet",
-            repo.repo_type, repo.name
-        ))
-        .plain());
-    }
     let tail = req.match_info().get("tail").unwrap_or_default().to_string();
     let target = parse(&tail)?;
+    if repo.repo_type != RepoType::Hosted && !matches!(*req.method(), Method::GET | Method::HEAD) {
+        return Err(ApiError::new(
+            ErrorCode::MethodNotAllowed,
+            format!(
+                "repository {} is a {} repository: upload to and delete from a hosted one",
+                repo.name, repo.repo_type
+            ),
+        )
+        .plain());
+    }
     match *req.method() {
-        Method::GET | Method::HEAD => read(&req, &services, &repo, target).await,
+        Method::GET | Method::HEAD => read_any(&req, &services, &repo, &tail, target, 0).await,
         Method::PUT => upload(&req, &services, &repo, &caller, target, body).await,
         Method::DELETE => delete(&services, &repo, &caller, target).await,
         _ => {
@@ -232,6 +235,95 @@ async fn conans(req: HttpRequest, services: web::Data<Services>, body: web::Payl
                 .plain())
         }
     }
+}
+
+/// Deepest group nesting followed.
+const MAX_DEPTH: usize = 8;
+
+/// A read of a hosted, proxy or group repository. A group asks its members in order and answers
+/// with the first that has what was asked (so every file of a revision comes from the member
+/// that listed it); its search merges the members' results.
+async fn read_any(
+    req: &HttpRequest,
+    services: &Services,
+    repo: &Repository,
+    tail: &str,
+    target: Target,
+    depth: usize,
+) -> Result<HttpResponse, ApiError> {
+    match repo.repo_type {
+        RepoType::Hosted => read(req, services, repo, target).await,
+        RepoType::Proxy => proxy_read(req, services, repo, tail, &target).await,
+        RepoType::Group => {
+            if depth >= MAX_DEPTH {
+                return Err(ApiError::internal(format!("group {} nests deeper than {MAX_DEPTH}", repo.name)).plain());
+            }
+            let members = group_members(services, repo).await?;
+            if matches!(target, Target::Search) {
+                let mut all = std::collections::BTreeSet::new();
+                for m in &members {
+                    let r = Box::pin(read_any(req, services, m, tail, Target::Search, depth + 1)).await?;
+                    let body = actix_web::body::to_bytes(r.into_body())
+                        .await
+                        .map_err(|_| ApiError::internal("reading a member's search").plain())?;
+                    let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+                    all.extend(
+                        v["results"].as_array().into_iter().flatten().filter_map(|x| x.as_str().map(str::to_string)),
+                    );
+                }
+                return Ok(HttpResponse::Ok().json(serde_json::json!({ "results": all })));
+            }
+            for m in &members {
+                let target = parse(tail)?;
+                match Box::pin(read_any(req, services, m, tail, target, depth + 1)).await {
+                    Ok(r) => return Ok(r),
+                    Err(e) if e.code == ErrorCode::NotFound => continue,
+                    // A member's failure is the group's: no falling through.
+                    Err(e) => return Err(e),
+                }
+            }
+            Err(not_found(format!("v2/conans/{tail} in group {}", repo.name)))
+        }
+    }
+}
+
+async fn group_members(services: &Services, group: &Repository) -> Result<Vec<std::sync::Arc<Repository>>, ApiError> {
+    let mut out = Vec::new();
+    for name in &group.members {
+        if let Some(m) = services.security.repository(name).await.map_err(|e| ApiError::from(e).plain())? {
+            if m.format == Format::Conan {
+                out.push(m);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A proxy: the upstream's answer for the same path, unchanged. Revision files never change
+/// (a revision is immutable; `metadata/…` excepted); lists, `latest` and searches are metadata.
+async fn proxy_read(
+    req: &HttpRequest,
+    services: &Services,
+    repo: &Repository,
+    tail: &str,
+    target: &Target,
+) -> Result<HttpResponse, ApiError> {
+    use packyard_shared::proxy::{FetchRequest, Freshness};
+    let immutable = match target {
+        Target::File(_, _, p) | Target::PackageFile(_, _, _, _, p) => !p.starts_with("metadata/"),
+        _ => false,
+    };
+    let mut path = format!("v2/conans/{tail}");
+    if !req.query_string().is_empty() {
+        path.push('?');
+        path.push_str(req.query_string());
+    }
+    let freshness = if immutable { Freshness::Immutable } else { Freshness::Metadata };
+    let mut fetch = FetchRequest::new(repo, &path, freshness).map_err(super::proxy_error)?;
+    fetch.negative_statuses = &[404];
+    let outcome = services.proxy.fetch(fetch).await.map_err(super::proxy_error)?;
+    let content_type = if immutable { "application/octet-stream" } else { "application/json" };
+    super::serve_proxied(services, repo, req, &path, outcome, content_type).await
 }
 
 fn not_found(what: impl std::fmt::Display) -> ApiError {
@@ -289,7 +381,17 @@ async fn read(
                 .map(|q| q.get("q").cloned().unwrap_or_default())
                 .unwrap_or_default();
             let refs = db.conan_references(repo.id).await.map_err(db_err)?;
-            let results: Vec<String> = refs.into_iter().filter(|r| glob_matches(&q, r)).collect();
+            // A pattern without `/` names the package (`conan search zlib`): match the name.
+            let results: Vec<String> = refs
+                .into_iter()
+                .filter(|r| {
+                    if q.contains('/') {
+                        glob_matches(&q, r)
+                    } else {
+                        glob_matches(&q, r.split('/').next().unwrap_or(r))
+                    }
+                })
+                .collect();
             Ok(HttpResponse::Ok().json(serde_json::json!({ "results": results })))
         }
         Target::Latest(r) => {
