@@ -265,6 +265,20 @@ async fn conan_revisions(backend: packyard_shared::db::Backend) -> anyhow::Resul
     )
     .await?;
     assert_eq!(r.status, 201, "{}", r.text);
+    // The embedded worker publishes the projections writes wait for.
+    let worker = {
+        let s = services.clone();
+        let due = packyard_shared::db::publication::Due { debounce_ms: 0, max_delay_ms: 0 };
+        tokio::spawn(async move {
+            loop {
+                packyard_worker::publisher::Publisher::new(s.clone(), packyard_worker::builders(&s))
+                    .with_due(due)
+                    .run_until_idle()
+                    .await;
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        })
+    };
     let base = "/repository/c/v2/conans/lib/2.1/team/stable";
     let put = |path: &str, body: &[u8]| {
         TestRequest::put().uri(&format!("{base}/{path}")).insert_header(common::admin()).set_payload(body.to_vec())
@@ -282,6 +296,22 @@ async fn conan_revisions(backend: packyard_shared::db::Backend) -> anyhow::Resul
     assert_eq!((r.status.as_u16(), r.json["revision"].as_str()), (200, Some("abc")));
     let r = common::call(&app, TestRequest::get().uri("/repository/c/v2/conans/search?q=lib*")).await?;
     assert_eq!(r.json["results"], serde_json::json!(["lib/2.1@team/stable"]));
+    // Warmed reads of the projections and of a file make no query.
+    let warm = [
+        format!("{base}/latest"),
+        format!("{base}/revisions"),
+        format!("{base}/revisions/abc/files"),
+        format!("{base}/revisions/abc/files/conanfile.py"),
+        "/repository/c/v2/conans/search?q=lib*".to_string(),
+    ];
+    for p in &warm {
+        assert_eq!(common::call(&app, TestRequest::get().uri(p)).await?.status, 200, "{p}");
+    }
+    let before = t.metrics.db_queries();
+    for p in &warm {
+        assert_eq!(common::call(&app, TestRequest::get().uri(p)).await?.status, 200, "{p}");
+    }
+    assert_eq!(t.metrics.db_queries() - before, 0, "warmed Conan reads ran database queries");
     assert_eq!(common::call(&app, put("revisions/abc/files/conanfile.py", b"changed")).await?.status, 409);
     let body = atest::call_and_read_body(
         &app,
@@ -294,6 +324,7 @@ async fn conan_revisions(backend: packyard_shared::db::Backend) -> anyhow::Resul
             .await?;
     assert_eq!(r.status, 200);
     assert_eq!(common::call(&app, TestRequest::get().uri(&format!("{base}/revisions"))).await?.status, 404);
+    worker.abort();
     Ok(())
 }
 on_every_backend!(conan_revisions);

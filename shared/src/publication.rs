@@ -78,6 +78,21 @@ impl<'a> BuildContext<'a> {
         Ok(digest)
     }
 
+    /// The blob store the files go to (and artifacts are read from).
+    pub fn blobs(&self) -> &dyn BlobStore {
+        self.blobs
+    }
+
+    /// Lists an already stored blob (an artifact the snapshot points at) under `path`.
+    pub fn reference(&mut self, path: &str, sha256: &str, size: i64, content_type: &str) {
+        self.files.push(SnapshotFile {
+            path: path.to_string(),
+            sha256: sha256.to_string(),
+            size,
+            content_type: content_type.to_string(),
+        });
+    }
+
     /// Adds `path` as a second name of an already added file (same bytes, no second write).
     pub fn alias(&mut self, path: &str, of: &str) -> Result<(), BuildError> {
         let original = self

@@ -30,4 +30,6 @@ pub fn builders(services: &Services) -> Builders {
             proxy: Some(services.proxy.clone()),
         }))
         .with(Arc::new(packyard_shared::formats::go::publish::GoBuilder { page_size: 1_000 }))
+        .with(Arc::new(packyard_shared::formats::conan::publish::ConanBuilder))
+        .with(Arc::new(packyard_shared::formats::conan::publish::ConanSearchBuilder))
 }

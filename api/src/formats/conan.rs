@@ -109,6 +109,7 @@ async fn check_credentials(
 use actix_web::http::Method;
 use futures_util::StreamExt;
 use packyard_shared::db::conan::{ConanFile, ConanRevision};
+use packyard_shared::formats::conan::publish as projection;
 use packyard_shared::formats::conan::{check_file_path, check_revision, glob_matches, Manifest, Reference};
 use packyard_shared::repos::{RepoType, Repository};
 
@@ -191,15 +192,6 @@ fn parse(tail: &str) -> Result<Target, ApiError> {
         ),
         _ => return Err(ApiError::not_found(format!("not found: v2/conans/{tail}")).plain()),
     })
-}
-
-/// Conan's JSON time: ISO 8601 with a zone.
-fn iso(ms: i64) -> String {
-    packyard_shared::time::rfc3339_ms(ms).replace('Z', "+00:00")
-}
-
-fn revision_json(r: &ConanRevision, package: bool) -> serde_json::Value {
-    serde_json::json!({"revision": if package { &r.prev } else { &r.rrev }, "time": iso(r.time_ms)})
 }
 
 fn db_err(e: packyard_shared::db::DbError) -> ApiError {
@@ -349,41 +341,83 @@ async fn complete(
     }
 }
 
-async fn files_json(services: &Services, rev: &ConanRevision) -> Result<HttpResponse, ApiError> {
-    let files = services.db.conan_files(rev.id).await.map_err(db_err)?;
-    let map: serde_json::Map<String, serde_json::Value> =
-        files.into_iter().map(|f| (f.path, serde_json::json!({}))).collect();
-    Ok(HttpResponse::Ok().json(serde_json::json!({ "files": map })))
+/// A file of the reference's published projection (`None`: not published, so not there).
+async fn projected(
+    services: &Services,
+    repo: &Repository,
+    reference: &str,
+    path: &str,
+) -> Result<Option<packyard_shared::publication::cache::ServedFile>, ApiError> {
+    services
+        .published
+        .file(&services.db, services.blobs.as_ref(), repo.id, projection::KIND, reference, path)
+        .await
+        .map_err(|e| ApiError::internal(e).plain())
 }
 
-async fn file_response(
+async fn projected_json(
     req: &HttpRequest,
     services: &Services,
-    rev: &ConanRevision,
+    repo: &Repository,
+    r: &Reference,
     path: &str,
 ) -> Result<HttpResponse, ApiError> {
-    let files = services.db.conan_files(rev.id).await.map_err(db_err)?;
-    let f = files.into_iter().find(|f| f.path == path).ok_or_else(|| not_found(format!("file {path}")))?;
-    let size = u64::try_from(f.size).ok();
-    super::serve_blob(req, services.blobs.as_ref(), &f.sha256, "application/octet-stream", None, size, &[]).await
+    match projected(services, repo, &r.display(), path).await? {
+        Some(f) => Ok(super::serve_published(req, f)),
+        None => Err(not_found(format!("{}: {path}", r.display()))),
+    }
 }
 
+/// A file of a revision, streamed from its blob (listed by the projection, so no query).
+async fn projected_file(
+    req: &HttpRequest,
+    services: &Services,
+    repo: &Repository,
+    r: &Reference,
+    path: &str,
+) -> Result<HttpResponse, ApiError> {
+    let entry = services
+        .published
+        .entry(&services.db, repo.id, projection::KIND, &r.display(), path)
+        .await
+        .map_err(|e| ApiError::internal(e).plain())?
+        .ok_or_else(|| not_found(format!("{}: {path}", r.display())))?;
+    let size = u64::try_from(entry.size).ok();
+    super::serve_blob(req, services.blobs.as_ref(), &entry.sha256, "application/octet-stream", None, size, &[]).await
+}
+
+/// A hosted repository's reads, all from published projections (warm: no query).
 async fn read(
     req: &HttpRequest,
     services: &Services,
     repo: &Repository,
     target: Target,
 ) -> Result<HttpResponse, ApiError> {
-    let db = &services.db;
     match target {
         Target::Search => {
             let q = web::Query::<std::collections::HashMap<String, String>>::from_query(req.query_string())
                 .map(|q| q.get("q").cloned().unwrap_or_default())
                 .unwrap_or_default();
-            let refs = db.conan_references(repo.id).await.map_err(db_err)?;
+            let found = services
+                .published
+                .file(
+                    &services.db,
+                    services.blobs.as_ref(),
+                    repo.id,
+                    projection::SEARCH_KIND,
+                    projection::SEARCH_UNIT,
+                    projection::SEARCH_FILE,
+                )
+                .await
+                .map_err(|e| ApiError::internal(e).plain())?;
+            let all: serde_json::Value =
+                found.map(|f| serde_json::from_slice(&f.bytes).unwrap_or_default()).unwrap_or_default();
             // A pattern without `/` names the package (`conan search zlib`): match the name.
-            let results: Vec<String> = refs
+            let results: Vec<&str> = all["results"]
+                .as_array()
                 .into_iter()
+                .flatten()
+                .filter_map(|v| v.as_str())
                 .filter(|r| {
                     if q.contains('/') {
                         glob_matches(&q, r)
@@ -394,81 +428,81 @@ async fn read(
                 .collect();
             Ok(HttpResponse::Ok().json(serde_json::json!({ "results": results })))
         }
-        Target::Latest(r) => {
-            let revs = db.conan_revisions(repo.id, &r.display(), None, None).await.map_err(db_err)?;
-            let latest = revs.first().ok_or_else(|| not_found(format!("recipe {}", r.display())))?;
-            Ok(HttpResponse::Ok().json(revision_json(latest, false)))
-        }
-        Target::Revisions(r) => {
-            let revs = db.conan_revisions(repo.id, &r.display(), None, None).await.map_err(db_err)?;
-            if revs.is_empty() {
-                return Err(not_found(format!("recipe {}", r.display())));
-            }
-            let list: Vec<_> = revs.iter().map(|v| revision_json(v, false)).collect();
-            Ok(HttpResponse::Ok().json(serde_json::json!({ "revisions": list })))
-        }
+        Target::Latest(r) => projected_json(req, services, repo, &r, "latest").await,
+        Target::Revisions(r) => projected_json(req, services, repo, &r, "revisions").await,
         Target::Packages(r, rrev) => {
             let rrev = match rrev {
                 Some(v) => v,
-                None => db
-                    .conan_revisions(repo.id, &r.display(), None, None)
-                    .await
-                    .map_err(db_err)?
-                    .first()
-                    .map(|v| v.rrev.clone())
-                    .ok_or_else(|| not_found(format!("recipe {}", r.display())))?,
-            };
-            complete(services, repo, &r, &rrev, None).await?;
-            let revs = db.conan_revisions(repo.id, &r.display(), Some(&rrev), None).await.map_err(db_err)?;
-            let mut out = serde_json::Map::new();
-            for rev in revs {
-                if out.contains_key(&rev.pkgid) {
-                    continue; // newest first: the latest revision of each package
+                None => {
+                    let latest = projected(services, repo, &r.display(), "latest")
+                        .await?
+                        .ok_or_else(|| not_found(format!("recipe {}", r.display())))?;
+                    let v: serde_json::Value = serde_json::from_slice(&latest.bytes).unwrap_or_default();
+                    v["revision"].as_str().unwrap_or_default().to_string()
                 }
-                let files = db.conan_files(rev.id).await.map_err(db_err)?;
-                let content = match files.iter().find(|f| f.path == "conaninfo.txt") {
-                    Some(f) => {
-                        let digest = packyard_shared::blobs::Sha256Hex::parse(&f.sha256)
-                            .map_err(|e| ApiError::from(e).plain())?;
-                        String::from_utf8_lossy(
-                            &services.blobs.read_all(&digest).await.map_err(|e| ApiError::from(e).plain())?,
-                        )
-                        .into_owned()
-                    }
-                    None => String::new(),
-                };
-                out.insert(rev.pkgid.clone(), serde_json::json!({ "content": content }));
-            }
-            Ok(HttpResponse::Ok().json(out))
+            };
+            projected_json(req, services, repo, &r, &format!("revisions/{rrev}/search")).await
         }
-        Target::Files(r, rrev) => files_json(services, &complete(services, repo, &r, &rrev, None).await?).await,
+        Target::Files(r, rrev) => projected_json(req, services, repo, &r, &format!("revisions/{rrev}/files")).await,
         Target::File(r, rrev, path) => {
-            file_response(req, services, &complete(services, repo, &r, &rrev, None).await?, &path).await
+            projected_file(req, services, repo, &r, &format!("revisions/{rrev}/files/{path}")).await
         }
-        Target::PackageLatest(r, rrev, pkgid) | Target::PackageRevisions(r, rrev, pkgid) => {
-            let latest_only = matches!(req.path().rsplit('/').next(), Some("latest"));
-            let revs = db.conan_revisions(repo.id, &r.display(), Some(&rrev), Some(&pkgid)).await.map_err(db_err)?;
-            if revs.is_empty() {
-                return Err(not_found(format!("package {}#{rrev}:{pkgid}", r.display())));
-            }
-            if latest_only {
-                return Ok(HttpResponse::Ok().json(revision_json(&revs[0], true)));
-            }
-            let list: Vec<_> = revs.iter().map(|v| revision_json(v, true)).collect();
-            Ok(HttpResponse::Ok().json(serde_json::json!({ "revisions": list })))
+        Target::PackageLatest(r, rrev, pkgid) => {
+            projected_json(req, services, repo, &r, &format!("revisions/{rrev}/packages/{pkgid}/latest")).await
+        }
+        Target::PackageRevisions(r, rrev, pkgid) => {
+            projected_json(req, services, repo, &r, &format!("revisions/{rrev}/packages/{pkgid}/revisions")).await
         }
         Target::PackageFiles(r, rrev, pkgid, prev) => {
-            files_json(services, &complete(services, repo, &r, &rrev, Some((&pkgid, &prev))).await?).await
+            projected_json(
+                req,
+                services,
+                repo,
+                &r,
+                &format!("revisions/{rrev}/packages/{pkgid}/revisions/{prev}/files"),
+            )
+            .await
         }
         Target::PackageFile(r, rrev, pkgid, prev, path) => {
-            let rev = complete(services, repo, &r, &rrev, Some((&pkgid, &prev))).await?;
-            file_response(req, services, &rev, &path).await
+            let p = format!("revisions/{rrev}/packages/{pkgid}/revisions/{prev}/files/{path}");
+            projected_file(req, services, repo, &r, &p).await
         }
         Target::Revision(..) | Target::AllPackages(..) | Target::PackageRevision(..) => {
             Err(ApiError::new(ErrorCode::MethodNotAllowed, "read a revision through its files; DELETE removes it")
                 .plain())
         }
     }
+}
+
+/// After a change to `reference`: its projection and the repository's search index are
+/// rebuilt, and the writer waits for them (read-your-writes for the client that uploaded).
+async fn republish(services: &Services, repo: &Repository, reference: &str) -> Result<(), ApiError> {
+    let db = &services.db;
+    let units = [
+        (projection::KIND.to_string(), reference.to_string()),
+        (projection::SEARCH_KIND.to_string(), projection::SEARCH_UNIT.to_string()),
+    ];
+    db.request_changes(repo.id, &units).await.map_err(db_err)?;
+    services.wake();
+    for (kind, key) in &units {
+        if let Some(u) = db.unit_by_key(repo.id, kind, key).await.map_err(db_err)? {
+            let done = packyard_shared::publication::wait_until_published(
+                db,
+                u.id,
+                u.desired_revision,
+                std::time::Duration::from_secs(30),
+            )
+            .await
+            .map_err(db_err)?;
+            if !done {
+                return Err(
+                    ApiError::new(ErrorCode::ServiceUnavailable, "stored, but not yet published after 30 s").plain()
+                );
+            }
+        }
+    }
+    services.published.invalidate();
+    Ok(())
 }
 
 /// PUT of one file of a recipe or package revision. The revision stays invisible until its
@@ -562,6 +596,7 @@ async fn upload(
             return Err(bad(format!("conanmanifest.txt arrived before {needed}: upload {needed} first")));
         }
         services.db.conan_complete(rev.id).await.map_err(db_err)?;
+        republish(services, repo, &reference).await?;
         services
             .security
             .audit(
@@ -604,6 +639,7 @@ async fn delete(
     if n == 0 && !packages_only {
         return Err(not_found(format!("{reference}#{rrev}")));
     }
+    republish(services, repo, &reference).await?;
     services
         .security
         .audit(

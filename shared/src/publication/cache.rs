@@ -237,6 +237,20 @@ impl PublishedCache {
         Ok(None)
     }
 
+    /// The entry (blob, size, type) of a file of the current snapshot, without reading it: for
+    /// artifacts a snapshot lists, streamed by the caller.
+    pub async fn entry(
+        &self,
+        db: &Db,
+        repository_id: i64,
+        kind: &str,
+        unit_key: &str,
+        path: &str,
+    ) -> Result<Option<SnapshotFile>, ReadError> {
+        let Some(manifest) = self.manifest(db, repository_id, kind, unit_key).await? else { return Ok(None) };
+        Ok(manifest.files.get(path).cloned())
+    }
+
     /// A file of the current snapshot, from memory when warm; `None` if absent.
     pub async fn file(
         &self,

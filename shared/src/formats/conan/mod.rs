@@ -1,6 +1,8 @@
 //! Conan 2 (REST v2): references and revisions as the URLs carry them, file paths inside a
 //! revision, `conanmanifest.txt`, and the case-insensitive glob of `search?q=`.
 
+pub mod publish;
+
 use std::collections::BTreeMap;
 
 /// Why a reference, revision, path or manifest is refused.
