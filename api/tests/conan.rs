@@ -95,6 +95,30 @@ fn ping_login_and_token_expiry() -> anyhow::Result<()> {
         .env("CONAN_HOME", home.path())
         .output()?;
     assert!(!out.status.success());
+
+    // Once the token expired (2 s here), the client hears 401 and logs in again by itself with
+    // the credentials it is given, and the upload goes through.
+    conan(&["remote", "login", "packyard", "admin", "-p", PW])?;
+    conan(&["profile", "detect"])?;
+    let proj = home.path().join("proj");
+    std::fs::create_dir_all(&proj)?;
+    let run = |args: &[&str]| -> anyhow::Result<String> {
+        let out = Command::new("conan")
+            .args(args)
+            .current_dir(&proj)
+            .env("CONAN_HOME", home.path())
+            .env("CONAN_LOGIN_USERNAME_PACKYARD", "admin")
+            .env("CONAN_PASSWORD_PACKYARD", PW)
+            .output()?;
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        anyhow::ensure!(out.status.success(), "conan {args:?}: {text}");
+        Ok(text)
+    };
+    run(&["new", "header_lib", "-d", "name=relog", "-d", "version=1.0"])?;
+    run(&["create", ".", "-tf="])?;
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    let out = run(&["upload", "relog/1.0", "-r", "packyard", "-c"])?;
+    assert!(out.contains("Uploading recipe 'relog/1.0"), "{out}");
     Ok(())
 }
 
