@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Side-by-side baseline of one format on loopback, written to docs/perf/<format>.md:
-#   loadtest/baseline.sh apt|apk|go
+#   loadtest/baseline.sh apt|apk|go|conan
 # Builds the release binaries, starts Packyard (embedded default) in a scratch directory,
 # uploads a deterministic generated 4 MiB package, copies the same bytes into a directory served
 # by nginx (the static-file ceiling), starts the format's peer (aptly serve for APT; APK has
@@ -11,7 +11,7 @@
 set -euo pipefail
 
 format=${1:-}
-case "$format" in apt|apk|go) ;; *) echo "usage: $0 apt|apk|go   (Conan arrives with its issue)" >&2; exit 2 ;; esac
+case "$format" in apt|apk|go|conan) ;; *) echo "usage: $0 apt|apk|go|conan" >&2; exit 2 ;; esac
 cd "$(dirname "$0")/.."
 root=$PWD
 REQUESTS=${REQUESTS:-2000}
@@ -101,6 +101,105 @@ EOF
   "$NGINX" -c "$work/nginx.conf" -g 'daemon on;' || { cat "$work/nginx-error.log" >&2; exit 1; }
   wait_http "http://127.0.0.1:$n_port/$1" || { cat "$work/nginx-error.log" >&2; exit 1; }
 }
+
+if [ "$format" = conan ]; then
+  # The client (the tests' pin) and the peer (conan-server has no 2.34: its newest, in its own
+  # virtualenv, since it ships a client tree of its own).
+  venv() { [ -x "$1/bin/python" ] || python3 -m venv "$1"; "$1/bin/pip" install -q "$2"; }
+  venv "$root/target/baseline-conan-client" "conan==2.34.0"
+  venv "$root/target/baseline-conan-server" "conan-server==2.33.0"
+  conan="$root/target/baseline-conan-client/bin/conan"
+  export CONAN_HOME=$work/conan-home
+  curl -fsS -u admin:$pw -H 'content-type: application/json' "$pk/api/v1/repositories" \
+    -d '{"name":"conan-local","format":"conan","type":"hosted"}' >/dev/null
+  # conan_server: generate its configuration, then allow writes for a user.
+  c_port=$(free_port)
+  (timeout 5 "$root/target/baseline-conan-server/bin/conan_server" -d "$work/conan-server" >/dev/null 2>&1 || true)
+  python3 - "$work/conan-server/server.conf" "$c_port" <<'PY'
+import re, sys
+path, port = sys.argv[1], sys.argv[2]
+s = open(path).read()
+s = re.sub(r"(?m)^port: .*$", "port: " + port, s)
+s = s.replace("[write_permissions]", "[write_permissions]\n*/*@*/*: *")
+s = re.sub(r"(?ms)^\[users\].*?(?=^\[|\Z)", "[users]\nbench: bench\n\n", s)
+open(path, "w").write(s)
+PY
+  ("$root/target/baseline-conan-server/bin/conan_server" -d "$work/conan-server" >"$work/conan-server.log" 2>&1) &
+  pids+=($!)
+  wait_http "http://127.0.0.1:$c_port/v1/ping"
+  "$conan" profile detect >/dev/null 2>&1
+  "$conan" remote add packyard "$pk/repository/conan-local" >/dev/null
+  "$conan" remote add conan_server "http://127.0.0.1:$c_port" >/dev/null
+  "$conan" remote login packyard admin -p "$pw" >/dev/null
+  "$conan" remote login conan_server bench -p bench >/dev/null
+  # A package whose one file is a deterministic 4 MiB payload.
+  mkdir -p "$work/bench"
+  "$lt" fixture go --out "$work/bench/payload.bin" --bytes $((4 * 1024 * 1024))
+  cat >"$work/bench/conanfile.py" <<'PY'
+from conan import ConanFile
+from conan.tools.files import copy
+
+
+class Bench(ConanFile):
+    name = "bench"
+    version = "1.0"
+    exports_sources = "payload.bin"
+
+    def package(self):
+        copy(self, "payload.bin", self.source_folder, self.package_folder)
+PY
+  (cd "$work/bench" && "$conan" create . >/dev/null 2>&1)
+  "$conan" upload "bench/1.0" -r packyard -c >/dev/null
+  "$conan" upload "bench/1.0" -r conan_server -c >/dev/null
+  ref=v2/conans/bench/1.0/_/_
+  rrev=$(curl -fsS "$pk/repository/conan-local/$ref/latest" | python3 -c 'import json,sys; print(json.load(sys.stdin)["revision"])')
+  pkgid=$(curl -fsS "$pk/repository/conan-local/$ref/revisions/$rrev/search" | python3 -c 'import json,sys; print(next(iter(json.load(sys.stdin))))')
+  prev=$(curl -fsS "$pk/repository/conan-local/$ref/revisions/$rrev/packages/$pkgid/latest" | python3 -c 'import json,sys; print(json.load(sys.stdin)["revision"])')
+  pkgfile=$(curl -fsS "$pk/repository/conan-local/$ref/revisions/$rrev/packages/$pkgid/revisions/$prev/files" | python3 -c 'import json,sys; print([f for f in json.load(sys.stdin)["files"] if f.startswith("conan_package.t")][0])')
+  file_path="$ref/revisions/$rrev/packages/$pkgid/revisions/$prev/files/$pkgfile"
+  for f in "$ref/latest" "$ref/revisions" "$file_path"; do
+    mkdir -p "$www/$(dirname "$f")"
+    curl -fsS -o "$www/$f" "$pk/repository/conan-local/$f"
+  done
+  start_nginx "$ref/latest"
+  common=(--requests "$REQUESTS" --concurrency "$CONCURRENCY" --rounds "$ROUNDS"
+    --warmup-requests "$WARMUP_REQUESTS" --warmup-seconds "$WARMUP_SECONDS")
+  log "packyard vs nginx (Conan)"
+  "$lt" compare --target "packyard=$pk/repository/conan-local/" --target "nginx=http://127.0.0.1:$n_port/" "${common[@]}" \
+    --scenario "get:$ref/latest" --scenario "get:$ref/revisions" --scenario "cond:$ref/latest" \
+    --scenario "get:$file_path" --scenario "range:$file_path" --scenario "head:$file_path" \
+    --output "$work/nginx.json" --markdown "$work/nginx.md"
+  log "packyard vs conan_server"
+  "$lt" compare --target "packyard=$pk/repository/conan-local/" --target "conan_server=http://127.0.0.1:$c_port/" "${common[@]}" \
+    --scenario "get:$ref/latest" --scenario "get:$ref/revisions" --scenario "get:$file_path" \
+    --output "$work/peer.json" --markdown "$work/peer.md"
+  cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
+  {
+    echo "# Conan serving: Packyard side by side with nginx and conan_server"
+    echo
+    echo "Generated by \`loadtest/baseline.sh conan\` on $(date -u +%Y-%m-%d) — $(nproc) × $cpu, $(uname -r),"
+    echo "$("$NGINX" -v 2>&1 | sed 's/.*: //'), conan_server 2.33.0 (PyPI \`conan-server\`, its own development server), Packyard"
+    echo "$(git rev-parse --short HEAD) (release build, embedded default: SQLite and local files, log level warn). Everything on"
+    echo "loopback on one shared machine: read the ratios, not the absolute figures. The fixture is \`bench/1.0\`,"
+    echo "a package whose one file is a deterministic 4 MiB payload, uploaded by the conan 2.34 client to"
+    echo "both servers; nginx serves the bytes Packyard published (\`latest\`, \`revisions\`, \`$pkgfile\`)."
+    echo
+    echo "Reproduce: \`loadtest/baseline.sh conan\` (REQUESTS=$REQUESTS CONCURRENCY=$CONCURRENCY ROUNDS=$ROUNDS WARMUP_REQUESTS=$WARMUP_REQUESTS WARMUP_SECONDS=$WARMUP_SECONDS)."
+    echo
+    echo "## Against nginx (the static-file ceiling)"
+    echo
+    cat "$work/nginx.md"
+    echo
+    echo "## Against conan_server"
+    echo
+    cat "$work/peer.md"
+  } >"$OUT"
+  mkdir -p target/loadtest
+  cp "$work/nginx.json" target/loadtest/conan-nginx.json
+  cp "$work/peer.json" target/loadtest/conan-peer.json
+  log "wrote $OUT (raw results in target/loadtest/)"
+  exit 0
+fi
 
 if [ "$format" = go ]; then
   for spec in '{"name":"gomods","format":"go","type":"hosted"}' '{"name":"goall","format":"go","type":"group","group":{"members":["gomods"]}}'; do

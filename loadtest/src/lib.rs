@@ -333,6 +333,29 @@ async fn preflight(
             );
         }
         notes.push(format!("APT release equivalent on every target ({})", ids[0]));
+    } else if path.starts_with("v2/conans/") && (file == "latest" || file == "revisions") {
+        // Conan: the same revisions (their times differ between servers).
+        let ids: Vec<String> = full
+            .iter()
+            .map(|b| {
+                let v: serde_json::Value = serde_json::from_slice(b).unwrap_or_default();
+                match v.get("revisions").and_then(|r| r.as_array()) {
+                    Some(list) => list.iter().filter_map(|r| r["revision"].as_str()).collect::<Vec<_>>().join(","),
+                    None => v["revision"].as_str().unwrap_or_default().to_string(),
+                }
+            })
+            .collect();
+        for (t, id) in targets.iter().zip(&ids) {
+            anyhow::ensure!(
+                !id.is_empty() && id == &ids[0],
+                "preflight {}: {} lists revision(s) {id:?}, {} {:?}",
+                scenario.name,
+                t.name,
+                targets[0].name,
+                ids[0]
+            );
+        }
+        notes.push(format!("the same Conan revision(s) on every target ({})", ids[0]));
     } else if file == "APKINDEX.tar.gz" {
         let sets: Vec<_> = full.iter().map(|b| apk::package_set(b)).collect::<anyhow::Result<_>>()?;
         for (t, set) in targets.iter().zip(&sets) {
