@@ -157,7 +157,9 @@ PY
   prev=$(curl -fsS "$pk/repository/conan-local/$ref/revisions/$rrev/packages/$pkgid/latest" | python3 -c 'import json,sys; print(json.load(sys.stdin)["revision"])')
   pkgfile=$(curl -fsS "$pk/repository/conan-local/$ref/revisions/$rrev/packages/$pkgid/revisions/$prev/files" | python3 -c 'import json,sys; print([f for f in json.load(sys.stdin)["files"] if f.startswith("conan_package.t")][0])')
   file_path="$ref/revisions/$rrev/packages/$pkgid/revisions/$prev/files/$pkgfile"
-  for f in "$ref/latest" "$ref/revisions" "$file_path"; do
+  # (`revisions` is both a file and a directory on these paths: nginx serves `latest` and the
+  # package file; `revisions` is compared with conan_server only.)
+  for f in "$ref/latest" "$file_path"; do
     mkdir -p "$www/$(dirname "$f")"
     curl -fsS -o "$www/$f" "$pk/repository/conan-local/$f"
   done
@@ -166,7 +168,7 @@ PY
     --warmup-requests "$WARMUP_REQUESTS" --warmup-seconds "$WARMUP_SECONDS")
   log "packyard vs nginx (Conan)"
   "$lt" compare --target "packyard=$pk/repository/conan-local/" --target "nginx=http://127.0.0.1:$n_port/" "${common[@]}" \
-    --scenario "get:$ref/latest" --scenario "get:$ref/revisions" --scenario "cond:$ref/latest" \
+    --scenario "get:$ref/latest" --scenario "cond:$ref/latest" \
     --scenario "get:$file_path" --scenario "range:$file_path" --scenario "head:$file_path" \
     --output "$work/nginx.json" --markdown "$work/nginx.md"
   log "packyard vs conan_server"
@@ -182,7 +184,7 @@ PY
     echo "$(git rev-parse --short HEAD) (release build, embedded default: SQLite and local files, log level warn). Everything on"
     echo "loopback on one shared machine: read the ratios, not the absolute figures. The fixture is \`bench/1.0\`,"
     echo "a package whose one file is a deterministic 4 MiB payload, uploaded by the conan 2.34 client to"
-    echo "both servers; nginx serves the bytes Packyard published (\`latest\`, \`revisions\`, \`$pkgfile\`)."
+    echo "both servers; nginx serves the bytes Packyard published (\`latest\` and \`$pkgfile\`)."
     echo
     echo "Reproduce: \`loadtest/baseline.sh conan\` (REQUESTS=$REQUESTS CONCURRENCY=$CONCURRENCY ROUNDS=$ROUNDS WARMUP_REQUESTS=$WARMUP_REQUESTS WARMUP_SECONDS=$WARMUP_SECONDS)."
     echo
