@@ -46,9 +46,21 @@ fn ping_login_and_token_expiry() -> anyhow::Result<()> {
         ureq::get(&format!("{url}/v2/users/authenticate")).set("Authorization", &basic(PW)).call()?.into_string()?;
     assert!(token.starts_with("pky_"), "{token}");
     let bearer = format!("Bearer {token}");
-    // A token cannot mint tokens.
+    // A bearer token cannot log in again; an API token given as the password is the login.
     let (s, _) = status_of(ureq::get(&format!("{url}/v2/users/authenticate")).set("Authorization", &bearer).call())?;
     assert_eq!(s, 401);
+    let api_token: serde_json::Value = ureq::post(&format!("{}/api/v1/tokens", server.public))
+        .set("Authorization", &basic(PW))
+        .send_json(serde_json::json!({"name": "ci"}))?
+        .into_json()?;
+    let api_token = api_token["token"].as_str().unwrap_or_default().to_string();
+    let with_token = format!(
+        "Basic {}",
+        base64::Engine::encode(&base64::engine::general_purpose::STANDARD, format!("admin:{api_token}"))
+    );
+    let (s, text) =
+        status_of(ureq::get(&format!("{url}/v2/users/authenticate")).set("Authorization", &with_token).call())?;
+    assert_eq!((s, text.as_str()), (200, api_token.as_str()));
 
     // check_credentials: 200 with the token, 401 without, and 401 once it expired.
     let (s, text) =
@@ -90,6 +102,8 @@ fn ping_login_and_token_expiry() -> anyhow::Result<()> {
     assert!(out.contains("to 'admin' (authenticated)"), "{out}");
     let out = conan(&["remote", "list-users"])?;
     assert!(out.contains("Username: admin") && out.contains("authenticated: True"), "{out}");
+    let out = conan(&["remote", "login", "packyard", "admin", "-p", &api_token])?;
+    assert!(out.contains("with user 'admin'"), "login with an API token: {out}");
     let out = Command::new("conan")
         .args(["remote", "login", "packyard", "admin", "-p", "wrong"])
         .env("CONAN_HOME", home.path())
@@ -182,6 +196,12 @@ fn hosted_recipes_and_packages() -> anyhow::Result<()> {
         put("revisions/r1/files/conanmanifest.txt", format!("1\nconanfile.py: {}\n", "0".repeat(32)).as_bytes(), None)?;
     assert_eq!(s, 400, "{text}");
     assert!(text.contains("does not match conanmanifest.txt"), "{text}");
+    let (s, text) = put("revisions/r9/files/conanmanifest.txt", manifest.as_bytes(), None)?;
+    assert_eq!(s, 400, "a manifest listing a file that is not there: {text}");
+    assert!(text.contains("arrived before conanfile.py"), "{text}");
+    let (s, text) = status_of(ureq::get(&format!("{url}/v2/conans/bad$name/1.0/_/_/latest")).call())?;
+    assert_eq!(s, 400, "{text}");
+    assert!(text.contains("invalid name"), "{text}");
     assert_eq!(put("revisions/r1/files/conanmanifest.txt", manifest.as_bytes(), None)?.0, 201);
     let (s, latest) = get("latest")?;
     assert_eq!(s, 200);

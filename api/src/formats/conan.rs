@@ -1,7 +1,7 @@
 //! Conan 2 (REST v2) below `/repository/<name>/`, first part: `v1/ping` (the capabilities, to
 //! anyone), `v2/users/authenticate` (Basic credentials → a bearer token that expires after
 //! `conan.token_ttl_secs`, scoped to this repository, only its hash stored: an API token of the
-//! security model) and `v2/users/check_credentials` (401 when the token is missing, expired or
+//! security model; with an API token as the password, that token itself) and `v2/users/check_credentials` (401 when the token is missing, expired or
 //! revoked, so that the client logs in again).
 
 use actix_web::{web, HttpRequest, HttpResponse};
@@ -60,11 +60,18 @@ async fn authenticate(
     services: web::Data<Services>,
 ) -> Result<HttpResponse, ApiError> {
     let repo = conan_repo(&services, &req).await?;
-    if let Principal::User { token: Some(_), .. } = user.0.principal.as_ref() {
-        return Err(ApiError::unauthorized("log in with your user name and password, not a token").plain());
-    }
     // The user must be able to read the repository at all.
     authorize_repo(&req, Action::Read).await?;
+    if let Principal::User { token: Some(_), .. } = user.0.principal.as_ref() {
+        // Logged in with an API token as the password: the client uses that token itself (its
+        // own scope and expiry); a bearer token cannot log in again.
+        return match crate::auth::parse_authorization(&req)? {
+            Some(packyard_shared::security::service::Credentials::Basic { password, .. }) => {
+                Ok(HttpResponse::Ok().content_type("text/plain; charset=utf-8").body(password))
+            }
+            _ => Err(ApiError::unauthorized("log in with your user name and a password or API token").plain()),
+        };
+    }
     let ttl_ms = i64::try_from(services.config.conan.token_ttl_secs.saturating_mul(1000)).unwrap_or(i64::MAX);
     let new = tokens::generate();
     services
