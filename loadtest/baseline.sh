@@ -173,7 +173,11 @@ PY
     --output "$work/nginx.json" --markdown "$work/nginx.md"
   log "packyard vs conan_server"
   "$lt" compare --target "packyard=$pk/repository/conan-local/" --target "conan_server=http://127.0.0.1:$c_port/" "${common[@]}" \
-    --scenario "get:$ref/latest" --scenario "get:$ref/revisions" --scenario "get:$file_path" \
+    --scenario "get:v1/ping" --scenario "get:v2/conans/search?q=bench" \
+    --scenario "get:$ref/latest" --scenario "get:$ref/revisions" --scenario "get:$ref/revisions/$rrev/files" \
+    --scenario "get:$ref/revisions/$rrev/packages/$pkgid/latest" --scenario "get:$ref/revisions/$rrev/packages/$pkgid/revisions" \
+    --scenario "get:$ref/revisions/$rrev/packages/$pkgid/revisions/$prev/files" \
+    --scenario "get:$file_path" \
     --output "$work/peer.json" --markdown "$work/peer.md"
   cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
   {

@@ -333,6 +333,35 @@ async fn preflight(
             );
         }
         notes.push(format!("APT release equivalent on every target ({})", ids[0]));
+    } else if path.starts_with("v2/conans/") && (file == "files" || file.starts_with("search")) {
+        // Conan file lists and searches: the same names (formatting differs between servers).
+        let keys: Vec<Vec<String>> = full
+            .iter()
+            .map(|b| {
+                let v: serde_json::Value = serde_json::from_slice(b).unwrap_or_default();
+                let mut k: Vec<String> = match (v.get("files"), v.get("results")) {
+                    (Some(f), _) => f.as_object().map(|m| m.keys().cloned().collect()).unwrap_or_default(),
+                    (_, Some(r)) => r
+                        .as_array()
+                        .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
+                        .unwrap_or_default(),
+                    _ => v.as_object().map(|m| m.keys().cloned().collect()).unwrap_or_default(),
+                };
+                k.sort();
+                k
+            })
+            .collect();
+        for (t, k) in targets.iter().zip(&keys) {
+            anyhow::ensure!(
+                !k.is_empty() && k == &keys[0],
+                "preflight {}: {} lists {k:?}, {} {:?}",
+                scenario.name,
+                t.name,
+                targets[0].name,
+                keys[0]
+            );
+        }
+        notes.push(format!("the same Conan names on every target ({})", keys[0].join(", ")));
     } else if path.starts_with("v2/conans/") && (file == "latest" || file == "revisions") {
         // Conan: the same revisions (their times differ between servers).
         let ids: Vec<String> = full
