@@ -467,3 +467,82 @@ fn proxy_and_group_with_the_real_client() -> anyhow::Result<()> {
     assert_eq!(s, 405);
     Ok(())
 }
+
+/// A proxy of an upstream that wants credentials: with `proxy.username`/`password` it reads, the
+/// password is sealed and never returned; without them the upstream's 401 is a 502.
+#[test]
+fn proxy_with_upstream_credentials() -> anyhow::Result<()> {
+    let create = |server: &common::process::Server, spec: serde_json::Value| -> anyhow::Result<serde_json::Value> {
+        let (s, text) = status_of(
+            ureq::post(&format!("{}/api/v1/repositories", server.public))
+                .set("Authorization", &basic(PW))
+                .send_json(spec),
+        )?;
+        anyhow::ensure!(s == 201, "{text}");
+        Ok(serde_json::from_str(&text)?)
+    };
+    let up_dir = tempfile::tempdir()?;
+    let upstream = start(up_dir.path(), &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)])?;
+    upstream.wait_ready()?;
+    create(
+        &upstream,
+        serde_json::json!({"name": "private", "format": "conan", "type": "hosted", "anonymous_read": false}),
+    )?;
+    let rec = format!("{}/repository/private/v2/conans/secret/1.0/_/_/revisions/r1/files", upstream.public);
+    let conanfile = b"from conan import ConanFile\n";
+    let md5 = hex::encode(<md5::Md5 as md5::Digest>::digest(conanfile));
+    for (path, body) in
+        [("conanfile.py", conanfile.to_vec()), ("conanmanifest.txt", format!("1\nconanfile.py: {md5}\n").into_bytes())]
+    {
+        let (s, text) =
+            status_of(ureq::put(&format!("{rec}/{path}")).set("Authorization", &basic(PW)).send_bytes(&body))?;
+        anyhow::ensure!(s == 201, "{path}: {text}");
+    }
+    let dir = tempfile::tempdir()?;
+    let server = start(
+        dir.path(),
+        &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW), ("PACKYARD_PROXY__ALLOW_PRIVATE_ADDRESSES", "true")],
+    )?;
+    server.wait_ready()?;
+    let remote = format!("{}/repository/private/", upstream.public);
+    let view = create(
+        &server,
+        serde_json::json!({"name": "with-creds", "format": "conan", "type": "proxy", "anonymous_read": true,
+            "proxy": {"remote_url": remote, "username": "admin", "password": PW}}),
+    )?;
+    assert_eq!(view["proxy"]["username"], "admin");
+    assert!(view["proxy"].get("password").is_none() && view["proxy"].get("password_sealed").is_none(), "{view}");
+    assert!(!view.to_string().contains(PW), "the password is never returned: {view}");
+    create(
+        &server,
+        serde_json::json!({"name": "without", "format": "conan", "type": "proxy", "anonymous_read": true,
+            "proxy": {"remote_url": remote}}),
+    )?;
+    let (s, text) = status_of(ureq::post(&format!("{}/api/v1/repositories", server.public)).set("Authorization", &basic(PW)).send_json(
+        serde_json::json!({"name": "half", "format": "conan", "type": "proxy", "proxy": {"remote_url": remote, "password": "x"}}),
+    ))?;
+    assert_eq!(s, 400, "{text}");
+    let latest = |repo: &str| {
+        status_of(ureq::get(&format!("{}/repository/{repo}/v2/conans/secret/1.0/_/_/latest", server.public)).call())
+    };
+    let (s, text) = latest("with-creds")?;
+    assert_eq!(s, 200, "{text}");
+    assert_eq!(serde_json::from_str::<serde_json::Value>(&text)?["revision"], "r1");
+    let (s, text) = latest("without")?;
+    assert_eq!(s, 502, "{text}");
+    assert!(text.contains("401"), "{text}");
+    // An update without a new password keeps the sealed one.
+    let (s, text) = status_of(
+        ureq::put(&format!("{}/api/v1/repositories/with-creds", server.public))
+            .set("Authorization", &basic(PW))
+            .send_json(serde_json::json!({"format": "conan", "type": "proxy", "anonymous_read": true,
+                "proxy": {"remote_url": remote, "username": "admin", "metadata_ttl_secs": 1}})),
+    )?;
+    assert_eq!(s, 200, "{text}");
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let (s, text) = status_of(
+        ureq::get(&format!("{}/repository/with-creds/v2/conans/secret/1.0/_/_/revisions", server.public)).call(),
+    )?;
+    assert_eq!(s, 200, "{text}");
+    Ok(())
+}

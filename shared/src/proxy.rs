@@ -256,6 +256,8 @@ struct Inner {
     db: Db,
     blobs: Arc<dyn BlobStore>,
     metrics: Arc<Metrics>,
+    /// Opens sealed upstream passwords.
+    keystore: Option<Arc<crate::security::keystore::KeyStore>>,
 }
 
 /// The upstream fetcher of one process; cheap to clone.
@@ -319,8 +321,17 @@ impl Proxy {
                 db,
                 blobs,
                 metrics,
+                keystore: None,
             }),
         })
+    }
+
+    /// The key store that opens sealed upstream passwords (set once, before use).
+    pub fn with_keystore(mut self, keystore: Arc<crate::security::keystore::KeyStore>) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.keystore = Some(keystore);
+        }
+        self
     }
 
     /// The cached answer for `req.path` if it is fresh, else the upstream's (one request per
@@ -378,6 +389,18 @@ impl Proxy {
         }
         let _permit = self.inner.permits.acquire().await.map_err(internal)?;
         let mut request = self.inner.client.get(url.clone());
+        if let Some(user) = &req.settings.username {
+            let password = match (&req.settings.password_sealed, &self.inner.keystore) {
+                (Some((nonce, ct)), Some(ks)) => {
+                    let bytes = ks
+                        .open(&crate::repos::ProxySettings::password_key(&req.repository), nonce, ct)
+                        .map_err(|e| internal(format!("the upstream password of {}: {e}", req.repository)))?;
+                    Some(String::from_utf8_lossy(&bytes).into_owned())
+                }
+                _ => None,
+            };
+            request = request.basic_auth(user, password);
+        }
         if let (Freshness::Metadata, Some(s)) = (req.freshness, &stale) {
             if let Some(etag) = &s.upstream_etag {
                 request = request.header(header::IF_NONE_MATCH, etag);

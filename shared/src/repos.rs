@@ -172,6 +172,22 @@ pub struct ProxySettings {
     /// How long an upstream 404/410 is remembered.
     #[serde(default = "default_negative_ttl")]
     pub negative_ttl_secs: u64,
+    /// Upstream credentials (HTTP Basic on every upstream request), optional.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub username: Option<String>,
+    /// The password as sent to the admin API: sealed before it is stored, never returned.
+    #[serde(default, skip_serializing)]
+    pub password: Option<String>,
+    /// The password sealed with `security.secret` (nonce, ciphertext): what is stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password_sealed: Option<(String, String)>,
+}
+
+impl ProxySettings {
+    /// The key store name a repository's upstream password is sealed under.
+    pub fn password_key(repository: &str) -> String {
+        format!("proxy/{repository}/password")
+    }
 }
 
 fn default_metadata_ttl() -> u64 {

@@ -89,7 +89,8 @@ impl Services {
             }
         });
         let amqp = config.events.amqp_url.as_deref().map(|u| Arc::new(Amqp::new(u)));
-        let proxy = crate::proxy::Proxy::new(&config.proxy, db.clone(), blobs.clone(), metrics.clone())?;
+        let proxy = crate::proxy::Proxy::new(&config.proxy, db.clone(), blobs.clone(), metrics.clone())?
+            .with_keystore(security.keystore.clone());
         Ok(Self {
             config: Arc::new(config),
             metrics,

@@ -154,7 +154,9 @@ fn repositories_document() -> serde_json::Value {
                 "Proxy": {"type": "object", "additionalProperties": false, "required": ["remote_url"], "properties": {
                     "remote_url": {"type": "string", "format": "uri"},
                     "metadata_ttl_secs": {"type": "integer", "default": 3600},
-                    "negative_ttl_secs": {"type": "integer", "default": 300}}},
+                    "negative_ttl_secs": {"type": "integer", "default": 300},
+                    "username": {"type": "string", "description": "upstream HTTP Basic user"},
+                    "password": {"type": "string", "writeOnly": true, "description": "upstream password; sealed, never returned"}}},
                 "Group": {"type": "object", "additionalProperties": false, "required": ["members"], "properties": {
                     "members": {"type": "array", "items": {"type": "string"}}}},
                 "RepositorySpec": {"type": "object", "additionalProperties": false, "required": ["format", "type"], "properties": {

@@ -88,7 +88,8 @@ impl From<Repository> for RepositoryView {
             anonymous_read: r.anonymous_read,
             apt: r.settings.apt,
             apk: r.settings.apk,
-            proxy: r.settings.proxy,
+            // The sealed upstream password is never returned.
+            proxy: r.settings.proxy.map(|p| packyard_shared::repos::ProxySettings { password_sealed: None, ..p }),
             group,
             version: r.version,
             created_at: rfc3339_ms(r.created_at),
@@ -98,3 +99,29 @@ impl From<Repository> for RepositoryView {
 }
 
 pub type Result<T> = std::result::Result<T, ApiError>;
+
+/// Seals a proxy's upstream password (sent in clear to this API) with `security.secret` before
+/// it is stored; without a new password, an update keeps the one stored (`kept`).
+pub fn seal_proxy_password(
+    services: &packyard_shared::services::Services,
+    name: &str,
+    spec: &mut packyard_shared::repos::RepositorySpec,
+    kept: Option<(String, String)>,
+) -> Result<()> {
+    let Some(proxy) = spec.proxy.as_mut() else { return Ok(()) };
+    proxy.password_sealed = None;
+    match (proxy.username.as_deref(), proxy.password.take()) {
+        (None, Some(_)) => Err(ApiError::bad_request("proxy.password needs proxy.username")),
+        (Some(_), Some(password)) => {
+            let key = packyard_shared::repos::ProxySettings::password_key(name);
+            let sealed = services.security.keystore.seal(&key, password.as_bytes()).map_err(ApiError::internal)?;
+            proxy.password_sealed = Some(sealed);
+            Ok(())
+        }
+        (Some(_), None) => {
+            proxy.password_sealed = kept;
+            Ok(())
+        }
+        (None, None) => Ok(()),
+    }
+}

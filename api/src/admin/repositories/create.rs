@@ -11,7 +11,10 @@ pub async fn create(
     services: web::Data<Services>,
     body: web::Json<RepositorySpec>,
 ) -> Result<HttpResponse> {
-    let repo = RepositoryService::new(&services.db).create(body.into_inner()).await?;
+    let mut spec = body.into_inner();
+    let name = spec.name.clone().unwrap_or_default();
+    super::seal_proxy_password(&services, &name, &mut spec, None)?;
+    let repo = RepositoryService::new(&services.db).create(spec).await?;
     tracing::info!(repository = %repo.name, format = %repo.format, kind = %repo.repo_type, "repository created");
     services.changed(packyard_shared::events::Changed::Repositories);
     // Formats that publish snapshots publish one now (an empty repository gets signed indexes too).

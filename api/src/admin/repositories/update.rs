@@ -11,7 +11,12 @@ pub async fn update(
     path: web::Path<RepoPath>,
     body: web::Json<RepositorySpec>,
 ) -> Result<HttpResponse> {
-    let repo = RepositoryService::new(&services.db).update(path.name.0.as_str(), body.into_inner()).await?;
+    let mut spec = body.into_inner();
+    let service = RepositoryService::new(&services.db);
+    let kept =
+        service.get(path.name.0.as_str()).await.ok().and_then(|r| r.settings.proxy).and_then(|p| p.password_sealed);
+    super::seal_proxy_password(&services, path.name.0.as_str(), &mut spec, kept)?;
+    let repo = service.update(path.name.0.as_str(), spec).await?;
     tracing::info!(repository = %repo.name, version = repo.version, "repository updated");
     services.changed(packyard_shared::events::Changed::Repositories);
     // Formats that publish snapshots publish one now (an empty repository gets signed indexes too).
