@@ -423,6 +423,17 @@ fn proxy_and_group_with_the_real_go_command() -> anyhow::Result<()> {
     let (s, info) = read("goall", "example.com/hello/@v/v1.2.0-rc.1.info")?;
     assert_eq!(s, 200, "{info}");
 
+    // What capacity tuning reads: upstream latency per proxy, blob errors, the process's cost.
+    let metrics = ureq::get(&format!("{}/metrics", server.management)).call()?.into_string()?;
+    let sample = |name: &str| -> f64 {
+        metrics.lines().find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse().ok())).unwrap_or(-1.0)
+    };
+    assert!(sample("packyard_proxy_upstream_duration_seconds_count{repository=\"goproxy\"}") >= 1.0, "{metrics}");
+    assert_eq!(sample("packyard_blob_errors_total{op=\"write\"}"), 0.0, "{metrics}");
+    assert!(sample("process_resident_memory_bytes") > 1_000_000.0, "{metrics}");
+    assert!(sample("process_cpu_seconds_total") > 0.0, "{metrics}");
+    assert!(sample("process_open_fds") > 3.0, "{metrics}");
+
     // The upstream goes away: after the metadata TTL the proxy serves its copy, marked stale.
     drop(upstream);
     std::thread::sleep(std::time::Duration::from_millis(1100));

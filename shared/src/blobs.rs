@@ -281,6 +281,23 @@ impl FileStore {
     }
 }
 
+/// Counts a failed blob operation (`packyard_blob_errors_total{op}`); a missing blob or an
+/// unsatisfiable range is the caller's, not the store's.
+fn count_error<T>(metrics: &Metrics, op: &str, r: Result<T, BlobError>) -> Result<T, BlobError> {
+    if let Err(e) = &r {
+        if !matches!(
+            e,
+            BlobError::NotFound(_)
+                | BlobError::RangeNotSatisfiable { .. }
+                | BlobError::TooLarge { .. }
+                | BlobError::InvalidDigest(_)
+        ) {
+            metrics.blob_errors_total.with_label_values(&[op]).inc();
+        }
+    }
+    r
+}
+
 /// Bytes gathered before one trip to the blocking pool hashes and writes them: a 4 MiB upload is
 /// four trips, not one per network read.
 const WRITE_BATCH: usize = 1024 * 1024;
@@ -347,12 +364,25 @@ impl BlobWrite for FileWrite {
         self.written = new_len;
         self.metrics.blob_bytes_total.with_label_values(&["in"]).inc_by(chunk.len() as u64);
         if self.pending.len() >= WRITE_BATCH {
-            self.flush_pending().await?;
+            let flushed = self.flush_pending().await;
+            count_error(&self.metrics, "write", flushed)?;
         }
         Ok(())
     }
 
     async fn finish(mut self: Box<Self>) -> Result<StoredBlob, BlobError> {
+        let metrics = self.metrics.clone();
+        let done = self.finish_inner().await;
+        count_error(&metrics, "write", done)
+    }
+
+    fn written(&self) -> u64 {
+        self.written
+    }
+}
+
+impl FileWrite {
+    async fn finish_inner(mut self: Box<Self>) -> Result<StoredBlob, BlobError> {
         self.flush_pending().await?;
         let (file, hasher) = self.state.take().ok_or_else(|| io::Error::other("finish after a failed write"))?;
         let (temp, root, written) = (self.temp.clone(), self.store_root.clone(), self.written);
@@ -377,10 +407,6 @@ impl BlobWrite for FileWrite {
         self.done = true;
         Ok(StoredBlob { sha256: digest, size: self.written, created: !existed })
     }
-
-    fn written(&self) -> u64 {
-        self.written
-    }
 }
 
 /// Parts up to this size are read in one go on the blocking pool and sent as one chunk.
@@ -400,6 +426,56 @@ enum Content {
     File(std::fs::File),
 }
 
+/// `FileStore::open` itself (the trait method counts its failures).
+async fn file_open(store: &FileStore, digest: &Sha256Hex, range: Option<RangeSpec>) -> Result<BlobRead, BlobError> {
+    // One trip to the blocking pool: open, size, seek — and for a small part (a Range of a
+    // package, a small file) the bytes themselves, sent as one chunk.
+    let path = store.final_path(digest);
+    let missing = digest.clone();
+    let opened = tokio::task::spawn_blocking(move || -> Result<Opened, BlobError> {
+        use std::io::{Read, Seek};
+        let mut file = match std::fs::File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(BlobError::NotFound(missing)),
+            Err(e) => return Err(e.into()),
+        };
+        let total_size = file.metadata()?.len();
+        let range = range.map(|r| r.resolve(total_size)).transpose()?;
+        let (start, len) = range.map_or((0, total_size), |r| (r.start, r.len()));
+        if start > 0 {
+            file.seek(SeekFrom::Start(start))?;
+        }
+        if len <= SMALL_READ {
+            let mut buf = vec![0u8; usize::try_from(len).unwrap_or(0)];
+            file.read_exact(&mut buf)?;
+            return Ok(Opened { total_size, range, len, content: Content::Bytes(Bytes::from(buf)) });
+        }
+        Ok(Opened { total_size, range, len, content: Content::File(file) })
+    })
+    .await
+    .map_err(|e| BlobError::Io(io::Error::other(e.to_string())))??;
+    let metrics = store.metrics.clone();
+    let Opened { total_size, range, len, content } = opened;
+    let body: ByteStream = match content {
+        Content::Bytes(b) => {
+            metrics.blob_bytes_total.with_label_values(&["out"]).inc_by(b.len() as u64);
+            Box::pin(futures_util::stream::once(async move { Ok(b) }))
+        }
+        Content::File(f) => {
+            // 1 MiB reads: a 4 MiB package is four trips to the blocking pool, and no
+            // blocking thread waits on a slow client.
+            let reader = File::from_std(f).take(len);
+            Box::pin(tokio_util::io::ReaderStream::with_capacity(reader, LARGE_READ).map(move |chunk| {
+                if let Ok(c) = &chunk {
+                    metrics.blob_bytes_total.with_label_values(&["out"]).inc_by(c.len() as u64);
+                }
+                chunk
+            }))
+        }
+    };
+    Ok(BlobRead { total_size, range, body })
+}
+
 #[async_trait]
 impl BlobStore for FileStore {
     async fn writer(&self, limit: u64) -> Result<Box<dyn BlobWrite>, BlobError> {
@@ -409,7 +485,8 @@ impl BlobStore for FileStore {
             let temp = temp.clone();
             move || std::fs::File::create(temp)
         })
-        .await?;
+        .await;
+        let file = count_error(&self.metrics, "write", file)?;
         Ok(Box::new(FileWrite {
             state: Some((file, Sha256::new())),
             pending: Vec::with_capacity(64 * 1024),
@@ -431,60 +508,17 @@ impl BlobStore for FileStore {
     }
 
     async fn open(&self, digest: &Sha256Hex, range: Option<RangeSpec>) -> Result<BlobRead, BlobError> {
-        // One trip to the blocking pool: open, size, seek — and for a small part (a Range of a
-        // package, a small file) the bytes themselves, sent as one chunk.
-        let path = self.final_path(digest);
-        let missing = digest.clone();
-        let opened = tokio::task::spawn_blocking(move || -> Result<Opened, BlobError> {
-            use std::io::{Read, Seek};
-            let mut file = match std::fs::File::open(&path) {
-                Ok(f) => f,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(BlobError::NotFound(missing)),
-                Err(e) => return Err(e.into()),
-            };
-            let total_size = file.metadata()?.len();
-            let range = range.map(|r| r.resolve(total_size)).transpose()?;
-            let (start, len) = range.map_or((0, total_size), |r| (r.start, r.len()));
-            if start > 0 {
-                file.seek(SeekFrom::Start(start))?;
-            }
-            if len <= SMALL_READ {
-                let mut buf = vec![0u8; usize::try_from(len).unwrap_or(0)];
-                file.read_exact(&mut buf)?;
-                return Ok(Opened { total_size, range, len, content: Content::Bytes(Bytes::from(buf)) });
-            }
-            Ok(Opened { total_size, range, len, content: Content::File(file) })
-        })
-        .await
-        .map_err(|e| BlobError::Io(io::Error::other(e.to_string())))??;
-        let metrics = self.metrics.clone();
-        let Opened { total_size, range, len, content } = opened;
-        let body: ByteStream = match content {
-            Content::Bytes(b) => {
-                metrics.blob_bytes_total.with_label_values(&["out"]).inc_by(b.len() as u64);
-                Box::pin(futures_util::stream::once(async move { Ok(b) }))
-            }
-            Content::File(f) => {
-                // 1 MiB reads: a 4 MiB package is four trips to the blocking pool, and no
-                // blocking thread waits on a slow client.
-                let reader = File::from_std(f).take(len);
-                Box::pin(tokio_util::io::ReaderStream::with_capacity(reader, LARGE_READ).map(move |chunk| {
-                    if let Ok(c) = &chunk {
-                        metrics.blob_bytes_total.with_label_values(&["out"]).inc_by(c.len() as u64);
-                    }
-                    chunk
-                }))
-            }
-        };
-        Ok(BlobRead { total_size, range, body })
+        count_error(&self.metrics, "read", file_open(self, digest, range).await)
     }
 
     async fn delete(&self, digest: &Sha256Hex) -> Result<(), BlobError> {
-        match fs::remove_file(self.final_path(digest)).await {
+        let path = self.final_path(digest);
+        let done = match fs::remove_file(path).await {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(e.into()),
-        }
+        };
+        count_error(&self.metrics, "delete", done)
     }
 
     async fn check(&self) -> Result<(), BlobError> {
@@ -514,6 +548,21 @@ mod tests {
         }
         assert_eq!(out.len() as u64, read.content_length());
         Ok(out)
+    }
+
+    #[tokio::test]
+    async fn failures_are_counted_by_operation() -> anyhow::Result<()> {
+        let (_dir, s) = store().await?;
+        let errors = |op: &str| s.metrics.blob_errors_total.with_label_values(&[op]).get();
+        // A missing blob is the caller's: not counted.
+        let missing = Sha256Hex::of(b"not stored");
+        assert!(matches!(s.open(&missing, None).await, Err(BlobError::NotFound(_))));
+        assert_eq!(errors("read"), 0);
+        // The store's own failure: its temporaries' directory is gone.
+        std::fs::remove_dir_all(s.root().join("tmp"))?;
+        assert!(s.writer(1024).await.is_err());
+        assert_eq!(errors("write"), 1);
+        Ok(())
     }
 
     fn temporaries(s: &FileStore) -> anyhow::Result<usize> {

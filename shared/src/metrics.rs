@@ -18,6 +18,11 @@ pub struct Metrics {
     pub publications_total: IntCounterVec,
     pub proxy_upstream_requests_total: IntCounterVec,
     pub proxy_stale_served_total: IntCounterVec,
+    pub proxy_upstream_duration_seconds: HistogramVec,
+    pub blob_errors_total: IntCounterVec,
+    process_resident_memory_bytes: IntGauge,
+    process_cpu_seconds_total: Gauge,
+    process_open_fds: IntGauge,
 }
 
 impl Metrics {
@@ -80,6 +85,35 @@ impl Metrics {
             ),
             &["repository"],
         )?;
+        let proxy_upstream_duration_seconds = HistogramVec::new(
+            HistogramOpts::new(
+                "packyard_proxy_upstream_duration_seconds",
+                "Time until an upstream answered a proxy's request (headers), by repository",
+            )
+            .buckets(vec![0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0]),
+            &["repository"],
+        )?;
+        let blob_errors_total = IntCounterVec::new(
+            Opts::new(
+                "packyard_blob_errors_total",
+                "Blob store operations that failed, by operation (write, read, delete)",
+            ),
+            &["op"],
+        )?;
+        for op in ["write", "read", "delete"] {
+            blob_errors_total.with_label_values(&[op]);
+        }
+        // The process's own figures (Linux /proc), refreshed at each scrape: what a replica costs.
+        let process_resident_memory_bytes =
+            IntGauge::new("process_resident_memory_bytes", "Resident memory of this process in bytes")?;
+        let process_cpu_seconds_total =
+            Gauge::new("process_cpu_seconds_total", "CPU time this process used, user and system, in seconds")?;
+        let process_open_fds = IntGauge::new("process_open_fds", "File descriptors this process holds open")?;
+        registry.register(Box::new(proxy_upstream_duration_seconds.clone()))?;
+        registry.register(Box::new(blob_errors_total.clone()))?;
+        registry.register(Box::new(process_resident_memory_bytes.clone()))?;
+        registry.register(Box::new(process_cpu_seconds_total.clone()))?;
+        registry.register(Box::new(process_open_fds.clone()))?;
         registry.register(Box::new(proxy_upstream_requests_total.clone()))?;
         registry.register(Box::new(proxy_stale_served_total.clone()))?;
         registry.register(Box::new(outbox_backlog.clone()))?;
@@ -103,11 +137,43 @@ impl Metrics {
             publications_total,
             proxy_upstream_requests_total,
             proxy_stale_served_total,
+            proxy_upstream_duration_seconds,
+            blob_errors_total,
+            process_resident_memory_bytes,
+            process_cpu_seconds_total,
+            process_open_fds,
         })
+    }
+
+    /// Reads this process's memory, CPU time and open files from `/proc/self` (Linux).
+    fn refresh_process(&self) {
+        // statm: sizes in pages; field 2 is the resident set.
+        if let Some(pages) = std::fs::read_to_string("/proc/self/statm")
+            .ok()
+            .and_then(|s| s.split_whitespace().nth(1).and_then(|v| v.parse::<i64>().ok()))
+        {
+            self.process_resident_memory_bytes.set(pages * 4096);
+        }
+        // stat: utime and stime (fields 14 and 15) in clock ticks (100 per second on Linux),
+        // counted after the command name, which may hold spaces but ends with ')'.
+        if let Some(rest) =
+            std::fs::read_to_string("/proc/self/stat").ok().and_then(|s| s.rsplit_once(')').map(|(_, r)| r.to_string()))
+        {
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            if let (Some(u), Some(s)) =
+                (f.get(11).and_then(|v| v.parse::<f64>().ok()), f.get(12).and_then(|v| v.parse::<f64>().ok()))
+            {
+                self.process_cpu_seconds_total.set((u + s) / 100.0);
+            }
+        }
+        if let Ok(dir) = std::fs::read_dir("/proc/self/fd") {
+            self.process_open_fds.set(i64::try_from(dir.count()).unwrap_or(i64::MAX));
+        }
     }
 
     /// The Prometheus text exposition of every metric.
     pub fn render(&self) -> Vec<u8> {
+        self.refresh_process();
         let mut buf = Vec::with_capacity(8 * 1024);
         // Encoding into a Vec cannot fail for the text format.
         let _ = TextEncoder::new().encode(&self.registry.gather(), &mut buf);

@@ -409,7 +409,14 @@ impl Proxy {
                 request = request.header(header::IF_MODIFIED_SINCE, lm);
             }
         }
-        let response = match request.send().await {
+        let started = std::time::Instant::now();
+        let sent = request.send().await;
+        self.inner
+            .metrics
+            .proxy_upstream_duration_seconds
+            .with_label_values(&[req.repository.as_str()])
+            .observe(started.elapsed().as_secs_f64());
+        let response = match sent {
             Ok(r) => r,
             Err(e) => {
                 let err = classify(&e, &url);
