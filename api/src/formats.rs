@@ -27,6 +27,22 @@ pub fn configure(cfg: &mut web::ServiceConfig, config: &Config) {
     go::configure(cfg);
 }
 
+/// A file of a unit's current snapshot (`None`: not published, so not there), from the
+/// replica's memory when warm: the one projection read every format's routes share.
+pub async fn published_file(
+    services: &Services,
+    repo: &Repository,
+    kind: &str,
+    unit: &str,
+    path: &str,
+) -> Result<Option<packyard_shared::publication::cache::ServedFile>, ApiError> {
+    services
+        .published
+        .file(&services.db, services.blobs.as_ref(), repo.id, kind, unit, path)
+        .await
+        .map_err(|e| ApiError::internal(e).plain())
+}
+
 /// Answers with a published file: `ETag`/`If-None-Match` and `Last-Modified`/`If-Modified-Since`
 /// (304), `Content-Length`, the bytes from memory.
 pub fn serve_published(

@@ -119,7 +119,7 @@ async fn serve(
             super::serve_proxied(services, repo, req, &path, outcome, kind).await
         }
         RepoType::Group if file == INDEX_FILE => {
-            let found = match published(services, repo, unit, &path).await? {
+            let found = match super::published_file(services, repo, KIND, &unit.key(), &path).await? {
                 Some(f) => Some(f),
                 None => publish_group_unit(services, repo, unit, &path).await?,
             };
@@ -129,9 +129,11 @@ async fn serve(
             if depth >= MAX_DEPTH {
                 return Err(ApiError::internal(format!("group {} nests deeper than {MAX_DEPTH}", repo.name)).plain());
             }
-            let members = published(services, repo, unit, &group::members_path(&unit.key())).await?;
-            let members = members.map(|f| String::from_utf8_lossy(&f.bytes).into_owned()).unwrap_or_default();
-            let Some(member) = group::member_of(&members, file) else { return Err(not_found(repo, &path)) };
+            // Read in place: no copy of the whole `.members` file per package request.
+            let members =
+                super::published_file(services, repo, KIND, &unit.key(), &group::members_path(&unit.key())).await?;
+            let text = members.as_ref().and_then(|f| std::str::from_utf8(&f.bytes).ok()).unwrap_or_default();
+            let Some(member) = group::member_of(text, file) else { return Err(not_found(repo, &path)) };
             let member = services
                 .security
                 .repository(member)
@@ -140,7 +142,7 @@ async fn serve(
                 .ok_or_else(|| ApiError::not_found(format!("group member {member} is gone")).plain())?;
             Box::pin(serve(services, req, &member, unit, file, depth + 1)).await
         }
-        RepoType::Hosted if file == INDEX_FILE => published(services, repo, unit, &path)
+        RepoType::Hosted if file == INDEX_FILE => super::published_file(services, repo, KIND, &unit.key(), &path)
             .await?
             .map(|f| super::serve_published(req, f))
             .ok_or_else(|| not_found(repo, &path)),
@@ -164,20 +166,6 @@ async fn serve(
             super::serve_blob(req, services.blobs.as_ref(), &sha256, APK_TYPE, None, size, &[]).await
         }
     }
-}
-
-/// A file of `repo`'s current snapshot of `unit`, from memory when warm.
-async fn published(
-    services: &Services,
-    repo: &Repository,
-    unit: &Unit,
-    path: &str,
-) -> Result<Option<packyard_shared::publication::cache::ServedFile>, ApiError> {
-    services
-        .published
-        .file(&services.db, services.blobs.as_ref(), repo.id, KIND, &unit.key(), path)
-        .await
-        .map_err(|e| ApiError::internal(e).plain())
 }
 
 /// A group's unit asked for the first time: published now (and waited for, up to 30 s) when a
@@ -212,7 +200,7 @@ async fn publish_group_unit(
         }
     }
     services.published.invalidate();
-    published(services, repo, unit, path).await
+    super::published_file(services, repo, KIND, &unit.key(), path).await
 }
 
 const APK_TYPE: &str = "application/octet-stream";

@@ -348,20 +348,6 @@ async fn complete(
     }
 }
 
-/// A file of the reference's published projection (`None`: not published, so not there).
-async fn projected(
-    services: &Services,
-    repo: &Repository,
-    reference: &str,
-    path: &str,
-) -> Result<Option<packyard_shared::publication::cache::ServedFile>, ApiError> {
-    services
-        .published
-        .file(&services.db, services.blobs.as_ref(), repo.id, projection::KIND, reference, path)
-        .await
-        .map_err(|e| ApiError::internal(e).plain())
-}
-
 async fn projected_json(
     req: &HttpRequest,
     services: &Services,
@@ -369,7 +355,7 @@ async fn projected_json(
     r: &Reference,
     path: &str,
 ) -> Result<HttpResponse, ApiError> {
-    match projected(services, repo, &r.display(), path).await? {
+    match super::published_file(services, repo, projection::KIND, &r.display(), path).await? {
         Some(f) => Ok(super::serve_published(req, f)),
         None => Err(not_found(format!("{}: {path}", r.display()))),
     }
@@ -405,18 +391,14 @@ async fn read(
             let q = web::Query::<std::collections::HashMap<String, String>>::from_query(req.query_string())
                 .map(|q| q.get("q").cloned().unwrap_or_default())
                 .unwrap_or_default();
-            let found = services
-                .published
-                .file(
-                    &services.db,
-                    services.blobs.as_ref(),
-                    repo.id,
-                    projection::SEARCH_KIND,
-                    projection::SEARCH_UNIT,
-                    projection::SEARCH_FILE,
-                )
-                .await
-                .map_err(|e| ApiError::internal(e).plain())?;
+            let found = super::published_file(
+                services,
+                repo,
+                projection::SEARCH_KIND,
+                projection::SEARCH_UNIT,
+                projection::SEARCH_FILE,
+            )
+            .await?;
             let all: serde_json::Value =
                 found.map(|f| serde_json::from_slice(&f.bytes).unwrap_or_default()).unwrap_or_default();
             // A pattern without `/` names the package (`conan search zlib`): match the name.
@@ -441,7 +423,7 @@ async fn read(
             let rrev = match rrev {
                 Some(v) => v,
                 None => {
-                    let latest = projected(services, repo, &r.display(), "latest")
+                    let latest = super::published_file(services, repo, projection::KIND, &r.display(), "latest")
                         .await?
                         .ok_or_else(|| not_found(format!("recipe {}", r.display())))?;
                     let v: serde_json::Value = serde_json::from_slice(&latest.bytes).unwrap_or_default();

@@ -157,23 +157,12 @@ async fn member_read(
                     return artifact(req, services, repo, module, version, ext).await
                 }
             };
-            Ok(published(services, repo, module, &file).await?.map(|f| super::serve_published(req, f)))
+            Ok(super::published_file(services, repo, KIND, module, &file)
+                .await?
+                .map(|f| super::serve_published(req, f)))
         }
         RepoType::Group => Err(ApiError::internal("a nested group is read through group_read").plain()),
     }
-}
-
-async fn published(
-    services: &Services,
-    repo: &Repository,
-    module: &str,
-    file: &str,
-) -> Result<Option<packyard_shared::publication::cache::ServedFile>, ApiError> {
-    services
-        .published
-        .file(&services.db, services.blobs.as_ref(), repo.id, KIND, module, file)
-        .await
-        .map_err(|e| ApiError::internal(e).plain())
 }
 
 /// A proxy's fetch of a request: `list` and `@latest` are metadata, the rest never changes.
@@ -198,6 +187,19 @@ async fn proxy_fetch(
     services.proxy.fetch(fetch).await.map_err(super::proxy_error)
 }
 
+/// The text a proxy fetched for a request (`None`: the upstream does not have it).
+async fn proxied_text(services: &Services, repo: &Repository, request: &Request) -> Result<Option<String>, ApiError> {
+    match proxy_fetch(services, repo, request).await? {
+        packyard_shared::proxy::Outcome::Found(entry, _) => {
+            let digest = packyard_shared::blobs::Sha256Hex::parse(entry.sha256.as_deref().unwrap_or_default())
+                .map_err(|e| ApiError::from(e).plain())?;
+            let bytes = services.blobs.read_all(&digest).await.map_err(|e| ApiError::from(e).plain())?;
+            Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
+        }
+        packyard_shared::proxy::Outcome::Missing(..) => Ok(None),
+    }
+}
+
 /// Deepest group nesting followed.
 const MAX_DEPTH: usize = 8;
 
@@ -211,19 +213,11 @@ async fn member_text(
     match repo.repo_type {
         RepoType::Hosted => {
             let file = if matches!(request, Request::List(_)) { "@v/list" } else { "@latest" };
-            Ok(published(services, repo, request.module(), file)
+            Ok(super::published_file(services, repo, KIND, request.module(), file)
                 .await?
                 .map(|f| String::from_utf8_lossy(&f.bytes).into_owned()))
         }
-        RepoType::Proxy => match proxy_fetch(services, repo, request).await? {
-            packyard_shared::proxy::Outcome::Found(entry, _) => {
-                let sha = entry.sha256.unwrap_or_default();
-                let digest = packyard_shared::blobs::Sha256Hex::parse(&sha).map_err(|e| ApiError::from(e).plain())?;
-                let bytes = services.blobs.read_all(&digest).await.map_err(|e| ApiError::from(e).plain())?;
-                Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
-            }
-            packyard_shared::proxy::Outcome::Missing(..) => Ok(None),
-        },
+        RepoType::Proxy => proxied_text(services, repo, request).await,
         RepoType::Group => {
             if depth >= MAX_DEPTH {
                 return Err(ApiError::internal(format!("group {} nests deeper than {MAX_DEPTH}", repo.name)).plain());
@@ -300,18 +294,10 @@ async fn member_info(
 ) -> Result<Option<String>, ApiError> {
     let Request::File { module, version, .. } = info else { return Ok(None) };
     match member.repo_type {
-        RepoType::Hosted => Ok(published(services, member, module, &format!("@v/{version}.info"))
+        RepoType::Hosted => Ok(super::published_file(services, member, KIND, module, &format!("@v/{version}.info"))
             .await?
             .map(|f| String::from_utf8_lossy(&f.bytes).into_owned())),
-        RepoType::Proxy => match proxy_fetch(services, member, info).await? {
-            packyard_shared::proxy::Outcome::Found(entry, _) => {
-                let digest = packyard_shared::blobs::Sha256Hex::parse(entry.sha256.as_deref().unwrap_or_default())
-                    .map_err(|e| ApiError::from(e).plain())?;
-                let bytes = services.blobs.read_all(&digest).await.map_err(|e| ApiError::from(e).plain())?;
-                Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
-            }
-            packyard_shared::proxy::Outcome::Missing(..) => Ok(None),
-        },
+        RepoType::Proxy => proxied_text(services, member, info).await,
         RepoType::Group => {
             for m in members(services, member).await? {
                 if depth < MAX_DEPTH {
