@@ -22,6 +22,7 @@ have go /usr/bin/go || need+=(golang-go)
 have gpg /usr/bin/gpg || need+=(gnupg)
 have openssl /usr/bin/openssl || need+=(openssl)
 have python3 /usr/bin/python3 || need+=(python3 python3-venv)
+have nginx /usr/sbin/nginx || need+=(nginx-light)
 if [ ${#need[@]} -gt 0 ]; then
   log "installing ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -46,7 +47,7 @@ if grep -qv '^\s*\(#\|$\)' scripts/test-requirements.txt 2>/dev/null; then
     "$venv/bin/pip" install -q -r scripts/test-requirements.txt
     echo "$want" > "$stamp"
   fi
-  export PATH="$PWD/$venv/bin:$PATH"
+  export PATH="$PWD/$venv/bin:$PATH" TEST_TOOLS_VENV="$PWD/$venv"
 fi
 
 # --- services -------------------------------------------------------------------------------
@@ -104,6 +105,19 @@ if ! amqp_up; then
   $SUDO rabbitmq-server -detached >/dev/null 2>&1 || true
   wait_for RabbitMQ amqp_up
 fi
+
+# The S3-compatible test server (moto) for the S3 blob store suite; stopped when the run ends.
+S3_PORT=${TEST_S3_PORT:-9555}
+s3_up() { (exec 3<>"/dev/tcp/127.0.0.1/$S3_PORT") 2>/dev/null; }
+if ! s3_up; then
+  log "starting the S3 test server (moto) on 127.0.0.1:$S3_PORT"
+  mkdir -p target
+  moto_server -H 127.0.0.1 -p "$S3_PORT" >target/moto.log 2>&1 &
+  moto_pid=$!
+  trap 'kill "$moto_pid" 2>/dev/null || true' EXIT
+  wait_for "the S3 test server" s3_up
+fi
+export TEST_S3_URL="http://127.0.0.1:$S3_PORT"
 
 # Real Debian packages for the .deb parser tests, downloaded once into target/test-debs.
 debs=target/test-debs

@@ -50,8 +50,11 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Migrate => {
             packyard_shared::telemetry::init(&loaded.config.log);
+            let mut config = loaded.config;
+            // This command is the one that migrates, whatever the replicas are told.
+            config.database.migrate_on_start = true;
             actix_web::rt::System::new().block_on(async move {
-                let services = Services::start(loaded.config, true).await?;
+                let services = Services::start(config, true).await?;
                 println!("migrations applied ({})", services.db.backend().as_str());
                 services.db.close().await;
                 Ok(())

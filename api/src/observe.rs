@@ -63,7 +63,7 @@ pub async fn middleware(
     let (repository, format) = label.as_ref().map_or(("", ""), |l| (l.repository.as_str(), l.format));
     if let Some(m) = metrics {
         m.http_requests_total.with_label_values(&[repository, format, method, status.as_str()]).inc();
-        m.http_request_duration_seconds.with_label_values(&[format, method]).observe(elapsed.as_secs_f64());
+        m.http_request_duration_seconds.with_label_values(&[repository, format, method]).observe(elapsed.as_secs_f64());
     }
     tracing::info!(status = status.as_u16(), elapsed_ms = elapsed.as_secs_f64() * 1000.0, "request");
     drop(_entered);

@@ -57,7 +57,7 @@ fn embedded_default_from_an_empty_directory() -> anyhow::Result<()> {
         r#"packyard_http_requests_total{format="",method="POST",repository="",status="201"} 1"#,
         r#"packyard_http_requests_total{format="",method="GET",repository="",status="200"} 1"#,
         r#"packyard_http_requests_total{format="",method="GET",repository="",status="401"} 1"#,
-        r#"packyard_http_request_duration_seconds_count{format="",method="POST"} 1"#,
+        r#"packyard_http_request_duration_seconds_count{format="",method="POST",repository=""} 1"#,
         r#"packyard_db_queries_total{op="repositories.insert"} 1"#,
     ] {
         assert!(metrics.lines().any(|l| l == line), "missing {line:?} in\n{metrics}");

@@ -67,6 +67,9 @@ pub struct DatabaseConfig {
     pub statement_timeout_ms: u64,
     /// SQLite only: how long a writer waits for the write lock.
     pub busy_timeout_ms: u64,
+    /// Apply pending migrations at start (under a database lock). When false, the process waits
+    /// until `packyard-api migrate` has applied them (one Job per release in Kubernetes).
+    pub migrate_on_start: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -250,6 +253,7 @@ impl Default for DatabaseConfig {
             acquire_timeout_ms: 5_000,
             statement_timeout_ms: 30_000,
             busy_timeout_ms: 5_000,
+            migrate_on_start: true,
         }
     }
 }

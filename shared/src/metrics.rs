@@ -39,10 +39,10 @@ impl Metrics {
         let http_request_duration_seconds = HistogramVec::new(
             HistogramOpts::new(
                 "packyard_http_request_duration_seconds",
-                "Time from request head to response head, by format and method",
+                "Time from request head to response head, by repository, format and method",
             )
             .buckets(vec![0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0]),
-            &["format", "method"],
+            &["repository", "format", "method"],
         )?;
         let db_queries_total = IntCounterVec::new(
             Opts::new("packyard_db_queries_total", "Database statements issued by the storage layer, by operation"),

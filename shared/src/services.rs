@@ -44,10 +44,24 @@ impl Services {
         std::fs::create_dir_all(&config.server.data_dir)
             .with_context(|| format!("server.data_dir: cannot create {}", config.server.data_dir.display()))?;
         let db = Db::connect(&config.database, metrics.clone()).await?;
-        if migrate {
+        if migrate && config.database.migrate_on_start {
             let ran = db.migrate().await.context("applying database migrations")?;
             if ran > 0 {
                 tracing::info!(applied = ran, backend = db.backend().as_str(), "database migrated");
+            }
+        } else if migrate {
+            // Migrations are someone else's (a Kubernetes Job, `packyard-api migrate`): wait for
+            // them rather than start on an older schema.
+            let mut waited = 0u64;
+            while !db.migrations_applied().await.unwrap_or(false) {
+                if waited.is_multiple_of(30) {
+                    tracing::warn!(
+                        waited_secs = waited,
+                        "waiting for database migrations (database.migrate_on_start = false: run `packyard-api migrate`)"
+                    );
+                }
+                tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+                waited += 2;
             }
         }
         let blobs: Arc<dyn BlobStore> = match config.blobs.kind {
@@ -56,7 +70,10 @@ impl Services {
                     .await
                     .with_context(|| format!("blobs.path: cannot open {}", config.blobs.path.display()))?,
             ),
-            BlobsKind::S3 => anyhow::bail!("blobs.kind = \"s3\" is not available in this build yet; use \"file\""),
+            BlobsKind::S3 => Arc::new(
+                crate::blobs::s3::S3Store::open(&config.blobs.s3, metrics.clone())
+                    .context("blobs.s3: cannot open the bucket")?,
+            ),
         };
         let secret = crate::auth::load_or_create_secret(config.security.secret.as_deref(), &config.server.data_dir)?;
         Self::assemble(config, metrics, db, blobs, &secret)

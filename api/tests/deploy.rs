@@ -1,0 +1,237 @@
+//! The deployment assets against the real thing: the Helm chart rendered by a real Helm renderer
+//! and validated (scripts/check-chart.py), and the Grafana dashboard and Prometheus rules
+//! referencing only metrics a running server's `/metrics` exposes.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::process::{basic, start, status_of};
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Whether `python3` on PATH has the chart tools (scripts/test.sh puts its venv first on PATH).
+/// Under scripts/test.sh (`TEST_TOOLS_VENV`) or CI they must be there; a developer's plain
+/// `cargo nextest run` skips with a note.
+fn chart_tools() -> anyhow::Result<bool> {
+    let ok = Command::new("python3").args(["-c", "import helm_python"]).status().is_ok_and(|s| s.success())
+        && Command::new("kubernetes-validate").arg("--version").output().is_ok_and(|o| o.status.success())
+        && Command::new("yamllint").arg("--version").output().is_ok_and(|o| o.status.success());
+    if !ok {
+        anyhow::ensure!(
+            std::env::var_os("CI").is_none() && std::env::var_os("TEST_TOOLS_VENV").is_none(),
+            "helm-python-sdk, kubernetes-validate and yamllint are required in CI (scripts/test.sh installs them)"
+        );
+        eprintln!("skipped: the chart tools are not on PATH (scripts/test.sh installs them into target/test-venv)");
+    }
+    Ok(ok)
+}
+
+#[test]
+fn helm_chart_renders_and_validates_with_default_and_ha_values() -> anyhow::Result<()> {
+    if !chart_tools()? {
+        return Ok(());
+    }
+    let tomls = tempfile::tempdir()?;
+    let out = Command::new("python3")
+        .arg("scripts/check-chart.py")
+        .arg("--toml-out")
+        .arg(tomls.path())
+        .current_dir(repo_root())
+        .output()?;
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "check-chart failed:\n{stdout}\n{stderr}");
+    assert!(stdout.contains("default values: schema ok"), "{stdout}");
+    assert!(stdout.contains("ci/ha-values.yaml: schema ok"), "{stdout}");
+    assert!(stdout.contains("deploy/prometheus/rules.yaml"), "yamllint must cover the rules: {stdout}");
+    // Every packyard.toml the chart renders is one the real binary accepts (unknown keys and
+    // wrong types are startup errors), with the values the chart promises.
+    let mut checked = 0;
+    for entry in std::fs::read_dir(tomls.path())? {
+        let path = entry?.path();
+        let out = common::process::command(tomls.path(), &[])
+            .arg("--config")
+            .arg(&path)
+            .args(["config", "show"])
+            // What the chart passes from Secrets, as environment variables.
+            .env("PACKYARD_DATABASE__URL", "postgres://u:p@db.invalid/packyard")
+            .env("PACKYARD_SECURITY__SECRET", "a-secret-of-the-chart-s-secret-object")
+            .output()?;
+        let shown = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{}: {}\n{shown}", path.display(), String::from_utf8_lossy(&out.stderr));
+        let line = |key: &str| shown.lines().find(|l| l.starts_with(key)).unwrap_or_default().to_string();
+        assert!(line("database.migrate_on_start").contains("false"), "{}:\n{shown}", path.display());
+        assert!(line("server.data_dir").contains("/var/lib/packyard"), "{}:\n{shown}", path.display());
+        checked += 1;
+    }
+    assert!(checked >= 2, "rendered packyard.toml files: {checked}");
+    Ok(())
+}
+
+/// An upstream for a Go proxy: answers `@v/list` until it is told to stop.
+fn upstream() -> anyhow::Result<(String, std::sync::mpsc::Sender<()>)> {
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    listener.set_nonblocking(true)?;
+    let url = format!("http://{}", listener.local_addr()?);
+    let (stop, stopped) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || loop {
+        if stopped.try_recv().is_ok() {
+            return; // the listener closes: the next fetch is refused
+        }
+        match listener.accept() {
+            Ok((mut conn, _)) => {
+                let _ = conn.set_nonblocking(false);
+                let mut reader = BufReader::new(match conn.try_clone() {
+                    Ok(c) => c,
+                    Err(_) => continue,
+                });
+                let mut line = String::new();
+                while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                    line.clear();
+                }
+                let body = "v1.0.0\n";
+                let _ = write!(
+                    conn,
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(10)),
+        }
+    });
+    Ok((url, stop))
+}
+
+/// Metric names the exposition lists (samples, so `_bucket`/`_sum`/`_count` of histograms).
+fn exposed(metrics: &str) -> BTreeSet<String> {
+    metrics
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .filter_map(|l| l.split(['{', ' ']).next())
+        .map(str::to_string)
+        .collect()
+}
+
+/// `packyard_…` and `process_…` identifiers in a PromQL expression (recording rules are named
+/// `packyard:…`, which this does not match).
+fn referenced(expr: &str, into: &mut BTreeSet<String>) {
+    let bytes = expr.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        let rest = &expr[i..];
+        let at_word_start = i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_');
+        if at_word_start && (rest.starts_with("packyard_") || rest.starts_with("process_")) {
+            let len = rest.find(|c: char| !(c.is_ascii_lowercase() || c == '_')).unwrap_or(rest.len());
+            into.insert(rest[..len].to_string());
+            i += len;
+        } else {
+            i += rest.chars().next().map_or(1, char::len_utf8);
+        }
+    }
+}
+
+fn exprs_of(v: &serde_json::Value, out: &mut Vec<String>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, v) in m {
+                match (k.as_str(), v) {
+                    ("expr" | "query", serde_json::Value::String(s)) => out.push(s.clone()),
+                    _ => exprs_of(v, out),
+                }
+            }
+        }
+        serde_json::Value::Array(a) => a.iter().for_each(|v| exprs_of(v, out)),
+        _ => {}
+    }
+}
+
+#[test]
+fn dashboard_and_alert_rules_reference_only_exposed_metrics() -> anyhow::Result<()> {
+    // A server that has done a bit of everything: requests, an upload and its publication, a
+    // cached read, a proxy fetch and a stale copy served when the upstream went away.
+    let dir = tempfile::tempdir()?;
+    let server = start(
+        dir.path(),
+        &[
+            ("PACKYARD_SECURITY__ADMIN_PASSWORD", "pw"),
+            ("PACKYARD_DEBUG__TEST_FORMAT", "true"),
+            ("PACKYARD_PROXY__ALLOW_PRIVATE_ADDRESSES", "true"),
+        ],
+    )?;
+    server.wait_ready()?;
+    let api = |path: &str| format!("{}{path}", server.public);
+    let (s, body) = status_of(
+        ureq::post(&api("/api/v1/repositories"))
+            .set("Authorization", &basic("pw"))
+            .send_json(serde_json::json!({"name": "t", "format": "go", "type": "hosted"})),
+    )?;
+    assert_eq!(s, 201, "{body}");
+    let (s, body) =
+        status_of(ureq::put(&api("/repository/t/_test/main/a")).set("Authorization", &basic("pw")).send_string("x"))?;
+    assert_eq!(s, 201, "{body}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while status_of(ureq::get(&api("/repository/t/_test/main/count.txt")).call())? != (200, "1\n".to_string()) {
+        anyhow::ensure!(Instant::now() < deadline, "not published");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (upstream_url, stop_upstream) = upstream()?;
+    let (s, body) = status_of(
+        ureq::post(&api("/api/v1/repositories"))
+            .set("Authorization", &basic("pw"))
+            .send_json(serde_json::json!({"name": "goproxy", "format": "go", "type": "proxy",
+                           "proxy": {"remote_url": upstream_url, "metadata_ttl_secs": 1}})),
+    )?;
+    assert_eq!(s, 201, "{body}");
+    let list = api("/repository/goproxy/example.com/m/@v/list");
+    assert_eq!(status_of(ureq::get(&list).call())?, (200, "v1.0.0\n".to_string()));
+    stop_upstream.send(())?;
+    std::thread::sleep(Duration::from_millis(1_500));
+    assert_eq!(status_of(ureq::get(&list).call())?, (200, "v1.0.0\n".to_string()), "the stale copy");
+
+    let (s, metrics) = status_of(ureq::get(&format!("{}/metrics", server.management)).call())?;
+    assert_eq!(s, 200);
+    let exposed = exposed(&metrics);
+    assert!(exposed.contains("packyard_proxy_stale_served_total"), "{metrics}");
+
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(repo_root().join("deploy/grafana/packyard.json"))?)?;
+    let mut exprs = Vec::new();
+    exprs_of(&dashboard, &mut exprs);
+    assert!(exprs.len() >= 20, "the dashboard's queries: {}", exprs.len());
+    let rules = std::fs::read_to_string(repo_root().join("deploy/prometheus/rules.yaml"))?;
+    for (source, texts) in [("deploy/grafana/packyard.json", exprs), ("deploy/prometheus/rules.yaml", vec![rules])] {
+        let mut names = BTreeSet::new();
+        texts.iter().for_each(|e| referenced(e, &mut names));
+        assert!(names.len() >= 8, "{source} references {names:?}");
+        let unknown: Vec<_> = names.iter().filter(|n| !exposed.contains(*n)).collect();
+        assert!(unknown.is_empty(), "{source} references metrics /metrics does not expose: {unknown:?}");
+    }
+    // And the dashboard covers what the issue asks an operator to see.
+    let mut names = BTreeSet::new();
+    let mut all = Vec::new();
+    exprs_of(&dashboard, &mut all);
+    all.iter().for_each(|e| referenced(e, &mut names));
+    for needed in [
+        "packyard_http_requests_total",
+        "packyard_http_request_duration_seconds_bucket",
+        "packyard_cache_requests_total",
+        "packyard_publication_lag_seconds",
+        "packyard_publication_duration_seconds_bucket",
+        "packyard_outbox_backlog",
+        "packyard_proxy_upstream_duration_seconds_bucket",
+        "packyard_blob_bytes_total",
+        "process_resident_memory_bytes",
+        "process_cpu_seconds_total",
+    ] {
+        assert!(names.contains(needed), "the dashboard has no panel on {needed}");
+    }
+    assert!(server.terminate()?.success());
+    Ok(())
+}
