@@ -42,13 +42,17 @@ s3_port=$((base + 20))
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO=sudo
 
-tcp_up() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+tcp_up() { (exec 3<>"/dev/tcp/${2:-127.0.0.1}/$1") 2>/dev/null; }
+# host and port of a URL (scheme://[user[:pass]@]host[:port][/...]), with a default port.
+url_host() { local r=${1#*://}; r=${r%%/*}; r=${r##*@}; echo "${r%%:*}"; }
+url_port() { local r=${1#*://}; r=${r%%/*}; r=${r##*@}; [[ $r == *:* ]] && echo "${r##*:}" || echo "$2"; }
+local_host() { [[ $1 == 127.0.0.1 || $1 == localhost ]]; }
 wait_for() { # what, command...
   local what=$1; shift
   for _ in $(seq 1 300); do "$@" >/dev/null 2>&1 && return 0; sleep 0.2; done
   die "$what did not come up (logs in $dir)"
 }
-http_ok() { curl -fsS -o /dev/null --max-time 2 "$1"; }
+http_ok() { curl -fsS -o /dev/null --max-time 2 "$1" 2>/dev/null; }
 pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
 ensure_packages() {
@@ -64,22 +68,44 @@ ensure_packages() {
   fi
 }
 
+# The machine's services are started when stopped; a remote one named by a URL must be up.
 ensure_services() {
-  if ! tcp_up 5432; then
+  local h p
+  h=$(url_host "$pg"); p=$(url_port "$pg" 5432)
+  if ! tcp_up "$p" "$h"; then
+    local_host "$h" || die "PostgreSQL at $h:$p does not answer"
     log "starting PostgreSQL"
     $SUDO pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | sort -V | tail -n1)" main start || true
-    wait_for PostgreSQL tcp_up 5432
+    wait_for PostgreSQL tcp_up "$p" "$h"
   fi
-  if ! tcp_up 6379; then
+  h=$(url_host "$redis"); p=$(url_port "$redis" 6379)
+  if ! tcp_up "$p" "$h"; then
+    local_host "$h" || die "Redis at $h:$p does not answer"
     log "starting Redis"
-    redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no >/dev/null
-    wait_for Redis tcp_up 6379
+    redis-server --daemonize yes --bind 127.0.0.1 --port "$p" --save "" --appendonly no >/dev/null
+    wait_for Redis tcp_up "$p" "$h"
   fi
-  if ! tcp_up 5672; then
+  h=$(url_host "$amqp"); p=$(url_port "$amqp" 5672)
+  if ! tcp_up "$p" "$h"; then
+    local_host "$h" || die "RabbitMQ at $h:$p does not answer"
     log "starting RabbitMQ"
     $SUDO rabbitmq-server -detached >/dev/null 2>&1 || true
-    wait_for RabbitMQ tcp_up 5672
+    wait_for RabbitMQ tcp_up "$p" "$h"
   fi
+}
+
+# wait_started NAME URL: until URL answers, as long as the process NAME is alive.
+wait_started() {
+  local name=$1 url=$2
+  for _ in $(seq 1 300); do
+    http_ok "$url" && return 0
+    if ! pid_alive "$dir/pids/$name.pid"; then
+      tail -n 20 "$dir/logs/$name.log" >&2 || true
+      die "$name exited while starting (log: $dir/logs/$name.log)"
+    fi
+    sleep 0.2
+  done
+  die "$name did not answer $url (log: $dir/logs/$name.log)"
 }
 
 moto_bin() {
@@ -120,8 +146,13 @@ up() {
   if [ -d "$dir/pids" ] && ls "$dir"/pids/*.pid >/dev/null 2>&1; then
     die "$dir already holds a cluster: run '$0 down' first"
   fi
+  for p in "$lb_port" "${api_ports[@]}" "${mgmt_ports[@]}" "$worker_mgmt" "$s3_port"; do
+    tcp_up "$p" && die "port $p is taken: choose another CLUSTER_PORT"
+  done
   mkdir -p "$dir/logs" "$dir/pids" "$dir/nginx-tmp"
   chmod 755 "$dir"
+  # A failed start leaves nothing running.
+  trap 'rc=$?; if [ "$rc" != 0 ]; then log "up failed: stopping what started"; down; fi' EXIT
 
   log "database $db on $pg"
   psql "$pg" -qAtc "DROP DATABASE IF EXISTS $db" >/dev/null
@@ -129,8 +160,10 @@ up() {
   local db_url=${pg%/*}/$db
 
   log "S3 test server on 127.0.0.1:$s3_port"
-  start s3 "$(moto_bin)" -H 127.0.0.1 -p "$s3_port"
-  wait_for "the S3 test server" tcp_up "$s3_port"
+  local moto
+  moto=$(moto_bin)
+  start s3 "$moto" -H 127.0.0.1 -p "$s3_port"
+  wait_started s3 "http://127.0.0.1:$s3_port/"
   curl -fsS -X PUT -o /dev/null "http://127.0.0.1:$s3_port/packyard" || die "could not create the bucket"
 
   local password secret
@@ -184,9 +217,9 @@ EOF
       start "api$((i + 1))" "$bin/packyard-api"
   done
   PACKYARD_SERVER__MANAGEMENT_BIND=127.0.0.1:$worker_mgmt start worker "$bin/packyard-worker"
-  for m in "${mgmt_ports[@]}" "$worker_mgmt"; do
-    wait_for "the process on management port $m" http_ok "http://127.0.0.1:$m/readyz"
-  done
+  wait_started api1 "http://127.0.0.1:${mgmt_ports[0]}/readyz"
+  wait_started api2 "http://127.0.0.1:${mgmt_ports[1]}/readyz"
+  wait_started worker "http://127.0.0.1:$worker_mgmt/readyz"
 
   # nginx: both replicas, the next one tried when one fails (a stopped replica costs no request
   # that could be retried), uploads streamed through unbuffered.
@@ -246,6 +279,7 @@ S3_URL=http://127.0.0.1:$s3_port
 DATABASE_URL=$db_url
 ADMIN_PASSWORD=$password
 EOF
+  trap - EXIT
   status
   log "admin password: $password (also in $dir/cluster.env)"
 }
@@ -267,7 +301,7 @@ status() {
 down() {
   [ -d "$dir/pids" ] || { echo "no cluster in $dir"; return 0; }
   if pid_alive "$dir/pids/nginx.pid"; then
-    kill -QUIT "$(cat "$dir/pids/nginx.pid")" 2>/dev/null || true
+    kill -TERM "$(cat "$dir/pids/nginx.pid")" 2>/dev/null || true   # fast stop: master and workers
   fi
   for name in api1 api2 worker s3; do
     local f=$dir/pids/$name.pid
@@ -279,9 +313,7 @@ down() {
     pid_alive "$f" && kill -KILL "$(cat "$f")" 2>/dev/null || true
     rm -f "$f"
   done
-  if tcp_up 5432; then
-    psql "$pg" -qAtc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true
-  fi
+  psql "$pg" -qAtc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true
   rm -f "$dir/cluster.env" "$dir/secrets.env"
   log "cluster in $dir stopped"
 }

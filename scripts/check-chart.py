@@ -285,7 +285,14 @@ def check_pod(pod_spec: dict, what: str, label: str, probes: bool = True) -> Non
         env = {e["name"]: e for e in c.get("env", [])}
         require(env.get("PACKYARD_CONFIG", {}).get("value") == "/etc/packyard/packyard.toml",
                 f"[{label}] {where}: PACKYARD_CONFIG does not point at the mounted packyard.toml")
-        for secret_env in ("PACKYARD_SECURITY__SECRET", "PACKYARD_SECURITY__ADMIN_PASSWORD"):
+        migrate_job = what.startswith("migrate job")
+        if migrate_job:
+            # A pre-upgrade hook sees the previous release's Secrets: it reads only what migrating needs.
+            extra = set(env) - {"PACKYARD_CONFIG", "PACKYARD_DATABASE__URL", "PACKYARD_SECURITY__SECRET"}
+            require(not extra, f"[{label}] {where}: the migration Job reads more than it needs: {sorted(extra)}")
+        needed = ("PACKYARD_SECURITY__SECRET",) if migrate_job else (
+            "PACKYARD_SECURITY__SECRET", "PACKYARD_SECURITY__ADMIN_PASSWORD")
+        for secret_env in needed:
             require("secretKeyRef" in env.get(secret_env, {}).get("valueFrom", {}),
                     f"[{label}] {where}: {secret_env} does not come from a Secret")
         for name, e in env.items():
@@ -376,6 +383,9 @@ def check_ha(r: Rendered) -> None:
     require("replicas" not in api["spec"], f"[{r.label}] api replicas must be left to the HPA")
     spec = api["spec"]["template"]["spec"]
     require(not spec.get("initContainers"), f"[{r.label}] replicas must not migrate (no init container)")
+    pre_stop = spec["containers"][0].get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command")
+    require(pre_stop and pre_stop[0] == "sleep",
+            f"[{r.label}] api pods need a preStop sleep so that rollouts drop no request: {pre_stop}")
     require(spec.get("affinity", {}).get("podAntiAffinity"), f"[{r.label}] api has no podAntiAffinity")
     tsc = spec.get("topologySpreadConstraints", [])
     require(tsc and tsc[0]["labelSelector"]["matchLabels"] == api["spec"]["selector"]["matchLabels"],

@@ -257,6 +257,23 @@ Pod building blocks
 {{- end }}
 {{- end }}
 
+{{/* Environment of the migration Job: only what `packyard-api migrate` reads (the database URL
+and security.secret). A pre-upgrade hook sees the Secrets of the release being replaced, so it
+must not depend on keys an upgrade may add (Redis, AMQP, S3 credentials). */}}
+{{- define "packyard.migrateEnv" -}}
+{{- $chartSecret := include "packyard.secretName" . -}}
+- name: PACKYARD_CONFIG
+  value: /etc/packyard/packyard.toml
+{{- if .Values.database.existingSecret }}
+{{ include "packyard.secretEnv" (dict "name" "PACKYARD_DATABASE__URL" "secret" .Values.database.existingSecret "key" .Values.database.existingSecretKey) }}
+{{- else if .Values.database.url }}
+{{ include "packyard.secretEnv" (dict "name" "PACKYARD_DATABASE__URL" "secret" $chartSecret "key" "database-url") }}
+{{- end }}
+{{- $securitySecret := default $chartSecret .Values.security.existingSecret }}
+{{- $secretKey := ternary .Values.security.secretKey "security-secret" (ne .Values.security.existingSecret "") }}
+{{ include "packyard.secretEnv" (dict "name" "PACKYARD_SECURITY__SECRET" "secret" $securitySecret "key" $secretKey) }}
+{{- end }}
+
 {{/* Does the chart need its own Secret? */}}
 {{- define "packyard.createSecret" -}}
 {{- $db := and .Values.database.url (not .Values.database.existingSecret) }}

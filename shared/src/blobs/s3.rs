@@ -6,7 +6,10 @@
 //! larger one streams as a multipart upload to a temporary key (`tmp/<random>`), never more than
 //! [`PARTS_IN_FLIGHT`] parts in memory, and is then copied server-side to its final key and the
 //! temporary deleted — so a final key only ever holds a complete blob, as with the file store.
-//! An abandoned upload is aborted, which discards its parts.
+//! An abandoned upload is aborted, which discards its parts, and a temporary left by an upload
+//! that ended between completing and copying is deleted in the background. (A process killed at
+//! that moment leaves them: the bucket's lifecycle rules in docs/operations.md sweep `tmp/`.)
+//! One CopyObject copies at most 5 GiB, so this store refuses larger blobs as they arrive.
 
 use std::io;
 use std::ops::Range;
@@ -30,6 +33,8 @@ use crate::metrics::Metrics;
 pub const DEFAULT_PART_BYTES: usize = 8 << 20;
 /// Parts uploading at once: with the part being filled, the memory an upload holds.
 const PARTS_IN_FLIGHT: usize = 2;
+/// The largest object one CopyObject may copy, and so the largest blob this store takes.
+pub const MAX_COPY_BYTES: u64 = 5 << 30;
 
 pub struct S3Store {
     store: Arc<AmazonS3>,
@@ -64,7 +69,6 @@ impl S3Store {
             .ok_or_else(|| BlobError::Io(io::Error::other("blobs.s3.bucket is required when blobs.kind = \"s3\"")))?;
         let mut builder = AmazonS3Builder::from_env()
             .with_bucket_name(&bucket)
-            .with_region(config.region.as_deref().unwrap_or("us-east-1"))
             .with_retry(RetryConfig {
                 backoff: BackoffConfig::default(),
                 max_retries: 3,
@@ -75,6 +79,10 @@ impl S3Store {
                     .with_connect_timeout(Duration::from_secs(5))
                     .with_timeout(Duration::from_secs(120)),
             );
+        // Unset: the `AWS_REGION` of the environment (e.g. IRSA on EKS), else us-east-1.
+        if let Some(region) = &config.region {
+            builder = builder.with_region(region);
+        }
         if let Some(endpoint) = &config.endpoint {
             // An S3-compatible server (MinIO, Ceph, a test server): path-style addressing, and
             // plain HTTP allowed only when the endpoint itself says so.
@@ -221,8 +229,15 @@ impl S3Write {
     }
 
     async fn finish_inner(&mut self) -> Result<StoredBlob, BlobError> {
+        // Every part uploaded while the upload is still ours: should one fail, dropping this
+        // writer aborts the upload (`WriteMultipart::finish` would return without aborting).
+        if let Stage::Multipart { upload, .. } = &mut self.stage {
+            upload.wait_for_capacity(0).await.map_err(store_error)?;
+        }
         let digest = Sha256Hex(hex::encode(std::mem::take(&mut self.hasher).finalize()));
         let target = final_key(&digest);
+        // Only for `created`: the blob is written even when it is there, as the file store
+        // renames over it, so that a collector that removed it a moment ago does not win.
         let existed = match self.store.head(&target).await {
             Ok(meta) => meta.size == self.written,
             Err(object_store::Error::NotFound { .. }) => false,
@@ -230,26 +245,50 @@ impl S3Write {
         };
         match std::mem::replace(&mut self.stage, Stage::Done) {
             Stage::Small(buf) => {
-                if !existed {
-                    self.store.put(&target, PutPayload::from(buf)).await.map_err(store_error)?;
-                }
+                self.store.put(&target, PutPayload::from(buf)).await.map_err(store_error)?;
             }
             Stage::Multipart { key, upload } => {
-                let completed = upload.finish().await.map_err(store_error);
-                let copied = match completed {
-                    Ok(_) if existed => Ok(()),
-                    Ok(_) => self.store.copy(&key, &target).await.map_err(store_error),
-                    Err(e) => Err(e),
-                };
-                // The temporary goes whatever happened (a failed completion has nothing to delete).
-                if let Err(e) = self.store.delete(&key).await {
-                    tracing::warn!(key = %key, error = %e, "could not delete an S3 upload's temporary");
-                }
-                copied?;
+                // From here the temporary is deleted however this ends (an error, or this
+                // future dropped by a client that went away).
+                let temporary = Temporary { store: self.store.clone(), key: Some(key) };
+                upload.finish().await.map_err(store_error)?;
+                let key = temporary.key.as_ref().ok_or_else(|| io::Error::other("temporary key taken"))?;
+                self.store.copy(key, &target).await.map_err(store_error)?;
+                temporary.delete().await;
             }
             Stage::Done => return Err(BlobError::Io(io::Error::other("finish after finish"))),
         }
         Ok(StoredBlob { sha256: digest, size: self.written, created: !existed })
+    }
+}
+
+/// A multipart upload's temporary object: deleted now ([`Temporary::delete`]) or, if the
+/// upload ends otherwise, in the background when this is dropped.
+struct Temporary {
+    store: Arc<AmazonS3>,
+    key: Option<Path>,
+}
+
+impl Temporary {
+    async fn delete(mut self) {
+        if let Some(key) = self.key.take() {
+            if let Err(e) = self.store.delete(&key).await {
+                tracing::warn!(key = %key, error = %e, "could not delete an S3 upload's temporary");
+            }
+        }
+    }
+}
+
+impl Drop for Temporary {
+    fn drop(&mut self) {
+        if let (Some(key), Ok(rt)) = (self.key.take(), tokio::runtime::Handle::try_current()) {
+            let store = self.store.clone();
+            rt.spawn(async move {
+                if let Err(e) = store.delete(&key).await {
+                    tracing::warn!(key = %key, error = %e, "could not delete an S3 upload's temporary");
+                }
+            });
+        }
     }
 }
 
@@ -273,6 +312,9 @@ impl BlobWrite for S3Write {
 #[async_trait]
 impl BlobStore for S3Store {
     async fn writer(&self, limit: u64) -> Result<Box<dyn BlobWrite>, BlobError> {
+        // A multipart upload lands under its hash with one CopyObject, which S3 limits to 5 GiB:
+        // a larger upload is refused as it arrives (413), not after the last byte.
+        let limit = limit.min(MAX_COPY_BYTES);
         Ok(Box::new(S3Write {
             store: self.store.clone(),
             metrics: self.metrics.clone(),
