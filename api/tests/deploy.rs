@@ -5,13 +5,11 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::process::{basic, start, status_of};
+use common::process::{basic, start, status_of, text_upstream};
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -73,40 +71,6 @@ fn helm_chart_renders_and_validates_with_default_and_ha_values() -> anyhow::Resu
     }
     assert!(checked >= 2, "rendered packyard.toml files: {checked}");
     Ok(())
-}
-
-/// An upstream for a Go proxy: answers `@v/list` until it is told to stop.
-fn upstream() -> anyhow::Result<(String, std::sync::mpsc::Sender<()>)> {
-    let listener = TcpListener::bind("127.0.0.1:0")?;
-    listener.set_nonblocking(true)?;
-    let url = format!("http://{}", listener.local_addr()?);
-    let (stop, stopped) = std::sync::mpsc::channel::<()>();
-    std::thread::spawn(move || loop {
-        if stopped.try_recv().is_ok() {
-            return; // the listener closes: the next fetch is refused
-        }
-        match listener.accept() {
-            Ok((mut conn, _)) => {
-                let _ = conn.set_nonblocking(false);
-                let mut reader = BufReader::new(match conn.try_clone() {
-                    Ok(c) => c,
-                    Err(_) => continue,
-                });
-                let mut line = String::new();
-                while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
-                    line.clear();
-                }
-                let body = "v1.0.0\n";
-                let _ = write!(
-                    conn,
-                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-            }
-            Err(_) => std::thread::sleep(Duration::from_millis(10)),
-        }
-    });
-    Ok((url, stop))
 }
 
 /// Metric names the exposition lists (samples, so `_bucket`/`_sum`/`_count` of histograms).
@@ -181,7 +145,7 @@ fn dashboard_and_alert_rules_reference_only_exposed_metrics() -> anyhow::Result<
         anyhow::ensure!(Instant::now() < deadline, "not published");
         std::thread::sleep(Duration::from_millis(20));
     }
-    let (upstream_url, stop_upstream) = upstream()?;
+    let (upstream_url, stop_upstream) = text_upstream("v1.0.0\n")?;
     let (s, body) = status_of(
         ureq::post(&api("/api/v1/repositories"))
             .set("Authorization", &basic("pw"))

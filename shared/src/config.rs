@@ -136,6 +136,9 @@ pub struct WorkerConfig {
 pub struct ProxyConfig {
     /// Allow upstreams on loopback, private and link-local addresses (tests, internal mirrors).
     pub allow_private_addresses: bool,
+    /// Networks (CIDR) proxies may reach even though they are not public, e.g. an internal
+    /// mirror at `10.1.2.0/24`; narrower than `allow_private_addresses`.
+    pub allowed_networks: Vec<String>,
     /// Time to establish a connection to an upstream.
     pub connect_timeout_ms: u64,
     /// Longest wait for the next bytes of an upstream response (head or body).
@@ -187,6 +190,7 @@ impl Default for ProxyConfig {
     fn default() -> Self {
         Self {
             allow_private_addresses: false,
+            allowed_networks: Vec::new(),
             connect_timeout_ms: 5_000,
             read_timeout_ms: 30_000,
             max_concurrent_fetches: 32,
@@ -574,6 +578,7 @@ impl Config {
                 return Err(ConfigError(format!("bad value for key `{key}`: must be positive")));
             }
         }
+        crate::proxy::AddressPolicy::from_config(&self.proxy).map_err(ConfigError)?;
         if self.worker.debounce_ms > self.worker.max_delay_ms {
             return Err(ConfigError(
                 "bad value for key `worker.debounce_ms`: must not exceed worker.max_delay_ms".into(),

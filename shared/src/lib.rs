@@ -7,6 +7,8 @@ pub mod config;
 pub mod db;
 pub mod events;
 pub mod formats;
+#[cfg(feature = "testing")]
+pub mod fuzzing;
 pub mod metrics;
 pub mod proxy;
 pub mod publication;

@@ -12,7 +12,8 @@
 //!   counted in `packyard_proxy_stale_served_total`.
 //! - Outbound requests have connect and read timeouts and a per-process bound on fetches in
 //!   flight; host names resolving to loopback, private or link-local addresses are refused
-//!   unless `proxy.allow_private_addresses` (checked at connect time, also after redirects).
+//!   unless `proxy.allow_private_addresses` or inside `proxy.allowed_networks` (checked at
+//!   connect time, on every resolved address, also after redirects).
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -191,22 +192,89 @@ pub fn is_public(ip: IpAddr) -> bool {
 fn blocked_message(host: &str, addrs: &[IpAddr]) -> String {
     let list: Vec<String> = addrs.iter().map(ToString::to_string).collect();
     format!(
-        "upstream host {host} resolves only to loopback, private or link-local addresses ({}); set proxy.allow_private_addresses = true to allow it",
+        "upstream host {host} resolves only to loopback, private or link-local addresses ({}); allow them with proxy.allowed_networks (e.g. [\"10.0.0.0/8\"]) or proxy.allow_private_addresses = true",
         list.join(", ")
     )
 }
 
+/// An IP network in CIDR notation (`10.0.0.0/8`, `fd00::/8`, or a single address).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Network {
+    addr: IpAddr,
+    prefix: u8,
+}
+
+impl Network {
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let (ip, prefix) = match s.trim().split_once('/') {
+            Some((ip, p)) => (ip, Some(p)),
+            None => (s.trim(), None),
+        };
+        let addr: IpAddr = ip.parse().map_err(|_| format!("{s:?} is not an IP network such as 10.0.0.0/8"))?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let prefix = match prefix {
+            Some(p) => {
+                p.parse::<u8>().ok().filter(|p| *p <= max).ok_or_else(|| format!("{s:?}: prefix must be 0 to {max}"))?
+            }
+            None => max,
+        };
+        Ok(Self { addr, prefix })
+    }
+
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let ip = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+            v4 => v4,
+        };
+        match (self.addr, ip) {
+            (IpAddr::V4(net), IpAddr::V4(ip)) => {
+                let mask = u32::MAX.checked_shl(32 - u32::from(self.prefix)).unwrap_or(0);
+                u32::from(net) & mask == u32::from(ip) & mask
+            }
+            (IpAddr::V6(net), IpAddr::V6(ip)) => {
+                let mask = u128::MAX.checked_shl(128 - u32::from(self.prefix)).unwrap_or(0);
+                u128::from(net) & mask == u128::from(ip) & mask
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Which upstream addresses a proxy may connect to: public ones, and non-public ones only when
+/// `proxy.allow_private_addresses` or inside `proxy.allowed_networks`.
+#[derive(Debug, Clone, Default)]
+pub struct AddressPolicy {
+    pub allow_private: bool,
+    pub networks: Vec<Network>,
+}
+
+impl AddressPolicy {
+    pub fn from_config(config: &ProxyConfig) -> Result<Self, String> {
+        let networks = config
+            .allowed_networks
+            .iter()
+            .map(|n| Network::parse(n))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("bad value for key `proxy.allowed_networks`: {e}"))?;
+        Ok(Self { allow_private: config.allow_private_addresses, networks })
+    }
+
+    pub fn allows(&self, ip: IpAddr) -> bool {
+        self.allow_private || is_public(ip) || self.networks.iter().any(|n| n.contains(ip))
+    }
+}
+
 struct GuardedResolver {
-    allow_private: bool,
+    policy: Arc<AddressPolicy>,
 }
 
 impl reqwest::dns::Resolve for GuardedResolver {
     fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
-        let allow = self.allow_private;
+        let policy = self.policy.clone();
         Box::pin(async move {
             let host = name.as_str().to_string();
             let all: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            let allowed: Vec<SocketAddr> = all.iter().copied().filter(|a| allow || is_public(a.ip())).collect();
+            let allowed: Vec<SocketAddr> = all.iter().copied().filter(|a| policy.allows(a.ip())).collect();
             if allowed.is_empty() && !all.is_empty() {
                 let ips: Vec<IpAddr> = all.iter().map(SocketAddr::ip).collect();
                 return Err(
@@ -219,13 +287,13 @@ impl reqwest::dns::Resolve for GuardedResolver {
 }
 
 /// An IP-literal host is never resolved, so it is checked here (also on redirects).
-fn check_literal_host(url: &reqwest::Url, allow_private: bool) -> Result<(), BlockedAddress> {
+fn check_literal_host(url: &reqwest::Url, policy: &AddressPolicy) -> Result<(), BlockedAddress> {
     let ip = match url.host() {
         Some(url::Host::Ipv4(v4)) => IpAddr::V4(v4),
         Some(url::Host::Ipv6(v6)) => IpAddr::V6(v6),
         _ => return Ok(()),
     };
-    if allow_private || is_public(ip) {
+    if policy.allows(ip) {
         Ok(())
     } else {
         Err(BlockedAddress(blocked_message(&ip.to_string(), &[ip])))
@@ -249,7 +317,7 @@ impl Drop for InflightGuard {
 
 struct Inner {
     client: reqwest::Client,
-    allow_private: bool,
+    policy: Arc<AddressPolicy>,
     max_object_bytes: u64,
     permits: tokio::sync::Semaphore,
     inflight: Mutex<HashMap<(i64, String), SharedFetch>>,
@@ -289,11 +357,12 @@ pub fn upstream_url(remote_url: &str, path: &str) -> Result<reqwest::Url, ProxyE
 
 impl Proxy {
     pub fn new(config: &ProxyConfig, db: Db, blobs: Arc<dyn BlobStore>, metrics: Arc<Metrics>) -> anyhow::Result<Self> {
-        let allow_private = config.allow_private_addresses;
+        let policy = Arc::new(AddressPolicy::from_config(config).map_err(anyhow::Error::msg)?);
+        let redirect_policy = policy.clone();
         let redirects = reqwest::redirect::Policy::custom(move |attempt| {
             if attempt.previous().len() >= 5 {
                 attempt.error("more than 5 redirects")
-            } else if let Err(b) = check_literal_host(attempt.url(), allow_private) {
+            } else if let Err(b) = check_literal_host(attempt.url(), &redirect_policy) {
                 attempt.error(b)
             } else {
                 attempt.follow()
@@ -305,7 +374,7 @@ impl Proxy {
             .read_timeout(Duration::from_millis(config.read_timeout_ms))
             .pool_max_idle_per_host(config.max_idle_per_host)
             .pool_idle_timeout(Duration::from_secs(60))
-            .dns_resolver(Arc::new(GuardedResolver { allow_private }))
+            .dns_resolver(Arc::new(GuardedResolver { policy: policy.clone() }))
             // Connect directly: through an HTTP(S)_PROXY from the environment the egress proxy
             // would resolve names, and the address guard would not see them.
             .no_proxy()
@@ -314,7 +383,7 @@ impl Proxy {
         Ok(Self {
             inner: Arc::new(Inner {
                 client,
-                allow_private,
+                policy,
                 max_object_bytes: config.max_object_bytes,
                 permits: tokio::sync::Semaphore::new(config.max_concurrent_fetches.max(1)),
                 inflight: Mutex::new(HashMap::new()),
@@ -383,7 +452,7 @@ impl Proxy {
     async fn refresh(&self, req: FetchRequest, cached: Option<ProxyEntry>) -> Result<Outcome, ProxyError> {
         let stale = cached.filter(|e| !e.is_negative());
         let url = upstream_url(&req.settings.remote_url, &req.path)?;
-        if let Err(b) = check_literal_host(&url, self.inner.allow_private) {
+        if let Err(b) = check_literal_host(&url, &self.inner.policy) {
             self.count_upstream(&req.repository, "blocked");
             return Err(ProxyError::Blocked(b.0));
         }
@@ -645,6 +714,30 @@ mod tests {
         for public in ["151.101.2.132", "8.8.8.8", "2a04:4e42::644", "64:ff9b::808:808", "2002:808:808::1"] {
             assert!(is_public(public.parse().unwrap_or(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST))), "{public}");
         }
+    }
+
+    #[test]
+    fn allowed_networks_open_only_themselves() -> anyhow::Result<()> {
+        let ip = |s: &str| s.parse::<IpAddr>();
+        let config = |nets: &[&str]| ProxyConfig {
+            allowed_networks: nets.iter().map(|n| n.to_string()).collect(),
+            ..ProxyConfig::default()
+        };
+        let policy = AddressPolicy::from_config(&config(&["10.1.2.0/24", "127.0.0.1", "fd00:1::/32"]))
+            .map_err(anyhow::Error::msg)?;
+        for allowed in ["10.1.2.0", "10.1.2.255", "127.0.0.1", "::ffff:10.1.2.7", "fd00:1:ffff::1", "8.8.8.8"] {
+            assert!(policy.allows(ip(allowed)?), "{allowed}");
+        }
+        for refused in ["10.1.3.1", "10.1.1.255", "127.0.0.2", "169.254.169.254", "fd00:2::1", "::1", "192.168.1.1"] {
+            assert!(!policy.allows(ip(refused)?), "{refused}");
+        }
+        let everything = AddressPolicy::from_config(&config(&["0.0.0.0/0"])).map_err(anyhow::Error::msg)?;
+        assert!(everything.allows(ip("10.9.9.9")?) && !everything.allows(ip("::1")?));
+        for bad in ["10.0.0.0/33", "example.com", "10.0.0.0/x", "fd00::/129", ""] {
+            let err = AddressPolicy::from_config(&config(&[bad])).err().unwrap_or_default();
+            assert!(err.contains("proxy.allowed_networks"), "{bad}: {err}");
+        }
+        Ok(())
     }
 
     #[test]

@@ -163,3 +163,35 @@ pub fn run_to_end(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> anyhow::Re
     let status = child.wait()?;
     Ok((status.code().unwrap_or(-1), out, err))
 }
+
+/// A plain HTTP upstream on 127.0.0.1 answering every request with `body`, until told to stop.
+pub fn text_upstream(body: &'static str) -> anyhow::Result<(String, std::sync::mpsc::Sender<()>)> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    listener.set_nonblocking(true)?;
+    let url = format!("http://{}", listener.local_addr()?);
+    let (stop, stopped) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || loop {
+        if stopped.try_recv().is_ok() {
+            return; // the listener closes: the next fetch is refused
+        }
+        match listener.accept() {
+            Ok((mut conn, _)) => {
+                let _ = conn.set_nonblocking(false);
+                let mut reader = BufReader::new(match conn.try_clone() {
+                    Ok(c) => c,
+                    Err(_) => continue,
+                });
+                let mut line = String::new();
+                while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                    line.clear();
+                }
+                let _ = std::io::Write::write_fmt(&mut conn, format_args!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                ));
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(10)),
+        }
+    });
+    Ok((url, stop))
+}
