@@ -261,6 +261,7 @@ pub fn upload_error(e: packyard_shared::formats::upload::UploadError) -> ApiErro
     let api = match e {
         UploadError::Invalid(m) | UploadError::Interrupted(m) => ApiError::bad_request(m),
         UploadError::TooLarge(m) => ApiError::new(ErrorCode::PayloadTooLarge, m),
+        UploadError::Stalled(m) => ApiError::new(ErrorCode::RequestTimeout, m),
         UploadError::Conflict(m) => ApiError::new(ErrorCode::Conflict, m),
         UploadError::ReadOnly(m) => ApiError::forbidden(m),
         UploadError::Blob(b) => b.into(),

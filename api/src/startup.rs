@@ -54,6 +54,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             }
         })
         .disable_signals()
+        .client_request_timeout(Duration::from_millis(cfg.server.header_timeout_ms))
         .shutdown_timeout(timeout);
     if cfg.server.workers > 0 {
         public = public.workers(cfg.server.workers);

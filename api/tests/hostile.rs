@@ -1,6 +1,10 @@
-//! Hostile input against a running server: the proxy SSRF guard and its allowlist.
+//! Hostile input against a running server: the proxy SSRF guard and its allowlist, slow
+//! clients.
 
 mod common;
+
+use std::io::Write;
+use std::time::{Duration, Instant};
 
 use common::process::{basic, start, status_of, text_upstream};
 
@@ -53,5 +57,111 @@ fn proxy_upstreams_on_private_addresses_need_the_allowlist() -> anyhow::Result<(
     )?;
     assert_ne!(bad.0, 0);
     assert!(bad.2.contains("proxy.allowed_networks") && bad.2.contains("10.0.0.0/33"), "{}", bad.2);
+    Ok(())
+}
+
+/// Every file below `dir`, sorted.
+fn files_under(dir: &std::path::Path) -> anyhow::Result<Vec<std::path::PathBuf>> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d)? {
+            let p = e?.path();
+            if p.is_dir() {
+                todo.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Reads what the server sends until it closes the connection (or `limit` passes).
+fn read_until_closed(conn: &mut std::net::TcpStream, limit: Duration) -> anyhow::Result<(String, Duration)> {
+    let start = Instant::now();
+    conn.set_read_timeout(Some(Duration::from_millis(100)))?;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match std::io::Read::read(conn, &mut buf) {
+            Ok(0) => return Ok((String::from_utf8_lossy(&got).to_string(), start.elapsed())),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+                return Ok((String::from_utf8_lossy(&got).to_string(), start.elapsed()))
+            }
+            Err(e) => return Err(e.into()),
+        }
+        anyhow::ensure!(start.elapsed() < limit, "still open after {limit:?}; got {:?}", String::from_utf8_lossy(&got));
+    }
+}
+
+#[test]
+fn slow_clients_are_cut_off_and_hold_nothing() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let server = start(
+        dir.path(),
+        &[
+            ("PACKYARD_SECURITY__ADMIN_PASSWORD", "pw"),
+            ("PACKYARD_SERVER__HEADER_TIMEOUT_MS", "1000"),
+            ("PACKYARD_SERVER__BODY_IDLE_TIMEOUT_MS", "1000"),
+        ],
+    )?;
+    server.wait_ready()?;
+    create(&server.public, serde_json::json!({"name": "debs", "format": "apt", "type": "hosted"}))?;
+    let addr = server.public.trim_start_matches("http://").to_string();
+
+    // Slowloris: 64 connections that trickle a request head one byte at a time.
+    let mut lorises = Vec::new();
+    for _ in 0..64 {
+        let mut c = std::net::TcpStream::connect(&addr)?;
+        c.write_all(b"GET /api/v1/repositories HTTP/1.1\r\nHost: x\r\nX-Slow: ")?;
+        lorises.push(c);
+    }
+    let trickle = std::thread::spawn({
+        let mut conns: Vec<_> = lorises.iter().map(|c| c.try_clone()).collect::<Result<_, _>>()?;
+        move || {
+            for _ in 0..30 {
+                for c in &mut conns {
+                    let _ = c.write_all(b"a");
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    });
+    // Meanwhile the server answers everyone else at once.
+    let started = Instant::now();
+    let (s, _) = status_of(ureq::get(&format!("{}/api/v1/openapi.json", server.public)).call())?;
+    assert_eq!(s, 200);
+    assert!(started.elapsed() < Duration::from_millis(900), "a normal request waited {:?}", started.elapsed());
+    // Each slow connection is answered 408 and closed soon after the header timeout.
+    for c in &mut lorises {
+        let (answer, after) = read_until_closed(c, Duration::from_secs(3))?;
+        assert!(answer.is_empty() || answer.starts_with("HTTP/1.1 408"), "{answer}");
+        assert!(after < Duration::from_secs(3), "closed after {after:?}");
+    }
+    let _ = trickle.join();
+
+    // A slow body: the head is complete, the body stops after a few bytes.
+    let blobs = dir.path().join("data/blobs");
+    let before = files_under(&blobs.join("sha256"))?;
+    let mut c = std::net::TcpStream::connect(&addr)?;
+    write!(
+        c,
+        "POST /repository/debs/ HTTP/1.1\r\nHost: x\r\nAuthorization: {}\r\nContent-Length: 1000000\r\n\
+         Content-Type: application/vnd.debian.binary-package\r\n\r\n!<arch>\n",
+        basic("pw")
+    )?;
+    let (answer, after) = read_until_closed(&mut c, Duration::from_secs(10))?;
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("the upload stalled: no data for 1000 ms after 8 bytes"), "{answer}");
+    assert!(after >= Duration::from_millis(900), "answered after {after:?}");
+    // Nothing of it is left: no temporary, no new blob.
+    assert_eq!(std::fs::read_dir(blobs.join("tmp"))?.count(), 0);
+    assert_eq!(files_under(&blobs.join("sha256"))?, before);
+    let (s, _) = status_of(ureq::get(&format!("{}/api/v1/openapi.json", server.public)).call())?;
+    assert_eq!(s, 200);
     Ok(())
 }

@@ -54,6 +54,11 @@ pub struct ServerConfig {
     pub workers: usize,
     /// How long a graceful shutdown waits for in-flight requests.
     pub shutdown_timeout_secs: u64,
+    /// A client gets this long to send a request's head (then 408 and the connection closes):
+    /// a slowloris connection cannot stay open on a trickle of header bytes.
+    pub header_timeout_ms: u64,
+    /// Longest pause between two pieces of an upload's body (then 408, nothing stored).
+    pub body_idle_timeout_ms: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -240,6 +245,8 @@ impl Default for ServerConfig {
             data_dir: PathBuf::from("data"),
             workers: 0,
             shutdown_timeout_secs: 30,
+            header_timeout_ms: 5_000,
+            body_idle_timeout_ms: 30_000,
         }
     }
 }
@@ -564,6 +571,14 @@ impl Config {
             return Err(ConfigError(
                 "bad value for key `database.min_connections`: must not exceed database.max_connections".into(),
             ));
+        }
+        for (key, v) in [
+            ("server.header_timeout_ms", self.server.header_timeout_ms),
+            ("server.body_idle_timeout_ms", self.server.body_idle_timeout_ms),
+        ] {
+            if v == 0 || v > 3_600_000 {
+                return Err(ConfigError(format!("bad value for key `{key}`: use 1 to 3600000 (one hour)")));
+            }
         }
         if self.server.max_upload_bytes == 0 {
             return Err(ConfigError("bad value for key `server.max_upload_bytes`: must be positive".into()));

@@ -23,6 +23,9 @@ pub enum UploadError {
     ReadOnly(String),
     #[error("the upload was interrupted: {0}")]
     Interrupted(String),
+    /// The client stopped sending the body (408).
+    #[error("{0}")]
+    Stalled(String),
     #[error(transparent)]
     Blob(#[from] BlobError),
     #[error(transparent)]
@@ -79,7 +82,21 @@ where
     E: std::fmt::Display,
 {
     let mut writer = services.blobs.writer(limit).await?;
-    while let Some(chunk) = body.next().await {
+    // A client that stops sending holds a connection and an upload: it gets this long between
+    // two pieces of the body, then 408 (and the partial upload is discarded with the writer).
+    let idle = std::time::Duration::from_millis(services.config.server.body_idle_timeout_ms);
+    loop {
+        let next = match tokio::time::timeout(idle, body.next()).await {
+            Ok(next) => next,
+            Err(_) => {
+                return Err(UploadError::Stalled(format!(
+                    "the upload stalled: no data for {} ms after {} bytes (server.body_idle_timeout_ms)",
+                    idle.as_millis(),
+                    writer.written()
+                )))
+            }
+        };
+        let Some(chunk) = next else { break };
         let chunk = chunk.map_err(|e| UploadError::Interrupted(e.to_string()))?;
         writer.write(&chunk).await?;
     }
