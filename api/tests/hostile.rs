@@ -165,3 +165,148 @@ fn slow_clients_are_cut_off_and_hold_nothing() -> anyhow::Result<()> {
     assert_eq!(s, 200);
     Ok(())
 }
+
+#[test]
+fn credentials_never_reach_logs_errors_or_metrics() -> anyhow::Result<()> {
+    // Distinct secrets, so that finding one anywhere is certain to be a leak.
+    let secret = |what: &str| format!("{what}{}", hex::encode(rand::random::<[u8; 12]>()));
+    let (upstream_pw, admin_pw, alice_pw, wrong_pw) =
+        (secret("upstreampw"), secret("adminpw"), secret("alicepw"), secret("wrongpw"));
+    let bogus_token = format!("pky_{}_{}", hex::encode([7u8; 6]), secret("bogus"));
+
+    // An upstream that wants credentials, and the server under test proxying it with them.
+    let up_dir = tempfile::tempdir()?;
+    let upstream =
+        start(up_dir.path(), &[("PACKYARD_SECURITY__ADMIN_PASSWORD", &upstream_pw), ("PACKYARD_LOG__LEVEL", "debug")])?;
+    upstream.wait_ready()?;
+    let (s, body) = status_of(
+        ureq::post(&format!("{}/api/v1/repositories", upstream.public))
+            .set("Authorization", &common::process::basic(&upstream_pw))
+            .send_json(
+                serde_json::json!({"name": "conan-up", "format": "conan", "type": "hosted", "anonymous_read": false}),
+            ),
+    )?;
+    assert_eq!(s, 201, "{body}");
+
+    let dir = tempfile::tempdir()?;
+    let server = start(
+        dir.path(),
+        &[
+            ("PACKYARD_SECURITY__ADMIN_PASSWORD", &admin_pw),
+            ("PACKYARD_LOG__LEVEL", "debug"),
+            ("PACKYARD_LOG__FORMAT", "json"),
+            ("PACKYARD_PROXY__ALLOWED_NETWORKS", r#"["127.0.0.1/32"]"#),
+        ],
+    )?;
+    server.wait_ready()?;
+    let admin = common::process::basic(&admin_pw);
+    let api = |path: &str| format!("{}{path}", server.public);
+    for body in [
+        serde_json::json!({"name": "conan-proxy", "format": "conan", "type": "proxy",
+            "proxy": {"remote_url": format!("{}/repository/conan-up/", upstream.public),
+                      "username": "admin", "password": upstream_pw}}),
+        serde_json::json!({"name": "conan-local", "format": "conan", "type": "hosted"}),
+    ] {
+        let (s, text) =
+            status_of(ureq::post(&api("/api/v1/repositories")).set("Authorization", &admin).send_json(body))?;
+        assert_eq!(s, 201, "{text}");
+    }
+    let (s, text) = status_of(
+        ureq::post(&api("/api/v1/users"))
+            .set("Authorization", &admin)
+            .send_json(serde_json::json!({"username": "alice", "password": alice_pw, "roles": ["admin"]})),
+    )?;
+    assert_eq!(s, 201, "{text}");
+    let alice = format!(
+        "Basic {}",
+        base64::Engine::encode(&base64::engine::general_purpose::STANDARD, format!("alice:{alice_pw}"))
+    );
+    let (s, text) = status_of(
+        ureq::post(&api("/api/v1/tokens")).set("Authorization", &alice).send_json(serde_json::json!({"name": "ci"})),
+    )?;
+    assert_eq!(s, 201, "{text}");
+    let token: serde_json::Value = serde_json::from_str(&text)?;
+    let token = token["token"].as_str().unwrap_or_default().to_string();
+    assert!(token.starts_with("pky_"), "{text}");
+    // Use everything: the token, a Conan login and its bearer token, the proxy's upstream
+    // credentials; and get things wrong: a wrong password, a made-up token, a proxy update.
+    let (s, _) =
+        status_of(ureq::get(&api("/api/v1/repositories")).set("Authorization", &format!("Bearer {token}")).call())?;
+    assert_eq!(s, 200);
+    let (s, conan_token) = status_of(
+        ureq::get(&api("/repository/conan-local/v2/users/authenticate")).set("Authorization", &alice).call(),
+    )?;
+    assert_eq!(s, 200, "{conan_token}");
+    let (s, _) = status_of(
+        ureq::get(&api("/repository/conan-local/v2/users/check_credentials"))
+            .set("Authorization", &format!("Bearer {conan_token}"))
+            .call(),
+    )?;
+    assert_eq!(s, 200);
+    let (s, text) = status_of(ureq::get(&api("/repository/conan-proxy/v2/conans/search?q=zlib")).call())?;
+    assert!(s == 200 || s == 404, "{s} {text}");
+    let wrong = format!(
+        "Basic {}",
+        base64::Engine::encode(&base64::engine::general_purpose::STANDARD, format!("alice:{wrong_pw}"))
+    );
+    for auth in [wrong.as_str(), &format!("Bearer {bogus_token}"), &format!("Bearer {conan_token}x")] {
+        let (s, text) = status_of(ureq::get(&api("/api/v1/repositories")).set("Authorization", auth).call())?;
+        assert_eq!(s, 401, "{text}");
+        for leaked in [&wrong_pw, &bogus_token, &alice_pw] {
+            assert!(!text.contains(leaked.as_str()), "an error message repeats a credential: {text}");
+        }
+    }
+    let (s, text) = status_of(ureq::get(&api("/api/v1/repositories/conan-proxy")).set("Authorization", &admin).call())?;
+    assert_eq!(s, 200);
+    assert!(!text.contains(&upstream_pw), "the repository record returns the upstream password: {text}");
+    let (_, metrics) = status_of(ureq::get(&format!("{}/metrics", server.management)).call())?;
+    let (_, config) = status_of(ureq::get(&format!("{}/metrics", upstream.management)).call())?;
+
+    // A failing start: the database URL's password and the S3 secret stay out of the error.
+    let db_pw = secret("dbpw");
+    let s3_secret = secret("s3secret");
+    let failed = common::process::run_to_end(
+        dir.path(),
+        &["migrate"],
+        &[
+            ("PACKYARD_DATABASE__URL", &format!("postgres://packyard:{db_pw}@127.0.0.1:9/packyard")),
+            ("PACKYARD_DATABASE__ACQUIRE_TIMEOUT_MS", "500"),
+            ("PACKYARD_SECURITY__SECRET", "a-long-enough-test-secret-for-this"),
+            ("PACKYARD_BLOBS__KIND", "s3"),
+            ("PACKYARD_BLOBS__S3__BUCKET", "b"),
+            ("PACKYARD_BLOBS__S3__SECRET_ACCESS_KEY", &s3_secret),
+        ],
+    )?;
+    assert_ne!(failed.0, 0, "a database on a closed port: {}", failed.2);
+    let shown = common::process::run_to_end(
+        dir.path(),
+        &["config", "show"],
+        &[
+            ("PACKYARD_DATABASE__URL", &format!("postgres://packyard:{db_pw}@127.0.0.1:9/packyard")),
+            ("PACKYARD_SECURITY__SECRET", "a-long-enough-test-secret-for-this"),
+            ("PACKYARD_BLOBS__S3__SECRET_ACCESS_KEY", &s3_secret),
+        ],
+    )?;
+    assert_eq!(shown.0, 0, "{}", shown.2);
+
+    let server_log = server.stderr.lock().map(|s| s.clone()).unwrap_or_default();
+    let upstream_log = upstream.stderr.lock().map(|s| s.clone()).unwrap_or_default();
+    assert!(server_log.lines().count() > 20, "debug logs of the whole run:\n{server_log}");
+    let secrets =
+        [&upstream_pw, &admin_pw, &alice_pw, &wrong_pw, &bogus_token, &token, &conan_token, &db_pw, &s3_secret];
+    for (what, text) in [
+        ("the server's log", &server_log),
+        ("the upstream's log", &upstream_log),
+        ("the server's /metrics", &metrics),
+        ("the upstream's /metrics", &config),
+        ("a failed start's output", &format!("{}{}", failed.1, failed.2)),
+        ("config show", &format!("{}{}", shown.1, shown.2)),
+    ] {
+        for s in secrets {
+            // Tokens are checked by their secret part too (what follows the id).
+            let part = s.rsplit('_').next().unwrap_or(s);
+            assert!(!text.contains(s.as_str()) && !text.contains(part), "{what} contains a credential ({}…)", &s[..8]);
+        }
+    }
+    Ok(())
+}
