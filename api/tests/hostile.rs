@@ -310,3 +310,136 @@ fn credentials_never_reach_logs_errors_or_metrics() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// One request with exactly these bytes as its target (clients would normalize `..` away).
+fn raw(addr: &str, method: &str, target: &str, auth: &str, body: &[u8]) -> anyhow::Result<(u16, String)> {
+    let mut c = std::net::TcpStream::connect(addr)?;
+    c.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(
+        c,
+        "{method} {target} HTTP/1.1\r\nHost: x\r\nAuthorization: {auth}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )?;
+    c.write_all(body)?;
+    let mut out = Vec::new();
+    std::io::Read::read_to_end(&mut c, &mut out)?;
+    let text = String::from_utf8_lossy(&out).to_string();
+    let status = text.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    Ok((status, text))
+}
+
+/// Upstream that records the paths it is asked for.
+fn recording_upstream() -> anyhow::Result<(String, std::sync::Arc<std::sync::Mutex<Vec<String>>>)> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let url = format!("http://{}/root/", listener.local_addr()?);
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().flatten() {
+            let mut reader = std::io::BufReader::new(match conn.try_clone() {
+                Ok(c) => c,
+                Err(_) => continue,
+            });
+            let mut line = String::new();
+            let _ = std::io::BufRead::read_line(&mut reader, &mut line);
+            if let (Some(path), Ok(mut l)) = (line.split(' ').nth(1), log.lock()) {
+                l.push(path.to_string());
+            }
+            let mut header = String::new();
+            while std::io::BufRead::read_line(&mut reader, &mut header).is_ok_and(|n| n > 2) {
+                header.clear();
+            }
+            let _ = conn.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        }
+    });
+    Ok((url, seen))
+}
+
+#[test]
+fn path_traversal_on_every_route_is_refused() -> anyhow::Result<()> {
+    let (upstream, seen) = recording_upstream()?;
+    let dir = tempfile::tempdir()?;
+    let server = start(
+        dir.path(),
+        &[("PACKYARD_SECURITY__ADMIN_PASSWORD", "pw"), ("PACKYARD_PROXY__ALLOWED_NETWORKS", r#"["127.0.0.1/32"]"#)],
+    )?;
+    server.wait_ready()?;
+    for (name, format, kind) in [
+        ("debs", "apt", "hosted"),
+        ("apks", "apk", "hosted"),
+        ("gomods", "go", "hosted"),
+        ("conan", "conan", "hosted"),
+        ("aptproxy", "apt", "proxy"),
+        ("apkproxy", "apk", "proxy"),
+        ("goproxy", "go", "proxy"),
+        ("conanproxy", "conan", "proxy"),
+    ] {
+        let mut body = serde_json::json!({"name": name, "format": format, "type": kind});
+        if kind == "proxy" {
+            body["proxy"] = serde_json::json!({"remote_url": upstream});
+        }
+        create(&server.public, body)?;
+    }
+    let addr = server.public.trim_start_matches("http://").to_string();
+    let auth = basic("pw");
+    // Ways of climbing out: plain, encoded (both cases), double-encoded, backslashes, absolute,
+    // NUL, and an overlong UTF-8 dot.
+    let escapes = [
+        "../../../../etc/passwd",
+        "%2e%2e/%2e%2e/%2e%2e/etc/passwd",
+        "%2E%2E%2F%2E%2E%2F%2E%2E%2Fetc%2Fpasswd",
+        "%252e%252e%252f%252e%252e%252fetc%252fpasswd",
+        "..%5c..%5c..%5cetc%5cpasswd",
+        "..\\..\\..\\etc\\passwd",
+        "/etc/passwd",
+        "%2fetc%2fpasswd",
+        "x%00.deb",
+        "%c0%ae%c0%ae/%c0%ae%c0%ae/etc/passwd",
+    ];
+    let mut tried = 0;
+    for repo in ["debs", "apks", "gomods", "conan", "aptproxy", "apkproxy", "goproxy", "conanproxy"] {
+        for e in escapes {
+            let targets = [
+                ("GET", format!("/repository/{repo}/{e}")),
+                ("GET", format!("/repository/{repo}/dists/{e}")),
+                ("GET", format!("/repository/{repo}/pool/main/{e}")),
+                ("GET", format!("/repository/{repo}/v3.20/main/x86_64/{e}")),
+                ("GET", format!("/repository/{repo}/example.com/m/@v/{e}")),
+                ("GET", format!("/repository/{repo}/{e}/@v/list")),
+                ("GET", format!("/repository/{repo}/v2/conans/zlib/1.3/_/_/revisions/{e}/files")),
+                ("GET", format!("/repository/{repo}/v2/conans/zlib/1.3/_/_/revisions/0123/files/{e}")),
+                ("PUT", format!("/repository/{repo}/v3.20/main/x86_64/{e}")),
+                ("PUT", format!("/repository/{repo}/example.com/m/@v/{e}")),
+                ("PUT", format!("/repository/{repo}/{e}/@v/v1.0.0.zip")),
+                ("PUT", format!("/repository/{repo}/v2/conans/zlib/1.3/_/_/revisions/0123/files/{e}")),
+                ("DELETE", format!("/repository/{repo}/pool/main/{e}")),
+                ("DELETE", format!("/repository/{repo}/v3.20/main/x86_64/{e}")),
+                ("POST", format!("/repository/{repo}/{e}")),
+            ];
+            for (method, target) in targets {
+                let (status, text) = raw(&addr, method, &target, &auth, b"PK\x03\x04 not a package")?;
+                assert!((400..500).contains(&status), "{method} {target}: {status}\n{text}");
+                assert!(!text.contains("root:x:0:0"), "{method} {target} served /etc/passwd");
+                tried += 1;
+            }
+        }
+    }
+    for target in
+        ["/api/v1/repositories/..%2f..%2fetc%2fpasswd", "/api/v1/repositories/%2e%2e/status", "/../../etc/passwd"]
+    {
+        let (status, text) = raw(&addr, "GET", target, &auth, b"")?;
+        assert!((400..500).contains(&status), "GET {target}: {status}\n{text}");
+    }
+    assert!(tried >= 1000, "{tried}");
+    // The proxies never asked their upstream for anything outside its root.
+    let seen = seen.lock().map(|s| s.clone()).unwrap_or_default();
+    for path in &seen {
+        assert!(path.starts_with("/root/"), "an upstream request left the remote root: {path}");
+        let decoded = path.replace("%2e", ".").replace("%2E", ".");
+        assert!(!decoded.split(['/', '\\']).any(|s| s == ".."), "an upstream request climbs: {path}");
+    }
+    // Nothing was written anywhere: only the repositories' own published files exist.
+    let (s, _) = status_of(ureq::get(&format!("{}/readyz", server.management)).call())?;
+    assert_eq!(s, 200);
+    Ok(())
+}

@@ -90,7 +90,9 @@ pub fn check_revision(what: &str, s: &str) -> Result<(), ConanError> {
 }
 
 /// A file path inside a revision (`conanfile.py`, `metadata/…`): relative, `/`-separated, no
-/// empty, `.` or `..` segment, no backslash, colon or control character, at most 512 bytes.
+/// empty, `.` or `..` segment, no backslash, colon, percent sign or control character, at most
+/// 512 bytes. (A `%` would be an encoded separator the router left alone, as in `..%2F..`; a
+/// U+FFFD an invalid encoding it replaced, as in the overlong `%c0%ae`.)
 /// File names themselves are not restricted to a list.
 pub fn check_file_path(path: &str) -> Result<(), ConanError> {
     let bad = path.is_empty()
@@ -98,10 +100,12 @@ pub fn check_file_path(path: &str) -> Result<(), ConanError> {
         || path.starts_with('/')
         || path.contains('\\')
         || path.contains(':')
+        || path.contains('%')
+        || path.contains(char::REPLACEMENT_CHARACTER)
         || path.chars().any(char::is_control)
         || path.split('/').any(|s| s.is_empty() || s == "." || s == "..");
     if bad {
-        Err(err(format!("invalid file path {path:?}: use a relative path without '..', '\\\\' or empty parts")))
+        Err(err(format!("invalid file path {path:?}: use a relative path without '..', '\\\\', '%' or empty parts")))
     } else {
         Ok(())
     }
@@ -208,7 +212,20 @@ mod tests {
         for ok in ["conanfile.py", "conan_package.tzst", "metadata/.conan/x.json", "a b/c"] {
             assert_eq!(check_file_path(ok), Ok(()), "{ok}");
         }
-        for bad in ["", "../x", "a/../b", "/abs", "a\\b", "a//b", "./a", "c:x", "a\nb"] {
+        for bad in [
+            "",
+            "../x",
+            "a/../b",
+            "/abs",
+            "a\\b",
+            "a//b",
+            "./a",
+            "c:x",
+            "a\nb",
+            "..%2F..%2Fetc",
+            "x%00",
+            "\u{fffd}\u{fffd}/etc",
+        ] {
             assert!(check_file_path(bad).is_err(), "{bad:?}");
         }
         assert!(check_revision("revision", "2b8bd1e2c5a1a3d1e2f0a9b8c7d6e5f4").is_ok());
