@@ -1,6 +1,7 @@
 //! Helpers shared by the in-process API tests.
 #![allow(dead_code)]
 
+pub mod chaos;
 pub mod process;
 
 /// Declares `name::{sqlite,postgres,mysql}` actix tests that call `name(backend)`.

@@ -1,0 +1,153 @@
+//! Faults in real dependencies, injected by a TCP chaos proxy (`common/chaos.rs`) in front of
+//! them: what clients see while a dependency is gone, and that nothing acknowledged is lost.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use packyard_shared::db::Backend;
+use sha2::{Digest, Sha256};
+
+use common::chaos::{host_port, Chaos};
+use common::process::{basic, start, status_of, Server};
+
+const PACKAGES: &str = "/repository/debs/dists/stable/main/binary-amd64/Packages";
+
+fn deb(i: u64) -> anyhow::Result<Vec<u8>> {
+    packyard_loadtest::apt::deb(&format!("fault{i}"), "1.0", "amd64", &packyard_loadtest::apt::filler(i, 4096))
+}
+
+fn upload(server: &Server, i: u64, wait: bool) -> anyhow::Result<(u16, String)> {
+    let q = if wait { "?wait=true" } else { "" };
+    status_of(
+        ureq::post(&format!("{}/repository/debs/{q}", server.public))
+            .set("Authorization", &basic("pw"))
+            .timeout(Duration::from_secs(30))
+            .send_bytes(&deb(i)?),
+    )
+}
+
+/// The package names a Packages file lists.
+fn listed(body: &str) -> BTreeSet<String> {
+    body.lines().filter_map(|l| l.strip_prefix("Package: ")).map(str::to_string).collect()
+}
+
+fn names(range: std::ops::Range<u64>) -> BTreeSet<String> {
+    range.map(|i| format!("fault{i}")).collect()
+}
+
+fn get(server: &Server, path: &str) -> anyhow::Result<(u16, String)> {
+    status_of(ureq::get(&format!("{}{path}", server.public)).timeout(Duration::from_secs(30)).call())
+}
+
+/// The published Packages once it lists exactly `want`.
+fn until_listed(server: &Server, want: &BTreeSet<String>, limit: Duration) -> anyhow::Result<String> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let (s, body) = get(server, PACKAGES)?;
+        if s == 200 && listed(&body) == *want {
+            return Ok(body);
+        }
+        anyhow::ensure!(Instant::now() < deadline, "published {:?}, want {want:?} ({s})", listed(&body));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The snapshot is complete and signed: InRelease names this Packages by its SHA-256.
+fn assert_signed(server: &Server, packages: &str) -> anyhow::Result<()> {
+    let (s, in_release) = get(server, "/repository/debs/dists/stable/InRelease")?;
+    assert_eq!(s, 200);
+    assert!(
+        in_release.starts_with("-----BEGIN PGP SIGNED MESSAGE-----")
+            && in_release.contains("-----BEGIN PGP SIGNATURE-----")
+    );
+    let line = format!("{} {:>16} main/binary-amd64/Packages", hex::encode(Sha256::digest(packages)), packages.len());
+    assert!(in_release.lines().any(|l| l.trim_start() == line.trim_start()), "InRelease lacks {line:?}:\n{in_release}");
+    Ok(())
+}
+
+fn database_cut(backend: Backend) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let Some((url, _dbdir)) = rt.block_on(packyard_shared::testing::create_database(backend))? else {
+        eprintln!("skipped: no {} server configured", backend.as_str());
+        return Ok(());
+    };
+    let chaos = Chaos::start(&host_port(&url))?;
+    let dir = tempfile::tempdir()?;
+    let server = start(
+        dir.path(),
+        &[
+            ("PACKYARD_DATABASE__URL", &chaos.rewrite(&url)),
+            ("PACKYARD_DATABASE__ACQUIRE_TIMEOUT_MS", "1000"),
+            ("PACKYARD_SECURITY__SECRET", "a-shared-secret-of-enough-length"),
+            ("PACKYARD_SECURITY__ADMIN_PASSWORD", "pw"),
+        ],
+    )?;
+    server.wait_ready()?;
+    let (s, body) = status_of(
+        ureq::post(&format!("{}/api/v1/repositories", server.public))
+            .set("Authorization", &basic("pw"))
+            .send_json(serde_json::json!({"name": "debs", "format": "apt", "type": "hosted"})),
+    )?;
+    assert_eq!(s, 201, "{body}");
+    for i in 0..4 {
+        let (s, body) = upload(&server, i, true)?;
+        assert_eq!(s, 201, "{body}");
+    }
+    let before = until_listed(&server, &names(0..4), Duration::from_secs(10))?;
+
+    // The database goes away.
+    chaos.cut();
+    for i in 4..8 {
+        let (s, body) = upload(&server, i, false)?;
+        assert_eq!(s, 503, "upload {i} while the database is down: {body}");
+        assert!(body.contains("temporarily unavailable; retry shortly"), "{body}");
+    }
+    // Published metadata is still served, from the replica's cache, unchanged.
+    for _ in 0..10 {
+        assert_eq!(get(&server, PACKAGES)?, (200, before.clone()));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (s, _) = status_of(ureq::get(&format!("{}/readyz", server.management)).call())?;
+    assert_eq!(s, 503, "not ready without a database");
+
+    // It comes back: nothing refused became visible, and uploads work again.
+    chaos.restore();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while status_of(ureq::get(&format!("{}/readyz", server.management)).call())?.0 != 200 {
+        anyhow::ensure!(Instant::now() < deadline, "not ready again after the database returned");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(listed(&get(&server, PACKAGES)?.1), names(0..4), "a refused upload became visible");
+    for i in 4..8 {
+        let (s, body) = upload(&server, i, true)?;
+        assert_eq!(s, 201, "{body}");
+    }
+    let all = until_listed(&server, &names(0..8), Duration::from_secs(10))?;
+    assert_signed(&server, &all)?;
+
+    // Cut during publication: acknowledged uploads, then the database goes away before the
+    // worker has published them; once it is back they are published, signed and complete.
+    for i in 8..12 {
+        let (s, body) = upload(&server, i, false)?;
+        assert_eq!(s, 201, "{body}");
+    }
+    chaos.cut();
+    std::thread::sleep(Duration::from_secs(2));
+    chaos.restore();
+    let all = until_listed(&server, &names(0..12), Duration::from_secs(30))?;
+    assert_signed(&server, &all)?;
+    assert!(server.terminate()?.success());
+    Ok(())
+}
+
+#[test]
+fn database_cut_postgres() -> anyhow::Result<()> {
+    database_cut(Backend::Postgres)
+}
+
+#[test]
+fn database_cut_mysql() -> anyhow::Result<()> {
+    database_cut(Backend::MySql)
+}
