@@ -151,3 +151,88 @@ fn database_cut_postgres() -> anyhow::Result<()> {
 fn database_cut_mysql() -> anyhow::Result<()> {
     database_cut(Backend::MySql)
 }
+
+/// The value of a counter sample in a `/metrics` page.
+fn sample(metrics: &str, line_start: &str) -> f64 {
+    metrics
+        .lines()
+        .find(|l| l.starts_with(line_start))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(-1.0)
+}
+
+#[test]
+fn redis_and_rabbitmq_down_during_uploads_lose_nothing() -> anyhow::Result<()> {
+    let (Ok(redis_url), Ok(amqp_url)) = (std::env::var("TEST_REDIS_URL"), std::env::var("TEST_AMQP_URL")) else {
+        eprintln!("skipped: TEST_REDIS_URL and TEST_AMQP_URL are not set (scripts/test.sh sets them)");
+        return Ok(());
+    };
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let Some((url, _dbdir)) = rt.block_on(packyard_shared::testing::create_database(Backend::Postgres))? else {
+        eprintln!("skipped: no PostgreSQL server configured");
+        return Ok(());
+    };
+    let (redis, amqp) = (Chaos::start(&host_port(&redis_url))?, Chaos::start(&host_port(&amqp_url))?);
+    let dir = tempfile::tempdir()?;
+    let (redis_via, amqp_via) = (redis.rewrite(&redis_url), amqp.rewrite(&amqp_url));
+    let env = [
+        ("PACKYARD_DATABASE__URL", url.as_str()),
+        ("PACKYARD_CACHE__REDIS_URL", redis_via.as_str()),
+        ("PACKYARD_EVENTS__AMQP_URL", amqp_via.as_str()),
+        ("PACKYARD_WORKER__EMBEDDED", "false"),
+        ("PACKYARD_SECURITY__SECRET", "a-shared-secret-of-enough-length"),
+        ("PACKYARD_SECURITY__ADMIN_PASSWORD", "pw"),
+        ("PACKYARD_BLOBS__PATH", "shared-blobs"),
+    ];
+    let replicas = [start(dir.path(), &env)?, start(dir.path(), &env)?];
+    let worker = common::process::start_worker(dir.path(), &env)?;
+    for p in replicas.iter().chain([&worker]) {
+        p.wait_ready()?;
+    }
+    let (s, body) = status_of(
+        ureq::post(&format!("{}/api/v1/repositories", replicas[0].public))
+            .set("Authorization", &basic("pw"))
+            .send_json(serde_json::json!({"name": "debs", "format": "apt", "type": "hosted"})),
+    )?;
+    assert_eq!(s, 201, "{body}");
+
+    // Three stretches of uploads, spread over both replicas: Redis down, RabbitMQ down, both
+    // down. Every upload is acknowledged, and both replicas publish all of them while the
+    // dependencies are still down (the worker polls, the replicas read watermarks from the
+    // database).
+    for (stretch, cut) in [(0..10u64, [true, false]), (10..20, [false, true]), (20..30, [true, true])] {
+        if cut[0] {
+            redis.cut();
+        }
+        if cut[1] {
+            amqp.cut();
+        }
+        for i in stretch.clone() {
+            let (s, body) = upload(&replicas[(i % 2) as usize], i, false)?;
+            assert_eq!(s, 201, "upload {i} (redis down: {}, rabbitmq down: {}): {body}", cut[0], cut[1]);
+        }
+        for r in &replicas {
+            until_listed(r, &names(0..stretch.end), Duration::from_secs(20))?;
+        }
+        redis.restore();
+        amqp.restore();
+    }
+    // The degradation shows in the metrics of the replicas and of the worker.
+    let metrics = |p: &Server| status_of(ureq::get(&format!("{}/metrics", p.management)).call()).map(|(_, m)| m);
+    let (api_metrics, worker_metrics) = (metrics(&replicas[0])?, metrics(&worker)?);
+    assert!(sample(&api_metrics, r#"packyard_dependency_errors_total{dependency="redis"}"#) > 0.0, "{api_metrics}");
+    assert!(sample(&api_metrics, r#"packyard_dependency_errors_total{dependency="rabbitmq"}"#) > 0.0, "{api_metrics}");
+    assert!(
+        sample(&worker_metrics, r#"packyard_dependency_errors_total{dependency="rabbitmq"}"#) > 0.0,
+        "{worker_metrics}"
+    );
+    // And everything resumes: a last upload, published everywhere with both back.
+    let (s, body) = upload(&replicas[0], 30, true)?;
+    assert_eq!(s, 201, "{body}");
+    for r in &replicas {
+        let all = until_listed(r, &names(0..31), Duration::from_secs(10))?;
+        assert_signed(r, &all)?;
+    }
+    Ok(())
+}

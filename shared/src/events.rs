@@ -44,14 +44,20 @@ fn millis_now() -> i64 {
 /// Redis: shared watermark counters and the invalidation channel.
 pub struct Redis {
     client: redis::Client,
+    metrics: Arc<crate::metrics::Metrics>,
     conn: Mutex<Option<redis::aio::MultiplexedConnection>>,
     /// After a failure, no new connection attempt before this time (ms).
     retry_after: AtomicI64,
 }
 
 impl Redis {
-    pub fn new(url: &str) -> Result<Self, redis::RedisError> {
-        Ok(Self { client: redis::Client::open(url)?, conn: Mutex::new(None), retry_after: AtomicI64::new(0) })
+    pub fn new(url: &str, metrics: Arc<crate::metrics::Metrics>) -> Result<Self, redis::RedisError> {
+        Ok(Self { client: redis::Client::open(url)?, metrics, conn: Mutex::new(None), retry_after: AtomicI64::new(0) })
+    }
+
+    /// A failed call: counted in `packyard_dependency_errors_total{dependency="redis"}`.
+    fn failed(&self) {
+        self.metrics.dependency_errors_total.with_label_values(&["redis"]).inc();
     }
 
     async fn connection(&self) -> Option<redis::aio::MultiplexedConnection> {
@@ -68,11 +74,13 @@ impl Redis {
                 Some(c)
             }
             Ok(Err(e)) => {
+                self.failed();
                 tracing::warn!(error = %e, "Redis unavailable; using the database");
                 self.retry_after.store(millis_now() + 1_000, Ordering::Release);
                 None
             }
             Err(_) => {
+                self.failed();
                 tracing::warn!("Redis did not answer in time; using the database");
                 self.retry_after.store(millis_now() + 1_000, Ordering::Release);
                 None
@@ -96,11 +104,13 @@ impl Redis {
         match done {
             Ok(Ok(())) => true,
             Ok(Err(e)) => {
+                self.failed();
                 tracing::warn!(error = %e, "cannot announce a change on Redis");
                 self.forget().await;
                 false
             }
             Err(_) => {
+                self.failed();
                 self.forget().await;
                 false
             }
@@ -117,6 +127,7 @@ impl Redis {
         match got {
             Ok(Ok(v)) if v.len() == 3 => Some([v[0].unwrap_or(0), v[1].unwrap_or(0), v[2].unwrap_or(0)]),
             _ => {
+                self.failed();
                 self.forget().await;
                 None
             }
@@ -138,9 +149,13 @@ impl Redis {
                             on_change();
                         }
                     }
+                    self.failed();
                     tracing::warn!("Redis subscription ended; reconnecting");
                 }
-                Err(e) => tracing::debug!(error = %e, "Redis subscription unavailable"),
+                Err(e) => {
+                    self.failed();
+                    tracing::debug!(error = %e, "Redis subscription unavailable");
+                }
             }
             tokio::time::sleep(backoff).await;
             backoff = (backoff * 2).min(Duration::from_secs(10));
@@ -153,13 +168,19 @@ const QUEUE: &str = "packyard.wakeups";
 /// RabbitMQ: durable wake-up queue with publisher confirms.
 pub struct Amqp {
     url: String,
+    metrics: Arc<crate::metrics::Metrics>,
     channel: Mutex<Option<(Connection, lapin::Channel)>>,
     retry_after: AtomicI64,
 }
 
 impl Amqp {
-    pub fn new(url: &str) -> Self {
-        Self { url: url.to_string(), channel: Mutex::new(None), retry_after: AtomicI64::new(0) }
+    pub fn new(url: &str, metrics: Arc<crate::metrics::Metrics>) -> Self {
+        Self { url: url.to_string(), metrics, channel: Mutex::new(None), retry_after: AtomicI64::new(0) }
+    }
+
+    /// A failed call: counted in `packyard_dependency_errors_total{dependency="rabbitmq"}`.
+    fn failed(&self) {
+        self.metrics.dependency_errors_total.with_label_values(&["rabbitmq"]).inc();
     }
 
     async fn open(url: &str) -> Result<(Connection, lapin::Channel), lapin::Error> {
@@ -186,6 +207,7 @@ impl Amqp {
             match tokio::time::timeout(QUICK * 2, Self::open(&self.url)).await {
                 Ok(Ok(c)) => *guard = Some(c),
                 _ => {
+                    self.failed();
                     tracing::warn!("RabbitMQ unavailable; workers will find the change by polling");
                     self.retry_after.store(millis_now() + 1_000, Ordering::Release);
                     return false;
@@ -201,6 +223,7 @@ impl Amqp {
         match sent {
             Ok(Ok(confirm)) if confirm.is_ack() => true,
             other => {
+                self.failed();
                 tracing::warn!(result = ?other.map(|r| r.map(|c| c.is_ack())), "RabbitMQ did not confirm a wake-up; reconnecting");
                 *guard = None;
                 self.retry_after.store(millis_now() + 1_000, Ordering::Release);
@@ -236,16 +259,23 @@ impl Amqp {
                                         let _ = d.ack(BasicAckOptions::default()).await;
                                     }
                                     Err(e) => {
+                                        self.failed();
                                         tracing::warn!(error = %e, "RabbitMQ consumer failed");
                                         break;
                                     }
                                 }
                             }
                         }
-                        Err(e) => tracing::warn!(error = %e, "cannot consume wake-ups"),
+                        Err(e) => {
+                            self.failed();
+                            tracing::warn!(error = %e, "cannot consume wake-ups");
+                        }
                     }
                 }
-                Err(e) => tracing::debug!(error = %e, "RabbitMQ unavailable; polling only"),
+                Err(e) => {
+                    self.failed();
+                    tracing::debug!(error = %e, "RabbitMQ unavailable; polling only");
+                }
             }
             tokio::time::sleep(backoff).await;
             backoff = (backoff * 2).min(Duration::from_secs(10));

@@ -20,6 +20,7 @@ pub struct Metrics {
     pub proxy_stale_served_total: IntCounterVec,
     pub proxy_upstream_duration_seconds: HistogramVec,
     pub blob_errors_total: IntCounterVec,
+    pub dependency_errors_total: IntCounterVec,
     process_resident_memory_bytes: IntGauge,
     process_cpu_seconds_total: Gauge,
     process_open_fds: IntGauge,
@@ -103,6 +104,16 @@ impl Metrics {
         for op in ["write", "read", "delete"] {
             blob_errors_total.with_label_values(&[op]);
         }
+        let dependency_errors_total = IntCounterVec::new(
+            Opts::new(
+                "packyard_dependency_errors_total",
+                "Failed calls to an optional dependency (redis, rabbitmq); each fell back to the database",
+            ),
+            &["dependency"],
+        )?;
+        for d in ["redis", "rabbitmq"] {
+            dependency_errors_total.with_label_values(&[d]);
+        }
         // The process's own figures (Linux /proc), refreshed at each scrape: what a replica costs.
         let process_resident_memory_bytes =
             IntGauge::new("process_resident_memory_bytes", "Resident memory of this process in bytes")?;
@@ -111,6 +122,7 @@ impl Metrics {
         let process_open_fds = IntGauge::new("process_open_fds", "File descriptors this process holds open")?;
         registry.register(Box::new(proxy_upstream_duration_seconds.clone()))?;
         registry.register(Box::new(blob_errors_total.clone()))?;
+        registry.register(Box::new(dependency_errors_total.clone()))?;
         registry.register(Box::new(process_resident_memory_bytes.clone()))?;
         registry.register(Box::new(process_cpu_seconds_total.clone()))?;
         registry.register(Box::new(process_open_fds.clone()))?;
@@ -139,6 +151,7 @@ impl Metrics {
             proxy_stale_served_total,
             proxy_upstream_duration_seconds,
             blob_errors_total,
+            dependency_errors_total,
             process_resident_memory_bytes,
             process_cpu_seconds_total,
             process_open_fds,

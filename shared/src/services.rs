@@ -98,14 +98,14 @@ impl Services {
             i64::try_from(config.cache.snapshot_cache_bytes).unwrap_or(i64::MAX),
             metrics.clone(),
         ));
-        let redis = config.cache.redis_url.as_deref().and_then(|u| match Redis::new(u) {
+        let redis = config.cache.redis_url.as_deref().and_then(|u| match Redis::new(u, metrics.clone()) {
             Ok(r) => Some(Arc::new(r)),
             Err(e) => {
                 tracing::warn!(error = %e, "cache.redis_url is unusable; using the database only");
                 None
             }
         });
-        let amqp = config.events.amqp_url.as_deref().map(|u| Arc::new(Amqp::new(u)));
+        let amqp = config.events.amqp_url.as_deref().map(|u| Arc::new(Amqp::new(u, metrics.clone())));
         let proxy = crate::proxy::Proxy::new(&config.proxy, db.clone(), blobs.clone(), metrics.clone())?
             .with_keystore(security.keystore.clone());
         Ok(Self {
