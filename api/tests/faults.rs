@@ -236,3 +236,134 @@ fn redis_and_rabbitmq_down_during_uploads_lose_nothing() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// A tmpfs of `size` mounted at `path` for the test's lifetime (needs root; `None` otherwise).
+struct SmallDisk(std::path::PathBuf);
+
+impl SmallDisk {
+    fn mount(path: &std::path::Path, size: &str) -> anyhow::Result<Option<Self>> {
+        std::fs::create_dir_all(path)?;
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(path)
+            .status()
+            .is_ok_and(|s| s.success());
+        Ok(ok.then(|| Self(path.to_path_buf())))
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_full_blob_store_refuses_uploads_and_keeps_nothing() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let Some(_disk) = SmallDisk::mount(&dir.path().join("data/blobs"), "1m")? else {
+        anyhow::ensure!(std::env::var_os("CI").is_none(), "CI must be able to mount a tmpfs (it runs as root)");
+        eprintln!("skipped: cannot mount a tmpfs here (not root)");
+        return Ok(());
+    };
+    let server = start(dir.path(), &[("PACKYARD_SECURITY__ADMIN_PASSWORD", "pw")])?;
+    server.wait_ready()?;
+    let (s, body) = status_of(
+        ureq::post(&format!("{}/api/v1/repositories", server.public))
+            .set("Authorization", &basic("pw"))
+            .send_json(serde_json::json!({"name": "debs", "format": "apt", "type": "hosted"})),
+    )?;
+    assert_eq!(s, 201, "{body}");
+    let small = deb(1)?;
+    let (s, body) = upload(&server, 1, true)?;
+    assert_eq!(s, 201, "{body}");
+    // A package larger than the whole disk.
+    let big = packyard_loadtest::apt::deb("fault-big", "1.0", "amd64", &packyard_loadtest::apt::filler(99, 3 << 20))?;
+    let (s, body) = status_of(
+        ureq::post(&format!("{}/repository/debs/", server.public)).set("Authorization", &basic("pw")).send_bytes(&big),
+    )?;
+    assert_eq!(s, 507, "{body}");
+    assert!(body.contains("the blob store is full; nothing was stored"), "{body}");
+    // Nothing of it stayed: no temporary, the disk has room again, and no row names it.
+    assert_eq!(std::fs::read_dir(dir.path().join("data/blobs/tmp"))?.count(), 0);
+    let (s, body) = upload(&server, 2, true)?;
+    assert_eq!(s, 201, "after the refusal there is room again: {body}");
+    let packages = until_listed(&server, &names(1..3), Duration::from_secs(10))?;
+    assert!(!packages.contains("fault-big"));
+    assert_signed(&server, &packages)?;
+    // Every listed package is there to download (no row without its blob).
+    for line in packages.lines().filter_map(|l| l.strip_prefix("Filename: ")) {
+        let resp = ureq::get(&format!("{}/repository/debs/{line}", server.public)).call()?;
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut resp.into_reader(), &mut bytes)?;
+        assert!(bytes == small || bytes == deb(2)?, "{line}");
+    }
+    let (_, metrics) = status_of(ureq::get(&format!("{}/metrics", server.management)).call())?;
+    assert!(sample(&metrics, r#"packyard_blob_errors_total{op="write"}"#) >= 1.0, "{metrics}");
+    Ok(())
+}
+
+#[test]
+fn s3_outage_refuses_uploads_and_keeps_serving() -> anyhow::Result<()> {
+    let Ok(s3_url) = std::env::var("TEST_S3_URL") else {
+        eprintln!("skipped: TEST_S3_URL is not set (scripts/test.sh sets it)");
+        return Ok(());
+    };
+    let bucket = format!("packyard-fault-{}", hex::encode(rand::random::<[u8; 4]>()));
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    rt.block_on(packyard_shared::blobs::s3::create_test_bucket(&s3_url, &bucket))?;
+    let s3 = Chaos::start(&host_port(&s3_url))?;
+    let dir = tempfile::tempdir()?;
+    let endpoint = s3.rewrite(&s3_url);
+    let server = start(
+        dir.path(),
+        &[
+            ("PACKYARD_SECURITY__ADMIN_PASSWORD", "pw"),
+            ("PACKYARD_BLOBS__KIND", "s3"),
+            ("PACKYARD_BLOBS__S3__BUCKET", &bucket),
+            ("PACKYARD_BLOBS__S3__ENDPOINT", endpoint.trim_end_matches('/')),
+            ("PACKYARD_BLOBS__S3__ACCESS_KEY_ID", "testing"),
+            ("PACKYARD_BLOBS__S3__SECRET_ACCESS_KEY", "testing"),
+        ],
+    )?;
+    server.wait_ready()?;
+    let (s, body) = status_of(
+        ureq::post(&format!("{}/api/v1/repositories", server.public))
+            .set("Authorization", &basic("pw"))
+            .send_json(serde_json::json!({"name": "debs", "format": "apt", "type": "hosted"})),
+    )?;
+    assert_eq!(s, 201, "{body}");
+    for i in 0..3 {
+        let (s, body) = upload(&server, i, true)?;
+        assert_eq!(s, 201, "{body}");
+    }
+    let before = until_listed(&server, &names(0..3), Duration::from_secs(10))?;
+
+    s3.cut();
+    let (s, body) = upload(&server, 3, false)?;
+    assert_eq!(s, 503, "{body}");
+    assert!(body.contains("temporarily unavailable") || body.contains("blob store"), "{body}");
+    for _ in 0..5 {
+        assert_eq!(get(&server, PACKAGES)?, (200, before.clone()), "published metadata from the cache");
+    }
+    let (s, _) = status_of(ureq::get(&format!("{}/readyz", server.management)).call())?;
+    assert_eq!(s, 503, "not ready without the blob store");
+    s3.restore();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while status_of(ureq::get(&format!("{}/readyz", server.management)).call())?.0 != 200 {
+        anyhow::ensure!(Instant::now() < deadline, "not ready again after S3 returned");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(listed(&get(&server, PACKAGES)?.1), names(0..3), "the refused upload became visible");
+    let (s, body) = upload(&server, 3, true)?;
+    assert_eq!(s, 201, "{body}");
+    let all = until_listed(&server, &names(0..4), Duration::from_secs(10))?;
+    assert_signed(&server, &all)?;
+    for (i, line) in all.lines().filter_map(|l| l.strip_prefix("Filename: ")).enumerate() {
+        let resp = ureq::get(&format!("{}/repository/debs/{line}", server.public)).call()?;
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut resp.into_reader(), &mut bytes)?;
+        assert!((0..4).any(|j| deb(j).is_ok_and(|d| d == bytes)), "package {i} ({line}) has other bytes");
+    }
+    Ok(())
+}
