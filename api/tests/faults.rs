@@ -367,3 +367,101 @@ fn s3_outage_refuses_uploads_and_keeps_serving() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// A worker killed with SIGKILL at `point` of a publication: what was published stays complete
+/// and signed, and another worker publishes the acknowledged upload after the lease expires.
+fn worker_killed_at(point: &str) -> anyhow::Result<()> {
+    use std::os::unix::process::ExitStatusExt;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let Some((url, _dbdir)) = rt.block_on(packyard_shared::testing::create_database(Backend::Postgres))? else {
+        eprintln!("skipped: no PostgreSQL server configured");
+        return Ok(());
+    };
+    let dir = tempfile::tempdir()?;
+    let env = [
+        ("PACKYARD_DATABASE__URL", url.as_str()),
+        ("PACKYARD_WORKER__EMBEDDED", "false"),
+        ("PACKYARD_WORKER__LEASE_MS", "1000"),
+        ("PACKYARD_WORKER__POLL_MS", "100"),
+        ("PACKYARD_SECURITY__SECRET", "a-shared-secret-of-enough-length"),
+        ("PACKYARD_SECURITY__ADMIN_PASSWORD", "pw"),
+        ("PACKYARD_BLOBS__PATH", "shared-blobs"),
+    ];
+    let replica = start(dir.path(), &env)?;
+    replica.wait_ready()?;
+    let first = common::process::start_worker(dir.path(), &env)?;
+    first.wait_ready()?;
+    let (s, body) = status_of(
+        ureq::post(&format!("{}/api/v1/repositories", replica.public))
+            .set("Authorization", &basic("pw"))
+            .send_json(serde_json::json!({"name": "debs", "format": "apt", "type": "hosted"})),
+    )?;
+    assert_eq!(s, 201, "{body}");
+    let (s, body) = upload(&replica, 0, true)?;
+    assert_eq!(s, 201, "{body}");
+    let published = until_listed(&replica, &names(0..1), Duration::from_secs(10))?;
+    assert!(first.terminate()?.success());
+
+    // The worker that dies at `point` of the next publication.
+    let crash_env: Vec<(&str, &str)> = env.iter().copied().chain([("PACKYARD_DEBUG__CRASH_AT", point)]).collect();
+    let mut doomed = common::process::start_worker(dir.path(), &crash_env)?;
+    let (s, body) = upload(&replica, 1, false)?;
+    assert_eq!(s, 201, "{body}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = doomed.child.try_wait()? {
+            break status;
+        }
+        anyhow::ensure!(Instant::now() < deadline, "the worker did not reach {point}");
+        // Whatever the replica serves meanwhile is a complete, signed snapshot.
+        let (s, packages) = get(&replica, PACKAGES)?;
+        assert_eq!(s, 200);
+        assert_signed(&replica, &packages)?;
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.signal(), Some(9), "{point}: {status:?}");
+    let (_, packages) = get(&replica, PACKAGES)?;
+    assert_signed(&replica, &packages)?;
+    if point == "after_cas" {
+        // Committed before the kill: published without any other worker.
+        until_listed(&replica, &names(0..2), Duration::from_secs(10))?;
+    } else {
+        assert_eq!(packages, published, "{point}: nothing new is published without a worker");
+    }
+
+    // Another worker takes over once the dead one's lease has expired.
+    let heir = common::process::start_worker(dir.path(), &env)?;
+    heir.wait_ready()?;
+    let all = until_listed(&replica, &names(0..2), Duration::from_secs(20))?;
+    assert_signed(&replica, &all)?;
+    let (s, body) = status_of(
+        ureq::get(&format!("{}/api/v1/repositories/debs/status", replica.public))
+            .set("Authorization", &basic("pw"))
+            .call(),
+    )?;
+    assert_eq!(s, 200);
+    let v: serde_json::Value = serde_json::from_str(&body)?;
+    let unit = &v["units"][0];
+    assert_eq!(unit["published_revision"], unit["desired_revision"], "{body}");
+    Ok(())
+}
+
+#[test]
+fn worker_killed_after_claiming() -> anyhow::Result<()> {
+    worker_killed_at("claimed")
+}
+
+#[test]
+fn worker_killed_after_writing_files() -> anyhow::Result<()> {
+    worker_killed_at("built")
+}
+
+#[test]
+fn worker_killed_before_the_compare_and_swap() -> anyhow::Result<()> {
+    worker_killed_at("before_cas")
+}
+
+#[test]
+fn worker_killed_after_the_compare_and_swap() -> anyhow::Result<()> {
+    worker_killed_at("after_cas")
+}

@@ -39,6 +39,9 @@ pub struct DebugConfig {
     pub test_format: bool,
     /// Makes each test-format build take this long (to kill a worker mid-build in tests).
     pub build_delay_ms: u64,
+    /// Kills the process with SIGKILL when a publication reaches this point (fault tests):
+    /// one of `claimed`, `built`, `before_cas`, `after_cas`; empty never.
+    pub crash_at: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -603,6 +606,12 @@ impl Config {
             if v == 0 || v > 86_400_000 {
                 return Err(ConfigError(format!("bad value for key `{key}`: use 1 to 86400000 (one day)")));
             }
+        }
+        if !self.debug.crash_at.is_empty() && !crate::crash::POINTS.contains(&self.debug.crash_at.as_str()) {
+            return Err(ConfigError(format!(
+                "bad value for key `debug.crash_at`: use one of {}",
+                crate::crash::POINTS.join(", ")
+            )));
         }
         if self.blobs.kind == BlobsKind::S3 && self.blobs.s3.bucket.is_none() {
             return Err(ConfigError(

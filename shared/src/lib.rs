@@ -4,6 +4,7 @@
 pub mod auth;
 pub mod blobs;
 pub mod config;
+pub mod crash;
 pub mod db;
 pub mod events;
 pub mod formats;

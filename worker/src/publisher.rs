@@ -84,6 +84,7 @@ impl Publisher {
         let Some(builder) = self.builders.get(&unit.kind).cloned() else {
             return self.fail(&claim, &format!("no builder for unit kind {:?}", unit.kind)).await;
         };
+        packyard_shared::crash::point("claimed");
         let mut ctx = BuildContext::new(db, self.services.blobs.as_ref());
         let built = {
             let build = builder.build(&mut ctx, unit);
@@ -108,8 +109,10 @@ impl Publisher {
             Some(Err(e)) => return self.fail(&claim, &e.to_string()).await,
             Some(Ok(())) => {
                 let files = ctx.into_files();
+                packyard_shared::crash::point("built");
                 match Self::publish(db, &claim, &files).await {
                     Ok(Some(snapshot_id)) => {
+                        packyard_shared::crash::point("after_cas");
                         self.verify_files(&claim, &files).await;
                         Outcome::Published(snapshot_id)
                     }

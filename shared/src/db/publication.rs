@@ -316,6 +316,7 @@ impl Db {
                 .execute(&mut *tx)
                 .await?;
         }
+        crate::crash::point("before_cas");
         self.count("publication_units.publish");
         let swapped = sqlx::query(sql!(self, "UPDATE publication_units SET published_revision = $1, current_snapshot_id = $2, last_published_at = $3, last_error = NULL, attempts = 0, next_attempt_at = 0, lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, first_pending_at = CASE WHEN desired_revision > $4 THEN last_change_at ELSE NULL END WHERE id = $5 AND lease_token = $6 AND published_revision < $7"))
             .bind(claim.revision)
