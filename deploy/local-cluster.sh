@@ -6,6 +6,7 @@
 #
 #   deploy/local-cluster.sh up      # builds the release binaries unless CLUSTER_BIN_DIR is set
 #   deploy/local-cluster.sh status
+#   deploy/local-cluster.sh restart api1 [TERM|KILL]   # a replica restarted, gracefully or as a crash
 #   deploy/local-cluster.sh down
 #
 # Settings (environment):
@@ -137,6 +138,66 @@ start() {
   echo $! >"$dir/pids/$name.pid"
 }
 
+# The processes' environment: the configuration file, the secrets, no migration at start.
+cluster_env() {
+  # shellcheck disable=SC2046
+  export PACKYARD_CONFIG="$dir/packyard.toml" $(cat "$dir/secrets.env")
+}
+
+# start_api I: replica I (0 or 1).
+start_api() {
+  local i=$1
+  PACKYARD_SERVER__BIND=127.0.0.1:${api_ports[$i]} PACKYARD_SERVER__MANAGEMENT_BIND=127.0.0.1:${mgmt_ports[$i]} \
+    PACKYARD_DATABASE__MIGRATE_ON_START=false start "api$((i + 1))" "$bin/packyard-api"
+}
+
+# restart api1|api2 [TERM|KILL]: stops a replica (gracefully, or as a crash) and starts it again.
+restart() {
+  local name=${1:-} signal=${2:-TERM}
+  [[ $name =~ ^api([12])$ ]] || die "usage: $0 restart api1|api2 [TERM|KILL]"
+  local i=$((BASH_REMATCH[1] - 1)) f=$dir/pids/$name.pid
+  [ -f "$dir/bin" ] || die "no cluster in $dir"
+  bin=$(cat "$dir/bin")
+  for v in $(compgen -e | grep '^PACKYARD_' || true); do unset "$v"; done
+  cluster_env
+  pid_alive "$f" && kill -"$signal" "$(cat "$f")"
+  for _ in $(seq 1 600); do pid_alive "$f" || break; sleep 0.05; done
+  pid_alive "$f" && die "$name did not stop"
+  start_api "$i"
+  wait_started "$name" "http://127.0.0.1:${mgmt_ports[$i]}/readyz"
+  log "$name restarted (SIG$signal)"
+}
+
+# The processes' environment: the configuration file, the secrets, no migration at start.
+cluster_env() {
+  # shellcheck disable=SC2046
+  export PACKYARD_CONFIG="$dir/packyard.toml" $(cat "$dir/secrets.env")
+}
+
+# start_api I: replica I (0 or 1).
+start_api() {
+  local i=$1
+  PACKYARD_SERVER__BIND=127.0.0.1:${api_ports[$i]} PACKYARD_SERVER__MANAGEMENT_BIND=127.0.0.1:${mgmt_ports[$i]} \
+    PACKYARD_DATABASE__MIGRATE_ON_START=false start "api$((i + 1))" "$bin/packyard-api"
+}
+
+# restart api1|api2 [TERM|KILL]: stops a replica (gracefully, or as a crash) and starts it again.
+restart() {
+  local name=${1:-} signal=${2:-TERM}
+  [[ $name =~ ^api([12])$ ]] || die "usage: $0 restart api1|api2 [TERM|KILL]"
+  local i=$((BASH_REMATCH[1] - 1)) f=$dir/pids/$name.pid
+  [ -f "$dir/bin" ] || die "no cluster in $dir"
+  bin=$(cat "$dir/bin")
+  for v in $(compgen -e | grep '^PACKYARD_' || true); do unset "$v"; done
+  cluster_env
+  pid_alive "$f" && kill -"$signal" "$(cat "$f")"
+  for _ in $(seq 1 600); do pid_alive "$f" || break; sleep 0.05; done
+  pid_alive "$f" && die "$name did not stop"
+  start_api "$i"
+  wait_started "$name" "http://127.0.0.1:${mgmt_ports[$i]}/readyz"
+  log "$name restarted (SIG$signal)"
+}
+
 up() {
   # The processes get exactly the configuration written here, not the caller's.
   for v in $(compgen -e | grep '^PACKYARD_' || true); do unset "$v"; done
@@ -205,17 +266,15 @@ PACKYARD_SECURITY__ADMIN_PASSWORD=$password
 PACKYARD_BLOBS__S3__SECRET_ACCESS_KEY=cluster-secret
 EOF
   chmod 600 "$dir/secrets.env"
-  # shellcheck disable=SC2046
-  export PACKYARD_CONFIG="$dir/packyard.toml" $(cat "$dir/secrets.env")
+  echo "$bin" >"$dir/bin"
+  cluster_env
 
   log "migrations"
   "$bin/packyard-api" migrate >"$dir/logs/migrate.log" 2>&1 || { cat "$dir/logs/migrate.log" >&2; die "migration failed"; }
   export PACKYARD_DATABASE__MIGRATE_ON_START=false
 
-  for i in 0 1; do
-    PACKYARD_SERVER__BIND=127.0.0.1:${api_ports[$i]} PACKYARD_SERVER__MANAGEMENT_BIND=127.0.0.1:${mgmt_ports[$i]} \
-      start "api$((i + 1))" "$bin/packyard-api"
-  done
+  start_api 0
+  start_api 1
   PACKYARD_SERVER__MANAGEMENT_BIND=127.0.0.1:$worker_mgmt start worker "$bin/packyard-worker"
   wait_started api1 "http://127.0.0.1:${mgmt_ports[0]}/readyz"
   wait_started api2 "http://127.0.0.1:${mgmt_ports[1]}/readyz"
@@ -239,8 +298,8 @@ http {
   uwsgi_temp_path $dir/nginx-tmp/uwsgi;
   scgi_temp_path $dir/nginx-tmp/scgi;
   upstream packyard {
-    server 127.0.0.1:${api_ports[0]} max_fails=1 fail_timeout=5s;
-    server 127.0.0.1:${api_ports[1]} max_fails=1 fail_timeout=5s;
+    server 127.0.0.1:${api_ports[0]} max_fails=1 fail_timeout=1s;
+    server 127.0.0.1:${api_ports[1]} max_fails=1 fail_timeout=1s;
     keepalive 32;
   }
   server {
@@ -314,13 +373,14 @@ down() {
     rm -f "$f"
   done
   psql "$pg" -qAtc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true
-  rm -f "$dir/cluster.env" "$dir/secrets.env"
+  rm -f "$dir/cluster.env" "$dir/secrets.env" "$dir/bin"
   log "cluster in $dir stopped"
 }
 
 case "${1:-}" in
   up) up ;;
+  restart) restart "${2:-}" "${3:-TERM}" ;;
   down) down ;;
   status) status ;;
-  *) echo "usage: $0 up|down|status" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|status|restart api1|api2 [TERM|KILL]" >&2; exit 2 ;;
 esac

@@ -38,8 +38,12 @@ struct Cluster {
 
 impl Cluster {
     fn script(&self, verb: &str) -> anyhow::Result<std::process::Output> {
+        self.script_args(&[verb])
+    }
+
+    fn script_args(&self, args: &[&str]) -> anyhow::Result<std::process::Output> {
         let mut cmd = Command::new("bash");
-        cmd.arg(repo_root().join("deploy/local-cluster.sh")).arg(verb);
+        cmd.arg(repo_root().join("deploy/local-cluster.sh")).args(args);
         for (k, v) in &self.env {
             cmd.env(k, v);
         }
@@ -90,18 +94,17 @@ fn until(url: &str, limit: Duration, ok: impl Fn(&str) -> bool) -> anyhow::Resul
     }
 }
 
-#[test]
-fn upload_through_nginx_read_from_each_replica_and_survive_a_stopped_replica() -> anyhow::Result<()> {
+/// Brings a cluster up on free ports in a temporary directory; `None` (skipped) without the
+/// test services.
+fn cluster_up() -> anyhow::Result<Option<(Cluster, HashMap<String, PathBuf>)>> {
     let Ok(pg) = std::env::var("TEST_POSTGRES_URL") else {
         eprintln!("skipped: TEST_POSTGRES_URL is not set (scripts/test.sh sets it)");
-        return Ok(());
+        return Ok(None);
     };
     let Some(debs) = real_debs() else {
         eprintln!("skipped: TEST_DEBS_DIR is not set (scripts/test.sh sets it)");
-        return Ok(());
+        return Ok(None);
     };
-    let (hello, jq) = (debs.get("hello").cloned(), debs.get("jq").cloned());
-    let (Some(hello), Some(jq)) = (hello, jq) else { anyhow::bail!("TEST_DEBS_DIR lacks hello and jq") };
 
     let dir = tempfile::tempdir()?;
     let bin_dir = Path::new(BIN).parent().ok_or_else(|| anyhow::anyhow!("no bin dir"))?.to_string_lossy().to_string();
@@ -129,6 +132,14 @@ fn upload_through_nginx_read_from_each_replica_and_survive_a_stopped_replica() -
     let env_file = std::fs::read_to_string(cluster.dir.path().join("cluster.env"))?;
     cluster.vars =
         env_file.lines().filter_map(|l| l.split_once('=')).map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    Ok(Some((cluster, debs)))
+}
+
+#[test]
+fn upload_through_nginx_read_from_each_replica_and_survive_a_stopped_replica() -> anyhow::Result<()> {
+    let Some((cluster, debs)) = cluster_up()? else { return Ok(()) };
+    let (hello, jq) = (debs.get("hello").cloned(), debs.get("jq").cloned());
+    let (Some(hello), Some(jq)) = (hello, jq) else { anyhow::bail!("TEST_DEBS_DIR lacks hello and jq") };
     let (lb, api1, api2) = (cluster.var("LB_URL")?, cluster.var("API1_URL")?, cluster.var("API2_URL")?);
     let auth = basic(cluster.var("ADMIN_PASSWORD")?);
     let status = String::from_utf8_lossy(&cluster.script("status")?.stdout).to_string();
@@ -207,5 +218,126 @@ fn upload_through_nginx_read_from_each_replica_and_survive_a_stopped_replica() -
     let down = cluster.script("down")?;
     assert!(down.status.success(), "{}", String::from_utf8_lossy(&down.stderr));
     assert!(status_of(ureq::get(&format!("{lb}{packages}")).timeout(Duration::from_secs(2)).call()).is_err());
+    Ok(())
+}
+
+/// Counts of answers by class, from the load threads.
+#[derive(Default, Debug)]
+struct Tally {
+    ok: usize,
+    server_errors: Vec<String>,
+    other: Vec<String>,
+    acknowledged: Vec<String>,
+}
+
+#[test]
+fn replica_restarts_under_load_cost_no_more_than_their_in_flight_requests() -> anyhow::Result<()> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    let Some((cluster, _)) = cluster_up()? else { return Ok(()) };
+    let lb = cluster.var("LB_URL")?.to_string();
+    let auth = basic(cluster.var("ADMIN_PASSWORD")?);
+    let (s, body) = status_of(
+        ureq::post(&format!("{lb}/api/v1/repositories"))
+            .set("Authorization", &auth)
+            .send_json(serde_json::json!({"name": "debs", "format": "apt", "type": "hosted"})),
+    )?;
+    assert_eq!(s, 201, "{body}");
+    let seed = packyard_loadtest::apt::deb("seed", "1.0", "amd64", b"seed")?;
+    let (s, body) = status_of(
+        ureq::post(&format!("{lb}/repository/debs/?wait=true")).set("Authorization", &auth).send_bytes(&seed),
+    )?;
+    assert_eq!(s, 201, "{body}");
+    let packages = "/repository/debs/dists/stable/main/binary-amd64/Packages";
+
+    // Readers (metadata and the package) and uploaders, all through nginx, until told to stop.
+    let stop = Arc::new(AtomicBool::new(false));
+    let tally = Arc::new(Mutex::new(Tally::default()));
+    let mut threads = Vec::new();
+    for t in 0..6 {
+        let (stop, tally, lb) = (stop.clone(), tally.clone(), lb.clone());
+        threads.push(std::thread::spawn(move || {
+            let agent = ureq::AgentBuilder::new().timeout(Duration::from_secs(30)).build();
+            let paths = [
+                packages,
+                "/repository/debs/dists/stable/InRelease",
+                "/repository/debs/pool/main/s/seed/seed_1.0_amd64.deb",
+            ];
+            let mut i = t;
+            while !stop.load(Ordering::SeqCst) {
+                let path = paths[i % paths.len()];
+                i += 1;
+                let r = status_of(agent.get(&format!("{lb}{path}")).call());
+                let mut t = tally.lock().unwrap_or_else(|e| e.into_inner());
+                match r {
+                    Ok((200, _)) => t.ok += 1,
+                    Ok((s, body)) if s >= 500 => t.server_errors.push(format!("GET {path}: {s} {body}")),
+                    Ok((s, body)) => t.other.push(format!("GET {path}: {s} {body}")),
+                    Err(e) => t.other.push(format!("GET {path}: {e}")),
+                }
+            }
+        }));
+    }
+    for u in 0..2 {
+        let (stop, tally, lb, auth) = (stop.clone(), tally.clone(), lb.clone(), auth.clone());
+        threads.push(std::thread::spawn(move || {
+            let agent = ureq::AgentBuilder::new().timeout(Duration::from_secs(30)).build();
+            let mut n = 0;
+            while !stop.load(Ordering::SeqCst) {
+                let name = format!("load{u}x{n}");
+                n += 1;
+                let Ok(deb) = packyard_loadtest::apt::deb(&name, "1.0", "amd64", name.as_bytes()) else { return };
+                let r = status_of(
+                    agent.post(&format!("{lb}/repository/debs/")).set("Authorization", &auth).send_bytes(&deb),
+                );
+                let mut t = tally.lock().unwrap_or_else(|e| e.into_inner());
+                match r {
+                    Ok((201, _)) => t.acknowledged.push(name),
+                    Ok((s, body)) if s >= 500 => t.server_errors.push(format!("POST {name}: {s} {body}")),
+                    Ok((s, body)) => t.other.push(format!("POST {name}: {s} {body}")),
+                    Err(e) => t.other.push(format!("POST {name}: {e}")),
+                }
+            }
+        }));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    // A crash (SIGKILL) of one replica, then a graceful restart (SIGTERM) of the other.
+    for (replica, signal) in [("api1", "KILL"), ("api2", "TERM")] {
+        let out = cluster.script_args(&["restart", replica, signal])?;
+        assert!(out.status.success(), "restart {replica}: {}", String::from_utf8_lossy(&out.stderr));
+        // Longer than nginx's fail_timeout (1 s), so that it tries the restarted replica again
+        // before the next one goes down: a rolling restart waits for the previous pod as well.
+        std::thread::sleep(Duration::from_secs(3));
+    }
+    stop.store(true, Ordering::SeqCst);
+    for t in threads {
+        t.join().map_err(|_| anyhow::anyhow!("a load thread panicked"))?;
+    }
+    let mut tally = std::mem::take(&mut *tally.lock().unwrap_or_else(|e| e.into_inner()));
+    let brief = |v: &[String]| format!("{} of them, first {:?}", v.len(), v.iter().take(3).collect::<Vec<_>>());
+    assert!(tally.ok > 200, "{} ok", tally.ok);
+    assert!(tally.other.is_empty(), "{}", brief(&tally.other));
+    for e in &mut tally.server_errors {
+        e.truncate(120);
+    }
+    // nginx retries idempotent reads on the other replica; only an upload in flight on the
+    // crashed replica (one per uploader at most) may fail, and never during the graceful restart.
+    assert!(tally.server_errors.iter().all(|e| e.starts_with("POST")), "{}", brief(&tally.server_errors));
+    assert!(tally.server_errors.len() <= 2, "{}", brief(&tally.server_errors));
+    // Every acknowledged upload is published.
+    let want: std::collections::BTreeSet<String> =
+        tally.acknowledged.iter().cloned().chain(["seed".to_string()]).collect();
+    assert!(want.len() > 5, "{want:?}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (s, body) = status_of(ureq::get(&format!("{lb}{packages}")).call())?;
+        let listed: std::collections::BTreeSet<String> =
+            body.lines().filter_map(|l| l.strip_prefix("Package: ")).map(str::to_string).collect();
+        if s == 200 && want.is_subset(&listed) {
+            break;
+        }
+        anyhow::ensure!(Instant::now() < deadline, "not published: {:?}", want.difference(&listed).collect::<Vec<_>>());
+        std::thread::sleep(Duration::from_millis(100));
+    }
     Ok(())
 }
