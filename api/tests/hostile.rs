@@ -443,3 +443,103 @@ fn path_traversal_on_every_route_is_refused() -> anyhow::Result<()> {
     assert_eq!(s, 200);
     Ok(())
 }
+
+/// The server's resident memory, from its `/metrics`.
+fn rss(management: &str) -> anyhow::Result<f64> {
+    let (_, m) = status_of(ureq::get(&format!("{management}/metrics")).call())?;
+    m.lines()
+        .find_map(|l| l.strip_prefix("process_resident_memory_bytes "))
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| anyhow::anyhow!("no process_resident_memory_bytes"))
+}
+
+/// A `.deb` whose control.tar.gz (well under 1 MiB) unpacks to 128 MiB of zeros, twice the limit.
+fn deb_bomb() -> anyhow::Result<Vec<u8>> {
+    use std::io::Write as _;
+    let size: u64 = 128 << 20;
+    let mut header = tar::Header::new_gnu();
+    header.set_path("./control")?;
+    header.set_size(size);
+    header.set_mode(0o644);
+    header.set_cksum();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(header.as_bytes())?;
+    let zeros = vec![0u8; 1 << 20];
+    for _ in 0..(size >> 20) {
+        gz.write_all(&zeros)?;
+    }
+    let control = gz.finish()?;
+    let member = |out: &mut Vec<u8>, name: &str, data: &[u8]| {
+        out.extend(format!("{name:<16}{:<12}{:<6}{:<6}{:<8}{:<10}`\n", 0, 0, 0, "100644", data.len()).as_bytes());
+        out.extend_from_slice(data);
+        if data.len() % 2 == 1 {
+            out.push(b'\n');
+        }
+    };
+    let mut deb = b"!<arch>\n".to_vec();
+    member(&mut deb, "debian-binary", b"2.0\n");
+    member(&mut deb, "control.tar.gz", &control);
+    Ok(deb)
+}
+
+#[test]
+fn decompression_bombs_are_refused_before_memory_or_disk_fills() -> anyhow::Result<()> {
+    use packyard_shared::formats::go::testing::{module_zip, ZipFile};
+    let dir = tempfile::tempdir()?;
+    let server = start(dir.path(), &[("PACKYARD_SECURITY__ADMIN_PASSWORD", "pw")])?;
+    server.wait_ready()?;
+    create(&server.public, serde_json::json!({"name": "debs", "format": "apt", "type": "hosted"}))?;
+    create(&server.public, serde_json::json!({"name": "gomods", "format": "go", "type": "hosted"}))?;
+    let before = rss(&server.management)?;
+    let blobs = dir.path().join("data/blobs");
+
+    let deb = deb_bomb()?;
+    assert!(deb.len() < 2 << 20, "{} bytes", deb.len());
+    let (s, text) = status_of(
+        ureq::post(&format!("{}/repository/debs/", server.public)).set("Authorization", &basic("pw")).send_bytes(&deb),
+    )?;
+    assert_eq!(s, 400, "{text}");
+    assert!(text.contains("expands beyond") && text.contains("decompression bomb"), "{text}");
+
+    // A module zip whose one file claims 1 KiB and inflates to 64 MiB of zeros.
+    let zeros = vec![0u8; 64 << 20];
+    let liar = module_zip(
+        "example.com/bomb",
+        "v1.0.0",
+        &[ZipFile { declared_size: Some(1024), ..ZipFile::new("big.txt", &zeros) }],
+    )?;
+    assert!(liar.len() < 1 << 20);
+    let (s, text) = status_of(
+        ureq::put(&format!("{}/repository/gomods/example.com/bomb/@v/v1.0.0.zip", server.public))
+            .set("Authorization", &basic("pw"))
+            .send_bytes(&liar),
+    )?;
+    assert_eq!(s, 400, "{text}");
+    assert!(text.contains("holds more than its declared 1024 bytes"), "{text}");
+    // One that tells the truth about unpacking to more than the Go limit (500 MiB): refused
+    // from its central directory, before anything is inflated.
+    let files: Vec<ZipFile> =
+        (0..9).map(|i| ZipFile { declared_size: Some(60 << 20), ..ZipFile::new(&format!("f{i}.bin"), b"x") }).collect();
+    let big = module_zip("example.com/huge", "v1.0.0", &files)?;
+    let (s, text) = status_of(
+        ureq::put(&format!("{}/repository/gomods/example.com/huge/@v/v1.0.0.zip", server.public))
+            .set("Authorization", &basic("pw"))
+            .send_bytes(&big),
+    )?;
+    assert_eq!(s, 413, "{text}");
+    assert!(text.contains("the limit is 524288000"), "the message names the limit: {text}");
+
+    // Memory did not follow the bombs, and nothing of them was kept.
+    let after = rss(&server.management)?;
+    assert!(after - before < 96.0 * 1048576.0, "RSS grew from {before} to {after}");
+    let stored: Vec<String> = files_under(&blobs.join("sha256"))?
+        .iter()
+        .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().to_string()))
+        .collect();
+    for (what, bytes) in [("the .deb", &deb), ("the lying zip", &liar), ("the huge zip", &big)] {
+        let digest = hex::encode(sha2::Digest::finalize(sha2::Digest::chain_update(sha2::Sha256::default(), bytes)));
+        assert!(!stored.contains(&digest), "{what} was kept as a blob");
+    }
+    assert_eq!(std::fs::read_dir(blobs.join("tmp"))?.count(), 0);
+    Ok(())
+}

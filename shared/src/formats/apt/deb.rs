@@ -96,11 +96,14 @@ fn skip(r: &mut impl Read, m: &Member) -> Result<(), DebError> {
 struct Capped {
     buf: Vec<u8>,
     limit: u64,
+    /// Set when a write was refused for the limit (whatever the chunk sizes were).
+    over: bool,
 }
 
 impl io::Write for Capped {
     fn write(&mut self, b: &[u8]) -> io::Result<usize> {
         if self.buf.len() as u64 + b.len() as u64 > self.limit {
+            self.over = true;
             return Err(io::Error::other("decompressed size limit"));
         }
         self.buf.extend_from_slice(b);
@@ -114,7 +117,7 @@ impl io::Write for Capped {
 fn decompress(name: &str, compressed: &[u8], limit: u64) -> Result<Vec<u8>, DebError> {
     let too_big = || DebError::TooLarge(format!("{name} expands beyond {limit} bytes (a decompression bomb?)"));
     let corrupt = |e: String| DebError::Malformed(format!("{name} is not valid: {e}"));
-    let mut out = Capped { buf: Vec::with_capacity(compressed.len().min(1 << 20) * 2), limit };
+    let mut out = Capped { buf: Vec::with_capacity(compressed.len().min(1 << 20) * 2), limit, over: false };
     match name {
         "control.tar" => {
             if compressed.len() as u64 > limit {
@@ -124,34 +127,16 @@ fn decompress(name: &str, compressed: &[u8], limit: u64) -> Result<Vec<u8>, DebE
         }
         "control.tar.gz" => {
             let mut d = flate2::read::GzDecoder::new(compressed).take(limit + 1);
-            io::copy(&mut d, &mut out).map_err(|e| {
-                if out.buf.len() as u64 >= limit {
-                    too_big()
-                } else {
-                    corrupt(e.to_string())
-                }
-            })?;
+            io::copy(&mut d, &mut out).map_err(|e| if out.over { too_big() } else { corrupt(e.to_string()) })?;
         }
         "control.tar.xz" => {
             let mut d = liblzma::read::XzDecoder::new(compressed).take(limit + 1);
-            io::copy(&mut d, &mut out).map_err(|e| {
-                if out.buf.len() as u64 >= limit {
-                    too_big()
-                } else {
-                    corrupt(e.to_string())
-                }
-            })?;
+            io::copy(&mut d, &mut out).map_err(|e| if out.over { too_big() } else { corrupt(e.to_string()) })?;
         }
         "control.tar.zst" => {
             let mut d = ruzstd::decoding::StreamingDecoder::new(compressed).map_err(|e| corrupt(e.to_string()))?;
             let mut limited = (&mut d).take(limit + 1);
-            io::copy(&mut limited, &mut out).map_err(|e| {
-                if out.buf.len() as u64 >= limit {
-                    too_big()
-                } else {
-                    corrupt(e.to_string())
-                }
-            })?;
+            io::copy(&mut limited, &mut out).map_err(|e| if out.over { too_big() } else { corrupt(e.to_string()) })?;
         }
         other => {
             return Err(DebError::Unsupported(format!(
@@ -311,9 +296,15 @@ pub(crate) mod tests {
             let mut pkg = b"!<arch>\n".to_vec();
             pkg.extend(ar_member("debian-binary", b"2.0\n"));
             pkg.extend(ar_member(&format!("control.tar{kind}"), &compressed));
-            let limits = Limits { control_tar: 1 << 20, ..Limits::default() };
-            let err = read_control(&pkg[..], limits).err();
-            assert!(matches!(&err, Some(DebError::TooLarge(m)) if m.contains("decompression bomb")), "{kind}: {err:?}");
+            // Limits on and off the decoders' chunk boundaries: the refusal is always the bomb's.
+            for control_tar in [1 << 20, (1 << 20) + 1_000] {
+                let limits = Limits { control_tar, ..Limits::default() };
+                let err = read_control(&pkg[..], limits).err();
+                assert!(
+                    matches!(&err, Some(DebError::TooLarge(m)) if m.contains("decompression bomb")),
+                    "{kind} {control_tar}: {err:?}"
+                );
+            }
         }
     }
 }
