@@ -6,7 +6,7 @@
 #
 #   deploy/local-cluster.sh up      # builds the release binaries unless CLUSTER_BIN_DIR is set
 #   deploy/local-cluster.sh status
-#   deploy/local-cluster.sh restart api1 [TERM|KILL]   # a replica restarted, gracefully or as a crash
+#   deploy/local-cluster.sh restart api1|api2|worker [TERM|KILL]   # gracefully, or as a crash
 #   deploy/local-cluster.sh down
 #
 # Settings (environment):
@@ -151,11 +151,16 @@ start_api() {
     PACKYARD_DATABASE__MIGRATE_ON_START=false start "api$((i + 1))" "$bin/packyard-api"
 }
 
-# restart api1|api2 [TERM|KILL]: stops a replica (gracefully, or as a crash) and starts it again.
+# restart api1|api2|worker [TERM|KILL]: stops a process (gracefully, or as a crash) and starts
+# it again.
 restart() {
-  local name=${1:-} signal=${2:-TERM}
-  [[ $name =~ ^api([12])$ ]] || die "usage: $0 restart api1|api2 [TERM|KILL]"
-  local i=$((BASH_REMATCH[1] - 1)) f=$dir/pids/$name.pid
+  local name=${1:-} signal=${2:-TERM} i=0
+  if [[ $name =~ ^api([12])$ ]]; then
+    i=$((BASH_REMATCH[1] - 1))
+  elif [ "$name" != worker ]; then
+    die "usage: $0 restart api1|api2|worker [TERM|KILL]"
+  fi
+  local f=$dir/pids/$name.pid
   [ -f "$dir/bin" ] || die "no cluster in $dir"
   bin=$(cat "$dir/bin")
   for v in $(compgen -e | grep '^PACKYARD_' || true); do unset "$v"; done
@@ -163,8 +168,14 @@ restart() {
   pid_alive "$f" && kill -"$signal" "$(cat "$f")"
   for _ in $(seq 1 600); do pid_alive "$f" || break; sleep 0.05; done
   pid_alive "$f" && die "$name did not stop"
-  start_api "$i"
-  wait_started "$name" "http://127.0.0.1:${mgmt_ports[$i]}/readyz"
+  if [ "$name" = worker ]; then
+    PACKYARD_DATABASE__MIGRATE_ON_START=false PACKYARD_SERVER__MANAGEMENT_BIND=127.0.0.1:$worker_mgmt \
+      start worker "$bin/packyard-worker"
+    wait_started worker "http://127.0.0.1:$worker_mgmt/readyz"
+  else
+    start_api "$i"
+    wait_started "$name" "http://127.0.0.1:${mgmt_ports[$i]}/readyz"
+  fi
   log "$name restarted (SIG$signal)"
 }
 
@@ -181,11 +192,16 @@ start_api() {
     PACKYARD_DATABASE__MIGRATE_ON_START=false start "api$((i + 1))" "$bin/packyard-api"
 }
 
-# restart api1|api2 [TERM|KILL]: stops a replica (gracefully, or as a crash) and starts it again.
+# restart api1|api2|worker [TERM|KILL]: stops a process (gracefully, or as a crash) and starts
+# it again.
 restart() {
-  local name=${1:-} signal=${2:-TERM}
-  [[ $name =~ ^api([12])$ ]] || die "usage: $0 restart api1|api2 [TERM|KILL]"
-  local i=$((BASH_REMATCH[1] - 1)) f=$dir/pids/$name.pid
+  local name=${1:-} signal=${2:-TERM} i=0
+  if [[ $name =~ ^api([12])$ ]]; then
+    i=$((BASH_REMATCH[1] - 1))
+  elif [ "$name" != worker ]; then
+    die "usage: $0 restart api1|api2|worker [TERM|KILL]"
+  fi
+  local f=$dir/pids/$name.pid
   [ -f "$dir/bin" ] || die "no cluster in $dir"
   bin=$(cat "$dir/bin")
   for v in $(compgen -e | grep '^PACKYARD_' || true); do unset "$v"; done
@@ -193,8 +209,14 @@ restart() {
   pid_alive "$f" && kill -"$signal" "$(cat "$f")"
   for _ in $(seq 1 600); do pid_alive "$f" || break; sleep 0.05; done
   pid_alive "$f" && die "$name did not stop"
-  start_api "$i"
-  wait_started "$name" "http://127.0.0.1:${mgmt_ports[$i]}/readyz"
+  if [ "$name" = worker ]; then
+    PACKYARD_DATABASE__MIGRATE_ON_START=false PACKYARD_SERVER__MANAGEMENT_BIND=127.0.0.1:$worker_mgmt \
+      start worker "$bin/packyard-worker"
+    wait_started worker "http://127.0.0.1:$worker_mgmt/readyz"
+  else
+    start_api "$i"
+    wait_started "$name" "http://127.0.0.1:${mgmt_ports[$i]}/readyz"
+  fi
   log "$name restarted (SIG$signal)"
 }
 
@@ -275,7 +297,8 @@ EOF
 
   start_api 0
   start_api 1
-  PACKYARD_SERVER__MANAGEMENT_BIND=127.0.0.1:$worker_mgmt start worker "$bin/packyard-worker"
+  PACKYARD_DATABASE__MIGRATE_ON_START=false PACKYARD_SERVER__MANAGEMENT_BIND=127.0.0.1:$worker_mgmt \
+    start worker "$bin/packyard-worker"
   wait_started api1 "http://127.0.0.1:${mgmt_ports[0]}/readyz"
   wait_started api2 "http://127.0.0.1:${mgmt_ports[1]}/readyz"
   wait_started worker "http://127.0.0.1:$worker_mgmt/readyz"
@@ -382,5 +405,5 @@ case "${1:-}" in
   restart) restart "${2:-}" "${3:-TERM}" ;;
   down) down ;;
   status) status ;;
-  *) echo "usage: $0 up|down|status|restart api1|api2 [TERM|KILL]" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|status|restart api1|api2|worker [TERM|KILL]" >&2; exit 2 ;;
 esac

@@ -11,6 +11,7 @@ pub mod apk;
 pub mod apt;
 pub mod go;
 pub mod http;
+pub mod soak;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

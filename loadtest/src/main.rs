@@ -52,6 +52,32 @@ enum Command {
         #[arg(long = "gate")]
         gates: Vec<String>,
     },
+    /// Mixed reads and uploads through a load balancer with a fault at every interval; then
+    /// checks that every acknowledged upload is published (exit status 1 if not).
+    Soak {
+        /// The load balancer's base URL (e.g. http://127.0.0.1:18080).
+        #[arg(long)]
+        target: String,
+        /// NAME=URL of a process's management listener, sampled for RSS and open fds.
+        #[arg(long = "process")]
+        processes: Vec<String>,
+        /// user:password.
+        #[arg(long)]
+        auth: String,
+        #[arg(long, default_value_t = 600)]
+        seconds: u64,
+        #[arg(long, default_value_t = 60)]
+        fault_every: u64,
+        /// A shell command that injects a fault; several are cycled.
+        #[arg(long = "fault")]
+        faults: Vec<String>,
+        #[arg(long, default_value_t = 4)]
+        readers: usize,
+        #[arg(long, default_value_t = 2)]
+        uploaders: usize,
+        #[arg(long)]
+        markdown: Option<PathBuf>,
+    },
     /// Writes a deterministic generated package.
     Fixture {
         #[command(subcommand)]
@@ -119,6 +145,30 @@ fn environment() -> serde_json::Value {
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
+        Command::Soak { target, processes, auth, seconds, fault_every, faults, readers, uploaders, markdown: md } => {
+            let processes = processes
+                .iter()
+                .map(|p| p.split_once('=').map(|(n, u)| (n.to_string(), u.to_string())))
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| anyhow::anyhow!("--process wants NAME=URL"))?;
+            let opts = packyard_loadtest::soak::SoakOptions {
+                target,
+                processes,
+                auth,
+                duration: std::time::Duration::from_secs(seconds),
+                fault_every: std::time::Duration::from_secs(fault_every.max(1)),
+                faults,
+                readers,
+                uploaders,
+            };
+            let (report, ok) = packyard_loadtest::soak::run(&opts)?;
+            print!("{report}");
+            if let Some(path) = md {
+                std::fs::write(path, &report)?;
+            }
+            anyhow::ensure!(ok, "the soak found acknowledged uploads that were not published (or none at all)");
+            Ok(())
+        }
         Command::Fixture { format: Fixture::Go { out, module, version, bytes } } => {
             std::fs::write(&out, packyard_loadtest::go::module_zip(&module, &version, &apt::filler(42, bytes))?)?;
             Ok(())
