@@ -16,6 +16,8 @@ pub struct Control {
 pub enum ControlError {
     #[error("malformed line {0}: expected `Field: value` or an indented continuation")]
     Syntax(usize),
+    #[error("line {0} is blank or only white space, which would end the stanza: write an empty line of a multi-line value as \" .\"")]
+    Blank(usize),
     #[error("the required field {0} is missing")]
     Missing(&'static str),
     #[error(
@@ -76,15 +78,17 @@ impl Control {
         let text = text.trim_matches(|c| c == '\n' || c == '\r').replace("\r\n", "\n");
         let mut fields: Vec<(String, String)> = Vec::new();
         for (i, line) in text.lines().enumerate() {
+            // A blank line would end the stanza and split the Packages entry in two. A line of
+            // only white space counts as blank (dpkg refuses it: "blank line in value of field"),
+            // so this comes before the continuation check.
+            if line.trim().is_empty() {
+                return Err(ControlError::Blank(i + 1));
+            }
             if line.starts_with(' ') || line.starts_with('\t') {
                 if fields.is_empty() {
                     return Err(ControlError::Syntax(i + 1));
                 }
                 continue;
-            }
-            if line.trim().is_empty() {
-                // A blank line would end the stanza and split the Packages entry in two.
-                return Err(ControlError::Syntax(i + 1));
             }
             let Some((name, value)) = line.split_once(':') else { return Err(ControlError::Syntax(i + 1)) };
             if name.is_empty() || !name.bytes().all(|b| b.is_ascii_graphic()) {
@@ -174,7 +178,15 @@ mod tests {
     #[test]
     fn rejects_what_would_corrupt_an_index() {
         assert_eq!(Control::parse("Version: 1.0\nArchitecture: all\n"), Err(ControlError::Missing("Package")));
-        assert_eq!(Control::parse("Package: a1\n\nVersion: 1\nArchitecture: all"), Err(ControlError::Syntax(2)));
+        assert_eq!(Control::parse("Package: a1\n\nVersion: 1\nArchitecture: all"), Err(ControlError::Blank(2)));
+        // Found by the deb fuzz target: a continuation line of only white space.
+        for blank in [" ", "\t", " \t ", " \r"] {
+            assert_eq!(
+                Control::parse(&format!("Package: a1\nDescription: x\n y\n{blank}\n .\nVersion: 1\nArchitecture: all")),
+                Err(ControlError::Blank(4)),
+                "{blank:?}"
+            );
+        }
         assert_eq!(Control::parse(" leading\nPackage: a1"), Err(ControlError::Syntax(1)));
         assert!(matches!(
             Control::parse("Package: a1\nPackage: a2\nVersion: 1\nArchitecture: all"),

@@ -150,13 +150,15 @@ pub fn glob_matches(pattern: &str, text: &str) -> bool {
     // Iterative matching with one backtrack point for the last `*`.
     let (mut i, mut j, mut star, mut mark) = (0usize, 0usize, None::<usize>, 0usize);
     while j < t.len() {
-        if i < p.len() && (p[i] == '?' || p[i] == t[j]) {
-            i += 1;
-            j += 1;
-        } else if i < p.len() && p[i] == '*' {
+        // A `*` is a wildcard even where the text has a `*` too: tried first, it stays a
+        // backtrack point instead of being matched as a literal.
+        if i < p.len() && p[i] == '*' {
             star = Some(i);
             mark = j;
             i += 1;
+        } else if i < p.len() && (p[i] == '?' || p[i] == t[j]) {
+            i += 1;
+            j += 1;
         } else if let Some(s) = star {
             i = s + 1;
             mark += 1;
@@ -252,5 +254,11 @@ mod tests {
         assert!(glob_matches("*a*b*", "xaxxbx"));
         assert!(!glob_matches("zlib/2*", "zlib/1.3"));
         assert!(!glob_matches("z?", "zlib"));
+        // Found by the conan fuzz target: a `*` in the text was matched as a literal by a `*` in
+        // the pattern, which then could not stretch.
+        assert!(glob_matches("***", "****"));
+        assert!(glob_matches("a*", "a*b"));
+        assert!(glob_matches("*b", "*ab"));
+        assert!(!glob_matches("*c", "*ab"));
     }
 }
