@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The soak: deploy/local-cluster.sh with mixed reads and uploads (APT, APK, Go) through nginx for
+# The soak: deploy/local-cluster.sh with mixed reads and uploads (APT, APK, Go, Conan) through nginx for
 # SOAK_SECONDS (600), a fault every FAULT_EVERY seconds (60), cycling through: a replica killed
 # (SIGKILL) and restarted, every database connection terminated, the worker killed and
 # restarted, every Redis client connection killed, the other replica restarted gracefully, and

@@ -1,4 +1,4 @@
-//! `packyard-loadtest soak`: mixed reads and uploads (APT, APK, Go) through a load balancer for a
+//! `packyard-loadtest soak`: mixed reads and uploads (APT, APK, Go, Conan) through a load balancer for a
 //! while, with a fault injected at a fixed interval (commands run by `sh -c`, cycled), then the
 //! checks: every acknowledged upload is in its format's published metadata; the resident memory
 //! and open file descriptors of every process, sampled throughout; read latency in the first
@@ -49,7 +49,7 @@ fn basic(auth: &str) -> String {
 }
 
 fn create_repositories(opts: &SoakOptions) -> anyhow::Result<()> {
-    for (name, format) in [("soak-apt", "apt"), ("soak-apk", "apk"), ("soak-go", "go")] {
+    for (name, format) in [("soak-apt", "apt"), ("soak-apk", "apk"), ("soak-go", "go"), ("soak-conan", "conan")] {
         let r = agent()
             .post(&format!("{}/api/v1/repositories", opts.target))
             .set("Authorization", &basic(&opts.auth))
@@ -62,11 +62,40 @@ fn create_repositories(opts: &SoakOptions) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A Conan recipe revision of `soakpkg/1.0` as its client uploads it: `conanfile.py`, then the
+/// `conanmanifest.txt` that completes it. Returns the revision and the last status.
+fn conan_upload(opts: &SoakOptions, agent: &ureq::Agent, payload: &[u8]) -> anyhow::Result<(String, u16)> {
+    use md5::Digest as _;
+    let conanfile = format!(
+        "from conan import ConanFile\n\nclass Soak(ConanFile):\n    name = 'soakpkg'\n    # {}\n",
+        hex::encode(&payload[..16])
+    );
+    let manifest = format!("1700000000\nconanfile.py: {}\n", hex::encode(md5::Md5::digest(conanfile.as_bytes())));
+    let rrev = hex::encode(md5::Md5::digest(manifest.as_bytes()));
+    let base = format!("{}/repository/soak-conan/v2/conans/soakpkg/1.0/_/_/revisions/{rrev}/files", opts.target);
+    let mut status = 0;
+    for (file, body) in [("conanfile.py", conanfile.as_bytes()), ("conanmanifest.txt", manifest.as_bytes())] {
+        status = match agent.put(&format!("{base}/{file}")).set("Authorization", &basic(&opts.auth)).send_bytes(body) {
+            Ok(r) => r.status(),
+            Err(ureq::Error::Status(code, _)) => code,
+            Err(e) => return Err(e.into()),
+        };
+        if status != 201 && status != 200 {
+            break;
+        }
+    }
+    Ok((rrev, status))
+}
+
 /// One upload of the `n`th package of uploader `u`, cycling the formats.
 fn upload(opts: &SoakOptions, agent: &ureq::Agent, u: usize, n: usize) -> anyhow::Result<(&'static str, String, u16)> {
     let payload = apt::filler((u * 1_000_000 + n) as u64, 8 * 1024);
     let auth = basic(&opts.auth);
-    let (format, name, req, body) = match n % 3 {
+    if n % 4 == 3 {
+        let (rrev, status) = conan_upload(opts, agent, &payload)?;
+        return Ok(("conan", rrev, status));
+    }
+    let (format, name, req, body) = match n % 4 {
         0 => {
             let name = format!("soak{u}x{n}");
             let body = apt::deb(&name, "1.0", "amd64", &payload)?;
@@ -93,10 +122,11 @@ fn upload(opts: &SoakOptions, agent: &ureq::Agent, u: usize, n: usize) -> anyhow
     Ok((format, name, status))
 }
 
-const READS: [&str; 3] = [
+const READS: [&str; 4] = [
     "/repository/soak-apt/dists/stable/InRelease",
     "/repository/soak-apk/v3.20/main/x86_64/APKINDEX.tar.gz",
     "/repository/soak-go/example.com/soak/@v/list",
+    "/repository/soak-conan/v2/conans/soakpkg/1.0/_/_/revisions",
 ];
 
 fn metric(page: &str, name: &str) -> f64 {
@@ -112,7 +142,7 @@ fn p95(mut v: Vec<f64>) -> f64 {
 }
 
 /// What the published metadata lists, per format.
-fn published(opts: &SoakOptions) -> anyhow::Result<[BTreeSet<String>; 3]> {
+fn published(opts: &SoakOptions) -> anyhow::Result<[BTreeSet<String>; 4]> {
     let a = agent();
     let get = |path: &str| -> anyhow::Result<Vec<u8>> {
         let r = a.get(&format!("{}{path}", opts.target)).call()?;
@@ -127,7 +157,12 @@ fn published(opts: &SoakOptions) -> anyhow::Result<[BTreeSet<String>; 3]> {
         .filter_map(|r| r.split(' ').find_map(|f| f.strip_prefix("P:")).map(str::to_string))
         .collect();
     let versions = String::from_utf8(get(READS[2])?)?.lines().map(str::to_string).collect();
-    Ok([debs, apks, versions])
+    let revisions: serde_json::Value = serde_json::from_slice(&get(READS[3])?)?;
+    let revisions = revisions["revisions"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|r| r["revision"].as_str().map(str::to_string)).collect())
+        .unwrap_or_default();
+    Ok([debs, apks, versions, revisions])
 }
 
 /// Runs the soak; returns the Markdown report and whether every check passed.
@@ -223,12 +258,12 @@ pub fn run(opts: &SoakOptions) -> anyhow::Result<(String, bool)> {
 
     let shared = std::mem::take(&mut *shared.lock().unwrap_or_else(|e| e.into_inner()));
     // Everything acknowledged must be published (the worker may still be catching up).
-    let want: [BTreeSet<String>; 3] = ["apt", "apk", "go"]
+    let want: [BTreeSet<String>; 4] = ["apt", "apk", "go", "conan"]
         .map(|f| shared.acknowledged.iter().filter(|(format, _)| *format == f).map(|(_, n)| n.clone()).collect());
     let deadline = Instant::now() + Duration::from_secs(120);
     let missing = loop {
         let missing: Vec<String> = match published(opts) {
-            Ok(got) => (0..3).flat_map(|i| want[i].difference(&got[i]).cloned().collect::<Vec<_>>()).collect(),
+            Ok(got) => (0..4).flat_map(|i| want[i].difference(&got[i]).cloned().collect::<Vec<_>>()).collect(),
             Err(e) => vec![format!("cannot read the published metadata: {e}")],
         };
         if missing.is_empty() || Instant::now() > deadline {
@@ -245,7 +280,7 @@ pub fn run(opts: &SoakOptions) -> anyhow::Result<(String, bool)> {
     let mut md = String::new();
     let _ = writeln!(
         md,
-        "Duration {secs} s, {} readers, {} uploaders (APT, APK and Go in turn), a fault every {} s.\n",
+        "Duration {secs} s, {} readers, {} uploaders (APT, APK, Go and Conan in turn), a fault every {} s.\n",
         opts.readers,
         opts.uploaders,
         opts.fault_every.as_secs()
@@ -253,11 +288,12 @@ pub fn run(opts: &SoakOptions) -> anyhow::Result<(String, bool)> {
     let _ = writeln!(md, "| check | result |\n|---|---|");
     let _ = writeln!(
         md,
-        "| acknowledged uploads | {} (APT {}, APK {}, Go {}) |",
+        "| acknowledged uploads | {} (APT {}, APK {}, Go {}, Conan {}) |",
         shared.acknowledged.len(),
         want[0].len(),
         want[1].len(),
-        want[2].len()
+        want[2].len(),
+        want[3].len()
     );
     let _ = writeln!(md, "| acknowledged but not published | {} |", missing.len());
     let _ = writeln!(md, "| reads | {} ok, {read_failures} failed |", shared.reads.len());
