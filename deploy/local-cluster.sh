@@ -138,8 +138,9 @@ start() {
   echo $! >"$dir/pids/$name.pid"
 }
 
-# The processes' environment: the configuration file, the secrets, no migration at start.
+# The processes' environment: exactly the configuration file and the secrets, not the caller's.
 cluster_env() {
+  for v in $(compgen -e | grep '^PACKYARD_' || true); do unset "$v"; done
   # shellcheck disable=SC2046
   export PACKYARD_CONFIG="$dir/packyard.toml" $(cat "$dir/secrets.env")
 }
@@ -149,6 +150,11 @@ start_api() {
   local i=$1
   PACKYARD_SERVER__BIND=127.0.0.1:${api_ports[$i]} PACKYARD_SERVER__MANAGEMENT_BIND=127.0.0.1:${mgmt_ports[$i]} \
     PACKYARD_DATABASE__MIGRATE_ON_START=false start "api$((i + 1))" "$bin/packyard-api"
+}
+
+start_worker() {
+  PACKYARD_DATABASE__MIGRATE_ON_START=false PACKYARD_SERVER__MANAGEMENT_BIND=127.0.0.1:$worker_mgmt \
+    start worker "$bin/packyard-worker"
 }
 
 # restart api1|api2|worker [TERM|KILL]: stops a process (gracefully, or as a crash) and starts
@@ -163,55 +169,12 @@ restart() {
   local f=$dir/pids/$name.pid
   [ -f "$dir/bin" ] || die "no cluster in $dir"
   bin=$(cat "$dir/bin")
-  for v in $(compgen -e | grep '^PACKYARD_' || true); do unset "$v"; done
   cluster_env
   pid_alive "$f" && kill -"$signal" "$(cat "$f")"
   for _ in $(seq 1 600); do pid_alive "$f" || break; sleep 0.05; done
   pid_alive "$f" && die "$name did not stop"
   if [ "$name" = worker ]; then
-    PACKYARD_DATABASE__MIGRATE_ON_START=false PACKYARD_SERVER__MANAGEMENT_BIND=127.0.0.1:$worker_mgmt \
-      start worker "$bin/packyard-worker"
-    wait_started worker "http://127.0.0.1:$worker_mgmt/readyz"
-  else
-    start_api "$i"
-    wait_started "$name" "http://127.0.0.1:${mgmt_ports[$i]}/readyz"
-  fi
-  log "$name restarted (SIG$signal)"
-}
-
-# The processes' environment: the configuration file, the secrets, no migration at start.
-cluster_env() {
-  # shellcheck disable=SC2046
-  export PACKYARD_CONFIG="$dir/packyard.toml" $(cat "$dir/secrets.env")
-}
-
-# start_api I: replica I (0 or 1).
-start_api() {
-  local i=$1
-  PACKYARD_SERVER__BIND=127.0.0.1:${api_ports[$i]} PACKYARD_SERVER__MANAGEMENT_BIND=127.0.0.1:${mgmt_ports[$i]} \
-    PACKYARD_DATABASE__MIGRATE_ON_START=false start "api$((i + 1))" "$bin/packyard-api"
-}
-
-# restart api1|api2|worker [TERM|KILL]: stops a process (gracefully, or as a crash) and starts
-# it again.
-restart() {
-  local name=${1:-} signal=${2:-TERM} i=0
-  if [[ $name =~ ^api([12])$ ]]; then
-    i=$((BASH_REMATCH[1] - 1))
-  elif [ "$name" != worker ]; then
-    die "usage: $0 restart api1|api2|worker [TERM|KILL]"
-  fi
-  local f=$dir/pids/$name.pid
-  [ -f "$dir/bin" ] || die "no cluster in $dir"
-  bin=$(cat "$dir/bin")
-  for v in $(compgen -e | grep '^PACKYARD_' || true); do unset "$v"; done
-  cluster_env
-  pid_alive "$f" && kill -"$signal" "$(cat "$f")"
-  for _ in $(seq 1 600); do pid_alive "$f" || break; sleep 0.05; done
-  pid_alive "$f" && die "$name did not stop"
-  if [ "$name" = worker ]; then
-    PACKYARD_DATABASE__MIGRATE_ON_START=false PACKYARD_SERVER__MANAGEMENT_BIND=127.0.0.1:$worker_mgmt \
-      start worker "$bin/packyard-worker"
+    start_worker
     wait_started worker "http://127.0.0.1:$worker_mgmt/readyz"
   else
     start_api "$i"
@@ -221,8 +184,6 @@ restart() {
 }
 
 up() {
-  # The processes get exactly the configuration written here, not the caller's.
-  for v in $(compgen -e | grep '^PACKYARD_' || true); do unset "$v"; done
   ensure_packages
   ensure_services
   binaries
@@ -293,12 +254,10 @@ EOF
 
   log "migrations"
   "$bin/packyard-api" migrate >"$dir/logs/migrate.log" 2>&1 || { cat "$dir/logs/migrate.log" >&2; die "migration failed"; }
-  export PACKYARD_DATABASE__MIGRATE_ON_START=false
 
   start_api 0
   start_api 1
-  PACKYARD_DATABASE__MIGRATE_ON_START=false PACKYARD_SERVER__MANAGEMENT_BIND=127.0.0.1:$worker_mgmt \
-    start worker "$bin/packyard-worker"
+  start_worker
   wait_started api1 "http://127.0.0.1:${mgmt_ports[0]}/readyz"
   wait_started api2 "http://127.0.0.1:${mgmt_ports[1]}/readyz"
   wait_started worker "http://127.0.0.1:$worker_mgmt/readyz"

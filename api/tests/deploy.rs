@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::process::{basic, start, status_of, text_upstream};
+use common::process::{basic, create_repository, start, status_of, text_upstream};
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -131,12 +131,11 @@ fn dashboard_and_alert_rules_reference_only_exposed_metrics() -> anyhow::Result<
     )?;
     server.wait_ready()?;
     let api = |path: &str| format!("{}{path}", server.public);
-    let (s, body) = status_of(
-        ureq::post(&api("/api/v1/repositories"))
-            .set("Authorization", &basic("pw"))
-            .send_json(serde_json::json!({"name": "t", "format": "go", "type": "hosted"})),
+    create_repository(
+        &server.public,
+        &basic("pw"),
+        serde_json::json!({"name": "t", "format": "go", "type": "hosted"}),
     )?;
-    assert_eq!(s, 201, "{body}");
     let (s, body) =
         status_of(ureq::put(&api("/repository/t/_test/main/a")).set("Authorization", &basic("pw")).send_string("x"))?;
     assert_eq!(s, 201, "{body}");
@@ -146,13 +145,12 @@ fn dashboard_and_alert_rules_reference_only_exposed_metrics() -> anyhow::Result<
         std::thread::sleep(Duration::from_millis(20));
     }
     let (upstream_url, stop_upstream) = text_upstream("v1.0.0\n")?;
-    let (s, body) = status_of(
-        ureq::post(&api("/api/v1/repositories"))
-            .set("Authorization", &basic("pw"))
-            .send_json(serde_json::json!({"name": "goproxy", "format": "go", "type": "proxy",
-                           "proxy": {"remote_url": upstream_url, "metadata_ttl_secs": 1}})),
+    create_repository(
+        &server.public,
+        &basic("pw"),
+        serde_json::json!({"name": "goproxy", "format": "go", "type": "proxy",
+                           "proxy": {"remote_url": upstream_url, "metadata_ttl_secs": 1}}),
     )?;
-    assert_eq!(s, 201, "{body}");
     let list = api("/repository/goproxy/example.com/m/@v/list");
     assert_eq!(status_of(ureq::get(&list).call())?, (200, "v1.0.0\n".to_string()));
     stop_upstream.send(())?;

@@ -10,7 +10,7 @@ use packyard_shared::db::Backend;
 use sha2::{Digest, Sha256};
 
 use common::chaos::{host_port, Chaos};
-use common::process::{basic, start, status_of, Server};
+use common::process::{basic, create_repository, metric, start, status_of, Server};
 
 const PACKAGES: &str = "/repository/debs/dists/stable/main/binary-amd64/Packages";
 
@@ -26,6 +26,44 @@ fn upload(server: &Server, i: u64, wait: bool) -> anyhow::Result<(u16, String)> 
             .timeout(Duration::from_secs(30))
             .send_bytes(&deb(i)?),
     )
+}
+
+/// A fresh database on `backend`'s test server, or `None` (skipped, with a note) without one.
+fn fresh_database(backend: Backend) -> anyhow::Result<Option<(String, tempfile::TempDir)>> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let db = rt.block_on(packyard_shared::testing::create_database(backend))?;
+    if db.is_none() {
+        eprintln!("skipped: no {} server configured", backend.as_str());
+    }
+    Ok(db)
+}
+
+/// The hosted APT repository `debs`.
+fn create_debs(server: &Server) -> anyhow::Result<()> {
+    create_repository(
+        &server.public,
+        &basic("pw"),
+        serde_json::json!({"name": "debs", "format": "apt", "type": "hosted"}),
+    )
+}
+
+/// Waits (up to 30 s) until the server reports ready again; `what` says what it waited for.
+fn until_ready(server: &Server, what: &str) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while status_of(ureq::get(&format!("{}/readyz", server.management)).call())?.0 != 200 {
+        anyhow::ensure!(Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Ok(())
+}
+
+/// Uploads the packages `range`, each acknowledged once published.
+fn upload_all(server: &Server, range: std::ops::Range<u64>) -> anyhow::Result<()> {
+    for i in range {
+        let (s, body) = upload(server, i, true)?;
+        anyhow::ensure!(s == 201, "upload {i}: {s} {body}");
+    }
+    Ok(())
 }
 
 /// The package names a Packages file lists.
@@ -68,11 +106,7 @@ fn assert_signed(server: &Server, packages: &str) -> anyhow::Result<()> {
 }
 
 fn database_cut(backend: Backend) -> anyhow::Result<()> {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let Some((url, _dbdir)) = rt.block_on(packyard_shared::testing::create_database(backend))? else {
-        eprintln!("skipped: no {} server configured", backend.as_str());
-        return Ok(());
-    };
+    let Some((url, _dbdir)) = fresh_database(backend)? else { return Ok(()) };
     let chaos = Chaos::start(&host_port(&url))?;
     let dir = tempfile::tempdir()?;
     let server = start(
@@ -85,16 +119,8 @@ fn database_cut(backend: Backend) -> anyhow::Result<()> {
         ],
     )?;
     server.wait_ready()?;
-    let (s, body) = status_of(
-        ureq::post(&format!("{}/api/v1/repositories", server.public))
-            .set("Authorization", &basic("pw"))
-            .send_json(serde_json::json!({"name": "debs", "format": "apt", "type": "hosted"})),
-    )?;
-    assert_eq!(s, 201, "{body}");
-    for i in 0..4 {
-        let (s, body) = upload(&server, i, true)?;
-        assert_eq!(s, 201, "{body}");
-    }
+    create_debs(&server)?;
+    upload_all(&server, 0..4)?;
     let before = until_listed(&server, &names(0..4), Duration::from_secs(10))?;
 
     // The database goes away.
@@ -114,16 +140,9 @@ fn database_cut(backend: Backend) -> anyhow::Result<()> {
 
     // It comes back: nothing refused became visible, and uploads work again.
     chaos.restore();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while status_of(ureq::get(&format!("{}/readyz", server.management)).call())?.0 != 200 {
-        anyhow::ensure!(Instant::now() < deadline, "not ready again after the database returned");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    until_ready(&server, "not ready again after the database returned")?;
     assert_eq!(listed(&get(&server, PACKAGES)?.1), names(0..4), "a refused upload became visible");
-    for i in 4..8 {
-        let (s, body) = upload(&server, i, true)?;
-        assert_eq!(s, 201, "{body}");
-    }
+    upload_all(&server, 4..8)?;
     let all = until_listed(&server, &names(0..8), Duration::from_secs(10))?;
     assert_signed(&server, &all)?;
 
@@ -152,27 +171,13 @@ fn database_cut_mysql() -> anyhow::Result<()> {
     database_cut(Backend::MySql)
 }
 
-/// The value of a counter sample in a `/metrics` page.
-fn sample(metrics: &str, line_start: &str) -> f64 {
-    metrics
-        .lines()
-        .find(|l| l.starts_with(line_start))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(-1.0)
-}
-
 #[test]
 fn redis_and_rabbitmq_down_during_uploads_lose_nothing() -> anyhow::Result<()> {
     let (Ok(redis_url), Ok(amqp_url)) = (std::env::var("TEST_REDIS_URL"), std::env::var("TEST_AMQP_URL")) else {
         eprintln!("skipped: TEST_REDIS_URL and TEST_AMQP_URL are not set (scripts/test.sh sets them)");
         return Ok(());
     };
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let Some((url, _dbdir)) = rt.block_on(packyard_shared::testing::create_database(Backend::Postgres))? else {
-        eprintln!("skipped: no PostgreSQL server configured");
-        return Ok(());
-    };
+    let Some((url, _dbdir)) = fresh_database(Backend::Postgres)? else { return Ok(()) };
     let (redis, amqp) = (Chaos::start(&host_port(&redis_url))?, Chaos::start(&host_port(&amqp_url))?);
     let dir = tempfile::tempdir()?;
     let (redis_via, amqp_via) = (redis.rewrite(&redis_url), amqp.rewrite(&amqp_url));
@@ -190,12 +195,7 @@ fn redis_and_rabbitmq_down_during_uploads_lose_nothing() -> anyhow::Result<()> {
     for p in replicas.iter().chain([&worker]) {
         p.wait_ready()?;
     }
-    let (s, body) = status_of(
-        ureq::post(&format!("{}/api/v1/repositories", replicas[0].public))
-            .set("Authorization", &basic("pw"))
-            .send_json(serde_json::json!({"name": "debs", "format": "apt", "type": "hosted"})),
-    )?;
-    assert_eq!(s, 201, "{body}");
+    create_debs(&replicas[0])?;
 
     // Three stretches of uploads, spread over both replicas: Redis down, RabbitMQ down, both
     // down. Every upload is acknowledged, and both replicas publish all of them while the
@@ -221,10 +221,10 @@ fn redis_and_rabbitmq_down_during_uploads_lose_nothing() -> anyhow::Result<()> {
     // The degradation shows in the metrics of the replicas and of the worker.
     let metrics = |p: &Server| status_of(ureq::get(&format!("{}/metrics", p.management)).call()).map(|(_, m)| m);
     let (api_metrics, worker_metrics) = (metrics(&replicas[0])?, metrics(&worker)?);
-    assert!(sample(&api_metrics, r#"packyard_dependency_errors_total{dependency="redis"}"#) > 0.0, "{api_metrics}");
-    assert!(sample(&api_metrics, r#"packyard_dependency_errors_total{dependency="rabbitmq"}"#) > 0.0, "{api_metrics}");
+    assert!(metric(&api_metrics, r#"packyard_dependency_errors_total{dependency="redis"}"#) > 0.0, "{api_metrics}");
+    assert!(metric(&api_metrics, r#"packyard_dependency_errors_total{dependency="rabbitmq"}"#) > 0.0, "{api_metrics}");
     assert!(
-        sample(&worker_metrics, r#"packyard_dependency_errors_total{dependency="rabbitmq"}"#) > 0.0,
+        metric(&worker_metrics, r#"packyard_dependency_errors_total{dependency="rabbitmq"}"#) > 0.0,
         "{worker_metrics}"
     );
     // And everything resumes: a last upload, published everywhere with both back.
@@ -268,12 +268,7 @@ fn a_full_blob_store_refuses_uploads_and_keeps_nothing() -> anyhow::Result<()> {
     };
     let server = start(dir.path(), &[("PACKYARD_SECURITY__ADMIN_PASSWORD", "pw")])?;
     server.wait_ready()?;
-    let (s, body) = status_of(
-        ureq::post(&format!("{}/api/v1/repositories", server.public))
-            .set("Authorization", &basic("pw"))
-            .send_json(serde_json::json!({"name": "debs", "format": "apt", "type": "hosted"})),
-    )?;
-    assert_eq!(s, 201, "{body}");
+    create_debs(&server)?;
     let small = deb(1)?;
     let (s, body) = upload(&server, 1, true)?;
     assert_eq!(s, 201, "{body}");
@@ -299,7 +294,7 @@ fn a_full_blob_store_refuses_uploads_and_keeps_nothing() -> anyhow::Result<()> {
         assert!(bytes == small || bytes == deb(2)?, "{line}");
     }
     let (_, metrics) = status_of(ureq::get(&format!("{}/metrics", server.management)).call())?;
-    assert!(sample(&metrics, r#"packyard_blob_errors_total{op="write"}"#) >= 1.0, "{metrics}");
+    assert!(metric(&metrics, r#"packyard_blob_errors_total{op="write"}"#) >= 1.0, "{metrics}");
     Ok(())
 }
 
@@ -327,16 +322,8 @@ fn s3_outage_refuses_uploads_and_keeps_serving() -> anyhow::Result<()> {
         ],
     )?;
     server.wait_ready()?;
-    let (s, body) = status_of(
-        ureq::post(&format!("{}/api/v1/repositories", server.public))
-            .set("Authorization", &basic("pw"))
-            .send_json(serde_json::json!({"name": "debs", "format": "apt", "type": "hosted"})),
-    )?;
-    assert_eq!(s, 201, "{body}");
-    for i in 0..3 {
-        let (s, body) = upload(&server, i, true)?;
-        assert_eq!(s, 201, "{body}");
-    }
+    create_debs(&server)?;
+    upload_all(&server, 0..3)?;
     let before = until_listed(&server, &names(0..3), Duration::from_secs(10))?;
 
     s3.cut();
@@ -349,11 +336,7 @@ fn s3_outage_refuses_uploads_and_keeps_serving() -> anyhow::Result<()> {
     let (s, _) = status_of(ureq::get(&format!("{}/readyz", server.management)).call())?;
     assert_eq!(s, 503, "not ready without the blob store");
     s3.restore();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while status_of(ureq::get(&format!("{}/readyz", server.management)).call())?.0 != 200 {
-        anyhow::ensure!(Instant::now() < deadline, "not ready again after S3 returned");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    until_ready(&server, "not ready again after S3 returned")?;
     assert_eq!(listed(&get(&server, PACKAGES)?.1), names(0..3), "the refused upload became visible");
     let (s, body) = upload(&server, 3, true)?;
     assert_eq!(s, 201, "{body}");
@@ -372,11 +355,7 @@ fn s3_outage_refuses_uploads_and_keeps_serving() -> anyhow::Result<()> {
 /// and signed, and another worker publishes the acknowledged upload after the lease expires.
 fn worker_killed_at(point: &str) -> anyhow::Result<()> {
     use std::os::unix::process::ExitStatusExt;
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let Some((url, _dbdir)) = rt.block_on(packyard_shared::testing::create_database(Backend::Postgres))? else {
-        eprintln!("skipped: no PostgreSQL server configured");
-        return Ok(());
-    };
+    let Some((url, _dbdir)) = fresh_database(Backend::Postgres)? else { return Ok(()) };
     let dir = tempfile::tempdir()?;
     let env = [
         ("PACKYARD_DATABASE__URL", url.as_str()),
@@ -391,12 +370,7 @@ fn worker_killed_at(point: &str) -> anyhow::Result<()> {
     replica.wait_ready()?;
     let first = common::process::start_worker(dir.path(), &env)?;
     first.wait_ready()?;
-    let (s, body) = status_of(
-        ureq::post(&format!("{}/api/v1/repositories", replica.public))
-            .set("Authorization", &basic("pw"))
-            .send_json(serde_json::json!({"name": "debs", "format": "apt", "type": "hosted"})),
-    )?;
-    assert_eq!(s, 201, "{body}");
+    create_debs(&replica)?;
     let (s, body) = upload(&replica, 0, true)?;
     assert_eq!(s, 201, "{body}");
     let published = until_listed(&replica, &names(0..1), Duration::from_secs(10))?;

@@ -9,11 +9,7 @@ use std::time::{Duration, Instant};
 use common::process::{basic, start, status_of, text_upstream};
 
 fn create(public: &str, body: serde_json::Value) -> anyhow::Result<()> {
-    let (s, text) = status_of(
-        ureq::post(&format!("{public}/api/v1/repositories")).set("Authorization", &basic("pw")).send_json(body),
-    )?;
-    anyhow::ensure!(s == 201, "{s} {text}");
-    Ok(())
+    common::process::create_repository(public, &basic("pw"), body)
 }
 
 #[test]
@@ -179,14 +175,11 @@ fn credentials_never_reach_logs_errors_or_metrics() -> anyhow::Result<()> {
     let upstream =
         start(up_dir.path(), &[("PACKYARD_SECURITY__ADMIN_PASSWORD", &upstream_pw), ("PACKYARD_LOG__LEVEL", "debug")])?;
     upstream.wait_ready()?;
-    let (s, body) = status_of(
-        ureq::post(&format!("{}/api/v1/repositories", upstream.public))
-            .set("Authorization", &common::process::basic(&upstream_pw))
-            .send_json(
-                serde_json::json!({"name": "conan-up", "format": "conan", "type": "hosted", "anonymous_read": false}),
-            ),
+    common::process::create_repository(
+        &upstream.public,
+        &common::process::basic(&upstream_pw),
+        serde_json::json!({"name": "conan-up", "format": "conan", "type": "hosted", "anonymous_read": false}),
     )?;
-    assert_eq!(s, 201, "{body}");
 
     let dir = tempfile::tempdir()?;
     let server = start(
@@ -207,9 +200,7 @@ fn credentials_never_reach_logs_errors_or_metrics() -> anyhow::Result<()> {
                       "username": "admin", "password": upstream_pw}}),
         serde_json::json!({"name": "conan-local", "format": "conan", "type": "hosted"}),
     ] {
-        let (s, text) =
-            status_of(ureq::post(&api("/api/v1/repositories")).set("Authorization", &admin).send_json(body))?;
-        assert_eq!(s, 201, "{text}");
+        common::process::create_repository(&server.public, &admin, body)?;
     }
     let (s, text) = status_of(
         ureq::post(&api("/api/v1/users"))
@@ -446,11 +437,10 @@ fn path_traversal_on_every_route_is_refused() -> anyhow::Result<()> {
 
 /// The server's resident memory, from its `/metrics`.
 fn rss(management: &str) -> anyhow::Result<f64> {
-    let (_, m) = status_of(ureq::get(&format!("{management}/metrics")).call())?;
-    m.lines()
-        .find_map(|l| l.strip_prefix("process_resident_memory_bytes "))
-        .and_then(|v| v.parse().ok())
-        .ok_or_else(|| anyhow::anyhow!("no process_resident_memory_bytes"))
+    let (_, page) = status_of(ureq::get(&format!("{management}/metrics")).call())?;
+    let rss = common::process::metric(&page, "process_resident_memory_bytes");
+    anyhow::ensure!(rss.is_finite(), "no process_resident_memory_bytes");
+    Ok(rss)
 }
 
 /// A `.deb` whose control.tar.gz (well under 1 MiB) unpacks to 128 MiB of zeros, twice the limit.

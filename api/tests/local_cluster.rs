@@ -81,6 +81,18 @@ fn basic(pw: &str) -> String {
     common::process::basic(pw)
 }
 
+/// POSTs a `.deb` to the repository `debs` behind `base` and waits until it is published.
+fn upload_deb(base: &str, auth: &str, deb: &[u8]) -> anyhow::Result<()> {
+    let (s, body) = status_of(
+        ureq::post(&format!("{base}/repository/debs/?wait=true"))
+            .set("Authorization", auth)
+            .set("Content-Type", "application/vnd.debian.binary-package")
+            .send_bytes(deb),
+    )?;
+    anyhow::ensure!(s == 201, "upload: {s} {body}");
+    Ok(())
+}
+
 /// Waits until `url` answers 200 with a body for which `ok` holds; returns that body.
 fn until(url: &str, limit: Duration, ok: impl Fn(&str) -> bool) -> anyhow::Result<String> {
     let deadline = Instant::now() + limit;
@@ -148,20 +160,13 @@ fn upload_through_nginx_read_from_each_replica_and_survive_a_stopped_replica() -
     }
 
     // A hosted APT repository, made and filled through the load balancer.
-    let (s, body) = status_of(
-        ureq::post(&format!("{lb}/api/v1/repositories"))
-            .set("Authorization", &auth)
-            .send_json(serde_json::json!({"name": "debs", "format": "apt", "type": "hosted"})),
+    common::process::create_repository(
+        lb,
+        &auth,
+        serde_json::json!({"name": "debs", "format": "apt", "type": "hosted"}),
     )?;
-    assert_eq!(s, 201, "{body}");
     let hello_bytes = std::fs::read(&hello)?;
-    let (s, body) = status_of(
-        ureq::post(&format!("{lb}/repository/debs/?wait=true"))
-            .set("Authorization", &auth)
-            .set("Content-Type", "application/vnd.debian.binary-package")
-            .send_bytes(&hello_bytes),
-    )?;
-    assert_eq!(s, 201, "{body}");
+    upload_deb(lb, &auth, &hello_bytes)?;
     let hello_sha = hex::encode(Sha256::digest(&hello_bytes));
 
     // Both replicas serve the same signed metadata, listing the package with its hash.
@@ -204,13 +209,7 @@ fn upload_through_nginx_read_from_each_replica_and_survive_a_stopped_replica() -
     }
     // Writes go on too, and the surviving replica publishes them.
     let jq_bytes = std::fs::read(&jq)?;
-    let (s, body) = status_of(
-        ureq::post(&format!("{lb}/repository/debs/?wait=true"))
-            .set("Authorization", &auth)
-            .set("Content-Type", "application/vnd.debian.binary-package")
-            .send_bytes(&jq_bytes),
-    )?;
-    assert_eq!(s, 201, "{body}");
+    upload_deb(lb, &auth, &jq_bytes)?;
     let jq_sha = hex::encode(Sha256::digest(&jq_bytes));
     let body = until(&format!("{api2}{packages}"), Duration::from_secs(10), |b| b.contains(&jq_sha))?;
     assert!(body.contains("Package: jq\n") && body.contains(&hello_sha), "{body}");
@@ -237,17 +236,13 @@ fn replica_restarts_under_load_cost_no_more_than_their_in_flight_requests() -> a
     let Some((cluster, _)) = cluster_up()? else { return Ok(()) };
     let lb = cluster.var("LB_URL")?.to_string();
     let auth = basic(cluster.var("ADMIN_PASSWORD")?);
-    let (s, body) = status_of(
-        ureq::post(&format!("{lb}/api/v1/repositories"))
-            .set("Authorization", &auth)
-            .send_json(serde_json::json!({"name": "debs", "format": "apt", "type": "hosted"})),
+    common::process::create_repository(
+        &lb,
+        &auth,
+        serde_json::json!({"name": "debs", "format": "apt", "type": "hosted"}),
     )?;
-    assert_eq!(s, 201, "{body}");
     let seed = packyard_loadtest::apt::deb("seed", "1.0", "amd64", b"seed")?;
-    let (s, body) = status_of(
-        ureq::post(&format!("{lb}/repository/debs/?wait=true")).set("Authorization", &auth).send_bytes(&seed),
-    )?;
-    assert_eq!(s, 201, "{body}");
+    upload_deb(&lb, &auth, &seed)?;
     let packages = "/repository/debs/dists/stable/main/binary-amd64/Packages";
 
     // Readers (metadata and the package) and uploaders, all through nginx, until told to stop.

@@ -129,7 +129,9 @@ const READS: [&str; 4] = [
     "/repository/soak-conan/v2/conans/soakpkg/1.0/_/_/revisions",
 ];
 
-fn metric(page: &str, name: &str) -> f64 {
+/// The value of the first sample in a `/metrics` page whose line starts with `name` (with its
+/// labels, if any); NaN when there is none.
+pub fn metric(page: &str, name: &str) -> f64 {
     page.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok()).unwrap_or(f64::NAN)
 }
 

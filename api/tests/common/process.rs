@@ -195,3 +195,15 @@ pub fn text_upstream(body: &'static str) -> anyhow::Result<(String, std::sync::m
     });
     Ok((url, stop))
 }
+
+/// Creates a repository through the admin API of `public` with the `Authorization` value `auth`.
+pub fn create_repository(public: &str, auth: &str, body: serde_json::Value) -> anyhow::Result<()> {
+    let (s, text) =
+        status_of(ureq::post(&format!("{public}/api/v1/repositories")).set("Authorization", auth).send_json(body))?;
+    anyhow::ensure!(s == 201, "creating a repository: {s} {text}");
+    Ok(())
+}
+
+/// Reading one sample of a `/metrics` page, as the soak does.
+#[allow(unused_imports)]
+pub use packyard_loadtest::soak::metric;
