@@ -121,11 +121,14 @@ export TEST_S3_URL="http://127.0.0.1:$S3_PORT"
 
 # Real Debian packages for the .deb parser tests, downloaded once into target/test-debs.
 debs=target/test-debs
-if ! ls "$debs"/*.deb >/dev/null 2>&1; then
+want_debs=(hello jq libjq1 sl)
+missing_debs=()
+for p in "${want_debs[@]}"; do ls "$debs/${p}_"*.deb >/dev/null 2>&1 || missing_debs+=("$p"); done
+if [ ${#missing_debs[@]} -gt 0 ]; then
   mkdir -p "$debs"
-  log "downloading real .deb files for the tests"
-  (cd "$debs" && apt-get download -qq hello jq libjq1 >/dev/null 2>&1) \
-    || { $SUDO apt-get update -qq && (cd "$debs" && apt-get download -qq hello jq libjq1 >/dev/null); }
+  log "downloading real .deb files for the tests: ${missing_debs[*]}"
+  (cd "$debs" && apt-get download -qq "${missing_debs[@]}" >/dev/null 2>&1) \
+    || { $SUDO apt-get update -qq && (cd "$debs" && apt-get download -qq "${missing_debs[@]}" >/dev/null); }
 fi
 export TEST_DEBS_DIR="$PWD/$debs"
 

@@ -228,31 +228,37 @@ pub async fn after_upload(
             .await;
     }
     if wait && stored.unit_id > 0 {
-        let done = packyard_shared::publication::wait_until_published(
-            &services.db,
-            stored.unit_id,
-            stored.revision,
-            std::time::Duration::from_secs(30),
-        )
-        .await
-        .map_err(|e| ApiError::from(e).plain())?;
-        if !done {
-            return Err(
-                ApiError::new(ErrorCode::ServiceUnavailable, "stored, but not yet published after 30 s").plain()
-            );
-        }
-        services.published.invalidate();
-        // Other replicas drop their view within one watermark period (sooner with Redis); on a
-        // shared database, answer only after it, so that every replica serves the new version.
-        // The embedded default (SQLite) is one process: nothing to wait for.
-        if services.db.backend() != packyard_shared::db::Backend::Sqlite {
-            let c = &services.config;
-            let ms = c.cache.watermark_ttl_ms.min(c.security.watermark_ttl_ms);
-            tokio::time::sleep(std::time::Duration::from_millis(ms + 50)).await;
-        }
+        wait_published(services, stored.unit_id, stored.revision).await?;
     }
     let status = if stored.created { actix_web::http::StatusCode::CREATED } else { actix_web::http::StatusCode::OK };
     Ok(HttpResponse::build(status).json(body))
+}
+
+/// Read-your-writes: waits (at most 30 s: then 503, the change stays recorded) until the unit's
+/// published revision reaches `revision` and, on a shared database, for every replica to have
+/// seen it.
+pub async fn wait_published(services: &Services, unit_id: i64, revision: i64) -> Result<(), ApiError> {
+    let done = packyard_shared::publication::wait_until_published(
+        &services.db,
+        unit_id,
+        revision,
+        std::time::Duration::from_secs(30),
+    )
+    .await
+    .map_err(|e| ApiError::from(e).plain())?;
+    if !done {
+        return Err(ApiError::new(ErrorCode::ServiceUnavailable, "stored, but not yet published after 30 s").plain());
+    }
+    services.published.invalidate();
+    // Other replicas drop their view within one watermark period (sooner with Redis); on a
+    // shared database, answer only after it, so that every replica serves the new version.
+    // The embedded default (SQLite) is one process: nothing to wait for.
+    if services.db.backend() != packyard_shared::db::Backend::Sqlite {
+        let c = &services.config;
+        let ms = c.cache.watermark_ttl_ms.min(c.security.watermark_ttl_ms);
+        tokio::time::sleep(std::time::Duration::from_millis(ms + 50)).await;
+    }
+    Ok(())
 }
 
 /// How a refused upload is answered, for every format.

@@ -186,9 +186,19 @@ async fn admin_api(backend: Backend) -> anyhow::Result<()> {
     let (s, b, _) = call(&app, TestRequest::get().uri("/api/v1/nothing-here")).await?;
     assert_eq!(s, StatusCode::NOT_FOUND);
     assert_eq!(error_of(&b), ("not_found", "no such endpoint: GET /api/v1/nothing-here"));
-    let (s, b, _) = call(&app, TestRequest::patch().uri("/api/v1/repositories/debs").insert_header(admin())).await?;
+    let (s, b, _) =
+        call(&app, TestRequest::delete().uri("/api/v1/repositories/debs/status").insert_header(admin())).await?;
     assert_eq!(s, StatusCode::METHOD_NOT_ALLOWED);
-    assert_eq!(error_of(&b), ("method_not_allowed", "method PATCH is not allowed on /api/v1/repositories/debs"));
+    assert_eq!(
+        error_of(&b),
+        ("method_not_allowed", "method DELETE is not allowed on /api/v1/repositories/debs/status")
+    );
+    let (s, b, _) = call(&app, TestRequest::patch().uri("/api/v1/repositories/debs").insert_header(admin())).await?;
+    assert_eq!(s, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    assert_eq!(
+        error_of(&b),
+        ("unsupported_media_type", "send a JSON merge patch with Content-Type: application/merge-patch+json")
+    );
 
     // Update.
     let (s, b, _) = call(
@@ -281,4 +291,127 @@ async fn admin_api_postgres() -> anyhow::Result<()> {
 #[actix_web::test]
 async fn admin_api_mysql() -> anyhow::Result<()> {
     admin_api(Backend::MySql).await
+}
+
+/// PUT is a whole definition: the README's own example (`write_policy` only) no longer resets
+/// an APT repository's distribution, components and architectures, it is refused with a 400
+/// that says what to do; PATCH (a JSON merge patch) changes just the fields it names.
+async fn put_and_patch(backend: Backend) -> anyhow::Result<()> {
+    let Some(t) = TestDb::fresh(backend).await? else {
+        return Ok(());
+    };
+    let app = test::init_service(packyard_api::app::public_app(services(&t).await?)).await;
+    let apt = json!({"distribution": "bookworm", "components": ["main", "extra"], "architectures": ["amd64", "all"]});
+    let (s, b, _) = call(
+        &app,
+        TestRequest::post().uri("/api/v1/repositories").insert_header(admin()).set_json(json!({
+            "name": "debs", "format": "apt", "type": "hosted", "apt": apt
+        })),
+    )
+    .await?;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    let readme_example = json!({"format": "apt", "type": "hosted", "write_policy": "allow"});
+    let (s, b, _) =
+        call(&app, TestRequest::put().uri("/api/v1/repositories/debs").insert_header(admin()).set_json(readme_example))
+            .await?;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
+    assert_eq!(
+        error_of(&b),
+        (
+            "invalid_repository",
+            "the body has no `apt` settings, which repository debs has: PUT replaces the whole definition, so send `apt` as GET shows it, or change single fields with PATCH (a JSON merge patch)"
+        )
+    );
+    let (s, b, _) = call(&app, TestRequest::get().uri("/api/v1/repositories/debs").insert_header(admin())).await?;
+    assert_eq!(s, StatusCode::OK);
+    for field in ["distribution", "components", "architectures"] {
+        assert_eq!(b["apt"][field], apt[field], "{field} unchanged: {b}");
+    }
+    assert_eq!((&b["write_policy"], &b["version"]), (&json!("allow_once"), &json!(1)), "{b}");
+
+    let patch = |body: Value| {
+        TestRequest::patch()
+            .uri("/api/v1/repositories/debs")
+            .insert_header(admin())
+            .insert_header((header::CONTENT_TYPE, "application/merge-patch+json"))
+            .set_payload(body.to_string())
+    };
+    let (s, b, _) = call(&app, patch(json!({"write_policy": "allow", "apt": {"label": "Ours"}}))).await?;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(b["write_policy"], "allow");
+    assert_eq!(b["apt"]["label"], "Ours");
+    assert_eq!(b["apt"]["distribution"], "bookworm");
+    assert_eq!(b["apt"]["components"], json!(["main", "extra"]));
+    assert_eq!(b["apt"]["architectures"], json!(["amd64", "all"]));
+    assert_eq!(b["anonymous_read"], true);
+    assert_eq!(b["version"], 2);
+    // null removes a field (the label returns to its default, the repository name).
+    let (s, b, _) = call(&app, patch(json!({"apt": {"label": null}}))).await?;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert!(b["apt"].get("label").is_none_or(Value::is_null), "{b}");
+    assert_eq!(b["apt"]["distribution"], "bookworm");
+    // What a patch may not do, each with the reason.
+    for (body, code, message) in [
+        (
+            json!({"format": "go", "apt": null}),
+            "invalid_repository",
+            "the format of repository debs is apt and cannot be changed",
+        ),
+        (
+            json!({"name": "other"}),
+            "invalid_repository",
+            "the body names repository \"other\" but the URL names \"debs\"; a repository cannot be renamed",
+        ),
+        (json!({"version": 7}), "invalid_repository", "`version` is read-only"),
+        (json!({"apt": {"components": []}}), "invalid_repository", "apt.components must not be empty"),
+        (
+            json!(["not", "an", "object"]),
+            "invalid_repository",
+            "a merge patch is a JSON object of the fields to change",
+        ),
+    ] {
+        let (s, b, _) = call(&app, patch(body.clone())).await?;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{body}: {b}");
+        assert_eq!(error_of(&b), (code, message), "{body}");
+    }
+    let (s, b, _) = call(&app, patch(json!({"apt": {"nonsense": 1}}))).await?;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
+    assert!(error_of(&b).1.starts_with("the patched definition is invalid: unknown field `nonsense`"), "{b}");
+    let (s, _, _) = call(
+        &app,
+        TestRequest::patch()
+            .uri("/api/v1/repositories/ghost")
+            .insert_header(admin())
+            .insert_header((header::CONTENT_TYPE, "application/merge-patch+json"))
+            .set_payload("{}"),
+    )
+    .await?;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    // A whole definition with every setting is still a PUT.
+    let (s, b, _) = call(
+        &app,
+        TestRequest::put().uri("/api/v1/repositories/debs").insert_header(admin()).set_json(json!({
+            "format": "apt", "type": "hosted", "write_policy": "deny",
+            "apt": {"distribution": "trixie", "components": ["main"], "architectures": ["arm64"]}
+        })),
+    )
+    .await?;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!((b["apt"]["distribution"].as_str(), b["write_policy"].as_str()), (Some("trixie"), Some("deny")));
+    Ok(())
+}
+
+#[actix_web::test]
+async fn put_and_patch_sqlite() -> anyhow::Result<()> {
+    put_and_patch(Backend::Sqlite).await
+}
+
+#[actix_web::test]
+async fn put_and_patch_postgres() -> anyhow::Result<()> {
+    put_and_patch(Backend::Postgres).await
+}
+
+#[actix_web::test]
+async fn put_and_patch_mysql() -> anyhow::Result<()> {
+    put_and_patch(Backend::MySql).await
 }

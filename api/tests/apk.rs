@@ -121,11 +121,13 @@ async fn hosted_apk(backend: packyard_shared::db::Backend) -> anyhow::Result<()>
     }
     assert_eq!(blob_files(&t.dir.path().join("blobs")), stored, "a refused upload left a blob");
     assert_eq!(std::fs::read_dir(t.dir.path().join("blobs/tmp"))?.count(), 0, "a temporary was left");
-    // Same path, other bytes: refused under allow_once (the valid bytes stay for the blob
-    // collector: another upload may be referencing them by now).
+    // Same path, other bytes: refused under allow_once, and the refused bytes are not kept.
     let r = call(put("v3.20/main/x86_64/hello-2.12-r1.apk", other.bytes.clone())).await?;
     assert_eq!(r.status, 409, "{}", r.text);
     assert!(r.text.contains("already in repository alpine with different content"), "{}", r.text);
+    assert_eq!(blob_files(&t.dir.path().join("blobs")), stored, "a refused upload left a blob");
+    let other_digest = packyard_shared::blobs::Sha256Hex::parse(&hex::encode(Sha256::digest(&other.bytes)))?;
+    assert!(services.db.blob(&other_digest).await?.is_none(), "a refused upload left a blob row");
     let r = call(
         TestRequest::put().uri("/repository/alpine/v3.20/main/x86_64/y-1-r0.apk").set_payload(hello.bytes.clone()),
     )
@@ -235,15 +237,40 @@ async fn hosted_apk(backend: packyard_shared::db::Backend) -> anyhow::Result<()>
     assert_eq!(r.status, 304);
     let r = call(TestRequest::get().uri("/repository/alpine/v3.20/main/x86_64/nothere-1-r0.apk")).await?;
     assert_eq!(r.status, 404);
-    let r = call(TestRequest::get().uri("/repository/alpine/v3.20/community/x86_64/APKINDEX.tar.gz")).await?;
+    // A unit nothing was uploaded to has an empty signed index (so `apk update` works before the
+    // first upload): signed with the repository's key, no records; an unconfigured architecture
+    // has none.
+    let empty = "/repository/alpine/v3.20/community/x86_64/APKINDEX.tar.gz";
+    let r = call(TestRequest::get().uri(empty)).await?;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.headers.get("content-type").and_then(|v| v.to_str().ok()), Some("application/gzip"));
+    let bytes = atest::call_and_read_body(&app, TestRequest::get().uri(empty).to_request()).await;
+    let dir = scratch.path().join("community");
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(dir.join("APKINDEX.tar.gz"), &bytes)?;
+    let out = std::process::Command::new("python3")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/apk_verify.py"))
+        .arg(dir.join("APKINDEX.tar.gz"))
+        .arg(scratch.path().join("key.pem"))
+        .arg(&key_name)
+        .arg(&dir)
+        .output()?;
+    assert!(out.status.success(), "empty index: {}", String::from_utf8_lossy(&out.stderr));
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(summary["description"], "alpine v3.20/community/x86_64");
+    assert_eq!(summary["packages"], serde_json::json!([]));
+    let r = call(TestRequest::get().uri("/repository/alpine/v3.20/community/riscv64/APKINDEX.tar.gz")).await?;
     assert_eq!(r.status, 404);
+    assert!(r.text.contains("architecture \"riscv64\" is not configured"), "{}", r.text);
 
     // Warmed index reads make no query.
     let index = "/repository/alpine/v3.20/main/x86_64/APKINDEX.tar.gz";
     let before = t.metrics.db_queries();
     for _ in 0..3 {
-        let r = call(TestRequest::get().uri(index)).await?;
-        assert_eq!(r.status, 200);
+        for path in [index, empty] {
+            let r = call(TestRequest::get().uri(path)).await?;
+            assert_eq!(r.status, 200, "{path}");
+        }
     }
     assert_eq!(t.metrics.db_queries() - before, 0, "warmed index reads ran database queries");
 
@@ -491,8 +518,12 @@ mod over_http {
         assert_eq!(packages.get("hello-2.12-r1.apk"), Some(&local_hello.bytes), "the first member's hello");
         assert_eq!(packages.get("tool-doc-1.0-r0.apk"), Some(&up_doc.bytes), "the proxy's tool-doc");
         assert_eq!(packages.get("mytool-0.3-r0.apk"), Some(&mine.bytes));
+        // A branch no member has packages in: the upstream (a Packyard hosted repository) serves
+        // an empty signed index for it, so the group publishes its own, empty and signed.
         let (s, _, _) = get(&server, "/repository/all/v3.21/main/x86_64/APKINDEX.tar.gz")?;
-        assert_eq!(s, 404, "no member has v3.21: nothing is published");
+        assert_eq!(s, 200);
+        let (_, summary, _) = verify(&server, "all", "v3.21/main/x86_64", &group_key, &scratch.path().join("v3.21"))?;
+        assert_eq!(summary["packages"], serde_json::json!([]));
 
         // The upstream moves on: after the proxy's metadata TTL the group follows.
         let newer = build_apk(&Fixture::new("newer", "5.0-r0", "x86_64"))?;

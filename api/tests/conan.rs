@@ -546,3 +546,63 @@ fn proxy_with_upstream_credentials() -> anyhow::Result<()> {
     assert_eq!(s, 200, "{text}");
     Ok(())
 }
+
+/// A proxy of a hosted repository on the same server, as a new user sets it up: the client asks
+/// the proxy for a package before its binary is uploaded (a miss), then the binary is uploaded
+/// to the hosted repository and the next `conan install` through the proxy finds it. (The
+/// proxy used to remember the package's `latest` 404 for `negative_ttl_secs` while serving its
+/// `revisions`: "Missing prebuilt package".)
+#[test]
+fn a_proxy_sees_a_package_uploaded_after_a_miss() -> anyhow::Result<()> {
+    if !conan_available() {
+        eprintln!("skipped: no conan in PATH (scripts/test.sh installs it)");
+        return Ok(());
+    }
+    let dir = tempfile::tempdir()?;
+    let server = start(
+        dir.path(),
+        &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW), ("PACKYARD_PROXY__ALLOW_PRIVATE_ADDRESSES", "true")],
+    )?;
+    server.wait_ready()?;
+    for spec in [
+        serde_json::json!({"name": "conan-local", "format": "conan", "type": "hosted", "anonymous_read": true}),
+        serde_json::json!({"name": "conan-proxy", "format": "conan", "type": "proxy", "anonymous_read": true,
+            "proxy": {"remote_url": format!("{}/repository/conan-local/", server.public)}}),
+    ] {
+        common::process::create_repository(&server.public, &basic(PW), spec)?;
+    }
+    let home = tempfile::tempdir()?;
+    let h = home.path();
+    let conan = |args: &[&str], cwd: &std::path::Path| -> anyhow::Result<(bool, String)> {
+        let out = Command::new("conan").args(args).current_dir(cwd).env("CONAN_HOME", h).output()?;
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        Ok((out.status.success(), text))
+    };
+    let ok = |args: &[&str], cwd: &std::path::Path| -> anyhow::Result<String> {
+        let (success, text) = conan(args, cwd)?;
+        anyhow::ensure!(success, "conan {args:?}: {text}");
+        Ok(text)
+    };
+    ok(&["profile", "detect"], h)?;
+    // Only this server: no default remote to ask on a machine without the Internet.
+    ok(&["remote", "remove", "conancenter"], h)?;
+    ok(&["remote", "add", "local", &format!("{}/repository/conan-local", server.public)], h)?;
+    ok(&["remote", "add", "proxy", &format!("{}/repository/conan-proxy", server.public)], h)?;
+    ok(&["remote", "login", "local", "admin", "-p", PW], h)?;
+    let proj = h.join("pkg");
+    std::fs::create_dir_all(&proj)?;
+    ok(&["new", "header_lib", "-d", "name=pkg", "-d", "version=1.2"], &proj)?;
+    // The recipe only: an install through the proxy misses the binary.
+    ok(&["export", "."], &proj)?;
+    ok(&["upload", "pkg/1.2", "-r", "local", "-c", "--only-recipe"], h)?;
+    ok(&["remove", "*", "-c"], h)?;
+    let (success, text) = conan(&["install", "--requires=pkg/[>=1.0 <2]", "-r", "proxy"], h)?;
+    assert!(!success && text.contains("Missing prebuilt package for 'pkg/1.2'"), "{text}");
+    // The binary arrives upstream; the proxy now serves it.
+    ok(&["create", ".", "-tf="], &proj)?;
+    ok(&["upload", "pkg/1.2", "-r", "local", "-c"], h)?;
+    ok(&["remove", "*", "-c"], h)?;
+    let out = ok(&["install", "--requires=pkg/[>=1.0 <2]", "-r", "proxy"], h)?;
+    assert!(out.contains("pkg/1.2: Package installed") || out.contains("pkg/1.2: Downloaded package"), "{out}");
+    Ok(())
+}

@@ -2,6 +2,7 @@
 
 pub mod apk;
 pub mod apt;
+pub mod archive;
 pub mod conan;
 pub mod go;
 pub mod upload;

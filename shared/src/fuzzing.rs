@@ -24,10 +24,11 @@ fn text(data: &[u8]) -> String {
     String::from_utf8_lossy(data).into_owned()
 }
 
-/// `.deb`: [`deb::read_control`] on the bytes, and [`Control::parse`] on them as text.
+/// `.deb`: [`deb::read_package`] on the bytes, and [`Control::parse`] on them as text.
 pub fn deb(data: &[u8]) {
-    let limits = deb::Limits { control_member: 1 << 20, control_tar: 4 << 20, control_file: 256 << 10 };
-    match deb::read_control(data, limits) {
+    let limits =
+        deb::Limits { control_member: 1 << 20, control_tar: 4 << 20, control_file: 256 << 10, data_tar: 4 << 20 };
+    match deb::read_package(data, limits) {
         Ok(c) => {
             assert!(c.text.len() as u64 <= limits.control_file, "a control file over the limit was read");
             check_control(&c);
@@ -64,7 +65,7 @@ fn check_control(c: &Control) {
 
 /// `.apk`: [`apk::read_package`] on the bytes, and [`apk::parse_pkginfo`] on them as text.
 pub fn apk(data: &[u8]) {
-    match apk::read_package(data, apk::Limits { max_control: 1 << 20 }) {
+    match apk::read_package(data, apk::Limits { max_control: 1 << 20, max_data: 4 << 20 }) {
         Ok(info) => check_apk(&info, data.len()),
         Err(e) => refused(&e),
     }

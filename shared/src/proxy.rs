@@ -4,8 +4,9 @@
 //!
 //! - Immutable files (packages, by-hash indexes) are fetched once and kept; metadata is served
 //!   for `metadata_ttl_secs`, then revalidated (`If-None-Match`/`If-Modified-Since`).
-//! - Only the statuses a format names (404, and 410 for some) are remembered, for
-//!   `negative_ttl_secs`; any other upstream answer is an error, never cached.
+//! - Only the statuses a format names (404, and 410 for some) mean "not there"; they are
+//!   remembered for `negative_ttl_secs` for immutable files, and never for metadata (which may
+//!   appear upstream at any moment); any other upstream answer is an error, never cached.
 //! - Concurrent misses for one path in one process make one upstream request (single-flight);
 //!   the fetch runs on its own task, so a client that hangs up does not cancel it.
 //! - When the upstream fails and a copy is cached, the copy is served (stale-if-error) and
@@ -516,6 +517,16 @@ impl Proxy {
                     .await
                     .map_err(internal)?;
                 Ok(Outcome::Found(entry, CacheState::Revalidated))
+            }
+            s if req.negative_statuses.contains(&s) && req.freshness == Freshness::Metadata => {
+                // Metadata that is not there now (a package's `latest` before its upload, a
+                // module's list before its first version) may be there at the next request:
+                // never remembered, and a copy from before is dropped.
+                self.count_upstream(&req.repository, "not_found");
+                if stale.is_some() {
+                    self.inner.db.delete_proxy_entry(req.repository_id, &req.path).await.map_err(internal)?;
+                }
+                Ok(Outcome::Missing(s, CacheState::Miss))
             }
             s if req.negative_statuses.contains(&s) => {
                 self.count_upstream(&req.repository, "not_found");

@@ -447,6 +447,47 @@ impl RepositorySpec {
     }
 }
 
+/// PATCH: the definition `current` (as the admin API's GET shows it, read-only fields
+/// included) with the JSON merge patch (RFC 7396) applied, as a request body to validate.
+pub fn patched(mut current: serde_json::Value, patch: &serde_json::Value) -> Result<RepositorySpec, RepoError> {
+    if !patch.is_object() {
+        return Err(RepoError::Invalid("a merge patch is a JSON object of the fields to change".into()));
+    }
+    for read_only in ["url", "version", "created_at", "updated_at"] {
+        if let Some(v) = patch.get(read_only) {
+            if current.get(read_only) != Some(v) {
+                return Err(RepoError::Invalid(format!("`{read_only}` is read-only")));
+            }
+        }
+        if let Some(o) = current.as_object_mut() {
+            o.remove(read_only);
+        }
+    }
+    merge_patch(&mut current, patch);
+    serde_json::from_value(current).map_err(|e| RepoError::Invalid(format!("the patched definition is invalid: {e}")))
+}
+
+/// Applies a JSON merge patch (RFC 7396) to `target`: objects merge key by key, `null` removes
+/// a key, anything else replaces what was there.
+pub fn merge_patch(target: &mut serde_json::Value, patch: &serde_json::Value) {
+    let serde_json::Value::Object(fields) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = serde_json::Value::Object(serde_json::Map::new());
+    }
+    if let serde_json::Value::Object(t) = target {
+        for (k, v) in fields {
+            if v.is_null() {
+                t.remove(k);
+            } else {
+                merge_patch(t.entry(k.clone()).or_insert(serde_json::Value::Null), v);
+            }
+        }
+    }
+}
+
 /// Only http(s) URLs with a host; credentials belong in settings, not in the URL.
 fn check_remote_url(raw: &str) -> Result<(), RepoError> {
     let url = url::Url::parse(raw)
@@ -490,8 +531,30 @@ impl<'a> RepositoryService<'a> {
         Ok(self.db.list_repositories().await?)
     }
 
+    /// Replaces a repository's definition (PUT): the body is the whole definition, so it may not
+    /// leave out format settings the repository has (they would silently return to defaults).
     pub async fn update(&self, name: &str, spec: RepositorySpec) -> Result<Repository, RepoError> {
         let current = self.get(name).await?;
+        self.replace(&current, spec, true).await
+    }
+
+    /// Applies a definition without the PUT rule about omitted settings (a patched definition
+    /// carries every setting already).
+    pub async fn apply(&self, name: &str, spec: RepositorySpec) -> Result<Repository, RepoError> {
+        let current = self.get(name).await?;
+        self.replace(&current, spec, false).await
+    }
+
+    /// `whole`: the body is a whole definition (PUT), which may not leave out format settings
+    /// the repository has (they would silently return to their defaults).
+    async fn replace(&self, current: &Repository, spec: RepositorySpec, whole: bool) -> Result<Repository, RepoError> {
+        let name = current.name.as_str();
+        let omitted = [
+            ("apt", current.settings.apt.is_some() && spec.apt.is_none()),
+            ("apk", current.settings.apk.is_some() && spec.apk.is_none()),
+        ]
+        .into_iter()
+        .find_map(|(key, omitted)| omitted.then_some(key));
         let new = spec.validate(Some(name))?;
         if new.format != current.format {
             return Err(RepoError::Invalid(format!(
@@ -503,6 +566,11 @@ impl<'a> RepositoryService<'a> {
             return Err(RepoError::Invalid(format!(
                 "the type of repository {name} is {} and cannot be changed",
                 current.repo_type
+            )));
+        }
+        if let (true, Some(key)) = (whole, omitted) {
+            return Err(RepoError::Invalid(format!(
+                "the body has no `{key}` settings, which repository {name} has: PUT replaces the whole definition, so send `{key}` as GET shows it, or change single fields with PATCH (a JSON merge patch)"
             )));
         }
         self.check_members(&new).await?;
@@ -581,6 +649,35 @@ mod tests {
 
     fn spec(json: serde_json::Value) -> Result<RepositorySpec, serde_json::Error> {
         serde_json::from_value(json)
+    }
+
+    #[test]
+    fn merge_patches_follow_rfc_7396() {
+        // The examples of RFC 7396, appendix A.
+        let cases = [
+            (r#"{"a":"b"}"#, r#"{"a":"c"}"#, r#"{"a":"c"}"#),
+            (r#"{"a":"b"}"#, r#"{"b":"c"}"#, r#"{"a":"b","b":"c"}"#),
+            (r#"{"a":"b"}"#, r#"{"a":null}"#, r#"{}"#),
+            (r#"{"a":"b","b":"c"}"#, r#"{"a":null}"#, r#"{"b":"c"}"#),
+            (r#"{"a":["b"]}"#, r#"{"a":"c"}"#, r#"{"a":"c"}"#),
+            (r#"{"a":"c"}"#, r#"{"a":["b"]}"#, r#"{"a":["b"]}"#),
+            (r#"{"a":{"b":"c"}}"#, r#"{"a":{"b":"d","c":null}}"#, r#"{"a":{"b":"d"}}"#),
+            (r#"{"a":[{"b":"c"}]}"#, r#"{"a":[1]}"#, r#"{"a":[1]}"#),
+            (r#"["a","b"]"#, r#"["c","d"]"#, r#"["c","d"]"#),
+            (r#"{"a":"b"}"#, r#"["c"]"#, r#"["c"]"#),
+            (r#"{"a":"foo"}"#, r#"null"#, r#"null"#),
+            (r#"{"a":"foo"}"#, r#""bar""#, r#""bar""#),
+            (r#"{"e":null}"#, r#"{"a":1}"#, r#"{"e":null,"a":1}"#),
+            (r#"[1,2]"#, r#"{"a":"b","c":null}"#, r#"{"a":"b"}"#),
+            (r#"{}"#, r#"{"a":{"bb":{"ccc":null}}}"#, r#"{"a":{"bb":{}}}"#),
+        ];
+        for (target, patch, want) in cases {
+            let mut t: serde_json::Value = serde_json::from_str(target).unwrap_or_default();
+            let p: serde_json::Value = serde_json::from_str(patch).unwrap_or_default();
+            merge_patch(&mut t, &p);
+            let want: serde_json::Value = serde_json::from_str(want).unwrap_or_default();
+            assert_eq!(t, want, "{target} + {patch}");
+        }
     }
 
     #[test]

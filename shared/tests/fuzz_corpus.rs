@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use packyard_shared::formats::apk::testing::{build_apk, Fixture};
-use packyard_shared::formats::apt::deb::{read_control, Limits};
-use packyard_shared::formats::apt::testing::{ar_member, compress, control_tar, deb};
+use packyard_shared::formats::apt::deb::{read_package, Limits};
+use packyard_shared::formats::apt::testing::{ar_member, compress, control_tar, deb, small_data_member};
 use packyard_shared::formats::go::testing::{module_zip, simple_module, ZipFile};
 use packyard_shared::fuzzing;
 
@@ -68,7 +68,8 @@ fn conan_corpus() -> anyhow::Result<()> {
 
 const HELLO: &str = "Package: hello\nVersion: 1:2.10-3\nArchitecture: amd64\nMaintainer: A <a@example.org>\nSource: hello (2.10-3)\nDescription: says hello\n multi-line\n .\n continued\n";
 
-/// A real `.deb` cut after its control member: the parser never reads further.
+/// A real `.deb` cut after its control member (the parser refuses it for its missing data member,
+/// after reading everything before it).
 fn deb_head(bytes: &[u8]) -> Option<Vec<u8>> {
     let mut at = 8;
     for _ in 0..2 {
@@ -90,7 +91,7 @@ fn deb_seeds() -> anyhow::Result<Vec<(String, Vec<u8>)>> {
         let bytes = std::fs::read(&path)?;
         let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         let head = deb_head(&bytes).with_context(|| format!("{} is not a .deb", path.display()))?;
-        let control = read_control(&bytes[..], Limits::default()).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+        let control = read_package(&bytes[..], Limits::default()).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
         out.push((format!("real-{name}.deb"), head));
         out.push((format!("real-{name}.control"), control.text.into_bytes()));
     }
@@ -104,6 +105,7 @@ fn deb_seeds() -> anyhow::Result<Vec<(String, Vec<u8>)>> {
     extra.extend(ar_member("debian-binary", b"2.0\n"));
     extra.extend(ar_member("_gpgorigin", b"signature"));
     extra.extend(ar_member("control.tar.gz", &compress(".gz", &control_tar(HELLO))));
+    extra.extend(small_data_member());
     out.push(("extra-member.deb".into(), extra));
     let mut bomb = b"!<arch>\n".to_vec();
     bomb.extend(ar_member("debian-binary", b"2.0\n"));

@@ -3,7 +3,7 @@
 
 use std::process::Command;
 
-use packyard_shared::formats::apt::deb::{read_control, Limits};
+use packyard_shared::formats::apt::deb::{read_package, DebError, Limits};
 
 #[test]
 fn parses_real_debian_packages_like_dpkg_deb() -> anyhow::Result<()> {
@@ -17,7 +17,7 @@ fn parses_real_debian_packages_like_dpkg_deb() -> anyhow::Result<()> {
         if path.extension().is_none_or(|e| e != "deb") {
             continue;
         }
-        let control = read_control(std::fs::File::open(&path)?, Limits::default())
+        let control = read_package(std::fs::File::open(&path)?, Limits::default())
             .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         let dpkg = Command::new("dpkg-deb").arg("-f").arg(&path).output()?;
         anyhow::ensure!(dpkg.status.success(), "dpkg-deb failed on {}", path.display());
@@ -31,6 +31,18 @@ fn parses_real_debian_packages_like_dpkg_deb() -> anyhow::Result<()> {
         assert_eq!(control.package, field("Package"));
         assert_eq!(control.version, field("Version"));
         assert_eq!(control.architecture, field("Architecture"));
+        // Cut anywhere after its control member, the package is refused as truncated, as
+        // `dpkg-deb -c` refuses it.
+        let bytes = std::fs::read(&path)?;
+        for cut in [bytes.len() / 2, bytes.len() * 3 / 4, bytes.len() - 100, bytes.len() - 1] {
+            let err = read_package(&bytes[..cut], Limits::default()).err();
+            assert!(
+                matches!(&err, Some(DebError::Truncated(_))),
+                "{} cut at {cut} of {}: {err:?}",
+                path.display(),
+                bytes.len()
+            );
+        }
         seen += 1;
     }
     assert!(seen >= 3, "expected the downloaded packages in {dir}, found {seen}");

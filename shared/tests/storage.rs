@@ -57,7 +57,8 @@ db_test!(repository_crud, |t: TestDb| async move {
         .update(
             "debs",
             spec(
-                serde_json::json!({"format": "apt", "type": "hosted", "write_policy": "deny", "anonymous_read": false}),
+                serde_json::json!({"format": "apt", "type": "hosted", "write_policy": "deny", "anonymous_read": false,
+                    "apt": {"distribution": "bookworm", "components": ["main", "contrib"], "architectures": ["amd64", "arm64", "all"]}}),
             )?,
         )
         .await?;
@@ -65,6 +66,10 @@ db_test!(repository_crud, |t: TestDb| async move {
     assert!(!updated.anonymous_read);
     assert_eq!(updated.version, 2, "an update bumps the watermark");
     assert_eq!(updated.created_at, created.created_at);
+    assert_eq!(updated.settings.apt, created.settings.apt);
+    // A whole definition may not leave out the settings the repository has.
+    let partial = svc.update("debs", spec(serde_json::json!({"format": "apt", "type": "hosted"}))?).await;
+    assert!(matches!(&partial, Err(RepoError::Invalid(m)) if m.contains("has no `apt` settings")), "{partial:?}");
 
     let changed = svc.update("debs", spec(serde_json::json!({"format": "go", "type": "hosted"}))?).await;
     assert!(matches!(&changed, Err(RepoError::Invalid(m)) if m.contains("cannot be changed")), "{changed:?}");

@@ -131,9 +131,13 @@ fn repositories_document() -> serde_json::Value {
                 "get": {"summary": "Get a repository", "responses": {
                     "200": {"description": "The repository", "content": {"application/json": {"schema": repo_ref}}},
                     "404": error_ref("No such repository")}},
-                "put": {"summary": "Replace a repository's settings (format and type are fixed)", "requestBody": spec_body, "responses": {
+                "put": {"summary": "Replace a repository's whole definition (format and type are fixed; format settings the repository has may not be left out)", "requestBody": spec_body, "responses": {
                     "200": {"description": "Updated", "content": {"application/json": {"schema": repo_ref}}},
                     "400": error_ref("Invalid definition"), "404": error_ref("No such repository")}},
+                "patch": {"summary": "Change some fields of a repository (a JSON merge patch, RFC 7396, over the definition GET shows)", "requestBody": {"required": true, "content": {"application/merge-patch+json": {"schema": {"type": "object"}}}}, "responses": {
+                    "200": {"description": "Updated", "content": {"application/json": {"schema": repo_ref}}},
+                    "400": error_ref("Invalid patch or definition"), "404": error_ref("No such repository"),
+                    "415": error_ref("Not a JSON merge patch")}},
                 "delete": {"summary": "Delete a repository", "responses": {
                     "204": {"description": "Deleted"}, "404": error_ref("No such repository"),
                     "409": error_ref("Still a member of a group")}}

@@ -24,6 +24,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         crate::app::resource("/repositories/{name}")
             .route(web::get().to(get::get))
             .route(web::put().to(update::update))
+            .route(web::patch().to(update::patch))
             .route(web::delete().to(delete::delete)),
     )
     .service(crate::app::resource("/repositories/{name}/status").route(web::get().to(status::status)))

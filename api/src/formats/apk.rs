@@ -142,10 +142,13 @@ async fn serve(
                 .ok_or_else(|| ApiError::not_found(format!("group member {member} is gone")).plain())?;
             Box::pin(serve(services, req, &member, unit, file, depth + 1)).await
         }
-        RepoType::Hosted if file == INDEX_FILE => super::published_file(services, repo, KIND, &unit.key(), &path)
-            .await?
-            .map(|f| super::serve_published(req, f))
-            .ok_or_else(|| not_found(repo, &path)),
+        RepoType::Hosted if file == INDEX_FILE => {
+            let f = match super::published_file(services, repo, KIND, &unit.key(), &path).await? {
+                Some(f) => f,
+                None => empty_index(services, repo, unit, &path).await?,
+            };
+            Ok(super::serve_published(req, f))
+        }
         RepoType::Hosted => {
             // Warmed: the path's blob from the replica's cache, no query.
             let (sha256, size) = match services.published.artifact(repo.id, &path) {
@@ -166,6 +169,53 @@ async fn serve(
             super::serve_blob(req, services.blobs.as_ref(), &sha256, APK_TYPE, None, size, &[]).await
         }
     }
+}
+
+/// The index of a hosted unit without packages (an empty repository, or a branch nothing was
+/// uploaded to yet): empty and signed, so that `apk update` works before the first upload. Made
+/// once per replica and kept until the repository's watermark moves; only for the configured
+/// architectures.
+async fn empty_index(
+    services: &Services,
+    repo: &Repository,
+    unit: &Unit,
+    path: &str,
+) -> Result<packyard_shared::publication::cache::ServedFile, ApiError> {
+    let settings = repo.settings.apk.clone().unwrap_or_default();
+    if !settings.architectures.contains(&unit.arch) {
+        return Err(ApiError::not_found(format!(
+            "architecture {:?} is not configured for repository {}; configured: {}",
+            unit.arch,
+            repo.name,
+            settings.architectures.join(", ")
+        ))
+        .plain());
+    }
+    if let Some(f) = services.published.made(repo.id, path) {
+        return Ok(f);
+    }
+    let epoch = services.published.epoch();
+    let internal = |e: packyard_shared::formats::apk::signing::KeyError| ApiError::internal(e).plain();
+    let key = ApkKey::for_repository(&services.db, &services.security.keystore, repo.id).await.map_err(internal)?;
+    let key_file = key.file_name(repo.name.as_str()).map_err(internal)?;
+    let description = format!("{} {}", repo.name, unit.key());
+    let now = packyard_shared::db::now_ms();
+    let mtime = u64::try_from(now / 1000).unwrap_or(0);
+    let bytes = tokio::task::spawn_blocking(move || {
+        packyard_shared::formats::apk::index::signed_index(&description, "", &key, &key_file, mtime)
+    })
+    .await
+    .map_err(|e| ApiError::internal(e).plain())?
+    .map_err(|e| ApiError::internal(e).plain())?;
+    use sha2::Digest as _;
+    let file = packyard_shared::publication::cache::ServedFile {
+        etag: format!("\"{}\"", hex::encode(sha2::Sha256::digest(&bytes))),
+        bytes: bytes.into(),
+        modified: now,
+        content_type: "application/gzip".into(),
+    };
+    services.published.put_made(epoch, repo.id, path, file.clone());
+    Ok(file)
 }
 
 /// A group's unit asked for the first time: published now (and waited for, up to 30 s) when a
@@ -263,7 +313,12 @@ async fn delete(
     access: RepoAccess<Delete>,
     req: HttpRequest,
     services: web::Data<Services>,
+    body: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
+    if is_go(&access.repo) {
+        let action = packyard_shared::security::Action::Delete;
+        return super::go::handle(&req, &services, &access.repo, &access.caller, action, body).await;
+    }
     let repo = &access.repo;
     let (unit, file) = target(&req, repo)?;
     hosted_only(repo, "delete from")?;

@@ -115,7 +115,7 @@ async fn check_credentials(
 
 use actix_web::http::Method;
 use futures_util::StreamExt;
-use packyard_shared::db::conan::{ConanFile, ConanRevision};
+use packyard_shared::db::conan::{ConanFile, ConanRevision, RevisionKey};
 use packyard_shared::formats::conan::publish as projection;
 use packyard_shared::formats::conan::{check_file_path, check_revision, glob_matches, Manifest, Reference};
 use packyard_shared::repos::{RepoType, Repository};
@@ -463,40 +463,35 @@ async fn read(
     }
 }
 
-/// After a change to `reference`: its projection and the repository's search index are
-/// rebuilt, and the writer waits for them (read-your-writes for the client that uploaded).
-async fn republish(services: &Services, repo: &Repository, reference: &str) -> Result<(), ApiError> {
-    let db = &services.db;
-    let units = [
-        (projection::KIND.to_string(), reference.to_string()),
-        (projection::SEARCH_KIND.to_string(), projection::SEARCH_UNIT.to_string()),
-    ];
-    db.request_changes(repo.id, &units).await.map_err(db_err)?;
+/// After a committed change of `reference`: waits until its projection and the repository's
+/// search index include it (read-your-writes for the client that uploaded).
+async fn wait_republished(services: &Services, changes: &[(i64, i64)]) -> Result<(), ApiError> {
     services.wake();
-    for (kind, key) in &units {
-        if let Some(u) = db.unit_by_key(repo.id, kind, key).await.map_err(db_err)? {
-            let done = packyard_shared::publication::wait_until_published(
-                db,
-                u.id,
-                u.desired_revision,
-                std::time::Duration::from_secs(30),
-            )
-            .await
-            .map_err(db_err)?;
-            if !done {
-                return Err(
-                    ApiError::new(ErrorCode::ServiceUnavailable, "stored, but not yet published after 30 s").plain()
-                );
-            }
-        }
+    for (unit_id, revision) in changes {
+        super::wait_published(services, *unit_id, *revision).await?;
     }
-    services.published.invalidate();
     Ok(())
+}
+
+/// The two units a change of `reference` republishes: its projection and the search index.
+fn units_of(reference: &str) -> [(&'static str, String); 2] {
+    [(projection::KIND, reference.to_string()), (projection::SEARCH_KIND, projection::SEARCH_UNIT.to_string())]
+}
+
+/// What an upload's transaction decided.
+enum Recorded {
+    /// The same bytes at a path of a complete revision: nothing changed.
+    Same,
+    /// Stored; `changes` are the publication changes recorded with it (none while the revision
+    /// is incomplete); `completed` when this file completed the revision.
+    Stored { changes: Vec<(i64, i64)>, completed: bool },
 }
 
 /// PUT of one file of a recipe or package revision. The revision stays invisible until its
 /// `conanmanifest.txt` arrives and every uploaded file it lists has its MD5; a completed
-/// revision's files never change (only `metadata/…` may be added or replaced).
+/// revision's files never change (only `metadata/…` may be added or replaced). The file's row,
+/// the revision's completion and the publication changes are one transaction; a refused upload
+/// leaves nothing behind.
 async fn upload(
     req: &HttpRequest,
     services: &Services,
@@ -527,34 +522,11 @@ async fn upload(
     let stored = receive(services, Box::pin(stream), limit, None).await.map_err(super::upload_error)?;
     let (md5, sha1) = match hashers.into_inner() {
         Ok(h) => h.finish(),
-        Err(_) => return Err(ApiError::internal("hashing the upload failed").plain()),
-    };
-    if let Some(want) = req.headers().get("x-checksum-sha1").and_then(|v| v.to_str().ok()) {
-        if !want.trim().eq_ignore_ascii_case(&sha1) {
+        Err(_) => {
             discard(services, &stored.sha256, stored.created).await;
-            return Err(bad(format!(
-                "X-Checksum-Sha1 says {want} but the body's SHA-1 is {sha1}: the upload was corrupted"
-            )));
+            return Err(ApiError::internal("hashing the upload failed").plain());
         }
-    }
-    let (pkgid, prev) = package.as_ref().map_or(("", ""), |(p, v)| (p.as_str(), v.as_str()));
-    let rev = services.db.conan_ensure_revision(repo.id, &reference, &rrev, pkgid, prev).await.map_err(db_err)?;
-    let existing = services.db.conan_files(rev.id).await.map_err(db_err)?;
-    let same = existing.iter().find(|f| f.path == path);
-    if rev.complete && !path.starts_with("metadata/") {
-        return match same {
-            Some(f) if f.sha256 == stored.sha256.as_str() => Ok(HttpResponse::Created().finish()),
-            _ => {
-                discard(services, &stored.sha256, stored.created).await;
-                Err(ApiError::new(
-                    ErrorCode::Conflict,
-                    format!("{reference}#{rrev} is already uploaded with other content for {path}; a revision never changes"),
-                )
-                .plain())
-            }
-        };
-    }
-    services.db.record_blob(&stored.sha256, stored.size).await.map_err(db_err)?;
+    };
     let file = ConanFile {
         path: path.clone(),
         sha256: stored.sha256.to_string(),
@@ -562,46 +534,145 @@ async fn upload(
         md5,
         sha1,
     };
-    services.db.conan_put_file(rev.id, &file).await.map_err(db_err)?;
-    if path == "conanmanifest.txt" && !rev.complete {
-        let text = String::from_utf8_lossy(
-            &services.blobs.read_all(&stored.sha256).await.map_err(|e| ApiError::from(e).plain())?,
-        )
-        .into_owned();
-        let manifest = Manifest::parse(&text).map_err(bad)?;
-        let files = services.db.conan_files(rev.id).await.map_err(db_err)?;
-        for f in &files {
-            if let Some(want) = manifest.files.get(&f.path) {
-                if *want != f.md5 {
-                    return Err(bad(format!(
-                        "{} does not match conanmanifest.txt (MD5 {} listed, {} uploaded)",
-                        f.path, want, f.md5
-                    )));
-                }
-            }
+    let (pkgid, prev) = package.as_ref().map_or(("", ""), |(p, v)| (p.as_str(), v.as_str()));
+    let key = RevisionKey { repo: repo.id, reference: &reference, rrev: &rrev, pkgid, prev };
+    let recorded = record_file(req, services, key, &stored, &file, package.is_some()).await;
+    let recorded = match recorded {
+        Ok(r) => r,
+        Err(e) => {
+            discard(services, &stored.sha256, stored.created).await;
+            return Err(e);
         }
-        let needed = if package.is_some() { "conaninfo.txt" } else { "conanfile.py" };
-        if !files.iter().any(|f| f.path == needed) {
-            return Err(bad(format!("conanmanifest.txt arrived before {needed}: upload {needed} first")));
+    };
+    if let Recorded::Stored { changes, completed } = recorded {
+        if !changes.is_empty() {
+            wait_republished(services, &changes).await?;
         }
-        services.db.conan_complete(rev.id).await.map_err(db_err)?;
-        republish(services, repo, &reference).await?;
-        services
-            .security
-            .audit(
-                caller.username(),
-                Some(caller.addr),
-                "conan.upload",
-                &format!(
-                    "{}/{reference}#{rrev}{}",
-                    repo.name,
-                    package.as_ref().map(|(p, v)| format!(":{p}#{v}")).unwrap_or_default()
-                ),
-                serde_json::json!({}),
-            )
-            .await;
+        if completed {
+            services
+                .security
+                .audit(
+                    caller.username(),
+                    Some(caller.addr),
+                    "conan.upload",
+                    &format!(
+                        "{}/{reference}#{rrev}{}",
+                        repo.name,
+                        package.as_ref().map(|(p, v)| format!(":{p}#{v}")).unwrap_or_default()
+                    ),
+                    serde_json::json!({}),
+                )
+                .await;
+        }
     }
     Ok(HttpResponse::Created().finish())
+}
+
+/// Checks a stored file (its `X-Checksum-Sha1`, a package archive read to its end, a manifest
+/// against the revision's files) and records it in one transaction.
+async fn record_file(
+    req: &HttpRequest,
+    services: &Services,
+    key: RevisionKey<'_>,
+    stored: &packyard_shared::blobs::StoredBlob,
+    file: &ConanFile,
+    is_package: bool,
+) -> Result<Recorded, ApiError> {
+    if let Some(want) = req.headers().get("x-checksum-sha1").and_then(|v| v.to_str().ok()) {
+        if !want.trim().eq_ignore_ascii_case(&file.sha1) {
+            return Err(bad(format!(
+                "X-Checksum-Sha1 says {want} but the body's SHA-1 is {}: the upload was corrupted",
+                file.sha1
+            )));
+        }
+    }
+    if let Some(compression) = packyard_shared::formats::conan::archive_compression(&file.path) {
+        check_archive(services, stored, compression, &file.path).await?;
+    }
+    let manifest = if file.path == "conanmanifest.txt" {
+        let bytes = services.blobs.read_all(&stored.sha256).await.map_err(|e| ApiError::from(e).plain())?;
+        Some(Manifest::parse(&String::from_utf8_lossy(&bytes)).map_err(bad)?)
+    } else {
+        None
+    };
+    let db = &services.db;
+    let decided = packyard_shared::db::retry_conflicts(|| async {
+        let mut tx = db.pool().begin().await?;
+        let rev = db.conan_ensure_revision_in(&mut tx, key).await?;
+        let existing = db.conan_files_in(&mut tx, rev.id).await?;
+        if rev.complete && !file.path.starts_with("metadata/") {
+            let same = existing.iter().any(|f| f.path == file.path && f.sha256 == file.sha256);
+            let outcome = if same {
+                Ok(Recorded::Same)
+            } else {
+                Err(ApiError::new(
+                    ErrorCode::Conflict,
+                    format!(
+                        "{}#{} is already uploaded with other content for {}; a revision never changes",
+                        key.reference, key.rrev, file.path
+                    ),
+                )
+                .plain())
+            };
+            return Ok(outcome);
+        }
+        let completes = manifest.is_some() && !rev.complete;
+        if let (Some(manifest), true) = (&manifest, completes) {
+            for f in existing.iter().filter(|f| f.path != file.path) {
+                if let Some(want) = manifest.files.get(&f.path) {
+                    if *want != f.md5 {
+                        return Ok(Err(bad(format!(
+                            "{} does not match conanmanifest.txt (MD5 {} listed, {} uploaded)",
+                            f.path, want, f.md5
+                        ))));
+                    }
+                }
+            }
+            let needed = if is_package { "conaninfo.txt" } else { "conanfile.py" };
+            if !existing.iter().any(|f| f.path == needed) {
+                return Ok(Err(bad(format!("conanmanifest.txt arrived before {needed}: upload {needed} first"))));
+            }
+        }
+        db.claim_blob(&mut tx, &stored.sha256).await?;
+        db.conan_put_file_in(&mut tx, rev.id, file).await?;
+        if completes {
+            db.conan_complete_in(&mut tx, rev.id).await?;
+        }
+        // A complete revision's projection changes with it (completed now, or a metadata file).
+        let mut changes = Vec::new();
+        if completes || rev.complete {
+            for (kind, unit) in units_of(key.reference) {
+                changes.push(db.record_change(&mut tx, key.repo, kind, &unit).await?);
+            }
+        }
+        tx.commit().await?;
+        Ok(Ok(Recorded::Stored { changes, completed: completes }))
+    })
+    .await
+    .map_err(db_err)?;
+    decided
+}
+
+/// A package archive (`conan_package.tgz`, `conan_export.tgz`, `conan_sources.tgz`, or their
+/// xz and zstd forms) read to its end: every tar entry there and every checksum right.
+async fn check_archive(
+    services: &Services,
+    stored: &packyard_shared::blobs::StoredBlob,
+    compression: packyard_shared::formats::archive::Compression,
+    path: &str,
+) -> Result<(), ApiError> {
+    use packyard_shared::formats::archive::{check_tar, expansion_limit, ArchiveError};
+    let (what, limit) = (path.to_string(), expansion_limit(stored.size));
+    let checked = packyard_shared::formats::upload::read_back(services, &stored.sha256, move |r| {
+        check_tar(r, compression, &what, limit)
+    })
+    .await
+    .map_err(super::upload_error)?;
+    match checked {
+        Ok(_) => Ok(()),
+        Err(e @ ArchiveError::TooLarge { .. }) => Err(ApiError::new(ErrorCode::PayloadTooLarge, e.to_string()).plain()),
+        Err(e) => Err(bad(format!("{path} is not a whole archive: {e}"))),
+    }
 }
 
 async fn delete(
@@ -622,13 +693,28 @@ async fn delete(
             .plain())
         }
     };
+    packyard_shared::formats::upload::check_writable(repo).map_err(super::upload_error)?;
     let reference = r.display();
     let pkg = package.as_ref().map(|(p, v)| (p.as_str(), v.as_str()));
-    let n = services.db.conan_delete(repo.id, &reference, &rrev, pkg, packages_only).await.map_err(db_err)?;
-    if n == 0 && !packages_only {
-        return Err(not_found(format!("{reference}#{rrev}")));
-    }
-    republish(services, repo, &reference).await?;
+    let db = &services.db;
+    // The rows and the publication changes in one transaction: a deleted revision is never
+    // left listed.
+    let deleted = packyard_shared::db::retry_conflicts(|| async {
+        let mut tx = db.pool().begin().await?;
+        let n = db.conan_delete_in(&mut tx, repo.id, &reference, &rrev, pkg, packages_only).await?;
+        if n == 0 && !packages_only {
+            return Ok(None);
+        }
+        let mut changes = Vec::new();
+        for (kind, unit) in units_of(&reference) {
+            changes.push(db.record_change(&mut tx, repo.id, kind, &unit).await?);
+        }
+        tx.commit().await?;
+        Ok(Some((n, changes)))
+    })
+    .await
+    .map_err(db_err)?;
+    let Some((n, changes)) = deleted else { return Err(not_found(format!("{reference}#{rrev}"))) };
     services
         .security
         .audit(
@@ -639,5 +725,6 @@ async fn delete(
             serde_json::json!({"rows": n}),
         )
         .await;
+    wait_republished(services, &changes).await?;
     Ok(HttpResponse::Ok().finish())
 }

@@ -56,10 +56,11 @@ pub async fn handle(
     match action {
         Action::Read => read(req, services, repo, &path).await,
         Action::Write if req.method() == Method::PUT => upload(services, repo, caller, &path, body).await,
+        Action::Delete => delete(services, repo, caller, &path).await,
         _ => Err(ApiError::new(
             ErrorCode::MethodNotAllowed,
             format!(
-                "{} is not part of the GOPROXY protocol; read with GET, publish with PUT <module>/@v/<version>.zip",
+                "{} is not part of the GOPROXY protocol; read with GET, publish with PUT <module>/@v/<version>.zip, remove with DELETE",
                 req.method()
             ),
         )
@@ -467,4 +468,45 @@ async fn upload(
         "size": up.version.zip_size,
     });
     super::after_upload(services, stored, true, body).await
+}
+
+/// `DELETE <module>/@v/<version>.zip` (or `.mod`, `.info`: each names the version): the version
+/// is removed and the module's projection republished; returns once `list` no longer has it.
+async fn delete(services: &Services, repo: &Repository, caller: &Caller, path: &str) -> Result<HttpResponse, ApiError> {
+    if repo.repo_type != RepoType::Hosted {
+        return Err(ApiError::new(
+            ErrorCode::MethodNotAllowed,
+            format!("repository {} is a {} repository; delete from a hosted one", repo.name, repo.repo_type),
+        )
+        .plain());
+    }
+    let (module, version) = match parse(path) {
+        Ok(Request::File { module, version, .. }) => (module, version),
+        Ok(_) => {
+            return Err(ApiError::new(
+                ErrorCode::MethodNotAllowed,
+                format!("delete a version with DELETE <module>/@v/<version>.zip, not DELETE {path}"),
+            )
+            .plain())
+        }
+        Err(e) => return Err(ApiError::bad_request(e).plain()),
+    };
+    let missing = || not_found(format!("not found: {module}@{version} in repository {}", repo.name));
+    let Some((v, unit_id, revision)) =
+        hosted::delete(services, repo, &module, &version).await.map_err(super::upload_error)?
+    else {
+        return Err(missing());
+    };
+    services
+        .security
+        .audit(
+            caller.username(),
+            Some(caller.addr),
+            "go.delete",
+            &format!("{}/{}@{}", repo.name, v.module, v.version),
+            serde_json::json!({"sha256": v.zip_sha256}),
+        )
+        .await;
+    super::wait_published(services, unit_id, revision).await?;
+    Ok(HttpResponse::NoContent().finish())
 }

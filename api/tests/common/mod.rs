@@ -1,6 +1,7 @@
 //! Helpers shared by the in-process API tests.
 #![allow(dead_code)]
 
+pub mod app;
 pub mod chaos;
 pub mod process;
 
@@ -77,6 +78,7 @@ pub struct Reply {
     pub json: Value,
     pub text: String,
     pub headers: header::HeaderMap,
+    pub bytes: Vec<u8>,
 }
 
 /// Status, headers, and the body as text and (when it parses) JSON.
@@ -95,7 +97,7 @@ where
     let bytes = test::read_body(res).await;
     let text = String::from_utf8_lossy(&bytes).to_string();
     let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    Ok(Reply { status, json, text, headers })
+    Ok(Reply { status, json, text, headers, bytes: bytes.to_vec() })
 }
 
 pub fn error_of(body: &Value) -> (&str, &str) {

@@ -27,16 +27,59 @@ impl Db {
         self.record_with(statement, sha256, size).await
     }
 
-    /// Records a blob a publication build wrote: collectable once no snapshot refers to it.
+    /// Records a blob a publication build wrote: collectable once no snapshot refers to it. A
+    /// blob an upload left pending becomes a build's (so that refusing the upload keeps it).
     pub async fn record_snapshot_blob(&self, sha256: &Sha256Hex, size: u64) -> DbResult<()> {
         self.count("blobs.insert_snapshot");
         let statement = match self.backend() {
             // A re-recorded build blob is young again, so the collector leaves it alone.
-            Backend::Sqlite => "INSERT INTO blobs (sha256, size, created_at, origin) VALUES ($1, $2, $3, 'snapshot') ON CONFLICT (sha256) DO UPDATE SET created_at = excluded.created_at",
-            Backend::Postgres => "INSERT INTO blobs (sha256, size, created_at, origin) VALUES ($1, $2, $3, 'snapshot') ON CONFLICT (sha256) DO UPDATE SET created_at = EXCLUDED.created_at",
-            Backend::MySql => "INSERT INTO blobs (sha256, size, created_at, origin) VALUES (?, ?, ?, 'snapshot') ON DUPLICATE KEY UPDATE created_at = VALUES(created_at)",
+            Backend::Sqlite => "INSERT INTO blobs (sha256, size, created_at, origin) VALUES ($1, $2, $3, 'snapshot') ON CONFLICT (sha256) DO UPDATE SET created_at = excluded.created_at, origin = CASE WHEN blobs.origin = 'upload' THEN 'snapshot' ELSE blobs.origin END",
+            Backend::Postgres => "INSERT INTO blobs (sha256, size, created_at, origin) VALUES ($1, $2, $3, 'snapshot') ON CONFLICT (sha256) DO UPDATE SET created_at = EXCLUDED.created_at, origin = CASE WHEN blobs.origin = 'upload' THEN 'snapshot' ELSE blobs.origin END",
+            Backend::MySql => "INSERT INTO blobs (sha256, size, created_at, origin) VALUES (?, ?, ?, 'snapshot') ON DUPLICATE KEY UPDATE created_at = VALUES(created_at), origin = CASE WHEN origin = 'upload' THEN 'snapshot' ELSE origin END",
         };
         self.record_with(statement, sha256, size).await
+    }
+
+    /// An upload's bytes are durable in the store: recorded as `upload` — pending, collected
+    /// after the grace period unless the upload's transaction claims them ([`Db::claim_blob`]) —
+    /// unless the digest is known already.
+    pub async fn note_upload(&self, sha256: &Sha256Hex, size: u64) -> DbResult<()> {
+        self.count("blobs.insert_upload");
+        let statement = match self.backend() {
+            // A pending row seen again is young again, so the collector leaves it alone.
+            Backend::Sqlite | Backend::Postgres => "INSERT INTO blobs (sha256, size, created_at, origin) VALUES ($1, $2, $3, 'upload') ON CONFLICT (sha256) DO UPDATE SET created_at = CASE WHEN blobs.origin = 'upload' THEN excluded.created_at ELSE blobs.created_at END",
+            Backend::MySql => "INSERT INTO blobs (sha256, size, created_at, origin) VALUES (?, ?, ?, 'upload') ON DUPLICATE KEY UPDATE created_at = CASE WHEN origin = 'upload' THEN VALUES(created_at) ELSE created_at END",
+        };
+        self.record_with(statement, sha256, size).await
+    }
+
+    /// Inside the upload's transaction: its blob becomes an artifact (never collected by the
+    /// pipeline). Fails as unavailable (retry) when the row is gone: a refused upload of the
+    /// same bytes removed them in the meantime, and this upload must not point at nothing.
+    pub async fn claim_blob(&self, tx: &mut sqlx::Transaction<'_, sqlx::Any>, sha256: &Sha256Hex) -> DbResult<()> {
+        self.count("blobs.claim");
+        let done = sqlx::query(sql!(self, "UPDATE blobs SET origin = 'artifact' WHERE sha256 = $1"))
+            .bind(sha256.as_str())
+            .execute(&mut **tx)
+            .await?;
+        if done.rows_affected() == 0 {
+            return Err(super::DbError::Unavailable(format!(
+                "the uploaded bytes {sha256} were removed by a concurrent refused upload; send the upload again"
+            )));
+        }
+        Ok(())
+    }
+
+    /// A refused upload's pending row, removed if it is still only that (no artifact claimed
+    /// it, no snapshot lists it). True when it went: the caller then deletes the bytes.
+    pub async fn discard_upload(&self, sha256: &Sha256Hex) -> DbResult<bool> {
+        self.count("blobs.discard_upload");
+        let done = sqlx::query(sql!(self, "DELETE FROM blobs WHERE sha256 = $1 AND origin = 'upload' AND NOT EXISTS (SELECT 1 FROM snapshot_files f WHERE f.sha256 = $2)"))
+            .bind(sha256.as_str())
+            .bind(sha256.as_str())
+            .execute(self.pool())
+            .await?;
+        Ok(done.rows_affected() == 1)
     }
 
     async fn record_with(&self, statement: &str, sha256: &Sha256Hex, size: u64) -> DbResult<()> {
@@ -67,11 +110,12 @@ impl Db {
         .transpose()
     }
 
-    /// Deletes a build blob's row only if it is still collectable at this instant: a build
-    /// blob, recorded before `older_than`, referenced by no snapshot. True when it went.
+    /// Deletes a build blob's or an abandoned upload's row only if it is still collectable at
+    /// this instant: recorded before `older_than`, referenced by no snapshot, never claimed by
+    /// an artifact. True when it went.
     pub async fn delete_collectable_blob(&self, sha256: &Sha256Hex, older_than: i64) -> DbResult<bool> {
         self.count("blobs.delete_collectable");
-        let done = sqlx::query(sql!(self, "DELETE FROM blobs WHERE sha256 = $1 AND origin = 'snapshot' AND created_at < $2 AND NOT EXISTS (SELECT 1 FROM snapshot_files f WHERE f.sha256 = $3)"))
+        let done = sqlx::query(sql!(self, "DELETE FROM blobs WHERE sha256 = $1 AND origin IN ('snapshot', 'upload') AND created_at < $2 AND NOT EXISTS (SELECT 1 FROM snapshot_files f WHERE f.sha256 = $3)"))
             .bind(sha256.as_str())
             .bind(older_than)
             .bind(sha256.as_str())

@@ -1,9 +1,9 @@
 //! Storage of Conan revisions and their files. A recipe revision has `pkgid = prev = ''`.
 
 use sqlx::any::AnyRow;
-use sqlx::Row;
+use sqlx::{Any, Row, Transaction};
 
-use super::{now_ms, text, Db, DbError, DbResult};
+use super::{now_ms, text, Backend, Db, DbError, DbResult};
 use crate::sql;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,38 +73,6 @@ impl Db {
         row.as_ref().map(revision).transpose()
     }
 
-    /// The revision's row, created (incomplete) if absent; concurrent creators get the same one.
-    pub async fn conan_ensure_revision(
-        &self,
-        repo: i64,
-        reference: &str,
-        rrev: &str,
-        pkgid: &str,
-        prev: &str,
-    ) -> DbResult<ConanRevision> {
-        if let Some(r) = self.conan_revision(repo, reference, rrev, pkgid, prev).await? {
-            return Ok(r);
-        }
-        self.count("conan_revisions.insert");
-        let inserted = sqlx::query(sql!(self, "INSERT INTO conan_revisions (repository_id, reference, rrev, pkgid, prev, complete, time_ms) VALUES ($1, $2, $3, $4, $5, 0, $6)"))
-            .bind(repo)
-            .bind(reference)
-            .bind(rrev)
-            .bind(pkgid)
-            .bind(prev)
-            .bind(now_ms())
-            .execute(self.pool())
-            .await
-            .map_err(DbError::from);
-        match inserted {
-            Ok(_) | Err(DbError::Conflict(_)) => {}
-            Err(e) => return Err(e),
-        }
-        self.conan_revision(repo, reference, rrev, pkgid, prev)
-            .await?
-            .ok_or_else(|| DbError::Conflict("the revision vanished while it was created".into()))
-    }
-
     pub async fn conan_files(&self, revision_id: i64) -> DbResult<Vec<ConanFile>> {
         self.count("conan_files.list");
         let rows = sqlx::query(sql!(
@@ -115,42 +83,6 @@ impl Db {
         .fetch_all(self.pool())
         .await?;
         rows.iter().map(file).collect()
-    }
-
-    /// Records (or replaces) one file of a revision.
-    pub async fn conan_put_file(&self, revision_id: i64, f: &ConanFile) -> DbResult<()> {
-        self.count("conan_files.put");
-        let mut tx = self.pool().begin().await?;
-        sqlx::query(sql!(self, "DELETE FROM conan_files WHERE revision_id = $1 AND path = $2"))
-            .bind(revision_id)
-            .bind(f.path.as_str())
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query(sql!(
-            self,
-            "INSERT INTO conan_files (revision_id, path, sha256, size, md5, sha1) VALUES ($1, $2, $3, $4, $5, $6)"
-        ))
-        .bind(revision_id)
-        .bind(f.path.as_str())
-        .bind(f.sha256.as_str())
-        .bind(f.size)
-        .bind(f.md5.as_str())
-        .bind(f.sha1.as_str())
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(())
-    }
-
-    /// Makes a revision visible (its manifest arrived and matched), timed now.
-    pub async fn conan_complete(&self, revision_id: i64) -> DbResult<()> {
-        self.count("conan_revisions.complete");
-        sqlx::query(sql!(self, "UPDATE conan_revisions SET complete = 1, time_ms = $1 WHERE id = $2"))
-            .bind(now_ms())
-            .bind(revision_id)
-            .execute(self.pool())
-            .await?;
-        Ok(())
     }
 
     /// Complete revisions, newest first: the recipe revisions of `reference` (`rrev = None`), or
@@ -189,11 +121,112 @@ impl Db {
         rows.iter().map(|r| text(r, "reference")).collect()
     }
 
-    /// Deletes revisions (their files go with them): a recipe revision and its packages
-    /// (`pkgid = None`, `packages_only = false`), only its packages (`packages_only`), or one
-    /// package revision. Returns how many rows went.
-    pub async fn conan_delete(
+    // --- inside a writer's transaction -------------------------------------------------------
+
+    async fn conan_revision_in(
         &self,
+        tx: &mut Transaction<'_, Any>,
+        key: RevisionKey<'_>,
+    ) -> DbResult<Option<ConanRevision>> {
+        self.count("conan_revisions.get");
+        let q = format!("SELECT {REV} FROM conan_revisions WHERE repository_id = $1 AND reference = $2 AND rrev = $3 AND pkgid = $4 AND prev = $5");
+        let q = if self.backend() == Backend::MySql { super::to_question_marks(&q) } else { q };
+        let row = sqlx::query(&q)
+            .bind(key.repo)
+            .bind(key.reference)
+            .bind(key.rrev)
+            .bind(key.pkgid)
+            .bind(key.prev)
+            .fetch_optional(&mut **tx)
+            .await?;
+        row.as_ref().map(revision).transpose()
+    }
+
+    /// The revision's row, created (incomplete) if absent, inside the writer's transaction.
+    pub async fn conan_ensure_revision_in(
+        &self,
+        tx: &mut Transaction<'_, Any>,
+        key: RevisionKey<'_>,
+    ) -> DbResult<ConanRevision> {
+        if let Some(r) = self.conan_revision_in(tx, key).await? {
+            return Ok(r);
+        }
+        self.count("conan_revisions.insert");
+        let q = match self.backend() {
+            Backend::Sqlite | Backend::Postgres => "INSERT INTO conan_revisions (repository_id, reference, rrev, pkgid, prev, complete, time_ms) VALUES ($1, $2, $3, $4, $5, 0, $6) ON CONFLICT DO NOTHING",
+            Backend::MySql => "INSERT IGNORE INTO conan_revisions (repository_id, reference, rrev, pkgid, prev, complete, time_ms) VALUES (?, ?, ?, ?, ?, 0, ?)",
+        };
+        sqlx::query(q)
+            .bind(key.repo)
+            .bind(key.reference)
+            .bind(key.rrev)
+            .bind(key.pkgid)
+            .bind(key.prev)
+            .bind(now_ms())
+            .execute(&mut **tx)
+            .await?;
+        self.conan_revision_in(tx, key)
+            .await?
+            .ok_or_else(|| DbError::Retry("the revision vanished while it was created".into()))
+    }
+
+    pub async fn conan_files_in(&self, tx: &mut Transaction<'_, Any>, revision_id: i64) -> DbResult<Vec<ConanFile>> {
+        self.count("conan_files.list");
+        let rows = sqlx::query(sql!(
+            self,
+            "SELECT path, sha256, size, md5, sha1 FROM conan_files WHERE revision_id = $1 ORDER BY path"
+        ))
+        .bind(revision_id)
+        .fetch_all(&mut **tx)
+        .await?;
+        rows.iter().map(file).collect()
+    }
+
+    /// Records (or replaces) one file of a revision, inside the writer's transaction.
+    pub async fn conan_put_file_in(
+        &self,
+        tx: &mut Transaction<'_, Any>,
+        revision_id: i64,
+        f: &ConanFile,
+    ) -> DbResult<()> {
+        self.count("conan_files.put");
+        sqlx::query(sql!(self, "DELETE FROM conan_files WHERE revision_id = $1 AND path = $2"))
+            .bind(revision_id)
+            .bind(f.path.as_str())
+            .execute(&mut **tx)
+            .await?;
+        sqlx::query(sql!(
+            self,
+            "INSERT INTO conan_files (revision_id, path, sha256, size, md5, sha1) VALUES ($1, $2, $3, $4, $5, $6)"
+        ))
+        .bind(revision_id)
+        .bind(f.path.as_str())
+        .bind(f.sha256.as_str())
+        .bind(f.size)
+        .bind(f.md5.as_str())
+        .bind(f.sha1.as_str())
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+
+    /// Makes a revision visible (its manifest arrived and matched), timed now.
+    pub async fn conan_complete_in(&self, tx: &mut Transaction<'_, Any>, revision_id: i64) -> DbResult<()> {
+        self.count("conan_revisions.complete");
+        sqlx::query(sql!(self, "UPDATE conan_revisions SET complete = 1, time_ms = $1 WHERE id = $2"))
+            .bind(now_ms())
+            .bind(revision_id)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
+
+    /// Deletes revisions (their files go with them) inside the writer's transaction: a recipe
+    /// revision and its packages (`package = None`, `packages_only = false`), only its packages
+    /// (`packages_only`), or one package revision. Returns how many rows went.
+    pub async fn conan_delete_in(
+        &self,
+        tx: &mut Transaction<'_, Any>,
         repo: i64,
         reference: &str,
         rrev: &str,
@@ -208,21 +241,31 @@ impl Db {
                 .bind(rrev)
                 .bind(pkgid)
                 .bind(prev)
-                .execute(self.pool())
+                .execute(&mut **tx)
                 .await?,
             None if packages_only => sqlx::query(sql!(self, "DELETE FROM conan_revisions WHERE repository_id = $1 AND reference = $2 AND rrev = $3 AND pkgid <> ''"))
                 .bind(repo)
                 .bind(reference)
                 .bind(rrev)
-                .execute(self.pool())
+                .execute(&mut **tx)
                 .await?,
             None => sqlx::query(sql!(self, "DELETE FROM conan_revisions WHERE repository_id = $1 AND reference = $2 AND rrev = $3"))
                 .bind(repo)
                 .bind(reference)
                 .bind(rrev)
-                .execute(self.pool())
+                .execute(&mut **tx)
                 .await?,
         };
         Ok(done.rows_affected())
     }
+}
+
+/// Which revision: a recipe revision has `pkgid = prev = ""`.
+#[derive(Debug, Clone, Copy)]
+pub struct RevisionKey<'a> {
+    pub repo: i64,
+    pub reference: &'a str,
+    pub rrev: &'a str,
+    pub pkgid: &'a str,
+    pub prev: &'a str,
 }

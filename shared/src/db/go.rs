@@ -101,4 +101,10 @@ impl Db {
             .await?;
         Ok(())
     }
+
+    pub async fn delete_go_version(&self, tx: &mut Transaction<'_, Any>, id: i64) -> DbResult<bool> {
+        self.count("go_versions.delete");
+        let done = sqlx::query(sql!(self, "DELETE FROM go_versions WHERE id = $1")).bind(id).execute(&mut **tx).await?;
+        Ok(done.rows_affected() == 1)
+    }
 }

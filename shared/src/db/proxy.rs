@@ -88,6 +88,17 @@ impl Db {
         Ok(())
     }
 
+    /// Forgets the entry of `(repository_id, path)`.
+    pub async fn delete_proxy_entry(&self, repository_id: i64, path: &str) -> DbResult<()> {
+        self.count("proxy_cache.delete");
+        sqlx::query(sql!(self, "DELETE FROM proxy_cache WHERE repository_id = $1 AND path = $2"))
+            .bind(repository_id)
+            .bind(path)
+            .execute(self.pool())
+            .await?;
+        Ok(())
+    }
+
     /// The upstream confirmed the cached copy (304): it is fresh again from `at`.
     pub async fn touch_proxy_entry(&self, repository_id: i64, path: &str, at: i64) -> DbResult<()> {
         self.count("proxy_cache.touch");

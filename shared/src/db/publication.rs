@@ -377,6 +377,20 @@ impl Db {
         Ok(done.rows_affected() == 1)
     }
 
+    /// Moves a repository's watermark (and the publications watermark) without a snapshot, so
+    /// that replicas drop what they hold of it: a new signing key makes their made files stale.
+    pub async fn touch_repository(&self, repository_id: i64) -> DbResult<()> {
+        let mut tx = self.pool().begin().await?;
+        self.count("repositories.bump");
+        sqlx::query(sql!(self, "UPDATE repositories SET version = version + 1 WHERE id = $1"))
+            .bind(repository_id)
+            .execute(&mut *tx)
+            .await?;
+        self.bump_watermark(&mut tx, PUBLICATIONS).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
     /// Every repository's watermark: (id, version).
     pub async fn repository_versions(&self) -> DbResult<Vec<(i64, i64)>> {
         self.count("repositories.versions");
@@ -513,11 +527,12 @@ impl Db {
         Ok(doomed.len())
     }
 
-    /// Build-written blobs recorded before `older_than` that no snapshot file references
-    /// (artifact blobs are never listed).
+    /// Build-written blobs and abandoned uploads (a replica that died before the upload's
+    /// transaction) recorded before `older_than` that no snapshot file references (artifact
+    /// blobs are never listed).
     pub async fn unreferenced_blobs(&self, older_than: i64, limit: i64) -> DbResult<Vec<String>> {
         self.count("blobs.unreferenced");
-        let rows = sqlx::query(sql!(self, "SELECT b.sha256 AS sha256 FROM blobs b WHERE b.origin = 'snapshot' AND b.created_at < $1 AND NOT EXISTS (SELECT 1 FROM snapshot_files f WHERE f.sha256 = b.sha256) ORDER BY b.sha256 LIMIT $2"))
+        let rows = sqlx::query(sql!(self, "SELECT b.sha256 AS sha256 FROM blobs b WHERE b.origin IN ('snapshot', 'upload') AND b.created_at < $1 AND NOT EXISTS (SELECT 1 FROM snapshot_files f WHERE f.sha256 = b.sha256) ORDER BY b.sha256 LIMIT $2"))
             .bind(older_than)
             .bind(limit)
             .fetch_all(self.pool())

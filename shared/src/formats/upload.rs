@@ -103,15 +103,52 @@ where
     if let (0, Some(what)) = (writer.written(), what) {
         return Err(UploadError::Invalid(format!("the upload is empty: send {what} as the request body")));
     }
-    Ok(writer.finish().await?)
+    let stored = writer.finish().await?;
+    // Pending until the upload's transaction claims it; a refused upload removes it, and one
+    // whose replica died is collected after the grace period.
+    services.db.note_upload(&stored.sha256, stored.size).await?;
+    Ok(stored)
+}
+
+/// Reads a stored upload back on a blocking thread (a package is inspected off the async
+/// executor): `inspect` gets a buffered reader of the whole blob.
+pub async fn read_back<T, F>(services: &Services, digest: &Sha256Hex, inspect: F) -> Result<T, UploadError>
+where
+    T: Send + 'static,
+    F: FnOnce(&mut dyn std::io::BufRead) -> T + Send + 'static,
+{
+    let read = services.blobs.open(digest, None).await?;
+    let reader = tokio_util::io::StreamReader::new(read.body);
+    tokio::task::spawn_blocking(move || {
+        let mut sync = std::io::BufReader::with_capacity(256 * 1024, tokio_util::io::SyncIoBridge::new(reader));
+        inspect(&mut sync)
+    })
+    .await
+    .map_err(|e| UploadError::Invalid(format!("cannot read the upload: {e}")))
+}
+
+/// Stores bytes the upload derived (Go's `.mod`), pending like a received body.
+pub async fn store_derived(services: &Services, bytes: &[u8]) -> Result<StoredBlob, UploadError> {
+    let stored = services.blobs.put_bytes(bytes).await?;
+    services.db.note_upload(&stored.sha256, stored.size).await?;
+    Ok(stored)
 }
 
 /// Removes a blob this upload created, when the upload is refused (nothing half-stored) —
-/// unless an accepted upload of the same bytes has recorded it meanwhile.
+/// unless another upload of the same bytes claimed it or a snapshot lists it meanwhile (the
+/// pending row is the lock: it goes first, then the bytes).
 pub async fn discard(services: &Services, digest: &Sha256Hex, created: bool) {
-    if created && !matches!(services.db.blob(digest).await, Ok(Some(_))) {
-        if let Err(e) = services.blobs.delete(digest).await {
-            tracing::warn!(error = %e, blob = %digest, "cannot remove a refused upload");
+    if !created {
+        return;
+    }
+    match services.db.discard_upload(digest).await {
+        Ok(true) => {
+            if let Err(e) = services.blobs.delete(digest).await {
+                tracing::warn!(error = %e, blob = %digest, "cannot remove a refused upload");
+            }
         }
+        Ok(false) => {}
+        // The pending row stays; the collector removes it and the bytes after the grace period.
+        Err(e) => tracing::warn!(error = %e, blob = %digest, "cannot remove a refused upload now"),
     }
 }

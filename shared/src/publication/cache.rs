@@ -60,7 +60,14 @@ pub struct PublishedCache {
     /// Artifact paths (e.g. an APT pool path) → (SHA-256, size): dropped with the repository's
     /// snapshot pointers, so a package file is served from the mapping its index was built from.
     artifacts: RwLock<HashMap<i64, HashMap<String, ArtifactRef>>>,
+    /// Files a replica made for units that have no snapshot (an empty APK index, signed), by
+    /// repository and path: dropped with the repository's pointers (a publication or a new
+    /// signing key moves its watermark).
+    made: RwLock<HashMap<i64, HashMap<String, ServedFile>>>,
 }
+
+/// Files made per repository before the map is emptied and refilled.
+const MAX_MADE: usize = 256;
 
 /// Entries kept in the artifact map before it is emptied and refilled.
 const MAX_ARTIFACTS: usize = 100_000;
@@ -77,6 +84,29 @@ impl PublishedCache {
             max_bytes,
             metrics,
             artifacts: RwLock::new(HashMap::new()),
+            made: RwLock::new(HashMap::new()),
+        }
+    }
+
+    /// A file made for `path` of a repository without a snapshot of it (see
+    /// [`Self::put_made`]).
+    pub fn made(&self, repo: i64, path: &str) -> Option<ServedFile> {
+        let hit = self.made.read().ok().and_then(|m| m.get(&repo).and_then(|r| r.get(path)).cloned());
+        self.count("made", hit.is_some());
+        hit
+    }
+
+    /// Remembers a made file, unless pointers were dropped since `epoch`.
+    pub fn put_made(&self, epoch: u64, repo: i64, path: &str, file: ServedFile) {
+        if let Ok(mut m) = self.made.write() {
+            if self.epoch.load(Ordering::Acquire) != epoch {
+                return;
+            }
+            let files = m.entry(repo).or_default();
+            if files.len() >= MAX_MADE {
+                files.clear();
+            }
+            files.insert(path.to_string(), file);
         }
     }
 
@@ -142,6 +172,9 @@ impl PublishedCache {
             if let Ok(mut a) = self.artifacts.write() {
                 a.retain(|repo, _| !changed.contains(repo));
             }
+            if let Ok(mut m) = self.made.write() {
+                m.retain(|repo, _| !changed.contains(repo));
+            }
         }
         if let Ok(mut seen) = self.repo_versions.write() {
             *seen = fresh;
@@ -157,6 +190,9 @@ impl PublishedCache {
         }
         if let Ok(mut a) = self.artifacts.write() {
             a.clear();
+        }
+        if let Ok(mut m) = self.made.write() {
+            m.clear();
         }
     }
 

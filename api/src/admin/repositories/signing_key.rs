@@ -119,6 +119,9 @@ async fn put_apk(admin: &Admin, services: &Services, repo: &Repository, body: &K
     };
     new.install(&services.db, &services.security.keystore, repo.id).await.map_err(ApiError::internal)?;
     let units = services.db.request_rebuild(repo.id).await?;
+    // Replicas drop the indexes they signed for units without a snapshot.
+    services.db.touch_repository(repo.id).await?;
+    services.changed(packyard_shared::events::Changed::Publications);
     services.wake();
     let fingerprint = new.fingerprint().map_err(ApiError::internal)?;
     services

@@ -14,7 +14,7 @@ use crate::repos::{Repository, WritePolicy};
 use crate::services::Services;
 
 pub use crate::formats::upload::UploadError;
-use crate::formats::upload::{check_writable, discard, from_db, receive};
+use crate::formats::upload::{check_writable, discard, from_db, read_back, receive};
 
 /// What an upload stored.
 #[derive(Debug, Clone)]
@@ -55,13 +55,23 @@ where
         )));
     }
     let stored = receive(services, body, services.config.server.max_upload_bytes, Some("the .apk")).await?;
-    let info = match read_stored(services, &stored.sha256).await.and_then(|info| check(repo, unit, file_name, info)) {
-        Ok(info) => info,
-        Err(e) => {
-            discard(services, &stored.sha256, stored.created).await;
-            return Err(e);
-        }
-    };
+    let outcome = record(services, repo, unit, file_name, &stored, uploader).await;
+    if outcome.is_err() {
+        discard(services, &stored.sha256, stored.created).await;
+    }
+    outcome
+}
+
+/// Checks the stored package and records it with its publication change in one transaction.
+async fn record(
+    services: &Services,
+    repo: &Repository,
+    unit: &Unit,
+    file_name: &str,
+    stored: &crate::blobs::StoredBlob,
+    uploader: &str,
+) -> Result<Uploaded, UploadError> {
+    let info = check(repo, unit, file_name, read_stored(services, &stored.sha256, stored.size).await?)?;
     let package = ApkPackage {
         id: 0,
         repository_id: repo.id,
@@ -75,7 +85,6 @@ where
         sha256: stored.sha256.to_string(),
     };
     let db = &services.db;
-    db.record_blob(&stored.sha256, stored.size).await?;
     let outcome = retry_conflicts(|| async {
         let replace = match db.apk_by_path(repo.id, &package.path).await? {
             Some(old) if old.sha256 == package.sha256 => return Ok(None),
@@ -89,6 +98,7 @@ where
             None => false,
         };
         let mut tx = db.pool().begin().await?;
+        db.claim_blob(&mut tx, &stored.sha256).await?;
         db.put_apk_package(&mut tx, &package, uploader, replace).await?;
         let change = db.record_change(&mut tx, repo.id, KIND, &package.unit_key).await?;
         tx.commit().await?;
@@ -129,21 +139,15 @@ fn check(repo: &Repository, unit: &Unit, file_name: &str, info: ApkInfo) -> Resu
     Ok(info)
 }
 
-async fn read_stored(services: &Services, digest: &Sha256Hex) -> Result<ApkInfo, UploadError> {
-    let read = services.blobs.open(digest, None).await?;
-    let reader = tokio_util::io::StreamReader::new(read.body);
-    tokio::task::spawn_blocking(move || {
-        let sync = tokio_util::io::SyncIoBridge::new(reader);
-        read_package(sync, Limits::default())
-    })
-    .await
-    .map_err(|e| UploadError::Invalid(format!("cannot read the package: {e}")))?
-    .map_err(UploadError::from)
+async fn read_stored(services: &Services, digest: &Sha256Hex, size: u64) -> Result<ApkInfo, UploadError> {
+    let limits = Limits { max_data: crate::formats::archive::expansion_limit(size), ..Limits::default() };
+    read_back(services, digest, move |r| read_package(r, limits)).await?.map_err(UploadError::from)
 }
 
 /// Deletes the package at `<unit>/<file>`; the unit's next snapshot no longer lists it.
 pub async fn delete(services: &Services, repo: &Repository, path: &str) -> Result<Option<ApkPackage>, UploadError> {
     let db = &services.db;
+    check_writable(repo)?;
     let Some(pkg) = db.apk_by_path(repo.id, path).await? else { return Ok(None) };
     retry_conflicts(|| async {
         let mut tx = db.pool().begin().await?;

@@ -1,8 +1,9 @@
 //! Reading an APK v2 package, streaming: the gzip members are decompressed one at a time by a
 //! reader that never reads past a member's end, while a tap hashes the raw bytes of each — SHA-1
 //! of the control member (the index's `C:`), SHA-256 of the data member (`.PKGINFO`'s
-//! `datahash`). Only the signature and control members are decompressed (bounded); the data
-//! member is hashed as it streams by.
+//! `datahash`). The signature and control members are unpacked (bounded); the data member is
+//! hashed and decompressed as it streams by, its gzip trailer checked and its tar read to the
+//! end-of-archive block, so that a package is acknowledged only when all of it is there.
 
 use std::io::{self, BufRead, Read};
 
@@ -24,6 +25,8 @@ pub enum ApkError {
     NoData,
     #[error("the {member} member unpacks to more than {limit} bytes")]
     TooLarge { member: &'static str, limit: u64 },
+    #[error("the data member is damaged: {0}")]
+    Data(String),
     #[error("invalid .PKGINFO: {0}")]
     PkgInfo(String),
     #[error("the data member does not match .PKGINFO's datahash (declared {declared}, actual {actual}): the package is truncated or was altered after it was built")]
@@ -48,11 +51,14 @@ impl From<io::Error> for ApkError {
 pub struct Limits {
     /// The signature and control members, each, unpacked.
     pub max_control: u64,
+    /// The data member, unpacked (a hosted upload also bounds it by the package's size:
+    /// [`crate::formats::archive::expansion_limit`]).
+    pub max_data: u64,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Self { max_control: 4 << 20 }
+        Self { max_control: 4 << 20, max_data: 16 << 30 }
     }
 }
 
@@ -207,18 +213,33 @@ pub fn read_package<R: Read>(r: R, limits: Limits) -> Result<ApkInfo, ApkError> 
     if tap.at_eof()? {
         return Err(ApkError::NoData);
     }
-    // The data member is the rest of the file: hashed, not unpacked.
+    let declared = pkginfo.datahash.clone().ok_or_else(|| {
+        ApkError::PkgInfo("no datahash: the data member cannot be checked (rebuild the package with abuild)".into())
+    })?;
+    // The data member is the rest of the file: hashed as it is unpacked and its tar read to the
+    // end; whatever the gzip member leaves is hashed too.
     tap.sha256 = Some(Sha256::new());
+    let unpacked = crate::formats::archive::check_tar(
+        flate2::bufread::GzDecoder::new(&mut tap),
+        crate::formats::archive::Compression::None,
+        "the data member",
+        limits.max_data,
+    );
     while !tap.at_eof()? {
         let n = tap.cap - tap.pos;
         tap.consume(n);
     }
     let actual = hex::encode(tap.sha256.take().map(|h| h.finalize()).unwrap_or_default());
-    let declared = pkginfo.datahash.clone().ok_or_else(|| {
-        ApkError::PkgInfo("no datahash: the data member cannot be checked (rebuild the package with abuild)".into())
-    })?;
+    // A hash that does not match says more (cut or altered) than the archive error it causes.
     if !declared.eq_ignore_ascii_case(&actual) {
         return Err(ApkError::DataHash { declared, actual });
+    }
+    match unpacked {
+        Ok(_) => {}
+        Err(crate::formats::archive::ArchiveError::TooLarge { limit, .. }) => {
+            return Err(ApkError::TooLarge { member: "data", limit })
+        }
+        Err(e) => return Err(ApkError::Data(e.to_string())),
     }
     Ok(ApkInfo {
         pkginfo,
@@ -394,6 +415,40 @@ mod tests {
         assert!(err(&build_apk(&f)?.bytes).contains("no datahash"));
         assert!(err(&build_apk(&Fixture::new("../evil", "1.0-r0", "x86_64"))?.bytes).contains("pkgname"));
         assert!(err(&build_apk(&Fixture::new("hello", "x y", "x86_64"))?.bytes).contains("pkgver"));
+        Ok(())
+    }
+
+    /// A data member whose hash matches `.PKGINFO` (as its packager built it) but that does not
+    /// unpack to a whole tar is refused all the same.
+    #[test]
+    fn a_damaged_data_member_is_refused_even_when_its_hash_matches() -> anyhow::Result<()> {
+        use std::io::Write as _;
+        let good = build_apk(&Fixture::new("hello", "1.0-r0", "x86_64"))?;
+        let data = &good.bytes[good.control.end..];
+        let mut tar = Vec::new();
+        flate2::read::GzDecoder::new(data).read_to_end(&mut tar)?;
+        for bad_tar in [&tar[..tar.len() - 1024], &tar[..700]] {
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            e.write_all(bad_tar)?;
+            let bad_data = e.finish()?;
+            let digest = hex::encode(Sha256::digest(&bad_data));
+            let f = Fixture { datahash_override: Some(digest), ..Fixture::new("hello", "1.0-r0", "x86_64") };
+            let rebuilt = build_apk(&f)?;
+            let mut pkg = rebuilt.bytes[..rebuilt.control.end].to_vec();
+            pkg.extend_from_slice(&bad_data);
+            let e = read_package(&pkg[..], Limits::default()).err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(e.contains("the data member is damaged") && e.contains("the data member"), "{e}");
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_data_bomb_stops_at_the_limit() -> anyhow::Result<()> {
+        let f = Fixture { payload: vec![0u8; 8 << 20], ..Fixture::new("zeros", "1.0-r0", "x86_64") };
+        let built = build_apk(&f)?;
+        let limits = Limits { max_data: 1 << 20, ..Limits::default() };
+        let e = read_package(&built.bytes[..], limits).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(e.contains("the data member unpacks to more than 1048576 bytes"), "{e}");
         Ok(())
     }
 

@@ -23,6 +23,9 @@ pub struct Fixture {
     pub omit_datahash: bool,
     /// Zero bytes added to the control member in an extra file (a decompression bomb).
     pub control_padding: usize,
+    /// The `datahash` to write instead of the data member's own (for packages whose data member
+    /// is replaced afterwards).
+    pub datahash_override: Option<String>,
 }
 
 impl Fixture {
@@ -37,6 +40,7 @@ impl Fixture {
             omit_pkginfo: false,
             omit_datahash: false,
             control_padding: 0,
+            datahash_override: None,
         }
     }
 }
@@ -117,7 +121,8 @@ pub fn build_apk(f: &Fixture) -> anyhow::Result<Built> {
         pkginfo.push_str(&format!("depend = {d}\n"));
     }
     if !f.omit_datahash {
-        pkginfo.push_str(&format!("datahash = {}\n", hex::encode(Sha256::digest(&data_gz))));
+        let hash = f.datahash_override.clone().unwrap_or_else(|| hex::encode(Sha256::digest(&data_gz)));
+        pkginfo.push_str(&format!("datahash = {hash}\n"));
     }
     let padding = vec![0u8; f.control_padding];
     let mut control_files: Vec<(&str, &[u8])> = Vec::new();

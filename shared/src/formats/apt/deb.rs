@@ -1,13 +1,17 @@
-//! Reading the control file out of a `.deb`, streaming and with bounded memory.
+//! Reading a whole `.deb`, streaming and with bounded memory: its control file is kept, and its
+//! data member is read to its end, so that a package is acknowledged only when all of it is there.
 //!
 //! A `.deb` is an `ar` archive: `!<arch>\n`, then members with 60-byte headers, data padded to an
-//! even length. Members: `debian-binary` (`2.x\n`), `control.tar[.gz|.xz|.zst]`, `data.tar.*`;
-//! members whose names start with `_` may sit between them. Only the first two are read: the
-//! data member is never touched, so the cost does not depend on the package's size.
+//! even length. Members: `debian-binary` (`2.x\n`), `control.tar[.gz|.xz|.zst]`,
+//! `data.tar[.gz|.xz|.zst]`; members whose names start with `_` may sit between them, and what
+//! follows `data.tar` is ignored (as dpkg does). The control member is unpacked (bounded); the data
+//! member is decompressed as it streams by (its trailer checked) and its tar read to the
+//! end-of-archive block, but nothing of it is kept.
 
 use std::io::{self, Read};
 
 use super::control::{Control, ControlError};
+use crate::formats::archive::{self, ArchiveError, Compression};
 
 /// Limits against hostile input.
 #[derive(Debug, Clone, Copy)]
@@ -18,11 +22,14 @@ pub struct Limits {
     pub control_tar: u64,
     /// Largest `control` file.
     pub control_file: u64,
+    /// Largest decompressed data tar; it is also bounded by its compressed size
+    /// ([`archive::expansion_limit`]).
+    pub data_tar: u64,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Self { control_member: 16 << 20, control_tar: 64 << 20, control_file: 1 << 20 }
+        Self { control_member: 16 << 20, control_tar: 64 << 20, control_file: 1 << 20, data_tar: u64::MAX }
     }
 }
 
@@ -42,6 +49,16 @@ pub enum DebError {
     TooLarge(String),
     #[error("invalid control file: {0}")]
     Control(#[from] ControlError),
+}
+
+impl From<ArchiveError> for DebError {
+    fn from(e: ArchiveError) -> Self {
+        match e {
+            ArchiveError::Truncated(m) => Self::Truncated(m),
+            ArchiveError::Corrupt(m) => Self::Malformed(m),
+            e @ ArchiveError::TooLarge { .. } => Self::TooLarge(e.to_string()),
+        }
+    }
 }
 
 struct Member {
@@ -173,8 +190,8 @@ fn control_from_tar(tar_bytes: &[u8], limit: u64) -> Result<String, DebError> {
     Err(DebError::NoControl)
 }
 
-/// Reads and validates the control file of a `.deb` from its first bytes.
-pub fn read_control(mut r: impl Read, limits: Limits) -> Result<Control, DebError> {
+/// Reads a whole `.deb` and returns its validated control file.
+pub fn read_package(mut r: impl Read, limits: Limits) -> Result<Control, DebError> {
     let mut magic = [0u8; 8];
     match r.read_exact(&mut magic) {
         Ok(()) if &magic == b"!<arch>\n" => {}
@@ -219,22 +236,83 @@ pub fn read_control(mut r: impl Read, limits: Limits) -> Result<Control, DebErro
         let mut compressed = vec![0u8; usize::try_from(m.size).unwrap_or(0)];
         read_exact_or(&mut r, &mut compressed, &m.name)?;
         let tar_bytes = decompress(&m.name, &compressed, limits.control_tar)?;
+        archive::walk_tar(&mut &tar_bytes[..], &m.name)?;
         let text = control_from_tar(&tar_bytes, limits.control_file)?;
-        return Ok(Control::parse(&text)?);
+        let control = Control::parse(&text)?;
+        if m.size % 2 == 1 {
+            let mut pad = [0u8; 1];
+            read_exact_or(&mut r, &mut pad, "the padding after the control member")?;
+        }
+        check_data(&mut r, limits)?;
+        return Ok(control);
+    }
+}
+
+/// The data member, after any `_` members: decompressed and read to its tar's end.
+fn check_data(r: &mut impl Read, limits: Limits) -> Result<(), DebError> {
+    loop {
+        let m = next_member(r)?.ok_or_else(|| {
+            DebError::Truncated("the package ends after its control member: there is no data.tar member".into())
+        })?;
+        if m.name.starts_with('_') {
+            skip(r, &m)?;
+            continue;
+        }
+        if !m.name.starts_with("data.tar") {
+            return Err(DebError::Malformed(format!("expected data.tar after control.tar, found {:?}", m.name)));
+        }
+        let compression = match m.name.as_str() {
+            "data.tar" => Compression::None,
+            "data.tar.gz" => Compression::Gzip,
+            "data.tar.xz" => Compression::Xz,
+            "data.tar.zst" => Compression::Zstd,
+            other => {
+                return Err(DebError::Unsupported(format!(
+                    "data member {other:?} (expected data.tar, .gz, .xz or .zst)"
+                )))
+            }
+        };
+        let limit = limits.data_tar.min(archive::expansion_limit(m.size));
+        let mut member = Counted { inner: r.by_ref().take(m.size), read: 0 };
+        archive::check_tar(&mut member, compression, &m.name, limit)?;
+        // Whatever the decompressor left of the member must be there too.
+        io::copy(&mut member, &mut io::sink())
+            .map_err(|e| DebError::Malformed(format!("cannot read member {}: {e}", m.name)))?;
+        if member.read < m.size {
+            return Err(DebError::Truncated(format!(
+                "member {} is cut short: {} of {} bytes",
+                m.name, member.read, m.size
+            )));
+        }
+        return Ok(());
+    }
+}
+
+/// Counts what passes through.
+struct Counted<R> {
+    inner: R,
+    read: u64,
+}
+
+impl<R: Read> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read += n as u64;
+        Ok(n)
     }
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::formats::apt::testing::{ar_member, compress, deb};
+    use crate::formats::apt::testing::{ar_member, compress, control_tar, data_tar, deb, small_data_member};
 
     const HELLO: &str = "Package: hello\nVersion: 1:2.10-3\nArchitecture: amd64\nMaintainer: A <a@example.org>\nDescription: says hello\n multi-line\n .\n continued\n";
 
     #[test]
     fn reads_control_from_every_compression() {
         for kind in ["", ".gz", ".xz", ".zst"] {
-            let c = read_control(&deb(HELLO, kind)[..], Limits::default());
+            let c = read_package(&deb(HELLO, kind)[..], Limits::default());
             let c = match c {
                 Ok(c) => c,
                 Err(e) => panic!("{kind}: {e}"),
@@ -250,11 +328,11 @@ pub(crate) mod tests {
 
     #[test]
     fn bad_input_gets_a_clear_error() {
-        assert_eq!(read_control(&b"PK\x03\x04 a zip file"[..], Limits::default()).err(), Some(DebError::NotAr));
-        assert_eq!(read_control(&b"!<ar"[..], Limits::default()).err(), Some(DebError::NotAr));
+        assert_eq!(read_package(&b"PK\x03\x04 a zip file"[..], Limits::default()).err(), Some(DebError::NotAr));
+        assert_eq!(read_package(&b"!<ar"[..], Limits::default()).err(), Some(DebError::NotAr));
         let full = deb(HELLO, ".gz");
         for cut in [10, 70, 80, 140] {
-            let err = read_control(&full[..cut], Limits::default()).err();
+            let err = read_package(&full[..cut], Limits::default()).err();
             assert!(matches!(err, Some(DebError::Truncated(_))), "cut at {cut}: {err:?}");
         }
         let mut no_control = b"!<arch>\n".to_vec();
@@ -267,15 +345,73 @@ pub(crate) mod tests {
             let _ = b.append_data(&mut h, "./md5sums", &b"abc"[..]);
             b.into_inner().unwrap_or_default()
         }));
-        assert_eq!(read_control(&no_control[..], Limits::default()).err(), Some(DebError::NoControl));
+        assert_eq!(read_package(&no_control[..], Limits::default()).err(), Some(DebError::NoControl));
         let mut v3 = b"!<arch>\n".to_vec();
         v3.extend(ar_member("debian-binary", b"3.0\n"));
-        assert!(matches!(read_control(&v3[..], Limits::default()).err(), Some(DebError::Unsupported(_))));
+        assert!(matches!(read_package(&v3[..], Limits::default()).err(), Some(DebError::Unsupported(_))));
         let bad = deb("Package: Hello_World\nVersion: 1.0\nArchitecture: amd64\n", "");
         assert!(matches!(
-            read_control(&bad[..], Limits::default()).err(),
+            read_package(&bad[..], Limits::default()).err(),
             Some(DebError::Control(ControlError::Name(_)))
         ));
+    }
+
+    /// The whole package is read: a cut, a damaged or a missing data member is refused.
+    #[test]
+    fn the_data_member_is_read_to_its_end() {
+        for kind in [".gz", ".xz", ".zst", ""] {
+            let head = |data: Vec<u8>| {
+                let mut pkg = b"!<arch>\n".to_vec();
+                pkg.extend(ar_member("debian-binary", b"2.0\n"));
+                pkg.extend(ar_member("control.tar.gz", &compress(".gz", &control_tar(HELLO))));
+                pkg.extend(data);
+                pkg
+            };
+            let tar = data_tar(&[("./usr/bin/hello", &[1u8; 5000][..]), ("./usr/share/doc/hello", b"doc")]);
+            let name = format!("data.tar{kind}");
+            let full = head(ar_member(&name, &compress(kind, &tar)));
+            assert!(read_package(&full[..], Limits::default()).is_ok(), "{kind}");
+            // Cut anywhere inside the data member (its header included).
+            let data_at = head(Vec::new()).len();
+            for cut in [data_at + 30, data_at + 70, full.len() - 200, full.len() - 3] {
+                let err = read_package(&full[..cut], Limits::default()).err();
+                assert!(matches!(&err, Some(DebError::Truncated(_))), "{kind} cut at {cut} of {}: {err:?}", full.len());
+            }
+            // A tar without its end-of-archive block, inside an intact compressed stream.
+            let cut_tar = head(ar_member(&name, &compress(kind, &tar[..tar.len() - 1024])));
+            let err = read_package(&cut_tar[..], Limits::default()).err();
+            assert!(matches!(&err, Some(DebError::Truncated(m)) if m.contains("end-of-archive")), "{kind}: {err:?}");
+        }
+        // No data member at all.
+        let mut pkg = b"!<arch>\n".to_vec();
+        pkg.extend(ar_member("debian-binary", b"2.0\n"));
+        pkg.extend(ar_member("control.tar.gz", &compress(".gz", &control_tar(HELLO))));
+        let err = read_package(&pkg[..], Limits::default()).err();
+        assert!(matches!(&err, Some(DebError::Truncated(m)) if m.contains("no data.tar member")), "{err:?}");
+        // A damaged gzip data member: its CRC no longer matches.
+        let mut gz = compress(".gz", &data_tar(&[("./a", b"some content")]));
+        let n = gz.len();
+        gz[n - 8] ^= 0x55;
+        pkg.extend(ar_member("data.tar.gz", &gz));
+        let err = read_package(&pkg[..], Limits::default()).err();
+        assert!(matches!(&err, Some(DebError::Malformed(_))), "{err:?}");
+        // Trailing members after data.tar are ignored, as dpkg does.
+        let mut ok = deb(HELLO, ".gz");
+        ok.extend(ar_member("_future", b"x"));
+        assert!(read_package(&ok[..], Limits::default()).is_ok());
+        assert!(!small_data_member().is_empty());
+    }
+
+    #[test]
+    fn a_data_bomb_stops_at_the_limit() {
+        let zeros = data_tar(&[("./zeros", &vec![0u8; 8 << 20][..])]);
+        let mut pkg = b"!<arch>\n".to_vec();
+        pkg.extend(ar_member("debian-binary", b"2.0\n"));
+        pkg.extend(ar_member("control.tar.gz", &compress(".gz", &control_tar(HELLO))));
+        pkg.extend(ar_member("data.tar.xz", &compress(".xz", &zeros)));
+        let limits = Limits { data_tar: 1 << 20, ..Limits::default() };
+        let err = read_package(&pkg[..], limits).err();
+        assert!(matches!(&err, Some(DebError::TooLarge(m)) if m.contains("decompression bomb")), "{err:?}");
     }
 
     #[test]
@@ -299,7 +435,7 @@ pub(crate) mod tests {
             // Limits on and off the decoders' chunk boundaries: the refusal is always the bomb's.
             for control_tar in [1 << 20, (1 << 20) + 1_000] {
                 let limits = Limits { control_tar, ..Limits::default() };
-                let err = read_control(&pkg[..], limits).err();
+                let err = read_package(&pkg[..], limits).err();
                 assert!(
                     matches!(&err, Some(DebError::TooLarge(m)) if m.contains("decompression bomb")),
                     "{kind} {control_tar}: {err:?}"

@@ -4,7 +4,7 @@
 use bytes::Bytes;
 use futures_util::Stream;
 
-use super::deb::{read_control, Limits};
+use super::deb::{read_package, Limits};
 use crate::blobs::Sha256Hex;
 use crate::db::apt::AptPackage;
 use crate::db::{retry_conflicts, DbError};
@@ -14,7 +14,7 @@ use crate::services::Services;
 pub const KIND: &str = "apt";
 
 pub use crate::formats::upload::UploadError;
-use crate::formats::upload::{check_writable, discard, from_db, receive};
+use crate::formats::upload::{check_writable, discard, from_db, read_back, receive};
 
 /// What an upload stored.
 #[derive(Debug, Clone)]
@@ -52,16 +52,25 @@ where
     // lists, is computed once by the worker that first publishes the package, off the upload's
     // path.
     let stored = receive(services, body, services.config.server.max_upload_bytes, Some("the .deb")).await?;
-    let control = match read_stored_control(services, &stored.sha256).await {
-        Ok(c) => c,
-        Err(e) => {
-            discard(services, &stored.sha256, stored.created).await;
-            return Err(e);
-        }
-    };
+    let outcome = record(services, repo, &settings, component, &stored, uploader).await;
+    if outcome.is_err() {
+        discard(services, &stored.sha256, stored.created).await;
+    }
+    outcome
+}
+
+/// Checks the stored `.deb` and records it with its publication change in one transaction.
+async fn record(
+    services: &Services,
+    repo: &Repository,
+    settings: &crate::repos::AptSettings,
+    component: String,
+    stored: &crate::blobs::StoredBlob,
+    uploader: &str,
+) -> Result<Uploaded, UploadError> {
+    let control = read_stored_control(services, &stored.sha256).await?;
     let arch_ok = control.architecture == "all" || settings.architectures.contains(&control.architecture);
     if !arch_ok {
-        discard(services, &stored.sha256, stored.created).await;
         return Err(UploadError::Invalid(format!(
             "architecture {:?} is not configured for repository {}; configured: {}",
             control.architecture,
@@ -83,7 +92,6 @@ where
         sha256: stored.sha256.to_string(),
     };
     let db = &services.db;
-    db.record_blob(&stored.sha256, stored.size).await?;
     let distribution = settings.distribution.clone();
     let outcome = retry_conflicts(|| async {
         let existing = db.apt_by_coordinate(repo.id, &package.name, &package.version, &package.architecture).await?;
@@ -99,6 +107,7 @@ where
             None => false,
         };
         let mut tx = db.pool().begin().await?;
+        db.claim_blob(&mut tx, &stored.sha256).await?;
         db.put_apt_package(&mut tx, &package, uploader, replace).await?;
         let change = db.record_change(&mut tx, repo.id, KIND, &distribution).await?;
         tx.commit().await?;
@@ -120,15 +129,7 @@ where
 }
 
 async fn read_stored_control(services: &Services, digest: &Sha256Hex) -> Result<super::control::Control, UploadError> {
-    let read = services.blobs.open(digest, None).await?;
-    let reader = tokio_util::io::StreamReader::new(read.body);
-    tokio::task::spawn_blocking(move || {
-        let sync = tokio_util::io::SyncIoBridge::new(reader);
-        read_control(std::io::BufReader::new(sync), Limits::default())
-    })
-    .await
-    .map_err(|e| UploadError::Invalid(format!("cannot read the package: {e}")))?
-    .map_err(UploadError::from)
+    read_back(services, digest, |r| read_package(r, Limits::default())).await?.map_err(UploadError::from)
 }
 
 /// Deletes the package at a pool path; the next snapshot no longer lists it.
@@ -139,6 +140,7 @@ pub async fn delete(
 ) -> Result<Option<AptPackage>, UploadError> {
     let db = &services.db;
     let distribution = repo.settings.apt.clone().unwrap_or_default().distribution;
+    check_writable(repo)?;
     let Some(pkg) = db.apt_by_pool_path(repo.id, pool_path).await? else { return Ok(None) };
     retry_conflicts(|| async {
         let mut tx = db.pool().begin().await?;

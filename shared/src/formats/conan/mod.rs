@@ -111,6 +111,23 @@ pub fn check_file_path(path: &str) -> Result<(), ConanError> {
     }
 }
 
+/// How a package archive the client uploads is compressed (`conan_package.tgz`,
+/// `conan_export.tgz`, `conan_sources.tgz`; `.txz` and `.tzst` with Conan's other
+/// `core.upload:compression_format` settings), for the check that reads it to its end.
+pub fn archive_compression(path: &str) -> Option<crate::formats::archive::Compression> {
+    use crate::formats::archive::Compression;
+    let name = path.rsplit('/').next().unwrap_or(path);
+    if !["conan_package.", "conan_export.", "conan_sources."].iter().any(|p| name.starts_with(p)) {
+        return None;
+    }
+    match name.rsplit('.').next() {
+        Some("tgz") => Some(Compression::Gzip),
+        Some("txz") => Some(Compression::Xz),
+        Some("tzst") => Some(Compression::Zstd),
+        _ => None,
+    }
+}
+
 /// `conanmanifest.txt`: a timestamp line, then `path: md5` lines.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Manifest {

@@ -14,7 +14,7 @@ use crate::repos::{Repository, WritePolicy};
 use crate::services::Services;
 
 pub use crate::formats::upload::UploadError;
-use crate::formats::upload::{check_writable, discard, from_db, receive};
+use crate::formats::upload::{check_writable, discard, from_db, read_back, receive, store_derived};
 
 /// What an upload stored.
 #[derive(Debug, Clone)]
@@ -55,16 +55,32 @@ where
     check_writable(repo)?;
     let limits = limits(services);
     let zip = receive(services, body, limits.max_zip, Some("the module zip")).await?;
-    let checked = match check(services, &zip, expected, &limits).await {
-        Ok(c) => c,
-        Err(e) => {
-            discard(services, &zip.sha256, zip.created).await;
-            return Err(e);
-        }
-    };
-    let (module, version, go_mod) = checked;
-    if let Some(v) = url_version.filter(|v| *v != version) {
+    let mut derived = None;
+    let outcome = record(services, repo, expected, url_version, &zip, &mut derived, &limits, uploader).await;
+    if outcome.is_err() {
         discard(services, &zip.sha256, zip.created).await;
+        if let Some(m) = derived {
+            discard(services, &m.sha256, m.created).await;
+        }
+    }
+    outcome
+}
+
+/// Checks the stored zip, stores its `.mod` (`derived`), and records the version with its
+/// projection change in one transaction.
+#[expect(clippy::too_many_arguments, reason = "the upload's parts, until the format engine carries them")]
+async fn record(
+    services: &Services,
+    repo: &Repository,
+    expected: Option<(&str, &str)>,
+    url_version: Option<&str>,
+    zip: &StoredBlob,
+    derived: &mut Option<StoredBlob>,
+    limits: &Limits,
+    uploader: &str,
+) -> Result<Uploaded, UploadError> {
+    let (module, version, go_mod) = check(services, zip, expected, limits).await?;
+    if let Some(v) = url_version.filter(|v| *v != version) {
         return Err(UploadError::Invalid(format!(
             "the URL names version {v} but the zip holds {module}@{version}: PUT it as {version}.zip"
         )));
@@ -73,7 +89,6 @@ where
         Some(bytes) => {
             let declared = module_of_go_mod(&String::from_utf8_lossy(&bytes));
             if declared.as_deref() != Some(module.as_str()) {
-                discard(services, &zip.sha256, zip.created).await;
                 return Err(UploadError::Invalid(format!(
                     "the zip's go.mod declares module {:?}, not {module:?}",
                     declared.unwrap_or_default()
@@ -84,9 +99,8 @@ where
         None => format!("module {module}\n").into_bytes(),
     };
     let db = &services.db;
-    let stored_mod = services.blobs.put_bytes(&mod_bytes).await?;
-    db.record_blob(&zip.sha256, zip.size).await?;
-    db.record_blob(&stored_mod.sha256, stored_mod.size).await?;
+    let stored_mod = store_derived(services, &mod_bytes).await?;
+    *derived = Some(stored_mod.clone());
     let now = crate::db::now_ms();
     let version = GoVersion {
         id: 0,
@@ -114,29 +128,48 @@ where
             None => false,
         };
         let mut tx = db.pool().begin().await?;
+        db.claim_blob(&mut tx, &zip.sha256).await?;
+        db.claim_blob(&mut tx, &stored_mod.sha256).await?;
         db.put_go_version(&mut tx, &version, uploader, replace).await?;
         let change = db.record_change(&mut tx, repo.id, KIND, &module).await?;
         tx.commit().await?;
         Ok(Ok(change))
     })
     .await
-    .map_err(from_db);
+    .map_err(from_db)?;
     let (unit_id, revision) = match outcome {
-        Ok(Ok(change)) => change,
-        Ok(Err(old)) => {
+        Ok(change) => change,
+        Err(old) => {
             let u = db.unit_by_key(repo.id, KIND, &module).await?;
             let (unit_id, revision) = u.map_or((0, 0), |u| (u.id, u.desired_revision));
             return Ok(Uploaded { version: old, created: false, unit_id, revision });
         }
-        Err(e) => {
-            if matches!(e, UploadError::Conflict(_)) {
-                discard(services, &zip.sha256, zip.created).await;
-            }
-            return Err(e);
-        }
     };
     services.wake();
     Ok(Uploaded { version, created: true, unit_id, revision })
+}
+
+/// Deletes a module version; its module's next projection no longer lists it. `None` when the
+/// repository has no such version.
+pub async fn delete(
+    services: &Services,
+    repo: &Repository,
+    module: &str,
+    version: &str,
+) -> Result<Option<(GoVersion, i64, i64)>, UploadError> {
+    check_writable(repo)?;
+    let db = &services.db;
+    let Some(v) = db.go_version(repo.id, module, version).await? else { return Ok(None) };
+    let change = retry_conflicts(|| async {
+        let mut tx = db.pool().begin().await?;
+        db.delete_go_version(&mut tx, v.id).await?;
+        let change = db.record_change(&mut tx, repo.id, KIND, module).await?;
+        tx.commit().await?;
+        Ok(change)
+    })
+    .await?;
+    services.wake();
+    Ok(Some((v, change.0, change.1)))
 }
 
 /// Reads the stored zip's central directory (from its end), checks it, then reads it once in
@@ -161,14 +194,7 @@ async fn check(
     let entries = parse_central(&cd, count, cd_offset)?;
     let (module, version) = check_entries(&entries, expected, limits)?;
     let go_mod_name = format!("{module}@{version}/go.mod");
-    let read = blobs.open(&zip.sha256, None).await?;
-    let reader = tokio_util::io::StreamReader::new(read.body);
-    let go_mod = tokio::task::spawn_blocking(move || {
-        let sync = std::io::BufReader::with_capacity(256 * 1024, tokio_util::io::SyncIoBridge::new(reader));
-        verify_data(sync, &entries, &go_mod_name)
-    })
-    .await
-    .map_err(|e| UploadError::Invalid(format!("cannot read the zip: {e}")))??;
+    let go_mod = read_back(services, &zip.sha256, move |r| verify_data(r, &entries, &go_mod_name)).await??;
     Ok((module, version, go_mod))
 }
 

@@ -1,0 +1,238 @@
+//! The test harness: a running app in-process on one backend, with repositories made from
+//! typed builders, callers with credentials, an optional background worker, and the questions
+//! tests ask of storage (how many blobs, which rows) answered in one place.
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::path::Path;
+use std::pin::Pin;
+use std::rc::Rc;
+
+use actix_web::body::BoxBody;
+use actix_web::dev::ServiceResponse;
+use actix_web::test::{self, TestRequest};
+use packyard_shared::config::Config;
+use packyard_shared::db::publication::Due;
+use packyard_shared::db::Backend;
+use packyard_shared::repos::Format;
+use packyard_shared::services::Services;
+use packyard_shared::testing::TestDb;
+use serde_json::{json, Value};
+
+use super::Reply;
+
+type Call = Rc<dyn Fn(actix_http::Request) -> Pin<Box<dyn Future<Output = ServiceResponse<BoxBody>>>>>;
+
+/// A repository definition for the admin API, built by format and type.
+#[derive(Debug, Clone)]
+pub struct Repo(pub Value);
+
+impl Repo {
+    pub fn hosted(name: &str, format: Format) -> Self {
+        Self(json!({"name": name, "format": format.as_str(), "type": "hosted", "anonymous_read": true}))
+    }
+
+    pub fn proxy(name: &str, format: Format, remote_url: &str) -> Self {
+        Self(json!({"name": name, "format": format.as_str(), "type": "proxy", "anonymous_read": true,
+            "proxy": {"remote_url": remote_url}}))
+    }
+
+    pub fn group(name: &str, format: Format, members: &[&str]) -> Self {
+        Self(json!({"name": name, "format": format.as_str(), "type": "group", "anonymous_read": true,
+            "group": {"members": members}}))
+    }
+
+    /// Merges `fields` into the definition (a JSON merge patch).
+    pub fn with(mut self, fields: Value) -> Self {
+        packyard_shared::repos::merge_patch(&mut self.0, &fields);
+        self
+    }
+}
+
+/// Credentials a request is sent with.
+#[derive(Debug, Clone)]
+pub enum As {
+    Admin,
+    Anonymous,
+    Basic(String, String),
+}
+
+pub struct TestApp {
+    pub t: TestDb,
+    pub services: Services,
+    call: Call,
+    worker: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        if let Some(w) = self.worker.take() {
+            w.abort();
+        }
+    }
+}
+
+impl TestApp {
+    /// The app on a fresh database of `backend`; `None` when that backend is not configured.
+    pub async fn new(backend: Backend) -> anyhow::Result<Option<Self>> {
+        Self::with_config(backend, |_| {}).await
+    }
+
+    /// The same, with the configuration adjusted first.
+    pub async fn with_config(backend: Backend, tune: impl FnOnce(&mut Config)) -> anyhow::Result<Option<Self>> {
+        let Some(t) = TestDb::fresh(backend).await? else { return Ok(None) };
+        let services = super::services_with(&t, tune).await?;
+        let svc = Rc::new(test::init_service(packyard_api::app::public_app(services.clone())).await);
+        let call: Call = Rc::new(move |req| {
+            let svc = svc.clone();
+            Box::pin(async move { test::call_service(&*svc, req).await.map_into_boxed_body() })
+        });
+        Ok(Some(Self { t, services, call, worker: None }))
+    }
+
+    /// Publishes in the background from now on, as the embedded worker does (no debounce), so
+    /// that uploads that wait for their publication return.
+    pub fn start_worker(&mut self) {
+        let s = self.services.clone();
+        self.worker = Some(tokio::spawn(async move {
+            loop {
+                publisher(&s).run_until_idle().await;
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        }));
+    }
+
+    /// Publishes everything due now; returns how many units were published.
+    pub async fn publish(&self) -> usize {
+        publisher(&self.services).run_until_idle().await.len()
+    }
+
+    pub async fn send(&self, req: TestRequest, who: As) -> anyhow::Result<Reply> {
+        let req = match who {
+            As::Admin => req.insert_header(super::admin()),
+            As::Anonymous => req,
+            As::Basic(u, p) => req.insert_header(super::basic(&u, &p)),
+        };
+        let res = (self.call)(req.to_request()).await;
+        let status = res.status();
+        let headers = res.headers().clone();
+        let bytes = test::read_body(res).await;
+        let text = String::from_utf8_lossy(&bytes).to_string();
+        let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        Ok(Reply { status, json, text, headers, bytes: bytes.to_vec() })
+    }
+
+    /// A request as the bootstrap administrator.
+    pub async fn call(&self, req: TestRequest) -> anyhow::Result<Reply> {
+        self.send(req, As::Admin).await
+    }
+
+    pub async fn get(&self, path: &str) -> anyhow::Result<Reply> {
+        self.send(TestRequest::get().uri(path), As::Anonymous).await
+    }
+
+    pub async fn put(&self, path: &str, body: impl Into<actix_web::web::Bytes>) -> anyhow::Result<Reply> {
+        self.call(TestRequest::put().uri(path).set_payload(body.into())).await
+    }
+
+    pub async fn post(&self, path: &str, body: impl Into<actix_web::web::Bytes>) -> anyhow::Result<Reply> {
+        self.call(TestRequest::post().uri(path).set_payload(body.into())).await
+    }
+
+    pub async fn delete(&self, path: &str) -> anyhow::Result<Reply> {
+        self.call(TestRequest::delete().uri(path)).await
+    }
+
+    /// Creates a repository; fails the test unless the API answers 201.
+    pub async fn create(&self, repo: Repo) -> anyhow::Result<Value> {
+        let r = self.call(TestRequest::post().uri("/api/v1/repositories").set_json(&repo.0)).await?;
+        anyhow::ensure!(r.status == 201, "creating {}: {} {}", repo.0, r.status, r.text);
+        Ok(r.json)
+    }
+
+    /// Changes a repository with a JSON merge patch; fails the test unless the API answers 200.
+    pub async fn patch_repository(&self, name: &str, patch: Value) -> anyhow::Result<Value> {
+        let r = self
+            .call(
+                TestRequest::patch()
+                    .uri(&format!("/api/v1/repositories/{name}"))
+                    .insert_header(("content-type", "application/merge-patch+json"))
+                    .set_payload(patch.to_string()),
+            )
+            .await?;
+        anyhow::ensure!(r.status == 200, "patching {name}: {} {}", r.status, r.text);
+        Ok(r.json)
+    }
+
+    /// The files in the blob store.
+    pub fn blob_files(&self) -> usize {
+        fn walk(dir: &Path) -> usize {
+            std::fs::read_dir(dir)
+                .map(|rd| rd.filter_map(Result::ok).map(|e| if e.path().is_dir() { walk(&e.path()) } else { 1 }).sum())
+                .unwrap_or(0)
+        }
+        walk(&self.services.config.blobs.path.join("sha256"))
+    }
+
+    /// Temporaries left in the blob store.
+    pub fn blob_temporaries(&self) -> usize {
+        std::fs::read_dir(self.services.config.blobs.path.join("tmp")).map(Iterator::count).unwrap_or(0)
+    }
+
+    /// Whether the database records a blob of these bytes.
+    pub async fn has_blob_row(&self, bytes: &[u8]) -> anyhow::Result<bool> {
+        use sha2::Digest as _;
+        let digest = packyard_shared::blobs::Sha256Hex::parse(&hex::encode(sha2::Sha256::digest(bytes)))?;
+        Ok(self.services.db.blob(&digest).await?.is_some())
+    }
+
+    /// The newest audit entries' actions and targets, newest first.
+    pub async fn audit(&self) -> anyhow::Result<Vec<(String, String)>> {
+        let r = self.call(TestRequest::get().uri("/api/v1/audit?limit=20")).await?;
+        anyhow::ensure!(r.status == 200, "audit: {}", r.text);
+        Ok(r.json["entries"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|e| {
+                (
+                    e["action"].as_str().unwrap_or_default().to_string(),
+                    e["target"].as_str().unwrap_or_default().to_string(),
+                )
+            })
+            .collect())
+    }
+}
+
+fn publisher(s: &Services) -> packyard_worker::publisher::Publisher {
+    packyard_worker::publisher::Publisher::new(s.clone(), packyard_worker::builders(s))
+        .with_due(Due { debounce_ms: 0, max_delay_ms: 0 })
+}
+
+/// Declares `name::{sqlite,postgres,mysql}` tests that call `name(app)` with a fresh
+/// [`TestApp`] of each backend (skipped with a note where a backend is not configured).
+#[macro_export]
+macro_rules! app_test {
+    ($name:ident) => {
+        mod $name {
+            async fn run(backend: packyard_shared::db::Backend) -> anyhow::Result<()> {
+                match $crate::common::app::TestApp::new(backend).await? {
+                    Some(app) => super::$name(app).await,
+                    None => Ok(()),
+                }
+            }
+            #[actix_web::test]
+            async fn sqlite() -> anyhow::Result<()> {
+                run(packyard_shared::db::Backend::Sqlite).await
+            }
+            #[actix_web::test]
+            async fn postgres() -> anyhow::Result<()> {
+                run(packyard_shared::db::Backend::Postgres).await
+            }
+            #[actix_web::test]
+            async fn mysql() -> anyhow::Result<()> {
+                run(packyard_shared::db::Backend::MySql).await
+            }
+        }
+    };
+}
