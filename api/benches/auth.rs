@@ -9,14 +9,15 @@ use actix_web::http::StatusCode;
 use actix_web::test::{self, TestRequest};
 use base64::Engine;
 use criterion::{criterion_group, criterion_main, Criterion};
-use packyard_shared::auth::bootstrap_admin;
-use packyard_shared::blobs::FileStore;
-use packyard_shared::config::Config;
-use packyard_shared::db::Backend;
-use packyard_shared::repos::{RepositoryService, RepositorySpec};
-use packyard_shared::security::tokens;
-use packyard_shared::services::Services;
-use packyard_shared::testing::TestDb;
+use packyard_core::auth::bootstrap_admin;
+use packyard_core::repositories::RepositoryService;
+use packyard_core::security::tokens;
+use packyard_core::services::Services;
+use packyard_model::config::Config;
+use packyard_model::repos::RepositorySpec;
+use packyard_store::blobs::FileStore;
+use packyard_store::db::Backend;
+use packyard_store::testing::TestDb;
 use std::sync::Arc;
 
 fn bench(c: &mut Criterion) {

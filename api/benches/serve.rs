@@ -10,13 +10,14 @@ use std::sync::Arc;
 use actix_web::http::StatusCode;
 use actix_web::test::{self, TestRequest};
 use criterion::{criterion_group, criterion_main, Criterion};
-use packyard_shared::blobs::FileStore;
-use packyard_shared::config::Config;
-use packyard_shared::db::Backend;
-use packyard_shared::formats::apt::hosted;
-use packyard_shared::repos::{RepositoryService, RepositorySpec};
-use packyard_shared::services::Services;
-use packyard_shared::testing::TestDb;
+use packyard_core::repositories::RepositoryService;
+use packyard_core::services::Services;
+use packyard_formats::apt::hosted;
+use packyard_model::config::Config;
+use packyard_model::repos::RepositorySpec;
+use packyard_store::blobs::FileStore;
+use packyard_store::db::Backend;
+use packyard_store::testing::TestDb;
 
 fn bench(c: &mut Criterion) {
     let system = actix_web::rt::System::new();
@@ -39,7 +40,7 @@ fn bench(c: &mut Criterion) {
             let control = format!(
                 "Package: bench-{i}\nVersion: 1.0\nArchitecture: amd64\nMaintainer: B <b@example.org>\nDescription: bench\n"
             );
-            let deb = packyard_shared::formats::apt::testing::deb(&control, ".gz");
+            let deb = packyard_codecs::apt::testing::deb(&control, ".gz");
             let body = futures_util::stream::iter([Ok::<_, std::io::Error>(bytes::Bytes::from(deb))]);
             hosted::upload(&services, &repo, None, body, "bench").await.expect("upload");
         }

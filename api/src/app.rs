@@ -5,7 +5,7 @@ use actix_web::body::MessageBody;
 use actix_web::dev::{ServiceFactory, ServiceRequest, ServiceResponse};
 use actix_web::error::{JsonPayloadError, PathError, QueryPayloadError};
 use actix_web::{middleware, web, App, HttpRequest, Resource};
-use packyard_shared::services::Services;
+use packyard_core::services::Services;
 
 use crate::error::{ApiError, ErrorCode};
 

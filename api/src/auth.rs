@@ -16,11 +16,11 @@ use actix_web::dev::Payload;
 use actix_web::http::header;
 use actix_web::{web, FromRequest, HttpMessage, HttpRequest};
 use base64::Engine;
-use packyard_shared::repos::Repository;
-use packyard_shared::security::model::RepoFacts;
-use packyard_shared::security::service::Credentials;
-use packyard_shared::security::{Action, Principal};
-use packyard_shared::services::Services;
+use packyard_core::security::service::Credentials;
+use packyard_core::security::{Action, Principal};
+use packyard_core::services::Services;
+use packyard_model::repos::Repository;
+use packyard_model::security::RepoFacts;
 
 use crate::error::ApiError;
 use crate::observe::RepoLabel;

@@ -7,10 +7,10 @@ use std::fmt;
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, ResponseError};
-use packyard_shared::auth::AuthError;
-use packyard_shared::blobs::BlobError;
-use packyard_shared::db::DbError;
-use packyard_shared::repos::RepoError;
+use packyard_core::auth::AuthError;
+use packyard_core::repositories::RepoError;
+use packyard_store::blobs::BlobError;
+use packyard_store::db::DbError;
 use serde::Serialize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -189,6 +189,12 @@ impl From<DbError> for ApiError {
     }
 }
 
+impl From<packyard_model::repos::InvalidRepository> for ApiError {
+    fn from(e: packyard_model::repos::InvalidRepository) -> Self {
+        Self::new(ErrorCode::InvalidRepository, e.0)
+    }
+}
+
 impl From<RepoError> for ApiError {
     fn from(e: RepoError) -> Self {
         match e {
@@ -218,9 +224,9 @@ impl From<BlobError> for ApiError {
     }
 }
 
-impl From<packyard_shared::security::service::AuthFailure> for ApiError {
-    fn from(e: packyard_shared::security::service::AuthFailure) -> Self {
-        use packyard_shared::security::service::AuthFailure;
+impl From<packyard_core::security::service::AuthFailure> for ApiError {
+    fn from(e: packyard_core::security::service::AuthFailure) -> Self {
+        use packyard_core::security::service::AuthFailure;
         match e {
             AuthFailure::Invalid(m) => Self::unauthorized(m),
             AuthFailure::Throttled(wait) => Self {

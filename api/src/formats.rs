@@ -1,10 +1,10 @@
 //! Format routes under `/repository/{repo}/`, one module per format.
 
 use actix_web::{web, HttpRequest, HttpResponse};
-use packyard_shared::config::Config;
-use packyard_shared::proxy::{CacheState, Outcome, ProxyError};
-use packyard_shared::repos::Repository;
-use packyard_shared::services::Services;
+use packyard_core::proxy::{CacheState, Outcome, ProxyError};
+use packyard_core::services::Services;
+use packyard_model::config::Config;
+use packyard_model::repos::Repository;
 
 use crate::error::{ApiError, ErrorCode};
 
@@ -35,7 +35,7 @@ pub async fn published_file(
     kind: &str,
     unit: &str,
     path: &str,
-) -> Result<Option<packyard_shared::publication::cache::ServedFile>, ApiError> {
+) -> Result<Option<packyard_core::publication::cache::ServedFile>, ApiError> {
     services
         .published
         .file(&services.db, services.blobs.as_ref(), repo.id, kind, unit, path)
@@ -47,7 +47,7 @@ pub async fn published_file(
 /// (304), `Content-Length`, the bytes from memory.
 pub fn serve_published(
     req: &actix_web::HttpRequest,
-    f: packyard_shared::publication::cache::ServedFile,
+    f: packyard_core::publication::cache::ServedFile,
 ) -> actix_web::HttpResponse {
     use actix_web::http::header::{self, Header, IfModifiedSince, LastModified};
     use actix_web::HttpResponse;
@@ -74,7 +74,7 @@ pub fn serve_published(
 /// opens nothing when the size is known.
 pub async fn serve_blob(
     req: &actix_web::HttpRequest,
-    blobs: &dyn packyard_shared::blobs::BlobStore,
+    blobs: &dyn packyard_store::blobs::BlobStore,
     sha256: &str,
     content_type: &str,
     last_modified: Option<std::time::SystemTime>,
@@ -83,7 +83,7 @@ pub async fn serve_blob(
 ) -> Result<actix_web::HttpResponse, crate::error::ApiError> {
     use actix_web::http::header::{self, Header, IfModifiedSince, LastModified};
     use actix_web::HttpResponse;
-    use packyard_shared::blobs::{RangeSpec, Sha256Hex};
+    use packyard_store::blobs::{RangeSpec, Sha256Hex};
     let etag = format!("\"{sha256}\"");
     let etag_matches = req.headers().get(header::IF_NONE_MATCH).is_some_and(|v| v.as_bytes() == etag.as_bytes());
     let not_modified_since = !req.headers().contains_key(header::IF_NONE_MATCH)
@@ -238,7 +238,7 @@ pub async fn after_upload(
 /// published revision reaches `revision` and, on a shared database, for every replica to have
 /// seen it.
 pub async fn wait_published(services: &Services, unit_id: i64, revision: i64) -> Result<(), ApiError> {
-    let done = packyard_shared::publication::wait_until_published(
+    let done = packyard_core::publication::wait_until_published(
         &services.db,
         unit_id,
         revision,
@@ -253,7 +253,7 @@ pub async fn wait_published(services: &Services, unit_id: i64, revision: i64) ->
     // Other replicas drop their view within one watermark period (sooner with Redis); on a
     // shared database, answer only after it, so that every replica serves the new version.
     // The embedded default (SQLite) is one process: nothing to wait for.
-    if services.db.backend() != packyard_shared::db::Backend::Sqlite {
+    if services.db.backend() != packyard_store::db::Backend::Sqlite {
         let c = &services.config;
         let ms = c.cache.watermark_ttl_ms.min(c.security.watermark_ttl_ms);
         tokio::time::sleep(std::time::Duration::from_millis(ms + 50)).await;
@@ -262,8 +262,8 @@ pub async fn wait_published(services: &Services, unit_id: i64, revision: i64) ->
 }
 
 /// How a refused upload is answered, for every format.
-pub fn upload_error(e: packyard_shared::formats::upload::UploadError) -> ApiError {
-    use packyard_shared::formats::upload::UploadError;
+pub fn upload_error(e: packyard_core::upload::UploadError) -> ApiError {
+    use packyard_core::upload::UploadError;
     let api = match e {
         UploadError::Invalid(m) | UploadError::Interrupted(m) => ApiError::bad_request(m),
         UploadError::TooLarge(m) => ApiError::new(ErrorCode::PayloadTooLarge, m),

@@ -1,8 +1,8 @@
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
-use packyard_shared::config::Loaded;
-use packyard_shared::services::Services;
+use packyard_core::services::Services;
+use packyard_model::config::Loaded;
 
 /// Packyard: APT, Alpine APK, Go module and Conan 2 repositories.
 #[derive(Parser)]
@@ -49,7 +49,7 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Migrate => {
-            packyard_shared::telemetry::init(&loaded.config.log);
+            packyard_core::telemetry::init(&loaded.config.log);
             let mut config = loaded.config;
             // This command is the one that migrates, whatever the replicas are told.
             config.database.migrate_on_start = true;
@@ -61,7 +61,7 @@ fn main() -> anyhow::Result<()> {
             })
         }
         Command::Serve => {
-            packyard_shared::telemetry::init(&loaded.config.log);
+            packyard_core::telemetry::init(&loaded.config.log);
             actix_web::rt::System::new().block_on(packyard_api::startup::run(loaded.config))
         }
     }

@@ -8,7 +8,7 @@ use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::middleware::Next;
 use actix_web::{web, HttpMessage};
-use packyard_shared::services::Services;
+use packyard_core::services::Services;
 use tracing::Instrument;
 
 pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");

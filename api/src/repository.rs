@@ -5,12 +5,12 @@
 
 use actix_web::http::Method;
 use actix_web::{web, HttpRequest, HttpResponse};
-use packyard_shared::security::Action;
+use packyard_core::security::Action;
 
 use crate::auth::authorize_repo;
 use crate::error::{ApiError, ErrorCode};
 
-pub fn configure(cfg: &mut web::ServiceConfig, config: &packyard_shared::config::Config) {
+pub fn configure(cfg: &mut web::ServiceConfig, config: &packyard_model::config::Config) {
     cfg.service(
         web::scope("/repository/{repo}")
             .configure(|c| crate::formats::configure(c, config))

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use actix_web::dev::Server;
 use actix_web::HttpServer;
-use packyard_shared::auth::{bootstrap_admin, Bootstrap};
-use packyard_shared::config::Config;
-use packyard_shared::services::Services;
+use packyard_core::auth::{bootstrap_admin, Bootstrap};
+use packyard_core::services::Services;
+use packyard_model::config::Config;
 use packyard_worker::publisher::Publisher;
 use packyard_worker::{management, process};
 

@@ -5,9 +5,9 @@ mod common;
 use actix_web::http::{header, StatusCode};
 use actix_web::test::{self, TestRequest};
 use common::{admin, basic, error_of, services, Reply};
-use packyard_shared::auth::hash_password;
-use packyard_shared::db::Backend;
-use packyard_shared::testing::TestDb;
+use packyard_core::auth::hash_password;
+use packyard_store::db::Backend;
+use packyard_store::testing::TestDb;
 use serde_json::{json, Value};
 
 async fn call<S, B>(app: &S, req: TestRequest) -> anyhow::Result<(StatusCode, Value, header::HeaderMap)>

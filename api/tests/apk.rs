@@ -9,7 +9,7 @@ mod common;
 use std::path::Path;
 
 use actix_web::test::{self as atest, TestRequest};
-use packyard_shared::formats::apk::testing::{build_apk, sized_apk, Fixture};
+use packyard_codecs::apk::testing::{build_apk, sized_apk, Fixture};
 use sha2::{Digest, Sha256};
 
 fn blob_files(root: &Path) -> usize {
@@ -22,8 +22,8 @@ fn walk(dir: &Path) -> usize {
         .unwrap_or(0)
 }
 
-async fn hosted_apk(backend: packyard_shared::db::Backend) -> anyhow::Result<()> {
-    let Some(t) = packyard_shared::testing::TestDb::fresh(backend).await? else { return Ok(()) };
+async fn hosted_apk(backend: packyard_store::db::Backend) -> anyhow::Result<()> {
+    let Some(t) = packyard_store::testing::TestDb::fresh(backend).await? else { return Ok(()) };
     let services = common::services_with(&t, |c| c.server.max_upload_bytes = 2 << 20).await?;
     let app = atest::init_service(packyard_api::app::public_app(services.clone())).await;
     let call = |req: TestRequest| common::call(&app, req);
@@ -126,7 +126,7 @@ async fn hosted_apk(backend: packyard_shared::db::Backend) -> anyhow::Result<()>
     assert_eq!(r.status, 409, "{}", r.text);
     assert!(r.text.contains("already in repository alpine with different content"), "{}", r.text);
     assert_eq!(blob_files(&t.dir.path().join("blobs")), stored, "a refused upload left a blob");
-    let other_digest = packyard_shared::blobs::Sha256Hex::parse(&hex::encode(Sha256::digest(&other.bytes)))?;
+    let other_digest = packyard_store::blobs::Sha256Hex::parse(&hex::encode(Sha256::digest(&other.bytes)))?;
     assert!(services.db.blob(&other_digest).await?.is_none(), "a refused upload left a blob row");
     let r = call(
         TestRequest::put().uri("/repository/alpine/v3.20/main/x86_64/y-1-r0.apk").set_payload(hello.bytes.clone()),
@@ -134,7 +134,7 @@ async fn hosted_apk(backend: packyard_shared::db::Backend) -> anyhow::Result<()>
     .await?;
     assert_eq!(r.status, 401, "anonymous upload: {}", r.text);
 
-    let due = packyard_shared::db::publication::Due { debounce_ms: 0, max_delay_ms: 0 };
+    let due = packyard_store::db::publication::Due { debounce_ms: 0, max_delay_ms: 0 };
     let published = packyard_worker::publisher::Publisher::new(services.clone(), packyard_worker::builders(&services))
         .with_due(due)
         .run_until_idle()
@@ -295,7 +295,7 @@ async fn hosted_apk(backend: packyard_shared::db::Backend) -> anyhow::Result<()>
         .await;
     services.published.invalidate();
     let bytes = atest::call_and_read_body(&app, TestRequest::get().uri(index).to_request()).await;
-    let members = packyard_shared::formats::apk::index::split_members(&bytes)?;
+    let members = packyard_codecs::apk::index::split_members(&bytes)?;
     let mut text = String::new();
     std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&members[1][..]), &mut text)?;
     assert!(!text.contains("P:hello\n") && text.contains("P:bigpkg\n"), "{text}");
@@ -327,12 +327,12 @@ async fn hosted_apk(backend: packyard_shared::db::Backend) -> anyhow::Result<()>
     let r = call(TestRequest::get().uri(&format!("/repository/alpine/keys/{new_name}"))).await?;
     let new_public = r.text;
     let bytes = atest::call_and_read_body(&app, TestRequest::get().uri(index).to_request()).await;
-    let sig_member = packyard_shared::formats::apk::index::split_members(&bytes)?.remove(0);
+    let sig_member = packyard_codecs::apk::index::split_members(&bytes)?.remove(0);
     let mut sig_tar = Vec::new();
     std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&sig_member[..]), &mut sig_tar)?;
     assert!(String::from_utf8_lossy(&sig_tar[..100]).starts_with(&format!(".SIGN.RSA.{new_name}")));
-    let keys = packyard_shared::formats::apk::signing::parse_public_keys(&new_public)?;
-    packyard_shared::formats::apk::signing::verify_index(&bytes, &keys)?;
+    let keys = packyard_codecs::apk::signing::parse_public_keys(&new_public)?;
+    packyard_codecs::apk::index::verify_index(&bytes, &keys)?;
     Ok(())
 }
 on_every_backend!(hosted_apk);
@@ -342,7 +342,7 @@ mod over_http {
     use std::time::Duration;
 
     use super::common::process::{basic, start, status_of, Server};
-    use packyard_shared::formats::apk::testing::{build_apk, Fixture};
+    use packyard_codecs::apk::testing::{build_apk, Fixture};
 
     const PW: &str = "apk-admin";
 
@@ -415,7 +415,7 @@ mod over_http {
         std::fs::create_dir_all(dir)?;
         std::fs::write(dir.join("APKINDEX.tar.gz"), &index)?;
         std::fs::write(dir.join("key.pem"), &key.1)?;
-        let text = packyard_shared::formats::apk::index::apkindex_text(&index)?;
+        let text = packyard_codecs::apk::index::apkindex_text(&index)?;
         let mut packages = std::collections::BTreeMap::new();
         for rec in text.split("\n\n").filter(|r| !r.trim().is_empty()) {
             let field = |k: &str| rec.lines().find_map(|l| l.strip_prefix(k)).unwrap_or_default().to_string();
@@ -531,8 +531,7 @@ mod over_http {
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
         loop {
             let (s, _, index) = get(&server, &format!("/repository/all/{unit}/APKINDEX.tar.gz"))?;
-            let text =
-                if s == 200 { packyard_shared::formats::apk::index::apkindex_text(&index)? } else { String::new() };
+            let text = if s == 200 { packyard_codecs::apk::index::apkindex_text(&index)? } else { String::new() };
             if text.contains("P:newer\n") {
                 break;
             }

@@ -179,7 +179,7 @@ fn hosted_apt_with_the_real_client() -> anyhow::Result<()> {
     for kind in ["", ".gz", ".xz", ".zst"] {
         let name = format!("packyard-gen{}", kind.trim_start_matches('.'));
         let control = format!("Package: {name}\nVersion: 1.0-1\nArchitecture: all\nMaintainer: T <t@example.org>\nDescription: generated ({kind:?} control)\n");
-        let bytes = packyard_shared::formats::apt::testing::deb(&control, kind);
+        let bytes = packyard_codecs::apt::testing::deb(&control, kind);
         // One of them as a multipart form (Nexus's `apt.asset` field, after another field).
         let (s, body) = if kind == ".zst" {
             multipart(&server, "debs", &[("note", b"ignored"), ("apt.asset", &bytes)], "?wait=true")?
@@ -191,7 +191,7 @@ fn hosted_apt_with_the_real_client() -> anyhow::Result<()> {
         expected.push((name, v["filename"].as_str().unwrap_or_default().to_string(), bytes));
     }
     // A package dpkg can install (a real data member), for the install into a scratch root.
-    let installable = packyard_shared::formats::apt::testing::installable_deb(
+    let installable = packyard_codecs::apt::testing::installable_deb(
         "Package: packyard-installable\nVersion: 1.0\nArchitecture: all\nMaintainer: T <t@example.org>\nDescription: installs one file\n",
         &[("./usr/share/packyard-installable/greeting.txt", b"installed by apt-get\n")],
     );
@@ -397,7 +397,7 @@ fn hosted_apt_with_the_real_client() -> anyhow::Result<()> {
     let out = apt_get(root.path(), &["update"])?;
     assert!(out.status.success(), "apt-get update after the rotation: {}", String::from_utf8_lossy(&out.stderr));
     // Import: an armored secret key; garbage is refused.
-    let imported = packyard_shared::formats::apt::signing::Signer::generate("imported <imported@example.org>")?;
+    let imported = packyard_codecs::apt::signing::Signer::generate("imported <imported@example.org>")?;
     let (s, body) = admin_json("PUT", Some(serde_json::json!({"private_key": imported.to_armored_secret()?})))?;
     assert_eq!(s, 200, "{body}");
     assert_eq!(body["fingerprint"].as_str(), Some(imported.fingerprint().as_str()));
@@ -455,10 +455,10 @@ fn count_files(dir: &Path) -> usize {
 
 /// Warmed reads of InRelease and Packages.gz make no database query (in-process, no background
 /// tasks), and a conflicting upload is refused on every backend.
-async fn warmed_index_reads(backend: packyard_shared::db::Backend) -> anyhow::Result<()> {
+async fn warmed_index_reads(backend: packyard_store::db::Backend) -> anyhow::Result<()> {
     use actix_web::test::{self as atest, TestRequest};
     let Some(debs) = real_debs() else { return Ok(()) };
-    let Some(t) = packyard_shared::testing::TestDb::fresh(backend).await? else { return Ok(()) };
+    let Some(t) = packyard_store::testing::TestDb::fresh(backend).await? else { return Ok(()) };
     let services = common::services_with(&t, |c| c.server.max_upload_bytes = 256 * 1024).await?;
     let app = atest::init_service(packyard_api::app::public_app(services.clone())).await;
     let r = common::call(
@@ -478,7 +478,7 @@ async fn warmed_index_reads(backend: packyard_shared::db::Backend) -> anyhow::Re
     .await?;
     assert_eq!(r.status, 201, "{}", r.text);
     // A v2 .apk (gzip members) posted by mistake, and an upload over server.max_upload_bytes.
-    let apk = packyard_shared::formats::apt::testing::compress(".gz", b"signature, control, data");
+    let apk = packyard_codecs::apt::testing::compress(".gz", b"signature, control, data");
     let r = common::call(
         &app,
         TestRequest::post().uri("/repository/debs/").insert_header(common::admin()).set_payload(apk),
@@ -510,7 +510,7 @@ async fn warmed_index_reads(backend: packyard_shared::db::Backend) -> anyhow::Re
     assert_eq!(r.status, 409, "{}", r.text);
     assert!(r.text.contains("already in repository debs with different content"), "{}", r.text);
 
-    let due = packyard_shared::db::publication::Due { debounce_ms: 0, max_delay_ms: 0 };
+    let due = packyard_store::db::publication::Due { debounce_ms: 0, max_delay_ms: 0 };
     let published = packyard_worker::publisher::Publisher::new(services.clone(), packyard_worker::builders(&services))
         .with_due(due)
         .run_until_idle()
@@ -556,10 +556,8 @@ fn apt_get_update_during_uploads() -> anyhow::Result<()> {
             .send_json(serde_json::json!({"name": "debs", "format": "apt", "type": "hosted"})),
     )?;
     assert_eq!(s, 201, "{body}");
-    let first = packyard_shared::formats::apt::testing::deb(
-        "Package: seed\nVersion: 1\nArchitecture: all\nDescription: seed\n",
-        ".gz",
-    );
+    let first =
+        packyard_codecs::apt::testing::deb("Package: seed\nVersion: 1\nArchitecture: all\nDescription: seed\n", ".gz");
     assert_eq!(upload(&server, "debs", &first, "?wait=true")?.0, 201);
     let (_, key) = get(&server, "/repository/debs/gpg.key")?;
     let root = tempfile::tempdir()?;
@@ -582,7 +580,7 @@ fn apt_get_update_during_uploads() -> anyhow::Result<()> {
             let control = format!(
                 "Package: stream{i}\nVersion: 1.{i}\nArchitecture: all\nDescription: upload {i} of the stream\n"
             );
-            let bytes = packyard_shared::formats::apt::testing::deb(&control, ".xz");
+            let bytes = packyard_codecs::apt::testing::deb(&control, ".xz");
             let (s, body) = status_of(
                 ureq::post(&format!("{url}/repository/debs/")).set("Authorization", &basic(PW)).send_bytes(&bytes),
             )?;
@@ -920,11 +918,11 @@ fn proxy_and_group_with_the_real_client() -> anyhow::Result<()> {
         .and_then(|s| s.lines().find_map(|l| l.strip_prefix("Version: ")))
         .ok_or_else(|| anyhow::anyhow!("hello not in the upstream index"))?
         .to_string();
-    let local_hello = packyard_shared::formats::apt::testing::deb(
+    let local_hello = packyard_codecs::apt::testing::deb(
         &format!("Package: hello\nVersion: {hello_version}\nArchitecture: amd64\nMaintainer: T <t@example.org>\nDescription: the local hello\n"),
         ".gz",
     );
-    let local_only = packyard_shared::formats::apt::testing::deb(
+    let local_only = packyard_codecs::apt::testing::deb(
         "Package: packyard-local\nVersion: 1.0\nArchitecture: all\nMaintainer: T <t@example.org>\nDescription: only here\n",
         ".xz",
     );
@@ -971,7 +969,7 @@ fn proxy_and_group_with_the_real_client() -> anyhow::Result<()> {
         );
     }
     // An upstream change reaches the group once the proxy member's metadata TTL has passed.
-    let later = packyard_shared::formats::apt::testing::deb(
+    let later = packyard_codecs::apt::testing::deb(
         "Package: packyard-later\nVersion: 1.0\nArchitecture: all\nMaintainer: T <t@example.org>\nDescription: later\n",
         "",
     );

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use common::process::{basic, run_to_end, start, status_of};
 
-use packyard_shared::db::Backend;
+use packyard_store::db::Backend;
 
 #[test]
 fn embedded_default_from_an_empty_directory() -> anyhow::Result<()> {
@@ -192,7 +192,7 @@ fn config_show_and_migrate() -> anyhow::Result<()> {
 
 fn external_database(backend: Backend) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let Some((url, dir)) = rt.block_on(packyard_shared::testing::create_database(backend))? else {
+    let Some((url, dir)) = rt.block_on(packyard_store::testing::create_database(backend))? else {
         eprintln!("skipped: no {} server configured", backend.as_str());
         return Ok(());
     };
@@ -240,7 +240,7 @@ fn works_on_mysql() -> anyhow::Result<()> {
 /// within the watermark TTL (1 s by default; the promise is 2 s).
 fn revocation_reaches_another_replica(backend: Backend) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let Some((url, dir)) = rt.block_on(packyard_shared::testing::create_database(backend))? else {
+    let Some((url, dir)) = rt.block_on(packyard_store::testing::create_database(backend))? else {
         eprintln!("skipped: no {} server configured", backend.as_str());
         return Ok(());
     };

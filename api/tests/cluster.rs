@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::process::{basic, start, start_worker, status_of, Server};
-use packyard_shared::db::Backend;
+use packyard_store::db::Backend;
 use sha2::{Digest, Sha256};
 
 const ADMIN: &str = "cluster-admin";
@@ -54,7 +54,7 @@ fn cluster(backend: Backend, workers: usize, extra: &[(&str, &str)]) -> anyhow::
 
 fn cluster_with(backend: Backend, workers: usize, extra: &[(&str, &str)]) -> anyhow::Result<Option<Cluster>> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let Some((url, dir)) = rt.block_on(packyard_shared::testing::create_database(backend))? else {
+    let Some((url, dir)) = rt.block_on(packyard_store::testing::create_database(backend))? else {
         eprintln!("skipped: no {} server configured", backend.as_str());
         return Ok(None);
     };
@@ -423,7 +423,7 @@ fn go_read_your_writes(backend: Backend) -> anyhow::Result<()> {
         // The reader has seen the module before the write, so a stale view would show.
         let _ = ureq::get(&format!("{}/repository/gomods/{m}/@v/list", reader.public)).call();
         let v = format!("v1.0.{i}");
-        let zip = packyard_shared::formats::go::testing::simple_module(m, &v, &v, 0)?;
+        let zip = packyard_codecs::go::testing::simple_module(m, &v, &v, 0)?;
         let (s, body) = status_of(
             ureq::put(&format!("{}/repository/gomods/{m}/@v/{v}.zip", writer.public))
                 .set("Authorization", &basic(ADMIN))

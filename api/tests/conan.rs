@@ -295,9 +295,9 @@ fn hosted_recipes_and_packages() -> anyhow::Result<()> {
 
 /// The revision lifecycle through the actix service on every backend: invisible until the
 /// manifest, visible after, immutable, deleted.
-async fn conan_revisions(backend: packyard_shared::db::Backend) -> anyhow::Result<()> {
+async fn conan_revisions(backend: packyard_store::db::Backend) -> anyhow::Result<()> {
     use actix_web::test::{self as atest, TestRequest};
-    let Some(t) = packyard_shared::testing::TestDb::fresh(backend).await? else { return Ok(()) };
+    let Some(t) = packyard_store::testing::TestDb::fresh(backend).await? else { return Ok(()) };
     let services = common::services(&t).await?;
     let app = atest::init_service(packyard_api::app::public_app(services.clone())).await;
     let r = common::call(
@@ -312,7 +312,7 @@ async fn conan_revisions(backend: packyard_shared::db::Backend) -> anyhow::Resul
     // The embedded worker publishes the projections writes wait for.
     let worker = {
         let s = services.clone();
-        let due = packyard_shared::db::publication::Due { debounce_ms: 0, max_delay_ms: 0 };
+        let due = packyard_store::db::publication::Due { debounce_ms: 0, max_delay_ms: 0 };
         tokio::spawn(async move {
             loop {
                 packyard_worker::publisher::Publisher::new(s.clone(), packyard_worker::builders(&s))

@@ -7,7 +7,7 @@
 mod common;
 
 use common::app::{As, Repo, TestApp};
-use packyard_shared::repos::Format;
+use packyard_model::repos::Format;
 use serde_json::json;
 
 fn md5_hex(bytes: &[u8]) -> String {
@@ -28,11 +28,11 @@ async fn refused_uploads_leave_nothing(mut app: TestApp) -> anyhow::Result<()> {
         app.create(repo).await?;
     }
     let control = "Package: hello\nVersion: 1.0\nArchitecture: amd64\nMaintainer: T <t@example.org>\nDescription: x\n";
-    let deb = packyard_shared::formats::apt::testing::deb(control, ".gz");
-    let apk = packyard_shared::formats::apk::testing::build_apk(
-        &packyard_shared::formats::apk::testing::Fixture::new("hello", "1.0-r0", "x86_64"),
-    )?;
-    let zip = packyard_shared::formats::go::testing::simple_module("example.com/m", "v1.0.0", "one", 0)?;
+    let deb = packyard_codecs::apt::testing::deb(control, ".gz");
+    let apk = packyard_codecs::apk::testing::build_apk(&packyard_codecs::apk::testing::Fixture::new(
+        "hello", "1.0-r0", "x86_64",
+    ))?;
+    let zip = packyard_codecs::go::testing::simple_module("example.com/m", "v1.0.0", "one", 0)?;
     assert_eq!(app.post("/repository/debs/", deb.clone()).await?.status, 201);
     assert_eq!(app.put("/repository/alpine/v3.20/main/x86_64/hello-1.0-r0.apk", apk.bytes.clone()).await?.status, 201);
     assert_eq!(app.put("/repository/gomods/example.com/m/@v/v1.0.0.zip", zip.clone()).await?.status, 201);
@@ -41,12 +41,11 @@ async fn refused_uploads_leave_nothing(mut app: TestApp) -> anyhow::Result<()> {
     // The same coordinates with other bytes: 409, and those bytes are gone.
     let mut other_deb = deb.clone();
     other_deb.extend_from_slice(b"trailing bytes");
-    let other_apk =
-        packyard_shared::formats::apk::testing::build_apk(&packyard_shared::formats::apk::testing::Fixture {
-            payload: b"other".to_vec(),
-            ..packyard_shared::formats::apk::testing::Fixture::new("hello", "1.0-r0", "x86_64")
-        })?;
-    let other_zip = packyard_shared::formats::go::testing::simple_module("example.com/m", "v1.0.0", "two", 0)?;
+    let other_apk = packyard_codecs::apk::testing::build_apk(&packyard_codecs::apk::testing::Fixture {
+        payload: b"other".to_vec(),
+        ..packyard_codecs::apk::testing::Fixture::new("hello", "1.0-r0", "x86_64")
+    })?;
+    let other_zip = packyard_codecs::go::testing::simple_module("example.com/m", "v1.0.0", "two", 0)?;
     for (path, bytes, is_post) in [
         ("/repository/debs/", other_deb, true),
         ("/repository/alpine/v3.20/main/x86_64/hello-1.0-r0.apk", other_apk.bytes, false),
@@ -63,8 +62,8 @@ async fn refused_uploads_leave_nothing(mut app: TestApp) -> anyhow::Result<()> {
     let conanfile = b"from conan import ConanFile\n";
     assert_eq!(app.put(&format!("{base}/files/conanfile.py"), &conanfile[..]).await?.status, 201);
     let tgz = {
-        let t = packyard_shared::formats::apt::testing::data_tar(&[("include/lib.h", b"#pragma once\n")]);
-        packyard_shared::formats::apt::testing::compress(".gz", &t)
+        let t = packyard_codecs::apt::testing::data_tar(&[("include/lib.h", b"#pragma once\n")]);
+        packyard_codecs::apt::testing::compress(".gz", &t)
     };
     let stored = app.blob_files();
     let cut = tgz[..tgz.len() - 20].to_vec();
@@ -100,12 +99,12 @@ async fn go_versions_are_deleted(mut app: TestApp) -> anyhow::Result<()> {
     app.start_worker();
     app.create(Repo::hosted("gomods", Format::Go)).await?;
     for v in ["v1.0.0", "v1.1.0"] {
-        let zip = packyard_shared::formats::go::testing::simple_module("example.com/lib", v, v, 0)?;
+        let zip = packyard_codecs::go::testing::simple_module("example.com/lib", v, v, 0)?;
         let r = app.put(&format!("/repository/gomods/example.com/lib/@v/{v}.zip"), zip).await?;
         assert_eq!(r.status, 201, "{v}: {}", r.text);
     }
     // Two path shapes: four segments (also APK's shape) and five.
-    let deep = packyard_shared::formats::go::testing::simple_module("example.com/a/deep", "v0.1.0", "x", 0)?;
+    let deep = packyard_codecs::go::testing::simple_module("example.com/a/deep", "v0.1.0", "x", 0)?;
     assert_eq!(app.put("/repository/gomods/example.com/a/deep/@v/v0.1.0.zip", deep).await?.status, 201);
 
     let r = app.delete("/repository/gomods/example.com/lib/@v/v1.0.0.zip").await?;
@@ -158,9 +157,9 @@ async fn an_empty_apk_repository_has_signed_indexes(app: TestApp) -> anyhow::Res
     let index = app.get("/repository/alpine/v3.21/main/x86_64/APKINDEX.tar.gz").await?;
     assert_eq!(index.status, 200, "{}", index.text);
     let pem = app.get(&format!("/repository/alpine/keys/{key_name}")).await?.text;
-    let key = packyard_shared::formats::apk::signing::parse_public_keys(&pem)?;
-    let verified = packyard_shared::formats::apk::signing::verify_index(&index.bytes, &key)?;
-    let text = packyard_shared::formats::apk::index::index_member_text(&verified)?;
+    let key = packyard_codecs::apk::signing::parse_public_keys(&pem)?;
+    let verified = packyard_codecs::apk::index::verify_index(&index.bytes, &key)?;
+    let text = packyard_codecs::apk::index::index_member_text(&verified)?;
     assert_eq!(text, "", "an empty index lists nothing");
     let r = app.get("/repository/alpine/v3.21/main/aarch64/APKINDEX.tar.gz").await?;
     assert_eq!(r.status, 404);
@@ -175,13 +174,10 @@ async fn an_empty_apk_repository_has_signed_indexes(app: TestApp) -> anyhow::Res
     assert_eq!(r.status, 200, "{}", r.text);
     let new_name = r.json["key_name"].as_str().unwrap_or_default().to_string();
     let pem = app.get(&format!("/repository/alpine/keys/{new_name}")).await?.text;
-    let key = packyard_shared::formats::apk::signing::parse_public_keys(&pem)?;
+    let key = packyard_codecs::apk::signing::parse_public_keys(&pem)?;
     app.services.poll_watermarks().await?;
     let index = app.get("/repository/alpine/v3.21/main/x86_64/APKINDEX.tar.gz").await?;
-    assert!(
-        packyard_shared::formats::apk::signing::verify_index(&index.bytes, &key).is_ok(),
-        "signed with the new key"
-    );
+    assert!(packyard_codecs::apk::index::verify_index(&index.bytes, &key).is_ok(), "signed with the new key");
     Ok(())
 }
 app_test!(an_empty_apk_repository_has_signed_indexes);
@@ -192,7 +188,7 @@ app_test!(an_empty_apk_repository_has_signed_indexes);
 /// and its retry succeeds.
 #[actix_web::test]
 async fn conan_rows_and_publication_changes_are_one_transaction() -> anyhow::Result<()> {
-    let Some(mut app) = TestApp::new(packyard_shared::db::Backend::Sqlite).await? else { return Ok(()) };
+    let Some(mut app) = TestApp::new(packyard_store::db::Backend::Sqlite).await? else { return Ok(()) };
     app.start_worker();
     app.create(Repo::hosted("cc", Format::Conan)).await?;
     let base = "/repository/cc/v2/conans/lib/1.0/_/_";
@@ -210,9 +206,7 @@ async fn conan_rows_and_publication_changes_are_one_transaction() -> anyhow::Res
     let manifest = format!("123\nconanfile.py: {}\n", md5_hex(conanfile));
     let r = app.put(&format!("{base}/revisions/r1/files/conanmanifest.txt"), manifest.clone()).await?;
     assert!(r.status.is_server_error(), "{}: {}", r.status, r.text);
-    let rev = app
-        .services
-        .db
+    let rev = packyard_formats::conan::rows::rows(&app.services.db)
         .conan_revision(app.services.db.repository_by_name("cc").await?.map_or(0, |r| r.id), "lib/1.0", "r1", "", "")
         .await?;
     assert_eq!(rev.map(|r| r.complete), Some(false), "the revision was completed without its publication change");

@@ -6,7 +6,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use packyard_shared::db::Backend;
+use packyard_store::db::Backend;
 use sha2::{Digest, Sha256};
 
 use common::chaos::{host_port, Chaos};
@@ -31,7 +31,7 @@ fn upload(server: &Server, i: u64, wait: bool) -> anyhow::Result<(u16, String)> 
 /// A fresh database on `backend`'s test server, or `None` (skipped, with a note) without one.
 fn fresh_database(backend: Backend) -> anyhow::Result<Option<(String, tempfile::TempDir)>> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let db = rt.block_on(packyard_shared::testing::create_database(backend))?;
+    let db = rt.block_on(packyard_store::testing::create_database(backend))?;
     if db.is_none() {
         eprintln!("skipped: no {} server configured", backend.as_str());
     }
@@ -306,7 +306,7 @@ fn s3_outage_refuses_uploads_and_keeps_serving() -> anyhow::Result<()> {
     };
     let bucket = format!("packyard-fault-{}", hex::encode(rand::random::<[u8; 4]>()));
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    rt.block_on(packyard_shared::blobs::s3::create_test_bucket(&s3_url, &bucket))?;
+    rt.block_on(packyard_store::blobs::s3::create_test_bucket(&s3_url, &bucket))?;
     let s3 = Chaos::start(&host_port(&s3_url))?;
     let dir = tempfile::tempdir()?;
     let endpoint = s3.rewrite(&s3_url);

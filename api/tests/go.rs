@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::Command;
 
 use common::process::{basic, start, status_of, Server};
-use packyard_shared::formats::go::testing::{module_zip, simple_module, ZipFile};
+use packyard_codecs::go::testing::{module_zip, simple_module, ZipFile};
 
 const PW: &str = "go-admin";
 
@@ -316,7 +316,7 @@ fn proxy_and_group_with_the_real_go_command() -> anyhow::Result<()> {
             ureq::put(&format!(
                 "{}/repository/{repo}/{}/@v/{version}.zip",
                 server.public,
-                packyard_shared::formats::go::escape(module)
+                packyard_codecs::go::escape(module)
             ))
             .set("Authorization", &basic(PW))
             .send_bytes(&simple_module(module, version, message, 0)?),
@@ -446,9 +446,9 @@ fn proxy_and_group_with_the_real_go_command() -> anyhow::Result<()> {
 
 /// Publication and reads through the actix service on every backend: read-your-writes, warmed
 /// `list`/`@latest`/`.info` and `.mod`/`.zip` reads without a database query, conflicts.
-async fn hosted_go(backend: packyard_shared::db::Backend) -> anyhow::Result<()> {
+async fn hosted_go(backend: packyard_store::db::Backend) -> anyhow::Result<()> {
     use actix_web::test::{self as atest, TestRequest};
-    let Some(t) = packyard_shared::testing::TestDb::fresh(backend).await? else { return Ok(()) };
+    let Some(t) = packyard_store::testing::TestDb::fresh(backend).await? else { return Ok(()) };
     let services = common::services_with(&t, |c| c.go.max_go_mod_bytes = 64).await?;
     let app = atest::init_service(packyard_api::app::public_app(services.clone())).await;
     let r = common::call(
@@ -463,7 +463,7 @@ async fn hosted_go(backend: packyard_shared::db::Backend) -> anyhow::Result<()> 
     // The embedded worker publishes the projection the PUT waits for.
     let worker = {
         let s = services.clone();
-        let due = packyard_shared::db::publication::Due { debounce_ms: 0, max_delay_ms: 0 };
+        let due = packyard_store::db::publication::Due { debounce_ms: 0, max_delay_ms: 0 };
         tokio::spawn(async move {
             loop {
                 packyard_worker::publisher::Publisher::new(s.clone(), packyard_worker::builders(&s))

@@ -474,7 +474,7 @@ fn deb_bomb() -> anyhow::Result<Vec<u8>> {
 
 #[test]
 fn decompression_bombs_are_refused_before_memory_or_disk_fills() -> anyhow::Result<()> {
-    use packyard_shared::formats::go::testing::{module_zip, ZipFile};
+    use packyard_codecs::go::testing::{module_zip, ZipFile};
     let dir = tempfile::tempdir()?;
     let server = start(dir.path(), &[("PACKYARD_SECURITY__ADMIN_PASSWORD", "pw")])?;
     server.wait_ready()?;

@@ -9,9 +9,9 @@ use std::time::Duration;
 use actix_web::http::{header, StatusCode};
 use actix_web::test::{self, TestRequest};
 use common::{admin, basic, bearer, call, error_of, services, services_with};
-use packyard_shared::db::Backend;
-use packyard_shared::security::tokens;
-use packyard_shared::testing::TestDb;
+use packyard_core::security::tokens;
+use packyard_store::db::Backend;
+use packyard_store::testing::TestDb;
 use serde_json::json;
 
 /// Who calls, in the matrix's columns.

@@ -6,10 +6,11 @@
 #![expect(clippy::expect_used, reason = "a benchmark whose setup fails should stop at once")]
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use packyard_shared::formats::apk::index::signed_index;
-use packyard_shared::formats::apk::package::{index_record, read_package, Limits};
-use packyard_shared::formats::apk::signing::{parse_public_keys, verify_index, ApkKey};
-use packyard_shared::formats::apk::testing::sized_apk;
+use packyard_codecs::apk::index::signed_index;
+use packyard_codecs::apk::index::verify_index;
+use packyard_codecs::apk::package::{index_record, read_package, Limits};
+use packyard_codecs::apk::signing::{parse_public_keys, ApkKey};
+use packyard_codecs::apk::testing::sized_apk;
 
 fn bench(c: &mut Criterion) {
     let pkg = sized_apk("bench", "1.0-r0", "x86_64", 4 << 20, 1).expect("fixture");

@@ -7,10 +7,10 @@
 use std::collections::HashSet;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use packyard_shared::formats::apt::deb::{read_package, Limits};
-use packyard_shared::formats::apt::group::merge_stanza;
-use packyard_shared::formats::apt::packages::{render_stanza, PoolFile};
-use packyard_shared::formats::apt::signing::{Algorithm, Signer};
+use packyard_codecs::apt::deb::{read_package, Limits};
+use packyard_codecs::apt::packages::{render_stanza, PoolFile};
+use packyard_codecs::apt::signing::{Algorithm, Signer};
+use packyard_formats::apt::group::merge_stanza;
 
 fn bench(c: &mut Criterion) {
     let control =
@@ -54,11 +54,11 @@ fn bench(c: &mut Criterion) {
         for (i, b) in data.iter_mut().enumerate() {
             *b = (i.wrapping_mul(2_654_435_761) >> 13) as u8;
         }
-        let t = packyard_shared::formats::apt::testing::data_tar(&[("./usr/share/bench/payload", &data[..])]);
-        let mut out = packyard_shared::formats::apt::testing::deb(control, ".gz");
+        let t = packyard_codecs::apt::testing::data_tar(&[("./usr/share/bench/payload", &data[..])]);
+        let mut out = packyard_codecs::apt::testing::deb(control, ".gz");
         // Replace the tiny data member with the large one.
-        out.truncate(out.len() - packyard_shared::formats::apt::testing::small_data_member().len());
-        out.extend(packyard_shared::formats::apt::testing::ar_member("data.tar", &t));
+        out.truncate(out.len() - packyard_codecs::apt::testing::small_data_member().len());
+        out.extend(packyard_codecs::apt::testing::ar_member("data.tar", &t));
         out
     };
     let mut g = c.benchmark_group("apt_deb");

@@ -10,14 +10,15 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use packyard_shared::blobs::FileStore;
-use packyard_shared::db::apt::AptPackage;
-use packyard_shared::db::Backend;
-use packyard_shared::formats::apt::publish::AptBuilder;
-use packyard_shared::publication::{BuildContext, Builder};
-use packyard_shared::repos::{RepositoryService, RepositorySpec};
-use packyard_shared::security::keystore::KeyStore;
-use packyard_shared::testing::TestDb;
+use packyard_core::publication::{BuildContext, Builder};
+use packyard_core::repositories::RepositoryService;
+use packyard_core::security::keystore::KeyStore;
+use packyard_formats::apt::publish::AptBuilder;
+use packyard_formats::apt::rows::AptPackage;
+use packyard_model::repos::RepositorySpec;
+use packyard_store::blobs::FileStore;
+use packyard_store::db::Backend;
+use packyard_store::testing::TestDb;
 
 /// A control text of the size real ones have (about 700 bytes with a long description).
 fn control(name: &str, version: &str, arch: &str) -> String {
@@ -55,7 +56,7 @@ async fn seed(t: &TestDb, repo: i64, n: usize) {
                 md5: hex64[..32].to_string(),
                 sha256: hex64.clone(),
             };
-            db.put_apt_package(&mut tx, &p, "bench", false).await.expect("insert");
+            packyard_formats::apt::rows::rows(db).put_apt_package(&mut tx, &p, "bench", false).await.expect("insert");
             i += 1;
         }
         tx.commit().await.expect("commit");
@@ -91,9 +92,7 @@ async fn run(backend: Backend, n: usize) {
     let keystore = Arc::new(KeyStore::new("0123456789abcdef0123456789abcdef"));
     let builder = AptBuilder { page_size: 1_000, keystore, blobs: blobs.clone(), proxy: None };
     // The signing key is made on first need; make it now so the build measures building.
-    packyard_shared::formats::apt::signing::Signer::for_repository(&t.db, &builder.keystore, repo.id, "bench <b@x>")
-        .await
-        .expect("key");
+    packyard_formats::apt::keys::signer(&t.db, &builder.keystore, repo.id, "bench <b@x>").await.expect("key");
     // Reset the peak RSS to the current RSS (Linux: write 5 to clear_refs).
     let _ = std::fs::write("/proc/self/clear_refs", "5");
     let (_, rss_before) = rss();

@@ -5,9 +5,9 @@
 #![expect(clippy::expect_used, reason = "a benchmark whose setup fails should stop at once")]
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use packyard_shared::formats::go::testing::{module_zip, simple_module, ZipFile};
-use packyard_shared::formats::go::version::{latest, list};
-use packyard_shared::formats::go::zip::{check_entries, locate, parse_central, tail_len, verify_data, Limits};
+use packyard_codecs::go::testing::{module_zip, simple_module, ZipFile};
+use packyard_codecs::go::version::{latest, list};
+use packyard_codecs::go::zip::{check_entries, locate, parse_central, tail_len, verify_data, Limits};
 
 fn check(zip: &[u8]) -> usize {
     let tail = &zip[zip.len() - tail_len(zip.len() as u64) as usize..];

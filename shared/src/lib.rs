@@ -1,22 +1,11 @@
-//! `packyard-shared`: the domain model, configuration, storage (database and blobs), and the
-//! services both binaries use. Nothing here knows about HTTP.
+//! `packyard-shared`: the crates under `shared/`, re-exported by layer — [`model`] (types and
+//! rules), [`codecs`] (pure parsers, index writers, signing), [`store`] (database, blobs,
+//! metrics), `packyard_core` (services, security, proxy, events, publication, the format engine)
+//! and [`formats`] (APT, APK, Go, Conan). Each layer depends only on those before it, so an import
+//! cycle between them does not compile.
 
-pub mod auth;
-pub mod blobs;
-pub mod config;
-pub mod crash;
-pub mod db;
-pub mod events;
-pub mod formats;
-#[cfg(feature = "testing")]
-pub mod fuzzing;
-pub mod metrics;
-pub mod proxy;
-pub mod publication;
-pub mod repos;
-pub mod security;
-pub mod services;
-pub mod telemetry;
-#[cfg(feature = "testing")]
-pub mod testing;
-pub mod time;
+pub use packyard_codecs as codecs;
+pub use packyard_core;
+pub use packyard_formats as formats;
+pub use packyard_model as model;
+pub use packyard_store as store;

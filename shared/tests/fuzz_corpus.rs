@@ -1,5 +1,5 @@
 //! Replays the committed fuzz corpora (`fuzz/corpus/<target>/`) through the checks the fuzz
-//! targets run (`packyard_shared::fuzzing`), so that every input the fuzzer kept, and every
+//! targets run (`packyard_codecs::fuzzing`), so that every input the fuzzer kept, and every
 //! finding added as a regression input, is checked on each test run without a fuzzer.
 //!
 //! The ignored test `write_seeds` writes the seed inputs the corpora were grown from into
@@ -8,11 +8,11 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
-use packyard_shared::formats::apk::testing::{build_apk, Fixture};
-use packyard_shared::formats::apt::deb::{read_package, Limits};
-use packyard_shared::formats::apt::testing::{ar_member, compress, control_tar, deb, small_data_member};
-use packyard_shared::formats::go::testing::{module_zip, simple_module, ZipFile};
-use packyard_shared::fuzzing;
+use packyard_codecs::apk::testing::{build_apk, Fixture};
+use packyard_codecs::apt::deb::{read_package, Limits};
+use packyard_codecs::apt::testing::{ar_member, compress, control_tar, deb, small_data_member};
+use packyard_codecs::fuzzing;
+use packyard_codecs::go::testing::{module_zip, simple_module, ZipFile};
 
 /// Fewer inputs than this means the corpus is missing, not that it passed.
 const MIN_FILES: usize = 5;

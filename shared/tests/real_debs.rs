@@ -3,7 +3,7 @@
 
 use std::process::Command;
 
-use packyard_shared::formats::apt::deb::{read_package, DebError, Limits};
+use packyard_codecs::apt::deb::{read_package, DebError, Limits};
 
 #[test]
 fn parses_real_debian_packages_like_dpkg_deb() -> anyhow::Result<()> {

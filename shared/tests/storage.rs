@@ -1,10 +1,11 @@
 //! Storage tests: the same assertions on SQLite, PostgreSQL and MariaDB.
 
-use packyard_shared::blobs::Sha256Hex;
-use packyard_shared::db::DbError;
-use packyard_shared::db_test;
-use packyard_shared::repos::{Format, RepoError, RepoType, RepositoryService, RepositorySpec, WritePolicy};
-use packyard_shared::testing::TestDb;
+use packyard_core::repositories::{RepoError, RepositoryService};
+use packyard_model::repos::{Format, RepoType, RepositorySpec, WritePolicy};
+use packyard_store::blobs::Sha256Hex;
+use packyard_store::db::DbError;
+use packyard_store::db_test;
+use packyard_store::testing::TestDb;
 
 fn spec(v: serde_json::Value) -> anyhow::Result<RepositorySpec> {
     Ok(serde_json::from_value(v)?)
@@ -158,7 +159,7 @@ db_test!(users_and_query_counting, |t: TestDb| async move {
 });
 
 db_test!(connection_settings_apply, |t: TestDb| async move {
-    use packyard_shared::db::Backend;
+    use packyard_store::db::Backend;
     use sqlx::Row;
     // Every pooled connection carries the configured settings (defaults: 30 s statements, 5 s busy).
     let (sql, expected) = match t.db.backend() {
@@ -176,7 +177,7 @@ db_test!(connection_settings_apply, |t: TestDb| async move {
 });
 
 db_test!(secrets_are_sealed_at_rest, |t: TestDb| async move {
-    use packyard_shared::security::keystore::KeyStore;
+    use packyard_core::security::keystore::KeyStore;
     let ks = KeyStore::new("a secret of sufficient length");
     let private = b"-----BEGIN OPENPGP PRIVATE KEY BLOCK-----\nsecret material\n";
     ks.put(&t.db, "apt/debs/signing", private).await?;
@@ -192,7 +193,7 @@ db_test!(secrets_are_sealed_at_rest, |t: TestDb| async move {
 });
 
 db_test!(watermarks_move_with_changes, |t: TestDb| async move {
-    use packyard_shared::security::model::{Action, Privilege};
+    use packyard_model::security::{Action, Privilege};
     let (s0, r0, _) = t.db.watermarks().await?;
     let svc = RepositoryService::new(&t.db);
     svc.create(spec(serde_json::json!({"name": "w", "format": "go", "type": "hosted"}))?).await?;

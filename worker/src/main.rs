@@ -3,8 +3,8 @@ use std::time::Duration;
 
 use actix_web::HttpServer;
 use clap::Parser;
-use packyard_shared::config::Loaded;
-use packyard_shared::services::Services;
+use packyard_core::services::Services;
+use packyard_model::config::Loaded;
 use packyard_worker::publisher::Publisher;
 use packyard_worker::{management, process};
 
@@ -26,7 +26,7 @@ fn main() -> anyhow::Result<()> {
             std::process::exit(2);
         }
     };
-    packyard_shared::telemetry::init(&loaded.config.log);
+    packyard_core::telemetry::init(&loaded.config.log);
     actix_web::rt::System::new().block_on(run(loaded))
 }
 

@@ -3,7 +3,7 @@
 use actix_web::body::MessageBody;
 use actix_web::dev::{ServiceFactory, ServiceRequest, ServiceResponse};
 use actix_web::{web, App, HttpResponse};
-use packyard_shared::services::Services;
+use packyard_core::services::Services;
 
 pub fn app(
     services: Services,

@@ -5,11 +5,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use packyard_shared::blobs::Sha256Hex;
-use packyard_shared::db::now_ms;
-use packyard_shared::db::publication::{Claim, Due};
-use packyard_shared::publication::{BuildContext, Builders};
-use packyard_shared::services::Services;
+use packyard_core::publication::{BuildContext, Builders};
+use packyard_core::services::Services;
+use packyard_store::blobs::Sha256Hex;
+use packyard_store::db::now_ms;
+use packyard_store::db::publication::{Claim, Due};
 
 /// What became of one claimed unit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,7 +56,7 @@ impl Publisher {
     }
 
     /// Claims the next due unit, if any (exposed for tests of fencing).
-    pub async fn claim(&self) -> Result<Option<Claim>, packyard_shared::db::DbError> {
+    pub async fn claim(&self) -> Result<Option<Claim>, packyard_store::db::DbError> {
         self.services.db.claim_due(&self.owner, self.due, self.lease_ms).await
     }
 
@@ -84,7 +84,7 @@ impl Publisher {
         let Some(builder) = self.builders.get(&unit.kind).cloned() else {
             return self.fail(&claim, &format!("no builder for unit kind {:?}", unit.kind)).await;
         };
-        packyard_shared::crash::point("claimed");
+        packyard_model::crash::point("claimed");
         let mut ctx = BuildContext::new(db, self.services.blobs.as_ref());
         let built = {
             let build = builder.build(&mut ctx, unit);
@@ -109,10 +109,10 @@ impl Publisher {
             Some(Err(e)) => return self.fail(&claim, &e.to_string()).await,
             Some(Ok(())) => {
                 let files = ctx.into_files();
-                packyard_shared::crash::point("built");
+                packyard_model::crash::point("built");
                 match Self::publish(db, &claim, &files).await {
                     Ok(Some(snapshot_id)) => {
-                        packyard_shared::crash::point("after_cas");
+                        packyard_model::crash::point("after_cas");
                         self.verify_files(&claim, &files).await;
                         Outcome::Published(snapshot_id)
                     }
@@ -125,7 +125,7 @@ impl Publisher {
         match outcome {
             Outcome::Published(snapshot_id) => {
                 // This process's replica sees it at once; others at their next watermark poll.
-                self.services.changed(packyard_shared::events::Changed::Publications);
+                self.services.changed(packyard_core::events::Changed::Publications);
                 match builder.after_publish(db, unit).await {
                     Ok(true) => self.services.wake(),
                     Ok(false) => {}
@@ -151,16 +151,16 @@ impl Publisher {
     }
 
     async fn publish(
-        db: &packyard_shared::db::Db,
+        db: &packyard_store::db::Db,
         claim: &Claim,
-        files: &[packyard_shared::db::publication::SnapshotFile],
-    ) -> Result<Option<i64>, packyard_shared::db::DbError> {
-        packyard_shared::db::retry_conflicts(|| db.publish_snapshot(claim, files)).await
+        files: &[packyard_store::db::publication::SnapshotFile],
+    ) -> Result<Option<i64>, packyard_store::db::DbError> {
+        packyard_store::db::retry_conflicts(|| db.publish_snapshot(claim, files)).await
     }
 
     /// A build may reuse a blob that the collector removed in the same instant; rewriting it
     /// puts it back, but if a published file is missing all the same, the unit is rebuilt.
-    async fn verify_files(&self, claim: &Claim, files: &[packyard_shared::db::publication::SnapshotFile]) {
+    async fn verify_files(&self, claim: &Claim, files: &[packyard_store::db::publication::SnapshotFile]) {
         for f in files {
             let Ok(d) = Sha256Hex::parse(&f.sha256) else { continue };
             if matches!(self.services.blobs.stat(&d).await, Ok(None)) {
@@ -196,7 +196,7 @@ impl Publisher {
 
     /// Deletes snapshots past retention, then blobs nothing references (both older than the grace
     /// period). Returns (snapshots, blobs) removed.
-    pub async fn collect(&self, keep: usize, grace: Duration) -> Result<(usize, usize), packyard_shared::db::DbError> {
+    pub async fn collect(&self, keep: usize, grace: Duration) -> Result<(usize, usize), packyard_store::db::DbError> {
         let db = &self.services.db;
         let cutoff = now_ms() - i64::try_from(grace.as_millis()).unwrap_or(i64::MAX);
         let snapshots = db.collect_snapshots(keep, cutoff).await?;

@@ -3,15 +3,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use packyard_shared::blobs::{FileStore, Sha256Hex};
-use packyard_shared::config::Config;
-use packyard_shared::db::publication::Due;
-use packyard_shared::db_test;
-use packyard_shared::publication::testformat::{TestFormat, KIND};
-use packyard_shared::publication::Builders;
-use packyard_shared::repos::{RepositoryService, RepositorySpec};
-use packyard_shared::services::Services;
-use packyard_shared::testing::TestDb;
+use packyard_core::publication::testformat::{TestFormat, KIND};
+use packyard_core::publication::Builders;
+use packyard_core::repositories::RepositoryService;
+use packyard_core::services::Services;
+use packyard_model::config::Config;
+use packyard_model::repos::RepositorySpec;
+use packyard_store::blobs::{FileStore, Sha256Hex};
+use packyard_store::db::publication::Due;
+use packyard_store::db_test;
+use packyard_store::testing::TestDb;
 use packyard_worker::publisher::{Outcome, Publisher};
 use sha2::{Digest, Sha256};
 
@@ -135,7 +136,7 @@ db_test!(failures_are_recorded_and_retried_with_backoff, |t: TestDb| async move 
     let unit = t.db.unit_by_key(repo, KIND, "will-fail").await?.ok_or_else(|| anyhow::anyhow!("no unit"))?;
     assert_eq!(unit.last_error.as_deref(), Some("test unit will-fail is built to fail"));
     assert_eq!(unit.attempts, 1);
-    assert!(unit.next_attempt_at > packyard_shared::db::now_ms() + 500, "backs off");
+    assert!(unit.next_attempt_at > packyard_store::db::now_ms() + 500, "backs off");
     assert_eq!(unit.lease_owner, None, "the lease is released");
     assert!(p.run_until_idle().await.is_empty(), "not retried before the backoff");
     sqlx::query("UPDATE publication_units SET next_attempt_at = 0").execute(t.db.pool()).await?;

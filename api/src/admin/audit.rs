@@ -1,8 +1,8 @@
 //! `/api/v1/audit`: who did what, when, from where; newest first, keyset-paginated.
 
 use actix_web::{web, HttpResponse};
-use packyard_shared::services::Services;
-use packyard_shared::time::rfc3339_ms;
+use packyard_core::services::Services;
+use packyard_model::time::rfc3339_ms;
 use serde::{Deserialize, Serialize};
 
 use crate::auth::Admin;

@@ -1,8 +1,8 @@
 //! `/api/v1/repositories`: one handler per action.
 
 use actix_web::web;
-use packyard_shared::repos::{RepoName, Repository};
-use packyard_shared::time::rfc3339_ms;
+use packyard_model::repos::{RepoName, Repository};
+use packyard_model::time::rfc3339_ms;
 use serde::{Deserialize, Serialize};
 
 use crate::error::ApiError;
@@ -64,13 +64,13 @@ pub struct RepositoryView {
     pub write_policy: &'static str,
     pub anonymous_read: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub apt: Option<packyard_shared::repos::AptSettings>,
+    pub apt: Option<packyard_model::repos::AptSettings>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub apk: Option<packyard_shared::repos::ApkSettings>,
+    pub apk: Option<packyard_model::repos::ApkSettings>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub proxy: Option<packyard_shared::repos::ProxySettings>,
+    pub proxy: Option<packyard_model::repos::ProxySettings>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub group: Option<packyard_shared::repos::GroupSettings>,
+    pub group: Option<packyard_model::repos::GroupSettings>,
     pub version: i64,
     pub created_at: String,
     pub updated_at: String,
@@ -78,8 +78,8 @@ pub struct RepositoryView {
 
 impl From<Repository> for RepositoryView {
     fn from(r: Repository) -> Self {
-        let group = (r.repo_type == packyard_shared::repos::RepoType::Group)
-            .then(|| packyard_shared::repos::GroupSettings { members: r.members.clone() });
+        let group = (r.repo_type == packyard_model::repos::RepoType::Group)
+            .then(|| packyard_model::repos::GroupSettings { members: r.members.clone() });
         Self {
             url: format!("/repository/{}/", r.name),
             name: r.name.to_string(),
@@ -90,7 +90,7 @@ impl From<Repository> for RepositoryView {
             apt: r.settings.apt,
             apk: r.settings.apk,
             // The sealed upstream password is never returned.
-            proxy: r.settings.proxy.map(|p| packyard_shared::repos::ProxySettings { password_sealed: None, ..p }),
+            proxy: r.settings.proxy.map(|p| packyard_model::repos::ProxySettings { password_sealed: None, ..p }),
             group,
             version: r.version,
             created_at: rfc3339_ms(r.created_at),
@@ -104,9 +104,9 @@ pub type Result<T> = std::result::Result<T, ApiError>;
 /// Seals a proxy's upstream password (sent in clear to this API) with `security.secret` before
 /// it is stored; without a new password, an update keeps the one stored (`kept`).
 pub fn seal_proxy_password(
-    services: &packyard_shared::services::Services,
+    services: &packyard_core::services::Services,
     name: &str,
-    spec: &mut packyard_shared::repos::RepositorySpec,
+    spec: &mut packyard_model::repos::RepositorySpec,
     kept: Option<(String, String)>,
 ) -> Result<()> {
     let Some(proxy) = spec.proxy.as_mut() else { return Ok(()) };
@@ -114,7 +114,7 @@ pub fn seal_proxy_password(
     match (proxy.username.as_deref(), proxy.password.take()) {
         (None, Some(_)) => Err(ApiError::bad_request("proxy.password needs proxy.username")),
         (Some(_), Some(password)) => {
-            let key = packyard_shared::repos::ProxySettings::password_key(name);
+            let key = packyard_model::repos::ProxySettings::password_key(name);
             let sealed = services.security.keystore.seal(&key, password.as_bytes()).map_err(ApiError::internal)?;
             proxy.password_sealed = Some(sealed);
             Ok(())

@@ -1,11 +1,11 @@
 //! `/api/v1/roles`: roles holding privileges on repository-name patterns.
 
 use actix_web::{web, HttpResponse};
-use packyard_shared::db::security::RoleRecord;
-use packyard_shared::security::service::{ADMIN_ROLE, ANONYMOUS_ROLE};
-use packyard_shared::security::{Action, Privilege};
-use packyard_shared::services::Services;
-use packyard_shared::time::rfc3339_ms;
+use packyard_core::security::service::{ADMIN_ROLE, ANONYMOUS_ROLE};
+use packyard_core::security::{Action, Privilege};
+use packyard_core::services::Services;
+use packyard_model::time::rfc3339_ms;
+use packyard_store::db::security::RoleRecord;
 use serde::{Deserialize, Serialize};
 
 use crate::auth::Admin;
@@ -94,7 +94,7 @@ async fn create(
     let name = body.name.clone().ok_or_else(|| ApiError::bad_request("missing field `name`"))?;
     check(&name, &body)?;
     services.db.insert_role(&name, &body.description, false, &body.privileges).await?;
-    services.changed(packyard_shared::events::Changed::Security);
+    services.changed(packyard_core::events::Changed::Security);
     services
         .security
         .audit(
@@ -128,7 +128,7 @@ async fn update(
     }
     find(&services, &path).await?;
     services.db.update_role(&path, &body.description, &body.privileges).await?;
-    services.changed(packyard_shared::events::Changed::Security);
+    services.changed(packyard_core::events::Changed::Security);
     services
         .security
         .audit(
@@ -152,7 +152,7 @@ async fn delete(
         return Err(ApiError::new(ErrorCode::Conflict, format!("the built-in role {} cannot be deleted", role.name)));
     }
     services.db.delete_role(&path).await?;
-    services.changed(packyard_shared::events::Changed::Security);
+    services.changed(packyard_core::events::Changed::Security);
     services.security.audit(admin.username(), Some(admin.addr()), "role.delete", &path, serde_json::json!({})).await;
     Ok(HttpResponse::NoContent().finish())
 }

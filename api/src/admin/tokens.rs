@@ -2,11 +2,11 @@
 //! hash is stored.
 
 use actix_web::{web, HttpResponse};
-use packyard_shared::db::security::TokenRecord;
-use packyard_shared::db::DbError;
-use packyard_shared::security::{tokens, Action, Principal, Privilege};
-use packyard_shared::services::Services;
-use packyard_shared::time::{parse_rfc3339, rfc3339_ms};
+use packyard_core::security::{tokens, Action, Principal, Privilege};
+use packyard_core::services::Services;
+use packyard_model::time::{parse_rfc3339, rfc3339_ms};
+use packyard_store::db::security::TokenRecord;
+use packyard_store::db::DbError;
 use serde::{Deserialize, Serialize};
 
 use crate::auth::Authenticated;
@@ -87,7 +87,7 @@ async fn create(
             let ms = parse_rfc3339(s).ok_or_else(|| {
                 ApiError::bad_request(format!("expires_at {s:?} is not an RFC 3339 time, e.g. 2027-01-31T00:00:00Z"))
             })?;
-            if ms <= packyard_shared::db::now_ms() {
+            if ms <= packyard_store::db::now_ms() {
                 return Err(ApiError::bad_request("expires_at is in the past"));
             }
             Some(ms)
@@ -153,7 +153,7 @@ async fn revoke(
         Err(DbError::NotFound) => return Err(ApiError::not_found(format!("token {id} is already revoked"))),
         Err(e) => return Err(e.into()),
     }
-    services.changed(packyard_shared::events::Changed::Security);
+    services.changed(packyard_core::events::Changed::Security);
     services
         .security
         .audit(user.username(), Some(user.0.addr), "token.revoke", &id, serde_json::json!({"owner": record.username}))

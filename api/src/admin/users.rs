@@ -1,9 +1,9 @@
 //! `/api/v1/users`: local users and their roles (admin), and a user's own password.
 
 use actix_web::{web, HttpResponse};
-use packyard_shared::db::DbError;
-use packyard_shared::services::Services;
-use packyard_shared::time::rfc3339_ms;
+use packyard_core::services::Services;
+use packyard_model::time::rfc3339_ms;
+use packyard_store::db::DbError;
 use serde::{Deserialize, Serialize};
 
 use crate::auth::{Admin, Authenticated};
@@ -112,7 +112,7 @@ async fn create(
     check_password(&body.password)?;
     let hash = services.security.hash(&body.password).await?;
     let id = services.db.create_user(&body.username, &hash, &body.roles).await.map_err(conflict_is_bad_role)?;
-    services.changed(packyard_shared::events::Changed::Security);
+    services.changed(packyard_core::events::Changed::Security);
     services
         .security
         .audit(
@@ -151,7 +151,7 @@ async fn update(
         let hash = services.security.hash(pw).await?;
         services.db.set_password(id, &hash).await?;
     }
-    services.changed(packyard_shared::events::Changed::Security);
+    services.changed(packyard_core::events::Changed::Security);
     services
         .security
         .audit(
@@ -175,7 +175,7 @@ async fn delete(
     }
     let (id, _) = find(&services, &path).await?;
     services.db.delete_user(id).await?;
-    services.changed(packyard_shared::events::Changed::Security);
+    services.changed(packyard_core::events::Changed::Security);
     services.security.audit(admin.username(), Some(admin.addr()), "user.delete", &path, serde_json::json!({})).await;
     Ok(HttpResponse::NoContent().finish())
 }
@@ -205,7 +205,7 @@ async fn change_password(
     }
     let hash = services.security.hash(&body.new_password).await?;
     services.db.set_password(record.id, &hash).await?;
-    services.changed(packyard_shared::events::Changed::Security);
+    services.changed(packyard_core::events::Changed::Security);
     services.security.audit(user.username(), Some(user.0.addr), "user.password", &path, serde_json::json!({})).await;
     Ok(HttpResponse::NoContent().finish())
 }

@@ -5,12 +5,12 @@
 use std::time::Duration;
 
 use actix_web::{web, HttpRequest, HttpResponse};
-use packyard_shared::formats::apk::hosted;
-use packyard_shared::formats::apk::signing::ApkKey;
-use packyard_shared::formats::apk::{group, Unit, INDEX_FILE, KIND};
-use packyard_shared::publication::wait_until_published;
-use packyard_shared::repos::{Format, RepoType, Repository};
-use packyard_shared::services::Services;
+use packyard_formats::apk::hosted;
+
+use packyard_core::publication::wait_until_published;
+use packyard_core::services::Services;
+use packyard_formats::apk::{group, Unit, INDEX_FILE, KIND};
+use packyard_model::repos::{Format, RepoType, Repository};
 use serde::Deserialize;
 
 use crate::auth::{Delete, Read, RepoAccess, Write};
@@ -54,7 +54,7 @@ fn target(req: &HttpRequest, repo: &Repository) -> Result<(Unit, String), ApiErr
         return Err(not_found(repo, &path));
     }
     let unit = Unit::new(&branch, &channel, &arch).map_err(|e| ApiError::bad_request(e).plain())?;
-    if !packyard_shared::formats::apk::valid_segment(&file) {
+    if !packyard_codecs::apk::valid_segment(&file) {
         return Err(ApiError::bad_request(format!("invalid file name {file:?}")).plain());
     }
     Ok((unit, file))
@@ -73,7 +73,7 @@ async fn get(
     body: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     if is_go(&access.repo) {
-        let action = packyard_shared::security::Action::Read;
+        let action = packyard_core::security::Action::Read;
         return super::go::handle(&req, &services, &access.repo, &access.caller, action, body).await;
     }
     let (unit, file) = target(&req, &access.repo)?;
@@ -113,7 +113,7 @@ async fn serve(
             if file != INDEX_FILE && !file.ends_with(".apk") {
                 return Err(not_found(repo, &path));
             }
-            let fetch = packyard_shared::formats::apk::proxy_request(repo, &path).map_err(super::proxy_error)?;
+            let fetch = packyard_formats::apk::proxy_request(repo, &path).map_err(super::proxy_error)?;
             let outcome = services.proxy.fetch(fetch).await.map_err(super::proxy_error)?;
             let kind = if file == INDEX_FILE { "application/gzip" } else { APK_TYPE };
             super::serve_proxied(services, repo, req, &path, outcome, kind).await
@@ -155,8 +155,7 @@ async fn serve(
                 Some(found) => found,
                 None => {
                     let epoch = services.published.epoch();
-                    let pkg = services
-                        .db
+                    let pkg = packyard_formats::apk::rows::rows(&services.db)
                         .apk_by_path(repo.id, &path)
                         .await
                         .map_err(|e| ApiError::from(e).plain())?
@@ -180,7 +179,7 @@ async fn empty_index(
     repo: &Repository,
     unit: &Unit,
     path: &str,
-) -> Result<packyard_shared::publication::cache::ServedFile, ApiError> {
+) -> Result<packyard_core::publication::cache::ServedFile, ApiError> {
     let settings = repo.settings.apk.clone().unwrap_or_default();
     if !settings.architectures.contains(&unit.arch) {
         return Err(ApiError::not_found(format!(
@@ -195,20 +194,22 @@ async fn empty_index(
         return Ok(f);
     }
     let epoch = services.published.epoch();
-    let internal = |e: packyard_shared::formats::apk::signing::KeyError| ApiError::internal(e).plain();
-    let key = ApkKey::for_repository(&services.db, &services.security.keystore, repo.id).await.map_err(internal)?;
-    let key_file = key.file_name(repo.name.as_str()).map_err(internal)?;
+    let internal = |e: &dyn std::fmt::Display| ApiError::internal(e).plain();
+    let key = packyard_formats::apk::keys::current(&services.db, &services.security.keystore, repo.id)
+        .await
+        .map_err(|e| internal(&e))?;
+    let key_file = key.file_name(repo.name.as_str()).map_err(|e| internal(&e))?;
     let description = format!("{} {}", repo.name, unit.key());
-    let now = packyard_shared::db::now_ms();
+    let now = packyard_store::db::now_ms();
     let mtime = u64::try_from(now / 1000).unwrap_or(0);
     let bytes = tokio::task::spawn_blocking(move || {
-        packyard_shared::formats::apk::index::signed_index(&description, "", &key, &key_file, mtime)
+        packyard_codecs::apk::index::signed_index(&description, "", &key, &key_file, mtime)
     })
     .await
     .map_err(|e| ApiError::internal(e).plain())?
     .map_err(|e| ApiError::internal(e).plain())?;
     use sha2::Digest as _;
-    let file = packyard_shared::publication::cache::ServedFile {
+    let file = packyard_core::publication::cache::ServedFile {
         etag: format!("\"{}\"", hex::encode(sha2::Sha256::digest(&bytes))),
         bytes: bytes.into(),
         modified: now,
@@ -225,9 +226,9 @@ async fn publish_group_unit(
     repo: &Repository,
     unit: &Unit,
     path: &str,
-) -> Result<Option<packyard_shared::publication::cache::ServedFile>, ApiError> {
+) -> Result<Option<packyard_core::publication::cache::ServedFile>, ApiError> {
     let db = &services.db;
-    let db_err = |e: packyard_shared::db::DbError| ApiError::from(e).plain();
+    let db_err = |e: packyard_store::db::DbError| ApiError::from(e).plain();
     if db.unit_by_key(repo.id, KIND, &unit.key()).await.map_err(db_err)?.is_none() {
         let has = group::any_member_has(db, services.blobs.as_ref(), &services.proxy, repo, unit)
             .await
@@ -280,7 +281,7 @@ async fn put(
     body: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     if is_go(&access.repo) {
-        let action = packyard_shared::security::Action::Write;
+        let action = packyard_core::security::Action::Write;
         return super::go::handle(&req, &services, &access.repo, &access.caller, action, body).await;
     }
     let repo = &access.repo;
@@ -316,7 +317,7 @@ async fn delete(
     body: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     if is_go(&access.repo) {
-        let action = packyard_shared::security::Action::Delete;
+        let action = packyard_core::security::Action::Delete;
         return super::go::handle(&req, &services, &access.repo, &access.caller, action, body).await;
     }
     let repo = &access.repo;
@@ -354,12 +355,18 @@ async fn keys(services: &Services, repo: &Repository) -> Result<Vec<(String, Str
         .plain());
     }
     let ks = &services.security.keystore;
-    let internal = |e: packyard_shared::formats::apk::signing::KeyError| ApiError::internal(e).plain();
+    let internal = |e: &dyn std::fmt::Display| ApiError::internal(e).plain();
     let mut out = Vec::new();
-    let current = ApkKey::for_repository(&services.db, ks, repo.id).await.map_err(internal)?;
-    out.push((current.file_name(repo.name.as_str()).map_err(internal)?, current.public_pem().map_err(internal)?));
-    if let Some(p) = ApkKey::previous(&services.db, ks, repo.id).await.map_err(internal)? {
-        out.push((p.file_name(repo.name.as_str()).map_err(internal)?, p.public_pem().map_err(internal)?));
+    let current = packyard_formats::apk::keys::current(&services.db, ks, repo.id).await.map_err(|e| internal(&e))?;
+    out.push((
+        current.file_name(repo.name.as_str()).map_err(|e| internal(&e))?,
+        current.public_pem().map_err(|e| internal(&e))?,
+    ));
+    if let Some(p) = packyard_formats::apk::keys::previous(&services.db, ks, repo.id).await.map_err(|e| internal(&e))? {
+        out.push((
+            p.file_name(repo.name.as_str()).map_err(|e| internal(&e))?,
+            p.public_pem().map_err(|e| internal(&e))?,
+        ));
     }
     Ok(out)
 }

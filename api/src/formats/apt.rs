@@ -5,9 +5,9 @@
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use futures_util::StreamExt;
-use packyard_shared::formats::apt::hosted::{self, KIND};
-use packyard_shared::repos::{Format, RepoType, Repository};
-use packyard_shared::services::Services;
+use packyard_core::services::Services;
+use packyard_formats::apt::hosted::{self, KIND};
+use packyard_model::repos::{Format, RepoType, Repository};
 use serde::Deserialize;
 
 use crate::auth::{Delete, Read, RepoAccess, Write};
@@ -109,7 +109,7 @@ async fn proxy_dists(
         ))
         .plain());
     }
-    let fetch = packyard_shared::formats::apt::proxy_request(repo, path).map_err(super::proxy_error)?;
+    let fetch = packyard_formats::apt::proxy_request(repo, path).map_err(super::proxy_error)?;
     let outcome = services.proxy.fetch(fetch).await.map_err(super::proxy_error)?;
     super::serve_proxied(services, repo, req, path, outcome, "text/plain").await
 }
@@ -144,7 +144,7 @@ async fn pool(
         if path.starts_with("dists/") {
             return Err(ApiError::not_found(format!("not found: /{path} in repository {}", access.repo.name)).plain());
         }
-        let fetch = packyard_shared::formats::apt::proxy_request(&repo, &path).map_err(super::proxy_error)?;
+        let fetch = packyard_formats::apt::proxy_request(&repo, &path).map_err(super::proxy_error)?;
         let outcome = services.proxy.fetch(fetch).await.map_err(super::proxy_error)?;
         return super::serve_proxied(&services, &repo, &req, &path, outcome, DEB_TYPE).await;
     }
@@ -154,8 +154,7 @@ async fn pool(
         None => {
             let epoch = services.published.epoch();
             let not_found = || ApiError::not_found(format!("not found: /{path} in repository {}", repo.name)).plain();
-            let pkg = services
-                .db
+            let pkg = packyard_formats::apt::rows::rows(&services.db)
                 .apt_by_pool_path(repo.id, &path)
                 .await
                 .map_err(|e| ApiError::from(e).plain())?
@@ -307,19 +306,13 @@ async fn gpg_key(access: RepoAccess<Read>, services: web::Data<Services>) -> Res
     let label =
         access.repo.settings.apt.clone().unwrap_or_default().label.unwrap_or_else(|| access.repo.name.to_string());
     let uid = format!("{label} (Packyard repository {}) <packyard@{}>", access.repo.name, access.repo.name);
-    let signer = packyard_shared::formats::apt::signing::Signer::for_repository(
-        &services.db,
-        &services.security.keystore,
-        access.repo.id,
-        &uid,
-    )
-    .await
-    .map_err(|e| ApiError::internal(e).plain())?;
-    let previous =
-        packyard_shared::formats::apt::signing::previous(&services.db, &services.security.keystore, access.repo.id)
-            .await
-            .map_err(|e| ApiError::internal(e).plain())?;
-    let keyring = packyard_shared::formats::apt::signing::keyring_armored(&signer, previous.as_ref())
+    let signer = packyard_formats::apt::keys::signer(&services.db, &services.security.keystore, access.repo.id, &uid)
+        .await
+        .map_err(|e| ApiError::internal(e).plain())?;
+    let previous = packyard_formats::apt::keys::previous(&services.db, &services.security.keystore, access.repo.id)
+        .await
+        .map_err(|e| ApiError::internal(e).plain())?;
+    let keyring = packyard_codecs::apt::signing::keyring_armored(&signer, previous.as_ref())
         .map_err(|e| ApiError::internal(e).plain())?;
     Ok(HttpResponse::Ok().content_type("application/pgp-keys").body(keyring))
 }

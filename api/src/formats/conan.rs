@@ -5,9 +5,9 @@
 //! revoked, so that the client logs in again).
 
 use actix_web::{web, HttpRequest, HttpResponse};
-use packyard_shared::repos::Format;
-use packyard_shared::security::{tokens, Action, Principal};
-use packyard_shared::services::Services;
+use packyard_core::security::{tokens, Action, Principal};
+use packyard_core::services::Services;
+use packyard_model::repos::Format;
 
 use crate::auth::{authorize_repo, Authenticated};
 use crate::error::ApiError;
@@ -37,7 +37,7 @@ pub const CAPABILITIES: (&str, &str) = ("X-Conan-Server-Capabilities", "revision
 async fn conan_repo(
     services: &Services,
     req: &HttpRequest,
-) -> Result<std::sync::Arc<packyard_shared::repos::Repository>, ApiError> {
+) -> Result<std::sync::Arc<packyard_model::repos::Repository>, ApiError> {
     let name = req.match_info().get("repo").unwrap_or_default();
     let path = req.match_info().unprocessed().trim_start_matches('/');
     match services.security.repository(name).await.map_err(|e| ApiError::from(e).plain())? {
@@ -66,7 +66,7 @@ async fn authenticate(
         // Logged in with an API token as the password: the client uses that token itself (its
         // own scope and expiry); a bearer token cannot log in again.
         return match crate::auth::parse_authorization(&req)? {
-            Some(packyard_shared::security::service::Credentials::Basic { password, .. }) => {
+            Some(packyard_core::security::service::Credentials::Basic { password, .. }) => {
                 Ok(HttpResponse::Ok().content_type("text/plain; charset=utf-8").body(password))
             }
             _ => Err(ApiError::unauthorized("log in with your user name and a password or API token").plain()),
@@ -83,7 +83,7 @@ async fn authenticate(
             &new.secret_hash,
             Some(repo.name.as_str()),
             None,
-            Some(packyard_shared::db::now_ms().saturating_add(ttl_ms)),
+            Some(packyard_store::db::now_ms().saturating_add(ttl_ms)),
         )
         .await
         .map_err(|e| ApiError::from(e).plain())?;
@@ -115,10 +115,10 @@ async fn check_credentials(
 
 use actix_web::http::Method;
 use futures_util::StreamExt;
-use packyard_shared::db::conan::{ConanFile, ConanRevision, RevisionKey};
-use packyard_shared::formats::conan::publish as projection;
-use packyard_shared::formats::conan::{check_file_path, check_revision, glob_matches, Manifest, Reference};
-use packyard_shared::repos::{RepoType, Repository};
+use packyard_codecs::conan::{check_file_path, check_revision, glob_matches, Manifest, Reference};
+use packyard_formats::conan::publish as projection;
+use packyard_formats::conan::rows::{ConanFile, ConanRevision, RevisionKey};
+use packyard_model::repos::{RepoType, Repository};
 
 use crate::error::ErrorCode;
 
@@ -201,7 +201,7 @@ fn parse(tail: &str) -> Result<Target, ApiError> {
     })
 }
 
-fn db_err(e: packyard_shared::db::DbError) -> ApiError {
+fn db_err(e: packyard_store::db::DbError) -> ApiError {
     ApiError::from(e).plain()
 }
 
@@ -307,7 +307,7 @@ async fn proxy_read(
     tail: &str,
     target: &Target,
 ) -> Result<HttpResponse, ApiError> {
-    use packyard_shared::proxy::{FetchRequest, Freshness};
+    use packyard_core::proxy::{FetchRequest, Freshness};
     let immutable = match target {
         Target::File(_, _, p) | Target::PackageFile(_, _, _, _, p) => !p.starts_with("metadata/"),
         _ => false,
@@ -338,7 +338,10 @@ async fn complete(
     package: Option<(&str, &str)>,
 ) -> Result<ConanRevision, ApiError> {
     let (pkgid, prev) = package.unwrap_or(("", ""));
-    let found = services.db.conan_revision(repo.id, &r.display(), rrev, pkgid, prev).await.map_err(db_err)?;
+    let found = packyard_formats::conan::rows::rows(&services.db)
+        .conan_revision(repo.id, &r.display(), rrev, pkgid, prev)
+        .await
+        .map_err(db_err)?;
     match found {
         Some(rev) if rev.complete => Ok(rev),
         _ => Err(match package {
@@ -500,7 +503,7 @@ async fn upload(
     target: Target,
     body: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    use packyard_shared::formats::upload::{check_writable, discard, receive};
+    use packyard_core::upload::{check_writable, discard, receive};
     let (r, rrev, package, path) = match target {
         Target::File(r, rrev, path) => (r, rrev, None, path),
         Target::PackageFile(r, rrev, pkgid, prev, path) => (r, rrev, Some((pkgid, prev)), path),
@@ -512,7 +515,7 @@ async fn upload(
         // A package belongs to a complete recipe revision.
         complete(services, repo, &r, &rrev, None).await?;
     }
-    let hashers = std::sync::Mutex::new(packyard_shared::formats::conan::FileHashes::default());
+    let hashers = std::sync::Mutex::new(packyard_codecs::conan::FileHashes::default());
     let stream = body.inspect(|chunk| {
         if let (Ok(c), Ok(mut h)) = (chunk, hashers.lock()) {
             h.update(c);
@@ -574,7 +577,7 @@ async fn record_file(
     req: &HttpRequest,
     services: &Services,
     key: RevisionKey<'_>,
-    stored: &packyard_shared::blobs::StoredBlob,
+    stored: &packyard_store::blobs::StoredBlob,
     file: &ConanFile,
     is_package: bool,
 ) -> Result<Recorded, ApiError> {
@@ -586,7 +589,7 @@ async fn record_file(
             )));
         }
     }
-    if let Some(compression) = packyard_shared::formats::conan::archive_compression(&file.path) {
+    if let Some(compression) = packyard_codecs::conan::archive_compression(&file.path) {
         check_archive(services, stored, compression, &file.path).await?;
     }
     let manifest = if file.path == "conanmanifest.txt" {
@@ -596,10 +599,10 @@ async fn record_file(
         None
     };
     let db = &services.db;
-    let decided = packyard_shared::db::retry_conflicts(|| async {
+    let decided = packyard_store::db::retry_conflicts(|| async {
         let mut tx = db.pool().begin().await?;
-        let rev = db.conan_ensure_revision_in(&mut tx, key).await?;
-        let existing = db.conan_files_in(&mut tx, rev.id).await?;
+        let rev = packyard_formats::conan::rows::rows(db).conan_ensure_revision_in(&mut tx, key).await?;
+        let existing = packyard_formats::conan::rows::rows(db).conan_files_in(&mut tx, rev.id).await?;
         if rev.complete && !file.path.starts_with("metadata/") {
             let same = existing.iter().any(|f| f.path == file.path && f.sha256 == file.sha256);
             let outcome = if same {
@@ -634,9 +637,9 @@ async fn record_file(
             }
         }
         db.claim_blob(&mut tx, &stored.sha256).await?;
-        db.conan_put_file_in(&mut tx, rev.id, file).await?;
+        packyard_formats::conan::rows::rows(db).conan_put_file_in(&mut tx, rev.id, file).await?;
         if completes {
-            db.conan_complete_in(&mut tx, rev.id).await?;
+            packyard_formats::conan::rows::rows(db).conan_complete_in(&mut tx, rev.id).await?;
         }
         // A complete revision's projection changes with it (completed now, or a metadata file).
         let mut changes = Vec::new();
@@ -657,17 +660,16 @@ async fn record_file(
 /// xz and zstd forms) read to its end: every tar entry there and every checksum right.
 async fn check_archive(
     services: &Services,
-    stored: &packyard_shared::blobs::StoredBlob,
-    compression: packyard_shared::formats::archive::Compression,
+    stored: &packyard_store::blobs::StoredBlob,
+    compression: packyard_codecs::archive::Compression,
     path: &str,
 ) -> Result<(), ApiError> {
-    use packyard_shared::formats::archive::{check_tar, expansion_limit, ArchiveError};
+    use packyard_codecs::archive::{check_tar, expansion_limit, ArchiveError};
     let (what, limit) = (path.to_string(), expansion_limit(stored.size));
-    let checked = packyard_shared::formats::upload::read_back(services, &stored.sha256, move |r| {
-        check_tar(r, compression, &what, limit)
-    })
-    .await
-    .map_err(super::upload_error)?;
+    let checked =
+        packyard_core::upload::read_back(services, &stored.sha256, move |r| check_tar(r, compression, &what, limit))
+            .await
+            .map_err(super::upload_error)?;
     match checked {
         Ok(_) => Ok(()),
         Err(e @ ArchiveError::TooLarge { .. }) => Err(ApiError::new(ErrorCode::PayloadTooLarge, e.to_string()).plain()),
@@ -693,15 +695,17 @@ async fn delete(
             .plain())
         }
     };
-    packyard_shared::formats::upload::check_writable(repo).map_err(super::upload_error)?;
+    packyard_core::upload::check_writable(repo).map_err(super::upload_error)?;
     let reference = r.display();
     let pkg = package.as_ref().map(|(p, v)| (p.as_str(), v.as_str()));
     let db = &services.db;
     // The rows and the publication changes in one transaction: a deleted revision is never
     // left listed.
-    let deleted = packyard_shared::db::retry_conflicts(|| async {
+    let deleted = packyard_store::db::retry_conflicts(|| async {
         let mut tx = db.pool().begin().await?;
-        let n = db.conan_delete_in(&mut tx, repo.id, &reference, &rrev, pkg, packages_only).await?;
+        let n = packyard_formats::conan::rows::rows(db)
+            .conan_delete_in(&mut tx, repo.id, &reference, &rrev, pkg, packages_only)
+            .await?;
         if n == 0 && !packages_only {
             return Ok(None);
         }

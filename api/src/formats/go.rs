@@ -6,12 +6,13 @@
 
 use actix_web::http::Method;
 use actix_web::{web, HttpRequest, HttpResponse};
-use packyard_shared::formats::go::hosted;
-use packyard_shared::formats::go::version::{latest, list};
-use packyard_shared::formats::go::{escape, unescape, KIND};
-use packyard_shared::repos::{Format, RepoType, Repository};
-use packyard_shared::security::Action;
-use packyard_shared::services::Services;
+use packyard_codecs::go::version::{latest, list};
+use packyard_codecs::go::{escape, unescape};
+use packyard_core::security::Action;
+use packyard_core::services::Services;
+use packyard_formats::go::hosted;
+use packyard_formats::go::KIND;
+use packyard_model::repos::{Format, RepoType, Repository};
 
 use crate::auth::{authorize_repo, Caller};
 use crate::error::{ApiError, ErrorCode};
@@ -143,7 +144,7 @@ async fn member_read(
         RepoType::Proxy => {
             let outcome = proxy_fetch(services, repo, request).await?;
             match outcome {
-                packyard_shared::proxy::Outcome::Missing(..) => Ok(None),
+                packyard_core::proxy::Outcome::Missing(..) => Ok(None),
                 found => super::serve_proxied(services, repo, req, &request.path(), found, request.content_type())
                     .await
                     .map(Some),
@@ -171,13 +172,13 @@ async fn proxy_fetch(
     services: &Services,
     repo: &Repository,
     request: &Request,
-) -> Result<packyard_shared::proxy::Outcome, ApiError> {
-    use packyard_shared::proxy::{FetchRequest, Freshness};
+) -> Result<packyard_core::proxy::Outcome, ApiError> {
+    use packyard_core::proxy::{FetchRequest, Freshness};
     // Only a canonical version's files never change upstream; `@v/main.info` or `@v/v1.2.info`
     // (a branch, a partial version) resolve anew.
     let freshness = match request {
         Request::File { version, .. }
-            if packyard_shared::formats::go::Version::parse(version).is_ok_and(|v| v.canonical() == *version) =>
+            if packyard_codecs::go::Version::parse(version).is_ok_and(|v| v.canonical() == *version) =>
         {
             Freshness::Immutable
         }
@@ -191,13 +192,13 @@ async fn proxy_fetch(
 /// The text a proxy fetched for a request (`None`: the upstream does not have it).
 async fn proxied_text(services: &Services, repo: &Repository, request: &Request) -> Result<Option<String>, ApiError> {
     match proxy_fetch(services, repo, request).await? {
-        packyard_shared::proxy::Outcome::Found(entry, _) => {
-            let digest = packyard_shared::blobs::Sha256Hex::parse(entry.sha256.as_deref().unwrap_or_default())
+        packyard_core::proxy::Outcome::Found(entry, _) => {
+            let digest = packyard_store::blobs::Sha256Hex::parse(entry.sha256.as_deref().unwrap_or_default())
                 .map_err(|e| ApiError::from(e).plain())?;
             let bytes = services.blobs.read_all(&digest).await.map_err(|e| ApiError::from(e).plain())?;
             Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
         }
-        packyard_shared::proxy::Outcome::Missing(..) => Ok(None),
+        packyard_core::proxy::Outcome::Missing(..) => Ok(None),
     }
 }
 
@@ -376,8 +377,10 @@ async fn artifact(
         Some(found) => found,
         None => {
             let epoch = services.published.epoch();
-            let found =
-                services.db.go_version(repo.id, module, version).await.map_err(|e| ApiError::from(e).plain())?;
+            let found = packyard_formats::go::rows::rows(&services.db)
+                .go_version(repo.id, module, version)
+                .await
+                .map_err(|e| ApiError::from(e).plain())?;
             let Some(v) = found else { return Ok(None) };
             let (m, z) = (format!("{module}/@v/{version}.mod"), format!("{module}/@v/{version}.zip"));
             services.published.put_artifact(epoch, repo.id, &m, &v.mod_sha256, v.mod_size);

@@ -8,9 +8,9 @@
 use std::time::Duration;
 
 use actix_web::{web, HttpRequest, HttpResponse};
-use packyard_shared::publication::testformat::KIND;
-use packyard_shared::publication::wait_until_published;
-use packyard_shared::services::Services;
+use packyard_core::publication::testformat::KIND;
+use packyard_core::publication::wait_until_published;
+use packyard_core::services::Services;
 use serde::Deserialize;
 
 use crate::auth::{Read, RepoAccess, Write};

@@ -11,12 +11,12 @@ use std::rc::Rc;
 use actix_web::body::BoxBody;
 use actix_web::dev::ServiceResponse;
 use actix_web::test::{self, TestRequest};
-use packyard_shared::config::Config;
-use packyard_shared::db::publication::Due;
-use packyard_shared::db::Backend;
-use packyard_shared::repos::Format;
-use packyard_shared::services::Services;
-use packyard_shared::testing::TestDb;
+use packyard_core::services::Services;
+use packyard_model::config::Config;
+use packyard_model::repos::Format;
+use packyard_store::db::publication::Due;
+use packyard_store::db::Backend;
+use packyard_store::testing::TestDb;
 use serde_json::{json, Value};
 
 use super::Reply;
@@ -44,7 +44,7 @@ impl Repo {
 
     /// Merges `fields` into the definition (a JSON merge patch).
     pub fn with(mut self, fields: Value) -> Self {
-        packyard_shared::repos::merge_patch(&mut self.0, &fields);
+        packyard_model::repos::merge_patch(&mut self.0, &fields);
         self
     }
 }
@@ -182,7 +182,7 @@ impl TestApp {
     /// Whether the database records a blob of these bytes.
     pub async fn has_blob_row(&self, bytes: &[u8]) -> anyhow::Result<bool> {
         use sha2::Digest as _;
-        let digest = packyard_shared::blobs::Sha256Hex::parse(&hex::encode(sha2::Sha256::digest(bytes)))?;
+        let digest = packyard_store::blobs::Sha256Hex::parse(&hex::encode(sha2::Sha256::digest(bytes)))?;
         Ok(self.services.db.blob(&digest).await?.is_some())
     }
 
@@ -215,7 +215,7 @@ fn publisher(s: &Services) -> packyard_worker::publisher::Publisher {
 macro_rules! app_test {
     ($name:ident) => {
         mod $name {
-            async fn run(backend: packyard_shared::db::Backend) -> anyhow::Result<()> {
+            async fn run(backend: packyard_store::db::Backend) -> anyhow::Result<()> {
                 match $crate::common::app::TestApp::new(backend).await? {
                     Some(app) => super::$name(app).await,
                     None => Ok(()),
@@ -223,15 +223,15 @@ macro_rules! app_test {
             }
             #[actix_web::test]
             async fn sqlite() -> anyhow::Result<()> {
-                run(packyard_shared::db::Backend::Sqlite).await
+                run(packyard_store::db::Backend::Sqlite).await
             }
             #[actix_web::test]
             async fn postgres() -> anyhow::Result<()> {
-                run(packyard_shared::db::Backend::Postgres).await
+                run(packyard_store::db::Backend::Postgres).await
             }
             #[actix_web::test]
             async fn mysql() -> anyhow::Result<()> {
-                run(packyard_shared::db::Backend::MySql).await
+                run(packyard_store::db::Backend::MySql).await
             }
         }
     };

@@ -12,15 +12,15 @@ macro_rules! on_every_backend {
         mod $name {
             #[actix_web::test]
             async fn sqlite() -> anyhow::Result<()> {
-                super::$name(packyard_shared::db::Backend::Sqlite).await
+                super::$name(packyard_store::db::Backend::Sqlite).await
             }
             #[actix_web::test]
             async fn postgres() -> anyhow::Result<()> {
-                super::$name(packyard_shared::db::Backend::Postgres).await
+                super::$name(packyard_store::db::Backend::Postgres).await
             }
             #[actix_web::test]
             async fn mysql() -> anyhow::Result<()> {
-                super::$name(packyard_shared::db::Backend::MySql).await
+                super::$name(packyard_store::db::Backend::MySql).await
             }
         }
     };
@@ -31,11 +31,11 @@ use std::sync::Arc;
 use actix_web::http::{header, StatusCode};
 use actix_web::test::{self, TestRequest};
 use base64::Engine;
-use packyard_shared::auth::bootstrap_admin;
-use packyard_shared::blobs::FileStore;
-use packyard_shared::config::Config;
-use packyard_shared::services::Services;
-use packyard_shared::testing::TestDb;
+use packyard_core::auth::bootstrap_admin;
+use packyard_core::services::Services;
+use packyard_model::config::Config;
+use packyard_store::blobs::FileStore;
+use packyard_store::testing::TestDb;
 use serde_json::Value;
 
 pub const ADMIN_PW: &str = "correct horse battery staple";

@@ -1,7 +1,8 @@
 use actix_web::http::header;
 use actix_web::{web, HttpResponse};
-use packyard_shared::repos::{RepositoryService, RepositorySpec};
-use packyard_shared::services::Services;
+use packyard_core::repositories::RepositoryService;
+use packyard_core::services::Services;
+use packyard_model::repos::RepositorySpec;
 
 use super::{RepositoryView, Result};
 use crate::auth::Admin;
@@ -14,11 +15,12 @@ pub async fn create(
     let mut spec = body.into_inner();
     let name = spec.name.clone().unwrap_or_default();
     super::seal_proxy_password(&services, &name, &mut spec, None)?;
-    let repo = RepositoryService::new(&services.db).create(spec).await?;
+    let repo =
+        RepositoryService::new(&services.db).with_format_checks(&packyard_formats::check_settings).create(spec).await?;
     tracing::info!(repository = %repo.name, format = %repo.format, kind = %repo.repo_type, "repository created");
-    services.changed(packyard_shared::events::Changed::Repositories);
+    services.changed(packyard_core::events::Changed::Repositories);
     // Formats that publish snapshots publish one now (an empty repository gets signed indexes too).
-    if packyard_shared::formats::apt::request_publication(&services.db, &repo).await? > 0 {
+    if packyard_formats::apt::request_publication(&services.db, &repo).await? > 0 {
         services.wake();
     }
     services

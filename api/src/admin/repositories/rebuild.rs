@@ -1,6 +1,6 @@
 use actix_web::{web, HttpResponse};
-use packyard_shared::repos::RepositoryService;
-use packyard_shared::services::Services;
+use packyard_core::repositories::RepositoryService;
+use packyard_core::services::Services;
 
 use super::{RepoPath, Result};
 use crate::auth::Admin;

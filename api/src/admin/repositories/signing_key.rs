@@ -4,10 +4,11 @@
 //! never returned.
 
 use actix_web::{web, HttpResponse};
-use packyard_shared::formats::apk::signing::ApkKey;
-use packyard_shared::formats::apt::signing::{self, Signer};
-use packyard_shared::repos::{Format, Repository, RepositoryService};
-use packyard_shared::services::Services;
+use packyard_codecs::apk::signing::ApkKey;
+use packyard_codecs::apt::signing::{self, Signer};
+use packyard_core::repositories::RepositoryService;
+use packyard_core::services::Services;
+use packyard_model::repos::{Format, Repository};
 use serde::Deserialize;
 
 use super::{RepoPath, Result};
@@ -42,7 +43,7 @@ async fn signed_repo(services: &Services, path: &RepoPath) -> Result<Repository>
             repo.name, repo.format
         )));
     }
-    if repo.repo_type == packyard_shared::repos::RepoType::Proxy {
+    if repo.repo_type == packyard_model::repos::RepoType::Proxy {
         return Err(ApiError::bad_request(format!(
             "repository {} is a proxy: it serves its upstream's signatures and has no signing key",
             repo.name
@@ -53,8 +54,10 @@ async fn signed_repo(services: &Services, path: &RepoPath) -> Result<Repository>
 
 async fn describe(services: &Services, repo: &Repository) -> Result<HttpResponse> {
     let ks = &services.security.keystore;
-    let current = Signer::for_repository(&services.db, ks, repo.id, &uid(repo)).await.map_err(ApiError::internal)?;
-    let previous = signing::previous(&services.db, ks, repo.id).await.map_err(ApiError::internal)?;
+    let current =
+        packyard_formats::apt::keys::signer(&services.db, ks, repo.id, &uid(repo)).await.map_err(ApiError::internal)?;
+    let previous =
+        packyard_formats::apt::keys::previous(&services.db, ks, repo.id).await.map_err(ApiError::internal)?;
     Ok(HttpResponse::Ok().json(serde_json::json!({
         "repository": repo.name.as_str(),
         "fingerprint": current.fingerprint(),
@@ -74,8 +77,9 @@ pub async fn get(_admin: Admin, services: web::Data<Services>, path: web::Path<R
 
 async fn describe_apk(services: &Services, repo: &Repository) -> Result<HttpResponse> {
     let ks = &services.security.keystore;
-    let current = ApkKey::for_repository(&services.db, ks, repo.id).await.map_err(ApiError::internal)?;
-    let previous = ApkKey::previous(&services.db, ks, repo.id).await.map_err(ApiError::internal)?;
+    let current = packyard_formats::apk::keys::current(&services.db, ks, repo.id).await.map_err(ApiError::internal)?;
+    let previous =
+        packyard_formats::apk::keys::previous(&services.db, ks, repo.id).await.map_err(ApiError::internal)?;
     let name = |k: &ApkKey| k.file_name(repo.name.as_str()).map_err(ApiError::internal);
     Ok(HttpResponse::Ok().json(serde_json::json!({
         "repository": repo.name.as_str(),
@@ -117,11 +121,13 @@ async fn put_apk(admin: &Admin, services: &Services, repo: &Repository, body: &K
             ))
         }
     };
-    new.install(&services.db, &services.security.keystore, repo.id).await.map_err(ApiError::internal)?;
+    packyard_formats::apk::keys::install(&new, &services.db, &services.security.keystore, repo.id)
+        .await
+        .map_err(ApiError::internal)?;
     let units = services.db.request_rebuild(repo.id).await?;
     // Replicas drop the indexes they signed for units without a snapshot.
     services.db.touch_repository(repo.id).await?;
-    services.changed(packyard_shared::events::Changed::Publications);
+    services.changed(packyard_core::events::Changed::Publications);
     services.wake();
     let fingerprint = new.fingerprint().map_err(ApiError::internal)?;
     services
@@ -177,7 +183,9 @@ pub async fn put(
             ))
         }
     };
-    signing::rotate(&services.db, &services.security.keystore, repo.id, &new).await.map_err(ApiError::internal)?;
+    packyard_formats::apt::keys::rotate(&services.db, &services.security.keystore, repo.id, &new)
+        .await
+        .map_err(ApiError::internal)?;
     let units = services.db.request_rebuild(repo.id).await?;
     services.wake();
     services

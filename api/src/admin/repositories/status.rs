@@ -1,7 +1,7 @@
 use actix_web::{web, HttpResponse};
-use packyard_shared::repos::RepositoryService;
-use packyard_shared::services::Services;
-use packyard_shared::time::rfc3339_ms;
+use packyard_core::repositories::RepositoryService;
+use packyard_core::services::Services;
+use packyard_model::time::rfc3339_ms;
 use serde::Serialize;
 
 use super::{RepoPath, Result};
@@ -30,7 +30,7 @@ struct Status {
 /// Per publication unit: desired and published revision, last error, last publication.
 pub async fn status(_admin: Admin, services: web::Data<Services>, path: web::Path<RepoPath>) -> Result<HttpResponse> {
     let repo = RepositoryService::new(&services.db).get(path.name.0.as_str()).await?;
-    let now = packyard_shared::db::now_ms();
+    let now = packyard_store::db::now_ms();
     let units = services
         .db
         .units_of(repo.id)

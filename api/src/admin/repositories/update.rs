@@ -1,7 +1,8 @@
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
-use packyard_shared::repos::{patched, Repository, RepositoryService, RepositorySpec};
-use packyard_shared::services::Services;
+use packyard_core::repositories::RepositoryService;
+use packyard_core::services::Services;
+use packyard_model::repos::{patched, Repository, RepositorySpec};
 
 use super::{RepoPath, RepositoryView, Result};
 use crate::auth::Admin;
@@ -16,7 +17,7 @@ pub async fn update(
 ) -> Result<HttpResponse> {
     let name = path.name.0.as_str();
     let mut spec = body.into_inner();
-    let service = RepositoryService::new(&services.db);
+    let service = RepositoryService::new(&services.db).with_format_checks(&packyard_formats::check_settings);
     let kept = service.get(name).await.ok().and_then(|r| r.settings.proxy).and_then(|p| p.password_sealed);
     super::seal_proxy_password(&services, name, &mut spec, kept)?;
     let repo = service.update(name, spec).await?;
@@ -43,7 +44,7 @@ pub async fn patch(
     let patch: serde_json::Value =
         serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))?;
     let name = path.name.0.as_str();
-    let service = RepositoryService::new(&services.db);
+    let service = RepositoryService::new(&services.db).with_format_checks(&packyard_formats::check_settings);
     let current = service.get(name).await?;
     let kept = current.settings.proxy.as_ref().and_then(|p| p.password_sealed.clone());
     let view = serde_json::to_value(RepositoryView::from(current)).map_err(ApiError::internal)?;
@@ -55,9 +56,9 @@ pub async fn patch(
 
 async fn updated(admin: &Admin, services: &Services, repo: Repository) -> Result<HttpResponse> {
     tracing::info!(repository = %repo.name, version = repo.version, "repository updated");
-    services.changed(packyard_shared::events::Changed::Repositories);
+    services.changed(packyard_core::events::Changed::Repositories);
     // Formats that publish snapshots publish one now (an empty repository gets signed indexes too).
-    if packyard_shared::formats::apt::request_publication(&services.db, &repo).await? > 0 {
+    if packyard_formats::apt::request_publication(&services.db, &repo).await? > 0 {
         services.wake();
     }
     services

@@ -1,0 +1,8 @@
+//! APT: `.deb` reading, control-field rules, pool paths, `Packages` stanzas and OpenPGP signing.
+
+pub mod control;
+pub mod deb;
+pub mod packages;
+pub mod signing;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;

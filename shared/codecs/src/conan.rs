@@ -1,0 +1,279 @@
+//! Conan 2 (REST v2): references and revisions as the URLs carry them, file paths inside a
+//! revision, `conanmanifest.txt`, and the case-insensitive glob of `search?q=`.
+
+use std::collections::BTreeMap;
+
+/// Why a reference, revision, path or manifest is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ConanError(pub String);
+
+fn err(s: impl Into<String>) -> ConanError {
+    ConanError(s.into())
+}
+
+/// `name/version[@user/channel]`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Reference {
+    pub name: String,
+    pub version: String,
+    pub user: Option<String>,
+    pub channel: Option<String>,
+}
+
+/// Letters, digits and `_`, then also `+ . -`: the characters Conan allows in names, versions,
+/// users and channels (at most 101 characters).
+fn valid_part(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 101
+        && (b[0].is_ascii_alphanumeric() || b[0] == b'_')
+        && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'+' | b'.' | b'-'))
+}
+
+impl Reference {
+    /// From the four URL segments; `_` stands for a missing user or channel.
+    pub fn from_url(name: &str, version: &str, user: &str, channel: &str) -> Result<Self, ConanError> {
+        for (what, v) in [("name", name), ("version", version)] {
+            if !valid_part(v) {
+                return Err(err(format!("invalid {what} {v:?} in the reference")));
+            }
+        }
+        let opt = |what: &str, v: &str| -> Result<Option<String>, ConanError> {
+            match v {
+                "_" => Ok(None),
+                v if valid_part(v) => Ok(Some(v.to_string())),
+                v => Err(err(format!("invalid {what} {v:?} in the reference"))),
+            }
+        };
+        let (user, channel) = (opt("user", user)?, opt("channel", channel)?);
+        if user.is_none() != channel.is_none() {
+            return Err(err("a reference has both a user and a channel, or neither"));
+        }
+        Ok(Self { name: name.into(), version: version.into(), user, channel })
+    }
+
+    /// `name/version` or `name/version@user/channel`: how the client and search name it.
+    pub fn display(&self) -> String {
+        match (&self.user, &self.channel) {
+            (Some(u), Some(c)) => format!("{}/{}@{u}/{c}", self.name, self.version),
+            _ => format!("{}/{}", self.name, self.version),
+        }
+    }
+
+    /// The four URL segments (`_` for a missing user or channel).
+    pub fn url_path(&self) -> String {
+        format!(
+            "{}/{}/{}/{}",
+            self.name,
+            self.version,
+            self.user.as_deref().unwrap_or("_"),
+            self.channel.as_deref().unwrap_or("_")
+        )
+    }
+}
+
+/// A recipe or package revision, or a package id: opaque to the server, but bounded (letters,
+/// digits, `_ . -`, at most 128).
+pub fn check_revision(what: &str, s: &str) -> Result<(), ConanError> {
+    let ok = !s.is_empty()
+        && s.len() <= 128
+        && s.bytes().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-'))
+        && !s.bytes().all(|c| c == b'.');
+    if ok {
+        Ok(())
+    } else {
+        Err(err(format!("invalid {what} {s:?}")))
+    }
+}
+
+/// A file path inside a revision (`conanfile.py`, `metadata/…`): relative, `/`-separated, no
+/// empty, `.` or `..` segment, no backslash, colon, percent sign or control character, at most
+/// 512 bytes. (A `%` would be an encoded separator the router left alone, as in `..%2F..`; a
+/// U+FFFD an invalid encoding it replaced, as in the overlong `%c0%ae`.)
+/// File names themselves are not restricted to a list.
+pub fn check_file_path(path: &str) -> Result<(), ConanError> {
+    let bad = path.is_empty()
+        || path.len() > 512
+        || path.starts_with('/')
+        || path.contains('\\')
+        || path.contains(':')
+        || path.contains('%')
+        || path.contains(char::REPLACEMENT_CHARACTER)
+        || path.chars().any(char::is_control)
+        || path.split('/').any(|s| s.is_empty() || s == "." || s == "..");
+    if bad {
+        Err(err(format!("invalid file path {path:?}: use a relative path without '..', '\\\\', '%' or empty parts")))
+    } else {
+        Ok(())
+    }
+}
+
+/// How a package archive the client uploads is compressed (`conan_package.tgz`,
+/// `conan_export.tgz`, `conan_sources.tgz`; `.txz` and `.tzst` with Conan's other
+/// `core.upload:compression_format` settings), for the check that reads it to its end.
+pub fn archive_compression(path: &str) -> Option<crate::archive::Compression> {
+    use crate::archive::Compression;
+    let name = path.rsplit('/').next().unwrap_or(path);
+    if !["conan_package.", "conan_export.", "conan_sources."].iter().any(|p| name.starts_with(p)) {
+        return None;
+    }
+    match name.rsplit('.').next() {
+        Some("tgz") => Some(Compression::Gzip),
+        Some("txz") => Some(Compression::Xz),
+        Some("tzst") => Some(Compression::Zstd),
+        _ => None,
+    }
+}
+
+/// `conanmanifest.txt`: a timestamp line, then `path: md5` lines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Manifest {
+    pub time: u64,
+    pub files: BTreeMap<String, String>,
+}
+
+impl Manifest {
+    pub fn parse(text: &str) -> Result<Self, ConanError> {
+        let mut lines = text.lines().map(str::trim_end).filter(|l| !l.is_empty());
+        let time = lines
+            .next()
+            .and_then(|l| l.trim().parse::<u64>().ok())
+            .ok_or_else(|| err("conanmanifest.txt must start with a timestamp line"))?;
+        let mut files = BTreeMap::new();
+        for line in lines {
+            let (path, md5) =
+                line.rsplit_once(": ").ok_or_else(|| err(format!("conanmanifest.txt: {line:?} is not `path: md5`")))?;
+            let md5 = md5.trim().to_ascii_lowercase();
+            if md5.len() != 32 || !md5.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(err(format!("conanmanifest.txt: {path:?} has no MD5")));
+            }
+            check_file_path(path)?;
+            files.insert(path.to_string(), md5);
+        }
+        Ok(Self { time, files })
+    }
+}
+
+/// `search?q=`: `*` any run, `?` one character, case-insensitive; an empty pattern matches all.
+pub fn glob_matches(pattern: &str, text: &str) -> bool {
+    let p: Vec<char> = pattern.to_lowercase().chars().collect();
+    let t: Vec<char> = text.to_lowercase().chars().collect();
+    if p.is_empty() {
+        return true;
+    }
+    // Iterative matching with one backtrack point for the last `*`.
+    let (mut i, mut j, mut star, mut mark) = (0usize, 0usize, None::<usize>, 0usize);
+    while j < t.len() {
+        // A `*` is a wildcard even where the text has a `*` too: tried first, it stays a
+        // backtrack point instead of being matched as a literal.
+        if i < p.len() && p[i] == '*' {
+            star = Some(i);
+            mark = j;
+            i += 1;
+        } else if i < p.len() && (p[i] == '?' || p[i] == t[j]) {
+            i += 1;
+            j += 1;
+        } else if let Some(s) = star {
+            i = s + 1;
+            mark += 1;
+            j = mark;
+        } else {
+            return false;
+        }
+    }
+    p[i..].iter().all(|c| *c == '*')
+}
+
+/// The MD5 (what `conanmanifest.txt` lists) and SHA-1 (what `X-Checksum-Sha1` says) of an
+/// uploaded file, computed as it streams by.
+#[derive(Default)]
+pub struct FileHashes {
+    md5: md5::Md5,
+    sha1: sha1::Sha1,
+}
+
+impl FileHashes {
+    pub fn update(&mut self, bytes: &[u8]) {
+        use sha2::Digest as _;
+        self.md5.update(bytes);
+        self.sha1.update(bytes);
+    }
+
+    /// (MD5, SHA-1), hex.
+    pub fn finish(self) -> (String, String) {
+        use sha2::Digest as _;
+        (hex::encode(self.md5.finalize()), hex::encode(self.sha1.finalize()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn references_from_urls() -> Result<(), ConanError> {
+        let r = Reference::from_url("zlib", "1.3", "_", "_")?;
+        assert_eq!((r.display(), r.url_path()), ("zlib/1.3".to_string(), "zlib/1.3/_/_".to_string()));
+        let r = Reference::from_url("pkg", "1.0+build.2", "me", "stable")?;
+        assert_eq!(r.display(), "pkg/1.0+build.2@me/stable");
+        assert!(Reference::from_url("..", "1", "_", "_").is_err());
+        assert!(Reference::from_url("a", "1", "me", "_").is_err());
+        assert!(Reference::from_url("a/b", "1", "_", "_").is_err());
+        assert!(Reference::from_url("-a", "1", "_", "_").is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn paths_and_revisions() {
+        for ok in ["conanfile.py", "conan_package.tzst", "metadata/.conan/x.json", "a b/c"] {
+            assert_eq!(check_file_path(ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            "",
+            "../x",
+            "a/../b",
+            "/abs",
+            "a\\b",
+            "a//b",
+            "./a",
+            "c:x",
+            "a\nb",
+            "..%2F..%2Fetc",
+            "x%00",
+            "\u{fffd}\u{fffd}/etc",
+        ] {
+            assert!(check_file_path(bad).is_err(), "{bad:?}");
+        }
+        assert!(check_revision("revision", "2b8bd1e2c5a1a3d1e2f0a9b8c7d6e5f4").is_ok());
+        assert!(check_revision("revision", "..").is_err() && check_revision("revision", "a/b").is_err());
+    }
+
+    #[test]
+    fn manifests() -> Result<(), ConanError> {
+        let m = Manifest::parse("1700000000\nconanfile.py: 0123456789ABCDEF0123456789abcdef\ninclude/x.h: 00000000000000000000000000000000\n")?;
+        assert_eq!(m.time, 1_700_000_000);
+        assert_eq!(m.files.get("conanfile.py").map(String::as_str), Some("0123456789abcdef0123456789abcdef"));
+        assert!(Manifest::parse("not a time\n").is_err());
+        assert!(Manifest::parse("1\nconanfile.py: nope\n").is_err());
+        assert!(Manifest::parse("1\n../x: 00000000000000000000000000000000\n").is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn globs() {
+        assert!(glob_matches("zlib/*", "zlib/1.3"));
+        assert!(glob_matches("ZLIB*", "zlib/1.3"));
+        assert!(glob_matches("*/1.?", "zlib/1.3"));
+        assert!(glob_matches("", "anything"));
+        assert!(glob_matches("*a*b*", "xaxxbx"));
+        assert!(!glob_matches("zlib/2*", "zlib/1.3"));
+        assert!(!glob_matches("z?", "zlib"));
+        // Found by the conan fuzz target: a `*` in the text was matched as a literal by a `*` in
+        // the pattern, which then could not stretch.
+        assert!(glob_matches("***", "****"));
+        assert!(glob_matches("a*", "a*b"));
+        assert!(glob_matches("*b", "*ab"));
+        assert!(!glob_matches("*c", "*ab"));
+    }
+}

@@ -1,0 +1,169 @@
+//! Passwords and the bootstrap administrator. The full security model (roles, tokens, the
+//! decision cache) builds on [`authenticate_password`].
+
+use std::io::Write;
+use std::path::Path;
+
+use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
+use argon2::Argon2;
+use rand::Rng;
+
+use packyard_store::db::{Db, DbError};
+
+pub const ADMIN_USER: &str = "admin";
+
+#[derive(Debug, thiserror::Error)]
+pub enum AuthError {
+    #[error("password hashing failed: {0}")]
+    Hash(String),
+    #[error(transparent)]
+    Db(#[from] DbError),
+    #[error("cannot write {path}: {source}")]
+    Io { path: String, source: std::io::Error },
+}
+
+/// An argon2id PHC string.
+pub fn hash_password(password: &str) -> Result<String, AuthError> {
+    let salt = SaltString::generate(&mut rand::rngs::OsRng);
+    Argon2::default()
+        .hash_password(password.as_bytes(), &salt)
+        .map(|h| h.to_string())
+        .map_err(|e| AuthError::Hash(e.to_string()))
+}
+
+/// Constant-time check of a password against a stored PHC string; a malformed hash never matches.
+pub fn verify_password(password: &str, phc: &str) -> bool {
+    PasswordHash::new(phc).is_ok_and(|h| Argon2::default().verify_password(password.as_bytes(), &h).is_ok())
+}
+
+/// A fresh random password of 24 characters from an unambiguous alphabet.
+pub fn generate_password() -> String {
+    const ALPHABET: &[u8] = b"abcdefghijkmnpqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789";
+    let mut rng = rand::rngs::OsRng;
+    (0..24).map(|_| ALPHABET[rng.gen_range(0..ALPHABET.len())] as char).collect()
+}
+
+/// A valid argon2id hash of a random string: verified against when the user does not exist.
+pub const DUMMY_HASH: &str =
+    "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$3Gj4vcDzBXr0gRZL6UGXb7Kq2C2jRrOPvPBN8TTbi6U";
+
+/// What bootstrap did, for the startup log.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Bootstrap {
+    AlreadyPresent,
+    CreatedFromConfig,
+    /// Generated; the password was written to this file and is returned to print once.
+    Generated {
+        password: String,
+        file: std::path::PathBuf,
+    },
+}
+
+/// On first start, creates `admin` (holding the built-in role `admin`, which must exist) with the configured password, or a generated one written to
+/// `<data_dir>/admin.password` (mode 0600).
+pub async fn bootstrap_admin(db: &Db, configured: Option<&str>, data_dir: &Path) -> Result<Bootstrap, AuthError> {
+    if db.user_by_name(ADMIN_USER).await?.is_some() {
+        return Ok(Bootstrap::AlreadyPresent);
+    }
+    let roles = vec![packyard_model::security::ADMIN_ROLE.to_string()];
+    let (password, generated) = match configured {
+        Some(p) => (p.to_string(), false),
+        None => (generate_password(), true),
+    };
+    let hash = {
+        let p = password.clone();
+        tokio::task::spawn_blocking(move || hash_password(&p)).await.map_err(|e| AuthError::Hash(e.to_string()))??
+    };
+    let file = data_dir.join("admin.password");
+    if generated {
+        // Written before the user exists: a crash in between leaves a file and no user, and the
+        // next start writes a new password.
+        write_secret_file(&file, format!("{password}\n").as_bytes())?;
+    }
+    match db.create_user(ADMIN_USER, &hash, &roles).await {
+        Ok(_) => {}
+        // Another replica bootstrapped it at the same moment.
+        Err(DbError::Conflict(_)) => return Ok(Bootstrap::AlreadyPresent),
+        Err(e) => return Err(e.into()),
+    }
+    Ok(if generated { Bootstrap::Generated { password, file } } else { Bootstrap::CreatedFromConfig })
+}
+
+/// Writes a file readable only by the owner (0600), replacing it atomically.
+pub fn write_secret_file(path: &Path, contents: &[u8]) -> Result<(), AuthError> {
+    let io_err = |source| AuthError::Io { path: path.display().to_string(), source };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(io_err)?;
+    }
+    let tmp = path.with_extension("tmp");
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut f = options.open(&tmp).map_err(io_err)?;
+    f.write_all(contents).map_err(io_err)?;
+    f.sync_all().map_err(io_err)?;
+    std::fs::rename(&tmp, path).map_err(io_err)?;
+    Ok(())
+}
+
+/// `security.secret`, or one generated into `<data_dir>/secret` on first start (SQLite only;
+/// config validation requires it explicitly elsewhere).
+pub fn load_or_create_secret(configured: Option<&str>, data_dir: &Path) -> Result<String, AuthError> {
+    if let Some(s) = configured {
+        return Ok(s.to_string());
+    }
+    let path = data_dir.join("secret");
+    match std::fs::read_to_string(&path) {
+        Ok(s) if !s.trim().is_empty() => Ok(s.trim().to_string()),
+        // Only a missing (or empty) file means "first start": any other error must not replace
+        // the secret that sealed the stored keys.
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(AuthError::Io { path: path.display().to_string(), source: e })
+        }
+        Ok(_) | Err(_) => {
+            let secret = hex::encode(rand::random::<[u8; 32]>());
+            write_secret_file(&path, secret.as_bytes())?;
+            Ok(secret)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hashes_verify() -> Result<(), AuthError> {
+        let h = hash_password("s3cret")?;
+        assert!(h.starts_with("$argon2id$"), "{h}");
+        assert!(verify_password("s3cret", &h));
+        assert!(!verify_password("s3cre", &h));
+        assert!(!verify_password("s3cret", "not a hash"));
+        assert!(PasswordHash::new(DUMMY_HASH).is_ok());
+        Ok(())
+    }
+
+    #[test]
+    fn generated_passwords_differ() {
+        let (a, b) = (generate_password(), generate_password());
+        assert_eq!(a.len(), 24);
+        assert_ne!(a, b);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn secret_files_are_private() -> Result<(), Box<dyn std::error::Error>> {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir()?;
+        let s1 = load_or_create_secret(None, dir.path())?;
+        let s2 = load_or_create_secret(None, dir.path())?;
+        assert_eq!(s1, s2);
+        let mode = std::fs::metadata(dir.path().join("secret"))?.permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        Ok(())
+    }
+}

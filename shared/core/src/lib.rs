@@ -1,0 +1,14 @@
+//! `packyard-core`: the engine both binaries run — services and readiness, the security service
+//! (credentials, decisions, caches, throttling, the key store), the proxy fetcher every format's
+//! proxy uses, Redis and RabbitMQ events, the publication pipeline (builders, snapshots, the
+//! replicas' published cache) and what every hosted upload shares.
+
+pub mod auth;
+pub mod events;
+pub mod proxy;
+pub mod publication;
+pub mod repositories;
+pub mod security;
+pub mod services;
+pub mod telemetry;
+pub mod upload;

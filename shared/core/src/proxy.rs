@@ -1,0 +1,606 @@
+//! Proxy repositories, written once for every format: fetching a path from the upstream,
+//! keeping the bytes in the blob store and a row in `proxy_cache`, and answering later requests
+//! from there.
+//!
+//! - Immutable files (packages, by-hash indexes) are fetched once and kept; metadata is served
+//!   for `metadata_ttl_secs`, then revalidated (`If-None-Match`/`If-Modified-Since`).
+//! - Only the statuses a format names (404, and 410 for some) mean "not there"; they are
+//!   remembered for `negative_ttl_secs` for immutable files, and never for metadata (which may
+//!   appear upstream at any moment); any other upstream answer is an error, never cached.
+//! - Concurrent misses for one path in one process make one upstream request (single-flight);
+//!   the fetch runs on its own task, so a client that hangs up does not cancel it.
+//! - When the upstream fails and a copy is cached, the copy is served (stale-if-error) and
+//!   counted in `packyard_proxy_stale_served_total`.
+//! - Outbound requests have connect and read timeouts and a per-process bound on fetches in
+//!   flight; host names resolving to loopback, private or link-local addresses are refused
+//!   unless `proxy.allow_private_addresses` or inside `proxy.allowed_networks` (checked at
+//!   connect time, on every resolved address, also after redirects).
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::future::{BoxFuture, FutureExt, Shared};
+use reqwest::header;
+
+use packyard_model::config::ProxyConfig;
+use packyard_model::net::AddressPolicy;
+use packyard_model::repos::{ProxySettings, Repository};
+use packyard_store::blobs::BlobStore;
+use packyard_store::db::proxy::ProxyEntry;
+use packyard_store::db::{now_ms, Db};
+use packyard_store::metrics::Metrics;
+
+/// How long a fetched file stays fresh.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Freshness {
+    /// Never changes upstream (content-addressed or versioned): fetched once.
+    Immutable,
+    /// Served for the repository's `metadata_ttl_secs`, then revalidated.
+    Metadata,
+}
+
+/// One path of one proxy repository.
+#[derive(Debug, Clone)]
+pub struct FetchRequest {
+    pub repository_id: i64,
+    pub repository: String,
+    pub settings: ProxySettings,
+    /// Below the upstream base URL, without a leading `/`, already checked for `..`.
+    pub path: String,
+    pub freshness: Freshness,
+    /// Upstream statuses that mean "not there" and are remembered (e.g. `&[404]`).
+    pub negative_statuses: &'static [u16],
+    /// When this file changes, the cached entries under this prefix are revalidated too (an
+    /// index root that lists them, e.g. APT's `InRelease` for `dists/<suite>/`).
+    pub on_change_expire: Option<String>,
+    /// The SHA-256 the bytes must have (a content-addressed path such as APT's
+    /// `by-hash/SHA256/<hex>`): other bytes are refused and not cached.
+    pub expect_sha256: Option<String>,
+}
+
+impl FetchRequest {
+    /// A request for `path` of proxy repository `repo` (which must carry proxy settings).
+    pub fn new(repo: &Repository, path: &str, freshness: Freshness) -> Result<Self, ProxyError> {
+        let settings = repo
+            .settings
+            .proxy
+            .clone()
+            .ok_or_else(|| ProxyError::Internal(format!("repository {} has no proxy settings", repo.name)))?;
+        Ok(Self {
+            repository_id: repo.id,
+            repository: repo.name.to_string(),
+            settings,
+            path: path.to_string(),
+            freshness,
+            negative_statuses: &[404],
+            on_change_expire: None,
+            expect_sha256: None,
+        })
+    }
+}
+
+/// Where an answer came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheState {
+    /// Served from the cache without asking the upstream.
+    Hit,
+    /// Fetched from the upstream now.
+    Miss,
+    /// The upstream confirmed the cached copy (304).
+    Revalidated,
+    /// The upstream failed; the cached copy is served anyway.
+    Stale,
+}
+
+impl CacheState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Hit => "hit",
+            Self::Miss => "miss",
+            Self::Revalidated => "revalidated",
+            Self::Stale => "stale",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    /// The bytes are in the blob store under `entry.sha256`.
+    Found(ProxyEntry, CacheState),
+    /// The upstream said 404 (or another remembered status).
+    Missing(u16, CacheState),
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ProxyError {
+    /// The upstream's address is not allowed (SSRF guard).
+    #[error("{0}")]
+    Blocked(String),
+    #[error("{0}")]
+    Unreachable(String),
+    #[error("{0}")]
+    Timeout(String),
+    /// The upstream answered with a status that is neither content nor a remembered miss.
+    #[error("{0}")]
+    Status(String),
+    #[error("{0}")]
+    TooLarge(String),
+    /// Our own storage failed.
+    #[error("{0}")]
+    Internal(String),
+}
+
+/// Raised by the resolver and the redirect policy; found again in reqwest's error chain.
+#[derive(Debug)]
+struct BlockedAddress(String);
+
+impl std::fmt::Display for BlockedAddress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BlockedAddress {}
+
+fn blocked_message(host: &str, addrs: &[IpAddr]) -> String {
+    let list: Vec<String> = addrs.iter().map(ToString::to_string).collect();
+    format!(
+        "upstream host {host} resolves only to loopback, private or link-local addresses ({}); allow them with proxy.allowed_networks (e.g. [\"10.0.0.0/8\"]) or proxy.allow_private_addresses = true",
+        list.join(", ")
+    )
+}
+
+struct GuardedResolver {
+    policy: Arc<AddressPolicy>,
+}
+
+impl reqwest::dns::Resolve for GuardedResolver {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let policy = self.policy.clone();
+        Box::pin(async move {
+            let host = name.as_str().to_string();
+            let all: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let allowed: Vec<SocketAddr> = all.iter().copied().filter(|a| policy.allows(a.ip())).collect();
+            if allowed.is_empty() && !all.is_empty() {
+                let ips: Vec<IpAddr> = all.iter().map(SocketAddr::ip).collect();
+                return Err(
+                    Box::new(BlockedAddress(blocked_message(&host, &ips))) as Box<dyn std::error::Error + Send + Sync>
+                );
+            }
+            Ok(Box::new(allowed.into_iter()) as reqwest::dns::Addrs)
+        })
+    }
+}
+
+/// An IP-literal host is never resolved, so it is checked here (also on redirects).
+fn check_literal_host(url: &reqwest::Url, policy: &AddressPolicy) -> Result<(), BlockedAddress> {
+    let ip = match url.host() {
+        Some(url::Host::Ipv4(v4)) => IpAddr::V4(v4),
+        Some(url::Host::Ipv6(v6)) => IpAddr::V6(v6),
+        _ => return Ok(()),
+    };
+    if policy.allows(ip) {
+        Ok(())
+    } else {
+        Err(BlockedAddress(blocked_message(&ip.to_string(), &[ip])))
+    }
+}
+
+type SharedFetch = Shared<BoxFuture<'static, Result<Outcome, ProxyError>>>;
+
+struct InflightGuard {
+    proxy: Proxy,
+    key: (i64, String),
+}
+
+impl Drop for InflightGuard {
+    fn drop(&mut self) {
+        if let Ok(mut m) = self.proxy.inner.inflight.lock() {
+            m.remove(&self.key);
+        }
+    }
+}
+
+struct Inner {
+    client: reqwest::Client,
+    policy: Arc<AddressPolicy>,
+    max_object_bytes: u64,
+    permits: tokio::sync::Semaphore,
+    inflight: Mutex<HashMap<(i64, String), SharedFetch>>,
+    db: Db,
+    blobs: Arc<dyn BlobStore>,
+    metrics: Arc<Metrics>,
+    /// Opens sealed upstream passwords.
+    keystore: Option<Arc<crate::security::keystore::KeyStore>>,
+}
+
+/// The upstream fetcher of one process; cheap to clone.
+#[derive(Clone)]
+pub struct Proxy {
+    inner: Arc<Inner>,
+}
+
+fn internal(e: impl std::fmt::Display) -> ProxyError {
+    ProxyError::Internal(e.to_string())
+}
+
+/// `remote_url` with `path`'s segments appended (each percent-encoded as needed).
+pub fn upstream_url(remote_url: &str, path: &str) -> Result<reqwest::Url, ProxyError> {
+    // A query (Conan's `search?q=`) travels as it came; it is part of the cache key too.
+    let (path, query) = match path.split_once('?') {
+        Some((p, q)) => (p, Some(q)),
+        None => (path, None),
+    };
+    let mut url = reqwest::Url::parse(remote_url).map_err(|e| internal(format!("proxy.remote_url: {e}")))?;
+    {
+        let mut segments = url.path_segments_mut().map_err(|()| internal("proxy.remote_url cannot be a base"))?;
+        segments.pop_if_empty();
+        segments.extend(path.split('/'));
+    }
+    url.set_query(query);
+    Ok(url)
+}
+
+impl Proxy {
+    pub fn new(config: &ProxyConfig, db: Db, blobs: Arc<dyn BlobStore>, metrics: Arc<Metrics>) -> anyhow::Result<Self> {
+        let policy = Arc::new(config.address_policy().map_err(anyhow::Error::msg)?);
+        let redirect_policy = policy.clone();
+        let redirects = reqwest::redirect::Policy::custom(move |attempt| {
+            if attempt.previous().len() >= 5 {
+                attempt.error("more than 5 redirects")
+            } else if let Err(b) = check_literal_host(attempt.url(), &redirect_policy) {
+                attempt.error(b)
+            } else {
+                attempt.follow()
+            }
+        });
+        let client = reqwest::Client::builder()
+            .user_agent(concat!("Packyard/", env!("CARGO_PKG_VERSION")))
+            .connect_timeout(Duration::from_millis(config.connect_timeout_ms))
+            .read_timeout(Duration::from_millis(config.read_timeout_ms))
+            .pool_max_idle_per_host(config.max_idle_per_host)
+            .pool_idle_timeout(Duration::from_secs(60))
+            .dns_resolver(Arc::new(GuardedResolver { policy: policy.clone() }))
+            // Connect directly: through an HTTP(S)_PROXY from the environment the egress proxy
+            // would resolve names, and the address guard would not see them.
+            .no_proxy()
+            .redirect(redirects)
+            .build()?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                client,
+                policy,
+                max_object_bytes: config.max_object_bytes,
+                permits: tokio::sync::Semaphore::new(config.max_concurrent_fetches.max(1)),
+                inflight: Mutex::new(HashMap::new()),
+                db,
+                blobs,
+                metrics,
+                keystore: None,
+            }),
+        })
+    }
+
+    /// The key store that opens sealed upstream passwords (set once, before use).
+    pub fn with_keystore(mut self, keystore: Arc<crate::security::keystore::KeyStore>) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.keystore = Some(keystore);
+        }
+        self
+    }
+
+    /// The cached answer for `req.path` if it is fresh, else the upstream's (one request per
+    /// path in flight), else the stale copy if the upstream fails.
+    pub async fn fetch(&self, req: FetchRequest) -> Result<Outcome, ProxyError> {
+        let cached = self.inner.db.proxy_entry(req.repository_id, &req.path).await.map_err(internal)?;
+        if let Some(e) = &cached {
+            if is_fresh(e, &req, now_ms()) {
+                self.count_cache("hit");
+                return Ok(answer(e.clone(), CacheState::Hit));
+            }
+        }
+        self.count_cache("miss");
+        let key = (req.repository_id, req.path.clone());
+        let shared = {
+            let mut inflight = self.inner.inflight.lock().map_err(|_| internal("proxy in-flight map poisoned"))?;
+            match inflight.get(&key) {
+                Some(f) => f.clone(),
+                None => {
+                    let this = self.clone();
+                    let k = key.clone();
+                    let task = tokio::spawn(async move {
+                        // Removed however the fetch ends (also a panic or a cancelled task), so a
+                        // failed fetch is never answered again from the map.
+                        let _guard = InflightGuard { proxy: this.clone(), key: k };
+                        this.refresh(req, cached).await
+                    });
+                    let f: SharedFetch =
+                        async move { task.await.unwrap_or_else(|e| Err(internal(format!("proxy fetch task: {e}")))) }
+                            .boxed()
+                            .shared();
+                    inflight.insert(key, f.clone());
+                    f
+                }
+            }
+        };
+        shared.await
+    }
+
+    fn count_cache(&self, result: &str) {
+        self.inner.metrics.cache_requests_total.with_label_values(&["proxy", result]).inc();
+    }
+
+    fn count_upstream(&self, repository: &str, result: &str) {
+        self.inner.metrics.proxy_upstream_requests_total.with_label_values(&[repository, result]).inc();
+    }
+
+    /// Asks the upstream (conditionally when a copy is cached) and records the answer.
+    async fn refresh(&self, req: FetchRequest, cached: Option<ProxyEntry>) -> Result<Outcome, ProxyError> {
+        let stale = cached.filter(|e| !e.is_negative());
+        let url = upstream_url(&req.settings.remote_url, &req.path)?;
+        if let Err(b) = check_literal_host(&url, &self.inner.policy) {
+            self.count_upstream(&req.repository, "blocked");
+            return Err(ProxyError::Blocked(b.0));
+        }
+        let _permit = self.inner.permits.acquire().await.map_err(internal)?;
+        let mut request = self.inner.client.get(url.clone());
+        if let Some(user) = &req.settings.username {
+            let password = match (&req.settings.password_sealed, &self.inner.keystore) {
+                (Some((nonce, ct)), Some(ks)) => {
+                    let bytes = ks
+                        .open(&packyard_model::repos::ProxySettings::password_key(&req.repository), nonce, ct)
+                        .map_err(|e| internal(format!("the upstream password of {}: {e}", req.repository)))?;
+                    Some(String::from_utf8_lossy(&bytes).into_owned())
+                }
+                _ => None,
+            };
+            request = request.basic_auth(user, password);
+        }
+        if let (Freshness::Metadata, Some(s)) = (req.freshness, &stale) {
+            if let Some(etag) = &s.upstream_etag {
+                request = request.header(header::IF_NONE_MATCH, etag);
+            }
+            if let Some(lm) = &s.upstream_last_modified {
+                request = request.header(header::IF_MODIFIED_SINCE, lm);
+            }
+        }
+        let started = std::time::Instant::now();
+        let sent = request.send().await;
+        self.inner
+            .metrics
+            .proxy_upstream_duration_seconds
+            .with_label_values(&[req.repository.as_str()])
+            .observe(started.elapsed().as_secs_f64());
+        let response = match sent {
+            Ok(r) => r,
+            Err(e) => {
+                let err = classify(&e, &url);
+                self.count_upstream(&req.repository, error_label(&err));
+                return self.fall_back(&req, stale, err);
+            }
+        };
+        let status = response.status().as_u16();
+        match status {
+            200 => match self.store(&req, response, stale.as_ref()).await {
+                Ok(entry) => {
+                    self.count_upstream(&req.repository, "ok");
+                    Ok(Outcome::Found(entry, CacheState::Miss))
+                }
+                Err(e @ ProxyError::Internal(_)) => Err(e),
+                Err(e) => {
+                    self.count_upstream(&req.repository, error_label(&e));
+                    self.fall_back(&req, stale, e)
+                }
+            },
+            304 if stale.is_some() => {
+                self.count_upstream(&req.repository, "not_modified");
+                let mut entry = stale.ok_or_else(|| internal("stale entry vanished"))?;
+                entry.fetched_at = now_ms();
+                self.inner
+                    .db
+                    .touch_proxy_entry(req.repository_id, &req.path, entry.fetched_at)
+                    .await
+                    .map_err(internal)?;
+                Ok(Outcome::Found(entry, CacheState::Revalidated))
+            }
+            s if req.negative_statuses.contains(&s) && req.freshness == Freshness::Metadata => {
+                // Metadata that is not there now (a package's `latest` before its upload, a
+                // module's list before its first version) may be there at the next request:
+                // never remembered, and a copy from before is dropped.
+                self.count_upstream(&req.repository, "not_found");
+                if stale.is_some() {
+                    self.inner.db.delete_proxy_entry(req.repository_id, &req.path).await.map_err(internal)?;
+                }
+                Ok(Outcome::Missing(s, CacheState::Miss))
+            }
+            s if req.negative_statuses.contains(&s) => {
+                self.count_upstream(&req.repository, "not_found");
+                let entry = ProxyEntry {
+                    repository_id: req.repository_id,
+                    path: req.path.clone(),
+                    status: i32::from(s),
+                    sha256: None,
+                    size: 0,
+                    content_type: String::new(),
+                    upstream_etag: None,
+                    upstream_last_modified: None,
+                    fetched_at: now_ms(),
+                };
+                self.inner.db.put_proxy_entry(&entry).await.map_err(internal)?;
+                Ok(Outcome::Missing(s, CacheState::Miss))
+            }
+            s => {
+                self.count_upstream(&req.repository, "error");
+                let err = ProxyError::Status(format!("upstream {} answered {s} for /{}", redact(&url), req.path));
+                self.fall_back(&req, stale, err)
+            }
+        }
+    }
+
+    /// Stale-if-error: the cached copy when there is one, else the error.
+    fn fall_back(&self, req: &FetchRequest, stale: Option<ProxyEntry>, err: ProxyError) -> Result<Outcome, ProxyError> {
+        match stale {
+            Some(entry) if !matches!(err, ProxyError::Blocked(_)) => {
+                tracing::warn!(repository = %req.repository, path = %req.path, error = %err, "upstream failed; serving the cached copy");
+                self.inner.metrics.proxy_stale_served_total.with_label_values(&[&req.repository]).inc();
+                Ok(Outcome::Found(entry, CacheState::Stale))
+            }
+            _ => Err(err),
+        }
+    }
+
+    /// Streams a 200 body into the blob store and records it.
+    async fn store(
+        &self,
+        req: &FetchRequest,
+        mut response: reqwest::Response,
+        previous: Option<&ProxyEntry>,
+    ) -> Result<ProxyEntry, ProxyError> {
+        let max = self.inner.max_object_bytes;
+        let too_large = || {
+            ProxyError::TooLarge(format!(
+                "upstream file /{} is larger than proxy.max_object_bytes ({max} bytes)",
+                req.path
+            ))
+        };
+        if response.content_length().is_some_and(|n| n > max) {
+            return Err(too_large());
+        }
+        let header_text = |name: header::HeaderName, cap: usize| {
+            response.headers().get(name).and_then(|v| v.to_str().ok()).filter(|v| v.len() <= cap).map(str::to_string)
+        };
+        let content_type = header_text(header::CONTENT_TYPE, 255).unwrap_or_else(|| "application/octet-stream".into());
+        let etag = header_text(header::ETAG, 255);
+        let last_modified = header_text(header::LAST_MODIFIED, 64);
+        let mut writer = self.inner.blobs.writer(max).await.map_err(internal)?;
+        loop {
+            match response.chunk().await {
+                Ok(Some(chunk)) => {
+                    if writer.written() + chunk.len() as u64 > max {
+                        return Err(too_large());
+                    }
+                    writer.write(&chunk).await.map_err(internal)?;
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    let url = response.url().clone();
+                    return Err(classify(&e, &url));
+                }
+            }
+        }
+        let stored = writer.finish().await.map_err(internal)?;
+        if let Some(want) = &req.expect_sha256 {
+            if !stored.sha256.as_str().eq_ignore_ascii_case(want) {
+                // Not recorded: the blob stays unreferenced, the path is asked again next time.
+                return Err(ProxyError::Status(format!(
+                    "the upstream served /{} with SHA-256 {} instead of {want}",
+                    req.path, stored.sha256
+                )));
+            }
+        }
+        self.inner.db.record_blob(&stored.sha256, stored.size).await.map_err(internal)?;
+        let entry = ProxyEntry {
+            repository_id: req.repository_id,
+            path: req.path.clone(),
+            status: 200,
+            sha256: Some(stored.sha256.to_string()),
+            size: i64::try_from(stored.size).unwrap_or(i64::MAX),
+            content_type,
+            upstream_etag: etag,
+            upstream_last_modified: last_modified,
+            fetched_at: now_ms(),
+        };
+        self.inner.db.put_proxy_entry(&entry).await.map_err(internal)?;
+        let changed = previous.and_then(|p| p.sha256.as_deref()) != entry.sha256.as_deref();
+        if let (true, Some(prefix)) = (changed, &req.on_change_expire) {
+            self.inner.db.expire_proxy_entries(req.repository_id, prefix, &req.path).await.map_err(internal)?;
+        }
+        Ok(entry)
+    }
+}
+
+fn is_fresh(e: &ProxyEntry, req: &FetchRequest, now: i64) -> bool {
+    let age = now.saturating_sub(e.fetched_at);
+    let secs = |s: u64| i64::try_from(s.saturating_mul(1000)).unwrap_or(i64::MAX);
+    if e.is_negative() {
+        age < secs(req.settings.negative_ttl_secs)
+    } else {
+        match req.freshness {
+            Freshness::Immutable => true,
+            Freshness::Metadata => age < secs(req.settings.metadata_ttl_secs),
+        }
+    }
+}
+
+fn answer(e: ProxyEntry, state: CacheState) -> Outcome {
+    if e.is_negative() {
+        Outcome::Missing(u16::try_from(e.status).unwrap_or(404), state)
+    } else {
+        Outcome::Found(e, state)
+    }
+}
+
+/// The URL without credentials or query, for messages and logs.
+fn redact(url: &reqwest::Url) -> String {
+    format!(
+        "{}://{}{}",
+        url.scheme(),
+        url.host_str().unwrap_or_default(),
+        url.port().map(|p| format!(":{p}")).unwrap_or_default()
+    )
+}
+
+fn classify(e: &reqwest::Error, url: &reqwest::Url) -> ProxyError {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = source {
+        if let Some(b) = s.downcast_ref::<BlockedAddress>() {
+            return ProxyError::Blocked(b.0.clone());
+        }
+        source = s.source();
+    }
+    let base = redact(url);
+    if e.is_timeout() {
+        ProxyError::Timeout(format!("upstream {base} did not answer in time"))
+    } else if e.is_connect() {
+        ProxyError::Unreachable(format!("cannot connect to upstream {base}"))
+    } else {
+        ProxyError::Unreachable(format!("upstream {base} failed: {}", root_cause(e)))
+    }
+}
+
+fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut last = e;
+    while let Some(s) = last.source() {
+        last = s;
+    }
+    last.to_string()
+}
+
+fn error_label(e: &ProxyError) -> &'static str {
+    match e {
+        ProxyError::Blocked(_) => "blocked",
+        ProxyError::Timeout(_) => "timeout",
+        ProxyError::TooLarge(_) => "too_large",
+        ProxyError::Unreachable(_) | ProxyError::Status(_) | ProxyError::Internal(_) => "error",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upstream_urls_encode_segments() -> Result<(), ProxyError> {
+        let u = upstream_url("http://deb.example.org/debian", "pool/main/h/hello/hello_1:2.10+b1_amd64.deb")?;
+        assert_eq!(u.as_str(), "http://deb.example.org/debian/pool/main/h/hello/hello_1:2.10+b1_amd64.deb");
+        let u = upstream_url("http://deb.example.org/debian/", "dists/stable/InRelease")?;
+        assert_eq!(u.as_str(), "http://deb.example.org/debian/dists/stable/InRelease");
+        let u = upstream_url("http://deb.example.org/", "a b/%")?;
+        assert_eq!(u.as_str(), "http://deb.example.org/a%20b/%25");
+        let u = upstream_url("http://c.example.org/repo/", "v2/conans/search?q=zlib%2F*")?;
+        assert_eq!(u.as_str(), "http://c.example.org/repo/v2/conans/search?q=zlib%2F*");
+        Ok(())
+    }
+}

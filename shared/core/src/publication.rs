@@ -1,0 +1,189 @@
+//! The publication pipeline's shared half (DESIGN §6): what a format supplies (a [`Builder`]),
+//! how a build writes its files ([`BuildContext`]), and how replicas read published snapshots
+//! ([`cache::PublishedCache`]). The worker crate runs builds; writers call
+//! [`packyard_store::db::Db::record_change`] inside their transaction and [`Wakeup::notify`] after commit.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use packyard_store::blobs::{BlobError, BlobStore, BlobWrite};
+use packyard_store::db::publication::{SnapshotFile, UnitRecord};
+use packyard_store::db::{Db, DbError};
+
+pub mod cache;
+pub mod testformat;
+
+/// Why a build failed; recorded as the unit's `last_error` and retried with backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error(transparent)]
+    Db(#[from] DbError),
+    #[error(transparent)]
+    Blob(#[from] BlobError),
+    #[error("{0}")]
+    Other(String),
+}
+
+/// What a format supplies: the files of one publication unit, built from its rows.
+#[async_trait]
+pub trait Builder: Send + Sync {
+    /// The unit kind this builder handles (the `kind` given to `record_change`).
+    fn kind(&self) -> &'static str;
+    /// Writes every file of the unit through `ctx`. Must stream rows in bounded pages.
+    async fn build(&self, ctx: &mut BuildContext<'_>, unit: &UnitRecord) -> Result<(), BuildError>;
+    /// After `unit` was published: request the rebuilds that depend on it (e.g. the groups that
+    /// merge it). True when something was requested (the worker then wakes up).
+    async fn after_publish(&self, _db: &Db, _unit: &UnitRecord) -> Result<bool, BuildError> {
+        Ok(false)
+    }
+    /// Called now and then: request rebuilds whose inputs change outside Packyard (e.g. groups
+    /// over proxies whose upstream metadata expired). True when something was requested.
+    async fn refresh(&self, _db: &Db) -> Result<bool, BuildError> {
+        Ok(false)
+    }
+}
+
+/// Where a build writes its files: each goes to the blob store as it is produced.
+pub struct BuildContext<'a> {
+    pub db: &'a Db,
+    blobs: &'a dyn BlobStore,
+    files: Vec<SnapshotFile>,
+}
+
+impl<'a> BuildContext<'a> {
+    pub fn new(db: &'a Db, blobs: &'a dyn BlobStore) -> Self {
+        Self { db, blobs, files: Vec::new() }
+    }
+
+    /// Starts a file; write to the sink and `finish` it to add it to the snapshot.
+    pub async fn file(&self, path: &str, content_type: &'static str) -> Result<FileSink, BuildError> {
+        if path.is_empty() || path.starts_with('/') || path.split('/').any(|s| s.is_empty() || s == "." || s == "..") {
+            return Err(BuildError::Other(format!("invalid snapshot path {path:?}")));
+        }
+        Ok(FileSink { path: path.to_string(), content_type, writer: self.blobs.writer(u64::MAX).await? })
+    }
+
+    /// Adds a finished file; returns its SHA-256 (hex).
+    pub async fn add(&mut self, sink: FileSink) -> Result<String, BuildError> {
+        let stored = sink.writer.finish().await?;
+        self.db.record_snapshot_blob(&stored.sha256, stored.size).await?;
+        let digest = stored.sha256.to_string();
+        self.files.push(SnapshotFile {
+            path: sink.path,
+            sha256: digest.clone(),
+            size: i64::try_from(stored.size).unwrap_or(i64::MAX),
+            content_type: sink.content_type.to_string(),
+        });
+        Ok(digest)
+    }
+
+    /// The blob store the files go to (and artifacts are read from).
+    pub fn blobs(&self) -> &dyn BlobStore {
+        self.blobs
+    }
+
+    /// Lists an already stored blob (an artifact the snapshot points at) under `path`.
+    pub fn reference(&mut self, path: &str, sha256: &str, size: i64, content_type: &str) {
+        self.files.push(SnapshotFile {
+            path: path.to_string(),
+            sha256: sha256.to_string(),
+            size,
+            content_type: content_type.to_string(),
+        });
+    }
+
+    /// Adds `path` as a second name of an already added file (same bytes, no second write).
+    pub fn alias(&mut self, path: &str, of: &str) -> Result<(), BuildError> {
+        let original = self
+            .files
+            .iter()
+            .find(|f| f.path == of)
+            .cloned()
+            .ok_or_else(|| BuildError::Other(format!("alias of {of:?}, which was not added")))?;
+        self.files.push(SnapshotFile { path: path.to_string(), ..original });
+        Ok(())
+    }
+
+    /// Convenience for a small file already in memory.
+    pub async fn put(&mut self, path: &str, content_type: &'static str, bytes: &[u8]) -> Result<(), BuildError> {
+        let mut sink = self.file(path, content_type).await?;
+        sink.write(bytes).await?;
+        self.add(sink).await.map(|_| ())
+    }
+
+    pub fn into_files(self) -> Vec<SnapshotFile> {
+        self.files
+    }
+}
+
+/// One file being written.
+pub struct FileSink {
+    path: String,
+    content_type: &'static str,
+    writer: Box<dyn BlobWrite>,
+}
+
+impl FileSink {
+    pub async fn write(&mut self, bytes: &[u8]) -> Result<(), BuildError> {
+        Ok(self.writer.write(bytes).await?)
+    }
+}
+
+/// The set of builders a worker knows, by unit kind.
+#[derive(Clone, Default)]
+pub struct Builders(Vec<Arc<dyn Builder>>);
+
+impl Builders {
+    pub fn with(mut self, b: Arc<dyn Builder>) -> Self {
+        self.0.push(b);
+        self
+    }
+
+    pub fn all(&self) -> impl Iterator<Item = &Arc<dyn Builder>> {
+        self.0.iter()
+    }
+
+    pub fn get(&self, kind: &str) -> Option<&Arc<dyn Builder>> {
+        self.0.iter().find(|b| b.kind() == kind)
+    }
+}
+
+/// Read-your-writes (DESIGN §6): waits until the unit's published revision reaches `revision`,
+/// at most `timeout`. True when it did.
+pub async fn wait_until_published(
+    db: &Db,
+    unit_id: i64,
+    revision: i64,
+    timeout: std::time::Duration,
+) -> Result<bool, DbError> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut delay = std::time::Duration::from_millis(5);
+    loop {
+        if let Some(u) = db.unit(unit_id).await? {
+            if u.published_revision >= revision {
+                return Ok(true);
+            }
+        }
+        if tokio::time::Instant::now() + delay > deadline {
+            return Ok(false);
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(std::time::Duration::from_millis(50));
+    }
+}
+
+/// The in-process wake-up: writers notify after commit; the embedded worker waits on it. (With
+/// RabbitMQ configured, the relay also publishes it to other processes.)
+#[derive(Default)]
+pub struct Wakeup(tokio::sync::Notify);
+
+impl Wakeup {
+    pub fn notify(&self) {
+        self.0.notify_one();
+    }
+
+    pub async fn wait(&self) {
+        self.0.notified().await;
+    }
+}

@@ -1,0 +1,329 @@
+//! Replicas' node-local view of published snapshots: which snapshot is current per unit
+//! (dropped when the `publications` watermark moves) and the bytes of snapshot files (keyed by
+//! the immutable snapshot id and path, bounded in total size). A warmed read makes no query.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, RwLock};
+
+use bytes::Bytes;
+
+use packyard_store::blobs::{BlobStore, Sha256Hex};
+use packyard_store::db::publication::SnapshotFile;
+use packyard_store::db::{Db, DbError};
+use packyard_store::metrics::Metrics;
+
+/// A published snapshot's file list.
+#[derive(Debug)]
+pub struct Manifest {
+    pub snapshot_id: i64,
+    pub revision: i64,
+    /// When the unit was last published (ms): the `Last-Modified` of its files.
+    pub published_at: i64,
+    pub files: HashMap<String, SnapshotFile>,
+}
+
+/// A file ready to serve: bytes plus what the headers need.
+#[derive(Debug, Clone)]
+pub struct ServedFile {
+    pub bytes: Bytes,
+    /// Milliseconds since the epoch; for `Last-Modified`.
+    pub modified: i64,
+    pub content_type: String,
+    /// Strong ETag: the content hash, quoted.
+    pub etag: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error(transparent)]
+    Db(#[from] DbError),
+    #[error(transparent)]
+    Blob(#[from] packyard_store::blobs::BlobError),
+}
+
+type UnitKey = (i64, String, String);
+/// An artifact's blob: (SHA-256, size).
+pub type ArtifactRef = (Arc<str>, i64);
+
+pub struct PublishedCache {
+    version: AtomicI64,
+    /// Bumped by every drop of pointers: a lookup begun before it does not store its result.
+    epoch: std::sync::atomic::AtomicU64,
+    /// Each repository's watermark (`repositories.version`) as last seen.
+    repo_versions: RwLock<HashMap<i64, i64>>,
+    current: RwLock<HashMap<UnitKey, Option<Arc<Manifest>>>>,
+    files: RwLock<HashMap<(i64, String), ServedFile>>,
+    files_bytes: AtomicI64,
+    max_bytes: i64,
+    metrics: Arc<Metrics>,
+    /// Artifact paths (e.g. an APT pool path) → (SHA-256, size): dropped with the repository's
+    /// snapshot pointers, so a package file is served from the mapping its index was built from.
+    artifacts: RwLock<HashMap<i64, HashMap<String, ArtifactRef>>>,
+    /// Files a replica made for units that have no snapshot (an empty APK index, signed), by
+    /// repository and path: dropped with the repository's pointers (a publication or a new
+    /// signing key moves its watermark).
+    made: RwLock<HashMap<i64, HashMap<String, ServedFile>>>,
+}
+
+/// Files made per repository before the map is emptied and refilled.
+const MAX_MADE: usize = 256;
+
+/// Entries kept in the artifact map before it is emptied and refilled.
+const MAX_ARTIFACTS: usize = 100_000;
+
+impl PublishedCache {
+    pub fn new(max_bytes: i64, metrics: Arc<Metrics>) -> Self {
+        Self {
+            version: AtomicI64::new(0),
+            epoch: std::sync::atomic::AtomicU64::new(0),
+            repo_versions: RwLock::new(HashMap::new()),
+            current: RwLock::new(HashMap::new()),
+            files: RwLock::new(HashMap::new()),
+            files_bytes: AtomicI64::new(0),
+            max_bytes,
+            metrics,
+            artifacts: RwLock::new(HashMap::new()),
+            made: RwLock::new(HashMap::new()),
+        }
+    }
+
+    /// A file made for `path` of a repository without a snapshot of it (see
+    /// [`Self::put_made`]).
+    pub fn made(&self, repo: i64, path: &str) -> Option<ServedFile> {
+        let hit = self.made.read().ok().and_then(|m| m.get(&repo).and_then(|r| r.get(path)).cloned());
+        self.count("made", hit.is_some());
+        hit
+    }
+
+    /// Remembers a made file, unless pointers were dropped since `epoch`.
+    pub fn put_made(&self, epoch: u64, repo: i64, path: &str, file: ServedFile) {
+        if let Ok(mut m) = self.made.write() {
+            if self.epoch.load(Ordering::Acquire) != epoch {
+                return;
+            }
+            let files = m.entry(repo).or_default();
+            if files.len() >= MAX_MADE {
+                files.clear();
+            }
+            files.insert(path.to_string(), file);
+        }
+    }
+
+    /// The epoch to pass to [`Self::put_artifact`] after a lookup begun now.
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire)
+    }
+
+    /// The cached (SHA-256, size) of an artifact path of a repository.
+    pub fn artifact(&self, repo: i64, path: &str) -> Option<ArtifactRef> {
+        let hit = self.artifacts.read().ok().and_then(|m| m.get(&repo).and_then(|r| r.get(path)).cloned());
+        self.count("artifact", hit.is_some());
+        hit
+    }
+
+    /// Remembers an artifact looked up in the database, unless pointers were dropped since
+    /// `epoch` (the lookup may predate the change that dropped them).
+    pub fn put_artifact(&self, epoch: u64, repo: i64, path: &str, sha256: &str, size: i64) {
+        if let Ok(mut m) = self.artifacts.write() {
+            if self.epoch.load(Ordering::Acquire) != epoch {
+                return;
+            }
+            if m.values().map(HashMap::len).sum::<usize>() >= MAX_ARTIFACTS {
+                m.clear();
+            }
+            m.entry(repo).or_default().insert(path.to_string(), (Arc::from(sha256), size));
+        }
+    }
+
+    fn count(&self, cache: &str, hit: bool) {
+        self.metrics.cache_requests_total.with_label_values(&[cache, if hit { "hit" } else { "miss" }]).inc();
+    }
+
+    /// Whether the global `publications` watermark differs from the one last applied (then the
+    /// caller reads the per-repository watermarks, hands them to
+    /// [`Self::observe_repositories`], and only then [`Self::applied`] this version).
+    pub fn publications_moved(&self, version: i64) -> bool {
+        self.version.load(Ordering::Acquire) != version
+    }
+
+    pub fn applied(&self, version: i64) {
+        self.version.store(version, Ordering::Release);
+    }
+
+    /// Drops the current-snapshot pointers of the repositories whose watermark moved (or that
+    /// are gone). Returns how many repositories changed.
+    pub fn observe_repositories(&self, versions: &[(i64, i64)]) -> usize {
+        let fresh: HashMap<i64, i64> = versions.iter().copied().collect();
+        let changed: Vec<i64> = match self.repo_versions.read() {
+            Ok(seen) => {
+                let mut c: Vec<i64> =
+                    fresh.iter().filter(|(id, v)| seen.get(id) != Some(v)).map(|(id, _)| *id).collect();
+                c.extend(seen.keys().filter(|id| !fresh.contains_key(id)));
+                c
+            }
+            Err(_) => fresh.keys().copied().collect(),
+        };
+        if !changed.is_empty() {
+            if let Ok(mut m) = self.current.write() {
+                self.epoch.fetch_add(1, Ordering::AcqRel);
+                m.retain(|(repo, _, _), _| !changed.contains(repo));
+            }
+            if let Ok(mut a) = self.artifacts.write() {
+                a.retain(|repo, _| !changed.contains(repo));
+            }
+            if let Ok(mut m) = self.made.write() {
+                m.retain(|repo, _| !changed.contains(repo));
+            }
+        }
+        if let Ok(mut seen) = self.repo_versions.write() {
+            *seen = fresh;
+        }
+        changed.len()
+    }
+
+    /// Drops the current-snapshot pointers (file bytes stay: they are immutable).
+    pub fn invalidate(&self) {
+        if let Ok(mut m) = self.current.write() {
+            self.epoch.fetch_add(1, Ordering::AcqRel);
+            m.clear();
+        }
+        if let Ok(mut a) = self.artifacts.write() {
+            a.clear();
+        }
+        if let Ok(mut m) = self.made.write() {
+            m.clear();
+        }
+    }
+
+    /// The current snapshot of a unit, or `None` if it was never published.
+    pub async fn manifest(
+        &self,
+        db: &Db,
+        repository_id: i64,
+        kind: &str,
+        unit_key: &str,
+    ) -> Result<Option<Arc<Manifest>>, ReadError> {
+        let key = (repository_id, kind.to_string(), unit_key.to_string());
+        if let Some(found) = self.current.read().ok().and_then(|m| m.get(&key).cloned()) {
+            self.count("snapshot", true);
+            return Ok(found);
+        }
+        self.count("snapshot", false);
+        let epoch = self.epoch.load(Ordering::Acquire);
+        let manifest = match db.unit_by_key(repository_id, kind, unit_key).await? {
+            Some(unit) => match unit.current_snapshot_id {
+                Some(sid) => {
+                    let files = db.snapshot_files(sid).await?;
+                    Some(Arc::new(Manifest {
+                        snapshot_id: sid,
+                        revision: unit.published_revision,
+                        published_at: unit.last_published_at.unwrap_or(0),
+                        files: files.into_iter().map(|f| (f.path.clone(), f)).collect(),
+                    }))
+                }
+                None => None,
+            },
+            None => None,
+        };
+        if let Ok(mut m) = self.current.write() {
+            if self.epoch.load(Ordering::Acquire) == epoch {
+                // Unknown units are remembered too; bound the map against random names.
+                if m.len() >= 10_000 {
+                    m.clear();
+                }
+                m.insert(key, manifest.clone());
+            }
+        }
+        Ok(manifest)
+    }
+
+    /// A file of the current snapshot or, failing that, of an older snapshot still retained
+    /// (a client midway through an update may ask for what the previous index promised). The
+    /// fallback reads the database; the current snapshot's files come from memory when warm.
+    pub async fn file_or_retained(
+        &self,
+        db: &Db,
+        blobs: &dyn BlobStore,
+        repository_id: i64,
+        kind: &str,
+        unit_key: &str,
+        path: &str,
+    ) -> Result<Option<ServedFile>, ReadError> {
+        if let Some(f) = self.file(db, blobs, repository_id, kind, unit_key, path).await? {
+            return Ok(Some(f));
+        }
+        let Some(unit) = db.unit_by_key(repository_id, kind, unit_key).await? else { return Ok(None) };
+        for (snapshot_id, _, _) in db.snapshot_ids(unit.id).await? {
+            let key = (snapshot_id, path.to_string());
+            if let Some(f) = self.files.read().ok().and_then(|m| m.get(&key).cloned()) {
+                return Ok(Some(f));
+            }
+            if let Some(entry) = db.snapshot_files(snapshot_id).await?.into_iter().find(|f| f.path == path) {
+                let bytes = blobs.read_all(&Sha256Hex::parse(&entry.sha256)?).await?;
+                let etag = format!("\"{}\"", entry.sha256);
+                return Ok(Some(ServedFile {
+                    bytes,
+                    modified: unit.last_published_at.unwrap_or(0),
+                    content_type: entry.content_type,
+                    etag,
+                }));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The entry (blob, size, type) of a file of the current snapshot, without reading it: for
+    /// artifacts a snapshot lists, streamed by the caller.
+    pub async fn entry(
+        &self,
+        db: &Db,
+        repository_id: i64,
+        kind: &str,
+        unit_key: &str,
+        path: &str,
+    ) -> Result<Option<SnapshotFile>, ReadError> {
+        let Some(manifest) = self.manifest(db, repository_id, kind, unit_key).await? else { return Ok(None) };
+        Ok(manifest.files.get(path).cloned())
+    }
+
+    /// A file of the current snapshot, from memory when warm; `None` if absent.
+    pub async fn file(
+        &self,
+        db: &Db,
+        blobs: &dyn BlobStore,
+        repository_id: i64,
+        kind: &str,
+        unit_key: &str,
+        path: &str,
+    ) -> Result<Option<ServedFile>, ReadError> {
+        let Some(manifest) = self.manifest(db, repository_id, kind, unit_key).await? else { return Ok(None) };
+        let Some(entry) = manifest.files.get(path) else { return Ok(None) };
+        let key = (manifest.snapshot_id, path.to_string());
+        if let Some(f) = self.files.read().ok().and_then(|m| m.get(&key).cloned()) {
+            self.count("snapshot_file", true);
+            return Ok(Some(f));
+        }
+        self.count("snapshot_file", false);
+        let digest = Sha256Hex::parse(&entry.sha256)?;
+        let bytes = blobs.read_all(&digest).await?;
+        let served = ServedFile {
+            bytes,
+            modified: manifest.published_at,
+            content_type: entry.content_type.clone(),
+            etag: format!("\"{}\"", entry.sha256),
+        };
+        let size = i64::try_from(served.bytes.len()).unwrap_or(i64::MAX);
+        if let Ok(mut m) = self.files.write() {
+            if self.files_bytes.load(Ordering::Acquire) + size > self.max_bytes {
+                m.clear();
+                self.files_bytes.store(0, Ordering::Release);
+            }
+            if size <= self.max_bytes {
+                self.files_bytes.fetch_add(size, Ordering::AcqRel);
+                m.insert(key, served.clone());
+            }
+        }
+        Ok(Some(served))
+    }
+}

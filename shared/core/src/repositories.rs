@@ -1,0 +1,193 @@
+//! The repository operations of the admin API, with the rules that need the database: members
+//! exist, share the group's format, and no group reaches itself; a group member is not deleted;
+//! PUT replaces a whole definition. Each format checks its own settings (`with_format_checks`).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use packyard_model::repos::{InvalidRepository, NewRepository, Repository, RepositorySpec};
+use packyard_store::db::{Db, DbError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RepoError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("repository {0} not found")]
+    NotFound(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error(transparent)]
+    Db(DbError),
+}
+
+impl From<DbError> for RepoError {
+    fn from(e: DbError) -> Self {
+        match e {
+            DbError::Conflict(m) => Self::Conflict(m),
+            other => Self::Db(other),
+        }
+    }
+}
+
+impl From<InvalidRepository> for RepoError {
+    fn from(e: InvalidRepository) -> Self {
+        Self::Invalid(e.0)
+    }
+}
+
+/// A format's own check of a validated definition (e.g. that a key parses).
+pub type FormatChecks<'a> = &'a (dyn Fn(&NewRepository) -> Result<(), String> + Sync);
+
+/// The repository operations of the admin API, with the rules that need the database.
+pub struct RepositoryService<'a> {
+    db: &'a Db,
+    checks: Option<FormatChecks<'a>>,
+}
+
+impl<'a> RepositoryService<'a> {
+    pub fn new(db: &'a Db) -> Self {
+        Self { db, checks: None }
+    }
+
+    /// Runs `checks` on every definition before it is stored.
+    pub fn with_format_checks(mut self, checks: FormatChecks<'a>) -> Self {
+        self.checks = Some(checks);
+        self
+    }
+
+    fn format_checks(&self, new: &NewRepository) -> Result<(), RepoError> {
+        match self.checks {
+            Some(check) => check(new).map_err(RepoError::Invalid),
+            None => Ok(()),
+        }
+    }
+
+    pub async fn create(&self, spec: RepositorySpec) -> Result<Repository, RepoError> {
+        let new = spec.validate(None)?;
+        self.format_checks(&new)?;
+        if self.db.repository_by_name(new.name.as_str()).await?.is_some() {
+            return Err(RepoError::Conflict(format!("repository {} already exists", new.name)));
+        }
+        self.check_members(&new).await?;
+        Ok(self.db.insert_repository(&new).await?)
+    }
+
+    pub async fn get(&self, name: &str) -> Result<Repository, RepoError> {
+        self.db.repository_by_name(name).await?.ok_or_else(|| RepoError::NotFound(name.to_string()))
+    }
+
+    pub async fn list(&self) -> Result<Vec<Repository>, RepoError> {
+        Ok(self.db.list_repositories().await?)
+    }
+
+    /// Replaces a repository's definition (PUT): the body is the whole definition, so it may not
+    /// leave out format settings the repository has (they would silently return to defaults).
+    pub async fn update(&self, name: &str, spec: RepositorySpec) -> Result<Repository, RepoError> {
+        let current = self.get(name).await?;
+        self.replace(&current, spec, true).await
+    }
+
+    /// Applies a definition without the PUT rule about omitted settings (a patched definition
+    /// carries every setting already).
+    pub async fn apply(&self, name: &str, spec: RepositorySpec) -> Result<Repository, RepoError> {
+        let current = self.get(name).await?;
+        self.replace(&current, spec, false).await
+    }
+
+    /// `whole`: the body is a whole definition (PUT), which may not leave out format settings
+    /// the repository has (they would silently return to their defaults).
+    async fn replace(&self, current: &Repository, spec: RepositorySpec, whole: bool) -> Result<Repository, RepoError> {
+        let name = current.name.as_str();
+        let omitted = [
+            ("apt", current.settings.apt.is_some() && spec.apt.is_none()),
+            ("apk", current.settings.apk.is_some() && spec.apk.is_none()),
+        ]
+        .into_iter()
+        .find_map(|(key, omitted)| omitted.then_some(key));
+        let new = spec.validate(Some(name))?;
+        self.format_checks(&new)?;
+        if new.format != current.format {
+            return Err(RepoError::Invalid(format!(
+                "the format of repository {name} is {} and cannot be changed",
+                current.format
+            )));
+        }
+        if new.repo_type != current.repo_type {
+            return Err(RepoError::Invalid(format!(
+                "the type of repository {name} is {} and cannot be changed",
+                current.repo_type
+            )));
+        }
+        if let (true, Some(key)) = (whole, omitted) {
+            return Err(RepoError::Invalid(format!(
+                "the body has no `{key}` settings, which repository {name} has: PUT replaces the whole definition, so send `{key}` as GET shows it, or change single fields with PATCH (a JSON merge patch)"
+            )));
+        }
+        self.check_members(&new).await?;
+        match self.db.update_repository(current.id, &new).await {
+            Err(DbError::NotFound) => Err(RepoError::NotFound(name.to_string())),
+            other => Ok(other?),
+        }
+    }
+
+    pub async fn delete(&self, name: &str) -> Result<(), RepoError> {
+        let current = self.get(name).await?;
+        let groups = self.db.groups_containing(current.id).await?;
+        if !groups.is_empty() {
+            return Err(RepoError::Conflict(format!(
+                "repository {name} is a member of group {}; remove it from the group first",
+                groups.join(", ")
+            )));
+        }
+        match self.db.delete_repository(current.id).await {
+            Err(DbError::NotFound) => Err(RepoError::NotFound(name.to_string())),
+            other => Ok(other?),
+        }
+    }
+
+    /// Members exist, share the group's format, and no group reaches itself.
+    async fn check_members(&self, new: &NewRepository) -> Result<(), RepoError> {
+        if new.members.is_empty() {
+            return Ok(());
+        }
+        let all = self.db.list_repositories().await?;
+        let by_name: BTreeMap<&str, &Repository> = all.iter().map(|r| (r.name.as_str(), r)).collect();
+        for m in &new.members {
+            let repo = by_name
+                .get(m.as_str())
+                .ok_or_else(|| RepoError::Invalid(format!("group member {m} does not exist")))?;
+            if repo.format != new.format {
+                return Err(RepoError::Invalid(format!(
+                    "group member {m} is a {} repository; a {} group can only contain {} repositories",
+                    repo.format, new.format, new.format
+                )));
+            }
+        }
+        // Depth-first from each new member over the stored edges (with this group's new edges).
+        let edges = |n: &str| -> Vec<String> {
+            if n == new.name.as_str() {
+                new.members.iter().map(|m| m.as_str().to_string()).collect()
+            } else {
+                by_name.get(n).map(|r| r.members.clone()).unwrap_or_default()
+            }
+        };
+        let mut stack: Vec<(String, Vec<String>)> =
+            new.members.iter().map(|m| (m.as_str().to_string(), vec![new.name.to_string()])).collect();
+        let mut visited = BTreeSet::new();
+        while let Some((node, path)) = stack.pop() {
+            if node == new.name.as_str() {
+                let mut cycle = path.clone();
+                cycle.push(node);
+                return Err(RepoError::Invalid(format!("group members form a cycle: {}", cycle.join(" -> "))));
+            }
+            if !visited.insert(node.clone()) {
+                continue;
+            }
+            for next in edges(&node) {
+                let mut p = path.clone();
+                p.push(node.clone());
+                stack.push((next, p));
+            }
+        }
+        Ok(())
+    }
+}

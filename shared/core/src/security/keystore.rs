@@ -1,0 +1,92 @@
+//! Secrets at rest: private keys are sealed with ChaCha20-Poly1305 under a key derived (HKDF-SHA256)
+//! from `security.secret`, with the secret's name as associated data so a ciphertext cannot be
+//! moved to another name. Nothing here is ever returned by an API.
+
+use base64::Engine;
+use chacha20poly1305::aead::{Aead, KeyInit, Payload};
+use chacha20poly1305::{ChaCha20Poly1305, Key, Nonce};
+use sha2::Sha256;
+
+use packyard_store::db::{Db, DbError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum KeyStoreError {
+    #[error("secret {0} cannot be decrypted: security.secret differs from the one it was sealed with, or the row is corrupt")]
+    Undecryptable(String),
+    #[error("encryption failed")]
+    Seal,
+    #[error(transparent)]
+    Db(#[from] DbError),
+}
+
+pub struct KeyStore {
+    cipher: ChaCha20Poly1305,
+}
+
+fn b64() -> base64::engine::GeneralPurpose {
+    base64::engine::general_purpose::STANDARD
+}
+
+impl KeyStore {
+    pub fn new(secret: &str) -> Self {
+        let hk = hkdf::Hkdf::<Sha256>::new(Some(b"packyard keystore"), secret.as_bytes());
+        let mut key = [0u8; 32];
+        let _ = hk.expand(b"chacha20poly1305 v1", &mut key);
+        Self { cipher: ChaCha20Poly1305::new(Key::from_slice(&key)) }
+    }
+
+    /// (nonce, ciphertext), both base64.
+    pub fn seal(&self, name: &str, plaintext: &[u8]) -> Result<(String, String), KeyStoreError> {
+        let nonce_bytes: [u8; 12] = rand::random();
+        let ct = self
+            .cipher
+            .encrypt(Nonce::from_slice(&nonce_bytes), Payload { msg: plaintext, aad: name.as_bytes() })
+            .map_err(|_| KeyStoreError::Seal)?;
+        Ok((b64().encode(nonce_bytes), b64().encode(ct)))
+    }
+
+    pub fn open(&self, name: &str, nonce: &str, ciphertext: &str) -> Result<Vec<u8>, KeyStoreError> {
+        let bad = || KeyStoreError::Undecryptable(name.to_string());
+        let nonce = b64().decode(nonce).map_err(|_| bad())?;
+        let ct = b64().decode(ciphertext).map_err(|_| bad())?;
+        if nonce.len() != 12 {
+            return Err(bad());
+        }
+        self.cipher.decrypt(Nonce::from_slice(&nonce), Payload { msg: &ct, aad: name.as_bytes() }).map_err(|_| bad())
+    }
+
+    pub async fn put(&self, db: &Db, name: &str, plaintext: &[u8]) -> Result<(), KeyStoreError> {
+        let (nonce, ct) = self.seal(name, plaintext)?;
+        db.put_secret(name, &nonce, &ct).await?;
+        Ok(())
+    }
+
+    /// Stores a secret unless one of that name exists; true when this one was stored.
+    pub async fn put_if_absent(&self, db: &Db, name: &str, plaintext: &[u8]) -> Result<bool, KeyStoreError> {
+        let (nonce, ct) = self.seal(name, plaintext)?;
+        Ok(db.insert_secret_if_absent(name, &nonce, &ct).await?)
+    }
+
+    pub async fn get(&self, db: &Db, name: &str) -> Result<Option<Vec<u8>>, KeyStoreError> {
+        match db.get_secret(name).await? {
+            Some((nonce, ct)) => Ok(Some(self.open(name, &nonce, &ct)?)),
+            None => Ok(None),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seals_and_opens_only_with_the_same_secret_and_name() -> Result<(), KeyStoreError> {
+        let ks = KeyStore::new("first secret of enough length");
+        let (n, c) = ks.seal("apt/debs", b"-----BEGIN PRIVATE KEY-----")?;
+        assert!(!c.contains("PRIVATE"), "ciphertext does not show the plaintext");
+        assert_eq!(ks.open("apt/debs", &n, &c)?, b"-----BEGIN PRIVATE KEY-----");
+        assert!(ks.open("apk/other", &n, &c).is_err(), "bound to its name");
+        assert!(KeyStore::new("another secret entirely").open("apt/debs", &n, &c).is_err());
+        Ok(())
+    }
+}

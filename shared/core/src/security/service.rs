@@ -1,0 +1,261 @@
+//! The security service: turns credentials into a [`Principal`] (cached), looks up repository
+//! records (cached), keeps the caches in step with the watermarks, and manages users, roles and
+//! tokens with audit entries.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::cache::SecurityCache;
+use super::keystore::KeyStore;
+use super::model::{Action, Principal, Privilege, TokenScope};
+use super::throttle::LoginThrottle;
+use super::tokens;
+use crate::auth::{hash_password, verify_password};
+use packyard_model::config::SecurityConfig;
+use packyard_model::repos::Repository;
+use packyard_store::db::{now_ms, Db, DbError};
+use packyard_store::metrics::Metrics;
+
+pub use packyard_model::security::ADMIN_ROLE;
+pub const ANONYMOUS_ROLE: &str = "anonymous";
+
+/// Credentials as presented.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Credentials {
+    Basic { username: String, password: String },
+    Bearer(String),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AuthFailure {
+    /// Bad, expired or revoked: a 401, never anonymous.
+    #[error("{0}")]
+    Invalid(&'static str),
+    #[error("too many failed logins; retry in {} s", .0.as_millis().div_ceil(1000).max(1))]
+    Throttled(Duration),
+    #[error(transparent)]
+    Db(#[from] DbError),
+}
+
+type LoginTurn = Arc<tokio::sync::Mutex<()>>;
+
+pub struct Security {
+    db: Db,
+    /// One password check at a time per (user, address): concurrent guesses queue behind the
+    /// throttle instead of all passing it, and concurrent logins of the same user wait for the
+    /// first one's cached decision instead of each running argon2.
+    login_locks: std::sync::Mutex<std::collections::HashMap<(String, IpAddr), LoginTurn>>,
+    pub cache: SecurityCache,
+    throttle: LoginThrottle,
+    pub keystore: Arc<KeyStore>,
+    pub anonymous_read: bool,
+    pub watermark_ttl: Duration,
+}
+
+fn all_actions() -> Vec<Action> {
+    Action::ALL.to_vec()
+}
+
+impl Security {
+    pub fn new(db: Db, cfg: &SecurityConfig, secret: &str, metrics: Arc<Metrics>) -> Self {
+        Self {
+            db,
+            login_locks: std::sync::Mutex::new(std::collections::HashMap::new()),
+            cache: SecurityCache::new(secret, Duration::from_secs(cfg.auth_cache_ttl_secs), metrics),
+            throttle: LoginThrottle::new(cfg.login_max_failures, Duration::from_secs(cfg.login_window_secs)),
+            keystore: Arc::new(KeyStore::new(secret)),
+            anonymous_read: cfg.anonymous_read,
+            watermark_ttl: Duration::from_millis(cfg.watermark_ttl_ms),
+        }
+    }
+
+    /// Creates the built-in roles when missing: `admin` (everything on `*`) and `anonymous`
+    /// (`read` on `*`, further limited by `security.anonymous_read` and each repository's flag).
+    pub async fn ensure_builtin_roles(&self) -> Result<(), DbError> {
+        let builtins = [
+            (ADMIN_ROLE, "Every action on every repository, and the admin API", all_actions()),
+            (ANONYMOUS_ROLE, "What callers without credentials may do (read only)", vec![Action::Read]),
+        ];
+        for (name, description, actions) in builtins {
+            if self.db.role_by_name(name).await?.is_none() {
+                let privileges = vec![Privilege { repositories: "*".into(), actions }];
+                match self.db.insert_role(name, description, true, &privileges).await {
+                    Ok(()) | Err(DbError::Conflict(_)) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The caller's principal: anonymous without credentials, otherwise the proven user.
+    pub async fn principal(&self, creds: Option<&Credentials>, addr: IpAddr) -> Result<Arc<Principal>, AuthFailure> {
+        match creds {
+            None => Ok(self.anonymous().await?),
+            Some(Credentials::Bearer(token)) => self.token_principal(token, None).await,
+            Some(Credentials::Basic { username, password }) if tokens::parse(password).is_some() => {
+                self.token_principal(password, Some(username)).await
+            }
+            Some(Credentials::Basic { username, password }) => self.password_principal(username, password, addr).await,
+        }
+    }
+
+    async fn anonymous(&self) -> Result<Arc<Principal>, DbError> {
+        if let Some(p) = self.cache.anonymous() {
+            return Ok(p);
+        }
+        let epoch = self.cache.security_epoch();
+        let privileges = self.db.role_by_name(ANONYMOUS_ROLE).await?.map(|r| r.privileges).unwrap_or_default();
+        let p = Arc::new(Principal::Anonymous { privileges });
+        self.cache.store_anonymous(p.clone(), epoch);
+        Ok(p)
+    }
+
+    async fn password_principal(
+        &self,
+        username: &str,
+        password: &str,
+        addr: IpAddr,
+    ) -> Result<Arc<Principal>, AuthFailure> {
+        let mut material = Vec::with_capacity(username.len() + password.len() + 8);
+        material.extend_from_slice(b"basic\0");
+        material.extend_from_slice(username.as_bytes());
+        material.push(0);
+        material.extend_from_slice(password.as_bytes());
+        let key = self.cache.credential_key(&material);
+        // A cached decision is a password already proven: no throttle, no argon2.
+        if let Some(p) = self.cache.decision(&key) {
+            return Ok(p);
+        }
+        let lock = {
+            let mut locks = self.login_locks.lock().map_err(|_| AuthFailure::Invalid("login state unavailable"))?;
+            if locks.len() > 10_000 {
+                locks.retain(|_, l| Arc::strong_count(l) > 1);
+            }
+            locks.entry((username.to_string(), addr)).or_default().clone()
+        };
+        let _turn = lock.lock().await;
+        if let Some(p) = self.cache.decision(&key) {
+            return Ok(p);
+        }
+        self.throttle.check(username, addr).map_err(AuthFailure::Throttled)?;
+        let epoch = self.cache.security_epoch();
+        let user = match self.db.user_by_name(username).await? {
+            Some(u) => {
+                let (pw, hash) = (password.to_string(), u.password_hash.clone());
+                let ok = tokio::task::spawn_blocking(move || verify_password(&pw, &hash)).await.unwrap_or(false);
+                ok.then_some(u)
+            }
+            None => {
+                let pw = password.to_string();
+                let _ = tokio::task::spawn_blocking(move || verify_password(&pw, crate::auth::DUMMY_HASH)).await;
+                None
+            }
+        };
+        let Some(user) = user else {
+            self.throttle.record_failure(username, addr);
+            return Err(AuthFailure::Invalid("invalid username or password"));
+        };
+        self.throttle.record_success(username, addr);
+        let privileges = self.db.privileges_of(user.id).await?;
+        let p = Arc::new(Principal::User { id: user.id, username: user.username, privileges, token: None });
+        self.cache.store_decision(key, p.clone(), epoch);
+        Ok(p)
+    }
+
+    async fn token_principal(&self, token: &str, basic_user: Option<&str>) -> Result<Arc<Principal>, AuthFailure> {
+        const BAD: AuthFailure = AuthFailure::Invalid("invalid, expired or revoked token");
+        let Some((id, secret)) = tokens::parse(token) else { return Err(BAD) };
+        let mut material = Vec::with_capacity(token.len() + 64);
+        material.extend_from_slice(b"token\0");
+        material.extend_from_slice(basic_user.unwrap_or("").as_bytes());
+        material.push(0);
+        material.extend_from_slice(token.as_bytes());
+        let key = self.cache.credential_key(&material);
+        let now = now_ms();
+        let principal = match self.cache.decision(&key) {
+            Some(p) => p,
+            None => {
+                let epoch = self.cache.security_epoch();
+                let Some(rec) = self.db.token_by_id(id).await? else { return Err(BAD) };
+                if rec.revoked_at.is_some() || !tokens::digest_eq(&tokens::hash_secret(secret), &rec.secret_hash) {
+                    return Err(BAD);
+                }
+                if basic_user.is_some_and(|u| u != rec.username) {
+                    return Err(AuthFailure::Invalid("the token belongs to another user"));
+                }
+                let privileges = self.db.privileges_of(rec.user_id).await?;
+                let p = Arc::new(Principal::User {
+                    id: rec.user_id,
+                    username: rec.username,
+                    privileges,
+                    token: Some(TokenScope {
+                        token_id: rec.id,
+                        repositories: rec.repositories,
+                        actions: rec.actions,
+                        expires_at: rec.expires_at,
+                    }),
+                });
+                self.cache.store_decision(key, p.clone(), epoch);
+                p
+            }
+        };
+        if let Principal::User { token: Some(t), .. } = principal.as_ref() {
+            if t.expires_at.is_some_and(|e| e <= now) {
+                self.cache.forget_decision(&key);
+                return Err(BAD);
+            }
+        }
+        Ok(principal)
+    }
+
+    /// A repository record, from the cache when warm.
+    pub async fn repository(&self, name: &str) -> Result<Option<Arc<Repository>>, DbError> {
+        if let Some(r) = self.cache.repository(name) {
+            return Ok(Some(r));
+        }
+        let epoch = self.cache.repositories_epoch();
+        let Some(repo) = self.db.repository_by_name(name).await? else { return Ok(None) };
+        let repo = Arc::new(repo);
+        self.cache.store_repository(repo.clone(), epoch);
+        Ok(Some(repo))
+    }
+
+    /// Records who did what; a failure is logged, never fails the action it describes.
+    pub async fn audit(
+        &self,
+        actor: &str,
+        addr: Option<IpAddr>,
+        action: &str,
+        target: &str,
+        detail: serde_json::Value,
+    ) {
+        let address = addr.map(|a| a.to_string()).unwrap_or_default();
+        if let Err(e) = self.db.insert_audit(actor, &address, action, target, &detail.to_string()).await {
+            tracing::error!(error = %e, actor, action, target, "cannot write the audit log");
+        }
+    }
+
+    /// Hashes off the async threads.
+    pub async fn hash(&self, password: &str) -> Result<String, crate::auth::AuthError> {
+        let p = password.to_string();
+        tokio::task::spawn_blocking(move || hash_password(&p))
+            .await
+            .map_err(|e| crate::auth::AuthError::Hash(e.to_string()))?
+    }
+
+    pub async fn verify(&self, password: &str, hash: &str) -> bool {
+        let (p, h) = (password.to_string(), hash.to_string());
+        tokio::task::spawn_blocking(move || verify_password(&p, &h)).await.unwrap_or(false)
+    }
+
+    /// A local change: drop cached decisions now rather than at the next poll.
+    pub fn changed_locally(&self) {
+        self.cache.clear_security();
+    }
+
+    pub fn repositories_changed_locally(&self) {
+        self.cache.clear_repositories();
+    }
+}

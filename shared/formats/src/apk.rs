@@ -1,0 +1,39 @@
+//! Alpine APK over the engine: hosted uploads, the signed index snapshot per
+//! `<branch>/<channel>/<arch>`, group merges, index keys in the key store, and the proxy rule.
+
+pub mod group;
+pub mod hosted;
+pub mod keys;
+pub mod publish;
+pub mod rows;
+
+pub use packyard_codecs::apk::{valid_segment, Unit, INDEX_FILE};
+
+/// The unit kind of APK snapshots.
+pub const KIND: &str = "apk";
+
+/// How a proxy fetches an APK path: packages are immutable (a name-version is built once), an
+/// `APKINDEX.tar.gz` is metadata; 404 and 410 are remembered.
+pub fn proxy_request(
+    repo: &packyard_model::repos::Repository,
+    path: &str,
+) -> Result<packyard_core::proxy::FetchRequest, packyard_core::proxy::ProxyError> {
+    use packyard_core::proxy::{FetchRequest, Freshness};
+    let freshness = if path.ends_with(".apk") { Freshness::Immutable } else { Freshness::Metadata };
+    let mut req = FetchRequest::new(repo, path, freshness)?;
+    req.negative_statuses = &[404, 410];
+    Ok(req)
+}
+
+/// APK's checks of a definition: each architecture is a path segment, and an upstream index key
+/// (`apk.signed_by`) must be SPKI PEM.
+pub fn check_settings(new: &packyard_model::repos::NewRepository) -> Result<(), String> {
+    let Some(apk) = new.settings.apk.as_ref() else { return Ok(()) };
+    if let Some(bad) = apk.architectures.iter().find(|a| !valid_segment(a)) {
+        return Err(format!("apk.architectures: invalid architecture {bad:?}"));
+    }
+    if let Some(pem) = &apk.signed_by {
+        packyard_codecs::apk::signing::parse_public_keys(pem).map_err(|e| format!("apk.signed_by: {e}"))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,290 @@
+//! APK groups: per unit (`<branch>/<channel>/<arch>`), one index signed with the group's own key
+//! that merges the members' records in member order, the first member winning for the same name
+//! and version. Records are copied unchanged (same `C:`), and the snapshot's hidden `.members`
+//! file says which member provided each package, so the group serves every file from the member
+//! whose record it lists.
+//!
+//! Where the records come from: a hosted or nested group member's published index of the same
+//! unit; a proxy member's upstream index, fetched through the proxy cache and merged only when
+//! its signature verifies with the proxy's `apk.signed_by` key (the group re-signs what it
+//! merges). The hidden `.sources` file records which upstream index each proxy member had, so a
+//! refresh after the metadata TTL rebuilds only when one moved on.
+
+use std::collections::{BTreeMap, HashSet};
+
+use super::{proxy_request, Unit, INDEX_FILE, KIND};
+use packyard_codecs::apk::index::verify_index;
+use packyard_codecs::apk::index::{apkindex_text, index_member_text};
+use packyard_codecs::apk::signing::parse_public_keys;
+use packyard_core::proxy::{Outcome, Proxy};
+use packyard_core::publication::BuildError;
+use packyard_model::repos::{Format, RepoType, Repository};
+use packyard_store::blobs::{BlobStore, Sha256Hex};
+use packyard_store::db::publication::UnitRecord;
+use packyard_store::db::Db;
+
+fn other(e: impl std::fmt::Display) -> BuildError {
+    BuildError::Other(e.to_string())
+}
+
+/// The hidden snapshot file mapping `<pkgname>-<pkgver>.apk` to the member that provided it.
+pub fn members_path(unit: &str) -> String {
+    format!("{unit}/.members")
+}
+
+/// The hidden snapshot file recording each proxy member's upstream index: `<member> <sha256>`.
+pub fn sources_path(unit: &str) -> String {
+    format!("{unit}/.sources")
+}
+
+/// The member that provided `file` according to a `.members` text.
+pub fn member_of<'a>(members: &'a str, file: &str) -> Option<&'a str> {
+    members.lines().find_map(|l| l.split_once(' ').filter(|(f, _)| *f == file).map(|(_, m)| m))
+}
+
+/// What a group build merged.
+#[derive(Default)]
+pub struct Merged {
+    /// APKINDEX records, each followed by a blank line.
+    pub records: String,
+    /// `.members` text.
+    pub members: String,
+    /// Proxy member → SHA-256 of the upstream index merged.
+    pub sources: BTreeMap<String, String>,
+}
+
+/// The (P, V) of a record.
+fn identity(record: &str) -> Option<(&str, &str)> {
+    let mut p = None;
+    let mut v = None;
+    for line in record.lines() {
+        if let Some(x) = line.strip_prefix("P:") {
+            p = Some(x);
+        } else if let Some(x) = line.strip_prefix("V:") {
+            v = Some(x);
+        }
+    }
+    Some((p?, v?))
+}
+
+/// Adds a member's records unless an earlier member listed the same name and version.
+pub fn merge_records(out: &mut Merged, seen: &mut HashSet<String>, member: &str, apkindex: &str) {
+    for record in apkindex.split("\n\n") {
+        let record = record.trim_matches('\n');
+        let Some((p, v)) = identity(record) else { continue };
+        if !record.lines().any(|l| l.starts_with("C:")) || !seen.insert(format!("{p} {v}")) {
+            continue;
+        }
+        out.records.push_str(record);
+        out.records.push_str("\n\n");
+        out.members.push_str(&format!("{p}-{v}.apk {member}\n"));
+    }
+}
+
+/// A hosted or group member's published index of `unit`, as APKINDEX text.
+pub async fn published_text(
+    db: &Db,
+    blobs: &dyn BlobStore,
+    member: &Repository,
+    unit: &str,
+) -> Result<Option<String>, BuildError> {
+    let Some(UnitRecord { current_snapshot_id: Some(snapshot), .. }) = db.unit_by_key(member.id, KIND, unit).await?
+    else {
+        return Ok(None);
+    };
+    let path = format!("{unit}/{INDEX_FILE}");
+    let Some(f) = db.snapshot_files(snapshot).await?.into_iter().find(|f| f.path == path) else { return Ok(None) };
+    let bytes = blobs.read_all(&Sha256Hex::parse(&f.sha256)?).await?;
+    Ok(Some(apkindex_text(&bytes).map_err(|e| other(format!("member {}: {e}", member.name)))?))
+}
+
+/// A proxy member's upstream index of `unit` through the proxy cache: its SHA-256 and APKINDEX
+/// text, verified with the member's `apk.signed_by`. `None` when the proxy does not serve the
+/// architecture or the upstream has no such index.
+pub async fn upstream_text(
+    proxy: &Proxy,
+    blobs: &dyn BlobStore,
+    member: &Repository,
+    unit: &Unit,
+) -> Result<Option<(String, String)>, BuildError> {
+    let settings = member.settings.apk.clone().unwrap_or_default();
+    if !settings.architectures.contains(&unit.arch) {
+        return Ok(None);
+    }
+    let Some(pem) = settings.signed_by.as_deref() else {
+        return Err(other(format!(
+            "member {} is a proxy without apk.signed_by: set it to the upstream's index public key, so that the group can verify what it merges and re-signs",
+            member.name
+        )));
+    };
+    let keys = parse_public_keys(pem).map_err(|e| other(format!("member {}: apk.signed_by: {e}", member.name)))?;
+    let req = proxy_request(member, &format!("{}/{INDEX_FILE}", unit.key())).map_err(other)?;
+    let sha = match proxy.fetch(req).await.map_err(|e| other(format!("member {}: {e}", member.name)))? {
+        Outcome::Found(entry, _) => entry.sha256.unwrap_or_default(),
+        Outcome::Missing(..) => return Ok(None),
+    };
+    let bytes = blobs.read_all(&Sha256Hex::parse(&sha)?).await?;
+    let index = verify_index(&bytes, &keys).map_err(|e| {
+        other(format!("member {}: the upstream's {}/{INDEX_FILE} is refused: {e}", member.name, unit.key()))
+    })?;
+    let text = index_member_text(&index).map_err(|e| other(format!("member {}: {e}", member.name)))?;
+    Ok(Some((sha, text)))
+}
+
+/// Merges the members of group `repo` for `unit`.
+pub async fn merge(
+    db: &Db,
+    blobs: &dyn BlobStore,
+    proxy: Option<&Proxy>,
+    repo: &Repository,
+    unit: &Unit,
+) -> Result<Merged, BuildError> {
+    let mut out = Merged::default();
+    let mut seen = HashSet::new();
+    for name in &repo.members {
+        let Some(member) = db.repository_by_name(name).await? else { continue };
+        if member.format != Format::Apk {
+            continue;
+        }
+        let text = match member.repo_type {
+            RepoType::Proxy => {
+                let proxy = proxy.ok_or_else(|| other("no proxy client in this worker"))?;
+                match upstream_text(proxy, blobs, &member, unit).await? {
+                    Some((sha, text)) => {
+                        out.sources.insert(member.name.to_string(), sha);
+                        Some(text)
+                    }
+                    None => None,
+                }
+            }
+            RepoType::Hosted | RepoType::Group => published_text(db, blobs, &member, &unit.key()).await?,
+        };
+        if let Some(text) = text {
+            merge_records(&mut out, &mut seen, member.name.as_str(), &text);
+        }
+    }
+    Ok(out)
+}
+
+/// Whether any member of group `repo` has an index for `unit` (a group publishes a unit on
+/// first request only when one does).
+pub async fn any_member_has(
+    db: &Db,
+    blobs: &dyn BlobStore,
+    proxy: &Proxy,
+    repo: &Repository,
+    unit: &Unit,
+) -> Result<bool, BuildError> {
+    for name in &repo.members {
+        let Some(member) = db.repository_by_name(name).await? else { continue };
+        let found = match member.repo_type {
+            RepoType::Proxy => {
+                if !member.settings.apk.clone().unwrap_or_default().architectures.contains(&unit.arch) {
+                    false
+                } else {
+                    let req = proxy_request(&member, &format!("{}/{INDEX_FILE}", unit.key())).map_err(other)?;
+                    matches!(proxy.fetch(req).await, Ok(Outcome::Found(..)))
+                }
+            }
+            RepoType::Hosted => db.unit_by_key(member.id, KIND, &unit.key()).await?.is_some(),
+            RepoType::Group => Box::pin(any_member_has(db, blobs, proxy, &member, unit)).await?,
+        };
+        if found {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// A member published `unit`: every APK group listing it rebuilds the same unit.
+pub async fn after_member_publish(db: &Db, unit: &UnitRecord) -> Result<bool, BuildError> {
+    let mut any = false;
+    for name in db.groups_containing(unit.repository_id).await? {
+        if let Some(group) = db.repository_by_name(&name).await? {
+            if group.format == Format::Apk {
+                db.request_changes(group.id, &[(KIND.to_string(), unit.unit_key.clone())]).await?;
+                any = true;
+            }
+        }
+    }
+    Ok(any)
+}
+
+/// Groups with proxy members: once the shortest `metadata_ttl_secs` among them has passed since
+/// a unit's snapshot, rebuild it if an upstream index moved on from the one in its `.sources`.
+pub async fn refresh(db: &Db, blobs: &dyn BlobStore, proxy: &Proxy) -> Result<bool, BuildError> {
+    let all = db.list_repositories().await?;
+    let now = packyard_store::db::now_ms();
+    let mut any = false;
+    for group in all.iter().filter(|r| r.format == Format::Apk && r.repo_type == RepoType::Group) {
+        let proxies: Vec<&Repository> = group
+            .members
+            .iter()
+            .filter_map(|m| all.iter().find(|r| r.name.as_str() == m))
+            .filter(|m| m.repo_type == RepoType::Proxy)
+            .collect();
+        let Some(ttl) = proxies.iter().filter_map(|m| m.settings.proxy.as_ref().map(|p| p.metadata_ttl_secs)).min()
+        else {
+            continue;
+        };
+        let ttl_ms = i64::try_from(ttl.saturating_mul(1000)).unwrap_or(i64::MAX);
+        for unit in db.units_of(group.id).await?.into_iter().filter(|u| u.kind == KIND) {
+            let (Some(snapshot), Some(at)) = (unit.current_snapshot_id, unit.last_published_at) else { continue };
+            if unit.published_revision < unit.desired_revision || now.saturating_sub(at) < ttl_ms {
+                continue;
+            }
+            let Ok(u) = unit.unit_key.parse::<Unit>() else { continue };
+            let recorded =
+                match db.snapshot_files(snapshot).await?.into_iter().find(|f| f.path == sources_path(&unit.unit_key)) {
+                    Some(f) => {
+                        String::from_utf8_lossy(&blobs.read_all(&Sha256Hex::parse(&f.sha256)?).await?).into_owned()
+                    }
+                    None => String::new(),
+                };
+            let mut current = BTreeMap::new();
+            let mut unreachable = false;
+            for m in &proxies {
+                match upstream_text(proxy, blobs, m, &u).await {
+                    Ok(Some((sha, _))) => {
+                        current.insert(m.name.to_string(), sha);
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::warn!(group = %group.name, member = %m.name, error = %e, "cannot check a proxy member's upstream");
+                        unreachable = true;
+                    }
+                }
+            }
+            if !unreachable && render_sources(&current) != recorded {
+                db.request_changes(group.id, &[(KIND.to_string(), unit.unit_key.clone())]).await?;
+                any = true;
+            }
+        }
+    }
+    Ok(any)
+}
+
+pub fn render_sources(sources: &BTreeMap<String, String>) -> String {
+    sources.iter().map(|(m, h)| format!("{m} {h}\n")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_member_wins_and_members_are_recorded() {
+        let a = "C:Q1aaa=\nP:hello\nV:1-r0\nA:x86_64\nS:10\n\nC:Q1bbb=\nP:tool\nV:2-r0\nA:x86_64\nS:20\n\n";
+        let b = "C:Q1ccc=\nP:hello\nV:1-r0\nA:x86_64\nS:11\n\nC:Q1ddd=\nP:hello\nV:2-r0\nA:x86_64\nS:12\n\nP:broken\nV:1\n\n";
+        let (mut out, mut seen) = (Merged::default(), HashSet::new());
+        merge_records(&mut out, &mut seen, "first", a);
+        merge_records(&mut out, &mut seen, "second", b);
+        assert_eq!(
+            out.records,
+            "C:Q1aaa=\nP:hello\nV:1-r0\nA:x86_64\nS:10\n\nC:Q1bbb=\nP:tool\nV:2-r0\nA:x86_64\nS:20\n\nC:Q1ddd=\nP:hello\nV:2-r0\nA:x86_64\nS:12\n\n"
+        );
+        assert_eq!(out.members, "hello-1-r0.apk first\ntool-2-r0.apk first\nhello-2-r0.apk second\n");
+        assert_eq!(member_of(&out.members, "hello-2-r0.apk"), Some("second"));
+        assert_eq!(member_of(&out.members, "broken-1.apk"), None, "a record without C: is not merged");
+    }
+}

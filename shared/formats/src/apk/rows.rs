@@ -1,0 +1,129 @@
+//! Storage of APK packages.
+
+use sqlx::any::AnyRow;
+use sqlx::{Any, Row, Transaction};
+
+use packyard_store::db::{now_ms, text, Db, DbResult};
+use packyard_store::sql;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApkPackage {
+    pub id: i64,
+    pub repository_id: i64,
+    /// `<branch>/<channel>/<arch>`: the publication unit.
+    pub unit_key: String,
+    pub name: String,
+    pub version: String,
+    /// `<unit>/<name>-<version>.apk`.
+    pub path: String,
+    /// The APKINDEX record, ending in a newline.
+    pub record: String,
+    /// The record's `C:` (`Q1` + base64 SHA-1 of the control member).
+    pub checksum: String,
+    pub size: i64,
+    pub sha256: String,
+}
+
+const COLUMNS: &str = "id, repository_id, unit_key, name, version, path, record, checksum, size, sha256";
+
+fn parse(r: &AnyRow) -> DbResult<ApkPackage> {
+    Ok(ApkPackage {
+        id: r.try_get("id")?,
+        repository_id: r.try_get("repository_id")?,
+        unit_key: text(r, "unit_key")?,
+        name: text(r, "name")?,
+        version: text(r, "version")?,
+        path: text(r, "path")?,
+        record: text(r, "record")?,
+        checksum: text(r, "checksum")?.trim().to_string(),
+        size: r.try_get("size")?,
+        sha256: text(r, "sha256")?.trim().to_string(),
+    })
+}
+
+fn select(backend_is_mysql: bool, condition: &str) -> String {
+    let c = if backend_is_mysql { packyard_store::db::to_question_marks(condition) } else { condition.to_string() };
+    format!("SELECT {COLUMNS} FROM apk_packages WHERE {c}")
+}
+
+/// APK's tables on the database (see [`rows`]).
+pub struct Rows<'a>(pub &'a Db);
+
+/// The format's tables on `db`.
+pub fn rows(db: &Db) -> Rows<'_> {
+    Rows(db)
+}
+
+impl std::ops::Deref for Rows<'_> {
+    type Target = Db;
+    fn deref(&self) -> &Db {
+        self.0
+    }
+}
+
+impl Rows<'_> {
+    pub async fn apk_by_path(&self, repo: i64, path: &str) -> DbResult<Option<ApkPackage>> {
+        self.count("apk_packages.by_path");
+        let q = select(self.backend() == packyard_store::db::Backend::MySql, "repository_id = $1 AND path = $2");
+        let row = sqlx::query(&q).bind(repo).bind(path).fetch_optional(self.pool()).await?;
+        row.as_ref().map(parse).transpose()
+    }
+
+    /// A keyset page of one unit's packages, by id.
+    pub async fn apk_unit_page(
+        &self,
+        repo: i64,
+        unit_key: &str,
+        after_id: i64,
+        limit: i64,
+    ) -> DbResult<Vec<ApkPackage>> {
+        self.count("apk_packages.page");
+        let q = select(
+            self.backend() == packyard_store::db::Backend::MySql,
+            "repository_id = $1 AND unit_key = $2 AND id > $3 ORDER BY id LIMIT $4",
+        );
+        let rows = sqlx::query(&q).bind(repo).bind(unit_key).bind(after_id).bind(limit).fetch_all(self.pool()).await?;
+        rows.iter().map(parse).collect()
+    }
+
+    /// Inserts (or, with `replace`, replaces) a package row inside the writer's transaction.
+    pub async fn put_apk_package(
+        &self,
+        tx: &mut Transaction<'_, Any>,
+        p: &ApkPackage,
+        uploaded_by: &str,
+        replace: bool,
+    ) -> DbResult<()> {
+        if replace {
+            self.count("apk_packages.replace");
+            sqlx::query(sql!(self, "DELETE FROM apk_packages WHERE repository_id = $1 AND path = $2"))
+                .bind(p.repository_id)
+                .bind(p.path.as_str())
+                .execute(&mut **tx)
+                .await?;
+        }
+        self.count("apk_packages.insert");
+        sqlx::query(sql!(self, "INSERT INTO apk_packages (repository_id, unit_key, name, version, path, record, checksum, size, sha256, uploaded_at, uploaded_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"))
+            .bind(p.repository_id)
+            .bind(p.unit_key.as_str())
+            .bind(p.name.as_str())
+            .bind(p.version.as_str())
+            .bind(p.path.as_str())
+            .bind(p.record.as_str())
+            .bind(p.checksum.as_str())
+            .bind(p.size)
+            .bind(p.sha256.as_str())
+            .bind(now_ms())
+            .bind(uploaded_by)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
+
+    pub async fn delete_apk_package(&self, tx: &mut Transaction<'_, Any>, id: i64) -> DbResult<bool> {
+        self.count("apk_packages.delete");
+        let done =
+            sqlx::query(sql!(self, "DELETE FROM apk_packages WHERE id = $1")).bind(id).execute(&mut **tx).await?;
+        Ok(done.rows_affected() == 1)
+    }
+}

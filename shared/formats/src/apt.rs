@@ -1,0 +1,75 @@
+//! APT over the engine: hosted uploads, the signed snapshot per distribution, group merges,
+//! signing keys in the key store, and the proxy rule.
+
+pub mod group;
+pub mod hosted;
+pub mod keys;
+pub mod publish;
+pub mod rows;
+
+use packyard_core::proxy::{FetchRequest, Freshness, ProxyError};
+use packyard_model::repos::{Format, RepoType, Repository};
+use packyard_store::db::{Db, DbResult};
+
+/// The distributions a repository publishes snapshots for: a hosted repository its one, a
+/// group each of its `distributions`; a proxy none (it serves the upstream's).
+pub fn published_suites(repo: &Repository) -> Vec<String> {
+    let settings = repo.settings.apt.clone().unwrap_or_default();
+    match (repo.format, repo.repo_type) {
+        (Format::Apt, RepoType::Hosted) => vec![settings.distribution],
+        (Format::Apt, RepoType::Group) => settings.suites().into_iter().map(str::to_string).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Requests a snapshot of every distribution `repo` publishes (after it was created or its
+/// settings changed), so that even an empty repository has signed indexes; for a proxy, of the
+/// groups that contain it. Returns how many.
+pub async fn request_publication(db: &Db, repo: &Repository) -> DbResult<usize> {
+    let suites = published_suites(repo);
+    if suites.is_empty() {
+        // A proxy publishes nothing itself, but the groups that merge it do.
+        let mut n = 0;
+        if repo.format == Format::Apt && repo.repo_type == RepoType::Proxy {
+            for name in db.groups_containing(repo.id).await? {
+                if let Some(group) = db.repository_by_name(&name).await? {
+                    n += Box::pin(request_publication(db, &group)).await?;
+                }
+            }
+        }
+        return Ok(n);
+    }
+    let units: Vec<(String, String)> = suites.into_iter().map(|s| (hosted::KIND.to_string(), s)).collect();
+    db.request_changes(repo.id, &units).await?;
+    Ok(units.len())
+}
+
+/// How a proxy fetches an APT path: `by-hash` files are immutable (and a `SHA256` one must hash
+/// to its name), the rest of `dists/` is metadata — a changed `InRelease`/`Release` revalidates
+/// its distribution's other files — and everything else (`pool/`) is immutable. The one rule for
+/// the proxy's routes and for groups reading a proxy member.
+pub fn proxy_request(repo: &Repository, path: &str) -> Result<FetchRequest, ProxyError> {
+    let Some(rest) = path.strip_prefix("dists/") else {
+        return FetchRequest::new(repo, path, Freshness::Immutable);
+    };
+    if path.contains("/by-hash/") {
+        let mut req = FetchRequest::new(repo, path, Freshness::Immutable)?;
+        req.expect_sha256 = path.split_once("/by-hash/SHA256/").map(|(_, hex)| hex.to_string());
+        return Ok(req);
+    }
+    let mut req = FetchRequest::new(repo, path, Freshness::Metadata)?;
+    if let Some((dist, "InRelease" | "Release")) = rest.split_once('/') {
+        req.on_change_expire = Some(format!("dists/{dist}/"));
+    }
+    Ok(req)
+}
+
+/// APT's checks of a definition: an upstream key (`apt.signed_by`) must be an armored OpenPGP
+/// public key.
+pub fn check_settings(new: &packyard_model::repos::NewRepository) -> Result<(), String> {
+    if let Some(key) = new.settings.apt.as_ref().and_then(|a| a.signed_by.as_deref()) {
+        packyard_codecs::apt::signing::parse_public_keys(key)
+            .map_err(|e| format!("apt.signed_by is not an armored OpenPGP public key: {e}"))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,405 @@
+//! APT groups: one signed snapshot per distribution that merges the members' package records in
+//! member order, the first member winning for the same name, version and architecture. Each
+//! record's `Filename` becomes `pool/<member>/<the member's Filename>`, so the group serves the
+//! file from the member whose record it lists (see the API's pool route).
+//!
+//! Where the records come from: a hosted member's published index (of its one distribution;
+//! every group distribution gets it); a proxy member's upstream index of the same distribution
+//! (if the proxy mirrors it), fetched through the proxy cache and checked against the upstream
+//! `InRelease`, whose signature must verify with the proxy's `apt.signed_by` key; a nested group's published index of the same distribution. Members' indexes are
+//! read as xz and merged stanza by stanza, so memory stays bounded.
+
+use std::collections::{BTreeMap, HashSet};
+use std::io::{BufRead, BufReader, Read};
+
+use super::hosted::KIND;
+use super::publish::{AptBuilder, Hashed, IndexId, IndexWriter};
+use packyard_core::proxy::Outcome;
+use packyard_core::publication::{BuildContext, BuildError};
+use packyard_model::repos::{RepoType, Repository};
+use packyard_store::blobs::Sha256Hex;
+use packyard_store::db::publication::UnitRecord;
+use packyard_store::db::Db;
+
+/// Text is handed to the index writer in pieces of about this size.
+const CHUNK: usize = 256 * 1024;
+
+fn other(e: impl std::fmt::Display) -> BuildError {
+    BuildError::Other(e.to_string())
+}
+
+/// Reads `Packages` stanzas (paragraphs separated by blank lines) one at a time.
+pub struct StanzaReader<R> {
+    reader: R,
+    line: String,
+}
+
+impl<R: BufRead> StanzaReader<R> {
+    pub fn new(reader: R) -> Self {
+        Self { reader, line: String::new() }
+    }
+
+    /// Puts the next stanza (lines with their `\n`, no blank line) into `out`; false at the end.
+    pub fn next_stanza(&mut self, out: &mut String) -> std::io::Result<bool> {
+        out.clear();
+        loop {
+            self.line.clear();
+            if self.reader.read_line(&mut self.line)? == 0 {
+                return Ok(!out.is_empty());
+            }
+            if self.line.trim().is_empty() {
+                if out.is_empty() {
+                    continue;
+                }
+                return Ok(true);
+            }
+            out.push_str(&self.line);
+            if !self.line.ends_with('\n') {
+                out.push('\n');
+            }
+        }
+    }
+}
+
+/// The value of a single-line field of a stanza.
+pub fn field<'a>(stanza: &'a str, name: &str) -> Option<&'a str> {
+    stanza.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        (!l.starts_with([' ', '\t']) && k.eq_ignore_ascii_case(name)).then(|| v.trim())
+    })
+}
+
+/// Adds a member's stanza to `out` unless an earlier member listed the same package: its
+/// `Filename` is prefixed with `pool/<member>/`. Stanzas without the identifying fields or a
+/// `Filename` are skipped.
+pub fn merge_stanza(out: &mut String, seen: &mut HashSet<String>, member: &str, stanza: &str) -> bool {
+    let (Some(name), Some(version), Some(arch), Some(_)) =
+        (field(stanza, "Package"), field(stanza, "Version"), field(stanza, "Architecture"), field(stanza, "Filename"))
+    else {
+        return false;
+    };
+    if !seen.insert(format!("{name} {version} {arch}")) {
+        return false;
+    }
+    for line in stanza.lines() {
+        match line.split_once(':') {
+            Some((k, v)) if !line.starts_with([' ', '\t']) && k.eq_ignore_ascii_case("Filename") => {
+                out.push_str("Filename: pool/");
+                out.push_str(member);
+                out.push('/');
+                out.push_str(v.trim());
+            }
+            _ => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out.push('\n');
+    true
+}
+
+impl AptBuilder {
+    /// One architecture's index of group `repo`, merged from its members in order.
+    pub(super) async fn group_index(
+        &self,
+        ctx: &mut BuildContext<'_>,
+        repo: &Repository,
+        id: &IndexId<'_>,
+        sources: &mut BTreeMap<String, String>,
+    ) -> Result<[Hashed; 3], BuildError> {
+        let IndexId { component, arch, dist, base } = *id;
+        let mut out = IndexWriter::open(ctx, dist, base).await?;
+        let mut seen = HashSet::new();
+        let mut text = String::new();
+        for name in &repo.members {
+            let Some(member) = ctx.db.repository_by_name(name).await? else { continue };
+            let bytes = match member.repo_type {
+                RepoType::Proxy => {
+                    let Some(release) = self.upstream_release(&member, dist).await? else { continue };
+                    sources.insert(member.name.to_string(), release.0.clone());
+                    self.upstream_index(&member, &release, dist, component, arch).await?
+                }
+                // A hosted member's own distribution; a nested group's of the same name.
+                RepoType::Hosted => {
+                    let own = member.settings.apt.clone().unwrap_or_default().distribution;
+                    published_index(ctx.db, &*self.blobs, &member, &own, component, arch).await?
+                }
+                RepoType::Group => published_index(ctx.db, &*self.blobs, &member, dist, component, arch).await?,
+            };
+            let Some((bytes, compression)) = bytes else { continue };
+            let reader: Box<dyn Read + Send> = match compression {
+                Compression::Xz => Box::new(liblzma::read::XzDecoder::new(std::io::Cursor::new(bytes))),
+                Compression::Gz => Box::new(flate2::read::GzDecoder::new(std::io::Cursor::new(bytes))),
+                Compression::None => Box::new(std::io::Cursor::new(bytes)),
+            };
+            let mut stanzas = StanzaReader::new(BufReader::with_capacity(64 * 1024, reader));
+            let mut stanza = String::new();
+            while stanzas
+                .next_stanza(&mut stanza)
+                .map_err(|e| other(format!("member {}: cannot read its {dist} {base} index: {e}", member.name)))?
+            {
+                merge_stanza(&mut text, &mut seen, member.name.as_str(), &stanza);
+                if text.len() >= CHUNK {
+                    out.push(&text).await?;
+                    text.clear();
+                }
+            }
+            out.push(&text).await?;
+            text.clear();
+        }
+        out.finish(ctx).await
+    }
+
+    /// A proxy member's upstream `InRelease` for `dist` (its SHA-256, and the release text its
+    /// signature covers), through the proxy cache, verified with the proxy's `apt.signed_by`
+    /// keys: the group re-signs what it merges, so it merges only what the upstream signed.
+    /// `None` when the proxy does not mirror `dist` or the upstream has no `InRelease`.
+    async fn upstream_release(&self, member: &Repository, dist: &str) -> Result<Option<(String, String)>, BuildError> {
+        let settings = member.settings.apt.clone().unwrap_or_default();
+        if !settings.suites().contains(&dist) {
+            return Ok(None);
+        }
+        let Some(armored) = settings.signed_by.as_deref() else {
+            return Err(other(format!(
+                "member {} is a proxy without apt.signed_by: set it to the upstream archive's public key, so that the group can verify what it merges and re-signs",
+                member.name
+            )));
+        };
+        let keys = packyard_codecs::apt::signing::parse_public_keys(armored)
+            .map_err(|e| other(format!("member {}: apt.signed_by: {e}", member.name)))?;
+        let Some(sha) = self.fetch(member, &format!("dists/{dist}/InRelease")).await? else {
+            return Ok(None);
+        };
+        let signed = String::from_utf8_lossy(&self.blobs.read_all(&Sha256Hex::parse(&sha)?).await?).into_owned();
+        let text = packyard_codecs::apt::signing::verify_clearsigned(&signed, &keys)
+            .map_err(|e| other(format!("member {}: the upstream's {dist}/InRelease is refused: {e}", member.name)))?;
+        Ok(Some((sha, text)))
+    }
+
+    /// One file of a proxy member through the proxy cache (under APT's proxy rules): its
+    /// SHA-256, or `None` for an upstream 404.
+    async fn fetch(&self, member: &Repository, path: &str) -> Result<Option<String>, BuildError> {
+        let proxy = self.proxy.as_ref().ok_or_else(|| other("no proxy client in this worker"))?;
+        let req = super::proxy_request(member, path).map_err(other)?;
+        match proxy.fetch(req).await.map_err(|e| other(format!("member {}: {e}", member.name)))? {
+            Outcome::Found(entry, _) => Ok(entry.sha256),
+            Outcome::Missing(..) => Ok(None),
+        }
+    }
+
+    /// A proxy member's upstream index for one component and architecture: the form `release`
+    /// lists first among xz, gz and plain, checked against the SHA-256 there (fetched by hash
+    /// when the upstream offers it and the plain name moved on).
+    async fn upstream_index(
+        &self,
+        member: &Repository,
+        release: &(String, String),
+        dist: &str,
+        component: &str,
+        arch: &str,
+    ) -> Result<Option<(bytes::Bytes, Compression)>, BuildError> {
+        let release = release.1.as_str();
+        let by_hash = field(release, "Acquire-By-Hash").is_some_and(|v| v.eq_ignore_ascii_case("yes"));
+        let listed = sha256_section(release);
+        for (suffix, compression) in [(".xz", Compression::Xz), (".gz", Compression::Gz), ("", Compression::None)] {
+            let rel = format!("{component}/binary-{arch}/Packages{suffix}");
+            let Some(expected) = listed.iter().find(|(_, p)| *p == rel).map(|(h, _)| h.to_string()) else {
+                continue;
+            };
+            let mut got = self.fetch(member, &format!("dists/{dist}/{rel}")).await?;
+            if got.as_deref() != Some(expected.as_str()) && by_hash {
+                let path = format!("dists/{dist}/{component}/binary-{arch}/by-hash/SHA256/{expected}");
+                got = self.fetch(member, &path).await?;
+            }
+            if got.as_deref() != Some(expected.as_str()) {
+                return Err(other(format!(
+                    "member {}: the upstream's {dist}/{rel} does not match its Release (the upstream may be mid-update); retrying",
+                    member.name
+                )));
+            }
+            return Ok(Some((self.blobs.read_all(&Sha256Hex::parse(&expected)?).await?, compression)));
+        }
+        Ok(None)
+    }
+}
+
+/// The snapshot file (never served: a hidden path) recording which upstream `InRelease` of each
+/// proxy member a group snapshot merged: `<member> <sha256>` per line.
+pub(super) fn sources_path(dist: &str) -> String {
+    format!("dists/{dist}/.sources")
+}
+
+pub(super) fn render_sources(sources: &BTreeMap<String, String>) -> String {
+    sources.iter().map(|(m, h)| format!("{m} {h}\n")).collect()
+}
+
+#[async_trait::async_trait]
+pub(super) trait GroupHooks {
+    async fn groups_after_publish(&self, db: &Db, unit: &UnitRecord) -> Result<bool, BuildError>;
+    async fn groups_refresh(&self, db: &Db) -> Result<bool, BuildError>;
+}
+
+#[async_trait::async_trait]
+impl GroupHooks for AptBuilder {
+    /// A member published: every group that lists it rebuilds (their own publication then
+    /// reaches the groups above them).
+    async fn groups_after_publish(&self, db: &Db, unit: &UnitRecord) -> Result<bool, BuildError> {
+        let mut any = false;
+        for name in db.groups_containing(unit.repository_id).await? {
+            if let Some(group) = db.repository_by_name(&name).await? {
+                any |= super::request_publication(db, &group).await? > 0;
+            }
+        }
+        Ok(any)
+    }
+
+    /// Groups with proxy members check, once the shortest `metadata_ttl_secs` among those
+    /// members has passed since their snapshot, whether an upstream `InRelease` moved on from the
+    /// one the snapshot merged (recorded in its `.sources`), and rebuild if so.
+    async fn groups_refresh(&self, db: &Db) -> Result<bool, BuildError> {
+        let all = db.list_repositories().await?;
+        let now = packyard_store::db::now_ms();
+        let mut any = false;
+        for group in
+            all.iter().filter(|r| r.format == packyard_model::repos::Format::Apt && r.repo_type == RepoType::Group)
+        {
+            let proxies: Vec<&Repository> = group
+                .members
+                .iter()
+                .filter_map(|m| all.iter().find(|r| r.name.as_str() == m))
+                .filter(|m| m.repo_type == RepoType::Proxy)
+                .collect();
+            let Some(ttl) = proxies.iter().filter_map(|m| m.settings.proxy.as_ref().map(|p| p.metadata_ttl_secs)).min()
+            else {
+                continue;
+            };
+            let ttl_ms = i64::try_from(ttl.saturating_mul(1000)).unwrap_or(i64::MAX);
+            for suite in super::published_suites(group) {
+                let Some(unit) = db.unit_by_key(group.id, KIND, &suite).await? else { continue };
+                let (Some(snapshot), Some(at)) = (unit.current_snapshot_id, unit.last_published_at) else { continue };
+                if unit.published_revision < unit.desired_revision || now.saturating_sub(at) < ttl_ms {
+                    continue;
+                }
+                let recorded =
+                    match db.snapshot_files(snapshot).await?.into_iter().find(|f| f.path == sources_path(&suite)) {
+                        Some(f) => String::from_utf8_lossy(&self.blobs.read_all(&Sha256Hex::parse(&f.sha256)?).await?)
+                            .into_owned(),
+                        None => String::new(),
+                    };
+                let mut current = BTreeMap::new();
+                let mut unreachable = false;
+                for m in &proxies {
+                    match self.upstream_release(m, &suite).await {
+                        Ok(Some((sha, _))) => {
+                            current.insert(m.name.to_string(), sha);
+                        }
+                        Ok(None) => {}
+                        Err(e) => {
+                            // Keep the current snapshot; other groups are still checked.
+                            tracing::warn!(group = %group.name, member = %m.name, error = %e, "cannot check a proxy member's upstream");
+                            unreachable = true;
+                        }
+                    }
+                }
+                if unreachable {
+                    continue;
+                }
+                if render_sources(&current) != recorded {
+                    db.request_changes(group.id, &[(KIND.to_string(), suite.clone())]).await?;
+                    any = true;
+                }
+            }
+        }
+        Ok(any)
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Compression {
+    Xz,
+    Gz,
+    None,
+}
+
+/// `(sha256, path)` of every line of a Release file's `SHA256:` section.
+fn sha256_section(release: &str) -> Vec<(&str, &str)> {
+    let mut out = Vec::new();
+    let mut inside = false;
+    for line in release.lines() {
+        if !line.starts_with(' ') {
+            inside = line.trim_end() == "SHA256:";
+            continue;
+        }
+        if inside {
+            let mut parts = line.split_whitespace();
+            if let (Some(h), Some(_size), Some(p)) = (parts.next(), parts.next(), parts.next()) {
+                out.push((h, p));
+            }
+        }
+    }
+    out
+}
+
+/// A hosted or group member's published `Packages.xz` for `component` and `arch` in `dist`
+/// (its `binary-all` index when it publishes only `all`). Reading what the member published,
+/// not its rows, keeps the group in step with the member's snapshots: the group is rebuilt after
+/// each of them (`after_publish`).
+async fn published_index(
+    db: &Db,
+    blobs: &dyn packyard_store::blobs::BlobStore,
+    member: &Repository,
+    dist: &str,
+    component: &str,
+    arch: &str,
+) -> Result<Option<(bytes::Bytes, Compression)>, BuildError> {
+    let Some(UnitRecord { current_snapshot_id: Some(snapshot), .. }) = db.unit_by_key(member.id, KIND, dist).await?
+    else {
+        return Ok(None);
+    };
+    let files = db.snapshot_files(snapshot).await?;
+    for a in [arch, "all"] {
+        let path = format!("dists/{dist}/{component}/binary-{a}/Packages.xz");
+        if let Some(f) = files.iter().find(|f| f.path == path) {
+            return Ok(Some((blobs.read_all(&Sha256Hex::parse(&f.sha256)?).await?, Compression::Xz)));
+        }
+    }
+    Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stanzas_merge_first_member_wins() -> std::io::Result<()> {
+        let index = "Package: a\nVersion: 1\nArchitecture: amd64\nFilename: pool/main/a/a_1_amd64.deb\nDescription: x\n more\n\n\nPackage: b\nVersion: 2\nArchitecture: all\nFilename: pool/main/b/b_2_all.deb";
+        let mut reader = StanzaReader::new(index.as_bytes());
+        let mut stanza = String::new();
+        let mut all = Vec::new();
+        while reader.next_stanza(&mut stanza)? {
+            all.push(stanza.clone());
+        }
+        assert_eq!(all.len(), 2);
+        assert_eq!(field(&all[0], "Version"), Some("1"));
+        assert_eq!(field(&all[0], "more"), None, "continuation lines are not fields");
+        let (mut out, mut seen) = (String::new(), HashSet::new());
+        assert!(merge_stanza(&mut out, &mut seen, "first", &all[0]));
+        assert!(!merge_stanza(&mut out, &mut seen, "second", &all[0]), "same name/version/arch: first wins");
+        assert!(merge_stanza(&mut out, &mut seen, "second", &all[1]));
+        assert!(!merge_stanza(&mut out, &mut seen, "x", "Package: c\nVersion: 1\n"), "incomplete stanzas are skipped");
+        assert_eq!(
+            out,
+            "Package: a\nVersion: 1\nArchitecture: amd64\nFilename: pool/first/pool/main/a/a_1_amd64.deb\nDescription: x\n more\n\n\
+             Package: b\nVersion: 2\nArchitecture: all\nFilename: pool/second/pool/main/b/b_2_all.deb\n\n"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn release_sha256_section() {
+        let r = "Origin: x\nMD5Sum:\n aa 1 main/binary-amd64/Packages\nSHA256:\n bb 1 main/binary-amd64/Packages\n cc 2 main/binary-amd64/Packages.xz\nSHA512:\n dd 1 main/binary-amd64/Packages\n";
+        assert_eq!(
+            sha256_section(r),
+            vec![("bb", "main/binary-amd64/Packages"), ("cc", "main/binary-amd64/Packages.xz")]
+        );
+    }
+}

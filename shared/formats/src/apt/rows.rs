@@ -1,0 +1,168 @@
+//! Storage of APT packages. (The `sha1` and `sha512` columns are left empty: `Packages` lists MD5
+//! and SHA-256 per package, as Debian's archive does.)
+
+use sqlx::any::AnyRow;
+use sqlx::{Any, Row, Transaction};
+
+use packyard_store::db::{now_ms, text, Db, DbResult};
+use packyard_store::sql;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AptPackage {
+    pub id: i64,
+    pub repository_id: i64,
+    pub component: String,
+    pub name: String,
+    pub version: String,
+    pub architecture: String,
+    pub control: String,
+    pub pool_path: String,
+    pub size: i64,
+    pub md5: String,
+    pub sha256: String,
+}
+
+const COLUMNS: &str =
+    "id, repository_id, component, name, version, architecture, control, pool_path, size, md5, sha256";
+
+fn parse(r: &AnyRow) -> DbResult<AptPackage> {
+    Ok(AptPackage {
+        id: r.try_get("id")?,
+        repository_id: r.try_get("repository_id")?,
+        component: text(r, "component")?,
+        name: text(r, "name")?,
+        version: text(r, "version")?,
+        architecture: text(r, "architecture")?,
+        control: text(r, "control")?,
+        pool_path: text(r, "pool_path")?,
+        size: r.try_get("size")?,
+        md5: text(r, "md5")?.trim().to_string(),
+        sha256: text(r, "sha256")?.trim().to_string(),
+    })
+}
+
+fn select(backend_is_mysql: bool, condition: &str) -> String {
+    let c = if backend_is_mysql { packyard_store::db::to_question_marks(condition) } else { condition.to_string() };
+    format!("SELECT {COLUMNS} FROM apt_packages WHERE {c}")
+}
+
+/// APT's tables on the database (see [`rows`]).
+pub struct Rows<'a>(pub &'a Db);
+
+/// The format's tables on `db`.
+pub fn rows(db: &Db) -> Rows<'_> {
+    Rows(db)
+}
+
+impl std::ops::Deref for Rows<'_> {
+    type Target = Db;
+    fn deref(&self) -> &Db {
+        self.0
+    }
+}
+
+impl Rows<'_> {
+    fn is_mysql(&self) -> bool {
+        self.backend() == packyard_store::db::Backend::MySql
+    }
+
+    pub async fn apt_by_coordinate(
+        &self,
+        repo: i64,
+        name: &str,
+        version: &str,
+        arch: &str,
+    ) -> DbResult<Option<AptPackage>> {
+        self.count("apt_packages.by_coordinate");
+        let q = select(self.is_mysql(), "repository_id = $1 AND name = $2 AND version = $3 AND architecture = $4");
+        let row = sqlx::query(&q).bind(repo).bind(name).bind(version).bind(arch).fetch_optional(self.pool()).await?;
+        row.as_ref().map(parse).transpose()
+    }
+
+    pub async fn apt_by_pool_path(&self, repo: i64, pool_path: &str) -> DbResult<Option<AptPackage>> {
+        self.count("apt_packages.by_path");
+        let q = select(self.is_mysql(), "repository_id = $1 AND pool_path = $2");
+        let row = sqlx::query(&q).bind(repo).bind(pool_path).fetch_optional(self.pool()).await?;
+        row.as_ref().map(parse).transpose()
+    }
+
+    /// A keyset page of one index: the component's packages of `arch` and of `all`, by id.
+    pub async fn apt_index_page(
+        &self,
+        repo: i64,
+        component: &str,
+        arch: &str,
+        after_id: i64,
+        limit: i64,
+    ) -> DbResult<Vec<AptPackage>> {
+        self.count("apt_packages.page");
+        let q = select(
+            self.is_mysql(),
+            "repository_id = $1 AND component = $2 AND (architecture = $3 OR architecture = 'all') AND id > $4 ORDER BY id LIMIT $5",
+        );
+        let rows = sqlx::query(&q)
+            .bind(repo)
+            .bind(component)
+            .bind(arch)
+            .bind(after_id)
+            .bind(limit)
+            .fetch_all(self.pool())
+            .await?;
+        rows.iter().map(parse).collect()
+    }
+
+    /// Inserts (or, with `replace`, replaces) a package row inside the writer's transaction.
+    pub async fn put_apt_package(
+        &self,
+        tx: &mut Transaction<'_, Any>,
+        p: &AptPackage,
+        uploaded_by: &str,
+        replace: bool,
+    ) -> DbResult<()> {
+        if replace {
+            self.count("apt_packages.replace");
+            sqlx::query(sql!(self, "DELETE FROM apt_packages WHERE repository_id = $1 AND name = $2 AND version = $3 AND architecture = $4"))
+                .bind(p.repository_id)
+                .bind(p.name.as_str())
+                .bind(p.version.as_str())
+                .bind(p.architecture.as_str())
+                .execute(&mut **tx)
+                .await?;
+        }
+        self.count("apt_packages.insert");
+        sqlx::query(sql!(self, "INSERT INTO apt_packages (repository_id, component, name, version, architecture, control, pool_path, size, md5, sha1, sha256, sha512, uploaded_at, uploaded_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, '', $10, '', $11, $12)"))
+            .bind(p.repository_id)
+            .bind(p.component.as_str())
+            .bind(p.name.as_str())
+            .bind(p.version.as_str())
+            .bind(p.architecture.as_str())
+            .bind(p.control.as_str())
+            .bind(p.pool_path.as_str())
+            .bind(p.size)
+            .bind(p.md5.as_str())
+            .bind(p.sha256.as_str())
+            .bind(now_ms())
+            .bind(uploaded_by)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
+
+    /// Records the MD5 the upload left for the worker.
+    pub async fn set_apt_md5(&self, id: i64, md5: &str) -> DbResult<()> {
+        self.count("apt_packages.digests");
+        sqlx::query(sql!(self, "UPDATE apt_packages SET md5 = $1 WHERE id = $2"))
+            .bind(md5)
+            .bind(id)
+            .execute(self.pool())
+            .await?;
+        Ok(())
+    }
+
+    pub async fn delete_apt_package(&self, tx: &mut Transaction<'_, Any>, id: i64) -> DbResult<bool> {
+        self.count("apt_packages.delete");
+        let done =
+            sqlx::query(sql!(self, "DELETE FROM apt_packages WHERE id = $1")).bind(id).execute(&mut **tx).await?;
+        Ok(done.rows_affected() == 1)
+    }
+}

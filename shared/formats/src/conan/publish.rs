@@ -1,0 +1,123 @@
+//! Conan projections, published through the pipeline so that warmed reads make no query: per
+//! reference (kind `conan`) the recipe `revisions` and `latest`, each complete recipe
+//! revision's `files` list and package `search`, each package's `revisions` and `latest`, each
+//! package revision's `files` list, and every file itself (listed by its blob, not copied); per
+//! repository (kind `conan-search`, unit `all`) the references for `search?q=`.
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+
+use crate::conan::rows::ConanRevision;
+use packyard_core::publication::{BuildContext, BuildError, Builder};
+use packyard_store::blobs::Sha256Hex;
+use packyard_store::db::publication::UnitRecord;
+
+pub const KIND: &str = "conan";
+pub const SEARCH_KIND: &str = "conan-search";
+pub const SEARCH_UNIT: &str = "all";
+pub const SEARCH_FILE: &str = "search.json";
+
+const JSON: &str = "application/json";
+
+/// Conan's JSON time: ISO 8601 with a zone.
+pub fn iso(ms: i64) -> String {
+    packyard_model::time::rfc3339_ms(ms).replace('Z', "+00:00")
+}
+
+fn revision_json(revision: &str, time_ms: i64) -> serde_json::Value {
+    serde_json::json!({"revision": revision, "time": iso(time_ms)})
+}
+
+pub struct ConanBuilder;
+
+#[async_trait]
+impl Builder for ConanBuilder {
+    fn kind(&self) -> &'static str {
+        KIND
+    }
+
+    async fn build(&self, ctx: &mut BuildContext<'_>, unit: &UnitRecord) -> Result<(), BuildError> {
+        let db = ctx.db;
+        let repo = unit.repository_id;
+        let reference = unit.unit_key.as_str();
+        let recipes = crate::conan::rows::rows(db).conan_revisions(repo, reference, None, None).await?;
+        if recipes.is_empty() {
+            return Ok(());
+        }
+        let list: Vec<_> = recipes.iter().map(|r| revision_json(&r.rrev, r.time_ms)).collect();
+        ctx.put("revisions", JSON, serde_json::json!({ "revisions": list }).to_string().as_bytes()).await?;
+        ctx.put("latest", JSON, revision_json(&recipes[0].rrev, recipes[0].time_ms).to_string().as_bytes()).await?;
+        for recipe in &recipes {
+            let base = format!("revisions/{}", recipe.rrev);
+            files(ctx, recipe, &base).await?;
+            let packages =
+                crate::conan::rows::rows(db).conan_revisions(repo, reference, Some(&recipe.rrev), None).await?;
+            let mut by_id: BTreeMap<&str, Vec<&ConanRevision>> = BTreeMap::new();
+            for p in &packages {
+                by_id.entry(p.pkgid.as_str()).or_default().push(p);
+            }
+            let mut search = serde_json::Map::new();
+            for (pkgid, revs) in &by_id {
+                // Newest first, as listed.
+                let pbase = format!("{base}/packages/{pkgid}");
+                let list: Vec<_> = revs.iter().map(|r| revision_json(&r.prev, r.time_ms)).collect();
+                ctx.put(
+                    &format!("{pbase}/revisions"),
+                    JSON,
+                    serde_json::json!({ "revisions": list }).to_string().as_bytes(),
+                )
+                .await?;
+                ctx.put(
+                    &format!("{pbase}/latest"),
+                    JSON,
+                    revision_json(&revs[0].prev, revs[0].time_ms).to_string().as_bytes(),
+                )
+                .await?;
+                let mut conaninfo = String::new();
+                for r in revs {
+                    let found = files(ctx, r, &format!("{pbase}/revisions/{}", r.prev)).await?;
+                    if r.id == revs[0].id {
+                        conaninfo = found;
+                    }
+                }
+                search.insert((*pkgid).to_string(), serde_json::json!({ "content": conaninfo }));
+            }
+            ctx.put(&format!("{base}/search"), JSON, serde_json::Value::Object(search).to_string().as_bytes()).await?;
+        }
+        Ok(())
+    }
+}
+
+/// Lists a revision's files (`<base>/files`) and each file (`<base>/files/<path>`, by its
+/// blob); returns the text of its `conaninfo.txt`, if any.
+async fn files(ctx: &mut BuildContext<'_>, rev: &ConanRevision, base: &str) -> Result<String, BuildError> {
+    let files = crate::conan::rows::rows(ctx.db).conan_files(rev.id).await?;
+    let map: serde_json::Map<String, serde_json::Value> =
+        files.iter().map(|f| (f.path.clone(), serde_json::json!({}))).collect();
+    ctx.put(&format!("{base}/files"), JSON, serde_json::json!({ "files": map }).to_string().as_bytes()).await?;
+    let mut conaninfo = String::new();
+    for f in &files {
+        ctx.reference(&format!("{base}/files/{}", f.path), &f.sha256, f.size, "application/octet-stream");
+        if f.path == "conaninfo.txt" {
+            let bytes = ctx.blobs().read_all(&Sha256Hex::parse(&f.sha256)?).await?;
+            conaninfo = String::from_utf8_lossy(&bytes).into_owned();
+        }
+    }
+    Ok(conaninfo)
+}
+
+/// The repository's references with a complete recipe revision, for `search?q=`.
+pub struct ConanSearchBuilder;
+
+#[async_trait]
+impl Builder for ConanSearchBuilder {
+    fn kind(&self) -> &'static str {
+        SEARCH_KIND
+    }
+
+    async fn build(&self, ctx: &mut BuildContext<'_>, unit: &UnitRecord) -> Result<(), BuildError> {
+        let refs = crate::conan::rows::rows(ctx.db).conan_references(unit.repository_id).await?;
+        ctx.put(SEARCH_FILE, JSON, serde_json::json!({ "results": refs }).to_string().as_bytes()).await
+    }
+}

@@ -1,0 +1,298 @@
+//! Storage of Conan revisions and their files. A recipe revision has `pkgid = prev = ''`.
+
+use sqlx::any::AnyRow;
+use sqlx::{Any, Row, Transaction};
+
+use packyard_store::db::{now_ms, text, Backend, Db, DbError, DbResult};
+use packyard_store::sql;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConanRevision {
+    pub id: i64,
+    pub reference: String,
+    pub rrev: String,
+    pub pkgid: String,
+    pub prev: String,
+    pub complete: bool,
+    pub time_ms: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConanFile {
+    pub path: String,
+    pub sha256: String,
+    pub size: i64,
+    pub md5: String,
+    pub sha1: String,
+}
+
+fn revision(r: &AnyRow) -> DbResult<ConanRevision> {
+    Ok(ConanRevision {
+        id: r.try_get("id")?,
+        reference: text(r, "reference")?,
+        rrev: text(r, "rrev")?,
+        pkgid: text(r, "pkgid")?,
+        prev: text(r, "prev")?,
+        complete: r.try_get::<i64, _>("complete")? != 0,
+        time_ms: r.try_get("time_ms")?,
+    })
+}
+
+fn file(r: &AnyRow) -> DbResult<ConanFile> {
+    Ok(ConanFile {
+        path: text(r, "path")?,
+        sha256: text(r, "sha256")?.trim().to_string(),
+        size: r.try_get("size")?,
+        md5: text(r, "md5")?.trim().to_string(),
+        sha1: text(r, "sha1")?.trim().to_string(),
+    })
+}
+
+const REV: &str = "id, reference, rrev, pkgid, prev, complete, time_ms";
+
+/// Conan's tables on the database (see [`rows`]).
+pub struct Rows<'a>(pub &'a Db);
+
+/// The format's tables on `db`.
+pub fn rows(db: &Db) -> Rows<'_> {
+    Rows(db)
+}
+
+impl std::ops::Deref for Rows<'_> {
+    type Target = Db;
+    fn deref(&self) -> &Db {
+        self.0
+    }
+}
+
+impl Rows<'_> {
+    pub async fn conan_revision(
+        &self,
+        repo: i64,
+        reference: &str,
+        rrev: &str,
+        pkgid: &str,
+        prev: &str,
+    ) -> DbResult<Option<ConanRevision>> {
+        self.count("conan_revisions.get");
+        let q = format!("SELECT {REV} FROM conan_revisions WHERE repository_id = $1 AND reference = $2 AND rrev = $3 AND pkgid = $4 AND prev = $5");
+        let q = if self.backend() == packyard_store::db::Backend::MySql {
+            packyard_store::db::to_question_marks(&q)
+        } else {
+            q
+        };
+        let row = sqlx::query(&q)
+            .bind(repo)
+            .bind(reference)
+            .bind(rrev)
+            .bind(pkgid)
+            .bind(prev)
+            .fetch_optional(self.pool())
+            .await?;
+        row.as_ref().map(revision).transpose()
+    }
+
+    pub async fn conan_files(&self, revision_id: i64) -> DbResult<Vec<ConanFile>> {
+        self.count("conan_files.list");
+        let rows = sqlx::query(sql!(
+            self,
+            "SELECT path, sha256, size, md5, sha1 FROM conan_files WHERE revision_id = $1 ORDER BY path"
+        ))
+        .bind(revision_id)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter().map(file).collect()
+    }
+
+    /// Complete revisions, newest first: the recipe revisions of `reference` (`rrev = None`), or
+    /// the package revisions of `pkgid` under `rrev`, or every package revision under `rrev`
+    /// (`pkgid = None`).
+    pub async fn conan_revisions(
+        &self,
+        repo: i64,
+        reference: &str,
+        rrev: Option<&str>,
+        pkgid: Option<&str>,
+    ) -> DbResult<Vec<ConanRevision>> {
+        self.count("conan_revisions.list");
+        let (cond, binds): (&str, Vec<&str>) = match (rrev, pkgid) {
+            (None, _) => ("pkgid = ''", vec![]),
+            (Some(r), Some(p)) => ("rrev = $3 AND pkgid = $4 AND pkgid <> ''", vec![r, p]),
+            (Some(r), None) => ("rrev = $3 AND pkgid <> ''", vec![r]),
+        };
+        let q = format!("SELECT {REV} FROM conan_revisions WHERE repository_id = $1 AND reference = $2 AND complete = 1 AND {cond} ORDER BY time_ms DESC, id DESC");
+        let q = if self.backend() == packyard_store::db::Backend::MySql {
+            packyard_store::db::to_question_marks(&q)
+        } else {
+            q
+        };
+        let mut query = sqlx::query(&q).bind(repo).bind(reference);
+        for b in binds {
+            query = query.bind(b);
+        }
+        let rows = query.fetch_all(self.pool()).await?;
+        rows.iter().map(revision).collect()
+    }
+
+    /// The references with a complete recipe revision.
+    pub async fn conan_references(&self, repo: i64) -> DbResult<Vec<String>> {
+        self.count("conan_revisions.references");
+        let rows = sqlx::query(sql!(self, "SELECT DISTINCT reference FROM conan_revisions WHERE repository_id = $1 AND pkgid = '' AND complete = 1 ORDER BY reference"))
+            .bind(repo)
+            .fetch_all(self.pool())
+            .await?;
+        rows.iter().map(|r| text(r, "reference")).collect()
+    }
+
+    // --- inside a writer's transaction -------------------------------------------------------
+
+    async fn conan_revision_in(
+        &self,
+        tx: &mut Transaction<'_, Any>,
+        key: RevisionKey<'_>,
+    ) -> DbResult<Option<ConanRevision>> {
+        self.count("conan_revisions.get");
+        let q = format!("SELECT {REV} FROM conan_revisions WHERE repository_id = $1 AND reference = $2 AND rrev = $3 AND pkgid = $4 AND prev = $5");
+        let q = if self.backend() == packyard_store::db::Backend::MySql {
+            packyard_store::db::to_question_marks(&q)
+        } else {
+            q
+        };
+        let row = sqlx::query(&q)
+            .bind(key.repo)
+            .bind(key.reference)
+            .bind(key.rrev)
+            .bind(key.pkgid)
+            .bind(key.prev)
+            .fetch_optional(&mut **tx)
+            .await?;
+        row.as_ref().map(revision).transpose()
+    }
+
+    /// The revision's row, created (incomplete) if absent, inside the writer's transaction.
+    pub async fn conan_ensure_revision_in(
+        &self,
+        tx: &mut Transaction<'_, Any>,
+        key: RevisionKey<'_>,
+    ) -> DbResult<ConanRevision> {
+        if let Some(r) = self.conan_revision_in(tx, key).await? {
+            return Ok(r);
+        }
+        self.count("conan_revisions.insert");
+        let q = match self.backend() {
+            Backend::Sqlite | Backend::Postgres => "INSERT INTO conan_revisions (repository_id, reference, rrev, pkgid, prev, complete, time_ms) VALUES ($1, $2, $3, $4, $5, 0, $6) ON CONFLICT DO NOTHING",
+            Backend::MySql => "INSERT IGNORE INTO conan_revisions (repository_id, reference, rrev, pkgid, prev, complete, time_ms) VALUES (?, ?, ?, ?, ?, 0, ?)",
+        };
+        sqlx::query(q)
+            .bind(key.repo)
+            .bind(key.reference)
+            .bind(key.rrev)
+            .bind(key.pkgid)
+            .bind(key.prev)
+            .bind(now_ms())
+            .execute(&mut **tx)
+            .await?;
+        self.conan_revision_in(tx, key)
+            .await?
+            .ok_or_else(|| DbError::Retry("the revision vanished while it was created".into()))
+    }
+
+    pub async fn conan_files_in(&self, tx: &mut Transaction<'_, Any>, revision_id: i64) -> DbResult<Vec<ConanFile>> {
+        self.count("conan_files.list");
+        let rows = sqlx::query(sql!(
+            self,
+            "SELECT path, sha256, size, md5, sha1 FROM conan_files WHERE revision_id = $1 ORDER BY path"
+        ))
+        .bind(revision_id)
+        .fetch_all(&mut **tx)
+        .await?;
+        rows.iter().map(file).collect()
+    }
+
+    /// Records (or replaces) one file of a revision, inside the writer's transaction.
+    pub async fn conan_put_file_in(
+        &self,
+        tx: &mut Transaction<'_, Any>,
+        revision_id: i64,
+        f: &ConanFile,
+    ) -> DbResult<()> {
+        self.count("conan_files.put");
+        sqlx::query(sql!(self, "DELETE FROM conan_files WHERE revision_id = $1 AND path = $2"))
+            .bind(revision_id)
+            .bind(f.path.as_str())
+            .execute(&mut **tx)
+            .await?;
+        sqlx::query(sql!(
+            self,
+            "INSERT INTO conan_files (revision_id, path, sha256, size, md5, sha1) VALUES ($1, $2, $3, $4, $5, $6)"
+        ))
+        .bind(revision_id)
+        .bind(f.path.as_str())
+        .bind(f.sha256.as_str())
+        .bind(f.size)
+        .bind(f.md5.as_str())
+        .bind(f.sha1.as_str())
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+
+    /// Makes a revision visible (its manifest arrived and matched), timed now.
+    pub async fn conan_complete_in(&self, tx: &mut Transaction<'_, Any>, revision_id: i64) -> DbResult<()> {
+        self.count("conan_revisions.complete");
+        sqlx::query(sql!(self, "UPDATE conan_revisions SET complete = 1, time_ms = $1 WHERE id = $2"))
+            .bind(now_ms())
+            .bind(revision_id)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
+
+    /// Deletes revisions (their files go with them) inside the writer's transaction: a recipe
+    /// revision and its packages (`package = None`, `packages_only = false`), only its packages
+    /// (`packages_only`), or one package revision. Returns how many rows went.
+    pub async fn conan_delete_in(
+        &self,
+        tx: &mut Transaction<'_, Any>,
+        repo: i64,
+        reference: &str,
+        rrev: &str,
+        package: Option<(&str, &str)>,
+        packages_only: bool,
+    ) -> DbResult<u64> {
+        self.count("conan_revisions.delete");
+        let done = match package {
+            Some((pkgid, prev)) => sqlx::query(sql!(self, "DELETE FROM conan_revisions WHERE repository_id = $1 AND reference = $2 AND rrev = $3 AND pkgid = $4 AND prev = $5"))
+                .bind(repo)
+                .bind(reference)
+                .bind(rrev)
+                .bind(pkgid)
+                .bind(prev)
+                .execute(&mut **tx)
+                .await?,
+            None if packages_only => sqlx::query(sql!(self, "DELETE FROM conan_revisions WHERE repository_id = $1 AND reference = $2 AND rrev = $3 AND pkgid <> ''"))
+                .bind(repo)
+                .bind(reference)
+                .bind(rrev)
+                .execute(&mut **tx)
+                .await?,
+            None => sqlx::query(sql!(self, "DELETE FROM conan_revisions WHERE repository_id = $1 AND reference = $2 AND rrev = $3"))
+                .bind(repo)
+                .bind(reference)
+                .bind(rrev)
+                .execute(&mut **tx)
+                .await?,
+        };
+        Ok(done.rows_affected())
+    }
+}
+
+/// Which revision: a recipe revision has `pkgid = prev = ""`.
+#[derive(Debug, Clone, Copy)]
+pub struct RevisionKey<'a> {
+    pub repo: i64,
+    pub reference: &'a str,
+    pub rrev: &'a str,
+    pub pkgid: &'a str,
+    pub prev: &'a str,
+}

@@ -1,0 +1,128 @@
+//! Storage of Go module versions.
+
+use sqlx::any::AnyRow;
+use sqlx::{Any, Row, Transaction};
+
+use packyard_store::db::{text, Db, DbResult};
+use packyard_store::sql;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GoVersion {
+    pub id: i64,
+    pub repository_id: i64,
+    pub module: String,
+    pub version: String,
+    /// The `.info` time, ms since the epoch (whole seconds).
+    pub time_ms: i64,
+    pub mod_sha256: String,
+    pub mod_size: i64,
+    pub zip_sha256: String,
+    pub zip_size: i64,
+}
+
+const COLUMNS: &str = "id, repository_id, module, version, time_ms, mod_sha256, mod_size, zip_sha256, zip_size";
+
+fn parse(r: &AnyRow) -> DbResult<GoVersion> {
+    Ok(GoVersion {
+        id: r.try_get("id")?,
+        repository_id: r.try_get("repository_id")?,
+        module: text(r, "module")?,
+        version: text(r, "version")?,
+        time_ms: r.try_get("time_ms")?,
+        mod_sha256: text(r, "mod_sha256")?.trim().to_string(),
+        mod_size: r.try_get("mod_size")?,
+        zip_sha256: text(r, "zip_sha256")?.trim().to_string(),
+        zip_size: r.try_get("zip_size")?,
+    })
+}
+
+fn select(backend_is_mysql: bool, condition: &str) -> String {
+    let c = if backend_is_mysql { packyard_store::db::to_question_marks(condition) } else { condition.to_string() };
+    format!("SELECT {COLUMNS} FROM go_versions WHERE {c}")
+}
+
+/// GO's tables on the database (see [`rows`]).
+pub struct Rows<'a>(pub &'a Db);
+
+/// The format's tables on `db`.
+pub fn rows(db: &Db) -> Rows<'_> {
+    Rows(db)
+}
+
+impl std::ops::Deref for Rows<'_> {
+    type Target = Db;
+    fn deref(&self) -> &Db {
+        self.0
+    }
+}
+
+impl Rows<'_> {
+    pub async fn go_version(&self, repo: i64, module: &str, version: &str) -> DbResult<Option<GoVersion>> {
+        self.count("go_versions.get");
+        let q = select(
+            self.backend() == packyard_store::db::Backend::MySql,
+            "repository_id = $1 AND module = $2 AND version = $3",
+        );
+        let row = sqlx::query(&q).bind(repo).bind(module).bind(version).fetch_optional(self.pool()).await?;
+        row.as_ref().map(parse).transpose()
+    }
+
+    /// A keyset page of one module's versions, by id.
+    pub async fn go_versions_page(
+        &self,
+        repo: i64,
+        module: &str,
+        after_id: i64,
+        limit: i64,
+    ) -> DbResult<Vec<GoVersion>> {
+        self.count("go_versions.page");
+        let q = select(
+            self.backend() == packyard_store::db::Backend::MySql,
+            "repository_id = $1 AND module = $2 AND id > $3 ORDER BY id LIMIT $4",
+        );
+        let rows = sqlx::query(&q).bind(repo).bind(module).bind(after_id).bind(limit).fetch_all(self.pool()).await?;
+        rows.iter().map(parse).collect()
+    }
+
+    /// Inserts (or, with `replace`, replaces) a version inside the writer's transaction.
+    pub async fn put_go_version(
+        &self,
+        tx: &mut Transaction<'_, Any>,
+        v: &GoVersion,
+        uploaded_by: &str,
+        replace: bool,
+    ) -> DbResult<()> {
+        if replace {
+            self.count("go_versions.replace");
+            sqlx::query(sql!(
+                self,
+                "DELETE FROM go_versions WHERE repository_id = $1 AND module = $2 AND version = $3"
+            ))
+            .bind(v.repository_id)
+            .bind(v.module.as_str())
+            .bind(v.version.as_str())
+            .execute(&mut **tx)
+            .await?;
+        }
+        self.count("go_versions.insert");
+        sqlx::query(sql!(self, "INSERT INTO go_versions (repository_id, module, version, time_ms, mod_sha256, mod_size, zip_sha256, zip_size, uploaded_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"))
+            .bind(v.repository_id)
+            .bind(v.module.as_str())
+            .bind(v.version.as_str())
+            .bind(v.time_ms)
+            .bind(v.mod_sha256.as_str())
+            .bind(v.mod_size)
+            .bind(v.zip_sha256.as_str())
+            .bind(v.zip_size)
+            .bind(uploaded_by)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
+
+    pub async fn delete_go_version(&self, tx: &mut Transaction<'_, Any>, id: i64) -> DbResult<bool> {
+        self.count("go_versions.delete");
+        let done = sqlx::query(sql!(self, "DELETE FROM go_versions WHERE id = $1")).bind(id).execute(&mut **tx).await?;
+        Ok(done.rows_affected() == 1)
+    }
+}

@@ -1,0 +1,20 @@
+//! `packyard-formats`: APT, Alpine APK, Go modules and Conan 2, each a slice over the engine of
+//! `packyard-core` — its storage, its hosted rules, its index or projection builder, its group
+//! merge, its proxy rule. No format uses another's code.
+
+pub mod apk;
+pub mod apt;
+pub mod conan;
+pub mod go;
+
+use packyard_model::repos::{Format, NewRepository};
+
+/// Each format's own checks of a definition the model validated: what needs the format's codec
+/// (an upstream key that must parse) or its path rules (APK architectures are path segments).
+pub fn check_settings(new: &NewRepository) -> Result<(), String> {
+    match new.format {
+        Format::Apt => apt::check_settings(new),
+        Format::Apk => apk::check_settings(new),
+        Format::Go | Format::Conan => Ok(()),
+    }
+}

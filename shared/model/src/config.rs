@@ -1,0 +1,776 @@
+//! The one typed configuration, loaded once: defaults < `packyard.toml` (or `--config` /
+//! `PACKYARD_CONFIG`) < `PACKYARD_<SECTION>__<KEY>` environment variables.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use figment::providers::{Format, Serialized, Toml};
+use figment::value::{Dict, Value};
+use figment::Figment;
+use serde::{Deserialize, Serialize};
+
+/// Default public listener.
+pub const DEFAULT_BIND: &str = "127.0.0.1:8080";
+/// Default management listener.
+pub const DEFAULT_MANAGEMENT_BIND: &str = "127.0.0.1:8081";
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub server: ServerConfig,
+    pub database: DatabaseConfig,
+    pub blobs: BlobsConfig,
+    pub cache: CacheConfig,
+    pub events: EventsConfig,
+    pub worker: WorkerConfig,
+    pub proxy: ProxyConfig,
+    pub go: GoConfig,
+    pub conan: ConanConfig,
+    pub log: LogConfig,
+    pub security: SecurityConfig,
+    pub debug: DebugConfig,
+}
+
+/// Switches for tests and diagnosis; all off in production.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DebugConfig {
+    /// Serves the internal test format under `/repository/<name>/_test/` (pipeline tests).
+    pub test_format: bool,
+    /// Makes each test-format build take this long (to kill a worker mid-build in tests).
+    pub build_delay_ms: u64,
+    /// Kills the process with SIGKILL when a publication reaches this point (fault tests):
+    /// one of `claimed`, `built`, `before_cas`, `after_cas`; empty never.
+    pub crash_at: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    pub bind: SocketAddr,
+    pub management_bind: SocketAddr,
+    /// Larger uploads get 413 before anything is stored.
+    pub max_upload_bytes: u64,
+    /// Where generated state (admin password, secret) lives.
+    pub data_dir: PathBuf,
+    /// HTTP worker threads; 0 means one per core.
+    pub workers: usize,
+    /// How long a graceful shutdown waits for in-flight requests.
+    pub shutdown_timeout_secs: u64,
+    /// A client gets this long to send a request's head (then 408 and the connection closes):
+    /// a slowloris connection cannot stay open on a trickle of header bytes.
+    pub header_timeout_ms: u64,
+    /// Longest pause between two pieces of an upload's body (then 408, nothing stored).
+    pub body_idle_timeout_ms: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DatabaseConfig {
+    pub url: String,
+    pub max_connections: u32,
+    pub min_connections: u32,
+    pub acquire_timeout_ms: u64,
+    /// Per-statement limit on PostgreSQL and MariaDB/MySQL; 0 disables it.
+    pub statement_timeout_ms: u64,
+    /// SQLite only: how long a writer waits for the write lock.
+    pub busy_timeout_ms: u64,
+    /// Apply pending migrations at start (under a database lock). When false, the process waits
+    /// until `packyard-api migrate` has applied them (one Job per release in Kubernetes).
+    pub migrate_on_start: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BlobsKind {
+    File,
+    S3,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BlobsConfig {
+    pub kind: BlobsKind,
+    pub path: PathBuf,
+    pub s3: S3Config,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct S3Config {
+    pub bucket: Option<String>,
+    pub endpoint: Option<String>,
+    pub region: Option<String>,
+    pub access_key_id: Option<String>,
+    pub secret_access_key: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CacheConfig {
+    pub redis_url: Option<String>,
+    pub watermark_ttl_ms: u64,
+    /// Memory for published snapshot files held by each replica.
+    pub snapshot_cache_bytes: u64,
+    /// Memory for recently served blobs (package files) held by each replica; 0 turns it off.
+    pub blob_cache_bytes: u64,
+    /// Blobs larger than this are always streamed from the blob store.
+    pub blob_cache_max_object_bytes: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EventsConfig {
+    pub amqp_url: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WorkerConfig {
+    pub embedded: bool,
+    pub debounce_ms: u64,
+    pub max_delay_ms: u64,
+    pub poll_ms: u64,
+    /// How long a claimed unit stays leased without renewal; a dead worker's unit is taken over
+    /// after this.
+    pub lease_ms: u64,
+    /// Older snapshots kept per unit beside the current one, and for how long at least.
+    pub keep_snapshots: u64,
+    pub snapshot_grace_secs: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProxyConfig {
+    /// Allow upstreams on loopback, private and link-local addresses (tests, internal mirrors).
+    pub allow_private_addresses: bool,
+    /// Networks (CIDR) proxies may reach even though they are not public, e.g. an internal
+    /// mirror at `10.1.2.0/24`; narrower than `allow_private_addresses`.
+    pub allowed_networks: Vec<String>,
+    /// Time to establish a connection to an upstream.
+    pub connect_timeout_ms: u64,
+    /// Longest wait for the next bytes of an upstream response (head or body).
+    pub read_timeout_ms: u64,
+    /// Upstream fetches in flight at once, per process (the bound on outbound connections).
+    pub max_concurrent_fetches: usize,
+    /// Idle keep-alive connections kept per upstream host.
+    pub max_idle_per_host: usize,
+    /// Largest upstream file a proxy stores.
+    pub max_object_bytes: u64,
+}
+
+/// Go module zip limits: the go command's, which a server may lower (never raise: the go
+/// command would refuse a bigger zip anyway).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GoConfig {
+    pub max_zip_bytes: u64,
+    pub max_unzipped_bytes: u64,
+    pub max_go_mod_bytes: u64,
+    pub max_license_bytes: u64,
+}
+
+impl Default for GoConfig {
+    fn default() -> Self {
+        Self {
+            max_zip_bytes: 500 << 20,
+            max_unzipped_bytes: 500 << 20,
+            max_go_mod_bytes: 16 << 20,
+            max_license_bytes: 16 << 20,
+        }
+    }
+}
+
+/// Conan: how long a token from `v2/users/authenticate` lives.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ConanConfig {
+    pub token_ttl_secs: u64,
+}
+
+impl Default for ConanConfig {
+    fn default() -> Self {
+        Self { token_ttl_secs: 3600 }
+    }
+}
+
+impl ProxyConfig {
+    /// Which upstream addresses proxies may reach.
+    pub fn address_policy(&self) -> Result<crate::net::AddressPolicy, String> {
+        crate::net::AddressPolicy::new(self.allow_private_addresses, &self.allowed_networks)
+    }
+}
+
+impl Default for ProxyConfig {
+    fn default() -> Self {
+        Self {
+            allow_private_addresses: false,
+            allowed_networks: Vec::new(),
+            connect_timeout_ms: 5_000,
+            read_timeout_ms: 30_000,
+            max_concurrent_fetches: 32,
+            max_idle_per_host: 8,
+            max_object_bytes: 4 * 1024 * 1024 * 1024,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    pub format: LogFormat,
+    /// A tracing `EnvFilter` directive; `RUST_LOG` overrides it.
+    pub level: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SecurityConfig {
+    pub anonymous_read: bool,
+    pub secret: Option<String>,
+    pub admin_password: Option<String>,
+    /// How long a cached authentication decision or repository record is used.
+    pub auth_cache_ttl_secs: u64,
+    /// How often the security and repository watermarks are read from the database: the bound
+    /// on how long a revoked token keeps working on another replica.
+    pub watermark_ttl_ms: u64,
+    /// Failed logins for one user from one address within the window before 429.
+    pub login_max_failures: u32,
+    pub login_window_secs: u64,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            bind: parse_default_addr(DEFAULT_BIND),
+            management_bind: parse_default_addr(DEFAULT_MANAGEMENT_BIND),
+            max_upload_bytes: 1 << 30,
+            data_dir: PathBuf::from("data"),
+            workers: 0,
+            shutdown_timeout_secs: 30,
+            header_timeout_ms: 5_000,
+            body_idle_timeout_ms: 30_000,
+        }
+    }
+}
+
+fn parse_default_addr(s: &str) -> SocketAddr {
+    s.parse().unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)))
+}
+
+impl Default for DatabaseConfig {
+    fn default() -> Self {
+        Self {
+            url: "sqlite://data/packyard.db".into(),
+            max_connections: 16,
+            min_connections: 0,
+            acquire_timeout_ms: 5_000,
+            statement_timeout_ms: 30_000,
+            busy_timeout_ms: 5_000,
+            migrate_on_start: true,
+        }
+    }
+}
+
+impl Default for BlobsConfig {
+    fn default() -> Self {
+        Self { kind: BlobsKind::File, path: PathBuf::from("data/blobs"), s3: S3Config::default() }
+    }
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        Self {
+            redis_url: None,
+            watermark_ttl_ms: 1_000,
+            snapshot_cache_bytes: 256 << 20,
+            blob_cache_bytes: 256 << 20,
+            blob_cache_max_object_bytes: 8 << 20,
+        }
+    }
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        Self {
+            embedded: true,
+            debounce_ms: 100,
+            max_delay_ms: 5_000,
+            poll_ms: 500,
+            lease_ms: 30_000,
+            keep_snapshots: 2,
+            snapshot_grace_secs: 600,
+        }
+    }
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self { format: LogFormat::Text, level: "info".into() }
+    }
+}
+
+impl Default for SecurityConfig {
+    fn default() -> Self {
+        Self {
+            anonymous_read: true,
+            secret: None,
+            admin_password: None,
+            auth_cache_ttl_secs: 30,
+            watermark_ttl_ms: 1_000,
+            login_max_failures: 10,
+            login_window_secs: 60,
+        }
+    }
+}
+
+/// A configuration that could not be loaded; the message names the offending key.
+#[derive(Debug, thiserror::Error)]
+#[error("configuration error: {0}")]
+pub struct ConfigError(pub String);
+
+/// Keys whose values are never printed.
+const SECRET_KEYS: &[&str] =
+    &["security.secret", "security.admin_password", "blobs.s3.secret_access_key", "blobs.s3.access_key_id"];
+/// Keys that are URLs and may carry a password.
+const URL_KEYS: &[&str] = &["database.url", "cache.redis_url", "events.amqp_url"];
+
+/// Where the configuration came from, kept for `config show`.
+pub struct Loaded {
+    pub config: Config,
+    figment: Figment,
+}
+
+impl Loaded {
+    /// Loads from the process environment and the given (or default) file.
+    pub fn load(explicit_file: Option<&Path>) -> Result<Self, ConfigError> {
+        let env: Vec<(String, String)> = std::env::vars().collect();
+        Self::load_from(explicit_file, &env)
+    }
+
+    /// Loads with an explicit environment (testable without touching the process's).
+    pub fn load_from(explicit_file: Option<&Path>, env: &[(String, String)]) -> Result<Self, ConfigError> {
+        let from_env = env.iter().find(|(k, _)| k == "PACKYARD_CONFIG").map(|(_, v)| PathBuf::from(v));
+        let file = explicit_file.map(Path::to_path_buf).or(from_env);
+        let mut figment = Figment::from(Serialized::defaults(Config::default()));
+        match &file {
+            Some(path) => {
+                if !path.is_file() {
+                    return Err(ConfigError(format!("configuration file {} does not exist", path.display())));
+                }
+                figment = figment.merge(Toml::file(path));
+            }
+            None => figment = figment.merge(Toml::file("packyard.toml")),
+        }
+        figment = figment.merge(env_provider(env)?);
+        let config: Config = figment.extract().map_err(|e| ConfigError(describe(&e)))?;
+        config.validate()?;
+        Ok(Self { config, figment })
+    }
+
+    /// Every effective value with its source, secrets masked, one `key = value  # source` a line.
+    pub fn show(&self) -> String {
+        let mut out = String::new();
+        let value = match Value::serialize(&self.config) {
+            Ok(v) => v,
+            Err(e) => return format!("# cannot render configuration: {e}\n"),
+        };
+        let mut flat = Vec::new();
+        flatten("", &value, &mut flat);
+        for (key, rendered) in flat {
+            let shown = if SECRET_KEYS.contains(&key.as_str()) && rendered != "(unset)" {
+                "\"********\"".to_string()
+            } else if URL_KEYS.contains(&key.as_str()) {
+                mask_url_password(&rendered)
+            } else {
+                rendered
+            };
+            let source = match self.figment.find_metadata(&key) {
+                Some(md) if md.name.contains("environment") => {
+                    format!("environment {}", env_var_name(&key))
+                }
+                Some(md) if md.name.contains("TOML") => match &md.source {
+                    Some(src) => format!("{} {}", md.name, src),
+                    None => md.name.to_string(),
+                },
+                Some(_) | None => "default".into(),
+            };
+            out.push_str(&format!("{key} = {shown}  # {source}\n"));
+        }
+        out
+    }
+}
+
+fn env_var_name(key: &str) -> String {
+    let mut parts = key.splitn(2, '.');
+    let section = parts.next().unwrap_or_default();
+    let rest = parts.next().unwrap_or_default().replace('.', "__");
+    format!("PACKYARD_{}__{}", section.to_uppercase(), rest.to_uppercase())
+}
+
+/// `PACKYARD_<SECTION>__<KEY>` → `section.key`. `PACKYARD_CONFIG` names the file instead.
+fn env_provider(env: &[(String, String)]) -> Result<Dict_, ConfigError> {
+    let mut dict = Dict::new();
+    for (name, raw) in env {
+        let Some(rest) = name.strip_prefix("PACKYARD_") else {
+            continue;
+        };
+        if rest == "CONFIG" {
+            continue;
+        }
+        let path: Vec<String> = rest.split("__").map(str::to_lowercase).collect();
+        if path.iter().any(String::is_empty) || path.len() < 2 {
+            return Err(ConfigError(format!(
+                "environment variable {name} does not name a key: use PACKYARD_<SECTION>__<KEY>"
+            )));
+        }
+        let value: Value = raw.parse().unwrap_or_else(|_| Value::from(raw.clone()));
+        insert_path(&mut dict, &path, value);
+    }
+    Ok(Dict_(dict))
+}
+
+/// An in-memory provider that figment reports as "environment variable".
+struct Dict_(Dict);
+
+impl figment::Provider for Dict_ {
+    fn metadata(&self) -> figment::Metadata {
+        figment::Metadata::named("environment variable")
+    }
+    fn data(&self) -> Result<figment::value::Map<figment::Profile, Dict>, figment::Error> {
+        let mut map = figment::value::Map::new();
+        map.insert(figment::Profile::Default, self.0.clone());
+        Ok(map)
+    }
+}
+
+fn insert_path(dict: &mut Dict, path: &[String], value: Value) {
+    match path {
+        [] => {}
+        [last] => {
+            dict.insert(last.clone(), value);
+        }
+        [first, rest @ ..] => {
+            let entry = dict.entry(first.clone()).or_insert_with(|| Value::from(Dict::new()));
+            if let Value::Dict(_, inner) = entry {
+                insert_path(inner, rest, value);
+            } else {
+                let mut inner = Dict::new();
+                insert_path(&mut inner, rest, value);
+                *entry = Value::from(inner);
+            }
+        }
+    }
+}
+
+fn flatten(prefix: &str, value: &Value, out: &mut Vec<(String, String)>) {
+    match value {
+        Value::Dict(_, dict) => {
+            for (k, v) in dict {
+                let key = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                flatten(&key, v, out);
+            }
+        }
+        Value::Empty(..) => out.push((prefix.to_string(), "(unset)".into())),
+        Value::String(_, s) => out.push((prefix.to_string(), format!("{s:?}"))),
+        other => {
+            let rendered = match other.to_num() {
+                Some(n) => match n.to_u128() {
+                    Some(u) => u.to_string(),
+                    None => n.to_i128().map_or_else(|| format!("{:?}", n.to_f64()), |i| i.to_string()),
+                },
+                None => match other.to_bool() {
+                    Some(b) => b.to_string(),
+                    None => format!("{other:?}"),
+                },
+            };
+            out.push((prefix.to_string(), rendered));
+        }
+    }
+}
+
+/// Replaces the password of a URL-shaped (quoted) value with `****`.
+fn mask_url_password(rendered: &str) -> String {
+    let inner = rendered.trim_matches('"');
+    match url::Url::parse(inner) {
+        Ok(mut u) if u.password().is_some() => {
+            let _ = u.set_password(Some("****"));
+            format!("\"{u}\"")
+        }
+        _ => rendered.to_string(),
+    }
+}
+
+/// Turns a figment error into one line per problem that names the key in `section.key` form.
+fn describe(err: &figment::Error) -> String {
+    err.clone()
+        .into_iter()
+        .map(|e| {
+            let key = e.path.join(".");
+            let origin = e
+                .metadata
+                .as_ref()
+                .map(|md| match &md.source {
+                    Some(src) => format!(" (from {} {})", md.name, src),
+                    None if md.name.contains("environment") => {
+                        format!(" (from environment variable {})", env_var_name(&key))
+                    }
+                    None => format!(" (from {})", md.name),
+                })
+                .unwrap_or_default();
+            let kind = match &e.kind {
+                figment::error::Kind::UnknownField(field, _) => {
+                    let full = if key.is_empty() {
+                        field.clone()
+                    } else if key == *field || key.ends_with(&format!(".{field}")) {
+                        key.clone()
+                    } else {
+                        format!("{key}.{field}")
+                    };
+                    return format!("unknown key `{full}`{origin}");
+                }
+                other => other.to_string(),
+            };
+            if key.is_empty() {
+                format!("{kind}{origin}")
+            } else {
+                format!("bad value for key `{key}`: {kind}{origin}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+impl Config {
+    /// Checks the rules serde cannot express; each error names the key.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.conan.token_ttl_secs == 0 {
+            return Err(ConfigError("bad value for key `conan.token_ttl_secs`: must be at least 1".into()));
+        }
+        let go = GoConfig::default();
+        for (key, value, max) in [
+            ("go.max_zip_bytes", self.go.max_zip_bytes, go.max_zip_bytes),
+            ("go.max_unzipped_bytes", self.go.max_unzipped_bytes, go.max_unzipped_bytes),
+            ("go.max_go_mod_bytes", self.go.max_go_mod_bytes, go.max_go_mod_bytes),
+            ("go.max_license_bytes", self.go.max_license_bytes, go.max_license_bytes),
+        ] {
+            if value == 0 || value > max {
+                return Err(ConfigError(format!(
+                    "bad value for key `{key}`: {value} must be between 1 and {max} (the go command's own limit)"
+                )));
+            }
+        }
+        let url = &self.database.url;
+        let scheme = url.split("://").next().unwrap_or_default();
+        if !url.contains("://") || !matches!(scheme, "sqlite" | "postgres" | "postgresql" | "mysql" | "mariadb") {
+            return Err(ConfigError(format!(
+                "bad value for key `database.url`: {url:?} must start with sqlite://, postgres:// or mysql://"
+            )));
+        }
+        if self.database.max_connections == 0 {
+            return Err(ConfigError("bad value for key `database.max_connections`: must be at least 1".into()));
+        }
+        if self.database.min_connections > self.database.max_connections {
+            return Err(ConfigError(
+                "bad value for key `database.min_connections`: must not exceed database.max_connections".into(),
+            ));
+        }
+        for (key, v) in [
+            ("server.header_timeout_ms", self.server.header_timeout_ms),
+            ("server.body_idle_timeout_ms", self.server.body_idle_timeout_ms),
+        ] {
+            if v == 0 || v > 3_600_000 {
+                return Err(ConfigError(format!("bad value for key `{key}`: use 1 to 3600000 (one hour)")));
+            }
+        }
+        if self.server.max_upload_bytes == 0 {
+            return Err(ConfigError("bad value for key `server.max_upload_bytes`: must be positive".into()));
+        }
+        for (key, v) in [
+            ("proxy.connect_timeout_ms", self.proxy.connect_timeout_ms),
+            ("proxy.read_timeout_ms", self.proxy.read_timeout_ms),
+            ("proxy.max_concurrent_fetches", self.proxy.max_concurrent_fetches as u64),
+            ("proxy.max_object_bytes", self.proxy.max_object_bytes),
+        ] {
+            if v == 0 {
+                return Err(ConfigError(format!("bad value for key `{key}`: must be positive")));
+            }
+        }
+        self.proxy.address_policy().map_err(ConfigError)?;
+        if self.worker.debounce_ms > self.worker.max_delay_ms {
+            return Err(ConfigError(
+                "bad value for key `worker.debounce_ms`: must not exceed worker.max_delay_ms".into(),
+            ));
+        }
+        for (key, v) in [("worker.lease_ms", self.worker.lease_ms), ("worker.max_delay_ms", self.worker.max_delay_ms)] {
+            if v == 0 || v > 86_400_000 {
+                return Err(ConfigError(format!("bad value for key `{key}`: use 1 to 86400000 (one day)")));
+            }
+        }
+        if !self.debug.crash_at.is_empty() && !crate::crash::POINTS.contains(&self.debug.crash_at.as_str()) {
+            return Err(ConfigError(format!(
+                "bad value for key `debug.crash_at`: use one of {}",
+                crate::crash::POINTS.join(", ")
+            )));
+        }
+        if self.blobs.kind == BlobsKind::S3 && self.blobs.s3.bucket.is_none() {
+            return Err(ConfigError(
+                "missing value for key `blobs.s3.bucket` (required when blobs.kind = \"s3\")".into(),
+            ));
+        }
+        if !scheme.starts_with("sqlite") && self.security.secret.is_none() {
+            return Err(ConfigError(
+                "missing value for key `security.secret`: it must be set explicitly (e.g. PACKYARD_SECURITY__SECRET) when the database is not SQLite, so that every replica shares it".into(),
+            ));
+        }
+        if self.security.watermark_ttl_ms == 0 || self.security.watermark_ttl_ms > 2_000 {
+            return Err(ConfigError(
+                "bad value for key `security.watermark_ttl_ms`: use 1 to 2000 (revocations must reach every replica within 2 s)".into(),
+            ));
+        }
+        if self.security.login_max_failures == 0 {
+            return Err(ConfigError("bad value for key `security.login_max_failures`: must be at least 1".into()));
+        }
+        if let Some(secret) = &self.security.secret {
+            if secret.len() < 16 {
+                return Err(ConfigError("bad value for key `security.secret`: use at least 16 characters".into()));
+            }
+        }
+        for (key, value) in [("cache.redis_url", &self.cache.redis_url), ("events.amqp_url", &self.events.amqp_url)] {
+            if let Some(v) = value {
+                if url::Url::parse(v).is_err() {
+                    return Err(ConfigError(format!("bad value for key `{key}`: {v:?} is not a URL")));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn is_sqlite(&self) -> bool {
+        self.database.url.starts_with("sqlite:")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    fn load(file: Option<&Path>, pairs: &[(&str, &str)]) -> Result<Loaded, ConfigError> {
+        Loaded::load_from(file, &env(pairs))
+    }
+
+    #[test]
+    fn defaults_match_the_contract() -> Result<(), ConfigError> {
+        let dir = tempfile::tempdir().map_err(|e| ConfigError(e.to_string()))?;
+        let file = dir.path().join("empty.toml");
+        std::fs::write(&file, "").map_err(|e| ConfigError(e.to_string()))?;
+        let c = load(Some(&file), &[])?.config;
+        assert_eq!(c.server.bind.to_string(), "127.0.0.1:8080");
+        assert_eq!(c.server.management_bind.to_string(), "127.0.0.1:8081");
+        assert_eq!(c.server.max_upload_bytes, 1 << 30);
+        assert_eq!(c.database.url, "sqlite://data/packyard.db");
+        assert_eq!(c.blobs.kind, BlobsKind::File);
+        assert_eq!(c.blobs.path, PathBuf::from("data/blobs"));
+        assert_eq!(c.cache.watermark_ttl_ms, 1000);
+        assert!(c.worker.embedded);
+        assert_eq!((c.worker.debounce_ms, c.worker.max_delay_ms, c.worker.poll_ms), (100, 5000, 500));
+        assert!(!c.proxy.allow_private_addresses);
+        assert_eq!(c.log.format, LogFormat::Text);
+        assert!(c.security.anonymous_read);
+        Ok(())
+    }
+
+    #[test]
+    fn env_overrides_file_overrides_defaults() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let file = dir.path().join("p.toml");
+        std::fs::write(&file, "[server]\nbind = \"127.0.0.1:9000\"\nmax_upload_bytes = 2048\n")?;
+        let loaded = load(Some(&file), &[("PACKYARD_SERVER__BIND", "0.0.0.0:9100"), ("PACKYARD_LOG__FORMAT", "json")])?;
+        assert_eq!(loaded.config.server.bind.to_string(), "0.0.0.0:9100");
+        assert_eq!(loaded.config.server.max_upload_bytes, 2048);
+        assert_eq!(loaded.config.log.format, LogFormat::Json);
+        let shown = loaded.show();
+        assert!(shown.contains("server.bind = \"0.0.0.0:9100\"  # environment PACKYARD_SERVER__BIND"), "{shown}");
+        assert!(shown.contains("server.max_upload_bytes = 2048  # TOML file"), "{shown}");
+        assert!(shown.contains("worker.poll_ms = 500  # default"), "{shown}");
+        Ok(())
+    }
+
+    #[test]
+    fn config_file_from_env_variable() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let file = dir.path().join("other.toml");
+        std::fs::write(&file, "[worker]\npoll_ms = 42\n")?;
+        let path = file.to_string_lossy().to_string();
+        let loaded = load(None, &[("PACKYARD_CONFIG", path.as_str())])?;
+        assert_eq!(loaded.config.worker.poll_ms, 42);
+        Ok(())
+    }
+
+    #[test]
+    fn unknown_key_in_file_is_named() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let file = dir.path().join("p.toml");
+        std::fs::write(&file, "[server]\nbindd = \"127.0.0.1:9000\"\n")?;
+        let err = load(Some(&file), &[]).err().ok_or("expected an error")?;
+        assert!(err.to_string().contains("unknown key `server.bindd`"), "{err}");
+        Ok(())
+    }
+
+    #[test]
+    fn unknown_key_in_env_is_named() -> Result<(), Box<dyn std::error::Error>> {
+        let err = load(None, &[("PACKYARD_WORKER__POLLMS", "5")]).err().ok_or("expected an error")?;
+        assert!(err.to_string().contains("unknown key `worker.pollms`"), "{err}");
+        let err = load(None, &[("PACKYARD_NOSUCH__KEY", "5")]).err().ok_or("expected an error")?;
+        assert!(err.to_string().contains("unknown key `nosuch`"), "{err}");
+        Ok(())
+    }
+
+    #[test]
+    fn malformed_values_are_named() -> Result<(), Box<dyn std::error::Error>> {
+        let err = load(None, &[("PACKYARD_SERVER__BIND", "not-an-address")]).err().ok_or("expected an error")?;
+        assert!(err.to_string().contains("`server.bind`"), "{err}");
+        let err = load(None, &[("PACKYARD_SERVER__MAX_UPLOAD_BYTES", "lots")]).err().ok_or("expected an error")?;
+        assert!(err.to_string().contains("`server.max_upload_bytes`"), "{err}");
+        let err = load(None, &[("PACKYARD_LOG__FORMAT", "xml")]).err().ok_or("expected an error")?;
+        assert!(err.to_string().contains("`log.format`"), "{err}");
+        let err = load(None, &[("PACKYARD_DATABASE__URL", "oracle://x")]).err().ok_or("expected an error")?;
+        assert!(err.to_string().contains("`database.url`"), "{err}");
+        // Go limits go down, never up.
+        let err = load(None, &[("PACKYARD_GO__MAX_GO_MOD_BYTES", "999999999")]).err().ok_or("expected an error")?;
+        assert!(err.to_string().contains("`go.max_go_mod_bytes`") && err.to_string().contains("16777216"), "{err}");
+        let lowered = load(None, &[("PACKYARD_GO__MAX_ZIP_BYTES", "1048576")])?;
+        assert_eq!(lowered.config.go.max_zip_bytes, 1 << 20);
+        Ok(())
+    }
+
+    #[test]
+    fn non_sqlite_needs_explicit_secret() -> Result<(), Box<dyn std::error::Error>> {
+        let err = load(None, &[("PACKYARD_DATABASE__URL", "postgres://u@h/db")]).err().ok_or("expected an error")?;
+        assert!(err.to_string().contains("`security.secret`"), "{err}");
+        let ok = load(
+            None,
+            &[
+                ("PACKYARD_DATABASE__URL", "postgres://u:pw@h/db"),
+                ("PACKYARD_SECURITY__SECRET", "0123456789abcdef0123"),
+            ],
+        )?;
+        let shown = ok.show();
+        assert!(shown.contains("database.url = \"postgres://u:****@h/db\""), "{shown}");
+        assert!(shown.contains("security.secret = \"********\""), "{shown}");
+        assert!(!shown.contains("0123456789abcdef"), "{shown}");
+        assert!(!shown.contains(":pw@"), "{shown}");
+        Ok(())
+    }
+}

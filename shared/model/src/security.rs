@@ -1,0 +1,252 @@
+//! Actions, privileges, principals and the one decision function.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// The built-in role that holds every action on every repository and the admin API.
+pub const ADMIN_ROLE: &str = "admin";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    Read,
+    Write,
+    Delete,
+    Admin,
+}
+
+impl Action {
+    pub const ALL: [Action; 4] = [Action::Read, Action::Write, Action::Delete, Action::Admin];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Read => "read",
+            Self::Write => "write",
+            Self::Delete => "delete",
+            Self::Admin => "admin",
+        }
+    }
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Action {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "read" => Ok(Self::Read),
+            "write" => Ok(Self::Write),
+            "delete" => Ok(Self::Delete),
+            "admin" => Ok(Self::Admin),
+            other => Err(format!("unknown action {other:?}; use read, write, delete or admin")),
+        }
+    }
+}
+
+/// Actions on the repositories whose names match a glob (`*` any run, `?` one character).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Privilege {
+    pub repositories: String,
+    pub actions: Vec<Action>,
+}
+
+impl Privilege {
+    pub fn validate(&self) -> Result<(), String> {
+        let p = &self.repositories;
+        let ok =
+            !p.is_empty() && p.len() <= 128 && p.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-*?".contains(&b));
+        if !ok {
+            return Err(format!(
+                "invalid repository pattern {p:?}: use repository-name characters with * and ? as wildcards"
+            ));
+        }
+        if self.actions.is_empty() {
+            return Err(format!("the privilege on {p:?} lists no actions"));
+        }
+        Ok(())
+    }
+
+    pub fn covers(&self, repository: &str, action: Action) -> bool {
+        self.actions.contains(&action) && glob_match(&self.repositories, repository)
+    }
+
+    /// Covers every repository (the pattern is `*`): what the global admin API needs.
+    pub fn is_global(&self) -> bool {
+        self.repositories == "*"
+    }
+}
+
+/// Glob match with `*` (any run, also empty) and `?` (one character); iterative, linear-ish.
+pub fn glob_match(pattern: &str, name: &str) -> bool {
+    let (p, n) = (pattern.as_bytes(), name.as_bytes());
+    let (mut pi, mut ni) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ni < n.len() {
+        if pi < p.len() && (p[pi] == b'?' || p[pi] == n[ni]) {
+            pi += 1;
+            ni += 1;
+        } else if pi < p.len() && p[pi] == b'*' {
+            star = Some((pi, ni));
+            pi += 1;
+        } else if let Some((sp, sn)) = star {
+            pi = sp + 1;
+            ni = sn + 1;
+            star = Some((sp, sn + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&c| c == b'*')
+}
+
+/// A token's narrowing: it can never do more than its user, only less.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenScope {
+    pub token_id: String,
+    pub repositories: Option<String>,
+    pub actions: Option<Vec<Action>>,
+    pub expires_at: Option<i64>,
+}
+
+/// Who is calling, with everything needed to decide without the database.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Principal {
+    Anonymous { privileges: Vec<Privilege> },
+    User { id: i64, username: String, privileges: Vec<Privilege>, token: Option<TokenScope> },
+}
+
+/// What the decision needs to know about the repository.
+#[derive(Debug, Clone, Copy)]
+pub struct RepoFacts<'a> {
+    pub name: &'a str,
+    pub anonymous_read: bool,
+}
+
+impl Principal {
+    pub fn username(&self) -> &str {
+        match self {
+            Self::Anonymous { .. } => "anonymous",
+            Self::User { username, .. } => username,
+        }
+    }
+
+    pub fn is_anonymous(&self) -> bool {
+        matches!(self, Self::Anonymous { .. })
+    }
+
+    /// May this principal perform `action` on the repository? `global_anonymous_read` is
+    /// `security.anonymous_read`. Anonymous callers can only ever read.
+    pub fn allows(&self, repo: RepoFacts<'_>, action: Action, global_anonymous_read: bool) -> bool {
+        match self {
+            Self::Anonymous { privileges } => {
+                action == Action::Read
+                    && global_anonymous_read
+                    && repo.anonymous_read
+                    && privileges.iter().any(|p| p.covers(repo.name, action))
+            }
+            Self::User { privileges, token, .. } => {
+                if let Some(t) = token {
+                    if t.repositories.as_deref().is_some_and(|pat| !glob_match(pat, repo.name)) {
+                        return false;
+                    }
+                    if t.actions.as_ref().is_some_and(|a| !a.contains(&action)) {
+                        return false;
+                    }
+                }
+                privileges.iter().any(|p| p.covers(repo.name, action))
+            }
+        }
+    }
+
+    /// The global admin privilege (`admin` on `*`), needed by the admin API outside one repository.
+    pub fn is_admin(&self) -> bool {
+        match self {
+            Self::Anonymous { .. } => false,
+            Self::User { privileges, token, .. } => {
+                let token_ok = token.as_ref().is_none_or(|t| {
+                    t.repositories.as_deref().is_none_or(|r| r == "*")
+                        && t.actions.as_ref().is_none_or(|a| a.contains(&Action::Admin))
+                });
+                token_ok && privileges.iter().any(|p| p.is_global() && p.actions.contains(&Action::Admin))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs() {
+        for (p, n, m) in [
+            ("*", "anything", true),
+            ("debs-*", "debs-prod", true),
+            ("debs-*", "debs-", true),
+            ("debs-*", "debs", false),
+            ("d?bs", "debs", true),
+            ("*-prod", "go-prod", true),
+            ("*-prod", "go-production", false),
+            ("a*b*c", "aXXbYYc", true),
+            ("a*b*c", "aXXbYY", false),
+            ("exact", "exact", true),
+            ("exact", "exactly", false),
+        ] {
+            assert_eq!(glob_match(p, n), m, "{p} vs {n}");
+        }
+    }
+
+    fn user(privs: &[(&str, &[Action])], token: Option<TokenScope>) -> Principal {
+        Principal::User {
+            id: 1,
+            username: "u".into(),
+            privileges: privs
+                .iter()
+                .map(|(r, a)| Privilege { repositories: r.to_string(), actions: a.to_vec() })
+                .collect(),
+            token,
+        }
+    }
+
+    #[test]
+    fn decisions() {
+        let debs = RepoFacts { name: "debs", anonymous_read: true };
+        let closed = RepoFacts { name: "closed", anonymous_read: false };
+        let anon = Principal::Anonymous {
+            privileges: vec![Privilege { repositories: "*".into(), actions: vec![Action::Read, Action::Write] }],
+        };
+        assert!(anon.allows(debs, Action::Read, true));
+        assert!(!anon.allows(debs, Action::Read, false), "global switch");
+        assert!(!anon.allows(closed, Action::Read, true), "per-repository flag");
+        assert!(!anon.allows(debs, Action::Write, true), "anonymous never writes");
+
+        let writer = user(&[("deb*", &[Action::Read, Action::Write])], None);
+        assert!(writer.allows(debs, Action::Write, true));
+        assert!(!writer.allows(debs, Action::Delete, true));
+        assert!(!writer.allows(closed, Action::Read, true));
+        assert!(!writer.is_admin());
+
+        let narrowed = user(
+            &[("*", &Action::ALL)],
+            Some(TokenScope {
+                token_id: "t".into(),
+                repositories: Some("debs".into()),
+                actions: Some(vec![Action::Read]),
+                expires_at: None,
+            }),
+        );
+        assert!(narrowed.allows(debs, Action::Read, true));
+        assert!(!narrowed.allows(debs, Action::Write, true));
+        assert!(!narrowed.allows(closed, Action::Read, true));
+        assert!(!narrowed.is_admin());
+        assert!(user(&[("*", &Action::ALL)], None).is_admin());
+        assert!(!user(&[("d*", &Action::ALL)], None).is_admin());
+    }
+}

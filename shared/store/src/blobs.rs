@@ -1,0 +1,851 @@
+//! The blob store: bytes addressed by their SHA-256. The file implementation writes to a
+//! temporary file while hashing, fsyncs, and renames into place, so a final name only ever holds
+//! a complete blob. [`s3::S3Store`] fills the same trait with the same layout in a bucket.
+
+use std::fmt;
+use std::io::{self, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures_util::{Stream, StreamExt};
+use sha2::{Digest, Sha256};
+use tokio::fs::{self, File};
+use tokio::io::AsyncReadExt;
+
+use crate::metrics::Metrics;
+
+pub mod hot;
+pub mod s3;
+
+/// A lowercase hex SHA-256, validated on construction so it is always safe as a path component.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Sha256Hex(String);
+
+impl Sha256Hex {
+    pub fn parse(s: &str) -> Result<Self, BlobError> {
+        if s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+            Ok(Self(s.to_string()))
+        } else {
+            Err(BlobError::InvalidDigest(s.chars().take(80).collect()))
+        }
+    }
+
+    pub fn of(bytes: &[u8]) -> Self {
+        Self(hex::encode(Sha256::digest(bytes)))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Sha256Hex {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for Sha256Hex {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "sha256:{}", self.0)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BlobError {
+    #[error("blob {0} not found")]
+    NotFound(Sha256Hex),
+    #[error("upload exceeds the limit of {limit} bytes")]
+    TooLarge { limit: u64 },
+    #[error("range not satisfiable: the blob is {size} bytes")]
+    RangeNotSatisfiable { size: u64 },
+    #[error("not a SHA-256 digest: {0:?}")]
+    InvalidDigest(String),
+    #[error("blob store is full: {0}")]
+    Full(io::Error),
+    #[error("blob store I/O error: {0}")]
+    Io(#[from] io::Error),
+}
+
+impl BlobError {
+    fn from_write(e: io::Error) -> Self {
+        // ENOSPC / EDQUOT: the store is full, which the client should hear about as 507.
+        match e.raw_os_error() {
+            Some(code) if code == libc::ENOSPC || code == libc::EDQUOT => Self::Full(e),
+            _ => Self::Io(e),
+        }
+    }
+}
+
+/// What a finished write stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredBlob {
+    pub sha256: Sha256Hex,
+    pub size: u64,
+    /// False when identical content was already stored (deduplicated).
+    pub created: bool,
+}
+
+/// An inclusive byte range `start..=end` within a blob.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ByteRange {
+    pub start: u64,
+    pub end: u64,
+}
+
+impl ByteRange {
+    pub fn len(&self) -> u64 {
+        self.end - self.start + 1
+    }
+
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+}
+
+/// A requested range before the blob's size is known (from a `Range` header).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RangeSpec {
+    /// `bytes=a-b` or `bytes=a-`.
+    From { start: u64, end: Option<u64> },
+    /// `bytes=-n`: the last n bytes.
+    Suffix(u64),
+}
+
+impl RangeSpec {
+    /// Parses a single-range `Range` header. `None` means "ignore the header and send the whole
+    /// body" (absent, another unit, several ranges, or syntactically invalid — as RFC 9110 allows).
+    ///
+    /// ```
+    /// use packyard_store::blobs::{ByteRange, RangeSpec};
+    /// let spec = RangeSpec::parse_header("bytes=-100").unwrap();
+    /// assert_eq!(spec.resolve(1000).unwrap(), ByteRange { start: 900, end: 999 });
+    /// assert!(RangeSpec::parse_header("bytes=0-1,5-6").is_none());
+    /// ```
+    pub fn parse_header(value: &str) -> Option<Self> {
+        let spec = value.trim().strip_prefix("bytes=")?;
+        if spec.contains(',') {
+            return None;
+        }
+        let (a, b) = spec.trim().split_once('-')?;
+        let (a, b) = (a.trim(), b.trim());
+        if a.is_empty() {
+            let n: u64 = b.parse().ok()?;
+            return Some(Self::Suffix(n));
+        }
+        let start: u64 = a.parse().ok()?;
+        let end = if b.is_empty() { None } else { Some(b.parse().ok()?) };
+        if end.is_some_and(|e| e < start) {
+            return None;
+        }
+        Some(Self::From { start, end })
+    }
+
+    /// Resolves against the blob size; `Err` is a 416.
+    pub fn resolve(self, size: u64) -> Result<ByteRange, BlobError> {
+        match self {
+            Self::From { start, end } => {
+                if start >= size {
+                    return Err(BlobError::RangeNotSatisfiable { size });
+                }
+                let end = end.map_or(size - 1, |e| e.min(size - 1));
+                Ok(ByteRange { start, end })
+            }
+            Self::Suffix(n) => {
+                if n == 0 || size == 0 {
+                    return Err(BlobError::RangeNotSatisfiable { size });
+                }
+                Ok(ByteRange { start: size.saturating_sub(n), end: size - 1 })
+            }
+        }
+    }
+}
+
+pub type ByteStream = Pin<Box<dyn Stream<Item = io::Result<Bytes>> + Send + 'static>>;
+
+/// An open blob: its total size, the part being sent, and the bytes of that part.
+pub struct BlobRead {
+    pub total_size: u64,
+    pub range: Option<ByteRange>,
+    pub body: ByteStream,
+}
+
+impl BlobRead {
+    /// Bytes the body will yield.
+    pub fn content_length(&self) -> u64 {
+        self.range.map_or(self.total_size, |r| r.len())
+    }
+}
+
+/// An upload in progress. Dropping it without [`BlobWrite::finish`] discards what was written.
+#[async_trait]
+pub trait BlobWrite: Send {
+    async fn write(&mut self, chunk: &[u8]) -> Result<(), BlobError>;
+    async fn finish(self: Box<Self>) -> Result<StoredBlob, BlobError>;
+    /// Bytes written so far.
+    fn written(&self) -> u64;
+}
+
+#[async_trait]
+pub trait BlobStore: Send + Sync {
+    /// Starts an upload that fails with [`BlobError::TooLarge`] once more than `limit` bytes arrive.
+    async fn writer(&self, limit: u64) -> Result<Box<dyn BlobWrite>, BlobError>;
+    /// Size of a stored blob, or `None`.
+    async fn stat(&self, digest: &Sha256Hex) -> Result<Option<u64>, BlobError>;
+    /// Opens a blob, optionally a range of it (resolved against the size; past the end → 416).
+    async fn open(&self, digest: &Sha256Hex, range: Option<RangeSpec>) -> Result<BlobRead, BlobError>;
+    /// Opens a blob to send to a client: a store with a memory cache ([`hot::HotCache`]) keeps
+    /// it for the next request. Internal reads (checking an upload, hashing) use [`Self::open`],
+    /// which serves from the cache but does not fill it.
+    async fn open_hot(&self, digest: &Sha256Hex, range: Option<RangeSpec>) -> Result<BlobRead, BlobError> {
+        self.open(digest, range).await
+    }
+    async fn delete(&self, digest: &Sha256Hex) -> Result<(), BlobError>;
+    /// Reachable and writable (readiness).
+    async fn check(&self) -> Result<(), BlobError>;
+
+    /// Stores bytes already in memory.
+    async fn put_bytes(&self, bytes: &[u8]) -> Result<StoredBlob, BlobError> {
+        let mut w = self.writer(u64::MAX).await?;
+        w.write(bytes).await?;
+        w.finish().await
+    }
+
+    /// Reads a part of a blob into memory (e.g. the end of a zip).
+    async fn read_range(&self, digest: &Sha256Hex, range: RangeSpec) -> Result<Bytes, BlobError> {
+        let read = self.open(digest, Some(range)).await?;
+        let mut out = Vec::with_capacity(usize::try_from(read.content_length()).unwrap_or(0));
+        let mut body = read.body;
+        while let Some(chunk) = body.next().await {
+            out.extend_from_slice(&chunk?);
+        }
+        Ok(Bytes::from(out))
+    }
+
+    /// Reads a whole blob into memory (for small blobs such as index files).
+    async fn read_all(&self, digest: &Sha256Hex) -> Result<Bytes, BlobError> {
+        let read = self.open(digest, None).await?;
+        let mut out = Vec::with_capacity(usize::try_from(read.total_size).unwrap_or(0));
+        let mut body = read.body;
+        while let Some(chunk) = body.next().await {
+            out.extend_from_slice(&chunk?);
+        }
+        Ok(Bytes::from(out))
+    }
+}
+
+/// Content-addressed files: `<root>/sha256/<aa>/<bb>/<hex>`, temporaries in `<root>/tmp`.
+pub struct FileStore {
+    root: PathBuf,
+    metrics: Arc<Metrics>,
+}
+
+impl FileStore {
+    /// Opens (creating) the store and removes temporaries abandoned more than a day ago (a
+    /// younger one may belong to another process sharing the volume).
+    pub async fn open(root: impl Into<PathBuf>, metrics: Arc<Metrics>) -> Result<Self, BlobError> {
+        let root = root.into();
+        fs::create_dir_all(root.join("tmp")).await?;
+        fs::create_dir_all(root.join("sha256")).await?;
+        let store = Self { root, metrics };
+        store.sweep_temporaries(std::time::Duration::from_secs(86_400)).await?;
+        Ok(store)
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn final_path(&self, digest: &Sha256Hex) -> PathBuf {
+        let h = digest.as_str();
+        self.root.join("sha256").join(&h[0..2]).join(&h[2..4]).join(h)
+    }
+
+    async fn sweep_temporaries(&self, older_than: std::time::Duration) -> Result<(), BlobError> {
+        let mut entries = fs::read_dir(self.root.join("tmp")).await?;
+        while let Some(entry) = entries.next_entry().await? {
+            let old = entry
+                .metadata()
+                .await
+                .ok()
+                .and_then(|m| m.modified().ok())
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > older_than);
+            if old {
+                let _ = fs::remove_file(entry.path()).await;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Counts a failed blob operation (`packyard_blob_errors_total{op}`); a missing blob or an
+/// unsatisfiable range is the caller's, not the store's.
+fn count_error<T>(metrics: &Metrics, op: &str, r: Result<T, BlobError>) -> Result<T, BlobError> {
+    if let Err(e) = &r {
+        if !matches!(
+            e,
+            BlobError::NotFound(_)
+                | BlobError::RangeNotSatisfiable { .. }
+                | BlobError::TooLarge { .. }
+                | BlobError::InvalidDigest(_)
+        ) {
+            metrics.blob_errors_total.with_label_values(&[op]).inc();
+        }
+    }
+    r
+}
+
+/// Bytes gathered before one trip to the blocking pool hashes and writes them: a 4 MiB upload is
+/// four trips, not one per network read.
+const WRITE_BATCH: usize = 1024 * 1024;
+
+struct FileWrite {
+    /// The temporary and the running hash; taken by each blocking step and handed back.
+    state: Option<(std::fs::File, Sha256)>,
+    pending: Vec<u8>,
+    temp: PathBuf,
+    written: u64,
+    limit: u64,
+    store_root: PathBuf,
+    metrics: Arc<Metrics>,
+    done: bool,
+}
+
+impl Drop for FileWrite {
+    fn drop(&mut self) {
+        if !self.done {
+            // Unfinished: the temporary must not outlive the upload.
+            let _ = std::fs::remove_file(&self.temp);
+        }
+    }
+}
+
+/// Runs file work on the blocking pool; a full disk is [`BlobError::Full`].
+async fn blocking_write<T: Send + 'static>(f: impl FnOnce() -> io::Result<T> + Send + 'static) -> Result<T, BlobError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| BlobError::Io(io::Error::other(e.to_string())))?
+        .map_err(BlobError::from_write)
+}
+
+impl FileWrite {
+    /// Hashes and writes what is pending, off the async executor.
+    async fn flush_pending(&mut self) -> Result<(), BlobError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let (mut file, mut hasher) = self.state.take().ok_or_else(|| io::Error::other("write after a failed write"))?;
+        let buf = std::mem::take(&mut self.pending);
+        let (file, hasher, mut buf) = blocking_write(move || {
+            use std::io::Write as _;
+            hasher.update(&buf);
+            file.write_all(&buf)?;
+            Ok((file, hasher, buf))
+        })
+        .await?;
+        buf.clear();
+        self.pending = buf;
+        self.state = Some((file, hasher));
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl BlobWrite for FileWrite {
+    async fn write(&mut self, chunk: &[u8]) -> Result<(), BlobError> {
+        let new_len = self.written + chunk.len() as u64;
+        if new_len > self.limit {
+            return Err(BlobError::TooLarge { limit: self.limit });
+        }
+        self.pending.extend_from_slice(chunk);
+        self.written = new_len;
+        self.metrics.blob_bytes_total.with_label_values(&["in"]).inc_by(chunk.len() as u64);
+        if self.pending.len() >= WRITE_BATCH {
+            let flushed = self.flush_pending().await;
+            count_error(&self.metrics, "write", flushed)?;
+        }
+        Ok(())
+    }
+
+    async fn finish(mut self: Box<Self>) -> Result<StoredBlob, BlobError> {
+        let metrics = self.metrics.clone();
+        let done = self.finish_inner().await;
+        count_error(&metrics, "write", done)
+    }
+
+    fn written(&self) -> u64 {
+        self.written
+    }
+}
+
+impl FileWrite {
+    async fn finish_inner(mut self: Box<Self>) -> Result<StoredBlob, BlobError> {
+        self.flush_pending().await?;
+        let (file, hasher) = self.state.take().ok_or_else(|| io::Error::other("finish after a failed write"))?;
+        let (temp, root, written) = (self.temp.clone(), self.store_root.clone(), self.written);
+        // One trip: fsync, hash, rename into place (over identical content, atomically: should
+        // a collector have removed it a moment ago, this write puts it back), fsync the directory.
+        let (digest, existed) = blocking_write(move || {
+            file.sync_all()?;
+            drop(file);
+            let digest = Sha256Hex(hex::encode(hasher.finalize()));
+            let h = digest.as_str();
+            let dir = root.join("sha256").join(&h[0..2]).join(&h[2..4]);
+            let target = dir.join(h);
+            let existed = std::fs::metadata(&target).is_ok_and(|m| m.len() == written);
+            std::fs::create_dir_all(&dir)?;
+            std::fs::rename(&temp, &target)?;
+            if let Ok(d) = std::fs::File::open(&dir) {
+                let _ = d.sync_all();
+            }
+            Ok((digest, existed))
+        })
+        .await?;
+        self.done = true;
+        Ok(StoredBlob { sha256: digest, size: self.written, created: !existed })
+    }
+}
+
+/// Parts up to this size are read in one go on the blocking pool and sent as one chunk.
+const SMALL_READ: u64 = 256 * 1024;
+/// Read size for larger bodies.
+const LARGE_READ: usize = 1024 * 1024;
+
+struct Opened {
+    total_size: u64,
+    range: Option<ByteRange>,
+    len: u64,
+    content: Content,
+}
+
+enum Content {
+    Bytes(Bytes),
+    File(std::fs::File),
+}
+
+/// `FileStore::open` itself (the trait method counts its failures).
+async fn file_open(store: &FileStore, digest: &Sha256Hex, range: Option<RangeSpec>) -> Result<BlobRead, BlobError> {
+    // One trip to the blocking pool: open, size, seek — and for a small part (a Range of a
+    // package, a small file) the bytes themselves, sent as one chunk.
+    let path = store.final_path(digest);
+    let missing = digest.clone();
+    let opened = tokio::task::spawn_blocking(move || -> Result<Opened, BlobError> {
+        use std::io::{Read, Seek};
+        let mut file = match std::fs::File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(BlobError::NotFound(missing)),
+            Err(e) => return Err(e.into()),
+        };
+        let total_size = file.metadata()?.len();
+        let range = range.map(|r| r.resolve(total_size)).transpose()?;
+        let (start, len) = range.map_or((0, total_size), |r| (r.start, r.len()));
+        if start > 0 {
+            file.seek(SeekFrom::Start(start))?;
+        }
+        if len <= SMALL_READ {
+            let mut buf = vec![0u8; usize::try_from(len).unwrap_or(0)];
+            file.read_exact(&mut buf)?;
+            return Ok(Opened { total_size, range, len, content: Content::Bytes(Bytes::from(buf)) });
+        }
+        Ok(Opened { total_size, range, len, content: Content::File(file) })
+    })
+    .await
+    .map_err(|e| BlobError::Io(io::Error::other(e.to_string())))??;
+    let metrics = store.metrics.clone();
+    let Opened { total_size, range, len, content } = opened;
+    let body: ByteStream = match content {
+        Content::Bytes(b) => {
+            metrics.blob_bytes_total.with_label_values(&["out"]).inc_by(b.len() as u64);
+            Box::pin(futures_util::stream::once(async move { Ok(b) }))
+        }
+        Content::File(f) => {
+            // 1 MiB reads: a 4 MiB package is four trips to the blocking pool, and no
+            // blocking thread waits on a slow client.
+            let reader = File::from_std(f).take(len);
+            Box::pin(tokio_util::io::ReaderStream::with_capacity(reader, LARGE_READ).map(move |chunk| {
+                if let Ok(c) = &chunk {
+                    metrics.blob_bytes_total.with_label_values(&["out"]).inc_by(c.len() as u64);
+                }
+                chunk
+            }))
+        }
+    };
+    Ok(BlobRead { total_size, range, body })
+}
+
+#[async_trait]
+impl BlobStore for FileStore {
+    async fn writer(&self, limit: u64) -> Result<Box<dyn BlobWrite>, BlobError> {
+        let name = format!("{}.part", hex::encode(rand::random::<[u8; 16]>()));
+        let temp = self.root.join("tmp").join(name);
+        let file = blocking_write({
+            let temp = temp.clone();
+            move || std::fs::File::create(temp)
+        })
+        .await;
+        let file = count_error(&self.metrics, "write", file)?;
+        Ok(Box::new(FileWrite {
+            state: Some((file, Sha256::new())),
+            pending: Vec::with_capacity(64 * 1024),
+            temp,
+            written: 0,
+            limit,
+            store_root: self.root.clone(),
+            metrics: self.metrics.clone(),
+            done: false,
+        }))
+    }
+
+    async fn stat(&self, digest: &Sha256Hex) -> Result<Option<u64>, BlobError> {
+        match fs::metadata(self.final_path(digest)).await {
+            Ok(m) => Ok(Some(m.len())),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn open(&self, digest: &Sha256Hex, range: Option<RangeSpec>) -> Result<BlobRead, BlobError> {
+        count_error(&self.metrics, "read", file_open(self, digest, range).await)
+    }
+
+    async fn delete(&self, digest: &Sha256Hex) -> Result<(), BlobError> {
+        let path = self.final_path(digest);
+        let done = match fs::remove_file(path).await {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e.into()),
+        };
+        count_error(&self.metrics, "delete", done)
+    }
+
+    async fn check(&self) -> Result<(), BlobError> {
+        let probe = self.root.join("tmp").join(format!(".probe-{}", hex::encode(rand::random::<[u8; 8]>())));
+        fs::write(&probe, b"ok").await.map_err(BlobError::from_write)?;
+        fs::remove_file(&probe).await?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! One suite for every store: each case runs against the file store and, when
+    //! `TEST_S3_URL` names an S3-compatible server (scripts/test.sh starts one), against S3.
+    use super::*;
+
+    enum Store {
+        File(tempfile::TempDir, Arc<FileStore>),
+        S3(Arc<s3::S3Store>, String),
+    }
+
+    impl Store {
+        fn dyn_store(&self) -> Arc<dyn BlobStore> {
+            match self {
+                Self::File(_, s) => s.clone(),
+                Self::S3(s, _) => s.clone(),
+            }
+        }
+
+        fn metrics(&self) -> &Metrics {
+            match self {
+                Self::File(_, s) => &s.metrics,
+                Self::S3(s, _) => &s.metrics,
+            }
+        }
+
+        /// Unfinished uploads' leftovers: temporaries on disk; in the bucket, `tmp/` keys and
+        /// multipart uploads neither completed nor aborted (asked of the server directly).
+        async fn temporaries(&self) -> anyhow::Result<usize> {
+            Ok(match self {
+                Self::File(_, s) => std::fs::read_dir(s.root().join("tmp"))?.count(),
+                Self::S3(s, endpoint) => {
+                    let url = format!("{endpoint}/{}?uploads", s.bucket());
+                    let listing = reqwest::get(&url).await?.error_for_status()?.text().await?;
+                    anyhow::ensure!(listing.contains("ListMultipartUploadsResult"), "{listing}");
+                    s.temporaries().await?.len() + listing.matches("<Upload>").count()
+                }
+            })
+        }
+    }
+
+    async fn file_store() -> anyhow::Result<Option<Store>> {
+        let dir = tempfile::tempdir()?;
+        let metrics = Arc::new(Metrics::new()?);
+        let s = FileStore::open(dir.path().join("blobs"), metrics).await?;
+        Ok(Some(Store::File(dir, Arc::new(s))))
+    }
+
+    /// A fresh bucket on the test server, with 5 MiB parts (S3's smallest) so that a modest
+    /// blob takes the multipart path.
+    async fn s3_store() -> anyhow::Result<Option<Store>> {
+        let Ok(endpoint) = std::env::var("TEST_S3_URL") else {
+            eprintln!("skipped on S3: TEST_S3_URL is not set (scripts/test.sh sets it)");
+            return Ok(None);
+        };
+        let bucket = format!("packyard-t-{}", hex::encode(rand::random::<[u8; 6]>()));
+        s3::create_test_bucket(&endpoint, &bucket).await?;
+        let config = packyard_model::config::S3Config {
+            bucket: Some(bucket),
+            endpoint: Some(endpoint.clone()),
+            region: Some("us-east-1".into()),
+            access_key_id: Some("testing".into()),
+            secret_access_key: Some("testing".into()),
+        };
+        let store = s3::S3Store::open(&config, Arc::new(Metrics::new()?))?.with_part_bytes(5 << 20);
+        Ok(Some(Store::S3(Arc::new(store), endpoint)))
+    }
+
+    async fn read(s: &dyn BlobStore, d: &Sha256Hex, r: Option<RangeSpec>) -> anyhow::Result<Vec<u8>> {
+        let mut read = s.open(d, r).await?;
+        let mut out = Vec::new();
+        while let Some(c) = read.body.next().await {
+            out.extend_from_slice(&c?);
+        }
+        assert_eq!(out.len() as u64, read.content_length());
+        Ok(out)
+    }
+
+    /// Declares each case once per store.
+    macro_rules! suite {
+        ($($case:ident),* $(,)?) => {
+            mod on_file {
+                $(#[tokio::test]
+                async fn $case() -> anyhow::Result<()> {
+                    match super::file_store().await? { Some(s) => super::$case(s).await, None => Ok(()) }
+                })*
+            }
+            mod on_s3 {
+                $(#[tokio::test]
+                async fn $case() -> anyhow::Result<()> {
+                    match super::s3_store().await? { Some(s) => super::$case(s).await, None => Ok(()) }
+                })*
+            }
+        };
+    }
+
+    suite!(
+        stores_by_hash_and_reads_back,
+        identical_content_is_deduplicated,
+        concurrent_writes_of_the_same_content,
+        abandoned_write_leaves_no_blob,
+        oversized_write_is_refused,
+        ranges_at_the_edges,
+        missing_blob_and_bad_digest,
+        large_blob_streams_in_parts,
+        delete_removes_and_tolerates_missing,
+    );
+
+    async fn stores_by_hash_and_reads_back(st: Store) -> anyhow::Result<()> {
+        let s = st.dyn_store();
+        let data = b"hello packyard".repeat(1000);
+        let stored = s.put_bytes(&data).await?;
+        assert_eq!(stored.sha256, Sha256Hex::of(&data));
+        assert_eq!(stored.size, data.len() as u64);
+        assert!(stored.created);
+        assert_eq!(read(&*s, &stored.sha256, None).await?, data);
+        assert_eq!(s.stat(&stored.sha256).await?, Some(data.len() as u64));
+        if let Store::File(_, f) = &st {
+            let h = stored.sha256.as_str();
+            assert!(f.root().join("sha256").join(&h[0..2]).join(&h[2..4]).join(h).is_file());
+        }
+        assert_eq!(st.temporaries().await?, 0);
+        assert_eq!(st.metrics().blob_bytes_total.with_label_values(&["in"]).get(), data.len() as u64);
+        Ok(())
+    }
+
+    async fn identical_content_is_deduplicated(st: Store) -> anyhow::Result<()> {
+        let s = st.dyn_store();
+        let a = s.put_bytes(b"same").await?;
+        let b = s.put_bytes(b"same").await?;
+        assert_eq!(a.sha256, b.sha256);
+        assert!(a.created);
+        assert!(!b.created);
+        assert_eq!(st.temporaries().await?, 0);
+        Ok(())
+    }
+
+    async fn concurrent_writes_of_the_same_content(st: Store) -> anyhow::Result<()> {
+        let s = st.dyn_store();
+        let data: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        let data = Arc::new(data);
+        let mut tasks = Vec::new();
+        for _ in 0..8 {
+            let (s, data) = (s.clone(), data.clone());
+            tasks.push(tokio::spawn(async move {
+                let mut w = s.writer(u64::MAX).await?;
+                for chunk in data.chunks(7_919) {
+                    w.write(chunk).await?;
+                    tokio::task::yield_now().await;
+                }
+                w.finish().await
+            }));
+        }
+        let mut digests = Vec::new();
+        for t in tasks {
+            digests.push(t.await??.sha256);
+        }
+        assert!(digests.iter().all(|d| *d == Sha256Hex::of(&data)));
+        assert_eq!(read(&*s, &digests[0], None).await?, *data);
+        assert_eq!(st.temporaries().await?, 0);
+        Ok(())
+    }
+
+    async fn abandoned_write_leaves_no_blob(st: Store) -> anyhow::Result<()> {
+        let s = st.dyn_store();
+        // Larger than one S3 part, so that the S3 store has a multipart upload to abort.
+        let data: Vec<u8> = (0..6_000_000u32).map(|i| (i % 253) as u8).collect();
+        let mut w = s.writer(u64::MAX).await?;
+        w.write(&data[..5_500_000]).await?;
+        if let Store::File(..) = &st {
+            assert_eq!(st.temporaries().await?, 1);
+        }
+        drop(w); // the client went away mid-stream
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        assert_eq!(st.temporaries().await?, 0);
+        assert_eq!(s.stat(&Sha256Hex::of(&data)).await?, None);
+        assert_eq!(s.stat(&Sha256Hex::of(&data[..5_500_000])).await?, None);
+        if let Store::File(_, f) = &st {
+            assert_eq!(std::fs::read_dir(f.root().join("sha256"))?.count(), 0);
+        }
+        Ok(())
+    }
+
+    async fn oversized_write_is_refused(st: Store) -> anyhow::Result<()> {
+        let s = st.dyn_store();
+        let mut w = s.writer(10).await?;
+        w.write(b"0123456789").await?;
+        let err = w.write(b"x").await.err().ok_or_else(|| anyhow::anyhow!("expected TooLarge"))?;
+        assert!(matches!(err, BlobError::TooLarge { limit: 10 }), "{err}");
+        drop(w);
+        assert_eq!(st.temporaries().await?, 0);
+        assert_eq!(s.stat(&Sha256Hex::of(b"0123456789")).await?, None);
+        Ok(())
+    }
+
+    async fn ranges_at_the_edges(st: Store) -> anyhow::Result<()> {
+        let s = st.dyn_store();
+        let data: Vec<u8> = (0..=255u8).collect();
+        let d = s.put_bytes(&data).await?.sha256;
+        let from = |start, end| Some(RangeSpec::From { start, end });
+        assert_eq!(read(&*s, &d, from(0, Some(0))).await?, vec![0u8]);
+        assert_eq!(read(&*s, &d, from(255, Some(255))).await?, vec![255u8]);
+        assert_eq!(read(&*s, &d, from(255, None)).await?, vec![255u8]);
+        assert_eq!(read(&*s, &d, from(250, Some(10_000))).await?, data[250..].to_vec());
+        assert_eq!(read(&*s, &d, Some(RangeSpec::Suffix(3))).await?, vec![253, 254, 255]);
+        assert_eq!(read(&*s, &d, Some(RangeSpec::Suffix(1000))).await?, data);
+        assert_eq!(s.read_range(&d, RangeSpec::From { start: 100, end: Some(103) }).await?, data[100..=103].to_vec());
+        let opened = s.open(&d, from(10, Some(19))).await?;
+        assert_eq!(opened.range, Some(ByteRange { start: 10, end: 19 }));
+        assert_eq!(opened.total_size, 256);
+        for bad in [from(256, None), from(1000, Some(2000)), Some(RangeSpec::Suffix(0))] {
+            match s.open(&d, bad).await {
+                Err(BlobError::RangeNotSatisfiable { size: 256 }) => {}
+                Err(e) => anyhow::bail!("{bad:?}: unexpected error {e}"),
+                Ok(_) => anyhow::bail!("{bad:?}: expected 416"),
+            }
+        }
+        Ok(())
+    }
+
+    async fn missing_blob_and_bad_digest(st: Store) -> anyhow::Result<()> {
+        let s = st.dyn_store();
+        let d = Sha256Hex::of(b"never stored");
+        assert!(matches!(s.open(&d, None).await, Err(BlobError::NotFound(_))));
+        assert!(matches!(s.open(&d, Some(RangeSpec::Suffix(1))).await, Err(BlobError::NotFound(_))));
+        assert_eq!(s.stat(&d).await?, None);
+        // The caller's mistakes are not the store's failures.
+        assert_eq!(st.metrics().blob_errors_total.with_label_values(&["read"]).get(), 0);
+        assert!(Sha256Hex::parse("../../etc/passwd").is_err());
+        assert!(Sha256Hex::parse(&"A".repeat(64)).is_err());
+        assert!(Sha256Hex::parse(d.as_str()).is_ok());
+        s.check().await?;
+        assert_eq!(st.temporaries().await?, 0);
+        Ok(())
+    }
+
+    async fn large_blob_streams_in_parts(st: Store) -> anyhow::Result<()> {
+        let s = st.dyn_store();
+        // 13 MB in uneven chunks: on S3, three 5 MiB parts (the last short) and a copy into place.
+        let data: Vec<u8> = (0..13_000_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
+        let mut w = s.writer(u64::MAX).await?;
+        for chunk in data.chunks(65_537) {
+            w.write(chunk).await?;
+        }
+        assert_eq!(w.written(), data.len() as u64);
+        let stored = w.finish().await?;
+        assert_eq!(stored.sha256, Sha256Hex::of(&data));
+        assert!(stored.created);
+        assert_eq!(s.stat(&stored.sha256).await?, Some(data.len() as u64));
+        assert_eq!(Sha256Hex::of(&read(&*s, &stored.sha256, None).await?), stored.sha256);
+        let tail = read(&*s, &stored.sha256, Some(RangeSpec::From { start: 12_000_000, end: None })).await?;
+        assert_eq!(tail, data[12_000_000..].to_vec());
+        assert_eq!(st.temporaries().await?, 0);
+        // The same content again is deduplicated, on the multipart path too.
+        let mut again = s.writer(u64::MAX).await?;
+        again.write(&data).await?;
+        assert!(!again.finish().await?.created);
+        assert_eq!(st.temporaries().await?, 0);
+        Ok(())
+    }
+
+    async fn delete_removes_and_tolerates_missing(st: Store) -> anyhow::Result<()> {
+        let s = st.dyn_store();
+        let d = s.put_bytes(b"to be collected").await?.sha256;
+        s.delete(&d).await?;
+        assert_eq!(s.stat(&d).await?, None);
+        assert!(matches!(s.open(&d, None).await, Err(BlobError::NotFound(_))));
+        s.delete(&d).await?;
+        assert_eq!(st.metrics().blob_errors_total.with_label_values(&["delete"]).get(), 0);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn failures_are_counted_by_operation() -> anyhow::Result<()> {
+        let Some(Store::File(_dir, s)) = file_store().await? else { anyhow::bail!("file store") };
+        let errors = |op: &str| s.metrics.blob_errors_total.with_label_values(&[op]).get();
+        // A missing blob is the caller's: not counted.
+        let missing = Sha256Hex::of(b"not stored");
+        assert!(matches!(s.open(&missing, None).await, Err(BlobError::NotFound(_))));
+        assert_eq!(errors("read"), 0);
+        // The store's own failure: its temporaries' directory is gone.
+        std::fs::remove_dir_all(s.root().join("tmp"))?;
+        assert!(s.writer(1024).await.is_err());
+        assert_eq!(errors("write"), 1);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn s3_failures_are_counted_and_clear() -> anyhow::Result<()> {
+        // A server that is not there: the store's own failure, counted, with a message that
+        // names S3; nothing is retried for long.
+        let config = packyard_model::config::S3Config {
+            bucket: Some("absent".into()),
+            endpoint: Some("http://127.0.0.1:9".into()),
+            region: None,
+            access_key_id: Some("k".into()),
+            secret_access_key: Some("s".into()),
+        };
+        let s = s3::S3Store::open(&config, Arc::new(Metrics::new()?))?;
+        let started = std::time::Instant::now();
+        let err = s.put_bytes(b"x").await.err().ok_or_else(|| anyhow::anyhow!("expected an error"))?;
+        assert!(err.to_string().contains("S3"), "{err}");
+        assert!(s.check().await.is_err());
+        assert!(started.elapsed() < std::time::Duration::from_secs(60));
+        assert_eq!(s.metrics.blob_errors_total.with_label_values(&["write"]).get(), 1);
+        Ok(())
+    }
+
+    #[test]
+    fn range_header_parsing() {
+        assert_eq!(RangeSpec::parse_header("bytes=0-65535"), Some(RangeSpec::From { start: 0, end: Some(65535) }));
+        assert_eq!(RangeSpec::parse_header("bytes=5-"), Some(RangeSpec::From { start: 5, end: None }));
+        assert_eq!(RangeSpec::parse_header("bytes=-5"), Some(RangeSpec::Suffix(5)));
+        assert_eq!(RangeSpec::parse_header("bytes=5-1"), None);
+        assert_eq!(RangeSpec::parse_header("bytes=0-1,3-4"), None);
+        assert_eq!(RangeSpec::parse_header("items=0-1"), None);
+        assert_eq!(RangeSpec::parse_header("bytes=a-b"), None);
+    }
+}

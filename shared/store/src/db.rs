@@ -1,0 +1,337 @@
+//! The database layer: one storage API over SQLite, PostgreSQL and MySQL/MariaDB.
+//!
+//! Queries are written with `$1, $2, …` placeholders in order of use; MySQL gets them rewritten
+//! to `?` once per statement (see [`sql!`]). Where a dialect gives a better plan, a method
+//! branches on [`Backend`]. Every query goes through [`Db::count`] so that
+//! `packyard_db_queries_total` sees it.
+
+use std::borrow::Cow;
+use std::str::FromStr;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions, AnyRow};
+use sqlx::{AnyPool, Executor, Row};
+
+use crate::metrics::Metrics;
+use packyard_model::config::DatabaseConfig;
+
+pub mod blobs;
+pub mod migrate;
+pub mod proxy;
+pub mod publication;
+pub mod repositories;
+pub mod security;
+pub mod users;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+    MySql,
+}
+
+impl Backend {
+    pub fn from_url(url: &str) -> Option<Self> {
+        let scheme = url.split("://").next()?;
+        match scheme {
+            "sqlite" => Some(Self::Sqlite),
+            "postgres" | "postgresql" => Some(Self::Postgres),
+            "mysql" | "mariadb" => Some(Self::MySql),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Sqlite => "sqlite",
+            Self::Postgres => "postgres",
+            Self::MySql => "mysql",
+        }
+    }
+}
+
+/// Storage failures, mapped once to HTTP statuses by the API.
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    #[error("not found")]
+    NotFound,
+    #[error("{0}")]
+    Conflict(String),
+    #[error("database unavailable: {0}")]
+    Unavailable(String),
+    #[error("database error: {0}")]
+    Other(#[source] sqlx::Error),
+    #[error("corrupt row: {0}")]
+    Corrupt(String),
+    /// A deadlock or serialization failure: the whole transaction may simply be run again.
+    #[error("transaction conflict: {0}")]
+    Retry(String),
+}
+
+impl From<sqlx::Error> for DbError {
+    fn from(e: sqlx::Error) -> Self {
+        match &e {
+            sqlx::Error::RowNotFound => Self::NotFound,
+            sqlx::Error::Database(db) if db.is_unique_violation() => Self::Conflict(db.message().to_string()),
+            // SQLSTATE 40001 (serialization failure; MySQL's deadlock) and 40P01 (PostgreSQL deadlock).
+            sqlx::Error::Database(db) if matches!(db.code().as_deref(), Some("40001" | "40P01")) => {
+                Self::Retry(db.message().to_string())
+            }
+            sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::WorkerCrashed => Self::Unavailable(e.to_string()),
+            _ => Self::Other(e),
+        }
+    }
+}
+
+pub type DbResult<T> = Result<T, DbError>;
+
+/// A cheap-to-clone handle to the pool.
+#[derive(Clone)]
+pub struct Db {
+    pool: AnyPool,
+    backend: Backend,
+    metrics: Arc<Metrics>,
+}
+
+/// Picks the statement text for the backend, rewriting `$n` to `?` for MySQL once per call site.
+#[macro_export]
+macro_rules! sql {
+    ($db:expr, $text:literal) => {{
+        static MYSQL: ::std::sync::OnceLock<String> = ::std::sync::OnceLock::new();
+        $db.dialect($text, &MYSQL)
+    }};
+}
+
+impl Db {
+    /// Connects with the configured pool limits and timeouts. Creates the SQLite file (and its
+    /// directory) when missing.
+    pub async fn connect(cfg: &DatabaseConfig, metrics: Arc<Metrics>) -> anyhow::Result<Self> {
+        sqlx::any::install_default_drivers();
+        let backend = Backend::from_url(&cfg.url)
+            .ok_or_else(|| anyhow::anyhow!("database.url: unsupported scheme in {:?}", cfg.url))?;
+        let url = match backend {
+            Backend::Sqlite => prepare_sqlite_url(&cfg.url)?,
+            _ => cfg.url.clone(),
+        };
+        let options = AnyConnectOptions::from_str(&url)?;
+        let statement_timeout_ms = cfg.statement_timeout_ms;
+        let busy_timeout_ms = cfg.busy_timeout_ms;
+        let pool = AnyPoolOptions::new()
+            .max_connections(match backend {
+                // One writer at a time anyway; a few readers beside it in WAL mode.
+                Backend::Sqlite => cfg.max_connections.min(8),
+                _ => cfg.max_connections,
+            })
+            .min_connections(cfg.min_connections)
+            .acquire_timeout(Duration::from_millis(cfg.acquire_timeout_ms))
+            .after_connect(move |conn, _meta| {
+                Box::pin(async move {
+                    match backend {
+                        Backend::Sqlite => {
+                            conn.execute("PRAGMA journal_mode = WAL").await?;
+                            conn.execute("PRAGMA synchronous = NORMAL").await?;
+                            conn.execute("PRAGMA foreign_keys = ON").await?;
+                            conn.execute(format!("PRAGMA busy_timeout = {busy_timeout_ms}").as_str()).await?;
+                        }
+                        Backend::Postgres => {
+                            conn.execute(format!("SET statement_timeout = {statement_timeout_ms}").as_str()).await?;
+                        }
+                        Backend::MySql => {
+                            conn.execute("SET SESSION sql_mode = 'ANSI_QUOTES,STRICT_ALL_TABLES,NO_ZERO_DATE'").await?;
+                            // MariaDB counts seconds, MySQL milliseconds (SELECT only).
+                            let secs = statement_timeout_ms as f64 / 1000.0;
+                            let maria = format!("SET SESSION max_statement_time = {secs}");
+                            if conn.execute(maria.as_str()).await.is_err() {
+                                conn.execute(
+                                    format!("SET SESSION max_execution_time = {statement_timeout_ms}").as_str(),
+                                )
+                                .await?;
+                            }
+                        }
+                    }
+                    Ok(())
+                })
+            })
+            .connect_with(options)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot connect to the database ({}): {e}", backend.as_str()))?;
+        Ok(Self { pool, backend, metrics })
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    pub fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// Counts one query under `op` (a short static name such as `repositories.get`).
+    pub fn count(&self, op: &'static str) {
+        self.metrics.db_queries_total.with_label_values(&[op]).inc();
+    }
+
+    /// Statement text for this backend; see [`sql!`].
+    pub fn dialect(&self, text: &'static str, mysql_cache: &'static OnceLock<String>) -> &'static str {
+        match self.backend {
+            Backend::MySql => mysql_cache.get_or_init(|| to_question_marks(text)).as_str(),
+            _ => text,
+        }
+    }
+
+    /// `SELECT 1`: reachable and answering.
+    pub async fn ping(&self) -> DbResult<()> {
+        self.count("ping");
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    /// The id of the row an INSERT just made: the driver's report where it gives one (SQLite,
+    /// MySQL), else `lookup` (a `SELECT id … WHERE <unique key> = $1`) with `key`, inside `tx`.
+    pub(crate) async fn inserted_id(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        done: &sqlx::any::AnyQueryResult,
+        op: &'static str,
+        lookup: &'static str,
+        key: &str,
+    ) -> DbResult<i64> {
+        if let (Backend::Sqlite | Backend::MySql, Some(id)) = (self.backend, done.last_insert_id()) {
+            return Ok(id);
+        }
+        self.count(op);
+        Ok(sqlx::query(lookup).bind(key).fetch_one(&mut **tx).await?.try_get("id")?)
+    }
+
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+/// Runs a whole transaction again when the database reports a deadlock or serialization
+/// failure ([`DbError::Retry`]), a few times with a short growing pause. Every writer that
+/// touches a hot row (a publication unit) goes through this.
+pub async fn retry_conflicts<T, F, Fut>(mut op: F) -> DbResult<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = DbResult<T>>,
+{
+    let mut attempt = 0u32;
+    loop {
+        match op().await {
+            Err(DbError::Retry(m)) if attempt < 8 => {
+                attempt += 1;
+                tracing::debug!(attempt, error = %m, "retrying a transaction after a conflict");
+                tokio::time::sleep(Duration::from_millis(2u64 << attempt)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Rewrites `$1`, `$2`, … to `?`, leaving quoted strings alone. Parameters must appear in order.
+pub fn to_question_marks(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    let mut in_quote = false;
+    while let Some(c) = chars.next() {
+        if c == '\'' {
+            in_quote = !in_quote;
+            out.push(c);
+        } else if c == '$' && !in_quote && chars.peek().is_some_and(char::is_ascii_digit) {
+            while chars.peek().is_some_and(char::is_ascii_digit) {
+                chars.next();
+            }
+            out.push('?');
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Adds `mode=rwc` so the file is created, and creates the parent directory.
+fn prepare_sqlite_url(url: &str) -> anyhow::Result<String> {
+    let rest = url.trim_start_matches("sqlite://").trim_start_matches("sqlite:");
+    let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+    if path != ":memory:" && !path.is_empty() {
+        if let Some(parent) = std::path::Path::new(path).parent() {
+            if !parent.as_os_str().is_empty() {
+                std::fs::create_dir_all(parent)
+                    .map_err(|e| anyhow::anyhow!("database.url: cannot create {}: {e}", parent.display()))?;
+            }
+        }
+    }
+    let mut params: Vec<Cow<'_, str>> = query.split('&').filter(|p| !p.is_empty()).map(Cow::Borrowed).collect();
+    if !params.iter().any(|p| p.starts_with("mode=")) {
+        params.push(Cow::Borrowed("mode=rwc"));
+    }
+    Ok(format!("sqlite://{path}?{}", params.join("&")))
+}
+
+/// Reads a text column that MySQL may report as a BLOB (TEXT types) through the Any driver.
+pub fn text(row: &AnyRow, col: &str) -> DbResult<String> {
+    match row.try_get::<String, _>(col) {
+        Ok(s) => Ok(s),
+        Err(_) => {
+            let bytes: Vec<u8> = row.try_get(col)?;
+            String::from_utf8(bytes).map_err(|_| DbError::Corrupt(format!("column {col} is not UTF-8")))
+        }
+    }
+}
+
+/// Reads an optional text column (see [`text`]).
+pub fn opt_text(row: &AnyRow, col: &str) -> DbResult<Option<String>> {
+    match row.try_get::<Option<String>, _>(col) {
+        Ok(s) => Ok(s),
+        Err(_) => {
+            let bytes: Option<Vec<u8>> = row.try_get(col)?;
+            bytes
+                .map(|b| String::from_utf8(b).map_err(|_| DbError::Corrupt(format!("column {col} is not UTF-8"))))
+                .transpose()
+        }
+    }
+}
+
+/// Milliseconds since the Unix epoch: the one timestamp representation of every table.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_become_question_marks() {
+        assert_eq!(
+            to_question_marks("SELECT a FROM t WHERE b = $1 AND c = '$2' AND d = $2"),
+            "SELECT a FROM t WHERE b = ? AND c = '$2' AND d = ?"
+        );
+        assert_eq!(to_question_marks("SELECT 1"), "SELECT 1");
+        assert_eq!(to_question_marks("price $ and $12x"), "price $ and ?x");
+    }
+
+    #[test]
+    fn sqlite_url_gets_create_mode() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let db = dir.path().join("sub/p.db");
+        let url = prepare_sqlite_url(&format!("sqlite://{}", db.display()))?;
+        assert!(url.ends_with("p.db?mode=rwc"), "{url}");
+        assert!(dir.path().join("sub").is_dir());
+        assert_eq!(prepare_sqlite_url("sqlite://x.db?mode=ro")?, "sqlite://x.db?mode=ro");
+        Ok(())
+    }
+}

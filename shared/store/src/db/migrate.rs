@@ -1,0 +1,164 @@
+//! Embedded per-backend migrations, applied in order, each recorded in `_packyard_migrations`.
+//! Replicas starting together serialise on an advisory lock (PostgreSQL, MySQL); SQLite has one
+//! writer anyway.
+
+use sqlx::Row;
+
+use super::{now_ms, Backend, Db, DbError, DbResult};
+
+pub struct Migration {
+    pub version: i64,
+    pub name: &'static str,
+    pub sql: &'static str,
+}
+
+macro_rules! migrations {
+    ($dir:literal: $($version:literal => $file:literal),* $(,)?) => {
+        &[$(Migration {
+            version: $version,
+            name: $file,
+            sql: include_str!(concat!("../../../../migrations/", $dir, "/", $file)),
+        }),*]
+    };
+}
+
+const SQLITE: &[Migration] = migrations!("sqlite": 1 => "0001_foundation.sql", 2 => "0002_security.sql", 3 => "0003_publication.sql", 4 => "0004_apt.sql", 5 => "0005_proxy.sql", 6 => "0006_apk.sql", 7 => "0007_go.sql", 8 => "0008_conan.sql");
+const POSTGRES: &[Migration] = migrations!("postgres": 1 => "0001_foundation.sql", 2 => "0002_security.sql", 3 => "0003_publication.sql", 4 => "0004_apt.sql", 5 => "0005_proxy.sql", 6 => "0006_apk.sql", 7 => "0007_go.sql", 8 => "0008_conan.sql");
+const MYSQL: &[Migration] = migrations!("mysql": 1 => "0001_foundation.sql", 2 => "0002_security.sql", 3 => "0003_publication.sql", 4 => "0004_apt.sql", 5 => "0005_proxy.sql", 6 => "0006_apk.sql", 7 => "0007_go.sql", 8 => "0008_conan.sql");
+
+pub fn for_backend(backend: Backend) -> &'static [Migration] {
+    match backend {
+        Backend::Sqlite => SQLITE,
+        Backend::Postgres => POSTGRES,
+        Backend::MySql => MYSQL,
+    }
+}
+
+const CREATE_LEDGER: &str = "CREATE TABLE IF NOT EXISTS _packyard_migrations (\
+    version BIGINT NOT NULL PRIMARY KEY, name VARCHAR(255) NOT NULL, applied_at BIGINT NOT NULL)";
+
+/// Statements of a migration file: split at lines ending in `;` (no migration puts one inside a
+/// statement).
+fn statements(sql: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    for line in sql.lines() {
+        let trimmed = line.trim();
+        if trimmed.starts_with("--") || trimmed.is_empty() {
+            continue;
+        }
+        current.push_str(line);
+        current.push('\n');
+        if trimmed.ends_with(';') {
+            let stmt = current.trim().trim_end_matches(';').to_string();
+            out.push(stmt);
+            current.clear();
+        }
+    }
+    if !current.trim().is_empty() {
+        out.push(current.trim().to_string());
+    }
+    out
+}
+
+impl Db {
+    /// Applies every pending migration; returns how many ran.
+    pub async fn migrate(&self) -> DbResult<usize> {
+        let mut conn = self.pool().acquire().await?;
+        match self.backend() {
+            Backend::Postgres => {
+                self.count("migrate.lock");
+                sqlx::query("SELECT pg_advisory_lock(7261736)").execute(&mut *conn).await?;
+            }
+            Backend::MySql => {
+                self.count("migrate.lock");
+                sqlx::query("SELECT GET_LOCK('packyard_migrate', 120)").execute(&mut *conn).await?;
+            }
+            Backend::Sqlite => {}
+        }
+        let result = self.migrate_locked(&mut conn).await;
+        match self.backend() {
+            Backend::Postgres => {
+                self.count("migrate.unlock");
+                let _ = sqlx::query("SELECT pg_advisory_unlock(7261736)").execute(&mut *conn).await;
+            }
+            Backend::MySql => {
+                self.count("migrate.unlock");
+                let _ = sqlx::query("SELECT RELEASE_LOCK('packyard_migrate')").execute(&mut *conn).await;
+            }
+            Backend::Sqlite => {}
+        }
+        result
+    }
+
+    async fn migrate_locked(&self, conn: &mut sqlx::AnyConnection) -> DbResult<usize> {
+        self.count("migrate.ledger");
+        sqlx::query(CREATE_LEDGER).execute(&mut *conn).await?;
+        let applied = self.applied_versions(conn).await?;
+        let mut ran = 0;
+        for m in for_backend(self.backend()) {
+            if applied.contains(&m.version) {
+                continue;
+            }
+            tracing::info!(version = m.version, name = m.name, "applying migration");
+            // DDL is transactional on SQLite and PostgreSQL; on MySQL each statement commits.
+            let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+            for stmt in statements(m.sql) {
+                self.count("migrate.apply");
+                sqlx::query(&stmt)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(|e| DbError::Corrupt(format!("migration {} failed: {e}", m.name)))?;
+            }
+            self.count("migrate.record");
+            sqlx::query(crate::sql!(
+                self,
+                "INSERT INTO _packyard_migrations (version, name, applied_at) VALUES ($1, $2, $3)"
+            ))
+            .bind(m.version)
+            .bind(m.name)
+            .bind(now_ms())
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            ran += 1;
+        }
+        Ok(ran)
+    }
+
+    async fn applied_versions(&self, conn: &mut sqlx::AnyConnection) -> DbResult<Vec<i64>> {
+        self.count("migrate.list");
+        let rows = sqlx::query("SELECT version FROM _packyard_migrations").fetch_all(&mut *conn).await?;
+        rows.iter().map(|r| r.try_get::<i64, _>("version").map_err(DbError::from)).collect()
+    }
+
+    /// True when every embedded migration is recorded as applied (readiness).
+    pub async fn migrations_applied(&self) -> DbResult<bool> {
+        let mut conn = self.pool().acquire().await?;
+        let applied = match self.applied_versions(&mut conn).await {
+            Ok(v) => v,
+            // No ledger yet: nothing applied.
+            Err(DbError::Other(sqlx::Error::Database(_))) => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        Ok(for_backend(self.backend()).iter().all(|m| applied.contains(&m.version)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_statements() {
+        let s = statements("-- c\nCREATE TABLE a (x INT);\n\nCREATE INDEX i ON a (x);\n");
+        assert_eq!(s, vec!["CREATE TABLE a (x INT)".to_string(), "CREATE INDEX i ON a (x)".to_string()]);
+    }
+
+    #[test]
+    fn every_backend_has_the_same_versions() {
+        let v = |b| for_backend(b).iter().map(|m| (m.version, m.name)).collect::<Vec<_>>();
+        assert_eq!(v(Backend::Sqlite), v(Backend::Postgres));
+        assert_eq!(v(Backend::Sqlite), v(Backend::MySql));
+    }
+}

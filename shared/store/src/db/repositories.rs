@@ -1,0 +1,210 @@
+//! Storage of repositories and group membership.
+
+use sqlx::any::AnyRow;
+use sqlx::Row;
+
+use super::{now_ms, text, Db, DbError, DbResult};
+use crate::sql;
+use packyard_model::repos::{NewRepository, RepoName, Repository, StoredSettings};
+
+const COLUMNS: &str = "id, name, format, kind, settings, write_policy, anonymous_read, version, created_at, updated_at";
+
+fn parse_row(row: &AnyRow) -> DbResult<Repository> {
+    let corrupt = |what: &str, v: &str| DbError::Corrupt(format!("repository {what} {v:?}"));
+    let name = text(row, "name")?;
+    let format = text(row, "format")?;
+    let kind = text(row, "kind")?;
+    let policy = text(row, "write_policy")?;
+    let settings = text(row, "settings")?;
+    Ok(Repository {
+        id: row.try_get("id")?,
+        name: RepoName::parse(&name).map_err(|_| corrupt("name", &name))?,
+        format: format.parse().map_err(|_| corrupt("format", &format))?,
+        repo_type: kind.parse().map_err(|_| corrupt("type", &kind))?,
+        settings: serde_json::from_str::<StoredSettings>(&settings).map_err(|_| corrupt("settings", &settings))?,
+        write_policy: policy.parse().map_err(|_| corrupt("write policy", &policy))?,
+        anonymous_read: row.try_get::<i64, _>("anonymous_read")? != 0,
+        members: Vec::new(),
+        version: row.try_get("version")?,
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+    })
+}
+
+fn settings_json(new: &NewRepository) -> DbResult<String> {
+    serde_json::to_string(&new.settings).map_err(|e| DbError::Corrupt(format!("settings: {e}")))
+}
+
+impl Db {
+    pub async fn repository_by_name(&self, name: &str) -> DbResult<Option<Repository>> {
+        self.count("repositories.get");
+        let row = sqlx::query(sql!(self, "SELECT id, name, format, kind, settings, write_policy, anonymous_read, version, created_at, updated_at FROM repositories WHERE name = $1"))
+            .bind(name)
+            .fetch_optional(self.pool())
+            .await?;
+        let Some(row) = row else { return Ok(None) };
+        let mut repo = parse_row(&row)?;
+        repo.members = self.member_names(repo.id).await?;
+        Ok(Some(repo))
+    }
+
+    pub async fn repository_by_id(&self, id: i64) -> DbResult<Option<Repository>> {
+        self.count("repositories.by_id");
+        let row = sqlx::query(sql!(self, "SELECT name FROM repositories WHERE id = $1"))
+            .bind(id)
+            .fetch_optional(self.pool())
+            .await?;
+        match row {
+            Some(r) => self.repository_by_name(&text(&r, "name")?).await,
+            None => Ok(None),
+        }
+    }
+
+    /// Every repository ordered by name, with group members.
+    pub async fn list_repositories(&self) -> DbResult<Vec<Repository>> {
+        self.count("repositories.list");
+        let rows =
+            sqlx::query(&format!("SELECT {COLUMNS} FROM repositories ORDER BY name")).fetch_all(self.pool()).await?;
+        let mut repos = rows.iter().map(parse_row).collect::<DbResult<Vec<_>>>()?;
+        self.count("group_members.list");
+        let edges = sqlx::query(
+            "SELECT gm.group_id AS group_id, r.name AS member FROM group_members gm \
+             JOIN repositories r ON r.id = gm.member_id ORDER BY gm.group_id, gm.position",
+        )
+        .fetch_all(self.pool())
+        .await?;
+        for e in &edges {
+            let gid: i64 = e.try_get("group_id")?;
+            let member = text(e, "member")?;
+            if let Some(g) = repos.iter_mut().find(|r| r.id == gid) {
+                g.members.push(member);
+            }
+        }
+        Ok(repos)
+    }
+
+    async fn member_names(&self, group_id: i64) -> DbResult<Vec<String>> {
+        self.count("group_members.get");
+        let rows = sqlx::query(sql!(self, "SELECT r.name AS member FROM group_members gm JOIN repositories r ON r.id = gm.member_id WHERE gm.group_id = $1 ORDER BY gm.position"))
+            .bind(group_id)
+            .fetch_all(self.pool())
+            .await?;
+        rows.iter().map(|r| text(r, "member")).collect()
+    }
+
+    /// Names of the groups that list the repository as a member.
+    pub async fn groups_containing(&self, member_id: i64) -> DbResult<Vec<String>> {
+        self.count("group_members.containing");
+        let rows = sqlx::query(sql!(self, "SELECT r.name AS name FROM group_members gm JOIN repositories r ON r.id = gm.group_id WHERE gm.member_id = $1 ORDER BY r.name"))
+            .bind(member_id)
+            .fetch_all(self.pool())
+            .await?;
+        rows.iter().map(|r| text(r, "name")).collect()
+    }
+
+    /// Inserts the repository and its members in one transaction. A taken name is a conflict.
+    pub async fn insert_repository(&self, new: &NewRepository) -> DbResult<Repository> {
+        let now = now_ms();
+        let settings = settings_json(new)?;
+        let mut tx = self.pool().begin().await?;
+        self.count("repositories.insert");
+        let insert = sqlx::query(sql!(self, "INSERT INTO repositories (name, format, kind, settings, write_policy, anonymous_read, version, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $8)"))
+            .bind(new.name.as_str())
+            .bind(new.format.as_str())
+            .bind(new.repo_type.as_str())
+            .bind(settings)
+            .bind(new.write_policy.as_str())
+            .bind(i64::from(new.anonymous_read))
+            .bind(now)
+            .bind(now)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| match DbError::from(e) {
+                DbError::Conflict(_) => DbError::Conflict(format!("repository {} already exists", new.name)),
+                other => other,
+            })?;
+        let id = self
+            .inserted_id(
+                &mut tx,
+                &insert,
+                "repositories.id",
+                sql!(self, "SELECT id FROM repositories WHERE name = $1"),
+                new.name.as_str(),
+            )
+            .await?;
+        self.replace_members(&mut tx, id, &new.members).await?;
+        self.bump_watermark(&mut tx, super::security::REPOSITORIES).await?;
+        tx.commit().await?;
+        self.repository_by_name(new.name.as_str()).await?.ok_or(DbError::NotFound)
+    }
+
+    async fn replace_members(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        group_id: i64,
+        members: &[RepoName],
+    ) -> DbResult<()> {
+        self.count("group_members.clear");
+        sqlx::query(sql!(self, "DELETE FROM group_members WHERE group_id = $1"))
+            .bind(group_id)
+            .execute(&mut **tx)
+            .await?;
+        for (position, member) in members.iter().enumerate() {
+            self.count("group_members.insert");
+            let done = sqlx::query(sql!(self, "INSERT INTO group_members (group_id, member_id, position) SELECT $1, id, $2 FROM repositories WHERE name = $3"))
+                .bind(group_id)
+                .bind(i64::try_from(position).unwrap_or(i64::MAX))
+                .bind(member.as_str())
+                .execute(&mut **tx)
+                .await?;
+            if done.rows_affected() != 1 {
+                return Err(DbError::Conflict(format!("group member {member} no longer exists")));
+            }
+        }
+        Ok(())
+    }
+
+    /// Replaces settings, policy, flags and members; bumps the watermark.
+    pub async fn update_repository(&self, id: i64, new: &NewRepository) -> DbResult<Repository> {
+        let settings = settings_json(new)?;
+        let mut tx = self.pool().begin().await?;
+        self.count("repositories.update");
+        let done = sqlx::query(sql!(self, "UPDATE repositories SET settings = $1, write_policy = $2, anonymous_read = $3, version = version + 1, updated_at = $4 WHERE id = $5"))
+            .bind(settings)
+            .bind(new.write_policy.as_str())
+            .bind(i64::from(new.anonymous_read))
+            .bind(now_ms())
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        if done.rows_affected() != 1 {
+            return Err(DbError::NotFound);
+        }
+        self.replace_members(&mut tx, id, &new.members).await?;
+        self.bump_watermark(&mut tx, super::security::REPOSITORIES).await?;
+        tx.commit().await?;
+        self.repository_by_name(new.name.as_str()).await?.ok_or(DbError::NotFound)
+    }
+
+    pub async fn delete_repository(&self, id: i64) -> DbResult<()> {
+        let mut tx = self.pool().begin().await?;
+        self.count("group_members.clear");
+        sqlx::query(sql!(self, "DELETE FROM group_members WHERE group_id = $1")).bind(id).execute(&mut *tx).await?;
+        self.count("repositories.delete");
+        let done = sqlx::query(sql!(self, "DELETE FROM repositories WHERE id = $1"))
+            .bind(id)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| match DbError::from(e) {
+            // A group took it as a member meanwhile (foreign key).
+            DbError::Other(_) => DbError::Conflict("repository is a member of a group".into()),
+            other => other,
+        })?;
+        if done.rows_affected() != 1 {
+            return Err(DbError::NotFound);
+        }
+        self.bump_watermark(&mut tx, super::security::REPOSITORIES).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,502 @@
+//! Storage of roles, user roles, API tokens, watermarks, the audit log and encrypted secrets.
+//! Every change that can alter an authorization decision bumps the `security` watermark in the
+//! same transaction, so that every replica drops its cached decisions.
+
+use sqlx::any::AnyRow;
+use sqlx::{Any, Row, Transaction};
+
+use super::{now_ms, opt_text, text, Backend, Db, DbError, DbResult};
+use crate::sql;
+use packyard_model::security::{Action, Privilege};
+
+pub const SECURITY: &str = "security";
+pub const REPOSITORIES: &str = "repositories";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoleRecord {
+    pub id: i64,
+    pub name: String,
+    pub description: String,
+    pub builtin: bool,
+    pub privileges: Vec<Privilege>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenRecord {
+    pub id: String,
+    pub user_id: i64,
+    pub username: String,
+    pub name: String,
+    pub secret_hash: String,
+    pub repositories: Option<String>,
+    pub actions: Option<Vec<Action>>,
+    pub expires_at: Option<i64>,
+    pub created_at: i64,
+    pub revoked_at: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditRecord {
+    pub id: i64,
+    pub at: i64,
+    pub actor: String,
+    pub address: String,
+    pub action: String,
+    pub target: String,
+    pub detail: String,
+}
+
+fn parse_role(r: &AnyRow) -> DbResult<RoleRecord> {
+    let privileges = text(r, "privileges")?;
+    Ok(RoleRecord {
+        id: r.try_get("id")?,
+        name: text(r, "name")?,
+        description: text(r, "description")?,
+        builtin: r.try_get::<i64, _>("builtin")? != 0,
+        privileges: serde_json::from_str(&privileges)
+            .map_err(|e| DbError::Corrupt(format!("role privileges {privileges:?}: {e}")))?,
+        created_at: r.try_get("created_at")?,
+        updated_at: r.try_get("updated_at")?,
+    })
+}
+
+fn parse_actions(s: Option<String>) -> DbResult<Option<Vec<Action>>> {
+    s.map(|s| {
+        s.split(',').filter(|a| !a.is_empty()).map(|a| a.parse().map_err(|e: String| DbError::Corrupt(e))).collect()
+    })
+    .transpose()
+}
+
+fn parse_token(r: &AnyRow) -> DbResult<TokenRecord> {
+    Ok(TokenRecord {
+        id: text(r, "id")?,
+        user_id: r.try_get("user_id")?,
+        username: text(r, "username")?,
+        name: text(r, "name")?,
+        secret_hash: text(r, "secret_hash")?,
+        repositories: opt_text(r, "repositories")?,
+        actions: parse_actions(opt_text(r, "actions")?)?,
+        expires_at: r.try_get("expires_at")?,
+        created_at: r.try_get("created_at")?,
+        revoked_at: r.try_get("revoked_at")?,
+    })
+}
+
+fn privileges_json(p: &[Privilege]) -> DbResult<String> {
+    serde_json::to_string(p).map_err(|e| DbError::Corrupt(e.to_string()))
+}
+
+const ROLE_COLUMNS: &str = "id, name, description, builtin, privileges, created_at, updated_at";
+const TOKEN_SELECT: &str = "SELECT t.id AS id, t.user_id AS user_id, u.username AS username, t.name AS name, \
+    t.secret_hash AS secret_hash, t.repositories AS repositories, t.actions AS actions, t.expires_at AS expires_at, \
+    t.created_at AS created_at, t.revoked_at AS revoked_at FROM api_tokens t JOIN users u ON u.id = t.user_id";
+
+impl Db {
+    /// Bumps a watermark inside the caller's transaction.
+    pub async fn bump_watermark(&self, tx: &mut Transaction<'_, Any>, name: &str) -> DbResult<()> {
+        self.count("watermarks.bump");
+        sqlx::query(sql!(self, "UPDATE watermarks SET version = version + 1 WHERE name = $1"))
+            .bind(name)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
+
+    /// The watermark versions: (security, repositories, publications).
+    pub async fn watermarks(&self) -> DbResult<(i64, i64, i64)> {
+        self.count("watermarks.get");
+        let rows = sqlx::query("SELECT name, version FROM watermarks").fetch_all(self.pool()).await?;
+        let (mut sec, mut repos, mut publications) = (0, 0, 0);
+        for r in &rows {
+            match text(r, "name")?.as_str() {
+                SECURITY => sec = r.try_get("version")?,
+                REPOSITORIES => repos = r.try_get("version")?,
+                super::publication::PUBLICATIONS => publications = r.try_get("version")?,
+                _ => {}
+            }
+        }
+        Ok((sec, repos, publications))
+    }
+
+    // --- roles ---------------------------------------------------------------------------------
+
+    pub async fn list_roles(&self) -> DbResult<Vec<RoleRecord>> {
+        self.count("roles.list");
+        let rows =
+            sqlx::query(&format!("SELECT {ROLE_COLUMNS} FROM roles ORDER BY name")).fetch_all(self.pool()).await?;
+        rows.iter().map(parse_role).collect()
+    }
+
+    pub async fn role_by_name(&self, name: &str) -> DbResult<Option<RoleRecord>> {
+        self.count("roles.get");
+        let row = sqlx::query(sql!(
+            self,
+            "SELECT id, name, description, builtin, privileges, created_at, updated_at FROM roles WHERE name = $1"
+        ))
+        .bind(name)
+        .fetch_optional(self.pool())
+        .await?;
+        row.as_ref().map(parse_role).transpose()
+    }
+
+    pub async fn insert_role(
+        &self,
+        name: &str,
+        description: &str,
+        builtin: bool,
+        privileges: &[Privilege],
+    ) -> DbResult<()> {
+        let now = now_ms();
+        let mut tx = self.pool().begin().await?;
+        self.count("roles.insert");
+        sqlx::query(sql!(self, "INSERT INTO roles (name, description, builtin, privileges, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6)"))
+            .bind(name)
+            .bind(description)
+            .bind(i64::from(builtin))
+            .bind(privileges_json(privileges)?)
+            .bind(now)
+            .bind(now)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| match DbError::from(e) {
+                DbError::Conflict(_) => DbError::Conflict(format!("role {name} already exists")),
+                other => other,
+            })?;
+        self.bump_watermark(&mut tx, SECURITY).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub async fn update_role(&self, name: &str, description: &str, privileges: &[Privilege]) -> DbResult<()> {
+        let mut tx = self.pool().begin().await?;
+        self.count("roles.update");
+        let done = sqlx::query(sql!(
+            self,
+            "UPDATE roles SET description = $1, privileges = $2, updated_at = $3 WHERE name = $4"
+        ))
+        .bind(description)
+        .bind(privileges_json(privileges)?)
+        .bind(now_ms())
+        .bind(name)
+        .execute(&mut *tx)
+        .await?;
+        if done.rows_affected() != 1 {
+            return Err(DbError::NotFound);
+        }
+        self.bump_watermark(&mut tx, SECURITY).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub async fn delete_role(&self, name: &str) -> DbResult<()> {
+        let mut tx = self.pool().begin().await?;
+        self.count("user_roles.clear_role");
+        sqlx::query(sql!(self, "DELETE FROM user_roles WHERE role_id IN (SELECT id FROM roles WHERE name = $1)"))
+            .bind(name)
+            .execute(&mut *tx)
+            .await?;
+        self.count("roles.delete");
+        let done = sqlx::query(sql!(self, "DELETE FROM roles WHERE name = $1")).bind(name).execute(&mut *tx).await?;
+        if done.rows_affected() != 1 {
+            return Err(DbError::NotFound);
+        }
+        self.bump_watermark(&mut tx, SECURITY).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    // --- users ---------------------------------------------------------------------------------
+
+    /// Role names per user id, for listing.
+    pub async fn role_names_of(&self, user_id: i64) -> DbResult<Vec<String>> {
+        self.count("user_roles.get");
+        let rows = sqlx::query(sql!(self, "SELECT r.name AS name FROM user_roles ur JOIN roles r ON r.id = ur.role_id WHERE ur.user_id = $1 ORDER BY r.name"))
+            .bind(user_id)
+            .fetch_all(self.pool())
+            .await?;
+        rows.iter().map(|r| text(r, "name")).collect()
+    }
+
+    /// Every privilege the user holds through their roles.
+    pub async fn privileges_of(&self, user_id: i64) -> DbResult<Vec<Privilege>> {
+        self.count("user_roles.privileges");
+        let rows = sqlx::query(sql!(self, "SELECT r.privileges AS privileges FROM user_roles ur JOIN roles r ON r.id = ur.role_id WHERE ur.user_id = $1"))
+            .bind(user_id)
+            .fetch_all(self.pool())
+            .await?;
+        let mut out = Vec::new();
+        for r in &rows {
+            let json = text(r, "privileges")?;
+            let mut p: Vec<Privilege> =
+                serde_json::from_str(&json).map_err(|e| DbError::Corrupt(format!("role privileges: {e}")))?;
+            out.append(&mut p);
+        }
+        Ok(out)
+    }
+
+    /// Replaces a user's roles; an unknown role name is a conflict naming it.
+    pub async fn set_user_roles(&self, user_id: i64, roles: &[String]) -> DbResult<()> {
+        let mut tx = self.pool().begin().await?;
+        self.set_user_roles_in(&mut tx, user_id, roles).await?;
+        self.bump_watermark(&mut tx, SECURITY).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn set_user_roles_in(&self, tx: &mut Transaction<'_, Any>, user_id: i64, roles: &[String]) -> DbResult<()> {
+        self.count("user_roles.clear");
+        sqlx::query(sql!(self, "DELETE FROM user_roles WHERE user_id = $1")).bind(user_id).execute(&mut **tx).await?;
+        for role in roles {
+            self.count("user_roles.insert");
+            let done = sqlx::query(sql!(
+                self,
+                "INSERT INTO user_roles (user_id, role_id) SELECT $1, id FROM roles WHERE name = $2"
+            ))
+            .bind(user_id)
+            .bind(role.as_str())
+            .execute(&mut **tx)
+            .await?;
+            if done.rows_affected() != 1 {
+                return Err(DbError::Conflict(format!("role {role} does not exist")));
+            }
+        }
+        Ok(())
+    }
+
+    /// Creates a user with roles in one transaction.
+    pub async fn create_user(&self, username: &str, password_hash: &str, roles: &[String]) -> DbResult<i64> {
+        let now = now_ms();
+        let mut tx = self.pool().begin().await?;
+        self.count("users.insert");
+        let done = sqlx::query(sql!(
+            self,
+            "INSERT INTO users (username, password_hash, created_at, updated_at) VALUES ($1, $2, $3, $4)"
+        ))
+        .bind(username)
+        .bind(password_hash)
+        .bind(now)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| match DbError::from(e) {
+            DbError::Conflict(_) => DbError::Conflict(format!("user {username} already exists")),
+            other => other,
+        })?;
+        let id = self
+            .inserted_id(&mut tx, &done, "users.id", sql!(self, "SELECT id FROM users WHERE username = $1"), username)
+            .await?;
+        self.set_user_roles_in(&mut tx, id, roles).await?;
+        self.bump_watermark(&mut tx, SECURITY).await?;
+        tx.commit().await?;
+        Ok(id)
+    }
+
+    pub async fn list_users(&self) -> DbResult<Vec<(i64, String, i64)>> {
+        self.count("users.list");
+        let rows =
+            sqlx::query("SELECT id, username, created_at FROM users ORDER BY username").fetch_all(self.pool()).await?;
+        rows.iter().map(|r| Ok((r.try_get("id")?, text(r, "username")?, r.try_get("created_at")?))).collect()
+    }
+
+    pub async fn set_password(&self, user_id: i64, password_hash: &str) -> DbResult<()> {
+        let mut tx = self.pool().begin().await?;
+        self.count("users.set_password");
+        let done = sqlx::query(sql!(self, "UPDATE users SET password_hash = $1, updated_at = $2 WHERE id = $3"))
+            .bind(password_hash)
+            .bind(now_ms())
+            .bind(user_id)
+            .execute(&mut *tx)
+            .await?;
+        if done.rows_affected() != 1 {
+            return Err(DbError::NotFound);
+        }
+        self.bump_watermark(&mut tx, SECURITY).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub async fn delete_user(&self, user_id: i64) -> DbResult<()> {
+        let mut tx = self.pool().begin().await?;
+        for (op, stmt) in [
+            ("api_tokens.delete_user", sql!(self, "DELETE FROM api_tokens WHERE user_id = $1")),
+            ("user_roles.clear", sql!(self, "DELETE FROM user_roles WHERE user_id = $1")),
+        ] {
+            self.count(op);
+            sqlx::query(stmt).bind(user_id).execute(&mut *tx).await?;
+        }
+        self.count("users.delete");
+        let done = sqlx::query(sql!(self, "DELETE FROM users WHERE id = $1")).bind(user_id).execute(&mut *tx).await?;
+        if done.rows_affected() != 1 {
+            return Err(DbError::NotFound);
+        }
+        self.bump_watermark(&mut tx, SECURITY).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    // --- tokens --------------------------------------------------------------------------------
+
+    #[allow(clippy::too_many_arguments)]
+    pub async fn insert_token(
+        &self,
+        id: &str,
+        user_id: i64,
+        name: &str,
+        secret_hash: &str,
+        repositories: Option<&str>,
+        actions: Option<&[Action]>,
+        expires_at: Option<i64>,
+    ) -> DbResult<()> {
+        let actions = actions.map(|a| a.iter().map(|x| x.as_str()).collect::<Vec<_>>().join(","));
+        self.count("api_tokens.insert");
+        sqlx::query(sql!(self, "INSERT INTO api_tokens (id, user_id, name, secret_hash, repositories, actions, expires_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"))
+            .bind(id)
+            .bind(user_id)
+            .bind(name)
+            .bind(secret_hash)
+            .bind(repositories)
+            .bind(actions)
+            .bind(expires_at)
+            .bind(now_ms())
+            .execute(self.pool())
+            .await?;
+        Ok(())
+    }
+
+    pub async fn token_by_id(&self, id: &str) -> DbResult<Option<TokenRecord>> {
+        self.count("api_tokens.get");
+        let q = match self.backend() {
+            Backend::MySql => format!("{TOKEN_SELECT} WHERE t.id = ?"),
+            _ => format!("{TOKEN_SELECT} WHERE t.id = $1"),
+        };
+        let row = sqlx::query(&q).bind(id).fetch_optional(self.pool()).await?;
+        row.as_ref().map(parse_token).transpose()
+    }
+
+    /// Tokens of one user (or of everyone), newest first, revoked ones included.
+    pub async fn list_tokens(&self, user_id: Option<i64>) -> DbResult<Vec<TokenRecord>> {
+        self.count("api_tokens.list");
+        let rows = match user_id {
+            Some(uid) => {
+                let q = match self.backend() {
+                    Backend::MySql => format!("{TOKEN_SELECT} WHERE t.user_id = ? ORDER BY t.created_at DESC, t.id"),
+                    _ => format!("{TOKEN_SELECT} WHERE t.user_id = $1 ORDER BY t.created_at DESC, t.id"),
+                };
+                sqlx::query(&q).bind(uid).fetch_all(self.pool()).await?
+            }
+            None => {
+                sqlx::query(&format!("{TOKEN_SELECT} ORDER BY t.created_at DESC, t.id")).fetch_all(self.pool()).await?
+            }
+        };
+        rows.iter().map(parse_token).collect()
+    }
+
+    /// Marks a token revoked; bumps the security watermark so every replica forgets it.
+    pub async fn revoke_token(&self, id: &str) -> DbResult<()> {
+        let mut tx = self.pool().begin().await?;
+        self.count("api_tokens.revoke");
+        let done =
+            sqlx::query(sql!(self, "UPDATE api_tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL"))
+                .bind(now_ms())
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+        if done.rows_affected() != 1 {
+            return Err(DbError::NotFound);
+        }
+        self.bump_watermark(&mut tx, SECURITY).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    // --- audit ---------------------------------------------------------------------------------
+
+    pub async fn insert_audit(
+        &self,
+        actor: &str,
+        address: &str,
+        action: &str,
+        target: &str,
+        detail: &str,
+    ) -> DbResult<()> {
+        self.count("audit.insert");
+        sqlx::query(sql!(
+            self,
+            "INSERT INTO audit_log (at, actor, address, action, target, detail) VALUES ($1, $2, $3, $4, $5, $6)"
+        ))
+        .bind(now_ms())
+        .bind(actor)
+        .bind(address)
+        .bind(action)
+        .bind(target)
+        .bind(detail)
+        .execute(self.pool())
+        .await?;
+        Ok(())
+    }
+
+    /// Newest first; `before` is the keyset cursor (an id from the previous page).
+    pub async fn list_audit(&self, before: Option<i64>, limit: i64) -> DbResult<Vec<AuditRecord>> {
+        self.count("audit.list");
+        let rows = sqlx::query(sql!(self, "SELECT id, at, actor, address, action, target, detail FROM audit_log WHERE id < $1 ORDER BY id DESC LIMIT $2"))
+            .bind(before.unwrap_or(i64::MAX))
+            .bind(limit)
+            .fetch_all(self.pool())
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(AuditRecord {
+                    id: r.try_get("id")?,
+                    at: r.try_get("at")?,
+                    actor: text(r, "actor")?,
+                    address: text(r, "address")?,
+                    action: text(r, "action")?,
+                    target: text(r, "target")?,
+                    detail: text(r, "detail")?,
+                })
+            })
+            .collect()
+    }
+
+    // --- secrets -------------------------------------------------------------------------------
+
+    /// Stores (or replaces) an encrypted secret.
+    pub async fn put_secret(&self, name: &str, nonce: &str, ciphertext: &str) -> DbResult<()> {
+        let mut tx = self.pool().begin().await?;
+        self.count("secrets.delete");
+        sqlx::query(sql!(self, "DELETE FROM secrets WHERE name = $1")).bind(name).execute(&mut *tx).await?;
+        self.count("secrets.insert");
+        sqlx::query(sql!(self, "INSERT INTO secrets (name, nonce, ciphertext, created_at) VALUES ($1, $2, $3, $4)"))
+            .bind(name)
+            .bind(nonce)
+            .bind(ciphertext)
+            .bind(now_ms())
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub async fn insert_secret_if_absent(&self, name: &str, nonce: &str, ciphertext: &str) -> DbResult<bool> {
+        self.count("secrets.insert_if_absent");
+        let statement = match self.backend() {
+            Backend::Sqlite => "INSERT OR IGNORE INTO secrets (name, nonce, ciphertext, created_at) VALUES ($1, $2, $3, $4)",
+            Backend::Postgres => "INSERT INTO secrets (name, nonce, ciphertext, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT (name) DO NOTHING",
+            Backend::MySql => "INSERT IGNORE INTO secrets (name, nonce, ciphertext, created_at) VALUES (?, ?, ?, ?)",
+        };
+        let done =
+            sqlx::query(statement).bind(name).bind(nonce).bind(ciphertext).bind(now_ms()).execute(self.pool()).await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    pub async fn get_secret(&self, name: &str) -> DbResult<Option<(String, String)>> {
+        self.count("secrets.get");
+        let row = sqlx::query(sql!(self, "SELECT nonce, ciphertext FROM secrets WHERE name = $1"))
+            .bind(name)
+            .fetch_optional(self.pool())
+            .await?;
+        row.map(|r| Ok((text(&r, "nonce")?, text(&r, "ciphertext")?))).transpose()
+    }
+}
