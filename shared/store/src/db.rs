@@ -1,13 +1,12 @@
 //! The database layer: one storage API over SQLite, PostgreSQL and MySQL/MariaDB.
 //!
-//! Queries are written with `$1, $2, …` placeholders in order of use; MySQL gets them rewritten
-//! to `?` once per statement (see [`sql!`]). Where a dialect gives a better plan, a method
-//! branches on [`Backend`]. Every query goes through [`Db::count`] so that
-//! `packyard_db_queries_total` sees it.
+//! Every statement goes through the dialect layer ([`crate::sql`]): written once in a portable
+//! form, rendered for the connected backend on first use, and counted in
+//! `packyard_db_queries_total` under its `op` when it runs.
 
 use std::borrow::Cow;
 use std::str::FromStr;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions, AnyRow};
@@ -98,15 +97,6 @@ pub struct Db {
     metrics: Arc<Metrics>,
 }
 
-/// Picks the statement text for the backend, rewriting `$n` to `?` for MySQL once per call site.
-#[macro_export]
-macro_rules! sql {
-    ($db:expr, $text:literal) => {{
-        static MYSQL: ::std::sync::OnceLock<String> = ::std::sync::OnceLock::new();
-        $db.dialect($text, &MYSQL)
-    }};
-}
-
 impl Db {
     /// Connects with the configured pool limits and timeouts. Creates the SQLite file (and its
     /// directory) when missing.
@@ -180,36 +170,10 @@ impl Db {
         self.metrics.db_queries_total.with_label_values(&[op]).inc();
     }
 
-    /// Statement text for this backend; see [`sql!`].
-    pub fn dialect(&self, text: &'static str, mysql_cache: &'static OnceLock<String>) -> &'static str {
-        match self.backend {
-            Backend::MySql => mysql_cache.get_or_init(|| to_question_marks(text)).as_str(),
-            _ => text,
-        }
-    }
-
     /// `SELECT 1`: reachable and answering.
     pub async fn ping(&self) -> DbResult<()> {
-        self.count("ping");
-        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        self.query(crate::sql!("ping", "SELECT 1")).execute(&self.pool).await?;
         Ok(())
-    }
-
-    /// The id of the row an INSERT just made: the driver's report where it gives one (SQLite,
-    /// MySQL), else `lookup` (a `SELECT id … WHERE <unique key> = $1`) with `key`, inside `tx`.
-    pub(crate) async fn inserted_id(
-        &self,
-        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
-        done: &sqlx::any::AnyQueryResult,
-        op: &'static str,
-        lookup: &'static str,
-        key: &str,
-    ) -> DbResult<i64> {
-        if let (Backend::Sqlite | Backend::MySql, Some(id)) = (self.backend, done.last_insert_id()) {
-            return Ok(id);
-        }
-        self.count(op);
-        Ok(sqlx::query(lookup).bind(key).fetch_one(&mut **tx).await?.try_get("id")?)
     }
 
     pub async fn close(&self) {
@@ -236,27 +200,6 @@ where
             other => return other,
         }
     }
-}
-
-/// Rewrites `$1`, `$2`, … to `?`, leaving quoted strings alone. Parameters must appear in order.
-pub fn to_question_marks(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars().peekable();
-    let mut in_quote = false;
-    while let Some(c) = chars.next() {
-        if c == '\'' {
-            in_quote = !in_quote;
-            out.push(c);
-        } else if c == '$' && !in_quote && chars.peek().is_some_and(char::is_ascii_digit) {
-            while chars.peek().is_some_and(char::is_ascii_digit) {
-                chars.next();
-            }
-            out.push('?');
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 /// Adds `mode=rwc` so the file is created, and creates the parent directory.
@@ -313,16 +256,6 @@ pub fn now_ms() -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn placeholders_become_question_marks() {
-        assert_eq!(
-            to_question_marks("SELECT a FROM t WHERE b = $1 AND c = '$2' AND d = $2"),
-            "SELECT a FROM t WHERE b = ? AND c = '$2' AND d = ?"
-        );
-        assert_eq!(to_question_marks("SELECT 1"), "SELECT 1");
-        assert_eq!(to_question_marks("price $ and $12x"), "price $ and ?x");
-    }
 
     #[test]
     fn sqlite_url_gets_create_mode() -> anyhow::Result<()> {

@@ -6,5 +6,6 @@
 pub mod blobs;
 pub mod db;
 pub mod metrics;
+pub mod sql;
 #[cfg(feature = "testing")]
 pub mod testing;

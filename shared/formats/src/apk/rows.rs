@@ -24,7 +24,11 @@ pub struct ApkPackage {
     pub sha256: String,
 }
 
-const COLUMNS: &str = "id, repository_id, unit_key, name, version, path, record, checksum, size, sha256";
+macro_rules! columns {
+    () => {
+        "id, repository_id, unit_key, name, version, path, record, checksum, size, sha256"
+    };
+}
 
 fn parse(r: &AnyRow) -> DbResult<ApkPackage> {
     Ok(ApkPackage {
@@ -39,11 +43,6 @@ fn parse(r: &AnyRow) -> DbResult<ApkPackage> {
         size: r.try_get("size")?,
         sha256: text(r, "sha256")?.trim().to_string(),
     })
-}
-
-fn select(backend_is_mysql: bool, condition: &str) -> String {
-    let c = if backend_is_mysql { packyard_store::db::to_question_marks(condition) } else { condition.to_string() };
-    format!("SELECT {COLUMNS} FROM apk_packages WHERE {c}")
 }
 
 /// APK's tables on the database (see [`rows`]).
@@ -63,9 +62,15 @@ impl std::ops::Deref for Rows<'_> {
 
 impl Rows<'_> {
     pub async fn apk_by_path(&self, repo: i64, path: &str) -> DbResult<Option<ApkPackage>> {
-        self.count("apk_packages.by_path");
-        let q = select(self.backend() == packyard_store::db::Backend::MySql, "repository_id = $1 AND path = $2");
-        let row = sqlx::query(&q).bind(repo).bind(path).fetch_optional(self.pool()).await?;
+        let row = self
+            .query(sql!(
+                "apk_packages.by_path",
+                concat!("SELECT ", columns!(), " FROM apk_packages WHERE repository_id = $1 AND path = $2")
+            ))
+            .bind(repo)
+            .bind(path)
+            .fetch_optional(self.pool())
+            .await?;
         row.as_ref().map(parse).transpose()
     }
 
@@ -77,12 +82,21 @@ impl Rows<'_> {
         after_id: i64,
         limit: i64,
     ) -> DbResult<Vec<ApkPackage>> {
-        self.count("apk_packages.page");
-        let q = select(
-            self.backend() == packyard_store::db::Backend::MySql,
-            "repository_id = $1 AND unit_key = $2 AND id > $3 ORDER BY id LIMIT $4",
-        );
-        let rows = sqlx::query(&q).bind(repo).bind(unit_key).bind(after_id).bind(limit).fetch_all(self.pool()).await?;
+        let rows = self
+            .query(sql!(
+                "apk_packages.page",
+                concat!(
+                    "SELECT ",
+                    columns!(),
+                    " FROM apk_packages WHERE repository_id = $1 AND unit_key = $2 AND id > $3 ORDER BY id LIMIT $4"
+                )
+            ))
+            .bind(repo)
+            .bind(unit_key)
+            .bind(after_id)
+            .bind(limit)
+            .fetch_all(self.pool())
+            .await?;
         rows.iter().map(parse).collect()
     }
 
@@ -95,15 +109,13 @@ impl Rows<'_> {
         replace: bool,
     ) -> DbResult<()> {
         if replace {
-            self.count("apk_packages.replace");
-            sqlx::query(sql!(self, "DELETE FROM apk_packages WHERE repository_id = $1 AND path = $2"))
+            self.query(sql!("apk_packages.replace", "DELETE FROM apk_packages WHERE repository_id = $1 AND path = $2"))
                 .bind(p.repository_id)
                 .bind(p.path.as_str())
                 .execute(&mut **tx)
                 .await?;
         }
-        self.count("apk_packages.insert");
-        sqlx::query(sql!(self, "INSERT INTO apk_packages (repository_id, unit_key, name, version, path, record, checksum, size, sha256, uploaded_at, uploaded_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"))
+        self.query(sql!("apk_packages.insert", "INSERT INTO apk_packages (repository_id, unit_key, name, version, path, record, checksum, size, sha256, uploaded_at, uploaded_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"))
             .bind(p.repository_id)
             .bind(p.unit_key.as_str())
             .bind(p.name.as_str())
@@ -121,9 +133,11 @@ impl Rows<'_> {
     }
 
     pub async fn delete_apk_package(&self, tx: &mut Transaction<'_, Any>, id: i64) -> DbResult<bool> {
-        self.count("apk_packages.delete");
-        let done =
-            sqlx::query(sql!(self, "DELETE FROM apk_packages WHERE id = $1")).bind(id).execute(&mut **tx).await?;
+        let done = self
+            .query(sql!("apk_packages.delete", "DELETE FROM apk_packages WHERE id = $1"))
+            .bind(id)
+            .execute(&mut **tx)
+            .await?;
         Ok(done.rows_affected() == 1)
     }
 }

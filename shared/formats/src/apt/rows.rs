@@ -22,8 +22,11 @@ pub struct AptPackage {
     pub sha256: String,
 }
 
-const COLUMNS: &str =
-    "id, repository_id, component, name, version, architecture, control, pool_path, size, md5, sha256";
+macro_rules! columns {
+    () => {
+        "id, repository_id, component, name, version, architecture, control, pool_path, size, md5, sha256"
+    };
+}
 
 fn parse(r: &AnyRow) -> DbResult<AptPackage> {
     Ok(AptPackage {
@@ -39,11 +42,6 @@ fn parse(r: &AnyRow) -> DbResult<AptPackage> {
         md5: text(r, "md5")?.trim().to_string(),
         sha256: text(r, "sha256")?.trim().to_string(),
     })
-}
-
-fn select(backend_is_mysql: bool, condition: &str) -> String {
-    let c = if backend_is_mysql { packyard_store::db::to_question_marks(condition) } else { condition.to_string() };
-    format!("SELECT {COLUMNS} FROM apt_packages WHERE {c}")
 }
 
 /// APT's tables on the database (see [`rows`]).
@@ -62,10 +60,6 @@ impl std::ops::Deref for Rows<'_> {
 }
 
 impl Rows<'_> {
-    fn is_mysql(&self) -> bool {
-        self.backend() == packyard_store::db::Backend::MySql
-    }
-
     pub async fn apt_by_coordinate(
         &self,
         repo: i64,
@@ -73,16 +67,34 @@ impl Rows<'_> {
         version: &str,
         arch: &str,
     ) -> DbResult<Option<AptPackage>> {
-        self.count("apt_packages.by_coordinate");
-        let q = select(self.is_mysql(), "repository_id = $1 AND name = $2 AND version = $3 AND architecture = $4");
-        let row = sqlx::query(&q).bind(repo).bind(name).bind(version).bind(arch).fetch_optional(self.pool()).await?;
+        let row = self
+            .query(sql!(
+                "apt_packages.by_coordinate",
+                concat!(
+                    "SELECT ",
+                    columns!(),
+                    " FROM apt_packages WHERE repository_id = $1 AND name = $2 AND version = $3 AND architecture = $4"
+                )
+            ))
+            .bind(repo)
+            .bind(name)
+            .bind(version)
+            .bind(arch)
+            .fetch_optional(self.pool())
+            .await?;
         row.as_ref().map(parse).transpose()
     }
 
     pub async fn apt_by_pool_path(&self, repo: i64, pool_path: &str) -> DbResult<Option<AptPackage>> {
-        self.count("apt_packages.by_path");
-        let q = select(self.is_mysql(), "repository_id = $1 AND pool_path = $2");
-        let row = sqlx::query(&q).bind(repo).bind(pool_path).fetch_optional(self.pool()).await?;
+        let row = self
+            .query(sql!(
+                "apt_packages.by_path",
+                concat!("SELECT ", columns!(), " FROM apt_packages WHERE repository_id = $1 AND pool_path = $2")
+            ))
+            .bind(repo)
+            .bind(pool_path)
+            .fetch_optional(self.pool())
+            .await?;
         row.as_ref().map(parse).transpose()
     }
 
@@ -95,12 +107,8 @@ impl Rows<'_> {
         after_id: i64,
         limit: i64,
     ) -> DbResult<Vec<AptPackage>> {
-        self.count("apt_packages.page");
-        let q = select(
-            self.is_mysql(),
-            "repository_id = $1 AND component = $2 AND (architecture = $3 OR architecture = 'all') AND id > $4 ORDER BY id LIMIT $5",
-        );
-        let rows = sqlx::query(&q)
+        let rows = self
+            .query(sql!("apt_packages.page", concat!("SELECT ", columns!(), " FROM apt_packages WHERE repository_id = $1 AND component = $2 AND (architecture = $3 OR architecture = 'all') AND id > $4 ORDER BY id LIMIT $5")))
             .bind(repo)
             .bind(component)
             .bind(arch)
@@ -120,8 +128,7 @@ impl Rows<'_> {
         replace: bool,
     ) -> DbResult<()> {
         if replace {
-            self.count("apt_packages.replace");
-            sqlx::query(sql!(self, "DELETE FROM apt_packages WHERE repository_id = $1 AND name = $2 AND version = $3 AND architecture = $4"))
+            self.query(sql!("apt_packages.replace", "DELETE FROM apt_packages WHERE repository_id = $1 AND name = $2 AND version = $3 AND architecture = $4"))
                 .bind(p.repository_id)
                 .bind(p.name.as_str())
                 .bind(p.version.as_str())
@@ -129,8 +136,7 @@ impl Rows<'_> {
                 .execute(&mut **tx)
                 .await?;
         }
-        self.count("apt_packages.insert");
-        sqlx::query(sql!(self, "INSERT INTO apt_packages (repository_id, component, name, version, architecture, control, pool_path, size, md5, sha1, sha256, sha512, uploaded_at, uploaded_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, '', $10, '', $11, $12)"))
+        self.query(sql!("apt_packages.insert", "INSERT INTO apt_packages (repository_id, component, name, version, architecture, control, pool_path, size, md5, sha1, sha256, sha512, uploaded_at, uploaded_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, '', $10, '', $11, $12)"))
             .bind(p.repository_id)
             .bind(p.component.as_str())
             .bind(p.name.as_str())
@@ -150,8 +156,7 @@ impl Rows<'_> {
 
     /// Records the MD5 the upload left for the worker.
     pub async fn set_apt_md5(&self, id: i64, md5: &str) -> DbResult<()> {
-        self.count("apt_packages.digests");
-        sqlx::query(sql!(self, "UPDATE apt_packages SET md5 = $1 WHERE id = $2"))
+        self.query(sql!("apt_packages.digests", "UPDATE apt_packages SET md5 = $1 WHERE id = $2"))
             .bind(md5)
             .bind(id)
             .execute(self.pool())
@@ -160,9 +165,11 @@ impl Rows<'_> {
     }
 
     pub async fn delete_apt_package(&self, tx: &mut Transaction<'_, Any>, id: i64) -> DbResult<bool> {
-        self.count("apt_packages.delete");
-        let done =
-            sqlx::query(sql!(self, "DELETE FROM apt_packages WHERE id = $1")).bind(id).execute(&mut **tx).await?;
+        let done = self
+            .query(sql!("apt_packages.delete", "DELETE FROM apt_packages WHERE id = $1"))
+            .bind(id)
+            .execute(&mut **tx)
+            .await?;
         Ok(done.rows_affected() == 1)
     }
 }

@@ -1,10 +1,12 @@
 //! Storage of Conan revisions and their files. A recipe revision has `pkgid = prev = ''`.
 
-use sqlx::any::AnyRow;
+use sqlx::any::{AnyArguments, AnyRow};
+use sqlx::query::Query;
 use sqlx::{Any, Row, Transaction};
 
-use packyard_store::db::{now_ms, text, Backend, Db, DbError, DbResult};
-use packyard_store::sql;
+use packyard_store::db::{now_ms, text, Db, DbError, DbResult};
+use packyard_store::sql::Sql;
+use packyard_store::{insert_or_ignore, sql, upsert};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConanRevision {
@@ -48,7 +50,11 @@ fn file(r: &AnyRow) -> DbResult<ConanFile> {
     })
 }
 
-const REV: &str = "id, reference, rrev, pkgid, prev, complete, time_ms";
+macro_rules! rev_columns {
+    () => {
+        "id, reference, rrev, pkgid, prev, complete, time_ms"
+    };
+}
 
 /// Conan's tables on the database (see [`rows`]).
 pub struct Rows<'a>(pub &'a Db);
@@ -65,6 +71,16 @@ impl std::ops::Deref for Rows<'_> {
     }
 }
 
+/// One revision by its whole key.
+const REVISION: &Sql = sql!(
+    "conan_revisions.get",
+    concat!(
+        "SELECT ",
+        rev_columns!(),
+        " FROM conan_revisions WHERE repository_id = $1 AND reference = $2 AND rrev = $3 AND pkgid = $4 AND prev = $5"
+    )
+);
+
 impl Rows<'_> {
     pub async fn conan_revision(
         &self,
@@ -74,33 +90,13 @@ impl Rows<'_> {
         pkgid: &str,
         prev: &str,
     ) -> DbResult<Option<ConanRevision>> {
-        self.count("conan_revisions.get");
-        let q = format!("SELECT {REV} FROM conan_revisions WHERE repository_id = $1 AND reference = $2 AND rrev = $3 AND pkgid = $4 AND prev = $5");
-        let q = if self.backend() == packyard_store::db::Backend::MySql {
-            packyard_store::db::to_question_marks(&q)
-        } else {
-            q
-        };
-        let row = sqlx::query(&q)
-            .bind(repo)
-            .bind(reference)
-            .bind(rrev)
-            .bind(pkgid)
-            .bind(prev)
-            .fetch_optional(self.pool())
-            .await?;
+        let key = RevisionKey { repo, reference, rrev, pkgid, prev };
+        let row = key.bind(self.query(REVISION)).fetch_optional(self.pool()).await?;
         row.as_ref().map(revision).transpose()
     }
 
     pub async fn conan_files(&self, revision_id: i64) -> DbResult<Vec<ConanFile>> {
-        self.count("conan_files.list");
-        let rows = sqlx::query(sql!(
-            self,
-            "SELECT path, sha256, size, md5, sha1 FROM conan_files WHERE revision_id = $1 ORDER BY path"
-        ))
-        .bind(revision_id)
-        .fetch_all(self.pool())
-        .await?;
+        let rows = self.query(FILES).bind(revision_id).fetch_all(self.pool()).await?;
         rows.iter().map(file).collect()
     }
 
@@ -114,30 +110,38 @@ impl Rows<'_> {
         rrev: Option<&str>,
         pkgid: Option<&str>,
     ) -> DbResult<Vec<ConanRevision>> {
-        self.count("conan_revisions.list");
-        let (cond, binds): (&str, Vec<&str>) = match (rrev, pkgid) {
-            (None, _) => ("pkgid = ''", vec![]),
-            (Some(r), Some(p)) => ("rrev = $3 AND pkgid = $4 AND pkgid <> ''", vec![r, p]),
-            (Some(r), None) => ("rrev = $3 AND pkgid <> ''", vec![r]),
+        let query = match (rrev, pkgid) {
+            (None, _) => self.query(sql!(
+                "conan_revisions.list",
+                concat!("SELECT ", rev_columns!(), " FROM conan_revisions WHERE repository_id = $1 AND reference = $2 AND complete = 1 AND pkgid = '' ORDER BY time_ms DESC, id DESC")
+            )),
+            (Some(r), Some(p)) => self
+                .query(sql!(
+                    "conan_revisions.list",
+                    concat!("SELECT ", rev_columns!(), " FROM conan_revisions WHERE repository_id = $1 AND reference = $2 AND complete = 1 AND rrev = $3 AND pkgid = $4 AND pkgid <> '' ORDER BY time_ms DESC, id DESC")
+                ))
+                .bind(repo)
+                .bind(reference)
+                .bind(r)
+                .bind(p),
+            (Some(r), None) => self
+                .query(sql!(
+                    "conan_revisions.list",
+                    concat!("SELECT ", rev_columns!(), " FROM conan_revisions WHERE repository_id = $1 AND reference = $2 AND complete = 1 AND rrev = $3 AND pkgid <> '' ORDER BY time_ms DESC, id DESC")
+                ))
+                .bind(repo)
+                .bind(reference)
+                .bind(r),
         };
-        let q = format!("SELECT {REV} FROM conan_revisions WHERE repository_id = $1 AND reference = $2 AND complete = 1 AND {cond} ORDER BY time_ms DESC, id DESC");
-        let q = if self.backend() == packyard_store::db::Backend::MySql {
-            packyard_store::db::to_question_marks(&q)
-        } else {
-            q
-        };
-        let mut query = sqlx::query(&q).bind(repo).bind(reference);
-        for b in binds {
-            query = query.bind(b);
-        }
+        let query = if rrev.is_none() { query.bind(repo).bind(reference) } else { query };
         let rows = query.fetch_all(self.pool()).await?;
         rows.iter().map(revision).collect()
     }
 
     /// The references with a complete recipe revision.
     pub async fn conan_references(&self, repo: i64) -> DbResult<Vec<String>> {
-        self.count("conan_revisions.references");
-        let rows = sqlx::query(sql!(self, "SELECT DISTINCT reference FROM conan_revisions WHERE repository_id = $1 AND pkgid = '' AND complete = 1 ORDER BY reference"))
+        let rows = self
+            .query(sql!("conan_revisions.references", "SELECT DISTINCT reference FROM conan_revisions WHERE repository_id = $1 AND pkgid = '' AND complete = 1 ORDER BY reference"))
             .bind(repo)
             .fetch_all(self.pool())
             .await?;
@@ -151,21 +155,7 @@ impl Rows<'_> {
         tx: &mut Transaction<'_, Any>,
         key: RevisionKey<'_>,
     ) -> DbResult<Option<ConanRevision>> {
-        self.count("conan_revisions.get");
-        let q = format!("SELECT {REV} FROM conan_revisions WHERE repository_id = $1 AND reference = $2 AND rrev = $3 AND pkgid = $4 AND prev = $5");
-        let q = if self.backend() == packyard_store::db::Backend::MySql {
-            packyard_store::db::to_question_marks(&q)
-        } else {
-            q
-        };
-        let row = sqlx::query(&q)
-            .bind(key.repo)
-            .bind(key.reference)
-            .bind(key.rrev)
-            .bind(key.pkgid)
-            .bind(key.prev)
-            .fetch_optional(&mut **tx)
-            .await?;
+        let row = key.bind(self.query(REVISION)).fetch_optional(&mut **tx).await?;
         row.as_ref().map(revision).transpose()
     }
 
@@ -178,34 +168,18 @@ impl Rows<'_> {
         if let Some(r) = self.conan_revision_in(tx, key).await? {
             return Ok(r);
         }
-        self.count("conan_revisions.insert");
-        let q = match self.backend() {
-            Backend::Sqlite | Backend::Postgres => "INSERT INTO conan_revisions (repository_id, reference, rrev, pkgid, prev, complete, time_ms) VALUES ($1, $2, $3, $4, $5, 0, $6) ON CONFLICT DO NOTHING",
-            Backend::MySql => "INSERT IGNORE INTO conan_revisions (repository_id, reference, rrev, pkgid, prev, complete, time_ms) VALUES (?, ?, ?, ?, ?, 0, ?)",
-        };
-        sqlx::query(q)
-            .bind(key.repo)
-            .bind(key.reference)
-            .bind(key.rrev)
-            .bind(key.pkgid)
-            .bind(key.prev)
-            .bind(now_ms())
-            .execute(&mut **tx)
-            .await?;
+        let insert = insert_or_ignore!(
+            "conan_revisions.insert",
+            "INSERT INTO conan_revisions (repository_id, reference, rrev, pkgid, prev, complete, time_ms) VALUES ($1, $2, $3, $4, $5, 0, $6)"
+        );
+        key.bind(self.query(insert)).bind(now_ms()).execute(&mut **tx).await?;
         self.conan_revision_in(tx, key)
             .await?
             .ok_or_else(|| DbError::Retry("the revision vanished while it was created".into()))
     }
 
     pub async fn conan_files_in(&self, tx: &mut Transaction<'_, Any>, revision_id: i64) -> DbResult<Vec<ConanFile>> {
-        self.count("conan_files.list");
-        let rows = sqlx::query(sql!(
-            self,
-            "SELECT path, sha256, size, md5, sha1 FROM conan_files WHERE revision_id = $1 ORDER BY path"
-        ))
-        .bind(revision_id)
-        .fetch_all(&mut **tx)
-        .await?;
+        let rows = self.query(FILES).bind(revision_id).fetch_all(&mut **tx).await?;
         rows.iter().map(file).collect()
     }
 
@@ -216,15 +190,11 @@ impl Rows<'_> {
         revision_id: i64,
         f: &ConanFile,
     ) -> DbResult<()> {
-        self.count("conan_files.put");
-        sqlx::query(sql!(self, "DELETE FROM conan_files WHERE revision_id = $1 AND path = $2"))
-            .bind(revision_id)
-            .bind(f.path.as_str())
-            .execute(&mut **tx)
-            .await?;
-        sqlx::query(sql!(
-            self,
-            "INSERT INTO conan_files (revision_id, path, sha256, size, md5, sha1) VALUES ($1, $2, $3, $4, $5, $6)"
+        self.query(upsert!(
+            "conan_files.put",
+            "INSERT INTO conan_files (revision_id, path, sha256, size, md5, sha1) VALUES ($1, $2, $3, $4, $5, $6)",
+            on "conan_files" ("revision_id, path"),
+            set "sha256 = NEW.sha256, size = NEW.size, md5 = NEW.md5, sha1 = NEW.sha1"
         ))
         .bind(revision_id)
         .bind(f.path.as_str())
@@ -239,12 +209,14 @@ impl Rows<'_> {
 
     /// Makes a revision visible (its manifest arrived and matched), timed now.
     pub async fn conan_complete_in(&self, tx: &mut Transaction<'_, Any>, revision_id: i64) -> DbResult<()> {
-        self.count("conan_revisions.complete");
-        sqlx::query(sql!(self, "UPDATE conan_revisions SET complete = 1, time_ms = $1 WHERE id = $2"))
-            .bind(now_ms())
-            .bind(revision_id)
-            .execute(&mut **tx)
-            .await?;
+        self.query(sql!(
+            "conan_revisions.complete",
+            "UPDATE conan_revisions SET complete = 1, time_ms = $1 WHERE id = $2"
+        ))
+        .bind(now_ms())
+        .bind(revision_id)
+        .execute(&mut **tx)
+        .await?;
         Ok(())
     }
 
@@ -260,23 +232,22 @@ impl Rows<'_> {
         package: Option<(&str, &str)>,
         packages_only: bool,
     ) -> DbResult<u64> {
-        self.count("conan_revisions.delete");
         let done = match package {
-            Some((pkgid, prev)) => sqlx::query(sql!(self, "DELETE FROM conan_revisions WHERE repository_id = $1 AND reference = $2 AND rrev = $3 AND pkgid = $4 AND prev = $5"))
+            Some((pkgid, prev)) => {
+                let key = RevisionKey { repo, reference, rrev, pkgid, prev };
+                key.bind(self.query(sql!("conan_revisions.delete", "DELETE FROM conan_revisions WHERE repository_id = $1 AND reference = $2 AND rrev = $3 AND pkgid = $4 AND prev = $5")))
+                    .execute(&mut **tx)
+                    .await?
+            }
+            None if packages_only => self
+                .query(sql!("conan_revisions.delete", "DELETE FROM conan_revisions WHERE repository_id = $1 AND reference = $2 AND rrev = $3 AND pkgid <> ''"))
                 .bind(repo)
                 .bind(reference)
                 .bind(rrev)
-                .bind(pkgid)
-                .bind(prev)
                 .execute(&mut **tx)
                 .await?,
-            None if packages_only => sqlx::query(sql!(self, "DELETE FROM conan_revisions WHERE repository_id = $1 AND reference = $2 AND rrev = $3 AND pkgid <> ''"))
-                .bind(repo)
-                .bind(reference)
-                .bind(rrev)
-                .execute(&mut **tx)
-                .await?,
-            None => sqlx::query(sql!(self, "DELETE FROM conan_revisions WHERE repository_id = $1 AND reference = $2 AND rrev = $3"))
+            None => self
+                .query(sql!("conan_revisions.delete", "DELETE FROM conan_revisions WHERE repository_id = $1 AND reference = $2 AND rrev = $3"))
                 .bind(repo)
                 .bind(reference)
                 .bind(rrev)
@@ -287,6 +258,12 @@ impl Rows<'_> {
     }
 }
 
+/// A revision's files, by path.
+const FILES: &Sql = sql!(
+    "conan_files.list",
+    "SELECT path, sha256, size, md5, sha1 FROM conan_files WHERE revision_id = $1 ORDER BY path"
+);
+
 /// Which revision: a recipe revision has `pkgid = prev = ""`.
 #[derive(Debug, Clone, Copy)]
 pub struct RevisionKey<'a> {
@@ -295,4 +272,14 @@ pub struct RevisionKey<'a> {
     pub rrev: &'a str,
     pub pkgid: &'a str,
     pub prev: &'a str,
+}
+
+impl<'a> RevisionKey<'a> {
+    /// Binds the key as `$1 … $5` (repository, reference, rrev, pkgid, prev).
+    fn bind<'q>(self, q: Query<'q, Any, AnyArguments<'q>>) -> Query<'q, Any, AnyArguments<'q>>
+    where
+        'a: 'q,
+    {
+        q.bind(self.repo).bind(self.reference).bind(self.rrev).bind(self.pkgid).bind(self.prev)
+    }
 }

@@ -20,7 +20,11 @@ pub struct GoVersion {
     pub zip_size: i64,
 }
 
-const COLUMNS: &str = "id, repository_id, module, version, time_ms, mod_sha256, mod_size, zip_sha256, zip_size";
+macro_rules! columns {
+    () => {
+        "id, repository_id, module, version, time_ms, mod_sha256, mod_size, zip_sha256, zip_size"
+    };
+}
 
 fn parse(r: &AnyRow) -> DbResult<GoVersion> {
     Ok(GoVersion {
@@ -34,11 +38,6 @@ fn parse(r: &AnyRow) -> DbResult<GoVersion> {
         zip_sha256: text(r, "zip_sha256")?.trim().to_string(),
         zip_size: r.try_get("zip_size")?,
     })
-}
-
-fn select(backend_is_mysql: bool, condition: &str) -> String {
-    let c = if backend_is_mysql { packyard_store::db::to_question_marks(condition) } else { condition.to_string() };
-    format!("SELECT {COLUMNS} FROM go_versions WHERE {c}")
 }
 
 /// GO's tables on the database (see [`rows`]).
@@ -58,12 +57,20 @@ impl std::ops::Deref for Rows<'_> {
 
 impl Rows<'_> {
     pub async fn go_version(&self, repo: i64, module: &str, version: &str) -> DbResult<Option<GoVersion>> {
-        self.count("go_versions.get");
-        let q = select(
-            self.backend() == packyard_store::db::Backend::MySql,
-            "repository_id = $1 AND module = $2 AND version = $3",
-        );
-        let row = sqlx::query(&q).bind(repo).bind(module).bind(version).fetch_optional(self.pool()).await?;
+        let row = self
+            .query(sql!(
+                "go_versions.get",
+                concat!(
+                    "SELECT ",
+                    columns!(),
+                    " FROM go_versions WHERE repository_id = $1 AND module = $2 AND version = $3"
+                )
+            ))
+            .bind(repo)
+            .bind(module)
+            .bind(version)
+            .fetch_optional(self.pool())
+            .await?;
         row.as_ref().map(parse).transpose()
     }
 
@@ -75,12 +82,21 @@ impl Rows<'_> {
         after_id: i64,
         limit: i64,
     ) -> DbResult<Vec<GoVersion>> {
-        self.count("go_versions.page");
-        let q = select(
-            self.backend() == packyard_store::db::Backend::MySql,
-            "repository_id = $1 AND module = $2 AND id > $3 ORDER BY id LIMIT $4",
-        );
-        let rows = sqlx::query(&q).bind(repo).bind(module).bind(after_id).bind(limit).fetch_all(self.pool()).await?;
+        let rows = self
+            .query(sql!(
+                "go_versions.page",
+                concat!(
+                    "SELECT ",
+                    columns!(),
+                    " FROM go_versions WHERE repository_id = $1 AND module = $2 AND id > $3 ORDER BY id LIMIT $4"
+                )
+            ))
+            .bind(repo)
+            .bind(module)
+            .bind(after_id)
+            .bind(limit)
+            .fetch_all(self.pool())
+            .await?;
         rows.iter().map(parse).collect()
     }
 
@@ -93,9 +109,8 @@ impl Rows<'_> {
         replace: bool,
     ) -> DbResult<()> {
         if replace {
-            self.count("go_versions.replace");
-            sqlx::query(sql!(
-                self,
+            self.query(sql!(
+                "go_versions.replace",
                 "DELETE FROM go_versions WHERE repository_id = $1 AND module = $2 AND version = $3"
             ))
             .bind(v.repository_id)
@@ -104,8 +119,7 @@ impl Rows<'_> {
             .execute(&mut **tx)
             .await?;
         }
-        self.count("go_versions.insert");
-        sqlx::query(sql!(self, "INSERT INTO go_versions (repository_id, module, version, time_ms, mod_sha256, mod_size, zip_sha256, zip_size, uploaded_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"))
+        self.query(sql!("go_versions.insert", "INSERT INTO go_versions (repository_id, module, version, time_ms, mod_sha256, mod_size, zip_sha256, zip_size, uploaded_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"))
             .bind(v.repository_id)
             .bind(v.module.as_str())
             .bind(v.version.as_str())
@@ -121,8 +135,11 @@ impl Rows<'_> {
     }
 
     pub async fn delete_go_version(&self, tx: &mut Transaction<'_, Any>, id: i64) -> DbResult<bool> {
-        self.count("go_versions.delete");
-        let done = sqlx::query(sql!(self, "DELETE FROM go_versions WHERE id = $1")).bind(id).execute(&mut **tx).await?;
+        let done = self
+            .query(sql!("go_versions.delete", "DELETE FROM go_versions WHERE id = $1"))
+            .bind(id)
+            .execute(&mut **tx)
+            .await?;
         Ok(done.rows_affected() == 1)
     }
 }

@@ -3,9 +3,10 @@
 
 use sqlx::Row;
 
-use super::{now_ms, text, Backend, Db, DbResult};
+use super::{now_ms, text, Db, DbResult};
 use crate::blobs::Sha256Hex;
-use crate::sql;
+use crate::sql::Sql;
+use crate::{sql, upsert};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BlobRecord {
@@ -18,38 +19,38 @@ impl Db {
     /// Records a stored artifact blob (never collected). Recording the same digest again is a
     /// no-op, except that it marks a blob first written by a build as an artifact.
     pub async fn record_blob(&self, sha256: &Sha256Hex, size: u64) -> DbResult<()> {
-        self.count("blobs.insert");
-        let statement = match self.backend() {
-            Backend::Sqlite => "INSERT INTO blobs (sha256, size, created_at, origin) VALUES ($1, $2, $3, 'artifact') ON CONFLICT (sha256) DO UPDATE SET origin = 'artifact'",
-            Backend::Postgres => "INSERT INTO blobs (sha256, size, created_at, origin) VALUES ($1, $2, $3, 'artifact') ON CONFLICT (sha256) DO UPDATE SET origin = 'artifact'",
-            Backend::MySql => "INSERT INTO blobs (sha256, size, created_at, origin) VALUES (?, ?, ?, 'artifact') ON DUPLICATE KEY UPDATE origin = 'artifact'",
-        };
+        let statement = upsert!(
+            "blobs.insert",
+            "INSERT INTO blobs (sha256, size, created_at, origin) VALUES ($1, $2, $3, 'artifact')",
+            on "blobs" ("sha256"),
+            set "origin = 'artifact'"
+        );
         self.record_with(statement, sha256, size).await
     }
 
     /// Records a blob a publication build wrote: collectable once no snapshot refers to it. A
-    /// blob an upload left pending becomes a build's (so that refusing the upload keeps it).
+    /// blob an upload left pending becomes a build's (so that refusing the upload keeps it); a
+    /// re-recorded build blob is young again, so the collector leaves it alone.
     pub async fn record_snapshot_blob(&self, sha256: &Sha256Hex, size: u64) -> DbResult<()> {
-        self.count("blobs.insert_snapshot");
-        let statement = match self.backend() {
-            // A re-recorded build blob is young again, so the collector leaves it alone.
-            Backend::Sqlite => "INSERT INTO blobs (sha256, size, created_at, origin) VALUES ($1, $2, $3, 'snapshot') ON CONFLICT (sha256) DO UPDATE SET created_at = excluded.created_at, origin = CASE WHEN blobs.origin = 'upload' THEN 'snapshot' ELSE blobs.origin END",
-            Backend::Postgres => "INSERT INTO blobs (sha256, size, created_at, origin) VALUES ($1, $2, $3, 'snapshot') ON CONFLICT (sha256) DO UPDATE SET created_at = EXCLUDED.created_at, origin = CASE WHEN blobs.origin = 'upload' THEN 'snapshot' ELSE blobs.origin END",
-            Backend::MySql => "INSERT INTO blobs (sha256, size, created_at, origin) VALUES (?, ?, ?, 'snapshot') ON DUPLICATE KEY UPDATE created_at = VALUES(created_at), origin = CASE WHEN origin = 'upload' THEN 'snapshot' ELSE origin END",
-        };
+        let statement = upsert!(
+            "blobs.insert_snapshot",
+            "INSERT INTO blobs (sha256, size, created_at, origin) VALUES ($1, $2, $3, 'snapshot')",
+            on "blobs" ("sha256"),
+            set "created_at = NEW.created_at, origin = CASE WHEN OLD.origin = 'upload' THEN 'snapshot' ELSE OLD.origin END"
+        );
         self.record_with(statement, sha256, size).await
     }
 
     /// An upload's bytes are durable in the store: recorded as `upload` — pending, collected
     /// after the grace period unless the upload's transaction claims them ([`Db::claim_blob`]) —
-    /// unless the digest is known already.
+    /// unless the digest is known already. A pending row seen again is young again.
     pub async fn note_upload(&self, sha256: &Sha256Hex, size: u64) -> DbResult<()> {
-        self.count("blobs.insert_upload");
-        let statement = match self.backend() {
-            // A pending row seen again is young again, so the collector leaves it alone.
-            Backend::Sqlite | Backend::Postgres => "INSERT INTO blobs (sha256, size, created_at, origin) VALUES ($1, $2, $3, 'upload') ON CONFLICT (sha256) DO UPDATE SET created_at = CASE WHEN blobs.origin = 'upload' THEN excluded.created_at ELSE blobs.created_at END",
-            Backend::MySql => "INSERT INTO blobs (sha256, size, created_at, origin) VALUES (?, ?, ?, 'upload') ON DUPLICATE KEY UPDATE created_at = CASE WHEN origin = 'upload' THEN VALUES(created_at) ELSE created_at END",
-        };
+        let statement = upsert!(
+            "blobs.insert_upload",
+            "INSERT INTO blobs (sha256, size, created_at, origin) VALUES ($1, $2, $3, 'upload')",
+            on "blobs" ("sha256"),
+            set "created_at = CASE WHEN OLD.origin = 'upload' THEN NEW.created_at ELSE OLD.created_at END"
+        );
         self.record_with(statement, sha256, size).await
     }
 
@@ -57,8 +58,8 @@ impl Db {
     /// pipeline). Fails as unavailable (retry) when the row is gone: a refused upload of the
     /// same bytes removed them in the meantime, and this upload must not point at nothing.
     pub async fn claim_blob(&self, tx: &mut sqlx::Transaction<'_, sqlx::Any>, sha256: &Sha256Hex) -> DbResult<()> {
-        self.count("blobs.claim");
-        let done = sqlx::query(sql!(self, "UPDATE blobs SET origin = 'artifact' WHERE sha256 = $1"))
+        let done = self
+            .query(sql!("blobs.claim", "UPDATE blobs SET origin = 'artifact' WHERE sha256 = $1"))
             .bind(sha256.as_str())
             .execute(&mut **tx)
             .await?;
@@ -73,8 +74,7 @@ impl Db {
     /// A refused upload's pending row, removed if it is still only that (no artifact claimed
     /// it, no snapshot lists it). True when it went: the caller then deletes the bytes.
     pub async fn discard_upload(&self, sha256: &Sha256Hex) -> DbResult<bool> {
-        self.count("blobs.discard_upload");
-        let done = sqlx::query(sql!(self, "DELETE FROM blobs WHERE sha256 = $1 AND origin = 'upload' AND NOT EXISTS (SELECT 1 FROM snapshot_files f WHERE f.sha256 = $2)"))
+        let done = self.query(sql!("blobs.discard_upload", "DELETE FROM blobs WHERE sha256 = $1 AND origin = 'upload' AND NOT EXISTS (SELECT 1 FROM snapshot_files f WHERE f.sha256 = $2)"))
             .bind(sha256.as_str())
             .bind(sha256.as_str())
             .execute(self.pool())
@@ -82,8 +82,8 @@ impl Db {
         Ok(done.rows_affected() == 1)
     }
 
-    async fn record_with(&self, statement: &str, sha256: &Sha256Hex, size: u64) -> DbResult<()> {
-        sqlx::query(statement)
+    async fn record_with(&self, statement: &'static Sql, sha256: &Sha256Hex, size: u64) -> DbResult<()> {
+        self.query(statement)
             .bind(sha256.as_str())
             .bind(i64::try_from(size).unwrap_or(i64::MAX))
             .bind(now_ms())
@@ -93,8 +93,8 @@ impl Db {
     }
 
     pub async fn blob(&self, sha256: &Sha256Hex) -> DbResult<Option<BlobRecord>> {
-        self.count("blobs.get");
-        let row = sqlx::query(sql!(self, "SELECT sha256, size, created_at FROM blobs WHERE sha256 = $1"))
+        let row = self
+            .query(sql!("blobs.get", "SELECT sha256, size, created_at FROM blobs WHERE sha256 = $1"))
             .bind(sha256.as_str())
             .fetch_optional(self.pool())
             .await?;
@@ -114,8 +114,7 @@ impl Db {
     /// this instant: recorded before `older_than`, referenced by no snapshot, never claimed by
     /// an artifact. True when it went.
     pub async fn delete_collectable_blob(&self, sha256: &Sha256Hex, older_than: i64) -> DbResult<bool> {
-        self.count("blobs.delete_collectable");
-        let done = sqlx::query(sql!(self, "DELETE FROM blobs WHERE sha256 = $1 AND origin IN ('snapshot', 'upload') AND created_at < $2 AND NOT EXISTS (SELECT 1 FROM snapshot_files f WHERE f.sha256 = $3)"))
+        let done = self.query(sql!("blobs.delete_collectable", "DELETE FROM blobs WHERE sha256 = $1 AND origin IN ('snapshot', 'upload') AND created_at < $2 AND NOT EXISTS (SELECT 1 FROM snapshot_files f WHERE f.sha256 = $3)"))
             .bind(sha256.as_str())
             .bind(older_than)
             .bind(sha256.as_str())
@@ -125,8 +124,8 @@ impl Db {
     }
 
     pub async fn delete_blob_record(&self, sha256: &Sha256Hex) -> DbResult<bool> {
-        self.count("blobs.delete");
-        let done = sqlx::query(sql!(self, "DELETE FROM blobs WHERE sha256 = $1"))
+        let done = self
+            .query(sql!("blobs.delete", "DELETE FROM blobs WHERE sha256 = $1"))
             .bind(sha256.as_str())
             .execute(self.pool())
             .await?;

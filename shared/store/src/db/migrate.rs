@@ -5,6 +5,7 @@
 use sqlx::Row;
 
 use super::{now_ms, Backend, Db, DbError, DbResult};
+use crate::{session_lock, sql};
 
 pub struct Migration {
     pub version: i64,
@@ -34,9 +35,6 @@ pub fn for_backend(backend: Backend) -> &'static [Migration] {
     }
 }
 
-const CREATE_LEDGER: &str = "CREATE TABLE IF NOT EXISTS _packyard_migrations (\
-    version BIGINT NOT NULL PRIMARY KEY, name VARCHAR(255) NOT NULL, applied_at BIGINT NOT NULL)";
-
 /// Statements of a migration file: split at lines ending in `;` (no migration puts one inside a
 /// statement).
 fn statements(sql: &str) -> Vec<String> {
@@ -65,35 +63,18 @@ impl Db {
     /// Applies every pending migration; returns how many ran.
     pub async fn migrate(&self) -> DbResult<usize> {
         let mut conn = self.pool().acquire().await?;
-        match self.backend() {
-            Backend::Postgres => {
-                self.count("migrate.lock");
-                sqlx::query("SELECT pg_advisory_lock(7261736)").execute(&mut *conn).await?;
-            }
-            Backend::MySql => {
-                self.count("migrate.lock");
-                sqlx::query("SELECT GET_LOCK('packyard_migrate', 120)").execute(&mut *conn).await?;
-            }
-            Backend::Sqlite => {}
-        }
+        // Replicas starting together apply migrations one at a time.
+        self.query(session_lock!("migrate.lock", "packyard_migrate", 7_261_736, false)).execute(&mut *conn).await?;
         let result = self.migrate_locked(&mut conn).await;
-        match self.backend() {
-            Backend::Postgres => {
-                self.count("migrate.unlock");
-                let _ = sqlx::query("SELECT pg_advisory_unlock(7261736)").execute(&mut *conn).await;
-            }
-            Backend::MySql => {
-                self.count("migrate.unlock");
-                let _ = sqlx::query("SELECT RELEASE_LOCK('packyard_migrate')").execute(&mut *conn).await;
-            }
-            Backend::Sqlite => {}
-        }
+        let unlock = session_lock!("migrate.unlock", "packyard_migrate", 7_261_736, true);
+        let _ = self.query(unlock).execute(&mut *conn).await;
         result
     }
 
     async fn migrate_locked(&self, conn: &mut sqlx::AnyConnection) -> DbResult<usize> {
-        self.count("migrate.ledger");
-        sqlx::query(CREATE_LEDGER).execute(&mut *conn).await?;
+        self.query(sql!("migrate.ledger", "CREATE TABLE IF NOT EXISTS _packyard_migrations (version BIGINT NOT NULL PRIMARY KEY, name VARCHAR(255) NOT NULL, applied_at BIGINT NOT NULL)"))
+            .execute(&mut *conn)
+            .await?;
         let applied = self.applied_versions(conn).await?;
         let mut ran = 0;
         for m in for_backend(self.backend()) {
@@ -103,6 +84,7 @@ impl Db {
             tracing::info!(version = m.version, name = m.name, "applying migration");
             // DDL is transactional on SQLite and PostgreSQL; on MySQL each statement commits.
             let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+            // The migration files are the one place written per dialect (migrations/<backend>/).
             for stmt in statements(m.sql) {
                 self.count("migrate.apply");
                 sqlx::query(&stmt)
@@ -110,9 +92,8 @@ impl Db {
                     .await
                     .map_err(|e| DbError::Corrupt(format!("migration {} failed: {e}", m.name)))?;
             }
-            self.count("migrate.record");
-            sqlx::query(crate::sql!(
-                self,
+            self.query(sql!(
+                "migrate.record",
                 "INSERT INTO _packyard_migrations (version, name, applied_at) VALUES ($1, $2, $3)"
             ))
             .bind(m.version)
@@ -127,8 +108,8 @@ impl Db {
     }
 
     async fn applied_versions(&self, conn: &mut sqlx::AnyConnection) -> DbResult<Vec<i64>> {
-        self.count("migrate.list");
-        let rows = sqlx::query("SELECT version FROM _packyard_migrations").fetch_all(&mut *conn).await?;
+        let rows =
+            self.query(sql!("migrate.list", "SELECT version FROM _packyard_migrations")).fetch_all(&mut *conn).await?;
         rows.iter().map(|r| r.try_get::<i64, _>("version").map_err(DbError::from)).collect()
     }
 

@@ -4,8 +4,8 @@
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
-use super::{opt_text, text, Backend, Db, DbResult};
-use crate::sql;
+use super::{opt_text, text, Db, DbResult};
+use crate::{sql, upsert};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProxyEntry {
@@ -57,8 +57,7 @@ fn like_prefix(prefix: &str) -> String {
 
 impl Db {
     pub async fn proxy_entry(&self, repository_id: i64, path: &str) -> DbResult<Option<ProxyEntry>> {
-        self.count("proxy_cache.get");
-        let row = sqlx::query(sql!(self, "SELECT repository_id, path, status, sha256, size, content_type, upstream_etag, upstream_last_modified, fetched_at FROM proxy_cache WHERE repository_id = $1 AND path = $2"))
+        let row = self.query(sql!("proxy_cache.get", "SELECT repository_id, path, status, sha256, size, content_type, upstream_etag, upstream_last_modified, fetched_at FROM proxy_cache WHERE repository_id = $1 AND path = $2"))
             .bind(repository_id)
             .bind(path)
             .fetch_optional(self.pool())
@@ -68,12 +67,12 @@ impl Db {
 
     /// Inserts or replaces the entry of `(repository_id, path)`.
     pub async fn put_proxy_entry(&self, e: &ProxyEntry) -> DbResult<()> {
-        self.count("proxy_cache.put");
-        let q = match self.backend() {
-            Backend::Sqlite | Backend::Postgres => "INSERT INTO proxy_cache (repository_id, path, status, sha256, size, content_type, upstream_etag, upstream_last_modified, fetched_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (repository_id, path) DO UPDATE SET status = excluded.status, sha256 = excluded.sha256, size = excluded.size, content_type = excluded.content_type, upstream_etag = excluded.upstream_etag, upstream_last_modified = excluded.upstream_last_modified, fetched_at = excluded.fetched_at",
-            Backend::MySql => "INSERT INTO proxy_cache (repository_id, path, status, sha256, size, content_type, upstream_etag, upstream_last_modified, fetched_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE status = VALUES(status), sha256 = VALUES(sha256), size = VALUES(size), content_type = VALUES(content_type), upstream_etag = VALUES(upstream_etag), upstream_last_modified = VALUES(upstream_last_modified), fetched_at = VALUES(fetched_at)",
-        };
-        sqlx::query(q)
+        self.query(upsert!(
+            "proxy_cache.put",
+            "INSERT INTO proxy_cache (repository_id, path, status, sha256, size, content_type, upstream_etag, upstream_last_modified, fetched_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+            on "proxy_cache" ("repository_id, path"),
+            set "status = NEW.status, sha256 = NEW.sha256, size = NEW.size, content_type = NEW.content_type, upstream_etag = NEW.upstream_etag, upstream_last_modified = NEW.upstream_last_modified, fetched_at = NEW.fetched_at"
+        ))
             .bind(e.repository_id)
             .bind(&e.path)
             .bind(e.status)
@@ -90,8 +89,7 @@ impl Db {
 
     /// Forgets the entry of `(repository_id, path)`.
     pub async fn delete_proxy_entry(&self, repository_id: i64, path: &str) -> DbResult<()> {
-        self.count("proxy_cache.delete");
-        sqlx::query(sql!(self, "DELETE FROM proxy_cache WHERE repository_id = $1 AND path = $2"))
+        self.query(sql!("proxy_cache.delete", "DELETE FROM proxy_cache WHERE repository_id = $1 AND path = $2"))
             .bind(repository_id)
             .bind(path)
             .execute(self.pool())
@@ -101,24 +99,22 @@ impl Db {
 
     /// The upstream confirmed the cached copy (304): it is fresh again from `at`.
     pub async fn touch_proxy_entry(&self, repository_id: i64, path: &str, at: i64) -> DbResult<()> {
-        self.count("proxy_cache.touch");
-        sqlx::query(sql!(self, "UPDATE proxy_cache SET fetched_at = $1 WHERE repository_id = $2 AND path = $3"))
-            .bind(at)
-            .bind(repository_id)
-            .bind(path)
-            .execute(self.pool())
-            .await?;
+        self.query(sql!(
+            "proxy_cache.touch",
+            "UPDATE proxy_cache SET fetched_at = $1 WHERE repository_id = $2 AND path = $3"
+        ))
+        .bind(at)
+        .bind(repository_id)
+        .bind(path)
+        .execute(self.pool())
+        .await?;
         Ok(())
     }
 
     /// Marks every entry under `prefix` except `keep` as due for revalidation (used when an
     /// index's signed root changed, so the files it lists are not served from an older fetch).
     pub async fn expire_proxy_entries(&self, repository_id: i64, prefix: &str, keep: &str) -> DbResult<u64> {
-        self.count("proxy_cache.expire");
-        let done = sqlx::query(sql!(
-            self,
-            "UPDATE proxy_cache SET fetched_at = 0 WHERE repository_id = $1 AND path LIKE $2 ESCAPE '!' AND path <> $3"
-        ))
+        let done = self.query(sql!("proxy_cache.expire", "UPDATE proxy_cache SET fetched_at = 0 WHERE repository_id = $1 AND path LIKE $2 ESCAPE '!' AND path <> $3"))
         .bind(repository_id)
         .bind(like_prefix(prefix))
         .bind(keep)

@@ -8,7 +8,7 @@ use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
 
 use super::{now_ms, opt_text, text, Backend, Db, DbError, DbResult};
-use crate::sql;
+use crate::{insert_id, insert_or_ignore, skip_locked, sql, upsert};
 
 pub const PUBLICATIONS: &str = "publications";
 
@@ -57,8 +57,11 @@ pub struct Due {
     pub max_delay_ms: i64,
 }
 
-const UNIT_COLUMNS: &str = "id, repository_id, kind, unit_key, desired_revision, published_revision, current_snapshot_id, \
-    first_pending_at, last_change_at, lease_owner, lease_expires_at, attempts, next_attempt_at, last_error, last_published_at";
+macro_rules! unit_columns {
+    () => {
+        "id, repository_id, kind, unit_key, desired_revision, published_revision, current_snapshot_id, first_pending_at, last_change_at, lease_owner, lease_expires_at, attempts, next_attempt_at, last_error, last_published_at"
+    };
+}
 
 fn parse_unit(r: &AnyRow) -> DbResult<UnitRecord> {
     Ok(UnitRecord {
@@ -94,9 +97,9 @@ impl Db {
         // Update first: the common case takes only the row's exclusive lock. (INSERT IGNORE
         // first would take a shared lock on the duplicate key, and two writers holding it would
         // deadlock on the update in InnoDB.)
-        let bump = sql!(self, "UPDATE publication_units SET desired_revision = desired_revision + 1, last_change_at = $1, first_pending_at = COALESCE(first_pending_at, $2) WHERE repository_id = $3 AND kind = $4 AND unit_key = $5");
-        self.count("publication_units.bump");
-        let bumped = sqlx::query(bump)
+        let bump = sql!("publication_units.bump", "UPDATE publication_units SET desired_revision = desired_revision + 1, last_change_at = $1, first_pending_at = COALESCE(first_pending_at, $2) WHERE repository_id = $3 AND kind = $4 AND unit_key = $5");
+        let bumped = self
+            .query(bump)
             .bind(now)
             .bind(now)
             .bind(repository_id)
@@ -105,15 +108,16 @@ impl Db {
             .execute(&mut **tx)
             .await?;
         if bumped.rows_affected() == 0 {
-            self.count("publication_units.ensure");
-            let ensure = match self.backend() {
-                Backend::Sqlite => "INSERT OR IGNORE INTO publication_units (repository_id, kind, unit_key) VALUES ($1, $2, $3)",
-                Backend::Postgres => "INSERT INTO publication_units (repository_id, kind, unit_key) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-                Backend::MySql => "INSERT IGNORE INTO publication_units (repository_id, kind, unit_key) VALUES (?, ?, ?)",
-            };
-            sqlx::query(ensure).bind(repository_id).bind(kind).bind(unit_key).execute(&mut **tx).await?;
-            self.count("publication_units.bump");
-            sqlx::query(bump)
+            self.query(insert_or_ignore!(
+                "publication_units.ensure",
+                "INSERT INTO publication_units (repository_id, kind, unit_key) VALUES ($1, $2, $3)"
+            ))
+            .bind(repository_id)
+            .bind(kind)
+            .bind(unit_key)
+            .execute(&mut **tx)
+            .await?;
+            self.query(bump)
                 .bind(now)
                 .bind(now)
                 .bind(repository_id)
@@ -122,16 +126,14 @@ impl Db {
                 .execute(&mut **tx)
                 .await?;
         }
-        self.count("publication_units.revision");
-        let row = sqlx::query(sql!(self, "SELECT id, desired_revision FROM publication_units WHERE repository_id = $1 AND kind = $2 AND unit_key = $3"))
+        let row = self.query(sql!("publication_units.revision", "SELECT id, desired_revision FROM publication_units WHERE repository_id = $1 AND kind = $2 AND unit_key = $3"))
             .bind(repository_id)
             .bind(kind)
             .bind(unit_key)
             .fetch_one(&mut **tx)
             .await?;
         let (id, revision): (i64, i64) = (row.try_get("id")?, row.try_get("desired_revision")?);
-        self.count("outbox.insert");
-        sqlx::query(sql!(self, "INSERT INTO outbox (unit_id, revision, created_at) VALUES ($1, $2, $3)"))
+        self.query(sql!("outbox.insert", "INSERT INTO outbox (unit_id, revision, created_at) VALUES ($1, $2, $3)"))
             .bind(id)
             .bind(revision)
             .bind(now)
@@ -141,40 +143,48 @@ impl Db {
     }
 
     pub async fn unit(&self, id: i64) -> DbResult<Option<UnitRecord>> {
-        self.count("publication_units.get");
-        let q = match self.backend() {
-            Backend::MySql => format!("SELECT {UNIT_COLUMNS} FROM publication_units WHERE id = ?"),
-            _ => format!("SELECT {UNIT_COLUMNS} FROM publication_units WHERE id = $1"),
-        };
-        let row = sqlx::query(&q).bind(id).fetch_optional(self.pool()).await?;
+        let row = self
+            .query(sql!(
+                "publication_units.get",
+                concat!("SELECT ", unit_columns!(), " FROM publication_units WHERE id = $1")
+            ))
+            .bind(id)
+            .fetch_optional(self.pool())
+            .await?;
         row.as_ref().map(parse_unit).transpose()
     }
 
     pub async fn unit_by_key(&self, repository_id: i64, kind: &str, unit_key: &str) -> DbResult<Option<UnitRecord>> {
-        self.count("publication_units.by_key");
-        let q = match self.backend() {
-            Backend::MySql => format!(
-                "SELECT {UNIT_COLUMNS} FROM publication_units WHERE repository_id = ? AND kind = ? AND unit_key = ?"
-            ),
-            _ => format!(
-                "SELECT {UNIT_COLUMNS} FROM publication_units WHERE repository_id = $1 AND kind = $2 AND unit_key = $3"
-            ),
-        };
-        let row = sqlx::query(&q).bind(repository_id).bind(kind).bind(unit_key).fetch_optional(self.pool()).await?;
+        let row = self
+            .query(sql!(
+                "publication_units.by_key",
+                concat!(
+                    "SELECT ",
+                    unit_columns!(),
+                    " FROM publication_units WHERE repository_id = $1 AND kind = $2 AND unit_key = $3"
+                )
+            ))
+            .bind(repository_id)
+            .bind(kind)
+            .bind(unit_key)
+            .fetch_optional(self.pool())
+            .await?;
         row.as_ref().map(parse_unit).transpose()
     }
 
     pub async fn units_of(&self, repository_id: i64) -> DbResult<Vec<UnitRecord>> {
-        self.count("publication_units.list");
-        let q = match self.backend() {
-            Backend::MySql => {
-                format!("SELECT {UNIT_COLUMNS} FROM publication_units WHERE repository_id = ? ORDER BY kind, unit_key")
-            }
-            _ => {
-                format!("SELECT {UNIT_COLUMNS} FROM publication_units WHERE repository_id = $1 ORDER BY kind, unit_key")
-            }
-        };
-        let rows = sqlx::query(&q).bind(repository_id).fetch_all(self.pool()).await?;
+        let rows = self
+            .query(sql!(
+                "publication_units.list",
+                concat!(
+                    "SELECT ",
+                    unit_columns!(),
+                    " FROM publication_units WHERE repository_id = $1 ORDER BY kind, unit_key"
+                )
+            ))
+            .bind(repository_id)
+            .fetch_all(self.pool())
+            .await?;
         rows.iter().map(parse_unit).collect()
     }
 
@@ -186,14 +196,12 @@ impl Db {
         let mut tx = self.pool().begin().await?;
         // Due: pending, not backing off, not leased, and quiet for the debounce window (or
         // pending for longer than the maximum delay).
-        let pick = match self.backend() {
-            Backend::Postgres => "SELECT id, desired_revision FROM publication_units WHERE desired_revision > published_revision AND next_attempt_at <= $1 AND (lease_expires_at IS NULL OR lease_expires_at < $2) AND (last_change_at <= $3 OR first_pending_at <= $4) ORDER BY first_pending_at LIMIT 1 FOR UPDATE SKIP LOCKED",
-            Backend::MySql => "SELECT id, desired_revision FROM publication_units WHERE desired_revision > published_revision AND next_attempt_at <= ? AND (lease_expires_at IS NULL OR lease_expires_at < ?) AND (last_change_at <= ? OR first_pending_at <= ?) ORDER BY first_pending_at LIMIT 1 FOR UPDATE SKIP LOCKED",
-            Backend::Sqlite => {
-                // One statement: the pick and the lease can't be split by another writer.
+        if self.backend() == Backend::Sqlite {
+            {
+                // One writer at a time: one statement picks and leases, so that another worker
+                // cannot come between them.
                 tx.commit().await?;
-                self.count("publication_units.lease");
-                let done = sqlx::query("UPDATE publication_units SET lease_owner = $1, lease_token = $2, lease_expires_at = $3 WHERE id = (SELECT id FROM publication_units WHERE desired_revision > published_revision AND next_attempt_at <= $4 AND (lease_expires_at IS NULL OR lease_expires_at < $5) AND (last_change_at <= $6 OR first_pending_at <= $7) ORDER BY first_pending_at LIMIT 1)")
+                let done = self.query(sql!("publication_units.lease", "UPDATE publication_units SET lease_owner = $1, lease_token = $2, lease_expires_at = $3 WHERE id = (SELECT id FROM publication_units WHERE desired_revision > published_revision AND next_attempt_at <= $4 AND (lease_expires_at IS NULL OR lease_expires_at < $5) AND (last_change_at <= $6 OR first_pending_at <= $7) ORDER BY first_pending_at LIMIT 1)"))
                     .bind(owner)
                     .bind(token.as_str())
                     .bind(now + lease_ms)
@@ -206,8 +214,11 @@ impl Db {
                 if done.rows_affected() != 1 {
                     return Ok(None);
                 }
-                self.count("publication_units.claimed");
-                let row = sqlx::query(&format!("SELECT {UNIT_COLUMNS} FROM publication_units WHERE lease_token = $1"))
+                let row = self
+                    .query(sql!(
+                        "publication_units.claimed",
+                        concat!("SELECT ", unit_columns!(), " FROM publication_units WHERE lease_token = $1")
+                    ))
                     .bind(token.as_str())
                     .fetch_one(self.pool())
                     .await?;
@@ -215,9 +226,10 @@ impl Db {
                 let revision = unit.desired_revision;
                 return Ok(Some(Claim { unit, token, revision }));
             }
-        };
-        self.count("publication_units.pick");
-        let row = sqlx::query(pick)
+        }
+        // Elsewhere the pick locks its row, and concurrent workers skip it for the next.
+        let row = self
+            .query(skip_locked!("publication_units.pick", "SELECT id, desired_revision FROM publication_units WHERE desired_revision > published_revision AND next_attempt_at <= $1 AND (lease_expires_at IS NULL OR lease_expires_at < $2) AND (last_change_at <= $3 OR first_pending_at <= $4) ORDER BY first_pending_at LIMIT 1"))
             .bind(now)
             .bind(now)
             .bind(now - due.debounce_ms)
@@ -230,8 +242,7 @@ impl Db {
         };
         let (id, revision): (i64, i64) = (row.try_get("id")?, row.try_get("desired_revision")?);
         // The conditions again: on SQLite this UPDATE is the compare-and-swap.
-        self.count("publication_units.lease");
-        let done = sqlx::query(sql!(self, "UPDATE publication_units SET lease_owner = $1, lease_token = $2, lease_expires_at = $3 WHERE id = $4 AND (lease_expires_at IS NULL OR lease_expires_at < $5)"))
+        let done = self.query(sql!("publication_units.lease", "UPDATE publication_units SET lease_owner = $1, lease_token = $2, lease_expires_at = $3 WHERE id = $4 AND (lease_expires_at IS NULL OR lease_expires_at < $5)"))
             .bind(owner)
             .bind(token.as_str())
             .bind(now + lease_ms)
@@ -249,16 +260,16 @@ impl Db {
 
     /// Extends a lease still held; false when it was taken over.
     pub async fn renew_lease(&self, claim: &Claim, lease_ms: i64) -> DbResult<bool> {
-        self.count("publication_units.renew");
-        let done = sqlx::query(sql!(
-            self,
-            "UPDATE publication_units SET lease_expires_at = $1 WHERE id = $2 AND lease_token = $3"
-        ))
-        .bind(now_ms() + lease_ms)
-        .bind(claim.unit.id)
-        .bind(claim.token.as_str())
-        .execute(self.pool())
-        .await?;
+        let done = self
+            .query(sql!(
+                "publication_units.renew",
+                "UPDATE publication_units SET lease_expires_at = $1 WHERE id = $2 AND lease_token = $3"
+            ))
+            .bind(now_ms() + lease_ms)
+            .bind(claim.unit.id)
+            .bind(claim.token.as_str())
+            .execute(self.pool())
+            .await?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -273,41 +284,30 @@ impl Db {
         // Lock the unit row first, and only while the lease is ours: inserting the snapshot
         // (whose foreign key takes a shared lock) before the update would invite InnoDB's
         // shared-then-exclusive deadlock with a concurrent writer.
-        self.count("publication_units.fence");
-        let held = sqlx::query(sql!(
-            self,
-            "UPDATE publication_units SET lease_expires_at = lease_expires_at WHERE id = $1 AND lease_token = $2"
-        ))
-        .bind(unit_id)
-        .bind(claim.token.as_str())
-        .execute(&mut *tx)
-        .await?;
+        let held = self
+            .query(sql!(
+                "publication_units.fence",
+                "UPDATE publication_units SET lease_expires_at = lease_expires_at WHERE id = $1 AND lease_token = $2"
+            ))
+            .bind(unit_id)
+            .bind(claim.token.as_str())
+            .execute(&mut *tx)
+            .await?;
         if held.rows_affected() != 1 {
             tx.rollback().await?;
             return Ok(None);
         }
-        self.count("snapshots.insert");
-        let done = sqlx::query(sql!(self, "INSERT INTO snapshots (unit_id, revision, created_at) VALUES ($1, $2, $3)"))
+        let insert = self
+            .query(insert_id!(
+                "snapshots.insert",
+                "INSERT INTO snapshots (unit_id, revision, created_at) VALUES ($1, $2, $3)"
+            ))
             .bind(unit_id)
             .bind(claim.revision)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-        let snapshot_id = match (self.backend(), done.last_insert_id()) {
-            (Backend::Sqlite | Backend::MySql, Some(id)) => id,
-            _ => {
-                self.count("snapshots.id");
-                sqlx::query(sql!(self, "SELECT MAX(id) AS id FROM snapshots WHERE unit_id = $1 AND revision = $2"))
-                    .bind(unit_id)
-                    .bind(claim.revision)
-                    .fetch_one(&mut *tx)
-                    .await?
-                    .try_get("id")?
-            }
-        };
+            .bind(now);
+        let snapshot_id = self.insert_id(insert, &mut *tx).await?;
         for f in files {
-            self.count("snapshot_files.insert");
-            sqlx::query(sql!(self, "INSERT INTO snapshot_files (snapshot_id, path, sha256, size, content_type) VALUES ($1, $2, $3, $4, $5)"))
+            self.query(sql!("snapshot_files.insert", "INSERT INTO snapshot_files (snapshot_id, path, sha256, size, content_type) VALUES ($1, $2, $3, $4, $5)"))
                 .bind(snapshot_id)
                 .bind(f.path.as_str())
                 .bind(f.sha256.as_str())
@@ -317,8 +317,7 @@ impl Db {
                 .await?;
         }
         packyard_model::crash::point("before_cas");
-        self.count("publication_units.publish");
-        let swapped = sqlx::query(sql!(self, "UPDATE publication_units SET published_revision = $1, current_snapshot_id = $2, last_published_at = $3, last_error = NULL, attempts = 0, next_attempt_at = 0, lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, first_pending_at = CASE WHEN desired_revision > $4 THEN last_change_at ELSE NULL END WHERE id = $5 AND lease_token = $6 AND published_revision < $7"))
+        let swapped = self.query(sql!("publication_units.publish", "UPDATE publication_units SET published_revision = $1, current_snapshot_id = $2, last_published_at = $3, last_error = NULL, attempts = 0, next_attempt_at = 0, lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, first_pending_at = CASE WHEN desired_revision > $4 THEN last_change_at ELSE NULL END WHERE id = $5 AND lease_token = $6 AND published_revision < $7"))
             .bind(claim.revision)
             .bind(snapshot_id)
             .bind(now)
@@ -332,9 +331,8 @@ impl Db {
             tx.rollback().await?;
             return Ok(None);
         }
-        self.count("snapshots.supersede");
-        sqlx::query(sql!(
-            self,
+        self.query(sql!(
+            "snapshots.supersede",
             "UPDATE snapshots SET superseded_at = $1 WHERE unit_id = $2 AND id <> $3 AND superseded_at IS NULL"
         ))
         .bind(now)
@@ -342,9 +340,8 @@ impl Db {
         .bind(snapshot_id)
         .execute(&mut *tx)
         .await?;
-        self.count("outbox.deliver");
-        sqlx::query(sql!(
-            self,
+        self.query(sql!(
+            "outbox.deliver",
             "UPDATE outbox SET delivered_at = $1 WHERE unit_id = $2 AND revision <= $3 AND delivered_at IS NULL"
         ))
         .bind(now)
@@ -352,8 +349,7 @@ impl Db {
         .bind(claim.revision)
         .execute(&mut *tx)
         .await?;
-        self.count("repositories.bump");
-        sqlx::query(sql!(self, "UPDATE repositories SET version = version + 1 WHERE id = $1"))
+        self.query(sql!("repositories.bump", "UPDATE repositories SET version = version + 1 WHERE id = $1"))
             .bind(claim.unit.repository_id)
             .execute(&mut *tx)
             .await?;
@@ -366,8 +362,7 @@ impl Db {
     /// already lost.
     pub async fn fail_build(&self, claim: &Claim, error: &str, retry_in_ms: i64) -> DbResult<bool> {
         let msg: String = error.chars().take(1900).collect();
-        self.count("publication_units.fail");
-        let done = sqlx::query(sql!(self, "UPDATE publication_units SET last_error = $1, attempts = attempts + 1, next_attempt_at = $2, lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL WHERE id = $3 AND lease_token = $4"))
+        let done = self.query(sql!("publication_units.fail", "UPDATE publication_units SET last_error = $1, attempts = attempts + 1, next_attempt_at = $2, lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL WHERE id = $3 AND lease_token = $4"))
             .bind(msg)
             .bind(now_ms() + retry_in_ms)
             .bind(claim.unit.id)
@@ -381,8 +376,7 @@ impl Db {
     /// that replicas drop what they hold of it: a new signing key makes their made files stale.
     pub async fn touch_repository(&self, repository_id: i64) -> DbResult<()> {
         let mut tx = self.pool().begin().await?;
-        self.count("repositories.bump");
-        sqlx::query(sql!(self, "UPDATE repositories SET version = version + 1 WHERE id = $1"))
+        self.query(sql!("repositories.bump", "UPDATE repositories SET version = version + 1 WHERE id = $1"))
             .bind(repository_id)
             .execute(&mut *tx)
             .await?;
@@ -393,8 +387,10 @@ impl Db {
 
     /// Every repository's watermark: (id, version).
     pub async fn repository_versions(&self) -> DbResult<Vec<(i64, i64)>> {
-        self.count("repositories.versions");
-        let rows = sqlx::query("SELECT id, version FROM repositories").fetch_all(self.pool()).await?;
+        let rows = self
+            .query(sql!("repositories.versions", "SELECT id, version FROM repositories"))
+            .fetch_all(self.pool())
+            .await?;
         rows.iter().map(|r| Ok((r.try_get("id")?, r.try_get("version")?))).collect()
     }
 
@@ -423,8 +419,7 @@ impl Db {
     /// Per unit: quiet for the debounce window (or pending past the maximum delay), past its
     /// backoff, and not leased by a live worker.
     pub async fn next_due_in(&self, due: Due) -> DbResult<Option<i64>> {
-        self.count("publication_units.next_due");
-        let rows = sqlx::query("SELECT last_change_at, first_pending_at, next_attempt_at, lease_expires_at FROM publication_units WHERE desired_revision > published_revision ORDER BY first_pending_at LIMIT 1000")
+        let rows = self.query(sql!("publication_units.next_due", "SELECT last_change_at, first_pending_at, next_attempt_at, lease_expires_at FROM publication_units WHERE desired_revision > published_revision ORDER BY first_pending_at LIMIT 1000"))
             .fetch_all(self.pool())
             .await?;
         let now = now_ms();
@@ -443,29 +438,31 @@ impl Db {
 
     /// (undelivered outbox events, oldest pending change time).
     pub async fn backlog(&self) -> DbResult<(i64, Option<i64>)> {
-        self.count("outbox.backlog");
-        let row =
-            sqlx::query("SELECT COUNT(*) AS n FROM outbox WHERE delivered_at IS NULL").fetch_one(self.pool()).await?;
+        let row = self
+            .query(sql!("outbox.backlog", "SELECT COUNT(*) AS n FROM outbox WHERE delivered_at IS NULL"))
+            .fetch_one(self.pool())
+            .await?;
         let n: i64 = row.try_get("n")?;
-        self.count("publication_units.oldest_pending");
-        let row = sqlx::query(
-            "SELECT MIN(first_pending_at) AS fp FROM publication_units WHERE desired_revision > published_revision",
-        )
-        .fetch_one(self.pool())
-        .await?;
+        let row = self
+            .query(sql!(
+                "publication_units.oldest_pending",
+                "SELECT MIN(first_pending_at) AS fp FROM publication_units WHERE desired_revision > published_revision"
+            ))
+            .fetch_one(self.pool())
+            .await?;
         Ok((n, row.try_get("fp")?))
     }
 
     /// The files of a snapshot.
     pub async fn snapshot_files(&self, snapshot_id: i64) -> DbResult<Vec<SnapshotFile>> {
-        self.count("snapshot_files.list");
-        let rows = sqlx::query(sql!(
-            self,
-            "SELECT path, sha256, size, content_type FROM snapshot_files WHERE snapshot_id = $1 ORDER BY path"
-        ))
-        .bind(snapshot_id)
-        .fetch_all(self.pool())
-        .await?;
+        let rows = self
+            .query(sql!(
+                "snapshot_files.list",
+                "SELECT path, sha256, size, content_type FROM snapshot_files WHERE snapshot_id = $1 ORDER BY path"
+            ))
+            .bind(snapshot_id)
+            .fetch_all(self.pool())
+            .await?;
         rows.iter()
             .map(|r| {
                 Ok(SnapshotFile {
@@ -480,22 +477,21 @@ impl Db {
 
     /// Snapshot ids of a unit, newest first: the current one and those kept for readers.
     pub async fn snapshot_ids(&self, unit_id: i64) -> DbResult<Vec<(i64, i64, Option<i64>)>> {
-        self.count("snapshots.list");
-        let rows = sqlx::query(sql!(
-            self,
-            "SELECT id, revision, superseded_at FROM snapshots WHERE unit_id = $1 ORDER BY id DESC"
-        ))
-        .bind(unit_id)
-        .fetch_all(self.pool())
-        .await?;
+        let rows = self
+            .query(sql!(
+                "snapshots.list",
+                "SELECT id, revision, superseded_at FROM snapshots WHERE unit_id = $1 ORDER BY id DESC"
+            ))
+            .bind(unit_id)
+            .fetch_all(self.pool())
+            .await?;
         rows.iter().map(|r| Ok((r.try_get("id")?, r.try_get("revision")?, r.try_get("superseded_at")?))).collect()
     }
 
     /// Deletes superseded snapshots beyond the newest `keep` older ones per unit that were
     /// superseded before `older_than`. Returns how many went.
     pub async fn collect_snapshots(&self, keep: usize, older_than: i64) -> DbResult<usize> {
-        self.count("snapshots.superseded");
-        let rows = sqlx::query(sql!(self, "SELECT id, unit_id, superseded_at FROM snapshots WHERE superseded_at IS NOT NULL ORDER BY unit_id, id DESC"))
+        let rows = self.query(sql!("snapshots.superseded", "SELECT id, unit_id, superseded_at FROM snapshots WHERE superseded_at IS NOT NULL ORDER BY unit_id, id DESC"))
             .fetch_all(self.pool())
             .await?;
         let mut doomed = Vec::new();
@@ -515,13 +511,14 @@ impl Db {
         }
         for id in &doomed {
             let mut tx = self.pool().begin().await?;
-            self.count("snapshot_files.delete");
-            sqlx::query(sql!(self, "DELETE FROM snapshot_files WHERE snapshot_id = $1"))
+            self.query(sql!("snapshot_files.delete", "DELETE FROM snapshot_files WHERE snapshot_id = $1"))
                 .bind(*id)
                 .execute(&mut *tx)
                 .await?;
-            self.count("snapshots.delete");
-            sqlx::query(sql!(self, "DELETE FROM snapshots WHERE id = $1")).bind(*id).execute(&mut *tx).await?;
+            self.query(sql!("snapshots.delete", "DELETE FROM snapshots WHERE id = $1"))
+                .bind(*id)
+                .execute(&mut *tx)
+                .await?;
             tx.commit().await?;
         }
         Ok(doomed.len())
@@ -531,8 +528,7 @@ impl Db {
     /// transaction) recorded before `older_than` that no snapshot file references (artifact
     /// blobs are never listed).
     pub async fn unreferenced_blobs(&self, older_than: i64, limit: i64) -> DbResult<Vec<String>> {
-        self.count("blobs.unreferenced");
-        let rows = sqlx::query(sql!(self, "SELECT b.sha256 AS sha256 FROM blobs b WHERE b.origin IN ('snapshot', 'upload') AND b.created_at < $1 AND NOT EXISTS (SELECT 1 FROM snapshot_files f WHERE f.sha256 = b.sha256) ORDER BY b.sha256 LIMIT $2"))
+        let rows = self.query(sql!("blobs.unreferenced", "SELECT b.sha256 AS sha256 FROM blobs b WHERE b.origin IN ('snapshot', 'upload') AND b.created_at < $1 AND NOT EXISTS (SELECT 1 FROM snapshot_files f WHERE f.sha256 = b.sha256) ORDER BY b.sha256 LIMIT $2"))
             .bind(older_than)
             .bind(limit)
             .fetch_all(self.pool())
@@ -563,29 +559,33 @@ impl Db {
     ) -> DbResult<(i64, i64)> {
         let mut tx = self.pool().begin().await?;
         let (unit_id, revision) = self.record_change(&mut tx, repository_id, "test", unit_key).await?;
-        self.count("test_entries.upsert");
-        let upsert = match self.backend() {
-            Backend::Sqlite => "INSERT INTO test_entries (unit_id, name, body) VALUES ($1, $2, $3) ON CONFLICT (unit_id, name) DO UPDATE SET body = excluded.body",
-            Backend::Postgres => "INSERT INTO test_entries (unit_id, name, body) VALUES ($1, $2, $3) ON CONFLICT (unit_id, name) DO UPDATE SET body = EXCLUDED.body",
-            Backend::MySql => "INSERT INTO test_entries (unit_id, name, body) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE body = VALUES(body)",
-        };
-        sqlx::query(upsert).bind(unit_id).bind(name).bind(body).execute(&mut *tx).await?;
+        self.query(upsert!(
+            "test_entries.upsert",
+            "INSERT INTO test_entries (unit_id, name, body) VALUES ($1, $2, $3)",
+            on "test_entries" ("unit_id, name"),
+            set "body = NEW.body"
+        ))
+        .bind(unit_id)
+        .bind(name)
+        .bind(body)
+        .execute(&mut *tx)
+        .await?;
         tx.commit().await?;
         Ok((unit_id, revision))
     }
 
     /// A keyset page of a unit's test entries: names after `after`, in name order.
     pub async fn test_entries_page(&self, unit_id: i64, after: &str, limit: i64) -> DbResult<Vec<(String, String)>> {
-        self.count("test_entries.page");
-        let rows = sqlx::query(sql!(
-            self,
-            "SELECT name, body FROM test_entries WHERE unit_id = $1 AND name > $2 ORDER BY name LIMIT $3"
-        ))
-        .bind(unit_id)
-        .bind(after)
-        .bind(limit)
-        .fetch_all(self.pool())
-        .await?;
+        let rows = self
+            .query(sql!(
+                "test_entries.page",
+                "SELECT name, body FROM test_entries WHERE unit_id = $1 AND name > $2 ORDER BY name LIMIT $3"
+            ))
+            .bind(unit_id)
+            .bind(after)
+            .bind(limit)
+            .fetch_all(self.pool())
+            .await?;
         rows.iter().map(|r| Ok((text(r, "name")?, text(r, "body")?))).collect()
     }
 }

@@ -4,10 +4,14 @@ use sqlx::any::AnyRow;
 use sqlx::Row;
 
 use super::{now_ms, text, Db, DbError, DbResult};
-use crate::sql;
+use crate::{insert_id, sql};
 use packyard_model::repos::{NewRepository, RepoName, Repository, StoredSettings};
 
-const COLUMNS: &str = "id, name, format, kind, settings, write_policy, anonymous_read, version, created_at, updated_at";
+macro_rules! columns {
+    () => {
+        "id, name, format, kind, settings, write_policy, anonymous_read, version, created_at, updated_at"
+    };
+}
 
 fn parse_row(row: &AnyRow) -> DbResult<Repository> {
     let corrupt = |what: &str, v: &str| DbError::Corrupt(format!("repository {what} {v:?}"));
@@ -37,8 +41,8 @@ fn settings_json(new: &NewRepository) -> DbResult<String> {
 
 impl Db {
     pub async fn repository_by_name(&self, name: &str) -> DbResult<Option<Repository>> {
-        self.count("repositories.get");
-        let row = sqlx::query(sql!(self, "SELECT id, name, format, kind, settings, write_policy, anonymous_read, version, created_at, updated_at FROM repositories WHERE name = $1"))
+        let row = self
+            .query(sql!("repositories.get", concat!("SELECT ", columns!(), " FROM repositories WHERE name = $1")))
             .bind(name)
             .fetch_optional(self.pool())
             .await?;
@@ -49,8 +53,8 @@ impl Db {
     }
 
     pub async fn repository_by_id(&self, id: i64) -> DbResult<Option<Repository>> {
-        self.count("repositories.by_id");
-        let row = sqlx::query(sql!(self, "SELECT name FROM repositories WHERE id = $1"))
+        let row = self
+            .query(sql!("repositories.by_id", "SELECT name FROM repositories WHERE id = $1"))
             .bind(id)
             .fetch_optional(self.pool())
             .await?;
@@ -62,17 +66,18 @@ impl Db {
 
     /// Every repository ordered by name, with group members.
     pub async fn list_repositories(&self) -> DbResult<Vec<Repository>> {
-        self.count("repositories.list");
-        let rows =
-            sqlx::query(&format!("SELECT {COLUMNS} FROM repositories ORDER BY name")).fetch_all(self.pool()).await?;
+        let rows = self
+            .query(sql!("repositories.list", concat!("SELECT ", columns!(), " FROM repositories ORDER BY name")))
+            .fetch_all(self.pool())
+            .await?;
         let mut repos = rows.iter().map(parse_row).collect::<DbResult<Vec<_>>>()?;
-        self.count("group_members.list");
-        let edges = sqlx::query(
-            "SELECT gm.group_id AS group_id, r.name AS member FROM group_members gm \
-             JOIN repositories r ON r.id = gm.member_id ORDER BY gm.group_id, gm.position",
-        )
-        .fetch_all(self.pool())
-        .await?;
+        let edges = self
+            .query(sql!(
+                "group_members.list",
+                "SELECT gm.group_id AS group_id, r.name AS member FROM group_members gm JOIN repositories r ON r.id = gm.member_id ORDER BY gm.group_id, gm.position"
+            ))
+            .fetch_all(self.pool())
+            .await?;
         for e in &edges {
             let gid: i64 = e.try_get("group_id")?;
             let member = text(e, "member")?;
@@ -84,8 +89,7 @@ impl Db {
     }
 
     async fn member_names(&self, group_id: i64) -> DbResult<Vec<String>> {
-        self.count("group_members.get");
-        let rows = sqlx::query(sql!(self, "SELECT r.name AS member FROM group_members gm JOIN repositories r ON r.id = gm.member_id WHERE gm.group_id = $1 ORDER BY gm.position"))
+        let rows = self.query(sql!("group_members.get", "SELECT r.name AS member FROM group_members gm JOIN repositories r ON r.id = gm.member_id WHERE gm.group_id = $1 ORDER BY gm.position"))
             .bind(group_id)
             .fetch_all(self.pool())
             .await?;
@@ -94,8 +98,7 @@ impl Db {
 
     /// Names of the groups that list the repository as a member.
     pub async fn groups_containing(&self, member_id: i64) -> DbResult<Vec<String>> {
-        self.count("group_members.containing");
-        let rows = sqlx::query(sql!(self, "SELECT r.name AS name FROM group_members gm JOIN repositories r ON r.id = gm.group_id WHERE gm.member_id = $1 ORDER BY r.name"))
+        let rows = self.query(sql!("group_members.containing", "SELECT r.name AS name FROM group_members gm JOIN repositories r ON r.id = gm.group_id WHERE gm.member_id = $1 ORDER BY r.name"))
             .bind(member_id)
             .fetch_all(self.pool())
             .await?;
@@ -107,8 +110,8 @@ impl Db {
         let now = now_ms();
         let settings = settings_json(new)?;
         let mut tx = self.pool().begin().await?;
-        self.count("repositories.insert");
-        let insert = sqlx::query(sql!(self, "INSERT INTO repositories (name, format, kind, settings, write_policy, anonymous_read, version, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $8)"))
+        let insert = self
+            .query(insert_id!("repositories.insert", "INSERT INTO repositories (name, format, kind, settings, write_policy, anonymous_read, version, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $8)"))
             .bind(new.name.as_str())
             .bind(new.format.as_str())
             .bind(new.repo_type.as_str())
@@ -116,22 +119,11 @@ impl Db {
             .bind(new.write_policy.as_str())
             .bind(i64::from(new.anonymous_read))
             .bind(now)
-            .bind(now)
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| match DbError::from(e) {
-                DbError::Conflict(_) => DbError::Conflict(format!("repository {} already exists", new.name)),
-                other => other,
-            })?;
-        let id = self
-            .inserted_id(
-                &mut tx,
-                &insert,
-                "repositories.id",
-                sql!(self, "SELECT id FROM repositories WHERE name = $1"),
-                new.name.as_str(),
-            )
-            .await?;
+            .bind(now);
+        let id = self.insert_id(insert, &mut *tx).await.map_err(|e| match e {
+            DbError::Conflict(_) => DbError::Conflict(format!("repository {} already exists", new.name)),
+            other => other,
+        })?;
         self.replace_members(&mut tx, id, &new.members).await?;
         self.bump_watermark(&mut tx, super::security::REPOSITORIES).await?;
         tx.commit().await?;
@@ -144,14 +136,12 @@ impl Db {
         group_id: i64,
         members: &[RepoName],
     ) -> DbResult<()> {
-        self.count("group_members.clear");
-        sqlx::query(sql!(self, "DELETE FROM group_members WHERE group_id = $1"))
+        self.query(sql!("group_members.clear", "DELETE FROM group_members WHERE group_id = $1"))
             .bind(group_id)
             .execute(&mut **tx)
             .await?;
         for (position, member) in members.iter().enumerate() {
-            self.count("group_members.insert");
-            let done = sqlx::query(sql!(self, "INSERT INTO group_members (group_id, member_id, position) SELECT $1, id, $2 FROM repositories WHERE name = $3"))
+            let done = self.query(sql!("group_members.insert", "INSERT INTO group_members (group_id, member_id, position) SELECT $1, id, $2 FROM repositories WHERE name = $3"))
                 .bind(group_id)
                 .bind(i64::try_from(position).unwrap_or(i64::MAX))
                 .bind(member.as_str())
@@ -168,8 +158,7 @@ impl Db {
     pub async fn update_repository(&self, id: i64, new: &NewRepository) -> DbResult<Repository> {
         let settings = settings_json(new)?;
         let mut tx = self.pool().begin().await?;
-        self.count("repositories.update");
-        let done = sqlx::query(sql!(self, "UPDATE repositories SET settings = $1, write_policy = $2, anonymous_read = $3, version = version + 1, updated_at = $4 WHERE id = $5"))
+        let done = self.query(sql!("repositories.update", "UPDATE repositories SET settings = $1, write_policy = $2, anonymous_read = $3, version = version + 1, updated_at = $4 WHERE id = $5"))
             .bind(settings)
             .bind(new.write_policy.as_str())
             .bind(i64::from(new.anonymous_read))
@@ -188,18 +177,20 @@ impl Db {
 
     pub async fn delete_repository(&self, id: i64) -> DbResult<()> {
         let mut tx = self.pool().begin().await?;
-        self.count("group_members.clear");
-        sqlx::query(sql!(self, "DELETE FROM group_members WHERE group_id = $1")).bind(id).execute(&mut *tx).await?;
-        self.count("repositories.delete");
-        let done = sqlx::query(sql!(self, "DELETE FROM repositories WHERE id = $1"))
+        self.query(sql!("group_members.clear", "DELETE FROM group_members WHERE group_id = $1"))
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        let done = self
+            .query(sql!("repositories.delete", "DELETE FROM repositories WHERE id = $1"))
             .bind(id)
             .execute(&mut *tx)
             .await
             .map_err(|e| match DbError::from(e) {
-            // A group took it as a member meanwhile (foreign key).
-            DbError::Other(_) => DbError::Conflict("repository is a member of a group".into()),
-            other => other,
-        })?;
+                // A group took it as a member meanwhile (foreign key).
+                DbError::Other(_) => DbError::Conflict("repository is a member of a group".into()),
+                other => other,
+            })?;
         if done.rows_affected() != 1 {
             return Err(DbError::NotFound);
         }

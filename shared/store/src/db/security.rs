@@ -5,8 +5,8 @@
 use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
 
-use super::{now_ms, opt_text, text, Backend, Db, DbError, DbResult};
-use crate::sql;
+use super::{now_ms, opt_text, text, Db, DbError, DbResult};
+use crate::{insert_id, insert_or_ignore, sql};
 use packyard_model::security::{Action, Privilege};
 
 pub const SECURITY: &str = "security";
@@ -88,16 +88,22 @@ fn privileges_json(p: &[Privilege]) -> DbResult<String> {
     serde_json::to_string(p).map_err(|e| DbError::Corrupt(e.to_string()))
 }
 
-const ROLE_COLUMNS: &str = "id, name, description, builtin, privileges, created_at, updated_at";
-const TOKEN_SELECT: &str = "SELECT t.id AS id, t.user_id AS user_id, u.username AS username, t.name AS name, \
-    t.secret_hash AS secret_hash, t.repositories AS repositories, t.actions AS actions, t.expires_at AS expires_at, \
-    t.created_at AS created_at, t.revoked_at AS revoked_at FROM api_tokens t JOIN users u ON u.id = t.user_id";
+macro_rules! role_columns {
+    () => {
+        "id, name, description, builtin, privileges, created_at, updated_at"
+    };
+}
+
+macro_rules! token_select {
+    () => {
+        "SELECT t.id AS id, t.user_id AS user_id, u.username AS username, t.name AS name, t.secret_hash AS secret_hash, t.repositories AS repositories, t.actions AS actions, t.expires_at AS expires_at, t.created_at AS created_at, t.revoked_at AS revoked_at FROM api_tokens t JOIN users u ON u.id = t.user_id"
+    };
+}
 
 impl Db {
     /// Bumps a watermark inside the caller's transaction.
     pub async fn bump_watermark(&self, tx: &mut Transaction<'_, Any>, name: &str) -> DbResult<()> {
-        self.count("watermarks.bump");
-        sqlx::query(sql!(self, "UPDATE watermarks SET version = version + 1 WHERE name = $1"))
+        self.query(sql!("watermarks.bump", "UPDATE watermarks SET version = version + 1 WHERE name = $1"))
             .bind(name)
             .execute(&mut **tx)
             .await?;
@@ -106,8 +112,8 @@ impl Db {
 
     /// The watermark versions: (security, repositories, publications).
     pub async fn watermarks(&self) -> DbResult<(i64, i64, i64)> {
-        self.count("watermarks.get");
-        let rows = sqlx::query("SELECT name, version FROM watermarks").fetch_all(self.pool()).await?;
+        let rows =
+            self.query(sql!("watermarks.get", "SELECT name, version FROM watermarks")).fetch_all(self.pool()).await?;
         let (mut sec, mut repos, mut publications) = (0, 0, 0);
         for r in &rows {
             match text(r, "name")?.as_str() {
@@ -123,21 +129,19 @@ impl Db {
     // --- roles ---------------------------------------------------------------------------------
 
     pub async fn list_roles(&self) -> DbResult<Vec<RoleRecord>> {
-        self.count("roles.list");
-        let rows =
-            sqlx::query(&format!("SELECT {ROLE_COLUMNS} FROM roles ORDER BY name")).fetch_all(self.pool()).await?;
+        let rows = self
+            .query(sql!("roles.list", concat!("SELECT ", role_columns!(), " FROM roles ORDER BY name")))
+            .fetch_all(self.pool())
+            .await?;
         rows.iter().map(parse_role).collect()
     }
 
     pub async fn role_by_name(&self, name: &str) -> DbResult<Option<RoleRecord>> {
-        self.count("roles.get");
-        let row = sqlx::query(sql!(
-            self,
-            "SELECT id, name, description, builtin, privileges, created_at, updated_at FROM roles WHERE name = $1"
-        ))
-        .bind(name)
-        .fetch_optional(self.pool())
-        .await?;
+        let row = self
+            .query(sql!("roles.get", concat!("SELECT ", role_columns!(), " FROM roles WHERE name = $1")))
+            .bind(name)
+            .fetch_optional(self.pool())
+            .await?;
         row.as_ref().map(parse_role).transpose()
     }
 
@@ -150,8 +154,7 @@ impl Db {
     ) -> DbResult<()> {
         let now = now_ms();
         let mut tx = self.pool().begin().await?;
-        self.count("roles.insert");
-        sqlx::query(sql!(self, "INSERT INTO roles (name, description, builtin, privileges, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6)"))
+        self.query(sql!("roles.insert", "INSERT INTO roles (name, description, builtin, privileges, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6)"))
             .bind(name)
             .bind(description)
             .bind(i64::from(builtin))
@@ -171,17 +174,17 @@ impl Db {
 
     pub async fn update_role(&self, name: &str, description: &str, privileges: &[Privilege]) -> DbResult<()> {
         let mut tx = self.pool().begin().await?;
-        self.count("roles.update");
-        let done = sqlx::query(sql!(
-            self,
-            "UPDATE roles SET description = $1, privileges = $2, updated_at = $3 WHERE name = $4"
-        ))
-        .bind(description)
-        .bind(privileges_json(privileges)?)
-        .bind(now_ms())
-        .bind(name)
-        .execute(&mut *tx)
-        .await?;
+        let done = self
+            .query(sql!(
+                "roles.update",
+                "UPDATE roles SET description = $1, privileges = $2, updated_at = $3 WHERE name = $4"
+            ))
+            .bind(description)
+            .bind(privileges_json(privileges)?)
+            .bind(now_ms())
+            .bind(name)
+            .execute(&mut *tx)
+            .await?;
         if done.rows_affected() != 1 {
             return Err(DbError::NotFound);
         }
@@ -192,13 +195,15 @@ impl Db {
 
     pub async fn delete_role(&self, name: &str) -> DbResult<()> {
         let mut tx = self.pool().begin().await?;
-        self.count("user_roles.clear_role");
-        sqlx::query(sql!(self, "DELETE FROM user_roles WHERE role_id IN (SELECT id FROM roles WHERE name = $1)"))
-            .bind(name)
-            .execute(&mut *tx)
-            .await?;
-        self.count("roles.delete");
-        let done = sqlx::query(sql!(self, "DELETE FROM roles WHERE name = $1")).bind(name).execute(&mut *tx).await?;
+        self.query(sql!(
+            "user_roles.clear_role",
+            "DELETE FROM user_roles WHERE role_id IN (SELECT id FROM roles WHERE name = $1)"
+        ))
+        .bind(name)
+        .execute(&mut *tx)
+        .await?;
+        let done =
+            self.query(sql!("roles.delete", "DELETE FROM roles WHERE name = $1")).bind(name).execute(&mut *tx).await?;
         if done.rows_affected() != 1 {
             return Err(DbError::NotFound);
         }
@@ -211,8 +216,7 @@ impl Db {
 
     /// Role names per user id, for listing.
     pub async fn role_names_of(&self, user_id: i64) -> DbResult<Vec<String>> {
-        self.count("user_roles.get");
-        let rows = sqlx::query(sql!(self, "SELECT r.name AS name FROM user_roles ur JOIN roles r ON r.id = ur.role_id WHERE ur.user_id = $1 ORDER BY r.name"))
+        let rows = self.query(sql!("user_roles.get", "SELECT r.name AS name FROM user_roles ur JOIN roles r ON r.id = ur.role_id WHERE ur.user_id = $1 ORDER BY r.name"))
             .bind(user_id)
             .fetch_all(self.pool())
             .await?;
@@ -221,8 +225,7 @@ impl Db {
 
     /// Every privilege the user holds through their roles.
     pub async fn privileges_of(&self, user_id: i64) -> DbResult<Vec<Privilege>> {
-        self.count("user_roles.privileges");
-        let rows = sqlx::query(sql!(self, "SELECT r.privileges AS privileges FROM user_roles ur JOIN roles r ON r.id = ur.role_id WHERE ur.user_id = $1"))
+        let rows = self.query(sql!("user_roles.privileges", "SELECT r.privileges AS privileges FROM user_roles ur JOIN roles r ON r.id = ur.role_id WHERE ur.user_id = $1"))
             .bind(user_id)
             .fetch_all(self.pool())
             .await?;
@@ -246,18 +249,20 @@ impl Db {
     }
 
     async fn set_user_roles_in(&self, tx: &mut Transaction<'_, Any>, user_id: i64, roles: &[String]) -> DbResult<()> {
-        self.count("user_roles.clear");
-        sqlx::query(sql!(self, "DELETE FROM user_roles WHERE user_id = $1")).bind(user_id).execute(&mut **tx).await?;
-        for role in roles {
-            self.count("user_roles.insert");
-            let done = sqlx::query(sql!(
-                self,
-                "INSERT INTO user_roles (user_id, role_id) SELECT $1, id FROM roles WHERE name = $2"
-            ))
+        self.query(sql!("user_roles.clear", "DELETE FROM user_roles WHERE user_id = $1"))
             .bind(user_id)
-            .bind(role.as_str())
             .execute(&mut **tx)
             .await?;
+        for role in roles {
+            let done = self
+                .query(sql!(
+                    "user_roles.insert",
+                    "INSERT INTO user_roles (user_id, role_id) SELECT $1, id FROM roles WHERE name = $2"
+                ))
+                .bind(user_id)
+                .bind(role.as_str())
+                .execute(&mut **tx)
+                .await?;
             if done.rows_affected() != 1 {
                 return Err(DbError::Conflict(format!("role {role} does not exist")));
             }
@@ -269,24 +274,19 @@ impl Db {
     pub async fn create_user(&self, username: &str, password_hash: &str, roles: &[String]) -> DbResult<i64> {
         let now = now_ms();
         let mut tx = self.pool().begin().await?;
-        self.count("users.insert");
-        let done = sqlx::query(sql!(
-            self,
-            "INSERT INTO users (username, password_hash, created_at, updated_at) VALUES ($1, $2, $3, $4)"
-        ))
-        .bind(username)
-        .bind(password_hash)
-        .bind(now)
-        .bind(now)
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| match DbError::from(e) {
+        let insert = self
+            .query(insert_id!(
+                "users.insert",
+                "INSERT INTO users (username, password_hash, created_at, updated_at) VALUES ($1, $2, $3, $4)"
+            ))
+            .bind(username)
+            .bind(password_hash)
+            .bind(now)
+            .bind(now);
+        let id = self.insert_id(insert, &mut *tx).await.map_err(|e| match e {
             DbError::Conflict(_) => DbError::Conflict(format!("user {username} already exists")),
             other => other,
         })?;
-        let id = self
-            .inserted_id(&mut tx, &done, "users.id", sql!(self, "SELECT id FROM users WHERE username = $1"), username)
-            .await?;
         self.set_user_roles_in(&mut tx, id, roles).await?;
         self.bump_watermark(&mut tx, SECURITY).await?;
         tx.commit().await?;
@@ -294,16 +294,17 @@ impl Db {
     }
 
     pub async fn list_users(&self) -> DbResult<Vec<(i64, String, i64)>> {
-        self.count("users.list");
-        let rows =
-            sqlx::query("SELECT id, username, created_at FROM users ORDER BY username").fetch_all(self.pool()).await?;
+        let rows = self
+            .query(sql!("users.list", "SELECT id, username, created_at FROM users ORDER BY username"))
+            .fetch_all(self.pool())
+            .await?;
         rows.iter().map(|r| Ok((r.try_get("id")?, text(r, "username")?, r.try_get("created_at")?))).collect()
     }
 
     pub async fn set_password(&self, user_id: i64, password_hash: &str) -> DbResult<()> {
         let mut tx = self.pool().begin().await?;
-        self.count("users.set_password");
-        let done = sqlx::query(sql!(self, "UPDATE users SET password_hash = $1, updated_at = $2 WHERE id = $3"))
+        let done = self
+            .query(sql!("users.set_password", "UPDATE users SET password_hash = $1, updated_at = $2 WHERE id = $3"))
             .bind(password_hash)
             .bind(now_ms())
             .bind(user_id)
@@ -319,15 +320,14 @@ impl Db {
 
     pub async fn delete_user(&self, user_id: i64) -> DbResult<()> {
         let mut tx = self.pool().begin().await?;
-        for (op, stmt) in [
-            ("api_tokens.delete_user", sql!(self, "DELETE FROM api_tokens WHERE user_id = $1")),
-            ("user_roles.clear", sql!(self, "DELETE FROM user_roles WHERE user_id = $1")),
+        for stmt in [
+            sql!("api_tokens.delete_user", "DELETE FROM api_tokens WHERE user_id = $1"),
+            sql!("user_roles.clear", "DELETE FROM user_roles WHERE user_id = $1"),
         ] {
-            self.count(op);
-            sqlx::query(stmt).bind(user_id).execute(&mut *tx).await?;
+            self.query(stmt).bind(user_id).execute(&mut *tx).await?;
         }
-        self.count("users.delete");
-        let done = sqlx::query(sql!(self, "DELETE FROM users WHERE id = $1")).bind(user_id).execute(&mut *tx).await?;
+        let done =
+            self.query(sql!("users.delete", "DELETE FROM users WHERE id = $1")).bind(user_id).execute(&mut *tx).await?;
         if done.rows_affected() != 1 {
             return Err(DbError::NotFound);
         }
@@ -350,8 +350,7 @@ impl Db {
         expires_at: Option<i64>,
     ) -> DbResult<()> {
         let actions = actions.map(|a| a.iter().map(|x| x.as_str()).collect::<Vec<_>>().join(","));
-        self.count("api_tokens.insert");
-        sqlx::query(sql!(self, "INSERT INTO api_tokens (id, user_id, name, secret_hash, repositories, actions, expires_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"))
+        self.query(sql!("api_tokens.insert", "INSERT INTO api_tokens (id, user_id, name, secret_hash, repositories, actions, expires_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"))
             .bind(id)
             .bind(user_id)
             .bind(name)
@@ -366,28 +365,30 @@ impl Db {
     }
 
     pub async fn token_by_id(&self, id: &str) -> DbResult<Option<TokenRecord>> {
-        self.count("api_tokens.get");
-        let q = match self.backend() {
-            Backend::MySql => format!("{TOKEN_SELECT} WHERE t.id = ?"),
-            _ => format!("{TOKEN_SELECT} WHERE t.id = $1"),
-        };
-        let row = sqlx::query(&q).bind(id).fetch_optional(self.pool()).await?;
+        let row = self
+            .query(sql!("api_tokens.get", concat!(token_select!(), " WHERE t.id = $1")))
+            .bind(id)
+            .fetch_optional(self.pool())
+            .await?;
         row.as_ref().map(parse_token).transpose()
     }
 
     /// Tokens of one user (or of everyone), newest first, revoked ones included.
     pub async fn list_tokens(&self, user_id: Option<i64>) -> DbResult<Vec<TokenRecord>> {
-        self.count("api_tokens.list");
         let rows = match user_id {
             Some(uid) => {
-                let q = match self.backend() {
-                    Backend::MySql => format!("{TOKEN_SELECT} WHERE t.user_id = ? ORDER BY t.created_at DESC, t.id"),
-                    _ => format!("{TOKEN_SELECT} WHERE t.user_id = $1 ORDER BY t.created_at DESC, t.id"),
-                };
-                sqlx::query(&q).bind(uid).fetch_all(self.pool()).await?
+                self.query(sql!(
+                    "api_tokens.list",
+                    concat!(token_select!(), " WHERE t.user_id = $1 ORDER BY t.created_at DESC, t.id")
+                ))
+                .bind(uid)
+                .fetch_all(self.pool())
+                .await?
             }
             None => {
-                sqlx::query(&format!("{TOKEN_SELECT} ORDER BY t.created_at DESC, t.id")).fetch_all(self.pool()).await?
+                self.query(sql!("api_tokens.list", concat!(token_select!(), " ORDER BY t.created_at DESC, t.id")))
+                    .fetch_all(self.pool())
+                    .await?
             }
         };
         rows.iter().map(parse_token).collect()
@@ -396,13 +397,15 @@ impl Db {
     /// Marks a token revoked; bumps the security watermark so every replica forgets it.
     pub async fn revoke_token(&self, id: &str) -> DbResult<()> {
         let mut tx = self.pool().begin().await?;
-        self.count("api_tokens.revoke");
-        let done =
-            sqlx::query(sql!(self, "UPDATE api_tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL"))
-                .bind(now_ms())
-                .bind(id)
-                .execute(&mut *tx)
-                .await?;
+        let done = self
+            .query(sql!(
+                "api_tokens.revoke",
+                "UPDATE api_tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL"
+            ))
+            .bind(now_ms())
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
         if done.rows_affected() != 1 {
             return Err(DbError::NotFound);
         }
@@ -421,9 +424,8 @@ impl Db {
         target: &str,
         detail: &str,
     ) -> DbResult<()> {
-        self.count("audit.insert");
-        sqlx::query(sql!(
-            self,
+        self.query(sql!(
+            "audit.insert",
             "INSERT INTO audit_log (at, actor, address, action, target, detail) VALUES ($1, $2, $3, $4, $5, $6)"
         ))
         .bind(now_ms())
@@ -439,8 +441,7 @@ impl Db {
 
     /// Newest first; `before` is the keyset cursor (an id from the previous page).
     pub async fn list_audit(&self, before: Option<i64>, limit: i64) -> DbResult<Vec<AuditRecord>> {
-        self.count("audit.list");
-        let rows = sqlx::query(sql!(self, "SELECT id, at, actor, address, action, target, detail FROM audit_log WHERE id < $1 ORDER BY id DESC LIMIT $2"))
+        let rows = self.query(sql!("audit.list", "SELECT id, at, actor, address, action, target, detail FROM audit_log WHERE id < $1 ORDER BY id DESC LIMIT $2"))
             .bind(before.unwrap_or(i64::MAX))
             .bind(limit)
             .fetch_all(self.pool())
@@ -465,35 +466,39 @@ impl Db {
     /// Stores (or replaces) an encrypted secret.
     pub async fn put_secret(&self, name: &str, nonce: &str, ciphertext: &str) -> DbResult<()> {
         let mut tx = self.pool().begin().await?;
-        self.count("secrets.delete");
-        sqlx::query(sql!(self, "DELETE FROM secrets WHERE name = $1")).bind(name).execute(&mut *tx).await?;
-        self.count("secrets.insert");
-        sqlx::query(sql!(self, "INSERT INTO secrets (name, nonce, ciphertext, created_at) VALUES ($1, $2, $3, $4)"))
-            .bind(name)
-            .bind(nonce)
-            .bind(ciphertext)
-            .bind(now_ms())
-            .execute(&mut *tx)
-            .await?;
+        self.query(sql!("secrets.delete", "DELETE FROM secrets WHERE name = $1")).bind(name).execute(&mut *tx).await?;
+        self.query(sql!(
+            "secrets.insert",
+            "INSERT INTO secrets (name, nonce, ciphertext, created_at) VALUES ($1, $2, $3, $4)"
+        ))
+        .bind(name)
+        .bind(nonce)
+        .bind(ciphertext)
+        .bind(now_ms())
+        .execute(&mut *tx)
+        .await?;
         tx.commit().await?;
         Ok(())
     }
 
     pub async fn insert_secret_if_absent(&self, name: &str, nonce: &str, ciphertext: &str) -> DbResult<bool> {
-        self.count("secrets.insert_if_absent");
-        let statement = match self.backend() {
-            Backend::Sqlite => "INSERT OR IGNORE INTO secrets (name, nonce, ciphertext, created_at) VALUES ($1, $2, $3, $4)",
-            Backend::Postgres => "INSERT INTO secrets (name, nonce, ciphertext, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT (name) DO NOTHING",
-            Backend::MySql => "INSERT IGNORE INTO secrets (name, nonce, ciphertext, created_at) VALUES (?, ?, ?, ?)",
-        };
-        let done =
-            sqlx::query(statement).bind(name).bind(nonce).bind(ciphertext).bind(now_ms()).execute(self.pool()).await?;
+        let done = self
+            .query(insert_or_ignore!(
+                "secrets.insert_if_absent",
+                "INSERT INTO secrets (name, nonce, ciphertext, created_at) VALUES ($1, $2, $3, $4)"
+            ))
+            .bind(name)
+            .bind(nonce)
+            .bind(ciphertext)
+            .bind(now_ms())
+            .execute(self.pool())
+            .await?;
         Ok(done.rows_affected() == 1)
     }
 
     pub async fn get_secret(&self, name: &str) -> DbResult<Option<(String, String)>> {
-        self.count("secrets.get");
-        let row = sqlx::query(sql!(self, "SELECT nonce, ciphertext FROM secrets WHERE name = $1"))
+        let row = self
+            .query(sql!("secrets.get", "SELECT nonce, ciphertext FROM secrets WHERE name = $1"))
             .bind(name)
             .fetch_optional(self.pool())
             .await?;

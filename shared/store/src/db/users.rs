@@ -14,8 +14,8 @@ pub struct UserRecord {
 
 impl Db {
     pub async fn user_by_name(&self, username: &str) -> DbResult<Option<UserRecord>> {
-        self.count("users.get");
-        let row = sqlx::query(sql!(self, "SELECT id, username, password_hash FROM users WHERE username = $1"))
+        let row = self
+            .query(sql!("users.get", "SELECT id, username, password_hash FROM users WHERE username = $1"))
             .bind(username)
             .fetch_optional(self.pool())
             .await?;

@@ -1,0 +1,302 @@
+//! The SQL dialect layer: every statement is written once, in a portable form, and rendered for
+//! the connected backend the first time it runs there.
+//!
+//! The portable form is PostgreSQL's with four additions the layer rewrites:
+//! - placeholders `$1, $2, …` in order of use (MySQL gets `?`);
+//! - an upsert ([`upsert!`]): an `INSERT`, the conflicting key, and the `SET` list, in which
+//!   `NEW.c` is the proposed row's column and `OLD.c` the stored one (`excluded.c` and
+//!   `<table>.c` on SQLite and PostgreSQL; `VALUES(c)` and `c` on MySQL);
+//! - an insert that leaves a conflicting row alone ([`insert_or_ignore!`]);
+//! - an insert that returns the new row's id ([`insert_id!`], run with [`Db::insert_id`]:
+//!   `RETURNING id` where the backend has it, the driver's last insert id on MySQL);
+//! - a select that locks the rows it picks and skips those others hold ([`skip_locked!`]:
+//!   `FOR UPDATE SKIP LOCKED` on PostgreSQL and MySQL; SQLite has one writer and needs none).
+//!
+//! Each statement carries the `op` it is counted under in `packyard_db_queries_total`, so that
+//! running it is counting it.
+
+use std::sync::OnceLock;
+
+use sqlx::any::AnyArguments;
+use sqlx::query::Query;
+use sqlx::{Any, Executor, Row};
+
+use crate::db::{Backend, Db, DbResult};
+
+/// What the layer adds to a statement's text.
+#[derive(Debug, Clone, Copy)]
+pub enum Shape {
+    Plain,
+    /// `INSERT …` that updates `set` when `key` conflicts.
+    Upsert {
+        table: &'static str,
+        key: &'static str,
+        set: &'static str,
+    },
+    /// `INSERT …` that leaves a conflicting row alone.
+    InsertOrIgnore,
+    /// `INSERT …` whose new row's `id` is returned.
+    InsertId,
+    /// `SELECT …` that locks what it picks, skipping rows other transactions hold.
+    SkipLocked,
+    /// Takes (or, `release`, gives back) the session lock the text names: PostgreSQL's advisory
+    /// lock `pg_key`, MySQL's named lock (waiting up to two minutes); SQLite's single writer
+    /// needs none.
+    SessionLock {
+        pg_key: i64,
+        release: bool,
+    },
+}
+
+/// One statement: its counter name, its portable text, and its renderings per backend.
+pub struct Sql {
+    op: &'static str,
+    text: &'static str,
+    shape: Shape,
+    rendered: [OnceLock<String>; 3],
+}
+
+impl Sql {
+    pub const fn new(op: &'static str, text: &'static str, shape: Shape) -> Self {
+        Self { op, text, shape, rendered: [OnceLock::new(), OnceLock::new(), OnceLock::new()] }
+    }
+
+    pub fn op(&self) -> &'static str {
+        self.op
+    }
+
+    /// The text for `backend` (rendered once).
+    pub fn text(&self, backend: Backend) -> &str {
+        let slot = match backend {
+            Backend::Sqlite => 0,
+            Backend::Postgres => 1,
+            Backend::MySql => 2,
+        };
+        self.rendered[slot].get_or_init(|| render(self.text, self.shape, backend))
+    }
+}
+
+/// The statement's text for a backend.
+pub fn render(text: &str, shape: Shape, backend: Backend) -> String {
+    let mysql = backend == Backend::MySql;
+    let mut out = match shape {
+        Shape::Plain | Shape::InsertId | Shape::SkipLocked => text.to_string(),
+        Shape::SessionLock { pg_key, release } => match (backend, release) {
+            (Backend::Postgres, false) => format!("SELECT pg_advisory_lock({pg_key})"),
+            (Backend::Postgres, true) => format!("SELECT pg_advisory_unlock({pg_key})"),
+            (Backend::MySql, false) => format!("SELECT GET_LOCK('{text}', 120)"),
+            (Backend::MySql, true) => format!("SELECT RELEASE_LOCK('{text}')"),
+            (Backend::Sqlite, _) => "SELECT 1".to_string(),
+        },
+        Shape::InsertOrIgnore if mysql => text.replacen("INSERT INTO", "INSERT IGNORE INTO", 1),
+        Shape::InsertOrIgnore => format!("{text} ON CONFLICT DO NOTHING"),
+        Shape::Upsert { table, key, set } => {
+            if mysql {
+                format!("{text} ON DUPLICATE KEY UPDATE {}", rewrite_rows(set, "", |c| format!("VALUES({c})")))
+            } else {
+                let old = format!("{table}.");
+                format!(
+                    "{text} ON CONFLICT ({key}) DO UPDATE SET {}",
+                    rewrite_rows(set, &old, |c| format!("excluded.{c}"))
+                )
+            }
+        }
+    };
+    match (shape, backend) {
+        (Shape::InsertId, Backend::Sqlite | Backend::Postgres) => out.push_str(" RETURNING id"),
+        (Shape::SkipLocked, Backend::Postgres | Backend::MySql) => out.push_str(" FOR UPDATE SKIP LOCKED"),
+        _ => {}
+    }
+    if mysql {
+        out = to_question_marks(&out);
+    }
+    out
+}
+
+/// Rewrites `OLD.<column>` to `<old><column>` and `NEW.<column>` to `new(<column>)`, outside
+/// quoted strings.
+fn rewrite_rows(set: &str, old: &str, new: impl Fn(&str) -> String) -> String {
+    let mut out = String::with_capacity(set.len() + 16);
+    let mut in_quote = false;
+    let mut i = 0;
+    while let Some(c) = set[i..].chars().next() {
+        let rest = &set[i..];
+        let at_word_start = set[..i].chars().next_back().is_none_or(|p| !(p.is_ascii_alphanumeric() || p == '_'));
+        let reference = if in_quote || !at_word_start {
+            None
+        } else if let Some(after) = rest.strip_prefix("NEW.") {
+            Some((true, after))
+        } else {
+            rest.strip_prefix("OLD.").map(|after| (false, after))
+        };
+        if let Some((is_new, after)) = reference {
+            let len = after.find(|ch: char| !(ch.is_ascii_alphanumeric() || ch == '_')).unwrap_or(after.len());
+            let column = &after[..len];
+            if is_new {
+                out.push_str(&new(column));
+            } else {
+                out.push_str(old);
+                out.push_str(column);
+            }
+            i += 4 + len;
+            continue;
+        }
+        if c == '\'' {
+            in_quote = !in_quote;
+        }
+        out.push(c);
+        i += c.len_utf8();
+    }
+    out
+}
+
+/// Rewrites `$1`, `$2`, … to `?`, leaving quoted strings alone. Parameters must appear in order.
+pub fn to_question_marks(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    let mut in_quote = false;
+    while let Some(c) = chars.next() {
+        if c == '\'' {
+            in_quote = !in_quote;
+            out.push(c);
+        } else if c == '$' && !in_quote && chars.peek().is_some_and(char::is_ascii_digit) {
+            while chars.peek().is_some_and(char::is_ascii_digit) {
+                chars.next();
+            }
+            out.push('?');
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+impl Db {
+    /// The statement, rendered for this backend and counted, ready to bind and run.
+    pub fn query<'q>(&self, statement: &'static Sql) -> Query<'q, Any, AnyArguments<'q>> {
+        self.count(statement.op());
+        sqlx::query(statement.text(self.backend()))
+    }
+
+    /// Runs an [`insert_id!`] statement and returns the new row's id.
+    pub async fn insert_id<'q, 'e, E>(&self, query: Query<'q, Any, AnyArguments<'q>>, executor: E) -> DbResult<i64>
+    where
+        E: Executor<'e, Database = Any>,
+    {
+        match self.backend() {
+            Backend::MySql => {
+                let done = query.execute(executor).await?;
+                done.last_insert_id()
+                    .ok_or_else(|| crate::db::DbError::Corrupt("the driver reported no insert id".into()))
+            }
+            Backend::Sqlite | Backend::Postgres => Ok(query.fetch_one(executor).await?.try_get("id")?),
+        }
+    }
+}
+
+/// A plain statement: `sql!("op", "SELECT …")`.
+#[macro_export]
+macro_rules! sql {
+    ($op:literal, $text:expr) => {{
+        static S: $crate::sql::Sql = $crate::sql::Sql::new($op, $text, $crate::sql::Shape::Plain);
+        &S
+    }};
+}
+
+/// An upsert: `upsert!("op", "INSERT INTO t (a, b) VALUES ($1, $2)", on "t" ("a"), set "b = NEW.b")`.
+#[macro_export]
+macro_rules! upsert {
+    ($op:literal, $text:expr, on $table:literal ($key:literal), set $set:literal) => {{
+        static S: $crate::sql::Sql =
+            $crate::sql::Sql::new($op, $text, $crate::sql::Shape::Upsert { table: $table, key: $key, set: $set });
+        &S
+    }};
+}
+
+/// An insert that leaves a conflicting row alone.
+#[macro_export]
+macro_rules! insert_or_ignore {
+    ($op:literal, $text:expr) => {{
+        static S: $crate::sql::Sql = $crate::sql::Sql::new($op, $text, $crate::sql::Shape::InsertOrIgnore);
+        &S
+    }};
+}
+
+/// An insert whose new row's id [`Db::insert_id`] returns.
+#[macro_export]
+macro_rules! insert_id {
+    ($op:literal, $text:expr) => {{
+        static S: $crate::sql::Sql = $crate::sql::Sql::new($op, $text, $crate::sql::Shape::InsertId);
+        &S
+    }};
+}
+
+/// Takes or releases a session-wide named lock: `session_lock!("op", "name", pg_key, release)`.
+#[macro_export]
+macro_rules! session_lock {
+    ($op:literal, $name:literal, $pg_key:expr, $release:expr) => {{
+        static S: $crate::sql::Sql =
+            $crate::sql::Sql::new($op, $name, $crate::sql::Shape::SessionLock { pg_key: $pg_key, release: $release });
+        &S
+    }};
+}
+
+/// A select that locks the rows it picks, skipping those other transactions hold.
+#[macro_export]
+macro_rules! skip_locked {
+    ($op:literal, $text:expr) => {{
+        static S: $crate::sql::Sql = $crate::sql::Sql::new($op, $text, $crate::sql::Shape::SkipLocked);
+        &S
+    }};
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_become_question_marks() {
+        assert_eq!(
+            to_question_marks("SELECT a FROM t WHERE b = $1 AND c = '$2' AND d = $2"),
+            "SELECT a FROM t WHERE b = ? AND c = '$2' AND d = ?"
+        );
+        assert_eq!(to_question_marks("SELECT 1"), "SELECT 1");
+        assert_eq!(to_question_marks("price $ and $12x"), "price $ and ?x");
+    }
+
+    #[test]
+    fn each_shape_in_each_dialect() {
+        let upsert = Shape::Upsert {
+            table: "blobs",
+            key: "sha256",
+            set:
+                "created_at = NEW.created_at, origin = CASE WHEN OLD.origin = 'upload' THEN 'NEW.x' ELSE OLD.origin END",
+        };
+        let insert = "INSERT INTO blobs (sha256, created_at, origin) VALUES ($1, $2, 'x')";
+        assert_eq!(
+            render(insert, upsert, Backend::Postgres),
+            "INSERT INTO blobs (sha256, created_at, origin) VALUES ($1, $2, 'x') ON CONFLICT (sha256) DO UPDATE SET created_at = excluded.created_at, origin = CASE WHEN blobs.origin = 'upload' THEN 'NEW.x' ELSE blobs.origin END"
+        );
+        assert_eq!(render(insert, upsert, Backend::Sqlite), render(insert, upsert, Backend::Postgres));
+        assert_eq!(
+            render(insert, upsert, Backend::MySql),
+            "INSERT INTO blobs (sha256, created_at, origin) VALUES (?, ?, 'x') ON DUPLICATE KEY UPDATE created_at = VALUES(created_at), origin = CASE WHEN origin = 'upload' THEN 'NEW.x' ELSE origin END"
+        );
+        let t = "INSERT INTO u (a) VALUES ($1)";
+        assert_eq!(
+            render(t, Shape::InsertOrIgnore, Backend::Postgres),
+            "INSERT INTO u (a) VALUES ($1) ON CONFLICT DO NOTHING"
+        );
+        assert_eq!(render(t, Shape::InsertOrIgnore, Backend::MySql), "INSERT IGNORE INTO u (a) VALUES (?)");
+        assert_eq!(render(t, Shape::InsertId, Backend::Sqlite), "INSERT INTO u (a) VALUES ($1) RETURNING id");
+        assert_eq!(render(t, Shape::InsertId, Backend::MySql), "INSERT INTO u (a) VALUES (?)");
+        let s = "SELECT id FROM u WHERE a = $1 LIMIT 1";
+        assert_eq!(render(s, Shape::SkipLocked, Backend::Sqlite), s);
+        assert_eq!(
+            render(s, Shape::SkipLocked, Backend::MySql),
+            "SELECT id FROM u WHERE a = ? LIMIT 1 FOR UPDATE SKIP LOCKED"
+        );
+        // A column whose name ends in NEW is not a reference to the proposed row.
+        assert_eq!(rewrite_rows("RENEW.x = 1", "t.", |c| format!("v({c})")), "RENEW.x = 1");
+    }
+}
