@@ -23,14 +23,13 @@ pub fn public_app(
         InitError = (),
     >,
 > {
-    let config = services.config.clone();
     App::new()
         .app_data(web::Data::new(services))
         .app_data(web::JsonConfig::default().limit(JSON_LIMIT).error_handler(json_error))
         .app_data(web::PathConfig::default().error_handler(path_error))
         .app_data(web::QueryConfig::default().error_handler(query_error))
         .configure(crate::admin::configure)
-        .configure(|c| crate::repository::configure(c, &config))
+        .configure(crate::repository::configure)
         .default_service(web::to(no_route))
         .wrap(middleware::from_fn(crate::observe::middleware))
 }

@@ -4,10 +4,10 @@
 //! - [`Caller`]: anyone, anonymous included (a bad credential is still a 401).
 //! - [`Authenticated`]: a proven user.
 //! - [`Admin`]: the global `admin` privilege (`admin` on `*`): the admin API.
-//! - [`RepoAccess<A>`]: the action `A` on the repository named by the `{repo}` path segment.
+//!
+//! What a repository route needs is decided in [`crate::repository`], by its route table.
 
 use std::future::Future;
-use std::marker::PhantomData;
 use std::net::{IpAddr, Ipv4Addr};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -17,13 +17,10 @@ use actix_web::http::header;
 use actix_web::{web, FromRequest, HttpMessage, HttpRequest};
 use base64::Engine;
 use packyard_core::security::service::Credentials;
-use packyard_core::security::{Action, Principal};
+use packyard_core::security::Principal;
 use packyard_core::services::Services;
-use packyard_model::repos::Repository;
-use packyard_model::security::RepoFacts;
 
 use crate::error::ApiError;
-use crate::observe::RepoLabel;
 
 /// Parses the `Authorization` header. `Ok(None)`: no header. A malformed header is a 401, never
 /// anonymous.
@@ -68,9 +65,14 @@ impl Caller {
     pub fn username(&self) -> &str {
         self.principal.username()
     }
+
+    /// Who makes a change, for the audit log.
+    pub fn actor(&self) -> packyard_core::hosted::Actor<'_> {
+        packyard_core::hosted::Actor { username: self.username(), address: Some(self.addr) }
+    }
 }
 
-async fn caller(req: &HttpRequest) -> Result<Caller, ApiError> {
+pub async fn caller(req: &HttpRequest) -> Result<Caller, ApiError> {
     // Once per request, whichever extractors ask.
     if let Some(c) = req.extensions().get::<Caller>() {
         return Ok(c.clone());
@@ -162,67 +164,6 @@ impl FromRequest for Admin {
             } else {
                 Err(ApiError::forbidden(format!("user {} may not use the admin API", user.username())))
             }
-        })
-    }
-}
-
-/// Type-level actions for [`RepoAccess`].
-pub trait NeedsAction {
-    const ACTION: Action;
-}
-pub struct Read;
-pub struct Write;
-pub struct Delete;
-impl NeedsAction for Read {
-    const ACTION: Action = Action::Read;
-}
-impl NeedsAction for Write {
-    const ACTION: Action = Action::Write;
-}
-impl NeedsAction for Delete {
-    const ACTION: Action = Action::Delete;
-}
-
-/// Permission for action `A` on the repository in the `{repo}` path segment, with its record.
-/// Errors are plain text, as the format clients show them.
-pub struct RepoAccess<A> {
-    pub caller: Caller,
-    pub repo: Arc<Repository>,
-    _action: PhantomData<A>,
-}
-
-/// The shared decision behind every repository route.
-pub async fn authorize_repo(req: &HttpRequest, action: Action) -> Result<(Caller, Arc<Repository>), ApiError> {
-    let services = services(req).map_err(ApiError::plain)?;
-    let caller = caller(req).await.map_err(ApiError::plain)?;
-    let name = req.match_info().get("repo").unwrap_or_default().to_string();
-    let repo = match services.security.repository(&name).await {
-        Ok(Some(r)) => r,
-        Ok(None) => return Err(ApiError::not_found(format!("repository {name} not found")).plain()),
-        Err(e) => return Err(ApiError::from(e).plain()),
-    };
-    req.extensions_mut().insert(RepoLabel { repository: repo.name.to_string(), format: repo.format.as_str() });
-    let facts = RepoFacts { name: repo.name.as_str(), anonymous_read: repo.anonymous_read };
-    if caller.principal.allows(facts, action, services.security.anonymous_read) {
-        return Ok((caller, repo));
-    }
-    let err = if caller.principal.is_anonymous() {
-        ApiError::unauthorized(format!("authentication required to {action} repository {name}"))
-    } else {
-        ApiError::forbidden(format!("user {} may not {action} repository {name}", caller.username()))
-    };
-    Err(err.plain())
-}
-
-impl<A: NeedsAction + 'static> FromRequest for RepoAccess<A> {
-    type Error = ApiError;
-    type Future = Fut<Self>;
-
-    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
-        let req = req.clone();
-        Box::pin(async move {
-            let (caller, repo) = authorize_repo(&req, A::ACTION).await?;
-            Ok(RepoAccess { caller, repo, _action: PhantomData })
         })
     }
 }

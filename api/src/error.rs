@@ -246,3 +246,84 @@ impl From<AuthError> for ApiError {
         }
     }
 }
+
+/// The errors of the `/repository/<name>/…` scope: rendered once, as the plain text the format
+/// clients (apt, apk, go, conan) show their users. Every error a format route meets converts
+/// into it with `?`.
+#[derive(Debug)]
+pub struct FormatError(pub ApiError);
+
+impl fmt::Display for FormatError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl ResponseError for FormatError {
+    fn status_code(&self) -> StatusCode {
+        self.0.status_code()
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let plain = ApiError { plain: true, message: self.0.message.clone(), ..self.0 };
+        plain.error_response()
+    }
+}
+
+impl<E: Into<ApiError>> From<E> for FormatError {
+    fn from(e: E) -> Self {
+        Self(e.into())
+    }
+}
+
+impl From<packyard_core::hosted::UploadError> for ApiError {
+    fn from(e: packyard_core::hosted::UploadError) -> Self {
+        use packyard_core::hosted::UploadError;
+        match e {
+            UploadError::Invalid(m) | UploadError::Interrupted(m) => ApiError::bad_request(m),
+            UploadError::TooLarge(m) => ApiError::new(ErrorCode::PayloadTooLarge, m),
+            UploadError::Stalled(m) => ApiError::new(ErrorCode::RequestTimeout, m),
+            UploadError::Conflict(m) => ApiError::new(ErrorCode::Conflict, m),
+            UploadError::ReadOnly(m) => ApiError::forbidden(m),
+            UploadError::NotHosted(m) => ApiError::new(ErrorCode::MethodNotAllowed, m),
+            UploadError::Blob(b) => b.into(),
+            UploadError::Db(d) => d.into(),
+        }
+    }
+}
+
+impl From<packyard_core::proxy::ProxyError> for ApiError {
+    /// A proxy failure, as a client and an operator can act on it.
+    fn from(e: packyard_core::proxy::ProxyError) -> Self {
+        use packyard_core::proxy::ProxyError;
+        let code = match &e {
+            ProxyError::Timeout(_) => ErrorCode::GatewayTimeout,
+            ProxyError::Internal(_) => return ApiError::internal(e),
+            _ => ErrorCode::BadGateway,
+        };
+        ApiError::new(code, e.to_string())
+    }
+}
+
+impl From<packyard_core::publication::cache::ReadError> for ApiError {
+    fn from(e: packyard_core::publication::cache::ReadError) -> Self {
+        use packyard_core::publication::cache::ReadError;
+        match e {
+            ReadError::Db(d) => d.into(),
+            ReadError::Blob(b) => b.into(),
+        }
+    }
+}
+
+impl From<packyard_core::groups::GroupError> for ApiError {
+    fn from(e: packyard_core::groups::GroupError) -> Self {
+        use packyard_core::groups::GroupError;
+        match e {
+            GroupError::Gone(_) => Self::not_found(e.to_string()),
+            GroupError::TooDeep(_) => Self::internal(e),
+            GroupError::Building(m) => Self::new(ErrorCode::ServiceUnavailable, m),
+            GroupError::Upstream(m) => Self::new(ErrorCode::BadGateway, m),
+            GroupError::Db(d) => d.into(),
+        }
+    }
+}

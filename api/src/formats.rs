@@ -1,31 +1,23 @@
-//! Format routes under `/repository/{repo}/`, one module per format.
+//! The formats' route tables under `/repository/<name>/` (one module per format, chosen by the
+//! repository's format in [`crate::repository`]), and what their routes share: serving a
+//! published file or a blob with the HTTP caching rules, serving what a proxy fetched, and
+//! answering an upload the engine stored.
 
-use actix_web::{web, HttpRequest, HttpResponse};
-use packyard_core::proxy::{CacheState, Outcome, ProxyError};
+use actix_web::http::StatusCode;
+use actix_web::{HttpRequest, HttpResponse};
+use packyard_core::hosted::Uploaded;
+use packyard_core::proxy::{CacheState, Outcome};
+use packyard_core::publication::cache::ServedFile;
 use packyard_core::services::Services;
-use packyard_model::config::Config;
 use packyard_model::repos::Repository;
 
-use crate::error::{ApiError, ErrorCode};
+use crate::error::{ApiError, ErrorCode, FormatError};
 
 pub mod apk;
 pub mod apt;
 pub mod conan;
 pub mod go;
 pub mod testformat;
-
-/// Mounts the routes of every format (inside the `/repository/{repo}` scope).
-pub fn configure(cfg: &mut web::ServiceConfig, config: &Config) {
-    apt::configure(cfg);
-    if config.debug.test_format {
-        testformat::configure(cfg);
-    }
-    apk::configure(cfg);
-    conan::configure(cfg);
-    conan::configure_conans(cfg);
-    // Last: a module path may have any number of segments.
-    go::configure(cfg);
-}
 
 /// A file of a unit's current snapshot (`None`: not published, so not there), from the
 /// replica's memory when warm: the one projection read every format's routes share.
@@ -35,22 +27,14 @@ pub async fn published_file(
     kind: &str,
     unit: &str,
     path: &str,
-) -> Result<Option<packyard_core::publication::cache::ServedFile>, ApiError> {
-    services
-        .published
-        .file(&services.db, services.blobs.as_ref(), repo.id, kind, unit, path)
-        .await
-        .map_err(|e| ApiError::internal(e).plain())
+) -> Result<Option<ServedFile>, FormatError> {
+    Ok(services.published.file(&services.db, services.blobs.as_ref(), repo.id, kind, unit, path).await?)
 }
 
 /// Answers with a published file: `ETag`/`If-None-Match` and `Last-Modified`/`If-Modified-Since`
 /// (304), `Content-Length`, the bytes from memory.
-pub fn serve_published(
-    req: &actix_web::HttpRequest,
-    f: packyard_core::publication::cache::ServedFile,
-) -> actix_web::HttpResponse {
+pub fn serve_published(req: &HttpRequest, f: ServedFile) -> HttpResponse {
     use actix_web::http::header::{self, Header, IfModifiedSince, LastModified};
-    use actix_web::HttpResponse;
     use std::time::{Duration, SystemTime};
     let modified = SystemTime::UNIX_EPOCH + Duration::from_secs(u64::try_from(f.modified / 1000).unwrap_or(0));
     let etag_matches = req.headers().get(header::IF_NONE_MATCH).is_some_and(|v| v.as_bytes() == f.etag.as_bytes());
@@ -73,16 +57,15 @@ pub fn serve_published(
 /// is known, `If-Modified-Since` (304); a single `Range` (206/416); the bytes streamed. HEAD
 /// opens nothing when the size is known.
 pub async fn serve_blob(
-    req: &actix_web::HttpRequest,
+    req: &HttpRequest,
     blobs: &dyn packyard_store::blobs::BlobStore,
     sha256: &str,
     content_type: &str,
     last_modified: Option<std::time::SystemTime>,
     known_size: Option<u64>,
     extra: &[(&'static str, String)],
-) -> Result<actix_web::HttpResponse, crate::error::ApiError> {
+) -> Result<HttpResponse, FormatError> {
     use actix_web::http::header::{self, Header, IfModifiedSince, LastModified};
-    use actix_web::HttpResponse;
     use packyard_store::blobs::{RangeSpec, Sha256Hex};
     let etag = format!("\"{sha256}\"");
     let etag_matches = req.headers().get(header::IF_NONE_MATCH).is_some_and(|v| v.as_bytes() == etag.as_bytes());
@@ -98,17 +81,13 @@ pub async fn serve_blob(
         }
         return Ok(res.finish());
     }
-    let digest = Sha256Hex::parse(sha256).map_err(|e| crate::error::ApiError::from(e).plain())?;
+    let digest = Sha256Hex::parse(sha256)?;
     if req.method() == actix_web::http::Method::HEAD {
         // The headers of a GET without opening the file: actix would read a streamed body to
         // its end only to drop it.
         let size = match known_size {
             Some(s) => s,
-            None => blobs
-                .stat(&digest)
-                .await
-                .map_err(|e| crate::error::ApiError::from(e).plain())?
-                .ok_or_else(|| crate::error::ApiError::internal(format!("blob {digest} is missing")).plain())?,
+            None => blobs.stat(&digest).await?.ok_or_else(|| ApiError::internal(format!("blob {digest} is missing")))?,
         };
         let mut res = HttpResponse::Ok();
         res.content_type(content_type)
@@ -124,7 +103,7 @@ pub async fn serve_blob(
         return Ok(res.streaming(futures_util::stream::empty::<Result<bytes::Bytes, std::io::Error>>()));
     }
     let range = req.headers().get(header::RANGE).and_then(|v| v.to_str().ok()).and_then(RangeSpec::parse_header);
-    let read = blobs.open_hot(&digest, range).await.map_err(|e| crate::error::ApiError::from(e).plain())?;
+    let read = blobs.open_hot(&digest, range).await?;
     let mut res = match read.range {
         Some(r) => {
             let mut b = HttpResponse::PartialContent();
@@ -146,14 +125,14 @@ pub async fn serve_blob(
     Ok(res.streaming(read.body))
 }
 
-/// Maps a proxy failure to the status a client and an operator can act on.
-pub fn proxy_error(e: ProxyError) -> ApiError {
-    let code = match &e {
-        ProxyError::Timeout(_) => ErrorCode::GatewayTimeout,
-        ProxyError::Internal(_) => return ApiError::internal(e).plain(),
-        _ => ErrorCode::BadGateway,
-    };
-    ApiError::new(code, e.to_string()).plain()
+/// Answers with an artifact's blob, known by `(SHA-256, size)`.
+pub async fn serve_artifact(
+    req: &HttpRequest,
+    services: &Services,
+    (sha256, size): (&str, i64),
+    content_type: &str,
+) -> Result<HttpResponse, FormatError> {
+    serve_blob(req, services.blobs.as_ref(), sha256, content_type, None, u64::try_from(size).ok(), &[]).await
 }
 
 /// Answers with what the proxy fetched: the upstream's bytes unchanged, with `X-Packyard-Cache`
@@ -165,7 +144,7 @@ pub async fn serve_proxied(
     path: &str,
     outcome: Outcome,
     fallback_type: &str,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<HttpResponse, FormatError> {
     let (entry, state) = match outcome {
         Outcome::Found(e, s) => (e, s),
         Outcome::Missing(status, _) => {
@@ -173,7 +152,7 @@ pub async fn serve_proxied(
                 "not found: /{path} in repository {} (the upstream answered {status})",
                 repo.name
             ))
-            .plain())
+            .into())
         }
     };
     let mut extra = vec![(CACHE_HEADER, state.as_str().to_string())];
@@ -195,59 +174,40 @@ pub async fn serve_proxied(
 /// Says where a proxied answer came from.
 pub const CACHE_HEADER: &str = "x-packyard-cache";
 
-/// What every format's upload does once the package is stored: audit a new one, wait for its
-/// publication when asked (`?wait=true`, always for Go; at most 30 s: then 503, the package
-/// stays stored) and, on a shared database, for every replica to have seen it; and answer 201
-/// for a new package or 200 for an identical retry with `body`.
-pub struct Stored<'a> {
-    pub caller: &'a crate::auth::Caller,
-    pub action: &'static str,
-    pub target: String,
-    pub sha256: &'a str,
-    pub created: bool,
-    pub unit_id: i64,
-    pub revision: i64,
-}
-
-pub async fn after_upload(
+/// The answer to an upload the engine stored: 201 for a new artifact or 200 for an identical
+/// retry, with `body` — once it is published when `wait` (`?wait=true`, always for Go; at most
+/// 30 s: then 503, the upload stays stored).
+pub async fn uploaded<A>(
     services: &Services,
-    stored: Stored<'_>,
+    up: &Uploaded<A>,
     wait: bool,
     body: serde_json::Value,
-) -> Result<HttpResponse, ApiError> {
-    if stored.created {
-        services
-            .security
-            .audit(
-                stored.caller.username(),
-                Some(stored.caller.addr),
-                stored.action,
-                &stored.target,
-                serde_json::json!({"sha256": stored.sha256}),
-            )
-            .await;
+) -> Result<HttpResponse, FormatError> {
+    if wait {
+        wait_published(services, &up.changes).await?;
     }
-    if wait && stored.unit_id > 0 {
-        wait_published(services, stored.unit_id, stored.revision).await?;
-    }
-    let status = if stored.created { actix_web::http::StatusCode::CREATED } else { actix_web::http::StatusCode::OK };
+    let status = if up.created { StatusCode::CREATED } else { StatusCode::OK };
     Ok(HttpResponse::build(status).json(body))
 }
 
-/// Read-your-writes: waits (at most 30 s: then 503, the change stays recorded) until the unit's
-/// published revision reaches `revision` and, on a shared database, for every replica to have
-/// seen it.
-pub async fn wait_published(services: &Services, unit_id: i64, revision: i64) -> Result<(), ApiError> {
-    let done = packyard_core::publication::wait_until_published(
-        &services.db,
-        unit_id,
-        revision,
-        std::time::Duration::from_secs(30),
-    )
-    .await
-    .map_err(|e| ApiError::from(e).plain())?;
-    if !done {
-        return Err(ApiError::new(ErrorCode::ServiceUnavailable, "stored, but not yet published after 30 s").plain());
+/// Read-your-writes: waits (at most 30 s: then 503, the change stays recorded) until each
+/// unit's published revision reaches the one recorded and, on a shared database, for every
+/// replica to have seen it.
+pub async fn wait_published(services: &Services, changes: &[(i64, i64)]) -> Result<(), FormatError> {
+    if changes.is_empty() {
+        return Ok(());
+    }
+    for (unit_id, revision) in changes {
+        let done = packyard_core::publication::wait_until_published(
+            &services.db,
+            *unit_id,
+            *revision,
+            std::time::Duration::from_secs(30),
+        )
+        .await?;
+        if !done {
+            return Err(ApiError::new(ErrorCode::ServiceUnavailable, "stored, but not yet published after 30 s").into());
+        }
     }
     services.published.invalidate();
     // Other replicas drop their view within one watermark period (sooner with Redis); on a
@@ -261,17 +221,22 @@ pub async fn wait_published(services: &Services, unit_id: i64, revision: i64) ->
     Ok(())
 }
 
-/// How a refused upload is answered, for every format.
-pub fn upload_error(e: packyard_core::upload::UploadError) -> ApiError {
-    use packyard_core::upload::UploadError;
-    let api = match e {
-        UploadError::Invalid(m) | UploadError::Interrupted(m) => ApiError::bad_request(m),
-        UploadError::TooLarge(m) => ApiError::new(ErrorCode::PayloadTooLarge, m),
-        UploadError::Stalled(m) => ApiError::new(ErrorCode::RequestTimeout, m),
-        UploadError::Conflict(m) => ApiError::new(ErrorCode::Conflict, m),
-        UploadError::ReadOnly(m) => ApiError::forbidden(m),
-        UploadError::Blob(b) => b.into(),
-        UploadError::Db(d) => d.into(),
-    };
-    api.plain()
+/// `?wait=true` on an upload.
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct WaitQuery {
+    #[serde(default)]
+    pub wait: bool,
+}
+
+/// A route's query parameters (a malformed query is a 400, as everywhere).
+pub fn query<T: serde::de::DeserializeOwned>(req: &HttpRequest) -> Result<T, FormatError> {
+    actix_web::web::Query::<T>::from_query(req.query_string())
+        .map(actix_web::web::Query::into_inner)
+        .map_err(|e| ApiError::bad_request(format!("invalid query string: {e}")).into())
+}
+
+/// Refuses a write to a repository that is not hosted (405), for routes that write outside the
+/// engine.
+pub fn hosted_only(repo: &Repository, what: &str) -> Result<(), FormatError> {
+    packyard_core::hosted::check_hosted(repo, what).map_err(|e| FormatError(e.into()))
 }

@@ -1,52 +1,193 @@
-//! `/repository/<name>/…`: the format endpoints. Every route here is behind [`RepoAccess`]:
-//! GET/HEAD need `read`, PUT/POST `write`, DELETE `delete`. Formats mount their own routes in
-//! this scope; what no format route answers falls through to [`fallback`], which still decides
-//! access first, so an unauthorised caller learns nothing about what is stored.
+//! `/repository/<name>/…`: the format endpoints. The repository is resolved once per request
+//! (from the replica's cache) and the request goes to the route table of its format — never to a
+//! route chosen by how the URL happens to look. The route table says what each route needs
+//! (read, write, delete, a signed-in user, or nothing); the decision is made here, before the
+//! route runs, so a route never checks access in its body; and a request no route answers is
+//! still decided by access first, so an unauthorised caller learns nothing about what is
+//! stored. Every error of the scope renders as plain text ([`FormatError`]).
+
+use std::sync::Arc;
 
 use actix_web::http::Method;
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
 use packyard_core::security::Action;
+use packyard_core::services::Services;
+use packyard_model::repos::{Format, Repository};
+use packyard_model::security::RepoFacts;
 
-use crate::auth::authorize_repo;
-use crate::error::{ApiError, ErrorCode};
+use crate::auth::Caller;
+use crate::error::{ApiError, ErrorCode, FormatError};
+use crate::observe::RepoLabel;
 
-pub fn configure(cfg: &mut web::ServiceConfig, config: &packyard_model::config::Config) {
-    cfg.service(
-        web::scope("/repository/{repo}")
-            .configure(|c| crate::formats::configure(c, config))
-            .default_service(web::to(fallback)),
-    );
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(web::resource(["/repository/{repo}", "/repository/{repo}/{tail:.*}"]).to(dispatch));
 }
 
-/// The action a method needs on a repository.
-pub fn action_for(method: &Method) -> Option<Action> {
-    match *method {
-        Method::GET | Method::HEAD => Some(Action::Read),
-        Method::PUT | Method::POST => Some(Action::Write),
-        Method::DELETE => Some(Action::Delete),
-        _ => None,
+/// What a route needs of its caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// An action on the repository.
+    Action(Action),
+    /// Anyone, anonymous included, whatever the repository allows (Conan's `v1/ping`).
+    Anyone,
+    /// A proven user; with `Some(action)`, also allowed that action.
+    SignedIn(Option<Action>),
+}
+
+impl Access {
+    pub const READ: Self = Self::Action(Action::Read);
+    pub const WRITE: Self = Self::Action(Action::Write);
+    pub const DELETE: Self = Self::Action(Action::Delete);
+
+    /// What a method needs where no route says otherwise.
+    pub fn of_method(method: &Method) -> Option<Self> {
+        match *method {
+            Method::GET | Method::HEAD => Some(Self::READ),
+            Method::PUT | Method::POST => Some(Self::WRITE),
+            Method::DELETE => Some(Self::DELETE),
+            _ => None,
+        }
     }
 }
 
-/// Authorises by method, then answers for what no format route serves: 404 for reads and
-/// deletes, 405 for uploads. Format resources use it as their default service too, so an
-/// unsupported method is still decided by access first.
-pub async fn fallback(req: HttpRequest) -> Result<HttpResponse, ApiError> {
-    let Some(action) = action_for(req.method()) else {
-        return Err(
-            ApiError::new(ErrorCode::MethodNotAllowed, format!("method {} is not allowed here", req.method())).plain()
-        );
+/// A request to a route, once its access was decided.
+pub struct Cx<'a> {
+    pub req: &'a HttpRequest,
+    pub services: &'a Services,
+    pub repo: Arc<Repository>,
+    pub caller: Caller,
+    pub body: web::Payload,
+}
+
+impl Cx<'_> {
+    /// A 404 for a path of this repository.
+    pub fn not_found(&self, path: &str) -> FormatError {
+        ApiError::not_found(format!("not found: /{path} in repository {}", self.repo.name)).into()
+    }
+}
+
+/// The path below `/repository/<name>/`: as the router matched it (escapes decoded, except those
+/// of reserved characters such as `%2F`) and as the client sent it.
+#[derive(Debug, Clone, Copy)]
+pub struct Tail<'a> {
+    pub matched: &'a str,
+    pub raw: &'a str,
+}
+
+/// A format's route table: which of its routes a method and path name (with the path's parts
+/// parsed into typed values) and what each needs; then the route itself. (Its futures need not
+/// be `Send`: actix runs each request on one thread.)
+#[allow(async_fn_in_trait)]
+pub trait Routes {
+    type Route;
+
+    /// `None`: no route of this format; `Some(Err)`: a route of this format, but a malformed
+    /// path (answered after access is decided by the method).
+    fn route(method: &Method, tail: Tail<'_>) -> Option<Result<(Self::Route, Access), FormatError>>;
+
+    async fn serve(cx: Cx<'_>, route: Self::Route) -> Result<HttpResponse, FormatError>;
+}
+
+fn services(req: &HttpRequest) -> Result<web::Data<Services>, FormatError> {
+    Ok(req.app_data::<web::Data<Services>>().cloned().ok_or_else(|| ApiError::internal("Services missing from app data"))?)
+}
+
+async fn dispatch(req: HttpRequest, body: web::Payload) -> Result<HttpResponse, FormatError> {
+    let services = services(&req)?;
+    // A bad credential is a 401 before anything else, for a repository that does not exist too.
+    crate::auth::caller(&req).await?;
+    let name = req.match_info().get("repo").unwrap_or_default().to_string();
+    let repo = services
+        .security
+        .repository(&name)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("repository {name} not found")))?;
+    req.extensions_mut().insert(RepoLabel { repository: repo.name.to_string(), format: repo.format.as_str() });
+    let tail = req.match_info().get("tail").unwrap_or_default().to_string();
+    let prefix = format!("/repository/{}/", repo.name);
+    let raw = req.path().strip_prefix(&prefix).unwrap_or_default().to_string();
+    let tail = Tail { matched: &tail, raw: &raw };
+    if services.config.debug.test_format && tail.matched.starts_with("_test/") {
+        return run::<crate::formats::testformat::TestRoutes>(&req, &services, repo, tail, body).await;
+    }
+    match repo.format {
+        Format::Apt => run::<crate::formats::apt::Apt>(&req, &services, repo, tail, body).await,
+        Format::Apk => run::<crate::formats::apk::Apk>(&req, &services, repo, tail, body).await,
+        Format::Go => run::<crate::formats::go::Go>(&req, &services, repo, tail, body).await,
+        Format::Conan => run::<crate::formats::conan::Conan>(&req, &services, repo, tail, body).await,
+    }
+}
+
+async fn run<R: Routes>(
+    req: &HttpRequest,
+    services: &Services,
+    repo: Arc<Repository>,
+    tail: Tail<'_>,
+    body: web::Payload,
+) -> Result<HttpResponse, FormatError> {
+    let method_access = Access::of_method(req.method());
+    match R::route(req.method(), tail) {
+        Some(Ok((route, access))) => {
+            let caller = authorize(req, services, &repo, access).await?;
+            R::serve(Cx { req, services, repo, caller, body }, route).await
+        }
+        Some(Err(e)) => match method_access {
+            Some(access) => {
+                authorize(req, services, &repo, access).await?;
+                Err(e)
+            }
+            None => Err(not_allowed(req)),
+        },
+        None => {
+            let Some(access) = method_access else { return Err(not_allowed(req)) };
+            authorize(req, services, &repo, access).await?;
+            Err(if access == Access::WRITE {
+                ApiError::new(
+                    ErrorCode::MethodNotAllowed,
+                    format!(
+                        "repository {} ({} {}) accepts no upload at /{}",
+                        repo.name, repo.format, repo.repo_type, tail.matched
+                    ),
+                )
+            } else {
+                ApiError::not_found(format!("not found: /{} in repository {}", tail.matched, repo.name))
+            }
+            .into())
+        }
+    }
+}
+
+fn not_allowed(req: &HttpRequest) -> FormatError {
+    ApiError::new(ErrorCode::MethodNotAllowed, format!("method {} is not allowed here", req.method())).into()
+}
+
+/// The one decision behind every repository route: the caller (a bad credential is a 401,
+/// never anonymous) and whether `access` is allowed on `repo`.
+async fn authorize(req: &HttpRequest, services: &Services, repo: &Repository, access: Access) -> Result<Caller, FormatError> {
+    let caller = crate::auth::caller(req).await?;
+    let action = match access {
+        Access::Anyone => return Ok(caller),
+        Access::SignedIn(action) => {
+            if caller.principal.is_anonymous() {
+                return Err(ApiError::unauthorized("authentication required").into());
+            }
+            match action {
+                Some(a) => a,
+                None => return Ok(caller),
+            }
+        }
+        Access::Action(a) => a,
     };
-    let (_caller, repo) = authorize_repo(&req, action).await?;
-    let path = req.match_info().unprocessed().trim_start_matches('/');
-    match action {
-        Action::Write => Err(ApiError::new(
-            ErrorCode::MethodNotAllowed,
-            format!("repository {} ({} {}) accepts no upload at /{path}", repo.name, repo.format, repo.repo_type),
-        )
-        .plain()),
-        _ => Err(ApiError::not_found(format!("not found: /{path} in repository {}", repo.name)).plain()),
+    let facts = RepoFacts { name: repo.name.as_str(), anonymous_read: repo.anonymous_read };
+    if caller.principal.allows(facts, action, services.security.anonymous_read) {
+        return Ok(caller);
     }
+    Err(if caller.principal.is_anonymous() {
+        ApiError::unauthorized(format!("authentication required to {action} repository {}", repo.name))
+    } else {
+        ApiError::forbidden(format!("user {} may not {action} repository {}", caller.username(), repo.name))
+    }
+    .into())
 }
 
 /// Decodes `%XX` escapes; `None` for a malformed escape or a result that is not UTF-8.

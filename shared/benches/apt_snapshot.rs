@@ -56,7 +56,7 @@ async fn seed(t: &TestDb, repo: i64, n: usize) {
                 md5: hex64[..32].to_string(),
                 sha256: hex64.clone(),
             };
-            packyard_formats::apt::rows::rows(db).put_apt_package(&mut tx, &p, "bench", false).await.expect("insert");
+            packyard_formats::apt::rows::rows(db).put(&mut tx, &p, "bench", false).await.expect("insert");
             i += 1;
         }
         tx.commit().await.expect("commit");

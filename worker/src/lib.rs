@@ -12,24 +12,8 @@ use packyard_core::publication::testformat::TestFormat;
 use packyard_core::publication::Builders;
 use packyard_core::services::Services;
 
-/// Every format's builder. Formats add theirs here as they arrive.
+/// Every format's builders, and the internal test format's.
 pub fn builders(services: &Services) -> Builders {
     let delay = std::time::Duration::from_millis(services.config.debug.build_delay_ms);
-    Builders::default()
-        .with(Arc::new(TestFormat { page_size: 500, delay }))
-        .with(Arc::new(packyard_formats::apt::publish::AptBuilder {
-            page_size: 1_000,
-            keystore: services.security.keystore.clone(),
-            blobs: services.blobs.clone(),
-            proxy: Some(services.proxy.clone()),
-        }))
-        .with(Arc::new(packyard_formats::apk::publish::ApkBuilder {
-            page_size: 1_000,
-            keystore: services.security.keystore.clone(),
-            blobs: services.blobs.clone(),
-            proxy: Some(services.proxy.clone()),
-        }))
-        .with(Arc::new(packyard_formats::go::publish::GoBuilder { page_size: 1_000 }))
-        .with(Arc::new(packyard_formats::conan::publish::ConanBuilder))
-        .with(Arc::new(packyard_formats::conan::publish::ConanSearchBuilder))
+    packyard_formats::builders(services, Builders::default().with(Arc::new(TestFormat { page_size: 500, delay })))
 }

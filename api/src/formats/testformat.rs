@@ -1,90 +1,81 @@
-//! The internal test format over HTTP (only with `debug.test_format = true`): lets the pipeline
-//! be exercised across processes before the real formats exist.
+//! The internal test format over HTTP (only with `debug.test_format = true`, on any
+//! repository): lets the pipeline be exercised across processes.
 //!
 //! - `PUT /repository/<name>/_test/<unit>/<entry>` (body: the entry) → 201 `{"revision":n}`;
 //!   `?wait=true` returns once the snapshot containing it is published.
 //! - `GET /repository/<name>/_test/<unit>/<file>` → the published file (`index.txt`, `count.txt`).
 
-use std::time::Duration;
-
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::http::Method;
+use actix_web::HttpResponse;
+use futures_util::StreamExt;
 use packyard_core::publication::testformat::KIND;
-use packyard_core::publication::wait_until_published;
-use packyard_core::services::Services;
-use serde::Deserialize;
 
-use crate::auth::{Read, RepoAccess, Write};
-use crate::error::{ApiError, ErrorCode};
+use crate::error::{ApiError, FormatError};
+use crate::repository::{Access, Cx, Routes, Tail};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(
-        web::resource("/_test/{unit}/{item}")
-            .route(web::put().to(put))
-            .route(web::get().to(get))
-            .route(web::head().to(get)),
-    );
+pub struct TestRoutes;
+
+/// The largest entry (as actix's default payload limit had it).
+const MAX_ENTRY: usize = 256 << 10;
+
+pub enum Route {
+    Put { unit: String, entry: String },
+    Get { unit: String, file: String },
 }
 
-#[derive(Deserialize)]
-pub struct WaitQuery {
-    #[serde(default)]
-    wait: bool,
-}
-
-fn segment(req: &HttpRequest, name: &str) -> Result<String, ApiError> {
-    let v = req.match_info().get(name).unwrap_or_default();
-    if v.is_empty()
-        || v.len() > 200
-        || !v.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
-        || v == "."
-        || v == ".."
-    {
-        return Err(ApiError::bad_request(format!("invalid {name} {v:?}")).plain());
+fn segment(what: &str, v: &str) -> Result<String, FormatError> {
+    let ok = !v.is_empty()
+        && v.len() <= 200
+        && v.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+        && v != "."
+        && v != "..";
+    if !ok {
+        return Err(ApiError::bad_request(format!("invalid {what} {v:?}")).into());
     }
     Ok(v.to_string())
 }
 
-async fn put(
-    access: RepoAccess<Write>,
-    req: HttpRequest,
-    services: web::Data<Services>,
-    q: web::Query<WaitQuery>,
-    body: web::Bytes,
-) -> Result<HttpResponse, ApiError> {
-    let (unit, entry) = (segment(&req, "unit")?, segment(&req, "item")?);
-    let body = std::str::from_utf8(&body).map_err(|_| ApiError::bad_request("the entry must be UTF-8 text").plain())?;
-    let (unit_id, revision) =
-        services.db.put_test_entry(access.repo.id, &unit, &entry, body).await.map_err(|e| ApiError::from(e).plain())?;
-    services.wake();
-    if q.wait {
-        let published = wait_until_published(&services.db, unit_id, revision, Duration::from_secs(30))
-            .await
-            .map_err(|e| ApiError::from(e).plain())?;
-        if !published {
-            return Err(
-                ApiError::new(ErrorCode::ServiceUnavailable, "stored, but not yet published after 30 s").plain()
-            );
-        }
-        services.published.invalidate();
-    }
-    Ok(HttpResponse::Created().json(serde_json::json!({"revision": revision})))
-}
+impl Routes for TestRoutes {
+    type Route = Route;
 
-async fn get(
-    access: RepoAccess<Read>,
-    req: HttpRequest,
-    services: web::Data<Services>,
-) -> Result<HttpResponse, ApiError> {
-    let (unit, file) = (segment(&req, "unit")?, segment(&req, "item")?);
-    let found = services
-        .published
-        .file(&services.db, services.blobs.as_ref(), access.repo.id, KIND, &unit, &file)
-        .await
-        .map_err(|e| ApiError::internal(e).plain())?;
-    let Some(f) = found else {
-        return Err(
-            ApiError::not_found(format!("not found: _test/{unit}/{file} in repository {}", access.repo.name)).plain()
-        );
-    };
-    Ok(super::serve_published(&req, f))
+    fn route(method: &Method, tail: Tail<'_>) -> Option<Result<(Route, Access), FormatError>> {
+        let rest = tail.matched.strip_prefix("_test/")?;
+        let (unit, item) = rest.split_once('/')?;
+        let parsed = || Ok::<_, FormatError>((segment("unit", unit)?, segment("item", item)?));
+        Some(match *method {
+            Method::PUT => parsed().map(|(unit, entry)| (Route::Put { unit, entry }, Access::WRITE)),
+            Method::GET | Method::HEAD => parsed().map(|(unit, file)| (Route::Get { unit, file }, Access::READ)),
+            _ => return None,
+        })
+    }
+
+    async fn serve(mut cx: Cx<'_>, route: Route) -> Result<HttpResponse, FormatError> {
+        let services = cx.services;
+        match route {
+            Route::Put { unit, entry } => {
+                let q: super::WaitQuery = super::query(cx.req)?;
+                let mut bytes = Vec::new();
+                while let Some(chunk) = cx.body.next().await {
+                    bytes.extend_from_slice(&chunk.map_err(|e| ApiError::bad_request(e.to_string()))?);
+                    if bytes.len() > MAX_ENTRY {
+                        return Err(ApiError::new(crate::error::ErrorCode::PayloadTooLarge, "an entry is at most 256 KiB").into());
+                    }
+                }
+                let body = std::str::from_utf8(&bytes).map_err(|_| ApiError::bad_request("the entry must be UTF-8 text"))?;
+                let (unit_id, revision) = services.db.put_test_entry(cx.repo.id, &unit, &entry, body).await?;
+                services.wake();
+                if q.wait {
+                    super::wait_published(services, &[(unit_id, revision)]).await?;
+                }
+                Ok(HttpResponse::Created().json(serde_json::json!({"revision": revision})))
+            }
+            Route::Get { unit, file } => {
+                let found = super::published_file(services, &cx.repo, KIND, &unit, &file).await?;
+                match found {
+                    Some(f) => Ok(super::serve_published(cx.req, f)),
+                    None => Err(ApiError::not_found(format!("not found: _test/{unit}/{file} in repository {}", cx.repo.name)).into()),
+                }
+            }
+        }
+    }
 }

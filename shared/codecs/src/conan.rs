@@ -53,6 +53,17 @@ impl Reference {
         Ok(Self { name: name.into(), version: version.into(), user, channel })
     }
 
+    /// From `name/version` or `name/version@user/channel` (how [`Self::display`] writes it).
+    pub fn parse(display: &str) -> Result<Self, ConanError> {
+        let (nv, uc) = display.split_once('@').map_or((display, None), |(a, b)| (a, Some(b)));
+        let (name, version) = nv.split_once('/').ok_or_else(|| err(format!("invalid reference {display:?}")))?;
+        let (user, channel) = match uc {
+            Some(uc) => uc.split_once('/').ok_or_else(|| err(format!("invalid reference {display:?}")))?,
+            None => ("_", "_"),
+        };
+        Self::from_url(name, version, user, channel)
+    }
+
     /// `name/version` or `name/version@user/channel`: how the client and search name it.
     pub fn display(&self) -> String {
         match (&self.user, &self.channel) {
@@ -210,6 +221,15 @@ impl FileHashes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn references_parse_as_displayed() {
+        for shown in ["zlib/1.3", "lib/2.1@team/stable"] {
+            assert_eq!(Reference::parse(shown).map(|r| r.display()).as_deref(), Ok(shown));
+        }
+        assert!(Reference::parse("zlib").is_err());
+        assert!(Reference::parse("a/b@c").is_err());
+    }
 
     #[test]
     fn references_from_urls() -> Result<(), ConanError> {

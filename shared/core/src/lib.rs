@@ -5,10 +5,11 @@
 
 pub mod auth;
 pub mod events;
+pub mod groups;
+pub mod hosted;
 pub mod proxy;
 pub mod publication;
 pub mod repositories;
 pub mod security;
 pub mod services;
 pub mod telemetry;
-pub mod upload;

@@ -3,6 +3,7 @@
 
 pub mod group;
 pub mod hosted;
+mod index;
 pub mod keys;
 pub mod publish;
 pub mod rows;
@@ -10,6 +11,9 @@ pub mod rows;
 use packyard_core::proxy::{FetchRequest, Freshness, ProxyError};
 use packyard_model::repos::{Format, RepoType, Repository};
 use packyard_store::db::{Db, DbResult};
+
+/// The unit kind of APT snapshots (one unit per distribution of a repository).
+pub const KIND: &str = "apt";
 
 /// The distributions a repository publishes snapshots for: a hosted repository its one, a
 /// group each of its `distributions`; a proxy none (it serves the upstream's).
@@ -39,7 +43,7 @@ pub async fn request_publication(db: &Db, repo: &Repository) -> DbResult<usize> 
         }
         return Ok(n);
     }
-    let units: Vec<(String, String)> = suites.into_iter().map(|s| (hosted::KIND.to_string(), s)).collect();
+    let units: Vec<(String, String)> = suites.into_iter().map(|s| (KIND.to_string(), s)).collect();
     db.request_changes(repo.id, &units).await?;
     Ok(units.len())
 }

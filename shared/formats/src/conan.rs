@@ -1,5 +1,20 @@
 //! Conan 2 over the engine: revisions and their files, and the projections (per reference, and
 //! the search index) published as snapshots.
 
+pub mod group;
+pub mod hosted;
 pub mod publish;
 pub mod rows;
+
+use packyard_core::proxy::{FetchRequest, Freshness, ProxyError};
+use packyard_model::repos::Repository;
+
+/// How a proxy fetches a Conan path (`v2/conans/…`, with its query): a revision's files never
+/// change (`immutable`; a revision is immutable, `metadata/…` excepted), lists, `latest` and
+/// searches are metadata; a 404 means "not there".
+pub fn proxy_request(repo: &Repository, path: &str, immutable: bool) -> Result<FetchRequest, ProxyError> {
+    let freshness = if immutable { Freshness::Immutable } else { Freshness::Metadata };
+    let mut fetch = FetchRequest::new(repo, path, freshness)?;
+    fetch.negative_statuses = &[404];
+    Ok(fetch)
+}

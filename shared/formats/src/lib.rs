@@ -18,3 +18,28 @@ pub fn check_settings(new: &NewRepository) -> Result<(), String> {
         Format::Go | Format::Conan => Ok(()),
     }
 }
+
+/// Adds every format's builders to `builders`.
+pub fn builders(
+    services: &packyard_core::services::Services,
+    builders: packyard_core::publication::Builders,
+) -> packyard_core::publication::Builders {
+    use std::sync::Arc;
+    let (keystore, blobs, proxy) = (&services.security.keystore, &services.blobs, Some(services.proxy.clone()));
+    builders
+        .with(Arc::new(apt::publish::AptBuilder {
+            page_size: 1_000,
+            keystore: keystore.clone(),
+            blobs: blobs.clone(),
+            proxy: proxy.clone(),
+        }))
+        .with(Arc::new(apk::publish::ApkBuilder {
+            page_size: 1_000,
+            keystore: keystore.clone(),
+            blobs: blobs.clone(),
+            proxy: proxy.clone(),
+        }))
+        .with(Arc::new(go::publish::GoBuilder { page_size: 1_000, blobs: blobs.clone(), proxy: proxy.clone() }))
+        .with(Arc::new(conan::publish::ConanBuilder { blobs: blobs.clone(), proxy: proxy.clone() }))
+        .with(Arc::new(conan::publish::ConanSearchBuilder { blobs: blobs.clone(), proxy }))
+}

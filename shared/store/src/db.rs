@@ -74,7 +74,9 @@ impl From<sqlx::Error> for DbError {
             sqlx::Error::RowNotFound => Self::NotFound,
             sqlx::Error::Database(db) if db.is_unique_violation() => Self::Conflict(db.message().to_string()),
             // SQLSTATE 40001 (serialization failure; MySQL's deadlock) and 40P01 (PostgreSQL deadlock).
-            sqlx::Error::Database(db) if matches!(db.code().as_deref(), Some("40001" | "40P01")) => {
+            // SQLite's SQLITE_BUSY_SNAPSHOT (517): a transaction that read, then wrote after
+            // another connection's commit; no wait helps, only running it again.
+            sqlx::Error::Database(db) if matches!(db.code().as_deref(), Some("40001" | "40P01" | "517")) => {
                 Self::Retry(db.message().to_string())
             }
             sqlx::Error::PoolTimedOut
@@ -159,6 +161,16 @@ impl Db {
 
     pub fn pool(&self) -> &AnyPool {
         &self.pool
+    }
+
+    /// Begins a writing transaction. On SQLite it takes the write lock at once (`BEGIN
+    /// IMMEDIATE`), waiting up to the busy timeout: a deferred transaction that read first
+    /// would fail at its first write, without waiting, whenever another connection wrote since.
+    pub async fn begin(&self) -> DbResult<sqlx::Transaction<'static, sqlx::Any>> {
+        Ok(match self.backend {
+            Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await?,
+            _ => self.pool.begin().await?,
+        })
     }
 
     pub fn metrics(&self) -> &Arc<Metrics> {

@@ -10,13 +10,14 @@
 //! merges). The hidden `.sources` file records which upstream index each proxy member had, so a
 //! refresh after the metadata TTL rebuilds only when one moved on.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 
 use super::{proxy_request, Unit, INDEX_FILE, KIND};
 use packyard_codecs::apk::index::verify_index;
 use packyard_codecs::apk::index::{apkindex_text, index_member_text};
 use packyard_codecs::apk::signing::parse_public_keys;
 use packyard_core::proxy::{Outcome, Proxy};
+use packyard_core::groups::{members_of, Sources, UpstreamSources};
 use packyard_core::publication::BuildError;
 use packyard_model::repos::{Format, RepoType, Repository};
 use packyard_store::blobs::{BlobStore, Sha256Hex};
@@ -37,20 +38,17 @@ pub fn sources_path(unit: &str) -> String {
     format!("{unit}/.sources")
 }
 
-/// The member that provided `file` according to a `.members` text.
-pub fn member_of<'a>(members: &'a str, file: &str) -> Option<&'a str> {
-    members.lines().find_map(|l| l.split_once(' ').filter(|(f, _)| *f == file).map(|(_, m)| m))
-}
+pub use packyard_core::groups::member_of;
 
 /// What a group build merged.
 #[derive(Default)]
 pub struct Merged {
     /// APKINDEX records, each followed by a blank line.
     pub records: String,
-    /// `.members` text.
-    pub members: String,
+    /// `<pkgname>-<pkgver>.apk` → the member that provided it (the `.members` file).
+    pub members: Vec<(String, String)>,
     /// Proxy member → SHA-256 of the upstream index merged.
-    pub sources: BTreeMap<String, String>,
+    pub sources: Sources,
 }
 
 /// The (P, V) of a record.
@@ -77,7 +75,7 @@ pub fn merge_records(out: &mut Merged, seen: &mut HashSet<String>, member: &str,
         }
         out.records.push_str(record);
         out.records.push_str("\n\n");
-        out.members.push_str(&format!("{p}-{v}.apk {member}\n"));
+        out.members.push((format!("{p}-{v}.apk"), member.to_string()));
     }
 }
 
@@ -141,11 +139,7 @@ pub async fn merge(
 ) -> Result<Merged, BuildError> {
     let mut out = Merged::default();
     let mut seen = HashSet::new();
-    for name in &repo.members {
-        let Some(member) = db.repository_by_name(name).await? else { continue };
-        if member.format != Format::Apk {
-            continue;
-        }
+    for member in members_of(db, repo).await? {
         let text = match member.repo_type {
             RepoType::Proxy => {
                 let proxy = proxy.ok_or_else(|| other("no proxy client in this worker"))?;
@@ -198,74 +192,35 @@ pub async fn any_member_has(
 
 /// A member published `unit`: every APK group listing it rebuilds the same unit.
 pub async fn after_member_publish(db: &Db, unit: &UnitRecord) -> Result<bool, BuildError> {
-    let mut any = false;
-    for name in db.groups_containing(unit.repository_id).await? {
-        if let Some(group) = db.repository_by_name(&name).await? {
-            if group.format == Format::Apk {
-                db.request_changes(group.id, &[(KIND.to_string(), unit.unit_key.clone())]).await?;
-                any = true;
-            }
-        }
-    }
-    Ok(any)
+    packyard_core::groups::after_member_publish(db, unit, Format::Apk, |_| vec![(KIND.to_string(), unit.unit_key.clone())])
+        .await
 }
 
-/// Groups with proxy members: once the shortest `metadata_ttl_secs` among them has passed since
-/// a unit's snapshot, rebuild it if an upstream index moved on from the one in its `.sources`.
-pub async fn refresh(db: &Db, blobs: &dyn BlobStore, proxy: &Proxy) -> Result<bool, BuildError> {
-    let all = db.list_repositories().await?;
-    let now = packyard_store::db::now_ms();
-    let mut any = false;
-    for group in all.iter().filter(|r| r.format == Format::Apk && r.repo_type == RepoType::Group) {
-        let proxies: Vec<&Repository> = group
-            .members
-            .iter()
-            .filter_map(|m| all.iter().find(|r| r.name.as_str() == m))
-            .filter(|m| m.repo_type == RepoType::Proxy)
-            .collect();
-        let Some(ttl) = proxies.iter().filter_map(|m| m.settings.proxy.as_ref().map(|p| p.metadata_ttl_secs)).min()
-        else {
-            continue;
-        };
-        let ttl_ms = i64::try_from(ttl.saturating_mul(1000)).unwrap_or(i64::MAX);
-        for unit in db.units_of(group.id).await?.into_iter().filter(|u| u.kind == KIND) {
-            let (Some(snapshot), Some(at)) = (unit.current_snapshot_id, unit.last_published_at) else { continue };
-            if unit.published_revision < unit.desired_revision || now.saturating_sub(at) < ttl_ms {
-                continue;
-            }
-            let Ok(u) = unit.unit_key.parse::<Unit>() else { continue };
-            let recorded =
-                match db.snapshot_files(snapshot).await?.into_iter().find(|f| f.path == sources_path(&unit.unit_key)) {
-                    Some(f) => {
-                        String::from_utf8_lossy(&blobs.read_all(&Sha256Hex::parse(&f.sha256)?).await?).into_owned()
-                    }
-                    None => String::new(),
-                };
-            let mut current = BTreeMap::new();
-            let mut unreachable = false;
-            for m in &proxies {
-                match upstream_text(proxy, blobs, m, &u).await {
-                    Ok(Some((sha, _))) => {
-                        current.insert(m.name.to_string(), sha);
-                    }
-                    Ok(None) => {}
-                    Err(e) => {
-                        tracing::warn!(group = %group.name, member = %m.name, error = %e, "cannot check a proxy member's upstream");
-                        unreachable = true;
-                    }
-                }
-            }
-            if !unreachable && render_sources(&current) != recorded {
-                db.request_changes(group.id, &[(KIND.to_string(), unit.unit_key.clone())]).await?;
-                any = true;
-            }
-        }
-    }
-    Ok(any)
+/// What a group's proxy members' upstreams have, for the refresh after their metadata TTL:
+/// each one's `APKINDEX.tar.gz` of the unit (verified), by hash.
+pub struct Upstreams<'a> {
+    pub proxy: &'a Proxy,
+    pub blobs: &'a dyn BlobStore,
 }
 
-pub fn render_sources(sources: &BTreeMap<String, String>) -> String {
-    sources.iter().map(|(m, h)| format!("{m} {h}\n")).collect()
+#[async_trait::async_trait]
+impl UpstreamSources for Upstreams<'_> {
+    fn format(&self) -> Format {
+        Format::Apk
+    }
+
+    fn kind(&self) -> &'static str {
+        KIND
+    }
+
+    fn sources_path(&self, unit_key: &str) -> String {
+        sources_path(unit_key)
+    }
+
+    async fn source(&self, member: &Repository, unit_key: &str) -> Result<Option<String>, BuildError> {
+        let Ok(u) = unit_key.parse::<Unit>() else { return Ok(None) };
+        Ok(upstream_text(self.proxy, self.blobs, member, &u).await?.map(|(sha, _)| sha))
+    }
 }
 
 #[cfg(test)]
@@ -283,8 +238,9 @@ mod tests {
             out.records,
             "C:Q1aaa=\nP:hello\nV:1-r0\nA:x86_64\nS:10\n\nC:Q1bbb=\nP:tool\nV:2-r0\nA:x86_64\nS:20\n\nC:Q1ddd=\nP:hello\nV:2-r0\nA:x86_64\nS:12\n\n"
         );
-        assert_eq!(out.members, "hello-1-r0.apk first\ntool-2-r0.apk first\nhello-2-r0.apk second\n");
-        assert_eq!(member_of(&out.members, "hello-2-r0.apk"), Some("second"));
-        assert_eq!(member_of(&out.members, "broken-1.apk"), None, "a record without C: is not merged");
+        let members = packyard_core::groups::members_map(&out.members);
+        assert_eq!(members, "hello-1-r0.apk first\ntool-2-r0.apk first\nhello-2-r0.apk second\n");
+        assert_eq!(member_of(&members, "hello-2-r0.apk"), Some("second"));
+        assert_eq!(member_of(&members, "broken-1.apk"), None, "a record without C: is not merged");
     }
 }

@@ -43,7 +43,7 @@ impl Builder for ApkBuilder {
                 let mut after = 0;
                 loop {
                     let page = crate::apk::rows::rows(db)
-                        .apk_unit_page(repo.id, &unit.unit_key, after, self.page_size)
+                        .unit_page(repo.id, &unit.unit_key, after, self.page_size)
                         .await?;
                     let Some(last) = page.last() else { break };
                     after = last.id;
@@ -57,8 +57,8 @@ impl Builder for ApkBuilder {
                 let u: Unit = unit.unit_key.parse().map_err(BuildError::Other)?;
                 let merged = group::merge(db, &*self.blobs, self.proxy.as_ref(), &repo, &u).await?;
                 records = merged.records;
-                hidden.push((group::members_path(&unit.unit_key), merged.members));
-                hidden.push((group::sources_path(&unit.unit_key), group::render_sources(&merged.sources)));
+                hidden.push((group::members_path(&unit.unit_key), packyard_core::groups::members_map(&merged.members)));
+                hidden.push((group::sources_path(&unit.unit_key), packyard_core::groups::render_sources(&merged.sources)));
             }
             RepoType::Proxy => {
                 return Err(BuildError::Other(format!("proxy repository {} publishes nothing", repo.name)))
@@ -88,7 +88,10 @@ impl Builder for ApkBuilder {
 
     async fn refresh(&self, db: &packyard_store::db::Db) -> Result<bool, BuildError> {
         match &self.proxy {
-            Some(proxy) => group::refresh(db, &*self.blobs, proxy).await,
+            Some(proxy) => {
+                let upstreams = group::Upstreams { proxy, blobs: &*self.blobs };
+                packyard_core::groups::refresh(db, &*self.blobs, &upstreams).await
+            }
             None => Ok(false),
         }
     }

@@ -1,7 +1,7 @@
 //! Storage of APK packages.
 
 use sqlx::any::AnyRow;
-use sqlx::{Any, Row, Transaction};
+use sqlx::{Any, Executor, Row, Transaction};
 
 use packyard_store::db::{now_ms, text, Db, DbResult};
 use packyard_store::sql;
@@ -61,7 +61,12 @@ impl std::ops::Deref for Rows<'_> {
 }
 
 impl Rows<'_> {
-    pub async fn apk_by_path(&self, repo: i64, path: &str) -> DbResult<Option<ApkPackage>> {
+    pub async fn by_path<'e, E: Executor<'e, Database = Any>>(
+        &self,
+        ex: E,
+        repo: i64,
+        path: &str,
+    ) -> DbResult<Option<ApkPackage>> {
         let row = self
             .query(sql!(
                 "apk_packages.by_path",
@@ -69,13 +74,13 @@ impl Rows<'_> {
             ))
             .bind(repo)
             .bind(path)
-            .fetch_optional(self.pool())
+            .fetch_optional(ex)
             .await?;
         row.as_ref().map(parse).transpose()
     }
 
     /// A keyset page of one unit's packages, by id.
-    pub async fn apk_unit_page(
+    pub async fn unit_page(
         &self,
         repo: i64,
         unit_key: &str,
@@ -101,7 +106,7 @@ impl Rows<'_> {
     }
 
     /// Inserts (or, with `replace`, replaces) a package row inside the writer's transaction.
-    pub async fn put_apk_package(
+    pub async fn put(
         &self,
         tx: &mut Transaction<'_, Any>,
         p: &ApkPackage,
@@ -132,7 +137,7 @@ impl Rows<'_> {
         Ok(())
     }
 
-    pub async fn delete_apk_package(&self, tx: &mut Transaction<'_, Any>, id: i64) -> DbResult<bool> {
+    pub async fn delete(&self, tx: &mut Transaction<'_, Any>, id: i64) -> DbResult<bool> {
         let done = self
             .query(sql!("apk_packages.delete", "DELETE FROM apk_packages WHERE id = $1"))
             .bind(id)

@@ -9,17 +9,24 @@
 //! `InRelease`, whose signature must verify with the proxy's `apt.signed_by` key; a nested group's published index of the same distribution. Members' indexes are
 //! read as xz and merged stanza by stanza, so memory stays bounded.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Read};
 
-use super::hosted::KIND;
-use super::publish::{AptBuilder, Hashed, IndexId, IndexWriter};
-use packyard_core::proxy::Outcome;
+use super::index::{Hashed, IndexId, IndexWriter};
+use super::KIND;
+use packyard_core::groups::{members_of, Sources, UpstreamSources};
+use packyard_core::proxy::{Outcome, Proxy};
 use packyard_core::publication::{BuildContext, BuildError};
-use packyard_model::repos::{RepoType, Repository};
-use packyard_store::blobs::Sha256Hex;
+use packyard_model::repos::{Format, RepoType, Repository};
+use packyard_store::blobs::{BlobStore, Sha256Hex};
 use packyard_store::db::publication::UnitRecord;
 use packyard_store::db::Db;
+
+/// Where a group's build reads proxy members' upstream metadata from.
+pub struct Upstream<'a> {
+    pub proxy: Option<&'a Proxy>,
+    pub blobs: &'a dyn BlobStore,
+}
 
 /// Text is handed to the index writer in pieces of about this size.
 const CHUNK: usize = 256 * 1024;
@@ -97,21 +104,30 @@ pub fn merge_stanza(out: &mut String, seen: &mut HashSet<String>, member: &str, 
     true
 }
 
-impl AptBuilder {
-    /// One architecture's index of group `repo`, merged from its members in order.
-    pub(super) async fn group_index(
+/// One architecture's index of group `repo`, merged from its members in order.
+pub(super) async fn merge_index(
+    ctx: &mut BuildContext<'_>,
+    upstream: &Upstream<'_>,
+    repo: &Repository,
+    id: &IndexId<'_>,
+    sources: &mut Sources,
+) -> Result<[Hashed; 3], BuildError> {
+    upstream.merge_index(ctx, repo, id, sources).await
+}
+
+impl Upstream<'_> {
+    async fn merge_index(
         &self,
         ctx: &mut BuildContext<'_>,
         repo: &Repository,
         id: &IndexId<'_>,
-        sources: &mut BTreeMap<String, String>,
+        sources: &mut Sources,
     ) -> Result<[Hashed; 3], BuildError> {
         let IndexId { component, arch, dist, base } = *id;
         let mut out = IndexWriter::open(ctx, dist, base).await?;
         let mut seen = HashSet::new();
         let mut text = String::new();
-        for name in &repo.members {
-            let Some(member) = ctx.db.repository_by_name(name).await? else { continue };
+        for member in members_of(ctx.db, repo).await? {
             let bytes = match member.repo_type {
                 RepoType::Proxy => {
                     let Some(release) = self.upstream_release(&member, dist).await? else { continue };
@@ -121,9 +137,9 @@ impl AptBuilder {
                 // A hosted member's own distribution; a nested group's of the same name.
                 RepoType::Hosted => {
                     let own = member.settings.apt.clone().unwrap_or_default().distribution;
-                    published_index(ctx.db, &*self.blobs, &member, &own, component, arch).await?
+                    published_index(ctx.db, self.blobs, &member, &own, component, arch).await?
                 }
-                RepoType::Group => published_index(ctx.db, &*self.blobs, &member, dist, component, arch).await?,
+                RepoType::Group => published_index(ctx.db, self.blobs, &member, dist, component, arch).await?,
             };
             let Some((bytes, compression)) = bytes else { continue };
             let reader: Box<dyn Read + Send> = match compression {
@@ -178,7 +194,7 @@ impl AptBuilder {
     /// One file of a proxy member through the proxy cache (under APT's proxy rules): its
     /// SHA-256, or `None` for an upstream 404.
     async fn fetch(&self, member: &Repository, path: &str) -> Result<Option<String>, BuildError> {
-        let proxy = self.proxy.as_ref().ok_or_else(|| other("no proxy client in this worker"))?;
+        let proxy = self.proxy.ok_or_else(|| other("no proxy client in this worker"))?;
         let req = super::proxy_request(member, path).map_err(other)?;
         match proxy.fetch(req).await.map_err(|e| other(format!("member {}: {e}", member.name)))? {
             Outcome::Found(entry, _) => Ok(entry.sha256),
@@ -228,88 +244,24 @@ pub(super) fn sources_path(dist: &str) -> String {
     format!("dists/{dist}/.sources")
 }
 
-pub(super) fn render_sources(sources: &BTreeMap<String, String>) -> String {
-    sources.iter().map(|(m, h)| format!("{m} {h}\n")).collect()
-}
-
+/// What a group's proxy members' upstreams have, for the refresh after their metadata TTL:
+/// each one's verified `InRelease` of the distribution, by hash.
 #[async_trait::async_trait]
-pub(super) trait GroupHooks {
-    async fn groups_after_publish(&self, db: &Db, unit: &UnitRecord) -> Result<bool, BuildError>;
-    async fn groups_refresh(&self, db: &Db) -> Result<bool, BuildError>;
-}
-
-#[async_trait::async_trait]
-impl GroupHooks for AptBuilder {
-    /// A member published: every group that lists it rebuilds (their own publication then
-    /// reaches the groups above them).
-    async fn groups_after_publish(&self, db: &Db, unit: &UnitRecord) -> Result<bool, BuildError> {
-        let mut any = false;
-        for name in db.groups_containing(unit.repository_id).await? {
-            if let Some(group) = db.repository_by_name(&name).await? {
-                any |= super::request_publication(db, &group).await? > 0;
-            }
-        }
-        Ok(any)
+impl UpstreamSources for Upstream<'_> {
+    fn format(&self) -> Format {
+        Format::Apt
     }
 
-    /// Groups with proxy members check, once the shortest `metadata_ttl_secs` among those
-    /// members has passed since their snapshot, whether an upstream `InRelease` moved on from the
-    /// one the snapshot merged (recorded in its `.sources`), and rebuild if so.
-    async fn groups_refresh(&self, db: &Db) -> Result<bool, BuildError> {
-        let all = db.list_repositories().await?;
-        let now = packyard_store::db::now_ms();
-        let mut any = false;
-        for group in
-            all.iter().filter(|r| r.format == packyard_model::repos::Format::Apt && r.repo_type == RepoType::Group)
-        {
-            let proxies: Vec<&Repository> = group
-                .members
-                .iter()
-                .filter_map(|m| all.iter().find(|r| r.name.as_str() == m))
-                .filter(|m| m.repo_type == RepoType::Proxy)
-                .collect();
-            let Some(ttl) = proxies.iter().filter_map(|m| m.settings.proxy.as_ref().map(|p| p.metadata_ttl_secs)).min()
-            else {
-                continue;
-            };
-            let ttl_ms = i64::try_from(ttl.saturating_mul(1000)).unwrap_or(i64::MAX);
-            for suite in super::published_suites(group) {
-                let Some(unit) = db.unit_by_key(group.id, KIND, &suite).await? else { continue };
-                let (Some(snapshot), Some(at)) = (unit.current_snapshot_id, unit.last_published_at) else { continue };
-                if unit.published_revision < unit.desired_revision || now.saturating_sub(at) < ttl_ms {
-                    continue;
-                }
-                let recorded =
-                    match db.snapshot_files(snapshot).await?.into_iter().find(|f| f.path == sources_path(&suite)) {
-                        Some(f) => String::from_utf8_lossy(&self.blobs.read_all(&Sha256Hex::parse(&f.sha256)?).await?)
-                            .into_owned(),
-                        None => String::new(),
-                    };
-                let mut current = BTreeMap::new();
-                let mut unreachable = false;
-                for m in &proxies {
-                    match self.upstream_release(m, &suite).await {
-                        Ok(Some((sha, _))) => {
-                            current.insert(m.name.to_string(), sha);
-                        }
-                        Ok(None) => {}
-                        Err(e) => {
-                            // Keep the current snapshot; other groups are still checked.
-                            tracing::warn!(group = %group.name, member = %m.name, error = %e, "cannot check a proxy member's upstream");
-                            unreachable = true;
-                        }
-                    }
-                }
-                if unreachable {
-                    continue;
-                }
-                if render_sources(&current) != recorded {
-                    db.request_changes(group.id, &[(KIND.to_string(), suite.clone())]).await?;
-                    any = true;
-                }
-            }
-        }
-        Ok(any)
+    fn kind(&self) -> &'static str {
+        KIND
+    }
+
+    fn sources_path(&self, dist: &str) -> String {
+        sources_path(dist)
+    }
+
+    async fn source(&self, member: &Repository, dist: &str) -> Result<Option<String>, BuildError> {
+        Ok(self.upstream_release(member, dist).await?.map(|(sha, _)| sha))
     }
 }
 

@@ -2,7 +2,7 @@
 //! and SHA-256 per package, as Debian's archive does.)
 
 use sqlx::any::AnyRow;
-use sqlx::{Any, Row, Transaction};
+use sqlx::{Any, Executor, Row, Transaction};
 
 use packyard_store::db::{now_ms, text, Db, DbResult};
 use packyard_store::sql;
@@ -60,8 +60,9 @@ impl std::ops::Deref for Rows<'_> {
 }
 
 impl Rows<'_> {
-    pub async fn apt_by_coordinate(
+    pub async fn by_coordinate<'e, E: Executor<'e, Database = Any>>(
         &self,
+        ex: E,
         repo: i64,
         name: &str,
         version: &str,
@@ -80,12 +81,17 @@ impl Rows<'_> {
             .bind(name)
             .bind(version)
             .bind(arch)
-            .fetch_optional(self.pool())
+            .fetch_optional(ex)
             .await?;
         row.as_ref().map(parse).transpose()
     }
 
-    pub async fn apt_by_pool_path(&self, repo: i64, pool_path: &str) -> DbResult<Option<AptPackage>> {
+    pub async fn by_pool_path<'e, E: Executor<'e, Database = Any>>(
+        &self,
+        ex: E,
+        repo: i64,
+        pool_path: &str,
+    ) -> DbResult<Option<AptPackage>> {
         let row = self
             .query(sql!(
                 "apt_packages.by_path",
@@ -93,13 +99,13 @@ impl Rows<'_> {
             ))
             .bind(repo)
             .bind(pool_path)
-            .fetch_optional(self.pool())
+            .fetch_optional(ex)
             .await?;
         row.as_ref().map(parse).transpose()
     }
 
     /// A keyset page of one index: the component's packages of `arch` and of `all`, by id.
-    pub async fn apt_index_page(
+    pub async fn index_page(
         &self,
         repo: i64,
         component: &str,
@@ -120,7 +126,7 @@ impl Rows<'_> {
     }
 
     /// Inserts (or, with `replace`, replaces) a package row inside the writer's transaction.
-    pub async fn put_apt_package(
+    pub async fn put(
         &self,
         tx: &mut Transaction<'_, Any>,
         p: &AptPackage,
@@ -155,7 +161,7 @@ impl Rows<'_> {
     }
 
     /// Records the MD5 the upload left for the worker.
-    pub async fn set_apt_md5(&self, id: i64, md5: &str) -> DbResult<()> {
+    pub async fn set_md5(&self, id: i64, md5: &str) -> DbResult<()> {
         self.query(sql!("apt_packages.digests", "UPDATE apt_packages SET md5 = $1 WHERE id = $2"))
             .bind(md5)
             .bind(id)
@@ -164,7 +170,7 @@ impl Rows<'_> {
         Ok(())
     }
 
-    pub async fn delete_apt_package(&self, tx: &mut Transaction<'_, Any>, id: i64) -> DbResult<bool> {
+    pub async fn delete(&self, tx: &mut Transaction<'_, Any>, id: i64) -> DbResult<bool> {
         let done = self
             .query(sql!("apt_packages.delete", "DELETE FROM apt_packages WHERE id = $1"))
             .bind(id)

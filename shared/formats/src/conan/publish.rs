@@ -5,13 +5,19 @@
 //! repository (kind `conan-search`, unit `all`) the references for `search?q=`.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 
+use super::group::{merge_reference, merge_search, References, Searches, Upstream};
 use crate::conan::rows::ConanRevision;
+use packyard_core::groups;
+use packyard_core::proxy::Proxy;
 use packyard_core::publication::{BuildContext, BuildError, Builder};
-use packyard_store::blobs::Sha256Hex;
+use packyard_model::repos::{Format, RepoType, Repository};
+use packyard_store::blobs::{BlobStore, Sha256Hex};
 use packyard_store::db::publication::UnitRecord;
+use packyard_store::db::Db;
 
 pub const KIND: &str = "conan";
 pub const SEARCH_KIND: &str = "conan-search";
@@ -29,7 +35,30 @@ fn revision_json(revision: &str, time_ms: i64) -> serde_json::Value {
     serde_json::json!({"revision": revision, "time": iso(time_ms)})
 }
 
-pub struct ConanBuilder;
+/// Builds a reference's projection (hosted) or merges it from the members (group).
+pub struct ConanBuilder {
+    /// Where members' published files are read from (groups).
+    pub blobs: Arc<dyn BlobStore>,
+    /// Asks proxy members' upstreams (groups).
+    pub proxy: Option<Proxy>,
+}
+
+/// The repository a unit belongs to, refusing a proxy (it publishes nothing).
+async fn owner(db: &Db, unit: &UnitRecord) -> Result<Repository, BuildError> {
+    let repo = db
+        .repository_by_id(unit.repository_id)
+        .await?
+        .ok_or_else(|| BuildError::Other(format!("repository {} is gone", unit.repository_id)))?;
+    if repo.repo_type == RepoType::Proxy {
+        return Err(BuildError::Other(format!("proxy repository {} publishes nothing", repo.name)));
+    }
+    Ok(repo)
+}
+
+/// A member published a unit: every Conan group that lists it rebuilds the same unit.
+async fn after_member(db: &Db, unit: &UnitRecord) -> Result<bool, BuildError> {
+    groups::after_member_publish(db, unit, Format::Conan, |_| vec![(unit.kind.clone(), unit.unit_key.clone())]).await
+}
 
 #[async_trait]
 impl Builder for ConanBuilder {
@@ -39,8 +68,13 @@ impl Builder for ConanBuilder {
 
     async fn build(&self, ctx: &mut BuildContext<'_>, unit: &UnitRecord) -> Result<(), BuildError> {
         let db = ctx.db;
-        let repo = unit.repository_id;
+        let owner = owner(db, unit).await?;
         let reference = unit.unit_key.as_str();
+        if owner.repo_type == RepoType::Group {
+            let up = Upstream { proxy: self.proxy.as_ref(), blobs: &*self.blobs };
+            return merge_reference(ctx, &up, &owner, reference).await;
+        }
+        let repo = owner.id;
         let recipes = crate::conan::rows::rows(db).conan_revisions(repo, reference, None, None).await?;
         if recipes.is_empty() {
             return Ok(());
@@ -87,6 +121,20 @@ impl Builder for ConanBuilder {
         }
         Ok(())
     }
+
+    async fn after_publish(&self, db: &Db, unit: &UnitRecord) -> Result<bool, BuildError> {
+        after_member(db, unit).await
+    }
+
+    async fn refresh(&self, db: &Db) -> Result<bool, BuildError> {
+        match &self.proxy {
+            Some(proxy) => {
+                let up = Upstream { proxy: Some(proxy), blobs: &*self.blobs };
+                groups::refresh(db, &*self.blobs, &References(up)).await
+            }
+            None => Ok(false),
+        }
+    }
 }
 
 /// Lists a revision's files (`<base>/files`) and each file (`<base>/files/<path>`, by its
@@ -108,7 +156,10 @@ async fn files(ctx: &mut BuildContext<'_>, rev: &ConanRevision, base: &str) -> R
 }
 
 /// The repository's references with a complete recipe revision, for `search?q=`.
-pub struct ConanSearchBuilder;
+pub struct ConanSearchBuilder {
+    pub blobs: Arc<dyn BlobStore>,
+    pub proxy: Option<Proxy>,
+}
 
 #[async_trait]
 impl Builder for ConanSearchBuilder {
@@ -117,7 +168,26 @@ impl Builder for ConanSearchBuilder {
     }
 
     async fn build(&self, ctx: &mut BuildContext<'_>, unit: &UnitRecord) -> Result<(), BuildError> {
-        let refs = crate::conan::rows::rows(ctx.db).conan_references(unit.repository_id).await?;
+        let owner = owner(ctx.db, unit).await?;
+        if owner.repo_type == RepoType::Group {
+            let up = Upstream { proxy: self.proxy.as_ref(), blobs: &*self.blobs };
+            return merge_search(ctx, &up, &owner).await;
+        }
+        let refs = crate::conan::rows::rows(ctx.db).conan_references(owner.id).await?;
         ctx.put(SEARCH_FILE, JSON, serde_json::json!({ "results": refs }).to_string().as_bytes()).await
+    }
+
+    async fn after_publish(&self, db: &Db, unit: &UnitRecord) -> Result<bool, BuildError> {
+        after_member(db, unit).await
+    }
+
+    async fn refresh(&self, db: &Db) -> Result<bool, BuildError> {
+        match &self.proxy {
+            Some(proxy) => {
+                let up = Upstream { proxy: Some(proxy), blobs: &*self.blobs };
+                groups::refresh(db, &*self.blobs, &Searches(up)).await
+            }
+            None => Ok(false),
+        }
     }
 }

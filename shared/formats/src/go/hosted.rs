@@ -1,31 +1,32 @@
-//! Hosted Go: storing an uploaded module zip (streamed into the blob store), checking it with the
-//! go command's zip rules, storing its `.mod`, and recording the version with its projection
-//! change in one transaction. Nothing is kept of a refused upload.
+//! Hosted Go over the engine: a module zip is checked with the go command's zip rules (from its
+//! central directory, then every entry's data), its `.mod` stored beside it, and the version
+//! written with its module's projection change. A version is also deleted as the other formats'
+//! packages are.
 
+use async_trait::async_trait;
 use bytes::Bytes;
-use futures_util::Stream;
 
+use super::rows::{rows, GoVersion};
 use super::KIND;
-use crate::go::rows::GoVersion;
 use packyard_codecs::go::zip::{
     check_entries, locate, module_of_go_mod, parse_central, tail_len, verify_data, Limits, ZipError,
 };
+use packyard_core::hosted::{
+    read_back, store_derived, Existing, Hosted, Inspected, Removed, TxError, Tx, UnitRef, UploadError, Written,
+};
 use packyard_core::services::Services;
-use packyard_model::repos::{Repository, WritePolicy};
+use packyard_model::repos::Repository;
 use packyard_store::blobs::{RangeSpec, StoredBlob};
-use packyard_store::db::retry_conflicts;
+use packyard_store::db::{Db, DbResult};
 
-pub use packyard_core::upload::UploadError;
-use packyard_core::upload::{check_writable, discard, from_db, read_back, receive, store_derived};
+/// Go's hosted rules.
+pub struct GoHosted;
 
-/// What an upload stored.
-#[derive(Debug, Clone)]
-pub struct Uploaded {
-    pub version: GoVersion,
-    /// False for an identical retry.
-    pub created: bool,
-    pub unit_id: i64,
-    pub revision: i64,
+/// Where a zip goes: the module and version the URL names (`PUT <module>/@v/<version>.zip`),
+/// or only the version (Nexus's `PUT <version>.zip`: the module comes from the zip's root).
+pub enum Target {
+    Coordinate { module: String, version: String },
+    Version(String),
 }
 
 /// The zip limits of this server (`go.*`; `server.max_upload_bytes` lowers the zip limit too).
@@ -39,139 +40,126 @@ pub fn limits(services: &Services) -> Limits {
     }
 }
 
-/// Stores a module zip. `expected` is the (module, version) the URL names; `url_version` the
-/// version a Nexus-style URL names. Without `expected` (the
-/// Nexus-style `PUT <version>.zip`) they come from the zip's root directory.
-pub async fn upload<S, E>(
-    services: &Services,
-    repo: &Repository,
-    expected: Option<(&str, &str)>,
-    url_version: Option<&str>,
-    body: S,
-    uploader: &str,
-) -> Result<Uploaded, UploadError>
-where
-    S: Stream<Item = Result<Bytes, E>> + Unpin,
-    E: std::fmt::Display,
-{
-    check_writable(repo)?;
-    let limits = limits(services);
-    let zip = receive(services, body, limits.max_zip, Some("the module zip")).await?;
-    let mut derived = None;
-    let outcome = record(services, repo, expected, url_version, &zip, &mut derived, &limits, uploader).await;
-    if outcome.is_err() {
-        discard(services, &zip.sha256, zip.created).await;
-        if let Some(m) = derived {
-            discard(services, &m.sha256, m.created).await;
+#[async_trait]
+impl Hosted for GoHosted {
+    type Target = Target;
+    type Artifact = GoVersion;
+    /// `(module, version)`.
+    type Removal = (String, String);
+
+    fn name(&self) -> &'static str {
+        KIND
+    }
+
+    fn body(&self) -> Option<&'static str> {
+        Some("the module zip")
+    }
+
+    fn max_bytes(&self, services: &Services) -> u64 {
+        limits(services).max_zip
+    }
+
+    fn immutability(&self) -> &'static str {
+        "a module version never changes (go.sum pins its hash)"
+    }
+
+    fn check_target(&self, _repo: &Repository, t: &Target) -> Result<(), UploadError> {
+        match t {
+            Target::Coordinate { module, version } => check_coordinate(module, version),
+            Target::Version(_) => Ok(()),
         }
     }
-    outcome
-}
 
-/// Checks the stored zip, stores its `.mod` (`derived`), and records the version with its
-/// projection change in one transaction.
-#[expect(clippy::too_many_arguments, reason = "the upload's parts, until the format engine carries them")]
-async fn record(
-    services: &Services,
-    repo: &Repository,
-    expected: Option<(&str, &str)>,
-    url_version: Option<&str>,
-    zip: &StoredBlob,
-    derived: &mut Option<StoredBlob>,
-    limits: &Limits,
-    uploader: &str,
-) -> Result<Uploaded, UploadError> {
-    let (module, version, go_mod) = check(services, zip, expected, limits).await?;
-    if let Some(v) = url_version.filter(|v| *v != version) {
-        return Err(UploadError::Invalid(format!(
-            "the URL names version {v} but the zip holds {module}@{version}: PUT it as {version}.zip"
-        )));
-    }
-    let mod_bytes = match go_mod {
-        Some(bytes) => {
-            let declared = module_of_go_mod(&String::from_utf8_lossy(&bytes));
-            if declared.as_deref() != Some(module.as_str()) {
+    async fn inspect(
+        &self,
+        services: &Services,
+        repo: &Repository,
+        t: &Target,
+        zip: &StoredBlob,
+    ) -> Result<Inspected<GoVersion>, UploadError> {
+        let expected = match t {
+            Target::Coordinate { module, version } => Some((module.as_str(), version.as_str())),
+            Target::Version(_) => None,
+        };
+        let (module, version, go_mod) = check(services, zip, expected, &limits(services)).await?;
+        if let Target::Version(v) = t {
+            if *v != version {
                 return Err(UploadError::Invalid(format!(
-                    "the zip's go.mod declares module {:?}, not {module:?}",
-                    declared.unwrap_or_default()
+                    "the URL names version {v} but the zip holds {module}@{version}: PUT it as {version}.zip"
                 )));
             }
-            bytes
         }
-        None => format!("module {module}\n").into_bytes(),
-    };
-    let db = &services.db;
-    let stored_mod = store_derived(services, &mod_bytes).await?;
-    *derived = Some(stored_mod.clone());
-    let now = packyard_store::db::now_ms();
-    let version = GoVersion {
-        id: 0,
-        repository_id: repo.id,
-        module: module.clone(),
-        version: version.clone(),
-        time_ms: now - now.rem_euclid(1000),
-        mod_sha256: stored_mod.sha256.to_string(),
-        mod_size: i64::try_from(stored_mod.size).unwrap_or(i64::MAX),
-        zip_sha256: zip.sha256.to_string(),
-        zip_size: i64::try_from(zip.size).unwrap_or(i64::MAX),
-    };
-    // The existing version is read inside the retried write, so that concurrent identical
-    // uploads both succeed (one inserts, the retry finds it) and different ones conflict.
-    let outcome = retry_conflicts(|| async {
-        let replace = match crate::go::rows::rows(db).go_version(repo.id, &module, &version.version).await? {
-            Some(old) if old.zip_sha256 == version.zip_sha256 => return Ok(Err(old)),
-            Some(_) if repo.write_policy == WritePolicy::AllowOnce => {
-                return Err(packyard_store::db::DbError::Conflict(format!(
-                    "{module}@{} is already in repository {} with different content; a module version never changes (go.sum pins its hash)",
-                    version.version, repo.name
-                )))
+        let mod_bytes = match go_mod {
+            Some(bytes) => {
+                let declared = module_of_go_mod(&String::from_utf8_lossy(&bytes));
+                if declared.as_deref() != Some(module.as_str()) {
+                    return Err(UploadError::Invalid(format!(
+                        "the zip's go.mod declares module {:?}, not {module:?}",
+                        declared.unwrap_or_default()
+                    )));
+                }
+                bytes
             }
-            Some(_) => true,
-            None => false,
+            None => format!("module {module}\n").into_bytes(),
         };
-        let mut tx = db.pool().begin().await?;
-        db.claim_blob(&mut tx, &zip.sha256).await?;
-        db.claim_blob(&mut tx, &stored_mod.sha256).await?;
-        crate::go::rows::rows(db).put_go_version(&mut tx, &version, uploader, replace).await?;
-        let change = db.record_change(&mut tx, repo.id, KIND, &module).await?;
-        tx.commit().await?;
-        Ok(Ok(change))
-    })
-    .await
-    .map_err(from_db)?;
-    let (unit_id, revision) = match outcome {
-        Ok(change) => change,
-        Err(old) => {
-            let u = db.unit_by_key(repo.id, KIND, &module).await?;
-            let (unit_id, revision) = u.map_or((0, 0), |u| (u.id, u.desired_revision));
-            return Ok(Uploaded { version: old, created: false, unit_id, revision });
-        }
-    };
-    services.wake();
-    Ok(Uploaded { version, created: true, unit_id, revision })
-}
+        let stored_mod = store_derived(services, &mod_bytes).await?;
+        let now = packyard_store::db::now_ms();
+        let v = GoVersion {
+            id: 0,
+            repository_id: repo.id,
+            module,
+            version,
+            time_ms: now - now.rem_euclid(1000),
+            mod_sha256: stored_mod.sha256.to_string(),
+            mod_size: i64::try_from(stored_mod.size).unwrap_or(i64::MAX),
+            zip_sha256: zip.sha256.to_string(),
+            zip_size: i64::try_from(zip.size).unwrap_or(i64::MAX),
+        };
+        let coordinate = format!("{}@{}", v.module, v.version);
+        Ok(Inspected { artifact: v, coordinate, derived: vec![stored_mod] })
+    }
 
-/// Deletes a module version; its module's next projection no longer lists it. `None` when the
-/// repository has no such version.
-pub async fn delete(
-    services: &Services,
-    repo: &Repository,
-    module: &str,
-    version: &str,
-) -> Result<Option<(GoVersion, i64, i64)>, UploadError> {
-    check_writable(repo)?;
-    let db = &services.db;
-    let Some(v) = crate::go::rows::rows(db).go_version(repo.id, module, version).await? else { return Ok(None) };
-    let change = retry_conflicts(|| async {
-        let mut tx = db.pool().begin().await?;
-        crate::go::rows::rows(db).delete_go_version(&mut tx, v.id).await?;
-        let change = db.record_change(&mut tx, repo.id, KIND, module).await?;
-        tx.commit().await?;
-        Ok(change)
-    })
-    .await?;
-    services.wake();
-    Ok(Some((v, change.0, change.1)))
+    fn units(&self, _repo: &Repository, v: &GoVersion) -> Vec<UnitRef> {
+        vec![(KIND, v.module.clone())]
+    }
+
+    async fn existing(&self, tx: &mut Tx<'_>, db: &Db, repo: &Repository, v: &GoVersion) -> DbResult<Existing> {
+        Ok(match rows(db).version(&mut **tx, repo.id, &v.module, &v.version).await? {
+            None => Existing::Absent,
+            Some(old) if old.zip_sha256 == v.zip_sha256 => Existing::Same,
+            Some(_) => Existing::Different,
+        })
+    }
+
+    async fn write(
+        &self,
+        tx: &mut Tx<'_>,
+        db: &Db,
+        _repo: &Repository,
+        v: &GoVersion,
+        uploader: &str,
+        replace: bool,
+    ) -> Result<Written, TxError> {
+        rows(db).put(tx, v, uploader, replace).await?;
+        Ok(Written::ALL)
+    }
+
+    async fn remove(
+        &self,
+        tx: &mut Tx<'_>,
+        db: &Db,
+        repo: &Repository,
+        (module, version): &(String, String),
+    ) -> DbResult<Option<Removed>> {
+        let rows = rows(db);
+        let Some(v) = rows.version(&mut **tx, repo.id, module, version).await? else { return Ok(None) };
+        rows.delete(tx, v.id).await?;
+        Ok(Some(Removed {
+            coordinate: format!("{}@{}", v.module, v.version),
+            units: vec![(KIND, v.module.clone())],
+            detail: serde_json::json!({"sha256": v.zip_sha256}),
+        }))
+    }
 }
 
 /// Reads the stored zip's central directory (from its end), checks it, then reads it once in

@@ -1,6 +1,7 @@
 //! The projection of one module of a hosted Go repository: `@v/list` (no pseudo-versions,
 //! lowest first), `@latest` and every version's `@v/<version>.info`, built from its rows in
-//! keyset pages and published as a snapshot, so that warmed reads make no query.
+//! keyset pages and published as a snapshot, so that warmed reads make no query. A group's
+//! snapshot of a module merges its members' (see `group.rs`).
 
 use async_trait::async_trait;
 
@@ -8,11 +9,22 @@ use super::hosted::info_json;
 use super::KIND;
 use packyard_codecs::go::version::{latest, list};
 use packyard_core::publication::{BuildContext, BuildError, Builder};
-use packyard_model::repos::RepoType;
+use super::group::Upstream;
+use packyard_model::repos::{Format, RepoType};
 use packyard_store::db::publication::UnitRecord;
 
 pub struct GoBuilder {
     pub page_size: i64,
+    /// Where members' published and proxied files are read from (groups).
+    pub blobs: std::sync::Arc<dyn packyard_store::blobs::BlobStore>,
+    /// Fetches proxy members' upstream metadata (groups).
+    pub proxy: Option<packyard_core::proxy::Proxy>,
+}
+
+impl GoBuilder {
+    fn upstream(&self) -> Upstream<'_> {
+        Upstream { proxy: self.proxy.as_ref(), blobs: &*self.blobs }
+    }
 }
 
 const JSON: &str = "application/json";
@@ -30,17 +42,18 @@ impl Builder for GoBuilder {
             .repository_by_id(unit.repository_id)
             .await?
             .ok_or_else(|| BuildError::Other(format!("repository {} is gone", unit.repository_id)))?;
-        if repo.repo_type != RepoType::Hosted {
-            return Err(BuildError::Other(format!(
-                "{} repository {} has no Go projections yet",
-                repo.repo_type, repo.name
-            )));
-        }
         let module = unit.unit_key.as_str();
+        match repo.repo_type {
+            RepoType::Hosted => {}
+            RepoType::Group => return super::group::merge(ctx, &self.upstream(), &repo, module).await,
+            RepoType::Proxy => {
+                return Err(BuildError::Other(format!("proxy repository {} publishes nothing", repo.name)))
+            }
+        }
         let mut versions: Vec<(String, i64)> = Vec::new();
         let mut after = 0;
         loop {
-            let page = crate::go::rows::rows(db).go_versions_page(repo.id, module, after, self.page_size).await?;
+            let page = crate::go::rows::rows(db).versions_page(repo.id, module, after, self.page_size).await?;
             let Some(last) = page.last() else { break };
             after = last.id;
             versions.extend(page.into_iter().map(|v| (v.version, v.time_ms)));
@@ -54,5 +67,18 @@ impl Builder for GoBuilder {
             ctx.put(&format!("@v/{v}.info"), JSON, info_json(v, *t).as_bytes()).await?;
         }
         Ok(())
+    }
+
+    /// A member published a module: every Go group that lists it rebuilds the same module.
+    async fn after_publish(&self, db: &packyard_store::db::Db, unit: &UnitRecord) -> Result<bool, BuildError> {
+        packyard_core::groups::after_member_publish(db, unit, Format::Go, |_| vec![(KIND.to_string(), unit.unit_key.clone())])
+            .await
+    }
+
+    async fn refresh(&self, db: &packyard_store::db::Db) -> Result<bool, BuildError> {
+        match &self.proxy {
+            Some(_) => packyard_core::groups::refresh(db, &*self.blobs, &self.upstream()).await,
+            None => Ok(false),
+        }
     }
 }

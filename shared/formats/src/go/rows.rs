@@ -1,7 +1,7 @@
 //! Storage of Go module versions.
 
 use sqlx::any::AnyRow;
-use sqlx::{Any, Row, Transaction};
+use sqlx::{Any, Executor, Row, Transaction};
 
 use packyard_store::db::{text, Db, DbResult};
 use packyard_store::sql;
@@ -56,7 +56,13 @@ impl std::ops::Deref for Rows<'_> {
 }
 
 impl Rows<'_> {
-    pub async fn go_version(&self, repo: i64, module: &str, version: &str) -> DbResult<Option<GoVersion>> {
+    pub async fn version<'e, E: Executor<'e, Database = Any>>(
+        &self,
+        ex: E,
+        repo: i64,
+        module: &str,
+        version: &str,
+    ) -> DbResult<Option<GoVersion>> {
         let row = self
             .query(sql!(
                 "go_versions.get",
@@ -69,13 +75,13 @@ impl Rows<'_> {
             .bind(repo)
             .bind(module)
             .bind(version)
-            .fetch_optional(self.pool())
+            .fetch_optional(ex)
             .await?;
         row.as_ref().map(parse).transpose()
     }
 
     /// A keyset page of one module's versions, by id.
-    pub async fn go_versions_page(
+    pub async fn versions_page(
         &self,
         repo: i64,
         module: &str,
@@ -101,7 +107,7 @@ impl Rows<'_> {
     }
 
     /// Inserts (or, with `replace`, replaces) a version inside the writer's transaction.
-    pub async fn put_go_version(
+    pub async fn put(
         &self,
         tx: &mut Transaction<'_, Any>,
         v: &GoVersion,
@@ -134,7 +140,7 @@ impl Rows<'_> {
         Ok(())
     }
 
-    pub async fn delete_go_version(&self, tx: &mut Transaction<'_, Any>, id: i64) -> DbResult<bool> {
+    pub async fn delete(&self, tx: &mut Transaction<'_, Any>, id: i64) -> DbResult<bool> {
         let done = self
             .query(sql!("go_versions.delete", "DELETE FROM go_versions WHERE id = $1"))
             .bind(id)

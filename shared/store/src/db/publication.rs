@@ -193,7 +193,7 @@ impl Db {
     pub async fn claim_due(&self, owner: &str, due: Due, lease_ms: i64) -> DbResult<Option<Claim>> {
         let now = now_ms();
         let token = hex::encode(rand::random::<[u8; 16]>());
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin().await?;
         // Due: pending, not backing off, not leased, and quiet for the debounce window (or
         // pending for longer than the maximum delay).
         if self.backend() == Backend::Sqlite {
@@ -280,7 +280,7 @@ impl Db {
     pub async fn publish_snapshot(&self, claim: &Claim, files: &[SnapshotFile]) -> DbResult<Option<i64>> {
         let now = now_ms();
         let unit_id = claim.unit.id;
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin().await?;
         // Lock the unit row first, and only while the lease is ours: inserting the snapshot
         // (whose foreign key takes a shared lock) before the update would invite InnoDB's
         // shared-then-exclusive deadlock with a concurrent writer.
@@ -375,7 +375,7 @@ impl Db {
     /// Moves a repository's watermark (and the publications watermark) without a snapshot, so
     /// that replicas drop what they hold of it: a new signing key makes their made files stale.
     pub async fn touch_repository(&self, repository_id: i64) -> DbResult<()> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin().await?;
         self.query(sql!("repositories.bump", "UPDATE repositories SET version = version + 1 WHERE id = $1"))
             .bind(repository_id)
             .execute(&mut *tx)
@@ -406,7 +406,7 @@ impl Db {
     /// (retried on a deadlock): for changes that are not part of a writer's transaction.
     pub async fn request_changes(&self, repository_id: i64, units: &[(String, String)]) -> DbResult<()> {
         super::retry_conflicts(|| async {
-            let mut tx = self.pool().begin().await?;
+            let mut tx = self.begin().await?;
             for (kind, key) in units {
                 self.record_change(&mut tx, repository_id, kind, key).await?;
             }
@@ -510,7 +510,7 @@ impl Db {
             }
         }
         for id in &doomed {
-            let mut tx = self.pool().begin().await?;
+            let mut tx = self.begin().await?;
             self.query(sql!("snapshot_files.delete", "DELETE FROM snapshot_files WHERE snapshot_id = $1"))
                 .bind(*id)
                 .execute(&mut *tx)
@@ -557,7 +557,7 @@ impl Db {
         name: &str,
         body: &str,
     ) -> DbResult<(i64, i64)> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin().await?;
         let (unit_id, revision) = self.record_change(&mut tx, repository_id, "test", unit_key).await?;
         self.query(upsert!(
             "test_entries.upsert",

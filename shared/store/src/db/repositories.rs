@@ -109,7 +109,7 @@ impl Db {
     pub async fn insert_repository(&self, new: &NewRepository) -> DbResult<Repository> {
         let now = now_ms();
         let settings = settings_json(new)?;
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin().await?;
         let insert = self
             .query(insert_id!("repositories.insert", "INSERT INTO repositories (name, format, kind, settings, write_policy, anonymous_read, version, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $8)"))
             .bind(new.name.as_str())
@@ -157,7 +157,7 @@ impl Db {
     /// Replaces settings, policy, flags and members; bumps the watermark.
     pub async fn update_repository(&self, id: i64, new: &NewRepository) -> DbResult<Repository> {
         let settings = settings_json(new)?;
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin().await?;
         let done = self.query(sql!("repositories.update", "UPDATE repositories SET settings = $1, write_policy = $2, anonymous_read = $3, version = version + 1, updated_at = $4 WHERE id = $5"))
             .bind(settings)
             .bind(new.write_policy.as_str())
@@ -176,7 +176,7 @@ impl Db {
     }
 
     pub async fn delete_repository(&self, id: i64) -> DbResult<()> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin().await?;
         self.query(sql!("group_members.clear", "DELETE FROM group_members WHERE group_id = $1"))
             .bind(id)
             .execute(&mut *tx)

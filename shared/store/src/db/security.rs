@@ -153,7 +153,7 @@ impl Db {
         privileges: &[Privilege],
     ) -> DbResult<()> {
         let now = now_ms();
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin().await?;
         self.query(sql!("roles.insert", "INSERT INTO roles (name, description, builtin, privileges, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6)"))
             .bind(name)
             .bind(description)
@@ -173,7 +173,7 @@ impl Db {
     }
 
     pub async fn update_role(&self, name: &str, description: &str, privileges: &[Privilege]) -> DbResult<()> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin().await?;
         let done = self
             .query(sql!(
                 "roles.update",
@@ -194,7 +194,7 @@ impl Db {
     }
 
     pub async fn delete_role(&self, name: &str) -> DbResult<()> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin().await?;
         self.query(sql!(
             "user_roles.clear_role",
             "DELETE FROM user_roles WHERE role_id IN (SELECT id FROM roles WHERE name = $1)"
@@ -241,7 +241,7 @@ impl Db {
 
     /// Replaces a user's roles; an unknown role name is a conflict naming it.
     pub async fn set_user_roles(&self, user_id: i64, roles: &[String]) -> DbResult<()> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin().await?;
         self.set_user_roles_in(&mut tx, user_id, roles).await?;
         self.bump_watermark(&mut tx, SECURITY).await?;
         tx.commit().await?;
@@ -273,7 +273,7 @@ impl Db {
     /// Creates a user with roles in one transaction.
     pub async fn create_user(&self, username: &str, password_hash: &str, roles: &[String]) -> DbResult<i64> {
         let now = now_ms();
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin().await?;
         let insert = self
             .query(insert_id!(
                 "users.insert",
@@ -302,7 +302,7 @@ impl Db {
     }
 
     pub async fn set_password(&self, user_id: i64, password_hash: &str) -> DbResult<()> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin().await?;
         let done = self
             .query(sql!("users.set_password", "UPDATE users SET password_hash = $1, updated_at = $2 WHERE id = $3"))
             .bind(password_hash)
@@ -319,7 +319,7 @@ impl Db {
     }
 
     pub async fn delete_user(&self, user_id: i64) -> DbResult<()> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin().await?;
         for stmt in [
             sql!("api_tokens.delete_user", "DELETE FROM api_tokens WHERE user_id = $1"),
             sql!("user_roles.clear", "DELETE FROM user_roles WHERE user_id = $1"),
@@ -396,7 +396,7 @@ impl Db {
 
     /// Marks a token revoked; bumps the security watermark so every replica forgets it.
     pub async fn revoke_token(&self, id: &str) -> DbResult<()> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin().await?;
         let done = self
             .query(sql!(
                 "api_tokens.revoke",
@@ -424,18 +424,21 @@ impl Db {
         target: &str,
         detail: &str,
     ) -> DbResult<()> {
-        self.query(sql!(
-            "audit.insert",
-            "INSERT INTO audit_log (at, actor, address, action, target, detail) VALUES ($1, $2, $3, $4, $5, $6)"
-        ))
-        .bind(now_ms())
-        .bind(actor)
-        .bind(address)
-        .bind(action)
-        .bind(target)
-        .bind(detail)
-        .execute(self.pool())
-        .await?;
+        AUDIT.bind(self, actor, address, action, target, detail).execute(self.pool()).await?;
+        Ok(())
+    }
+
+    /// The audit entry of a change, inside the change's transaction.
+    pub async fn insert_audit_in(
+        &self,
+        tx: &mut Transaction<'_, Any>,
+        actor: &str,
+        address: &str,
+        action: &str,
+        target: &str,
+        detail: &str,
+    ) -> DbResult<()> {
+        AUDIT.bind(self, actor, address, action, target, detail).execute(&mut **tx).await?;
         Ok(())
     }
 
@@ -465,7 +468,7 @@ impl Db {
 
     /// Stores (or replaces) an encrypted secret.
     pub async fn put_secret(&self, name: &str, nonce: &str, ciphertext: &str) -> DbResult<()> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin().await?;
         self.query(sql!("secrets.delete", "DELETE FROM secrets WHERE name = $1")).bind(name).execute(&mut *tx).await?;
         self.query(sql!(
             "secrets.insert",
@@ -503,5 +506,33 @@ impl Db {
             .fetch_optional(self.pool())
             .await?;
         row.map(|r| Ok((text(&r, "nonce")?, text(&r, "ciphertext")?))).transpose()
+    }
+}
+
+/// One audit entry.
+struct Audit;
+
+const AUDIT: Audit = Audit;
+
+impl Audit {
+    fn bind<'q>(
+        &self,
+        db: &Db,
+        actor: &'q str,
+        address: &'q str,
+        action: &'q str,
+        target: &'q str,
+        detail: &'q str,
+    ) -> sqlx::query::Query<'q, Any, sqlx::any::AnyArguments<'q>> {
+        db.query(sql!(
+            "audit.insert",
+            "INSERT INTO audit_log (at, actor, address, action, target, detail) VALUES ($1, $2, $3, $4, $5, $6)"
+        ))
+        .bind(now_ms())
+        .bind(actor)
+        .bind(address)
+        .bind(action)
+        .bind(target)
+        .bind(detail)
     }
 }

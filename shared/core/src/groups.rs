@@ -1,0 +1,259 @@
+//! Group resolution, written once: a group's members in order (of the group's format, those
+//! that still exist), one bound on how deep nested groups are followed, cycles refused (they are
+//! refused when a group is defined, and the bound stops one that slipped through).
+
+use std::sync::Arc;
+
+use packyard_model::repos::Repository;
+use packyard_store::db::DbError;
+
+use crate::services::Services;
+
+/// Deepest group nesting followed.
+pub const MAX_DEPTH: usize = 8;
+
+#[derive(Debug, thiserror::Error)]
+pub enum GroupError {
+    /// A member the group lists is gone (deleted since).
+    #[error("group member {0} is gone")]
+    Gone(String),
+    /// Nesting deeper than [`MAX_DEPTH`] (or a cycle).
+    #[error("group {0} nests deeper than {MAX_DEPTH} levels")]
+    TooDeep(String),
+    /// The group's snapshot of a unit is still being built (its first request waited 30 s).
+    #[error("{0}")]
+    Building(String),
+    /// A member's upstream could not be asked.
+    #[error("{0}")]
+    Upstream(String),
+    #[error(transparent)]
+    Db(#[from] DbError),
+}
+
+/// Refuses to go deeper than [`MAX_DEPTH`] below `group`.
+pub fn check_depth(group: &Repository, depth: usize) -> Result<(), GroupError> {
+    if depth > MAX_DEPTH {
+        return Err(GroupError::TooDeep(group.name.to_string()));
+    }
+    Ok(())
+}
+
+/// The member `name` of `group`, `depth` levels below the group a request named.
+pub async fn member(services: &Services, group: &Repository, name: &str, depth: usize) -> Result<Arc<Repository>, GroupError> {
+    check_depth(group, depth)?;
+    services.security.repository(name).await?.ok_or_else(|| GroupError::Gone(name.to_string()))
+}
+
+/// The members of `group` in order: those that exist and share its format.
+pub async fn members(services: &Services, group: &Repository, depth: usize) -> Result<Vec<Arc<Repository>>, GroupError> {
+    check_depth(group, depth)?;
+    let mut out = Vec::with_capacity(group.members.len());
+    for name in &group.members {
+        if let Some(m) = services.security.repository(name).await? {
+            if m.format == group.format {
+                out.push(m);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A group's unit asked for the first time (a branch, a module, a reference no snapshot of the
+/// group covers yet): when `member_has` says a member has it, its publication is requested and
+/// waited for (up to 30 s), so that a client needs no set-up per unit. True when the unit is
+/// published now.
+pub async fn publish_on_first_request<F, Fut>(
+    services: &Services,
+    group: &Repository,
+    kind: &str,
+    key: &str,
+    member_has: F,
+) -> Result<bool, GroupError>
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = Result<bool, GroupError>>,
+{
+    let db = &services.db;
+    if db.unit_by_key(group.id, kind, key).await?.is_none() {
+        if !member_has().await? {
+            return Ok(false);
+        }
+        db.request_changes(group.id, &[(kind.to_string(), key.to_string())]).await?;
+        services.wake();
+    }
+    let Some(u) = db.unit_by_key(group.id, kind, key).await? else { return Ok(false) };
+    if u.current_snapshot_id.is_none() {
+        let timeout = std::time::Duration::from_secs(30);
+        if !crate::publication::wait_until_published(db, u.id, u.desired_revision, timeout).await? {
+            return Err(GroupError::Building(format!("group {} is building its {key} snapshot; retry shortly", group.name)));
+        }
+    }
+    services.published.invalidate();
+    Ok(true)
+}
+
+// --- at publication time ---------------------------------------------------------------------
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use packyard_model::repos::{Format, RepoType};
+use packyard_store::blobs::{BlobStore, Sha256Hex};
+use packyard_store::db::publication::UnitRecord;
+use packyard_store::db::Db;
+
+use crate::publication::BuildError;
+
+/// A group's members in order, as a build reads them: those that exist and share its format.
+pub async fn members_of(db: &Db, group: &Repository) -> Result<Vec<Repository>, BuildError> {
+    let mut out = Vec::with_capacity(group.members.len());
+    for name in &group.members {
+        if let Some(m) = db.repository_by_name(name).await? {
+            if m.format == group.format {
+                out.push(m);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// After a member's `unit` was published: every group of `format` that lists the member
+/// requests the units `units(group)` names (the same unit, or — APT — each distribution the
+/// group publishes). Their own publications then reach the groups above them. True when
+/// something was requested.
+pub async fn after_member_publish(
+    db: &Db,
+    unit: &UnitRecord,
+    format: Format,
+    units: impl Fn(&Repository) -> Vec<(String, String)>,
+) -> Result<bool, BuildError> {
+    let mut any = false;
+    for name in db.groups_containing(unit.repository_id).await? {
+        let Some(group) = db.repository_by_name(&name).await? else { continue };
+        if group.format != format {
+            continue;
+        }
+        let wanted = units(&group);
+        if !wanted.is_empty() {
+            db.request_changes(group.id, &wanted).await?;
+            any = true;
+        }
+    }
+    Ok(any)
+}
+
+/// What a group's snapshot merged from its proxy members: for each, a hash of the upstream
+/// metadata it read (`<member> <sha256>` per line, in a hidden snapshot file).
+pub type Sources = BTreeMap<String, String>;
+
+pub fn render_sources(sources: &Sources) -> String {
+    sources.iter().map(|(m, h)| format!("{m} {h}\n")).collect()
+}
+
+/// A format whose groups merge proxy members' upstream metadata, for [`refresh`].
+#[async_trait]
+pub trait UpstreamSources: Send + Sync {
+    fn format(&self) -> Format;
+    /// The unit kind a group of the format publishes.
+    fn kind(&self) -> &'static str;
+    /// Where a group's snapshot of `unit_key` records its [`Sources`].
+    fn sources_path(&self, unit_key: &str) -> String;
+    /// A hash of what proxy `member`'s upstream has for `unit_key` now (`None`: nothing).
+    async fn source(&self, member: &Repository, unit_key: &str) -> Result<Option<String>, BuildError>;
+}
+
+/// Groups with proxy members: once the shortest `metadata_ttl_secs` among them has passed since
+/// a unit's snapshot, the unit is rebuilt if an upstream moved on from what its snapshot merged
+/// (as its sources file records). An unreachable upstream keeps the snapshot. True when
+/// something was requested.
+pub async fn refresh(db: &Db, blobs: &dyn BlobStore, format: &dyn UpstreamSources) -> Result<bool, BuildError> {
+    let all = db.list_repositories().await?;
+    let now = packyard_store::db::now_ms();
+    let mut any = false;
+    for group in all.iter().filter(|r| r.format == format.format() && r.repo_type == RepoType::Group) {
+        let proxies: Vec<&Repository> = group
+            .members
+            .iter()
+            .filter_map(|m| all.iter().find(|r| r.name.as_str() == m))
+            .filter(|m| m.repo_type == RepoType::Proxy)
+            .collect();
+        let Some(ttl) = proxies.iter().filter_map(|m| m.settings.proxy.as_ref().map(|p| p.metadata_ttl_secs)).min()
+        else {
+            continue;
+        };
+        let ttl_ms = i64::try_from(ttl.saturating_mul(1000)).unwrap_or(i64::MAX);
+        for unit in db.units_of(group.id).await?.into_iter().filter(|u| u.kind == format.kind()) {
+            let (Some(snapshot), Some(at)) = (unit.current_snapshot_id, unit.last_published_at) else { continue };
+            if unit.published_revision < unit.desired_revision || now.saturating_sub(at) < ttl_ms {
+                continue;
+            }
+            let path = format.sources_path(&unit.unit_key);
+            let recorded = match db.snapshot_files(snapshot).await?.into_iter().find(|f| f.path == path) {
+                Some(f) => String::from_utf8_lossy(&blobs.read_all(&Sha256Hex::parse(&f.sha256)?).await?).into_owned(),
+                None => String::new(),
+            };
+            let mut current = Sources::new();
+            let mut unreachable = false;
+            for m in &proxies {
+                match format.source(m, &unit.unit_key).await {
+                    Ok(Some(sha)) => {
+                        current.insert(m.name.to_string(), sha);
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        // Keep the current snapshot; the other groups are still checked.
+                        tracing::warn!(group = %group.name, member = %m.name, error = %e, "cannot check a proxy member's upstream");
+                        unreachable = true;
+                    }
+                }
+            }
+            if !unreachable && render_sources(&current) != recorded {
+                db.request_changes(group.id, &[(unit.kind.clone(), unit.unit_key.clone())]).await?;
+                any = true;
+            }
+        }
+    }
+    Ok(any)
+}
+
+/// A hidden snapshot file mapping each item a group lists (a package file, a version) to the
+/// member that provided it: `<item> <member>` per line.
+pub fn members_map(entries: &[(String, String)]) -> String {
+    entries.iter().map(|(item, member)| format!("{item} {member}\n")).collect()
+}
+
+/// The member that provided `item` according to a [`members_map`] text.
+pub fn member_of<'a>(map: &'a str, item: &str) -> Option<&'a str> {
+    map.lines().find_map(|l| l.split_once(' ').filter(|(i, _)| *i == item).map(|(_, m)| m))
+}
+
+/// A file of a member's current snapshot of `(kind, unit_key)`, as a build reads it (its blob,
+/// size and type), or `None` when the member has not published it.
+pub async fn published_entry(
+    db: &Db,
+    member: &Repository,
+    kind: &str,
+    unit_key: &str,
+    path: &str,
+) -> Result<Option<packyard_store::db::publication::SnapshotFile>, BuildError> {
+    let Some(UnitRecord { current_snapshot_id: Some(snapshot), .. }) = db.unit_by_key(member.id, kind, unit_key).await?
+    else {
+        return Ok(None);
+    };
+    Ok(db.snapshot_files(snapshot).await?.into_iter().find(|f| f.path == path))
+}
+
+/// The text of a published file (see [`published_entry`]).
+pub async fn published_text(
+    db: &Db,
+    blobs: &dyn BlobStore,
+    member: &Repository,
+    kind: &str,
+    unit_key: &str,
+    path: &str,
+) -> Result<Option<String>, BuildError> {
+    match published_entry(db, member, kind, unit_key, path).await? {
+        Some(f) => Ok(Some(String::from_utf8_lossy(&blobs.read_all(&Sha256Hex::parse(&f.sha256)?).await?).into_owned())),
+        None => Ok(None),
+    }
+}

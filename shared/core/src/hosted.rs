@@ -1,0 +1,458 @@
+//! The hosted engine: uploads and deletes of every format, written once.
+//!
+//! An upload streams the body into the blob store (a pending `upload` blob), lets the format
+//! inspect the stored bytes off the executor ([`Hosted::inspect`]), then, in one transaction
+//! retried on deadlocks, asks what the coordinate holds ([`Hosted::existing`]), applies the
+//! write policy, claims the blobs, writes the format's rows ([`Hosted::write`]), records the
+//! publication changes and the audit entry — and wakes the worker after the commit. A refused
+//! upload removes what it stored. A delete is the same transaction around
+//! [`Hosted::remove`]. A format supplies only what differs: its target, how it reads a package,
+//! its rows and its units.
+
+use std::net::IpAddr;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures_util::{Stream, StreamExt};
+
+use crate::services::Services;
+use packyard_model::repos::{RepoType, Repository, WritePolicy};
+use packyard_store::blobs::{BlobError, Sha256Hex, StoredBlob};
+use packyard_store::db::{Db, DbError, DbResult};
+
+/// A writer's transaction.
+pub type Tx<'c> = sqlx::Transaction<'c, sqlx::Any>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum UploadError {
+    /// The request or the package is not acceptable (400).
+    #[error("{0}")]
+    Invalid(String),
+    /// The package is over a size limit (413).
+    #[error("{0}")]
+    TooLarge(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    ReadOnly(String),
+    /// A write to a proxy or group repository (405).
+    #[error("{0}")]
+    NotHosted(String),
+    #[error("the upload was interrupted: {0}")]
+    Interrupted(String),
+    /// The client stopped sending the body (408).
+    #[error("{0}")]
+    Stalled(String),
+    #[error(transparent)]
+    Blob(#[from] BlobError),
+    #[error(transparent)]
+    Db(#[from] DbError),
+}
+
+/// A writer's transaction failed: a conflict is the client's (409), the rest the database's.
+pub fn from_db(e: DbError) -> UploadError {
+    match e {
+        DbError::Conflict(m) => UploadError::Conflict(m),
+        other => UploadError::Db(other),
+    }
+}
+
+/// Refuses uploads (and deletes) to a repository whose write policy is `deny`.
+pub fn check_writable(repo: &Repository) -> Result<(), UploadError> {
+    if repo.write_policy == WritePolicy::Deny {
+        return Err(UploadError::ReadOnly(format!("repository {} is read-only (write_policy deny)", repo.name)));
+    }
+    Ok(())
+}
+
+/// Streams a request body into the blob store (at most `limit` bytes); `what` names the
+/// expected content for the message about an empty body (`None`: an empty body is fine).
+pub async fn receive<S, E>(
+    services: &Services,
+    mut body: S,
+    limit: u64,
+    what: Option<&str>,
+) -> Result<StoredBlob, UploadError>
+where
+    S: Stream<Item = Result<Bytes, E>> + Unpin,
+    E: std::fmt::Display,
+{
+    let mut writer = services.blobs.writer(limit).await?;
+    // A client that stops sending holds a connection and an upload: it gets this long between
+    // two pieces of the body, then 408 (and the partial upload is discarded with the writer).
+    let idle = std::time::Duration::from_millis(services.config.server.body_idle_timeout_ms);
+    loop {
+        let next = match tokio::time::timeout(idle, body.next()).await {
+            Ok(next) => next,
+            Err(_) => {
+                return Err(UploadError::Stalled(format!(
+                    "the upload stalled: no data for {} ms after {} bytes (server.body_idle_timeout_ms)",
+                    idle.as_millis(),
+                    writer.written()
+                )))
+            }
+        };
+        let Some(chunk) = next else { break };
+        let chunk = chunk.map_err(|e| UploadError::Interrupted(e.to_string()))?;
+        writer.write(&chunk).await?;
+    }
+    if let (0, Some(what)) = (writer.written(), what) {
+        return Err(UploadError::Invalid(format!("the upload is empty: send {what} as the request body")));
+    }
+    let stored = writer.finish().await?;
+    // Pending until the upload's transaction claims it; a refused upload removes it, and one
+    // whose replica died is collected after the grace period.
+    services.db.note_upload(&stored.sha256, stored.size).await?;
+    Ok(stored)
+}
+
+/// Reads a stored upload back on a blocking thread (a package is inspected off the async
+/// executor): `inspect` gets a buffered reader of the whole blob.
+pub async fn read_back<T, F>(services: &Services, digest: &Sha256Hex, inspect: F) -> Result<T, UploadError>
+where
+    T: Send + 'static,
+    F: FnOnce(&mut dyn std::io::BufRead) -> T + Send + 'static,
+{
+    let read = services.blobs.open(digest, None).await?;
+    let reader = tokio_util::io::StreamReader::new(read.body);
+    tokio::task::spawn_blocking(move || {
+        let mut sync = std::io::BufReader::with_capacity(256 * 1024, tokio_util::io::SyncIoBridge::new(reader));
+        inspect(&mut sync)
+    })
+    .await
+    .map_err(|e| UploadError::Invalid(format!("cannot read the upload: {e}")))
+}
+
+/// Stores bytes the upload derived (Go's `.mod`), pending like a received body.
+pub async fn store_derived(services: &Services, bytes: &[u8]) -> Result<StoredBlob, UploadError> {
+    let stored = services.blobs.put_bytes(bytes).await?;
+    services.db.note_upload(&stored.sha256, stored.size).await?;
+    Ok(stored)
+}
+
+/// Removes a blob this upload created, when the upload is refused (nothing half-stored) —
+/// unless another upload of the same bytes claimed it or a snapshot lists it meanwhile (the
+/// pending row is the lock: it goes first, then the bytes).
+pub async fn discard(services: &Services, digest: &Sha256Hex, created: bool) {
+    if !created {
+        return;
+    }
+    match services.db.discard_upload(digest).await {
+        Ok(true) => {
+            if let Err(e) = services.blobs.delete(digest).await {
+                tracing::warn!(error = %e, blob = %digest, "cannot remove a refused upload");
+            }
+        }
+        Ok(false) => {}
+        // The pending row stays; the collector removes it and the bytes after the grace period.
+        Err(e) => tracing::warn!(error = %e, blob = %digest, "cannot remove a refused upload now"),
+    }
+}
+
+/// Who makes a change: for the audit log.
+#[derive(Debug, Clone, Copy)]
+pub struct Actor<'a> {
+    pub username: &'a str,
+    pub address: Option<IpAddr>,
+}
+
+/// A publication unit a change republishes: `(kind, unit key)`.
+pub type UnitRef = (&'static str, String);
+
+/// What inspecting an upload found: the format's artifact, how people name it (messages, the
+/// audit log), and the blobs the format derived from the upload (Go's `.mod`), pending like it.
+pub struct Inspected<A> {
+    pub artifact: A,
+    pub coordinate: String,
+    pub derived: Vec<StoredBlob>,
+}
+
+/// What the coordinate of an upload holds, as [`Hosted::existing`] sees it in the transaction.
+pub enum Existing {
+    Absent,
+    /// The same bytes: an identical retry, answered without a change.
+    Same,
+    /// Other bytes: refused under `allow_once`, replaced under `allow`.
+    Different,
+    /// Written over whatever the write policy (Conan: a file of a revision not yet complete).
+    Overwrite,
+    /// Refused by the format's own rule (Conan: a complete revision's file).
+    Refuse(UploadError),
+}
+
+/// What [`Hosted::write`] did.
+pub struct Written {
+    /// The artifact's units are republished (Conan: only once a revision is complete).
+    pub republish: bool,
+    /// The upload goes to the audit log (Conan: the file that completes a revision).
+    pub audit: bool,
+}
+
+impl Written {
+    pub const ALL: Self = Self { republish: true, audit: true };
+}
+
+/// A refusal or a storage failure inside a writer's transaction.
+#[derive(Debug)]
+pub enum TxError {
+    Db(DbError),
+    Refused(UploadError),
+}
+
+impl From<DbError> for TxError {
+    fn from(e: DbError) -> Self {
+        Self::Db(e)
+    }
+}
+
+impl From<sqlx::Error> for TxError {
+    fn from(e: sqlx::Error) -> Self {
+        Self::Db(e.into())
+    }
+}
+
+/// What a hosted format supplies to the engine.
+#[async_trait]
+pub trait Hosted: Send + Sync {
+    /// Where an upload goes, as the format's route parsed it.
+    type Target: Send + Sync;
+    /// The rows an upload becomes.
+    type Artifact: Send + Sync;
+    /// What a delete names.
+    type Removal: Send + Sync;
+
+    /// The format's name in audit actions (`apt` → `apt.upload`, `apt.delete`).
+    fn name(&self) -> &'static str;
+    /// What the body must be, for the message about an empty one (`None`: it may be empty).
+    fn body(&self) -> Option<&'static str>;
+    /// The largest body this format takes.
+    fn max_bytes(&self, services: &Services) -> u64 {
+        services.config.server.max_upload_bytes
+    }
+    /// Why a different upload to a taken coordinate is refused under `allow_once`.
+    fn immutability(&self) -> &'static str {
+        "its write policy allows each version once"
+    }
+    /// Checks that need no body (a configured component or architecture, a file name).
+    fn check_target(&self, _repo: &Repository, _target: &Self::Target) -> Result<(), UploadError> {
+        Ok(())
+    }
+    /// Reads the stored upload (with [`read_back`], off the executor) into the artifact.
+    async fn inspect(
+        &self,
+        services: &Services,
+        repo: &Repository,
+        target: &Self::Target,
+        stored: &StoredBlob,
+    ) -> Result<Inspected<Self::Artifact>, UploadError>;
+    /// The publication units the artifact belongs to.
+    fn units(&self, repo: &Repository, artifact: &Self::Artifact) -> Vec<UnitRef>;
+    /// In the transaction: what the artifact's coordinate holds now.
+    async fn existing(&self, tx: &mut Tx<'_>, db: &Db, repo: &Repository, artifact: &Self::Artifact)
+        -> DbResult<Existing>;
+    /// In the transaction: writes the artifact's rows (`replace`: over what the coordinate holds).
+    async fn write(
+        &self,
+        tx: &mut Tx<'_>,
+        db: &Db,
+        repo: &Repository,
+        artifact: &Self::Artifact,
+        uploader: &str,
+        replace: bool,
+    ) -> Result<Written, TxError>;
+    /// In the transaction: removes what `removal` names; `None` when there is nothing.
+    async fn remove(&self, tx: &mut Tx<'_>, db: &Db, repo: &Repository, removal: &Self::Removal)
+        -> DbResult<Option<Removed>>;
+}
+
+/// What [`Hosted::remove`] removed.
+pub struct Removed {
+    pub coordinate: String,
+    pub units: Vec<UnitRef>,
+    pub detail: serde_json::Value,
+}
+
+/// An upload the engine stored.
+pub struct Uploaded<A> {
+    pub artifact: A,
+    pub coordinate: String,
+    pub stored: StoredBlob,
+    /// False for an identical retry.
+    pub created: bool,
+    /// `(unit id, desired revision)` of each unit to wait for (read-your-writes).
+    pub changes: Vec<(i64, i64)>,
+}
+
+/// A delete the engine made.
+pub struct Deleted {
+    pub coordinate: String,
+    pub changes: Vec<(i64, i64)>,
+}
+
+/// Refuses writes to a repository that is not hosted.
+pub fn check_hosted(repo: &Repository, what: &str) -> Result<(), UploadError> {
+    if repo.repo_type == RepoType::Hosted {
+        return Ok(());
+    }
+    Err(UploadError::NotHosted(format!("repository {} is a {} repository; {what} a hosted one", repo.name, repo.repo_type)))
+}
+
+/// How many times a transaction runs again after a deadlock or a concurrent insert of the same
+/// key (the next run finds the row).
+const ATTEMPTS: u32 = 8;
+
+/// Stores one upload of `format` in `repo`.
+pub async fn upload<H, S, E>(
+    format: &H,
+    services: &Services,
+    repo: &Repository,
+    target: H::Target,
+    body: S,
+    actor: Actor<'_>,
+) -> Result<Uploaded<H::Artifact>, UploadError>
+where
+    H: Hosted,
+    S: Stream<Item = Result<Bytes, E>> + Unpin,
+    E: std::fmt::Display,
+{
+    check_hosted(repo, "upload to")?;
+    check_writable(repo)?;
+    format.check_target(repo, &target)?;
+    let stored = receive(services, body, format.max_bytes(services), format.body()).await?;
+    let mut derived = Vec::new();
+    let outcome = record(format, services, repo, &target, &stored, &mut derived, actor).await;
+    if outcome.is_err() {
+        discard(services, &stored.sha256, stored.created).await;
+        for d in &derived {
+            discard(services, &d.sha256, d.created).await;
+        }
+    }
+    outcome
+}
+
+async fn record<H: Hosted>(
+    format: &H,
+    services: &Services,
+    repo: &Repository,
+    target: &H::Target,
+    stored: &StoredBlob,
+    derived: &mut Vec<StoredBlob>,
+    actor: Actor<'_>,
+) -> Result<Uploaded<H::Artifact>, UploadError> {
+    let inspected = format.inspect(services, repo, target, stored).await?;
+    derived.extend(inspected.derived.iter().cloned());
+    let (artifact, coordinate) = (inspected.artifact, inspected.coordinate);
+    let db = &services.db;
+    let units = format.units(repo, &artifact);
+    let mut attempt = 0;
+    let outcome = loop {
+        attempt += 1;
+        let run = async {
+            let mut tx = db.begin().await?;
+            let replace = match format.existing(&mut tx, db, repo, &artifact).await? {
+                Existing::Absent => false,
+                Existing::Same => return Ok(None),
+                Existing::Overwrite => true,
+                Existing::Different if repo.write_policy == WritePolicy::AllowOnce => {
+                    return Err(TxError::Refused(UploadError::Conflict(format!(
+                        "{coordinate} is already in repository {} with different content; {}",
+                        repo.name,
+                        format.immutability()
+                    ))))
+                }
+                Existing::Different => true,
+                Existing::Refuse(e) => return Err(TxError::Refused(e)),
+            };
+            db.claim_blob(&mut tx, &stored.sha256).await?;
+            for d in derived.iter() {
+                db.claim_blob(&mut tx, &d.sha256).await?;
+            }
+            let written = format.write(&mut tx, db, repo, &artifact, actor.username, replace).await?;
+            let mut changes = Vec::new();
+            if written.republish {
+                for (kind, key) in &units {
+                    changes.push(db.record_change(&mut tx, repo.id, kind, key).await?);
+                }
+            }
+            if written.audit {
+                let detail = serde_json::json!({"sha256": stored.sha256.as_str()});
+                audit_in(&mut tx, db, actor, &format!("{}.upload", format.name()), repo, &coordinate, &detail).await?;
+            }
+            tx.commit().await?;
+            Ok::<_, TxError>(Some(changes))
+        };
+        match run.await {
+            Err(TxError::Db(DbError::Retry(m) | DbError::Conflict(m))) if attempt < ATTEMPTS => {
+                // A deadlock, or an identical upload that committed first: run again.
+                tracing::debug!(attempt, error = %m, "running an upload's transaction again");
+                tokio::time::sleep(std::time::Duration::from_millis(2u64 << attempt)).await;
+            }
+            other => break other,
+        }
+    };
+    match outcome {
+        Ok(Some(changes)) => {
+            services.wake();
+            Ok(Uploaded { artifact, coordinate, stored: stored.clone(), created: true, changes })
+        }
+        Ok(None) => {
+            // An identical retry: wait (when asked) for what the first upload changed.
+            let mut changes = Vec::new();
+            for (kind, key) in &units {
+                if let Some(u) = db.unit_by_key(repo.id, kind, key).await? {
+                    changes.push((u.id, u.desired_revision));
+                }
+            }
+            Ok(Uploaded { artifact, coordinate, stored: stored.clone(), created: false, changes })
+        }
+        Err(TxError::Refused(e)) => Err(e),
+        Err(TxError::Db(e)) => Err(from_db(e)),
+    }
+}
+
+/// Deletes what `removal` names from `repo`: the rows, their publication changes and the audit
+/// entry in one transaction. `None` when there is nothing to delete.
+pub async fn delete<H: Hosted>(
+    format: &H,
+    services: &Services,
+    repo: &Repository,
+    removal: &H::Removal,
+    actor: Actor<'_>,
+) -> Result<Option<Deleted>, UploadError> {
+    check_hosted(repo, "delete from")?;
+    check_writable(repo)?;
+    let db = &services.db;
+    let done = packyard_store::db::retry_conflicts(|| async {
+        let mut tx = db.begin().await?;
+        let Some(removed) = format.remove(&mut tx, db, repo, removal).await? else { return Ok(None) };
+        let mut changes = Vec::new();
+        for (kind, key) in &removed.units {
+            changes.push(db.record_change(&mut tx, repo.id, kind, key).await?);
+        }
+        let action = format!("{}.delete", format.name());
+        audit_in(&mut tx, db, actor, &action, repo, &removed.coordinate, &removed.detail).await?;
+        tx.commit().await?;
+        Ok(Some(Deleted { coordinate: removed.coordinate, changes }))
+    })
+    .await
+    .map_err(from_db)?;
+    if done.is_some() {
+        services.wake();
+    }
+    Ok(done)
+}
+
+/// The audit entry of a change, in the change's transaction: `<repository>/<coordinate>`.
+async fn audit_in(
+    tx: &mut Tx<'_>,
+    db: &Db,
+    actor: Actor<'_>,
+    action: &str,
+    repo: &Repository,
+    coordinate: &str,
+    detail: &serde_json::Value,
+) -> DbResult<()> {
+    let address = actor.address.map(|a| a.to_string()).unwrap_or_default();
+    let target = format!("{}/{coordinate}", repo.name);
+    db.insert_audit_in(tx, actor.username, &address, action, &target, &detail.to_string()).await
+}

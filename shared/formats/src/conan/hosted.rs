@@ -1,0 +1,202 @@
+//! Hosted Conan over the engine. Every file of a recipe or package revision is one upload; the
+//! revision stays invisible until its `conanmanifest.txt` arrives and every uploaded file it
+//! lists has the listed MD5. A package archive is read to its end first. A complete revision's
+//! files never change (only `metadata/…` may be added or replaced). The file's row, the
+//! revision's completion, and the changes of the reference's projection and of the search index
+//! are one transaction.
+
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+
+use super::publish::{KIND, SEARCH_KIND, SEARCH_UNIT};
+use super::rows::{rows, ConanFile, RevisionKey};
+use packyard_codecs::archive::{check_tar, expansion_limit, ArchiveError};
+use packyard_codecs::conan::{archive_compression, FileHashes, Manifest};
+use packyard_core::hosted::{read_back, Existing, Hosted, Inspected, Removed, TxError, Tx, UnitRef, UploadError, Written};
+use packyard_core::services::Services;
+use packyard_model::repos::Repository;
+use packyard_store::blobs::StoredBlob;
+use packyard_store::db::{Db, DbResult};
+
+/// Conan's hosted rules.
+pub struct ConanHosted;
+
+/// A revision: the recipe revision, or a package revision of it.
+#[derive(Debug, Clone)]
+pub struct Revision {
+    pub reference: String,
+    pub rrev: String,
+    /// `(package id, package revision)`.
+    pub package: Option<(String, String)>,
+}
+
+impl Revision {
+    fn key(&self, repo: i64) -> RevisionKey<'_> {
+        let (pkgid, prev) = self.package.as_ref().map_or(("", ""), |(p, v)| (p.as_str(), v.as_str()));
+        RevisionKey { repo, reference: &self.reference, rrev: &self.rrev, pkgid, prev }
+    }
+
+    /// `ref#rrev` or `ref#rrev:pkgid#prev`.
+    pub fn coordinate(&self) -> String {
+        match &self.package {
+            None => format!("{}#{}", self.reference, self.rrev),
+            Some((p, v)) => format!("{}#{}:{p}#{v}", self.reference, self.rrev),
+        }
+    }
+}
+
+/// Where a file goes, with the digests taken as its body streamed in (`hashes`, complete once
+/// the engine inspects it) and the client's `X-Checksum-Sha1`.
+pub struct Target {
+    pub revision: Revision,
+    pub path: String,
+    pub hashes: Arc<Mutex<Option<FileHashes>>>,
+    pub sha1_header: Option<String>,
+}
+
+/// One file of a revision, checked.
+pub struct Upload {
+    revision: Revision,
+    file: ConanFile,
+    /// The parsed manifest, when the file is `conanmanifest.txt`.
+    manifest: Option<Manifest>,
+}
+
+/// What a `DELETE` names: a revision (with its packages), only its packages, or a package
+/// revision.
+pub struct Removal {
+    pub revision: Revision,
+    pub packages_only: bool,
+}
+
+fn units(reference: &str) -> Vec<UnitRef> {
+    vec![(KIND, reference.to_string()), (SEARCH_KIND, SEARCH_UNIT.to_string())]
+}
+
+#[async_trait]
+impl Hosted for ConanHosted {
+    type Target = Target;
+    type Artifact = Upload;
+    type Removal = Removal;
+
+    fn name(&self) -> &'static str {
+        "conan"
+    }
+
+    fn body(&self) -> Option<&'static str> {
+        None
+    }
+
+    async fn inspect(
+        &self,
+        services: &Services,
+        _repo: &Repository,
+        t: &Target,
+        stored: &StoredBlob,
+    ) -> Result<Inspected<Upload>, UploadError> {
+        let hashes = t.hashes.lock().ok().and_then(|mut h| h.take());
+        let (md5, sha1) = hashes.map(FileHashes::finish).ok_or_else(|| UploadError::Invalid("the upload was not hashed".into()))?;
+        if let Some(want) = &t.sha1_header {
+            if !want.trim().eq_ignore_ascii_case(&sha1) {
+                return Err(UploadError::Invalid(format!(
+                    "X-Checksum-Sha1 says {want} but the body's SHA-1 is {sha1}: the upload was corrupted"
+                )));
+            }
+        }
+        if let Some(compression) = archive_compression(&t.path) {
+            let (what, limit) = (t.path.clone(), expansion_limit(stored.size));
+            match read_back(services, &stored.sha256, move |r| check_tar(r, compression, &what, limit)).await? {
+                Ok(_) => {}
+                Err(e @ ArchiveError::TooLarge { .. }) => return Err(UploadError::TooLarge(e.to_string())),
+                Err(e) => return Err(UploadError::Invalid(format!("{} is not a whole archive: {e}", t.path))),
+            }
+        }
+        let manifest = if t.path == "conanmanifest.txt" {
+            let bytes = services.blobs.read_all(&stored.sha256).await?;
+            Some(Manifest::parse(&String::from_utf8_lossy(&bytes)).map_err(|e| UploadError::Invalid(e.to_string()))?)
+        } else {
+            None
+        };
+        let file = ConanFile {
+            path: t.path.clone(),
+            sha256: stored.sha256.to_string(),
+            size: i64::try_from(stored.size).unwrap_or(i64::MAX),
+            md5,
+            sha1,
+        };
+        let coordinate = t.revision.coordinate();
+        Ok(Inspected { artifact: Upload { revision: t.revision.clone(), file, manifest }, coordinate, derived: Vec::new() })
+    }
+
+    fn units(&self, _repo: &Repository, u: &Upload) -> Vec<UnitRef> {
+        units(&u.revision.reference)
+    }
+
+    async fn existing(&self, tx: &mut Tx<'_>, db: &Db, repo: &Repository, u: &Upload) -> DbResult<Existing> {
+        let rows = rows(db);
+        let rev = rows.conan_ensure_revision_in(tx, u.revision.key(repo.id)).await?;
+        if !rev.complete || u.file.path.starts_with("metadata/") {
+            return Ok(Existing::Overwrite);
+        }
+        let files = rows.conan_files_in(tx, rev.id).await?;
+        Ok(if files.iter().any(|f| f.path == u.file.path && f.sha256 == u.file.sha256) {
+            Existing::Same
+        } else {
+            Existing::Refuse(UploadError::Conflict(format!(
+                "{} is already uploaded with other content for {}; a revision never changes",
+                u.revision.coordinate(),
+                u.file.path
+            )))
+        })
+    }
+
+    async fn write(
+        &self,
+        tx: &mut Tx<'_>,
+        db: &Db,
+        repo: &Repository,
+        u: &Upload,
+        _uploader: &str,
+        _replace: bool,
+    ) -> Result<Written, TxError> {
+        let rows = rows(db);
+        let rev = rows.conan_ensure_revision_in(tx, u.revision.key(repo.id)).await?;
+        let completes = u.manifest.is_some() && !rev.complete;
+        if let (Some(manifest), true) = (&u.manifest, completes) {
+            let existing = rows.conan_files_in(tx, rev.id).await?;
+            for f in existing.iter().filter(|f| f.path != u.file.path) {
+                if let Some(want) = manifest.files.get(&f.path) {
+                    if *want != f.md5 {
+                        return Err(TxError::Refused(UploadError::Invalid(format!(
+                            "{} does not match conanmanifest.txt (MD5 {} listed, {} uploaded)",
+                            f.path, want, f.md5
+                        ))));
+                    }
+                }
+            }
+            let needed = if u.revision.package.is_some() { "conaninfo.txt" } else { "conanfile.py" };
+            if !existing.iter().any(|f| f.path == needed) {
+                return Err(TxError::Refused(UploadError::Invalid(format!(
+                    "conanmanifest.txt arrived before {needed}: upload {needed} first"
+                ))));
+            }
+        }
+        rows.conan_put_file_in(tx, rev.id, &u.file).await?;
+        if completes {
+            rows.conan_complete_in(tx, rev.id).await?;
+        }
+        // A complete revision's projection changes with it (completed now, or a metadata file).
+        Ok(Written { republish: completes || rev.complete, audit: completes })
+    }
+
+    async fn remove(&self, tx: &mut Tx<'_>, db: &Db, repo: &Repository, r: &Removal) -> DbResult<Option<Removed>> {
+        let rev = &r.revision;
+        let package = rev.package.as_ref().map(|(p, v)| (p.as_str(), v.as_str()));
+        let n = rows(db).conan_delete_in(tx, repo.id, &rev.reference, &rev.rrev, package, r.packages_only).await?;
+        if n == 0 && !r.packages_only {
+            return Ok(None);
+        }
+        Ok(Some(Removed { coordinate: rev.coordinate(), units: units(&rev.reference), detail: serde_json::json!({"rows": n}) }))
+    }
+}

@@ -1,0 +1,169 @@
+//! Go groups, merged at publication time: one snapshot per module (published on the module's
+//! first request when a member has it, rebuilt after a member publishes it and when a proxy
+//! member's upstream list moved on after its metadata TTL). It holds the members' versions merged
+//! into `@v/list`, `@latest` over the merge — the latest listed version's `.info` from the
+//! member that listed it, or, when no member lists a version, the highest of the members' own
+//! `@latest` — and a hidden `.members` file naming the member each version comes from, so that a
+//! version's files are served from that member with no walk. A member's failure is the group's:
+//! the build fails and the snapshot before it stays.
+
+use std::collections::HashSet;
+
+use super::{proxy_request, Request, KIND};
+use packyard_codecs::go::version::{latest, list};
+use packyard_core::groups::{self, members_of, published_entry, Sources, UpstreamSources};
+use packyard_core::proxy::{Outcome, Proxy};
+use packyard_core::publication::{BuildContext, BuildError};
+use packyard_model::repos::{Format, RepoType, Repository};
+use packyard_store::blobs::{BlobStore, Sha256Hex};
+use packyard_store::db::Db;
+
+/// The hidden snapshot file mapping each listed version to its member.
+pub const MEMBERS_FILE: &str = ".members";
+/// The hidden snapshot file recording each proxy member's upstream `list` merged.
+pub const SOURCES_FILE: &str = ".sources";
+
+const JSON: &str = "application/json";
+const TEXT: &str = "text/plain; charset=utf-8";
+
+fn other(e: impl std::fmt::Display) -> BuildError {
+    BuildError::Other(e.to_string())
+}
+
+/// Where a group's build reads members from.
+pub struct Upstream<'a> {
+    pub proxy: Option<&'a Proxy>,
+    pub blobs: &'a dyn BlobStore,
+}
+
+impl Upstream<'_> {
+    /// A proxy member's answer for `request` through the proxy cache: the blob's
+    /// `(SHA-256, size)`, or `None` for an upstream 404/410.
+    async fn fetch(&self, member: &Repository, request: &Request) -> Result<Option<(String, i64)>, BuildError> {
+        let proxy = self.proxy.ok_or_else(|| other("no proxy client in this worker"))?;
+        let req = proxy_request(member, request).map_err(other)?;
+        match proxy.fetch(req).await.map_err(|e| other(format!("member {}: {e}", member.name)))? {
+            Outcome::Found(entry, _) => Ok(entry.sha256.map(|s| (s, entry.size))),
+            Outcome::Missing(..) => Ok(None),
+        }
+    }
+
+    async fn text(&self, sha256: &str) -> Result<String, BuildError> {
+        Ok(String::from_utf8_lossy(&self.blobs.read_all(&Sha256Hex::parse(sha256)?).await?).into_owned())
+    }
+
+    /// A member's file of `module` (`@v/list`, `@latest`, `@v/<v>.info`): from a hosted or
+    /// group member's snapshot, from a proxy member's upstream.
+    async fn member_file(
+        &self,
+        db: &Db,
+        member: &Repository,
+        module: &str,
+        request: &Request,
+    ) -> Result<Option<(String, i64)>, BuildError> {
+        match member.repo_type {
+            RepoType::Proxy => self.fetch(member, request).await,
+            RepoType::Hosted | RepoType::Group => {
+                let path = match request {
+                    Request::List(_) => "@v/list".to_string(),
+                    Request::Latest(_) => "@latest".to_string(),
+                    Request::File { version, ext, .. } => format!("@v/{version}.{ext}"),
+                };
+                Ok(published_entry(db, member, KIND, module, &path).await?.map(|f| (f.sha256, f.size)))
+            }
+        }
+    }
+}
+
+/// Builds group `repo`'s snapshot of `module`.
+pub async fn merge(ctx: &mut BuildContext<'_>, up: &Upstream<'_>, repo: &Repository, module: &str) -> Result<(), BuildError> {
+    let db = ctx.db;
+    let members = members_of(db, repo).await?;
+    let mut listed: Vec<(String, String)> = Vec::new();
+    let mut seen = HashSet::new();
+    let mut sources = Sources::new();
+    for m in &members {
+        let Some((sha, _)) = up.member_file(db, m, module, &Request::List(module.to_string())).await? else { continue };
+        if m.repo_type == RepoType::Proxy {
+            sources.insert(m.name.to_string(), sha.clone());
+        }
+        for v in up.text(&sha).await?.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            if seen.insert(v.to_string()) {
+                listed.push((v.to_string(), m.name.to_string()));
+            }
+        }
+    }
+    ctx.put("@v/list", TEXT, list(listed.iter().map(|(v, _)| v.as_str())).as_bytes()).await?;
+    let latest_file = match latest(listed.iter().map(|(v, _)| v.as_str())) {
+        Some(v) => {
+            let owner = listed.iter().find(|(l, _)| l == v).map(|(_, m)| m.as_str()).unwrap_or_default();
+            let info = Request::File { module: module.to_string(), version: v.to_string(), ext: "info" };
+            match members.iter().find(|m| m.name.as_str() == owner) {
+                Some(m) => up.member_file(db, m, module, &info).await?,
+                None => None,
+            }
+        }
+        None => {
+            // Nothing listed (only pseudo-versions, say): the highest of the members' @latest.
+            let mut candidates = Vec::new();
+            for m in &members {
+                if let Some((sha, size)) = up.member_file(db, m, module, &Request::Latest(module.to_string())).await? {
+                    let info: serde_json::Value = serde_json::from_str(&up.text(&sha).await?).unwrap_or_default();
+                    if let Some(v) = info["Version"].as_str() {
+                        candidates.push((v.to_string(), sha, size));
+                    }
+                }
+            }
+            let best = latest(candidates.iter().map(|(v, _, _)| v.as_str())).map(str::to_string);
+            best.and_then(|b| candidates.into_iter().find(|(v, _, _)| *v == b)).map(|(_, sha, size)| (sha, size))
+        }
+    };
+    if let Some((sha, size)) = latest_file {
+        ctx.reference("@latest", &sha, size, JSON);
+    }
+    ctx.put(MEMBERS_FILE, TEXT, groups::members_map(&listed).as_bytes()).await?;
+    ctx.put(SOURCES_FILE, TEXT, groups::render_sources(&sources).as_bytes()).await?;
+    Ok(())
+}
+
+/// Whether a member of group `repo` has `module` (a group publishes a module on its first
+/// request only when one does): a hosted member has published it, a proxy member's upstream
+/// lists it, a nested group's member has it.
+pub async fn any_member_has(db: &Db, proxy: &Proxy, repo: &Repository, module: &str, depth: usize) -> Result<bool, BuildError> {
+    groups::check_depth(repo, depth).map_err(other)?;
+    for member in members_of(db, repo).await? {
+        let found = match member.repo_type {
+            RepoType::Hosted => db.unit_by_key(member.id, KIND, module).await?.is_some(),
+            RepoType::Proxy => {
+                let req = proxy_request(&member, &Request::List(module.to_string())).map_err(other)?;
+                matches!(proxy.fetch(req).await.map_err(|e| other(format!("member {}: {e}", member.name)))?, Outcome::Found(..))
+            }
+            RepoType::Group => Box::pin(any_member_has(db, proxy, &member, module, depth + 1)).await?,
+        };
+        if found {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// What a group's proxy members' upstreams have, for the refresh after their metadata TTL: each
+/// one's `@v/list` of the module, by hash.
+#[async_trait::async_trait]
+impl UpstreamSources for Upstream<'_> {
+    fn format(&self) -> Format {
+        Format::Go
+    }
+
+    fn kind(&self) -> &'static str {
+        KIND
+    }
+
+    fn sources_path(&self, _module: &str) -> String {
+        SOURCES_FILE.to_string()
+    }
+
+    async fn source(&self, member: &Repository, module: &str) -> Result<Option<String>, BuildError> {
+        Ok(self.fetch(member, &Request::List(module.to_string())).await?.map(|(sha, _)| sha))
+    }
+}
