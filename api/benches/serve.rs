@@ -10,9 +10,10 @@ use std::sync::Arc;
 use actix_web::http::StatusCode;
 use actix_web::test::{self, TestRequest};
 use criterion::{criterion_group, criterion_main, Criterion};
+use packyard_core::hosted::{upload, Actor};
 use packyard_core::repositories::RepositoryService;
 use packyard_core::services::Services;
-use packyard_formats::apt::hosted;
+use packyard_formats::apt::hosted::AptHosted;
 use packyard_model::config::Config;
 use packyard_model::repos::RepositorySpec;
 use packyard_store::blobs::FileStore;
@@ -42,7 +43,8 @@ fn bench(c: &mut Criterion) {
             );
             let deb = packyard_codecs::apt::testing::deb(&control, ".gz");
             let body = futures_util::stream::iter([Ok::<_, std::io::Error>(bytes::Bytes::from(deb))]);
-            hosted::upload(&services, &repo, None, body, "bench").await.expect("upload");
+            let actor = Actor { username: "bench", address: None };
+            upload(&AptHosted, &services, &repo, None, body, actor).await.expect("upload");
         }
         let publisher = packyard_worker::publisher::Publisher::new(
             services.clone(),

@@ -87,7 +87,9 @@ pub async fn serve_blob(
         // its end only to drop it.
         let size = match known_size {
             Some(s) => s,
-            None => blobs.stat(&digest).await?.ok_or_else(|| ApiError::internal(format!("blob {digest} is missing")))?,
+            None => {
+                blobs.stat(&digest).await?.ok_or_else(|| ApiError::internal(format!("blob {digest} is missing")))?
+            }
         };
         let mut res = HttpResponse::Ok();
         res.content_type(content_type)

@@ -89,7 +89,10 @@ pub trait Routes {
 }
 
 fn services(req: &HttpRequest) -> Result<web::Data<Services>, FormatError> {
-    Ok(req.app_data::<web::Data<Services>>().cloned().ok_or_else(|| ApiError::internal("Services missing from app data"))?)
+    Ok(req
+        .app_data::<web::Data<Services>>()
+        .cloned()
+        .ok_or_else(|| ApiError::internal("Services missing from app data"))?)
 }
 
 async fn dispatch(req: HttpRequest, body: web::Payload) -> Result<HttpResponse, FormatError> {
@@ -163,7 +166,12 @@ fn not_allowed(req: &HttpRequest) -> FormatError {
 
 /// The one decision behind every repository route: the caller (a bad credential is a 401,
 /// never anonymous) and whether `access` is allowed on `repo`.
-async fn authorize(req: &HttpRequest, services: &Services, repo: &Repository, access: Access) -> Result<Caller, FormatError> {
+async fn authorize(
+    req: &HttpRequest,
+    services: &Services,
+    repo: &Repository,
+    access: Access,
+) -> Result<Caller, FormatError> {
     let caller = crate::auth::caller(req).await?;
     let action = match access {
         Access::Anyone => return Ok(caller),

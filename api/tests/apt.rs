@@ -600,7 +600,9 @@ fn apt_get_update_during_uploads() -> anyhow::Result<()> {
         updates += 1;
     }
     let uploaded = uploader.join().map_err(|_| anyhow::anyhow!("uploader panicked"))?;
-    let uploaded = uploaded.map_err(|e| anyhow::anyhow!("{e}; server log:\n{}", server.stderr.lock().map(|s| s.clone()).unwrap_or_default()))?;
+    let uploaded = uploaded.map_err(|e| {
+        anyhow::anyhow!("{e}; server log:\n{}", server.stderr.lock().map(|s| s.clone()).unwrap_or_default())
+    })?;
     assert_eq!(uploaded, 60);
     // And every upload reaches the index.
     let deadline = std::time::Instant::now() + Duration::from_secs(10);

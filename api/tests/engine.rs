@@ -206,9 +206,8 @@ async fn conan_rows_and_publication_changes_are_one_transaction() -> anyhow::Res
     let manifest = format!("123\nconanfile.py: {}\n", md5_hex(conanfile));
     let r = app.put(&format!("{base}/revisions/r1/files/conanmanifest.txt"), manifest.clone()).await?;
     assert!(r.status.is_server_error(), "{}: {}", r.status, r.text);
-    let rev = packyard_formats::conan::rows::rows(&app.services.db)
-        .conan_revision(app.services.db.repository_by_name("cc").await?.map_or(0, |r| r.id), "lib/1.0", "r1", "", "")
-        .await?;
+    let repo = app.services.db.repository_by_name("cc").await?.map_or(0, |r| r.id);
+    let rev = packyard_formats::conan::rows::revision(&app.services.db, repo, "lib/1.0", "r1", "", "").await?;
     assert_eq!(rev.map(|r| r.complete), Some(false), "the revision was completed without its publication change");
     sqlx::query("DROP TRIGGER no_outbox").execute(&pool).await?;
     let r = app.put(&format!("{base}/revisions/r1/files/conanmanifest.txt"), manifest).await?;

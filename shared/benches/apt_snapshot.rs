@@ -56,7 +56,7 @@ async fn seed(t: &TestDb, repo: i64, n: usize) {
                 md5: hex64[..32].to_string(),
                 sha256: hex64.clone(),
             };
-            packyard_formats::apt::rows::rows(db).put(&mut tx, &p, "bench", false).await.expect("insert");
+            packyard_formats::apt::rows::insert(db, &mut tx, &p, "bench").await.expect("insert");
             i += 1;
         }
         tx.commit().await.expect("commit");
@@ -90,7 +90,8 @@ async fn run(backend: Backend, n: usize) {
     let unit = t.db.unit_by_key(repo.id, "apt", "stable").await.expect("unit").expect("unit exists");
     let blobs = Arc::new(FileStore::open(t.dir.path().join("blobs"), t.metrics.clone()).await.expect("blobs"));
     let keystore = Arc::new(KeyStore::new("0123456789abcdef0123456789abcdef"));
-    let builder = AptBuilder { page_size: 1_000, keystore, blobs: blobs.clone(), proxy: None };
+    let reader = packyard_core::groups::Reader { blobs: blobs.clone(), proxy: None };
+    let builder = AptBuilder { page_size: 1_000, keystore, reader };
     // The signing key is made on first need; make it now so the build measures building.
     packyard_formats::apt::keys::signer(&t.db, &builder.keystore, repo.id, "bench <b@x>").await.expect("key");
     // Reset the peak RSS to the current RSS (Linux: write 5 to clear_refs).

@@ -135,7 +135,7 @@ async fn serve(cx: &Cx<'_>, repo: &Repository, f: &UnitFile, depth: usize) -> Re
                 return Ok(super::serve_published(cx.req, f));
             }
             let has = || async {
-                group::any_member_has(&services.db, services.blobs.as_ref(), &services.proxy, repo, unit)
+                group::any_member_has(&services.db, &packyard_core::groups::Reader::of(services), repo, unit)
                     .await
                     .map_err(|e| packyard_core::groups::GroupError::Upstream(e.to_string()))
             };
@@ -147,7 +147,8 @@ async fn serve(cx: &Cx<'_>, repo: &Repository, f: &UnitFile, depth: usize) -> Re
         }
         RepoType::Group => {
             // Read in place: no copy of the whole `.members` file per package request.
-            let members = super::published_file(services, repo, KIND, &unit.key(), &group::members_path(&unit.key())).await?;
+            let members =
+                super::published_file(services, repo, KIND, &unit.key(), &group::members_path(&unit.key())).await?;
             let text = members.as_ref().and_then(|f| std::str::from_utf8(&f.bytes).ok()).unwrap_or_default();
             let Some(member) = group::member_of(text, file) else { return Err(missing()) };
             let member = packyard_core::groups::member(services, repo, member, depth + 1).await?;
@@ -166,8 +167,9 @@ async fn serve(cx: &Cx<'_>, repo: &Repository, f: &UnitFile, depth: usize) -> Re
                 Some(found) => found,
                 None => {
                     let epoch = services.published.epoch();
-                    let rows = packyard_formats::apk::rows::rows(&services.db);
-                    let pkg = rows.by_path(services.db.pool(), repo.id, &path).await?.ok_or_else(missing)?;
+                    let pkg = packyard_formats::apk::rows::by_path(&services.db, services.db.pool(), repo.id, &path)
+                        .await?
+                        .ok_or_else(missing)?;
                     services.published.put_artifact(epoch, repo.id, &path, &pkg.sha256, pkg.size);
                     (std::sync::Arc::from(pkg.sha256.as_str()), pkg.size)
                 }
@@ -255,8 +257,13 @@ async fn keys(cx: &Cx<'_>) -> Result<Vec<(String, String)>, FormatError> {
         current.file_name(repo.name.as_str()).map_err(ApiError::internal)?,
         current.public_pem().map_err(ApiError::internal)?,
     ));
-    if let Some(p) = packyard_formats::apk::keys::previous(&services.db, ks, repo.id).await.map_err(ApiError::internal)? {
-        out.push((p.file_name(repo.name.as_str()).map_err(ApiError::internal)?, p.public_pem().map_err(ApiError::internal)?));
+    if let Some(p) =
+        packyard_formats::apk::keys::previous(&services.db, ks, repo.id).await.map_err(ApiError::internal)?
+    {
+        out.push((
+            p.file_name(repo.name.as_str()).map_err(ApiError::internal)?,
+            p.public_pem().map_err(ApiError::internal)?,
+        ));
     }
     Ok(out)
 }

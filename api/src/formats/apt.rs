@@ -55,7 +55,8 @@ impl Routes for Apt {
     fn route(method: &Method, tail: Tail<'_>) -> Option<Result<(Route, Access), FormatError>> {
         let read = matches!(*method, Method::GET | Method::HEAD);
         let t = tail.matched;
-        let clean = |rest: &str, f: fn(CleanPath) -> Route, access| Some(CleanPath::parse(rest).map(|p| (f(p), access)));
+        let clean =
+            |rest: &str, f: fn(CleanPath) -> Route, access| Some(CleanPath::parse(rest).map(|p| (f(p), access)));
         if let Some(rest) = t.strip_prefix("dists/").filter(|r| !r.is_empty()) {
             return if read { clean(rest, Route::Dists, Access::READ) } else { None };
         }
@@ -146,10 +147,11 @@ async fn pool(cx: &Cx<'_>, mut path: String) -> Result<HttpResponse, FormatError
         Some(found) => found,
         None => {
             let epoch = services.published.epoch();
-            let rows = packyard_formats::apt::rows::rows(&services.db);
-            let pkg = rows.by_pool_path(services.db.pool(), repo.id, &path).await?.ok_or_else(|| {
-                FormatError::from(ApiError::not_found(format!("not found: /{path} in repository {}", repo.name)))
-            })?;
+            let pkg = packyard_formats::apt::rows::by_pool_path(&services.db, services.db.pool(), repo.id, &path)
+                .await?
+                .ok_or_else(|| {
+                    FormatError::from(ApiError::not_found(format!("not found: /{path} in repository {}", repo.name)))
+                })?;
             services.published.put_artifact(epoch, repo.id, &path, &pkg.sha256, pkg.size);
             (std::sync::Arc::from(pkg.sha256.as_str()), pkg.size)
         }
@@ -185,7 +187,9 @@ async fn upload(cx: Cx<'_>) -> Result<HttpResponse, FormatError> {
         while let Some(field) = form.next().await {
             let field = field.map_err(|e| ApiError::bad_request(format!("malformed multipart upload: {e}")))?;
             if field.name() == Some(ASSET_FIELD) {
-                stored = Some(hosted::upload(&AptHosted, services, repo, q.component.clone(), Box::pin(field), actor).await?);
+                stored = Some(
+                    hosted::upload(&AptHosted, services, repo, q.component.clone(), Box::pin(field), actor).await?,
+                );
                 break;
             }
             // Another field: skip its content.
@@ -235,8 +239,11 @@ async fn gpg_key(cx: &Cx<'_>) -> Result<HttpResponse, FormatError> {
     let label = repo.settings.apt.clone().unwrap_or_default().label.unwrap_or_else(|| repo.name.to_string());
     let uid = format!("{label} (Packyard repository {}) <packyard@{}>", repo.name, repo.name);
     let ks = &services.security.keystore;
-    let signer = packyard_formats::apt::keys::signer(&services.db, ks, repo.id, &uid).await.map_err(ApiError::internal)?;
-    let previous = packyard_formats::apt::keys::previous(&services.db, ks, repo.id).await.map_err(ApiError::internal)?;
-    let keyring = packyard_codecs::apt::signing::keyring_armored(&signer, previous.as_ref()).map_err(ApiError::internal)?;
+    let signer =
+        packyard_formats::apt::keys::signer(&services.db, ks, repo.id, &uid).await.map_err(ApiError::internal)?;
+    let previous =
+        packyard_formats::apt::keys::previous(&services.db, ks, repo.id).await.map_err(ApiError::internal)?;
+    let keyring =
+        packyard_codecs::apt::signing::keyring_armored(&signer, previous.as_ref()).map_err(ApiError::internal)?;
     Ok(HttpResponse::Ok().content_type("application/pgp-keys").body(keyring))
 }

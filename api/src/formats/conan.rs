@@ -124,9 +124,7 @@ fn parse(tail: &str) -> Result<Target, FormatError> {
         ["revisions", _, "packages", _, "latest"] => Target::PackageLatest(r, rrev()?, pkgid()?),
         ["revisions", _, "packages", _, "revisions"] => Target::PackageRevisions(r, rrev()?, pkgid()?),
         ["revisions", _, "packages", _, "revisions", _] => Target::PackageRevision(r, rrev()?, pkgid()?, prev()?),
-        ["revisions", _, "packages", _, "revisions", _, "files"] => {
-            Target::PackageFiles(r, rrev()?, pkgid()?, prev()?)
-        }
+        ["revisions", _, "packages", _, "revisions", _, "files"] => Target::PackageFiles(r, rrev()?, pkgid()?, prev()?),
         ["revisions", _, "packages", _, "revisions", _, "files", ..] => {
             Target::PackageFile(r, rrev()?, pkgid()?, prev()?, path(11)?)
         }
@@ -200,9 +198,15 @@ async fn authenticate(cx: &Cx<'_>) -> Result<HttpResponse, FormatError> {
     let new = tokens::generate();
     let expires = packyard_store::db::now_ms().saturating_add(ttl_ms);
     let label = format!("conan login to {}", repo.name);
-    services.db.insert_token(&new.id, *id, &label, &new.secret_hash, Some(repo.name.as_str()), None, Some(expires)).await?;
+    services
+        .db
+        .insert_token(&new.id, *id, &label, &new.secret_hash, Some(repo.name.as_str()), None, Some(expires))
+        .await?;
     let detail = serde_json::json!({"token": new.id});
-    services.security.audit(cx.caller.username(), Some(cx.caller.addr), "conan.login", repo.name.as_str(), detail).await;
+    services
+        .security
+        .audit(cx.caller.username(), Some(cx.caller.addr), "conan.login", repo.name.as_str(), detail)
+        .await;
     Ok(HttpResponse::Ok().content_type("text/plain; charset=utf-8").body(new.token))
 }
 
@@ -218,6 +222,7 @@ async fn read(cx: &Cx<'_>, repo: &Repository, target: Target, depth: usize) -> R
         RepoType::Proxy => return proxy_read(cx, repo, &target).await,
         RepoType::Hosted => {}
         RepoType::Group => {
+            groups::check_depth(repo, depth)?;
             let (kind, key) = match target.reference() {
                 Some(r) => (KIND, r.display()),
                 None => (SEARCH_KIND, SEARCH_UNIT.to_string()),
@@ -226,9 +231,8 @@ async fn read(cx: &Cx<'_>, repo: &Repository, target: Target, depth: usize) -> R
                 if kind == SEARCH_KIND {
                     return Ok(true);
                 }
-                any_member_has(&services.db, &services.proxy, repo, &key, depth)
-                    .await
-                    .map_err(|e| GroupError::Upstream(e.to_string()))
+                let reader = groups::Reader::of(services);
+                any_member_has(&services.db, &reader, repo, &key).await.map_err(|e| GroupError::Upstream(e.to_string()))
             };
             if !groups::publish_on_first_request(services, repo, kind, &key, has).await? {
                 return Err(not_found(format!("{key} in group {}", repo.name)));
@@ -288,7 +292,13 @@ async fn projected(cx: &Cx<'_>, repo: &Repository, target: Target) -> Result<Htt
                 .into_iter()
                 .flatten()
                 .filter_map(|v| v.as_str())
-                .filter(|r| if q.contains('/') { glob_matches(&q, r) } else { glob_matches(&q, r.split('/').next().unwrap_or(r)) })
+                .filter(|r| {
+                    if q.contains('/') {
+                        glob_matches(&q, r)
+                    } else {
+                        glob_matches(&q, r.split('/').next().unwrap_or(r))
+                    }
+                })
                 .collect();
             Ok(HttpResponse::Ok().json(serde_json::json!({ "results": results })))
         }
@@ -319,11 +329,10 @@ async fn projected(cx: &Cx<'_>, repo: &Repository, target: Target) -> Result<Htt
         Target::PackageFile(r, rrev, pkgid, prev, path) => {
             file(cx, repo, &r, &format!("revisions/{rrev}/packages/{pkgid}/revisions/{prev}/files/{path}")).await
         }
-        Target::Revision(..) | Target::AllPackages(..) | Target::PackageRevision(..) => Err(ApiError::new(
-            ErrorCode::MethodNotAllowed,
-            "read a revision through its files; DELETE removes it",
-        )
-        .into()),
+        Target::Revision(..) | Target::AllPackages(..) | Target::PackageRevision(..) => {
+            Err(ApiError::new(ErrorCode::MethodNotAllowed, "read a revision through its files; DELETE removes it")
+                .into())
+        }
     }
 }
 
@@ -353,8 +362,15 @@ async fn put(cx: Cx<'_>, target: Target) -> Result<HttpResponse, FormatError> {
     let revision = Revision { reference: reference.display(), rrev, package };
     if revision.package.is_some() {
         // A package belongs to a complete recipe revision.
-        let rows = packyard_formats::conan::rows::rows(&services.db);
-        let recipe = rows.conan_revision(cx.repo.id, &revision.reference, &revision.rrev, "", "").await?;
+        let recipe = packyard_formats::conan::rows::revision(
+            &services.db,
+            cx.repo.id,
+            &revision.reference,
+            &revision.rrev,
+            "",
+            "",
+        )
+        .await?;
         if !recipe.is_some_and(|r| r.complete) {
             return Err(not_found(format!("recipe {}#{}", revision.reference, revision.rrev)));
         }
@@ -381,9 +397,11 @@ async fn delete(cx: &Cx<'_>, target: Target) -> Result<HttpResponse, FormatError
         Target::AllPackages(r, rrev) => (r, rrev, None, true),
         Target::PackageRevision(r, rrev, pkgid, prev) => (r, rrev, Some((pkgid, prev)), false),
         _ => {
-            return Err(
-                ApiError::new(ErrorCode::MethodNotAllowed, "DELETE a revision, its packages, or a package revision").into()
+            return Err(ApiError::new(
+                ErrorCode::MethodNotAllowed,
+                "DELETE a revision, its packages, or a package revision",
             )
+            .into())
         }
     };
     let revision = Revision { reference: reference.display(), rrev, package };

@@ -128,7 +128,12 @@ fn missing(repo: &Repository, request: &Request) -> FormatError {
 /// version's files from the member its snapshot names — or, for a version no member lists (a
 /// pseudo-version, a branch), from the first member in order that has it. A member's failure
 /// is the group's: it never falls through to the next member.
-async fn read(cx: &Cx<'_>, repo: &Repository, request: &Request, depth: usize) -> Result<Option<HttpResponse>, FormatError> {
+async fn read(
+    cx: &Cx<'_>,
+    repo: &Repository,
+    request: &Request,
+    depth: usize,
+) -> Result<Option<HttpResponse>, FormatError> {
     let services = cx.services;
     let module = request.module();
     match (repo.repo_type, request) {
@@ -148,8 +153,10 @@ async fn read(cx: &Cx<'_>, repo: &Repository, request: &Request, depth: usize) -
             if let Some(r) = published(cx, repo, request).await? {
                 return Ok(Some(r));
             }
+            groups::check_depth(repo, depth)?;
             let has = || async {
-                any_member_has(&services.db, &services.proxy, repo, module, depth)
+                let reader = groups::Reader::of(services);
+                any_member_has(&services.db, &reader, repo, module)
                     .await
                     .map_err(|e| GroupError::Upstream(e.to_string()))
             };
@@ -203,8 +210,11 @@ async fn artifact(
         Some(found) => found,
         None => {
             let epoch = services.published.epoch();
-            let rows = packyard_formats::go::rows::rows(&services.db);
-            let Some(v) = rows.version(services.db.pool(), repo.id, module, version).await? else { return Ok(None) };
+            let Some(v) =
+                packyard_formats::go::rows::version(&services.db, services.db.pool(), repo.id, module, version).await?
+            else {
+                return Ok(None);
+            };
             let (m, z) = (format!("{module}/@v/{version}.mod"), format!("{module}/@v/{version}.zip"));
             services.published.put_artifact(epoch, repo.id, &m, &v.mod_sha256, v.mod_size);
             services.published.put_artifact(epoch, repo.id, &z, &v.zip_sha256, v.zip_size);

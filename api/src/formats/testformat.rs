@@ -58,10 +58,15 @@ impl Routes for TestRoutes {
                 while let Some(chunk) = cx.body.next().await {
                     bytes.extend_from_slice(&chunk.map_err(|e| ApiError::bad_request(e.to_string()))?);
                     if bytes.len() > MAX_ENTRY {
-                        return Err(ApiError::new(crate::error::ErrorCode::PayloadTooLarge, "an entry is at most 256 KiB").into());
+                        return Err(ApiError::new(
+                            crate::error::ErrorCode::PayloadTooLarge,
+                            "an entry is at most 256 KiB",
+                        )
+                        .into());
                     }
                 }
-                let body = std::str::from_utf8(&bytes).map_err(|_| ApiError::bad_request("the entry must be UTF-8 text"))?;
+                let body =
+                    std::str::from_utf8(&bytes).map_err(|_| ApiError::bad_request("the entry must be UTF-8 text"))?;
                 let (unit_id, revision) = services.db.put_test_entry(cx.repo.id, &unit, &entry, body).await?;
                 services.wake();
                 if q.wait {
@@ -73,7 +78,11 @@ impl Routes for TestRoutes {
                 let found = super::published_file(services, &cx.repo, KIND, &unit, &file).await?;
                 match found {
                     Some(f) => Ok(super::serve_published(cx.req, f)),
-                    None => Err(ApiError::not_found(format!("not found: _test/{unit}/{file} in repository {}", cx.repo.name)).into()),
+                    None => Err(ApiError::not_found(format!(
+                        "not found: _test/{unit}/{file} in repository {}",
+                        cx.repo.name
+                    ))
+                    .into()),
                 }
             }
         }

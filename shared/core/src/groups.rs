@@ -39,13 +39,22 @@ pub fn check_depth(group: &Repository, depth: usize) -> Result<(), GroupError> {
 }
 
 /// The member `name` of `group`, `depth` levels below the group a request named.
-pub async fn member(services: &Services, group: &Repository, name: &str, depth: usize) -> Result<Arc<Repository>, GroupError> {
+pub async fn member(
+    services: &Services,
+    group: &Repository,
+    name: &str,
+    depth: usize,
+) -> Result<Arc<Repository>, GroupError> {
     check_depth(group, depth)?;
     services.security.repository(name).await?.ok_or_else(|| GroupError::Gone(name.to_string()))
 }
 
 /// The members of `group` in order: those that exist and share its format.
-pub async fn members(services: &Services, group: &Repository, depth: usize) -> Result<Vec<Arc<Repository>>, GroupError> {
+pub async fn members(
+    services: &Services,
+    group: &Repository,
+    depth: usize,
+) -> Result<Vec<Arc<Repository>>, GroupError> {
     check_depth(group, depth)?;
     let mut out = Vec::with_capacity(group.members.len());
     for name in &group.members {
@@ -85,7 +94,10 @@ where
     if u.current_snapshot_id.is_none() {
         let timeout = std::time::Duration::from_secs(30);
         if !crate::publication::wait_until_published(db, u.id, u.desired_revision, timeout).await? {
-            return Err(GroupError::Building(format!("group {} is building its {key} snapshot; retry shortly", group.name)));
+            return Err(GroupError::Building(format!(
+                "group {} is building its {key} snapshot; retry shortly",
+                group.name
+            )));
         }
     }
     services.published.invalidate();
@@ -97,12 +109,70 @@ where
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
+use bytes::Bytes;
 use packyard_model::repos::{Format, RepoType};
 use packyard_store::blobs::{BlobStore, Sha256Hex};
-use packyard_store::db::publication::UnitRecord;
+use packyard_store::db::publication::{SnapshotFile, UnitRecord};
 use packyard_store::db::Db;
 
+use crate::proxy::{FetchRequest, Outcome, Proxy, ProxyError};
 use crate::publication::BuildError;
+
+/// What a group's build reads its members with: the blob store (members' published files, and
+/// what the proxy cached) and the proxy client (proxy members' upstreams).
+#[derive(Clone)]
+pub struct Reader {
+    pub blobs: Arc<dyn BlobStore>,
+    /// `None` in a worker without one: a group with proxy members then fails to build.
+    pub proxy: Option<Proxy>,
+}
+
+impl Reader {
+    /// The reader of a process's services (a replica's first requests, an embedded worker).
+    pub fn of(services: &Services) -> Self {
+        Self { blobs: services.blobs.clone(), proxy: Some(services.proxy.clone()) }
+    }
+
+    /// Proxy `member`'s answer to `request` through the proxy cache: the blob's `(SHA-256,
+    /// size)`, or `None` when the upstream says it is not there.
+    pub async fn fetch(
+        &self,
+        member: &Repository,
+        request: Result<FetchRequest, ProxyError>,
+    ) -> Result<Option<(String, i64)>, BuildError> {
+        let proxy = self.proxy.as_ref().ok_or_else(|| BuildError::other("no proxy client in this worker"))?;
+        let request = request.map_err(|e| BuildError::other(format!("member {}: {e}", member.name)))?;
+        match proxy.fetch(request).await.map_err(|e| BuildError::other(format!("member {}: {e}", member.name)))? {
+            Outcome::Found(entry, _) => Ok(entry.sha256.map(|s| (s, entry.size))),
+            Outcome::Missing(..) => Ok(None),
+        }
+    }
+
+    /// A member's file: a hosted or group member's published `path` of `(kind, unit_key)`, a
+    /// proxy member's answer to `upstream` (the same file as its upstream names it).
+    pub async fn file(
+        &self,
+        db: &Db,
+        member: &Repository,
+        (kind, unit_key, path): (&str, &str, &str),
+        upstream: impl FnOnce() -> Result<FetchRequest, ProxyError>,
+    ) -> Result<Option<(String, i64)>, BuildError> {
+        match member.repo_type {
+            RepoType::Proxy => self.fetch(member, upstream()).await,
+            RepoType::Hosted | RepoType::Group => {
+                Ok(published_entry(db, member, kind, unit_key, path).await?.map(|f| (f.sha256, f.size)))
+            }
+        }
+    }
+
+    pub async fn bytes(&self, sha256: &str) -> Result<Bytes, BuildError> {
+        Ok(self.blobs.read_all(&Sha256Hex::parse(sha256)?).await?)
+    }
+
+    pub async fn text(&self, sha256: &str) -> Result<String, BuildError> {
+        Ok(String::from_utf8_lossy(&self.bytes(sha256).await?).into_owned())
+    }
+}
 
 /// A group's members in order, as a build reads them: those that exist and share its format.
 pub async fn members_of(db: &Db, group: &Repository) -> Result<Vec<Repository>, BuildError> {
@@ -115,6 +185,40 @@ pub async fn members_of(db: &Db, group: &Repository) -> Result<Vec<Repository>, 
         }
     }
     Ok(out)
+}
+
+/// Whether a member of `group` (nested groups followed) has the unit `(kind, key)`: a hosted
+/// member published it, or `proxy_has` says a proxy member's upstream has it. A group publishes
+/// a unit on its first request only when one does.
+pub async fn any_member_has<F, Fut>(
+    db: &Db,
+    group: &Repository,
+    kind: &str,
+    key: &str,
+    proxy_has: F,
+) -> Result<bool, BuildError>
+where
+    F: Fn(Repository) -> Fut,
+    Fut: std::future::Future<Output = Result<bool, BuildError>>,
+{
+    let mut groups = vec![(group.clone(), 0)];
+    while let Some((g, depth)) = groups.pop() {
+        check_depth(&g, depth).map_err(BuildError::other)?;
+        for member in members_of(db, &g).await? {
+            let found = match member.repo_type {
+                RepoType::Hosted => db.unit_by_key(member.id, kind, key).await?.is_some(),
+                RepoType::Proxy => proxy_has(member).await?,
+                RepoType::Group => {
+                    groups.push((member, depth + 1));
+                    false
+                }
+            };
+            if found {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
 }
 
 /// After a member's `unit` was published: every group of `format` that lists the member
@@ -142,6 +246,11 @@ pub async fn after_member_publish(
     Ok(any)
 }
 
+/// [`after_member_publish`] for formats whose groups publish the same unit as their members.
+pub async fn same_unit_after_member_publish(db: &Db, unit: &UnitRecord, format: Format) -> Result<bool, BuildError> {
+    after_member_publish(db, unit, format, |_| vec![(unit.kind.clone(), unit.unit_key.clone())]).await
+}
+
 /// What a group's snapshot merged from its proxy members: for each, a hash of the upstream
 /// metadata it read (`<member> <sha256>` per line, in a hidden snapshot file).
 pub type Sources = BTreeMap<String, String>;
@@ -159,14 +268,17 @@ pub trait UpstreamSources: Send + Sync {
     /// Where a group's snapshot of `unit_key` records its [`Sources`].
     fn sources_path(&self, unit_key: &str) -> String;
     /// A hash of what proxy `member`'s upstream has for `unit_key` now (`None`: nothing).
-    async fn source(&self, member: &Repository, unit_key: &str) -> Result<Option<String>, BuildError>;
+    async fn source(&self, reader: &Reader, member: &Repository, unit_key: &str) -> Result<Option<String>, BuildError>;
 }
 
 /// Groups with proxy members: once the shortest `metadata_ttl_secs` among them has passed since
 /// a unit's snapshot, the unit is rebuilt if an upstream moved on from what its snapshot merged
 /// (as its sources file records). An unreachable upstream keeps the snapshot. True when
-/// something was requested.
-pub async fn refresh(db: &Db, blobs: &dyn BlobStore, format: &dyn UpstreamSources) -> Result<bool, BuildError> {
+/// something was requested. Nothing to do for a reader without a proxy client.
+pub async fn refresh(db: &Db, reader: &Reader, format: &dyn UpstreamSources) -> Result<bool, BuildError> {
+    if reader.proxy.is_none() {
+        return Ok(false);
+    }
     let all = db.list_repositories().await?;
     let now = packyard_store::db::now_ms();
     let mut any = false;
@@ -189,13 +301,13 @@ pub async fn refresh(db: &Db, blobs: &dyn BlobStore, format: &dyn UpstreamSource
             }
             let path = format.sources_path(&unit.unit_key);
             let recorded = match db.snapshot_files(snapshot).await?.into_iter().find(|f| f.path == path) {
-                Some(f) => String::from_utf8_lossy(&blobs.read_all(&Sha256Hex::parse(&f.sha256)?).await?).into_owned(),
+                Some(f) => reader.text(&f.sha256).await?,
                 None => String::new(),
             };
             let mut current = Sources::new();
             let mut unreachable = false;
             for m in &proxies {
-                match format.source(m, &unit.unit_key).await {
+                match format.source(reader, m, &unit.unit_key).await {
                     Ok(Some(sha)) => {
                         current.insert(m.name.to_string(), sha);
                     }
@@ -235,25 +347,11 @@ pub async fn published_entry(
     kind: &str,
     unit_key: &str,
     path: &str,
-) -> Result<Option<packyard_store::db::publication::SnapshotFile>, BuildError> {
-    let Some(UnitRecord { current_snapshot_id: Some(snapshot), .. }) = db.unit_by_key(member.id, kind, unit_key).await?
+) -> Result<Option<SnapshotFile>, BuildError> {
+    let Some(UnitRecord { current_snapshot_id: Some(snapshot), .. }) =
+        db.unit_by_key(member.id, kind, unit_key).await?
     else {
         return Ok(None);
     };
     Ok(db.snapshot_files(snapshot).await?.into_iter().find(|f| f.path == path))
-}
-
-/// The text of a published file (see [`published_entry`]).
-pub async fn published_text(
-    db: &Db,
-    blobs: &dyn BlobStore,
-    member: &Repository,
-    kind: &str,
-    unit_key: &str,
-    path: &str,
-) -> Result<Option<String>, BuildError> {
-    match published_entry(db, member, kind, unit_key, path).await? {
-        Some(f) => Ok(Some(String::from_utf8_lossy(&blobs.read_all(&Sha256Hex::parse(&f.sha256)?).await?).into_owned())),
-        None => Ok(None),
-    }
 }

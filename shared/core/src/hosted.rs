@@ -168,16 +168,29 @@ pub struct Inspected<A> {
 }
 
 /// What the coordinate of an upload holds, as [`Hosted::existing`] sees it in the transaction.
-pub enum Existing {
+pub enum Existing<R> {
     Absent,
     /// The same bytes: an identical retry, answered without a change.
     Same,
-    /// Other bytes: refused under `allow_once`, replaced under `allow`.
-    Different,
+    /// Other bytes: refused under `allow_once`; under `allow`, what `R` names is removed (as by
+    /// a delete, without its audit entry) and the upload written in its place.
+    Different(R),
     /// Written over whatever the write policy (Conan: a file of a revision not yet complete).
     Overwrite,
     /// Refused by the format's own rule (Conan: a complete revision's file).
     Refuse(UploadError),
+}
+
+impl<R> Existing<R> {
+    /// From a stored artifact at the coordinate, if any: whether it has the upload's bytes, and
+    /// what removes it.
+    pub fn of(stored: Option<(bool, R)>) -> Self {
+        match stored {
+            None => Self::Absent,
+            Some((true, _)) => Self::Same,
+            Some((false, removal)) => Self::Different(removal),
+        }
+    }
 }
 
 /// What [`Hosted::write`] did.
@@ -222,16 +235,14 @@ pub trait Hosted: Send + Sync {
     type Removal: Send + Sync;
 
     /// The format's name in audit actions (`apt` → `apt.upload`, `apt.delete`).
-    fn name(&self) -> &'static str;
+    const NAME: &'static str;
     /// What the body must be, for the message about an empty one (`None`: it may be empty).
-    fn body(&self) -> Option<&'static str>;
+    const BODY: Option<&'static str>;
+    /// Why a different upload to a taken coordinate is refused under `allow_once`.
+    const IMMUTABILITY: &'static str = "its write policy allows each version once";
     /// The largest body this format takes.
     fn max_bytes(&self, services: &Services) -> u64 {
         services.config.server.max_upload_bytes
-    }
-    /// Why a different upload to a taken coordinate is refused under `allow_once`.
-    fn immutability(&self) -> &'static str {
-        "its write policy allows each version once"
     }
     /// Checks that need no body (a configured component or architecture, a file name).
     fn check_target(&self, _repo: &Repository, _target: &Self::Target) -> Result<(), UploadError> {
@@ -248,21 +259,18 @@ pub trait Hosted: Send + Sync {
     /// The publication units the artifact belongs to.
     fn units(&self, repo: &Repository, artifact: &Self::Artifact) -> Vec<UnitRef>;
     /// In the transaction: what the artifact's coordinate holds now.
-    async fn existing(&self, tx: &mut Tx<'_>, db: &Db, repo: &Repository, artifact: &Self::Artifact)
-        -> DbResult<Existing>;
-    /// In the transaction: writes the artifact's rows (`replace`: over what the coordinate holds).
-    async fn write(
-        &self,
-        tx: &mut Tx<'_>,
-        db: &Db,
-        repo: &Repository,
-        artifact: &Self::Artifact,
-        uploader: &str,
-        replace: bool,
-    ) -> Result<Written, TxError>;
+    async fn existing(&self, t: &mut InTx<'_, '_>, artifact: &Self::Artifact) -> DbResult<Existing<Self::Removal>>;
+    /// In the transaction: writes the artifact's rows, by `uploader`.
+    async fn write(&self, t: &mut InTx<'_, '_>, artifact: &Self::Artifact, uploader: &str) -> Result<Written, TxError>;
     /// In the transaction: removes what `removal` names; `None` when there is nothing.
-    async fn remove(&self, tx: &mut Tx<'_>, db: &Db, repo: &Repository, removal: &Self::Removal)
-        -> DbResult<Option<Removed>>;
+    async fn remove(&self, t: &mut InTx<'_, '_>, removal: &Self::Removal) -> DbResult<Option<Removed>>;
+}
+
+/// A hosted format's part of a transaction: the transaction, its database, the repository.
+pub struct InTx<'a, 'c> {
+    pub tx: &'a mut Tx<'c>,
+    pub db: &'a Db,
+    pub repo: &'a Repository,
 }
 
 /// What [`Hosted::remove`] removed.
@@ -294,7 +302,10 @@ pub fn check_hosted(repo: &Repository, what: &str) -> Result<(), UploadError> {
     if repo.repo_type == RepoType::Hosted {
         return Ok(());
     }
-    Err(UploadError::NotHosted(format!("repository {} is a {} repository; {what} a hosted one", repo.name, repo.repo_type)))
+    Err(UploadError::NotHosted(format!(
+        "repository {} is a {} repository; {what} a hosted one",
+        repo.name, repo.repo_type
+    )))
 }
 
 /// How many times a transaction runs again after a deadlock or a concurrent insert of the same
@@ -318,7 +329,7 @@ where
     check_hosted(repo, "upload to")?;
     check_writable(repo)?;
     format.check_target(repo, &target)?;
-    let stored = receive(services, body, format.max_bytes(services), format.body()).await?;
+    let stored = receive(services, body, format.max_bytes(services), H::BODY).await?;
     let mut derived = Vec::new();
     let outcome = record(format, services, repo, &target, &stored, &mut derived, actor).await;
     if outcome.is_err() {
@@ -349,25 +360,28 @@ async fn record<H: Hosted>(
         attempt += 1;
         let run = async {
             let mut tx = db.begin().await?;
-            let replace = match format.existing(&mut tx, db, repo, &artifact).await? {
-                Existing::Absent => false,
+            let mut t = InTx { tx: &mut tx, db, repo };
+            match format.existing(&mut t, &artifact).await? {
+                Existing::Absent | Existing::Overwrite => {}
                 Existing::Same => return Ok(None),
-                Existing::Overwrite => true,
-                Existing::Different if repo.write_policy == WritePolicy::AllowOnce => {
+                Existing::Different(_) if repo.write_policy == WritePolicy::AllowOnce => {
                     return Err(TxError::Refused(UploadError::Conflict(format!(
                         "{coordinate} is already in repository {} with different content; {}",
                         repo.name,
-                        format.immutability()
+                        H::IMMUTABILITY
                     ))))
                 }
-                Existing::Different => true,
+                Existing::Different(old) => {
+                    format.remove(&mut t, &old).await?;
+                }
                 Existing::Refuse(e) => return Err(TxError::Refused(e)),
-            };
+            }
             db.claim_blob(&mut tx, &stored.sha256).await?;
             for d in derived.iter() {
                 db.claim_blob(&mut tx, &d.sha256).await?;
             }
-            let written = format.write(&mut tx, db, repo, &artifact, actor.username, replace).await?;
+            let mut t = InTx { tx: &mut tx, db, repo };
+            let written = format.write(&mut t, &artifact, actor.username).await?;
             let mut changes = Vec::new();
             if written.republish {
                 for (kind, key) in &units {
@@ -376,7 +390,7 @@ async fn record<H: Hosted>(
             }
             if written.audit {
                 let detail = serde_json::json!({"sha256": stored.sha256.as_str()});
-                audit_in(&mut tx, db, actor, &format!("{}.upload", format.name()), repo, &coordinate, &detail).await?;
+                audit_in(&mut tx, db, actor, &format!("{}.upload", H::NAME), repo, &coordinate, &detail).await?;
             }
             tx.commit().await?;
             Ok::<_, TxError>(Some(changes))
@@ -424,12 +438,12 @@ pub async fn delete<H: Hosted>(
     let db = &services.db;
     let done = packyard_store::db::retry_conflicts(|| async {
         let mut tx = db.begin().await?;
-        let Some(removed) = format.remove(&mut tx, db, repo, removal).await? else { return Ok(None) };
+        let Some(removed) = format.remove(&mut InTx { tx: &mut tx, db, repo }, removal).await? else { return Ok(None) };
         let mut changes = Vec::new();
         for (kind, key) in &removed.units {
             changes.push(db.record_change(&mut tx, repo.id, kind, key).await?);
         }
-        let action = format!("{}.delete", format.name());
+        let action = format!("{}.delete", H::NAME);
         audit_in(&mut tx, db, actor, &action, repo, &removed.coordinate, &removed.detail).await?;
         tx.commit().await?;
         Ok(Some(Deleted { coordinate: removed.coordinate, changes }))

@@ -25,6 +25,25 @@ pub enum BuildError {
     Other(String),
 }
 
+impl BuildError {
+    pub fn other(e: impl std::fmt::Display) -> Self {
+        Self::Other(e.to_string())
+    }
+}
+
+/// The repository `unit` belongs to, which a build is for: a hosted repository or a group (a
+/// proxy publishes nothing).
+pub async fn repository_of(db: &Db, unit: &UnitRecord) -> Result<packyard_model::repos::Repository, BuildError> {
+    let repo = db
+        .repository_by_id(unit.repository_id)
+        .await?
+        .ok_or_else(|| BuildError::Other(format!("repository {} is gone", unit.repository_id)))?;
+    if repo.repo_type == packyard_model::repos::RepoType::Proxy {
+        return Err(BuildError::Other(format!("proxy repository {} publishes nothing", repo.name)));
+    }
+    Ok(repo)
+}
+
 /// What a format supplies: the files of one publication unit, built from its rows.
 #[async_trait]
 pub trait Builder: Send + Sync {

@@ -25,21 +25,20 @@ pub fn builders(
     builders: packyard_core::publication::Builders,
 ) -> packyard_core::publication::Builders {
     use std::sync::Arc;
-    let (keystore, blobs, proxy) = (&services.security.keystore, &services.blobs, Some(services.proxy.clone()));
+    let keystore = &services.security.keystore;
+    let reader = packyard_core::groups::Reader::of(services);
     builders
         .with(Arc::new(apt::publish::AptBuilder {
             page_size: 1_000,
             keystore: keystore.clone(),
-            blobs: blobs.clone(),
-            proxy: proxy.clone(),
+            reader: reader.clone(),
         }))
         .with(Arc::new(apk::publish::ApkBuilder {
             page_size: 1_000,
             keystore: keystore.clone(),
-            blobs: blobs.clone(),
-            proxy: proxy.clone(),
+            reader: reader.clone(),
         }))
-        .with(Arc::new(go::publish::GoBuilder { page_size: 1_000, blobs: blobs.clone(), proxy: proxy.clone() }))
-        .with(Arc::new(conan::publish::ConanBuilder { blobs: blobs.clone(), proxy: proxy.clone() }))
-        .with(Arc::new(conan::publish::ConanSearchBuilder { blobs: blobs.clone(), proxy }))
+        .with(Arc::new(go::publish::GoBuilder { page_size: 1_000, reader: reader.clone() }))
+        .with(Arc::new(conan::publish::ConanBuilder { reader: reader.clone() }))
+        .with(Arc::new(conan::publish::ConanSearchBuilder { reader }))
 }

@@ -178,6 +178,39 @@ impl Db {
         sqlx::query(statement.text(self.backend()))
     }
 
+    /// One keyset page of a query whose last two placeholders are the id the page starts after
+    /// and its size (`… AND id > $n ORDER BY id LIMIT $m`), its other placeholders bound.
+    pub async fn page<'q, T>(
+        &self,
+        query: Query<'q, Any, AnyArguments<'q>>,
+        after_id: i64,
+        limit: i64,
+        parse: fn(&sqlx::any::AnyRow) -> crate::db::DbResult<T>,
+    ) -> crate::db::DbResult<Vec<T>> {
+        let rows = query.bind(after_id).bind(limit).fetch_all(self.pool()).await?;
+        rows.iter().map(parse).collect()
+    }
+
+    /// An insert of an uploaded artifact's row, whose first two placeholders are when and by
+    /// whom it was uploaded (`uploaded_at`, `uploaded_by`), those two bound.
+    pub fn insert_uploaded<'q>(
+        &self,
+        statement: &'static Sql,
+        uploaded_by: &'q str,
+    ) -> Query<'q, Any, AnyArguments<'q>> {
+        self.query(statement).bind(crate::db::now_ms()).bind(uploaded_by)
+    }
+
+    /// Runs a `DELETE … WHERE id = $1` in a transaction: whether the row was there.
+    pub async fn delete_by_id(
+        &self,
+        tx: &mut sqlx::Transaction<'_, Any>,
+        statement: &'static Sql,
+        id: i64,
+    ) -> crate::db::DbResult<bool> {
+        Ok(self.query(statement).bind(id).execute(&mut **tx).await?.rows_affected() == 1)
+    }
+
     /// Runs an [`insert_id!`] statement and returns the new row's id.
     pub async fn insert_id<'q, 'e, E>(&self, query: Query<'q, Any, AnyArguments<'q>>, executor: E) -> DbResult<i64>
     where

@@ -16,16 +16,13 @@ use super::{proxy_request, Unit, INDEX_FILE, KIND};
 use packyard_codecs::apk::index::verify_index;
 use packyard_codecs::apk::index::{apkindex_text, index_member_text};
 use packyard_codecs::apk::signing::parse_public_keys;
-use packyard_core::proxy::{Outcome, Proxy};
-use packyard_core::groups::{members_of, Sources, UpstreamSources};
+use packyard_core::groups::{self, members_of, published_entry, Reader, Sources, UpstreamSources};
 use packyard_core::publication::BuildError;
 use packyard_model::repos::{Format, RepoType, Repository};
-use packyard_store::blobs::{BlobStore, Sha256Hex};
-use packyard_store::db::publication::UnitRecord;
 use packyard_store::db::Db;
 
 fn other(e: impl std::fmt::Display) -> BuildError {
-    BuildError::Other(e.to_string())
+    BuildError::other(e)
 }
 
 /// The hidden snapshot file mapping `<pkgname>-<pkgver>.apk` to the member that provided it.
@@ -82,17 +79,14 @@ pub fn merge_records(out: &mut Merged, seen: &mut HashSet<String>, member: &str,
 /// A hosted or group member's published index of `unit`, as APKINDEX text.
 pub async fn published_text(
     db: &Db,
-    blobs: &dyn BlobStore,
+    reader: &Reader,
     member: &Repository,
     unit: &str,
 ) -> Result<Option<String>, BuildError> {
-    let Some(UnitRecord { current_snapshot_id: Some(snapshot), .. }) = db.unit_by_key(member.id, KIND, unit).await?
-    else {
+    let Some(f) = published_entry(db, member, KIND, unit, &format!("{unit}/{INDEX_FILE}")).await? else {
         return Ok(None);
     };
-    let path = format!("{unit}/{INDEX_FILE}");
-    let Some(f) = db.snapshot_files(snapshot).await?.into_iter().find(|f| f.path == path) else { return Ok(None) };
-    let bytes = blobs.read_all(&Sha256Hex::parse(&f.sha256)?).await?;
+    let bytes = reader.bytes(&f.sha256).await?;
     Ok(Some(apkindex_text(&bytes).map_err(|e| other(format!("member {}: {e}", member.name)))?))
 }
 
@@ -100,8 +94,7 @@ pub async fn published_text(
 /// text, verified with the member's `apk.signed_by`. `None` when the proxy does not serve the
 /// architecture or the upstream has no such index.
 pub async fn upstream_text(
-    proxy: &Proxy,
-    blobs: &dyn BlobStore,
+    reader: &Reader,
     member: &Repository,
     unit: &Unit,
 ) -> Result<Option<(String, String)>, BuildError> {
@@ -116,12 +109,9 @@ pub async fn upstream_text(
         )));
     };
     let keys = parse_public_keys(pem).map_err(|e| other(format!("member {}: apk.signed_by: {e}", member.name)))?;
-    let req = proxy_request(member, &format!("{}/{INDEX_FILE}", unit.key())).map_err(other)?;
-    let sha = match proxy.fetch(req).await.map_err(|e| other(format!("member {}: {e}", member.name)))? {
-        Outcome::Found(entry, _) => entry.sha256.unwrap_or_default(),
-        Outcome::Missing(..) => return Ok(None),
-    };
-    let bytes = blobs.read_all(&Sha256Hex::parse(&sha)?).await?;
+    let request = proxy_request(member, &format!("{}/{INDEX_FILE}", unit.key()));
+    let Some((sha, _)) = reader.fetch(member, request).await? else { return Ok(None) };
+    let bytes = reader.bytes(&sha).await?;
     let index = verify_index(&bytes, &keys).map_err(|e| {
         other(format!("member {}: the upstream's {}/{INDEX_FILE} is refused: {e}", member.name, unit.key()))
     })?;
@@ -130,28 +120,19 @@ pub async fn upstream_text(
 }
 
 /// Merges the members of group `repo` for `unit`.
-pub async fn merge(
-    db: &Db,
-    blobs: &dyn BlobStore,
-    proxy: Option<&Proxy>,
-    repo: &Repository,
-    unit: &Unit,
-) -> Result<Merged, BuildError> {
+pub async fn merge(db: &Db, reader: &Reader, repo: &Repository, unit: &Unit) -> Result<Merged, BuildError> {
     let mut out = Merged::default();
     let mut seen = HashSet::new();
     for member in members_of(db, repo).await? {
         let text = match member.repo_type {
-            RepoType::Proxy => {
-                let proxy = proxy.ok_or_else(|| other("no proxy client in this worker"))?;
-                match upstream_text(proxy, blobs, &member, unit).await? {
-                    Some((sha, text)) => {
-                        out.sources.insert(member.name.to_string(), sha);
-                        Some(text)
-                    }
-                    None => None,
+            RepoType::Proxy => match upstream_text(reader, &member, unit).await? {
+                Some((sha, text)) => {
+                    out.sources.insert(member.name.to_string(), sha);
+                    Some(text)
                 }
-            }
-            RepoType::Hosted | RepoType::Group => published_text(db, blobs, &member, &unit.key()).await?,
+                None => None,
+            },
+            RepoType::Hosted | RepoType::Group => published_text(db, reader, &member, &unit.key()).await?,
         };
         if let Some(text) = text {
             merge_records(&mut out, &mut seen, member.name.as_str(), &text);
@@ -161,50 +142,29 @@ pub async fn merge(
 }
 
 /// Whether any member of group `repo` has an index for `unit` (a group publishes a unit on
-/// first request only when one does).
-pub async fn any_member_has(
-    db: &Db,
-    blobs: &dyn BlobStore,
-    proxy: &Proxy,
-    repo: &Repository,
-    unit: &Unit,
-) -> Result<bool, BuildError> {
-    for name in &repo.members {
-        let Some(member) = db.repository_by_name(name).await? else { continue };
-        let found = match member.repo_type {
-            RepoType::Proxy => {
-                if !member.settings.apk.clone().unwrap_or_default().architectures.contains(&unit.arch) {
-                    false
-                } else {
-                    let req = proxy_request(&member, &format!("{}/{INDEX_FILE}", unit.key())).map_err(other)?;
-                    matches!(proxy.fetch(req).await, Ok(Outcome::Found(..)))
-                }
+/// first request only when one does). A proxy member's upstream that cannot be asked counts as
+/// not having it.
+pub async fn any_member_has(db: &Db, reader: &Reader, repo: &Repository, unit: &Unit) -> Result<bool, BuildError> {
+    let key = unit.key();
+    groups::any_member_has(db, repo, KIND, &key, |member| {
+        let key = &key;
+        async move {
+            if !member.settings.apk.clone().unwrap_or_default().architectures.contains(&unit.arch) {
+                return Ok(false);
             }
-            RepoType::Hosted => db.unit_by_key(member.id, KIND, &unit.key()).await?.is_some(),
-            RepoType::Group => Box::pin(any_member_has(db, blobs, proxy, &member, unit)).await?,
-        };
-        if found {
-            return Ok(true);
+            let request = proxy_request(&member, &format!("{key}/{INDEX_FILE}"));
+            Ok(matches!(reader.fetch(&member, request).await, Ok(Some(_))))
         }
-    }
-    Ok(false)
-}
-
-/// A member published `unit`: every APK group listing it rebuilds the same unit.
-pub async fn after_member_publish(db: &Db, unit: &UnitRecord) -> Result<bool, BuildError> {
-    packyard_core::groups::after_member_publish(db, unit, Format::Apk, |_| vec![(KIND.to_string(), unit.unit_key.clone())])
-        .await
+    })
+    .await
 }
 
 /// What a group's proxy members' upstreams have, for the refresh after their metadata TTL:
 /// each one's `APKINDEX.tar.gz` of the unit (verified), by hash.
-pub struct Upstreams<'a> {
-    pub proxy: &'a Proxy,
-    pub blobs: &'a dyn BlobStore,
-}
+pub struct Indexes;
 
 #[async_trait::async_trait]
-impl UpstreamSources for Upstreams<'_> {
+impl UpstreamSources for Indexes {
     fn format(&self) -> Format {
         Format::Apk
     }
@@ -217,9 +177,9 @@ impl UpstreamSources for Upstreams<'_> {
         sources_path(unit_key)
     }
 
-    async fn source(&self, member: &Repository, unit_key: &str) -> Result<Option<String>, BuildError> {
+    async fn source(&self, reader: &Reader, member: &Repository, unit_key: &str) -> Result<Option<String>, BuildError> {
         let Ok(u) = unit_key.parse::<Unit>() else { return Ok(None) };
-        Ok(upstream_text(self.proxy, self.blobs, member, &u).await?.map(|(sha, _)| sha))
+        Ok(upstream_text(reader, member, &u).await?.map(|(sha, _)| sha))
     }
 }
 

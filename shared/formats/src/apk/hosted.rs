@@ -4,15 +4,17 @@
 
 use async_trait::async_trait;
 
-use super::rows::{rows, ApkPackage};
+use super::rows::{self, ApkPackage};
 use super::{Unit, KIND};
 use packyard_codecs::apk::package::{index_record, read_package, ApkInfo, Limits};
 use packyard_codecs::archive::expansion_limit;
-use packyard_core::hosted::{read_back, Existing, Hosted, Inspected, Removed, TxError, Tx, UnitRef, UploadError, Written};
+use packyard_core::hosted::{
+    read_back, Existing, Hosted, InTx, Inspected, Removed, TxError, UnitRef, UploadError, Written,
+};
 use packyard_core::services::Services;
 use packyard_model::repos::Repository;
 use packyard_store::blobs::StoredBlob;
-use packyard_store::db::{Db, DbResult};
+use packyard_store::db::DbResult;
 
 /// APK's hosted rules.
 pub struct ApkHosted;
@@ -30,13 +32,8 @@ impl Hosted for ApkHosted {
     /// `<unit>/<file>`.
     type Removal = String;
 
-    fn name(&self) -> &'static str {
-        KIND
-    }
-
-    fn body(&self) -> Option<&'static str> {
-        Some("the .apk")
-    }
+    const NAME: &'static str = KIND;
+    const BODY: Option<&'static str> = Some("the .apk");
 
     fn check_target(&self, repo: &Repository, t: &Target) -> Result<(), UploadError> {
         let settings = repo.settings.apk.clone().unwrap_or_default();
@@ -89,36 +86,21 @@ impl Hosted for ApkHosted {
         vec![(KIND, p.unit_key.clone())]
     }
 
-    async fn existing(&self, tx: &mut Tx<'_>, db: &Db, repo: &Repository, p: &ApkPackage) -> DbResult<Existing> {
-        Ok(match rows(db).by_path(&mut **tx, repo.id, &p.path).await? {
-            None => Existing::Absent,
-            Some(old) if old.sha256 == p.sha256 => Existing::Same,
-            Some(_) => Existing::Different,
-        })
+    async fn existing(&self, t: &mut InTx<'_, '_>, p: &ApkPackage) -> DbResult<Existing<Self::Removal>> {
+        let stored = rows::by_path(t.db, &mut **t.tx, t.repo.id, &p.path).await?;
+        Ok(Existing::of(stored.map(|old| (old.sha256 == p.sha256, old.path))))
     }
 
-    async fn write(
-        &self,
-        tx: &mut Tx<'_>,
-        db: &Db,
-        _repo: &Repository,
-        p: &ApkPackage,
-        uploader: &str,
-        replace: bool,
-    ) -> Result<Written, TxError> {
-        rows(db).put(tx, p, uploader, replace).await?;
+    async fn write(&self, t: &mut InTx<'_, '_>, p: &ApkPackage, uploader: &str) -> Result<Written, TxError> {
+        rows::insert(t.db, t.tx, p, uploader).await?;
         Ok(Written::ALL)
     }
 
-    async fn remove(&self, tx: &mut Tx<'_>, db: &Db, repo: &Repository, path: &String) -> DbResult<Option<Removed>> {
-        let rows = rows(db);
-        let Some(p) = rows.by_path(&mut **tx, repo.id, path).await? else { return Ok(None) };
-        rows.delete(tx, p.id).await?;
-        Ok(Some(Removed {
-            coordinate: p.path.clone(),
-            units: vec![(KIND, p.unit_key.clone())],
-            detail: serde_json::json!({"sha256": p.sha256}),
-        }))
+    async fn remove(&self, t: &mut InTx<'_, '_>, path: &String) -> DbResult<Option<Removed>> {
+        let Some(p) = rows::by_path(t.db, &mut **t.tx, t.repo.id, path).await? else { return Ok(None) };
+        rows::delete(t.db, t.tx, p.id).await?;
+        let units = vec![(KIND, p.unit_key.clone())];
+        Ok(Some(Removed { coordinate: p.path.clone(), units, detail: serde_json::json!({"sha256": p.sha256}) }))
     }
 }
 

@@ -9,19 +9,19 @@ use async_trait::async_trait;
 use packyard_codecs::apk::index::signed_index;
 
 use super::{group, Unit, INDEX_FILE, KIND};
-use packyard_core::publication::{BuildContext, BuildError, Builder};
+use packyard_core::groups::{self, Reader};
+use packyard_core::publication::{repository_of, BuildContext, BuildError, Builder};
 use packyard_core::security::keystore::KeyStore;
-use packyard_model::repos::RepoType;
+use packyard_model::repos::{Format, RepoType};
 use packyard_store::db::publication::UnitRecord;
+use packyard_store::db::Db;
 
 pub struct ApkBuilder {
     pub page_size: i64,
     /// Where each repository's index key is sealed.
     pub keystore: Arc<KeyStore>,
-    /// Where members' published and proxied indexes are read from (groups).
-    pub blobs: Arc<dyn packyard_store::blobs::BlobStore>,
-    /// Fetches proxy members' upstream indexes (groups).
-    pub proxy: Option<packyard_core::proxy::Proxy>,
+    /// Reads group members.
+    pub reader: Reader,
 }
 
 #[async_trait]
@@ -32,36 +32,25 @@ impl Builder for ApkBuilder {
 
     async fn build(&self, ctx: &mut BuildContext<'_>, unit: &UnitRecord) -> Result<(), BuildError> {
         let db = ctx.db;
-        let repo = db
-            .repository_by_id(unit.repository_id)
-            .await?
-            .ok_or_else(|| BuildError::Other(format!("repository {} is gone", unit.repository_id)))?;
+        let repo = repository_of(db, unit).await?;
         let mut records = String::new();
         let mut hidden = Vec::new();
-        match repo.repo_type {
-            RepoType::Hosted => {
-                let mut after = 0;
-                loop {
-                    let page = crate::apk::rows::rows(db)
-                        .unit_page(repo.id, &unit.unit_key, after, self.page_size)
-                        .await?;
-                    let Some(last) = page.last() else { break };
-                    after = last.id;
-                    for p in &page {
-                        records.push_str(&p.record);
-                        records.push('\n');
-                    }
+        if repo.repo_type == RepoType::Group {
+            let u: Unit = unit.unit_key.parse().map_err(BuildError::Other)?;
+            let merged = group::merge(db, &self.reader, &repo, &u).await?;
+            records = merged.records;
+            hidden.push((group::members_path(&unit.unit_key), groups::members_map(&merged.members)));
+            hidden.push((group::sources_path(&unit.unit_key), groups::render_sources(&merged.sources)));
+        } else {
+            let mut after = 0;
+            loop {
+                let page = crate::apk::rows::unit_page(db, repo.id, &unit.unit_key, after, self.page_size).await?;
+                let Some(last) = page.last() else { break };
+                after = last.id;
+                for p in &page {
+                    records.push_str(&p.record);
+                    records.push('\n');
                 }
-            }
-            RepoType::Group => {
-                let u: Unit = unit.unit_key.parse().map_err(BuildError::Other)?;
-                let merged = group::merge(db, &*self.blobs, self.proxy.as_ref(), &repo, &u).await?;
-                records = merged.records;
-                hidden.push((group::members_path(&unit.unit_key), packyard_core::groups::members_map(&merged.members)));
-                hidden.push((group::sources_path(&unit.unit_key), packyard_core::groups::render_sources(&merged.sources)));
-            }
-            RepoType::Proxy => {
-                return Err(BuildError::Other(format!("proxy repository {} publishes nothing", repo.name)))
             }
         }
         let key = crate::apk::keys::current(db, &self.keystore, repo.id)
@@ -82,17 +71,11 @@ impl Builder for ApkBuilder {
         Ok(())
     }
 
-    async fn after_publish(&self, db: &packyard_store::db::Db, unit: &UnitRecord) -> Result<bool, BuildError> {
-        group::after_member_publish(db, unit).await
+    async fn after_publish(&self, db: &Db, unit: &UnitRecord) -> Result<bool, BuildError> {
+        groups::same_unit_after_member_publish(db, unit, Format::Apk).await
     }
 
-    async fn refresh(&self, db: &packyard_store::db::Db) -> Result<bool, BuildError> {
-        match &self.proxy {
-            Some(proxy) => {
-                let upstreams = group::Upstreams { proxy, blobs: &*self.blobs };
-                packyard_core::groups::refresh(db, &*self.blobs, &upstreams).await
-            }
-            None => Ok(false),
-        }
+    async fn refresh(&self, db: &Db) -> Result<bool, BuildError> {
+        groups::refresh(db, &self.reader, &group::Indexes).await
     }
 }

@@ -3,7 +3,7 @@
 use sqlx::any::AnyRow;
 use sqlx::{Any, Executor, Row, Transaction};
 
-use packyard_store::db::{now_ms, text, Db, DbResult};
+use packyard_store::db::{text, Db, DbResult};
 use packyard_store::sql;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,104 +45,57 @@ fn parse(r: &AnyRow) -> DbResult<ApkPackage> {
     })
 }
 
-/// APK's tables on the database (see [`rows`]).
-pub struct Rows<'a>(pub &'a Db);
-
-/// The format's tables on `db`.
-pub fn rows(db: &Db) -> Rows<'_> {
-    Rows(db)
+pub async fn by_path<'e, E: Executor<'e, Database = Any>>(
+    db: &Db,
+    ex: E,
+    repo: i64,
+    path: &str,
+) -> DbResult<Option<ApkPackage>> {
+    let row = db
+        .query(sql!(
+            "apk_packages.by_path",
+            concat!("SELECT ", columns!(), " FROM apk_packages WHERE repository_id = $1 AND path = $2")
+        ))
+        .bind(repo)
+        .bind(path)
+        .fetch_optional(ex)
+        .await?;
+    row.as_ref().map(parse).transpose()
 }
 
-impl std::ops::Deref for Rows<'_> {
-    type Target = Db;
-    fn deref(&self) -> &Db {
-        self.0
-    }
+/// A keyset page of one unit's packages, by id.
+pub async fn unit_page(db: &Db, repo: i64, unit_key: &str, after_id: i64, limit: i64) -> DbResult<Vec<ApkPackage>> {
+    let query = db
+        .query(sql!(
+            "apk_packages.page",
+            concat!(
+                "SELECT ",
+                columns!(),
+                " FROM apk_packages WHERE repository_id = $1 AND unit_key = $2 AND id > $3 ORDER BY id LIMIT $4"
+            )
+        ))
+        .bind(repo)
+        .bind(unit_key);
+    db.page(query, after_id, limit, parse).await
 }
 
-impl Rows<'_> {
-    pub async fn by_path<'e, E: Executor<'e, Database = Any>>(
-        &self,
-        ex: E,
-        repo: i64,
-        path: &str,
-    ) -> DbResult<Option<ApkPackage>> {
-        let row = self
-            .query(sql!(
-                "apk_packages.by_path",
-                concat!("SELECT ", columns!(), " FROM apk_packages WHERE repository_id = $1 AND path = $2")
-            ))
-            .bind(repo)
-            .bind(path)
-            .fetch_optional(ex)
-            .await?;
-        row.as_ref().map(parse).transpose()
-    }
+/// Inserts a package row inside the writer's transaction (what its coordinate held is removed first).
+pub async fn insert(db: &Db, tx: &mut Transaction<'_, Any>, p: &ApkPackage, uploaded_by: &str) -> DbResult<()> {
+    db.insert_uploaded(sql!("apk_packages.insert", "INSERT INTO apk_packages (uploaded_at, uploaded_by, repository_id, unit_key, name, version, path, record, checksum, size, sha256) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"), uploaded_by)
+        .bind(p.repository_id)
+        .bind(p.unit_key.as_str())
+        .bind(p.name.as_str())
+        .bind(p.version.as_str())
+        .bind(p.path.as_str())
+        .bind(p.record.as_str())
+        .bind(p.checksum.as_str())
+        .bind(p.size)
+        .bind(p.sha256.as_str())
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
 
-    /// A keyset page of one unit's packages, by id.
-    pub async fn unit_page(
-        &self,
-        repo: i64,
-        unit_key: &str,
-        after_id: i64,
-        limit: i64,
-    ) -> DbResult<Vec<ApkPackage>> {
-        let rows = self
-            .query(sql!(
-                "apk_packages.page",
-                concat!(
-                    "SELECT ",
-                    columns!(),
-                    " FROM apk_packages WHERE repository_id = $1 AND unit_key = $2 AND id > $3 ORDER BY id LIMIT $4"
-                )
-            ))
-            .bind(repo)
-            .bind(unit_key)
-            .bind(after_id)
-            .bind(limit)
-            .fetch_all(self.pool())
-            .await?;
-        rows.iter().map(parse).collect()
-    }
-
-    /// Inserts (or, with `replace`, replaces) a package row inside the writer's transaction.
-    pub async fn put(
-        &self,
-        tx: &mut Transaction<'_, Any>,
-        p: &ApkPackage,
-        uploaded_by: &str,
-        replace: bool,
-    ) -> DbResult<()> {
-        if replace {
-            self.query(sql!("apk_packages.replace", "DELETE FROM apk_packages WHERE repository_id = $1 AND path = $2"))
-                .bind(p.repository_id)
-                .bind(p.path.as_str())
-                .execute(&mut **tx)
-                .await?;
-        }
-        self.query(sql!("apk_packages.insert", "INSERT INTO apk_packages (repository_id, unit_key, name, version, path, record, checksum, size, sha256, uploaded_at, uploaded_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"))
-            .bind(p.repository_id)
-            .bind(p.unit_key.as_str())
-            .bind(p.name.as_str())
-            .bind(p.version.as_str())
-            .bind(p.path.as_str())
-            .bind(p.record.as_str())
-            .bind(p.checksum.as_str())
-            .bind(p.size)
-            .bind(p.sha256.as_str())
-            .bind(now_ms())
-            .bind(uploaded_by)
-            .execute(&mut **tx)
-            .await?;
-        Ok(())
-    }
-
-    pub async fn delete(&self, tx: &mut Transaction<'_, Any>, id: i64) -> DbResult<bool> {
-        let done = self
-            .query(sql!("apk_packages.delete", "DELETE FROM apk_packages WHERE id = $1"))
-            .bind(id)
-            .execute(&mut **tx)
-            .await?;
-        Ok(done.rows_affected() == 1)
-    }
+pub async fn delete(db: &Db, tx: &mut Transaction<'_, Any>, id: i64) -> DbResult<bool> {
+    db.delete_by_id(tx, sql!("apk_packages.delete", "DELETE FROM apk_packages WHERE id = $1"), id).await
 }

@@ -14,26 +14,18 @@ use std::io::{BufRead, BufReader, Read};
 
 use super::index::{Hashed, IndexId, IndexWriter};
 use super::KIND;
-use packyard_core::groups::{members_of, Sources, UpstreamSources};
-use packyard_core::proxy::{Outcome, Proxy};
+use packyard_core::groups::{members_of, published_entry, Reader, Sources, UpstreamSources};
 use packyard_core::publication::{BuildContext, BuildError};
 use packyard_model::repos::{Format, RepoType, Repository};
-use packyard_store::blobs::{BlobStore, Sha256Hex};
-use packyard_store::db::publication::UnitRecord;
 use packyard_store::db::Db;
 
-/// Where a group's build reads proxy members' upstream metadata from.
-pub struct Upstream<'a> {
-    pub proxy: Option<&'a Proxy>,
-    pub blobs: &'a dyn BlobStore,
-}
+/// A group's build reading its members.
+pub struct Upstream<'a>(pub &'a Reader);
 
 /// Text is handed to the index writer in pieces of about this size.
 const CHUNK: usize = 256 * 1024;
 
-fn other(e: impl std::fmt::Display) -> BuildError {
-    BuildError::Other(e.to_string())
-}
+use super::index::other;
 
 /// Reads `Packages` stanzas (paragraphs separated by blank lines) one at a time.
 pub struct StanzaReader<R> {
@@ -137,9 +129,9 @@ impl Upstream<'_> {
                 // A hosted member's own distribution; a nested group's of the same name.
                 RepoType::Hosted => {
                     let own = member.settings.apt.clone().unwrap_or_default().distribution;
-                    published_index(ctx.db, self.blobs, &member, &own, component, arch).await?
+                    published_index(ctx.db, self.0, &member, &own, component, arch).await?
                 }
-                RepoType::Group => published_index(ctx.db, self.blobs, &member, dist, component, arch).await?,
+                RepoType::Group => published_index(ctx.db, self.0, &member, dist, component, arch).await?,
             };
             let Some((bytes, compression)) = bytes else { continue };
             let reader: Box<dyn Read + Send> = match compression {
@@ -185,7 +177,7 @@ impl Upstream<'_> {
         let Some(sha) = self.fetch(member, &format!("dists/{dist}/InRelease")).await? else {
             return Ok(None);
         };
-        let signed = String::from_utf8_lossy(&self.blobs.read_all(&Sha256Hex::parse(&sha)?).await?).into_owned();
+        let signed = self.0.text(&sha).await?;
         let text = packyard_codecs::apt::signing::verify_clearsigned(&signed, &keys)
             .map_err(|e| other(format!("member {}: the upstream's {dist}/InRelease is refused: {e}", member.name)))?;
         Ok(Some((sha, text)))
@@ -194,12 +186,7 @@ impl Upstream<'_> {
     /// One file of a proxy member through the proxy cache (under APT's proxy rules): its
     /// SHA-256, or `None` for an upstream 404.
     async fn fetch(&self, member: &Repository, path: &str) -> Result<Option<String>, BuildError> {
-        let proxy = self.proxy.ok_or_else(|| other("no proxy client in this worker"))?;
-        let req = super::proxy_request(member, path).map_err(other)?;
-        match proxy.fetch(req).await.map_err(|e| other(format!("member {}: {e}", member.name)))? {
-            Outcome::Found(entry, _) => Ok(entry.sha256),
-            Outcome::Missing(..) => Ok(None),
-        }
+        Ok(self.0.fetch(member, super::proxy_request(member, path)).await?.map(|(sha, _)| sha))
     }
 
     /// A proxy member's upstream index for one component and architecture: the form `release`
@@ -232,7 +219,7 @@ impl Upstream<'_> {
                     member.name
                 )));
             }
-            return Ok(Some((self.blobs.read_all(&Sha256Hex::parse(&expected)?).await?, compression)));
+            return Ok(Some((self.0.bytes(&expected).await?, compression)));
         }
         Ok(None)
     }
@@ -246,8 +233,10 @@ pub(super) fn sources_path(dist: &str) -> String {
 
 /// What a group's proxy members' upstreams have, for the refresh after their metadata TTL:
 /// each one's verified `InRelease` of the distribution, by hash.
+pub struct Releases;
+
 #[async_trait::async_trait]
-impl UpstreamSources for Upstream<'_> {
+impl UpstreamSources for Releases {
     fn format(&self) -> Format {
         Format::Apt
     }
@@ -260,8 +249,8 @@ impl UpstreamSources for Upstream<'_> {
         sources_path(dist)
     }
 
-    async fn source(&self, member: &Repository, dist: &str) -> Result<Option<String>, BuildError> {
-        Ok(self.upstream_release(member, dist).await?.map(|(sha, _)| sha))
+    async fn source(&self, reader: &Reader, member: &Repository, dist: &str) -> Result<Option<String>, BuildError> {
+        Ok(Upstream(reader).upstream_release(member, dist).await?.map(|(sha, _)| sha))
     }
 }
 
@@ -297,21 +286,16 @@ fn sha256_section(release: &str) -> Vec<(&str, &str)> {
 /// each of them (`after_publish`).
 async fn published_index(
     db: &Db,
-    blobs: &dyn packyard_store::blobs::BlobStore,
+    reader: &Reader,
     member: &Repository,
     dist: &str,
     component: &str,
     arch: &str,
 ) -> Result<Option<(bytes::Bytes, Compression)>, BuildError> {
-    let Some(UnitRecord { current_snapshot_id: Some(snapshot), .. }) = db.unit_by_key(member.id, KIND, dist).await?
-    else {
-        return Ok(None);
-    };
-    let files = db.snapshot_files(snapshot).await?;
     for a in [arch, "all"] {
         let path = format!("dists/{dist}/{component}/binary-{a}/Packages.xz");
-        if let Some(f) = files.iter().find(|f| f.path == path) {
-            return Ok(Some((blobs.read_all(&Sha256Hex::parse(&f.sha256)?).await?, Compression::Xz)));
+        if let Some(f) = published_entry(db, member, KIND, dist, &path).await? {
+            return Ok(Some((reader.bytes(&f.sha256).await?, Compression::Xz)));
         }
     }
     Ok(None)

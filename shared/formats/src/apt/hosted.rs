@@ -6,14 +6,16 @@
 
 use async_trait::async_trait;
 
-use super::rows::{rows, AptPackage};
+use super::rows::{self, AptPackage};
 use super::KIND;
 use packyard_codecs::apt::deb::{read_package, Limits};
-use packyard_core::hosted::{read_back, Existing, Hosted, Inspected, Removed, TxError, Tx, UnitRef, UploadError, Written};
+use packyard_core::hosted::{
+    read_back, Existing, Hosted, InTx, Inspected, Removed, TxError, UnitRef, UploadError, Written,
+};
 use packyard_core::services::Services;
 use packyard_model::repos::Repository;
 use packyard_store::blobs::StoredBlob;
-use packyard_store::db::{Db, DbResult};
+use packyard_store::db::DbResult;
 
 /// APT's hosted rules.
 pub struct AptHosted;
@@ -31,13 +33,8 @@ impl Hosted for AptHosted {
     /// A pool path.
     type Removal = String;
 
-    fn name(&self) -> &'static str {
-        KIND
-    }
-
-    fn body(&self) -> Option<&'static str> {
-        Some("the .deb")
-    }
+    const NAME: &'static str = KIND;
+    const BODY: Option<&'static str> = Some("the .deb");
 
     fn check_target(&self, repo: &Repository, component: &Option<String>) -> Result<(), UploadError> {
         let settings = repo.settings.apt.clone().unwrap_or_default();
@@ -59,7 +56,8 @@ impl Hosted for AptHosted {
         stored: &StoredBlob,
     ) -> Result<Inspected<AptPackage>, UploadError> {
         let settings = repo.settings.apt.clone().unwrap_or_default();
-        let component = component.clone().unwrap_or_else(|| settings.components.first().cloned().unwrap_or_else(|| "main".into()));
+        let component =
+            component.clone().unwrap_or_else(|| settings.components.first().cloned().unwrap_or_else(|| "main".into()));
         let control = read_back(services, &stored.sha256, |r| read_package(r, Limits::default()))
             .await?
             .map_err(|e| UploadError::Invalid(format!("not a valid .deb: {e}")))?;
@@ -92,37 +90,21 @@ impl Hosted for AptHosted {
         vec![(KIND, distribution(repo))]
     }
 
-    async fn existing(&self, tx: &mut Tx<'_>, db: &Db, repo: &Repository, p: &AptPackage) -> DbResult<Existing> {
-        let old = rows(db).by_coordinate(&mut **tx, repo.id, &p.name, &p.version, &p.architecture).await?;
-        Ok(match old {
-            None => Existing::Absent,
-            Some(old) if old.sha256 == p.sha256 && old.component == p.component => Existing::Same,
-            Some(_) => Existing::Different,
-        })
+    async fn existing(&self, t: &mut InTx<'_, '_>, p: &AptPackage) -> DbResult<Existing<Self::Removal>> {
+        let stored = rows::by_coordinate(t.db, &mut **t.tx, t.repo.id, &p.name, &p.version, &p.architecture).await?;
+        Ok(Existing::of(stored.map(|old| (old.sha256 == p.sha256 && old.component == p.component, old.pool_path))))
     }
 
-    async fn write(
-        &self,
-        tx: &mut Tx<'_>,
-        db: &Db,
-        _repo: &Repository,
-        p: &AptPackage,
-        uploader: &str,
-        replace: bool,
-    ) -> Result<Written, TxError> {
-        rows(db).put(tx, p, uploader, replace).await?;
+    async fn write(&self, t: &mut InTx<'_, '_>, p: &AptPackage, uploader: &str) -> Result<Written, TxError> {
+        rows::insert(t.db, t.tx, p, uploader).await?;
         Ok(Written::ALL)
     }
 
-    async fn remove(&self, tx: &mut Tx<'_>, db: &Db, repo: &Repository, pool_path: &String) -> DbResult<Option<Removed>> {
-        let rows = rows(db);
-        let Some(p) = rows.by_pool_path(&mut **tx, repo.id, pool_path).await? else { return Ok(None) };
-        rows.delete(tx, p.id).await?;
-        Ok(Some(Removed {
-            coordinate: coordinate(&p),
-            units: vec![(KIND, distribution(repo))],
-            detail: serde_json::json!({"sha256": p.sha256, "filename": p.pool_path}),
-        }))
+    async fn remove(&self, t: &mut InTx<'_, '_>, pool_path: &String) -> DbResult<Option<Removed>> {
+        let Some(p) = rows::by_pool_path(t.db, &mut **t.tx, t.repo.id, pool_path).await? else { return Ok(None) };
+        rows::delete(t.db, t.tx, p.id).await?;
+        let detail = serde_json::json!({"sha256": p.sha256, "filename": p.pool_path});
+        Ok(Some(Removed { coordinate: coordinate(&p), units: vec![(KIND, distribution(t.repo))], detail }))
     }
 }
 

@@ -92,7 +92,9 @@ impl Encoder for liblzma::write::XzEncoder<Vec<u8>> {
 
 /// Runs CPU work (compression, hashing) on a blocking thread, so that the forms of one chunk
 /// are produced in parallel and the executor keeps reading the next page.
-pub(crate) async fn blocking<T: Send + 'static>(f: impl FnOnce() -> std::io::Result<T> + Send + 'static) -> Result<T, BuildError> {
+pub(crate) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+) -> Result<T, BuildError> {
     tokio::task::spawn_blocking(f).await.map_err(other)?.map_err(other)
 }
 

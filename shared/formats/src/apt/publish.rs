@@ -12,7 +12,8 @@ use super::group::{self, Upstream};
 use super::index::{blocking, other, Hashed, IndexId, IndexWriter, TEXT};
 use super::KIND;
 use packyard_codecs::apt::packages::{render_stanza, PoolFile};
-use packyard_core::publication::{BuildContext, BuildError, Builder};
+use packyard_core::groups::Reader;
+use packyard_core::publication::{repository_of, BuildContext, BuildError, Builder};
 use packyard_model::repos::{Format, RepoType};
 use packyard_store::db::publication::UnitRecord;
 
@@ -20,10 +21,8 @@ pub struct AptBuilder {
     pub page_size: i64,
     /// Where each repository's signing key is sealed.
     pub keystore: std::sync::Arc<packyard_core::security::keystore::KeyStore>,
-    /// Where members' published and proxied indexes are read from (groups).
-    pub blobs: std::sync::Arc<dyn packyard_store::blobs::BlobStore>,
-    /// Fetches proxy members' upstream indexes (groups).
-    pub proxy: Option<packyard_core::proxy::Proxy>,
+    /// Reads group members (and, through its blob store, packages for their MD5).
+    pub reader: Reader,
 }
 
 #[async_trait]
@@ -33,11 +32,7 @@ impl Builder for AptBuilder {
     }
 
     async fn build(&self, ctx: &mut BuildContext<'_>, unit: &UnitRecord) -> Result<(), BuildError> {
-        let repo = ctx
-            .db
-            .repository_by_id(unit.repository_id)
-            .await?
-            .ok_or_else(|| BuildError::Other(format!("repository {} is gone", unit.repository_id)))?;
+        let repo = repository_of(ctx.db, unit).await?;
         let settings = repo.settings.apt.clone().unwrap_or_default();
         let dist = unit.unit_key.as_str();
         let mut archs: Vec<&str> = settings.architectures.iter().map(String::as_str).filter(|a| *a != "all").collect();
@@ -50,12 +45,10 @@ impl Builder for AptBuilder {
             for arch in &archs {
                 let base = format!("{component}/binary-{arch}");
                 let id = IndexId { component, arch, dist, base: &base };
-                let files = match repo.repo_type {
-                    RepoType::Hosted => self.index(ctx, repo.id, &id).await?,
-                    RepoType::Group => group::merge_index(ctx, &self.upstream(), &repo, &id, &mut sources).await?,
-                    RepoType::Proxy => {
-                        return Err(BuildError::Other(format!("proxy repository {} publishes nothing", repo.name)))
-                    }
+                let files = if repo.repo_type == RepoType::Group {
+                    group::merge_index(ctx, &Upstream(&self.reader), &repo, &id, &mut sources).await?
+                } else {
+                    self.index(ctx, repo.id, &id).await?
                 };
                 indexes.extend(files);
             }
@@ -112,16 +105,9 @@ impl Builder for AptBuilder {
     }
 
     async fn refresh(&self, db: &packyard_store::db::Db) -> Result<bool, BuildError> {
-        packyard_core::groups::refresh(db, &*self.blobs, &self.upstream()).await
+        packyard_core::groups::refresh(db, &self.reader, &group::Releases).await
     }
 }
-
-impl AptBuilder {
-    fn upstream(&self) -> Upstream<'_> {
-        Upstream { proxy: self.proxy.as_ref(), blobs: &*self.blobs }
-    }
-}
-
 
 impl AptBuilder {
     /// Fills in the MD5 that uploads leave to the worker: read from the blob (two at a time,
@@ -133,7 +119,7 @@ impl AptBuilder {
     ) -> Result<(), BuildError> {
         use futures_util::StreamExt as _;
         let missing: Vec<usize> = page.iter().enumerate().filter(|(_, p)| p.md5.is_empty()).map(|(i, _)| i).collect();
-        let blobs = self.blobs.clone();
+        let blobs = self.reader.blobs.clone();
         let jobs = missing.into_iter().map(|i| {
             let blobs = blobs.clone();
             let sha256 = page[i].sha256.clone();
@@ -156,7 +142,7 @@ impl AptBuilder {
             futures_util::stream::iter(jobs).buffer_unordered(2).collect().await;
         for d in done {
             let (i, md5) = d?;
-            crate::apt::rows::rows(db).set_md5(page[i].id, &md5).await?;
+            crate::apt::rows::set_md5(db, page[i].id, &md5).await?;
             page[i].md5 = md5;
         }
         Ok(())
@@ -168,8 +154,7 @@ impl AptBuilder {
         let mut out = IndexWriter::open(ctx, dist, base).await?;
         let db = ctx.db;
         let mut text = String::new();
-        let rows = crate::apt::rows::rows(db);
-        let mut page = rows.index_page(repo, component, arch, 0, self.page_size).await?;
+        let mut page = crate::apt::rows::index_page(db, repo, component, arch, 0, self.page_size).await?;
         while let Some(after) = page.last().map(|p| p.id) {
             self.complete_digests(db, &mut page).await?;
             text.clear();
@@ -183,8 +168,10 @@ impl AptBuilder {
                 render_stanza(&mut text, &p.control, &file);
             }
             // The next page is read while this one is compressed.
-            let (pushed, next) =
-                tokio::join!(out.push(&text), rows.index_page(repo, component, arch, after, self.page_size));
+            let (pushed, next) = tokio::join!(
+                out.push(&text),
+                crate::apt::rows::index_page(db, repo, component, arch, after, self.page_size)
+            );
             pushed?;
             page = next?;
         }

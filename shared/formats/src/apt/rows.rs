@@ -4,7 +4,7 @@
 use sqlx::any::AnyRow;
 use sqlx::{Any, Executor, Row, Transaction};
 
-use packyard_store::db::{now_ms, text, Db, DbResult};
+use packyard_store::db::{text, Db, DbResult};
 use packyard_store::sql;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,138 +44,91 @@ fn parse(r: &AnyRow) -> DbResult<AptPackage> {
     })
 }
 
-/// APT's tables on the database (see [`rows`]).
-pub struct Rows<'a>(pub &'a Db);
-
-/// The format's tables on `db`.
-pub fn rows(db: &Db) -> Rows<'_> {
-    Rows(db)
+pub async fn by_coordinate<'e, E: Executor<'e, Database = Any>>(
+    db: &Db,
+    ex: E,
+    repo: i64,
+    name: &str,
+    version: &str,
+    arch: &str,
+) -> DbResult<Option<AptPackage>> {
+    let row = db
+        .query(sql!(
+            "apt_packages.by_coordinate",
+            concat!(
+                "SELECT ",
+                columns!(),
+                " FROM apt_packages WHERE repository_id = $1 AND name = $2 AND version = $3 AND architecture = $4"
+            )
+        ))
+        .bind(repo)
+        .bind(name)
+        .bind(version)
+        .bind(arch)
+        .fetch_optional(ex)
+        .await?;
+    row.as_ref().map(parse).transpose()
 }
 
-impl std::ops::Deref for Rows<'_> {
-    type Target = Db;
-    fn deref(&self) -> &Db {
-        self.0
-    }
+pub async fn by_pool_path<'e, E: Executor<'e, Database = Any>>(
+    db: &Db,
+    ex: E,
+    repo: i64,
+    pool_path: &str,
+) -> DbResult<Option<AptPackage>> {
+    let row = db
+        .query(sql!(
+            "apt_packages.by_path",
+            concat!("SELECT ", columns!(), " FROM apt_packages WHERE repository_id = $1 AND pool_path = $2")
+        ))
+        .bind(repo)
+        .bind(pool_path)
+        .fetch_optional(ex)
+        .await?;
+    row.as_ref().map(parse).transpose()
 }
 
-impl Rows<'_> {
-    pub async fn by_coordinate<'e, E: Executor<'e, Database = Any>>(
-        &self,
-        ex: E,
-        repo: i64,
-        name: &str,
-        version: &str,
-        arch: &str,
-    ) -> DbResult<Option<AptPackage>> {
-        let row = self
-            .query(sql!(
-                "apt_packages.by_coordinate",
-                concat!(
-                    "SELECT ",
-                    columns!(),
-                    " FROM apt_packages WHERE repository_id = $1 AND name = $2 AND version = $3 AND architecture = $4"
-                )
-            ))
-            .bind(repo)
-            .bind(name)
-            .bind(version)
-            .bind(arch)
-            .fetch_optional(ex)
-            .await?;
-        row.as_ref().map(parse).transpose()
-    }
+/// A keyset page of one index: the component's packages of `arch` and of `all`, by id.
+pub async fn index_page(
+    db: &Db,
+    repo: i64,
+    component: &str,
+    arch: &str,
+    after_id: i64,
+    limit: i64,
+) -> DbResult<Vec<AptPackage>> {
+    let query = db.query(sql!("apt_packages.page", concat!("SELECT ", columns!(), " FROM apt_packages WHERE repository_id = $1 AND component = $2 AND (architecture = $3 OR architecture = 'all') AND id > $4 ORDER BY id LIMIT $5"))).bind(repo).bind(component).bind(arch);
+    db.page(query, after_id, limit, parse).await
+}
 
-    pub async fn by_pool_path<'e, E: Executor<'e, Database = Any>>(
-        &self,
-        ex: E,
-        repo: i64,
-        pool_path: &str,
-    ) -> DbResult<Option<AptPackage>> {
-        let row = self
-            .query(sql!(
-                "apt_packages.by_path",
-                concat!("SELECT ", columns!(), " FROM apt_packages WHERE repository_id = $1 AND pool_path = $2")
-            ))
-            .bind(repo)
-            .bind(pool_path)
-            .fetch_optional(ex)
-            .await?;
-        row.as_ref().map(parse).transpose()
-    }
+/// Inserts a package row inside the writer's transaction (what its coordinate held is removed first).
+pub async fn insert(db: &Db, tx: &mut Transaction<'_, Any>, p: &AptPackage, uploaded_by: &str) -> DbResult<()> {
+    db.insert_uploaded(sql!("apt_packages.insert", "INSERT INTO apt_packages (uploaded_at, uploaded_by, repository_id, component, name, version, architecture, control, pool_path, size, md5, sha1, sha256, sha512) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, '', $12, '')"), uploaded_by)
+        .bind(p.repository_id)
+        .bind(p.component.as_str())
+        .bind(p.name.as_str())
+        .bind(p.version.as_str())
+        .bind(p.architecture.as_str())
+        .bind(p.control.as_str())
+        .bind(p.pool_path.as_str())
+        .bind(p.size)
+        .bind(p.md5.as_str())
+        .bind(p.sha256.as_str())
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
 
-    /// A keyset page of one index: the component's packages of `arch` and of `all`, by id.
-    pub async fn index_page(
-        &self,
-        repo: i64,
-        component: &str,
-        arch: &str,
-        after_id: i64,
-        limit: i64,
-    ) -> DbResult<Vec<AptPackage>> {
-        let rows = self
-            .query(sql!("apt_packages.page", concat!("SELECT ", columns!(), " FROM apt_packages WHERE repository_id = $1 AND component = $2 AND (architecture = $3 OR architecture = 'all') AND id > $4 ORDER BY id LIMIT $5")))
-            .bind(repo)
-            .bind(component)
-            .bind(arch)
-            .bind(after_id)
-            .bind(limit)
-            .fetch_all(self.pool())
-            .await?;
-        rows.iter().map(parse).collect()
-    }
+/// Records the MD5 the upload left for the worker.
+pub async fn set_md5(db: &Db, id: i64, md5: &str) -> DbResult<()> {
+    db.query(sql!("apt_packages.digests", "UPDATE apt_packages SET md5 = $1 WHERE id = $2"))
+        .bind(md5)
+        .bind(id)
+        .execute(db.pool())
+        .await?;
+    Ok(())
+}
 
-    /// Inserts (or, with `replace`, replaces) a package row inside the writer's transaction.
-    pub async fn put(
-        &self,
-        tx: &mut Transaction<'_, Any>,
-        p: &AptPackage,
-        uploaded_by: &str,
-        replace: bool,
-    ) -> DbResult<()> {
-        if replace {
-            self.query(sql!("apt_packages.replace", "DELETE FROM apt_packages WHERE repository_id = $1 AND name = $2 AND version = $3 AND architecture = $4"))
-                .bind(p.repository_id)
-                .bind(p.name.as_str())
-                .bind(p.version.as_str())
-                .bind(p.architecture.as_str())
-                .execute(&mut **tx)
-                .await?;
-        }
-        self.query(sql!("apt_packages.insert", "INSERT INTO apt_packages (repository_id, component, name, version, architecture, control, pool_path, size, md5, sha1, sha256, sha512, uploaded_at, uploaded_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, '', $10, '', $11, $12)"))
-            .bind(p.repository_id)
-            .bind(p.component.as_str())
-            .bind(p.name.as_str())
-            .bind(p.version.as_str())
-            .bind(p.architecture.as_str())
-            .bind(p.control.as_str())
-            .bind(p.pool_path.as_str())
-            .bind(p.size)
-            .bind(p.md5.as_str())
-            .bind(p.sha256.as_str())
-            .bind(now_ms())
-            .bind(uploaded_by)
-            .execute(&mut **tx)
-            .await?;
-        Ok(())
-    }
-
-    /// Records the MD5 the upload left for the worker.
-    pub async fn set_md5(&self, id: i64, md5: &str) -> DbResult<()> {
-        self.query(sql!("apt_packages.digests", "UPDATE apt_packages SET md5 = $1 WHERE id = $2"))
-            .bind(md5)
-            .bind(id)
-            .execute(self.pool())
-            .await?;
-        Ok(())
-    }
-
-    pub async fn delete(&self, tx: &mut Transaction<'_, Any>, id: i64) -> DbResult<bool> {
-        let done = self
-            .query(sql!("apt_packages.delete", "DELETE FROM apt_packages WHERE id = $1"))
-            .bind(id)
-            .execute(&mut **tx)
-            .await?;
-        Ok(done.rows_affected() == 1)
-    }
+pub async fn delete(db: &Db, tx: &mut Transaction<'_, Any>, id: i64) -> DbResult<bool> {
+    db.delete_by_id(tx, sql!("apt_packages.delete", "DELETE FROM apt_packages WHERE id = $1"), id).await
 }

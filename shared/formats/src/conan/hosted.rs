@@ -10,14 +10,16 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 
 use super::publish::{KIND, SEARCH_KIND, SEARCH_UNIT};
-use super::rows::{rows, ConanFile, RevisionKey};
+use super::rows::{self, ConanFile, RevisionKey};
 use packyard_codecs::archive::{check_tar, expansion_limit, ArchiveError};
 use packyard_codecs::conan::{archive_compression, FileHashes, Manifest};
-use packyard_core::hosted::{read_back, Existing, Hosted, Inspected, Removed, TxError, Tx, UnitRef, UploadError, Written};
+use packyard_core::hosted::{
+    read_back, Existing, Hosted, InTx, Inspected, Removed, TxError, UnitRef, UploadError, Written,
+};
 use packyard_core::services::Services;
 use packyard_model::repos::Repository;
 use packyard_store::blobs::StoredBlob;
-use packyard_store::db::{Db, DbResult};
+use packyard_store::db::DbResult;
 
 /// Conan's hosted rules.
 pub struct ConanHosted;
@@ -80,13 +82,8 @@ impl Hosted for ConanHosted {
     type Artifact = Upload;
     type Removal = Removal;
 
-    fn name(&self) -> &'static str {
-        "conan"
-    }
-
-    fn body(&self) -> Option<&'static str> {
-        None
-    }
+    const NAME: &'static str = "conan";
+    const BODY: Option<&'static str> = None;
 
     async fn inspect(
         &self,
@@ -96,7 +93,8 @@ impl Hosted for ConanHosted {
         stored: &StoredBlob,
     ) -> Result<Inspected<Upload>, UploadError> {
         let hashes = t.hashes.lock().ok().and_then(|mut h| h.take());
-        let (md5, sha1) = hashes.map(FileHashes::finish).ok_or_else(|| UploadError::Invalid("the upload was not hashed".into()))?;
+        let (md5, sha1) =
+            hashes.map(FileHashes::finish).ok_or_else(|| UploadError::Invalid("the upload was not hashed".into()))?;
         if let Some(want) = &t.sha1_header {
             if !want.trim().eq_ignore_ascii_case(&sha1) {
                 return Err(UploadError::Invalid(format!(
@@ -126,20 +124,23 @@ impl Hosted for ConanHosted {
             sha1,
         };
         let coordinate = t.revision.coordinate();
-        Ok(Inspected { artifact: Upload { revision: t.revision.clone(), file, manifest }, coordinate, derived: Vec::new() })
+        Ok(Inspected {
+            artifact: Upload { revision: t.revision.clone(), file, manifest },
+            coordinate,
+            derived: Vec::new(),
+        })
     }
 
     fn units(&self, _repo: &Repository, u: &Upload) -> Vec<UnitRef> {
         units(&u.revision.reference)
     }
 
-    async fn existing(&self, tx: &mut Tx<'_>, db: &Db, repo: &Repository, u: &Upload) -> DbResult<Existing> {
-        let rows = rows(db);
-        let rev = rows.conan_ensure_revision_in(tx, u.revision.key(repo.id)).await?;
+    async fn existing(&self, t: &mut InTx<'_, '_>, u: &Upload) -> DbResult<Existing<Self::Removal>> {
+        let rev = rows::ensure_revision_in(t.db, t.tx, u.revision.key(t.repo.id)).await?;
         if !rev.complete || u.file.path.starts_with("metadata/") {
             return Ok(Existing::Overwrite);
         }
-        let files = rows.conan_files_in(tx, rev.id).await?;
+        let files = rows::files_in(t.db, t.tx, rev.id).await?;
         Ok(if files.iter().any(|f| f.path == u.file.path && f.sha256 == u.file.sha256) {
             Existing::Same
         } else {
@@ -151,20 +152,12 @@ impl Hosted for ConanHosted {
         })
     }
 
-    async fn write(
-        &self,
-        tx: &mut Tx<'_>,
-        db: &Db,
-        repo: &Repository,
-        u: &Upload,
-        _uploader: &str,
-        _replace: bool,
-    ) -> Result<Written, TxError> {
-        let rows = rows(db);
-        let rev = rows.conan_ensure_revision_in(tx, u.revision.key(repo.id)).await?;
+    async fn write(&self, t: &mut InTx<'_, '_>, u: &Upload, _uploader: &str) -> Result<Written, TxError> {
+        let (db, tx) = (t.db, &mut *t.tx);
+        let rev = rows::ensure_revision_in(db, tx, u.revision.key(t.repo.id)).await?;
         let completes = u.manifest.is_some() && !rev.complete;
         if let (Some(manifest), true) = (&u.manifest, completes) {
-            let existing = rows.conan_files_in(tx, rev.id).await?;
+            let existing = rows::files_in(db, tx, rev.id).await?;
             for f in existing.iter().filter(|f| f.path != u.file.path) {
                 if let Some(want) = manifest.files.get(&f.path) {
                     if *want != f.md5 {
@@ -182,21 +175,25 @@ impl Hosted for ConanHosted {
                 ))));
             }
         }
-        rows.conan_put_file_in(tx, rev.id, &u.file).await?;
+        rows::put_file_in(db, tx, rev.id, &u.file).await?;
         if completes {
-            rows.conan_complete_in(tx, rev.id).await?;
+            rows::complete_in(db, tx, rev.id).await?;
         }
         // A complete revision's projection changes with it (completed now, or a metadata file).
         Ok(Written { republish: completes || rev.complete, audit: completes })
     }
 
-    async fn remove(&self, tx: &mut Tx<'_>, db: &Db, repo: &Repository, r: &Removal) -> DbResult<Option<Removed>> {
+    async fn remove(&self, t: &mut InTx<'_, '_>, r: &Removal) -> DbResult<Option<Removed>> {
         let rev = &r.revision;
         let package = rev.package.as_ref().map(|(p, v)| (p.as_str(), v.as_str()));
-        let n = rows(db).conan_delete_in(tx, repo.id, &rev.reference, &rev.rrev, package, r.packages_only).await?;
+        let n = rows::delete_in(t.db, t.tx, t.repo.id, &rev.reference, &rev.rrev, package, r.packages_only).await?;
         if n == 0 && !r.packages_only {
             return Ok(None);
         }
-        Ok(Some(Removed { coordinate: rev.coordinate(), units: units(&rev.reference), detail: serde_json::json!({"rows": n}) }))
+        Ok(Some(Removed {
+            coordinate: rev.coordinate(),
+            units: units(&rev.reference),
+            detail: serde_json::json!({"rows": n}),
+        }))
     }
 }

@@ -5,17 +5,15 @@
 //! repository (kind `conan-search`, unit `all`) the references for `search?q=`.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::group::{merge_reference, merge_search, References, Searches, Upstream};
+use super::group::{merge_reference, merge_search, References, Searches};
 use crate::conan::rows::ConanRevision;
-use packyard_core::groups;
-use packyard_core::proxy::Proxy;
-use packyard_core::publication::{BuildContext, BuildError, Builder};
-use packyard_model::repos::{Format, RepoType, Repository};
-use packyard_store::blobs::{BlobStore, Sha256Hex};
+use packyard_core::groups::{self, Reader};
+use packyard_core::publication::{repository_of, BuildContext, BuildError, Builder};
+use packyard_model::repos::{Format, RepoType};
+use packyard_store::blobs::Sha256Hex;
 use packyard_store::db::publication::UnitRecord;
 use packyard_store::db::Db;
 
@@ -37,27 +35,8 @@ fn revision_json(revision: &str, time_ms: i64) -> serde_json::Value {
 
 /// Builds a reference's projection (hosted) or merges it from the members (group).
 pub struct ConanBuilder {
-    /// Where members' published files are read from (groups).
-    pub blobs: Arc<dyn BlobStore>,
-    /// Asks proxy members' upstreams (groups).
-    pub proxy: Option<Proxy>,
-}
-
-/// The repository a unit belongs to, refusing a proxy (it publishes nothing).
-async fn owner(db: &Db, unit: &UnitRecord) -> Result<Repository, BuildError> {
-    let repo = db
-        .repository_by_id(unit.repository_id)
-        .await?
-        .ok_or_else(|| BuildError::Other(format!("repository {} is gone", unit.repository_id)))?;
-    if repo.repo_type == RepoType::Proxy {
-        return Err(BuildError::Other(format!("proxy repository {} publishes nothing", repo.name)));
-    }
-    Ok(repo)
-}
-
-/// A member published a unit: every Conan group that lists it rebuilds the same unit.
-async fn after_member(db: &Db, unit: &UnitRecord) -> Result<bool, BuildError> {
-    groups::after_member_publish(db, unit, Format::Conan, |_| vec![(unit.kind.clone(), unit.unit_key.clone())]).await
+    /// Reads group members.
+    pub reader: Reader,
 }
 
 #[async_trait]
@@ -68,14 +47,13 @@ impl Builder for ConanBuilder {
 
     async fn build(&self, ctx: &mut BuildContext<'_>, unit: &UnitRecord) -> Result<(), BuildError> {
         let db = ctx.db;
-        let owner = owner(db, unit).await?;
+        let owner = repository_of(db, unit).await?;
         let reference = unit.unit_key.as_str();
         if owner.repo_type == RepoType::Group {
-            let up = Upstream { proxy: self.proxy.as_ref(), blobs: &*self.blobs };
-            return merge_reference(ctx, &up, &owner, reference).await;
+            return merge_reference(ctx, &self.reader, &owner, reference).await;
         }
         let repo = owner.id;
-        let recipes = crate::conan::rows::rows(db).conan_revisions(repo, reference, None, None).await?;
+        let recipes = crate::conan::rows::revisions(db, repo, reference, None, None).await?;
         if recipes.is_empty() {
             return Ok(());
         }
@@ -85,8 +63,7 @@ impl Builder for ConanBuilder {
         for recipe in &recipes {
             let base = format!("revisions/{}", recipe.rrev);
             files(ctx, recipe, &base).await?;
-            let packages =
-                crate::conan::rows::rows(db).conan_revisions(repo, reference, Some(&recipe.rrev), None).await?;
+            let packages = crate::conan::rows::revisions(db, repo, reference, Some(&recipe.rrev), None).await?;
             let mut by_id: BTreeMap<&str, Vec<&ConanRevision>> = BTreeMap::new();
             for p in &packages {
                 by_id.entry(p.pkgid.as_str()).or_default().push(p);
@@ -123,24 +100,18 @@ impl Builder for ConanBuilder {
     }
 
     async fn after_publish(&self, db: &Db, unit: &UnitRecord) -> Result<bool, BuildError> {
-        after_member(db, unit).await
+        groups::same_unit_after_member_publish(db, unit, Format::Conan).await
     }
 
     async fn refresh(&self, db: &Db) -> Result<bool, BuildError> {
-        match &self.proxy {
-            Some(proxy) => {
-                let up = Upstream { proxy: Some(proxy), blobs: &*self.blobs };
-                groups::refresh(db, &*self.blobs, &References(up)).await
-            }
-            None => Ok(false),
-        }
+        groups::refresh(db, &self.reader, &References).await
     }
 }
 
 /// Lists a revision's files (`<base>/files`) and each file (`<base>/files/<path>`, by its
 /// blob); returns the text of its `conaninfo.txt`, if any.
 async fn files(ctx: &mut BuildContext<'_>, rev: &ConanRevision, base: &str) -> Result<String, BuildError> {
-    let files = crate::conan::rows::rows(ctx.db).conan_files(rev.id).await?;
+    let files = crate::conan::rows::files(ctx.db, rev.id).await?;
     let map: serde_json::Map<String, serde_json::Value> =
         files.iter().map(|f| (f.path.clone(), serde_json::json!({}))).collect();
     ctx.put(&format!("{base}/files"), JSON, serde_json::json!({ "files": map }).to_string().as_bytes()).await?;
@@ -157,8 +128,7 @@ async fn files(ctx: &mut BuildContext<'_>, rev: &ConanRevision, base: &str) -> R
 
 /// The repository's references with a complete recipe revision, for `search?q=`.
 pub struct ConanSearchBuilder {
-    pub blobs: Arc<dyn BlobStore>,
-    pub proxy: Option<Proxy>,
+    pub reader: Reader,
 }
 
 #[async_trait]
@@ -168,26 +138,19 @@ impl Builder for ConanSearchBuilder {
     }
 
     async fn build(&self, ctx: &mut BuildContext<'_>, unit: &UnitRecord) -> Result<(), BuildError> {
-        let owner = owner(ctx.db, unit).await?;
+        let owner = repository_of(ctx.db, unit).await?;
         if owner.repo_type == RepoType::Group {
-            let up = Upstream { proxy: self.proxy.as_ref(), blobs: &*self.blobs };
-            return merge_search(ctx, &up, &owner).await;
+            return merge_search(ctx, &self.reader, &owner).await;
         }
-        let refs = crate::conan::rows::rows(ctx.db).conan_references(owner.id).await?;
+        let refs = crate::conan::rows::references(ctx.db, owner.id).await?;
         ctx.put(SEARCH_FILE, JSON, serde_json::json!({ "results": refs }).to_string().as_bytes()).await
     }
 
     async fn after_publish(&self, db: &Db, unit: &UnitRecord) -> Result<bool, BuildError> {
-        after_member(db, unit).await
+        groups::same_unit_after_member_publish(db, unit, Format::Conan).await
     }
 
     async fn refresh(&self, db: &Db) -> Result<bool, BuildError> {
-        match &self.proxy {
-            Some(proxy) => {
-                let up = Upstream { proxy: Some(proxy), blobs: &*self.blobs };
-                groups::refresh(db, &*self.blobs, &Searches(up)).await
-            }
-            None => Ok(false),
-        }
+        groups::refresh(db, &self.reader, &Searches).await
     }
 }

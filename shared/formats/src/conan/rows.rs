@@ -28,7 +28,7 @@ pub struct ConanFile {
     pub sha1: String,
 }
 
-fn revision(r: &AnyRow) -> DbResult<ConanRevision> {
+fn parse_revision(r: &AnyRow) -> DbResult<ConanRevision> {
     Ok(ConanRevision {
         id: r.try_get("id")?,
         reference: text(r, "reference")?,
@@ -40,7 +40,7 @@ fn revision(r: &AnyRow) -> DbResult<ConanRevision> {
     })
 }
 
-fn file(r: &AnyRow) -> DbResult<ConanFile> {
+fn parse_file(r: &AnyRow) -> DbResult<ConanFile> {
     Ok(ConanFile {
         path: text(r, "path")?,
         sha256: text(r, "sha256")?.trim().to_string(),
@@ -56,21 +56,6 @@ macro_rules! rev_columns {
     };
 }
 
-/// Conan's tables on the database (see [`rows`]).
-pub struct Rows<'a>(pub &'a Db);
-
-/// The format's tables on `db`.
-pub fn rows(db: &Db) -> Rows<'_> {
-    Rows(db)
-}
-
-impl std::ops::Deref for Rows<'_> {
-    type Target = Db;
-    fn deref(&self) -> &Db {
-        self.0
-    }
-}
-
 /// One revision by its whole key.
 const REVISION: &Sql = sql!(
     "conan_revisions.get",
@@ -81,181 +66,173 @@ const REVISION: &Sql = sql!(
     )
 );
 
-impl Rows<'_> {
-    pub async fn conan_revision(
-        &self,
-        repo: i64,
-        reference: &str,
-        rrev: &str,
-        pkgid: &str,
-        prev: &str,
-    ) -> DbResult<Option<ConanRevision>> {
-        let key = RevisionKey { repo, reference, rrev, pkgid, prev };
-        let row = key.bind(self.query(REVISION)).fetch_optional(self.pool()).await?;
-        row.as_ref().map(revision).transpose()
-    }
+pub async fn revision(
+    db: &Db,
+    repo: i64,
+    reference: &str,
+    rrev: &str,
+    pkgid: &str,
+    prev: &str,
+) -> DbResult<Option<ConanRevision>> {
+    let key = RevisionKey { repo, reference, rrev, pkgid, prev };
+    let row = key.bind(db.query(REVISION)).fetch_optional(db.pool()).await?;
+    row.as_ref().map(parse_revision).transpose()
+}
 
-    pub async fn conan_files(&self, revision_id: i64) -> DbResult<Vec<ConanFile>> {
-        let rows = self.query(FILES).bind(revision_id).fetch_all(self.pool()).await?;
-        rows.iter().map(file).collect()
-    }
+pub async fn files(db: &Db, revision_id: i64) -> DbResult<Vec<ConanFile>> {
+    let rows = db.query(FILES).bind(revision_id).fetch_all(db.pool()).await?;
+    rows.iter().map(parse_file).collect()
+}
 
-    /// Complete revisions, newest first: the recipe revisions of `reference` (`rrev = None`), or
-    /// the package revisions of `pkgid` under `rrev`, or every package revision under `rrev`
-    /// (`pkgid = None`).
-    pub async fn conan_revisions(
-        &self,
-        repo: i64,
-        reference: &str,
-        rrev: Option<&str>,
-        pkgid: Option<&str>,
-    ) -> DbResult<Vec<ConanRevision>> {
-        let query = match (rrev, pkgid) {
-            (None, _) => self.query(sql!(
+/// Complete revisions, newest first: the recipe revisions of `reference` (`rrev = None`), or
+/// the package revisions of `pkgid` under `rrev`, or every package revision under `rrev`
+/// (`pkgid = None`).
+pub async fn revisions(
+    db: &Db,
+    repo: i64,
+    reference: &str,
+    rrev: Option<&str>,
+    pkgid: Option<&str>,
+) -> DbResult<Vec<ConanRevision>> {
+    let query = match (rrev, pkgid) {
+        (None, _) => db.query(sql!(
+            "conan_revisions.list",
+            concat!("SELECT ", rev_columns!(), " FROM conan_revisions WHERE repository_id = $1 AND reference = $2 AND complete = 1 AND pkgid = '' ORDER BY time_ms DESC, id DESC")
+        )),
+        (Some(r), Some(p)) => db
+            .query(sql!(
                 "conan_revisions.list",
-                concat!("SELECT ", rev_columns!(), " FROM conan_revisions WHERE repository_id = $1 AND reference = $2 AND complete = 1 AND pkgid = '' ORDER BY time_ms DESC, id DESC")
-            )),
-            (Some(r), Some(p)) => self
-                .query(sql!(
-                    "conan_revisions.list",
-                    concat!("SELECT ", rev_columns!(), " FROM conan_revisions WHERE repository_id = $1 AND reference = $2 AND complete = 1 AND rrev = $3 AND pkgid = $4 AND pkgid <> '' ORDER BY time_ms DESC, id DESC")
-                ))
-                .bind(repo)
-                .bind(reference)
-                .bind(r)
-                .bind(p),
-            (Some(r), None) => self
-                .query(sql!(
-                    "conan_revisions.list",
-                    concat!("SELECT ", rev_columns!(), " FROM conan_revisions WHERE repository_id = $1 AND reference = $2 AND complete = 1 AND rrev = $3 AND pkgid <> '' ORDER BY time_ms DESC, id DESC")
-                ))
-                .bind(repo)
-                .bind(reference)
-                .bind(r),
-        };
-        let query = if rrev.is_none() { query.bind(repo).bind(reference) } else { query };
-        let rows = query.fetch_all(self.pool()).await?;
-        rows.iter().map(revision).collect()
-    }
-
-    /// The references with a complete recipe revision.
-    pub async fn conan_references(&self, repo: i64) -> DbResult<Vec<String>> {
-        let rows = self
-            .query(sql!("conan_revisions.references", "SELECT DISTINCT reference FROM conan_revisions WHERE repository_id = $1 AND pkgid = '' AND complete = 1 ORDER BY reference"))
+                concat!("SELECT ", rev_columns!(), " FROM conan_revisions WHERE repository_id = $1 AND reference = $2 AND complete = 1 AND rrev = $3 AND pkgid = $4 AND pkgid <> '' ORDER BY time_ms DESC, id DESC")
+            ))
             .bind(repo)
-            .fetch_all(self.pool())
-            .await?;
-        rows.iter().map(|r| text(r, "reference")).collect()
-    }
+            .bind(reference)
+            .bind(r)
+            .bind(p),
+        (Some(r), None) => db
+            .query(sql!(
+                "conan_revisions.list",
+                concat!("SELECT ", rev_columns!(), " FROM conan_revisions WHERE repository_id = $1 AND reference = $2 AND complete = 1 AND rrev = $3 AND pkgid <> '' ORDER BY time_ms DESC, id DESC")
+            ))
+            .bind(repo)
+            .bind(reference)
+            .bind(r),
+    };
+    let query = if rrev.is_none() { query.bind(repo).bind(reference) } else { query };
+    let rows = query.fetch_all(db.pool()).await?;
+    rows.iter().map(parse_revision).collect()
+}
 
-    // --- inside a writer's transaction -------------------------------------------------------
-
-    async fn conan_revision_in(
-        &self,
-        tx: &mut Transaction<'_, Any>,
-        key: RevisionKey<'_>,
-    ) -> DbResult<Option<ConanRevision>> {
-        let row = key.bind(self.query(REVISION)).fetch_optional(&mut **tx).await?;
-        row.as_ref().map(revision).transpose()
-    }
-
-    /// The revision's row, created (incomplete) if absent, inside the writer's transaction.
-    pub async fn conan_ensure_revision_in(
-        &self,
-        tx: &mut Transaction<'_, Any>,
-        key: RevisionKey<'_>,
-    ) -> DbResult<ConanRevision> {
-        if let Some(r) = self.conan_revision_in(tx, key).await? {
-            return Ok(r);
-        }
-        let insert = insert_or_ignore!(
-            "conan_revisions.insert",
-            "INSERT INTO conan_revisions (repository_id, reference, rrev, pkgid, prev, complete, time_ms) VALUES ($1, $2, $3, $4, $5, 0, $6)"
-        );
-        key.bind(self.query(insert)).bind(now_ms()).execute(&mut **tx).await?;
-        self.conan_revision_in(tx, key)
-            .await?
-            .ok_or_else(|| DbError::Retry("the revision vanished while it was created".into()))
-    }
-
-    pub async fn conan_files_in(&self, tx: &mut Transaction<'_, Any>, revision_id: i64) -> DbResult<Vec<ConanFile>> {
-        let rows = self.query(FILES).bind(revision_id).fetch_all(&mut **tx).await?;
-        rows.iter().map(file).collect()
-    }
-
-    /// Records (or replaces) one file of a revision, inside the writer's transaction.
-    pub async fn conan_put_file_in(
-        &self,
-        tx: &mut Transaction<'_, Any>,
-        revision_id: i64,
-        f: &ConanFile,
-    ) -> DbResult<()> {
-        self.query(upsert!(
-            "conan_files.put",
-            "INSERT INTO conan_files (revision_id, path, sha256, size, md5, sha1) VALUES ($1, $2, $3, $4, $5, $6)",
-            on "conan_files" ("revision_id, path"),
-            set "sha256 = NEW.sha256, size = NEW.size, md5 = NEW.md5, sha1 = NEW.sha1"
-        ))
-        .bind(revision_id)
-        .bind(f.path.as_str())
-        .bind(f.sha256.as_str())
-        .bind(f.size)
-        .bind(f.md5.as_str())
-        .bind(f.sha1.as_str())
-        .execute(&mut **tx)
+/// The references with a complete recipe revision.
+pub async fn references(db: &Db, repo: i64) -> DbResult<Vec<String>> {
+    let rows = db
+        .query(sql!("conan_revisions.references", "SELECT DISTINCT reference FROM conan_revisions WHERE repository_id = $1 AND pkgid = '' AND complete = 1 ORDER BY reference"))
+        .bind(repo)
+        .fetch_all(db.pool())
         .await?;
-        Ok(())
-    }
+    rows.iter().map(|r| text(r, "reference")).collect()
+}
 
-    /// Makes a revision visible (its manifest arrived and matched), timed now.
-    pub async fn conan_complete_in(&self, tx: &mut Transaction<'_, Any>, revision_id: i64) -> DbResult<()> {
-        self.query(sql!(
-            "conan_revisions.complete",
-            "UPDATE conan_revisions SET complete = 1, time_ms = $1 WHERE id = $2"
-        ))
+// --- inside a writer's transaction -------------------------------------------------------
+
+async fn revision_in(db: &Db, tx: &mut Transaction<'_, Any>, key: RevisionKey<'_>) -> DbResult<Option<ConanRevision>> {
+    let row = key.bind(db.query(REVISION)).fetch_optional(&mut **tx).await?;
+    row.as_ref().map(parse_revision).transpose()
+}
+
+/// The revision's row, created (incomplete) if absent, inside the writer's transaction.
+pub async fn ensure_revision_in(
+    db: &Db,
+    tx: &mut Transaction<'_, Any>,
+    key: RevisionKey<'_>,
+) -> DbResult<ConanRevision> {
+    if let Some(r) = revision_in(db, tx, key).await? {
+        return Ok(r);
+    }
+    let insert = insert_or_ignore!(
+        "conan_revisions.insert",
+        "INSERT INTO conan_revisions (repository_id, reference, rrev, pkgid, prev, complete, time_ms) VALUES ($1, $2, $3, $4, $5, 0, $6)"
+    );
+    key.bind(db.query(insert)).bind(now_ms()).execute(&mut **tx).await?;
+    revision_in(db, tx, key).await?.ok_or_else(|| DbError::Retry("the revision vanished while it was created".into()))
+}
+
+pub async fn files_in(db: &Db, tx: &mut Transaction<'_, Any>, revision_id: i64) -> DbResult<Vec<ConanFile>> {
+    let rows = db.query(FILES).bind(revision_id).fetch_all(&mut **tx).await?;
+    rows.iter().map(parse_file).collect()
+}
+
+/// Records (or replaces) one file of a revision, inside the writer's transaction.
+pub async fn put_file_in(db: &Db, tx: &mut Transaction<'_, Any>, revision_id: i64, f: &ConanFile) -> DbResult<()> {
+    db.query(upsert!(
+        "conan_files.put",
+        "INSERT INTO conan_files (revision_id, path, sha256, size, md5, sha1) VALUES ($1, $2, $3, $4, $5, $6)",
+        on "conan_files" ("revision_id, path"),
+        set "sha256 = NEW.sha256, size = NEW.size, md5 = NEW.md5, sha1 = NEW.sha1"
+    ))
+    .bind(revision_id)
+    .bind(f.path.as_str())
+    .bind(f.sha256.as_str())
+    .bind(f.size)
+    .bind(f.md5.as_str())
+    .bind(f.sha1.as_str())
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// Makes a revision visible (its manifest arrived and matched), timed now.
+pub async fn complete_in(db: &Db, tx: &mut Transaction<'_, Any>, revision_id: i64) -> DbResult<()> {
+    db.query(sql!("conan_revisions.complete", "UPDATE conan_revisions SET complete = 1, time_ms = $1 WHERE id = $2"))
         .bind(now_ms())
         .bind(revision_id)
         .execute(&mut **tx)
         .await?;
-        Ok(())
-    }
+    Ok(())
+}
 
-    /// Deletes revisions (their files go with them) inside the writer's transaction: a recipe
-    /// revision and its packages (`package = None`, `packages_only = false`), only its packages
-    /// (`packages_only`), or one package revision. Returns how many rows went.
-    pub async fn conan_delete_in(
-        &self,
-        tx: &mut Transaction<'_, Any>,
-        repo: i64,
-        reference: &str,
-        rrev: &str,
-        package: Option<(&str, &str)>,
-        packages_only: bool,
-    ) -> DbResult<u64> {
-        let done = match package {
-            Some((pkgid, prev)) => {
-                let key = RevisionKey { repo, reference, rrev, pkgid, prev };
-                key.bind(self.query(sql!("conan_revisions.delete", "DELETE FROM conan_revisions WHERE repository_id = $1 AND reference = $2 AND rrev = $3 AND pkgid = $4 AND prev = $5")))
-                    .execute(&mut **tx)
-                    .await?
-            }
-            None if packages_only => self
-                .query(sql!("conan_revisions.delete", "DELETE FROM conan_revisions WHERE repository_id = $1 AND reference = $2 AND rrev = $3 AND pkgid <> ''"))
-                .bind(repo)
-                .bind(reference)
-                .bind(rrev)
+/// Deletes revisions (their files go with them) inside the writer's transaction: a recipe
+/// revision and its packages (`package = None`, `packages_only = false`), only its packages
+/// (`packages_only`), or one package revision. Returns how many rows went.
+pub async fn delete_in(
+    db: &Db,
+    tx: &mut Transaction<'_, Any>,
+    repo: i64,
+    reference: &str,
+    rrev: &str,
+    package: Option<(&str, &str)>,
+    packages_only: bool,
+) -> DbResult<u64> {
+    let done = match package {
+        Some((pkgid, prev)) => {
+            let key = RevisionKey { repo, reference, rrev, pkgid, prev };
+            key.bind(db.query(sql!("conan_revisions.delete", "DELETE FROM conan_revisions WHERE repository_id = $1 AND reference = $2 AND rrev = $3 AND pkgid = $4 AND prev = $5")))
                 .execute(&mut **tx)
-                .await?,
-            None => self
-                .query(sql!("conan_revisions.delete", "DELETE FROM conan_revisions WHERE repository_id = $1 AND reference = $2 AND rrev = $3"))
-                .bind(repo)
-                .bind(reference)
-                .bind(rrev)
-                .execute(&mut **tx)
-                .await?,
-        };
-        Ok(done.rows_affected())
-    }
+                .await?
+        }
+        None if packages_only => {
+            db.query(sql!(
+                "conan_revisions.delete",
+                "DELETE FROM conan_revisions WHERE repository_id = $1 AND reference = $2 AND rrev = $3 AND pkgid <> ''"
+            ))
+            .bind(repo)
+            .bind(reference)
+            .bind(rrev)
+            .execute(&mut **tx)
+            .await?
+        }
+        None => {
+            db.query(sql!(
+                "conan_revisions.delete",
+                "DELETE FROM conan_revisions WHERE repository_id = $1 AND reference = $2 AND rrev = $3"
+            ))
+            .bind(repo)
+            .bind(reference)
+            .bind(rrev)
+            .execute(&mut **tx)
+            .await?
+        }
+    };
+    Ok(done.rows_affected())
 }
 
 /// A revision's files, by path.

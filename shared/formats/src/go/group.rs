@@ -11,11 +11,9 @@ use std::collections::HashSet;
 
 use super::{proxy_request, Request, KIND};
 use packyard_codecs::go::version::{latest, list};
-use packyard_core::groups::{self, members_of, published_entry, Sources, UpstreamSources};
-use packyard_core::proxy::{Outcome, Proxy};
+use packyard_core::groups::{self, members_of, Reader, Sources, UpstreamSources};
 use packyard_core::publication::{BuildContext, BuildError};
 use packyard_model::repos::{Format, RepoType, Repository};
-use packyard_store::blobs::{BlobStore, Sha256Hex};
 use packyard_store::db::Db;
 
 /// The hidden snapshot file mapping each listed version to its member.
@@ -26,68 +24,40 @@ pub const SOURCES_FILE: &str = ".sources";
 const JSON: &str = "application/json";
 const TEXT: &str = "text/plain; charset=utf-8";
 
-fn other(e: impl std::fmt::Display) -> BuildError {
-    BuildError::Other(e.to_string())
-}
-
-/// Where a group's build reads members from.
-pub struct Upstream<'a> {
-    pub proxy: Option<&'a Proxy>,
-    pub blobs: &'a dyn BlobStore,
-}
-
-impl Upstream<'_> {
-    /// A proxy member's answer for `request` through the proxy cache: the blob's
-    /// `(SHA-256, size)`, or `None` for an upstream 404/410.
-    async fn fetch(&self, member: &Repository, request: &Request) -> Result<Option<(String, i64)>, BuildError> {
-        let proxy = self.proxy.ok_or_else(|| other("no proxy client in this worker"))?;
-        let req = proxy_request(member, request).map_err(other)?;
-        match proxy.fetch(req).await.map_err(|e| other(format!("member {}: {e}", member.name)))? {
-            Outcome::Found(entry, _) => Ok(entry.sha256.map(|s| (s, entry.size))),
-            Outcome::Missing(..) => Ok(None),
-        }
-    }
-
-    async fn text(&self, sha256: &str) -> Result<String, BuildError> {
-        Ok(String::from_utf8_lossy(&self.blobs.read_all(&Sha256Hex::parse(sha256)?).await?).into_owned())
-    }
-
-    /// A member's file of `module` (`@v/list`, `@latest`, `@v/<v>.info`): from a hosted or
-    /// group member's snapshot, from a proxy member's upstream.
-    async fn member_file(
-        &self,
-        db: &Db,
-        member: &Repository,
-        module: &str,
-        request: &Request,
-    ) -> Result<Option<(String, i64)>, BuildError> {
-        match member.repo_type {
-            RepoType::Proxy => self.fetch(member, request).await,
-            RepoType::Hosted | RepoType::Group => {
-                let path = match request {
-                    Request::List(_) => "@v/list".to_string(),
-                    Request::Latest(_) => "@latest".to_string(),
-                    Request::File { version, ext, .. } => format!("@v/{version}.{ext}"),
-                };
-                Ok(published_entry(db, member, KIND, module, &path).await?.map(|f| (f.sha256, f.size)))
-            }
-        }
-    }
+/// A member's file of `module` for `request` (`@v/list`, `@latest`, `@v/<v>.info`): from a
+/// hosted or group member's snapshot, from a proxy member's upstream.
+async fn member_file(
+    reader: &Reader,
+    db: &Db,
+    member: &Repository,
+    request: &Request,
+) -> Result<Option<(String, i64)>, BuildError> {
+    let path = match request {
+        Request::List(_) => "@v/list".to_string(),
+        Request::Latest(_) => "@latest".to_string(),
+        Request::File { version, ext, .. } => format!("@v/{version}.{ext}"),
+    };
+    reader.file(db, member, (KIND, request.module(), &path), || proxy_request(member, request)).await
 }
 
 /// Builds group `repo`'s snapshot of `module`.
-pub async fn merge(ctx: &mut BuildContext<'_>, up: &Upstream<'_>, repo: &Repository, module: &str) -> Result<(), BuildError> {
+pub async fn merge(
+    ctx: &mut BuildContext<'_>,
+    reader: &Reader,
+    repo: &Repository,
+    module: &str,
+) -> Result<(), BuildError> {
     let db = ctx.db;
     let members = members_of(db, repo).await?;
     let mut listed: Vec<(String, String)> = Vec::new();
     let mut seen = HashSet::new();
     let mut sources = Sources::new();
     for m in &members {
-        let Some((sha, _)) = up.member_file(db, m, module, &Request::List(module.to_string())).await? else { continue };
+        let Some((sha, _)) = member_file(reader, db, m, &Request::List(module.to_string())).await? else { continue };
         if m.repo_type == RepoType::Proxy {
             sources.insert(m.name.to_string(), sha.clone());
         }
-        for v in up.text(&sha).await?.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        for v in reader.text(&sha).await?.lines().map(str::trim).filter(|l| !l.is_empty()) {
             if seen.insert(v.to_string()) {
                 listed.push((v.to_string(), m.name.to_string()));
             }
@@ -99,7 +69,7 @@ pub async fn merge(ctx: &mut BuildContext<'_>, up: &Upstream<'_>, repo: &Reposit
             let owner = listed.iter().find(|(l, _)| l == v).map(|(_, m)| m.as_str()).unwrap_or_default();
             let info = Request::File { module: module.to_string(), version: v.to_string(), ext: "info" };
             match members.iter().find(|m| m.name.as_str() == owner) {
-                Some(m) => up.member_file(db, m, module, &info).await?,
+                Some(m) => member_file(reader, db, m, &info).await?,
                 None => None,
             }
         }
@@ -107,8 +77,8 @@ pub async fn merge(ctx: &mut BuildContext<'_>, up: &Upstream<'_>, repo: &Reposit
             // Nothing listed (only pseudo-versions, say): the highest of the members' @latest.
             let mut candidates = Vec::new();
             for m in &members {
-                if let Some((sha, size)) = up.member_file(db, m, module, &Request::Latest(module.to_string())).await? {
-                    let info: serde_json::Value = serde_json::from_str(&up.text(&sha).await?).unwrap_or_default();
+                if let Some((sha, size)) = member_file(reader, db, m, &Request::Latest(module.to_string())).await? {
+                    let info: serde_json::Value = serde_json::from_str(&reader.text(&sha).await?).unwrap_or_default();
                     if let Some(v) = info["Version"].as_str() {
                         candidates.push((v.to_string(), sha, size));
                     }
@@ -128,29 +98,22 @@ pub async fn merge(ctx: &mut BuildContext<'_>, up: &Upstream<'_>, repo: &Reposit
 
 /// Whether a member of group `repo` has `module` (a group publishes a module on its first
 /// request only when one does): a hosted member has published it, a proxy member's upstream
-/// lists it, a nested group's member has it.
-pub async fn any_member_has(db: &Db, proxy: &Proxy, repo: &Repository, module: &str, depth: usize) -> Result<bool, BuildError> {
-    groups::check_depth(repo, depth).map_err(other)?;
-    for member in members_of(db, repo).await? {
-        let found = match member.repo_type {
-            RepoType::Hosted => db.unit_by_key(member.id, KIND, module).await?.is_some(),
-            RepoType::Proxy => {
-                let req = proxy_request(&member, &Request::List(module.to_string())).map_err(other)?;
-                matches!(proxy.fetch(req).await.map_err(|e| other(format!("member {}: {e}", member.name)))?, Outcome::Found(..))
-            }
-            RepoType::Group => Box::pin(any_member_has(db, proxy, &member, module, depth + 1)).await?,
-        };
-        if found {
-            return Ok(true);
-        }
-    }
-    Ok(false)
+/// lists it.
+pub async fn any_member_has(db: &Db, reader: &Reader, repo: &Repository, module: &str) -> Result<bool, BuildError> {
+    let list = Request::List(module.to_string());
+    groups::any_member_has(db, repo, KIND, module, |m| {
+        let list = &list;
+        async move { Ok(reader.fetch(&m, proxy_request(&m, list)).await?.is_some()) }
+    })
+    .await
 }
 
 /// What a group's proxy members' upstreams have, for the refresh after their metadata TTL: each
 /// one's `@v/list` of the module, by hash.
+pub struct Lists;
+
 #[async_trait::async_trait]
-impl UpstreamSources for Upstream<'_> {
+impl UpstreamSources for Lists {
     fn format(&self) -> Format {
         Format::Go
     }
@@ -163,7 +126,8 @@ impl UpstreamSources for Upstream<'_> {
         SOURCES_FILE.to_string()
     }
 
-    async fn source(&self, member: &Repository, module: &str) -> Result<Option<String>, BuildError> {
-        Ok(self.fetch(member, &Request::List(module.to_string())).await?.map(|(sha, _)| sha))
+    async fn source(&self, reader: &Reader, member: &Repository, module: &str) -> Result<Option<String>, BuildError> {
+        let list = Request::List(module.to_string());
+        Ok(reader.fetch(member, proxy_request(member, &list)).await?.map(|(sha, _)| sha))
     }
 }

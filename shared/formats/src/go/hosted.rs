@@ -6,18 +6,18 @@
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use super::rows::{rows, GoVersion};
+use super::rows::{self, GoVersion};
 use super::KIND;
 use packyard_codecs::go::zip::{
     check_entries, locate, module_of_go_mod, parse_central, tail_len, verify_data, Limits, ZipError,
 };
 use packyard_core::hosted::{
-    read_back, store_derived, Existing, Hosted, Inspected, Removed, TxError, Tx, UnitRef, UploadError, Written,
+    read_back, store_derived, Existing, Hosted, InTx, Inspected, Removed, TxError, UnitRef, UploadError, Written,
 };
 use packyard_core::services::Services;
 use packyard_model::repos::Repository;
 use packyard_store::blobs::{RangeSpec, StoredBlob};
-use packyard_store::db::{Db, DbResult};
+use packyard_store::db::DbResult;
 
 /// Go's hosted rules.
 pub struct GoHosted;
@@ -47,21 +47,14 @@ impl Hosted for GoHosted {
     /// `(module, version)`.
     type Removal = (String, String);
 
-    fn name(&self) -> &'static str {
-        KIND
-    }
-
-    fn body(&self) -> Option<&'static str> {
-        Some("the module zip")
-    }
+    const NAME: &'static str = KIND;
+    const BODY: Option<&'static str> = Some("the module zip");
 
     fn max_bytes(&self, services: &Services) -> u64 {
         limits(services).max_zip
     }
 
-    fn immutability(&self) -> &'static str {
-        "a module version never changes (go.sum pins its hash)"
-    }
+    const IMMUTABILITY: &'static str = "a module version never changes (go.sum pins its hash)";
 
     fn check_target(&self, _repo: &Repository, t: &Target) -> Result<(), UploadError> {
         match t {
@@ -123,42 +116,21 @@ impl Hosted for GoHosted {
         vec![(KIND, v.module.clone())]
     }
 
-    async fn existing(&self, tx: &mut Tx<'_>, db: &Db, repo: &Repository, v: &GoVersion) -> DbResult<Existing> {
-        Ok(match rows(db).version(&mut **tx, repo.id, &v.module, &v.version).await? {
-            None => Existing::Absent,
-            Some(old) if old.zip_sha256 == v.zip_sha256 => Existing::Same,
-            Some(_) => Existing::Different,
-        })
+    async fn existing(&self, t: &mut InTx<'_, '_>, v: &GoVersion) -> DbResult<Existing<Self::Removal>> {
+        let stored = rows::version(t.db, &mut **t.tx, t.repo.id, &v.module, &v.version).await?;
+        Ok(Existing::of(stored.map(|old| (old.zip_sha256 == v.zip_sha256, (old.module, old.version)))))
     }
 
-    async fn write(
-        &self,
-        tx: &mut Tx<'_>,
-        db: &Db,
-        _repo: &Repository,
-        v: &GoVersion,
-        uploader: &str,
-        replace: bool,
-    ) -> Result<Written, TxError> {
-        rows(db).put(tx, v, uploader, replace).await?;
+    async fn write(&self, t: &mut InTx<'_, '_>, v: &GoVersion, uploader: &str) -> Result<Written, TxError> {
+        rows::insert(t.db, t.tx, v, uploader).await?;
         Ok(Written::ALL)
     }
 
-    async fn remove(
-        &self,
-        tx: &mut Tx<'_>,
-        db: &Db,
-        repo: &Repository,
-        (module, version): &(String, String),
-    ) -> DbResult<Option<Removed>> {
-        let rows = rows(db);
-        let Some(v) = rows.version(&mut **tx, repo.id, module, version).await? else { return Ok(None) };
-        rows.delete(tx, v.id).await?;
-        Ok(Some(Removed {
-            coordinate: format!("{}@{}", v.module, v.version),
-            units: vec![(KIND, v.module.clone())],
-            detail: serde_json::json!({"sha256": v.zip_sha256}),
-        }))
+    async fn remove(&self, t: &mut InTx<'_, '_>, (module, version): &(String, String)) -> DbResult<Option<Removed>> {
+        let Some(v) = rows::version(t.db, &mut **t.tx, t.repo.id, module, version).await? else { return Ok(None) };
+        rows::delete(t.db, t.tx, v.id).await?;
+        let (coordinate, units) = (format!("{}@{}", v.module, v.version), vec![(KIND, v.module.clone())]);
+        Ok(Some(Removed { coordinate, units, detail: serde_json::json!({"sha256": v.zip_sha256}) }))
     }
 }
 

@@ -8,23 +8,17 @@ use async_trait::async_trait;
 use super::hosted::info_json;
 use super::KIND;
 use packyard_codecs::go::version::{latest, list};
+use packyard_core::groups::{self, Reader};
+use packyard_core::publication::repository_of;
 use packyard_core::publication::{BuildContext, BuildError, Builder};
-use super::group::Upstream;
 use packyard_model::repos::{Format, RepoType};
 use packyard_store::db::publication::UnitRecord;
+use packyard_store::db::Db;
 
 pub struct GoBuilder {
     pub page_size: i64,
-    /// Where members' published and proxied files are read from (groups).
-    pub blobs: std::sync::Arc<dyn packyard_store::blobs::BlobStore>,
-    /// Fetches proxy members' upstream metadata (groups).
-    pub proxy: Option<packyard_core::proxy::Proxy>,
-}
-
-impl GoBuilder {
-    fn upstream(&self) -> Upstream<'_> {
-        Upstream { proxy: self.proxy.as_ref(), blobs: &*self.blobs }
-    }
+    /// Reads group members.
+    pub reader: Reader,
 }
 
 const JSON: &str = "application/json";
@@ -38,22 +32,15 @@ impl Builder for GoBuilder {
 
     async fn build(&self, ctx: &mut BuildContext<'_>, unit: &UnitRecord) -> Result<(), BuildError> {
         let db = ctx.db;
-        let repo = db
-            .repository_by_id(unit.repository_id)
-            .await?
-            .ok_or_else(|| BuildError::Other(format!("repository {} is gone", unit.repository_id)))?;
+        let repo = repository_of(db, unit).await?;
         let module = unit.unit_key.as_str();
-        match repo.repo_type {
-            RepoType::Hosted => {}
-            RepoType::Group => return super::group::merge(ctx, &self.upstream(), &repo, module).await,
-            RepoType::Proxy => {
-                return Err(BuildError::Other(format!("proxy repository {} publishes nothing", repo.name)))
-            }
+        if repo.repo_type == RepoType::Group {
+            return super::group::merge(ctx, &self.reader, &repo, module).await;
         }
         let mut versions: Vec<(String, i64)> = Vec::new();
         let mut after = 0;
         loop {
-            let page = crate::go::rows::rows(db).versions_page(repo.id, module, after, self.page_size).await?;
+            let page = crate::go::rows::versions_page(db, repo.id, module, after, self.page_size).await?;
             let Some(last) = page.last() else { break };
             after = last.id;
             versions.extend(page.into_iter().map(|v| (v.version, v.time_ms)));
@@ -70,15 +57,11 @@ impl Builder for GoBuilder {
     }
 
     /// A member published a module: every Go group that lists it rebuilds the same module.
-    async fn after_publish(&self, db: &packyard_store::db::Db, unit: &UnitRecord) -> Result<bool, BuildError> {
-        packyard_core::groups::after_member_publish(db, unit, Format::Go, |_| vec![(KIND.to_string(), unit.unit_key.clone())])
-            .await
+    async fn after_publish(&self, db: &Db, unit: &UnitRecord) -> Result<bool, BuildError> {
+        groups::same_unit_after_member_publish(db, unit, Format::Go).await
     }
 
-    async fn refresh(&self, db: &packyard_store::db::Db) -> Result<bool, BuildError> {
-        match &self.proxy {
-            Some(_) => packyard_core::groups::refresh(db, &*self.blobs, &self.upstream()).await,
-            None => Ok(false),
-        }
+    async fn refresh(&self, db: &Db) -> Result<bool, BuildError> {
+        groups::refresh(db, &self.reader, &super::group::Lists).await
     }
 }

@@ -40,112 +40,63 @@ fn parse(r: &AnyRow) -> DbResult<GoVersion> {
     })
 }
 
-/// GO's tables on the database (see [`rows`]).
-pub struct Rows<'a>(pub &'a Db);
-
-/// The format's tables on `db`.
-pub fn rows(db: &Db) -> Rows<'_> {
-    Rows(db)
+pub async fn version<'e, E: Executor<'e, Database = Any>>(
+    db: &Db,
+    ex: E,
+    repo: i64,
+    module: &str,
+    version: &str,
+) -> DbResult<Option<GoVersion>> {
+    let row = db
+        .query(sql!(
+            "go_versions.get",
+            concat!(
+                "SELECT ",
+                columns!(),
+                " FROM go_versions WHERE repository_id = $1 AND module = $2 AND version = $3"
+            )
+        ))
+        .bind(repo)
+        .bind(module)
+        .bind(version)
+        .fetch_optional(ex)
+        .await?;
+    row.as_ref().map(parse).transpose()
 }
 
-impl std::ops::Deref for Rows<'_> {
-    type Target = Db;
-    fn deref(&self) -> &Db {
-        self.0
-    }
+/// A keyset page of one module's versions, by id.
+pub async fn versions_page(db: &Db, repo: i64, module: &str, after_id: i64, limit: i64) -> DbResult<Vec<GoVersion>> {
+    let query = db
+        .query(sql!(
+            "go_versions.page",
+            concat!(
+                "SELECT ",
+                columns!(),
+                " FROM go_versions WHERE repository_id = $1 AND module = $2 AND id > $3 ORDER BY id LIMIT $4"
+            )
+        ))
+        .bind(repo)
+        .bind(module);
+    db.page(query, after_id, limit, parse).await
 }
 
-impl Rows<'_> {
-    pub async fn version<'e, E: Executor<'e, Database = Any>>(
-        &self,
-        ex: E,
-        repo: i64,
-        module: &str,
-        version: &str,
-    ) -> DbResult<Option<GoVersion>> {
-        let row = self
-            .query(sql!(
-                "go_versions.get",
-                concat!(
-                    "SELECT ",
-                    columns!(),
-                    " FROM go_versions WHERE repository_id = $1 AND module = $2 AND version = $3"
-                )
-            ))
-            .bind(repo)
-            .bind(module)
-            .bind(version)
-            .fetch_optional(ex)
-            .await?;
-        row.as_ref().map(parse).transpose()
-    }
+/// Inserts a version inside the writer's transaction (what its coordinate held is removed first).
+pub async fn insert(db: &Db, tx: &mut Transaction<'_, Any>, v: &GoVersion, uploaded_by: &str) -> DbResult<()> {
+    db.query(sql!("go_versions.insert", "INSERT INTO go_versions (repository_id, module, version, time_ms, mod_sha256, mod_size, zip_sha256, zip_size, uploaded_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"))
+        .bind(v.repository_id)
+        .bind(v.module.as_str())
+        .bind(v.version.as_str())
+        .bind(v.time_ms)
+        .bind(v.mod_sha256.as_str())
+        .bind(v.mod_size)
+        .bind(v.zip_sha256.as_str())
+        .bind(v.zip_size)
+        .bind(uploaded_by)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
 
-    /// A keyset page of one module's versions, by id.
-    pub async fn versions_page(
-        &self,
-        repo: i64,
-        module: &str,
-        after_id: i64,
-        limit: i64,
-    ) -> DbResult<Vec<GoVersion>> {
-        let rows = self
-            .query(sql!(
-                "go_versions.page",
-                concat!(
-                    "SELECT ",
-                    columns!(),
-                    " FROM go_versions WHERE repository_id = $1 AND module = $2 AND id > $3 ORDER BY id LIMIT $4"
-                )
-            ))
-            .bind(repo)
-            .bind(module)
-            .bind(after_id)
-            .bind(limit)
-            .fetch_all(self.pool())
-            .await?;
-        rows.iter().map(parse).collect()
-    }
-
-    /// Inserts (or, with `replace`, replaces) a version inside the writer's transaction.
-    pub async fn put(
-        &self,
-        tx: &mut Transaction<'_, Any>,
-        v: &GoVersion,
-        uploaded_by: &str,
-        replace: bool,
-    ) -> DbResult<()> {
-        if replace {
-            self.query(sql!(
-                "go_versions.replace",
-                "DELETE FROM go_versions WHERE repository_id = $1 AND module = $2 AND version = $3"
-            ))
-            .bind(v.repository_id)
-            .bind(v.module.as_str())
-            .bind(v.version.as_str())
-            .execute(&mut **tx)
-            .await?;
-        }
-        self.query(sql!("go_versions.insert", "INSERT INTO go_versions (repository_id, module, version, time_ms, mod_sha256, mod_size, zip_sha256, zip_size, uploaded_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"))
-            .bind(v.repository_id)
-            .bind(v.module.as_str())
-            .bind(v.version.as_str())
-            .bind(v.time_ms)
-            .bind(v.mod_sha256.as_str())
-            .bind(v.mod_size)
-            .bind(v.zip_sha256.as_str())
-            .bind(v.zip_size)
-            .bind(uploaded_by)
-            .execute(&mut **tx)
-            .await?;
-        Ok(())
-    }
-
-    pub async fn delete(&self, tx: &mut Transaction<'_, Any>, id: i64) -> DbResult<bool> {
-        let done = self
-            .query(sql!("go_versions.delete", "DELETE FROM go_versions WHERE id = $1"))
-            .bind(id)
-            .execute(&mut **tx)
-            .await?;
-        Ok(done.rows_affected() == 1)
-    }
+pub async fn delete(db: &Db, tx: &mut Transaction<'_, Any>, id: i64) -> DbResult<bool> {
+    db.delete_by_id(tx, sql!("go_versions.delete", "DELETE FROM go_versions WHERE id = $1"), id).await
 }
