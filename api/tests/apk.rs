@@ -1,85 +1,133 @@
-//! APK hosted through the whole actix service, on every database backend: uploads (good and
-//! bad), the worker's signed `APKINDEX.tar.gz` checked the way apk checks it by an independent
-//! verifier (`apk_verify.py`: Python's tarfile and zlib, `openssl dgst -sha1 -verify`), package
-//! downloads with HEAD/Range/304, warmed index reads without queries, and deletes.
+//! APK hosted through the whole actix service, on every database backend, one behaviour per
+//! test: the index key, uploads (good and bad), the worker's signed `APKINDEX.tar.gz` checked
+//! the way apk checks it by an independent verifier (`apk_verify.py`: Python's tarfile and zlib,
+//! `openssl dgst -sha1 -verify`), package downloads with HEAD/Range/304, the empty index of a unit
+//! nothing was uploaded to, warmed index reads without queries, deletes and key rotation.
 
 #[macro_use]
 mod common;
 
 use std::path::Path;
 
-use actix_web::test::{self as atest, TestRequest};
-use packyard_codecs::apk::testing::{build_apk, sized_apk, Fixture};
+use actix_web::test::TestRequest;
+use common::app::{As, Repo, TestApp};
+use packyard_codecs::apk::testing::{build_apk, sized_apk, Built, Fixture};
+use packyard_model::repos::Format;
 use sha2::{Digest, Sha256};
 
-fn blob_files(root: &Path) -> usize {
-    walk(&root.join("sha256"))
+/// Uploads above 2 MiB are refused in these tests (the 413 case).
+fn small_uploads(c: &mut packyard_model::config::Config) {
+    c.server.max_upload_bytes = 2 << 20;
 }
 
-fn walk(dir: &Path) -> usize {
-    std::fs::read_dir(dir)
-        .map(|rd| rd.filter_map(Result::ok).map(|e| if e.path().is_dir() { walk(&e.path()) } else { 1 }).sum())
-        .unwrap_or(0)
+/// Repository `alpine` (x86_64 and aarch64) with a generated 2048-bit index key (generation
+/// without a size gives 4096 bits, slower); its key name.
+async fn alpine(app: &TestApp) -> anyhow::Result<String> {
+    let repo =
+        Repo::hosted("alpine", Format::Apk).with(serde_json::json!({"apk": {"architectures": ["x86_64", "aarch64"]}}));
+    app.create(repo).await?;
+    let r = app.call(signing_key(serde_json::json!({"generate": true, "algorithm": "rsa2048"}))).await?;
+    anyhow::ensure!(r.status == 200, "{}", r.text);
+    Ok(r.json["key_name"].as_str().unwrap_or_default().to_string())
 }
 
-async fn hosted_apk(backend: packyard_store::db::Backend) -> anyhow::Result<()> {
-    let Some(t) = packyard_store::testing::TestDb::fresh(backend).await? else { return Ok(()) };
-    let services = common::services_with(&t, |c| c.server.max_upload_bytes = 2 << 20).await?;
-    let app = atest::init_service(packyard_api::app::public_app(services.clone())).await;
-    let call = |req: TestRequest| common::call(&app, req);
-    let r = call(TestRequest::post().uri("/api/v1/repositories").insert_header(common::admin()).set_json(
-        serde_json::json!({
-            "name": "alpine", "format": "apk", "type": "hosted", "anonymous_read": true,
-            "apk": {"architectures": ["x86_64", "aarch64"]}
-        }),
-    ))
-    .await?;
-    assert_eq!(r.status, 201, "{}", r.text);
-    // A 2048-bit key keeps the test quick (generation without a size gives 4096 bits).
-    let r = call(
-        TestRequest::put()
-            .uri("/api/v1/repositories/alpine/signing-key")
-            .insert_header(common::admin())
-            .set_json(serde_json::json!({"generate": true, "algorithm": "rsa2048"})),
-    )
-    .await?;
+fn signing_key(body: serde_json::Value) -> TestRequest {
+    TestRequest::put().uri("/api/v1/repositories/alpine/signing-key").set_json(body)
+}
+
+fn put(path: &str, bytes: Vec<u8>) -> TestRequest {
+    TestRequest::put().uri(&format!("/repository/alpine/{path}")).set_payload(bytes)
+}
+
+/// The packages the read tests serve: a signed one, a noarch one under both architectures, a
+/// 1 MiB one.
+struct Packages {
+    hello: Built,
+    noarch: Built,
+    big: Built,
+}
+
+async fn upload_packages(app: &TestApp) -> anyhow::Result<Packages> {
+    let hello = build_apk(&Fixture { signed: true, ..Fixture::new("hello", "2.12-r1", "x86_64") })?;
+    let noarch = build_apk(&Fixture::new("tool-doc", "1.0-r0", "noarch"))?;
+    let big = sized_apk("bigpkg", "3.0-r2", "x86_64", 1 << 20, 7)?;
+    let mut uploads = vec![("v3.20/main/x86_64/hello-2.12-r1.apk", &hello)];
+    uploads.push(("v3.20/main/x86_64/tool-doc-1.0-r0.apk", &noarch));
+    uploads.push(("v3.20/main/aarch64/tool-doc-1.0-r0.apk", &noarch));
+    uploads.push(("v3.20/main/x86_64/bigpkg-3.0-r2.apk", &big));
+    for (path, pkg) in uploads {
+        let r = app.call(put(path, pkg.bytes.clone())).await?;
+        anyhow::ensure!(r.status == 201, "{path}: {}", r.text);
+    }
+    Ok(Packages { hello, noarch, big })
+}
+
+/// Runs the independent verifier on `dir/APKINDEX.tar.gz` (and the packages beside it): its
+/// summary.
+fn verify(dir: &Path, key_pem: &Path, key_name: &str) -> anyhow::Result<serde_json::Value> {
+    let out = std::process::Command::new("python3")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/apk_verify.py"))
+        .arg(dir.join("APKINDEX.tar.gz"))
+        .arg(key_pem)
+        .arg(key_name)
+        .arg(dir)
+        .output()?;
+    anyhow::ensure!(out.status.success(), "{}: {}", dir.display(), String::from_utf8_lossy(&out.stderr));
+    Ok(serde_json::from_slice(&out.stdout)?)
+}
+
+/// The key as apk wants it, written to `dir/key.pem`.
+async fn save_key(app: &TestApp, key_name: &str, dir: &Path) -> anyhow::Result<std::path::PathBuf> {
+    let r = app.get(&format!("/repository/alpine/keys/{key_name}")).await?;
+    anyhow::ensure!(r.status == 200, "{}", r.text);
+    let path = dir.join("key.pem");
+    std::fs::write(&path, &r.text)?;
+    Ok(path)
+}
+
+async fn signing_keys_are_rsa(app: TestApp) -> anyhow::Result<()> {
+    app.create(Repo::hosted("alpine", Format::Apk)).await?;
+    let r = app.call(signing_key(serde_json::json!({"generate": true, "algorithm": "rsa2048"}))).await?;
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(r.json["algorithm"], "rsa2048");
     let key_name = r.json["key_name"].as_str().unwrap_or_default().to_string();
     assert!(key_name.starts_with("alpine@") && key_name.ends_with(".rsa.pub"), "{key_name}");
-    let r = call(
-        TestRequest::put()
-            .uri("/api/v1/repositories/alpine/signing-key")
-            .insert_header(common::admin())
-            .set_json(serde_json::json!({"generate": true, "algorithm": "ed25519"})),
-    )
-    .await?;
+    let r = app.call(signing_key(serde_json::json!({"generate": true, "algorithm": "ed25519"}))).await?;
     assert_eq!(r.status, 400);
     assert!(r.text.contains("use rsa2048, rsa3072 or rsa4096"), "{}", r.text);
+    Ok(())
+}
+app_test!(signing_keys_are_rsa);
 
-    let put = |path: &str, bytes: Vec<u8>| {
-        TestRequest::put().uri(&format!("/repository/alpine/{path}")).insert_header(common::admin()).set_payload(bytes)
-    };
-    // Good uploads: a signed package, a noarch one under both architectures, a 1 MiB one.
+async fn uploads_and_an_identical_retry(app: TestApp) -> anyhow::Result<()> {
+    alpine(&app).await?;
     let hello = build_apk(&Fixture { signed: true, ..Fixture::new("hello", "2.12-r1", "x86_64") })?;
-    let r = call(put("v3.20/main/x86_64/hello-2.12-r1.apk", hello.bytes.clone())).await?;
+    let r = app.call(put("v3.20/main/x86_64/hello-2.12-r1.apk", hello.bytes.clone())).await?;
     assert_eq!(r.status, 201, "{}", r.text);
     assert_eq!(r.json["path"], "v3.20/main/x86_64/hello-2.12-r1.apk");
     assert_eq!(r.json["sha256"], hex::encode(Sha256::digest(&hello.bytes)));
     let noarch = build_apk(&Fixture::new("tool-doc", "1.0-r0", "noarch"))?;
     for arch in ["x86_64", "aarch64"] {
-        let r = call(put(&format!("v3.20/main/{arch}/tool-doc-1.0-r0.apk"), noarch.bytes.clone())).await?;
+        let r = app.call(put(&format!("v3.20/main/{arch}/tool-doc-1.0-r0.apk"), noarch.bytes.clone())).await?;
         assert_eq!(r.status, 201, "{arch}: {}", r.text);
     }
     let big = sized_apk("bigpkg", "3.0-r2", "x86_64", 1 << 20, 7)?;
-    let r = call(put("v3.20/main/x86_64/bigpkg-3.0-r2.apk", big.bytes.clone())).await?;
+    let r = app.call(put("v3.20/main/x86_64/bigpkg-3.0-r2.apk", big.bytes.clone())).await?;
     assert_eq!(r.status, 201, "{}", r.text);
     // An identical retry succeeds without a change.
-    let r = call(put("v3.20/main/x86_64/hello-2.12-r1.apk", hello.bytes.clone())).await?;
+    let r = app.call(put("v3.20/main/x86_64/hello-2.12-r1.apk", hello.bytes.clone())).await?;
     assert_eq!(r.status, 200, "{}", r.text);
+    Ok(())
+}
+app_test!(uploads_and_an_identical_retry);
 
-    // Bad input: each a 4xx with a reason, nothing stored.
-    let stored = blob_files(&t.dir.path().join("blobs"));
+/// Bad input: each a 4xx with a reason, nothing stored.
+async fn bad_uploads_are_refused_and_leave_nothing(app: TestApp) -> anyhow::Result<()> {
+    alpine(&app).await?;
+    let hello = build_apk(&Fixture { signed: true, ..Fixture::new("hello", "2.12-r1", "x86_64") })?;
+    let r = app.call(put("v3.20/main/x86_64/hello-2.12-r1.apk", hello.bytes.clone())).await?;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let stored = app.blob_files();
     let other = build_apk(&Fixture { payload: b"other".to_vec(), ..Fixture::new("hello", "2.12-r1", "x86_64") })?;
     let mut wrong_hash = hello.bytes[..hello.control.end].to_vec();
     wrong_hash.extend_from_slice(&other.bytes[other.control.end..]);
@@ -115,86 +163,63 @@ async fn hosted_apk(backend: packyard_store::db::Backend) -> anyhow::Result<()> 
         ("v3.20/.hidden/x86_64/hello-2.12-r1.apk", hello.bytes.clone(), 400, "invalid channel"),
     ];
     for (path, bytes, status, needle) in cases {
-        let r = call(put(path, bytes)).await?;
+        let r = app.call(put(path, bytes)).await?;
         assert_eq!(r.status, status, "{path}: {}", r.text);
         assert!(r.text.contains(needle), "{path}: {:?} lacks {needle:?}", r.text);
     }
-    assert_eq!(blob_files(&t.dir.path().join("blobs")), stored, "a refused upload left a blob");
-    assert_eq!(std::fs::read_dir(t.dir.path().join("blobs/tmp"))?.count(), 0, "a temporary was left");
+    assert_eq!(app.blob_files(), stored, "a refused upload left a blob");
+    assert_eq!(app.blob_temporaries(), 0, "a temporary was left");
     // Same path, other bytes: refused under allow_once, and the refused bytes are not kept.
-    let r = call(put("v3.20/main/x86_64/hello-2.12-r1.apk", other.bytes.clone())).await?;
+    let r = app.call(put("v3.20/main/x86_64/hello-2.12-r1.apk", other.bytes.clone())).await?;
     assert_eq!(r.status, 409, "{}", r.text);
     assert!(r.text.contains("already in repository alpine with different content"), "{}", r.text);
-    assert_eq!(blob_files(&t.dir.path().join("blobs")), stored, "a refused upload left a blob");
-    let other_digest = packyard_store::blobs::Sha256Hex::parse(&hex::encode(Sha256::digest(&other.bytes)))?;
-    assert!(services.db.blob(&other_digest).await?.is_none(), "a refused upload left a blob row");
-    let r = call(
-        TestRequest::put().uri("/repository/alpine/v3.20/main/x86_64/y-1-r0.apk").set_payload(hello.bytes.clone()),
-    )
-    .await?;
+    assert_eq!(app.blob_files(), stored, "a refused upload left a blob");
+    assert!(!app.has_blob_row(&other.bytes).await?, "a refused upload left a blob row");
+    let r = app.send(put("v3.20/main/x86_64/y-1-r0.apk", hello.bytes.clone()), As::Anonymous).await?;
     assert_eq!(r.status, 401, "anonymous upload: {}", r.text);
+    Ok(())
+}
+app_test!(bad_uploads_are_refused_and_leave_nothing, small_uploads);
 
-    let due = packyard_store::db::publication::Due { debounce_ms: 0, max_delay_ms: 0 };
-    let published = packyard_worker::publisher::Publisher::new(services.clone(), packyard_worker::builders(&services))
-        .with_due(due)
-        .run_until_idle()
-        .await;
-    assert_eq!(published.len(), 2, "one snapshot per unit: {published:?}");
-
-    // The key, as apk wants it, and the independent check of what apk checks.
-    let r = call(TestRequest::get().uri("/repository/alpine/keys/")).await?;
+/// The key, as apk wants it, and the independent check of what apk checks.
+async fn indexes_verify_as_apk_checks_them(app: TestApp) -> anyhow::Result<()> {
+    let key_name = alpine(&app).await?;
+    let Packages { hello, noarch, big } = upload_packages(&app).await?;
+    assert_eq!(app.publish().await, 2, "one snapshot per unit");
+    let r = app.get("/repository/alpine/keys/").await?;
     assert_eq!((r.status.as_u16(), r.text.as_str()), (200, format!("{key_name}\n").as_str()));
-    let r = call(TestRequest::get().uri(&format!("/repository/alpine/keys/{key_name}"))).await?;
+    let r = app.get(&format!("/repository/alpine/keys/{key_name}")).await?;
     assert_eq!(r.status, 200);
     assert!(r.text.starts_with("-----BEGIN PUBLIC KEY-----\n"), "{}", r.text);
-    let public_pem = r.text.clone();
-    let r = call(TestRequest::get().uri("/repository/alpine/keys/other@0.rsa.pub")).await?;
+    let r = app.get("/repository/alpine/keys/other@0.rsa.pub").await?;
     assert_eq!(r.status, 404);
     assert!(r.text.contains(&key_name), "{}", r.text);
 
     let scratch = tempfile::tempdir()?;
-    std::fs::write(scratch.path().join("key.pem"), &public_pem)?;
+    let key_pem = save_key(&app, &key_name, scratch.path()).await?;
     let mut expected = std::collections::BTreeMap::new();
-    expected.insert("x86_64", vec![("bigpkg", &big.bytes), ("hello", &hello.bytes), ("tool-doc", &noarch.bytes)]);
-    expected.insert("aarch64", vec![("tool-doc", &noarch.bytes)]);
+    expected.insert(
+        "x86_64",
+        vec![
+            ("bigpkg-3.0-r2.apk", &big.bytes),
+            ("hello-2.12-r1.apk", &hello.bytes),
+            ("tool-doc-1.0-r0.apk", &noarch.bytes),
+        ],
+    );
+    expected.insert("aarch64", vec![("tool-doc-1.0-r0.apk", &noarch.bytes)]);
     for (arch, pkgs) in &expected {
-        let index =
-            call(TestRequest::get().uri(&format!("/repository/alpine/v3.20/main/{arch}/APKINDEX.tar.gz"))).await?;
+        let index = app.get(&format!("/repository/alpine/v3.20/main/{arch}/APKINDEX.tar.gz")).await?;
         assert_eq!(index.status, 200);
         assert_eq!(index.headers.get("content-type").and_then(|v| v.to_str().ok()), Some("application/gzip"));
         let dir = scratch.path().join(arch);
         std::fs::create_dir_all(&dir)?;
-        let bytes = atest::call_and_read_body(
-            &app,
-            TestRequest::get().uri(&format!("/repository/alpine/v3.20/main/{arch}/APKINDEX.tar.gz")).to_request(),
-        )
-        .await;
-        std::fs::write(dir.join("APKINDEX.tar.gz"), &bytes)?;
-        for (name, want) in pkgs {
-            let file = if *name == "hello" {
-                "hello-2.12-r1.apk"
-            } else if *name == "bigpkg" {
-                "bigpkg-3.0-r2.apk"
-            } else {
-                "tool-doc-1.0-r0.apk"
-            };
-            let body = atest::call_and_read_body(
-                &app,
-                TestRequest::get().uri(&format!("/repository/alpine/v3.20/main/{arch}/{file}")).to_request(),
-            )
-            .await;
+        std::fs::write(dir.join("APKINDEX.tar.gz"), &index.bytes)?;
+        for (file, want) in pkgs {
+            let body = app.get(&format!("/repository/alpine/v3.20/main/{arch}/{file}")).await?.bytes;
             assert_eq!(&body[..], &want[..], "{arch}/{file} served byte for byte");
             std::fs::write(dir.join(file), &body)?;
         }
-        let out = std::process::Command::new("python3")
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/apk_verify.py"))
-            .arg(dir.join("APKINDEX.tar.gz"))
-            .arg(scratch.path().join("key.pem"))
-            .arg(&key_name)
-            .arg(&dir)
-            .output()?;
-        assert!(out.status.success(), "{arch}: {}", String::from_utf8_lossy(&out.stderr));
-        let summary: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+        let summary = verify(&dir, &key_pem, &key_name)?;
         assert_eq!(summary["description"], format!("alpine v3.20/main/{arch}"));
         let mut got: Vec<(String, String)> = summary["packages"]
             .as_array()
@@ -205,7 +230,8 @@ async fn hosted_apk(backend: packyard_store::db::Backend) -> anyhow::Result<()> 
             })
             .unwrap_or_default();
         got.sort();
-        let want: Vec<(String, String)> = pkgs.iter().map(|(n, _)| (n.to_string(), arch.to_string())).collect();
+        let want: Vec<(String, String)> =
+            pkgs.iter().map(|(f, _)| (f.rsplitn(3, '-').nth(2).unwrap_or(f).to_string(), arch.to_string())).collect();
         assert_eq!(got, want, "{arch}: every package listed, noarch rewritten to the index arch");
         assert_eq!(
             summary["fields"][0].as_array().map(|f| f
@@ -216,117 +242,131 @@ async fn hosted_apk(backend: packyard_store::db::Backend) -> anyhow::Result<()> 
             Some("CPVAS".into())
         );
     }
+    Ok(())
+}
+app_test!(indexes_verify_as_apk_checks_them);
 
-    // Package reads: HEAD, Range, 304.
+/// Package reads: HEAD, Range, 304, 404.
+async fn package_reads_honour_head_range_and_etags(app: TestApp) -> anyhow::Result<()> {
+    alpine(&app).await?;
+    let Packages { big, .. } = upload_packages(&app).await?;
     let path = "/repository/alpine/v3.20/main/x86_64/bigpkg-3.0-r2.apk";
-    let r = call(TestRequest::default().method(actix_web::http::Method::HEAD).uri(path)).await?;
+    let r = app.send(TestRequest::default().method(actix_web::http::Method::HEAD).uri(path), As::Anonymous).await?;
     assert_eq!(r.status, 200);
     assert_eq!(
         r.headers.get("content-length").and_then(|v| v.to_str().ok()),
         Some(big.bytes.len().to_string().as_str())
     );
     assert!(r.text.is_empty());
-    let body = atest::call_and_read_body(
-        &app,
-        TestRequest::get().uri(path).insert_header(("Range", "bytes=0-65535")).to_request(),
-    )
-    .await;
-    assert_eq!(&body[..], &big.bytes[..65536]);
+    let r = app.send(TestRequest::get().uri(path).insert_header(("Range", "bytes=0-65535")), As::Anonymous).await?;
+    assert_eq!(&r.bytes[..], &big.bytes[..65536]);
     let etag = format!("\"{}\"", hex::encode(Sha256::digest(&big.bytes)));
-    let r = call(TestRequest::get().uri(path).insert_header(("If-None-Match", etag.as_str()))).await?;
+    let r =
+        app.send(TestRequest::get().uri(path).insert_header(("If-None-Match", etag.as_str())), As::Anonymous).await?;
     assert_eq!(r.status, 304);
-    let r = call(TestRequest::get().uri("/repository/alpine/v3.20/main/x86_64/nothere-1-r0.apk")).await?;
+    let r = app.get("/repository/alpine/v3.20/main/x86_64/nothere-1-r0.apk").await?;
     assert_eq!(r.status, 404);
-    // A unit nothing was uploaded to has an empty signed index (so `apk update` works before the
-    // first upload): signed with the repository's key, no records; an unconfigured architecture
-    // has none.
+    Ok(())
+}
+app_test!(package_reads_honour_head_range_and_etags);
+
+/// A unit nothing was uploaded to has an empty signed index (so `apk update` works before the
+/// first upload): signed with the repository's key, no records; an unconfigured architecture
+/// has none.
+async fn a_unit_without_uploads_has_an_empty_signed_index(app: TestApp) -> anyhow::Result<()> {
+    let key_name = alpine(&app).await?;
     let empty = "/repository/alpine/v3.20/community/x86_64/APKINDEX.tar.gz";
-    let r = call(TestRequest::get().uri(empty)).await?;
+    let r = app.get(empty).await?;
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(r.headers.get("content-type").and_then(|v| v.to_str().ok()), Some("application/gzip"));
-    let bytes = atest::call_and_read_body(&app, TestRequest::get().uri(empty).to_request()).await;
+    let scratch = tempfile::tempdir()?;
+    let key_pem = save_key(&app, &key_name, scratch.path()).await?;
     let dir = scratch.path().join("community");
     std::fs::create_dir_all(&dir)?;
-    std::fs::write(dir.join("APKINDEX.tar.gz"), &bytes)?;
-    let out = std::process::Command::new("python3")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/apk_verify.py"))
-        .arg(dir.join("APKINDEX.tar.gz"))
-        .arg(scratch.path().join("key.pem"))
-        .arg(&key_name)
-        .arg(&dir)
-        .output()?;
-    assert!(out.status.success(), "empty index: {}", String::from_utf8_lossy(&out.stderr));
-    let summary: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    std::fs::write(dir.join("APKINDEX.tar.gz"), &r.bytes)?;
+    let summary = verify(&dir, &key_pem, &key_name)?;
     assert_eq!(summary["description"], "alpine v3.20/community/x86_64");
     assert_eq!(summary["packages"], serde_json::json!([]));
-    let r = call(TestRequest::get().uri("/repository/alpine/v3.20/community/riscv64/APKINDEX.tar.gz")).await?;
+    let r = app.get("/repository/alpine/v3.20/community/riscv64/APKINDEX.tar.gz").await?;
     assert_eq!(r.status, 404);
     assert!(r.text.contains("architecture \"riscv64\" is not configured"), "{}", r.text);
+    Ok(())
+}
+app_test!(a_unit_without_uploads_has_an_empty_signed_index);
 
-    // Warmed index reads make no query.
+async fn warmed_index_reads_make_no_query(app: TestApp) -> anyhow::Result<()> {
+    alpine(&app).await?;
+    upload_packages(&app).await?;
+    app.publish().await;
     let index = "/repository/alpine/v3.20/main/x86_64/APKINDEX.tar.gz";
-    let before = t.metrics.db_queries();
+    let empty = "/repository/alpine/v3.20/community/x86_64/APKINDEX.tar.gz";
+    for path in [index, empty] {
+        assert_eq!(app.get(path).await?.status, 200, "{path}");
+    }
+    let before = app.t.metrics.db_queries();
     for _ in 0..3 {
         for path in [index, empty] {
-            let r = call(TestRequest::get().uri(path)).await?;
+            let r = app.get(path).await?;
             assert_eq!(r.status, 200, "{path}");
         }
     }
-    assert_eq!(t.metrics.db_queries() - before, 0, "warmed index reads ran database queries");
+    assert_eq!(app.t.metrics.db_queries() - before, 0, "warmed index reads ran database queries");
+    Ok(())
+}
+app_test!(warmed_index_reads_make_no_query);
 
-    // Delete: gone from the package route and, once published, from the index.
-    let r = call(
-        TestRequest::delete()
-            .uri("/repository/alpine/v3.20/main/x86_64/hello-2.12-r1.apk")
-            .insert_header(common::admin()),
-    )
-    .await?;
-    assert_eq!(r.status, 204, "{}", r.text);
-    let r = call(
-        TestRequest::delete()
-            .uri("/repository/alpine/v3.20/main/x86_64/hello-2.12-r1.apk")
-            .insert_header(common::admin()),
-    )
-    .await?;
-    assert_eq!(r.status, 404);
-    packyard_worker::publisher::Publisher::new(services.clone(), packyard_worker::builders(&services))
-        .with_due(due)
-        .run_until_idle()
-        .await;
-    services.published.invalidate();
-    let bytes = atest::call_and_read_body(&app, TestRequest::get().uri(index).to_request()).await;
-    let members = packyard_codecs::apk::index::split_members(&bytes)?;
+/// The records of an index (its second gzip member's text).
+fn index_text(bytes: &[u8]) -> anyhow::Result<String> {
+    let members = packyard_codecs::apk::index::split_members(bytes)?;
     let mut text = String::new();
     std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&members[1][..]), &mut text)?;
-    assert!(!text.contains("P:hello\n") && text.contains("P:bigpkg\n"), "{text}");
+    Ok(text)
+}
 
-    // Rotation to an imported key (PKCS#1, as `openssl genrsa -traditional` and abuild-keygen
-    // write it): the indexes are re-signed with it, and the old public key stays listed.
+/// Delete: gone from the package route and, once published, from the index.
+async fn deleted_packages_leave_the_index(app: TestApp) -> anyhow::Result<()> {
+    alpine(&app).await?;
+    upload_packages(&app).await?;
+    app.publish().await;
+    let index = "/repository/alpine/v3.20/main/x86_64/APKINDEX.tar.gz";
+    assert!(index_text(&app.get(index).await?.bytes)?.contains("P:hello\n"));
+    let r = app.delete("/repository/alpine/v3.20/main/x86_64/hello-2.12-r1.apk").await?;
+    assert_eq!(r.status, 204, "{}", r.text);
+    let r = app.delete("/repository/alpine/v3.20/main/x86_64/hello-2.12-r1.apk").await?;
+    assert_eq!(r.status, 404);
+    app.publish().await;
+    app.services.published.invalidate();
+    let text = index_text(&app.get(index).await?.bytes)?;
+    assert!(!text.contains("P:hello\n") && text.contains("P:bigpkg\n"), "{text}");
+    Ok(())
+}
+app_test!(deleted_packages_leave_the_index);
+
+/// Rotation to an imported key (PKCS#1, as `openssl genrsa -traditional` and abuild-keygen
+/// write it): the indexes are re-signed with it, and the old public key stays listed.
+async fn rotation_to_an_imported_key_re_signs_the_indexes(app: TestApp) -> anyhow::Result<()> {
+    let key_name = alpine(&app).await?;
+    upload_packages(&app).await?;
+    app.publish().await;
     let pem = std::process::Command::new("openssl").args(["genrsa", "-traditional", "2048"]).output()?;
     assert!(pem.status.success());
     let pem = String::from_utf8(pem.stdout)?;
     assert!(pem.starts_with("-----BEGIN RSA PRIVATE KEY-----"), "{pem}");
-    let signing_key = |body: serde_json::Value| {
-        TestRequest::put().uri("/api/v1/repositories/alpine/signing-key").insert_header(common::admin()).set_json(body)
-    };
-    let r = call(signing_key(serde_json::json!({"private_key": "-----BEGIN RSA PRIVATE KEY-----\nnope\n"}))).await?;
+    let r =
+        app.call(signing_key(serde_json::json!({"private_key": "-----BEGIN RSA PRIVATE KEY-----\nnope\n"}))).await?;
     assert_eq!(r.status, 400);
     assert!(r.text.contains("not a usable APK index key"), "{}", r.text);
-    let r = call(signing_key(serde_json::json!({"private_key": pem}))).await?;
+    let r = app.call(signing_key(serde_json::json!({"private_key": pem}))).await?;
     assert_eq!(r.status, 200, "{}", r.text);
     let new_name = r.json["key_name"].as_str().unwrap_or_default().to_string();
     assert_ne!(new_name, key_name);
     assert_eq!(r.json["previous_key_name"], key_name.as_str());
-    packyard_worker::publisher::Publisher::new(services.clone(), packyard_worker::builders(&services))
-        .with_due(due)
-        .run_until_idle()
-        .await;
-    services.published.invalidate();
-    let r = call(TestRequest::get().uri("/repository/alpine/keys/")).await?;
+    app.publish().await;
+    app.services.published.invalidate();
+    let r = app.get("/repository/alpine/keys/").await?;
     assert_eq!(r.text, format!("{new_name}\n{key_name}\n"));
-    let r = call(TestRequest::get().uri(&format!("/repository/alpine/keys/{new_name}"))).await?;
-    let new_public = r.text;
-    let bytes = atest::call_and_read_body(&app, TestRequest::get().uri(index).to_request()).await;
+    let new_public = app.get(&format!("/repository/alpine/keys/{new_name}")).await?.text;
+    let bytes = app.get("/repository/alpine/v3.20/main/x86_64/APKINDEX.tar.gz").await?.bytes;
     let sig_member = packyard_codecs::apk::index::split_members(&bytes)?.remove(0);
     let mut sig_tar = Vec::new();
     std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&sig_member[..]), &mut sig_tar)?;
@@ -335,7 +375,7 @@ async fn hosted_apk(backend: packyard_store::db::Backend) -> anyhow::Result<()> 
     packyard_codecs::apk::index::verify_index(&bytes, &keys)?;
     Ok(())
 }
-on_every_backend!(hosted_apk);
+app_test!(rotation_to_an_imported_key_re_signs_the_indexes);
 
 mod over_http {
     use std::path::Path;

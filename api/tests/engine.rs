@@ -93,6 +93,54 @@ async fn refused_uploads_leave_nothing(mut app: TestApp) -> anyhow::Result<()> {
 }
 app_test!(refused_uploads_leave_nothing);
 
+/// Under write policy `allow`, other bytes for a taken coordinate replace it: the old row goes
+/// (as by a delete), the new one is served and listed once.
+async fn allow_replaces_an_artifact_in_place(mut app: TestApp) -> anyhow::Result<()> {
+    app.start_worker();
+    let allow = json!({"write_policy": "allow"});
+    app.create(Repo::hosted("debs", Format::Apt).with(allow.clone())).await?;
+    let apk_settings = json!({"write_policy": "allow", "apk": {"architectures": ["x86_64"]}});
+    app.create(Repo::hosted("alpine", Format::Apk).with(apk_settings)).await?;
+    app.create(Repo::hosted("gomods", Format::Go).with(allow)).await?;
+
+    let control = "Package: hello\nVersion: 1.0\nArchitecture: amd64\nMaintainer: T <t@example.org>\nDescription: x\n";
+    let first = packyard_codecs::apt::testing::deb(control, ".gz");
+    let second = packyard_codecs::apt::testing::deb(control, ".xz");
+    assert_ne!(first, second);
+    for deb in [&first, &second] {
+        let r = app.post("/repository/debs/?wait=true", deb.clone()).await?;
+        assert_eq!(r.status, 201, "{}", r.text);
+    }
+    let pool = "/repository/debs/pool/main/h/hello/hello_1.0_amd64.deb";
+    assert_eq!(app.get(pool).await?.bytes, second, "the replacement is served");
+    let packages = app.get("/repository/debs/dists/stable/main/binary-amd64/Packages").await?.text;
+    assert_eq!(packages.matches("Package: hello\n").count(), 1, "{packages}");
+
+    let fixture = packyard_codecs::apk::testing::Fixture::new("hello", "1.0-r0", "x86_64");
+    let one = packyard_codecs::apk::testing::build_apk(&fixture)?;
+    let two = packyard_codecs::apk::testing::build_apk(&packyard_codecs::apk::testing::Fixture {
+        payload: b"other".to_vec(),
+        ..fixture.clone()
+    })?;
+    let path = "/repository/alpine/v3.20/main/x86_64/hello-1.0-r0.apk";
+    for apk in [&one, &two] {
+        let r = app.put(&format!("{path}?wait=true"), apk.bytes.clone()).await?;
+        assert_eq!(r.status, 201, "{}", r.text);
+    }
+    assert_eq!(app.get(path).await?.bytes, two.bytes, "the replacement is served");
+
+    let module = |text: &str| packyard_codecs::go::testing::simple_module("example.com/m", "v1.0.0", text, 0);
+    let (a, b) = (module("one")?, module("two")?);
+    for zip in [&a, &b] {
+        let r = app.put("/repository/gomods/example.com/m/@v/v1.0.0.zip", zip.clone()).await?;
+        assert_eq!(r.status, 201, "{}", r.text);
+    }
+    assert_eq!(app.get("/repository/gomods/example.com/m/@v/v1.0.0.zip").await?.bytes, b);
+    assert_eq!(app.get("/repository/gomods/example.com/m/@v/list").await?.text, "v1.0.0\n");
+    Ok(())
+}
+app_test!(allow_replaces_an_artifact_in_place);
+
 /// A Go version is deleted as the other formats' packages are: 204, gone from `list` and its
 /// files once republished, an audit entry; refused by a read-only repository.
 async fn go_versions_are_deleted(mut app: TestApp) -> anyhow::Result<()> {

@@ -210,13 +210,19 @@ fn publisher(s: &Services) -> packyard_worker::publisher::Publisher {
 }
 
 /// Declares `name::{sqlite,postgres,mysql}` tests that call `name(app)` with a fresh
-/// [`TestApp`] of each backend (skipped with a note where a backend is not configured).
+/// [`TestApp`] of each backend (skipped with a note where a backend is not configured); with a
+/// second argument, a function that adjusts the configuration first.
 #[macro_export]
 macro_rules! app_test {
     ($name:ident) => {
+        app_test!($name, |_: &mut packyard_model::config::Config| {});
+    };
+    ($name:ident, $tune:expr) => {
         mod $name {
             async fn run(backend: packyard_store::db::Backend) -> anyhow::Result<()> {
-                match $crate::common::app::TestApp::new(backend).await? {
+                #[allow(unused_imports)]
+                use super::*;
+                match $crate::common::app::TestApp::with_config(backend, $tune).await? {
                     Some(app) => super::$name(app).await,
                     None => Ok(()),
                 }
