@@ -1,11 +1,14 @@
-//! The admin API in-process, on SQLite, PostgreSQL and MariaDB.
+//! The admin API in-process, on SQLite, PostgreSQL and MariaDB, one behaviour per test.
 
+#[macro_use]
 mod common;
 
 use actix_web::http::{header, StatusCode};
 use actix_web::test::{self, TestRequest};
-use common::{admin, basic, error_of, services, Reply};
+use common::app::{As, Repo, TestApp};
+use common::{admin, error_of, services, Reply};
 use packyard_core::auth::hash_password;
+use packyard_model::repos::Format;
 use packyard_store::db::Backend;
 use packyard_store::testing::TestDb;
 use serde_json::{json, Value};
@@ -23,39 +26,52 @@ where
     Ok((status, json, headers))
 }
 
-async fn admin_api(backend: Backend) -> anyhow::Result<()> {
-    let Some(t) = TestDb::fresh(backend).await? else {
-        return Ok(());
-    };
-    let app = test::init_service(packyard_api::app::public_app(services(&t).await?)).await;
+fn list() -> TestRequest {
+    TestRequest::get().uri("/api/v1/repositories")
+}
 
-    // Authentication.
-    let (s, b, h) = call(&app, TestRequest::get().uri("/api/v1/repositories")).await?;
-    assert_eq!(s, StatusCode::UNAUTHORIZED);
-    assert_eq!(h.get(header::WWW_AUTHENTICATE).map(|v| v.as_bytes()), Some(&b"Basic realm=\"packyard\""[..]));
-    assert_eq!(error_of(&b), ("unauthorized", "authentication required"));
-    let (s, b, _) =
-        call(&app, TestRequest::get().uri("/api/v1/repositories").insert_header(basic("admin", "wrong"))).await?;
-    assert_eq!(s, StatusCode::UNAUTHORIZED);
-    assert_eq!(error_of(&b), ("unauthorized", "invalid username or password"));
-    let (s, _, _) =
-        call(&app, TestRequest::get().uri("/api/v1/repositories").insert_header(basic("nobody", "x"))).await?;
-    assert_eq!(s, StatusCode::UNAUTHORIZED);
-    t.db.create_user("alice", &hash_password("alice-pw")?, &[]).await?;
-    let (s, b, _) =
-        call(&app, TestRequest::get().uri("/api/v1/repositories").insert_header(basic("alice", "alice-pw"))).await?;
-    assert_eq!(s, StatusCode::FORBIDDEN);
-    assert_eq!(error_of(&b), ("forbidden", "user alice may not use the admin API"));
+fn create(body: &Value) -> TestRequest {
+    TestRequest::post().uri("/api/v1/repositories").set_json(body)
+}
 
-    // Create, read, list.
-    let (s, b, h) = call(
-        &app,
-        TestRequest::post().uri("/api/v1/repositories").insert_header(admin()).set_json(json!({
+/// `debs` (APT), `go-a` and `go-b` (Go, hosted) and the group `go-all` over them.
+async fn some_repositories(app: &TestApp) -> anyhow::Result<()> {
+    let apt =
+        json!({"apt": {"distribution": "stable", "components": ["main"], "architectures": ["amd64", "arm64", "all"]}});
+    app.create(Repo::hosted("debs", Format::Apt).with(apt)).await?;
+    for name in ["go-a", "go-b"] {
+        app.create(Repo::hosted(name, Format::Go)).await?;
+    }
+    app.create(Repo::group("go-all", Format::Go, &["go-b", "go-a"])).await?;
+    Ok(())
+}
+
+async fn only_administrators_use_the_admin_api(app: TestApp) -> anyhow::Result<()> {
+    let r = app.send(list(), As::Anonymous).await?;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(r.headers.get(header::WWW_AUTHENTICATE).map(|v| v.as_bytes()), Some(&b"Basic realm=\"packyard\""[..]));
+    assert_eq!(error_of(&r.json), ("unauthorized", "authentication required"));
+    let r = app.send(list(), As::Basic("admin".into(), "wrong".into())).await?;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(error_of(&r.json), ("unauthorized", "invalid username or password"));
+    let r = app.send(list(), As::Basic("nobody".into(), "x".into())).await?;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    app.t.db.create_user("alice", &hash_password("alice-pw")?, &[]).await?;
+    let r = app.send(list(), As::Basic("alice".into(), "alice-pw".into())).await?;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    assert_eq!(error_of(&r.json), ("forbidden", "user alice may not use the admin API"));
+    Ok(())
+}
+app_test!(only_administrators_use_the_admin_api);
+
+async fn repositories_are_created_read_and_listed(app: TestApp) -> anyhow::Result<()> {
+    let r = app
+        .call(create(&json!({
             "name": "debs", "format": "apt", "type": "hosted",
             "apt": {"distribution": "stable", "components": ["main"], "architectures": ["amd64", "arm64", "all"]}
-        })),
-    )
-    .await?;
+        })))
+        .await?;
+    let (s, b, h) = (r.status, r.json, r.headers);
     assert_eq!(s, StatusCode::CREATED, "{b}");
     assert_eq!(h.get(header::LOCATION).map(|v| v.as_bytes()), Some(&b"/api/v1/repositories/debs"[..]));
     assert!(h.contains_key("x-request-id"));
@@ -68,49 +84,35 @@ async fn admin_api(backend: Backend) -> anyhow::Result<()> {
     assert_eq!(b["apt"]["architectures"], json!(["amd64", "arm64", "all"]));
     assert!(b.get("proxy").is_none() && b.get("group").is_none());
 
-    let (s, b, _) = call(
-        &app,
-        TestRequest::post()
-            .uri("/api/v1/repositories")
-            .insert_header(admin())
-            .set_json(json!({"name": "debs", "format": "apt", "type": "hosted"})),
-    )
-    .await?;
-    assert_eq!(s, StatusCode::CONFLICT);
-    assert_eq!(error_of(&b), ("conflict", "repository debs already exists"));
+    let r = app.call(create(&json!({"name": "debs", "format": "apt", "type": "hosted"}))).await?;
+    assert_eq!(r.status, StatusCode::CONFLICT);
+    assert_eq!(error_of(&r.json), ("conflict", "repository debs already exists"));
 
-    for (name, format) in [("go-a", "go"), ("go-b", "go")] {
-        let (s, b, _) = call(
-            &app,
-            TestRequest::post()
-                .uri("/api/v1/repositories")
-                .insert_header(admin())
-                .set_json(json!({"name": name, "format": format, "type": "hosted"})),
-        )
-        .await?;
-        assert_eq!(s, StatusCode::CREATED, "{b}");
+    for name in ["go-a", "go-b"] {
+        let r = app.call(create(&json!({"name": name, "format": "go", "type": "hosted"}))).await?;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.json);
     }
-    let (s, b, _) = call(
-        &app,
-        TestRequest::post().uri("/api/v1/repositories").insert_header(admin()).set_json(json!({
-            "name": "go-all", "format": "go", "type": "group", "group": {"members": ["go-b", "go-a"]}
-        })),
-    )
-    .await?;
-    assert_eq!(s, StatusCode::CREATED, "{b}");
-    assert_eq!(b["group"]["members"], json!(["go-b", "go-a"]));
+    let group = json!({"name": "go-all", "format": "go", "type": "group", "group": {"members": ["go-b", "go-a"]}});
+    let r = app.call(create(&group)).await?;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.json);
+    assert_eq!(r.json["group"]["members"], json!(["go-b", "go-a"]));
 
-    let (s, b, _) = call(&app, TestRequest::get().uri("/api/v1/repositories").insert_header(admin())).await?;
-    assert_eq!(s, StatusCode::OK);
+    let r = app.call(list()).await?;
+    assert_eq!(r.status, StatusCode::OK);
     let names: Vec<&str> =
-        b.as_array().map(|a| a.iter().filter_map(|r| r["name"].as_str()).collect()).unwrap_or_default();
+        r.json.as_array().map(|a| a.iter().filter_map(|r| r["name"].as_str()).collect()).unwrap_or_default();
     assert_eq!(names, vec!["debs", "go-a", "go-all", "go-b"]);
 
-    let (s, b, _) = call(&app, TestRequest::get().uri("/api/v1/repositories/go-all").insert_header(admin())).await?;
-    assert_eq!(s, StatusCode::OK);
-    assert_eq!(b["type"], "group");
+    let r = app.call(TestRequest::get().uri("/api/v1/repositories/go-all")).await?;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.json["type"], "group");
+    Ok(())
+}
+app_test!(repositories_are_created_read_and_listed);
 
-    // Validation: each a 400 with a message a person can act on.
+/// Validation: each a 400 with a message a person can act on.
+async fn invalid_definitions_say_why(app: TestApp) -> anyhow::Result<()> {
+    some_repositories(&app).await?;
     let cases = [
         (
             json!({"name": "bad name", "format": "go", "type": "hosted"}),
@@ -141,132 +143,136 @@ async fn admin_api(backend: Backend) -> anyhow::Result<()> {
         (json!({"name": "x", "format": "go"}), "bad_request", "missing field `type`"),
     ];
     for (body, code, needle) in cases {
-        let (s, b, _) =
-            call(&app, TestRequest::post().uri("/api/v1/repositories").insert_header(admin()).set_json(&body)).await?;
-        assert_eq!(s, StatusCode::BAD_REQUEST, "{body} → {b}");
+        let r = app.call(create(&body)).await?;
+        let b = r.json;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{body} → {b}");
         let (c, m) = error_of(&b);
         assert_eq!(c, code, "{body} → {b}");
         assert!(m.contains(needle), "{body}: {m:?} lacks {needle:?}");
     }
-    let (s, b, _) = call(
-        &app,
-        TestRequest::post()
-            .uri("/api/v1/repositories")
-            .insert_header(admin())
-            .insert_header((header::CONTENT_TYPE, "application/json"))
-            .set_payload("{\"name\":"),
-    )
-    .await?;
-    assert_eq!(s, StatusCode::BAD_REQUEST);
-    assert!(error_of(&b).1.starts_with("invalid JSON body: EOF while parsing"), "{b}");
-    let (s, b, _) = call(
-        &app,
-        TestRequest::post()
-            .uri("/api/v1/repositories")
-            .insert_header(admin())
-            .insert_header((header::CONTENT_TYPE, "text/plain"))
-            .set_payload("{}"),
-    )
-    .await?;
-    assert_eq!(s, StatusCode::UNSUPPORTED_MEDIA_TYPE);
-    assert_eq!(error_of(&b).0, "unsupported_media_type");
+    let r = app
+        .call(
+            TestRequest::post()
+                .uri("/api/v1/repositories")
+                .insert_header((header::CONTENT_TYPE, "application/json"))
+                .set_payload("{\"name\":"),
+        )
+        .await?;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert!(error_of(&r.json).1.starts_with("invalid JSON body: EOF while parsing"), "{}", r.json);
+    let r = app
+        .call(
+            TestRequest::post()
+                .uri("/api/v1/repositories")
+                .insert_header((header::CONTENT_TYPE, "text/plain"))
+                .set_payload("{}"),
+        )
+        .await?;
+    assert_eq!(r.status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    assert_eq!(error_of(&r.json).0, "unsupported_media_type");
     let big = json!({"name": "x".repeat(2 << 20), "format": "go", "type": "hosted"});
-    let (s, b, _) =
-        call(&app, TestRequest::post().uri("/api/v1/repositories").insert_header(admin()).set_json(&big)).await?;
-    assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE);
-    assert_eq!(error_of(&b).0, "payload_too_large");
+    let r = app.call(create(&big)).await?;
+    assert_eq!(r.status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(error_of(&r.json).0, "payload_too_large");
+    Ok(())
+}
+app_test!(invalid_definitions_say_why);
 
-    // Path and routing errors keep the JSON shape.
-    let (s, b, _) = call(&app, TestRequest::get().uri("/api/v1/repositories/a%2Fb").insert_header(admin())).await?;
-    assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
-    assert!(error_of(&b).1.contains("invalid repository name \"a/b\""), "{b}");
-    let (s, b, _) = call(&app, TestRequest::get().uri("/api/v1/repositories/nope").insert_header(admin())).await?;
-    assert_eq!(s, StatusCode::NOT_FOUND);
-    assert_eq!(error_of(&b), ("not_found", "repository nope not found"));
-    let (s, b, _) = call(&app, TestRequest::get().uri("/api/v1/nothing-here")).await?;
-    assert_eq!(s, StatusCode::NOT_FOUND);
-    assert_eq!(error_of(&b), ("not_found", "no such endpoint: GET /api/v1/nothing-here"));
-    let (s, b, _) =
-        call(&app, TestRequest::delete().uri("/api/v1/repositories/debs/status").insert_header(admin())).await?;
-    assert_eq!(s, StatusCode::METHOD_NOT_ALLOWED);
+/// Path and routing errors keep the JSON shape.
+async fn path_and_routing_errors_keep_the_json_shape(app: TestApp) -> anyhow::Result<()> {
+    some_repositories(&app).await?;
+    let r = app.call(TestRequest::get().uri("/api/v1/repositories/a%2Fb")).await?;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.json);
+    assert!(error_of(&r.json).1.contains("invalid repository name \"a/b\""), "{}", r.json);
+    let r = app.call(TestRequest::get().uri("/api/v1/repositories/nope")).await?;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    assert_eq!(error_of(&r.json), ("not_found", "repository nope not found"));
+    let r = app.send(TestRequest::get().uri("/api/v1/nothing-here"), As::Anonymous).await?;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    assert_eq!(error_of(&r.json), ("not_found", "no such endpoint: GET /api/v1/nothing-here"));
+    let r = app.call(TestRequest::delete().uri("/api/v1/repositories/debs/status")).await?;
+    assert_eq!(r.status, StatusCode::METHOD_NOT_ALLOWED);
     assert_eq!(
-        error_of(&b),
+        error_of(&r.json),
         ("method_not_allowed", "method DELETE is not allowed on /api/v1/repositories/debs/status")
     );
-    let (s, b, _) = call(&app, TestRequest::patch().uri("/api/v1/repositories/debs").insert_header(admin())).await?;
-    assert_eq!(s, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    let r = app.call(TestRequest::patch().uri("/api/v1/repositories/debs")).await?;
+    assert_eq!(r.status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
     assert_eq!(
-        error_of(&b),
+        error_of(&r.json),
         ("unsupported_media_type", "send a JSON merge patch with Content-Type: application/merge-patch+json")
     );
+    Ok(())
+}
+app_test!(path_and_routing_errors_keep_the_json_shape);
 
-    // Update.
-    let (s, b, _) = call(
-        &app,
-        TestRequest::put().uri("/api/v1/repositories/debs").insert_header(admin()).set_json(json!({
-            "format": "apt", "type": "hosted", "write_policy": "allow", "anonymous_read": false,
-            "apt": {"distribution": "bookworm"}
-        })),
-    )
-    .await?;
-    assert_eq!(s, StatusCode::OK, "{b}");
+async fn a_whole_definition_replaces_the_old_one(app: TestApp) -> anyhow::Result<()> {
+    some_repositories(&app).await?;
+    let put = |name: &str, body: Value| TestRequest::put().uri(&format!("/api/v1/repositories/{name}")).set_json(body);
+    let r = app
+        .call(put(
+            "debs",
+            json!({
+                "format": "apt", "type": "hosted", "write_policy": "allow", "anonymous_read": false,
+                "apt": {"distribution": "bookworm"}
+            }),
+        ))
+        .await?;
+    let b = r.json;
+    assert_eq!(r.status, StatusCode::OK, "{b}");
     assert_eq!(b["write_policy"], "allow");
     assert_eq!(b["anonymous_read"], false);
     assert_eq!(b["apt"]["distribution"], "bookworm");
     assert_eq!(b["version"], 2);
-    let (s, b, _) = call(
-        &app,
-        TestRequest::put()
-            .uri("/api/v1/repositories/debs")
-            .insert_header(admin())
-            .set_json(json!({"name": "other", "format": "apt", "type": "hosted"})),
-    )
-    .await?;
-    assert_eq!(s, StatusCode::BAD_REQUEST);
-    assert!(error_of(&b).1.contains("cannot be renamed"), "{b}");
-    let (s, b, _) = call(
-        &app,
-        TestRequest::put()
-            .uri("/api/v1/repositories/go-a")
-            .insert_header(admin())
-            .set_json(json!({"format": "go", "type": "proxy", "proxy": {"remote_url": "https://proxy.golang.org/"}})),
-    )
-    .await?;
-    assert_eq!(s, StatusCode::BAD_REQUEST);
-    assert_eq!(error_of(&b).1, "the type of repository go-a is hosted and cannot be changed");
-    let (s, _, _) = call(
-        &app,
-        TestRequest::put()
-            .uri("/api/v1/repositories/ghost")
-            .insert_header(admin())
-            .set_json(json!({"format": "go", "type": "hosted"})),
-    )
-    .await?;
-    assert_eq!(s, StatusCode::NOT_FOUND);
+    let r = app.call(put("debs", json!({"name": "other", "format": "apt", "type": "hosted"}))).await?;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert!(error_of(&r.json).1.contains("cannot be renamed"), "{}", r.json);
+    let proxy = json!({"format": "go", "type": "proxy", "proxy": {"remote_url": "https://proxy.golang.org/"}});
+    let r = app.call(put("go-a", proxy)).await?;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert_eq!(error_of(&r.json).1, "the type of repository go-a is hosted and cannot be changed");
+    let r = app.call(put("ghost", json!({"format": "go", "type": "hosted"}))).await?;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    Ok(())
+}
+app_test!(a_whole_definition_replaces_the_old_one);
 
-    // Delete.
-    let (s, b, _) = call(&app, TestRequest::delete().uri("/api/v1/repositories/go-a").insert_header(admin())).await?;
-    assert_eq!(s, StatusCode::CONFLICT);
+async fn a_group_member_is_deleted_after_its_group(app: TestApp) -> anyhow::Result<()> {
+    some_repositories(&app).await?;
+    let delete = |name: &str| TestRequest::delete().uri(&format!("/api/v1/repositories/{name}"));
+    let r = app.call(delete("go-a")).await?;
+    assert_eq!(r.status, StatusCode::CONFLICT);
     assert_eq!(
-        error_of(&b),
+        error_of(&r.json),
         ("conflict", "repository go-a is a member of group go-all; remove it from the group first")
     );
-    let (s, b, _) = call(&app, TestRequest::delete().uri("/api/v1/repositories/go-all").insert_header(admin())).await?;
-    assert_eq!(s, StatusCode::NO_CONTENT);
-    assert_eq!(b, Value::Null);
-    let (s, _, _) = call(&app, TestRequest::delete().uri("/api/v1/repositories/go-a").insert_header(admin())).await?;
-    assert_eq!(s, StatusCode::NO_CONTENT);
-    let (s, _, _) = call(&app, TestRequest::get().uri("/api/v1/repositories/go-a").insert_header(admin())).await?;
-    assert_eq!(s, StatusCode::NOT_FOUND);
+    let r = app.call(delete("go-all")).await?;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    assert_eq!(r.json, Value::Null);
+    assert_eq!(app.call(delete("go-a")).await?.status, StatusCode::NO_CONTENT);
+    let r = app.call(TestRequest::get().uri("/api/v1/repositories/go-a")).await?;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    Ok(())
+}
+app_test!(a_group_member_is_deleted_after_its_group);
 
-    // The OpenAPI document names every route.
-    let (s, b, _) = call(&app, TestRequest::get().uri("/api/v1/openapi.json")).await?;
-    assert_eq!(s, StatusCode::OK);
-    assert_eq!(b["openapi"], "3.1.0");
-    assert!(b["paths"]["/api/v1/repositories/{name}"]["delete"].is_object());
+/// The OpenAPI document names every route; it is public.
+async fn the_openapi_document_names_the_routes(app: TestApp) -> anyhow::Result<()> {
+    let r = app.send(TestRequest::get().uri("/api/v1/openapi.json"), As::Anonymous).await?;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.json["openapi"], "3.1.0");
+    assert!(r.json["paths"]["/api/v1/repositories/{name}"]["delete"].is_object());
+    Ok(())
+}
+app_test!(the_openapi_document_names_the_routes);
 
-    // Metrics counted what happened.
-    let text = String::from_utf8(t.metrics.render())?;
+/// Metrics counted what happened: four repositories created, three calls refused a 401.
+async fn requests_are_counted_by_status(app: TestApp) -> anyhow::Result<()> {
+    some_repositories(&app).await?;
+    app.send(list(), As::Anonymous).await?;
+    app.send(list(), As::Basic("admin".into(), "wrong".into())).await?;
+    app.send(list(), As::Basic("nobody".into(), "x".into())).await?;
+    let text = String::from_utf8(app.t.metrics.render())?;
     assert!(
         text.contains(r#"packyard_http_requests_total{format="",method="POST",repository="",status="201"} 4"#),
         "{text}"
@@ -277,21 +283,7 @@ async fn admin_api(backend: Backend) -> anyhow::Result<()> {
     );
     Ok(())
 }
-
-#[actix_web::test]
-async fn admin_api_sqlite() -> anyhow::Result<()> {
-    admin_api(Backend::Sqlite).await
-}
-
-#[actix_web::test]
-async fn admin_api_postgres() -> anyhow::Result<()> {
-    admin_api(Backend::Postgres).await
-}
-
-#[actix_web::test]
-async fn admin_api_mysql() -> anyhow::Result<()> {
-    admin_api(Backend::MySql).await
-}
+app_test!(requests_are_counted_by_status);
 
 /// PUT is a whole definition: the README's own example (`write_policy` only) no longer resets
 /// an APT repository's distribution, components and architectures, it is refused with a 400
