@@ -5,6 +5,7 @@ use actix_web::web;
 pub mod audit;
 pub mod openapi;
 pub mod repositories;
+pub mod resource;
 pub mod roles;
 pub mod tokens;
 pub mod users;

@@ -4,7 +4,7 @@
 use actix_web::body::MessageBody;
 use actix_web::dev::{ServiceFactory, ServiceRequest, ServiceResponse};
 use actix_web::error::{JsonPayloadError, PathError, QueryPayloadError};
-use actix_web::{middleware, web, App, HttpRequest, Resource};
+use actix_web::{middleware, web, App, HttpRequest};
 use packyard_core::services::Services;
 
 use crate::error::{ApiError, ErrorCode};
@@ -34,17 +34,8 @@ pub fn public_app(
         .wrap(middleware::from_fn(crate::observe::middleware))
 }
 
-/// A resource whose unsupported methods get a JSON 405.
-pub fn resource(path: &str) -> Resource {
-    web::resource(path).default_service(web::to(method_not_allowed))
-}
-
 async fn no_route(req: HttpRequest) -> Result<&'static str, ApiError> {
     Err(ApiError::not_found(format!("no such endpoint: {} {}", req.method(), req.path())))
-}
-
-async fn method_not_allowed(req: HttpRequest) -> Result<&'static str, ApiError> {
-    Err(ApiError::new(ErrorCode::MethodNotAllowed, format!("method {} is not allowed on {}", req.method(), req.path())))
 }
 
 fn json_error(err: JsonPayloadError, _req: &HttpRequest) -> actix_web::Error {

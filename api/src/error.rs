@@ -87,19 +87,11 @@ pub struct ApiError {
     pub range_size: Option<u64>,
     /// For 429 and 503: seconds to put in `Retry-After`.
     pub retry_after: Option<u64>,
-    /// Plain text instead of JSON: what apt and go show their users.
-    pub plain: bool,
 }
 
 impl ApiError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self { code, message: message.into(), range_size: None, retry_after: None, plain: false }
-    }
-
-    /// The same error as plain text (format endpoints).
-    pub fn plain(mut self) -> Self {
-        self.plain = true;
-        self
+        Self { code, message: message.into(), range_size: None, retry_after: None }
     }
 
     pub fn bad_request(message: impl Into<String>) -> Self {
@@ -159,8 +151,15 @@ impl ResponseError for ApiError {
     }
 
     fn error_response(&self) -> HttpResponse {
+        self.render(false)
+    }
+}
+
+impl ApiError {
+    /// The response: the JSON body, or (`plain`) the message as text.
+    fn render(&self, plain: bool) -> HttpResponse {
         let mut res = HttpResponse::build(self.status_code());
-        let content_type = if self.plain { "text/plain; charset=utf-8" } else { "application/json" };
+        let content_type = if plain { "text/plain; charset=utf-8" } else { "application/json" };
         res.insert_header((header::CONTENT_TYPE, HeaderValue::from_static(content_type)));
         if self.code == ErrorCode::Unauthorized {
             res.insert_header((header::WWW_AUTHENTICATE, HeaderValue::from_static("Basic realm=\"packyard\"")));
@@ -171,7 +170,7 @@ impl ResponseError for ApiError {
         if let Some(secs) = self.retry_after {
             res.insert_header((header::RETRY_AFTER, secs.to_string()));
         }
-        if self.plain {
+        if plain {
             return res.body(format!("{}\n", self.message));
         }
         res.body(error_body(self.code.as_str(), &self.message))
@@ -265,8 +264,7 @@ impl ResponseError for FormatError {
     }
 
     fn error_response(&self) -> HttpResponse {
-        let plain = ApiError { plain: true, message: self.0.message.clone(), ..self.0 };
-        plain.error_response()
+        self.0.render(true)
     }
 }
 

@@ -9,4 +9,5 @@ pub mod error;
 pub mod formats;
 pub mod observe;
 pub mod repository;
+pub mod route;
 pub mod startup;

@@ -8,9 +8,7 @@
 
 use std::sync::Arc;
 
-use actix_web::http::Method;
 use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
-use packyard_core::security::Action;
 use packyard_core::services::Services;
 use packyard_model::repos::{Format, Repository};
 use packyard_model::security::RepoFacts;
@@ -18,74 +16,10 @@ use packyard_model::security::RepoFacts;
 use crate::auth::Caller;
 use crate::error::{ApiError, ErrorCode, FormatError};
 use crate::observe::RepoLabel;
+use crate::route::{Access, Cx, Routes, Tail};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(web::resource(["/repository/{repo}", "/repository/{repo}/{tail:.*}"]).to(dispatch));
-}
-
-/// What a route needs of its caller.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Access {
-    /// An action on the repository.
-    Action(Action),
-    /// Anyone, anonymous included, whatever the repository allows (Conan's `v1/ping`).
-    Anyone,
-    /// A proven user; with `Some(action)`, also allowed that action.
-    SignedIn(Option<Action>),
-}
-
-impl Access {
-    pub const READ: Self = Self::Action(Action::Read);
-    pub const WRITE: Self = Self::Action(Action::Write);
-    pub const DELETE: Self = Self::Action(Action::Delete);
-
-    /// What a method needs where no route says otherwise.
-    pub fn of_method(method: &Method) -> Option<Self> {
-        match *method {
-            Method::GET | Method::HEAD => Some(Self::READ),
-            Method::PUT | Method::POST => Some(Self::WRITE),
-            Method::DELETE => Some(Self::DELETE),
-            _ => None,
-        }
-    }
-}
-
-/// A request to a route, once its access was decided.
-pub struct Cx<'a> {
-    pub req: &'a HttpRequest,
-    pub services: &'a Services,
-    pub repo: Arc<Repository>,
-    pub caller: Caller,
-    pub body: web::Payload,
-}
-
-impl Cx<'_> {
-    /// A 404 for a path of this repository.
-    pub fn not_found(&self, path: &str) -> FormatError {
-        ApiError::not_found(format!("not found: /{path} in repository {}", self.repo.name)).into()
-    }
-}
-
-/// The path below `/repository/<name>/`: as the router matched it (escapes decoded, except those
-/// of reserved characters such as `%2F`) and as the client sent it.
-#[derive(Debug, Clone, Copy)]
-pub struct Tail<'a> {
-    pub matched: &'a str,
-    pub raw: &'a str,
-}
-
-/// A format's route table: which of its routes a method and path name (with the path's parts
-/// parsed into typed values) and what each needs; then the route itself. (Its futures need not
-/// be `Send`: actix runs each request on one thread.)
-#[allow(async_fn_in_trait)]
-pub trait Routes {
-    type Route;
-
-    /// `None`: no route of this format; `Some(Err)`: a route of this format, but a malformed
-    /// path (answered after access is decided by the method).
-    fn route(method: &Method, tail: Tail<'_>) -> Option<Result<(Self::Route, Access), FormatError>>;
-
-    async fn serve(cx: Cx<'_>, route: Self::Route) -> Result<HttpResponse, FormatError>;
 }
 
 fn services(req: &HttpRequest) -> Result<web::Data<Services>, FormatError> {
@@ -196,35 +130,4 @@ async fn authorize(
         ApiError::forbidden(format!("user {} may not {action} repository {}", caller.username(), repo.name))
     }
     .into())
-}
-
-/// Decodes `%XX` escapes; `None` for a malformed escape or a result that is not UTF-8.
-pub fn percent_decode(s: &str) -> Option<String> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' {
-            let hex = s.get(i + 1..i + 3)?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::percent_decode;
-
-    #[test]
-    fn decodes_escapes() {
-        assert_eq!(percent_decode("jq_1.6-2.1%2bdeb12u3_amd64.deb").as_deref(), Some("jq_1.6-2.1+deb12u3_amd64.deb"));
-        assert_eq!(percent_decode("a%2F..%2fb").as_deref(), Some("a/../b"));
-        assert_eq!(percent_decode("bad%2"), None);
-        assert_eq!(percent_decode("bad%zz"), None);
-    }
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use actix_web::http::{header, StatusCode};
 use actix_web::test::{self, TestRequest};
+use common::app::{As, TestApp};
 use common::{admin, basic, bearer, call, error_of, services, services_with};
 use packyard_core::security::tokens;
 use packyard_store::db::Backend;
@@ -337,171 +338,147 @@ async fn throttling(backend: Backend) -> anyhow::Result<()> {
 }
 on_every_backend!(throttling);
 
-async fn users_roles_tokens_audit(backend: Backend) -> anyhow::Result<()> {
-    let Some(t) = TestDb::fresh(backend).await? else { return Ok(()) };
-    let app = test::init_service(packyard_api::app::public_app(services(&t).await?)).await;
+fn post(uri: &str, body: serde_json::Value) -> TestRequest {
+    TestRequest::post().uri(uri).set_json(body)
+}
 
-    let r = call(&app, TestRequest::get().uri("/api/v1/roles").insert_header(admin())).await?;
+fn put(uri: &str, body: serde_json::Value) -> TestRequest {
+    TestRequest::put().uri(uri).set_json(body)
+}
+
+/// The built-in roles are listed and kept; a role's privileges are checked.
+async fn roles_are_checked(app: TestApp) -> anyhow::Result<()> {
+    let r = app.call(TestRequest::get().uri("/api/v1/roles")).await?;
     let names: Vec<&str> =
         r.json.as_array().map(|a| a.iter().filter_map(|x| x["name"].as_str()).collect()).unwrap_or_default();
     assert_eq!(names, vec!["admin", "anonymous"]);
     assert_eq!(r.json[0]["builtin"], true);
 
-    let r = call(&app, TestRequest::delete().uri("/api/v1/roles/admin").insert_header(admin())).await?;
+    let r = app.call(TestRequest::delete().uri("/api/v1/roles/admin")).await?;
     assert_eq!(r.status, StatusCode::CONFLICT);
-    let r = call(
-        &app,
-        TestRequest::put()
-            .uri("/api/v1/roles/anonymous")
-            .insert_header(admin())
-            .set_json(json!({"privileges": [{"repositories": "*", "actions": ["read", "write"]}]})),
-    )
-    .await?;
+    let anonymous_writes = json!({"privileges": [{"repositories": "*", "actions": ["read", "write"]}]});
+    let r = app.call(put("/api/v1/roles/anonymous", anonymous_writes)).await?;
     assert_eq!(r.status, StatusCode::BAD_REQUEST);
     assert!(error_of(&r.json).1.contains("anonymous writes are never allowed"), "{}", r.text);
-    let r = call(
-        &app,
-        TestRequest::post()
-            .uri("/api/v1/roles")
-            .insert_header(admin())
-            .set_json(json!({"name": "bad", "privileges": [{"repositories": "a/b", "actions": ["read"]}]})),
-    )
-    .await?;
+    let bad_glob = json!({"name": "bad", "privileges": [{"repositories": "a/b", "actions": ["read"]}]});
+    let r = app.call(post("/api/v1/roles", bad_glob)).await?;
     assert_eq!(r.status, StatusCode::BAD_REQUEST);
-    let r = call(
-        &app,
-        TestRequest::post()
-            .uri("/api/v1/roles")
-            .insert_header(admin())
-            .set_json(json!({"name": "x", "privileges": [{"repositories": "*", "actions": ["fly"]}]})),
-    )
-    .await?;
+    let bad_action = json!({"name": "x", "privileges": [{"repositories": "*", "actions": ["fly"]}]});
+    let r = app.call(post("/api/v1/roles", bad_action)).await?;
     assert_eq!(r.status, StatusCode::BAD_REQUEST);
     assert!(error_of(&r.json).1.contains("unknown variant `fly`"), "{}", r.text);
+    Ok(())
+}
+app_test!(roles_are_checked);
 
-    let r = call(
-        &app,
-        TestRequest::post()
-            .uri("/api/v1/users")
-            .insert_header(admin())
-            .set_json(json!({"username": "bob", "password": "bob-password", "roles": ["ghost"]})),
-    )
-    .await?;
+/// `bob` with password `bob-password` and no roles.
+async fn bob(app: &TestApp) -> anyhow::Result<()> {
+    let r = app.call(post("/api/v1/users", json!({"username": "bob", "password": "bob-password"}))).await?;
+    anyhow::ensure!(r.status == StatusCode::CREATED, "{}", r.text);
+    Ok(())
+}
+
+async fn users_are_created_once(app: TestApp) -> anyhow::Result<()> {
+    let body = json!({"username": "bob", "password": "bob-password", "roles": ["ghost"]});
+    let r = app.call(post("/api/v1/users", body)).await?;
     assert_eq!(r.status, StatusCode::BAD_REQUEST);
     assert_eq!(error_of(&r.json).1, "role ghost does not exist");
-    assert_eq!(t.db.user_by_name("bob").await?, None, "a failed create stores nothing");
-    let r = call(
-        &app,
-        TestRequest::post()
-            .uri("/api/v1/users")
-            .insert_header(admin())
-            .set_json(json!({"username": "bob", "password": "bob-password"})),
-    )
-    .await?;
+    assert_eq!(app.t.db.user_by_name("bob").await?, None, "a failed create stores nothing");
+    let r = app.call(post("/api/v1/users", json!({"username": "bob", "password": "bob-password"}))).await?;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
     assert_eq!(r.json["roles"], json!([]));
-    let r = call(
-        &app,
-        TestRequest::post()
-            .uri("/api/v1/users")
-            .insert_header(admin())
-            .set_json(json!({"username": "bob", "password": "bob-password"})),
-    )
-    .await?;
+    let r = app.call(post("/api/v1/users", json!({"username": "bob", "password": "bob-password"}))).await?;
     assert_eq!(r.status, StatusCode::CONFLICT);
+    Ok(())
+}
+app_test!(users_are_created_once);
 
-    // Bob changes his own password; the old one stops working at once.
-    let r = call(
-        &app,
-        TestRequest::put()
-            .uri("/api/v1/users/bob/password")
-            .insert_header(basic("bob", "bob-password"))
-            .set_json(json!({"current_password": "wrong", "new_password": "bob-new-password"})),
-    )
-    .await?;
+/// Bob changes his own password; the old one stops working at once; nobody changes another's.
+async fn a_user_changes_their_own_password(app: TestApp) -> anyhow::Result<()> {
+    bob(&app).await?;
+    let change = |current: &str| {
+        put("/api/v1/users/bob/password", json!({"current_password": current, "new_password": "bob-new-password"}))
+    };
+    let r = app.send(change("wrong"), As::basic("bob", "bob-password")).await?;
     assert_eq!(r.status, StatusCode::BAD_REQUEST);
-    let r = call(
-        &app,
-        TestRequest::put()
-            .uri("/api/v1/users/bob/password")
-            .insert_header(basic("bob", "bob-password"))
-            .set_json(json!({"current_password": "bob-password", "new_password": "bob-new-password"})),
-    )
-    .await?;
+    let r = app.send(change("bob-password"), As::basic("bob", "bob-password")).await?;
     assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.text);
-    let r = call(&app, TestRequest::get().uri("/api/v1/tokens").insert_header(basic("bob", "bob-password"))).await?;
+    let r = app.send(TestRequest::get().uri("/api/v1/tokens"), As::basic("bob", "bob-password")).await?;
     assert_eq!(r.status, StatusCode::UNAUTHORIZED);
-    let r = call(
-        &app,
-        TestRequest::put()
-            .uri("/api/v1/users/admin/password")
-            .insert_header(basic("bob", "bob-new-password"))
-            .set_json(json!({"new_password": "takeover!!"})),
-    )
-    .await?;
+    let takeover = put("/api/v1/users/admin/password", json!({"new_password": "takeover!!"}));
+    let r = app.send(takeover, As::basic("bob", "bob-new-password")).await?;
     assert_eq!(r.status, StatusCode::FORBIDDEN);
+    Ok(())
+}
+app_test!(a_user_changes_their_own_password);
 
-    // Tokens: shown once, listed without secrets, revoked.
-    let r = call(
-        &app,
-        TestRequest::post()
-            .uri("/api/v1/tokens")
-            .insert_header(basic("bob", "bob-new-password"))
-            .set_json(json!({"name": "laptop"})),
-    )
-    .await?;
+/// Tokens: shown once, listed without secrets, unable to mint more, revoked at once.
+async fn tokens_are_shown_once_and_revoked(app: TestApp) -> anyhow::Result<()> {
+    bob(&app).await?;
+    let bob_pw = As::basic("bob", "bob-password");
+    let r = app.send(post("/api/v1/tokens", json!({"name": "laptop"})), bob_pw.clone()).await?;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
     let token = r.json["token"].as_str().unwrap_or_default().to_string();
     let id = r.json["id"].as_str().unwrap_or_default().to_string();
     assert!(token.starts_with("pky_") && token.contains(&id));
-    let r = call(&app, TestRequest::get().uri("/api/v1/tokens").insert_header(bearer(&token))).await?;
+    let with_token = As::Bearer(token.clone());
+    let r = app.send(TestRequest::get().uri("/api/v1/tokens"), with_token.clone()).await?;
     assert_eq!(r.status, StatusCode::OK);
     assert_eq!(r.json.as_array().map(Vec::len), Some(1));
     assert!(!r.text.contains(&token[10..]), "the secret is never listed");
-    let r = call(
-        &app,
-        TestRequest::post().uri("/api/v1/tokens").insert_header(bearer(&token)).set_json(json!({"name": "more"})),
-    )
-    .await?;
+    let r = app.send(post("/api/v1/tokens", json!({"name": "more"})), with_token.clone()).await?;
     assert_eq!(r.status, StatusCode::FORBIDDEN);
-    let r = call(
-        &app,
-        TestRequest::post()
-            .uri("/api/v1/tokens")
-            .insert_header(basic("bob", "bob-new-password"))
-            .set_json(json!({"name": "x", "expires_at": "2001-01-01T00:00:00Z"})),
-    )
-    .await?;
+    let expired = json!({"name": "x", "expires_at": "2001-01-01T00:00:00Z"});
+    let r = app.send(post("/api/v1/tokens", expired), bob_pw).await?;
     assert_eq!(r.status, StatusCode::BAD_REQUEST);
     assert_eq!(error_of(&r.json).1, "expires_at is in the past");
-    let r =
-        call(&app, TestRequest::delete().uri(&format!("/api/v1/tokens/{id}")).insert_header(bearer(&token))).await?;
+    let revoke = || TestRequest::delete().uri(&format!("/api/v1/tokens/{id}"));
+    let r = app.send(revoke(), with_token.clone()).await?;
     assert_eq!(r.status, StatusCode::NO_CONTENT);
-    let r = call(&app, TestRequest::get().uri("/api/v1/tokens").insert_header(bearer(&token))).await?;
+    let r = app.send(TestRequest::get().uri("/api/v1/tokens"), with_token).await?;
     assert_eq!(r.status, StatusCode::UNAUTHORIZED, "revoked on this replica at once");
-    let r = call(&app, TestRequest::delete().uri(&format!("/api/v1/tokens/{id}")).insert_header(admin())).await?;
+    let r = app.call(revoke()).await?;
     assert_eq!(r.status, StatusCode::NOT_FOUND);
+    Ok(())
+}
+app_test!(tokens_are_shown_once_and_revoked);
 
-    // Roles granted later take effect without a new login.
-    let r = call(
-        &app,
-        TestRequest::put().uri("/api/v1/users/bob").insert_header(admin()).set_json(json!({"roles": ["admin"]})),
-    )
-    .await?;
+/// Roles granted later take effect without a new login; a user cannot delete themselves; a
+/// deleted user's credentials stop working.
+async fn role_changes_and_deletes_take_effect_at_once(app: TestApp) -> anyhow::Result<()> {
+    bob(&app).await?;
+    let bob_pw = As::basic("bob", "bob-password");
+    let r = app.send(TestRequest::get().uri("/api/v1/users"), bob_pw.clone()).await?;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    let r = app.call(put("/api/v1/users/bob", json!({"roles": ["admin"]}))).await?;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text);
     assert_eq!(r.json["roles"], json!(["admin"]));
-    let r = call(&app, TestRequest::get().uri("/api/v1/users").insert_header(basic("bob", "bob-new-password"))).await?;
+    let r = app.send(TestRequest::get().uri("/api/v1/users"), bob_pw.clone()).await?;
     assert_eq!(r.status, StatusCode::OK);
-    let r = call(&app, TestRequest::delete().uri("/api/v1/users/bob").insert_header(basic("bob", "bob-new-password")))
-        .await?;
+    let r = app.send(TestRequest::delete().uri("/api/v1/users/bob"), bob_pw.clone()).await?;
     assert_eq!(r.status, StatusCode::CONFLICT, "no deleting yourself");
-    let r = call(&app, TestRequest::delete().uri("/api/v1/users/bob").insert_header(admin())).await?;
+    let r = app.call(TestRequest::delete().uri("/api/v1/users/bob")).await?;
     assert_eq!(r.status, StatusCode::NO_CONTENT);
-    let r = call(&app, TestRequest::get().uri("/api/v1/users").insert_header(basic("bob", "bob-new-password"))).await?;
+    let r = app.send(TestRequest::get().uri("/api/v1/users"), bob_pw).await?;
     assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    Ok(())
+}
+app_test!(role_changes_and_deletes_take_effect_at_once);
 
-    // The audit log, newest first, in pages.
-    let r = call(&app, TestRequest::get().uri("/api/v1/audit?limit=3").insert_header(admin())).await?;
+/// The audit log, newest first, in pages; administrators only.
+async fn the_audit_log_pages_newest_first(app: TestApp) -> anyhow::Result<()> {
+    bob(&app).await?;
+    let change = json!({"current_password": "bob-password", "new_password": "bob-new-password"});
+    let r = app.send(put("/api/v1/users/bob/password", change), As::basic("bob", "bob-password")).await?;
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.text);
+    let r = app.send(post("/api/v1/tokens", json!({"name": "laptop"})), As::basic("bob", "bob-new-password")).await?;
+    let id = r.json["id"].as_str().unwrap_or_default().to_string();
+    let r = app.call(TestRequest::delete().uri(&format!("/api/v1/tokens/{id}"))).await?;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    assert_eq!(app.call(put("/api/v1/users/bob", json!({"roles": ["admin"]}))).await?.status, StatusCode::OK);
+    assert_eq!(app.call(TestRequest::delete().uri("/api/v1/users/bob")).await?.status, StatusCode::NO_CONTENT);
+
+    let r = app.call(TestRequest::get().uri("/api/v1/audit?limit=3")).await?;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text);
     let actions: Vec<&str> = r.json["entries"]
         .as_array()
@@ -511,16 +488,15 @@ async fn users_roles_tokens_audit(backend: Backend) -> anyhow::Result<()> {
     assert_eq!(r.json["entries"][0]["actor"], "admin");
     assert_eq!(r.json["entries"][0]["target"], "bob");
     let next = r.json["next"].as_i64().ok_or_else(|| anyhow::anyhow!("no next cursor: {}", r.text))?;
-    let r = call(&app, TestRequest::get().uri(&format!("/api/v1/audit?limit=10&before={next}")).insert_header(admin()))
-        .await?;
+    let r = app.call(TestRequest::get().uri(&format!("/api/v1/audit?limit=10&before={next}"))).await?;
     let actions: Vec<&str> = r.json["entries"]
         .as_array()
         .map(|a| a.iter().filter_map(|e| e["action"].as_str()).collect())
         .unwrap_or_default();
     assert_eq!(actions, vec!["token.create", "user.password", "user.create"]);
     assert_eq!(r.json["next"], serde_json::Value::Null);
-    let r = call(&app, TestRequest::get().uri("/api/v1/audit").insert_header(basic("nobody", "x"))).await?;
+    let r = app.send(TestRequest::get().uri("/api/v1/audit"), As::basic("nobody", "x")).await?;
     assert_eq!(r.status, StatusCode::UNAUTHORIZED);
     Ok(())
 }
-on_every_backend!(users_roles_tokens_audit);
+app_test!(the_audit_log_pages_newest_first);

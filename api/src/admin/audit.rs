@@ -9,7 +9,7 @@ use crate::auth::Admin;
 use crate::error::ApiError;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(crate::app::resource("/audit").route(web::get().to(list)));
+    cfg.service(crate::admin::resource::resource("/audit").route(web::get().to(list)));
 }
 
 #[derive(Deserialize)]

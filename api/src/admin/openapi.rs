@@ -4,7 +4,7 @@ use actix_web::{web, HttpResponse};
 use std::sync::OnceLock;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(crate::app::resource("/openapi.json").route(web::get().to(openapi)));
+    cfg.service(crate::admin::resource::resource("/openapi.json").route(web::get().to(openapi)));
 }
 
 async fn openapi() -> HttpResponse {

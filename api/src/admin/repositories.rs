@@ -18,19 +18,21 @@ mod update;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
-        crate::app::resource("/repositories").route(web::get().to(list::list)).route(web::post().to(create::create)),
+        crate::admin::resource::resource("/repositories")
+            .route(web::get().to(list::list))
+            .route(web::post().to(create::create)),
     )
     .service(
-        crate::app::resource("/repositories/{name}")
+        crate::admin::resource::resource("/repositories/{name}")
             .route(web::get().to(get::get))
             .route(web::put().to(update::update))
             .route(web::patch().to(update::patch))
             .route(web::delete().to(delete::delete)),
     )
-    .service(crate::app::resource("/repositories/{name}/status").route(web::get().to(status::status)))
-    .service(crate::app::resource("/repositories/{name}/rebuild").route(web::post().to(rebuild::rebuild)))
+    .service(crate::admin::resource::resource("/repositories/{name}/status").route(web::get().to(status::status)))
+    .service(crate::admin::resource::resource("/repositories/{name}/rebuild").route(web::post().to(rebuild::rebuild)))
     .service(
-        crate::app::resource("/repositories/{name}/signing-key")
+        crate::admin::resource::resource("/repositories/{name}/signing-key")
             .route(web::get().to(signing_key::get))
             .route(web::put().to(signing_key::put)),
     );

@@ -12,12 +12,13 @@ use crate::auth::Admin;
 use crate::error::{ApiError, ErrorCode};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(crate::app::resource("/roles").route(web::get().to(list)).route(web::post().to(create))).service(
-        crate::app::resource("/roles/{name}")
-            .route(web::get().to(get))
-            .route(web::put().to(update))
-            .route(web::delete().to(delete)),
-    );
+    cfg.service(crate::admin::resource::resource("/roles").route(web::get().to(list)).route(web::post().to(create)))
+        .service(
+            crate::admin::resource::resource("/roles/{name}")
+                .route(web::get().to(get))
+                .route(web::put().to(update))
+                .route(web::delete().to(delete)),
+        );
 }
 
 #[derive(Serialize)]

@@ -13,8 +13,8 @@ use crate::auth::Authenticated;
 use crate::error::ApiError;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(crate::app::resource("/tokens").route(web::get().to(list)).route(web::post().to(create)))
-        .service(crate::app::resource("/tokens/{id}").route(web::delete().to(revoke)));
+    cfg.service(crate::admin::resource::resource("/tokens").route(web::get().to(list)).route(web::post().to(create)))
+        .service(crate::admin::resource::resource("/tokens/{id}").route(web::delete().to(revoke)));
 }
 
 #[derive(Deserialize)]

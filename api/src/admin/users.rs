@@ -10,14 +10,14 @@ use crate::auth::{Admin, Authenticated};
 use crate::error::ApiError;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(crate::app::resource("/users").route(web::get().to(list)).route(web::post().to(create)))
+    cfg.service(crate::admin::resource::resource("/users").route(web::get().to(list)).route(web::post().to(create)))
         .service(
-            crate::app::resource("/users/{username}")
+            crate::admin::resource::resource("/users/{username}")
                 .route(web::get().to(get))
                 .route(web::put().to(update))
                 .route(web::delete().to(delete)),
         )
-        .service(crate::app::resource("/users/{username}/password").route(web::put().to(change_password)));
+        .service(crate::admin::resource::resource("/users/{username}/password").route(web::put().to(change_password)));
 }
 
 /// `[A-Za-z0-9._@-]{1,64}`.

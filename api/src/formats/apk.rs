@@ -12,7 +12,7 @@ use packyard_formats::apk::{group, valid_segment, Unit, INDEX_FILE, KIND};
 use packyard_model::repos::{RepoType, Repository};
 
 use crate::error::{ApiError, FormatError};
-use crate::repository::{Access, Cx, Routes, Tail};
+use crate::route::{Access, Cx, Routes, Tail};
 
 pub struct Apk;
 

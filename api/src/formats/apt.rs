@@ -13,7 +13,7 @@ use packyard_model::repos::RepoType;
 use serde::Deserialize;
 
 use crate::error::{ApiError, FormatError};
-use crate::repository::{percent_decode, Access, Cx, Routes, Tail};
+use crate::route::{percent_decode, Access, Cx, Routes, Tail};
 
 pub struct Apt;
 

@@ -20,7 +20,7 @@ use packyard_formats::conan::publish::{KIND, SEARCH_FILE, SEARCH_KIND, SEARCH_UN
 use packyard_model::repos::{RepoType, Repository};
 
 use crate::error::{ApiError, ErrorCode, FormatError};
-use crate::repository::{Access, Cx, Routes, Tail};
+use crate::route::{Access, Cx, Routes, Tail};
 
 pub struct Conan;
 

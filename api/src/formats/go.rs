@@ -16,7 +16,7 @@ use packyard_formats::go::{proxy_request, Request, KIND};
 use packyard_model::repos::{RepoType, Repository};
 
 use crate::error::{ApiError, ErrorCode, FormatError};
-use crate::repository::{percent_decode, Access, Cx, Routes, Tail};
+use crate::route::{percent_decode, Access, Cx, Routes, Tail};
 
 pub struct Go;
 

@@ -11,7 +11,7 @@ use futures_util::StreamExt;
 use packyard_core::publication::testformat::KIND;
 
 use crate::error::{ApiError, FormatError};
-use crate::repository::{Access, Cx, Routes, Tail};
+use crate::route::{Access, Cx, Routes, Tail};
 
 pub struct TestRoutes;
 

@@ -55,6 +55,13 @@ pub enum As {
     Admin,
     Anonymous,
     Basic(String, String),
+    Bearer(String),
+}
+
+impl As {
+    pub fn basic(user: &str, password: &str) -> Self {
+        Self::Basic(user.into(), password.into())
+    }
 }
 
 pub struct TestApp {
@@ -112,6 +119,7 @@ impl TestApp {
             As::Admin => req.insert_header(super::admin()),
             As::Anonymous => req,
             As::Basic(u, p) => req.insert_header(super::basic(&u, &p)),
+            As::Bearer(token) => req.insert_header(super::bearer(&token)),
         };
         let res = (self.call)(req.to_request()).await;
         let status = res.status();
