@@ -16,7 +16,7 @@ use packyard_core::hosted;
 use packyard_core::security::{tokens, Principal};
 use packyard_formats::conan::group::{any_member_has, MEMBER_FILE};
 use packyard_formats::conan::hosted::{ConanHosted, Removal, Revision, Target as FileTarget};
-use packyard_formats::conan::publish::{KIND, SEARCH_FILE, SEARCH_KIND, SEARCH_UNIT};
+use packyard_formats::conan::{KIND, SEARCH_FILE, SEARCH_KIND, SEARCH_UNIT};
 use packyard_model::repos::{RepoType, Repository};
 
 use crate::error::{ApiError, ErrorCode, FormatError};

@@ -1,6 +1,13 @@
 //! Conan 2 over the engine: revisions and their files, and the projections (per reference, and
 //! the search index) published as snapshots.
 
+/// The unit kind of a reference's projection (one unit per reference of a repository).
+pub const KIND: &str = "conan";
+/// The unit kind of a repository's search index (unit [`SEARCH_UNIT`], file [`SEARCH_FILE`]).
+pub const SEARCH_KIND: &str = "conan-search";
+pub const SEARCH_UNIT: &str = "all";
+pub const SEARCH_FILE: &str = "search.json";
+
 pub mod group;
 pub mod hosted;
 pub mod publish;

@@ -1,11 +1,13 @@
 //! The database layer: one storage API over SQLite, PostgreSQL and MySQL/MariaDB.
 //!
-//! Every statement goes through the dialect layer ([`crate::sql`]): written once in a portable
+//! Every statement goes through the dialect layer (`sql.rs`): written once in a portable
 //! form, rendered for the connected backend on first use, and counted in
 //! `packyard_db_queries_total` under its `op` when it runs.
 
 use std::borrow::Cow;
 use std::str::FromStr;
+
+pub use crate::sql::Backend;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,33 +24,6 @@ pub mod publication;
 pub mod repositories;
 pub mod security;
 pub mod users;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Backend {
-    Sqlite,
-    Postgres,
-    MySql,
-}
-
-impl Backend {
-    pub fn from_url(url: &str) -> Option<Self> {
-        let scheme = url.split("://").next()?;
-        match scheme {
-            "sqlite" => Some(Self::Sqlite),
-            "postgres" | "postgresql" => Some(Self::Postgres),
-            "mysql" | "mariadb" => Some(Self::MySql),
-            _ => None,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Sqlite => "sqlite",
-            Self::Postgres => "postgres",
-            Self::MySql => "mysql",
-        }
-    }
-}
 
 /// Storage failures, mapped once to HTTP statuses by the API.
 #[derive(Debug, thiserror::Error)]
@@ -278,5 +253,68 @@ mod tests {
         assert!(dir.path().join("sub").is_dir());
         assert_eq!(prepare_sqlite_url("sqlite://x.db?mode=ro")?, "sqlite://x.db?mode=ro");
         Ok(())
+    }
+}
+
+/// Running statements of the dialect layer (`sql.rs`).
+impl Db {
+    /// The statement, rendered for this backend and counted, ready to bind and run.
+    pub fn query<'q>(
+        &self,
+        statement: &'static crate::sql::Sql,
+    ) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
+        self.count(statement.op());
+        sqlx::query(statement.text(self.backend()))
+    }
+
+    /// One keyset page of a query whose last two placeholders are the id the page starts after
+    /// and its size (`… AND id > $n ORDER BY id LIMIT $m`), its other placeholders bound.
+    pub async fn page<'q, T>(
+        &self,
+        query: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
+        after_id: i64,
+        limit: i64,
+        parse: fn(&sqlx::any::AnyRow) -> DbResult<T>,
+    ) -> DbResult<Vec<T>> {
+        let rows = query.bind(after_id).bind(limit).fetch_all(self.pool()).await?;
+        rows.iter().map(parse).collect()
+    }
+
+    /// An insert of an uploaded artifact's row, whose first two placeholders are when and by
+    /// whom it was uploaded (`uploaded_at`, `uploaded_by`), those two bound.
+    pub fn insert_uploaded<'q>(
+        &self,
+        statement: &'static crate::sql::Sql,
+        uploaded_by: &'q str,
+    ) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
+        self.query(statement).bind(now_ms()).bind(uploaded_by)
+    }
+
+    /// Runs a `DELETE … WHERE id = $1` in a transaction: whether the row was there.
+    pub async fn delete_by_id(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        statement: &'static crate::sql::Sql,
+        id: i64,
+    ) -> DbResult<bool> {
+        Ok(self.query(statement).bind(id).execute(&mut **tx).await?.rows_affected() == 1)
+    }
+
+    /// Runs an [`insert_id!`] statement and returns the new row's id.
+    pub async fn insert_id<'q, 'e, E>(
+        &self,
+        query: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
+        executor: E,
+    ) -> DbResult<i64>
+    where
+        E: Executor<'e, Database = sqlx::Any>,
+    {
+        match self.backend() {
+            Backend::MySql => {
+                let done = query.execute(executor).await?;
+                done.last_insert_id().ok_or_else(|| DbError::Corrupt("the driver reported no insert id".into()))
+            }
+            Backend::Sqlite | Backend::Postgres => Ok(query.fetch_one(executor).await?.try_get("id")?),
+        }
     }
 }

@@ -17,11 +17,33 @@
 
 use std::sync::OnceLock;
 
-use sqlx::any::AnyArguments;
-use sqlx::query::Query;
-use sqlx::{Any, Executor, Row};
+/// The database dialects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+    MySql,
+}
 
-use crate::db::{Backend, Db, DbResult};
+impl Backend {
+    pub fn from_url(url: &str) -> Option<Self> {
+        let scheme = url.split("://").next()?;
+        match scheme {
+            "sqlite" => Some(Self::Sqlite),
+            "postgres" | "postgresql" => Some(Self::Postgres),
+            "mysql" | "mariadb" => Some(Self::MySql),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Sqlite => "sqlite",
+            Self::Postgres => "postgres",
+            Self::MySql => "mysql",
+        }
+    }
+}
 
 /// What the layer adds to a statement's text.
 #[derive(Debug, Clone, Copy)]
@@ -169,62 +191,6 @@ pub fn to_question_marks(text: &str) -> String {
         }
     }
     out
-}
-
-impl Db {
-    /// The statement, rendered for this backend and counted, ready to bind and run.
-    pub fn query<'q>(&self, statement: &'static Sql) -> Query<'q, Any, AnyArguments<'q>> {
-        self.count(statement.op());
-        sqlx::query(statement.text(self.backend()))
-    }
-
-    /// One keyset page of a query whose last two placeholders are the id the page starts after
-    /// and its size (`… AND id > $n ORDER BY id LIMIT $m`), its other placeholders bound.
-    pub async fn page<'q, T>(
-        &self,
-        query: Query<'q, Any, AnyArguments<'q>>,
-        after_id: i64,
-        limit: i64,
-        parse: fn(&sqlx::any::AnyRow) -> crate::db::DbResult<T>,
-    ) -> crate::db::DbResult<Vec<T>> {
-        let rows = query.bind(after_id).bind(limit).fetch_all(self.pool()).await?;
-        rows.iter().map(parse).collect()
-    }
-
-    /// An insert of an uploaded artifact's row, whose first two placeholders are when and by
-    /// whom it was uploaded (`uploaded_at`, `uploaded_by`), those two bound.
-    pub fn insert_uploaded<'q>(
-        &self,
-        statement: &'static Sql,
-        uploaded_by: &'q str,
-    ) -> Query<'q, Any, AnyArguments<'q>> {
-        self.query(statement).bind(crate::db::now_ms()).bind(uploaded_by)
-    }
-
-    /// Runs a `DELETE … WHERE id = $1` in a transaction: whether the row was there.
-    pub async fn delete_by_id(
-        &self,
-        tx: &mut sqlx::Transaction<'_, Any>,
-        statement: &'static Sql,
-        id: i64,
-    ) -> crate::db::DbResult<bool> {
-        Ok(self.query(statement).bind(id).execute(&mut **tx).await?.rows_affected() == 1)
-    }
-
-    /// Runs an [`insert_id!`] statement and returns the new row's id.
-    pub async fn insert_id<'q, 'e, E>(&self, query: Query<'q, Any, AnyArguments<'q>>, executor: E) -> DbResult<i64>
-    where
-        E: Executor<'e, Database = Any>,
-    {
-        match self.backend() {
-            Backend::MySql => {
-                let done = query.execute(executor).await?;
-                done.last_insert_id()
-                    .ok_or_else(|| crate::db::DbError::Corrupt("the driver reported no insert id".into()))
-            }
-            Backend::Sqlite | Backend::Postgres => Ok(query.fetch_one(executor).await?.try_get("id")?),
-        }
-    }
 }
 
 /// A plain statement: `sql!("op", "SELECT …")`.

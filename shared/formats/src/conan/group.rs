@@ -9,7 +9,7 @@
 use std::collections::BTreeSet;
 
 use super::proxy_request;
-use super::publish::{KIND, SEARCH_FILE, SEARCH_KIND, SEARCH_UNIT};
+use super::{KIND, SEARCH_FILE, SEARCH_KIND, SEARCH_UNIT};
 use packyard_codecs::conan::Reference;
 use packyard_core::groups::{self, members_of, Reader, Sources, UpstreamSources};
 use packyard_core::publication::{BuildContext, BuildError};

@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 
-use super::publish::{KIND, SEARCH_KIND, SEARCH_UNIT};
 use super::rows::{self, ConanFile, RevisionKey};
+use super::{KIND, SEARCH_KIND, SEARCH_UNIT};
 use packyard_codecs::archive::{check_tar, expansion_limit, ArchiveError};
 use packyard_codecs::conan::{archive_compression, FileHashes, Manifest};
 use packyard_core::hosted::{

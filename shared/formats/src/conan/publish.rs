@@ -17,10 +17,7 @@ use packyard_store::blobs::Sha256Hex;
 use packyard_store::db::publication::UnitRecord;
 use packyard_store::db::Db;
 
-pub const KIND: &str = "conan";
-pub const SEARCH_KIND: &str = "conan-search";
-pub const SEARCH_UNIT: &str = "all";
-pub const SEARCH_FILE: &str = "search.json";
+use super::{KIND, SEARCH_FILE, SEARCH_KIND};
 
 const JSON: &str = "application/json";
 
