@@ -33,17 +33,19 @@ async fn dispatch(req: HttpRequest, body: web::Payload) -> Result<HttpResponse, 
     let services = services(&req)?;
     // A bad credential is a 401 before anything else, for a repository that does not exist too.
     crate::auth::caller(&req).await?;
-    let name = req.match_info().get("repo").unwrap_or_default().to_string();
+    let name = req.match_info().get("repo").unwrap_or_default();
     let repo = services
         .security
-        .repository(&name)
+        .repository(name)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("repository {name} not found")))?;
     req.extensions_mut().insert(RepoLabel { repository: repo.name.to_string(), format: repo.format.as_str() });
-    let tail = req.match_info().get("tail").unwrap_or_default().to_string();
-    let prefix = format!("/repository/{}/", repo.name);
-    let raw = req.path().strip_prefix(&prefix).unwrap_or_default().to_string();
-    let tail = Tail { matched: &tail, raw: &raw };
+    // The raw path below `/repository/<name>/` (a repository name has no escapes to decode).
+    let raw = req.path().strip_prefix("/repository/").and_then(|p| p.strip_prefix(repo.name.as_str()));
+    let tail = Tail {
+        matched: req.match_info().get("tail").unwrap_or_default(),
+        raw: raw.and_then(|p| p.strip_prefix('/')).unwrap_or_default(),
+    };
     if services.config.debug.test_format && tail.matched.starts_with("_test/") {
         return run::<crate::formats::testformat::TestRoutes>(&req, &services, repo, tail, body).await;
     }
