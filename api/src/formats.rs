@@ -193,22 +193,30 @@ pub async fn uploaded<A>(
 }
 
 /// Read-your-writes: waits (at most 30 s: then 503, the change stays recorded) until each
-/// unit's published revision reaches the one recorded and, on a shared database, for every
-/// replica to have seen it.
+/// unit's published revision reaches the one recorded, the groups over the repository have
+/// rebuilt it (see `groups::wait_for_groups`) and, on a shared database, for every replica to
+/// have seen it.
 pub async fn wait_published(services: &Services, changes: &[(i64, i64)]) -> Result<(), FormatError> {
     if changes.is_empty() {
         return Ok(());
     }
+    let timeout = std::time::Duration::from_secs(30);
+    let deadline = tokio::time::Instant::now() + timeout;
     for (unit_id, revision) in changes {
-        let done = packyard_core::publication::wait_until_published(
-            &services.db,
-            *unit_id,
-            *revision,
-            std::time::Duration::from_secs(30),
-        )
-        .await?;
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let done = packyard_core::publication::wait_until_published(&services.db, *unit_id, *revision, left).await?;
         if !done {
             return Err(ApiError::new(ErrorCode::ServiceUnavailable, "stored, but not yet published after 30 s").into());
+        }
+        // The groups over the repository serve it too before the answer (read-your-writes
+        // through a group).
+        let Some(unit) = services.db.unit(*unit_id).await? else { continue };
+        if !packyard_core::groups::wait_for_groups(&services.db, &unit, deadline).await? {
+            return Err(ApiError::new(
+                ErrorCode::ServiceUnavailable,
+                "stored and published, but a group over this repository has not caught up after 30 s",
+            )
+            .into());
         }
     }
     services.published.invalidate();

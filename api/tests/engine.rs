@@ -141,6 +141,44 @@ async fn allow_replaces_an_artifact_in_place(mut app: TestApp) -> anyhow::Result
 }
 app_test!(allow_replaces_an_artifact_in_place);
 
+/// Read-your-writes through groups: an upload that waits for its publication (Go's always does)
+/// returns once the groups over the repository serve it too, nested ones included.
+async fn a_waited_upload_is_in_its_groups_at_once(mut app: TestApp) -> anyhow::Result<()> {
+    app.start_worker();
+    app.create(Repo::hosted("gomods", Format::Go)).await?;
+    app.create(Repo::group("go", Format::Go, &["gomods"])).await?;
+    app.create(Repo::group("go-all", Format::Go, &["go"])).await?;
+    let apk = json!({"apk": {"architectures": ["x86_64"]}});
+    app.create(Repo::hosted("alpine", Format::Apk).with(apk.clone())).await?;
+    app.create(Repo::group("alpine-all", Format::Apk, &["alpine"]).with(apk)).await?;
+    for (i, v) in ["v1.0.0", "v1.1.0", "v1.2.0"].iter().enumerate() {
+        let zip = packyard_codecs::go::testing::simple_module("example.com/lib", v, v, 0)?;
+        let r = app.put(&format!("/repository/gomods/example.com/lib/@v/{v}.zip"), zip).await?;
+        assert_eq!(r.status, 201, "{v}: {}", r.text);
+        for group in ["go", "go-all"] {
+            let list = app.get(&format!("/repository/{group}/example.com/lib/@v/list")).await?;
+            assert_eq!(list.status, 200, "{group}: {}", list.text);
+            assert_eq!(list.text.lines().count(), i + 1, "{group} after {v}: {}", list.text);
+            let latest = app.get(&format!("/repository/{group}/example.com/lib/@latest")).await?;
+            assert!(latest.text.contains(v), "{group} after {v}: {}", latest.text);
+        }
+    }
+    for (i, name) in ["one", "two"].iter().enumerate() {
+        let fixture = packyard_codecs::apk::testing::Fixture::new(name, "1.0-r0", "x86_64");
+        let pkg = packyard_codecs::apk::testing::build_apk(&fixture)?;
+        let path = format!("/repository/alpine/v3.20/main/x86_64/{name}-1.0-r0.apk?wait=true");
+        assert_eq!(app.put(&path, pkg.bytes).await?.status, 201);
+        let index = app.get("/repository/alpine-all/v3.20/main/x86_64/APKINDEX.tar.gz").await?;
+        assert_eq!(index.status, 200, "{}", index.text);
+        let members = packyard_codecs::apk::index::split_members(&index.bytes)?;
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&members[1][..]), &mut text)?;
+        assert_eq!(text.matches("\nP:").count() + usize::from(text.starts_with("P:")), i + 1, "{text}");
+    }
+    Ok(())
+}
+app_test!(a_waited_upload_is_in_its_groups_at_once);
+
 /// A Go version is deleted as the other formats' packages are: 204, gone from `list` and its
 /// files once republished, an audit entry; refused by a read-only repository.
 async fn go_versions_are_deleted(mut app: TestApp) -> anyhow::Result<()> {

@@ -355,3 +355,56 @@ pub async fn published_entry(
     };
     Ok(db.snapshot_files(snapshot).await?.into_iter().find(|f| f.path == path))
 }
+
+/// Read-your-writes through groups: once a member's unit `published` is published, waits (until
+/// `deadline`) for every group that lists the member, nested groups too, to have rebuilt the
+/// matching unit from a request made after that publication (the same unit key; where the
+/// group has none of that key — APT, whose groups publish their own distributions — each of its
+/// units of the kind). A group whose build is failing, or that has no such unit a second after
+/// the member's publication, is not waited for. False when the deadline passed first.
+pub async fn wait_for_groups(db: &Db, published: &UnitRecord, deadline: tokio::time::Instant) -> Result<bool, DbError> {
+    let since = published.last_published_at.unwrap_or(0);
+    let mut groups = Vec::new();
+    let mut queue = vec![published.repository_id];
+    while let Some(id) = queue.pop() {
+        for name in db.groups_containing(id).await? {
+            let Some(g) = db.repository_by_name(&name).await? else { continue };
+            if groups.len() < 64 && !groups.iter().any(|x: &Repository| x.id == g.id) {
+                queue.push(g.id);
+                groups.push(g);
+            }
+        }
+    }
+    let mut delay = std::time::Duration::from_millis(5);
+    let grace = since.saturating_add(1000);
+    loop {
+        let mut pending = false;
+        for g in &groups {
+            let units: Vec<UnitRecord> =
+                db.units_of(g.id).await?.into_iter().filter(|u| u.kind == published.kind).collect();
+            let same: Vec<&UnitRecord> = units.iter().filter(|u| u.unit_key == published.unit_key).collect();
+            let targets: Vec<&UnitRecord> = if same.is_empty() { units.iter().collect() } else { same };
+            if targets.is_empty() {
+                pending |= packyard_store::db::now_ms() < grace;
+                continue;
+            }
+            let now = packyard_store::db::now_ms();
+            for u in targets {
+                let requested_after = u.last_change_at.is_some_and(|t| t >= since);
+                let failing = u.attempts > 0 && u.last_error.is_some();
+                let current = u.published_revision >= u.desired_revision;
+                // Done when rebuilt from a request after the member's publication; else waiting
+                // for a due build, or (for a second) for the member's after-publish request.
+                pending |= !failing && !(requested_after && current) && (!current || now < grace);
+            }
+        }
+        if !pending {
+            return Ok(true);
+        }
+        if tokio::time::Instant::now() + delay > deadline {
+            return Ok(false);
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(std::time::Duration::from_millis(50));
+    }
+}

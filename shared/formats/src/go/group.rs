@@ -67,8 +67,12 @@ pub async fn merge(
     let latest_file = match latest(listed.iter().map(|(v, _)| v.as_str())) {
         Some(v) => {
             let owner = listed.iter().find(|(l, _)| l == v).map(|(_, m)| m.as_str()).unwrap_or_default();
+            // A nested group publishes no `.info` of its own: its `@latest` is that version's.
             let info = Request::File { module: module.to_string(), version: v.to_string(), ext: "info" };
             match members.iter().find(|m| m.name.as_str() == owner) {
+                Some(m) if m.repo_type == RepoType::Group => {
+                    member_file(reader, db, m, &Request::Latest(module.to_string())).await?
+                }
                 Some(m) => member_file(reader, db, m, &info).await?,
                 None => None,
             }
