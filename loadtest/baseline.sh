@@ -246,8 +246,9 @@ if [ "$format" = go ]; then
     echo "the absolute figures. The fixture is \`example.com/bench\` at v1.0.0, v1.0.1 and v1.1.0, each zip"
     echo "holding \`go.mod\` and a 1 MiB incompressible payload (\`packyard-loadtest fixture go\`); nginx"
     echo "serves the bytes Packyard published (\`list\`, \`@latest\`, and v1.1.0's \`.info\`, \`.mod\`, \`.zip\`)."
-    echo "The group has the hosted repository as its only member: its \`list\` and \`@latest\` are merged per"
-    echo "request. No other Go module proxy installs from the registries reachable here."
+    echo "The group has the hosted repository as its only member: its \`list\` and \`@latest\` come from its own"
+    echo "snapshot, merged when the member publishes; each upload returns once the group has it too. No other"
+    echo "Go module proxy installs from the registries reachable here."
     echo
     echo "Reproduce: \`loadtest/baseline.sh go\` (REQUESTS=$REQUESTS CONCURRENCY=$CONCURRENCY ROUNDS=$ROUNDS WARMUP_REQUESTS=$WARMUP_REQUESTS WARMUP_SECONDS=$WARMUP_SECONDS)."
     echo

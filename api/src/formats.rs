@@ -211,7 +211,8 @@ pub async fn wait_published(services: &Services, changes: &[(i64, i64)]) -> Resu
         // The groups over the repository serve it too before the answer (read-your-writes
         // through a group).
         let Some(unit) = services.db.unit(*unit_id).await? else { continue };
-        if !packyard_core::groups::wait_for_groups(&services.db, &unit, deadline).await? {
+        let quiet = services.config.worker.debounce_ms;
+        if !packyard_core::groups::wait_for_groups(&services.db, &unit, quiet, deadline).await? {
             return Err(ApiError::new(
                 ErrorCode::ServiceUnavailable,
                 "stored and published, but a group over this repository has not caught up after 30 s",

@@ -126,7 +126,22 @@ impl Publisher {
             Outcome::Published(snapshot_id) => {
                 // This process's replica sees it at once; others at their next watermark poll.
                 self.services.changed(packyard_core::events::Changed::Publications);
-                match builder.after_publish(db, unit).await {
+                // Due at once: no debounce of their own (the member's writes had theirs).
+                let requested = match builder.after_publish(db, unit).await {
+                    Ok(rebuilds) => {
+                        let mut any = Ok(false);
+                        for (repository_id, units) in &rebuilds {
+                            let quiet = u64::try_from(self.due.debounce_ms).unwrap_or(0);
+                            any = db.request_rebuilds(*repository_id, units, quiet).await.map(|()| true);
+                            if any.is_err() {
+                                break;
+                            }
+                        }
+                        any.map_err(|e| e.to_string())
+                    }
+                    Err(e) => Err(e.to_string()),
+                };
+                match requested {
                     Ok(true) => self.services.wake(),
                     Ok(false) => {}
                     Err(e) => {

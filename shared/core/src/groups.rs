@@ -87,7 +87,9 @@ where
         if !member_has().await? {
             return Ok(false);
         }
-        db.request_changes(group.id, &[(kind.to_string(), key.to_string())]).await?;
+        // Due at once: the request waits for it.
+        let units = [(kind.to_string(), key.to_string())];
+        db.request_rebuilds(group.id, &units, services.config.worker.debounce_ms).await?;
         services.wake();
     }
     let Some(u) = db.unit_by_key(group.id, kind, key).await? else { return Ok(false) };
@@ -221,17 +223,16 @@ where
     Ok(false)
 }
 
-/// After a member's `unit` was published: every group of `format` that lists the member
-/// requests the units `units(group)` names (the same unit, or — APT — each distribution the
-/// group publishes). Their own publications then reach the groups above them. True when
-/// something was requested.
+/// After a member's `unit` was published: for every group of `format` that lists the member,
+/// the units `units(group)` names (the same unit, or — APT — each distribution the group
+/// publishes), to rebuild. Their own publications then reach the groups above them.
 pub async fn after_member_publish(
     db: &Db,
     unit: &UnitRecord,
     format: Format,
     units: impl Fn(&Repository) -> Vec<(String, String)>,
-) -> Result<bool, BuildError> {
-    let mut any = false;
+) -> Result<crate::publication::Rebuilds, BuildError> {
+    let mut out = Vec::new();
     for name in db.groups_containing(unit.repository_id).await? {
         let Some(group) = db.repository_by_name(&name).await? else { continue };
         if group.format != format {
@@ -239,15 +240,18 @@ pub async fn after_member_publish(
         }
         let wanted = units(&group);
         if !wanted.is_empty() {
-            db.request_changes(group.id, &wanted).await?;
-            any = true;
+            out.push((group.id, wanted));
         }
     }
-    Ok(any)
+    Ok(out)
 }
 
 /// [`after_member_publish`] for formats whose groups publish the same unit as their members.
-pub async fn same_unit_after_member_publish(db: &Db, unit: &UnitRecord, format: Format) -> Result<bool, BuildError> {
+pub async fn same_unit_after_member_publish(
+    db: &Db,
+    unit: &UnitRecord,
+    format: Format,
+) -> Result<crate::publication::Rebuilds, BuildError> {
     after_member_publish(db, unit, format, |_| vec![(unit.kind.clone(), unit.unit_key.clone())]).await
 }
 
@@ -361,9 +365,17 @@ pub async fn published_entry(
 /// matching unit from a request made after that publication (the same unit key; where the
 /// group has none of that key — APT, whose groups publish their own distributions — each of its
 /// units of the kind). A group whose build is failing, or that has no such unit a second after
-/// the member's publication, is not waited for. False when the deadline passed first.
-pub async fn wait_for_groups(db: &Db, published: &UnitRecord, deadline: tokio::time::Instant) -> Result<bool, DbError> {
+/// the member's publication, is not waited for. `quiet_ms` is the worker's debounce, by which
+/// the worker backdates such requests (`Db::request_rebuilds`). False when the deadline passed
+/// first.
+pub async fn wait_for_groups(
+    db: &Db,
+    published: &UnitRecord,
+    quiet_ms: u64,
+    deadline: tokio::time::Instant,
+) -> Result<bool, DbError> {
     let since = published.last_published_at.unwrap_or(0);
+    let quiet = i64::try_from(quiet_ms).unwrap_or(i64::MAX);
     let mut groups = Vec::new();
     let mut queue = vec![published.repository_id];
     while let Some(id) = queue.pop() {
@@ -390,7 +402,7 @@ pub async fn wait_for_groups(db: &Db, published: &UnitRecord, deadline: tokio::t
             }
             let now = packyard_store::db::now_ms();
             for u in targets {
-                let requested_after = u.last_change_at.is_some_and(|t| t >= since);
+                let requested_after = u.last_change_at.is_some_and(|t| t.saturating_add(quiet) >= since);
                 let failing = u.attempts > 0 && u.last_error.is_some();
                 let current = u.published_revision >= u.desired_revision;
                 // Done when rebuilt from a request after the member's publication; else waiting

@@ -44,6 +44,9 @@ pub async fn repository_of(db: &Db, unit: &UnitRecord) -> Result<packyard_model:
     Ok(repo)
 }
 
+/// Units to rebuild: per repository id, its `(kind, unit key)`s.
+pub type Rebuilds = Vec<(i64, Vec<(String, String)>)>;
+
 /// What a format supplies: the files of one publication unit, built from its rows.
 #[async_trait]
 pub trait Builder: Send + Sync {
@@ -51,10 +54,10 @@ pub trait Builder: Send + Sync {
     fn kind(&self) -> &'static str;
     /// Writes every file of the unit through `ctx`. Must stream rows in bounded pages.
     async fn build(&self, ctx: &mut BuildContext<'_>, unit: &UnitRecord) -> Result<(), BuildError>;
-    /// After `unit` was published: request the rebuilds that depend on it (e.g. the groups that
-    /// merge it). True when something was requested (the worker then wakes up).
-    async fn after_publish(&self, _db: &Db, _unit: &UnitRecord) -> Result<bool, BuildError> {
-        Ok(false)
+    /// After `unit` was published: the rebuilds that depend on it (e.g. the groups that merge
+    /// it), which the worker requests due at once (the member's writes were debounced already).
+    async fn after_publish(&self, _db: &Db, _unit: &UnitRecord) -> Result<Rebuilds, BuildError> {
+        Ok(Vec::new())
     }
     /// Called now and then: request rebuilds whose inputs change outside Packyard (e.g. groups
     /// over proxies whose upstream metadata expired). True when something was requested.

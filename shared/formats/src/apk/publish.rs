@@ -71,7 +71,11 @@ impl Builder for ApkBuilder {
         Ok(())
     }
 
-    async fn after_publish(&self, db: &Db, unit: &UnitRecord) -> Result<bool, BuildError> {
+    async fn after_publish(
+        &self,
+        db: &Db,
+        unit: &UnitRecord,
+    ) -> Result<packyard_core::publication::Rebuilds, BuildError> {
         groups::same_unit_after_member_publish(db, unit, Format::Apk).await
     }
 

@@ -97,7 +97,11 @@ impl Builder for AptBuilder {
     }
 
     /// A member published: every group that lists it rebuilds each distribution it publishes.
-    async fn after_publish(&self, db: &packyard_store::db::Db, unit: &UnitRecord) -> Result<bool, BuildError> {
+    async fn after_publish(
+        &self,
+        db: &packyard_store::db::Db,
+        unit: &UnitRecord,
+    ) -> Result<packyard_core::publication::Rebuilds, BuildError> {
         packyard_core::groups::after_member_publish(db, unit, Format::Apt, |g| {
             super::published_suites(g).into_iter().map(|s| (KIND.to_string(), s)).collect()
         })

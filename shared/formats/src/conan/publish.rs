@@ -96,7 +96,11 @@ impl Builder for ConanBuilder {
         Ok(())
     }
 
-    async fn after_publish(&self, db: &Db, unit: &UnitRecord) -> Result<bool, BuildError> {
+    async fn after_publish(
+        &self,
+        db: &Db,
+        unit: &UnitRecord,
+    ) -> Result<packyard_core::publication::Rebuilds, BuildError> {
         groups::same_unit_after_member_publish(db, unit, Format::Conan).await
     }
 
@@ -143,7 +147,11 @@ impl Builder for ConanSearchBuilder {
         ctx.put(SEARCH_FILE, JSON, serde_json::json!({ "results": refs }).to_string().as_bytes()).await
     }
 
-    async fn after_publish(&self, db: &Db, unit: &UnitRecord) -> Result<bool, BuildError> {
+    async fn after_publish(
+        &self,
+        db: &Db,
+        unit: &UnitRecord,
+    ) -> Result<packyard_core::publication::Rebuilds, BuildError> {
         groups::same_unit_after_member_publish(db, unit, Format::Conan).await
     }
 

@@ -57,7 +57,11 @@ impl Builder for GoBuilder {
     }
 
     /// A member published a module: every Go group that lists it rebuilds the same module.
-    async fn after_publish(&self, db: &Db, unit: &UnitRecord) -> Result<bool, BuildError> {
+    async fn after_publish(
+        &self,
+        db: &Db,
+        unit: &UnitRecord,
+    ) -> Result<packyard_core::publication::Rebuilds, BuildError> {
         groups::same_unit_after_member_publish(db, unit, Format::Go).await
     }
 

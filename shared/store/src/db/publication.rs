@@ -93,14 +93,28 @@ impl Db {
         kind: &str,
         unit_key: &str,
     ) -> DbResult<(i64, i64)> {
+        self.record_change_quiet(tx, repository_id, kind, unit_key, 0).await
+    }
+
+    /// [`Db::record_change`] for a change that needs no debounce of its own: its last change
+    /// is recorded `quiet_ms` in the past, so a debounce of `quiet_ms` has already passed.
+    pub async fn record_change_quiet(
+        &self,
+        tx: &mut Transaction<'_, Any>,
+        repository_id: i64,
+        kind: &str,
+        unit_key: &str,
+        quiet_ms: u64,
+    ) -> DbResult<(i64, i64)> {
         let now = now_ms();
+        let changed = now.saturating_sub(i64::try_from(quiet_ms).unwrap_or(i64::MAX));
         // Update first: the common case takes only the row's exclusive lock. (INSERT IGNORE
         // first would take a shared lock on the duplicate key, and two writers holding it would
         // deadlock on the update in InnoDB.)
         let bump = sql!("publication_units.bump", "UPDATE publication_units SET desired_revision = desired_revision + 1, last_change_at = $1, first_pending_at = COALESCE(first_pending_at, $2) WHERE repository_id = $3 AND kind = $4 AND unit_key = $5");
         let bumped = self
             .query(bump)
-            .bind(now)
+            .bind(changed)
             .bind(now)
             .bind(repository_id)
             .bind(kind)
@@ -118,7 +132,7 @@ impl Db {
             .execute(&mut **tx)
             .await?;
             self.query(bump)
-                .bind(now)
+                .bind(changed)
                 .bind(now)
                 .bind(repository_id)
                 .bind(kind)
@@ -409,6 +423,24 @@ impl Db {
             let mut tx = self.begin().await?;
             for (kind, key) in units {
                 self.record_change(&mut tx, repository_id, kind, key).await?;
+            }
+            tx.commit().await.map_err(DbError::from)
+        })
+        .await
+    }
+
+    /// Rebuilds that follow another unit's publication (a group after its member): recorded as
+    /// [`Db::record_change_quiet`] changes, due at once under a debounce of `quiet_ms`.
+    pub async fn request_rebuilds(
+        &self,
+        repository_id: i64,
+        units: &[(String, String)],
+        quiet_ms: u64,
+    ) -> DbResult<()> {
+        super::retry_conflicts(|| async {
+            let mut tx = self.begin().await?;
+            for (kind, key) in units {
+                self.record_change_quiet(&mut tx, repository_id, kind, key, quiet_ms).await?;
             }
             tx.commit().await.map_err(DbError::from)
         })
