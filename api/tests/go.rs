@@ -444,70 +444,44 @@ fn proxy_and_group_with_the_real_go_command() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Publication and reads through the actix service on every backend: read-your-writes, warmed
-/// `list`/`@latest`/`.info` and `.mod`/`.zip` reads without a database query, conflicts.
-async fn hosted_go(backend: packyard_store::db::Backend) -> anyhow::Result<()> {
-    use actix_web::test::{self as atest, TestRequest};
-    let Some(t) = packyard_store::testing::TestDb::fresh(backend).await? else { return Ok(()) };
-    let services = common::services_with(&t, |c| c.go.max_go_mod_bytes = 64).await?;
-    let app = atest::init_service(packyard_api::app::public_app(services.clone())).await;
-    let r = common::call(
-        &app,
-        TestRequest::post()
-            .uri("/api/v1/repositories")
-            .insert_header(common::admin())
-            .set_json(serde_json::json!({"name": "gomods", "format": "go", "type": "hosted", "anonymous_read": true})),
-    )
-    .await?;
-    assert_eq!(r.status, 201, "{}", r.text);
-    // The embedded worker publishes the projection the PUT waits for.
-    let worker = {
-        let s = services.clone();
-        let due = packyard_store::db::publication::Due { debounce_ms: 0, max_delay_ms: 0 };
-        tokio::spawn(async move {
-            loop {
-                packyard_worker::publisher::Publisher::new(s.clone(), packyard_worker::builders(&s))
-                    .with_due(due)
-                    .run_until_idle()
-                    .await;
-                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-            }
-        })
-    };
+/// `gomods` (hosted) with a worker, and `example.com/a/b@v0.3.0` published to it (the PUT waits
+/// for the projection); its zip.
+async fn gomods_with_a_module(app: &mut common::app::TestApp) -> anyhow::Result<Vec<u8>> {
+    app.start_worker();
+    app.create(common::app::Repo::hosted("gomods", packyard_model::repos::Format::Go)).await?;
     let zip = simple_module("example.com/a/b", "v0.3.0", "ab", 0)?;
-    let r = common::call(
-        &app,
-        TestRequest::put()
-            .uri("/repository/gomods/example.com/a/b/@v/v0.3.0.zip")
-            .insert_header(common::admin())
-            .set_payload(zip.clone()),
-    )
-    .await?;
-    assert_eq!(r.status, 201, "{}", r.text);
+    let r = app.put("/repository/gomods/example.com/a/b/@v/v0.3.0.zip", zip.clone()).await?;
+    anyhow::ensure!(r.status == 201, "{}", r.text);
+    Ok(zip)
+}
+
+/// A published version never changes: other bytes are a 409.
+async fn a_version_is_published_once(mut app: common::app::TestApp) -> anyhow::Result<()> {
+    gomods_with_a_module(&mut app).await?;
     let other = simple_module("example.com/a/b", "v0.3.0", "other", 0)?;
-    let r = common::call(
-        &app,
-        TestRequest::put()
-            .uri("/repository/gomods/example.com/a/b/@v/v0.3.0.zip")
-            .insert_header(common::admin())
-            .set_payload(other),
-    )
-    .await?;
+    let r = app.put("/repository/gomods/example.com/a/b/@v/v0.3.0.zip", other).await?;
     assert_eq!(r.status, 409, "{}", r.text);
-    // A lowered go.mod limit (go.max_go_mod_bytes = 64).
+    Ok(())
+}
+app_test!(a_version_is_published_once);
+
+/// A lowered go.mod limit (go.max_go_mod_bytes = 64) refuses a larger one with a 413.
+async fn the_go_mod_limit_is_kept(mut app: common::app::TestApp) -> anyhow::Result<()> {
+    gomods_with_a_module(&mut app).await?;
     let long_go_mod = format!("module example.com/a/c\n\n// {}\n", "x".repeat(80));
     let big_mod = module_zip("example.com/a/c", "v1.0.0", &[ZipFile::new("go.mod", long_go_mod.as_bytes())])?;
-    let r = common::call(
-        &app,
-        TestRequest::put()
-            .uri("/repository/gomods/example.com/a/c/@v/v1.0.0.zip")
-            .insert_header(common::admin())
-            .set_payload(big_mod),
-    )
-    .await?;
+    let r = app.put("/repository/gomods/example.com/a/c/@v/v1.0.0.zip", big_mod).await?;
     assert_eq!(r.status, 413, "{}", r.text);
     assert!(r.text.contains("go.mod is too large") && r.text.contains("the limit is 64"), "{}", r.text);
-    worker.abort();
+    Ok(())
+}
+app_test!(the_go_mod_limit_is_kept, |c: &mut packyard_model::config::Config| c.go.max_go_mod_bytes = 64);
+
+/// Read-your-writes, then warmed `list`/`@latest`/`.info` and `.mod`/`.zip` reads without a
+/// database query.
+async fn warmed_go_reads_make_no_query(mut app: common::app::TestApp) -> anyhow::Result<()> {
+    let zip = gomods_with_a_module(&mut app).await?;
+    app.stop_worker();
     let paths = [
         "/repository/gomods/example.com/a/b/@v/list",
         "/repository/gomods/example.com/a/b/@latest",
@@ -516,21 +490,20 @@ async fn hosted_go(backend: packyard_store::db::Backend) -> anyhow::Result<()> {
         "/repository/gomods/example.com/a/b/@v/v0.3.0.zip",
     ];
     for p in paths {
-        let r = common::call(&app, TestRequest::get().uri(p)).await?;
+        let r = app.get(p).await?;
         assert_eq!(r.status, 200, "{p}: {}", r.text);
     }
-    let body = atest::call_and_read_body(&app, TestRequest::get().uri(paths[4]).to_request()).await;
-    assert_eq!(&body[..], &zip[..]);
-    let before = t.metrics.db_queries();
+    assert_eq!(&app.get(paths[4]).await?.bytes[..], &zip[..]);
+    let before = app.t.metrics.db_queries();
     for _ in 0..3 {
         for p in paths {
-            let r = common::call(&app, TestRequest::get().uri(p)).await?;
+            let r = app.get(p).await?;
             assert_eq!(r.status, 200, "{p}");
         }
     }
-    assert_eq!(t.metrics.db_queries() - before, 0, "warmed Go reads ran database queries");
-    let r = common::call(&app, TestRequest::get().uri(paths[0])).await?;
+    assert_eq!(app.t.metrics.db_queries() - before, 0, "warmed Go reads ran database queries");
+    let r = app.get(paths[0]).await?;
     assert_eq!(r.text, "v0.3.0\n");
     Ok(())
 }
-on_every_backend!(hosted_go);
+app_test!(warmed_go_reads_make_no_query);

@@ -109,6 +109,13 @@ impl TestApp {
         }));
     }
 
+    /// Stops the background worker (so that nothing but the requests queries the database).
+    pub fn stop_worker(&mut self) {
+        if let Some(w) = self.worker.take() {
+            w.abort();
+        }
+    }
+
     /// Publishes everything due now; returns how many units were published.
     pub async fn publish(&self) -> usize {
         publisher(&self.services).run_until_idle().await.len()
