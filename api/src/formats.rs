@@ -177,19 +177,14 @@ pub async fn serve_proxied(
 pub const CACHE_HEADER: &str = "x-packyard-cache";
 
 /// The answer to an upload the engine stored: 201 for a new artifact or 200 for an identical
-/// retry, with `body` — once it is published when `wait` (`?wait=true`, always for Go; at most
-/// 30 s: then 503, the upload stays stored).
-pub async fn uploaded<A>(
-    services: &Services,
-    up: &Uploaded<A>,
-    wait: bool,
-    body: serde_json::Value,
-) -> Result<HttpResponse, FormatError> {
+/// retry, with the format's receipt — once it is published when `wait` (`?wait=true`, always
+/// for Go; at most 30 s: then 503, the upload stays stored).
+pub async fn uploaded<A>(services: &Services, up: &Uploaded<A>, wait: bool) -> Result<HttpResponse, FormatError> {
     if wait {
         wait_published(services, &up.changes).await?;
     }
     let status = if up.created { StatusCode::CREATED } else { StatusCode::OK };
-    Ok(HttpResponse::build(status).json(body))
+    Ok(HttpResponse::build(status).json(&up.receipt))
 }
 
 /// Read-your-writes: waits (at most 30 s: then 503, the change stays recorded) until each
@@ -211,8 +206,7 @@ pub async fn wait_published(services: &Services, changes: &[(i64, i64)]) -> Resu
         // The groups over the repository serve it too before the answer (read-your-writes
         // through a group).
         let Some(unit) = services.db.unit(*unit_id).await? else { continue };
-        let quiet = services.config.worker.debounce_ms;
-        if !packyard_core::groups::wait_for_groups(&services.db, &unit, quiet, deadline).await? {
+        if !packyard_core::groups::wait_for_groups(&services.db, &unit, deadline).await? {
             return Err(ApiError::new(
                 ErrorCode::ServiceUnavailable,
                 "stored and published, but a group over this repository has not caught up after 30 s",

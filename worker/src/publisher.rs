@@ -104,13 +104,21 @@ impl Publisher {
                 () = renew => None,
             }
         };
+        let mut follows = false;
         let outcome = match built {
             None => Outcome::Fenced,
             Some(Err(e)) => return self.fail(&claim, &e.to_string()).await,
             Some(Ok(())) => {
                 let files = ctx.into_files();
                 packyard_model::crash::point("built");
-                match Self::publish(db, &claim, &files).await {
+                // The rebuilds this publication implies (the groups over it), requested with it.
+                let rebuilds = match builder.after_publish(db, unit).await {
+                    Ok(r) => r,
+                    Err(e) => return self.fail(&claim, &format!("finding the groups to rebuild: {e}")).await,
+                };
+                let quiet = u64::try_from(self.due.debounce_ms).unwrap_or(0);
+                follows = !rebuilds.is_empty();
+                match Self::publish(db, &claim, &files, &rebuilds, quiet).await {
                     Ok(Some(snapshot_id)) => {
                         packyard_model::crash::point("after_cas");
                         self.verify_files(&claim, &files).await;
@@ -126,27 +134,8 @@ impl Publisher {
             Outcome::Published(snapshot_id) => {
                 // This process's replica sees it at once; others at their next watermark poll.
                 self.services.changed(packyard_core::events::Changed::Publications);
-                // Due at once: no debounce of their own (the member's writes had theirs).
-                let requested = match builder.after_publish(db, unit).await {
-                    Ok(rebuilds) => {
-                        let mut any = Ok(false);
-                        for (repository_id, units) in &rebuilds {
-                            let quiet = u64::try_from(self.due.debounce_ms).unwrap_or(0);
-                            any = db.request_rebuilds(*repository_id, units, quiet).await.map(|()| true);
-                            if any.is_err() {
-                                break;
-                            }
-                        }
-                        any.map_err(|e| e.to_string())
-                    }
-                    Err(e) => Err(e.to_string()),
-                };
-                match requested {
-                    Ok(true) => self.services.wake(),
-                    Ok(false) => {}
-                    Err(e) => {
-                        tracing::warn!(error = %e, unit = unit.id, "cannot request the rebuilds that follow a publication")
-                    }
+                if follows {
+                    self.services.wake();
                 }
                 m.publication_duration_seconds.observe(started.elapsed().as_secs_f64());
                 m.publications_total.with_label_values(&["published"]).inc();
@@ -169,8 +158,10 @@ impl Publisher {
         db: &packyard_store::db::Db,
         claim: &Claim,
         files: &[packyard_store::db::publication::SnapshotFile],
+        rebuilds: &packyard_core::publication::Rebuilds,
+        quiet_ms: u64,
     ) -> Result<Option<i64>, packyard_store::db::DbError> {
-        packyard_store::db::retry_conflicts(|| db.publish_snapshot(claim, files)).await
+        packyard_store::db::retry_conflicts(|| db.publish_snapshot(claim, files, rebuilds, quiet_ms)).await
     }
 
     /// A build may reuse a blob that the collector removed in the same instant; rewriting it

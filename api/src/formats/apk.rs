@@ -228,16 +228,7 @@ async fn put(cx: Cx<'_>, f: UnitFile) -> Result<HttpResponse, FormatError> {
     let (services, actor) = (cx.services, cx.caller.actor());
     let target = Target { unit: f.unit, file: f.file };
     let up = hosted::upload(&ApkHosted, services, &cx.repo, target, cx.body, actor).await?;
-    let p = &up.artifact;
-    let body = serde_json::json!({
-        "package": p.name,
-        "version": p.version,
-        "path": p.path,
-        "checksum": p.checksum,
-        "sha256": p.sha256,
-        "size": p.size,
-    });
-    super::uploaded(services, &up, q.wait, body).await
+    super::uploaded(services, &up, q.wait).await
 }
 
 /// The repository's index keys: the current one and, after a rotation, the previous one.

@@ -206,17 +206,7 @@ async fn upload(cx: Cx<'_>) -> Result<HttpResponse, FormatError> {
     } else {
         hosted::upload(&AptHosted, services, repo, q.component.clone(), cx.body, actor).await?
     };
-    let p = &up.artifact;
-    let body = serde_json::json!({
-        "package": p.name,
-        "version": p.version,
-        "architecture": p.architecture,
-        "component": p.component,
-        "filename": p.pool_path,
-        "sha256": p.sha256,
-        "size": p.size,
-    });
-    super::uploaded(services, &up, q.wait, body).await
+    super::uploaded(services, &up, q.wait).await
 }
 
 async fn delete(cx: &Cx<'_>, path: String) -> Result<HttpResponse, FormatError> {

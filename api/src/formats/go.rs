@@ -71,15 +71,8 @@ impl Routes for Go {
             }
             Route::Put(target) => {
                 let up = hosted::upload(&GoHosted, cx.services, &cx.repo, target, cx.body, cx.caller.actor()).await?;
-                let v = &up.artifact;
-                let body = serde_json::json!({
-                    "module": v.module,
-                    "version": v.version,
-                    "sha256": v.zip_sha256,
-                    "size": v.zip_size,
-                });
                 // Always read-your-writes: the go command asks for the list right after.
-                super::uploaded(cx.services, &up, true, body).await
+                super::uploaded(cx.services, &up, true).await
             }
             Route::Delete { module, version } => {
                 let removal = (module, version);

@@ -263,14 +263,19 @@ pub fn render_sources(sources: &Sources) -> String {
     sources.iter().map(|(m, h)| format!("{m} {h}\n")).collect()
 }
 
+/// Where a group's snapshot records its [`Sources`] unless a format says otherwise.
+pub const SOURCES_FILE: &str = ".sources";
+
 /// A format whose groups merge proxy members' upstream metadata, for [`refresh`].
 #[async_trait]
 pub trait UpstreamSources: Send + Sync {
-    fn format(&self) -> Format;
+    const FORMAT: Format;
     /// The unit kind a group of the format publishes.
-    fn kind(&self) -> &'static str;
+    const KIND: &'static str;
     /// Where a group's snapshot of `unit_key` records its [`Sources`].
-    fn sources_path(&self, unit_key: &str) -> String;
+    fn sources_path(&self, _unit_key: &str) -> String {
+        SOURCES_FILE.to_string()
+    }
     /// A hash of what proxy `member`'s upstream has for `unit_key` now (`None`: nothing).
     async fn source(&self, reader: &Reader, member: &Repository, unit_key: &str) -> Result<Option<String>, BuildError>;
 }
@@ -279,14 +284,14 @@ pub trait UpstreamSources: Send + Sync {
 /// a unit's snapshot, the unit is rebuilt if an upstream moved on from what its snapshot merged
 /// (as its sources file records). An unreachable upstream keeps the snapshot. True when
 /// something was requested. Nothing to do for a reader without a proxy client.
-pub async fn refresh(db: &Db, reader: &Reader, format: &dyn UpstreamSources) -> Result<bool, BuildError> {
+pub async fn refresh<S: UpstreamSources>(db: &Db, reader: &Reader, format: &S) -> Result<bool, BuildError> {
     if reader.proxy.is_none() {
         return Ok(false);
     }
     let all = db.list_repositories().await?;
     let now = packyard_store::db::now_ms();
     let mut any = false;
-    for group in all.iter().filter(|r| r.format == format.format() && r.repo_type == RepoType::Group) {
+    for group in all.iter().filter(|r| r.format == S::FORMAT && r.repo_type == RepoType::Group) {
         let proxies: Vec<&Repository> = group
             .members
             .iter()
@@ -298,7 +303,7 @@ pub async fn refresh(db: &Db, reader: &Reader, format: &dyn UpstreamSources) -> 
             continue;
         };
         let ttl_ms = i64::try_from(ttl.saturating_mul(1000)).unwrap_or(i64::MAX);
-        for unit in db.units_of(group.id).await?.into_iter().filter(|u| u.kind == format.kind()) {
+        for unit in db.units_of(group.id).await?.into_iter().filter(|u| u.kind == S::KIND) {
             let (Some(snapshot), Some(at)) = (unit.current_snapshot_id, unit.last_published_at) else { continue };
             if unit.published_revision < unit.desired_revision || now.saturating_sub(at) < ttl_ms {
                 continue;
@@ -360,58 +365,61 @@ pub async fn published_entry(
     Ok(db.snapshot_files(snapshot).await?.into_iter().find(|f| f.path == path))
 }
 
-/// Read-your-writes through groups: once a member's unit `published` is published, waits (until
-/// `deadline`) for every group that lists the member, nested groups too, to have rebuilt the
-/// matching unit from a request made after that publication (the same unit key; where the
-/// group has none of that key — APT, whose groups publish their own distributions — each of its
-/// units of the kind). A group whose build is failing, or that has no such unit a second after
-/// the member's publication, is not waited for. `quiet_ms` is the worker's debounce, by which
-/// the worker backdates such requests (`Db::request_rebuilds`). False when the deadline passed
-/// first.
-pub async fn wait_for_groups(
+/// Read-your-writes through groups. A member's publication requests the rebuilds of the groups
+/// over it in its own transaction (`Db::publish_snapshot`), so once the member's unit is seen
+/// published, each of those group units has a desired revision that only a build started after
+/// it reaches. This waits (until `deadline`) for every such unit to be published at the revision
+/// it has then — level by level, so that a nested group is read after the group below it has
+/// published. The units waited for in a group: the member unit's key, or, where the group has
+/// none (APT, whose groups publish their own distributions), each of its units of the kind. A
+/// unit whose build is failing is not waited for. False when the deadline passed first.
+pub async fn wait_for_groups(db: &Db, published: &UnitRecord, deadline: tokio::time::Instant) -> Result<bool, DbError> {
+    let mut level = vec![published.repository_id];
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..=MAX_DEPTH {
+        let mut next = Vec::new();
+        for member in level {
+            for name in db.groups_containing(member).await? {
+                let Some(group) = db.repository_by_name(&name).await? else { continue };
+                if !seen.insert(group.id) {
+                    continue;
+                }
+                let units: Vec<UnitRecord> =
+                    db.units_of(group.id).await?.into_iter().filter(|u| u.kind == published.kind).collect();
+                let same: Vec<&UnitRecord> = units.iter().filter(|u| u.unit_key == published.unit_key).collect();
+                let targets = if same.is_empty() { units.iter().collect() } else { same };
+                for u in targets {
+                    if !published_or_failing(db, u.id, u.desired_revision, deadline).await? {
+                        return Ok(false);
+                    }
+                }
+                next.push(group.id);
+            }
+        }
+        if next.is_empty() {
+            break;
+        }
+        level = next;
+    }
+    Ok(true)
+}
+
+/// Waits until unit `id` is published at `revision` (true), its build fails (true: not waited
+/// for), or the deadline passes (false).
+async fn published_or_failing(
     db: &Db,
-    published: &UnitRecord,
-    quiet_ms: u64,
+    id: i64,
+    revision: i64,
     deadline: tokio::time::Instant,
 ) -> Result<bool, DbError> {
-    let since = published.last_published_at.unwrap_or(0);
-    let quiet = i64::try_from(quiet_ms).unwrap_or(i64::MAX);
-    let mut groups = Vec::new();
-    let mut queue = vec![published.repository_id];
-    while let Some(id) = queue.pop() {
-        for name in db.groups_containing(id).await? {
-            let Some(g) = db.repository_by_name(&name).await? else { continue };
-            if groups.len() < 64 && !groups.iter().any(|x: &Repository| x.id == g.id) {
-                queue.push(g.id);
-                groups.push(g);
-            }
-        }
-    }
     let mut delay = std::time::Duration::from_millis(5);
-    let grace = since.saturating_add(1000);
     loop {
-        let mut pending = false;
-        for g in &groups {
-            let units: Vec<UnitRecord> =
-                db.units_of(g.id).await?.into_iter().filter(|u| u.kind == published.kind).collect();
-            let same: Vec<&UnitRecord> = units.iter().filter(|u| u.unit_key == published.unit_key).collect();
-            let targets: Vec<&UnitRecord> = if same.is_empty() { units.iter().collect() } else { same };
-            if targets.is_empty() {
-                pending |= packyard_store::db::now_ms() < grace;
-                continue;
+        match db.unit(id).await? {
+            None => return Ok(true),
+            Some(u) if u.published_revision >= revision || (u.attempts > 0 && u.last_error.is_some()) => {
+                return Ok(true)
             }
-            let now = packyard_store::db::now_ms();
-            for u in targets {
-                let requested_after = u.last_change_at.is_some_and(|t| t.saturating_add(quiet) >= since);
-                let failing = u.attempts > 0 && u.last_error.is_some();
-                let current = u.published_revision >= u.desired_revision;
-                // Done when rebuilt from a request after the member's publication; else waiting
-                // for a due build, or (for a second) for the member's after-publish request.
-                pending |= !failing && !(requested_after && current) && (!current || now < grace);
-            }
-        }
-        if !pending {
-            return Ok(true);
+            Some(_) => {}
         }
         if tokio::time::Instant::now() + delay > deadline {
             return Ok(false);

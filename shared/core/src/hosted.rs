@@ -258,6 +258,8 @@ pub trait Hosted: Send + Sync {
     ) -> Result<Inspected<Self::Artifact>, UploadError>;
     /// The publication units the artifact belongs to.
     fn units(&self, repo: &Repository, artifact: &Self::Artifact) -> Vec<UnitRef>;
+    /// What the answer to an upload says of the stored artifact (JSON).
+    fn receipt(&self, artifact: &Self::Artifact) -> serde_json::Value;
     /// In the transaction: what the artifact's coordinate holds now.
     async fn existing(&self, t: &mut InTx<'_, '_>, artifact: &Self::Artifact) -> DbResult<Existing<Self::Removal>>;
     /// In the transaction: writes the artifact's rows, by `uploader`.
@@ -289,6 +291,8 @@ pub struct Uploaded<A> {
     pub created: bool,
     /// `(unit id, desired revision)` of each unit to wait for (read-your-writes).
     pub changes: Vec<(i64, i64)>,
+    /// What the answer says of the artifact ([`Hosted::receipt`]).
+    pub receipt: serde_json::Value,
 }
 
 /// A delete the engine made.
@@ -407,7 +411,8 @@ async fn record<H: Hosted>(
     match outcome {
         Ok(Some(changes)) => {
             services.wake();
-            Ok(Uploaded { artifact, coordinate, stored: stored.clone(), created: true, changes })
+            let receipt = format.receipt(&artifact);
+            Ok(Uploaded { artifact, coordinate, stored: stored.clone(), created: true, changes, receipt })
         }
         Ok(None) => {
             // An identical retry: wait (when asked) for what the first upload changed.
@@ -417,7 +422,8 @@ async fn record<H: Hosted>(
                     changes.push((u.id, u.desired_revision));
                 }
             }
-            Ok(Uploaded { artifact, coordinate, stored: stored.clone(), created: false, changes })
+            let receipt = format.receipt(&artifact);
+            Ok(Uploaded { artifact, coordinate, stored: stored.clone(), created: false, changes, receipt })
         }
         Err(TxError::Refused(e)) => Err(e),
         Err(TxError::Db(e)) => Err(from_db(e)),

@@ -54,8 +54,9 @@ pub trait Builder: Send + Sync {
     fn kind(&self) -> &'static str;
     /// Writes every file of the unit through `ctx`. Must stream rows in bounded pages.
     async fn build(&self, ctx: &mut BuildContext<'_>, unit: &UnitRecord) -> Result<(), BuildError>;
-    /// After `unit` was published: the rebuilds that depend on it (e.g. the groups that merge
-    /// it), which the worker requests due at once (the member's writes were debounced already).
+    /// The rebuilds that depend on `unit` (e.g. the groups that merge it), which the worker
+    /// requests in the transaction that publishes it, due at once (the member's writes were
+    /// debounced already).
     async fn after_publish(&self, _db: &Db, _unit: &UnitRecord) -> Result<Rebuilds, BuildError> {
         Ok(Vec::new())
     }

@@ -15,6 +15,9 @@ pub enum KeyStoreError {
     Undecryptable(String),
     #[error("encryption failed")]
     Seal,
+    /// A key that should be there is not (or could not be made).
+    #[error("{0}")]
+    Missing(String),
     #[error(transparent)]
     Db(#[from] DbError),
 }
@@ -88,5 +91,62 @@ mod tests {
         assert!(ks.open("apk/other", &n, &c).is_err(), "bound to its name");
         assert!(KeyStore::new("another secret entirely").open("apt/debs", &n, &c).is_err());
         Ok(())
+    }
+}
+
+/// A repository's signing key in the key store, whatever the format: the current one under
+/// `<format>/<repository id>/signing` (made on first need; replicas racing to make it all end up
+/// with the one stored first) and, after a rotation, the one it replaced under
+/// `…/signing.previous`, whose public half stays offered to clients. Keys are kept as the bytes
+/// the format's codec writes and reads.
+pub struct RepositoryKeys<'a> {
+    pub db: &'a Db,
+    pub keystore: &'a KeyStore,
+    pub format: &'static str,
+    pub repository_id: i64,
+}
+
+impl RepositoryKeys<'_> {
+    fn name(&self) -> String {
+        format!("{}/{}/signing", self.format, self.repository_id)
+    }
+
+    fn previous_name(&self) -> String {
+        format!("{}/{}/signing.previous", self.format, self.repository_id)
+    }
+
+    /// The current key; `make` (run off the executor: key generation is slow) creates it when
+    /// there is none.
+    pub async fn current<E, F>(&self, make: F) -> Result<Vec<u8>, E>
+    where
+        F: FnOnce() -> Result<Vec<u8>, E> + Send + 'static,
+        E: From<KeyStoreError> + Send + 'static,
+    {
+        let name = self.name();
+        if let Some(bytes) = self.keystore.get(self.db, &name).await? {
+            return Ok(bytes);
+        }
+        let fresh = tokio::task::spawn_blocking(make)
+            .await
+            .map_err(|e| KeyStoreError::Missing(format!("making a key: {e}")))??;
+        self.keystore.put_if_absent(self.db, &name, &fresh).await?;
+        Ok(self
+            .keystore
+            .get(self.db, &name)
+            .await?
+            .ok_or_else(|| KeyStoreError::Missing(format!("{name} vanished")))?)
+    }
+
+    /// The key the current one replaced, if it was ever rotated.
+    pub async fn previous(&self) -> Result<Option<Vec<u8>>, KeyStoreError> {
+        self.keystore.get(self.db, &self.previous_name()).await
+    }
+
+    /// Makes `key` the current key; the current one becomes the previous one.
+    pub async fn rotate(&self, key: &[u8]) -> Result<(), KeyStoreError> {
+        if let Some(current) = self.keystore.get(self.db, &self.name()).await? {
+            self.keystore.put(self.db, &self.previous_name(), &current).await?;
+        }
+        self.keystore.put(self.db, &self.name(), key).await
     }
 }

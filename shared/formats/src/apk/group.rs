@@ -165,13 +165,8 @@ pub struct Indexes;
 
 #[async_trait::async_trait]
 impl UpstreamSources for Indexes {
-    fn format(&self) -> Format {
-        Format::Apk
-    }
-
-    fn kind(&self) -> &'static str {
-        KIND
-    }
+    const FORMAT: Format = Format::Apk;
+    const KIND: &'static str = KIND;
 
     fn sources_path(&self, unit_key: &str) -> String {
         sources_path(unit_key)

@@ -86,6 +86,11 @@ impl Hosted for ApkHosted {
         vec![(KIND, p.unit_key.clone())]
     }
 
+    fn receipt(&self, p: &ApkPackage) -> serde_json::Value {
+        serde_json::json!({"package": p.name, "version": p.version, "path": p.path, "checksum": p.checksum,
+            "sha256": p.sha256, "size": p.size})
+    }
+
     async fn existing(&self, t: &mut InTx<'_, '_>, p: &ApkPackage) -> DbResult<Existing<Self::Removal>> {
         let stored = rows::by_path(t.db, &mut **t.tx, t.repo.id, &p.path).await?;
         Ok(Existing::of(stored.map(|old| (old.sha256 == p.sha256, old.path))))

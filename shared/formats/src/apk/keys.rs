@@ -1,9 +1,9 @@
-//! Where an APK repository's index key is kept: sealed in the key store under
-//! `apk/<repository id>/signing` (and the key it replaced under `…signing.previous`, whose public
-//! key stays served after a rotation), generated on first need.
+//! An APK repository's index key (RSA, generated at 4096 bits on first need), kept as PKCS#8
+//! PEM in the key store under `apk/<repository id>/signing` (see
+//! [`packyard_core::security::keystore::RepositoryKeys`]).
 
 use packyard_codecs::apk::signing::{ApkKey, KeyError as ApkKeyError, DEFAULT_BITS};
-use packyard_core::security::keystore::{KeyStore, KeyStoreError};
+use packyard_core::security::keystore::{KeyStore, KeyStoreError, RepositoryKeys};
 use packyard_store::db::Db;
 
 #[derive(Debug, thiserror::Error)]
@@ -14,46 +14,27 @@ pub enum KeyError {
     KeyStore(#[from] KeyStoreError),
 }
 
-pub fn key_name(repository_id: i64) -> String {
-    format!("apk/{repository_id}/signing")
+fn keys<'a>(db: &'a Db, keystore: &'a KeyStore, repository_id: i64) -> RepositoryKeys<'a> {
+    RepositoryKeys { db, keystore, format: "apk", repository_id }
 }
 
-pub fn previous_key_name(repository_id: i64) -> String {
-    format!("apk/{repository_id}/signing.previous")
+fn import(pem: &[u8]) -> Result<ApkKey, KeyError> {
+    Ok(ApkKey::import(&String::from_utf8_lossy(pem))?)
 }
 
-/// The repository's key, generated (RSA-4096) and stored on first need; replicas racing to
-/// create it all end up with the one stored first.
+/// The repository's key.
 pub async fn current(db: &Db, keystore: &KeyStore, repository_id: i64) -> Result<ApkKey, KeyError> {
-    let name = key_name(repository_id);
-    if let Some(bytes) = keystore.get(db, &name).await? {
-        return Ok(ApkKey::import(&String::from_utf8_lossy(&bytes))?);
-    }
-    let fresh = tokio::task::spawn_blocking(|| ApkKey::generate(DEFAULT_BITS))
-        .await
-        .map_err(|e| KeyError::Key(ApkKeyError::Rsa(e.to_string())))??;
-    keystore.put_if_absent(db, &name, fresh.private_pem()?.as_bytes()).await?;
-    let stored = keystore
-        .get(db, &name)
-        .await?
-        .ok_or_else(|| KeyError::Key(ApkKeyError::Rsa("the index key vanished".into())))?;
-    Ok(ApkKey::import(&String::from_utf8_lossy(&stored))?)
+    let make = || Ok::<_, KeyError>(ApkKey::generate(DEFAULT_BITS)?.private_pem()?.into_bytes());
+    import(&keys(db, keystore, repository_id).current(make).await?)
 }
 
 /// The key it replaced, if the repository's key was ever rotated.
 pub async fn previous(db: &Db, keystore: &KeyStore, repository_id: i64) -> Result<Option<ApkKey>, KeyError> {
-    match keystore.get(db, &previous_key_name(repository_id)).await? {
-        Some(bytes) => Ok(Some(ApkKey::import(&String::from_utf8_lossy(&bytes))?)),
-        None => Ok(None),
-    }
+    keys(db, keystore, repository_id).previous().await?.map(|pem| import(&pem)).transpose()
 }
 
-/// Makes this the repository's key; the current one becomes the previous one (its public
-/// key stays served, so clients can move over).
+/// Makes this the repository's key; the current one becomes the previous one (its public key
+/// stays served, so clients can move over).
 pub async fn install(key: &ApkKey, db: &Db, keystore: &KeyStore, repository_id: i64) -> Result<(), KeyError> {
-    if let Some(current) = keystore.get(db, &key_name(repository_id)).await? {
-        keystore.put(db, &previous_key_name(repository_id), &current).await?;
-    }
-    keystore.put(db, &key_name(repository_id), key.private_pem()?.as_bytes()).await?;
-    Ok(())
+    Ok(keys(db, keystore, repository_id).rotate(key.private_pem()?.as_bytes()).await?)
 }

@@ -10,7 +10,7 @@ use packyard_codecs::apk::index::signed_index;
 
 use super::{group, Unit, INDEX_FILE, KIND};
 use packyard_core::groups::{self, Reader};
-use packyard_core::publication::{repository_of, BuildContext, BuildError, Builder};
+use packyard_core::publication::{repository_of, BuildContext, BuildError, Builder, Rebuilds};
 use packyard_core::security::keystore::KeyStore;
 use packyard_model::repos::{Format, RepoType};
 use packyard_store::db::publication::UnitRecord;
@@ -71,11 +71,7 @@ impl Builder for ApkBuilder {
         Ok(())
     }
 
-    async fn after_publish(
-        &self,
-        db: &Db,
-        unit: &UnitRecord,
-    ) -> Result<packyard_core::publication::Rebuilds, BuildError> {
+    async fn after_publish(&self, db: &Db, unit: &UnitRecord) -> Result<Rebuilds, BuildError> {
         groups::same_unit_after_member_publish(db, unit, Format::Apk).await
     }
 

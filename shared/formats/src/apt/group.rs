@@ -237,13 +237,8 @@ pub struct Releases;
 
 #[async_trait::async_trait]
 impl UpstreamSources for Releases {
-    fn format(&self) -> Format {
-        Format::Apt
-    }
-
-    fn kind(&self) -> &'static str {
-        KIND
-    }
+    const FORMAT: Format = Format::Apt;
+    const KIND: &'static str = KIND;
 
     fn sources_path(&self, dist: &str) -> String {
         sources_path(dist)

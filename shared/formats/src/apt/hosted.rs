@@ -90,6 +90,11 @@ impl Hosted for AptHosted {
         vec![(KIND, distribution(repo))]
     }
 
+    fn receipt(&self, p: &AptPackage) -> serde_json::Value {
+        serde_json::json!({"package": p.name, "version": p.version, "architecture": p.architecture,
+            "component": p.component, "filename": p.pool_path, "sha256": p.sha256, "size": p.size})
+    }
+
     async fn existing(&self, t: &mut InTx<'_, '_>, p: &AptPackage) -> DbResult<Existing<Self::Removal>> {
         let stored = rows::by_coordinate(t.db, &mut **t.tx, t.repo.id, &p.name, &p.version, &p.architecture).await?;
         Ok(Existing::of(stored.map(|old| (old.sha256 == p.sha256 && old.component == p.component, old.pool_path))))

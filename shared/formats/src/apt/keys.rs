@@ -1,9 +1,9 @@
-//! Where an APT repository's signing key is kept: sealed in the key store under
-//! `apt/<repository id>/signing` (and the key it replaced under `…signing.previous`, still offered
-//! to clients after a rotation), generated on first need.
+//! An APT repository's OpenPGP signing key (generated on first need), kept armored in the key
+//! store under `apt/<repository id>/signing` (see
+//! [`packyard_core::security::keystore::RepositoryKeys`]).
 
 use packyard_codecs::apt::signing::{Signer, SigningError};
-use packyard_core::security::keystore::{KeyStore, KeyStoreError};
+use packyard_core::security::keystore::{KeyStore, KeyStoreError, RepositoryKeys};
 use packyard_store::db::Db;
 
 #[derive(Debug, thiserror::Error)]
@@ -14,50 +14,27 @@ pub enum KeyError {
     KeyStore(#[from] KeyStoreError),
 }
 
-/// The key store name of a repository's current signing key.
-pub fn key_name(repository_id: i64) -> String {
-    format!("apt/{repository_id}/signing")
+fn keys<'a>(db: &'a Db, keystore: &'a KeyStore, repository_id: i64) -> RepositoryKeys<'a> {
+    RepositoryKeys { db, keystore, format: "apt", repository_id }
 }
 
-/// The key store name of the key it replaced (still offered to clients after a rotation).
-pub fn previous_key_name(repository_id: i64) -> String {
-    format!("apt/{repository_id}/signing.previous")
+fn import(armored: &[u8]) -> Result<Signer, KeyError> {
+    Ok(Signer::from_armored(&String::from_utf8_lossy(armored))?)
+}
+
+/// The repository's key, made for `user_id` on first need.
+pub async fn signer(db: &Db, keystore: &KeyStore, repository_id: i64, user_id: &str) -> Result<Signer, KeyError> {
+    let uid = user_id.to_string();
+    let make = move || Ok::<_, KeyError>(Signer::generate(&uid)?.to_armored_secret()?.into_bytes());
+    import(&keys(db, keystore, repository_id).current(make).await?)
 }
 
 /// The previous key of a repository, if it was ever rotated.
 pub async fn previous(db: &Db, keystore: &KeyStore, repository_id: i64) -> Result<Option<Signer>, KeyError> {
-    match keystore.get(db, &previous_key_name(repository_id)).await? {
-        Some(bytes) => Ok(Some(Signer::from_armored(&String::from_utf8_lossy(&bytes))?)),
-        None => Ok(None),
-    }
+    keys(db, keystore, repository_id).previous().await?.map(|k| import(&k)).transpose()
 }
 
 /// Makes `new` the repository's signing key; the current one becomes the previous one.
 pub async fn rotate(db: &Db, keystore: &KeyStore, repository_id: i64, new: &Signer) -> Result<(), KeyError> {
-    if let Some(current) = keystore.get(db, &key_name(repository_id)).await? {
-        keystore.put(db, &previous_key_name(repository_id), &current).await?;
-    }
-    keystore.put(db, &key_name(repository_id), new.to_armored_secret()?.as_bytes()).await?;
-    Ok(())
-}
-
-/// The repository's key, generated and stored on first need. Two workers racing to create
-/// it agree on whichever was stored first.
-pub async fn signer(db: &Db, keystore: &KeyStore, repository_id: i64, user_id: &str) -> Result<Signer, KeyError> {
-    let name = key_name(repository_id);
-    if let Some(bytes) = keystore.get(db, &name).await? {
-        return Ok(Signer::from_armored(&String::from_utf8_lossy(&bytes))?);
-    }
-    let fresh = tokio::task::spawn_blocking({
-        let uid = user_id.to_string();
-        move || Signer::generate(&uid)
-    })
-    .await
-    .map_err(|e| KeyError::Signing(SigningError::Pgp(e.to_string())))??;
-    keystore.put_if_absent(db, &name, fresh.to_armored_secret()?.as_bytes()).await?;
-    let stored = keystore
-        .get(db, &name)
-        .await?
-        .ok_or_else(|| KeyError::Signing(SigningError::Pgp("the signing key vanished".into())))?;
-    Ok(Signer::from_armored(&String::from_utf8_lossy(&stored))?)
+    Ok(keys(db, keystore, repository_id).rotate(new.to_armored_secret()?.as_bytes()).await?)
 }

@@ -13,7 +13,7 @@ use super::index::{blocking, other, Hashed, IndexId, IndexWriter, TEXT};
 use super::KIND;
 use packyard_codecs::apt::packages::{render_stanza, PoolFile};
 use packyard_core::groups::Reader;
-use packyard_core::publication::{repository_of, BuildContext, BuildError, Builder};
+use packyard_core::publication::{repository_of, BuildContext, BuildError, Builder, Rebuilds};
 use packyard_model::repos::{Format, RepoType};
 use packyard_store::db::publication::UnitRecord;
 
@@ -97,11 +97,7 @@ impl Builder for AptBuilder {
     }
 
     /// A member published: every group that lists it rebuilds each distribution it publishes.
-    async fn after_publish(
-        &self,
-        db: &packyard_store::db::Db,
-        unit: &UnitRecord,
-    ) -> Result<packyard_core::publication::Rebuilds, BuildError> {
+    async fn after_publish(&self, db: &packyard_store::db::Db, unit: &UnitRecord) -> Result<Rebuilds, BuildError> {
         packyard_core::groups::after_member_publish(db, unit, Format::Apt, |g| {
             super::published_suites(g).into_iter().map(|s| (KIND.to_string(), s)).collect()
         })

@@ -18,8 +18,7 @@ use packyard_store::db::Db;
 
 /// The hidden snapshot file naming the proxy member a group's reads of a reference go to.
 pub const MEMBER_FILE: &str = ".member";
-/// The hidden snapshot file recording each proxy member's upstream metadata merged.
-pub const SOURCES_FILE: &str = ".sources";
+pub use packyard_core::groups::SOURCES_FILE;
 
 const JSON: &str = "application/json";
 const TEXT: &str = "text/plain; charset=utf-8";
@@ -105,17 +104,8 @@ pub struct References;
 
 #[async_trait::async_trait]
 impl UpstreamSources for References {
-    fn format(&self) -> Format {
-        Format::Conan
-    }
-
-    fn kind(&self) -> &'static str {
-        KIND
-    }
-
-    fn sources_path(&self, _reference: &str) -> String {
-        SOURCES_FILE.to_string()
-    }
+    const FORMAT: Format = Format::Conan;
+    const KIND: &'static str = KIND;
 
     async fn source(
         &self,
@@ -132,17 +122,8 @@ pub struct Searches;
 
 #[async_trait::async_trait]
 impl UpstreamSources for Searches {
-    fn format(&self) -> Format {
-        Format::Conan
-    }
-
-    fn kind(&self) -> &'static str {
-        SEARCH_KIND
-    }
-
-    fn sources_path(&self, _unit: &str) -> String {
-        SOURCES_FILE.to_string()
-    }
+    const FORMAT: Format = Format::Conan;
+    const KIND: &'static str = SEARCH_KIND;
 
     async fn source(&self, reader: &Reader, member: &Repository, _unit: &str) -> Result<Option<String>, BuildError> {
         Ok(reader.fetch(member, proxy_request(member, UPSTREAM_SEARCH, false)).await?.map(|(sha, _)| sha))

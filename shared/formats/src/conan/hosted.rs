@@ -135,6 +135,11 @@ impl Hosted for ConanHosted {
         units(&u.revision.reference)
     }
 
+    fn receipt(&self, u: &Upload) -> serde_json::Value {
+        serde_json::json!({"revision": u.revision.coordinate(), "path": u.file.path, "sha256": u.file.sha256,
+            "size": u.file.size})
+    }
+
     async fn existing(&self, t: &mut InTx<'_, '_>, u: &Upload) -> DbResult<Existing<Self::Removal>> {
         let rev = rows::ensure_revision_in(t.db, t.tx, u.revision.key(t.repo.id)).await?;
         if !rev.complete || u.file.path.starts_with("metadata/") {

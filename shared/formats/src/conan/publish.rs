@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use super::group::{merge_reference, merge_search, References, Searches};
 use crate::conan::rows::ConanRevision;
 use packyard_core::groups::{self, Reader};
-use packyard_core::publication::{repository_of, BuildContext, BuildError, Builder};
+use packyard_core::publication::{repository_of, BuildContext, BuildError, Builder, Rebuilds};
 use packyard_model::repos::{Format, RepoType};
 use packyard_store::blobs::Sha256Hex;
 use packyard_store::db::publication::UnitRecord;
@@ -96,11 +96,7 @@ impl Builder for ConanBuilder {
         Ok(())
     }
 
-    async fn after_publish(
-        &self,
-        db: &Db,
-        unit: &UnitRecord,
-    ) -> Result<packyard_core::publication::Rebuilds, BuildError> {
+    async fn after_publish(&self, db: &Db, unit: &UnitRecord) -> Result<Rebuilds, BuildError> {
         groups::same_unit_after_member_publish(db, unit, Format::Conan).await
     }
 
@@ -147,11 +143,7 @@ impl Builder for ConanSearchBuilder {
         ctx.put(SEARCH_FILE, JSON, serde_json::json!({ "results": refs }).to_string().as_bytes()).await
     }
 
-    async fn after_publish(
-        &self,
-        db: &Db,
-        unit: &UnitRecord,
-    ) -> Result<packyard_core::publication::Rebuilds, BuildError> {
+    async fn after_publish(&self, db: &Db, unit: &UnitRecord) -> Result<Rebuilds, BuildError> {
         groups::same_unit_after_member_publish(db, unit, Format::Conan).await
     }
 

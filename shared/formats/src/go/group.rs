@@ -18,8 +18,7 @@ use packyard_store::db::Db;
 
 /// The hidden snapshot file mapping each listed version to its member.
 pub const MEMBERS_FILE: &str = ".members";
-/// The hidden snapshot file recording each proxy member's upstream `list` merged.
-pub const SOURCES_FILE: &str = ".sources";
+pub use packyard_core::groups::SOURCES_FILE;
 
 const JSON: &str = "application/json";
 const TEXT: &str = "text/plain; charset=utf-8";
@@ -118,17 +117,8 @@ pub struct Lists;
 
 #[async_trait::async_trait]
 impl UpstreamSources for Lists {
-    fn format(&self) -> Format {
-        Format::Go
-    }
-
-    fn kind(&self) -> &'static str {
-        KIND
-    }
-
-    fn sources_path(&self, _module: &str) -> String {
-        SOURCES_FILE.to_string()
-    }
+    const FORMAT: Format = Format::Go;
+    const KIND: &'static str = KIND;
 
     async fn source(&self, reader: &Reader, member: &Repository, module: &str) -> Result<Option<String>, BuildError> {
         let list = Request::List(module.to_string());

@@ -116,6 +116,10 @@ impl Hosted for GoHosted {
         vec![(KIND, v.module.clone())]
     }
 
+    fn receipt(&self, v: &GoVersion) -> serde_json::Value {
+        serde_json::json!({"module": v.module, "version": v.version, "sha256": v.zip_sha256, "size": v.zip_size})
+    }
+
     async fn existing(&self, t: &mut InTx<'_, '_>, v: &GoVersion) -> DbResult<Existing<Self::Removal>> {
         let stored = rows::version(t.db, &mut **t.tx, t.repo.id, &v.module, &v.version).await?;
         Ok(Existing::of(stored.map(|old| (old.zip_sha256 == v.zip_sha256, (old.module, old.version)))))

@@ -10,7 +10,7 @@ use super::KIND;
 use packyard_codecs::go::version::{latest, list};
 use packyard_core::groups::{self, Reader};
 use packyard_core::publication::repository_of;
-use packyard_core::publication::{BuildContext, BuildError, Builder};
+use packyard_core::publication::{BuildContext, BuildError, Builder, Rebuilds};
 use packyard_model::repos::{Format, RepoType};
 use packyard_store::db::publication::UnitRecord;
 use packyard_store::db::Db;
@@ -57,11 +57,7 @@ impl Builder for GoBuilder {
     }
 
     /// A member published a module: every Go group that lists it rebuilds the same module.
-    async fn after_publish(
-        &self,
-        db: &Db,
-        unit: &UnitRecord,
-    ) -> Result<packyard_core::publication::Rebuilds, BuildError> {
+    async fn after_publish(&self, db: &Db, unit: &UnitRecord) -> Result<Rebuilds, BuildError> {
         groups::same_unit_after_member_publish(db, unit, Format::Go).await
     }
 

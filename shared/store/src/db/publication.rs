@@ -291,7 +291,18 @@ impl Db {
     /// revision (only while this claim's lease holds), superseding older snapshots, delivering
     /// outbox events up to the revision, and the publications watermark. `Ok(None)` when the
     /// lease was lost: nothing was published.
-    pub async fn publish_snapshot(&self, claim: &Claim, files: &[SnapshotFile]) -> DbResult<Option<i64>> {
+    ///
+    /// `rebuilds` (per repository id, `(kind, unit key)`s: the groups over the unit's
+    /// repository) are requested in the same transaction, due at once under a debounce of
+    /// `quiet_ms` ([`Db::record_change_quiet`]): whoever sees this publication sees them
+    /// requested, and a crash cannot publish one without the other.
+    pub async fn publish_snapshot(
+        &self,
+        claim: &Claim,
+        files: &[SnapshotFile],
+        rebuilds: &[(i64, Vec<(String, String)>)],
+        quiet_ms: u64,
+    ) -> DbResult<Option<i64>> {
         let now = now_ms();
         let unit_id = claim.unit.id;
         let mut tx = self.begin().await?;
@@ -367,6 +378,11 @@ impl Db {
             .bind(claim.unit.repository_id)
             .execute(&mut *tx)
             .await?;
+        for (repository_id, units) in rebuilds {
+            for (kind, key) in units {
+                self.record_change_quiet(&mut tx, *repository_id, kind, key, quiet_ms).await?;
+            }
+        }
         self.bump_watermark(&mut tx, PUBLICATIONS).await?;
         tx.commit().await?;
         Ok(Some(snapshot_id))
