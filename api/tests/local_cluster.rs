@@ -18,10 +18,17 @@ fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// A base port with the 21 ports the cluster uses above it free.
+/// A base port with the 21 ports the cluster uses above it free, below the kernel's ephemeral
+/// range: a port in that range can be handed to any outgoing connection between this check and
+/// the server's bind (CI lost the S3 server's port that way).
 fn free_base() -> anyhow::Result<u16> {
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next().and_then(|low| low.parse::<u16>().ok()))
+        .unwrap_or(32_768);
+    let (low, high) = (10_000u16, ephemeral_low.saturating_sub(21).max(10_100));
     for _ in 0..200 {
-        let base = 20_000 + rand::random::<u16>() % 30_000;
+        let base = low + rand::random::<u16>() % (high - low);
         let all_free = (0..=20).all(|i| std::net::TcpListener::bind(("127.0.0.1", base + i)).is_ok());
         if all_free {
             return Ok(base);
@@ -134,7 +141,21 @@ fn cluster_up() -> anyhow::Result<Option<(Cluster, HashMap<String, PathBuf>)>> {
         }
     }
     let mut cluster = Cluster { dir, env, vars: HashMap::new() };
-    let up = cluster.script("up")?;
+    let mut up = cluster.script("up")?;
+    // Another program can still take a port between the check and the bind: a new range then.
+    for _ in 0..2 {
+        let said = String::from_utf8_lossy(&up.stderr).to_string() + &String::from_utf8_lossy(&up.stdout);
+        if up.status.success() || !(said.contains("already in use") || said.contains("is taken")) {
+            break;
+        }
+        let base = free_base()?.to_string();
+        for (k, v) in cluster.env.iter_mut() {
+            if k == "CLUSTER_PORT" {
+                *v = base.clone();
+            }
+        }
+        up = cluster.script("up")?;
+    }
     assert!(
         up.status.success(),
         "local-cluster.sh up failed:\n{}\n{}",
