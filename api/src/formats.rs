@@ -127,6 +127,35 @@ pub async fn serve_blob(
     Ok(res.streaming(read.body))
 }
 
+/// A hosted repository's artifact at `path`: warmed, its blob from the replica's cache (no
+/// query); otherwise `lookup` finds its `(SHA-256, size)` in the format's rows and the cache keeps
+/// it until the repository's watermark moves.
+pub async fn serve_hosted<F, Fut>(
+    cx: &crate::route::Cx<'_>,
+    repo: &Repository,
+    path: &str,
+    content_type: &str,
+    lookup: F,
+) -> Result<HttpResponse, FormatError>
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = Result<Option<(String, i64)>, FormatError>>,
+{
+    let published = &cx.services.published;
+    let (sha256, size) = match published.artifact(repo.id, path) {
+        Some(found) => found,
+        None => {
+            let epoch = published.epoch();
+            let Some((sha256, size)) = lookup().await? else {
+                return Err(ApiError::not_found(format!("not found: /{path} in repository {}", repo.name)).into());
+            };
+            published.put_artifact(epoch, repo.id, path, &sha256, size);
+            (std::sync::Arc::from(sha256.as_str()), size)
+        }
+    };
+    serve_artifact(cx.req, cx.services, (&sha256, size), content_type).await
+}
+
 /// Answers with an artifact's blob, known by `(SHA-256, size)`.
 pub async fn serve_artifact(
     req: &HttpRequest,

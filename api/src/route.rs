@@ -54,6 +54,19 @@ impl Cx<'_> {
     pub fn not_found(&self, path: &str) -> FormatError {
         ApiError::not_found(format!("not found: /{path} in repository {}", self.repo.name)).into()
     }
+
+    /// The repository whose own signing keys a key route serves: a 404 for a proxy, which
+    /// passes its upstream's signatures through unchanged (`whose`: whose key to trust instead).
+    pub fn signing_repository(&self, whose: &str) -> Result<&Repository, FormatError> {
+        if self.repo.repo_type == packyard_model::repos::RepoType::Proxy {
+            return Err(ApiError::not_found(format!(
+                "proxy repository {} serves its upstream's signatures unchanged; trust {whose}",
+                self.repo.name
+            ))
+            .into());
+        }
+        Ok(&self.repo)
+    }
 }
 
 /// The path below `/repository/<name>/`: as the router matched it (escapes decoded, except those

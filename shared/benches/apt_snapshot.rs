@@ -99,7 +99,7 @@ async fn run(backend: Backend, n: usize) {
     let (_, rss_before) = rss();
     let started = Instant::now();
     let mut ctx = BuildContext::new(&t.db, blobs.as_ref());
-    builder.build(&mut ctx, &unit).await.expect("build");
+    builder.build(&mut ctx, &repo, &unit).await.expect("build");
     let secs = started.elapsed().as_secs_f64();
     let (peak, _) = rss();
     let files = ctx.into_files();

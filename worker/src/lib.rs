@@ -15,5 +15,9 @@ use packyard_core::services::Services;
 /// Every format's builders, and the internal test format's.
 pub fn builders(services: &Services) -> Builders {
     let delay = std::time::Duration::from_millis(services.config.debug.build_delay_ms);
-    packyard_formats::builders(services, Builders::default().with(Arc::new(TestFormat { page_size: 500, delay })))
+    packyard_formats::builders(
+        services,
+        Builders::default()
+            .with(packyard_core::publication::testformat::KIND, Arc::new(TestFormat { page_size: 500, delay })),
+    )
 }

@@ -84,10 +84,21 @@ impl Publisher {
         let Some(builder) = self.builders.get(&unit.kind).cloned() else {
             return self.fail(&claim, &format!("no builder for unit kind {:?}", unit.kind)).await;
         };
+        let repo = match packyard_core::publication::repository_of(db, unit).await {
+            Ok(repo) => repo,
+            Err(e) => return self.fail(&claim, &e.to_string()).await,
+        };
         packyard_model::crash::point("claimed");
         let mut ctx = BuildContext::new(db, self.services.blobs.as_ref());
         let built = {
-            let build = builder.build(&mut ctx, unit);
+            // A group's units are merged from its members; a hosted repository's built from its rows.
+            let build = async {
+                if repo.repo_type == packyard_model::repos::RepoType::Group {
+                    builder.merge(&mut ctx, &repo, unit).await
+                } else {
+                    builder.build(&mut ctx, &repo, unit).await
+                }
+            };
             let renew = async {
                 let every = Duration::from_millis(u64::try_from(self.lease_ms / 3).unwrap_or(10_000).max(10));
                 loop {
@@ -237,13 +248,11 @@ impl Publisher {
             self.update_metrics().await;
             if last_refresh.elapsed() > Duration::from_secs(5) {
                 last_refresh = Instant::now();
-                for b in self.builders.all() {
+                for (kind, b) in self.builders.all() {
                     match b.refresh(&self.services.db).await {
                         Ok(true) => self.services.wakeup.notify(),
                         Ok(false) => {}
-                        Err(e) => {
-                            tracing::warn!(error = %e, kind = b.kind(), "refresh of dependent publications failed")
-                        }
+                        Err(e) => tracing::warn!(error = %e, kind, "refresh of dependent publications failed"),
                     }
                 }
             }

@@ -33,7 +33,10 @@ async fn setup(t: &TestDb) -> anyhow::Result<(Services, i64)> {
 
 /// A publisher with a tiny page size, so that every build pages through its rows.
 fn publisher(services: &Services) -> Publisher {
-    let builders = Builders::default().with(Arc::new(TestFormat { page_size: 3, delay: Duration::ZERO }));
+    let builders = Builders::default().with(
+        packyard_core::publication::testformat::KIND,
+        Arc::new(TestFormat { page_size: 3, delay: Duration::ZERO }),
+    );
     Publisher::new(services.clone(), builders).with_due(NOW)
 }
 

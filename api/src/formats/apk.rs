@@ -162,19 +162,12 @@ async fn serve(cx: &Cx<'_>, repo: &Repository, f: &UnitFile, depth: usize) -> Re
             Ok(super::serve_published(cx.req, f))
         }
         RepoType::Hosted => {
-            // Warmed: the path's blob from the replica's cache, no query.
-            let found = match services.published.artifact(repo.id, &path) {
-                Some(found) => found,
-                None => {
-                    let epoch = services.published.epoch();
-                    let pkg = packyard_formats::apk::rows::by_path(&services.db, services.db.pool(), repo.id, &path)
-                        .await?
-                        .ok_or_else(missing)?;
-                    services.published.put_artifact(epoch, repo.id, &path, &pkg.sha256, pkg.size);
-                    (std::sync::Arc::from(pkg.sha256.as_str()), pkg.size)
-                }
-            };
-            super::serve_artifact(cx.req, services, (&found.0, found.1), APK_TYPE).await
+            let db = &services.db;
+            super::serve_hosted(cx, repo, &path, APK_TYPE, || async {
+                let package = packyard_formats::apk::rows::by_path(db, db.pool(), repo.id, &path).await?;
+                Ok(package.map(|p| (p.sha256, p.size)))
+            })
+            .await
         }
     }
 }
@@ -233,14 +226,7 @@ async fn put(cx: Cx<'_>, f: UnitFile) -> Result<HttpResponse, FormatError> {
 
 /// The repository's index keys: the current one and, after a rotation, the previous one.
 async fn keys(cx: &Cx<'_>) -> Result<Vec<(String, String)>, FormatError> {
-    let (services, repo) = (cx.services, &cx.repo);
-    if repo.repo_type == RepoType::Proxy {
-        return Err(ApiError::not_found(format!(
-            "proxy repository {} serves its upstream's signatures unchanged; trust the upstream's key",
-            repo.name
-        ))
-        .into());
-    }
+    let (services, repo) = (cx.services, cx.signing_repository("the upstream's key")?);
     let ks = &services.security.keystore;
     let mut out = Vec::new();
     let current = packyard_formats::apk::keys::current(&services.db, ks, repo.id).await.map_err(ApiError::internal)?;

@@ -142,21 +142,12 @@ async fn pool(cx: &Cx<'_>, mut path: String) -> Result<HttpResponse, FormatError
         let outcome = services.proxy.fetch(fetch).await?;
         return super::serve_proxied(services, &repo, cx.req, &path, outcome, DEB_TYPE).await;
     }
-    // Warmed: the path's blob from the replica's cache, no query.
-    let found = match services.published.artifact(repo.id, &path) {
-        Some(found) => found,
-        None => {
-            let epoch = services.published.epoch();
-            let pkg = packyard_formats::apt::rows::by_pool_path(&services.db, services.db.pool(), repo.id, &path)
-                .await?
-                .ok_or_else(|| {
-                    FormatError::from(ApiError::not_found(format!("not found: /{path} in repository {}", repo.name)))
-                })?;
-            services.published.put_artifact(epoch, repo.id, &path, &pkg.sha256, pkg.size);
-            (std::sync::Arc::from(pkg.sha256.as_str()), pkg.size)
-        }
-    };
-    super::serve_artifact(cx.req, services, (&found.0, found.1), DEB_TYPE).await
+    let db = &services.db;
+    super::serve_hosted(cx, &repo, &path, DEB_TYPE, || async {
+        let package = packyard_formats::apt::rows::by_pool_path(db, db.pool(), repo.id, &path).await?;
+        Ok(package.map(|p| (p.sha256, p.size)))
+    })
+    .await
 }
 
 #[derive(Deserialize)]
@@ -218,14 +209,7 @@ async fn delete(cx: &Cx<'_>, path: String) -> Result<HttpResponse, FormatError> 
 
 /// The armored public signing key (generated on first need), for `/etc/apt/keyrings/`.
 async fn gpg_key(cx: &Cx<'_>) -> Result<HttpResponse, FormatError> {
-    let (services, repo) = (cx.services, &cx.repo);
-    if repo.repo_type == RepoType::Proxy {
-        return Err(ApiError::not_found(format!(
-            "proxy repository {} serves its upstream's signatures unchanged; trust the upstream archive's key",
-            repo.name
-        ))
-        .into());
-    }
+    let (services, repo) = (cx.services, cx.signing_repository("the upstream archive's key")?);
     let label = repo.settings.apt.clone().unwrap_or_default().label.unwrap_or_else(|| repo.name.to_string());
     let uid = format!("{label} (Packyard repository {}) <packyard@{}>", repo.name, repo.name);
     let ks = &services.security.keystore;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+use packyard_model::repos::Repository;
 use packyard_store::blobs::{BlobError, BlobStore, BlobWrite};
 use packyard_store::db::publication::{SnapshotFile, UnitRecord};
 use packyard_store::db::{Db, DbError};
@@ -33,7 +34,7 @@ impl BuildError {
 
 /// The repository `unit` belongs to, which a build is for: a hosted repository or a group (a
 /// proxy publishes nothing).
-pub async fn repository_of(db: &Db, unit: &UnitRecord) -> Result<packyard_model::repos::Repository, BuildError> {
+pub async fn repository_of(db: &Db, unit: &UnitRecord) -> Result<Repository, BuildError> {
     let repo = db
         .repository_by_id(unit.repository_id)
         .await?
@@ -50,10 +51,19 @@ pub type Rebuilds = Vec<(i64, Vec<(String, String)>)>;
 /// What a format supplies: the files of one publication unit, built from its rows.
 #[async_trait]
 pub trait Builder: Send + Sync {
-    /// The unit kind this builder handles (the `kind` given to `record_change`).
-    fn kind(&self) -> &'static str;
-    /// Writes every file of the unit through `ctx`. Must stream rows in bounded pages.
-    async fn build(&self, ctx: &mut BuildContext<'_>, unit: &UnitRecord) -> Result<(), BuildError>;
+    /// Writes every file of a hosted repository's unit through `ctx`. Must stream rows in
+    /// bounded pages.
+    async fn build(&self, ctx: &mut BuildContext<'_>, repo: &Repository, unit: &UnitRecord) -> Result<(), BuildError>;
+    /// Writes a group's unit, merged from its members' records at publication time (the
+    /// worker calls this instead of `build` for a group).
+    async fn merge(
+        &self,
+        _ctx: &mut BuildContext<'_>,
+        group: &Repository,
+        unit: &UnitRecord,
+    ) -> Result<(), BuildError> {
+        Err(BuildError::Other(format!("group {} cannot merge units of kind {:?}", group.name, unit.kind)))
+    }
     /// The rebuilds that depend on `unit` (e.g. the groups that merge it), which the worker
     /// requests in the transaction that publishes it, due at once (the member's writes were
     /// debounced already).
@@ -153,22 +163,24 @@ impl FileSink {
     }
 }
 
-/// The set of builders a worker knows, by unit kind.
+/// The set of builders a worker knows, each under the unit kind it builds (the `kind` given to
+/// `record_change`).
 #[derive(Clone, Default)]
-pub struct Builders(Vec<Arc<dyn Builder>>);
+pub struct Builders(Vec<(&'static str, Arc<dyn Builder>)>);
 
 impl Builders {
-    pub fn with(mut self, b: Arc<dyn Builder>) -> Self {
-        self.0.push(b);
+    pub fn with(mut self, kind: &'static str, b: Arc<dyn Builder>) -> Self {
+        self.0.push((kind, b));
         self
     }
 
-    pub fn all(&self) -> impl Iterator<Item = &Arc<dyn Builder>> {
-        self.0.iter()
+    /// Every builder with its kind.
+    pub fn all(&self) -> impl Iterator<Item = (&'static str, &Arc<dyn Builder>)> {
+        self.0.iter().map(|(k, b)| (*k, b))
     }
 
     pub fn get(&self, kind: &str) -> Option<&Arc<dyn Builder>> {
-        self.0.iter().find(|b| b.kind() == kind)
+        self.0.iter().find(|(k, _)| *k == kind).map(|(_, b)| b)
     }
 }
 

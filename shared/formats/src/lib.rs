@@ -28,17 +28,15 @@ pub fn builders(
     let keystore = &services.security.keystore;
     let reader = packyard_core::groups::Reader::of(services);
     builders
-        .with(Arc::new(apt::publish::AptBuilder {
-            page_size: 1_000,
-            keystore: keystore.clone(),
-            reader: reader.clone(),
-        }))
-        .with(Arc::new(apk::publish::ApkBuilder {
-            page_size: 1_000,
-            keystore: keystore.clone(),
-            reader: reader.clone(),
-        }))
-        .with(Arc::new(go::publish::GoBuilder { page_size: 1_000, reader: reader.clone() }))
-        .with(Arc::new(conan::publish::ConanBuilder { reader: reader.clone() }))
-        .with(Arc::new(conan::publish::ConanSearchBuilder { reader }))
+        .with(
+            apt::KIND,
+            Arc::new(apt::publish::AptBuilder { page_size: 1_000, keystore: keystore.clone(), reader: reader.clone() }),
+        )
+        .with(
+            apk::KIND,
+            Arc::new(apk::publish::ApkBuilder { page_size: 1_000, keystore: keystore.clone(), reader: reader.clone() }),
+        )
+        .with(go::KIND, Arc::new(go::publish::GoBuilder { page_size: 1_000, reader: reader.clone() }))
+        .with(conan::KIND, Arc::new(conan::publish::ConanBuilder { reader: reader.clone() }))
+        .with(conan::SEARCH_KIND, Arc::new(conan::publish::ConanSearchBuilder { reader }))
 }

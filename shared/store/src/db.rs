@@ -240,22 +240,6 @@ pub fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sqlite_url_gets_create_mode() -> anyhow::Result<()> {
-        let dir = tempfile::tempdir()?;
-        let db = dir.path().join("sub/p.db");
-        let url = prepare_sqlite_url(&format!("sqlite://{}", db.display()))?;
-        assert!(url.ends_with("p.db?mode=rwc"), "{url}");
-        assert!(dir.path().join("sub").is_dir());
-        assert_eq!(prepare_sqlite_url("sqlite://x.db?mode=ro")?, "sqlite://x.db?mode=ro");
-        Ok(())
-    }
-}
-
 /// Running statements of the dialect layer (`sql.rs`).
 impl Db {
     /// The statement, rendered for this backend and counted, ready to bind and run.
@@ -316,5 +300,21 @@ impl Db {
             }
             Backend::Sqlite | Backend::Postgres => Ok(query.fetch_one(executor).await?.try_get("id")?),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sqlite_url_gets_create_mode() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let db = dir.path().join("sub/p.db");
+        let url = prepare_sqlite_url(&format!("sqlite://{}", db.display()))?;
+        assert!(url.ends_with("p.db?mode=rwc"), "{url}");
+        assert!(dir.path().join("sub").is_dir());
+        assert_eq!(prepare_sqlite_url("sqlite://x.db?mode=ro")?, "sqlite://x.db?mode=ro");
+        Ok(())
     }
 }

@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use sha2::{Digest, Sha256};
 
 use super::{BuildContext, BuildError, Builder};
+use packyard_model::repos::Repository;
 use packyard_store::db::publication::UnitRecord;
 
 pub const KIND: &str = "test";
@@ -20,11 +21,7 @@ pub struct TestFormat {
 
 #[async_trait]
 impl Builder for TestFormat {
-    fn kind(&self) -> &'static str {
-        KIND
-    }
-
-    async fn build(&self, ctx: &mut BuildContext<'_>, unit: &UnitRecord) -> Result<(), BuildError> {
+    async fn build(&self, ctx: &mut BuildContext<'_>, _repo: &Repository, unit: &UnitRecord) -> Result<(), BuildError> {
         if unit.unit_key.contains("fail") {
             return Err(BuildError::Other(format!("test unit {} is built to fail", unit.unit_key)));
         }

@@ -78,22 +78,6 @@ impl KeyStore {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn seals_and_opens_only_with_the_same_secret_and_name() -> Result<(), KeyStoreError> {
-        let ks = KeyStore::new("first secret of enough length");
-        let (n, c) = ks.seal("apt/debs", b"-----BEGIN PRIVATE KEY-----")?;
-        assert!(!c.contains("PRIVATE"), "ciphertext does not show the plaintext");
-        assert_eq!(ks.open("apt/debs", &n, &c)?, b"-----BEGIN PRIVATE KEY-----");
-        assert!(ks.open("apk/other", &n, &c).is_err(), "bound to its name");
-        assert!(KeyStore::new("another secret entirely").open("apt/debs", &n, &c).is_err());
-        Ok(())
-    }
-}
-
 /// A repository's signing key in the key store, whatever the format: the current one under
 /// `<format>/<repository id>/signing` (made on first need; replicas racing to make it all end up
 /// with the one stored first) and, after a rotation, the one it replaced under
@@ -106,7 +90,27 @@ pub struct RepositoryKeys<'a> {
     pub repository_id: i64,
 }
 
-impl RepositoryKeys<'_> {
+/// Why a repository's key is not to be had: its format's codec refused to make, read or write
+/// it, or the key store failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RepositoryKeyError {
+    #[error(transparent)]
+    Key(Box<dyn std::error::Error + Send + Sync>),
+    #[error(transparent)]
+    KeyStore(#[from] KeyStoreError),
+}
+
+impl RepositoryKeyError {
+    /// The codec's error.
+    pub fn key(e: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self::Key(Box::new(e))
+    }
+}
+
+impl<'a> RepositoryKeys<'a> {
+    pub fn new(db: &'a Db, keystore: &'a KeyStore, format: &'static str, repository_id: i64) -> Self {
+        Self { db, keystore, format, repository_id }
+    }
     fn name(&self) -> String {
         format!("{}/{}/signing", self.format, self.repository_id)
     }
@@ -148,5 +152,21 @@ impl RepositoryKeys<'_> {
             self.keystore.put(self.db, &self.previous_name(), &current).await?;
         }
         self.keystore.put(self.db, &self.name(), key).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seals_and_opens_only_with_the_same_secret_and_name() -> Result<(), KeyStoreError> {
+        let ks = KeyStore::new("first secret of enough length");
+        let (n, c) = ks.seal("apt/debs", b"-----BEGIN PRIVATE KEY-----")?;
+        assert!(!c.contains("PRIVATE"), "ciphertext does not show the plaintext");
+        assert_eq!(ks.open("apt/debs", &n, &c)?, b"-----BEGIN PRIVATE KEY-----");
+        assert!(ks.open("apk/other", &n, &c).is_err(), "bound to its name");
+        assert!(KeyStore::new("another secret entirely").open("apt/debs", &n, &c).is_err());
+        Ok(())
     }
 }

@@ -8,11 +8,11 @@ use async_trait::async_trait;
 
 use packyard_codecs::apk::index::signed_index;
 
-use super::{group, Unit, INDEX_FILE, KIND};
+use super::{group, Unit, INDEX_FILE};
 use packyard_core::groups::{self, Reader};
-use packyard_core::publication::{repository_of, BuildContext, BuildError, Builder, Rebuilds};
+use packyard_core::publication::{BuildContext, BuildError, Builder, Rebuilds};
 use packyard_core::security::keystore::KeyStore;
-use packyard_model::repos::{Format, RepoType};
+use packyard_model::repos::{Format, Repository};
 use packyard_store::db::publication::UnitRecord;
 use packyard_store::db::Db;
 
@@ -26,34 +26,51 @@ pub struct ApkBuilder {
 
 #[async_trait]
 impl Builder for ApkBuilder {
-    fn kind(&self) -> &'static str {
-        KIND
-    }
-
-    async fn build(&self, ctx: &mut BuildContext<'_>, unit: &UnitRecord) -> Result<(), BuildError> {
-        let db = ctx.db;
-        let repo = repository_of(db, unit).await?;
+    async fn build(&self, ctx: &mut BuildContext<'_>, repo: &Repository, unit: &UnitRecord) -> Result<(), BuildError> {
         let mut records = String::new();
-        let mut hidden = Vec::new();
-        if repo.repo_type == RepoType::Group {
-            let u: Unit = unit.unit_key.parse().map_err(BuildError::Other)?;
-            let merged = group::merge(db, &self.reader, &repo, &u).await?;
-            records = merged.records;
-            hidden.push((group::members_path(&unit.unit_key), groups::members_map(&merged.members)));
-            hidden.push((group::sources_path(&unit.unit_key), groups::render_sources(&merged.sources)));
-        } else {
-            let mut after = 0;
-            loop {
-                let page = crate::apk::rows::unit_page(db, repo.id, &unit.unit_key, after, self.page_size).await?;
-                let Some(last) = page.last() else { break };
-                after = last.id;
-                for p in &page {
-                    records.push_str(&p.record);
-                    records.push('\n');
-                }
+        let mut after = 0;
+        loop {
+            let page = crate::apk::rows::unit_page(ctx.db, repo.id, &unit.unit_key, after, self.page_size).await?;
+            let Some(last) = page.last() else { break };
+            after = last.id;
+            for p in &page {
+                records.push_str(&p.record);
+                records.push('\n');
             }
         }
-        let key = crate::apk::keys::current(db, &self.keystore, repo.id)
+        self.index(ctx, repo, unit, records, Vec::new()).await
+    }
+
+    async fn merge(&self, ctx: &mut BuildContext<'_>, group: &Repository, unit: &UnitRecord) -> Result<(), BuildError> {
+        let u: Unit = unit.unit_key.parse().map_err(BuildError::Other)?;
+        let merged = group::merge(ctx.db, &self.reader, group, &u).await?;
+        let hidden = vec![
+            (group::members_path(&unit.unit_key), groups::members_map(&merged.members)),
+            (group::sources_path(&unit.unit_key), groups::render_sources(&merged.sources)),
+        ];
+        self.index(ctx, group, unit, merged.records, hidden).await
+    }
+
+    async fn after_publish(&self, db: &Db, unit: &UnitRecord) -> Result<Rebuilds, BuildError> {
+        groups::same_unit_after_member_publish(db, unit, Format::Apk).await
+    }
+
+    async fn refresh(&self, db: &Db) -> Result<bool, BuildError> {
+        groups::refresh(db, &self.reader, &group::Indexes).await
+    }
+}
+
+impl ApkBuilder {
+    /// Signs and writes the unit's index of `records`, and the hidden files beside it.
+    async fn index(
+        &self,
+        ctx: &mut BuildContext<'_>,
+        repo: &Repository,
+        unit: &UnitRecord,
+        records: String,
+        hidden: Vec<(String, String)>,
+    ) -> Result<(), BuildError> {
+        let key = crate::apk::keys::current(ctx.db, &self.keystore, repo.id)
             .await
             .map_err(|e| BuildError::Other(format!("index key: {e}")))?;
         let key_file = key.file_name(repo.name.as_str()).map_err(|e| BuildError::Other(e.to_string()))?;
@@ -69,13 +86,5 @@ impl Builder for ApkBuilder {
             ctx.put(&path, "text/plain; charset=utf-8", text.as_bytes()).await?;
         }
         Ok(())
-    }
-
-    async fn after_publish(&self, db: &Db, unit: &UnitRecord) -> Result<Rebuilds, BuildError> {
-        groups::same_unit_after_member_publish(db, unit, Format::Apk).await
-    }
-
-    async fn refresh(&self, db: &Db) -> Result<bool, BuildError> {
-        groups::refresh(db, &self.reader, &group::Indexes).await
     }
 }

@@ -2,39 +2,38 @@
 //! store under `apt/<repository id>/signing` (see
 //! [`packyard_core::security::keystore::RepositoryKeys`]).
 
-use packyard_codecs::apt::signing::{Signer, SigningError};
-use packyard_core::security::keystore::{KeyStore, KeyStoreError, RepositoryKeys};
+use packyard_codecs::apt::signing::Signer;
+use packyard_core::security::keystore::{KeyStore, RepositoryKeyError, RepositoryKeys};
 use packyard_store::db::Db;
 
-#[derive(Debug, thiserror::Error)]
-pub enum KeyError {
-    #[error(transparent)]
-    Signing(#[from] SigningError),
-    #[error(transparent)]
-    KeyStore(#[from] KeyStoreError),
+pub type KeyError = RepositoryKeyError;
+
+/// The key store's view of the repository's keys, kept armored.
+fn store<'a>(db: &'a Db, keystore: &'a KeyStore, repository_id: i64) -> RepositoryKeys<'a> {
+    RepositoryKeys::new(db, keystore, "apt", repository_id)
 }
 
-fn keys<'a>(db: &'a Db, keystore: &'a KeyStore, repository_id: i64) -> RepositoryKeys<'a> {
-    RepositoryKeys { db, keystore, format: "apt", repository_id }
-}
-
-fn import(armored: &[u8]) -> Result<Signer, KeyError> {
-    Ok(Signer::from_armored(&String::from_utf8_lossy(armored))?)
+fn from_armored(armored: &[u8]) -> Result<Signer, KeyError> {
+    Signer::from_armored(&String::from_utf8_lossy(armored)).map_err(KeyError::key)
 }
 
 /// The repository's key, made for `user_id` on first need.
 pub async fn signer(db: &Db, keystore: &KeyStore, repository_id: i64, user_id: &str) -> Result<Signer, KeyError> {
     let uid = user_id.to_string();
-    let make = move || Ok::<_, KeyError>(Signer::generate(&uid)?.to_armored_secret()?.into_bytes());
-    import(&keys(db, keystore, repository_id).current(make).await?)
+    let make = move || {
+        let fresh = Signer::generate(&uid).map_err(KeyError::key)?;
+        Ok::<_, KeyError>(fresh.to_armored_secret().map_err(KeyError::key)?.into_bytes())
+    };
+    from_armored(&store(db, keystore, repository_id).current(make).await?)
 }
 
 /// The previous key of a repository, if it was ever rotated.
 pub async fn previous(db: &Db, keystore: &KeyStore, repository_id: i64) -> Result<Option<Signer>, KeyError> {
-    keys(db, keystore, repository_id).previous().await?.map(|k| import(&k)).transpose()
+    store(db, keystore, repository_id).previous().await?.map(|k| from_armored(&k)).transpose()
 }
 
 /// Makes `new` the repository's signing key; the current one becomes the previous one.
 pub async fn rotate(db: &Db, keystore: &KeyStore, repository_id: i64, new: &Signer) -> Result<(), KeyError> {
-    Ok(keys(db, keystore, repository_id).rotate(new.to_armored_secret()?.as_bytes()).await?)
+    let armored = new.to_armored_secret().map_err(KeyError::key)?;
+    Ok(store(db, keystore, repository_id).rotate(armored.as_bytes()).await?)
 }

@@ -13,8 +13,8 @@ use super::index::{blocking, other, Hashed, IndexId, IndexWriter, TEXT};
 use super::KIND;
 use packyard_codecs::apt::packages::{render_stanza, PoolFile};
 use packyard_core::groups::Reader;
-use packyard_core::publication::{repository_of, BuildContext, BuildError, Builder, Rebuilds};
-use packyard_model::repos::{Format, RepoType};
+use packyard_core::publication::{BuildContext, BuildError, Builder, Rebuilds};
+use packyard_model::repos::{Format, RepoType, Repository};
 use packyard_store::db::publication::UnitRecord;
 
 pub struct AptBuilder {
@@ -27,12 +27,33 @@ pub struct AptBuilder {
 
 #[async_trait]
 impl Builder for AptBuilder {
-    fn kind(&self) -> &'static str {
-        KIND
+    async fn build(&self, ctx: &mut BuildContext<'_>, repo: &Repository, unit: &UnitRecord) -> Result<(), BuildError> {
+        self.suite(ctx, repo, unit).await
     }
 
-    async fn build(&self, ctx: &mut BuildContext<'_>, unit: &UnitRecord) -> Result<(), BuildError> {
-        let repo = repository_of(ctx.db, unit).await?;
+    /// A group's suite: each index merged from the members' (the `Release` signed with the
+    /// group's own key).
+    async fn merge(&self, ctx: &mut BuildContext<'_>, group: &Repository, unit: &UnitRecord) -> Result<(), BuildError> {
+        self.suite(ctx, group, unit).await
+    }
+
+    /// A member published: every group that lists it rebuilds each distribution it publishes.
+    async fn after_publish(&self, db: &packyard_store::db::Db, unit: &UnitRecord) -> Result<Rebuilds, BuildError> {
+        packyard_core::groups::after_member_publish(db, unit, Format::Apt, |g| {
+            super::published_suites(g).into_iter().map(|s| (KIND.to_string(), s)).collect()
+        })
+        .await
+    }
+
+    async fn refresh(&self, db: &packyard_store::db::Db) -> Result<bool, BuildError> {
+        packyard_core::groups::refresh(db, &self.reader, &group::Releases).await
+    }
+}
+
+impl AptBuilder {
+    /// A distribution's `Release`, `InRelease` and `Release.gpg` over its indexes: a hosted
+    /// repository's written from its rows, a group's merged from its members'.
+    async fn suite(&self, ctx: &mut BuildContext<'_>, repo: &Repository, unit: &UnitRecord) -> Result<(), BuildError> {
         let settings = repo.settings.apt.clone().unwrap_or_default();
         let dist = unit.unit_key.as_str();
         let mut archs: Vec<&str> = settings.architectures.iter().map(String::as_str).filter(|a| *a != "all").collect();
@@ -46,7 +67,7 @@ impl Builder for AptBuilder {
                 let base = format!("{component}/binary-{arch}");
                 let id = IndexId { component, arch, dist, base: &base };
                 let files = if repo.repo_type == RepoType::Group {
-                    group::merge_index(ctx, &Upstream(&self.reader), &repo, &id, &mut sources).await?
+                    group::merge_index(ctx, &Upstream(&self.reader), repo, &id, &mut sources).await?
                 } else {
                     self.index(ctx, repo.id, &id).await?
                 };
@@ -96,20 +117,6 @@ impl Builder for AptBuilder {
         Ok(())
     }
 
-    /// A member published: every group that lists it rebuilds each distribution it publishes.
-    async fn after_publish(&self, db: &packyard_store::db::Db, unit: &UnitRecord) -> Result<Rebuilds, BuildError> {
-        packyard_core::groups::after_member_publish(db, unit, Format::Apt, |g| {
-            super::published_suites(g).into_iter().map(|s| (KIND.to_string(), s)).collect()
-        })
-        .await
-    }
-
-    async fn refresh(&self, db: &packyard_store::db::Db) -> Result<bool, BuildError> {
-        packyard_core::groups::refresh(db, &self.reader, &group::Releases).await
-    }
-}
-
-impl AptBuilder {
     /// Fills in the MD5 that uploads leave to the worker: read from the blob (two at a time,
     /// hashed on the blocking pool) and stored, so each package is hashed once.
     async fn complete_digests(

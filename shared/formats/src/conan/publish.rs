@@ -11,13 +11,13 @@ use async_trait::async_trait;
 use super::group::{merge_reference, merge_search, References, Searches};
 use crate::conan::rows::ConanRevision;
 use packyard_core::groups::{self, Reader};
-use packyard_core::publication::{repository_of, BuildContext, BuildError, Builder, Rebuilds};
-use packyard_model::repos::{Format, RepoType};
+use packyard_core::publication::{BuildContext, BuildError, Builder, Rebuilds};
+use packyard_model::repos::{Format, Repository};
 use packyard_store::blobs::Sha256Hex;
 use packyard_store::db::publication::UnitRecord;
 use packyard_store::db::Db;
 
-use super::{KIND, SEARCH_FILE, SEARCH_KIND};
+use super::SEARCH_FILE;
 
 const JSON: &str = "application/json";
 
@@ -38,17 +38,9 @@ pub struct ConanBuilder {
 
 #[async_trait]
 impl Builder for ConanBuilder {
-    fn kind(&self) -> &'static str {
-        KIND
-    }
-
-    async fn build(&self, ctx: &mut BuildContext<'_>, unit: &UnitRecord) -> Result<(), BuildError> {
+    async fn build(&self, ctx: &mut BuildContext<'_>, owner: &Repository, unit: &UnitRecord) -> Result<(), BuildError> {
         let db = ctx.db;
-        let owner = repository_of(db, unit).await?;
         let reference = unit.unit_key.as_str();
-        if owner.repo_type == RepoType::Group {
-            return merge_reference(ctx, &self.reader, &owner, reference).await;
-        }
         let repo = owner.id;
         let recipes = crate::conan::rows::revisions(db, repo, reference, None, None).await?;
         if recipes.is_empty() {
@@ -96,6 +88,10 @@ impl Builder for ConanBuilder {
         Ok(())
     }
 
+    async fn merge(&self, ctx: &mut BuildContext<'_>, group: &Repository, unit: &UnitRecord) -> Result<(), BuildError> {
+        merge_reference(ctx, &self.reader, group, &unit.unit_key).await
+    }
+
     async fn after_publish(&self, db: &Db, unit: &UnitRecord) -> Result<Rebuilds, BuildError> {
         groups::same_unit_after_member_publish(db, unit, Format::Conan).await
     }
@@ -130,17 +126,23 @@ pub struct ConanSearchBuilder {
 
 #[async_trait]
 impl Builder for ConanSearchBuilder {
-    fn kind(&self) -> &'static str {
-        SEARCH_KIND
-    }
-
-    async fn build(&self, ctx: &mut BuildContext<'_>, unit: &UnitRecord) -> Result<(), BuildError> {
-        let owner = repository_of(ctx.db, unit).await?;
-        if owner.repo_type == RepoType::Group {
-            return merge_search(ctx, &self.reader, &owner).await;
-        }
+    async fn build(
+        &self,
+        ctx: &mut BuildContext<'_>,
+        owner: &Repository,
+        _unit: &UnitRecord,
+    ) -> Result<(), BuildError> {
         let refs = crate::conan::rows::references(ctx.db, owner.id).await?;
         ctx.put(SEARCH_FILE, JSON, serde_json::json!({ "results": refs }).to_string().as_bytes()).await
+    }
+
+    async fn merge(
+        &self,
+        ctx: &mut BuildContext<'_>,
+        group: &Repository,
+        _unit: &UnitRecord,
+    ) -> Result<(), BuildError> {
+        merge_search(ctx, &self.reader, group).await
     }
 
     async fn after_publish(&self, db: &Db, unit: &UnitRecord) -> Result<Rebuilds, BuildError> {

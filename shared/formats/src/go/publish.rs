@@ -6,12 +6,10 @@
 use async_trait::async_trait;
 
 use super::hosted::info_json;
-use super::KIND;
 use packyard_codecs::go::version::{latest, list};
 use packyard_core::groups::{self, Reader};
-use packyard_core::publication::repository_of;
 use packyard_core::publication::{BuildContext, BuildError, Builder, Rebuilds};
-use packyard_model::repos::{Format, RepoType};
+use packyard_model::repos::{Format, Repository};
 use packyard_store::db::publication::UnitRecord;
 use packyard_store::db::Db;
 
@@ -26,21 +24,12 @@ const TEXT: &str = "text/plain; charset=utf-8";
 
 #[async_trait]
 impl Builder for GoBuilder {
-    fn kind(&self) -> &'static str {
-        KIND
-    }
-
-    async fn build(&self, ctx: &mut BuildContext<'_>, unit: &UnitRecord) -> Result<(), BuildError> {
-        let db = ctx.db;
-        let repo = repository_of(db, unit).await?;
+    async fn build(&self, ctx: &mut BuildContext<'_>, repo: &Repository, unit: &UnitRecord) -> Result<(), BuildError> {
         let module = unit.unit_key.as_str();
-        if repo.repo_type == RepoType::Group {
-            return super::group::merge(ctx, &self.reader, &repo, module).await;
-        }
         let mut versions: Vec<(String, i64)> = Vec::new();
         let mut after = 0;
         loop {
-            let page = crate::go::rows::versions_page(db, repo.id, module, after, self.page_size).await?;
+            let page = crate::go::rows::versions_page(ctx.db, repo.id, module, after, self.page_size).await?;
             let Some(last) = page.last() else { break };
             after = last.id;
             versions.extend(page.into_iter().map(|v| (v.version, v.time_ms)));
@@ -54,6 +43,10 @@ impl Builder for GoBuilder {
             ctx.put(&format!("@v/{v}.info"), JSON, info_json(v, *t).as_bytes()).await?;
         }
         Ok(())
+    }
+
+    async fn merge(&self, ctx: &mut BuildContext<'_>, group: &Repository, unit: &UnitRecord) -> Result<(), BuildError> {
+        super::group::merge(ctx, &self.reader, group, &unit.unit_key).await
     }
 
     /// A member published a module: every Go group that lists it rebuilds the same module.
