@@ -248,12 +248,11 @@ impl Publisher {
             self.update_metrics().await;
             if last_refresh.elapsed() > Duration::from_secs(5) {
                 last_refresh = Instant::now();
-                for (kind, b) in self.builders.all() {
-                    match b.refresh(&self.services.db).await {
-                        Ok(true) => self.services.wakeup.notify(),
-                        Ok(false) => {}
-                        Err(e) => tracing::warn!(error = %e, kind, "refresh of dependent publications failed"),
-                    }
+                let reader = packyard_core::groups::Reader::of(&self.services);
+                match packyard_core::groups::refresh(&self.services.db, &reader, &self.builders).await {
+                    Ok(true) => self.services.wakeup.notify(),
+                    Ok(false) => {}
+                    Err(e) => tracing::warn!(error = %e, "refresh of groups over proxies failed"),
                 }
             }
             if last_collect.elapsed() > Duration::from_secs(30) {

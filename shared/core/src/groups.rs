@@ -110,7 +110,6 @@ where
 
 use std::collections::BTreeMap;
 
-use async_trait::async_trait;
 use bytes::Bytes;
 use packyard_model::repos::{Format, RepoType};
 use packyard_store::blobs::{BlobStore, Sha256Hex};
@@ -118,7 +117,7 @@ use packyard_store::db::publication::{SnapshotFile, UnitRecord};
 use packyard_store::db::Db;
 
 use crate::proxy::{FetchRequest, Outcome, Proxy, ProxyError};
-use crate::publication::BuildError;
+use crate::publication::{BuildError, Builders};
 
 /// What a group's build reads its members with: the blob store (members' published files, and
 /// what the proxy cached) and the proxy client (proxy members' upstreams).
@@ -263,35 +262,21 @@ pub fn render_sources(sources: &Sources) -> String {
     sources.iter().map(|(m, h)| format!("{m} {h}\n")).collect()
 }
 
-/// Where a group's snapshot records its [`Sources`] unless a format says otherwise.
-pub const SOURCES_FILE: &str = ".sources";
-
-/// A format whose groups merge proxy members' upstream metadata, for [`refresh`].
-#[async_trait]
-pub trait UpstreamSources: Send + Sync {
-    const FORMAT: Format;
-    /// The unit kind a group of the format publishes.
-    const KIND: &'static str;
-    /// Where a group's snapshot of `unit_key` records its [`Sources`].
-    fn sources_path(&self, _unit_key: &str) -> String {
-        SOURCES_FILE.to_string()
-    }
-    /// A hash of what proxy `member`'s upstream has for `unit_key` now (`None`: nothing).
-    async fn source(&self, reader: &Reader, member: &Repository, unit_key: &str) -> Result<Option<String>, BuildError>;
-}
+pub use crate::publication::SOURCES_FILE;
 
 /// Groups with proxy members: once the shortest `metadata_ttl_secs` among them has passed since
 /// a unit's snapshot, the unit is rebuilt if an upstream moved on from what its snapshot merged
-/// (as its sources file records). An unreachable upstream keeps the snapshot. True when
-/// something was requested. Nothing to do for a reader without a proxy client.
-pub async fn refresh<S: UpstreamSources>(db: &Db, reader: &Reader, format: &S) -> Result<bool, BuildError> {
+/// (as its sources file records; its builder asks the upstreams). An unreachable upstream keeps
+/// the snapshot. True when something was requested. Nothing to do for a reader without a proxy
+/// client.
+pub async fn refresh(db: &Db, reader: &Reader, builders: &Builders) -> Result<bool, BuildError> {
     if reader.proxy.is_none() {
         return Ok(false);
     }
     let all = db.list_repositories().await?;
     let now = packyard_store::db::now_ms();
     let mut any = false;
-    for group in all.iter().filter(|r| r.format == S::FORMAT && r.repo_type == RepoType::Group) {
+    for group in all.iter().filter(|r| r.repo_type == RepoType::Group) {
         let proxies: Vec<&Repository> = group
             .members
             .iter()
@@ -303,12 +288,13 @@ pub async fn refresh<S: UpstreamSources>(db: &Db, reader: &Reader, format: &S) -
             continue;
         };
         let ttl_ms = i64::try_from(ttl.saturating_mul(1000)).unwrap_or(i64::MAX);
-        for unit in db.units_of(group.id).await?.into_iter().filter(|u| u.kind == S::KIND) {
+        for unit in db.units_of(group.id).await? {
+            let Some(builder) = builders.get(&unit.kind) else { continue };
             let (Some(snapshot), Some(at)) = (unit.current_snapshot_id, unit.last_published_at) else { continue };
             if unit.published_revision < unit.desired_revision || now.saturating_sub(at) < ttl_ms {
                 continue;
             }
-            let path = format.sources_path(&unit.unit_key);
+            let path = builder.sources_path(&unit.unit_key);
             let recorded = match db.snapshot_files(snapshot).await?.into_iter().find(|f| f.path == path) {
                 Some(f) => reader.text(&f.sha256).await?,
                 None => String::new(),
@@ -316,7 +302,7 @@ pub async fn refresh<S: UpstreamSources>(db: &Db, reader: &Reader, format: &S) -
             let mut current = Sources::new();
             let mut unreachable = false;
             for m in &proxies {
-                match format.source(reader, m, &unit.unit_key).await {
+                match builder.upstream_source(m, &unit.unit_key).await {
                     Ok(Some(sha)) => {
                         current.insert(m.name.to_string(), sha);
                     }

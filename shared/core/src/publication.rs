@@ -70,12 +70,22 @@ pub trait Builder: Send + Sync {
     async fn after_publish(&self, _db: &Db, _unit: &UnitRecord) -> Result<Rebuilds, BuildError> {
         Ok(Vec::new())
     }
-    /// Called now and then: request rebuilds whose inputs change outside Packyard (e.g. groups
-    /// over proxies whose upstream metadata expired). True when something was requested.
-    async fn refresh(&self, _db: &Db) -> Result<bool, BuildError> {
-        Ok(false)
+    /// For a group with proxy members: a hash of what proxy `member`'s upstream has for
+    /// `unit_key` now (`None`: nothing), as the group's snapshot records it in its sources file;
+    /// once the members' metadata TTL has passed, the worker rebuilds a unit whose upstreams
+    /// moved on ([`crate::groups::refresh`]). A kind whose groups merge no upstream has none.
+    async fn upstream_source(&self, _member: &Repository, _unit_key: &str) -> Result<Option<String>, BuildError> {
+        Ok(None)
+    }
+    /// Where a group's snapshot of `unit_key` records its sources.
+    fn sources_path(&self, _unit_key: &str) -> String {
+        SOURCES_FILE.to_string()
     }
 }
+
+/// Where a group's snapshot records what it merged from upstreams unless its builder says
+/// otherwise.
+pub const SOURCES_FILE: &str = ".sources";
 
 /// Where a build writes its files: each goes to the blob store as it is produced.
 pub struct BuildContext<'a> {

@@ -232,6 +232,30 @@ pub fn opt_text(row: &AnyRow, col: &str) -> DbResult<Option<String>> {
     }
 }
 
+/// A column's value as a field of a [`crate::row!`] type.
+pub trait Column: Sized {
+    fn read(row: &AnyRow, col: &str) -> DbResult<Self>;
+}
+
+impl Column for i64 {
+    fn read(row: &AnyRow, col: &str) -> DbResult<Self> {
+        Ok(row.try_get(col)?)
+    }
+}
+
+/// A boolean is kept as an integer, 0 or 1.
+impl Column for bool {
+    fn read(row: &AnyRow, col: &str) -> DbResult<Self> {
+        Ok(row.try_get::<i64, _>(col)? != 0)
+    }
+}
+
+impl Column for String {
+    fn read(row: &AnyRow, col: &str) -> DbResult<Self> {
+        text(row, col)
+    }
+}
+
 /// Milliseconds since the Unix epoch: the one timestamp representation of every table.
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
@@ -251,6 +275,30 @@ impl Db {
         sqlx::query(statement.text(self.backend()))
     }
 
+    /// The statement with its placeholders bound to `binds`, in order.
+    pub fn bound<'q>(
+        &self,
+        statement: &'static crate::sql::Sql,
+        binds: impl crate::sql::Binds<'q>,
+    ) -> crate::sql::Query<'q> {
+        binds.bind_to(self.query(statement))
+    }
+
+    /// The one row the statement finds, parsed, or `None`.
+    pub async fn optional<'q, 'c, E, T>(
+        &self,
+        executor: E,
+        statement: &'static crate::sql::Sql,
+        binds: impl crate::sql::Binds<'q>,
+        parse: fn(&sqlx::any::AnyRow) -> DbResult<T>,
+    ) -> DbResult<Option<T>>
+    where
+        E: sqlx::Executor<'c, Database = sqlx::Any>,
+    {
+        let row = self.bound(statement, binds).fetch_optional(executor).await?;
+        row.as_ref().map(parse).transpose()
+    }
+
     /// One keyset page of a query whose last two placeholders are the id the page starts after
     /// and its size (`… AND id > $n ORDER BY id LIMIT $m`), its other placeholders bound.
     pub async fn page<'q, T>(
@@ -265,13 +313,16 @@ impl Db {
     }
 
     /// An insert of an uploaded artifact's row, whose first two placeholders are when and by
-    /// whom it was uploaded (`uploaded_at`, `uploaded_by`), those two bound.
-    pub fn insert_uploaded<'q>(
+    /// whom it was uploaded (`uploaded_at`, `uploaded_by`) and the rest `binds`, run in `tx`.
+    pub async fn insert_uploaded<'q>(
         &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
         statement: &'static crate::sql::Sql,
         uploaded_by: &'q str,
-    ) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
-        self.query(statement).bind(now_ms()).bind(uploaded_by)
+        binds: impl crate::sql::Binds<'q>,
+    ) -> DbResult<()> {
+        binds.bind_to(self.query(statement).bind(now_ms()).bind(uploaded_by)).execute(&mut **tx).await?;
+        Ok(())
     }
 
     /// Runs a `DELETE … WHERE id = $1` in a transaction: whether the row was there.

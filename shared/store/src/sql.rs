@@ -249,6 +249,91 @@ macro_rules! skip_locked {
     }};
 }
 
+/// A statement ready to bind and run.
+pub type Query<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>;
+
+/// The values of a statement's placeholders, `$1` first: a tuple of them (see
+/// [`crate::db::Db::bound`]).
+pub trait Binds<'q> {
+    fn bind_to(self, query: Query<'q>) -> Query<'q>;
+}
+
+macro_rules! binds_for_tuples {
+    ($($t:ident)+) => {
+        impl<'q, $($t),+> Binds<'q> for ($($t,)+)
+        where
+            $($t: 'q + Send + sqlx::Encode<'q, sqlx::Any> + sqlx::Type<sqlx::Any>),+
+        {
+            #[allow(non_snake_case)]
+            fn bind_to(self, query: Query<'q>) -> Query<'q> {
+                let ($($t,)+) = self;
+                query$(.bind($t))+
+            }
+        }
+    };
+}
+
+binds_for_tuples!(A);
+binds_for_tuples!(A B);
+binds_for_tuples!(A B C);
+binds_for_tuples!(A B C D);
+binds_for_tuples!(A B C D E);
+binds_for_tuples!(A B C D E F);
+binds_for_tuples!(A B C D E F G);
+binds_for_tuples!(A B C D E F G H);
+binds_for_tuples!(A B C D E F G H I);
+binds_for_tuples!(A B C D E F G H I J);
+binds_for_tuples!(A B C D E F G H I J K);
+binds_for_tuples!(A B C D E F G H I J K L);
+
+/// A table's row type, declared once: the struct, its `parse` from a row (each column read as
+/// its field's type, [`crate::db::Column`]; the `trimmed` ones without the padding a
+/// fixed-width column may carry), its [`Binds`] (every field but the key it is `keyed by`, in order: the
+/// values of an insert), and a macro naming its columns for statements
+/// (`concat!("SELECT ", columns!(), " FROM …")`).
+#[macro_export]
+macro_rules! row {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident $(keyed by $key:ident)?, columns $columns:ident, trimmed ($($trimmed:ident),*) {
+            $($(#[$field_meta:meta])* pub $field:ident: $ty:ty),+ $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        pub struct $name {
+            $(pub $key: i64,)?
+            $($(#[$field_meta])* pub $field: $ty,)+
+        }
+
+        impl $name {
+            pub fn parse(r: &sqlx::any::AnyRow) -> $crate::db::DbResult<Self> {
+                #[allow(unused_mut)]
+                let mut row = Self {
+                    $($key: $crate::db::Column::read(r, stringify!($key))?,)?
+                    $($field: $crate::db::Column::read(r, stringify!($field))?,)+
+                };
+                $(row.$trimmed = row.$trimmed.trim().to_string();)*
+                Ok(row)
+            }
+        }
+
+        impl<'q> $crate::sql::Binds<'q> for &'q $name {
+            fn bind_to(self, query: $crate::sql::Query<'q>) -> $crate::sql::Query<'q> {
+                query$(.bind(&self.$field))+
+            }
+        }
+
+        $crate::row!(@columns $columns $($key)? $($field)+);
+    };
+    (@columns $columns:ident $first:ident $($rest:ident)*) => {
+        macro_rules! $columns {
+            () => {
+                concat!(stringify!($first) $(, ", ", stringify!($rest))*)
+            };
+        }
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,9 +16,9 @@ use super::{proxy_request, Unit, INDEX_FILE, KIND};
 use packyard_codecs::apk::index::verify_index;
 use packyard_codecs::apk::index::{apkindex_text, index_member_text};
 use packyard_codecs::apk::signing::parse_public_keys;
-use packyard_core::groups::{self, members_of, published_entry, Reader, Sources, UpstreamSources};
+use packyard_core::groups::{self, members_of, published_entry, Reader, Sources};
 use packyard_core::publication::BuildError;
-use packyard_model::repos::{Format, RepoType, Repository};
+use packyard_model::repos::{RepoType, Repository};
 use packyard_store::db::Db;
 
 fn other(e: impl std::fmt::Display) -> BuildError {
@@ -157,25 +157,6 @@ pub async fn any_member_has(db: &Db, reader: &Reader, repo: &Repository, unit: &
         }
     })
     .await
-}
-
-/// What a group's proxy members' upstreams have, for the refresh after their metadata TTL:
-/// each one's `APKINDEX.tar.gz` of the unit (verified), by hash.
-pub struct Indexes;
-
-#[async_trait::async_trait]
-impl UpstreamSources for Indexes {
-    const FORMAT: Format = Format::Apk;
-    const KIND: &'static str = KIND;
-
-    fn sources_path(&self, unit_key: &str) -> String {
-        sources_path(unit_key)
-    }
-
-    async fn source(&self, reader: &Reader, member: &Repository, unit_key: &str) -> Result<Option<String>, BuildError> {
-        let Ok(u) = unit_key.parse::<Unit>() else { return Ok(None) };
-        Ok(upstream_text(reader, member, &u).await?.map(|(sha, _)| sha))
-    }
 }
 
 #[cfg(test)]

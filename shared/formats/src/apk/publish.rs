@@ -55,8 +55,14 @@ impl Builder for ApkBuilder {
         groups::same_unit_after_member_publish(db, unit, Format::Apk).await
     }
 
-    async fn refresh(&self, db: &Db) -> Result<bool, BuildError> {
-        groups::refresh(db, &self.reader, &group::Indexes).await
+    /// A proxy member's upstream `APKINDEX.tar.gz` of the unit (verified), by hash.
+    async fn upstream_source(&self, member: &Repository, unit_key: &str) -> Result<Option<String>, BuildError> {
+        let Ok(u) = unit_key.parse::<Unit>() else { return Ok(None) };
+        Ok(group::upstream_text(&self.reader, member, &u).await?.map(|(sha, _)| sha))
+    }
+
+    fn sources_path(&self, unit_key: &str) -> String {
+        group::sources_path(unit_key)
     }
 }
 

@@ -14,9 +14,9 @@ use std::io::{BufRead, BufReader, Read};
 
 use super::index::{Hashed, IndexId, IndexWriter};
 use super::KIND;
-use packyard_core::groups::{members_of, published_entry, Reader, Sources, UpstreamSources};
+use packyard_core::groups::{members_of, published_entry, Reader, Sources};
 use packyard_core::publication::{BuildContext, BuildError};
-use packyard_model::repos::{Format, RepoType, Repository};
+use packyard_model::repos::{RepoType, Repository};
 use packyard_store::db::Db;
 
 /// A group's build reading its members.
@@ -161,7 +161,11 @@ impl Upstream<'_> {
     /// signature covers), through the proxy cache, verified with the proxy's `apt.signed_by`
     /// keys: the group re-signs what it merges, so it merges only what the upstream signed.
     /// `None` when the proxy does not mirror `dist` or the upstream has no `InRelease`.
-    async fn upstream_release(&self, member: &Repository, dist: &str) -> Result<Option<(String, String)>, BuildError> {
+    pub(super) async fn upstream_release(
+        &self,
+        member: &Repository,
+        dist: &str,
+    ) -> Result<Option<(String, String)>, BuildError> {
         let settings = member.settings.apt.clone().unwrap_or_default();
         if !settings.suites().contains(&dist) {
             return Ok(None);
@@ -229,24 +233,6 @@ impl Upstream<'_> {
 /// proxy member a group snapshot merged: `<member> <sha256>` per line.
 pub(super) fn sources_path(dist: &str) -> String {
     format!("dists/{dist}/.sources")
-}
-
-/// What a group's proxy members' upstreams have, for the refresh after their metadata TTL:
-/// each one's verified `InRelease` of the distribution, by hash.
-pub struct Releases;
-
-#[async_trait::async_trait]
-impl UpstreamSources for Releases {
-    const FORMAT: Format = Format::Apt;
-    const KIND: &'static str = KIND;
-
-    fn sources_path(&self, dist: &str) -> String {
-        sources_path(dist)
-    }
-
-    async fn source(&self, reader: &Reader, member: &Repository, dist: &str) -> Result<Option<String>, BuildError> {
-        Ok(Upstream(reader).upstream_release(member, dist).await?.map(|(sha, _)| sha))
-    }
 }
 
 #[derive(Debug, Clone, Copy)]

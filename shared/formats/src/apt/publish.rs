@@ -45,8 +45,13 @@ impl Builder for AptBuilder {
         .await
     }
 
-    async fn refresh(&self, db: &packyard_store::db::Db) -> Result<bool, BuildError> {
-        packyard_core::groups::refresh(db, &self.reader, &group::Releases).await
+    /// A proxy member's upstream `InRelease` of the distribution (verified), by hash.
+    async fn upstream_source(&self, member: &Repository, dist: &str) -> Result<Option<String>, BuildError> {
+        Ok(Upstream(&self.reader).upstream_release(member, dist).await?.map(|(sha, _)| sha))
+    }
+
+    fn sources_path(&self, dist: &str) -> String {
+        group::sources_path(dist)
     }
 }
 

@@ -1,47 +1,26 @@
 //! Storage of APT packages. (The `sha1` and `sha512` columns are left empty: `Packages` lists MD5
 //! and SHA-256 per package, as Debian's archive does.)
 
-use sqlx::any::AnyRow;
-use sqlx::{Any, Executor, Row, Transaction};
+use sqlx::{Any, Executor, Transaction};
 
-use packyard_store::db::{text, Db, DbResult};
+use packyard_store::db::{Db, DbResult};
 use packyard_store::sql;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AptPackage {
-    pub id: i64,
-    pub repository_id: i64,
-    pub component: String,
-    pub name: String,
-    pub version: String,
-    pub architecture: String,
-    pub control: String,
-    pub pool_path: String,
-    pub size: i64,
-    pub md5: String,
-    pub sha256: String,
-}
-
-macro_rules! columns {
-    () => {
-        "id, repository_id, component, name, version, architecture, control, pool_path, size, md5, sha256"
-    };
-}
-
-fn parse(r: &AnyRow) -> DbResult<AptPackage> {
-    Ok(AptPackage {
-        id: r.try_get("id")?,
-        repository_id: r.try_get("repository_id")?,
-        component: text(r, "component")?,
-        name: text(r, "name")?,
-        version: text(r, "version")?,
-        architecture: text(r, "architecture")?,
-        control: text(r, "control")?,
-        pool_path: text(r, "pool_path")?,
-        size: r.try_get("size")?,
-        md5: text(r, "md5")?.trim().to_string(),
-        sha256: text(r, "sha256")?.trim().to_string(),
-    })
+packyard_store::row! {
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct AptPackage keyed by id, columns columns, trimmed (md5, sha256) {
+        pub repository_id: i64,
+        pub component: String,
+        pub name: String,
+        pub version: String,
+        pub architecture: String,
+        pub control: String,
+        pub pool_path: String,
+        pub size: i64,
+        /// Empty until the worker fills it in (`set_md5`).
+        pub md5: String,
+        pub sha256: String,
+    }
 }
 
 pub async fn by_coordinate<'e, E: Executor<'e, Database = Any>>(
@@ -52,22 +31,15 @@ pub async fn by_coordinate<'e, E: Executor<'e, Database = Any>>(
     version: &str,
     arch: &str,
 ) -> DbResult<Option<AptPackage>> {
-    let row = db
-        .query(sql!(
-            "apt_packages.by_coordinate",
-            concat!(
-                "SELECT ",
-                columns!(),
-                " FROM apt_packages WHERE repository_id = $1 AND name = $2 AND version = $3 AND architecture = $4"
-            )
-        ))
-        .bind(repo)
-        .bind(name)
-        .bind(version)
-        .bind(arch)
-        .fetch_optional(ex)
-        .await?;
-    row.as_ref().map(parse).transpose()
+    let coordinate = sql!(
+        "apt_packages.by_coordinate",
+        concat!(
+            "SELECT ",
+            columns!(),
+            " FROM apt_packages WHERE repository_id = $1 AND name = $2 AND version = $3 AND architecture = $4"
+        )
+    );
+    db.optional(ex, coordinate, (repo, name, version, arch), AptPackage::parse).await
 }
 
 pub async fn by_pool_path<'e, E: Executor<'e, Database = Any>>(
@@ -76,16 +48,11 @@ pub async fn by_pool_path<'e, E: Executor<'e, Database = Any>>(
     repo: i64,
     pool_path: &str,
 ) -> DbResult<Option<AptPackage>> {
-    let row = db
-        .query(sql!(
-            "apt_packages.by_path",
-            concat!("SELECT ", columns!(), " FROM apt_packages WHERE repository_id = $1 AND pool_path = $2")
-        ))
-        .bind(repo)
-        .bind(pool_path)
-        .fetch_optional(ex)
-        .await?;
-    row.as_ref().map(parse).transpose()
+    let path = sql!(
+        "apt_packages.by_path",
+        concat!("SELECT ", columns!(), " FROM apt_packages WHERE repository_id = $1 AND pool_path = $2")
+    );
+    db.optional(ex, path, (repo, pool_path), AptPackage::parse).await
 }
 
 /// A keyset page of one index: the component's packages of `arch` and of `all`, by id.
@@ -97,26 +64,15 @@ pub async fn index_page(
     after_id: i64,
     limit: i64,
 ) -> DbResult<Vec<AptPackage>> {
-    let query = db.query(sql!("apt_packages.page", concat!("SELECT ", columns!(), " FROM apt_packages WHERE repository_id = $1 AND component = $2 AND (architecture = $3 OR architecture = 'all') AND id > $4 ORDER BY id LIMIT $5"))).bind(repo).bind(component).bind(arch);
-    db.page(query, after_id, limit, parse).await
+    let page = sql!("apt_packages.page", concat!("SELECT ", columns!(), " FROM apt_packages WHERE repository_id = $1 AND component = $2 AND (architecture = $3 OR architecture = 'all') AND id > $4 ORDER BY id LIMIT $5"));
+    db.page(db.bound(page, (repo, component, arch)), after_id, limit, AptPackage::parse).await
 }
 
-/// Inserts a package row inside the writer's transaction (what its coordinate held is removed first).
+/// Inserts a package row inside the writer's transaction (what its coordinate held is removed
+/// first); `sha1` and `sha512` stay empty.
 pub async fn insert(db: &Db, tx: &mut Transaction<'_, Any>, p: &AptPackage, uploaded_by: &str) -> DbResult<()> {
-    db.insert_uploaded(sql!("apt_packages.insert", "INSERT INTO apt_packages (uploaded_at, uploaded_by, repository_id, component, name, version, architecture, control, pool_path, size, md5, sha1, sha256, sha512) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, '', $12, '')"), uploaded_by)
-        .bind(p.repository_id)
-        .bind(p.component.as_str())
-        .bind(p.name.as_str())
-        .bind(p.version.as_str())
-        .bind(p.architecture.as_str())
-        .bind(p.control.as_str())
-        .bind(p.pool_path.as_str())
-        .bind(p.size)
-        .bind(p.md5.as_str())
-        .bind(p.sha256.as_str())
-        .execute(&mut **tx)
-        .await?;
-    Ok(())
+    let insert = sql!("apt_packages.insert", "INSERT INTO apt_packages (uploaded_at, uploaded_by, repository_id, component, name, version, architecture, control, pool_path, size, md5, sha1, sha256, sha512) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, '', $12, '')");
+    db.insert_uploaded(tx, insert, uploaded_by, p).await
 }
 
 /// Records the MD5 the upload left for the worker.

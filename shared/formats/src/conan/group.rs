@@ -11,9 +11,9 @@ use std::collections::BTreeSet;
 use super::proxy_request;
 use super::{KIND, SEARCH_FILE, SEARCH_KIND, SEARCH_UNIT};
 use packyard_codecs::conan::Reference;
-use packyard_core::groups::{self, members_of, Reader, Sources, UpstreamSources};
+use packyard_core::groups::{self, members_of, Reader, Sources};
 use packyard_core::publication::{BuildContext, BuildError};
-use packyard_model::repos::{Format, RepoType, Repository};
+use packyard_model::repos::{RepoType, Repository};
 use packyard_store::db::Db;
 
 /// The hidden snapshot file naming the proxy member a group's reads of a reference go to.
@@ -26,8 +26,17 @@ const TEXT: &str = "text/plain; charset=utf-8";
 /// The upstream search a proxy member's references come from.
 const UPSTREAM_SEARCH: &str = "v2/conans/search?q=*";
 
+/// A proxy member's upstream search, by hash.
+pub(super) async fn upstream_search(reader: &Reader, member: &Repository) -> Result<Option<String>, BuildError> {
+    Ok(reader.fetch(member, proxy_request(member, UPSTREAM_SEARCH, false)).await?.map(|(sha, _)| sha))
+}
+
 /// A proxy member's upstream `latest` of `reference`, by hash.
-async fn upstream_latest(reader: &Reader, member: &Repository, reference: &str) -> Result<Option<String>, BuildError> {
+pub(super) async fn upstream_latest(
+    reader: &Reader,
+    member: &Repository,
+    reference: &str,
+) -> Result<Option<String>, BuildError> {
     let r = Reference::parse(reference).map_err(BuildError::other)?;
     let path = format!("v2/conans/{}/latest", r.url_path());
     Ok(reader.fetch(member, proxy_request(member, &path, false)).await?.map(|(sha, _)| sha))
@@ -97,35 +106,4 @@ pub async fn any_member_has(db: &Db, reader: &Reader, repo: &Repository, referen
         Ok(upstream_latest(reader, &m, reference).await?.is_some())
     })
     .await
-}
-
-/// Proxy members' upstream `latest` of a reference, for the refresh of reference units.
-pub struct References;
-
-#[async_trait::async_trait]
-impl UpstreamSources for References {
-    const FORMAT: Format = Format::Conan;
-    const KIND: &'static str = KIND;
-
-    async fn source(
-        &self,
-        reader: &Reader,
-        member: &Repository,
-        reference: &str,
-    ) -> Result<Option<String>, BuildError> {
-        upstream_latest(reader, member, reference).await
-    }
-}
-
-/// Proxy members' upstream search, for the refresh of a group's search index.
-pub struct Searches;
-
-#[async_trait::async_trait]
-impl UpstreamSources for Searches {
-    const FORMAT: Format = Format::Conan;
-    const KIND: &'static str = SEARCH_KIND;
-
-    async fn source(&self, reader: &Reader, member: &Repository, _unit: &str) -> Result<Option<String>, BuildError> {
-        Ok(reader.fetch(member, proxy_request(member, UPSTREAM_SEARCH, false)).await?.map(|(sha, _)| sha))
-    }
 }

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 
-use super::group::{merge_reference, merge_search, References, Searches};
+use super::group::{merge_reference, merge_search};
 use crate::conan::rows::ConanRevision;
 use packyard_core::groups::{self, Reader};
 use packyard_core::publication::{BuildContext, BuildError, Builder, Rebuilds};
@@ -96,8 +96,9 @@ impl Builder for ConanBuilder {
         groups::same_unit_after_member_publish(db, unit, Format::Conan).await
     }
 
-    async fn refresh(&self, db: &Db) -> Result<bool, BuildError> {
-        groups::refresh(db, &self.reader, &References).await
+    /// A proxy member's upstream `latest` of the reference.
+    async fn upstream_source(&self, member: &Repository, reference: &str) -> Result<Option<String>, BuildError> {
+        super::group::upstream_latest(&self.reader, member, reference).await
     }
 }
 
@@ -149,7 +150,8 @@ impl Builder for ConanSearchBuilder {
         groups::same_unit_after_member_publish(db, unit, Format::Conan).await
     }
 
-    async fn refresh(&self, db: &Db) -> Result<bool, BuildError> {
-        groups::refresh(db, &self.reader, &Searches).await
+    /// A proxy member's upstream search, by hash.
+    async fn upstream_source(&self, member: &Repository, _unit: &str) -> Result<Option<String>, BuildError> {
+        super::group::upstream_search(&self.reader, member).await
     }
 }

@@ -1,59 +1,32 @@
 //! Storage of Conan revisions and their files. A recipe revision has `pkgid = prev = ''`.
 
-use sqlx::any::{AnyArguments, AnyRow};
-use sqlx::query::Query;
-use sqlx::{Any, Row, Transaction};
+use sqlx::{Any, Transaction};
 
 use packyard_store::db::{now_ms, text, Db, DbError, DbResult};
-use packyard_store::sql::Sql;
+use packyard_store::sql::{Binds, Sql};
 use packyard_store::{insert_or_ignore, sql, upsert};
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConanRevision {
-    pub id: i64,
-    pub reference: String,
-    pub rrev: String,
-    pub pkgid: String,
-    pub prev: String,
-    pub complete: bool,
-    pub time_ms: i64,
+packyard_store::row! {
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct ConanRevision keyed by id, columns rev_columns, trimmed () {
+        pub reference: String,
+        pub rrev: String,
+        pub pkgid: String,
+        pub prev: String,
+        pub complete: bool,
+        pub time_ms: i64,
+    }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConanFile {
-    pub path: String,
-    pub sha256: String,
-    pub size: i64,
-    pub md5: String,
-    pub sha1: String,
-}
-
-fn parse_revision(r: &AnyRow) -> DbResult<ConanRevision> {
-    Ok(ConanRevision {
-        id: r.try_get("id")?,
-        reference: text(r, "reference")?,
-        rrev: text(r, "rrev")?,
-        pkgid: text(r, "pkgid")?,
-        prev: text(r, "prev")?,
-        complete: r.try_get::<i64, _>("complete")? != 0,
-        time_ms: r.try_get("time_ms")?,
-    })
-}
-
-fn parse_file(r: &AnyRow) -> DbResult<ConanFile> {
-    Ok(ConanFile {
-        path: text(r, "path")?,
-        sha256: text(r, "sha256")?.trim().to_string(),
-        size: r.try_get("size")?,
-        md5: text(r, "md5")?.trim().to_string(),
-        sha1: text(r, "sha1")?.trim().to_string(),
-    })
-}
-
-macro_rules! rev_columns {
-    () => {
-        "id, reference, rrev, pkgid, prev, complete, time_ms"
-    };
+packyard_store::row! {
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct ConanFile, columns file_columns, trimmed (sha256, md5, sha1) {
+        pub path: String,
+        pub sha256: String,
+        pub size: i64,
+        pub md5: String,
+        pub sha1: String,
+    }
 }
 
 /// One revision by its whole key.
@@ -74,14 +47,12 @@ pub async fn revision(
     pkgid: &str,
     prev: &str,
 ) -> DbResult<Option<ConanRevision>> {
-    let key = RevisionKey { repo, reference, rrev, pkgid, prev };
-    let row = key.bind(db.query(REVISION)).fetch_optional(db.pool()).await?;
-    row.as_ref().map(parse_revision).transpose()
+    db.optional(db.pool(), REVISION, RevisionKey { repo, reference, rrev, pkgid, prev }, ConanRevision::parse).await
 }
 
 pub async fn files(db: &Db, revision_id: i64) -> DbResult<Vec<ConanFile>> {
-    let rows = db.query(FILES).bind(revision_id).fetch_all(db.pool()).await?;
-    rows.iter().map(parse_file).collect()
+    let rows = db.bound(FILES, (revision_id,)).fetch_all(db.pool()).await?;
+    rows.iter().map(ConanFile::parse).collect()
 }
 
 /// Complete revisions, newest first: the recipe revisions of `reference` (`rrev = None`), or
@@ -119,7 +90,7 @@ pub async fn revisions(
     };
     let query = if rrev.is_none() { query.bind(repo).bind(reference) } else { query };
     let rows = query.fetch_all(db.pool()).await?;
-    rows.iter().map(parse_revision).collect()
+    rows.iter().map(ConanRevision::parse).collect()
 }
 
 /// The references with a complete recipe revision.
@@ -135,8 +106,7 @@ pub async fn references(db: &Db, repo: i64) -> DbResult<Vec<String>> {
 // --- inside a writer's transaction -------------------------------------------------------
 
 async fn revision_in(db: &Db, tx: &mut Transaction<'_, Any>, key: RevisionKey<'_>) -> DbResult<Option<ConanRevision>> {
-    let row = key.bind(db.query(REVISION)).fetch_optional(&mut **tx).await?;
-    row.as_ref().map(parse_revision).transpose()
+    db.optional(&mut **tx, REVISION, key, ConanRevision::parse).await
 }
 
 /// The revision's row, created (incomplete) if absent, inside the writer's transaction.
@@ -152,31 +122,24 @@ pub async fn ensure_revision_in(
         "conan_revisions.insert",
         "INSERT INTO conan_revisions (repository_id, reference, rrev, pkgid, prev, complete, time_ms) VALUES ($1, $2, $3, $4, $5, 0, $6)"
     );
-    key.bind(db.query(insert)).bind(now_ms()).execute(&mut **tx).await?;
+    key.bind_to(db.query(insert)).bind(now_ms()).execute(&mut **tx).await?;
     revision_in(db, tx, key).await?.ok_or_else(|| DbError::Retry("the revision vanished while it was created".into()))
 }
 
 pub async fn files_in(db: &Db, tx: &mut Transaction<'_, Any>, revision_id: i64) -> DbResult<Vec<ConanFile>> {
-    let rows = db.query(FILES).bind(revision_id).fetch_all(&mut **tx).await?;
-    rows.iter().map(parse_file).collect()
+    let rows = db.bound(FILES, (revision_id,)).fetch_all(&mut **tx).await?;
+    rows.iter().map(ConanFile::parse).collect()
 }
 
 /// Records (or replaces) one file of a revision, inside the writer's transaction.
 pub async fn put_file_in(db: &Db, tx: &mut Transaction<'_, Any>, revision_id: i64, f: &ConanFile) -> DbResult<()> {
-    db.query(upsert!(
+    let put = upsert!(
         "conan_files.put",
         "INSERT INTO conan_files (revision_id, path, sha256, size, md5, sha1) VALUES ($1, $2, $3, $4, $5, $6)",
         on "conan_files" ("revision_id, path"),
         set "sha256 = NEW.sha256, size = NEW.size, md5 = NEW.md5, sha1 = NEW.sha1"
-    ))
-    .bind(revision_id)
-    .bind(f.path.as_str())
-    .bind(f.sha256.as_str())
-    .bind(f.size)
-    .bind(f.md5.as_str())
-    .bind(f.sha1.as_str())
-    .execute(&mut **tx)
-    .await?;
+    );
+    f.bind_to(db.bound(put, (revision_id,))).execute(&mut **tx).await?;
     Ok(())
 }
 
@@ -204,32 +167,19 @@ pub async fn delete_in(
 ) -> DbResult<u64> {
     let done = match package {
         Some((pkgid, prev)) => {
-            let key = RevisionKey { repo, reference, rrev, pkgid, prev };
-            key.bind(db.query(sql!("conan_revisions.delete", "DELETE FROM conan_revisions WHERE repository_id = $1 AND reference = $2 AND rrev = $3 AND pkgid = $4 AND prev = $5")))
-                .execute(&mut **tx)
-                .await?
-        }
-        None if packages_only => {
-            db.query(sql!(
-                "conan_revisions.delete",
-                "DELETE FROM conan_revisions WHERE repository_id = $1 AND reference = $2 AND rrev = $3 AND pkgid <> ''"
-            ))
-            .bind(repo)
-            .bind(reference)
-            .bind(rrev)
-            .execute(&mut **tx)
-            .await?
+            let one = sql!("conan_revisions.delete", "DELETE FROM conan_revisions WHERE repository_id = $1 AND reference = $2 AND rrev = $3 AND pkgid = $4 AND prev = $5");
+            db.bound(one, RevisionKey { repo, reference, rrev, pkgid, prev }).execute(&mut **tx).await?
         }
         None => {
-            db.query(sql!(
-                "conan_revisions.delete",
-                "DELETE FROM conan_revisions WHERE repository_id = $1 AND reference = $2 AND rrev = $3"
-            ))
-            .bind(repo)
-            .bind(reference)
-            .bind(rrev)
-            .execute(&mut **tx)
-            .await?
+            let statement = if packages_only {
+                sql!("conan_revisions.delete", "DELETE FROM conan_revisions WHERE repository_id = $1 AND reference = $2 AND rrev = $3 AND pkgid <> ''")
+            } else {
+                sql!(
+                    "conan_revisions.delete",
+                    "DELETE FROM conan_revisions WHERE repository_id = $1 AND reference = $2 AND rrev = $3"
+                )
+            };
+            db.bound(statement, (repo, reference, rrev)).execute(&mut **tx).await?
         }
     };
     Ok(done.rows_affected())
@@ -238,7 +188,7 @@ pub async fn delete_in(
 /// A revision's files, by path.
 const FILES: &Sql = sql!(
     "conan_files.list",
-    "SELECT path, sha256, size, md5, sha1 FROM conan_files WHERE revision_id = $1 ORDER BY path"
+    concat!("SELECT ", file_columns!(), " FROM conan_files WHERE revision_id = $1 ORDER BY path")
 );
 
 /// Which revision: a recipe revision has `pkgid = prev = ""`.
@@ -251,12 +201,9 @@ pub struct RevisionKey<'a> {
     pub prev: &'a str,
 }
 
-impl<'a> RevisionKey<'a> {
-    /// Binds the key as `$1 … $5` (repository, reference, rrev, pkgid, prev).
-    fn bind<'q>(self, q: Query<'q, Any, AnyArguments<'q>>) -> Query<'q, Any, AnyArguments<'q>>
-    where
-        'a: 'q,
-    {
-        q.bind(self.repo).bind(self.reference).bind(self.rrev).bind(self.pkgid).bind(self.prev)
+impl<'a> Binds<'a> for RevisionKey<'a> {
+    /// The key as `$1 … $5` (repository, reference, rrev, pkgid, prev).
+    fn bind_to(self, query: packyard_store::sql::Query<'a>) -> packyard_store::sql::Query<'a> {
+        (self.repo, self.reference, self.rrev, self.pkgid, self.prev).bind_to(query)
     }
 }

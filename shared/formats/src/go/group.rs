@@ -11,9 +11,9 @@ use std::collections::HashSet;
 
 use super::{proxy_request, Request, KIND};
 use packyard_codecs::go::version::{latest, list};
-use packyard_core::groups::{self, members_of, Reader, Sources, UpstreamSources};
+use packyard_core::groups::{self, members_of, Reader, Sources};
 use packyard_core::publication::{BuildContext, BuildError};
-use packyard_model::repos::{Format, RepoType, Repository};
+use packyard_model::repos::{RepoType, Repository};
 use packyard_store::db::Db;
 
 /// The hidden snapshot file mapping each listed version to its member.
@@ -109,19 +109,4 @@ pub async fn any_member_has(db: &Db, reader: &Reader, repo: &Repository, module:
         async move { Ok(reader.fetch(&m, proxy_request(&m, list)).await?.is_some()) }
     })
     .await
-}
-
-/// What a group's proxy members' upstreams have, for the refresh after their metadata TTL: each
-/// one's `@v/list` of the module, by hash.
-pub struct Lists;
-
-#[async_trait::async_trait]
-impl UpstreamSources for Lists {
-    const FORMAT: Format = Format::Go;
-    const KIND: &'static str = KIND;
-
-    async fn source(&self, reader: &Reader, member: &Repository, module: &str) -> Result<Option<String>, BuildError> {
-        let list = Request::List(module.to_string());
-        Ok(reader.fetch(member, proxy_request(member, &list)).await?.map(|(sha, _)| sha))
-    }
 }

@@ -54,7 +54,9 @@ impl Builder for GoBuilder {
         groups::same_unit_after_member_publish(db, unit, Format::Go).await
     }
 
-    async fn refresh(&self, db: &Db) -> Result<bool, BuildError> {
-        groups::refresh(db, &self.reader, &super::group::Lists).await
+    /// A proxy member's upstream `@v/list` of the module, by hash.
+    async fn upstream_source(&self, member: &Repository, module: &str) -> Result<Option<String>, BuildError> {
+        let list = super::Request::List(module.to_string());
+        Ok(self.reader.fetch(member, super::proxy_request(member, &list)).await?.map(|(sha, _)| sha))
     }
 }
