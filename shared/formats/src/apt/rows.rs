@@ -77,11 +77,8 @@ pub async fn insert(db: &Db, tx: &mut Transaction<'_, Any>, p: &AptPackage, uplo
 
 /// Records the MD5 the upload left for the worker.
 pub async fn set_md5(db: &Db, id: i64, md5: &str) -> DbResult<()> {
-    db.query(sql!("apt_packages.digests", "UPDATE apt_packages SET md5 = $1 WHERE id = $2"))
-        .bind(md5)
-        .bind(id)
-        .execute(db.pool())
-        .await?;
+    let digests = sql!("apt_packages.digests", "UPDATE apt_packages SET md5 = $1 WHERE id = $2");
+    db.bound(digests, (md5, id)).execute(db.pool()).await?;
     Ok(())
 }
 

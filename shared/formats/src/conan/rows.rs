@@ -66,40 +66,27 @@ pub async fn revisions(
     pkgid: Option<&str>,
 ) -> DbResult<Vec<ConanRevision>> {
     let query = match (rrev, pkgid) {
-        (None, _) => db.query(sql!(
-            "conan_revisions.list",
-            concat!("SELECT ", rev_columns!(), " FROM conan_revisions WHERE repository_id = $1 AND reference = $2 AND complete = 1 AND pkgid = '' ORDER BY time_ms DESC, id DESC")
-        )),
-        (Some(r), Some(p)) => db
-            .query(sql!(
-                "conan_revisions.list",
-                concat!("SELECT ", rev_columns!(), " FROM conan_revisions WHERE repository_id = $1 AND reference = $2 AND complete = 1 AND rrev = $3 AND pkgid = $4 AND pkgid <> '' ORDER BY time_ms DESC, id DESC")
-            ))
-            .bind(repo)
-            .bind(reference)
-            .bind(r)
-            .bind(p),
-        (Some(r), None) => db
-            .query(sql!(
-                "conan_revisions.list",
-                concat!("SELECT ", rev_columns!(), " FROM conan_revisions WHERE repository_id = $1 AND reference = $2 AND complete = 1 AND rrev = $3 AND pkgid <> '' ORDER BY time_ms DESC, id DESC")
-            ))
-            .bind(repo)
-            .bind(reference)
-            .bind(r),
+        (None, _) => {
+            let recipes = sql!("conan_revisions.list", concat!("SELECT ", rev_columns!(), " FROM conan_revisions WHERE repository_id = $1 AND reference = $2 AND complete = 1 AND pkgid = '' ORDER BY time_ms DESC, id DESC"));
+            db.bound(recipes, (repo, reference))
+        }
+        (Some(r), Some(p)) => {
+            let package = sql!("conan_revisions.list", concat!("SELECT ", rev_columns!(), " FROM conan_revisions WHERE repository_id = $1 AND reference = $2 AND complete = 1 AND rrev = $3 AND pkgid = $4 AND pkgid <> '' ORDER BY time_ms DESC, id DESC"));
+            db.bound(package, (repo, reference, r, p))
+        }
+        (Some(r), None) => {
+            let packages = sql!("conan_revisions.list", concat!("SELECT ", rev_columns!(), " FROM conan_revisions WHERE repository_id = $1 AND reference = $2 AND complete = 1 AND rrev = $3 AND pkgid <> '' ORDER BY time_ms DESC, id DESC"));
+            db.bound(packages, (repo, reference, r))
+        }
     };
-    let query = if rrev.is_none() { query.bind(repo).bind(reference) } else { query };
     let rows = query.fetch_all(db.pool()).await?;
     rows.iter().map(ConanRevision::parse).collect()
 }
 
 /// The references with a complete recipe revision.
 pub async fn references(db: &Db, repo: i64) -> DbResult<Vec<String>> {
-    let rows = db
-        .query(sql!("conan_revisions.references", "SELECT DISTINCT reference FROM conan_revisions WHERE repository_id = $1 AND pkgid = '' AND complete = 1 ORDER BY reference"))
-        .bind(repo)
-        .fetch_all(db.pool())
-        .await?;
+    let references = sql!("conan_revisions.references", "SELECT DISTINCT reference FROM conan_revisions WHERE repository_id = $1 AND pkgid = '' AND complete = 1 ORDER BY reference");
+    let rows = db.bound(references, (repo,)).fetch_all(db.pool()).await?;
     rows.iter().map(|r| text(r, "reference")).collect()
 }
 
@@ -122,7 +109,8 @@ pub async fn ensure_revision_in(
         "conan_revisions.insert",
         "INSERT INTO conan_revisions (repository_id, reference, rrev, pkgid, prev, complete, time_ms) VALUES ($1, $2, $3, $4, $5, 0, $6)"
     );
-    key.bind_to(db.query(insert)).bind(now_ms()).execute(&mut **tx).await?;
+    let RevisionKey { repo, reference, rrev, pkgid, prev } = key;
+    db.bound(insert, (repo, reference, rrev, pkgid, prev, now_ms())).execute(&mut **tx).await?;
     revision_in(db, tx, key).await?.ok_or_else(|| DbError::Retry("the revision vanished while it was created".into()))
 }
 
@@ -145,11 +133,9 @@ pub async fn put_file_in(db: &Db, tx: &mut Transaction<'_, Any>, revision_id: i6
 
 /// Makes a revision visible (its manifest arrived and matched), timed now.
 pub async fn complete_in(db: &Db, tx: &mut Transaction<'_, Any>, revision_id: i64) -> DbResult<()> {
-    db.query(sql!("conan_revisions.complete", "UPDATE conan_revisions SET complete = 1, time_ms = $1 WHERE id = $2"))
-        .bind(now_ms())
-        .bind(revision_id)
-        .execute(&mut **tx)
-        .await?;
+    let complete =
+        sql!("conan_revisions.complete", "UPDATE conan_revisions SET complete = 1, time_ms = $1 WHERE id = $2");
+    db.bound(complete, (now_ms(), revision_id)).execute(&mut **tx).await?;
     Ok(())
 }
 
