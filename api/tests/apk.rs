@@ -382,6 +382,7 @@ mod over_http {
     use std::time::Duration;
 
     use super::common::process::{basic, start, status_of, Server};
+    use super::{Format, Repo};
     use packyard_codecs::apk::testing::{build_apk, Fixture};
 
     const PW: &str = "apk-admin";
@@ -409,7 +410,8 @@ mod over_http {
     }
 
     /// Creates an APK repository; a hosted or group one gets a quick 2048-bit key.
-    fn create(server: &Server, spec: serde_json::Value) -> anyhow::Result<()> {
+    fn create(server: &Server, spec: impl Into<serde_json::Value>) -> anyhow::Result<()> {
+        let spec: serde_json::Value = spec.into();
         let (s, text) = admin(server, "POST", "/api/v1/repositories", spec.clone())?;
         anyhow::ensure!(s == 201, "create: {s} {text}");
         if spec["type"] != "proxy" {
@@ -485,10 +487,7 @@ mod over_http {
         let up_dir = tempfile::tempdir()?;
         let upstream = start(up_dir.path(), &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)])?;
         upstream.wait_ready()?;
-        create(
-            &upstream,
-            serde_json::json!({"name": "alpine", "format": "apk", "type": "hosted", "anonymous_read": true}),
-        )?;
+        create(&upstream, Repo::hosted("alpine", Format::Apk))?;
         let up_hello = build_apk(&Fixture { signed: true, ..Fixture::new("hello", "2.12-r1", "x86_64") })?;
         let up_doc = build_apk(&Fixture::new("tool-doc", "1.0-r0", "noarch"))?;
         upload(&upstream, "alpine", &format!("{unit}/hello-2.12-r1.apk"), &up_hello.bytes)?;
@@ -503,14 +502,11 @@ mod over_http {
         server.wait_ready()?;
         create(
             &server,
-            serde_json::json!({"name": "mirror", "format": "apk", "type": "proxy", "anonymous_read": true,
-                "apk": {"architectures": ["x86_64"], "signed_by": up_key.1},
-                "proxy": {"remote_url": format!("{}/repository/alpine/", upstream.public), "metadata_ttl_secs": 1, "negative_ttl_secs": 60}}),
+            Repo::proxy("mirror", Format::Apk, &format!("{}/repository/alpine/", upstream.public))
+                .with(serde_json::json!({"apk": {"architectures": ["x86_64"], "signed_by": up_key.1},
+                    "proxy": {"metadata_ttl_secs": 1, "negative_ttl_secs": 60}})),
         )?;
-        create(
-            &server,
-            serde_json::json!({"name": "local", "format": "apk", "type": "hosted", "anonymous_read": true}),
-        )?;
+        create(&server, Repo::hosted("local", Format::Apk))?;
         // The local hello differs from the upstream's: the group lists the first member's.
         let local_hello =
             build_apk(&Fixture { payload: b"local build".to_vec(), ..Fixture::new("hello", "2.12-r1", "x86_64") })?;
@@ -519,8 +515,8 @@ mod over_http {
         upload(&server, "local", &format!("{unit}/mytool-0.3-r0.apk"), &mine.bytes)?;
         create(
             &server,
-            serde_json::json!({"name": "all", "format": "apk", "type": "group", "anonymous_read": true,
-                "apk": {"architectures": ["x86_64"]}, "group": {"members": ["local", "mirror"]}}),
+            Repo::group("all", Format::Apk, &["local", "mirror"])
+                .with(serde_json::json!({"apk": {"architectures": ["x86_64"]}})),
         )?;
         let scratch = tempfile::tempdir()?;
 

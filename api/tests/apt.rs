@@ -5,6 +5,9 @@
 #[macro_use]
 mod common;
 
+use common::Repo;
+use packyard_model::repos::Format;
+
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -466,7 +469,7 @@ async fn warmed_index_reads(backend: packyard_store::db::Backend) -> anyhow::Res
         TestRequest::post()
             .uri("/api/v1/repositories")
             .insert_header(common::admin())
-            .set_json(serde_json::json!({"name": "debs", "format": "apt", "type": "hosted"})),
+            .set_json(Repo::hosted("debs", Format::Apt)),
     )
     .await?;
     assert_eq!(r.status, 201, "{}", r.text);
@@ -553,7 +556,7 @@ fn apt_get_update_during_uploads() -> anyhow::Result<()> {
     let (s, body) = status_of(
         ureq::post(&format!("{}/api/v1/repositories", server.public))
             .set("Authorization", &basic(PW))
-            .send_json(serde_json::json!({"name": "debs", "format": "apt", "type": "hosted"})),
+            .send_json(Repo::hosted("debs", Format::Apt)),
     )?;
     assert_eq!(s, 201, "{body}");
     let first =
@@ -650,12 +653,8 @@ fn metric(server: &Server, sample: &str) -> anyhow::Result<f64> {
         .unwrap_or(0.0))
 }
 
-fn create_repo(server: &Server, body: serde_json::Value) -> anyhow::Result<()> {
-    let (s, text) = status_of(
-        ureq::post(&format!("{}/api/v1/repositories", server.public)).set("Authorization", &basic(PW)).send_json(body),
-    )?;
-    anyhow::ensure!(s == 201, "create repository: {s} {text}");
-    Ok(())
+fn create_repo(server: &Server, body: impl Into<serde_json::Value>) -> anyhow::Result<()> {
+    common::process::create_repository(&server.public, &basic(PW), body)
 }
 
 /// Waits until `path` answers 200 with a body containing every needle.
@@ -720,7 +719,7 @@ fn proxy_and_group_with_the_real_client() -> anyhow::Result<()> {
     let up_dir = tempfile::tempdir()?;
     let upstream = start(up_dir.path(), &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)])?;
     upstream.wait_ready()?;
-    create_repo(&upstream, serde_json::json!({"name": "debs", "format": "apt", "type": "hosted"}))?;
+    create_repo(&upstream, Repo::hosted("debs", Format::Apt))?;
     let mut real = std::collections::BTreeMap::new();
     for deb in &debs {
         let bytes = std::fs::read(deb)?;
@@ -736,8 +735,7 @@ fn proxy_and_group_with_the_real_client() -> anyhow::Result<()> {
     for (name, host) in [("ssrf-ip", "127.0.0.1"), ("ssrf-name", "localhost")] {
         create_repo(
             &upstream,
-            serde_json::json!({"name": name, "format": "apt", "type": "proxy",
-                "proxy": {"remote_url": format!("http://{host}:{upstream_port}/repository/debs/")}}),
+            Repo::proxy(name, Format::Apt, &format!("http://{host}:{upstream_port}/repository/debs/")),
         )?;
         let (s, body) = get(&upstream, &format!("/repository/{name}/dists/stable/InRelease"))?;
         let text = String::from_utf8_lossy(&body);
@@ -788,20 +786,16 @@ fn proxy_and_group_with_the_real_client() -> anyhow::Result<()> {
     server.wait_ready()?;
     create_repo(
         &server,
-        serde_json::json!({"name": "up", "format": "apt", "type": "proxy",
+        Repo::proxy("up", Format::Apt, &format!("{}/repository/debs/", upstream.public)).with(serde_json::json!({
             "apt": {"distributions": ["stable"], "signed_by": String::from_utf8_lossy(&upstream_key)},
-            "proxy": {"remote_url": format!("{}/repository/debs/", upstream.public), "metadata_ttl_secs": 1, "negative_ttl_secs": 60}}),
+            "proxy": {"metadata_ttl_secs": 1, "negative_ttl_secs": 60}})),
     )?;
+    create_repo(&server, Repo::proxy("silent", Format::Apt, &format!("http://127.0.0.1:{silent_port}/")))?;
+    create_repo(&server, Repo::hosted("local", Format::Apt))?;
     create_repo(
         &server,
-        serde_json::json!({"name": "silent", "format": "apt", "type": "proxy",
-            "proxy": {"remote_url": format!("http://127.0.0.1:{silent_port}/")}}),
-    )?;
-    create_repo(&server, serde_json::json!({"name": "local", "format": "apt", "type": "hosted"}))?;
-    create_repo(
-        &server,
-        serde_json::json!({"name": "all", "format": "apt", "type": "group", "apt": {"distributions": ["stable"]},
-            "group": {"members": ["local", "up"]}}),
+        Repo::group("all", Format::Apt, &["local", "up"])
+            .with(serde_json::json!({"apt": {"distributions": ["stable"]}})),
     )?;
     // A group over a proxy whose upstream key is unknown (or wrong) refuses to merge and re-sign.
     let (_, local_key) = get(&server, "/repository/local/gpg.key")?;
@@ -815,19 +809,19 @@ fn proxy_and_group_with_the_real_client() -> anyhow::Result<()> {
         }
         create_repo(
             &server,
-            serde_json::json!({"name": name, "format": "apt", "type": "proxy", "apt": apt,
-                "proxy": {"remote_url": format!("{}/repository/debs/", upstream.public)}}),
+            Repo::proxy(name, Format::Apt, &format!("{}/repository/debs/", upstream.public))
+                .with(serde_json::json!({"apt": apt})),
         )?;
     }
     create_repo(
         &server,
-        serde_json::json!({"name": "unverified", "format": "apt", "type": "group", "apt": {"distributions": ["stable"]},
-            "group": {"members": ["up-unsigned"]}}),
+        Repo::group("unverified", Format::Apt, &["up-unsigned"])
+            .with(serde_json::json!({"apt": {"distributions": ["stable"]}})),
     )?;
     create_repo(
         &server,
-        serde_json::json!({"name": "misverified", "format": "apt", "type": "group", "apt": {"distributions": ["stable"]},
-            "group": {"members": ["up-wrong-key"]}}),
+        Repo::group("misverified", Format::Apt, &["up-wrong-key"])
+            .with(serde_json::json!({"apt": {"distributions": ["stable"]}})),
     )?;
     let (s, body) = status_of(
         ureq::post(&format!("{}/api/v1/repositories", server.public)).set("Authorization", &basic(PW)).send_json(
@@ -984,11 +978,7 @@ fn proxy_and_group_with_the_real_client() -> anyhow::Result<()> {
     assert!(download(groot.path(), "packyard-later")? == later);
 
     // A by-hash file whose bytes do not have its name's hash is refused and not cached.
-    create_repo(
-        &server,
-        serde_json::json!({"name": "liar", "format": "apt", "type": "proxy",
-            "proxy": {"remote_url": format!("http://127.0.0.1:{liar_port}/")}}),
-    )?;
+    create_repo(&server, Repo::proxy("liar", Format::Apt, &format!("http://127.0.0.1:{liar_port}/")))?;
     let zeros = "0".repeat(64);
     for _ in 0..2 {
         let (s, _, body) = get_with(&format!(

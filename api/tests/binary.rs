@@ -2,6 +2,9 @@
 
 mod common;
 
+use common::Repo;
+use packyard_model::repos::Format;
+
 use std::io::Read;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -33,7 +36,7 @@ fn embedded_default_from_an_empty_directory() -> anyhow::Result<()> {
     let (s, body) = status_of(
         ureq::post(&format!("{}/api/v1/repositories", server.public))
             .set("Authorization", &basic(&password))
-            .send_json(serde_json::json!({"name": "debs", "format": "apt", "type": "hosted"})),
+            .send_json(Repo::hosted("debs", Format::Apt)),
     )?;
     assert_eq!(s, 201, "{body}");
     let created: serde_json::Value = serde_json::from_str(&body)?;
@@ -78,7 +81,7 @@ fn restart_keeps_data_and_the_first_password() -> anyhow::Result<()> {
     let (s, _) = status_of(
         ureq::post(&format!("{}/api/v1/repositories", server.public))
             .set("Authorization", &basic("first-password"))
-            .send_json(serde_json::json!({"name": "mods", "format": "go", "type": "hosted"})),
+            .send_json(Repo::hosted("mods", Format::Go)),
     )?;
     assert_eq!(s, 201);
     assert!(server.terminate()?.success());
@@ -109,7 +112,7 @@ fn sigterm_lets_in_flight_requests_finish() -> anyhow::Result<()> {
     let server = start(dir.path(), &[("PACKYARD_SECURITY__ADMIN_PASSWORD", "pw")])?;
     server.wait_ready()?;
     let addr = server.public.trim_start_matches("http://").to_string();
-    let body = serde_json::json!({"name": "late", "format": "go", "type": "hosted"}).to_string();
+    let body = Repo::hosted("late", Format::Go).0.to_string();
     let (first, rest) = body.split_at(10);
     let mut conn = TcpStream::connect(&addr)?;
     conn.set_read_timeout(Some(Duration::from_secs(30)))?;
@@ -208,7 +211,7 @@ fn external_database(backend: Backend) -> anyhow::Result<()> {
         ureq::post(&format!("{}/api/v1/repositories", server.public))
             .set("Authorization", &basic("ext-admin"))
             .set("X-Request-Id", "test-req-42")
-            .send_json(serde_json::json!({"name": "conans", "format": "conan", "type": "hosted"})),
+            .send_json(Repo::hosted("conans", Format::Conan)),
     )?;
     assert_eq!(s, 201, "{body}");
     assert!(!dir.path().join("data/packyard.db").exists(), "no SQLite file when a server database is configured");
@@ -319,7 +322,7 @@ fn the_embedded_worker_publishes() -> anyhow::Result<()> {
     let (s, _) = status_of(
         ureq::post(&format!("{}/api/v1/repositories", server.public))
             .set("Authorization", &basic("pw"))
-            .send_json(serde_json::json!({"name": "t", "format": "go", "type": "hosted"})),
+            .send_json(Repo::hosted("t", Format::Go)),
     )?;
     assert_eq!(s, 201);
     let (s, body) = status_of(ureq::get(&format!("{}/repository/t/_test/main/count.txt", server.public)).call())?;

@@ -4,6 +4,9 @@
 
 mod common;
 
+use common::Repo;
+use packyard_model::repos::Format;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -90,7 +93,7 @@ fn cluster_with(backend: Backend, workers: usize, extra: &[(&str, &str)]) -> any
     let (s, body) = status_of(
         ureq::post(&format!("{}/api/v1/repositories", c.replicas[0].public))
             .set("Authorization", &basic(ADMIN))
-            .send_json(serde_json::json!({"name": "t", "format": "go", "type": "hosted"})),
+            .send_json(Repo::hosted("t", Format::Go)),
     )?;
     anyhow::ensure!(s == 201, "{body}");
     Ok(Some(c))
@@ -414,7 +417,7 @@ fn go_read_your_writes(backend: Backend) -> anyhow::Result<()> {
     let (s, body) = status_of(
         ureq::post(&format!("{}/api/v1/repositories", c.replicas[0].public))
             .set("Authorization", &basic(ADMIN))
-            .send_json(serde_json::json!({"name": "gomods", "format": "go", "type": "hosted", "anonymous_read": true})),
+            .send_json(Repo::hosted("gomods", Format::Go)),
     )?;
     anyhow::ensure!(s == 201, "{body}");
     let m = "example.com/ryw";

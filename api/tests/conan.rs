@@ -6,6 +6,9 @@
 #[macro_use]
 mod common;
 
+use common::Repo;
+use packyard_model::repos::Format;
+
 use std::process::Command;
 
 use common::process::{basic, start, status_of};
@@ -23,9 +26,9 @@ fn ping_login_and_token_expiry() -> anyhow::Result<()> {
         start(dir.path(), &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW), ("PACKYARD_CONAN__TOKEN_TTL_SECS", "2")])?;
     server.wait_ready()?;
     let (s, text) = status_of(
-        ureq::post(&format!("{}/api/v1/repositories", server.public)).set("Authorization", &basic(PW)).send_json(
-            serde_json::json!({"name": "conan-local", "format": "conan", "type": "hosted", "anonymous_read": false}),
-        ),
+        ureq::post(&format!("{}/api/v1/repositories", server.public))
+            .set("Authorization", &basic(PW))
+            .send_json(Repo::hosted("conan-local", Format::Conan).with(serde_json::json!({"anonymous_read": false}))),
     )?;
     assert_eq!(s, 201, "{text}");
     let url = format!("{}/repository/conan-local", server.public);
@@ -72,7 +75,7 @@ fn ping_login_and_token_expiry() -> anyhow::Result<()> {
     let (s, text) = status_of(
         ureq::post(&format!("{}/api/v1/repositories", server.public))
             .set("Authorization", &basic(PW))
-            .send_json(serde_json::json!({"name": "debs", "format": "apt", "type": "hosted", "anonymous_read": false})),
+            .send_json(Repo::hosted("debs", Format::Apt).with(serde_json::json!({"anonymous_read": false}))),
     )?;
     assert_eq!(s, 201, "{text}");
     let other = format!("{}/repository/debs/dists/stable/Release", server.public);
@@ -147,9 +150,9 @@ fn hosted_recipes_and_packages() -> anyhow::Result<()> {
     let server = start(dir.path(), &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)])?;
     server.wait_ready()?;
     let (s, text) = status_of(
-        ureq::post(&format!("{}/api/v1/repositories", server.public)).set("Authorization", &basic(PW)).send_json(
-            serde_json::json!({"name": "conan-local", "format": "conan", "type": "hosted", "anonymous_read": true}),
-        ),
+        ureq::post(&format!("{}/api/v1/repositories", server.public))
+            .set("Authorization", &basic(PW))
+            .send_json(Repo::hosted("conan-local", Format::Conan)),
     )?;
     assert_eq!(s, 201, "{text}");
     let url = format!("{}/repository/conan-local", server.public);
@@ -305,7 +308,7 @@ async fn conan_revisions(backend: packyard_store::db::Backend) -> anyhow::Result
         TestRequest::post()
             .uri("/api/v1/repositories")
             .insert_header(common::admin())
-            .set_json(serde_json::json!({"name": "c", "format": "conan", "type": "hosted", "anonymous_read": true})),
+            .set_json(Repo::hosted("c", Format::Conan)),
     )
     .await?;
     assert_eq!(r.status, 201, "{}", r.text);
@@ -381,42 +384,22 @@ fn proxy_and_group_with_the_real_client() -> anyhow::Result<()> {
         eprintln!("skipped: no conan in PATH (scripts/test.sh installs it)");
         return Ok(());
     }
-    let create = |server: &common::process::Server, spec: serde_json::Value| -> anyhow::Result<()> {
-        let (s, text) = status_of(
-            ureq::post(&format!("{}/api/v1/repositories", server.public))
-                .set("Authorization", &basic(PW))
-                .send_json(spec),
-        )?;
-        anyhow::ensure!(s == 201, "{text}");
-        Ok(())
-    };
+    fn create(server: &common::process::Server, spec: impl Into<serde_json::Value>) -> anyhow::Result<()> {
+        common::process::create_repository(&server.public, &basic(PW), spec)
+    }
     let up_dir = tempfile::tempdir()?;
     let upstream = start(up_dir.path(), &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)])?;
     upstream.wait_ready()?;
-    create(
-        &upstream,
-        serde_json::json!({"name": "conan-up", "format": "conan", "type": "hosted", "anonymous_read": true}),
-    )?;
+    create(&upstream, Repo::hosted("conan-up", Format::Conan))?;
     let dir = tempfile::tempdir()?;
     let server = start(
         dir.path(),
         &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW), ("PACKYARD_PROXY__ALLOW_PRIVATE_ADDRESSES", "true")],
     )?;
     server.wait_ready()?;
-    create(
-        &server,
-        serde_json::json!({"name": "conan-proxy", "format": "conan", "type": "proxy", "anonymous_read": true,
-            "proxy": {"remote_url": format!("{}/repository/conan-up/", upstream.public)}}),
-    )?;
-    create(
-        &server,
-        serde_json::json!({"name": "conan-local", "format": "conan", "type": "hosted", "anonymous_read": true}),
-    )?;
-    create(
-        &server,
-        serde_json::json!({"name": "conan-all", "format": "conan", "type": "group", "anonymous_read": true,
-            "group": {"members": ["conan-local", "conan-proxy"]}}),
-    )?;
+    create(&server, Repo::proxy("conan-proxy", Format::Conan, &format!("{}/repository/conan-up/", upstream.public)))?;
+    create(&server, Repo::hosted("conan-local", Format::Conan))?;
+    create(&server, Repo::group("conan-all", Format::Conan, &["conan-local", "conan-proxy"]))?;
 
     let home = tempfile::tempdir()?;
     let h = home.path();
@@ -486,7 +469,7 @@ fn proxy_with_upstream_credentials() -> anyhow::Result<()> {
     upstream.wait_ready()?;
     create(
         &upstream,
-        serde_json::json!({"name": "private", "format": "conan", "type": "hosted", "anonymous_read": false}),
+        Repo::hosted("private", Format::Conan).with(serde_json::json!({"anonymous_read": false})).into(),
     )?;
     let rec = format!("{}/repository/private/v2/conans/secret/1.0/_/_/revisions/r1/files", upstream.public);
     let conanfile = b"from conan import ConanFile\n";
@@ -507,17 +490,14 @@ fn proxy_with_upstream_credentials() -> anyhow::Result<()> {
     let remote = format!("{}/repository/private/", upstream.public);
     let view = create(
         &server,
-        serde_json::json!({"name": "with-creds", "format": "conan", "type": "proxy", "anonymous_read": true,
-            "proxy": {"remote_url": remote, "username": "admin", "password": PW}}),
+        Repo::proxy("with-creds", Format::Conan, &remote)
+            .with(serde_json::json!({"proxy": {"username": "admin", "password": PW}}))
+            .into(),
     )?;
     assert_eq!(view["proxy"]["username"], "admin");
     assert!(view["proxy"].get("password").is_none() && view["proxy"].get("password_sealed").is_none(), "{view}");
     assert!(!view.to_string().contains(PW), "the password is never returned: {view}");
-    create(
-        &server,
-        serde_json::json!({"name": "without", "format": "conan", "type": "proxy", "anonymous_read": true,
-            "proxy": {"remote_url": remote}}),
-    )?;
+    create(&server, Repo::proxy("without", Format::Conan, &remote).into())?;
     let (s, text) = status_of(ureq::post(&format!("{}/api/v1/repositories", server.public)).set("Authorization", &basic(PW)).send_json(
         serde_json::json!({"name": "half", "format": "conan", "type": "proxy", "proxy": {"remote_url": remote, "password": "x"}}),
     ))?;
@@ -565,9 +545,8 @@ fn a_proxy_sees_a_package_uploaded_after_a_miss() -> anyhow::Result<()> {
     )?;
     server.wait_ready()?;
     for spec in [
-        serde_json::json!({"name": "conan-local", "format": "conan", "type": "hosted", "anonymous_read": true}),
-        serde_json::json!({"name": "conan-proxy", "format": "conan", "type": "proxy", "anonymous_read": true,
-            "proxy": {"remote_url": format!("{}/repository/conan-local/", server.public)}}),
+        Repo::hosted("conan-local", Format::Conan),
+        Repo::proxy("conan-proxy", Format::Conan, &format!("{}/repository/conan-local/", server.public)),
     ] {
         common::process::create_repository(&server.public, &basic(PW), spec)?;
     }

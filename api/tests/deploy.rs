@@ -4,6 +4,9 @@
 
 mod common;
 
+use common::Repo;
+use packyard_model::repos::Format;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -131,11 +134,7 @@ fn dashboard_and_alert_rules_reference_only_exposed_metrics() -> anyhow::Result<
     )?;
     server.wait_ready()?;
     let api = |path: &str| format!("{}{path}", server.public);
-    create_repository(
-        &server.public,
-        &basic("pw"),
-        serde_json::json!({"name": "t", "format": "go", "type": "hosted"}),
-    )?;
+    create_repository(&server.public, &basic("pw"), Repo::hosted("t", Format::Go))?;
     let (s, body) =
         status_of(ureq::put(&api("/repository/t/_test/main/a")).set("Authorization", &basic("pw")).send_string("x"))?;
     assert_eq!(s, 201, "{body}");
@@ -148,8 +147,7 @@ fn dashboard_and_alert_rules_reference_only_exposed_metrics() -> anyhow::Result<
     create_repository(
         &server.public,
         &basic("pw"),
-        serde_json::json!({"name": "goproxy", "format": "go", "type": "proxy",
-                           "proxy": {"remote_url": upstream_url, "metadata_ttl_secs": 1}}),
+        Repo::proxy("goproxy", Format::Go, &upstream_url).with(serde_json::json!({"proxy": {"metadata_ttl_secs": 1}})),
     )?;
     let list = api("/repository/goproxy/example.com/m/@v/list");
     assert_eq!(status_of(ureq::get(&list).call())?, (200, "v1.0.0\n".to_string()));

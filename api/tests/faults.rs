@@ -3,6 +3,9 @@
 
 mod common;
 
+use common::Repo;
+use packyard_model::repos::Format;
+
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
@@ -40,11 +43,7 @@ fn fresh_database(backend: Backend) -> anyhow::Result<Option<(String, tempfile::
 
 /// The hosted APT repository `debs`.
 fn create_debs(server: &Server) -> anyhow::Result<()> {
-    create_repository(
-        &server.public,
-        &basic("pw"),
-        serde_json::json!({"name": "debs", "format": "apt", "type": "hosted"}),
-    )
+    create_repository(&server.public, &basic("pw"), Repo::hosted("debs", Format::Apt))
 }
 
 /// Waits (up to 30 s) until the server reports ready again; `what` says what it waited for.

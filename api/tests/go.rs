@@ -6,6 +6,9 @@
 #[macro_use]
 mod common;
 
+use common::Repo;
+use packyard_model::repos::Format;
+
 use std::path::Path;
 use std::process::Command;
 
@@ -85,7 +88,7 @@ fn hosted_modules_with_the_real_go_command() -> anyhow::Result<()> {
     let (s, text) = status_of(
         ureq::post(&format!("{}/api/v1/repositories", server.public))
             .set("Authorization", &basic(PW))
-            .send_json(serde_json::json!({"name": "gomods", "format": "go", "type": "hosted", "anonymous_read": true})),
+            .send_json(Repo::hosted("gomods", Format::Go)),
     )?;
     assert_eq!(s, 201, "{text}");
 
@@ -302,15 +305,9 @@ fn proxy_and_group_with_the_real_go_command() -> anyhow::Result<()> {
         eprintln!("skipped: no go command (scripts/test.sh installs golang-go)");
         return Ok(());
     }
-    let create = |server: &Server, spec: serde_json::Value| -> anyhow::Result<()> {
-        let (s, text) = status_of(
-            ureq::post(&format!("{}/api/v1/repositories", server.public))
-                .set("Authorization", &basic(PW))
-                .send_json(spec),
-        )?;
-        anyhow::ensure!(s == 201, "{text}");
-        Ok(())
-    };
+    fn create(server: &Server, spec: impl Into<serde_json::Value>) -> anyhow::Result<()> {
+        common::process::create_repository(&server.public, &basic(PW), spec)
+    }
     let publish = |server: &Server, repo: &str, module: &str, version: &str, message: &str| -> anyhow::Result<()> {
         let (s, text) = status_of(
             ureq::put(&format!(
@@ -327,15 +324,12 @@ fn proxy_and_group_with_the_real_go_command() -> anyhow::Result<()> {
     let up_dir = tempfile::tempdir()?;
     let upstream = start(up_dir.path(), &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)])?;
     upstream.wait_ready()?;
-    create(&upstream, serde_json::json!({"name": "gomods", "format": "go", "type": "hosted", "anonymous_read": true}))?;
+    create(&upstream, Repo::hosted("gomods", Format::Go))?;
     publish(&upstream, "gomods", "example.com/hello", "v1.0.0", "hello v1.0.0")?;
     publish(&upstream, "gomods", "example.com/hello", "v1.1.0", "hello v1.1.0")?;
     publish(&upstream, "gomods", "example.com/hello/v2", "v2.0.0", "hello v2")?;
     publish(&upstream, "gomods", "example.com/MyMod", "v0.1.0", "mixed case")?;
-    create(
-        &upstream,
-        serde_json::json!({"name": "private", "format": "go", "type": "hosted", "anonymous_read": false}),
-    )?;
+    create(&upstream, Repo::hosted("private", Format::Go).with(serde_json::json!({"anonymous_read": false})))?;
 
     let dir = tempfile::tempdir()?;
     let server = start(
@@ -345,29 +339,17 @@ fn proxy_and_group_with_the_real_go_command() -> anyhow::Result<()> {
     server.wait_ready()?;
     create(
         &server,
-        serde_json::json!({"name": "goproxy", "format": "go", "type": "proxy", "anonymous_read": true,
-            "proxy": {"remote_url": format!("{}/repository/gomods/", upstream.public), "metadata_ttl_secs": 1}}),
+        Repo::proxy("goproxy", Format::Go, &format!("{}/repository/gomods/", upstream.public))
+            .with(serde_json::json!({"proxy": {"metadata_ttl_secs": 1}})),
     )?;
-    create(&server, serde_json::json!({"name": "golocal", "format": "go", "type": "hosted", "anonymous_read": true}))?;
+    create(&server, Repo::hosted("golocal", Format::Go))?;
     publish(&server, "golocal", "example.com/local", "v0.1.0", "local")?;
     publish(&server, "golocal", "example.com/hello", "v1.2.0-rc.1", "hello rc")?;
-    create(
-        &server,
-        serde_json::json!({"name": "goall", "format": "go", "type": "group", "anonymous_read": true,
-            "group": {"members": ["golocal", "goproxy"]}}),
-    )?;
+    create(&server, Repo::group("goall", Format::Go, &["golocal", "goproxy"]))?;
     // A proxy whose upstream refuses it (401), first in a group: the group fails rather than
     // answering from the next member.
-    create(
-        &server,
-        serde_json::json!({"name": "gorefused", "format": "go", "type": "proxy", "anonymous_read": true,
-            "proxy": {"remote_url": format!("{}/repository/private/", upstream.public)}}),
-    )?;
-    create(
-        &server,
-        serde_json::json!({"name": "gobroken", "format": "go", "type": "group", "anonymous_read": true,
-            "group": {"members": ["gorefused", "golocal"]}}),
-    )?;
+    create(&server, Repo::proxy("gorefused", Format::Go, &format!("{}/repository/private/", upstream.public)))?;
+    create(&server, Repo::group("gobroken", Format::Go, &["gorefused", "golocal"]))?;
     let read = |repo: &str, path: &str| -> anyhow::Result<(u16, String)> {
         match ureq::get(&format!("{}/repository/{repo}/{path}", server.public)).call() {
             Ok(r) => Ok((r.status(), r.into_string()?)),

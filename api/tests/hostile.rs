@@ -3,12 +3,15 @@
 
 mod common;
 
+use common::Repo;
+use packyard_model::repos::Format;
+
 use std::io::Write;
 use std::time::{Duration, Instant};
 
 use common::process::{basic, start, status_of, text_upstream};
 
-fn create(public: &str, body: serde_json::Value) -> anyhow::Result<()> {
+fn create(public: &str, body: impl Into<serde_json::Value>) -> anyhow::Result<()> {
     common::process::create_repository(public, &basic("pw"), body)
 }
 
@@ -30,11 +33,7 @@ fn proxy_upstreams_on_private_addresses_need_the_allowlist() -> anyhow::Result<(
         ("metadata", "169.254.169.254"),
         ("lan", "10.0.0.1"),
     ] {
-        create(
-            &server.public,
-            serde_json::json!({"name": name, "format": "go", "type": "proxy",
-                               "proxy": {"remote_url": format!("http://{host}:{port}/")}}),
-        )?;
+        create(&server.public, Repo::proxy(name, Format::Go, &format!("http://{host}:{port}/")))?;
     }
     let list =
         |name: &str| status_of(ureq::get(&format!("{}/repository/{name}/example.com/m/@v/list", server.public)).call());
@@ -106,7 +105,7 @@ fn slow_clients_are_cut_off_and_hold_nothing() -> anyhow::Result<()> {
         ],
     )?;
     server.wait_ready()?;
-    create(&server.public, serde_json::json!({"name": "debs", "format": "apt", "type": "hosted"}))?;
+    create(&server.public, Repo::hosted("debs", Format::Apt))?;
     let addr = server.public.trim_start_matches("http://").to_string();
 
     // Slowloris: 64 connections that trickle a request head one byte at a time.
@@ -178,7 +177,7 @@ fn credentials_never_reach_logs_errors_or_metrics() -> anyhow::Result<()> {
     common::process::create_repository(
         &upstream.public,
         &common::process::basic(&upstream_pw),
-        serde_json::json!({"name": "conan-up", "format": "conan", "type": "hosted", "anonymous_read": false}),
+        Repo::hosted("conan-up", Format::Conan).with(serde_json::json!({"anonymous_read": false})),
     )?;
 
     let dir = tempfile::tempdir()?;
@@ -195,10 +194,9 @@ fn credentials_never_reach_logs_errors_or_metrics() -> anyhow::Result<()> {
     let admin = common::process::basic(&admin_pw);
     let api = |path: &str| format!("{}{path}", server.public);
     for body in [
-        serde_json::json!({"name": "conan-proxy", "format": "conan", "type": "proxy",
-            "proxy": {"remote_url": format!("{}/repository/conan-up/", upstream.public),
-                      "username": "admin", "password": upstream_pw}}),
-        serde_json::json!({"name": "conan-local", "format": "conan", "type": "hosted"}),
+        Repo::proxy("conan-proxy", Format::Conan, &format!("{}/repository/conan-up/", upstream.public))
+            .with(serde_json::json!({"proxy": {"username": "admin", "password": upstream_pw}})),
+        Repo::hosted("conan-local", Format::Conan),
     ] {
         common::process::create_repository(&server.public, &admin, body)?;
     }
@@ -478,8 +476,8 @@ fn decompression_bombs_are_refused_before_memory_or_disk_fills() -> anyhow::Resu
     let dir = tempfile::tempdir()?;
     let server = start(dir.path(), &[("PACKYARD_SECURITY__ADMIN_PASSWORD", "pw")])?;
     server.wait_ready()?;
-    create(&server.public, serde_json::json!({"name": "debs", "format": "apt", "type": "hosted"}))?;
-    create(&server.public, serde_json::json!({"name": "gomods", "format": "go", "type": "hosted"}))?;
+    create(&server.public, Repo::hosted("debs", Format::Apt))?;
+    create(&server.public, Repo::hosted("gomods", Format::Go))?;
     let before = rss(&server.management)?;
     let blobs = dir.path().join("data/blobs");
 

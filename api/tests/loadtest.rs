@@ -4,6 +4,9 @@
 #[macro_use]
 mod common;
 
+use common::Repo;
+use packyard_model::repos::Format;
+
 use common::process::{basic, start, status_of};
 use packyard_loadtest::{apt, run_scenario, Gate, Options, Scenario, Target};
 
@@ -34,7 +37,7 @@ fn the_runner_measures_a_real_server() -> anyhow::Result<()> {
         let (s, body) = status_of(
             ureq::post(&format!("{}/api/v1/repositories", server.public))
                 .set("Authorization", &basic(PW))
-                .send_json(serde_json::json!({"name": repo, "format": "apt", "type": "hosted"})),
+                .send_json(Repo::hosted(repo, Format::Apt)),
         )?;
         assert_eq!(s, 201, "{body}");
         let (s, body) = status_of(
@@ -117,7 +120,7 @@ fn the_runner_measures_a_real_server() -> anyhow::Result<()> {
     let (s, body) = status_of(
         ureq::post(&format!("{}/api/v1/repositories", server.public))
             .set("Authorization", &basic(PW))
-            .send_json(serde_json::json!({"name": "gomods", "format": "go", "type": "hosted"})),
+            .send_json(Repo::hosted("gomods", Format::Go)),
     )?;
     assert_eq!(s, 201, "{body}");
     let go_target = vec![target("gomods", "gomods")?];

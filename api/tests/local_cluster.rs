@@ -5,6 +5,9 @@
 
 mod common;
 
+use common::Repo;
+use packyard_model::repos::Format;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -181,11 +184,7 @@ fn upload_through_nginx_read_from_each_replica_and_survive_a_stopped_replica() -
     }
 
     // A hosted APT repository, made and filled through the load balancer.
-    common::process::create_repository(
-        lb,
-        &auth,
-        serde_json::json!({"name": "debs", "format": "apt", "type": "hosted"}),
-    )?;
+    common::process::create_repository(lb, &auth, Repo::hosted("debs", Format::Apt))?;
     let hello_bytes = std::fs::read(&hello)?;
     upload_deb(lb, &auth, &hello_bytes)?;
     let hello_sha = hex::encode(Sha256::digest(&hello_bytes));
@@ -257,11 +256,7 @@ fn replica_restarts_under_load_cost_no_more_than_their_in_flight_requests() -> a
     let Some((cluster, _)) = cluster_up()? else { return Ok(()) };
     let lb = cluster.var("LB_URL")?.to_string();
     let auth = basic(cluster.var("ADMIN_PASSWORD")?);
-    common::process::create_repository(
-        &lb,
-        &auth,
-        serde_json::json!({"name": "debs", "format": "apt", "type": "hosted"}),
-    )?;
+    common::process::create_repository(&lb, &auth, Repo::hosted("debs", Format::Apt))?;
     let seed = packyard_loadtest::apt::deb("seed", "1.0", "amd64", b"seed")?;
     upload_deb(&lb, &auth, &seed)?;
     let packages = "/repository/debs/dists/stable/main/binary-amd64/Packages";

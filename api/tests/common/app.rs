@@ -13,41 +13,16 @@ use actix_web::dev::ServiceResponse;
 use actix_web::test::{self, TestRequest};
 use packyard_core::services::Services;
 use packyard_model::config::Config;
-use packyard_model::repos::Format;
 use packyard_store::db::publication::Due;
 use packyard_store::db::Backend;
 use packyard_store::testing::TestDb;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::Reply;
 
 type Call = Rc<dyn Fn(actix_http::Request) -> Pin<Box<dyn Future<Output = ServiceResponse<BoxBody>>>>>;
 
-/// A repository definition for the admin API, built by format and type.
-#[derive(Debug, Clone)]
-pub struct Repo(pub Value);
-
-impl Repo {
-    pub fn hosted(name: &str, format: Format) -> Self {
-        Self(json!({"name": name, "format": format.as_str(), "type": "hosted", "anonymous_read": true}))
-    }
-
-    pub fn proxy(name: &str, format: Format, remote_url: &str) -> Self {
-        Self(json!({"name": name, "format": format.as_str(), "type": "proxy", "anonymous_read": true,
-            "proxy": {"remote_url": remote_url}}))
-    }
-
-    pub fn group(name: &str, format: Format, members: &[&str]) -> Self {
-        Self(json!({"name": name, "format": format.as_str(), "type": "group", "anonymous_read": true,
-            "group": {"members": members}}))
-    }
-
-    /// Merges `fields` into the definition (a JSON merge patch).
-    pub fn with(mut self, fields: Value) -> Self {
-        packyard_model::repos::merge_patch(&mut self.0, &fields);
-        self
-    }
-}
+pub use super::Repo;
 
 /// Credentials a request is sent with.
 #[derive(Debug, Clone)]

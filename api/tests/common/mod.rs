@@ -5,6 +5,39 @@ pub mod app;
 pub mod chaos;
 pub mod process;
 
+/// A repository definition for the admin API, built by format and type.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(transparent)]
+pub struct Repo(pub serde_json::Value);
+
+impl Repo {
+    pub fn hosted(name: &str, format: packyard_model::repos::Format) -> Self {
+        Self(serde_json::json!({"name": name, "format": format.as_str(), "type": "hosted", "anonymous_read": true}))
+    }
+
+    pub fn proxy(name: &str, format: packyard_model::repos::Format, remote_url: &str) -> Self {
+        Self(serde_json::json!({"name": name, "format": format.as_str(), "type": "proxy", "anonymous_read": true,
+            "proxy": {"remote_url": remote_url}}))
+    }
+
+    pub fn group(name: &str, format: packyard_model::repos::Format, members: &[&str]) -> Self {
+        Self(serde_json::json!({"name": name, "format": format.as_str(), "type": "group", "anonymous_read": true,
+            "group": {"members": members}}))
+    }
+
+    /// Merges `fields` into the definition (a JSON merge patch).
+    pub fn with(mut self, fields: serde_json::Value) -> Self {
+        packyard_model::repos::merge_patch(&mut self.0, &fields);
+        self
+    }
+}
+
+impl From<Repo> for serde_json::Value {
+    fn from(repo: Repo) -> Self {
+        repo.0
+    }
+}
+
 /// Declares `name::{sqlite,postgres,mysql}` actix tests that call `name(backend)`.
 #[macro_export]
 macro_rules! on_every_backend {

@@ -197,9 +197,10 @@ pub fn text_upstream(body: &'static str) -> anyhow::Result<(String, std::sync::m
 }
 
 /// Creates a repository through the admin API of `public` with the `Authorization` value `auth`.
-pub fn create_repository(public: &str, auth: &str, body: serde_json::Value) -> anyhow::Result<()> {
-    let (s, text) =
-        status_of(ureq::post(&format!("{public}/api/v1/repositories")).set("Authorization", auth).send_json(body))?;
+pub fn create_repository(public: &str, auth: &str, body: impl Into<serde_json::Value>) -> anyhow::Result<()> {
+    let (s, text) = status_of(
+        ureq::post(&format!("{public}/api/v1/repositories")).set("Authorization", auth).send_json(body.into()),
+    )?;
     anyhow::ensure!(s == 201, "creating a repository: {s} {text}");
     Ok(())
 }
