@@ -29,6 +29,7 @@ pub fn public_app(
         .app_data(web::PathConfig::default().error_handler(path_error))
         .app_data(web::QueryConfig::default().error_handler(query_error))
         .configure(crate::admin::configure)
+        .configure(crate::nexus::configure)
         .configure(crate::repository::configure)
         .default_service(web::to(no_route))
         .wrap(middleware::from_fn(crate::observe::middleware))

@@ -23,10 +23,38 @@ fn error_ref(description: &str) -> serde_json::Value {
 /// The document; built once.
 pub fn document() -> serde_json::Value {
     let mut doc = repositories_document();
-    if let (Some(paths), serde_json::Value::Object(more)) = (doc["paths"].as_object_mut(), security_paths()) {
-        paths.extend(more);
+    for more in [security_paths(), nexus_paths()] {
+        if let (Some(paths), serde_json::Value::Object(more)) = (doc["paths"].as_object_mut(), more) {
+            paths.extend(more);
+        }
     }
     doc
+}
+
+/// Nexus's REST API (`crate::nexus`).
+fn nexus_paths() -> serde_json::Value {
+    let status = |summary: &str| {
+        serde_json::json!({"get": {"summary": summary, "security": [], "responses": {
+            "200": {"description": "Available"},
+            "503": {"description": "Unavailable; the body says why", "content": {"text/plain": {"schema": {"type": "string"}}}}
+        }}})
+    };
+    let repository = serde_json::json!({"type": "object", "required": ["name", "format", "type", "url", "attributes"], "properties": {
+        "name": {"type": "string"}, "format": {"type": "string"}, "type": {"type": "string", "enum": ["hosted", "proxy", "group"]},
+        "url": {"type": "string"},
+        "attributes": {"type": "object", "description": "a proxy's {\"proxy\": {\"remoteUrl\": …}}"}
+    }});
+    serde_json::json!({
+        "/service/rest/v1/repositories": {"get": {
+            "summary": "Nexus: the repositories the caller may read, by name",
+            "responses": {
+                "200": {"description": "Repositories", "content": {"application/json": {"schema": {"type": "array", "items": repository}}}},
+                "401": error_ref("Bad credentials")
+            }
+        }},
+        "/service/rest/v1/status": status("Nexus: 200 while reads are answered (the database answers)"),
+        "/service/rest/v1/status/writable": status("Nexus: 200 while reads and writes are answered (database with migrations, writable blob store)")
+    })
 }
 
 fn op(summary: &str, ok: &str) -> serde_json::Value {

@@ -1,0 +1,79 @@
+//! Nexus's REST API under `/service/rest/v1` (DESIGN §5a), with Nexus's paths, parameters and
+//! JSON field names, so that scripts written for Nexus work unchanged. This slice: the
+//! repositories a caller may read, and the status checks load balancers and scripts poll.
+
+use actix_web::{web, HttpRequest, HttpResponse};
+use packyard_core::security::Action;
+use packyard_core::services::Services;
+use packyard_model::repos::{RepoType, Repository};
+use packyard_model::security::RepoFacts;
+
+use crate::auth::Caller;
+use crate::error::ApiError;
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(
+        web::scope("/service/rest/v1")
+            .service(crate::admin::resource::resource("/repositories").route(web::get().to(repositories)))
+            .service(crate::admin::resource::resource("/status").route(web::get().to(status)))
+            .service(crate::admin::resource::resource("/status/writable").route(web::get().to(writable))),
+    );
+}
+
+/// `GET /repositories`: every repository the caller may read, in name order, as Nexus lists them
+/// (`name`, `format`, `type`, `url`, `attributes`; a proxy's attributes hold its `remoteUrl`).
+async fn repositories(
+    req: HttpRequest,
+    services: web::Data<Services>,
+    caller: Caller,
+) -> Result<HttpResponse, ApiError> {
+    let base = {
+        let info = req.connection_info();
+        format!("{}://{}", info.scheme(), info.host())
+    };
+    let mut all = services.db.list_repositories().await.map_err(ApiError::internal)?;
+    all.sort_by(|a, b| a.name.as_str().cmp(b.name.as_str()));
+    let anonymous_read = services.security.anonymous_read;
+    let listed: Vec<serde_json::Value> = all
+        .iter()
+        .filter(|r| {
+            let facts = RepoFacts { name: r.name.as_str(), anonymous_read: r.anonymous_read };
+            caller.principal.allows(facts, Action::Read, anonymous_read)
+        })
+        .map(|r| repository(&base, r))
+        .collect();
+    Ok(HttpResponse::Ok().json(listed))
+}
+
+fn repository(base: &str, r: &Repository) -> serde_json::Value {
+    let attributes = match (&r.repo_type, &r.settings.proxy) {
+        (RepoType::Proxy, Some(p)) => serde_json::json!({"proxy": {"remoteUrl": p.remote_url}}),
+        _ => serde_json::json!({}),
+    };
+    serde_json::json!({
+        "name": r.name.as_str(),
+        "format": r.format.as_str(),
+        "type": r.repo_type.to_string(),
+        "url": format!("{base}/repository/{}", r.name),
+        "attributes": attributes,
+    })
+}
+
+/// `GET /status`: 200 while the server can answer reads (its database answers), else 503.
+async fn status(services: web::Data<Services>) -> HttpResponse {
+    match services.db.ping().await {
+        Ok(()) => HttpResponse::Ok().finish(),
+        Err(e) => HttpResponse::ServiceUnavailable().content_type("text/plain").body(format!("database: {e}\n")),
+    }
+}
+
+/// `GET /status/writable`: 200 while the server can answer reads and writes (database answers
+/// with its migrations applied, blob store writable), else 503 with the reasons.
+async fn writable(services: web::Data<Services>) -> HttpResponse {
+    match services.readiness().await {
+        Ok(()) => HttpResponse::Ok().finish(),
+        Err(problems) => {
+            HttpResponse::ServiceUnavailable().content_type("text/plain").body(format!("{}\n", problems.join("\n")))
+        }
+    }
+}
