@@ -146,6 +146,8 @@ mysql_cli -N -e "SHOW DATABASES LIKE 'packyard\\_t\\_%'" \
 
 # --- the suite ------------------------------------------------------------------------------
 log "running the test suite"
-# Doc tests first, so that nextest's summary is the closing line.
+# The benches compile in the test profile too, so that one that rots fails here rather than
+# when someone next measures. Doc tests next, so that nextest's summary is the closing line.
+cargo build --workspace --benches --quiet
 cargo test --workspace --doc --quiet
 cargo nextest run --workspace --no-fail-fast "$@"
