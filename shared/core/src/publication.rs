@@ -184,11 +184,6 @@ impl Builders {
         self
     }
 
-    /// Every builder with its kind.
-    pub fn all(&self) -> impl Iterator<Item = (&'static str, &Arc<dyn Builder>)> {
-        self.0.iter().map(|(k, b)| (*k, b))
-    }
-
     pub fn get(&self, kind: &str) -> Option<&Arc<dyn Builder>> {
         self.0.iter().find(|(k, _)| *k == kind).map(|(_, b)| b)
     }
