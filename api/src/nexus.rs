@@ -1,6 +1,7 @@
 //! Nexus's REST API under `/service/rest/v1` (DESIGN §5a), with Nexus's paths, parameters and
-//! JSON field names, so that scripts written for Nexus work unchanged. This slice: the
-//! repositories a caller may read, and the status checks load balancers and scripts poll.
+//! JSON field names, so that scripts written for Nexus work unchanged: the repositories a caller
+//! may read, the status checks load balancers and scripts poll, and (in `catalogue`) search and
+//! browse over the catalogue.
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use packyard_core::security::Action;
@@ -11,9 +12,11 @@ use packyard_model::security::RepoFacts;
 use crate::auth::Caller;
 use crate::error::ApiError;
 
+mod catalogue;
+
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
-        web::scope("/service/rest/v1")
+        catalogue::configure(web::scope("/service/rest/v1"))
             .service(crate::admin::resource::resource("/repositories").route(web::get().to(repositories)))
             .service(crate::admin::resource::resource("/status").route(web::get().to(status)))
             .service(crate::admin::resource::resource("/status/writable").route(web::get().to(writable))),

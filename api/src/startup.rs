@@ -73,6 +73,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let publisher = std::sync::Arc::new(Publisher::new(services.clone(), packyard_worker::builders(&services)));
         services.spawn_wakeup_consumer();
+        packyard_worker::spawn_catalogue_backfill(&services);
         actix_web::rt::spawn(publisher.run(async move {
             let _ = rx.await;
         }));

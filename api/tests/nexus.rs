@@ -147,3 +147,254 @@ async fn status_answers_while_reads_and_writes_work(app: TestApp) -> anyhow::Res
     Ok(())
 }
 app_test!(status_answers_while_reads_and_writes_work);
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(<sha2::Sha256 as sha2::Digest>::digest(bytes))
+}
+
+fn md5_hex(bytes: &[u8]) -> String {
+    hex::encode(<md5::Md5 as md5::Digest>::digest(bytes))
+}
+
+/// What one artifact of each format uploads: the `.deb`, the `.apk`, the module zip, and the
+/// Conan recipe revision's and package revision's files.
+struct Uploaded {
+    deb: Vec<u8>,
+    apk: Vec<u8>,
+    zip: Vec<u8>,
+    conanfile: Vec<u8>,
+    package: Vec<u8>,
+}
+
+const CONAN: &str = "/repository/cc/v2/conans/zlib/1.3/acme/stable/revisions/r1";
+
+async fn one_of_each(app: &TestApp) -> anyhow::Result<Uploaded> {
+    for repo in [
+        Repo::hosted("debs", Format::Apt),
+        Repo::hosted("alpine", Format::Apk).with(json!({"apk": {"architectures": ["x86_64"]}})),
+        Repo::hosted("gomods", Format::Go),
+        Repo::hosted("cc", Format::Conan),
+    ] {
+        app.create(repo).await?;
+    }
+    let control = "Package: hello\nVersion: 1.0\nArchitecture: amd64\nMaintainer: T <t@example.org>\nDescription: x\n";
+    let deb = packyard_codecs::apt::testing::deb(control, ".gz");
+    let apk = packyard_codecs::apk::testing::build_apk(&packyard_codecs::apk::testing::Fixture::new(
+        "hello", "1.0-r0", "x86_64",
+    ))?
+    .bytes;
+    let zip = packyard_codecs::go::testing::simple_module("example.com/acme/hello", "v1.2.0", "one", 0)?;
+    let r = app.post("/repository/debs/", deb.clone()).await?;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let r = app.put("/repository/alpine/v3.20/main/x86_64/hello-1.0-r0.apk", apk.clone()).await?;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let r = app.put("/repository/gomods/example.com/acme/hello/@v/v1.2.0.zip", zip.clone()).await?;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let conanfile = b"from conan import ConanFile\n".to_vec();
+    let package = {
+        let t = packyard_codecs::apt::testing::data_tar(&[("include/zlib.h", b"#pragma once\n")]);
+        packyard_codecs::apt::testing::compress(".gz", &t)
+    };
+    let put = |path: String, body: Vec<u8>| async move {
+        let r = app.put(&path, body).await?;
+        anyhow::ensure!(r.status == 201, "{path}: {} {}", r.status, r.text);
+        Ok::<_, anyhow::Error>(())
+    };
+    put(format!("{CONAN}/files/conanfile.py"), conanfile.clone()).await?;
+    put(format!("{CONAN}/files/conanmanifest.txt"), format!("1\nconanfile.py: {}\n", md5_hex(&conanfile)).into())
+        .await?;
+    let pkg = format!("{CONAN}/packages/p1/revisions/pr1/files");
+    let info = b"[settings]\nos=Linux\n".to_vec();
+    put(format!("{pkg}/conaninfo.txt"), info.clone()).await?;
+    put(format!("{pkg}/conan_package.tgz"), package.clone()).await?;
+    let manifest = format!("1\nconaninfo.txt: {}\nconan_package.tgz: {}\n", md5_hex(&info), md5_hex(&package));
+    put(format!("{pkg}/conanmanifest.txt"), manifest.into()).await?;
+    Ok(Uploaded { deb, apk, zip, conanfile, package })
+}
+
+fn items(r: &common::Reply) -> Vec<Value> {
+    r.json["items"].as_array().cloned().unwrap_or_default()
+}
+
+fn asset_paths(component: &Value) -> Vec<String> {
+    let mut paths: Vec<String> = component["assets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a["path"].as_str().map(str::to_string))
+        .collect();
+    paths.sort();
+    paths
+}
+
+/// Every format's upload is a component with its assets, in Nexus's shapes, found by the name
+/// people know; each format's group is as documented.
+async fn uploads_are_components_in_nexus_shapes(mut app: TestApp) -> anyhow::Result<()> {
+    app.start_worker();
+    let up = one_of_each(&app).await?;
+    let want = fixture("component.json")?;
+    let search = |query: &str| app.send(TestRequest::get().uri(&format!("/service/rest/v1/search?{query}")), As::Admin);
+
+    let r = search("name=hello").await?;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    same_shape(&r.json, &want["last_page"], "a last page");
+    let found = items(&r);
+    let mut formats: Vec<&str> = found.iter().filter_map(|c| c["format"].as_str()).collect();
+    formats.sort();
+    assert_eq!(formats, ["apk", "apt", "go"], "name=hello: {}", r.text);
+    for c in &found {
+        same_shape(c, &want["component"], "component");
+        for a in c["assets"].as_array().into_iter().flatten() {
+            same_shape(a, &want["asset"], "asset");
+            assert_eq!(a["repository"], c["repository"]);
+            assert_eq!(a["uploader"], "admin");
+        }
+    }
+    let by = |format: &str| found.iter().find(|c| c["format"] == format).cloned().unwrap_or_default();
+
+    let apt = by("apt");
+    assert_eq!(
+        (apt["repository"].as_str(), apt["group"].as_str(), apt["version"].as_str()),
+        (Some("debs"), Some("main"), Some("1.0"))
+    );
+    assert_eq!(asset_paths(&apt), ["pool/main/h/hello/hello_1.0_amd64.deb"]);
+    let deb = &apt["assets"][0];
+    assert_eq!(deb["checksum"]["sha256"], sha256_hex(&up.deb));
+    assert_eq!(deb["fileSize"], up.deb.len());
+    assert_eq!(deb["contentType"], "application/vnd.debian.binary-package");
+    let url = deb["downloadUrl"].as_str().unwrap_or_default();
+    assert!(url.ends_with("/repository/debs/pool/main/h/hello/hello_1.0_amd64.deb"), "{url}");
+
+    let apk = by("apk");
+    assert_eq!((apk["group"].as_str(), apk["version"].as_str()), (Some("v3.20/main/x86_64"), Some("1.0-r0")));
+    assert_eq!(asset_paths(&apk), ["v3.20/main/x86_64/hello-1.0-r0.apk"]);
+    assert_eq!(apk["assets"][0]["checksum"]["sha256"], sha256_hex(&up.apk));
+
+    let go = by("go");
+    assert_eq!(
+        (go["group"].as_str(), go["name"].as_str(), go["version"].as_str()),
+        (Some("example.com/acme"), Some("hello"), Some("v1.2.0"))
+    );
+    assert_eq!(
+        asset_paths(&go),
+        [
+            "example.com/acme/hello/@v/v1.2.0.info",
+            "example.com/acme/hello/@v/v1.2.0.mod",
+            "example.com/acme/hello/@v/v1.2.0.zip"
+        ]
+    );
+    // Every asset's checksum is the bytes the client downloads.
+    for a in go["assets"].as_array().into_iter().flatten() {
+        let path = format!("/repository/gomods/{}", a["path"].as_str().unwrap_or_default());
+        let served = app.get(&path).await?;
+        assert_eq!(served.status, StatusCode::OK, "{path}");
+        assert_eq!(a["checksum"]["sha256"], sha256_hex(&served.bytes), "{path}");
+        assert_eq!(a["fileSize"], served.bytes.len(), "{path}");
+    }
+    assert!(go["assets"].as_array().into_iter().flatten().any(|a| a["checksum"]["sha256"] == sha256_hex(&up.zip)));
+
+    // Conan: the recipe revision with its package revision's files; MD5 and SHA-1 as Conan has them.
+    let r = search("repository=cc").await?;
+    let conan = items(&r);
+    assert_eq!(conan.len(), 1, "{}", r.text);
+    let c = &conan[0];
+    same_shape(c, &want["component"], "conan component");
+    assert_eq!(
+        (c["group"].as_str(), c["name"].as_str(), c["version"].as_str()),
+        (Some("acme/stable"), Some("zlib"), Some("1.3"))
+    );
+    let base = "v2/conans/zlib/1.3/acme/stable/revisions/r1";
+    assert_eq!(
+        asset_paths(c),
+        [
+            format!("{base}/files/conanfile.py"),
+            format!("{base}/files/conanmanifest.txt"),
+            format!("{base}/packages/p1/revisions/pr1/files/conan_package.tgz"),
+            format!("{base}/packages/p1/revisions/pr1/files/conaninfo.txt"),
+            format!("{base}/packages/p1/revisions/pr1/files/conanmanifest.txt"),
+        ]
+    );
+    let conanfile = c["assets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|a| a["path"].as_str().is_some_and(|p| p.ends_with("conanfile.py")))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(conanfile["checksum"]["md5"], md5_hex(&up.conanfile));
+    assert_eq!(conanfile["checksum"]["sha1"], hex::encode(<sha1::Sha1 as sha1::Digest>::digest(&up.conanfile)));
+
+    // GET by id answers the same component and asset.
+    let id = apt["id"].as_str().unwrap_or_default();
+    let r = app.send(TestRequest::get().uri(&format!("/service/rest/v1/components/{id}")), As::Admin).await?;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    assert_eq!(r.json, apt);
+    let asset_id = deb["id"].as_str().unwrap_or_default();
+    let r = app.send(TestRequest::get().uri(&format!("/service/rest/v1/assets/{asset_id}")), As::Admin).await?;
+    assert_eq!(r.json, *deb);
+    let r = app.send(TestRequest::get().uri("/service/rest/v1/components/bm90LWFuLWlk"), As::Admin).await?;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.text);
+
+    // Keyword, wildcard, version and checksum searches.
+    let names_of = |r: &common::Reply| {
+        let mut v: Vec<String> = items(r)
+            .iter()
+            .map(|c| format!("{}:{}", c["repository"].as_str().unwrap_or(""), c["name"].as_str().unwrap_or("")))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(names_of(&search("q=zlib").await?), ["cc:zlib"]);
+    assert_eq!(
+        names_of(&search("q=ACME").await?),
+        ["cc:zlib", "gomods:hello"],
+        "a keyword matches group words, any case"
+    );
+    assert_eq!(names_of(&search("q=hel*&format=go").await?), ["gomods:hello"]);
+    assert_eq!(names_of(&search("name=hel*&version=1.0").await?), ["debs:hello"]);
+    assert_eq!(names_of(&search(&format!("sha256={}", sha256_hex(&up.package))).await?), ["cc:zlib"]);
+    assert!(items(&search("name=nothing").await?).is_empty());
+
+    let r = app
+        .send(
+            TestRequest::get().uri(&format!("/service/rest/v1/search/assets?sha256={}", sha256_hex(&up.apk))),
+            As::Admin,
+        )
+        .await?;
+    let found = items(&r);
+    assert_eq!(found.len(), 1, "{}", r.text);
+    same_shape(&found[0], &want["asset"], "search/assets");
+    assert_eq!(found[0]["path"], "v3.20/main/x86_64/hello-1.0-r0.apk");
+
+    // download: a redirect to the one match; several are a 400, none a 404.
+    let r = app
+        .send(TestRequest::get().uri("/service/rest/v1/search/assets/download?repository=gomods&name=hello"), As::Admin)
+        .await?;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "three assets match: {}", r.text);
+    assert!(r.text.contains("several assets"), "{}", r.text);
+    let r = app
+        .send(
+            TestRequest::get().uri(&format!("/service/rest/v1/search/assets/download?sha256={}", sha256_hex(&up.zip))),
+            As::Admin,
+        )
+        .await?;
+    assert_eq!(r.status, StatusCode::FOUND, "{}", r.text);
+    let location = r.headers.get("location").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+    assert!(location.ends_with("/repository/gomods/example.com/acme/hello/@v/v1.2.0.zip"), "{location}");
+    let r = app.send(TestRequest::get().uri("/service/rest/v1/search/assets/download?name=nothing"), As::Admin).await?;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.text);
+
+    // Parameters a person gets wrong are named.
+    let r = search("sort=size").await?;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert!(r.text.contains("sort \\\"size\\\" is not one of") || r.text.contains("sort \"size\""), "{}", r.text);
+    let r = search("continuationToken=xyz").await?;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text);
+    let r = app.send(TestRequest::get().uri("/service/rest/v1/components"), As::Admin).await?;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text);
+    assert!(r.text.contains("repository parameter is required"), "{}", r.text);
+    let r = app.send(TestRequest::get().uri("/service/rest/v1/components?repository=nope"), As::Admin).await?;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.text);
+    Ok(())
+}
+app_test!(uploads_are_components_in_nexus_shapes);

@@ -21,3 +21,14 @@ pub fn builders(services: &Services) -> Builders {
             .with(packyard_core::publication::testformat::KIND, Arc::new(TestFormat { page_size: 500, delay })),
     )
 }
+
+/// Catalogues, in the background, what was stored before the catalogue existed (once; later
+/// starts find it done). A failure is logged and the next start tries again.
+pub fn spawn_catalogue_backfill(services: &Services) {
+    let db = services.db.clone();
+    tokio::spawn(async move {
+        if let Err(e) = packyard_core::catalogue::backfill(&db, packyard_formats::catalogue).await {
+            tracing::warn!(error = %e, "cannot catalogue the artifacts stored before the catalogue; the next start tries again");
+        }
+    });
+}

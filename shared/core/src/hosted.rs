@@ -4,7 +4,8 @@
 //! inspect the stored bytes off the executor ([`Hosted::inspect`]), then, in one transaction
 //! retried on deadlocks, asks what the coordinate holds ([`Hosted::existing`]), applies the
 //! write policy, claims the blobs, writes the format's rows ([`Hosted::write`]), records the
-//! publication changes and the audit entry — and wakes the worker after the commit. A refused
+//! publication changes, the catalogue's entry and the audit entry — and wakes the worker after
+//! the commit. A refused
 //! upload removes what it stored. A delete is the same transaction around
 //! [`Hosted::remove`]. A format supplies only what differs: its target, how it reads a package,
 //! its rows and its units.
@@ -18,6 +19,7 @@ use futures_util::{Stream, StreamExt};
 use crate::services::Services;
 use packyard_model::repos::{RepoType, Repository, WritePolicy};
 use packyard_store::blobs::{BlobError, Sha256Hex, StoredBlob};
+pub use packyard_store::db::catalogue::{Component, Entry, Forget, NewAsset};
 use packyard_store::db::{Db, DbError, DbResult};
 
 /// A writer's transaction.
@@ -199,10 +201,15 @@ pub struct Written {
     pub republish: bool,
     /// The upload goes to the audit log (Conan: the file that completes a revision).
     pub audit: bool,
+    /// What the catalogue shows of it (Conan: nothing until a revision is complete).
+    pub catalogue: Option<Entry>,
 }
 
 impl Written {
-    pub const ALL: Self = Self { republish: true, audit: true };
+    /// Published, audited and catalogued as `entry`.
+    pub fn all(entry: Entry) -> Self {
+        Self { republish: true, audit: true, catalogue: Some(entry) }
+    }
 }
 
 /// A refusal or a storage failure inside a writer's transaction.
@@ -280,6 +287,8 @@ pub struct Removed {
     pub coordinate: String,
     pub units: Vec<UnitRef>,
     pub detail: serde_json::Value,
+    /// What goes out of the catalogue with it.
+    pub forget: Forget,
 }
 
 /// An upload the engine stored.
@@ -376,7 +385,9 @@ async fn record<H: Hosted>(
                     ))))
                 }
                 Existing::Different(old) => {
-                    format.remove(&mut t, &old).await?;
+                    if let Some(removed) = format.remove(&mut t, &old).await? {
+                        db.catalogue_forget(t.tx, repo.id, &removed.forget).await?;
+                    }
                 }
                 Existing::Refuse(e) => return Err(TxError::Refused(e)),
             }
@@ -386,6 +397,10 @@ async fn record<H: Hosted>(
             }
             let mut t = InTx { tx: &mut tx, db, repo };
             let written = format.write(&mut t, &artifact, actor.username).await?;
+            if let Some(entry) = &written.catalogue {
+                let stamp = (actor.username, packyard_store::db::now_ms());
+                db.catalogue_put(&mut tx, repo.id, repo.format.as_str(), entry, stamp).await?;
+            }
             let mut changes = Vec::new();
             if written.republish {
                 for (kind, key) in &units {
@@ -445,6 +460,7 @@ pub async fn delete<H: Hosted>(
     let done = packyard_store::db::retry_conflicts(|| async {
         let mut tx = db.begin().await?;
         let Some(removed) = format.remove(&mut InTx { tx: &mut tx, db, repo }, removal).await? else { return Ok(None) };
+        db.catalogue_forget(&mut tx, repo.id, &removed.forget).await?;
         let mut changes = Vec::new();
         for (kind, key) in &removed.units {
             changes.push(db.record_change(&mut tx, repo.id, kind, key).await?);
@@ -463,7 +479,7 @@ pub async fn delete<H: Hosted>(
 }
 
 /// The audit entry of a change, in the change's transaction: `<repository>/<coordinate>`.
-async fn audit_in(
+pub(crate) async fn audit_in(
     tx: &mut Tx<'_>,
     db: &Db,
     actor: Actor<'_>,

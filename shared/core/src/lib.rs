@@ -4,6 +4,7 @@
 //! replicas' published cache) and what every hosted upload shares.
 
 pub mod auth;
+pub mod catalogue;
 pub mod events;
 pub mod groups;
 pub mod hosted;

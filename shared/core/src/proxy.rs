@@ -28,6 +28,7 @@ use packyard_model::config::ProxyConfig;
 use packyard_model::net::AddressPolicy;
 use packyard_model::repos::{ProxySettings, Repository};
 use packyard_store::blobs::BlobStore;
+use packyard_store::db::catalogue::{Entry, NewAsset};
 use packyard_store::db::proxy::ProxyEntry;
 use packyard_store::db::{now_ms, Db};
 use packyard_store::metrics::Metrics;
@@ -58,6 +59,10 @@ pub struct FetchRequest {
     /// The SHA-256 the bytes must have (a content-addressed path such as APT's
     /// `by-hash/SHA256/<hex>`): other bytes are refused and not cached.
     pub expect_sha256: Option<String>,
+    /// The repository's format (the catalogue's).
+    pub format: &'static str,
+    /// The component a cached copy of this file is an asset of (an artifact; metadata has none).
+    pub catalogue: Option<packyard_store::db::catalogue::Component>,
 }
 
 impl FetchRequest {
@@ -77,6 +82,8 @@ impl FetchRequest {
             negative_statuses: &[404],
             on_change_expire: None,
             expect_sha256: None,
+            format: repo.format.as_str(),
+            catalogue: None,
         })
     }
 }
@@ -417,6 +424,9 @@ impl Proxy {
             }
             s if req.negative_statuses.contains(&s) => {
                 self.count_upstream(&req.repository, "not_found");
+                if req.catalogue.is_some() && stale.as_ref().is_some_and(|e| !e.is_negative()) {
+                    self.inner.db.catalogue_forget_path(req.repository_id, &req.path).await.map_err(internal)?;
+                }
                 let entry = ProxyEntry {
                     repository_id: req.repository_id,
                     path: req.path.clone(),
@@ -513,6 +523,18 @@ impl Proxy {
             fetched_at: now_ms(),
         };
         self.inner.db.put_proxy_entry(&entry).await.map_err(internal)?;
+        if let Some(component) = &req.catalogue {
+            let asset = NewAsset {
+                path: req.path.clone(),
+                sha256: stored.sha256.to_string(),
+                sha1: None,
+                md5: None,
+                size: entry.size,
+                content_type: entry.content_type.clone(),
+            };
+            let catalogued = Entry { component: component.clone(), assets: vec![asset] };
+            self.inner.db.catalogue_put_cached(req.repository_id, req.format, &catalogued).await.map_err(internal)?;
+        }
         let changed = previous.and_then(|p| p.sha256.as_deref()) != entry.sha256.as_deref();
         if let (true, Some(prefix)) = (changed, &req.on_change_expire) {
             self.inner.db.expire_proxy_entries(req.repository_id, prefix, &req.path).await.map_err(internal)?;

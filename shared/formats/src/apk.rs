@@ -1,6 +1,7 @@
 //! Alpine APK over the engine: hosted uploads, the signed index snapshot per
 //! `<branch>/<channel>/<arch>`, group merges, index keys in the key store, and the proxy rule.
 
+pub mod catalogue;
 pub mod group;
 pub mod hosted;
 pub mod keys;
@@ -22,6 +23,7 @@ pub fn proxy_request(
     let freshness = if path.ends_with(".apk") { Freshness::Immutable } else { Freshness::Metadata };
     let mut req = FetchRequest::new(repo, path, freshness)?;
     req.negative_statuses = &[404, 410];
+    req.catalogue = packyard_core::catalogue::Catalogue::cached(&catalogue::ApkCatalogue, path);
     Ok(req)
 }
 

@@ -1,6 +1,7 @@
 //! APT over the engine: hosted uploads, the signed snapshot per distribution, group merges,
 //! signing keys in the key store, and the proxy rule.
 
+pub mod catalogue;
 pub mod group;
 pub mod hosted;
 mod index;
@@ -54,7 +55,9 @@ pub async fn request_publication(db: &Db, repo: &Repository) -> DbResult<usize> 
 /// the proxy's routes and for groups reading a proxy member.
 pub fn proxy_request(repo: &Repository, path: &str) -> Result<FetchRequest, ProxyError> {
     let Some(rest) = path.strip_prefix("dists/") else {
-        return FetchRequest::new(repo, path, Freshness::Immutable);
+        let mut req = FetchRequest::new(repo, path, Freshness::Immutable)?;
+        req.catalogue = packyard_core::catalogue::Catalogue::cached(&catalogue::AptCatalogue, path);
+        return Ok(req);
     };
     if path.contains("/by-hash/") {
         let mut req = FetchRequest::new(repo, path, Freshness::Immutable)?;

@@ -8,6 +8,7 @@ pub const SEARCH_KIND: &str = "conan-search";
 pub const SEARCH_UNIT: &str = "all";
 pub const SEARCH_FILE: &str = "search.json";
 
+pub mod catalogue;
 pub mod group;
 pub mod hosted;
 pub mod publish;
@@ -23,5 +24,8 @@ pub fn proxy_request(repo: &Repository, path: &str, immutable: bool) -> Result<F
     let freshness = if immutable { Freshness::Immutable } else { Freshness::Metadata };
     let mut fetch = FetchRequest::new(repo, path, freshness)?;
     fetch.negative_statuses = &[404];
+    if immutable {
+        fetch.catalogue = packyard_core::catalogue::Catalogue::cached(&catalogue::ConanCatalogue, path);
+    }
     Ok(fetch)
 }

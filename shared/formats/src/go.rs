@@ -1,6 +1,7 @@
 //! Go modules over the engine: hosted uploads and deletes, and the per-module projection
 //! (`@v/list`, `@latest`, `@v/<version>.info`) published as a snapshot.
 
+pub mod catalogue;
 pub mod group;
 pub mod hosted;
 pub mod publish;
@@ -79,5 +80,8 @@ pub fn proxy_request(repo: &Repository, request: &Request) -> Result<FetchReques
     };
     let mut fetch = FetchRequest::new(repo, &request.path(), freshness)?;
     fetch.negative_statuses = &[404, 410];
+    if let (Request::File { module, version, .. }, Freshness::Immutable) = (request, freshness) {
+        fetch.catalogue = Some(catalogue::component(module, version));
+    }
     Ok(fetch)
 }

@@ -7,7 +7,10 @@ pub mod apt;
 pub mod conan;
 pub mod go;
 
-use packyard_model::repos::{Format, NewRepository};
+use packyard_core::catalogue::Catalogue;
+use packyard_core::hosted::{self, Actor, Deleted, UploadError};
+use packyard_core::services::Services;
+use packyard_model::repos::{Format, NewRepository, Repository};
 
 /// Each format's own checks of a definition the model validated: what needs the format's codec
 /// (an upstream key that must parse) or its path rules (APK architectures are path segments).
@@ -39,4 +42,52 @@ pub fn builders(
         .with(go::KIND, Arc::new(go::publish::GoBuilder { page_size: 1_000, reader: reader.clone() }))
         .with(conan::KIND, Arc::new(conan::publish::ConanBuilder { reader: reader.clone() }))
         .with(conan::SEARCH_KIND, Arc::new(conan::publish::ConanSearchBuilder { reader }))
+}
+
+/// What each format tells the catalogue.
+pub fn catalogue(format: Format) -> &'static dyn Catalogue {
+    match format {
+        Format::Apt => &apt::catalogue::AptCatalogue,
+        Format::Apk => &apk::catalogue::ApkCatalogue,
+        Format::Go => &go::catalogue::GoCatalogue,
+        Format::Conan => &conan::catalogue::ConanCatalogue,
+    }
+}
+
+/// Deletes a hosted repository's catalogued component `key` as the format's own delete does
+/// (rows, republication, audit entry); `asset` narrows it where a format's component has parts
+/// of its own (a Conan package revision's file deletes that package revision). `None` when it
+/// is gone already.
+pub async fn delete_catalogued(
+    services: &Services,
+    repo: &Repository,
+    key: &str,
+    asset: Option<&str>,
+    actor: Actor<'_>,
+) -> Result<Option<Deleted>, UploadError> {
+    let malformed = || UploadError::Invalid(format!("the catalogue's key {key:?} does not name a {}", repo.format));
+    match repo.format {
+        Format::Apt => hosted::delete(&apt::hosted::AptHosted, services, repo, &key.to_string(), actor).await,
+        Format::Apk => hosted::delete(&apk::hosted::ApkHosted, services, repo, &key.to_string(), actor).await,
+        Format::Go => {
+            let (module, version) = key.rsplit_once('@').ok_or_else(malformed)?;
+            let removal = (module.to_string(), version.to_string());
+            hosted::delete(&go::hosted::GoHosted, services, repo, &removal, actor).await
+        }
+        Format::Conan => {
+            let (reference, rrev) = key.rsplit_once('#').ok_or_else(malformed)?;
+            // `v2/conans/<n>/<v>/<u>/<c>/revisions/<rrev>/packages/<pkgid>/revisions/<prev>/files/…`
+            let package = asset.and_then(|path| {
+                let s: Vec<&str> = path.split('/').collect();
+                match s.get(8..12) {
+                    Some(["packages", pkgid, "revisions", prev]) => Some((pkgid.to_string(), prev.to_string())),
+                    _ => None,
+                }
+            });
+            let revision =
+                conan::hosted::Revision { reference: reference.to_string(), rrev: rrev.to_string(), package };
+            let removal = conan::hosted::Removal { revision, packages_only: false };
+            hosted::delete(&conan::hosted::ConanHosted, services, repo, &removal, actor).await
+        }
+    }
 }

@@ -18,6 +18,7 @@ use crate::metrics::Metrics;
 use packyard_model::config::DatabaseConfig;
 
 pub mod blobs;
+pub mod catalogue;
 pub mod migrate;
 pub mod proxy;
 pub mod publication;
@@ -250,10 +251,35 @@ impl Column for bool {
     }
 }
 
+impl Column for Option<i64> {
+    fn read(row: &AnyRow, col: &str) -> DbResult<Self> {
+        Ok(row.try_get(col)?)
+    }
+}
+
+impl Column for Option<String> {
+    fn read(row: &AnyRow, col: &str) -> DbResult<Self> {
+        opt_text(row, col)
+    }
+}
+
 impl Column for String {
     fn read(row: &AnyRow, col: &str) -> DbResult<Self> {
         text(row, col)
     }
+}
+
+/// `LIKE` pattern for "starts with `prefix`", escaping with `!`.
+pub fn like_prefix(prefix: &str) -> String {
+    let mut p = String::with_capacity(prefix.len() + 1);
+    for c in prefix.chars() {
+        if matches!(c, '%' | '_' | '!') {
+            p.push('!');
+        }
+        p.push(c);
+    }
+    p.push('%');
+    p
 }
 
 /// Milliseconds since the Unix epoch: the one timestamp representation of every table.

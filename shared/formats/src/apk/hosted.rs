@@ -9,7 +9,7 @@ use super::{Unit, KIND};
 use packyard_codecs::apk::package::{index_record, read_package, ApkInfo, Limits};
 use packyard_codecs::archive::expansion_limit;
 use packyard_core::hosted::{
-    read_back, Existing, Hosted, InTx, Inspected, Removed, TxError, UnitRef, UploadError, Written,
+    read_back, Existing, Forget, Hosted, InTx, Inspected, Removed, TxError, UnitRef, UploadError, Written,
 };
 use packyard_core::services::Services;
 use packyard_model::repos::Repository;
@@ -98,14 +98,15 @@ impl Hosted for ApkHosted {
 
     async fn write(&self, t: &mut InTx<'_, '_>, p: &ApkPackage, uploader: &str) -> Result<Written, TxError> {
         rows::insert(t.db, t.tx, p, uploader).await?;
-        Ok(Written::ALL)
+        Ok(Written::all(super::catalogue::entry(p)))
     }
 
     async fn remove(&self, t: &mut InTx<'_, '_>, path: &String) -> DbResult<Option<Removed>> {
         let Some(p) = rows::by_path(t.db, &mut **t.tx, t.repo.id, path).await? else { return Ok(None) };
         rows::delete(t.db, t.tx, p.id).await?;
         let units = vec![(KIND, p.unit_key.clone())];
-        Ok(Some(Removed { coordinate: p.path.clone(), units, detail: serde_json::json!({"sha256": p.sha256}) }))
+        let detail = serde_json::json!({"sha256": p.sha256});
+        Ok(Some(Removed { coordinate: p.path.clone(), units, detail, forget: Forget::Component(p.path.clone()) }))
     }
 }
 

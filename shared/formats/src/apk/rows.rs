@@ -2,7 +2,7 @@
 
 use sqlx::{Any, Executor, Transaction};
 
-use packyard_store::db::{Db, DbResult};
+use packyard_store::db::{Column, Db, DbResult};
 use packyard_store::sql;
 
 packyard_store::row! {
@@ -48,6 +48,23 @@ pub async fn unit_page(db: &Db, repo: i64, unit_key: &str, after_id: i64, limit:
         )
     );
     db.page(db.bound(page, (repo, unit_key)), after_id, limit, ApkPackage::parse).await
+}
+
+/// A keyset page of the repository's packages with who uploaded each and when (the catalogue's
+/// backfill).
+pub async fn stamped_page(db: &Db, repo: i64, after_id: i64, limit: i64) -> DbResult<Vec<(ApkPackage, String, i64)>> {
+    let page = sql!(
+        "apk_packages.stamped",
+        concat!(
+            "SELECT ",
+            columns!(),
+            ", uploaded_by, uploaded_at FROM apk_packages WHERE repository_id = $1 AND id > $2 ORDER BY id LIMIT $3"
+        )
+    );
+    let rows = db.bound(page, (repo, after_id, limit)).fetch_all(db.pool()).await?;
+    rows.iter()
+        .map(|r| Ok((ApkPackage::parse(r)?, Column::read(r, "uploaded_by")?, Column::read(r, "uploaded_at")?)))
+        .collect()
 }
 
 /// Inserts a package row inside the writer's transaction (what its coordinate held is removed first).

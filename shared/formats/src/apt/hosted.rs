@@ -10,7 +10,7 @@ use super::rows::{self, AptPackage};
 use super::KIND;
 use packyard_codecs::apt::deb::{read_package, Limits};
 use packyard_core::hosted::{
-    read_back, Existing, Hosted, InTx, Inspected, Removed, TxError, UnitRef, UploadError, Written,
+    read_back, Existing, Forget, Hosted, InTx, Inspected, Removed, TxError, UnitRef, UploadError, Written,
 };
 use packyard_core::services::Services;
 use packyard_model::repos::Repository;
@@ -102,14 +102,15 @@ impl Hosted for AptHosted {
 
     async fn write(&self, t: &mut InTx<'_, '_>, p: &AptPackage, uploader: &str) -> Result<Written, TxError> {
         rows::insert(t.db, t.tx, p, uploader).await?;
-        Ok(Written::ALL)
+        Ok(Written::all(super::catalogue::entry(p)))
     }
 
     async fn remove(&self, t: &mut InTx<'_, '_>, pool_path: &String) -> DbResult<Option<Removed>> {
         let Some(p) = rows::by_pool_path(t.db, &mut **t.tx, t.repo.id, pool_path).await? else { return Ok(None) };
         rows::delete(t.db, t.tx, p.id).await?;
         let detail = serde_json::json!({"sha256": p.sha256, "filename": p.pool_path});
-        Ok(Some(Removed { coordinate: coordinate(&p), units: vec![(KIND, distribution(t.repo))], detail }))
+        let (units, forget) = (vec![(KIND, distribution(t.repo))], Forget::Component(p.pool_path.clone()));
+        Ok(Some(Removed { coordinate: coordinate(&p), units, detail, forget }))
     }
 }
 

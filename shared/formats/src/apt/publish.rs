@@ -155,6 +155,7 @@ impl AptBuilder {
         for d in done {
             let (i, md5) = d?;
             crate::apt::rows::set_md5(db, page[i].id, &md5).await?;
+            db.catalogue_set_md5(page[i].repository_id, &page[i].pool_path, &md5).await?;
             page[i].md5 = md5;
         }
         Ok(())

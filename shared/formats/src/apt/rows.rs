@@ -3,7 +3,7 @@
 
 use sqlx::{Any, Executor, Transaction};
 
-use packyard_store::db::{Db, DbResult};
+use packyard_store::db::{Column, Db, DbResult};
 use packyard_store::sql;
 
 packyard_store::row! {
@@ -66,6 +66,23 @@ pub async fn index_page(
 ) -> DbResult<Vec<AptPackage>> {
     let page = sql!("apt_packages.page", concat!("SELECT ", columns!(), " FROM apt_packages WHERE repository_id = $1 AND component = $2 AND (architecture = $3 OR architecture = 'all') AND id > $4 ORDER BY id LIMIT $5"));
     db.page(db.bound(page, (repo, component, arch)), after_id, limit, AptPackage::parse).await
+}
+
+/// A keyset page of the repository's packages with who uploaded each and when (the catalogue's
+/// backfill).
+pub async fn stamped_page(db: &Db, repo: i64, after_id: i64, limit: i64) -> DbResult<Vec<(AptPackage, String, i64)>> {
+    let page = sql!(
+        "apt_packages.stamped",
+        concat!(
+            "SELECT ",
+            columns!(),
+            ", uploaded_by, uploaded_at FROM apt_packages WHERE repository_id = $1 AND id > $2 ORDER BY id LIMIT $3"
+        )
+    );
+    let rows = db.bound(page, (repo, after_id, limit)).fetch_all(db.pool()).await?;
+    rows.iter()
+        .map(|r| Ok((AptPackage::parse(r)?, Column::read(r, "uploaded_by")?, Column::read(r, "uploaded_at")?)))
+        .collect()
 }
 
 /// Inserts a package row inside the writer's transaction (what its coordinate held is removed

@@ -184,8 +184,17 @@ impl Hosted for ConanHosted {
         if completes {
             rows::complete_in(db, tx, rev.id).await?;
         }
-        // A complete revision's projection changes with it (completed now, or a metadata file).
-        Ok(Written { republish: completes || rev.complete, audit: completes })
+        // A complete revision's projection and catalogue entry change with it (completed now,
+        // or a metadata file).
+        let visible = completes || rev.complete;
+        let catalogue = if visible {
+            let files = rows::files_in(db, tx, rev.id).await?;
+            let package = u.revision.package.as_ref().map(|(p, v)| (p.as_str(), v.as_str()));
+            super::catalogue::entry(&u.revision.reference, &u.revision.rrev, package, &files)
+        } else {
+            None
+        };
+        Ok(Written { republish: visible, audit: completes, catalogue })
     }
 
     async fn remove(&self, t: &mut InTx<'_, '_>, r: &Removal) -> DbResult<Option<Removed>> {
@@ -199,6 +208,7 @@ impl Hosted for ConanHosted {
             coordinate: rev.coordinate(),
             units: units(&rev.reference),
             detail: serde_json::json!({"rows": n}),
+            forget: super::catalogue::forget(&rev.reference, &rev.rrev, package, r.packages_only),
         }))
     }
 }

@@ -90,6 +90,19 @@ pub async fn references(db: &Db, repo: i64) -> DbResult<Vec<String>> {
     rows.iter().map(|r| text(r, "reference")).collect()
 }
 
+/// A keyset page of the repository's complete revisions, by id (the catalogue's backfill).
+pub async fn complete_page(db: &Db, repo: i64, after_id: i64, limit: i64) -> DbResult<Vec<ConanRevision>> {
+    let page = sql!(
+        "conan_revisions.complete_page",
+        concat!(
+            "SELECT ",
+            rev_columns!(),
+            " FROM conan_revisions WHERE repository_id = $1 AND complete = 1 AND id > $2 ORDER BY id LIMIT $3"
+        )
+    );
+    db.page(db.bound(page, (repo,)), after_id, limit, ConanRevision::parse).await
+}
+
 // --- inside a writer's transaction -------------------------------------------------------
 
 async fn revision_in(db: &Db, tx: &mut Transaction<'_, Any>, key: RevisionKey<'_>) -> DbResult<Option<ConanRevision>> {

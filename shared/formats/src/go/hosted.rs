@@ -12,7 +12,8 @@ use packyard_codecs::go::zip::{
     check_entries, locate, module_of_go_mod, parse_central, tail_len, verify_data, Limits, ZipError,
 };
 use packyard_core::hosted::{
-    read_back, store_derived, Existing, Hosted, InTx, Inspected, Removed, TxError, UnitRef, UploadError, Written,
+    read_back, store_derived, Existing, Forget, Hosted, InTx, Inspected, Removed, TxError, UnitRef, UploadError,
+    Written,
 };
 use packyard_core::services::Services;
 use packyard_model::repos::Repository;
@@ -127,14 +128,15 @@ impl Hosted for GoHosted {
 
     async fn write(&self, t: &mut InTx<'_, '_>, v: &GoVersion, uploader: &str) -> Result<Written, TxError> {
         rows::insert(t.db, t.tx, v, uploader).await?;
-        Ok(Written::ALL)
+        Ok(Written::all(super::catalogue::entry(v)))
     }
 
     async fn remove(&self, t: &mut InTx<'_, '_>, (module, version): &(String, String)) -> DbResult<Option<Removed>> {
         let Some(v) = rows::version(t.db, &mut **t.tx, t.repo.id, module, version).await? else { return Ok(None) };
         rows::delete(t.db, t.tx, v.id).await?;
         let (coordinate, units) = (format!("{}@{}", v.module, v.version), vec![(KIND, v.module.clone())]);
-        Ok(Some(Removed { coordinate, units, detail: serde_json::json!({"sha256": v.zip_sha256}) }))
+        let (detail, forget) = (serde_json::json!({"sha256": v.zip_sha256}), Forget::Component(coordinate.clone()));
+        Ok(Some(Removed { coordinate, units, detail, forget }))
     }
 }
 

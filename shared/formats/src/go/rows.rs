@@ -2,7 +2,7 @@
 
 use sqlx::{Any, Executor, Transaction};
 
-use packyard_store::db::{Db, DbResult};
+use packyard_store::db::{Column, Db, DbResult};
 use packyard_store::sql;
 
 packyard_store::row! {
@@ -45,6 +45,20 @@ pub async fn versions_page(db: &Db, repo: i64, module: &str, after_id: i64, limi
         )
     );
     db.page(db.bound(page, (repo, module)), after_id, limit, GoVersion::parse).await
+}
+
+/// A keyset page of the repository's versions with who uploaded each (the catalogue's backfill).
+pub async fn stamped_page(db: &Db, repo: i64, after_id: i64, limit: i64) -> DbResult<Vec<(GoVersion, String)>> {
+    let page = sql!(
+        "go_versions.stamped",
+        concat!(
+            "SELECT ",
+            columns!(),
+            ", uploaded_by FROM go_versions WHERE repository_id = $1 AND id > $2 ORDER BY id LIMIT $3"
+        )
+    );
+    let rows = db.bound(page, (repo, after_id, limit)).fetch_all(db.pool()).await?;
+    rows.iter().map(|r| Ok((GoVersion::parse(r)?, Column::read(r, "uploaded_by")?))).collect()
 }
 
 /// Inserts a version inside the writer's transaction (what its coordinate held is removed first).

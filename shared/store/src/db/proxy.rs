@@ -4,7 +4,7 @@
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
-use super::{opt_text, text, Db, DbResult};
+use super::{like_prefix, opt_text, text, Db, DbResult};
 use crate::{sql, upsert};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,19 +42,6 @@ fn parse(r: &AnyRow) -> DbResult<ProxyEntry> {
     })
 }
 
-/// `LIKE` pattern for "starts with `prefix`", escaping with `!`.
-fn like_prefix(prefix: &str) -> String {
-    let mut p = String::with_capacity(prefix.len() + 1);
-    for c in prefix.chars() {
-        if matches!(c, '%' | '_' | '!') {
-            p.push('!');
-        }
-        p.push(c);
-    }
-    p.push('%');
-    p
-}
-
 impl Db {
     pub async fn proxy_entry(&self, repository_id: i64, path: &str) -> DbResult<Option<ProxyEntry>> {
         let row = self.query(sql!("proxy_cache.get", "SELECT repository_id, path, status, sha256, size, content_type, upstream_etag, upstream_last_modified, fetched_at FROM proxy_cache WHERE repository_id = $1 AND path = $2"))
@@ -63,6 +50,13 @@ impl Db {
             .fetch_optional(self.pool())
             .await?;
         row.as_ref().map(parse).transpose()
+    }
+
+    /// A page of the repository's cached files (not the remembered misses), by path.
+    pub async fn cached_files_page(&self, repository_id: i64, after: &str, limit: i64) -> DbResult<Vec<ProxyEntry>> {
+        let page = sql!("proxy_cache.page", "SELECT repository_id, path, status, sha256, size, content_type, upstream_etag, upstream_last_modified, fetched_at FROM proxy_cache WHERE repository_id = $1 AND path > $2 AND sha256 IS NOT NULL ORDER BY path LIMIT $3");
+        let rows = self.bound(page, (repository_id, after, limit)).fetch_all(self.pool()).await?;
+        rows.iter().map(parse).collect()
     }
 
     /// Inserts or replaces the entry of `(repository_id, path)`.

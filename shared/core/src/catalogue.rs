@@ -1,0 +1,116 @@
+//! The catalogue's part of the engine: what a format says of its artifacts ([`Catalogue`]), and
+//! the one-time backfill that catalogues what was stored before the catalogue existed — hosted
+//! repositories from their rows, proxies from the files they cached — with the same functions
+//! the uploads and the proxy use.
+
+use async_trait::async_trait;
+
+use crate::hosted::{check_writable, from_db, Actor, UploadError};
+use crate::services::Services;
+use packyard_model::repos::{Format, RepoType, Repository};
+use packyard_store::db::catalogue::{Component, ComponentRow, Entry, NewAsset};
+use packyard_store::db::{Db, DbResult};
+
+/// An entry as stored: with who stored it and when (ms).
+pub struct Stamped {
+    pub entry: Entry,
+    pub uploaded_by: String,
+    pub created_at: i64,
+}
+
+/// What a format tells the catalogue.
+#[async_trait]
+pub trait Catalogue: Send + Sync {
+    /// The entries of a hosted repository's rows after row id `after`, at most `limit`, with
+    /// the id of the row each comes from (the keyset of the next page).
+    async fn hosted_page(&self, db: &Db, repo: &Repository, after: i64, limit: i64) -> DbResult<Vec<(i64, Stamped)>>;
+    /// The component a proxy's file at `path` is an asset of; `None` for metadata.
+    fn cached(&self, path: &str) -> Option<Component>;
+}
+
+const BACKFILL: &str = "catalogue.backfill";
+const PAGE: i64 = 500;
+
+/// Catalogues every repository's existing artifacts, once (later runs return at once): the
+/// first process to start after the migration does it. Returns how many entries it wrote.
+pub async fn backfill(db: &Db, of: impl Fn(Format) -> &'static dyn Catalogue) -> DbResult<u64> {
+    if db.maintenance_done(BACKFILL).await? {
+        return Ok(0);
+    }
+    let mut written = 0;
+    for repo in db.list_repositories().await? {
+        let format = of(repo.format);
+        match repo.repo_type {
+            RepoType::Hosted => {
+                let mut after = 0;
+                loop {
+                    let page = format.hosted_page(db, &repo, after, PAGE).await?;
+                    let Some((last, _)) = page.last() else { break };
+                    after = *last;
+                    let mut tx = db.begin().await?;
+                    for (_, s) in &page {
+                        let stamp = (s.uploaded_by.as_str(), s.created_at);
+                        db.catalogue_put(&mut tx, repo.id, repo.format.as_str(), &s.entry, stamp).await?;
+                        written += 1;
+                    }
+                    tx.commit().await?;
+                }
+            }
+            RepoType::Proxy => {
+                let mut after = String::new();
+                loop {
+                    let page = db.cached_files_page(repo.id, &after, PAGE).await?;
+                    let Some(last) = page.last() else { break };
+                    after = last.path.clone();
+                    let mut tx = db.begin().await?;
+                    for e in &page {
+                        let (Some(component), Some(sha256)) = (format.cached(&e.path), &e.sha256) else { continue };
+                        let asset = NewAsset {
+                            path: e.path.clone(),
+                            sha256: sha256.clone(),
+                            sha1: None,
+                            md5: None,
+                            size: e.size,
+                            content_type: e.content_type.clone(),
+                        };
+                        let entry = Entry { component, assets: vec![asset] };
+                        db.catalogue_put(&mut tx, repo.id, repo.format.as_str(), &entry, ("", e.fetched_at)).await?;
+                        written += 1;
+                    }
+                    tx.commit().await?;
+                }
+            }
+            RepoType::Group => {}
+        }
+    }
+    db.mark_maintenance_done(BACKFILL).await?;
+    if written > 0 {
+        tracing::info!(entries = written, "catalogued the artifacts stored before the catalogue");
+    }
+    Ok(written)
+}
+
+/// Deletes a proxy's cached component (its files are fetched again when asked for), with its
+/// audit entry (`<format>.delete`). False when it was gone already.
+pub async fn delete_cached(
+    services: &Services,
+    repo: &Repository,
+    component: &ComponentRow,
+    actor: Actor<'_>,
+) -> Result<bool, UploadError> {
+    check_writable(repo)?;
+    let db = &services.db;
+    packyard_store::db::retry_conflicts(|| async {
+        let mut tx = db.begin().await?;
+        if !db.catalogue_forget_cached(&mut tx, repo.id, component.id).await? {
+            return Ok(false);
+        }
+        let action = format!("{}.delete", repo.format.as_str());
+        let detail = serde_json::json!({"cached": true});
+        crate::hosted::audit_in(&mut tx, db, actor, &action, repo, &component.component_key, &detail).await?;
+        tx.commit().await?;
+        Ok(true)
+    })
+    .await
+    .map_err(from_db)
+}

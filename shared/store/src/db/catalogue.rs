@@ -1,0 +1,529 @@
+//! The catalogue: every stored artifact of every format as a *component* (what people look for:
+//! a group, a name, a version) with its *assets* (the files a client downloads, by their path
+//! under the repository). The formats say what their artifacts are ([`Entry`]); the hosted
+//! engine writes them in the transaction of the format's own rows, the proxy with the file it
+//! cached. Searches are keyset pages over it, in the order the caller asked for.
+
+use std::collections::BTreeSet;
+
+use sqlx::{Any, Row, Transaction};
+
+use super::{like_prefix, now_ms, Db, DbResult};
+use crate::sql::{render, Shape};
+use crate::{insert_or_ignore, sql, upsert};
+
+/// A component as its format names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Component {
+    /// The format's own name for it in its repository (unique there): what a delete names.
+    pub key: String,
+    pub group: String,
+    pub name: String,
+    pub version: String,
+}
+
+/// A file of a component.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewAsset {
+    /// Its path under `/repository/<name>/`.
+    pub path: String,
+    pub sha256: String,
+    pub sha1: Option<String>,
+    pub md5: Option<String>,
+    pub size: i64,
+    pub content_type: String,
+}
+
+/// What an upload or a cached file adds: its component (created on first sight) and its assets
+/// (replaced by path).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub component: Component,
+    pub assets: Vec<NewAsset>,
+}
+
+/// What a delete takes out of the catalogue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Forget {
+    Nothing,
+    /// A component (by its key) with its assets.
+    Component(String),
+    /// The assets whose path starts with `prefix` (Conan's package revisions of a recipe
+    /// revision); the component stays.
+    Assets {
+        prefix: String,
+    },
+}
+
+crate::row! {
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct ComponentRow keyed by id, columns component_columns, trimmed () {
+        pub repository_id: i64,
+        pub format: String,
+        pub component_key: String,
+        pub namespace: String,
+        pub name: String,
+        pub version: String,
+        pub created_at: i64,
+        pub uploaded_by: String,
+    }
+}
+
+crate::row! {
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct AssetRow keyed by id, columns asset_columns, trimmed (sha256) {
+        pub repository_id: i64,
+        pub component_id: i64,
+        pub path: String,
+        pub sha256: String,
+        pub sha1: Option<String>,
+        pub md5: Option<String>,
+        pub size: i64,
+        pub content_type: String,
+        pub created_at: i64,
+        pub uploaded_by: String,
+        pub last_downloaded: Option<i64>,
+        pub download_count: i64,
+    }
+}
+
+/// The longest keyword kept (longer words are found by name).
+const MAX_KEYWORD: usize = 200;
+
+/// The words a keyword search finds a component by: its group, name and version, whole and
+/// split at anything that is not a letter or a digit, lower-cased.
+pub fn keywords(c: &Component) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for field in [&c.group, &c.name, &c.version] {
+        let lower = field.to_lowercase();
+        let mut add = |w: &str| {
+            if !w.is_empty() && w.len() <= MAX_KEYWORD {
+                out.insert(w.to_string());
+            }
+        };
+        add(&lower);
+        for part in lower.split(|ch: char| !ch.is_alphanumeric()) {
+            add(part);
+        }
+    }
+    out
+}
+
+/// A value a search matches: the whole value, or (a trailing `*`) any value starting with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pattern {
+    Exact(String),
+    Prefix(String),
+}
+
+impl Pattern {
+    pub fn parse(s: &str) -> Self {
+        match s.strip_suffix('*') {
+            Some(prefix) => Self::Prefix(prefix.to_string()),
+            None => Self::Exact(s.to_string()),
+        }
+    }
+
+    fn lower(&self) -> Self {
+        match self {
+            Self::Exact(s) => Self::Exact(s.to_lowercase()),
+            Self::Prefix(s) => Self::Prefix(s.to_lowercase()),
+        }
+    }
+}
+
+/// What a page is ordered by (then by id, so that the order is total).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Sort {
+    /// Catalogue order: what was stored first comes first.
+    #[default]
+    Id,
+    Group,
+    Name,
+    Version,
+    Repository,
+}
+
+impl Sort {
+    fn column(self) -> Option<&'static str> {
+        match self {
+            Self::Id => None,
+            Self::Group => Some("c.namespace"),
+            Self::Name => Some("c.name"),
+            Self::Version => Some("c.version"),
+            Self::Repository => Some("r.name"),
+        }
+    }
+}
+
+/// A search of the catalogue: a page of components (or of their assets) matching every filter
+/// given, from the repositories listed.
+#[derive(Debug, Clone, Default)]
+pub struct Search {
+    /// The repositories searched (their own components); none finds nothing.
+    pub repositories: Vec<i64>,
+    pub format: Option<String>,
+    pub group: Option<Pattern>,
+    pub name: Option<Pattern>,
+    pub version: Option<Pattern>,
+    /// A keyword (lower-cased before it is matched).
+    pub keyword: Option<Pattern>,
+    pub sha256: Option<String>,
+    pub sha1: Option<String>,
+    pub md5: Option<String>,
+    pub sort: Sort,
+    pub descending: bool,
+    /// Where the previous page ended: its last row's sort value (empty for [`Sort::Id`]) and id.
+    pub after: Option<(String, i64)>,
+    pub limit: i64,
+}
+
+/// A value bound to a statement built at run time.
+enum Param {
+    Int(i64),
+    Text(String),
+}
+
+/// A statement built at run time from portable text: each placeholder is a new parameter, in
+/// the order of the text (MySQL's are positional).
+#[derive(Default)]
+struct Built {
+    text: String,
+    params: Vec<Param>,
+}
+
+impl Built {
+    fn push(&mut self, s: &str) -> &mut Self {
+        self.text.push_str(s);
+        self
+    }
+
+    fn param(&mut self, p: Param) -> &mut Self {
+        self.params.push(p);
+        self.text.push_str(&format!("${}", self.params.len()));
+        self
+    }
+
+    fn text(&mut self, s: &str) -> &mut Self {
+        self.param(Param::Text(s.to_string()))
+    }
+
+    fn int(&mut self, i: i64) -> &mut Self {
+        self.param(Param::Int(i))
+    }
+
+    fn pattern(&mut self, column: &str, p: &Pattern) -> &mut Self {
+        match p {
+            Pattern::Exact(v) => self.push(&format!(" AND {column} = ")).text(v),
+            Pattern::Prefix(v) => self.push(&format!(" AND {column} LIKE ")).text(&like_prefix(v)).push(" ESCAPE '!'"),
+        }
+    }
+
+    fn ints(&mut self, values: &[i64]) -> &mut Self {
+        self.push("(");
+        for (i, v) in values.iter().enumerate() {
+            if i > 0 {
+                self.push(", ");
+            }
+            self.int(*v);
+        }
+        self.push(")")
+    }
+}
+
+const COMPONENT_SELECT: &str =
+    "c.id, c.repository_id, c.format, c.component_key, c.namespace, c.name, c.version, c.created_at, c.uploaded_by";
+const ASSET_SELECT: &str = "a.id, a.repository_id, a.component_id, a.path, a.sha256, a.sha1, a.md5, a.size, a.content_type, a.created_at, a.uploaded_by, a.last_downloaded, a.download_count";
+
+impl Db {
+    async fn run_built(&self, op: &'static str, b: Built) -> DbResult<Vec<sqlx::any::AnyRow>> {
+        self.count(op);
+        let text = render(&b.text, Shape::Plain, self.backend());
+        let mut q = sqlx::query(&text);
+        for p in b.params {
+            q = match p {
+                Param::Int(i) => q.bind(i),
+                Param::Text(s) => q.bind(s),
+            };
+        }
+        Ok(q.fetch_all(self.pool()).await?)
+    }
+
+    /// Writes `entry` in the writer's transaction, stored by whom and when: the component (kept
+    /// when it exists, with its id), its keywords, and its assets (replaced by path, their
+    /// download statistics kept).
+    pub async fn catalogue_put(
+        &self,
+        tx: &mut Transaction<'_, Any>,
+        repository_id: i64,
+        format: &str,
+        entry: &Entry,
+        (uploaded_by, now): (&str, i64),
+    ) -> DbResult<i64> {
+        let c = &entry.component;
+        let insert = insert_or_ignore!("components.insert", "INSERT INTO components (repository_id, format, component_key, namespace, name, version, created_at, uploaded_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)");
+        let binds = (repository_id, format, c.key.as_str(), c.group.as_str(), c.name.as_str(), c.version.as_str());
+        self.bound(insert, binds).bind(now).bind(uploaded_by).execute(&mut **tx).await?;
+        let id = sql!("components.id", "SELECT id FROM components WHERE repository_id = $1 AND component_key = $2");
+        let id: i64 = self.bound(id, (repository_id, c.key.as_str())).fetch_one(&mut **tx).await?.try_get("id")?;
+        let words = keywords(c);
+        if !words.is_empty() {
+            let mut b = Built::default();
+            b.push("INSERT INTO component_keywords (keyword, component_id) VALUES ");
+            for (i, w) in words.iter().enumerate() {
+                b.push(if i == 0 { "(" } else { ", (" }).text(w).push(", ").int(id).push(")");
+            }
+            self.count("component_keywords.insert");
+            let text = render(&b.text, Shape::InsertOrIgnore, self.backend());
+            let mut q = sqlx::query(&text);
+            for p in b.params {
+                q = match p {
+                    Param::Int(i) => q.bind(i),
+                    Param::Text(s) => q.bind(s),
+                };
+            }
+            q.execute(&mut **tx).await?;
+        }
+        let asset = upsert!(
+            "assets.put",
+            "INSERT INTO assets (repository_id, component_id, path, sha256, sha1, md5, size, content_type, created_at, uploaded_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+            on "assets" ("repository_id, path"),
+            set "component_id = NEW.component_id, sha256 = NEW.sha256, sha1 = NEW.sha1, md5 = NEW.md5, size = NEW.size, content_type = NEW.content_type, created_at = NEW.created_at, uploaded_by = NEW.uploaded_by"
+        );
+        for a in &entry.assets {
+            let binds = (repository_id, id, a.path.as_str(), a.sha256.as_str(), a.sha1.clone(), a.md5.clone(), a.size);
+            self.bound(asset, binds)
+                .bind(a.content_type.as_str())
+                .bind(now)
+                .bind(uploaded_by)
+                .execute(&mut **tx)
+                .await?;
+        }
+        Ok(id)
+    }
+
+    /// Takes what a delete removed out of the catalogue, in its transaction.
+    pub async fn catalogue_forget(
+        &self,
+        tx: &mut Transaction<'_, Any>,
+        repository_id: i64,
+        forget: &Forget,
+    ) -> DbResult<u64> {
+        let done = match forget {
+            Forget::Nothing => return Ok(0),
+            Forget::Component(key) => {
+                let delete =
+                    sql!("components.delete", "DELETE FROM components WHERE repository_id = $1 AND component_key = $2");
+                self.bound(delete, (repository_id, key.as_str())).execute(&mut **tx).await?
+            }
+            Forget::Assets { prefix } => {
+                let delete = sql!(
+                    "assets.delete_prefix",
+                    "DELETE FROM assets WHERE repository_id = $1 AND path LIKE $2 ESCAPE '!'"
+                );
+                self.bound(delete, (repository_id, like_prefix(prefix))).execute(&mut **tx).await?
+            }
+        };
+        Ok(done.rows_affected())
+    }
+
+    /// Writes a cached file's entry (a proxy's), in a transaction of its own.
+    pub async fn catalogue_put_cached(&self, repository_id: i64, format: &str, entry: &Entry) -> DbResult<()> {
+        let mut tx = self.begin().await?;
+        self.catalogue_put(&mut tx, repository_id, format, entry, ("", now_ms())).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Whether the one-time task `name` is done, and marking it done.
+    pub async fn maintenance_done(&self, name: &str) -> DbResult<bool> {
+        let done = sql!("maintenance.get", "SELECT done_at FROM maintenance WHERE name = $1");
+        Ok(self.bound(done, (name,)).fetch_optional(self.pool()).await?.is_some())
+    }
+
+    pub async fn mark_maintenance_done(&self, name: &str) -> DbResult<()> {
+        let mark = insert_or_ignore!("maintenance.mark", "INSERT INTO maintenance (name, done_at) VALUES ($1, $2)");
+        self.bound(mark, (name, now_ms())).execute(self.pool()).await?;
+        Ok(())
+    }
+
+    /// Forgets the asset at `path` (a proxy's cached file that is gone), and its component when
+    /// it has no other asset.
+    pub async fn catalogue_forget_path(&self, repository_id: i64, path: &str) -> DbResult<()> {
+        let mut tx = self.begin().await?;
+        let find = sql!("assets.by_path", "SELECT component_id FROM assets WHERE repository_id = $1 AND path = $2");
+        let Some(row) = self.bound(find, (repository_id, path)).fetch_optional(&mut *tx).await? else {
+            return Ok(());
+        };
+        let component: i64 = row.try_get("component_id")?;
+        let delete = sql!("assets.delete", "DELETE FROM assets WHERE repository_id = $1 AND path = $2");
+        self.bound(delete, (repository_id, path)).execute(&mut *tx).await?;
+        let orphan = sql!(
+            "components.delete_empty",
+            "DELETE FROM components WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM assets WHERE component_id = $2)"
+        );
+        self.bound(orphan, (component, component)).execute(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Takes a proxy's component out of its cache and the catalogue, in the caller's transaction:
+    /// its files are fetched again when asked for. Whether it was there.
+    pub async fn catalogue_forget_cached(
+        &self,
+        tx: &mut Transaction<'_, Any>,
+        repository_id: i64,
+        component_id: i64,
+    ) -> DbResult<bool> {
+        let cache = sql!("proxy_cache.delete_component", "DELETE FROM proxy_cache WHERE repository_id = $1 AND path IN (SELECT path FROM assets WHERE component_id = $2)");
+        self.bound(cache, (repository_id, component_id)).execute(&mut **tx).await?;
+        let delete = sql!("components.delete_id", "DELETE FROM components WHERE id = $1 AND repository_id = $2");
+        let done = self.bound(delete, (component_id, repository_id)).execute(&mut **tx).await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Records the MD5 a worker computed after the upload (APT's).
+    pub async fn catalogue_set_md5(&self, repository_id: i64, path: &str, md5: &str) -> DbResult<()> {
+        let set = sql!("assets.set_md5", "UPDATE assets SET md5 = $1 WHERE repository_id = $2 AND path = $3");
+        self.bound(set, (md5, repository_id, path)).execute(self.pool()).await?;
+        Ok(())
+    }
+
+    /// One component by id.
+    pub async fn catalogue_component(&self, id: i64) -> DbResult<Option<ComponentRow>> {
+        let one = sql!("components.get", concat!("SELECT ", component_columns!(), " FROM components WHERE id = $1"));
+        self.optional(self.pool(), one, (id,), ComponentRow::parse).await
+    }
+
+    /// One asset by id.
+    pub async fn catalogue_asset(&self, id: i64) -> DbResult<Option<AssetRow>> {
+        let one = sql!("assets.get", concat!("SELECT ", asset_columns!(), " FROM assets WHERE id = $1"));
+        self.optional(self.pool(), one, (id,), AssetRow::parse).await
+    }
+
+    /// The assets of these components, by component then id.
+    pub async fn catalogue_assets_of(&self, components: &[i64]) -> DbResult<Vec<AssetRow>> {
+        if components.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut b = Built::default();
+        b.push(&format!("SELECT {ASSET_SELECT} FROM assets a WHERE a.component_id IN "))
+            .ints(components)
+            .push(" ORDER BY a.component_id, a.id");
+        self.run_built("assets.of_components", b).await?.iter().map(AssetRow::parse).collect()
+    }
+
+    /// A page of the components `search` finds.
+    pub async fn catalogue_search(&self, search: &Search) -> DbResult<Vec<ComponentRow>> {
+        if search.repositories.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut b = Built::default();
+        b.push(&format!("SELECT {COMPONENT_SELECT} FROM components c"));
+        filtered(&mut b, search, false);
+        self.run_built("components.search", b).await?.iter().map(ComponentRow::parse).collect()
+    }
+
+    /// A page of the assets of the components `search` finds (its checksums match the assets).
+    pub async fn catalogue_search_assets(&self, search: &Search) -> DbResult<Vec<AssetRow>> {
+        if search.repositories.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut b = Built::default();
+        b.push(&format!("SELECT {ASSET_SELECT} FROM assets a JOIN components c ON c.id = a.component_id"));
+        filtered(&mut b, search, true);
+        self.run_built("assets.search", b).await?.iter().map(AssetRow::parse).collect()
+    }
+
+    /// The sort value of a component, for the token of the page that ends with it.
+    pub fn catalogue_sort_value(sort: Sort, c: &ComponentRow, repository_name: &str) -> String {
+        match sort {
+            Sort::Id => String::new(),
+            Sort::Group => c.namespace.clone(),
+            Sort::Name => c.name.clone(),
+            Sort::Version => c.version.clone(),
+            Sort::Repository => repository_name.to_string(),
+        }
+    }
+}
+
+/// The joins, conditions, order and limit of a search (`assets`: rows are assets `a` of the
+/// components `c`).
+fn filtered(b: &mut Built, s: &Search, assets: bool) {
+    let sort = s.sort.column();
+    if sort == Some("r.name") {
+        b.push(" JOIN repositories r ON r.id = c.repository_id");
+    }
+    b.push(" WHERE c.repository_id IN ").ints(&s.repositories);
+    if let Some(f) = &s.format {
+        b.push(" AND c.format = ").text(f);
+    }
+    if let Some(p) = &s.group {
+        b.pattern("c.namespace", p);
+    }
+    if let Some(p) = &s.name {
+        b.pattern("c.name", p);
+    }
+    if let Some(p) = &s.version {
+        b.pattern("c.version", p);
+    }
+    if let Some(k) = &s.keyword {
+        b.push(" AND c.id IN (SELECT k.component_id FROM component_keywords k WHERE 1 = 1");
+        b.pattern("k.keyword", &k.lower()).push(")");
+    }
+    for (column, value) in [("sha256", &s.sha256), ("sha1", &s.sha1), ("md5", &s.md5)] {
+        let Some(value) = value else { continue };
+        if assets {
+            b.push(&format!(" AND a.{column} = ")).text(&value.to_lowercase());
+        } else {
+            b.push(&format!(" AND c.id IN (SELECT x.component_id FROM assets x WHERE x.{column} = "))
+                .text(&value.to_lowercase())
+                .push(")");
+        }
+    }
+    let id = if assets { "a.id" } else { "c.id" };
+    let (cmp, dir) = if s.descending { ("<", "DESC") } else { (">", "ASC") };
+    if let Some((value, after)) = &s.after {
+        match sort {
+            None => {
+                b.push(&format!(" AND {id} {cmp} ")).int(*after);
+            }
+            Some(col) => {
+                b.push(&format!(" AND ({col} {cmp} ")).text(value);
+                b.push(&format!(" OR ({col} = ")).text(value);
+                b.push(&format!(" AND {id} {cmp} ")).int(*after).push("))");
+            }
+        }
+    }
+    match sort {
+        None => b.push(&format!(" ORDER BY {id} {dir}")),
+        Some(col) => b.push(&format!(" ORDER BY {col} {dir}, {id} {dir}")),
+    };
+    b.push(" LIMIT ").int(s.limit);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keywords_are_whole_fields_and_their_words() {
+        let c = Component {
+            key: "k".into(),
+            group: "github.com/Acme".into(),
+            name: "go-yaml".into(),
+            version: "v1.2.0".into(),
+        };
+        let words: Vec<String> = keywords(&c).into_iter().collect();
+        assert_eq!(
+            words,
+            ["0", "2", "acme", "com", "github", "github.com/acme", "go", "go-yaml", "v1", "v1.2.0", "yaml"]
+        );
+    }
+
+    #[test]
+    fn a_trailing_star_is_a_prefix() {
+        assert_eq!(Pattern::parse("lib*"), Pattern::Prefix("lib".into()));
+        assert_eq!(Pattern::parse("lib"), Pattern::Exact("lib".into()));
+    }
+}
