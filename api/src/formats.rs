@@ -153,7 +153,17 @@ where
             (std::sync::Arc::from(sha256.as_str()), size)
         }
     };
-    serve_artifact(cx.req, cx.services, (&sha256, size), content_type).await
+    let res = serve_artifact(cx.req, cx.services, (&sha256, size), content_type).await?;
+    count_download(cx.services, cx.req, &res, repo.id, path);
+    Ok(res)
+}
+
+/// Counts a whole download (a GET answered 200) of an artifact for the catalogue's statistics,
+/// in memory (`Services::downloads`, flushed in the background).
+pub fn count_download(services: &Services, req: &HttpRequest, res: &HttpResponse, repository_id: i64, path: &str) {
+    if req.method() == actix_web::http::Method::GET && res.status() == StatusCode::OK {
+        services.downloads.record(repository_id, path);
+    }
 }
 
 /// Answers with an artifact's blob, known by `(SHA-256, size)`.
@@ -167,12 +177,13 @@ pub async fn serve_artifact(
 }
 
 /// Answers with what the proxy fetched: the upstream's bytes unchanged, with `X-Packyard-Cache`
-/// (hit, miss, revalidated, stale) and, for a stale copy, a `Warning`.
+/// (hit, miss, revalidated, stale) and, for a stale copy, a `Warning`. A download of an
+/// `artifact` (a file the catalogue lists: the fetch named its component) is counted.
 pub async fn serve_proxied(
     services: &Services,
     repo: &Repository,
     req: &HttpRequest,
-    path: &str,
+    (path, artifact): (&str, bool),
     outcome: Outcome,
     fallback_type: &str,
 ) -> Result<HttpResponse, FormatError> {
@@ -199,7 +210,11 @@ pub async fn serve_proxied(
         .map(std::time::SystemTime::from);
     let sha = entry.sha256.as_deref().unwrap_or_default();
     let size = u64::try_from(entry.size).ok();
-    serve_blob(req, services.blobs.as_ref(), sha, &content_type, modified, size, &extra).await
+    let res = serve_blob(req, services.blobs.as_ref(), sha, &content_type, modified, size, &extra).await?;
+    if artifact {
+        count_download(services, req, &res, repo.id, path);
+    }
+    Ok(res)
 }
 
 /// Says where a proxied answer came from.

@@ -101,6 +101,9 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     }
     public?;
     management?;
+    if let Err(e) = running.services.downloads.flush(&running.services.db).await {
+        tracing::warn!(error = %e, "cannot write the last download statistics");
+    }
     running.services.db.close().await;
     tracing::info!("stopped");
     Ok(())

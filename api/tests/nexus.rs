@@ -141,8 +141,22 @@ async fn status_answers_while_reads_and_writes_work(app: TestApp) -> anyhow::Res
     let r = app.send(TestRequest::post().uri("/service/rest/v1/status"), As::Admin).await?;
     assert_eq!(r.status, StatusCode::METHOD_NOT_ALLOWED, "{}", r.text);
     let doc = app.get("/api/v1/openapi.json").await?;
-    for path in ["/service/rest/v1/repositories", "/service/rest/v1/status", "/service/rest/v1/status/writable"] {
+    for path in [
+        "/service/rest/v1/repositories",
+        "/service/rest/v1/status",
+        "/service/rest/v1/status/writable",
+        "/service/rest/v1/search",
+        "/service/rest/v1/search/assets",
+        "/service/rest/v1/search/assets/download",
+        "/service/rest/v1/components",
+        "/service/rest/v1/components/{id}",
+        "/service/rest/v1/assets",
+        "/service/rest/v1/assets/{id}",
+    ] {
         assert!(doc.json["paths"][path]["get"].is_object(), "{path} is in the OpenAPI document");
+    }
+    for path in ["/service/rest/v1/components/{id}", "/service/rest/v1/assets/{id}"] {
+        assert!(doc.json["paths"][path]["delete"].is_object(), "DELETE {path} is in the OpenAPI document");
     }
     Ok(())
 }
@@ -398,3 +412,268 @@ async fn uploads_are_components_in_nexus_shapes(mut app: TestApp) -> anyhow::Res
     Ok(())
 }
 app_test!(uploads_are_components_in_nexus_shapes);
+
+async fn first_id(app: &TestApp, repository: &str) -> anyhow::Result<String> {
+    let uri = format!("/service/rest/v1/components?repository={repository}");
+    let r = app.send(TestRequest::get().uri(&uri), As::Admin).await?;
+    anyhow::ensure!(r.status == StatusCode::OK, "{uri}: {}", r.text);
+    Ok(r.json["items"][0]["id"].as_str().unwrap_or_default().to_string())
+}
+
+/// `DELETE /components/{id}` deletes as each format's own delete does — the files are gone, the
+/// indexes republished without them, the audit log has the entry — and needs the delete
+/// privilege; `DELETE /assets/{id}` of a Conan package file deletes that package revision.
+async fn deletes_go_through_each_format(mut app: TestApp) -> anyhow::Result<()> {
+    app.start_worker();
+    one_of_each(&app).await?;
+    let role = json!({"name": "readers", "privileges": [{"repositories": "*", "actions": ["read"]}]});
+    assert_eq!(app.call(TestRequest::post().uri("/api/v1/roles").set_json(&role)).await?.status, StatusCode::CREATED);
+    let user = json!({"username": "dave", "password": "dave-password", "roles": ["readers"]});
+    assert_eq!(app.call(TestRequest::post().uri("/api/v1/users").set_json(&user)).await?.status, StatusCode::CREATED);
+    let delete = |uri: String, who: As| app.send(TestRequest::delete().uri(&uri), who);
+
+    let id = first_id(&app, "debs").await?;
+    let uri = format!("/service/rest/v1/components/{id}");
+    let r = delete(uri.clone(), As::Anonymous).await?;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED, "{}", r.text);
+    let r = delete(uri.clone(), As::basic("dave", "dave-password")).await?;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{}", r.text);
+    assert!(r.text.contains("may not delete from repository debs"), "{}", r.text);
+    assert_eq!(app.get("/repository/debs/pool/main/h/hello/hello_1.0_amd64.deb").await?.status, StatusCode::OK);
+
+    // APT: the package leaves the pool and, once republished, Packages.
+    let r = delete(uri.clone(), As::Admin).await?;
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.text);
+    let r = delete(uri.clone(), As::Admin).await?;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "deleted once: {}", r.text);
+    app.publish().await;
+    assert_eq!(app.get("/repository/debs/pool/main/h/hello/hello_1.0_amd64.deb").await?.status, StatusCode::NOT_FOUND);
+    let packages = app.get("/repository/debs/dists/stable/main/binary-amd64/Packages").await?;
+    assert_eq!(packages.status, StatusCode::OK, "{}", packages.text);
+    assert!(!packages.text.contains("Package: hello"), "{}", packages.text);
+
+    // APK: the package and its index record.
+    let id = first_id(&app, "alpine").await?;
+    assert_eq!(delete(format!("/service/rest/v1/components/{id}"), As::Admin).await?.status, StatusCode::NO_CONTENT);
+    app.publish().await;
+    assert_eq!(app.get("/repository/alpine/v3.20/main/x86_64/hello-1.0-r0.apk").await?.status, StatusCode::NOT_FOUND);
+
+    // Go: the version leaves the module's list.
+    let id = first_id(&app, "gomods").await?;
+    assert_eq!(delete(format!("/service/rest/v1/components/{id}"), As::Admin).await?.status, StatusCode::NO_CONTENT);
+    app.publish().await;
+    let list = app.get("/repository/gomods/example.com/acme/hello/@v/list").await?;
+    assert!(!list.text.contains("v1.2.0"), "{}: {}", list.status, list.text);
+    assert_eq!(app.get("/repository/gomods/example.com/acme/hello/@v/v1.2.0.zip").await?.status, StatusCode::NOT_FOUND);
+
+    // Conan: a package file's asset takes its package revision; the recipe revision stays.
+    let r = app.send(TestRequest::get().uri("/service/rest/v1/search/assets?repository=cc&q=zlib"), As::Admin).await?;
+    let package_file = items(&r)
+        .into_iter()
+        .find(|a| a["path"].as_str().is_some_and(|p| p.ends_with("conan_package.tgz")))
+        .unwrap_or_default();
+    let id = package_file["id"].as_str().unwrap_or_default();
+    assert_eq!(delete(format!("/service/rest/v1/assets/{id}"), As::Admin).await?.status, StatusCode::NO_CONTENT);
+    app.publish().await;
+    let r = app.get(&format!("{CONAN}/packages/p1/revisions/pr1/files")).await?;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.text);
+    let r = app.send(TestRequest::get().uri("/service/rest/v1/components?repository=cc"), As::Admin).await?;
+    let left = items(&r);
+    assert_eq!(left.len(), 1, "{}", r.text);
+    assert_eq!(left[0]["assets"].as_array().map(Vec::len), Some(2), "the recipe revision's files stay: {}", r.text);
+    let id = left[0]["id"].as_str().unwrap_or_default();
+    assert_eq!(delete(format!("/service/rest/v1/components/{id}"), As::Admin).await?.status, StatusCode::NO_CONTENT);
+    app.publish().await;
+    assert_eq!(app.get("/repository/cc/v2/conans/zlib/1.3/acme/stable/latest").await?.status, StatusCode::NOT_FOUND);
+
+    for repository in ["debs", "alpine", "gomods", "cc"] {
+        let r = app
+            .send(TestRequest::get().uri(&format!("/service/rest/v1/components?repository={repository}")), As::Admin)
+            .await?;
+        assert!(items(&r).is_empty(), "{repository}: {}", r.text);
+    }
+    let audit = app.audit().await?;
+    for entry in [
+        ("apt.delete", "debs/hello_1.0_amd64"),
+        ("apk.delete", "alpine/v3.20/main/x86_64/hello-1.0-r0.apk"),
+        ("go.delete", "gomods/example.com/acme/hello@v1.2.0"),
+        ("conan.delete", "cc/zlib/1.3@acme/stable#r1:p1#pr1"),
+        ("conan.delete", "cc/zlib/1.3@acme/stable#r1"),
+    ] {
+        assert!(audit.contains(&(entry.0.to_string(), entry.1.to_string())), "{entry:?} in {audit:?}");
+    }
+    Ok(())
+}
+app_test!(deletes_go_through_each_format);
+
+/// A user with read on one repository finds nothing in another; anonymous finds only what
+/// anonymous may read; a group shows its members' components as its own, with its URLs.
+async fn each_caller_finds_what_it_may_read(mut app: TestApp) -> anyhow::Result<()> {
+    app.start_worker();
+    one_of_each(&app).await?;
+    app.create(Repo::hosted("private", Format::Go).with(json!({"anonymous_read": false}))).await?;
+    let zip = packyard_codecs::go::testing::simple_module("example.com/acme/secret", "v0.1.0", "s", 0)?;
+    let r = app.put("/repository/private/example.com/acme/secret/@v/v0.1.0.zip", zip).await?;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    app.create(Repo::group("allgo", Format::Go, &["gomods"])).await?;
+    let role = json!({"name": "deb-readers", "privileges": [{"repositories": "debs", "actions": ["read"]}]});
+    assert_eq!(app.call(TestRequest::post().uri("/api/v1/roles").set_json(&role)).await?.status, StatusCode::CREATED);
+    let user = json!({"username": "erin", "password": "erin-password", "roles": ["deb-readers"]});
+    assert_eq!(app.call(TestRequest::post().uri("/api/v1/users").set_json(&user)).await?.status, StatusCode::CREATED);
+    let erin = || As::basic("erin", "erin-password");
+    let app = &app;
+    let found = |uri: &'static str, who: As| async move {
+        let r = app.send(TestRequest::get().uri(uri), who).await?;
+        anyhow::ensure!(r.status == StatusCode::OK, "{uri}: {} {}", r.status, r.text);
+        let mut v: Vec<String> = items(&r)
+            .iter()
+            .map(|c| format!("{}:{}", c["repository"].as_str().unwrap_or(""), c["name"].as_str().unwrap_or("")))
+            .collect();
+        v.sort();
+        Ok::<_, anyhow::Error>(v)
+    };
+    assert_eq!(found("/service/rest/v1/search?q=hello", erin()).await?, ["debs:hello"]);
+    assert!(found("/service/rest/v1/search?repository=gomods", erin()).await?.is_empty());
+    assert!(found("/service/rest/v1/search/assets?repository=alpine", erin()).await?.is_empty());
+    let r = app.send(TestRequest::get().uri("/service/rest/v1/components?repository=gomods"), erin()).await?;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.text);
+    let gomods = first_id(app, "gomods").await?;
+    let r = app.send(TestRequest::get().uri(&format!("/service/rest/v1/components/{gomods}")), erin()).await?;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.text);
+
+    // Anonymous: every anonymous-readable repository, not the private one.
+    assert_eq!(found("/service/rest/v1/search?q=acme", As::Anonymous).await?, ["cc:zlib", "gomods:hello"]);
+    assert_eq!(
+        found("/service/rest/v1/search?q=acme", As::Admin).await?,
+        ["cc:zlib", "gomods:hello", "private:secret"]
+    );
+    let private = first_id(app, "private").await?;
+    let r = app.send(TestRequest::get().uri(&format!("/service/rest/v1/components/{private}")), As::Anonymous).await?;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.text);
+
+    // Through a group: the member's component, as the group serves it.
+    let r = app.send(TestRequest::get().uri("/service/rest/v1/search?repository=allgo"), As::Anonymous).await?;
+    let through = items(&r);
+    assert_eq!(through.len(), 1, "{}", r.text);
+    assert_eq!((through[0]["repository"].as_str(), through[0]["name"].as_str()), (Some("allgo"), Some("hello")));
+    let zip = through[0]["assets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|a| a["path"].as_str().is_some_and(|p| p.ends_with(".zip")))
+        .cloned()
+        .unwrap_or_default();
+    let url = zip["downloadUrl"].as_str().unwrap_or_default();
+    let path = &url[url.find("/repository/").unwrap_or(0)..];
+    assert_eq!(path, "/repository/allgo/example.com/acme/hello/@v/v1.2.0.zip");
+    let served = app.send(TestRequest::get().uri(path), As::Anonymous).await?;
+    assert_eq!(served.status, StatusCode::OK, "{}", served.text);
+    assert_eq!(zip["checksum"]["sha256"], sha256_hex(&served.bytes));
+    let id = through[0]["id"].as_str().unwrap_or_default();
+    let r = app.send(TestRequest::get().uri(&format!("/service/rest/v1/components/{id}")), As::Anonymous).await?;
+    assert_eq!((r.status, r.json["repository"].as_str()), (StatusCode::OK, Some("allgo")), "{}", r.text);
+    assert_ne!(id, gomods, "the same component has an id per repository it is seen through");
+    Ok(())
+}
+app_test!(each_caller_finds_what_it_may_read);
+
+/// What was stored before the catalogue appears once the backfill ran, as the uploads wrote it.
+async fn existing_data_is_catalogued_after_the_migration(mut app: TestApp) -> anyhow::Result<()> {
+    app.start_worker();
+    one_of_each(&app).await?;
+    let everything = || async {
+        let r = app.send(TestRequest::get().uri("/service/rest/v1/search"), As::Admin).await?;
+        let mut seen: Vec<Value> = items(&r)
+            .iter()
+            .map(|c| {
+                let mut assets: Vec<Value> = c["assets"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|a| json!([a["path"], a["checksum"]["sha256"], a["fileSize"], a["contentType"]]))
+                    .collect();
+                assets.sort_by_key(|a| a.to_string());
+                json!([c["repository"], c["format"], c["group"], c["name"], c["version"], assets])
+            })
+            .collect();
+        seen.sort_by_key(|c| c.to_string());
+        Ok::<_, anyhow::Error>(seen)
+    };
+    let before = everything().await?;
+    assert_eq!(before.len(), 4, "{before:?}");
+    let db = &app.services.db;
+    sqlx::query("DELETE FROM components").execute(db.pool()).await?;
+    sqlx::query("DELETE FROM maintenance").execute(db.pool()).await?;
+    assert!(everything().await?.is_empty());
+    let written = packyard_core::catalogue::backfill(db, packyard_formats::catalogue).await?;
+    assert_eq!(written, 5, "a .deb, an .apk, a module version, a recipe and a package revision");
+    assert_eq!(everything().await?, before);
+    assert_eq!(packyard_core::catalogue::backfill(db, packyard_formats::catalogue).await?, 0, "once");
+    Ok(())
+}
+app_test!(existing_data_is_catalogued_after_the_migration);
+
+/// `continuationToken` pages over 10,000 components, in catalogue order and sorted both ways,
+/// while components keep arriving: none twice, none of those there at the start skipped.
+async fn pages_follow_the_token_while_uploads_continue(app: TestApp) -> anyhow::Result<()> {
+    use packyard_store::db::catalogue::{Component, Entry};
+    app.create(Repo::hosted("big", Format::Go)).await?;
+    let db = &app.services.db;
+    let repo = db.repository_by_name("big").await?.map_or(0, |r| r.id);
+    let digits = "(SELECT 0 AS x UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9)";
+    let n = "(a.x * 1000 + b.x * 100 + c.x * 10 + d.x)";
+    let name = match db.backend() {
+        packyard_store::db::Backend::MySql => format!("CONCAT('pkg', {n})"),
+        _ => format!("'pkg' || {n}"),
+    };
+    let seed = format!(
+        "INSERT INTO components (repository_id, format, component_key, namespace, name, version, created_at, uploaded_by) \
+         SELECT {repo}, 'go', {name}, 'example.com', {name}, 'v1.0.0', 0, 'seed' FROM {digits} a, {digits} b, {digits} c, {digits} d"
+    );
+    sqlx::query(&seed).execute(db.pool()).await?;
+    let mut added = 0;
+    for (query, label) in [
+        ("/service/rest/v1/components?repository=big", "catalogue order"),
+        ("/service/rest/v1/search?repository=big&sort=name", "by name"),
+        ("/service/rest/v1/search?repository=big&sort=name&direction=desc", "by name, descending"),
+    ] {
+        let mut seen = std::collections::HashSet::new();
+        let (mut token, mut pages) = (None::<String>, 0);
+        loop {
+            let uri = match &token {
+                None => query.to_string(),
+                Some(t) => format!("{query}&continuationToken={t}"),
+            };
+            let r = app.send(TestRequest::get().uri(&uri), As::Admin).await?;
+            assert_eq!(r.status, StatusCode::OK, "{label}: {}", r.text);
+            for c in items(&r) {
+                let name = c["name"].as_str().unwrap_or_default().to_string();
+                assert!(seen.insert(name.clone()), "{label}: {name} came twice");
+            }
+            // Uploads go on between pages.
+            let mut tx = db.begin().await?;
+            for _ in 0..3 {
+                added += 1;
+                let component = Component {
+                    key: format!("new{added}"),
+                    group: "example.com".into(),
+                    name: format!("new{added}"),
+                    version: "v1.0.0".into(),
+                };
+                db.catalogue_put(&mut tx, repo, "go", &Entry { component, assets: Vec::new() }, ("seed", 0)).await?;
+            }
+            tx.commit().await?;
+            pages += 1;
+            assert!(pages < 400, "{label}: the pages do not end");
+            match r.json["continuationToken"].as_str() {
+                Some(t) => token = Some(t.to_string()),
+                None => break,
+            }
+        }
+        let seeded = (0..10_000).filter(|i| seen.contains(&format!("pkg{i}"))).count();
+        assert_eq!(seeded, 10_000, "{label}: every component there at the start is listed once ({pages} pages)");
+        assert!(pages >= 100, "{label}: pages of 100");
+    }
+    Ok(())
+}
+app_test!(pages_follow_the_token_while_uploads_continue);

@@ -44,6 +44,59 @@ fn nexus_paths() -> serde_json::Value {
         "url": {"type": "string"},
         "attributes": {"type": "object", "description": "a proxy's {\"proxy\": {\"remoteUrl\": …}}"}
     }});
+    let query = |name: &str, description: &str| serde_json::json!({"name": name, "in": "query", "required": false, "description": description, "schema": {"type": "string"}});
+    let token = query("continuationToken", "the previous page's continuationToken");
+    let mut search: Vec<serde_json::Value> = [
+        ("repository", "a repository (a group: its members as the group serves them)"),
+        ("format", "apt, apk, go or conan"),
+        ("group", "the component's group; a trailing * matches a prefix"),
+        ("name", "the component's name; a trailing * matches a prefix"),
+        ("version", "the component's version; a trailing * matches a prefix"),
+        ("q", "a keyword: a word of the group, name or version, any case; a trailing * matches a prefix"),
+        ("sha256", "an asset's SHA-256"),
+        ("sha1", "an asset's SHA-1"),
+        ("md5", "an asset's MD5"),
+        ("sort", "group, name, version or repository"),
+        ("direction", "asc or desc (version sorts desc by default)"),
+    ]
+    .iter()
+    .map(|(n, d)| query(n, d))
+    .collect();
+    search.push(token.clone());
+    let search = serde_json::Value::Array(search);
+    let listing = serde_json::json!([
+        {"name": "repository", "in": "query", "required": true, "schema": {"type": "string"}},
+        token
+    ]);
+    let id = serde_json::json!([{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}]);
+    let asset = serde_json::json!({"type": "object", "properties": {
+        "downloadUrl": {"type": "string"}, "path": {"type": "string"}, "id": {"type": "string"},
+        "repository": {"type": "string"}, "format": {"type": "string"},
+        "checksum": {"type": "object", "description": "sha256, and sha1 and md5 where the format has them"},
+        "contentType": {"type": "string"}, "lastModified": {"type": "string", "format": "date-time"},
+        "lastDownloaded": {"type": "string", "format": "date-time", "nullable": true},
+        "uploader": {"type": "string", "nullable": true}, "fileSize": {"type": "integer"},
+        "blobCreated": {"type": "string", "format": "date-time"}, "downloadCount": {"type": "integer"}
+    }});
+    let component = serde_json::json!({"type": "object", "properties": {
+        "id": {"type": "string"}, "repository": {"type": "string"}, "format": {"type": "string"},
+        "group": {"type": "string"}, "name": {"type": "string"}, "version": {"type": "string"},
+        "assets": {"type": "array", "items": asset}
+    }});
+    let page = |items: &serde_json::Value| {
+        serde_json::json!({"type": "object", "properties": {
+            "items": {"type": "array", "items": items},
+            "continuationToken": {"type": "string", "nullable": true, "description": "null on the last page"}
+        }})
+    };
+    let (component_page, asset_page) = (page(&component), page(&asset));
+    let catalogue_op = |summary: &str, parameters: &serde_json::Value, schema: &serde_json::Value| {
+        serde_json::json!({"summary": summary, "parameters": parameters, "responses": {
+            "200": {"description": "A page", "content": {"application/json": {"schema": schema}}},
+            "400": error_ref("A bad parameter or continuationToken"),
+            "401": error_ref("Bad credentials")
+        }})
+    };
     serde_json::json!({
         "/service/rest/v1/repositories": {"get": {
             "summary": "Nexus: the repositories the caller may read, by name",
@@ -52,6 +105,25 @@ fn nexus_paths() -> serde_json::Value {
                 "401": error_ref("Bad credentials")
             }
         }},
+        "/service/rest/v1/search": {"get": catalogue_op("Nexus: a page of the components matching every parameter given (the caller's readable repositories)", &search, &component_page)},
+        "/service/rest/v1/search/assets": {"get": catalogue_op("Nexus: a page of the assets of the matching components (checksum parameters match the assets)", &search, &asset_page)},
+        "/service/rest/v1/search/assets/download": {"get": {
+            "summary": "Nexus: a redirect to the one asset the parameters match",
+            "parameters": search,
+            "responses": {"302": {"description": "Location: the asset's downloadUrl"}, "400": error_ref("Several assets match, or a bad parameter"), "404": error_ref("No asset matches")}
+        }},
+        "/service/rest/v1/components": {"get": catalogue_op("Nexus: a repository's components, in catalogue order", &listing, &component_page)},
+        "/service/rest/v1/components/{id}": {
+            "parameters": id,
+            "get": {"summary": "Nexus: one component with its assets", "responses": {"200": {"description": "The component", "content": {"application/json": {"schema": component}}}, "404": error_ref("Not found or not readable")}},
+            "delete": {"summary": "Nexus: deletes a component as its format's delete does (hosted: indexes republished, audit entry; proxy: the cached copy); needs the delete privilege", "responses": {"204": {"description": "Deleted"}, "401": error_ref("No credentials"), "403": error_ref("Not permitted"), "404": error_ref("Not found")}}
+        },
+        "/service/rest/v1/assets": {"get": catalogue_op("Nexus: a repository's assets, in catalogue order", &listing, &asset_page)},
+        "/service/rest/v1/assets/{id}": {
+            "parameters": id,
+            "get": {"summary": "Nexus: one asset", "responses": {"200": {"description": "The asset", "content": {"application/json": {"schema": asset}}}, "404": error_ref("Not found or not readable")}},
+            "delete": {"summary": "Nexus: deletes what the asset belongs to (its component; a Conan package file: its package revision); needs the delete privilege", "responses": {"204": {"description": "Deleted"}, "401": error_ref("No credentials"), "403": error_ref("Not permitted"), "404": error_ref("Not found")}}
+        },
         "/service/rest/v1/status": status("Nexus: 200 while reads are answered (the database answers)"),
         "/service/rest/v1/status/writable": status("Nexus: 200 while reads and writes are answered (database with migrations, writable blob store)")
     })

@@ -104,7 +104,7 @@ async fn dists(cx: &Cx<'_>, tail: &str) -> Result<HttpResponse, FormatError> {
         }
         let fetch = packyard_formats::apt::proxy_request(repo, &path)?;
         let outcome = services.proxy.fetch(fetch).await?;
-        return super::serve_proxied(services, repo, cx.req, &path, outcome, "text/plain").await;
+        return super::serve_proxied(services, repo, cx.req, (&path, false), outcome, "text/plain").await;
     }
     let published = &services.published;
     let found = if tail.contains("/by-hash/") {
@@ -139,8 +139,9 @@ async fn pool(cx: &Cx<'_>, mut path: String) -> Result<HttpResponse, FormatError
             return Err(cx.not_found(&path));
         }
         let fetch = packyard_formats::apt::proxy_request(&repo, &path)?;
+        let artifact = fetch.catalogue.is_some();
         let outcome = services.proxy.fetch(fetch).await?;
-        return super::serve_proxied(services, &repo, cx.req, &path, outcome, DEB_TYPE).await;
+        return super::serve_proxied(services, &repo, cx.req, (&path, artifact), outcome, DEB_TYPE).await;
     }
     let db = &services.db;
     super::serve_hosted(cx, &repo, &path, DEB_TYPE, || async {

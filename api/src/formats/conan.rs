@@ -261,9 +261,10 @@ async fn proxy_read(cx: &Cx<'_>, repo: &Repository, target: &Target) -> Result<H
     }
     let immutable = target.immutable();
     let fetch = packyard_formats::conan::proxy_request(repo, &path, immutable)?;
+    let artifact = fetch.catalogue.is_some();
     let outcome = services.proxy.fetch(fetch).await?;
     let content_type = if immutable { "application/octet-stream" } else { "application/json" };
-    super::serve_proxied(services, repo, cx.req, &path, outcome, content_type).await
+    super::serve_proxied(services, repo, cx.req, (&path, artifact), outcome, content_type).await
 }
 
 /// A read from `repo`'s own published projections (a hosted repository's, or a group's merge).
@@ -345,7 +346,9 @@ async fn file(cx: &Cx<'_>, repo: &Repository, r: &Reference, path: &str) -> Resu
         .await
         .map_err(ApiError::internal)?
         .ok_or_else(|| not_found(format!("{}: {path}", r.display())))?;
-    super::serve_artifact(cx.req, services, (&entry.sha256, entry.size), "application/octet-stream").await
+    let res = super::serve_artifact(cx.req, services, (&entry.sha256, entry.size), "application/octet-stream").await?;
+    super::count_download(services, cx.req, &res, repo.id, &format!("v2/conans/{}/{path}", r.url_path()));
+    Ok(res)
 }
 
 /// `PUT …/files/<path>` of a recipe or package revision, through the engine (see

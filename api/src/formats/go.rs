@@ -131,12 +131,16 @@ async fn read(
     let module = request.module();
     match (repo.repo_type, request) {
         (RepoType::Proxy, _) => {
-            let outcome = services.proxy.fetch(proxy_request(repo, request)?).await?;
+            let fetch = proxy_request(repo, request)?;
+            let artifact = fetch.catalogue.is_some();
+            let outcome = services.proxy.fetch(fetch).await?;
             if matches!(outcome, packyard_core::proxy::Outcome::Missing(..)) {
                 return Ok(None);
             }
             let path = request.path();
-            Ok(Some(super::serve_proxied(services, repo, cx.req, &path, outcome, request.content_type()).await?))
+            let served =
+                super::serve_proxied(services, repo, cx.req, (&path, artifact), outcome, request.content_type());
+            Ok(Some(served.await?))
         }
         (RepoType::Hosted, Request::File { version, ext: ext @ ("mod" | "zip"), .. }) => {
             artifact(cx, repo, module, version, ext).await
@@ -219,5 +223,8 @@ async fn artifact(
         }
     };
     let content_type = if ext == "mod" { "text/plain; charset=utf-8" } else { "application/zip" };
-    Ok(Some(super::serve_artifact(cx.req, services, (&sha256, size), content_type).await?))
+    let res = super::serve_artifact(cx.req, services, (&sha256, size), content_type).await?;
+    let path = format!("{}/@v/{}.{ext}", packyard_codecs::go::escape(module), packyard_codecs::go::escape(version));
+    super::count_download(services, cx.req, &res, repo.id, &path);
+    Ok(Some(res))
 }

@@ -5,6 +5,7 @@
 
 pub mod auth;
 pub mod catalogue;
+pub mod downloads;
 pub mod events;
 pub mod groups;
 pub mod hosted;

@@ -35,6 +35,8 @@ pub struct Services {
     pub proxy: crate::proxy::Proxy,
     /// Asks the watermark poller to read the database now (a Redis invalidation arrived).
     refresh: Arc<tokio::sync::Notify>,
+    /// The artifact downloads this replica served, until they are flushed to the catalogue.
+    pub downloads: Arc<crate::downloads::Downloads>,
 }
 
 impl Services {
@@ -122,6 +124,7 @@ impl Services {
             wakeup: Arc::new(Wakeup::default()),
             refresh: Arc::new(tokio::sync::Notify::new()),
             proxy,
+            downloads: Arc::default(),
         })
     }
 
@@ -151,10 +154,12 @@ impl Services {
         }
     }
 
-    /// Background tasks of a serving replica: the watermark poller and, with Redis, the
-    /// invalidation listener.
+    /// Background tasks of a serving replica: the watermark poller, the download statistics'
+    /// flusher and, with Redis, the invalidation listener.
     pub fn spawn_cache_keepers(&self) {
         tokio::spawn(self.clone().run_watermark_poller());
+        let period = std::time::Duration::from_millis(self.config.cache.download_stats_flush_ms.max(1));
+        tokio::spawn(self.downloads.clone().run_flusher(self.db.clone(), period));
         if let Some(r) = self.redis.clone() {
             let refresh = self.refresh.clone();
             tokio::spawn(r.listen(move || refresh.notify_one()));

@@ -116,6 +116,8 @@ pub struct CacheConfig {
     pub blob_cache_bytes: u64,
     /// Blobs larger than this are always streamed from the blob store.
     pub blob_cache_max_object_bytes: u64,
+    /// How often each replica writes the downloads it counted to the catalogue.
+    pub download_stats_flush_ms: u64,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -293,6 +295,7 @@ impl Default for CacheConfig {
             snapshot_cache_bytes: 256 << 20,
             blob_cache_bytes: 256 << 20,
             blob_cache_max_object_bytes: 8 << 20,
+            download_stats_flush_ms: 5_000,
         }
     }
 }

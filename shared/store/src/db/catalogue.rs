@@ -382,6 +382,21 @@ impl Db {
         Ok(done.rows_affected() == 1)
     }
 
+    /// Adds downloads to assets in one transaction: `(repository, path, count, last download
+    /// ms)` each. Returns how many assets it updated (a path that is no asset — metadata, a
+    /// file deleted since — updates nothing).
+    pub async fn record_downloads(&self, rows: &[(i64, &str, i64, i64)]) -> DbResult<usize> {
+        let add = sql!("assets.downloaded", "UPDATE assets SET download_count = download_count + $1, last_downloaded = CASE WHEN last_downloaded IS NULL OR last_downloaded < $2 THEN $3 ELSE last_downloaded END WHERE repository_id = $4 AND path = $5");
+        let mut tx = self.begin().await?;
+        let mut updated = 0;
+        for (repo, path, count, last) in rows {
+            let done = self.bound(add, (*count, *last, *last, *repo, *path)).execute(&mut *tx).await?;
+            updated += usize::try_from(done.rows_affected()).unwrap_or(0);
+        }
+        tx.commit().await?;
+        Ok(updated)
+    }
+
     /// Records the MD5 a worker computed after the upload (APT's).
     pub async fn catalogue_set_md5(&self, repository_id: i64, path: &str, md5: &str) -> DbResult<()> {
         let set = sql!("assets.set_md5", "UPDATE assets SET md5 = $1 WHERE repository_id = $2 AND path = $3");
