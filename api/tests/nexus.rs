@@ -677,3 +677,59 @@ async fn pages_follow_the_token_while_uploads_continue(app: TestApp) -> anyhow::
     Ok(())
 }
 app_test!(pages_follow_the_token_while_uploads_continue);
+
+/// After downloads through two replicas an asset's `downloadCount` is their number and
+/// `lastDownloaded` is set; the warmed downloads ran no query; each flush updates each
+/// downloaded asset once, however often it was downloaded. HEAD and 304 are no downloads.
+async fn downloads_are_counted_through_two_replicas(mut app: TestApp) -> anyhow::Result<()> {
+    app.start_worker();
+    one_of_each(&app).await?;
+    let other = app.replica().await?;
+    let started = packyard_store::db::now_ms();
+    let deb = "/repository/debs/pool/main/h/hello/hello_1.0_amd64.deb";
+    let zip = "/repository/gomods/example.com/acme/hello/@v/v1.2.0.zip";
+    let db = &app.services.db.clone();
+    // Warm both replicas (one download each of each file), and write those.
+    for path in [deb, zip] {
+        assert_eq!(app.get(path).await?.status, StatusCode::OK, "{path}");
+        assert_eq!(other.get(path).await?.status, StatusCode::OK, "{path}");
+    }
+    assert_eq!(app.services.downloads.flush(db).await?, 2);
+    assert_eq!(other.services.downloads.flush(db).await?, 2);
+    app.stop_worker();
+
+    let before = app.t.metrics.db_queries();
+    for _ in 0..10 {
+        assert_eq!(app.get(deb).await?.status, StatusCode::OK);
+        assert_eq!(other.get(deb).await?.status, StatusCode::OK);
+        assert_eq!(app.get(zip).await?.status, StatusCode::OK);
+    }
+    let head = app.send(TestRequest::default().method(actix_web::http::Method::HEAD).uri(deb), As::Anonymous).await?;
+    assert_eq!(head.status, StatusCode::OK);
+    let etag = head.headers.get("etag").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+    let cached = app.send(TestRequest::get().uri(deb).insert_header(("if-none-match", etag)), As::Anonymous).await?;
+    assert_eq!(cached.status, StatusCode::NOT_MODIFIED);
+    assert_eq!(app.t.metrics.db_queries() - before, 0, "warmed downloads ran database queries");
+
+    assert_eq!(app.services.downloads.flush(db).await?, 2, "one update per downloaded asset: the .deb and the zip");
+    assert_eq!(other.services.downloads.flush(db).await?, 1, "one update: the .deb");
+    assert_eq!(app.services.downloads.flush(db).await?, 0, "nothing twice");
+
+    let r = app.send(TestRequest::get().uri("/service/rest/v1/search/assets?name=hello"), As::Admin).await?;
+    let count = |path: &str| {
+        items(&r)
+            .into_iter()
+            .find(|a| a["path"] == path)
+            .map(|a| (a["downloadCount"].clone(), a["lastDownloaded"].clone()))
+    };
+    let (n, last) = count("pool/main/h/hello/hello_1.0_amd64.deb").unwrap_or_default();
+    assert_eq!(n, 22, "2 warming + 20 downloads through two replicas");
+    let last = packyard_model::time::parse_rfc3339(last.as_str().unwrap_or_default()).unwrap_or(0);
+    assert!(last >= started - 1, "lastDownloaded {last} is set (after {started})");
+    let (n, _) = count("example.com/acme/hello/@v/v1.2.0.zip").unwrap_or_default();
+    assert_eq!(n, 12, "2 warming + 10 downloads");
+    let (n, last) = count("example.com/acme/hello/@v/v1.2.0.mod").unwrap_or_default();
+    assert_eq!((n, last), (json!(0), Value::Null), "never downloaded");
+    Ok(())
+}
+app_test!(downloads_are_counted_through_two_replicas);

@@ -72,6 +72,23 @@ impl TestApp {
         Ok(Some(Self { t, services, call, worker: None }))
     }
 
+    /// Another replica on the same database and blob store: its own caches, its own counts of
+    /// what it served.
+    pub async fn replica(&self) -> anyhow::Result<Replica> {
+        let config = (*self.services.config).clone();
+        let blobs = std::sync::Arc::new(
+            packyard_store::blobs::FileStore::open(&config.blobs.path, self.t.metrics.clone()).await?,
+        );
+        let services =
+            Services::assemble(config, self.t.metrics.clone(), self.t.db.clone(), blobs, &self.services.secret)?;
+        let svc = Rc::new(test::init_service(packyard_api::app::public_app(services.clone())).await);
+        let call: Call = Rc::new(move |req| {
+            let svc = svc.clone();
+            Box::pin(async move { test::call_service(&*svc, req).await.map_into_boxed_body() })
+        });
+        Ok(Replica { services, call })
+    }
+
     /// Publishes in the background from now on, as the embedded worker does (no debounce), so
     /// that uploads that wait for their publication return.
     pub fn start_worker(&mut self) {
@@ -191,6 +208,25 @@ impl TestApp {
                 )
             })
             .collect())
+    }
+}
+
+/// A second replica of a [`TestApp`].
+pub struct Replica {
+    pub services: Services,
+    call: Call,
+}
+
+impl Replica {
+    /// An anonymous GET.
+    pub async fn get(&self, path: &str) -> anyhow::Result<Reply> {
+        let res = (self.call)(TestRequest::get().uri(path).to_request()).await;
+        let status = res.status();
+        let headers = res.headers().clone();
+        let bytes = test::read_body(res).await;
+        let text = String::from_utf8_lossy(&bytes).to_string();
+        let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        Ok(Reply { status, json, text, headers, bytes: bytes.to_vec() })
     }
 }
 
