@@ -74,6 +74,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         let publisher = std::sync::Arc::new(Publisher::new(services.clone(), packyard_worker::builders(&services)));
         services.spawn_wakeup_consumer();
         packyard_worker::spawn_catalogue_backfill(&services);
+        packyard_worker::spawn_usage_refresher(&services);
         actix_web::rt::spawn(publisher.run(async move {
             let _ = rx.await;
         }));

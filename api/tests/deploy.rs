@@ -130,6 +130,8 @@ fn dashboard_and_alert_rules_reference_only_exposed_metrics() -> anyhow::Result<
             ("PACKYARD_SECURITY__ADMIN_PASSWORD", "pw"),
             ("PACKYARD_DEBUG__TEST_FORMAT", "true"),
             ("PACKYARD_PROXY__ALLOW_PRIVATE_ADDRESSES", "true"),
+            // The usage gauges appear once the worker counted a repository.
+            ("PACKYARD_WORKER__USAGE_REFRESH_SECS", "1"),
         ],
     )?;
     server.wait_ready()?;
@@ -189,6 +191,8 @@ fn dashboard_and_alert_rules_reference_only_exposed_metrics() -> anyhow::Result<
         "packyard_blob_bytes_total",
         "process_resident_memory_bytes",
         "process_cpu_seconds_total",
+        "packyard_repository_components",
+        "packyard_repository_bytes",
     ] {
         assert!(names.contains(needed), "the dashboard has no panel on {needed}");
     }

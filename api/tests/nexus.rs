@@ -733,3 +733,40 @@ async fn downloads_are_counted_through_two_replicas(mut app: TestApp) -> anyhow:
     Ok(())
 }
 app_test!(downloads_are_counted_through_two_replicas);
+
+/// The worker's count of what each repository holds: in `GET /api/v1/repositories/{name}` and
+/// as gauges; a delete is counted at the next refresh.
+async fn usage_is_counted_per_repository(mut app: TestApp) -> anyhow::Result<()> {
+    app.start_worker();
+    let up = one_of_each(&app).await?;
+    let r = app.call(TestRequest::get().uri("/api/v1/repositories/debs")).await?;
+    assert!(r.json.get("usage").is_none(), "not counted yet: {}", r.text);
+    packyard_core::catalogue::refresh_usage(&app.services).await?;
+    let app = &app;
+    let usage = |name: &'static str| async move {
+        let r = app.call(TestRequest::get().uri(&format!("/api/v1/repositories/{name}"))).await?;
+        anyhow::ensure!(r.status == StatusCode::OK, "{}", r.text);
+        Ok::<_, anyhow::Error>((r.json["usage"]["components"].as_i64(), r.json["usage"]["bytes"].as_i64()))
+    };
+    let len = |b: &[u8]| i64::try_from(b.len()).unwrap_or(0);
+    assert_eq!(usage("debs").await?, (Some(1), Some(len(&up.deb))));
+    assert_eq!(usage("alpine").await?, (Some(1), Some(len(&up.apk))));
+    let (n, bytes) = usage("gomods").await?;
+    assert_eq!(n, Some(1));
+    assert!(bytes.unwrap_or(0) > len(&up.zip), "the zip, its .mod and .info: {bytes:?}");
+    let (n, bytes) = usage("cc").await?;
+    assert_eq!(n, Some(1), "one recipe revision");
+    assert!(bytes.unwrap_or(0) > len(&up.conanfile) + len(&up.package), "{bytes:?}");
+    let m = &app.services.metrics;
+    assert_eq!(m.repository_components.with_label_values(&["debs"]).get(), 1);
+    assert_eq!(m.repository_bytes.with_label_values(&["debs"]).get(), len(&up.deb));
+
+    let id = first_id(app, "debs").await?;
+    let r = app.call(TestRequest::delete().uri(&format!("/service/rest/v1/components/{id}"))).await?;
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.text);
+    packyard_core::catalogue::refresh_usage(&app.services).await?;
+    assert_eq!(usage("debs").await?, (Some(0), Some(0)));
+    assert_eq!(m.repository_components.with_label_values(&["debs"]).get(), 0);
+    Ok(())
+}
+app_test!(usage_is_counted_per_repository);

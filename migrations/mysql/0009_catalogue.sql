@@ -49,6 +49,14 @@ CREATE TABLE assets (
     CONSTRAINT assets_repo_fk FOREIGN KEY (repository_id) REFERENCES repositories (id) ON DELETE CASCADE,
     CONSTRAINT assets_component_fk FOREIGN KEY (component_id) REFERENCES components (id) ON DELETE CASCADE
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+-- What each repository holds, as the worker last counted it from the catalogue.
+CREATE TABLE repository_usage (
+    repository_id BIGINT NOT NULL PRIMARY KEY,
+    components BIGINT NOT NULL,
+    bytes BIGINT NOT NULL,
+    refreshed_at BIGINT NOT NULL,
+    CONSTRAINT repository_usage_fk FOREIGN KEY (repository_id) REFERENCES repositories (id) ON DELETE CASCADE
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 -- One-time tasks over existing data that need a format's code (the catalogue's backfill), done
 -- once by the first process that starts after the migration.
 CREATE TABLE maintenance (

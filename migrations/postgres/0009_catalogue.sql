@@ -45,6 +45,13 @@ CREATE TABLE assets (
 CREATE INDEX assets_component ON assets (component_id, id);
 CREATE INDEX assets_repository ON assets (repository_id, id);
 CREATE INDEX assets_sha256 ON assets (sha256);
+-- What each repository holds, as the worker last counted it from the catalogue.
+CREATE TABLE repository_usage (
+    repository_id BIGINT PRIMARY KEY REFERENCES repositories (id) ON DELETE CASCADE,
+    components BIGINT NOT NULL,
+    bytes BIGINT NOT NULL,
+    refreshed_at BIGINT NOT NULL
+);
 -- One-time tasks over existing data that need a format's code (the catalogue's backfill), done
 -- once by the first process that starts after the migration.
 CREATE TABLE maintenance (

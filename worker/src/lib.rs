@@ -32,3 +32,20 @@ pub fn spawn_catalogue_backfill(services: &Services) {
         }
     });
 }
+
+/// Counts what each repository holds every `worker.usage_refresh_secs` (the first time at once),
+/// for `GET /api/v1/repositories/{name}` and the gauges on `/metrics`.
+pub fn spawn_usage_refresher(services: &Services) {
+    let services = services.clone();
+    let period = std::time::Duration::from_secs(services.config.worker.usage_refresh_secs.max(1));
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            if let Err(e) = packyard_core::catalogue::refresh_usage(&services).await {
+                tracing::warn!(error = %e, "cannot count the repositories' usage; trying again later");
+            }
+        }
+    });
+}

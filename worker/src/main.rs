@@ -48,6 +48,7 @@ async fn run(loaded: Loaded) -> anyhow::Result<()> {
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     services.spawn_wakeup_consumer();
     packyard_worker::spawn_catalogue_backfill(&services);
+    packyard_worker::spawn_usage_refresher(&services);
     let publisher = std::sync::Arc::new(Publisher::new(services.clone(), packyard_worker::builders(&services)));
     let worker = publisher.run(async move {
         let _ = stop_rx.await;

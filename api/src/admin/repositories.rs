@@ -76,6 +76,18 @@ pub struct RepositoryView {
     pub version: i64,
     pub created_at: String,
     pub updated_at: String,
+    /// What it holds, as the worker last counted (`GET /repositories/{name}` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+}
+
+/// A repository's components and their assets' bytes (a group holds none of its own), counted
+/// every `worker.usage_refresh_secs`; absent before the first count.
+#[derive(Debug, Serialize)]
+pub struct Usage {
+    pub components: i64,
+    pub bytes: i64,
+    pub counted_at: String,
 }
 
 impl From<Repository> for RepositoryView {
@@ -97,6 +109,7 @@ impl From<Repository> for RepositoryView {
             version: r.version,
             created_at: rfc3339_ms(r.created_at),
             updated_at: rfc3339_ms(r.updated_at),
+            usage: None,
         }
     }
 }

@@ -114,3 +114,22 @@ pub async fn delete_cached(
     .await
     .map_err(from_db)
 }
+
+/// Counts what every repository holds and shows it as `packyard_repository_components` and
+/// `packyard_repository_bytes` (a repository deleted since leaves the gauges). Returns how
+/// many repositories it counted.
+pub async fn refresh_usage(services: &Services) -> DbResult<usize> {
+    let db = &services.db;
+    let usage = db.refresh_usage().await?;
+    let names: std::collections::HashMap<i64, String> =
+        db.list_repositories().await?.into_iter().map(|r| (r.id, r.name.to_string())).collect();
+    let m = &services.metrics;
+    m.repository_components.reset();
+    m.repository_bytes.reset();
+    for (repo, components, bytes) in &usage {
+        let Some(name) = names.get(repo) else { continue };
+        m.repository_components.with_label_values(&[name]).set(*components);
+        m.repository_bytes.with_label_values(&[name]).set(*bytes);
+    }
+    Ok(usage.len())
+}

@@ -139,6 +139,8 @@ pub struct WorkerConfig {
     /// Older snapshots kept per unit beside the current one, and for how long at least.
     pub keep_snapshots: u64,
     pub snapshot_grace_secs: u64,
+    /// How often the worker counts each repository's components and bytes.
+    pub usage_refresh_secs: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -310,6 +312,7 @@ impl Default for WorkerConfig {
             lease_ms: 30_000,
             keep_snapshots: 2,
             snapshot_grace_secs: 600,
+            usage_refresh_secs: 60,
         }
     }
 }

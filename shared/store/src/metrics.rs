@@ -2,7 +2,8 @@
 //! registry, passed down as `Arc<Metrics>`.
 
 use prometheus::{
-    Encoder, Gauge, Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
+    Encoder, Gauge, Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
 };
 
 pub struct Metrics {
@@ -21,6 +22,8 @@ pub struct Metrics {
     pub proxy_upstream_duration_seconds: HistogramVec,
     pub blob_errors_total: IntCounterVec,
     pub dependency_errors_total: IntCounterVec,
+    pub repository_components: IntGaugeVec,
+    pub repository_bytes: IntGaugeVec,
     process_resident_memory_bytes: IntGauge,
     process_cpu_seconds_total: Gauge,
     process_open_fds: IntGauge,
@@ -114,6 +117,22 @@ impl Metrics {
         for d in ["redis", "rabbitmq"] {
             dependency_errors_total.with_label_values(&[d]);
         }
+        let repository_components = IntGaugeVec::new(
+            Opts::new(
+                "packyard_repository_components",
+                "Components each repository holds (hosted: uploaded; proxy: cached), as the worker last counted them",
+            ),
+            &["repository"],
+        )?;
+        let repository_bytes = IntGaugeVec::new(
+            Opts::new(
+                "packyard_repository_bytes",
+                "Bytes of each repository's assets, as the worker last counted them",
+            ),
+            &["repository"],
+        )?;
+        registry.register(Box::new(repository_components.clone()))?;
+        registry.register(Box::new(repository_bytes.clone()))?;
         // The process's own figures (Linux /proc), refreshed at each scrape: what a replica costs.
         let process_resident_memory_bytes =
             IntGauge::new("process_resident_memory_bytes", "Resident memory of this process in bytes")?;
@@ -152,6 +171,8 @@ impl Metrics {
             proxy_upstream_duration_seconds,
             blob_errors_total,
             dependency_errors_total,
+            repository_components,
+            repository_bytes,
             process_resident_memory_bytes,
             process_cpu_seconds_total,
             process_open_fds,

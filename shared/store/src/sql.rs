@@ -10,7 +10,9 @@
 //! - an insert that returns the new row's id ([`insert_id!`], run with [`Db::insert_id`]:
 //!   `RETURNING id` where the backend has it, the driver's last insert id on MySQL);
 //! - a select that locks the rows it picks and skips those others hold ([`skip_locked!`]:
-//!   `FOR UPDATE SKIP LOCKED` on PostgreSQL and MySQL; SQLite has one writer and needs none).
+//!   `FOR UPDATE SKIP LOCKED` on PostgreSQL and MySQL; SQLite has one writer and needs none);
+//! - `CAST(… AS BIGINT)` (a `SUM` is a decimal on PostgreSQL and MySQL, which the driver does not
+//!   read as an integer) is `CAST(… AS SIGNED)` on MySQL.
 //!
 //! Each statement carries the `op` it is counted under in `packyard_db_queries_total`, so that
 //! running it is counting it.
@@ -130,7 +132,7 @@ pub fn render(text: &str, shape: Shape, backend: Backend) -> String {
         _ => {}
     }
     if mysql {
-        out = to_question_marks(&out);
+        out = to_question_marks(&out).replace(" AS BIGINT)", " AS SIGNED)");
     }
     out
 }

@@ -397,6 +397,40 @@ impl Db {
         Ok(updated)
     }
 
+    /// Counts every repository's components and their assets' bytes, and stores the counts
+    /// (`repository_usage`; repositories with nothing get zeros). Returns
+    /// `(repository, components, bytes)` of each.
+    pub async fn refresh_usage(&self) -> DbResult<Vec<(i64, i64, i64)>> {
+        let components = sql!("components.usage", "SELECT r.id AS repository_id, (SELECT COUNT(*) FROM components c WHERE c.repository_id = r.id) AS n, CAST((SELECT COALESCE(SUM(a.size), 0) FROM assets a WHERE a.repository_id = r.id) AS BIGINT) AS bytes FROM repositories r ORDER BY r.id");
+        let rows = self.query(components).fetch_all(self.pool()).await?;
+        let mut usage = Vec::with_capacity(rows.len());
+        for r in &rows {
+            usage.push((r.try_get("repository_id")?, r.try_get("n")?, r.try_get("bytes")?));
+        }
+        let put = upsert!(
+            "repository_usage.put",
+            "INSERT INTO repository_usage (repository_id, components, bytes, refreshed_at) VALUES ($1, $2, $3, $4)",
+            on "repository_usage" ("repository_id"),
+            set "components = NEW.components, bytes = NEW.bytes, refreshed_at = NEW.refreshed_at"
+        );
+        let (mut tx, now) = (self.begin().await?, now_ms());
+        for (repo, n, bytes) in &usage {
+            self.bound(put, (*repo, *n, *bytes, now)).execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(usage)
+    }
+
+    /// A repository's usage as last counted: `(components, bytes, when)`.
+    pub async fn usage(&self, repository_id: i64) -> DbResult<Option<(i64, i64, i64)>> {
+        let get = sql!(
+            "repository_usage.get",
+            "SELECT components, bytes, refreshed_at FROM repository_usage WHERE repository_id = $1"
+        );
+        let row = self.bound(get, (repository_id,)).fetch_optional(self.pool()).await?;
+        row.map(|r| Ok((r.try_get("components")?, r.try_get("bytes")?, r.try_get("refreshed_at")?))).transpose()
+    }
+
     /// Records the MD5 a worker computed after the upload (APT's).
     pub async fn catalogue_set_md5(&self, repository_id: i64, path: &str, md5: &str) -> DbResult<()> {
         let set = sql!("assets.set_md5", "UPDATE assets SET md5 = $1 WHERE repository_id = $2 AND path = $3");
