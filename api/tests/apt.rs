@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::process::{basic, start, status_of, Server};
+use common::process::{basic, nexus, nexus_component, nexus_delete, start, status_of, Server};
 use sha2::{Digest, Sha256};
 
 const PW: &str = "apt-admin";
@@ -106,7 +106,10 @@ fn hosted_apt_with_the_real_client() -> anyhow::Result<()> {
     };
     anyhow::ensure!(Command::new("apt-get").arg("--version").output().is_ok(), "apt-get is not installed");
     let dir = tempfile::tempdir()?;
-    let server = start(dir.path(), &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)])?;
+    let server = start(
+        dir.path(),
+        &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW), ("PACKYARD_CACHE__DOWNLOAD_STATS_FLUSH_MS", "100")],
+    )?;
     server.wait_ready()?;
     let (s, body) = status_of(
         ureq::post(&format!("{}/api/v1/repositories", server.public)).set("Authorization", &basic(PW)).send_json(serde_json::json!({
@@ -434,6 +437,38 @@ fn hosted_apt_with_the_real_client() -> anyhow::Result<()> {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert_eq!(get(&server, &format!("/repository/debs/{filename}"))?.0, 404);
+
+    // Nexus's REST API: what apt-get downloaded is counted; a package deleted through it is gone
+    // for apt-get.
+    let (public, auth) = (server.public.as_str(), basic(PW));
+    let (name, filename, bytes) = &expected[1];
+    let query = format!("repository=debs&name={}", name.replace('+', "%2B"));
+    let component = nexus_component(public, &auth, &query)?;
+    let deb = &component["assets"][0];
+    assert_eq!(deb["path"].as_str(), Some(filename.as_str()), "{component}");
+    assert_eq!(deb["fileSize"].as_u64(), Some(bytes.len() as u64));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while nexus_component(public, &auth, &query)?["assets"][0]["downloadCount"].as_i64().unwrap_or(0) < 1 {
+        assert!(std::time::Instant::now() < deadline, "apt-get's download of {name} was not counted");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(nexus_delete(public, &auth, component["id"].as_str().unwrap_or_default())?, 204);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, packages) = get(&server, "/repository/debs/dists/stable/main/binary-amd64/Packages")?;
+        if !String::from_utf8_lossy(&packages).contains(&format!("Package: {name}\n")) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{name} still listed after its delete through Nexus's API");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = apt_get(root.path(), &["update"])?;
+    assert!(out.status.success(), "apt-get update: {}", String::from_utf8_lossy(&out.stderr));
+    std::fs::remove_dir_all(root.path().join("downloads"))?;
+    std::fs::create_dir_all(root.path().join("downloads"))?;
+    let out = apt_get(root.path(), &["download", name])?;
+    assert!(!out.status.success(), "apt-get still downloads {name} after its delete");
+    assert!(nexus(public, &auth, "search?repository=debs&name=nothing-else")?["items"] == serde_json::json!([]));
     assert!(server.terminate()?.success());
     Ok(())
 }

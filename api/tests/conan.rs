@@ -11,7 +11,7 @@ use packyard_model::repos::Format;
 
 use std::process::Command;
 
-use common::process::{basic, start, status_of};
+use common::process::{basic, nexus, nexus_component, nexus_delete, start, status_of};
 
 const PW: &str = "conan-admin";
 
@@ -293,6 +293,24 @@ fn hosted_recipes_and_packages() -> anyhow::Result<()> {
     conan(h, &["remove", "hello/2.0#*", "-r", "packyard", "-c"])?;
     let out = conan(h, &["list", "hello/*", "-r", "packyard"])?;
     assert!(!out.contains("hello/2.0") && out.contains("hello/1.1"), "{out}");
+
+    // Nexus's REST API: the recipe revisions the client uploaded are components; deleting one
+    // through it takes it from the client's view.
+    let (public, auth) = (server.public.as_str(), basic(PW));
+    let listed = nexus(public, &auth, "search?repository=conan-local&name=hello&sort=version")?;
+    let versions: Vec<&str> =
+        listed["items"].as_array().into_iter().flatten().filter_map(|c| c["version"].as_str()).collect();
+    assert_eq!(versions, ["1.1", "1.0"], "{listed}");
+    let v11 = nexus_component(public, &auth, "repository=conan-local&name=hello&version=1.1")?;
+    let paths: Vec<&str> = v11["assets"].as_array().into_iter().flatten().filter_map(|a| a["path"].as_str()).collect();
+    assert!(paths.iter().any(|p| p.ends_with("/files/conanfile.py")), "{paths:?}");
+    assert!(paths.iter().any(|p| p.contains("/packages/da39a3ee5e6b4b0d3255bfef95601890afd80709/")), "{paths:?}");
+    assert_eq!(nexus_delete(public, &auth, v11["id"].as_str().unwrap_or_default())?, 204);
+    let out = conan(h, &["list", "hello/*", "-r", "packyard"])?;
+    assert!(!out.contains("hello/1.1") && out.contains("hello/1.0"), "{out}");
+    conan(h, &["remove", "*", "-c"])?;
+    let out = conan(h, &["install", "--requires=hello/[>=1.0 <2]", "-r", "packyard"])?;
+    assert!(out.contains("hello/1.0#"), "the range resolves to what is left: {out}");
     Ok(())
 }
 

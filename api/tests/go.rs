@@ -12,7 +12,7 @@ use packyard_model::repos::Format;
 use std::path::Path;
 use std::process::Command;
 
-use common::process::{basic, start, status_of, Server};
+use common::process::{basic, nexus, nexus_component, nexus_delete, start, status_of, Server};
 use packyard_codecs::go::testing::{module_zip, simple_module, ZipFile};
 
 const PW: &str = "go-admin";
@@ -82,7 +82,11 @@ fn hosted_modules_with_the_real_go_command() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let server = start(
         dir.path(),
-        &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW), ("PACKYARD_SERVER__MAX_UPLOAD_BYTES", "2097152")],
+        &[
+            ("PACKYARD_SECURITY__ADMIN_PASSWORD", PW),
+            ("PACKYARD_SERVER__MAX_UPLOAD_BYTES", "2097152"),
+            ("PACKYARD_CACHE__DOWNLOAD_STATS_FLUSH_MS", "100"),
+        ],
     )?;
     server.wait_ready()?;
     let (s, text) = status_of(
@@ -255,6 +259,33 @@ fn hosted_modules_with_the_real_go_command() -> anyhow::Result<()> {
     ] {
         assert!(sum.contains(line), "go.sum lacks {line:?}: {sum}");
     }
+
+    // Nexus's REST API: what the go command downloaded is counted; a version deleted through it
+    // is gone for the go command.
+    let (public, auth) = (server.public.as_str(), basic(PW));
+    let v110 = nexus_component(public, &auth, "repository=gomods&name=hello&version=v1.1.0&group=example.com")?;
+    let zip = v110["assets"].as_array().into_iter().flatten().find(|a| a["path"] == "example.com/hello/@v/v1.1.0.zip");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let id = zip.and_then(|a| a["id"].as_str()).unwrap_or_default();
+        let asset = nexus(public, &auth, &format!("assets/{id}"))?;
+        if asset["downloadCount"].as_i64().unwrap_or(0) >= 1 {
+            assert!(asset["lastDownloaded"].is_string(), "{asset}");
+            break;
+        }
+        anyhow::ensure!(std::time::Instant::now() < deadline, "the go command's download was not counted: {asset}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let v100 = nexus_component(public, &auth, "repository=gomods&name=hello&version=v1.0.0")?;
+    let id = v100["id"].as_str().unwrap_or_default();
+    assert_eq!(nexus_delete(public, "", id)?, 401, "anonymous may not delete");
+    assert_eq!(nexus_delete(public, &auth, id)?, 204);
+    let versions = go(&app, home.path(), &proxy, &["list", "-m", "-versions", "example.com/hello"])?;
+    assert_eq!(versions.trim(), "example.com/hello v1.1.0", "the deleted version is not listed");
+    let fresh = tempfile::tempdir()?;
+    let failed = go(&app, fresh.path(), &proxy, &["mod", "download", "example.com/hello@v1.0.0"]);
+    let message = failed.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(message.contains("404") || message.contains("not found"), "the deleted version downloaded: {message}");
     Ok(())
 }
 
@@ -334,7 +365,11 @@ fn proxy_and_group_with_the_real_go_command() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let server = start(
         dir.path(),
-        &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW), ("PACKYARD_PROXY__ALLOW_PRIVATE_ADDRESSES", "true")],
+        &[
+            ("PACKYARD_SECURITY__ADMIN_PASSWORD", PW),
+            ("PACKYARD_PROXY__ALLOW_PRIVATE_ADDRESSES", "true"),
+            ("PACKYARD_CACHE__DOWNLOAD_STATS_FLUSH_MS", "100"),
+        ],
     )?;
     server.wait_ready()?;
     create(
@@ -404,6 +439,50 @@ fn proxy_and_group_with_the_real_go_command() -> anyhow::Result<()> {
     // The rc is served from the hosted member through the group.
     let (s, info) = read("goall", "example.com/hello/@v/v1.2.0-rc.1.info")?;
     assert_eq!(s, 200, "{info}");
+
+    // The proxy's catalogue is what it cached, counted as the go commands downloaded it (two
+    // through the proxy, one through the group); the group shows its members' components.
+    let auth = basic(PW);
+    let cached =
+        nexus_component(&server.public, &auth, "repository=goproxy&name=hello&version=v1.1.0&group=example.com")?;
+    let zip = cached["assets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|a| a["path"] == "example.com/hello/@v/v1.1.0.zip")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(zip["uploader"], serde_json::Value::Null, "{cached}");
+    let id = zip["id"].as_str().unwrap_or_default().to_string();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while nexus(&server.public, &auth, &format!("assets/{id}"))?["downloadCount"].as_i64().unwrap_or(0) < 2 {
+        anyhow::ensure!(std::time::Instant::now() < deadline, "the proxy's downloads were not counted");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let listed = nexus(&server.public, &auth, "search?repository=goall&name=hello")?;
+    let mut seen: Vec<(String, String)> = listed["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| (c["repository"].as_str().unwrap_or("").to_string(), c["version"].as_str().unwrap_or("").to_string()))
+        .collect();
+    seen.sort();
+    assert!(seen.contains(&("goall".into(), "v1.2.0-rc.1".into())), "{listed}");
+    assert!(seen.contains(&("goall".into(), "v1.1.0".into())), "{listed}");
+    // Deleting the cached copy: fetched again when asked for, with the same bytes.
+    assert_eq!(nexus_delete(&server.public, &auth, cached["id"].as_str().unwrap_or_default())?, 204);
+    let again = nexus(&server.public, &auth, "search?repository=goproxy&name=hello&version=v1.1.0")?;
+    assert_eq!(again["items"], serde_json::json!([]), "{again}");
+    let zip_url = format!("{}/repository/goproxy/example.com/hello/@v/v1.1.0.zip", server.public);
+    let r = ureq::get(&zip_url).call()?;
+    assert_eq!(r.header("x-packyard-cache"), Some("miss"), "fetched again");
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut r.into_reader(), &mut bytes)?;
+    assert_eq!(
+        hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes)),
+        zip["checksum"]["sha256"].as_str().unwrap_or_default()
+    );
+    nexus_component(&server.public, &auth, "repository=goproxy&name=hello&version=v1.1.0")?;
 
     // What capacity tuning reads: upstream latency per proxy, blob errors, the process's cost.
     let metrics = ureq::get(&format!("{}/metrics", server.management)).call()?.into_string()?;

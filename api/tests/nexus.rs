@@ -453,10 +453,20 @@ async fn deletes_go_through_each_format(mut app: TestApp) -> anyhow::Result<()> 
     assert!(!packages.text.contains("Package: hello"), "{}", packages.text);
 
     // APK: the package and its index record.
+    let index = || async {
+        let r = app.get("/repository/alpine/v3.20/main/x86_64/APKINDEX.tar.gz").await?;
+        anyhow::ensure!(r.status == StatusCode::OK, "APKINDEX: {}", r.status);
+        let mut text = Vec::new();
+        std::io::Read::read_to_end(&mut flate2::read::MultiGzDecoder::new(&r.bytes[..]), &mut text)?;
+        Ok::<_, anyhow::Error>(String::from_utf8_lossy(&text).into_owned())
+    };
+    app.publish().await;
+    assert!(index().await?.contains("\nP:hello\n"), "listed before");
     let id = first_id(&app, "alpine").await?;
     assert_eq!(delete(format!("/service/rest/v1/components/{id}"), As::Admin).await?.status, StatusCode::NO_CONTENT);
     app.publish().await;
     assert_eq!(app.get("/repository/alpine/v3.20/main/x86_64/hello-1.0-r0.apk").await?.status, StatusCode::NOT_FOUND);
+    assert!(!index().await?.contains("P:hello"), "the index no longer lists it");
 
     // Go: the version leaves the module's list.
     let id = first_id(&app, "gomods").await?;

@@ -17,6 +17,9 @@ CREATE TABLE components (
     KEY components_name (name, id),
     KEY components_version (version, id),
     KEY components_namespace (namespace, id),
+    KEY components_repository_name (repository_id, name, id),
+    KEY components_repository_version (repository_id, version, id),
+    KEY components_repository_namespace (repository_id, namespace, id),
     CONSTRAINT components_repo_fk FOREIGN KEY (repository_id) REFERENCES repositories (id) ON DELETE CASCADE
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 -- The words a keyword search (`q`) finds a component by: its name, group and version, whole and

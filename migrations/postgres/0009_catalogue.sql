@@ -18,6 +18,10 @@ CREATE INDEX components_repository ON components (repository_id, id);
 CREATE INDEX components_name ON components (name, id);
 CREATE INDEX components_version ON components (version, id);
 CREATE INDEX components_namespace ON components (namespace, id);
+-- A search within a repository by name, version or group reads its range in id order.
+CREATE INDEX components_repository_name ON components (repository_id, name, id);
+CREATE INDEX components_repository_version ON components (repository_id, version, id);
+CREATE INDEX components_repository_namespace ON components (repository_id, namespace, id);
 -- The words a keyword search (`q`) finds a component by: its name, group and version, whole and
 -- split at punctuation, lower-cased.
 CREATE TABLE component_keywords (

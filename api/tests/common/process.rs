@@ -208,3 +208,28 @@ pub fn create_repository(public: &str, auth: &str, body: impl Into<serde_json::V
 /// Reading one sample of a `/metrics` page, as the soak does.
 #[allow(unused_imports)]
 pub use packyard_loadtest::soak::metric;
+
+/// Nexus's REST API of a spawned server: `GET /service/rest/v1/<query>` as `auth`, its JSON.
+pub fn nexus(public: &str, auth: &str, query: &str) -> anyhow::Result<serde_json::Value> {
+    let (s, text) =
+        status_of(ureq::get(&format!("{public}/service/rest/v1/{query}")).set("Authorization", auth).call())?;
+    anyhow::ensure!(s == 200, "GET /service/rest/v1/{query}: {s} {text}");
+    Ok(serde_json::from_str(&text)?)
+}
+
+/// The one component a Nexus search finds (fails unless exactly one).
+pub fn nexus_component(public: &str, auth: &str, search: &str) -> anyhow::Result<serde_json::Value> {
+    let found = nexus(public, auth, &format!("search?{search}"))?;
+    let items = found["items"].as_array().cloned().unwrap_or_default();
+    anyhow::ensure!(items.len() == 1, "search?{search} found {} components: {found}", items.len());
+    Ok(items[0].clone())
+}
+
+/// `DELETE /service/rest/v1/components/{id}` as `auth` (empty: anonymous): its status.
+pub fn nexus_delete(public: &str, auth: &str, id: &str) -> anyhow::Result<u16> {
+    let mut req = ureq::delete(&format!("{public}/service/rest/v1/components/{id}"));
+    if !auth.is_empty() {
+        req = req.set("Authorization", auth);
+    }
+    Ok(status_of(req.call())?.0)
+}
