@@ -942,6 +942,20 @@ fn proxy_and_group_with_the_real_client() -> anyhow::Result<()> {
     std::thread::sleep(Duration::from_millis(1100));
     let log = update_ok(root.path())?;
     assert!(log.contains("Hit:"), "a second update through the proxy finds nothing new:\n{log}");
+    // The proxy's catalogue is what it cached: each package apt-get fetched, with the upstream's
+    // bytes' digest; its indexes are no components.
+    let auth = basic(PW);
+    let cached = common::process::nexus(&server.public, &auth, "search?repository=up")?;
+    let mut names: Vec<&str> =
+        cached["items"].as_array().into_iter().flatten().filter_map(|c| c["name"].as_str()).collect();
+    names.sort_unstable();
+    let mut fetched: Vec<&str> = real.keys().map(String::as_str).collect();
+    fetched.sort_unstable();
+    assert_eq!(names, fetched, "{cached}");
+    let jq = common::process::nexus_component(&server.public, &auth, "repository=up&name=jq")?;
+    let digest = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&real["jq"]));
+    assert_eq!(jq["assets"][0]["checksum"]["sha256"].as_str(), Some(digest.as_str()), "{jq}");
+    assert_eq!(jq["group"], "main");
 
     // Group: a local package, and a local "hello" with the same name/version/arch as the
     // upstream's but other bytes: the first member (local) wins.

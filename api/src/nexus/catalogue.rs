@@ -27,13 +27,18 @@ pub const PAGE: i64 = 100;
 
 pub fn configure(scope: actix_web::Scope) -> actix_web::Scope {
     use crate::admin::resource::resource;
+    let list = |what: (Listing, Rows)| {
+        web::get().to(move |req: HttpRequest, s: web::Data<Services>, c: Caller, p: web::Query<Params>| {
+            listed(req, s, c, p, what)
+        })
+    };
     scope
-        .service(resource("/search").route(web::get().to(search)))
-        .service(resource("/search/assets").route(web::get().to(search_assets)))
+        .service(resource("/search").route(list((Listing::Search, Rows::Components))))
+        .service(resource("/search/assets").route(list((Listing::Search, Rows::Assets))))
         .service(resource("/search/assets/download").route(web::get().to(download)))
-        .service(resource("/components").route(web::get().to(components)))
+        .service(resource("/components").route(list((Listing::Repository, Rows::Components))))
         .service(resource("/components/{id}").route(web::get().to(component)).route(web::delete().to(delete_component)))
-        .service(resource("/assets").route(web::get().to(assets)))
+        .service(resource("/assets").route(list((Listing::Repository, Rows::Assets))))
         .service(resource("/assets/{id}").route(web::get().to(asset)).route(web::delete().to(delete_asset)))
 }
 
@@ -279,28 +284,48 @@ async fn asset_page(req: &HttpRequest, db: &Db, scope: &Scope, search: &Search) 
     Ok(json!({"items": items, "continuationToken": token}))
 }
 
-/// `GET /search`: components matching every parameter given.
-async fn search(
-    req: HttpRequest,
-    services: web::Data<Services>,
-    caller: Caller,
-    p: web::Query<Params>,
-) -> Result<HttpResponse, ApiError> {
-    let scope = scope(&services, &caller, p.repository.as_deref()).await?;
-    let search = search_of(&p, scope.searched())?;
-    Ok(HttpResponse::Ok().json(component_page(&req, &services.db, &scope, &search).await?))
+/// Which list a request asks for: a search (`/search`, `/search/assets`) or a repository's
+/// contents (`/components`, `/assets`), of components or of assets.
+#[derive(Clone, Copy)]
+enum Listing {
+    Search,
+    Repository,
 }
 
-/// `GET /search/assets`: the assets of the components matching, their checksums matched too.
-async fn search_assets(
+#[derive(Clone, Copy)]
+enum Rows {
+    Components,
+    Assets,
+}
+
+/// `GET /search` (components matching every parameter given), `/search/assets` (their assets,
+/// checksums matched too), `/components?repository=` and `/assets?repository=` (a repository's
+/// contents in catalogue order).
+async fn listed(
     req: HttpRequest,
     services: web::Data<Services>,
     caller: Caller,
     p: web::Query<Params>,
+    (listing, rows): (Listing, Rows),
 ) -> Result<HttpResponse, ApiError> {
-    let scope = scope(&services, &caller, p.repository.as_deref()).await?;
-    let search = search_of(&p, scope.searched())?;
-    Ok(HttpResponse::Ok().json(asset_page(&req, &services.db, &scope, &search).await?))
+    let (scope, search) = match listing {
+        Listing::Search => {
+            let scope = scope(&services, &caller, p.repository.as_deref()).await?;
+            let search = search_of(&p, scope.searched())?;
+            (scope, search)
+        }
+        Listing::Repository => {
+            let scope = listed_scope(&services, &caller, &p).await?;
+            let after = p.continuation_token.as_deref().map(decode_token).transpose()?;
+            let search = Search { repositories: scope.searched(), after, limit: PAGE, ..Search::default() };
+            (scope, search)
+        }
+    };
+    let page = match rows {
+        Rows::Components => component_page(&req, &services.db, &scope, &search).await?,
+        Rows::Assets => asset_page(&req, &services.db, &scope, &search).await?,
+    };
+    Ok(HttpResponse::Ok().json(page))
 }
 
 /// `GET /search/assets/download`: a redirect to the one asset matching; 400 when several do,
@@ -345,32 +370,6 @@ async fn listed_scope(services: &Services, caller: &Caller, p: &Params) -> Resul
         return Err(ApiError::not_found(format!("repository {name} not found")));
     }
     Ok(scope)
-}
-
-/// `GET /components?repository=`: a repository's components, in catalogue order.
-async fn components(
-    req: HttpRequest,
-    services: web::Data<Services>,
-    caller: Caller,
-    p: web::Query<Params>,
-) -> Result<HttpResponse, ApiError> {
-    let scope = listed_scope(&services, &caller, &p).await?;
-    let after = p.continuation_token.as_deref().map(decode_token).transpose()?;
-    let search = Search { repositories: scope.searched(), after, limit: PAGE, ..Search::default() };
-    Ok(HttpResponse::Ok().json(component_page(&req, &services.db, &scope, &search).await?))
-}
-
-/// `GET /assets?repository=`: a repository's assets, in catalogue order.
-async fn assets(
-    req: HttpRequest,
-    services: web::Data<Services>,
-    caller: Caller,
-    p: web::Query<Params>,
-) -> Result<HttpResponse, ApiError> {
-    let scope = listed_scope(&services, &caller, &p).await?;
-    let after = p.continuation_token.as_deref().map(decode_token).transpose()?;
-    let search = Search { repositories: scope.searched(), after, limit: PAGE, ..Search::default() };
-    Ok(HttpResponse::Ok().json(asset_page(&req, &services.db, &scope, &search).await?))
 }
 
 /// What an id names, when the caller may read it: the repository it is seen through and the
@@ -456,7 +455,7 @@ fn check_delete(services: &Services, caller: &Caller, owner: &Repository) -> Res
 }
 
 /// Deletes a component as its format's own delete does (a hosted repository's rows, indexes
-/// republished, audit entry), or a proxy's cached copy of it.
+/// republished — answered once they are —, audit entry), or a proxy's cached copy of it.
 async fn delete_catalogued(
     services: &Services,
     caller: &Caller,
@@ -467,9 +466,16 @@ async fn delete_catalogued(
     check_delete(services, caller, owner)?;
     let deleted = match owner.repo_type {
         RepoType::Proxy => packyard_core::catalogue::delete_cached(services, owner, c, caller.actor()).await?,
-        _ => packyard_formats::delete_catalogued(services, owner, &c.component_key, asset, caller.actor())
-            .await?
-            .is_some(),
+        _ => match packyard_formats::delete_catalogued(services, owner, &c.component_key, asset, caller.actor()).await?
+        {
+            Some(d) => {
+                // As the formats' own deletes of Go and Conan do, and an upload with
+                // `?wait=true`: answered once the indexes without it are served.
+                crate::formats::wait_published(services, &d.changes).await.map_err(|e| e.0)?;
+                true
+            }
+            None => false,
+        },
     };
     if deleted {
         Ok(HttpResponse::NoContent().finish())

@@ -120,13 +120,7 @@ impl TestApp {
             As::Basic(u, p) => req.insert_header(super::basic(&u, &p)),
             As::Bearer(token) => req.insert_header(super::bearer(&token)),
         };
-        let res = (self.call)(req.to_request()).await;
-        let status = res.status();
-        let headers = res.headers().clone();
-        let bytes = test::read_body(res).await;
-        let text = String::from_utf8_lossy(&bytes).to_string();
-        let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-        Ok(Reply { status, json, text, headers, bytes: bytes.to_vec() })
+        Ok(super::reply((self.call)(req.to_request()).await).await)
     }
 
     /// A request as the bootstrap administrator.
@@ -220,13 +214,7 @@ pub struct Replica {
 impl Replica {
     /// An anonymous GET.
     pub async fn get(&self, path: &str) -> anyhow::Result<Reply> {
-        let res = (self.call)(TestRequest::get().uri(path).to_request()).await;
-        let status = res.status();
-        let headers = res.headers().clone();
-        let bytes = test::read_body(res).await;
-        let text = String::from_utf8_lossy(&bytes).to_string();
-        let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-        Ok(Reply { status, json, text, headers, bytes: bytes.to_vec() })
+        Ok(super::reply((self.call)(TestRequest::get().uri(path).to_request()).await).await)
     }
 }
 

@@ -124,13 +124,17 @@ where
     >,
     B: actix_web::body::MessageBody,
 {
-    let res = test::call_service(app, req.to_request()).await;
+    Ok(reply(test::call_service(app, req.to_request()).await).await)
+}
+
+/// A service's answer, read whole.
+pub async fn reply<B: actix_web::body::MessageBody>(res: actix_web::dev::ServiceResponse<B>) -> Reply {
     let status = res.status();
     let headers = res.headers().clone();
     let bytes = test::read_body(res).await;
     let text = String::from_utf8_lossy(&bytes).to_string();
     let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    Ok(Reply { status, json, text, headers, bytes: bytes.to_vec() })
+    Reply { status, json, text, headers, bytes: bytes.to_vec() }
 }
 
 pub fn error_of(body: &Value) -> (&str, &str) {

@@ -28,6 +28,14 @@ pub trait Catalogue: Send + Sync {
     fn cached(&self, path: &str) -> Option<Component>;
 }
 
+/// A hosted page as [`Catalogue::hosted_page`] answers it, from rows read with who stored each
+/// and when: `(row, uploaded_by, created_at)`.
+pub fn stamped<R>(rows: Vec<(R, String, i64)>, id: fn(&R) -> i64, entry: fn(&R) -> Entry) -> Vec<(i64, Stamped)> {
+    rows.into_iter()
+        .map(|(row, uploaded_by, created_at)| (id(&row), Stamped { entry: entry(&row), uploaded_by, created_at }))
+        .collect()
+}
+
 const BACKFILL: &str = "catalogue.backfill";
 const PAGE: i64 = 500;
 

@@ -6,7 +6,7 @@
 use async_trait::async_trait;
 
 use super::rows::{self, ApkPackage};
-use packyard_core::catalogue::{Catalogue, Stamped};
+use packyard_core::catalogue::{stamped, Catalogue, Stamped};
 use packyard_core::hosted::{Component, Entry, NewAsset};
 use packyard_model::repos::Repository;
 use packyard_store::db::{Db, DbResult};
@@ -33,11 +33,7 @@ pub fn entry(p: &ApkPackage) -> Entry {
 #[async_trait]
 impl Catalogue for ApkCatalogue {
     async fn hosted_page(&self, db: &Db, repo: &Repository, after: i64, limit: i64) -> DbResult<Vec<(i64, Stamped)>> {
-        let page = rows::stamped_page(db, repo.id, after, limit).await?;
-        Ok(page
-            .into_iter()
-            .map(|(p, by, at)| (p.id, Stamped { entry: entry(&p), uploaded_by: by, created_at: at }))
-            .collect())
+        Ok(stamped(rows::stamped_page(db, repo.id, after, limit).await?, |p| p.id, entry))
     }
 
     fn cached(&self, path: &str) -> Option<Component> {

@@ -7,7 +7,7 @@
 use async_trait::async_trait;
 
 use super::rows::{self, AptPackage};
-use packyard_core::catalogue::{Catalogue, Stamped};
+use packyard_core::catalogue::{stamped, Catalogue, Stamped};
 use packyard_core::hosted::{Component, Entry, NewAsset};
 use packyard_model::repos::Repository;
 use packyard_store::db::{Db, DbResult};
@@ -38,11 +38,7 @@ pub fn entry(p: &AptPackage) -> Entry {
 #[async_trait]
 impl Catalogue for AptCatalogue {
     async fn hosted_page(&self, db: &Db, repo: &Repository, after: i64, limit: i64) -> DbResult<Vec<(i64, Stamped)>> {
-        let page = rows::stamped_page(db, repo.id, after, limit).await?;
-        Ok(page
-            .into_iter()
-            .map(|(p, by, at)| (p.id, Stamped { entry: entry(&p), uploaded_by: by, created_at: at }))
-            .collect())
+        Ok(stamped(rows::stamped_page(db, repo.id, after, limit).await?, |p| p.id, entry))
     }
 
     fn cached(&self, path: &str) -> Option<Component> {

@@ -219,6 +219,17 @@ impl Built {
         }
     }
 
+    /// The statement with its parameters bound, in order.
+    fn bind(self, mut q: crate::sql::Query<'_>) -> crate::sql::Query<'_> {
+        for p in self.params {
+            q = match p {
+                Param::Int(i) => q.bind(i),
+                Param::Text(s) => q.bind(s),
+            };
+        }
+        q
+    }
+
     fn ints(&mut self, values: &[i64]) -> &mut Self {
         self.push("(");
         for (i, v) in values.iter().enumerate() {
@@ -239,14 +250,28 @@ impl Db {
     async fn run_built(&self, op: &'static str, b: Built) -> DbResult<Vec<sqlx::any::AnyRow>> {
         self.count(op);
         let text = render(&b.text, Shape::Plain, self.backend());
-        let mut q = sqlx::query(&text);
-        for p in b.params {
-            q = match p {
-                Param::Int(i) => q.bind(i),
-                Param::Text(s) => q.bind(s),
-            };
+        Ok(b.bind(sqlx::query(&text)).fetch_all(self.pool()).await?)
+    }
+
+    /// A page of what `search` finds: components, or (`assets`) their assets.
+    async fn searched<T>(
+        &self,
+        op: &'static str,
+        search: &Search,
+        assets: bool,
+        parse: fn(&sqlx::any::AnyRow) -> DbResult<T>,
+    ) -> DbResult<Vec<T>> {
+        if search.repositories.is_empty() {
+            return Ok(Vec::new());
         }
-        Ok(q.fetch_all(self.pool()).await?)
+        let mut b = Built::default();
+        b.push(&if assets {
+            format!("SELECT {ASSET_SELECT} FROM assets a JOIN components c ON c.id = a.component_id")
+        } else {
+            format!("SELECT {COMPONENT_SELECT} FROM components c")
+        });
+        filtered(&mut b, search, assets);
+        self.run_built(op, b).await?.iter().map(parse).collect()
     }
 
     /// Writes `entry` in the writer's transaction, stored by whom and when: the component (kept
@@ -275,14 +300,7 @@ impl Db {
             }
             self.count("component_keywords.insert");
             let text = render(&b.text, Shape::InsertOrIgnore, self.backend());
-            let mut q = sqlx::query(&text);
-            for p in b.params {
-                q = match p {
-                    Param::Int(i) => q.bind(i),
-                    Param::Text(s) => q.bind(s),
-                };
-            }
-            q.execute(&mut **tx).await?;
+            b.bind(sqlx::query(&text)).execute(&mut **tx).await?;
         }
         let asset = upsert!(
             "assets.put",
@@ -464,24 +482,12 @@ impl Db {
 
     /// A page of the components `search` finds.
     pub async fn catalogue_search(&self, search: &Search) -> DbResult<Vec<ComponentRow>> {
-        if search.repositories.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut b = Built::default();
-        b.push(&format!("SELECT {COMPONENT_SELECT} FROM components c"));
-        filtered(&mut b, search, false);
-        self.run_built("components.search", b).await?.iter().map(ComponentRow::parse).collect()
+        self.searched("components.search", search, false, ComponentRow::parse).await
     }
 
     /// A page of the assets of the components `search` finds (its checksums match the assets).
     pub async fn catalogue_search_assets(&self, search: &Search) -> DbResult<Vec<AssetRow>> {
-        if search.repositories.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut b = Built::default();
-        b.push(&format!("SELECT {ASSET_SELECT} FROM assets a JOIN components c ON c.id = a.component_id"));
-        filtered(&mut b, search, true);
-        self.run_built("assets.search", b).await?.iter().map(AssetRow::parse).collect()
+        self.searched("assets.search", search, true, AssetRow::parse).await
     }
 
     /// The sort value of a component, for the token of the page that ends with it.
