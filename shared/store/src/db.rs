@@ -361,6 +361,27 @@ impl Db {
         Ok(self.query(statement).bind(id).execute(&mut **tx).await?.rows_affected() == 1)
     }
 
+    /// Runs an [`insert_or_ignore_id!`] statement: the new row's id, or `None` when a row with
+    /// its key was there.
+    pub async fn insert_or_ignore_id<'q, 'e, E>(
+        &self,
+        query: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
+        executor: E,
+    ) -> DbResult<Option<i64>>
+    where
+        E: Executor<'e, Database = sqlx::Any>,
+    {
+        match self.backend() {
+            Backend::MySql => {
+                let done = query.execute(executor).await?;
+                Ok(if done.rows_affected() == 1 { done.last_insert_id() } else { None })
+            }
+            Backend::Sqlite | Backend::Postgres => {
+                query.fetch_optional(executor).await?.map(|r| r.try_get("id")).transpose().map_err(Into::into)
+            }
+        }
+    }
+
     /// Runs an [`insert_id!`] statement and returns the new row's id.
     pub async fn insert_id<'q, 'e, E>(
         &self,

@@ -6,7 +6,8 @@
 //! - an upsert ([`upsert!`]): an `INSERT`, the conflicting key, and the `SET` list, in which
 //!   `NEW.c` is the proposed row's column and `OLD.c` the stored one (`excluded.c` and
 //!   `<table>.c` on SQLite and PostgreSQL; `VALUES(c)` and `c` on MySQL);
-//! - an insert that leaves a conflicting row alone ([`insert_or_ignore!`]);
+//! - an insert that leaves a conflicting row alone ([`insert_or_ignore!`]; with the new row's id,
+//!   [`insert_or_ignore_id!`] run with [`Db::insert_or_ignore_id`]);
 //! - an insert that returns the new row's id ([`insert_id!`], run with [`Db::insert_id`]:
 //!   `RETURNING id` where the backend has it, the driver's last insert id on MySQL);
 //! - a select that locks the rows it picks and skips those others hold ([`skip_locked!`]:
@@ -61,6 +62,8 @@ pub enum Shape {
     InsertOrIgnore,
     /// `INSERT …` whose new row's `id` is returned.
     InsertId,
+    /// `INSERT …` that leaves a conflicting row alone and returns the new row's `id`, if any.
+    InsertOrIgnoreId,
     /// `SELECT …` that locks what it picks, skipping rows other transactions hold.
     SkipLocked,
     /// Takes (or, `release`, gives back) the session lock the text names: PostgreSQL's advisory
@@ -112,8 +115,11 @@ pub fn render(text: &str, shape: Shape, backend: Backend) -> String {
             (Backend::MySql, true) => format!("SELECT RELEASE_LOCK('{text}')"),
             (Backend::Sqlite, _) => "SELECT 1".to_string(),
         },
-        Shape::InsertOrIgnore if mysql => text.replacen("INSERT INTO", "INSERT IGNORE INTO", 1),
+        Shape::InsertOrIgnore | Shape::InsertOrIgnoreId if mysql => {
+            text.replacen("INSERT INTO", "INSERT IGNORE INTO", 1)
+        }
         Shape::InsertOrIgnore => format!("{text} ON CONFLICT DO NOTHING"),
+        Shape::InsertOrIgnoreId => format!("{text} ON CONFLICT DO NOTHING RETURNING id"),
         Shape::Upsert { table, key, set } => {
             if mysql {
                 format!("{text} ON DUPLICATE KEY UPDATE {}", rewrite_rows(set, "", |c| format!("VALUES({c})")))
@@ -219,6 +225,16 @@ macro_rules! upsert {
 macro_rules! insert_or_ignore {
     ($op:literal, $text:expr) => {{
         static S: $crate::sql::Sql = $crate::sql::Sql::new($op, $text, $crate::sql::Shape::InsertOrIgnore);
+        &S
+    }};
+}
+
+/// An insert that leaves a conflicting row alone; [`Db::insert_or_ignore_id`] returns the new
+/// row's id, or `None` when the row was there.
+#[macro_export]
+macro_rules! insert_or_ignore_id {
+    ($op:literal, $text:expr) => {{
+        static S: $crate::sql::Sql = $crate::sql::Sql::new($op, $text, $crate::sql::Shape::InsertOrIgnoreId);
         &S
     }};
 }
@@ -376,6 +392,11 @@ mod tests {
         assert_eq!(render(t, Shape::InsertOrIgnore, Backend::MySql), "INSERT IGNORE INTO u (a) VALUES (?)");
         assert_eq!(render(t, Shape::InsertId, Backend::Sqlite), "INSERT INTO u (a) VALUES ($1) RETURNING id");
         assert_eq!(render(t, Shape::InsertId, Backend::MySql), "INSERT INTO u (a) VALUES (?)");
+        assert_eq!(
+            render(t, Shape::InsertOrIgnoreId, Backend::Sqlite),
+            "INSERT INTO u (a) VALUES ($1) ON CONFLICT DO NOTHING RETURNING id"
+        );
+        assert_eq!(render(t, Shape::InsertOrIgnoreId, Backend::MySql), "INSERT IGNORE INTO u (a) VALUES (?)");
         let s = "SELECT id FROM u WHERE a = $1 LIMIT 1";
         assert_eq!(render(s, Shape::SkipLocked, Backend::Sqlite), s);
         assert_eq!(

@@ -152,12 +152,15 @@ impl AptBuilder {
         });
         let done: Vec<Result<(usize, String), BuildError>> =
             futures_util::stream::iter(jobs).buffer_unordered(2).collect().await;
+        let mut computed = Vec::with_capacity(done.len());
         for d in done {
             let (i, md5) = d?;
-            crate::apt::rows::set_md5(db, page[i].id, &md5).await?;
-            db.catalogue_set_md5(page[i].repository_id, &page[i].pool_path, &md5).await?;
             page[i].md5 = md5;
+            computed.push(i);
         }
+        // One write for the page: the rows and the catalogue's assets.
+        let digests: Vec<&crate::apt::rows::AptPackage> = computed.iter().map(|&i| &page[i]).collect();
+        crate::apt::rows::set_md5s(db, &digests).await?;
         Ok(())
     }
 

@@ -17,7 +17,7 @@ packyard_store::row! {
         pub control: String,
         pub pool_path: String,
         pub size: i64,
-        /// Empty until the worker fills it in (`set_md5`).
+        /// Empty until the worker fills it in (`set_md5s`).
         pub md5: String,
         pub sha256: String,
     }
@@ -92,10 +92,19 @@ pub async fn insert(db: &Db, tx: &mut Transaction<'_, Any>, p: &AptPackage, uplo
     db.insert_uploaded(tx, insert, uploaded_by, p).await
 }
 
-/// Records the MD5 the upload left for the worker.
-pub async fn set_md5(db: &Db, id: i64, md5: &str) -> DbResult<()> {
+/// Records the MD5s the uploads left for the worker (each package's `md5` filled in), in the
+/// rows and the catalogue's assets, in one transaction.
+pub async fn set_md5s(db: &Db, packages: &[&AptPackage]) -> DbResult<()> {
+    if packages.is_empty() {
+        return Ok(());
+    }
     let digests = sql!("apt_packages.digests", "UPDATE apt_packages SET md5 = $1 WHERE id = $2");
-    db.bound(digests, (md5, id)).execute(db.pool()).await?;
+    let mut tx = db.begin().await?;
+    for p in packages {
+        db.bound(digests, (p.md5.as_str(), p.id)).execute(&mut *tx).await?;
+        db.catalogue_set_md5(&mut tx, p.repository_id, &p.pool_path, &p.md5).await?;
+    }
+    tx.commit().await?;
     Ok(())
 }
 

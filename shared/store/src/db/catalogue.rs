@@ -10,7 +10,7 @@ use sqlx::{Any, Row, Transaction};
 
 use super::{like_prefix, now_ms, Db, DbResult};
 use crate::sql::{render, Shape};
-use crate::{insert_or_ignore, sql, upsert};
+use crate::{insert_or_ignore, insert_or_ignore_id, sql, upsert};
 
 /// A component as its format names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -182,6 +182,7 @@ pub struct Search {
 enum Param {
     Int(i64),
     Text(String),
+    OptText(Option<String>),
 }
 
 /// A statement built at run time from portable text: each placeholder is a new parameter, in
@@ -225,6 +226,7 @@ impl Built {
             q = match p {
                 Param::Int(i) => q.bind(i),
                 Param::Text(s) => q.bind(s),
+                Param::OptText(s) => q.bind(s),
             };
         }
         q
@@ -286,12 +288,21 @@ impl Db {
         (uploaded_by, now): (&str, i64),
     ) -> DbResult<i64> {
         let c = &entry.component;
-        let insert = insert_or_ignore!("components.insert", "INSERT INTO components (repository_id, format, component_key, namespace, name, version, created_at, uploaded_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)");
+        let insert = insert_or_ignore_id!("components.insert", "INSERT INTO components (repository_id, format, component_key, namespace, name, version, created_at, uploaded_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)");
         let binds = (repository_id, format, c.key.as_str(), c.group.as_str(), c.name.as_str(), c.version.as_str());
-        self.bound(insert, binds).bind(now).bind(uploaded_by).execute(&mut **tx).await?;
-        let id = sql!("components.id", "SELECT id FROM components WHERE repository_id = $1 AND component_key = $2");
-        let id: i64 = self.bound(id, (repository_id, c.key.as_str())).fetch_one(&mut **tx).await?.try_get("id")?;
-        let words = keywords(c);
+        let inserted =
+            self.insert_or_ignore_id(self.bound(insert, binds).bind(now).bind(uploaded_by), &mut **tx).await?;
+        let id = match inserted {
+            Some(id) => id,
+            // There already (a Conan recipe revision gaining a package revision).
+            None => {
+                let id =
+                    sql!("components.id", "SELECT id FROM components WHERE repository_id = $1 AND component_key = $2");
+                self.bound(id, (repository_id, c.key.as_str())).fetch_one(&mut **tx).await?.try_get("id")?
+            }
+        };
+        // A component that was there has its keywords.
+        let words = if inserted.is_some() { keywords(c) } else { BTreeSet::new() };
         if !words.is_empty() {
             let mut b = Built::default();
             b.push("INSERT INTO component_keywords (keyword, component_id) VALUES ");
@@ -302,20 +313,25 @@ impl Db {
             let text = render(&b.text, Shape::InsertOrIgnore, self.backend());
             b.bind(sqlx::query(&text)).execute(&mut **tx).await?;
         }
-        let asset = upsert!(
-            "assets.put",
-            "INSERT INTO assets (repository_id, component_id, path, sha256, sha1, md5, size, content_type, created_at, uploaded_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-            on "assets" ("repository_id, path"),
-            set "component_id = NEW.component_id, sha256 = NEW.sha256, sha1 = NEW.sha1, md5 = NEW.md5, size = NEW.size, content_type = NEW.content_type, created_at = NEW.created_at, uploaded_by = NEW.uploaded_by"
-        );
-        for a in &entry.assets {
-            let binds = (repository_id, id, a.path.as_str(), a.sha256.as_str(), a.sha1.clone(), a.md5.clone(), a.size);
-            self.bound(asset, binds)
-                .bind(a.content_type.as_str())
-                .bind(now)
-                .bind(uploaded_by)
-                .execute(&mut **tx)
-                .await?;
+        // Every asset in one statement (an entry's paths are distinct).
+        if !entry.assets.is_empty() {
+            let mut b = Built::default();
+            b.push("INSERT INTO assets (repository_id, component_id, path, sha256, sha1, md5, size, content_type, created_at, uploaded_by) VALUES ");
+            for (i, a) in entry.assets.iter().enumerate() {
+                b.push(if i == 0 { "(" } else { ", (" }).int(repository_id).push(", ").int(id);
+                b.push(", ").text(&a.path).push(", ").text(&a.sha256);
+                b.push(", ").param(Param::OptText(a.sha1.clone())).push(", ").param(Param::OptText(a.md5.clone()));
+                b.push(", ").int(a.size).push(", ").text(&a.content_type).push(", ").int(now);
+                b.push(", ").text(uploaded_by).push(")");
+            }
+            let upsert = Shape::Upsert {
+                table: "assets",
+                key: "repository_id, path",
+                set: "component_id = NEW.component_id, sha256 = NEW.sha256, sha1 = NEW.sha1, md5 = NEW.md5, size = NEW.size, content_type = NEW.content_type, created_at = NEW.created_at, uploaded_by = NEW.uploaded_by",
+            };
+            self.count("assets.put");
+            let text = render(&b.text, upsert, self.backend());
+            b.bind(sqlx::query(&text)).execute(&mut **tx).await?;
         }
         Ok(id)
     }
@@ -450,9 +466,15 @@ impl Db {
     }
 
     /// Records the MD5 a worker computed after the upload (APT's).
-    pub async fn catalogue_set_md5(&self, repository_id: i64, path: &str, md5: &str) -> DbResult<()> {
+    pub async fn catalogue_set_md5(
+        &self,
+        tx: &mut Transaction<'_, Any>,
+        repository_id: i64,
+        path: &str,
+        md5: &str,
+    ) -> DbResult<()> {
         let set = sql!("assets.set_md5", "UPDATE assets SET md5 = $1 WHERE repository_id = $2 AND path = $3");
-        self.bound(set, (md5, repository_id, path)).execute(self.pool()).await?;
+        self.bound(set, (md5, repository_id, path)).execute(&mut **tx).await?;
         Ok(())
     }
 
