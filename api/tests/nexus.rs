@@ -348,6 +348,9 @@ async fn uploads_are_components_in_nexus_shapes(mut app: TestApp) -> anyhow::Res
     assert_eq!(r.json, *deb);
     let r = app.send(TestRequest::get().uri("/service/rest/v1/components/bm90LWFuLWlk"), As::Admin).await?;
     assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.text);
+    assert_ne!(id, asset_id, "a component's id and its asset's differ");
+    let r = app.send(TestRequest::get().uri(&format!("/service/rest/v1/assets/{id}")), As::Admin).await?;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "a component's id names no asset: {}", r.text);
 
     // Keyword, wildcard, version and checksum searches.
     let names_of = |r: &common::Reply| {

@@ -136,14 +136,32 @@ fn b64() -> base64::engine::GeneralPurpose {
     base64::engine::general_purpose::URL_SAFE_NO_PAD
 }
 
-/// An opaque id: the repository a row is seen through, and the row.
-fn encode_id(view: i64, row: i64) -> String {
-    b64().encode(format!("{view}:{row}"))
+/// What an id names: a component (`c`) or an asset (`a`), so that one is never taken for the
+/// other.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kind {
+    Component,
+    Asset,
 }
 
-fn decode_id(id: &str) -> Option<(i64, i64)> {
+impl Kind {
+    fn letter(self) -> &'static str {
+        match self {
+            Self::Component => "c",
+            Self::Asset => "a",
+        }
+    }
+}
+
+/// An opaque id: what it names, the repository the row is seen through, and the row.
+fn encode_id(kind: Kind, view: i64, row: i64) -> String {
+    b64().encode(format!("{}:{view}:{row}", kind.letter()))
+}
+
+fn decode_id(kind: Kind, id: &str) -> Option<(i64, i64)> {
     let text = String::from_utf8(b64().decode(id).ok()?).ok()?;
-    let (view, row) = text.split_once(':')?;
+    let rest = text.strip_prefix(kind.letter())?.strip_prefix(':')?;
+    let (view, row) = rest.split_once(':')?;
     Some((view.parse().ok()?, row.parse().ok()?))
 }
 
@@ -212,7 +230,7 @@ fn asset_json(base: &str, view: &Repository, format: &str, a: &AssetRow) -> Valu
     json!({
         "downloadUrl": format!("{base}/repository/{}/{}", view.name, a.path),
         "path": a.path,
-        "id": encode_id(view.id, a.id),
+        "id": encode_id(Kind::Asset, view.id, a.id),
         "repository": view.name.as_str(),
         "format": format,
         "checksum": checksum,
@@ -228,7 +246,7 @@ fn asset_json(base: &str, view: &Repository, format: &str, a: &AssetRow) -> Valu
 
 fn component_json(base: &str, view: &Repository, c: &ComponentRow, assets: &[AssetRow]) -> Value {
     json!({
-        "id": encode_id(view.id, c.id),
+        "id": encode_id(Kind::Component, view.id, c.id),
         "repository": view.name.as_str(),
         "format": c.format,
         "group": c.namespace,
@@ -377,11 +395,11 @@ async fn listed_scope(services: &Services, caller: &Caller, p: &Params) -> Resul
 async fn resolve(
     services: &Services,
     caller: &Caller,
-    id: &str,
+    (kind, id): (Kind, &str),
     owner_of: i64,
 ) -> Result<(Arc<Repository>, Arc<Repository>), ApiError> {
     let gone = || ApiError::not_found(format!("{id} not found"));
-    let (view_id, _) = decode_id(id).ok_or_else(gone)?;
+    let (view_id, _) = decode_id(kind, id).ok_or_else(gone)?;
     let all: Vec<Arc<Repository>> =
         services.db.list_repositories().await.map_err(ApiError::internal)?.into_iter().map(Arc::new).collect();
     let view = all.iter().find(|r| r.id == view_id).filter(|r| readable(caller, services, r)).ok_or_else(gone)?;
@@ -401,9 +419,9 @@ async fn component_by_id(
     id: &str,
 ) -> Result<(Arc<Repository>, Arc<Repository>, ComponentRow), ApiError> {
     let gone = || ApiError::not_found(format!("component {id} not found"));
-    let (_, row) = decode_id(id).ok_or_else(gone)?;
+    let (_, row) = decode_id(Kind::Component, id).ok_or_else(gone)?;
     let c = services.db.catalogue_component(row).await?.ok_or_else(gone)?;
-    let (view, owner) = resolve(services, caller, id, c.repository_id).await.map_err(|_| gone())?;
+    let (view, owner) = resolve(services, caller, (Kind::Component, id), c.repository_id).await.map_err(|_| gone())?;
     Ok((view, owner, c))
 }
 
@@ -413,9 +431,9 @@ async fn asset_by_id(
     id: &str,
 ) -> Result<(Arc<Repository>, Arc<Repository>, AssetRow), ApiError> {
     let gone = || ApiError::not_found(format!("asset {id} not found"));
-    let (_, row) = decode_id(id).ok_or_else(gone)?;
+    let (_, row) = decode_id(Kind::Asset, id).ok_or_else(gone)?;
     let a = services.db.catalogue_asset(row).await?.ok_or_else(gone)?;
-    let (view, owner) = resolve(services, caller, id, a.repository_id).await.map_err(|_| gone())?;
+    let (view, owner) = resolve(services, caller, (Kind::Asset, id), a.repository_id).await.map_err(|_| gone())?;
     Ok((view, owner, a))
 }
 
@@ -516,8 +534,13 @@ mod tests {
 
     #[test]
     fn ids_and_tokens_round_trip() {
-        assert_eq!(decode_id(&encode_id(3, 123_456)), Some((3, 123_456)));
-        assert_eq!(decode_id("not-an-id"), None);
+        assert_eq!(decode_id(Kind::Component, &encode_id(Kind::Component, 3, 123_456)), Some((3, 123_456)));
+        assert_eq!(
+            decode_id(Kind::Asset, &encode_id(Kind::Component, 3, 123_456)),
+            None,
+            "a component's id names no asset"
+        );
+        assert_eq!(decode_id(Kind::Asset, "not-an-id"), None);
         assert_eq!(decode_token(&encode_token("zlib", 9)).ok(), Some(("zlib".to_string(), 9)));
         assert!(decode_token("garbage").is_err());
     }
