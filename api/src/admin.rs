@@ -3,6 +3,7 @@
 use actix_web::web;
 
 pub mod audit;
+pub mod cleanup;
 pub mod openapi;
 pub mod repositories;
 pub mod resource;
@@ -18,6 +19,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .configure(roles::configure)
             .configure(tokens::configure)
             .configure(audit::configure)
+            .configure(cleanup::configure)
             .configure(openapi::configure),
     );
 }

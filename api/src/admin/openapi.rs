@@ -166,6 +166,16 @@ fn security_paths() -> serde_json::Value {
             "put": op("Replace a role's privileges (admin; the built-in admin role is fixed)", "200"),
             "delete": op("Delete a role (admin; built-in roles stay)", "204")
         },
+        "/api/v1/cleanup-policies": {
+            "get": op("List cleanup policies with their repositories (admin)", "200"),
+            "post": op("Create a cleanup policy: {name, format, description?, criteria: {published_before_days?, last_downloaded_before_days?, name_regex?, version_regex?, prereleases_only?, keep_latest?, keep_latest_revisions?}, schedule?: {every_secs} | {cron}, repositories: [hosted or proxy repositories of the format]} (admin)", "201")
+        },
+        "/api/v1/cleanup-policies/{name}": {
+            "parameters": param("name"),
+            "get": op("Get a cleanup policy (admin)", "200"),
+            "put": op("Replace a cleanup policy's format, criteria, schedule and repositories (admin; no renaming)", "200"),
+            "delete": op("Delete a cleanup policy (admin)", "204")
+        },
         "/api/v1/tokens": {
             "get": op("The caller's tokens, without secrets (?all=true: everyone's, admin)", "200"),
             "post": op("Create a token: {name, expires_at?, repositories?, actions?}; the token is in the response only", "201")

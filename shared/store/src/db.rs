@@ -19,6 +19,7 @@ use packyard_model::config::DatabaseConfig;
 
 pub mod blobs;
 pub mod catalogue;
+pub mod cleanup;
 pub mod migrate;
 pub mod proxy;
 pub mod publication;

@@ -1,0 +1,168 @@
+//! `/api/v1/cleanup-policies`: cleanup policies (admin). A policy belongs to one format, names
+//! its criteria (combined with AND), an optional schedule, and the hosted or proxy repositories
+//! of its format it cleans.
+
+use actix_web::{web, HttpResponse};
+use packyard_core::services::Services;
+use packyard_model::cleanup::{check_name, Criteria, PolicySpec, Schedule};
+use packyard_model::repos::RepoType;
+use packyard_model::time::rfc3339_ms;
+use packyard_store::db::cleanup::{PolicyRecord, PolicyWrite};
+use serde::Serialize;
+
+use crate::auth::Admin;
+use crate::error::{ApiError, ErrorCode};
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    use crate::admin::resource::resource;
+    cfg.service(resource("/cleanup-policies").route(web::get().to(list)).route(web::post().to(create))).service(
+        resource("/cleanup-policies/{name}")
+            .route(web::get().to(get))
+            .route(web::put().to(update))
+            .route(web::delete().to(delete)),
+    );
+}
+
+#[derive(Serialize)]
+struct PolicyView {
+    name: String,
+    format: String,
+    description: String,
+    criteria: Criteria,
+    schedule: Option<Schedule>,
+    repositories: Vec<String>,
+    created_at: String,
+    updated_at: String,
+}
+
+impl TryFrom<PolicyRecord> for PolicyView {
+    type Error = ApiError;
+
+    fn try_from(p: PolicyRecord) -> Result<Self, ApiError> {
+        let criteria = serde_json::from_str(&p.row.criteria).map_err(ApiError::internal)?;
+        let schedule = p.row.schedule.as_deref().map(serde_json::from_str).transpose().map_err(ApiError::internal)?;
+        Ok(Self {
+            name: p.row.name,
+            format: p.row.format,
+            description: p.row.description,
+            criteria,
+            schedule,
+            repositories: p.repositories,
+            created_at: rfc3339_ms(p.row.created_at),
+            updated_at: rfc3339_ms(p.row.updated_at),
+        })
+    }
+}
+
+async fn find(services: &Services, name: &str) -> Result<PolicyRecord, ApiError> {
+    services.db.policy(name).await?.ok_or_else(|| ApiError::not_found(format!("cleanup policy {name} not found")))
+}
+
+/// The policy's rules, then its repositories: each must exist, hold components of its own
+/// (hosted or proxy: a group's cleanup would touch its members) and be of the policy's format.
+/// Returns their ids.
+async fn check(services: &Services, name: &str, spec: &PolicySpec) -> Result<Vec<i64>, ApiError> {
+    spec.validate(name).map_err(ApiError::bad_request)?;
+    let mut ids = Vec::with_capacity(spec.repositories.len());
+    for r in &spec.repositories {
+        let repo = services
+            .db
+            .repository_by_name(r)
+            .await?
+            .ok_or_else(|| ApiError::bad_request(format!("repositories: {r} does not exist")))?;
+        if repo.repo_type == RepoType::Group {
+            return Err(ApiError::bad_request(format!(
+                "repositories: {r} is a group, which holds nothing of its own; clean its members instead"
+            )));
+        }
+        if repo.format != spec.format {
+            return Err(ApiError::bad_request(format!(
+                "repositories: {r} is a {} repository; this policy is for {}",
+                repo.format, spec.format
+            )));
+        }
+        if !ids.contains(&repo.id) {
+            ids.push(repo.id);
+        }
+    }
+    Ok(ids)
+}
+
+fn write<'a>(spec: &'a PolicySpec, criteria: &'a str, schedule: Option<&'a str>, ids: &'a [i64]) -> PolicyWrite<'a> {
+    PolicyWrite { format: spec.format.as_str(), description: &spec.description, criteria, schedule, repositories: ids }
+}
+
+fn json_of(spec: &PolicySpec) -> Result<(String, Option<String>), ApiError> {
+    let criteria = serde_json::to_string(&spec.criteria).map_err(ApiError::internal)?;
+    let schedule = spec.schedule.as_ref().map(serde_json::to_string).transpose().map_err(ApiError::internal)?;
+    Ok((criteria, schedule))
+}
+
+async fn list(_admin: Admin, services: web::Data<Services>) -> Result<HttpResponse, ApiError> {
+    let all: Vec<PolicyView> =
+        services.db.list_policies().await?.into_iter().map(PolicyView::try_from).collect::<Result<_, _>>()?;
+    Ok(HttpResponse::Ok().json(all))
+}
+
+async fn get(_admin: Admin, services: web::Data<Services>, path: web::Path<String>) -> Result<HttpResponse, ApiError> {
+    Ok(HttpResponse::Ok().json(PolicyView::try_from(find(&services, &path).await?)?))
+}
+
+async fn create(
+    admin: Admin,
+    services: web::Data<Services>,
+    body: web::Json<PolicySpec>,
+) -> Result<HttpResponse, ApiError> {
+    let spec = body.into_inner();
+    let name = spec.name.clone().ok_or_else(|| ApiError::bad_request("missing field `name`"))?;
+    let ids = check(&services, &name, &spec).await?;
+    let (criteria, schedule) = json_of(&spec)?;
+    services.db.insert_policy(&name, &write(&spec, &criteria, schedule.as_deref(), &ids)).await.map_err(
+        |e| match e {
+            packyard_store::db::DbError::Conflict(_) => {
+                ApiError::new(ErrorCode::Conflict, format!("a cleanup policy named {name} exists already"))
+            }
+            other => other.into(),
+        },
+    )?;
+    let detail =
+        serde_json::json!({"format": spec.format, "criteria": spec.criteria, "repositories": spec.repositories});
+    services.security.audit(admin.username(), Some(admin.addr()), "cleanup_policy.create", &name, detail).await;
+    Ok(HttpResponse::Created().json(PolicyView::try_from(find(&services, &name).await?)?))
+}
+
+async fn update(
+    admin: Admin,
+    services: web::Data<Services>,
+    path: web::Path<String>,
+    body: web::Json<PolicySpec>,
+) -> Result<HttpResponse, ApiError> {
+    let spec = body.into_inner();
+    if spec.name.as_deref().is_some_and(|n| n != path.as_str()) {
+        return Err(ApiError::bad_request("a cleanup policy cannot be renamed"));
+    }
+    check_name(&path).map_err(ApiError::bad_request)?;
+    find(&services, &path).await?;
+    let ids = check(&services, &path, &spec).await?;
+    let (criteria, schedule) = json_of(&spec)?;
+    if !services.db.update_policy(&path, &write(&spec, &criteria, schedule.as_deref(), &ids)).await? {
+        return Err(ApiError::not_found(format!("cleanup policy {path} not found")));
+    }
+    let detail =
+        serde_json::json!({"format": spec.format, "criteria": spec.criteria, "repositories": spec.repositories});
+    services.security.audit(admin.username(), Some(admin.addr()), "cleanup_policy.update", &path, detail).await;
+    Ok(HttpResponse::Ok().json(PolicyView::try_from(find(&services, &path).await?)?))
+}
+
+async fn delete(
+    admin: Admin,
+    services: web::Data<Services>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    if !services.db.delete_policy(&path).await? {
+        return Err(ApiError::not_found(format!("cleanup policy {path} not found")));
+    }
+    let detail = serde_json::json!({});
+    services.security.audit(admin.username(), Some(admin.addr()), "cleanup_policy.delete", &path, detail).await;
+    Ok(HttpResponse::NoContent().finish())
+}

@@ -1,0 +1,291 @@
+//! Cleanup policies: what a run may remove from a repository's catalogue. Criteria combine with
+//! AND; a policy belongs to one format; a schedule is an interval or a cron expression. The
+//! rules here need no database (the repositories a policy names are checked by the API).
+
+use serde::{Deserialize, Serialize};
+
+use crate::repos::Format;
+
+/// What a component must be for a run to remove it (every criterion given must hold).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Criteria {
+    /// Published (stored) more than this many days ago.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub published_before_days: Option<u32>,
+    /// Last downloaded more than this many days ago (never downloaded: counted from publication).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_downloaded_before_days: Option<u32>,
+    /// The component's name matches this regular expression (anchor it to match the whole name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name_regex: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version_regex: Option<String>,
+    /// Only Go pre-release and pseudo-versions, Conan recipe revisions that are not the latest.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub prereleases_only: bool,
+    /// Keeps the newest N versions of each package (APT: name and architecture; APK: name; Go:
+    /// module; Conan: reference).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_latest: Option<u32>,
+    /// Conan: keeps the newest N recipe revisions of each reference.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_latest_revisions: Option<u32>,
+}
+
+/// When a policy runs by itself: every `every_secs` seconds, or at the times a cron expression
+/// names (five fields, UTC). No schedule: only when asked ("run now").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Schedule {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub every_secs: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cron: Option<String>,
+}
+
+/// A policy as the admin API takes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicySpec {
+    #[serde(default)]
+    pub name: Option<String>,
+    pub format: Format,
+    #[serde(default)]
+    pub description: String,
+    pub criteria: Criteria,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<Schedule>,
+    /// The repositories it cleans (hosted or proxy, of its format).
+    #[serde(default)]
+    pub repositories: Vec<String>,
+}
+
+/// The shortest interval a schedule may have.
+pub const MIN_INTERVAL_SECS: u64 = 60;
+const MAX_REGEX: usize = 1000;
+
+/// Checks a policy name: 1 to 64 characters from `A-Z a-z 0-9 . _ -`.
+pub fn check_name(name: &str) -> Result<(), String> {
+    let ok =
+        !name.is_empty() && name.len() <= 64 && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "invalid policy name {:?}: use 1 to 64 characters from A-Z, a-z, 0-9, '.', '_' and '-'",
+            name.chars().take(80).collect::<String>()
+        ))
+    }
+}
+
+impl PolicySpec {
+    /// The rules a policy must follow, each broken one named.
+    pub fn validate(&self, name: &str) -> Result<(), String> {
+        check_name(name)?;
+        if self.description.len() > 1000 {
+            return Err("description: at most 1000 characters".into());
+        }
+        let c = &self.criteria;
+        if c == &Criteria::default() {
+            return Err("criteria: give at least one (published_before_days, last_downloaded_before_days, \
+                        name_regex, version_regex, prereleases_only, keep_latest, keep_latest_revisions)"
+                .into());
+        }
+        for (field, pattern) in [("name_regex", &c.name_regex), ("version_regex", &c.version_regex)] {
+            let Some(p) = pattern else { continue };
+            if p.len() > MAX_REGEX {
+                return Err(format!("criteria.{field}: at most {MAX_REGEX} characters"));
+            }
+            regex::Regex::new(p).map_err(|e| format!("criteria.{field} is not a regular expression: {e}"))?;
+        }
+        if c.prereleases_only && !matches!(self.format, Format::Go | Format::Conan) {
+            return Err(format!(
+                "criteria.prereleases_only applies to go (pre-release and pseudo-versions) and conan (revisions that \
+                 are not the latest), not to {}",
+                self.format
+            ));
+        }
+        if c.keep_latest_revisions.is_some() && self.format != Format::Conan {
+            return Err(format!(
+                "criteria.keep_latest_revisions applies to conan recipe revisions, not to {}",
+                self.format
+            ));
+        }
+        for (field, n) in [("keep_latest", c.keep_latest), ("keep_latest_revisions", c.keep_latest_revisions)] {
+            if n == Some(0) {
+                return Err(format!("criteria.{field}: keep at least 1 (leave it out to keep none)"));
+            }
+        }
+        if let Some(s) = &self.schedule {
+            match (s.every_secs, &s.cron) {
+                (Some(secs), None) if secs < MIN_INTERVAL_SECS => {
+                    return Err(format!("schedule.every_secs: at least {MIN_INTERVAL_SECS}"));
+                }
+                (Some(_), None) => {}
+                (None, Some(cron)) => {
+                    Cron::parse(cron).map_err(|e| format!("schedule.cron: {e}"))?;
+                }
+                _ => return Err("schedule: give every_secs or cron (not both)".into()),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A five-field cron expression (minute, hour, day of month, month, day of week; UTC): each
+/// field `*`, a number, a range `a-b`, a step `*/n` or `a-b/n`, or a comma-separated list of
+/// those. Day of week 0 and 7 are Sunday.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cron {
+    pub minutes: u64,
+    pub hours: u64,
+    pub days: u64,
+    pub months: u64,
+    pub weekdays: u64,
+}
+
+impl Cron {
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let fields: Vec<&str> = text.split_whitespace().collect();
+        let [minute, hour, day, month, weekday] = fields.as_slice() else {
+            return Err(format!(
+                "{text:?} has {} fields; a cron expression has five: minute hour day-of-month month day-of-week",
+                fields.len()
+            ));
+        };
+        let mut weekdays = field(weekday, "day of week", 0, 7)?;
+        if weekdays & (1 << 7) != 0 {
+            weekdays = (weekdays | 1) & !(1 << 7);
+        }
+        Ok(Self {
+            minutes: field(minute, "minute", 0, 59)?,
+            hours: field(hour, "hour", 0, 23)?,
+            days: field(day, "day of month", 1, 31)?,
+            months: field(month, "month", 1, 12)?,
+            weekdays,
+        })
+    }
+}
+
+/// One field as a bit set of the values it allows.
+fn field(text: &str, what: &str, min: u32, max: u32) -> Result<u64, String> {
+    let number = |s: &str| -> Result<u32, String> {
+        let n: u32 = s.parse().map_err(|_| format!("{what}: {s:?} is not a number"))?;
+        if n < min || n > max {
+            return Err(format!("{what}: {n} is outside {min}-{max}"));
+        }
+        Ok(n)
+    };
+    let mut set = 0u64;
+    for part in text.split(',') {
+        let (range, step) = match part.split_once('/') {
+            Some((r, s)) => {
+                let step: u32 = s.parse().map_err(|_| format!("{what}: step {s:?} is not a number"))?;
+                if step == 0 {
+                    return Err(format!("{what}: a step of 0"));
+                }
+                (r, step)
+            }
+            None => (part, 1),
+        };
+        let (from, to) = match range {
+            "*" => (min, max),
+            r => match r.split_once('-') {
+                Some((a, b)) => (number(a)?, number(b)?),
+                None if step > 1 => (number(r)?, max),
+                None => {
+                    let n = number(r)?;
+                    (n, n)
+                }
+            },
+        };
+        if from > to {
+            return Err(format!("{what}: the range {from}-{to} is empty"));
+        }
+        let mut v = from;
+        while v <= to {
+            set |= 1 << v;
+            v += step;
+        }
+    }
+    Ok(set)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(format: Format, criteria: Criteria) -> PolicySpec {
+        PolicySpec {
+            name: None,
+            format,
+            description: String::new(),
+            criteria,
+            schedule: None,
+            repositories: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn cron_fields_are_sets() {
+        let c = Cron::parse("*/15 3 * * 1-5").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(c.minutes, 1 | 1 << 15 | 1 << 30 | 1 << 45);
+        assert_eq!(c.hours, 1 << 3);
+        assert_eq!(c.weekdays, 0b11_1110);
+        assert_eq!(Cron::parse("0 0 1 1 7").map(|c| c.weekdays), Ok(1), "7 is Sunday");
+        for (bad, says) in [
+            ("* * * *", "has 4 fields"),
+            ("60 * * * *", "minute: 60 is outside 0-59"),
+            ("* * 0 * *", "day of month: 0 is outside 1-31"),
+            ("*/0 * * * *", "a step of 0"),
+            ("5-1 * * * *", "the range 5-1 is empty"),
+            ("x * * * *", "\"x\" is not a number"),
+        ] {
+            let e = Cron::parse(bad).err().unwrap_or_default();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn policies_are_checked() {
+        let keep = Criteria { keep_latest: Some(3), ..Criteria::default() };
+        assert_eq!(spec(Format::Apt, keep.clone()).validate("apt-keep-3"), Ok(()));
+        let cases = [
+            (spec(Format::Apt, Criteria::default()), "give at least one"),
+            (spec(Format::Apt, Criteria { prereleases_only: true, ..Criteria::default() }), "applies to go"),
+            (spec(Format::Go, Criteria { keep_latest_revisions: Some(2), ..Criteria::default() }), "applies to conan"),
+            (spec(Format::Go, Criteria { keep_latest: Some(0), ..Criteria::default() }), "keep at least 1"),
+            (
+                spec(Format::Go, Criteria { name_regex: Some("(".into()), ..Criteria::default() }),
+                "criteria.name_regex is not a regular expression",
+            ),
+            (
+                PolicySpec {
+                    schedule: Some(Schedule { every_secs: Some(5), cron: None }),
+                    ..spec(Format::Go, keep.clone())
+                },
+                "at least 60",
+            ),
+            (
+                PolicySpec {
+                    schedule: Some(Schedule { every_secs: Some(3600), cron: Some("0 3 * * *".into()) }),
+                    ..spec(Format::Go, keep.clone())
+                },
+                "not both",
+            ),
+            (
+                PolicySpec {
+                    schedule: Some(Schedule { every_secs: None, cron: Some("0 25 * * *".into()) }),
+                    ..spec(Format::Go, keep.clone())
+                },
+                "schedule.cron: hour: 25",
+            ),
+        ];
+        for (s, says) in cases {
+            let e = s.validate("p").err().unwrap_or_default();
+            assert!(e.contains(says), "{s:?}: {e}");
+        }
+        assert!(spec(Format::Apt, keep).validate("bad name").is_err());
+    }
+}
