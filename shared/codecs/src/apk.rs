@@ -6,6 +6,7 @@ pub mod package;
 pub mod signing;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod version;
 
 /// The file of a unit's signed index.
 pub const INDEX_FILE: &str = "APKINDEX.tar.gz";

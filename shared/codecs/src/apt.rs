@@ -6,3 +6,4 @@ pub mod packages;
 pub mod signing;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod version;
