@@ -140,3 +140,158 @@ async fn policies_are_for_administrators(app: TestApp) -> anyhow::Result<()> {
     Ok(())
 }
 app_test!(policies_are_for_administrators);
+
+fn md5_hex(bytes: &[u8]) -> String {
+    hex::encode(<md5::Md5 as md5::Digest>::digest(bytes))
+}
+
+async fn preview(app: &TestApp, policy: &str, repository: &str) -> anyhow::Result<Value> {
+    let uri = format!("/api/v1/cleanup-policies/{policy}/preview?repository={repository}");
+    let r = app.call(TestRequest::post().uri(&uri)).await?;
+    anyhow::ensure!(r.status == StatusCode::OK, "{uri}: {} {}", r.status, r.text);
+    Ok(r.json)
+}
+
+fn versions(preview: &Value) -> Vec<String> {
+    let mut v: Vec<String> = preview["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|i| format!("{} {}", i["name"].as_str().unwrap_or(""), i["version"].as_str().unwrap_or("")))
+        .collect();
+    v.sort();
+    v
+}
+
+async fn policy(app: &TestApp, name: &str, format: &str, criteria: Value) -> anyhow::Result<()> {
+    let r = app.call(post(json!({"name": name, "format": format, "criteria": criteria}))).await?;
+    anyhow::ensure!(r.status == StatusCode::CREATED, "{name}: {}", r.text);
+    Ok(())
+}
+
+/// The preview selects by each criterion, in each format's version order, keeping the newest N
+/// per package; count and bytes cover everything it would remove.
+async fn previews_select_by_each_criterion(mut app: TestApp) -> anyhow::Result<()> {
+    app.start_worker();
+    app.create(Repo::hosted("debs", Format::Apt)).await?;
+    app.create(Repo::hosted("gomods", Format::Go)).await?;
+    app.create(Repo::hosted("cc", Format::Conan)).await?;
+    let mut debs = std::collections::BTreeMap::new();
+    for (name, version) in [("hello", "1.0"), ("hello", "1.10"), ("hello", "1.9"), ("other", "1:0.1")] {
+        let control = format!(
+            "Package: {name}\nVersion: {version}\nArchitecture: amd64\nMaintainer: T <t@example.org>\nDescription: x\n"
+        );
+        let deb = packyard_codecs::apt::testing::deb(&control, ".gz");
+        let r = app.post("/repository/debs/", deb.clone()).await?;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+        debs.insert(format!("{name} {version}"), deb.len());
+    }
+    policy(&app, "keep-one", "apt", json!({"keep_latest": 1})).await?;
+    let p = preview(&app, "keep-one", "debs").await?;
+    assert_eq!(versions(&p), ["hello 1.0", "hello 1.9"], "1.10 is hello's newest, as dpkg orders: {p}");
+    assert_eq!(p["count"], 2);
+    assert_eq!(p["bytes"].as_u64(), Some((debs["hello 1.0"] + debs["hello 1.9"]) as u64));
+    assert_eq!(p["continuationToken"], Value::Null);
+
+    // Ages: nothing is 30 days old, until it is; never downloaded counts from publication.
+    policy(&app, "old", "apt", json!({"published_before_days": 30})).await?;
+    policy(&app, "unused", "apt", json!({"last_downloaded_before_days": 10, "name_regex": "^hel"})).await?;
+    assert_eq!(preview(&app, "old", "debs").await?["count"], 0);
+    let db = &app.services.db;
+    let long_ago = packyard_store::db::now_ms() - 40 * 86_400_000;
+    sqlx::query(&format!("UPDATE components SET created_at = {long_ago}")).execute(db.pool()).await?;
+    assert_eq!(versions(&preview(&app, "old", "debs").await?), ["hello 1.0", "hello 1.10", "hello 1.9", "other 1:0.1"]);
+    assert_eq!(app.get("/repository/debs/pool/main/h/hello/hello_1.10_amd64.deb").await?.status, StatusCode::OK);
+    app.services.downloads.flush(db).await?;
+    assert_eq!(
+        versions(&preview(&app, "unused", "debs").await?),
+        ["hello 1.0", "hello 1.9"],
+        "1.10 was downloaded now"
+    );
+
+    // Go: pre-release and pseudo-versions.
+    for v in ["v1.0.0", "v1.1.0-rc.1", "v1.1.0", "v0.0.0-20240101000000-abcdefabcdef"] {
+        let zip = packyard_codecs::go::testing::simple_module("example.com/m", v, v, 0)?;
+        let r = app.put(&format!("/repository/gomods/example.com/m/@v/{v}.zip"), zip).await?;
+        assert_eq!(r.status, StatusCode::CREATED, "{v}: {}", r.text);
+    }
+    policy(&app, "go-pre", "go", json!({"prereleases_only": true})).await?;
+    assert_eq!(
+        versions(&preview(&app, "go-pre", "gomods").await?),
+        ["m v0.0.0-20240101000000-abcdefabcdef", "m v1.1.0-rc.1"]
+    );
+    policy(&app, "go-keep-2", "go", json!({"keep_latest": 2})).await?;
+    assert_eq!(
+        versions(&preview(&app, "go-keep-2", "gomods").await?),
+        ["m v0.0.0-20240101000000-abcdefabcdef", "m v1.0.0"]
+    );
+
+    // Conan: revisions that are not the latest.
+    let conanfile = b"from conan import ConanFile\n".to_vec();
+    for (rrev, extra) in [("r1", ""), ("r2", "# two\n")] {
+        let file = [conanfile.clone(), extra.as_bytes().to_vec()].concat();
+        let base = format!("/repository/cc/v2/conans/zlib/1.3/_/_/revisions/{rrev}/files");
+        assert_eq!(app.put(&format!("{base}/conanfile.py"), file.clone()).await?.status, StatusCode::CREATED);
+        let manifest = format!("1\nconanfile.py: {}\n", md5_hex(&file));
+        assert_eq!(app.put(&format!("{base}/conanmanifest.txt"), manifest).await?.status, StatusCode::CREATED);
+        // The second revision is the newer one.
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    policy(&app, "conan-old-revisions", "conan", json!({"prereleases_only": true})).await?;
+    let p = preview(&app, "conan-old-revisions", "cc").await?;
+    assert_eq!(p["items"].as_array().map(Vec::len), Some(1), "{p}");
+    assert_eq!(p["items"][0]["component"], "zlib/1.3#r1");
+    policy(&app, "conan-keep-1", "conan", json!({"keep_latest_revisions": 1})).await?;
+    assert_eq!(preview(&app, "conan-keep-1", "cc").await?["items"][0]["component"], "zlib/1.3#r1");
+
+    // A preview is of a repository of the policy's format.
+    let r = app.call(TestRequest::post().uri("/api/v1/cleanup-policies/keep-one/preview?repository=gomods")).await?;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text);
+    let r = app.call(TestRequest::post().uri("/api/v1/cleanup-policies/keep-one/preview")).await?;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text);
+    let r = app.call(TestRequest::post().uri("/api/v1/cleanup-policies/nope/preview?repository=debs")).await?;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.text);
+    Ok(())
+}
+app_test!(previews_select_by_each_criterion);
+
+/// A preview of 250 components comes in pages of 100, each with the whole count.
+async fn previews_are_paginated(app: TestApp) -> anyhow::Result<()> {
+    use packyard_store::db::catalogue::{Component, Entry};
+    app.create(Repo::hosted("big", Format::Go)).await?;
+    let db = &app.services.db;
+    let repo = db.repository_by_name("big").await?.map_or(0, |r| r.id);
+    let mut tx = db.begin().await?;
+    for i in 0..250 {
+        let component = Component {
+            key: format!("example.com/m{i}@v1.0.0"),
+            group: "example.com".into(),
+            name: format!("m{i}"),
+            version: "v1.0.0".into(),
+        };
+        db.catalogue_put(&mut tx, repo, "go", &Entry { component, assets: Vec::new() }, ("seed", 0)).await?;
+    }
+    tx.commit().await?;
+    policy(&app, "all-old", "go", json!({"published_before_days": 1})).await?;
+    let mut seen = std::collections::HashSet::new();
+    let mut uri = "/api/v1/cleanup-policies/all-old/preview?repository=big".to_string();
+    let mut pages = Vec::new();
+    loop {
+        let r = app.call(TestRequest::post().uri(&uri)).await?;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+        assert_eq!(r.json["count"], 250);
+        let items = r.json["items"].as_array().cloned().unwrap_or_default();
+        pages.push(items.len());
+        for i in &items {
+            assert!(seen.insert(i["component"].as_str().unwrap_or_default().to_string()), "{i} twice");
+        }
+        match r.json["continuationToken"].as_str() {
+            Some(t) => uri = format!("/api/v1/cleanup-policies/all-old/preview?repository=big&continuationToken={t}"),
+            None => break,
+        }
+    }
+    assert_eq!(pages, [100, 100, 50]);
+    assert_eq!(seen.len(), 250);
+    Ok(())
+}
+app_test!(previews_are_paginated);

@@ -15,12 +15,14 @@ use crate::error::{ApiError, ErrorCode};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     use crate::admin::resource::resource;
-    cfg.service(resource("/cleanup-policies").route(web::get().to(list)).route(web::post().to(create))).service(
-        resource("/cleanup-policies/{name}")
-            .route(web::get().to(get))
-            .route(web::put().to(update))
-            .route(web::delete().to(delete)),
-    );
+    cfg.service(resource("/cleanup-policies").route(web::get().to(list)).route(web::post().to(create)))
+        .service(
+            resource("/cleanup-policies/{name}")
+                .route(web::get().to(get))
+                .route(web::put().to(update))
+                .route(web::delete().to(delete)),
+        )
+        .service(resource("/cleanup-policies/{name}/preview").route(web::post().to(preview)));
 }
 
 #[derive(Serialize)]
@@ -165,4 +167,94 @@ async fn delete(
     let detail = serde_json::json!({});
     services.security.audit(admin.username(), Some(admin.addr()), "cleanup_policy.delete", &path, detail).await;
     Ok(HttpResponse::NoContent().finish())
+}
+
+/// Rows of a preview page.
+const PREVIEW_PAGE: usize = 100;
+
+#[derive(serde::Deserialize)]
+struct PreviewQuery {
+    repository: Option<String>,
+    #[serde(rename = "continuationToken")]
+    continuation_token: Option<String>,
+}
+
+fn b64() -> base64::engine::GeneralPurpose {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+}
+
+/// `POST /cleanup-policies/{name}/preview?repository=`: what a run of the policy would remove
+/// from the repository now — every component's count and bytes, and a page of them (name order;
+/// `continuationToken` for the next).
+async fn preview(
+    _admin: Admin,
+    services: web::Data<Services>,
+    path: web::Path<String>,
+    q: web::Query<PreviewQuery>,
+) -> Result<HttpResponse, ApiError> {
+    use base64::Engine as _;
+    let policy = PolicyView::try_from(find(&services, &path).await?)?;
+    let name = q
+        .repository
+        .as_deref()
+        .filter(|r| !r.is_empty())
+        .ok_or_else(|| ApiError::bad_request("the repository parameter is required: ?repository=<name>"))?;
+    let repo = services
+        .db
+        .repository_by_name(name)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("repository {name} not found")))?;
+    if repo.repo_type == RepoType::Group {
+        return Err(ApiError::bad_request(format!("{name} is a group, which holds nothing of its own")));
+    }
+    if repo.format.as_str() != policy.format {
+        return Err(ApiError::bad_request(format!(
+            "{name} is a {} repository; policy {} is for {}",
+            repo.format, policy.name, policy.format
+        )));
+    }
+    let bad_token = || ApiError::bad_request("continuationToken is not one this server issued for this preview");
+    let after: Option<(String, i64)> = match q.continuation_token.as_deref() {
+        None => None,
+        Some(t) => Some(serde_json::from_slice(&b64().decode(t).map_err(|_| bad_token())?).map_err(|_| bad_token())?),
+    };
+    let criteria = packyard_core::cleanup::Compiled::new(&policy.criteria, packyard_store::db::now_ms())
+        .map_err(ApiError::internal)?;
+    let (mut count, mut bytes, mut more) = (0u64, 0i64, false);
+    // The page starts after the token's component in the walk's own order (the database's
+    // collation, which Rust's string order need not match).
+    let mut past = after.is_none();
+    let mut items = Vec::new();
+    let format = packyard_formats::catalogue(repo.format);
+    packyard_core::cleanup::select(&services.db, format, &criteria, repo.id, |s| {
+        count += 1;
+        bytes += s.bytes;
+        let c = &s.component;
+        if !past {
+            past = after.as_ref().is_some_and(|(_, id)| c.id == *id);
+        } else {
+            if items.len() < PREVIEW_PAGE {
+                items.push(serde_json::json!({
+                    "component": c.component_key, "group": c.namespace, "name": c.name, "version": c.version,
+                    "bytes": s.bytes, "published": rfc3339_ms(c.created_at),
+                    "lastDownloaded": s.last_downloaded.map(rfc3339_ms),
+                    "token": b64().encode(serde_json::json!([c.name, c.id]).to_string()),
+                }));
+            } else {
+                more = true;
+            }
+        }
+        true
+    })
+    .await?;
+    let token = if more { items.last().and_then(|i| i["token"].as_str()).map(str::to_string) } else { None };
+    for i in &mut items {
+        if let Some(o) = i.as_object_mut() {
+            o.remove("token");
+        }
+    }
+    Ok(HttpResponse::Ok().json(serde_json::json!({
+        "policy": policy.name, "repository": repo.name.as_str(), "count": count, "bytes": bytes,
+        "items": items, "continuationToken": token,
+    })))
 }

@@ -176,6 +176,14 @@ fn security_paths() -> serde_json::Value {
             "put": op("Replace a cleanup policy's format, criteria, schedule and repositories (admin; no renaming)", "200"),
             "delete": op("Delete a cleanup policy (admin)", "204")
         },
+        "/api/v1/cleanup-policies/{name}/preview": {
+            "parameters": [
+                {"name": "name", "in": "path", "required": true, "schema": {"type": "string"}},
+                {"name": "repository", "in": "query", "required": true, "schema": {"type": "string"}},
+                {"name": "continuationToken", "in": "query", "required": false, "schema": {"type": "string"}}
+            ],
+            "post": op("What a run of the policy would remove from the repository now: {policy, repository, count, bytes, items: [{component, group, name, version, bytes, published, lastDownloaded}], continuationToken} in pages of 100 (admin)", "200")
+        },
         "/api/v1/tokens": {
             "get": op("The caller's tokens, without secrets (?all=true: everyone's, admin)", "200"),
             "post": op("Create a token: {name, expires_at?, repositories?, actions?}; the token is in the response only", "201")

@@ -26,6 +26,24 @@ pub trait Catalogue: Send + Sync {
     async fn hosted_page(&self, db: &Db, repo: &Repository, after: i64, limit: i64) -> DbResult<Vec<(i64, Stamped)>>;
     /// The component a proxy's file at `path` is an asset of; `None` for metadata.
     fn cached(&self, path: &str) -> Option<Component>;
+    /// The package a component is a version of (cleanup keeps the newest N versions of each);
+    /// components of one package share their name.
+    fn package(&self, c: &ComponentRow) -> String {
+        format!("{}\0{}", c.namespace, c.name)
+    }
+    /// The format's order of versions.
+    fn compare_versions(&self, a: &str, b: &str) -> std::cmp::Ordering {
+        a.cmp(b)
+    }
+    /// A pre-release version (Go: pre-release and pseudo-versions).
+    fn prerelease(&self, _version: &str) -> bool {
+        false
+    }
+    /// A version has revisions, each its own component (Conan): its pre-releases are the
+    /// revisions that are not the latest.
+    fn revisions(&self) -> bool {
+        false
+    }
 }
 
 /// A hosted page as [`Catalogue::hosted_page`] answers it, from rows read with who stored each

@@ -5,6 +5,7 @@
 
 pub mod auth;
 pub mod catalogue;
+pub mod cleanup;
 pub mod downloads;
 pub mod events;
 pub mod groups;

@@ -36,6 +36,10 @@ impl Catalogue for ApkCatalogue {
         Ok(stamped(rows::stamped_page(db, repo.id, after, limit).await?, |p| p.id, entry))
     }
 
+    fn compare_versions(&self, a: &str, b: &str) -> std::cmp::Ordering {
+        packyard_codecs::apk::version::compare(a, b)
+    }
+
     fn cached(&self, path: &str) -> Option<Component> {
         let (unit, file) = path.rsplit_once('/')?;
         let stem = file.strip_suffix(".apk")?;

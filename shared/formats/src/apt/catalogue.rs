@@ -10,6 +10,7 @@ use super::rows::{self, AptPackage};
 use packyard_core::catalogue::{stamped, Catalogue, Stamped};
 use packyard_core::hosted::{Component, Entry, NewAsset};
 use packyard_model::repos::Repository;
+use packyard_store::db::catalogue::ComponentRow;
 use packyard_store::db::{Db, DbResult};
 
 pub const DEB_TYPE: &str = "application/vnd.debian.binary-package";
@@ -39,6 +40,17 @@ pub fn entry(p: &AptPackage) -> Entry {
 impl Catalogue for AptCatalogue {
     async fn hosted_page(&self, db: &Db, repo: &Repository, after: i64, limit: i64) -> DbResult<Vec<(i64, Stamped)>> {
         Ok(stamped(rows::stamped_page(db, repo.id, after, limit).await?, |p| p.id, entry))
+    }
+
+    /// A package is a name on an architecture (the pool file's last `_` field).
+    fn package(&self, c: &ComponentRow) -> String {
+        let file = c.component_key.rsplit('/').next().unwrap_or_default();
+        let arch = file.rsplit_once('_').map_or("", |(_, a)| a.trim_end_matches(".deb").trim_end_matches(".udeb"));
+        format!("{}\0{arch}", c.name)
+    }
+
+    fn compare_versions(&self, a: &str, b: &str) -> std::cmp::Ordering {
+        packyard_codecs::apt::version::compare(a, b)
     }
 
     fn cached(&self, path: &str) -> Option<Component> {

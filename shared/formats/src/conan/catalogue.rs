@@ -85,6 +85,16 @@ impl Catalogue for ConanCatalogue {
         Ok(out)
     }
 
+    /// Versions as dotted numbers and words compare (Debian's order serves: `1.2.10` > `1.2.9`,
+    /// `1.0-rc` < `1.0`).
+    fn compare_versions(&self, a: &str, b: &str) -> std::cmp::Ordering {
+        packyard_codecs::apt::version::compare(&a.replace('-', "~"), &b.replace('-', "~"))
+    }
+
+    fn revisions(&self) -> bool {
+        true
+    }
+
     fn cached(&self, path: &str) -> Option<Component> {
         let s: Vec<&str> = path.split('/').collect();
         match s.as_slice() {

@@ -13,6 +13,7 @@ use packyard_codecs::go::{escape, Version};
 use packyard_core::catalogue::{Catalogue, Stamped};
 use packyard_core::hosted::{Component, Entry, NewAsset};
 use packyard_model::repos::Repository;
+use packyard_store::db::catalogue::ComponentRow;
 use packyard_store::db::{Db, DbResult};
 
 pub struct GoCatalogue;
@@ -65,6 +66,22 @@ impl Catalogue for GoCatalogue {
                 (v.id, stamped)
             })
             .collect())
+    }
+
+    /// A package is a module: the key before its `@version`.
+    fn package(&self, c: &ComponentRow) -> String {
+        c.component_key.rsplit_once('@').map_or(c.component_key.as_str(), |(m, _)| m).to_string()
+    }
+
+    fn compare_versions(&self, a: &str, b: &str) -> std::cmp::Ordering {
+        match (Version::parse(a), Version::parse(b)) {
+            (Ok(x), Ok(y)) => x.cmp(&y),
+            _ => a.cmp(b),
+        }
+    }
+
+    fn prerelease(&self, version: &str) -> bool {
+        Version::parse(version).is_ok_and(|v| !v.is_release() || v.is_pseudo())
     }
 
     fn cached(&self, path: &str) -> Option<Component> {
