@@ -295,3 +295,120 @@ async fn previews_are_paginated(app: TestApp) -> anyhow::Result<()> {
     Ok(())
 }
 app_test!(previews_are_paginated);
+
+async fn desired_revision(app: &TestApp, repository: &str) -> anyhow::Result<i64> {
+    let r = app.call(TestRequest::get().uri(&format!("/api/v1/repositories/{repository}/status"))).await?;
+    anyhow::ensure!(r.status == StatusCode::OK, "{}", r.text);
+    Ok(r.json["units"][0]["desired_revision"].as_i64().unwrap_or(-1))
+}
+
+/// Waits until what a run changed is published, and drops this replica's view of before.
+async fn published(app: &TestApp, report: &packyard_core::cleanup::RunReport) -> anyhow::Result<()> {
+    for (unit, revision) in &report.changes {
+        let wait = std::time::Duration::from_secs(10);
+        let done = packyard_core::publication::wait_until_published(&app.services.db, *unit, *revision, wait).await?;
+        anyhow::ensure!(done, "unit {unit} not published");
+    }
+    app.services.published.invalidate();
+    Ok(())
+}
+
+async fn run(
+    app: &TestApp,
+    policy: Value,
+    repository: &str,
+    started: i64,
+) -> anyhow::Result<packyard_core::cleanup::RunReport> {
+    let spec: packyard_model::cleanup::PolicySpec = serde_json::from_value(policy)?;
+    let criteria = packyard_core::cleanup::Compiled::new(&spec.criteria, packyard_store::db::now_ms())?;
+    let repo =
+        app.services.db.repository_by_name(repository).await?.ok_or_else(|| anyhow::anyhow!("no {repository}"))?;
+    let actor = packyard_core::hosted::Actor { username: "cleanup", address: None };
+    let format = packyard_formats::catalogue(repo.format);
+    Ok(packyard_core::cleanup::run(&app.services, format, &criteria, &repo, (started, 1), actor).await?)
+}
+
+/// A run removes what the preview selected when it started, through each format's delete (one
+/// audit entry per component, each unit republished once per batch), and nothing stored after
+/// it started; a second run finds nothing.
+async fn runs_remove_what_the_preview_selected(mut app: TestApp) -> anyhow::Result<()> {
+    app.start_worker();
+    app.create(Repo::hosted("debs", Format::Apt)).await?;
+    let deb = |name: &str, version: &str| {
+        let control = format!(
+            "Package: {name}\nVersion: {version}\nArchitecture: amd64\nMaintainer: T <t@example.org>\nDescription: x\n"
+        );
+        packyard_codecs::apt::testing::deb(&control, ".gz")
+    };
+    for (name, version) in [("hello", "1.0"), ("hello", "1.10"), ("hello", "1.9"), ("other", "1:0.1")] {
+        assert_eq!(app.post("/repository/debs/", deb(name, version)).await?.status, StatusCode::CREATED);
+    }
+    let keep_one = json!({"name": "keep-one", "format": "apt", "criteria": {"keep_latest": 1}});
+    assert_eq!(app.call(post(keep_one.clone())).await?.status, StatusCode::CREATED);
+    assert_eq!(versions(&preview(&app, "keep-one", "debs").await?), ["hello 1.0", "hello 1.9"]);
+    let started = packyard_store::db::now_ms();
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    // Uploaded after the run started: neither removed nor counted as the newest.
+    assert_eq!(app.post("/repository/debs/", deb("hello", "2.0")).await?.status, StatusCode::CREATED);
+    app.publish().await;
+    let before = desired_revision(&app, "debs").await?;
+    let report = run(&app, keep_one.clone(), "debs", started).await?;
+    assert_eq!((report.components, report.batches), (2, 1), "{report:?}");
+    assert_eq!(desired_revision(&app, "debs").await? - before, 1, "the batch republished its distribution once");
+    published(&app, &report).await?;
+    let packages = app.get("/repository/debs/dists/stable/main/binary-amd64/Packages").await?.text;
+    for (version, listed) in [("1.0", false), ("1.9", false), ("1.10", true), ("2.0", true)] {
+        assert_eq!(
+            packages.contains(&format!("Filename: pool/main/h/hello/hello_{version}_amd64.deb\n")),
+            listed,
+            "hello {version}: {packages}"
+        );
+        let status = app.get(&format!("/repository/debs/pool/main/h/hello/hello_{version}_amd64.deb")).await?.status;
+        assert_eq!(status == StatusCode::OK, listed, "hello {version}'s file");
+    }
+    assert!(packages.contains("Package: other\n"));
+    let audit = app.audit().await?;
+    for gone in ["debs/hello_1.0_amd64", "debs/hello_1.9_amd64"] {
+        assert!(audit.contains(&("apt.delete".to_string(), gone.to_string())), "{gone} in {audit:?}");
+    }
+    let r = app.send(TestRequest::get().uri("/service/rest/v1/search?repository=debs"), As::Admin).await?;
+    assert_eq!(r.json["items"].as_array().map(Vec::len), Some(3), "{}", r.text);
+    // Now 2.0 is the newest: 1.10 goes too.
+    let report = run(&app, keep_one, "debs", packyard_store::db::now_ms()).await?;
+    assert_eq!(report.components, 1);
+
+    // Go and Conan through their own deletes.
+    app.create(Repo::hosted("gomods", Format::Go)).await?;
+    for v in ["v1.0.0", "v1.1.0-rc.1", "v1.1.0"] {
+        let zip = packyard_codecs::go::testing::simple_module("example.com/m", v, v, 0)?;
+        assert_eq!(
+            app.put(&format!("/repository/gomods/example.com/m/@v/{v}.zip"), zip).await?.status,
+            StatusCode::CREATED
+        );
+    }
+    let go_pre = json!({"name": "go-pre", "format": "go", "criteria": {"prereleases_only": true}});
+    let report = run(&app, go_pre, "gomods", packyard_store::db::now_ms()).await?;
+    assert_eq!(report.components, 1);
+    published(&app, &report).await?;
+    assert_eq!(app.get("/repository/gomods/example.com/m/@v/list").await?.text, "v1.0.0\nv1.1.0\n");
+    assert_eq!(app.get("/repository/gomods/example.com/m/@v/v1.1.0-rc.1.zip").await?.status, StatusCode::NOT_FOUND);
+    app.create(Repo::hosted("cc", Format::Conan)).await?;
+    for (rrev, extra) in [("r1", ""), ("r2", "# two\n")] {
+        let file = [b"from conan import ConanFile\n".to_vec(), extra.as_bytes().to_vec()].concat();
+        let base = format!("/repository/cc/v2/conans/zlib/1.3/_/_/revisions/{rrev}/files");
+        assert_eq!(app.put(&format!("{base}/conanfile.py"), file.clone()).await?.status, StatusCode::CREATED);
+        let manifest = format!("1\nconanfile.py: {}\n", md5_hex(&file));
+        assert_eq!(app.put(&format!("{base}/conanmanifest.txt"), manifest).await?.status, StatusCode::CREATED);
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let old_revisions = json!({"name": "c", "format": "conan", "criteria": {"prereleases_only": true}});
+    let report = run(&app, old_revisions, "cc", packyard_store::db::now_ms()).await?;
+    assert_eq!(report.components, 1);
+    published(&app, &report).await?;
+    let r = app.get("/repository/cc/v2/conans/zlib/1.3/_/_/revisions").await?;
+    let revisions: Vec<&str> =
+        r.json["revisions"].as_array().into_iter().flatten().filter_map(|x| x["revision"].as_str()).collect();
+    assert_eq!(revisions, ["r2"], "{}", r.text);
+    Ok(())
+}
+app_test!(runs_remove_what_the_preview_selected);

@@ -486,10 +486,10 @@ async fn delete_catalogued(
         RepoType::Proxy => packyard_core::catalogue::delete_cached(services, owner, c, caller.actor()).await?,
         _ => match packyard_formats::delete_catalogued(services, owner, &c.component_key, asset, caller.actor()).await?
         {
-            Some(d) => {
+            Some(changes) => {
                 // As the formats' own deletes of Go and Conan do, and an upload with
                 // `?wait=true`: answered once the indexes without it are served.
-                crate::formats::wait_published(services, &d.changes).await.map_err(|e| e.0)?;
+                crate::formats::wait_published(services, &changes).await.map_err(|e| e.0)?;
                 true
             }
             None => false,

@@ -44,6 +44,16 @@ pub trait Catalogue: Send + Sync {
     fn revisions(&self) -> bool {
         false
     }
+    /// Deletes a hosted repository's components (by key) as the format's own delete does, in one
+    /// transaction (one audit entry each, each unit republished once). Returns how many were
+    /// there and the units' changes.
+    async fn delete_batch(
+        &self,
+        services: &Services,
+        repo: &Repository,
+        keys: &[String],
+        actor: Actor<'_>,
+    ) -> Result<(usize, Vec<(i64, i64)>), UploadError>;
 }
 
 /// A hosted page as [`Catalogue::hosted_page`] answers it, from rows read with who stored each

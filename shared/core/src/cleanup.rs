@@ -58,6 +58,88 @@ impl Compiled {
 
 const PAGE: i64 = 500;
 
+/// A walk over a repository's catalogue by name that yields what the criteria select, whole
+/// names at a time (every version of a package is decided together).
+pub struct Walk<'a> {
+    db: &'a Db,
+    format: &'a dyn Catalogue,
+    criteria: &'a Compiled,
+    repository_id: i64,
+    /// Components stored after this instant (ms) are left out, as if they were not there: a run
+    /// removes what was selected when it started.
+    until: i64,
+    after: Option<(String, i64)>,
+    /// The name being gathered, and the names gathered whole.
+    pending: Vec<Selected>,
+    ready: std::collections::VecDeque<Vec<Selected>>,
+    done: bool,
+}
+
+impl<'a> Walk<'a> {
+    pub fn new(db: &'a Db, format: &'a dyn Catalogue, criteria: &'a Compiled, repository_id: i64, until: i64) -> Self {
+        Self {
+            db,
+            format,
+            criteria,
+            repository_id,
+            until,
+            after: None,
+            pending: Vec::new(),
+            ready: std::collections::VecDeque::new(),
+            done: false,
+        }
+    }
+
+    /// The next selected components: at least `at_least` (of whole names), fewer only at the
+    /// end; empty when the walk is over.
+    pub async fn next(&mut self, at_least: usize) -> DbResult<Vec<Selected>> {
+        let mut out = Vec::new();
+        loop {
+            while let Some(group) = self.ready.pop_front() {
+                out.extend(decide(self.format, self.criteria, group));
+                if out.len() >= at_least {
+                    return Ok(out);
+                }
+            }
+            if self.done {
+                return Ok(out);
+            }
+            self.read_page().await?;
+        }
+    }
+
+    async fn read_page(&mut self) -> DbResult<()> {
+        let search = Search {
+            repositories: vec![self.repository_id],
+            sort: Sort::Name,
+            after: self.after.clone(),
+            limit: PAGE,
+            ..Search::default()
+        };
+        let page = self.db.catalogue_search(&search).await?;
+        let ids: Vec<i64> = page.iter().map(|c| c.id).collect();
+        let mut usage: HashMap<i64, (i64, Option<i64>)> = HashMap::new();
+        for a in self.db.catalogue_assets_of(&ids).await? {
+            let u = usage.entry(a.component_id).or_insert((0, None));
+            u.0 += a.size;
+            u.1 = u.1.max(a.last_downloaded);
+        }
+        self.done = (page.len() as i64) < PAGE;
+        self.after = page.last().map(|c| (c.name.clone(), c.id));
+        for c in page.into_iter().filter(|c| c.created_at <= self.until) {
+            if self.pending.first().is_some_and(|g| g.component.name != c.name) {
+                self.ready.push_back(std::mem::take(&mut self.pending));
+            }
+            let (bytes, last_downloaded) = usage.get(&c.id).copied().unwrap_or((0, None));
+            self.pending.push(Selected { component: c, bytes, last_downloaded });
+        }
+        if self.done && !self.pending.is_empty() {
+            self.ready.push_back(std::mem::take(&mut self.pending));
+        }
+        Ok(())
+    }
+}
+
 /// Walks `repository_id`'s components and calls `found` with each one the criteria select, in
 /// name order (then id). `found` returns false to stop the walk.
 pub async fn select<F>(
@@ -70,49 +152,23 @@ pub async fn select<F>(
 where
     F: FnMut(Selected) -> bool,
 {
-    let mut after: Option<(String, i64)> = None;
-    // One name's components, held until the walk has passed that name.
-    let mut group: Vec<Selected> = Vec::new();
+    let mut walk = Walk::new(db, format, criteria, repository_id, i64::MAX);
     loop {
-        let search = Search {
-            repositories: vec![repository_id],
-            sort: Sort::Name,
-            after: after.clone(),
-            limit: PAGE,
-            ..Search::default()
-        };
-        let page = db.catalogue_search(&search).await?;
-        let ids: Vec<i64> = page.iter().map(|c| c.id).collect();
-        let mut usage: HashMap<i64, (i64, Option<i64>)> = HashMap::new();
-        for a in db.catalogue_assets_of(&ids).await? {
-            let u = usage.entry(a.component_id).or_insert((0, None));
-            u.0 += a.size;
-            u.1 = u.1.max(a.last_downloaded);
+        let batch = walk.next(PAGE as usize).await?;
+        if batch.is_empty() {
+            return Ok(());
         }
-        let full = page.len() as i64 == PAGE;
-        after = page.last().map(|c| (c.name.clone(), c.id));
-        for c in page {
-            let next_name = group.first().is_some_and(|g| g.component.name != c.name);
-            if next_name && !decide(format, criteria, std::mem::take(&mut group), &mut found) {
+        for s in batch {
+            if !found(s) {
                 return Ok(());
             }
-            let (bytes, last_downloaded) = usage.get(&c.id).copied().unwrap_or((0, None));
-            group.push(Selected { component: c, bytes, last_downloaded });
-        }
-        if !full {
-            break;
         }
     }
-    decide(format, criteria, group, &mut found);
-    Ok(())
 }
 
-/// Applies the criteria to one name's components (of one or several packages); false when
-/// `found` stopped the walk.
-fn decide<F>(format: &dyn Catalogue, criteria: &Compiled, group: Vec<Selected>, found: &mut F) -> bool
-where
-    F: FnMut(Selected) -> bool,
-{
+/// Applies the criteria to one name's components (of one or several packages): the selected.
+fn decide(format: &dyn Catalogue, criteria: &Compiled, group: Vec<Selected>) -> Vec<Selected> {
+    let mut out = Vec::new();
     let mut packages: Vec<(String, Vec<Selected>)> = Vec::new();
     for s in group {
         let key = format.package(&s.component);
@@ -153,11 +209,62 @@ where
             prerelease[i] = if format.revisions() { revision_of_version > 1 } else { format.prerelease(v) };
         }
         for (i, m) in members.into_iter().enumerate() {
-            let selected = !keep[i] && (!c.prereleases_only || prerelease[i]) && criteria.matches(&m);
-            if selected && !found(m) {
-                return false;
+            if !keep[i] && (!c.prereleases_only || prerelease[i]) && criteria.matches(&m) {
+                out.push(m);
             }
         }
     }
-    true
+    out
+}
+
+/// What a run removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunReport {
+    pub components: u64,
+    pub bytes: i64,
+    pub batches: u64,
+    /// `(unit id, desired revision)` of each republication the batches asked for.
+    pub changes: Vec<(i64, i64)>,
+}
+
+/// Removes from `repo` what the criteria select when the run starts (`started`, ms), in
+/// batches of `batch` (of whole names): each batch one transaction of the format's deletes — a
+/// proxy's cached copies one at a time —, its units republished once. Memory holds a batch,
+/// whatever the repository's size. The run's audit entry is the caller's.
+pub async fn run(
+    services: &crate::services::Services,
+    format: &dyn Catalogue,
+    criteria: &Compiled,
+    repo: &packyard_model::repos::Repository,
+    (started, batch): (i64, usize),
+    actor: crate::hosted::Actor<'_>,
+) -> Result<RunReport, crate::hosted::UploadError> {
+    let mut report = RunReport::default();
+    let mut walk = Walk::new(&services.db, format, criteria, repo.id, started);
+    loop {
+        let selected = walk.next(batch.max(1)).await?;
+        if selected.is_empty() {
+            return Ok(report);
+        }
+        let removed = match repo.repo_type {
+            packyard_model::repos::RepoType::Proxy => {
+                let mut n = 0;
+                for s in &selected {
+                    if crate::catalogue::delete_cached(services, repo, &s.component, actor).await? {
+                        n += 1;
+                    }
+                }
+                n
+            }
+            _ => {
+                let keys: Vec<String> = selected.iter().map(|s| s.component.component_key.clone()).collect();
+                let (n, changes) = format.delete_batch(services, repo, &keys, actor).await?;
+                report.changes.extend(changes);
+                n
+            }
+        };
+        report.components += removed as u64;
+        report.bytes += selected.iter().map(|s| s.bytes).sum::<i64>();
+        report.batches += 1;
+    }
 }

@@ -478,6 +478,49 @@ pub async fn delete<H: Hosted>(
     Ok(done)
 }
 
+/// Deletes what each of `removals` names from `repo` in one transaction, each with its audit
+/// entry, and records each publication unit they touch once: a batch is republished once, not
+/// once per removal. Returns how many were there, and the units' changes.
+pub async fn delete_batch<H: Hosted>(
+    format: &H,
+    services: &Services,
+    repo: &Repository,
+    removals: &[H::Removal],
+    actor: Actor<'_>,
+) -> Result<(usize, Vec<(i64, i64)>), UploadError> {
+    check_hosted(repo, "delete from")?;
+    check_writable(repo)?;
+    let db = &services.db;
+    let done = packyard_store::db::retry_conflicts(|| async {
+        let mut tx = db.begin().await?;
+        let (mut removed_count, mut units): (usize, Vec<UnitRef>) = (0, Vec::new());
+        let action = format!("{}.delete", H::NAME);
+        for removal in removals {
+            let Some(removed) = format.remove(&mut InTx { tx: &mut tx, db, repo }, removal).await? else { continue };
+            db.catalogue_forget(&mut tx, repo.id, &removed.forget).await?;
+            audit_in(&mut tx, db, actor, &action, repo, &removed.coordinate, &removed.detail).await?;
+            for u in removed.units {
+                if !units.contains(&u) {
+                    units.push(u);
+                }
+            }
+            removed_count += 1;
+        }
+        let mut changes = Vec::with_capacity(units.len());
+        for (kind, key) in &units {
+            changes.push(db.record_change(&mut tx, repo.id, kind, key).await?);
+        }
+        tx.commit().await?;
+        Ok((removed_count, changes))
+    })
+    .await
+    .map_err(from_db)?;
+    if done.0 > 0 {
+        services.wake();
+    }
+    Ok(done)
+}
+
 /// The audit entry of a change, in the change's transaction: `<repository>/<coordinate>`.
 pub(crate) async fn audit_in(
     tx: &mut Tx<'_>,

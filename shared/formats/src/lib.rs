@@ -8,7 +8,7 @@ pub mod conan;
 pub mod go;
 
 use packyard_core::catalogue::Catalogue;
-use packyard_core::hosted::{self, Actor, Deleted, UploadError};
+use packyard_core::hosted::{self, Actor, UploadError};
 use packyard_core::services::Services;
 use packyard_model::repos::{Format, NewRepository, Repository};
 
@@ -56,38 +56,30 @@ pub fn catalogue(format: Format) -> &'static dyn Catalogue {
 
 /// Deletes a hosted repository's catalogued component `key` as the format's own delete does
 /// (rows, republication, audit entry); `asset` narrows it where a format's component has parts
-/// of its own (a Conan package revision's file deletes that package revision). `None` when it
-/// is gone already.
+/// of its own (a Conan package revision's file deletes that package revision). The changes to
+/// wait for, or `None` when it is gone already.
 pub async fn delete_catalogued(
     services: &Services,
     repo: &Repository,
     key: &str,
     asset: Option<&str>,
     actor: Actor<'_>,
-) -> Result<Option<Deleted>, UploadError> {
-    let malformed = || UploadError::Invalid(format!("the catalogue's key {key:?} does not name a {}", repo.format));
-    match repo.format {
-        Format::Apt => hosted::delete(&apt::hosted::AptHosted, services, repo, &key.to_string(), actor).await,
-        Format::Apk => hosted::delete(&apk::hosted::ApkHosted, services, repo, &key.to_string(), actor).await,
-        Format::Go => {
-            let (module, version) = key.rsplit_once('@').ok_or_else(malformed)?;
-            let removal = (module.to_string(), version.to_string());
-            hosted::delete(&go::hosted::GoHosted, services, repo, &removal, actor).await
+) -> Result<Option<Vec<(i64, i64)>>, UploadError> {
+    // `v2/conans/<n>/<v>/<u>/<c>/revisions/<rrev>/packages/<pkgid>/revisions/<prev>/files/…`
+    let package = asset.filter(|_| repo.format == Format::Conan).and_then(|path| {
+        let s: Vec<&str> = path.split('/').collect();
+        match s.get(8..12) {
+            Some(["packages", pkgid, "revisions", prev]) => Some((pkgid.to_string(), prev.to_string())),
+            _ => None,
         }
-        Format::Conan => {
-            let (reference, rrev) = key.rsplit_once('#').ok_or_else(malformed)?;
-            // `v2/conans/<n>/<v>/<u>/<c>/revisions/<rrev>/packages/<pkgid>/revisions/<prev>/files/…`
-            let package = asset.and_then(|path| {
-                let s: Vec<&str> = path.split('/').collect();
-                match s.get(8..12) {
-                    Some(["packages", pkgid, "revisions", prev]) => Some((pkgid.to_string(), prev.to_string())),
-                    _ => None,
-                }
-            });
-            let revision =
-                conan::hosted::Revision { reference: reference.to_string(), rrev: rrev.to_string(), package };
-            let removal = conan::hosted::Removal { revision, packages_only: false };
-            hosted::delete(&conan::hosted::ConanHosted, services, repo, &removal, actor).await
-        }
+    });
+    if let (Some(package), Some((reference, rrev))) = (package, key.rsplit_once('#')) {
+        let revision =
+            conan::hosted::Revision { reference: reference.into(), rrev: rrev.into(), package: Some(package) };
+        let removal = conan::hosted::Removal { revision, packages_only: false };
+        let deleted = hosted::delete(&conan::hosted::ConanHosted, services, repo, &removal, actor).await?;
+        return Ok(deleted.map(|d| d.changes));
     }
+    let (n, changes) = catalogue(repo.format).delete_batch(services, repo, &[key.to_string()], actor).await?;
+    Ok((n > 0).then_some(changes))
 }

@@ -7,7 +7,9 @@ use async_trait::async_trait;
 
 use super::rows::{self, ApkPackage};
 use packyard_core::catalogue::{stamped, Catalogue, Stamped};
+use packyard_core::hosted::{Actor, UploadError};
 use packyard_core::hosted::{Component, Entry, NewAsset};
+use packyard_core::services::Services;
 use packyard_model::repos::Repository;
 use packyard_store::db::{Db, DbResult};
 
@@ -38,6 +40,16 @@ impl Catalogue for ApkCatalogue {
 
     fn compare_versions(&self, a: &str, b: &str) -> std::cmp::Ordering {
         packyard_codecs::apk::version::compare(a, b)
+    }
+
+    async fn delete_batch(
+        &self,
+        services: &Services,
+        repo: &Repository,
+        keys: &[String],
+        actor: Actor<'_>,
+    ) -> Result<(usize, Vec<(i64, i64)>), UploadError> {
+        packyard_core::hosted::delete_batch(&super::hosted::ApkHosted, services, repo, keys, actor).await
     }
 
     fn cached(&self, path: &str) -> Option<Component> {

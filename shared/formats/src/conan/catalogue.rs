@@ -9,7 +9,9 @@ use async_trait::async_trait;
 use super::rows::{self, ConanFile};
 use packyard_codecs::conan::Reference;
 use packyard_core::catalogue::{Catalogue, Stamped};
+use packyard_core::hosted::{Actor, UploadError};
 use packyard_core::hosted::{Component, Entry, Forget, NewAsset};
+use packyard_core::services::Services;
 use packyard_model::repos::Repository;
 use packyard_store::db::{Db, DbResult};
 
@@ -93,6 +95,24 @@ impl Catalogue for ConanCatalogue {
 
     fn revisions(&self) -> bool {
         true
+    }
+
+    async fn delete_batch(
+        &self,
+        services: &Services,
+        repo: &Repository,
+        keys: &[String],
+        actor: Actor<'_>,
+    ) -> Result<(usize, Vec<(i64, i64)>), UploadError> {
+        let removals: Vec<super::hosted::Removal> = keys
+            .iter()
+            .filter_map(|k| k.rsplit_once('#'))
+            .map(|(reference, rrev)| super::hosted::Removal {
+                revision: super::hosted::Revision { reference: reference.into(), rrev: rrev.into(), package: None },
+                packages_only: false,
+            })
+            .collect();
+        packyard_core::hosted::delete_batch(&super::hosted::ConanHosted, services, repo, &removals, actor).await
     }
 
     fn cached(&self, path: &str) -> Option<Component> {
