@@ -325,7 +325,8 @@ async fn run(
         app.services.db.repository_by_name(repository).await?.ok_or_else(|| anyhow::anyhow!("no {repository}"))?;
     let actor = packyard_core::hosted::Actor { username: "cleanup", address: None };
     let format = packyard_formats::catalogue(repo.format);
-    Ok(packyard_core::cleanup::run(&app.services, format, &criteria, &repo, (started, 1), actor).await?)
+    let name = spec.name.clone().unwrap_or_default();
+    Ok(packyard_core::cleanup::run(&app.services, (format, &name, &criteria), &repo, (started, 1), actor).await?)
 }
 
 /// A run removes what the preview selected when it started, through each format's delete (one
@@ -340,8 +341,13 @@ async fn runs_remove_what_the_preview_selected(mut app: TestApp) -> anyhow::Resu
         );
         packyard_codecs::apt::testing::deb(&control, ".gz")
     };
+    let mut debs_bytes = 0;
     for (name, version) in [("hello", "1.0"), ("hello", "1.10"), ("hello", "1.9"), ("other", "1:0.1")] {
-        assert_eq!(app.post("/repository/debs/", deb(name, version)).await?.status, StatusCode::CREATED);
+        let bytes = deb(name, version);
+        if version == "1.0" || version == "1.9" {
+            debs_bytes += bytes.len();
+        }
+        assert_eq!(app.post("/repository/debs/", bytes).await?.status, StatusCode::CREATED);
     }
     let keep_one = json!({"name": "keep-one", "format": "apt", "criteria": {"keep_latest": 1}});
     assert_eq!(app.call(post(keep_one.clone())).await?.status, StatusCode::CREATED);
@@ -371,6 +377,13 @@ async fn runs_remove_what_the_preview_selected(mut app: TestApp) -> anyhow::Resu
     for gone in ["debs/hello_1.0_amd64", "debs/hello_1.9_amd64"] {
         assert!(audit.contains(&("apt.delete".to_string(), gone.to_string())), "{gone} in {audit:?}");
     }
+    let run_entry = audit.iter().any(|(a, t)| a == "cleanup.run" && t == "debs");
+    assert!(run_entry, "one audit entry for the run: {audit:?}");
+    let m = &app.services.metrics;
+    assert_eq!(m.cleanup_components_deleted_total.with_label_values(&["debs"]).get(), 2);
+    let gone = i64::try_from(debs_bytes).unwrap_or(0);
+    assert_eq!(i64::try_from(m.cleanup_bytes_reclaimed_total.with_label_values(&["debs"]).get()).unwrap_or(-1), gone);
+    assert!(m.cleanup_last_run_timestamp_seconds.get() * 1000.0 >= started as f64);
     let r = app.send(TestRequest::get().uri("/service/rest/v1/search?repository=debs"), As::Admin).await?;
     assert_eq!(r.json["items"].as_array().map(Vec::len), Some(3), "{}", r.text);
     // Now 2.0 is the newest: 1.10 goes too.

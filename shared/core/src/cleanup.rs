@@ -227,11 +227,35 @@ pub struct RunReport {
     pub changes: Vec<(i64, i64)>,
 }
 
-/// Removes from `repo` what the criteria select when the run starts (`started`, ms), in
-/// batches of `batch` (of whole names): each batch one transaction of the format's deletes — a
-/// proxy's cached copies one at a time —, its units republished once. Memory holds a batch,
-/// whatever the repository's size. The run's audit entry is the caller's.
+/// Removes from `repo` what policy `policy`'s criteria select when the run starts (`started`,
+/// ms), in batches of `batch` (of whole names): each batch one transaction of the format's
+/// deletes — a proxy's cached copies one at a time —, its units republished once. Memory holds a
+/// batch, whatever the repository's size. Counted in the cleanup metrics; one audit entry for
+/// the run with its counts (besides one per removed component).
 pub async fn run(
+    services: &crate::services::Services,
+    (format, policy, criteria): (&dyn Catalogue, &str, &Compiled),
+    repo: &packyard_model::repos::Repository,
+    (started, batch): (i64, usize),
+    actor: crate::hosted::Actor<'_>,
+) -> Result<RunReport, crate::hosted::UploadError> {
+    let clock = std::time::Instant::now();
+    let outcome = remove_selected(services, format, criteria, repo, (started, batch), actor).await;
+    let m = &services.metrics;
+    let (report, error) = match &outcome {
+        Ok(r) => (r.clone(), None),
+        Err(e) => (RunReport::default(), Some(e.to_string())),
+    };
+    m.cleanup_last_run_timestamp_seconds.set(packyard_store::db::now_ms() as f64 / 1000.0);
+    let detail = serde_json::json!({
+        "policy": policy, "components": report.components, "bytes": report.bytes, "batches": report.batches,
+        "duration_ms": clock.elapsed().as_millis() as u64, "error": error,
+    });
+    services.security.audit(actor.username, actor.address, "cleanup.run", repo.name.as_str(), detail).await;
+    outcome
+}
+
+async fn remove_selected(
     services: &crate::services::Services,
     format: &dyn Catalogue,
     criteria: &Compiled,
@@ -241,6 +265,7 @@ pub async fn run(
 ) -> Result<RunReport, crate::hosted::UploadError> {
     let mut report = RunReport::default();
     let mut walk = Walk::new(&services.db, format, criteria, repo.id, started);
+    let m = &services.metrics;
     loop {
         let selected = walk.next(batch.max(1)).await?;
         if selected.is_empty() {
@@ -263,8 +288,14 @@ pub async fn run(
                 n
             }
         };
+        let bytes = selected.iter().map(|s| s.bytes).sum::<i64>();
         report.components += removed as u64;
-        report.bytes += selected.iter().map(|s| s.bytes).sum::<i64>();
+        report.bytes += bytes;
         report.batches += 1;
+        // Counted as each batch commits: a run that fails later has still removed these.
+        m.cleanup_components_deleted_total.with_label_values(&[repo.name.as_str()]).inc_by(removed as u64);
+        m.cleanup_bytes_reclaimed_total
+            .with_label_values(&[repo.name.as_str()])
+            .inc_by(u64::try_from(bytes).unwrap_or(0));
     }
 }

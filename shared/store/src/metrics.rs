@@ -24,6 +24,9 @@ pub struct Metrics {
     pub dependency_errors_total: IntCounterVec,
     pub repository_components: IntGaugeVec,
     pub repository_bytes: IntGaugeVec,
+    pub cleanup_components_deleted_total: IntCounterVec,
+    pub cleanup_bytes_reclaimed_total: IntCounterVec,
+    pub cleanup_last_run_timestamp_seconds: Gauge,
     process_resident_memory_bytes: IntGauge,
     process_cpu_seconds_total: Gauge,
     process_open_fds: IntGauge,
@@ -133,6 +136,24 @@ impl Metrics {
         )?;
         registry.register(Box::new(repository_components.clone()))?;
         registry.register(Box::new(repository_bytes.clone()))?;
+        let cleanup_components_deleted_total = IntCounterVec::new(
+            Opts::new("packyard_cleanup_components_deleted_total", "Components cleanup runs removed, by repository"),
+            &["repository"],
+        )?;
+        let cleanup_bytes_reclaimed_total = IntCounterVec::new(
+            Opts::new(
+                "packyard_cleanup_bytes_reclaimed_total",
+                "Bytes of the assets cleanup runs removed from the catalogue, by repository",
+            ),
+            &["repository"],
+        )?;
+        let cleanup_last_run_timestamp_seconds = Gauge::new(
+            "packyard_cleanup_last_run_timestamp_seconds",
+            "When the last cleanup run finished (Unix time)",
+        )?;
+        registry.register(Box::new(cleanup_components_deleted_total.clone()))?;
+        registry.register(Box::new(cleanup_bytes_reclaimed_total.clone()))?;
+        registry.register(Box::new(cleanup_last_run_timestamp_seconds.clone()))?;
         // The process's own figures (Linux /proc), refreshed at each scrape: what a replica costs.
         let process_resident_memory_bytes =
             IntGauge::new("process_resident_memory_bytes", "Resident memory of this process in bytes")?;
@@ -173,6 +194,9 @@ impl Metrics {
             dependency_errors_total,
             repository_components,
             repository_bytes,
+            cleanup_components_deleted_total,
+            cleanup_bytes_reclaimed_total,
+            cleanup_last_run_timestamp_seconds,
             process_resident_memory_bytes,
             process_cpu_seconds_total,
             process_open_fds,
