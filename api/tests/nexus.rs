@@ -771,6 +771,27 @@ async fn usage_is_counted_per_repository(mut app: TestApp) -> anyhow::Result<()>
     assert_eq!(n, Some(1), "one recipe revision");
     assert!(bytes.unwrap_or(0) > len(&up.conanfile) + len(&up.package), "{bytes:?}");
     let m = &app.services.metrics;
+    // The blob store's size is what its files hold.
+    fn bytes_under(dir: &std::path::Path) -> u64 {
+        std::fs::read_dir(dir)
+            .map(|rd| {
+                rd.filter_map(Result::ok)
+                    .map(
+                        |e| {
+                            if e.path().is_dir() {
+                                bytes_under(&e.path())
+                            } else {
+                                e.metadata().map_or(0, |m| m.len())
+                            }
+                        },
+                    )
+                    .sum()
+            })
+            .unwrap_or(0)
+    }
+    let on_disk = bytes_under(&app.services.config.blobs.path.join("sha256"));
+    assert!(on_disk > 0);
+    assert_eq!(u64::try_from(m.blob_store_bytes.get()).unwrap_or(0), on_disk);
     assert_eq!(m.repository_components.with_label_values(&["debs"]).get(), 1);
     assert_eq!(m.repository_bytes.with_label_values(&["debs"]).get(), len(&up.deb));
 

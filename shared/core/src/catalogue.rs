@@ -152,14 +152,15 @@ pub async fn delete_cached(
 }
 
 /// Counts what every repository holds and shows it as `packyard_repository_components` and
-/// `packyard_repository_bytes` (a repository deleted since leaves the gauges). Returns how
-/// many repositories it counted.
+/// `packyard_repository_bytes` (a repository deleted since leaves the gauges), and the blob
+/// store's size as `packyard_blob_store_bytes`. Returns how many repositories it counted.
 pub async fn refresh_usage(services: &Services) -> DbResult<usize> {
     let db = &services.db;
     let usage = db.refresh_usage().await?;
     let names: std::collections::HashMap<i64, String> =
         db.list_repositories().await?.into_iter().map(|r| (r.id, r.name.to_string())).collect();
     let m = &services.metrics;
+    m.blob_store_bytes.set(db.blob_store_bytes().await?);
     m.repository_components.reset();
     m.repository_bytes.reset();
     for (repo, components, bytes) in &usage {

@@ -27,6 +27,7 @@ pub struct Metrics {
     pub cleanup_components_deleted_total: IntCounterVec,
     pub cleanup_bytes_reclaimed_total: IntCounterVec,
     pub cleanup_last_run_timestamp_seconds: Gauge,
+    pub blob_store_bytes: IntGauge,
     process_resident_memory_bytes: IntGauge,
     process_cpu_seconds_total: Gauge,
     process_open_fds: IntGauge,
@@ -154,6 +155,11 @@ impl Metrics {
         registry.register(Box::new(cleanup_components_deleted_total.clone()))?;
         registry.register(Box::new(cleanup_bytes_reclaimed_total.clone()))?;
         registry.register(Box::new(cleanup_last_run_timestamp_seconds.clone()))?;
+        let blob_store_bytes = IntGauge::new(
+            "packyard_blob_store_bytes",
+            "Bytes of every blob the database records (artifacts, snapshot files, pending uploads), as the worker last counted",
+        )?;
+        registry.register(Box::new(blob_store_bytes.clone()))?;
         // The process's own figures (Linux /proc), refreshed at each scrape: what a replica costs.
         let process_resident_memory_bytes =
             IntGauge::new("process_resident_memory_bytes", "Resident memory of this process in bytes")?;
@@ -197,6 +203,7 @@ impl Metrics {
             cleanup_components_deleted_total,
             cleanup_bytes_reclaimed_total,
             cleanup_last_run_timestamp_seconds,
+            blob_store_bytes,
             process_resident_memory_bytes,
             process_cpu_seconds_total,
             process_open_fds,

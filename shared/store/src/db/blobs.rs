@@ -16,6 +16,12 @@ pub struct BlobRecord {
 }
 
 impl Db {
+    /// The bytes of every recorded blob: the blob store's size.
+    pub async fn blob_store_bytes(&self) -> DbResult<i64> {
+        let sum = sql!("blobs.total", "SELECT CAST(COALESCE(SUM(size), 0) AS BIGINT) AS total FROM blobs");
+        Ok(self.query(sum).fetch_one(self.pool()).await?.try_get("total")?)
+    }
+
     /// Records a stored artifact blob (never collected). Recording the same digest again is a
     /// no-op, except that it marks a blob first written by a build as an artifact.
     pub async fn record_blob(&self, sha256: &Sha256Hex, size: u64) -> DbResult<()> {
