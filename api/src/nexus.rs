@@ -4,10 +4,8 @@
 //! browse over the catalogue.
 
 use actix_web::{web, HttpRequest, HttpResponse};
-use packyard_core::security::Action;
 use packyard_core::services::Services;
 use packyard_model::repos::{RepoType, Repository};
-use packyard_model::security::RepoFacts;
 
 use crate::auth::Caller;
 use crate::error::ApiError;
@@ -36,15 +34,8 @@ async fn repositories(
     };
     let mut all = services.db.list_repositories().await.map_err(ApiError::internal)?;
     all.sort_by(|a, b| a.name.as_str().cmp(b.name.as_str()));
-    let anonymous_read = services.security.anonymous_read;
-    let listed: Vec<serde_json::Value> = all
-        .iter()
-        .filter(|r| {
-            let facts = RepoFacts { name: r.name.as_str(), anonymous_read: r.anonymous_read };
-            caller.principal.allows(facts, Action::Read, anonymous_read)
-        })
-        .map(|r| repository(&base, r))
-        .collect();
+    let listed: Vec<serde_json::Value> =
+        all.iter().filter(|r| catalogue::readable(&caller, &services, r)).map(|r| repository(&base, r)).collect();
     Ok(HttpResponse::Ok().json(listed))
 }
 

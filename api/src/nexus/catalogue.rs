@@ -77,7 +77,8 @@ impl Scope {
     }
 }
 
-fn readable(caller: &Caller, services: &Services, r: &Repository) -> bool {
+/// Whether the caller may read `r`, as the repository routes decide it.
+pub(super) fn readable(caller: &Caller, services: &Services, r: &Repository) -> bool {
     let facts = RepoFacts { name: r.name.as_str(), anonymous_read: r.anonymous_read };
     caller.principal.allows(facts, Action::Read, services.security.anonymous_read)
 }
@@ -279,14 +280,14 @@ async fn component_page(req: &HttpRequest, db: &Db, scope: &Scope, search: &Sear
 async fn asset_page(req: &HttpRequest, db: &Db, scope: &Scope, search: &Search) -> Result<Value, ApiError> {
     let rows = db.catalogue_search_assets(search).await?;
     let base = base_url(req);
-    let mut components: HashMap<i64, ComponentRow> = HashMap::new();
+    // The page's components in one query (their format, and the sort value of the token).
+    let mut ids: Vec<i64> = rows.iter().map(|a| a.component_id).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let components: HashMap<i64, ComponentRow> =
+        db.catalogue_components(&ids).await?.into_iter().map(|c| (c.id, c)).collect();
     let mut items = Vec::with_capacity(rows.len());
     for a in &rows {
-        if !components.contains_key(&a.component_id) {
-            if let Some(c) = db.catalogue_component(a.component_id).await? {
-                components.insert(c.id, c);
-            }
-        }
         let (Some(view), Some(c)) = (scope.view.get(&a.repository_id), components.get(&a.component_id)) else {
             continue;
         };

@@ -490,6 +490,16 @@ impl Db {
         self.optional(self.pool(), one, (id,), AssetRow::parse).await
     }
 
+    /// These components (those that exist), in one statement.
+    pub async fn catalogue_components(&self, ids: &[i64]) -> DbResult<Vec<ComponentRow>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut b = Built::default();
+        b.push(&format!("SELECT {COMPONENT_SELECT} FROM components c WHERE c.id IN ")).ints(ids);
+        self.run_built("components.of_ids", b).await?.iter().map(ComponentRow::parse).collect()
+    }
+
     /// The assets of these components, by component then id.
     pub async fn catalogue_assets_of(&self, components: &[i64]) -> DbResult<Vec<AssetRow>> {
         if components.is_empty() {
