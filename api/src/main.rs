@@ -26,6 +26,22 @@ enum Command {
         #[command(subcommand)]
         command: ConfigCommand,
     },
+    /// Blob store commands.
+    Blobs {
+        #[command(subcommand)]
+        command: BlobsCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum BlobsCommand {
+    /// Delete the artifact blobs nothing has referenced for `worker.blob_grace_secs`, and the
+    /// build blobs no snapshot lists (what the worker does every `worker.blob_gc_secs`).
+    Gc {
+        /// Change nothing: print what would be freed now, and what is waiting for its grace period.
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -60,9 +76,40 @@ fn main() -> anyhow::Result<()> {
                 Ok(())
             })
         }
+        Command::Blobs { command: BlobsCommand::Gc { dry_run } } => {
+            packyard_core::telemetry::init(&loaded.config.log);
+            actix_web::rt::System::new().block_on(blobs_gc(loaded.config, dry_run))
+        }
         Command::Serve => {
             packyard_core::telemetry::init(&loaded.config.log);
             actix_web::rt::System::new().block_on(packyard_api::startup::run(loaded.config))
         }
     }
+}
+
+/// `packyard-api blobs gc [--dry-run]`: one line per unreferenced artifact blob, then totals.
+async fn blobs_gc(config: packyard_model::config::Config, dry_run: bool) -> anyhow::Result<()> {
+    use packyard_core::reclaim::Verdict;
+    use packyard_model::time::rfc3339_ms;
+    let services = Services::start(config, true).await?;
+    let freed = if dry_run { "would free" } else { "freed" };
+    let report = packyard_core::reclaim::sweep(&services, dry_run, |blob, verdict| match verdict {
+        Verdict::Freed => println!("{freed} {} {} bytes", blob.sha256, blob.size),
+        Verdict::Waiting { from } => {
+            println!("waiting {} {} bytes (unreferenced; free from {})", blob.sha256, blob.size, rfc3339_ms(from))
+        }
+    })
+    .await?;
+    println!(
+        "{freed} {} blobs, {} bytes; {} unreferenced blobs ({} bytes) within the grace period of {} s (worker.blob_grace_secs); {} build blobs{}",
+        report.freed,
+        report.freed_bytes,
+        report.waiting,
+        report.waiting_bytes,
+        services.config.worker.blob_grace_secs,
+        report.build_blobs,
+        if dry_run { " collectable" } else { " collected" },
+    );
+    services.db.close().await;
+    Ok(())
 }

@@ -75,6 +75,8 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         services.spawn_wakeup_consumer();
         packyard_worker::spawn_catalogue_backfill(&services);
         packyard_worker::spawn_usage_refresher(&services);
+        packyard_worker::spawn_cleanup_scheduler(&services);
+        packyard_worker::spawn_blob_reclaimer(&services);
         actix_web::rt::spawn(publisher.run(async move {
             let _ = rx.await;
         }));

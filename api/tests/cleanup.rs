@@ -326,7 +326,7 @@ async fn run(
     let actor = packyard_core::hosted::Actor { username: "cleanup", address: None };
     let format = packyard_formats::catalogue(repo.format);
     let name = spec.name.clone().unwrap_or_default();
-    Ok(packyard_core::cleanup::run(&app.services, (format, &name, &criteria), &repo, (started, 1), actor).await?)
+    Ok(packyard_core::cleanup::run(&app.services, (format, &name, &criteria), &repo, (started, 1), actor, None).await?)
 }
 
 /// A run removes what the preview selected when it started, through each format's delete (one

@@ -49,3 +49,54 @@ pub fn spawn_usage_refresher(services: &Services) {
         }
     });
 }
+
+/// Reclaims the blob store every `worker.blob_gc_secs`: artifact blobs that nothing has
+/// referenced for `worker.blob_grace_secs` (`packyard_core::reclaim`).
+pub fn spawn_blob_reclaimer(services: &Services) {
+    let services = services.clone();
+    let period = std::time::Duration::from_secs(services.config.worker.blob_gc_secs.max(1));
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            match packyard_core::reclaim::sweep(&services, false, |_, _| {}).await {
+                Ok(r) if r.freed > 0 || r.build_blobs > 0 => {
+                    tracing::info!(
+                        freed = r.freed,
+                        bytes = r.freed_bytes,
+                        waiting = r.waiting,
+                        build_blobs = r.build_blobs,
+                        "blob store reclaimed"
+                    );
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "cannot reclaim the blob store; trying again later"),
+            }
+        }
+    });
+}
+
+/// Makes the cleanup runs that are due — by a policy's schedule or asked for ("run now") —
+/// looking every `worker.cleanup_poll_ms`; each under its repository's lease.
+pub fn spawn_cleanup_scheduler(services: &Services) {
+    let services = services.clone();
+    let period = std::time::Duration::from_millis(services.config.worker.cleanup_poll_ms.max(10));
+    let owner = format!("{}:{}:cleanup", hostname(), std::process::id());
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            if let Err(e) = packyard_core::cleanup::run_due(&services, packyard_formats::catalogue, &owner).await {
+                tracing::warn!(error = %e, "cannot make the cleanup runs that are due; trying again later");
+            }
+        }
+    });
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "worker".into())
+}

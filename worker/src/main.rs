@@ -49,6 +49,8 @@ async fn run(loaded: Loaded) -> anyhow::Result<()> {
     services.spawn_wakeup_consumer();
     packyard_worker::spawn_catalogue_backfill(&services);
     packyard_worker::spawn_usage_refresher(&services);
+    packyard_worker::spawn_cleanup_scheduler(&services);
+    packyard_worker::spawn_blob_reclaimer(&services);
     let publisher = std::sync::Arc::new(Publisher::new(services.clone(), packyard_worker::builders(&services)));
     let worker = publisher.run(async move {
         let _ = stop_rx.await;

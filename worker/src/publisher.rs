@@ -220,13 +220,11 @@ impl Publisher {
         let mut blobs = 0;
         for digest in db.unreferenced_blobs(cutoff, 1_000).await? {
             let Ok(d) = Sha256Hex::parse(&digest) else { continue };
-            // The row goes first: a blob file without a row is swept next time, a row without
-            // its file would be served as missing.
-            if db.delete_collectable_blob(&d, cutoff).await? {
-                if let Err(e) = self.services.blobs.delete(&d).await {
-                    tracing::warn!(error = %e, blob = %d, "cannot delete an unreferenced blob");
-                }
-                blobs += 1;
+            let rule = packyard_store::db::blobs::Collect::Built { older_than: cutoff };
+            match db.collect_blob(self.services.blobs.as_ref(), &d, rule).await {
+                Ok(true) => blobs += 1,
+                Ok(false) => {}
+                Err(e) => tracing::warn!(error = %e, blob = %d, "cannot delete an unreferenced blob"),
             }
         }
         Ok((snapshots, blobs))

@@ -22,7 +22,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route(web::put().to(update))
                 .route(web::delete().to(delete)),
         )
-        .service(resource("/cleanup-policies/{name}/preview").route(web::post().to(preview)));
+        .service(resource("/cleanup-policies/{name}/preview").route(web::post().to(preview)))
+        .service(resource("/cleanup-policies/{name}/run").route(web::post().to(run_now)))
+        .service(resource("/cleanup-policies/{name}/runs").route(web::get().to(runs)));
 }
 
 #[derive(Serialize)]
@@ -257,4 +259,77 @@ async fn preview(
         "policy": policy.name, "repository": repo.name.as_str(), "count": count, "bytes": bytes,
         "items": items, "continuationToken": token,
     })))
+}
+
+#[derive(serde::Deserialize)]
+struct RunQuery {
+    repository: Option<String>,
+}
+
+/// A policy's run on one repository, as `GET …/runs` shows it.
+fn run_view(r: &packyard_store::db::cleanup::RunRecord) -> serde_json::Value {
+    let state = if r.running_until.is_some() {
+        "running"
+    } else if r.requested_at.is_some() {
+        "requested"
+    } else if r.started_at.is_some() && r.finished_at.is_none() {
+        "interrupted"
+    } else {
+        "idle"
+    };
+    serde_json::json!({
+        "repository": r.repository, "state": state,
+        "requestedAt": r.requested_at.map(rfc3339_ms), "requestedBy": r.requested_by.as_deref().filter(|_| r.requested_at.is_some()),
+        "lastStarted": r.started_at.map(rfc3339_ms), "lastFinished": r.finished_at.map(rfc3339_ms),
+        "durationMs": r.duration_ms, "components": r.components, "bytes": r.bytes, "error": r.error,
+    })
+}
+
+/// `POST /cleanup-policies/{name}/run[?repository=]`: asks the worker to run the policy now on
+/// the repository (or on each of its repositories); 202 with the runs' state. A repository that
+/// another run is cleaning gets this one after it.
+async fn run_now(
+    admin: Admin,
+    services: web::Data<Services>,
+    path: web::Path<String>,
+    q: web::Query<RunQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let policy = find(&services, &path).await?;
+    let wanted: Vec<String> = match q.repository.as_deref().filter(|r| !r.is_empty()) {
+        Some(r) if policy.repositories.iter().any(|p| p == r) => vec![r.to_string()],
+        Some(r) => {
+            return Err(ApiError::bad_request(format!(
+                "policy {} does not clean {r}; add the repository to the policy first",
+                policy.row.name
+            )))
+        }
+        None if policy.repositories.is_empty() => {
+            return Err(ApiError::bad_request(format!("policy {} cleans no repository", policy.row.name)))
+        }
+        None => policy.repositories.clone(),
+    };
+    let records = services.db.cleanup_runs_of(policy.row.id).await?;
+    for r in records.iter().filter(|r| wanted.contains(&r.repository)) {
+        services.db.request_cleanup_run(policy.row.id, r.repository_id, admin.username()).await?;
+    }
+    let detail = serde_json::json!({ "repositories": wanted });
+    services.security.audit(admin.username(), Some(admin.addr()), "cleanup_policy.run", &policy.row.name, detail).await;
+    let items: Vec<serde_json::Value> = services
+        .db
+        .cleanup_runs_of(policy.row.id)
+        .await?
+        .iter()
+        .filter(|r| wanted.contains(&r.repository))
+        .map(run_view)
+        .collect();
+    Ok(HttpResponse::Accepted().json(serde_json::json!({ "policy": policy.row.name, "items": items })))
+}
+
+/// `GET /cleanup-policies/{name}/runs`: the last (or current) run on each of the policy's
+/// repositories — state, start, finish, duration, what it removed, its error.
+async fn runs(_admin: Admin, services: web::Data<Services>, path: web::Path<String>) -> Result<HttpResponse, ApiError> {
+    let policy = find(&services, &path).await?;
+    let items: Vec<serde_json::Value> =
+        services.db.cleanup_runs_of(policy.row.id).await?.iter().map(run_view).collect();
+    Ok(HttpResponse::Ok().json(serde_json::json!({ "policy": policy.row.name, "items": items })))
 }

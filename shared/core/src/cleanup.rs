@@ -8,8 +8,9 @@ use std::cmp::Ordering;
 use std::collections::HashMap;
 
 use crate::catalogue::Catalogue;
-use packyard_model::cleanup::Criteria;
+use packyard_model::cleanup::{Criteria, Cron, Schedule};
 use packyard_store::db::catalogue::{ComponentRow, Search, Sort};
+use packyard_store::db::cleanup::{PolicyRow, RunRecord};
 use packyard_store::db::{Db, DbResult};
 
 /// A selected component: its bytes (all its assets) and its last download.
@@ -238,9 +239,10 @@ pub async fn run(
     repo: &packyard_model::repos::Repository,
     (started, batch): (i64, usize),
     actor: crate::hosted::Actor<'_>,
+    lease: Option<&Lease>,
 ) -> Result<RunReport, crate::hosted::UploadError> {
     let clock = std::time::Instant::now();
-    let outcome = remove_selected(services, format, criteria, repo, (started, batch), actor).await;
+    let outcome = remove_selected(services, format, criteria, repo, (started, batch), actor, lease).await;
     let m = &services.metrics;
     let (report, error) = match &outcome {
         Ok(r) => (r.clone(), None),
@@ -262,6 +264,7 @@ async fn remove_selected(
     repo: &packyard_model::repos::Repository,
     (started, batch): (i64, usize),
     actor: crate::hosted::Actor<'_>,
+    lease: Option<&Lease>,
 ) -> Result<RunReport, crate::hosted::UploadError> {
     let mut report = RunReport::default();
     let mut walk = Walk::new(&services.db, format, criteria, repo.id, started);
@@ -297,5 +300,140 @@ async fn remove_selected(
         m.cleanup_bytes_reclaimed_total
             .with_label_values(&[repo.name.as_str()])
             .inc_by(u64::try_from(bytes).unwrap_or(0));
+        if let Some(l) = lease {
+            l.progress(&report).await?;
+        }
     }
+}
+
+/// The repository's cleanup lease a scheduled run holds: renewed after each batch, with what
+/// the run has removed so far (its status shows it; a run killed midway leaves it there).
+pub struct Lease {
+    pub policy_id: i64,
+    pub repository_id: i64,
+    pub token: String,
+    pub lease_ms: i64,
+    db: Db,
+}
+
+impl Lease {
+    async fn progress(&self, report: &RunReport) -> Result<(), crate::hosted::UploadError> {
+        let counts = (i64::try_from(report.components).unwrap_or(i64::MAX), report.bytes);
+        self.db.record_cleanup_run((self.policy_id, self.repository_id), counts, None).await?;
+        if !self.db.renew_cleanup(self.repository_id, &self.token, self.lease_ms).await? {
+            return Err(crate::hosted::UploadError::Db(packyard_store::db::DbError::Unavailable(
+                "the repository's cleanup lease was lost (this run stalled longer than worker.lease_ms); stopping"
+                    .into(),
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Whether `policy`'s run on a repository is due at `now`: asked for ("run now"), interrupted
+/// (started, never finished, no longer leased: the next run finishes the work), or due by the
+/// schedule — an interval since the last start, or the cron expression's next instant after
+/// it (after the policy's creation, before a first run).
+pub fn due(policy: &PolicyRow, run: &RunRecord, now: i64) -> bool {
+    if run.running_until.is_some() {
+        return false;
+    }
+    if run.requested_at.is_some() || (run.started_at.is_some() && run.finished_at.is_none()) {
+        return true;
+    }
+    let Some(schedule) = policy.schedule.as_deref().and_then(|s| serde_json::from_str::<Schedule>(s).ok()) else {
+        return false;
+    };
+    let base = run.started_at.unwrap_or(policy.created_at);
+    match (schedule.every_secs, schedule.cron.as_deref().map(Cron::parse)) {
+        (Some(secs), _) => now >= base.saturating_add(i64::try_from(secs.saturating_mul(1000)).unwrap_or(i64::MAX)),
+        (None, Some(Ok(cron))) => cron.next_after(base).is_some_and(|t| t <= now),
+        _ => false,
+    }
+}
+
+/// Runs every cleanup that is due (see [`due`]), one after another, each under its
+/// repository's lease (one run per repository at a time across the cluster; a repository
+/// another worker is cleaning is left to it). `catalogue` is each format's. Returns the runs
+/// made.
+pub async fn run_due(
+    services: &crate::services::Services,
+    catalogue: fn(packyard_model::repos::Format) -> &'static dyn Catalogue,
+    owner: &str,
+) -> DbResult<usize> {
+    let db = &services.db;
+    let policies: HashMap<i64, PolicyRow> = db.list_policies().await?.into_iter().map(|p| (p.row.id, p.row)).collect();
+    let mut made = 0;
+    for run in db.cleanup_runs().await? {
+        let Some(policy) = policies.get(&run.policy_id) else { continue };
+        if !due(policy, &run, packyard_store::db::now_ms()) {
+            continue;
+        }
+        let lease_ms = i64::try_from(services.config.worker.lease_ms).unwrap_or(30_000);
+        let Some(token) = db.claim_cleanup(run.repository_id, policy.id, owner, lease_ms).await? else { continue };
+        let lease = Lease { policy_id: policy.id, repository_id: run.repository_id, token, lease_ms, db: db.clone() };
+        // Another worker may have made this run between the read and the claim.
+        // (Our own lease aside: it is held now.)
+        let fresh = db.cleanup_runs_of(policy.id).await?.into_iter().find(|r| r.repository_id == run.repository_id);
+        let fresh = fresh.map(|r| RunRecord { running_until: None, ..r });
+        let outcome = match fresh {
+            Some(r) if due(policy, &r, packyard_store::db::now_ms()) => {
+                made += 1;
+                run_one(services, catalogue, policy, &r, &lease).await
+            }
+            _ => Ok(()),
+        };
+        db.release_cleanup(lease.repository_id, &lease.token).await?;
+        outcome?;
+    }
+    Ok(made)
+}
+
+/// One run of `policy` on `record`'s repository, its status recorded as it goes.
+async fn run_one(
+    services: &crate::services::Services,
+    catalogue: fn(packyard_model::repos::Format) -> &'static dyn Catalogue,
+    policy: &PolicyRow,
+    record: &RunRecord,
+    lease: &Lease,
+) -> DbResult<()> {
+    let db = &services.db;
+    let started = packyard_store::db::now_ms();
+    db.start_cleanup_run(policy.id, record.repository_id, started).await?;
+    let clock = std::time::Instant::now();
+    let outcome: Result<RunReport, String> = async {
+        let repo = db
+            .repository_by_id(record.repository_id)
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("repository {} no longer exists", record.repository))?;
+        let criteria: Criteria = serde_json::from_str(&policy.criteria).map_err(|e| format!("criteria: {e}"))?;
+        let compiled = Compiled::new(&criteria, started).map_err(|e| e.to_string())?;
+        let username =
+            record.requested_by.clone().filter(|_| record.requested_at.is_some()).unwrap_or_else(|| "system".into());
+        let actor = crate::hosted::Actor { username: &username, address: None };
+        let batch = services.config.worker.cleanup_batch.max(1);
+        let format = catalogue(repo.format);
+        run(services, (format, &policy.name, &compiled), &repo, (started, batch), actor, Some(lease))
+            .await
+            .map_err(|e| e.to_string())
+    }
+    .await;
+    let duration = i64::try_from(clock.elapsed().as_millis()).unwrap_or(i64::MAX);
+    let finished = packyard_store::db::now_ms();
+    let (counts, error) = match &outcome {
+        Ok(r) => ((i64::try_from(r.components).unwrap_or(i64::MAX), r.bytes), None),
+        Err(e) => {
+            tracing::warn!(policy = %policy.name, repository = %record.repository, error = %e, "cleanup run failed");
+            // What the batches that committed removed.
+            let so_far =
+                db.cleanup_runs_of(policy.id).await?.into_iter().find(|r| r.repository_id == record.repository_id);
+            (so_far.map_or((0, 0), |r| (r.components, r.bytes)), Some(e.as_str()))
+        }
+    };
+    db.record_cleanup_run((policy.id, record.repository_id), counts, Some((finished, duration, error))).await?;
+    if let Ok(r) = &outcome {
+        tracing::info!(policy = %policy.name, repository = %record.repository, components = r.components, bytes = r.bytes, duration_ms = duration, "cleanup run finished");
+    }
+    Ok(())
 }

@@ -19,6 +19,7 @@ use futures_util::{Stream, StreamExt};
 use crate::services::Services;
 use packyard_model::repos::{RepoType, Repository, WritePolicy};
 use packyard_store::blobs::{BlobError, Sha256Hex, StoredBlob};
+use packyard_store::db::blobs::Collect;
 pub use packyard_store::db::catalogue::{Component, Entry, Forget, NewAsset};
 use packyard_store::db::{Db, DbError, DbResult};
 
@@ -102,9 +103,23 @@ where
         return Err(UploadError::Invalid(format!("the upload is empty: send {what} as the request body")));
     }
     let stored = writer.finish().await?;
-    // Pending until the upload's transaction claims it; a refused upload removes it, and one
-    // whose replica died is collected after the grace period.
+    settle(services, stored).await
+}
+
+/// Records an upload's durable bytes as pending — until the upload's transaction claims them;
+/// a refused upload removes them, one whose replica died is collected after the grace period —
+/// then checks that they are still there. A collector that held the blob's row while these
+/// bytes were written may have deleted them (`Db::collect_blob`: recording the row waits for
+/// it); the upload is refused then (503, send it again), never acknowledged without its bytes.
+async fn settle(services: &Services, stored: StoredBlob) -> Result<StoredBlob, UploadError> {
+    packyard_store::pause::at("upload.stored").await;
     services.db.note_upload(&stored.sha256, stored.size).await?;
+    if services.blobs.stat(&stored.sha256).await?.is_none() {
+        return Err(UploadError::Db(DbError::Unavailable(format!(
+            "the uploaded bytes {} were removed by the blob collector at the same instant; send the upload again",
+            stored.sha256
+        ))));
+    }
     Ok(stored)
 }
 
@@ -128,24 +143,18 @@ where
 /// Stores bytes the upload derived (Go's `.mod`), pending like a received body.
 pub async fn store_derived(services: &Services, bytes: &[u8]) -> Result<StoredBlob, UploadError> {
     let stored = services.blobs.put_bytes(bytes).await?;
-    services.db.note_upload(&stored.sha256, stored.size).await?;
-    Ok(stored)
+    settle(services, stored).await
 }
 
 /// Removes a blob this upload created, when the upload is refused (nothing half-stored) —
 /// unless another upload of the same bytes claimed it or a snapshot lists it meanwhile (the
-/// pending row is the lock: it goes first, then the bytes).
+/// row is held while the bytes go: `Db::collect_blob`).
 pub async fn discard(services: &Services, digest: &Sha256Hex, created: bool) {
     if !created {
         return;
     }
-    match services.db.discard_upload(digest).await {
-        Ok(true) => {
-            if let Err(e) = services.blobs.delete(digest).await {
-                tracing::warn!(error = %e, blob = %digest, "cannot remove a refused upload");
-            }
-        }
-        Ok(false) => {}
+    match services.db.collect_blob(services.blobs.as_ref(), digest, Collect::Refused).await {
+        Ok(_) => {}
         // The pending row stays; the collector removes it and the bytes after the grace period.
         Err(e) => tracing::warn!(error = %e, blob = %digest, "cannot remove a refused upload now"),
     }

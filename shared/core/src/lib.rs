@@ -12,6 +12,7 @@ pub mod groups;
 pub mod hosted;
 pub mod proxy;
 pub mod publication;
+pub mod reclaim;
 pub mod repositories;
 pub mod security;
 pub mod services;

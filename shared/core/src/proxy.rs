@@ -511,6 +511,13 @@ impl Proxy {
             }
         }
         self.inner.db.record_blob(&stored.sha256, stored.size).await.map_err(internal)?;
+        // Recording the row waited for a collector that held it: the bytes may have gone.
+        if self.inner.blobs.stat(&stored.sha256).await.map_err(internal)?.is_none() {
+            return Err(internal(format!(
+                "the bytes fetched for /{} were removed by the blob collector at the same instant",
+                req.path
+            )));
+        }
         let entry = ProxyEntry {
             repository_id: req.repository_id,
             path: req.path.clone(),

@@ -143,6 +143,9 @@ pub struct Cron {
     pub days: u64,
     pub months: u64,
     pub weekdays: u64,
+    /// Whether day of month and day of week were both restricted (not `*`): a day then matches
+    /// when either does, as cron has it.
+    pub either_day: bool,
 }
 
 impl Cron {
@@ -164,7 +167,40 @@ impl Cron {
             days: field(day, "day of month", 1, 31)?,
             months: field(month, "month", 1, 12)?,
             weekdays,
+            either_day: !day.starts_with('*') && !weekday.starts_with('*'),
         })
+    }
+
+    /// The first instant (ms since the epoch, UTC, on a whole minute) after `after_ms` that
+    /// the expression names; `None` if none within eight years (e.g. 31 February).
+    pub fn next_after(&self, after_ms: i64) -> Option<i64> {
+        const MINUTE: i64 = 60_000;
+        const DAY: i64 = 86_400_000;
+        let start = after_ms.div_euclid(MINUTE) * MINUTE + MINUTE;
+        let first_day = start.div_euclid(DAY);
+        for day in first_day..first_day + 8 * 366 {
+            let (_, month, dom) = crate::time::civil_from_days(day);
+            // 1970-01-01 was a Thursday (4).
+            let weekday = (day + 4).rem_euclid(7) as u32;
+            let by_dom = self.days & (1 << dom) != 0;
+            let by_dow = self.weekdays & (1 << weekday) != 0;
+            let day_matches = if self.either_day { by_dom || by_dow } else { by_dom && by_dow };
+            if self.months & (1 << month) == 0 || !day_matches {
+                continue;
+            }
+            for hour in 0..24i64 {
+                if self.hours & (1 << hour) == 0 {
+                    continue;
+                }
+                for minute in 0..60i64 {
+                    let t = day * DAY + hour * 3_600_000 + minute * MINUTE;
+                    if self.minutes & (1 << minute) != 0 && t >= start {
+                        return Some(t);
+                    }
+                }
+            }
+        }
+        None
     }
 }
 
@@ -245,6 +281,26 @@ mod tests {
             let e = Cron::parse(bad).err().unwrap_or_default();
             assert!(e.contains(says), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn cron_names_the_next_instant() {
+        let at = |text: &str, after: &str| {
+            let c = Cron::parse(text).unwrap_or_else(|e| panic!("{e}"));
+            let after = crate::time::parse_rfc3339(after).unwrap_or_else(|| panic!("{after}"));
+            c.next_after(after).map(crate::time::rfc3339_ms)
+        };
+        let some = |s: &str| Some(s.to_string());
+        assert_eq!(at("0 3 * * *", "2026-12-01T17:52:30Z"), some("2026-12-02T03:00:00.000Z"));
+        assert_eq!(at("0 3 * * *", "2026-12-01T02:59:59.999Z"), some("2026-12-01T03:00:00.000Z"));
+        assert_eq!(at("0 3 * * *", "2026-12-01T03:00:00Z"), some("2026-12-02T03:00:00.000Z"), "strictly after");
+        assert_eq!(at("*/15 * * * *", "2026-12-31T23:50:00Z"), some("2027-01-01T00:00:00.000Z"));
+        // 2026-12-01 is a Tuesday: the next Sunday is the 6th.
+        assert_eq!(at("30 1 * * 0", "2026-12-01T00:00:00Z"), some("2026-12-06T01:30:00.000Z"));
+        assert_eq!(at("0 0 29 2 *", "2026-03-01T00:00:00Z"), some("2028-02-29T00:00:00.000Z"));
+        // Day of month or day of week, both restricted: the 15th or a Monday, whichever is first.
+        assert_eq!(at("0 12 15 * 1", "2026-12-01T13:00:00Z"), some("2026-12-07T12:00:00.000Z"));
+        assert_eq!(at("0 0 31 2 *", "2026-01-01T00:00:00Z"), None);
     }
 
     #[test]

@@ -141,6 +141,14 @@ pub struct WorkerConfig {
     pub snapshot_grace_secs: u64,
     /// How often the worker counts each repository's components and bytes.
     pub usage_refresh_secs: u64,
+    /// How often the worker looks for cleanup runs that are due (a schedule, or "run now").
+    pub cleanup_poll_ms: u64,
+    /// Components a cleanup run removes per transaction (whole packages: a batch may be larger).
+    pub cleanup_batch: usize,
+    /// How long an artifact blob that nothing references is kept before it is deleted.
+    pub blob_grace_secs: u64,
+    /// How often the worker sweeps the blob store for blobs to reclaim.
+    pub blob_gc_secs: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -313,6 +321,10 @@ impl Default for WorkerConfig {
             keep_snapshots: 2,
             snapshot_grace_secs: 600,
             usage_refresh_secs: 60,
+            cleanup_poll_ms: 10_000,
+            cleanup_batch: 500,
+            blob_grace_secs: 86_400,
+            blob_gc_secs: 3_600,
         }
     }
 }

@@ -6,6 +6,7 @@
 pub mod blobs;
 pub mod db;
 pub mod metrics;
+pub mod pause;
 pub mod sql;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -8,6 +8,63 @@ use crate::blobs::Sha256Hex;
 use crate::sql::Sql;
 use crate::{sql, upsert};
 
+/// When a collector may delete a blob ([`Db::collect_blob`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Collect {
+    /// A refused upload's pending bytes: still only pending, listed by no snapshot.
+    Refused,
+    /// A build's blob or an abandoned upload's: recorded before `older_than`, listed by no
+    /// snapshot, never claimed by an artifact.
+    Built { older_than: i64 },
+    /// An artifact blob that nothing references (no repository's rows, cached file, catalogue
+    /// asset or snapshot), found so before `older_than` and not uploaded again since.
+    Released { older_than: i64 },
+}
+
+/// An artifact blob that nothing references.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Released {
+    pub sha256: String,
+    pub size: i64,
+    /// When it was last stored (uploaded or cached).
+    pub recorded_at: i64,
+    /// When a sweep first found it referenced by nothing; `None` before that.
+    pub released_at: Option<i64>,
+}
+
+/// The condition that nothing references the blob of table `$b` (its `sha256` column): no
+/// format's rows, no proxy's cached file, no catalogue asset, no snapshot file.
+macro_rules! unreferenced {
+    ($b:literal) => {
+        concat!(
+            "NOT EXISTS (SELECT 1 FROM apt_packages r WHERE r.sha256 = ",
+            $b,
+            ".sha256)",
+            " AND NOT EXISTS (SELECT 1 FROM apk_packages r WHERE r.sha256 = ",
+            $b,
+            ".sha256)",
+            " AND NOT EXISTS (SELECT 1 FROM go_versions r WHERE r.zip_sha256 = ",
+            $b,
+            ".sha256)",
+            " AND NOT EXISTS (SELECT 1 FROM go_versions r WHERE r.mod_sha256 = ",
+            $b,
+            ".sha256)",
+            " AND NOT EXISTS (SELECT 1 FROM conan_files r WHERE r.sha256 = ",
+            $b,
+            ".sha256)",
+            " AND NOT EXISTS (SELECT 1 FROM proxy_cache r WHERE r.sha256 = ",
+            $b,
+            ".sha256)",
+            " AND NOT EXISTS (SELECT 1 FROM assets r WHERE r.sha256 = ",
+            $b,
+            ".sha256)",
+            " AND NOT EXISTS (SELECT 1 FROM snapshot_files r WHERE r.sha256 = ",
+            $b,
+            ".sha256)"
+        )
+    };
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BlobRecord {
     pub sha256: Sha256Hex,
@@ -22,14 +79,15 @@ impl Db {
         Ok(self.query(sum).fetch_one(self.pool()).await?.try_get("total")?)
     }
 
-    /// Records a stored artifact blob (never collected). Recording the same digest again is a
-    /// no-op, except that it marks a blob first written by a build as an artifact.
+    /// Records a stored artifact blob (a proxy's cached file): collected only once nothing
+    /// references it, after the grace period. Recording the same digest again makes it young
+    /// again (and an artifact, if a build wrote it first).
     pub async fn record_blob(&self, sha256: &Sha256Hex, size: u64) -> DbResult<()> {
         let statement = upsert!(
             "blobs.insert",
             "INSERT INTO blobs (sha256, size, created_at, origin) VALUES ($1, $2, $3, 'artifact')",
             on "blobs" ("sha256"),
-            set "origin = 'artifact'"
+            set "origin = 'artifact', created_at = NEW.created_at, released_at = NULL"
         );
         self.record_with(statement, sha256, size).await
     }
@@ -42,20 +100,21 @@ impl Db {
             "blobs.insert_snapshot",
             "INSERT INTO blobs (sha256, size, created_at, origin) VALUES ($1, $2, $3, 'snapshot')",
             on "blobs" ("sha256"),
-            set "created_at = NEW.created_at, origin = CASE WHEN OLD.origin = 'upload' THEN 'snapshot' ELSE OLD.origin END"
+            set "created_at = NEW.created_at, released_at = NULL, origin = CASE WHEN OLD.origin = 'upload' THEN 'snapshot' ELSE OLD.origin END"
         );
         self.record_with(statement, sha256, size).await
     }
 
     /// An upload's bytes are durable in the store: recorded as `upload` — pending, collected
     /// after the grace period unless the upload's transaction claims them ([`Db::claim_blob`]) —
-    /// unless the digest is known already. A pending row seen again is young again.
+    /// unless the digest is known already. Whatever row was there is young again: no collector
+    /// takes it within the grace period (it waits for a collector that holds the row).
     pub async fn note_upload(&self, sha256: &Sha256Hex, size: u64) -> DbResult<()> {
         let statement = upsert!(
             "blobs.insert_upload",
             "INSERT INTO blobs (sha256, size, created_at, origin) VALUES ($1, $2, $3, 'upload')",
             on "blobs" ("sha256"),
-            set "created_at = CASE WHEN OLD.origin = 'upload' THEN NEW.created_at ELSE OLD.created_at END"
+            set "created_at = NEW.created_at, released_at = NULL"
         );
         self.record_with(statement, sha256, size).await
     }
@@ -75,17 +134,6 @@ impl Db {
             )));
         }
         Ok(())
-    }
-
-    /// A refused upload's pending row, removed if it is still only that (no artifact claimed
-    /// it, no snapshot lists it). True when it went: the caller then deletes the bytes.
-    pub async fn discard_upload(&self, sha256: &Sha256Hex) -> DbResult<bool> {
-        let done = self.query(sql!("blobs.discard_upload", "DELETE FROM blobs WHERE sha256 = $1 AND origin = 'upload' AND NOT EXISTS (SELECT 1 FROM snapshot_files f WHERE f.sha256 = $2)"))
-            .bind(sha256.as_str())
-            .bind(sha256.as_str())
-            .execute(self.pool())
-            .await?;
-        Ok(done.rows_affected() == 1)
     }
 
     async fn record_with(&self, statement: &'static Sql, sha256: &Sha256Hex, size: u64) -> DbResult<()> {
@@ -116,17 +164,100 @@ impl Db {
         .transpose()
     }
 
-    /// Deletes a build blob's or an abandoned upload's row only if it is still collectable at
-    /// this instant: recorded before `older_than`, referenced by no snapshot, never claimed by
-    /// an artifact. True when it went.
-    pub async fn delete_collectable_blob(&self, sha256: &Sha256Hex, older_than: i64) -> DbResult<bool> {
-        let done = self.query(sql!("blobs.delete_collectable", "DELETE FROM blobs WHERE sha256 = $1 AND origin IN ('snapshot', 'upload') AND created_at < $2 AND NOT EXISTS (SELECT 1 FROM snapshot_files f WHERE f.sha256 = $3)"))
-            .bind(sha256.as_str())
-            .bind(older_than)
-            .bind(sha256.as_str())
-            .execute(self.pool())
-            .await?;
-        Ok(done.rows_affected() == 1)
+    /// Deletes a blob — its row, then its bytes — if `rule` still allows it at this instant,
+    /// holding the row the whole time: the row is deleted in a transaction, the bytes are
+    /// deleted, then it commits. An upload of the same bytes records its row after writing them
+    /// ([`Db::note_upload`]), so it waits for this transaction; it then checks that its bytes
+    /// are there ([`crate::blobs::BlobStore::stat`]) and refuses itself if they went. Should the
+    /// bytes' deletion fail, the row stays. True when the blob went.
+    pub async fn collect_blob(
+        &self,
+        store: &dyn crate::blobs::BlobStore,
+        sha256: &Sha256Hex,
+        rule: Collect,
+    ) -> DbResult<bool> {
+        let mut tx = self.begin().await?;
+        let deleted = match rule {
+            Collect::Refused => {
+                let s = sql!("blobs.discard_upload", "DELETE FROM blobs WHERE sha256 = $1 AND origin = 'upload' AND NOT EXISTS (SELECT 1 FROM snapshot_files f WHERE f.sha256 = blobs.sha256)");
+                self.bound(s, (sha256.as_str(),)).execute(&mut *tx).await?
+            }
+            Collect::Built { older_than } => {
+                let s = sql!("blobs.delete_collectable", "DELETE FROM blobs WHERE sha256 = $1 AND origin IN ('snapshot', 'upload') AND created_at < $2 AND NOT EXISTS (SELECT 1 FROM snapshot_files f WHERE f.sha256 = blobs.sha256)");
+                self.bound(s, (sha256.as_str(), older_than)).execute(&mut *tx).await?
+            }
+            Collect::Released { older_than } => {
+                let s = sql!("blobs.delete_released", concat!("DELETE FROM blobs WHERE sha256 = $1 AND origin = 'artifact' AND released_at < $2 AND created_at < $3 AND ", unreferenced!("blobs")));
+                self.bound(s, (sha256.as_str(), older_than, older_than)).execute(&mut *tx).await?
+            }
+        };
+        if deleted.rows_affected() != 1 {
+            tx.rollback().await?;
+            return Ok(false);
+        }
+        crate::pause::at("blobs.collect.locked").await;
+        if let Err(e) = store.delete(sha256).await {
+            tx.rollback().await?;
+            return Err(super::DbError::Unavailable(format!("cannot delete the blob {sha256}: {e}")));
+        }
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    /// The next `limit` blob digests after `after` (a sweep's page), in order.
+    pub async fn blob_keys(&self, after: &str, limit: i64) -> DbResult<Vec<String>> {
+        let s = sql!("blobs.keys", "SELECT sha256 FROM blobs WHERE sha256 > $1 ORDER BY sha256 LIMIT $2");
+        let rows = self.bound(s, (after, limit)).fetch_all(self.pool()).await?;
+        rows.iter().map(|r| Ok(text(r, "sha256")?.trim().to_string())).collect()
+    }
+
+    /// Within `(after, last]`: the artifact blobs nothing references, each with its size and
+    /// when it was found so (`None`: not yet marked), and the marked blobs that something
+    /// references again.
+    pub async fn blob_references(&self, after: &str, last: &str) -> DbResult<(Vec<Released>, Vec<String>)> {
+        let free = sql!("blobs.unreferenced_artifacts", concat!("SELECT sha256, size, created_at, released_at FROM blobs WHERE sha256 > $1 AND sha256 <= $2 AND origin = 'artifact' AND ", unreferenced!("blobs"), " ORDER BY sha256"));
+        let rows = self.bound(free, (after, last)).fetch_all(self.pool()).await?;
+        let free = rows
+            .iter()
+            .map(|r| {
+                Ok(Released {
+                    sha256: text(r, "sha256")?.trim().to_string(),
+                    size: r.try_get("size")?,
+                    recorded_at: r.try_get("created_at")?,
+                    released_at: r.try_get("released_at")?,
+                })
+            })
+            .collect::<DbResult<Vec<_>>>()?;
+        let again = sql!(
+            "blobs.referenced_again",
+            concat!(
+                "SELECT sha256 FROM blobs WHERE sha256 > $1 AND sha256 <= $2 AND released_at IS NOT NULL AND NOT (",
+                unreferenced!("blobs"),
+                ") ORDER BY sha256"
+            )
+        );
+        let rows = self.bound(again, (after, last)).fetch_all(self.pool()).await?;
+        let again = rows.iter().map(|r| Ok(text(r, "sha256")?.trim().to_string())).collect::<DbResult<Vec<_>>>()?;
+        Ok((free, again))
+    }
+
+    /// Marks a blob found referenced by nothing at `at` (kept if it was marked already), or
+    /// (`at` None) referenced again.
+    pub async fn mark_released(&self, sha256: &str, at: Option<i64>) -> DbResult<()> {
+        match at {
+            Some(at) => {
+                let s = sql!(
+                    "blobs.mark_released",
+                    "UPDATE blobs SET released_at = $1 WHERE sha256 = $2 AND released_at IS NULL"
+                );
+                self.bound(s, (at, sha256)).execute(self.pool()).await?;
+            }
+            None => {
+                let s = sql!("blobs.unmark_released", "UPDATE blobs SET released_at = NULL WHERE sha256 = $1");
+                self.bound(s, (sha256,)).execute(self.pool()).await?;
+            }
+        }
+        Ok(())
     }
 
     pub async fn delete_blob_record(&self, sha256: &Sha256Hex) -> DbResult<bool> {
