@@ -281,6 +281,7 @@ impl From<packyard_core::hosted::UploadError> for ApiError {
             UploadError::Invalid(m) | UploadError::Interrupted(m) => ApiError::bad_request(m),
             UploadError::TooLarge(m) => ApiError::new(ErrorCode::PayloadTooLarge, m),
             UploadError::Stalled(m) => ApiError::new(ErrorCode::RequestTimeout, m),
+            UploadError::Again(m) => ApiError::new(ErrorCode::ServiceUnavailable, m),
             UploadError::Conflict(m) => ApiError::new(ErrorCode::Conflict, m),
             UploadError::ReadOnly(m) => ApiError::forbidden(m),
             UploadError::NotHosted(m) => ApiError::new(ErrorCode::MethodNotAllowed, m),

@@ -425,3 +425,104 @@ async fn runs_remove_what_the_preview_selected(mut app: TestApp) -> anyhow::Resu
     Ok(())
 }
 app_test!(runs_remove_what_the_preview_selected);
+
+async fn runs_of(app: &TestApp, policy: &str) -> anyhow::Result<Value> {
+    let r = app.call(TestRequest::get().uri(&format!("/api/v1/cleanup-policies/{policy}/runs"))).await?;
+    anyhow::ensure!(r.status == StatusCode::OK, "runs of {policy}: {}", r.text);
+    Ok(r.json["items"][0].clone())
+}
+
+async fn run_due(app: &TestApp) -> anyhow::Result<usize> {
+    Ok(packyard_core::cleanup::run_due(&app.services, packyard_formats::catalogue, "test-worker").await?)
+}
+
+/// Runs as the worker makes them: asked for ("run now") or due by the schedule (an interval or
+/// a cron expression since the last start), an interrupted one again, never while another run
+/// holds the repository's lease; each run's status in the API.
+async fn the_worker_runs_what_is_due(mut app: TestApp) -> anyhow::Result<()> {
+    app.start_worker();
+    app.create(Repo::hosted("debs", Format::Apt)).await?;
+    for version in ["1.0", "1.9", "1.10"] {
+        let control = format!(
+            "Package: hello\nVersion: {version}\nArchitecture: amd64\nMaintainer: T <t@example.org>\nDescription: x\n"
+        );
+        let r = app.post("/repository/debs/", packyard_codecs::apt::testing::deb(&control, ".gz")).await?;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    }
+    let keep_one =
+        json!({"name": "keep-one", "format": "apt", "criteria": {"keep_latest": 1}, "repositories": ["debs"]});
+    assert_eq!(app.call(post(keep_one.clone())).await?.status, StatusCode::CREATED);
+    let idle = runs_of(&app, "keep-one").await?;
+    assert_eq!((idle["repository"].as_str(), idle["state"].as_str()), (Some("debs"), Some("idle")), "{idle}");
+    assert_eq!(idle["lastStarted"], Value::Null);
+    assert_eq!(run_due(&app).await?, 0, "no schedule, nothing asked");
+
+    let uri = "/api/v1/cleanup-policies/keep-one/run";
+    let r = app.call(TestRequest::post().uri(&format!("{uri}?repository=other"))).await?;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text);
+    assert!(message(&r).contains("does not clean other"), "{}", r.text);
+    let r = app.call(TestRequest::post().uri("/api/v1/cleanup-policies/nope/run")).await?;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.text);
+    let r = app.send(TestRequest::post().uri(uri), As::Anonymous).await?;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED, "{}", r.text);
+    let r = app.call(TestRequest::post().uri(uri)).await?;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text);
+    assert_eq!(r.json["items"][0]["state"], "requested", "{}", r.text);
+    assert_eq!(r.json["items"][0]["requestedBy"], "admin", "{}", r.text);
+
+    // Another run holds the repository: this one waits for it.
+    let db = &app.services.db;
+    let (policy_id, repo_id) = {
+        let runs = db.cleanup_runs().await?;
+        (runs[0].policy_id, runs[0].repository_id)
+    };
+    let other = db.claim_cleanup(repo_id, policy_id, "another-worker", 60_000).await?;
+    let Some(other) = other else { anyhow::bail!("the lease was free") };
+    assert_eq!(db.claim_cleanup(repo_id, policy_id, "a-third", 60_000).await?, None, "one run per repository");
+    assert_eq!(runs_of(&app, "keep-one").await?["state"], "running");
+    assert_eq!(run_due(&app).await?, 0);
+    db.release_cleanup(repo_id, &other).await?;
+    assert_eq!(runs_of(&app, "keep-one").await?["state"], "requested");
+    assert_eq!(run_due(&app).await?, 1);
+    let done = runs_of(&app, "keep-one").await?;
+    assert_eq!((done["state"].as_str(), done["components"].as_i64()), (Some("idle"), Some(2)), "{done}");
+    assert!(done["bytes"].as_i64().is_some_and(|b| b > 0) && done["durationMs"].as_i64().is_some(), "{done}");
+    assert!(done["lastFinished"].as_str().is_some_and(|t| t.ends_with('Z')), "{done}");
+    assert_eq!((done["error"].clone(), done["requestedBy"].clone()), (Value::Null, Value::Null), "{done}");
+    let audit = app.audit().await?;
+    for (action, target) in
+        [("cleanup.run", "debs"), ("cleanup_policy.run", "keep-one"), ("apt.delete", "debs/hello_1.0_amd64")]
+    {
+        assert!(audit.contains(&(action.to_string(), target.to_string())), "{action} {target} in {audit:?}");
+    }
+    let r = app.get("/service/rest/v1/search?repository=debs").await?;
+    let left: Vec<&str> =
+        r.json["items"].as_array().into_iter().flatten().filter_map(|c| c["version"].as_str()).collect();
+    assert_eq!(left, ["1.10"], "{}", r.text);
+    assert_eq!(run_due(&app).await?, 0, "served");
+
+    // By the schedule: an interval since the last start, or a cron expression's next instant.
+    let back = |hours: i64| format!("UPDATE cleanup_runs SET started_at = started_at - {}", hours * 3_600_000);
+    for schedule in [json!({"every_secs": 3600}), json!({"cron": "0 3 * * *"})] {
+        let body =
+            json!({"format": "apt", "criteria": {"keep_latest": 1}, "repositories": ["debs"], "schedule": schedule});
+        let r = app.call(TestRequest::put().uri("/api/v1/cleanup-policies/keep-one").set_json(body)).await?;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+        assert_eq!(run_due(&app).await?, 0, "{schedule}: not yet");
+        sqlx::query(&back(25)).execute(db.pool()).await?;
+        assert_eq!(run_due(&app).await?, 1, "{schedule}: due");
+        assert_eq!(run_due(&app).await?, 0, "{schedule}: made");
+        assert_eq!(runs_of(&app, "keep-one").await?["components"], 0);
+    }
+
+    // A run that never finished (its worker died) is made again; a lease left by a dead worker
+    // is taken over once it expires.
+    sqlx::query("UPDATE cleanup_runs SET finished_at = NULL").execute(db.pool()).await?;
+    assert_eq!(runs_of(&app, "keep-one").await?["state"], "interrupted");
+    let stale = db.claim_cleanup(repo_id, policy_id, "dead-worker", -1).await?;
+    assert!(stale.is_some());
+    assert_eq!(run_due(&app).await?, 1);
+    assert_eq!(runs_of(&app, "keep-one").await?["state"], "idle");
+    Ok(())
+}
+app_test!(the_worker_runs_what_is_due);

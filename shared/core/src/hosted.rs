@@ -46,6 +46,9 @@ pub enum UploadError {
     /// The client stopped sending the body (408).
     #[error("{0}")]
     Stalled(String),
+    /// Refused for a moment's reason the message names; sending it again succeeds (503).
+    #[error("{0}")]
+    Again(String),
     #[error(transparent)]
     Blob(#[from] BlobError),
     #[error(transparent)]
@@ -115,10 +118,10 @@ async fn settle(services: &Services, stored: StoredBlob) -> Result<StoredBlob, U
     packyard_store::pause::at("upload.stored").await;
     services.db.note_upload(&stored.sha256, stored.size).await?;
     if services.blobs.stat(&stored.sha256).await?.is_none() {
-        return Err(UploadError::Db(DbError::Unavailable(format!(
+        return Err(UploadError::Again(format!(
             "the uploaded bytes {} were removed by the blob collector at the same instant; send the upload again",
             stored.sha256
-        ))));
+        )));
     }
     Ok(stored)
 }

@@ -169,8 +169,18 @@ impl Db {
     /// deleted, then it commits. An upload of the same bytes records its row after writing them
     /// ([`Db::note_upload`]), so it waits for this transaction; it then checks that its bytes
     /// are there ([`crate::blobs::BlobStore::stat`]) and refuses itself if they went. Should the
-    /// bytes' deletion fail, the row stays. True when the blob went.
+    /// bytes' deletion fail, the row stays. True when the blob went. A deadlock (MySQL locks
+    /// what the conditions read) is retried: it ends the transaction before the bytes go.
     pub async fn collect_blob(
+        &self,
+        store: &dyn crate::blobs::BlobStore,
+        sha256: &Sha256Hex,
+        rule: Collect,
+    ) -> DbResult<bool> {
+        super::retry_conflicts(|| self.collect_blob_once(store, sha256, rule)).await
+    }
+
+    async fn collect_blob_once(
         &self,
         store: &dyn crate::blobs::BlobStore,
         sha256: &Sha256Hex,
