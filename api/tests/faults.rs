@@ -438,3 +438,142 @@ fn worker_killed_before_the_compare_and_swap() -> anyhow::Result<()> {
 fn worker_killed_after_the_compare_and_swap() -> anyhow::Result<()> {
     worker_killed_at("after_cas")
 }
+
+/// The `Filename:` lines of a Packages index.
+fn filenames(packages: &str) -> BTreeSet<String> {
+    packages.lines().filter_map(|l| l.strip_prefix("Filename: ")).map(str::to_string).collect()
+}
+
+fn admin_json(
+    server: &Server,
+    method: &str,
+    path: &str,
+    body: Option<serde_json::Value>,
+) -> anyhow::Result<serde_json::Value> {
+    let req = ureq::request(method, &format!("{}{path}", server.public)).set("Authorization", &basic("pw"));
+    let (s, text) = status_of(match body {
+        Some(b) => req.send_json(b),
+        None => req.call(),
+    })?;
+    anyhow::ensure!((200..300).contains(&s), "{method} {path}: {s} {text}");
+    Ok(serde_json::from_str(&text)?)
+}
+
+/// The worker killed with SIGKILL in the middle of a cleanup run (after its first batch): the
+/// repository's rows, catalogue and index stay consistent — what is listed is what is stored —
+/// and the next worker finishes the run.
+#[test]
+fn worker_killed_in_the_middle_of_a_cleanup_run() -> anyhow::Result<()> {
+    use std::os::unix::process::ExitStatusExt;
+    let Some((url, _dbdir)) = fresh_database(Backend::Postgres)? else { return Ok(()) };
+    let dir = tempfile::tempdir()?;
+    let env = [
+        ("PACKYARD_DATABASE__URL", url.as_str()),
+        ("PACKYARD_WORKER__EMBEDDED", "false"),
+        ("PACKYARD_WORKER__LEASE_MS", "1000"),
+        ("PACKYARD_WORKER__POLL_MS", "100"),
+        ("PACKYARD_WORKER__CLEANUP_POLL_MS", "200"),
+        ("PACKYARD_WORKER__CLEANUP_BATCH", "1"),
+        ("PACKYARD_SECURITY__SECRET", "a-shared-secret-of-enough-length"),
+        ("PACKYARD_SECURITY__ADMIN_PASSWORD", "pw"),
+        ("PACKYARD_BLOBS__PATH", "shared-blobs"),
+    ];
+    let replica = start(dir.path(), &env)?;
+    replica.wait_ready()?;
+    let first = common::process::start_worker(dir.path(), &env)?;
+    first.wait_ready()?;
+    create_debs(&replica)?;
+    // Five packages of two versions: a batch is whole packages, so five batches of one.
+    let packages: Vec<(String, &str)> = (0..5).flat_map(|i| ["1.0", "2.0"].map(|v| (format!("p{i}"), v))).collect();
+    for (i, (name, v)) in packages.iter().enumerate() {
+        let bytes = packyard_loadtest::apt::deb(name, v, "amd64", &packyard_loadtest::apt::filler(i as u64, 2048))?;
+        let (s, body) = status_of(
+            ureq::post(&format!("{}/repository/debs/?wait=true", replica.public))
+                .set("Authorization", &basic("pw"))
+                .send_bytes(&bytes),
+        )?;
+        assert_eq!(s, 201, "{body}");
+    }
+    let pool = |name: &str, v: &str| format!("pool/main/p/{name}/{name}_{v}_amd64.deb");
+    let all: BTreeSet<String> = packages.iter().map(|(n, v)| pool(n, v)).collect();
+    let newest: BTreeSet<String> = (0..5).map(|i| pool(&format!("p{i}"), "2.0")).collect();
+    assert_eq!(filenames(&get(&replica, PACKAGES)?.1), all);
+    assert!(first.terminate()?.success());
+
+    let policy = serde_json::json!({"name": "keep-one", "format": "apt", "criteria": {"keep_latest": 1}, "repositories": ["debs"]});
+    admin_json(&replica, "POST", "/api/v1/cleanup-policies", Some(policy))?;
+    admin_json(&replica, "POST", "/api/v1/cleanup-policies/keep-one/run", None)?;
+    let crash_env: Vec<(&str, &str)> =
+        env.iter().copied().chain([("PACKYARD_DEBUG__CRASH_AT", "cleanup_batch")]).collect();
+    let mut doomed = common::process::start_worker(dir.path(), &crash_env)?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = doomed.child.try_wait()? {
+            break status;
+        }
+        anyhow::ensure!(Instant::now() < deadline, "the worker did not reach cleanup_batch");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.signal(), Some(9), "{status:?}");
+
+    // Killed after one batch: one component gone from the rows and the catalogue, in one
+    // transaction; the rest stored and listed.
+    let search = |server: &Server| -> anyhow::Result<BTreeSet<String>> {
+        let v = admin_json(server, "GET", "/service/rest/v1/search?repository=debs", None)?;
+        Ok(v["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| Some(pool(c["name"].as_str()?, c["version"].as_str()?)))
+            .collect())
+    };
+    let left = search(&replica)?;
+    assert_eq!(left.len(), 9, "one batch of one package: {left:?}");
+    assert!(left.is_superset(&newest), "the newest are kept: {left:?}");
+    for file in &all {
+        let (s, _) = get(&replica, &format!("/repository/debs/{file}"))?;
+        assert_eq!(s == 200, left.contains(file), "{file}: {s}");
+    }
+    // Its lease expires: the run shows as interrupted.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let runs = admin_json(&replica, "GET", "/api/v1/cleanup-policies/keep-one/runs", None)?;
+        if runs["items"][0]["state"] == "interrupted" {
+            assert_eq!(runs["items"][0]["components"], 1, "{runs}");
+            break;
+        }
+        anyhow::ensure!(Instant::now() < deadline, "not interrupted: {runs}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // The next worker finishes the run and publishes what is left.
+    let heir = common::process::start_worker(dir.path(), &env)?;
+    heir.wait_ready()?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let runs = loop {
+        let runs = admin_json(&replica, "GET", "/api/v1/cleanup-policies/keep-one/runs", None)?;
+        if runs["items"][0]["state"] == "idle" {
+            break runs;
+        }
+        anyhow::ensure!(Instant::now() < deadline, "the run was not finished: {runs}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(runs["items"][0]["components"], 4, "the rest: {runs}");
+    assert_eq!(runs["items"][0]["error"], serde_json::Value::Null, "{runs}");
+    assert_eq!(search(&replica)?, newest);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (s, packages) = get(&replica, PACKAGES)?;
+        if s == 200 && filenames(&packages) == newest {
+            assert_signed(&replica, &packages)?;
+            break;
+        }
+        anyhow::ensure!(Instant::now() < deadline, "still published: {:?}", filenames(&packages));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for file in &all {
+        let (s, _) = get(&replica, &format!("/repository/debs/{file}"))?;
+        assert_eq!(s == 200, newest.contains(file), "{file}: {s}");
+    }
+    Ok(())
+}

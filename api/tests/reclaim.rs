@@ -11,7 +11,8 @@ use packyard_core::reclaim::{self, Verdict};
 use packyard_model::repos::Format;
 use sha2::Digest as _;
 
-use common::app::{Repo, TestApp};
+use common::app::TestApp;
+use common::Repo;
 
 fn deb(name: &str, version: &str) -> Vec<u8> {
     let control = format!(
@@ -205,3 +206,85 @@ async fn an_upload_recorded_first_keeps_its_bytes(mut app: TestApp) -> anyhow::R
     Ok(())
 }
 app_test!(an_upload_recorded_first_keeps_its_bytes);
+
+/// `packyard-api blobs gc` on the S3 store, as an operator runs it: `--dry-run` names what it
+/// would free and changes nothing; without it, the unreferenced blob's object is gone from the
+/// bucket and the one still referenced is served whole.
+#[test]
+fn blobs_gc_frees_unreferenced_objects_from_s3() -> anyhow::Result<()> {
+    use common::process::{basic, create_repository, run_to_end, start, status_of};
+    let Ok(s3_url) = std::env::var("TEST_S3_URL") else {
+        eprintln!("skipped: TEST_S3_URL is not set (scripts/test.sh sets it)");
+        return Ok(());
+    };
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let bucket = format!("packyard-gc-{}", hex::encode(rand::random::<[u8; 4]>()));
+    rt.block_on(packyard_store::blobs::s3::create_test_bucket(&s3_url, &bucket))?;
+    let s3 = packyard_model::config::S3Config {
+        bucket: Some(bucket.clone()),
+        endpoint: Some(s3_url.trim_end_matches('/').to_string()),
+        region: Some("us-east-1".into()),
+        access_key_id: Some("testing".into()),
+        secret_access_key: Some("testing".into()),
+    };
+    let store =
+        packyard_store::blobs::s3::S3Store::open(&s3, std::sync::Arc::new(packyard_store::metrics::Metrics::new()?))?;
+    let stored = |bytes: &[u8]| -> anyhow::Result<bool> {
+        use packyard_store::blobs::BlobStore as _;
+        let digest = packyard_store::blobs::Sha256Hex::parse(&sha(bytes))?;
+        Ok(rt.block_on(store.stat(&digest))?.is_some())
+    };
+    let dir = tempfile::tempdir()?;
+    let endpoint = s3_url.trim_end_matches('/').to_string();
+    let env = [
+        ("PACKYARD_SECURITY__ADMIN_PASSWORD", "pw"),
+        ("PACKYARD_BLOBS__KIND", "s3"),
+        ("PACKYARD_BLOBS__S3__BUCKET", bucket.as_str()),
+        ("PACKYARD_BLOBS__S3__ENDPOINT", endpoint.as_str()),
+        ("PACKYARD_BLOBS__S3__ACCESS_KEY_ID", "testing"),
+        ("PACKYARD_BLOBS__S3__SECRET_ACCESS_KEY", "testing"),
+        ("PACKYARD_WORKER__BLOB_GRACE_SECS", "0"),
+    ];
+    let (gone, kept) = (deb("gone", "1.0"), deb("kept", "1.0"));
+    {
+        let server = start(dir.path(), &env)?;
+        server.wait_ready()?;
+        create_repository(&server.public, &basic("pw"), Repo::hosted("debs", Format::Apt))?;
+        for bytes in [&gone, &kept] {
+            let r = ureq::post(&format!("{}/repository/debs/?wait=true", server.public))
+                .set("Authorization", &basic("pw"))
+                .send_bytes(bytes);
+            assert_eq!(status_of(r)?.0, 201);
+        }
+        let r = ureq::delete(&format!("{}/repository/debs/{}", server.public, pool("gone", "1.0")))
+            .set("Authorization", &basic("pw"))
+            .call();
+        assert_eq!(status_of(r)?.0, 204);
+        assert!(server.terminate()?.success());
+    }
+    assert!(stored(&gone)? && stored(&kept)?);
+
+    let (code, out, err) = run_to_end(dir.path(), &["blobs", "gc", "--dry-run"], &env)?;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains(&format!("would free {} {} bytes", sha(&gone), gone.len())), "{out}");
+    assert!(!out.contains(&sha(&kept)), "{out}");
+    assert!(out.contains("would free 1 blobs"), "{out}");
+    assert!(stored(&gone)?, "a dry run deletes nothing");
+
+    let (code, out, err) = run_to_end(dir.path(), &["blobs", "gc"], &env)?;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains(&format!("freed {} {} bytes", sha(&gone), gone.len())), "{out}");
+    assert!(!stored(&gone)?, "the object is gone from the bucket");
+    assert!(stored(&kept)?);
+    let (code, out, _) = run_to_end(dir.path(), &["blobs", "gc", "--dry-run"], &env)?;
+    assert_eq!(code, 0);
+    assert!(out.contains("would free 0 blobs, 0 bytes"), "{out}");
+
+    let server = start(dir.path(), &env)?;
+    server.wait_ready()?;
+    let resp = ureq::get(&format!("{}/repository/debs/{}", server.public, pool("kept", "1.0"))).call()?;
+    let mut body = Vec::new();
+    std::io::Read::read_to_end(&mut resp.into_reader(), &mut body)?;
+    assert_eq!(sha(&body), sha(&kept));
+    Ok(())
+}

@@ -303,6 +303,7 @@ async fn remove_selected(
         if let Some(l) = lease {
             l.progress(&report).await?;
         }
+        packyard_model::crash::point("cleanup_batch");
     }
 }
 

@@ -62,7 +62,7 @@ where
             if blob.released_at.is_none() && !dry_run {
                 db.mark_released(&blob.sha256, Some(now)).await?;
             }
-            if since >= cutoff {
+            if since > cutoff {
                 report.waiting += 1;
                 report.waiting_bytes += blob.size;
                 seen(&blob, Verdict::Waiting { from: since + secs_ms(w.blob_grace_secs) });

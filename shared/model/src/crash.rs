@@ -10,7 +10,10 @@ use std::sync::OnceLock;
 /// - `before_cas`: inside the publishing transaction, snapshot rows inserted, the
 ///   compare-and-swap not run;
 /// - `after_cas`: the transaction has committed; the worker has told no one yet.
-pub const POINTS: [&str; 4] = ["claimed", "built", "before_cas", "after_cas"];
+///
+/// And one of a cleanup run: `cleanup_batch`, each time a batch of removals has committed
+/// (with `worker.cleanup_batch = 1` the run dies after its first component).
+pub const POINTS: [&str; 5] = ["claimed", "built", "before_cas", "after_cas", "cleanup_batch"];
 
 static CRASH_AT: OnceLock<String> = OnceLock::new();
 

@@ -17,7 +17,7 @@ pub enum Collect {
     /// snapshot, never claimed by an artifact.
     Built { older_than: i64 },
     /// An artifact blob that nothing references (no repository's rows, cached file, catalogue
-    /// asset or snapshot), found so before `older_than` and not uploaded again since.
+    /// asset or snapshot), found so at or before `older_than` and not stored again since.
     Released { older_than: i64 },
 }
 
@@ -197,7 +197,7 @@ impl Db {
                 self.bound(s, (sha256.as_str(), older_than)).execute(&mut *tx).await?
             }
             Collect::Released { older_than } => {
-                let s = sql!("blobs.delete_released", concat!("DELETE FROM blobs WHERE sha256 = $1 AND origin = 'artifact' AND released_at < $2 AND created_at < $3 AND ", unreferenced!("blobs")));
+                let s = sql!("blobs.delete_released", concat!("DELETE FROM blobs WHERE sha256 = $1 AND origin = 'artifact' AND released_at <= $2 AND created_at <= $3 AND ", unreferenced!("blobs")));
                 self.bound(s, (sha256.as_str(), older_than, older_than)).execute(&mut *tx).await?
             }
         };
