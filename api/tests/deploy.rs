@@ -132,6 +132,7 @@ fn dashboard_and_alert_rules_reference_only_exposed_metrics() -> anyhow::Result<
             ("PACKYARD_PROXY__ALLOW_PRIVATE_ADDRESSES", "true"),
             // The usage gauges appear once the worker counted a repository.
             ("PACKYARD_WORKER__USAGE_REFRESH_SECS", "1"),
+            ("PACKYARD_WORKER__CLEANUP_POLL_MS", "100"),
         ],
     )?;
     server.wait_ready()?;
@@ -156,6 +157,24 @@ fn dashboard_and_alert_rules_reference_only_exposed_metrics() -> anyhow::Result<
     stop_upstream.send(())?;
     std::thread::sleep(Duration::from_millis(1_500));
     assert_eq!(status_of(ureq::get(&list).call())?, (200, "v1.0.0\n".to_string()), "the stale copy");
+
+    // A cleanup run (that finds nothing to remove) shows its counters.
+    let policy = serde_json::json!({"name": "nothing", "format": "go", "criteria": {"name_regex": "^none$"}, "repositories": ["goproxy"]});
+    let r = ureq::post(&api("/api/v1/cleanup-policies")).set("Authorization", &basic("pw")).send_json(policy);
+    assert_eq!(status_of(r)?.0, 201);
+    let r = ureq::post(&api("/api/v1/cleanup-policies/nothing/run")).set("Authorization", &basic("pw")).call();
+    assert_eq!(status_of(r)?.0, 202);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, runs) = status_of(
+            ureq::get(&api("/api/v1/cleanup-policies/nothing/runs")).set("Authorization", &basic("pw")).call(),
+        )?;
+        if runs.contains("\"lastFinished\":\"") {
+            break;
+        }
+        anyhow::ensure!(Instant::now() < deadline, "the cleanup run did not finish: {runs}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 
     let (s, metrics) = status_of(ureq::get(&format!("{}/metrics", server.management)).call())?;
     assert_eq!(s, 200);
@@ -193,6 +212,10 @@ fn dashboard_and_alert_rules_reference_only_exposed_metrics() -> anyhow::Result<
         "process_cpu_seconds_total",
         "packyard_repository_components",
         "packyard_repository_bytes",
+        "packyard_cleanup_components_deleted_total",
+        "packyard_cleanup_bytes_reclaimed_total",
+        "packyard_cleanup_last_run_timestamp_seconds",
+        "packyard_blob_store_bytes",
     ] {
         assert!(names.contains(needed), "the dashboard has no panel on {needed}");
     }

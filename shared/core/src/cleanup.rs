@@ -242,8 +242,11 @@ pub async fn run(
     lease: Option<&Lease>,
 ) -> Result<RunReport, crate::hosted::UploadError> {
     let clock = std::time::Instant::now();
-    let outcome = remove_selected(services, format, criteria, repo, (started, batch), actor, lease).await;
     let m = &services.metrics;
+    // A repository cleaned shows its counters, at 0 until something goes.
+    m.cleanup_components_deleted_total.with_label_values(&[repo.name.as_str()]);
+    m.cleanup_bytes_reclaimed_total.with_label_values(&[repo.name.as_str()]);
+    let outcome = remove_selected(services, format, criteria, repo, (started, batch), actor, lease).await;
     let (report, error) = match &outcome {
         Ok(r) => (r.clone(), None),
         Err(e) => (RunReport::default(), Some(e.to_string())),
