@@ -36,21 +36,23 @@ pub async fn published_file(
 pub fn serve_published(req: &HttpRequest, f: ServedFile) -> HttpResponse {
     use actix_web::http::header::{self, Header, IfModifiedSince, LastModified};
     use std::time::{Duration, SystemTime};
-    let modified = SystemTime::UNIX_EPOCH + Duration::from_secs(u64::try_from(f.modified / 1000).unwrap_or(0));
+    // Whole seconds; none when an earlier version shares the second (`Manifest::published_at`).
+    let modified =
+        f.modified.map(|ms| SystemTime::UNIX_EPOCH + Duration::from_secs(u64::try_from(ms / 1000).unwrap_or(0)));
     let etag_matches = req.headers().get(header::IF_NONE_MATCH).is_some_and(|v| v.as_bytes() == f.etag.as_bytes());
     let not_modified_since = !req.headers().contains_key(header::IF_NONE_MATCH)
-        && IfModifiedSince::parse(req).is_ok_and(|IfModifiedSince(since)| SystemTime::from(since) >= modified);
-    if etag_matches || not_modified_since {
-        return HttpResponse::NotModified()
-            .insert_header((header::ETAG, f.etag))
-            .insert_header(LastModified(modified.into()))
-            .finish();
+        && modified.is_some_and(|m| {
+            IfModifiedSince::parse(req).is_ok_and(|IfModifiedSince(since)| SystemTime::from(since) >= m)
+        });
+    let mut res = if etag_matches || not_modified_since { HttpResponse::NotModified() } else { HttpResponse::Ok() };
+    res.insert_header((header::ETAG, f.etag));
+    if let Some(m) = modified {
+        res.insert_header(LastModified(m.into()));
     }
-    HttpResponse::Ok()
-        .content_type(f.content_type)
-        .insert_header((header::ETAG, f.etag))
-        .insert_header(LastModified(modified.into()))
-        .body(f.bytes)
+    if etag_matches || not_modified_since {
+        return res.finish();
+    }
+    res.content_type(f.content_type).body(f.bytes)
 }
 
 /// Answers with a stored blob: `ETag` (the SHA-256), `If-None-Match` and, when `last_modified`

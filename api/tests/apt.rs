@@ -74,8 +74,13 @@ fn get(server: &Server, path: &str) -> anyhow::Result<(u16, Vec<u8>)> {
 }
 
 fn apt_get(root: &Path, args: &[&str]) -> anyhow::Result<std::process::Output> {
+    apt_tool("apt-get", root, args)
+}
+
+/// `apt-get` or `apt-cache` in the scratch configuration under `root`.
+fn apt_tool(program: &str, root: &Path, args: &[&str]) -> anyhow::Result<std::process::Output> {
     let opt = |k: &str, v: &Path| format!("{k}={}", v.display());
-    let out = Command::new("apt-get")
+    let out = Command::new(program)
         .current_dir(root.join("downloads"))
         .arg("-o")
         .arg(opt("Dir::Etc::SourceList", &root.join("sources.list")))
@@ -1066,3 +1071,196 @@ fn proxy_and_group_with_the_real_client() -> anyhow::Result<()> {
     assert!(server.terminate()?.success());
     Ok(())
 }
+
+/// The versions of `name` apt knows after its last update (`apt-cache madison`).
+fn madison(root: &Path, name: &str) -> anyhow::Result<Vec<String>> {
+    let out = apt_tool("apt-cache", root, &["madison", name])?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    Ok(text.lines().filter_map(|l| l.split('|').nth(1)).map(|v| v.trim().to_string()).collect())
+}
+
+/// Cleanup seen through the real apt-get: each criterion — keep the newest N (dpkg's order),
+/// name and version patterns, published and last downloaded more than N days ago — run by the
+/// worker on request; each run removes exactly what its preview listed, and apt-get, after an
+/// update, no longer finds what went and still downloads what stayed.
+#[test]
+fn cleanup_with_the_real_client() -> anyhow::Result<()> {
+    use common::process::{catalogue, cleanup_now, sql};
+    let dir = tempfile::tempdir()?;
+    let server = start(
+        dir.path(),
+        &[
+            ("PACKYARD_SECURITY__ADMIN_PASSWORD", PW),
+            ("PACKYARD_WORKER__CLEANUP_POLL_MS", "100"),
+            ("PACKYARD_CACHE__DOWNLOAD_STATS_FLUSH_MS", "100"),
+        ],
+    )?;
+    server.wait_ready()?;
+    let db = format!("sqlite://{}/data/packyard.db", dir.path().display());
+    create_repo(&server, Repo::hosted("debs", Format::Apt))?;
+    let packages = [
+        ("hello", "1.0"),
+        ("hello", "1.9"),
+        ("hello", "1.10"),
+        ("libold-a", "1.0"),
+        ("libold-b", "2.0"),
+        ("libkeep", "1.0"),
+        ("ancient", "1.0"),
+        ("stale", "1.0"),
+        ("fresh", "1.0"),
+    ];
+    let mut bytes = std::collections::HashMap::new();
+    for (name, version) in packages {
+        let control = format!(
+            "Package: {name}\nVersion: {version}\nArchitecture: amd64\nMaintainer: T <t@example.org>\nDescription: {name}\n"
+        );
+        let deb = packyard_codecs::apt::testing::deb(&control, ".xz");
+        let (s, body) = upload(&server, "debs", &deb, "?wait=true")?;
+        assert_eq!(s, 201, "{body}");
+        bytes.insert(format!("{name} {version}"), deb);
+    }
+    let (_, key) = get(&server, "/repository/debs/gpg.key")?;
+    let root = apt_root(&key, &format!("{}/repository/debs", server.public))?;
+    update_ok(root.path())?;
+    assert_eq!(madison(root.path(), "hello")?, ["1.10", "1.9", "1.0"]);
+    let auth = basic(PW);
+
+    // Each run: what the preview listed is what went, nothing else; apt sees the rest.
+    let mut expect_left: std::collections::BTreeSet<String> = bytes.keys().cloned().collect();
+    let mut check = |policy: serde_json::Value, removed: &[&str]| -> anyhow::Result<()> {
+        let before = catalogue(&server.public, &auth, "debs")?;
+        let (preview, run) = cleanup_now(&server.public, &auth, policy.clone(), "debs")?;
+        let want: std::collections::BTreeSet<String> = removed.iter().map(|s| s.to_string()).collect();
+        assert_eq!(preview, want, "{policy}: the preview");
+        let after = catalogue(&server.public, &auth, "debs")?;
+        let gone: std::collections::BTreeSet<String> = before.difference(&after).cloned().collect();
+        assert_eq!(gone, preview, "{policy}: the run removed what the preview listed");
+        assert_eq!(run["components"].as_u64(), Some(want.len() as u64), "{run}");
+        let bytes_gone: usize = removed.iter().map(|r| bytes[*r].len()).sum();
+        assert_eq!(run["bytes"].as_u64(), Some(bytes_gone as u64), "{run}");
+        expect_left.retain(|c| !want.contains(c));
+        assert_eq!(after, expect_left);
+        // The index follows once published.
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            update_ok(root.path())?;
+            let listed: std::collections::BTreeSet<String> =
+                ["hello", "libold-a", "libold-b", "libkeep", "ancient", "stale", "fresh"]
+                    .iter()
+                    .map(|n| Ok(madison(root.path(), n)?.into_iter().map(|v| format!("{n} {v}")).collect::<Vec<_>>()))
+                    .collect::<anyhow::Result<Vec<_>>>()?
+                    .into_iter()
+                    .flatten()
+                    .collect();
+            if listed == expect_left {
+                break;
+            }
+            if std::time::Instant::now() >= deadline {
+                let (_, packages) = get(&server, "/repository/debs/dists/stable/main/binary-amd64/Packages")?;
+                let (_, status) = status_of(
+                    ureq::get(&format!("{}/api/v1/repositories/debs/status", server.public))
+                        .set("Authorization", &auth)
+                        .call(),
+                )?;
+                anyhow::bail!(
+                    "{policy}: apt lists {listed:?}, want {expect_left:?}; Packages {}; status {status}",
+                    String::from_utf8_lossy(&packages)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        for r in removed {
+            let (name, version) = r.split_once(' ').unwrap_or_default();
+            let out = apt_get(root.path(), &["download", &format!("{name}={version}")])?;
+            assert!(!out.status.success(), "{r} is still downloadable");
+        }
+        Ok(())
+    };
+    check(
+        serde_json::json!({"name": "keep-newest", "format": "apt", "criteria": {"keep_latest": 1, "name_regex": "^hello$"}, "repositories": ["debs"]}),
+        &["hello 1.0", "hello 1.9"],
+    )?;
+    check(
+        serde_json::json!({"name": "old-libs", "format": "apt", "criteria": {"name_regex": "^libold-", "version_regex": "^1\\."}, "repositories": ["debs"]}),
+        &["libold-a 1.0"],
+    )?;
+    sql(
+        &db,
+        &format!("UPDATE components SET created_at = created_at - {} WHERE name = 'ancient'", 40 * 86_400_000i64),
+    )?;
+    check(
+        serde_json::json!({"name": "published-30d", "format": "apt", "criteria": {"published_before_days": 30}, "repositories": ["debs"]}),
+        &["ancient 1.0"],
+    )?;
+    sql(
+        &db,
+        &format!(
+            "UPDATE components SET created_at = created_at - {} WHERE name IN ('stale', 'fresh')",
+            40 * 86_400_000i64
+        ),
+    )?;
+    assert_eq!(download(root.path(), "fresh")?, bytes["fresh 1.0"]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while nexus(&server.public, &auth, "search/assets?repository=debs&name=fresh")?["items"][0]["lastDownloaded"]
+        .is_null()
+    {
+        anyhow::ensure!(std::time::Instant::now() < deadline, "the download was not counted");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    check(
+        serde_json::json!({"name": "unused-10d", "format": "apt", "criteria": {"last_downloaded_before_days": 10}, "repositories": ["debs"]}),
+        &["stale 1.0"],
+    )?;
+    for left in ["hello", "libold-b", "libkeep", "fresh"] {
+        let (name, version) = expect_left
+            .iter()
+            .find(|c| c.starts_with(&format!("{left} ")))
+            .and_then(|c| c.split_once(' '))
+            .unwrap_or_default();
+        assert_eq!(download(root.path(), name)?, bytes[&format!("{name} {version}")], "{left}");
+    }
+    assert!(server.terminate()?.success());
+    Ok(())
+}
+
+/// `Last-Modified` has whole seconds: when the snapshot before the current one was published in
+/// the same second, an `If-Modified-Since` of that second may name either, so the index is sent
+/// again (apt asks with `If-Modified-Since` only; a 304 would hide the change until the next
+/// publication) and no `Last-Modified` is claimed. A snapshot a second after its predecessor
+/// keeps both.
+async fn a_change_within_the_second_is_never_answered_304(mut app: common::app::TestApp) -> anyhow::Result<()> {
+    use actix_web::test::TestRequest;
+    app.start_worker();
+    app.create(Repo::hosted("debs", Format::Apt)).await?;
+    for name in ["first", "second"] {
+        let control = format!("Package: {name}\nVersion: 1\nArchitecture: amd64\nDescription: {name}\n");
+        let r = app.post("/repository/debs/?wait=true", packyard_codecs::apt::testing::deb(&control, ".gz")).await?;
+        assert_eq!(r.status, 201, "{}", r.text);
+    }
+    let db = &app.services.db;
+    let at: i64 = sqlx::query_scalar("SELECT last_published_at FROM publication_units WHERE kind = 'apt'")
+        .fetch_one(db.pool())
+        .await?;
+    let second = at - at.rem_euclid(1000);
+    let since = actix_web::http::header::HttpDate::from(std::time::UNIX_EPOCH + Duration::from_millis(second as u64));
+    let packages = "/repository/debs/dists/stable/main/binary-amd64/Packages";
+    let ask = || TestRequest::get().uri(packages).insert_header(("if-modified-since", since.to_string()));
+    for (previous_at, want_304) in [(second, false), (second - 2_000, true)] {
+        sqlx::query(&format!("UPDATE snapshots SET created_at = {previous_at} WHERE id NOT IN (SELECT current_snapshot_id FROM publication_units)"))
+            .execute(db.pool())
+            .await?;
+        // A replica that has not read the unit yet.
+        let replica = app.replica().await?;
+        let r = replica.send(ask()).await?;
+        if want_304 {
+            assert_eq!(r.status, 304, "the previous snapshot is a second older: {:?}", r.headers);
+            assert_eq!(r.headers.get("last-modified").and_then(|v| v.to_str().ok()), Some(since.to_string().as_str()));
+        } else {
+            assert_eq!(r.status, 200, "a snapshot of the same second: {:?}", r.headers);
+            assert!(r.text.contains("Package: second"), "{}", r.text);
+            assert!(r.headers.get("last-modified").is_none(), "{:?}", r.headers);
+        }
+    }
+    Ok(())
+}
+app_test!(a_change_within_the_second_is_never_answered_304);

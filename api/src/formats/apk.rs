@@ -210,7 +210,7 @@ async fn empty_index(cx: &Cx<'_>, repo: &Repository, unit: &Unit, path: &str) ->
     let file = ServedFile {
         etag: format!("\"{}\"", hex::encode(sha2::Sha256::digest(&bytes))),
         bytes: bytes.into(),
-        modified: now,
+        modified: Some(now),
         content_type: "application/gzip".into(),
     };
     services.published.put_made(epoch, repo.id, path, file.clone());

@@ -214,7 +214,13 @@ pub struct Replica {
 impl Replica {
     /// An anonymous GET.
     pub async fn get(&self, path: &str) -> anyhow::Result<Reply> {
-        Ok(super::reply((self.call)(TestRequest::get().uri(path).to_request()).await).await)
+        self.send(TestRequest::get().uri(path)).await
+    }
+
+    /// An anonymous request.
+    #[allow(dead_code)]
+    pub async fn send(&self, req: TestRequest) -> anyhow::Result<Reply> {
+        Ok(super::reply((self.call)(req.to_request()).await).await)
     }
 }
 

@@ -233,3 +233,94 @@ pub fn nexus_delete(public: &str, auth: &str, id: &str) -> anyhow::Result<u16> {
     }
     Ok(status_of(req.call())?.0)
 }
+
+/// What a repository holds, by Nexus's search: `name version` of each component.
+#[allow(dead_code)]
+pub fn catalogue(public: &str, auth: &str, repository: &str) -> anyhow::Result<std::collections::BTreeSet<String>> {
+    let mut out = std::collections::BTreeSet::new();
+    let mut token: Option<String> = None;
+    loop {
+        let page = match &token {
+            Some(t) => nexus(public, auth, &format!("search?repository={repository}&continuationToken={t}"))?,
+            None => nexus(public, auth, &format!("search?repository={repository}"))?,
+        };
+        for c in page["items"].as_array().into_iter().flatten() {
+            out.insert(format!(
+                "{} {}",
+                c["name"].as_str().unwrap_or_default(),
+                c["version"].as_str().unwrap_or_default()
+            ));
+        }
+        match page["continuationToken"].as_str() {
+            Some(t) => token = Some(t.to_string()),
+            None => return Ok(out),
+        }
+    }
+}
+
+/// Creates cleanup policy `policy` (its JSON, which names `repository`), previews it on
+/// `repository`, asks the worker to run it now and waits (up to 60 s) until the run finished:
+/// the preview's components (`name version`) and the run's status.
+#[allow(dead_code)]
+pub fn cleanup_now(
+    public: &str,
+    auth: &str,
+    policy: serde_json::Value,
+    repository: &str,
+) -> anyhow::Result<(std::collections::BTreeSet<String>, serde_json::Value)> {
+    let name = policy["name"].as_str().unwrap_or_default().to_string();
+    let admin = |method: &str, path: &str, body: Option<&serde_json::Value>| -> anyhow::Result<serde_json::Value> {
+        let req = ureq::request(method, &format!("{public}/api/v1/cleanup-policies{path}")).set("Authorization", auth);
+        let (s, text) = status_of(match body {
+            Some(b) => req.send_json(b.clone()),
+            None => req.call(),
+        })?;
+        anyhow::ensure!((200..300).contains(&s), "{method} cleanup-policies{path}: {s} {text}");
+        Ok(serde_json::from_str(&text)?)
+    };
+    admin("POST", "", Some(&policy))?;
+    let mut preview = std::collections::BTreeSet::new();
+    let mut token: Option<String> = None;
+    loop {
+        let q = match &token {
+            Some(t) => format!("/{name}/preview?repository={repository}&continuationToken={t}"),
+            None => format!("/{name}/preview?repository={repository}"),
+        };
+        let page = admin("POST", &q, None)?;
+        for c in page["items"].as_array().into_iter().flatten() {
+            preview.insert(format!(
+                "{} {}",
+                c["name"].as_str().unwrap_or_default(),
+                c["version"].as_str().unwrap_or_default()
+            ));
+        }
+        match page["continuationToken"].as_str() {
+            Some(t) => token = Some(t.to_string()),
+            None => break,
+        }
+    }
+    admin("POST", &format!("/{name}/run?repository={repository}"), None)?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let runs = admin("GET", &format!("/{name}/runs"), None)?;
+        let run = runs["items"].as_array().into_iter().flatten().find(|r| r["repository"] == repository).cloned();
+        if let Some(run) = run.filter(|r| r["state"] == "idle" && r["lastFinished"].is_string()) {
+            return Ok((preview, run));
+        }
+        anyhow::ensure!(std::time::Instant::now() < deadline, "the cleanup run of {name} did not finish: {runs}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// Runs SQL against a spawned server's database (as if time had passed, say).
+#[allow(dead_code)]
+pub fn sql(url: &str, statement: &str) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    rt.block_on(async {
+        sqlx::any::install_default_drivers();
+        let pool = sqlx::AnyPool::connect(url).await?;
+        sqlx::query(statement).execute(&pool).await?;
+        pool.close().await;
+        Ok(())
+    })
+}

@@ -18,8 +18,11 @@ use packyard_store::metrics::Metrics;
 pub struct Manifest {
     pub snapshot_id: i64,
     pub revision: i64,
-    /// When the unit was last published (ms): the `Last-Modified` of its files.
-    pub published_at: i64,
+    /// When the unit was last published (ms): the `Last-Modified` of its files — `None` when
+    /// the snapshot before it was published in the same second, which a `Last-Modified` (whole
+    /// seconds) could not tell apart: an `If-Modified-Since` of that second may name either,
+    /// so it must not be answered 304.
+    pub published_at: Option<i64>,
     pub files: HashMap<String, SnapshotFile>,
 }
 
@@ -27,8 +30,9 @@ pub struct Manifest {
 #[derive(Debug, Clone)]
 pub struct ServedFile {
     pub bytes: Bytes,
-    /// Milliseconds since the epoch; for `Last-Modified`.
-    pub modified: i64,
+    /// Milliseconds since the epoch; for `Last-Modified` (none: not sent, see
+    /// [`Manifest::published_at`]).
+    pub modified: Option<i64>,
     pub content_type: String,
     /// Strong ETag: the content hash, quoted.
     pub etag: String,
@@ -215,10 +219,13 @@ impl PublishedCache {
             Some(unit) => match unit.current_snapshot_id {
                 Some(sid) => {
                     let files = db.snapshot_files(sid).await?;
+                    let at = unit.last_published_at.unwrap_or(0);
+                    let before = db.previous_snapshot_at(unit.id, sid).await?;
+                    let distinct = before.is_none_or(|b| b.div_euclid(1000) < at.div_euclid(1000));
                     Some(Arc::new(Manifest {
                         snapshot_id: sid,
                         revision: unit.published_revision,
-                        published_at: unit.last_published_at.unwrap_or(0),
+                        published_at: distinct.then_some(at),
                         files: files.into_iter().map(|f| (f.path.clone(), f)).collect(),
                     }))
                 }
@@ -264,7 +271,8 @@ impl PublishedCache {
                 let etag = format!("\"{}\"", entry.sha256);
                 return Ok(Some(ServedFile {
                     bytes,
-                    modified: unit.last_published_at.unwrap_or(0),
+                    // Immutable (by-hash) files of an older snapshot: the ETag tells.
+                    modified: None,
                     content_type: entry.content_type,
                     etag,
                 }));

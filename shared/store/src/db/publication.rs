@@ -524,6 +524,16 @@ impl Db {
     }
 
     /// Snapshot ids of a unit, newest first: the current one and those kept for readers.
+    /// When the snapshot before `snapshot_id` of the unit was published, if it is still kept.
+    pub async fn previous_snapshot_at(&self, unit_id: i64, snapshot_id: i64) -> DbResult<Option<i64>> {
+        let s = sql!(
+            "snapshots.previous",
+            "SELECT created_at FROM snapshots WHERE unit_id = $1 AND id < $2 ORDER BY id DESC LIMIT 1"
+        );
+        let row = self.bound(s, (unit_id, snapshot_id)).fetch_optional(self.pool()).await?;
+        Ok(row.map(|r| r.try_get("created_at")).transpose()?)
+    }
+
     pub async fn snapshot_ids(&self, unit_id: i64) -> DbResult<Vec<(i64, i64, Option<i64>)>> {
         let rows = self
             .query(sql!(
