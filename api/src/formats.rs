@@ -36,7 +36,8 @@ pub async fn published_file(
 pub fn serve_published(req: &HttpRequest, f: ServedFile) -> HttpResponse {
     use actix_web::http::header::{self, Header, IfModifiedSince, LastModified};
     use std::time::{Duration, SystemTime};
-    // Whole seconds; none when an earlier version shares the second (`Manifest::published_at`).
+    // Whole seconds, each snapshot of a unit its own (`Manifest::published_at`; a burst of
+    // publications may take seconds a little ahead of the clock, which clients only echo back).
     let modified =
         f.modified.map(|ms| SystemTime::UNIX_EPOCH + Duration::from_secs(u64::try_from(ms / 1000).unwrap_or(0)));
     let etag_matches = req.headers().get(header::IF_NONE_MATCH).is_some_and(|v| v.as_bytes() == f.etag.as_bytes());

@@ -593,4 +593,104 @@ mod over_http {
         assert!(h.get("warning").is_some_and(|w| w.starts_with("110")));
         Ok(())
     }
+
+    /// Cleanup of APK repositories: a hosted one keeps the newest version of each package in
+    /// apk's order (the index, checked the way apk checks it, lists only it); a proxy's cached
+    /// files go by last download — the cached copy nobody fetched goes, the next request
+    /// fetches it again from the upstream, unchanged.
+    #[test]
+    fn cleanup_of_hosted_and_proxy() -> anyhow::Result<()> {
+        use super::common::process::{catalogue, cleanup_now, sql};
+        let unit = "v3.20/main/x86_64";
+        let up_dir = tempfile::tempdir()?;
+        let upstream = start(up_dir.path(), &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)])?;
+        upstream.wait_ready()?;
+        create(&upstream, Repo::hosted("alpine", Format::Apk))?;
+        let tool = build_apk(&Fixture::new("tool", "1.0-r0", "x86_64"))?;
+        let up_hello = build_apk(&Fixture::new("hello", "2.12-r1", "x86_64"))?;
+        upload(&upstream, "alpine", &format!("{unit}/tool-1.0-r0.apk"), &tool.bytes)?;
+        upload(&upstream, "alpine", &format!("{unit}/hello-2.12-r1.apk"), &up_hello.bytes)?;
+        let up_key = key(&upstream, "alpine")?;
+
+        let dir = tempfile::tempdir()?;
+        let server = start(
+            dir.path(),
+            &[
+                ("PACKYARD_SECURITY__ADMIN_PASSWORD", PW),
+                ("PACKYARD_PROXY__ALLOW_PRIVATE_ADDRESSES", "true"),
+                ("PACKYARD_WORKER__CLEANUP_POLL_MS", "100"),
+                ("PACKYARD_CACHE__DOWNLOAD_STATS_FLUSH_MS", "100"),
+            ],
+        )?;
+        server.wait_ready()?;
+        let db = format!("sqlite://{}/data/packyard.db", dir.path().display());
+        let auth = basic(PW);
+        create(&server, Repo::hosted("local", Format::Apk))?;
+        for v in ["2.9-r0", "2.12-r1", "2.12-r10"] {
+            let apk = build_apk(&Fixture::new("hello", v, "x86_64"))?;
+            upload(&server, "local", &format!("{unit}/hello-{v}.apk"), &apk.bytes)?;
+        }
+        let policy = serde_json::json!({"name": "newest", "format": "apk", "criteria": {"keep_latest": 1}, "repositories": ["local"]});
+        let (preview, run) = cleanup_now(&server.public, &auth, policy, "local")?;
+        let want: std::collections::BTreeSet<String> = ["hello 2.9-r0", "hello 2.12-r1"].map(String::from).into();
+        assert_eq!(preview, want, "apk's order: 2.12-r10 is the newest");
+        assert_eq!(run["components"], 2, "{run}");
+        assert_eq!(catalogue(&server.public, &auth, "local")?, ["hello 2.12-r10".to_string()].into());
+        let local_key = key(&server, "local")?;
+        let scratch = tempfile::tempdir()?;
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            // Until republished, the index lists packages that are gone (and their files 404).
+            let seen = verify(&server, "local", unit, &local_key, &scratch.path().join("local"));
+            if let Ok((_, summary, packages)) = &seen {
+                if packages.keys().cloned().collect::<Vec<_>>() == ["hello-2.12-r10.apk"] {
+                    assert_eq!(summary["packages"].as_array().map(Vec::len), Some(1), "{summary}");
+                    break;
+                }
+            }
+            anyhow::ensure!(
+                std::time::Instant::now() < deadline,
+                "the index is not republished: {:?}",
+                seen.map(|s| s.2.into_keys().collect::<Vec<_>>())
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+
+        // The proxy: two cached packages, both cached long ago; one fetched again now.
+        create(
+            &server,
+            Repo::proxy("mirror", Format::Apk, &format!("{}/repository/alpine/", upstream.public))
+                .with(serde_json::json!({"apk": {"architectures": ["x86_64"], "signed_by": up_key.1}})),
+        )?;
+        for file in ["tool-1.0-r0.apk", "hello-2.12-r1.apk"] {
+            let (s, h, _) = get(&server, &format!("/repository/mirror/{unit}/{file}"))?;
+            assert_eq!((s, h.get("x-packyard-cache").map(String::as_str)), (200, Some("miss")), "{file}");
+        }
+        sql(&db, &format!("UPDATE components SET created_at = created_at - {}", 40 * 86_400_000i64))?;
+        sql(&db, &format!("UPDATE assets SET last_downloaded = last_downloaded - {}", 40 * 86_400_000i64))?;
+        let (s, h, _) = get(&server, &format!("/repository/mirror/{unit}/hello-2.12-r1.apk"))?;
+        assert_eq!((s, h.get("x-packyard-cache").map(String::as_str)), (200, Some("hit")));
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let found =
+                super::common::process::nexus(&server.public, &auth, "search/assets?repository=mirror&name=hello")?;
+            let at = found["items"][0]["lastDownloaded"].as_str().and_then(packyard_model::time::parse_rfc3339);
+            if at.is_some_and(|t| t > packyard_store::db::now_ms() - 86_400_000) {
+                break;
+            }
+            anyhow::ensure!(std::time::Instant::now() < deadline, "the download was not counted: {found}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let policy = serde_json::json!({"name": "unused", "format": "apk", "criteria": {"last_downloaded_before_days": 10}, "repositories": ["mirror"]});
+        let (preview, run) = cleanup_now(&server.public, &auth, policy, "mirror")?;
+        assert_eq!(preview, ["tool 1.0-r0".to_string()].into(), "only the copy nobody fetched");
+        assert_eq!(run["components"], 1, "{run}");
+        assert_eq!(catalogue(&server.public, &auth, "mirror")?, ["hello 2.12-r1".to_string()].into());
+        let (s, h, body) = get(&server, &format!("/repository/mirror/{unit}/tool-1.0-r0.apk"))?;
+        assert_eq!((s, h.get("x-packyard-cache").map(String::as_str)), (200, Some("miss")), "fetched again");
+        assert_eq!(body, tool.bytes);
+        let (_, h, _) = get(&server, &format!("/repository/mirror/{unit}/hello-2.12-r1.apk"))?;
+        assert_eq!(h.get("x-packyard-cache").map(String::as_str), Some("hit"), "the one fetched lately stays cached");
+        Ok(())
+    }
 }

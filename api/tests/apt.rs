@@ -1223,13 +1223,19 @@ fn cleanup_with_the_real_client() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `Last-Modified` has whole seconds: when the snapshot before the current one was published in
-/// the same second, an `If-Modified-Since` of that second may name either, so the index is sent
-/// again (apt asks with `If-Modified-Since` only; a 304 would hide the change until the next
-/// publication) and no `Last-Modified` is claimed. A snapshot a second after its predecessor
-/// keeps both.
+/// `Last-Modified` has whole seconds, and apt asks with `If-Modified-Since` only: two
+/// snapshots of a unit must never carry the same second, or a 304 would hide the newer one until
+/// the next publication. A snapshot published within its predecessor's second takes the next
+/// second; a date before a snapshot's second is answered with the file, its second or later 304.
 async fn a_change_within_the_second_is_never_answered_304(mut app: common::app::TestApp) -> anyhow::Result<()> {
     use actix_web::test::TestRequest;
+    use packyard_store::db::publication::modified_after;
+    // Within the second of the previous snapshot, or behind one that took a later second.
+    assert_eq!(modified_after(Some(7_000), 7_400), 8_000);
+    assert_eq!(modified_after(Some(8_000), 7_900), 9_000);
+    assert_eq!(modified_after(Some(7_000), 8_100), 8_000);
+    assert_eq!(modified_after(None, 8_100), 8_000);
+
     app.start_worker();
     app.create(Repo::hosted("debs", Format::Apt)).await?;
     for name in ["first", "second"] {
@@ -1238,29 +1244,126 @@ async fn a_change_within_the_second_is_never_answered_304(mut app: common::app::
         assert_eq!(r.status, 201, "{}", r.text);
     }
     let db = &app.services.db;
-    let at: i64 = sqlx::query_scalar("SELECT last_published_at FROM publication_units WHERE kind = 'apt'")
-        .fetch_one(db.pool())
-        .await?;
-    let second = at - at.rem_euclid(1000);
-    let since = actix_web::http::header::HttpDate::from(std::time::UNIX_EPOCH + Duration::from_millis(second as u64));
+    let now = packyard_store::db::now_ms();
+    let second = now - now.rem_euclid(1000);
+    let date =
+        |ms: i64| actix_web::http::header::HttpDate::from(std::time::UNIX_EPOCH + Duration::from_millis(ms as u64));
     let packages = "/repository/debs/dists/stable/main/binary-amd64/Packages";
-    let ask = || TestRequest::get().uri(packages).insert_header(("if-modified-since", since.to_string()));
-    for (previous_at, want_304) in [(second, false), (second - 2_000, true)] {
-        sqlx::query(&format!("UPDATE snapshots SET created_at = {previous_at} WHERE id NOT IN (SELECT current_snapshot_id FROM publication_units)"))
-            .execute(db.pool())
-            .await?;
-        // A replica that has not read the unit yet.
-        let replica = app.replica().await?;
-        let r = replica.send(ask()).await?;
-        if want_304 {
-            assert_eq!(r.status, 304, "the previous snapshot is a second older: {:?}", r.headers);
-            assert_eq!(r.headers.get("last-modified").and_then(|v| v.to_str().ok()), Some(since.to_string().as_str()));
-        } else {
-            assert_eq!(r.status, 200, "a snapshot of the same second: {:?}", r.headers);
-            assert!(r.text.contains("Package: second"), "{}", r.text);
-            assert!(r.headers.get("last-modified").is_none(), "{:?}", r.headers);
-        }
-    }
+    let ask =
+        |since: i64| TestRequest::get().uri(packages).insert_header(("if-modified-since", date(since).to_string()));
+    // The two uploads' snapshots took distinct seconds, the second's after the first's.
+    let at: i64 =
+        sqlx::query_scalar("SELECT modified_at FROM publication_units WHERE kind = 'apt'").fetch_one(db.pool()).await?;
+    assert_eq!(at.rem_euclid(1000), 0);
+    let replica = app.replica().await?;
+    let r = replica.send(ask(at)).await?;
+    assert_eq!(r.status, 304, "{:?}", r.headers);
+    assert_eq!(r.headers.get("last-modified").and_then(|v| v.to_str().ok()), Some(date(at).to_string().as_str()));
+    let r = replica.send(ask(at - 1_000)).await?;
+    assert_eq!(r.status, 200, "the previous snapshot's second: {:?}", r.headers);
+    assert!(r.text.contains("Package: second"), "{}", r.text);
+    // Published in the second its predecessor took: the next one.
+    sqlx::query(&format!("UPDATE publication_units SET modified_at = {}", second + 5_000)).execute(db.pool()).await?;
+    let control = "Package: third\nVersion: 1\nArchitecture: amd64\nDescription: third\n";
+    let r = app.post("/repository/debs/?wait=true", packyard_codecs::apt::testing::deb(control, ".gz")).await?;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let replica = app.replica().await?;
+    let r = replica.send(ask(second + 5_000)).await?;
+    assert_eq!(r.status, 200, "{:?}", r.headers);
+    assert!(r.text.contains("Package: third"), "{}", r.text);
+    assert_eq!(
+        r.headers.get("last-modified").and_then(|v| v.to_str().ok()),
+        Some(date(second + 6_000).to_string().as_str())
+    );
     Ok(())
 }
 app_test!(a_change_within_the_second_is_never_answered_304);
+
+/// `apt-get update` in a loop while a cleanup run removes 360 of 400 packages in small batches
+/// (each republishing the distribution): every update succeeds, with no hash-sum mismatch; at
+/// the end apt sees exactly the newest version of each package.
+#[test]
+fn apt_get_update_during_a_cleanup_run() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let server = start(
+        dir.path(),
+        &[
+            ("PACKYARD_SECURITY__ADMIN_PASSWORD", PW),
+            ("PACKYARD_WORKER__DEBOUNCE_MS", "10"),
+            ("PACKYARD_WORKER__CLEANUP_POLL_MS", "100"),
+            ("PACKYARD_WORKER__CLEANUP_BATCH", "10"),
+        ],
+    )?;
+    server.wait_ready()?;
+    create_repo(&server, Repo::hosted("debs", Format::Apt))?;
+    let (names, versions) = (40, 10);
+    for n in 0..names {
+        for v in 1..=versions {
+            let control = format!("Package: pkg{n}\nVersion: 1.{v}\nArchitecture: amd64\nDescription: package {n}\n");
+            let (s, body) = upload(&server, "debs", &packyard_codecs::apt::testing::deb(&control, ".gz"), "")?;
+            assert_eq!(s, 201, "{body}");
+        }
+    }
+    let packages_path = "/repository/debs/dists/stable/main/binary-amd64/Packages";
+    wait_for(&server, packages_path, &["Package: pkg39\nVersion: 1.10\n"])?;
+    let (_, key) = get(&server, "/repository/debs/gpg.key")?;
+    let root = apt_root(&key, &format!("{}/repository/debs", server.public))?;
+    update_ok(root.path())?;
+    assert_eq!(madison(root.path(), "pkg7")?.len(), 10);
+
+    let auth = basic(PW);
+    let admin = |method: &str, path: &str, body: Option<serde_json::Value>| -> anyhow::Result<serde_json::Value> {
+        let req = ureq::request(method, &format!("{}{path}", server.public)).set("Authorization", &auth);
+        let (s, text) = status_of(match body {
+            Some(b) => req.send_json(b),
+            None => req.call(),
+        })?;
+        anyhow::ensure!((200..300).contains(&s), "{method} {path}: {s} {text}");
+        Ok(serde_json::from_str(&text)?)
+    };
+    let policy = serde_json::json!({"name": "newest", "format": "apt", "criteria": {"keep_latest": 1}, "repositories": ["debs"]});
+    admin("POST", "/api/v1/cleanup-policies", Some(policy))?;
+    admin("POST", "/api/v1/cleanup-policies/newest/run", None)?;
+    let mut updates = 0;
+    let mut finished = false;
+    while !finished || updates < 3 {
+        let out = apt_get(root.path(), &["update"])?;
+        let log = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success() && !log.contains("Hash Sum mismatch") && !log.contains("Err:"),
+            "update {updates} during the cleanup run:\n{log}"
+        );
+        updates += 1;
+        let runs = admin("GET", "/api/v1/cleanup-policies/newest/runs", None)?;
+        finished = runs["items"][0]["state"] == "idle" && runs["items"][0]["lastFinished"].is_string();
+        anyhow::ensure!(updates < 500, "the run did not finish: {runs}");
+    }
+    let runs = admin("GET", "/api/v1/cleanup-policies/newest/runs", None)?;
+    assert_eq!(runs["items"][0]["components"], 360, "{runs}");
+    let newest: String = (0..names).map(|n| format!("pkg{n} 1.{versions}\n")).collect();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, packages) = get(&server, packages_path)?;
+        let text = String::from_utf8_lossy(&packages);
+        let mut listed: Vec<String> = text
+            .split("\n\n")
+            .filter_map(|s| {
+                let f = |k: &str| s.lines().find_map(|l| l.strip_prefix(k)).map(str::to_string);
+                Some(format!("{} {}\n", f("Package: ")?, f("Version: ")?))
+            })
+            .collect();
+        listed.sort();
+        let mut want: Vec<String> = newest.lines().map(|l| format!("{l}\n")).collect();
+        want.sort();
+        if listed == want {
+            break;
+        }
+        anyhow::ensure!(std::time::Instant::now() < deadline, "still published: {} packages", listed.len());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    update_ok(root.path())?;
+    assert_eq!(madison(root.path(), "pkg7")?, ["1.10"]);
+    eprintln!("{updates} apt-get updates during a cleanup run of 360 removals, none saw a mismatch");
+    assert!(server.terminate()?.success());
+    Ok(())
+}

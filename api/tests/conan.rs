@@ -603,3 +603,105 @@ fn a_proxy_sees_a_package_uploaded_after_a_miss() -> anyhow::Result<()> {
     assert!(out.contains("pkg/1.2: Package installed") || out.contains("pkg/1.2: Downloaded package"), "{out}");
     Ok(())
 }
+
+/// Cleanup seen through the real conan client: recipe revisions that are not the newest of
+/// their reference go (`keep_latest_revisions`), then every version but the newest
+/// (`keep_latest`); the preview counts what each run removes, and `conan list` on the remote
+/// shows the rest — and `conan install` still installs it.
+#[test]
+fn cleanup_with_the_real_client() -> anyhow::Result<()> {
+    use common::process::cleanup_now;
+    if !conan_available() {
+        eprintln!("skipped: no conan in PATH (scripts/test.sh installs it)");
+        return Ok(());
+    }
+    let dir = tempfile::tempdir()?;
+    let server =
+        start(dir.path(), &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW), ("PACKYARD_WORKER__CLEANUP_POLL_MS", "100")])?;
+    server.wait_ready()?;
+    common::process::create_repository(&server.public, &basic(PW), Repo::hosted("conan-local", Format::Conan))?;
+    let home = tempfile::tempdir()?;
+    let h = home.path();
+    let conan = |args: &[&str], cwd: &std::path::Path| -> anyhow::Result<String> {
+        let out = Command::new("conan").args(args).current_dir(cwd).env("CONAN_HOME", h).output()?;
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        anyhow::ensure!(out.status.success(), "conan {args:?}: {text}");
+        Ok(text)
+    };
+    // JSON output: stdout alone.
+    let conan_json = |args: &[&str]| -> anyhow::Result<serde_json::Value> {
+        let out = Command::new("conan").args(args).current_dir(h).env("CONAN_HOME", h).output()?;
+        anyhow::ensure!(out.status.success(), "conan {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        Ok(serde_json::from_slice(&out.stdout)?)
+    };
+    conan(&["profile", "detect"], h)?;
+    conan(&["remote", "add", "local", &format!("{}/repository/conan-local", server.public)], h)?;
+    conan(&["remote", "login", "local", "admin", "-p", PW], h)?;
+    // hello/1.0 in two recipe revisions (the second edits the recipe), then hello/2.0.
+    for (v, edit) in [("1.0", None), ("1.0", Some("# the second revision\n")), ("2.0", None)] {
+        let proj = h.join(format!("hello-{v}-{}", edit.is_some()));
+        std::fs::create_dir_all(&proj)?;
+        conan(&["new", "header_lib", "-d", "name=hello", "-d", &format!("version={v}")], &proj)?;
+        if let Some(extra) = edit {
+            let recipe = proj.join("conanfile.py");
+            let text = std::fs::read_to_string(&recipe)?;
+            std::fs::write(&recipe, format!("{text}{extra}"))?;
+        }
+        conan(&["create", ".", "-tf="], &proj)?;
+        conan(&["upload", &format!("hello/{v}"), "-r", "local", "-c"], h)?;
+        // Revisions are ordered by time.
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+    }
+    let revisions = |reference: &str| -> anyhow::Result<Vec<String>> {
+        let v = conan_json(&["list", &format!("{reference}#*"), "-r", "local", "--format=json"])?;
+        let mut found = Vec::new();
+        for (r, info) in v["local"].as_object().into_iter().flatten() {
+            for rev in info["revisions"].as_object().into_iter().flatten().map(|(k, _)| k.clone()) {
+                found.push(format!("{r}#{rev}"));
+            }
+        }
+        found.sort();
+        Ok(found)
+    };
+    let before = revisions("hello/1.0")?;
+    assert_eq!(before.len(), 2, "{before:?}");
+    let newest_1_0 = {
+        let v = conan_json(&["list", "hello/1.0#latest", "-r", "local", "--format=json"])?;
+        v["local"]["hello/1.0"]["revisions"].as_object().and_then(|m| m.keys().next().cloned()).unwrap_or_default()
+    };
+    let auth = basic(PW);
+    let policy = serde_json::json!({"name": "revisions", "format": "conan", "criteria": {"keep_latest_revisions": 1}, "repositories": ["conan-local"]});
+    let (preview, run) = cleanup_now(&server.public, &auth, policy, "conan-local")?;
+    assert_eq!(preview, std::collections::BTreeSet::from(["hello 1.0".to_string()]), "one revision of hello/1.0");
+    assert_eq!(run["components"], 1, "{run}");
+    // Once republished (a run does not wait for it).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while revisions("hello/1.0")?.len() != 1 {
+        anyhow::ensure!(std::time::Instant::now() < deadline, "hello/1.0's revisions were not republished");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(revisions("hello/1.0")?, [format!("hello/1.0#{newest_1_0}")], "the newest revision stays");
+    assert_eq!(revisions("hello/2.0")?.len(), 1);
+
+    let policy = serde_json::json!({"name": "newest", "format": "conan", "criteria": {"keep_latest": 1}, "repositories": ["conan-local"]});
+    let (preview, run) = cleanup_now(&server.public, &auth, policy, "conan-local")?;
+    assert_eq!(preview, std::collections::BTreeSet::from(["hello 1.0".to_string()]));
+    assert_eq!(run["components"], 1, "{run}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let out = loop {
+        let out = conan(&["list", "hello/*", "-r", "local"], h)?;
+        if !out.contains("hello/1.0") {
+            break out;
+        }
+        anyhow::ensure!(std::time::Instant::now() < deadline, "hello/1.0 is still listed: {out}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert!(out.contains("hello/2.0") && !out.contains("hello/1.0"), "{out}");
+    conan(&["remove", "*", "-c"], h)?;
+    let out = conan(&["install", "--requires=hello/2.0", "-r", "local"], h)?;
+    assert!(out.contains("hello/2.0: Package installed") || out.contains("hello/2.0: Downloaded"), "{out}");
+    let failed = conan(&["install", "--requires=hello/1.0", "-r", "local"], h);
+    assert!(failed.is_err(), "hello/1.0 was removed");
+    assert!(server.terminate()?.success());
+    Ok(())
+}

@@ -568,3 +568,79 @@ async fn warmed_go_reads_make_no_query(mut app: common::app::TestApp) -> anyhow:
     Ok(())
 }
 app_test!(warmed_go_reads_make_no_query);
+
+/// Cleanup seen through the real go command: pre-release and pseudo-versions removed, then all
+/// but the newest two versions (semantic-version order); each run removes exactly what its
+/// preview listed, `go list -m -versions` lists the rest and `go mod download` of a removed
+/// version fails.
+#[test]
+fn cleanup_with_the_real_go_command() -> anyhow::Result<()> {
+    use common::process::{catalogue, cleanup_now};
+    let dir = tempfile::tempdir()?;
+    let server =
+        start(dir.path(), &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW), ("PACKYARD_WORKER__CLEANUP_POLL_MS", "100")])?;
+    server.wait_ready()?;
+    common::process::create_repository(&server.public, &basic(PW), Repo::hosted("gomods", Format::Go))?;
+    let m = "example.com/hello";
+    let versions = ["v1.0.0", "v1.1.0-rc.1", "v1.1.0", "v0.0.0-20240101000000-abcdefabcdef", "v1.2.0", "v1.10.0"];
+    for v in versions {
+        let (s, text) = put(&server, &format!("{m}/@v/{v}.zip"), &simple_module(m, v, v, 0)?)?;
+        assert_eq!(s, 201, "{v}: {text}");
+    }
+    let home = tempfile::tempdir()?;
+    let app = home.path().join("app");
+    std::fs::create_dir_all(&app)?;
+    let proxy = format!("{}/repository/gomods/", server.public);
+    go(&app, home.path(), &proxy, &["mod", "init", "example.com/app"])?;
+    let listed = |home: &Path| go(&app, home, &proxy, &["list", "-m", "-versions", m]);
+    assert_eq!(listed(home.path())?.trim(), format!("{m} v1.0.0 v1.1.0-rc.1 v1.1.0 v1.2.0 v1.10.0"));
+    let auth = basic(PW);
+    let mut left: std::collections::BTreeSet<String> = versions.iter().map(|v| format!("hello {v}")).collect();
+    for (policy, removed, listed_after) in [
+        (
+            serde_json::json!({"name": "pre", "format": "go", "criteria": {"prereleases_only": true}, "repositories": ["gomods"]}),
+            vec!["v0.0.0-20240101000000-abcdefabcdef", "v1.1.0-rc.1"],
+            "v1.0.0 v1.1.0 v1.2.0 v1.10.0",
+        ),
+        (
+            serde_json::json!({"name": "keep-2", "format": "go", "criteria": {"keep_latest": 2}, "repositories": ["gomods"]}),
+            vec!["v1.0.0", "v1.1.0"],
+            "v1.2.0 v1.10.0",
+        ),
+    ] {
+        let (preview, run) = cleanup_now(&server.public, &auth, policy.clone(), "gomods")?;
+        let want: std::collections::BTreeSet<String> = removed.iter().map(|v| format!("hello {v}")).collect();
+        assert_eq!(preview, want, "{policy}");
+        assert_eq!(run["components"].as_u64(), Some(removed.len() as u64), "{run}");
+        left.retain(|c| !want.contains(c));
+        assert_eq!(
+            catalogue(&server.public, &auth, "gomods")?,
+            left,
+            "{policy}: the run removed what the preview listed"
+        );
+        // Once republished (a run does not wait for it), a fresh module cache sees the rest.
+        let want_list: String =
+            listed_after.split(' ').filter(|v| !v.contains('-')).map(|v| format!("{v}\n")).collect();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while get(&server, &format!("{m}/@v/list"))?.2 != want_list {
+            anyhow::ensure!(std::time::Instant::now() < deadline, "{policy}: @v/list was not republished");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let fresh = tempfile::tempdir()?;
+        assert_eq!(listed(fresh.path())?.trim(), format!("{m} {listed_after}"), "{policy}");
+        for v in removed {
+            let failed = go(&app, fresh.path(), &proxy, &["mod", "download", &format!("{m}@{v}")]);
+            let message = failed.err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(
+                message.contains("404") || message.contains("410") || message.contains("not found"),
+                "{v} downloaded: {message}"
+            );
+        }
+    }
+    let fresh = tempfile::tempdir()?;
+    let dl: serde_json::Value =
+        serde_json::from_str(&go(&app, fresh.path(), &proxy, &["mod", "download", "-json", &format!("{m}@v1.10.0")])?)?;
+    assert_eq!(dl["Version"], "v1.10.0", "{dl}");
+    assert!(server.terminate()?.success());
+    Ok(())
+}

@@ -1,6 +1,7 @@
 -- Cleanup runs (the status of each policy on each repository, and "run now" requests), the
 -- lease that lets one run at a time work on a repository, and what artifact blob reclamation
--- needs: when a blob was found referenced by nothing, and indexes to look for references.
+-- needs: when a blob was found referenced by nothing, and indexes to look for references. And
+-- the Last-Modified a unit's files carry: a whole second no earlier snapshot of the unit had.
 CREATE TABLE cleanup_runs (
     policy_id INTEGER NOT NULL REFERENCES cleanup_policies (id) ON DELETE CASCADE,
     repository_id INTEGER NOT NULL REFERENCES repositories (id) ON DELETE CASCADE,
@@ -29,3 +30,5 @@ CREATE INDEX go_versions_mod_blob ON go_versions (mod_sha256);
 CREATE INDEX go_versions_zip_blob ON go_versions (zip_sha256);
 CREATE INDEX conan_files_blob ON conan_files (sha256);
 CREATE INDEX proxy_cache_blob ON proxy_cache (sha256);
+
+ALTER TABLE publication_units ADD COLUMN modified_at INTEGER;

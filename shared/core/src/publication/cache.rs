@@ -18,10 +18,8 @@ use packyard_store::metrics::Metrics;
 pub struct Manifest {
     pub snapshot_id: i64,
     pub revision: i64,
-    /// When the unit was last published (ms): the `Last-Modified` of its files — `None` when
-    /// the snapshot before it was published in the same second, which a `Last-Modified` (whole
-    /// seconds) could not tell apart: an `If-Modified-Since` of that second may name either,
-    /// so it must not be answered 304.
+    /// The `Last-Modified` of its files (ms, a whole second no earlier snapshot of the unit
+    /// had: `UnitRecord::modified_at`).
     pub published_at: Option<i64>,
     pub files: HashMap<String, SnapshotFile>,
 }
@@ -30,8 +28,8 @@ pub struct Manifest {
 #[derive(Debug, Clone)]
 pub struct ServedFile {
     pub bytes: Bytes,
-    /// Milliseconds since the epoch; for `Last-Modified` (none: not sent, see
-    /// [`Manifest::published_at`]).
+    /// Milliseconds since the epoch, for `Last-Modified` (see [`Manifest::published_at`]); not
+    /// sent when unknown.
     pub modified: Option<i64>,
     pub content_type: String,
     /// Strong ETag: the content hash, quoted.
@@ -219,13 +217,10 @@ impl PublishedCache {
             Some(unit) => match unit.current_snapshot_id {
                 Some(sid) => {
                     let files = db.snapshot_files(sid).await?;
-                    let at = unit.last_published_at.unwrap_or(0);
-                    let before = db.previous_snapshot_at(unit.id, sid).await?;
-                    let distinct = before.is_none_or(|b| b.div_euclid(1000) < at.div_euclid(1000));
                     Some(Arc::new(Manifest {
                         snapshot_id: sid,
                         revision: unit.published_revision,
-                        published_at: distinct.then_some(at),
+                        published_at: unit.modified_at.or(unit.last_published_at),
                         files: files.into_iter().map(|f| (f.path.clone(), f)).collect(),
                     }))
                 }

@@ -30,6 +30,11 @@ pub struct UnitRecord {
     pub next_attempt_at: i64,
     pub last_error: Option<String>,
     pub last_published_at: Option<i64>,
+    /// The `Last-Modified` its files carry (ms, a whole second): the second of its publication,
+    /// or one past its predecessor's when that was the same or later, so that two snapshots
+    /// never share one (apt revalidates with `If-Modified-Since` alone). A burst of
+    /// publications moves it a little ahead of the clock; clients only echo it back.
+    pub modified_at: Option<i64>,
 }
 
 /// A unit claimed by one worker until `expires_at`.
@@ -59,8 +64,18 @@ pub struct Due {
 
 macro_rules! unit_columns {
     () => {
-        "id, repository_id, kind, unit_key, desired_revision, published_revision, current_snapshot_id, first_pending_at, last_change_at, lease_owner, lease_expires_at, attempts, next_attempt_at, last_error, last_published_at"
+        "id, repository_id, kind, unit_key, desired_revision, published_revision, current_snapshot_id, first_pending_at, last_change_at, lease_owner, lease_expires_at, attempts, next_attempt_at, last_error, last_published_at, modified_at"
     };
+}
+
+/// A new snapshot's `Last-Modified` (see [`UnitRecord::modified_at`]): the whole second of
+/// `now`, unless the previous snapshot's is that second or later — then the second after it.
+pub fn modified_after(previous: Option<i64>, now: i64) -> i64 {
+    let second = now - now.rem_euclid(1000);
+    match previous {
+        Some(p) if p >= second => p - p.rem_euclid(1000) + 1000,
+        _ => second,
+    }
 }
 
 fn parse_unit(r: &AnyRow) -> DbResult<UnitRecord> {
@@ -80,6 +95,7 @@ fn parse_unit(r: &AnyRow) -> DbResult<UnitRecord> {
         next_attempt_at: r.try_get("next_attempt_at")?,
         last_error: opt_text(r, "last_error")?,
         last_published_at: r.try_get("last_published_at")?,
+        modified_at: r.try_get("modified_at")?,
     })
 }
 
@@ -305,6 +321,8 @@ impl Db {
     ) -> DbResult<Option<i64>> {
         let now = now_ms();
         let unit_id = claim.unit.id;
+        let u = &claim.unit;
+        let modified = modified_after(u.modified_at.or(u.last_published_at.map(|t| t - t.rem_euclid(1000))), now);
         let mut tx = self.begin().await?;
         // Lock the unit row first, and only while the lease is ours: inserting the snapshot
         // (whose foreign key takes a shared lock) before the update would invite InnoDB's
@@ -342,10 +360,11 @@ impl Db {
                 .await?;
         }
         packyard_model::crash::point("before_cas");
-        let swapped = self.query(sql!("publication_units.publish", "UPDATE publication_units SET published_revision = $1, current_snapshot_id = $2, last_published_at = $3, last_error = NULL, attempts = 0, next_attempt_at = 0, lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, first_pending_at = CASE WHEN desired_revision > $4 THEN last_change_at ELSE NULL END WHERE id = $5 AND lease_token = $6 AND published_revision < $7"))
+        let swapped = self.query(sql!("publication_units.publish", "UPDATE publication_units SET published_revision = $1, current_snapshot_id = $2, last_published_at = $3, modified_at = $4, last_error = NULL, attempts = 0, next_attempt_at = 0, lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, first_pending_at = CASE WHEN desired_revision > $5 THEN last_change_at ELSE NULL END WHERE id = $6 AND lease_token = $7 AND published_revision < $8"))
             .bind(claim.revision)
             .bind(snapshot_id)
             .bind(now)
+            .bind(modified)
             .bind(claim.revision)
             .bind(unit_id)
             .bind(claim.token.as_str())
@@ -524,16 +543,6 @@ impl Db {
     }
 
     /// Snapshot ids of a unit, newest first: the current one and those kept for readers.
-    /// When the snapshot before `snapshot_id` of the unit was published, if it is still kept.
-    pub async fn previous_snapshot_at(&self, unit_id: i64, snapshot_id: i64) -> DbResult<Option<i64>> {
-        let s = sql!(
-            "snapshots.previous",
-            "SELECT created_at FROM snapshots WHERE unit_id = $1 AND id < $2 ORDER BY id DESC LIMIT 1"
-        );
-        let row = self.bound(s, (unit_id, snapshot_id)).fetch_optional(self.pool()).await?;
-        Ok(row.map(|r| r.try_get("created_at")).transpose()?)
-    }
-
     pub async fn snapshot_ids(&self, unit_id: i64) -> DbResult<Vec<(i64, i64, Option<i64>)>> {
         let rows = self
             .query(sql!(
