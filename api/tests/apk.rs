@@ -666,6 +666,18 @@ mod over_http {
             let (s, h, _) = get(&server, &format!("/repository/mirror/{unit}/{file}"))?;
             assert_eq!((s, h.get("x-packyard-cache").map(String::as_str)), (200, Some("miss")), "{file}");
         }
+        // Their downloads counted (flushed every 100 ms here) before they are aged.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let found = super::common::process::nexus(&server.public, &auth, "search/assets?repository=mirror")?;
+            let counted =
+                found["items"].as_array().into_iter().flatten().filter(|a| a["lastDownloaded"].is_string()).count();
+            if counted == 2 {
+                break;
+            }
+            anyhow::ensure!(std::time::Instant::now() < deadline, "the downloads were not counted: {found}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
         sql(&db, &format!("UPDATE components SET created_at = created_at - {}", 40 * 86_400_000i64))?;
         sql(&db, &format!("UPDATE assets SET last_downloaded = last_downloaded - {}", 40 * 86_400_000i64))?;
         let (s, h, _) = get(&server, &format!("/repository/mirror/{unit}/hello-2.12-r1.apk"))?;
