@@ -171,7 +171,9 @@ fn main() {
                 let started = packyard_store::db::now_ms();
                 let compiled = packyard_core::cleanup::Compiled::new(&criteria, started).expect("criteria");
                 let format = packyard_formats::catalogue(repo.format);
-                let publishing = Arc::new(AtomicBool::new(true));
+                // `CLEANUP_BENCH_PUBLISHER=off`: the run alone (a figure beside the default one).
+                let with_publisher = std::env::var("CLEANUP_BENCH_PUBLISHER").map_or(true, |v| v != "off");
+                let publishing = Arc::new(AtomicBool::new(with_publisher));
                 let publisher = {
                     let services = services.clone();
                     let publishing = publishing.clone();

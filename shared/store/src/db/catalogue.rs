@@ -576,6 +576,10 @@ fn filtered(b: &mut Built, s: &Search, assets: bool) {
                 b.push(&format!(" AND {id} {cmp} ")).int(*after);
             }
             Some(col) => {
+                // The leading bound gives the index a start: with the OR alone, PostgreSQL
+                // reads the range from its beginning and filters (a walk over a repository
+                // then costs the square of its size).
+                b.push(&format!(" AND {col} {cmp}= ")).text(value);
                 b.push(&format!(" AND ({col} {cmp} ")).text(value);
                 b.push(&format!(" OR ({col} = ")).text(value);
                 b.push(&format!(" AND {id} {cmp} ")).int(*after).push("))");
