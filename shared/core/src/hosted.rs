@@ -507,10 +507,17 @@ pub async fn delete_batch<H: Hosted>(
         let mut tx = db.begin().await?;
         let (mut removed_count, mut units): (usize, Vec<UnitRef>) = (0, Vec::new());
         let action = format!("{}.delete", H::NAME);
+        // The catalogue's components and the audit entries go in statements of many.
+        let (mut forget, mut audits) = (Vec::new(), Vec::new());
         for removal in removals {
             let Some(removed) = format.remove(&mut InTx { tx: &mut tx, db, repo }, removal).await? else { continue };
-            db.catalogue_forget(&mut tx, repo.id, &removed.forget).await?;
-            audit_in(&mut tx, db, actor, &action, repo, &removed.coordinate, &removed.detail).await?;
+            match removed.forget {
+                Forget::Component(key) => forget.push(key),
+                other => {
+                    db.catalogue_forget(&mut tx, repo.id, &other).await?;
+                }
+            }
+            audits.push((format!("{}/{}", repo.name, removed.coordinate), removed.detail.to_string()));
             for u in removed.units {
                 if !units.contains(&u) {
                     units.push(u);
@@ -518,6 +525,9 @@ pub async fn delete_batch<H: Hosted>(
             }
             removed_count += 1;
         }
+        db.catalogue_forget_keys(&mut tx, repo.id, &forget).await?;
+        let address = actor.address.map(|a| a.to_string()).unwrap_or_default();
+        db.insert_audits_in(&mut tx, (actor.username, &address, &action), &audits).await?;
         let mut changes = Vec::with_capacity(units.len());
         for (kind, key) in &units {
             changes.push(db.record_change(&mut tx, repo.id, kind, key).await?);

@@ -179,7 +179,7 @@ pub struct Search {
 }
 
 /// A value bound to a statement built at run time.
-enum Param {
+pub(super) enum Param {
     Int(i64),
     Text(String),
     OptText(Option<String>),
@@ -188,28 +188,28 @@ enum Param {
 /// A statement built at run time from portable text: each placeholder is a new parameter, in
 /// the order of the text (MySQL's are positional).
 #[derive(Default)]
-struct Built {
-    text: String,
+pub(super) struct Built {
+    pub(super) text: String,
     params: Vec<Param>,
 }
 
 impl Built {
-    fn push(&mut self, s: &str) -> &mut Self {
+    pub(super) fn push(&mut self, s: &str) -> &mut Self {
         self.text.push_str(s);
         self
     }
 
-    fn param(&mut self, p: Param) -> &mut Self {
+    pub(super) fn param(&mut self, p: Param) -> &mut Self {
         self.params.push(p);
         self.text.push_str(&format!("${}", self.params.len()));
         self
     }
 
-    fn text(&mut self, s: &str) -> &mut Self {
+    pub(super) fn text(&mut self, s: &str) -> &mut Self {
         self.param(Param::Text(s.to_string()))
     }
 
-    fn int(&mut self, i: i64) -> &mut Self {
+    pub(super) fn int(&mut self, i: i64) -> &mut Self {
         self.param(Param::Int(i))
     }
 
@@ -221,7 +221,7 @@ impl Built {
     }
 
     /// The statement with its parameters bound, in order.
-    fn bind(self, mut q: crate::sql::Query<'_>) -> crate::sql::Query<'_> {
+    pub(super) fn bind(self, mut q: crate::sql::Query<'_>) -> crate::sql::Query<'_> {
         for p in self.params {
             q = match p {
                 Param::Int(i) => q.bind(i),
@@ -334,6 +334,29 @@ impl Db {
             b.bind(sqlx::query(&text)).execute(&mut **tx).await?;
         }
         Ok(id)
+    }
+
+    /// Forgets many components by key in one statement per 500, in the deletes' transaction
+    /// (their assets and keywords go with them). Returns how many went.
+    pub async fn catalogue_forget_keys(
+        &self,
+        tx: &mut Transaction<'_, Any>,
+        repository_id: i64,
+        keys: &[String],
+    ) -> DbResult<u64> {
+        let mut gone = 0;
+        for chunk in keys.chunks(500) {
+            let mut b = Built::default();
+            b.push("DELETE FROM components WHERE repository_id = ").int(repository_id).push(" AND component_key IN (");
+            for (i, k) in chunk.iter().enumerate() {
+                b.push(if i == 0 { "" } else { ", " }).text(k);
+            }
+            b.push(")");
+            self.count("components.delete_many");
+            let text = render(&b.text, Shape::Plain, self.backend());
+            gone += b.bind(sqlx::query(&text)).execute(&mut **tx).await?.rows_affected();
+        }
+        Ok(gone)
     }
 
     /// Takes what a delete removed out of the catalogue, in its transaction.

@@ -442,6 +442,29 @@ impl Db {
         Ok(())
     }
 
+    /// Many audit entries of one actor and action (a batch of deletes), `(target, detail)` each,
+    /// in the change's transaction: one statement per 500.
+    pub async fn insert_audits_in(
+        &self,
+        tx: &mut Transaction<'_, Any>,
+        (actor, address, action): (&str, &str, &str),
+        entries: &[(String, String)],
+    ) -> DbResult<()> {
+        let at = now_ms();
+        for chunk in entries.chunks(500) {
+            let mut b = super::catalogue::Built::default();
+            b.push("INSERT INTO audit_log (at, actor, address, action, target, detail) VALUES ");
+            for (i, (target, detail)) in chunk.iter().enumerate() {
+                b.push(if i == 0 { "(" } else { ", (" }).int(at).push(", ").text(actor).push(", ").text(address);
+                b.push(", ").text(action).push(", ").text(target).push(", ").text(detail).push(")");
+            }
+            self.count("audit.insert_many");
+            let text = crate::sql::render(&b.text, crate::sql::Shape::Plain, self.backend());
+            b.bind(sqlx::query(&text)).execute(&mut **tx).await?;
+        }
+        Ok(())
+    }
+
     /// Newest first; `before` is the keyset cursor (an id from the previous page).
     pub async fn list_audit(&self, before: Option<i64>, limit: i64) -> DbResult<Vec<AuditRecord>> {
         let rows = self.query(sql!("audit.list", "SELECT id, at, actor, address, action, target, detail FROM audit_log WHERE id < $1 ORDER BY id DESC LIMIT $2"))
