@@ -656,6 +656,23 @@ mod over_http {
             std::thread::sleep(Duration::from_millis(100));
         }
 
+        // Patterns and ages on the hosted one: what is old and matches goes.
+        for (name, v) in [("libfoo", "1.0-r0"), ("libbar", "1.0-r0")] {
+            let apk = build_apk(&Fixture::new(name, v, "x86_64"))?;
+            upload(&server, "local", &format!("{unit}/{name}-{v}.apk"), &apk.bytes)?;
+        }
+        sql(
+            &db,
+            &format!("UPDATE components SET created_at = created_at - {} WHERE name <> 'libbar'", 40 * 86_400_000i64),
+        )?;
+        let policy = serde_json::json!({"name": "old-libs", "format": "apk", "criteria": {"published_before_days": 30, "name_regex": "^lib", "version_regex": "^1\\."}, "repositories": ["local"]});
+        let (preview, _) = cleanup_now(&server.public, &auth, policy, "local")?;
+        assert_eq!(preview, ["libfoo 1.0-r0".to_string()].into(), "libbar is new, hello does not match");
+        assert_eq!(
+            catalogue(&server.public, &auth, "local")?,
+            ["hello 2.12-r10".to_string(), "libbar 1.0-r0".to_string()].into()
+        );
+
         // The proxy: two cached packages, both cached long ago; one fetched again now.
         create(
             &server,

@@ -638,7 +638,7 @@ fn cleanup_with_the_real_client() -> anyhow::Result<()> {
     conan(&["remote", "add", "local", &format!("{}/repository/conan-local", server.public)], h)?;
     conan(&["remote", "login", "local", "admin", "-p", PW], h)?;
     // hello/1.0 in two recipe revisions (the second edits the recipe), then hello/2.0.
-    for (v, edit) in [("1.0", None), ("1.0", Some("# the second revision\n")), ("2.0", None)] {
+    for (v, edit) in [("0.5", None), ("1.0", None), ("1.0", Some("# the second revision\n")), ("2.0", None)] {
         let proj = h.join(format!("hello-{v}-{}", edit.is_some()));
         std::fs::create_dir_all(&proj)?;
         conan(&["new", "header_lib", "-d", "name=hello", "-d", &format!("version={v}")], &proj)?;
@@ -683,20 +683,37 @@ fn cleanup_with_the_real_client() -> anyhow::Result<()> {
     assert_eq!(revisions("hello/1.0")?, [format!("hello/1.0#{newest_1_0}")], "the newest revision stays");
     assert_eq!(revisions("hello/2.0")?.len(), 1);
 
+    // Ages and patterns: hello/1.0 and hello/2.0 published 40 days ago, only 1.x matches.
+    let db = format!("sqlite://{}/data/packyard.db", dir.path().display());
+    let days_40 = 40 * 86_400_000i64;
+    common::process::sql(
+        &db,
+        &format!("UPDATE components SET created_at = created_at - {days_40} WHERE version <> '0.5'"),
+    )?;
+    let policy = serde_json::json!({"name": "old-ones", "format": "conan", "criteria": {"published_before_days": 30, "name_regex": "^hello$", "version_regex": "^1\\."}, "repositories": ["conan-local"]});
+    let (preview, run) = cleanup_now(&server.public, &auth, policy, "conan-local")?;
+    assert_eq!(preview, std::collections::BTreeSet::from(["hello 1.0".to_string()]), "0.5 is new, 2.0 is not 1.x");
+    assert_eq!(run["components"], 1, "{run}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while revisions("hello/1.0").is_ok_and(|r| !r.is_empty()) {
+        anyhow::ensure!(std::time::Instant::now() < deadline, "hello/1.0 was not republished");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // Keep the newest version: 0.5 goes, 2.0 stays.
     let policy = serde_json::json!({"name": "newest", "format": "conan", "criteria": {"keep_latest": 1}, "repositories": ["conan-local"]});
     let (preview, run) = cleanup_now(&server.public, &auth, policy, "conan-local")?;
-    assert_eq!(preview, std::collections::BTreeSet::from(["hello 1.0".to_string()]));
+    assert_eq!(preview, std::collections::BTreeSet::from(["hello 0.5".to_string()]));
     assert_eq!(run["components"], 1, "{run}");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     let out = loop {
         let out = conan(&["list", "hello/*", "-r", "local"], h)?;
-        if !out.contains("hello/1.0") {
+        if !out.contains("hello/0.5") && !out.contains("hello/1.0") {
             break out;
         }
         anyhow::ensure!(std::time::Instant::now() < deadline, "hello/1.0 is still listed: {out}");
         std::thread::sleep(std::time::Duration::from_millis(100));
     };
-    assert!(out.contains("hello/2.0") && !out.contains("hello/1.0"), "{out}");
+    assert!(out.contains("hello/2.0") && !out.contains("hello/1.0") && !out.contains("hello/0.5"), "{out}");
     conan(&["remove", "*", "-c"], h)?;
     let out = conan(&["install", "--requires=hello/2.0", "-r", "local"], h)?;
     assert!(out.contains("hello/2.0: Package installed") || out.contains("hello/2.0: Downloaded"), "{out}");

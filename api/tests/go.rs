@@ -637,10 +637,36 @@ fn cleanup_with_the_real_go_command() -> anyhow::Result<()> {
             );
         }
     }
+    // Ages and patterns: v1.2.0 published 40 days ago goes; v1.10.0, as old but downloaded
+    // just now by the go command, stays under a last-downloaded rule.
+    let db = format!("sqlite://{}/data/packyard.db", dir.path().display());
+    let days_40 = 40 * 86_400_000i64;
+    common::process::sql(&db, &format!("UPDATE components SET created_at = created_at - {days_40}"))?;
     let fresh = tempfile::tempdir()?;
     let dl: serde_json::Value =
         serde_json::from_str(&go(&app, fresh.path(), &proxy, &["mod", "download", "-json", &format!("{m}@v1.10.0")])?)?;
     assert_eq!(dl["Version"], "v1.10.0", "{dl}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while nexus(&server.public, &auth, "search/assets?repository=gomods&version=v1.10.0")?["items"]
+        .as_array()
+        .is_none_or(|a| a.iter().all(|x| x["lastDownloaded"].is_null()))
+    {
+        anyhow::ensure!(std::time::Instant::now() < deadline, "the download was not counted");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let unused = serde_json::json!({"name": "unused", "format": "go", "criteria": {"last_downloaded_before_days": 10, "version_regex": "^v1\\.10\\."}, "repositories": ["gomods"]});
+    let (preview, _) = cleanup_now(&server.public, &auth, unused, "gomods")?;
+    assert_eq!(preview, std::collections::BTreeSet::new(), "downloaded just now");
+    let old = serde_json::json!({"name": "old", "format": "go", "criteria": {"published_before_days": 30, "name_regex": "^hello$", "version_regex": "^v1\\.2\\."}, "repositories": ["gomods"]});
+    let (preview, _) = cleanup_now(&server.public, &auth, old, "gomods")?;
+    assert_eq!(preview, ["hello v1.2.0".to_string()].into());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while get(&server, &format!("{m}/@v/list"))?.2 != "v1.10.0\n" {
+        anyhow::ensure!(std::time::Instant::now() < deadline, "@v/list was not republished");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let fresh = tempfile::tempdir()?;
+    assert_eq!(listed(fresh.path())?.trim(), format!("{m} v1.10.0"));
     assert!(server.terminate()?.success());
     Ok(())
 }
