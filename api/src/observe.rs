@@ -71,5 +71,8 @@ pub async fn middleware(
     if let Ok(v) = HeaderValue::from_str(&id) {
         res.headers_mut().insert(REQUEST_ID, v);
     }
+    if path == "/repository" || path.starts_with("/repository/") {
+        crate::repository::sandbox(res.headers_mut());
+    }
     Ok(res)
 }

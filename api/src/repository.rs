@@ -22,6 +22,19 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(web::resource(["/repository/{repo}", "/repository/{repo}/{tail:.*}"]).to(dispatch));
 }
 
+/// What every response under `/repository/` carries, whatever the file (an upload, an
+/// upstream's page, an error): served content shares the web UI's origin, so a browser must
+/// neither guess its type (`nosniff`) nor run it — the policy sandboxes the document (a unique
+/// origin: no cookies, no scripts, no forms), loads nothing and may not be framed. Replaces what
+/// an upstream sent.
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; sandbox; frame-ancestors 'none'";
+
+pub fn sandbox(headers: &mut actix_web::http::header::HeaderMap) {
+    use actix_web::http::header::{HeaderValue, CONTENT_SECURITY_POLICY as CSP, X_CONTENT_TYPE_OPTIONS};
+    headers.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    headers.insert(CSP, HeaderValue::from_static(CONTENT_SECURITY_POLICY));
+}
+
 fn services(req: &HttpRequest) -> Result<web::Data<Services>, FormatError> {
     Ok(req
         .app_data::<web::Data<Services>>()

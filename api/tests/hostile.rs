@@ -531,3 +531,52 @@ fn decompression_bombs_are_refused_before_memory_or_disk_fills() -> anyhow::Resu
     assert_eq!(std::fs::read_dir(blobs.join("tmp"))?.count(), 0);
     Ok(())
 }
+
+/// Served content shares the web UI's origin, so it must never run there: every response
+/// under `/repository/` — an uploaded file holding a page with a script, an upstream's answer
+/// passed through a proxy, an error, a HEAD — carries `X-Content-Type-Options: nosniff` and a
+/// policy that sandboxes it, whatever the upstream sent.
+#[test]
+fn served_content_is_sandboxed() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let server = start(
+        dir.path(),
+        &[("PACKYARD_SECURITY__ADMIN_PASSWORD", "pw"), ("PACKYARD_PROXY__ALLOW_PRIVATE_ADDRESSES", "true")],
+    )?;
+    server.wait_ready()?;
+    let page = "<html><body><script>document.title = document.cookie</script></body></html>";
+    common::process::create_repository(&server.public, &basic("pw"), Repo::hosted("cc", Format::Conan))?;
+    let base = format!("{}/repository/cc/v2/conans/x/1.0/_/_/revisions/r1/files", server.public);
+    let manifest = format!("1\nconanfile.py: {}\n", hex::encode(<md5::Md5 as md5::Digest>::digest(page.as_bytes())));
+    for (file, body) in [("conanfile.py", page.to_string()), ("conanmanifest.txt", manifest)] {
+        let r = ureq::put(&format!("{base}/{file}")).set("Authorization", &basic("pw")).send_string(&body);
+        assert_eq!(status_of(r)?.0, 201, "{file}");
+    }
+    let (upstream, _stop) = text_upstream("<html><script>alert(1)</script></html>")?;
+    common::process::create_repository(&server.public, &basic("pw"), Repo::proxy("goproxy", Format::Go, &upstream))?;
+    let want_policy = "default-src 'none'; sandbox; frame-ancestors 'none'";
+    for (method, url, status) in [
+        ("GET", format!("{base}/conanfile.py"), 200),
+        ("HEAD", format!("{base}/conanfile.py"), 200),
+        ("GET", format!("{}/repository/goproxy/example.com/m/@v/list", server.public), 200),
+        ("GET", format!("{}/repository/nope/anything", server.public), 404),
+        ("GET", format!("{}/repository/cc/v2/conans/x/1.0/_/_/revisions/r9/files/a", server.public), 404),
+    ] {
+        let r = match ureq::request(method, &url).call() {
+            Ok(r) => r,
+            Err(ureq::Error::Status(_, r)) => r,
+            Err(e) => return Err(e.into()),
+        };
+        assert_eq!(r.status(), status, "{method} {url}");
+        assert_eq!(r.header("x-content-type-options"), Some("nosniff"), "{method} {url}");
+        assert_eq!(r.header("content-security-policy"), Some(want_policy), "{method} {url}");
+        if method == "GET" && status == 200 && url.ends_with("conanfile.py") {
+            assert_eq!(r.into_string()?, page, "the bytes as uploaded");
+        }
+    }
+    // The admin API is not served content: no sandbox there.
+    let r = ureq::get(&format!("{}/api/v1/repositories", server.public)).set("Authorization", &basic("pw")).call()?;
+    assert_eq!(r.header("content-security-policy"), None);
+    assert!(server.terminate()?.success());
+    Ok(())
+}
