@@ -1312,14 +1312,8 @@ fn apt_get_update_during_a_cleanup_run() -> anyhow::Result<()> {
     assert_eq!(madison(root.path(), "pkg7")?.len(), 10);
 
     let auth = basic(PW);
-    let admin = |method: &str, path: &str, body: Option<serde_json::Value>| -> anyhow::Result<serde_json::Value> {
-        let req = ureq::request(method, &format!("{}{path}", server.public)).set("Authorization", &auth);
-        let (s, text) = status_of(match body {
-            Some(b) => req.send_json(b),
-            None => req.call(),
-        })?;
-        anyhow::ensure!((200..300).contains(&s), "{method} {path}: {s} {text}");
-        Ok(serde_json::from_str(&text)?)
+    let admin = |method: &str, path: &str, body: Option<serde_json::Value>| {
+        common::process::admin_json(&server.public, &auth, method, path, body)
     };
     let policy = serde_json::json!({"name": "newest", "format": "apt", "criteria": {"keep_latest": 1}, "repositories": ["debs"]});
     admin("POST", "/api/v1/cleanup-policies", Some(policy))?;

@@ -450,13 +450,7 @@ fn admin_json(
     path: &str,
     body: Option<serde_json::Value>,
 ) -> anyhow::Result<serde_json::Value> {
-    let req = ureq::request(method, &format!("{}{path}", server.public)).set("Authorization", &basic("pw"));
-    let (s, text) = status_of(match body {
-        Some(b) => req.send_json(b),
-        None => req.call(),
-    })?;
-    anyhow::ensure!((200..300).contains(&s), "{method} {path}: {s} {text}");
-    Ok(serde_json::from_str(&text)?)
+    common::process::admin_json(&server.public, &basic("pw"), method, path, body)
 }
 
 /// The worker killed with SIGKILL in the middle of a cleanup run (after its first batch): the

@@ -217,17 +217,8 @@ impl Publisher {
         let db = &self.services.db;
         let cutoff = now_ms() - i64::try_from(grace.as_millis()).unwrap_or(i64::MAX);
         let snapshots = db.collect_snapshots(keep, cutoff).await?;
-        let mut blobs = 0;
-        for digest in db.unreferenced_blobs(cutoff, 1_000).await? {
-            let Ok(d) = Sha256Hex::parse(&digest) else { continue };
-            let rule = packyard_store::db::blobs::Collect::Built { older_than: cutoff };
-            match db.collect_blob(self.services.blobs.as_ref(), &d, rule).await {
-                Ok(true) => blobs += 1,
-                Ok(false) => {}
-                Err(e) => tracing::warn!(error = %e, blob = %d, "cannot delete an unreferenced blob"),
-            }
-        }
-        Ok((snapshots, blobs))
+        let blobs = packyard_core::reclaim::collect_built(&self.services, grace.as_secs(), false).await?;
+        Ok((snapshots, usize::try_from(blobs).unwrap_or(usize::MAX)))
     }
 
     /// Runs until `stop` resolves: publish what is due, sleep until the next unit is due (at most

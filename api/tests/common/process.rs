@@ -234,6 +234,24 @@ pub fn nexus_delete(public: &str, auth: &str, id: &str) -> anyhow::Result<u16> {
     Ok(status_of(req.call())?.0)
 }
 
+/// An admin API call as `auth`: `method path` with an optional JSON body; its JSON (a 2xx).
+#[allow(dead_code)]
+pub fn admin_json(
+    public: &str,
+    auth: &str,
+    method: &str,
+    path: &str,
+    body: Option<serde_json::Value>,
+) -> anyhow::Result<serde_json::Value> {
+    let req = ureq::request(method, &format!("{public}{path}")).set("Authorization", auth);
+    let (s, text) = status_of(match body {
+        Some(b) => req.send_json(b),
+        None => req.call(),
+    })?;
+    anyhow::ensure!((200..300).contains(&s), "{method} {path}: {s} {text}");
+    Ok(serde_json::from_str(&text)?)
+}
+
 /// What a repository holds, by Nexus's search: `name version` of each component.
 #[allow(dead_code)]
 pub fn catalogue(public: &str, auth: &str, repository: &str) -> anyhow::Result<std::collections::BTreeSet<String>> {
@@ -269,14 +287,8 @@ pub fn cleanup_now(
     repository: &str,
 ) -> anyhow::Result<(std::collections::BTreeSet<String>, serde_json::Value)> {
     let name = policy["name"].as_str().unwrap_or_default().to_string();
-    let admin = |method: &str, path: &str, body: Option<&serde_json::Value>| -> anyhow::Result<serde_json::Value> {
-        let req = ureq::request(method, &format!("{public}/api/v1/cleanup-policies{path}")).set("Authorization", auth);
-        let (s, text) = status_of(match body {
-            Some(b) => req.send_json(b.clone()),
-            None => req.call(),
-        })?;
-        anyhow::ensure!((200..300).contains(&s), "{method} cleanup-policies{path}: {s} {text}");
-        Ok(serde_json::from_str(&text)?)
+    let admin = |method: &str, path: &str, body: Option<&serde_json::Value>| {
+        admin_json(public, auth, method, &format!("/api/v1/cleanup-policies{path}"), body.cloned())
     };
     admin("POST", "", Some(&policy))?;
     let mut preview = std::collections::BTreeSet::new();

@@ -82,14 +82,15 @@ where
         }
         after = last;
     }
-    report.build_blobs = collect_built(services, dry_run).await?;
+    report.build_blobs = collect_built(services, services.config.worker.snapshot_grace_secs, dry_run).await?;
     Ok(report)
 }
 
-/// Build blobs and abandoned uploads past the snapshot grace period that no snapshot lists.
-async fn collect_built(services: &Services, dry_run: bool) -> DbResult<u64> {
+/// Deletes the build blobs and abandoned uploads recorded more than `grace_secs` ago that no
+/// snapshot lists (or, `dry_run`, counts them, up to a page); the pipeline's collection too.
+pub async fn collect_built(services: &Services, grace_secs: u64, dry_run: bool) -> DbResult<u64> {
     let db = &services.db;
-    let cutoff = now_ms() - secs_ms(services.config.worker.snapshot_grace_secs);
+    let cutoff = now_ms() - secs_ms(grace_secs);
     let mut n = 0;
     loop {
         let batch = db.unreferenced_blobs(cutoff, PAGE).await?;
