@@ -31,6 +31,7 @@ pub fn public_app(
         .configure(crate::admin::configure)
         .configure(crate::nexus::configure)
         .configure(crate::repository::configure)
+        .configure(crate::ui::configure)
         .default_service(web::to(no_route))
         .wrap(middleware::from_fn(crate::observe::middleware))
 }

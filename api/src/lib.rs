@@ -12,3 +12,4 @@ pub mod observe;
 pub mod repository;
 pub mod route;
 pub mod startup;
+pub mod ui;

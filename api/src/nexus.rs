@@ -10,7 +10,7 @@ use packyard_model::repos::{RepoType, Repository};
 use crate::auth::Caller;
 use crate::error::ApiError;
 
-mod catalogue;
+pub(crate) mod catalogue;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(

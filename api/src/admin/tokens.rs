@@ -74,8 +74,11 @@ async fn create(
     services: web::Data<Services>,
     body: web::Json<NewToken>,
 ) -> Result<HttpResponse, ApiError> {
-    if let Principal::User { token: Some(_), .. } = user.0.principal.as_ref() {
-        return Err(ApiError::forbidden("a token cannot create tokens; log in with your password"));
+    // A web UI session is a password login; an API token is not.
+    if let Principal::User { token: Some(t), .. } = user.0.principal.as_ref() {
+        if !t.session {
+            return Err(ApiError::forbidden("a token cannot create tokens; log in with your password"));
+        }
     }
     let body = body.into_inner();
     if body.name.trim().is_empty() || body.name.len() > 200 {

@@ -62,15 +62,15 @@ pub struct Params {
 }
 
 /// The repositories a request reads: those it searches, and what each is seen through.
-struct Scope {
+pub(crate) struct Scope {
     /// Every repository by id (to name owners and views).
-    by_id: HashMap<i64, Arc<Repository>>,
+    pub(crate) by_id: HashMap<i64, Arc<Repository>>,
     /// Searched repository id → the repository its rows are shown as.
-    view: HashMap<i64, Arc<Repository>>,
+    pub(crate) view: HashMap<i64, Arc<Repository>>,
 }
 
 impl Scope {
-    fn searched(&self) -> Vec<i64> {
+    pub(crate) fn searched(&self) -> Vec<i64> {
         let mut ids: Vec<i64> = self.view.keys().copied().collect();
         ids.sort_unstable();
         ids
@@ -78,13 +78,13 @@ impl Scope {
 }
 
 /// Whether the caller may read `r`, as the repository routes decide it.
-pub(super) fn readable(caller: &Caller, services: &Services, r: &Repository) -> bool {
+pub(crate) fn readable(caller: &Caller, services: &Services, r: &Repository) -> bool {
     let facts = RepoFacts { name: r.name.as_str(), anonymous_read: r.anonymous_read };
     caller.principal.allows(facts, Action::Read, services.security.anonymous_read)
 }
 
 /// The hosted and proxy repositories a group serves, nested groups followed (each once).
-fn members_of(group: &Repository, by_name: &HashMap<String, Arc<Repository>>) -> Vec<Arc<Repository>> {
+pub(crate) fn members_of(group: &Repository, by_name: &HashMap<String, Arc<Repository>>) -> Vec<Arc<Repository>> {
     let mut out: Vec<Arc<Repository>> = Vec::new();
     let mut seen = vec![group.name.to_string()];
     let mut queue: Vec<String> = group.members.iter().map(|m| m.to_string()).collect();
@@ -105,7 +105,7 @@ fn members_of(group: &Repository, by_name: &HashMap<String, Arc<Repository>>) ->
     out
 }
 
-async fn scope(services: &Services, caller: &Caller, repository: Option<&str>) -> Result<Scope, ApiError> {
+pub(crate) async fn scope(services: &Services, caller: &Caller, repository: Option<&str>) -> Result<Scope, ApiError> {
     let all: Vec<Arc<Repository>> =
         services.db.list_repositories().await.map_err(ApiError::internal)?.into_iter().map(Arc::new).collect();
     let by_id: HashMap<i64, Arc<Repository>> = all.iter().map(|r| (r.id, r.clone())).collect();
@@ -140,7 +140,7 @@ fn b64() -> base64::engine::GeneralPurpose {
 /// What an id names: a component (`c`) or an asset (`a`), so that one is never taken for the
 /// other.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Kind {
+pub(crate) enum Kind {
     Component,
     Asset,
 }
@@ -155,31 +155,37 @@ impl Kind {
 }
 
 /// An opaque id: what it names, the repository the row is seen through, and the row.
-fn encode_id(kind: Kind, view: i64, row: i64) -> String {
+pub(crate) fn encode_id(kind: Kind, view: i64, row: i64) -> String {
     b64().encode(format!("{}:{view}:{row}", kind.letter()))
 }
 
-fn decode_id(kind: Kind, id: &str) -> Option<(i64, i64)> {
+pub(crate) fn decode_id(kind: Kind, id: &str) -> Option<(i64, i64)> {
     let text = String::from_utf8(b64().decode(id).ok()?).ok()?;
     let rest = text.strip_prefix(kind.letter())?.strip_prefix(':')?;
     let (view, row) = rest.split_once(':')?;
     Some((view.parse().ok()?, row.parse().ok()?))
 }
 
-fn encode_token(value: &str, id: i64) -> String {
+pub(crate) fn encode_token(value: &str, id: i64) -> String {
     b64().encode(json!([value, id]).to_string())
 }
 
-fn decode_token(token: &str) -> Result<(String, i64), ApiError> {
+pub(crate) fn decode_token(token: &str) -> Result<(String, i64), ApiError> {
     let bad = || ApiError::bad_request("continuationToken is not one this server issued for this search");
     let bytes = b64().decode(token).map_err(|_| bad())?;
     let (value, id): (String, i64) = serde_json::from_slice(&bytes).map_err(|_| bad())?;
     Ok((value, id))
 }
 
+/// Where `downloadUrl`s point: `server.public_url`, else the request's scheme and host.
 fn base_url(req: &HttpRequest) -> String {
-    let info = req.connection_info();
-    format!("{}://{}", info.scheme(), info.host())
+    match req.app_data::<web::Data<Services>>() {
+        Some(services) => crate::ui::Base::of(req, services).url(""),
+        None => {
+            let info = req.connection_info();
+            format!("{}://{}", info.scheme(), info.host())
+        }
+    }
 }
 
 /// The search a request's parameters ask for, over `searched`.
@@ -414,7 +420,7 @@ async fn resolve(
     Ok((view.clone(), owner.clone()))
 }
 
-async fn component_by_id(
+pub(crate) async fn component_by_id(
     services: &Services,
     caller: &Caller,
     id: &str,
@@ -462,7 +468,7 @@ async fn asset(
     Ok(HttpResponse::Ok().json(asset_json(&base_url(&req), &view, &format, &a)))
 }
 
-fn check_delete(services: &Services, caller: &Caller, owner: &Repository) -> Result<(), ApiError> {
+pub(crate) fn check_delete(services: &Services, caller: &Caller, owner: &Repository) -> Result<(), ApiError> {
     let facts = RepoFacts { name: owner.name.as_str(), anonymous_read: owner.anonymous_read };
     if caller.principal.allows(facts, Action::Delete, services.security.anonymous_read) {
         return Ok(());
@@ -475,7 +481,7 @@ fn check_delete(services: &Services, caller: &Caller, owner: &Repository) -> Res
 
 /// Deletes a component as its format's own delete does (a hosted repository's rows, indexes
 /// republished — answered once they are —, audit entry), or a proxy's cached copy of it.
-async fn delete_catalogued(
+pub(crate) async fn delete_catalogued(
     services: &Services,
     caller: &Caller,
     owner: &Repository,

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use crate::hosted::{check_writable, from_db, Actor, UploadError};
 use crate::services::Services;
 use packyard_model::repos::{Format, RepoType, Repository};
-use packyard_store::db::catalogue::{Component, ComponentRow, Entry, NewAsset};
+use packyard_store::db::catalogue::{AssetRow, Component, ComponentRow, Entry, NewAsset};
 use packyard_store::db::{Db, DbResult};
 
 /// An entry as stored: with who stored it and when (ms).
@@ -44,6 +44,18 @@ pub trait Catalogue: Send + Sync {
     fn revisions(&self) -> bool {
         false
     }
+    /// What a component's metadata says, for people to read: what it depends on (APT
+    /// `Depends`, APK `D:`, Go `require`, Conan `requires`) and facts such as a Conan package's
+    /// settings. Read from the format's rows or files; what cannot be read is left out.
+    async fn details(
+        &self,
+        _services: &Services,
+        _repo: &Repository,
+        _c: &ComponentRow,
+        _assets: &[AssetRow],
+    ) -> Details {
+        Details::default()
+    }
     /// Deletes a hosted repository's components (by key) as the format's own delete does, in one
     /// transaction (one audit entry each, each unit republished once). Returns how many were
     /// there and the units' changes.
@@ -54,6 +66,13 @@ pub trait Catalogue: Send + Sync {
         keys: &[String],
         actor: Actor<'_>,
     ) -> Result<(usize, Vec<(i64, i64)>), UploadError>;
+}
+
+/// What [`Catalogue::details`] found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Details {
+    pub dependencies: Vec<String>,
+    pub facts: Vec<(String, String)>,
 }
 
 /// A hosted page as [`Catalogue::hosted_page`] answers it, from rows read with who stored each

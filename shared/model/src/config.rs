@@ -62,6 +62,10 @@ pub struct ServerConfig {
     pub header_timeout_ms: u64,
     /// Longest pause between two pieces of an upload's body (then 408, nothing stored).
     pub body_idle_timeout_ms: u64,
+    /// The address people reach Packyard at (`https://repo.example.com/packyard` behind a
+    /// reverse proxy that strips `/packyard`): the web UI's links and client set-up snippets,
+    /// and Nexus's `downloadUrl`s. Unset: taken from each request's host.
+    pub public_url: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -256,6 +260,8 @@ pub struct SecurityConfig {
     /// Failed logins for one user from one address within the window before 429.
     pub login_max_failures: u32,
     pub login_window_secs: u64,
+    /// How long a web UI sign-in lasts.
+    pub session_ttl_secs: u64,
 }
 
 impl Default for ServerConfig {
@@ -269,7 +275,26 @@ impl Default for ServerConfig {
             shutdown_timeout_secs: 30,
             header_timeout_ms: 5_000,
             body_idle_timeout_ms: 30_000,
+            public_url: None,
         }
+    }
+}
+
+impl ServerConfig {
+    /// `server.public_url` as (origin, path prefix): `https://host:8443` and `/packyard` (empty
+    /// at the root), or why it is not one.
+    pub fn parse_public_url(value: &str) -> Result<(String, String), String> {
+        let bad = |why: &str| format!("bad value for key `server.public_url`: {value:?} {why}");
+        let url = url::Url::parse(value).map_err(|e| bad(&format!("is not a URL ({e})")))?;
+        if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+            return Err(bad("must be an http:// or https:// URL with a host"));
+        }
+        if url.query().is_some() || url.fragment().is_some() || !url.username().is_empty() {
+            return Err(bad("must not carry a query, a fragment or credentials"));
+        }
+        let origin = url.origin().ascii_serialization();
+        let prefix = url.path().trim_end_matches('/').to_string();
+        Ok((origin, prefix))
     }
 }
 
@@ -345,6 +370,7 @@ impl Default for SecurityConfig {
             watermark_ttl_ms: 1_000,
             login_max_failures: 10,
             login_window_secs: 60,
+            session_ttl_secs: 12 * 3600,
         }
     }
 }
@@ -607,6 +633,14 @@ impl Config {
             if v == 0 || v > 3_600_000 {
                 return Err(ConfigError(format!("bad value for key `{key}`: use 1 to 3600000 (one hour)")));
             }
+        }
+        if let Some(u) = &self.server.public_url {
+            ServerConfig::parse_public_url(u).map_err(ConfigError)?;
+        }
+        if self.security.session_ttl_secs == 0 || self.security.session_ttl_secs > 90 * 86_400 {
+            return Err(ConfigError(
+                "bad value for key `security.session_ttl_secs`: use 1 to 7776000 (90 days)".into(),
+            ));
         }
         if self.server.max_upload_bytes == 0 {
             return Err(ConfigError("bad value for key `server.max_upload_bytes`: must be positive".into()));

@@ -113,6 +113,8 @@ pub struct TokenScope {
     pub repositories: Option<String>,
     pub actions: Option<Vec<Action>>,
     pub expires_at: Option<i64>,
+    /// A web UI session (signed in with a password), not an API token.
+    pub session: bool,
 }
 
 /// Who is calling, with everything needed to decide without the database.
@@ -240,6 +242,7 @@ mod tests {
                 repositories: Some("debs".into()),
                 actions: Some(vec![Action::Read]),
                 expires_at: None,
+                session: false,
             }),
         );
         assert!(narrowed.allows(debs, Action::Read, true));

@@ -23,8 +23,13 @@ pub const ANONYMOUS_ROLE: &str = "anonymous";
 /// Credentials as presented.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Credentials {
-    Basic { username: String, password: String },
+    Basic {
+        username: String,
+        password: String,
+    },
     Bearer(String),
+    /// A web UI session cookie: accepted by the UI only.
+    Session(String),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -36,6 +41,14 @@ pub enum AuthFailure {
     Throttled(Duration),
     #[error(transparent)]
     Db(#[from] DbError),
+}
+
+/// How a token was presented.
+#[derive(Clone, Copy)]
+enum Presented<'a> {
+    Bearer,
+    Basic(&'a str),
+    Session,
 }
 
 type LoginTurn = Arc<tokio::sync::Mutex<()>>;
@@ -93,9 +106,10 @@ impl Security {
     pub async fn principal(&self, creds: Option<&Credentials>, addr: IpAddr) -> Result<Arc<Principal>, AuthFailure> {
         match creds {
             None => Ok(self.anonymous().await?),
-            Some(Credentials::Bearer(token)) => self.token_principal(token, None).await,
+            Some(Credentials::Bearer(token)) => self.token_principal(token, Presented::Bearer).await,
+            Some(Credentials::Session(token)) => self.token_principal(token, Presented::Session).await,
             Some(Credentials::Basic { username, password }) if tokens::parse(password).is_some() => {
-                self.token_principal(password, Some(username)).await
+                self.token_principal(password, Presented::Basic(username)).await
             }
             Some(Credentials::Basic { username, password }) => self.password_principal(username, password, addr).await,
         }
@@ -164,11 +178,47 @@ impl Security {
         Ok(p)
     }
 
-    async fn token_principal(&self, token: &str, basic_user: Option<&str>) -> Result<Arc<Principal>, AuthFailure> {
+    /// Signs a user in to the web UI: the password checked as a Basic login is (the same
+    /// throttle), then a session token of its own kind, valid for `ttl`. Returns the cookie's
+    /// value and the user's principal.
+    pub async fn start_session(
+        &self,
+        username: &str,
+        password: &str,
+        addr: IpAddr,
+        ttl: Duration,
+    ) -> Result<(String, Arc<Principal>), AuthFailure> {
+        if tokens::parse(password).is_some() {
+            return Err(AuthFailure::Invalid("sign in with your password, not a token"));
+        }
+        let principal = self.password_principal(username, password, addr).await?;
+        let Principal::User { id, .. } = principal.as_ref() else {
+            return Err(AuthFailure::Invalid("invalid username or password"));
+        };
+        let new = tokens::generate();
+        let expires_at = now_ms() + i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX / 2);
+        self.db.insert_session(&new.id, *id, &new.secret_hash, expires_at).await?;
+        Ok((new.token, principal))
+    }
+
+    /// Ends the session whose cookie is `token` (signing out); every replica forgets it.
+    pub async fn end_session(&self, token: &str) -> Result<(), DbError> {
+        let Some((id, _)) = tokens::parse(token) else { return Ok(()) };
+        self.db.delete_session(id).await?;
+        self.changed_locally();
+        Ok(())
+    }
+
+    async fn token_principal(&self, token: &str, presented: Presented<'_>) -> Result<Arc<Principal>, AuthFailure> {
         const BAD: AuthFailure = AuthFailure::Invalid("invalid, expired or revoked token");
         let Some((id, secret)) = tokens::parse(token) else { return Err(BAD) };
+        let basic_user = match presented {
+            Presented::Basic(u) => Some(u),
+            _ => None,
+        };
+        let session = matches!(presented, Presented::Session);
         let mut material = Vec::with_capacity(token.len() + 64);
-        material.extend_from_slice(b"token\0");
+        material.extend_from_slice(if session { b"session\0" } else { b"token\0" });
         material.extend_from_slice(basic_user.unwrap_or("").as_bytes());
         material.push(0);
         material.extend_from_slice(token.as_bytes());
@@ -180,6 +230,10 @@ impl Security {
                 let epoch = self.cache.security_epoch();
                 let Some(rec) = self.db.token_by_id(id).await? else { return Err(BAD) };
                 if rec.revoked_at.is_some() || !tokens::digest_eq(&tokens::hash_secret(secret), &rec.secret_hash) {
+                    return Err(BAD);
+                }
+                if rec.session != session {
+                    // A session cookie is no API token, and an API token no session.
                     return Err(BAD);
                 }
                 if basic_user.is_some_and(|u| u != rec.username) {
@@ -195,6 +249,7 @@ impl Security {
                         repositories: rec.repositories,
                         actions: rec.actions,
                         expires_at: rec.expires_at,
+                        session: rec.session,
                     }),
                 });
                 self.cache.store_decision(key, p.clone(), epoch);

@@ -488,6 +488,45 @@ impl Db {
         row.map(|r| Ok((r.try_get("components")?, r.try_get("bytes")?, r.try_get("refreshed_at")?))).transpose()
     }
 
+    /// The groups a repository's components are in, in order, after `after` (from the first
+    /// when `None`), at most `limit`: one index seek each, however many components there are.
+    pub async fn catalogue_groups(
+        &self,
+        repository_id: i64,
+        after: Option<&str>,
+        limit: usize,
+    ) -> DbResult<Vec<String>> {
+        let first =
+            sql!("components.first_group", "SELECT MIN(namespace) AS ns FROM components WHERE repository_id = $1");
+        let next = sql!(
+            "components.next_group",
+            "SELECT MIN(namespace) AS ns FROM components WHERE repository_id = $1 AND namespace > $2"
+        );
+        let mut out: Vec<String> = Vec::new();
+        while out.len() < limit {
+            let row = match out.last().map(String::as_str).or(after) {
+                None => self.bound(first, (repository_id,)).fetch_one(self.pool()).await?,
+                Some(prev) => self.bound(next, (repository_id, prev)).fetch_one(self.pool()).await?,
+            };
+            match row.try_get::<Option<String>, _>("ns")? {
+                Some(ns) => out.push(ns),
+                None => break,
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every repository's usage as last counted: repository id → `(components, bytes)`.
+    pub async fn usage_all(&self) -> DbResult<std::collections::HashMap<i64, (i64, i64)>> {
+        let all = sql!("repository_usage.all", "SELECT repository_id, components, bytes FROM repository_usage");
+        let rows = self.query(all).fetch_all(self.pool()).await?;
+        let mut out = std::collections::HashMap::with_capacity(rows.len());
+        for r in &rows {
+            out.insert(r.try_get("repository_id")?, (r.try_get("components")?, r.try_get("bytes")?));
+        }
+        Ok(out)
+    }
+
     /// Records the MD5 a worker computed after the upload (APT's).
     pub async fn catalogue_set_md5(
         &self,

@@ -99,6 +99,16 @@ fn parse_unit(r: &AnyRow) -> DbResult<UnitRecord> {
     })
 }
 
+/// A repository's publication state ([`Db::publication_summary`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PublicationSummary {
+    pub units: i64,
+    pub pending: i64,
+    pub failing: i64,
+    pub last_error: Option<String>,
+    pub last_published_at: Option<i64>,
+}
+
 impl Db {
     /// Inside the writer's transaction: creates the unit if needed, bumps its desired revision,
     /// marks it pending, and inserts the outbox event. Returns (unit id, new desired revision).
@@ -200,6 +210,30 @@ impl Db {
             .fetch_optional(self.pool())
             .await?;
         row.as_ref().map(parse_unit).transpose()
+    }
+
+    /// Each repository's publication state in one pass: its units still to publish, those
+    /// whose last attempt failed (with one of their errors), and its latest publication.
+    pub async fn publication_summary(&self) -> DbResult<std::collections::HashMap<i64, PublicationSummary>> {
+        let rows = self
+            .query(sql!("publication_units.summary", "SELECT repository_id, COUNT(*) AS units, CAST(SUM(CASE WHEN desired_revision > published_revision THEN 1 ELSE 0 END) AS BIGINT) AS pending, CAST(SUM(CASE WHEN last_error IS NOT NULL THEN 1 ELSE 0 END) AS BIGINT) AS failing, MAX(last_error) AS last_error, MAX(last_published_at) AS last_published_at FROM publication_units GROUP BY repository_id"))
+            .fetch_all(self.pool())
+            .await?;
+        let mut out = std::collections::HashMap::with_capacity(rows.len());
+        for r in &rows {
+            let int = |c: &str| -> DbResult<i64> { Ok(r.try_get::<Option<i64>, _>(c)?.unwrap_or(0)) };
+            out.insert(
+                r.try_get("repository_id")?,
+                PublicationSummary {
+                    units: int("units")?,
+                    pending: int("pending")?,
+                    failing: int("failing")?,
+                    last_error: r.try_get("last_error")?,
+                    last_published_at: r.try_get("last_published_at")?,
+                },
+            );
+        }
+        Ok(out)
     }
 
     pub async fn units_of(&self, repository_id: i64) -> DbResult<Vec<UnitRecord>> {

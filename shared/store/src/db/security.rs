@@ -35,6 +35,8 @@ pub struct TokenRecord {
     pub expires_at: Option<i64>,
     pub created_at: i64,
     pub revoked_at: Option<i64>,
+    /// A web UI session (accepted by the UI only), not an API token.
+    pub session: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,6 +83,7 @@ fn parse_token(r: &AnyRow) -> DbResult<TokenRecord> {
         expires_at: r.try_get("expires_at")?,
         created_at: r.try_get("created_at")?,
         revoked_at: r.try_get("revoked_at")?,
+        session: r.try_get::<i64, _>("session")? != 0,
     })
 }
 
@@ -96,7 +99,7 @@ macro_rules! role_columns {
 
 macro_rules! token_select {
     () => {
-        "SELECT t.id AS id, t.user_id AS user_id, u.username AS username, t.name AS name, t.secret_hash AS secret_hash, t.repositories AS repositories, t.actions AS actions, t.expires_at AS expires_at, t.created_at AS created_at, t.revoked_at AS revoked_at FROM api_tokens t JOIN users u ON u.id = t.user_id"
+        "SELECT t.id AS id, t.user_id AS user_id, u.username AS username, t.name AS name, t.secret_hash AS secret_hash, t.repositories AS repositories, t.actions AS actions, t.expires_at AS expires_at, t.created_at AS created_at, t.revoked_at AS revoked_at, t.session AS session FROM api_tokens t JOIN users u ON u.id = t.user_id"
     };
 }
 
@@ -379,19 +382,56 @@ impl Db {
             Some(uid) => {
                 self.query(sql!(
                     "api_tokens.list",
-                    concat!(token_select!(), " WHERE t.user_id = $1 ORDER BY t.created_at DESC, t.id")
+                    concat!(
+                        token_select!(),
+                        " WHERE t.user_id = $1 AND t.session = 0 ORDER BY t.created_at DESC, t.id"
+                    )
                 ))
                 .bind(uid)
                 .fetch_all(self.pool())
                 .await?
             }
             None => {
-                self.query(sql!("api_tokens.list", concat!(token_select!(), " ORDER BY t.created_at DESC, t.id")))
-                    .fetch_all(self.pool())
-                    .await?
+                self.query(sql!(
+                    "api_tokens.list",
+                    concat!(token_select!(), " WHERE t.session = 0 ORDER BY t.created_at DESC, t.id")
+                ))
+                .fetch_all(self.pool())
+                .await?
             }
         };
         rows.iter().map(parse_token).collect()
+    }
+
+    /// A web UI session of `user_id` until `expires_at`; sessions that ended are dropped.
+    pub async fn insert_session(&self, id: &str, user_id: i64, secret_hash: &str, expires_at: i64) -> DbResult<()> {
+        let now = now_ms();
+        self.query(sql!("api_tokens.prune_sessions", "DELETE FROM api_tokens WHERE session = 1 AND expires_at < $1"))
+            .bind(now)
+            .execute(self.pool())
+            .await?;
+        self.query(sql!("api_tokens.insert_session", "INSERT INTO api_tokens (id, user_id, name, secret_hash, expires_at, created_at, session) VALUES ($1, $2, 'web session', $3, $4, $5, 1)"))
+            .bind(id)
+            .bind(user_id)
+            .bind(secret_hash)
+            .bind(expires_at)
+            .bind(now)
+            .execute(self.pool())
+            .await?;
+        Ok(())
+    }
+
+    /// Ends a web UI session (signing out); bumps the security watermark so that every replica
+    /// forgets it.
+    pub async fn delete_session(&self, id: &str) -> DbResult<()> {
+        let mut tx = self.begin().await?;
+        self.query(sql!("api_tokens.delete_session", "DELETE FROM api_tokens WHERE id = $1 AND session = 1"))
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        self.bump_watermark(&mut tx, SECURITY).await?;
+        tx.commit().await?;
+        Ok(())
     }
 
     /// Marks a token revoked; bumps the security watermark so every replica forgets it.

@@ -1,0 +1,346 @@
+//! The repositories a viewer may read, and one repository: its facts, its publication state,
+//! how to point a client at it, and its contents by the format's own shape (the catalogue's
+//! groups: APT components, APK `branch/repository/arch`, Go module paths, Conan
+//! `user/channel`), paginated by name.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use actix_web::{web, HttpResponse};
+use maud::{html, Markup};
+use packyard_core::services::Services;
+use packyard_model::repos::{Format, RepoType, Repository};
+use packyard_store::db::catalogue::{Pattern, Search, Sort};
+use packyard_store::db::publication::PublicationSummary;
+use serde::Deserialize;
+
+use super::{bytes, setup, time, UiError, Viewer};
+use crate::nexus::catalogue::{decode_token, encode_id, encode_token, members_of, readable, Kind};
+
+/// Components per page.
+const PAGE: i64 = 50;
+/// Groups shown before "more".
+const GROUPS: usize = 40;
+
+/// The repositories the viewer may read, by name.
+pub(super) async fn readable_repositories(
+    services: &Services,
+    viewer: &Viewer,
+) -> Result<(Vec<Arc<Repository>>, HashMap<String, Arc<Repository>>), UiError> {
+    let all: Vec<Arc<Repository>> = services.db.list_repositories().await?.into_iter().map(Arc::new).collect();
+    let by_name = all.iter().map(|r| (r.name.to_string(), r.clone())).collect();
+    let mut mine: Vec<Arc<Repository>> = all.into_iter().filter(|r| readable(&viewer.caller, services, r)).collect();
+    mine.sort_by(|a, b| a.name.as_str().cmp(b.name.as_str()));
+    Ok((mine, by_name))
+}
+
+/// What a repository holds: its own usage, or a group's members' together.
+fn usage_of(
+    repo: &Repository,
+    usage: &HashMap<i64, (i64, i64)>,
+    by_name: &HashMap<String, Arc<Repository>>,
+) -> Option<(i64, i64)> {
+    if repo.repo_type == RepoType::Group {
+        let members = members_of(repo, by_name);
+        let counted: Vec<(i64, i64)> = members.iter().filter_map(|m| usage.get(&m.id).copied()).collect();
+        (!counted.is_empty()).then(|| counted.iter().fold((0, 0), |(c, b), (c2, b2)| (c + c2, b + b2)))
+    } else {
+        usage.get(&repo.id).copied()
+    }
+}
+
+/// The publication state as a badge: up to date, publishing, or the last error.
+pub(super) fn state(repo: &Repository, s: Option<&PublicationSummary>) -> Markup {
+    match s {
+        None if repo.repo_type == RepoType::Proxy => html! { span.badge { "on demand" } },
+        None => html! { span.badge { "nothing to publish" } },
+        Some(s) if s.failing > 0 => html! {
+            span.badge.state-bad title=(s.last_error.clone().unwrap_or_default()) {
+                "failed (" (s.failing) " of " (s.units) ")"
+            }
+            @if let Some(e) = &s.last_error { div.muted.hash { (e) } }
+        },
+        Some(s) if s.pending > 0 => html! { span.badge.state-busy { "publishing (" (s.pending) " of " (s.units) ")" } },
+        Some(s) => html! {
+            span.badge.state-ok { "up to date" }
+            @if let Some(at) = s.last_published_at { " " span.muted { (time(at)) } }
+        },
+    }
+}
+
+pub async fn repositories(viewer: Viewer, services: web::Data<Services>) -> Result<HttpResponse, UiError> {
+    let (repos, by_name) = readable_repositories(&services, &viewer).await?;
+    let usage = services.db.usage_all().await?;
+    let states = services.db.publication_summary().await?;
+    let body = html! {
+        h1 { "Repositories" }
+        @if repos.is_empty() {
+            p { "There is no repository you may read." }
+            @if !viewer.signed_in() { p { a href=(viewer.base.link("/signin")) { "Sign in" } " to see more." } }
+        } @else {
+            div.table-wrap {
+                table {
+                    thead { tr {
+                        th scope="col" { "Name" } th scope="col" { "Format" } th scope="col" { "Type" }
+                        th scope="col" { "URL" } th.num scope="col" { "Components" } th.num scope="col" { "Size" }
+                        th scope="col" { "Publication" }
+                    } }
+                    tbody {
+                        @for r in &repos {
+                            @let u = usage_of(r, &usage, &by_name);
+                            tr {
+                                td { a href=(viewer.base.link(&format!("/browse/{}", r.name))) { (r.name.as_str()) } }
+                                td { (r.format.as_str()) }
+                                td { (r.repo_type.as_str()) }
+                                td { code { (setup::url(&viewer.base, r)) "/" } }
+                                td.num { (u.map_or("–".to_string(), |u| u.0.to_string())) }
+                                td.num { (u.map_or("–".to_string(), |u| bytes(u.1))) }
+                                td { (state(r, states.get(&r.id))) }
+                            }
+                        }
+                    }
+                }
+            }
+            p.muted { "Counts are refreshed by the worker every " (services.config.worker.usage_refresh_secs) " s." }
+        }
+    };
+    Ok(viewer.page("Repositories", body))
+}
+
+#[derive(Deserialize, Default)]
+pub struct BrowseQuery {
+    group: Option<String>,
+    /// A name, or the start of one.
+    name: Option<String>,
+    after: Option<String>,
+    groups_after: Option<String>,
+}
+
+/// The format's word for a catalogue group.
+fn group_label(format: Format) -> &'static str {
+    match format {
+        Format::Apt => "Component",
+        Format::Apk => "Branch / repository / architecture",
+        Format::Go => "Module path",
+        Format::Conan => "User / channel",
+    }
+}
+
+/// The format's own files of a group, to open directly.
+fn group_files(viewer: &Viewer, repo: &Repository, group: &str) -> Vec<(String, String)> {
+    let file = |p: String| (p.clone(), viewer.base.link(&format!("/repository/{}/{p}", repo.name)));
+    match repo.format {
+        Format::Apt => {
+            let apt = repo.settings.apt.clone().unwrap_or_default();
+            apt.architectures
+                .iter()
+                .filter(|a| a.as_str() != "all")
+                .map(|a| file(format!("dists/{}/{group}/binary-{a}/Packages", apt.distribution)))
+                .collect()
+        }
+        Format::Apk => vec![file(format!("{group}/APKINDEX.tar.gz"))],
+        Format::Go | Format::Conan => Vec::new(),
+    }
+}
+
+pub async fn repository(
+    viewer: Viewer,
+    services: web::Data<Services>,
+    name: web::Path<String>,
+    q: web::Query<BrowseQuery>,
+) -> Result<HttpResponse, UiError> {
+    let (repos, by_name) = readable_repositories(&services, &viewer).await?;
+    let Some(repo) = repos.iter().find(|r| r.name.as_str() == name.as_str()).cloned() else {
+        return Err(UiError::not_found(format!("There is no repository {name} you may read.")));
+    };
+    let usage = services.db.usage_all().await?;
+    let states = services.db.publication_summary().await?;
+    // What the repository's contents are read from: itself, or a group's members.
+    let sources: Vec<Arc<Repository>> =
+        if repo.repo_type == RepoType::Group { members_of(&repo, &by_name) } else { vec![repo.clone()] };
+    // `Some("")` is the group of components without one (a Conan reference without user/channel).
+    let group = q.group.clone();
+    let mut groups: Vec<String> = Vec::new();
+    for s in &sources {
+        groups.extend(services.db.catalogue_groups(s.id, q.groups_after.as_deref(), GROUPS + 1).await?);
+    }
+    groups.sort();
+    groups.dedup();
+    let more_groups = groups.len() > GROUPS;
+    groups.truncate(GROUPS);
+    let after = q.after.as_deref().map(decode_token).transpose()?;
+    let search = Search {
+        repositories: sources.iter().map(|s| s.id).collect(),
+        group: group.clone().map(Pattern::Exact),
+        name: q.name.as_deref().filter(|n| !n.is_empty()).map(|n| Pattern::Prefix(n.to_string())),
+        sort: Sort::Name,
+        after,
+        limit: PAGE,
+        ..Search::default()
+    };
+    let rows = services.db.catalogue_search(&search).await?;
+    let next = (rows.len() as i64 == PAGE).then(|| rows.last()).flatten().map(|c| encode_token(&c.name, c.id));
+    let branch = (repo.format == Format::Apk)
+        .then(|| group.as_deref().or(groups.first().map(String::as_str)))
+        .flatten()
+        .and_then(|g| g.rsplit_once('/').map(|(b, _)| b.to_string()));
+    let snippets = setup::repository(&services, &viewer.base, &repo, branch.as_deref()).await;
+    let link_with = |g: Option<&str>, after: Option<&str>| {
+        let mut qs = Vec::new();
+        if let Some(g) = g {
+            qs.push(format!("group={}", urlencode(g)));
+        }
+        if let Some(n) = q.name.as_deref().filter(|n| !n.is_empty()) {
+            qs.push(format!("name={}", urlencode(n)));
+        }
+        if let Some(a) = after {
+            qs.push(format!("after={a}"));
+        }
+        let path = format!("/browse/{}", repo.name);
+        viewer.base.link(&if qs.is_empty() { path } else { format!("{path}?{}", qs.join("&")) })
+    };
+    let u = usage_of(&repo, &usage, &by_name);
+    let body = html! {
+        div.crumbs { a href=(viewer.base.link("/")) { "Repositories" } " / " }
+        h1 { (repo.name.as_str()) " " span.badge { (repo.format.as_str()) } " " span.badge { (repo.repo_type.as_str()) } }
+        div.grid {
+            section.panel aria-labelledby="facts" {
+                h2 #facts { "About" }
+                dl.facts {
+                    dt { "URL" } dd { code { (setup::url(&viewer.base, &repo)) "/" } }
+                    dt { "Components" } dd { (u.map_or("not counted yet".to_string(), |u| u.0.to_string())) }
+                    dt { "Size" } dd { (u.map_or("–".to_string(), |u| bytes(u.1))) }
+                    dt { "Publication" } dd { (state(&repo, states.get(&repo.id))) }
+                    @if repo.repo_type == RepoType::Hosted { dt { "Redeploy" } dd { (repo.write_policy.as_str()) } }
+                    dt { "Anonymous read" } dd { (if repo.anonymous_read && services.security.anonymous_read { "yes" } else { "no" }) }
+                    @if let Some(apt) = &repo.settings.apt {
+                        dt { "Distribution" } dd { (apt.distribution) }
+                        dt { "Components" } dd { (apt.components.join(", ")) }
+                        dt { "Architectures" } dd { (apt.architectures.join(", ")) }
+                    }
+                    @if let Some(apk) = &repo.settings.apk {
+                        dt { "Architectures" } dd { (apk.architectures.join(", ")) }
+                    }
+                    @if let Some(p) = &repo.settings.proxy {
+                        dt { "Upstream" } dd { code { (p.remote_url) } }
+                        dt { "Metadata kept" } dd { (p.metadata_ttl_secs) " s" }
+                    }
+                }
+                @if repo.format == Format::Apt {
+                    @let apt = repo.settings.apt.clone().unwrap_or_default();
+                    h3 { "Index files" }
+                    ul.plain {
+                        @for f in ["InRelease", "Release"] {
+                            @let p = format!("dists/{}/{f}", apt.distribution);
+                            li { a href=(viewer.base.link(&format!("/repository/{}/{p}", repo.name))) { (p) } }
+                        }
+                        @if repo.repo_type != RepoType::Proxy {
+                            li { a href=(viewer.base.link(&format!("/repository/{}/gpg.key", repo.name))) { "gpg.key" } }
+                        }
+                    }
+                }
+            }
+            section.panel aria-labelledby="setup" {
+                h2 #setup { "Client set-up" }
+                @for s in &snippets { (super::snippet(&s.label, &s.text)) }
+            }
+        }
+        @if repo.repo_type == RepoType::Group {
+            h2 { "Members" }
+            p.muted { "Served in this order: the first member that has a file serves it." }
+            div.table-wrap { table {
+                thead { tr { th scope="col" { "Member" } th scope="col" { "Type" } th.num scope="col" { "Contributes" } th.num scope="col" { "Size" } } }
+                tbody {
+                    @for m in &repo.members {
+                        @let mr = by_name.get(m.as_str());
+                        @let mu = mr.and_then(|r| usage_of(r, &usage, &by_name));
+                        tr {
+                            td { @if mr.is_some_and(|r| readable(&viewer.caller, &services, r)) {
+                                a href=(viewer.base.link(&format!("/browse/{m}"))) { (m.as_str()) }
+                            } @else { (m.as_str()) } }
+                            td { (mr.map_or("–", |r| r.repo_type.as_str())) }
+                            td.num { (mu.map_or("–".to_string(), |u| format!("{} components", u.0))) }
+                            td.num { (mu.map_or("–".to_string(), |u| bytes(u.1))) }
+                        }
+                    }
+                }
+            } }
+        }
+        h2 { @if repo.repo_type == RepoType::Proxy { "Cached" } @else { "Contents" } }
+        @if !groups.is_empty() || group.is_some() {
+            h3 { (group_label(repo.format)) }
+            ul.facets {
+                li { a href=(link_with(None, None)) aria-current=[group.is_none().then_some("true")] { "all" } }
+                @for g in &groups {
+                    li { a href=(link_with(Some(g), None)) aria-current=[(group.as_deref() == Some(g.as_str())).then_some("true")] {
+                        @if g.is_empty() { "(none)" } @else { (g) }
+                    } }
+                }
+                @if more_groups {
+                    @if let Some(last) = groups.last() {
+                        li { a href=(viewer.base.link(&format!("/browse/{}?groups_after={}", repo.name, urlencode(last)))) { "more…" } }
+                    }
+                }
+            }
+            @if let Some(g) = &group {
+                @let files = group_files(&viewer, &repo, g);
+                @if !files.is_empty() {
+                    p { "Index: " @for (i, (label, href)) in files.iter().enumerate() { @if i > 0 { ", " } a href=(href) { (label) } } }
+                }
+            }
+        }
+        form.search method="get" action=(viewer.base.link(&format!("/browse/{}", repo.name))) {
+            @if let Some(g) = &group { input type="hidden" name="group" value=(g); }
+            div.field {
+                label for="name" { "Name starts with" }
+                input #name name="name" value=(q.name.clone().unwrap_or_default());
+            }
+            button type="submit" { "Filter" }
+        }
+        @if rows.is_empty() {
+            p { @if repo.repo_type == RepoType::Proxy { "Nothing cached yet: what clients fetch through the proxy appears here." } @else { "Nothing here yet." } }
+        } @else {
+            div.table-wrap { table {
+                thead { tr {
+                    th scope="col" { "Name" } th scope="col" { "Version" } th scope="col" { (group_label(repo.format)) }
+                    @if repo.repo_type == RepoType::Group { th scope="col" { "From" } }
+                    th.wide-only scope="col" { "Stored" } th.wide-only scope="col" { "By" }
+                } }
+                tbody {
+                    @for c in &rows {
+                        tr {
+                            td { a href=(viewer.base.link(&format!("/component/{}", encode_id(Kind::Component, repo.id, c.id)))) {
+                                @if repo.format == Format::Go { (setup::go_module(c)) } @else { (c.name) }
+                            } }
+                            td { (c.version) }
+                            td { (c.namespace) }
+                            @if repo.repo_type == RepoType::Group {
+                                td { (sources.iter().find(|s| s.id == c.repository_id).map_or("", |s| s.name.as_str())) }
+                            }
+                            td.wide-only { (time(c.created_at)) }
+                            td.wide-only { (c.uploaded_by) }
+                        }
+                    }
+                }
+            } }
+        }
+        nav.pager aria-label="Pages" {
+            @if q.after.is_some() { a href=(link_with(group.as_deref(), None)) { "First page" } }
+            @if let Some(n) = &next { a href=(link_with(group.as_deref(), Some(n))) { "Next page" } }
+        }
+    };
+    Ok(viewer.page(repo.name.as_str(), body))
+}
+
+/// Percent-encodes a query value.
+pub(super) fn urlencode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
