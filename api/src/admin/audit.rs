@@ -18,6 +18,13 @@ pub struct Page {
     before: Option<i64>,
     #[serde(default)]
     limit: Option<i64>,
+    /// Who (exactly), the action (its start), the target (containing).
+    #[serde(default)]
+    actor: Option<String>,
+    #[serde(default)]
+    action: Option<String>,
+    #[serde(default)]
+    target: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -38,12 +45,22 @@ struct PageView {
     next: Option<i64>,
 }
 
-async fn list(_admin: Admin, services: web::Data<Services>, q: web::Query<Page>) -> Result<HttpResponse, ApiError> {
+pub(crate) async fn list(
+    _admin: Admin,
+    services: web::Data<Services>,
+    q: web::Query<Page>,
+) -> Result<HttpResponse, ApiError> {
     let limit = q.limit.unwrap_or(100);
     if !(1..=1000).contains(&limit) {
         return Err(ApiError::bad_request("limit: 1 to 1000"));
     }
-    let rows = services.db.list_audit(q.before, limit + 1).await?;
+    let given = |v: &Option<String>| v.as_deref().filter(|s| !s.is_empty()).map(str::to_string);
+    let filter = packyard_store::db::security::AuditFilter {
+        actor: given(&q.actor),
+        action: given(&q.action),
+        target: given(&q.target),
+    };
+    let rows = services.db.list_audit_filtered(q.before, limit + 1, &filter).await?;
     let more = rows.len() as i64 > limit;
     let entries: Vec<Entry> = rows
         .into_iter()

@@ -102,7 +102,7 @@ fn json_of(spec: &PolicySpec) -> Result<(String, Option<String>), ApiError> {
     Ok((criteria, schedule))
 }
 
-async fn list(_admin: Admin, services: web::Data<Services>) -> Result<HttpResponse, ApiError> {
+pub(crate) async fn list(_admin: Admin, services: web::Data<Services>) -> Result<HttpResponse, ApiError> {
     let all: Vec<PolicyView> =
         services.db.list_policies().await?.into_iter().map(PolicyView::try_from).collect::<Result<_, _>>()?;
     Ok(HttpResponse::Ok().json(all))
@@ -175,7 +175,7 @@ async fn delete(
 const PREVIEW_PAGE: usize = 100;
 
 #[derive(serde::Deserialize)]
-struct PreviewQuery {
+pub(crate) struct PreviewQuery {
     repository: Option<String>,
     #[serde(rename = "continuationToken")]
     continuation_token: Option<String>,
@@ -188,7 +188,7 @@ fn b64() -> base64::engine::GeneralPurpose {
 /// `POST /cleanup-policies/{name}/preview?repository=`: what a run of the policy would remove
 /// from the repository now — every component's count and bytes, and a page of them (name order;
 /// `continuationToken` for the next).
-async fn preview(
+pub(crate) async fn preview(
     _admin: Admin,
     services: web::Data<Services>,
     path: web::Path<String>,
@@ -327,7 +327,11 @@ async fn run_now(
 
 /// `GET /cleanup-policies/{name}/runs`: the last (or current) run on each of the policy's
 /// repositories — state, start, finish, duration, what it removed, its error.
-async fn runs(_admin: Admin, services: web::Data<Services>, path: web::Path<String>) -> Result<HttpResponse, ApiError> {
+pub(crate) async fn runs(
+    _admin: Admin,
+    services: web::Data<Services>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
     let policy = find(&services, &path).await?;
     let items: Vec<serde_json::Value> =
         services.db.cleanup_runs_of(policy.row.id).await?.iter().map(run_view).collect();

@@ -7,14 +7,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::ApiError;
 
-mod create;
-mod delete;
-mod get;
-mod list;
+pub(crate) mod create;
+pub(crate) mod delete;
+pub(crate) mod get;
+pub(crate) mod list;
 mod rebuild;
-mod signing_key;
-mod status;
-mod update;
+pub(crate) mod signing_key;
+pub(crate) mod status;
+pub(crate) mod update;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(

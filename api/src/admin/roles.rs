@@ -77,7 +77,7 @@ fn check(name: &str, body: &RoleBody) -> Result<(), ApiError> {
     Ok(())
 }
 
-async fn list(_admin: Admin, services: web::Data<Services>) -> Result<HttpResponse, ApiError> {
+pub(crate) async fn list(_admin: Admin, services: web::Data<Services>) -> Result<HttpResponse, ApiError> {
     let roles: Vec<RoleView> = services.db.list_roles().await?.into_iter().map(RoleView::from).collect();
     Ok(HttpResponse::Ok().json(roles))
 }
@@ -86,7 +86,7 @@ async fn find(services: &Services, name: &str) -> Result<RoleRecord, ApiError> {
     services.db.role_by_name(name).await?.ok_or_else(|| ApiError::not_found(format!("role {name} not found")))
 }
 
-async fn create(
+pub(crate) async fn create(
     admin: Admin,
     services: web::Data<Services>,
     body: web::Json<RoleBody>,
@@ -143,7 +143,7 @@ async fn update(
     Ok(HttpResponse::Ok().json(RoleView::from(find(&services, &path).await?)))
 }
 
-async fn delete(
+pub(crate) async fn delete(
     admin: Admin,
     services: web::Data<Services>,
     path: web::Path<String>,

@@ -69,7 +69,7 @@ pub struct ListQuery {
     all: bool,
 }
 
-async fn create(
+pub(crate) async fn create(
     user: Authenticated,
     services: web::Data<Services>,
     body: web::Json<NewToken>,
@@ -130,7 +130,7 @@ async fn create(
     Ok(HttpResponse::Created().json(CreatedToken { token: new.token, view: TokenView::from(record) }))
 }
 
-async fn list(
+pub(crate) async fn list(
     user: Authenticated,
     services: web::Data<Services>,
     q: web::Query<ListQuery>,
@@ -140,7 +140,7 @@ async fn list(
     Ok(HttpResponse::Ok().json(tokens))
 }
 
-async fn revoke(
+pub(crate) async fn revoke(
     user: Authenticated,
     services: web::Data<Services>,
     path: web::Path<String>,

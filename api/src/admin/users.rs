@@ -85,7 +85,7 @@ async fn view(services: &Services, id: i64, username: String, created_at: i64) -
     Ok(UserView { roles: services.db.role_names_of(id).await?, username, created_at: rfc3339_ms(created_at) })
 }
 
-async fn list(_admin: Admin, services: web::Data<Services>) -> Result<HttpResponse, ApiError> {
+pub(crate) async fn list(_admin: Admin, services: web::Data<Services>) -> Result<HttpResponse, ApiError> {
     let mut out = Vec::new();
     for (id, username, created_at) in services.db.list_users().await? {
         out.push(view(&services, id, username, created_at).await?);
@@ -102,7 +102,7 @@ async fn find(services: &Services, username: &str) -> Result<(i64, i64), ApiErro
         .ok_or_else(|| ApiError::not_found(format!("user {username} not found")))
 }
 
-async fn create(
+pub(crate) async fn create(
     admin: Admin,
     services: web::Data<Services>,
     body: web::Json<NewUser>,
@@ -165,7 +165,7 @@ async fn update(
     Ok(HttpResponse::Ok().json(view(&services, id, path.into_inner(), created).await?))
 }
 
-async fn delete(
+pub(crate) async fn delete(
     admin: Admin,
     services: web::Data<Services>,
     path: web::Path<String>,

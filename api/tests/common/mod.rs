@@ -4,6 +4,7 @@
 pub mod app;
 pub mod chaos;
 pub mod process;
+pub mod webdriver;
 
 /// A repository definition for the admin API, built by format and type.
 #[derive(Debug, Clone, serde::Serialize)]

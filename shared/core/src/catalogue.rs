@@ -75,6 +75,24 @@ pub struct Details {
     pub facts: Vec<(String, String)>,
 }
 
+/// The largest file [`Catalogue::details`] reads (a larger one is left out).
+pub const DETAILS_MAX_FILE: u64 = 1 << 20;
+
+/// The bytes of an asset's blob for [`Catalogue::details`]: `None` when it is larger than
+/// [`DETAILS_MAX_FILE`] (as recorded or as stored), gone or unreadable.
+pub async fn small_asset(services: &Services, asset: &AssetRow) -> Option<bytes::Bytes> {
+    if !u64::try_from(asset.size).is_ok_and(|size| size <= DETAILS_MAX_FILE) {
+        return None;
+    }
+    let digest = packyard_store::blobs::Sha256Hex::parse(asset.sha256.trim()).ok()?;
+    let size = services.blobs.stat(&digest).await.ok()??;
+    if size > DETAILS_MAX_FILE {
+        return None;
+    }
+    let bytes = services.blobs.read_all(&digest).await.ok()?;
+    (u64::try_from(bytes.len()).ok()? <= DETAILS_MAX_FILE).then_some(bytes)
+}
+
 /// A hosted page as [`Catalogue::hosted_page`] answers it, from rows read with who stored each
 /// and when: `(row, uploaded_by, created_at)`.
 pub fn stamped<R>(rows: Vec<(R, String, i64)>, id: fn(&R) -> i64, entry: fn(&R) -> Entry) -> Vec<(i64, Stamped)> {

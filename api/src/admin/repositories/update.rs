@@ -43,15 +43,24 @@ pub async fn patch(
     }
     let patch: serde_json::Value =
         serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))?;
-    let name = path.name.0.as_str();
+    apply_patch(admin, &services, path.name.0.as_str(), &patch).await
+}
+
+/// Applies a merge patch to the definition as GET shows it (the web UI's edit form too).
+pub(crate) async fn apply_patch(
+    admin: Admin,
+    services: &Services,
+    name: &str,
+    patch: &serde_json::Value,
+) -> Result<HttpResponse> {
     let service = RepositoryService::new(&services.db).with_format_checks(&packyard_formats::check_settings);
     let current = service.get(name).await?;
     let kept = current.settings.proxy.as_ref().and_then(|p| p.password_sealed.clone());
     let view = serde_json::to_value(RepositoryView::from(current)).map_err(ApiError::internal)?;
-    let mut spec = patched(view, &patch)?;
-    super::seal_proxy_password(&services, name, &mut spec, kept)?;
+    let mut spec = patched(view, patch)?;
+    super::seal_proxy_password(services, name, &mut spec, kept)?;
     let repo = service.apply(name, spec).await?;
-    updated(&admin, &services, repo).await
+    updated(&admin, services, repo).await
 }
 
 async fn updated(admin: &Admin, services: &Services, repo: Repository) -> Result<HttpResponse> {

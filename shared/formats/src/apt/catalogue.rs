@@ -7,12 +7,13 @@
 use async_trait::async_trait;
 
 use super::rows::{self, AptPackage};
-use packyard_core::catalogue::{stamped, Catalogue, Stamped};
+use packyard_codecs::apt::deb::{read_package, Limits};
+use packyard_core::catalogue::{small_asset, stamped, Catalogue, Details, Stamped};
 use packyard_core::hosted::{Actor, UploadError};
 use packyard_core::hosted::{Component, Entry, NewAsset};
 use packyard_core::services::Services;
 use packyard_model::repos::Repository;
-use packyard_store::db::catalogue::ComponentRow;
+use packyard_store::db::catalogue::{AssetRow, ComponentRow};
 use packyard_store::db::{Db, DbResult};
 
 pub const DEB_TYPE: &str = "application/vnd.debian.binary-package";
@@ -38,8 +39,84 @@ pub fn entry(p: &AptPackage) -> Entry {
     Entry { component, assets: vec![deb] }
 }
 
+/// How much of a cached `.deb` is unpacked to read its control file (it is at most
+/// [`packyard_core::catalogue::DETAILS_MAX_FILE`] bytes).
+const DETAILS_LIMITS: Limits =
+    Limits { control_member: 1 << 20, control_tar: 16 << 20, control_file: 1 << 20, data_tar: 64 << 20 };
+
+/// The control file of a component without a row (a proxy's): from its `.deb`, if small.
+async fn deb_control(services: &Services, assets: &[AssetRow]) -> Option<String> {
+    let deb = assets.iter().find(|a| a.path.ends_with(".deb") || a.path.ends_with(".udeb"))?;
+    let bytes = small_asset(services, deb).await?;
+    tokio::task::spawn_blocking(move || deb_control_text(&bytes)).await.ok().flatten()
+}
+
+/// The control text of a `.deb` in memory, if it reads as one.
+fn deb_control_text(deb: &[u8]) -> Option<String> {
+    read_package(deb, DETAILS_LIMITS).ok().map(|c| c.text)
+}
+
+/// A field of a control stanza, its continuation lines folded into one line; `None` when
+/// absent or empty.
+fn control_field(stanza: &str, name: &str) -> Option<String> {
+    let mut lines = stanza.lines();
+    let first = lines.find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        (!l.starts_with([' ', '\t']) && k.trim().eq_ignore_ascii_case(name)).then_some(v)
+    })?;
+    let mut value = first.trim().to_string();
+    for more in lines.take_while(|l| l.starts_with([' ', '\t'])) {
+        let more = more.trim();
+        if !more.is_empty() && more != "." {
+            if !value.is_empty() {
+                value.push(' ');
+            }
+            value.push_str(more);
+        }
+    }
+    (!value.is_empty()).then_some(value)
+}
+
+/// The entries of a relationship field (`Depends`): split at commas, white space collapsed
+/// (`libc6 (>= 2.36)`, alternatives kept together: `awk | mawk`).
+fn relations(value: &str) -> Vec<String> {
+    value.split(',').map(|e| e.split_whitespace().collect::<Vec<_>>().join(" ")).filter(|e| !e.is_empty()).collect()
+}
+
+/// What a control stanza says for people: its `Depends`, and its architecture, other
+/// relationships, size, section and maintainer.
+fn control_details(stanza: &str) -> Details {
+    let dependencies = control_field(stanza, "Depends").map(|d| relations(&d)).unwrap_or_default();
+    let mut facts = Vec::new();
+    for name in ["Architecture", "Pre-Depends", "Recommends", "Installed-Size", "Section", "Maintainer"] {
+        let Some(value) = control_field(stanza, name) else { continue };
+        let value = match name {
+            "Pre-Depends" | "Recommends" => relations(&value).join(", "),
+            "Installed-Size" => format!("{value} KiB"),
+            _ => value,
+        };
+        facts.push((name.to_string(), value));
+    }
+    Details { dependencies, facts }
+}
+
 #[async_trait]
 impl Catalogue for AptCatalogue {
+    /// From the package's row (its control text) when hosted, else from the control file of
+    /// its `.deb`.
+    async fn details(&self, services: &Services, repo: &Repository, c: &ComponentRow, assets: &[AssetRow]) -> Details {
+        let db = &services.db;
+        let row = rows::by_pool_path(db, db.pool(), repo.id, &c.component_key).await.ok().flatten();
+        let control = match row {
+            Some(p) => p.control,
+            None => match deb_control(services, assets).await {
+                Some(text) => text,
+                None => return Details::default(),
+            },
+        };
+        control_details(&control)
+    }
+
     async fn hosted_page(&self, db: &Db, repo: &Repository, after: i64, limit: i64) -> DbResult<Vec<(i64, Stamped)>> {
         Ok(stamped(rows::stamped_page(db, repo.id, after, limit).await?, |p| p.id, entry))
     }
@@ -84,6 +161,51 @@ impl Catalogue for AptCatalogue {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const STANZA: &str = "Package: hello\nVersion: 2.10-3\nArchitecture: amd64\nMaintainer: Santiago <s@example.org>\nInstalled-Size: 280\nPre-Depends: dpkg (>= 1.15)\nDepends: libc6 (>= 2.34),\n libgcc-s1,\n  awk | mawk\nSection: devel\nDescription: greets\n Depends: not a field\n .\n more";
+
+    #[test]
+    fn depends_are_split_at_commas() {
+        assert_eq!(
+            relations("libc6 (>= 2.36), libssl3  (>=\t3.0),, awk | mawk ,"),
+            ["libc6 (>= 2.36)", "libssl3 (>= 3.0)", "awk | mawk"]
+        );
+        assert!(relations(" , ").is_empty());
+    }
+
+    #[test]
+    fn control_fields_fold_their_continuation_lines() {
+        assert_eq!(control_field(STANZA, "depends").as_deref(), Some("libc6 (>= 2.34), libgcc-s1, awk | mawk"));
+        assert_eq!(control_field(STANZA, "Description").as_deref(), Some("greets Depends: not a field more"));
+        assert_eq!(control_field(STANZA, "Recommends"), None);
+        assert_eq!(control_field("Recommends:\n", "Recommends"), None);
+    }
+
+    #[test]
+    fn a_control_stanza_gives_its_details() {
+        let d = control_details(STANZA);
+        assert_eq!(d.dependencies, ["libc6 (>= 2.34)", "libgcc-s1", "awk | mawk"]);
+        let facts: Vec<(&str, &str)> = d.facts.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        assert_eq!(
+            facts,
+            [
+                ("Architecture", "amd64"),
+                ("Pre-Depends", "dpkg (>= 1.15)"),
+                ("Installed-Size", "280 KiB"),
+                ("Section", "devel"),
+                ("Maintainer", "Santiago <s@example.org>")
+            ]
+        );
+        assert_eq!(control_details(""), Details::default());
+    }
+
+    #[test]
+    fn a_deb_gives_its_control_text() {
+        let control = "Package: sl\nVersion: 5.02-1\nArchitecture: amd64\nDepends: libc6 (>= 2.34), libncurses6\n";
+        let text = deb_control_text(&packyard_codecs::apt::testing::deb(control, ".xz")).unwrap_or_default();
+        assert_eq!(control_details(&text).dependencies, ["libc6 (>= 2.34)", "libncurses6"]);
+        assert_eq!(deb_control_text(b"!<arch>\nnot a package"), None);
+    }
 
     #[test]
     fn a_pool_path_names_its_package() {

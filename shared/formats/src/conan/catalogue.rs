@@ -8,11 +8,12 @@ use async_trait::async_trait;
 
 use super::rows::{self, ConanFile};
 use packyard_codecs::conan::Reference;
-use packyard_core::catalogue::{Catalogue, Stamped};
+use packyard_core::catalogue::{small_asset, Catalogue, Details, Stamped};
 use packyard_core::hosted::{Actor, UploadError};
 use packyard_core::hosted::{Component, Entry, Forget, NewAsset};
 use packyard_core::services::Services;
 use packyard_model::repos::Repository;
+use packyard_store::db::catalogue::{AssetRow, ComponentRow};
 use packyard_store::db::{Db, DbResult};
 
 pub struct ConanCatalogue;
@@ -73,8 +74,80 @@ pub fn forget(reference: &str, rrev: &str, package: Option<(&str, &str)>, packag
     }
 }
 
+/// The most package ids whose `conaninfo.txt` [`Catalogue::details`] reads.
+const DETAILS_MAX_PACKAGES: usize = 64;
+
+/// The package id of a package revision's `conaninfo.txt`
+/// (`v2/conans/…/revisions/<rrev>/packages/<pkgid>/revisions/<prev>/files/conaninfo.txt`).
+fn conaninfo_package(path: &str) -> Option<&str> {
+    let rest = path.strip_suffix("/files/conaninfo.txt")?;
+    let (rest, _prev) = rest.rsplit_once("/revisions/")?;
+    let (recipe, pkgid) = rest.rsplit_once("/packages/")?;
+    (recipe.starts_with("v2/conans/") && recipe.contains("/revisions/") && !pkgid.is_empty() && !pkgid.contains('/'))
+        .then_some(pkgid)
+}
+
+/// The lines of a section of a `conaninfo.txt` (`[requires]`), trimmed, blank ones left out.
+fn conaninfo_section<'a>(text: &'a str, name: &str) -> Vec<&'a str> {
+    let mut inside = false;
+    let mut out = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if let Some(section) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            inside = section.trim() == name;
+        } else if inside && !line.is_empty() {
+            out.push(line);
+        }
+    }
+    out
+}
+
+/// What the `conaninfo.txt` of each package id (`(pkgid, text)`) says for people: the
+/// `[requires]` of all, each once, and each package's `[settings]` as a fact
+/// (`package <pkgid's first 12>`: `os=Linux, arch=x86_64`).
+fn conaninfo_details(packages: &[(String, String)]) -> Details {
+    let mut details = Details::default();
+    for (pkgid, text) in packages {
+        for require in conaninfo_section(text, "requires") {
+            if !details.dependencies.iter().any(|d| d == require) {
+                details.dependencies.push(require.to_string());
+            }
+        }
+        let settings = conaninfo_section(text, "settings").join(", ");
+        let settings = if settings.is_empty() { "(no settings)".to_string() } else { settings };
+        let short: String = pkgid.chars().take(12).collect();
+        details.facts.push((format!("package {short}"), settings));
+    }
+    details
+}
+
 #[async_trait]
 impl Catalogue for ConanCatalogue {
+    /// From the `conaninfo.txt` assets of the recipe revision's package revisions (the newest
+    /// revision of each package id), hosted and cached alike.
+    async fn details(
+        &self,
+        services: &Services,
+        _repo: &Repository,
+        _c: &ComponentRow,
+        assets: &[AssetRow],
+    ) -> Details {
+        let mut newest: std::collections::BTreeMap<&str, &AssetRow> = std::collections::BTreeMap::new();
+        for asset in assets {
+            let Some(pkgid) = conaninfo_package(&asset.path) else { continue };
+            let entry = newest.entry(pkgid).or_insert(asset);
+            if (asset.created_at, asset.id) > (entry.created_at, entry.id) {
+                *entry = asset;
+            }
+        }
+        let mut packages = Vec::new();
+        for (pkgid, asset) in newest.into_iter().take(DETAILS_MAX_PACKAGES) {
+            if let Some(bytes) = small_asset(services, asset).await {
+                packages.push((pkgid.to_string(), String::from_utf8_lossy(&bytes).into_owned()));
+            }
+        }
+        conaninfo_details(&packages)
+    }
+
     async fn hosted_page(&self, db: &Db, repo: &Repository, after: i64, limit: i64) -> DbResult<Vec<(i64, Stamped)>> {
         let mut out = Vec::new();
         for rev in rows::complete_page(db, repo.id, after, limit).await? {
@@ -132,6 +205,52 @@ impl Catalogue for ConanCatalogue {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const LINUX: &str = "[settings]\narch=x86_64\nbuild_type=Release\nos=Linux\n\n[options]\nshared=False\n\n[requires]\nzlib/1.3.Z\nopenssl/3.2.Z\n\n[python_requires]\ntool/1.Y.Z\n";
+    const WINDOWS: &str = "[settings]\n    arch=x86_64\n    os=Windows\n[requires]\n    zlib/1.3.Z\n    bzip2/1.0.Z\n";
+
+    #[test]
+    fn a_conaninfo_path_names_its_package() {
+        let path = "v2/conans/zlib/1.3/_/_/revisions/abc/packages/0123456789abcdef/revisions/r1/files/conaninfo.txt";
+        assert_eq!(conaninfo_package(path), Some("0123456789abcdef"));
+        for other in [
+            "v2/conans/zlib/1.3/_/_/revisions/abc/files/conaninfo.txt",
+            "v2/conans/zlib/1.3/_/_/revisions/abc/packages/p1/revisions/r1/files/conan_package.tgz",
+            "v2/conans/zlib/1.3/_/_/revisions/abc/packages/p1/revisions/r1/files/sub/conaninfo.txt",
+        ] {
+            assert_eq!(conaninfo_package(other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn conaninfo_sections_are_read() {
+        assert_eq!(conaninfo_section(LINUX, "settings"), ["arch=x86_64", "build_type=Release", "os=Linux"]);
+        assert_eq!(conaninfo_section(LINUX, "requires"), ["zlib/1.3.Z", "openssl/3.2.Z"]);
+        assert_eq!(conaninfo_section(WINDOWS, "settings"), ["arch=x86_64", "os=Windows"]);
+        assert!(conaninfo_section(LINUX, "conf").is_empty());
+        assert!(conaninfo_section("", "requires").is_empty());
+    }
+
+    #[test]
+    fn conaninfo_requires_are_deduplicated_and_settings_are_facts() {
+        let packages = [
+            ("0123456789abcdef0123".to_string(), LINUX.to_string()),
+            ("fedcba9876543210fedc".to_string(), WINDOWS.to_string()),
+            ("da39a3ee5e6b4b0d3255bfef95601890afd80709".to_string(), "[requires]\n".to_string()),
+        ];
+        let d = conaninfo_details(&packages);
+        assert_eq!(d.dependencies, ["zlib/1.3.Z", "openssl/3.2.Z", "bzip2/1.0.Z"]);
+        let facts: Vec<(&str, &str)> = d.facts.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        assert_eq!(
+            facts,
+            [
+                ("package 0123456789ab", "arch=x86_64, build_type=Release, os=Linux"),
+                ("package fedcba987654", "arch=x86_64, os=Windows"),
+                ("package da39a3ee5e6b", "(no settings)")
+            ]
+        );
+        assert_eq!(conaninfo_details(&[]), Details::default());
+    }
 
     #[test]
     fn a_file_path_names_its_recipe_revision() {

@@ -10,12 +10,12 @@ use sha2::{Digest, Sha256};
 use super::rows::{self, GoVersion};
 use super::{hosted::info_json, Request};
 use packyard_codecs::go::{escape, Version};
-use packyard_core::catalogue::{Catalogue, Stamped};
+use packyard_core::catalogue::{small_asset, Catalogue, Details, Stamped};
 use packyard_core::hosted::{Actor, UploadError};
 use packyard_core::hosted::{Component, Entry, NewAsset};
 use packyard_core::services::Services;
 use packyard_model::repos::Repository;
-use packyard_store::db::catalogue::ComponentRow;
+use packyard_store::db::catalogue::{AssetRow, ComponentRow};
 use packyard_store::db::{Db, DbResult};
 
 pub struct GoCatalogue;
@@ -57,8 +57,79 @@ pub fn entry(v: &GoVersion) -> Entry {
     Entry { component: component(&v.module, &v.version), assets }
 }
 
+/// A requirement of a go.mod (`<path> <version>`, after `require` or in its block), with
+/// ` (indirect)` when its comment says `// indirect` as the go command writes it.
+fn requirement(spec: &str, comment: Option<&str>) -> Option<String> {
+    let mut tokens = spec.split_whitespace();
+    let (path, version) = (tokens.next()?, tokens.next()?);
+    if tokens.next().is_some() {
+        return None;
+    }
+    let path = path.trim_matches(|c| c == '"' || c == '`');
+    let version = version.trim_matches(|c| c == '"' || c == '`');
+    if path.is_empty() || version.is_empty() {
+        return None;
+    }
+    let words: Vec<&str> = comment.map(|c| c.split_whitespace().collect()).unwrap_or_default();
+    let indirect = matches!(words.as_slice(), ["indirect"] | ["indirect;", _, ..]);
+    Some(if indirect { format!("{path} {version} (indirect)") } else { format!("{path} {version}") })
+}
+
+/// What a go.mod says for people: its requirements, single (`require x v`) and in blocks
+/// (`require ( … )`), and its `go` and `toolchain` directives as facts.
+fn go_mod_details(text: &str) -> Details {
+    let mut details = Details::default();
+    // The verb of the block being read (`require`, `replace`, …).
+    let mut block: Option<&str> = None;
+    for line in text.lines() {
+        let (code, comment) = match line.split_once("//") {
+            Some((code, comment)) => (code.trim(), Some(comment)),
+            None => (line.trim(), None),
+        };
+        if code.is_empty() {
+            continue;
+        }
+        if let Some(verb) = block {
+            if code == ")" {
+                block = None;
+            } else if verb == "require" {
+                details.dependencies.extend(requirement(code, comment));
+            }
+            continue;
+        }
+        let split = code.find(|c: char| c.is_whitespace() || c == '(').unwrap_or(code.len());
+        let (verb, rest) = (&code[..split], code[split..].trim());
+        if rest == "(" {
+            block = Some(verb);
+            continue;
+        }
+        match verb {
+            "require" if !rest.starts_with('(') => details.dependencies.extend(requirement(rest, comment)),
+            "go" | "toolchain" if !rest.is_empty() => details.facts.push((verb.to_string(), rest.to_string())),
+            _ => {}
+        }
+    }
+    details
+}
+
 #[async_trait]
 impl Catalogue for GoCatalogue {
+    /// From the version's go.mod: its `.mod` asset's blob (a hosted version's and a proxy's
+    /// alike).
+    async fn details(
+        &self,
+        services: &Services,
+        _repo: &Repository,
+        _c: &ComponentRow,
+        assets: &[AssetRow],
+    ) -> Details {
+        let Some(go_mod) = assets.iter().find(|a| a.path.ends_with(".mod")) else { return Details::default() };
+        match small_asset(services, go_mod).await {
+            Some(bytes) => go_mod_details(&String::from_utf8_lossy(&bytes)),
+            None => Details::default(),
+        }
+    }
+
     async fn hosted_page(&self, db: &Db, repo: &Repository, after: i64, limit: i64) -> DbResult<Vec<(i64, Stamped)>> {
         let page = rows::stamped_page(db, repo.id, after, limit).await?;
         Ok(page
@@ -113,6 +184,39 @@ impl Catalogue for GoCatalogue {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn go_mod_requirements_single_and_in_blocks() {
+        let go_mod = "// A module.\nmodule github.com/acme/yaml\n\ngo 1.22\n\ntoolchain go1.22.3\n\nrequire github.com/pkg/errors v0.9.1\nrequire golang.org/x/sys v0.20.0 // indirect\n\nrequire (\n\tgithub.com/stretchr/testify v1.9.0\n\t\"gopkg.in/yaml.v3\" v3.0.1 // indirect\n\tgithub.com/davecgh/go-spew v1.1.1 // indirect; for testify\n\tgithub.com/kr/text v0.2.0 // not indirect\n\t// a comment\n) // end\n\nreplace (\n\tgithub.com/pkg/errors v0.9.1 => ../errors\n)\nexclude github.com/kr/text v0.1.0\nretract v1.0.0 // broken\n";
+        let d = go_mod_details(go_mod);
+        assert_eq!(
+            d.dependencies,
+            [
+                "github.com/pkg/errors v0.9.1",
+                "golang.org/x/sys v0.20.0 (indirect)",
+                "github.com/stretchr/testify v1.9.0",
+                "gopkg.in/yaml.v3 v3.0.1 (indirect)",
+                "github.com/davecgh/go-spew v1.1.1 (indirect)",
+                "github.com/kr/text v0.2.0"
+            ]
+        );
+        assert_eq!(
+            d.facts,
+            [("go".to_string(), "1.22".to_string()), ("toolchain".to_string(), "go1.22.3".to_string())]
+        );
+    }
+
+    #[test]
+    fn go_mod_oddities_are_left_out() {
+        let d = go_mod_details(
+            "module m\nrequire(\nexample.com/a v1.0.0\nexample.com/b\n)\nrequire ()\nrequire x v1 extra\n",
+        );
+        assert_eq!(d.dependencies, ["example.com/a v1.0.0"]);
+        assert!(d.facts.is_empty());
+        assert_eq!(go_mod_details(""), Details::default());
+        assert_eq!(requirement("a v1", Some(" indirect; ")), Some("a v1".into()));
+        assert_eq!(requirement("a v1", Some("indirect")), Some("a v1 (indirect)".into()));
+    }
 
     #[test]
     fn a_module_is_named_by_its_last_element() {

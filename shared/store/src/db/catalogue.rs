@@ -249,6 +249,11 @@ const COMPONENT_SELECT: &str =
 const ASSET_SELECT: &str = "a.id, a.repository_id, a.component_id, a.path, a.sha256, a.sha1, a.md5, a.size, a.content_type, a.created_at, a.uploaded_by, a.last_downloaded, a.download_count";
 
 impl Db {
+    /// Runs a statement built at run time (see [`Built`]).
+    pub(super) async fn run_statement(&self, op: &'static str, b: Built) -> DbResult<Vec<sqlx::any::AnyRow>> {
+        self.run_built(op, b).await
+    }
+
     async fn run_built(&self, op: &'static str, b: Built) -> DbResult<Vec<sqlx::any::AnyRow>> {
         self.count(op);
         let text = render(&b.text, Shape::Plain, self.backend());

@@ -39,6 +39,26 @@ pub struct TokenRecord {
     pub session: bool,
 }
 
+/// What [`Db::list_audit_filtered`] narrows the log by.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuditFilter {
+    pub actor: Option<String>,
+    pub action: Option<String>,
+    pub target: Option<String>,
+}
+
+fn parse_audit(r: &AnyRow) -> DbResult<AuditRecord> {
+    Ok(AuditRecord {
+        id: r.try_get("id")?,
+        at: r.try_get("at")?,
+        actor: text(r, "actor")?,
+        address: text(r, "address")?,
+        action: text(r, "action")?,
+        target: text(r, "target")?,
+        detail: text(r, "detail")?,
+    })
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuditRecord {
     pub id: i64,
@@ -506,25 +526,38 @@ impl Db {
     }
 
     /// Newest first; `before` is the keyset cursor (an id from the previous page).
+    /// The audit log, newest first, narrowed by who (exactly), the action (its start) and the
+    /// target (containing).
+    pub async fn list_audit_filtered(
+        &self,
+        before: Option<i64>,
+        limit: i64,
+        filter: &AuditFilter,
+    ) -> DbResult<Vec<AuditRecord>> {
+        let mut b = super::catalogue::Built::default();
+        b.push("SELECT id, at, actor, address, action, target, detail FROM audit_log WHERE id < ")
+            .int(before.unwrap_or(i64::MAX));
+        if let Some(actor) = &filter.actor {
+            b.push(" AND actor = ").text(actor);
+        }
+        if let Some(action) = &filter.action {
+            b.push(" AND action LIKE ").text(&super::like_prefix(action)).push(" ESCAPE '!'");
+        }
+        if let Some(target) = &filter.target {
+            b.push(" AND target LIKE ").text(&format!("%{}", super::like_prefix(target))).push(" ESCAPE '!'");
+        }
+        b.push(" ORDER BY id DESC LIMIT ").int(limit);
+        let rows = self.run_statement("audit.list_filtered", b).await?;
+        rows.iter().map(parse_audit).collect()
+    }
+
     pub async fn list_audit(&self, before: Option<i64>, limit: i64) -> DbResult<Vec<AuditRecord>> {
         let rows = self.query(sql!("audit.list", "SELECT id, at, actor, address, action, target, detail FROM audit_log WHERE id < $1 ORDER BY id DESC LIMIT $2"))
             .bind(before.unwrap_or(i64::MAX))
             .bind(limit)
             .fetch_all(self.pool())
             .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(AuditRecord {
-                    id: r.try_get("id")?,
-                    at: r.try_get("at")?,
-                    actor: text(r, "actor")?,
-                    address: text(r, "address")?,
-                    action: text(r, "action")?,
-                    target: text(r, "target")?,
-                    detail: text(r, "detail")?,
-                })
-            })
-            .collect()
+        rows.iter().map(parse_audit).collect()
     }
 
     // --- secrets -------------------------------------------------------------------------------

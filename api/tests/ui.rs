@@ -1,0 +1,499 @@
+//! The web UI end to end: the real server binary on an ephemeral port, real uploads of each
+//! format, and Debian's Chromium driven over WebDriver (`common::webdriver`). Set
+//! `UI_SCREENSHOTS=<dir>` to write the main pages' screenshots there
+//! (`scripts/ui-screenshots.sh` regenerates `docs/ui/`).
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use common::process::{basic, create_repository, start, status_of, Server};
+use common::webdriver::{driver, Browser};
+use common::Repo;
+use packyard_model::repos::Format;
+use serde_json::{json, Value};
+
+const PW: &str = "admin-password-1";
+const CONAN: &str = "/repository/cc/v2/conans/zlib/1.3/acme/stable/revisions/r1";
+
+fn md5_hex(bytes: &[u8]) -> String {
+    hex::encode(<md5::Md5 as md5::Digest>::digest(bytes))
+}
+
+fn server(dir: &std::path::Path, extra: &[(&str, &str)]) -> anyhow::Result<Server> {
+    let mut env = vec![("PACKYARD_SECURITY__ADMIN_PASSWORD", PW), ("PACKYARD_WORKER__USAGE_REFRESH_SECS", "1")];
+    env.extend_from_slice(extra);
+    let s = start(dir, &env)?;
+    s.wait_ready()?;
+    Ok(s)
+}
+
+fn put(public: &str, path: &str, body: &[u8]) -> anyhow::Result<()> {
+    let (s, text) = status_of(ureq::put(&format!("{public}{path}")).set("Authorization", &basic(PW)).send_bytes(body))?;
+    anyhow::ensure!(s == 201, "PUT {path}: {s} {text}");
+    Ok(())
+}
+
+/// One repository of each format, each with one upload as its client sends it.
+fn one_of_each(public: &str) -> anyhow::Result<()> {
+    for repo in [
+        Repo::hosted("debs", Format::Apt),
+        Repo::hosted("alpine", Format::Apk).with(json!({"apk": {"architectures": ["x86_64"]}})),
+        Repo::hosted("gomods", Format::Go),
+        Repo::hosted("cc", Format::Conan),
+    ] {
+        create_repository(public, &basic(PW), repo)?;
+    }
+    let control = "Package: hello\nVersion: 1.0\nArchitecture: amd64\nMaintainer: T <t@example.org>\nDepends: libc6 (>= 2.36), zlib1g\nDescription: x\n";
+    let deb = packyard_codecs::apt::testing::deb(control, ".gz");
+    let (s, text) = status_of(
+        ureq::post(&format!("{public}/repository/debs/?wait=true")).set("Authorization", &basic(PW)).send_bytes(&deb),
+    )?;
+    anyhow::ensure!(s == 201, "deb: {s} {text}");
+    let apk = packyard_codecs::apk::testing::build_apk(&packyard_codecs::apk::testing::Fixture::new(
+        "hello", "1.0-r0", "x86_64",
+    ))?
+    .bytes;
+    put(public, "/repository/alpine/v3.20/main/x86_64/hello-1.0-r0.apk", &apk)?;
+    let zip = packyard_codecs::go::testing::simple_module("example.com/acme/hello", "v1.2.0", "one", 0)?;
+    put(public, "/repository/gomods/example.com/acme/hello/@v/v1.2.0.zip", &zip)?;
+    let conanfile = b"from conan import ConanFile\n".to_vec();
+    put(public, &format!("{CONAN}/files/conanfile.py"), &conanfile)?;
+    put(
+        public,
+        &format!("{CONAN}/files/conanmanifest.txt"),
+        format!("1\nconanfile.py: {}\n", md5_hex(&conanfile)).as_bytes(),
+    )?;
+    let pkg = format!("{CONAN}/packages/p1/revisions/pr1/files");
+    let info = b"[settings]\nos=Linux\narch=x86_64\n[requires]\nbzip2/1.0.Z\n".to_vec();
+    let package = packyard_codecs::apt::testing::compress(
+        ".gz",
+        &packyard_codecs::apt::testing::data_tar(&[("include/zlib.h", b"#pragma once\n")]),
+    );
+    put(public, &format!("{pkg}/conaninfo.txt"), &info)?;
+    put(public, &format!("{pkg}/conan_package.tgz"), &package)?;
+    let manifest = format!("1\nconaninfo.txt: {}\nconan_package.tgz: {}\n", md5_hex(&info), md5_hex(&package));
+    put(public, &format!("{pkg}/conanmanifest.txt"), manifest.as_bytes())?;
+    Ok(())
+}
+
+fn get_text(url: &str) -> anyhow::Result<(u16, String)> {
+    status_of(ureq::get(url).call())
+}
+
+fn sign_in(b: &Browser, public: &str, user: &str, password: &str) -> anyhow::Result<()> {
+    b.goto(&format!("{public}/signin"))?;
+    b.fill("#username", user)?;
+    b.fill("#password", password)?;
+    let button = b.find_by_text("form.stack button", "Sign in")?;
+    b.click(&button)?;
+    b.wait_for(".who .user", Duration::from_secs(10))?;
+    Ok(())
+}
+
+fn screenshot(b: &Browser, name: &str) -> anyhow::Result<()> {
+    if let Ok(dir) = std::env::var("UI_SCREENSHOTS") {
+        b.screenshot(&PathBuf::from(dir).join(format!("{name}.png")), 1280)?;
+    }
+    Ok(())
+}
+
+/// The text of every snippet on the page.
+fn snippets(b: &Browser) -> anyhow::Result<Vec<String>> {
+    b.find_all("figure.snippet pre")?.iter().map(|e| b.text(e)).collect()
+}
+
+/// Waits until the worker has counted the repositories (the list shows numbers).
+fn wait_counted(public: &str, repo: &str) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let v: Value = ureq::get(&format!("{public}/api/v1/repositories/{repo}"))
+            .set("Authorization", &basic(PW))
+            .call()?
+            .into_json()?;
+        if v["usage"]["components"].as_i64().unwrap_or(0) > 0 {
+            return Ok(());
+        }
+        anyhow::ensure!(Instant::now() < deadline, "{repo} was not counted in time: {v}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn signing_in_browsing_each_format_searching_and_deleting_in_chromium() -> anyhow::Result<()> {
+    let Some(driver) = driver() else { return Ok(()) };
+    let dir = tempfile::tempdir()?;
+    let server = server(dir.path(), &[])?;
+    let public = server.public.clone();
+    one_of_each(&public)?;
+    for r in ["debs", "alpine", "gomods", "cc"] {
+        wait_counted(&public, r)?;
+    }
+    let b = Browser::start(&driver)?;
+
+    // Anonymous: the repositories anonymous may read, and a way to sign in.
+    b.goto(&format!("{public}/"))?;
+    assert_eq!(b.title()?, "Repositories · Packyard");
+    let text = b.text_of_page()?;
+    for r in ["debs", "alpine", "gomods", "cc"] {
+        assert!(text.contains(r), "{r} listed for anonymous: {text}");
+    }
+    assert!(!text.contains("Administration"), "{text}");
+    assert!(text.contains(&format!("{public}/repository/debs/")), "the URL to paste: {text}");
+
+    sign_in(&b, &public, "admin", PW)?;
+    assert!(b.current_url()?.ends_with('/'), "{}", b.current_url()?);
+    let text = b.text_of_page()?;
+    assert!(text.contains("Signed in as admin"), "{text}");
+    assert!(text.contains("Administration"), "{text}");
+    assert!(text.contains("up to date"), "publication state: {text}");
+    // The session cookie is the browser's, never a script's.
+    let cookies = b.cookies()?;
+    let session = cookies.iter().find(|c| c["name"] == "packyard_session").cloned().unwrap_or(Value::Null);
+    assert_eq!(session["httpOnly"], json!(true), "{cookies:?}");
+    assert_eq!(session["sameSite"], json!("Lax"), "{cookies:?}");
+    assert_eq!(session["secure"], json!(false), "plain http: no Secure flag");
+    let visible = b.exec("return document.cookie;", vec![])?;
+    assert!(!visible.as_str().unwrap_or_default().contains("packyard_session"), "{visible}");
+    // A session cookie is no API token.
+    let token = session["value"].as_str().unwrap_or_default().to_string();
+    let (s, _) = status_of(
+        ureq::get(&format!("{public}/api/v1/users")).set("Authorization", &format!("Bearer {token}")).call(),
+    )?;
+    assert_eq!(s, 401, "a session is accepted by the UI only");
+    screenshot(&b, "repositories")?;
+
+    // APT: the component, its dependencies, the snippet and its URLs.
+    b.goto(&format!("{public}/browse/debs"))?;
+    let text = b.text_of_page()?;
+    assert!(text.contains("Distribution") && text.contains("stable"), "{text}");
+    assert!(text.contains("Component"), "the format's groups: {text}");
+    screenshot(&b, "repository-apt")?;
+    let link = b.find_by_text("table a", "hello")?;
+    b.click(&link)?;
+    b.wait_for("#setup", Duration::from_secs(5))?;
+    let text = b.text_of_page()?;
+    assert!(text.contains("hello 1.0"), "{text}");
+    assert!(text.contains("libc6 (>= 2.36)"), "Depends: {text}");
+    assert!(text.contains("pool/main/h/hello/hello_1.0_amd64.deb"), "{text}");
+    let snips = snippets(&b)?.join("\n");
+    let sources = format!("deb [signed-by=/etc/apt/keyrings/packyard-debs.asc] {public}/repository/debs stable main");
+    assert!(snips.contains(&sources), "{snips}");
+    assert!(snips.contains(&format!("curl -fsSL {public}/repository/debs/gpg.key")), "{snips}");
+    assert!(snips.contains("sudo apt-get install hello=1.0"), "{snips}");
+    assert_eq!(get_text(&format!("{public}/repository/debs/gpg.key"))?.0, 200);
+    let (s, release) = get_text(&format!("{public}/repository/debs/dists/stable/InRelease"))?;
+    assert_eq!(s, 200);
+    assert!(release.contains("main/binary-amd64/Packages"), "{release}");
+    screenshot(&b, "component-apt")?;
+    let apt_page = b.current_url()?;
+
+    // APK: the branch/repository/arch group, the key file and the repositories line.
+    b.goto(&format!("{public}/browse/alpine"))?;
+    let text = b.text_of_page()?;
+    assert!(text.contains("v3.20/main/x86_64"), "{text}");
+    b.click(&b.find_by_text("table a", "hello")?)?;
+    b.wait_for("#setup", Duration::from_secs(5))?;
+    let snips = snippets(&b)?.join("\n");
+    assert!(snips.contains(&format!("echo {public}/repository/alpine/v3.20/main >> /etc/apk/repositories")), "{snips}");
+    assert!(snips.contains("apk add hello=1.0-r0"), "{snips}");
+    let key_line = snips.lines().find(|l| l.starts_with("wget -O /etc/apk/keys/")).unwrap_or_default().to_string();
+    let key_url = key_line.rsplit(' ').next().unwrap_or_default().to_string();
+    let (s, key) = get_text(&key_url)?;
+    assert_eq!(s, 200, "{key_line}");
+    assert!(key.starts_with("-----BEGIN PUBLIC KEY-----"), "{key}");
+    assert_eq!(get_text(&format!("{public}/repository/alpine/v3.20/main/x86_64/APKINDEX.tar.gz"))?.0, 200);
+    screenshot(&b, "component-apk")?;
+
+    // Go: the module path and GOPROXY.
+    b.goto(&format!("{public}/browse/gomods"))?;
+    b.click(&b.find_by_text("table a", "example.com/acme/hello")?)?;
+    b.wait_for("#setup", Duration::from_secs(5))?;
+    let snips = snippets(&b)?.join("\n");
+    assert!(snips.contains(&format!("go env -w GOPROXY={public}/repository/gomods/")), "{snips}");
+    assert!(snips.contains("go get example.com/acme/hello@v1.2.0"), "{snips}");
+    let (s, list) = get_text(&format!("{public}/repository/gomods/example.com/acme/hello/@v/list"))?;
+    assert_eq!((s, list.trim()), (200, "v1.2.0"));
+
+    // Conan: the reference with its revision, the remote, the package's settings.
+    b.goto(&format!("{public}/browse/cc"))?;
+    let text = b.text_of_page()?;
+    assert!(text.contains("acme/stable"), "{text}");
+    b.click(&b.find_by_text("table a", "zlib")?)?;
+    b.wait_for("#setup", Duration::from_secs(5))?;
+    let text = b.text_of_page()?;
+    assert!(text.contains("bzip2/1.0.Z"), "requires: {text}");
+    assert!(text.contains("os=Linux"), "the package's settings: {text}");
+    let snips = snippets(&b)?.join("\n");
+    assert!(snips.contains(&format!("conan remote add cc {public}/repository/cc")), "{snips}");
+    assert!(snips.contains("conan install --requires=\"zlib/1.3@acme/stable#r1\" -r cc"), "{snips}");
+    assert_eq!(get_text(&format!("{public}/repository/cc/v1/ping"))?.0, 200);
+    screenshot(&b, "component-conan")?;
+
+    // Search: by keyword across formats, then narrowed by format.
+    b.goto(&format!("{public}/search"))?;
+    b.fill("#q", "hello")?;
+    b.click(&b.find_by_text("form.search button", "Search")?)?;
+    b.wait_for("table", Duration::from_secs(5))?;
+    let rows = b.find_all("table tbody tr")?;
+    assert_eq!(rows.len(), 3, "hello in debs, alpine and gomods: {}", b.text_of_page()?);
+    screenshot(&b, "search")?;
+    b.goto(&format!("{public}/search?q=hello&format=apk"))?;
+    let rows = b.find_all("table tbody tr")?;
+    assert_eq!(rows.len(), 1);
+    assert!(b.text(&rows[0])?.contains("alpine"));
+    b.goto(&format!("{public}/search?q=nothing-like-it"))?;
+    assert!(b.text_of_page()?.contains("Nothing matches."));
+
+    // Delete with confirmation: gone from the index, in the audit log.
+    b.goto(&apt_page)?;
+    b.click(&b.find_by_text("a.button", "Delete")?)?;
+    b.wait_for("button.danger", Duration::from_secs(5))?;
+    assert!(b.text_of_page()?.contains("This cannot be undone."));
+    b.click(&b.find("button.danger")?)?;
+    b.wait_for("p.notice", Duration::from_secs(30))?;
+    assert!(b.text_of_page()?.contains("hello 1.0 is no longer in debs"), "{}", b.text_of_page()?);
+    let (_, packages) = get_text(&format!("{public}/repository/debs/dists/stable/main/binary-amd64/Packages"))?;
+    assert!(!packages.contains("Package: hello"), "{packages}");
+    let audit: Value =
+        ureq::get(&format!("{public}/api/v1/audit")).set("Authorization", &basic(PW)).call()?.into_json()?;
+    let deleted = audit["entries"].as_array().cloned().unwrap_or_default().into_iter().find(|e| {
+        e["actor"] == "admin"
+            && e["action"].as_str().is_some_and(|a| a.contains("delete"))
+            && e["target"].as_str().is_some_and(|t| t.contains("hello"))
+    });
+    assert!(deleted.is_some(), "the delete's audit entry: {audit}");
+
+    // Signing out ends the session: the old cookie is refused from now on.
+    b.click(&b.find_by_text(".who button", "Sign out")?)?;
+    b.wait_for(".who a.button", Duration::from_secs(5))?;
+    let r = ureq::get(&format!("{public}/admin")).set("Cookie", &format!("packyard_session={token}")).call();
+    assert_eq!(status_of(r)?.0, 401, "a session that ended is anonymous");
+    drop(b);
+    assert!(server.terminate()?.success());
+    Ok(())
+}
+
+/// Signs in over plain HTTP; returns the cookies (`name=value; …`) and the page's CSRF token.
+fn http_sign_in(public: &str, user: &str, password: &str) -> anyhow::Result<(String, String)> {
+    let agent = ureq::AgentBuilder::new().redirects(0).build();
+    let r = agent.get(&format!("{public}/signin")).call()?;
+    let anchor = r.header("set-cookie").unwrap_or_default().split(';').next().unwrap_or_default().to_string();
+    let page = r.into_string()?;
+    let csrf = csrf_of(&page)?;
+    let r = agent.post(&format!("{public}/signin")).set("Cookie", &anchor).send_form(&[
+        ("csrf", &csrf),
+        ("username", user),
+        ("password", password),
+    ]);
+    let r = match r {
+        Ok(r) => r,
+        Err(ureq::Error::Status(_, r)) => r,
+        Err(e) => return Err(e.into()),
+    };
+    anyhow::ensure!(r.status() == 303, "sign-in: {} {}", r.status(), r.into_string()?);
+    let session = r.all("set-cookie").into_iter().find(|c| c.starts_with("packyard_session=")).unwrap_or_default();
+    let cookies = format!("{anchor}; {}", session.split(';').next().unwrap_or_default());
+    let page = agent.get(&format!("{public}/")).set("Cookie", &cookies).call()?.into_string()?;
+    Ok((cookies, csrf_of(&page)?))
+}
+
+fn csrf_of(page: &str) -> anyhow::Result<String> {
+    let at = page.find("name=\"csrf\" value=\"").ok_or_else(|| anyhow::anyhow!("no CSRF field in {page}"))?;
+    let rest = &page[at + "name=\"csrf\" value=\"".len()..];
+    Ok(rest[..rest.find('"').unwrap_or(0)].to_string())
+}
+
+fn post_form(public: &str, path: &str, cookies: &str, form: &[(&str, &str)]) -> anyhow::Result<(u16, String)> {
+    let agent = ureq::AgentBuilder::new().redirects(0).build();
+    status_of(agent.post(&format!("{public}{path}")).set("Cookie", cookies).send_form(form))
+}
+
+#[test]
+fn a_form_without_its_csrf_token_is_refused() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let server = server(dir.path(), &[])?;
+    let public = server.public.clone();
+    // Signing in needs the token of the sign-in page too (no login CSRF).
+    let (s, text) = post_form(&public, "/signin", "", &[("username", "admin"), ("password", PW)])?;
+    assert_eq!(s, 403, "{text}");
+    assert!(text.contains("sent without its security token"), "{text}");
+    let (cookies, csrf) = http_sign_in(&public, "admin", PW)?;
+    for (form, why) in [
+        (vec![], "without its security token"),
+        (vec![("csrf", "0123456789abcdef0123456789abcdef01234567")], "stale or belongs to another session"),
+    ] {
+        let (s, text) = post_form(&public, "/signout", &cookies, &form)?;
+        assert_eq!(s, 403, "{text}");
+        assert!(text.contains(why), "{text}");
+        // Still signed in: nothing happened.
+        let page = ureq::get(&format!("{public}/")).set("Cookie", &cookies).call()?.into_string()?;
+        assert!(page.contains("Signed in as <strong>admin</strong>"), "{page}");
+    }
+    // Another session's token is not this one's.
+    let (other, other_csrf) = http_sign_in(&public, "admin", PW)?;
+    assert_ne!(other_csrf, csrf);
+    let (s, _) = post_form(&public, "/signout", &cookies, &[("csrf", &other_csrf)])?;
+    assert_eq!(s, 403);
+    let (s, _) = post_form(&public, "/signout", &other, &[("csrf", &other_csrf)])?;
+    assert_eq!(s, 303);
+    // UI pages carry their policy; a wrong password is the API's throttle.
+    let r = ureq::get(&format!("{public}/")).call()?;
+    assert_eq!(
+        r.header("content-security-policy"),
+        Some("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+    );
+    assert_eq!(r.header("x-frame-options"), Some("DENY"));
+    let agent = ureq::AgentBuilder::new().redirects(0).build();
+    let r = agent.get(&format!("{public}/signin")).call()?;
+    let anchor = r.header("set-cookie").unwrap_or_default().split(';').next().unwrap_or_default().to_string();
+    let csrf = csrf_of(&r.into_string()?)?;
+    let mut statuses = Vec::new();
+    for _ in 0..11 {
+        let (s, _) = post_form(
+            &public,
+            "/signin",
+            &anchor,
+            &[("csrf", &csrf), ("username", "admin"), ("password", "wrong-password")],
+        )?;
+        statuses.push(s);
+    }
+    assert_eq!(statuses[..10], [401; 10], "{statuses:?}");
+    assert_eq!(statuses[10], 429, "the login throttle of the API: {statuses:?}");
+    assert!(server.terminate()?.success());
+    Ok(())
+}
+
+#[test]
+fn a_reader_without_privileges_sees_no_admin_pages() -> anyhow::Result<()> {
+    let Some(driver) = driver() else { return Ok(()) };
+    let dir = tempfile::tempdir()?;
+    let server = server(dir.path(), &[])?;
+    let public = server.public.clone();
+    create_repository(&public, &basic(PW), Repo::hosted("debs", Format::Apt))?;
+    create_repository(&public, &basic(PW), Repo::hosted("secret", Format::Apt).with(json!({"anonymous_read": false})))?;
+    let admin = |method: &str, path: &str, body: Value| {
+        common::process::admin_json(&public, &basic(PW), method, path, Some(body))
+    };
+    admin(
+        "POST",
+        "/api/v1/roles",
+        json!({"name": "debs-readers", "privileges": [{"repositories": "debs", "actions": ["read"]}]}),
+    )?;
+    admin(
+        "POST",
+        "/api/v1/users",
+        json!({"username": "reader", "password": "reader-password", "roles": ["debs-readers"]}),
+    )?;
+    let b = Browser::start(&driver)?;
+    b.goto(&format!("{public}/"))?;
+    assert!(!b.text_of_page()?.contains("secret"), "anonymous may not read secret");
+    sign_in(&b, &public, "reader", "reader-password")?;
+    let text = b.text_of_page()?;
+    assert!(text.contains("debs") && !text.contains("secret"), "{text}");
+    assert!(!text.contains("Administration"), "no admin link for a reader: {text}");
+    b.goto(&format!("{public}/admin"))?;
+    let text = b.text_of_page()?;
+    assert!(text.contains("reader may not use the administration pages."), "{text}");
+    b.goto(&format!("{public}/browse/secret"))?;
+    assert!(b.text_of_page()?.contains("There is no repository secret you may read."));
+    drop(b);
+    // Posting to the admin pages with a valid session and token is still refused.
+    let (cookies, csrf) = http_sign_in(&public, "reader", "reader-password")?;
+    for path in ["/admin/users", "/admin/roles", "/admin/repositories"] {
+        let (s, text) = post_form(&public, path, &cookies, &[("csrf", &csrf), ("username", "x"), ("name", "x")])?;
+        assert_eq!(s, 403, "POST {path}: {text}");
+    }
+    let (s, _) = status_of(ureq::get(&format!("{public}/admin")).set("Cookie", &cookies).call())?;
+    assert_eq!(s, 403);
+    assert!(server.terminate()?.success());
+    Ok(())
+}
+
+/// An upstream answering every request with an HTML page whose scripts would report back to
+/// the server they run on.
+fn html_upstream(page: &'static str) -> anyhow::Result<String> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let url = format!("http://{}", listener.local_addr()?);
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let Ok(read) = conn.try_clone() else { continue };
+            let mut reader = BufReader::new(read);
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                line.clear();
+            }
+            let _ = write!(
+                conn,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
+                page.len()
+            );
+        }
+    });
+    Ok(url)
+}
+
+#[test]
+fn an_uploaded_or_proxied_page_runs_nothing_and_reads_no_session() -> anyhow::Result<()> {
+    let Some(driver) = driver() else { return Ok(()) };
+    let dir = tempfile::tempdir()?;
+    let server = server(dir.path(), &[("PACKYARD_PROXY__ALLOW_PRIVATE_ADDRESSES", "true")])?;
+    let public = server.public.clone();
+    const PAGE: &str = "<!doctype html><html><head><title>untouched</title></head><body><p id=p>static</p>\
+        <script>document.title = 'ran ' + document.cookie; document.getElementById('p').textContent = 'script ran';\
+        fetch('/pwned-fetch?c=' + encodeURIComponent(document.cookie), {method: 'POST', credentials: 'include'});\
+        new Image().src = '/pwned-image';</script><img src=\"/pwned-img-tag\"></body></html>";
+    create_repository(&public, &basic(PW), Repo::hosted("cc", Format::Conan))?;
+    let base = "/repository/cc/v2/conans/x/1.0/_/_/revisions/r1/files";
+    put(&public, &format!("{base}/conanfile.py"), PAGE.as_bytes())?;
+    put(
+        &public,
+        &format!("{base}/conanmanifest.txt"),
+        format!("1\nconanfile.py: {}\n", md5_hex(PAGE.as_bytes())).as_bytes(),
+    )?;
+    let upstream = html_upstream(PAGE)?;
+    create_repository(&public, &basic(PW), Repo::proxy("goproxy", Format::Go, &upstream))?;
+
+    let b = Browser::start(&driver)?;
+    sign_in(&b, &public, "admin", PW)?;
+    for (url, html) in [
+        (format!("{public}{base}/conanfile.py"), false),
+        (format!("{public}/repository/goproxy/example.com/m/@v/list"), true),
+    ] {
+        b.goto(&url)?;
+        std::thread::sleep(Duration::from_millis(500));
+        if !html && b.current_url()? != url {
+            // Served as a file to save (not text/html): the browser downloads it and stays.
+            let r = ureq::get(&url).call()?;
+            assert!(!r.content_type().contains("html"), "{url}: {}", r.content_type());
+            continue;
+        }
+        let source = b.source()?;
+        if html {
+            assert!(source.contains(">static<"), "the upstream's page rendered as HTML: {source}");
+        } else {
+            assert!(source.contains("document.title"), "the uploaded file shown as text: {source}");
+        }
+        let shown = b.exec(
+            "return [document.title, document.getElementById('p') && document.getElementById('p').textContent];",
+            vec![],
+        );
+        if let Ok(v) = &shown {
+            assert_eq!(v[0], json!("untouched"), "{url}: its script ran: {v}");
+            assert_eq!(v[1], json!("static"), "{url}: {v}");
+        }
+        // A sandboxed document has an origin of its own: no cookie of the UI is visible to it.
+        let cookie =
+            b.exec("try { return 'visible:' + document.cookie; } catch (e) { return 'denied:' + e.name; }", vec![])?;
+        assert_eq!(cookie, json!("denied:SecurityError"), "{url}");
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let log = server.stderr.lock().map(|s| s.clone()).unwrap_or_default();
+    assert!(!log.contains("pwned"), "the page made requests of its own:\n{log}");
+    drop(b);
+    assert!(server.terminate()?.success());
+    Ok(())
+}
