@@ -23,6 +23,8 @@ have gpg /usr/bin/gpg || need+=(gnupg)
 have openssl /usr/bin/openssl || need+=(openssl)
 have python3 /usr/bin/python3 || need+=(python3 python3-venv)
 have nginx /usr/sbin/nginx || need+=(nginx-light)
+have chromium /usr/bin/chromium || need+=(chromium)
+have chromedriver /usr/bin/chromedriver || need+=(chromium-driver)
 if [ ${#need[@]} -gt 0 ]; then
   log "installing ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -136,6 +138,7 @@ export TEST_POSTGRES_URL="$PG_URL"
 export TEST_MYSQL_URL="$MY_URL"
 export TEST_REDIS_URL="redis://127.0.0.1:6379/"
 export TEST_AMQP_URL="amqp://guest:guest@127.0.0.1:5672/%2f"
+export TEST_CHROMEDRIVER=/usr/bin/chromedriver TEST_CHROMIUM=/usr/bin/chromium
 
 # Databases left behind by earlier runs (a failed test does not drop its own).
 psql "$PG_URL" -qAtc "SELECT datname FROM pg_database WHERE datname LIKE 'packyard_t_%'" \

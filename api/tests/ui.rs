@@ -497,3 +497,140 @@ fn an_uploaded_or_proxied_page_runs_nothing_and_reads_no_session() -> anyhow::Re
     assert!(server.terminate()?.success());
     Ok(())
 }
+
+/// Picks `value` in the `<select>` `css` finds.
+fn choose(b: &Browser, css: &str, value: &str) -> anyhow::Result<()> {
+    b.click(&b.find(&format!("{css} option[value=\"{value}\"]"))?)
+}
+
+#[test]
+fn administering_repositories_users_roles_tokens_and_cleanup_in_chromium() -> anyhow::Result<()> {
+    let Some(driver) = driver() else { return Ok(()) };
+    let dir = tempfile::tempdir()?;
+    let server = server(dir.path(), &[])?;
+    let public = server.public.clone();
+    let b = Browser::start(&driver)?;
+    sign_in(&b, &public, "admin", PW)?;
+    b.goto(&format!("{public}/admin"))?;
+    let text = b.text_of_page()?;
+    assert!(text.contains("reachable, migrations applied"), "{text}");
+    assert!(text.contains("Worker backlog"), "{text}");
+    screenshot(&b, "admin-status")?;
+
+    // A repository: the API's own validation message on the form, then one that is valid.
+    b.goto(&format!("{public}/admin/repositories"))?;
+    b.fill("#name", "bad name")?;
+    b.click(&b.find_by_text("form.stack button", "Create repository")?)?;
+    let error = b.wait_for("p.error", Duration::from_secs(5))?;
+    assert!(b.text(&error)?.contains("bad name"), "{}", b.text(&error)?);
+    b.fill("#name", "newdebs")?;
+    choose(&b, "#format", "apt")?;
+    choose(&b, "#type", "hosted")?;
+    b.fill("#apt_distribution", "bookworm")?;
+    b.fill("#apt_components", "main, contrib")?;
+    b.fill("#apt_architectures", "amd64, all")?;
+    b.click(&b.find_by_text("form.stack button", "Create repository")?)?;
+    b.wait_for("h1 .badge", Duration::from_secs(10))?;
+    assert!(b.current_url()?.ends_with("/admin/repositories/newdebs"), "{}", b.current_url()?);
+    let repo = common::process::admin_json(&public, &basic(PW), "GET", "/api/v1/repositories/newdebs", None)?;
+    assert_eq!(repo["apt"]["distribution"], json!("bookworm"));
+    assert_eq!(repo["apt"]["components"], json!(["main", "contrib"]));
+    screenshot(&b, "admin-repository")?;
+    // Edit: closed to anonymous readers.
+    b.click(&b.find("input[name=anonymous_read]")?)?;
+    b.click(&b.find_by_text("form.stack button", "Save changes")?)?;
+    b.wait_for("p.notice", Duration::from_secs(10))?;
+    let repo = common::process::admin_json(&public, &basic(PW), "GET", "/api/v1/repositories/newdebs", None)?;
+    assert_eq!(repo["anonymous_read"], json!(false), "{repo}");
+    // Rotate the signing key: a new fingerprint.
+    let before =
+        common::process::admin_json(&public, &basic(PW), "GET", "/api/v1/repositories/newdebs/signing-key", None)?;
+    b.click(&b.find_by_text("button", "Rotate the signing key")?)?;
+    let notice = b.wait_for("p.notice", Duration::from_secs(30))?;
+    assert!(b.text(&notice)?.contains("A new signing key"), "{}", b.text(&notice)?);
+    let after =
+        common::process::admin_json(&public, &basic(PW), "GET", "/api/v1/repositories/newdebs/signing-key", None)?;
+    assert_ne!(before["fingerprint"], after["fingerprint"], "{before} {after}");
+
+    // A role and a user holding it.
+    b.goto(&format!("{public}/admin/roles"))?;
+    b.fill("#name", "newdebs-writers")?;
+    b.fill("#privileges", "newdebs* read, write")?;
+    b.click(&b.find_by_text("form.stack button", "Create role")?)?;
+    b.wait_for("table", Duration::from_secs(5))?;
+    assert!(b.text_of_page()?.contains("newdebs-writers"));
+    let role = common::process::admin_json(&public, &basic(PW), "GET", "/api/v1/roles/newdebs-writers", None)?;
+    assert_eq!(role["privileges"], json!([{"repositories": "newdebs*", "actions": ["read", "write"]}]));
+    b.goto(&format!("{public}/admin/users"))?;
+    b.fill("#username", "carol")?;
+    b.fill("#new-password", "carol-password")?;
+    b.fill("#roles", "newdebs-writers")?;
+    b.click(&b.find_by_text("form.stack button", "Create user")?)?;
+    b.wait_for("table", Duration::from_secs(10))?;
+    let user = common::process::admin_json(&public, &basic(PW), "GET", "/api/v1/users/carol", None)?;
+    assert_eq!(user["roles"], json!(["newdebs-writers"]));
+    screenshot(&b, "admin-users")?;
+
+    // A token, shown once, that works with a client.
+    b.goto(&format!("{public}/admin/tokens"))?;
+    b.fill("#name", "ci")?;
+    b.click(&b.find("input[name=read]")?)?;
+    b.click(&b.find_by_text("form.stack button", "Create token")?)?;
+    let shown = b.wait_for(".notice figure.snippet pre", Duration::from_secs(5))?;
+    let token = b.text(&shown)?;
+    assert!(token.starts_with("pky_"), "{token}");
+    let (s, _) = status_of(
+        ureq::get(&format!("{public}/repository/newdebs/dists/bookworm/InRelease"))
+            .set("Authorization", &format!("Bearer {token}"))
+            .call(),
+    )?;
+    assert_eq!(s, 200, "the new token reads the closed repository");
+    b.goto(&format!("{public}/admin/tokens"))?;
+    assert!(!b.source()?.contains(&token), "shown only once");
+    b.click(&b.find_by_text("button", "Revoke")?)?;
+    b.wait_for(".badge", Duration::from_secs(5))?;
+    let (s, _) = status_of(
+        ureq::get(&format!("{public}/repository/newdebs/dists/bookworm/InRelease"))
+            .set("Authorization", &format!("Bearer {token}"))
+            .call(),
+    )?;
+    assert_eq!(s, 401, "revoked");
+
+    // Cleanup: a policy's preview names what a run would remove.
+    create_repository(&public, &basic(PW), Repo::hosted("debs", Format::Apt))?;
+    for v in ["1.0", "2.0"] {
+        let control = format!(
+            "Package: libold\nVersion: {v}\nArchitecture: amd64\nMaintainer: T <t@example.org>\nDescription: x\n"
+        );
+        let deb = packyard_codecs::apt::testing::deb(&control, ".gz");
+        let (s, text) = status_of(
+            ureq::post(&format!("{public}/repository/debs/")).set("Authorization", &basic(PW)).send_bytes(&deb),
+        )?;
+        assert_eq!(s, 201, "{text}");
+    }
+    common::process::admin_json(
+        &public,
+        &basic(PW),
+        "POST",
+        "/api/v1/cleanup-policies",
+        Some(json!({"name": "keep-one", "format": "apt", "criteria": {"keep_latest": 1}, "repositories": ["debs"]})),
+    )?;
+    b.goto(&format!("{public}/admin/cleanup"))?;
+    choose(&b, "#policy", "keep-one")?;
+    choose(&b, "#repository", "debs")?;
+    b.click(&b.find_by_text("form.search button", "Preview")?)?;
+    let said = b.wait_for("p[role=status]", Duration::from_secs(10))?;
+    assert!(b.text(&said)?.contains("would remove 1 components"), "{}", b.text(&said)?);
+    let rows = b.find_all("table tbody tr")?;
+    assert!(b.text(rows.last().ok_or_else(|| anyhow::anyhow!("no preview rows"))?)?.contains("1.0"));
+    screenshot(&b, "admin-cleanup")?;
+
+    // The audit log, filtered.
+    b.goto(&format!("{public}/admin/audit?action=user."))?;
+    let text = b.text_of_page()?;
+    assert!(text.contains("user.create") && text.contains("carol"), "{text}");
+    assert!(!text.contains("role.create"), "filtered by action: {text}");
+    drop(b);
+    assert!(server.terminate()?.success());
+    Ok(())
+}

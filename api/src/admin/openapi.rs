@@ -206,7 +206,7 @@ fn security_paths() -> serde_json::Value {
             "put": op("Rotate: {\"generate\":true, \"algorithm\":\"ed25519|rsa3072|rsa4096\"} or {\"private_key\":\"<armored secret key>\"}; snapshots are re-signed, gpg.key keeps offering the previous key (admin)", "200")
         },
         "/api/v1/audit": {
-            "get": op("Audit entries, newest first: ?limit=1..1000&before=<id from next>", "200")
+            "get": op("Audit entries, newest first: ?limit=1..1000&before=<id from next>; narrowed by &actor=<exactly>, &action=<its start, e.g. user.>, &target=<containing>", "200")
         }
     })
 }
