@@ -110,6 +110,7 @@ impl Browser {
 
     pub fn goto(&self, url: &str) -> anyhow::Result<()> {
         self.call("POST", "/url", Some(json!({"url": url})))?;
+        self.wait_for("body", Duration::from_secs(10))?;
         Ok(())
     }
 
@@ -127,8 +128,15 @@ impl Browser {
 
     /// The page's visible text.
     pub fn text_of_page(&self) -> anyhow::Result<String> {
-        let body = self.find("body")?;
-        self.text(&body)
+        // A page just navigated to may still be replacing the previous document.
+        let body = self.wait_for("body", Duration::from_secs(10))?;
+        match self.text(&body) {
+            Ok(t) => Ok(t),
+            Err(_) => {
+                let body = self.wait_for("body", Duration::from_secs(10))?;
+                self.text(&body)
+            }
+        }
     }
 
     fn element_of(v: &Value) -> anyhow::Result<Element> {
