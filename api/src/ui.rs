@@ -136,10 +136,7 @@ impl Viewer {
                 "The form was sent without its security token. Reload the page and send it again.",
             ));
         };
-        let want = self.csrf();
-        let same = want.len() == presented.len()
-            && want.bytes().zip(presented.bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0;
-        if same {
+        if packyard_core::security::tokens::digest_eq(&self.csrf(), presented) {
             Ok(())
         } else {
             Err(UiError::new(

@@ -6,10 +6,8 @@
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
 use maud::{html, Markup};
-use packyard_core::security::Action;
 use packyard_core::services::Services;
 use packyard_model::repos::{RepoType, Repository};
-use packyard_model::security::RepoFacts;
 use packyard_store::db::catalogue::{AssetRow, ComponentRow, Pattern, Search, Sort};
 use serde::Deserialize;
 
@@ -25,10 +23,9 @@ pub struct Confirmed {
 }
 
 fn may_delete(viewer: &Viewer, services: &Services, owner: &Repository) -> bool {
-    let facts = RepoFacts { name: owner.name.as_str(), anonymous_read: owner.anonymous_read };
     owner.repo_type != RepoType::Group
         && viewer.signed_in()
-        && viewer.caller.principal.allows(facts, Action::Delete, services.security.anonymous_read)
+        && crate::nexus::catalogue::check_delete(services, &viewer.caller, owner).is_ok()
 }
 
 fn title(c: &ComponentRow) -> String {
