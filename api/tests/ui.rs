@@ -88,7 +88,7 @@ fn sign_in(b: &Browser, public: &str, user: &str, password: &str) -> anyhow::Res
     b.fill("#username", user)?;
     b.fill("#password", password)?;
     let button = b.find_by_text("form.stack button", "Sign in")?;
-    b.click(&button)?;
+    b.click_to_load(&button)?;
     b.wait_for(".who .user", Duration::from_secs(10))?;
     Ok(())
 }
@@ -172,7 +172,7 @@ fn signing_in_browsing_each_format_searching_and_deleting_in_chromium() -> anyho
     assert!(text.contains("Component"), "the format's groups: {text}");
     screenshot(&b, "repository-apt")?;
     let link = b.find_by_text("table a", "hello")?;
-    b.click(&link)?;
+    b.click_to_load(&link)?;
     b.wait_for("#setup", Duration::from_secs(5))?;
     let text = b.text_of_page()?;
     assert!(text.contains("hello 1.0"), "{text}");
@@ -194,7 +194,7 @@ fn signing_in_browsing_each_format_searching_and_deleting_in_chromium() -> anyho
     b.goto(&format!("{public}/browse/alpine"))?;
     let text = b.text_of_page()?;
     assert!(text.contains("v3.20/main/x86_64"), "{text}");
-    b.click(&b.find_by_text("table a", "hello")?)?;
+    b.click_to_load(&b.find_by_text("table a", "hello")?)?;
     b.wait_for("#setup", Duration::from_secs(5))?;
     let snips = snippets(&b)?.join("\n");
     assert!(snips.contains(&format!("echo {public}/repository/alpine/v3.20/main >> /etc/apk/repositories")), "{snips}");
@@ -209,7 +209,7 @@ fn signing_in_browsing_each_format_searching_and_deleting_in_chromium() -> anyho
 
     // Go: the module path and GOPROXY.
     b.goto(&format!("{public}/browse/gomods"))?;
-    b.click(&b.find_by_text("table a", "example.com/acme/hello")?)?;
+    b.click_to_load(&b.find_by_text("table a", "example.com/acme/hello")?)?;
     b.wait_for("#setup", Duration::from_secs(5))?;
     let snips = snippets(&b)?.join("\n");
     assert!(snips.contains(&format!("go env -w GOPROXY={public}/repository/gomods/")), "{snips}");
@@ -221,7 +221,7 @@ fn signing_in_browsing_each_format_searching_and_deleting_in_chromium() -> anyho
     b.goto(&format!("{public}/browse/cc"))?;
     let text = b.text_of_page()?;
     assert!(text.contains("acme/stable"), "{text}");
-    b.click(&b.find_by_text("table a", "zlib")?)?;
+    b.click_to_load(&b.find_by_text("table a", "zlib")?)?;
     b.wait_for("#setup", Duration::from_secs(5))?;
     let text = b.text_of_page()?;
     assert!(text.contains("bzip2/1.0.Z"), "requires: {text}");
@@ -235,7 +235,7 @@ fn signing_in_browsing_each_format_searching_and_deleting_in_chromium() -> anyho
     // Search: by keyword across formats, then narrowed by format.
     b.goto(&format!("{public}/search"))?;
     b.fill("#q", "hello")?;
-    b.click(&b.find_by_text("form.search button", "Search")?)?;
+    b.click_to_load(&b.find_by_text("form.search button", "Search")?)?;
     b.wait_for("table", Duration::from_secs(5))?;
     let rows = b.find_all("table tbody tr")?;
     assert_eq!(rows.len(), 3, "hello in debs, alpine and gomods: {}", b.text_of_page()?);
@@ -249,10 +249,10 @@ fn signing_in_browsing_each_format_searching_and_deleting_in_chromium() -> anyho
 
     // Delete with confirmation: gone from the index, in the audit log.
     b.goto(&apt_page)?;
-    b.click(&b.find_by_text("a.button", "Delete")?)?;
+    b.click_to_load(&b.find_by_text("a.button", "Delete")?)?;
     b.wait_for("button.danger", Duration::from_secs(5))?;
     assert!(b.text_of_page()?.contains("This cannot be undone."));
-    b.click(&b.find("button.danger")?)?;
+    b.click_to_load(&b.find("button.danger")?)?;
     b.wait_for("p.notice", Duration::from_secs(30))?;
     assert!(b.text_of_page()?.contains("hello 1.0 is no longer in debs"), "{}", b.text_of_page()?);
     let (_, packages) = get_text(&format!("{public}/repository/debs/dists/stable/main/binary-amd64/Packages"))?;
@@ -267,7 +267,7 @@ fn signing_in_browsing_each_format_searching_and_deleting_in_chromium() -> anyho
     assert!(deleted.is_some(), "the delete's audit entry: {audit}");
 
     // Signing out ends the session: the old cookie is refused from now on.
-    b.click(&b.find_by_text(".who button", "Sign out")?)?;
+    b.click_to_load(&b.find_by_text(".who button", "Sign out")?)?;
     b.wait_for(".who a.button", Duration::from_secs(5))?;
     let r = ureq::get(&format!("{public}/admin")).set("Cookie", &format!("packyard_session={token}")).call();
     assert_eq!(status_of(r)?.0, 401, "a session that ended is anonymous");
@@ -520,7 +520,7 @@ fn administering_repositories_users_roles_tokens_and_cleanup_in_chromium() -> an
     // A repository: the API's own validation message on the form, then one that is valid.
     b.goto(&format!("{public}/admin/repositories"))?;
     b.fill("#name", "bad name")?;
-    b.click(&b.find_by_text("form.stack button", "Create repository")?)?;
+    b.click_to_load(&b.find_by_text("form.stack button", "Create repository")?)?;
     let error = b.wait_for("p.error", Duration::from_secs(5))?;
     assert!(b.text(&error)?.contains("bad name"), "{}", b.text(&error)?);
     b.fill("#name", "newdebs")?;
@@ -529,7 +529,7 @@ fn administering_repositories_users_roles_tokens_and_cleanup_in_chromium() -> an
     b.fill("#apt_distribution", "bookworm")?;
     b.fill("#apt_components", "main, contrib")?;
     b.fill("#apt_architectures", "amd64, all")?;
-    b.click(&b.find_by_text("form.stack button", "Create repository")?)?;
+    b.click_to_load(&b.find_by_text("form.stack button", "Create repository")?)?;
     b.wait_for("h1 .badge", Duration::from_secs(10))?;
     assert!(b.current_url()?.ends_with("/admin/repositories/newdebs"), "{}", b.current_url()?);
     let repo = common::process::admin_json(&public, &basic(PW), "GET", "/api/v1/repositories/newdebs", None)?;
@@ -538,14 +538,14 @@ fn administering_repositories_users_roles_tokens_and_cleanup_in_chromium() -> an
     screenshot(&b, "admin-repository")?;
     // Edit: closed to anonymous readers.
     b.click(&b.find("input[name=anonymous_read]")?)?;
-    b.click(&b.find_by_text("form.stack button", "Save changes")?)?;
+    b.click_to_load(&b.find_by_text("form.stack button", "Save changes")?)?;
     b.wait_for("p.notice", Duration::from_secs(10))?;
     let repo = common::process::admin_json(&public, &basic(PW), "GET", "/api/v1/repositories/newdebs", None)?;
     assert_eq!(repo["anonymous_read"], json!(false), "{repo}");
     // Rotate the signing key: a new fingerprint.
     let before =
         common::process::admin_json(&public, &basic(PW), "GET", "/api/v1/repositories/newdebs/signing-key", None)?;
-    b.click(&b.find_by_text("button", "Rotate the signing key")?)?;
+    b.click_to_load(&b.find_by_text("button", "Rotate the signing key")?)?;
     let notice = b.wait_for("p.notice", Duration::from_secs(30))?;
     assert!(b.text(&notice)?.contains("A new signing key"), "{}", b.text(&notice)?);
     let after =
@@ -556,7 +556,7 @@ fn administering_repositories_users_roles_tokens_and_cleanup_in_chromium() -> an
     b.goto(&format!("{public}/admin/roles"))?;
     b.fill("#name", "newdebs-writers")?;
     b.fill("#privileges", "newdebs* read, write")?;
-    b.click(&b.find_by_text("form.stack button", "Create role")?)?;
+    b.click_to_load(&b.find_by_text("form.stack button", "Create role")?)?;
     b.wait_for("table", Duration::from_secs(5))?;
     assert!(b.text_of_page()?.contains("newdebs-writers"));
     let role = common::process::admin_json(&public, &basic(PW), "GET", "/api/v1/roles/newdebs-writers", None)?;
@@ -565,7 +565,7 @@ fn administering_repositories_users_roles_tokens_and_cleanup_in_chromium() -> an
     b.fill("#username", "carol")?;
     b.fill("#new-password", "carol-password")?;
     b.fill("#roles", "newdebs-writers")?;
-    b.click(&b.find_by_text("form.stack button", "Create user")?)?;
+    b.click_to_load(&b.find_by_text("form.stack button", "Create user")?)?;
     b.wait_for("table", Duration::from_secs(10))?;
     let user = common::process::admin_json(&public, &basic(PW), "GET", "/api/v1/users/carol", None)?;
     assert_eq!(user["roles"], json!(["newdebs-writers"]));
@@ -575,7 +575,7 @@ fn administering_repositories_users_roles_tokens_and_cleanup_in_chromium() -> an
     b.goto(&format!("{public}/admin/tokens"))?;
     b.fill("#name", "ci")?;
     b.click(&b.find("input[name=read]")?)?;
-    b.click(&b.find_by_text("form.stack button", "Create token")?)?;
+    b.click_to_load(&b.find_by_text("form.stack button", "Create token")?)?;
     let shown = b.wait_for(".notice figure.snippet pre", Duration::from_secs(5))?;
     let token = b.text(&shown)?;
     assert!(token.starts_with("pky_"), "{token}");
@@ -587,7 +587,7 @@ fn administering_repositories_users_roles_tokens_and_cleanup_in_chromium() -> an
     assert_eq!(s, 200, "the new token reads the closed repository");
     b.goto(&format!("{public}/admin/tokens"))?;
     assert!(!b.source()?.contains(&token), "shown only once");
-    b.click(&b.find_by_text("button", "Revoke")?)?;
+    b.click_to_load(&b.find_by_text("button", "Revoke")?)?;
     b.wait_for(".badge", Duration::from_secs(5))?;
     let (s, _) = status_of(
         ureq::get(&format!("{public}/repository/newdebs/dists/bookworm/InRelease"))
@@ -618,7 +618,7 @@ fn administering_repositories_users_roles_tokens_and_cleanup_in_chromium() -> an
     b.goto(&format!("{public}/admin/cleanup"))?;
     choose(&b, "#policy", "keep-one")?;
     choose(&b, "#repository", "debs")?;
-    b.click(&b.find_by_text("form.search button", "Preview")?)?;
+    b.click_to_load(&b.find_by_text("form.search button", "Preview")?)?;
     let said = b.wait_for("p[role=status]", Duration::from_secs(10))?;
     assert!(b.text(&said)?.contains("would remove 1 components"), "{}", b.text(&said)?);
     let rows = b.find_all("table tbody tr")?;

@@ -181,6 +181,25 @@ impl Browser {
         Ok(())
     }
 
+    /// Clicks `e`, which navigates (a link, a form's button), and waits until the new page has
+    /// replaced the old one: the old document's root goes stale, then the new one has a body.
+    /// Waiting for an element instead would find the old page's copy of it.
+    pub fn click_to_load(&self, e: &Element) -> anyhow::Result<()> {
+        let root = self.find("html")?;
+        self.click(e)?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            match self.call("GET", &format!("/element/{}/name", root.0), None) {
+                Err(err) if err.to_string().contains("stale element") => break,
+                Err(err) => return Err(err),
+                Ok(_) if Instant::now() > deadline => anyhow::bail!("the page did not change after the click"),
+                Ok(_) => std::thread::sleep(Duration::from_millis(30)),
+            }
+        }
+        self.wait_for("body", Duration::from_secs(10))?;
+        Ok(())
+    }
+
     pub fn type_into(&self, e: &Element, text: &str) -> anyhow::Result<()> {
         self.call("POST", &format!("/element/{}/clear", e.0), None)?;
         self.call("POST", &format!("/element/{}/value", e.0), Some(json!({"text": text})))?;
