@@ -127,12 +127,12 @@ pub(crate) async fn create(
     Ok(HttpResponse::Created().json(view(&services, id, body.username, created).await?))
 }
 
-async fn get(_admin: Admin, services: web::Data<Services>, path: web::Path<String>) -> Result<HttpResponse, ApiError> {
+pub(crate) async fn get(_admin: Admin, services: web::Data<Services>, path: web::Path<String>) -> Result<HttpResponse, ApiError> {
     let (id, created) = find(&services, &path).await?;
     Ok(HttpResponse::Ok().json(view(&services, id, path.into_inner(), created).await?))
 }
 
-async fn update(
+pub(crate) async fn update(
     admin: Admin,
     services: web::Data<Services>,
     path: web::Path<String>,
@@ -181,7 +181,7 @@ pub(crate) async fn delete(
 }
 
 /// A user changes their own password (with the current one); an admin may set anyone's.
-async fn change_password(
+pub(crate) async fn change_password(
     user: Authenticated,
     services: web::Data<Services>,
     path: web::Path<String>,

@@ -27,13 +27,18 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/admin/repositories/{name}/delete", web::post().to(delete_repository))
         .route("/admin/users", web::get().to(users))
         .route("/admin/users", web::post().to(create_user))
+        .route("/admin/users/{name}", web::get().to(edit_user))
+        .route("/admin/users/{name}", web::post().to(update_user))
         .route("/admin/users/{name}/delete", web::post().to(delete_user))
         .route("/admin/roles", web::get().to(roles))
         .route("/admin/roles", web::post().to(create_role))
+        .route("/admin/roles/{name}", web::get().to(edit_role))
+        .route("/admin/roles/{name}", web::post().to(update_role))
         .route("/admin/roles/{name}/delete", web::post().to(delete_role))
         .route("/admin/tokens", web::get().to(tokens))
         .route("/admin/tokens", web::post().to(create_token))
         .route("/admin/tokens/{id}/revoke", web::post().to(revoke_token))
+        .route("/admin/password", web::post().to(change_password))
         .route("/admin/cleanup", web::get().to(cleanup))
         .route("/admin/audit", web::get().to(audit));
 }
@@ -189,6 +194,13 @@ pub struct RepoForm {
     #[serde(default)]
     metadata_ttl_secs: String,
     #[serde(default)]
+    negative_ttl_secs: String,
+    #[serde(default)]
+    proxy_username: String,
+    /// Empty keeps the stored password (it is never shown).
+    #[serde(default)]
+    proxy_password: String,
+    #[serde(default)]
     members: String,
 }
 
@@ -225,8 +237,22 @@ fn spec_of(f: &RepoForm, creating: bool) -> Value {
     }
     if f.repo_type == "proxy" {
         let mut proxy = json!({"remote_url": f.remote_url.trim()});
-        if let Ok(ttl) = f.metadata_ttl_secs.trim().parse::<u64>() {
-            proxy["metadata_ttl_secs"] = json!(ttl);
+        // A number the API would refuse is sent as typed, so its message names the field.
+        for (key, value) in [("metadata_ttl_secs", &f.metadata_ttl_secs), ("negative_ttl_secs", &f.negative_ttl_secs)] {
+            let value = value.trim();
+            if !value.is_empty() {
+                proxy[key] = value.parse::<u64>().map_or_else(|_| json!(value), |n| json!(n));
+            }
+        }
+        let username = f.proxy_username.trim();
+        if !username.is_empty() {
+            proxy["username"] = json!(username);
+        } else if !creating {
+            // A merge patch's null removes the credentials.
+            proxy["username"] = Value::Null;
+        }
+        if !f.proxy_password.is_empty() {
+            proxy["password"] = json!(f.proxy_password);
         }
         spec["proxy"] = proxy;
     }
@@ -281,7 +307,16 @@ fn repository_fields(f: &RepoForm, creating: bool) -> Markup {
         fieldset {
             legend { "Proxy" }
             (field("remote_url", "Upstream URL", &f.remote_url, "e.g. https://deb.debian.org/debian"))
-            (field("metadata_ttl_secs", "Metadata kept for (seconds)", &f.metadata_ttl_secs, ""))
+            (field("metadata_ttl_secs", "Metadata kept for (seconds)", &f.metadata_ttl_secs, "before it is revalidated upstream; 3600 when empty"))
+            (field("negative_ttl_secs", "A missing file remembered for (seconds)", &f.negative_ttl_secs, "an upstream 404 or 410; 300 when empty"))
+            (field("proxy_username", "Upstream username (optional)", &f.proxy_username, "sent with HTTP Basic on every upstream request"))
+            div.field {
+                label for="proxy_password" { "Upstream password" }
+                input #proxy_password name="proxy_password" type="password" autocomplete="new-password" aria-describedby="proxy_password-hint";
+                span.hint #proxy_password-hint {
+                    @if creating { "stored sealed, never shown again" } @else { "empty keeps the stored one; stored sealed, never shown" }
+                }
+            }
         }
         fieldset {
             legend { "Group" }
@@ -370,6 +405,9 @@ fn form_of(v: &Value) -> RepoForm {
         apk_architectures: join(&v["apk"]["architectures"]),
         remote_url: s(&v["proxy"]["remote_url"]),
         metadata_ttl_secs: v["proxy"]["metadata_ttl_secs"].as_u64().map(|t| t.to_string()).unwrap_or_default(),
+        negative_ttl_secs: v["proxy"]["negative_ttl_secs"].as_u64().map(|t| t.to_string()).unwrap_or_default(),
+        proxy_username: s(&v["proxy"]["username"]),
+        proxy_password: String::new(),
         members: join(&v["group"]["members"]),
     }
 }
@@ -545,7 +583,7 @@ async fn user_list(
             tbody { @for u in listed.as_array().cloned().unwrap_or_default() {
                 @let name = u["username"].as_str().unwrap_or_default().to_string();
                 tr {
-                    td { (name) }
+                    td { a href=(viewer.base.link(&format!("/admin/users/{name}"))) { (name) } }
                     td { (u["roles"].as_array().map(|a| a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", ")).unwrap_or_default()) }
                     td { (u["created_at"].as_str().unwrap_or_default()) }
                     td { @if name != viewer.caller.username() {
@@ -588,6 +626,71 @@ async fn create_user(
             Err(e) => user_list(&viewer, &services, Some(e)).await,
         },
         Err(e) => user_list(&viewer, &services, Some(e)).await,
+    }
+}
+
+fn joined(v: &Value) -> String {
+    v.as_array().map(|a| a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", ")).unwrap_or_default()
+}
+
+async fn user_page(
+    viewer: &Viewer,
+    services: &web::Data<Services>,
+    name: &str,
+    notice: Option<&str>,
+    error: Option<ApiError>,
+) -> Result<HttpResponse, UiError> {
+    let admin = admin_of(viewer)?;
+    let status = error.as_ref().map_or(StatusCode::OK, |e| e.code.status());
+    let user = api(admin::users::get(admin, data(services), web::Path::from(name.to_string()))).await?;
+    let body = html! {
+        div.crumbs { a href=(viewer.base.link("/admin/users")) { "Users" } " / " }
+        h1 { (name) }
+        @if let Some(n) = notice { p.notice role="status" { (n) } }
+        (refusal(&error))
+        p.muted { "Created " (user["created_at"].as_str().unwrap_or_default()) }
+        form.stack method="post" action=(viewer.base.link(&format!("/admin/users/{name}"))) {
+            (viewer.csrf_field())
+            (field("roles", "Roles", &joined(&user["roles"]), "comma-separated role names"))
+            div.field {
+                label for="new-password" { "New password (optional)" }
+                input #new-password name="password" type="password" autocomplete="new-password" aria-describedby="pw-hint";
+                span.hint #pw-hint { "8 characters or more; empty keeps the current one" }
+            }
+            div { button type="submit" { "Save changes" } }
+        }
+    };
+    Ok(viewer.page_with(status, name, body))
+}
+
+async fn edit_user(
+    viewer: Viewer,
+    services: web::Data<Services>,
+    name: web::Path<String>,
+) -> Result<HttpResponse, UiError> {
+    user_page(&viewer, &services, &name, None, None).await
+}
+
+async fn update_user(
+    viewer: Viewer,
+    services: web::Data<Services>,
+    name: web::Path<String>,
+    f: web::Form<UserForm>,
+) -> Result<HttpResponse, UiError> {
+    let admin = admin_of(&viewer)?;
+    viewer.check_csrf(f.csrf.as_deref())?;
+    let mut change = json!({"roles": list_of(&f.roles)});
+    if !f.password.is_empty() {
+        change["password"] = json!(f.password);
+    }
+    let path = web::Path::from(name.to_string());
+    let done = match body(change) {
+        Ok(b) => api(admin::users::update(admin, data(&services), path, b)).await,
+        Err(e) => Err(e),
+    };
+    match done {
+        Ok(_) => user_page(&viewer, &services, &name, Some("Saved."), None).await,
+        Err(e) => user_page(&viewer, &services, &name, None, Some(e)).await,
     }
 }
 
@@ -646,7 +749,7 @@ async fn role_list(
             tbody { @for r in roles.as_array().cloned().unwrap_or_default() {
                 @let name = r["name"].as_str().unwrap_or_default().to_string();
                 tr {
-                    td { (name) @if r["builtin"] == json!(true) { " " span.badge { "built-in" } } }
+                    td { a href=(viewer.base.link(&format!("/admin/roles/{name}"))) { (name) } @if r["builtin"] == json!(true) { " " span.badge { "built-in" } } }
                     td { (r["description"].as_str().unwrap_or_default()) }
                     td { ul.plain { @for p in r["privileges"].as_array().cloned().unwrap_or_default() {
                         li { code { (p["repositories"].as_str().unwrap_or_default()) } ": "
@@ -702,6 +805,82 @@ async fn create_role(
     }
 }
 
+/// The API's privileges as the form writes them, one per line.
+fn privilege_lines(privileges: &Value) -> String {
+    privileges
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|p| format!("{} {}", p["repositories"].as_str().unwrap_or_default(), joined(&p["actions"])))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+async fn role_page(
+    viewer: &Viewer,
+    services: &web::Data<Services>,
+    name: &str,
+    notice: Option<&str>,
+    error: Option<ApiError>,
+    typed: Option<&RoleForm>,
+) -> Result<HttpResponse, UiError> {
+    let admin = admin_of(viewer)?;
+    let status = error.as_ref().map_or(StatusCode::OK, |e| e.code.status());
+    let role = api(admin::roles::get(admin, data(services), web::Path::from(name.to_string()))).await?;
+    let (description, privileges) = match typed {
+        Some(f) => (f.description.clone(), f.privileges.clone()),
+        None => (role["description"].as_str().unwrap_or_default().to_string(), privilege_lines(&role["privileges"])),
+    };
+    let body = html! {
+        div.crumbs { a href=(viewer.base.link("/admin/roles")) { "Roles" } " / " }
+        h1 { (name) @if role["builtin"] == json!(true) { " " span.badge { "built-in" } } }
+        @if let Some(n) = notice { p.notice role="status" { (n) } }
+        (refusal(&error))
+        form.stack method="post" action=(viewer.base.link(&format!("/admin/roles/{name}"))) {
+            (viewer.csrf_field())
+            (field("description", "Description", &description, ""))
+            div.field {
+                label for="privileges" { "Privileges" }
+                textarea #privileges name="privileges" aria-describedby="privileges-hint" { (privileges) }
+                span.hint #privileges-hint { "One per line: a repository pattern (* matches any text), then its actions — read, write, delete, admin." }
+            }
+            div { button type="submit" { "Save changes" } }
+        }
+    };
+    Ok(viewer.page_with(status, name, body))
+}
+
+async fn edit_role(
+    viewer: Viewer,
+    services: web::Data<Services>,
+    name: web::Path<String>,
+) -> Result<HttpResponse, UiError> {
+    role_page(&viewer, &services, &name, None, None, None).await
+}
+
+async fn update_role(
+    viewer: Viewer,
+    services: web::Data<Services>,
+    name: web::Path<String>,
+    f: web::Form<RoleForm>,
+) -> Result<HttpResponse, UiError> {
+    let admin = admin_of(&viewer)?;
+    viewer.check_csrf(f.csrf.as_deref())?;
+    let path = web::Path::from(name.to_string());
+    let done = match privileges_of(&f.privileges) {
+        Ok(p) => match body(json!({"description": f.description, "privileges": p})) {
+            Ok(b) => api(admin::roles::update(admin, data(&services), path, b)).await,
+            Err(e) => Err(e),
+        },
+        Err(e) => Err(e),
+    };
+    match done {
+        Ok(_) => role_page(&viewer, &services, &name, Some("Saved."), None, None).await,
+        Err(e) => role_page(&viewer, &services, &name, None, Some(e), Some(&f)).await,
+    }
+}
+
 async fn delete_role(
     viewer: Viewer,
     services: web::Data<Services>,
@@ -736,6 +915,7 @@ async fn token_list(
     viewer: &Viewer,
     services: &web::Data<Services>,
     created: Option<Value>,
+    notice: Option<&str>,
     error: Option<ApiError>,
 ) -> Result<HttpResponse, UiError> {
     let user = user_of(viewer)?;
@@ -745,6 +925,7 @@ async fn token_list(
     let body = html! {
         h1 { "My tokens" }
         (admin_nav(viewer, "/admin/tokens"))
+        @if let Some(n) = notice { p.notice role="status" { (n) } }
         @if let Some(c) = &created {
             div.notice role="status" {
                 p { "Token " strong { (c["name"].as_str().unwrap_or_default()) } " created. Copy it now: it is shown only this once." }
@@ -784,12 +965,23 @@ async fn token_list(
             }
             div { button type="submit" { "Create token" } }
         }
+        h2 #password { "Change my password" }
+        form.stack method="post" action=(viewer.base.link("/admin/password")) {
+            (viewer.csrf_field())
+            div.field { label for="current-password" { "Current password" } input #current-password name="current_password" type="password" autocomplete="current-password" required; }
+            div.field {
+                label for="changed-password" { "New password" }
+                input #changed-password name="new_password" type="password" autocomplete="new-password" required aria-describedby="changed-hint";
+                span.hint #changed-hint { "8 characters or more" }
+            }
+            div { button type="submit" { "Change password" } }
+        }
     };
     Ok(viewer.page_with(status, "My tokens", body))
 }
 
 async fn tokens(viewer: Viewer, services: web::Data<Services>) -> Result<HttpResponse, UiError> {
-    token_list(&viewer, &services, None, None).await
+    token_list(&viewer, &services, None, None, None).await
 }
 
 async fn create_token(
@@ -819,8 +1011,8 @@ async fn create_token(
         Err(e) => Err(e),
     };
     match made {
-        Ok(created) => token_list(&viewer, &services, Some(created), None).await,
-        Err(e) => token_list(&viewer, &services, None, Some(e)).await,
+        Ok(created) => token_list(&viewer, &services, Some(created), None, None).await,
+        Err(e) => token_list(&viewer, &services, None, None, Some(e)).await,
     }
 }
 
@@ -834,7 +1026,45 @@ async fn revoke_token(
     viewer.check_csrf(f.csrf.as_deref())?;
     match api(admin::tokens::revoke(user, data(&services), web::Path::from(id.into_inner()))).await {
         Ok(_) => Ok(viewer.redirect("/admin/tokens")),
-        Err(e) => token_list(&viewer, &services, None, Some(e)).await,
+        Err(e) => token_list(&viewer, &services, None, None, Some(e)).await,
+    }
+}
+
+#[derive(Deserialize)]
+pub struct PasswordForm {
+    csrf: Option<String>,
+    #[serde(default)]
+    current_password: String,
+    #[serde(default)]
+    new_password: String,
+}
+
+/// A user changes their own password, the current one first (as the API asks of non-admins;
+/// here of everyone, since a session left open should not be enough to change it).
+async fn change_password(
+    viewer: Viewer,
+    services: web::Data<Services>,
+    f: web::Form<PasswordForm>,
+) -> Result<HttpResponse, UiError> {
+    let user = user_of(&viewer)?;
+    viewer.check_csrf(f.csrf.as_deref())?;
+    let name = viewer.caller.username().to_string();
+    let current_ok = match services.db.user_by_name(&name).await? {
+        Some(record) => services.security.verify(&f.current_password, &record.password_hash).await,
+        None => false,
+    };
+    if !current_ok {
+        let e = ApiError::bad_request("The current password is wrong; nothing was changed.");
+        return token_list(&viewer, &services, None, None, Some(e)).await;
+    }
+    let change = json!({"current_password": f.current_password, "new_password": f.new_password});
+    let done = match body(change) {
+        Ok(b) => api(admin::users::change_password(user, data(&services), web::Path::from(name), b)).await,
+        Err(e) => Err(e),
+    };
+    match done {
+        Ok(_) => token_list(&viewer, &services, None, Some("Your password is changed."), None).await,
+        Err(e) => token_list(&viewer, &services, None, None, Some(e)).await,
     }
 }
 

@@ -182,22 +182,25 @@ impl Browser {
     }
 
     /// Clicks `e`, which navigates (a link, a form's button), and waits until the new page has
-    /// replaced the old one: the old document's root goes stale, then the new one has a body.
-    /// Waiting for an element instead would find the old page's copy of it.
+    /// replaced the old one and loaded: the old window's marker is gone and the document is
+    /// complete. Waiting for an element instead could find the old page's copy of it.
     pub fn click_to_load(&self, e: &Element) -> anyhow::Result<()> {
-        let root = self.find("html")?;
+        self.exec("window.__packyardOld = true;", vec![])?;
         self.click(e)?;
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            match self.call("GET", &format!("/element/{}/name", root.0), None) {
-                Err(err) if err.to_string().contains("stale element") => break,
-                Err(err) => return Err(err),
-                Ok(_) if Instant::now() > deadline => anyhow::bail!("the page did not change after the click"),
-                Ok(_) => std::thread::sleep(Duration::from_millis(30)),
+            // A script asked mid-navigation may fail; ask again.
+            let state = self
+                .exec("return [window.__packyardOld === true, document.readyState];", vec![])
+                .unwrap_or(Value::Null);
+            if state[0] == json!(false) && state[1] == json!("complete") {
+                return Ok(());
             }
+            if Instant::now() > deadline {
+                anyhow::bail!("the page did not change after the click: {state}");
+            }
+            std::thread::sleep(Duration::from_millis(30));
         }
-        self.wait_for("body", Duration::from_secs(10))?;
-        Ok(())
     }
 
     pub fn type_into(&self, e: &Element, text: &str) -> anyhow::Result<()> {
