@@ -9,6 +9,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use base64::Engine as _;
 use common::process::{basic, create_repository, start, status_of, Server};
 use common::webdriver::{driver, Browser};
 use common::Repo;
@@ -620,16 +621,94 @@ fn administering_repositories_users_roles_tokens_and_cleanup_in_chromium() -> an
     choose(&b, "#repository", "debs")?;
     b.click_to_load(&b.find_by_text("form.search button", "Preview")?)?;
     let said = b.wait_for("p[role=status]", Duration::from_secs(10))?;
-    assert!(b.text(&said)?.contains("would remove 1 components"), "{}", b.text(&said)?);
+    assert!(b.text(&said)?.contains("would remove 1 component ("), "{}", b.text(&said)?);
     let rows = b.find_all("table tbody tr")?;
     assert!(b.text(rows.last().ok_or_else(|| anyhow::anyhow!("no preview rows"))?)?.contains("1.0"));
     screenshot(&b, "admin-cleanup")?;
+
+    // Edit a user: another role and a new password, which then signs in to a client's API.
+    b.goto(&format!("{public}/admin/users"))?;
+    b.click_to_load(&b.find_by_text("table a", "carol")?)?;
+    assert_eq!(b.attribute(&b.find("#roles")?, "value")?.as_deref(), Some("newdebs-writers"));
+    b.fill("#roles", "newdebs-writers, nobody-such")?;
+    b.click_to_load(&b.find_by_text("form.stack button", "Save changes")?)?;
+    let error = b.find("p.error")?;
+    assert!(b.text(&error)?.contains("nobody-such"), "the API's message: {}", b.text(&error)?);
+    b.fill("#roles", "newdebs-writers, admin")?;
+    b.fill("#new-password", "carol-second-password")?;
+    b.click_to_load(&b.find_by_text("form.stack button", "Save changes")?)?;
+    assert!(b.text(&b.find("p.notice")?)?.contains("Saved."));
+    let user = common::process::admin_json(&public, &basic(PW), "GET", "/api/v1/users/carol", None)?;
+    assert_eq!(user["roles"], json!(["admin", "newdebs-writers"]), "{user}");
+    let carol = |pw: &str| format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("carol:{pw}")));
+    let (s, _) =
+        status_of(ureq::get(&format!("{public}/api/v1/tokens")).set("Authorization", &carol("carol-password")).call())?;
+    assert_eq!(s, 401, "the old password no longer works");
+    let (s, _) = status_of(
+        ureq::get(&format!("{public}/api/v1/tokens")).set("Authorization", &carol("carol-second-password")).call(),
+    )?;
+    assert_eq!(s, 200, "the new one does");
+
+    // Edit a role: its privileges, one per line.
+    b.goto(&format!("{public}/admin/roles/newdebs-writers"))?;
+    let typed = b.text(&b.find("#privileges")?)?;
+    assert_eq!(typed.trim(), "newdebs* read, write");
+    b.fill("#privileges", "newdebs* read, write, delete\ndebs read")?;
+    b.click_to_load(&b.find_by_text("form.stack button", "Save changes")?)?;
+    assert!(b.text(&b.find("p.notice")?)?.contains("Saved."));
+    let role = common::process::admin_json(&public, &basic(PW), "GET", "/api/v1/roles/newdebs-writers", None)?;
+    assert_eq!(
+        role["privileges"],
+        json!([
+            {"repositories": "newdebs*", "actions": ["read", "write", "delete"]},
+            {"repositories": "debs", "actions": ["read"]}
+        ]),
+        "{role}"
+    );
+    b.fill("#privileges", "newdebs*")?;
+    b.click_to_load(&b.find_by_text("form.stack button", "Save changes")?)?;
+    assert!(b.text(&b.find("p.error")?)?.contains("then its actions"), "a line without actions is explained");
+
+    // A proxy with upstream credentials: the username shown, the password never.
+    b.goto(&format!("{public}/admin/repositories"))?;
+    b.fill("#name", "upstream-debs")?;
+    choose(&b, "#format", "apt")?;
+    choose(&b, "#type", "proxy")?;
+    b.fill("#remote_url", "https://deb.debian.org/debian")?;
+    b.fill("#proxy_username", "mirror-user")?;
+    b.fill("#proxy_password", "mirror-secret")?;
+    b.fill("#negative_ttl_secs", "60")?;
+    b.click_to_load(&b.find_by_text("form.stack button", "Create repository")?)?;
+    assert!(b.current_url()?.ends_with("/admin/repositories/upstream-debs"), "{}", b.current_url()?);
+    let repo = common::process::admin_json(&public, &basic(PW), "GET", "/api/v1/repositories/upstream-debs", None)?;
+    assert_eq!(repo["proxy"]["username"], json!("mirror-user"), "{repo}");
+    assert_eq!(repo["proxy"]["negative_ttl_secs"], json!(60), "{repo}");
+    assert_eq!(b.attribute(&b.find("#proxy_username")?, "value")?.as_deref(), Some("mirror-user"));
+    assert!(!b.source()?.contains("mirror-secret"), "the password is never shown");
+
+    // My password: the current one is asked; the new one signs in.
+    b.goto(&format!("{public}/admin/tokens"))?;
+    b.fill("#current-password", "not-my-password")?;
+    b.fill("#changed-password", "admin-second-password")?;
+    b.click_to_load(&b.find_by_text("form.stack button", "Change password")?)?;
+    assert!(b.text(&b.find("p.error")?)?.contains("current password is wrong"));
+    b.fill("#current-password", PW)?;
+    b.fill("#changed-password", "admin-second-password")?;
+    b.click_to_load(&b.find_by_text("form.stack button", "Change password")?)?;
+    assert!(b.text(&b.find("p.notice")?)?.contains("Your password is changed."));
+    let (s, _) = status_of(ureq::get(&format!("{public}/api/v1/users")).set("Authorization", &basic(PW)).call())?;
+    assert_eq!(s, 401, "the old admin password no longer works");
+    let new_basic =
+        format!("Basic {}", base64::engine::general_purpose::STANDARD.encode("admin:admin-second-password"));
 
     // The audit log, filtered.
     b.goto(&format!("{public}/admin/audit?action=user."))?;
     let text = b.text_of_page()?;
     assert!(text.contains("user.create") && text.contains("carol"), "{text}");
+    assert!(text.contains("user.update") && text.contains("user.password"), "{text}");
     assert!(!text.contains("role.create"), "filtered by action: {text}");
+    let (s, _) = status_of(ureq::get(&format!("{public}/api/v1/users")).set("Authorization", &new_basic).call())?;
+    assert_eq!(s, 200);
     drop(b);
     assert!(server.terminate()?.success());
     Ok(())

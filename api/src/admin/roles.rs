@@ -109,7 +109,11 @@ pub(crate) async fn create(
     Ok(HttpResponse::Created().json(RoleView::from(find(&services, &name).await?)))
 }
 
-pub(crate) async fn get(_admin: Admin, services: web::Data<Services>, path: web::Path<String>) -> Result<HttpResponse, ApiError> {
+pub(crate) async fn get(
+    _admin: Admin,
+    services: web::Data<Services>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
     Ok(HttpResponse::Ok().json(RoleView::from(find(&services, &path).await?)))
 }
 

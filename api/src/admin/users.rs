@@ -127,7 +127,11 @@ pub(crate) async fn create(
     Ok(HttpResponse::Created().json(view(&services, id, body.username, created).await?))
 }
 
-pub(crate) async fn get(_admin: Admin, services: web::Data<Services>, path: web::Path<String>) -> Result<HttpResponse, ApiError> {
+pub(crate) async fn get(
+    _admin: Admin,
+    services: web::Data<Services>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
     let (id, created) = find(&services, &path).await?;
     Ok(HttpResponse::Ok().json(view(&services, id, path.into_inner(), created).await?))
 }

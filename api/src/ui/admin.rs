@@ -1146,7 +1146,7 @@ async fn cleanup(
             }
             (refusal(&error))
             @if let Some(p) = &preview {
-                p role="status" { "A run now would remove " strong { (p["count"]) " components" } " (" (bytes(p["bytes"].as_i64().unwrap_or(0))) ") from " (p["repository"].as_str().unwrap_or_default()) "." }
+                p role="status" { "A run now would remove " strong { (p["count"]) @if p["count"] == json!(1) { " component" } @else { " components" } } " (" (bytes(p["bytes"].as_i64().unwrap_or(0))) ") from " (p["repository"].as_str().unwrap_or_default()) "." }
                 @let items = p["items"].as_array().cloned().unwrap_or_default();
                 @if !items.is_empty() {
                     div.table-wrap { table {
