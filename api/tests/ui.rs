@@ -713,3 +713,164 @@ fn administering_repositories_users_roles_tokens_and_cleanup_in_chromium() -> an
     assert!(server.terminate()?.success());
     Ok(())
 }
+
+/// nginx in front, serving Packyard under `/packyard/` (the prefix stripped), on a port of its own.
+struct Nginx {
+    child: std::process::Child,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn nginx_in_front(port: u16, upstream: &str) -> anyhow::Result<Option<Nginx>> {
+    let Some(nginx) = ["/usr/sbin/nginx", "/usr/bin/nginx"].into_iter().find(|p| std::path::Path::new(p).is_file())
+    else {
+        anyhow::ensure!(std::env::var_os("CI").is_none(), "nginx is not installed (scripts/test.sh installs it)");
+        return Ok(None);
+    };
+    let dir = tempfile::tempdir()?;
+    let d = dir.path().display();
+    let upstream = upstream.trim_start_matches("http://");
+    let conf = format!(
+        "daemon off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{}}\n\
+         http {{\n  access_log off;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n\
+         fastcgi_temp_path {d}/fcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n\
+         client_max_body_size 0;\n  server {{\n    listen 127.0.0.1:{port};\n\
+         location /packyard/ {{\n      proxy_pass http://{upstream}/;\n      proxy_set_header Host $host:$server_port;\n\
+         proxy_set_header X-Forwarded-For $remote_addr;\n    }}\n  }}\n}}\n"
+    );
+    std::fs::write(dir.path().join("nginx.conf"), conf)?;
+    let child = std::process::Command::new(nginx)
+        .args(["-e", &format!("{d}/error.log"), "-c", &format!("{d}/nginx.conf")])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    let front = Nginx { child, _dir: dir };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        anyhow::ensure!(Instant::now() < deadline, "nginx did not listen on {port}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(Some(front))
+}
+
+/// Every URL the page links to, loads or posts to.
+fn urls_on_page(b: &Browser) -> anyhow::Result<Vec<String>> {
+    let v = b.exec(
+        "return [...document.querySelectorAll('a[href], link[href], script[src], img[src], form[action]')]\
+         .map(e => e.getAttribute('href') || e.getAttribute('src') || e.getAttribute('action'));",
+        vec![],
+    )?;
+    Ok(v.as_array().map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect()).unwrap_or_default())
+}
+
+/// Behind nginx under `/packyard/` with `server.public_url` saying so: every link, form, asset,
+/// redirect and snippet carries the prefix, the cookie's path is the prefix, the Nexus API's
+/// download URLs work, and the real apt-get installs from the sources line the page shows.
+#[test]
+fn behind_a_reverse_proxy_under_a_path_prefix() -> anyhow::Result<()> {
+    let Some(driver) = driver() else { return Ok(()) };
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let front = format!("http://127.0.0.1:{port}/packyard");
+    let dir = tempfile::tempdir()?;
+    let server = server(dir.path(), &[("PACKYARD_SERVER__PUBLIC_URL", &front)])?;
+    one_of_each(&server.public)?;
+    wait_counted(&server.public, "debs")?;
+    let Some(_nginx) = nginx_in_front(port, &server.public)? else { return Ok(()) };
+
+    let b = Browser::start(&driver)?;
+    sign_in(&b, &front, "admin", PW)?;
+    assert_eq!(b.current_url()?, format!("{front}/"), "the sign-in's redirect keeps the prefix");
+    let cookies = b.cookies()?;
+    let session = cookies.iter().find(|c| c["name"] == "packyard_session").cloned().unwrap_or(Value::Null);
+    assert_eq!(session["path"], json!("/packyard/"), "only under the prefix: {cookies:?}");
+
+    let ours = |u: &str| u.starts_with("/packyard/") || u.starts_with(&format!("{front}/")) || u.starts_with('#');
+    let mut seen = std::collections::BTreeSet::new();
+    for page in
+        ["/", "/browse/debs", "/browse/gomods", "/search?q=hello", "/admin", "/admin/repositories", "/admin/tokens"]
+    {
+        b.goto(&format!("{front}{page}"))?;
+        assert!(b.find(".who .user").is_ok(), "{page}: signed in through the prefix");
+        for u in urls_on_page(&b)? {
+            assert!(ours(&u), "{page} links outside the prefix: {u}");
+            seen.insert(u);
+        }
+    }
+    // The stylesheet and script load through nginx.
+    for asset in seen.iter().filter(|u| u.starts_with("/packyard/static/")) {
+        let (s, _) = get_text(&format!("http://127.0.0.1:{port}{asset}"))?;
+        assert_eq!(s, 200, "{asset}");
+    }
+    assert!(seen.iter().any(|u| u.starts_with("/packyard/static/packyard.") && u.contains(".css")), "{seen:?}");
+
+    // A component's snippets name the public URL, and each of their URLs answers through nginx.
+    b.goto(&format!("{front}/browse/debs"))?;
+    b.click_to_load(&b.find_by_text("table a", "hello")?)?;
+    assert!(b.current_url()?.starts_with(&format!("{front}/component/")), "{}", b.current_url()?);
+    let snips = snippets(&b)?.join("\n");
+    let sources = format!("deb [signed-by=/etc/apt/keyrings/packyard-debs.asc] {front}/repository/debs stable main");
+    assert!(snips.contains(&sources), "{snips}");
+    let key_url = format!("{front}/repository/debs/gpg.key");
+    assert!(snips.contains(&format!("curl -fsSL {key_url}")), "{snips}");
+    for word in snips.split_whitespace().filter(|w| w.starts_with("http")) {
+        let word = word.trim_matches(|c: char| c == '"' || c == '\'' || c == ']');
+        assert!(word.starts_with(&format!("{front}/")), "a snippet URL outside the public URL: {word}");
+    }
+    let key = ureq::get(&key_url).call()?;
+    let mut key_bytes = Vec::new();
+    std::io::Read::read_to_end(&mut key.into_reader(), &mut key_bytes)?;
+
+    // The real apt-get, with the page's sources line (its keyring in a scratch directory).
+    if std::process::Command::new("apt-get").arg("--version").output().is_ok() {
+        let root = tempfile::tempdir()?;
+        for d in ["state/lists/partial", "cache/archives/partial", "downloads"] {
+            std::fs::create_dir_all(root.path().join(d))?;
+        }
+        std::fs::write(root.path().join("state/status"), "")?;
+        let keyring = root.path().join("packyard-debs.asc");
+        std::fs::write(&keyring, &key_bytes)?;
+        let line = sources.replace("/etc/apt/keyrings/packyard-debs.asc", &keyring.display().to_string());
+        std::fs::write(root.path().join("sources.list"), format!("{line}\n"))?;
+        let out = common::apt::tool("apt-get", root.path(), &["update"])?;
+        let log = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success() && !log.contains("Err:") && !log.contains("W: "), "apt-get update:\n{log}");
+        let out = common::apt::tool("apt-get", root.path(), &["download", "hello"])?;
+        assert!(out.status.success(), "apt-get download: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(root.path().join("downloads/hello_1.0_amd64.deb").is_file());
+    }
+
+    // Nexus's API through the prefix: its downloadUrl is the public one, and it serves the bytes.
+    let assets: Value = ureq::get(&format!("{front}/service/rest/v1/search/assets?repository=debs&name=hello"))
+        .set("Authorization", &basic(PW))
+        .call()?
+        .into_json()?;
+    let asset = &assets["items"][0];
+    let url = asset["downloadUrl"].as_str().unwrap_or_default().to_string();
+    assert!(url.starts_with(&format!("{front}/repository/debs/pool/")), "{assets}");
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut ureq::get(&url).call()?.into_reader(), &mut bytes)?;
+    assert_eq!(
+        hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes)),
+        asset["checksum"]["sha256"].as_str().unwrap_or_default()
+    );
+
+    // A form's redirect and signing out stay under the prefix.
+    b.goto(&format!("{front}/admin/roles"))?;
+    b.fill("#name", "behind-nginx")?;
+    b.fill("#privileges", "debs read")?;
+    b.click_to_load(&b.find_by_text("form.stack button", "Create role")?)?;
+    assert_eq!(b.current_url()?, format!("{front}/admin/roles"));
+    b.click_to_load(&b.find_by_text(".who button", "Sign out")?)?;
+    assert!(b.current_url()?.starts_with(&format!("{front}/")), "{}", b.current_url()?);
+    assert!(b.find(".who a.button").is_ok(), "signed out");
+    drop(b);
+    assert!(server.terminate()?.success());
+    Ok(())
+}

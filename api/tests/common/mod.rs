@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod app;
+pub mod apt;
 pub mod chaos;
 pub mod process;
 pub mod webdriver;
