@@ -296,6 +296,70 @@ async fn previews_are_paginated(app: TestApp) -> anyhow::Result<()> {
 }
 app_test!(previews_are_paginated);
 
+/// Every page of a preview with `count=false`, followed to the end: (items of each page, the
+/// components seen).
+async fn pages_without_totals(
+    app: &TestApp,
+    policy: &str,
+    repository: &str,
+) -> anyhow::Result<(Vec<usize>, Vec<String>)> {
+    let first = format!("/api/v1/cleanup-policies/{policy}/preview?repository={repository}&count=false");
+    let (mut uri, mut pages, mut seen) = (first.clone(), Vec::new(), Vec::new());
+    loop {
+        let r = app.call(TestRequest::post().uri(&uri)).await?;
+        anyhow::ensure!(r.status == StatusCode::OK, "{uri}: {}", r.text);
+        anyhow::ensure!(r.json["count"].is_null() && r.json["bytes"].is_null(), "no totals: {}", r.json);
+        let items = r.json["items"].as_array().cloned().unwrap_or_default();
+        pages.push(items.len());
+        seen.extend(items.iter().map(|i| i["component"].as_str().unwrap_or_default().to_string()));
+        match r.json["continuationToken"].as_str() {
+            Some(t) => uri = format!("{first}&continuationToken={t}"),
+            None => return Ok((pages, seen)),
+        }
+        anyhow::ensure!(pages.len() < 100, "the pages never end");
+    }
+}
+
+/// Without totals, a page reads a bounded stretch of the repository: when the criteria select
+/// little, pages come back short or empty with a token to go on, and together they list
+/// exactly what the counted preview lists, each once.
+async fn previews_without_totals_read_a_bounded_stretch(app: TestApp) -> anyhow::Result<()> {
+    use packyard_store::db::catalogue::{Component, Entry};
+    app.create(Repo::hosted("big", Format::Go)).await?;
+    let db = &app.services.db;
+    let repo = db.repository_by_name("big").await?.map_or(0, |r| r.id);
+    let mut tx = db.begin().await?;
+    // 4,100 names (more than two pages' worth of reading), m7 and m4021 with two versions.
+    for i in 0..4100 {
+        for version in ["v1.0.0", "v1.1.0"].iter().take(if i == 7 || i == 4021 { 2 } else { 1 }) {
+            let component = Component {
+                key: format!("example.com/m{i}@{version}"),
+                group: "example.com".into(),
+                name: format!("m{i}"),
+                version: version.to_string(),
+            };
+            db.catalogue_put(&mut tx, repo, "go", &Entry { component, assets: Vec::new() }, ("seed", 0)).await?;
+        }
+    }
+    tx.commit().await?;
+    policy(&app, "keep-one", "go", json!({"keep_latest": 1})).await?;
+    let counted = preview(&app, "keep-one", "big").await?;
+    assert_eq!(counted["count"], 2, "{counted}");
+    let (pages, seen) = pages_without_totals(&app, "keep-one", "big").await?;
+    assert_eq!(seen, ["example.com/m4021@v1.0.0", "example.com/m7@v1.0.0"], "pages {pages:?}");
+    assert!(pages.len() >= 3, "4,100 rows in stretches of at most 2,000: {pages:?}");
+    assert!(pages.contains(&0), "a stretch that selects nothing still gives a token: {pages:?}");
+
+    // When much is selected: pages of 100, the same components as the counted preview's.
+    policy(&app, "all-old", "go", json!({"published_before_days": 1})).await?;
+    let (pages, seen) = pages_without_totals(&app, "all-old", "big").await?;
+    assert_eq!(seen.len(), 4102, "{pages:?}");
+    assert_eq!(seen.iter().collect::<std::collections::HashSet<_>>().len(), 4102, "each once");
+    assert!(pages.iter().all(|n| *n <= 100) && pages.iter().filter(|n| **n == 100).count() == 41, "{pages:?}");
+    Ok(())
+}
+app_test!(previews_without_totals_read_a_bounded_stretch);
+
 async fn desired_revision(app: &TestApp, repository: &str) -> anyhow::Result<i64> {
     let r = app.call(TestRequest::get().uri(&format!("/api/v1/repositories/{repository}/status"))).await?;
     anyhow::ensure!(r.status == StatusCode::OK, "{}", r.text);

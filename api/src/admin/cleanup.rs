@@ -173,12 +173,30 @@ async fn delete(
 
 /// Rows of a preview page.
 const PREVIEW_PAGE: usize = 100;
+/// The catalogue rows a preview with `count=false` reads at most per request.
+const PREVIEW_READ: usize = 2_000;
 
 #[derive(serde::Deserialize)]
 pub(crate) struct PreviewQuery {
-    repository: Option<String>,
+    pub(crate) repository: Option<String>,
     #[serde(rename = "continuationToken")]
-    continuation_token: Option<String>,
+    pub(crate) continuation_token: Option<String>,
+    /// `false`: no totals, and a page's work bounded (the web UI's preview).
+    pub(crate) count: Option<bool>,
+}
+
+fn preview_item(s: &packyard_core::cleanup::Selected) -> serde_json::Value {
+    let c = &s.component;
+    serde_json::json!({
+        "component": c.component_key, "group": c.namespace, "name": c.name, "version": c.version,
+        "bytes": s.bytes, "published": rfc3339_ms(c.created_at),
+        "lastDownloaded": s.last_downloaded.map(rfc3339_ms),
+    })
+}
+
+fn preview_token(name: &str, id: i64) -> String {
+    use base64::Engine as _;
+    b64().encode(serde_json::json!([name, id]).to_string())
 }
 
 fn b64() -> base64::engine::GeneralPurpose {
@@ -222,41 +240,92 @@ pub(crate) async fn preview(
     };
     let criteria = packyard_core::cleanup::Compiled::new(&policy.criteria, packyard_store::db::now_ms())
         .map_err(ApiError::internal)?;
+    let format = packyard_formats::catalogue(repo.format);
+    if q.count == Some(false) {
+        return preview_page(&services, (format, &criteria), &repo, after, (policy.name.as_str(), repo.name.as_str()))
+            .await;
+    }
     let (mut count, mut bytes, mut more) = (0u64, 0i64, false);
     // The page starts after the token's component in the walk's own order (the database's
     // collation, which Rust's string order need not match).
     let mut past = after.is_none();
-    let mut items = Vec::new();
-    let format = packyard_formats::catalogue(repo.format);
+    let mut items: Vec<packyard_core::cleanup::Selected> = Vec::new();
     packyard_core::cleanup::select(&services.db, format, &criteria, repo.id, |s| {
         count += 1;
         bytes += s.bytes;
-        let c = &s.component;
         if !past {
-            past = after.as_ref().is_some_and(|(_, id)| c.id == *id);
+            past = after.as_ref().is_some_and(|(_, id)| s.component.id == *id);
+        } else if items.len() < PREVIEW_PAGE {
+            items.push(s);
         } else {
-            if items.len() < PREVIEW_PAGE {
-                items.push(serde_json::json!({
-                    "component": c.component_key, "group": c.namespace, "name": c.name, "version": c.version,
-                    "bytes": s.bytes, "published": rfc3339_ms(c.created_at),
-                    "lastDownloaded": s.last_downloaded.map(rfc3339_ms),
-                    "token": b64().encode(serde_json::json!([c.name, c.id]).to_string()),
-                }));
-            } else {
-                more = true;
-            }
+            more = true;
         }
         true
     })
     .await?;
-    let token = if more { items.last().and_then(|i| i["token"].as_str()).map(str::to_string) } else { None };
-    for i in &mut items {
-        if let Some(o) = i.as_object_mut() {
-            o.remove("token");
-        }
-    }
+    let token = if more { items.last().map(|s| preview_token(&s.component.name, s.component.id)) } else { None };
+    let items: Vec<serde_json::Value> = items.iter().map(preview_item).collect();
     Ok(HttpResponse::Ok().json(serde_json::json!({
         "policy": policy.name, "repository": repo.name.as_str(), "count": count, "bytes": bytes,
+        "items": items, "continuationToken": token,
+    })))
+}
+
+/// A page of the preview without totals, reading at most [`PREVIEW_READ`] rows: when the
+/// criteria select little, the page may hold fewer items (or none) and still name a
+/// `continuationToken` from which the walk goes on.
+async fn preview_page(
+    services: &Services,
+    (format, criteria): (&dyn packyard_core::catalogue::Catalogue, &packyard_core::cleanup::Compiled),
+    repo: &packyard_model::repos::Repository,
+    after: Option<(String, i64)>,
+    (policy, repository): (&str, &str),
+) -> Result<HttpResponse, ApiError> {
+    let mut walk = packyard_core::cleanup::Walk::new(&services.db, format, criteria, repo.id, i64::MAX);
+    // A token is an item's (name, id): the walk starts at that name and skips through the item;
+    // or a name walked whole with nothing after it shown: (name, i64::MAX).
+    let mut skip_through = None;
+    if let Some((name, id)) = &after {
+        walk = walk.starting_at(name, *id == i64::MAX);
+        skip_through = (*id != i64::MAX).then_some((name.as_str(), *id));
+    }
+    let mut items: Vec<packyard_core::cleanup::Selected> = Vec::new();
+    let mut more = false;
+    loop {
+        // A single name larger than the budget is still decided whole.
+        let budget = if walk.decided().is_some() { PREVIEW_READ } else { walk.read() + PREVIEW_READ };
+        let batch = walk.next_within(PREVIEW_PAGE + 1 - items.len(), budget).await?;
+        for s in batch {
+            // Within the token's name only: an item gone since stops the skipping at the next name.
+            if let Some((name, id)) = skip_through {
+                if s.component.name == name {
+                    if s.component.id == id {
+                        skip_through = None;
+                    }
+                    continue;
+                }
+                skip_through = None;
+            }
+            if items.len() < PREVIEW_PAGE {
+                items.push(s);
+            } else {
+                more = true;
+            }
+        }
+        if more || walk.finished() || (walk.read() >= PREVIEW_READ && walk.decided().is_some()) {
+            break;
+        }
+    }
+    let token = if more {
+        items.last().map(|s| preview_token(&s.component.name, s.component.id))
+    } else if walk.finished() {
+        None
+    } else {
+        walk.decided().map(|name| preview_token(name, i64::MAX))
+    };
+    let items: Vec<serde_json::Value> = items.iter().map(preview_item).collect();
+    Ok(HttpResponse::Ok().json(serde_json::json!({
+        "policy": policy, "repository": repository, "count": null, "bytes": null,
         "items": items, "continuationToken": token,
     })))
 }

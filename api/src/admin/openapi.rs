@@ -180,9 +180,11 @@ fn security_paths() -> serde_json::Value {
             "parameters": [
                 {"name": "name", "in": "path", "required": true, "schema": {"type": "string"}},
                 {"name": "repository", "in": "query", "required": true, "schema": {"type": "string"}},
-                {"name": "continuationToken", "in": "query", "required": false, "schema": {"type": "string"}}
+                {"name": "continuationToken", "in": "query", "required": false, "schema": {"type": "string"}},
+                {"name": "count", "in": "query", "required": false, "schema": {"type": "boolean", "default": true},
+                 "description": "false: no totals (count and bytes are null) and each page reads at most 2,000 catalogue rows, so a page may hold fewer than 100 items and still have a continuationToken"}
             ],
-            "post": op("What a run of the policy would remove from the repository now: {policy, repository, count, bytes, items: [{component, group, name, version, bytes, published, lastDownloaded}], continuationToken} in pages of 100 (admin)", "200")
+            "post": op("What a run of the policy would remove from the repository now: {policy, repository, count, bytes, items: [{component, group, name, version, bytes, published, lastDownloaded}], continuationToken} in pages of 100 (admin); the totals walk the whole repository, count=false does not", "200")
         },
         "/api/v1/tokens": {
             "get": op("The caller's tokens, without secrets (?all=true: everyone's, admin)", "200"),

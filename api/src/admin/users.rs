@@ -86,10 +86,18 @@ async fn view(services: &Services, id: i64, username: String, created_at: i64) -
 }
 
 pub(crate) async fn list(_admin: Admin, services: web::Data<Services>) -> Result<HttpResponse, ApiError> {
-    let mut out = Vec::new();
-    for (id, username, created_at) in services.db.list_users().await? {
-        out.push(view(&services, id, username, created_at).await?);
-    }
+    let mut roles = services.db.role_names_of_all().await?;
+    let out: Vec<UserView> = services
+        .db
+        .list_users()
+        .await?
+        .into_iter()
+        .map(|(id, username, created_at)| UserView {
+            roles: roles.remove(&id).unwrap_or_default(),
+            username,
+            created_at: rfc3339_ms(created_at),
+        })
+        .collect();
     Ok(HttpResponse::Ok().json(out))
 }
 

@@ -1074,6 +1074,8 @@ async fn change_password(
 pub struct PreviewForm {
     policy: Option<String>,
     repository: Option<String>,
+    /// The preview's continuation token: a later page.
+    after: Option<String>,
 }
 
 async fn cleanup(
@@ -1094,7 +1096,12 @@ async fn cleanup(
     let (preview, error) =
         match (q.policy.as_deref().filter(|p| !p.is_empty()), q.repository.as_deref().filter(|r| !r.is_empty())) {
             (Some(policy), Some(repository)) => {
-                let query = serde_json::from_value(json!({"repository": repository})).map_err(ApiError::internal)?;
+                // Pages whose work is bounded: no totals (those walk the whole repository).
+                let query = admin::cleanup::PreviewQuery {
+                    repository: Some(repository.to_string()),
+                    continuation_token: q.after.clone(),
+                    count: Some(false),
+                };
                 match api(admin::cleanup::preview(
                     admin,
                     data(&services),
@@ -1146,8 +1153,17 @@ async fn cleanup(
             }
             (refusal(&error))
             @if let Some(p) = &preview {
-                p role="status" { "A run now would remove " strong { (p["count"]) @if p["count"] == json!(1) { " component" } @else { " components" } } " (" (bytes(p["bytes"].as_i64().unwrap_or(0))) ") from " (p["repository"].as_str().unwrap_or_default()) "." }
                 @let items = p["items"].as_array().cloned().unwrap_or_default();
+                @let next = p["continuationToken"].as_str();
+                @let repository = p["repository"].as_str().unwrap_or_default();
+                @let total: i64 = items.iter().filter_map(|i| i["bytes"].as_i64()).sum();
+                @if q.after.is_none() && next.is_none() {
+                    p role="status" { "A run now would remove " strong { (items.len()) @if items.len() == 1 { " component" } @else { " components" } } " (" (bytes(total)) ") from " (repository) "." }
+                } @else if items.is_empty() {
+                    p role="status" { "Nothing more in this stretch of " (repository) "'s names; the walk goes on from there." }
+                } @else {
+                    p role="status" { "A run now would remove these " strong { (items.len()) " components" } " (" (bytes(total)) ") from " (repository) @if next.is_some() { ", and more on the next pages" } "." }
+                }
                 @if !items.is_empty() {
                     div.table-wrap { table {
                         thead { tr { th scope="col" { "Name" } th scope="col" { "Version" } th.num scope="col" { "Size" } th scope="col" { "Published" } th scope="col" { "Last downloaded" } } }
@@ -1157,6 +1173,14 @@ async fn cleanup(
                             td { (i["lastDownloaded"].as_str().unwrap_or("never")) }
                         } } }
                     } }
+                }
+                @let here = format!("/admin/cleanup?policy={}&repository={}", super::browse::urlencode(q.policy.as_deref().unwrap_or_default()), super::browse::urlencode(repository));
+                nav.pager aria-label="Preview pages" {
+                    @if q.after.is_some() { a href=(viewer.base.link(&here)) { "First page" } }
+                    @if let Some(n) = next { a href=(viewer.base.link(&format!("{here}&after={}", super::browse::urlencode(n)))) { "Next page" } }
+                }
+                @if next.is_some() || q.after.is_some() {
+                    p.muted { "The totals of a whole run: " code { "POST /api/v1/cleanup-policies/…/preview?repository=…" } " counts them, and each run's report gives what it removed." }
                 }
             }
         }

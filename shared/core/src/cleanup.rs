@@ -74,6 +74,9 @@ pub struct Walk<'a> {
     pending: Vec<Selected>,
     ready: std::collections::VecDeque<Vec<Selected>>,
     done: bool,
+    /// Rows read so far, and the last name decided whole.
+    read: usize,
+    decided: Option<String>,
 }
 
 impl<'a> Walk<'a> {
@@ -88,21 +91,52 @@ impl<'a> Walk<'a> {
             pending: Vec::new(),
             ready: std::collections::VecDeque::new(),
             done: false,
+            read: 0,
+            decided: None,
         }
+    }
+
+    /// Starts the walk at `name` (all of its components), or just after it when `past` is set.
+    pub fn starting_at(mut self, name: &str, past: bool) -> Self {
+        self.after = Some((name.to_string(), if past { i64::MAX } else { i64::MIN }));
+        self
+    }
+
+    /// Whether the walk has decided every name.
+    pub fn finished(&self) -> bool {
+        self.done && self.ready.is_empty()
+    }
+
+    /// The rows read so far.
+    pub fn read(&self) -> usize {
+        self.read
+    }
+
+    /// The last name decided whole, to start a later walk just after it.
+    pub fn decided(&self) -> Option<&str> {
+        self.decided.as_deref()
     }
 
     /// The next selected components: at least `at_least` (of whole names), fewer only at the
     /// end; empty when the walk is over.
     pub async fn next(&mut self, at_least: usize) -> DbResult<Vec<Selected>> {
+        self.next_within(at_least, usize::MAX).await
+    }
+
+    /// As [`Walk::next`], but reading no more pages once `max_read` rows have been read in all
+    /// (so a request's work is bounded whatever the criteria select); fewer then, and the walk
+    /// goes on from [`Walk::decided`].
+    pub async fn next_within(&mut self, at_least: usize, max_read: usize) -> DbResult<Vec<Selected>> {
         let mut out = Vec::new();
         loop {
             while let Some(group) = self.ready.pop_front() {
+                self.decided = group.first().map(|s| s.component.name.clone());
                 out.extend(decide(self.format, self.criteria, group));
                 if out.len() >= at_least {
                     return Ok(out);
                 }
             }
-            if self.done {
+            if self.done || self.read >= max_read {
                 return Ok(out);
             }
             self.read_page().await?;
@@ -118,6 +152,7 @@ impl<'a> Walk<'a> {
             ..Search::default()
         };
         let page = self.db.catalogue_search(&search).await?;
+        self.read += page.len();
         let ids: Vec<i64> = page.iter().map(|c| c.id).collect();
         let mut usage: HashMap<i64, (i64, Option<i64>)> = HashMap::new();
         for a in self.db.catalogue_assets_of(&ids).await? {

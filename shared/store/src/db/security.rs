@@ -246,6 +246,18 @@ impl Db {
         rows.iter().map(|r| text(r, "name")).collect()
     }
 
+    /// Every user's role names (user id → names in order), in one statement.
+    pub async fn role_names_of_all(&self) -> DbResult<std::collections::HashMap<i64, Vec<String>>> {
+        let rows = self.query(sql!("user_roles.all", "SELECT ur.user_id AS user_id, r.name AS name FROM user_roles ur JOIN roles r ON r.id = ur.role_id ORDER BY ur.user_id, r.name"))
+            .fetch_all(self.pool())
+            .await?;
+        let mut out: std::collections::HashMap<i64, Vec<String>> = std::collections::HashMap::new();
+        for r in &rows {
+            out.entry(r.try_get("user_id")?).or_default().push(text(r, "name")?);
+        }
+        Ok(out)
+    }
+
     /// Every privilege the user holds through their roles.
     pub async fn privileges_of(&self, user_id: i64) -> DbResult<Vec<Privilege>> {
         let rows = self.query(sql!("user_roles.privileges", "SELECT r.privileges AS privileges FROM user_roles ur JOIN roles r ON r.id = ur.role_id WHERE ur.user_id = $1"))
