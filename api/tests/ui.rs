@@ -527,6 +527,14 @@ fn administering_repositories_users_roles_tokens_and_cleanup_in_chromium() -> an
     b.fill("#name", "newdebs")?;
     choose(&b, "#format", "apt")?;
     choose(&b, "#type", "hosted")?;
+    let shown = |id: &str| -> anyhow::Result<bool> {
+        Ok(b.exec(&format!("return document.getElementById('{id}').getClientRects().length > 0;"), vec![])?
+            == json!(true))
+    };
+    assert!(shown("apt_distribution")? && !shown("remote_url")? && !shown("members")?, "only APT hosted's blocks");
+    choose(&b, "#type", "proxy")?;
+    assert!(shown("remote_url")? && !shown("write_policy")?, "a proxy's blocks");
+    choose(&b, "#type", "hosted")?;
     b.fill("#apt_distribution", "bookworm")?;
     b.fill("#apt_components", "main, contrib")?;
     b.fill("#apt_architectures", "amd64, all")?;
@@ -870,6 +878,216 @@ fn behind_a_reverse_proxy_under_a_path_prefix() -> anyhow::Result<()> {
     b.click_to_load(&b.find_by_text(".who button", "Sign out")?)?;
     assert!(b.current_url()?.starts_with(&format!("{front}/")), "{}", b.current_url()?);
     assert!(b.find(".who a.button").is_ok(), "signed out");
+    drop(b);
+    assert!(server.terminate()?.success());
+    Ok(())
+}
+
+const TAB: &str = "\u{E004}";
+const ENTER: &str = "\u{E007}";
+
+/// Puts the keyboard's starting point at the top of the page (focusing the body once, as a
+/// page without autofocus starts), so that Tab goes to the first element.
+fn from_the_top(b: &Browser) -> anyhow::Result<()> {
+    b.exec(
+        "document.body.tabIndex = -1; document.body.focus(); document.body.removeAttribute('tabindex');\
+         window.scrollTo(0, 0);",
+        vec![],
+    )?;
+    Ok(())
+}
+
+/// Tabs through the page from its top: each element the focus reaches, in order, until it
+/// leaves the page or comes back around.
+fn tab_through(b: &Browser) -> anyhow::Result<Vec<Value>> {
+    from_the_top(b)?;
+    let mut seen: Vec<Value> = Vec::new();
+    for _ in 0..300 {
+        b.keys(TAB)?;
+        let f = b.focused()?;
+        if f["tag"] == "body" || seen.first() == Some(&f) {
+            break;
+        }
+        // A date field's day, month and year are tab stops of one element.
+        if seen.last() != Some(&f) {
+            seen.push(f);
+        }
+    }
+    Ok(seen)
+}
+
+/// How many elements on the page a keyboard user should reach.
+fn focusable_count(b: &Browser) -> anyhow::Result<usize> {
+    let v = b.exec(
+        "return [...document.querySelectorAll('a[href], button, input:not([type=hidden]), select, textarea')]\
+         .filter(e => !e.disabled && !e.hidden && getComputedStyle(e).visibility !== 'hidden'\
+                      && (e.getClientRects().length > 0 || e.classList.contains('skip'))).length;",
+        vec![],
+    )?;
+    Ok(v.as_u64().unwrap_or(0) as usize)
+}
+
+/// Tabs until the focused element matches `want`.
+fn tab_to(b: &Browser, want: impl Fn(&Value) -> bool) -> anyhow::Result<Value> {
+    for _ in 0..300 {
+        b.keys(TAB)?;
+        let f = b.focused()?;
+        if want(&f) {
+            return Ok(f);
+        }
+    }
+    anyhow::bail!("the keyboard never reached the element on {}", b.current_url()?)
+}
+
+/// Everything reachable and usable with the keyboard alone: the skip link first, every link,
+/// field and button of each page in the tab order with a visible focus ring, signing in, a
+/// link followed and a form sent with Enter.
+#[test]
+fn every_page_works_from_the_keyboard_alone() -> anyhow::Result<()> {
+    let Some(driver) = driver() else { return Ok(()) };
+    let dir = tempfile::tempdir()?;
+    let server = server(dir.path(), &[])?;
+    let public = server.public.clone();
+    one_of_each(&public)?;
+    let b = Browser::start(&driver)?;
+
+    // The skip link comes first and moves the focus to the page's content.
+    b.goto(&format!("{public}/signin"))?;
+    let first = tab_through(&b)?;
+    assert_eq!(first.first().map(|f| f["text"].clone()), Some(json!("Skip to content")), "{first:?}");
+    from_the_top(&b)?;
+    b.keys(TAB)?;
+    b.keys(ENTER)?;
+    assert_eq!(b.focused()?["id"], json!("main"), "Enter on the skip link focuses the content");
+
+    // Signing in: tab to the fields, type, Enter.
+    tab_to(&b, |f| f["id"] == "username")?;
+    b.keys("admin")?;
+    b.keys(TAB)?;
+    assert_eq!(b.focused()?["id"], json!("password"));
+    b.keys(PW)?;
+    b.keys_to_load(ENTER)?;
+    assert!(b.find(".who .user").is_ok(), "signed in from the keyboard: {}", b.current_url()?);
+
+    // A component's page, as the browse page links it.
+    b.goto(&format!("{public}/browse/debs"))?;
+    let component = b.attribute(&b.find_by_text("table a", "hello")?, "href")?.unwrap_or_default();
+    for page in [
+        "/".to_string(),
+        "/browse/debs".to_string(),
+        "/browse/gomods".to_string(),
+        component,
+        "/search?q=hello".to_string(),
+        "/admin".to_string(),
+        "/admin/repositories".to_string(),
+        "/admin/repositories/debs".to_string(),
+        "/admin/users".to_string(),
+        "/admin/roles".to_string(),
+        "/admin/tokens".to_string(),
+        "/admin/audit".to_string(),
+    ] {
+        let url = if page.starts_with("http") { page.clone() } else { format!("{public}{page}") };
+        b.goto(&url)?;
+        let reached = tab_through(&b)?;
+        assert_eq!(reached.first().map(|f| f["text"].clone()), Some(json!("Skip to content")), "{page}");
+        for f in &reached {
+            assert_eq!(f["ring"], json!(true), "{page}: no visible focus ring on {f}");
+        }
+        let unique: std::collections::HashSet<String> = reached.iter().map(Value::to_string).collect();
+        let want = focusable_count(&b)?;
+        assert_eq!(
+            reached.len(),
+            want,
+            "{page}: the keyboard reached {} of {want} elements: {reached:?}",
+            reached.len()
+        );
+        assert_eq!(unique.len(), want, "{page}: each element once: {reached:?}");
+    }
+
+    // A link followed with Enter.
+    b.goto(&format!("{public}/"))?;
+    tab_to(&b, |f| f["href"].as_str().is_some_and(|h| h.ends_with("/browse/alpine")))?;
+    b.keys_to_load(ENTER)?;
+    assert!(b.current_url()?.ends_with("/browse/alpine"), "{}", b.current_url()?);
+
+    // A form sent with Enter: a repository created from the keyboard.
+    b.goto(&format!("{public}/admin/repositories"))?;
+    tab_to(&b, |f| f["id"] == "name")?;
+    b.keys("typed-debs")?;
+    b.keys_to_load(ENTER)?;
+    assert!(b.current_url()?.ends_with("/admin/repositories/typed-debs"), "{}", b.current_url()?);
+    let repo = common::process::admin_json(&public, &basic(PW), "GET", "/api/v1/repositories/typed-debs", None)?;
+    assert_eq!(repo["format"], json!("apt"), "{repo}");
+    drop(b);
+    assert!(server.terminate()?.success());
+    Ok(())
+}
+
+/// The relative luminance of a CSS `rgb(…)` colour (0 black, 1 white).
+fn luminance(css: &str) -> f64 {
+    let parts: Vec<f64> = css
+        .trim_start_matches("rgba(")
+        .trim_start_matches("rgb(")
+        .trim_end_matches(')')
+        .split(',')
+        .filter_map(|p| p.trim().parse().ok())
+        .collect();
+    let lin = |c: f64| {
+        let c = c / 255.0;
+        if c <= 0.03928 {
+            c / 12.92
+        } else {
+            ((c + 0.055) / 1.055).powf(2.4)
+        }
+    };
+    match parts.as_slice() {
+        [r, g, bl, ..] => 0.2126 * lin(*r) + 0.7152 * lin(*g) + 0.0722 * lin(*bl),
+        _ => f64::NAN,
+    }
+}
+
+/// Light and dark follow the system's setting, each with readable contrast (WCAG AA, 4.5:1, for
+/// body text and links); screenshots of both.
+#[test]
+fn light_and_dark_follow_the_system_setting() -> anyhow::Result<()> {
+    let Some(driver) = driver() else { return Ok(()) };
+    let dir = tempfile::tempdir()?;
+    let server = server(dir.path(), &[])?;
+    let public = server.public.clone();
+    one_of_each(&public)?;
+    wait_counted(&public, "debs")?;
+    let b = Browser::start(&driver)?;
+    sign_in(&b, &public, "admin", PW)?;
+    let colours = |b: &Browser| -> anyhow::Result<(f64, f64, f64)> {
+        let v = b.exec(
+            "const body = getComputedStyle(document.body); const a = document.querySelector('main a');\
+             return [body.backgroundColor, body.color, a ? getComputedStyle(a).color : body.color];",
+            vec![],
+        )?;
+        let c = |i: usize| luminance(v[i].as_str().unwrap_or_default());
+        Ok((c(0), c(1), c(2)))
+    };
+    let contrast = |a: f64, b: f64| (a.max(b) + 0.05) / (a.min(b) + 0.05);
+    for scheme in ["light", "dark"] {
+        b.prefer_color_scheme(scheme)?;
+        b.goto(&format!("{public}/"))?;
+        let (bg, text, link) = colours(&b)?;
+        if scheme == "light" {
+            assert!(bg > 0.8, "a light background: {bg}");
+        } else {
+            assert!(bg < 0.05, "a dark background: {bg}");
+        }
+        assert!(contrast(bg, text) >= 4.5, "{scheme}: text contrast {:.1}", contrast(bg, text));
+        assert!(contrast(bg, link) >= 4.5, "{scheme}: link contrast {:.1}", contrast(bg, link));
+        if scheme == "dark" {
+            screenshot(&b, "repositories-dark")?;
+            b.goto(&format!("{public}/browse/debs"))?;
+            b.click_to_load(&b.find_by_text("table a", "hello")?)?;
+            screenshot(&b, "component-apt-dark")?;
+            b.goto(&format!("{public}/admin/repositories"))?;
+            screenshot(&b, "admin-repositories-dark")?;
+        }
+    }
     drop(b);
     assert!(server.terminate()?.success());
     Ok(())

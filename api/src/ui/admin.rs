@@ -293,34 +293,53 @@ fn repository_fields(f: &RepoForm, creating: bool) -> Markup {
         div.field {
             label { input type="checkbox" name="anonymous_read" value="on" checked[f.anonymous_read.is_some()]; " Anonymous readers may read it" }
         }
-        (select("write_policy", "Redeploy (hosted)", &[("allow_once", "allow once"), ("allow", "allow"), ("deny", "deny")], if f.write_policy.is_empty() { "allow_once" } else { &f.write_policy }))
-        fieldset {
-            legend { "APT (hosted and proxy)" }
-            (field("apt_distribution", "Distribution", &f.apt_distribution, "e.g. stable or bookworm"))
-            (field("apt_components", "Components", &f.apt_components, "comma-separated, e.g. main"))
-            (field("apt_architectures", "Architectures", &f.apt_architectures, "comma-separated, e.g. amd64, arm64, all"))
-        }
-        fieldset {
-            legend { "Alpine APK" }
-            (field("apk_architectures", "Architectures", &f.apk_architectures, "comma-separated, e.g. x86_64, aarch64"))
-        }
-        fieldset {
-            legend { "Proxy" }
-            (field("remote_url", "Upstream URL", &f.remote_url, "e.g. https://deb.debian.org/debian"))
-            (field("metadata_ttl_secs", "Metadata kept for (seconds)", &f.metadata_ttl_secs, "before it is revalidated upstream; 3600 when empty"))
-            (field("negative_ttl_secs", "A missing file remembered for (seconds)", &f.negative_ttl_secs, "an upstream 404 or 410; 300 when empty"))
-            (field("proxy_username", "Upstream username (optional)", &f.proxy_username, "sent with HTTP Basic on every upstream request"))
-            div.field {
-                label for="proxy_password" { "Upstream password" }
-                input #proxy_password name="proxy_password" type="password" autocomplete="new-password" aria-describedby="proxy_password-hint";
-                span.hint #proxy_password-hint {
-                    @if creating { "stored sealed, never shown again" } @else { "empty keeps the stored one; stored sealed, never shown" }
+        @let shown = |formats: &[&str], types: &[&str]| creating || ((formats.is_empty() || formats.contains(&f.format.as_str())) && types.contains(&f.repo_type.as_str()));
+        // Creating, every block is there (a script hides those the chosen format and type do
+        // not use); editing, only the repository's own.
+        @if shown(&[], &["hosted"]) {
+            div.field data-types="hosted" {
+                label for="write_policy" { "Redeploy (hosted)" }
+                select #write_policy name="write_policy" {
+                    @let current = if f.write_policy.is_empty() { "allow_once" } else { f.write_policy.as_str() };
+                    @for (v, l) in [("allow_once", "allow once"), ("allow", "allow"), ("deny", "deny")] { option value=(v) selected[v == current] { (l) } }
                 }
             }
         }
-        fieldset {
-            legend { "Group" }
-            (field("members", "Members", &f.members, "comma-separated repository names, in the order they are asked"))
+        @if shown(&["apt"], &["hosted", "proxy"]) {
+            fieldset data-formats="apt" data-types="hosted proxy" {
+                legend { "APT" }
+                (field("apt_distribution", "Distribution", &f.apt_distribution, "e.g. stable or bookworm"))
+                (field("apt_components", "Components", &f.apt_components, "comma-separated, e.g. main"))
+                (field("apt_architectures", "Architectures", &f.apt_architectures, "comma-separated, e.g. amd64, arm64, all"))
+            }
+        }
+        @if shown(&["apk"], &["hosted", "proxy", "group"]) {
+            fieldset data-formats="apk" data-types="hosted proxy group" {
+                legend { "Alpine APK" }
+                (field("apk_architectures", "Architectures", &f.apk_architectures, "comma-separated, e.g. x86_64, aarch64"))
+            }
+        }
+        @if shown(&[], &["proxy"]) {
+            fieldset data-types="proxy" {
+                legend { "Proxy" }
+                (field("remote_url", "Upstream URL", &f.remote_url, "e.g. https://deb.debian.org/debian"))
+                (field("metadata_ttl_secs", "Metadata kept for (seconds)", &f.metadata_ttl_secs, "before it is revalidated upstream; 3600 when empty"))
+                (field("negative_ttl_secs", "A missing file remembered for (seconds)", &f.negative_ttl_secs, "an upstream 404 or 410; 300 when empty"))
+                (field("proxy_username", "Upstream username (optional)", &f.proxy_username, "sent with HTTP Basic on every upstream request"))
+                div.field {
+                    label for="proxy_password" { "Upstream password" }
+                    input #proxy_password name="proxy_password" type="password" autocomplete="new-password" aria-describedby="proxy_password-hint";
+                    span.hint #proxy_password-hint {
+                        @if creating { "stored sealed, never shown again" } @else { "empty keeps the stored one; stored sealed, never shown" }
+                    }
+                }
+            }
+        }
+        @if shown(&[], &["group"]) {
+            fieldset data-types="group" {
+                legend { "Group" }
+                (field("members", "Members", &f.members, "comma-separated repository names, in the order they are asked"))
+            }
         }
     }
 }

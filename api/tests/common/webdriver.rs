@@ -185,8 +185,18 @@ impl Browser {
     /// replaced the old one and loaded: the old window's marker is gone and the document is
     /// complete. Waiting for an element instead could find the old page's copy of it.
     pub fn click_to_load(&self, e: &Element) -> anyhow::Result<()> {
+        self.to_load(|| self.click(e))
+    }
+
+    /// Presses `keys` (which navigate: Enter on a link or in a form) and waits as
+    /// [`Browser::click_to_load`] does.
+    pub fn keys_to_load(&self, keys: &str) -> anyhow::Result<()> {
+        self.to_load(|| self.keys(keys))
+    }
+
+    fn to_load(&self, act: impl FnOnce() -> anyhow::Result<()>) -> anyhow::Result<()> {
         self.exec("window.__packyardOld = true;", vec![])?;
-        self.click(e)?;
+        act()?;
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             // A script asked mid-navigation may fail; ask again.
@@ -253,6 +263,31 @@ impl Browser {
         Ok(v.as_array()
             .map(|a| a.iter().filter_map(|m| m["message"].as_str().map(str::to_string)).collect())
             .unwrap_or_default())
+    }
+
+    /// Emulates the system's colour scheme (`dark` or `light`) for `prefers-color-scheme`, through
+    /// ChromeDriver's DevTools endpoint.
+    pub fn prefer_color_scheme(&self, scheme: &str) -> anyhow::Result<()> {
+        self.call(
+            "POST",
+            "/goog/cdp/execute",
+            Some(json!({"cmd": "Emulation.setEmulatedMedia",
+                "params": {"features": [{"name": "prefers-color-scheme", "value": scheme}]}})),
+        )?;
+        Ok(())
+    }
+
+    /// The element that has the keyboard focus, described: tag, id, text or label, its place in
+    /// the document, and whether a focus ring is drawn (an outline or a box shadow).
+    pub fn focused(&self) -> anyhow::Result<Value> {
+        self.exec(
+            "const e = document.activeElement; const s = getComputedStyle(e);\
+             return {tag: e.tagName.toLowerCase(), id: e.id, name: e.getAttribute('name') || '',\
+               text: (e.innerText || e.value || e.getAttribute('aria-label') || '').trim().slice(0, 60),\
+               href: e.getAttribute('href') || '', at: [...document.querySelectorAll('*')].indexOf(e),\
+               ring: (s.outlineStyle !== 'none' && parseFloat(s.outlineWidth) > 0) || s.boxShadow !== 'none'};",
+            vec![],
+        )
     }
 
     pub fn set_window(&self, width: u32, height: u32) -> anyhow::Result<()> {
