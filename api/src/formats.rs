@@ -7,6 +7,7 @@ use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse};
 use packyard_core::hosted::Uploaded;
 use packyard_core::proxy::{CacheState, Outcome};
+pub use packyard_core::publication::cache::ArtifactRef;
 use packyard_core::publication::cache::ServedFile;
 use packyard_core::services::Services;
 use packyard_model::repos::Repository;
@@ -56,9 +57,25 @@ pub fn serve_published(req: &HttpRequest, f: ServedFile) -> HttpResponse {
     res.content_type(f.content_type).body(f.bytes)
 }
 
+/// Whether a `Range` may be honoured under the request's `If-Range` (RFC 9110 §13.1.5): no
+/// `If-Range`, or its entity tag equal to ours (a strong comparison: a weak tag never matches), or
+/// its date exactly our `Last-Modified`. Otherwise the client's partial copy is of another
+/// version: the answer is the whole file.
+fn if_range_holds(req: &HttpRequest, etag: &str, last_modified: Option<std::time::SystemTime>) -> bool {
+    let Some(v) = req.headers().get(actix_web::http::header::IF_RANGE) else { return true };
+    let Ok(v) = v.to_str() else { return false };
+    let v = v.trim();
+    if v.starts_with('"') || v.starts_with("W/") {
+        return v == etag;
+    }
+    let Ok(date) = v.parse::<actix_web::http::header::HttpDate>() else { return false };
+    let since_epoch = |t: std::time::SystemTime| t.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).ok();
+    last_modified.is_some_and(|m| since_epoch(m).is_some() && since_epoch(m) == since_epoch(date.into()))
+}
+
 /// Answers with a stored blob: `ETag` (the SHA-256), `If-None-Match` and, when `last_modified`
-/// is known, `If-Modified-Since` (304); a single `Range` (206/416); the bytes streamed. HEAD
-/// opens nothing when the size is known.
+/// is known, `If-Modified-Since` (304); a single `Range` (206/416) when `If-Range`, if any, still
+/// names this file; the bytes streamed. HEAD opens nothing when the size is known.
 pub async fn serve_blob(
     req: &HttpRequest,
     blobs: &dyn packyard_store::blobs::BlobStore,
@@ -107,7 +124,12 @@ pub async fn serve_blob(
         }
         return Ok(res.streaming(futures_util::stream::empty::<Result<bytes::Bytes, std::io::Error>>()));
     }
-    let range = req.headers().get(header::RANGE).and_then(|v| v.to_str().ok()).and_then(RangeSpec::parse_header);
+    let range = req
+        .headers()
+        .get(header::RANGE)
+        .filter(|_| if_range_holds(req, &etag, last_modified))
+        .and_then(|v| v.to_str().ok())
+        .and_then(RangeSpec::parse_header);
     let read = blobs.open_hot(&digest, range).await?;
     let mut res = match read.range {
         Some(r) => {
@@ -131,8 +153,8 @@ pub async fn serve_blob(
 }
 
 /// A hosted repository's artifact at `path`: warmed, its blob from the replica's cache (no
-/// query); otherwise `lookup` finds its `(SHA-256, size)` in the format's rows and the cache keeps
-/// it until the repository's watermark moves.
+/// query); otherwise `lookup` finds its blob, size and upload time in the format's rows and the
+/// cache keeps them until the repository's watermark moves.
 pub async fn serve_hosted<F, Fut>(
     cx: &crate::route::Cx<'_>,
     repo: &Repository,
@@ -142,21 +164,21 @@ pub async fn serve_hosted<F, Fut>(
 ) -> Result<HttpResponse, FormatError>
 where
     F: FnOnce() -> Fut,
-    Fut: std::future::Future<Output = Result<Option<(String, i64)>, FormatError>>,
+    Fut: std::future::Future<Output = Result<Option<ArtifactRef>, FormatError>>,
 {
     let published = &cx.services.published;
-    let (sha256, size) = match published.artifact(repo.id, path) {
+    let artifact = match published.artifact(repo.id, path) {
         Some(found) => found,
         None => {
             let epoch = published.epoch();
-            let Some((sha256, size)) = lookup().await? else {
+            let Some(found) = lookup().await? else {
                 return Err(ApiError::not_found(format!("not found: /{path} in repository {}", repo.name)).into());
             };
-            published.put_artifact(epoch, repo.id, path, &sha256, size);
-            (std::sync::Arc::from(sha256.as_str()), size)
+            published.put_artifact(epoch, repo.id, path, found.clone());
+            found
         }
     };
-    let res = serve_artifact(cx.req, cx.services, (&sha256, size), content_type).await?;
+    let res = serve_artifact(cx.req, cx.services, &artifact, content_type).await?;
     count_download(cx.services, cx.req, &res, repo.id, path);
     Ok(res)
 }
@@ -169,14 +191,19 @@ pub fn count_download(services: &Services, req: &HttpRequest, res: &HttpResponse
     }
 }
 
-/// Answers with an artifact's blob, known by `(SHA-256, size)`.
+/// Answers with an artifact's blob (`Last-Modified` its upload time, when known).
 pub async fn serve_artifact(
     req: &HttpRequest,
     services: &Services,
-    (sha256, size): (&str, i64),
+    artifact: &ArtifactRef,
     content_type: &str,
 ) -> Result<HttpResponse, FormatError> {
-    serve_blob(req, services.blobs.as_ref(), sha256, content_type, None, u64::try_from(size).ok(), &[]).await
+    let modified = artifact
+        .modified_ms
+        .and_then(|ms| u64::try_from(ms / 1000).ok())
+        .map(|secs| std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs));
+    let size = u64::try_from(artifact.size).ok();
+    serve_blob(req, services.blobs.as_ref(), &artifact.sha256, content_type, modified, size, &[]).await
 }
 
 /// Answers with what the proxy fetched: the upstream's bytes unchanged, with `X-Packyard-Cache`

@@ -1339,3 +1339,116 @@ fn apt_get_update_during_a_cleanup_run() -> anyhow::Result<()> {
     assert!(server.terminate()?.success());
     Ok(())
 }
+
+/// One GET with extra headers: status, `Content-Range` and the body.
+fn get_with_headers(url: &str, headers: &[(&str, &str)]) -> anyhow::Result<(u16, Option<String>, Vec<u8>)> {
+    let mut req = ureq::get(url);
+    for (k, v) in headers {
+        req = req.set(k, v);
+    }
+    let r = req.call()?;
+    let (status, range) = (r.status(), r.header("content-range").map(str::to_string));
+    let mut body = Vec::new();
+    std::io::Read::read_to_end(&mut r.into_reader(), &mut body)?;
+    Ok((status, range, body))
+}
+
+/// A resumed download: `Range` is honoured only while `If-Range` (an entity tag, compared
+/// strongly, or apt's date) still names the file; otherwise the whole file. The real apt-get
+/// resumes a partial package whose date matches (206) and replaces one that is of another file
+/// (200; before `If-Range` was honoured it glued the new bytes to the old and failed the hash).
+#[test]
+fn resumed_downloads_honour_if_range() -> anyhow::Result<()> {
+    let Some(debs) = real_debs() else {
+        eprintln!("skipped: TEST_DEBS_DIR is not set (scripts/test.sh sets it)");
+        return Ok(());
+    };
+    let hello = debs
+        .iter()
+        .find(|p| p.file_name().is_some_and(|f| f.to_string_lossy().starts_with("hello_")))
+        .ok_or_else(|| anyhow::anyhow!("no hello package in TEST_DEBS_DIR"))?;
+    let file_name = hello.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+    let bytes = std::fs::read(hello)?;
+    let dir = tempfile::tempdir()?;
+    let server = start(dir.path(), &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)])?;
+    server.wait_ready()?;
+    create_repo(&server, serde_json::json!({"name": "debs", "format": "apt", "type": "hosted"}))?;
+    let (s, body) = upload(&server, "debs", &bytes, "?wait=true")?;
+    assert_eq!(s, 201, "{body}");
+    let url = format!("{}/repository/debs/pool/main/h/hello/{file_name}", server.public);
+    let head = ureq::head(&url).call()?;
+    let etag = head.header("etag").unwrap_or_default().to_string();
+    let modified = head.header("last-modified").unwrap_or_default().to_string();
+    assert!(!modified.is_empty(), "a hosted package has a Last-Modified (its upload time)");
+
+    // At the HTTP level, each kind of validator.
+    let tail = format!("bytes={}-", bytes.len() - 100);
+    let weak = format!("W/{etag}");
+    for (if_range, status) in [
+        (etag.as_str(), 206),
+        (modified.as_str(), 206),
+        (weak.as_str(), 200),
+        ("\"another-file\"", 200),
+        ("Thu, 01 Jan 2015 00:00:00 GMT", 200),
+        ("not a validator", 200),
+    ] {
+        let (s, range, body) = get_with_headers(&url, &[("Range", &tail), ("If-Range", if_range)])?;
+        assert_eq!(s, status, "If-Range: {if_range}");
+        if status == 206 {
+            assert_eq!(range, Some(format!("bytes {}-{}/{}", bytes.len() - 100, bytes.len() - 1, bytes.len())));
+            assert_eq!(body, bytes[bytes.len() - 100..], "If-Range: {if_range}");
+        } else {
+            assert_eq!(range, None, "If-Range: {if_range}");
+            assert_eq!(body, bytes, "the whole file for If-Range: {if_range}");
+        }
+    }
+    let (s, _, body) = get_with_headers(&url, &[("Range", &tail)])?;
+    assert_eq!((s, body.len()), (206, 100), "a Range without If-Range");
+
+    // The real apt-get, downloading into its archive cache with a partial file in place; libc6
+    // (hello's dependency) counts as installed.
+    let key = get(&server, "/repository/debs/gpg.key")?.1;
+    let root = apt_root(&key, &format!("{}/repository/debs", server.public))?;
+    std::fs::write(
+        root.path().join("state/status"),
+        "Package: libc6\nStatus: install ok installed\nPriority: required\nVersion: 2.36-9\n\
+         Architecture: amd64\nMaintainer: x\nDescription: x\n\n",
+    )?;
+    update_ok(root.path())?;
+    let partial = root.path().join("cache/archives/partial").join(&file_name);
+    let done = root.path().join("cache/archives").join(&file_name);
+    let fetch = |partial_bytes: &[u8], date: &str| -> anyhow::Result<String> {
+        let _ = std::fs::remove_file(&done);
+        std::fs::write(&partial, partial_bytes)?;
+        let touched = Command::new("touch").arg("-d").arg(date).arg(&partial).status()?;
+        anyhow::ensure!(touched.success(), "touch -d {date}");
+        let out = apt_tool(
+            "apt-get",
+            root.path(),
+            &[
+                "-o",
+                "Debug::Acquire::http=true",
+                "-o",
+                &format!("Dir::Log={}", root.path().join("log").display()),
+                "install",
+                "-d",
+                "-y",
+                "hello",
+            ],
+        )?;
+        let log = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        anyhow::ensure!(out.status.success(), "apt-get install -d hello:\n{log}");
+        anyhow::ensure!(std::fs::read(&done)? == bytes, "the downloaded package differs:\n{log}");
+        Ok(log)
+    };
+    // A partial copy of this file, dated as the server dated it: resumed.
+    let log = fetch(&bytes[..20_000], &modified)?;
+    assert!(log.contains("Range: bytes=20000-") && log.contains("If-Range: "), "apt asked to resume:\n{log}");
+    assert!(log.contains("206 Partial Content"), "resumed:\n{log}");
+    // A partial copy of another file (other bytes, another date): the whole file, not glued.
+    let log = fetch(&vec![b'x'; 20_000], "2015-01-01 00:00:00 UTC")?;
+    assert!(log.contains("Range: bytes=20000-"), "apt asked to resume:\n{log}");
+    assert!(log.contains("HTTP/1.1 200 OK") && !log.contains("206 Partial Content"), "the whole file:\n{log}");
+    assert!(server.terminate()?.success());
+    Ok(())
+}

@@ -165,8 +165,8 @@ async fn serve(cx: &Cx<'_>, repo: &Repository, f: &UnitFile, depth: usize) -> Re
         RepoType::Hosted => {
             let db = &services.db;
             super::serve_hosted(cx, repo, &path, APK_TYPE, || async {
-                let package = packyard_formats::apk::rows::by_path(db, db.pool(), repo.id, &path).await?;
-                Ok(package.map(|p| (p.sha256, p.size)))
+                let found = packyard_formats::apk::rows::served(db, repo.id, &path).await?;
+                Ok(found.map(|(sha256, size, at)| super::ArtifactRef::new(&sha256, size, Some(at))))
             })
             .await
         }

@@ -145,8 +145,8 @@ async fn pool(cx: &Cx<'_>, mut path: String) -> Result<HttpResponse, FormatError
     }
     let db = &services.db;
     super::serve_hosted(cx, &repo, &path, DEB_TYPE, || async {
-        let package = packyard_formats::apt::rows::by_pool_path(db, db.pool(), repo.id, &path).await?;
-        Ok(package.map(|p| (p.sha256, p.size)))
+        let found = packyard_formats::apt::rows::served(db, repo.id, &path).await?;
+        Ok(found.map(|(sha256, size, at)| super::ArtifactRef::new(&sha256, size, Some(at))))
     })
     .await
 }

@@ -346,7 +346,8 @@ async fn file(cx: &Cx<'_>, repo: &Repository, r: &Reference, path: &str) -> Resu
         .await
         .map_err(ApiError::internal)?
         .ok_or_else(|| not_found(format!("{}: {path}", r.display())))?;
-    let res = super::serve_artifact(cx.req, services, (&entry.sha256, entry.size), "application/octet-stream").await?;
+    let artifact = super::ArtifactRef::new(&entry.sha256, entry.size, None);
+    let res = super::serve_artifact(cx.req, services, &artifact, "application/octet-stream").await?;
     super::count_download(services, cx.req, &res, repo.id, &format!("v2/conans/{}/{path}", r.url_path()));
     Ok(res)
 }

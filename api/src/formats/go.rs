@@ -203,7 +203,7 @@ async fn artifact(
 ) -> Result<Option<HttpResponse>, FormatError> {
     let services = cx.services;
     let key = format!("{module}/@v/{version}.{ext}");
-    let (sha256, size) = match services.published.artifact(repo.id, &key) {
+    let artifact = match services.published.artifact(repo.id, &key) {
         Some(found) => found,
         None => {
             let epoch = services.published.epoch();
@@ -213,17 +213,20 @@ async fn artifact(
                 return Ok(None);
             };
             let (m, z) = (format!("{module}/@v/{version}.mod"), format!("{module}/@v/{version}.zip"));
-            services.published.put_artifact(epoch, repo.id, &m, &v.mod_sha256, v.mod_size);
-            services.published.put_artifact(epoch, repo.id, &z, &v.zip_sha256, v.zip_size);
+            // A version's files are as old as the version (its `.info` time).
+            let mod_file = super::ArtifactRef::new(&v.mod_sha256, v.mod_size, Some(v.time_ms));
+            let zip_file = super::ArtifactRef::new(&v.zip_sha256, v.zip_size, Some(v.time_ms));
+            services.published.put_artifact(epoch, repo.id, &m, mod_file.clone());
+            services.published.put_artifact(epoch, repo.id, &z, zip_file.clone());
             if ext == "mod" {
-                (std::sync::Arc::from(v.mod_sha256.as_str()), v.mod_size)
+                mod_file
             } else {
-                (std::sync::Arc::from(v.zip_sha256.as_str()), v.zip_size)
+                zip_file
             }
         }
     };
     let content_type = if ext == "mod" { "text/plain; charset=utf-8" } else { "application/zip" };
-    let res = super::serve_artifact(cx.req, services, (&sha256, size), content_type).await?;
+    let res = super::serve_artifact(cx.req, services, &artifact, content_type).await?;
     let path = format!("{}/@v/{}.{ext}", packyard_codecs::go::escape(module), packyard_codecs::go::escape(version));
     super::count_download(services, cx.req, &res, repo.id, &path);
     Ok(Some(res))

@@ -326,6 +326,22 @@ impl Db {
         row.as_ref().map(parse).transpose()
     }
 
+    /// What serving a stored file needs of its row — `(sha256, size, uploaded_at)` — and nothing
+    /// more (a format's statement selecting those three columns by repository and path).
+    pub async fn served_file(
+        &self,
+        statement: &'static crate::sql::Sql,
+        repository_id: i64,
+        path: &str,
+    ) -> DbResult<Option<(String, i64, i64)>> {
+        fn parse(r: &sqlx::any::AnyRow) -> DbResult<(String, i64, i64)> {
+            use sqlx::Row as _;
+            let sha256: String = r.try_get("sha256")?;
+            Ok((sha256.trim().to_string(), r.try_get("size")?, r.try_get("uploaded_at")?))
+        }
+        self.optional(self.pool(), statement, (repository_id, path), parse).await
+    }
+
     /// One keyset page of a query whose last two placeholders are the id the page starts after
     /// and its size (`… AND id > $n ORDER BY id LIMIT $m`), its other placeholders bound.
     pub async fn page<'q, T>(

@@ -45,8 +45,19 @@ pub enum ReadError {
 }
 
 type UnitKey = (i64, String, String);
-/// An artifact's blob: (SHA-256, size).
-pub type ArtifactRef = (Arc<str>, i64);
+/// An artifact's blob and when it was stored (its `Last-Modified`, when the format knows it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArtifactRef {
+    pub sha256: Arc<str>,
+    pub size: i64,
+    pub modified_ms: Option<i64>,
+}
+
+impl ArtifactRef {
+    pub fn new(sha256: &str, size: i64, modified_ms: Option<i64>) -> Self {
+        Self { sha256: Arc::from(sha256), size, modified_ms }
+    }
+}
 
 pub struct PublishedCache {
     version: AtomicI64,
@@ -126,7 +137,7 @@ impl PublishedCache {
 
     /// Remembers an artifact looked up in the database, unless pointers were dropped since
     /// `epoch` (the lookup may predate the change that dropped them).
-    pub fn put_artifact(&self, epoch: u64, repo: i64, path: &str, sha256: &str, size: i64) {
+    pub fn put_artifact(&self, epoch: u64, repo: i64, path: &str, artifact: ArtifactRef) {
         if let Ok(mut m) = self.artifacts.write() {
             if self.epoch.load(Ordering::Acquire) != epoch {
                 return;
@@ -134,7 +145,7 @@ impl PublishedCache {
             if m.values().map(HashMap::len).sum::<usize>() >= MAX_ARTIFACTS {
                 m.clear();
             }
-            m.entry(repo).or_default().insert(path.to_string(), (Arc::from(sha256), size));
+            m.entry(repo).or_default().insert(path.to_string(), artifact);
         }
     }
 

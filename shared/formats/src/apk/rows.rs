@@ -37,6 +37,15 @@ pub async fn by_path<'e, E: Executor<'e, Database = Any>>(
     db.optional(ex, by_path, (repo, path), ApkPackage::parse).await
 }
 
+/// The blob, size and upload time of the package at `path` (what serving it needs).
+pub async fn served(db: &Db, repo: i64, path: &str) -> DbResult<Option<(String, i64, i64)>> {
+    let served = sql!(
+        "apk_packages.served",
+        "SELECT sha256, size, uploaded_at FROM apk_packages WHERE repository_id = $1 AND path = $2"
+    );
+    db.served_file(served, repo, path).await
+}
+
 /// A keyset page of one unit's packages, by id.
 pub async fn unit_page(db: &Db, repo: i64, unit_key: &str, after_id: i64, limit: i64) -> DbResult<Vec<ApkPackage>> {
     let page = sql!(

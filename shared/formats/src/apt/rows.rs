@@ -55,6 +55,15 @@ pub async fn by_pool_path<'e, E: Executor<'e, Database = Any>>(
     db.optional(ex, path, (repo, pool_path), AptPackage::parse).await
 }
 
+/// The blob, size and upload time of the package at `pool_path` (what serving it needs).
+pub async fn served(db: &Db, repo: i64, pool_path: &str) -> DbResult<Option<(String, i64, i64)>> {
+    let served = sql!(
+        "apt_packages.served",
+        "SELECT sha256, size, uploaded_at FROM apt_packages WHERE repository_id = $1 AND pool_path = $2"
+    );
+    db.served_file(served, repo, pool_path).await
+}
+
 /// A keyset page of one index: the component's packages of `arch` and of `all`, by id.
 pub async fn index_page(
     db: &Db,
