@@ -135,7 +135,12 @@ async fn bad_uploads_are_refused_and_leave_nothing(app: TestApp) -> anyhow::Resu
     let bomb = build_apk(&Fixture { control_padding: 64 << 20, ..Fixture::new("bomb", "1-r0", "x86_64") })?;
     let cases: Vec<(&str, Vec<u8>, u16, &str)> = vec![
         ("v3.20/main/x86_64/a-1-r0.apk", b"just text".to_vec(), 400, "does not start with a gzip member"),
-        ("v3.20/main/x86_64/a-1-r0.apk", b"ADBd\0\0\0\x01rest".to_vec(), 400, "apk v3 (ADB) package"),
+        (
+            "v3.20/main/x86_64/a-1-r0.apk",
+            b"ADBd\0\0\0\x01rest".to_vec(),
+            400,
+            "apk v3 (ADB) package; this repository serves apk v2 packages: build it with abuild",
+        ),
         ("v3.20/main/x86_64/x-1-r0.apk", no_pkginfo.bytes, 400, "no .PKGINFO"),
         ("v3.20/main/x86_64/hello-2.12-r1.apk", wrong_hash, 400, "does not match .PKGINFO's datahash"),
         ("v3.20/main/x86_64/hello-2.12-r1.apk", hello.bytes[..hello.control.start + 40].to_vec(), 400, "truncated"),

@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApkError {
-    #[error("this is an apk v3 (ADB) package; this repository serves apk v2 packages (build it with abuild for Alpine ≤ 3.22, or `apk mkpkg --format v2`)")]
+    #[error("this is an apk v3 (ADB) package; this repository serves apk v2 packages: build it with abuild (its packages are v2 whatever the apk-tools version) or melange; `apk mkpkg` of apk-tools 3 writes v3 only, so unpack this one with `apk extract --allow-untrusted` and package the files with abuild")]
     V3,
     #[error("not an apk v2 package: it does not start with a gzip member")]
     NotGzip,
@@ -392,7 +392,8 @@ mod tests {
         let err =
             |bytes: &[u8]| read_package(bytes, Limits::default()).err().map(|e| e.to_string()).unwrap_or_default();
 
-        assert!(err(b"ADBd\x00\x00\x00\x00").contains("apk v3 (ADB)"));
+        let v3 = err(b"ADBd\x00\x00\x00\x00");
+        assert!(v3.contains("apk v3 (ADB)") && v3.contains("apk extract") && !v3.contains("--format v2"), "{v3}");
         assert!(err(b"PK\x03\x04 not a package").contains("does not start with a gzip member"));
         // Truncated anywhere: in the control member, or in the data member.
         assert!(
