@@ -1452,3 +1452,109 @@ fn resumed_downloads_honour_if_range() -> anyhow::Result<()> {
     assert!(server.terminate()?.success());
     Ok(())
 }
+
+/// Artifactory's upload: `PUT pool/…/<file>.deb;deb.distribution=…;deb.component=…;deb.architecture=…`
+/// stores the package where its control file puts it (the receipt and `Location` say where),
+/// each parameter checked before anything is kept; the real apt-get then installs it.
+#[test]
+fn artifactory_style_put_with_matrix_parameters() -> anyhow::Result<()> {
+    let Some(debs) = real_debs() else {
+        eprintln!("skipped: TEST_DEBS_DIR is not set (scripts/test.sh sets it)");
+        return Ok(());
+    };
+    let find = |prefix: &str| {
+        debs.iter()
+            .find(|p| p.file_name().is_some_and(|f| f.to_string_lossy().starts_with(prefix)))
+            .cloned()
+            .ok_or_else(|| anyhow::anyhow!("no {prefix} package in TEST_DEBS_DIR"))
+    };
+    let (hello, jq) = (std::fs::read(find("hello_")?)?, std::fs::read(find("jq_")?)?);
+    let dir = tempfile::tempdir()?;
+    let server = start(dir.path(), &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)])?;
+    server.wait_ready()?;
+    create_repo(
+        &server,
+        serde_json::json!({"name": "debs", "format": "apt", "type": "hosted",
+            "apt": {"distribution": "bookworm", "components": ["main", "contrib"], "architectures": ["amd64"]}}),
+    )?;
+    let put = |path: &str, bytes: &[u8], auth: bool| -> anyhow::Result<(u16, Option<String>, String)> {
+        let mut req = ureq::put(&format!("{}/repository/debs/{path}", server.public));
+        if auth {
+            req = req.set("Authorization", &basic(PW));
+        }
+        match req.send_bytes(bytes) {
+            Ok(r) => Ok((r.status(), r.header("location").map(str::to_string), r.into_string()?)),
+            Err(ureq::Error::Status(code, r)) => Ok((code, None, r.into_string()?)),
+            Err(e) => Err(e.into()),
+        }
+    };
+    let catalogue = || common::process::catalogue(&server.public, &basic(PW), "debs");
+
+    // Each parameter checked, nothing kept when one is wrong.
+    for (path, bytes, status, needle) in [
+        (
+            "pool/x/hello.deb;deb.distribution=trixie",
+            &hello,
+            400,
+            "deb.distribution=trixie is not a distribution of repository debs; it publishes bookworm",
+        ),
+        ("pool/x/hello.deb;deb.component=nope", &hello, 400, "component \"nope\" is not configured"),
+        (
+            "pool/x/hello.deb;deb.architecture=arm64",
+            &hello,
+            400,
+            "deb.architecture=arm64 but the package's control file says Architecture: amd64",
+        ),
+        ("pool/x/hello.deb;deb.component=main,contrib", &hello, 400, "give exactly one value"),
+        ("pool/x/hello.txt;deb.component=main", &hello, 400, "PUT a .deb file"),
+        ("pool/.hidden/hello.deb;deb.component=main", &hello, 400, "invalid path"),
+    ] {
+        let (s, _, body) = put(path, bytes, true)?;
+        assert_eq!(s, status, "{path}: {body}");
+        assert!(body.contains(needle), "{path}: {body:?} lacks {needle:?}");
+    }
+    assert_eq!(put("pool/x/hello.deb;deb.component=main", &hello, false)?.0, 401, "a write needs credentials");
+    assert!(catalogue()?.is_empty(), "nothing kept: {:?}", catalogue()?);
+
+    // As Artifactory's users' scripts send it: stored at its canonical pool path.
+    let (s, location, body) = put(
+        "pool/h/hello/hello_2.10-3_amd64.deb;deb.distribution=bookworm;deb.component=main;deb.architecture=amd64?wait=true",
+        &hello,
+        true,
+    )?;
+    assert_eq!(s, 201, "{body}");
+    let receipt: serde_json::Value = serde_json::from_str(&body)?;
+    assert_eq!(receipt["filename"], "pool/main/h/hello/hello_2.10-3_amd64.deb", "{receipt}");
+    assert_eq!(location.as_deref(), Some("/repository/debs/pool/main/h/hello/hello_2.10-3_amd64.deb"));
+    // Any directory, and other properties (ignored).
+    let (s, location, body) =
+        put("some/dir/jq.deb;deb.component=contrib;deb.architecture=amd64;build.number=42?wait=true", &jq, true)?;
+    assert_eq!(s, 201, "{body}");
+    assert!(location.is_some_and(|l| l.starts_with("/repository/debs/pool/contrib/j/jq/")), "{body}");
+    let (s, bytes) = get(&server, "/repository/debs/pool/main/h/hello/hello_2.10-3_amd64.deb")?;
+    assert_eq!((s, bytes == hello), (200, true));
+
+    // The real apt-get sees both, each in its component.
+    let key = get(&server, "/repository/debs/gpg.key")?.1;
+    let root = tempfile::tempdir()?;
+    for d in ["state/lists/partial", "cache/archives/partial", "downloads"] {
+        std::fs::create_dir_all(root.path().join(d))?;
+    }
+    std::fs::write(root.path().join("state/status"), "")?;
+    std::fs::write(root.path().join("key.asc"), &key)?;
+    std::fs::write(
+        root.path().join("sources.list"),
+        format!(
+            "deb [signed-by={} arch=amd64] {}/repository/debs bookworm main contrib\n",
+            root.path().join("key.asc").display(),
+            server.public
+        ),
+    )?;
+    update_ok(root.path())?;
+    assert_eq!(download(root.path(), "hello")?, hello);
+    assert_eq!(download(root.path(), "jq")?, jq);
+    let (_, packages) = get(&server, "/repository/debs/dists/bookworm/contrib/binary-amd64/Packages")?;
+    assert!(String::from_utf8_lossy(&packages).contains("Package: jq"), "jq in contrib");
+    assert!(server.terminate()?.success());
+    Ok(())
+}

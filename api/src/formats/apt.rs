@@ -1,13 +1,14 @@
 //! APT's routes: `dists/…` (published snapshot files, by-hash also from retained snapshots; a
 //! proxy's from its upstream), `pool/…` (package files, with ranges; a group's followed to the
 //! member that provided the record), `POST /` (upload: raw body or multipart `apt.asset`),
-//! `DELETE pool/…`, and `gpg.key`.
+//! `PUT <path>/<file>.deb;deb.distribution=…;deb.component=…;deb.architecture=…` (Artifactory's
+//! upload; `pool/…` as its documentation has it), `DELETE pool/…`, and `gpg.key`.
 
 use actix_web::http::{header, Method};
 use actix_web::{HttpRequest, HttpResponse};
 use futures_util::StreamExt;
 use packyard_core::hosted;
-use packyard_formats::apt::hosted::AptHosted;
+use packyard_formats::apt::hosted::{AptHosted, AptTarget};
 use packyard_formats::apt::KIND;
 use packyard_model::repos::RepoType;
 use serde::Deserialize;
@@ -46,6 +47,8 @@ pub enum Route {
     Pool(CleanPath),
     Delete(CleanPath),
     Upload,
+    /// Artifactory's `PUT` with matrix parameters.
+    Put(Matrix),
     GpgKey,
 }
 
@@ -57,6 +60,10 @@ impl Routes for Apt {
         let t = tail.matched;
         let clean =
             |rest: &str, f: fn(CleanPath) -> Route, access| Some(CleanPath::parse(rest).map(|p| (f(p), access)));
+        // Artifactory's upload: any path to a `.deb` (`pool/…` in its documentation).
+        if *method == Method::PUT && !t.is_empty() {
+            return Some(Matrix::parse(t).map(|m| (Route::Put(m), Access::WRITE)));
+        }
         if let Some(rest) = t.strip_prefix("dists/").filter(|r| !r.is_empty()) {
             return if read { clean(rest, Route::Dists, Access::READ) } else { None };
         }
@@ -80,6 +87,7 @@ impl Routes for Apt {
             Route::Pool(p) => pool(&cx, format!("pool/{}", p.0)).await,
             Route::Delete(p) => delete(&cx, format!("pool/{}", p.0)).await,
             Route::Upload => upload(cx).await,
+            Route::Put(m) => put(cx, m).await,
             Route::GpgKey => gpg_key(&cx).await,
         }
     }
@@ -159,6 +167,10 @@ struct UploadQuery {
     wait: bool,
 }
 
+fn target(q: &UploadQuery) -> AptTarget {
+    AptTarget { component: q.component.clone(), ..AptTarget::default() }
+}
+
 /// The form field that carries the package in a multipart upload (Nexus's name for it).
 const ASSET_FIELD: &str = "apt.asset";
 
@@ -179,9 +191,7 @@ async fn upload(cx: Cx<'_>) -> Result<HttpResponse, FormatError> {
         while let Some(field) = form.next().await {
             let field = field.map_err(|e| ApiError::bad_request(format!("malformed multipart upload: {e}")))?;
             if field.name() == Some(ASSET_FIELD) {
-                stored = Some(
-                    hosted::upload(&AptHosted, services, repo, q.component.clone(), Box::pin(field), actor).await?,
-                );
+                stored = Some(hosted::upload(&AptHosted, services, repo, target(&q), Box::pin(field), actor).await?);
                 break;
             }
             // Another field: skip its content.
@@ -196,9 +206,93 @@ async fn upload(cx: Cx<'_>) -> Result<HttpResponse, FormatError> {
             ))
         })?
     } else {
-        hosted::upload(&AptHosted, services, repo, q.component.clone(), cx.body, actor).await?
+        hosted::upload(&AptHosted, services, repo, target(&q), cx.body, actor).await?
     };
     super::uploaded(services, &up, q.wait).await
+}
+
+/// What an Artifactory-style `PUT` says in the path's matrix parameters
+/// (`…/hello_1.0_amd64.deb;deb.distribution=stable;deb.component=main;deb.architecture=amd64`).
+/// The package is stored where its control file puts it (`pool/<component>/…`), whatever
+/// directories the path names; the receipt and `Location` say where.
+pub struct Matrix {
+    file: String,
+    distribution: Option<String>,
+    component: Option<String>,
+    architecture: Option<String>,
+}
+
+impl Matrix {
+    fn parse(rest: &str) -> Result<Self, FormatError> {
+        let bad = |m: String| FormatError::from(ApiError::bad_request(m));
+        let mut parts = rest.split(';');
+        let path = CleanPath::parse(parts.next().unwrap_or_default())?;
+        let file = path.0.rsplit('/').next().unwrap_or_default().to_string();
+        if !file.ends_with(".deb") {
+            return Err(bad(format!("PUT a .deb file (…/<name>_<version>_<arch>.deb), not {file:?}")));
+        }
+        let mut m = Self { file, distribution: None, component: None, architecture: None };
+        for param in parts.filter(|p| !p.is_empty()) {
+            let (key, value) = param.split_once('=').unwrap_or((param, ""));
+            let value = percent_decode(value).ok_or_else(|| bad(format!("invalid matrix parameter {param:?}")))?;
+            let slot = match key {
+                "deb.distribution" => &mut m.distribution,
+                "deb.component" => &mut m.component,
+                "deb.architecture" => &mut m.architecture,
+                // Other properties (Artifactory keeps them as metadata) are not kept here.
+                _ => continue,
+            };
+            if value.is_empty() || value.contains(',') {
+                return Err(bad(format!(
+                    "{key}={value:?}: give exactly one value (one upload goes to one {})",
+                    key.trim_start_matches("deb.")
+                )));
+            }
+            *slot = Some(value);
+        }
+        Ok(m)
+    }
+}
+
+/// Artifactory's upload: the body is the `.deb`; the matrix parameters name the distribution
+/// (it must be the repository's), the component and the architecture (checked against the
+/// package before anything is acknowledged).
+async fn put(cx: Cx<'_>, m: Matrix) -> Result<HttpResponse, FormatError> {
+    let q: UploadQuery = super::query(cx.req)?;
+    let (services, repo, actor) = (cx.services, &cx.repo, cx.caller.actor());
+    if let Some(d) = &m.distribution {
+        let served = repo.settings.apt.clone().unwrap_or_default().distribution;
+        if *d != served {
+            return Err(ApiError::bad_request(format!(
+                "deb.distribution={d} is not a distribution of repository {}; it publishes {served}",
+                repo.name
+            ))
+            .into());
+        }
+    }
+    if m.component.is_some() && q.component.is_some() && m.component != q.component {
+        return Err(ApiError::bad_request("deb.component and ?component= name different components").into());
+    }
+    let target = AptTarget { component: m.component.or(q.component), architecture: m.architecture };
+    let up = hosted::upload(&AptHosted, services, repo, target, cx.body, actor).await?;
+    let mut res = super::uploaded(services, &up, q.wait).await?;
+    if let Some(filename) = up.receipt.get("filename").and_then(|f| f.as_str()) {
+        // Where the package is, from `server.public_url` when set (behind a proxy's prefix).
+        let base = services
+            .config
+            .server
+            .public_url
+            .as_deref()
+            .and_then(|u| packyard_model::config::ServerConfig::parse_public_url(u).ok())
+            .map(|(origin, prefix)| format!("{origin}{prefix}"))
+            .unwrap_or_default();
+        let location = format!("{base}/repository/{}/{filename}", repo.name);
+        if let Ok(v) = header::HeaderValue::from_str(&location) {
+            res.headers_mut().insert(header::LOCATION, v);
+        }
+    }
+    tracing::debug!(file = %m.file, "artifactory-style upload");
+    Ok(res)
 }
 
 async fn delete(cx: &Cx<'_>, path: String) -> Result<HttpResponse, FormatError> {

@@ -20,6 +20,15 @@ use packyard_store::db::DbResult;
 /// APT's hosted rules.
 pub struct AptHosted;
 
+/// Where an upload goes and what it must be.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AptTarget {
+    /// `?component=` (or Artifactory's `deb.component`); the first configured when `None`.
+    pub component: Option<String>,
+    /// Artifactory's `deb.architecture`: the package's own `Architecture` must be the same.
+    pub architecture: Option<String>,
+}
+
 /// The distribution a hosted repository publishes.
 fn distribution(repo: &Repository) -> String {
     repo.settings.apt.clone().unwrap_or_default().distribution
@@ -27,8 +36,7 @@ fn distribution(repo: &Repository) -> String {
 
 #[async_trait]
 impl Hosted for AptHosted {
-    /// The component (`?component=`), or the first configured.
-    type Target = Option<String>;
+    type Target = AptTarget;
     type Artifact = AptPackage;
     /// A pool path.
     type Removal = String;
@@ -36,9 +44,9 @@ impl Hosted for AptHosted {
     const NAME: &'static str = KIND;
     const BODY: Option<&'static str> = Some("the .deb");
 
-    fn check_target(&self, repo: &Repository, component: &Option<String>) -> Result<(), UploadError> {
+    fn check_target(&self, repo: &Repository, t: &AptTarget) -> Result<(), UploadError> {
         let settings = repo.settings.apt.clone().unwrap_or_default();
-        match component {
+        match &t.component {
             Some(c) if !settings.components.contains(c) => Err(UploadError::Invalid(format!(
                 "component {c:?} is not configured for repository {}; configured: {}",
                 repo.name,
@@ -52,15 +60,22 @@ impl Hosted for AptHosted {
         &self,
         services: &Services,
         repo: &Repository,
-        component: &Option<String>,
+        t: &AptTarget,
         stored: &StoredBlob,
     ) -> Result<Inspected<AptPackage>, UploadError> {
+        let component = &t.component;
         let settings = repo.settings.apt.clone().unwrap_or_default();
         let component =
             component.clone().unwrap_or_else(|| settings.components.first().cloned().unwrap_or_else(|| "main".into()));
         let control = read_back(services, &stored.sha256, |r| read_package(r, Limits::default()))
             .await?
             .map_err(|e| UploadError::Invalid(format!("not a valid .deb: {e}")))?;
+        if let Some(said) = t.architecture.as_deref().filter(|a| *a != control.architecture) {
+            return Err(UploadError::Invalid(format!(
+                "deb.architecture={said} but the package's control file says Architecture: {}",
+                control.architecture
+            )));
+        }
         if control.architecture != "all" && !settings.architectures.contains(&control.architecture) {
             return Err(UploadError::Invalid(format!(
                 "architecture {:?} is not configured for repository {}; configured: {}",
