@@ -87,11 +87,14 @@ pub struct ApiError {
     pub range_size: Option<u64>,
     /// For 429 and 503: seconds to put in `Retry-After`.
     pub retry_after: Option<u64>,
+    /// A proxy's upstream failed (unreachable, timing out, a 5xx) — not refused: a group may ask
+    /// its next member for an immutable file.
+    pub upstream_failed: bool,
 }
 
 impl ApiError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self { code, message: message.into(), range_size: None, retry_after: None }
+        Self { code, message: message.into(), range_size: None, retry_after: None, upstream_failed: false }
     }
 
     pub fn bad_request(message: impl Into<String>) -> Self {
@@ -300,7 +303,8 @@ impl From<packyard_core::proxy::ProxyError> for ApiError {
             ProxyError::Internal(_) => return ApiError::internal(e),
             _ => ErrorCode::BadGateway,
         };
-        ApiError::new(code, e.to_string())
+        let upstream_failed = matches!(e, ProxyError::Unreachable(_) | ProxyError::Timeout(_) | ProxyError::Failing(_));
+        ApiError { upstream_failed, ..ApiError::new(code, e.to_string()) }
     }
 }
 

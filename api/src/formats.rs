@@ -183,6 +183,57 @@ where
     Ok(res)
 }
 
+/// The members of a group that failed while it looked for an immutable file (a version's files
+/// are the same from any member that has them): each counted in
+/// `packyard_group_member_failures_total`, named in `X-Packyard-Member-Failed` on the answer a later
+/// member gave, and, when no member had the file, the answer itself (the first failure: 502/504).
+#[derive(Default)]
+pub struct MemberFailures(Vec<(String, ApiError)>);
+
+/// The response header naming the members that failed (`member: reason`, comma-separated).
+pub const MEMBER_FAILED_HEADER: &str = "x-packyard-member-failed";
+
+impl MemberFailures {
+    /// Whether `e` is a member's failure a group may go past: its upstream unreachable, timing
+    /// out or answering 5xx. Anything else — an upstream's refusal (401/403), a bad request, the
+    /// database — is the group's answer.
+    pub fn tolerable(e: &FormatError) -> bool {
+        e.0.upstream_failed
+    }
+
+    pub fn record(&mut self, services: &Services, group: &Repository, member: &Repository, e: FormatError) {
+        services
+            .metrics
+            .group_member_failures_total
+            .with_label_values(&[group.name.as_str(), member.name.as_str()])
+            .inc();
+        tracing::warn!(group = %group.name, member = %member.name, error = %e.0.message, "group member failed; asking the next");
+        self.0.push((member.name.to_string(), e.0));
+    }
+
+    /// A later member's answer, with the failures named.
+    pub fn answered(&self, mut res: HttpResponse) -> HttpResponse {
+        if !self.0.is_empty() {
+            let named: Vec<String> = self.0.iter().map(|(m, e)| format!("{m}: {}", e.code.status().as_u16())).collect();
+            if let Ok(v) = actix_web::http::header::HeaderValue::from_str(&named.join(", ")) {
+                res.headers_mut().insert(actix_web::http::header::HeaderName::from_static(MEMBER_FAILED_HEADER), v);
+            }
+        }
+        res
+    }
+
+    /// No member had the file: the first failure (naming every failed member), or `None` when
+    /// none failed (a plain "not here").
+    pub fn into_error(self) -> Option<FormatError> {
+        let names: Vec<String> = self.0.iter().map(|(m, _)| m.clone()).collect();
+        let (_, first) = self.0.into_iter().next()?;
+        Some(
+            ApiError::new(first.code, format!("no member answered ({} failed): {}", names.join(", "), first.message))
+                .into(),
+        )
+    }
+}
+
 /// Counts a whole download (a GET answered 200) of an artifact for the catalogue's statistics,
 /// in memory (`Services::downloads`, flushed in the background).
 pub fn count_download(services: &Services, req: &HttpRequest, res: &HttpResponse, repository_id: i64, path: &str) {

@@ -403,6 +403,45 @@ fn proxy_and_group_with_the_real_go_command() -> anyhow::Result<()> {
     let (s, text) = read("gobroken", "example.com/local/@v/list")?;
     assert_eq!(s, 502, "{text}");
     assert!(text.contains("401"), "{text}");
+    // A refusal never falls through, for a version's files either.
+    let (s, text) = read("gobroken", "example.com/local/@v/v0.1.0.info")?;
+    assert_eq!(s, 502, "{text}");
+    assert!(text.contains("401"), "{text}");
+
+    // A member whose upstream is down, first in a group: a version's files (immutable) come from
+    // the next member that has them, the failure named in a header and counted; with no other
+    // member, 502 naming it.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    create(&server, Repo::proxy("godown", Format::Go, &format!("http://127.0.0.1:{dead}/")))?;
+    create(&server, Repo::group("gotolerant", Format::Go, &["godown", "golocal"]))?;
+    create(&server, Repo::group("goonlydown", Format::Go, &["godown"]))?;
+    for ext in ["info", "mod", "zip"] {
+        let r =
+            ureq::get(&format!("{}/repository/gotolerant/example.com/local/@v/v0.1.0.{ext}", server.public)).call()?;
+        assert_eq!(r.status(), 200, "{ext}");
+        assert_eq!(r.header("x-packyard-member-failed"), Some("godown: 502"), "{ext}");
+    }
+    let (s, text) = read("goonlydown", "example.com/local/@v/v0.1.0.info")?;
+    assert_eq!(s, 502, "{text}");
+    assert!(text.contains("no member answered (godown failed)"), "{text}");
+    let metrics = ureq::get(&format!("{}/metrics", server.management)).call()?.into_string()?;
+    let failures = metrics
+        .lines()
+        .find(|l| l.starts_with("packyard_group_member_failures_total{group=\"gotolerant\",member=\"godown\"}"))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(0.0);
+    assert!(failures >= 3.0, "counted: {failures}");
+    // The real go command downloads through it.
+    let home = tempfile::tempdir()?;
+    let out = go(
+        home.path(),
+        home.path(),
+        &format!("{}/repository/gotolerant/", server.public),
+        &["mod", "download", "-json", "example.com/local@v0.1.0"],
+    )?;
+    let downloaded: serde_json::Value = serde_json::from_str(&out)?;
+    assert!(downloaded["Sum"].as_str().is_some_and(|s| s.starts_with("h1:")), "{downloaded}");
 
     let main = "package main\n\nimport (\n\t\"fmt\"\n\n\t\"example.com/MyMod\"\n\t\"example.com/hello\"\n\tv2 \"example.com/hello/v2\"\n)\n\nfunc main() { fmt.Println(hello.Message(), v2.Message(), mymod.Message()) }\n";
     let requires = ["example.com/hello@v1.1.0", "example.com/hello/v2@v2.0.0", "example.com/MyMod@v0.1.0"];

@@ -119,8 +119,8 @@ fn missing(repo: &Repository, request: &Request) -> FormatError {
 /// and rows; a proxy with its upstream's bytes; a group's `list` and `@latest` come from its own
 /// snapshot of the module (published on the module's first request when a member has it), a
 /// version's files from the member its snapshot names — or, for a version no member lists (a
-/// pseudo-version, a branch), from the first member in order that has it. A member's failure
-/// is the group's: it never falls through to the next member.
+/// pseudo-version, a branch), from the first member in order that has it; a member whose upstream
+/// fails is passed over for the next that has the file (`MemberFailures`).
 async fn read(
     cx: &Cx<'_>,
     repo: &Repository,
@@ -172,12 +172,18 @@ async fn read(
                 let first = members.remove(i);
                 members.insert(0, first);
             }
+            // A version's files are immutable: a member that fails is passed over for the next
+            // one that has them (never an authorization denial: that is the group's answer).
+            let mut failed = super::MemberFailures::default();
             for member in &members {
-                if let Some(r) = Box::pin(read(cx, member, request, depth + 1)).await? {
-                    return Ok(Some(r));
+                match Box::pin(read(cx, member, request, depth + 1)).await {
+                    Ok(Some(r)) => return Ok(Some(failed.answered(r))),
+                    Ok(None) => {}
+                    Err(e) if super::MemberFailures::tolerable(&e) => failed.record(services, repo, member, e),
+                    Err(e) => return Err(e),
                 }
             }
-            Ok(None)
+            failed.into_error().map_or(Ok(None), Err)
         }
     }
 }

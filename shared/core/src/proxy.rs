@@ -132,6 +132,9 @@ pub enum ProxyError {
     /// The upstream answered with a status that is neither content nor a remembered miss.
     #[error("{0}")]
     Status(String),
+    /// The upstream answered with a server error (5xx): it is failing, not refusing.
+    #[error("{0}")]
+    Failing(String),
     #[error("{0}")]
     TooLarge(String),
     /// Our own storage failed.
@@ -443,7 +446,8 @@ impl Proxy {
             }
             s => {
                 self.count_upstream(&req.repository, "error");
-                let err = ProxyError::Status(format!("upstream {} answered {s} for /{}", redact(&url), req.path));
+                let message = format!("upstream {} answered {s} for /{}", redact(&url), req.path);
+                let err = if s >= 500 { ProxyError::Failing(message) } else { ProxyError::Status(message) };
                 self.fall_back(&req, stale, err)
             }
         }
@@ -612,7 +616,9 @@ fn error_label(e: &ProxyError) -> &'static str {
         ProxyError::Blocked(_) => "blocked",
         ProxyError::Timeout(_) => "timeout",
         ProxyError::TooLarge(_) => "too_large",
-        ProxyError::Unreachable(_) | ProxyError::Status(_) | ProxyError::Internal(_) => "error",
+        ProxyError::Unreachable(_) | ProxyError::Status(_) | ProxyError::Failing(_) | ProxyError::Internal(_) => {
+            "error"
+        }
     }
 }
 

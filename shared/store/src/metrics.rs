@@ -19,6 +19,7 @@ pub struct Metrics {
     pub publications_total: IntCounterVec,
     pub proxy_upstream_requests_total: IntCounterVec,
     pub proxy_stale_served_total: IntCounterVec,
+    pub group_member_failures_total: IntCounterVec,
     pub proxy_upstream_duration_seconds: HistogramVec,
     pub blob_errors_total: IntCounterVec,
     pub dependency_errors_total: IntCounterVec,
@@ -92,6 +93,13 @@ impl Metrics {
                 "Cached copies served because the upstream failed (stale-if-error), by repository",
             ),
             &["repository"],
+        )?;
+        let group_member_failures_total = IntCounterVec::new(
+            Opts::new(
+                "packyard_group_member_failures_total",
+                "Group reads a member failed (its upstream down or timing out) while another member answered or was asked next, by group and member",
+            ),
+            &["group", "member"],
         )?;
         let proxy_upstream_duration_seconds = HistogramVec::new(
             HistogramOpts::new(
@@ -174,6 +182,7 @@ impl Metrics {
         registry.register(Box::new(process_open_fds.clone()))?;
         registry.register(Box::new(proxy_upstream_requests_total.clone()))?;
         registry.register(Box::new(proxy_stale_served_total.clone()))?;
+        registry.register(Box::new(group_member_failures_total.clone()))?;
         registry.register(Box::new(outbox_backlog.clone()))?;
         registry.register(Box::new(publication_lag_seconds.clone()))?;
         registry.register(Box::new(publication_duration_seconds.clone()))?;
@@ -195,6 +204,7 @@ impl Metrics {
             publications_total,
             proxy_upstream_requests_total,
             proxy_stale_served_total,
+            group_member_failures_total,
             proxy_upstream_duration_seconds,
             blob_errors_total,
             dependency_errors_total,
