@@ -234,6 +234,27 @@ impl MemberFailures {
     }
 }
 
+/// A group's answer from its snapshot of `(kind, unit_key)`, with the members its merge went on
+/// without (its hidden `.failed` file) named in `X-Packyard-Member-Failed` and counted.
+pub async fn name_failed_members(
+    services: &Services,
+    group: &Repository,
+    (kind, unit_key): (&str, &str),
+    mut res: HttpResponse,
+) -> Result<HttpResponse, FormatError> {
+    let failed = published_file(services, group, kind, unit_key, packyard_core::groups::FAILED_FILE).await?;
+    let text = failed.as_ref().and_then(|f| std::str::from_utf8(&f.bytes).ok()).unwrap_or_default();
+    if let Some(value) = packyard_core::groups::Failed::header_of(text) {
+        for member in text.lines().filter_map(|l| l.split(' ').next()) {
+            services.metrics.group_member_failures_total.with_label_values(&[group.name.as_str(), member]).inc();
+        }
+        if let Ok(v) = actix_web::http::header::HeaderValue::from_str(&value) {
+            res.headers_mut().insert(actix_web::http::header::HeaderName::from_static(MEMBER_FAILED_HEADER), v);
+        }
+    }
+    Ok(res)
+}
+
 /// Counts a whole download (a GET answered 200) of an artifact for the catalogue's statistics,
 /// in memory (`Services::downloads`, flushed in the background).
 pub fn count_download(services: &Services, req: &HttpRequest, res: &HttpResponse, repository_id: i64, path: &str) {

@@ -424,6 +424,20 @@ fn proxy_and_group_with_the_real_go_command() -> anyhow::Result<()> {
     let (s, text) = read("goonlydown", "example.com/local/@v/v0.1.0.info")?;
     assert_eq!(s, 502, "{text}");
     assert!(text.contains("no member answered (godown failed)"), "{text}");
+    // Lists and @latest merge the members that answered, the failure named; none answering: 502.
+    for (path, body) in [("example.com/local/@v/list", "v0.1.0\n"), ("example.com/local/@latest", "\"v0.1.0\"")] {
+        let r = ureq::get(&format!("{}/repository/gotolerant/{path}", server.public)).call()?;
+        assert_eq!(r.status(), 200, "{path}");
+        assert_eq!(r.header("x-packyard-member-failed"), Some("godown: 502"), "{path}");
+        let text = r.into_string()?;
+        assert!(text.contains(body), "{path}: {text}");
+    }
+    let (s, text) = read("goonlydown", "example.com/local/@v/list")?;
+    assert_eq!(s, 502, "{text}");
+    assert!(text.contains("godown"), "{text}");
+    // A group whose members all answer says nothing of failures.
+    let r = ureq::get(&format!("{}/repository/goall/example.com/hello/@v/list", server.public)).call()?;
+    assert_eq!(r.header("x-packyard-member-failed"), None);
     let metrics = ureq::get(&format!("{}/metrics", server.management)).call()?.into_string()?;
     let failures = metrics
         .lines()
@@ -442,6 +456,15 @@ fn proxy_and_group_with_the_real_go_command() -> anyhow::Result<()> {
     )?;
     let downloaded: serde_json::Value = serde_json::from_str(&out)?;
     assert!(downloaded["Sum"].as_str().is_some_and(|s| s.starts_with("h1:")), "{downloaded}");
+    let app = tempfile::tempdir()?;
+    std::fs::write(app.path().join("go.mod"), "module example.com/app\n\ngo 1.19\n")?;
+    let versions = go(
+        app.path(),
+        home.path(),
+        &format!("{}/repository/gotolerant/", server.public),
+        &["list", "-m", "-versions", "example.com/local"],
+    )?;
+    assert_eq!(versions.trim(), "example.com/local v0.1.0", "the go command lists through the group");
 
     let main = "package main\n\nimport (\n\t\"fmt\"\n\n\t\"example.com/MyMod\"\n\t\"example.com/hello\"\n\tv2 \"example.com/hello/v2\"\n)\n\nfunc main() { fmt.Println(hello.Message(), v2.Message(), mymod.Message()) }\n";
     let requires = ["example.com/hello@v1.1.0", "example.com/hello/v2@v2.0.0", "example.com/MyMod@v0.1.0"];

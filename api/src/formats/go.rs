@@ -148,7 +148,7 @@ async fn read(
         (RepoType::Hosted, _) => published(cx, repo, request).await,
         (RepoType::Group, Request::List(_) | Request::Latest(_)) => {
             if let Some(r) = published(cx, repo, request).await? {
-                return Ok(Some(r));
+                return Ok(Some(super::name_failed_members(services, repo, (KIND, module), r).await?));
             }
             groups::check_depth(repo, depth)?;
             let has = || async {
@@ -160,7 +160,10 @@ async fn read(
             if !groups::publish_on_first_request(services, repo, KIND, module, has).await? {
                 return Ok(None);
             }
-            published(cx, repo, request).await
+            match published(cx, repo, request).await? {
+                Some(r) => Ok(Some(super::name_failed_members(services, repo, (KIND, module), r).await?)),
+                None => Ok(None),
+            }
         }
         (RepoType::Group, Request::File { version, .. }) => {
             let map = super::published_file(services, repo, KIND, module, MEMBERS_FILE).await?;

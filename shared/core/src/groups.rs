@@ -143,7 +143,15 @@ impl Reader {
     ) -> Result<Option<(String, i64)>, BuildError> {
         let proxy = self.proxy.as_ref().ok_or_else(|| BuildError::other("no proxy client in this worker"))?;
         let request = request.map_err(|e| BuildError::other(format!("member {}: {e}", member.name)))?;
-        match proxy.fetch(request).await.map_err(|e| BuildError::other(format!("member {}: {e}", member.name)))? {
+        let failed = |e: ProxyError| {
+            let status = match &e {
+                ProxyError::Timeout(_) => 504,
+                ProxyError::Unreachable(_) | ProxyError::Failing(_) => 502,
+                _ => return BuildError::other(format!("member {}: {e}", member.name)),
+            };
+            BuildError::MemberFailed { member: member.name.to_string(), status, message: e.to_string() }
+        };
+        match proxy.fetch(request).await.map_err(failed)? {
             Outcome::Found(entry, _) => Ok(entry.sha256.map(|s| (s, entry.size))),
             Outcome::Missing(..) => Ok(None),
         }
@@ -203,12 +211,21 @@ where
     Fut: std::future::Future<Output = Result<bool, BuildError>>,
 {
     let mut groups = vec![(group.clone(), 0)];
+    // A member whose upstream fails does not stop the others from being asked; when none has
+    // the unit, its failure is the answer.
+    let mut failure = None;
     while let Some((g, depth)) = groups.pop() {
         check_depth(&g, depth).map_err(BuildError::other)?;
         for member in members_of(db, &g).await? {
             let found = match member.repo_type {
                 RepoType::Hosted => db.unit_by_key(member.id, kind, key).await?.is_some(),
-                RepoType::Proxy => proxy_has(member).await?,
+                RepoType::Proxy => match proxy_has(member).await {
+                    Err(e @ BuildError::MemberFailed { .. }) => {
+                        failure.get_or_insert(e);
+                        false
+                    }
+                    other => other?,
+                },
                 RepoType::Group => {
                     groups.push((member, depth + 1));
                     false
@@ -219,7 +236,7 @@ where
             }
         }
     }
-    Ok(false)
+    failure.map_or(Ok(false), Err)
 }
 
 /// After a member's `unit` was published: for every group of `format` that lists the member,
@@ -321,6 +338,66 @@ pub async fn refresh(db: &Db, reader: &Reader, builders: &Builders) -> Result<bo
         }
     }
     Ok(any)
+}
+
+/// A hidden snapshot file of a group naming the members that failed while it was merged (their
+/// upstream unreachable, timing out or answering 5xx): `<member> <status>` per line; empty when
+/// every member answered. Served as `X-Packyard-Member-Failed` with the group's lists.
+pub const FAILED_FILE: &str = ".failed";
+
+/// The members a merge went on without, as [`FAILED_FILE`] holds them.
+#[derive(Debug, Default)]
+pub struct Failed(Vec<(String, u16)>);
+
+impl Failed {
+    /// Passes `result` through, except a member's failure, which is recorded as `None` (the
+    /// merge goes on without the member).
+    pub fn tolerate<T>(&mut self, result: Result<Option<T>, BuildError>) -> Result<Option<T>, BuildError> {
+        match result {
+            Err(BuildError::MemberFailed { member, status, message }) => {
+                tracing::warn!(member = %member, error = %message, "a group member failed; merged without it");
+                if !self.0.iter().any(|(m, _)| *m == member) {
+                    self.0.push((member, status));
+                }
+                Ok(None)
+            }
+            other => other,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn render(&self) -> String {
+        self.0.iter().map(|(m, s)| format!("{m} {s}\n")).collect()
+    }
+
+    /// The header value of a [`FAILED_FILE`] text (`member: status, …`), `None` when empty.
+    pub fn header_of(text: &str) -> Option<String> {
+        let named: Vec<String> =
+            text.lines().filter_map(|l| l.split_once(' ')).map(|(m, s)| format!("{m}: {}", s.trim())).collect();
+        (!named.is_empty()).then(|| named.join(", "))
+    }
+
+    /// Every member failed and none answered: the merge fails (the snapshot before it stays).
+    pub fn none_answered(&self, answered: usize) -> Result<(), BuildError> {
+        match self.0.first() {
+            Some((member, status)) if answered == 0 => Err(BuildError::MemberFailed {
+                member: member.clone(),
+                status: *status,
+                message: format!(
+                    "no member answered ({} failed)",
+                    self.0.iter().map(|(m, _)| m.as_str()).collect::<Vec<_>>().join(", ")
+                ),
+            }),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// A hidden snapshot file mapping each item a group lists (a package file, a version) to the

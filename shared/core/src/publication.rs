@@ -24,6 +24,10 @@ pub enum BuildError {
     Blob(#[from] BlobError),
     #[error("{0}")]
     Other(String),
+    /// A group member's upstream failed — unreachable, timing out (504), answering 5xx (502) —
+    /// rather than refusing: a merge may go on with the members that answered.
+    #[error("member {member}: {message}")]
+    MemberFailed { member: String, status: u16, message: String },
 }
 
 impl BuildError {

@@ -4,8 +4,10 @@
 //! into `@v/list`, `@latest` over the merge — the latest listed version's `.info` from the
 //! member that listed it, or, when no member lists a version, the highest of the members' own
 //! `@latest` — and a hidden `.members` file naming the member each version comes from, so that a
-//! version's files are served from that member with no walk. A member's failure is the group's:
-//! the build fails and the snapshot before it stays.
+//! version's files are served from that member with no walk. A member whose upstream fails
+//! (unreachable, timing out, 5xx) is merged without and named in a hidden `.failed` file (the
+//! lists' `X-Packyard-Member-Failed`); the refresh rebuilds the module once it answers again.
+//! A refusal (401/403) fails the build, as does every member failing: the snapshot before stays.
 
 use std::collections::HashSet;
 
@@ -51,8 +53,17 @@ pub async fn merge(
     let mut listed: Vec<(String, String)> = Vec::new();
     let mut seen = HashSet::new();
     let mut sources = Sources::new();
+    // A member whose upstream fails is merged without (and named); a refusal fails the build.
+    let mut failed = groups::Failed::default();
+    let mut answered = 0;
     for m in &members {
-        let Some((sha, _)) = member_file(reader, db, m, &Request::List(module.to_string())).await? else { continue };
+        let before = failed.len();
+        let list = failed.tolerate(member_file(reader, db, m, &Request::List(module.to_string())).await)?;
+        if failed.len() > before {
+            continue;
+        }
+        answered += 1;
+        let Some((sha, _)) = list else { continue };
         if m.repo_type == RepoType::Proxy {
             sources.insert(m.name.to_string(), sha.clone());
         }
@@ -62,6 +73,7 @@ pub async fn merge(
             }
         }
     }
+    failed.none_answered(answered)?;
     ctx.put("@v/list", TEXT, list(listed.iter().map(|(v, _)| v.as_str())).as_bytes()).await?;
     let latest_file = match latest(listed.iter().map(|(v, _)| v.as_str())) {
         Some(v) => {
@@ -80,7 +92,8 @@ pub async fn merge(
             // Nothing listed (only pseudo-versions, say): the highest of the members' @latest.
             let mut candidates = Vec::new();
             for m in &members {
-                if let Some((sha, size)) = member_file(reader, db, m, &Request::Latest(module.to_string())).await? {
+                let latest = failed.tolerate(member_file(reader, db, m, &Request::Latest(module.to_string())).await);
+                if let Some((sha, size)) = latest? {
                     let info: serde_json::Value = serde_json::from_str(&reader.text(&sha).await?).unwrap_or_default();
                     if let Some(v) = info["Version"].as_str() {
                         candidates.push((v.to_string(), sha, size));
@@ -96,6 +109,7 @@ pub async fn merge(
     }
     ctx.put(MEMBERS_FILE, TEXT, groups::members_map(&listed).as_bytes()).await?;
     ctx.put(SOURCES_FILE, TEXT, groups::render_sources(&sources).as_bytes()).await?;
+    ctx.put(groups::FAILED_FILE, TEXT, failed.render().as_bytes()).await?;
     Ok(())
 }
 
