@@ -188,10 +188,21 @@ where
 /// `packyard_group_member_failures_total`, named in `X-Packyard-Member-Failed` on the answer a later
 /// member gave, and, when no member had the file, the answer itself (the first failure: 502/504).
 #[derive(Default)]
-pub struct MemberFailures(Vec<(String, ApiError)>);
+pub struct MemberFailures {
+    failed: packyard_core::groups::Failed,
+    first: Option<ApiError>,
+}
 
-/// The response header naming the members that failed (`member: reason`, comma-separated).
+/// The response header naming the members that failed (`member: status`, comma-separated).
 pub const MEMBER_FAILED_HEADER: &str = "x-packyard-member-failed";
+
+/// Names the failed members of a `groups::Failed` text (`<member> <status>` lines) on `res`.
+fn name_in_header(res: &mut HttpResponse, failed: &str) {
+    let value = packyard_core::groups::Failed::header_of(failed);
+    if let Some(v) = value.and_then(|v| actix_web::http::header::HeaderValue::from_str(&v).ok()) {
+        res.headers_mut().insert(actix_web::http::header::HeaderName::from_static(MEMBER_FAILED_HEADER), v);
+    }
+}
 
 impl MemberFailures {
     /// Whether `e` is a member's failure a group may go past: its upstream unreachable, timing
@@ -208,29 +219,22 @@ impl MemberFailures {
             .with_label_values(&[group.name.as_str(), member.name.as_str()])
             .inc();
         tracing::warn!(group = %group.name, member = %member.name, error = %e.0.message, "group member failed; asking the next");
-        self.0.push((member.name.to_string(), e.0));
+        self.failed.record(member.name.to_string(), e.0.code.status().as_u16());
+        self.first.get_or_insert(e.0);
     }
 
     /// A later member's answer, with the failures named.
     pub fn answered(&self, mut res: HttpResponse) -> HttpResponse {
-        if !self.0.is_empty() {
-            let named: Vec<String> = self.0.iter().map(|(m, e)| format!("{m}: {}", e.code.status().as_u16())).collect();
-            if let Ok(v) = actix_web::http::header::HeaderValue::from_str(&named.join(", ")) {
-                res.headers_mut().insert(actix_web::http::header::HeaderName::from_static(MEMBER_FAILED_HEADER), v);
-            }
-        }
+        name_in_header(&mut res, &self.failed.render());
         res
     }
 
     /// No member had the file: the first failure (naming every failed member), or `None` when
     /// none failed (a plain "not here").
     pub fn into_error(self) -> Option<FormatError> {
-        let names: Vec<String> = self.0.iter().map(|(m, _)| m.clone()).collect();
-        let (_, first) = self.0.into_iter().next()?;
-        Some(
-            ApiError::new(first.code, format!("no member answered ({} failed): {}", names.join(", "), first.message))
-                .into(),
-        )
+        let first = self.first?;
+        let message = format!("no member answered ({} failed): {}", self.failed.names(), first.message);
+        Some(ApiError::new(first.code, message).into())
     }
 }
 
@@ -244,14 +248,10 @@ pub async fn name_failed_members(
 ) -> Result<HttpResponse, FormatError> {
     let failed = published_file(services, group, kind, unit_key, packyard_core::groups::FAILED_FILE).await?;
     let text = failed.as_ref().and_then(|f| std::str::from_utf8(&f.bytes).ok()).unwrap_or_default();
-    if let Some(value) = packyard_core::groups::Failed::header_of(text) {
-        for member in text.lines().filter_map(|l| l.split(' ').next()) {
-            services.metrics.group_member_failures_total.with_label_values(&[group.name.as_str(), member]).inc();
-        }
-        if let Ok(v) = actix_web::http::header::HeaderValue::from_str(&value) {
-            res.headers_mut().insert(actix_web::http::header::HeaderName::from_static(MEMBER_FAILED_HEADER), v);
-        }
+    for member in text.lines().filter_map(|l| l.split(' ').next()) {
+        services.metrics.group_member_failures_total.with_label_values(&[group.name.as_str(), member]).inc();
     }
+    name_in_header(&mut res, text);
     Ok(res)
 }
 

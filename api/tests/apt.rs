@@ -691,17 +691,7 @@ fn wait_for(server: &Server, path: &str, needles: &[&str]) -> anyhow::Result<Vec
 
 /// A scratch apt configuration trusting `key` for `deb <url> stable main`.
 fn apt_root(key: &[u8], url: &str) -> anyhow::Result<tempfile::TempDir> {
-    let root = tempfile::tempdir()?;
-    for d in ["state/lists/partial", "cache/archives/partial", "downloads"] {
-        std::fs::create_dir_all(root.path().join(d))?;
-    }
-    std::fs::write(root.path().join("state/status"), "")?;
-    std::fs::write(root.path().join("key.asc"), key)?;
-    std::fs::write(
-        root.path().join("sources.list"),
-        format!("deb [signed-by={} arch=amd64] {url} stable main\n", root.path().join("key.asc").display()),
-    )?;
-    Ok(root)
+    common::apt::scratch(key, |k| format!("deb [signed-by={} arch=amd64] {url} stable main", k.display()))
 }
 
 fn update_ok(root: &Path) -> anyhow::Result<String> {
@@ -1536,20 +1526,9 @@ fn artifactory_style_put_with_matrix_parameters() -> anyhow::Result<()> {
 
     // The real apt-get sees both, each in its component.
     let key = get(&server, "/repository/debs/gpg.key")?.1;
-    let root = tempfile::tempdir()?;
-    for d in ["state/lists/partial", "cache/archives/partial", "downloads"] {
-        std::fs::create_dir_all(root.path().join(d))?;
-    }
-    std::fs::write(root.path().join("state/status"), "")?;
-    std::fs::write(root.path().join("key.asc"), &key)?;
-    std::fs::write(
-        root.path().join("sources.list"),
-        format!(
-            "deb [signed-by={} arch=amd64] {}/repository/debs bookworm main contrib\n",
-            root.path().join("key.asc").display(),
-            server.public
-        ),
-    )?;
+    let root = common::apt::scratch(&key, |k| {
+        format!("deb [signed-by={} arch=amd64] {}/repository/debs bookworm main contrib", k.display(), server.public)
+    })?;
     update_ok(root.path())?;
     assert_eq!(download(root.path(), "hello")?, hello);
     assert_eq!(download(root.path(), "jq")?, jq);

@@ -837,15 +837,9 @@ fn behind_a_reverse_proxy_under_a_path_prefix() -> anyhow::Result<()> {
 
     // The real apt-get, with the page's sources line (its keyring in a scratch directory).
     if std::process::Command::new("apt-get").arg("--version").output().is_ok() {
-        let root = tempfile::tempdir()?;
-        for d in ["state/lists/partial", "cache/archives/partial", "downloads"] {
-            std::fs::create_dir_all(root.path().join(d))?;
-        }
-        std::fs::write(root.path().join("state/status"), "")?;
-        let keyring = root.path().join("packyard-debs.asc");
-        std::fs::write(&keyring, &key_bytes)?;
-        let line = sources.replace("/etc/apt/keyrings/packyard-debs.asc", &keyring.display().to_string());
-        std::fs::write(root.path().join("sources.list"), format!("{line}\n"))?;
+        let root = common::apt::scratch(&key_bytes, |keyring| {
+            sources.replace("/etc/apt/keyrings/packyard-debs.asc", &keyring.display().to_string())
+        })?;
         let out = common::apt::tool("apt-get", root.path(), &["update"])?;
         let log = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
         assert!(out.status.success() && !log.contains("Err:") && !log.contains("W: "), "apt-get update:\n{log}");

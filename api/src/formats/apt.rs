@@ -216,7 +216,6 @@ async fn upload(cx: Cx<'_>) -> Result<HttpResponse, FormatError> {
 /// The package is stored where its control file puts it (`pool/<component>/…`), whatever
 /// directories the path names; the receipt and `Location` say where.
 pub struct Matrix {
-    file: String,
     distribution: Option<String>,
     component: Option<String>,
     architecture: Option<String>,
@@ -227,11 +226,11 @@ impl Matrix {
         let bad = |m: String| FormatError::from(ApiError::bad_request(m));
         let mut parts = rest.split(';');
         let path = CleanPath::parse(parts.next().unwrap_or_default())?;
-        let file = path.0.rsplit('/').next().unwrap_or_default().to_string();
+        let file = path.0.rsplit('/').next().unwrap_or_default();
         if !file.ends_with(".deb") {
             return Err(bad(format!("PUT a .deb file (…/<name>_<version>_<arch>.deb), not {file:?}")));
         }
-        let mut m = Self { file, distribution: None, component: None, architecture: None };
+        let mut m = Self { distribution: None, component: None, architecture: None };
         for param in parts.filter(|p| !p.is_empty()) {
             let (key, value) = param.split_once('=').unwrap_or((param, ""));
             let value = percent_decode(value).ok_or_else(|| bad(format!("invalid matrix parameter {param:?}")))?;
@@ -277,21 +276,12 @@ async fn put(cx: Cx<'_>, m: Matrix) -> Result<HttpResponse, FormatError> {
     let up = hosted::upload(&AptHosted, services, repo, target, cx.body, actor).await?;
     let mut res = super::uploaded(services, &up, q.wait).await?;
     if let Some(filename) = up.receipt.get("filename").and_then(|f| f.as_str()) {
-        // Where the package is, from `server.public_url` when set (behind a proxy's prefix).
-        let base = services
-            .config
-            .server
-            .public_url
-            .as_deref()
-            .and_then(|u| packyard_model::config::ServerConfig::parse_public_url(u).ok())
-            .map(|(origin, prefix)| format!("{origin}{prefix}"))
-            .unwrap_or_default();
-        let location = format!("{base}/repository/{}/{filename}", repo.name);
+        // Where the package is, under `server.public_url`'s prefix when set.
+        let location = crate::ui::Base::of(cx.req, services).link(&format!("/repository/{}/{filename}", repo.name));
         if let Ok(v) = header::HeaderValue::from_str(&location) {
             res.headers_mut().insert(header::LOCATION, v);
         }
     }
-    tracing::debug!(file = %m.file, "artifactory-style upload");
     Ok(res)
 }
 

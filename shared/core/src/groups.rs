@@ -356,13 +356,23 @@ impl Failed {
         match result {
             Err(BuildError::MemberFailed { member, status, message }) => {
                 tracing::warn!(member = %member, error = %message, "a group member failed; merged without it");
-                if !self.0.iter().any(|(m, _)| *m == member) {
-                    self.0.push((member, status));
-                }
+                self.record(member, status);
                 Ok(None)
             }
             other => other,
         }
+    }
+
+    /// Records that `member` failed with `status` (once per member).
+    pub fn record(&mut self, member: String, status: u16) {
+        if !self.0.iter().any(|(m, _)| *m == member) {
+            self.0.push((member, status));
+        }
+    }
+
+    /// The failed members' names, comma-separated.
+    pub fn names(&self) -> String {
+        self.0.iter().map(|(m, _)| m.as_str()).collect::<Vec<_>>().join(", ")
     }
 
     pub fn is_empty(&self) -> bool {
@@ -390,10 +400,7 @@ impl Failed {
             Some((member, status)) if answered == 0 => Err(BuildError::MemberFailed {
                 member: member.clone(),
                 status: *status,
-                message: format!(
-                    "no member answered ({} failed)",
-                    self.0.iter().map(|(m, _)| m.as_str()).collect::<Vec<_>>().join(", ")
-                ),
+                message: format!("no member answered ({} failed)", self.names()),
             }),
             _ => Ok(()),
         }
