@@ -1,6 +1,7 @@
 //! Go modules (the GOPROXY protocol): module paths and their case-encoding, semantic versions as
 //! the go command orders them, and the module zip checks.
 
+pub mod sumdb;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod version;
