@@ -25,6 +25,8 @@ have python3 /usr/bin/python3 || need+=(python3 python3-venv)
 have nginx /usr/sbin/nginx || need+=(nginx-light)
 have chromium /usr/bin/chromium || need+=(chromium)
 have chromedriver /usr/bin/chromedriver || need+=(chromium-driver)
+# dpkg-source, which apt-get source runs to unpack a source package.
+have dpkg-source /usr/bin/dpkg-source || need+=(dpkg-dev)
 if [ ${#need[@]} -gt 0 ]; then
   log "installing ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -133,6 +135,26 @@ if [ ${#missing_debs[@]} -gt 0 ]; then
     || { $SUDO apt-get update -qq && (cd "$debs" && apt-get download -qq "${missing_debs[@]}" >/dev/null); }
 fi
 export TEST_DEBS_DIR="$PWD/$debs"
+
+# A real Debian source package (its .dsc and the files it lists) for the source upload tests,
+# fetched once into target/test-srcs with apt-get source from the machine's own Debian mirror
+# (a scratch configuration with a deb-src line; nothing of the system's apt state is touched).
+srcs=target/test-srcs
+if ! ls "$srcs"/hello_*.dsc >/dev/null 2>&1; then
+  log "downloading a real source package for the tests: hello"
+  scratch=$(mktemp -d)
+  mkdir -p "$scratch/lists/partial" "$scratch/cache/archives/partial" "$srcs"
+  uri=$(grep -hm1 '^URIs:' /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '{print $2}')
+  suite=$(grep -hm1 '^Suites:' /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '{print $2}')
+  echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] ${uri:-http://deb.debian.org/debian} ${suite:-bookworm} main" > "$scratch/sources.list"
+  aptsrc() { apt-get -qq -o Dir::Etc::SourceList="$scratch/sources.list" -o Dir::Etc::SourceParts=/dev/null \
+    -o Dir::State::Lists="$scratch/lists" -o Dir::Cache="$scratch/cache" -o Debug::NoLocking=1 \
+    -o APT::Sandbox::User=root "$@"; }
+  aptsrc update >/dev/null
+  (cd "$srcs" && aptsrc source --download-only hello >/dev/null 2>&1)
+  rm -rf "$scratch"
+fi
+export TEST_SRCS_DIR="$PWD/$srcs"
 
 export TEST_POSTGRES_URL="$PG_URL"
 export TEST_MYSQL_URL="$MY_URL"

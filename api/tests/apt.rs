@@ -1537,3 +1537,430 @@ fn artifactory_style_put_with_matrix_parameters() -> anyhow::Result<()> {
     assert!(server.terminate()?.success());
     Ok(())
 }
+
+/// The built binary on `backend`'s database (SQLite: its default; PostgreSQL: a fresh database
+/// of the test server), with its data directory; `None` when the backend is not configured.
+fn server_on(backend: packyard_store::db::Backend) -> anyhow::Result<Option<(Server, tempfile::TempDir)>> {
+    use packyard_store::db::Backend;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let (url, dir) = match backend {
+        Backend::Sqlite => (None, tempfile::tempdir()?),
+        other => match rt.block_on(packyard_store::testing::create_database(other))? {
+            Some((url, dir)) => (Some(url), dir),
+            None => {
+                eprintln!("skipped on {}: no server configured", other.as_str());
+                return Ok(None);
+            }
+        },
+    };
+    let mut env = vec![("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)];
+    if let Some(url) = &url {
+        env.push(("PACKYARD_DATABASE__URL", url.as_str()));
+        env.push(("PACKYARD_SECURITY__SECRET", "a-shared-secret-of-enough-length"));
+    }
+    let server = start(dir.path(), &env)?;
+    server.wait_ready()?;
+    Ok(Some((server, dir)))
+}
+
+/// A `multipart/form-data` POST of `(field, file name, bytes)` parts (no file name: a plain
+/// field).
+fn form(
+    server: &Server,
+    repo: &str,
+    parts: &[(&str, Option<&str>, &[u8])],
+    query: &str,
+) -> anyhow::Result<(u16, String)> {
+    let boundary = "packyard-test-boundary-5e2a";
+    let mut body = Vec::new();
+    for (name, file, bytes) in parts {
+        let file = file.map(|f| format!("; filename=\"{f}\"")).unwrap_or_default();
+        body.extend_from_slice(
+            format!("--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"{file}\r\n\r\n").as_bytes(),
+        );
+        body.extend_from_slice(bytes);
+        body.extend_from_slice(b"\r\n");
+    }
+    body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
+    status_of(
+        ureq::post(&format!("{}/repository/{repo}/{query}", server.public))
+            .set("Authorization", &basic(PW))
+            .set("Content-Type", &format!("multipart/form-data; boundary={boundary}"))
+            .send_bytes(&body),
+    )
+}
+
+fn delete_path(server: &Server, path: &str) -> anyhow::Result<(u16, String)> {
+    status_of(ureq::delete(&format!("{}{path}", server.public)).set("Authorization", &basic(PW)).call())
+}
+
+/// `apt-get download` of `name` fails: the configured distribution does not list it.
+fn not_listed(root: &Path, name: &str) -> anyhow::Result<()> {
+    let out = apt_get(root, &["download", name])?;
+    anyhow::ensure!(!out.status.success(), "{name} is still listed: {}", String::from_utf8_lossy(&out.stdout));
+    Ok(())
+}
+
+/// Several distributions in one hosted repository (#21, item 1): each its own signed
+/// `InRelease`; an upload names its distribution (`?distribution=`, the form field
+/// `apt.distribution`, Artifactory's `deb.distribution`) or goes to the default; a package in
+/// two distributions is stored once; a delete takes it out of one distribution or of all; the
+/// real apt-get sees each distribution's own packages.
+fn several_distributions(backend: packyard_store::db::Backend) -> anyhow::Result<()> {
+    let Some(debs) = real_debs() else {
+        eprintln!("skipped: TEST_DEBS_DIR is not set (scripts/test.sh sets it)");
+        return Ok(());
+    };
+    let find = |prefix: &str| -> anyhow::Result<Vec<u8>> {
+        let p = debs
+            .iter()
+            .find(|p| p.file_name().is_some_and(|f| f.to_string_lossy().starts_with(prefix)))
+            .ok_or_else(|| anyhow::anyhow!("no {prefix} package in TEST_DEBS_DIR"))?;
+        Ok(std::fs::read(p)?)
+    };
+    let (hello, jq, sl) = (find("hello_")?, find("jq_")?, find("sl_")?);
+    let Some((server, dir)) = server_on(backend)? else { return Ok(()) };
+    create_repo(
+        &server,
+        serde_json::json!({"name": "debs", "format": "apt", "type": "hosted",
+            "apt": {"distributions": ["bookworm", "trixie"], "components": ["main", "contrib"], "architectures": ["amd64"]}}),
+    )?;
+    let def = common::process::admin_json(&server.public, &basic(PW), "GET", "/api/v1/repositories/debs", None)?;
+    assert_eq!(def["apt"]["distribution"], "bookworm", "the first is the default: {def}");
+    for dist in ["bookworm", "trixie"] {
+        wait_for(&server, &format!("/repository/debs/dists/{dist}/InRelease"), &[&format!("Suite: {dist}\n")])?;
+    }
+    let catalogue = || common::process::catalogue(&server.public, &basic(PW), "debs");
+
+    // A distribution the repository does not publish: refused, nothing kept.
+    let blobs = || count_files(&dir.path().join("data/blobs/sha256"));
+    let before = blobs();
+    let (s, body) = upload(&server, "debs", &hello, "?distribution=sid")?;
+    assert_eq!(s, 400, "{body}");
+    assert!(
+        body.contains("distribution \"sid\" is not a distribution of repository debs; it publishes bookworm, trixie"),
+        "{body}"
+    );
+    let (s, body) =
+        form(&server, "debs", &[("apt.distribution", None, b"sid"), ("apt.asset", Some("hello.deb"), &hello)], "")?;
+    assert_eq!(s, 400, "{body}");
+    assert!(body.contains("distribution \"sid\""), "{body}");
+    assert!(catalogue()?.is_empty());
+
+    // The default, the form field, Artifactory's matrix parameter.
+    let (s, body) = upload(&server, "debs", &hello, "?wait=true")?;
+    assert_eq!(s, 201, "{body}");
+    assert_eq!(serde_json::from_str::<serde_json::Value>(&body)?["distribution"], "bookworm");
+    let (s, body) = form(
+        &server,
+        "debs",
+        &[("apt.asset", Some("jq.deb"), &jq), ("apt.distribution", None, b"trixie")],
+        "?wait=true",
+    )?;
+    assert_eq!(s, 201, "{body}");
+    assert_eq!(serde_json::from_str::<serde_json::Value>(&body)?["distribution"], "trixie");
+    let (s, body) = status_of(
+        ureq::put(&format!(
+            "{}/repository/debs/pool/s/sl.deb;deb.distribution=trixie;deb.component=contrib?wait=true",
+            server.public
+        ))
+        .set("Authorization", &basic(PW))
+        .send_bytes(&sl),
+    )?;
+    assert_eq!(s, 201, "{body}");
+
+    // The same package into a second distribution: a membership, not a second copy.
+    let stored = blobs();
+    assert!(stored > before, "the uploads stored their bytes");
+    let (s, body) = upload(&server, "debs", &hello, "?distribution=trixie&wait=true")?;
+    assert_eq!(s, 201, "a new membership is a change: {body}");
+    let (s, body) = upload(&server, "debs", &hello, "?distribution=trixie&wait=true")?;
+    assert_eq!(s, 200, "an identical retry: {body}");
+    assert_eq!(catalogue()?.len(), 3, "{:?}", catalogue()?);
+
+    // Each distribution's own index and signature.
+    let packages = |dist: &str, component: &str| -> anyhow::Result<String> {
+        let (s, b) = get(&server, &format!("/repository/debs/dists/{dist}/{component}/binary-amd64/Packages"))?;
+        anyhow::ensure!(s == 200, "{dist} {component}: {s}");
+        Ok(String::from_utf8(b)?)
+    };
+    let names = |text: &str| -> Vec<String> {
+        text.lines().filter_map(|l| l.strip_prefix("Package: ")).map(str::to_string).collect()
+    };
+    assert_eq!(names(&packages("bookworm", "main")?), ["hello"]);
+    assert_eq!(names(&packages("trixie", "main")?), ["hello", "jq"]);
+    assert_eq!(names(&packages("trixie", "contrib")?), ["sl"]);
+    assert!(packages("bookworm", "main")?.contains("Filename: pool/main/h/hello/hello_2.10-3_amd64.deb\n"));
+    assert!(blobs() >= stored, "no blob removed");
+
+    let key = get(&server, "/repository/debs/gpg.key")?.1;
+    let apt_for = |dist: &str| {
+        common::apt::scratch(&key, |k| {
+            format!("deb [signed-by={} arch=amd64] {}/repository/debs {dist} main contrib", k.display(), server.public)
+        })
+    };
+    let (bookworm, trixie) = (apt_for("bookworm")?, apt_for("trixie")?);
+    update_ok(bookworm.path())?;
+    update_ok(trixie.path())?;
+    assert_eq!(download(bookworm.path(), "hello")?, hello);
+    not_listed(bookworm.path(), "jq")?;
+    assert_eq!(download(trixie.path(), "hello")?, hello);
+    assert_eq!(download(trixie.path(), "jq")?, jq);
+    assert_eq!(download(trixie.path(), "sl")?, sl);
+
+    // Out of one distribution: the other keeps it, and its file.
+    let hello_path = "/repository/debs/pool/main/h/hello/hello_2.10-3_amd64.deb";
+    let (s, body) = delete_path(&server, &format!("{hello_path}?distribution=sid"))?;
+    assert_eq!(s, 400, "{body}");
+    assert_eq!(delete_path(&server, &format!("{hello_path}?distribution=bookworm"))?.0, 204);
+    assert_eq!(delete_path(&server, &format!("{hello_path}?distribution=bookworm"))?.0, 404, "not in it any more");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !names(&packages("bookworm", "main")?).is_empty() {
+        anyhow::ensure!(std::time::Instant::now() < deadline, "bookworm still lists hello");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(names(&packages("trixie", "main")?), ["hello", "jq"]);
+    assert_eq!(get(&server, hello_path)?, (200, hello.clone()));
+    update_ok(bookworm.path())?;
+    not_listed(bookworm.path(), "hello")?;
+    assert!(catalogue()?.contains("hello 2.10-3"), "still stored");
+    // Out of every distribution: gone.
+    assert_eq!(delete_path(&server, hello_path)?.0, 204);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while names(&packages("trixie", "main")?) != ["jq"] {
+        anyhow::ensure!(std::time::Instant::now() < deadline, "trixie still lists hello");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(get(&server, hello_path)?.0, 404);
+    assert!(!catalogue()?.contains("hello 2.10-3"));
+
+    // A distribution taken out of the list is no longer served; renaming the only distribution
+    // takes its packages along.
+    let patch = |body: serde_json::Value| {
+        status_of(
+            ureq::request("PATCH", &format!("{}/api/v1/repositories/debs", server.public))
+                .set("Authorization", &basic(PW))
+                .set("Content-Type", "application/merge-patch+json")
+                .send_json(body),
+        )
+    };
+    let (s, body) = patch(serde_json::json!({"apt": {"distributions": ["trixie"]}}))?;
+    assert_eq!(s, 400, "the default must be listed: {body}");
+    assert!(body.contains("must be one of apt.distributions: trixie"), "{body}");
+    let (s, body) = patch(serde_json::json!({"apt": {"distribution": "trixie", "distributions": ["trixie"]}}))?;
+    assert_eq!(s, 200, "{body}");
+    assert_eq!(get(&server, "/repository/debs/dists/bookworm/InRelease")?.0, 404);
+    let (s, body) = patch(serde_json::json!({"apt": {"distribution": "stable", "distributions": null}}))?;
+    assert_eq!(s, 200, "{body}");
+    wait_for(&server, "/repository/debs/dists/stable/main/binary-amd64/Packages", &["Package: jq\n"])?;
+    wait_for(&server, "/repository/debs/dists/stable/contrib/binary-amd64/Packages", &["Package: sl\n"])?;
+    assert!(server.terminate()?.success());
+    Ok(())
+}
+
+#[test]
+fn several_distributions_on_sqlite() -> anyhow::Result<()> {
+    several_distributions(packyard_store::db::Backend::Sqlite)
+}
+
+#[test]
+fn several_distributions_on_postgres() -> anyhow::Result<()> {
+    several_distributions(packyard_store::db::Backend::Postgres)
+}
+
+/// Named files: `(file name, bytes)`.
+type Files = Vec<(String, Vec<u8>)>;
+
+/// The real source package in TEST_SRCS_DIR, its `.dsc` first.
+fn real_source() -> anyhow::Result<Option<Files>> {
+    let Ok(dir) = std::env::var("TEST_SRCS_DIR") else { return Ok(None) };
+    let mut files: Files = Vec::new();
+    for e in std::fs::read_dir(dir)? {
+        let p = e?.path();
+        let name = p.file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default();
+        if name.starts_with("hello_") {
+            files.push((name, std::fs::read(&p)?));
+        }
+    }
+    files.sort_by_key(|(n, _)| !n.ends_with(".dsc"));
+    anyhow::ensure!(files.first().is_some_and(|(n, _)| n.ends_with(".dsc")), "no hello_*.dsc in TEST_SRCS_DIR");
+    Ok(Some(files))
+}
+
+/// The parts of a form that uploads a source package: each file an `apt.asset` field.
+fn source_parts(files: &[(String, Vec<u8>)]) -> Vec<(&'static str, Option<&str>, &[u8])> {
+    files.iter().map(|(n, b)| ("apt.asset", Some(n.as_str()), b.as_slice())).collect()
+}
+
+/// `apt-get source` of `what` in a scratch configuration: the files it downloaded and the
+/// directory dpkg-source unpacked.
+fn apt_get_source(root: &Path, what: &str) -> anyhow::Result<()> {
+    let out = apt_get(root, &["source", what])?;
+    anyhow::ensure!(
+        out.status.success(),
+        "apt-get source {what}:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(())
+}
+
+/// Source packages (#21, item 2): a `.dsc` uploaded with the files it lists, each checked
+/// against the `.dsc` (a missing, different, unlisted or broken file is a 400 naming it, and
+/// nothing is kept); published as `Sources` per component and listed in `Release`; the real
+/// `apt-get source` downloads and unpacks it from the hosted repository and through a group; a
+/// second Debian revision reuses the `.orig` tarball already in the pool.
+fn source_packages(backend: packyard_store::db::Backend) -> anyhow::Result<()> {
+    use packyard_codecs::apt::testing::{dsc_for, quilt_source_package, source_package};
+    let Some(hello) = real_source()? else {
+        eprintln!("skipped: TEST_SRCS_DIR is not set (scripts/test.sh sets it)");
+        return Ok(());
+    };
+    anyhow::ensure!(Command::new("dpkg-source").arg("--version").output().is_ok(), "dpkg-source is not installed");
+    let Some((server, dir)) = server_on(backend)? else { return Ok(()) };
+    create_repo(
+        &server,
+        serde_json::json!({"name": "debs", "format": "apt", "type": "hosted",
+            "apt": {"distribution": "bookworm", "components": ["main"], "architectures": ["amd64"]}}),
+    )?;
+    create_repo(
+        &server,
+        serde_json::json!({"name": "debs-all", "format": "apt", "type": "group", "group": {"members": ["debs"]},
+            "apt": {"distributions": ["bookworm"], "components": ["main"], "architectures": ["amd64"]}}),
+    )?;
+    // Both empty snapshots published first: their files are not left over by a refusal.
+    for repo in ["debs", "debs-all"] {
+        wait_for(&server, &format!("/repository/{repo}/dists/bookworm/InRelease"), &["main/source/Sources.xz"])?;
+    }
+    let catalogue = || common::process::catalogue(&server.public, &basic(PW), "debs");
+    let blobs = || count_files(&dir.path().join("data/blobs/sha256"));
+    let before = blobs();
+
+    // Each refusal names what is wrong, and keeps nothing.
+    let dsc = &hello[0];
+    let (s, body) = upload(&server, "debs", &dsc.1, "")?;
+    assert_eq!(s, 400, "{body}");
+    assert!(body.contains("hello_2.10.orig.tar.gz is listed in hello_2.10-3.dsc but was not sent"), "{body}");
+    let mut tampered = hello.clone();
+    let debian = tampered
+        .iter_mut()
+        .find(|(n, _)| n.ends_with(".debian.tar.xz"))
+        .ok_or_else(|| anyhow::anyhow!("no debian tarball"))?;
+    debian.1[100] ^= 0xff;
+    let (s, body) = form(&server, "debs", &source_parts(&tampered), "")?;
+    assert_eq!(s, 400, "{body}");
+    assert!(body.contains("hello_2.10-3.debian.tar.xz differs from hello_2.10-3.dsc"), "{body}");
+    let mut extra = hello.clone();
+    extra.push(("notes.txt".into(), b"not listed".to_vec()));
+    let (s, body) = form(&server, "debs", &source_parts(&extra), "")?;
+    assert_eq!(s, 400, "{body}");
+    assert!(body.contains("notes.txt was sent but hello_2.10-3.dsc does not list it"), "{body}");
+    let mut two = hello.clone();
+    two.push(("other.dsc".into(), dsc.1.clone()));
+    let (s, body) = form(&server, "debs", &source_parts(&two), "")?;
+    assert_eq!(s, 400, "{body}");
+    assert!(body.contains("2 of them a .dsc"), "{body}");
+    // A tarball cut short, listed with the checksums of what is left: read whole, refused.
+    let mut cut = source_package("cutshort", "1.0", &[("data", &[7u8; 40_000])]);
+    let half = cut[1].1.len() / 2;
+    cut[1].1.truncate(half);
+    cut[0].1 = dsc_for("cutshort", "1.0", "3.0 (native)", &cut[1..]).into_bytes();
+    let (s, body) = form(&server, "debs", &source_parts(&cut), "")?;
+    assert_eq!(s, 400, "{body}");
+    assert!(body.contains("cutshort_1.0.tar.xz"), "{body}");
+    assert!(catalogue()?.is_empty(), "{:?}", catalogue()?);
+    assert_eq!(blobs(), before, "every refused upload's bytes were removed");
+
+    // The real source package.
+    let (s, body) = form(&server, "debs", &source_parts(&hello), "?wait=true")?;
+    assert_eq!(s, 201, "{body}");
+    let receipt: serde_json::Value = serde_json::from_str(&body)?;
+    assert_eq!(receipt["dsc"], "pool/main/h/hello/hello_2.10-3.dsc", "{receipt}");
+    assert_eq!(receipt["files"].as_array().map(Vec::len), Some(4), "{receipt}");
+    let (s, body) = form(&server, "debs", &source_parts(&hello), "")?;
+    assert_eq!(s, 200, "an identical retry: {body}");
+    assert!(catalogue()?.contains("hello 2.10-3"));
+    let sources = String::from_utf8(get(&server, "/repository/debs/dists/bookworm/main/source/Sources")?.1)?;
+    let dsc_sha = hex::encode(Sha256::digest(&dsc.1));
+    for needle in [
+        "Package: hello\n".to_string(),
+        "Version: 2.10-3\n".into(),
+        "Directory: pool/main/h/hello\n".into(),
+        format!(" {dsc_sha} {} hello_2.10-3.dsc\n", dsc.1.len()),
+        " 31e066137a962676e89f69d1b65382de95a7ef7d914b8cb956f41ea72e0f516b 725946 hello_2.10.orig.tar.gz\n".into(),
+    ] {
+        assert!(sources.contains(&needle), "Sources lacks {needle:?}:\n{sources}");
+    }
+    assert!(!sources.contains("Source: hello"), "Source is written Package:\n{sources}");
+    for (name, bytes) in &hello {
+        assert_eq!(
+            get(&server, &format!("/repository/debs/pool/main/h/hello/{name}"))?,
+            (200, bytes.clone()),
+            "{name}"
+        );
+    }
+
+    // apt-get source, from the repository and through the group.
+    for repo in ["debs", "debs-all"] {
+        wait_for(&server, &format!("/repository/{repo}/dists/bookworm/main/source/Sources"), &["Package: hello\n"])?;
+        let key = get(&server, &format!("/repository/{repo}/gpg.key"))?.1;
+        let root = common::apt::scratch(&key, |k| {
+            format!("deb-src [signed-by={}] {}/repository/{repo} bookworm main", k.display(), server.public)
+        })?;
+        update_ok(root.path())?;
+        apt_get_source(root.path(), "hello")?;
+        let got = root.path().join("downloads");
+        for (name, bytes) in &hello {
+            assert_eq!(std::fs::read(got.join(name))?, *bytes, "{repo}: {name}");
+        }
+        assert!(got.join("hello-2.10/debian/changelog").is_file(), "{repo}: dpkg-source unpacked it");
+    }
+
+    // Debian revision 2 reuses revision 1's .orig from the pool.
+    let first = quilt_source_package("quilted", "1.0", "1");
+    let second = quilt_source_package("quilted", "1.0", "2");
+    assert_eq!(first[1], second[1], "the same .orig");
+    let (s, body) = form(&server, "debs", &source_parts(&first), "?wait=true")?;
+    assert_eq!(s, 201, "{body}");
+    let without_orig = [second[0].clone(), second[2].clone()];
+    let (s, body) = form(&server, "debs", &source_parts(&without_orig), "?wait=true")?;
+    assert_eq!(s, 201, "{body}");
+    let key = get(&server, "/repository/debs/gpg.key")?.1;
+    let root = common::apt::scratch(&key, |k| {
+        format!("deb-src [signed-by={}] {}/repository/debs bookworm main", k.display(), server.public)
+    })?;
+    update_ok(root.path())?;
+    apt_get_source(root.path(), "quilted=1.0-2")?;
+    assert!(root.path().join("downloads/quilted-1.0/README").is_file(), "the .orig unpacked");
+    assert!(root.path().join("downloads/quilted-1.0/debian/changelog").is_file());
+
+    // Deleted by its .dsc: gone from Sources; the .orig stays while revision 1 lists it.
+    assert_eq!(delete_path(&server, "/repository/debs/pool/main/q/quilted/quilted_1.0-2.dsc")?.0, 204);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let text = String::from_utf8(get(&server, "/repository/debs/dists/bookworm/main/source/Sources")?.1)?;
+        if !text.contains("Version: 1.0-2\n") {
+            assert!(text.contains("Version: 1.0-1\n"), "{text}");
+            break;
+        }
+        anyhow::ensure!(std::time::Instant::now() < deadline, "1.0-2 still listed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        get(&server, "/repository/debs/pool/main/q/quilted/quilted_1.0.orig.tar.xz")?,
+        (200, first[1].1.clone())
+    );
+    assert_eq!(get(&server, "/repository/debs/pool/main/q/quilted/quilted_1.0-2.debian.tar.xz")?.0, 404);
+    assert!(server.terminate()?.success());
+    Ok(())
+}
+
+#[test]
+fn source_packages_on_sqlite() -> anyhow::Result<()> {
+    source_packages(packyard_store::db::Backend::Sqlite)
+}
+
+#[test]
+fn source_packages_on_postgres() -> anyhow::Result<()> {
+    source_packages(packyard_store::db::Backend::Postgres)
+}

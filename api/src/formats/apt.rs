@@ -1,20 +1,24 @@
 //! APT's routes: `dists/…` (published snapshot files, by-hash also from retained snapshots; a
-//! proxy's from its upstream), `pool/…` (package files, with ranges; a group's followed to the
-//! member that provided the record), `POST /` (upload: raw body or multipart `apt.asset`),
+//! proxy's from its upstream), `pool/…` (package and source files, with ranges; a group's
+//! followed to the member that provided the record), `POST /` (upload: raw body, or multipart
+//! `apt.asset` — a `.deb`, or a source package's `.dsc` with its files — with the optional
+//! fields `apt.distribution` and `apt.component`),
 //! `PUT <path>/<file>.deb;deb.distribution=…;deb.component=…;deb.architecture=…` (Artifactory's
-//! upload; `pool/…` as its documentation has it), `DELETE pool/…`, and `gpg.key`.
+//! upload; `pool/…` as its documentation has it), `DELETE pool/…[?distribution=]`, and `gpg.key`.
 
 use actix_web::http::{header, Method};
 use actix_web::{HttpRequest, HttpResponse};
 use futures_util::StreamExt;
 use packyard_core::hosted;
-use packyard_formats::apt::hosted::{AptHosted, AptTarget};
+use packyard_core::hosted::Hosted as _;
+use packyard_formats::apt::hosted::{AptHosted, AptRemoval, AptTarget};
 use packyard_formats::apt::KIND;
 use packyard_model::repos::RepoType;
 use serde::Deserialize;
 
 use crate::error::{ApiError, FormatError};
 use crate::route::{percent_decode, Access, Cx, Routes, Tail};
+use packyard_core::services::Services;
 
 pub struct Apt;
 
@@ -114,6 +118,10 @@ async fn dists(cx: &Cx<'_>, tail: &str) -> Result<HttpResponse, FormatError> {
         let outcome = services.proxy.fetch(fetch).await?;
         return super::serve_proxied(services, repo, cx.req, (&path, false), outcome, "text/plain").await;
     }
+    // A distribution taken out of the repository's list is no longer served.
+    if !packyard_formats::apt::published_suites(repo).iter().any(|d| d == dist) {
+        return Err(cx.not_found(&path));
+    }
     let published = &services.published;
     let found = if tail.contains("/by-hash/") {
         published.file_or_retained(&services.db, services.blobs.as_ref(), repo.id, KIND, dist, &path).await?
@@ -152,8 +160,13 @@ async fn pool(cx: &Cx<'_>, mut path: String) -> Result<HttpResponse, FormatError
         return super::serve_proxied(services, &repo, cx.req, (&path, artifact), outcome, DEB_TYPE).await;
     }
     let db = &services.db;
-    super::serve_hosted(cx, &repo, &path, DEB_TYPE, || async {
-        let found = packyard_formats::apt::rows::served(db, repo.id, &path).await?;
+    let content_type = if path.ends_with(".deb") || path.ends_with(".udeb") {
+        DEB_TYPE
+    } else {
+        packyard_formats::apt::hosted::source_file_type(&path)
+    };
+    super::serve_hosted(cx, &repo, &path, content_type, || async {
+        let found = packyard_formats::apt::rows::served_any(db, repo.id, &path).await?;
         Ok(found.map(|(sha256, size, at)| super::ArtifactRef::new(&sha256, size, Some(at))))
     })
     .await
@@ -164,15 +177,22 @@ struct UploadQuery {
     #[serde(default)]
     component: Option<String>,
     #[serde(default)]
+    distribution: Option<String>,
+    #[serde(default)]
     wait: bool,
 }
 
 fn target(q: &UploadQuery) -> AptTarget {
-    AptTarget { component: q.component.clone(), ..AptTarget::default() }
+    AptTarget { component: q.component.clone(), distribution: q.distribution.clone(), ..AptTarget::default() }
 }
 
-/// The form field that carries the package in a multipart upload (Nexus's name for it).
+/// The form field that carries the package in a multipart upload (Nexus's name for it); a
+/// source package's `.dsc` and its files are each one such field.
 const ASSET_FIELD: &str = "apt.asset";
+/// Form fields naming the distribution and the component (as `?distribution=` and
+/// `?component=` do).
+const DISTRIBUTION_FIELD: &str = "apt.distribution";
+const COMPONENT_FIELD: &str = "apt.component";
 
 fn is_multipart(req: &HttpRequest) -> bool {
     req.headers()
@@ -181,34 +201,124 @@ fn is_multipart(req: &HttpRequest) -> bool {
         .is_some_and(|v| v.trim_start().to_ascii_lowercase().starts_with("multipart/form-data"))
 }
 
-/// Streams a `.deb` either from the raw body or from the `apt.asset` field of a multipart form.
+/// Streams a `.deb` (or a source package's `.dsc`) from the raw body, or the `apt.asset`
+/// fields of a multipart form: one `.deb`, or a `.dsc` with the files it lists.
 async fn upload(cx: Cx<'_>) -> Result<HttpResponse, FormatError> {
     let q: UploadQuery = super::query(cx.req)?;
-    let (services, repo, actor) = (cx.services, &cx.repo, cx.caller.actor());
-    let up = if is_multipart(cx.req) {
-        let mut form = actix_multipart::Multipart::new(cx.req.headers(), cx.body);
-        let mut stored = None;
-        while let Some(field) = form.next().await {
-            let field = field.map_err(|e| ApiError::bad_request(format!("malformed multipart upload: {e}")))?;
-            if field.name() == Some(ASSET_FIELD) {
-                stored = Some(hosted::upload(&AptHosted, services, repo, target(&q), Box::pin(field), actor).await?);
-                break;
+    let Cx { req, services, repo, caller, body } = cx;
+    let (repo, actor) = (&*repo, caller.actor());
+    let up = if is_multipart(req) {
+        let mut target = target(&q);
+        hosted::check_upload(&AptHosted, repo, &target)?;
+        let mut files: Vec<(String, packyard_store::blobs::StoredBlob)> = Vec::new();
+        let form = receive_form((services, req, body), &mut target, &mut files).await;
+        let received = files.clone();
+        let outcome = match form.and_then(|()| choose_upload(&mut files)) {
+            Ok(stored) => {
+                target.files = files;
+                hosted::upload_stored(&AptHosted, services, repo, target, stored, actor)
+                    .await
+                    .map_err(FormatError::from)
             }
-            // Another field: skip its content.
-            let mut field = Box::pin(field);
-            while let Some(chunk) = field.next().await {
-                chunk.map_err(|e| ApiError::bad_request(format!("malformed multipart upload: {e}")))?;
+            Err(e) => Err(e),
+        };
+        match outcome {
+            Ok(up) => up,
+            Err(e) => {
+                // Every file the form brought goes with a refusal (the engine removed those it
+                // knew of already).
+                for (_, f) in &received {
+                    hosted::discard(services, &f.sha256, f.created).await;
+                }
+                return Err(e);
             }
         }
-        stored.ok_or_else(|| {
-            ApiError::bad_request(format!(
-                "the multipart upload has no field named {ASSET_FIELD:?}; send the .deb as that field or as the raw body"
-            ))
-        })?
     } else {
-        hosted::upload(&AptHosted, services, repo, target(&q), cx.body, actor).await?
+        hosted::upload(&AptHosted, services, repo, target(&q), body, actor).await?
     };
     super::uploaded(services, &up, q.wait).await
+}
+
+fn malformed(e: impl std::fmt::Display) -> FormatError {
+    ApiError::bad_request(format!("malformed multipart upload: {e}")).into()
+}
+
+/// Reads a multipart form: each `apt.asset` field into the blob store (pending, at most
+/// `server.max_upload_bytes` in all), `apt.distribution` and `apt.component` into the target;
+/// other fields are skipped.
+async fn receive_form(
+    (services, req, body): (&Services, &HttpRequest, actix_web::web::Payload),
+    target: &mut AptTarget,
+    files: &mut Vec<(String, packyard_store::blobs::StoredBlob)>,
+) -> Result<(), FormatError> {
+    let mut form = actix_multipart::Multipart::new(req.headers(), body);
+    let mut budget = AptHosted.max_bytes(services);
+    while let Some(field) = form.next().await {
+        let field = field.map_err(malformed)?;
+        let name = field.name().unwrap_or_default().to_string();
+        let mut field = Box::pin(field);
+        match name.as_str() {
+            ASSET_FIELD => {
+                let file = field.content_disposition().and_then(|d| d.get_filename()).unwrap_or_default().to_string();
+                let stored = hosted::receive(services, &mut field, budget, Some("a .deb or .dsc")).await?;
+                budget = budget.saturating_sub(stored.size);
+                files.push((file, stored));
+            }
+            DISTRIBUTION_FIELD | COMPONENT_FIELD => {
+                let mut value = Vec::new();
+                while let Some(chunk) = field.next().await {
+                    value.extend_from_slice(&chunk.map_err(malformed)?);
+                    if value.len() > 64 {
+                        return Err(
+                            ApiError::bad_request(format!("the form field {name} is longer than 64 bytes")).into()
+                        );
+                    }
+                }
+                let value = String::from_utf8(value)
+                    .map_err(|_| ApiError::bad_request(format!("the form field {name} is not UTF-8 text")))?;
+                let slot = if name == DISTRIBUTION_FIELD { &mut target.distribution } else { &mut target.component };
+                *slot = Some(value.trim().to_string());
+            }
+            _ => {
+                while let Some(chunk) = field.next().await {
+                    chunk.map_err(malformed)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Which received file is the upload: the only one, or the one `.dsc` among a source
+/// package's files (the others are its files).
+fn choose_upload(
+    files: &mut Vec<(String, packyard_store::blobs::StoredBlob)>,
+) -> Result<packyard_store::blobs::StoredBlob, FormatError> {
+    let index = match files.len() {
+        0 => {
+            return Err(ApiError::bad_request(format!(
+            "the multipart upload has no field named {ASSET_FIELD:?}; send the .deb as that field or as the raw body"
+        ))
+            .into())
+        }
+        1 => 0,
+        _ => {
+            let dscs: Vec<usize> =
+                files.iter().enumerate().filter(|(_, (name, _))| name.ends_with(".dsc")).map(|(i, _)| i).collect();
+            match dscs.as_slice() {
+                [one] => *one,
+                _ => {
+                    return Err(ApiError::bad_request(format!(
+                        "{} {ASSET_FIELD:?} fields, {} of them a .dsc: send one .deb per upload, or one source package — its .dsc with the files it lists, each field with its file name",
+                        files.len(),
+                        dscs.len()
+                    ))
+                    .into())
+                }
+            }
+        }
+    };
+    Ok(files.remove(index).1)
 }
 
 /// What an Artifactory-style `PUT` says in the path's matrix parameters
@@ -260,11 +370,12 @@ async fn put(cx: Cx<'_>, m: Matrix) -> Result<HttpResponse, FormatError> {
     let q: UploadQuery = super::query(cx.req)?;
     let (services, repo, actor) = (cx.services, &cx.repo, cx.caller.actor());
     if let Some(d) = &m.distribution {
-        let served = repo.settings.apt.clone().unwrap_or_default().distribution;
-        if *d != served {
+        let served = packyard_formats::apt::published_suites(repo);
+        if !served.contains(d) {
             return Err(ApiError::bad_request(format!(
-                "deb.distribution={d} is not a distribution of repository {}; it publishes {served}",
-                repo.name
+                "deb.distribution={d} is not a distribution of repository {}; it publishes {}",
+                repo.name,
+                served.join(", ")
             ))
             .into());
         }
@@ -272,7 +383,15 @@ async fn put(cx: Cx<'_>, m: Matrix) -> Result<HttpResponse, FormatError> {
     if m.component.is_some() && q.component.is_some() && m.component != q.component {
         return Err(ApiError::bad_request("deb.component and ?component= name different components").into());
     }
-    let target = AptTarget { component: m.component.or(q.component), architecture: m.architecture };
+    if m.distribution.is_some() && q.distribution.is_some() && m.distribution != q.distribution {
+        return Err(ApiError::bad_request("deb.distribution and ?distribution= name different distributions").into());
+    }
+    let target = AptTarget {
+        component: m.component.or(q.component),
+        architecture: m.architecture,
+        distribution: m.distribution.or(q.distribution),
+        files: Vec::new(),
+    };
     let up = hosted::upload(&AptHosted, services, repo, target, cx.body, actor).await?;
     let mut res = super::uploaded(services, &up, q.wait).await?;
     if let Some(filename) = up.receipt.get("filename").and_then(|f| f.as_str()) {
@@ -285,8 +404,21 @@ async fn put(cx: Cx<'_>, m: Matrix) -> Result<HttpResponse, FormatError> {
     Ok(res)
 }
 
+#[derive(Deserialize)]
+struct DeleteQuery {
+    #[serde(default)]
+    distribution: Option<String>,
+}
+
+/// Deletes a package (or a source package, by its `.dsc`) from the repository, or with
+/// `?distribution=` from that distribution only (the package stays while another lists it).
 async fn delete(cx: &Cx<'_>, path: String) -> Result<HttpResponse, FormatError> {
-    match hosted::delete(&AptHosted, cx.services, &cx.repo, &path, cx.caller.actor()).await? {
+    let q: DeleteQuery = super::query(cx.req)?;
+    if let Some(d) = &q.distribution {
+        packyard_formats::apt::hosted::check_distribution(&cx.repo, d)?;
+    }
+    let removal = AptRemoval { path: path.clone(), distribution: q.distribution };
+    match hosted::delete(&AptHosted, cx.services, &cx.repo, &removal, cx.caller.actor()).await? {
         Some(_) => Ok(HttpResponse::NoContent().finish()),
         None => Err(cx.not_found(&path)),
     }

@@ -2,6 +2,7 @@
 
 pub mod control;
 pub mod deb;
+pub mod dsc;
 pub mod packages;
 pub mod signing;
 #[cfg(any(test, feature = "testing"))]

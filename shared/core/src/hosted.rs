@@ -351,12 +351,34 @@ where
     S: Stream<Item = Result<Bytes, E>> + Unpin,
     E: std::fmt::Display,
 {
+    check_upload(format, repo, &target)?;
+    let stored = receive(services, body, format.max_bytes(services), H::BODY).await?;
+    upload_stored(format, services, repo, target, stored, actor).await
+}
+
+/// What an upload to `repo` must pass before its body is read: a hosted, writable repository
+/// and the format's check of the target.
+pub fn check_upload<H: Hosted>(format: &H, repo: &Repository, target: &H::Target) -> Result<(), UploadError> {
     check_hosted(repo, "upload to")?;
     check_writable(repo)?;
-    format.check_target(repo, &target)?;
-    let stored = receive(services, body, format.max_bytes(services), H::BODY).await?;
+    format.check_target(repo, target)
+}
+
+/// Stores one upload whose body was received already ([`receive`]: a route that reads a form
+/// with several files); a refusal removes what the upload stored.
+pub async fn upload_stored<H: Hosted>(
+    format: &H,
+    services: &Services,
+    repo: &Repository,
+    target: H::Target,
+    stored: StoredBlob,
+    actor: Actor<'_>,
+) -> Result<Uploaded<H::Artifact>, UploadError> {
     let mut derived = Vec::new();
-    let outcome = record(format, services, repo, &target, &stored, &mut derived, actor).await;
+    let outcome = match check_upload(format, repo, &target) {
+        Ok(()) => record(format, services, repo, &target, &stored, &mut derived, actor).await,
+        Err(e) => Err(e),
+    };
     if outcome.is_err() {
         discard(services, &stored.sha256, stored.created).await;
         for d in &derived {
@@ -386,6 +408,8 @@ async fn record<H: Hosted>(
         let run = async {
             let mut tx = db.begin().await?;
             let mut t = InTx { tx: &mut tx, db, repo };
+            // A redeploy republishes what the removed artifact was in, too.
+            let mut units = units.clone();
             match format.existing(&mut t, &artifact).await? {
                 Existing::Absent | Existing::Overwrite => {}
                 Existing::Same => return Ok(None),
@@ -399,6 +423,7 @@ async fn record<H: Hosted>(
                 Existing::Different(old) => {
                     if let Some(removed) = format.remove(&mut t, &old).await? {
                         db.catalogue_forget(t.tx, repo.id, &removed.forget).await?;
+                        units.extend(removed.units.into_iter().filter(|u| !units.contains(u)).collect::<Vec<_>>());
                     }
                 }
                 Existing::Refuse(e) => return Err(TxError::Refused(e)),

@@ -16,15 +16,33 @@ use packyard_store::db::{Db, DbResult};
 /// The unit kind of APT snapshots (one unit per distribution of a repository).
 pub const KIND: &str = "apt";
 
-/// The distributions a repository publishes snapshots for: a hosted repository its one, a
-/// group each of its `distributions`; a proxy none (it serves the upstream's).
+/// The distributions a repository publishes snapshots for: a hosted repository's and a
+/// group's `distributions` (or its one `distribution`); a proxy none (it serves the upstream's).
 pub fn published_suites(repo: &Repository) -> Vec<String> {
     let settings = repo.settings.apt.clone().unwrap_or_default();
     match (repo.format, repo.repo_type) {
-        (Format::Apt, RepoType::Hosted) => vec![settings.distribution],
-        (Format::Apt, RepoType::Group) => settings.suites().into_iter().map(str::to_string).collect(),
+        (Format::Apt, RepoType::Hosted | RepoType::Group) => {
+            settings.suites().into_iter().map(str::to_string).collect()
+        }
         _ => Vec::new(),
     }
+}
+
+/// After a hosted repository's definition changed: when its only distribution was renamed, its
+/// packages go with it (as they did when a repository had one distribution and no lists).
+/// A distribution taken out of `apt.distributions` keeps its packages, unpublished, until it is
+/// listed again.
+pub async fn settings_changed(db: &Db, old: &Repository, new: &Repository) -> DbResult<()> {
+    if new.format != Format::Apt || new.repo_type != RepoType::Hosted {
+        return Ok(());
+    }
+    let (before, after) = (published_suites(old), published_suites(new));
+    if let ([from], [to]) = (before.as_slice(), after.as_slice()) {
+        if from != to {
+            rows::rename_distribution(db, new.id, from, to).await?;
+        }
+    }
+    Ok(())
 }
 
 /// Requests a snapshot of every distribution `repo` publishes (after it was created or its

@@ -94,8 +94,9 @@ fn truncate(s: &str) -> String {
 }
 
 /// APT settings (DESIGN §5). `origin`/`label` default to the repository name. A hosted
-/// repository publishes one `distribution`; a proxy mirrors, and a group publishes, each of
-/// `distributions` (default: `[distribution]`).
+/// repository publishes, a proxy mirrors and a group publishes each of `distributions`
+/// (default: `[distribution]`); a hosted repository's uploads that name no distribution go to
+/// `distribution`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AptSettings {
@@ -127,7 +128,7 @@ impl Default for AptSettings {
 }
 
 impl AptSettings {
-    /// The distributions a proxy mirrors or a group publishes (a hosted repository: its one).
+    /// The distributions a repository publishes (hosted, group) or mirrors (proxy).
     pub fn suites(&self) -> Vec<&str> {
         if self.distributions.is_empty() {
             vec![self.distribution.as_str()]
@@ -333,15 +334,22 @@ impl RepositorySpec {
         let mut settings = StoredSettings::default();
         match f {
             Format::Apt => {
-                let apt = self.apt.unwrap_or_default();
+                let mut apt = self.apt.unwrap_or_default();
                 check_token("apt.distribution", &apt.distribution)?;
                 if !apt.distributions.is_empty() {
-                    if self.repo_type == RepoType::Hosted {
-                        return Err(InvalidRepository(
-                            "apt.distributions applies to proxy and group repositories; a hosted repository publishes one apt.distribution".into(),
-                        ));
-                    }
                     check_list("apt.distributions", &apt.distributions)?;
+                    // A hosted repository's `distribution` is where an upload that names none
+                    // goes: one of its distributions, the first unless another is named.
+                    if self.repo_type == RepoType::Hosted && !apt.distributions.contains(&apt.distribution) {
+                        if apt.distribution != AptSettings::default().distribution {
+                            return Err(InvalidRepository(format!(
+                                "apt.distribution {:?} (where an upload that names no distribution goes) must be one of apt.distributions: {}",
+                                apt.distribution,
+                                apt.distributions.join(", ")
+                            )));
+                        }
+                        apt.distribution = apt.distributions[0].clone();
+                    }
                 }
                 // The key itself is checked by the format (it needs the OpenPGP codec).
                 if apt.signed_by.is_some() && self.repo_type != RepoType::Proxy {
@@ -544,6 +552,30 @@ mod tests {
                 other => format!("unexpected: {other:?}"),
             },
         }
+    }
+
+    #[test]
+    fn a_hosted_apt_repository_publishes_several_distributions() -> Result<(), Box<dyn std::error::Error>> {
+        let def = |apt: serde_json::Value| -> Result<AptSettings, Box<dyn std::error::Error>> {
+            let new =
+                spec(serde_json::json!({"name":"debs","format":"apt","type":"hosted","apt":apt}))?.validate(None)?;
+            Ok(new.settings.apt.ok_or("apt settings")?)
+        };
+        // Uploads that name none go to the first, unless another is named.
+        let apt = def(serde_json::json!({"distributions":["bookworm","trixie"]}))?;
+        assert_eq!((apt.distribution.as_str(), apt.suites()), ("bookworm", vec!["bookworm", "trixie"]));
+        let apt = def(serde_json::json!({"distribution":"trixie","distributions":["bookworm","trixie"]}))?;
+        assert_eq!(apt.distribution, "trixie");
+        // One distribution, as before.
+        assert_eq!(def(serde_json::json!({"distribution":"bookworm"}))?.suites(), vec!["bookworm"]);
+        let m = invalid(
+            serde_json::json!({"name":"d","format":"apt","type":"hosted","apt":{"distribution":"sid","distributions":["bookworm"]}}),
+        );
+        assert!(m.contains("apt.distribution \"sid\" (where an upload that names no distribution goes) must be one of apt.distributions: bookworm"), "{m}");
+        let m =
+            invalid(serde_json::json!({"name":"d","format":"apt","type":"hosted","apt":{"distributions":["a","a"]}}));
+        assert!(m.contains("apt.distributions lists \"a\" twice"), "{m}");
+        Ok(())
     }
 
     #[test]

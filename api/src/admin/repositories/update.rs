@@ -18,10 +18,11 @@ pub async fn update(
     let name = path.name.0.as_str();
     let mut spec = body.into_inner();
     let service = RepositoryService::new(&services.db).with_format_checks(&packyard_formats::check_settings);
-    let kept = service.get(name).await.ok().and_then(|r| r.settings.proxy).and_then(|p| p.password_sealed);
+    let before = service.get(name).await?;
+    let kept = before.settings.proxy.clone().and_then(|p| p.password_sealed);
     super::seal_proxy_password(&services, name, &mut spec, kept)?;
     let repo = service.update(name, spec).await?;
-    updated(&admin, &services, repo).await
+    updated(&admin, &services, &before, repo).await
 }
 
 /// `PATCH`: a JSON merge patch (`application/merge-patch+json`, or `application/json`) over
@@ -56,15 +57,16 @@ pub(crate) async fn apply_patch(
     let service = RepositoryService::new(&services.db).with_format_checks(&packyard_formats::check_settings);
     let current = service.get(name).await?;
     let kept = current.settings.proxy.as_ref().and_then(|p| p.password_sealed.clone());
-    let view = serde_json::to_value(RepositoryView::from(current)).map_err(ApiError::internal)?;
+    let view = serde_json::to_value(RepositoryView::from(current.clone())).map_err(ApiError::internal)?;
     let mut spec = patched(view, patch)?;
     super::seal_proxy_password(services, name, &mut spec, kept)?;
     let repo = service.apply(name, spec).await?;
-    updated(&admin, services, repo).await
+    updated(&admin, services, &current, repo).await
 }
 
-async fn updated(admin: &Admin, services: &Services, repo: Repository) -> Result<HttpResponse> {
+async fn updated(admin: &Admin, services: &Services, before: &Repository, repo: Repository) -> Result<HttpResponse> {
     tracing::info!(repository = %repo.name, version = repo.version, "repository updated");
+    packyard_formats::apt::settings_changed(&services.db, before, &repo).await?;
     services.changed(packyard_core::events::Changed::Repositories);
     // Formats that publish snapshots publish one now (an empty repository gets signed indexes too).
     if packyard_formats::apt::request_publication(&services.db, &repo).await? > 0 {

@@ -100,12 +100,29 @@ fn control_details(stanza: &str) -> Details {
     Details { dependencies, facts }
 }
 
+/// What a source package's `.dsc` says for people: its `Build-Depends`, and the binaries it
+/// builds, its format and maintainer.
+fn source_details(dsc: &str) -> Details {
+    let dependencies = control_field(dsc, "Build-Depends").map(|d| relations(&d)).unwrap_or_default();
+    let mut facts = Vec::new();
+    for name in ["Binary", "Architecture", "Format", "Maintainer", "Homepage"] {
+        if let Some(value) = control_field(dsc, name) {
+            facts.push((name.to_string(), value));
+        }
+    }
+    Details { dependencies, facts }
+}
+
 #[async_trait]
 impl Catalogue for AptCatalogue {
     /// From the package's row (its control text) when hosted, else from the control file of
     /// its `.deb`.
     async fn details(&self, services: &Services, repo: &Repository, c: &ComponentRow, assets: &[AssetRow]) -> Details {
         let db = &services.db;
+        if c.component_key.ends_with(".dsc") {
+            let source = rows::source_by_dsc_path(db, db.pool(), repo.id, &c.component_key).await.ok().flatten();
+            return source.map(|s| source_details(&s.control)).unwrap_or_default();
+        }
         let row = rows::by_pool_path(db, db.pool(), repo.id, &c.component_key).await.ok().flatten();
         let control = match row {
             Some(p) => p.control,
@@ -117,13 +134,19 @@ impl Catalogue for AptCatalogue {
         control_details(&control)
     }
 
+    /// The binary packages' rows (source packages came with the catalogue: each is catalogued
+    /// as it is uploaded).
     async fn hosted_page(&self, db: &Db, repo: &Repository, after: i64, limit: i64) -> DbResult<Vec<(i64, Stamped)>> {
         Ok(stamped(rows::stamped_page(db, repo.id, after, limit).await?, |p| p.id, entry))
     }
 
-    /// A package is a name on an architecture (the pool file's last `_` field).
+    /// A package is a name on an architecture (the pool file's last `_` field); a source
+    /// package's versions (keyed by their `.dsc`) are one package of their own.
     fn package(&self, c: &ComponentRow) -> String {
         let file = c.component_key.rsplit('/').next().unwrap_or_default();
+        if file.ends_with(".dsc") {
+            return format!("{}\0source", c.name);
+        }
         let arch = file.rsplit_once('_').map_or("", |(_, a)| a.trim_end_matches(".deb").trim_end_matches(".udeb"));
         format!("{}\0{arch}", c.name)
     }
@@ -139,7 +162,8 @@ impl Catalogue for AptCatalogue {
         keys: &[String],
         actor: Actor<'_>,
     ) -> Result<(usize, Vec<(i64, i64)>), UploadError> {
-        packyard_core::hosted::delete_batch(&super::hosted::AptHosted, services, repo, keys, actor).await
+        let removals: Vec<_> = keys.iter().map(super::hosted::AptRemoval::everywhere).collect();
+        packyard_core::hosted::delete_batch(&super::hosted::AptHosted, services, repo, &removals, actor).await
     }
 
     fn cached(&self, path: &str) -> Option<Component> {

@@ -69,11 +69,15 @@ pub fn field<'a>(stanza: &'a str, name: &str) -> Option<&'a str> {
 }
 
 /// Adds a member's stanza to `out` unless an earlier member listed the same package: its
-/// `Filename` is prefixed with `pool/<member>/`. Stanzas without the identifying fields or a
-/// `Filename` are skipped.
+/// `Filename` (a `Sources` stanza: its `Directory`) is prefixed with `pool/<member>/`. Stanzas
+/// without the identifying fields — name, version and, in `Packages`, architecture — or the
+/// path are skipped.
 pub fn merge_stanza(out: &mut String, seen: &mut HashSet<String>, member: &str, stanza: &str) -> bool {
+    let sources = field(stanza, "Filename").is_none();
+    let (path_field, arch) =
+        if sources { ("Directory", Some("source")) } else { ("Filename", field(stanza, "Architecture")) };
     let (Some(name), Some(version), Some(arch), Some(_)) =
-        (field(stanza, "Package"), field(stanza, "Version"), field(stanza, "Architecture"), field(stanza, "Filename"))
+        (field(stanza, "Package"), field(stanza, "Version"), arch, field(stanza, path_field))
     else {
         return false;
     };
@@ -82,8 +86,9 @@ pub fn merge_stanza(out: &mut String, seen: &mut HashSet<String>, member: &str, 
     }
     for line in stanza.lines() {
         match line.split_once(':') {
-            Some((k, v)) if !line.starts_with([' ', '\t']) && k.eq_ignore_ascii_case("Filename") => {
-                out.push_str("Filename: pool/");
+            Some((k, v)) if !line.starts_with([' ', '\t']) && k.eq_ignore_ascii_case(path_field) => {
+                out.push_str(path_field);
+                out.push_str(": pool/");
                 out.push_str(member);
                 out.push('/');
                 out.push_str(v.trim());
@@ -115,8 +120,8 @@ impl Upstream<'_> {
         id: &IndexId<'_>,
         sources: &mut Sources,
     ) -> Result<[Hashed; 3], BuildError> {
-        let IndexId { component, arch, dist, base } = *id;
-        let mut out = IndexWriter::open(ctx, dist, base).await?;
+        let IndexId { dist, base, .. } = *id;
+        let mut out = IndexWriter::open(ctx, id).await?;
         let mut seen = HashSet::new();
         let mut text = String::new();
         for member in members_of(ctx.db, repo).await? {
@@ -124,14 +129,15 @@ impl Upstream<'_> {
                 RepoType::Proxy => {
                     let Some(release) = self.upstream_release(&member, dist).await? else { continue };
                     sources.insert(member.name.to_string(), release.0.clone());
-                    self.upstream_index(&member, &release, dist, component, arch).await?
+                    self.upstream_index(&member, &release, id).await?
                 }
-                // A hosted member's own distribution; a nested group's of the same name.
+                // A hosted member's distribution of the same name (its only one, whatever its
+                // name); a nested group's of the same name.
                 RepoType::Hosted => {
-                    let own = member.settings.apt.clone().unwrap_or_default().distribution;
-                    published_index(ctx.db, self.0, &member, &own, component, arch).await?
+                    let Some(own) = member_distribution(&member, dist) else { continue };
+                    published_index(ctx.db, self.0, &member, &own, id).await?
                 }
-                RepoType::Group => published_index(ctx.db, self.0, &member, dist, component, arch).await?,
+                RepoType::Group => published_index(ctx.db, self.0, &member, dist, id).await?,
             };
             let Some((bytes, compression)) = bytes else { continue };
             let reader: Box<dyn Read + Send> = match compression {
@@ -193,28 +199,28 @@ impl Upstream<'_> {
         Ok(self.0.fetch(member, super::proxy_request(member, path)).await?.map(|(sha, _)| sha))
     }
 
-    /// A proxy member's upstream index for one component and architecture: the form `release`
-    /// lists first among xz, gz and plain, checked against the SHA-256 there (fetched by hash
-    /// when the upstream offers it and the plain name moved on).
+    /// A proxy member's upstream index (a component and architecture's `Packages`, or a
+    /// component's `Sources`): the form `release` lists first among xz, gz and plain, checked
+    /// against the SHA-256 there (fetched by hash when the upstream offers it and the plain name
+    /// moved on).
     async fn upstream_index(
         &self,
         member: &Repository,
         release: &(String, String),
-        dist: &str,
-        component: &str,
-        arch: &str,
+        id: &IndexId<'_>,
     ) -> Result<Option<(bytes::Bytes, Compression)>, BuildError> {
+        let IndexId { dist, base, stem, .. } = *id;
         let release = release.1.as_str();
         let by_hash = field(release, "Acquire-By-Hash").is_some_and(|v| v.eq_ignore_ascii_case("yes"));
         let listed = sha256_section(release);
         for (suffix, compression) in [(".xz", Compression::Xz), (".gz", Compression::Gz), ("", Compression::None)] {
-            let rel = format!("{component}/binary-{arch}/Packages{suffix}");
+            let rel = format!("{base}/{stem}{suffix}");
             let Some(expected) = listed.iter().find(|(_, p)| *p == rel).map(|(h, _)| h.to_string()) else {
                 continue;
             };
             let mut got = self.fetch(member, &format!("dists/{dist}/{rel}")).await?;
             if got.as_deref() != Some(expected.as_str()) && by_hash {
-                let path = format!("dists/{dist}/{component}/binary-{arch}/by-hash/SHA256/{expected}");
+                let path = format!("dists/{dist}/{base}/by-hash/SHA256/{expected}");
                 got = self.fetch(member, &path).await?;
             }
             if got.as_deref() != Some(expected.as_str()) {
@@ -261,20 +267,39 @@ fn sha256_section(release: &str) -> Vec<(&str, &str)> {
     out
 }
 
-/// A hosted or group member's published `Packages.xz` for `component` and `arch` in `dist`
-/// (its `binary-all` index when it publishes only `all`). Reading what the member published,
-/// not its rows, keeps the group in step with the member's snapshots: the group is rebuilt after
-/// each of them (`after_publish`).
+/// The distribution of hosted `member` that a group's `dist` merges: the one of that name, or
+/// the member's only distribution whatever its name; none when the member publishes several
+/// and not this one.
+fn member_distribution(member: &Repository, dist: &str) -> Option<String> {
+    let settings = member.settings.apt.clone().unwrap_or_default();
+    let suites = settings.suites();
+    match suites.as_slice() {
+        [only] => Some(only.to_string()),
+        all if all.contains(&dist) => Some(dist.to_string()),
+        _ => None,
+    }
+}
+
+/// A hosted or group member's published `Packages.xz` for the index's component and
+/// architecture in `dist` (its `binary-all` index when it publishes only `all`), or its
+/// component's `Sources.xz`. Reading what the member published, not its rows, keeps the group
+/// in step with the member's snapshots: the group is rebuilt after each of them
+/// (`after_publish`).
 async fn published_index(
     db: &Db,
     reader: &Reader,
     member: &Repository,
     dist: &str,
-    component: &str,
-    arch: &str,
+    id: &IndexId<'_>,
 ) -> Result<Option<(bytes::Bytes, Compression)>, BuildError> {
-    for a in [arch, "all"] {
-        let path = format!("dists/{dist}/{component}/binary-{a}/Packages.xz");
+    let IndexId { component, arch, stem, .. } = *id;
+    let candidates = if stem == "Sources" {
+        vec![format!("{component}/source")]
+    } else {
+        vec![format!("{component}/binary-{arch}"), format!("{component}/binary-all")]
+    };
+    for base in candidates {
+        let path = format!("dists/{dist}/{base}/{stem}.xz");
         if let Some(f) = published_entry(db, member, KIND, dist, &path).await? {
             return Ok(Some((reader.bytes(&f.sha256).await?, Compression::Xz)));
         }

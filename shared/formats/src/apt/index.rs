@@ -1,4 +1,4 @@
-//! One architecture's index files, written as text arrives: `Packages` and its gzip and xz
+//! One index's files, written as text arrives: `Packages` (or `Sources`) and its gzip and xz
 //! forms, each hashed on the way for `Release` (the three forms of a chunk in parallel), with
 //! their `by-hash` names. Hosted builds and group merges both write through it.
 
@@ -56,14 +56,24 @@ pub(crate) const TEXT: &str = "text/plain; charset=utf-8";
 /// faster than preset 6 for about a fifth more bytes (docs/perf/apt-build.md).
 const XZ_PRESET: u32 = 1;
 
-/// One index of a distribution: `dists/<dist>/<component>/binary-<arch>/`.
+/// One index of a distribution: `dists/<dist>/<component>/binary-<arch>/Packages`, or
+/// `dists/<dist>/<component>/source/Sources` (`arch` is `source`).
 #[derive(Clone, Copy)]
 pub(crate) struct IndexId<'a> {
     pub component: &'a str,
     pub arch: &'a str,
     pub dist: &'a str,
-    /// `<component>/binary-<arch>`
+    /// `<component>/binary-<arch>` or `<component>/source`
     pub base: &'a str,
+    /// `Packages` or `Sources`
+    pub stem: &'a str,
+}
+
+impl<'a> IndexId<'a> {
+    /// The component's `Sources` index (`base` is `<component>/source`).
+    pub(crate) fn sources(dist: &'a str, component: &'a str, base: &'a str) -> Self {
+        Self { component, arch: "source", dist, base, stem: "Sources" }
+    }
 }
 
 /// An encoder of one compressed index form whose output is taken after every chunk.
@@ -113,10 +123,11 @@ async fn compress<E: Encoder>(state: (E, Hashers), text: Arc<str>) -> Result<((E
 type GzState = (flate2::write::GzEncoder<Vec<u8>>, Hashers);
 type XzState = (liblzma::write::XzEncoder<Vec<u8>>, Hashers);
 
-/// The three files of one architecture's index, written as text arrives: `Packages` and its
+/// The three files of one index, written as text arrives: `Packages` (or `Sources`) and its
 /// gzip and xz forms, each hashed on the way (the three forms of a chunk in parallel).
 pub(crate) struct IndexWriter {
     base: String,
+    stem: String,
     dist: String,
     plain: FileSink,
     gz: FileSink,
@@ -135,12 +146,14 @@ fn gone() -> BuildError {
 }
 
 impl IndexWriter {
-    pub(crate) async fn open(ctx: &BuildContext<'_>, dist: &str, base: &str) -> Result<Self, BuildError> {
+    pub(crate) async fn open(ctx: &BuildContext<'_>, id: &IndexId<'_>) -> Result<Self, BuildError> {
+        let IndexId { dist, base, stem, .. } = *id;
         Ok(Self {
-            plain: ctx.file(&format!("dists/{dist}/{base}/Packages"), TEXT).await?,
-            gz: ctx.file(&format!("dists/{dist}/{base}/Packages.gz"), "application/gzip").await?,
-            xz: ctx.file(&format!("dists/{dist}/{base}/Packages.xz"), "application/x-xz").await?,
+            plain: ctx.file(&format!("dists/{dist}/{base}/{stem}"), TEXT).await?,
+            gz: ctx.file(&format!("dists/{dist}/{base}/{stem}.gz"), "application/gzip").await?,
+            xz: ctx.file(&format!("dists/{dist}/{base}/{stem}.xz"), "application/x-xz").await?,
             base: base.to_string(),
+            stem: stem.to_string(),
             dist: dist.to_string(),
             plain_hash: Some(Hashers::default()),
             gz_state: Some((
@@ -191,11 +204,11 @@ impl IndexWriter {
         ctx.add(self.plain).await?;
         ctx.add(self.gz).await?;
         ctx.add(self.xz).await?;
-        let base = &self.base;
+        let (base, stem) = (&self.base, &self.stem);
         let hashed = [
-            plain_hash.finish(format!("{base}/Packages")),
-            gz_hash.finish(format!("{base}/Packages.gz")),
-            xz_hash.finish(format!("{base}/Packages.xz")),
+            plain_hash.finish(format!("{base}/{stem}")),
+            gz_hash.finish(format!("{base}/{stem}.gz")),
+            xz_hash.finish(format!("{base}/{stem}.xz")),
         ];
         for h in &hashed {
             let full = format!("dists/{}/{}", self.dist, h.path);

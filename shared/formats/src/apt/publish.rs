@@ -1,5 +1,6 @@
 //! The APT snapshot of one distribution: per component and architecture `Packages`,
-//! `Packages.gz` and `Packages.xz` (with `Architecture: all` packages in every architecture's index), their
+//! `Packages.gz` and `Packages.xz` (with `Architecture: all` packages in every architecture's index), per
+//! component `Sources`, `Sources.gz` and `Sources.xz` (its source packages), their
 //! `by-hash` names, and `Release` with MD5Sum/SHA1/SHA256/SHA512 sections. Rows stream in keyset
 //! pages; only one page and the compressor's buffer are in memory at a time.
 
@@ -11,6 +12,7 @@ use md5::{Digest, Md5};
 use super::group::{self, Upstream};
 use super::index::{blocking, other, Hashed, IndexId, IndexWriter, TEXT};
 use super::KIND;
+use packyard_codecs::apt::dsc::{render_sources_stanza, SourceFile};
 use packyard_codecs::apt::packages::{render_stanza, PoolFile};
 use packyard_core::groups::Reader;
 use packyard_core::publication::{BuildContext, BuildError, Builder, Rebuilds};
@@ -70,7 +72,7 @@ impl AptBuilder {
         for component in &settings.components {
             for arch in &archs {
                 let base = format!("{component}/binary-{arch}");
-                let id = IndexId { component, arch, dist, base: &base };
+                let id = IndexId { component, arch, dist, base: &base, stem: "Packages" };
                 let files = if repo.repo_type == RepoType::Group {
                     group::merge_index(ctx, &Upstream(&self.reader), repo, &id, &mut sources).await?
                 } else {
@@ -78,6 +80,14 @@ impl AptBuilder {
                 };
                 indexes.extend(files);
             }
+            let base = format!("{component}/source");
+            let id = IndexId::sources(dist, component, &base);
+            let files = if repo.repo_type == RepoType::Group {
+                group::merge_index(ctx, &Upstream(&self.reader), repo, &id, &mut sources).await?
+            } else {
+                self.sources_index(ctx, repo.id, &id).await?
+            };
+            indexes.extend(files);
         }
         let now = packyard_store::db::now_ms();
         let mut release = String::new();
@@ -166,11 +176,12 @@ impl AptBuilder {
 
     /// Streams one architecture's index of a hosted repository from its rows, a page at a time.
     async fn index(&self, ctx: &mut BuildContext<'_>, repo: i64, id: &IndexId<'_>) -> Result<[Hashed; 3], BuildError> {
-        let IndexId { component, arch, dist, base } = *id;
-        let mut out = IndexWriter::open(ctx, dist, base).await?;
+        let IndexId { component, arch, dist, .. } = *id;
+        let mut out = IndexWriter::open(ctx, id).await?;
         let db = ctx.db;
         let mut text = String::new();
-        let mut page = crate::apt::rows::index_page(db, repo, component, arch, 0, self.page_size).await?;
+        let which = (dist, component, arch);
+        let mut page = crate::apt::rows::index_page(db, repo, which, 0, self.page_size).await?;
         while let Some(after) = page.last().map(|p| p.id) {
             self.complete_digests(db, &mut page).await?;
             text.clear();
@@ -184,10 +195,43 @@ impl AptBuilder {
                 render_stanza(&mut text, &p.control, &file);
             }
             // The next page is read while this one is compressed.
-            let (pushed, next) = tokio::join!(
-                out.push(&text),
-                crate::apt::rows::index_page(db, repo, component, arch, after, self.page_size)
-            );
+            let (pushed, next) =
+                tokio::join!(out.push(&text), crate::apt::rows::index_page(db, repo, which, after, self.page_size));
+            pushed?;
+            page = next?;
+        }
+        out.finish(ctx).await
+    }
+
+    /// Streams one component's `Sources` of a hosted repository from its rows, a page at a time.
+    async fn sources_index(
+        &self,
+        ctx: &mut BuildContext<'_>,
+        repo: i64,
+        id: &IndexId<'_>,
+    ) -> Result<[Hashed; 3], BuildError> {
+        let which = (id.dist, id.component);
+        let mut out = IndexWriter::open(ctx, id).await?;
+        let db = ctx.db;
+        let mut text = String::new();
+        let mut page = crate::apt::rows::sources_page(db, repo, which, 0, self.page_size).await?;
+        while let Some(after) = page.last().map(|(s, _)| s.id) {
+            text.clear();
+            for (source, files) in &page {
+                let files: Vec<SourceFile<'_>> = files
+                    .iter()
+                    .map(|f| SourceFile {
+                        name: f.name(),
+                        size: u64::try_from(f.size).unwrap_or(0),
+                        md5: &f.md5,
+                        sha1: &f.sha1,
+                        sha256: &f.sha256,
+                    })
+                    .collect();
+                render_sources_stanza(&mut text, &source.control, &source.directory, &files);
+            }
+            let (pushed, next) =
+                tokio::join!(out.push(&text), crate::apt::rows::sources_page(db, repo, which, after, self.page_size));
             pushed?;
             page = next?;
         }

@@ -64,17 +64,85 @@ pub async fn served(db: &Db, repo: i64, pool_path: &str) -> DbResult<Option<(Str
     db.served_file(served, repo, pool_path).await
 }
 
-/// A keyset page of one index: the component's packages of `arch` and of `all`, by id.
+/// The blob, size and upload time of the file at `pool_path`: a package, or a file of a source
+/// package (what serving it needs).
+pub async fn served_any(db: &Db, repo: i64, pool_path: &str) -> DbResult<Option<(String, i64, i64)>> {
+    if let Some(found) = served(db, repo, pool_path).await? {
+        return Ok(Some(found));
+    }
+    let source = sql!(
+        "apt_source_files.served",
+        "SELECT sha256, size, uploaded_at FROM apt_source_files WHERE repository_id = $1 AND pool_path = $2 ORDER BY source_id LIMIT 1"
+    );
+    db.served_file(source, repo, pool_path).await
+}
+
+/// A keyset page of one index of distribution `dist`: the component's packages of `arch` and
+/// of `all` in it, by id.
 pub async fn index_page(
     db: &Db,
     repo: i64,
-    component: &str,
-    arch: &str,
+    (dist, component, arch): (&str, &str, &str),
     after_id: i64,
     limit: i64,
 ) -> DbResult<Vec<AptPackage>> {
-    let page = sql!("apt_packages.page", concat!("SELECT ", columns!(), " FROM apt_packages WHERE repository_id = $1 AND component = $2 AND (architecture = $3 OR architecture = 'all') AND id > $4 ORDER BY id LIMIT $5"));
-    db.page(db.bound(page, (repo, component, arch)), after_id, limit, AptPackage::parse).await
+    let page = sql!("apt_packages.page", concat!("SELECT ", columns!(), " FROM apt_packages p WHERE repository_id = $1 AND component = $2 AND (architecture = $3 OR architecture = 'all') AND EXISTS (SELECT 1 FROM apt_distribution_packages d WHERE d.package_id = p.id AND d.distribution = $4) AND id > $5 ORDER BY id LIMIT $6"));
+    db.page(db.bound(page, (repo, component, arch, dist)), after_id, limit, AptPackage::parse).await
+}
+
+/// The distributions a package is in.
+pub async fn distributions_of<'e, E: Executor<'e, Database = Any>>(
+    db: &Db,
+    ex: E,
+    package_id: i64,
+) -> DbResult<Vec<String>> {
+    let of = sql!(
+        "apt_distribution_packages.of",
+        "SELECT distribution FROM apt_distribution_packages WHERE package_id = $1 ORDER BY distribution"
+    );
+    let rows = db.bound(of, (package_id,)).fetch_all(ex).await?;
+    rows.iter().map(|r| Column::read(r, "distribution")).collect()
+}
+
+/// Adds a package to a distribution (nothing when it is there).
+pub async fn add_to_distribution(db: &Db, tx: &mut Transaction<'_, Any>, p: &AptPackage, dist: &str) -> DbResult<()> {
+    let add = packyard_store::insert_or_ignore!(
+        "apt_distribution_packages.add",
+        "INSERT INTO apt_distribution_packages (package_id, repository_id, distribution) VALUES ($1, $2, $3)"
+    );
+    db.bound(add, (p.id, p.repository_id, dist)).execute(&mut **tx).await?;
+    Ok(())
+}
+
+/// Takes a package out of a distribution: whether it was in it.
+pub async fn remove_from_distribution(
+    db: &Db,
+    tx: &mut Transaction<'_, Any>,
+    package_id: i64,
+    dist: &str,
+) -> DbResult<bool> {
+    let remove = sql!(
+        "apt_distribution_packages.remove",
+        "DELETE FROM apt_distribution_packages WHERE package_id = $1 AND distribution = $2"
+    );
+    Ok(db.bound(remove, (package_id, dist)).execute(&mut **tx).await?.rows_affected() > 0)
+}
+
+/// A hosted repository's only distribution was renamed: its packages and sources go with it.
+pub async fn rename_distribution(db: &Db, repo: i64, from: &str, to: &str) -> DbResult<()> {
+    let packages = sql!(
+        "apt_distribution_packages.rename",
+        "UPDATE apt_distribution_packages SET distribution = $1 WHERE repository_id = $2 AND distribution = $3 AND NOT EXISTS (SELECT 1 FROM apt_distribution_packages o WHERE o.package_id = apt_distribution_packages.package_id AND o.distribution = $4)"
+    );
+    let sources = sql!(
+        "apt_distribution_sources.rename",
+        "UPDATE apt_distribution_sources SET distribution = $1 WHERE repository_id = $2 AND distribution = $3 AND NOT EXISTS (SELECT 1 FROM apt_distribution_sources o WHERE o.source_id = apt_distribution_sources.source_id AND o.distribution = $4)"
+    );
+    let mut tx = db.begin().await?;
+    db.bound(packages, (to, repo, from, to)).execute(&mut *tx).await?;
+    db.bound(sources, (to, repo, from, to)).execute(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(())
 }
 
 /// A keyset page of the repository's packages with who uploaded each and when (the catalogue's
@@ -95,10 +163,12 @@ pub async fn stamped_page(db: &Db, repo: i64, after_id: i64, limit: i64) -> DbRe
 }
 
 /// Inserts a package row inside the writer's transaction (what its coordinate held is removed
-/// first); `sha1` and `sha512` stay empty.
-pub async fn insert(db: &Db, tx: &mut Transaction<'_, Any>, p: &AptPackage, uploaded_by: &str) -> DbResult<()> {
-    let insert = sql!("apt_packages.insert", "INSERT INTO apt_packages (uploaded_at, uploaded_by, repository_id, component, name, version, architecture, control, pool_path, size, md5, sha1, sha256, sha512) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, '', $12, '')");
-    db.insert_uploaded(tx, insert, uploaded_by, p).await
+/// first); `sha1` and `sha512` stay empty. Returns its id.
+pub async fn insert(db: &Db, tx: &mut Transaction<'_, Any>, p: &AptPackage, uploaded_by: &str) -> DbResult<i64> {
+    use packyard_store::sql::Binds as _;
+    let insert = packyard_store::insert_id!("apt_packages.insert", "INSERT INTO apt_packages (uploaded_at, uploaded_by, repository_id, component, name, version, architecture, control, pool_path, size, md5, sha1, sha256, sha512) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, '', $12, '')");
+    let query = p.bind_to(db.query(insert).bind(packyard_store::db::now_ms()).bind(uploaded_by));
+    db.insert_id(query, &mut **tx).await
 }
 
 /// Records the MD5s the uploads left for the worker (each package's `md5` filled in), in the
@@ -119,4 +189,197 @@ pub async fn set_md5s(db: &Db, packages: &[&AptPackage]) -> DbResult<()> {
 
 pub async fn delete(db: &Db, tx: &mut Transaction<'_, Any>, id: i64) -> DbResult<bool> {
     db.delete_by_id(tx, sql!("apt_packages.delete", "DELETE FROM apt_packages WHERE id = $1"), id).await
+}
+
+packyard_store::row! {
+    /// A source package: its `.dsc` paragraph (unsigned) and where its files are.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct AptSource keyed by id, columns source_columns, trimmed () {
+        pub repository_id: i64,
+        pub component: String,
+        pub name: String,
+        pub version: String,
+        pub control: String,
+        /// `pool/<component>/<prefix>/<source>`
+        pub directory: String,
+        pub dsc_path: String,
+    }
+}
+
+packyard_store::row! {
+    /// One file of a source package (the `.dsc` first), at `directory/<name>`.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct AptSourceFile, columns source_file_columns, trimmed (md5, sha1, sha256) {
+        pub source_id: i64,
+        pub repository_id: i64,
+        pub position: i64,
+        pub pool_path: String,
+        pub size: i64,
+        pub md5: String,
+        pub sha1: String,
+        pub sha256: String,
+    }
+}
+
+impl AptSourceFile {
+    /// The file's name (its pool path's last segment).
+    pub fn name(&self) -> &str {
+        self.pool_path.rsplit('/').next().unwrap_or_default()
+    }
+}
+
+pub async fn source_by_coordinate<'e, E: Executor<'e, Database = Any>>(
+    db: &Db,
+    ex: E,
+    repo: i64,
+    name: &str,
+    version: &str,
+) -> DbResult<Option<AptSource>> {
+    let coordinate = sql!(
+        "apt_sources.by_coordinate",
+        concat!(
+            "SELECT ",
+            source_columns!(),
+            " FROM apt_sources WHERE repository_id = $1 AND name = $2 AND version = $3"
+        )
+    );
+    db.optional(ex, coordinate, (repo, name, version), AptSource::parse).await
+}
+
+pub async fn source_by_dsc_path<'e, E: Executor<'e, Database = Any>>(
+    db: &Db,
+    ex: E,
+    repo: i64,
+    dsc_path: &str,
+) -> DbResult<Option<AptSource>> {
+    let path = sql!(
+        "apt_sources.by_dsc",
+        concat!("SELECT ", source_columns!(), " FROM apt_sources WHERE repository_id = $1 AND dsc_path = $2")
+    );
+    db.optional(ex, path, (repo, dsc_path), AptSource::parse).await
+}
+
+/// The files of a source package, the `.dsc` first.
+pub async fn source_files<'e, E: Executor<'e, Database = Any>>(
+    db: &Db,
+    ex: E,
+    source_id: i64,
+) -> DbResult<Vec<AptSourceFile>> {
+    let files = sql!(
+        "apt_source_files.of",
+        concat!("SELECT ", source_file_columns!(), " FROM apt_source_files WHERE source_id = $1 ORDER BY position")
+    );
+    let rows = db.bound(files, (source_id,)).fetch_all(ex).await?;
+    rows.iter().map(AptSourceFile::parse).collect()
+}
+
+/// The file a repository holds at a pool path of a source package (any source's), if any.
+pub async fn source_file_at<'e, E: Executor<'e, Database = Any>>(
+    db: &Db,
+    ex: E,
+    repo: i64,
+    pool_path: &str,
+) -> DbResult<Option<AptSourceFile>> {
+    let at = sql!(
+        "apt_source_files.at",
+        concat!(
+            "SELECT ",
+            source_file_columns!(),
+            " FROM apt_source_files WHERE repository_id = $1 AND pool_path = $2 ORDER BY source_id LIMIT 1"
+        )
+    );
+    db.optional(ex, at, (repo, pool_path), AptSourceFile::parse).await
+}
+
+/// Inserts a source package with its files in the writer's transaction. Returns its id.
+pub async fn insert_source(
+    db: &Db,
+    tx: &mut Transaction<'_, Any>,
+    s: &AptSource,
+    files: &[AptSourceFile],
+    uploaded_by: &str,
+) -> DbResult<i64> {
+    use packyard_store::sql::Binds as _;
+    let insert = packyard_store::insert_id!("apt_sources.insert", "INSERT INTO apt_sources (uploaded_at, uploaded_by, repository_id, component, name, version, control, directory, dsc_path) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)");
+    let now = packyard_store::db::now_ms();
+    let id = db.insert_id(s.bind_to(db.query(insert).bind(now).bind(uploaded_by)), &mut **tx).await?;
+    let file = sql!("apt_source_files.insert", "INSERT INTO apt_source_files (uploaded_at, source_id, repository_id, position, pool_path, size, md5, sha1, sha256) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)");
+    for f in files {
+        let f = AptSourceFile { source_id: id, ..f.clone() };
+        f.bind_to(db.query(file).bind(now)).execute(&mut **tx).await?;
+    }
+    Ok(id)
+}
+
+pub async fn delete_source(db: &Db, tx: &mut Transaction<'_, Any>, id: i64) -> DbResult<bool> {
+    db.delete_by_id(tx, sql!("apt_sources.delete", "DELETE FROM apt_sources WHERE id = $1"), id).await
+}
+
+/// The distributions a source package is in.
+pub async fn source_distributions<'e, E: Executor<'e, Database = Any>>(
+    db: &Db,
+    ex: E,
+    source_id: i64,
+) -> DbResult<Vec<String>> {
+    let of = sql!(
+        "apt_distribution_sources.of",
+        "SELECT distribution FROM apt_distribution_sources WHERE source_id = $1 ORDER BY distribution"
+    );
+    let rows = db.bound(of, (source_id,)).fetch_all(ex).await?;
+    rows.iter().map(|r| Column::read(r, "distribution")).collect()
+}
+
+pub async fn add_source_to_distribution(
+    db: &Db,
+    tx: &mut Transaction<'_, Any>,
+    (source_id, repo): (i64, i64),
+    dist: &str,
+) -> DbResult<()> {
+    let add = packyard_store::insert_or_ignore!(
+        "apt_distribution_sources.add",
+        "INSERT INTO apt_distribution_sources (source_id, repository_id, distribution) VALUES ($1, $2, $3)"
+    );
+    db.bound(add, (source_id, repo, dist)).execute(&mut **tx).await?;
+    Ok(())
+}
+
+pub async fn remove_source_from_distribution(
+    db: &Db,
+    tx: &mut Transaction<'_, Any>,
+    source_id: i64,
+    dist: &str,
+) -> DbResult<bool> {
+    let remove = sql!(
+        "apt_distribution_sources.remove",
+        "DELETE FROM apt_distribution_sources WHERE source_id = $1 AND distribution = $2"
+    );
+    Ok(db.bound(remove, (source_id, dist)).execute(&mut **tx).await?.rows_affected() > 0)
+}
+
+/// A keyset page of one `Sources` index: the component's source packages in `dist`, by id,
+/// each with its files.
+pub async fn sources_page(
+    db: &Db,
+    repo: i64,
+    (dist, component): (&str, &str),
+    after_id: i64,
+    limit: i64,
+) -> DbResult<Vec<(AptSource, Vec<AptSourceFile>)>> {
+    let page = sql!("apt_sources.page", concat!("SELECT ", source_columns!(), " FROM apt_sources s WHERE repository_id = $1 AND component = $2 AND EXISTS (SELECT 1 FROM apt_distribution_sources d WHERE d.source_id = s.id AND d.distribution = $3) AND id > $4 ORDER BY id LIMIT $5"));
+    let sources = db.page(db.bound(page, (repo, component, dist)), after_id, limit, AptSource::parse).await?;
+    let (Some(first), Some(last)) = (sources.first(), sources.last()) else { return Ok(Vec::new()) };
+    // The page's files in one statement.
+    let files = sql!(
+        "apt_source_files.page",
+        concat!("SELECT ", source_file_columns!(), " FROM apt_source_files WHERE repository_id = $1 AND source_id >= $2 AND source_id <= $3 ORDER BY source_id, position")
+    );
+    let rows = db.bound(files, (repo, first.id, last.id)).fetch_all(db.pool()).await?;
+    let mut files: Vec<AptSourceFile> = rows.iter().map(AptSourceFile::parse).collect::<DbResult<_>>()?;
+    let mut out = Vec::with_capacity(sources.len());
+    for s in sources {
+        let mine: Vec<AptSourceFile> = files.iter().filter(|f| f.source_id == s.id).cloned().collect();
+        files.retain(|f| f.source_id != s.id);
+        out.push((s, mine));
+    }
+    Ok(out)
 }

@@ -33,11 +33,14 @@ pub struct Released {
 }
 
 /// The condition that nothing references the blob of table `$b` (its `sha256` column): no
-/// format's rows, no proxy's cached file, no catalogue asset, no snapshot file.
+/// format's rows (an APT source package's files too), no proxy's cached file, no catalogue asset, no snapshot file.
 macro_rules! unreferenced {
     ($b:literal) => {
         concat!(
             "NOT EXISTS (SELECT 1 FROM apt_packages r WHERE r.sha256 = ",
+            $b,
+            ".sha256)",
+            " AND NOT EXISTS (SELECT 1 FROM apt_source_files r WHERE r.sha256 = ",
             $b,
             ".sha256)",
             " AND NOT EXISTS (SELECT 1 FROM apk_packages r WHERE r.sha256 = ",
