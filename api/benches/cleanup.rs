@@ -84,6 +84,10 @@ fn main() {
                  2048, md5('x'), repeat('0', 40), '{sha256}', repeat('0', 128), 0, 'bench' \
                  FROM generate_series(0, {components} - 1) n, (SELECT id FROM repositories WHERE name = 'debs') r"
             ),
+            // Every package in the repositories' one distribution (the default, `stable`).
+            "INSERT INTO apt_distribution_packages (package_id, repository_id, distribution) \
+             SELECT id, repository_id, 'stable' FROM apt_packages"
+                .to_string(),
             "INSERT INTO components (repository_id, format, component_key, namespace, name, version, created_at, uploaded_by) \
              SELECT repository_id, 'apt', pool_path, component, name, version, 0, 'bench' FROM apt_packages ORDER BY id"
                 .to_string(),

@@ -102,6 +102,10 @@ fn main() {
                  JOIN (VALUES (0, 'main'), (1, 'contrib'), (2, 'non-free')) c(k, component) ON c.k = (n / 100) % 3 \
                  ORDER BY n"
             ),
+            // Every package in the repositories' one distribution (the default, `stable`).
+            "INSERT INTO apt_distribution_packages (package_id, repository_id, distribution) \
+             SELECT id, repository_id, 'stable' FROM apt_packages"
+                .to_string(),
             "INSERT INTO components (repository_id, format, component_key, namespace, name, version, created_at, uploaded_by) \
              SELECT repository_id, 'apt', pool_path, component, name, version, uploaded_at, 'bench' FROM apt_packages ORDER BY id"
                 .to_string(),

@@ -3,6 +3,10 @@
 //! timed once per size, with the process's peak RSS during the build (the high-water mark is
 //! reset after seeding, so it covers the build alone).
 //!
+//! Then a repository of three distributions, each with its own 10,000 binary packages and 1,000
+//! source packages (three files each): the three distributions' builds timed one after the
+//! other, and all three at once (as workers build due units).
+//!
 //! `cargo bench -p packyard-shared --bench apt_snapshot [-- 10000 100000]`
 //! (SQLite; set `TEST_POSTGRES_URL` / `TEST_MYSQL_URL` to measure PostgreSQL / MariaDB too).
 #![expect(clippy::expect_used, reason = "a benchmark whose setup fails should stop at once")]
@@ -34,12 +38,17 @@ fn control(name: &str, version: &str, arch: &str) -> String {
 }
 
 async fn seed(t: &TestDb, repo: i64, n: usize) {
+    seed_distribution(t, repo, n, "stable").await;
+}
+
+/// `n` binary packages of their own in distribution `dist`.
+async fn seed_distribution(t: &TestDb, repo: i64, n: usize, dist: &str) {
     let db = &t.db;
     let mut i = 0;
     while i < n {
         let mut tx = db.pool().begin().await.expect("tx");
         for _ in 0..1000.min(n - i) {
-            let name = format!("bench-pkg-{i:06}");
+            let name = format!("bench-{dist}-{i:06}");
             let arch = if i % 10 == 0 { "all" } else { "amd64" };
             let version = format!("1.{}-1", i % 97);
             let hex64 = format!("{:064x}", i);
@@ -56,11 +65,119 @@ async fn seed(t: &TestDb, repo: i64, n: usize) {
                 md5: hex64[..32].to_string(),
                 sha256: hex64.clone(),
             };
-            packyard_formats::apt::rows::insert(db, &mut tx, &p, "bench").await.expect("insert");
+            let id = packyard_formats::apt::rows::insert(db, &mut tx, &p, "bench").await.expect("insert");
+            let p = AptPackage { id, ..p };
+            packyard_formats::apt::rows::add_to_distribution(db, &mut tx, &p, dist).await.expect("member");
             i += 1;
         }
         tx.commit().await.expect("commit");
     }
+}
+
+/// `n` source packages of their own (a `.dsc`, an `.orig` and a `.debian` tarball each) in
+/// distribution `dist`.
+async fn seed_sources(t: &TestDb, repo: i64, n: usize, dist: &str) {
+    use packyard_formats::apt::rows::{AptSource, AptSourceFile};
+    let db = &t.db;
+    let mut i = 0;
+    while i < n {
+        let mut tx = db.pool().begin().await.expect("tx");
+        for _ in 0..500.min(n - i) {
+            let name = format!("bench-src-{dist}-{i:05}");
+            let directory = format!("pool/main/b/{name}");
+            let names =
+                [format!("{name}_1.0-1.dsc"), format!("{name}_1.0.orig.tar.xz"), format!("{name}_1.0-1.debian.tar.xz")];
+            let files: Vec<AptSourceFile> = names
+                .iter()
+                .enumerate()
+                .map(|(k, f)| AptSourceFile {
+                    source_id: 0,
+                    repository_id: repo,
+                    position: k as i64,
+                    pool_path: format!("{directory}/{f}"),
+                    size: 1_000 + k as i64,
+                    md5: format!("{:032x}", i * 3 + k),
+                    sha1: format!("{:040x}", i * 3 + k),
+                    sha256: format!("{:064x}", i * 3 + k),
+                })
+                .collect();
+            let listed: String = files.iter().map(|f| format!("\n {} {} {}", f.sha256, f.size, f.name())).collect();
+            let source = AptSource {
+                id: 0,
+                repository_id: repo,
+                component: "main".into(),
+                control: format!(
+                    "Format: 3.0 (quilt)\nSource: {name}\nBinary: {name}\nArchitecture: any\nVersion: 1.0-1\nMaintainer: Bench <bench@example.org>\nBuild-Depends: debhelper-compat (= 13)\nChecksums-Sha256:{listed}\nFiles:{listed}"
+                ),
+                dsc_path: format!("{directory}/{}", names[0]),
+                directory,
+                name,
+                version: "1.0-1".into(),
+            };
+            let id = packyard_formats::apt::rows::insert_source(db, &mut tx, &source, &files[1..], "bench")
+                .await
+                .expect("source");
+            packyard_formats::apt::rows::add_source_to_distribution(db, &mut tx, (id, repo), dist)
+                .await
+                .expect("member");
+            i += 1;
+        }
+        tx.commit().await.expect("commit");
+    }
+}
+
+/// Three distributions of 10,000 binary and 1,000 source packages each: each built alone, one
+/// after the other, then all three at once.
+async fn three_distributions(backend: Backend) {
+    let Some(t) = TestDb::fresh(backend).await.expect("database") else { return };
+    let dists = ["bookworm", "trixie", "sid"];
+    let spec: RepositorySpec = serde_json::from_value(serde_json::json!({"name": "bench", "format": "apt",
+        "type": "hosted", "apt": {"distributions": dists, "architectures": ["amd64", "all"]}}))
+    .expect("spec");
+    let repo = RepositoryService::new(&t.db).create(spec).await.expect("repository");
+    let seeded = Instant::now();
+    for d in dists {
+        seed_distribution(&t, repo.id, 10_000, d).await;
+        seed_sources(&t, repo.id, 1_000, d).await;
+    }
+    let seed_secs = seeded.elapsed().as_secs_f64();
+    let mut units = Vec::new();
+    for d in dists {
+        let mut tx = t.db.pool().begin().await.expect("tx");
+        t.db.record_change(&mut tx, repo.id, "apt", d).await.expect("change");
+        tx.commit().await.expect("commit");
+        units.push(t.db.unit_by_key(repo.id, "apt", d).await.expect("unit").expect("unit exists"));
+    }
+    let blobs = Arc::new(FileStore::open(t.dir.path().join("blobs"), t.metrics.clone()).await.expect("blobs"));
+    let keystore = Arc::new(KeyStore::new("0123456789abcdef0123456789abcdef"));
+    let reader = packyard_core::groups::Reader { blobs: blobs.clone(), proxy: None };
+    let builder = AptBuilder { page_size: 1_000, keystore, reader };
+    packyard_formats::apt::keys::signer(&t.db, &builder.keystore, repo.id, "bench <b@x>").await.expect("key");
+    // One after the other (the first build also fills in the binaries' MD5s: seeded above).
+    let started = Instant::now();
+    let mut sources_size = 0;
+    for unit in &units {
+        let mut ctx = BuildContext::new(&t.db, blobs.as_ref());
+        builder.build(&mut ctx, &repo, unit).await.expect("build");
+        let files = ctx.into_files();
+        sources_size = files.iter().find(|f| f.path.ends_with("source/Sources")).map_or(0, |f| f.size);
+    }
+    let sequential = started.elapsed().as_secs_f64();
+    let started = Instant::now();
+    let builds = units.iter().map(|unit| {
+        let (db, blobs, builder, repo) = (&t.db, blobs.as_ref(), &builder, &repo);
+        async move {
+            let mut ctx = BuildContext::new(db, blobs);
+            builder.build(&mut ctx, repo, unit).await.expect("build");
+        }
+    });
+    futures_util::future::join_all(builds).await;
+    let parallel = started.elapsed().as_secs_f64();
+    println!(
+        "| {} | 3 × (10000 + 1000 sources) | {seed_secs:.1} | **{sequential:.2}** | **{parallel:.2}** | {:.1} |",
+        backend.as_str(),
+        sources_size as f64 / 1_048_576.0
+    );
 }
 
 /// (VmHWM, VmRSS) in KiB.
@@ -126,5 +243,11 @@ fn main() {
         for &n in &sizes {
             rt.block_on(run(backend, n));
         }
+    }
+    println!();
+    println!("| backend | distributions × packages | seed s | three builds one after the other s | three builds at once s | Sources MiB (one) |");
+    println!("|---|---|---|---|---|---|");
+    for backend in [Backend::Sqlite, Backend::Postgres, Backend::MySql] {
+        rt.block_on(three_distributions(backend));
     }
 }
