@@ -18,7 +18,7 @@ use packyard_core::publication::{BuildContext, Builder};
 use packyard_core::repositories::RepositoryService;
 use packyard_core::security::keystore::KeyStore;
 use packyard_formats::apt::publish::AptBuilder;
-use packyard_formats::apt::rows::AptPackage;
+use packyard_formats::apt::rows::{AptPackage, Member};
 use packyard_model::repos::RepositorySpec;
 use packyard_store::blobs::FileStore;
 use packyard_store::db::Backend;
@@ -67,7 +67,7 @@ async fn seed_distribution(t: &TestDb, repo: i64, n: usize, dist: &str) {
             };
             let id = packyard_formats::apt::rows::insert(db, &mut tx, &p, "bench").await.expect("insert");
             let p = AptPackage { id, ..p };
-            packyard_formats::apt::rows::add_to_distribution(db, &mut tx, &p, dist).await.expect("member");
+            packyard_formats::apt::rows::join(db, &mut tx, Member::Package(p.id), repo, dist).await.expect("member");
             i += 1;
         }
         tx.commit().await.expect("commit");
@@ -117,9 +117,7 @@ async fn seed_sources(t: &TestDb, repo: i64, n: usize, dist: &str) {
             let id = packyard_formats::apt::rows::insert_source(db, &mut tx, &source, &files[1..], "bench")
                 .await
                 .expect("source");
-            packyard_formats::apt::rows::add_source_to_distribution(db, &mut tx, (id, repo), dist)
-                .await
-                .expect("member");
+            packyard_formats::apt::rows::join(db, &mut tx, Member::Source(id), repo, dist).await.expect("member");
             i += 1;
         }
         tx.commit().await.expect("commit");

@@ -12,10 +12,12 @@
 //! anything is kept; a file the repository already holds at the same pool path with the same
 //! bytes (an `.orig` tarball shared by two Debian revisions) need not be sent again.
 
+use std::io::Read as _;
+
 use async_trait::async_trait;
 use md5::Digest as _;
 
-use super::rows::{self, AptPackage, AptSource, AptSourceFile};
+use super::rows::{self, AptPackage, AptSource, AptSourceFile, Member};
 use super::KIND;
 use packyard_codecs::apt::deb::{read_package, Limits};
 use packyard_codecs::apt::dsc::{pool_directory, Dsc, MAX_DSC_BYTES};
@@ -148,8 +150,6 @@ fn check_source_file(name: &str, r: &mut dyn std::io::BufRead, size: u64) -> Res
         "{name}: a source package's files are accepted as .tar, .tar.gz, .tar.xz or .tar.zst tarballs, .diff.gz or .asc (each is read whole before it is kept)"
     ))
 }
-
-use std::io::Read as _;
 
 /// Reads a stored source file whole as [`check_source_file`] does, hashing it (MD5, SHA-1) on
 /// the way.
@@ -349,7 +349,7 @@ impl Hosted for AptHosted {
                 if old.sha256 != p.sha256 || old.component != p.component {
                     return Ok(Existing::Different(AptRemoval::everywhere(old.pool_path)));
                 }
-                let in_dist = rows::distributions_of(t.db, &mut **t.tx, old.id).await?.contains(dist);
+                let in_dist = rows::distributions(t.db, &mut **t.tx, Member::Package(old.id)).await?.contains(dist);
                 // The same package into another distribution: a membership more.
                 Ok(if in_dist { Existing::Same } else { Existing::Overwrite })
             }
@@ -389,7 +389,7 @@ impl Hosted for AptHosted {
                 if !same {
                     return Ok(Existing::Different(AptRemoval::everywhere(old.dsc_path)));
                 }
-                let in_dist = rows::source_distributions(t.db, &mut **t.tx, old.id).await?.contains(dist);
+                let in_dist = rows::distributions(t.db, &mut **t.tx, Member::Source(old.id)).await?.contains(dist);
                 Ok(if in_dist { Existing::Same } else { Existing::Overwrite })
             }
         }
@@ -406,7 +406,7 @@ impl Hosted for AptHosted {
                     Some(old) => (old.id, None),
                     None => (rows::insert(t.db, t.tx, p, uploader).await?, Some(super::catalogue::entry(p))),
                 };
-                rows::add_to_distribution(t.db, t.tx, &AptPackage { id, ..p.clone() }, dist).await?;
+                rows::join(t.db, t.tx, Member::Package(id), t.repo.id, dist).await?;
                 Ok(Written { republish: true, audit: true, catalogue: entry })
             }
             AptArtifact::Source(s) => {
@@ -419,7 +419,7 @@ impl Hosted for AptHosted {
                         Some(source_entry(&s.source, s.new.iter().map(|&i| &s.files[i]))),
                     ),
                 };
-                rows::add_source_to_distribution(t.db, t.tx, (id, t.repo.id), dist).await?;
+                rows::join(t.db, t.tx, Member::Source(id), t.repo.id, dist).await?;
                 Ok(Written { republish: true, audit: true, catalogue: entry })
             }
         }
@@ -427,45 +427,37 @@ impl Hosted for AptHosted {
 
     async fn remove(&self, t: &mut InTx<'_, '_>, removal: &AptRemoval) -> DbResult<Option<Removed>> {
         let (repo, path) = (t.repo, removal.path.as_str());
-        if let Some(p) = rows::by_pool_path(t.db, &mut **t.tx, repo.id, path).await? {
-            let detail = serde_json::json!({"sha256": p.sha256, "filename": p.pool_path});
-            let (units, gone) = match &removal.distribution {
-                Some(d) => {
-                    if !rows::remove_from_distribution(t.db, t.tx, p.id, d).await? {
-                        return Ok(None);
-                    }
-                    (vec![d.clone()], rows::distributions_of(t.db, &mut **t.tx, p.id).await?.is_empty())
-                }
-                None => (rows::distributions_of(t.db, &mut **t.tx, p.id).await?, true),
-            };
-            let forget = if gone {
-                rows::delete(t.db, t.tx, p.id).await?;
-                Forget::Component(p.pool_path.clone())
-            } else {
-                Forget::Nothing
-            };
-            let units = units.into_iter().map(|d| (KIND, d)).collect();
-            return Ok(Some(Removed { coordinate: coordinate(&p), units, detail, forget }));
-        }
-        let Some(s) = rows::source_by_dsc_path(t.db, &mut **t.tx, repo.id, path).await? else { return Ok(None) };
-        let detail = serde_json::json!({"dsc": s.dsc_path});
+        let (member, coordinate, detail) = if let Some(p) = rows::by_pool_path(t.db, &mut **t.tx, repo.id, path).await?
+        {
+            (Member::Package(p.id), coordinate(&p), serde_json::json!({"sha256": p.sha256, "filename": p.pool_path}))
+        } else if let Some(s) = rows::source_by_dsc_path(t.db, &mut **t.tx, repo.id, path).await? {
+            (Member::Source(s.id), format!("{}_{}_source", s.name, s.version), serde_json::json!({"dsc": s.dsc_path}))
+        } else {
+            return Ok(None);
+        };
+        // Out of one distribution (the row stays while another lists it), or of all.
         let (units, gone) = match &removal.distribution {
             Some(d) => {
-                if !rows::remove_source_from_distribution(t.db, t.tx, s.id, d).await? {
+                if !rows::leave(t.db, t.tx, member, d).await? {
                     return Ok(None);
                 }
-                (vec![d.clone()], rows::source_distributions(t.db, &mut **t.tx, s.id).await?.is_empty())
+                (vec![d.clone()], rows::distributions(t.db, &mut **t.tx, member).await?.is_empty())
             }
-            None => (rows::source_distributions(t.db, &mut **t.tx, s.id).await?, true),
+            None => (rows::distributions(t.db, &mut **t.tx, member).await?, true),
         };
-        let forget = if gone {
-            rows::delete_source(t.db, t.tx, s.id).await?;
-            Forget::Component(s.dsc_path.clone())
-        } else {
-            Forget::Nothing
+        let forget = match (gone, member) {
+            (false, _) => Forget::Nothing,
+            (true, Member::Package(id)) => {
+                rows::delete(t.db, t.tx, id).await?;
+                Forget::Component(path.to_string())
+            }
+            (true, Member::Source(id)) => {
+                rows::delete_source(t.db, t.tx, id).await?;
+                Forget::Component(path.to_string())
+            }
         };
         let units = units.into_iter().map(|d| (KIND, d)).collect();
-        Ok(Some(Removed { coordinate: format!("{}_{}_source", s.name, s.version), units, detail, forget }))
+        Ok(Some(Removed { coordinate, units, detail, forget }))
     }
 }
 

@@ -90,42 +90,76 @@ pub async fn index_page(
     db.page(db.bound(page, (repo, component, arch, dist)), after_id, limit, AptPackage::parse).await
 }
 
-/// The distributions a package is in.
-pub async fn distributions_of<'e, E: Executor<'e, Database = Any>>(
-    db: &Db,
-    ex: E,
-    package_id: i64,
-) -> DbResult<Vec<String>> {
-    let of = sql!(
-        "apt_distribution_packages.of",
-        "SELECT distribution FROM apt_distribution_packages WHERE package_id = $1 ORDER BY distribution"
-    );
-    let rows = db.bound(of, (package_id,)).fetch_all(ex).await?;
+/// What a distribution lists: a binary package or a source package (by row id).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Member {
+    Package(i64),
+    Source(i64),
+}
+
+/// The distributions `m` is in.
+pub async fn distributions<'e, E: Executor<'e, Database = Any>>(db: &Db, ex: E, m: Member) -> DbResult<Vec<String>> {
+    let (statement, id) = match m {
+        Member::Package(id) => (
+            sql!(
+                "apt_distribution_packages.of",
+                "SELECT distribution FROM apt_distribution_packages WHERE package_id = $1 ORDER BY distribution"
+            ),
+            id,
+        ),
+        Member::Source(id) => (
+            sql!(
+                "apt_distribution_sources.of",
+                "SELECT distribution FROM apt_distribution_sources WHERE source_id = $1 ORDER BY distribution"
+            ),
+            id,
+        ),
+    };
+    let rows = db.bound(statement, (id,)).fetch_all(ex).await?;
     rows.iter().map(|r| Column::read(r, "distribution")).collect()
 }
 
-/// Adds a package to a distribution (nothing when it is there).
-pub async fn add_to_distribution(db: &Db, tx: &mut Transaction<'_, Any>, p: &AptPackage, dist: &str) -> DbResult<()> {
-    let add = packyard_store::insert_or_ignore!(
-        "apt_distribution_packages.add",
-        "INSERT INTO apt_distribution_packages (package_id, repository_id, distribution) VALUES ($1, $2, $3)"
-    );
-    db.bound(add, (p.id, p.repository_id, dist)).execute(&mut **tx).await?;
+/// Adds `m` of repository `repo` to distribution `dist` (nothing when it is there).
+pub async fn join(db: &Db, tx: &mut Transaction<'_, Any>, m: Member, repo: i64, dist: &str) -> DbResult<()> {
+    let (statement, id) = match m {
+        Member::Package(id) => (
+            packyard_store::insert_or_ignore!(
+                "apt_distribution_packages.add",
+                "INSERT INTO apt_distribution_packages (package_id, repository_id, distribution) VALUES ($1, $2, $3)"
+            ),
+            id,
+        ),
+        Member::Source(id) => (
+            packyard_store::insert_or_ignore!(
+                "apt_distribution_sources.add",
+                "INSERT INTO apt_distribution_sources (source_id, repository_id, distribution) VALUES ($1, $2, $3)"
+            ),
+            id,
+        ),
+    };
+    db.bound(statement, (id, repo, dist)).execute(&mut **tx).await?;
     Ok(())
 }
 
-/// Takes a package out of a distribution: whether it was in it.
-pub async fn remove_from_distribution(
-    db: &Db,
-    tx: &mut Transaction<'_, Any>,
-    package_id: i64,
-    dist: &str,
-) -> DbResult<bool> {
-    let remove = sql!(
-        "apt_distribution_packages.remove",
-        "DELETE FROM apt_distribution_packages WHERE package_id = $1 AND distribution = $2"
-    );
-    Ok(db.bound(remove, (package_id, dist)).execute(&mut **tx).await?.rows_affected() > 0)
+/// Takes `m` out of distribution `dist`: whether it was in it.
+pub async fn leave(db: &Db, tx: &mut Transaction<'_, Any>, m: Member, dist: &str) -> DbResult<bool> {
+    let (statement, id) = match m {
+        Member::Package(id) => (
+            sql!(
+                "apt_distribution_packages.remove",
+                "DELETE FROM apt_distribution_packages WHERE package_id = $1 AND distribution = $2"
+            ),
+            id,
+        ),
+        Member::Source(id) => (
+            sql!(
+                "apt_distribution_sources.remove",
+                "DELETE FROM apt_distribution_sources WHERE source_id = $1 AND distribution = $2"
+            ),
+            id,
+        ),
+    };
+    Ok(db.bound(statement, (id, dist)).execute(&mut **tx).await?.rows_affected() > 0)
 }
 
 /// A hosted repository's only distribution was renamed: its packages and sources go with it.
@@ -313,47 +347,6 @@ pub async fn insert_source(
 
 pub async fn delete_source(db: &Db, tx: &mut Transaction<'_, Any>, id: i64) -> DbResult<bool> {
     db.delete_by_id(tx, sql!("apt_sources.delete", "DELETE FROM apt_sources WHERE id = $1"), id).await
-}
-
-/// The distributions a source package is in.
-pub async fn source_distributions<'e, E: Executor<'e, Database = Any>>(
-    db: &Db,
-    ex: E,
-    source_id: i64,
-) -> DbResult<Vec<String>> {
-    let of = sql!(
-        "apt_distribution_sources.of",
-        "SELECT distribution FROM apt_distribution_sources WHERE source_id = $1 ORDER BY distribution"
-    );
-    let rows = db.bound(of, (source_id,)).fetch_all(ex).await?;
-    rows.iter().map(|r| Column::read(r, "distribution")).collect()
-}
-
-pub async fn add_source_to_distribution(
-    db: &Db,
-    tx: &mut Transaction<'_, Any>,
-    (source_id, repo): (i64, i64),
-    dist: &str,
-) -> DbResult<()> {
-    let add = packyard_store::insert_or_ignore!(
-        "apt_distribution_sources.add",
-        "INSERT INTO apt_distribution_sources (source_id, repository_id, distribution) VALUES ($1, $2, $3)"
-    );
-    db.bound(add, (source_id, repo, dist)).execute(&mut **tx).await?;
-    Ok(())
-}
-
-pub async fn remove_source_from_distribution(
-    db: &Db,
-    tx: &mut Transaction<'_, Any>,
-    source_id: i64,
-    dist: &str,
-) -> DbResult<bool> {
-    let remove = sql!(
-        "apt_distribution_sources.remove",
-        "DELETE FROM apt_distribution_sources WHERE source_id = $1 AND distribution = $2"
-    );
-    Ok(db.bound(remove, (source_id, dist)).execute(&mut **tx).await?.rows_affected() > 0)
 }
 
 /// A keyset page of one `Sources` index: the component's source packages in `dist`, by id,
