@@ -1348,7 +1348,16 @@ fn get_with_headers(url: &str, headers: &[(&str, &str)]) -> anyhow::Result<(u16,
 /// resumes a partial package whose date matches (206) and replaces one that is of another file
 /// (200; before `If-Range` was honoured it glued the new bytes to the old and failed the hash).
 #[test]
-fn resumed_downloads_honour_if_range() -> anyhow::Result<()> {
+fn resumed_downloads_honour_if_range_on_sqlite() -> anyhow::Result<()> {
+    resumed_downloads_honour_if_range(packyard_store::db::Backend::Sqlite)
+}
+
+#[test]
+fn resumed_downloads_honour_if_range_on_postgres() -> anyhow::Result<()> {
+    resumed_downloads_honour_if_range(packyard_store::db::Backend::Postgres)
+}
+
+fn resumed_downloads_honour_if_range(backend: packyard_store::db::Backend) -> anyhow::Result<()> {
     let Some(debs) = real_debs() else {
         eprintln!("skipped: TEST_DEBS_DIR is not set (scripts/test.sh sets it)");
         return Ok(());
@@ -1359,9 +1368,7 @@ fn resumed_downloads_honour_if_range() -> anyhow::Result<()> {
         .ok_or_else(|| anyhow::anyhow!("no hello package in TEST_DEBS_DIR"))?;
     let file_name = hello.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
     let bytes = std::fs::read(hello)?;
-    let dir = tempfile::tempdir()?;
-    let server = start(dir.path(), &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)])?;
-    server.wait_ready()?;
+    let Some((server, _dir)) = server_on(backend)? else { return Ok(()) };
     create_repo(&server, serde_json::json!({"name": "debs", "format": "apt", "type": "hosted"}))?;
     let (s, body) = upload(&server, "debs", &bytes, "?wait=true")?;
     assert_eq!(s, 201, "{body}");
@@ -1447,7 +1454,16 @@ fn resumed_downloads_honour_if_range() -> anyhow::Result<()> {
 /// stores the package where its control file puts it (the receipt and `Location` say where),
 /// each parameter checked before anything is kept; the real apt-get then installs it.
 #[test]
-fn artifactory_style_put_with_matrix_parameters() -> anyhow::Result<()> {
+fn artifactory_style_put_with_matrix_parameters_on_sqlite() -> anyhow::Result<()> {
+    artifactory_style_put_with_matrix_parameters(packyard_store::db::Backend::Sqlite)
+}
+
+#[test]
+fn artifactory_style_put_with_matrix_parameters_on_postgres() -> anyhow::Result<()> {
+    artifactory_style_put_with_matrix_parameters(packyard_store::db::Backend::Postgres)
+}
+
+fn artifactory_style_put_with_matrix_parameters(backend: packyard_store::db::Backend) -> anyhow::Result<()> {
     let Some(debs) = real_debs() else {
         eprintln!("skipped: TEST_DEBS_DIR is not set (scripts/test.sh sets it)");
         return Ok(());
@@ -1459,9 +1475,7 @@ fn artifactory_style_put_with_matrix_parameters() -> anyhow::Result<()> {
             .ok_or_else(|| anyhow::anyhow!("no {prefix} package in TEST_DEBS_DIR"))
     };
     let (hello, jq) = (std::fs::read(find("hello_")?)?, std::fs::read(find("jq_")?)?);
-    let dir = tempfile::tempdir()?;
-    let server = start(dir.path(), &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)])?;
-    server.wait_ready()?;
+    let Some((server, _dir)) = server_on(backend)? else { return Ok(()) };
     create_repo(
         &server,
         serde_json::json!({"name": "debs", "format": "apt", "type": "hosted",
