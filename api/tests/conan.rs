@@ -722,3 +722,99 @@ fn cleanup_with_the_real_client() -> anyhow::Result<()> {
     assert!(server.terminate()?.success());
     Ok(())
 }
+
+/// Uploads a recipe revision `rrev` of `reference` (URL form, `name/version/_/_`) with one
+/// package `pkgid#prev` whose conaninfo.txt is `conaninfo`, through plain HTTP as `auth`.
+fn upload_by_http(
+    base: &str,
+    auth: &str,
+    reference: &str,
+    (rrev, pkgid, prev): (&str, &str, &str),
+    conaninfo: &str,
+) -> anyhow::Result<()> {
+    let md5 = |b: &[u8]| hex::encode(<md5::Md5 as md5::Digest>::digest(b));
+    let conanfile = format!("from conan import ConanFile\n# {reference}\n");
+    let recipe = format!("{base}/v2/conans/{reference}/revisions/{rrev}");
+    let package = format!("{recipe}/packages/{pkgid}/revisions/{prev}");
+    for (url, body) in [
+        (format!("{recipe}/files/conanfile.py"), conanfile.clone()),
+        (format!("{recipe}/files/conanmanifest.txt"), format!("1\nconanfile.py: {}\n", md5(conanfile.as_bytes()))),
+        (format!("{package}/files/conaninfo.txt"), conaninfo.to_string()),
+        (format!("{package}/files/conanmanifest.txt"), format!("1\nconaninfo.txt: {}\n", md5(conaninfo.as_bytes()))),
+    ] {
+        let (s, text) = status_of(ureq::put(&url).set("Authorization", auth).send_bytes(body.as_bytes()))?;
+        anyhow::ensure!(s == 201, "PUT {url}: {s} {text}");
+    }
+    Ok(())
+}
+
+/// Warmed reads of a proxy's metadata (its upstream a second server) and of a group's (a
+/// reference of its hosted member, one of its proxy member, its search) make no database
+/// query: the group answers from its published snapshots, the proxy from the copies it keeps
+/// in memory while they are fresh.
+async fn warmed_proxy_and_group_reads_make_no_query(mut app: common::app::TestApp) -> anyhow::Result<()> {
+    let up_dir = tempfile::tempdir()?;
+    let upstream = start(up_dir.path(), &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)])?;
+    upstream.wait_ready()?;
+    common::process::create_repository(&upstream.public, &basic(PW), Repo::hosted("up", Format::Conan))?;
+    let info = "[settings]\narch=x86_64\nos=Linux\n";
+    upload_by_http(&format!("{}/repository/up", upstream.public), &basic(PW), "lib/1.0/_/_", ("r1", "p1", "q1"), info)?;
+    app.start_worker();
+    app.create(Repo::hosted("local", Format::Conan)).await?;
+    app.create(Repo::proxy("px", Format::Conan, &format!("{}/repository/up/", upstream.public))).await?;
+    app.create(Repo::group("grp", Format::Conan, &["local", "px"])).await?;
+    let md5 = |b: &[u8]| hex::encode(<md5::Md5 as md5::Digest>::digest(b));
+    let own = "/repository/local/v2/conans/own/1.0/_/_/revisions/o1/files";
+    assert_eq!(app.put(&format!("{own}/conanfile.py"), &b"from conan import ConanFile\n"[..]).await?.status, 201);
+    let manifest = format!("1\nconanfile.py: {}\n", md5(b"from conan import ConanFile\n"));
+    assert_eq!(app.put(&format!("{own}/conanmanifest.txt"), manifest).await?.status, 201);
+
+    let lib = "v2/conans/lib/1.0/_/_";
+    let reads = [
+        format!("/repository/px/{lib}/latest"),
+        format!("/repository/px/{lib}/revisions"),
+        format!("/repository/px/{lib}/revisions/r1/files"),
+        format!("/repository/px/{lib}/revisions/r1/search"),
+        format!("/repository/px/{lib}/revisions/r1/packages/p1/latest"),
+        "/repository/px/v2/conans/search?q=lib*".to_string(),
+        format!("/repository/grp/{lib}/latest"),
+        format!("/repository/grp/{lib}/revisions/r1/search?list_only=False"),
+        format!("/repository/grp/{lib}/revisions/r1/packages/p1/revisions"),
+        "/repository/grp/v2/conans/own/1.0/_/_/latest".to_string(),
+        "/repository/grp/v2/conans/own/1.0/_/_/revisions/o1/files".to_string(),
+        "/repository/grp/v2/conans/search?q=*".to_string(),
+    ];
+    for path in &reads {
+        let r = app.get(path).await?;
+        assert_eq!(r.status, 200, "{path}: {}", r.text);
+    }
+    let r = app.get(&format!("/repository/grp/{lib}/revisions/r1/search")).await?;
+    assert_eq!(r.json["p1"]["content"], info, "{}", r.text);
+    let r = app.get("/repository/grp/v2/conans/search?q=*").await?;
+    assert_eq!(r.json["results"], serde_json::json!(["lib/1.0", "own/1.0"]), "{}", r.text);
+    app.stop_worker();
+    for path in &reads {
+        assert_eq!(app.get(path).await?.status, 200, "{path}");
+    }
+    let before = app.t.metrics.db_queries();
+    for _ in 0..3 {
+        for path in &reads {
+            let r = app.get(path).await?;
+            assert_eq!(r.status, 200, "{path}");
+            // What comes from the proxy (also a group's reference of its proxy member) says so.
+            let proxied = path.contains("/px/") || path.contains("/grp/v2/conans/lib/");
+            let hit = r.headers.get("x-packyard-cache").is_some_and(|v| v == "hit");
+            assert!(!proxied || hit, "{path}: {:?}", r.headers);
+        }
+    }
+    assert_eq!(
+        app.t.metrics.db_queries() - before,
+        0,
+        "warmed Conan reads through a proxy and a group ran database queries"
+    );
+    Ok(())
+}
+app_test!(warmed_proxy_and_group_reads_make_no_query, |c: &mut packyard_model::config::Config| c
+    .proxy
+    .allow_private_addresses =
+    true);
