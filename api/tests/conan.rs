@@ -818,3 +818,356 @@ app_test!(warmed_proxy_and_group_reads_make_no_query, |c: &mut packyard_model::c
     .proxy
     .allow_private_addresses =
     true);
+
+// --- proxies and groups in depth, freshness, removing packages (#21, items 8-10) -----------
+
+use packyard_store::db::Backend;
+
+/// The backends the real-client tests below run on (PostgreSQL when `TEST_POSTGRES_URL` is set).
+const CLIENT_BACKENDS: [Backend; 2] = [Backend::Sqlite, Backend::Postgres];
+
+/// A server on `backend`: SQLite in its own directory, or a fresh database on the configured
+/// PostgreSQL server (`None`, with a note, when there is none). Proxies may reach this machine.
+fn server_on(
+    backend: Backend,
+    extra: &[(&str, &str)],
+) -> anyhow::Result<Option<(common::process::Server, tempfile::TempDir)>> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let Some((url, dir)) = rt.block_on(packyard_store::testing::create_database(backend))? else {
+        eprintln!("skipped on {}: no server configured (scripts/test.sh sets TEST_POSTGRES_URL)", backend.as_str());
+        return Ok(None);
+    };
+    let mut env = vec![("PACKYARD_SECURITY__ADMIN_PASSWORD", PW), ("PACKYARD_PROXY__ALLOW_PRIVATE_ADDRESSES", "true")];
+    if backend != Backend::Sqlite {
+        // An upload on a shared database answers once every replica could have seen it (one
+        // watermark period): short periods keep hundreds of uploads quick.
+        env.extend([
+            ("PACKYARD_DATABASE__URL", url.as_str()),
+            ("PACKYARD_SECURITY__SECRET", "a-shared-secret-of-enough-length"),
+            ("PACKYARD_CACHE__WATERMARK_TTL_MS", "100"),
+            ("PACKYARD_SECURITY__WATERMARK_TTL_MS", "100"),
+        ]);
+    }
+    env.extend_from_slice(extra);
+    let server = start(dir.path(), &env)?;
+    server.wait_ready()?;
+    Ok(Some((server, dir)))
+}
+
+/// A `conan` client with a home of its own (a producer's cache, or a consumer's), asking only
+/// the remotes it is given.
+struct Client {
+    home: tempfile::TempDir,
+}
+
+impl Client {
+    fn new() -> anyhow::Result<Self> {
+        let client = Self { home: tempfile::tempdir()? };
+        client.ok(&["profile", "detect"])?;
+        client.ok(&["remote", "remove", "conancenter"])?;
+        Ok(client)
+    }
+
+    /// Runs `conan args` in `cwd` (the home when `None`): success, and stdout and stderr.
+    fn run_in(
+        &self,
+        cwd: Option<&std::path::Path>,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<(bool, String, String)> {
+        let out = Command::new("conan")
+            .args(args)
+            .current_dir(cwd.unwrap_or(self.home.path()))
+            .env("CONAN_HOME", self.home.path())
+            .envs(env.iter().copied())
+            .output()?;
+        Ok((
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        ))
+    }
+
+    fn ok(&self, args: &[&str]) -> anyhow::Result<String> {
+        self.ok_in(None, args, &[])
+    }
+
+    fn ok_in(&self, cwd: Option<&std::path::Path>, args: &[&str], env: &[(&str, &str)]) -> anyhow::Result<String> {
+        let (success, out, err) = self.run_in(cwd, args, env)?;
+        anyhow::ensure!(success, "conan {args:?}: {out}{err}");
+        Ok(format!("{out}{err}"))
+    }
+
+    /// `conan args --format=json`: stdout as JSON.
+    fn json(&self, args: &[&str]) -> anyhow::Result<serde_json::Value> {
+        let mut all = args.to_vec();
+        all.push("--format=json");
+        let (success, out, err) = self.run_in(None, &all, &[])?;
+        anyhow::ensure!(success, "conan {all:?}: {out}{err}");
+        Ok(serde_json::from_str(&out)?)
+    }
+
+    /// Replaces the remotes with `remotes` (name, URL), logging in where a password is given.
+    fn remotes(&self, remotes: &[(&str, String, bool)]) -> anyhow::Result<()> {
+        let have = self.json(&["remote", "list"])?;
+        for r in have.as_array().into_iter().flatten().filter_map(|r| r["name"].as_str()) {
+            self.ok(&["remote", "remove", r])?;
+        }
+        for (name, url, login) in remotes {
+            self.ok(&["remote", "add", name, url])?;
+            if *login {
+                self.ok(&["remote", "login", name, "admin", "-p", PW])?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the test recipe into `<home>/<dir>` (settings `os`, `arch`; option `shared`; its
+    /// package holds `lib/info.txt` naming them and `$PKG_STAMP`), with `extra` appended.
+    fn recipe(&self, dir: &str, extra: &str) -> anyhow::Result<std::path::PathBuf> {
+        let proj = self.home.path().join(dir);
+        std::fs::create_dir_all(&proj)?;
+        std::fs::write(proj.join("conanfile.py"), format!("{RECIPE}{extra}"))?;
+        Ok(proj)
+    }
+}
+
+const RECIPE: &str = r#"import os
+from conan import ConanFile
+from conan.tools.files import save
+
+
+class Pkg(ConanFile):
+    settings = "os", "arch"
+    options = {"shared": [True, False]}
+    default_options = {"shared": False}
+
+    def package(self):
+        stamp = os.environ.get("PKG_STAMP", "")
+        text = f"{self.settings.os} {self.settings.arch} {self.options.shared} {stamp}"
+        save(self, os.path.join(self.package_folder, "lib", "info.txt"), text)
+"#;
+
+/// The three binaries each version gets: settings and options as `conan create` takes them.
+const CONFIGS: [[&str; 6]; 3] = [
+    ["-s", "os=Linux", "-s", "arch=x86_64", "-o", "&:shared=False"],
+    ["-s", "os=Linux", "-s", "arch=armv8", "-o", "&:shared=False"],
+    ["-s", "os=Windows", "-s", "arch=x86_64", "-o", "&:shared=True"],
+];
+
+/// `(reference, package id) -> (settings, options)` of a `conan list …:* --format=json` answer
+/// for `remote` (`Local Cache` for the client's own).
+fn listed_packages(
+    v: &serde_json::Value,
+    remote: &str,
+) -> std::collections::BTreeMap<(String, String), (serde_json::Value, serde_json::Value)> {
+    let mut out = std::collections::BTreeMap::new();
+    for (reference, info) in v[remote].as_object().into_iter().flatten() {
+        for (_, rev) in info["revisions"].as_object().into_iter().flatten() {
+            for (pkgid, p) in rev["packages"].as_object().into_iter().flatten() {
+                let (settings, options) = (p["info"]["settings"].clone(), p["info"]["options"].clone());
+                out.insert((reference.clone(), pkgid.clone()), (settings, options));
+            }
+        }
+    }
+    out
+}
+
+/// GET `url`: status, the `X-Packyard-Cache` header and the body's bytes.
+fn fetch(url: &str) -> anyhow::Result<(u16, Option<String>, Vec<u8>)> {
+    use std::io::Read;
+    let r = match ureq::get(url).call() {
+        Ok(r) => r,
+        Err(ureq::Error::Status(s, r)) => return Ok((s, None, r.into_string()?.into_bytes())),
+        Err(e) => return Err(e.into()),
+    };
+    let (status, cache) = (r.status(), r.header("x-packyard-cache").map(str::to_string));
+    let mut body = Vec::new();
+    r.into_reader().read_to_end(&mut body)?;
+    Ok((status, cache, body))
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(<sha2::Sha256 as sha2::Digest>::digest(bytes))
+}
+
+/// `conan list -p` and `conan graph info --build=missing` through a proxy (of a second server's
+/// hosted repository) and a group (a hosted and that proxy), over 20 versions with three
+/// binaries each: the client filters the packages by their `conaninfo.txt`, which every
+/// package search (`…/revisions/<rrev>/search`) serves, through the proxy byte for byte; a
+/// binary that exists is downloaded, one that does not is to be built. On SQLite and PostgreSQL.
+#[test]
+fn package_queries_through_proxies_and_groups() -> anyhow::Result<()> {
+    if !conan_available() {
+        eprintln!("skipped: no conan in PATH (scripts/test.sh installs it)");
+        return Ok(());
+    }
+    // The binaries, made once: 1.x go upstream, 2.x to the group's hosted member, and pkg/1.0's
+    // armv8 binary to the hosted member too (where the group finds pkg/1.0 first).
+    let producer = Client::new()?;
+    let proj = producer.recipe("pkg", "")?;
+    let versions: Vec<String> = (0..10).map(|i| format!("1.{i}")).chain((0..10).map(|i| format!("2.{i}"))).collect();
+    for v in &versions {
+        for config in CONFIGS {
+            let mut args = vec!["create", ".", "--name=pkg", "--version", v.as_str()];
+            args.extend_from_slice(&config);
+            producer.ok_in(Some(&proj), &args, &[])?;
+        }
+    }
+    let local = listed_packages(&producer.json(&["list", "pkg/1.0:*"])?, "Local Cache");
+    let id_of = |os: &str, arch: &str| -> anyhow::Result<String> {
+        local
+            .iter()
+            .find(|(_, (s, _))| s["os"] == os && s["arch"] == arch)
+            .map(|((_, id), _)| id.clone())
+            .ok_or_else(|| anyhow::anyhow!("no {os}/{arch} binary in {local:?}"))
+    };
+    let (linux, arm, windows) = (id_of("Linux", "x86_64")?, id_of("Linux", "armv8")?, id_of("Windows", "x86_64")?);
+    assert_eq!(local.len(), 3, "{local:?}");
+    assert_eq!(local[&("pkg/1.0".to_string(), windows.clone())].1["shared"], "True");
+
+    for backend in CLIENT_BACKENDS {
+        package_queries_on(backend, &producer, [&linux, &arm, &windows])
+            .map_err(|e| e.context(format!("on {}", backend.as_str())))?;
+    }
+    Ok(())
+}
+
+fn package_queries_on(backend: Backend, producer: &Client, [linux, arm, windows]: [&String; 3]) -> anyhow::Result<()> {
+    let Some((upstream, _up_dir)) = server_on(backend, &[])? else { return Ok(()) };
+    let Some((server, _dir)) = server_on(backend, &[])? else { return Ok(()) };
+    let auth = basic(PW);
+    common::process::create_repository(&upstream.public, &auth, Repo::hosted("conan-up", Format::Conan))?;
+    let up_url = format!("{}/repository/conan-up", upstream.public);
+    for spec in [
+        Repo::proxy("conan-proxy", Format::Conan, &format!("{up_url}/")),
+        Repo::hosted("conan-local", Format::Conan),
+        Repo::group("conan-all", Format::Conan, &["conan-local", "conan-proxy"]),
+    ] {
+        common::process::create_repository(&server.public, &auth, spec)?;
+    }
+    let url = |repo: &str| format!("{}/repository/{repo}", server.public);
+    producer.remotes(&[("up", up_url.clone(), true), ("local", url("conan-local"), true)])?;
+    producer.ok(&["upload", "pkg/1.*", "-r", "up", "-c"])?;
+    producer.ok(&["upload", "pkg/2.*", "-r", "local", "-c"])?;
+    producer.ok(&["upload", &format!("pkg/1.0:{arm}"), "-r", "local", "-c"])?;
+
+    let consumer = Client::new()?;
+    consumer.remotes(&[
+        ("up", up_url.clone(), false),
+        ("proxy", url("conan-proxy"), false),
+        ("all", url("conan-all"), false),
+    ])?;
+    let ids = |refs: &mut dyn Iterator<Item = String>, id: &String| -> Vec<(String, String)> {
+        refs.map(|r| (r, id.clone())).collect()
+    };
+    let ones = || (0..10).map(|i| format!("pkg/1.{i}"));
+    let twos = || (0..10).map(|i| format!("pkg/2.{i}"));
+
+    // `-p` over every version: the upstream, its proxy (the same), the group (both members; its
+    // pkg/1.0 is the hosted member's, which has no Linux x86_64 binary).
+    let query = ["list", "pkg/*:*", "-p", "os=Linux AND arch=x86_64"];
+    for (remote, want) in [
+        ("up", ids(&mut ones(), linux)),
+        ("proxy", ids(&mut ones(), linux)),
+        ("all", ids(&mut ones().skip(1).chain(twos()), linux)),
+    ] {
+        let mut args = query.to_vec();
+        args.extend(["-r", remote]);
+        let found = listed_packages(&consumer.json(&args)?, remote);
+        assert_eq!(found.keys().cloned().collect::<Vec<_>>(), want, "{remote}: {found:?}");
+        for (settings, options) in found.values() {
+            assert_eq!(settings, &serde_json::json!({"os": "Linux", "arch": "x86_64"}), "{remote}");
+            assert_eq!(options, &serde_json::json!({"shared": "False"}), "{remote}");
+        }
+    }
+    // One version, one setting; an option.
+    for (remote, want) in [("proxy", vec![arm, linux]), ("all", vec![arm])] {
+        let found = listed_packages(&consumer.json(&["list", "pkg/1.0:*", "-p", "os=Linux", "-r", remote])?, remote);
+        let mut want: Vec<_> = want.into_iter().map(|id| ("pkg/1.0".to_string(), id.clone())).collect();
+        want.sort();
+        assert_eq!(found.keys().cloned().collect::<Vec<_>>(), want, "{remote}");
+    }
+    for remote in ["proxy", "all"] {
+        let found =
+            listed_packages(&consumer.json(&["list", "pkg/*:*", "-p", "options.shared=True", "-r", remote])?, remote);
+        let expected = if remote == "proxy" { 10 } else { 19 };
+        assert_eq!(found.len(), expected, "{remote}: {found:?}");
+        assert!(found.iter().all(|((_, id), (s, _))| id == windows && s["os"] == "Windows"), "{remote}: {found:?}");
+    }
+
+    // What the client reads for `-p`: each package's conaninfo.txt in the package search — the
+    // proxy's answer is the upstream's, byte for byte (also with `list_only`).
+    let latest: serde_json::Value =
+        serde_json::from_str(&status_of(ureq::get(&format!("{up_url}/v2/conans/pkg/1.3/_/_/latest")).call())?.1)?;
+    let rrev = latest["revision"].as_str().unwrap_or_default().to_string();
+    for query in ["", "?list_only=False", "?list_only=True"] {
+        let path = format!("v2/conans/pkg/1.3/_/_/revisions/{rrev}/search{query}");
+        let (s, _, upstream_bytes) = fetch(&format!("{up_url}/{path}"))?;
+        assert_eq!(s, 200, "{path}");
+        for repo in ["conan-proxy", "conan-all"] {
+            let (s, _, bytes) = fetch(&format!("{}/{path}", url(repo)))?;
+            assert_eq!((s, sha256_hex(&bytes)), (200, sha256_hex(&upstream_bytes)), "{repo}/{path}");
+        }
+        let search: serde_json::Value = serde_json::from_slice(&upstream_bytes)?;
+        let info = search[windows.as_str()]["content"].as_str().unwrap_or_default();
+        assert!(
+            info.contains("[settings]\narch=x86_64\nos=Windows") && info.contains("[options]\nshared=True"),
+            "{info}"
+        );
+        assert_eq!(search.as_object().map(serde_json::Map::len), Some(3), "{search}");
+    }
+
+    // graph info --build=missing: a binary that exists is a download from the remote, one that
+    // does not is to be built (and without --build it is missing).
+    let graph =
+        |reference: &str, remote: &str, settings: &[&str], build: bool| -> anyhow::Result<(String, String, String)> {
+            let requires = format!("--requires={reference}");
+            let mut args = vec!["graph", "info", requires.as_str(), "-r", remote];
+            args.extend_from_slice(settings);
+            if build {
+                args.push("--build=missing");
+            }
+            let v = consumer.json(&args)?;
+            let node = v["graph"]["nodes"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .map(|(_, n)| n)
+                .find(|n| n["ref"].as_str().is_some_and(|r| r.starts_with(&format!("{reference}#"))))
+                .ok_or_else(|| anyhow::anyhow!("{reference} is not in the graph: {v}"))?;
+            let text = |k: &str| node[k].as_str().unwrap_or_default().to_string();
+            Ok((text("package_id"), text("binary"), text("binary_remote")))
+        };
+    let win = ["-s", "os=Windows", "-s", "arch=x86_64", "-o", "pkg/*:shared=True"];
+    let mac = ["-s", "os=Macos", "-s", "arch=armv8"];
+    for (reference, remote) in [("pkg/1.4", "proxy"), ("pkg/1.4", "all"), ("pkg/2.4", "all")] {
+        let (id, binary, from) = graph(reference, remote, &win, true)?;
+        assert_eq!(
+            (id.as_str(), binary.as_str(), from.as_str()),
+            (windows.as_str(), "Download", remote),
+            "{reference} from {remote}"
+        );
+        let (id, binary, _) = graph(reference, remote, &mac, true)?;
+        assert_eq!(binary, "Build", "{reference} from {remote}: {id}");
+        let (_, binary, _) = graph(reference, remote, &mac, false)?;
+        assert_eq!(binary, "Missing", "{reference} from {remote}");
+    }
+    // The group's pkg/1.0 is its hosted member's: only the armv8 binary is there.
+    let (_, binary, _) = graph("pkg/1.0", "all", &["-s", "os=Linux", "-s", "arch=armv8"], true)?;
+    assert_eq!(binary, "Download");
+    let (_, binary, _) = graph("pkg/1.0", "all", &["-s", "os=Linux", "-s", "arch=x86_64"], true)?;
+    assert_eq!(binary, "Build", "pkg/1.0's x86_64 binary is the proxy member's, which the group does not use");
+
+    // And the binary installed through each is the one uploaded.
+    for (reference, remote) in [("pkg/1.6", "proxy"), ("pkg/1.7", "all"), ("pkg/2.7", "all")] {
+        let requires = format!("--requires={reference}");
+        let mut args = vec!["install", requires.as_str(), "-r", remote];
+        args.extend_from_slice(&win);
+        consumer.ok(&args)?;
+        let (_, folder, _) = consumer.run_in(None, &["cache", "path", &format!("{reference}:{windows}")], &[])?;
+        let info = std::fs::read_to_string(std::path::Path::new(folder.trim()).join("lib/info.txt"))?;
+        assert_eq!(info, "Windows x86_64 True ", "{reference} from {remote}");
+    }
+    Ok(())
+}
