@@ -1354,3 +1354,179 @@ fn freshness_on(backend: Backend) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// `conan upload --check` (the client checks its cache against the manifests first: a
+/// corrupted package is never sent) and `conan remove "<ref>#<rrev>:*" -r` — the packages go, the
+/// recipe revision stays (listed, installable with --build=missing), each removal audited and
+/// republished, also in a group; `DELETE …/revisions/<rrev>/packages` likewise. On SQLite and
+/// PostgreSQL.
+#[test]
+fn upload_check_and_removing_only_packages() -> anyhow::Result<()> {
+    if !conan_available() {
+        eprintln!("skipped: no conan in PATH (scripts/test.sh installs it)");
+        return Ok(());
+    }
+    for backend in CLIENT_BACKENDS {
+        remove_packages_on(backend).map_err(|e| e.context(format!("on {}", backend.as_str())))?;
+    }
+    Ok(())
+}
+
+fn remove_packages_on(backend: Backend) -> anyhow::Result<()> {
+    let Some((server, _dir)) = server_on(backend, &[])? else { return Ok(()) };
+    let (public, auth) = (server.public.as_str(), basic(PW));
+    common::process::create_repository(public, &auth, Repo::hosted("conan-local", Format::Conan))?;
+    common::process::create_repository(public, &auth, Repo::group("conan-all", Format::Conan, &["conan-local"]))?;
+    let url = |repo: &str| format!("{public}/repository/{repo}");
+    let producer = Client::new()?;
+    producer.remotes(&[("local", url("conan-local"), true), ("all", url("conan-all"), false)])?;
+    let proj = producer.recipe("rm", "")?;
+    for config in [CONFIGS[0], CONFIGS[2]] {
+        let mut args = vec!["create", ".", "--name=rm", "--version=1.0"];
+        args.extend_from_slice(&config);
+        producer.ok_in(Some(&proj), &args, &[])?;
+    }
+
+    // upload --check: checked, then uploaded; again with --force: the same bytes, nothing new.
+    let out = producer.ok(&["upload", "rm/1.0", "-r", "local", "-c", "--check"])?;
+    assert!(out.contains("Integrity check: ok") && out.contains("Uploading package"), "{out}");
+    let packages = listed_packages(&producer.json(&["list", "rm/1.0#*:*", "-r", "local"])?, "local");
+    assert_eq!(packages.len(), 2, "{packages:?}");
+    let rrev = listed_revisions(&producer.json(&["list", "rm/1.0#*", "-r", "local"])?, "local")
+        .get("rm/1.0")
+        .and_then(|r| r.first().cloned())
+        .unwrap_or_default();
+    let recipe = format!("{}/v2/conans/rm/1.0/_/_/revisions/{rrev}", url("conan-local"));
+    let (s, _, conanfile) = fetch(&format!("{recipe}/files/conanfile.py"))?;
+    assert_eq!(s, 200);
+    let prefs: Vec<(String, String)> = packages
+        .keys()
+        .map(|(_, id)| {
+            let v = producer.json(&["list", &format!("rm/1.0#{rrev}:{id}#latest"), "-r", "local"])?;
+            let prev = v["local"]["rm/1.0"]["revisions"][rrev.as_str()]["packages"][id.as_str()]["revisions"]
+                .as_object()
+                .and_then(|m| m.keys().next().cloned())
+                .unwrap_or_default();
+            Ok((id.clone(), prev))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let package_file =
+        |(id, prev): &(String, String)| format!("{recipe}/packages/{id}/revisions/{prev}/files/conan_package.tgz");
+    let (s, _, tgz) = fetch(&package_file(&prefs[0]))?;
+    assert_eq!(s, 200);
+    let out = producer.ok(&["upload", "rm/1.0", "-r", "local", "-c", "--check", "--force"])?;
+    assert!(out.contains("Integrity check: ok") && out.contains("forcing upload"), "{out}");
+    assert_eq!(sha256_hex(&fetch(&format!("{recipe}/files/conanfile.py"))?.2), sha256_hex(&conanfile));
+    assert_eq!(sha256_hex(&fetch(&package_file(&prefs[0]))?.2), sha256_hex(&tgz));
+    assert_eq!(listed_packages(&producer.json(&["list", "rm/1.0#*:*", "-r", "local"])?, "local"), packages);
+
+    // A package corrupted in the cache: --check stops before anything is sent.
+    let chk = producer.recipe("chk", "")?;
+    producer.ok_in(Some(&chk), &["create", ".", "--name=chk", "--version=1.0"], &[])?;
+    let (_, chk_id, _) = cached_revision(&producer, "chk/1.0")?;
+    let (_, folder, _) = producer.run_in(None, &["cache", "path", &format!("chk/1.0:{chk_id}")], &[])?;
+    std::fs::write(std::path::Path::new(folder.trim()).join("lib/info.txt"), "tampered")?;
+    let (ok, out, err) = producer.run_in(None, &["upload", "chk/1.0", "-r", "local", "-c", "--check"], &[])?;
+    assert!(!ok && format!("{out}{err}").contains("There are corrupted artifacts"), "{out}{err}");
+    assert_eq!(fetch(&format!("{}/v2/conans/chk/1.0/_/_/revisions", url("conan-local")))?.0, 404, "nothing was sent");
+
+    // remove <ref>#<rrev>:* — one DELETE per package revision; the recipe revision stays.
+    let out = producer.ok(&["remove", &format!("rm/1.0#{rrev}:*"), "-r", "local", "-c"])?;
+    assert!(out.contains("Removed binaries"), "{out}");
+    for remote in ["local", "all"] {
+        let v = producer.json(&["list", &format!("rm/1.0#{rrev}:*"), "-r", remote])?;
+        assert_eq!(v[remote]["rm/1.0"]["revisions"][rrev.as_str()]["packages"], serde_json::json!({}), "{remote}: {v}");
+        assert_eq!(
+            listed_revisions(&producer.json(&["list", "rm/1.0#*", "-r", remote])?, remote).get("rm/1.0"),
+            Some(&vec![rrev.clone()])
+        );
+    }
+    for repo in ["conan-local", "conan-all"] {
+        let base = format!("{}/v2/conans/rm/1.0/_/_/revisions/{rrev}", url(repo));
+        let (s, _, search) = fetch(&format!("{base}/search"))?;
+        assert_eq!((s, search.as_slice()), (200, &b"{}"[..]), "{repo}");
+        for (id, prev) in &prefs {
+            assert_eq!(fetch(&format!("{base}/packages/{id}/latest"))?.0, 404, "{repo}: {id}");
+            assert_eq!(
+                fetch(&format!("{base}/packages/{id}/revisions/{prev}/files/conaninfo.txt"))?.0,
+                404,
+                "{repo}: {id}"
+            );
+        }
+        let (s, _, bytes) = fetch(&format!("{base}/files/conanfile.py"))?;
+        assert_eq!((s, sha256_hex(&bytes)), (200, sha256_hex(&conanfile)), "{repo}: the recipe stays");
+    }
+    // Audited: one entry per package revision.
+    let audit = common::process::admin_json(public, &auth, "GET", "/api/v1/audit?action=conan.delete", None)?;
+    let mut targets: Vec<String> = audit["entries"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e["target"].as_str().map(str::to_string))
+        .collect();
+    targets.sort();
+    let mut want: Vec<String> =
+        prefs.iter().map(|(id, prev)| format!("conan-local/rm/1.0#{rrev}:{id}#{prev}")).collect();
+    want.sort();
+    assert_eq!(targets, want, "{audit}");
+    assert!(audit["entries"].as_array().into_iter().flatten().all(|e| e["actor"] == "admin"), "{audit}");
+    // The catalogue's component is the recipe revision's, without package files now.
+    let component = nexus_component(public, &auth, "repository=conan-local&name=rm&version=1.0")?;
+    let paths: Vec<&str> =
+        component["assets"].as_array().into_iter().flatten().filter_map(|a| a["path"].as_str()).collect();
+    assert!(!paths.is_empty() && paths.iter().all(|p| !p.contains("/packages/")), "{paths:?}");
+    // The recipe is still installable: its binary is missing, and built with --build=missing.
+    let consumer = Client::new()?;
+    consumer.remotes(&[("local", url("conan-local"), false)])?;
+    let (ok, out, err) = consumer.run_in(None, &["install", "--requires=rm/1.0", "-r", "local"], &[])?;
+    assert!(!ok && format!("{out}{err}").contains("Missing prebuilt package for 'rm/1.0'"), "{out}{err}");
+    consumer.ok(&["install", "--requires=rm/1.0", "-r", "local", "--build=missing"])?;
+    let linux = packages.iter().find(|(_, (settings, _))| settings["os"] == "Linux").map(|((_, id), _)| id.clone());
+    assert_eq!(
+        installed_info(&consumer, &format!("rm/1.0#{rrev}:{}", linux.unwrap_or_default()))?,
+        "Linux x86_64 False "
+    );
+
+    // DELETE …/revisions/<rrev>/packages: every package of the revision in one request.
+    producer.ok(&["upload", "rm/1.0", "-r", "local", "-c"])?;
+    assert_eq!(listed_packages(&producer.json(&["list", "rm/1.0#*:*", "-r", "local"])?, "local").len(), 2);
+    let delete = |path: &str, who: Option<&str>| {
+        let mut req = ureq::delete(&format!("{}/v2/conans/rm/1.0/_/_/{path}", url("conan-local")));
+        if let Some(a) = who {
+            req = req.set("Authorization", a);
+        }
+        status_of(req.call())
+    };
+    assert_eq!(delete(&format!("revisions/{rrev}/packages"), None)?.0, 401, "anonymous callers never delete");
+    assert_eq!(delete(&format!("revisions/{rrev}/packages"), Some(&auth))?.0, 200);
+    let v = producer.json(&["list", &format!("rm/1.0#{rrev}:*"), "-r", "local"])?;
+    assert_eq!(v["local"]["rm/1.0"]["revisions"][rrev.as_str()]["packages"], serde_json::json!({}), "{v}");
+    assert_eq!(delete(&format!("revisions/{rrev}/packages"), Some(&auth))?.0, 200, "none left: still fine");
+    let (s, text) = delete("revisions/0123456789abcdef0123456789abcdef/packages", Some(&auth))?;
+    assert_eq!(s, 404, "{text}");
+    assert!(text.contains("rm/1.0#0123456789abcdef0123456789abcdef not found"), "{text}");
+    let (s, text) = status_of(
+        ureq::delete(&format!("{}/v2/conans/rm/1.0/_/_/revisions/{rrev}/packages", url("conan-all")))
+            .set("Authorization", &auth)
+            .call(),
+    )?;
+    assert_eq!(s, 405, "a group is read-only: {text}");
+    let audit = common::process::admin_json(
+        public,
+        &auth,
+        "GET",
+        &format!("/api/v1/audit?action=conan.delete&target=conan-local/rm/1.0%23{rrev}"),
+        None,
+    )?;
+    assert!(
+        audit["entries"].as_array().is_some_and(|e| e
+            .iter()
+            .any(|e| e["target"] == format!("conan-local/rm/1.0#{rrev}") && e["detail"]["rows"] == 2)),
+        "{audit}"
+    );
+    assert_eq!(
+        listed_revisions(&producer.json(&["list", "rm/1.0#*", "-r", "local"])?, "local").get("rm/1.0"),
+        Some(&vec![rrev.clone()])
+    );
+    Ok(())
+}
