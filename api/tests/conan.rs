@@ -722,3 +722,811 @@ fn cleanup_with_the_real_client() -> anyhow::Result<()> {
     assert!(server.terminate()?.success());
     Ok(())
 }
+
+/// Uploads a recipe revision `rrev` of `reference` (URL form, `name/version/_/_`) with one
+/// package `pkgid#prev` whose conaninfo.txt is `conaninfo`, through plain HTTP as `auth`.
+fn upload_by_http(
+    base: &str,
+    auth: &str,
+    reference: &str,
+    (rrev, pkgid, prev): (&str, &str, &str),
+    conaninfo: &str,
+) -> anyhow::Result<()> {
+    let md5 = |b: &[u8]| hex::encode(<md5::Md5 as md5::Digest>::digest(b));
+    let conanfile = format!("from conan import ConanFile\n# {reference}\n");
+    let recipe = format!("{base}/v2/conans/{reference}/revisions/{rrev}");
+    let package = format!("{recipe}/packages/{pkgid}/revisions/{prev}");
+    for (url, body) in [
+        (format!("{recipe}/files/conanfile.py"), conanfile.clone()),
+        (format!("{recipe}/files/conanmanifest.txt"), format!("1\nconanfile.py: {}\n", md5(conanfile.as_bytes()))),
+        (format!("{package}/files/conaninfo.txt"), conaninfo.to_string()),
+        (format!("{package}/files/conanmanifest.txt"), format!("1\nconaninfo.txt: {}\n", md5(conaninfo.as_bytes()))),
+    ] {
+        let (s, text) = status_of(ureq::put(&url).set("Authorization", auth).send_bytes(body.as_bytes()))?;
+        anyhow::ensure!(s == 201, "PUT {url}: {s} {text}");
+    }
+    Ok(())
+}
+
+/// Warmed reads of a proxy's metadata (its upstream a second server) and of a group's (a
+/// reference of its hosted member, one of its proxy member, its search) make no database
+/// query: the group answers from its published snapshots, the proxy from the copies it keeps
+/// in memory while they are fresh.
+async fn warmed_proxy_and_group_reads_make_no_query(mut app: common::app::TestApp) -> anyhow::Result<()> {
+    let up_dir = tempfile::tempdir()?;
+    let upstream = start(up_dir.path(), &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)])?;
+    upstream.wait_ready()?;
+    common::process::create_repository(&upstream.public, &basic(PW), Repo::hosted("up", Format::Conan))?;
+    let info = "[settings]\narch=x86_64\nos=Linux\n";
+    upload_by_http(&format!("{}/repository/up", upstream.public), &basic(PW), "lib/1.0/_/_", ("r1", "p1", "q1"), info)?;
+    app.start_worker();
+    app.create(Repo::hosted("local", Format::Conan)).await?;
+    app.create(Repo::proxy("px", Format::Conan, &format!("{}/repository/up/", upstream.public))).await?;
+    app.create(Repo::group("grp", Format::Conan, &["local", "px"])).await?;
+    let md5 = |b: &[u8]| hex::encode(<md5::Md5 as md5::Digest>::digest(b));
+    let own = "/repository/local/v2/conans/own/1.0/_/_/revisions/o1/files";
+    assert_eq!(app.put(&format!("{own}/conanfile.py"), &b"from conan import ConanFile\n"[..]).await?.status, 201);
+    let manifest = format!("1\nconanfile.py: {}\n", md5(b"from conan import ConanFile\n"));
+    assert_eq!(app.put(&format!("{own}/conanmanifest.txt"), manifest).await?.status, 201);
+
+    let lib = "v2/conans/lib/1.0/_/_";
+    let reads = [
+        format!("/repository/px/{lib}/latest"),
+        format!("/repository/px/{lib}/revisions"),
+        format!("/repository/px/{lib}/revisions/r1/files"),
+        format!("/repository/px/{lib}/revisions/r1/search"),
+        format!("/repository/px/{lib}/revisions/r1/packages/p1/latest"),
+        "/repository/px/v2/conans/search?q=lib*".to_string(),
+        format!("/repository/grp/{lib}/latest"),
+        format!("/repository/grp/{lib}/revisions/r1/search?list_only=False"),
+        format!("/repository/grp/{lib}/revisions/r1/packages/p1/revisions"),
+        "/repository/grp/v2/conans/own/1.0/_/_/latest".to_string(),
+        "/repository/grp/v2/conans/own/1.0/_/_/revisions/o1/files".to_string(),
+        "/repository/grp/v2/conans/search?q=*".to_string(),
+    ];
+    for path in &reads {
+        let r = app.get(path).await?;
+        assert_eq!(r.status, 200, "{path}: {}", r.text);
+    }
+    let r = app.get(&format!("/repository/grp/{lib}/revisions/r1/search")).await?;
+    assert_eq!(r.json["p1"]["content"], info, "{}", r.text);
+    let r = app.get("/repository/grp/v2/conans/search?q=*").await?;
+    assert_eq!(r.json["results"], serde_json::json!(["lib/1.0", "own/1.0"]), "{}", r.text);
+    app.stop_worker();
+    for path in &reads {
+        assert_eq!(app.get(path).await?.status, 200, "{path}");
+    }
+    let before = app.t.metrics.db_queries();
+    for _ in 0..3 {
+        for path in &reads {
+            let r = app.get(path).await?;
+            assert_eq!(r.status, 200, "{path}");
+            // What comes from the proxy (also a group's reference of its proxy member) says so.
+            let proxied = path.contains("/px/") || path.contains("/grp/v2/conans/lib/");
+            let hit = r.headers.get("x-packyard-cache").is_some_and(|v| v == "hit");
+            assert!(!proxied || hit, "{path}: {:?}", r.headers);
+        }
+    }
+    assert_eq!(
+        app.t.metrics.db_queries() - before,
+        0,
+        "warmed Conan reads through a proxy and a group ran database queries"
+    );
+    Ok(())
+}
+app_test!(warmed_proxy_and_group_reads_make_no_query, |c: &mut packyard_model::config::Config| c
+    .proxy
+    .allow_private_addresses =
+    true);
+
+// --- proxies and groups in depth, freshness, removing packages (#21, items 8-10) -----------
+
+use packyard_store::db::Backend;
+
+/// The backends the real-client tests below run on (PostgreSQL when `TEST_POSTGRES_URL` is set).
+const CLIENT_BACKENDS: [Backend; 2] = [Backend::Sqlite, Backend::Postgres];
+
+/// A server on `backend`: SQLite in its own directory, or a fresh database on the configured
+/// PostgreSQL server (`None`, with a note, when there is none). Proxies may reach this machine.
+fn server_on(
+    backend: Backend,
+    extra: &[(&str, &str)],
+) -> anyhow::Result<Option<(common::process::Server, tempfile::TempDir)>> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let Some((url, dir)) = rt.block_on(packyard_store::testing::create_database(backend))? else {
+        eprintln!("skipped on {}: no server configured (scripts/test.sh sets TEST_POSTGRES_URL)", backend.as_str());
+        return Ok(None);
+    };
+    let mut env = vec![("PACKYARD_SECURITY__ADMIN_PASSWORD", PW), ("PACKYARD_PROXY__ALLOW_PRIVATE_ADDRESSES", "true")];
+    if backend != Backend::Sqlite {
+        // An upload on a shared database answers once every replica could have seen it (one
+        // watermark period): short periods keep hundreds of uploads quick.
+        env.extend([
+            ("PACKYARD_DATABASE__URL", url.as_str()),
+            ("PACKYARD_SECURITY__SECRET", "a-shared-secret-of-enough-length"),
+            ("PACKYARD_CACHE__WATERMARK_TTL_MS", "100"),
+            ("PACKYARD_SECURITY__WATERMARK_TTL_MS", "100"),
+        ]);
+    }
+    env.extend_from_slice(extra);
+    let server = start(dir.path(), &env)?;
+    server.wait_ready()?;
+    Ok(Some((server, dir)))
+}
+
+/// A `conan` client with a home of its own (a producer's cache, or a consumer's), asking only
+/// the remotes it is given.
+struct Client {
+    home: tempfile::TempDir,
+}
+
+impl Client {
+    fn new() -> anyhow::Result<Self> {
+        let client = Self { home: tempfile::tempdir()? };
+        client.ok(&["profile", "detect"])?;
+        client.ok(&["remote", "remove", "conancenter"])?;
+        Ok(client)
+    }
+
+    /// Runs `conan args` in `cwd` (the home when `None`): success, and stdout and stderr.
+    fn run_in(
+        &self,
+        cwd: Option<&std::path::Path>,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<(bool, String, String)> {
+        let out = Command::new("conan")
+            .args(args)
+            .current_dir(cwd.unwrap_or(self.home.path()))
+            .env("CONAN_HOME", self.home.path())
+            .envs(env.iter().copied())
+            .output()?;
+        Ok((
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        ))
+    }
+
+    fn ok(&self, args: &[&str]) -> anyhow::Result<String> {
+        self.ok_in(None, args, &[])
+    }
+
+    fn ok_in(&self, cwd: Option<&std::path::Path>, args: &[&str], env: &[(&str, &str)]) -> anyhow::Result<String> {
+        let (success, out, err) = self.run_in(cwd, args, env)?;
+        anyhow::ensure!(success, "conan {args:?}: {out}{err}");
+        Ok(format!("{out}{err}"))
+    }
+
+    /// `conan args --format=json`: stdout as JSON.
+    fn json(&self, args: &[&str]) -> anyhow::Result<serde_json::Value> {
+        let mut all = args.to_vec();
+        all.push("--format=json");
+        let (success, out, err) = self.run_in(None, &all, &[])?;
+        anyhow::ensure!(success, "conan {all:?}: {out}{err}");
+        Ok(serde_json::from_str(&out)?)
+    }
+
+    /// Replaces the remotes with `remotes` (name, URL), logging in where a password is given.
+    fn remotes(&self, remotes: &[(&str, String, bool)]) -> anyhow::Result<()> {
+        let have = self.json(&["remote", "list"])?;
+        for r in have.as_array().into_iter().flatten().filter_map(|r| r["name"].as_str()) {
+            self.ok(&["remote", "remove", r])?;
+        }
+        for (name, url, login) in remotes {
+            self.ok(&["remote", "add", name, url])?;
+            if *login {
+                self.ok(&["remote", "login", name, "admin", "-p", PW])?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the test recipe into `<home>/<dir>` (settings `os`, `arch`; option `shared`; its
+    /// package holds `lib/info.txt` naming them and `$PKG_STAMP`), with `extra` appended.
+    fn recipe(&self, dir: &str, extra: &str) -> anyhow::Result<std::path::PathBuf> {
+        let proj = self.home.path().join(dir);
+        std::fs::create_dir_all(&proj)?;
+        std::fs::write(proj.join("conanfile.py"), format!("{RECIPE}{extra}"))?;
+        Ok(proj)
+    }
+}
+
+const RECIPE: &str = r#"import os
+from conan import ConanFile
+from conan.tools.files import save
+
+
+class Pkg(ConanFile):
+    settings = "os", "arch"
+    options = {"shared": [True, False]}
+    default_options = {"shared": False}
+
+    def package(self):
+        stamp = os.environ.get("PKG_STAMP", "")
+        text = f"{self.settings.os} {self.settings.arch} {self.options.shared} {stamp}"
+        save(self, os.path.join(self.package_folder, "lib", "info.txt"), text)
+"#;
+
+/// The three binaries each version gets: settings and options as `conan create` takes them.
+const CONFIGS: [[&str; 6]; 3] = [
+    ["-s", "os=Linux", "-s", "arch=x86_64", "-o", "&:shared=False"],
+    ["-s", "os=Linux", "-s", "arch=armv8", "-o", "&:shared=False"],
+    ["-s", "os=Windows", "-s", "arch=x86_64", "-o", "&:shared=True"],
+];
+
+/// `(reference, package id) -> (settings, options)` of a `conan list …:* --format=json` answer
+/// for `remote` (`Local Cache` for the client's own).
+fn listed_packages(
+    v: &serde_json::Value,
+    remote: &str,
+) -> std::collections::BTreeMap<(String, String), (serde_json::Value, serde_json::Value)> {
+    let mut out = std::collections::BTreeMap::new();
+    for (reference, info) in v[remote].as_object().into_iter().flatten() {
+        for (_, rev) in info["revisions"].as_object().into_iter().flatten() {
+            for (pkgid, p) in rev["packages"].as_object().into_iter().flatten() {
+                let (settings, options) = (p["info"]["settings"].clone(), p["info"]["options"].clone());
+                out.insert((reference.clone(), pkgid.clone()), (settings, options));
+            }
+        }
+    }
+    out
+}
+
+/// GET `url`: status, the `X-Packyard-Cache` header and the body's bytes.
+fn fetch(url: &str) -> anyhow::Result<(u16, Option<String>, Vec<u8>)> {
+    use std::io::Read;
+    let r = match ureq::get(url).call() {
+        Ok(r) => r,
+        Err(ureq::Error::Status(s, r)) => return Ok((s, None, r.into_string()?.into_bytes())),
+        Err(e) => return Err(e.into()),
+    };
+    let (status, cache) = (r.status(), r.header("x-packyard-cache").map(str::to_string));
+    let mut body = Vec::new();
+    r.into_reader().read_to_end(&mut body)?;
+    Ok((status, cache, body))
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(<sha2::Sha256 as sha2::Digest>::digest(bytes))
+}
+
+/// `conan list -p` and `conan graph info --build=missing` through a proxy (of a second server's
+/// hosted repository) and a group (a hosted and that proxy), over 20 versions with three
+/// binaries each: the client filters the packages by their `conaninfo.txt`, which every
+/// package search (`…/revisions/<rrev>/search`) serves, through the proxy byte for byte; a
+/// binary that exists is downloaded, one that does not is to be built. On SQLite and PostgreSQL.
+#[test]
+fn package_queries_through_proxies_and_groups() -> anyhow::Result<()> {
+    if !conan_available() {
+        eprintln!("skipped: no conan in PATH (scripts/test.sh installs it)");
+        return Ok(());
+    }
+    // The binaries, made once: 1.x go upstream, 2.x to the group's hosted member, and pkg/1.0's
+    // armv8 binary to the hosted member too (where the group finds pkg/1.0 first).
+    let producer = Client::new()?;
+    let proj = producer.recipe("pkg", "")?;
+    let versions: Vec<String> = (0..10).map(|i| format!("1.{i}")).chain((0..10).map(|i| format!("2.{i}"))).collect();
+    for v in &versions {
+        for config in CONFIGS {
+            let mut args = vec!["create", ".", "--name=pkg", "--version", v.as_str()];
+            args.extend_from_slice(&config);
+            producer.ok_in(Some(&proj), &args, &[])?;
+        }
+    }
+    let local = listed_packages(&producer.json(&["list", "pkg/1.0:*"])?, "Local Cache");
+    let id_of = |os: &str, arch: &str| -> anyhow::Result<String> {
+        local
+            .iter()
+            .find(|(_, (s, _))| s["os"] == os && s["arch"] == arch)
+            .map(|((_, id), _)| id.clone())
+            .ok_or_else(|| anyhow::anyhow!("no {os}/{arch} binary in {local:?}"))
+    };
+    let (linux, arm, windows) = (id_of("Linux", "x86_64")?, id_of("Linux", "armv8")?, id_of("Windows", "x86_64")?);
+    assert_eq!(local.len(), 3, "{local:?}");
+    assert_eq!(local[&("pkg/1.0".to_string(), windows.clone())].1["shared"], "True");
+
+    for backend in CLIENT_BACKENDS {
+        package_queries_on(backend, &producer, [&linux, &arm, &windows])
+            .map_err(|e| e.context(format!("on {}", backend.as_str())))?;
+    }
+    Ok(())
+}
+
+fn package_queries_on(backend: Backend, producer: &Client, [linux, arm, windows]: [&String; 3]) -> anyhow::Result<()> {
+    let Some((upstream, _up_dir)) = server_on(backend, &[])? else { return Ok(()) };
+    let Some((server, _dir)) = server_on(backend, &[])? else { return Ok(()) };
+    let auth = basic(PW);
+    common::process::create_repository(&upstream.public, &auth, Repo::hosted("conan-up", Format::Conan))?;
+    let up_url = format!("{}/repository/conan-up", upstream.public);
+    for spec in [
+        Repo::proxy("conan-proxy", Format::Conan, &format!("{up_url}/")),
+        Repo::hosted("conan-local", Format::Conan),
+        Repo::group("conan-all", Format::Conan, &["conan-local", "conan-proxy"]),
+    ] {
+        common::process::create_repository(&server.public, &auth, spec)?;
+    }
+    let url = |repo: &str| format!("{}/repository/{repo}", server.public);
+    producer.remotes(&[("up", up_url.clone(), true), ("local", url("conan-local"), true)])?;
+    producer.ok(&["upload", "pkg/1.*", "-r", "up", "-c"])?;
+    producer.ok(&["upload", "pkg/2.*", "-r", "local", "-c"])?;
+    producer.ok(&["upload", &format!("pkg/1.0:{arm}"), "-r", "local", "-c"])?;
+
+    let consumer = Client::new()?;
+    consumer.remotes(&[
+        ("up", up_url.clone(), false),
+        ("proxy", url("conan-proxy"), false),
+        ("all", url("conan-all"), false),
+    ])?;
+    let ids = |refs: &mut dyn Iterator<Item = String>, id: &String| -> Vec<(String, String)> {
+        refs.map(|r| (r, id.clone())).collect()
+    };
+    let ones = || (0..10).map(|i| format!("pkg/1.{i}"));
+    let twos = || (0..10).map(|i| format!("pkg/2.{i}"));
+
+    // `-p` over every version: the upstream, its proxy (the same), the group (both members; its
+    // pkg/1.0 is the hosted member's, which has no Linux x86_64 binary).
+    let query = ["list", "pkg/*:*", "-p", "os=Linux AND arch=x86_64"];
+    for (remote, want) in [
+        ("up", ids(&mut ones(), linux)),
+        ("proxy", ids(&mut ones(), linux)),
+        ("all", ids(&mut ones().skip(1).chain(twos()), linux)),
+    ] {
+        let mut args = query.to_vec();
+        args.extend(["-r", remote]);
+        let found = listed_packages(&consumer.json(&args)?, remote);
+        assert_eq!(found.keys().cloned().collect::<Vec<_>>(), want, "{remote}: {found:?}");
+        for (settings, options) in found.values() {
+            assert_eq!(settings, &serde_json::json!({"os": "Linux", "arch": "x86_64"}), "{remote}");
+            assert_eq!(options, &serde_json::json!({"shared": "False"}), "{remote}");
+        }
+    }
+    // One version, one setting; an option.
+    for (remote, want) in [("proxy", vec![arm, linux]), ("all", vec![arm])] {
+        let found = listed_packages(&consumer.json(&["list", "pkg/1.0:*", "-p", "os=Linux", "-r", remote])?, remote);
+        let mut want: Vec<_> = want.into_iter().map(|id| ("pkg/1.0".to_string(), id.clone())).collect();
+        want.sort();
+        assert_eq!(found.keys().cloned().collect::<Vec<_>>(), want, "{remote}");
+    }
+    for remote in ["proxy", "all"] {
+        let found =
+            listed_packages(&consumer.json(&["list", "pkg/*:*", "-p", "options.shared=True", "-r", remote])?, remote);
+        let expected = if remote == "proxy" { 10 } else { 19 };
+        assert_eq!(found.len(), expected, "{remote}: {found:?}");
+        assert!(found.iter().all(|((_, id), (s, _))| id == windows && s["os"] == "Windows"), "{remote}: {found:?}");
+    }
+
+    // What the client reads for `-p`: each package's conaninfo.txt in the package search — the
+    // proxy's answer is the upstream's, byte for byte (also with `list_only`).
+    let latest: serde_json::Value =
+        serde_json::from_str(&status_of(ureq::get(&format!("{up_url}/v2/conans/pkg/1.3/_/_/latest")).call())?.1)?;
+    let rrev = latest["revision"].as_str().unwrap_or_default().to_string();
+    for query in ["", "?list_only=False", "?list_only=True"] {
+        let path = format!("v2/conans/pkg/1.3/_/_/revisions/{rrev}/search{query}");
+        let (s, _, upstream_bytes) = fetch(&format!("{up_url}/{path}"))?;
+        assert_eq!(s, 200, "{path}");
+        for repo in ["conan-proxy", "conan-all"] {
+            let (s, _, bytes) = fetch(&format!("{}/{path}", url(repo)))?;
+            assert_eq!((s, sha256_hex(&bytes)), (200, sha256_hex(&upstream_bytes)), "{repo}/{path}");
+        }
+        let search: serde_json::Value = serde_json::from_slice(&upstream_bytes)?;
+        let info = search[windows.as_str()]["content"].as_str().unwrap_or_default();
+        assert!(
+            info.contains("[settings]\narch=x86_64\nos=Windows") && info.contains("[options]\nshared=True"),
+            "{info}"
+        );
+        assert_eq!(search.as_object().map(serde_json::Map::len), Some(3), "{search}");
+    }
+
+    // graph info --build=missing: a binary that exists is a download from the remote, one that
+    // does not is to be built (and without --build it is missing).
+    let graph =
+        |reference: &str, remote: &str, settings: &[&str], build: bool| -> anyhow::Result<(String, String, String)> {
+            let requires = format!("--requires={reference}");
+            let mut args = vec!["graph", "info", requires.as_str(), "-r", remote];
+            args.extend_from_slice(settings);
+            if build {
+                args.push("--build=missing");
+            }
+            let v = consumer.json(&args)?;
+            let node = v["graph"]["nodes"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .map(|(_, n)| n)
+                .find(|n| n["ref"].as_str().is_some_and(|r| r.starts_with(&format!("{reference}#"))))
+                .ok_or_else(|| anyhow::anyhow!("{reference} is not in the graph: {v}"))?;
+            let text = |k: &str| node[k].as_str().unwrap_or_default().to_string();
+            Ok((text("package_id"), text("binary"), text("binary_remote")))
+        };
+    let win = ["-s", "os=Windows", "-s", "arch=x86_64", "-o", "pkg/*:shared=True"];
+    let mac = ["-s", "os=Macos", "-s", "arch=armv8"];
+    for (reference, remote) in [("pkg/1.4", "proxy"), ("pkg/1.4", "all"), ("pkg/2.4", "all")] {
+        let (id, binary, from) = graph(reference, remote, &win, true)?;
+        assert_eq!(
+            (id.as_str(), binary.as_str(), from.as_str()),
+            (windows.as_str(), "Download", remote),
+            "{reference} from {remote}"
+        );
+        let (id, binary, _) = graph(reference, remote, &mac, true)?;
+        assert_eq!(binary, "Build", "{reference} from {remote}: {id}");
+        let (_, binary, _) = graph(reference, remote, &mac, false)?;
+        assert_eq!(binary, "Missing", "{reference} from {remote}");
+    }
+    // The group's pkg/1.0 is its hosted member's: only the armv8 binary is there.
+    let (_, binary, _) = graph("pkg/1.0", "all", &["-s", "os=Linux", "-s", "arch=armv8"], true)?;
+    assert_eq!(binary, "Download");
+    let (_, binary, _) = graph("pkg/1.0", "all", &["-s", "os=Linux", "-s", "arch=x86_64"], true)?;
+    assert_eq!(binary, "Build", "pkg/1.0's x86_64 binary is the proxy member's, which the group does not use");
+
+    // And the binary installed through each is the one uploaded.
+    for (reference, remote) in [("pkg/1.6", "proxy"), ("pkg/1.7", "all"), ("pkg/2.7", "all")] {
+        let requires = format!("--requires={reference}");
+        let mut args = vec!["install", requires.as_str(), "-r", remote];
+        args.extend_from_slice(&win);
+        consumer.ok(&args)?;
+        let (_, folder, _) = consumer.run_in(None, &["cache", "path", &format!("{reference}:{windows}")], &[])?;
+        let info = std::fs::read_to_string(std::path::Path::new(folder.trim()).join("lib/info.txt"))?;
+        assert_eq!(info, "Windows x86_64 True ", "{reference} from {remote}");
+    }
+    Ok(())
+}
+
+/// The recipe revisions a `conan list` answer shows for `remote`, by reference.
+fn listed_revisions(v: &serde_json::Value, remote: &str) -> std::collections::BTreeMap<String, Vec<String>> {
+    let mut out = std::collections::BTreeMap::new();
+    for (reference, info) in v[remote].as_object().into_iter().flatten() {
+        let revs: Vec<String> = info["revisions"].as_object().into_iter().flatten().map(|(r, _)| r.clone()).collect();
+        out.insert(reference.clone(), revs);
+    }
+    out
+}
+
+/// The recipe and package revisions of `reference` in a client's cache: `(rrev, pkgid, prev)`
+/// of the latest package revision of its one binary.
+fn cached_revision(client: &Client, reference: &str) -> anyhow::Result<(String, String, String)> {
+    let v = client.json(&["list", &format!("{reference}#latest:*#latest")])?;
+    let info = &v["Local Cache"][reference]["revisions"];
+    let (rrev, rev) = info.as_object().and_then(|m| m.iter().next()).ok_or_else(|| anyhow::anyhow!("{v}"))?;
+    let (pkgid, pkg) =
+        rev["packages"].as_object().and_then(|m| m.iter().next()).ok_or_else(|| anyhow::anyhow!("{v}"))?;
+    let prev =
+        pkg["revisions"].as_object().and_then(|m| m.keys().next().cloned()).ok_or_else(|| anyhow::anyhow!("{v}"))?;
+    Ok((rrev.clone(), pkgid.clone(), prev))
+}
+
+/// What a client installed of `pkg` (its latest package revision's `lib/info.txt`).
+fn installed_info(client: &Client, pref: &str) -> anyhow::Result<String> {
+    let (ok, folder, err) = client.run_in(None, &["cache", "path", pref], &[])?;
+    anyhow::ensure!(ok, "conan cache path {pref}: {err}");
+    Ok(std::fs::read_to_string(std::path::Path::new(folder.trim()).join("lib/info.txt"))?)
+}
+
+/// Proxy freshness: a recipe revision and a package revision uploaded upstream after the proxy
+/// cached the first are seen through the proxy, and a group over it, once the proxy's
+/// `metadata_ttl_secs` passed (`conan list`, `conan install --update`) — before, the proxy may
+/// still answer with what it cached —, while the first revision's files are still served from
+/// the cache unchanged, even after they are removed upstream. On SQLite and PostgreSQL.
+#[test]
+fn proxy_freshness_after_the_metadata_ttl() -> anyhow::Result<()> {
+    if !conan_available() {
+        eprintln!("skipped: no conan in PATH (scripts/test.sh installs it)");
+        return Ok(());
+    }
+    for backend in CLIENT_BACKENDS {
+        freshness_on(backend).map_err(|e| e.context(format!("on {}", backend.as_str())))?;
+    }
+    Ok(())
+}
+
+fn freshness_on(backend: Backend) -> anyhow::Result<()> {
+    const TTL: std::time::Duration = std::time::Duration::from_secs(5);
+    let Some((upstream, _up_dir)) = server_on(backend, &[])? else { return Ok(()) };
+    let Some((server, _dir)) = server_on(backend, &[])? else { return Ok(()) };
+    let auth = basic(PW);
+    common::process::create_repository(&upstream.public, &auth, Repo::hosted("conan-up", Format::Conan))?;
+    let up_url = format!("{}/repository/conan-up", upstream.public);
+    for spec in [
+        Repo::proxy("conan-proxy", Format::Conan, &format!("{up_url}/"))
+            .with(serde_json::json!({"proxy": {"metadata_ttl_secs": TTL.as_secs()}})),
+        Repo::hosted("conan-local", Format::Conan),
+        Repo::group("conan-all", Format::Conan, &["conan-local", "conan-proxy"]),
+    ] {
+        common::process::create_repository(&server.public, &auth, spec)?;
+    }
+    let url = |repo: &str| format!("{}/repository/{repo}", server.public);
+
+    // Revision A with its package revision A1, upstream.
+    let producer = Client::new()?;
+    producer.remotes(&[("up", up_url.clone(), true)])?;
+    let proj_a = producer.recipe("fresh-a", "")?;
+    producer.ok_in(Some(&proj_a), &["create", ".", "--name=fresh", "--version=1.0"], &[("PKG_STAMP", "1")])?;
+    let (rev_a, pkgid, prev_a1) = cached_revision(&producer, "fresh/1.0")?;
+    producer.ok(&["upload", "fresh/1.0", "-r", "up", "-c"])?;
+
+    // Read through the proxy and the group: installed, and A's files fetched (so cached).
+    let (via_proxy, via_group) = (Client::new()?, Client::new()?);
+    via_proxy.remotes(&[("proxy", url("conan-proxy"), false)])?;
+    via_group.remotes(&[("all", url("conan-all"), false)])?;
+    for (client, remote) in [(&via_proxy, "proxy"), (&via_group, "all")] {
+        client.ok(&["install", "--requires=fresh/1.0", "-r", remote])?;
+        assert_eq!(installed_info(client, &format!("fresh/1.0:{pkgid}"))?, "Linux x86_64 False 1", "{remote}");
+    }
+    let recipe = format!("v2/conans/fresh/1.0/_/_/revisions/{rev_a}");
+    let a_files: Vec<String> = ["conanfile.py", "conanmanifest.txt"]
+        .iter()
+        .map(|f| format!("{recipe}/files/{f}"))
+        .chain(
+            ["conaninfo.txt", "conanmanifest.txt", "conan_package.tgz"]
+                .iter()
+                .map(|f| format!("{recipe}/packages/{pkgid}/revisions/{prev_a1}/files/{f}")),
+        )
+        .collect();
+    let mut a_hashes = Vec::new();
+    for path in &a_files {
+        let (s, _, upstream_bytes) = fetch(&format!("{up_url}/{path}"))?;
+        assert_eq!(s, 200, "{path}");
+        for repo in ["conan-proxy", "conan-all"] {
+            let (s, _, bytes) = fetch(&format!("{}/{path}", url(repo)))?;
+            assert_eq!((s, sha256_hex(&bytes)), (200, sha256_hex(&upstream_bytes)), "{repo}: {path}");
+        }
+        a_hashes.push(sha256_hex(&upstream_bytes));
+    }
+
+    // The next revisions, in the producer's cache for now: package revision A2 of revision A,
+    // and revision B with its package.
+    producer.ok_in(Some(&proj_a), &["create", ".", "--name=fresh", "--version=1.0"], &[("PKG_STAMP", "2")])?;
+    let (_, _, prev_a2) = cached_revision(&producer, "fresh/1.0")?;
+    let proj_b = producer.recipe("fresh-b", "# the second recipe revision\n")?;
+    producer.ok_in(Some(&proj_b), &["create", ".", "--name=fresh", "--version=1.0"], &[("PKG_STAMP", "3")])?;
+    let (rev_b, _, prev_b1) = cached_revision(&producer, "fresh/1.0")?;
+
+    // The proxy's list of revisions, fetched now (nothing else asks for it): fresh for the TTL
+    // from here. (Its `latest` the group's refresh revalidates in the background.)
+    let revisions = |repo: &str| -> anyhow::Result<(Vec<String>, Option<String>)> {
+        let (s, cache, body) = fetch(&format!("{}/v2/conans/fresh/1.0/_/_/revisions", url(repo)))?;
+        anyhow::ensure!(s == 200, "{repo}: {s} {}", String::from_utf8_lossy(&body));
+        let v: serde_json::Value = serde_json::from_slice(&body)?;
+        let list = v["revisions"].as_array().into_iter().flatten();
+        Ok((list.filter_map(|r| r["revision"].as_str().map(str::to_string)).collect(), cache))
+    };
+    let fetched = std::time::Instant::now();
+    let (revs, cache) = revisions("conan-proxy")?;
+    assert_eq!((revs, cache.as_deref()), (vec![rev_a.clone()], Some("miss")));
+
+    // Upstream, in one upload: package revision A2 of revision A and revision B with its
+    // package (made beforehand, so that the upload alone falls within the TTL).
+    producer.ok(&["upload", "fresh/1.0#*", "-r", "up", "-c"])?;
+    assert!(rev_a != rev_b && prev_a1 != prev_a2, "{rev_a} {rev_b} {prev_a1} {prev_a2}");
+    let (s, _, body) = fetch(&format!("{up_url}/v2/conans/fresh/1.0/_/_/latest"))?;
+    assert_eq!(s, 200);
+    assert!(String::from_utf8_lossy(&body).contains(&rev_b), "upstream has B");
+
+    // Before the TTL the proxy (and the group, which reads the reference from it) may still
+    // answer A alone: it does here, from its cache.
+    if fetched.elapsed() + std::time::Duration::from_millis(500) < TTL {
+        for repo in ["conan-proxy", "conan-all"] {
+            let (revs, cache) = revisions(repo)?;
+            assert_eq!((revs, cache.as_deref()), (vec![rev_a.clone()], Some("hit")), "{repo} within the TTL");
+        }
+    } else {
+        eprintln!("{}: the uploads took longer than the TTL; not checking what the proxy cached", backend.as_str());
+    }
+    // Whatever the proxy fetched before the uploads ended is stale after this.
+    std::thread::sleep(TTL + std::time::Duration::from_millis(200));
+
+    // After it: B through both, and A's new package revision.
+    for (client, remote) in [(&via_proxy, "proxy"), (&via_group, "all")] {
+        let revisions = listed_revisions(&client.json(&["list", "fresh/1.0#*", "-r", remote])?, remote);
+        let mut want = vec![rev_a.clone(), rev_b.clone()];
+        want.sort();
+        let mut have = revisions.get("fresh/1.0").cloned().unwrap_or_default();
+        have.sort();
+        assert_eq!(have, want, "{remote}");
+        let newest = listed_revisions(&client.json(&["list", "fresh/1.0#latest", "-r", remote])?, remote);
+        assert_eq!(newest.get("fresh/1.0"), Some(&vec![rev_b.clone()]), "{remote}");
+        let v = client.json(&["list", &format!("fresh/1.0#{rev_a}:{pkgid}#*"), "-r", remote])?;
+        let prevs: std::collections::BTreeSet<String> = v[remote]["fresh/1.0"]["revisions"][rev_a.as_str()]["packages"]
+            [pkgid.as_str()]["revisions"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(p, _)| p.clone())
+            .collect();
+        assert_eq!(prevs, [prev_a1.clone(), prev_a2.clone()].into(), "{remote}: {v}");
+        // `install --update` moves the client on to B, and to A's new package revision.
+        let out = client.ok(&["install", "--requires=fresh/1.0", "--update", "-r", remote])?;
+        assert!(out.contains(&format!("fresh/1.0#{rev_b}")), "{remote}: {out}");
+        assert_eq!(installed_info(client, &format!("fresh/1.0#{rev_b}:{pkgid}#{prev_b1}"))?, "Linux x86_64 False 3");
+        client.ok(&["install", &format!("--requires=fresh/1.0#{rev_a}"), "--update", "-r", remote])?;
+        assert_eq!(installed_info(client, &format!("fresh/1.0#{rev_a}:{pkgid}#{prev_a2}"))?, "Linux x86_64 False 2");
+    }
+
+    // A's files never change: served from the cache, the same bytes — also once A is gone
+    // upstream.
+    producer.ok(&["remove", &format!("fresh/1.0#{rev_a}"), "-r", "up", "-c"])?;
+    assert_eq!(fetch(&format!("{up_url}/{}", a_files[0]))?.0, 404, "A is gone upstream");
+    for (path, hash) in a_files.iter().zip(&a_hashes) {
+        for repo in ["conan-proxy", "conan-all"] {
+            let (s, cache, bytes) = fetch(&format!("{}/{path}", url(repo)))?;
+            assert_eq!((s, cache.as_deref(), sha256_hex(&bytes)), (200, Some("hit"), hash.clone()), "{repo}: {path}");
+        }
+    }
+    Ok(())
+}
+
+/// `conan upload --check` (the client checks its cache against the manifests first: a
+/// corrupted package is never sent) and `conan remove "<ref>#<rrev>:*" -r` — the packages go, the
+/// recipe revision stays (listed, installable with --build=missing), each removal audited and
+/// republished, also in a group; `DELETE …/revisions/<rrev>/packages` likewise. On SQLite and
+/// PostgreSQL.
+#[test]
+fn upload_check_and_removing_only_packages() -> anyhow::Result<()> {
+    if !conan_available() {
+        eprintln!("skipped: no conan in PATH (scripts/test.sh installs it)");
+        return Ok(());
+    }
+    for backend in CLIENT_BACKENDS {
+        remove_packages_on(backend).map_err(|e| e.context(format!("on {}", backend.as_str())))?;
+    }
+    Ok(())
+}
+
+fn remove_packages_on(backend: Backend) -> anyhow::Result<()> {
+    let Some((server, _dir)) = server_on(backend, &[])? else { return Ok(()) };
+    let (public, auth) = (server.public.as_str(), basic(PW));
+    common::process::create_repository(public, &auth, Repo::hosted("conan-local", Format::Conan))?;
+    common::process::create_repository(public, &auth, Repo::group("conan-all", Format::Conan, &["conan-local"]))?;
+    let url = |repo: &str| format!("{public}/repository/{repo}");
+    let producer = Client::new()?;
+    producer.remotes(&[("local", url("conan-local"), true), ("all", url("conan-all"), false)])?;
+    let proj = producer.recipe("rm", "")?;
+    for config in [CONFIGS[0], CONFIGS[2]] {
+        let mut args = vec!["create", ".", "--name=rm", "--version=1.0"];
+        args.extend_from_slice(&config);
+        producer.ok_in(Some(&proj), &args, &[])?;
+    }
+
+    // upload --check: checked, then uploaded; again with --force: the same bytes, nothing new.
+    let out = producer.ok(&["upload", "rm/1.0", "-r", "local", "-c", "--check"])?;
+    assert!(out.contains("Integrity check: ok") && out.contains("Uploading package"), "{out}");
+    let packages = listed_packages(&producer.json(&["list", "rm/1.0#*:*", "-r", "local"])?, "local");
+    assert_eq!(packages.len(), 2, "{packages:?}");
+    let rrev = listed_revisions(&producer.json(&["list", "rm/1.0#*", "-r", "local"])?, "local")
+        .get("rm/1.0")
+        .and_then(|r| r.first().cloned())
+        .unwrap_or_default();
+    let recipe = format!("{}/v2/conans/rm/1.0/_/_/revisions/{rrev}", url("conan-local"));
+    let (s, _, conanfile) = fetch(&format!("{recipe}/files/conanfile.py"))?;
+    assert_eq!(s, 200);
+    let prefs: Vec<(String, String)> = packages
+        .keys()
+        .map(|(_, id)| {
+            let v = producer.json(&["list", &format!("rm/1.0#{rrev}:{id}#latest"), "-r", "local"])?;
+            let prev = v["local"]["rm/1.0"]["revisions"][rrev.as_str()]["packages"][id.as_str()]["revisions"]
+                .as_object()
+                .and_then(|m| m.keys().next().cloned())
+                .unwrap_or_default();
+            Ok((id.clone(), prev))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let package_file =
+        |(id, prev): &(String, String)| format!("{recipe}/packages/{id}/revisions/{prev}/files/conan_package.tgz");
+    let (s, _, tgz) = fetch(&package_file(&prefs[0]))?;
+    assert_eq!(s, 200);
+    let out = producer.ok(&["upload", "rm/1.0", "-r", "local", "-c", "--check", "--force"])?;
+    assert!(out.contains("Integrity check: ok") && out.contains("forcing upload"), "{out}");
+    assert_eq!(sha256_hex(&fetch(&format!("{recipe}/files/conanfile.py"))?.2), sha256_hex(&conanfile));
+    assert_eq!(sha256_hex(&fetch(&package_file(&prefs[0]))?.2), sha256_hex(&tgz));
+    assert_eq!(listed_packages(&producer.json(&["list", "rm/1.0#*:*", "-r", "local"])?, "local"), packages);
+
+    // A package corrupted in the cache: --check stops before anything is sent.
+    let chk = producer.recipe("chk", "")?;
+    producer.ok_in(Some(&chk), &["create", ".", "--name=chk", "--version=1.0"], &[])?;
+    let (_, chk_id, _) = cached_revision(&producer, "chk/1.0")?;
+    let (_, folder, _) = producer.run_in(None, &["cache", "path", &format!("chk/1.0:{chk_id}")], &[])?;
+    std::fs::write(std::path::Path::new(folder.trim()).join("lib/info.txt"), "tampered")?;
+    let (ok, out, err) = producer.run_in(None, &["upload", "chk/1.0", "-r", "local", "-c", "--check"], &[])?;
+    assert!(!ok && format!("{out}{err}").contains("There are corrupted artifacts"), "{out}{err}");
+    assert_eq!(fetch(&format!("{}/v2/conans/chk/1.0/_/_/revisions", url("conan-local")))?.0, 404, "nothing was sent");
+
+    // remove <ref>#<rrev>:* — one DELETE per package revision; the recipe revision stays.
+    let out = producer.ok(&["remove", &format!("rm/1.0#{rrev}:*"), "-r", "local", "-c"])?;
+    assert!(out.contains("Removed binaries"), "{out}");
+    for remote in ["local", "all"] {
+        let v = producer.json(&["list", &format!("rm/1.0#{rrev}:*"), "-r", remote])?;
+        assert_eq!(v[remote]["rm/1.0"]["revisions"][rrev.as_str()]["packages"], serde_json::json!({}), "{remote}: {v}");
+        assert_eq!(
+            listed_revisions(&producer.json(&["list", "rm/1.0#*", "-r", remote])?, remote).get("rm/1.0"),
+            Some(&vec![rrev.clone()])
+        );
+    }
+    for repo in ["conan-local", "conan-all"] {
+        let base = format!("{}/v2/conans/rm/1.0/_/_/revisions/{rrev}", url(repo));
+        let (s, _, search) = fetch(&format!("{base}/search"))?;
+        assert_eq!((s, search.as_slice()), (200, &b"{}"[..]), "{repo}");
+        for (id, prev) in &prefs {
+            assert_eq!(fetch(&format!("{base}/packages/{id}/latest"))?.0, 404, "{repo}: {id}");
+            assert_eq!(
+                fetch(&format!("{base}/packages/{id}/revisions/{prev}/files/conaninfo.txt"))?.0,
+                404,
+                "{repo}: {id}"
+            );
+        }
+        let (s, _, bytes) = fetch(&format!("{base}/files/conanfile.py"))?;
+        assert_eq!((s, sha256_hex(&bytes)), (200, sha256_hex(&conanfile)), "{repo}: the recipe stays");
+    }
+    // Audited: one entry per package revision.
+    let audit = common::process::admin_json(public, &auth, "GET", "/api/v1/audit?action=conan.delete", None)?;
+    let mut targets: Vec<String> = audit["entries"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e["target"].as_str().map(str::to_string))
+        .collect();
+    targets.sort();
+    let mut want: Vec<String> =
+        prefs.iter().map(|(id, prev)| format!("conan-local/rm/1.0#{rrev}:{id}#{prev}")).collect();
+    want.sort();
+    assert_eq!(targets, want, "{audit}");
+    assert!(audit["entries"].as_array().into_iter().flatten().all(|e| e["actor"] == "admin"), "{audit}");
+    // The catalogue's component is the recipe revision's, without package files now.
+    let component = nexus_component(public, &auth, "repository=conan-local&name=rm&version=1.0")?;
+    let paths: Vec<&str> =
+        component["assets"].as_array().into_iter().flatten().filter_map(|a| a["path"].as_str()).collect();
+    assert!(!paths.is_empty() && paths.iter().all(|p| !p.contains("/packages/")), "{paths:?}");
+    // The recipe is still installable: its binary is missing, and built with --build=missing.
+    let consumer = Client::new()?;
+    consumer.remotes(&[("local", url("conan-local"), false)])?;
+    let (ok, out, err) = consumer.run_in(None, &["install", "--requires=rm/1.0", "-r", "local"], &[])?;
+    assert!(!ok && format!("{out}{err}").contains("Missing prebuilt package for 'rm/1.0'"), "{out}{err}");
+    consumer.ok(&["install", "--requires=rm/1.0", "-r", "local", "--build=missing"])?;
+    let linux = packages.iter().find(|(_, (settings, _))| settings["os"] == "Linux").map(|((_, id), _)| id.clone());
+    assert_eq!(
+        installed_info(&consumer, &format!("rm/1.0#{rrev}:{}", linux.unwrap_or_default()))?,
+        "Linux x86_64 False "
+    );
+
+    // DELETE …/revisions/<rrev>/packages: every package of the revision in one request.
+    producer.ok(&["upload", "rm/1.0", "-r", "local", "-c"])?;
+    assert_eq!(listed_packages(&producer.json(&["list", "rm/1.0#*:*", "-r", "local"])?, "local").len(), 2);
+    let delete = |path: &str, who: Option<&str>| {
+        let mut req = ureq::delete(&format!("{}/v2/conans/rm/1.0/_/_/{path}", url("conan-local")));
+        if let Some(a) = who {
+            req = req.set("Authorization", a);
+        }
+        status_of(req.call())
+    };
+    assert_eq!(delete(&format!("revisions/{rrev}/packages"), None)?.0, 401, "anonymous callers never delete");
+    assert_eq!(delete(&format!("revisions/{rrev}/packages"), Some(&auth))?.0, 200);
+    let v = producer.json(&["list", &format!("rm/1.0#{rrev}:*"), "-r", "local"])?;
+    assert_eq!(v["local"]["rm/1.0"]["revisions"][rrev.as_str()]["packages"], serde_json::json!({}), "{v}");
+    assert_eq!(delete(&format!("revisions/{rrev}/packages"), Some(&auth))?.0, 200, "none left: still fine");
+    let (s, text) = delete("revisions/0123456789abcdef0123456789abcdef/packages", Some(&auth))?;
+    assert_eq!(s, 404, "{text}");
+    assert!(text.contains("rm/1.0#0123456789abcdef0123456789abcdef not found"), "{text}");
+    let (s, text) = status_of(
+        ureq::delete(&format!("{}/v2/conans/rm/1.0/_/_/revisions/{rrev}/packages", url("conan-all")))
+            .set("Authorization", &auth)
+            .call(),
+    )?;
+    assert_eq!(s, 405, "a group is read-only: {text}");
+    let audit = common::process::admin_json(
+        public,
+        &auth,
+        "GET",
+        &format!("/api/v1/audit?action=conan.delete&target=conan-local/rm/1.0%23{rrev}"),
+        None,
+    )?;
+    assert!(
+        audit["entries"].as_array().is_some_and(|e| e
+            .iter()
+            .any(|e| e["target"] == format!("conan-local/rm/1.0#{rrev}") && e["detail"]["rows"] == 2)),
+        "{audit}"
+    );
+    assert_eq!(
+        listed_revisions(&producer.json(&["list", "rm/1.0#*", "-r", "local"])?, "local").get("rm/1.0"),
+        Some(&vec![rrev.clone()])
+    );
+    Ok(())
+}

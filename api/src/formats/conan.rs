@@ -227,6 +227,10 @@ async fn read(cx: &Cx<'_>, repo: &Repository, target: Target, depth: usize) -> R
                 Some(r) => (KIND, r.display()),
                 None => (SEARCH_KIND, SEARCH_UNIT.to_string()),
             };
+            // A unit the group published is read from its snapshot (warm: from memory, no
+            // query); only one it never published is requested here.
+            let published =
+                services.published.manifest(&services.db, repo.id, kind, &key).await.map_err(ApiError::from)?;
             let has = || async {
                 if kind == SEARCH_KIND {
                     return Ok(true);
@@ -234,7 +238,7 @@ async fn read(cx: &Cx<'_>, repo: &Repository, target: Target, depth: usize) -> R
                 let reader = groups::Reader::of(services);
                 any_member_has(&services.db, &reader, repo, &key).await.map_err(|e| GroupError::Upstream(e.to_string()))
             };
-            if !groups::publish_on_first_request(services, repo, kind, &key, has).await? {
+            if published.is_none() && !groups::publish_on_first_request(services, repo, kind, &key, has).await? {
                 return Err(not_found(format!("{key} in group {}", repo.name)));
             }
             if kind == KIND {

@@ -63,6 +63,11 @@ pub struct FetchRequest {
     pub format: &'static str,
     /// The component a cached copy of this file is an asset of (an artifact; metadata has none).
     pub catalogue: Option<packyard_store::db::catalogue::Component>,
+    /// Metadata that no other file's change expires early (nothing under another request's
+    /// `on_change_expire`): while fresh, this process answers it from memory, asking neither
+    /// the upstream nor the database (invariant 5). Another replica's newer fetch is seen once
+    /// the copy in memory is no longer fresh.
+    pub from_memory: bool,
 }
 
 impl FetchRequest {
@@ -84,6 +89,7 @@ impl FetchRequest {
             expect_sha256: None,
             format: repo.format.as_str(),
             catalogue: None,
+            from_memory: false,
         })
     }
 }
@@ -200,6 +206,12 @@ fn check_literal_host(url: &reqwest::Url, policy: &AddressPolicy) -> Result<(), 
 
 type SharedFetch = Shared<BoxFuture<'static, Result<Outcome, ProxyError>>>;
 
+/// The most metadata copies a process keeps in memory (see `FetchRequest::from_memory`).
+const MEMORY_ENTRIES: usize = 10_000;
+/// The longest a copy is answered from memory, whatever the TTL: the blob of a copy another
+/// replica replaced is kept for `worker.blob_grace_secs` (a day by default), far longer.
+const MEMORY_MAX_AGE_MS: i64 = 3_600_000;
+
 struct InflightGuard {
     proxy: Proxy,
     key: (i64, String),
@@ -219,6 +231,8 @@ struct Inner {
     max_object_bytes: u64,
     permits: tokio::sync::Semaphore,
     inflight: Mutex<HashMap<(i64, String), SharedFetch>>,
+    /// Fresh metadata of requests `from_memory`, by repository and path.
+    memory: Mutex<HashMap<(i64, String), ProxyEntry>>,
     db: Db,
     blobs: Arc<dyn BlobStore>,
     metrics: Arc<Metrics>,
@@ -285,6 +299,7 @@ impl Proxy {
                 max_object_bytes: config.max_object_bytes,
                 permits: tokio::sync::Semaphore::new(config.max_concurrent_fetches.max(1)),
                 inflight: Mutex::new(HashMap::new()),
+                memory: Mutex::new(HashMap::new()),
                 db,
                 blobs,
                 metrics,
@@ -304,15 +319,67 @@ impl Proxy {
     /// The cached answer for `req.path` if it is fresh, else the upstream's (one request per
     /// path in flight), else the stale copy if the upstream fails.
     pub async fn fetch(&self, req: FetchRequest) -> Result<Outcome, ProxyError> {
+        let key = (req.repository_id, req.path.clone());
+        let remember = req.from_memory && req.freshness == Freshness::Metadata;
+        if remember {
+            let now = now_ms();
+            let usable =
+                |e: &ProxyEntry| is_fresh(e, &req, now) && now.saturating_sub(e.fetched_at) < MEMORY_MAX_AGE_MS;
+            if let Some(e) = self.remembered(&key).filter(usable) {
+                self.count_cache("hit");
+                return Ok(answer(e, CacheState::Hit));
+            }
+        }
         let cached = self.inner.db.proxy_entry(req.repository_id, &req.path).await.map_err(internal)?;
         if let Some(e) = &cached {
             if is_fresh(e, &req, now_ms()) {
                 self.count_cache("hit");
+                if remember {
+                    self.remember(&key, Some(e));
+                }
                 return Ok(answer(e.clone(), CacheState::Hit));
             }
         }
         self.count_cache("miss");
-        let key = (req.repository_id, req.path.clone());
+        let outcome = self.fetch_upstream(key.clone(), req, cached).await;
+        if remember {
+            match &outcome {
+                Ok(Outcome::Found(e, CacheState::Miss | CacheState::Revalidated)) => self.remember(&key, Some(e)),
+                // A stale copy is not fresh; a miss is not remembered for metadata.
+                _ => self.remember(&key, None),
+            }
+        }
+        outcome
+    }
+
+    /// The copy of `key` this process keeps in memory, if any.
+    fn remembered(&self, key: &(i64, String)) -> Option<ProxyEntry> {
+        self.inner.memory.lock().ok().and_then(|m| m.get(key).cloned())
+    }
+
+    /// Keeps (or, with `None`, drops) the copy of `key` in memory; bounded against many paths.
+    fn remember(&self, key: &(i64, String), entry: Option<&ProxyEntry>) {
+        let Ok(mut m) = self.inner.memory.lock() else { return };
+        match entry.filter(|e| !e.is_negative()) {
+            Some(e) => {
+                if m.len() >= MEMORY_ENTRIES && !m.contains_key(key) {
+                    m.clear();
+                }
+                m.insert(key.clone(), e.clone());
+            }
+            None => {
+                m.remove(key);
+            }
+        }
+    }
+
+    /// One upstream request per path in flight in this process (single-flight).
+    async fn fetch_upstream(
+        &self,
+        key: (i64, String),
+        req: FetchRequest,
+        cached: Option<ProxyEntry>,
+    ) -> Result<Outcome, ProxyError> {
         let shared = {
             let mut inflight = self.inner.inflight.lock().map_err(|_| internal("proxy in-flight map poisoned"))?;
             match inflight.get(&key) {
@@ -549,6 +616,9 @@ impl Proxy {
         let changed = previous.and_then(|p| p.sha256.as_deref()) != entry.sha256.as_deref();
         if let (true, Some(prefix)) = (changed, &req.on_change_expire) {
             self.inner.db.expire_proxy_entries(req.repository_id, prefix, &req.path).await.map_err(internal)?;
+            if let Ok(mut m) = self.inner.memory.lock() {
+                m.retain(|(repo, path), _| *repo != req.repository_id || !path.starts_with(prefix.as_str()));
+            }
         }
         Ok(entry)
     }

@@ -19,13 +19,16 @@ use packyard_model::repos::Repository;
 
 /// How a proxy fetches a Conan path (`v2/conans/…`, with its query): a revision's files never
 /// change (`immutable`; a revision is immutable, `metadata/…` excepted), lists, `latest` and
-/// searches are metadata; a 404 means "not there".
+/// searches are metadata — each answer stands alone (no other file's change expires it), so a
+/// fresh one is answered from memory —; a 404 means "not there".
 pub fn proxy_request(repo: &Repository, path: &str, immutable: bool) -> Result<FetchRequest, ProxyError> {
     let freshness = if immutable { Freshness::Immutable } else { Freshness::Metadata };
     let mut fetch = FetchRequest::new(repo, path, freshness)?;
     fetch.negative_statuses = &[404];
     if immutable {
         fetch.catalogue = packyard_core::catalogue::Catalogue::cached(&catalogue::ConanCatalogue, path);
+    } else {
+        fetch.from_memory = true;
     }
     Ok(fetch)
 }

@@ -204,6 +204,15 @@ impl Hosted for ConanHosted {
         if n == 0 && !r.packages_only {
             return Ok(None);
         }
+        if n == 0 {
+            // No packages to remove: fine for a complete recipe revision (the client asks again
+            // after a 404 anyway), a 404 for one that is not there.
+            let recipe =
+                RevisionKey { repo: t.repo.id, reference: &rev.reference, rrev: &rev.rrev, pkgid: "", prev: "" };
+            if !rows::revision_in(t.db, t.tx, recipe).await?.is_some_and(|r| r.complete) {
+                return Ok(None);
+            }
+        }
         Ok(Some(Removed {
             coordinate: rev.coordinate(),
             units: units(&rev.reference),

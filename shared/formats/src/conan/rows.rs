@@ -105,7 +105,12 @@ pub async fn complete_page(db: &Db, repo: i64, after_id: i64, limit: i64) -> DbR
 
 // --- inside a writer's transaction -------------------------------------------------------
 
-async fn revision_in(db: &Db, tx: &mut Transaction<'_, Any>, key: RevisionKey<'_>) -> DbResult<Option<ConanRevision>> {
+/// One revision by its whole key, inside the writer's transaction.
+pub async fn revision_in(
+    db: &Db,
+    tx: &mut Transaction<'_, Any>,
+    key: RevisionKey<'_>,
+) -> DbResult<Option<ConanRevision>> {
     db.optional(&mut **tx, REVISION, key, ConanRevision::parse).await
 }
 
