@@ -59,6 +59,13 @@ fn main() -> anyhow::Result<()> {
             std::process::exit(2);
         }
     };
+    let result = run(cli, loaded);
+    // Log lines still waiting for the writer thread.
+    packyard_core::telemetry::flush();
+    result
+}
+
+fn run(cli: Cli, loaded: Loaded) -> anyhow::Result<()> {
     match cli.command.unwrap_or(Command::Serve) {
         Command::Config { command: ConfigCommand::Show } => {
             print!("{}", loaded.show());

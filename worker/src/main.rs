@@ -27,7 +27,9 @@ fn main() -> anyhow::Result<()> {
         }
     };
     packyard_core::telemetry::init(&loaded.config.log);
-    actix_web::rt::System::new().block_on(run(loaded))
+    let result = actix_web::rt::System::new().block_on(run(loaded));
+    packyard_core::telemetry::flush();
+    result
 }
 
 async fn run(loaded: Loaded) -> anyhow::Result<()> {
