@@ -166,9 +166,9 @@ async fn check(
     let entries = parse_central(&cd, count, cd_offset).map_err(zip_error)?;
     let (module, version) = check_entries(&entries, expected, limits).map_err(zip_error)?;
     let go_mod_name = format!("{module}@{version}/go.mod");
-    let go_mod =
+    let verified =
         read_back(services, &zip.sha256, move |r| verify_data(r, &entries, &go_mod_name)).await?.map_err(zip_error)?;
-    Ok((module, version, go_mod))
+    Ok((module, version, verified.go_mod))
 }
 
 /// A module zip refused: over a limit is 413, the rest 400.
