@@ -732,3 +732,384 @@ fn cleanup_with_the_real_go_command() -> anyhow::Result<()> {
     assert!(server.terminate()?.success());
     Ok(())
 }
+
+// ---------------------------------------------------------------------------------------------
+// Checksum databases (GOSUMDB): a hosted or group repository's own log, in-process on every
+// backend; then the real go command verifying through Packyard.
+
+mod sumdb_support {
+    use packyard_codecs::go::sumdb::{self, tlog, Tree, Verifier};
+
+    /// The `h1:` of a module zip, as the go command hashes it (every entry's content).
+    pub fn h1_of_zip(zip: &[u8]) -> anyhow::Result<String> {
+        use packyard_codecs::go::zip::{check_entries, locate, parse_central, tail_len, verify_data, Limits};
+        let tail = &zip[zip.len() - tail_len(zip.len() as u64) as usize..];
+        let (offset, size, count) = locate(tail, zip.len() as u64)?;
+        let entries = parse_central(&zip[offset as usize..(offset + size) as usize], count, offset)?;
+        let (m, v) = check_entries(&entries, None, &Limits::default())?;
+        Ok(verify_data(zip, &entries, &format!("{m}@{v}/go.mod"))?.h1)
+    }
+
+    /// A version's record: its go.sum lines.
+    pub fn record(module: &str, version: &str, zip: &[u8], go_mod: &str) -> anyhow::Result<String> {
+        Ok(sumdb::record_text(module, version, &h1_of_zip(zip)?, &sumdb::h1_go_mod(go_mod.as_bytes())))
+    }
+
+    /// The signed tree head, checked against the database's key.
+    pub fn open(verifier: &Verifier, signed: &str) -> anyhow::Result<Tree> {
+        Ok(sumdb::open_tree(verifier, signed)?)
+    }
+
+    /// The records a data tile holds, in order, with their ids.
+    pub fn data_records(tile: &str) -> anyhow::Result<Vec<(u64, String)>> {
+        let mut out = Vec::new();
+        let mut rest = tile;
+        while !rest.is_empty() {
+            let (id, text, after) = tlog::parse_record(rest)?;
+            out.push((id, text.to_string()));
+            rest = after;
+        }
+        Ok(out)
+    }
+
+    /// RFC 6962's tree hash over these records, straight from the definition.
+    pub fn tree_of(records: &[String]) -> tlog::Hash {
+        fn merkle(leaves: &[tlog::Hash]) -> tlog::Hash {
+            match leaves.len() {
+                0 => tlog::Hash::default(),
+                1 => leaves[0],
+                n => {
+                    let mut k = 1;
+                    while k * 2 < n {
+                        k *= 2;
+                    }
+                    tlog::node_hash(&merkle(&leaves[..k]), &merkle(&leaves[k..]))
+                }
+            }
+        }
+        merkle(&records.iter().map(|r| tlog::record_hash(r.as_bytes())).collect::<Vec<_>>())
+    }
+}
+
+/// The verifier key of a Go repository's checksum database, from the admin API.
+async fn sumdb_key(
+    app: &common::app::TestApp,
+    repo: &str,
+) -> anyhow::Result<(String, packyard_codecs::go::sumdb::Verifier)> {
+    let r =
+        app.call(actix_web::test::TestRequest::get().uri(&format!("/api/v1/repositories/{repo}/signing-key"))).await?;
+    anyhow::ensure!(r.status == 200, "signing key of {repo}: {} {}", r.status, r.text);
+    let verifier = packyard_codecs::go::sumdb::Verifier::parse(r.json["verifier_key"].as_str().unwrap_or_default())?;
+    Ok((r.json["name"].as_str().unwrap_or_default().to_string(), verifier))
+}
+
+/// A hosted repository's own checksum database: every version logged in its upload's
+/// transaction (concurrent uploads too), the signed head's hash the tree of the stored records,
+/// each lookup its version's real go.sum lines, tiles beyond the signed tree 404, warmed reads
+/// without a query, and the same signed head from a fresh replica.
+async fn a_hosted_checksum_database(mut app: common::app::TestApp) -> anyhow::Result<()> {
+    use sumdb_support::*;
+    app.start_worker();
+    app.create(Repo::hosted("gomods", Format::Go)).await?;
+    let (name, verifier) = sumdb_key(&app, "gomods").await?;
+    assert_eq!(name, "gomods", "named after the repository without server.public_url");
+    let key = app.call(actix_web::test::TestRequest::get().uri("/api/v1/repositories/gomods/signing-key")).await?;
+    let gosumdb = key.json["gosumdb"].as_str().unwrap_or_default();
+    assert!(
+        gosumdb.starts_with(&format!("{verifier} http")) && gosumdb.ends_with("/repository/gomods/sumdb/gomods"),
+        "{gosumdb}"
+    );
+    assert_eq!((key.json["algorithm"].as_str(), key.json["size"].as_i64()), (Some("ed25519"), Some(0)));
+    let base = "/repository/gomods/sumdb/gomods";
+    let r = app.get(&format!("{base}/supported")).await?;
+    assert_eq!((r.status.as_u16(), r.text.as_str()), (200, ""));
+    let empty = open(&verifier, &app.get(&format!("{base}/latest")).await?.text)?;
+    assert_eq!((empty.size, empty.hash), (0, Default::default()));
+
+    // Six versions of three modules, uploaded at once.
+    let coordinates: Vec<(String, String)> =
+        (0..6).map(|i| (format!("example.com/m{}", i % 3), format!("v1.{}.0", i / 3))).collect();
+    let zips: Vec<Vec<u8>> =
+        coordinates.iter().map(|(m, v)| simple_module(m, v, &format!("{m} {v}"), 0)).collect::<Result<_, _>>()?;
+    let paths: Vec<String> = coordinates.iter().map(|(m, v)| format!("/repository/gomods/{m}/@v/{v}.zip")).collect();
+    let puts = paths.iter().zip(&zips).map(|(path, zip)| app.put(path, zip.clone()));
+    for r in futures_util::future::join_all(puts).await {
+        let r = r?;
+        assert_eq!(r.status, 201, "{}", r.text);
+    }
+    let head = open(&verifier, &app.get(&format!("{base}/latest")).await?.text)?;
+    assert_eq!(head.size, 6);
+    // The signed hash is the tree of the records, as the data tile and the table hold them.
+    let data = app.get(&format!("{base}/tile/8/data/000.p/6")).await?;
+    assert_eq!(data.status, 200, "{}", data.text);
+    let records = data_records(&data.text)?;
+    assert_eq!(records.iter().map(|(id, _)| *id).collect::<Vec<_>>(), (0..6).collect::<Vec<u64>>());
+    let texts: Vec<String> = records.iter().map(|(_, t)| t.clone()).collect();
+    assert_eq!(tree_of(&texts), head.hash, "the signed tree is the tree of the records");
+    let repo = app.services.db.repository_by_name("gomods").await?.ok_or_else(|| anyhow::anyhow!("gomods"))?;
+    let stored = packyard_formats::go::sumdb::records(&app.services.db, repo.id, 0..6).await?;
+    assert_eq!(stored, texts);
+    // The level-0 hash tile: the records' leaf hashes.
+    let tile = app.get(&format!("{base}/tile/8/0/000.p/6")).await?;
+    let leaves: Vec<u8> =
+        texts.iter().flat_map(|t| packyard_codecs::go::sumdb::tlog::record_hash(t.as_bytes()).0).collect();
+    assert_eq!((tile.status.as_u16(), tile.bytes), (200, leaves));
+    assert_eq!(tile.headers.get("content-type").and_then(|v| v.to_str().ok()), Some("application/octet-stream"));
+    // Each lookup: the version's real go.sum lines, under a signed head that holds them.
+    let mut ids = std::collections::BTreeSet::new();
+    for ((m, v), zip) in coordinates.iter().zip(&zips) {
+        let r = app.get(&format!("{base}/lookup/{m}@{v}")).await?;
+        assert_eq!(r.status, 200, "{m}@{v}: {}", r.text);
+        let (id, text, signed) = packyard_codecs::go::sumdb::parse_lookup_body(&r.text)?;
+        assert_eq!(text, record(m, v, zip, &format!("module {m}\n\ngo 1.19\n"))?);
+        assert_eq!(texts[id as usize], text);
+        assert_eq!(open(&verifier, signed)?, head);
+        ids.insert(id);
+    }
+    assert_eq!(ids.len(), 6, "one record per version");
+    // Beyond the signed tree, another height, a version nobody published: 404.
+    for path in [
+        "tile/8/0/000.p/7",
+        "tile/8/0/000",
+        "tile/8/data/000.p/7",
+        "tile/8/1/000.p/1",
+        "tile/4/0/000.p/1",
+        "lookup/example.com/m0@v9.0.0",
+        "lookup/example.com/nothere@v1.0.0",
+        "lookup/example.com/m0",
+        "nonsense",
+    ] {
+        let r = app.get(&format!("{base}/{path}")).await?;
+        assert_eq!(r.status, 404, "{path}: {}", r.text);
+    }
+    let r = app.get(&format!("{base}/tile/8/0/000.p/7")).await?;
+    assert_eq!(r.text.trim_end(), "not found: tile/8/0/000.p/7 is beyond the tree of 6 records that gomods signed");
+    let r = app.get("/repository/gomods/sumdb/sum.golang.org/supported").await?;
+    assert_eq!(r.status, 404);
+    assert!(r.text.contains("does not serve checksum database sum.golang.org"), "{}", r.text);
+
+    // One more version: one more record.
+    let zip = simple_module("example.com/m0", "v1.9.0", "nine", 0)?;
+    assert_eq!(app.put("/repository/gomods/example.com/m0/@v/v1.9.0.zip", zip).await?.status, 201);
+    let grown = app.get(&format!("{base}/latest")).await?.text;
+    assert_eq!(open(&verifier, &grown)?.size, 7);
+
+    // Warmed reads of the database make no query.
+    app.stop_worker();
+    let paths = [
+        format!("{base}/latest"),
+        format!("{base}/supported"),
+        format!("{base}/lookup/example.com/m1@v1.1.0"),
+        format!("{base}/tile/8/0/000.p/7"),
+        format!("{base}/tile/8/data/000.p/7"),
+    ];
+    for p in &paths {
+        assert_eq!(app.get(p).await?.status, 200, "{p}");
+    }
+    let before = app.t.metrics.db_queries();
+    for _ in 0..3 {
+        for p in &paths {
+            assert_eq!(app.get(p).await?.status, 200, "{p}");
+        }
+    }
+    assert_eq!(app.t.metrics.db_queries() - before, 0, "warmed checksum database reads ran queries");
+    // Another replica (no cache) serves the same signed head, byte for byte.
+    let replica = app.replica().await?;
+    assert_eq!(replica.get(&format!("{base}/latest")).await?.text, grown);
+    Ok(())
+}
+app_test!(a_hosted_checksum_database);
+
+/// A logged version's hashes never change: under `allow` other bytes with the same content
+/// (another compression) replace the zip, other content is a 409 that says why, also after a
+/// delete (whose record stays); the logged content may come back.
+async fn a_logged_version_never_changes(mut app: common::app::TestApp) -> anyhow::Result<()> {
+    app.start_worker();
+    app.create(Repo::hosted("gomods", Format::Go).with(serde_json::json!({"write_policy": "allow"}))).await?;
+    let (_, verifier) = sumdb_key(&app, "gomods").await?;
+    let m = "example.com/m";
+    let files = |text: &str, deflate: bool| {
+        [
+            ZipFile { deflate, ..ZipFile::new("go.mod", b"module example.com/m\n") },
+            ZipFile { deflate, ..ZipFile::new("m.go", format!("package m\n\nconst Text = {text:?}\n").as_bytes()) },
+        ]
+    };
+    let first = module_zip(m, "v1.0.0", &files("one", true))?;
+    let stored = module_zip(m, "v1.0.0", &files("one", false))?;
+    let other = module_zip(m, "v1.0.0", &files("two", true))?;
+    assert_ne!(first, stored);
+    let path = format!("/repository/gomods/{m}/@v/v1.0.0.zip");
+    assert_eq!(app.put(&path, first.clone()).await?.status, 201);
+    let lookup = app.get(&format!("/repository/gomods/sumdb/gomods/lookup/{m}@v1.0.0")).await?.text;
+    let logged = packyard_codecs::go::sumdb::parse_lookup_body(&lookup)?.1.to_string();
+    // The same content in other bytes: replaced in place, nothing appended.
+    let r = app.put(&path, stored.clone()).await?;
+    assert_eq!(r.status, 201, "{}", r.text);
+    assert_eq!(app.get(&path).await?.bytes, stored);
+    let size = || async {
+        let head = app.get("/repository/gomods/sumdb/gomods/latest").await?.text;
+        anyhow::Ok(sumdb_support::open(&verifier, &head)?.size)
+    };
+    assert_eq!(size().await?, 1);
+    // Other content: refused, saying why.
+    let refusal = format!(
+        "example.com/m@v1.0.0 is record 0 of the checksum database of repository gomods with the zip hash {}, and this zip hashes to {}: a logged version's hashes never change",
+        sumdb_support::h1_of_zip(&first)?,
+        sumdb_support::h1_of_zip(&other)?
+    );
+    let r = app.put(&path, other.clone()).await?;
+    assert_eq!(r.status, 409, "{}", r.text);
+    assert!(r.text.starts_with(&refusal), "{}", r.text);
+    assert_eq!(app.get(&path).await?.bytes, stored, "the served zip is unchanged");
+    // Deleted: the record stays; other content is refused the same way; the logged one returns.
+    assert_eq!(app.delete(&path).await?.status, 204);
+    assert_eq!(app.get(&path).await?.status, 404);
+    let again = app.get(&format!("/repository/gomods/sumdb/gomods/lookup/{m}@v1.0.0")).await?;
+    assert_eq!(again.status, 200);
+    assert_eq!(packyard_codecs::go::sumdb::parse_lookup_body(&again.text)?.1, logged);
+    let r = app.put(&path, other.clone()).await?;
+    assert_eq!(r.status, 409, "{}", r.text);
+    assert!(r.text.starts_with(&refusal), "{}", r.text);
+    app.patch_repository("gomods", serde_json::json!({"write_policy": "allow_once"})).await?;
+    let r = app.put(&path, other).await?;
+    assert_eq!(r.status, 409, "under allow_once too: {}", r.text);
+    assert!(r.text.starts_with(&refusal), "{}", r.text);
+    assert_eq!(app.put(&path, first).await?.status, 201, "the logged content may be published again");
+    assert_eq!(size().await?, 1);
+    Ok(())
+}
+app_test!(a_logged_version_never_changes);
+
+/// A group's own database logs what it serves on the first lookup (a hosted member's record),
+/// once; it also answers for a member's database by name, and 404s a name nobody serves. A
+/// database's key may be chosen while it is empty, never after.
+async fn a_group_checksum_database(mut app: common::app::TestApp) -> anyhow::Result<()> {
+    app.start_worker();
+    app.create(Repo::hosted("a", Format::Go)).await?;
+    app.create(Repo::hosted("b", Format::Go)).await?;
+    app.create(Repo::group("g", Format::Go, &["a", "b"])).await?;
+    let key = |repo: &str, body: serde_json::Value| {
+        app.call(
+            actix_web::test::TestRequest::put().uri(&format!("/api/v1/repositories/{repo}/signing-key")).set_json(body),
+        )
+    };
+    // The group's database gets a name of our choosing while it is empty.
+    let r = key("g", serde_json::json!({"generate": true, "name": "sum.g.example"})).await?;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.json["name"], "sum.g.example");
+    let (name, verifier) = sumdb_key(&app, "g").await?;
+    assert_eq!(name, "sum.g.example");
+    let r = key("g", serde_json::json!({"generate": true, "name": "bad name"})).await?;
+    assert_eq!(r.status, 400, "{}", r.text);
+    let zip_a = simple_module("example.com/a", "v1.0.0", "a", 0)?;
+    let zip_b = simple_module("example.com/b", "v1.0.0", "b", 0)?;
+    assert_eq!(app.put("/repository/a/example.com/a/@v/v1.0.0.zip", zip_a.clone()).await?.status, 201);
+    assert_eq!(app.put("/repository/b/example.com/b/@v/v1.0.0.zip", zip_b.clone()).await?.status, 201);
+    let base = "/repository/g/sumdb/sum.g.example";
+    assert_eq!(sumdb_support::open(&verifier, &app.get(&format!("{base}/latest")).await?.text)?.size, 0);
+    for (i, (m, zip, member)) in
+        [("example.com/b", &zip_b, "b"), ("example.com/a", &zip_a, "a")].into_iter().enumerate()
+    {
+        for _ in 0..2 {
+            let r = app.get(&format!("{base}/lookup/{m}@v1.0.0")).await?;
+            assert_eq!(r.status, 200, "{}", r.text);
+            let (id, text, signed) = packyard_codecs::go::sumdb::parse_lookup_body(&r.text)?;
+            assert_eq!(
+                (id, text),
+                (i as u64, sumdb_support::record(m, "v1.0.0", zip, &format!("module {m}\n\ngo 1.19\n"))?.as_str())
+            );
+            assert_eq!(sumdb_support::open(&verifier, signed)?.size, i as u64 + 1);
+            // The member's own record says the same.
+            let own = app.get(&format!("/repository/{member}/sumdb/{member}/lookup/{m}@v1.0.0")).await?;
+            assert_eq!(packyard_codecs::go::sumdb::parse_lookup_body(&own.text)?.1, text);
+        }
+    }
+    assert_eq!(app.get(&format!("{base}/lookup/example.com/c@v1.0.0")).await?.status, 404);
+    // A member's database through the group: the member's answer.
+    let through = app.get("/repository/g/sumdb/a/lookup/example.com/a@v1.0.0").await?;
+    let direct = app.get("/repository/a/sumdb/a/lookup/example.com/a@v1.0.0").await?;
+    assert_eq!((through.status.as_u16(), &through.text), (200, &direct.text));
+    for (path, status) in [("sum.g.example/supported", 200), ("b/supported", 200), ("sum.golang.org/supported", 404)] {
+        assert_eq!(app.get(&format!("/repository/g/sumdb/{path}")).await?.status, status, "{path}");
+    }
+    // Not empty any more: its key never changes.
+    let r = key("g", serde_json::json!({"generate": true})).await?;
+    assert_eq!(r.status, 409, "{}", r.text);
+    assert!(r.text.contains("holds 2 record(s): its key never changes"), "{}", r.text);
+    let (private, _) = packyard_codecs::go::sumdb::note::generate_key("sum.g.example")?;
+    assert_eq!(key("g", serde_json::json!({"private_key": private})).await?.status, 409);
+    // An empty one takes an imported key.
+    let (private, public) = packyard_codecs::go::sumdb::note::generate_key("sum.c.example")?;
+    app.create(Repo::hosted("c", Format::Go)).await?;
+    let r = key("c", serde_json::json!({"private_key": private})).await?;
+    assert_eq!((r.status.as_u16(), r.json["verifier_key"].as_str()), (200, Some(public.as_str())), "{}", r.text);
+    assert_eq!(app.get("/repository/c/sumdb/sum.c.example/supported").await?.status, 200);
+    assert_eq!(app.get("/repository/c/sumdb/c/supported").await?.status, 404);
+    Ok(())
+}
+app_test!(a_group_checksum_database);
+
+/// A Go proxy's checksum databases: sum.golang.org through its upstream unless told otherwise,
+/// shown by GET, changed by PATCH, checked; `[]` serves none; hosted repositories take none.
+async fn proxy_checksum_database_settings(app: common::app::TestApp) -> anyhow::Result<()> {
+    let created = app.create(Repo::proxy("goproxy", Format::Go, "https://proxy.golang.org/")).await?;
+    assert_eq!(created["go"], serde_json::json!({"checksum_databases": [{"name": "sum.golang.org"}]}));
+    let direct =
+        serde_json::json!({"checksum_databases": [{"name": "sum.golang.org", "url": "https://sum.golang.org"}]});
+    let patched = app.patch_repository("goproxy", serde_json::json!({"go": direct})).await?;
+    assert_eq!(patched["go"], direct);
+    let got = app.call(actix_web::test::TestRequest::get().uri("/api/v1/repositories/goproxy")).await?;
+    assert_eq!(got.json["go"], direct);
+    // `supported` of a database the proxy reaches at its own URL: answered without asking.
+    let r = app.get("/repository/goproxy/sumdb/sum.golang.org/supported").await?;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(app.get("/repository/goproxy/sumdb/sum.other.example/supported").await?.status, 404);
+    for (go, message) in [
+        (serde_json::json!({"checksum_databases": [{"name": "a b"}]}), "invalid go.checksum_databases name"),
+        (serde_json::json!({"checksum_databases": [{"name": "s", "url": "file:///etc"}]}), "must use http or https"),
+        (serde_json::json!({"checksum_databases": [{"name": "s"}, {"name": "s"}]}), "lists \"s\" twice"),
+    ] {
+        let r = app
+            .call(
+                actix_web::test::TestRequest::patch()
+                    .uri("/api/v1/repositories/goproxy")
+                    .insert_header(("content-type", "application/merge-patch+json"))
+                    .set_payload(serde_json::json!({"go": go}).to_string()),
+            )
+            .await?;
+        assert_eq!(r.status, 400, "{}", r.text);
+        assert!(common::error_of(&r.json).1.contains(message), "{}", r.text);
+    }
+    // The proxy's address guard holds for a database's URL too.
+    let local = serde_json::json!({"checksum_databases": [{"name": "sum.golang.org", "url": "http://127.0.0.1:9/"}]});
+    app.patch_repository("goproxy", serde_json::json!({"go": local})).await?;
+    let r = app.get("/repository/goproxy/sumdb/sum.golang.org/latest").await?;
+    assert_eq!(r.status, 502, "{}", r.text);
+    assert!(
+        r.text.contains("loopback, private or link-local") && r.text.contains("proxy.allowed_networks"),
+        "{}",
+        r.text
+    );
+    let none = app.patch_repository("goproxy", serde_json::json!({"go": {"checksum_databases": []}})).await?;
+    assert_eq!(none["go"], serde_json::json!({"checksum_databases": []}));
+    assert_eq!(app.get("/repository/goproxy/sumdb/sum.golang.org/supported").await?.status, 404);
+    // PUT keeps the rule of every format's settings: what the repository has may not be left out.
+    let put = app
+        .call(actix_web::test::TestRequest::put().uri("/api/v1/repositories/goproxy").set_json(serde_json::json!({
+            "format": "go", "type": "proxy", "proxy": {"remote_url": "https://proxy.golang.org/"}
+        })))
+        .await?;
+    assert_eq!(put.status, 400, "{}", put.text);
+    assert!(put.text.contains("the body has no `go` settings"), "{}", put.text);
+    let r = app
+        .call(actix_web::test::TestRequest::post().uri("/api/v1/repositories").set_json(serde_json::json!({
+            "name": "h", "format": "go", "type": "hosted", "go": {"checksum_databases": []}
+        })))
+        .await?;
+    assert_eq!(r.status, 400, "{}", r.text);
+    assert!(r.text.contains("go.checksum_databases applies to proxy repositories"), "{}", r.text);
+    let r = app.call(actix_web::test::TestRequest::get().uri("/api/v1/repositories/goproxy/signing-key")).await?;
+    assert_eq!(r.status, 400, "{}", r.text);
+    Ok(())
+}
+app_test!(proxy_checksum_database_settings);
