@@ -1113,3 +1113,386 @@ async fn proxy_checksum_database_settings(app: common::app::TestApp) -> anyhow::
     Ok(())
 }
 app_test!(proxy_checksum_database_settings);
+
+/// The go command with this environment (beside a fresh, isolated home): whether it succeeded,
+/// its stdout and its stderr.
+fn go_with(dir: &Path, home: &Path, env: &[(&str, &str)], args: &[&str]) -> anyhow::Result<(bool, String, String)> {
+    let mut cmd = Command::new("go");
+    cmd.args(args)
+        .current_dir(dir)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("GOPATH", home.join("gopath"))
+        .env("GOMODCACHE", home.join("modcache"))
+        .env("GOCACHE", home.join("gocache"))
+        .env("GOTOOLCHAIN", "local")
+        .env("GOFLAGS", "-mod=mod")
+        .env("GO111MODULE", "on")
+        .env("CGO_ENABLED", "0");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output()?;
+    Ok((
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
+}
+
+/// x/mod's checksum database server (`tests/fixtures/sumdb`), built offline from Debian's
+/// golang-golang-x-mod-dev; `None` (the test skipped) without go or those sources.
+fn sumdb_server_binary(scratch: &Path) -> anyhow::Result<Option<std::path::PathBuf>> {
+    let sources = Path::new("/usr/share/gocode/src/golang.org/x/mod/sumdb");
+    if Command::new("go").arg("version").output().is_err() || !sources.is_dir() {
+        eprintln!(
+            "skipped: no go command or no {} (scripts/test.sh installs golang-go and golang-golang-x-mod-dev)",
+            sources.display()
+        );
+        return Ok(None);
+    }
+    let main = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sumdb/main.go");
+    let bin = scratch.join("sumdb-server");
+    let out = Command::new("go")
+        .args(["build", "-o"])
+        .arg(&bin)
+        .arg(&main)
+        .current_dir(scratch)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", scratch)
+        .env("GOCACHE", scratch.join("gocache"))
+        .env("GOPATH", format!("{}:/usr/share/gocode", scratch.join("gopath").display()))
+        .env("GO111MODULE", "off")
+        .env("GOTOOLCHAIN", "local")
+        .output()?;
+    anyhow::ensure!(out.status.success(), "building the sumdb server: {}", String::from_utf8_lossy(&out.stderr));
+    Ok(Some(bin))
+}
+
+/// A running x/mod checksum database over a GOPROXY directory; killed on drop.
+struct SumdbServer {
+    child: std::process::Child,
+    url: String,
+    log: std::path::PathBuf,
+}
+
+impl SumdbServer {
+    fn start(bin: &Path, private_key: &str, proxy_dir: &Path, log: std::path::PathBuf) -> anyhow::Result<Self> {
+        use std::io::BufRead as _;
+        let mut child =
+            Command::new(bin).arg(private_key).arg(proxy_dir).arg(&log).stdout(std::process::Stdio::piped()).spawn()?;
+        let stdout = child.stdout.take().ok_or_else(|| anyhow::anyhow!("no stdout"))?;
+        let mut line = String::new();
+        std::io::BufReader::new(stdout).read_line(&mut line)?;
+        let url = line.trim().strip_prefix("listening on ").unwrap_or_default().to_string();
+        anyhow::ensure!(url.starts_with("http://"), "the sumdb server said {line:?}");
+        Ok(Self { child, url, log })
+    }
+
+    /// The paths it was asked for, in order.
+    fn requests(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.log).unwrap_or_default().lines().map(str::to_string).collect()
+    }
+}
+
+impl Drop for SumdbServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Writes a module version into a GOPROXY directory.
+fn write_goproxy(root: &Path, module: &str, version: &str, zip: &[u8], go_mod: &str) -> anyhow::Result<()> {
+    let dir = root.join(packyard_codecs::go::escape(module)).join("@v");
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(dir.join(format!("{version}.zip")), zip)?;
+    std::fs::write(dir.join(format!("{version}.mod")), go_mod)?;
+    Ok(())
+}
+
+fn put_module(server: &Server, repo: &str, module: &str, version: &str, zip: &[u8]) -> anyhow::Result<(u16, String)> {
+    status_of(
+        ureq::put(&format!(
+            "{}/repository/{repo}/{}/@v/{version}.zip",
+            server.public,
+            packyard_codecs::go::escape(module)
+        ))
+        .set("Authorization", &basic(PW))
+        .send_bytes(zip),
+    )
+}
+
+/// Item 5: a proxy serves the public checksum database it is configured with
+/// (`go.checksum_databases`), through the proxy cache: the real go command, given only the
+/// database's name and key (`GOSUMDB` without a URL), asks Packyard's `sumdb/<name>/supported`,
+/// then verifies through it — x/mod's own server computing the records with x/mod's dirhash;
+/// a second run is served from the cache; a group answers for its member; a version the database
+/// says other hashes for, a tampered go.sum line and a wrong key are each refused.
+#[test]
+fn a_proxied_checksum_database_with_the_real_go_command() -> anyhow::Result<()> {
+    let scratch = tempfile::tempdir()?;
+    let Some(bin) = sumdb_server_binary(scratch.path())? else { return Ok(()) };
+    let go_mod = |m: &str| format!("module {m}\n\ngo 1.19\n");
+    let hello = [
+        ("v1.0.0", simple_module("example.com/hello", "v1.0.0", "hello one", 0)?),
+        ("v1.1.0", simple_module("example.com/hello", "v1.1.0", "hello two", 0)?),
+    ];
+    let served = simple_module("example.com/tampered", "v1.0.0", "what the proxy serves", 0)?;
+    let logged = simple_module("example.com/tampered", "v1.0.0", "what the database logged", 0)?;
+    // The database's view of the world: the same hello, another tampered.
+    let upstream_dir = scratch.path().join("goproxy");
+    for (v, zip) in &hello {
+        write_goproxy(&upstream_dir, "example.com/hello", v, zip, &go_mod("example.com/hello"))?;
+    }
+    write_goproxy(&upstream_dir, "example.com/tampered", "v1.0.0", &logged, &go_mod("example.com/tampered"))?;
+    let (private, public) = packyard_codecs::go::sumdb::note::generate_key("sum.test.example")?;
+    let sumdb = SumdbServer::start(&bin, &private, &upstream_dir, scratch.path().join("sumdb.log"))?;
+
+    let dir = tempfile::tempdir()?;
+    let server = start(
+        dir.path(),
+        &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW), ("PACKYARD_PROXY__ALLOW_PRIVATE_ADDRESSES", "true")],
+    )?;
+    server.wait_ready()?;
+    let create = |spec: serde_json::Value| common::process::create_repository(&server.public, &basic(PW), spec);
+    create(Repo::hosted("origin", Format::Go).into())?;
+    for (v, zip) in &hello {
+        assert_eq!(put_module(&server, "origin", "example.com/hello", v, zip)?.0, 201);
+    }
+    assert_eq!(put_module(&server, "origin", "example.com/tampered", "v1.0.0", &served)?.0, 201);
+    create(
+        Repo::proxy("goproxy", Format::Go, &format!("{}/repository/origin/", server.public))
+            .with(serde_json::json!({"go": {"checksum_databases": [{"name": "sum.test.example", "url": sumdb.url}]}}))
+            .into(),
+    )?;
+    create(Repo::group("gogroup", Format::Go, &["goproxy"]).into())?;
+
+    let proxy = format!("{}/repository/goproxy/", server.public);
+    let env = |proxy: &str, gosumdb: &str| -> Vec<(String, String)> {
+        vec![("GOPROXY".into(), proxy.into()), ("GOSUMDB".into(), gosumdb.into())]
+    };
+    let run = |env: &[(String, String)], dir: Option<&Path>, args: &[&str]| -> anyhow::Result<(bool, String, String)> {
+        let home = tempfile::tempdir()?;
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let out = go_with(dir.unwrap_or(home.path()), home.path(), &env, args);
+        if let Ok((true, _, _)) = &out {
+            let latest = std::fs::read_to_string(home.path().join("gopath/pkg/sumdb/sum.test.example/latest"))?;
+            anyhow::ensure!(latest.starts_with("go.sum database tree\n"), "the go command kept no tree: {latest}");
+        }
+        out
+    };
+    let download = ["mod", "download", "-json", "example.com/hello@v1.1.0"];
+    let (ok, out, err) = run(&env(&proxy, &public), None, &download)?;
+    assert!(ok, "{out}\n{err}");
+    let json: serde_json::Value = serde_json::from_str(&out)?;
+    assert_eq!(json["Sum"].as_str(), Some(sumdb_support::h1_of_zip(&hello[1].1)?.as_str()), "{json}");
+    let asked = sumdb.requests();
+    assert!(asked.contains(&"/lookup/example.com/hello@v1.1.0".to_string()), "{asked:?}");
+    assert!(asked.iter().any(|p| p.starts_with("/tile/8/0/")), "{asked:?}");
+    // What the database says, asked directly, is what the go command verified.
+    let direct = ureq::get(&format!("{}/lookup/example.com/hello@v1.1.0", sumdb.url)).call()?.into_string()?;
+    assert!(
+        direct.contains(&format!("example.com/hello v1.1.0 {}\n", json["Sum"].as_str().unwrap_or("?"))),
+        "{direct}"
+    );
+    let through = ureq::get(&format!("{proxy}sumdb/sum.test.example/lookup/example.com/hello@v1.1.0")).call()?;
+    assert_eq!(through.header("x-packyard-cache"), Some("hit"));
+    let asked = sumdb.requests().len();
+
+    // Again from a fresh home, and through the group: all from Packyard's cache.
+    let (ok, out, err) = run(&env(&proxy, &public), None, &download)?;
+    assert!(ok, "{out}\n{err}");
+    let group = format!("{}/repository/gogroup/", server.public);
+    let (ok, out, err) = run(&env(&group, &public), None, &download)?;
+    assert!(ok, "through the group: {out}\n{err}");
+    assert_eq!(sumdb.requests().len(), asked, "asked the database again: {:?}", sumdb.requests());
+
+    // The database logged other hashes than the proxy serves: refused.
+    let (ok, out, err) =
+        run(&env(&proxy, &public), None, &["mod", "download", "-json", "example.com/tampered@v1.0.0"])?;
+    assert!(!ok, "{out}");
+    assert!(out.contains("checksum mismatch") && out.contains("SECURITY ERROR"), "{out}\n{err}");
+    assert!(out.contains(&sumdb_support::h1_of_zip(&logged)?), "{out}");
+
+    // A go.sum line changed: refused.
+    let app = tempfile::tempdir()?;
+    std::fs::write(
+        app.path().join("go.mod"),
+        "module example.com/app\n\ngo 1.19\n\nrequire example.com/hello v1.1.0\n",
+    )?;
+    let real = sumdb_support::h1_of_zip(&hello[1].1)?;
+    let forged = sumdb_support::h1_of_zip(&hello[0].1)?;
+    let sum = format!(
+        "example.com/hello v1.1.0 {forged}\nexample.com/hello v1.1.0/go.mod {}\n",
+        packyard_codecs::go::sumdb::h1_go_mod(go_mod("example.com/hello").as_bytes())
+    );
+    std::fs::write(app.path().join("go.sum"), sum)?;
+    let (ok, out, err) = run(&env(&proxy, &public), Some(app.path()), &["mod", "download", "example.com/hello"])?;
+    assert!(!ok, "{out}");
+    assert!(err.contains("checksum mismatch") && err.contains("SECURITY ERROR"), "{err}");
+    assert!(err.contains(&real) && err.contains(&forged), "{err}");
+
+    // Another key of the same name: refused.
+    let (_, impostor) = packyard_codecs::go::sumdb::note::generate_key("sum.test.example")?;
+    let (ok, out, err) = run(&env(&proxy, &impostor), None, &download)?;
+    assert!(!ok, "{out}");
+    assert!(out.contains("verifying") && out.contains("no verifiable signatures"), "{out}\n{err}");
+    Ok(())
+}
+
+/// Item 6: a hosted repository's and a group's own checksum databases verify private modules
+/// with the real go command (`GOSUMDB="<name>+<key> <url>"`, `GONOSUMDB` unset): through the
+/// hosted repository and through a group over it and a proxy (whose version the group logs from
+/// the bytes it serves); a tampered go.sum line and a wrong key are refused; the log survives a
+/// restart, signing the same head; a record changed in the database behind Packyard's back is
+/// caught by the go command.
+#[test]
+fn own_checksum_databases_with_the_real_go_command() -> anyhow::Result<()> {
+    if Command::new("go").arg("version").output().is_err() {
+        eprintln!("skipped: no go command (scripts/test.sh installs golang-go)");
+        return Ok(());
+    }
+    let dir = tempfile::tempdir()?;
+    let env = [("PACKYARD_SECURITY__ADMIN_PASSWORD", PW), ("PACKYARD_PROXY__ALLOW_PRIVATE_ADDRESSES", "true")];
+    let server = start(dir.path(), &env)?;
+    server.wait_ready()?;
+    let create =
+        |server: &Server, spec: serde_json::Value| common::process::create_repository(&server.public, &basic(PW), spec);
+    create(&server, Repo::hosted("gomods", Format::Go).into())?;
+    create(&server, Repo::hosted("public", Format::Go).into())?;
+    create(&server, Repo::proxy("pubproxy", Format::Go, &format!("{}/repository/public/", server.public)).into())?;
+    create(&server, Repo::group("goall", Format::Go, &["gomods", "pubproxy"]).into())?;
+    let m = "example.com/private";
+    let zips = [
+        ("v1.0.0", simple_module(m, "v1.0.0", "private one", 0)?),
+        ("v1.1.0", simple_module(m, "v1.1.0", "private two", 0)?),
+    ];
+    let key = |repo: &str| -> anyhow::Result<serde_json::Value> {
+        let r = ureq::get(&format!("{}/api/v1/repositories/{repo}/signing-key", server.public))
+            .set("Authorization", &basic(PW))
+            .call()?;
+        Ok(r.into_json()?)
+    };
+    let latest = |repo: &str, name: &str| -> anyhow::Result<String> {
+        Ok(ureq::get(&format!("{}/repository/{repo}/sumdb/{name}/latest", server.public)).call()?.into_string()?)
+    };
+    let size = |note: &str| note.lines().nth(1).unwrap_or_default().to_string();
+    assert_eq!(size(&latest("gomods", "gomods")?), "0");
+    for (i, (v, zip)) in zips.iter().enumerate() {
+        assert_eq!(put_module(&server, "gomods", m, v, zip)?.0, 201);
+        assert_eq!(size(&latest("gomods", "gomods")?), (i + 1).to_string(), "one record per version");
+    }
+    let public_zip = simple_module("example.com/pub", "v1.0.0", "public", 0)?;
+    assert_eq!(put_module(&server, "public", "example.com/pub", "v1.0.0", &public_zip)?.0, 201);
+    let hosted = key("gomods")?;
+    let gosumdb = hosted["gosumdb"].as_str().unwrap_or_default().to_string();
+    assert_eq!(
+        gosumdb,
+        format!("{} {}/repository/gomods/sumdb/gomods", hosted["verifier_key"].as_str().unwrap_or("?"), server.public)
+    );
+    let grouped = key("goall")?["gosumdb"].as_str().unwrap_or_default().to_string();
+
+    let hosted_proxy = format!("{}/repository/gomods/", server.public);
+    let group_proxy = format!("{}/repository/goall/", server.public);
+    let run =
+        |proxy: &str, gosumdb: &str, dir: Option<&Path>, args: &[&str]| -> anyhow::Result<(bool, String, String)> {
+            let home = tempfile::tempdir()?;
+            go_with(dir.unwrap_or(home.path()), home.path(), &[("GOPROXY", proxy), ("GOSUMDB", gosumdb)], args)
+        };
+    let download = ["mod", "download", "-json", "example.com/private@v1.1.0"];
+    let (ok, out, err) = run(&hosted_proxy, &gosumdb, None, &download)?;
+    assert!(ok, "{out}\n{err}");
+    let json: serde_json::Value = serde_json::from_str(&out)?;
+    assert_eq!(json["Sum"].as_str(), Some(sumdb_support::h1_of_zip(&zips[1].1)?.as_str()), "{json}");
+
+    // Through the group: `go get` both modules, build and run; the group logs each on its first
+    // lookup (the proxied one from the bytes the proxy serves).
+    let app = tempfile::tempdir()?;
+    std::fs::write(app.path().join("go.mod"), "module example.com/app\n\ngo 1.19\n")?;
+    std::fs::write(
+        app.path().join("main.go"),
+        "package main\n\nimport (\n\t\"fmt\"\n\n\t\"example.com/private\"\n\t\"example.com/pub\"\n)\n\nfunc main() { fmt.Println(private.Message(), pub.Message()) }\n",
+    )?;
+    let home = tempfile::tempdir()?;
+    let group_env = [("GOPROXY", group_proxy.as_str()), ("GOSUMDB", grouped.as_str())];
+    let (ok, out, err) =
+        go_with(app.path(), home.path(), &group_env, &["get", "example.com/private@v1.0.0", "example.com/pub@v1.0.0"])?;
+    assert!(ok, "{out}\n{err}");
+    let (ok, out, err) = go_with(app.path(), home.path(), &group_env, &["run", "."])?;
+    assert!(ok, "{out}\n{err}");
+    assert_eq!(out, "private one public\n");
+    let sum = std::fs::read_to_string(app.path().join("go.sum"))?;
+    assert_eq!(
+        sum_line(&sum, "example.com/pub v1.0.0 h1:"),
+        format!("example.com/pub v1.0.0 {}", sumdb_support::h1_of_zip(&public_zip)?)
+    );
+    let group_name = key("goall")?["name"].as_str().unwrap_or_default().to_string();
+    // What the go command looked up (also the latest private version's go.mod, for its
+    // retractions), each logged once.
+    assert_eq!(size(&latest("goall", &group_name)?), "3");
+    let data = ureq::get(&format!("{}/repository/goall/sumdb/{group_name}/tile/8/data/000.p/3", server.public))
+        .call()?
+        .into_string()?;
+    let mut logged: Vec<String> = sumdb_support::data_records(&data)?.into_iter().map(|(_, text)| text).collect();
+    logged.sort();
+    let mut expected = vec![
+        sumdb_support::record(m, "v1.0.0", &zips[0].1, &format!("module {m}\n\ngo 1.19\n"))?,
+        sumdb_support::record(m, "v1.1.0", &zips[1].1, &format!("module {m}\n\ngo 1.19\n"))?,
+        sumdb_support::record("example.com/pub", "v1.0.0", &public_zip, "module example.com/pub\n\ngo 1.19\n")?,
+    ];
+    expected.sort();
+    assert_eq!(logged, expected);
+    // The hosted database through the group, by its name and no URL: the group answers for it.
+    let bare = gosumdb.split(' ').next().unwrap_or_default();
+    let (ok, out, err) = run(&group_proxy, bare, None, &download)?;
+    assert!(ok, "{out}\n{err}");
+
+    // A go.sum line changed: refused.
+    std::fs::write(
+        app.path().join("go.sum"),
+        sum.replace(&sumdb_support::h1_of_zip(&zips[0].1)?, &sumdb_support::h1_of_zip(&zips[1].1)?),
+    )?;
+    let (ok, out, err) =
+        go_with(app.path(), tempfile::tempdir()?.path(), &group_env, &["mod", "download", "example.com/private"])?;
+    assert!(!ok, "{out}");
+    assert!(err.contains("checksum mismatch") && err.contains("SECURITY ERROR"), "{err}");
+    // Another key of the same name: refused.
+    let (_, impostor) = packyard_codecs::go::sumdb::note::generate_key("gomods")?;
+    let url = gosumdb.split(' ').nth(1).unwrap_or_default();
+    let (ok, out, _) = run(&hosted_proxy, &format!("{impostor} {url}"), None, &download)?;
+    assert!(!ok && out.contains("no verifiable signatures"), "{out}");
+
+    // A restart: the same log, the same signed head, verified again.
+    let before = latest("gomods", "gomods")?;
+    assert!(server.terminate()?.success());
+    let server = start(dir.path(), &env)?;
+    server.wait_ready()?;
+    assert_eq!(
+        ureq::get(&format!("{}/repository/gomods/sumdb/gomods/latest", server.public)).call()?.into_string()?,
+        before
+    );
+    let hosted_proxy = format!("{}/repository/gomods/", server.public);
+    let gosumdb = format!("{bare} {}/repository/gomods/sumdb/gomods", server.public);
+    let (ok, out, err) = run(&hosted_proxy, &gosumdb, None, &download)?;
+    assert!(ok, "after a restart: {out}\n{err}");
+
+    // A record changed behind Packyard's back (its stored hashes left alone): the go command
+    // cannot authenticate it.
+    assert!(server.terminate()?.success());
+    let forged = sumdb_support::record(m, "v1.1.0", &zips[0].1, &format!("module {m}\n\ngo 1.19\n"))?;
+    common::process::sql(
+        &format!("sqlite://{}/data/packyard.db", dir.path().display()),
+        &format!("UPDATE go_sumdb_records SET record = '{forged}' WHERE module = '{m}' AND version = 'v1.1.0'"),
+    )?;
+    let server = start(dir.path(), &env)?;
+    server.wait_ready()?;
+    let hosted_proxy = format!("{}/repository/gomods/", server.public);
+    let gosumdb = format!("{bare} {}/repository/gomods/sumdb/gomods", server.public);
+    let (ok, out, err) = run(&hosted_proxy, &gosumdb, None, &download)?;
+    assert!(!ok, "a forged record verified: {out}");
+    assert!(out.contains("cannot authenticate record data"), "{out}\n{err}");
+    Ok(())
+}
