@@ -94,7 +94,8 @@ async fn refused_uploads_leave_nothing(mut app: TestApp) -> anyhow::Result<()> {
 app_test!(refused_uploads_leave_nothing);
 
 /// Under write policy `allow`, other bytes for a taken coordinate replace it: the old row goes
-/// (as by a delete), the new one is served and listed once.
+/// (as by a delete), the new one is served and listed once (Go: only bytes with the hashes its
+/// checksum database logged).
 async fn allow_replaces_an_artifact_in_place(mut app: TestApp) -> anyhow::Result<()> {
     app.start_worker();
     let allow = json!({"write_policy": "allow"});
@@ -129,14 +130,28 @@ async fn allow_replaces_an_artifact_in_place(mut app: TestApp) -> anyhow::Result
     }
     assert_eq!(app.get(path).await?.bytes, two.bytes, "the replacement is served");
 
-    let module = |text: &str| packyard_codecs::go::testing::simple_module("example.com/m", "v1.0.0", text, 0);
-    let (a, b) = (module("one")?, module("two")?);
+    // Go: a version's hashes are in its repository's checksum database for good, so only the
+    // same content in other bytes (another compression) replaces it; other content is a 409.
+    use packyard_codecs::go::testing::{module_zip, ZipFile};
+    let module = |text: &str, deflate: bool| {
+        let files = [
+            ZipFile { deflate, ..ZipFile::new("go.mod", b"module example.com/m\n") },
+            ZipFile { deflate, ..ZipFile::new("m.go", format!("package m\n\nconst T = {text:?}\n").as_bytes()) },
+        ];
+        module_zip("example.com/m", "v1.0.0", &files)
+    };
+    let (a, b) = (module("one", true)?, module("one", false)?);
+    assert_ne!(a, b);
     for zip in [&a, &b] {
         let r = app.put("/repository/gomods/example.com/m/@v/v1.0.0.zip", zip.clone()).await?;
         assert_eq!(r.status, 201, "{}", r.text);
     }
     assert_eq!(app.get("/repository/gomods/example.com/m/@v/v1.0.0.zip").await?.bytes, b);
     assert_eq!(app.get("/repository/gomods/example.com/m/@v/list").await?.text, "v1.0.0\n");
+    let r = app.put("/repository/gomods/example.com/m/@v/v1.0.0.zip", module("two", true)?).await?;
+    assert_eq!(r.status, 409, "{}", r.text);
+    assert!(r.text.contains("a logged version's hashes never change"), "{}", r.text);
+    assert_eq!(app.get("/repository/gomods/example.com/m/@v/v1.0.0.zip").await?.bytes, b);
     Ok(())
 }
 app_test!(allow_replaces_an_artifact_in_place);

@@ -732,3 +732,767 @@ fn cleanup_with_the_real_go_command() -> anyhow::Result<()> {
     assert!(server.terminate()?.success());
     Ok(())
 }
+
+// ---------------------------------------------------------------------------------------------
+// Checksum databases (GOSUMDB): a hosted or group repository's own log, in-process on every
+// backend; then the real go command verifying through Packyard.
+
+mod sumdb_support {
+    use packyard_codecs::go::sumdb::{self, tlog, Tree, Verifier};
+
+    /// The `h1:` of a module zip, as the go command hashes it (every entry's content).
+    pub fn h1_of_zip(zip: &[u8]) -> anyhow::Result<String> {
+        use packyard_codecs::go::zip::{check_entries, locate, parse_central, tail_len, verify_data, Limits};
+        let tail = &zip[zip.len() - tail_len(zip.len() as u64) as usize..];
+        let (offset, size, count) = locate(tail, zip.len() as u64)?;
+        let entries = parse_central(&zip[offset as usize..(offset + size) as usize], count, offset)?;
+        let (m, v) = check_entries(&entries, None, &Limits::default())?;
+        Ok(verify_data(zip, &entries, &format!("{m}@{v}/go.mod"))?.h1)
+    }
+
+    /// A version's record: its go.sum lines.
+    pub fn record(module: &str, version: &str, zip: &[u8], go_mod: &str) -> anyhow::Result<String> {
+        Ok(sumdb::record_text(module, version, &h1_of_zip(zip)?, &sumdb::h1_go_mod(go_mod.as_bytes())))
+    }
+
+    /// The signed tree head, checked against the database's key.
+    pub fn open(verifier: &Verifier, signed: &str) -> anyhow::Result<Tree> {
+        Ok(sumdb::open_tree(verifier, signed)?)
+    }
+
+    /// The records a data tile holds, in order, with their ids.
+    pub fn data_records(tile: &str) -> anyhow::Result<Vec<(u64, String)>> {
+        let mut out = Vec::new();
+        let mut rest = tile;
+        while !rest.is_empty() {
+            let (id, text, after) = tlog::parse_record(rest)?;
+            out.push((id, text.to_string()));
+            rest = after;
+        }
+        Ok(out)
+    }
+
+    /// RFC 6962's tree hash over these records, straight from the definition.
+    pub fn tree_of(records: &[String]) -> tlog::Hash {
+        fn merkle(leaves: &[tlog::Hash]) -> tlog::Hash {
+            match leaves.len() {
+                0 => tlog::Hash::default(),
+                1 => leaves[0],
+                n => {
+                    let mut k = 1;
+                    while k * 2 < n {
+                        k *= 2;
+                    }
+                    tlog::node_hash(&merkle(&leaves[..k]), &merkle(&leaves[k..]))
+                }
+            }
+        }
+        merkle(&records.iter().map(|r| tlog::record_hash(r.as_bytes())).collect::<Vec<_>>())
+    }
+}
+
+/// The verifier key of a Go repository's checksum database, from the admin API.
+async fn sumdb_key(
+    app: &common::app::TestApp,
+    repo: &str,
+) -> anyhow::Result<(String, packyard_codecs::go::sumdb::Verifier)> {
+    let r =
+        app.call(actix_web::test::TestRequest::get().uri(&format!("/api/v1/repositories/{repo}/signing-key"))).await?;
+    anyhow::ensure!(r.status == 200, "signing key of {repo}: {} {}", r.status, r.text);
+    let verifier = packyard_codecs::go::sumdb::Verifier::parse(r.json["verifier_key"].as_str().unwrap_or_default())?;
+    Ok((r.json["name"].as_str().unwrap_or_default().to_string(), verifier))
+}
+
+/// A hosted repository's own checksum database: every version logged in its upload's
+/// transaction (concurrent uploads too), the signed head's hash the tree of the stored records,
+/// each lookup its version's real go.sum lines, tiles beyond the signed tree 404, warmed reads
+/// without a query, and the same signed head from a fresh replica.
+async fn a_hosted_checksum_database(mut app: common::app::TestApp) -> anyhow::Result<()> {
+    use sumdb_support::*;
+    app.start_worker();
+    app.create(Repo::hosted("gomods", Format::Go)).await?;
+    let (name, verifier) = sumdb_key(&app, "gomods").await?;
+    assert_eq!(name, "gomods", "named after the repository without server.public_url");
+    let key = app.call(actix_web::test::TestRequest::get().uri("/api/v1/repositories/gomods/signing-key")).await?;
+    let gosumdb = key.json["gosumdb"].as_str().unwrap_or_default();
+    assert!(
+        gosumdb.starts_with(&format!("{verifier} http")) && gosumdb.ends_with("/repository/gomods/sumdb/gomods"),
+        "{gosumdb}"
+    );
+    assert_eq!((key.json["algorithm"].as_str(), key.json["size"].as_i64()), (Some("ed25519"), Some(0)));
+    let base = "/repository/gomods/sumdb/gomods";
+    let r = app.get(&format!("{base}/supported")).await?;
+    assert_eq!((r.status.as_u16(), r.text.as_str()), (200, ""));
+    let empty = open(&verifier, &app.get(&format!("{base}/latest")).await?.text)?;
+    assert_eq!((empty.size, empty.hash), (0, Default::default()));
+
+    // Six versions of three modules, uploaded at once.
+    let coordinates: Vec<(String, String)> =
+        (0..6).map(|i| (format!("example.com/m{}", i % 3), format!("v1.{}.0", i / 3))).collect();
+    let zips: Vec<Vec<u8>> =
+        coordinates.iter().map(|(m, v)| simple_module(m, v, &format!("{m} {v}"), 0)).collect::<Result<_, _>>()?;
+    let paths: Vec<String> = coordinates.iter().map(|(m, v)| format!("/repository/gomods/{m}/@v/{v}.zip")).collect();
+    let puts = paths.iter().zip(&zips).map(|(path, zip)| app.put(path, zip.clone()));
+    for r in futures_util::future::join_all(puts).await {
+        let r = r?;
+        assert_eq!(r.status, 201, "{}", r.text);
+    }
+    let head = open(&verifier, &app.get(&format!("{base}/latest")).await?.text)?;
+    assert_eq!(head.size, 6);
+    // The signed hash is the tree of the records, as the data tile and the table hold them.
+    let data = app.get(&format!("{base}/tile/8/data/000.p/6")).await?;
+    assert_eq!(data.status, 200, "{}", data.text);
+    let records = data_records(&data.text)?;
+    assert_eq!(records.iter().map(|(id, _)| *id).collect::<Vec<_>>(), (0..6).collect::<Vec<u64>>());
+    let texts: Vec<String> = records.iter().map(|(_, t)| t.clone()).collect();
+    assert_eq!(tree_of(&texts), head.hash, "the signed tree is the tree of the records");
+    let repo = app.services.db.repository_by_name("gomods").await?.ok_or_else(|| anyhow::anyhow!("gomods"))?;
+    let stored = packyard_formats::go::sumdb::records(&app.services.db, repo.id, 0..6).await?;
+    assert_eq!(stored, texts);
+    // The level-0 hash tile: the records' leaf hashes.
+    let tile = app.get(&format!("{base}/tile/8/0/000.p/6")).await?;
+    let leaves: Vec<u8> =
+        texts.iter().flat_map(|t| packyard_codecs::go::sumdb::tlog::record_hash(t.as_bytes()).0).collect();
+    assert_eq!((tile.status.as_u16(), tile.bytes), (200, leaves));
+    assert_eq!(tile.headers.get("content-type").and_then(|v| v.to_str().ok()), Some("application/octet-stream"));
+    // Each lookup: the version's real go.sum lines, under a signed head that holds them.
+    let mut ids = std::collections::BTreeSet::new();
+    for ((m, v), zip) in coordinates.iter().zip(&zips) {
+        let r = app.get(&format!("{base}/lookup/{m}@{v}")).await?;
+        assert_eq!(r.status, 200, "{m}@{v}: {}", r.text);
+        let (id, text, signed) = packyard_codecs::go::sumdb::parse_lookup_body(&r.text)?;
+        assert_eq!(text, record(m, v, zip, &format!("module {m}\n\ngo 1.19\n"))?);
+        assert_eq!(texts[id as usize], text);
+        assert_eq!(open(&verifier, signed)?, head);
+        ids.insert(id);
+    }
+    assert_eq!(ids.len(), 6, "one record per version");
+    // Beyond the signed tree, another height, a version nobody published: 404.
+    for path in [
+        "tile/8/0/000.p/7",
+        "tile/8/0/000",
+        "tile/8/data/000.p/7",
+        "tile/8/1/000.p/1",
+        "tile/4/0/000.p/1",
+        "lookup/example.com/m0@v9.0.0",
+        "lookup/example.com/nothere@v1.0.0",
+        "lookup/example.com/m0",
+        "nonsense",
+    ] {
+        let r = app.get(&format!("{base}/{path}")).await?;
+        assert_eq!(r.status, 404, "{path}: {}", r.text);
+    }
+    let r = app.get(&format!("{base}/tile/8/0/000.p/7")).await?;
+    assert_eq!(r.text.trim_end(), "not found: tile/8/0/000.p/7 is beyond the tree of 6 records that gomods signed");
+    let r = app.get("/repository/gomods/sumdb/sum.golang.org/supported").await?;
+    assert_eq!(r.status, 404);
+    assert!(r.text.contains("does not serve checksum database sum.golang.org"), "{}", r.text);
+
+    // One more version: one more record.
+    let zip = simple_module("example.com/m0", "v1.9.0", "nine", 0)?;
+    assert_eq!(app.put("/repository/gomods/example.com/m0/@v/v1.9.0.zip", zip).await?.status, 201);
+    let grown = app.get(&format!("{base}/latest")).await?.text;
+    assert_eq!(open(&verifier, &grown)?.size, 7);
+
+    // Warmed reads of the database make no query.
+    app.stop_worker();
+    let paths = [
+        format!("{base}/latest"),
+        format!("{base}/supported"),
+        format!("{base}/lookup/example.com/m1@v1.1.0"),
+        format!("{base}/tile/8/0/000.p/7"),
+        format!("{base}/tile/8/data/000.p/7"),
+    ];
+    for p in &paths {
+        assert_eq!(app.get(p).await?.status, 200, "{p}");
+    }
+    let before = app.t.metrics.db_queries();
+    for _ in 0..3 {
+        for p in &paths {
+            assert_eq!(app.get(p).await?.status, 200, "{p}");
+        }
+    }
+    assert_eq!(app.t.metrics.db_queries() - before, 0, "warmed checksum database reads ran queries");
+    // Another replica (no cache) serves the same signed head, byte for byte.
+    let replica = app.replica().await?;
+    assert_eq!(replica.get(&format!("{base}/latest")).await?.text, grown);
+    Ok(())
+}
+app_test!(a_hosted_checksum_database);
+
+/// A logged version's hashes never change: under `allow` other bytes with the same content
+/// (another compression) replace the zip, other content is a 409 that says why, also after a
+/// delete (whose record stays); the logged content may come back.
+async fn a_logged_version_never_changes(mut app: common::app::TestApp) -> anyhow::Result<()> {
+    app.start_worker();
+    app.create(Repo::hosted("gomods", Format::Go).with(serde_json::json!({"write_policy": "allow"}))).await?;
+    let (_, verifier) = sumdb_key(&app, "gomods").await?;
+    let m = "example.com/m";
+    let files = |text: &str, deflate: bool| {
+        [
+            ZipFile { deflate, ..ZipFile::new("go.mod", b"module example.com/m\n") },
+            ZipFile { deflate, ..ZipFile::new("m.go", format!("package m\n\nconst Text = {text:?}\n").as_bytes()) },
+        ]
+    };
+    let first = module_zip(m, "v1.0.0", &files("one", true))?;
+    let stored = module_zip(m, "v1.0.0", &files("one", false))?;
+    let other = module_zip(m, "v1.0.0", &files("two", true))?;
+    assert_ne!(first, stored);
+    let path = format!("/repository/gomods/{m}/@v/v1.0.0.zip");
+    assert_eq!(app.put(&path, first.clone()).await?.status, 201);
+    let lookup = app.get(&format!("/repository/gomods/sumdb/gomods/lookup/{m}@v1.0.0")).await?.text;
+    let logged = packyard_codecs::go::sumdb::parse_lookup_body(&lookup)?.1.to_string();
+    // The same content in other bytes: replaced in place, nothing appended.
+    let r = app.put(&path, stored.clone()).await?;
+    assert_eq!(r.status, 201, "{}", r.text);
+    assert_eq!(app.get(&path).await?.bytes, stored);
+    let size = || async {
+        let head = app.get("/repository/gomods/sumdb/gomods/latest").await?.text;
+        anyhow::Ok(sumdb_support::open(&verifier, &head)?.size)
+    };
+    assert_eq!(size().await?, 1);
+    // Other content: refused, saying why.
+    let refusal = format!(
+        "example.com/m@v1.0.0 is record 0 of the checksum database of repository gomods with the zip hash {}, and this zip hashes to {}: a logged version's hashes never change",
+        sumdb_support::h1_of_zip(&first)?,
+        sumdb_support::h1_of_zip(&other)?
+    );
+    let r = app.put(&path, other.clone()).await?;
+    assert_eq!(r.status, 409, "{}", r.text);
+    assert!(r.text.starts_with(&refusal), "{}", r.text);
+    assert_eq!(app.get(&path).await?.bytes, stored, "the served zip is unchanged");
+    // Deleted: the record stays; other content is refused the same way; the logged one returns.
+    assert_eq!(app.delete(&path).await?.status, 204);
+    assert_eq!(app.get(&path).await?.status, 404);
+    let again = app.get(&format!("/repository/gomods/sumdb/gomods/lookup/{m}@v1.0.0")).await?;
+    assert_eq!(again.status, 200);
+    assert_eq!(packyard_codecs::go::sumdb::parse_lookup_body(&again.text)?.1, logged);
+    let r = app.put(&path, other.clone()).await?;
+    assert_eq!(r.status, 409, "{}", r.text);
+    assert!(r.text.starts_with(&refusal), "{}", r.text);
+    app.patch_repository("gomods", serde_json::json!({"write_policy": "allow_once"})).await?;
+    let r = app.put(&path, other).await?;
+    assert_eq!(r.status, 409, "under allow_once too: {}", r.text);
+    assert!(r.text.starts_with(&refusal), "{}", r.text);
+    assert_eq!(app.put(&path, first).await?.status, 201, "the logged content may be published again");
+    assert_eq!(size().await?, 1);
+    Ok(())
+}
+app_test!(a_logged_version_never_changes);
+
+/// A group's own database logs what it serves on the first lookup (a hosted member's record),
+/// once; it also answers for a member's database by name, and 404s a name nobody serves. A
+/// database's key may be chosen while it is empty, never after.
+async fn a_group_checksum_database(mut app: common::app::TestApp) -> anyhow::Result<()> {
+    app.start_worker();
+    app.create(Repo::hosted("a", Format::Go)).await?;
+    app.create(Repo::hosted("b", Format::Go)).await?;
+    app.create(Repo::group("g", Format::Go, &["a", "b"])).await?;
+    let key = |repo: &str, body: serde_json::Value| {
+        app.call(
+            actix_web::test::TestRequest::put().uri(&format!("/api/v1/repositories/{repo}/signing-key")).set_json(body),
+        )
+    };
+    // The group's database gets a name of our choosing while it is empty.
+    let r = key("g", serde_json::json!({"generate": true, "name": "sum.g.example"})).await?;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.json["name"], "sum.g.example");
+    let (name, verifier) = sumdb_key(&app, "g").await?;
+    assert_eq!(name, "sum.g.example");
+    let r = key("g", serde_json::json!({"generate": true, "name": "bad name"})).await?;
+    assert_eq!(r.status, 400, "{}", r.text);
+    let zip_a = simple_module("example.com/a", "v1.0.0", "a", 0)?;
+    let zip_b = simple_module("example.com/b", "v1.0.0", "b", 0)?;
+    assert_eq!(app.put("/repository/a/example.com/a/@v/v1.0.0.zip", zip_a.clone()).await?.status, 201);
+    assert_eq!(app.put("/repository/b/example.com/b/@v/v1.0.0.zip", zip_b.clone()).await?.status, 201);
+    let base = "/repository/g/sumdb/sum.g.example";
+    assert_eq!(sumdb_support::open(&verifier, &app.get(&format!("{base}/latest")).await?.text)?.size, 0);
+    for (i, (m, zip, member)) in
+        [("example.com/b", &zip_b, "b"), ("example.com/a", &zip_a, "a")].into_iter().enumerate()
+    {
+        for _ in 0..2 {
+            let r = app.get(&format!("{base}/lookup/{m}@v1.0.0")).await?;
+            assert_eq!(r.status, 200, "{}", r.text);
+            let (id, text, signed) = packyard_codecs::go::sumdb::parse_lookup_body(&r.text)?;
+            assert_eq!(
+                (id, text),
+                (i as u64, sumdb_support::record(m, "v1.0.0", zip, &format!("module {m}\n\ngo 1.19\n"))?.as_str())
+            );
+            assert_eq!(sumdb_support::open(&verifier, signed)?.size, i as u64 + 1);
+            // The member's own record says the same.
+            let own = app.get(&format!("/repository/{member}/sumdb/{member}/lookup/{m}@v1.0.0")).await?;
+            assert_eq!(packyard_codecs::go::sumdb::parse_lookup_body(&own.text)?.1, text);
+        }
+    }
+    assert_eq!(app.get(&format!("{base}/lookup/example.com/c@v1.0.0")).await?.status, 404);
+    // A member's database through the group: the member's answer.
+    let through = app.get("/repository/g/sumdb/a/lookup/example.com/a@v1.0.0").await?;
+    let direct = app.get("/repository/a/sumdb/a/lookup/example.com/a@v1.0.0").await?;
+    assert_eq!((through.status.as_u16(), &through.text), (200, &direct.text));
+    for (path, status) in [("sum.g.example/supported", 200), ("b/supported", 200), ("sum.golang.org/supported", 404)] {
+        assert_eq!(app.get(&format!("/repository/g/sumdb/{path}")).await?.status, status, "{path}");
+    }
+    // Not empty any more: its key never changes.
+    let r = key("g", serde_json::json!({"generate": true})).await?;
+    assert_eq!(r.status, 409, "{}", r.text);
+    assert!(r.text.contains("holds 2 record(s): its key never changes"), "{}", r.text);
+    let (private, _) = packyard_codecs::go::sumdb::note::generate_key("sum.g.example")?;
+    assert_eq!(key("g", serde_json::json!({"private_key": private})).await?.status, 409);
+    // An empty one takes an imported key.
+    let (private, public) = packyard_codecs::go::sumdb::note::generate_key("sum.c.example")?;
+    app.create(Repo::hosted("c", Format::Go)).await?;
+    let r = key("c", serde_json::json!({"private_key": private})).await?;
+    assert_eq!((r.status.as_u16(), r.json["verifier_key"].as_str()), (200, Some(public.as_str())), "{}", r.text);
+    assert_eq!(app.get("/repository/c/sumdb/sum.c.example/supported").await?.status, 200);
+    assert_eq!(app.get("/repository/c/sumdb/c/supported").await?.status, 404);
+    Ok(())
+}
+app_test!(a_group_checksum_database);
+
+/// A Go proxy's checksum databases: sum.golang.org through its upstream unless told otherwise,
+/// shown by GET, changed by PATCH, checked; `[]` serves none; hosted repositories take none.
+async fn proxy_checksum_database_settings(app: common::app::TestApp) -> anyhow::Result<()> {
+    let created = app.create(Repo::proxy("goproxy", Format::Go, "https://proxy.golang.org/")).await?;
+    assert_eq!(created["go"], serde_json::json!({"checksum_databases": [{"name": "sum.golang.org"}]}));
+    let direct =
+        serde_json::json!({"checksum_databases": [{"name": "sum.golang.org", "url": "https://sum.golang.org"}]});
+    let patched = app.patch_repository("goproxy", serde_json::json!({"go": direct})).await?;
+    assert_eq!(patched["go"], direct);
+    let got = app.call(actix_web::test::TestRequest::get().uri("/api/v1/repositories/goproxy")).await?;
+    assert_eq!(got.json["go"], direct);
+    // `supported` of a database the proxy reaches at its own URL: answered without asking.
+    let r = app.get("/repository/goproxy/sumdb/sum.golang.org/supported").await?;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(app.get("/repository/goproxy/sumdb/sum.other.example/supported").await?.status, 404);
+    for (go, message) in [
+        (serde_json::json!({"checksum_databases": [{"name": "a b"}]}), "invalid go.checksum_databases name"),
+        (serde_json::json!({"checksum_databases": [{"name": "s", "url": "file:///etc"}]}), "must use http or https"),
+        (serde_json::json!({"checksum_databases": [{"name": "s"}, {"name": "s"}]}), "lists \"s\" twice"),
+    ] {
+        let r = app
+            .call(
+                actix_web::test::TestRequest::patch()
+                    .uri("/api/v1/repositories/goproxy")
+                    .insert_header(("content-type", "application/merge-patch+json"))
+                    .set_payload(serde_json::json!({"go": go}).to_string()),
+            )
+            .await?;
+        assert_eq!(r.status, 400, "{}", r.text);
+        assert!(common::error_of(&r.json).1.contains(message), "{}", r.text);
+    }
+    // The proxy's address guard holds for a database's URL too.
+    let local = serde_json::json!({"checksum_databases": [{"name": "sum.golang.org", "url": "http://127.0.0.1:9/"}]});
+    app.patch_repository("goproxy", serde_json::json!({"go": local})).await?;
+    let r = app.get("/repository/goproxy/sumdb/sum.golang.org/latest").await?;
+    assert_eq!(r.status, 502, "{}", r.text);
+    assert!(
+        r.text.contains("loopback, private or link-local") && r.text.contains("proxy.allowed_networks"),
+        "{}",
+        r.text
+    );
+    let none = app.patch_repository("goproxy", serde_json::json!({"go": {"checksum_databases": []}})).await?;
+    assert_eq!(none["go"], serde_json::json!({"checksum_databases": []}));
+    assert_eq!(app.get("/repository/goproxy/sumdb/sum.golang.org/supported").await?.status, 404);
+    // PUT keeps the rule of every format's settings: what the repository has may not be left out.
+    let put = app
+        .call(actix_web::test::TestRequest::put().uri("/api/v1/repositories/goproxy").set_json(serde_json::json!({
+            "format": "go", "type": "proxy", "proxy": {"remote_url": "https://proxy.golang.org/"}
+        })))
+        .await?;
+    assert_eq!(put.status, 400, "{}", put.text);
+    assert!(put.text.contains("the body has no `go` settings"), "{}", put.text);
+    let r = app
+        .call(actix_web::test::TestRequest::post().uri("/api/v1/repositories").set_json(serde_json::json!({
+            "name": "h", "format": "go", "type": "hosted", "go": {"checksum_databases": []}
+        })))
+        .await?;
+    assert_eq!(r.status, 400, "{}", r.text);
+    assert!(r.text.contains("go.checksum_databases applies to proxy repositories"), "{}", r.text);
+    let r = app.call(actix_web::test::TestRequest::get().uri("/api/v1/repositories/goproxy/signing-key")).await?;
+    assert_eq!(r.status, 400, "{}", r.text);
+    Ok(())
+}
+app_test!(proxy_checksum_database_settings);
+
+/// The go command with this environment (beside a fresh, isolated home): whether it succeeded,
+/// its stdout and its stderr.
+fn go_with(dir: &Path, home: &Path, env: &[(&str, &str)], args: &[&str]) -> anyhow::Result<(bool, String, String)> {
+    let mut cmd = Command::new("go");
+    cmd.args(args)
+        .current_dir(dir)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("GOPATH", home.join("gopath"))
+        .env("GOMODCACHE", home.join("modcache"))
+        .env("GOCACHE", home.join("gocache"))
+        .env("GOTOOLCHAIN", "local")
+        .env("GOFLAGS", "-mod=mod")
+        .env("GO111MODULE", "on")
+        .env("CGO_ENABLED", "0");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output()?;
+    Ok((
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
+}
+
+/// x/mod's checksum database server (`tests/fixtures/sumdb`), built offline from Debian's
+/// golang-golang-x-mod-dev; `None` (the test skipped) without go or those sources.
+fn sumdb_server_binary(scratch: &Path) -> anyhow::Result<Option<std::path::PathBuf>> {
+    let sources = Path::new("/usr/share/gocode/src/golang.org/x/mod/sumdb");
+    if Command::new("go").arg("version").output().is_err() || !sources.is_dir() {
+        eprintln!(
+            "skipped: no go command or no {} (scripts/test.sh installs golang-go and golang-golang-x-mod-dev)",
+            sources.display()
+        );
+        return Ok(None);
+    }
+    let main = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sumdb/main.go");
+    let bin = scratch.join("sumdb-server");
+    let out = Command::new("go")
+        .args(["build", "-o"])
+        .arg(&bin)
+        .arg(&main)
+        .current_dir(scratch)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", scratch)
+        .env("GOCACHE", scratch.join("gocache"))
+        .env("GOPATH", format!("{}:/usr/share/gocode", scratch.join("gopath").display()))
+        .env("GO111MODULE", "off")
+        .env("GOTOOLCHAIN", "local")
+        .output()?;
+    anyhow::ensure!(out.status.success(), "building the sumdb server: {}", String::from_utf8_lossy(&out.stderr));
+    Ok(Some(bin))
+}
+
+/// A running x/mod checksum database over a GOPROXY directory; killed on drop.
+struct SumdbServer {
+    child: std::process::Child,
+    url: String,
+    log: std::path::PathBuf,
+}
+
+impl SumdbServer {
+    fn start(bin: &Path, private_key: &str, proxy_dir: &Path, log: std::path::PathBuf) -> anyhow::Result<Self> {
+        use std::io::BufRead as _;
+        let mut child =
+            Command::new(bin).arg(private_key).arg(proxy_dir).arg(&log).stdout(std::process::Stdio::piped()).spawn()?;
+        let stdout = child.stdout.take().ok_or_else(|| anyhow::anyhow!("no stdout"))?;
+        let mut line = String::new();
+        std::io::BufReader::new(stdout).read_line(&mut line)?;
+        let url = line.trim().strip_prefix("listening on ").unwrap_or_default().to_string();
+        anyhow::ensure!(url.starts_with("http://"), "the sumdb server said {line:?}");
+        Ok(Self { child, url, log })
+    }
+
+    /// The paths it was asked for, in order.
+    fn requests(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.log).unwrap_or_default().lines().map(str::to_string).collect()
+    }
+}
+
+impl Drop for SumdbServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Writes a module version into a GOPROXY directory.
+fn write_goproxy(root: &Path, module: &str, version: &str, zip: &[u8], go_mod: &str) -> anyhow::Result<()> {
+    let dir = root.join(packyard_codecs::go::escape(module)).join("@v");
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(dir.join(format!("{version}.zip")), zip)?;
+    std::fs::write(dir.join(format!("{version}.mod")), go_mod)?;
+    Ok(())
+}
+
+fn put_module(server: &Server, repo: &str, module: &str, version: &str, zip: &[u8]) -> anyhow::Result<(u16, String)> {
+    status_of(
+        ureq::put(&format!(
+            "{}/repository/{repo}/{}/@v/{version}.zip",
+            server.public,
+            packyard_codecs::go::escape(module)
+        ))
+        .set("Authorization", &basic(PW))
+        .send_bytes(zip),
+    )
+}
+
+/// Item 5: a proxy serves the public checksum database it is configured with
+/// (`go.checksum_databases`), through the proxy cache: the real go command, given only the
+/// database's name and key (`GOSUMDB` without a URL), asks Packyard's `sumdb/<name>/supported`,
+/// then verifies through it — x/mod's own server computing the records with x/mod's dirhash;
+/// a second run is served from the cache; a group answers for its member; a version the database
+/// says other hashes for, a tampered go.sum line and a wrong key are each refused.
+#[test]
+fn a_proxied_checksum_database_with_the_real_go_command() -> anyhow::Result<()> {
+    let scratch = tempfile::tempdir()?;
+    let Some(bin) = sumdb_server_binary(scratch.path())? else { return Ok(()) };
+    let go_mod = |m: &str| format!("module {m}\n\ngo 1.19\n");
+    let hello = [
+        ("v1.0.0", simple_module("example.com/hello", "v1.0.0", "hello one", 0)?),
+        ("v1.1.0", simple_module("example.com/hello", "v1.1.0", "hello two", 0)?),
+    ];
+    let served = simple_module("example.com/tampered", "v1.0.0", "what the proxy serves", 0)?;
+    let logged = simple_module("example.com/tampered", "v1.0.0", "what the database logged", 0)?;
+    // The database's view of the world: the same hello, another tampered.
+    let upstream_dir = scratch.path().join("goproxy");
+    for (v, zip) in &hello {
+        write_goproxy(&upstream_dir, "example.com/hello", v, zip, &go_mod("example.com/hello"))?;
+    }
+    write_goproxy(&upstream_dir, "example.com/tampered", "v1.0.0", &logged, &go_mod("example.com/tampered"))?;
+    let (private, public) = packyard_codecs::go::sumdb::note::generate_key("sum.test.example")?;
+    let sumdb = SumdbServer::start(&bin, &private, &upstream_dir, scratch.path().join("sumdb.log"))?;
+
+    let dir = tempfile::tempdir()?;
+    let server = start(
+        dir.path(),
+        &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW), ("PACKYARD_PROXY__ALLOW_PRIVATE_ADDRESSES", "true")],
+    )?;
+    server.wait_ready()?;
+    let create = |spec: serde_json::Value| common::process::create_repository(&server.public, &basic(PW), spec);
+    create(Repo::hosted("origin", Format::Go).into())?;
+    for (v, zip) in &hello {
+        assert_eq!(put_module(&server, "origin", "example.com/hello", v, zip)?.0, 201);
+    }
+    assert_eq!(put_module(&server, "origin", "example.com/tampered", "v1.0.0", &served)?.0, 201);
+    create(
+        Repo::proxy("goproxy", Format::Go, &format!("{}/repository/origin/", server.public))
+            .with(serde_json::json!({"go": {"checksum_databases": [{"name": "sum.test.example", "url": sumdb.url}]}}))
+            .into(),
+    )?;
+    create(Repo::group("gogroup", Format::Go, &["goproxy"]).into())?;
+
+    let proxy = format!("{}/repository/goproxy/", server.public);
+    let env = |proxy: &str, gosumdb: &str| -> Vec<(String, String)> {
+        vec![("GOPROXY".into(), proxy.into()), ("GOSUMDB".into(), gosumdb.into())]
+    };
+    let run = |env: &[(String, String)], dir: Option<&Path>, args: &[&str]| -> anyhow::Result<(bool, String, String)> {
+        let home = tempfile::tempdir()?;
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let out = go_with(dir.unwrap_or(home.path()), home.path(), &env, args);
+        if let Ok((true, _, _)) = &out {
+            let latest = std::fs::read_to_string(home.path().join("gopath/pkg/sumdb/sum.test.example/latest"))?;
+            anyhow::ensure!(latest.starts_with("go.sum database tree\n"), "the go command kept no tree: {latest}");
+        }
+        out
+    };
+    let download = ["mod", "download", "-json", "example.com/hello@v1.1.0"];
+    let (ok, out, err) = run(&env(&proxy, &public), None, &download)?;
+    assert!(ok, "{out}\n{err}");
+    let json: serde_json::Value = serde_json::from_str(&out)?;
+    assert_eq!(json["Sum"].as_str(), Some(sumdb_support::h1_of_zip(&hello[1].1)?.as_str()), "{json}");
+    let asked = sumdb.requests();
+    assert!(asked.contains(&"/lookup/example.com/hello@v1.1.0".to_string()), "{asked:?}");
+    assert!(asked.iter().any(|p| p.starts_with("/tile/8/0/")), "{asked:?}");
+    // What the database says, asked directly, is what the go command verified.
+    let direct = ureq::get(&format!("{}/lookup/example.com/hello@v1.1.0", sumdb.url)).call()?.into_string()?;
+    assert!(
+        direct.contains(&format!("example.com/hello v1.1.0 {}\n", json["Sum"].as_str().unwrap_or("?"))),
+        "{direct}"
+    );
+    let through = ureq::get(&format!("{proxy}sumdb/sum.test.example/lookup/example.com/hello@v1.1.0")).call()?;
+    assert_eq!(through.header("x-packyard-cache"), Some("hit"));
+    let asked = sumdb.requests().len();
+
+    // Again from a fresh home, and through the group: all from Packyard's cache.
+    let (ok, out, err) = run(&env(&proxy, &public), None, &download)?;
+    assert!(ok, "{out}\n{err}");
+    let group = format!("{}/repository/gogroup/", server.public);
+    let (ok, out, err) = run(&env(&group, &public), None, &download)?;
+    assert!(ok, "through the group: {out}\n{err}");
+    assert_eq!(sumdb.requests().len(), asked, "asked the database again: {:?}", sumdb.requests());
+
+    // The database logged other hashes than the proxy serves: refused.
+    let (ok, out, err) =
+        run(&env(&proxy, &public), None, &["mod", "download", "-json", "example.com/tampered@v1.0.0"])?;
+    assert!(!ok, "{out}");
+    assert!(out.contains("checksum mismatch") && out.contains("SECURITY ERROR"), "{out}\n{err}");
+    assert!(out.contains(&sumdb_support::h1_of_zip(&logged)?), "{out}");
+
+    // A go.sum line changed: refused.
+    let app = tempfile::tempdir()?;
+    std::fs::write(
+        app.path().join("go.mod"),
+        "module example.com/app\n\ngo 1.19\n\nrequire example.com/hello v1.1.0\n",
+    )?;
+    let real = sumdb_support::h1_of_zip(&hello[1].1)?;
+    let forged = sumdb_support::h1_of_zip(&hello[0].1)?;
+    let sum = format!(
+        "example.com/hello v1.1.0 {forged}\nexample.com/hello v1.1.0/go.mod {}\n",
+        packyard_codecs::go::sumdb::h1_go_mod(go_mod("example.com/hello").as_bytes())
+    );
+    std::fs::write(app.path().join("go.sum"), sum)?;
+    let (ok, out, err) = run(&env(&proxy, &public), Some(app.path()), &["mod", "download", "example.com/hello"])?;
+    assert!(!ok, "{out}");
+    assert!(err.contains("checksum mismatch") && err.contains("SECURITY ERROR"), "{err}");
+    assert!(err.contains(&real) && err.contains(&forged), "{err}");
+
+    // Another key of the same name: refused.
+    let (_, impostor) = packyard_codecs::go::sumdb::note::generate_key("sum.test.example")?;
+    let (ok, out, err) = run(&env(&proxy, &impostor), None, &download)?;
+    assert!(!ok, "{out}");
+    assert!(out.contains("verifying") && out.contains("no verifiable signatures"), "{out}\n{err}");
+    Ok(())
+}
+
+/// Item 6: a hosted repository's and a group's own checksum databases verify private modules
+/// with the real go command (`GOSUMDB="<name>+<key> <url>"`, `GONOSUMDB` unset): through the
+/// hosted repository and through a group over it and a proxy (whose version the group logs from
+/// the bytes it serves); a tampered go.sum line and a wrong key are refused; the log survives a
+/// restart, signing the same head; a record changed in the database behind Packyard's back is
+/// caught by the go command.
+#[test]
+fn own_checksum_databases_with_the_real_go_command() -> anyhow::Result<()> {
+    if Command::new("go").arg("version").output().is_err() {
+        eprintln!("skipped: no go command (scripts/test.sh installs golang-go)");
+        return Ok(());
+    }
+    let dir = tempfile::tempdir()?;
+    let env = [("PACKYARD_SECURITY__ADMIN_PASSWORD", PW), ("PACKYARD_PROXY__ALLOW_PRIVATE_ADDRESSES", "true")];
+    let server = start(dir.path(), &env)?;
+    server.wait_ready()?;
+    let create =
+        |server: &Server, spec: serde_json::Value| common::process::create_repository(&server.public, &basic(PW), spec);
+    create(&server, Repo::hosted("gomods", Format::Go).into())?;
+    create(&server, Repo::hosted("public", Format::Go).into())?;
+    create(&server, Repo::proxy("pubproxy", Format::Go, &format!("{}/repository/public/", server.public)).into())?;
+    create(&server, Repo::group("goall", Format::Go, &["gomods", "pubproxy"]).into())?;
+    let m = "example.com/private";
+    let zips = [
+        ("v1.0.0", simple_module(m, "v1.0.0", "private one", 0)?),
+        ("v1.1.0", simple_module(m, "v1.1.0", "private two", 0)?),
+    ];
+    let key = |repo: &str| -> anyhow::Result<serde_json::Value> {
+        let r = ureq::get(&format!("{}/api/v1/repositories/{repo}/signing-key", server.public))
+            .set("Authorization", &basic(PW))
+            .call()?;
+        Ok(r.into_json()?)
+    };
+    let latest = |repo: &str, name: &str| -> anyhow::Result<String> {
+        Ok(ureq::get(&format!("{}/repository/{repo}/sumdb/{name}/latest", server.public)).call()?.into_string()?)
+    };
+    let size = |note: &str| note.lines().nth(1).unwrap_or_default().to_string();
+    assert_eq!(size(&latest("gomods", "gomods")?), "0");
+    for (i, (v, zip)) in zips.iter().enumerate() {
+        assert_eq!(put_module(&server, "gomods", m, v, zip)?.0, 201);
+        assert_eq!(size(&latest("gomods", "gomods")?), (i + 1).to_string(), "one record per version");
+    }
+    let public_zip = simple_module("example.com/pub", "v1.0.0", "public", 0)?;
+    assert_eq!(put_module(&server, "public", "example.com/pub", "v1.0.0", &public_zip)?.0, 201);
+    let hosted = key("gomods")?;
+    let gosumdb = hosted["gosumdb"].as_str().unwrap_or_default().to_string();
+    assert_eq!(
+        gosumdb,
+        format!("{} {}/repository/gomods/sumdb/gomods", hosted["verifier_key"].as_str().unwrap_or("?"), server.public)
+    );
+    let grouped = key("goall")?["gosumdb"].as_str().unwrap_or_default().to_string();
+
+    let hosted_proxy = format!("{}/repository/gomods/", server.public);
+    let group_proxy = format!("{}/repository/goall/", server.public);
+    let run =
+        |proxy: &str, gosumdb: &str, dir: Option<&Path>, args: &[&str]| -> anyhow::Result<(bool, String, String)> {
+            let home = tempfile::tempdir()?;
+            go_with(dir.unwrap_or(home.path()), home.path(), &[("GOPROXY", proxy), ("GOSUMDB", gosumdb)], args)
+        };
+    let download = ["mod", "download", "-json", "example.com/private@v1.1.0"];
+    let (ok, out, err) = run(&hosted_proxy, &gosumdb, None, &download)?;
+    assert!(ok, "{out}\n{err}");
+    let json: serde_json::Value = serde_json::from_str(&out)?;
+    assert_eq!(json["Sum"].as_str(), Some(sumdb_support::h1_of_zip(&zips[1].1)?.as_str()), "{json}");
+
+    // Through the group: `go get` both modules, build and run; the group logs each on its first
+    // lookup (the proxied one from the bytes the proxy serves).
+    let app = tempfile::tempdir()?;
+    std::fs::write(app.path().join("go.mod"), "module example.com/app\n\ngo 1.19\n")?;
+    std::fs::write(
+        app.path().join("main.go"),
+        "package main\n\nimport (\n\t\"fmt\"\n\n\t\"example.com/private\"\n\t\"example.com/pub\"\n)\n\nfunc main() { fmt.Println(private.Message(), pub.Message()) }\n",
+    )?;
+    let home = tempfile::tempdir()?;
+    let group_env = [("GOPROXY", group_proxy.as_str()), ("GOSUMDB", grouped.as_str())];
+    let (ok, out, err) =
+        go_with(app.path(), home.path(), &group_env, &["get", "example.com/private@v1.0.0", "example.com/pub@v1.0.0"])?;
+    assert!(ok, "{out}\n{err}");
+    let (ok, out, err) = go_with(app.path(), home.path(), &group_env, &["run", "."])?;
+    assert!(ok, "{out}\n{err}");
+    assert_eq!(out, "private one public\n");
+    let sum = std::fs::read_to_string(app.path().join("go.sum"))?;
+    assert_eq!(
+        sum_line(&sum, "example.com/pub v1.0.0 h1:"),
+        format!("example.com/pub v1.0.0 {}", sumdb_support::h1_of_zip(&public_zip)?)
+    );
+    let group_name = key("goall")?["name"].as_str().unwrap_or_default().to_string();
+    // What the go command looked up (also the latest private version's go.mod, for its
+    // retractions), each logged once.
+    assert_eq!(size(&latest("goall", &group_name)?), "3");
+    let data = ureq::get(&format!("{}/repository/goall/sumdb/{group_name}/tile/8/data/000.p/3", server.public))
+        .call()?
+        .into_string()?;
+    let mut logged: Vec<String> = sumdb_support::data_records(&data)?.into_iter().map(|(_, text)| text).collect();
+    logged.sort();
+    let mut expected = vec![
+        sumdb_support::record(m, "v1.0.0", &zips[0].1, &format!("module {m}\n\ngo 1.19\n"))?,
+        sumdb_support::record(m, "v1.1.0", &zips[1].1, &format!("module {m}\n\ngo 1.19\n"))?,
+        sumdb_support::record("example.com/pub", "v1.0.0", &public_zip, "module example.com/pub\n\ngo 1.19\n")?,
+    ];
+    expected.sort();
+    assert_eq!(logged, expected);
+    // The hosted database through the group, by its name and no URL: the group answers for it.
+    let bare = gosumdb.split(' ').next().unwrap_or_default();
+    let (ok, out, err) = run(&group_proxy, bare, None, &download)?;
+    assert!(ok, "{out}\n{err}");
+
+    // A go.sum line changed: refused.
+    std::fs::write(
+        app.path().join("go.sum"),
+        sum.replace(&sumdb_support::h1_of_zip(&zips[0].1)?, &sumdb_support::h1_of_zip(&zips[1].1)?),
+    )?;
+    let (ok, out, err) =
+        go_with(app.path(), tempfile::tempdir()?.path(), &group_env, &["mod", "download", "example.com/private"])?;
+    assert!(!ok, "{out}");
+    assert!(err.contains("checksum mismatch") && err.contains("SECURITY ERROR"), "{err}");
+    // Another key of the same name: refused.
+    let (_, impostor) = packyard_codecs::go::sumdb::note::generate_key("gomods")?;
+    let url = gosumdb.split(' ').nth(1).unwrap_or_default();
+    let (ok, out, _) = run(&hosted_proxy, &format!("{impostor} {url}"), None, &download)?;
+    assert!(!ok && out.contains("no verifiable signatures"), "{out}");
+
+    // A restart: the same log, the same signed head, verified again.
+    let before = latest("gomods", "gomods")?;
+    assert!(server.terminate()?.success());
+    let server = start(dir.path(), &env)?;
+    server.wait_ready()?;
+    assert_eq!(
+        ureq::get(&format!("{}/repository/gomods/sumdb/gomods/latest", server.public)).call()?.into_string()?,
+        before
+    );
+    let hosted_proxy = format!("{}/repository/gomods/", server.public);
+    let gosumdb = format!("{bare} {}/repository/gomods/sumdb/gomods", server.public);
+    let (ok, out, err) = run(&hosted_proxy, &gosumdb, None, &download)?;
+    assert!(ok, "after a restart: {out}\n{err}");
+
+    // A record changed behind Packyard's back (its stored hashes left alone): the go command
+    // cannot authenticate it.
+    assert!(server.terminate()?.success());
+    let forged = sumdb_support::record(m, "v1.1.0", &zips[0].1, &format!("module {m}\n\ngo 1.19\n"))?;
+    common::process::sql(
+        &format!("sqlite://{}/data/packyard.db", dir.path().display()),
+        &format!("UPDATE go_sumdb_records SET record = '{forged}' WHERE module = '{m}' AND version = 'v1.1.0'"),
+    )?;
+    let server = start(dir.path(), &env)?;
+    server.wait_ready()?;
+    let hosted_proxy = format!("{}/repository/gomods/", server.public);
+    let gosumdb = format!("{bare} {}/repository/gomods/sumdb/gomods", server.public);
+    let (ok, out, err) = run(&hosted_proxy, &gosumdb, None, &download)?;
+    assert!(!ok, "a forged record verified: {out}");
+    assert!(out.contains("cannot authenticate record data"), "{out}\n{err}");
+    Ok(())
+}

@@ -204,8 +204,8 @@ fn security_paths() -> serde_json::Value {
         },
         "/api/v1/repositories/{name}/signing-key": {
             "parameters": param("name"),
-            "get": op("The public signing key of an APT repository: {fingerprint, algorithm, public_key, previous_fingerprint} (admin)", "200"),
-            "put": op("Rotate: {\"generate\":true, \"algorithm\":\"ed25519|rsa3072|rsa4096\"} or {\"private_key\":\"<armored secret key>\"}; snapshots are re-signed, gpg.key keeps offering the previous key (admin)", "200")
+            "get": op("The public signing key of an APT repository: {fingerprint, algorithm, public_key, previous_fingerprint}; of an APK repository: {fingerprint, algorithm, key_name, public_key, previous_key_name}; of a hosted or group Go repository, its checksum database: {name, algorithm, verifier_key, gosumdb, size} (admin)", "200"),
+            "put": op("Rotate: {\"generate\":true, \"algorithm\":\"ed25519|rsa3072|rsa4096\"} or {\"private_key\":\"<armored secret key>\"}; snapshots are re-signed, gpg.key keeps offering the previous key. Go: {\"generate\":true, \"name\":\"<database name>\"} or {\"private_key\":\"PRIVATE+KEY+…\"}, only while the checksum database holds no record (409 after: a log's key never changes) (admin)", "200")
         },
         "/api/v1/audit": {
             "get": op("Audit entries, newest first: ?limit=1..1000&before=<id from next>; narrowed by &actor=<exactly>, &action=<its start, e.g. user.>, &target=<containing>", "200")
@@ -281,6 +281,11 @@ fn repositories_document() -> serde_json::Value {
                     "negative_ttl_secs": {"type": "integer", "default": 300},
                     "username": {"type": "string", "description": "upstream HTTP Basic user"},
                     "password": {"type": "string", "writeOnly": true, "description": "upstream password; sealed, never returned"}}},
+                "Go": {"type": "object", "additionalProperties": false, "properties": {
+                    "checksum_databases": {"type": "array", "description": "proxy: the checksum databases served under sumdb/<name>/ through the proxy cache (default [{\"name\":\"sum.golang.org\"}], through the upstream proxy; [] for none)",
+                        "items": {"type": "object", "additionalProperties": false, "required": ["name"], "properties": {
+                            "name": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,253}$"},
+                            "url": {"type": "string", "format": "uri", "description": "where the database answers; absent: <remote_url>/sumdb/<name>"}}}}}},
                 "Group": {"type": "object", "additionalProperties": false, "required": ["members"], "properties": {
                     "members": {"type": "array", "items": {"type": "string"}}}},
                 "RepositorySpec": {"type": "object", "additionalProperties": false, "required": ["format", "type"], "properties": {
@@ -290,12 +295,13 @@ fn repositories_document() -> serde_json::Value {
                     "write_policy": {"enum": ["allow_once", "allow", "deny"], "default": "allow_once"},
                     "anonymous_read": {"type": "boolean", "default": true},
                     "apt": {"$ref": "#/components/schemas/Apt"}, "apk": {"$ref": "#/components/schemas/Apk"},
-                    "go": {"type": "object", "additionalProperties": false}, "conan": {"type": "object", "additionalProperties": false},
+                    "go": {"$ref": "#/components/schemas/Go"}, "conan": {"type": "object", "additionalProperties": false},
                     "proxy": {"$ref": "#/components/schemas/Proxy"}, "group": {"$ref": "#/components/schemas/Group"}}},
                 "Repository": {"type": "object", "properties": {
                     "name": {"type": "string"}, "format": {"type": "string"}, "type": {"type": "string"},
                     "url": {"type": "string"}, "write_policy": {"type": "string"}, "anonymous_read": {"type": "boolean"},
                     "apt": {"$ref": "#/components/schemas/Apt"}, "apk": {"$ref": "#/components/schemas/Apk"},
+                    "go": {"$ref": "#/components/schemas/Go"},
                     "proxy": {"$ref": "#/components/schemas/Proxy"}, "group": {"$ref": "#/components/schemas/Group"},
                     "version": {"type": "integer"}, "created_at": {"type": "string", "format": "date-time"},
                     "updated_at": {"type": "string", "format": "date-time"}}}

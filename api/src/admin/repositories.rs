@@ -70,6 +70,8 @@ pub struct RepositoryView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub apk: Option<packyard_model::repos::ApkSettings>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub go: Option<packyard_model::repos::GoSettings>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub proxy: Option<packyard_model::repos::ProxySettings>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub group: Option<packyard_model::repos::GroupSettings>,
@@ -103,6 +105,7 @@ impl From<Repository> for RepositoryView {
             anonymous_read: r.anonymous_read,
             apt: r.settings.apt,
             apk: r.settings.apk,
+            go: r.settings.go,
             // The sealed upstream password is never returned.
             proxy: r.settings.proxy.map(|p| packyard_model::repos::ProxySettings { password_sealed: None, ..p }),
             group,

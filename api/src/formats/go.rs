@@ -1,6 +1,7 @@
 //! Go's routes (the GOPROXY protocol): `<module>/@v/list`, `<module>/@latest`,
-//! `<module>/@v/<version>.info|.mod|.zip` (module and version case-encoded), `sumdb/…` (404:
-//! "go direct"); `PUT <module>/@v/<version>.zip` and the Nexus-style `PUT <version>.zip`;
+//! `<module>/@v/<version>.info|.mod|.zip` (module and version case-encoded), the checksum
+//! databases under `sumdb/<name>/…` (see `go/sumdb.rs`); `PUT <module>/@v/<version>.zip` and
+//! the Nexus-style `PUT <version>.zip`;
 //! `DELETE <module>/@v/<version>.zip` (or `.mod`, `.info`). A read the protocol does not know is
 //! a 404 with a plain-text message, never a 400: the go command probes every prefix of a
 //! package path.
@@ -12,16 +13,19 @@ use packyard_core::groups::{self, GroupError};
 use packyard_core::hosted;
 use packyard_formats::go::group::{any_member_has, MEMBERS_FILE};
 use packyard_formats::go::hosted::{GoHosted, Target};
+use packyard_formats::go::sumdb::SumdbRequest;
 use packyard_formats::go::{proxy_request, Request, KIND};
 use packyard_model::repos::{RepoType, Repository};
 
 use crate::error::{ApiError, ErrorCode, FormatError};
 use crate::route::{percent_decode, Access, Cx, Routes, Tail};
 
+mod sumdb;
+
 pub struct Go;
 
 pub enum Route {
-    Sumdb,
+    Sumdb(SumdbRequest),
     Read(Request),
     Put(Target),
     Delete { module: String, version: String },
@@ -37,7 +41,10 @@ impl Routes for Go {
     fn route(method: &Method, tail: Tail<'_>) -> Option<Result<(Route, Access), FormatError>> {
         let path = percent_decode(tail.raw).unwrap_or_default();
         Some(match *method {
-            Method::GET | Method::HEAD if path.starts_with("sumdb/") => Ok((Route::Sumdb, Access::READ)),
+            Method::GET | Method::HEAD if path.starts_with("sumdb/") => match SumdbRequest::parse(&path) {
+                Ok(r) => Ok((Route::Sumdb(r), Access::READ)),
+                Err(e) => Err(ApiError::not_found(format!("not found: {e}")).into()),
+            },
             Method::GET | Method::HEAD => match Request::parse(&path) {
                 Ok(r) => Ok((Route::Read(r), Access::READ)),
                 Err(e) => Err(ApiError::not_found(format!("not found: {e}")).into()),
@@ -58,10 +65,7 @@ impl Routes for Go {
 
     async fn serve(cx: Cx<'_>, route: Route) -> Result<HttpResponse, FormatError> {
         match route {
-            Route::Sumdb => Err(ApiError::not_found(
-                "this proxy does not serve a checksum database: go verifies against its own (or set GONOSUMDB for private modules)",
-            )
-            .into()),
+            Route::Sumdb(request) => sumdb::serve(&cx, &request).await,
             Route::Read(request) => {
                 let repo = cx.repo.clone();
                 match read(&cx, &repo, &request, 0).await? {

@@ -6,7 +6,7 @@
 use std::future::Future;
 
 use actix_web::http::StatusCode;
-use actix_web::{web, HttpResponse};
+use actix_web::{web, HttpRequest, HttpResponse};
 use maud::{html, Markup};
 use packyard_core::services::Services;
 use serde::Deserialize;
@@ -503,6 +503,7 @@ async fn update_repository(
 
 async fn rotate_key(
     viewer: Viewer,
+    req: HttpRequest,
     services: web::Data<Services>,
     name: web::Path<String>,
     f: web::Form<Csrf>,
@@ -512,9 +513,9 @@ async fn rotate_key(
     let path = web::Path::from(admin::repositories::RepoPath {
         name: admin::repositories::NamePath::try_from(name.to_string()).map_err(UiError::not_found)?,
     });
-    match api(admin::repositories::signing_key::put(admin, data(&services), path, body(json!({"generate": true}))?))
-        .await
-    {
+    let put =
+        admin::repositories::signing_key::put(admin, req, data(&services), path, body(json!({"generate": true}))?);
+    match api(put).await {
         Ok(v) => {
             let fp = v["fingerprint"].as_str().unwrap_or_default().to_string();
             repository_page(

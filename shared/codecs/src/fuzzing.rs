@@ -168,8 +168,9 @@ fn check_go_zip(data: &[u8], limits: &zip::Limits) -> Result<CheckedZip, zip::Zi
         Ok(again) => assert_eq!(again, (module.clone(), version.clone())),
         Err(e) => panic!("{module}@{version} refused when expected: {e}"),
     }
-    let go_mod = zip::verify_data(data, &entries, &format!("{module}@{version}/go.mod"))?;
-    Ok((module, version, entries, go_mod))
+    let verified = zip::verify_data(data, &entries, &format!("{module}@{version}/go.mod"))?;
+    assert!(verified.h1.starts_with("h1:"), "{}", verified.h1);
+    Ok((module, version, entries, verified.go_mod))
 }
 
 /// Go coordinates: the case-encoding decoder and encoder, module paths, file paths, versions.

@@ -68,6 +68,16 @@ pub struct FetchRequest {
     /// the upstream nor the database (invariant 5). Another replica's newer fetch is seen once
     /// the copy in memory is no longer fresh.
     pub from_memory: bool,
+    /// Fetched from another upstream than the repository's (a checksum database a Go proxy
+    /// serves): `path` stays the cache's key; the upstream credentials are not sent there.
+    pub elsewhere: Option<Elsewhere>,
+}
+
+/// Another upstream for one path: its base URL and the path below it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Elsewhere {
+    pub base_url: String,
+    pub path: String,
 }
 
 impl FetchRequest {
@@ -90,6 +100,7 @@ impl FetchRequest {
             format: repo.format.as_str(),
             catalogue: None,
             from_memory: false,
+            elsewhere: None,
         })
     }
 }
@@ -416,14 +427,18 @@ impl Proxy {
     /// Asks the upstream (conditionally when a copy is cached) and records the answer.
     async fn refresh(&self, req: FetchRequest, cached: Option<ProxyEntry>) -> Result<Outcome, ProxyError> {
         let stale = cached.filter(|e| !e.is_negative());
-        let url = upstream_url(&req.settings.remote_url, &req.path)?;
+        let url = match &req.elsewhere {
+            Some(e) => upstream_url(&e.base_url, &e.path)?,
+            None => upstream_url(&req.settings.remote_url, &req.path)?,
+        };
         if let Err(b) = check_literal_host(&url, &self.inner.policy) {
             self.count_upstream(&req.repository, "blocked");
             return Err(ProxyError::Blocked(b.0));
         }
         let _permit = self.inner.permits.acquire().await.map_err(internal)?;
         let mut request = self.inner.client.get(url.clone());
-        if let Some(user) = &req.settings.username {
+        let credentials = if req.elsewhere.is_none() { req.settings.username.as_ref() } else { None };
+        if let Some(user) = credentials {
             let password = match (&req.settings.password_sealed, &self.inner.keystore) {
                 (Some((nonce, ct)), Some(ks)) => {
                     let bytes = ks

@@ -100,6 +100,7 @@ impl<'a> RepositoryService<'a> {
         let omitted = [
             ("apt", current.settings.apt.is_some() && spec.apt.is_none()),
             ("apk", current.settings.apk.is_some() && spec.apk.is_none()),
+            ("go", current.settings.go.is_some() && spec.go.is_none()),
         ]
         .into_iter()
         .find_map(|(key, omitted)| omitted.then_some(key));

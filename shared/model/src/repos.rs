@@ -156,10 +156,60 @@ impl Default for ApkSettings {
     }
 }
 
-/// Go and Conan take no format settings yet; an empty object is accepted.
+/// Conan takes no format settings yet; an empty object is accepted.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EmptySettings {}
+
+/// Go settings. A hosted or group repository serves a checksum database of its own (its key
+/// and name come with its signing key) and takes none yet.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GoSettings {
+    /// Proxy: the checksum databases it serves under `sumdb/<name>/…` (what the go command asks a
+    /// GOPROXY for before it would reach a database itself), each fetched through the proxy
+    /// cache. Default: `sum.golang.org` through the upstream proxy. `[]`: none, so the go
+    /// command verifies against the databases directly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checksum_databases: Option<Vec<ChecksumDatabase>>,
+}
+
+/// A checksum database a Go proxy serves to the go command.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChecksumDatabase {
+    /// Its name, as `GOSUMDB` names it (`sum.golang.org`).
+    pub name: String,
+    /// Where it answers (`https://sum.golang.org`: `<url>/lookup/…`, `<url>/tile/…`). Absent:
+    /// through the upstream proxy, at `<remote_url>/sumdb/<name>/…`, as proxy.golang.org serves
+    /// sum.golang.org (the upstream credentials go with it, as to the upstream).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+}
+
+impl GoSettings {
+    /// What a Go proxy serves when its definition names no checksum database.
+    pub fn proxy_default() -> Self {
+        Self { checksum_databases: Some(vec![ChecksumDatabase { name: "sum.golang.org".into(), url: None }]) }
+    }
+}
+
+/// A checksum database's name: 1 to 253 characters from A-Z, a-z, 0-9, '.', '_' and '-' (a
+/// host name, as Go's are; it is a URL path segment and a note key's name).
+pub fn check_checksum_database_name(what: &str, name: &str) -> Result<(), InvalidRepository> {
+    let ok = !name.is_empty()
+        && name.len() <= 253
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+        && !name.bytes().all(|b| b == b'.');
+    if ok {
+        Ok(())
+    } else {
+        Err(InvalidRepository(format!(
+            "invalid {what} {:?}: use 1 to 253 characters from A-Z, a-z, 0-9, '.', '_' and '-' (a host name such as sum.golang.org)",
+            truncate(name)
+        )))
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -210,6 +260,8 @@ pub struct StoredSettings {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub apk: Option<ApkSettings>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub go: Option<GoSettings>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proxy: Option<ProxySettings>,
 }
 
@@ -231,7 +283,7 @@ pub struct RepositorySpec {
     #[serde(default)]
     pub apk: Option<ApkSettings>,
     #[serde(default)]
-    pub go: Option<EmptySettings>,
+    pub go: Option<GoSettings>,
     #[serde(default)]
     pub conan: Option<EmptySettings>,
     #[serde(default)]
@@ -376,7 +428,23 @@ impl RepositorySpec {
                 check_list("apk.architectures", &apk.architectures)?;
                 settings.apk = Some(apk);
             }
-            Format::Go | Format::Conan => {}
+            Format::Go => {
+                let go = self.go.unwrap_or_default();
+                match (self.repo_type, go.checksum_databases) {
+                    (RepoType::Proxy, None) => settings.go = Some(GoSettings::proxy_default()),
+                    (RepoType::Proxy, Some(dbs)) => {
+                        check_checksum_databases(&dbs)?;
+                        settings.go = Some(GoSettings { checksum_databases: Some(dbs) });
+                    }
+                    (_, Some(_)) => {
+                        return Err(InvalidRepository(
+                            "go.checksum_databases applies to proxy repositories (a hosted or group repository serves a checksum database of its own)".into(),
+                        ))
+                    }
+                    (_, None) => {}
+                }
+            }
+            Format::Conan => {}
         }
         let t = self.repo_type;
         match (t, self.proxy, &self.group) {
@@ -470,16 +538,40 @@ pub fn merge_patch(target: &mut serde_json::Value, patch: &serde_json::Value) {
 
 /// Only http(s) URLs with a host; credentials belong in settings, not in the URL.
 fn check_remote_url(raw: &str) -> Result<(), InvalidRepository> {
+    check_url("proxy.remote_url", raw)
+}
+
+fn check_url(key: &str, raw: &str) -> Result<(), InvalidRepository> {
     let url = url::Url::parse(raw)
-        .map_err(|e| InvalidRepository(format!("proxy.remote_url {:?} is not a valid URL: {e}", truncate(raw))))?;
+        .map_err(|e| InvalidRepository(format!("{key} {:?} is not a valid URL: {e}", truncate(raw))))?;
     if !matches!(url.scheme(), "http" | "https") {
-        return Err(InvalidRepository(format!("proxy.remote_url must use http or https, not {:?}", url.scheme())));
+        return Err(InvalidRepository(format!("{key} must use http or https, not {:?}", url.scheme())));
     }
     if url.host_str().is_none_or(str::is_empty) {
-        return Err(InvalidRepository("proxy.remote_url has no host".into()));
+        return Err(InvalidRepository(format!("{key} has no host")));
     }
     if !url.username().is_empty() || url.password().is_some() {
-        return Err(InvalidRepository("proxy.remote_url must not carry credentials".into()));
+        return Err(InvalidRepository(format!("{key} must not carry credentials")));
+    }
+    Ok(())
+}
+
+/// A proxy's checksum databases: valid names, each once; a URL, when given, plain http(s)
+/// without credentials, query or fragment (paths are appended to it).
+fn check_checksum_databases(dbs: &[ChecksumDatabase]) -> Result<(), InvalidRepository> {
+    let mut seen = BTreeSet::new();
+    for db in dbs {
+        check_checksum_database_name("go.checksum_databases name", &db.name)?;
+        if !seen.insert(db.name.as_str()) {
+            return Err(InvalidRepository(format!("go.checksum_databases lists {:?} twice", db.name)));
+        }
+        if let Some(raw) = &db.url {
+            let key = format!("the url of checksum database {}", db.name);
+            check_url(&key, raw)?;
+            if raw.contains(['?', '#']) {
+                return Err(InvalidRepository(format!("{key} must not carry a query or fragment")));
+            }
+        }
     }
     Ok(())
 }
@@ -594,5 +686,56 @@ mod tests {
         assert!(m.contains("`group` settings do not apply to a hosted repository"), "{m}");
         let m = invalid(serde_json::json!({"name":"x","format":"npm","type":"hosted"}));
         assert!(m.contains("unknown variant `npm`"), "{m}");
+    }
+
+    #[test]
+    fn go_checksum_databases() -> Result<(), Box<dyn std::error::Error>> {
+        let proxy = |go: serde_json::Value| {
+            let mut body = serde_json::json!({"name":"p","format":"go","type":"proxy","proxy":{"remote_url":"https://proxy.golang.org/"}});
+            if !go.is_null() {
+                body["go"] = go;
+            }
+            body
+        };
+        // A proxy serves sum.golang.org through its upstream unless told otherwise.
+        let new = spec(proxy(serde_json::Value::Null))?.validate(None)?;
+        assert_eq!(new.settings.go, Some(GoSettings::proxy_default()));
+        let new = spec(proxy(serde_json::json!({})))?.validate(None)?;
+        assert_eq!(new.settings.go, Some(GoSettings::proxy_default()));
+        let none = spec(proxy(serde_json::json!({"checksum_databases": []})))?.validate(None)?;
+        assert_eq!(none.settings.go, Some(GoSettings { checksum_databases: Some(vec![]) }));
+        let direct =
+            serde_json::json!({"checksum_databases": [{"name":"sum.golang.org","url":"https://sum.golang.org"}]});
+        let new = spec(proxy(direct))?.validate(None)?;
+        let dbs = new.settings.go.and_then(|g| g.checksum_databases).ok_or("databases")?;
+        assert_eq!(dbs[0].url.as_deref(), Some("https://sum.golang.org"));
+
+        for (go, message) in [
+            (serde_json::json!({"checksum_databases": [{"name":"a b"}]}), "invalid go.checksum_databases name \"a b\""),
+            (serde_json::json!({"checksum_databases": [{"name":"sum+x"}]}), "invalid go.checksum_databases name"),
+            (serde_json::json!({"checksum_databases": [{"name":".."}]}), "invalid go.checksum_databases name"),
+            (serde_json::json!({"checksum_databases": [{"name":"s"},{"name":"s"}]}), "lists \"s\" twice"),
+            (
+                serde_json::json!({"checksum_databases": [{"name":"s","url":"ftp://x/"}]}),
+                "the url of checksum database s must use http or https",
+            ),
+            (
+                serde_json::json!({"checksum_databases": [{"name":"s","url":"https://u:p@x/"}]}),
+                "must not carry credentials",
+            ),
+            (serde_json::json!({"checksum_databases": [{"name":"s","url":"https://x/?a=b"}]}), "query or fragment"),
+        ] {
+            let m = invalid(proxy(go));
+            assert!(m.contains(message), "{m}");
+        }
+        let m = invalid(
+            serde_json::json!({"name":"x","format":"go","type":"proxy","proxy":{"remote_url":"https://p/"},"go":{"checksum_databases":[{"name":"s","extra":1}]}}),
+        );
+        assert!(m.contains("unknown field `extra`"), "{m}");
+        let m = invalid(serde_json::json!({"name":"h","format":"go","type":"hosted","go":{"checksum_databases":[]}}));
+        assert!(m.contains("go.checksum_databases applies to proxy repositories"), "{m}");
+        let hosted = spec(serde_json::json!({"name":"h","format":"go","type":"hosted","go":{}}))?.validate(None)?;
+        assert_eq!(hosted.settings.go, None);
+        Ok(())
     }
 }

@@ -311,6 +311,29 @@ impl Db {
         binds.bind_to(self.query(statement))
     }
 
+    /// The rows of a statement that reads a set of integers: its text holds `$LIST` where the
+    /// integers go (`… WHERE k = $1 AND n IN ($LIST)`), and `$1` is `key`. The integers are
+    /// written into the rendered text as literals — only integers, so the text says what the
+    /// statement says, with no room for anything else; an empty list reads nothing.
+    pub async fn fetch_listed<'c, E>(
+        &self,
+        executor: E,
+        statement: &'static crate::sql::Sql,
+        key: i64,
+        list: &[i64],
+    ) -> DbResult<Vec<sqlx::any::AnyRow>>
+    where
+        E: sqlx::Executor<'c, Database = sqlx::Any>,
+    {
+        if list.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.count(statement.op());
+        let literals: Vec<String> = list.iter().map(i64::to_string).collect();
+        let text = statement.text(self.backend()).replacen("$LIST", &literals.join(", "), 1);
+        Ok(sqlx::query(&text).bind(key).fetch_all(executor).await?)
+    }
+
     /// The one row the statement finds, parsed, or `None`.
     pub async fn optional<'q, 'c, E, T>(
         &self,

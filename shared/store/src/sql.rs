@@ -12,6 +12,9 @@
 //!   `RETURNING id` where the backend has it, the driver's last insert id on MySQL);
 //! - a select that locks the rows it picks and skips those others hold ([`skip_locked!`]:
 //!   `FOR UPDATE SKIP LOCKED` on PostgreSQL and MySQL; SQLite has one writer and needs none);
+//! - a select that locks the rows it reads, waiting for those others hold, and reads them as
+//!   committed now ([`for_update!`]: `FOR UPDATE` on PostgreSQL and MySQL, whose locking reads
+//!   see past a repeatable-read snapshot; SQLite's writer lock is taken at `BEGIN IMMEDIATE`);
 //! - `CAST(… AS BIGINT)` (a `SUM` is a decimal on PostgreSQL and MySQL, which the driver does not
 //!   read as an integer) is `CAST(… AS SIGNED)` on MySQL.
 //!
@@ -66,6 +69,8 @@ pub enum Shape {
     InsertOrIgnoreId,
     /// `SELECT …` that locks what it picks, skipping rows other transactions hold.
     SkipLocked,
+    /// `SELECT …` that locks what it reads, waiting for rows other transactions hold.
+    ForUpdate,
     /// Takes (or, `release`, gives back) the session lock the text names: PostgreSQL's advisory
     /// lock `pg_key`, MySQL's named lock (waiting up to two minutes); SQLite's single writer
     /// needs none.
@@ -107,7 +112,7 @@ impl Sql {
 pub fn render(text: &str, shape: Shape, backend: Backend) -> String {
     let mysql = backend == Backend::MySql;
     let mut out = match shape {
-        Shape::Plain | Shape::InsertId | Shape::SkipLocked => text.to_string(),
+        Shape::Plain | Shape::InsertId | Shape::SkipLocked | Shape::ForUpdate => text.to_string(),
         Shape::SessionLock { pg_key, release } => match (backend, release) {
             (Backend::Postgres, false) => format!("SELECT pg_advisory_lock({pg_key})"),
             (Backend::Postgres, true) => format!("SELECT pg_advisory_unlock({pg_key})"),
@@ -135,6 +140,7 @@ pub fn render(text: &str, shape: Shape, backend: Backend) -> String {
     match (shape, backend) {
         (Shape::InsertId, Backend::Sqlite | Backend::Postgres) => out.push_str(" RETURNING id"),
         (Shape::SkipLocked, Backend::Postgres | Backend::MySql) => out.push_str(" FOR UPDATE SKIP LOCKED"),
+        (Shape::ForUpdate, Backend::Postgres | Backend::MySql) => out.push_str(" FOR UPDATE"),
         _ => {}
     }
     if mysql {
@@ -263,6 +269,16 @@ macro_rules! session_lock {
 macro_rules! skip_locked {
     ($op:literal, $text:expr) => {{
         static S: $crate::sql::Sql = $crate::sql::Sql::new($op, $text, $crate::sql::Shape::SkipLocked);
+        &S
+    }};
+}
+
+/// A select that locks the rows it reads (waiting for other transactions' locks) and reads them
+/// as committed now, also inside a repeatable-read transaction on MySQL.
+#[macro_export]
+macro_rules! for_update {
+    ($op:literal, $text:expr) => {{
+        static S: $crate::sql::Sql = $crate::sql::Sql::new($op, $text, $crate::sql::Shape::ForUpdate);
         &S
     }};
 }
@@ -403,6 +419,9 @@ mod tests {
             render(s, Shape::SkipLocked, Backend::MySql),
             "SELECT id FROM u WHERE a = ? LIMIT 1 FOR UPDATE SKIP LOCKED"
         );
+        assert_eq!(render(s, Shape::ForUpdate, Backend::Sqlite), s);
+        assert_eq!(render(s, Shape::ForUpdate, Backend::Postgres), "SELECT id FROM u WHERE a = $1 LIMIT 1 FOR UPDATE");
+        assert_eq!(render(s, Shape::ForUpdate, Backend::MySql), "SELECT id FROM u WHERE a = ? LIMIT 1 FOR UPDATE");
         // A column whose name ends in NEW is not a reference to the proposed row.
         assert_eq!(rewrite_rows("RENEW.x = 1", "t.", |c| format!("v({c})")), "RENEW.x = 1");
     }

@@ -7,6 +7,9 @@
 use std::collections::HashMap;
 use std::io::{self, Read};
 
+use sha2::{Digest, Sha256};
+
+use super::sumdb::dirhash::{h1_zip, FileDigest};
 use super::{check_file_path, check_module_path, check_module_version};
 
 #[derive(Debug, thiserror::Error)]
@@ -243,15 +246,25 @@ pub fn check_entries(
     Ok((module, version))
 }
 
+/// What reading a zip's data found: the root `go.mod`, if any, and the zip's `h1:` hash (what
+/// go.sum and the checksum database pin).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verified {
+    pub go_mod: Option<Vec<u8>>,
+    pub h1: String,
+}
+
 /// Reads the whole zip once, in order: each entry's local header must match the central
 /// directory, no two entries may share bytes, and every file must inflate to exactly its
 /// declared size and CRC (inflation stops past the declared size). Returns the bytes of the
-/// entry named `go_mod` (`<module>@<version>/go.mod`), if any.
-pub fn verify_data<R: Read>(mut r: R, entries: &[Entry], go_mod: &str) -> Result<Option<Vec<u8>>, ZipError> {
+/// entry named `go_mod` (`<module>@<version>/go.mod`), if any, and the zip's `h1:` hash, from
+/// the SHA-256 of every entry's inflated data taken on the same pass.
+pub fn verify_data<R: Read>(mut r: R, entries: &[Entry], go_mod: &str) -> Result<Verified, ZipError> {
     let mut order: Vec<&Entry> = entries.iter().collect();
     order.sort_by_key(|e| e.offset);
     let mut pos: u64 = 0;
     let mut found = None;
+    let mut digests: Vec<(&str, FileDigest)> = Vec::with_capacity(entries.len());
     for e in order {
         if e.offset < pos {
             return Err(invalid(format!("{} overlaps another entry", e.name)));
@@ -274,6 +287,7 @@ pub fn verify_data<R: Read>(mut r: R, entries: &[Entry], go_mod: &str) -> Result
         let keep = e.name == go_mod;
         let mut kept = Vec::new();
         let mut crc = flate2::Crc::new();
+        let mut sha = Sha256::new();
         let mut produced: u64 = 0;
         let mut buf = vec![0u8; 64 * 1024];
         {
@@ -298,6 +312,7 @@ pub fn verify_data<R: Read>(mut r: R, entries: &[Entry], go_mod: &str) -> Result
                     return Err(invalid(format!("{} holds more than its declared {} bytes", e.name, e.size)));
                 }
                 crc.update(&buf[..got]);
+                sha.update(&buf[..got]);
                 if keep {
                     kept.extend_from_slice(&buf[..got]);
                 }
@@ -314,9 +329,11 @@ pub fn verify_data<R: Read>(mut r: R, entries: &[Entry], go_mod: &str) -> Result
         if keep {
             found = Some(kept);
         }
+        digests.push((e.name.as_str(), sha.finalize().into()));
         pos = e.offset + 30 + n + x + e.compressed;
     }
-    Ok(found)
+    let h1 = h1_zip(digests).map_err(|e| invalid(e.to_string()))?;
+    Ok(Verified { go_mod: found, h1 })
 }
 
 /// The module path a go.mod declares.
@@ -349,8 +366,8 @@ mod tests {
         let cd = &zip[off as usize..(off + size) as usize];
         let entries = parse_central(cd, count, off)?;
         let (m, v) = check_entries(&entries, expected, &limits)?;
-        let go_mod = verify_data(zip, &entries, &format!("{m}@{v}/go.mod"))?;
-        Ok((m, v, go_mod))
+        let verified = verify_data(zip, &entries, &format!("{m}@{v}/go.mod"))?;
+        Ok((m, v, verified.go_mod))
     }
 
     fn files(list: &[(&str, &str)]) -> Vec<ZipFile> {

@@ -77,6 +77,12 @@ pub struct PublishedCache {
     /// repository and path: dropped with the repository's pointers (a publication or a new
     /// signing key moves its watermark).
     made: RwLock<HashMap<i64, HashMap<String, ServedFile>>>,
+    /// Immutable bytes a format read or made from the database (a checksum database's records
+    /// and tiles, its signed head of a given size), by repository and key: they never change, so
+    /// they stay across watermark moves and go only with their repository, or when the map is
+    /// over its bound (a quarter of `cache.snapshot_cache_bytes`).
+    kept: RwLock<HashMap<i64, HashMap<String, Bytes>>>,
+    kept_bytes: AtomicI64,
 }
 
 /// Files made per repository before the map is emptied and refilled.
@@ -98,6 +104,34 @@ impl PublishedCache {
             metrics,
             artifacts: RwLock::new(HashMap::new()),
             made: RwLock::new(HashMap::new()),
+            kept: RwLock::new(HashMap::new()),
+            kept_bytes: AtomicI64::new(0),
+        }
+    }
+
+    /// Immutable bytes kept for `key` of a repository (see [`Self::keep`]).
+    pub fn kept(&self, repo: i64, key: &str) -> Option<Bytes> {
+        let hit = self.kept.read().ok().and_then(|m| m.get(&repo).and_then(|r| r.get(key)).cloned());
+        self.count("kept", hit.is_some());
+        hit
+    }
+
+    /// Keeps bytes that never change for `key` of a repository (no epoch: a watermark move
+    /// changes nothing about them).
+    pub fn keep(&self, repo: i64, key: &str, bytes: Bytes) {
+        let size = i64::try_from(bytes.len()).unwrap_or(i64::MAX);
+        let bound = self.max_bytes / 4;
+        if size > bound {
+            return;
+        }
+        if let Ok(mut m) = self.kept.write() {
+            if self.kept_bytes.load(Ordering::Acquire) + size > bound {
+                m.clear();
+                self.kept_bytes.store(0, Ordering::Release);
+            }
+            if m.entry(repo).or_default().insert(key.to_string(), bytes).is_none() {
+                self.kept_bytes.fetch_add(size, Ordering::AcqRel);
+            }
         }
     }
 
@@ -187,6 +221,12 @@ impl PublishedCache {
             }
             if let Ok(mut m) = self.made.write() {
                 m.retain(|repo, _| !changed.contains(repo));
+            }
+            // What is kept goes only with a repository that is gone.
+            if let Ok(mut m) = self.kept.write() {
+                m.retain(|repo, _| fresh.contains_key(repo));
+                let left: usize = m.values().flat_map(HashMap::values).map(Bytes::len).sum();
+                self.kept_bytes.store(i64::try_from(left).unwrap_or(i64::MAX), Ordering::Release);
             }
         }
         if let Ok(mut seen) = self.repo_versions.write() {

@@ -1,24 +1,27 @@
 //! Hosted Go over the engine: a module zip is checked with the go command's zip rules (from its
-//! central directory, then every entry's data), its `.mod` stored beside it, and the version
-//! written with its module's projection change. A version is also deleted as the other formats'
-//! packages are.
+//! central directory, then every entry's data, hashed on the way into its `h1:`), its `.mod`
+//! stored beside it, and the version written with its module's projection change and its record
+//! in the repository's checksum database (`sumdb.rs`), in one transaction. A version is also
+//! deleted as the other formats' packages are; its record stays, and other bytes for a logged
+//! version are refused whatever the write policy.
 
 use async_trait::async_trait;
 use bytes::Bytes;
 
 use super::rows::{self, GoVersion};
+use super::sumdb::{self, AppendError};
 use super::KIND;
 use packyard_codecs::go::zip::{
-    check_entries, locate, module_of_go_mod, parse_central, tail_len, verify_data, Limits, ZipError,
+    check_entries, locate, module_of_go_mod, parse_central, tail_len, verify_data, Limits, Verified, ZipError,
 };
 use packyard_core::hosted::{
     read_back, store_derived, Existing, Forget, Hosted, InTx, Inspected, Removed, TxError, UnitRef, UploadError,
     Written,
 };
 use packyard_core::services::Services;
-use packyard_model::repos::Repository;
+use packyard_model::repos::{Repository, WritePolicy};
 use packyard_store::blobs::{RangeSpec, StoredBlob};
-use packyard_store::db::DbResult;
+use packyard_store::db::{DbError, DbResult};
 
 /// Go's hosted rules.
 pub struct GoHosted;
@@ -28,6 +31,13 @@ pub struct GoHosted;
 pub enum Target {
     Coordinate { module: String, version: String },
     Version(String),
+}
+
+/// An upload: the version's row and its record in the checksum database (its go.sum lines).
+#[derive(Debug, Clone)]
+pub struct GoUpload {
+    pub version: GoVersion,
+    pub record: String,
 }
 
 /// The zip limits of this server (`go.*`; `server.max_upload_bytes` lowers the zip limit too).
@@ -44,7 +54,7 @@ pub fn limits(services: &Services) -> Limits {
 #[async_trait]
 impl Hosted for GoHosted {
     type Target = Target;
-    type Artifact = GoVersion;
+    type Artifact = GoUpload;
     /// `(module, version)`.
     type Removal = (String, String);
 
@@ -70,12 +80,13 @@ impl Hosted for GoHosted {
         repo: &Repository,
         t: &Target,
         zip: &StoredBlob,
-    ) -> Result<Inspected<GoVersion>, UploadError> {
+    ) -> Result<Inspected<GoUpload>, UploadError> {
         let expected = match t {
             Target::Coordinate { module, version } => Some((module.as_str(), version.as_str())),
             Target::Version(_) => None,
         };
-        let (module, version, go_mod) = check(services, zip, expected, &limits(services)).await?;
+        let (module, version, verified) = check(services, zip, expected, &limits(services)).await?;
+        let go_mod = verified.go_mod;
         if let Target::Version(v) = t {
             if *v != version {
                 return Err(UploadError::Invalid(format!(
@@ -96,6 +107,10 @@ impl Hosted for GoHosted {
             }
             None => format!("module {module}\n").into_bytes(),
         };
+        let record = record_text(&module, &version, &verified.h1, &mod_bytes);
+        // The log the write appends to (made with its key on first need, outside the upload's
+        // transaction).
+        sumdb::ensure(services, repo).await.map_err(|e| UploadError::Db(log_failure(e)))?;
         let stored_mod = store_derived(services, &mod_bytes).await?;
         let now = packyard_store::db::now_ms();
         let v = GoVersion {
@@ -110,24 +125,52 @@ impl Hosted for GoHosted {
             zip_size: i64::try_from(zip.size).unwrap_or(i64::MAX),
         };
         let coordinate = format!("{}@{}", v.module, v.version);
-        Ok(Inspected { artifact: v, coordinate, derived: vec![stored_mod] })
+        Ok(Inspected { artifact: GoUpload { version: v, record }, coordinate, derived: vec![stored_mod] })
     }
 
-    fn units(&self, _repo: &Repository, v: &GoVersion) -> Vec<UnitRef> {
-        vec![(KIND, v.module.clone())]
+    fn units(&self, _repo: &Repository, u: &GoUpload) -> Vec<UnitRef> {
+        vec![(KIND, u.version.module.clone())]
     }
 
-    fn receipt(&self, v: &GoVersion) -> serde_json::Value {
+    fn receipt(&self, u: &GoUpload) -> serde_json::Value {
+        let v = &u.version;
         serde_json::json!({"module": v.module, "version": v.version, "sha256": v.zip_sha256, "size": v.zip_size})
     }
 
-    async fn existing(&self, t: &mut InTx<'_, '_>, v: &GoVersion) -> DbResult<Existing<Self::Removal>> {
+    /// Other bytes whose hashes the checksum database logged otherwise are refused whatever
+    /// the write policy (also when the version was deleted since): a record never changes.
+    /// Under `allow`, other bytes with the logged hashes (another compression) replace the file.
+    async fn existing(&self, t: &mut InTx<'_, '_>, u: &GoUpload) -> DbResult<Existing<Self::Removal>> {
+        let v = &u.version;
         let stored = rows::version(t.db, &mut **t.tx, t.repo.id, &v.module, &v.version).await?;
-        Ok(Existing::of(stored.map(|old| (old.zip_sha256 == v.zip_sha256, (old.module, old.version)))))
+        let stored = Existing::of(stored.map(|old| (old.zip_sha256 == v.zip_sha256, (old.module, old.version))));
+        // A different upload `allow_once` refuses anyway, with its own reason.
+        let redeploy = match &stored {
+            Existing::Absent => true,
+            Existing::Different(_) => t.repo.write_policy == WritePolicy::Allow,
+            _ => false,
+        };
+        if redeploy {
+            let logged = sumdb::record(t.db, &mut **t.tx, t.repo.id, &v.module, &v.version).await?;
+            if let Some((id, logged)) = logged.filter(|(_, text)| *text != u.record) {
+                return Ok(Existing::Refuse(logged_differently(t.repo, u, id, &logged)));
+            }
+        }
+        Ok(stored)
     }
 
-    async fn write(&self, t: &mut InTx<'_, '_>, v: &GoVersion, uploader: &str) -> Result<Written, TxError> {
+    async fn write(&self, t: &mut InTx<'_, '_>, u: &GoUpload, uploader: &str) -> Result<Written, TxError> {
+        let v = &u.version;
         rows::insert(t.db, t.tx, v, uploader).await?;
+        match sumdb::append(t.db, t.tx, t.repo.id, (&v.module, &v.version), &u.record).await {
+            Ok(_) => {}
+            Err(AppendError::Different { id, logged }) => {
+                return Err(TxError::Refused(logged_differently(t.repo, u, id, &logged)))
+            }
+            Err(AppendError::Db(e)) => return Err(TxError::Db(e)),
+            Err(AppendError::Sumdb(sumdb::SumdbError::Db(e))) => return Err(TxError::Db(e)),
+            Err(other) => return Err(TxError::Db(DbError::Corrupt(other.to_string()))),
+        }
         Ok(Written::all(super::catalogue::entry(v)))
     }
 
@@ -140,14 +183,41 @@ impl Hosted for GoHosted {
     }
 }
 
+/// The record of a version in a checksum database: its two go.sum lines.
+pub fn record_text(module: &str, version: &str, h1_zip: &str, go_mod: &[u8]) -> String {
+    packyard_codecs::go::sumdb::record_text(module, version, h1_zip, &packyard_codecs::go::sumdb::h1_go_mod(go_mod))
+}
+
+/// The refusal of other bytes for a version its repository's checksum database logged.
+fn logged_differently(repo: &Repository, u: &GoUpload, id: i64, logged: &str) -> UploadError {
+    let v = &u.version;
+    let hashes = |text: &str| text.lines().next().and_then(|l| l.rsplit(' ').next()).unwrap_or_default().to_string();
+    UploadError::Conflict(format!(
+        "{}@{} is record {id} of the checksum database of repository {} with the zip hash {}, and this zip hashes to {}: a logged version's hashes never change, whatever the write policy and also after a delete (clients verify go.sum against the log); publish a new version",
+        v.module,
+        v.version,
+        repo.name,
+        hashes(logged),
+        hashes(&u.record)
+    ))
+}
+
+/// A checksum database that could not be read or made, as a storage failure.
+fn log_failure(e: sumdb::SumdbError) -> DbError {
+    match e {
+        sumdb::SumdbError::Db(e) => e,
+        other => DbError::Corrupt(other.to_string()),
+    }
+}
+
 /// Reads the stored zip's central directory (from its end), checks it, then reads it once in
-/// order to check every entry's data; returns the module, version and root go.mod.
-async fn check(
+/// order to check every entry's data; returns the module, version, root go.mod and `h1:`.
+pub async fn check(
     services: &Services,
     zip: &StoredBlob,
     expected: Option<(&str, &str)>,
     limits: &Limits,
-) -> Result<(String, String, Option<Vec<u8>>), UploadError> {
+) -> Result<(String, String, Verified), UploadError> {
     let blobs = &services.blobs;
     let tail = blobs.read_range(&zip.sha256, RangeSpec::Suffix(tail_len(zip.size))).await?;
     let (cd_offset, cd_size, count) = locate(&tail, zip.size).map_err(zip_error)?;
@@ -166,9 +236,9 @@ async fn check(
     let entries = parse_central(&cd, count, cd_offset).map_err(zip_error)?;
     let (module, version) = check_entries(&entries, expected, limits).map_err(zip_error)?;
     let go_mod_name = format!("{module}@{version}/go.mod");
-    let go_mod =
+    let verified =
         read_back(services, &zip.sha256, move |r| verify_data(r, &entries, &go_mod_name)).await?.map_err(zip_error)?;
-    Ok((module, version, go_mod))
+    Ok((module, version, verified))
 }
 
 /// A module zip refused: over a limit is 413, the rest 400.

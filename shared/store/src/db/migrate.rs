@@ -23,9 +23,9 @@ macro_rules! migrations {
     };
 }
 
-const SQLITE: &[Migration] = migrations!("sqlite": 1 => "0001_foundation.sql", 2 => "0002_security.sql", 3 => "0003_publication.sql", 4 => "0004_apt.sql", 5 => "0005_proxy.sql", 6 => "0006_apk.sql", 7 => "0007_go.sql", 8 => "0008_conan.sql", 9 => "0009_catalogue.sql", 10 => "0010_cleanup.sql", 11 => "0011_reclamation.sql", 12 => "0012_sessions.sql", 13 => "0013_apt_depth.sql");
-const POSTGRES: &[Migration] = migrations!("postgres": 1 => "0001_foundation.sql", 2 => "0002_security.sql", 3 => "0003_publication.sql", 4 => "0004_apt.sql", 5 => "0005_proxy.sql", 6 => "0006_apk.sql", 7 => "0007_go.sql", 8 => "0008_conan.sql", 9 => "0009_catalogue.sql", 10 => "0010_cleanup.sql", 11 => "0011_reclamation.sql", 12 => "0012_sessions.sql", 13 => "0013_apt_depth.sql");
-const MYSQL: &[Migration] = migrations!("mysql": 1 => "0001_foundation.sql", 2 => "0002_security.sql", 3 => "0003_publication.sql", 4 => "0004_apt.sql", 5 => "0005_proxy.sql", 6 => "0006_apk.sql", 7 => "0007_go.sql", 8 => "0008_conan.sql", 9 => "0009_catalogue.sql", 10 => "0010_cleanup.sql", 11 => "0011_reclamation.sql", 12 => "0012_sessions.sql", 13 => "0013_apt_depth.sql");
+const SQLITE: &[Migration] = migrations!("sqlite": 1 => "0001_foundation.sql", 2 => "0002_security.sql", 3 => "0003_publication.sql", 4 => "0004_apt.sql", 5 => "0005_proxy.sql", 6 => "0006_apk.sql", 7 => "0007_go.sql", 8 => "0008_conan.sql", 9 => "0009_catalogue.sql", 10 => "0010_cleanup.sql", 11 => "0011_reclamation.sql", 12 => "0012_sessions.sql", 13 => "0013_apt_depth.sql", 14 => "0014_go_sumdb.sql");
+const POSTGRES: &[Migration] = migrations!("postgres": 1 => "0001_foundation.sql", 2 => "0002_security.sql", 3 => "0003_publication.sql", 4 => "0004_apt.sql", 5 => "0005_proxy.sql", 6 => "0006_apk.sql", 7 => "0007_go.sql", 8 => "0008_conan.sql", 9 => "0009_catalogue.sql", 10 => "0010_cleanup.sql", 11 => "0011_reclamation.sql", 12 => "0012_sessions.sql", 13 => "0013_apt_depth.sql", 14 => "0014_go_sumdb.sql");
+const MYSQL: &[Migration] = migrations!("mysql": 1 => "0001_foundation.sql", 2 => "0002_security.sql", 3 => "0003_publication.sql", 4 => "0004_apt.sql", 5 => "0005_proxy.sql", 6 => "0006_apk.sql", 7 => "0007_go.sql", 8 => "0008_conan.sql", 9 => "0009_catalogue.sql", 10 => "0010_cleanup.sql", 11 => "0011_reclamation.sql", 12 => "0012_sessions.sql", 13 => "0013_apt_depth.sql", 14 => "0014_go_sumdb.sql");
 
 pub fn for_backend(backend: Backend) -> &'static [Migration] {
     match backend {

@@ -296,10 +296,35 @@ fn hello_module() -> anyhow::Result<Module> {
 const HELLO_H1_ZIP: &str = "h1:mmteXDo/wo/NgVJwTwkb8J0PUWMnkUfCpzvh3sYxjHE=";
 const HELLO_H1_GO_MOD: &str = "h1:fAiPEVYmaFXd3OqSQazpo2vuWuhn3l2Yua9bqKpJwEk=";
 
+/// The zip check's `h1:`, taken on its one pass over the entries.
+fn checked_h1(zip: &[u8]) -> anyhow::Result<String> {
+    use crate::go::zip::{check_entries, locate, parse_central, tail_len, verify_data, Limits};
+    let tail = &zip[zip.len() - tail_len(zip.len() as u64) as usize..];
+    let (offset, size, count) = locate(tail, zip.len() as u64)?;
+    let entries = parse_central(&zip[offset as usize..(offset + size) as usize], count, offset)?;
+    let (m, v) = check_entries(&entries, None, &Limits::default())?;
+    Ok(verify_data(zip, &entries, &format!("{m}@{v}/go.mod"))?.h1)
+}
+
 #[test]
 fn h1_vectors() -> anyhow::Result<()> {
     let hello = hello_module()?;
     assert_eq!((hello.h1_zip.as_str(), hello.h1_go_mod.as_str()), (HELLO_H1_ZIP, HELLO_H1_GO_MOD));
+    // The zip check computes the same hash on its way through the entries, whatever their
+    // compression: the hash is of the content.
+    assert_eq!(checked_h1(&hello.zip)?, HELLO_H1_ZIP);
+    let files = [
+        ZipFile { deflate: false, ..ZipFile::new("go.mod", hello.go_mod) },
+        ZipFile { deflate: false, ..ZipFile::new("hello.go", b"package hello\n\nconst Greeting = \"hello\"\n") },
+        ZipFile::new("sub/", b""),
+        ZipFile { deflate: false, ..ZipFile::new("sub/x.go", b"package sub\n") },
+        ZipFile::new("LICENSE", b"Public domain.\n"),
+    ];
+    let stored = module_zip(hello.path, hello.version, &files)?;
+    assert_ne!(stored, hello.zip);
+    assert_eq!(checked_h1(&stored)?, HELLO_H1_ZIP);
+    let other = module_zip(hello.path, hello.version, &[ZipFile::new("go.mod", b"module example.com/Hello\n")])?;
+    assert_ne!(checked_h1(&other)?, HELLO_H1_ZIP);
     Ok(())
 }
 
