@@ -2,7 +2,8 @@
 //! through the whole actix service in-process — routing, the anonymous authorization decision,
 //! the published-snapshot cache, conditional headers — and a warmed 304.
 //!
-//! `cargo bench -p packyard-api --bench serve`
+//! `cargo bench -p packyard-api --bench serve` (without logs; `PACKYARD_BENCH_LOG=info` writes them
+//! to stderr as the binary does at its default level, `=warn` as at `log.level = warn`).
 #![expect(clippy::expect_used, reason = "a benchmark whose setup fails should stop at once")]
 
 use std::sync::Arc;
@@ -21,6 +22,11 @@ use packyard_store::db::Backend;
 use packyard_store::testing::TestDb;
 
 fn bench(c: &mut Criterion) {
+    // `PACKYARD_BENCH_LOG=info` (or `warn`): the logs as the binary writes them, to stderr.
+    if let Ok(level) = std::env::var("PACKYARD_BENCH_LOG") {
+        let log = packyard_model::config::LogConfig { level, ..Default::default() };
+        packyard_core::telemetry::init(&log);
+    }
     let system = actix_web::rt::System::new();
     let (_t, services) = system.block_on(async {
         let t = TestDb::fresh(Backend::Sqlite).await.ok().flatten().expect("sqlite test database");

@@ -1,5 +1,6 @@
 //! Per-request observability: a request id (taken from a sane `X-Request-Id` or generated) on
-//! every log line of the request and on the response, one access log line, and the HTTP metrics.
+//! every log line of the request (`telemetry::REQUEST`, a task-local context) and on the
+//! response, one access log line, and the HTTP metrics.
 
 use std::time::Instant;
 
@@ -9,7 +10,7 @@ use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::middleware::Next;
 use actix_web::{web, HttpMessage};
 use packyard_core::services::Services;
-use tracing::Instrument;
+use packyard_core::telemetry::{RequestContext, REQUEST};
 
 pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
@@ -47,31 +48,38 @@ pub async fn middleware(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
-    let id = request_id(&req);
-    let method = method_label(req.method());
-    let path = req.path().to_string();
+    let cx = RequestContext { id: request_id(&req), method: method_label(req.method()), path: req.path().to_string() };
     let metrics = req.app_data::<web::Data<Services>>().map(|s| s.metrics.clone());
-    let span = tracing::info_span!("request", request_id = %id, method, path = %path);
     let start = Instant::now();
-    let result = next.call(req).instrument(span.clone()).await;
+    // Every log line of the request names it (the task-local context the log lines read).
+    let mut call = std::pin::pin!(REQUEST.scope(cx, next.call(req)));
+    let result = call.as_mut().await;
     let elapsed = start.elapsed();
-    let _entered = span.enter();
+    let Some(cx) = call.as_mut().take_value() else {
+        return Err(actix_web::error::ErrorInternalServerError("the request's context is gone"));
+    };
     let (status, label) = match &result {
         Ok(res) => (res.status(), res.request().extensions().get::<RepoLabel>().cloned()),
         Err(e) => (e.as_response_error().status_code(), None),
     };
     let (repository, format) = label.as_ref().map_or(("", ""), |l| (l.repository.as_str(), l.format));
     if let Some(m) = metrics {
-        m.http_requests_total.with_label_values(&[repository, format, method, status.as_str()]).inc();
-        m.http_request_duration_seconds.with_label_values(&[repository, format, method]).observe(elapsed.as_secs_f64());
+        m.http_requests_total.with_label_values(&[repository, format, cx.method, status.as_str()]).inc();
+        m.http_request_duration_seconds
+            .with_label_values(&[repository, format, cx.method])
+            .observe(elapsed.as_secs_f64());
     }
-    tracing::info!(status = status.as_u16(), elapsed_ms = elapsed.as_secs_f64() * 1000.0, "request");
-    drop(_entered);
+    let id = HeaderValue::from_str(&cx.id);
+    let served = cx.path == "/repository" || cx.path.starts_with("/repository/");
+    // The access line, with the request's context.
+    REQUEST.sync_scope(cx, || {
+        tracing::info!(status = status.as_u16(), elapsed_ms = elapsed.as_secs_f64() * 1000.0, "request");
+    });
     let mut res = result?;
-    if let Ok(v) = HeaderValue::from_str(&id) {
+    if let Ok(v) = id {
         res.headers_mut().insert(REQUEST_ID, v);
     }
-    if path == "/repository" || path.starts_with("/repository/") {
+    if served {
         crate::repository::sandbox(res.headers_mut());
     }
     Ok(res)

@@ -106,17 +106,172 @@ pub fn init(cfg: &LogConfig) {
         .unwrap_or_else(|_| EnvFilter::new("info"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let writer = Deferred { direct: !start_writer_thread() };
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(writer);
+    let lines = Lines { json: cfg.format == LogFormat::Json, ansi };
+    let builder =
+        tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(writer).event_format(lines);
     // A second init (tests) keeps the first subscriber.
-    let _ = match cfg.format {
-        LogFormat::Text => builder.with_target(false).try_init(),
-        LogFormat::Json => builder.json().flatten_event(true).with_current_span(true).with_span_list(false).try_init(),
-    };
+    let _ = builder.try_init();
+}
+
+/// What every log line of a request says about it (`request{request_id=… method=… path=…}` in
+/// text, `"span":{…}` in JSON): set by the HTTP middleware for the request's future
+/// ([`REQUEST`]) — a task-local value rather than a tracing span, which would be made, formatted
+/// and entered on every request whether anything logs in it or not.
+#[derive(Debug)]
+pub struct RequestContext {
+    pub id: String,
+    pub method: &'static str,
+    pub path: String,
+}
+
+tokio::task_local! {
+    /// The request the current task serves.
+    pub static REQUEST: RequestContext;
+}
+
+/// Formats a line: text as tracing's full format writes it, or JSON with the event's fields
+/// flattened; the request's context from [`REQUEST`].
+struct Lines {
+    json: bool,
+    ansi: bool,
+}
+
+impl<S, N> tracing_subscriber::fmt::FormatEvent<S, N> for Lines
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut w: tracing_subscriber::fmt::format::Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        use tracing_subscriber::fmt::FormatFields as _;
+        let meta = event.metadata();
+        let now = packyard_model::time::Rfc3339Micros(std::time::SystemTime::now());
+        if self.json {
+            write!(w, "{{\"timestamp\":\"{now}\",\"level\":\"{}\"", meta.level())?;
+            let mut fields = JsonFields { w: &mut w, result: Ok(()) };
+            event.record(&mut fields);
+            fields.result?;
+            w.write_str(",\"target\":")?;
+            json_str(&mut w, meta.target())?;
+            let _ = REQUEST.try_with(|r| -> std::fmt::Result {
+                w.write_str(",\"span\":{\"method\":")?;
+                json_str(&mut w, r.method)?;
+                w.write_str(",\"path\":")?;
+                json_str(&mut w, &r.path)?;
+                w.write_str(",\"request_id\":")?;
+                json_str(&mut w, &r.id)?;
+                w.write_str(",\"name\":\"request\"}")
+            });
+            return w.write_str("}\n");
+        }
+        let level = meta.level();
+        let colour = match *level {
+            tracing::Level::ERROR => "31",
+            tracing::Level::WARN => "33",
+            tracing::Level::INFO => "32",
+            tracing::Level::DEBUG => "34",
+            tracing::Level::TRACE => "35",
+        };
+        if self.ansi {
+            write!(w, "\x1b[2m{now}\x1b[0m \x1b[{colour}m{level:>5}\x1b[0m ")?;
+        } else {
+            write!(w, "{now} {level:>5} ")?;
+        }
+        let _ =
+            REQUEST.try_with(|r| write!(w, "request{{request_id={} method={:?} path={}}}: ", r.id, r.method, r.path));
+        ctx.format_fields(w.by_ref(), event)?;
+        w.write_char('\n')
+    }
+}
+
+/// Writes `s` as a JSON string.
+fn json_str(w: &mut (impl std::fmt::Write + ?Sized), s: &str) -> std::fmt::Result {
+    w.write_char('"')?;
+    let mut start = 0;
+    for (i, c) in s.char_indices() {
+        let escaped = match c {
+            '"' => "\\\"",
+            '\\' => "\\\\",
+            '\n' => "\\n",
+            '\r' => "\\r",
+            '\t' => "\\t",
+            c if (c as u32) < 0x20 => {
+                w.write_str(&s[start..i])?;
+                write!(w, "\\u{:04x}", c as u32)?;
+                start = i + c.len_utf8();
+                continue;
+            }
+            _ => continue,
+        };
+        w.write_str(&s[start..i])?;
+        w.write_str(escaped)?;
+        start = i + c.len_utf8();
+    }
+    w.write_str(&s[start..])?;
+    w.write_char('"')
+}
+
+/// An event's fields as JSON members (`,"name":value` each).
+struct JsonFields<'a, 'w> {
+    w: &'a mut tracing_subscriber::fmt::format::Writer<'w>,
+    result: std::fmt::Result,
+}
+
+impl JsonFields<'_, '_> {
+    fn member(
+        &mut self,
+        field: &tracing::field::Field,
+        value: impl FnOnce(&mut dyn std::fmt::Write) -> std::fmt::Result,
+    ) {
+        if self.result.is_err() {
+            return;
+        }
+        self.result = (|| {
+            self.w.write_char(',')?;
+            json_str(self.w, field.name())?;
+            self.w.write_char(':')?;
+            value(self.w)
+        })();
+    }
+}
+
+impl tracing::field::Visit for JsonFields<'_, '_> {
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        self.member(field, |w| json_str(w, value));
+    }
+    fn record_i64(&mut self, field: &tracing::field::Field, value: i64) {
+        self.member(field, |w| write!(w, "{value}"));
+    }
+    fn record_u64(&mut self, field: &tracing::field::Field, value: u64) {
+        self.member(field, |w| write!(w, "{value}"));
+    }
+    fn record_bool(&mut self, field: &tracing::field::Field, value: bool) {
+        self.member(field, |w| write!(w, "{value}"));
+    }
+    fn record_f64(&mut self, field: &tracing::field::Field, value: f64) {
+        self.member(field, |w| if value.is_finite() { write!(w, "{value}") } else { w.write_str("null") });
+    }
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        // Rare (messages and `?` fields): formatted once into a string, then escaped.
+        let text = format!("{value:?}");
+        self.member(field, |w| json_str(w, &text));
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_strings_are_escaped() {
+        let mut out = String::new();
+        let _ = json_str(&mut out, "a\"b\\c\nd\u{1}é");
+        assert_eq!(out, "\"a\\\"b\\\\c\\nd\\u0001é\"");
+    }
 
     #[test]
     fn lines_are_written_in_order_and_flushed() {

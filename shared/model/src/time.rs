@@ -10,6 +10,28 @@ pub fn rfc3339_ms(ms: i64) -> String {
     format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z", sod / 3600, sod % 3600 / 60, sod % 60)
 }
 
+/// An instant shown as `2026-11-30T12:34:56.789012Z` (microseconds), written where it is
+/// displayed: no string of its own.
+#[derive(Debug, Clone, Copy)]
+pub struct Rfc3339Micros(pub std::time::SystemTime);
+
+impl std::fmt::Display for Rfc3339Micros {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let since = self.0.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        let secs = i64::try_from(since.as_secs()).unwrap_or(i64::MAX);
+        let (days, sod) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+        let (y, m, d) = civil_from_days(days);
+        write!(
+            f,
+            "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:06}Z",
+            sod / 3600,
+            sod % 3600 / 60,
+            sod % 60,
+            since.subsec_micros()
+        )
+    }
+}
+
 /// Days since 1970-01-01 → (year, month, day), proleptic Gregorian (H. Hinnant's algorithm).
 pub(crate) fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
@@ -34,6 +56,8 @@ mod tests {
         assert_eq!(rfc3339_ms(951_782_400_000), "2000-02-29T00:00:00.000Z");
         assert_eq!(rfc3339_ms(1_796_000_000_123), "2026-11-30T00:53:20.123Z");
         assert_eq!(rfc3339_ms(-1), "1969-12-31T23:59:59.999Z");
+        let at = std::time::UNIX_EPOCH + std::time::Duration::from_micros(1_796_000_000_123_456);
+        assert_eq!(Rfc3339Micros(at).to_string(), "2026-11-30T00:53:20.123456Z");
     }
 }
 
