@@ -5,14 +5,14 @@
 # package's HEAD:
 #   loadtest/log-cost.sh                 # writes docs/perf/log-cost.md (OUT= to change)
 # Both servers write their log to a file, as a service's log is (stderr redirected), on the same
-# disk. Environment: REQUESTS (2000), CONCURRENCY (16), ROUNDS (5), WARMUP_REQUESTS (2000),
+# disk. Environment: REQUESTS (20000), CONCURRENCY (16), ROUNDS (7), WARMUP_REQUESTS (2000),
 # WARMUP_SECONDS (5), OUT (docs/perf/log-cost.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-REQUESTS=${REQUESTS:-2000}
+REQUESTS=${REQUESTS:-20000}
 CONCURRENCY=${CONCURRENCY:-16}
-ROUNDS=${ROUNDS:-5}
+ROUNDS=${ROUNDS:-7}
 WARMUP_REQUESTS=${WARMUP_REQUESTS:-2000}
 WARMUP_SECONDS=${WARMUP_SECONDS:-5}
 OUT=${OUT:-docs/perf/log-cost.md}

@@ -71,10 +71,7 @@ pub async fn middleware(
     }
     let id = HeaderValue::from_str(&cx.id);
     let served = cx.path == "/repository" || cx.path.starts_with("/repository/");
-    // The access line, with the request's context.
-    REQUEST.sync_scope(cx, || {
-        tracing::info!(status = status.as_u16(), elapsed_ms = elapsed.as_secs_f64() * 1000.0, "request");
-    });
+    packyard_core::telemetry::access(&cx, status.as_u16(), elapsed);
     let mut res = result?;
     if let Ok(v) = id {
         res.headers_mut().insert(REQUEST_ID, v);

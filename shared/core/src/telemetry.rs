@@ -100,6 +100,140 @@ impl<'a> MakeWriter<'a> for Deferred {
     }
 }
 
+/// How lines are written, once [`init`] ran: JSON or text, and whether with colours.
+static STYLE: OnceLock<Lines> = OnceLock::new();
+
+/// The target the access line is filed under (what `RUST_LOG`/`log.level` directives name).
+pub const ACCESS_TARGET: &str = "packyard_api::observe";
+
+/// Writes a request's access line — `request{request_id=… method=… path=…}: request status=…
+/// elapsed_ms=…` in text, the same fields in JSON — when `info` is enabled for
+/// [`ACCESS_TARGET`]. The line is formatted once, straight into the log buffer, without
+/// tracing's per-event machinery: it is written for every request, so it is the log's hot path.
+pub fn access(cx: &RequestContext, status: u16, elapsed: Duration) {
+    if !tracing::enabled!(target: "packyard_api::observe", tracing::Level::INFO) {
+        return;
+    }
+    let style = STYLE.get().copied().unwrap_or(Lines { json: false, ansi: true });
+    if style.ansi || WRITER_THREAD.get() != Some(&true) {
+        // A terminal (colours) or no writer thread: the ordinary way.
+        REQUEST.sync_scope(
+            RequestContext { id: cx.id.clone(), method: cx.method, path: cx.path.clone() },
+            || tracing::info!(target: "packyard_api::observe", status, elapsed_ms = elapsed.as_secs_f64() * 1000.0, "request"),
+        );
+        return;
+    }
+    let nanos = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
+    let mut pending = PENDING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if pending.len() > MAX_PENDING {
+        write_out(&pending);
+        pending.clear();
+    }
+    access_line(&mut pending, style.json, cx, status, nanos);
+}
+
+/// One access line, appended to `line`.
+fn access_line(line: &mut Vec<u8>, json: bool, cx: &RequestContext, status: u16, nanos: u64) {
+    // `elapsed_ms` as `<ms>.<ns, 6 digits>`, each number written digit by digit: this line is
+    // written for every request, and the formatting machinery costs more than the rest of it.
+    let elapsed_ms = |line: &mut Vec<u8>| {
+        push_u64(line, nanos / 1_000_000);
+        line.push(b'.');
+        push_padded(line, nanos % 1_000_000, 6);
+    };
+    if json {
+        line.extend_from_slice(b"{\"timestamp\":\"");
+        push_timestamp(line);
+        line.extend_from_slice(b"\",\"level\":\"INFO\",\"message\":\"request\",\"status\":");
+        push_u64(line, u64::from(status));
+        line.extend_from_slice(b",\"elapsed_ms\":");
+        elapsed_ms(line);
+        line.extend_from_slice(b",\"target\":\"packyard_api::observe\",\"span\":{\"method\":");
+        json_bytes(line, cx.method);
+        line.extend_from_slice(b",\"path\":");
+        json_bytes(line, &cx.path);
+        line.extend_from_slice(b",\"request_id\":");
+        json_bytes(line, &cx.id);
+        line.extend_from_slice(b",\"name\":\"request\"}}\n");
+    } else {
+        push_timestamp(line);
+        line.extend_from_slice(b"  INFO request{request_id=");
+        line.extend_from_slice(cx.id.as_bytes());
+        line.extend_from_slice(b" method=\"");
+        line.extend_from_slice(cx.method.as_bytes());
+        line.extend_from_slice(b"\" path=");
+        line.extend_from_slice(cx.path.as_bytes());
+        line.extend_from_slice(b"}: request status=");
+        push_u64(line, u64::from(status));
+        line.extend_from_slice(b" elapsed_ms=");
+        elapsed_ms(line);
+        line.push(b'\n');
+    }
+}
+
+/// Appends `n` in decimal.
+fn push_u64(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
+}
+
+/// Appends the last `width` decimal digits of `n`, zero-padded.
+fn push_padded(out: &mut Vec<u8>, mut n: u64, width: usize) {
+    let start = out.len();
+    out.resize(start + width, b'0');
+    for slot in out[start..].iter_mut().rev() {
+        *slot = b'0' + (n % 10) as u8;
+        n /= 10;
+    }
+}
+
+/// Appends the current time as `2026-11-30T12:34:56.789012Z`: the date and time of the second
+/// written once a second (per thread), the microseconds each time.
+fn push_timestamp(out: &mut Vec<u8>) {
+    use std::cell::Cell;
+    thread_local! {
+        /// The second last written, and its `YYYY-MM-DDTHH:MM:SS.` (20 bytes).
+        static SECOND: Cell<(u64, [u8; 20])> = const { Cell::new((u64::MAX, [0; 20])) };
+    }
+    let now = std::time::SystemTime::now();
+    let since = now.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let (secs, prefix) = SECOND.get();
+    let prefix = if secs == since.as_secs() {
+        prefix
+    } else {
+        let mut text = Vec::with_capacity(32);
+        let _ = write!(text, "{}", packyard_model::time::Rfc3339Micros(now));
+        let mut prefix = [0u8; 20];
+        prefix.copy_from_slice(&text[..20]);
+        SECOND.set((since.as_secs(), prefix));
+        prefix
+    };
+    out.extend_from_slice(&prefix);
+    push_padded(out, u64::from(since.subsec_micros()), 6);
+    out.push(b'Z');
+}
+
+/// [`json_str`] into bytes.
+fn json_bytes(out: &mut Vec<u8>, s: &str) {
+    struct Bytes<'a>(&'a mut Vec<u8>);
+    impl std::fmt::Write for Bytes<'_> {
+        fn write_str(&mut self, s: &str) -> std::fmt::Result {
+            self.0.extend_from_slice(s.as_bytes());
+            Ok(())
+        }
+    }
+    let _ = json_str(&mut Bytes(out), s);
+}
+
 pub fn init(cfg: &LogConfig) {
     let filter = EnvFilter::try_from_default_env()
         .or_else(|_| EnvFilter::try_new(&cfg.level))
@@ -107,6 +241,7 @@ pub fn init(cfg: &LogConfig) {
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let writer = Deferred { direct: !start_writer_thread() };
     let lines = Lines { json: cfg.format == LogFormat::Json, ansi };
+    let _ = STYLE.set(lines);
     let builder =
         tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(writer).event_format(lines);
     // A second init (tests) keeps the first subscriber.
@@ -131,6 +266,7 @@ tokio::task_local! {
 
 /// Formats a line: text as tracing's full format writes it, or JSON with the event's fields
 /// flattened; the request's context from [`REQUEST`].
+#[derive(Debug, Clone, Copy)]
 struct Lines {
     json: bool,
     ansi: bool,
@@ -265,6 +401,54 @@ impl tracing::field::Visit for JsonFields<'_, '_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numbers_and_timestamps_are_written_digit_by_digit() {
+        let mut out = Vec::new();
+        push_u64(&mut out, 0);
+        out.push(b' ');
+        push_u64(&mut out, 18_446_744_073_709_551_615);
+        out.push(b' ');
+        push_padded(&mut out, 42, 6);
+        out.push(b' ');
+        push_padded(&mut out, 1_234_567, 6);
+        assert_eq!(String::from_utf8_lossy(&out), "0 18446744073709551615 000042 234567");
+        let mut ts = Vec::new();
+        push_timestamp(&mut ts);
+        push_timestamp(&mut ts);
+        let ts = String::from_utf8_lossy(&ts).to_string();
+        let (a, b) = ts.split_at(27);
+        for t in [a, b] {
+            assert!(packyard_model::time::parse_rfc3339(t).is_some(), "{t}");
+            assert!(t.ends_with('Z') && t.as_bytes()[19] == b'.', "{t}");
+        }
+    }
+
+    #[test]
+    fn access_lines_in_text_and_json() -> Result<(), Box<dyn std::error::Error>> {
+        let cx = RequestContext { id: "abc-1".into(), method: "GET", path: "/repository/d/x\"y".into() };
+        let mut out = Vec::new();
+        access_line(&mut out, false, &cx, 404, 2_053_116);
+        let text = String::from_utf8(out)?;
+        assert_eq!(
+            &text[27..],
+            "  INFO request{request_id=abc-1 method=\"GET\" path=/repository/d/x\"y}: request status=404 elapsed_ms=2.053116\n"
+        );
+        let mut out = Vec::new();
+        access_line(&mut out, true, &cx, 200, 7_000);
+        let line: serde_json::Value = serde_json::from_slice(&out)?;
+        assert_eq!(line["level"], "INFO");
+        assert_eq!(line["message"], "request");
+        assert_eq!(line["status"], 200);
+        assert_eq!(line["elapsed_ms"], 0.007);
+        assert_eq!(line["target"], "packyard_api::observe");
+        assert_eq!(
+            line["span"],
+            serde_json::json!({"method": "GET", "path": "/repository/d/x\"y", "request_id": "abc-1", "name": "request"})
+        );
+        assert!(line["timestamp"].as_str().and_then(packyard_model::time::parse_rfc3339).is_some(), "{line}");
+        Ok(())
+    }
 
     #[test]
     fn json_strings_are_escaped() {
