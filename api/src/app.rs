@@ -28,9 +28,10 @@ pub fn public_app(
         .app_data(web::JsonConfig::default().limit(JSON_LIMIT).error_handler(json_error))
         .app_data(web::PathConfig::default().error_handler(path_error))
         .app_data(web::QueryConfig::default().error_handler(query_error))
+        // The format endpoints first: the busiest routes, matched by a static prefix.
+        .configure(crate::repository::configure)
         .configure(crate::admin::configure)
         .configure(crate::nexus::configure)
-        .configure(crate::repository::configure)
         .configure(crate::ui::configure)
         .default_service(web::to(no_route))
         .wrap(middleware::from_fn(crate::observe::middleware))

@@ -17,7 +17,7 @@ pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 /// Set by format routes once they know which repository a request is for; read for metrics labels.
 #[derive(Debug, Clone)]
 pub struct RepoLabel {
-    pub repository: String,
+    pub repository: std::sync::Arc<packyard_model::repos::Repository>,
     pub format: &'static str,
 }
 
@@ -62,7 +62,7 @@ pub async fn middleware(
         Ok(res) => (res.status(), res.request().extensions().get::<RepoLabel>().cloned()),
         Err(e) => (e.as_response_error().status_code(), None),
     };
-    let (repository, format) = label.as_ref().map_or(("", ""), |l| (l.repository.as_str(), l.format));
+    let (repository, format) = label.as_ref().map_or(("", ""), |l| (l.repository.name.as_str(), l.format));
     if let Some(m) = metrics {
         m.http_requests_total.with_label_values(&[repository, format, cx.method, status.as_str()]).inc();
         m.http_request_duration_seconds

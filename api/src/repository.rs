@@ -18,8 +18,17 @@ use crate::error::{ApiError, ErrorCode, FormatError};
 use crate::observe::RepoLabel;
 use crate::route::{Access, Cx, Routes, Tail};
 
+/// `/repository` and everything below it, matched by its static prefix (no pattern to run per
+/// request); the repository's name and the tail are split off the path in [`dispatch`].
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(web::resource(["/repository/{repo}", "/repository/{repo}/{tail:.*}"]).to(dispatch));
+    cfg.service(web::scope("/repository").default_service(web::to(dispatch)));
+}
+
+/// `<name>` and the tail below `/repository/<name>/` of a path (as the router sees it: escapes
+/// decoded except those of reserved characters such as `%2F`).
+fn split(path: &str) -> (&str, &str) {
+    let rest = path.strip_prefix("/repository").unwrap_or_default().trim_start_matches('/');
+    rest.split_once('/').unwrap_or((rest, ""))
 }
 
 /// What every response under `/repository/` carries, whatever the file (an upload, an
@@ -46,19 +55,19 @@ async fn dispatch(req: HttpRequest, body: web::Payload) -> Result<HttpResponse, 
     let services = services(&req)?;
     // A bad credential is a 401 before anything else, for a repository that does not exist too.
     crate::auth::caller(&req).await?;
-    let name = req.match_info().get("repo").unwrap_or_default();
+    let (name, matched) = split(req.match_info().as_str());
+    if name.is_empty() {
+        return Err(ApiError::not_found(format!("no such endpoint: {} {}", req.method(), req.path())).into());
+    }
     let repo = services
         .security
         .repository(name)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("repository {name} not found")))?;
-    req.extensions_mut().insert(RepoLabel { repository: repo.name.to_string(), format: repo.format.as_str() });
+    req.extensions_mut().insert(RepoLabel { repository: repo.clone(), format: repo.format.as_str() });
     // The raw path below `/repository/<name>/` (a repository name has no escapes to decode).
     let raw = req.path().strip_prefix("/repository/").and_then(|p| p.strip_prefix(repo.name.as_str()));
-    let tail = Tail {
-        matched: req.match_info().get("tail").unwrap_or_default(),
-        raw: raw.and_then(|p| p.strip_prefix('/')).unwrap_or_default(),
-    };
+    let tail = Tail { matched, raw: raw.and_then(|p| p.strip_prefix('/')).unwrap_or_default() };
     if services.config.debug.test_format && tail.matched.starts_with("_test/") {
         return run::<crate::formats::testformat::TestRoutes>(&req, &services, repo, tail, body).await;
     }

@@ -119,7 +119,7 @@ async fn dists(cx: &Cx<'_>, tail: &str) -> Result<HttpResponse, FormatError> {
         return super::serve_proxied(services, repo, cx.req, (&path, false), outcome, "text/plain").await;
     }
     // A distribution taken out of the repository's list is no longer served.
-    if !packyard_formats::apt::published_suites(repo).iter().any(|d| d == dist) {
+    if !repo.settings.apt.as_ref().is_some_and(|a| a.suites().contains(&dist)) {
         return Err(cx.not_found(&path));
     }
     let published = &services.published;
