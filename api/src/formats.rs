@@ -33,28 +33,38 @@ pub async fn published_file(
 }
 
 /// Answers with a published file: `ETag`/`If-None-Match` and `Last-Modified`/`If-Modified-Since`
-/// (304), `Content-Length`, the bytes from memory.
+/// (304), `Content-Length`, the bytes from memory. Every header value was made when the file
+/// was cached.
 pub fn serve_published(req: &HttpRequest, f: ServedFile) -> HttpResponse {
-    use actix_web::http::header::{self, Header, IfModifiedSince, LastModified};
+    use actix_web::http::header::{self, Header, HeaderValue, IfModifiedSince};
     use std::time::{Duration, SystemTime};
+    let etag_matches = !f.etag.is_empty()
+        && req.headers().get(header::IF_NONE_MATCH).is_some_and(|v| v.as_bytes() == f.etag.as_bytes());
     // Whole seconds, each snapshot of a unit its own (`Manifest::published_at`; a burst of
     // publications may take seconds a little ahead of the clock, which clients only echo back).
-    let modified =
-        f.modified.map(|ms| SystemTime::UNIX_EPOCH + Duration::from_secs(u64::try_from(ms / 1000).unwrap_or(0)));
-    let etag_matches = req.headers().get(header::IF_NONE_MATCH).is_some_and(|v| v.as_bytes() == f.etag.as_bytes());
-    let not_modified_since = !req.headers().contains_key(header::IF_NONE_MATCH)
-        && modified.is_some_and(|m| {
+    let not_modified_since = f.modified.is_some()
+        && !req.headers().contains_key(header::IF_NONE_MATCH)
+        && req.headers().contains_key(header::IF_MODIFIED_SINCE)
+        && f.modified.is_some_and(|ms| {
+            let m = SystemTime::UNIX_EPOCH + Duration::from_secs(u64::try_from(ms / 1000).unwrap_or(0));
             IfModifiedSince::parse(req).is_ok_and(|IfModifiedSince(since)| SystemTime::from(since) >= m)
         });
     let mut res = if etag_matches || not_modified_since { HttpResponse::NotModified() } else { HttpResponse::Ok() };
-    res.insert_header((header::ETAG, f.etag));
-    if let Some(m) = modified {
-        res.insert_header(LastModified(m.into()));
+    let value = |s: &str| HeaderValue::from_str(s).ok();
+    if let Some(v) = value(&f.etag).filter(|_| !f.etag.is_empty()) {
+        res.insert_header((header::ETAG, v));
+    }
+    if let Some(v) = f.last_modified.as_deref().and_then(value) {
+        res.insert_header((header::LAST_MODIFIED, v));
     }
     if etag_matches || not_modified_since {
         return res.finish();
     }
-    res.content_type(f.content_type).body(f.bytes)
+    res.insert_header((
+        header::CONTENT_TYPE,
+        value(&f.content_type).unwrap_or(HeaderValue::from_static("application/octet-stream")),
+    ));
+    res.body(f.bytes)
 }
 
 /// Whether a `Range` may be honoured under the request's `If-Range` (RFC 9110 §13.1.5): no

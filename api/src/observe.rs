@@ -28,7 +28,18 @@ fn request_id(req: &ServiceRequest) -> String {
         .filter(|v| {
             !v.is_empty() && v.len() <= 64 && v.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
         })
-        .map_or_else(|| hex::encode(rand::random::<[u8; 8]>()), str::to_string)
+        .map_or_else(new_request_id, str::to_string)
+}
+
+/// 16 random hex digits.
+fn new_request_id() -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut id = String::with_capacity(16);
+    for b in rand::random::<[u8; 8]>() {
+        id.push(char::from(HEX[usize::from(b >> 4)]));
+        id.push(char::from(HEX[usize::from(b & 15)]));
+    }
+    id
 }
 
 fn method_label(m: &actix_web::http::Method) -> &'static str {
@@ -62,12 +73,9 @@ pub async fn middleware(
         Ok(res) => (res.status(), res.request().extensions().get::<RepoLabel>().cloned()),
         Err(e) => (e.as_response_error().status_code(), None),
     };
-    let (repository, format) = label.as_ref().map_or(("", ""), |l| (l.repository.name.as_str(), l.format));
+    let repository = label.as_ref().map_or((0, "", ""), |l| (l.repository.id, l.repository.name.as_str(), l.format));
     if let Some(m) = metrics {
-        m.http_requests_total.with_label_values(&[repository, format, cx.method, status.as_str()]).inc();
-        m.http_request_duration_seconds
-            .with_label_values(&[repository, format, cx.method])
-            .observe(elapsed.as_secs_f64());
+        m.observe_request(repository, cx.method, status.as_u16(), elapsed.as_secs_f64());
     }
     let id = HeaderValue::from_str(&cx.id);
     let served = cx.path == "/repository" || cx.path.starts_with("/repository/");

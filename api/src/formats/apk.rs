@@ -207,12 +207,8 @@ async fn empty_index(cx: &Cx<'_>, repo: &Repository, unit: &Unit, path: &str) ->
     .map_err(ApiError::internal)?
     .map_err(ApiError::internal)?;
     use sha2::Digest as _;
-    let file = ServedFile {
-        etag: format!("\"{}\"", hex::encode(sha2::Sha256::digest(&bytes))),
-        bytes: bytes.into(),
-        modified: Some(now),
-        content_type: "application/gzip".into(),
-    };
+    let etag = format!("\"{}\"", hex::encode(sha2::Sha256::digest(&bytes)));
+    let file = ServedFile::new(bytes.into(), Some(now), "application/gzip", &etag);
     services.published.put_made(epoch, repo.id, path, file.clone());
     Ok(file)
 }

@@ -56,6 +56,7 @@ mod tests {
         assert_eq!(rfc3339_ms(951_782_400_000), "2000-02-29T00:00:00.000Z");
         assert_eq!(rfc3339_ms(1_796_000_000_123), "2026-11-30T00:53:20.123Z");
         assert_eq!(rfc3339_ms(-1), "1969-12-31T23:59:59.999Z");
+        assert_eq!(http_date(1_796_000_000), "Mon, 30 Nov 2026 00:53:20 GMT");
         let at = std::time::UNIX_EPOCH + std::time::Duration::from_micros(1_796_000_000_123_456);
         assert_eq!(Rfc3339Micros(at).to_string(), "2026-11-30T00:53:20.123456Z");
     }
@@ -143,6 +144,15 @@ mod parse_tests {
 }
 
 /// RFC 1123 in UTC, as APT's `Date` field wants: `Mon, 30 Nov 2026 01:40:00 UTC`.
+/// An HTTP date (RFC 9110's IMF-fixdate) of whole seconds since the epoch:
+/// `Wed, 02 Dec 2026 04:09:27 GMT`.
+pub fn http_date(secs: i64) -> String {
+    let mut date = rfc1123_utc(secs.saturating_mul(1000));
+    date.truncate(date.len() - "UTC".len());
+    date.push_str("GMT");
+    date
+}
+
 pub fn rfc1123_utc(ms: i64) -> String {
     const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
     const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];

@@ -5,9 +5,18 @@ use prometheus::{
     Encoder, Gauge, Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
     TextEncoder,
 };
+/// A counter or histogram whose labels are resolved: what a hot path keeps to count without
+/// hashing label values.
+pub use prometheus::{Histogram as ResolvedHistogram, IntCounter};
+
+/// An HTTP request's counter and timer, by repository id (0: none), method and status.
+type HttpKey = (i64, &'static str, u16);
 
 pub struct Metrics {
     pub registry: Registry,
+    /// `http_requests_total` and `http_request_duration_seconds` with their labels resolved,
+    /// for [`Metrics::observe_request`].
+    http_resolved: std::sync::RwLock<hashbrown::HashMap<HttpKey, (IntCounter, Histogram)>>,
     pub http_requests_total: IntCounterVec,
     pub http_request_duration_seconds: HistogramVec,
     pub db_queries_total: IntCounterVec,
@@ -35,6 +44,40 @@ pub struct Metrics {
 }
 
 impl Metrics {
+    /// Counts and times one HTTP request: `repository` (id and name; 0 and "" for none),
+    /// `format`, `method`, `status`. The labelled series are looked up once per key and kept,
+    /// so a request hashes three integers rather than its label strings.
+    pub fn observe_request(
+        &self,
+        (repository_id, repository, format): (i64, &str, &str),
+        method: &'static str,
+        status: u16,
+        seconds: f64,
+    ) {
+        let key = (repository_id, method, status);
+        let found = self.http_resolved.read().ok().and_then(|m| m.get(&key).cloned());
+        let (count, time) = match found {
+            Some(series) => series,
+            None => {
+                let status_text = status.to_string();
+                let series = (
+                    self.http_requests_total.with_label_values(&[repository, format, method, &status_text]),
+                    self.http_request_duration_seconds.with_label_values(&[repository, format, method]),
+                );
+                if let Ok(mut m) = self.http_resolved.write() {
+                    // A bound against many repositories (ids are never reused).
+                    if m.len() >= 10_000 {
+                        m.clear();
+                    }
+                    m.insert(key, series.clone());
+                }
+                series
+            }
+        };
+        count.inc();
+        time.observe(seconds);
+    }
+
     /// Creates and registers every metric; fails only on a programming error (duplicate name).
     pub fn new() -> Result<Self, prometheus::Error> {
         let registry = Registry::new();
@@ -193,6 +236,7 @@ impl Metrics {
         registry.register(Box::new(blob_bytes_total.clone()))?;
         Ok(Self {
             registry,
+            http_resolved: std::sync::RwLock::new(hashbrown::HashMap::new()),
             http_requests_total,
             http_request_duration_seconds,
             db_queries_total,

@@ -122,7 +122,7 @@ async fn forwarded(
 /// A file of the repository's own database.
 fn served(cx: &Cx<'_>, bytes: Bytes, content_type: &str) -> HttpResponse {
     let etag = format!("\"{}\"", hex::encode(Sha256::digest(&bytes)));
-    super::super::serve_published(cx.req, ServedFile { bytes, modified: None, content_type: content_type.into(), etag })
+    super::super::serve_published(cx.req, ServedFile::new(bytes, None, content_type, &etag))
 }
 
 /// The repository's own database's answer.
@@ -216,7 +216,7 @@ async fn latest(services: &Services, repo: &Repository, fresh: bool) -> Result<S
             note
         }
     };
-    let file = |bytes: Bytes| ServedFile { bytes, modified: None, content_type: TEXT.into(), etag: String::new() };
+    let file = |bytes: Bytes| ServedFile::new(bytes, None, TEXT, "");
     published.put_made(epoch, repo.id, LATEST, file(note.clone()));
     published.put_made(epoch, repo.id, NAME, file(Bytes::from(head.name.clone())));
     Ok(SignedHead { name: head.name, size, note })

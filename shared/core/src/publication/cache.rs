@@ -21,19 +21,95 @@ pub struct Manifest {
     /// The `Last-Modified` of its files (ms, a whole second no earlier snapshot of the unit
     /// had: `UnitRecord::modified_at`).
     pub published_at: Option<i64>,
-    pub files: HashMap<String, SnapshotFile>,
+    pub files: hashbrown::HashMap<String, SnapshotFile>,
 }
 
-/// A file ready to serve: bytes plus what the headers need.
+/// A file ready to serve: bytes plus what the headers need, each made once (a clone copies no
+/// text).
 #[derive(Debug, Clone)]
 pub struct ServedFile {
     pub bytes: Bytes,
     /// Milliseconds since the epoch, for `Last-Modified` (see [`Manifest::published_at`]); not
     /// sent when unknown.
     pub modified: Option<i64>,
-    pub content_type: String,
-    /// Strong ETag: the content hash, quoted.
-    pub etag: String,
+    /// `modified` as an HTTP date (`Wed, 02 Dec 2026 04:09:27 GMT`), whole seconds.
+    pub last_modified: Option<Arc<str>>,
+    pub content_type: Arc<str>,
+    /// Strong ETag: the content hash, quoted (empty: none).
+    pub etag: Arc<str>,
+}
+
+impl ServedFile {
+    pub fn new(bytes: Bytes, modified: Option<i64>, content_type: &str, etag: &str) -> Self {
+        let last_modified = modified.map(|ms| Arc::from(packyard_model::time::http_date(ms.div_euclid(1000))));
+        Self { bytes, modified, last_modified, content_type: content_type.into(), etag: etag.into() }
+    }
+}
+
+/// Which node-local cache a lookup asked (the `cache` label of `packyard_cache_requests_total`).
+#[derive(Debug, Clone, Copy)]
+enum Which {
+    Snapshot = 0,
+    SnapshotFile = 1,
+    Artifact = 2,
+    Made = 3,
+    Kept = 4,
+}
+
+/// The counters of each cache's hits and misses, their labels resolved once (a lookup by
+/// label values hashes them on every request).
+struct Counters {
+    hit: [packyard_store::metrics::IntCounter; 5],
+    miss: [packyard_store::metrics::IntCounter; 5],
+}
+
+impl Counters {
+    fn new(metrics: &Metrics) -> Self {
+        let names = ["snapshot", "snapshot_file", "artifact", "made", "kept"];
+        let of = |result: &str| names.map(|n| metrics.cache_requests_total.with_label_values(&[n, result]));
+        Self { hit: of("hit"), miss: of("miss") }
+    }
+}
+
+/// A unit of a repository: the key of its current snapshot.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct UnitKey {
+    repo: i64,
+    kind: String,
+    unit: String,
+}
+
+/// A [`UnitKey`] to look up without making one (hashed the same way).
+#[derive(Hash)]
+struct UnitKeyRef<'a> {
+    repo: i64,
+    kind: &'a str,
+    unit: &'a str,
+}
+
+impl hashbrown::Equivalent<UnitKey> for UnitKeyRef<'_> {
+    fn equivalent(&self, k: &UnitKey) -> bool {
+        self.repo == k.repo && self.kind == k.kind && self.unit == k.unit
+    }
+}
+
+/// A file of a snapshot.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct FileKey {
+    snapshot: i64,
+    path: String,
+}
+
+#[derive(Hash)]
+struct FileKeyRef<'a> {
+    snapshot: i64,
+    path: &'a str,
+}
+
+impl hashbrown::Equivalent<FileKey> for FileKeyRef<'_> {
+    fn equivalent(&self, k: &FileKey) -> bool {
+        self.snapshot == k.snapshot && self.path == k.path
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -44,7 +120,6 @@ pub enum ReadError {
     Blob(#[from] packyard_store::blobs::BlobError),
 }
 
-type UnitKey = (i64, String, String);
 /// An artifact's blob and when it was stored (its `Last-Modified`, when the format knows it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ArtifactRef {
@@ -65,11 +140,11 @@ pub struct PublishedCache {
     epoch: std::sync::atomic::AtomicU64,
     /// Each repository's watermark (`repositories.version`) as last seen.
     repo_versions: RwLock<HashMap<i64, i64>>,
-    current: RwLock<HashMap<UnitKey, Option<Arc<Manifest>>>>,
-    files: RwLock<HashMap<(i64, String), ServedFile>>,
+    current: RwLock<hashbrown::HashMap<UnitKey, Option<Arc<Manifest>>>>,
+    files: RwLock<hashbrown::HashMap<FileKey, ServedFile>>,
     files_bytes: AtomicI64,
     max_bytes: i64,
-    metrics: Arc<Metrics>,
+    counters: Counters,
     /// Artifact paths (e.g. an APT pool path) → (SHA-256, size): dropped with the repository's
     /// snapshot pointers, so a package file is served from the mapping its index was built from.
     artifacts: RwLock<HashMap<i64, HashMap<String, ArtifactRef>>>,
@@ -97,11 +172,11 @@ impl PublishedCache {
             version: AtomicI64::new(0),
             epoch: std::sync::atomic::AtomicU64::new(0),
             repo_versions: RwLock::new(HashMap::new()),
-            current: RwLock::new(HashMap::new()),
-            files: RwLock::new(HashMap::new()),
+            current: RwLock::new(hashbrown::HashMap::new()),
+            files: RwLock::new(hashbrown::HashMap::new()),
             files_bytes: AtomicI64::new(0),
             max_bytes,
-            metrics,
+            counters: Counters::new(&metrics),
             artifacts: RwLock::new(HashMap::new()),
             made: RwLock::new(HashMap::new()),
             kept: RwLock::new(HashMap::new()),
@@ -112,7 +187,7 @@ impl PublishedCache {
     /// Immutable bytes kept for `key` of a repository (see [`Self::keep`]).
     pub fn kept(&self, repo: i64, key: &str) -> Option<Bytes> {
         let hit = self.kept.read().ok().and_then(|m| m.get(&repo).and_then(|r| r.get(key)).cloned());
-        self.count("kept", hit.is_some());
+        self.count(Which::Kept, hit.is_some());
         hit
     }
 
@@ -139,7 +214,7 @@ impl PublishedCache {
     /// [`Self::put_made`]).
     pub fn made(&self, repo: i64, path: &str) -> Option<ServedFile> {
         let hit = self.made.read().ok().and_then(|m| m.get(&repo).and_then(|r| r.get(path)).cloned());
-        self.count("made", hit.is_some());
+        self.count(Which::Made, hit.is_some());
         hit
     }
 
@@ -165,7 +240,7 @@ impl PublishedCache {
     /// The cached (SHA-256, size) of an artifact path of a repository.
     pub fn artifact(&self, repo: i64, path: &str) -> Option<ArtifactRef> {
         let hit = self.artifacts.read().ok().and_then(|m| m.get(&repo).and_then(|r| r.get(path)).cloned());
-        self.count("artifact", hit.is_some());
+        self.count(Which::Artifact, hit.is_some());
         hit
     }
 
@@ -183,8 +258,9 @@ impl PublishedCache {
         }
     }
 
-    fn count(&self, cache: &str, hit: bool) {
-        self.metrics.cache_requests_total.with_label_values(&[cache, if hit { "hit" } else { "miss" }]).inc();
+    fn count(&self, which: Which, hit: bool) {
+        let counters = if hit { &self.counters.hit } else { &self.counters.miss };
+        counters[which as usize].inc();
     }
 
     /// Whether the global `publications` watermark differs from the one last applied (then the
@@ -214,7 +290,7 @@ impl PublishedCache {
         if !changed.is_empty() {
             if let Ok(mut m) = self.current.write() {
                 self.epoch.fetch_add(1, Ordering::AcqRel);
-                m.retain(|(repo, _, _), _| !changed.contains(repo));
+                m.retain(|k, _| !changed.contains(&k.repo));
             }
             if let Ok(mut a) = self.artifacts.write() {
                 a.retain(|repo, _| !changed.contains(repo));
@@ -257,12 +333,12 @@ impl PublishedCache {
         kind: &str,
         unit_key: &str,
     ) -> Result<Option<Arc<Manifest>>, ReadError> {
-        let key = (repository_id, kind.to_string(), unit_key.to_string());
-        if let Some(found) = self.current.read().ok().and_then(|m| m.get(&key).cloned()) {
-            self.count("snapshot", true);
+        let lookup = UnitKeyRef { repo: repository_id, kind, unit: unit_key };
+        if let Some(found) = self.current.read().ok().and_then(|m| m.get(&lookup).cloned()) {
+            self.count(Which::Snapshot, true);
             return Ok(found);
         }
-        self.count("snapshot", false);
+        self.count(Which::Snapshot, false);
         let epoch = self.epoch.load(Ordering::Acquire);
         let manifest = match db.unit_by_key(repository_id, kind, unit_key).await? {
             Some(unit) => match unit.current_snapshot_id {
@@ -285,6 +361,7 @@ impl PublishedCache {
                 if m.len() >= 10_000 {
                     m.clear();
                 }
+                let key = UnitKey { repo: repository_id, kind: kind.to_string(), unit: unit_key.to_string() };
                 m.insert(key, manifest.clone());
             }
         }
@@ -308,20 +385,15 @@ impl PublishedCache {
         }
         let Some(unit) = db.unit_by_key(repository_id, kind, unit_key).await? else { return Ok(None) };
         for (snapshot_id, _, _) in db.snapshot_ids(unit.id).await? {
-            let key = (snapshot_id, path.to_string());
+            let key = FileKeyRef { snapshot: snapshot_id, path };
             if let Some(f) = self.files.read().ok().and_then(|m| m.get(&key).cloned()) {
                 return Ok(Some(f));
             }
             if let Some(entry) = db.snapshot_files(snapshot_id).await?.into_iter().find(|f| f.path == path) {
                 let bytes = blobs.read_all(&Sha256Hex::parse(&entry.sha256)?).await?;
                 let etag = format!("\"{}\"", entry.sha256);
-                return Ok(Some(ServedFile {
-                    bytes,
-                    // Immutable (by-hash) files of an older snapshot: the ETag tells.
-                    modified: None,
-                    content_type: entry.content_type,
-                    etag,
-                }));
+                // Immutable (by-hash) files of an older snapshot: the ETag tells.
+                return Ok(Some(ServedFile::new(bytes, None, &entry.content_type, &etag)));
             }
         }
         Ok(None)
@@ -353,20 +425,17 @@ impl PublishedCache {
     ) -> Result<Option<ServedFile>, ReadError> {
         let Some(manifest) = self.manifest(db, repository_id, kind, unit_key).await? else { return Ok(None) };
         let Some(entry) = manifest.files.get(path) else { return Ok(None) };
-        let key = (manifest.snapshot_id, path.to_string());
-        if let Some(f) = self.files.read().ok().and_then(|m| m.get(&key).cloned()) {
-            self.count("snapshot_file", true);
+        let lookup = FileKeyRef { snapshot: manifest.snapshot_id, path };
+        if let Some(f) = self.files.read().ok().and_then(|m| m.get(&lookup).cloned()) {
+            self.count(Which::SnapshotFile, true);
             return Ok(Some(f));
         }
-        self.count("snapshot_file", false);
+        self.count(Which::SnapshotFile, false);
         let digest = Sha256Hex::parse(&entry.sha256)?;
         let bytes = blobs.read_all(&digest).await?;
-        let served = ServedFile {
-            bytes,
-            modified: manifest.published_at,
-            content_type: entry.content_type.clone(),
-            etag: format!("\"{}\"", entry.sha256),
-        };
+        let etag = format!("\"{}\"", entry.sha256);
+        let served = ServedFile::new(bytes, manifest.published_at, &entry.content_type, &etag);
+        let key = FileKey { snapshot: manifest.snapshot_id, path: path.to_string() };
         let size = i64::try_from(served.bytes.len()).unwrap_or(i64::MAX);
         if let Ok(mut m) = self.files.write() {
             if self.files_bytes.load(Ordering::Acquire) + size > self.max_bytes {
