@@ -882,6 +882,13 @@ fn proxy_and_group_with_the_real_client() -> anyhow::Result<()> {
         .ok_or_else(|| anyhow::anyhow!("jq not in the upstream index"))?
         .to_string();
     let ok = "packyard_proxy_upstream_requests_total{repository=\"up\",result=\"ok\"}";
+    // The group over the proxy reads its upstream when it first publishes (at once: a change to
+    // an idle unit is not debounced); count only the misses below.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while get(&server, "/repository/all/dists/stable/InRelease")?.0 != 200 {
+        assert!(std::time::Instant::now() < deadline, "the group all never published");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let before = metric(&server, ok)?;
     let url = format!("{base}/{}", jq_path.replace('+', "%2b"));
     let threads: Vec<_> = (0..8)

@@ -53,27 +53,34 @@ async fn served(services: &Services, repo: i64, unit: &str, path: &str) -> anyho
 
 db_test!(a_burst_becomes_one_complete_snapshot, |t: TestDb| async move {
     let (services, repo) = setup(&t).await?;
-    let entries: Vec<(String, String)> = (0..40).map(|i| (format!("pkg-{i:03}"), format!("body {i}"))).collect();
-    for (name, body) in &entries {
+    let patient = publisher(&services).with_due(Due { debounce_ms: 60_000, max_delay_ms: 600_000 });
+    // The leading edge: a change to a unit that has been idle for the window is due at once,
+    // however long the debounce.
+    let mut entries = vec![("first".to_string(), "body".to_string())];
+    t.db.put_test_entry(repo, "main", "first", "body").await?;
+    let outcomes = patient.run_until_idle().await;
+    assert!(matches!(outcomes[..], [Outcome::Published(_)]), "{outcomes:?}");
+    // What follows within the window waits until the burst is over.
+    let burst: Vec<(String, String)> = (0..40).map(|i| (format!("pkg-{i:03}"), format!("body {i}"))).collect();
+    for (name, body) in &burst {
         t.db.put_test_entry(repo, "main", name, body).await?;
     }
-    // Inside the debounce window nothing is published.
-    let patient = publisher(&services).with_due(Due { debounce_ms: 60_000, max_delay_ms: 600_000 });
-    assert!(patient.run_until_idle().await.is_empty());
+    entries.extend(burst);
+    assert!(patient.run_until_idle().await.is_empty(), "inside the debounce window nothing is published");
     let outcomes = publisher(&services).run_until_idle().await;
     assert_eq!(outcomes.len(), 1, "{outcomes:?}");
     assert!(matches!(outcomes[0], Outcome::Published(_)));
     let unit = t.db.unit_by_key(repo, KIND, "main").await?.ok_or_else(|| anyhow::anyhow!("no unit"))?;
-    assert_eq!((unit.desired_revision, unit.published_revision), (40, 40));
+    assert_eq!((unit.desired_revision, unit.published_revision), (41, 41));
     assert_eq!(unit.first_pending_at, None);
-    assert_eq!(t.db.snapshot_ids(unit.id).await?.len(), 1, "forty writes, one snapshot");
+    assert_eq!(t.db.snapshot_ids(unit.id).await?.len(), 2, "forty writes after the first, one snapshot");
     assert_eq!(served(&services, repo, "main", "index.txt").await?.as_deref(), Some(expected_index(&entries).as_str()));
-    assert_eq!(served(&services, repo, "main", "count.txt").await?.as_deref(), Some("40\n"));
+    assert_eq!(served(&services, repo, "main", "count.txt").await?.as_deref(), Some("41\n"));
     assert_eq!(served(&services, repo, "main", "missing.txt").await?, None);
     assert_eq!(t.db.backlog().await?, (0, None), "every outbox event delivered");
     let metrics = String::from_utf8(t.metrics.render())?;
-    assert!(metrics.contains("packyard_publication_duration_seconds_count 1\n"), "{metrics}");
-    assert!(metrics.contains("packyard_publications_total{outcome=\"published\"} 1\n"), "{metrics}");
+    assert!(metrics.contains("packyard_publication_duration_seconds_count 2\n"), "{metrics}");
+    assert!(metrics.contains("packyard_publications_total{outcome=\"published\"} 2\n"), "{metrics}");
     // Nothing more to do.
     assert!(publisher(&services).run_until_idle().await.is_empty());
     Ok(())

@@ -178,6 +178,11 @@ impl Reader {
         Ok(self.blobs.read_all(&Sha256Hex::parse(sha256)?).await?)
     }
 
+    /// A published snapshot file's bytes (a composite one's parts joined).
+    pub async fn snapshot_bytes(&self, file: &SnapshotFile) -> Result<Bytes, BuildError> {
+        Ok(crate::publication::read_file(self.blobs.as_ref(), file).await?)
+    }
+
     pub async fn text(&self, sha256: &str) -> Result<String, BuildError> {
         Ok(String::from_utf8_lossy(&self.bytes(sha256).await?).into_owned())
     }

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use packyard_model::repos::Repository;
-use packyard_store::blobs::{BlobError, BlobStore, BlobWrite};
-use packyard_store::db::publication::{SnapshotFile, UnitRecord};
+use packyard_store::blobs::{BlobError, BlobStore, BlobWrite, Sha256Hex};
+use packyard_store::db::publication::{SnapshotFile, UnitRecord, PARTS};
 use packyard_store::db::{Db, DbError};
 
 pub mod cache;
@@ -96,11 +96,13 @@ pub struct BuildContext<'a> {
     pub db: &'a Db,
     blobs: &'a dyn BlobStore,
     files: Vec<SnapshotFile>,
+    /// The parts listed so far (each once).
+    parts: std::collections::HashSet<String>,
 }
 
 impl<'a> BuildContext<'a> {
     pub fn new(db: &'a Db, blobs: &'a dyn BlobStore) -> Self {
-        Self { db, blobs, files: Vec::new() }
+        Self { db, blobs, files: Vec::new(), parts: std::collections::HashSet::new() }
     }
 
     /// Starts a file; write to the sink and `finish` it to add it to the snapshot.
@@ -140,6 +142,62 @@ impl<'a> BuildContext<'a> {
         });
     }
 
+    /// Stores a finished part of a composite file ([`BuildContext::composite`]) without naming
+    /// it; returns its SHA-256 (hex) and size.
+    pub async fn part(&mut self, sink: FileSink) -> Result<(String, i64), BuildError> {
+        let stored = sink.writer.finish().await?;
+        self.db.record_snapshot_blob(&stored.sha256, stored.size).await?;
+        Ok((stored.sha256.to_string(), i64::try_from(stored.size).unwrap_or(i64::MAX)))
+    }
+
+    /// Adds `path` as the concatenation of `parts` (blobs stored by [`BuildContext::part`], in
+    /// this build or an earlier one): a small part list is stored, named by the file, and each
+    /// part is listed in the snapshot under a hidden name (`.parts/<sha256>`), so that retention
+    /// and the collector see it referenced. The file's `sha256` is its part list's (its entity
+    /// tag: a different content is a different list). Readers join the parts ([`read_file`]).
+    pub async fn composite(
+        &mut self,
+        path: &str,
+        content_type: &str,
+        parts: &[(String, i64)],
+    ) -> Result<String, BuildError> {
+        let mut list = String::with_capacity(parts.len() * 72);
+        for (sha, size) in parts {
+            list.push_str(sha);
+            list.push(' ');
+            list.push_str(&size.to_string());
+            list.push('\n');
+        }
+        let mut sink = self.file(path, "application/octet-stream").await?;
+        sink.write(list.as_bytes()).await?;
+        let stored = sink.writer.finish().await?;
+        self.db.record_snapshot_blob(&stored.sha256, stored.size).await?;
+        let digest = stored.sha256.to_string();
+        self.reuse_composite(path, content_type, &digest, parts);
+        Ok(digest)
+    }
+
+    /// Adds `path` as a composite file whose part list (`list`, of `parts`) an earlier build
+    /// stored ([`BuildContext::composite`]).
+    pub fn reuse_composite(&mut self, path: &str, content_type: &str, list: &str, parts: &[(String, i64)]) {
+        for (sha, size) in parts {
+            if self.parts.insert(sha.clone()) {
+                self.files.push(SnapshotFile {
+                    path: format!(".parts/{sha}"),
+                    sha256: sha.clone(),
+                    size: *size,
+                    content_type: "application/octet-stream".to_string(),
+                });
+            }
+        }
+        self.files.push(SnapshotFile {
+            path: path.to_string(),
+            sha256: list.to_string(),
+            size: parts.iter().map(|(_, s)| s).sum(),
+            content_type: format!("{PARTS}{content_type}"),
+        });
+    }
+
     /// Adds `path` as a second name of an already added file (same bytes, no second write).
     pub fn alias(&mut self, path: &str, of: &str) -> Result<(), BuildError> {
         let original = self
@@ -175,6 +233,21 @@ impl FileSink {
     pub async fn write(&mut self, bytes: &[u8]) -> Result<(), BuildError> {
         Ok(self.writer.write(bytes).await?)
     }
+}
+
+/// The bytes of a snapshot file: its blob, or the parts a composite file lists, joined.
+pub async fn read_file(blobs: &dyn BlobStore, file: &SnapshotFile) -> Result<bytes::Bytes, BlobError> {
+    let list = blobs.read_all(&Sha256Hex::parse(&file.sha256)?).await?;
+    if !file.is_composite() {
+        return Ok(list);
+    }
+    let parts = SnapshotFile::parts_of(&list)
+        .ok_or_else(|| BlobError::Io(std::io::Error::other(format!("{}: a malformed part list", file.path))))?;
+    let mut out = bytes::BytesMut::with_capacity(usize::try_from(file.size).unwrap_or(0));
+    for (sha, _) in parts {
+        out.extend_from_slice(&blobs.read_all(&Sha256Hex::parse(&sha)?).await?);
+    }
+    Ok(out.freeze())
 }
 
 /// The set of builders a worker knows, each under the unit kind it builds (the `kind` given to

@@ -2,6 +2,7 @@
 //! signing keys in the key store, and the proxy rule.
 
 pub mod catalogue;
+pub mod chunks;
 pub mod group;
 pub mod hosted;
 mod index;

@@ -33,7 +33,12 @@ pub fn builders(
     builders
         .with(
             apt::KIND,
-            Arc::new(apt::publish::AptBuilder { page_size: 1_000, keystore: keystore.clone(), reader: reader.clone() }),
+            Arc::new(apt::publish::AptBuilder {
+                page_size: 1_000,
+                keystore: keystore.clone(),
+                reader: reader.clone(),
+                memory: Default::default(),
+            }),
         )
         .with(
             apk::KIND,

@@ -8,7 +8,7 @@ use std::sync::{Arc, RwLock};
 
 use bytes::Bytes;
 
-use packyard_store::blobs::{BlobStore, Sha256Hex};
+use packyard_store::blobs::BlobStore;
 use packyard_store::db::publication::SnapshotFile;
 use packyard_store::db::{Db, DbError};
 use packyard_store::metrics::Metrics;
@@ -390,10 +390,10 @@ impl PublishedCache {
                 return Ok(Some(f));
             }
             if let Some(entry) = db.snapshot_files(snapshot_id).await?.into_iter().find(|f| f.path == path) {
-                let bytes = blobs.read_all(&Sha256Hex::parse(&entry.sha256)?).await?;
+                let bytes = super::read_file(blobs, &entry).await?;
                 let etag = format!("\"{}\"", entry.sha256);
                 // Immutable (by-hash) files of an older snapshot: the ETag tells.
-                return Ok(Some(ServedFile::new(bytes, None, &entry.content_type, &etag)));
+                return Ok(Some(ServedFile::new(bytes, None, entry.served_type(), &etag)));
             }
         }
         Ok(None)
@@ -431,10 +431,9 @@ impl PublishedCache {
             return Ok(Some(f));
         }
         self.count(Which::SnapshotFile, false);
-        let digest = Sha256Hex::parse(&entry.sha256)?;
-        let bytes = blobs.read_all(&digest).await?;
+        let bytes = super::read_file(blobs, entry).await?;
         let etag = format!("\"{}\"", entry.sha256);
-        let served = ServedFile::new(bytes, manifest.published_at, &entry.content_type, &etag);
+        let served = ServedFile::new(bytes, manifest.published_at, entry.served_type(), &etag);
         let key = FileKey { snapshot: manifest.snapshot_id, path: path.to_string() };
         let size = i64::try_from(served.bytes.len()).unwrap_or(i64::MAX);
         if let Ok(mut m) = self.files.write() {

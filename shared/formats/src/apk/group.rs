@@ -86,7 +86,7 @@ pub async fn published_text(
     let Some(f) = published_entry(db, member, KIND, unit, &format!("{unit}/{INDEX_FILE}")).await? else {
         return Ok(None);
     };
-    let bytes = reader.bytes(&f.sha256).await?;
+    let bytes = reader.snapshot_bytes(&f).await?;
     Ok(Some(apkindex_text(&bytes).map_err(|e| other(format!("member {}: {e}", member.name)))?))
 }
 

@@ -141,8 +141,10 @@ impl Upstream<'_> {
             };
             let Some((bytes, compression)) = bytes else { continue };
             let reader: Box<dyn Read + Send> = match compression {
-                Compression::Xz => Box::new(liblzma::read::XzDecoder::new(std::io::Cursor::new(bytes))),
-                Compression::Gz => Box::new(flate2::read::GzDecoder::new(std::io::Cursor::new(bytes))),
+                // An index may be several xz streams or gzip members one after another (Packyard
+                // publishes its own so: each chunk compressed on its own).
+                Compression::Xz => Box::new(liblzma::read::XzDecoder::new_multi_decoder(std::io::Cursor::new(bytes))),
+                Compression::Gz => Box::new(flate2::read::MultiGzDecoder::new(std::io::Cursor::new(bytes))),
                 Compression::None => Box::new(std::io::Cursor::new(bytes)),
             };
             let mut stanzas = StanzaReader::new(BufReader::with_capacity(64 * 1024, reader));
@@ -301,7 +303,7 @@ async fn published_index(
     for base in candidates {
         let path = format!("dists/{dist}/{base}/{stem}.xz");
         if let Some(f) = published_entry(db, member, KIND, dist, &path).await? {
-            return Ok(Some((reader.bytes(&f.sha256).await?, Compression::Xz)));
+            return Ok(Some((reader.snapshot_bytes(&f).await?, Compression::Xz)));
         }
     }
     Ok(None)

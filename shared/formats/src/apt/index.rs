@@ -20,7 +20,7 @@ pub(crate) struct Hashed {
     pub(crate) sha512: String,
 }
 
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub(crate) struct Hashers {
     md5: Md5,
     sha1: Sha1,
@@ -30,7 +30,7 @@ pub(crate) struct Hashers {
 }
 
 impl Hashers {
-    fn update(&mut self, b: &[u8]) {
+    pub(crate) fn update(&mut self, b: &[u8]) {
         self.md5.update(b);
         self.sha1.update(b);
         self.sha256.update(b);
@@ -38,7 +38,7 @@ impl Hashers {
         self.size += b.len() as u64;
     }
 
-    fn finish(self, path: String) -> Hashed {
+    pub(crate) fn finish(self, path: String) -> Hashed {
         Hashed {
             path,
             size: self.size,
@@ -54,7 +54,7 @@ pub(crate) const TEXT: &str = "text/plain; charset=utf-8";
 
 /// xz preset for `Packages.xz`: preset 1 compresses a 100,000-package index about ten times
 /// faster than preset 6 for about a fifth more bytes (docs/perf/apt-build.md).
-const XZ_PRESET: u32 = 1;
+pub(crate) const XZ_PRESET: u32 = 1;
 
 /// One index of a distribution: `dists/<dist>/<component>/binary-<arch>/Packages`, or
 /// `dists/<dist>/<component>/source/Sources` (`arch` is `source`).

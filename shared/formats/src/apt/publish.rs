@@ -10,14 +10,19 @@ use async_trait::async_trait;
 use md5::{Digest, Md5};
 
 use super::group::{self, Upstream};
-use super::index::{blocking, other, Hashed, IndexId, IndexWriter, TEXT};
+use std::collections::HashMap;
+
+use super::chunks::{self, IndexRows};
+use super::index::{blocking, other, Hashed, IndexId, TEXT};
 use super::KIND;
+use crate::apt::rows::{self, Totals};
 use packyard_codecs::apt::dsc::{render_sources_stanza, SourceFile};
 use packyard_codecs::apt::packages::{render_stanza, PoolFile};
 use packyard_core::groups::Reader;
 use packyard_core::publication::{BuildContext, BuildError, Builder, Rebuilds};
 use packyard_model::repos::{Format, RepoType, Repository};
 use packyard_store::db::publication::UnitRecord;
+use packyard_store::db::Db;
 
 pub struct AptBuilder {
     pub page_size: i64,
@@ -25,6 +30,8 @@ pub struct AptBuilder {
     pub keystore: std::sync::Arc<packyard_core::security::keystore::KeyStore>,
     /// Reads group members (and, through its blob store, packages for their MD5).
     pub reader: Reader,
+    /// What the last builds left of each hosted index (reused while still published).
+    pub memory: chunks::Memory,
 }
 
 #[async_trait]
@@ -69,6 +76,18 @@ impl AptBuilder {
         }
         let mut indexes = Vec::new();
         let mut sources = packyard_core::groups::Sources::new();
+        // The current snapshot's index files, which an incremental build may continue.
+        let current: HashMap<String, String> = match unit.current_snapshot_id {
+            Some(snapshot) if repo.repo_type != RepoType::Group => ctx
+                .db
+                .snapshot_files(snapshot)
+                .await?
+                .into_iter()
+                .filter(|f| f.is_composite())
+                .map(|f| (f.path, f.sha256))
+                .collect(),
+            _ => HashMap::new(),
+        };
         for component in &settings.components {
             for arch in &archs {
                 let base = format!("{component}/binary-{arch}");
@@ -76,7 +95,7 @@ impl AptBuilder {
                 let files = if repo.repo_type == RepoType::Group {
                     group::merge_index(ctx, &Upstream(&self.reader), repo, &id, &mut sources).await?
                 } else {
-                    self.index(ctx, repo.id, &id).await?
+                    self.index(ctx, repo.id, &id, &current).await?
                 };
                 indexes.extend(files);
             }
@@ -85,7 +104,7 @@ impl AptBuilder {
             let files = if repo.repo_type == RepoType::Group {
                 group::merge_index(ctx, &Upstream(&self.reader), repo, &id, &mut sources).await?
             } else {
-                self.sources_index(ctx, repo.id, &id).await?
+                self.sources_index(ctx, repo.id, &id, &current).await?
             };
             indexes.extend(files);
         }
@@ -174,67 +193,112 @@ impl AptBuilder {
         Ok(())
     }
 
-    /// Streams one architecture's index of a hosted repository from its rows, a page at a time.
-    async fn index(&self, ctx: &mut BuildContext<'_>, repo: i64, id: &IndexId<'_>) -> Result<[Hashed; 3], BuildError> {
-        let IndexId { component, arch, dist, .. } = *id;
-        let mut out = IndexWriter::open(ctx, id).await?;
-        let db = ctx.db;
-        let mut text = String::new();
-        let which = (dist, component, arch);
-        let mut page = crate::apt::rows::index_page(db, repo, which, 0, self.page_size).await?;
-        while let Some(after) = page.last().map(|p| p.id) {
-            self.complete_digests(db, &mut page).await?;
-            text.clear();
-            for p in &page {
-                let file = PoolFile {
-                    filename: &p.pool_path,
-                    size: u64::try_from(p.size).unwrap_or(0),
-                    md5: &p.md5,
-                    sha256: &p.sha256,
-                };
-                render_stanza(&mut text, &p.control, &file);
-            }
-            // The next page is read while this one is compressed.
-            let (pushed, next) =
-                tokio::join!(out.push(&text), crate::apt::rows::index_page(db, repo, which, after, self.page_size));
-            pushed?;
-            page = next?;
-        }
-        out.finish(ctx).await
+    /// One architecture's index of a hosted repository, from its rows: only the chunks whose
+    /// rows changed since the unit's current snapshot are rendered again ([`chunks`]).
+    async fn index(
+        &self,
+        ctx: &mut BuildContext<'_>,
+        repo: i64,
+        id: &IndexId<'_>,
+        current: &HashMap<String, String>,
+    ) -> Result<[Hashed; 3], BuildError> {
+        let rows = PackageRows { builder: self, repo, which: (id.dist, id.component, id.arch) };
+        chunks::build(ctx, &self.memory, repo, id, &rows, current).await
     }
 
-    /// Streams one component's `Sources` of a hosted repository from its rows, a page at a time.
+    /// One component's `Sources` of a hosted repository, from its rows, as [`AptBuilder::index`].
     async fn sources_index(
         &self,
         ctx: &mut BuildContext<'_>,
         repo: i64,
         id: &IndexId<'_>,
+        current: &HashMap<String, String>,
     ) -> Result<[Hashed; 3], BuildError> {
-        let which = (id.dist, id.component);
-        let mut out = IndexWriter::open(ctx, id).await?;
-        let db = ctx.db;
-        let mut text = String::new();
-        let mut page = crate::apt::rows::sources_page(db, repo, which, 0, self.page_size).await?;
-        while let Some(after) = page.last().map(|(s, _)| s.id) {
-            text.clear();
-            for (source, files) in &page {
-                let files: Vec<SourceFile<'_>> = files
-                    .iter()
-                    .map(|f| SourceFile {
-                        name: f.name(),
-                        size: u64::try_from(f.size).unwrap_or(0),
-                        md5: &f.md5,
-                        sha1: &f.sha1,
-                        sha256: &f.sha256,
-                    })
-                    .collect();
-                render_sources_stanza(&mut text, &source.control, &source.directory, &files);
-            }
-            let (pushed, next) =
-                tokio::join!(out.push(&text), crate::apt::rows::sources_page(db, repo, which, after, self.page_size));
-            pushed?;
-            page = next?;
+        let rows = SourceRows { repo, which: (id.dist, id.component) };
+        chunks::build(ctx, &self.memory, repo, id, &rows, current).await
+    }
+}
+
+/// A `Packages` index's rows: a component's packages of one architecture and of `all`.
+struct PackageRows<'a> {
+    builder: &'a AptBuilder,
+    repo: i64,
+    which: (&'a str, &'a str, &'a str),
+}
+
+#[async_trait]
+impl IndexRows for PackageRows<'_> {
+    async fn totals(&self, db: &Db, upto: i64) -> Result<Totals, BuildError> {
+        Ok(rows::index_totals(db, self.repo, self.which, upto).await?)
+    }
+
+    async fn ids(&self, db: &Db) -> Result<Vec<i64>, BuildError> {
+        Ok(rows::index_ids(db, self.repo, self.which).await?)
+    }
+
+    async fn render(
+        &self,
+        db: &Db,
+        after: i64,
+        upto: i64,
+        limit: i64,
+        text: &mut String,
+    ) -> Result<Vec<i64>, BuildError> {
+        let mut page = rows::index_page(db, self.repo, self.which, after, limit).await?;
+        page.retain(|p| p.id <= upto);
+        self.builder.complete_digests(db, &mut page).await?;
+        for p in &page {
+            let file = PoolFile {
+                filename: &p.pool_path,
+                size: u64::try_from(p.size).unwrap_or(0),
+                md5: &p.md5,
+                sha256: &p.sha256,
+            };
+            render_stanza(text, &p.control, &file);
         }
-        out.finish(ctx).await
+        Ok(page.iter().map(|p| p.id).collect())
+    }
+}
+
+/// A `Sources` index's rows: a component's source packages with their files.
+struct SourceRows<'a> {
+    repo: i64,
+    which: (&'a str, &'a str),
+}
+
+#[async_trait]
+impl IndexRows for SourceRows<'_> {
+    async fn totals(&self, db: &Db, upto: i64) -> Result<Totals, BuildError> {
+        Ok(rows::sources_totals(db, self.repo, self.which, upto).await?)
+    }
+
+    async fn ids(&self, db: &Db) -> Result<Vec<i64>, BuildError> {
+        Ok(rows::sources_ids(db, self.repo, self.which).await?)
+    }
+
+    async fn render(
+        &self,
+        db: &Db,
+        after: i64,
+        upto: i64,
+        limit: i64,
+        text: &mut String,
+    ) -> Result<Vec<i64>, BuildError> {
+        let mut page = rows::sources_page(db, self.repo, self.which, after, limit).await?;
+        page.retain(|(s, _)| s.id <= upto);
+        for (source, files) in &page {
+            let files: Vec<SourceFile<'_>> = files
+                .iter()
+                .map(|f| SourceFile {
+                    name: f.name(),
+                    size: u64::try_from(f.size).unwrap_or(0),
+                    md5: &f.md5,
+                    sha1: &f.sha1,
+                    sha256: &f.sha256,
+                })
+                .collect();
+            render_sources_stanza(text, &source.control, &source.directory, &files);
+        }
+        Ok(page.iter().map(|(s, _)| s.id).collect())
     }
 }

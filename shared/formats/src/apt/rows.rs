@@ -1,7 +1,7 @@
 //! Storage of APT packages. (The `sha1` and `sha512` columns are left empty: `Packages` lists MD5
 //! and SHA-256 per package, as Debian's archive does.)
 
-use sqlx::{Any, Executor, Transaction};
+use sqlx::{Any, Executor, Row as _, Transaction};
 
 use packyard_store::db::{Column, Db, DbResult};
 use packyard_store::sql;
@@ -88,6 +88,54 @@ pub async fn index_page(
 ) -> DbResult<Vec<AptPackage>> {
     let page = sql!("apt_packages.page", concat!("SELECT ", columns!(), " FROM apt_packages p WHERE repository_id = $1 AND component = $2 AND (architecture = $3 OR architecture = 'all') AND EXISTS (SELECT 1 FROM apt_distribution_packages d WHERE d.package_id = p.id AND d.distribution = $4) AND id > $5 ORDER BY id LIMIT $6"));
     db.page(db.bound(page, (repo, component, arch, dist)), after_id, limit, AptPackage::parse).await
+}
+
+/// The number and the sum of the ids of one index's packages, all of them and those up to
+/// `upto` (what an incremental build compares with what it published: rows are never changed in
+/// place, only added and removed, so an equal count and sum mean the same rows).
+pub async fn index_totals(
+    db: &Db,
+    repo: i64,
+    (dist, component, arch): (&str, &str, &str),
+    upto: i64,
+) -> DbResult<Totals> {
+    let totals = sql!("apt_packages.totals", "SELECT CAST(COUNT(*) AS BIGINT) AS n, CAST(COALESCE(SUM(id), 0) AS BIGINT) AS s, CAST(COALESCE(SUM(CASE WHEN id <= $1 THEN 1 ELSE 0 END), 0) AS BIGINT) AS nu, CAST(COALESCE(SUM(CASE WHEN id <= $2 THEN id ELSE 0 END), 0) AS BIGINT) AS su FROM apt_packages p WHERE repository_id = $3 AND component = $4 AND (architecture = $5 OR architecture = 'all') AND EXISTS (SELECT 1 FROM apt_distribution_packages d WHERE d.package_id = p.id AND d.distribution = $6)");
+    let row = db.bound(totals, (upto, upto, repo, component, arch, dist)).fetch_one(db.pool()).await?;
+    Totals::parse(&row)
+}
+
+/// What [`index_totals`] and [`sources_totals`] count: (rows, sum of their ids), all and up to a bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Totals {
+    pub all: (i64, i64),
+    pub upto: (i64, i64),
+}
+
+impl Totals {
+    fn parse(row: &sqlx::any::AnyRow) -> DbResult<Self> {
+        Ok(Self { all: (row.try_get("n")?, row.try_get("s")?), upto: (row.try_get("nu")?, row.try_get("su")?) })
+    }
+}
+
+/// The ids of one index's packages, in order.
+pub async fn index_ids(db: &Db, repo: i64, (dist, component, arch): (&str, &str, &str)) -> DbResult<Vec<i64>> {
+    let ids = sql!("apt_packages.ids", "SELECT id FROM apt_packages p WHERE repository_id = $1 AND component = $2 AND (architecture = $3 OR architecture = 'all') AND EXISTS (SELECT 1 FROM apt_distribution_packages d WHERE d.package_id = p.id AND d.distribution = $4) ORDER BY id");
+    let rows = db.bound(ids, (repo, component, arch, dist)).fetch_all(db.pool()).await?;
+    rows.iter().map(|r| Ok(r.try_get("id")?)).collect()
+}
+
+/// [`index_totals`] of a component's source packages.
+pub async fn sources_totals(db: &Db, repo: i64, (dist, component): (&str, &str), upto: i64) -> DbResult<Totals> {
+    let totals = sql!("apt_sources.totals", "SELECT CAST(COUNT(*) AS BIGINT) AS n, CAST(COALESCE(SUM(id), 0) AS BIGINT) AS s, CAST(COALESCE(SUM(CASE WHEN id <= $1 THEN 1 ELSE 0 END), 0) AS BIGINT) AS nu, CAST(COALESCE(SUM(CASE WHEN id <= $2 THEN id ELSE 0 END), 0) AS BIGINT) AS su FROM apt_sources s WHERE repository_id = $3 AND component = $4 AND EXISTS (SELECT 1 FROM apt_distribution_sources d WHERE d.source_id = s.id AND d.distribution = $5)");
+    let row = db.bound(totals, (upto, upto, repo, component, dist)).fetch_one(db.pool()).await?;
+    Totals::parse(&row)
+}
+
+/// [`index_ids`] of a component's source packages.
+pub async fn sources_ids(db: &Db, repo: i64, (dist, component): (&str, &str)) -> DbResult<Vec<i64>> {
+    let ids = sql!("apt_sources.ids", "SELECT id FROM apt_sources s WHERE repository_id = $1 AND component = $2 AND EXISTS (SELECT 1 FROM apt_distribution_sources d WHERE d.source_id = s.id AND d.distribution = $3) ORDER BY id");
+    let rows = db.bound(ids, (repo, component, dist)).fetch_all(db.pool()).await?;
+    rows.iter().map(|r| Ok(r.try_get("id")?)).collect()
 }
 
 /// What a distribution lists: a binary package or a source package (by row id).

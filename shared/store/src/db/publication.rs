@@ -55,6 +55,35 @@ pub struct SnapshotFile {
     pub content_type: String,
 }
 
+/// The content-type prefix of a file made of parts ([`SnapshotFile::parts_of`]).
+pub const PARTS: &str = "parts;";
+
+impl SnapshotFile {
+    /// Whether the file is the concatenation of other blobs: its `sha256` names a part list
+    /// (a line `<sha256> <size>` per part, in order), its `size` is the whole file's, and its
+    /// content type is [`PARTS`] followed by the type the file is served as.
+    pub fn is_composite(&self) -> bool {
+        self.content_type.starts_with(PARTS)
+    }
+
+    /// The type the file is served as.
+    pub fn served_type(&self) -> &str {
+        self.content_type.strip_prefix(PARTS).unwrap_or(&self.content_type)
+    }
+
+    /// The parts a part list names, in order (`None`: not a part list).
+    pub fn parts_of(list: &[u8]) -> Option<Vec<(String, i64)>> {
+        let text = std::str::from_utf8(list).ok()?;
+        text.lines()
+            .map(|line| {
+                let (sha, size) = line.split_once(' ')?;
+                let ok = sha.len() == 64 && sha.bytes().all(|b| b.is_ascii_hexdigit());
+                Some((sha.to_string(), size.parse().ok().filter(|s: &i64| *s >= 0 && ok)?))
+            })
+            .collect()
+    }
+}
+
 /// Timing rules for what is due.
 #[derive(Debug, Clone, Copy)]
 pub struct Due {
@@ -258,14 +287,16 @@ impl Db {
         let now = now_ms();
         let token = hex::encode(rand::random::<[u8; 16]>());
         let mut tx = self.begin().await?;
-        // Due: pending, not backing off, not leased, and quiet for the debounce window (or
-        // pending for longer than the maximum delay).
+        // Due: pending, not backing off, not leased, and quiet for the debounce window, or
+        // pending for longer than the maximum delay, or — the leading edge — its first pending
+        // change came a debounce window or more after its last publication: a change to an idle
+        // unit is published at once, and what follows it while that build runs is coalesced.
         if self.backend() == Backend::Sqlite {
             {
                 // One writer at a time: one statement picks and leases, so that another worker
                 // cannot come between them.
                 tx.commit().await?;
-                let done = self.query(sql!("publication_units.lease", "UPDATE publication_units SET lease_owner = $1, lease_token = $2, lease_expires_at = $3 WHERE id = (SELECT id FROM publication_units WHERE desired_revision > published_revision AND next_attempt_at <= $4 AND (lease_expires_at IS NULL OR lease_expires_at < $5) AND (last_change_at <= $6 OR first_pending_at <= $7) ORDER BY first_pending_at LIMIT 1)"))
+                let done = self.query(sql!("publication_units.lease", "UPDATE publication_units SET lease_owner = $1, lease_token = $2, lease_expires_at = $3 WHERE id = (SELECT id FROM publication_units WHERE desired_revision > published_revision AND next_attempt_at <= $4 AND (lease_expires_at IS NULL OR lease_expires_at < $5) AND (last_change_at <= $6 OR first_pending_at <= $7 OR first_pending_at >= COALESCE(last_published_at, 0) + $8) ORDER BY first_pending_at LIMIT 1)"))
                     .bind(owner)
                     .bind(token.as_str())
                     .bind(now + lease_ms)
@@ -273,6 +304,7 @@ impl Db {
                     .bind(now)
                     .bind(now - due.debounce_ms)
                     .bind(now - due.max_delay_ms)
+                    .bind(due.debounce_ms)
                     .execute(self.pool())
                     .await?;
                 if done.rows_affected() != 1 {
@@ -293,11 +325,12 @@ impl Db {
         }
         // Elsewhere the pick locks its row, and concurrent workers skip it for the next.
         let row = self
-            .query(skip_locked!("publication_units.pick", "SELECT id, desired_revision FROM publication_units WHERE desired_revision > published_revision AND next_attempt_at <= $1 AND (lease_expires_at IS NULL OR lease_expires_at < $2) AND (last_change_at <= $3 OR first_pending_at <= $4) ORDER BY first_pending_at LIMIT 1"))
+            .query(skip_locked!("publication_units.pick", "SELECT id, desired_revision FROM publication_units WHERE desired_revision > published_revision AND next_attempt_at <= $1 AND (lease_expires_at IS NULL OR lease_expires_at < $2) AND (last_change_at <= $3 OR first_pending_at <= $4 OR first_pending_at >= COALESCE(last_published_at, 0) + $5) ORDER BY first_pending_at LIMIT 1"))
             .bind(now)
             .bind(now)
             .bind(now - due.debounce_ms)
             .bind(now - due.max_delay_ms)
+            .bind(due.debounce_ms)
             .fetch_optional(&mut *tx)
             .await?;
         let Some(row) = row else {
@@ -520,7 +553,7 @@ impl Db {
     /// Per unit: quiet for the debounce window (or pending past the maximum delay), past its
     /// backoff, and not leased by a live worker.
     pub async fn next_due_in(&self, due: Due) -> DbResult<Option<i64>> {
-        let rows = self.query(sql!("publication_units.next_due", "SELECT last_change_at, first_pending_at, next_attempt_at, lease_expires_at FROM publication_units WHERE desired_revision > published_revision ORDER BY first_pending_at LIMIT 1000"))
+        let rows = self.query(sql!("publication_units.next_due", "SELECT last_change_at, first_pending_at, next_attempt_at, lease_expires_at, last_published_at FROM publication_units WHERE desired_revision > published_revision ORDER BY first_pending_at LIMIT 1000"))
             .fetch_all(self.pool())
             .await?;
         let now = now_ms();
@@ -530,8 +563,11 @@ impl Db {
             let fp: Option<i64> = r.try_get("first_pending_at")?;
             let na: i64 = r.try_get("next_attempt_at")?;
             let lease: Option<i64> = r.try_get("lease_expires_at")?;
+            let published: Option<i64> = r.try_get("last_published_at")?;
             let (Some(lc), Some(fp)) = (lc, fp) else { continue };
-            let at = (lc + due.debounce_ms).min(fp + due.max_delay_ms).max(na).max(lease.map_or(0, |l| l + 1));
+            let leading = fp >= published.unwrap_or(0).saturating_add(due.debounce_ms);
+            let quiet = if leading { fp } else { (lc + due.debounce_ms).min(fp + due.max_delay_ms) };
+            let at = quiet.max(na).max(lease.map_or(0, |l| l + 1));
             earliest = Some(earliest.map_or(at, |e| e.min(at)));
         }
         Ok(earliest.map(|at| (at - now).max(0)))

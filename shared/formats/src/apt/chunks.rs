@@ -1,0 +1,296 @@
+//! Incremental index files (#22): a hosted repository's `Packages` and `Sources` are kept as
+//! chunks of at most [`CHUNK_ROWS`] rows in id order, each chunk's text, gzip member and xz
+//! stream a blob of its own, and the published files are composites of those parts (gzip members
+//! and xz streams may follow one another in one file; apt, xz and zlib read them as one). A build
+//! remembers its chunks, and the next build of the unit re-renders only those whose rows changed:
+//! one upload adds rows after the last id, so it re-renders the last chunk alone. The `Release`
+//! hashes of a whole file continue from the hash state saved after the last unchanged chunk, so
+//! an append hashes one chunk, not the file.
+//!
+//! What a build remembers lives in the worker's memory; a build that finds the unit's current
+//! snapshot is not the one it remembers (another worker published it, the process restarted)
+//! builds every chunk again.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+
+use super::index::{blocking, Hashed, Hashers, IndexId, TEXT, XZ_PRESET};
+use crate::apt::rows::Totals;
+use packyard_core::publication::{BuildContext, BuildError};
+use packyard_store::blobs::Sha256Hex;
+use packyard_store::db::Db;
+
+/// Rows per chunk: about a MiB of `Packages` text, so that re-rendering the last chunk costs a
+/// few milliseconds of compression.
+pub(crate) const CHUNK_ROWS: i64 = 1000;
+
+/// The three forms of an index, in the order of every array here: plain, gzip, xz.
+const FORMS: [(&str, &str); 3] = [("", TEXT), (".gz", "application/gzip"), (".xz", "application/x-xz")];
+
+/// One chunk as published: ids `(previous chunk's last_id, last_id]`.
+#[derive(Clone)]
+struct Chunk {
+    last_id: i64,
+    count: i64,
+    id_sum: i64,
+    /// Each form's part: (SHA-256, size).
+    parts: [(String, i64); 3],
+    /// Each form's whole-file hash state after this chunk.
+    after: [Hashers; 3],
+}
+
+/// An index as a build left it.
+#[derive(Clone)]
+struct Remembered {
+    /// The part lists of the three files (which tell whether the unit's current snapshot is
+    /// this build's).
+    lists: [String; 3],
+    chunks: Vec<Chunk>,
+}
+
+/// What the builder remembers of the indexes it built, by repository and index path.
+#[derive(Clone, Default)]
+pub struct Memory(Arc<Mutex<HashMap<(i64, String), Remembered>>>);
+
+/// The rows of one index, as a chunked build reads them.
+#[async_trait]
+pub(crate) trait IndexRows: Send + Sync {
+    /// Count and id sum of the rows, all and up to `upto`.
+    async fn totals(&self, db: &Db, upto: i64) -> Result<Totals, BuildError>;
+    /// Every row's id, in order.
+    async fn ids(&self, db: &Db) -> Result<Vec<i64>, BuildError>;
+    /// Renders up to `limit` rows with ids in `(after, upto]`, in id order, onto `text`;
+    /// returns the ids rendered (empty: none left in the range).
+    async fn render(
+        &self,
+        db: &Db,
+        after: i64,
+        upto: i64,
+        limit: i64,
+        text: &mut String,
+    ) -> Result<Vec<i64>, BuildError>;
+}
+
+/// What changed since the remembered build.
+enum Plan {
+    /// Nothing: every chunk is reused.
+    Same,
+    /// Rows were only added after the last chunk: the last chunk is rendered again with them.
+    Appended,
+    /// Per remembered chunk whether its rows changed; rows after the last chunk render with it.
+    Changed(Vec<bool>),
+    /// Nothing usable remembered: every chunk is rendered.
+    Everything,
+}
+
+impl Memory {
+    fn recall(&self, repo: i64, path: &str, current: &HashMap<String, String>) -> Option<Remembered> {
+        let r = self.0.lock().ok()?.get(&(repo, path.to_string())).cloned()?;
+        let published = FORMS
+            .iter()
+            .zip(&r.lists)
+            .all(|((ext, _), list)| current.get(&format!("{path}{ext}")).is_some_and(|sha| sha == list));
+        published.then_some(r)
+    }
+
+    fn remember(&self, repo: i64, path: &str, r: Remembered) {
+        if let Ok(mut m) = self.0.lock() {
+            m.insert((repo, path.to_string()), r);
+        }
+    }
+}
+
+/// Builds one index (its three files, their by-hash names) from `rows`, reusing what the last
+/// build of it left when the unit's current snapshot is that build's (`current`: the current
+/// snapshot's composite files, path → part list).
+pub(crate) async fn build(
+    ctx: &mut BuildContext<'_>,
+    memory: &Memory,
+    repo: i64,
+    id: &IndexId<'_>,
+    rows: &dyn IndexRows,
+    current: &HashMap<String, String>,
+) -> Result<[Hashed; 3], BuildError> {
+    let IndexId { dist, base, stem, .. } = *id;
+    let path = format!("dists/{dist}/{base}/{stem}");
+    let db = ctx.db;
+    let remembered = memory.recall(repo, &path, current);
+    let previous = remembered.as_ref().map(|r| r.chunks.as_slice()).unwrap_or_default();
+    let plan = match previous.last() {
+        None => Plan::Everything,
+        Some(last) => {
+            let totals = rows.totals(db, last.last_id).await?;
+            let known = previous.iter().fold((0, 0), |(n, s), c| (n + c.count, s + c.id_sum));
+            if totals.all == known {
+                Plan::Same
+            } else if totals.upto == known {
+                Plan::Appended
+            } else {
+                Plan::Changed(changed_chunks(previous, &rows.ids(db).await?))
+            }
+        }
+    };
+    if let (Plan::Same, Some(r)) = (&plan, &remembered) {
+        return reuse(ctx, id, r);
+    }
+    // The first chunk to render, and which later ones changed.
+    let (first, changed) = match plan {
+        Plan::Same | Plan::Everything => (0, vec![true; previous.len()]),
+        Plan::Appended => (previous.len() - 1, vec![false; previous.len()]),
+        Plan::Changed(c) => (c.iter().position(|d| *d).unwrap_or(previous.len() - 1), c),
+    };
+    let mut chunks: Vec<Chunk> = previous[..first].to_vec();
+    let mut hashers: [Hashers; 3] = chunks.last().map(|c| c.after.clone()).unwrap_or_default();
+    for i in first..previous.len().max(1) {
+        let lower = if i == 0 { 0 } else { previous[i - 1].last_id };
+        let last = i + 1 >= previous.len();
+        if last {
+            // The last chunk and every row after it, in chunks of CHUNK_ROWS (an empty index is
+            // one empty chunk).
+            let mut after = lower;
+            while let Some(rendered) =
+                render_chunk(ctx, rows, (after, i64::MAX), hashers.clone(), chunks.is_empty()).await?
+            {
+                hashers = rendered.after.clone();
+                let full = rendered.count >= CHUNK_ROWS;
+                after = rendered.last_id;
+                chunks.push(rendered);
+                if !full {
+                    break;
+                }
+            }
+        } else if changed[i] {
+            let range = (lower, previous[i].last_id);
+            if let Some(rendered) = render_chunk(ctx, rows, range, hashers.clone(), false).await? {
+                hashers = rendered.after.clone();
+                // Its range stays as it was, even when rows at its end went.
+                chunks.push(Chunk { last_id: previous[i].last_id, ..rendered });
+            }
+        } else {
+            let mut kept = previous[i].clone();
+            hashers = rehash(ctx, &kept, hashers).await?;
+            kept.after = hashers.clone();
+            chunks.push(kept);
+        }
+    }
+    let mut lists: [String; 3] = Default::default();
+    for (form, (ext, content_type)) in FORMS.iter().enumerate() {
+        let parts: Vec<(String, i64)> = chunks.iter().map(|c| c.parts[form].clone()).collect();
+        lists[form] = ctx.composite(&format!("{path}{ext}"), content_type, &parts).await?;
+    }
+    let hashed = finish(ctx, id, &hashers)?;
+    memory.remember(repo, &path, Remembered { lists, chunks });
+    Ok(hashed)
+}
+
+/// Per remembered chunk, whether the rows in its id range are not the ones it rendered.
+fn changed_chunks(previous: &[Chunk], ids: &[i64]) -> Vec<bool> {
+    let mut out = Vec::with_capacity(previous.len());
+    let mut at = 0;
+    for c in previous {
+        let (mut n, mut s) = (0, 0);
+        while at < ids.len() && ids[at] <= c.last_id {
+            n += 1;
+            s += ids[at];
+            at += 1;
+        }
+        out.push((n, s) != (c.count, c.id_sum));
+    }
+    out
+}
+
+/// The index exactly as the remembered build published it (the same part lists).
+fn reuse(ctx: &mut BuildContext<'_>, id: &IndexId<'_>, r: &Remembered) -> Result<[Hashed; 3], BuildError> {
+    let hashers: [Hashers; 3] = r.chunks.last().map(|c| c.after.clone()).unwrap_or_default();
+    let IndexId { dist, base, stem, .. } = *id;
+    for (form, (ext, content_type)) in FORMS.iter().enumerate() {
+        let parts: Vec<(String, i64)> = r.chunks.iter().map(|c| c.parts[form].clone()).collect();
+        ctx.reuse_composite(&format!("dists/{dist}/{base}/{stem}{ext}"), content_type, &r.lists[form], &parts);
+    }
+    finish(ctx, id, &hashers)
+}
+
+/// Release's entries for the three files, and their by-hash names.
+fn finish(ctx: &mut BuildContext<'_>, id: &IndexId<'_>, hashers: &[Hashers; 3]) -> Result<[Hashed; 3], BuildError> {
+    let IndexId { dist, base, stem, .. } = *id;
+    let hashed = [0, 1, 2].map(|form| hashers[form].clone().finish(format!("{base}/{stem}{}", FORMS[form].0)));
+    for h in &hashed {
+        let full = format!("dists/{dist}/{}", h.path);
+        ctx.alias(&format!("dists/{dist}/{base}/by-hash/SHA256/{}", h.sha256), &full)?;
+        ctx.alias(&format!("dists/{dist}/{base}/by-hash/SHA512/{}", h.sha512), &full)?;
+    }
+    Ok(hashed)
+}
+
+/// Renders the rows of `(after, upto]` (at most CHUNK_ROWS) as one chunk: its three parts stored,
+/// the whole-file hashes carried on from `hashers`. `None` when the range holds no rows, unless
+/// `even_empty`.
+async fn render_chunk(
+    ctx: &mut BuildContext<'_>,
+    rows: &dyn IndexRows,
+    (after, upto): (i64, i64),
+    hashers: [Hashers; 3],
+    even_empty: bool,
+) -> Result<Option<Chunk>, BuildError> {
+    let mut text = String::new();
+    let ids = rows.render(ctx.db, after, upto, CHUNK_ROWS, &mut text).await?;
+    if ids.is_empty() && !even_empty {
+        return Ok(None);
+    }
+    let text: Arc<str> = Arc::from(text);
+    let [mut plain_hash, mut gz_hash, mut xz_hash] = hashers;
+    let (t1, t2, t3) = (text.clone(), text.clone(), text.clone());
+    let (plain, gz, xz) = tokio::join!(
+        blocking(move || {
+            plain_hash.update(t1.as_bytes());
+            Ok(plain_hash)
+        }),
+        blocking(move || {
+            use std::io::Write as _;
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            e.write_all(t2.as_bytes())?;
+            let bytes = e.finish()?;
+            gz_hash.update(&bytes);
+            Ok((bytes, gz_hash))
+        }),
+        blocking(move || {
+            use std::io::Write as _;
+            let mut e = liblzma::write::XzEncoder::new(Vec::new(), XZ_PRESET);
+            e.write_all(t3.as_bytes())?;
+            let bytes = e.finish()?;
+            xz_hash.update(&bytes);
+            Ok((bytes, xz_hash))
+        }),
+    );
+    let (plain_hash, (gz, gz_hash), (xz, xz_hash)) = (plain?, gz?, xz?);
+    let mut parts: [(String, i64); 3] = Default::default();
+    for (form, bytes) in [text.as_bytes(), &gz, &xz].into_iter().enumerate() {
+        let mut sink = ctx.file(".parts/new", "application/octet-stream").await?;
+        sink.write(bytes).await?;
+        parts[form] = ctx.part(sink).await?;
+    }
+    Ok(Some(Chunk {
+        last_id: ids.last().copied().unwrap_or(after),
+        count: i64::try_from(ids.len()).unwrap_or(i64::MAX),
+        id_sum: ids.iter().sum(),
+        parts,
+        after: [plain_hash, gz_hash, xz_hash],
+    }))
+}
+
+/// Carries the whole-file hashes over an unchanged chunk that follows a changed one (its parts
+/// read back).
+async fn rehash(ctx: &BuildContext<'_>, chunk: &Chunk, hashers: [Hashers; 3]) -> Result<[Hashers; 3], BuildError> {
+    let mut out: [Hashers; 3] = Default::default();
+    for (form, mut h) in hashers.into_iter().enumerate() {
+        let bytes = ctx.blobs().read_all(&Sha256Hex::parse(&chunk.parts[form].0)?).await?;
+        out[form] = blocking(move || {
+            h.update(&bytes);
+            Ok(h)
+        })
+        .await?;
+    }
+    Ok(out)
+}

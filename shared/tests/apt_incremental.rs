@@ -1,0 +1,176 @@
+//! Incremental APT publication (#22): a hosted index kept as chunks, only the changed ones
+//! rendered again; the files as a whole (their parts joined) must be exactly what a build from
+//! nothing makes, with the hashes `Release` lists, on every backend.
+
+use std::collections::{HashMap, HashSet};
+use std::io::Read as _;
+use std::sync::Arc;
+
+use packyard_core::publication::{read_file, BuildContext, Builder};
+use packyard_core::repositories::RepositoryService;
+use packyard_core::security::keystore::KeyStore;
+use packyard_formats::apt::publish::AptBuilder;
+use packyard_formats::apt::rows::{AptPackage, Member};
+use packyard_model::repos::{Repository, RepositorySpec};
+use packyard_store::blobs::FileStore;
+use packyard_store::db::publication::{Due, SnapshotFile};
+use packyard_store::db_test;
+use packyard_store::testing::TestDb;
+use sha2::{Digest, Sha256};
+
+async fn add(t: &TestDb, repo: i64, i: usize) -> anyhow::Result<i64> {
+    let name = format!("pkg-{i:05}");
+    let arch = if i % 10 == 0 { "all" } else { "amd64" };
+    let hex64 = format!("{i:064x}");
+    let p = AptPackage {
+        id: 0,
+        repository_id: repo,
+        component: "main".into(),
+        pool_path: format!("pool/main/p/{name}/{name}_1.0_{arch}.deb"),
+        control: format!("Package: {name}\nVersion: 1.0\nArchitecture: {arch}\nDescription: package {i}\n"),
+        name,
+        version: "1.0".into(),
+        architecture: arch.into(),
+        size: 1_000 + i as i64,
+        md5: hex64[..32].to_string(),
+        sha256: hex64,
+    };
+    let mut tx = t.db.pool().begin().await?;
+    let id = packyard_formats::apt::rows::insert(&t.db, &mut tx, &p, "test").await?;
+    packyard_formats::apt::rows::join(&t.db, &mut tx, Member::Package(id), repo, "stable").await?;
+    t.db.record_change(&mut tx, repo, "apt", "stable").await?;
+    tx.commit().await?;
+    Ok(id)
+}
+
+/// Claims, builds with `builder` and publishes the unit; returns the snapshot's files by path.
+async fn publish(
+    t: &TestDb,
+    blobs: &FileStore,
+    builder: &AptBuilder,
+    repo: &Repository,
+) -> anyhow::Result<HashMap<String, SnapshotFile>> {
+    let claim =
+        t.db.claim_due("test", Due { debounce_ms: 0, max_delay_ms: 0 }, 60_000)
+            .await?
+            .ok_or_else(|| anyhow::anyhow!("nothing due"))?;
+    let mut ctx = BuildContext::new(&t.db, blobs);
+    builder.build(&mut ctx, repo, &claim.unit).await?;
+    let files = ctx.into_files();
+    t.db.publish_snapshot(&claim, &files, &[], 0).await?.ok_or_else(|| anyhow::anyhow!("fenced"))?;
+    Ok(files.into_iter().map(|f| (f.path.clone(), f)).collect())
+}
+
+/// The index's three files, checked against each other and against Release; returns the text.
+async fn check(blobs: &FileStore, files: &HashMap<String, SnapshotFile>) -> anyhow::Result<String> {
+    let base = "dists/stable/main/binary-amd64";
+    let read = |p: String| async move {
+        let f = files.get(&p).ok_or_else(|| anyhow::anyhow!("no {p}"))?;
+        anyhow::Ok(read_file(blobs, f).await?)
+    };
+    let plain = read(format!("{base}/Packages")).await?;
+    let gz = read(format!("{base}/Packages.gz")).await?;
+    let xz = read(format!("{base}/Packages.xz")).await?;
+    let mut from_gz = Vec::new();
+    flate2::read::MultiGzDecoder::new(&gz[..]).read_to_end(&mut from_gz)?;
+    let mut from_xz = Vec::new();
+    liblzma::read::XzDecoder::new_multi_decoder(&xz[..]).read_to_end(&mut from_xz)?;
+    assert!(from_gz == plain, "Packages.gz holds Packages");
+    assert!(from_xz == plain, "Packages.xz holds Packages");
+    let release = String::from_utf8(read("dists/stable/Release".into()).await?.to_vec())?;
+    let sha256 = release.split("SHA256:\n").nth(1).unwrap_or_default();
+    for (bytes, name) in [(&plain, "Packages"), (&gz, "Packages.gz"), (&xz, "Packages.xz")] {
+        let line = format!(" {} {:>16} main/binary-amd64/{name}\n", hex::encode(Sha256::digest(bytes)), bytes.len());
+        assert!(sha256.contains(&line), "Release lists {name} as {line:?}:\n{release}");
+        let by_hash = format!("{base}/by-hash/SHA256/{}", hex::encode(Sha256::digest(bytes)));
+        assert!(read(by_hash).await? == *bytes, "{name} by hash");
+    }
+    Ok(String::from_utf8(plain.to_vec())?)
+}
+
+fn parts(files: &HashMap<String, SnapshotFile>) -> HashSet<String> {
+    files.values().filter(|f| f.path.starts_with(".parts/")).map(|f| f.sha256.clone()).collect()
+}
+
+db_test!(an_upload_rerenders_one_chunk_and_the_files_are_whole, |t: TestDb| async move {
+    let spec: RepositorySpec = serde_json::from_value(serde_json::json!({"name": "inc", "format": "apt",
+        "type": "hosted", "apt": {"distributions": ["stable"], "architectures": ["amd64", "all"]}}))?;
+    let repo = RepositoryService::new(&t.db).create(spec).await?;
+    let store = Arc::new(FileStore::open(t.dir.path().join("blobs"), t.metrics.clone()).await?);
+    let blobs = store.as_ref();
+    let keystore = Arc::new(KeyStore::new("0123456789abcdef0123456789abcdef"));
+    let reader = packyard_core::groups::Reader { blobs: store.clone(), proxy: None };
+    let builder = AptBuilder { page_size: 1_000, keystore, reader, memory: Default::default() };
+    // A builder that remembers nothing: what a build from nothing makes of the same rows.
+    let fresh = |b: &AptBuilder| AptBuilder {
+        page_size: 1_000,
+        keystore: b.keystore.clone(),
+        reader: b.reader.clone(),
+        memory: Default::default(),
+    };
+    let mut ids = Vec::new();
+    for i in 0..2_500 {
+        ids.push(add(&t, repo.id, i).await?);
+    }
+    let written = || t.metrics.blob_bytes_total.with_label_values(&["in"]).get();
+    let at = written();
+    let first = publish(&t, blobs, &builder, &repo).await?;
+    let full = written() - at;
+    let text = check(blobs, &first).await?;
+    assert_eq!(text.matches("Package: ").count(), 2_500);
+    // amd64's index: three chunks of three forms (the index of `all` has its own).
+    let first_parts = parts(&first);
+    assert!(first_parts.len() >= 9, "{} parts", first_parts.len());
+
+    // One upload: the last chunk is rendered again, nothing else.
+    add(&t, repo.id, 2_500).await?;
+    let at = written();
+    let second = publish(&t, blobs, &builder, &repo).await?;
+    let incremental = written() - at;
+    assert!(incremental * 3 < full, "one upload wrote {incremental} bytes, the whole build {full}");
+    let text = check(blobs, &second).await?;
+    assert!(text.contains("Package: pkg-02500\n"));
+    let new: Vec<_> = parts(&second).difference(&first_parts).cloned().collect();
+    // The last chunk of binary-amd64 and of binary-all (the new package is `all`).
+    assert!(new.len() <= 6, "{} new parts after one upload", new.len());
+    let expected = publish_fresh(&t, blobs, &fresh(&builder), &repo).await?;
+    assert_eq!(text, expected, "the same Packages as a build from nothing");
+
+    // A package of the first chunk goes: that chunk and the last are rendered again.
+    let before = parts(&publish_nothing_new(&t, blobs, &builder, &repo).await?);
+    let mut tx = t.db.pool().begin().await?;
+    packyard_formats::apt::rows::delete(&t.db, &mut tx, ids[3]).await?;
+    t.db.record_change(&mut tx, repo.id, "apt", "stable").await?;
+    tx.commit().await?;
+    let third = publish(&t, blobs, &builder, &repo).await?;
+    let text = check(blobs, &third).await?;
+    assert!(!text.contains("Package: pkg-00003\n"));
+    assert_eq!(text.matches("Package: ").count(), 2_500);
+    let new: Vec<_> = parts(&third).difference(&before).cloned().collect();
+    assert!(new.len() <= 12, "{} new parts after one delete", new.len());
+    let expected = publish_fresh(&t, blobs, &fresh(&builder), &repo).await?;
+    assert_eq!(text, expected, "the same Packages as a build from nothing");
+    Ok(())
+});
+
+/// Publishes again with a builder that remembers nothing; returns its Packages text.
+async fn publish_fresh(
+    t: &TestDb,
+    blobs: &FileStore,
+    builder: &AptBuilder,
+    repo: &Repository,
+) -> anyhow::Result<String> {
+    let files = publish_nothing_new(t, blobs, builder, repo).await?;
+    check(blobs, &files).await
+}
+
+/// Requests a rebuild with no change of rows and publishes it.
+async fn publish_nothing_new(
+    t: &TestDb,
+    blobs: &FileStore,
+    builder: &AptBuilder,
+    repo: &Repository,
+) -> anyhow::Result<HashMap<String, SnapshotFile>> {
+    t.db.request_changes(repo.id, &[("apt".to_string(), "stable".to_string())]).await?;
+    publish(t, blobs, builder, repo).await
+}
