@@ -4,8 +4,8 @@
 use std::io::Write;
 use std::path::Path;
 
-use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
-use argon2::Argon2;
+use argon2::password_hash::{self, Output, ParamsString, PasswordHash, SaltString};
+use argon2::{Algorithm, Argon2, Block, Params, Version};
 use rand::Rng;
 
 use packyard_store::db::{Db, DbError};
@@ -24,16 +24,51 @@ pub enum AuthError {
 
 /// An argon2id PHC string.
 pub fn hash_password(password: &str) -> Result<String, AuthError> {
+    let fail = |e: &dyn std::fmt::Display| AuthError::Hash(e.to_string());
     let salt = SaltString::generate(&mut rand::rngs::OsRng);
-    Argon2::default()
-        .hash_password(password.as_bytes(), &salt)
-        .map(|h| h.to_string())
-        .map_err(|e| AuthError::Hash(e.to_string()))
+    let argon = Argon2::default();
+    let mut salt_buf = [0u8; 64];
+    let salt_bytes = salt.decode_b64(&mut salt_buf).map_err(|e| fail(&e))?;
+    let hash = Output::init_with(Params::DEFAULT_OUTPUT_LEN, |out| {
+        compute(&argon, password.as_bytes(), salt_bytes, out).map_err(|_| password_hash::Error::Crypto)
+    })
+    .map_err(|e| fail(&e))?;
+    let phc = PasswordHash {
+        algorithm: Algorithm::Argon2id.ident(),
+        version: Some(Version::V0x13.into()),
+        params: ParamsString::try_from(argon.params()).map_err(|e| fail(&e))?,
+        salt: Some(salt.as_salt()),
+        hash: Some(hash),
+    };
+    Ok(phc.to_string())
 }
 
 /// Constant-time check of a password against a stored PHC string; a malformed hash never matches.
 pub fn verify_password(password: &str, phc: &str) -> bool {
-    PasswordHash::new(phc).is_ok_and(|h| Argon2::default().verify_password(password.as_bytes(), &h).is_ok())
+    let Ok(h) = PasswordHash::new(phc) else { return false };
+    let (Some(salt), Some(expected)) = (h.salt, h.hash) else { return false };
+    let Ok(algorithm) = Algorithm::try_from(h.algorithm) else { return false };
+    let Ok(version) = h.version.map_or(Ok(Version::default()), Version::try_from) else { return false };
+    let Ok(params) = Params::try_from(&h) else { return false };
+    let mut salt_buf = [0u8; 64];
+    let Ok(salt_bytes) = salt.decode_b64(&mut salt_buf) else { return false };
+    let argon = Argon2::new(algorithm, version, params);
+    let mut out = vec![0u8; expected.len()];
+    compute(&argon, password.as_bytes(), salt_bytes, &mut out).is_ok() && Output::new(&out).is_ok_and(|o| o == expected)
+}
+
+/// argon2's working memory (19 MiB at the default parameters) reserved as more than 32 MiB of
+/// address space, of which only what the computation writes is ever resident. glibc maps a block
+/// that large on its own and unmaps it when freed; a freed mapped block between its threshold and
+/// 32 MiB would raise the threshold to its size instead, after which every later check's memory
+/// is carved from a thread's arena and stays resident for the life of the process (56 MiB after
+/// ten sign-ins and a thousand requests, 30 MiB this way: `loadtest/rss.sh`, docs/perf/rss.md).
+fn compute(argon: &Argon2<'_>, password: &[u8], salt: &[u8], out: &mut [u8]) -> argon2::Result<()> {
+    const RESERVED_BLOCKS: usize = 33 * 1024; // of 1 KiB each
+    let blocks = argon.params().block_count();
+    let mut memory = Vec::with_capacity(blocks.max(RESERVED_BLOCKS));
+    memory.resize(blocks, Block::default());
+    argon.hash_password_into_with_memory(password, salt, out, &mut memory)
 }
 
 /// A fresh random password of 24 characters from an unambiguous alphabet.
@@ -144,6 +179,34 @@ mod tests {
         assert!(!verify_password("s3cre", &h));
         assert!(!verify_password("s3cret", "not a hash"));
         assert!(PasswordHash::new(DUMMY_HASH).is_ok());
+        Ok(())
+    }
+
+    /// Hashes made before (by the crate's own hasher) verify, and ours verify with the crate's
+    /// verifier: the stored users' passwords keep working.
+    #[test]
+    fn hashes_match_the_argon2_crates_own() -> Result<(), Box<dyn std::error::Error>> {
+        use argon2::password_hash::{PasswordHasher, PasswordVerifier};
+        let salt = SaltString::generate(&mut rand::rngs::OsRng);
+        let theirs = Argon2::default().hash_password(b"correct horse", &salt).map_err(|e| e.to_string())?.to_string();
+        assert!(verify_password("correct horse", &theirs));
+        assert!(!verify_password("correct hors", &theirs));
+        let ours = hash_password("battery staple")?;
+        let parsed = PasswordHash::new(&ours).map_err(|e| e.to_string())?;
+        assert!(Argon2::default().verify_password(b"battery staple", &parsed).is_ok());
+        assert!(Argon2::default().verify_password(b"battery stapler", &parsed).is_err());
+        assert_eq!(parsed.params.get_decimal("m"), Some(19456));
+        // Other algorithms and parameters (as a hash from elsewhere may carry) verify as well.
+        let other = Argon2::new(
+            Algorithm::Argon2i,
+            Version::V0x13,
+            Params::new(64, 3, 2, Some(24)).map_err(|e| e.to_string())?,
+        );
+        let theirs = other.hash_password(b"password", &salt).map_err(|e| e.to_string())?.to_string();
+        assert!(theirs.starts_with("$argon2i$v=19$m=64,t=3,p=2$"), "{theirs}");
+        assert!(verify_password("password", &theirs));
+        assert!(!verify_password("passwore", &theirs));
+        assert!(!verify_password("password", "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHQ"), "no hash part");
         Ok(())
     }
 
