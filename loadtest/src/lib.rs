@@ -12,6 +12,7 @@ pub mod apt;
 pub mod go;
 pub mod http;
 pub mod soak;
+pub mod visibility;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -201,7 +202,7 @@ fn run_nonce() -> u128 {
         .unwrap_or(0)
 }
 
-fn basic(auth: &str) -> String {
+pub(crate) fn basic(auth: &str) -> String {
     use base64::Engine;
     format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(auth))
 }
@@ -210,7 +211,7 @@ async fn one(endpoint: &Endpoint, req: &Request) -> anyhow::Result<Response> {
     Conn::new(endpoint.clone()).send(req, true).await
 }
 
-fn get(path: &str) -> Request {
+pub(crate) fn get(path: &str) -> Request {
     Request { method: "GET", path: path.to_string(), headers: Vec::new(), body: None }
 }
 

@@ -78,6 +78,30 @@ enum Command {
         #[arg(long)]
         markdown: Option<PathBuf>,
     },
+    /// One upload at a time into a hosted APT repository (after seeding it with --seed
+    /// packages): the time from each 201 until `Release` has changed and `Packages` lists it.
+    Visible {
+        /// The repository's base URL, e.g. http://127.0.0.1:8080/repository/debs/.
+        #[arg(long)]
+        target: String,
+        /// user:password.
+        #[arg(long)]
+        auth: String,
+        #[arg(long, default_value_t = 0)]
+        seed: usize,
+        #[arg(long, default_value_t = 256)]
+        seed_bytes: usize,
+        #[arg(long, default_value_t = 16)]
+        seed_concurrency: usize,
+        #[arg(long, default_value_t = 20)]
+        samples: usize,
+        /// Idle time before each upload.
+        #[arg(long, default_value_t = 300)]
+        pause_ms: u64,
+        /// Where to write the samples (JSON).
+        #[arg(long)]
+        output: Option<PathBuf>,
+    },
     /// Writes a deterministic generated package.
     Fixture {
         #[command(subcommand)]
@@ -113,10 +137,13 @@ enum Fixture {
         #[arg(long, default_value_t = 4 * 1024 * 1024)]
         bytes: usize,
     },
-    /// A .deb with an uncompressed payload of --bytes (same arguments, same bytes).
+    /// A .deb with an uncompressed payload of --bytes (same arguments, same bytes); with
+    /// --count N, N packages <name>-0 … <name>-(N-1) written into the directory --out.
     Apt {
         #[arg(long)]
         out: PathBuf,
+        #[arg(long)]
+        count: Option<usize>,
         #[arg(long, default_value = "packyard-bench")]
         name: String,
         #[arg(long, default_value = "1.0")]
@@ -177,10 +204,59 @@ fn main() -> anyhow::Result<()> {
             std::fs::write(&out, packyard_loadtest::apk::apk(&name, &version, &arch, &apt::filler(42, bytes))?)?;
             Ok(())
         }
-        Command::Fixture { format: Fixture::Apt { out, name, version, arch, bytes } } => {
+        Command::Fixture { format: Fixture::Apt { out, count: None, name, version, arch, bytes } } => {
             let deb = apt::deb(&name, &version, &arch, &apt::filler(42, bytes))?;
             std::fs::write(&out, deb)?;
             Ok(())
+        }
+        Command::Fixture { format: Fixture::Apt { out, count: Some(n), name, version, arch, bytes } } => {
+            std::fs::create_dir_all(&out)?;
+            let payload = apt::filler(42, bytes);
+            for i in 0..n {
+                let name = format!("{name}-{i}");
+                std::fs::write(
+                    out.join(format!("{name}_{version}_{arch}.deb")),
+                    apt::deb(&name, &version, &arch, &payload)?,
+                )?;
+            }
+            Ok(())
+        }
+        Command::Visible { target, auth, seed, seed_bytes, seed_concurrency, samples, pause_ms, output } => {
+            anyhow::ensure!(samples > 0, "--samples must be at least 1");
+            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            rt.block_on(async {
+                if seed > 0 {
+                    let took =
+                        packyard_loadtest::visibility::seed(&target, &auth, seed, seed_bytes, seed_concurrency).await?;
+                    eprintln!("seeded {seed} packages in {:.1} s", took.as_secs_f64());
+                }
+                let run = format!("{:x}", std::process::id());
+                let ms = packyard_loadtest::visibility::measure(
+                    &target,
+                    &auth,
+                    samples,
+                    std::time::Duration::from_millis(pause_ms),
+                    &run,
+                )
+                .await?;
+                let mut sorted = ms.clone();
+                sorted.sort_by(f64::total_cmp);
+                let at = |q: f64| sorted[((sorted.len() as f64 - 1.0) * q).round() as usize];
+                println!(
+                    "visible after ms: p50 {:.1} p95 {:.1} max {:.1} ({} samples)",
+                    at(0.5),
+                    at(0.95),
+                    at(1.0),
+                    ms.len()
+                );
+                if let Some(path) = output {
+                    std::fs::write(
+                        path,
+                        serde_json::to_vec_pretty(&serde_json::json!({ "seed": seed, "samples_ms": ms }))?,
+                    )?;
+                }
+                Ok(())
+            })
         }
         Command::Compare {
             targets,
