@@ -72,9 +72,9 @@ wait_http() {
 pw=baseline-admin
 p_port=$(free_port); m_port=$(free_port)
 mkdir -p "$work/packyard"
-(cd "$work/packyard" && env PACKYARD_SECURITY__ADMIN_PASSWORD=$pw "${level_env[@]}" \
+(cd "$work/packyard" && exec env PACKYARD_SECURITY__ADMIN_PASSWORD=$pw "${level_env[@]}" \
   PACKYARD_SERVER__BIND=127.0.0.1:$p_port PACKYARD_SERVER__MANAGEMENT_BIND=127.0.0.1:$m_port \
-  exec "$api" >"$work/packyard.log" 2>&1) &
+  "$api" >"$work/packyard.log" 2>&1) &
 pids+=($!)
 wait_http "http://127.0.0.1:$m_port/readyz"
 pk=http://127.0.0.1:$p_port
