@@ -298,7 +298,7 @@ http {
       # Responses stream to the client as they arrive (no temp files, no waiting for the whole
       # body), through one 256 KiB buffer per request: nginx's default is one page (4 KiB), which
       # costs a read and a write per 4 KiB and held a 4 MiB download to 0.13x of a replica
-      # reached directly; 256 KiB gives 0.55-0.63x on one shared two-core machine (docs/operations.md,
+      # reached directly; 256 KiB gives 0.57-0.59x on one shared two-core machine (docs/operations.md,
       # "Load balancer").
       proxy_buffering off;
       proxy_buffer_size 256k;

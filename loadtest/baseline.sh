@@ -72,7 +72,7 @@ wait_http() {
 pw=baseline-admin
 p_port=$(free_port); m_port=$(free_port)
 mkdir -p "$work/packyard"
-(cd "$work/packyard" && exec env PACKYARD_SECURITY__ADMIN_PASSWORD=$pw "${level_env[@]}" \
+(cd "$work/packyard" && exec env -u PACKYARD_LOG__LEVEL PACKYARD_SECURITY__ADMIN_PASSWORD=$pw ${level_env[@]+"${level_env[@]}"} \
   PACKYARD_SERVER__BIND=127.0.0.1:$p_port PACKYARD_SERVER__MANAGEMENT_BIND=127.0.0.1:$m_port \
   "$api" >"$work/packyard.log" 2>&1) &
 pids+=($!)

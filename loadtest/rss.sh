@@ -8,7 +8,8 @@
 #   loadtest/rss.sh
 #
 # Environment: ROUNDS (3: fresh servers, one after another; the table has each), OUT, and
-# EXTRA_ENV (e.g. "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=131072", a row label of its own).
+# EXTRA_ENV (e.g. "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=131072": set for every round and
+# named in the header; run once per setting, each into its own OUT).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -53,7 +54,7 @@ for round in $(seq 1 "$ROUNDS"); do
   p_port=$(free_port); m_port=$(free_port)
   mkdir -p "$work/r$round"
   # shellcheck disable=SC2086
-  (cd "$work/r$round" && exec env PACKYARD_SECURITY__ADMIN_PASSWORD=$pw ${EXTRA_ENV:-} \
+  (cd "$work/r$round" && exec env -u PACKYARD_LOG__LEVEL PACKYARD_SECURITY__ADMIN_PASSWORD=$pw ${EXTRA_ENV:-} \
     PACKYARD_SERVER__BIND=127.0.0.1:$p_port PACKYARD_SERVER__MANAGEMENT_BIND=127.0.0.1:$m_port \
     "$api" >"$work/r$round.log" 2>&1) &
   pid=$!

@@ -51,7 +51,7 @@ for n in $SIZES; do
   log "Packyard: seeding $n packages"
   p_port=$(free_port); m_port=$(free_port)
   mkdir -p "$work/p$n"
-  (cd "$work/p$n" && exec env PACKYARD_SECURITY__ADMIN_PASSWORD=$pw \
+  (cd "$work/p$n" && exec env -u PACKYARD_LOG__LEVEL PACKYARD_SECURITY__ADMIN_PASSWORD=$pw \
     PACKYARD_SERVER__BIND=127.0.0.1:$p_port PACKYARD_SERVER__MANAGEMENT_BIND=127.0.0.1:$m_port \
     "$api" >"$work/p$n.log" 2>&1) &
   pid=$!

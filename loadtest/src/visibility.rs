@@ -27,7 +27,7 @@ fn upload(auth: &str, name: &str, payload: &[u8]) -> anyhow::Result<Request> {
 }
 
 /// Uploads packages `seed-0` … `seed-{n-1}` (payload `bytes`) from `concurrency` connections,
-/// then waits until `Packages` lists the last of them. Returns how long it took.
+/// then waits until `Packages` lists all of them. Returns how long it took.
 pub async fn seed(base: &str, auth: &str, n: usize, bytes: usize, concurrency: usize) -> anyhow::Result<Duration> {
     let endpoint = Endpoint::parse(base)?;
     let started = Instant::now();
@@ -57,10 +57,9 @@ pub async fn seed(base: &str, auth: &str, n: usize, bytes: usize, concurrency: u
         t.await??;
     }
     let mut conn = Conn::new(endpoint);
-    let last = format!("Package: seed-{}\n", n.saturating_sub(1));
     loop {
         let r = conn.send(&get(PACKAGES), true).await?;
-        if r.status == 200 && memchr_str(&r.body, &last) {
+        if r.status == 200 && count(&r.body, "Package: seed-") == n {
             return Ok(started.elapsed());
         }
         anyhow::ensure!(
@@ -73,6 +72,10 @@ pub async fn seed(base: &str, auth: &str, n: usize, bytes: usize, concurrency: u
 
 fn memchr_str(hay: &[u8], needle: &str) -> bool {
     hay.windows(needle.len()).any(|w| w == needle.as_bytes())
+}
+
+fn count(hay: &[u8], needle: &str) -> usize {
+    hay.windows(needle.len()).filter(|w| *w == needle.as_bytes()).count()
 }
 
 /// `samples` uploads, one at a time, each `pause` after the previous became visible; the time

@@ -50,6 +50,9 @@ pub fn verify_password(password: &str, phc: &str) -> bool {
     let Ok(algorithm) = Algorithm::try_from(h.algorithm) else { return false };
     let Ok(version) = h.version.map_or(Ok(Version::default()), Version::try_from) else { return false };
     let Ok(params) = Params::try_from(&h) else { return false };
+    if !within_limits(&params) {
+        return false;
+    }
     let mut salt_buf = [0u8; 64];
     let Ok(salt_bytes) = salt.decode_b64(&mut salt_buf) else { return false };
     let argon = Argon2::new(algorithm, version, params);
@@ -61,14 +64,54 @@ pub fn verify_password(password: &str, phc: &str) -> bool {
 /// address space, of which only what the computation writes is ever resident. glibc maps a block
 /// that large on its own and unmaps it when freed; a freed mapped block between its threshold and
 /// 32 MiB would raise the threshold to its size instead, after which every later check's memory
-/// is carved from a thread's arena and stays resident for the life of the process (56 MiB after
-/// ten sign-ins and a thousand requests, 30 MiB this way: `loadtest/rss.sh`, docs/perf/rss.md).
+/// is carved from a thread's arena and stays resident for the life of the process (56–57 MiB
+/// after start and a warm-up of requests, 36 MiB this way: `loadtest/rss.sh`, docs/perf/rss.md).
+/// At most one computation per core runs at once (the others wait their turn: more would not
+/// finish sooner), so sign-ins under many names at once hold at most that many blocks.
 fn compute(argon: &Argon2<'_>, password: &[u8], salt: &[u8], out: &mut [u8]) -> argon2::Result<()> {
     const RESERVED_BLOCKS: usize = 33 * 1024; // of 1 KiB each
+    let _turn = Turn::take();
     let blocks = argon.params().block_count();
     let mut memory = Vec::with_capacity(blocks.max(RESERVED_BLOCKS));
     memory.resize(blocks, Block::default());
     argon.hash_password_into_with_memory(password, salt, out, &mut memory)
+}
+
+/// One of the password computations allowed at once (one per core); given back when dropped.
+struct Turn;
+
+static RUNNING: std::sync::Mutex<usize> = std::sync::Mutex::new(0);
+static FREED: std::sync::Condvar = std::sync::Condvar::new();
+#[cfg(test)]
+static PEAK: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+impl Turn {
+    /// Waits (on the blocking thread that computes) until fewer than one per core run.
+    fn take() -> Self {
+        let most = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let mut running = RUNNING.lock().unwrap_or_else(|e| e.into_inner());
+        while *running >= most {
+            running = FREED.wait(running).unwrap_or_else(|e| e.into_inner());
+        }
+        *running += 1;
+        #[cfg(test)]
+        PEAK.fetch_max(*running, std::sync::atomic::Ordering::SeqCst);
+        Turn
+    }
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        let mut running = RUNNING.lock().unwrap_or_else(|e| e.into_inner());
+        *running = running.saturating_sub(1);
+        FREED.notify_one();
+    }
+}
+
+/// Stored hashes are ours, but one with costs far above any we write (a database someone else
+/// wrote to) is refused rather than allowed to take gigabytes or minutes.
+fn within_limits(p: &Params) -> bool {
+    p.m_cost() <= 256 * 1024 && p.t_cost() <= 16 && p.p_cost() <= 16
 }
 
 /// A fresh random password of 24 characters from an unambiguous alphabet.
@@ -206,8 +249,29 @@ mod tests {
         assert!(theirs.starts_with("$argon2i$v=19$m=64,t=3,p=2$"), "{theirs}");
         assert!(verify_password("password", &theirs));
         assert!(!verify_password("passwore", &theirs));
+        // A stored hash asking for 4 GiB of memory or a thousand passes is refused, not computed.
+        assert!(within_limits(&Params::default()));
+        assert!(!within_limits(&Params::new(4 * 1024 * 1024, 3, 2, None).map_err(|e| e.to_string())?));
+        assert!(!within_limits(&Params::new(19456, 1000, 1, None).map_err(|e| e.to_string())?));
+        let hostile = theirs.replace("m=64,t=3,p=2", "m=4194304,t=3,p=2");
+        assert!(!verify_password("password", &hostile));
         assert!(!verify_password("password", "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHQ"), "no hash part");
         Ok(())
+    }
+
+    /// Checks started at once on many threads run at most one per core.
+    #[test]
+    fn password_checks_take_turns() {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let threads: Vec<_> = (0..cores * 3)
+            .map(|i| std::thread::spawn(move || verify_password(&format!("guess {i}"), DUMMY_HASH)))
+            .collect();
+        for t in threads {
+            assert_eq!(t.join().ok(), Some(false));
+        }
+        let peak = PEAK.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(peak >= 1 && peak <= cores, "{peak} checks ran at once on {cores} cores");
+        assert_eq!(*RUNNING.lock().unwrap_or_else(|e| e.into_inner()), 0, "every turn was given back");
     }
 
     #[test]
