@@ -104,7 +104,7 @@ cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
   echo "$(git rev-parse --short HEAD) (release build), **the default configuration** (embedded default: SQLite,"
   echo "file blobs, log level info)${EXTRA_ENV:+, with \`$EXTRA_ENV\`}. Each round is a fresh server: RSS (VmRSS) 1 s after it is ready; after"
   echo "the warm-up — 10 admin sign-ins to the web UI at once, 10 users created and then signed in at"
-  echo "once (argon2id, 19 MiB each, ten at a time) and 1,000 requests, 16 at a time (InRelease, Packages.gz, a 1 MiB package, a Nexus search); 15 s later;"
+  echo "once (argon2id, 19 MiB each, one per core at a time) and 1,000 requests, 16 at a time (InRelease, Packages.gz, a 1 MiB package, a Nexus search); 15 s later;"
   echo "and the peak (VmHWM)."
   echo
   echo "| round | start MiB | after warm-up MiB | 15 s later MiB | peak MiB |"
