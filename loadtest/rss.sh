@@ -15,22 +15,9 @@ cd "$(dirname "$0")/.."
 root=$PWD
 ROUNDS=${ROUNDS:-3}
 OUT=${OUT:-docs/perf/rss.md}
-log() { echo "==> $*" >&2; }
-
-log "building release binaries"
-cargo build --release -q -p packyard-api -p packyard-loadtest
-api=$root/target/release/packyard-api
-lt=$root/target/release/packyard-loadtest
-
-work=$(mktemp -d /tmp/packyard-rss.XXXXXX)
-pid=""
-cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_http() {
-  for _ in $(seq 1 200); do curl -fsS -o /dev/null "$1" 2>/dev/null && return 0; sleep 0.05; done
-  echo "$1 did not come up" >&2; return 1
-}
+name=rss
+# shellcheck source=loadtest/common.sh
+. loadtest/common.sh
 rss_mib() { awk '/^VmRSS:/ { printf "%.1f", $2 / 1024 }' "/proc/$1/status"; }
 hwm_mib() { awk '/^VmHWM:/ { printf "%.1f", $2 / 1024 }' "/proc/$1/status"; }
 

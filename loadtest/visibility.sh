@@ -17,25 +17,13 @@ SIZES=${SIZES:-10000 100000}
 SAMPLES=${SAMPLES:-20}
 APTLY_SAMPLES=${APTLY_SAMPLES:-5}
 OUT=${OUT:-docs/perf/visibility.md}
-log() { echo "==> $*" >&2; }
 
+name=visibility
+# shellcheck source=loadtest/common.sh
+. loadtest/common.sh
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO=sudo
 command -v aptly >/dev/null || { log "installing aptly"; $SUDO apt-get install -y -qq aptly >/dev/null; }
-log "building release binaries"
-cargo build --release -q -p packyard-api -p packyard-loadtest
-api=$root/target/release/packyard-api
-lt=$root/target/release/packyard-loadtest
-
-work=$(mktemp -d /tmp/packyard-visibility.XXXXXX)
-pid=""
-cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_http() {
-  for _ in $(seq 1 200); do curl -fsS -o /dev/null "$1" 2>/dev/null && return 0; sleep 0.05; done
-  echo "$1 did not come up" >&2; return 1
-}
 now_ms() { date +%s%3N; }
 # p50 p95 max of the numbers on stdin
 quantiles() { sort -n | awk '{ v[NR] = $1 } END { i50 = int((NR - 1) * 0.5 + 0.5) + 1; i95 = int((NR - 1) * 0.95 + 0.5) + 1; printf "%.0f | %.0f | %.0f", v[i50], v[i95], v[NR] }'; }
