@@ -68,6 +68,8 @@ pub fn verify_password(password: &str, phc: &str) -> bool {
 /// after start and a warm-up of requests, 36 MiB this way: `loadtest/rss.sh`, docs/perf/rss.md).
 /// At most one computation per core runs at once (the others wait their turn: more would not
 /// finish sooner), so sign-ins under many names at once hold at most that many blocks.
+/// The reservation counts in full where address space is limited (`vm.overcommit_memory = 2`,
+/// `RLIMIT_AS`): allow 33 MiB per core for it there.
 fn compute(argon: &Argon2<'_>, password: &[u8], salt: &[u8], out: &mut [u8]) -> argon2::Result<()> {
     const RESERVED_BLOCKS: usize = 33 * 1024; // of 1 KiB each
     let _turn = Turn::take();
