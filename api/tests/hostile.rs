@@ -300,6 +300,61 @@ fn credentials_never_reach_logs_errors_or_metrics() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// An upstream that keeps a connection open after its answer but closes it when the next
+/// request arrives (a keep-alive that ran out just as the proxy reused the connection): the
+/// proxy asks again on a new connection, and the client never sees a 502.
+#[test]
+fn a_closed_keep_alive_connection_is_asked_again() -> anyhow::Result<()> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let upstream = format!("http://{}/", listener.local_addr()?);
+    let connections = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = connections.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            std::thread::spawn(move || {
+                let mut reader = std::io::BufReader::new(conn);
+                let mut answered = 0;
+                loop {
+                    let mut line = String::new();
+                    if std::io::BufRead::read_line(&mut reader, &mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    let mut header = String::new();
+                    while std::io::BufRead::read_line(&mut reader, &mut header).is_ok_and(|n| n > 2) {
+                        header.clear();
+                    }
+                    if answered == 1 {
+                        return; // the second request on this connection: closed unanswered
+                    }
+                    answered += 1;
+                    let body = "v1.0.0\n";
+                    let _ = write!(
+                        reader.get_mut(),
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: keep-alive\r\n\r\n{body}",
+                        body.len()
+                    );
+                }
+            });
+        }
+    });
+    let dir = tempfile::tempdir()?;
+    let server = start(
+        dir.path(),
+        &[("PACKYARD_SECURITY__ADMIN_PASSWORD", "pw"), ("PACKYARD_PROXY__ALLOWED_NETWORKS", r#"["127.0.0.1/32"]"#)],
+    )?;
+    server.wait_ready()?;
+    create(&server.public, Repo::proxy("flaky", Format::Go, &upstream))?;
+    // Different modules, so that each is a request upstream on the one pooled connection.
+    for module in ["a", "b", "c"] {
+        let got =
+            status_of(ureq::get(&format!("{}/repository/flaky/example.com/{module}/@v/list", server.public)).call())?;
+        assert_eq!(got, (200, "v1.0.0\n".to_string()), "{module}");
+    }
+    assert_eq!(connections.load(std::sync::atomic::Ordering::SeqCst), 3);
+    Ok(())
+}
+
 /// One request with exactly these bytes as its target (clients would normalize `..` away).
 fn raw(addr: &str, method: &str, target: &str, auth: &str, body: &[u8]) -> anyhow::Result<(u16, String)> {
     let mut c = std::net::TcpStream::connect(addr)?;

@@ -459,7 +459,17 @@ impl Proxy {
             }
         }
         let started = std::time::Instant::now();
-        let sent = request.send().await;
+        let again = request.try_clone();
+        let mut sent = request.send().await;
+        // A pooled connection the upstream closed while idle (its keep-alive ran out just as
+        // we reused it) fails a request that never reached it: a GET is asked once more, on
+        // a new connection. Timeouts and refused connections are not retried.
+        if let (Err(e), Some(again)) = (&sent, again) {
+            if is_stale_connection(e) {
+                tracing::debug!(url = %redact(&url), error = %root_cause(e), "upstream connection was closed; asking again");
+                sent = again.send().await;
+            }
+        }
         self.inner
             .metrics
             .proxy_upstream_duration_seconds
@@ -686,6 +696,12 @@ fn classify(e: &reqwest::Error, url: &reqwest::Url) -> ProxyError {
     } else {
         ProxyError::Unreachable(format!("upstream {base} failed: {}", root_cause(e)))
     }
+}
+
+/// A request that failed on the connection rather than in the upstream's answer: neither a
+/// timeout nor a failed connect, and no status came back.
+fn is_stale_connection(e: &reqwest::Error) -> bool {
+    !e.is_timeout() && !e.is_connect() && e.status().is_none() && (e.is_request() || e.is_body())
 }
 
 fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
