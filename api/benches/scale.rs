@@ -15,7 +15,7 @@
 //!
 //! `cargo bench -p packyard-api --bench scale [-- <fraction>]` (needs `TEST_POSTGRES_URL`;
 //! `scripts/test.sh` starts PostgreSQL and prints it). A fraction below 1 scales every size down
-//! (`-- 0.01` for a quick check).
+//! (`-- 0.01` for a quick check); `SCALE_FORMATS=go,conan` measures only those formats.
 #![expect(clippy::expect_used, reason = "a benchmark whose setup fails should stop at once")]
 
 use std::sync::mpsc;
@@ -115,7 +115,7 @@ impl Reads {
         self.0.sort_by(f64::total_cmp);
         let s = &self.0;
         format!(
-            "{} | {:.2} | {:.2} | {:.2} | {:.2}",
+            "{} | {:.3} | {:.3} | {:.3} | {:.3}",
             s.len(),
             percentile(s, 0.5),
             percentile(s, 0.95),
@@ -440,7 +440,10 @@ fn main() {
         [apt(scaled(1_000_000.0)), apk(scaled(100_000.0)), go(scaled(100_000.0)), conan(scaled(100_000.0), &blob)];
     let mut rows = Vec::new();
     let mut latency = Vec::new();
-    for case in cases {
+    // `SCALE_FORMATS=go,conan`: only those.
+    let only: Option<Vec<String>> =
+        std::env::var("SCALE_FORMATS").ok().map(|v| v.split(',').map(|f| f.trim().to_string()).collect());
+    for case in cases.into_iter().filter(|c| only.as_ref().is_none_or(|o| o.iter().any(|f| f == c.format))) {
         let spec = serde_json::json!({"name": case.repository, "format": case.format, "type": "hosted"});
         let mut spec = spec.as_object().cloned().expect("object");
         spec.extend(case.settings.as_object().cloned().unwrap_or_default());

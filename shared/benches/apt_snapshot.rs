@@ -158,7 +158,7 @@ async fn three_distributions(backend: Backend) {
     for unit in &units {
         let mut ctx = BuildContext::new(&t.db, blobs.as_ref());
         builder.build(&mut ctx, &repo, unit).await.expect("build");
-        let files = ctx.into_files();
+        let files = ctx.finish().await.expect("finish");
         sources_size = files.iter().find(|f| f.path.ends_with("source/Sources")).map_or(0, |f| f.size);
     }
     let sequential = started.elapsed().as_secs_f64();
@@ -220,7 +220,7 @@ async fn run(backend: Backend, n: usize) {
     builder.build(&mut ctx, &repo, &unit).await.expect("build");
     let secs = started.elapsed().as_secs_f64();
     let (peak, _) = rss();
-    let files = ctx.into_files();
+    let files = ctx.finish().await.expect("finish");
     let packages = files.iter().find(|f| f.path.ends_with("binary-amd64/Packages")).map_or(0, |f| f.size);
     let xz = files.iter().find(|f| f.path.ends_with("binary-amd64/Packages.xz")).map_or(0, |f| f.size);
     t.db.publish_snapshot(&claim, &files, &[], 0).await.expect("publish").expect("not fenced");
@@ -252,7 +252,7 @@ async fn run(backend: Backend, n: usize) {
         let claim = t.db.claim_due("bench", due, 600_000).await.expect("claim").expect("due");
         let mut ctx = BuildContext::new(&t.db, blobs.as_ref());
         builder.build(&mut ctx, &repo, &claim.unit).await.expect("build");
-        let files = ctx.into_files();
+        let files = ctx.finish().await.expect("finish");
         t.db.publish_snapshot(&claim, &files, &[], 0).await.expect("publish").expect("not fenced");
         incremental.push(started.elapsed().as_secs_f64() * 1000.0);
     }

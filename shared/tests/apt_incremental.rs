@@ -56,7 +56,7 @@ async fn publish(
             .ok_or_else(|| anyhow::anyhow!("nothing due"))?;
     let mut ctx = BuildContext::new(&t.db, blobs);
     builder.build(&mut ctx, repo, &claim.unit).await?;
-    let files = ctx.into_files();
+    let files = ctx.finish().await.expect("finish");
     t.db.publish_snapshot(&claim, &files, &[], 0).await?.ok_or_else(|| anyhow::anyhow!("fenced"))?;
     Ok(files.into_iter().map(|f| (f.path.clone(), f)).collect())
 }
@@ -148,6 +148,28 @@ db_test!(an_upload_rerenders_one_chunk_and_the_files_are_whole, |t: TestDb| asyn
     assert_eq!(text.matches("Package: ").count(), 2_500);
     let new: Vec<_> = parts(&third).difference(&before).cloned().collect();
     assert!(new.len() <= 12, "{} new parts after one delete", new.len());
+    let expected = publish_fresh(&t, blobs, &fresh(&builder), &repo).await?;
+    assert_eq!(text, expected, "the same Packages as a build from nothing");
+
+    // The changes noted for the builds are forgotten once a build that consumed them is the
+    // published one (the fresh builder's snapshot was published last: the next build is a
+    // whole one, the one after it forgets).
+    let notes = || async {
+        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM apt_index_changes").fetch_one(t.db.pool()).await?;
+        anyhow::Ok(n)
+    };
+    assert!(notes().await? > 0);
+    publish_nothing_new(&t, blobs, &builder, &repo).await?;
+    publish_nothing_new(&t, blobs, &builder, &repo).await?;
+    assert_eq!(notes().await?, 0, "notes of published builds are forgotten");
+    // A package leaving the distribution is a change too.
+    let mut tx = t.db.pool().begin().await?;
+    assert!(packyard_formats::apt::rows::leave(&t.db, &mut tx, Member::Package(ids[1500]), "stable").await?);
+    t.db.record_change(&mut tx, repo.id, "apt", "stable").await?;
+    tx.commit().await?;
+    let text = check(blobs, &publish(&t, blobs, &builder, &repo).await?).await?;
+    assert!(!text.contains("Package: pkg-01500\n"));
+    assert_eq!(text.matches("Package: ").count(), 2_499);
     let expected = publish_fresh(&t, blobs, &fresh(&builder), &repo).await?;
     assert_eq!(text, expected, "the same Packages as a build from nothing");
     Ok(())

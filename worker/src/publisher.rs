@@ -120,7 +120,10 @@ impl Publisher {
             None => Outcome::Fenced,
             Some(Err(e)) => return self.fail(&claim, &e.to_string()).await,
             Some(Ok(())) => {
-                let files = ctx.into_files();
+                let files = match ctx.finish().await {
+                    Ok(files) => files,
+                    Err(e) => return self.fail(&claim, &e.to_string()).await,
+                };
                 packyard_model::crash::point("built");
                 // The rebuilds this publication implies (the groups over it), requested with it.
                 let rebuilds = match builder.after_publish(db, unit).await {

@@ -98,11 +98,13 @@ pub struct BuildContext<'a> {
     files: Vec<SnapshotFile>,
     /// The parts listed so far (each once).
     parts: std::collections::HashSet<String>,
+    /// The blobs this build wrote, recorded together when it finishes ([`BuildContext::finish`]).
+    written: Vec<(Sha256Hex, u64)>,
 }
 
 impl<'a> BuildContext<'a> {
     pub fn new(db: &'a Db, blobs: &'a dyn BlobStore) -> Self {
-        Self { db, blobs, files: Vec::new(), parts: std::collections::HashSet::new() }
+        Self { db, blobs, files: Vec::new(), parts: std::collections::HashSet::new(), written: Vec::new() }
     }
 
     /// Starts a file; write to the sink and `finish` it to add it to the snapshot.
@@ -116,8 +118,8 @@ impl<'a> BuildContext<'a> {
     /// Adds a finished file; returns its SHA-256 (hex).
     pub async fn add(&mut self, sink: FileSink) -> Result<String, BuildError> {
         let stored = sink.writer.finish().await?;
-        self.db.record_snapshot_blob(&stored.sha256, stored.size).await?;
         let digest = stored.sha256.to_string();
+        self.written.push((stored.sha256, stored.size));
         self.files.push(SnapshotFile {
             path: sink.path,
             sha256: digest.clone(),
@@ -146,8 +148,9 @@ impl<'a> BuildContext<'a> {
     /// it; returns its SHA-256 (hex) and size.
     pub async fn part(&mut self, sink: FileSink) -> Result<(String, i64), BuildError> {
         let stored = sink.writer.finish().await?;
-        self.db.record_snapshot_blob(&stored.sha256, stored.size).await?;
-        Ok((stored.sha256.to_string(), i64::try_from(stored.size).unwrap_or(i64::MAX)))
+        let done = (stored.sha256.to_string(), i64::try_from(stored.size).unwrap_or(i64::MAX));
+        self.written.push((stored.sha256, stored.size));
+        Ok(done)
     }
 
     /// Adds `path` as the concatenation of `parts` (blobs stored by [`BuildContext::part`], in
@@ -171,8 +174,8 @@ impl<'a> BuildContext<'a> {
         let mut sink = self.file(path, "application/octet-stream").await?;
         sink.write(list.as_bytes()).await?;
         let stored = sink.writer.finish().await?;
-        self.db.record_snapshot_blob(&stored.sha256, stored.size).await?;
         let digest = stored.sha256.to_string();
+        self.written.push((stored.sha256, stored.size));
         self.reuse_composite(path, content_type, &digest, parts);
         Ok(digest)
     }
@@ -217,8 +220,14 @@ impl<'a> BuildContext<'a> {
         self.add(sink).await.map(|_| ())
     }
 
-    pub fn into_files(self) -> Vec<SnapshotFile> {
-        self.files
+    /// The build's files, once the blobs it wrote are recorded — all in one transaction, not
+    /// a commit per file (a module's projection is a dozen small files). Until then a blob
+    /// the build rewrote over an identical collectable one is not young again, so the collector
+    /// may take it meanwhile; the worker checks every published file and rebuilds the unit
+    /// when one is missing (`verify_files`).
+    pub async fn finish(self) -> Result<Vec<SnapshotFile>, BuildError> {
+        self.db.record_snapshot_blobs(&self.written).await?;
+        Ok(self.files)
     }
 }
 

@@ -7,6 +7,12 @@
 //! hashes of a whole file continue from the hash state saved after the last unchanged chunk, so
 //! an append hashes one chunk, not the file.
 //!
+//! Which rows changed is not found by reading the index's rows: every write that changes what a
+//! distribution lists notes the member in `apt_index_changes` in its own transaction
+//! (`rows.rs`), and a build marks the chunks whose id range holds a noted member (a member past
+//! the last chunk is rendered with it). A published build's notes are forgotten at the unit's
+//! next build, which then sees only what came after.
+//!
 //! What a build remembers lives in the worker's memory; a build that finds the unit's current
 //! snapshot is not the one it remembers (another worker published it, the process restarted)
 //! builds every chunk again.
@@ -17,7 +23,6 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 
 use super::index::{blocking, Hashed, Hashers, IndexId, TEXT, XZ_PRESET};
-use crate::apt::rows::Totals;
 use packyard_core::publication::{BuildContext, BuildError};
 use packyard_store::blobs::Sha256Hex;
 use packyard_store::db::Db;
@@ -34,7 +39,6 @@ const FORMS: [(&str, &str); 3] = [("", TEXT), (".gz", "application/gzip"), (".xz
 struct Chunk {
     last_id: i64,
     count: i64,
-    id_sum: i64,
     /// Each form's part: (SHA-256, size).
     parts: [(String, i64); 3],
     /// Each form's whole-file hash state after this chunk.
@@ -50,17 +54,17 @@ struct Remembered {
     chunks: Vec<Chunk>,
 }
 
-/// What the builder remembers of the indexes it built, by repository and index path.
+/// What the builder remembers of the indexes it built, by repository and index path, and of the
+/// noted changes each unit's last build consumed, by repository and distribution.
 #[derive(Clone, Default)]
-pub struct Memory(Arc<Mutex<HashMap<(i64, String), Remembered>>>);
+pub struct Memory(Arc<Mutex<HashMap<(i64, String), Remembered>>>, Arc<Mutex<HashMap<(i64, String), Consumed>>>);
+
+/// The ids of the `apt_index_changes` notes a build read.
+type Consumed = Vec<i64>;
 
 /// The rows of one index, as a chunked build reads them.
 #[async_trait]
 pub(crate) trait IndexRows: Send + Sync {
-    /// Count and id sum of the rows, all and up to `upto`.
-    async fn totals(&self, db: &Db, upto: i64) -> Result<Totals, BuildError>;
-    /// Every row's id, in order.
-    async fn ids(&self, db: &Db) -> Result<Vec<i64>, BuildError>;
     /// Renders up to `limit` rows with ids in `(after, upto]`, in id order, onto `text`;
     /// returns the ids rendered (empty: none left in the range).
     async fn render(
@@ -77,9 +81,8 @@ pub(crate) trait IndexRows: Send + Sync {
 enum Plan {
     /// Nothing: every chunk is reused.
     Same,
-    /// Rows were only added after the last chunk: the last chunk is rendered again with them.
-    Appended,
-    /// Per remembered chunk whether its rows changed; rows after the last chunk render with it.
+    /// Per remembered chunk whether its rows changed; rows after the last chunk render with it
+    /// (so rows only added after it render the last chunk alone).
     Changed(Vec<bool>),
     /// Nothing usable remembered: every chunk is rendered.
     Everything,
@@ -100,37 +103,56 @@ impl Memory {
             m.insert((repo, path.to_string()), r);
         }
     }
+
+    /// Whether the unit's current snapshot is the last one this builder built: every index of
+    /// `dist` it remembers is the one published (a build that failed half-way remembers some
+    /// indexes that were not).
+    pub(crate) fn published(&self, repo: i64, dist: &str, current: &HashMap<String, String>) -> bool {
+        let prefix = format!("dists/{dist}/");
+        let Ok(m) = self.0.lock() else { return false };
+        let mut mine = m.iter().filter(|((r, path), _)| *r == repo && path.starts_with(&prefix)).peekable();
+        mine.peek().is_some()
+            && mine.all(|((_, path), remembered)| {
+                FORMS
+                    .iter()
+                    .zip(&remembered.lists)
+                    .all(|((ext, _), list)| current.get(&format!("{path}{ext}")).is_some_and(|sha| sha == list))
+            })
+    }
+
+    /// The noted changes the unit's last build consumed (taken: the caller forgets them).
+    pub(crate) fn take_consumed(&self, repo: i64, dist: &str) -> Vec<i64> {
+        self.1.lock().ok().and_then(|mut m| m.remove(&(repo, dist.to_string()))).unwrap_or_default()
+    }
+
+    /// What this build of the unit consumed, forgotten once it is published.
+    pub(crate) fn consumed(&self, repo: i64, dist: &str, seqs: Vec<i64>) {
+        if let Ok(mut m) = self.1.lock() {
+            m.insert((repo, dist.to_string()), seqs);
+        }
+    }
 }
 
 /// Builds one index (its three files, their by-hash names) from `rows`, reusing what the last
 /// build of it left when the unit's current snapshot is that build's (`current`: the current
-/// snapshot's composite files, path → part list).
+/// snapshot's composite files, path → part list); `changed`: the ids of the rows of the index's
+/// kind noted as changed since that build (in any order, perhaps of other indexes too).
 pub(crate) async fn build(
     ctx: &mut BuildContext<'_>,
     memory: &Memory,
     repo: i64,
     id: &IndexId<'_>,
     rows: &dyn IndexRows,
-    current: &HashMap<String, String>,
+    (current, changed): (&HashMap<String, String>, &[i64]),
 ) -> Result<[Hashed; 3], BuildError> {
     let IndexId { dist, base, stem, .. } = *id;
     let path = format!("dists/{dist}/{base}/{stem}");
-    let db = ctx.db;
     let remembered = memory.recall(repo, &path, current);
     let previous = remembered.as_ref().map(|r| r.chunks.as_slice()).unwrap_or_default();
     let plan = match previous.last() {
         None => Plan::Everything,
-        Some(last) => {
-            let totals = rows.totals(db, last.last_id).await?;
-            let known = previous.iter().fold((0, 0), |(n, s), c| (n + c.count, s + c.id_sum));
-            if totals.all == known {
-                Plan::Same
-            } else if totals.upto == known {
-                Plan::Appended
-            } else {
-                Plan::Changed(changed_chunks(previous, &rows.ids(db).await?))
-            }
-        }
+        Some(_) if changed.is_empty() => Plan::Same,
+        Some(_) => Plan::Changed(changed_chunks(previous, changed)),
     };
     if let (Plan::Same, Some(r)) = (&plan, &remembered) {
         return reuse(ctx, id, r);
@@ -138,7 +160,6 @@ pub(crate) async fn build(
     // The first chunk to render, and which later ones changed.
     let (first, changed) = match plan {
         Plan::Same | Plan::Everything => (0, vec![true; previous.len()]),
-        Plan::Appended => (previous.len() - 1, vec![false; previous.len()]),
         Plan::Changed(c) => (c.iter().position(|d| *d).unwrap_or(previous.len() - 1), c),
     };
     let mut chunks: Vec<Chunk> = previous[..first].to_vec();
@@ -185,18 +206,15 @@ pub(crate) async fn build(
     Ok(hashed)
 }
 
-/// Per remembered chunk, whether the rows in its id range are not the ones it rendered.
-fn changed_chunks(previous: &[Chunk], ids: &[i64]) -> Vec<bool> {
-    let mut out = Vec::with_capacity(previous.len());
-    let mut at = 0;
-    for c in previous {
-        let (mut n, mut s) = (0, 0);
-        while at < ids.len() && ids[at] <= c.last_id {
-            n += 1;
-            s += ids[at];
-            at += 1;
+/// Per remembered chunk, whether a changed row's id falls in its range (the chunks' ranges
+/// follow one another: `(previous last_id, last_id]`).
+fn changed_chunks(previous: &[Chunk], changed: &[i64]) -> Vec<bool> {
+    let mut out = vec![false; previous.len()];
+    for id in changed {
+        let i = previous.partition_point(|c| c.last_id < *id);
+        if let Some(mark) = out.get_mut(i) {
+            *mark = true;
         }
-        out.push((n, s) != (c.count, c.id_sum));
     }
     out
 }
@@ -274,7 +292,6 @@ async fn render_chunk(
     Ok(Some(Chunk {
         last_id: ids.last().copied().unwrap_or(after),
         count: i64::try_from(ids.len()).unwrap_or(i64::MAX),
-        id_sum: ids.iter().sum(),
         parts,
         after: [plain_hash, gz_hash, xz_hash],
     }))

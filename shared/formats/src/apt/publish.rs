@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use super::chunks::{self, IndexRows};
 use super::index::{blocking, other, Hashed, IndexId, TEXT};
 use super::KIND;
-use crate::apt::rows::{self, Totals};
+use crate::apt::rows::{self, Member};
 use packyard_codecs::apt::dsc::{render_sources_stanza, SourceFile};
 use packyard_codecs::apt::packages::{render_stanza, PoolFile};
 use packyard_core::groups::Reader;
@@ -88,6 +88,30 @@ impl AptBuilder {
                 .collect(),
             _ => HashMap::new(),
         };
+        // What changed since the last build (the notes it consumed are forgotten once it is
+        // the published one): the ids of the packages and of the source packages.
+        let mut changed: [Vec<i64>; 2] = Default::default();
+        if repo.repo_type != RepoType::Group {
+            // Notes consumed by a build that was not published stay pending.
+            let mut consumed = self.memory.take_consumed(repo.id, dist);
+            if consumed.is_empty() || !self.memory.published(repo.id, dist, &current) {
+                consumed.clear();
+            } else {
+                rows::forget_index_changes(ctx.db, &consumed).await?;
+            }
+            consumed.sort_unstable();
+            let mut pending = Vec::new();
+            for c in rows::index_changes(ctx.db, repo.id, dist).await? {
+                if consumed.binary_search(&c.seq).is_err() {
+                    pending.push(c.seq);
+                    match c.member {
+                        Member::Package(id) => changed[0].push(id),
+                        Member::Source(id) => changed[1].push(id),
+                    }
+                }
+            }
+            self.memory.consumed(repo.id, dist, pending);
+        }
         for component in &settings.components {
             for arch in &archs {
                 let base = format!("{component}/binary-{arch}");
@@ -95,7 +119,7 @@ impl AptBuilder {
                 let files = if repo.repo_type == RepoType::Group {
                     group::merge_index(ctx, &Upstream(&self.reader), repo, &id, &mut sources).await?
                 } else {
-                    self.index(ctx, repo.id, &id, &current).await?
+                    self.index(ctx, repo.id, &id, (&current, &changed[0])).await?
                 };
                 indexes.extend(files);
             }
@@ -104,7 +128,7 @@ impl AptBuilder {
             let files = if repo.repo_type == RepoType::Group {
                 group::merge_index(ctx, &Upstream(&self.reader), repo, &id, &mut sources).await?
             } else {
-                self.sources_index(ctx, repo.id, &id, &current).await?
+                self.sources_index(ctx, repo.id, &id, (&current, &changed[1])).await?
             };
             indexes.extend(files);
         }
@@ -200,10 +224,10 @@ impl AptBuilder {
         ctx: &mut BuildContext<'_>,
         repo: i64,
         id: &IndexId<'_>,
-        current: &HashMap<String, String>,
+        since: (&HashMap<String, String>, &[i64]),
     ) -> Result<[Hashed; 3], BuildError> {
         let rows = PackageRows { builder: self, repo, which: (id.dist, id.component, id.arch) };
-        chunks::build(ctx, &self.memory, repo, id, &rows, current).await
+        chunks::build(ctx, &self.memory, repo, id, &rows, since).await
     }
 
     /// One component's `Sources` of a hosted repository, from its rows, as [`AptBuilder::index`].
@@ -212,10 +236,10 @@ impl AptBuilder {
         ctx: &mut BuildContext<'_>,
         repo: i64,
         id: &IndexId<'_>,
-        current: &HashMap<String, String>,
+        since: (&HashMap<String, String>, &[i64]),
     ) -> Result<[Hashed; 3], BuildError> {
         let rows = SourceRows { repo, which: (id.dist, id.component) };
-        chunks::build(ctx, &self.memory, repo, id, &rows, current).await
+        chunks::build(ctx, &self.memory, repo, id, &rows, since).await
     }
 }
 
@@ -228,14 +252,6 @@ struct PackageRows<'a> {
 
 #[async_trait]
 impl IndexRows for PackageRows<'_> {
-    async fn totals(&self, db: &Db, upto: i64) -> Result<Totals, BuildError> {
-        Ok(rows::index_totals(db, self.repo, self.which, upto).await?)
-    }
-
-    async fn ids(&self, db: &Db) -> Result<Vec<i64>, BuildError> {
-        Ok(rows::index_ids(db, self.repo, self.which).await?)
-    }
-
     async fn render(
         &self,
         db: &Db,
@@ -268,14 +284,6 @@ struct SourceRows<'a> {
 
 #[async_trait]
 impl IndexRows for SourceRows<'_> {
-    async fn totals(&self, db: &Db, upto: i64) -> Result<Totals, BuildError> {
-        Ok(rows::sources_totals(db, self.repo, self.which, upto).await?)
-    }
-
-    async fn ids(&self, db: &Db) -> Result<Vec<i64>, BuildError> {
-        Ok(rows::sources_ids(db, self.repo, self.which).await?)
-    }
-
     async fn render(
         &self,
         db: &Db,

@@ -90,52 +90,70 @@ pub async fn index_page(
     db.page(db.bound(page, (repo, component, arch, dist)), after_id, limit, AptPackage::parse).await
 }
 
-/// The number and the sum of the ids of one index's packages, all of them and those up to
-/// `upto` (what an incremental build compares with what it published: rows are never changed in
-/// place, only added and removed, so an equal count and sum mean the same rows).
-pub async fn index_totals(
-    db: &Db,
-    repo: i64,
-    (dist, component, arch): (&str, &str, &str),
-    upto: i64,
-) -> DbResult<Totals> {
-    let totals = sql!("apt_packages.totals", "SELECT CAST(COUNT(*) AS BIGINT) AS n, CAST(COALESCE(SUM(id), 0) AS BIGINT) AS s, CAST(COALESCE(SUM(CASE WHEN id <= $1 THEN 1 ELSE 0 END), 0) AS BIGINT) AS nu, CAST(COALESCE(SUM(CASE WHEN id <= $2 THEN id ELSE 0 END), 0) AS BIGINT) AS su FROM apt_packages p WHERE repository_id = $3 AND component = $4 AND (architecture = $5 OR architecture = 'all') AND EXISTS (SELECT 1 FROM apt_distribution_packages d WHERE d.package_id = p.id AND d.distribution = $6)");
-    let row = db.bound(totals, (upto, upto, repo, component, arch, dist)).fetch_one(db.pool()).await?;
-    Totals::parse(&row)
-}
-
-/// What [`index_totals`] and [`sources_totals`] count: (rows, sum of their ids), all and up to a bound.
+/// One noted change of what a distribution lists (see [`note_change`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Totals {
-    pub all: (i64, i64),
-    pub upto: (i64, i64),
+pub struct IndexChange {
+    /// The note's own id (a build that was published forgets it by this).
+    pub seq: i64,
+    pub member: Member,
 }
 
-impl Totals {
-    fn parse(row: &sqlx::any::AnyRow) -> DbResult<Self> {
-        Ok(Self { all: (row.try_get("n")?, row.try_get("s")?), upto: (row.try_get("nu")?, row.try_get("su")?) })
+/// Notes, in the writer's transaction, that `m` joined, left or is leaving distribution `dist`:
+/// the next build of the distribution re-renders the chunks that hold it (`chunks.rs`).
+async fn note_change(db: &Db, tx: &mut Transaction<'_, Any>, m: Member, repo: i64, dist: &str) -> DbResult<()> {
+    let (source, id) = match m {
+        Member::Package(id) => (0i64, id),
+        Member::Source(id) => (1, id),
+    };
+    let note = sql!(
+        "apt_index_changes.note",
+        "INSERT INTO apt_index_changes (repository_id, distribution, source, member_id) VALUES ($1, $2, $3, $4)"
+    );
+    db.bound(note, (repo, dist, source, id)).execute(&mut **tx).await?;
+    Ok(())
+}
+
+/// Notes that `m` is being deleted from every distribution it is in (before its row goes).
+async fn note_deleted(db: &Db, tx: &mut Transaction<'_, Any>, m: Member) -> DbResult<()> {
+    let (statement, id) = match m {
+        Member::Package(id) => (
+            sql!("apt_index_changes.note_package", "INSERT INTO apt_index_changes (repository_id, distribution, source, member_id) SELECT repository_id, distribution, 0, package_id FROM apt_distribution_packages WHERE package_id = $1"),
+            id,
+        ),
+        Member::Source(id) => (
+            sql!("apt_index_changes.note_source", "INSERT INTO apt_index_changes (repository_id, distribution, source, member_id) SELECT repository_id, distribution, 1, source_id FROM apt_distribution_sources WHERE source_id = $1"),
+            id,
+        ),
+    };
+    db.bound(statement, (id,)).execute(&mut **tx).await?;
+    Ok(())
+}
+
+/// The changes noted for distribution `dist` of `repo` and not yet forgotten, in order.
+pub async fn index_changes(db: &Db, repo: i64, dist: &str) -> DbResult<Vec<IndexChange>> {
+    let changes = sql!(
+        "apt_index_changes.list",
+        "SELECT id, source, member_id FROM apt_index_changes WHERE repository_id = $1 AND distribution = $2 ORDER BY id"
+    );
+    let rows = db.bound(changes, (repo, dist)).fetch_all(db.pool()).await?;
+    rows.iter()
+        .map(|r| {
+            let (source, id): (i64, i64) = (r.try_get("source")?, r.try_get("member_id")?);
+            let member = if source == 0 { Member::Package(id) } else { Member::Source(id) };
+            Ok(IndexChange { seq: r.try_get("id")?, member })
+        })
+        .collect()
+}
+
+/// Forgets noted changes that a published snapshot reflects.
+pub async fn forget_index_changes(db: &Db, seqs: &[i64]) -> DbResult<()> {
+    let forget = sql!("apt_index_changes.forget", "DELETE FROM apt_index_changes WHERE id = $1");
+    let mut tx = db.begin().await?;
+    for seq in seqs {
+        db.bound(forget, (*seq,)).execute(&mut *tx).await?;
     }
-}
-
-/// The ids of one index's packages, in order.
-pub async fn index_ids(db: &Db, repo: i64, (dist, component, arch): (&str, &str, &str)) -> DbResult<Vec<i64>> {
-    let ids = sql!("apt_packages.ids", "SELECT id FROM apt_packages p WHERE repository_id = $1 AND component = $2 AND (architecture = $3 OR architecture = 'all') AND EXISTS (SELECT 1 FROM apt_distribution_packages d WHERE d.package_id = p.id AND d.distribution = $4) ORDER BY id");
-    let rows = db.bound(ids, (repo, component, arch, dist)).fetch_all(db.pool()).await?;
-    rows.iter().map(|r| Ok(r.try_get("id")?)).collect()
-}
-
-/// [`index_totals`] of a component's source packages.
-pub async fn sources_totals(db: &Db, repo: i64, (dist, component): (&str, &str), upto: i64) -> DbResult<Totals> {
-    let totals = sql!("apt_sources.totals", "SELECT CAST(COUNT(*) AS BIGINT) AS n, CAST(COALESCE(SUM(id), 0) AS BIGINT) AS s, CAST(COALESCE(SUM(CASE WHEN id <= $1 THEN 1 ELSE 0 END), 0) AS BIGINT) AS nu, CAST(COALESCE(SUM(CASE WHEN id <= $2 THEN id ELSE 0 END), 0) AS BIGINT) AS su FROM apt_sources s WHERE repository_id = $3 AND component = $4 AND EXISTS (SELECT 1 FROM apt_distribution_sources d WHERE d.source_id = s.id AND d.distribution = $5)");
-    let row = db.bound(totals, (upto, upto, repo, component, dist)).fetch_one(db.pool()).await?;
-    Totals::parse(&row)
-}
-
-/// [`index_ids`] of a component's source packages.
-pub async fn sources_ids(db: &Db, repo: i64, (dist, component): (&str, &str)) -> DbResult<Vec<i64>> {
-    let ids = sql!("apt_sources.ids", "SELECT id FROM apt_sources s WHERE repository_id = $1 AND component = $2 AND EXISTS (SELECT 1 FROM apt_distribution_sources d WHERE d.source_id = s.id AND d.distribution = $3) ORDER BY id");
-    let rows = db.bound(ids, (repo, component, dist)).fetch_all(db.pool()).await?;
-    rows.iter().map(|r| Ok(r.try_get("id")?)).collect()
+    tx.commit().await?;
+    Ok(())
 }
 
 /// What a distribution lists: a binary package or a source package (by row id).
@@ -185,7 +203,9 @@ pub async fn join(db: &Db, tx: &mut Transaction<'_, Any>, m: Member, repo: i64, 
             id,
         ),
     };
-    db.bound(statement, (id, repo, dist)).execute(&mut **tx).await?;
+    if db.bound(statement, (id, repo, dist)).execute(&mut **tx).await?.rows_affected() > 0 {
+        note_change(db, tx, m, repo, dist).await?;
+    }
     Ok(())
 }
 
@@ -207,7 +227,23 @@ pub async fn leave(db: &Db, tx: &mut Transaction<'_, Any>, m: Member, dist: &str
             id,
         ),
     };
-    Ok(db.bound(statement, (id, dist)).execute(&mut **tx).await?.rows_affected() > 0)
+    let repo_of = match m {
+        Member::Package(_) => sql!(
+            "apt_distribution_packages.repository",
+            "SELECT repository_id FROM apt_distribution_packages WHERE package_id = $1 AND distribution = $2"
+        ),
+        Member::Source(_) => sql!(
+            "apt_distribution_sources.repository",
+            "SELECT repository_id FROM apt_distribution_sources WHERE source_id = $1 AND distribution = $2"
+        ),
+    };
+    let Some(row) = db.bound(repo_of, (id, dist)).fetch_optional(&mut **tx).await? else { return Ok(false) };
+    let repo: i64 = row.try_get("repository_id")?;
+    let left = db.bound(statement, (id, dist)).execute(&mut **tx).await?.rows_affected() > 0;
+    if left {
+        note_change(db, tx, m, repo, dist).await?;
+    }
+    Ok(left)
 }
 
 /// A hosted repository's only distribution was renamed: its packages and sources go with it.
@@ -270,6 +306,7 @@ pub async fn set_md5s(db: &Db, packages: &[&AptPackage]) -> DbResult<()> {
 }
 
 pub async fn delete(db: &Db, tx: &mut Transaction<'_, Any>, id: i64) -> DbResult<bool> {
+    note_deleted(db, tx, Member::Package(id)).await?;
     db.delete_by_id(tx, sql!("apt_packages.delete", "DELETE FROM apt_packages WHERE id = $1"), id).await
 }
 
@@ -394,6 +431,7 @@ pub async fn insert_source(
 }
 
 pub async fn delete_source(db: &Db, tx: &mut Transaction<'_, Any>, id: i64) -> DbResult<bool> {
+    note_deleted(db, tx, Member::Source(id)).await?;
     db.delete_by_id(tx, sql!("apt_sources.delete", "DELETE FROM apt_sources WHERE id = $1"), id).await
 }
 

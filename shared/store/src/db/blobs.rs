@@ -99,13 +99,30 @@ impl Db {
     /// blob an upload left pending becomes a build's (so that refusing the upload keeps it); a
     /// re-recorded build blob is young again, so the collector leaves it alone.
     pub async fn record_snapshot_blob(&self, sha256: &Sha256Hex, size: u64) -> DbResult<()> {
-        let statement = upsert!(
-            "blobs.insert_snapshot",
-            "INSERT INTO blobs (sha256, size, created_at, origin) VALUES ($1, $2, $3, 'snapshot')",
-            on "blobs" ("sha256"),
-            set "created_at = NEW.created_at, released_at = NULL, origin = CASE WHEN OLD.origin = 'upload' THEN 'snapshot' ELSE OLD.origin END"
-        );
-        self.record_with(statement, sha256, size).await
+        self.record_with(snapshot_blob(), sha256, size).await
+    }
+
+    /// [`Db::record_snapshot_blob`] for every blob of a build, in one transaction (in digest
+    /// order, so that two builds recording the same blobs take their locks in the same order).
+    pub async fn record_snapshot_blobs(&self, blobs: &[(Sha256Hex, u64)]) -> DbResult<()> {
+        let mut sorted: Vec<&(Sha256Hex, u64)> = blobs.iter().collect();
+        sorted.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
+        sorted.dedup_by(|a, b| a.0.as_str() == b.0.as_str());
+        if sorted.is_empty() {
+            return Ok(());
+        }
+        let (statement, now) = (snapshot_blob(), now_ms());
+        let mut tx = self.pool().begin().await?;
+        for (sha256, size) in sorted {
+            self.query(statement)
+                .bind(sha256.as_str())
+                .bind(i64::try_from(*size).unwrap_or(i64::MAX))
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(())
     }
 
     /// An upload's bytes are durable in the store: recorded as `upload` — pending, collected
@@ -281,4 +298,14 @@ impl Db {
             .await?;
         Ok(done.rows_affected() == 1)
     }
+}
+
+/// Records a blob a build wrote (see [`Db::record_snapshot_blob`]).
+fn snapshot_blob() -> &'static Sql {
+    upsert!(
+        "blobs.insert_snapshot",
+        "INSERT INTO blobs (sha256, size, created_at, origin) VALUES ($1, $2, $3, 'snapshot')",
+        on "blobs" ("sha256"),
+        set "created_at = NEW.created_at, released_at = NULL, origin = CASE WHEN OLD.origin = 'upload' THEN 'snapshot' ELSE OLD.origin END"
+    )
 }
