@@ -161,9 +161,12 @@ fn apt(n: i64) -> Case {
                    FROM generate_series({from}, {to}) k) s"
         )
     };
-    let join = "INSERT INTO apt_distribution_packages (package_id, repository_id, distribution) \
+    // Each package joins the distribution, noted for the next build as an upload's join is.
+    let join = "WITH joined AS (INSERT INTO apt_distribution_packages (package_id, repository_id, distribution) \
                 SELECT id, repository_id, 'stable' FROM apt_packages WHERE repository_id = {repo} \
-                ON CONFLICT DO NOTHING"
+                ON CONFLICT DO NOTHING RETURNING package_id, repository_id, distribution) \
+                INSERT INTO apt_index_changes (repository_id, distribution, source, member_id) \
+                SELECT repository_id, distribution, 0, package_id FROM joined ORDER BY package_id"
         .to_string();
     Case {
         format: "apt",

@@ -94,12 +94,12 @@ impl AptBuilder {
         if repo.repo_type != RepoType::Group {
             // Notes consumed by a build that was not published stay pending.
             let mut consumed = self.memory.take_consumed(repo.id, dist);
+            consumed.sort_unstable();
             if consumed.is_empty() || !self.memory.published(repo.id, dist, &current) {
                 consumed.clear();
             } else {
-                rows::forget_index_changes(ctx.db, &consumed).await?;
+                rows::forget_index_changes(ctx.db, repo.id, dist, &consumed).await?;
             }
-            consumed.sort_unstable();
             let mut pending = Vec::new();
             for c in rows::index_changes(ctx.db, repo.id, dist).await? {
                 if consumed.binary_search(&c.seq).is_err() {

@@ -145,12 +145,23 @@ pub async fn index_changes(db: &Db, repo: i64, dist: &str) -> DbResult<Vec<Index
         .collect()
 }
 
-/// Forgets noted changes that a published snapshot reflects.
-pub async fn forget_index_changes(db: &Db, seqs: &[i64]) -> DbResult<()> {
-    let forget = sql!("apt_index_changes.forget", "DELETE FROM apt_index_changes WHERE id = $1");
+/// Forgets noted changes of `repo`'s `dist` that a published snapshot reflects (`seqs`, in
+/// ascending order): one statement per run of consecutive ids — every id of a run was read, so
+/// a note committed later is never in one — which makes a bulk import's notes a few statements.
+pub async fn forget_index_changes(db: &Db, repo: i64, dist: &str, seqs: &[i64]) -> DbResult<()> {
+    let forget = sql!(
+        "apt_index_changes.forget",
+        "DELETE FROM apt_index_changes WHERE repository_id = $1 AND distribution = $2 AND id >= $3 AND id <= $4"
+    );
     let mut tx = db.begin().await?;
-    for seq in seqs {
-        db.bound(forget, (*seq,)).execute(&mut *tx).await?;
+    let mut i = 0;
+    while i < seqs.len() {
+        let mut j = i;
+        while j + 1 < seqs.len() && seqs[j + 1] == seqs[j] + 1 {
+            j += 1;
+        }
+        db.bound(forget, (repo, dist, seqs[i], seqs[j])).execute(&mut *tx).await?;
+        i = j + 1;
     }
     tx.commit().await?;
     Ok(())
