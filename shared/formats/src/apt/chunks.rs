@@ -59,8 +59,8 @@ struct Remembered {
 #[derive(Clone, Default)]
 pub struct Memory(Arc<Mutex<HashMap<(i64, String), Remembered>>>, Arc<Mutex<HashMap<(i64, String), Consumed>>>);
 
-/// The ids of the `apt_index_changes` notes a build read.
-type Consumed = Vec<i64>;
+/// The ids of the `apt_index_changes` notes a build read, as runs of consecutive ids.
+type Consumed = Vec<(i64, i64)>;
 
 /// The rows of one index, as a chunked build reads them.
 #[async_trait]
@@ -121,12 +121,12 @@ impl Memory {
     }
 
     /// The noted changes the unit's last build consumed (taken: the caller forgets them).
-    pub(crate) fn take_consumed(&self, repo: i64, dist: &str) -> Vec<i64> {
+    pub(crate) fn take_consumed(&self, repo: i64, dist: &str) -> Consumed {
         self.1.lock().ok().and_then(|mut m| m.remove(&(repo, dist.to_string()))).unwrap_or_default()
     }
 
     /// What this build of the unit consumed, forgotten once it is published.
-    pub(crate) fn consumed(&self, repo: i64, dist: &str, seqs: Vec<i64>) {
+    pub(crate) fn consumed(&self, repo: i64, dist: &str, seqs: Consumed) {
         if let Ok(mut m) = self.1.lock() {
             m.insert((repo, dist.to_string()), seqs);
         }

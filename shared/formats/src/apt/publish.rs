@@ -93,17 +93,24 @@ impl AptBuilder {
         let mut changed: [Vec<i64>; 2] = Default::default();
         if repo.repo_type != RepoType::Group {
             // Notes consumed by a build that was not published stay pending.
-            let mut consumed = self.memory.take_consumed(repo.id, dist);
-            consumed.sort_unstable();
-            if consumed.is_empty() || !self.memory.published(repo.id, dist, &current) {
-                consumed.clear();
-            } else {
+            let consumed = self.memory.take_consumed(repo.id, dist);
+            if !consumed.is_empty() && self.memory.published(repo.id, dist, &current) {
                 rows::forget_index_changes(ctx.db, repo.id, dist, &consumed).await?;
             }
-            let mut pending = Vec::new();
-            for c in rows::index_changes(ctx.db, repo.id, dist).await? {
-                if consumed.binary_search(&c.seq).is_err() {
-                    pending.push(c.seq);
+            // Read in pages (a bulk import may have noted a million), kept as the members'
+            // ids and the notes' runs of consecutive ids.
+            let mut pending: Vec<(i64, i64)> = Vec::new();
+            let mut after = 0;
+            loop {
+                let page = rows::index_changes_page(ctx.db, repo.id, dist, after, 10_000).await?;
+                let Some(last) = page.last() else { break };
+                after = last.seq;
+                // (Forgotten notes are gone already: what is read is pending.)
+                for c in page {
+                    match pending.last_mut() {
+                        Some((_, end)) if *end + 1 == c.seq => *end = c.seq,
+                        _ => pending.push((c.seq, c.seq)),
+                    }
                     match c.member {
                         Member::Package(id) => changed[0].push(id),
                         Member::Source(id) => changed[1].push(id),

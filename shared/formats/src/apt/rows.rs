@@ -129,39 +129,39 @@ async fn note_deleted(db: &Db, tx: &mut Transaction<'_, Any>, m: Member) -> DbRe
     Ok(())
 }
 
-/// The changes noted for distribution `dist` of `repo` and not yet forgotten, in order.
-pub async fn index_changes(db: &Db, repo: i64, dist: &str) -> DbResult<Vec<IndexChange>> {
-    let changes = sql!(
-        "apt_index_changes.list",
-        "SELECT id, source, member_id FROM apt_index_changes WHERE repository_id = $1 AND distribution = $2 ORDER BY id"
+/// A keyset page of the changes noted for distribution `dist` of `repo` and not yet
+/// forgotten, in order.
+pub async fn index_changes_page(
+    db: &Db,
+    repo: i64,
+    dist: &str,
+    after_seq: i64,
+    limit: i64,
+) -> DbResult<Vec<IndexChange>> {
+    let page = sql!(
+        "apt_index_changes.page",
+        "SELECT id, source, member_id FROM apt_index_changes WHERE repository_id = $1 AND distribution = $2 AND id > $3 ORDER BY id LIMIT $4"
     );
-    let rows = db.bound(changes, (repo, dist)).fetch_all(db.pool()).await?;
-    rows.iter()
-        .map(|r| {
-            let (source, id): (i64, i64) = (r.try_get("source")?, r.try_get("member_id")?);
-            let member = if source == 0 { Member::Package(id) } else { Member::Source(id) };
-            Ok(IndexChange { seq: r.try_get("id")?, member })
-        })
-        .collect()
+    db.page(db.bound(page, (repo, dist)), after_seq, limit, parse_change).await
 }
 
-/// Forgets noted changes of `repo`'s `dist` that a published snapshot reflects (`seqs`, in
-/// ascending order): one statement per run of consecutive ids — every id of a run was read, so
-/// a note committed later is never in one — which makes a bulk import's notes a few statements.
-pub async fn forget_index_changes(db: &Db, repo: i64, dist: &str, seqs: &[i64]) -> DbResult<()> {
+fn parse_change(r: &sqlx::any::AnyRow) -> DbResult<IndexChange> {
+    let (source, id): (i64, i64) = (r.try_get("source")?, r.try_get("member_id")?);
+    let member = if source == 0 { Member::Package(id) } else { Member::Source(id) };
+    Ok(IndexChange { seq: r.try_get("id")?, member })
+}
+
+/// Forgets noted changes of `repo`'s `dist` that a published snapshot reflects: `runs` of
+/// consecutive note ids, each of which was read (so a note committed later is never in one),
+/// one statement per run — a bulk import's notes are a few statements.
+pub async fn forget_index_changes(db: &Db, repo: i64, dist: &str, runs: &[(i64, i64)]) -> DbResult<()> {
     let forget = sql!(
         "apt_index_changes.forget",
         "DELETE FROM apt_index_changes WHERE repository_id = $1 AND distribution = $2 AND id >= $3 AND id <= $4"
     );
     let mut tx = db.begin().await?;
-    let mut i = 0;
-    while i < seqs.len() {
-        let mut j = i;
-        while j + 1 < seqs.len() && seqs[j + 1] == seqs[j] + 1 {
-            j += 1;
-        }
-        db.bound(forget, (repo, dist, seqs[i], seqs[j])).execute(&mut *tx).await?;
-        i = j + 1;
+    for (first, last) in runs {
+        db.bound(forget, (repo, dist, *first, *last)).execute(&mut *tx).await?;
     }
     tx.commit().await?;
     Ok(())
