@@ -28,29 +28,8 @@ use rand::Rng;
 
 const VERSIONS: i64 = 10;
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
-/// A `/proc/self/status` field in KiB.
-fn status_kib(field: &str) -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines().find_map(|l| l.strip_prefix(field).map(|v| v.trim().trim_end_matches(" kB").trim().to_string()))
-        })
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
-
-fn services_on(db: Db, t: &TestDb, blobs: Arc<dyn BlobStore>) -> Services {
-    let mut config = Config::default();
-    config.database.url = t.url.clone();
-    config.server.data_dir = t.dir.path().join("data");
-    config.blobs.path = t.dir.path().join("blobs");
-    Services::assemble(config, t.metrics.clone(), db, blobs, "0123456789abcdef0123456789abcdef").expect("services")
-}
+mod common;
+use common::{percentile, services_on, status_kib, SECRET};
 
 fn main() {
     let components: i64 = std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(1_000_000);
@@ -168,8 +147,7 @@ fn main() {
                 let blobs = Arc::new(FileStore::open(blobs_dir, metrics.clone()).await.expect("blobs"));
                 config.server.data_dir = dir.join("data");
                 config.blobs.path = dir.join("blobs");
-                let services = Services::assemble(config, metrics, db, blobs, "0123456789abcdef0123456789abcdef")
-                    .expect("services");
+                let services = Services::assemble(config, metrics, db, blobs, SECRET).expect("services");
                 let repo = services.db.repository_by_name("debs").await.expect("repo").expect("debs");
                 let criteria = packyard_model::cleanup::Criteria { keep_latest: Some(9), ..Default::default() };
                 let started = packyard_store::db::now_ms();

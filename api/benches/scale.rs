@@ -32,34 +32,8 @@ use packyard_store::db::publication::Due;
 use packyard_store::db::{Backend, Db};
 use packyard_store::testing::TestDb;
 
-const SECRET: &str = "0123456789abcdef0123456789abcdef";
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
-/// A `/proc/self/status` field in KiB.
-fn status_kib(field: &str) -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines().find_map(|l| l.strip_prefix(field).map(|v| v.trim().trim_end_matches(" kB").trim().to_string()))
-        })
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
-
-fn services_on(db: Db, t: &TestDb, blobs: Arc<dyn BlobStore>) -> Services {
-    let mut config = Config::default();
-    config.database.url = t.url.clone();
-    config.server.data_dir = t.dir.path().join("data");
-    config.blobs.path = t.dir.path().join("blobs");
-    Services::assemble(config, t.metrics.clone(), db, blobs, SECRET).expect("services")
-}
+mod common;
+use common::{percentile, services_on, status_kib, SECRET};
 
 /// The worker: publishes every due unit when asked, and says how long it took and how many
 /// units it published.
