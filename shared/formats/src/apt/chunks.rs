@@ -23,6 +23,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 
 use super::index::{blocking, Hashed, Hashers, IndexId, TEXT, XZ_PRESET};
+use crate::apt::rows::Member;
 use packyard_core::publication::{BuildContext, BuildError};
 use packyard_store::blobs::Sha256Hex;
 use packyard_store::db::Db;
@@ -107,7 +108,7 @@ impl Memory {
     /// Whether the unit's current snapshot is the last one this builder built: every index of
     /// `dist` it remembers is the one published (a build that failed half-way remembers some
     /// indexes that were not).
-    pub(crate) fn published(&self, repo: i64, dist: &str, current: &HashMap<String, String>) -> bool {
+    fn published(&self, repo: i64, dist: &str, current: &HashMap<String, String>) -> bool {
         let prefix = format!("dists/{dist}/");
         let Ok(m) = self.0.lock() else { return false };
         let mut mine = m.iter().filter(|((r, path), _)| *r == repo && path.starts_with(&prefix)).peekable();
@@ -120,16 +121,45 @@ impl Memory {
             })
     }
 
-    /// The noted changes the unit's last build consumed (taken: the caller forgets them).
-    pub(crate) fn take_consumed(&self, repo: i64, dist: &str) -> Consumed {
-        self.1.lock().ok().and_then(|mut m| m.remove(&(repo, dist.to_string()))).unwrap_or_default()
-    }
-
-    /// What this build of the unit consumed, forgotten once it is published.
-    pub(crate) fn consumed(&self, repo: i64, dist: &str, seqs: Consumed) {
-        if let Ok(mut m) = self.1.lock() {
-            m.insert((repo, dist.to_string()), seqs);
+    /// What changed in hosted distribution `dist` since this builder's last build of it: the
+    /// ids of the packages and of the source packages noted since. The notes that build
+    /// consumed are forgotten once it is the published one (else they stay pending); the notes
+    /// read now are this build's, read in pages (a bulk import may have noted a million) and
+    /// kept as runs of consecutive ids.
+    pub(crate) async fn changes(
+        &self,
+        db: &Db,
+        repo: i64,
+        dist: &str,
+        current: &HashMap<String, String>,
+    ) -> Result<[Vec<i64>; 2], BuildError> {
+        let key = (repo, dist.to_string());
+        let consumed = self.1.lock().ok().and_then(|mut m| m.remove(&key)).unwrap_or_default();
+        if !consumed.is_empty() && self.published(repo, dist, current) {
+            crate::apt::rows::forget_index_changes(db, repo, dist, &consumed).await?;
         }
+        let mut changed: [Vec<i64>; 2] = Default::default();
+        let mut pending: Consumed = Vec::new();
+        let mut after = 0;
+        loop {
+            let page = crate::apt::rows::index_changes_page(db, repo, dist, after, 10_000).await?;
+            let Some(last) = page.last() else { break };
+            after = last.seq;
+            for c in page {
+                match pending.last_mut() {
+                    Some((_, end)) if *end + 1 == c.seq => *end = c.seq,
+                    _ => pending.push((c.seq, c.seq)),
+                }
+                match c.member {
+                    Member::Package(id) => changed[0].push(id),
+                    Member::Source(id) => changed[1].push(id),
+                }
+            }
+        }
+        if let Ok(mut m) = self.1.lock() {
+            m.insert(key, pending);
+        }
+        Ok(changed)
     }
 }
 

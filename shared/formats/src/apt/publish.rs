@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use super::chunks::{self, IndexRows};
 use super::index::{blocking, other, Hashed, IndexId, TEXT};
 use super::KIND;
-use crate::apt::rows::{self, Member};
+use crate::apt::rows;
 use packyard_codecs::apt::dsc::{render_sources_stanza, SourceFile};
 use packyard_codecs::apt::packages::{render_stanza, PoolFile};
 use packyard_core::groups::Reader;
@@ -88,37 +88,11 @@ impl AptBuilder {
                 .collect(),
             _ => HashMap::new(),
         };
-        // What changed since the last build (the notes it consumed are forgotten once it is
-        // the published one): the ids of the packages and of the source packages.
-        let mut changed: [Vec<i64>; 2] = Default::default();
-        if repo.repo_type != RepoType::Group {
-            // Notes consumed by a build that was not published stay pending.
-            let consumed = self.memory.take_consumed(repo.id, dist);
-            if !consumed.is_empty() && self.memory.published(repo.id, dist, &current) {
-                rows::forget_index_changes(ctx.db, repo.id, dist, &consumed).await?;
-            }
-            // Read in pages (a bulk import may have noted a million), kept as the members'
-            // ids and the notes' runs of consecutive ids.
-            let mut pending: Vec<(i64, i64)> = Vec::new();
-            let mut after = 0;
-            loop {
-                let page = rows::index_changes_page(ctx.db, repo.id, dist, after, 10_000).await?;
-                let Some(last) = page.last() else { break };
-                after = last.seq;
-                // (Forgotten notes are gone already: what is read is pending.)
-                for c in page {
-                    match pending.last_mut() {
-                        Some((_, end)) if *end + 1 == c.seq => *end = c.seq,
-                        _ => pending.push((c.seq, c.seq)),
-                    }
-                    match c.member {
-                        Member::Package(id) => changed[0].push(id),
-                        Member::Source(id) => changed[1].push(id),
-                    }
-                }
-            }
-            self.memory.consumed(repo.id, dist, pending);
-        }
+        // The packages and source packages noted as changed since the last build (hosted).
+        let changed = match repo.repo_type {
+            RepoType::Group => Default::default(),
+            _ => self.memory.changes(ctx.db, repo.id, dist, &current).await?,
+        };
         for component in &settings.components {
             for arch in &archs {
                 let base = format!("{component}/binary-{arch}");

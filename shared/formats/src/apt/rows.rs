@@ -98,7 +98,7 @@ pub struct IndexChange {
     pub member: Member,
 }
 
-/// Notes, in the writer's transaction, that `m` joined, left or is leaving distribution `dist`:
+/// Notes, in the writer's transaction, that `m` joined distribution `dist`:
 /// the next build of the distribution re-renders the chunks that hold it (`chunks.rs`).
 async fn note_change(db: &Db, tx: &mut Transaction<'_, Any>, m: Member, repo: i64, dist: &str) -> DbResult<()> {
     let (source, id) = match m {
@@ -113,19 +113,33 @@ async fn note_change(db: &Db, tx: &mut Transaction<'_, Any>, m: Member, repo: i6
     Ok(())
 }
 
-/// Notes that `m` is being deleted from every distribution it is in (before its row goes).
-async fn note_deleted(db: &Db, tx: &mut Transaction<'_, Any>, m: Member) -> DbResult<()> {
-    let (statement, id) = match m {
-        Member::Package(id) => (
+/// Notes `m`'s membership of `dist` (every distribution it is in: `None`) before it goes — it
+/// leaves, or its row is deleted. Nothing when it is not a member.
+async fn note_memberships(db: &Db, tx: &mut Transaction<'_, Any>, m: Member, dist: Option<&str>) -> DbResult<()> {
+    let (statement, id) = match (m, dist) {
+        (Member::Package(id), None) => (
             sql!("apt_index_changes.note_package", "INSERT INTO apt_index_changes (repository_id, distribution, source, member_id) SELECT repository_id, distribution, 0, package_id FROM apt_distribution_packages WHERE package_id = $1"),
             id,
         ),
-        Member::Source(id) => (
+        (Member::Source(id), None) => (
             sql!("apt_index_changes.note_source", "INSERT INTO apt_index_changes (repository_id, distribution, source, member_id) SELECT repository_id, distribution, 1, source_id FROM apt_distribution_sources WHERE source_id = $1"),
             id,
         ),
+        (Member::Package(id), Some(_)) => (
+            sql!("apt_index_changes.note_package_leaving", "INSERT INTO apt_index_changes (repository_id, distribution, source, member_id) SELECT repository_id, distribution, 0, package_id FROM apt_distribution_packages WHERE package_id = $1 AND distribution = $2"),
+            id,
+        ),
+        (Member::Source(id), Some(_)) => (
+            sql!("apt_index_changes.note_source_leaving", "INSERT INTO apt_index_changes (repository_id, distribution, source, member_id) SELECT repository_id, distribution, 1, source_id FROM apt_distribution_sources WHERE source_id = $1 AND distribution = $2"),
+            id,
+        ),
     };
-    db.bound(statement, (id,)).execute(&mut **tx).await?;
+    let query = db.bound(statement, (id,));
+    let query = match dist {
+        Some(d) => query.bind(d),
+        None => query,
+    };
+    query.execute(&mut **tx).await?;
     Ok(())
 }
 
@@ -238,23 +252,8 @@ pub async fn leave(db: &Db, tx: &mut Transaction<'_, Any>, m: Member, dist: &str
             id,
         ),
     };
-    let repo_of = match m {
-        Member::Package(_) => sql!(
-            "apt_distribution_packages.repository",
-            "SELECT repository_id FROM apt_distribution_packages WHERE package_id = $1 AND distribution = $2"
-        ),
-        Member::Source(_) => sql!(
-            "apt_distribution_sources.repository",
-            "SELECT repository_id FROM apt_distribution_sources WHERE source_id = $1 AND distribution = $2"
-        ),
-    };
-    let Some(row) = db.bound(repo_of, (id, dist)).fetch_optional(&mut **tx).await? else { return Ok(false) };
-    let repo: i64 = row.try_get("repository_id")?;
-    let left = db.bound(statement, (id, dist)).execute(&mut **tx).await?.rows_affected() > 0;
-    if left {
-        note_change(db, tx, m, repo, dist).await?;
-    }
-    Ok(left)
+    note_memberships(db, tx, m, Some(dist)).await?;
+    Ok(db.bound(statement, (id, dist)).execute(&mut **tx).await?.rows_affected() > 0)
 }
 
 /// A hosted repository's only distribution was renamed: its packages and sources go with it.
@@ -317,7 +316,7 @@ pub async fn set_md5s(db: &Db, packages: &[&AptPackage]) -> DbResult<()> {
 }
 
 pub async fn delete(db: &Db, tx: &mut Transaction<'_, Any>, id: i64) -> DbResult<bool> {
-    note_deleted(db, tx, Member::Package(id)).await?;
+    note_memberships(db, tx, Member::Package(id), None).await?;
     db.delete_by_id(tx, sql!("apt_packages.delete", "DELETE FROM apt_packages WHERE id = $1"), id).await
 }
 
@@ -442,7 +441,7 @@ pub async fn insert_source(
 }
 
 pub async fn delete_source(db: &Db, tx: &mut Transaction<'_, Any>, id: i64) -> DbResult<bool> {
-    note_deleted(db, tx, Member::Source(id)).await?;
+    note_memberships(db, tx, Member::Source(id), None).await?;
     db.delete_by_id(tx, sql!("apt_sources.delete", "DELETE FROM apt_sources WHERE id = $1"), id).await
 }
 

@@ -95,15 +95,11 @@ impl Db {
         self.record_with(statement, sha256, size).await
     }
 
-    /// Records a blob a publication build wrote: collectable once no snapshot refers to it. A
-    /// blob an upload left pending becomes a build's (so that refusing the upload keeps it); a
-    /// re-recorded build blob is young again, so the collector leaves it alone.
-    pub async fn record_snapshot_blob(&self, sha256: &Sha256Hex, size: u64) -> DbResult<()> {
-        self.record_with(snapshot_blob(), sha256, size).await
-    }
-
-    /// [`Db::record_snapshot_blob`] for every blob of a build, in one transaction (in digest
-    /// order, so that two builds recording the same blobs take their locks in the same order).
+    /// Records the blobs a publication build wrote, in one transaction (in digest order, so that
+    /// two builds recording the same blobs take their locks in the same order): each collectable
+    /// once no snapshot refers to it. A blob an upload left pending becomes a build's (so that
+    /// refusing the upload keeps it); a re-recorded build blob is young again, so the collector
+    /// leaves it alone.
     pub async fn record_snapshot_blobs(&self, blobs: &[(Sha256Hex, u64)]) -> DbResult<()> {
         let mut sorted: Vec<&(Sha256Hex, u64)> = blobs.iter().collect();
         sorted.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
@@ -300,7 +296,7 @@ impl Db {
     }
 }
 
-/// Records a blob a build wrote (see [`Db::record_snapshot_blob`]).
+/// Records a blob a build wrote (see [`Db::record_snapshot_blobs`]).
 fn snapshot_blob() -> &'static Sql {
     upsert!(
         "blobs.insert_snapshot",
