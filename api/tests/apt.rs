@@ -798,6 +798,14 @@ fn proxy_and_group_with_the_real_client() -> anyhow::Result<()> {
             "apt": {"distributions": ["stable"], "signed_by": String::from_utf8_lossy(&upstream_key)},
             "proxy": {"metadata_ttl_secs": 1, "negative_ttl_secs": 60}})),
     )?;
+    // Proxy: the upstream's bytes unchanged, a miss and then a hit (read before any group over
+    // it exists, whose build would fetch it first).
+    let base = format!("{}/repository/up", server.public);
+    let (s, h, inrelease) = get_with(&format!("{base}/dists/stable/InRelease"))?;
+    assert_eq!((s, h.get("x-packyard-cache").map(String::as_str)), (200, Some("miss")));
+    assert!(inrelease == get(&upstream, "/repository/debs/dists/stable/InRelease")?.1, "InRelease passes through");
+    let (s, h, again) = get_with(&format!("{base}/dists/stable/InRelease"))?;
+    assert_eq!((s, h.get("x-packyard-cache").map(String::as_str), again == inrelease), (200, Some("hit"), true));
     create_repo(&server, Repo::proxy("silent", Format::Apt, &format!("http://127.0.0.1:{silent_port}/")))?;
     create_repo(&server, Repo::hosted("local", Format::Apt))?;
     create_repo(
@@ -840,13 +848,6 @@ fn proxy_and_group_with_the_real_client() -> anyhow::Result<()> {
     assert_eq!(s, 400, "{body}");
     assert!(body.contains("apt.signed_by is not an armored OpenPGP public key"), "{body}");
 
-    // Proxy: the upstream's bytes unchanged, a miss and then a hit.
-    let base = format!("{}/repository/up", server.public);
-    let (s, h, inrelease) = get_with(&format!("{base}/dists/stable/InRelease"))?;
-    assert_eq!((s, h.get("x-packyard-cache").map(String::as_str)), (200, Some("miss")));
-    assert!(inrelease == get(&upstream, "/repository/debs/dists/stable/InRelease")?.1, "InRelease passes through");
-    let (s, h, again) = get_with(&format!("{base}/dists/stable/InRelease"))?;
-    assert_eq!((s, h.get("x-packyard-cache").map(String::as_str), again == inrelease), (200, Some("hit"), true));
     let (s, _, body) = get_with(&format!("{base}/dists/testing/InRelease"))?;
     assert_eq!(s, 404);
     assert!(String::from_utf8_lossy(&body).contains("distribution \"testing\" is not mirrored"), "{body:?}");
