@@ -85,16 +85,28 @@ pub struct Sql {
     op: &'static str,
     text: &'static str,
     shape: Shape,
+    /// How many rows an `INSERT … VALUES (…)` inserts: its tuple repeated, placeholders
+    /// numbered on ([`sql_rows!`]); 1 for every other statement.
+    rows: usize,
     rendered: [OnceLock<String>; 3],
 }
 
 impl Sql {
     pub const fn new(op: &'static str, text: &'static str, shape: Shape) -> Self {
-        Self { op, text, shape, rendered: [OnceLock::new(), OnceLock::new(), OnceLock::new()] }
+        Self::with_rows(op, text, shape, 1)
+    }
+
+    pub const fn with_rows(op: &'static str, text: &'static str, shape: Shape, rows: usize) -> Self {
+        Self { op, text, shape, rows, rendered: [OnceLock::new(), OnceLock::new(), OnceLock::new()] }
     }
 
     pub fn op(&self) -> &'static str {
         self.op
+    }
+
+    /// How many rows one run of the statement inserts.
+    pub fn rows(&self) -> usize {
+        self.rows
     }
 
     /// The text for `backend` (rendered once).
@@ -104,8 +116,90 @@ impl Sql {
             Backend::Postgres => 1,
             Backend::MySql => 2,
         };
-        self.rendered[slot].get_or_init(|| render(self.text, self.shape, backend))
+        self.rendered[slot].get_or_init(|| {
+            if self.rows > 1 {
+                render(&repeat_values(self.text, self.rows), self.shape, backend)
+            } else {
+                render(self.text, self.shape, backend)
+            }
+        })
     }
+}
+
+/// `INSERT … VALUES ($1, $2)` inserting `rows` rows: `VALUES ($1, $2), ($3, $4), …`. The
+/// tuple is the one after the last `VALUES`, and whatever follows it stays after the last copy.
+pub fn repeat_values(text: &str, rows: usize) -> String {
+    let Some(at) = text.rfind("VALUES (") else {
+        return text.to_string();
+    };
+    let start = at + "VALUES ".len();
+    let mut depth = 0usize;
+    let mut end = text.len();
+    for (i, c) in text[start..].char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => {
+                depth -= 1;
+                if depth == 0 {
+                    end = start + i + 1;
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+    let tuple = &text[start..end];
+    let width = placeholders(tuple).into_iter().max().unwrap_or(0);
+    let mut out = String::with_capacity(text.len() + rows * (tuple.len() + 2));
+    out.push_str(&text[..start]);
+    for row in 0..rows {
+        if row > 0 {
+            out.push_str(", ");
+        }
+        out.push_str(&shift_placeholders(tuple, row * width));
+    }
+    out.push_str(&text[end..]);
+    out
+}
+
+/// The numbers of the `$n` placeholders in `text`.
+fn placeholders(text: &str) -> Vec<usize> {
+    let mut found = Vec::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '$' {
+            let mut n = String::new();
+            while let Some(d) = chars.peek().filter(|d| d.is_ascii_digit()) {
+                n.push(*d);
+                chars.next();
+            }
+            if let Ok(n) = n.parse() {
+                found.push(n);
+            }
+        }
+    }
+    found
+}
+
+/// `text` with each `$n` renumbered `$(n + by)`.
+fn shift_placeholders(text: &str, by: usize) -> String {
+    let mut out = String::with_capacity(text.len() + 8);
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        out.push(c);
+        if c == '$' {
+            let mut n = String::new();
+            while let Some(d) = chars.peek().filter(|d| d.is_ascii_digit()) {
+                n.push(*d);
+                chars.next();
+            }
+            match n.parse::<usize>() {
+                Ok(n) => out.push_str(&(n + by).to_string()),
+                Err(_) => out.push_str(&n),
+            }
+        }
+    }
+    out
 }
 
 /// The statement's text for a backend.
@@ -212,6 +306,26 @@ pub fn to_question_marks(text: &str) -> String {
 macro_rules! sql {
     ($op:literal, $text:expr) => {{
         static S: $crate::sql::Sql = $crate::sql::Sql::new($op, $text, $crate::sql::Shape::Plain);
+        &S
+    }};
+}
+
+/// An insert of `rows` rows per run: `sql_rows!("op", "INSERT INTO t (a, b) VALUES ($1, $2)", 100)`
+/// binds `$1 … $200`; run it with [`crate::db::Db::insert_rows`]. `upsert` after the count
+/// makes it an upsert like [`upsert!`].
+#[macro_export]
+macro_rules! sql_rows {
+    ($op:literal, $text:expr, $rows:expr) => {{
+        static S: $crate::sql::Sql = $crate::sql::Sql::with_rows($op, $text, $crate::sql::Shape::Plain, $rows);
+        &S
+    }};
+    ($op:literal, $text:expr, $rows:expr, on $table:literal ($key:literal), set $set:literal) => {{
+        static S: $crate::sql::Sql = $crate::sql::Sql::with_rows(
+            $op,
+            $text,
+            $crate::sql::Shape::Upsert { table: $table, key: $key, set: $set },
+            $rows,
+        );
         &S
     }};
 }
@@ -380,6 +494,29 @@ mod tests {
         );
         assert_eq!(to_question_marks("SELECT 1"), "SELECT 1");
         assert_eq!(to_question_marks("price $ and $12x"), "price $ and ?x");
+    }
+
+    #[test]
+    fn a_values_tuple_repeats_with_its_placeholders_numbered_on() {
+        let t = "INSERT INTO f (a, b, c) VALUES ($1, $2, 'x')";
+        assert_eq!(repeat_values(t, 1), t);
+        assert_eq!(
+            repeat_values(t, 3),
+            "INSERT INTO f (a, b, c) VALUES ($1, $2, 'x'), ($3, $4, 'x'), ($5, $6, 'x')"
+        );
+        let s = Sql::with_rows("op", "INSERT INTO f (a, b) VALUES ($1, lower($2))", Shape::Plain, 2);
+        assert_eq!(s.text(Backend::Postgres), "INSERT INTO f (a, b) VALUES ($1, lower($2)), ($3, lower($4))");
+        assert_eq!(s.text(Backend::MySql), "INSERT INTO f (a, b) VALUES (?, lower(?)), (?, lower(?))");
+        let u = Sql::with_rows(
+            "op",
+            "INSERT INTO f (a, b) VALUES ($1, $2)",
+            Shape::Upsert { table: "f", key: "a", set: "b = NEW.b" },
+            2,
+        );
+        assert_eq!(
+            u.text(Backend::Sqlite),
+            "INSERT INTO f (a, b) VALUES ($1, $2), ($3, $4) ON CONFLICT (a) DO UPDATE SET b = excluded.b"
+        );
     }
 
     #[test]

@@ -107,16 +107,19 @@ impl Db {
         if sorted.is_empty() {
             return Ok(());
         }
-        let (statement, now) = (snapshot_blob(), now_ms());
+        let now = now_ms();
+        let many = crate::sql_rows!(
+            "blobs.insert_snapshot_many",
+            SNAPSHOT_BLOB,
+            100,
+            on "blobs" ("sha256"),
+            set "created_at = NEW.created_at, released_at = NULL, origin = CASE WHEN OLD.origin = 'upload' THEN 'snapshot' ELSE OLD.origin END"
+        );
         let mut tx = self.pool().begin().await?;
-        for (sha256, size) in sorted {
-            self.query(statement)
-                .bind(sha256.as_str())
-                .bind(i64::try_from(*size).unwrap_or(i64::MAX))
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
-        }
+        self.insert_rows(&mut tx, many, snapshot_blob(), &sorted, |q, (sha256, size)| {
+            q.bind(sha256.as_str()).bind(i64::try_from(*size).unwrap_or(i64::MAX)).bind(now)
+        })
+        .await?;
         tx.commit().await?;
         Ok(())
     }
@@ -296,11 +299,13 @@ impl Db {
     }
 }
 
+const SNAPSHOT_BLOB: &str = "INSERT INTO blobs (sha256, size, created_at, origin) VALUES ($1, $2, $3, 'snapshot')";
+
 /// Records a blob a build wrote (see [`Db::record_snapshot_blobs`]).
 fn snapshot_blob() -> &'static Sql {
     upsert!(
         "blobs.insert_snapshot",
-        "INSERT INTO blobs (sha256, size, created_at, origin) VALUES ($1, $2, $3, 'snapshot')",
+        SNAPSHOT_BLOB,
         on "blobs" ("sha256"),
         set "created_at = NEW.created_at, released_at = NULL, origin = CASE WHEN OLD.origin = 'upload' THEN 'snapshot' ELSE OLD.origin END"
     )

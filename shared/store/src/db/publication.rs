@@ -416,16 +416,22 @@ impl Db {
             .bind(claim.revision)
             .bind(now);
         let snapshot_id = self.insert_id(insert, &mut *tx).await?;
-        for f in files {
-            self.query(sql!("snapshot_files.insert", "INSERT INTO snapshot_files (snapshot_id, path, sha256, size, content_type) VALUES ($1, $2, $3, $4, $5)"))
-                .bind(snapshot_id)
-                .bind(f.path.as_str())
-                .bind(f.sha256.as_str())
-                .bind(f.size)
-                .bind(f.content_type.as_str())
-                .execute(&mut *tx)
-                .await?;
-        }
+        const INSERT: &str =
+            "INSERT INTO snapshot_files (snapshot_id, path, sha256, size, content_type) VALUES ($1, $2, $3, $4, $5)";
+        self.insert_rows(
+            &mut tx,
+            crate::sql_rows!("snapshot_files.insert_many", INSERT, 200),
+            sql!("snapshot_files.insert", INSERT),
+            files,
+            |q, f| {
+                q.bind(snapshot_id)
+                    .bind(f.path.as_str())
+                    .bind(f.sha256.as_str())
+                    .bind(f.size)
+                    .bind(f.content_type.as_str())
+            },
+        )
+        .await?;
         packyard_model::crash::point("before_cas");
         let swapped = self.query(sql!("publication_units.publish", "UPDATE publication_units SET published_revision = $1, current_snapshot_id = $2, last_published_at = $3, modified_at = $4, last_error = NULL, attempts = 0, next_attempt_at = 0, lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, first_pending_at = CASE WHEN desired_revision > $5 THEN last_change_at ELSE NULL END WHERE id = $6 AND lease_token = $7 AND published_revision < $8"))
             .bind(claim.revision)
