@@ -11,7 +11,7 @@ use packyard_core::repositories::RepositoryService;
 use packyard_core::security::keystore::KeyStore;
 use packyard_formats::apt::publish::AptBuilder;
 use packyard_formats::apt::rows::{AptPackage, Member};
-use packyard_model::repos::{Repository, RepositorySpec};
+use packyard_model::repos::{RepoType, Repository, RepositorySpec};
 use packyard_store::blobs::FileStore;
 use packyard_store::db::publication::{Due, SnapshotFile};
 use packyard_store::db_test;
@@ -19,7 +19,12 @@ use packyard_store::testing::TestDb;
 use sha2::{Digest, Sha256};
 
 async fn add(t: &TestDb, repo: i64, i: usize) -> anyhow::Result<i64> {
-    let name = format!("pkg-{i:05}");
+    add_named(t, repo, &format!("pkg-{i:05}"), i).await
+}
+
+/// Adds package `name` 1.0 (architecture `all` when `i` is a multiple of 10) to `stable`.
+async fn add_named(t: &TestDb, repo: i64, name: &str, i: usize) -> anyhow::Result<i64> {
+    let name = name.to_string();
     let arch = if i % 10 == 0 { "all" } else { "amd64" };
     let hex64 = format!("{i:064x}");
     let p = AptPackage {
@@ -54,8 +59,13 @@ async fn publish(
         t.db.claim_due("test", Due { debounce_ms: 0, max_delay_ms: 0 }, 60_000)
             .await?
             .ok_or_else(|| anyhow::anyhow!("nothing due"))?;
+    assert_eq!(claim.unit.repository_id, repo.id, "the unit due is {repo:?}'s");
     let mut ctx = BuildContext::new(&t.db, blobs);
-    builder.build(&mut ctx, repo, &claim.unit).await?;
+    if repo.repo_type == RepoType::Group {
+        builder.merge(&mut ctx, repo, &claim.unit).await?;
+    } else {
+        builder.build(&mut ctx, repo, &claim.unit).await?;
+    }
     let files = ctx.finish().await.expect("finish");
     t.db.publish_snapshot(&claim, &files, &[], 0).await?.ok_or_else(|| anyhow::anyhow!("fenced"))?;
     Ok(files.into_iter().map(|f| (f.path.clone(), f)).collect())
@@ -74,9 +84,16 @@ async fn check(blobs: &FileStore, files: &HashMap<String, SnapshotFile>) -> anyh
     let mut from_gz = Vec::new();
     flate2::read::MultiGzDecoder::new(&gz[..]).read_to_end(&mut from_gz)?;
     let mut from_xz = Vec::new();
-    liblzma::read::XzDecoder::new_multi_decoder(&xz[..]).read_to_end(&mut from_xz)?;
+    // One xz stream: apt reads no further than the first (as this decoder).
+    liblzma::read::XzDecoder::new(&xz[..]).read_to_end(&mut from_xz)?;
     assert!(from_gz == plain, "Packages.gz holds Packages");
     assert!(from_xz == plain, "Packages.xz holds Packages");
+    // And apt's own reader of compressed files, which the client fetches Packages.xz with.
+    let file = tempfile::Builder::new().suffix(".xz").tempfile()?;
+    std::fs::write(file.path(), &xz)?;
+    let cat = std::process::Command::new("/usr/lib/apt/apt-helper").arg("cat-file").arg(file.path()).output()?;
+    assert!(cat.status.success(), "apt-helper cat-file: {}", String::from_utf8_lossy(&cat.stderr));
+    assert!(cat.stdout == plain, "apt reads Packages.xz as Packages ({} of {} bytes)", cat.stdout.len(), plain.len());
     let release = String::from_utf8(read("dists/stable/Release".into()).await?.to_vec())?;
     let sha256 = release.split("SHA256:\n").nth(1).unwrap_or_default();
     for (bytes, name) in [(&plain, "Packages"), (&gz, "Packages.gz"), (&xz, "Packages.xz")] {
@@ -88,6 +105,19 @@ async fn check(blobs: &FileStore, files: &HashMap<String, SnapshotFile>) -> anyh
     Ok(String::from_utf8(plain.to_vec())?)
 }
 
+/// A file store in the test's directory and a builder over it.
+async fn builder(t: &TestDb) -> anyhow::Result<(Arc<FileStore>, AptBuilder)> {
+    let store = Arc::new(FileStore::open(t.dir.path().join("blobs"), t.metrics.clone()).await?);
+    let keystore = Arc::new(KeyStore::new("0123456789abcdef0123456789abcdef"));
+    let reader = packyard_core::groups::Reader { blobs: store.clone(), proxy: None };
+    Ok((store, AptBuilder { page_size: 1_000, keystore, reader, memory: Default::default() }))
+}
+
+/// A builder that remembers nothing: what a build from nothing makes of the same rows.
+fn fresh(b: &AptBuilder) -> AptBuilder {
+    AptBuilder { page_size: 1_000, keystore: b.keystore.clone(), reader: b.reader.clone(), memory: Default::default() }
+}
+
 fn parts(files: &HashMap<String, SnapshotFile>) -> HashSet<String> {
     files.values().filter(|f| f.path.starts_with(".parts/")).map(|f| f.sha256.clone()).collect()
 }
@@ -96,18 +126,8 @@ db_test!(an_upload_rerenders_one_chunk_and_the_files_are_whole, |t: TestDb| asyn
     let spec: RepositorySpec = serde_json::from_value(serde_json::json!({"name": "inc", "format": "apt",
         "type": "hosted", "apt": {"distributions": ["stable"], "architectures": ["amd64", "all"]}}))?;
     let repo = RepositoryService::new(&t.db).create(spec).await?;
-    let store = Arc::new(FileStore::open(t.dir.path().join("blobs"), t.metrics.clone()).await?);
+    let (store, builder) = builder(&t).await?;
     let blobs = store.as_ref();
-    let keystore = Arc::new(KeyStore::new("0123456789abcdef0123456789abcdef"));
-    let reader = packyard_core::groups::Reader { blobs: store.clone(), proxy: None };
-    let builder = AptBuilder { page_size: 1_000, keystore, reader, memory: Default::default() };
-    // A builder that remembers nothing: what a build from nothing makes of the same rows.
-    let fresh = |b: &AptBuilder| AptBuilder {
-        page_size: 1_000,
-        keystore: b.keystore.clone(),
-        reader: b.reader.clone(),
-        memory: Default::default(),
-    };
     let mut ids = Vec::new();
     for i in 0..2_500 {
         ids.push(add(&t, repo.id, i).await?);
@@ -196,3 +216,104 @@ async fn publish_nothing_new(
     t.db.request_changes(repo.id, &[("apt".to_string(), "stable".to_string())]).await?;
     publish(t, blobs, builder, repo).await
 }
+
+/// The stanzas of a Packages text, sorted: a group lists each once, in an order of its own.
+fn stanzas(text: &str) -> Vec<String> {
+    let mut all: Vec<String> = text.split("\n\n").filter(|s| !s.trim().is_empty()).map(str::to_string).collect();
+    all.sort();
+    all
+}
+
+/// The `Filename`s a Packages text lists for package `name`.
+fn filenames(text: &str, name: &str) -> Vec<String> {
+    text.split("\n\n")
+        .filter(|s| s.starts_with(&format!("Package: {name}\n")))
+        .filter_map(|s| s.lines().find_map(|l| l.strip_prefix("Filename: ")).map(str::to_string))
+        .collect()
+}
+
+db_test!(a_group_merges_again_only_the_member_that_changed, |t: TestDb| async move {
+    let service = RepositoryService::new(&t.db);
+    let hosted = |name: &str| {
+        serde_json::json!({"name": name, "format": "apt", "type": "hosted",
+            "apt": {"distributions": ["stable"], "architectures": ["amd64", "all"]}})
+    };
+    let small = service.create(serde_json::from_value(hosted("small"))?).await?;
+    let big = service.create(serde_json::from_value(hosted("big"))?).await?;
+    let group = service
+        .create(serde_json::from_value(serde_json::json!({"name": "both", "format": "apt", "type": "group",
+            "group": {"members": ["small", "big"]},
+            "apt": {"distributions": ["stable"], "architectures": ["amd64", "all"]}}))?)
+        .await?;
+    let (store, builder) = builder(&t).await?;
+    let blobs = store.as_ref();
+    for i in 0..2_500 {
+        add(&t, big.id, i).await?;
+    }
+    for i in 0..20 {
+        add_named(&t, small.id, &format!("loc-{i:02}"), 3_000 + i).await?;
+    }
+    // small's pkg-00005 1.0 amd64 shadows big's.
+    let shadow = add_named(&t, small.id, "pkg-00005", 5).await?;
+    publish(&t, blobs, &builder, &big).await?;
+    publish(&t, blobs, &builder, &small).await?;
+    t.db.request_changes(group.id, &[("apt".to_string(), "stable".to_string())]).await?;
+    let written = || t.metrics.blob_bytes_total.with_label_values(&["in"]).get();
+    let at = written();
+    let first = publish(&t, blobs, &builder, &group).await?;
+    let full = written() - at;
+    let text = check(blobs, &first).await?;
+    assert_eq!(text.matches("Package: ").count(), 2_520);
+    assert_eq!(filenames(&text, "pkg-00005"), ["pool/small/pool/main/p/pkg-00005/pkg-00005_1.0_amd64.deb"]);
+    assert_eq!(filenames(&text, "pkg-00006"), ["pool/big/pool/main/p/pkg-00006/pkg-00006_1.0_amd64.deb"]);
+
+    // A package more in small: small's stanzas are merged again, big's chunks are kept.
+    add_named(&t, small.id, "loc-new", 3_101).await?;
+    publish(&t, blobs, &builder, &small).await?;
+    t.db.request_changes(group.id, &[("apt".to_string(), "stable".to_string())]).await?;
+    let at = written();
+    let second = publish(&t, blobs, &builder, &group).await?;
+    let incremental = written() - at;
+    assert!(incremental * 10 < full, "one more package in small wrote {incremental} bytes, the whole merge {full}");
+    let new: Vec<_> = parts(&second).difference(&parts(&first)).cloned().collect();
+    // small's contribution to Packages (three forms) and the xz file's new index of its
+    // blocks; Sources is as it was.
+    assert_eq!(new.len(), 4, "new parts: {new:?}");
+    let text = check(blobs, &second).await?;
+    assert_eq!(filenames(&text, "loc-new"), ["pool/small/pool/main/p/loc-new/loc-new_1.0_amd64.deb"]);
+    assert_eq!(stanzas(&text), stanzas(&publish_fresh(&t, blobs, &fresh(&builder), &group).await?));
+
+    // Twice more, the last after a build that listed big first: its hashes carry on.
+    for (round, name) in ["loc-newer", "loc-newest"].into_iter().enumerate() {
+        publish_nothing_new(&t, blobs, &builder, &group).await?;
+        add_named(&t, small.id, name, 3_102 + round).await?;
+        publish(&t, blobs, &builder, &small).await?;
+        t.db.request_changes(group.id, &[("apt".to_string(), "stable".to_string())]).await?;
+        let text = check(blobs, &publish(&t, blobs, &builder, &group).await?).await?;
+        assert_eq!(text.matches("Package: ").count(), 2_522 + round);
+        assert_eq!(stanzas(&text), stanzas(&publish_fresh(&t, blobs, &fresh(&builder), &group).await?));
+    }
+
+    // small now also has a package big has: big's stanzas are merged again without it.
+    publish_nothing_new(&t, blobs, &builder, &group).await?;
+    add_named(&t, small.id, "pkg-00007", 7).await?;
+    publish(&t, blobs, &builder, &small).await?;
+    t.db.request_changes(group.id, &[("apt".to_string(), "stable".to_string())]).await?;
+    let text = check(blobs, &publish(&t, blobs, &builder, &group).await?).await?;
+    assert_eq!(filenames(&text, "pkg-00007"), ["pool/small/pool/main/p/pkg-00007/pkg-00007_1.0_amd64.deb"]);
+    assert_eq!(stanzas(&text), stanzas(&publish_fresh(&t, blobs, &fresh(&builder), &group).await?));
+
+    // small's pkg-00005 goes: big's is listed again.
+    publish_nothing_new(&t, blobs, &builder, &group).await?;
+    let mut tx = t.db.pool().begin().await?;
+    packyard_formats::apt::rows::delete(&t.db, &mut tx, shadow).await?;
+    t.db.record_change(&mut tx, small.id, "apt", "stable").await?;
+    tx.commit().await?;
+    publish(&t, blobs, &builder, &small).await?;
+    t.db.request_changes(group.id, &[("apt".to_string(), "stable".to_string())]).await?;
+    let text = check(blobs, &publish(&t, blobs, &builder, &group).await?).await?;
+    assert_eq!(filenames(&text, "pkg-00005"), ["pool/big/pool/main/p/pkg-00005/pkg-00005_1.0_amd64.deb"]);
+    assert_eq!(text.matches("Package: ").count(), 2_523);
+    assert_eq!(stanzas(&text), stanzas(&publish_fresh(&t, blobs, &fresh(&builder), &group).await?));
+    Ok(())
+});

@@ -500,10 +500,7 @@ mod tests {
     fn a_values_tuple_repeats_with_its_placeholders_numbered_on() {
         let t = "INSERT INTO f (a, b, c) VALUES ($1, $2, 'x')";
         assert_eq!(repeat_values(t, 1), t);
-        assert_eq!(
-            repeat_values(t, 3),
-            "INSERT INTO f (a, b, c) VALUES ($1, $2, 'x'), ($3, $4, 'x'), ($5, $6, 'x')"
-        );
+        assert_eq!(repeat_values(t, 3), "INSERT INTO f (a, b, c) VALUES ($1, $2, 'x'), ($3, $4, 'x'), ($5, $6, 'x')");
         let s = Sql::with_rows("op", "INSERT INTO f (a, b) VALUES ($1, lower($2))", Shape::Plain, 2);
         assert_eq!(s.text(Backend::Postgres), "INSERT INTO f (a, b) VALUES ($1, lower($2)), ($3, lower($4))");
         assert_eq!(s.text(Backend::MySql), "INSERT INTO f (a, b) VALUES (?, lower(?)), (?, lower(?))");

@@ -1,7 +1,9 @@
 //! Incremental index files (#22): a hosted repository's `Packages` and `Sources` are kept as
 //! chunks of at most [`CHUNK_ROWS`] rows in id order, each chunk's text, gzip member and xz
-//! stream a blob of its own, and the published files are composites of those parts (gzip members
-//! and xz streams may follow one another in one file; apt, xz and zlib read them as one). A build
+//! block a blob of its own, and the published files are composites of those parts (gzip members
+//! may follow one another in one file, and apt and zlib read them as one; apt reads one xz stream
+//! only, so the xz file is one stream of blocks, its header and its index of the blocks written
+//! per build: [`xz`]). A build
 //! remembers its chunks, and the next build of the unit re-renders only those whose rows changed:
 //! one upload adds rows after the last id, so it re-renders the last chunk alone. The `Release`
 //! hashes of a whole file continue from the hash state saved after the last unchanged chunk, so
@@ -16,13 +18,18 @@
 //! What a build remembers lives in the worker's memory; a build that finds the unit's current
 //! snapshot is not the one it remembers (another worker published it, the process restarted)
 //! builds every chunk again.
+//!
+//! A group's index is kept the same way, as each member's contribution in chunks of about a
+//! MiB ([`Contribution`], `group.rs`): a merge reads again only the members whose index changed
+//! (and those a change ahead of them shadows or unshadows), and lists their chunks after the
+//! kept ones, whose hash states then carry on.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 
-use super::index::{blocking, Hashed, Hashers, IndexId, TEXT, XZ_PRESET};
+use super::index::{blocking, xz, Hashed, Hashers, IndexId, TEXT};
 use crate::apt::rows::Member;
 use packyard_core::publication::{BuildContext, BuildError};
 use packyard_store::blobs::Sha256Hex;
@@ -35,15 +42,18 @@ pub(crate) const CHUNK_ROWS: i64 = 1000;
 /// The three forms of an index, in the order of every array here: plain, gzip, xz.
 const FORMS: [(&str, &str); 3] = [("", TEXT), (".gz", "application/gzip"), (".xz", "application/x-xz")];
 
-/// One chunk as published: ids `(previous chunk's last_id, last_id]`.
+/// One chunk as published: ids `(previous chunk's last_id, last_id]` (a group's chunks have no
+/// ids).
 #[derive(Clone)]
-struct Chunk {
+pub(crate) struct Chunk {
     last_id: i64,
     count: i64,
-    /// Each form's part: (SHA-256, size).
+    /// Each form's part: (SHA-256, size); the xz form's is a block ([`xz`]).
     parts: [(String, i64); 3],
+    /// The xz block's record for the stream's index (`None`: no text, no block).
+    xz: Option<xz::Record>,
     /// Each form's whole-file hash state after this chunk.
-    after: [Hashers; 3],
+    pub(crate) after: [Hashers; 3],
 }
 
 /// An index as a build left it.
@@ -56,9 +66,46 @@ struct Remembered {
 }
 
 /// What the builder remembers of the indexes it built, by repository and index path, and of the
-/// noted changes each unit's last build consumed, by repository and distribution.
+/// noted changes each unit's last build consumed, by repository and distribution; and of the
+/// indexes of groups it merged, by group and index path.
 #[derive(Clone, Default)]
-pub struct Memory(Arc<Mutex<HashMap<(i64, String), Remembered>>>, Arc<Mutex<HashMap<(i64, String), Consumed>>>);
+pub struct Memory(
+    Arc<Mutex<HashMap<(i64, String), Remembered>>>,
+    Arc<Mutex<HashMap<(i64, String), Consumed>>>,
+    Arc<Mutex<HashMap<(i64, String), Merged>>>,
+);
+
+/// One member's stanzas in a group's index, as a merge left them.
+#[derive(Clone)]
+pub(crate) struct Contribution {
+    /// The member's repository id (0: the empty chunk of an index no member contributes to).
+    pub(crate) member: i64,
+    /// What was merged: the member's name and the SHA-256 of the index read.
+    pub(crate) source: String,
+    /// The keys of every stanza the member lists, merged or shadowed ([`key_digest`]).
+    pub(crate) offered: Arc<HashSet<u128>>,
+    pub(crate) chunks: Vec<Chunk>,
+}
+
+/// A group's index as a merge left it: its members in order, and their contributions in the
+/// order the index lists them (which need not be the members' order: a stanza is listed once,
+/// from the first member that has it, and apt does not care where).
+#[derive(Clone)]
+pub(crate) struct Merged {
+    lists: [String; 3],
+    pub(crate) members: Vec<String>,
+    pub(crate) emitted: Vec<Contribution>,
+}
+
+/// A stanza's key (`name version architecture`) as a merge remembers it: 128 bits of its
+/// SHA-256, a sixth of the string's memory for a member of 60,000 packages.
+pub(crate) fn key_digest(key: &str) -> u128 {
+    use sha2::Digest as _;
+    let d = sha2::Sha256::digest(key.as_bytes());
+    let mut b = [0u8; 16];
+    b.copy_from_slice(&d[..16]);
+    u128::from_be_bytes(b)
+}
 
 /// The ids of the `apt_index_changes` notes a build read, as runs of consecutive ids.
 type Consumed = Vec<(i64, i64)>;
@@ -97,6 +144,17 @@ impl Memory {
             .zip(&r.lists)
             .all(|((ext, _), list)| current.get(&format!("{path}{ext}")).is_some_and(|sha| sha == list));
         published.then_some(r)
+    }
+
+    /// The group index `path` as this builder last merged it, if that merge is the one
+    /// published (`current`: the group's current composite files).
+    pub(crate) fn recall_merge(&self, group: i64, path: &str, current: &HashMap<String, String>) -> Option<Merged> {
+        let m = self.2.lock().ok()?.get(&(group, path.to_string())).cloned()?;
+        let published = FORMS
+            .iter()
+            .zip(&m.lists)
+            .all(|((ext, _), list)| current.get(&format!("{path}{ext}")).is_some_and(|sha| sha == list));
+        published.then_some(m)
     }
 
     fn remember(&self, repo: i64, path: &str, r: Remembered) {
@@ -193,7 +251,7 @@ pub(crate) async fn build(
         Plan::Changed(c) => (c.iter().position(|d| *d).unwrap_or(previous.len() - 1), c),
     };
     let mut chunks: Vec<Chunk> = previous[..first].to_vec();
-    let mut hashers: [Hashers; 3] = chunks.last().map(|c| c.after.clone()).unwrap_or_default();
+    let mut hashers: [Hashers; 3] = chunks.last().map(|c| c.after.clone()).unwrap_or_else(start);
     for i in first..previous.len().max(1) {
         let lower = if i == 0 { 0 } else { previous[i - 1].last_id };
         let last = i + 1 >= previous.len();
@@ -226,14 +284,61 @@ pub(crate) async fn build(
             chunks.push(kept);
         }
     }
-    let mut lists: [String; 3] = Default::default();
-    for (form, (ext, content_type)) in FORMS.iter().enumerate() {
-        let parts: Vec<(String, i64)> = chunks.iter().map(|c| c.parts[form].clone()).collect();
-        lists[form] = ctx.composite(&format!("{path}{ext}"), content_type, &parts).await?;
-    }
-    let hashed = finish(ctx, id, &hashers)?;
+    let (lists, hashed) = publish_files(ctx, id, &chunks.iter().collect::<Vec<_>>(), hashers).await?;
     memory.remember(repo, &path, Remembered { lists, chunks });
     Ok(hashed)
+}
+
+/// Publishes a group's merged index: the contributions' chunks in `emitted` order (`hashers`:
+/// the whole files' hash states after the last), as composites; remembers the merge.
+pub(crate) async fn finish_merge(
+    ctx: &mut BuildContext<'_>,
+    memory: &Memory,
+    (group, id): (i64, &IndexId<'_>),
+    members: Vec<String>,
+    mut emitted: Vec<Contribution>,
+    mut hashers: [Hashers; 3],
+) -> Result<[Hashed; 3], BuildError> {
+    let IndexId { dist, base, stem, .. } = *id;
+    let path = format!("dists/{dist}/{base}/{stem}");
+    if emitted.iter().all(|c| c.chunks.is_empty()) {
+        // No member lists a thing: one empty chunk, so that the compressed forms are valid.
+        let chunk = text_chunk(ctx, String::new(), hashers).await?;
+        hashers = chunk.after.clone();
+        emitted.push(Contribution { member: 0, source: String::new(), offered: Arc::default(), chunks: vec![chunk] });
+    }
+    let all: Vec<&Chunk> = emitted.iter().flat_map(|c| &c.chunks).collect();
+    let (lists, hashed) = publish_files(ctx, id, &all, hashers).await?;
+    if let Ok(mut m) = memory.2.lock() {
+        m.insert((group, path), Merged { lists, members, emitted });
+    }
+    Ok(hashed)
+}
+
+/// Stores `text` (whole stanzas) as one chunk: its three parts, the whole files' hashes carried
+/// on from `hashers`.
+pub(crate) async fn text_chunk(
+    ctx: &mut BuildContext<'_>,
+    text: String,
+    hashers: [Hashers; 3],
+) -> Result<Chunk, BuildError> {
+    let count = i64::try_from(text.matches("\n\n").count()).unwrap_or(i64::MAX);
+    let (parts, xz, after) = store_chunk(ctx, Arc::from(text), hashers).await?;
+    Ok(Chunk { last_id: 0, count, parts, xz, after })
+}
+
+/// Carries the whole files' hashes over remembered chunks that now follow other bytes than they
+/// did (their parts read back); their `after` states become the new ones.
+pub(crate) async fn carry(
+    ctx: &BuildContext<'_>,
+    chunks: &mut [Chunk],
+    mut hashers: [Hashers; 3],
+) -> Result<[Hashers; 3], BuildError> {
+    for chunk in chunks {
+        hashers = rehash(ctx, chunk, hashers).await?;
+        chunk.after = hashers.clone();
+    }
+    Ok(hashers)
 }
 
 /// Per remembered chunk, whether a changed row's id falls in its range (the chunks' ranges
@@ -251,13 +356,71 @@ fn changed_chunks(previous: &[Chunk], changed: &[i64]) -> Vec<bool> {
 
 /// The index exactly as the remembered build published it (the same part lists).
 fn reuse(ctx: &mut BuildContext<'_>, id: &IndexId<'_>, r: &Remembered) -> Result<[Hashed; 3], BuildError> {
-    let hashers: [Hashers; 3] = r.chunks.last().map(|c| c.after.clone()).unwrap_or_default();
+    let hashers: [Hashers; 3] = r.chunks.last().map(|c| c.after.clone()).unwrap_or_else(start);
     let IndexId { dist, base, stem, .. } = *id;
+    let (parts, hashers, _) = layout(&r.chunks.iter().collect::<Vec<_>>(), hashers);
     for (form, (ext, content_type)) in FORMS.iter().enumerate() {
-        let parts: Vec<(String, i64)> = r.chunks.iter().map(|c| c.parts[form].clone()).collect();
-        ctx.reuse_composite(&format!("dists/{dist}/{base}/{stem}{ext}"), content_type, &r.lists[form], &parts);
+        ctx.reuse_composite(&format!("dists/{dist}/{base}/{stem}{ext}"), content_type, &r.lists[form], &parts[form]);
     }
     finish(ctx, id, &hashers)
+}
+
+/// Each form's parts in order: (SHA-256, size).
+type FileParts = [Vec<(String, i64)>; 3];
+
+/// The whole files' hash states before the first chunk: the xz file starts with the stream
+/// header.
+pub(crate) fn start() -> [Hashers; 3] {
+    let mut hashers: [Hashers; 3] = Default::default();
+    hashers[2].update(xz::header());
+    hashers
+}
+
+/// The three files of `chunks`: each one's parts in order — the xz file's between its stream
+/// header and its index with the footer, whose bytes are returned to be stored — and the whole
+/// files' final hash states (`hashers`: the states after the last chunk).
+fn layout(chunks: &[&Chunk], mut hashers: [Hashers; 3]) -> (FileParts, [Hashers; 3], [Vec<u8>; 2]) {
+    let named = |bytes: &[u8]| {
+        use sha2::Digest as _;
+        (hex::encode(sha2::Sha256::digest(bytes)), i64::try_from(bytes.len()).unwrap_or(i64::MAX))
+    };
+    let records: Vec<xz::Record> = chunks.iter().filter_map(|c| c.xz).collect();
+    let (header, tail) = (xz::header().to_vec(), xz::tail(&records));
+    hashers[2].update(&tail);
+    let mut parts: FileParts = Default::default();
+    for (form, list) in parts.iter_mut().enumerate() {
+        if form == 2 {
+            list.push(named(&header));
+        }
+        // A chunk without text has no xz block.
+        list.extend(chunks.iter().filter(|c| form != 2 || c.xz.is_some()).map(|c| c.parts[form].clone()));
+        if form == 2 {
+            list.push(named(&tail));
+        }
+    }
+    (parts, hashers, [header, tail])
+}
+
+/// Stores and adds the three files of `chunks` (`hashers`: the states after the last), their
+/// by-hash names; returns their part lists' digests and what `Release` lists for them.
+async fn publish_files(
+    ctx: &mut BuildContext<'_>,
+    id: &IndexId<'_>,
+    chunks: &[&Chunk],
+    hashers: [Hashers; 3],
+) -> Result<([String; 3], [Hashed; 3]), BuildError> {
+    let IndexId { dist, base, stem, .. } = *id;
+    let (parts, hashers, ends) = layout(chunks, hashers);
+    for bytes in ends {
+        let mut sink = ctx.file(".parts/new", "application/octet-stream").await?;
+        sink.write(&bytes).await?;
+        ctx.part(sink).await?;
+    }
+    let mut lists: [String; 3] = Default::default();
+    for (form, (ext, content_type)) in FORMS.iter().enumerate() {
+        lists[form] = ctx.composite(&format!("dists/{dist}/{base}/{stem}{ext}"), content_type, &parts[form]).await?;
+    }
+    Ok((lists, finish(ctx, id, &hashers)?))
 }
 
 /// Release's entries for the three files, and their by-hash names.
@@ -287,7 +450,23 @@ async fn render_chunk(
     if ids.is_empty() && !even_empty {
         return Ok(None);
     }
-    let text: Arc<str> = Arc::from(text);
+    let (parts, xz, hashed) = store_chunk(ctx, Arc::from(text), hashers).await?;
+    Ok(Some(Chunk {
+        last_id: ids.last().copied().unwrap_or(after),
+        count: i64::try_from(ids.len()).unwrap_or(i64::MAX),
+        parts,
+        xz,
+        after: hashed,
+    }))
+}
+
+/// Compresses and stores one chunk's text: its three parts, and the whole files' hash states
+/// after it (carried on from `hashers`).
+async fn store_chunk(
+    ctx: &mut BuildContext<'_>,
+    text: Arc<str>,
+    hashers: [Hashers; 3],
+) -> Result<([(String, i64); 3], Option<xz::Record>, [Hashers; 3]), BuildError> {
     let [mut plain_hash, mut gz_hash, mut xz_hash] = hashers;
     let (t1, t2, t3) = (text.clone(), text.clone(), text.clone());
     let (plain, gz, xz) = tokio::join!(
@@ -304,27 +483,19 @@ async fn render_chunk(
             Ok((bytes, gz_hash))
         }),
         blocking(move || {
-            use std::io::Write as _;
-            let mut e = liblzma::write::XzEncoder::new(Vec::new(), XZ_PRESET);
-            e.write_all(t3.as_bytes())?;
-            let bytes = e.finish()?;
-            xz_hash.update(&bytes);
-            Ok((bytes, xz_hash))
+            let (block, record) = xz::block(t3.as_bytes())?;
+            xz_hash.update(&block);
+            Ok((block, record, xz_hash))
         }),
     );
-    let (plain_hash, (gz, gz_hash), (xz, xz_hash)) = (plain?, gz?, xz?);
+    let (plain_hash, (gz, gz_hash), (xz, record, xz_hash)) = (plain?, gz?, xz?);
     let mut parts: [(String, i64); 3] = Default::default();
     for (form, bytes) in [text.as_bytes(), &gz, &xz].into_iter().enumerate() {
         let mut sink = ctx.file(".parts/new", "application/octet-stream").await?;
         sink.write(bytes).await?;
         parts[form] = ctx.part(sink).await?;
     }
-    Ok(Some(Chunk {
-        last_id: ids.last().copied().unwrap_or(after),
-        count: i64::try_from(ids.len()).unwrap_or(i64::MAX),
-        parts,
-        after: [plain_hash, gz_hash, xz_hash],
-    }))
+    Ok((parts, record, [plain_hash, gz_hash, xz_hash]))
 }
 
 /// Carries the whole-file hashes over an unchanged chunk that follows a changed one (its parts

@@ -8,22 +8,28 @@
 //! (if the proxy mirrors it), fetched through the proxy cache and checked against the upstream
 //! `InRelease`, whose signature must verify with the proxy's `apt.signed_by` key; a nested group's published index of the same distribution. Members' indexes are
 //! read as xz and merged stanza by stanza, so memory stays bounded.
+//!
+//! A merge is incremental (#22): each member's stanzas are stored as chunks of their own and
+//! remembered with the keys the member lists; the next merge reads only the members whose
+//! index changed, and a kept member again only when a change ahead of it touched a key it lists
+//! (see `chunks.rs`). Stanzas are listed once each, so their order in the file is free: the
+//! kept members' chunks come first, the merged ones after them.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, Read};
+use std::sync::Arc;
 
-use super::index::{Hashed, IndexId, IndexWriter};
+use super::chunks::{self, Contribution, Memory};
+use super::index::{Hashed, Hashers, IndexId};
 use super::KIND;
 use packyard_core::groups::{members_of, published_entry, Reader, Sources};
 use packyard_core::publication::{BuildContext, BuildError};
 use packyard_model::repos::{RepoType, Repository};
+use packyard_store::db::publication::SnapshotFile;
 use packyard_store::db::Db;
 
 /// A group's build reading its members.
 pub struct Upstream<'a>(pub &'a Reader);
-
-/// Text is handed to the index writer in pieces of about this size.
-const CHUNK: usize = 256 * 1024;
 
 use super::index::other;
 
@@ -68,22 +74,23 @@ pub fn field<'a>(stanza: &'a str, name: &str) -> Option<&'a str> {
     })
 }
 
-/// Adds a member's stanza to `out` unless an earlier member listed the same package: its
-/// `Filename` (a `Sources` stanza: its `Directory`) is prefixed with `pool/<member>/`. Stanzas
-/// without the identifying fields — name, version and, in `Packages`, architecture — or the
-/// path are skipped.
-pub fn merge_stanza(out: &mut String, seen: &mut HashSet<String>, member: &str, stanza: &str) -> bool {
+/// A stanza's identity in a merge — `name version architecture` (`source` for a `Sources`
+/// stanza) — and the field holding its path (`Filename`, or a `Sources` stanza's `Directory`);
+/// `None` for a stanza without them.
+pub fn stanza_key(stanza: &str) -> Option<(String, &'static str)> {
     let sources = field(stanza, "Filename").is_none();
     let (path_field, arch) =
         if sources { ("Directory", Some("source")) } else { ("Filename", field(stanza, "Architecture")) };
     let (Some(name), Some(version), Some(arch), Some(_)) =
         (field(stanza, "Package"), field(stanza, "Version"), arch, field(stanza, path_field))
     else {
-        return false;
+        return None;
     };
-    if !seen.insert(format!("{name} {version} {arch}")) {
-        return false;
-    }
+    Some((format!("{name} {version} {arch}"), path_field))
+}
+
+/// Appends a member's stanza with its `path_field` prefixed by `pool/<member>/`.
+fn write_stanza(out: &mut String, member: &str, stanza: &str, path_field: &str) {
     for line in stanza.lines() {
         match line.split_once(':') {
             Some((k, v)) if !line.starts_with([' ', '\t']) && k.eq_ignore_ascii_case(path_field) => {
@@ -98,71 +105,221 @@ pub fn merge_stanza(out: &mut String, seen: &mut HashSet<String>, member: &str, 
         out.push('\n');
     }
     out.push('\n');
+}
+
+/// Adds a member's stanza to `out` unless an earlier member listed the same package: its
+/// `Filename` (a `Sources` stanza: its `Directory`) is prefixed with `pool/<member>/`. Stanzas
+/// without the identifying fields — name, version and, in `Packages`, architecture — or the
+/// path are skipped.
+pub fn merge_stanza(out: &mut String, seen: &mut HashSet<String>, member: &str, stanza: &str) -> bool {
+    let Some((key, path_field)) = stanza_key(stanza) else { return false };
+    if !seen.insert(key) {
+        return false;
+    }
+    write_stanza(out, member, stanza, path_field);
     true
 }
 
-/// One architecture's index of group `repo`, merged from its members in order.
+/// Text of a merged index is stored in chunks of about this size (each compressed on its own).
+const MERGED_CHUNK: usize = 1024 * 1024;
+
+/// What a member offers one index of a group, found without reading it.
+enum Input {
+    /// A proxy member's upstream index: the verified upstream release (its `InRelease`'s
+    /// SHA-256 and text), the index's SHA-256 as the release lists it, and its form.
+    Upstream { release: (String, String), expected: String, compression: Compression },
+    /// A hosted or group member's published index (its `.xz` form).
+    Published(SnapshotFile),
+}
+
+impl Input {
+    fn sha256(&self) -> &str {
+        match self {
+            Self::Upstream { expected, .. } => expected,
+            Self::Published(f) => &f.sha256,
+        }
+    }
+}
+
+/// One architecture's index (or a component's `Sources`) of group `repo`, merged from its
+/// members: a member whose index is the one the group's published merge read keeps its chunks,
+/// unless a member before it changed a package it also lists; the others are read and merged
+/// again, their chunks listed after the kept ones ([`chunks::Contribution`]).
 pub(super) async fn merge_index(
     ctx: &mut BuildContext<'_>,
-    upstream: &Upstream<'_>,
+    (upstream, memory): (&Upstream<'_>, &Memory),
     repo: &Repository,
     id: &IndexId<'_>,
-    sources: &mut Sources,
+    (sources, current): (&mut Sources, &HashMap<String, String>),
 ) -> Result<[Hashed; 3], BuildError> {
-    upstream.merge_index(ctx, repo, id, sources).await
+    upstream.merge_index(ctx, memory, repo, id, (sources, current)).await
 }
 
 impl Upstream<'_> {
     async fn merge_index(
         &self,
         ctx: &mut BuildContext<'_>,
+        memory: &Memory,
         repo: &Repository,
         id: &IndexId<'_>,
-        sources: &mut Sources,
+        (sources, current): (&mut Sources, &HashMap<String, String>),
     ) -> Result<[Hashed; 3], BuildError> {
-        let IndexId { dist, base, .. } = *id;
-        let mut out = IndexWriter::open(ctx, id).await?;
-        let mut seen = HashSet::new();
-        let mut text = String::new();
+        let IndexId { dist, base, stem, .. } = *id;
+        // What each member offers, in the members' order.
+        let mut inputs = Vec::new();
         for member in members_of(ctx.db, repo).await? {
-            let bytes = match member.repo_type {
+            let input = match member.repo_type {
                 RepoType::Proxy => {
                     let Some(release) = self.upstream_release(&member, dist).await? else { continue };
                     sources.insert(member.name.to_string(), release.0.clone());
-                    self.upstream_index(&member, &release, id).await?
+                    upstream_input(release, id)
                 }
                 // A hosted member's distribution of the same name (its only one, whatever its
                 // name); a nested group's of the same name.
                 RepoType::Hosted => {
                     let Some(own) = member_distribution(&member, dist) else { continue };
-                    published_index(ctx.db, self.0, &member, &own, id).await?
+                    published_index(ctx.db, &member, &own, id).await?
                 }
-                RepoType::Group => published_index(ctx.db, self.0, &member, dist, id).await?,
+                RepoType::Group => published_index(ctx.db, &member, dist, id).await?,
             };
-            let Some((bytes, compression)) = bytes else { continue };
-            let reader: Box<dyn Read + Send> = match compression {
-                // An index may be several xz streams or gzip members one after another (Packyard
-                // publishes its own so: each chunk compressed on its own).
-                Compression::Xz => Box::new(liblzma::read::XzDecoder::new_multi_decoder(std::io::Cursor::new(bytes))),
-                Compression::Gz => Box::new(flate2::read::MultiGzDecoder::new(std::io::Cursor::new(bytes))),
-                Compression::None => Box::new(std::io::Cursor::new(bytes)),
-            };
-            let mut stanzas = StanzaReader::new(BufReader::with_capacity(64 * 1024, reader));
-            let mut stanza = String::new();
-            while stanzas
-                .next_stanza(&mut stanza)
-                .map_err(|e| other(format!("member {}: cannot read its {dist} {base} index: {e}", member.name)))?
-            {
-                merge_stanza(&mut text, &mut seen, member.name.as_str(), &stanza);
-                if text.len() >= CHUNK {
-                    out.push(&text).await?;
-                    text.clear();
-                }
+            if let Some(input) = input {
+                let source = format!("{} {}", member.name, input.sha256());
+                inputs.push((member, input, source));
             }
-            out.push(&text).await?;
-            text.clear();
         }
-        out.finish(ctx).await
+        let names: Vec<String> = inputs.iter().map(|(m, ..)| m.name.to_string()).collect();
+        let path = format!("dists/{dist}/{base}/{stem}");
+        let previous = memory.recall_merge(repo.id, &path, current).filter(|p| p.members == names);
+        let previous = previous.map(|p| p.emitted).unwrap_or_default();
+
+        // Which members keep their chunks: the same index as before, and no member ahead of
+        // them changed a key they offer (one the changed member offers now or offered then).
+        let mut kept: HashSet<i64> = HashSet::new();
+        let mut moved: HashSet<u128> = HashSet::new();
+        for (member, input, source) in &inputs {
+            let Some(was) = previous.iter().find(|c| c.member == member.id) else { continue };
+            if was.source == *source {
+                let shadowed = if moved.len() < was.offered.len() {
+                    moved.iter().any(|k| was.offered.contains(k))
+                } else {
+                    was.offered.iter().any(|k| moved.contains(k))
+                };
+                if !shadowed {
+                    kept.insert(member.id);
+                }
+            } else {
+                let now = self.offered(member, input, id).await?;
+                moved.extend(now.symmetric_difference(&was.offered).copied());
+            }
+        }
+
+        // The kept contributions first, in the order the published index lists them: while
+        // nothing before them changed, their hash states carry on as they were.
+        let mut hashers: [Hashers; 3] = chunks::start();
+        let mut emitted: Vec<Contribution> = Vec::with_capacity(inputs.len());
+        let mut intact = true;
+        for was in &previous {
+            if !kept.contains(&was.member) {
+                intact = false;
+                continue;
+            }
+            let mut c = was.clone();
+            if intact {
+                if let Some(last) = c.chunks.last() {
+                    hashers = last.after.clone();
+                }
+            } else {
+                hashers = chunks::carry(ctx, &mut c.chunks, hashers).await?;
+            }
+            emitted.push(c);
+        }
+        // The others read and merged again, in the members' order, each without the keys of
+        // the members before it.
+        let mut ahead: Vec<Arc<HashSet<u128>>> = Vec::with_capacity(inputs.len());
+        let mut merged: Vec<Contribution> = Vec::new();
+        for (member, input, source) in &inputs {
+            if let Some(c) = emitted.iter().find(|c| c.member == member.id) {
+                ahead.push(c.offered.clone());
+                continue;
+            }
+            let c = self.contribute(ctx, member, input, id, (&ahead, &mut hashers)).await?;
+            let c = Contribution { source: source.clone(), ..c };
+            ahead.push(c.offered.clone());
+            merged.push(c);
+        }
+        emitted.extend(merged);
+        chunks::finish_merge(ctx, memory, (repo.id, id), names, emitted, hashers).await
+    }
+
+    /// A member's index for one of the group's, decompressed as a stream of stanzas.
+    async fn open(
+        &self,
+        member: &Repository,
+        input: &Input,
+        id: &IndexId<'_>,
+    ) -> Result<StanzaReader<BufReader<Box<dyn Read + Send>>>, BuildError> {
+        let (bytes, compression) = match input {
+            Input::Upstream { release, expected, compression } => {
+                (self.upstream_index(member, release, id, expected).await?, *compression)
+            }
+            Input::Published(f) => (self.0.snapshot_bytes(f).await?, Compression::Xz),
+        };
+        let reader: Box<dyn Read + Send> = match compression {
+            // An index may be several xz streams or gzip members one after another (Packyard's
+            // gzip files are: each chunk compressed on its own).
+            Compression::Xz => Box::new(liblzma::read::XzDecoder::new_multi_decoder(std::io::Cursor::new(bytes))),
+            Compression::Gz => Box::new(flate2::read::MultiGzDecoder::new(std::io::Cursor::new(bytes))),
+            Compression::None => Box::new(std::io::Cursor::new(bytes)),
+        };
+        Ok(StanzaReader::new(BufReader::with_capacity(64 * 1024, reader)))
+    }
+
+    /// The keys of every stanza a member's index lists.
+    async fn offered(&self, member: &Repository, input: &Input, id: &IndexId<'_>) -> Result<HashSet<u128>, BuildError> {
+        let mut stanzas = self.open(member, input, id).await?;
+        let mut stanza = String::new();
+        let mut keys = HashSet::new();
+        while stanzas.next_stanza(&mut stanza).map_err(|e| unreadable(member, id, e))? {
+            if let Some((key, _)) = stanza_key(&stanza) {
+                keys.insert(chunks::key_digest(&key));
+            }
+        }
+        Ok(keys)
+    }
+
+    /// Merges a member's index: its stanzas but those a member `ahead` lists (or it listed
+    /// already), stored as chunks of about [`MERGED_CHUNK`], the whole files' hashes carried on.
+    async fn contribute(
+        &self,
+        ctx: &mut BuildContext<'_>,
+        member: &Repository,
+        input: &Input,
+        id: &IndexId<'_>,
+        (ahead, hashers): (&[Arc<HashSet<u128>>], &mut [Hashers; 3]),
+    ) -> Result<Contribution, BuildError> {
+        let mut stanzas = self.open(member, input, id).await?;
+        let (mut stanza, mut text) = (String::new(), String::new());
+        let mut offered = HashSet::new();
+        let mut out = Vec::new();
+        while stanzas.next_stanza(&mut stanza).map_err(|e| unreadable(member, id, e))? {
+            let Some((key, path_field)) = stanza_key(&stanza) else { continue };
+            let key = chunks::key_digest(&key);
+            if !offered.insert(key) || ahead.iter().any(|a| a.contains(&key)) {
+                continue;
+            }
+            write_stanza(&mut text, member.name.as_str(), &stanza, path_field);
+            if text.len() >= MERGED_CHUNK {
+                let chunk = chunks::text_chunk(ctx, std::mem::take(&mut text), hashers.clone()).await?;
+                *hashers = chunk.after.clone();
+                out.push(chunk);
+            }
+        }
+        if !text.is_empty() {
+            let chunk = chunks::text_chunk(ctx, text, hashers.clone()).await?;
+            *hashers = chunk.after.clone();
+            out.push(chunk);
+        }
+        Ok(Contribution { member: member.id, source: String::new(), offered: Arc::new(offered), chunks: out })
     }
 
     /// A proxy member's upstream `InRelease` for `dist` (its SHA-256, and the release text its
@@ -201,40 +358,54 @@ impl Upstream<'_> {
         Ok(self.0.fetch(member, super::proxy_request(member, path)).await?.map(|(sha, _)| sha))
     }
 
-    /// A proxy member's upstream index (a component and architecture's `Packages`, or a
-    /// component's `Sources`): the form `release` lists first among xz, gz and plain, checked
-    /// against the SHA-256 there (fetched by hash when the upstream offers it and the plain name
-    /// moved on).
+    /// A proxy member's upstream index `expected` (the SHA-256 its verified `release` lists
+    /// for it) through the proxy cache, fetched by hash when the upstream offers it and the
+    /// plain name moved on.
     async fn upstream_index(
         &self,
         member: &Repository,
         release: &(String, String),
         id: &IndexId<'_>,
-    ) -> Result<Option<(bytes::Bytes, Compression)>, BuildError> {
-        let IndexId { dist, base, stem, .. } = *id;
-        let release = release.1.as_str();
-        let by_hash = field(release, "Acquire-By-Hash").is_some_and(|v| v.eq_ignore_ascii_case("yes"));
-        let listed = sha256_section(release);
-        for (suffix, compression) in [(".xz", Compression::Xz), (".gz", Compression::Gz), ("", Compression::None)] {
-            let rel = format!("{base}/{stem}{suffix}");
-            let Some(expected) = listed.iter().find(|(_, p)| *p == rel).map(|(h, _)| h.to_string()) else {
-                continue;
-            };
-            let mut got = self.fetch(member, &format!("dists/{dist}/{rel}")).await?;
-            if got.as_deref() != Some(expected.as_str()) && by_hash {
-                let path = format!("dists/{dist}/{base}/by-hash/SHA256/{expected}");
-                got = self.fetch(member, &path).await?;
-            }
-            if got.as_deref() != Some(expected.as_str()) {
-                return Err(other(format!(
-                    "member {}: the upstream's {dist}/{rel} does not match its Release (the upstream may be mid-update); retrying",
-                    member.name
-                )));
-            }
-            return Ok(Some((self.0.bytes(&expected).await?, compression)));
+        expected: &str,
+    ) -> Result<bytes::Bytes, BuildError> {
+        let IndexId { dist, base, .. } = *id;
+        let by_hash = field(&release.1, "Acquire-By-Hash").is_some_and(|v| v.eq_ignore_ascii_case("yes"));
+        let rel = sha256_section(&release.1)
+            .into_iter()
+            .find(|(h, p)| *h == expected && p.starts_with(base))
+            .map(|(_, p)| p.to_string())
+            .ok_or_else(|| other(format!("member {}: {expected} is not in its {dist} Release", member.name)))?;
+        let mut got = self.fetch(member, &format!("dists/{dist}/{rel}")).await?;
+        if got.as_deref() != Some(expected) && by_hash {
+            let path = format!("dists/{dist}/{base}/by-hash/SHA256/{expected}");
+            got = self.fetch(member, &path).await?;
         }
-        Ok(None)
+        if got.as_deref() != Some(expected) {
+            return Err(other(format!(
+                "member {}: the upstream's {dist}/{rel} does not match its Release (the upstream may be mid-update); retrying",
+                member.name
+            )));
+        }
+        self.0.bytes(expected).await
     }
+}
+
+/// Which of a proxy member's upstream indexes a group's index merges: the form the verified
+/// `release` lists first among xz, gz and plain; `None` when it lists none.
+fn upstream_input(release: (String, String), id: &IndexId<'_>) -> Option<Input> {
+    let IndexId { base, stem, .. } = *id;
+    for (suffix, compression) in [(".xz", Compression::Xz), (".gz", Compression::Gz), ("", Compression::None)] {
+        let rel = format!("{base}/{stem}{suffix}");
+        let listed = sha256_section(&release.1).into_iter().find(|(_, p)| *p == rel).map(|(h, _)| h.to_string());
+        if let Some(expected) = listed {
+            return Some(Input::Upstream { release, expected, compression });
+        }
+    }
+    None
+}
+
+fn unreadable(member: &Repository, id: &IndexId<'_>, e: std::io::Error) -> BuildError {
+    other(format!("member {}: cannot read its {} {} index: {e}", member.name, id.dist, id.base))
 }
 
 /// The snapshot file (never served: a hidden path) recording which upstream `InRelease` of each
@@ -289,11 +460,10 @@ fn member_distribution(member: &Repository, dist: &str) -> Option<String> {
 /// (`after_publish`).
 async fn published_index(
     db: &Db,
-    reader: &Reader,
     member: &Repository,
     dist: &str,
     id: &IndexId<'_>,
-) -> Result<Option<(bytes::Bytes, Compression)>, BuildError> {
+) -> Result<Option<Input>, BuildError> {
     let IndexId { component, arch, stem, .. } = *id;
     let candidates = if stem == "Sources" {
         vec![format!("{component}/source")]
@@ -303,7 +473,7 @@ async fn published_index(
     for base in candidates {
         let path = format!("dists/{dist}/{base}/{stem}.xz");
         if let Some(f) = published_entry(db, member, KIND, dist, &path).await? {
-            return Ok(Some((reader.snapshot_bytes(&f).await?, Compression::Xz)));
+            return Ok(Some(Input::Published(f)));
         }
     }
     Ok(None)

@@ -1,14 +1,12 @@
-//! One index's files, written as text arrives: `Packages` (or `Sources`) and its gzip and xz
-//! forms, each hashed on the way for `Release` (the three forms of a chunk in parallel), with
-//! their `by-hash` names. Hosted builds and group merges both write through it.
-
-use std::sync::Arc;
+//! What hosted builds and group merges share about one index: its identity, the hashes `Release`
+//! lists for its files, and the blocking pool its compression runs on (`chunks.rs` writes the
+//! files).
 
 use md5::Md5;
 use sha1::Sha1;
 use sha2::{Digest, Sha256, Sha512};
 
-use packyard_core::publication::{BuildContext, BuildError, FileSink};
+use packyard_core::publication::BuildError;
 
 /// The four digests and the size of one index file, as Release lists them.
 pub(crate) struct Hashed {
@@ -76,30 +74,6 @@ impl<'a> IndexId<'a> {
     }
 }
 
-/// An encoder of one compressed index form whose output is taken after every chunk.
-trait Encoder: std::io::Write + Send + 'static {
-    fn take_output(&mut self) -> Vec<u8>;
-    fn finish_output(self) -> std::io::Result<Vec<u8>>;
-}
-
-impl Encoder for flate2::write::GzEncoder<Vec<u8>> {
-    fn take_output(&mut self) -> Vec<u8> {
-        std::mem::take(self.get_mut())
-    }
-    fn finish_output(self) -> std::io::Result<Vec<u8>> {
-        self.finish()
-    }
-}
-
-impl Encoder for liblzma::write::XzEncoder<Vec<u8>> {
-    fn take_output(&mut self) -> Vec<u8> {
-        std::mem::take(self.get_mut())
-    }
-    fn finish_output(self) -> std::io::Result<Vec<u8>> {
-        self.finish()
-    }
-}
-
 /// Runs CPU work (compression, hashing) on a blocking thread, so that the forms of one chunk
 /// are produced in parallel and the executor keeps reading the next page.
 pub(crate) async fn blocking<T: Send + 'static>(
@@ -108,113 +82,144 @@ pub(crate) async fn blocking<T: Send + 'static>(
     tokio::task::spawn_blocking(f).await.map_err(other)?.map_err(other)
 }
 
-/// Compresses one chunk and hashes the compressed bytes; returns the state and the bytes.
-async fn compress<E: Encoder>(state: (E, Hashers), text: Arc<str>) -> Result<((E, Hashers), Vec<u8>), BuildError> {
-    blocking(move || {
-        let (mut encoder, mut hash) = state;
-        encoder.write_all(text.as_bytes())?;
-        let out = encoder.take_output();
-        hash.update(&out);
-        Ok(((encoder, hash), out))
-    })
-    .await
-}
-
-type GzState = (flate2::write::GzEncoder<Vec<u8>>, Hashers);
-type XzState = (liblzma::write::XzEncoder<Vec<u8>>, Hashers);
-
-/// The three files of one index, written as text arrives: `Packages` (or `Sources`) and its
-/// gzip and xz forms, each hashed on the way (the three forms of a chunk in parallel).
-pub(crate) struct IndexWriter {
-    base: String,
-    stem: String,
-    dist: String,
-    plain: FileSink,
-    gz: FileSink,
-    xz: FileSink,
-    plain_hash: Option<Hashers>,
-    gz_state: Option<GzState>,
-    xz_state: Option<XzState>,
-}
-
 pub(crate) fn other(e: impl std::fmt::Display) -> BuildError {
     BuildError::Other(e.to_string())
 }
 
-fn gone() -> BuildError {
-    BuildError::Other("an index writer was used after a failed write".into())
-}
+/// The xz form of an index is one stream of independently compressed blocks, a block per
+/// chunk: apt (2.6) reads only the first of several concatenated xz streams, so the chunks
+/// cannot be streams of their own as their gzip members are. A chunk's block is cut out of the
+/// single-block stream the encoder makes of its text; the file is the stream header, the blocks,
+/// and an index of the blocks' sizes with the stream footer, written per build.
+pub(crate) mod xz {
+    use std::io;
+    use std::sync::OnceLock;
 
-impl IndexWriter {
-    pub(crate) async fn open(ctx: &BuildContext<'_>, id: &IndexId<'_>) -> Result<Self, BuildError> {
-        let IndexId { dist, base, stem, .. } = *id;
-        Ok(Self {
-            plain: ctx.file(&format!("dists/{dist}/{base}/{stem}"), TEXT).await?,
-            gz: ctx.file(&format!("dists/{dist}/{base}/{stem}.gz"), "application/gzip").await?,
-            xz: ctx.file(&format!("dists/{dist}/{base}/{stem}.xz"), "application/x-xz").await?,
-            base: base.to_string(),
-            stem: stem.to_string(),
-            dist: dist.to_string(),
-            plain_hash: Some(Hashers::default()),
-            gz_state: Some((
-                flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default()),
-                Hashers::default(),
-            )),
-            xz_state: Some((liblzma::write::XzEncoder::new(Vec::new(), XZ_PRESET), Hashers::default())),
-        })
+    /// A block's record in the stream's index: its unpadded and uncompressed sizes.
+    pub(crate) type Record = (u64, u64);
+
+    const HEADER_LEN: usize = 12;
+    const FOOTER_LEN: usize = 12;
+
+    fn bad(what: &str) -> io::Error {
+        io::Error::other(format!("the xz encoder's output has {what}"))
     }
 
-    /// Appends whole stanzas.
-    pub(crate) async fn push(&mut self, text: &str) -> Result<(), BuildError> {
-        if text.is_empty() {
-            return Ok(());
-        }
-        let text: Arc<str> = Arc::from(text);
-        let gz = self.gz_state.take().ok_or_else(gone)?;
-        let xz = self.xz_state.take().ok_or_else(gone)?;
-        let mut hash = self.plain_hash.take().ok_or_else(gone)?;
-        let t = text.clone();
-        let hashed = blocking(move || {
-            hash.update(t.as_bytes());
-            Ok(hash)
-        });
-        let (gz, xz, hashed) = tokio::join!(compress(gz, text.clone()), compress(xz, text.clone()), hashed);
-        let ((gz_state, gz_out), (xz_state, xz_out)) = (gz?, xz?);
-        self.plain_hash = Some(hashed?);
-        self.gz_state = Some(gz_state);
-        self.xz_state = Some(xz_state);
-        self.plain.write(text.as_bytes()).await?;
-        self.gz.write(&gz_out).await?;
-        self.xz.write(&xz_out).await?;
-        Ok(())
+    /// A stream from the encoder of `text`.
+    fn encode(text: &[u8]) -> io::Result<Vec<u8>> {
+        use std::io::Write as _;
+        let mut e = liblzma::write::XzEncoder::new(Vec::new(), super::XZ_PRESET);
+        e.write_all(text)?;
+        e.finish()
     }
 
-    /// Finishes the three files, adds them and their by-hash names, and returns what Release
-    /// lists for them.
-    pub(crate) async fn finish(mut self, ctx: &mut BuildContext<'_>) -> Result<[Hashed; 3], BuildError> {
-        let (gz, mut gz_hash) = self.gz_state.take().ok_or_else(gone)?;
-        let tail = gz.finish_output().map_err(other)?;
-        self.gz.write(&tail).await?;
-        gz_hash.update(&tail);
-        let (xz, mut xz_hash) = self.xz_state.take().ok_or_else(gone)?;
-        let tail = blocking(move || xz.finish_output()).await?;
-        self.xz.write(&tail).await?;
-        xz_hash.update(&tail);
-        let plain_hash = self.plain_hash.take().ok_or_else(gone)?;
-        ctx.add(self.plain).await?;
-        ctx.add(self.gz).await?;
-        ctx.add(self.xz).await?;
-        let (base, stem) = (&self.base, &self.stem);
-        let hashed = [
-            plain_hash.finish(format!("{base}/{stem}")),
-            gz_hash.finish(format!("{base}/{stem}.gz")),
-            xz_hash.finish(format!("{base}/{stem}.xz")),
-        ];
-        for h in &hashed {
-            let full = format!("dists/{}/{}", self.dist, h.path);
-            ctx.alias(&format!("dists/{}/{base}/by-hash/SHA256/{}", self.dist, h.sha256), &full)?;
-            ctx.alias(&format!("dists/{}/{base}/by-hash/SHA512/{}", self.dist, h.sha512), &full)?;
+    /// The stream header every stream of the encoder starts with (its flags name the check).
+    pub(crate) fn header() -> &'static [u8] {
+        static HEADER: OnceLock<Vec<u8>> = OnceLock::new();
+        HEADER.get_or_init(|| encode(b"").map(|s| s[..HEADER_LEN].to_vec()).unwrap_or_default())
+    }
+
+    /// `text` compressed as one block: its bytes and its record (`None` for empty text, which
+    /// has no block).
+    pub(crate) fn block(text: &[u8]) -> io::Result<(Vec<u8>, Option<Record>)> {
+        let stream = encode(text)?;
+        if stream.len() < HEADER_LEN + FOOTER_LEN || stream[..HEADER_LEN] != *header() {
+            return Err(bad("an unexpected stream header"));
         }
-        Ok(hashed)
+        let footer = &stream[stream.len() - FOOTER_LEN..];
+        let backward = u32::from_le_bytes([footer[4], footer[5], footer[6], footer[7]]);
+        let index_len = (usize::try_from(backward).map_err(|_| bad("a huge index"))? + 1) * 4;
+        let index_at = stream
+            .len()
+            .checked_sub(FOOTER_LEN + index_len)
+            .filter(|a| *a >= HEADER_LEN)
+            .ok_or_else(|| bad("no index"))?;
+        let index = &stream[index_at..stream.len() - FOOTER_LEN];
+        let mut at = 1;
+        let mut next = || varint(index, &mut at).ok_or_else(|| bad("an unreadable index"));
+        let record = match next()? {
+            0 => None,
+            1 => Some((next()?, next()?)),
+            _ => return Err(bad("several blocks")),
+        };
+        Ok((stream[HEADER_LEN..index_at].to_vec(), record))
+    }
+
+    /// The stream's end after its blocks: the index of `records` and the stream footer.
+    pub(crate) fn tail(records: &[Record]) -> Vec<u8> {
+        let mut index = vec![0u8];
+        push_varint(&mut index, records.len() as u64);
+        for (unpadded, uncompressed) in records {
+            push_varint(&mut index, *unpadded);
+            push_varint(&mut index, *uncompressed);
+        }
+        while index.len() % 4 != 0 {
+            index.push(0);
+        }
+        let crc = crc32(&index);
+        index.extend_from_slice(&crc.to_le_bytes());
+        let flags = &header()[6..8];
+        let backward = u32::try_from(index.len() / 4 - 1).unwrap_or(u32::MAX);
+        let mut covered = backward.to_le_bytes().to_vec();
+        covered.extend_from_slice(flags);
+        index.extend_from_slice(&crc32(&covered).to_le_bytes());
+        index.extend_from_slice(&covered);
+        index.extend_from_slice(b"YZ");
+        index
+    }
+
+    fn crc32(bytes: &[u8]) -> u32 {
+        let mut c = flate2::Crc::new();
+        c.update(bytes);
+        c.sum()
+    }
+
+    fn push_varint(out: &mut Vec<u8>, mut n: u64) {
+        while n >= 0x80 {
+            out.push((n as u8) | 0x80);
+            n >>= 7;
+        }
+        out.push(n as u8);
+    }
+
+    fn varint(bytes: &[u8], at: &mut usize) -> Option<u64> {
+        let mut n = 0u64;
+        for shift in (0..63).step_by(7) {
+            let b = *bytes.get(*at)?;
+            *at += 1;
+            n |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return Some(n);
+            }
+        }
+        None
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+        use std::io::Read as _;
+
+        #[test]
+        fn blocks_make_one_stream_a_single_stream_reader_reads_whole() -> io::Result<()> {
+            let texts: [&[u8]; 4] = [b"Package: a\n\n", b"", &[b'x'; 300_000], b"Package: b\n\n"];
+            let mut file = header().to_vec();
+            let mut records = Vec::new();
+            for t in texts {
+                let (block, record) = block(t)?;
+                assert_eq!(block.is_empty(), record.is_none());
+                file.extend_from_slice(&block);
+                records.extend(record);
+            }
+            file.extend_from_slice(&tail(&records));
+            let mut out = Vec::new();
+            // One stream: the plain decoder (which stops after the first stream) reads it all.
+            liblzma::read::XzDecoder::new(&file[..]).read_to_end(&mut out)?;
+            assert_eq!(out, texts.concat());
+            let mut empty = header().to_vec();
+            empty.extend_from_slice(&tail(&[]));
+            assert_eq!(empty, encode(b"")?, "no blocks: the encoder's own empty stream");
+            Ok(())
+        }
     }
 }

@@ -30,7 +30,8 @@ pub struct AptBuilder {
     pub keystore: std::sync::Arc<packyard_core::security::keystore::KeyStore>,
     /// Reads group members (and, through its blob store, packages for their MD5).
     pub reader: Reader,
-    /// What the last builds left of each hosted index (reused while still published).
+    /// What the last builds left of each hosted index and group merge (reused while still
+    /// published).
     pub memory: chunks::Memory,
 }
 
@@ -78,7 +79,7 @@ impl AptBuilder {
         let mut sources = packyard_core::groups::Sources::new();
         // The current snapshot's index files, which an incremental build may continue.
         let current: HashMap<String, String> = match unit.current_snapshot_id {
-            Some(snapshot) if repo.repo_type != RepoType::Group => ctx
+            Some(snapshot) => ctx
                 .db
                 .snapshot_files(snapshot)
                 .await?
@@ -98,7 +99,8 @@ impl AptBuilder {
                 let base = format!("{component}/binary-{arch}");
                 let id = IndexId { component, arch, dist, base: &base, stem: "Packages" };
                 let files = if repo.repo_type == RepoType::Group {
-                    group::merge_index(ctx, &Upstream(&self.reader), repo, &id, &mut sources).await?
+                    let upstream = (&Upstream(&self.reader), &self.memory);
+                    group::merge_index(ctx, upstream, repo, &id, (&mut sources, &current)).await?
                 } else {
                     self.index(ctx, repo.id, &id, (&current, &changed[0])).await?
                 };
@@ -107,7 +109,8 @@ impl AptBuilder {
             let base = format!("{component}/source");
             let id = IndexId::sources(dist, component, &base);
             let files = if repo.repo_type == RepoType::Group {
-                group::merge_index(ctx, &Upstream(&self.reader), repo, &id, &mut sources).await?
+                let upstream = (&Upstream(&self.reader), &self.memory);
+                group::merge_index(ctx, upstream, repo, &id, (&mut sources, &current)).await?
             } else {
                 self.sources_index(ctx, repo.id, &id, (&current, &changed[1])).await?
             };
