@@ -101,6 +101,13 @@ enum Command {
         /// Where to write the samples (JSON).
         #[arg(long)]
         output: Option<PathBuf>,
+        /// The repository whose `Packages` must list each upload (a group over the target);
+        /// the target itself when not given.
+        #[arg(long)]
+        watch: Option<String>,
+        /// The distribution uploads go to and are looked for in.
+        #[arg(long, default_value = "stable")]
+        dist: String,
     },
     /// Writes a deterministic generated package.
     Fixture {
@@ -221,7 +228,7 @@ fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Visible { target, auth, seed, seed_bytes, seed_concurrency, samples, pause_ms, output } => {
+        Command::Visible { target, auth, seed, seed_bytes, seed_concurrency, samples, pause_ms, output, watch, dist } => {
             anyhow::ensure!(samples > 0, "--samples must be at least 1");
             let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
             rt.block_on(async {
@@ -231,8 +238,13 @@ fn main() -> anyhow::Result<()> {
                     eprintln!("seeded {seed} packages in {:.1} s", took.as_secs_f64());
                 }
                 let run = format!("{:x}", std::process::id());
+                let watch = packyard_loadtest::visibility::Watch {
+                    target: &target,
+                    watched: watch.as_deref().unwrap_or(&target),
+                    dist: &dist,
+                };
                 let ms = packyard_loadtest::visibility::measure(
-                    &target,
+                    &watch,
                     &auth,
                     samples,
                     std::time::Duration::from_millis(pause_ms),

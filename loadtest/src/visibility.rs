@@ -1,7 +1,8 @@
 //! How long one upload takes to become visible in a hosted APT repository that already holds
-//! many packages: seeds the repository, then uploads one package at a time into the idle
-//! repository and times from the upload's 201 until `Release` has changed and `Packages` lists
-//! the package (a conditional GET of `Release` every 2 ms, then `Packages` once).
+//! many packages (or in a group over it): seeds the repository, then uploads one package at a
+//! time into the idle repository and times from the upload's 201 until `Release` has changed
+//! and `Packages` lists the package (a conditional GET of `Release` every 2 ms, then `Packages`
+//! once).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -10,7 +11,6 @@ use std::time::{Duration, Instant};
 use crate::http::{Conn, Endpoint, Request};
 use crate::{apt, basic, get};
 
-const RELEASE: &str = "dists/stable/Release";
 const PACKAGES: &str = "dists/stable/main/binary-amd64/Packages";
 
 fn upload(auth: &str, name: &str, payload: &[u8]) -> anyhow::Result<Request> {
@@ -78,18 +78,34 @@ fn count(hay: &[u8], needle: &str) -> usize {
     hay.windows(needle.len()).filter(|w| *w == needle.as_bytes()).count()
 }
 
+/// Where uploads go and where they must become visible.
+pub struct Watch<'a> {
+    /// The hosted repository's base URL.
+    pub target: &'a str,
+    /// The repository whose `Packages` must list them (the target, or a group over it).
+    pub watched: &'a str,
+    pub dist: &'a str,
+}
+
 /// `samples` uploads, one at a time, each `pause` after the previous became visible; the time
 /// from each 201 until it is visible, in milliseconds.
-pub async fn measure(base: &str, auth: &str, samples: usize, pause: Duration, run: &str) -> anyhow::Result<Vec<f64>> {
-    let endpoint = Endpoint::parse(base)?;
-    let mut up = Conn::new(endpoint.clone());
-    let mut poll = Conn::new(endpoint);
+pub async fn measure(
+    watch: &Watch<'_>,
+    auth: &str,
+    samples: usize,
+    pause: Duration,
+    run: &str,
+) -> anyhow::Result<Vec<f64>> {
+    let mut up = Conn::new(Endpoint::parse(watch.target)?);
+    let mut poll = Conn::new(Endpoint::parse(watch.watched)?);
+    let release = format!("dists/{}/Release", watch.dist);
+    let packages = format!("dists/{}/main/binary-amd64/Packages", watch.dist);
     let payload = apt::filler(11, 1024);
     let etag_of = |r: &crate::http::Response| {
         r.headers.iter().find(|(k, _)| k == "etag").map(|(_, v)| v.clone()).unwrap_or_default()
     };
-    let r = poll.send(&get(RELEASE), false).await?;
-    anyhow::ensure!(r.status == 200, "{RELEASE} answered {}", r.status);
+    let r = poll.send(&get(&release), false).await?;
+    anyhow::ensure!(r.status == 200, "{release} answered {}", r.status);
     let mut etag = etag_of(&r);
     let mut out = Vec::with_capacity(samples);
     for i in 0..samples {
@@ -100,19 +116,19 @@ pub async fn measure(base: &str, auth: &str, samples: usize, pause: Duration, ru
         let acknowledged = Instant::now();
         let needle = format!("Package: {name}\n");
         loop {
-            let mut req = get(RELEASE);
+            let mut req = get(&release);
             req.headers.push(("If-None-Match".into(), etag.clone()));
             let r = poll.send(&req, false).await?;
             if r.status == 200 {
                 let seen = acknowledged.elapsed();
                 etag = etag_of(&r);
-                let p = poll.send(&get(PACKAGES), true).await?;
+                let p = poll.send(&get(&packages), true).await?;
                 if p.status == 200 && memchr_str(&p.body, &needle) {
                     out.push(seen.as_secs_f64() * 1000.0);
                     break;
                 }
             } else {
-                anyhow::ensure!(r.status == 304, "{RELEASE} answered {}", r.status);
+                anyhow::ensure!(r.status == 304, "{release} answered {}", r.status);
             }
             anyhow::ensure!(acknowledged.elapsed() < Duration::from_secs(120), "{name} not visible after 120 s");
             tokio::time::sleep(Duration::from_millis(2)).await;
