@@ -228,7 +228,18 @@ fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Visible { target, auth, seed, seed_bytes, seed_concurrency, samples, pause_ms, output, watch, dist } => {
+        Command::Visible {
+            target,
+            auth,
+            seed,
+            seed_bytes,
+            seed_concurrency,
+            samples,
+            pause_ms,
+            output,
+            watch,
+            dist,
+        } => {
             anyhow::ensure!(samples > 0, "--samples must be at least 1");
             let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
             rt.block_on(async {

@@ -25,7 +25,7 @@ async fn add(t: &TestDb, repo: i64, i: usize) -> anyhow::Result<i64> {
 /// Adds package `name` 1.0 (architecture `all` when `i` is a multiple of 10) to `stable`.
 async fn add_named(t: &TestDb, repo: i64, name: &str, i: usize) -> anyhow::Result<i64> {
     let name = name.to_string();
-    let arch = if i % 10 == 0 { "all" } else { "amd64" };
+    let arch = if i.is_multiple_of(10) { "all" } else { "amd64" };
     let hex64 = format!("{i:064x}");
     let p = AptPackage {
         id: 0,
@@ -66,7 +66,7 @@ async fn publish(
     } else {
         builder.build(&mut ctx, repo, &claim.unit).await?;
     }
-    let files = ctx.finish().await.expect("finish");
+    let files = ctx.finish().await?;
     t.db.publish_snapshot(&claim, &files, &[], 0).await?.ok_or_else(|| anyhow::anyhow!("fenced"))?;
     Ok(files.into_iter().map(|f| (f.path.clone(), f)).collect())
 }

@@ -2,6 +2,7 @@
 //! `<branch>/<channel>/<arch>`, group merges, index keys in the key store, and the proxy rule.
 
 pub mod catalogue;
+pub mod chunks;
 pub mod group;
 pub mod hosted;
 pub mod keys;

@@ -42,7 +42,11 @@ pub fn builders(
         )
         .with(
             apk::KIND,
-            Arc::new(apk::publish::ApkBuilder { page_size: 1_000, keystore: keystore.clone(), reader: reader.clone() }),
+            Arc::new(apk::publish::ApkBuilder {
+                keystore: keystore.clone(),
+                reader: reader.clone(),
+                memory: Default::default(),
+            }),
         )
         .with(go::KIND, Arc::new(go::publish::GoBuilder { page_size: 1_000, reader: reader.clone() }))
         .with(conan::KIND, Arc::new(conan::publish::ConanBuilder { reader: reader.clone() }))

@@ -46,10 +46,14 @@ pub fn index_member(description: &str, apkindex: &str, mtime: u64) -> Result<Vec
 /// The signature member for an index member.
 pub fn signature_member(index_gz: &[u8], key: &ApkKey, key_file: &str, mtime: u64) -> Result<Vec<u8>, IndexError> {
     let sig = key.sign_sha1(index_gz)?;
+    signature_tar(&sig, key_file, mtime)
+}
+
+fn signature_tar(sig: &[u8], key_file: &str, mtime: u64) -> Result<Vec<u8>, IndexError> {
     let h = ustar(&format!(".SIGN.RSA.{key_file}"), sig.len(), mtime)?;
     let mut tar = Vec::with_capacity(512 + sig.len() + 512);
     tar.extend_from_slice(h.as_bytes());
-    tar.extend_from_slice(&sig);
+    tar.extend_from_slice(sig);
     tar.resize(tar.len().div_ceil(512) * 512, 0);
     // No end-of-archive blocks: apk reads the two members as one tar stream.
     Ok(gzip(&tar)?)
@@ -67,6 +71,96 @@ pub fn signed_index(
     let mut out = signature_member(&index, key, key_file, mtime)?;
     out.extend_from_slice(&index);
     Ok(out)
+}
+
+/// An index member built from pieces (#22): one gzip member whose deflate stream is the pieces'
+/// streams one after another, each compressed on its own and ending on a byte boundary (a sync
+/// flush), the last one final. A publication that changes a few records compresses again only
+/// their piece, the tar head (whose `APKINDEX` header holds the size) and the tail; apk reads one
+/// ordinary gzip member. The tar stream is [`index_head`], the records, [`index_tail`].
+#[derive(Debug, Clone)]
+pub struct Piece {
+    /// Raw deflate data.
+    pub bytes: Vec<u8>,
+    /// CRC-32 and length of the uncompressed data.
+    pub crc: u32,
+    pub len: u64,
+}
+
+/// `data` deflated on its own (level 6, as the whole member would be): ending with a sync flush,
+/// or, when `last`, with the final block.
+pub fn deflate_piece(data: &[u8], last: bool) -> Result<Piece, std::io::Error> {
+    use flate2::{Compress, Compression, FlushCompress, Status};
+    let mut c = Compress::new(Compression::new(6), false);
+    let mut out = Vec::with_capacity(data.len() / 3 + 64);
+    let flush = if last { FlushCompress::Finish } else { FlushCompress::Sync };
+    loop {
+        let consumed = usize::try_from(c.total_in()).unwrap_or(usize::MAX);
+        if out.capacity() - out.len() < 64 {
+            out.reserve(out.capacity().max(4096));
+        }
+        let status =
+            c.compress_vec(&data[consumed.min(data.len())..], &mut out, flush).map_err(std::io::Error::other)?;
+        let done_in = c.total_in() == data.len() as u64;
+        match status {
+            Status::StreamEnd => break,
+            // A sync flush is complete once all input is in and the output was not filled up.
+            Status::Ok | Status::BufError if !last && done_in && out.len() < out.capacity() => break,
+            Status::Ok | Status::BufError => {}
+        }
+    }
+    let mut h = crc32fast::Hasher::new();
+    h.update(data);
+    Ok(Piece { bytes: out, crc: h.finalize(), len: data.len() as u64 })
+}
+
+/// The gzip member header of an assembled index member (as [`gzip`] writes it).
+pub const GZIP_HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
+
+/// The gzip trailer after `pieces` (their `(crc, len)` in order): the CRC-32 and the length of
+/// the whole uncompressed data.
+pub fn gzip_trailer(pieces: impl IntoIterator<Item = (u32, u64)>) -> [u8; 8] {
+    let mut all = crc32fast::Hasher::new();
+    let mut total = 0u64;
+    for (crc, len) in pieces {
+        all.combine(&crc32fast::Hasher::new_with_initial_len(crc, len));
+        total += len;
+    }
+    let mut out = [0u8; 8];
+    out[..4].copy_from_slice(&all.finalize().to_le_bytes());
+    out[4..].copy_from_slice(&(total as u32).to_le_bytes());
+    out
+}
+
+/// The tar stream of an index member up to its records: `DESCRIPTION` and the `APKINDEX`
+/// header for records of `apkindex_len` bytes.
+pub fn index_head(description: &str, apkindex_len: u64, mtime: u64) -> Result<Vec<u8>, std::io::Error> {
+    let d = ustar("DESCRIPTION", description.len(), mtime)?;
+    let mut out = Vec::with_capacity(1536 + description.len());
+    out.extend_from_slice(d.as_bytes());
+    out.extend_from_slice(description.as_bytes());
+    out.resize(out.len().div_ceil(512) * 512, 0);
+    let a = ustar("APKINDEX", usize::try_from(apkindex_len).unwrap_or(usize::MAX), mtime)?;
+    out.extend_from_slice(a.as_bytes());
+    Ok(out)
+}
+
+/// The tar stream of an index member after `apkindex_len` bytes of records: their padding and
+/// the end-of-archive blocks.
+pub fn index_tail(apkindex_len: u64) -> Vec<u8> {
+    let pad = (512 - apkindex_len % 512) % 512;
+    vec![0u8; usize::try_from(pad).unwrap_or(0) + 1024]
+}
+
+/// The signature member for an index member whose SHA-1 is `sha1`.
+pub fn signature_member_of_digest(
+    sha1: &[u8],
+    key: &ApkKey,
+    key_file: &str,
+    mtime: u64,
+) -> Result<Vec<u8>, IndexError> {
+    let sig = key.sign_sha1_digest(sha1)?;
+    signature_tar(&sig, key_file, mtime)
 }
 
 /// Splits an `APKINDEX.tar.gz` into its raw gzip members (for checks and group merges).
@@ -162,6 +256,41 @@ mod tests {
     use rsa::pkcs8::DecodePublicKey;
     use sha1::{Digest, Sha1};
     use std::io::Read;
+
+    #[test]
+    fn an_index_member_of_pieces_is_the_index_member_apk_reads() -> anyhow::Result<()> {
+        let key = ApkKey::generate(super::super::signing::MIN_BITS)?;
+        let file = key.file_name("repo")?;
+        let chunks: Vec<String> = (0..3)
+            .map(|c| (0..700).map(|i| format!("C:Q1x{c}{i}=\nP:p{c}-{i}\nV:1-r0\nA:x86_64\nS:{i}\n\n")).collect())
+            .collect();
+        let records: String = chunks.concat();
+        let len = records.len() as u64;
+        let mut pieces = vec![deflate_piece(&index_head("repo v3.20/main", len, 1_700_000_000)?, false)?];
+        for c in &chunks {
+            pieces.push(deflate_piece(c.as_bytes(), false)?);
+        }
+        pieces.push(deflate_piece(&index_tail(len), true)?);
+        let mut member = GZIP_HEADER.to_vec();
+        for p in &pieces {
+            member.extend_from_slice(&p.bytes);
+        }
+        member.extend_from_slice(&gzip_trailer(pieces.iter().map(|p| (p.crc, p.len))));
+        // Byte for byte the tar the whole-text writer makes, in one gzip member.
+        let whole = index_member("repo v3.20/main", &records, 1_700_000_000)?;
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        flate2::read::GzDecoder::new(&member[..]).read_to_end(&mut a)?;
+        flate2::read::GzDecoder::new(&whole[..]).read_to_end(&mut b)?;
+        assert!(a == b, "the same tar");
+        let sig = signature_member_of_digest(&Sha1::digest(&member), &key, &file, 1_700_000_000)?;
+        let mut signed = sig;
+        signed.extend_from_slice(&member);
+        assert_eq!(split_members(&signed)?.len(), 2, "one signature member, one index member");
+        let public = rsa::RsaPublicKey::from_public_key_pem(&key.public_pem()?)?;
+        assert_eq!(verify_index(&signed, &[public])?, member);
+        assert_eq!(apkindex_text(&signed)?, records);
+        Ok(())
+    }
 
     #[test]
     fn the_signature_covers_the_raw_index_member_and_has_no_end_blocks() -> anyhow::Result<()> {

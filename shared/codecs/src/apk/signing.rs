@@ -84,7 +84,12 @@ impl ApkKey {
 
     /// RSA PKCS#1 v1.5 over the SHA-1 of `data` (what `.SIGN.RSA.` carries).
     pub fn sign_sha1(&self, data: &[u8]) -> Result<Vec<u8>, KeyError> {
-        self.key.sign(Pkcs1v15Sign::new::<Sha1>(), &Sha1::digest(data)).map_err(rsa_err)
+        self.sign_sha1_digest(&Sha1::digest(data))
+    }
+
+    /// Signs a SHA-1 digest already computed (of data hashed as it was assembled).
+    pub fn sign_sha1_digest(&self, digest: &[u8]) -> Result<Vec<u8>, KeyError> {
+        self.key.sign(Pkcs1v15Sign::new::<Sha1>(), digest).map_err(rsa_err)
     }
 }
 

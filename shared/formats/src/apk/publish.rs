@@ -17,28 +17,38 @@ use packyard_store::db::publication::UnitRecord;
 use packyard_store::db::Db;
 
 pub struct ApkBuilder {
-    pub page_size: i64,
     /// Where each repository's index key is sealed.
     pub keystore: Arc<KeyStore>,
     /// Reads group members.
     pub reader: Reader,
+    /// What the last builds left of each hosted index (reused while still published).
+    pub memory: super::chunks::Memory,
 }
 
 #[async_trait]
 impl Builder for ApkBuilder {
+    /// A hosted unit's index, built incrementally from its rows ([`super::chunks`]).
     async fn build(&self, ctx: &mut BuildContext<'_>, repo: &Repository, unit: &UnitRecord) -> Result<(), BuildError> {
-        let mut records = String::new();
-        let mut after = 0;
-        loop {
-            let page = crate::apk::rows::unit_page(ctx.db, repo.id, &unit.unit_key, after, self.page_size).await?;
-            let Some(last) = page.last() else { break };
-            after = last.id;
-            for p in &page {
-                records.push_str(&p.record);
-                records.push('\n');
+        let key = crate::apk::keys::current(ctx.db, &self.keystore, repo.id)
+            .await
+            .map_err(|e| BuildError::Other(format!("index key: {e}")))?;
+        let key_file = key.file_name(repo.name.as_str()).map_err(|e| BuildError::Other(e.to_string()))?;
+        let description = format!("{} {}", repo.name, unit.unit_key);
+        let path = format!("{}/{INDEX_FILE}", unit.unit_key);
+        let current = match unit.current_snapshot_id {
+            Some(snapshot) => {
+                ctx.db.snapshot_files(snapshot).await?.into_iter().find(|f| f.path == path && f.is_composite())
             }
-        }
-        self.index(ctx, repo, unit, records, Vec::new()).await
+            None => None,
+        };
+        let signing = super::chunks::Signing {
+            key: &key,
+            key_file: &key_file,
+            description: &description,
+            mtime: u64::try_from(packyard_store::db::now_ms() / 1000).unwrap_or(0),
+        };
+        let at = (repo.id, unit.unit_key.as_str(), path.as_str());
+        super::chunks::build(ctx, &self.memory, at, current.as_ref().map(|f| f.sha256.as_str()), &signing).await
     }
 
     async fn merge(&self, ctx: &mut BuildContext<'_>, group: &Repository, unit: &UnitRecord) -> Result<(), BuildError> {
@@ -67,7 +77,7 @@ impl Builder for ApkBuilder {
 }
 
 impl ApkBuilder {
-    /// Signs and writes the unit's index of `records`, and the hidden files beside it.
+    /// Signs and writes a group unit's index of `records`, and the hidden files beside it.
     async fn index(
         &self,
         ctx: &mut BuildContext<'_>,

@@ -46,17 +46,28 @@ pub async fn served(db: &Db, repo: i64, path: &str) -> DbResult<Option<(String, 
     db.served_file(served, repo, path).await
 }
 
-/// A keyset page of one unit's packages, by id.
-pub async fn unit_page(db: &Db, repo: i64, unit_key: &str, after_id: i64, limit: i64) -> DbResult<Vec<ApkPackage>> {
-    let page = sql!(
-        "apk_packages.page",
+/// The ids of one unit's packages, ascending (no records: what an incremental build compares).
+pub async fn unit_ids(db: &Db, repo: i64, unit_key: &str) -> DbResult<Vec<i64>> {
+    let ids = sql!(
+        "apk_packages.unit_ids",
+        "SELECT id FROM apk_packages WHERE repository_id = $1 AND unit_key = $2 ORDER BY id"
+    );
+    let rows = db.bound(ids, (repo, unit_key)).fetch_all(db.pool()).await?;
+    rows.iter().map(|r| Column::read(r, "id")).collect()
+}
+
+/// One unit's packages with ids in `(after, upto]`, by id.
+pub async fn unit_range(db: &Db, repo: i64, unit_key: &str, (after, upto): (i64, i64)) -> DbResult<Vec<ApkPackage>> {
+    let range = sql!(
+        "apk_packages.range",
         concat!(
             "SELECT ",
             columns!(),
-            " FROM apk_packages WHERE repository_id = $1 AND unit_key = $2 AND id > $3 ORDER BY id LIMIT $4"
+            " FROM apk_packages WHERE repository_id = $1 AND unit_key = $2 AND id > $3 AND id <= $4 ORDER BY id"
         )
     );
-    db.page(db.bound(page, (repo, unit_key)), after_id, limit, ApkPackage::parse).await
+    let rows = db.bound(range, (repo, unit_key, after, upto)).fetch_all(db.pool()).await?;
+    rows.iter().map(ApkPackage::parse).collect()
 }
 
 /// A keyset page of the repository's packages with who uploaded each and when (the catalogue's

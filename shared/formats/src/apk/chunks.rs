@@ -1,0 +1,195 @@
+//! Incremental `APKINDEX.tar.gz` (#22): a hosted unit's records are kept as chunks of at most
+//! [`CHUNK_ROWS`] rows in id order, each chunk's records deflated on their own and stored as a
+//! blob, and the published index is a composite of the signature member with the index member's
+//! head (its gzip header and the tar up to the `APKINDEX` header, which holds the size), the
+//! chunks, and its tail (the tar's end, the final deflate block, the gzip trailer): one gzip
+//! member, as apk reads it ([`packyard_codecs::apk::index::Piece`]). A build remembers its
+//! chunks, and the next build of the unit deflates again only those whose rows changed — an
+//! upload adds a row after the last id, so only the last chunk — while the SHA-1 that the
+//! signature covers is taken over the compressed bytes, a quarter of the text's.
+//!
+//! Which chunks changed: the unit's ids are read (the index `(repository_id, unit_key, id)`,
+//! no records), and a chunk whose count or sum of ids in its range differs from what it holds
+//! is rendered again; rows are never changed in place (a new upload of a path is a new row).
+//! What a build remembers lives in the worker's memory; a build that finds the unit's current
+//! index is not the one it remembers builds every chunk.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use packyard_codecs::apk::index::{self as codec, Piece};
+use packyard_codecs::apk::signing::ApkKey;
+use packyard_core::publication::{BuildContext, BuildError};
+use packyard_store::blobs::Sha256Hex;
+use sha1::Digest as _;
+
+/// Rows per chunk (a few hundred KiB of records).
+pub(crate) const CHUNK_ROWS: usize = 1000;
+
+/// One chunk as published: ids `(previous chunk's last_id, last_id]`.
+#[derive(Clone)]
+struct Chunk {
+    last_id: i64,
+    count: usize,
+    id_sum: i128,
+    /// The deflated records: (SHA-256, size) of the blob, and the records' CRC-32 and length.
+    part: (String, i64),
+    crc: u32,
+    len: u64,
+}
+
+#[derive(Clone)]
+struct Remembered {
+    /// The published file's part list digest (which tells whether it is still the current one).
+    list: String,
+    chunks: Vec<Chunk>,
+}
+
+/// What the builder remembers of the indexes it built, by repository and unit.
+#[derive(Clone, Default)]
+pub struct Memory(Arc<Mutex<HashMap<(i64, String), Remembered>>>);
+
+/// How the index is signed and described.
+pub(crate) struct Signing<'a> {
+    pub key: &'a ApkKey,
+    pub key_file: &'a str,
+    pub description: &'a str,
+    pub mtime: u64,
+}
+
+/// Builds and adds the hosted unit's `path` (its `APKINDEX.tar.gz`) from its rows, reusing the
+/// chunks of the last build when the unit's current file is that build's (`current`: its part
+/// list digest).
+pub(crate) async fn build(
+    ctx: &mut BuildContext<'_>,
+    memory: &Memory,
+    (repo, unit_key, path): (i64, &str, &str),
+    current: Option<&str>,
+    signing: &Signing<'_>,
+) -> Result<(), BuildError> {
+    let key = (repo, unit_key.to_string());
+    let previous = memory
+        .0
+        .lock()
+        .ok()
+        .and_then(|m| m.get(&key).cloned())
+        .filter(|r| Some(r.list.as_str()) == current)
+        .map(|r| r.chunks)
+        .unwrap_or_default();
+    let ids = crate::apk::rows::unit_ids(ctx.db, repo, unit_key).await?;
+    let in_range = |lower: i64, upper: i64| {
+        let (from, to) = (ids.partition_point(|i| *i <= lower), ids.partition_point(|i| *i <= upper));
+        &ids[from..to]
+    };
+    let mut chunks: Vec<Chunk> = Vec::with_capacity(previous.len() + 1);
+    let mut lower = 0;
+    for (i, was) in previous.iter().enumerate() {
+        let last = i + 1 == previous.len();
+        let upper = if last { i64::MAX } else { was.last_id };
+        let now = in_range(lower, upper);
+        if now.len() == was.count && now.iter().map(|i| i128::from(*i)).sum::<i128>() == was.id_sum {
+            chunks.push(was.clone());
+        } else if last {
+            render(ctx, (repo, unit_key), now, &mut chunks).await?;
+        } else {
+            // Rows only go from a chunk before the last: its range stays as it was.
+            let mut one = Vec::new();
+            render(ctx, (repo, unit_key), now, &mut one).await?;
+            chunks.extend(one.into_iter().map(|c| Chunk { last_id: was.last_id, ..c }));
+        }
+        lower = was.last_id;
+    }
+    if previous.is_empty() {
+        render(ctx, (repo, unit_key), &ids, &mut chunks).await?;
+    }
+    let list = publish(ctx, path, &chunks, signing).await?;
+    if let Ok(mut m) = memory.0.lock() {
+        m.insert(key, Remembered { list, chunks });
+    }
+    Ok(())
+}
+
+/// Renders the rows of `ids` (ascending) as chunks of [`CHUNK_ROWS`], appended to `out`.
+async fn render(
+    ctx: &mut BuildContext<'_>,
+    (repo, unit_key): (i64, &str),
+    ids: &[i64],
+    out: &mut Vec<Chunk>,
+) -> Result<(), BuildError> {
+    for group in ids.chunks(CHUNK_ROWS) {
+        let (first, last) = (group[0], group[group.len() - 1]);
+        let rows = crate::apk::rows::unit_range(ctx.db, repo, unit_key, (first - 1, last)).await?;
+        let mut text = String::with_capacity(rows.iter().map(|r| r.record.len() + 1).sum());
+        for r in &rows {
+            text.push_str(&r.record);
+            text.push('\n');
+        }
+        let piece = deflate(text.into_bytes(), false).await?;
+        let mut sink = ctx.file(".parts/new", "application/octet-stream").await?;
+        sink.write(&piece.bytes).await?;
+        let part = ctx.part(sink).await?;
+        out.push(Chunk {
+            last_id: rows.last().map_or(last, |r| r.id),
+            count: rows.len(),
+            id_sum: rows.iter().map(|r| i128::from(r.id)).sum(),
+            part,
+            crc: piece.crc,
+            len: piece.len,
+        });
+    }
+    Ok(())
+}
+
+async fn deflate(data: Vec<u8>, last: bool) -> Result<Piece, BuildError> {
+    tokio::task::spawn_blocking(move || codec::deflate_piece(&data, last))
+        .await
+        .map_err(|e| BuildError::Other(e.to_string()))?
+        .map_err(|e| BuildError::Other(format!("compressing the index: {e}")))
+}
+
+/// Signs and adds the index of `chunks`: the signature member and the index member's head as
+/// one part, the chunks, the tail as another. Returns the file's part list digest.
+async fn publish(
+    ctx: &mut BuildContext<'_>,
+    path: &str,
+    chunks: &[Chunk],
+    signing: &Signing<'_>,
+) -> Result<String, BuildError> {
+    let other = |e: &dyn std::fmt::Display| BuildError::Other(format!("the index: {e}"));
+    let len: u64 = chunks.iter().map(|c| c.len).sum();
+    let head = codec::index_head(signing.description, len, signing.mtime).map_err(|e| other(&e))?;
+    let head = deflate(head, false).await?;
+    let tail = deflate(codec::index_tail(len), true).await?;
+    let pieces = std::iter::once((head.crc, head.len))
+        .chain(chunks.iter().map(|c| (c.crc, c.len)))
+        .chain(std::iter::once((tail.crc, tail.len)));
+    let mut back = tail.bytes.clone();
+    back.extend_from_slice(&codec::gzip_trailer(pieces));
+    let mut front = codec::GZIP_HEADER.to_vec();
+    front.extend_from_slice(&head.bytes);
+    // The signature covers the index member: its bytes hashed in order, the chunks read back.
+    let mut sha1 = sha1::Sha1::new();
+    sha1.update(&front);
+    for c in chunks {
+        let bytes = ctx.blobs().read_all(&Sha256Hex::parse(&c.part.0)?).await?;
+        sha1.update(&bytes);
+    }
+    sha1.update(&back);
+    let signature = codec::signature_member_of_digest(&sha1.finalize(), signing.key, signing.key_file, signing.mtime)
+        .map_err(|e| other(&e))?;
+    let mut first = signature;
+    first.extend_from_slice(&front);
+    let mut parts = Vec::with_capacity(chunks.len() + 2);
+    for (i, bytes) in [first, back].into_iter().enumerate() {
+        let mut sink = ctx.file(".parts/new", "application/octet-stream").await?;
+        sink.write(&bytes).await?;
+        let part = ctx.part(sink).await?;
+        if i == 0 {
+            parts.push(part);
+            parts.extend(chunks.iter().map(|c| c.part.clone()));
+        } else {
+            parts.push(part);
+        }
+    }
+    ctx.composite(path, "application/gzip", &parts).await
+}

@@ -1,0 +1,160 @@
+//! Incremental APK publication (#22): a hosted unit's `APKINDEX.tar.gz` kept as deflated chunks
+//! of records, only the changed ones compressed again; the index must be one signed gzip member
+//! that verifies with the repository's key and lists exactly what a build from nothing lists, on
+//! every backend.
+
+use std::collections::{HashMap, HashSet};
+
+use rsa::pkcs8::DecodePublicKey as _;
+use std::sync::Arc;
+
+use packyard_codecs::apk::index::{apkindex_text, split_members, verify_index};
+use packyard_core::publication::{read_file, BuildContext, Builder};
+use packyard_core::repositories::RepositoryService;
+use packyard_core::security::keystore::KeyStore;
+use packyard_formats::apk::publish::ApkBuilder;
+use packyard_formats::apk::rows::ApkPackage;
+use packyard_model::repos::Repository;
+use packyard_store::blobs::FileStore;
+use packyard_store::db::publication::{Due, SnapshotFile};
+use packyard_store::db_test;
+use packyard_store::testing::TestDb;
+
+const UNIT: &str = "v3.20/main/x86_64";
+
+async fn add(t: &TestDb, repo: i64, i: usize) -> anyhow::Result<i64> {
+    let name = format!("pkg-{i:05}");
+    let p = ApkPackage {
+        id: 0,
+        repository_id: repo,
+        unit_key: UNIT.into(),
+        path: format!("{UNIT}/{name}-1.0-r0.apk"),
+        record: format!("C:Q1{i:027}=\nP:{name}\nV:1.0-r0\nA:x86_64\nS:{}\nI:{}\nT:package {i}\n", 1000 + i, 4096 + i),
+        checksum: format!("Q1{i:027}="),
+        name,
+        version: "1.0-r0".into(),
+        size: 1000 + i as i64,
+        sha256: format!("{i:064x}"),
+    };
+    let mut tx = t.db.pool().begin().await?;
+    packyard_formats::apk::rows::insert(&t.db, &mut tx, &p, "test").await?;
+    t.db.record_change(&mut tx, repo, "apk", UNIT).await?;
+    tx.commit().await?;
+    let id: i64 = sqlx::query_scalar(&format!("SELECT id FROM apk_packages WHERE path = '{}'", p.path))
+        .fetch_one(t.db.pool())
+        .await?;
+    Ok(id)
+}
+
+/// Claims, builds with `builder` and publishes the unit; returns the snapshot's files by path.
+async fn publish(
+    t: &TestDb,
+    blobs: &FileStore,
+    builder: &ApkBuilder,
+    repo: &Repository,
+) -> anyhow::Result<HashMap<String, SnapshotFile>> {
+    let claim =
+        t.db.claim_due("test", Due { debounce_ms: 0, max_delay_ms: 0 }, 60_000)
+            .await?
+            .ok_or_else(|| anyhow::anyhow!("nothing due"))?;
+    let mut ctx = BuildContext::new(&t.db, blobs);
+    builder.build(&mut ctx, repo, &claim.unit).await?;
+    let files = ctx.finish().await?;
+    t.db.publish_snapshot(&claim, &files, &[], 0).await?.ok_or_else(|| anyhow::anyhow!("fenced"))?;
+    Ok(files.into_iter().map(|f| (f.path.clone(), f)).collect())
+}
+
+/// Requests a rebuild with no change of rows and publishes it.
+async fn publish_again(
+    t: &TestDb,
+    blobs: &FileStore,
+    builder: &ApkBuilder,
+    repo: &Repository,
+) -> anyhow::Result<HashMap<String, SnapshotFile>> {
+    t.db.request_changes(repo.id, &[("apk".to_string(), UNIT.to_string())]).await?;
+    publish(t, blobs, builder, repo).await
+}
+
+/// The index checked the way apk checks it (two gzip members, the signature over the second
+/// verifying with the repository's public key); returns its APKINDEX text.
+async fn check(
+    t: &TestDb,
+    blobs: &FileStore,
+    (builder, repo): (&ApkBuilder, &Repository),
+    files: &HashMap<String, SnapshotFile>,
+) -> anyhow::Result<String> {
+    let f = files.get(&format!("{UNIT}/APKINDEX.tar.gz")).ok_or_else(|| anyhow::anyhow!("no index"))?;
+    let bytes = read_file(blobs, f).await?;
+    assert_eq!(split_members(&bytes)?.len(), 2, "a signature member and one index member");
+    let key = packyard_formats::apk::keys::current(&t.db, &builder.keystore, repo.id).await?;
+    let public = rsa::RsaPublicKey::from_public_key_pem(&key.public_pem()?)?;
+    verify_index(&bytes, &[public])?;
+    Ok(apkindex_text(&bytes)?)
+}
+
+fn parts(files: &HashMap<String, SnapshotFile>) -> HashSet<String> {
+    files.values().filter(|f| f.path.starts_with(".parts/")).map(|f| f.sha256.clone()).collect()
+}
+
+async fn builder(t: &TestDb) -> anyhow::Result<(Arc<FileStore>, ApkBuilder)> {
+    let store = Arc::new(FileStore::open(t.dir.path().join("blobs"), t.metrics.clone()).await?);
+    let keystore = Arc::new(KeyStore::new("0123456789abcdef0123456789abcdef"));
+    let reader = packyard_core::groups::Reader { blobs: store.clone(), proxy: None };
+    Ok((store, ApkBuilder { keystore, reader, memory: Default::default() }))
+}
+
+fn fresh(b: &ApkBuilder) -> ApkBuilder {
+    ApkBuilder { keystore: b.keystore.clone(), reader: b.reader.clone(), memory: Default::default() }
+}
+
+db_test!(an_apk_upload_compresses_one_chunk_and_the_index_verifies, |t: TestDb| async move {
+    let spec = serde_json::from_value(serde_json::json!({"name": "alp", "format": "apk", "type": "hosted"}))?;
+    let repo = RepositoryService::new(&t.db).create(spec).await?;
+    let (store, builder) = builder(&t).await?;
+    let blobs = store.as_ref();
+    let mut ids = Vec::new();
+    for i in 0..2_500 {
+        ids.push(add(&t, repo.id, i).await?);
+    }
+    let written = || t.metrics.blob_bytes_total.with_label_values(&["in"]).get();
+    let at = written();
+    let first = publish(&t, blobs, &builder, &repo).await?;
+    let full = written() - at;
+    let text = check(&t, blobs, (&builder, &repo), &first).await?;
+    assert_eq!(text.matches("\nP:").count() + usize::from(text.starts_with("P:")), 2_500);
+    assert!(text.contains("P:pkg-00000\n") && text.contains("P:pkg-02499\n"));
+    let first_parts = parts(&first);
+
+    // One upload: the last chunk is compressed again, and the index's two ends.
+    add(&t, repo.id, 2_500).await?;
+    let at = written();
+    let second = publish(&t, blobs, &builder, &repo).await?;
+    let incremental = written() - at;
+    assert!(incremental * 3 < full, "one upload wrote {incremental} bytes, the whole build {full}");
+    let new: Vec<_> = parts(&second).difference(&first_parts).cloned().collect();
+    assert_eq!(new.len(), 3, "the last chunk, the head and the tail: {new:?}");
+    let text = check(&t, blobs, (&builder, &repo), &second).await?;
+    assert!(text.contains("P:pkg-02500\n"));
+    let expected =
+        check(&t, blobs, (&builder, &repo), &publish_again(&t, blobs, &fresh(&builder), &repo).await?).await?;
+    assert_eq!(text, expected, "the same APKINDEX as a build from nothing");
+
+    // A package of the first chunk goes.
+    publish_again(&t, blobs, &builder, &repo).await?;
+    let mut tx = t.db.pool().begin().await?;
+    assert!(packyard_formats::apk::rows::delete(&t.db, &mut tx, ids[3]).await?);
+    t.db.record_change(&mut tx, repo.id, "apk", UNIT).await?;
+    tx.commit().await?;
+    let text = check(&t, blobs, (&builder, &repo), &publish(&t, blobs, &builder, &repo).await?).await?;
+    assert!(!text.contains("P:pkg-00003\n"));
+    assert!(text.contains("P:pkg-00004\n") && text.contains("P:pkg-02500\n"));
+    let expected =
+        check(&t, blobs, (&builder, &repo), &publish_again(&t, blobs, &fresh(&builder), &repo).await?).await?;
+    assert_eq!(text, expected, "the same APKINDEX as a build from nothing");
+
+    // Nothing changed: the same chunks, a new signature.
+    let before = parts(&publish_again(&t, blobs, &builder, &repo).await?);
+    let same = publish_again(&t, blobs, &builder, &repo).await?;
+    assert!(parts(&same).difference(&before).count() <= 2, "only the head and tail may differ");
+    Ok(())
+});
