@@ -14,7 +14,7 @@ use packyard_core::repositories::RepositoryService;
 use packyard_core::security::keystore::KeyStore;
 use packyard_formats::apk::publish::ApkBuilder;
 use packyard_formats::apk::rows::ApkPackage;
-use packyard_model::repos::Repository;
+use packyard_model::repos::{RepoType, Repository};
 use packyard_store::blobs::FileStore;
 use packyard_store::db::publication::{Due, SnapshotFile};
 use packyard_store::db_test;
@@ -23,7 +23,12 @@ use packyard_store::testing::TestDb;
 const UNIT: &str = "v3.20/main/x86_64";
 
 async fn add(t: &TestDb, repo: i64, i: usize) -> anyhow::Result<i64> {
-    let name = format!("pkg-{i:05}");
+    add_named(t, repo, &format!("pkg-{i:05}"), i).await
+}
+
+/// Adds package `name` 1.0-r0 to the unit.
+async fn add_named(t: &TestDb, repo: i64, name: &str, i: usize) -> anyhow::Result<i64> {
+    let name = name.to_string();
     let p = ApkPackage {
         id: 0,
         repository_id: repo,
@@ -57,8 +62,13 @@ async fn publish(
         t.db.claim_due("test", Due { debounce_ms: 0, max_delay_ms: 0 }, 60_000)
             .await?
             .ok_or_else(|| anyhow::anyhow!("nothing due"))?;
+    assert_eq!(claim.unit.repository_id, repo.id, "the unit due is {}'s", repo.name);
     let mut ctx = BuildContext::new(&t.db, blobs);
-    builder.build(&mut ctx, repo, &claim.unit).await?;
+    if repo.repo_type == RepoType::Group {
+        builder.merge(&mut ctx, repo, &claim.unit).await?;
+    } else {
+        builder.build(&mut ctx, repo, &claim.unit).await?;
+    }
     let files = ctx.finish().await?;
     t.db.publish_snapshot(&claim, &files, &[], 0).await?.ok_or_else(|| anyhow::anyhow!("fenced"))?;
     Ok(files.into_iter().map(|f| (f.path.clone(), f)).collect())
@@ -156,5 +166,82 @@ db_test!(an_apk_upload_compresses_one_chunk_and_the_index_verifies, |t: TestDb| 
     let before = parts(&publish_again(&t, blobs, &builder, &repo).await?);
     let same = publish_again(&t, blobs, &builder, &repo).await?;
     assert!(parts(&same).difference(&before).count() <= 2, "only the head and tail may differ");
+    Ok(())
+});
+
+/// The member each package of a group's `.members` file came from, for `name`.
+fn provider(members: &str, name: &str) -> Option<String> {
+    members.lines().find_map(|l| l.strip_prefix(&format!("{name}-1.0-r0.apk ")).map(str::to_string))
+}
+
+db_test!(an_apk_group_merges_again_only_the_member_that_changed, |t: TestDb| async move {
+    let service = RepositoryService::new(&t.db);
+    let hosted = |name: &str| serde_json::json!({"name": name, "format": "apk", "type": "hosted"});
+    let small = service.create(serde_json::from_value(hosted("small"))?).await?;
+    let big = service.create(serde_json::from_value(hosted("big"))?).await?;
+    let group = service
+        .create(serde_json::from_value(
+            serde_json::json!({"name": "both", "format": "apk", "type": "group", "group": {"members": ["small", "big"]}}),
+        )?)
+        .await?;
+    let (store, builder) = builder(&t).await?;
+    let blobs = store.as_ref();
+    for i in 0..2_500 {
+        add(&t, big.id, i).await?;
+    }
+    for i in 0..20 {
+        add_named(&t, small.id, &format!("loc-{i:02}"), 3_000 + i).await?;
+    }
+    // small's pkg-00005 1.0-r0 shadows big's.
+    add_named(&t, small.id, "pkg-00005", 9_005).await?;
+    publish(&t, blobs, &builder, &big).await?;
+    publish(&t, blobs, &builder, &small).await?;
+    t.db.request_changes(group.id, &[("apk".to_string(), UNIT.to_string())]).await?;
+    let members = |files: &HashMap<String, SnapshotFile>| {
+        let f = files.get(&format!("{UNIT}/.members")).cloned();
+        async move {
+            let f = f.ok_or_else(|| anyhow::anyhow!("no .members"))?;
+            anyhow::Ok(String::from_utf8(read_file(blobs, &f).await?.to_vec())?)
+        }
+    };
+    let first = publish(&t, blobs, &builder, &group).await?;
+    let text = check(&t, blobs, (&builder, &group), &first).await?;
+    assert_eq!(text.matches("\nP:").count(), 2_520);
+    let map = members(&first).await?;
+    assert_eq!(provider(&map, "pkg-00005").as_deref(), Some("small"));
+    assert_eq!(provider(&map, "pkg-00006").as_deref(), Some("big"));
+    assert!(text.contains("C:Q1000000000000000000000009005="), "small's record of pkg-00005");
+
+    // One more in small: big's chunks are kept.
+    add_named(&t, small.id, "loc-new", 3_100).await?;
+    publish(&t, blobs, &builder, &small).await?;
+    t.db.request_changes(group.id, &[("apk".to_string(), UNIT.to_string())]).await?;
+    let second = publish(&t, blobs, &builder, &group).await?;
+    let new: Vec<_> = parts(&second).difference(&parts(&first)).cloned().collect();
+    assert_eq!(new.len(), 3, "small's chunk, the head and the tail: {new:?}");
+    let text = check(&t, blobs, (&builder, &group), &second).await?;
+    assert_eq!(provider(&members(&second).await?, "loc-new").as_deref(), Some("small"));
+    let sorted = |text: &str| {
+        let mut r: Vec<String> = text.split("\n\n").filter(|r| !r.is_empty()).map(str::to_string).collect();
+        r.sort();
+        r
+    };
+    let expected =
+        check(&t, blobs, (&builder, &group), &publish_again(&t, blobs, &fresh(&builder), &group).await?).await?;
+    assert_eq!(sorted(&text), sorted(&expected), "the same records as a merge from nothing");
+
+    // small now also has pkg-00007: big's records are merged again without it.
+    publish_again(&t, blobs, &builder, &group).await?;
+    add_named(&t, small.id, "pkg-00007", 9_007).await?;
+    publish(&t, blobs, &builder, &small).await?;
+    t.db.request_changes(group.id, &[("apk".to_string(), UNIT.to_string())]).await?;
+    let third = publish(&t, blobs, &builder, &group).await?;
+    let text = check(&t, blobs, (&builder, &group), &third).await?;
+    assert_eq!(text.matches("P:pkg-00007\n").count(), 1);
+    assert!(text.contains("C:Q1000000000000000000000009007="), "small's record of pkg-00007");
+    assert_eq!(provider(&members(&third).await?, "pkg-00007").as_deref(), Some("small"));
+    let expected =
+        check(&t, blobs, (&builder, &group), &publish_again(&t, blobs, &fresh(&builder), &group).await?).await?;
+    assert_eq!(sorted(&text), sorted(&expected), "the same records as a merge from nothing");
     Ok(())
 });

@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 
+pub mod incremental;
+
 use packyard_model::repos::Repository;
 use packyard_store::db::DbError;
 

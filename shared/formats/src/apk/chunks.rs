@@ -13,6 +13,9 @@
 //! is rendered again; rows are never changed in place (a new upload of a path is a new row).
 //! What a build remembers lives in the worker's memory; a build that finds the unit's current
 //! index is not the one it remembers builds every chunk.
+//!
+//! A group's index is assembled the same way from its members' contributions, each member's
+//! merged records in chunks of their own (`group.rs`, [`Contribution`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -45,9 +48,80 @@ struct Remembered {
     chunks: Vec<Chunk>,
 }
 
-/// What the builder remembers of the indexes it built, by repository and unit.
+/// What the builder remembers of the indexes it built, by repository and unit, and of the
+/// group indexes it merged, by group and unit.
 #[derive(Clone, Default)]
-pub struct Memory(Arc<Mutex<HashMap<(i64, String), Remembered>>>);
+pub struct Memory(Arc<Mutex<HashMap<(i64, String), Remembered>>>, Arc<Mutex<HashMap<(i64, String), Merged>>>);
+
+/// One member's records in a group's index, as a merge left them
+/// ([`packyard_core::groups::incremental`]).
+pub(crate) type Contribution = packyard_core::groups::incremental::Contribution<Kept>;
+
+/// What a merge keeps of a member's contribution: its chunks, and the `.members` entries of the
+/// records in them.
+#[derive(Clone, Default)]
+pub(crate) struct Kept {
+    chunks: Vec<Chunk>,
+    pub(crate) provided: Vec<(String, String)>,
+}
+
+/// A group's index as a merge left it.
+#[derive(Clone)]
+struct Merged {
+    list: String,
+    members: Vec<String>,
+    emitted: Vec<Contribution>,
+}
+
+impl Memory {
+    /// The contributions of the group's last merge of `unit`, if that merge is the one
+    /// published (`current`: its part list digest) and the members are the same (by name, in
+    /// order).
+    pub(crate) fn recall_merge(
+        &self,
+        group: i64,
+        unit: &str,
+        current: Option<&str>,
+        members: &[String],
+    ) -> Vec<Contribution> {
+        let Ok(m) = self.1.lock() else { return Vec::new() };
+        m.get(&(group, unit.to_string()))
+            .filter(|r| Some(r.list.as_str()) == current && r.members == members)
+            .map(|r| r.emitted.clone())
+            .unwrap_or_default()
+    }
+}
+
+/// A member's records (each ending with a blank line) as chunks of [`CHUNK_ROWS`], stored;
+/// `provided`: the `.members` entries of those records.
+pub(crate) async fn contribution_chunks(
+    ctx: &mut BuildContext<'_>,
+    records: &[&str],
+    provided: Vec<(String, String)>,
+) -> Result<Kept, BuildError> {
+    let mut chunks = Vec::new();
+    for group in records.chunks(CHUNK_ROWS) {
+        chunks.push(store_chunk(ctx, group.concat(), (0, group.len(), 0)).await?);
+    }
+    Ok(Kept { chunks, provided })
+}
+
+/// Signs and adds a group's merged index (`path`) of the `emitted` contributions in order, and
+/// remembers the merge.
+pub(crate) async fn publish_merge(
+    ctx: &mut BuildContext<'_>,
+    memory: &Memory,
+    (group, unit, path): (i64, &str, &str),
+    (members, emitted): (Vec<String>, Vec<Contribution>),
+    signing: &Signing<'_>,
+) -> Result<(), BuildError> {
+    let chunks: Vec<Chunk> = emitted.iter().flat_map(|c| c.kept.chunks.iter().cloned()).collect();
+    let list = publish(ctx, path, &chunks, signing).await?;
+    if let Ok(mut m) = memory.1.lock() {
+        m.insert((group, unit.to_string()), Merged { list, members, emitted });
+    }
+    Ok(())
+}
 
 /// How the index is signed and described.
 pub(crate) struct Signing<'a> {
@@ -124,20 +198,23 @@ async fn render(
             text.push_str(&r.record);
             text.push('\n');
         }
-        let piece = deflate(text.into_bytes(), false).await?;
-        let mut sink = ctx.file(".parts/new", "application/octet-stream").await?;
-        sink.write(&piece.bytes).await?;
-        let part = ctx.part(sink).await?;
-        out.push(Chunk {
-            last_id: rows.last().map_or(last, |r| r.id),
-            count: rows.len(),
-            id_sum: rows.iter().map(|r| i128::from(r.id)).sum(),
-            part,
-            crc: piece.crc,
-            len: piece.len,
-        });
+        let id_sum = rows.iter().map(|r| i128::from(r.id)).sum();
+        out.push(store_chunk(ctx, text, (rows.last().map_or(last, |r| r.id), rows.len(), id_sum)).await?);
     }
     Ok(())
+}
+
+/// Deflates and stores one chunk's records: `(last_id, count, id_sum)` are what it holds.
+async fn store_chunk(
+    ctx: &mut BuildContext<'_>,
+    text: String,
+    (last_id, count, id_sum): (i64, usize, i128),
+) -> Result<Chunk, BuildError> {
+    let piece = deflate(text.into_bytes(), false).await?;
+    let mut sink = ctx.file(".parts/new", "application/octet-stream").await?;
+    sink.write(&piece.bytes).await?;
+    let part = ctx.part(sink).await?;
+    Ok(Chunk { last_id, count, id_sum, part, crc: piece.crc, len: piece.len })
 }
 
 async fn deflate(data: Vec<u8>, last: bool) -> Result<Piece, BuildError> {

@@ -10,15 +10,18 @@
 //! merges). The hidden `.sources` file records which upstream index each proxy member had, so a
 //! refresh after the metadata TTL rebuilds only when one moved on.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
+use super::chunks::{self, Contribution, Memory, Signing};
 use super::{proxy_request, Unit, INDEX_FILE, KIND};
 use packyard_codecs::apk::index::verify_index;
 use packyard_codecs::apk::index::{apkindex_text, index_member_text};
 use packyard_codecs::apk::signing::parse_public_keys;
-use packyard_core::groups::{self, members_of, published_entry, Reader, Sources};
-use packyard_core::publication::BuildError;
+use packyard_core::groups::{self, incremental, members_of, published_entry, Reader, Sources};
+use packyard_core::publication::{BuildContext, BuildError};
 use packyard_model::repos::{RepoType, Repository};
+use packyard_store::db::publication::SnapshotFile;
 use packyard_store::db::Db;
 
 fn other(e: impl std::fmt::Display) -> BuildError {
@@ -37,17 +40,6 @@ pub fn sources_path(unit: &str) -> String {
 
 pub use packyard_core::groups::member_of;
 
-/// What a group build merged.
-#[derive(Default)]
-pub struct Merged {
-    /// APKINDEX records, each followed by a blank line.
-    pub records: String,
-    /// `<pkgname>-<pkgver>.apk` → the member that provided it (the `.members` file).
-    pub members: Vec<(String, String)>,
-    /// Proxy member → SHA-256 of the upstream index merged.
-    pub sources: Sources,
-}
-
 /// The (P, V) of a record.
 fn identity(record: &str) -> Option<(&str, &str)> {
     let mut p = None;
@@ -62,83 +54,174 @@ fn identity(record: &str) -> Option<(&str, &str)> {
     Some((p?, v?))
 }
 
-/// Adds a member's records unless an earlier member listed the same name and version.
-pub fn merge_records(out: &mut Merged, seen: &mut HashSet<String>, member: &str, apkindex: &str) {
-    for record in apkindex.split("\n\n") {
-        let record = record.trim_matches('\n');
-        let Some((p, v)) = identity(record) else { continue };
-        if !record.lines().any(|l| l.starts_with("C:")) || !seen.insert(format!("{p} {v}")) {
-            continue;
+/// A record's merge key (`name version`), for a record with a `C:` line (others are not
+/// merged).
+fn record_key(record: &str) -> Option<(String, String)> {
+    let (p, v) = identity(record)?;
+    record.lines().any(|l| l.starts_with("C:")).then(|| (format!("{p} {v}"), format!("{p}-{v}.apk")))
+}
+
+/// What a member offers a group's unit, found without reading it: a proxy's upstream index (its
+/// SHA-256), or a hosted or group member's published one.
+enum Input {
+    Upstream(String),
+    Published(SnapshotFile),
+}
+
+impl Input {
+    fn sha256(&self) -> &str {
+        match self {
+            Self::Upstream(sha) => sha,
+            Self::Published(f) => &f.sha256,
         }
-        out.records.push_str(record);
-        out.records.push_str("\n\n");
-        out.members.push((format!("{p}-{v}.apk"), member.to_string()));
     }
 }
 
-/// A hosted or group member's published index of `unit`, as APKINDEX text.
-pub async fn published_text(
-    db: &Db,
-    reader: &Reader,
-    member: &Repository,
-    unit: &str,
-) -> Result<Option<String>, BuildError> {
-    let Some(f) = published_entry(db, member, KIND, unit, &format!("{unit}/{INDEX_FILE}")).await? else {
-        return Ok(None);
-    };
-    let bytes = reader.snapshot_bytes(&f).await?;
-    Ok(Some(apkindex_text(&bytes).map_err(|e| other(format!("member {}: {e}", member.name)))?))
+/// A member's APKINDEX text (a proxy's upstream index verified with its `apk.signed_by`).
+async fn read(reader: &Reader, member: &Repository, input: &Input) -> Result<String, BuildError> {
+    match input {
+        Input::Upstream(sha) => {
+            let keys = parse_public_keys(&signed_by(member)?)
+                .map_err(|e| other(format!("member {}: apk.signed_by: {e}", member.name)))?;
+            let bytes = reader.bytes(sha).await?;
+            let index = verify_index(&bytes, &keys)
+                .map_err(|e| other(format!("member {}: the upstream's {INDEX_FILE} is refused: {e}", member.name)))?;
+            index_member_text(&index).map_err(|e| other(format!("member {}: {e}", member.name)))
+        }
+        Input::Published(f) => {
+            let bytes = reader.snapshot_bytes(f).await?;
+            apkindex_text(&bytes).map_err(|e| other(format!("member {}: {e}", member.name)))
+        }
+    }
 }
 
-/// A proxy member's upstream index of `unit` through the proxy cache: its SHA-256 and APKINDEX
-/// text, verified with the member's `apk.signed_by`. `None` when the proxy does not serve the
-/// architecture or the upstream has no such index.
-pub async fn upstream_text(
-    reader: &Reader,
-    member: &Repository,
-    unit: &Unit,
-) -> Result<Option<(String, String)>, BuildError> {
+/// What a group merge wrote beside its index: `<pkgname>-<pkgver>.apk` → the member that
+/// provided it (the `.members` file), and each proxy member's upstream index (`.sources`).
+pub struct Merged {
+    pub members: Vec<(String, String)>,
+    pub sources: Sources,
+}
+
+/// Merges the members of group `repo` for `unit` and adds its index (`path`), signed: the
+/// members' records in member order, the first member winning for the same name and version.
+/// Only the members whose index changed since the group's published merge are read (and those
+/// a change ahead of them shadows or unshadows, [`incremental`]); the others keep their chunks.
+pub(crate) async fn merge(
+    ctx: &mut BuildContext<'_>,
+    (reader, memory): (&Reader, &Memory),
+    (repo, unit, current): (&Repository, &Unit, Option<&str>),
+    signing: &Signing<'_>,
+) -> Result<Merged, BuildError> {
+    let key = unit.key();
+    let mut sources = Sources::new();
+    let mut inputs = Vec::new();
+    for member in members_of(ctx.db, repo).await? {
+        let input = match member.repo_type {
+            RepoType::Proxy => match upstream_sha(reader, &member, unit).await? {
+                Some(sha) => {
+                    sources.insert(member.name.to_string(), sha.clone());
+                    Some(Input::Upstream(sha))
+                }
+                None => None,
+            },
+            RepoType::Hosted | RepoType::Group => {
+                published_entry(ctx.db, &member, KIND, &key, &format!("{key}/{INDEX_FILE}"))
+                    .await?
+                    .map(Input::Published)
+            }
+        };
+        if let Some(input) = input {
+            let source = format!("{} {}", member.name, input.sha256());
+            inputs.push((member, input, source));
+        }
+    }
+    let names: Vec<String> = inputs.iter().map(|(m, ..)| m.name.to_string()).collect();
+    let previous = memory.recall_merge(repo.id, &key, current, &names);
+    let by_source: Vec<(i64, String)> = inputs.iter().map(|(m, _, s)| (m.id, s.clone())).collect();
+    let (mut texts, mut now) = (HashMap::new(), HashMap::new());
+    for id in incremental::changed(&by_source, &previous) {
+        let Some((member, input, _)) = inputs.iter().find(|(m, ..)| m.id == id) else { continue };
+        let text = read(reader, member, input).await?;
+        let offered = text
+            .split("\n\n")
+            .filter_map(|r| record_key(r.trim_matches('\n')))
+            .map(|(k, _)| incremental::key_digest(&k))
+            .collect();
+        now.insert(id, offered);
+        texts.insert(id, text);
+    }
+    let kept = incremental::kept(&by_source, &previous, &now);
+    let mut emitted: Vec<Contribution> = previous.into_iter().filter(|c| kept.contains(&c.member)).collect();
+    let mut ahead: Vec<Arc<HashSet<u128>>> = Vec::with_capacity(inputs.len());
+    let mut merged = Vec::new();
+    for (member, input, source) in &inputs {
+        if let Some(c) = emitted.iter().find(|c| c.member == member.id) {
+            ahead.push(c.offered.clone());
+            continue;
+        }
+        let text = match texts.remove(&member.id) {
+            Some(t) => t,
+            None => read(reader, member, input).await?,
+        };
+        let (mut offered, mut records, mut provided) = (HashSet::new(), Vec::new(), Vec::new());
+        for record in text.split("\n\n") {
+            let record = record.trim_matches('\n');
+            let Some((k, file)) = record_key(record) else { continue };
+            let k = incremental::key_digest(&k);
+            if !offered.insert(k) || ahead.iter().any(|a| a.contains(&k)) {
+                continue;
+            }
+            records.push(format!("{record}\n\n"));
+            provided.push((file, member.name.to_string()));
+        }
+        let refs: Vec<&str> = records.iter().map(String::as_str).collect();
+        let kept = chunks::contribution_chunks(ctx, &refs, provided).await?;
+        let offered = Arc::new(offered);
+        ahead.push(offered.clone());
+        merged.push(Contribution { member: member.id, source: source.clone(), offered, kept });
+    }
+    emitted.extend(merged);
+    let members = emitted.iter().flat_map(|c| c.kept.provided.iter().cloned()).collect();
+    let path = format!("{key}/{INDEX_FILE}");
+    chunks::publish_merge(ctx, memory, (repo.id, &key, &path), (names, emitted), signing).await?;
+    Ok(Merged { members, sources })
+}
+
+/// A proxy member's `apk.signed_by` (PEM): the group re-signs what it merges, so it merges only
+/// what the upstream signed.
+fn signed_by(member: &Repository) -> Result<String, BuildError> {
+    let settings = member.settings.apk.clone().unwrap_or_default();
+    settings.signed_by.ok_or_else(|| {
+        other(format!(
+            "member {} is a proxy without apk.signed_by: set it to the upstream's index public key, so that the group can verify what it merges and re-signs",
+            member.name
+        ))
+    })
+}
+
+/// A proxy member's upstream index of `unit` through the proxy cache, by SHA-256 (not yet
+/// verified). `None` when the proxy does not serve the architecture or the upstream has no
+/// such index.
+async fn upstream_sha(reader: &Reader, member: &Repository, unit: &Unit) -> Result<Option<String>, BuildError> {
     let settings = member.settings.apk.clone().unwrap_or_default();
     if !settings.architectures.contains(&unit.arch) {
         return Ok(None);
     }
-    let Some(pem) = settings.signed_by.as_deref() else {
-        return Err(other(format!(
-            "member {} is a proxy without apk.signed_by: set it to the upstream's index public key, so that the group can verify what it merges and re-signs",
-            member.name
-        )));
-    };
-    let keys = parse_public_keys(pem).map_err(|e| other(format!("member {}: apk.signed_by: {e}", member.name)))?;
+    signed_by(member)?;
     let request = proxy_request(member, &format!("{}/{INDEX_FILE}", unit.key()));
-    let Some((sha, _)) = reader.fetch(member, request).await? else { return Ok(None) };
-    let bytes = reader.bytes(&sha).await?;
-    let index = verify_index(&bytes, &keys).map_err(|e| {
-        other(format!("member {}: the upstream's {}/{INDEX_FILE} is refused: {e}", member.name, unit.key()))
-    })?;
-    let text = index_member_text(&index).map_err(|e| other(format!("member {}: {e}", member.name)))?;
-    Ok(Some((sha, text)))
+    Ok(reader.fetch(member, request).await?.map(|(sha, _)| sha))
 }
 
-/// Merges the members of group `repo` for `unit`.
-pub async fn merge(db: &Db, reader: &Reader, repo: &Repository, unit: &Unit) -> Result<Merged, BuildError> {
-    let mut out = Merged::default();
-    let mut seen = HashSet::new();
-    for member in members_of(db, repo).await? {
-        let text = match member.repo_type {
-            RepoType::Proxy => match upstream_text(reader, &member, unit).await? {
-                Some((sha, text)) => {
-                    out.sources.insert(member.name.to_string(), sha);
-                    Some(text)
-                }
-                None => None,
-            },
-            RepoType::Hosted | RepoType::Group => published_text(db, reader, &member, &unit.key()).await?,
-        };
-        if let Some(text) = text {
-            merge_records(&mut out, &mut seen, member.name.as_str(), &text);
-        }
-    }
-    Ok(out)
+/// A proxy member's upstream index of `unit` through the proxy cache: its SHA-256, verified with
+/// the member's `apk.signed_by` (what a refresh compares with the group's `.sources`).
+pub async fn upstream_verified(
+    reader: &Reader,
+    member: &Repository,
+    unit: &Unit,
+) -> Result<Option<String>, BuildError> {
+    let Some(sha) = upstream_sha(reader, member, unit).await? else { return Ok(None) };
+    read(reader, member, &Input::Upstream(sha.clone())).await?;
+    Ok(Some(sha))
 }
 
 /// Whether any member of group `repo` has an index for `unit` (a group publishes a unit on
@@ -164,19 +247,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn first_member_wins_and_members_are_recorded() {
-        let a = "C:Q1aaa=\nP:hello\nV:1-r0\nA:x86_64\nS:10\n\nC:Q1bbb=\nP:tool\nV:2-r0\nA:x86_64\nS:20\n\n";
-        let b = "C:Q1ccc=\nP:hello\nV:1-r0\nA:x86_64\nS:11\n\nC:Q1ddd=\nP:hello\nV:2-r0\nA:x86_64\nS:12\n\nP:broken\nV:1\n\n";
-        let (mut out, mut seen) = (Merged::default(), HashSet::new());
-        merge_records(&mut out, &mut seen, "first", a);
-        merge_records(&mut out, &mut seen, "second", b);
+    fn a_record_merges_by_name_and_version_when_it_has_a_checksum() {
         assert_eq!(
-            out.records,
-            "C:Q1aaa=\nP:hello\nV:1-r0\nA:x86_64\nS:10\n\nC:Q1bbb=\nP:tool\nV:2-r0\nA:x86_64\nS:20\n\nC:Q1ddd=\nP:hello\nV:2-r0\nA:x86_64\nS:12\n\n"
+            record_key("C:Q1aaa=\nP:hello\nV:1-r0\nA:x86_64\nS:10"),
+            Some(("hello 1-r0".to_string(), "hello-1-r0.apk".to_string()))
         );
-        let members = packyard_core::groups::members_map(&out.members);
-        assert_eq!(members, "hello-1-r0.apk first\ntool-2-r0.apk first\nhello-2-r0.apk second\n");
-        assert_eq!(member_of(&members, "hello-2-r0.apk"), Some("second"));
-        assert_eq!(member_of(&members, "broken-1.apk"), None, "a record without C: is not merged");
+        assert_eq!(record_key("P:broken\nV:1"), None, "a record without C: is not merged");
+        assert_eq!(record_key("C:Q1aaa=\nV:1"), None);
     }
 }

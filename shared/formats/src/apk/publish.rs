@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use packyard_codecs::apk::index::signed_index;
+use packyard_codecs::apk::signing::ApkKey;
 
+use super::chunks::Signing;
 use super::{group, Unit, INDEX_FILE};
 use packyard_core::groups::{self, Reader};
 use packyard_core::publication::{BuildContext, BuildError, Builder, Rebuilds};
@@ -29,36 +30,31 @@ pub struct ApkBuilder {
 impl Builder for ApkBuilder {
     /// A hosted unit's index, built incrementally from its rows ([`super::chunks`]).
     async fn build(&self, ctx: &mut BuildContext<'_>, repo: &Repository, unit: &UnitRecord) -> Result<(), BuildError> {
-        let key = crate::apk::keys::current(ctx.db, &self.keystore, repo.id)
-            .await
-            .map_err(|e| BuildError::Other(format!("index key: {e}")))?;
-        let key_file = key.file_name(repo.name.as_str()).map_err(|e| BuildError::Other(e.to_string()))?;
+        let (key, key_file) = self.key(ctx, repo).await?;
+        let (path, current) = current_index(ctx, unit).await?;
         let description = format!("{} {}", repo.name, unit.unit_key);
-        let path = format!("{}/{INDEX_FILE}", unit.unit_key);
-        let current = match unit.current_snapshot_id {
-            Some(snapshot) => {
-                ctx.db.snapshot_files(snapshot).await?.into_iter().find(|f| f.path == path && f.is_composite())
-            }
-            None => None,
-        };
-        let signing = super::chunks::Signing {
-            key: &key,
-            key_file: &key_file,
-            description: &description,
-            mtime: u64::try_from(packyard_store::db::now_ms() / 1000).unwrap_or(0),
-        };
+        let signing = Signing { key: &key, key_file: &key_file, description: &description, mtime: mtime() };
         let at = (repo.id, unit.unit_key.as_str(), path.as_str());
-        super::chunks::build(ctx, &self.memory, at, current.as_ref().map(|f| f.sha256.as_str()), &signing).await
+        super::chunks::build(ctx, &self.memory, at, current.as_deref(), &signing).await
     }
 
+    /// A group unit's index merged from its members' (only those that changed read again), and
+    /// the hidden `.members` and `.sources` files beside it.
     async fn merge(&self, ctx: &mut BuildContext<'_>, group: &Repository, unit: &UnitRecord) -> Result<(), BuildError> {
         let u: Unit = unit.unit_key.parse().map_err(BuildError::Other)?;
-        let merged = group::merge(ctx.db, &self.reader, group, &u).await?;
-        let hidden = vec![
+        let (key, key_file) = self.key(ctx, group).await?;
+        let (_, current) = current_index(ctx, unit).await?;
+        let description = format!("{} {}", group.name, unit.unit_key);
+        let signing = Signing { key: &key, key_file: &key_file, description: &description, mtime: mtime() };
+        let merged = group::merge(ctx, (&self.reader, &self.memory), (group, &u, current.as_deref()), &signing).await?;
+        let hidden = [
             (group::members_path(&unit.unit_key), groups::members_map(&merged.members)),
             (group::sources_path(&unit.unit_key), groups::render_sources(&merged.sources)),
         ];
-        self.index(ctx, group, unit, merged.records, hidden).await
+        for (path, text) in hidden {
+            ctx.put(&path, "text/plain; charset=utf-8", text.as_bytes()).await?;
+        }
+        Ok(())
     }
 
     async fn after_publish(&self, db: &Db, unit: &UnitRecord) -> Result<Rebuilds, BuildError> {
@@ -68,7 +64,7 @@ impl Builder for ApkBuilder {
     /// A proxy member's upstream `APKINDEX.tar.gz` of the unit (verified), by hash.
     async fn upstream_source(&self, member: &Repository, unit_key: &str) -> Result<Option<String>, BuildError> {
         let Ok(u) = unit_key.parse::<Unit>() else { return Ok(None) };
-        Ok(group::upstream_text(&self.reader, member, &u).await?.map(|(sha, _)| sha))
+        group::upstream_verified(&self.reader, member, &u).await
     }
 
     fn sources_path(&self, unit_key: &str) -> String {
@@ -77,30 +73,28 @@ impl Builder for ApkBuilder {
 }
 
 impl ApkBuilder {
-    /// Signs and writes a group unit's index of `records`, and the hidden files beside it.
-    async fn index(
-        &self,
-        ctx: &mut BuildContext<'_>,
-        repo: &Repository,
-        unit: &UnitRecord,
-        records: String,
-        hidden: Vec<(String, String)>,
-    ) -> Result<(), BuildError> {
+    /// The repository's index key and the name clients keep it under.
+    async fn key(&self, ctx: &BuildContext<'_>, repo: &Repository) -> Result<(ApkKey, String), BuildError> {
         let key = crate::apk::keys::current(ctx.db, &self.keystore, repo.id)
             .await
             .map_err(|e| BuildError::Other(format!("index key: {e}")))?;
         let key_file = key.file_name(repo.name.as_str()).map_err(|e| BuildError::Other(e.to_string()))?;
-        let description = format!("{} {}", repo.name, unit.unit_key);
-        let mtime = u64::try_from(packyard_store::db::now_ms() / 1000).unwrap_or(0);
-        // Compressing and signing are CPU work: off the async executor.
-        let bytes = tokio::task::spawn_blocking(move || signed_index(&description, &records, &key, &key_file, mtime))
-            .await
-            .map_err(|e| BuildError::Other(e.to_string()))?
-            .map_err(|e| BuildError::Other(e.to_string()))?;
-        ctx.put(&format!("{}/{INDEX_FILE}", unit.unit_key), "application/gzip", &bytes).await?;
-        for (path, text) in hidden {
-            ctx.put(&path, "text/plain; charset=utf-8", text.as_bytes()).await?;
-        }
-        Ok(())
+        Ok((key, key_file))
     }
+}
+
+/// The unit's index path, and the part list digest of its current (composite) file.
+async fn current_index(ctx: &BuildContext<'_>, unit: &UnitRecord) -> Result<(String, Option<String>), BuildError> {
+    let path = format!("{}/{INDEX_FILE}", unit.unit_key);
+    let current = match unit.current_snapshot_id {
+        Some(snapshot) => {
+            ctx.db.snapshot_files(snapshot).await?.into_iter().find(|f| f.path == path && f.is_composite())
+        }
+        None => None,
+    };
+    Ok((path, current.map(|f| f.sha256)))
+}
+
+fn mtime() -> u64 {
+    u64::try_from(packyard_store::db::now_ms() / 1000).unwrap_or(0)
 }

@@ -24,7 +24,7 @@
 //! (and those a change ahead of them shadows or unshadows), and lists their chunks after the
 //! kept ones, whose hash states then carry on.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -75,17 +75,8 @@ pub struct Memory(
     Arc<Mutex<HashMap<(i64, String), Merged>>>,
 );
 
-/// One member's stanzas in a group's index, as a merge left them.
-#[derive(Clone)]
-pub(crate) struct Contribution {
-    /// The member's repository id (0: the empty chunk of an index no member contributes to).
-    pub(crate) member: i64,
-    /// What was merged: the member's name and the SHA-256 of the index read.
-    pub(crate) source: String,
-    /// The keys of every stanza the member lists, merged or shadowed ([`key_digest`]).
-    pub(crate) offered: Arc<HashSet<u128>>,
-    pub(crate) chunks: Vec<Chunk>,
-}
+/// One member's stanzas in a group's index, as a merge left them: its chunks.
+pub(crate) type Contribution = packyard_core::groups::incremental::Contribution<Vec<Chunk>>;
 
 /// A group's index as a merge left it: its members in order, and their contributions in the
 /// order the index lists them (which need not be the members' order: a stanza is listed once,
@@ -95,16 +86,6 @@ pub(crate) struct Merged {
     lists: [String; 3],
     pub(crate) members: Vec<String>,
     pub(crate) emitted: Vec<Contribution>,
-}
-
-/// A stanza's key (`name version architecture`) as a merge remembers it: 128 bits of its
-/// SHA-256, a sixth of the string's memory for a member of 60,000 packages.
-pub(crate) fn key_digest(key: &str) -> u128 {
-    use sha2::Digest as _;
-    let d = sha2::Sha256::digest(key.as_bytes());
-    let mut b = [0u8; 16];
-    b.copy_from_slice(&d[..16]);
-    u128::from_be_bytes(b)
 }
 
 /// The ids of the `apt_index_changes` notes a build read, as runs of consecutive ids.
@@ -301,13 +282,13 @@ pub(crate) async fn finish_merge(
 ) -> Result<[Hashed; 3], BuildError> {
     let IndexId { dist, base, stem, .. } = *id;
     let path = format!("dists/{dist}/{base}/{stem}");
-    if emitted.iter().all(|c| c.chunks.is_empty()) {
+    if emitted.iter().all(|c| c.kept.is_empty()) {
         // No member lists a thing: one empty chunk, so that the compressed forms are valid.
         let chunk = text_chunk(ctx, String::new(), hashers).await?;
         hashers = chunk.after.clone();
-        emitted.push(Contribution { member: 0, source: String::new(), offered: Arc::default(), chunks: vec![chunk] });
+        emitted.push(Contribution { member: 0, source: String::new(), offered: Arc::default(), kept: vec![chunk] });
     }
-    let all: Vec<&Chunk> = emitted.iter().flat_map(|c| &c.chunks).collect();
+    let all: Vec<&Chunk> = emitted.iter().flat_map(|c| &c.kept).collect();
     let (lists, hashed) = publish_files(ctx, id, &all, hashers).await?;
     if let Ok(mut m) = memory.2.lock() {
         m.insert((group, path), Merged { lists, members, emitted });

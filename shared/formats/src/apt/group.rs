@@ -22,7 +22,7 @@ use std::sync::Arc;
 use super::chunks::{self, Contribution, Memory};
 use super::index::{Hashed, Hashers, IndexId};
 use super::KIND;
-use packyard_core::groups::{members_of, published_entry, Reader, Sources};
+use packyard_core::groups::{incremental, members_of, published_entry, Reader, Sources};
 use packyard_core::publication::{BuildContext, BuildError};
 use packyard_model::repos::{RepoType, Repository};
 use packyard_store::db::publication::SnapshotFile;
@@ -192,26 +192,16 @@ impl Upstream<'_> {
         let previous = memory.recall_merge(repo.id, &path, current).filter(|p| p.members == names);
         let previous = previous.map(|p| p.emitted).unwrap_or_default();
 
-        // Which members keep their chunks: the same index as before, and no member ahead of
-        // them changed a key they offer (one the changed member offers now or offered then).
-        let mut kept: HashSet<i64> = HashSet::new();
-        let mut moved: HashSet<u128> = HashSet::new();
-        for (member, input, source) in &inputs {
-            let Some(was) = previous.iter().find(|c| c.member == member.id) else { continue };
-            if was.source == *source {
-                let shadowed = if moved.len() < was.offered.len() {
-                    moved.iter().any(|k| was.offered.contains(k))
-                } else {
-                    was.offered.iter().any(|k| moved.contains(k))
-                };
-                if !shadowed {
-                    kept.insert(member.id);
-                }
-            } else {
-                let now = self.offered(member, input, id).await?;
-                moved.extend(now.symmetric_difference(&was.offered).copied());
+        // Which members keep their chunks (`groups::incremental`): those whose index changed
+        // are read for the keys they offer now.
+        let sources: Vec<(i64, String)> = inputs.iter().map(|(m, _, source)| (m.id, source.clone())).collect();
+        let mut now = HashMap::new();
+        for member in incremental::changed(&sources, &previous) {
+            if let Some((m, input, _)) = inputs.iter().find(|(m, ..)| m.id == member) {
+                now.insert(member, self.offered(m, input, id).await?);
             }
         }
+        let kept = incremental::kept(&sources, &previous, &now);
 
         // The kept contributions first, in the order the published index lists them: while
         // nothing before them changed, their hash states carry on as they were.
@@ -225,11 +215,11 @@ impl Upstream<'_> {
             }
             let mut c = was.clone();
             if intact {
-                if let Some(last) = c.chunks.last() {
+                if let Some(last) = c.kept.last() {
                     hashers = last.after.clone();
                 }
             } else {
-                hashers = chunks::carry(ctx, &mut c.chunks, hashers).await?;
+                hashers = chunks::carry(ctx, &mut c.kept, hashers).await?;
             }
             emitted.push(c);
         }
@@ -281,7 +271,7 @@ impl Upstream<'_> {
         let mut keys = HashSet::new();
         while stanzas.next_stanza(&mut stanza).map_err(|e| unreadable(member, id, e))? {
             if let Some((key, _)) = stanza_key(&stanza) {
-                keys.insert(chunks::key_digest(&key));
+                keys.insert(incremental::key_digest(&key));
             }
         }
         Ok(keys)
@@ -303,7 +293,7 @@ impl Upstream<'_> {
         let mut out = Vec::new();
         while stanzas.next_stanza(&mut stanza).map_err(|e| unreadable(member, id, e))? {
             let Some((key, path_field)) = stanza_key(&stanza) else { continue };
-            let key = chunks::key_digest(&key);
+            let key = incremental::key_digest(&key);
             if !offered.insert(key) || ahead.iter().any(|a| a.contains(&key)) {
                 continue;
             }
@@ -319,7 +309,7 @@ impl Upstream<'_> {
             *hashers = chunk.after.clone();
             out.push(chunk);
         }
-        Ok(Contribution { member: member.id, source: String::new(), offered: Arc::new(offered), chunks: out })
+        Ok(Contribution { member: member.id, source: String::new(), offered: Arc::new(offered), kept: out })
     }
 
     /// A proxy member's upstream `InRelease` for `dist` (its SHA-256, and the release text its
