@@ -24,6 +24,11 @@ async fn add(t: &TestDb, repo: i64, i: usize) -> anyhow::Result<i64> {
 
 /// Adds package `name` 1.0 (architecture `all` when `i` is a multiple of 10) to `stable`.
 async fn add_named(t: &TestDb, repo: i64, name: &str, i: usize) -> anyhow::Result<i64> {
+    add_to(t, repo, name, i, Some("stable")).await
+}
+
+/// Adds package `name` 1.0 to the repository, and to `dist` when given.
+async fn add_to(t: &TestDb, repo: i64, name: &str, i: usize, dist: Option<&str>) -> anyhow::Result<i64> {
     let name = name.to_string();
     let arch = if i.is_multiple_of(10) { "all" } else { "amd64" };
     let hex64 = format!("{i:064x}");
@@ -42,8 +47,10 @@ async fn add_named(t: &TestDb, repo: i64, name: &str, i: usize) -> anyhow::Resul
     };
     let mut tx = t.db.pool().begin().await?;
     let id = packyard_formats::apt::rows::insert(&t.db, &mut tx, &p, "test").await?;
-    packyard_formats::apt::rows::join(&t.db, &mut tx, Member::Package(id), repo, "stable").await?;
-    t.db.record_change(&mut tx, repo, "apt", "stable").await?;
+    if let Some(dist) = dist {
+        packyard_formats::apt::rows::join(&t.db, &mut tx, Member::Package(id), repo, dist).await?;
+        t.db.record_change(&mut tx, repo, "apt", dist).await?;
+    }
     tx.commit().await?;
     Ok(id)
 }
@@ -315,5 +322,38 @@ db_test!(a_group_merges_again_only_the_member_that_changed, |t: TestDb| async mo
     assert_eq!(filenames(&text, "pkg-00005"), ["pool/big/pool/main/p/pkg-00005/pkg-00005_1.0_amd64.deb"]);
     assert_eq!(text.matches("Package: ").count(), 2_523);
     assert_eq!(stanzas(&text), stanzas(&publish_fresh(&t, blobs, &fresh(&builder), &group).await?));
+    Ok(())
+});
+
+db_test!(packages_of_older_ids_joining_a_chunk_are_all_listed, |t: TestDb| async move {
+    let spec: RepositorySpec = serde_json::from_value(serde_json::json!({"name": "join", "format": "apt",
+        "type": "hosted", "apt": {"distributions": ["stable"], "architectures": ["amd64"]}}))?;
+    let repo = RepositoryService::new(&t.db).create(spec).await?;
+    let (store, builder) = builder(&t).await?;
+    let blobs = store.as_ref();
+    // Every other package in `stable`: its first chunk spans the ids of 2,000 packages.
+    let mut outside = Vec::new();
+    for i in 0..3_000 {
+        let name = format!("pkg-{i:05}");
+        // (i * 10 + 1: never a multiple of 10, every one amd64.)
+        if i % 2 == 0 {
+            add_to(&t, repo.id, &name, i * 10 + 1, Some("stable")).await?;
+        } else {
+            outside.push(add_to(&t, repo.id, &name, i * 10 + 1, None).await?);
+        }
+    }
+    let text = check(blobs, &publish(&t, blobs, &builder, &repo).await?).await?;
+    assert_eq!(text.matches("Package: ").count(), 1_500);
+    // The 1,500 others join it at once: the first chunk's range now holds 2,000 packages.
+    let mut tx = t.db.pool().begin().await?;
+    for id in &outside {
+        packyard_formats::apt::rows::join(&t.db, &mut tx, Member::Package(*id), repo.id, "stable").await?;
+    }
+    t.db.record_change(&mut tx, repo.id, "apt", "stable").await?;
+    tx.commit().await?;
+    let text = check(blobs, &publish(&t, blobs, &builder, &repo).await?).await?;
+    assert_eq!(text.matches("Package: ").count(), 3_000, "every package joined is listed");
+    let expected = publish_fresh(&t, blobs, &fresh(&builder), &repo).await?;
+    assert_eq!(text, expected, "the same Packages as a build from nothing");
     Ok(())
 });

@@ -303,8 +303,8 @@ impl Db {
     }
 
     /// Inserts `items` in `tx`, `many.rows()` rows per statement ([`crate::sql_rows!`]) and the
-    /// rest with `one` (the same insert of one row): a publication's thousands of rows are tens
-    /// of round trips, not thousands. `bind` binds one item's values in order.
+    /// rest with `one` (the same insert of one row): a publication's thousands of rows are a
+    /// hundred or so round trips, not thousands. `bind` binds one item's values in order.
     pub async fn insert_rows<'q, T>(
         &self,
         tx: &mut sqlx::Transaction<'_, sqlx::Any>,

@@ -19,6 +19,18 @@ pub fn key_digest(key: &str) -> u128 {
     u128::from_be_bytes(b)
 }
 
+/// Inserts into a builder's memory, which holds at most `cap` entries: when full, an entry of
+/// another key goes (a repository deleted, a unit no longer built; or one still built, whose
+/// next build is then a whole one).
+pub fn remember<K: Eq + std::hash::Hash + Clone, V>(map: &mut HashMap<K, V>, key: K, value: V, cap: usize) {
+    if !map.contains_key(&key) && map.len() >= cap.max(1) {
+        if let Some(other) = map.keys().next().cloned() {
+            map.remove(&other);
+        }
+    }
+    map.insert(key, value);
+}
+
 /// One member's part of a group's index as a merge left it; `T` is what the format keeps of it
 /// (its stored chunks, say).
 #[derive(Clone)]
@@ -86,6 +98,18 @@ mod tests {
 
     fn inputs(i: &[(i64, &str)]) -> Vec<(i64, String)> {
         i.iter().map(|(m, s)| (*m, s.to_string())).collect()
+    }
+
+    #[test]
+    fn a_memory_holds_at_most_its_cap() {
+        let mut m = HashMap::new();
+        for i in 0..10 {
+            remember(&mut m, i, i, 4);
+        }
+        assert_eq!(m.len(), 4);
+        assert_eq!(m.get(&9), Some(&9), "the newest is kept");
+        remember(&mut m, 9, 90, 4);
+        assert_eq!((m.len(), m.get(&9)), (4, Some(&90)), "a key already held is replaced, nothing else goes");
     }
 
     #[test]

@@ -26,6 +26,10 @@ use packyard_core::publication::{BuildContext, BuildError};
 use packyard_store::blobs::Sha256Hex;
 use sha1::Digest as _;
 
+/// How many hosted units and group units a builder remembers.
+const HOSTED_UNITS: usize = 256;
+const MERGES: usize = 32;
+
 /// Rows per chunk (a few hundred KiB of records).
 pub(crate) const CHUNK_ROWS: usize = 1000;
 
@@ -118,7 +122,12 @@ pub(crate) async fn publish_merge(
     let chunks: Vec<Chunk> = emitted.iter().flat_map(|c| c.kept.chunks.iter().cloned()).collect();
     let list = publish(ctx, path, &chunks, signing).await?;
     if let Ok(mut m) = memory.1.lock() {
-        m.insert((group, unit.to_string()), Merged { list, members, emitted });
+        packyard_core::groups::incremental::remember(
+            &mut m,
+            (group, unit.to_string()),
+            Merged { list, members, emitted },
+            MERGES,
+        );
     }
     Ok(())
 }
@@ -166,10 +175,14 @@ pub(crate) async fn build(
         } else if last {
             render(ctx, (repo, unit_key), now, &mut chunks).await?;
         } else {
-            // Rows only go from a chunk before the last: its range stays as it was.
-            let mut one = Vec::new();
-            render(ctx, (repo, unit_key), now, &mut one).await?;
-            chunks.extend(one.into_iter().map(|c| Chunk { last_id: was.last_id, ..c }));
+            // Rows go from a chunk before the last (or one that committed late joins it):
+            // its range stays as it was.
+            let mut pieces = Vec::new();
+            render(ctx, (repo, unit_key), now, &mut pieces).await?;
+            if let Some(last) = pieces.last_mut() {
+                last.last_id = was.last_id;
+            }
+            chunks.extend(pieces);
         }
         lower = was.last_id;
     }
@@ -178,7 +191,7 @@ pub(crate) async fn build(
     }
     let list = publish(ctx, path, &chunks, signing).await?;
     if let Ok(mut m) = memory.0.lock() {
-        m.insert(key, Remembered { list, chunks });
+        packyard_core::groups::incremental::remember(&mut m, key, Remembered { list, chunks }, HOSTED_UNITS);
     }
     Ok(())
 }

@@ -131,15 +131,27 @@ pub(crate) async fn merge(
             }
         };
         if let Some(input) = input {
-            let source = format!("{} {}", member.name, input.sha256());
+            // A proxy's records were verified with its `apk.signed_by`: another key, another
+            // source (they are verified again).
+            let key = match &input {
+                Input::Upstream(_) => {
+                    let pem = member.settings.apk.as_ref().and_then(|a| a.signed_by.as_deref()).unwrap_or_default();
+                    format!(" {}", incremental::key_digest(pem))
+                }
+                Input::Published(_) => String::new(),
+            };
+            let source = format!("{} {}{key}", member.name, input.sha256());
             inputs.push((member, input, source));
         }
     }
-    let names: Vec<String> = inputs.iter().map(|(m, ..)| m.name.to_string()).collect();
+    // By id and name: a member deleted and made again under its name is another member.
+    let names: Vec<String> = inputs.iter().map(|(m, ..)| format!("{} {}", m.id, m.name)).collect();
     let previous = memory.recall_merge(repo.id, &key, current, &names);
     let by_source: Vec<(i64, String)> = inputs.iter().map(|(m, _, s)| (m.id, s.clone())).collect();
     let (mut texts, mut now) = (HashMap::new(), HashMap::new());
-    for id in incremental::changed(&by_source, &previous) {
+    // (Nothing remembered: every member is merged, nothing to compare.)
+    let changed = if previous.is_empty() { Vec::new() } else { incremental::changed(&by_source, &previous) };
+    for id in changed {
         let Some((member, input, _)) = inputs.iter().find(|(m, ..)| m.id == id) else { continue };
         let text = read(reader, member, input).await?;
         let offered = text

@@ -35,6 +35,11 @@ use packyard_core::publication::{BuildContext, BuildError};
 use packyard_store::blobs::Sha256Hex;
 use packyard_store::db::Db;
 
+/// How many hosted indexes and group indexes a builder remembers (a group's holds its members'
+/// key digests, 16 bytes a package).
+const HOSTED_INDEXES: usize = 256;
+const MERGES: usize = 32;
+
 /// Rows per chunk: about a MiB of `Packages` text, so that re-rendering the last chunk costs a
 /// few milliseconds of compression.
 pub(crate) const CHUNK_ROWS: i64 = 1000;
@@ -140,7 +145,7 @@ impl Memory {
 
     fn remember(&self, repo: i64, path: &str, r: Remembered) {
         if let Ok(mut m) = self.0.lock() {
-            m.insert((repo, path.to_string()), r);
+            packyard_core::groups::incremental::remember(&mut m, (repo, path.to_string()), r, HOSTED_INDEXES);
         }
     }
 
@@ -252,11 +257,22 @@ pub(crate) async fn build(
                 }
             }
         } else if changed[i] {
-            let range = (lower, previous[i].last_id);
-            if let Some(rendered) = render_chunk(ctx, rows, range, hashers.clone(), false).await? {
+            // Every row of its range, in chunks of CHUNK_ROWS: rows may also have joined it (a
+            // package of an older id added to the distribution).
+            let (mut after, upto) = (lower, previous[i].last_id);
+            let first_new = chunks.len();
+            while let Some(rendered) = render_chunk(ctx, rows, (after, upto), hashers.clone(), false).await? {
                 hashers = rendered.after.clone();
-                // Its range stays as it was, even when rows at its end went.
-                chunks.push(Chunk { last_id: previous[i].last_id, ..rendered });
+                let full = rendered.count >= CHUNK_ROWS;
+                after = rendered.last_id;
+                chunks.push(rendered);
+                if !full {
+                    break;
+                }
+            }
+            // The range stays as it was, even when rows at its end went.
+            if let Some(last) = chunks[first_new..].last_mut() {
+                last.last_id = upto;
             }
         } else {
             let mut kept = previous[i].clone();
@@ -291,7 +307,7 @@ pub(crate) async fn finish_merge(
     let all: Vec<&Chunk> = emitted.iter().flat_map(|c| &c.kept).collect();
     let (lists, hashed) = publish_files(ctx, id, &all, hashers).await?;
     if let Ok(mut m) = memory.2.lock() {
-        m.insert((group, path), Merged { lists, members, emitted });
+        packyard_core::groups::incremental::remember(&mut m, (group, path), Merged { lists, members, emitted }, MERGES);
     }
     Ok(hashed)
 }

@@ -187,7 +187,8 @@ impl Upstream<'_> {
                 inputs.push((member, input, source));
             }
         }
-        let names: Vec<String> = inputs.iter().map(|(m, ..)| m.name.to_string()).collect();
+        // By id and name: a member deleted and made again under its name is another member.
+        let names: Vec<String> = inputs.iter().map(|(m, ..)| format!("{} {}", m.id, m.name)).collect();
         let path = format!("dists/{dist}/{base}/{stem}");
         let previous = memory.recall_merge(repo.id, &path, current).filter(|p| p.members == names);
         let previous = previous.map(|p| p.emitted).unwrap_or_default();
@@ -196,7 +197,9 @@ impl Upstream<'_> {
         // are read for the keys they offer now.
         let sources: Vec<(i64, String)> = inputs.iter().map(|(m, _, source)| (m.id, source.clone())).collect();
         let mut now = HashMap::new();
-        for member in incremental::changed(&sources, &previous) {
+        // (Nothing remembered: every member is merged, nothing to compare.)
+        let changed = if previous.is_empty() { Vec::new() } else { incremental::changed(&sources, &previous) };
+        for member in changed {
             if let Some((m, input, _)) = inputs.iter().find(|(m, ..)| m.id == member) {
                 now.insert(member, self.offered(m, input, id).await?);
             }
@@ -210,7 +213,8 @@ impl Upstream<'_> {
         let mut intact = true;
         for was in &previous {
             if !kept.contains(&was.member) {
-                intact = false;
+                // Only bytes that went change what follows them.
+                intact &= was.kept.is_empty();
                 continue;
             }
             let mut c = was.clone();
