@@ -161,8 +161,15 @@ impl Conn {
     ) -> anyhow::Result<(Response, bool)> {
         let stream = self.stream.as_mut().ok_or_else(|| anyhow::anyhow!("no connection"))?;
         let mut line = String::new();
-        if stream.read_line(&mut line).await? == 0 {
-            anyhow::bail!("the connection was closed before a response");
+        match stream.read_line(&mut line).await {
+            Ok(0) => anyhow::bail!("the connection was closed before a response"),
+            // A kept-alive connection the server had closed answers the request with a reset
+            // instead of an end of stream when the request got there first.
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+                anyhow::bail!("the connection was closed before a response (reset)")
+            }
+            Err(e) => return Err(e.into()),
+            Ok(_) => {}
         }
         let status: u16 = line
             .split_whitespace()
