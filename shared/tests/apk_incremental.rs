@@ -3,20 +3,22 @@
 //! that verifies with the repository's key and lists exactly what a build from nothing lists, on
 //! every backend.
 
-use std::collections::{HashMap, HashSet};
+mod common;
+
+use std::collections::HashMap;
 
 use rsa::pkcs8::DecodePublicKey as _;
 use std::sync::Arc;
 
 use packyard_codecs::apk::index::{apkindex_text, split_members, verify_index};
-use packyard_core::publication::{read_file, BuildContext, Builder};
+use packyard_core::publication::read_file;
 use packyard_core::repositories::RepositoryService;
 use packyard_core::security::keystore::KeyStore;
 use packyard_formats::apk::publish::ApkBuilder;
 use packyard_formats::apk::rows::ApkPackage;
-use packyard_model::repos::{RepoType, Repository};
+use packyard_model::repos::Repository;
 use packyard_store::blobs::FileStore;
-use packyard_store::db::publication::{Due, SnapshotFile};
+use packyard_store::db::publication::SnapshotFile;
 use packyard_store::db_test;
 use packyard_store::testing::TestDb;
 
@@ -51,27 +53,13 @@ async fn add_named(t: &TestDb, repo: i64, name: &str, i: usize) -> anyhow::Resul
     Ok(id)
 }
 
-/// Claims, builds with `builder` and publishes the unit; returns the snapshot's files by path.
 async fn publish(
     t: &TestDb,
     blobs: &FileStore,
     builder: &ApkBuilder,
     repo: &Repository,
 ) -> anyhow::Result<HashMap<String, SnapshotFile>> {
-    let claim =
-        t.db.claim_due("test", Due { debounce_ms: 0, max_delay_ms: 0 }, 60_000)
-            .await?
-            .ok_or_else(|| anyhow::anyhow!("nothing due"))?;
-    assert_eq!(claim.unit.repository_id, repo.id, "the unit due is {}'s", repo.name);
-    let mut ctx = BuildContext::new(&t.db, blobs);
-    if repo.repo_type == RepoType::Group {
-        builder.merge(&mut ctx, repo, &claim.unit).await?;
-    } else {
-        builder.build(&mut ctx, repo, &claim.unit).await?;
-    }
-    let files = ctx.finish().await?;
-    t.db.publish_snapshot(&claim, &files, &[], 0).await?.ok_or_else(|| anyhow::anyhow!("fenced"))?;
-    Ok(files.into_iter().map(|f| (f.path.clone(), f)).collect())
+    common::publish(t, blobs, builder, repo).await
 }
 
 /// Requests a rebuild with no change of rows and publishes it.
@@ -102,10 +90,6 @@ async fn check(
     Ok(apkindex_text(&bytes)?)
 }
 
-fn parts(files: &HashMap<String, SnapshotFile>) -> HashSet<String> {
-    files.values().filter(|f| f.path.starts_with(".parts/")).map(|f| f.sha256.clone()).collect()
-}
-
 async fn builder(t: &TestDb) -> anyhow::Result<(Arc<FileStore>, ApkBuilder)> {
     let store = Arc::new(FileStore::open(t.dir.path().join("blobs"), t.metrics.clone()).await?);
     let keystore = Arc::new(KeyStore::new("0123456789abcdef0123456789abcdef"));
@@ -133,7 +117,7 @@ db_test!(an_apk_upload_compresses_one_chunk_and_the_index_verifies, |t: TestDb| 
     let text = check(&t, blobs, (&builder, &repo), &first).await?;
     assert_eq!(text.matches("\nP:").count() + usize::from(text.starts_with("P:")), 2_500);
     assert!(text.contains("P:pkg-00000\n") && text.contains("P:pkg-02499\n"));
-    let first_parts = parts(&first);
+    let first_parts = common::parts(&first);
 
     // One upload: the last chunk is compressed again, and the index's two ends.
     add(&t, repo.id, 2_500).await?;
@@ -141,7 +125,7 @@ db_test!(an_apk_upload_compresses_one_chunk_and_the_index_verifies, |t: TestDb| 
     let second = publish(&t, blobs, &builder, &repo).await?;
     let incremental = written() - at;
     assert!(incremental * 3 < full, "one upload wrote {incremental} bytes, the whole build {full}");
-    let new: Vec<_> = parts(&second).difference(&first_parts).cloned().collect();
+    let new: Vec<_> = common::parts(&second).difference(&first_parts).cloned().collect();
     assert_eq!(new.len(), 3, "the last chunk, the head and the tail: {new:?}");
     let text = check(&t, blobs, (&builder, &repo), &second).await?;
     assert!(text.contains("P:pkg-02500\n"));
@@ -163,9 +147,9 @@ db_test!(an_apk_upload_compresses_one_chunk_and_the_index_verifies, |t: TestDb| 
     assert_eq!(text, expected, "the same APKINDEX as a build from nothing");
 
     // Nothing changed: the same chunks, a new signature.
-    let before = parts(&publish_again(&t, blobs, &builder, &repo).await?);
+    let before = common::parts(&publish_again(&t, blobs, &builder, &repo).await?);
     let same = publish_again(&t, blobs, &builder, &repo).await?;
-    assert!(parts(&same).difference(&before).count() <= 2, "only the head and tail may differ");
+    assert!(common::parts(&same).difference(&before).count() <= 2, "only the head and tail may differ");
     Ok(())
 });
 
@@ -217,7 +201,7 @@ db_test!(an_apk_group_merges_again_only_the_member_that_changed, |t: TestDb| asy
     publish(&t, blobs, &builder, &small).await?;
     t.db.request_changes(group.id, &[("apk".to_string(), UNIT.to_string())]).await?;
     let second = publish(&t, blobs, &builder, &group).await?;
-    let new: Vec<_> = parts(&second).difference(&parts(&first)).cloned().collect();
+    let new: Vec<_> = common::parts(&second).difference(&common::parts(&first)).cloned().collect();
     assert_eq!(new.len(), 3, "small's chunk, the head and the tail: {new:?}");
     let text = check(&t, blobs, (&builder, &group), &second).await?;
     assert_eq!(provider(&members(&second).await?, "loc-new").as_deref(), Some("small"));

@@ -2,18 +2,20 @@
 //! rendered again; the files as a whole (their parts joined) must be exactly what a build from
 //! nothing makes, with the hashes `Release` lists, on every backend.
 
-use std::collections::{HashMap, HashSet};
+mod common;
+
+use std::collections::HashMap;
 use std::io::Read as _;
 use std::sync::Arc;
 
-use packyard_core::publication::{read_file, BuildContext, Builder};
+use packyard_core::publication::read_file;
 use packyard_core::repositories::RepositoryService;
 use packyard_core::security::keystore::KeyStore;
 use packyard_formats::apt::publish::AptBuilder;
 use packyard_formats::apt::rows::{AptPackage, Member};
-use packyard_model::repos::{RepoType, Repository, RepositorySpec};
+use packyard_model::repos::{Repository, RepositorySpec};
 use packyard_store::blobs::FileStore;
-use packyard_store::db::publication::{Due, SnapshotFile};
+use packyard_store::db::publication::SnapshotFile;
 use packyard_store::db_test;
 use packyard_store::testing::TestDb;
 use sha2::{Digest, Sha256};
@@ -55,27 +57,13 @@ async fn add_to(t: &TestDb, repo: i64, name: &str, i: usize, dist: Option<&str>)
     Ok(id)
 }
 
-/// Claims, builds with `builder` and publishes the unit; returns the snapshot's files by path.
 async fn publish(
     t: &TestDb,
     blobs: &FileStore,
     builder: &AptBuilder,
     repo: &Repository,
 ) -> anyhow::Result<HashMap<String, SnapshotFile>> {
-    let claim =
-        t.db.claim_due("test", Due { debounce_ms: 0, max_delay_ms: 0 }, 60_000)
-            .await?
-            .ok_or_else(|| anyhow::anyhow!("nothing due"))?;
-    assert_eq!(claim.unit.repository_id, repo.id, "the unit due is {repo:?}'s");
-    let mut ctx = BuildContext::new(&t.db, blobs);
-    if repo.repo_type == RepoType::Group {
-        builder.merge(&mut ctx, repo, &claim.unit).await?;
-    } else {
-        builder.build(&mut ctx, repo, &claim.unit).await?;
-    }
-    let files = ctx.finish().await?;
-    t.db.publish_snapshot(&claim, &files, &[], 0).await?.ok_or_else(|| anyhow::anyhow!("fenced"))?;
-    Ok(files.into_iter().map(|f| (f.path.clone(), f)).collect())
+    common::publish(t, blobs, builder, repo).await
 }
 
 /// The index's three files, checked against each other and against Release; returns the text.
@@ -125,10 +113,6 @@ fn fresh(b: &AptBuilder) -> AptBuilder {
     AptBuilder { page_size: 1_000, keystore: b.keystore.clone(), reader: b.reader.clone(), memory: Default::default() }
 }
 
-fn parts(files: &HashMap<String, SnapshotFile>) -> HashSet<String> {
-    files.values().filter(|f| f.path.starts_with(".parts/")).map(|f| f.sha256.clone()).collect()
-}
-
 db_test!(an_upload_rerenders_one_chunk_and_the_files_are_whole, |t: TestDb| async move {
     let spec: RepositorySpec = serde_json::from_value(serde_json::json!({"name": "inc", "format": "apt",
         "type": "hosted", "apt": {"distributions": ["stable"], "architectures": ["amd64", "all"]}}))?;
@@ -146,7 +130,7 @@ db_test!(an_upload_rerenders_one_chunk_and_the_files_are_whole, |t: TestDb| asyn
     let text = check(blobs, &first).await?;
     assert_eq!(text.matches("Package: ").count(), 2_500);
     // amd64's index: three chunks of three forms (the index of `all` has its own).
-    let first_parts = parts(&first);
+    let first_parts = common::parts(&first);
     assert!(first_parts.len() >= 9, "{} parts", first_parts.len());
 
     // One upload: the last chunk is rendered again, nothing else.
@@ -157,14 +141,14 @@ db_test!(an_upload_rerenders_one_chunk_and_the_files_are_whole, |t: TestDb| asyn
     assert!(incremental * 3 < full, "one upload wrote {incremental} bytes, the whole build {full}");
     let text = check(blobs, &second).await?;
     assert!(text.contains("Package: pkg-02500\n"));
-    let new: Vec<_> = parts(&second).difference(&first_parts).cloned().collect();
+    let new: Vec<_> = common::parts(&second).difference(&first_parts).cloned().collect();
     // The last chunk of binary-amd64 and of binary-all (the new package is `all`).
     assert!(new.len() <= 6, "{} new parts after one upload", new.len());
     let expected = publish_fresh(&t, blobs, &fresh(&builder), &repo).await?;
     assert_eq!(text, expected, "the same Packages as a build from nothing");
 
     // A package of the first chunk goes: that chunk and the last are rendered again.
-    let before = parts(&publish_nothing_new(&t, blobs, &builder, &repo).await?);
+    let before = common::parts(&publish_nothing_new(&t, blobs, &builder, &repo).await?);
     let mut tx = t.db.pool().begin().await?;
     packyard_formats::apt::rows::delete(&t.db, &mut tx, ids[3]).await?;
     t.db.record_change(&mut tx, repo.id, "apt", "stable").await?;
@@ -173,7 +157,7 @@ db_test!(an_upload_rerenders_one_chunk_and_the_files_are_whole, |t: TestDb| asyn
     let text = check(blobs, &third).await?;
     assert!(!text.contains("Package: pkg-00003\n"));
     assert_eq!(text.matches("Package: ").count(), 2_500);
-    let new: Vec<_> = parts(&third).difference(&before).cloned().collect();
+    let new: Vec<_> = common::parts(&third).difference(&before).cloned().collect();
     assert!(new.len() <= 12, "{} new parts after one delete", new.len());
     let expected = publish_fresh(&t, blobs, &fresh(&builder), &repo).await?;
     assert_eq!(text, expected, "the same Packages as a build from nothing");
@@ -282,7 +266,7 @@ db_test!(a_group_merges_again_only_the_member_that_changed, |t: TestDb| async mo
     let second = publish(&t, blobs, &builder, &group).await?;
     let incremental = written() - at;
     assert!(incremental * 10 < full, "one more package in small wrote {incremental} bytes, the whole merge {full}");
-    let new: Vec<_> = parts(&second).difference(&parts(&first)).cloned().collect();
+    let new: Vec<_> = common::parts(&second).difference(&common::parts(&first)).cloned().collect();
     // small's contribution to Packages (three forms) and the xz file's new index of its
     // blocks; Sources is as it was.
     assert_eq!(new.len(), 4, "new parts: {new:?}");
