@@ -3,6 +3,7 @@
 //! published file or a blob with the HTTP caching rules, serving what a proxy fetched, and
 //! answering an upload the engine stored.
 
+use actix_web::http::header::HeaderValue;
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse};
 use packyard_core::hosted::Uploaded;
@@ -83,82 +84,80 @@ fn if_range_holds(req: &HttpRequest, etag: &str, last_modified: Option<std::time
     last_modified.is_some_and(|m| since_epoch(m).is_some() && since_epoch(m) == since_epoch(date.into()))
 }
 
-/// Answers with a stored blob: `ETag` (the SHA-256), `If-None-Match` and, when `last_modified`
-/// is known, `If-Modified-Since` (304); a single `Range` (206/416) when `If-Range`, if any, still
-/// names this file; the bytes streamed. HEAD opens nothing when the size is known.
+/// What the headers of a blob's answer say about it, each value made before the request when
+/// it can be (an [`ArtifactRef`] carries its validators' text): `ETag` (the SHA-256, quoted),
+/// `Last-Modified` (when known), `Content-Type`, and the size when known (HEAD opens nothing).
+pub struct BlobHead<'a> {
+    pub sha256: &'a str,
+    pub etag: HeaderValue,
+    pub last_modified: Option<(std::time::SystemTime, HeaderValue)>,
+    pub content_type: HeaderValue,
+    pub size: Option<u64>,
+}
+
+/// Answers with a stored blob: `ETag`, `If-None-Match` and, when its `Last-Modified` is known,
+/// `If-Modified-Since` (304); a single `Range` (206/416) when `If-Range`, if any, still names
+/// this file; the bytes streamed. HEAD opens nothing when the size is known.
 pub async fn serve_blob(
     req: &HttpRequest,
     blobs: &dyn packyard_store::blobs::BlobStore,
-    sha256: &str,
-    content_type: &str,
-    last_modified: Option<std::time::SystemTime>,
-    known_size: Option<u64>,
+    head: BlobHead<'_>,
     extra: &[(&'static str, String)],
 ) -> Result<HttpResponse, FormatError> {
-    use actix_web::http::header::{self, Header, IfModifiedSince, LastModified};
+    use actix_web::http::header::{self, Header, IfModifiedSince};
     use packyard_store::blobs::{RangeSpec, Sha256Hex};
-    let etag = format!("\"{sha256}\"");
-    let etag_matches = req.headers().get(header::IF_NONE_MATCH).is_some_and(|v| v.as_bytes() == etag.as_bytes());
-    let not_modified_since = !req.headers().contains_key(header::IF_NONE_MATCH)
-        && last_modified.is_some_and(|m| {
-            IfModifiedSince::parse(req).is_ok_and(|IfModifiedSince(since)| std::time::SystemTime::from(since) >= m)
+    let BlobHead { sha256, etag, last_modified, content_type, size } = head;
+    let headers = req.headers();
+    let if_none_match = headers.get(header::IF_NONE_MATCH);
+    let etag_matches = if_none_match.is_some_and(|v| v.as_bytes() == etag.as_bytes());
+    let not_modified_since = if_none_match.is_none()
+        && headers.contains_key(header::IF_MODIFIED_SINCE)
+        && last_modified.as_ref().is_some_and(|(m, _)| {
+            IfModifiedSince::parse(req).is_ok_and(|IfModifiedSince(since)| std::time::SystemTime::from(since) >= *m)
         });
+    let with_extra = |res: &mut actix_web::HttpResponseBuilder| {
+        for (k, v) in extra {
+            res.insert_header((*k, v.as_str()));
+        }
+    };
     if etag_matches || not_modified_since {
         let mut res = HttpResponse::NotModified();
         res.insert_header((header::ETAG, etag));
-        for (k, v) in extra {
-            res.insert_header((*k, v.as_str()));
-        }
+        with_extra(&mut res);
         return Ok(res.finish());
+    }
+    let (modified_at, last_modified) = last_modified.unzip();
+    let mut res = HttpResponse::Ok();
+    res.insert_header((header::CONTENT_TYPE, content_type))
+        .insert_header((header::ETAG, etag.clone()))
+        .insert_header((header::ACCEPT_RANGES, HeaderValue::from_static("bytes")));
+    if let Some(v) = last_modified {
+        res.insert_header((header::LAST_MODIFIED, v));
+    }
+    with_extra(&mut res);
+    if let (true, Some(size)) = (req.method() == actix_web::http::Method::HEAD, size) {
+        // The headers of a GET without opening the file: actix would read a streamed body to
+        // its end only to drop it.
+        res.no_chunking(size);
+        return Ok(res.streaming(futures_util::stream::empty::<Result<bytes::Bytes, std::io::Error>>()));
     }
     let digest = Sha256Hex::parse(sha256)?;
     if req.method() == actix_web::http::Method::HEAD {
-        // The headers of a GET without opening the file: actix would read a streamed body to
-        // its end only to drop it.
-        let size = match known_size {
-            Some(s) => s,
-            None => {
-                blobs.stat(&digest).await?.ok_or_else(|| ApiError::internal(format!("blob {digest} is missing")))?
-            }
-        };
-        let mut res = HttpResponse::Ok();
-        res.content_type(content_type)
-            .insert_header((header::ETAG, etag))
-            .insert_header((header::ACCEPT_RANGES, "bytes"))
-            .no_chunking(size);
-        if let Some(m) = last_modified {
-            res.insert_header(LastModified(m.into()));
-        }
-        for (k, v) in extra {
-            res.insert_header((*k, v.as_str()));
-        }
+        let size = blobs.stat(&digest).await?.ok_or_else(|| ApiError::internal(format!("blob {digest} is missing")))?;
+        res.no_chunking(size);
         return Ok(res.streaming(futures_util::stream::empty::<Result<bytes::Bytes, std::io::Error>>()));
     }
-    let range = req
-        .headers()
+    let range = headers
         .get(header::RANGE)
-        .filter(|_| if_range_holds(req, &etag, last_modified))
+        .filter(|_| if_range_holds(req, etag.to_str().unwrap_or_default(), modified_at))
         .and_then(|v| v.to_str().ok())
         .and_then(RangeSpec::parse_header);
     let read = blobs.open_hot(&digest, range).await?;
-    let mut res = match read.range {
-        Some(r) => {
-            let mut b = HttpResponse::PartialContent();
-            b.insert_header((header::CONTENT_RANGE, format!("bytes {}-{}/{}", r.start, r.end, read.total_size)));
-            b
-        }
-        None => HttpResponse::Ok(),
-    };
-    res.content_type(content_type)
-        .insert_header((header::ETAG, etag))
-        .insert_header((header::ACCEPT_RANGES, "bytes"))
-        .no_chunking(read.content_length());
-    if let Some(m) = last_modified {
-        res.insert_header(LastModified(m.into()));
+    if let Some(r) = read.range {
+        res.status(StatusCode::PARTIAL_CONTENT)
+            .insert_header((header::CONTENT_RANGE, format!("bytes {}-{}/{}", r.start, r.end, read.total_size)));
     }
-    for (k, v) in extra {
-        res.insert_header((*k, v.as_str()));
-    }
+    res.no_chunking(read.content_length());
     Ok(res.streaming(read.body))
 }
 
@@ -169,7 +168,7 @@ pub async fn serve_hosted<F, Fut>(
     cx: &crate::route::Cx<'_>,
     repo: &Repository,
     path: &str,
-    content_type: &str,
+    content_type: &'static str,
     lookup: F,
 ) -> Result<HttpResponse, FormatError>
 where
@@ -273,19 +272,27 @@ pub fn count_download(services: &Services, req: &HttpRequest, res: &HttpResponse
     }
 }
 
-/// Answers with an artifact's blob (`Last-Modified` its upload time, when known).
+/// Answers with an artifact's blob (`Last-Modified` its upload time, when known), its
+/// validators' text as cached with it.
 pub async fn serve_artifact(
     req: &HttpRequest,
     services: &Services,
     artifact: &ArtifactRef,
-    content_type: &str,
+    content_type: &'static str,
 ) -> Result<HttpResponse, FormatError> {
     let modified = artifact
         .modified_ms
         .and_then(|ms| u64::try_from(ms / 1000).ok())
         .map(|secs| std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs));
-    let size = u64::try_from(artifact.size).ok();
-    serve_blob(req, services.blobs.as_ref(), &artifact.sha256, content_type, modified, size, &[]).await
+    let text = |b: &bytes::Bytes| HeaderValue::from_maybe_shared(b.clone()).ok();
+    let head = BlobHead {
+        sha256: &artifact.sha256,
+        etag: text(&artifact.etag).ok_or_else(|| ApiError::internal(format!("bad digest {}", artifact.sha256)))?,
+        last_modified: modified.zip(artifact.last_modified.as_ref().and_then(text)),
+        content_type: HeaderValue::from_static(content_type),
+        size: u64::try_from(artifact.size).ok(),
+    };
+    serve_blob(req, services.blobs.as_ref(), head, &[]).await
 }
 
 /// Answers with what the proxy fetched: the upstream's bytes unchanged, with `X-Packyard-Cache`
@@ -297,7 +304,7 @@ pub async fn serve_proxied(
     req: &HttpRequest,
     (path, artifact): (&str, bool),
     outcome: Outcome,
-    fallback_type: &str,
+    fallback_type: &'static str,
 ) -> Result<HttpResponse, FormatError> {
     let (entry, state) = match outcome {
         Outcome::Found(e, s) => (e, s),
@@ -313,16 +320,26 @@ pub async fn serve_proxied(
     if state == CacheState::Stale {
         extra.push(("warning", "110 packyard \"Response is Stale\"".to_string()));
     }
-    let content_type =
-        if entry.content_type.is_empty() { fallback_type.to_string() } else { entry.content_type.clone() };
-    let modified = entry
+    // The upstream's type when it is a valid header value, else the format's.
+    let content_type = HeaderValue::from_str(&entry.content_type)
+        .ok()
+        .filter(|_| !entry.content_type.is_empty())
+        .unwrap_or_else(|| HeaderValue::from_static(fallback_type));
+    let last_modified = entry
         .upstream_last_modified
         .as_deref()
         .and_then(|v| v.parse::<actix_web::http::header::HttpDate>().ok())
-        .map(std::time::SystemTime::from);
+        .and_then(|d| Some((std::time::SystemTime::from(d), HeaderValue::from_str(&d.to_string()).ok()?)));
     let sha = entry.sha256.as_deref().unwrap_or_default();
-    let size = u64::try_from(entry.size).ok();
-    let res = serve_blob(req, services.blobs.as_ref(), sha, &content_type, modified, size, &extra).await?;
+    let head = BlobHead {
+        sha256: sha,
+        etag: HeaderValue::from_str(&format!("\"{sha}\""))
+            .map_err(|_| ApiError::internal(format!("bad digest {sha}")))?,
+        last_modified,
+        content_type,
+        size: u64::try_from(entry.size).ok(),
+    };
+    let res = serve_blob(req, services.blobs.as_ref(), head, &extra).await?;
     if artifact {
         count_download(services, req, &res, repo.id, path);
     }

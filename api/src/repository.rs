@@ -155,3 +155,22 @@ async fn authorize(
     }
     .into())
 }
+
+#[cfg(test)]
+mod tests {
+    fn future_size<F, Fut>(_: F) -> usize
+    where
+        F: FnOnce(actix_web::HttpRequest, actix_web::web::Payload) -> Fut,
+    {
+        std::mem::size_of::<Fut>()
+    }
+
+    /// actix moves every request's handler future into a box: the rare, large states (uploads,
+    /// proxy fetches, group merges, cold reads) are boxed where they start, so the hot reads
+    /// do not copy them (7,312 bytes before they were; 3,568 after).
+    #[test]
+    fn the_request_future_stays_small() {
+        let size = future_size(super::dispatch);
+        assert!(size <= 4096, "dispatch's future is {size} bytes: box the new large state where it starts");
+    }
+}

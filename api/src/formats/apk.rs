@@ -69,10 +69,11 @@ impl Routes for Apk {
     async fn serve(cx: Cx<'_>, route: Route) -> Result<HttpResponse, FormatError> {
         match route {
             Route::Get(f) => serve(&cx, &cx.repo.clone(), &f, 0).await,
-            Route::Put(f) => put(cx, f).await,
+            // Writes are boxed: their state is large, and the hot reads should not carry it.
+            Route::Put(f) => Box::pin(put(cx, f)).await,
             Route::Delete(f) => {
                 let path = f.path();
-                match hosted::delete(&ApkHosted, cx.services, &cx.repo, &path, cx.caller.actor()).await? {
+                match Box::pin(hosted::delete(&ApkHosted, cx.services, &cx.repo, &path, cx.caller.actor())).await? {
                     Some(_) => Ok(HttpResponse::NoContent().finish()),
                     None => Err(cx.not_found(&path)),
                 }

@@ -23,25 +23,56 @@ use packyard_core::services::Services;
 pub struct Apt;
 
 /// A path below the repository root, percent-decoded (apt sends `+` as `%2b`), without `..`,
-/// empty or hidden segments, at most [`MAX_PATH`] bytes.
+/// empty or hidden segments, at most [`MAX_PATH`] bytes: the whole path, its route's prefix
+/// (`pool/`, `dists/`) first, made in one allocation.
 #[derive(Debug, Clone)]
-pub struct CleanPath(String);
+pub struct CleanPath {
+    path: String,
+    /// Where the part after the prefix starts.
+    start: usize,
+}
 
 /// Longest path accepted below a repository (the proxy cache keys on it).
 const MAX_PATH: usize = 600;
 
 impl CleanPath {
-    fn parse(raw: &str) -> Result<Self, FormatError> {
+    /// `prefix` followed by `raw`, decoded and checked.
+    fn parse(prefix: &str, raw: &str) -> Result<Self, FormatError> {
         let invalid = || FormatError::from(ApiError::bad_request(format!("invalid path {raw:?}")));
         if raw.len() > MAX_PATH {
             return Err(ApiError::bad_request(format!("path longer than {MAX_PATH} bytes")).into());
         }
-        let tail = percent_decode(raw).ok_or_else(invalid)?;
-        if tail.split('/').any(|s| s.is_empty() || s == "." || s == ".." || s.starts_with('.')) || tail.contains('\\') {
+        let mut path = String::with_capacity(prefix.len() + raw.len());
+        path.push_str(prefix);
+        if raw.contains('%') {
+            path.push_str(&percent_decode(raw).ok_or_else(invalid)?);
+        } else {
+            path.push_str(raw);
+        }
+        if !clean_segments(&path[prefix.len()..]) {
             return Err(invalid());
         }
-        Ok(Self(tail))
+        Ok(Self { path, start: prefix.len() })
     }
+
+    /// The part after the prefix.
+    fn tail(&self) -> &str {
+        &self.path[self.start..]
+    }
+}
+
+/// Whether no segment of `path` is empty or hidden (`.`, `..`, `.x`) and no `\\` is in it: one
+/// pass over the bytes (every package request parses its path).
+fn clean_segments(path: &str) -> bool {
+    let mut segment_starts = true;
+    for &c in path.as_bytes() {
+        if c == b'\\' || (segment_starts && (c == b'/' || c == b'.')) {
+            return false;
+        }
+        segment_starts = c == b'/';
+    }
+    // An empty path, or one ending in `/`, ends on an empty segment.
+    !segment_starts
 }
 
 pub enum Route {
@@ -62,19 +93,20 @@ impl Routes for Apt {
     fn route(method: &Method, tail: Tail<'_>) -> Option<Result<(Route, Access), FormatError>> {
         let read = matches!(*method, Method::GET | Method::HEAD);
         let t = tail.matched;
-        let clean =
-            |rest: &str, f: fn(CleanPath) -> Route, access| Some(CleanPath::parse(rest).map(|p| (f(p), access)));
+        let clean = |prefix: &str, rest: &str, f: fn(CleanPath) -> Route, access| {
+            Some(CleanPath::parse(prefix, rest).map(|p| (f(p), access)))
+        };
         // Artifactory's upload: any path to a `.deb` (`pool/…` in its documentation).
         if *method == Method::PUT && !t.is_empty() {
             return Some(Matrix::parse(t).map(|m| (Route::Put(m), Access::WRITE)));
         }
         if let Some(rest) = t.strip_prefix("dists/").filter(|r| !r.is_empty()) {
-            return if read { clean(rest, Route::Dists, Access::READ) } else { None };
+            return if read { clean("dists/", rest, Route::Dists, Access::READ) } else { None };
         }
         if let Some(rest) = t.strip_prefix("pool/").filter(|r| !r.is_empty()) {
             return match *method {
-                Method::GET | Method::HEAD => clean(rest, Route::Pool, Access::READ),
-                Method::DELETE => clean(rest, Route::Delete, Access::DELETE),
+                Method::GET | Method::HEAD => clean("pool/", rest, Route::Pool, Access::READ),
+                Method::DELETE => clean("pool/", rest, Route::Delete, Access::DELETE),
                 _ => None,
             };
         }
@@ -87,19 +119,20 @@ impl Routes for Apt {
 
     async fn serve(cx: Cx<'_>, route: Route) -> Result<HttpResponse, FormatError> {
         match route {
-            Route::Dists(p) => dists(&cx, &p.0).await,
-            Route::Pool(p) => pool(&cx, format!("pool/{}", p.0)).await,
-            Route::Delete(p) => delete(&cx, format!("pool/{}", p.0)).await,
-            Route::Upload => upload(cx).await,
-            Route::Put(m) => put(cx, m).await,
+            Route::Dists(p) => dists(&cx, p).await,
+            Route::Pool(p) => pool(&cx, p.path).await,
+            // Writes are boxed: their state is large, and the hot reads should not carry it.
+            Route::Delete(p) => Box::pin(delete(&cx, p.path)).await,
+            Route::Upload => Box::pin(upload(cx)).await,
+            Route::Put(m) => Box::pin(put(cx, m)).await,
             Route::GpgKey => gpg_key(&cx).await,
         }
     }
 }
 
-async fn dists(cx: &Cx<'_>, tail: &str) -> Result<HttpResponse, FormatError> {
+async fn dists(cx: &Cx<'_>, clean: CleanPath) -> Result<HttpResponse, FormatError> {
     let (services, repo) = (cx.services, &cx.repo);
-    let path = format!("dists/{tail}");
+    let (path, tail) = (clean.path.as_str(), clean.tail());
     let dist = tail.split('/').next().unwrap_or_default();
     if repo.repo_type == RepoType::Proxy {
         // Only the mirrored distributions; by-hash files are immutable, the rest is metadata,
@@ -114,21 +147,21 @@ async fn dists(cx: &Cx<'_>, tail: &str) -> Result<HttpResponse, FormatError> {
             ))
             .into());
         }
-        let fetch = packyard_formats::apt::proxy_request(repo, &path)?;
+        let fetch = packyard_formats::apt::proxy_request(repo, path)?;
         let outcome = services.proxy.fetch(fetch).await?;
-        return super::serve_proxied(services, repo, cx.req, (&path, false), outcome, "text/plain").await;
+        return super::serve_proxied(services, repo, cx.req, (path, false), outcome, "text/plain").await;
     }
     // A distribution taken out of the repository's list is no longer served.
     if !repo.settings.apt.as_ref().is_some_and(|a| a.suites().contains(&dist)) {
-        return Err(cx.not_found(&path));
+        return Err(cx.not_found(path));
     }
     let published = &services.published;
     let found = if tail.contains("/by-hash/") {
-        published.file_or_retained(&services.db, services.blobs.as_ref(), repo.id, KIND, dist, &path).await?
+        published.file_or_retained(&services.db, services.blobs.as_ref(), repo.id, KIND, dist, path).await?
     } else {
-        published.file(&services.db, services.blobs.as_ref(), repo.id, KIND, dist, &path).await?
+        published.file(&services.db, services.blobs.as_ref(), repo.id, KIND, dist, path).await?
     };
-    found.map(|f| super::serve_published(cx.req, f)).ok_or_else(|| cx.not_found(&path))
+    found.map(|f| super::serve_published(cx.req, f)).ok_or_else(|| cx.not_found(path))
 }
 
 const DEB_TYPE: &str = "application/vnd.debian.binary-package";
@@ -335,8 +368,8 @@ impl Matrix {
     fn parse(rest: &str) -> Result<Self, FormatError> {
         let bad = |m: String| FormatError::from(ApiError::bad_request(m));
         let mut parts = rest.split(';');
-        let path = CleanPath::parse(parts.next().unwrap_or_default())?;
-        let file = path.0.rsplit('/').next().unwrap_or_default();
+        let path = CleanPath::parse("", parts.next().unwrap_or_default())?;
+        let file = path.path.rsplit('/').next().unwrap_or_default();
         if !file.ends_with(".deb") {
             return Err(bad(format!("PUT a .deb file (…/<name>_<version>_<arch>.deb), not {file:?}")));
         }
@@ -437,4 +470,39 @@ async fn gpg_key(cx: &Cx<'_>) -> Result<HttpResponse, FormatError> {
     let keyring =
         packyard_codecs::apt::signing::keyring_armored(&signer, previous.as_ref()).map_err(ApiError::internal)?;
     Ok(HttpResponse::Ok().content_type("application/pgp-keys").body(keyring))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::clean_segments;
+
+    #[test]
+    fn a_path_with_an_empty_or_hidden_segment_is_refused() {
+        let old = |p: &str| !(p.split('/').any(|s| s.is_empty() || s.starts_with('.')) || p.contains('\\'));
+        let cases = [
+            "main/h/hello/hello_2.10_amd64.deb",
+            "stable/InRelease",
+            "a",
+            "",
+            "/",
+            "a/",
+            "/a",
+            "a//b",
+            "a/./b",
+            "a/../b",
+            "..",
+            ".",
+            ".hidden",
+            "a/.hidden",
+            "a/b.c/d..e",
+            "a\\b",
+            "a/b\\",
+            "x./y.",
+        ];
+        for p in cases {
+            assert_eq!(clean_segments(p), old(p), "{p:?}");
+        }
+        assert!(clean_segments("main/h/hello/hello_2.10_amd64.deb"));
+        assert!(!clean_segments("main/../../etc/passwd"));
+    }
 }

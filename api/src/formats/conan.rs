@@ -164,7 +164,7 @@ impl Routes for Conan {
     async fn serve(cx: Cx<'_>, route: Route) -> Result<HttpResponse, FormatError> {
         match route {
             Route::Ping => Ok(HttpResponse::Ok().insert_header(CAPABILITIES).finish()),
-            Route::Authenticate => authenticate(&cx).await,
+            Route::Authenticate => Box::pin(authenticate(&cx)).await,
             Route::CheckCredentials => {
                 Ok(HttpResponse::Ok().content_type("text/plain; charset=utf-8").body(cx.caller.username().to_string()))
             }
@@ -172,8 +172,9 @@ impl Routes for Conan {
                 let repo = cx.repo.clone();
                 read(&cx, &repo, target, 0).await
             }
-            Route::Put(target) => put(cx, target).await,
-            Route::Delete(target) => delete(&cx, target).await,
+            // Writes are boxed: their state is large, and the hot reads should not carry it.
+            Route::Put(target) => Box::pin(put(cx, target)).await,
+            Route::Delete(target) => Box::pin(delete(&cx, target)).await,
         }
     }
 }

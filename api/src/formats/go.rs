@@ -65,7 +65,7 @@ impl Routes for Go {
 
     async fn serve(cx: Cx<'_>, route: Route) -> Result<HttpResponse, FormatError> {
         match route {
-            Route::Sumdb(request) => sumdb::serve(&cx, &request).await,
+            Route::Sumdb(request) => Box::pin(sumdb::serve(&cx, &request)).await,
             Route::Read(request) => {
                 let repo = cx.repo.clone();
                 match read(&cx, &repo, &request, 0).await? {
@@ -74,13 +74,15 @@ impl Routes for Go {
                 }
             }
             Route::Put(target) => {
-                let up = hosted::upload(&GoHosted, cx.services, &cx.repo, target, cx.body, cx.caller.actor()).await?;
+                // Writes are boxed: their state is large, and the hot reads should not carry it.
+                let up = Box::pin(hosted::upload(&GoHosted, cx.services, &cx.repo, target, cx.body, cx.caller.actor()))
+                    .await?;
                 // Always read-your-writes: the go command asks for the list right after.
                 super::uploaded(cx.services, &up, true).await
             }
             Route::Delete { module, version } => {
                 let removal = (module, version);
-                match hosted::delete(&GoHosted, cx.services, &cx.repo, &removal, cx.caller.actor()).await? {
+                match Box::pin(hosted::delete(&GoHosted, cx.services, &cx.repo, &removal, cx.caller.actor())).await? {
                     Some(d) => {
                         super::wait_published(cx.services, &d.changes).await?;
                         Ok(HttpResponse::NoContent().finish())

@@ -84,6 +84,21 @@ where
     F: FnOnce() -> Fut,
     Fut: std::future::Future<Output = Result<bool, GroupError>>,
 {
+    // Boxed: a whole merge's state is large, and the warm reads beside it should not carry it.
+    Box::pin(first_request(services, group, kind, key, member_has)).await
+}
+
+async fn first_request<F, Fut>(
+    services: &Services,
+    group: &Repository,
+    kind: &str,
+    key: &str,
+    member_has: F,
+) -> Result<bool, GroupError>
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = Result<bool, GroupError>>,
+{
     let db = &services.db;
     if db.unit_by_key(group.id, kind, key).await?.is_none() {
         if !member_has().await? {

@@ -328,8 +328,14 @@ impl Proxy {
     }
 
     /// The cached answer for `req.path` if it is fresh, else the upstream's (one request per
-    /// path in flight), else the stale copy if the upstream fails.
-    pub async fn fetch(&self, req: FetchRequest) -> Result<Outcome, ProxyError> {
+    /// path in flight), else the stale copy if the upstream fails. Boxed: its state is large,
+    /// and a request that never goes to a proxy should not carry it (a route's future is moved
+    /// into a box on every request).
+    pub fn fetch(&self, req: FetchRequest) -> futures_util::future::BoxFuture<'_, Result<Outcome, ProxyError>> {
+        Box::pin(self.fetch_unboxed(req))
+    }
+
+    async fn fetch_unboxed(&self, req: FetchRequest) -> Result<Outcome, ProxyError> {
         let key = (req.repository_id, req.path.clone());
         let remember = req.from_memory && req.freshness == Freshness::Metadata;
         if remember {

@@ -120,17 +120,25 @@ pub enum ReadError {
     Blob(#[from] packyard_store::blobs::BlobError),
 }
 
-/// An artifact's blob and when it was stored (its `Last-Modified`, when the format knows it).
+/// An artifact's blob and when it was stored (its `Last-Modified`, when the format knows it),
+/// with the text of its validators made once, when it is cached: a HEAD or a 304 of a package
+/// formats nothing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ArtifactRef {
     pub sha256: Arc<str>,
     pub size: i64,
     pub modified_ms: Option<i64>,
+    /// The strong `ETag`: the SHA-256, quoted.
+    pub etag: Bytes,
+    /// `modified_ms` as an HTTP date, whole seconds.
+    pub last_modified: Option<Bytes>,
 }
 
 impl ArtifactRef {
     pub fn new(sha256: &str, size: i64, modified_ms: Option<i64>) -> Self {
-        Self { sha256: Arc::from(sha256), size, modified_ms }
+        let etag = Bytes::from(format!("\"{sha256}\""));
+        let last_modified = modified_ms.map(|ms| Bytes::from(packyard_model::time::http_date(ms.div_euclid(1000))));
+        Self { sha256: Arc::from(sha256), size, modified_ms, etag, last_modified }
     }
 }
 
@@ -147,7 +155,7 @@ pub struct PublishedCache {
     counters: Counters,
     /// Artifact paths (e.g. an APT pool path) → (SHA-256, size): dropped with the repository's
     /// snapshot pointers, so a package file is served from the mapping its index was built from.
-    artifacts: RwLock<HashMap<i64, HashMap<String, ArtifactRef>>>,
+    artifacts: RwLock<hashbrown::HashMap<i64, hashbrown::HashMap<String, ArtifactRef>>>,
     /// Files a replica made for units that have no snapshot (an empty APK index, signed), by
     /// repository and path: dropped with the repository's pointers (a publication or a new
     /// signing key moves its watermark).
@@ -177,7 +185,7 @@ impl PublishedCache {
             files_bytes: AtomicI64::new(0),
             max_bytes,
             counters: Counters::new(&metrics),
-            artifacts: RwLock::new(HashMap::new()),
+            artifacts: RwLock::new(hashbrown::HashMap::new()),
             made: RwLock::new(HashMap::new()),
             kept: RwLock::new(HashMap::new()),
             kept_bytes: AtomicI64::new(0),
@@ -251,7 +259,7 @@ impl PublishedCache {
             if self.epoch.load(Ordering::Acquire) != epoch {
                 return;
             }
-            if m.values().map(HashMap::len).sum::<usize>() >= MAX_ARTIFACTS {
+            if m.values().map(hashbrown::HashMap::len).sum::<usize>() >= MAX_ARTIFACTS {
                 m.clear();
             }
             m.entry(repo).or_default().insert(path.to_string(), artifact);
@@ -339,6 +347,17 @@ impl PublishedCache {
             return Ok(found);
         }
         self.count(Which::Snapshot, false);
+        // Boxed: a warm read should not carry the queries' state (see `Proxy::fetch`).
+        Box::pin(self.load_manifest(db, repository_id, kind, unit_key)).await
+    }
+
+    async fn load_manifest(
+        &self,
+        db: &Db,
+        repository_id: i64,
+        kind: &str,
+        unit_key: &str,
+    ) -> Result<Option<Arc<Manifest>>, ReadError> {
         let epoch = self.epoch.load(Ordering::Acquire);
         let manifest = match db.unit_by_key(repository_id, kind, unit_key).await? {
             Some(unit) => match unit.current_snapshot_id {
@@ -431,7 +450,7 @@ impl PublishedCache {
             return Ok(Some(f));
         }
         self.count(Which::SnapshotFile, false);
-        let bytes = super::read_file(blobs, entry).await?;
+        let bytes = Box::pin(super::read_file(blobs, entry)).await?;
         let etag = format!("\"{}\"", entry.sha256);
         let served = ServedFile::new(bytes, manifest.published_at, entry.served_type(), &etag);
         let key = FileKey { snapshot: manifest.snapshot_id, path: path.to_string() };

@@ -35,8 +35,31 @@ pub struct SecurityCache {
     repositories_version: AtomicI64,
     decisions: RwLock<HashMap<[u8; 32], Entry<Arc<Principal>>>>,
     anonymous: RwLock<Option<Arc<Principal>>>,
-    repositories: RwLock<HashMap<String, Entry<Arc<Repository>>>>,
-    metrics: Arc<Metrics>,
+    repositories: RwLock<hashbrown::HashMap<String, Entry<Arc<Repository>>>>,
+    counters: Counters,
+}
+
+/// The caches' hit and miss counters, their labels resolved once (a lookup by label values
+/// hashes them on every request): `[auth, anonymous, repository]`.
+struct Counters {
+    hit: [packyard_store::metrics::IntCounter; 3],
+    miss: [packyard_store::metrics::IntCounter; 3],
+}
+
+#[derive(Clone, Copy)]
+enum Which {
+    Auth = 0,
+    Anonymous = 1,
+    Repository = 2,
+}
+
+impl Counters {
+    fn new(metrics: &Metrics) -> Self {
+        let of = |result: &str| {
+            ["auth", "anonymous", "repository"].map(|n| metrics.cache_requests_total.with_label_values(&[n, result]))
+        };
+        Self { hit: of("hit"), miss: of("miss") }
+    }
 }
 
 impl SecurityCache {
@@ -55,8 +78,8 @@ impl SecurityCache {
             repositories_version: AtomicI64::new(0),
             decisions: RwLock::new(HashMap::new()),
             anonymous: RwLock::new(None),
-            repositories: RwLock::new(HashMap::new()),
-            metrics,
+            repositories: RwLock::new(hashbrown::HashMap::new()),
+            counters: Counters::new(&metrics),
         }
     }
 
@@ -70,8 +93,9 @@ impl SecurityCache {
         mac.finalize().into_bytes().into()
     }
 
-    fn count(&self, cache: &str, hit: bool) {
-        self.metrics.cache_requests_total.with_label_values(&[cache, if hit { "hit" } else { "miss" }]).inc();
+    fn count(&self, which: Which, hit: bool) {
+        let counters = if hit { &self.counters.hit } else { &self.counters.miss };
+        counters[which as usize].inc();
     }
 
     pub fn decision(&self, key: &[u8; 32]) -> Option<Arc<Principal>> {
@@ -80,7 +104,7 @@ impl SecurityCache {
             .read()
             .ok()
             .and_then(|m| m.get(key).filter(|e| e.at.elapsed() < self.ttl).map(|e| e.value.clone()));
-        self.count("auth", found.is_some());
+        self.count(Which::Auth, found.is_some());
         found
     }
 
@@ -113,7 +137,7 @@ impl SecurityCache {
 
     pub fn anonymous(&self) -> Option<Arc<Principal>> {
         let found = self.anonymous.read().ok().and_then(|a| a.clone());
-        self.count("anonymous", found.is_some());
+        self.count(Which::Anonymous, found.is_some());
         found
     }
 
@@ -132,7 +156,7 @@ impl SecurityCache {
             .read()
             .ok()
             .and_then(|m| m.get(name).filter(|e| e.at.elapsed() < self.ttl).map(|e| e.value.clone()));
-        self.count("repository", found.is_some());
+        self.count(Which::Repository, found.is_some());
         found
     }
 
