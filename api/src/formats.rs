@@ -37,25 +37,27 @@ pub async fn published_file(
 /// (304), `Content-Length`, the bytes from memory. Every header value was made when the file
 /// was cached.
 pub fn serve_published(req: &HttpRequest, f: ServedFile) -> HttpResponse {
-    use actix_web::http::header::{self, Header, HeaderValue, IfModifiedSince};
+    use actix_web::http::header::{self, Header, IfModifiedSince};
     use std::time::{Duration, SystemTime};
-    let etag_matches = !f.etag.is_empty()
-        && req.headers().get(header::IF_NONE_MATCH).is_some_and(|v| v.as_bytes() == f.etag.as_bytes());
+    let headers = req.headers();
+    let if_none_match = headers.get(header::IF_NONE_MATCH);
+    let etag_matches = !f.etag.is_empty() && if_none_match.is_some_and(|v| v.as_bytes() == f.etag.as_ref());
     // Whole seconds, each snapshot of a unit its own (`Manifest::published_at`; a burst of
     // publications may take seconds a little ahead of the clock, which clients only echo back).
     let not_modified_since = f.modified.is_some()
-        && !req.headers().contains_key(header::IF_NONE_MATCH)
-        && req.headers().contains_key(header::IF_MODIFIED_SINCE)
+        && if_none_match.is_none()
+        && headers.contains_key(header::IF_MODIFIED_SINCE)
         && f.modified.is_some_and(|ms| {
             let m = SystemTime::UNIX_EPOCH + Duration::from_secs(u64::try_from(ms / 1000).unwrap_or(0));
             IfModifiedSince::parse(req).is_ok_and(|IfModifiedSince(since)| SystemTime::from(since) >= m)
         });
     let mut res = if etag_matches || not_modified_since { HttpResponse::NotModified() } else { HttpResponse::Ok() };
-    let value = |s: &str| HeaderValue::from_str(s).ok();
+    // The values were made when the file was cached: no copy, only a check of the bytes.
+    let value = |b: &bytes::Bytes| HeaderValue::from_maybe_shared(b.clone()).ok();
     if let Some(v) = value(&f.etag).filter(|_| !f.etag.is_empty()) {
         res.insert_header((header::ETAG, v));
     }
-    if let Some(v) = f.last_modified.as_deref().and_then(value) {
+    if let Some(v) = f.last_modified.as_ref().and_then(value) {
         res.insert_header((header::LAST_MODIFIED, v));
     }
     if etag_matches || not_modified_since {

@@ -100,7 +100,7 @@ where
         };
         let Some(chunk) = next else { break };
         let chunk = chunk.map_err(|e| UploadError::Interrupted(e.to_string()))?;
-        writer.write(&chunk).await?;
+        writer.write_bytes(chunk).await?;
     }
     if let (0, Some(what)) = (writer.written(), what) {
         return Err(UploadError::Invalid(format!("the upload is empty: send {what} as the request body")));

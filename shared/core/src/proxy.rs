@@ -593,7 +593,7 @@ impl Proxy {
                     if writer.written() + chunk.len() as u64 > max {
                         return Err(too_large());
                     }
-                    writer.write(&chunk).await.map_err(internal)?;
+                    writer.write_bytes(chunk).await.map_err(internal)?;
                 }
                 Ok(None) => break,
                 Err(e) => {

@@ -33,16 +33,17 @@ pub struct ServedFile {
     /// sent when unknown.
     pub modified: Option<i64>,
     /// `modified` as an HTTP date (`Wed, 02 Dec 2026 04:09:27 GMT`), whole seconds.
-    pub last_modified: Option<Arc<str>>,
-    pub content_type: Arc<str>,
+    pub last_modified: Option<Bytes>,
+    pub content_type: Bytes,
     /// Strong ETag: the content hash, quoted (empty: none).
-    pub etag: Arc<str>,
+    pub etag: Bytes,
 }
 
 impl ServedFile {
     pub fn new(bytes: Bytes, modified: Option<i64>, content_type: &str, etag: &str) -> Self {
-        let last_modified = modified.map(|ms| Arc::from(packyard_model::time::http_date(ms.div_euclid(1000))));
-        Self { bytes, modified, last_modified, content_type: content_type.into(), etag: etag.into() }
+        let last_modified = modified.map(|ms| Bytes::from(packyard_model::time::http_date(ms.div_euclid(1000))));
+        let text = |s: &str| Bytes::copy_from_slice(s.as_bytes());
+        Self { bytes, modified, last_modified, content_type: text(content_type), etag: text(etag) }
     }
 }
 
