@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Two builds of Packyard side by side in one run, with nginx as the ceiling: what a change did,
+# measured on the same machine in the same minutes (the spread between runs on a shared machine
+# is larger than most changes).
+#   loadtest/paired.sh OLD_BINARY NEW_BINARY
+# Build the old one first, e.g. `git stash; cargo build --release -p packyard-api;
+# cp target/release/packyard-api /tmp/packyard-old; git stash pop`. Both start in the embedded
+# default (SQLite, local files) in scratch directories, each with a repository holding the same
+# generated 4 MiB `.deb`; nginx serves the bytes the new one published. Then the small responses
+# (HEAD of the package, 304 and GET of the metadata) and, with UPLOADS=1, uploads at
+# concurrency 16, are compared. Prints the markdown tables; nothing is written under docs/.
+# Environment: LOG_LEVEL (info, the default configuration; or warn), REQUESTS (30000),
+# ROUNDS (5), CONCURRENCY (16), UPLOADS (0), UPLOAD_REQUESTS (64).
+set -euo pipefail
+[ $# -eq 2 ] || { echo "usage: $0 OLD_BINARY NEW_BINARY" >&2; exit 2; }
+old_bin=$(realpath "$1")
+new_bin=$(realpath "$2")
+cd "$(dirname "$0")/.."
+root=$PWD
+name=paired
+# shellcheck source=loadtest/common.sh
+source loadtest/common.sh
+REQUESTS=${REQUESTS:-30000}
+ROUNDS=${ROUNDS:-5}
+CONCURRENCY=${CONCURRENCY:-16}
+UPLOADS=${UPLOADS:-0}
+UPLOAD_REQUESTS=${UPLOAD_REQUESTS:-64}
+LOG_LEVEL=${LOG_LEVEL:-info}
+NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+chmod 755 "$work"   # nginx workers run as another user
+pids=()
+stop_all() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
+  cleanup
+}
+trap stop_all EXIT
+
+pw=paired-admin
+"$lt" fixture apt --out "$work/packyard-bench_1.0_amd64.deb" --bytes $((4 * 1024 * 1024))
+deb_path=pool/main/p/packyard-bench/packyard-bench_1.0_amd64.deb
+start() { # label binary -> sets url_<label>
+  local label=$1 bin=$2 port mport level_env=()
+  port=$(free_port); mport=$(free_port)
+  [ "$LOG_LEVEL" = info ] || level_env=("PACKYARD_LOG__LEVEL=$LOG_LEVEL")
+  mkdir -p "$work/$label"
+  (cd "$work/$label" && exec env -u PACKYARD_LOG__LEVEL PACKYARD_SECURITY__ADMIN_PASSWORD=$pw ${level_env[@]+"${level_env[@]}"} \
+    PACKYARD_SERVER__BIND=127.0.0.1:$port PACKYARD_SERVER__MANAGEMENT_BIND=127.0.0.1:$mport \
+    "$bin" >"$work/$label.log" 2>&1) &
+  pids+=($!)
+  wait_http "http://127.0.0.1:$mport/readyz"
+  local base=http://127.0.0.1:$port
+  for repo in debs uploads; do
+    curl -fsS -u admin:$pw -H 'content-type: application/json' "$base/api/v1/repositories" \
+      -d "{\"name\":\"$repo\",\"format\":\"apt\",\"type\":\"hosted\",\"apt\":{\"architectures\":[\"amd64\"]}}" >/dev/null
+  done
+  curl -fsS -u admin:$pw --data-binary @"$work/packyard-bench_1.0_amd64.deb" "$base/repository/debs/?wait=true" >/dev/null
+  printf -v "url_$label" '%s' "$base"
+}
+log "starting the old ($old_bin) and the new ($new_bin) build, log level $LOG_LEVEL"
+start old "$old_bin"
+start new "$new_bin"
+
+www=$work/www
+for f in dists/stable/InRelease dists/stable/main/binary-amd64/Packages.gz "$deb_path"; do
+  mkdir -p "$www/$(dirname "$f")"
+  curl -fsS -o "$www/$f" "$url_new/repository/debs/$f"
+done
+n_port=$(free_port)
+cat >"$work/nginx.conf" <<EOF
+worker_processes auto;
+pid $work/nginx.pid;
+error_log $work/nginx-error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  sendfile on;
+  tcp_nopush on;
+  tcp_nodelay on;
+  keepalive_timeout 65;
+  keepalive_requests 1000000;
+  open_file_cache max=1000 inactive=60s;
+  open_file_cache_valid 60s;
+  types { application/octet-stream deb; application/gzip gz; }
+  default_type text/plain;
+  client_body_temp_path $work/nginx-tmp;
+  server { listen 127.0.0.1:$n_port; root $www; }
+}
+EOF
+mkdir -p "$work/nginx-tmp"
+"$NGINX" -c "$work/nginx.conf" -g 'daemon on;' || { cat "$work/nginx-error.log" >&2; exit 1; }
+wait_http "http://127.0.0.1:$n_port/dists/stable/InRelease"
+
+log "small responses: new, old, nginx"
+"$lt" compare --target "new=$url_new/repository/debs/" --target "old=$url_old/repository/debs/" \
+  --target "nginx=http://127.0.0.1:$n_port/" --requests "$REQUESTS" --concurrency "$CONCURRENCY" \
+  --rounds "$ROUNDS" --warmup-requests 2000 --warmup-seconds 2 \
+  --scenario "head:$deb_path" --scenario cond:dists/stable/InRelease --scenario get:dists/stable/InRelease \
+  --scenario cond:dists/stable/main/binary-amd64/Packages.gz --markdown "$work/small.md" >/dev/null
+echo "## Small responses (log level $LOG_LEVEL)"
+echo
+cat "$work/small.md"
+if [ "$UPLOADS" = 1 ]; then
+  log "uploads: new, old"
+  "$lt" compare --target "new=$url_new/repository/uploads/" --target "old=$url_old/repository/uploads/" \
+    --scenario upload:apt --auth "admin:$pw" --requests "$UPLOAD_REQUESTS" --concurrency "$CONCURRENCY" \
+    --rounds "$ROUNDS" --upload-warmup 16 --markdown "$work/uploads.md" >/dev/null
+  echo
+  echo "## Uploads (distinct 4 MiB packages, log level $LOG_LEVEL)"
+  echo
+  cat "$work/uploads.md"
+fi
