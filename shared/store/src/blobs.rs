@@ -308,11 +308,19 @@ fn count_error<T>(metrics: &Metrics, op: &str, r: Result<T, BlobError>) -> Resul
 /// four trips, not one per network read.
 const WRITE_BATCH: usize = 1024 * 1024;
 
+/// A piece smaller than this is copied into the batch's tail rather than kept as it arrived: a
+/// batch holds at most `2 × WRITE_BATCH / SMALL_PIECE` pieces whatever the client sends.
+const SMALL_PIECE: usize = 16 * 1024;
+
 struct FileWrite {
     /// The temporary and the running hash; taken by each blocking step and handed back.
     state: Option<(std::fs::File, Sha256)>,
-    /// Pieces received and not yet hashed and written, as they arrived (no copy).
+    /// Pieces received and not yet hashed and written: a large piece as it arrived (no copy),
+    /// small ones copied together into `tail` first (a client sending tiny chunks must not make
+    /// a handle, and keep a buffer alive, per byte).
     pending: Vec<Bytes>,
+    tail: bytes::BytesMut,
+    /// Bytes in `pending` and `tail`.
     pending_len: usize,
     temp: PathBuf,
     written: u64,
@@ -344,6 +352,9 @@ async fn blocking_write<T: Send + 'static>(f: impl FnOnce() -> io::Result<T> + S
 impl FileWrite {
     /// Hashes and writes what is pending, off the async executor: one vectored write per batch.
     async fn flush_pending(&mut self) -> Result<(), BlobError> {
+        if !self.tail.is_empty() {
+            self.pending.push(self.tail.split().freeze());
+        }
         if self.pending.is_empty() {
             return Ok(());
         }
@@ -374,10 +385,12 @@ fn write_all_pieces(file: &mut std::fs::File, pieces: &[Bytes]) -> io::Result<()
         let mut slices: Vec<IoSlice<'_>> = group.iter().filter(|p| !p.is_empty()).map(|p| IoSlice::new(p)).collect();
         let mut rest = &mut slices[..];
         while !rest.is_empty() {
-            let n = file.write_vectored(rest)?;
-            if n == 0 {
-                return Err(io::Error::from(io::ErrorKind::WriteZero));
-            }
+            let n = match file.write_vectored(rest) {
+                Ok(0) => return Err(io::Error::from(io::ErrorKind::WriteZero)),
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
             IoSlice::advance_slices(&mut rest, n);
         }
     }
@@ -401,7 +414,17 @@ impl BlobWrite for FileWrite {
         self.written = new_len;
         self.bytes_in.inc_by(chunk.len() as u64);
         self.pending_len += chunk.len();
-        self.pending.push(chunk);
+        if chunk.len() < SMALL_PIECE {
+            self.tail.extend_from_slice(&chunk);
+            if self.tail.len() >= SMALL_PIECE {
+                self.pending.push(self.tail.split().freeze());
+            }
+        } else {
+            if !self.tail.is_empty() {
+                self.pending.push(self.tail.split().freeze());
+            }
+            self.pending.push(chunk);
+        }
         if self.pending_len >= WRITE_BATCH {
             let flushed = self.flush_pending().await;
             count_error(&self.metrics, "write", flushed)?;
@@ -529,6 +552,7 @@ impl BlobStore for FileStore {
         Ok(Box::new(FileWrite {
             state: Some((file, Sha256::new())),
             pending: Vec::new(),
+            tail: bytes::BytesMut::new(),
             pending_len: 0,
             temp,
             written: 0,
@@ -679,14 +703,16 @@ mod tests {
         pieces_of_any_size_are_kept_in_order,
     );
 
-    /// A body arrives in pieces of any size, empty ones included (a writer's empty flush), and
-    /// more of them than one `writev` takes: the blob is their bytes in order.
+    /// A body arrives in pieces of any size, empty ones included (a writer's empty flush), small
+    /// and large interleaved, across many batches: the blob is their bytes in order.
     async fn pieces_of_any_size_are_kept_in_order(st: Store) -> anyhow::Result<()> {
         let s = st.dyn_store();
         let mut w = s.writer(u64::MAX).await?;
         let mut expected = Vec::new();
         for i in 0..3_000u32 {
-            let piece: Vec<u8> = (0..(i % 700)).map(|j| (i.wrapping_mul(31) ^ j) as u8).collect();
+            // Mostly small pieces (copied together), every seventh one large (kept as it came).
+            let len = if i % 7 == 0 { 16 * 1024 + (i * 97) % 40_000 } else { i % 700 };
+            let piece: Vec<u8> = (0..len).map(|j| (i.wrapping_mul(31) ^ j) as u8).collect();
             expected.extend_from_slice(&piece);
             if i % 2 == 0 {
                 w.write_bytes(Bytes::from(piece)).await?;
