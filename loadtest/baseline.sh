@@ -79,38 +79,10 @@ pids+=($!)
 wait_http "http://127.0.0.1:$m_port/readyz"
 pk=http://127.0.0.1:$p_port
 
-# nginx serving $www (the bytes fetched from Packyard) with sendfile, keep-alive, open_file_cache;
-# waits until $1 answers.
 n_port=$(free_port)
 www=$work/www
-start_nginx() {
-  cat >"$work/nginx.conf" <<EOF
-  worker_processes auto;
-  pid $work/nginx.pid;
-  error_log $work/nginx-error.log warn;
-  events { worker_connections 4096; }
-  http {
-    access_log off;
-    sendfile on;
-    tcp_nopush on;
-    tcp_nodelay on;
-    keepalive_timeout 65;
-    keepalive_requests 1000000;
-    open_file_cache max=1000 inactive=60s;
-    open_file_cache_valid 60s;
-    types { application/octet-stream deb apk; application/gzip gz; }
-    default_type text/plain;
-    client_body_temp_path $work/nginx-tmp;
-    server {
-      listen 127.0.0.1:$n_port;
-      root $www;
-    }
-  }
-EOF
-  mkdir -p "$work/nginx-tmp"
-  "$NGINX" -c "$work/nginx.conf" -g 'daemon on;' || { cat "$work/nginx-error.log" >&2; exit 1; }
-  wait_http "http://127.0.0.1:$n_port/$1" || { cat "$work/nginx-error.log" >&2; exit 1; }
-}
+# shellcheck source=loadtest/nginx.sh
+. loadtest/nginx.sh
 
 if [ "$format" = conan ]; then
   # The client (the tests' pin) and the peer (conan-server has no 2.34: its newest, in its own

@@ -67,29 +67,9 @@ for f in dists/stable/InRelease dists/stable/main/binary-amd64/Packages.gz "$deb
   curl -fsS -o "$www/$f" "$url_new/repository/debs/$f"
 done
 n_port=$(free_port)
-cat >"$work/nginx.conf" <<EOF
-worker_processes auto;
-pid $work/nginx.pid;
-error_log $work/nginx-error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  sendfile on;
-  tcp_nopush on;
-  tcp_nodelay on;
-  keepalive_timeout 65;
-  keepalive_requests 1000000;
-  open_file_cache max=1000 inactive=60s;
-  open_file_cache_valid 60s;
-  types { application/octet-stream deb; application/gzip gz; }
-  default_type text/plain;
-  client_body_temp_path $work/nginx-tmp;
-  server { listen 127.0.0.1:$n_port; root $www; }
-}
-EOF
-mkdir -p "$work/nginx-tmp"
-"$NGINX" -c "$work/nginx.conf" -g 'daemon on;' || { cat "$work/nginx-error.log" >&2; exit 1; }
-wait_http "http://127.0.0.1:$n_port/dists/stable/InRelease"
+# shellcheck source=loadtest/nginx.sh
+. loadtest/nginx.sh
+start_nginx dists/stable/InRelease
 
 log "small responses: new, old, nginx"
 "$lt" compare --target "new=$url_new/repository/debs/" --target "old=$url_old/repository/debs/" \
