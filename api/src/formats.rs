@@ -137,18 +137,20 @@ pub async fn serve_blob(
         res.insert_header((header::LAST_MODIFIED, v));
     }
     with_extra(&mut res);
-    if let (true, Some(size)) = (req.method() == actix_web::http::Method::HEAD, size) {
+    if req.method() == actix_web::http::Method::HEAD {
         // The headers of a GET without opening the file: actix would read a streamed body to
-        // its end only to drop it.
+        // its end only to drop it. The store is asked only when the size is not known.
+        let size = match size {
+            Some(s) => s,
+            None => {
+                let digest = Sha256Hex::parse(sha256)?;
+                blobs.stat(&digest).await?.ok_or_else(|| ApiError::internal(format!("blob {digest} is missing")))?
+            }
+        };
         res.no_chunking(size);
         return Ok(res.streaming(futures_util::stream::empty::<Result<bytes::Bytes, std::io::Error>>()));
     }
     let digest = Sha256Hex::parse(sha256)?;
-    if req.method() == actix_web::http::Method::HEAD {
-        let size = blobs.stat(&digest).await?.ok_or_else(|| ApiError::internal(format!("blob {digest} is missing")))?;
-        res.no_chunking(size);
-        return Ok(res.streaming(futures_util::stream::empty::<Result<bytes::Bytes, std::io::Error>>()));
-    }
     let range = headers
         .get(header::RANGE)
         .filter(|_| if_range_holds(req, etag.to_str().unwrap_or_default(), modified_at))
