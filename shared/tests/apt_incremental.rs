@@ -341,3 +341,62 @@ db_test!(packages_of_older_ids_joining_a_chunk_are_all_listed, |t: TestDb| async
     assert_eq!(text, expected, "the same Packages as a build from nothing");
     Ok(())
 });
+
+// The MD5 an upload leaves to the worker is that of the package's bytes, whether the package
+// is hashed alone or in step with others (more new packages than lanes, pages that split
+// them, packages of different sizes and one that ends mid-block).
+db_test!(md5sums_are_the_packages_own_in_step_or_alone, |t: TestDb| async move {
+    use packyard_store::blobs::BlobStore as _;
+    let spec: RepositorySpec = serde_json::from_value(serde_json::json!({"name": "md5", "format": "apt",
+        "type": "hosted", "apt": {"distributions": ["stable"], "architectures": ["amd64"]}}))?;
+    let repo = RepositoryService::new(&t.db).create(spec).await?;
+    let (store, builder) = builder(&t).await?;
+    let builder = AptBuilder { page_size: 7, ..builder };
+    let blobs = store.as_ref();
+    let n = 2 * packyard_codecs::md5lanes::WIDTH + 3;
+    let mut expected = HashMap::new();
+    // The first publication hashes one package alone, the second the n others together.
+    for round in [0..1, 1..n + 1] {
+        for i in round {
+            let bytes: Vec<u8> = (0..(i * 70_001 + 13 * i) % 1_500_000 + 1).map(|k| (k * 31 + i * 7) as u8).collect();
+            let stored = blobs.put_bytes(&bytes).await?;
+            let name = format!("pkg-{i:02}");
+            let p = AptPackage {
+                id: 0,
+                repository_id: repo.id,
+                component: "main".into(),
+                pool_path: format!("pool/main/p/{name}/{name}_1.0_amd64.deb"),
+                control: format!("Package: {name}\nVersion: 1.0\nArchitecture: amd64\nDescription: package {i}\n"),
+                name: name.clone(),
+                version: "1.0".into(),
+                architecture: "amd64".into(),
+                size: bytes.len() as i64,
+                md5: String::new(),
+                sha256: stored.sha256.to_string(),
+            };
+            let mut tx = t.db.pool().begin().await?;
+            let id = packyard_formats::apt::rows::insert(&t.db, &mut tx, &p, "test").await?;
+            packyard_formats::apt::rows::join(&t.db, &mut tx, Member::Package(id), repo.id, "stable").await?;
+            t.db.record_change(&mut tx, repo.id, "apt", "stable").await?;
+            tx.commit().await?;
+            expected.insert(name, hex::encode(md5::Md5::digest(&bytes)));
+        }
+        let text = check(blobs, &publish(&t, blobs, &builder, &repo).await?).await?;
+        let listed: HashMap<String, String> = text
+            .split("\n\n")
+            .filter(|s| !s.trim().is_empty())
+            .map(|s| {
+                let field = |f: &str| s.lines().find_map(|l| l.strip_prefix(f)).unwrap_or_default().to_string();
+                (field("Package: "), field("MD5sum: "))
+            })
+            .collect();
+        assert_eq!(listed, expected, "every stanza's MD5sum is its package's");
+    }
+    // And the rows keep them (the next build hashes nothing).
+    let rows: Vec<(String, String)> =
+        sqlx::query_as(&format!("SELECT name, md5 FROM apt_packages WHERE repository_id = {}", repo.id))
+            .fetch_all(t.db.pool())
+            .await?;
+    assert_eq!(rows.into_iter().collect::<HashMap<_, _>>(), expected, "the rows hold each package's MD5");
+    Ok(())
+});

@@ -10,3 +10,4 @@ pub mod conan;
 #[cfg(feature = "testing")]
 pub mod fuzzing;
 pub mod go;
+pub mod md5lanes;

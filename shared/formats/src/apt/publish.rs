@@ -7,7 +7,6 @@
 use std::fmt::Write as _;
 
 use async_trait::async_trait;
-use md5::{Digest, Md5};
 
 use super::group::{self, Upstream};
 use std::collections::HashMap;
@@ -159,41 +158,71 @@ impl AptBuilder {
         Ok(())
     }
 
-    /// Fills in the MD5 that uploads leave to the worker: read from the blob (two at a time,
-    /// hashed on the blocking pool) and stored, so each package is hashed once.
+    /// Fills in the MD5 that uploads leave to the worker, so each package is hashed once: the
+    /// page's new packages are read from the blob store a piece at a time, up to
+    /// [`md5lanes::WIDTH`] at once, and hashed in step on the blocking pool (a lane whose
+    /// package ends takes the next one). A package of any size costs a piece of memory.
     async fn complete_digests(
         &self,
         db: &packyard_store::db::Db,
         page: &mut [crate::apt::rows::AptPackage],
     ) -> Result<(), BuildError> {
         use futures_util::StreamExt as _;
+        use packyard_codecs::md5lanes::{self, Lanes};
+        use packyard_store::blobs::{ByteStream, Sha256Hex};
+
         let missing: Vec<usize> = page.iter().enumerate().filter(|(_, p)| p.md5.is_empty()).map(|(i, _)| i).collect();
-        let blobs = self.reader.blobs.clone();
-        let jobs = missing.into_iter().map(|i| {
-            let blobs = blobs.clone();
-            let sha256 = page[i].sha256.clone();
-            async move {
-                // Streamed: a package of any size costs a chunk of memory, not its size.
-                let mut read = blobs.open(&packyard_store::blobs::Sha256Hex::parse(&sha256)?, None).await?;
-                let mut md5 = Md5::new();
-                while let Some(chunk) = read.body.next().await {
-                    let chunk = chunk.map_err(other)?;
-                    md5 = blocking(move || {
-                        md5.update(&chunk);
-                        Ok(md5)
-                    })
-                    .await?;
+        let width = md5lanes::WIDTH.min(missing.len());
+        let mut missing = missing.into_iter();
+        let blobs = &self.reader.blobs;
+        let mut lanes = Lanes::new(width);
+        // The package and the rest of its bytes, per lane.
+        let mut open: Vec<Option<(usize, ByteStream)>> = (0..width).map(|_| None).collect();
+        let mut computed = Vec::new();
+        loop {
+            for slot in open.iter_mut().filter(|s| s.is_none()) {
+                if let Some(i) = missing.next() {
+                    let read = blobs.open(&Sha256Hex::parse(&page[i].sha256)?, None).await?;
+                    *slot = Some((i, read.body));
                 }
-                Ok::<_, BuildError>((i, hex::encode(md5.finalize())))
             }
-        });
-        let done: Vec<Result<(usize, String), BuildError>> =
-            futures_util::stream::iter(jobs).buffer_unordered(2).collect().await;
-        let mut computed = Vec::with_capacity(done.len());
-        for d in done {
-            let (i, md5) = d?;
-            page[i].md5 = md5;
-            computed.push(i);
+            if open.iter().all(Option::is_none) {
+                break;
+            }
+            // The next piece of every open package, read together.
+            let pieces = futures_util::future::join_all(open.iter_mut().map(|slot| async move {
+                match slot {
+                    Some((_, body)) => body.next().await.transpose(),
+                    None => Ok(None),
+                }
+            }))
+            .await;
+            let mut ended = Vec::new();
+            let mut fed = Vec::with_capacity(width);
+            for (lane, piece) in pieces.into_iter().enumerate() {
+                match piece.map_err(other)? {
+                    Some(bytes) => fed.push((lane, bytes)),
+                    None => {
+                        if let Some((i, _)) = open[lane].take() {
+                            ended.push((lane, i));
+                        }
+                    }
+                }
+            }
+            let (back, digests) = blocking(move || {
+                for (lane, bytes) in &fed {
+                    lanes.update(*lane, bytes);
+                }
+                lanes.hash_ready();
+                let digests: Vec<(usize, [u8; 16])> = ended.iter().map(|&(lane, i)| (i, lanes.finish(lane))).collect();
+                Ok((lanes, digests))
+            })
+            .await?;
+            lanes = back;
+            for (i, digest) in digests {
+                page[i].md5 = hex::encode(digest);
+                computed.push(i);
+            }
         }
         // One write for the page: the rows and the catalogue's assets.
         let digests: Vec<&crate::apt::rows::AptPackage> = computed.iter().map(|&i| &page[i]).collect();
