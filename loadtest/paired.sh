@@ -26,7 +26,9 @@ CONCURRENCY=${CONCURRENCY:-16}
 UPLOADS=${UPLOADS:-0}
 UPLOAD_REQUESTS=${UPLOAD_REQUESTS:-64}
 LOG_LEVEL=${LOG_LEVEL:-info}
-NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+# shellcheck source=loadtest/nginx.sh
+. loadtest/nginx.sh
+ensure_nginx
 chmod 755 "$work"   # nginx workers run as another user
 pids=()
 stop_all() {
@@ -67,8 +69,6 @@ for f in dists/stable/InRelease dists/stable/main/binary-amd64/Packages.gz "$deb
   curl -fsS -o "$www/$f" "$url_new/repository/debs/$f"
 done
 n_port=$(free_port)
-# shellcheck source=loadtest/nginx.sh
-. loadtest/nginx.sh
 start_nginx dists/stable/InRelease
 
 log "small responses: new, old, nginx"

@@ -133,14 +133,25 @@ where
     T: Send + 'static,
     F: FnOnce(&mut dyn std::io::BufRead) -> T + Send + 'static,
 {
+    const BUFFER: usize = 256 * 1024;
+    let gone = |e: tokio::task::JoinError| UploadError::Invalid(format!("cannot read the upload: {e}"));
+    // A local file is read on the blocking thread itself; a remote blob through the runtime.
+    if let Some(open) = services.blobs.blocking_open(digest) {
+        return tokio::task::spawn_blocking(move || {
+            let mut file = std::io::BufReader::with_capacity(BUFFER, open()?);
+            Ok(inspect(&mut file))
+        })
+        .await
+        .map_err(gone)?;
+    }
     let read = services.blobs.open(digest, None).await?;
     let reader = tokio_util::io::StreamReader::new(read.body);
     tokio::task::spawn_blocking(move || {
-        let mut sync = std::io::BufReader::with_capacity(256 * 1024, tokio_util::io::SyncIoBridge::new(reader));
+        let mut sync = std::io::BufReader::with_capacity(BUFFER, tokio_util::io::SyncIoBridge::new(reader));
         inspect(&mut sync)
     })
     .await
-    .map_err(|e| UploadError::Invalid(format!("cannot read the upload: {e}")))
+    .map_err(gone)
 }
 
 /// Stores bytes the upload derived (Go's `.mod`), pending like a received body.

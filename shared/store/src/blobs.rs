@@ -180,6 +180,23 @@ impl BlobRead {
     }
 }
 
+/// Opens a blob for [`BlobStore::blocking_open`]'s reader; call it on the blocking thread.
+pub type BlockingOpen = Box<dyn FnOnce() -> Result<Box<dyn io::Read + Send>, BlobError> + Send>;
+
+/// A file read that counts its bytes as read out of the store.
+struct Counted<R> {
+    inner: R,
+    out: prometheus::IntCounter,
+}
+
+impl<R: io::Read> io::Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.out.inc_by(n as u64);
+        Ok(n)
+    }
+}
+
 /// An upload in progress. Dropping it without [`BlobWrite::finish`] discards what was written.
 #[async_trait]
 pub trait BlobWrite: Send {
@@ -207,6 +224,12 @@ pub trait BlobStore: Send + Sync {
     /// which serves from the cache but does not fill it.
     async fn open_hot(&self, digest: &Sha256Hex, range: Option<RangeSpec>) -> Result<BlobRead, BlobError> {
         self.open(digest, range).await
+    }
+    /// A blob to read on a thread that may block (the blocking pool): a local file read
+    /// directly, without a trip through the async runtime for every piece. `None` where the
+    /// store has no local file (S3): read it with [`Self::open`].
+    fn blocking_open(&self, _digest: &Sha256Hex) -> Option<BlockingOpen> {
+        None
     }
     async fn delete(&self, digest: &Sha256Hex) -> Result<(), BlobError>;
     /// Reachable and writable (readiness).
@@ -574,6 +597,20 @@ impl BlobStore for FileStore {
 
     async fn open(&self, digest: &Sha256Hex, range: Option<RangeSpec>) -> Result<BlobRead, BlobError> {
         count_error(&self.metrics, "read", file_open(self, digest, range).await)
+    }
+
+    fn blocking_open(&self, digest: &Sha256Hex) -> Option<BlockingOpen> {
+        let path = self.final_path(digest);
+        let missing = digest.clone();
+        let out = self.metrics.blob_bytes_total.with_label_values(&["out"]);
+        Some(Box::new(move || {
+            let inner = match std::fs::File::open(&path) {
+                Ok(f) => f,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(BlobError::NotFound(missing)),
+                Err(e) => return Err(e.into()),
+            };
+            Ok(Box::new(Counted { inner, out }) as Box<dyn io::Read + Send>)
+        }))
     }
 
     async fn delete(&self, digest: &Sha256Hex) -> Result<(), BlobError> {

@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures_util::StreamExt;
 
-use super::{BlobError, BlobRead, BlobStore, BlobWrite, ByteStream, RangeSpec, Sha256Hex};
+use super::{BlobError, BlobRead, BlobStore, BlobWrite, BlockingOpen, ByteStream, RangeSpec, Sha256Hex};
 use crate::metrics::Metrics;
 
 /// A cached body is handed to the HTTP layer in slices of this size, so that the server's write
@@ -144,6 +144,13 @@ impl BlobStore for HotCache {
         match self.cached(digest) {
             Some(bytes) => self.serve(bytes, range),
             None => self.inner.open(digest, range).await,
+        }
+    }
+
+    fn blocking_open(&self, digest: &Sha256Hex) -> Option<BlockingOpen> {
+        match self.cached(digest) {
+            Some(bytes) => Some(Box::new(move || Ok(Box::new(std::io::Cursor::new(bytes)) as Box<dyn std::io::Read + Send>))),
+            None => self.inner.blocking_open(digest),
         }
     }
 
