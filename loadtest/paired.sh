@@ -8,7 +8,8 @@
 # default (SQLite, local files) in scratch directories, each with a repository holding the same
 # generated 4 MiB `.deb`; nginx serves the bytes the new one published. Then the small responses
 # (HEAD of the package, 304 and GET of the metadata) and, with UPLOADS=1, uploads at
-# concurrency 16, are compared. Prints the markdown tables; nothing is written under docs/.
+# concurrency 16 (and each server's CPU per upload) are compared. Prints the markdown tables;
+# nothing is written under docs/.
 # Environment: LOG_LEVEL (info, the default configuration; or warn), REQUESTS (30000),
 # ROUNDS (5), CONCURRENCY (16), UPLOADS (0), UPLOAD_REQUESTS (64).
 set -euo pipefail
@@ -80,13 +81,22 @@ log "small responses: new, old, nginx"
 echo "## Small responses (log level $LOG_LEVEL)"
 echo
 cat "$work/small.md"
+# CPU seconds (user + system) a process has used so far.
+cpu_seconds() { awk -v tck="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / tck}' "/proc/$1/stat"; }
 if [ "$UPLOADS" = 1 ]; then
   log "uploads: new, old"
+  cpu_old0=$(cpu_seconds "${pids[0]}"); cpu_new0=$(cpu_seconds "${pids[1]}")
   "$lt" compare --target "new=$url_new/repository/uploads/" --target "old=$url_old/repository/uploads/" \
     --scenario upload:apt --auth "admin:$pw" --requests "$UPLOAD_REQUESTS" --concurrency "$CONCURRENCY" \
     --rounds "$ROUNDS" --upload-warmup 16 --markdown "$work/uploads.md" >/dev/null
   echo
+  sleep 2 # the last publications
+  uploads=$((ROUNDS * UPLOAD_REQUESTS + 16))
+  per_upload() { echo "$1 $2 $uploads" | awk '{printf "%.1f", ($2 - $1) * 1000 / $3}'; }
   echo "## Uploads (distinct 4 MiB packages, log level $LOG_LEVEL)"
   echo
   cat "$work/uploads.md"
+  echo
+  echo "Server CPU (user + system, the embedded worker's publications included) per upload over the"
+  echo "$uploads uploads to each: new $(per_upload "$cpu_new0" "$(cpu_seconds "${pids[1]}")") ms, old $(per_upload "$cpu_old0" "$(cpu_seconds "${pids[0]}")") ms."
 fi
