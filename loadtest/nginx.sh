@@ -1,14 +1,17 @@
-# Sourced by the scripts that compare with nginx (baseline.sh, paired.sh): start_nginx, the
-# static-file ceiling they measure against. Needs $work, $n_port, $www, $NGINX and wait_http.
+# Sourced by the scripts that compare with nginx (baseline.sh, paired.sh): ensure_nginx (needs
+# log; sets $NGINX) and start_nginx, the static-file ceiling they measure against (needs $work,
+# $n_port, $www, $NGINX and wait_http).
 # Installs nginx where it is missing (Debian's nginx-light) and sets $NGINX.
 ensure_nginx() {
   if ! command -v nginx >/dev/null && [ ! -x /usr/sbin/nginx ]; then
     local sudo=""
     [ "$(id -u)" = 0 ] || sudo=sudo
     log "installing nginx-light"
-    $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq nginx-light >/dev/null
+    $sudo apt-get update -qq
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx-light >/dev/null
   fi
   NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+  [ -x "$NGINX" ] || { echo "nginx is missing and could not be installed" >&2; exit 1; }
 }
 
 # nginx serving $www (the bytes fetched from Packyard) with sendfile, keep-alive,

@@ -26,6 +26,7 @@ ROUNDS=${ROUNDS:-5}
 CONCURRENCY=${CONCURRENCY:-16}
 UPLOADS=${UPLOADS:-0}
 UPLOAD_REQUESTS=${UPLOAD_REQUESTS:-64}
+UPLOAD_WARMUP=16
 LOG_LEVEL=${LOG_LEVEL:-info}
 # shellcheck source=loadtest/nginx.sh
 . loadtest/nginx.sh
@@ -88,15 +89,17 @@ if [ "$UPLOADS" = 1 ]; then
   cpu_old0=$(cpu_seconds "${pids[0]}"); cpu_new0=$(cpu_seconds "${pids[1]}")
   "$lt" compare --target "new=$url_new/repository/uploads/" --target "old=$url_old/repository/uploads/" \
     --scenario upload:apt --auth "admin:$pw" --requests "$UPLOAD_REQUESTS" --concurrency "$CONCURRENCY" \
-    --rounds "$ROUNDS" --upload-warmup 16 --markdown "$work/uploads.md" >/dev/null
+    --rounds "$ROUNDS" --upload-warmup "$UPLOAD_WARMUP" --markdown "$work/uploads.md" >/dev/null
   echo
   sleep 2 # the last publications
-  uploads=$((ROUNDS * UPLOAD_REQUESTS + 16))
+  # The 4 MiB uploads (rounds and warm-up); the window also holds one 1 KiB preflight upload
+  # and the polls for visibility.
+  uploads=$((ROUNDS * UPLOAD_REQUESTS + UPLOAD_WARMUP))
   per_upload() { echo "$1 $2 $uploads" | awk '{printf "%.1f", ($2 - $1) * 1000 / $3}'; }
   echo "## Uploads (distinct 4 MiB packages, log level $LOG_LEVEL)"
   echo
   cat "$work/uploads.md"
   echo
   echo "Server CPU (user + system, the embedded worker's publications included) per upload over the"
-  echo "$uploads uploads to each: new $(per_upload "$cpu_new0" "$(cpu_seconds "${pids[1]}")") ms, old $(per_upload "$cpu_old0" "$(cpu_seconds "${pids[0]}")") ms."
+  echo "$uploads 4 MiB uploads to each: new $(per_upload "$cpu_new0" "$(cpu_seconds "${pids[1]}")") ms, old $(per_upload "$cpu_old0" "$(cpu_seconds "${pids[0]}")") ms."
 fi

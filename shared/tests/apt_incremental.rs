@@ -343,22 +343,21 @@ db_test!(packages_of_older_ids_joining_a_chunk_are_all_listed, |t: TestDb| async
 });
 
 // The MD5 an upload leaves to the worker is that of the package's bytes, whether the package
-// is hashed alone or in step with others (more new packages than lanes, pages that split
-// them, packages of different sizes and one that ends mid-block).
+// is hashed alone or in step with others (more new packages than lanes, so lanes are reused;
+// packages of different sizes, ending mid-block).
 db_test!(md5sums_are_the_packages_own_in_step_or_alone, |t: TestDb| async move {
     use packyard_store::blobs::BlobStore as _;
     let spec: RepositorySpec = serde_json::from_value(serde_json::json!({"name": "md5", "format": "apt",
         "type": "hosted", "apt": {"distributions": ["stable"], "architectures": ["amd64"]}}))?;
     let repo = RepositoryService::new(&t.db).create(spec).await?;
     let (store, builder) = builder(&t).await?;
-    let builder = AptBuilder { page_size: 7, ..builder };
     let blobs = store.as_ref();
     let n = 2 * packyard_codecs::md5lanes::WIDTH + 3;
     let mut expected = HashMap::new();
     // The first publication hashes one package alone, the second the n others together.
     for round in [0..1, 1..n + 1] {
         for i in round {
-            let bytes: Vec<u8> = (0..(i * 70_001 + 13 * i) % 1_500_000 + 1).map(|k| (k * 31 + i * 7) as u8).collect();
+            let bytes: Vec<u8> = (0..((i + 1) * 70_001 + 13 * i) % 1_500_000).map(|k| (k * 31 + i * 7) as u8).collect();
             let stored = blobs.put_bytes(&bytes).await?;
             let name = format!("pkg-{i:02}");
             let p = AptPackage {

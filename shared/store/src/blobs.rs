@@ -602,13 +602,15 @@ impl BlobStore for FileStore {
     fn blocking_open(&self, digest: &Sha256Hex) -> Option<BlockingOpen> {
         let path = self.final_path(digest);
         let missing = digest.clone();
-        let out = self.metrics.blob_bytes_total.with_label_values(&["out"]);
+        let metrics = self.metrics.clone();
         Some(Box::new(move || {
-            let inner = match std::fs::File::open(&path) {
-                Ok(f) => f,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(BlobError::NotFound(missing)),
-                Err(e) => return Err(e.into()),
+            let opened = match std::fs::File::open(&path) {
+                Ok(f) => Ok(f),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Err(BlobError::NotFound(missing)),
+                Err(e) => Err(e.into()),
             };
+            let inner = count_error(&metrics, "read", opened)?;
+            let out = metrics.blob_bytes_total.with_label_values(&["out"]);
             Ok(Box::new(Counted { inner, out }) as Box<dyn io::Read + Send>)
         }))
     }

@@ -149,7 +149,10 @@ impl BlobStore for HotCache {
 
     fn blocking_open(&self, digest: &Sha256Hex) -> Option<BlockingOpen> {
         match self.cached(digest) {
-            Some(bytes) => Some(Box::new(move || Ok(Box::new(std::io::Cursor::new(bytes)) as Box<dyn std::io::Read + Send>))),
+            Some(bytes) => {
+                self.metrics.blob_bytes_total.with_label_values(&["out"]).inc_by(bytes.len() as u64);
+                Some(Box::new(move || Ok(Box::new(std::io::Cursor::new(bytes)) as Box<dyn std::io::Read + Send>)))
+            }
             None => self.inner.blocking_open(digest),
         }
     }
