@@ -159,8 +159,16 @@ PY
     --scenario "get:$ref/latest" --scenario "get:$ref/revisions" --scenario "get:$ref/revisions/$rrev/files" \
     --scenario "get:$ref/revisions/$rrev/packages/$pkgid/latest" --scenario "get:$ref/revisions/$rrev/packages/$pkgid/revisions" \
     --scenario "get:$ref/revisions/$rrev/packages/$pkgid/revisions/$prev/files" \
-    --scenario "get:$file_path" \
     --output "$work/peer.json" --markdown "$work/peer.md"
+  # conan_server's development server resets connections when sixteen clients download the
+  # 4 MiB file at once (three runs of 2026-12-03 stopped on it): the file is compared at a
+  # concurrency it sustains.
+  peer_file_concurrency=${PEER_FILE_CONCURRENCY:-4}
+  log "packyard vs conan_server: the package file at concurrency $peer_file_concurrency"
+  "$lt" compare --target "packyard=$pk/repository/conan-local/" --target "conan_server=http://127.0.0.1:$c_port/" \
+    --requests "$REQUESTS" --concurrency "$peer_file_concurrency" --rounds "$ROUNDS" \
+    --warmup-requests "$WARMUP_REQUESTS" --warmup-seconds "$WARMUP_SECONDS" \
+    --scenario "get:$file_path" --output "$work/peer-file.json" --markdown "$work/peer-file.md"
   cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
   {
     echo "# Conan serving: Packyard side by side with nginx and conan_server"
@@ -181,10 +189,18 @@ PY
     echo "## Against conan_server"
     echo
     cat "$work/peer.md"
+    echo
+    echo "### The package file, at concurrency $peer_file_concurrency"
+    echo
+    echo "conan_server's development server resets connections when $CONCURRENCY clients download the"
+    echo "4 MiB file at once, so the file is compared with it at a concurrency it sustains."
+    echo
+    cat "$work/peer-file.md"
   } >"$OUT"
   mkdir -p target/loadtest
   cp "$work/nginx.json" target/loadtest/conan-nginx.json
   cp "$work/peer.json" target/loadtest/conan-peer.json
+  cp "$work/peer-file.json" target/loadtest/conan-peer-file.json
   log "wrote $OUT (raw results in target/loadtest/)"
   exit 0
 fi

@@ -503,6 +503,7 @@ async fn drive(
     let mut tasks = Vec::new();
     for w in 0..concurrency.max(1) {
         let endpoint = endpoint.clone();
+        let endpoint_addr = format!("{}{}", endpoint.addr, endpoint.prefix);
         let template = template.clone();
         let next = next.clone();
         let upload = upload.as_ref().map(|(o, k, run)| ((*o).clone(), *k, run.clone()));
@@ -525,7 +526,10 @@ async fn drive(
                     }
                     _ => template.clone(),
                 };
-                let resp = conn.send(&req, false).await?;
+                let resp = conn.send(&req, false).await.map_err(|e| {
+                    // Which server: the run stops here, and the message is all that is left of it.
+                    e.context(format!("{} http://{}{}", req.method, endpoint_addr, req.path))
+                })?;
                 anyhow::ensure!(
                     resp.status == expected,
                     "{} /{} answered {} (expected {expected}) during a timed round",
