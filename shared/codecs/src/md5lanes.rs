@@ -4,7 +4,7 @@
 //! runs that chain (~500 MB/s here, a third of an upload's server CPU). The worker hashes the new
 //! packages of a publication together: [`Lanes`] keeps one stream per 32-bit lane of a vector
 //! (`wide`'s portable types: SSE2 on any x86-64, NEON on aarch64, no `unsafe` here) and runs the
-//! chains side by side, ~4× the rate of one stream on this machine (`cargo bench -p
+//! chains side by side, ~3.6× the rate of one stream on this machine (`cargo bench -p
 //! packyard-shared --bench md5`). Each stream's bytes are taken as they come; [`Lanes::hash_ready`] hashes, in step, the whole blocks the streams have; a stream's
 //! last blocks and its padding are hashed alone by [`Lanes::finish`].
 
@@ -205,6 +205,14 @@ impl Lane {
         self.waiting().len() / BLOCK
     }
 
+    /// At the start of a stream again, keeping the buffer's memory for the next one.
+    fn reset(&mut self) {
+        self.state = INITIAL;
+        self.hashed = 0;
+        self.pending.clear();
+        self.start = 0;
+    }
+
     fn consumed(&mut self, blocks: usize) {
         self.start += blocks * BLOCK;
         self.hashed += (blocks * BLOCK) as u64;
@@ -298,13 +306,13 @@ impl Lanes {
         for (out, word) in digest.chunks_exact_mut(4).zip(l.state) {
             out.copy_from_slice(&word.to_le_bytes());
         }
-        *l = Lane::new();
+        l.reset();
         digest
     }
 
     /// The lane starts a new stream (what it held is dropped).
     pub fn restart(&mut self, lane: usize) {
-        self.lanes[lane] = Lane::new();
+        self.lanes[lane].reset();
     }
 }
 
