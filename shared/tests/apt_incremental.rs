@@ -31,27 +31,35 @@ async fn add_named(t: &TestDb, repo: i64, name: &str, i: usize) -> anyhow::Resul
 
 /// Adds package `name` 1.0 to the repository, and to `dist` when given.
 async fn add_to(t: &TestDb, repo: i64, name: &str, i: usize, dist: Option<&str>) -> anyhow::Result<i64> {
-    let name = name.to_string();
     let arch = if i.is_multiple_of(10) { "all" } else { "amd64" };
+    insert_row(t, &row(repo, name, i, arch), dist).await
+}
+
+/// Package `name` 1.0 for `arch` in `main`, its size and digests made up from `i`.
+fn row(repo: i64, name: &str, i: usize, arch: &str) -> AptPackage {
     let hex64 = format!("{i:064x}");
-    let p = AptPackage {
+    AptPackage {
         id: 0,
         repository_id: repo,
         component: "main".into(),
         pool_path: format!("pool/main/p/{name}/{name}_1.0_{arch}.deb"),
         control: format!("Package: {name}\nVersion: 1.0\nArchitecture: {arch}\nDescription: package {i}\n"),
-        name,
+        name: name.to_string(),
         version: "1.0".into(),
         architecture: arch.into(),
         size: 1_000 + i as i64,
         md5: hex64[..32].to_string(),
         sha256: hex64,
-    };
+    }
+}
+
+/// Stores a package row, and its membership of `dist` (with the change recorded) when given.
+async fn insert_row(t: &TestDb, p: &AptPackage, dist: Option<&str>) -> anyhow::Result<i64> {
     let mut tx = t.db.pool().begin().await?;
-    let id = packyard_formats::apt::rows::insert(&t.db, &mut tx, &p, "test").await?;
+    let id = packyard_formats::apt::rows::insert(&t.db, &mut tx, p, "test").await?;
     if let Some(dist) = dist {
-        packyard_formats::apt::rows::join(&t.db, &mut tx, Member::Package(id), repo, dist).await?;
-        t.db.record_change(&mut tx, repo, "apt", dist).await?;
+        packyard_formats::apt::rows::join(&t.db, &mut tx, Member::Package(id), p.repository_id, dist).await?;
+        t.db.record_change(&mut tx, p.repository_id, "apt", dist).await?;
     }
     tx.commit().await?;
     Ok(id)
@@ -360,24 +368,14 @@ db_test!(md5sums_are_the_packages_own_in_step_or_alone, |t: TestDb| async move {
             let bytes: Vec<u8> = (0..((i + 1) * 70_001 + 13 * i) % 1_500_000).map(|k| (k * 31 + i * 7) as u8).collect();
             let stored = blobs.put_bytes(&bytes).await?;
             let name = format!("pkg-{i:02}");
+            // The real bytes' size and SHA-256; the MD5 left to the worker, as an upload leaves it.
             let p = AptPackage {
-                id: 0,
-                repository_id: repo.id,
-                component: "main".into(),
-                pool_path: format!("pool/main/p/{name}/{name}_1.0_amd64.deb"),
-                control: format!("Package: {name}\nVersion: 1.0\nArchitecture: amd64\nDescription: package {i}\n"),
-                name: name.clone(),
-                version: "1.0".into(),
-                architecture: "amd64".into(),
                 size: bytes.len() as i64,
                 md5: String::new(),
                 sha256: stored.sha256.to_string(),
+                ..row(repo.id, &name, i, "amd64")
             };
-            let mut tx = t.db.pool().begin().await?;
-            let id = packyard_formats::apt::rows::insert(&t.db, &mut tx, &p, "test").await?;
-            packyard_formats::apt::rows::join(&t.db, &mut tx, Member::Package(id), repo.id, "stable").await?;
-            t.db.record_change(&mut tx, repo.id, "apt", "stable").await?;
-            tx.commit().await?;
+            insert_row(&t, &p, Some("stable")).await?;
             expected.insert(name, hex::encode(md5::Md5::digest(&bytes)));
         }
         let text = check(blobs, &publish(&t, blobs, &builder, &repo).await?).await?;
