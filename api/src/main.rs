@@ -31,6 +31,21 @@ enum Command {
         #[command(subcommand)]
         command: BlobsCommand,
     },
+    /// Administration commands.
+    Admin {
+        #[command(subcommand)]
+        command: AdminCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum AdminCommand {
+    /// Give a local user a new generated password (printed once) and end their web UI
+    /// sessions; audited. For a lost admin password: run it where the server's configuration is.
+    ResetPassword {
+        /// The user name, e.g. admin.
+        user: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -87,10 +102,37 @@ fn run(cli: Cli, loaded: Loaded) -> anyhow::Result<()> {
             packyard_core::telemetry::init(&loaded.config.log);
             actix_web::rt::System::new().block_on(blobs_gc(loaded.config, dry_run))
         }
+        Command::Admin { command: AdminCommand::ResetPassword { user } } => {
+            packyard_core::telemetry::init(&loaded.config.log);
+            actix_web::rt::System::new().block_on(reset_password(loaded.config, &user))
+        }
         Command::Serve => {
             packyard_core::telemetry::init(&loaded.config.log);
             actix_web::rt::System::new().block_on(packyard_api::startup::run(loaded.config))
         }
+    }
+}
+
+/// `packyard-api admin reset-password USER`: the new password on standard output, alone.
+async fn reset_password(config: packyard_model::config::Config, user: &str) -> anyhow::Result<()> {
+    let services = Services::start(config, true).await?;
+    let actor = match std::env::var("USER") {
+        Ok(u) if !u.is_empty() => format!("{u} (command line)"),
+        _ => "(command line)".to_string(),
+    };
+    let reset = services.security.reset_password(user, &actor).await;
+    // Replicas drop cached decisions at their next watermark check, or now through Redis.
+    if let (Ok(Some(_)), Some(redis)) = (&reset, &services.redis) {
+        redis.announce(packyard_core::events::Changed::Security).await;
+    }
+    services.db.close().await;
+    match reset? {
+        Some(password) => {
+            println!("{password}");
+            eprintln!("the password of {user} was reset; their web UI sessions ended (API tokens stay valid)");
+            Ok(())
+        }
+        None => anyhow::bail!("no local user {user:?}: list them with GET /api/v1/users"),
     }
 }
 

@@ -26,6 +26,11 @@ fn embedded_default_from_an_empty_directory() -> anyhow::Result<()> {
     {
         use std::os::unix::fs::PermissionsExt;
         assert_eq!(std::fs::metadata(&pw_file)?.permissions().mode() & 0o777, 0o600);
+        // The database holds the password hashes and the sealed keys: private like the secret.
+        for f in ["packyard.db", "packyard.db-wal", "packyard.db-shm", "secret"] {
+            let mode = std::fs::metadata(dir.path().join("data").join(f))?.permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600, "data/{f} is {mode:o}");
+        }
     }
     assert!(dir.path().join("data/packyard.db").is_file());
     assert!(dir.path().join("data/blobs").is_dir());
@@ -190,6 +195,50 @@ fn config_show_and_migrate() -> anyhow::Result<()> {
     assert_eq!(code, 0, "{err}");
     assert_eq!(out.trim(), "migrations applied (sqlite)");
     assert!(dir.path().join("data/packyard.db").is_file());
+    Ok(())
+}
+
+/// A lost admin password: `packyard-api admin reset-password admin` beside the running server
+/// prints a new one; the server takes it (and refuses the old) within the watermark TTL.
+#[test]
+fn reset_password_of_a_lost_admin() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let server = start(dir.path(), &[])?;
+    server.wait_ready()?;
+    let old = std::fs::read_to_string(dir.path().join("data/admin.password"))?.trim().to_string();
+    let repos = format!("{}/api/v1/repositories", server.public);
+    let (s, _) = status_of(ureq::get(&repos).set("Authorization", &basic(&old)).call())?;
+    assert_eq!(s, 200);
+
+    let (code, out, err) = run_to_end(dir.path(), &["admin", "reset-password", "admin"], &[("USER", "ops")])?;
+    assert_eq!(code, 0, "{err}");
+    let new = out.trim().to_string();
+    assert_eq!((new.len(), out.lines().count()), (24, 1), "the password alone on stdout: {out:?}");
+    assert!(err.contains("the password of admin was reset"), "{err}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (with_old, _) = status_of(ureq::get(&repos).set("Authorization", &basic(&old)).call())?;
+        let (with_new, _) = status_of(ureq::get(&repos).set("Authorization", &basic(&new)).call())?;
+        if (with_old, with_new) == (401, 200) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "old password {with_old}, new {with_new} after 10 s");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (s, body) = status_of(
+        ureq::get(&format!("{}/api/v1/audit?action=user.password_reset", server.public))
+            .set("Authorization", &basic(&new))
+            .call(),
+    )?;
+    assert_eq!(s, 200, "{body}");
+    let audit: serde_json::Value = serde_json::from_str(&body)?;
+    assert_eq!(audit["entries"][0]["actor"], "ops (command line)", "{body}");
+    assert_eq!(audit["entries"][0]["target"], "admin", "{body}");
+
+    let (code, out, err) = run_to_end(dir.path(), &["admin", "reset-password", "nobody"], &[])?;
+    assert_ne!(code, 0);
+    assert!(out.is_empty(), "{out}");
+    assert!(err.contains("no local user \"nobody\""), "{err}");
     Ok(())
 }
 

@@ -339,6 +339,67 @@ async fn throttling(backend: Backend) -> anyhow::Result<()> {
 }
 on_every_backend!(throttling);
 
+/// Failed logins are counted where every replica sees them: in the database, or in Redis when
+/// one is configured. Five wrong passwords on one replica and five on another lock the user out
+/// of both; a success on one forgets them for both.
+async fn throttling_is_shared_by_replicas(backend: Backend) -> anyhow::Result<()> {
+    let Some(t) = TestDb::fresh(backend).await? else { return Ok(()) };
+    let mut stores = vec![None];
+    match std::env::var("TEST_REDIS_URL") {
+        Ok(u) => stores.push(Some(u)),
+        Err(_) => eprintln!("Redis part skipped: TEST_REDIS_URL is not set (scripts/test.sh sets it)"),
+    }
+    for redis in stores {
+        let replica = || {
+            let redis = redis.clone();
+            services_with(&t, move |c| {
+                c.security.login_window_secs = 30;
+                c.cache.redis_url = redis;
+            })
+        };
+        let a = test::init_service(packyard_api::app::public_app(replica().await?)).await;
+        let b = test::init_service(packyard_api::app::public_app(replica().await?)).await;
+        // An address of this run alone: Redis outlives the test database.
+        let peer: std::net::SocketAddr = format!("[2001:db8::{:x}]:40000", rand::random::<u16>()).parse()?;
+        let attempt =
+            |pw: &str| TestRequest::get().uri("/api/v1/repositories").peer_addr(peer).insert_header(basic("admin", pw));
+        let store = if redis.is_some() { "Redis" } else { "the database" };
+        for i in 0..4 {
+            let r = call(if i % 2 == 0 { &a } else { &b }, attempt("wrong")).await?;
+            assert_eq!(r.status, StatusCode::UNAUTHORIZED, "attempt {i} ({store})");
+        }
+        // A success forgets the failures, on the other replica too.
+        let r = call(&a, attempt(common::ADMIN_PW)).await?;
+        assert_eq!(r.status, StatusCode::OK, "{} ({store})", r.text);
+        for i in 0..10 {
+            let r = call(if i < 5 { &a } else { &b }, attempt("still wrong")).await?;
+            assert_eq!(r.status, StatusCode::UNAUTHORIZED, "attempt {i} after the success ({store}): {}", r.text);
+        }
+        for app in [&a, &b] {
+            let r = call(app, attempt("wrong again")).await?;
+            assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS, "{} ({store})", r.text);
+            let retry_after: u64 =
+                r.headers.get(header::RETRY_AFTER).and_then(|v| v.to_str().ok()).unwrap_or("").parse()?;
+            assert!((1..=30).contains(&retry_after), "Retry-After {retry_after} ({store})");
+        }
+        // The right password is refused too until the window ends: on both replicas.
+        let r = call(&b, attempt(common::ADMIN_PW)).await?;
+        assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS, "{} ({store})", r.text);
+        if redis.is_none() {
+            let (_, failures) =
+                t.db.login_failures(&hex_sha256(&format!("admin\0{}", peer.ip()))).await?.unwrap_or_default();
+            assert_eq!(failures, 10, "the database counted every failure of both replicas");
+        }
+    }
+    Ok(())
+}
+on_every_backend!(throttling_is_shared_by_replicas);
+
+fn hex_sha256(s: &str) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(s.as_bytes()))
+}
+
 fn post(uri: &str, body: serde_json::Value) -> TestRequest {
     TestRequest::post().uri(uri).set_json(body)
 }
@@ -501,3 +562,36 @@ async fn the_audit_log_pages_newest_first(app: TestApp) -> anyhow::Result<()> {
     Ok(())
 }
 app_test!(the_audit_log_pages_newest_first);
+
+/// `packyard-api admin reset-password`'s work: a new password that works at once, the old one
+/// refused, the user's web UI sessions ended, an audit entry; no such user is `None`.
+async fn reset_password_ends_the_old_one_and_its_sessions(backend: Backend) -> anyhow::Result<()> {
+    use packyard_core::security::service::Credentials;
+    let Some(t) = TestDb::fresh(backend).await? else { return Ok(()) };
+    let services = services(&t).await?;
+    let security = &services.security;
+    let addr: std::net::IpAddr = "192.0.2.40".parse()?;
+    let basic_of = |pw: &str| Credentials::Basic { username: "admin".into(), password: pw.into() };
+    let (cookie, _) = security.start_session("admin", common::ADMIN_PW, addr, Duration::from_secs(3600)).await?;
+    assert!(security.principal(Some(&Credentials::Session(cookie.clone())), addr).await.is_ok());
+    assert!(security.principal(Some(&basic_of(common::ADMIN_PW)), addr).await.is_ok(), "cached now");
+
+    let new =
+        security.reset_password("admin", "ops (command line)").await?.ok_or_else(|| anyhow::anyhow!("no admin"))?;
+    assert_eq!(new.len(), 24);
+    assert_ne!(new, common::ADMIN_PW);
+    assert!(security.principal(Some(&basic_of(&new)), addr).await.is_ok());
+    assert!(security.principal(Some(&basic_of(common::ADMIN_PW)), addr).await.is_err(), "the old password is refused");
+    assert!(security.principal(Some(&Credentials::Session(cookie)), addr).await.is_err(), "the session ended");
+
+    let audit = t.db.list_audit(None, 10).await?;
+    let entry =
+        audit.iter().find(|e| e.action == "user.password_reset").ok_or_else(|| anyhow::anyhow!("not audited"))?;
+    assert_eq!((entry.actor.as_str(), entry.target.as_str()), ("ops (command line)", "admin"));
+    assert_eq!(serde_json::from_str::<serde_json::Value>(&entry.detail)?, json!({"sessions_ended": 1}));
+    assert!(!entry.detail.contains(&new), "the audit log holds no password");
+
+    assert_eq!(security.reset_password("nobody", "ops").await?, None);
+    Ok(())
+}
+on_every_backend!(reset_password_ends_the_old_one_and_its_sessions);

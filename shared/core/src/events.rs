@@ -134,6 +134,68 @@ impl Redis {
         }
     }
 
+    /// The failed logins counted under `key` and the milliseconds left in their window; `None`
+    /// when Redis is unavailable (the caller asks the database instead).
+    pub async fn login_failures(&self, key: &str) -> Option<(i64, i64)> {
+        let mut c = self.connection().await?;
+        let key = format!("packyard:login:{key}");
+        let got = tokio::time::timeout(QUICK, async {
+            redis::pipe().get(&key).pttl(&key).query_async::<(Option<i64>, i64)>(&mut c).await
+        })
+        .await;
+        match got {
+            Ok(Ok((count, ttl))) => Some((count.unwrap_or(0), ttl.max(0))),
+            _ => {
+                self.failed();
+                self.forget().await;
+                None
+            }
+        }
+    }
+
+    /// Counts one failed login under `key`; the count expires `window_ms` after the first.
+    /// `false` when Redis is unavailable.
+    pub async fn record_login_failure(&self, key: &str, window_ms: u64) -> bool {
+        let Some(mut c) = self.connection().await else { return false };
+        let key = format!("packyard:login:{key}");
+        // The first failure of a window starts its expiry; INCR keeps it.
+        let done = tokio::time::timeout(QUICK, async {
+            redis::pipe()
+                .cmd("SET")
+                .arg(&key)
+                .arg(0)
+                .arg("PX")
+                .arg(window_ms)
+                .arg("NX")
+                .ignore()
+                .incr(&key, 1)
+                .ignore()
+                .query_async::<()>(&mut c)
+                .await
+        })
+        .await;
+        if matches!(done, Ok(Ok(()))) {
+            return true;
+        }
+        self.failed();
+        self.forget().await;
+        false
+    }
+
+    /// Forgets the failed logins under `key`. `false` when Redis is unavailable.
+    pub async fn clear_login_failures(&self, key: &str) -> bool {
+        let Some(mut c) = self.connection().await else { return false };
+        let key = format!("packyard:login:{key}");
+        let done =
+            tokio::time::timeout(QUICK, async { redis::cmd("DEL").arg(&key).query_async::<()>(&mut c).await }).await;
+        if matches!(done, Ok(Ok(()))) {
+            return true;
+        }
+        self.failed();
+        self.forget().await;
+        false
+    }
+
     /// Listens for invalidations forever, calling `on_change` for each; reconnects with backoff.
     pub async fn listen(self: Arc<Self>, on_change: impl Fn() + Send + Sync + 'static) {
         let mut backoff = Duration::from_millis(200);

@@ -96,7 +96,6 @@ impl Services {
             config.cache.blob_cache_max_object_bytes,
             metrics.clone(),
         );
-        let security = Arc::new(Security::new(db.clone(), &config.security, secret, metrics.clone()));
         let published = Arc::new(PublishedCache::new(
             i64::try_from(config.cache.snapshot_cache_bytes).unwrap_or(i64::MAX),
             metrics.clone(),
@@ -108,6 +107,7 @@ impl Services {
                 None
             }
         });
+        let security = Arc::new(Security::new(db.clone(), &config.security, secret, metrics.clone(), redis.clone()));
         let amqp = config.events.amqp_url.as_deref().map(|u| Arc::new(Amqp::new(u, metrics.clone())));
         let proxy = crate::proxy::Proxy::new(&config.proxy, db.clone(), blobs.clone(), metrics.clone())?
             .with_keystore(security.keystore.clone());

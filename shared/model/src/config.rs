@@ -436,6 +436,16 @@ impl Loaded {
             } else {
                 rendered
             };
+            if key == "security.secret" && shown == "(unset)" {
+                // Generated on first start (SQLite only: validation requires it elsewhere).
+                let file = self.config.server.data_dir.join("secret");
+                if file.is_file() {
+                    out.push_str(&format!("{key} = \"********\"  # generated, in {}\n", file.display()));
+                } else {
+                    out.push_str(&format!("{key} = (unset)  # generated into {} on first start\n", file.display()));
+                }
+                continue;
+            }
             let source = match self.figment.find_metadata(&key) {
                 Some(md) if md.name.contains("environment") => {
                     format!("environment {}", env_var_name(&key))
@@ -523,20 +533,68 @@ fn flatten(prefix: &str, value: &Value, out: &mut Vec<(String, String)>) {
             }
         }
         Value::Empty(..) => out.push((prefix.to_string(), "(unset)".into())),
-        Value::String(_, s) => out.push((prefix.to_string(), format!("{s:?}"))),
-        other => {
-            let rendered = match other.to_num() {
-                Some(n) => match n.to_u128() {
-                    Some(u) => u.to_string(),
-                    None => n.to_i128().map_or_else(|| format!("{:?}", n.to_f64()), |i| i.to_string()),
-                },
-                None => match other.to_bool() {
-                    Some(b) => b.to_string(),
-                    None => format!("{other:?}"),
-                },
-            };
-            out.push((prefix.to_string(), rendered));
+        other => out.push((prefix.to_string(), toml_value(other))),
+    }
+}
+
+/// A value as TOML writes it: a string quoted and escaped, an array `[a, b]`, a table inline.
+fn toml_value(value: &Value) -> String {
+    match value {
+        Value::String(_, s) => toml_string(s),
+        Value::Array(_, items) => {
+            let items: Vec<String> = items.iter().filter(|v| !matches!(v, Value::Empty(..))).map(toml_value).collect();
+            format!("[{}]", items.join(", "))
         }
+        Value::Dict(_, dict) => {
+            let pairs: Vec<String> = dict
+                .iter()
+                .filter(|(_, v)| !matches!(v, Value::Empty(..)))
+                .map(|(k, v)| format!("{} = {}", toml_key(k), toml_value(v)))
+                .collect();
+            if pairs.is_empty() {
+                "{}".into()
+            } else {
+                format!("{{ {} }}", pairs.join(", "))
+            }
+        }
+        Value::Empty(..) => "(unset)".into(),
+        other => match other.to_num() {
+            Some(n) => match n.to_u128() {
+                Some(u) => u.to_string(),
+                None => n
+                    .to_i128()
+                    .map_or_else(|| n.to_f64().map_or_else(String::new, |f| f.to_string()), |i| i.to_string()),
+            },
+            None => other.to_bool().map_or_else(String::new, |b| b.to_string()),
+        },
+    }
+}
+
+/// A TOML basic string.
+fn toml_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04X}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// A key of an inline table: bare where TOML allows it, quoted otherwise.
+fn toml_key(k: &str) -> String {
+    if !k.is_empty() && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
+        k.to_string()
+    } else {
+        toml_string(k)
     }
 }
 
@@ -804,6 +862,60 @@ mod tests {
         assert!(err.to_string().contains("`go.max_go_mod_bytes`") && err.to_string().contains("16777216"), "{err}");
         let lowered = load(None, &[("PACKYARD_GO__MAX_ZIP_BYTES", "1048576")])?;
         assert_eq!(lowered.config.go.max_zip_bytes, 1 << 20);
+        Ok(())
+    }
+
+    /// A list in an environment variable is written as TOML writes one; `config show` prints
+    /// lists (and the empty one) as TOML too, so what it prints can be pasted into a file.
+    #[test]
+    fn lists_from_the_environment_and_shown_as_toml() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let data = dir.path().join("data");
+        let data_env = data.display().to_string();
+        let base = [("PACKYARD_SERVER__DATA_DIR", data_env.as_str())];
+        let shown = load(None, &base)?.show();
+        assert!(shown.contains("proxy.allowed_networks = []  # default\n"), "{shown}");
+        let quoted = [base[0], ("PACKYARD_PROXY__ALLOWED_NETWORKS", r#"["10.0.0.0/8", "fd00::/8"]"#)];
+        let loaded = load(None, &quoted)?;
+        assert_eq!(loaded.config.proxy.allowed_networks, ["10.0.0.0/8", "fd00::/8"]);
+        let shown = loaded.show();
+        assert!(
+            shown.contains(
+                "proxy.allowed_networks = [\"10.0.0.0/8\", \"fd00::/8\"]  # environment PACKYARD_PROXY__ALLOWED_NETWORKS\n"
+            ),
+            "{shown}"
+        );
+        let one = [base[0], ("PACKYARD_PROXY__ALLOWED_NETWORKS", r#"["192.168.1.0/24"]"#)];
+        assert_eq!(load(None, &one)?.config.proxy.allowed_networks, ["192.168.1.0/24"]);
+        // Every line of `config show` is TOML a file takes back (after the `#` comment), once
+        // the dotted key is split into its table.
+        for line in shown.lines().filter(|l| !l.contains("(unset)")) {
+            let (key, rest) = line.split_once(" = ").ok_or("no ` = `")?;
+            let value = rest.rsplit_once("  # ").map_or(rest, |(v, _)| v);
+            let (table, leaf) = key.rsplit_once('.').ok_or("no section")?;
+            let doc = format!("[{table}]\n{leaf} = {value}\n");
+            let parsed = Figment::from(Toml::string(&doc)).extract::<figment::value::Dict>();
+            assert!(parsed.is_ok(), "{line:?} is not TOML: {parsed:?}");
+        }
+        // A generated secret is reported as generated, and where it lives; never printed.
+        assert!(
+            shown.contains(&format!(
+                "security.secret = (unset)  # generated into {} on first start\n",
+                data.join("secret").display()
+            )),
+            "{shown}"
+        );
+        std::fs::create_dir_all(&data)?;
+        std::fs::write(data.join("secret"), "s3cr3t-generated-value")?;
+        let shown = load(None, &base)?.show();
+        assert!(
+            shown.contains(&format!(
+                "security.secret = \"********\"  # generated, in {}\n",
+                data.join("secret").display()
+            )),
+            "{shown}"
+        );
+        assert!(!shown.contains("s3cr3t"), "{shown}");
         Ok(())
     }
 

@@ -191,19 +191,35 @@ where
     }
 }
 
-/// Adds `mode=rwc` so the file is created, and creates the parent directory.
+/// Adds `mode=rwc` so the file is created, and creates the parent directory and, when missing,
+/// the file itself readable by its owner only (0600, like the generated secret: it holds the
+/// password hashes and the sealed keys); SQLite gives its `-wal` and `-shm` files the same mode.
 fn prepare_sqlite_url(url: &str) -> anyhow::Result<String> {
     let rest = url.trim_start_matches("sqlite://").trim_start_matches("sqlite:");
     let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
-    if path != ":memory:" && !path.is_empty() {
-        if let Some(parent) = std::path::Path::new(path).parent() {
+    let mut params: Vec<Cow<'_, str>> = query.split('&').filter(|p| !p.is_empty()).map(Cow::Borrowed).collect();
+    let read_only = params.iter().any(|p| *p == "mode=ro");
+    if path != ":memory:" && !path.is_empty() && !read_only {
+        let file = std::path::Path::new(path);
+        if let Some(parent) = file.parent() {
             if !parent.as_os_str().is_empty() {
                 std::fs::create_dir_all(parent)
                     .map_err(|e| anyhow::anyhow!("database.url: cannot create {}: {e}", parent.display()))?;
             }
         }
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.mode(0o600);
+        }
+        match options.open(file) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => anyhow::bail!("database.url: cannot create {}: {e}", file.display()),
+        }
     }
-    let mut params: Vec<Cow<'_, str>> = query.split('&').filter(|p| !p.is_empty()).map(Cow::Borrowed).collect();
     if !params.iter().any(|p| p.starts_with("mode=")) {
         params.push(Cow::Borrowed("mode=rwc"));
     }
@@ -478,6 +494,17 @@ mod tests {
         let url = prepare_sqlite_url(&format!("sqlite://{}", db.display()))?;
         assert!(url.ends_with("p.db?mode=rwc"), "{url}");
         assert!(dir.path().join("sub").is_dir());
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            assert_eq!(std::fs::metadata(&db)?.permissions().mode() & 0o777, 0o600, "a new database is private");
+            // An existing file keeps its mode (and its contents).
+            std::fs::write(&db, b"x")?;
+            std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o640))?;
+            prepare_sqlite_url(&format!("sqlite://{}", db.display()))?;
+            assert_eq!(std::fs::metadata(&db)?.permissions().mode() & 0o777, 0o640);
+            assert_eq!(std::fs::read(&db)?, b"x");
+        }
         assert_eq!(prepare_sqlite_url("sqlite://x.db?mode=ro")?, "sqlite://x.db?mode=ro");
         Ok(())
     }

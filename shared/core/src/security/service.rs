@@ -71,12 +71,23 @@ fn all_actions() -> Vec<Action> {
 }
 
 impl Security {
-    pub fn new(db: Db, cfg: &SecurityConfig, secret: &str, metrics: Arc<Metrics>) -> Self {
+    pub fn new(
+        db: Db,
+        cfg: &SecurityConfig,
+        secret: &str,
+        metrics: Arc<Metrics>,
+        redis: Option<Arc<crate::events::Redis>>,
+    ) -> Self {
         Self {
+            throttle: LoginThrottle::new(
+                cfg.login_max_failures,
+                Duration::from_secs(cfg.login_window_secs),
+                db.clone(),
+                redis,
+            ),
             db,
             login_locks: std::sync::Mutex::new(std::collections::HashMap::new()),
             cache: SecurityCache::new(secret, Duration::from_secs(cfg.auth_cache_ttl_secs), metrics),
-            throttle: LoginThrottle::new(cfg.login_max_failures, Duration::from_secs(cfg.login_window_secs)),
             keystore: Arc::new(KeyStore::new(secret)),
             anonymous_read: cfg.anonymous_read,
             watermark_ttl: Duration::from_millis(cfg.watermark_ttl_ms),
@@ -153,7 +164,7 @@ impl Security {
         if let Some(p) = self.cache.decision(&key) {
             return Ok(p);
         }
-        self.throttle.check(username, addr).map_err(AuthFailure::Throttled)?;
+        let attempt = self.throttle.check(username, addr).await.map_err(AuthFailure::Throttled)?;
         let epoch = self.cache.security_epoch();
         let user = match self.db.user_by_name(username).await? {
             Some(u) => {
@@ -168,10 +179,10 @@ impl Security {
             }
         };
         let Some(user) = user else {
-            self.throttle.record_failure(username, addr);
+            self.throttle.record_failure(&attempt).await;
             return Err(AuthFailure::Invalid("invalid username or password"));
         };
-        self.throttle.record_success(username, addr);
+        self.throttle.record_success(&attempt).await;
         let privileges = self.db.privileges_of(user.id).await?;
         let p = Arc::new(Principal::User { id: user.id, username: user.username, privileges, token: None });
         self.cache.store_decision(key, p.clone(), epoch);
@@ -290,6 +301,18 @@ impl Security {
         if let Err(e) = self.db.insert_audit(actor, &address, action, target, &detail.to_string()).await {
             tracing::error!(error = %e, actor, action, target, "cannot write the audit log");
         }
+    }
+
+    /// `packyard-api admin reset-password`: a new generated password for a local user, whose web
+    /// UI sessions end with the old one (API tokens stay valid); audited. `Ok(None)`: no such user.
+    pub async fn reset_password(&self, username: &str, actor: &str) -> Result<Option<String>, crate::auth::AuthError> {
+        let Some(user) = self.db.user_by_name(username).await? else { return Ok(None) };
+        let password = crate::auth::generate_password();
+        let hash = self.hash(&password).await?;
+        let sessions = self.db.reset_password(user.id, &hash).await?;
+        self.changed_locally();
+        self.audit(actor, None, "user.password_reset", username, serde_json::json!({"sessions_ended": sessions})).await;
+        Ok(Some(password))
     }
 
     /// Hashes off the async threads.

@@ -1,0 +1,10 @@
+-- Failed logins, shared by every replica when no Redis is configured (with Redis they are
+-- counted there): more than security.login_max_failures for one user from one address within
+-- security.login_window_secs are refused. attempt_key is the SHA-256 (hex) of the user name and
+-- the address; window_start (ms) is when the window began.
+CREATE TABLE login_failures (
+    attempt_key CHAR(64) CHARACTER SET ascii NOT NULL PRIMARY KEY,
+    window_start BIGINT NOT NULL,
+    failures BIGINT NOT NULL
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+CREATE INDEX login_failures_window ON login_failures (window_start);
