@@ -12,7 +12,8 @@ namespace "packyard"):
   2. render it with the Helm library, write every rendered document to its own file in a temp
      directory, and run `kubernetes-validate --strict -k <version>` on them (NOTES.txt skipped);
   3. assert the properties the chart promises (probes, rollout, security context, migration
-     hook, HPA, PDB, the rendered packyard.toml, ...).
+     init containers that make `helm install --wait` complete, HPA, PDB, the rendered
+     packyard.toml, ...).
 Then it checks that invalid combinations fail to render with a clear message, and runs
 `yamllint -s` on the values files (and deploy/prometheus/rules.yaml when present).
 
@@ -285,14 +286,7 @@ def check_pod(pod_spec: dict, what: str, label: str, probes: bool = True) -> Non
         env = {e["name"]: e for e in c.get("env", [])}
         require(env.get("PACKYARD_CONFIG", {}).get("value") == "/etc/packyard/packyard.toml",
                 f"[{label}] {where}: PACKYARD_CONFIG does not point at the mounted packyard.toml")
-        migrate_job = what.startswith("migrate job")
-        if migrate_job:
-            # A pre-upgrade hook sees the previous release's Secrets: it reads only what migrating needs.
-            extra = set(env) - {"PACKYARD_CONFIG", "PACKYARD_DATABASE__URL", "PACKYARD_SECURITY__SECRET"}
-            require(not extra, f"[{label}] {where}: the migration Job reads more than it needs: {sorted(extra)}")
-        needed = ("PACKYARD_SECURITY__SECRET",) if migrate_job else (
-            "PACKYARD_SECURITY__SECRET", "PACKYARD_SECURITY__ADMIN_PASSWORD")
-        for secret_env in needed:
+        for secret_env in ("PACKYARD_SECURITY__SECRET", "PACKYARD_SECURITY__ADMIN_PASSWORD"):
             require("secretKeyRef" in env.get(secret_env, {}).get("valueFrom", {}),
                     f"[{label}] {where}: {secret_env} does not come from a Secret")
         for name, e in env.items():
@@ -323,6 +317,7 @@ def configmap_toml(r: Rendered, name: str) -> dict:
 
 
 def check_common(r: Rendered) -> None:
+    check_install_wait(r)
     api = r.get("Deployment", "packyard-api")
     check_pod(api["spec"]["template"]["spec"], "api", r.label)
     require(container(api["spec"]["template"]["spec"], "api", r.label)["command"] == ["/usr/local/bin/packyard-api"],
@@ -344,6 +339,37 @@ def check_common(r: Rendered) -> None:
             f"[{r.label}] NOTES.txt does not tell how to reach the service")
 
 
+def check_install_wait(r: Rendered) -> None:
+    """`helm install --wait` completes: Helm creates the release's resources, waits until every
+    Deployment's pods are ready, and only then runs post-install hooks. A pod whose process waits
+    for the migrations (database.migrate_on_start=false) must therefore get them from inside the
+    pod: an init container running `packyard-api migrate` with the same configuration and
+    database as the process; and no hook may be one the pods wait for."""
+    for _, doc in r.docs:
+        hooks = (doc.get("metadata", {}).get("annotations") or {}).get("helm.sh/hook", "")
+        require("post-install" not in hooks,
+                f"[{r.label}] {doc['kind']} {doc['metadata']['name']} is a post-install hook: "
+                "`helm install --wait` waits for the pods before it runs one")
+    for deployment in r.all("Deployment"):
+        name = deployment["metadata"]["name"]
+        spec = deployment["spec"]["template"]["spec"]
+        main = spec["containers"][0]
+        config = [v for v in spec["volumes"] if v["name"] == "config"][0]["configMap"]["name"]
+        cfg = configmap_toml(r, config)
+        require(cfg["database"].get("migrate_on_start") is False, f"[{r.label}] {name}: migrate_on_start")
+        init = container(spec, "migrate", r.label, init=True)
+        require(init["command"] == ["/usr/local/bin/packyard-api"] and init.get("args") == ["migrate"],
+                f"[{r.label}] {name}: the init container does not run `packyard-api migrate`")
+        require(spec["initContainers"][-1]["name"] == "migrate",
+                f"[{r.label}] {name}: migrate must be the last init container, right before the process")
+        env_of = lambda c: {e["name"]: e for e in c.get("env", [])}
+        for var in ("PACKYARD_CONFIG", "PACKYARD_DATABASE__URL", "PACKYARD_SECURITY__SECRET"):
+            require(env_of(init).get(var) == env_of(main).get(var),
+                    f"[{r.label}] {name}: the migrate init container's {var} differs from the process's")
+        mounts = lambda c: sorted((m["name"], m["mountPath"]) for m in c.get("volumeMounts", []))
+        require(mounts(init) == mounts(main), f"[{r.label}] {name}: the migrate init container mounts differently")
+
+
 def check_default(r: Rendered) -> None:
     check_common(r)
     cfg = configmap_toml(r, "packyard-config")
@@ -354,8 +380,6 @@ def check_default(r: Rendered) -> None:
     require(api["spec"].get("replicas") == 1, f"[{r.label}] default api replicas is not 1")
     require(api["spec"]["strategy"]["type"] == "Recreate", f"[{r.label}] SQLite mode must use Recreate")
     spec = api["spec"]["template"]["spec"]
-    init = container(spec, "migrate", r.label, init=True)
-    require(init.get("args") == ["migrate"], f"[{r.label}] the migrate init container does not run `migrate`")
     data = [v for v in spec["volumes"] if v["name"] == "data"][0]
     claim = data.get("persistentVolumeClaim", {}).get("claimName")
     require(claim, f"[{r.label}] default: /var/lib/packyard is not a PersistentVolumeClaim")
@@ -382,7 +406,6 @@ def check_ha(r: Rendered) -> None:
             f"[{r.label}] api rollout is not RollingUpdate with maxUnavailable 0: {strategy}")
     require("replicas" not in api["spec"], f"[{r.label}] api replicas must be left to the HPA")
     spec = api["spec"]["template"]["spec"]
-    require(not spec.get("initContainers"), f"[{r.label}] replicas must not migrate (no init container)")
     pre_stop = spec["containers"][0].get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command")
     require(pre_stop and pre_stop[0] == "sleep",
             f"[{r.label}] api pods need a preStop sleep so that rollouts drop no request: {pre_stop}")
@@ -407,26 +430,7 @@ def check_ha(r: Rendered) -> None:
     require(container(wspec, "worker", r.label)["command"] == ["/usr/local/bin/packyard-worker"],
             f"[{r.label}] worker: command is not packyard-worker")
 
-    job = r.get("Job", "packyard-migrate")
-    annotations = job["metadata"].get("annotations", {})
-    require(annotations.get("helm.sh/hook") == "post-install,pre-upgrade",
-            f"[{r.label}] migration Job hook is {annotations.get('helm.sh/hook')!r}")
-    require(annotations.get("helm.sh/hook-delete-policy") == "before-hook-creation,hook-succeeded",
-            f"[{r.label}] migration Job hook-delete-policy is {annotations.get('helm.sh/hook-delete-policy')!r}")
-    jspec = job["spec"]["template"]["spec"]
-    check_pod(jspec, "migrate job", r.label, probes=False)
-    migrate = container(jspec, "migrate", r.label)
-    require(migrate["command"] == ["/usr/local/bin/packyard-api"] and migrate.get("args") == ["migrate"],
-            f"[{r.label}] the migration Job does not run `packyard-api migrate`")
-    require(jspec.get("restartPolicy") == "Never", f"[{r.label}] migration Job restartPolicy")
-    config_volume = [v for v in jspec["volumes"] if v["name"] == "config"][0]["configMap"]["name"]
-    job_cm = r.get("ConfigMap", config_volume)
-    require(job_cm["metadata"].get("annotations", {}).get("helm.sh/hook") == "post-install,pre-upgrade",
-            f"[{r.label}] the Job's ConfigMap {config_volume} is not created by the same hook")
-    require(int(job_cm["metadata"]["annotations"].get("helm.sh/hook-weight", "0"))
-            < int(annotations.get("helm.sh/hook-weight", "0")),
-            f"[{r.label}] the Job's ConfigMap must be created before the Job (hook-weight)")
-    configmap_toml(r, config_volume)
+    r.absent("Job")
 
     hpa = r.get("HorizontalPodAutoscaler", "packyard-api")
     require(hpa["apiVersion"] == "autoscaling/v2", f"[{r.label}] HPA apiVersion is {hpa['apiVersion']}")
@@ -517,6 +521,10 @@ def main() -> int:
     parser.add_argument("--chart", type=Path, default=CHART, help=f"chart directory (default: {CHART})")
     parser.add_argument("--toml-out", type=Path,
                         help="write each rendered packyard.toml here (for checking with the real binary)")
+    parser.add_argument("--pods-out", type=Path,
+                        help="write each Deployment's pod (init containers, then the process: command, args, "
+                             "environment variable names, its packyard.toml's ConfigMap) here as JSON, to run "
+                             "it with the real binaries")
     args = parser.parse_args()
     chart_dir = args.chart.resolve()
     ha_values = chart_dir / "ci" / "ha-values.yaml"
@@ -554,6 +562,18 @@ def main() -> int:
                     text = (cm.get("data") or {}).get("packyard.toml")
                     if text is not None:
                         (args.toml_out / f"{slug}--{cm['metadata']['name']}.toml").write_text(text)
+            if args.pods_out:
+                args.pods_out.mkdir(parents=True, exist_ok=True)
+                slug = re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")
+                for deployment in rendered.all("Deployment"):
+                    spec = deployment["spec"]["template"]["spec"]
+                    run = lambda c: {"name": c["name"], "command": c.get("command", []), "args": c.get("args", []),
+                                     "env": [e["name"] for e in c.get("env", [])]}
+                    config = [v for v in spec["volumes"] if v["name"] == "config"][0]["configMap"]["name"]
+                    pod = {"init": [run(c) for c in spec.get("initContainers", [])],
+                           "main": run(spec["containers"][0]), "configMap": config}
+                    name = deployment["metadata"]["name"]
+                    (args.pods_out / f"{slug}--{name}.json").write_text(json.dumps(pod, indent=1))
             checks(rendered)
             summary.append(f"{label}: schema ok, lint ok, {len(files)} resources rendered, "
                            f"{counts['validated']} valid for Kubernetes {version} (strict), "

@@ -7,6 +7,8 @@ mod common;
 use common::Repo;
 use packyard_model::repos::Format;
 
+use packyard_store::db::Backend;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -73,6 +75,149 @@ fn helm_chart_renders_and_validates_with_default_and_ha_values() -> anyhow::Resu
         checked += 1;
     }
     assert!(checked >= 2, "rendered packyard.toml files: {checked}");
+    Ok(())
+}
+
+/// `helm install --wait` with an external database: each scale-out pod as the chart renders it
+/// (its init containers in order, then its process, with its environment and packyard.toml)
+/// run with the real binaries against a fresh PostgreSQL database, in the order Kubernetes
+/// starts them, becomes ready on its own — no post-install hook has to run first (Helm runs
+/// those only after the pods are ready). Without the init container the process waits for the
+/// migrations instead.
+#[test]
+fn scale_out_pods_become_ready_on_their_own() -> anyhow::Result<()> {
+    if !chart_tools()? {
+        return Ok(());
+    }
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let Some((db_url, dir)) = rt.block_on(packyard_store::testing::create_database(Backend::Postgres))? else {
+        eprintln!("skipped: TEST_POSTGRES_URL is not set (scripts/test.sh sets it)");
+        return Ok(());
+    };
+    let out_dir = tempfile::tempdir()?;
+    let (pods, tomls) = (out_dir.path().join("pods"), out_dir.path().join("tomls"));
+    let out = Command::new("python3")
+        .arg("scripts/check-chart.py")
+        .arg("--pods-out")
+        .arg(&pods)
+        .arg("--toml-out")
+        .arg(&tomls)
+        .current_dir(repo_root())
+        .output()?;
+    assert!(out.status.success(), "check-chart failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    let redis = std::env::var("TEST_REDIS_URL").ok();
+    let amqp = std::env::var("TEST_AMQP_URL").ok();
+    // What the chart's Secrets hold, by variable; the blobs go to files here (the rendered
+    // configuration names an S3 bucket of the values file's).
+    let data = dir.path().join("data");
+    let blobs = dir.path().join("blobs");
+    let secrets: Vec<(&str, Option<String>)> = vec![
+        ("PACKYARD_DATABASE__URL", Some(db_url.clone())),
+        ("PACKYARD_SECURITY__SECRET", Some("a-secret-of-the-chart-s-secret-object".into())),
+        ("PACKYARD_SECURITY__ADMIN_PASSWORD", Some("chart-admin".into())),
+        ("PACKYARD_BLOBS__S3__ACCESS_KEY_ID", Some("unused".into())),
+        ("PACKYARD_BLOBS__S3__SECRET_ACCESS_KEY", Some("unused".into())),
+        ("PACKYARD_CACHE__REDIS_URL", redis),
+        ("PACKYARD_EVENTS__AMQP_URL", amqp),
+    ];
+    let program = |path: &str| match path {
+        "/usr/local/bin/packyard-api" => Ok(PathBuf::from(common::process::BIN)),
+        "/usr/local/bin/packyard-worker" => {
+            let bin = common::process::worker_bin();
+            anyhow::ensure!(bin.is_file(), "{} is missing: cargo build --workspace --bins", bin.display());
+            Ok(bin)
+        }
+        other => Err(anyhow::anyhow!("the chart runs {other}, which this test does not know")),
+    };
+    let mut running = Vec::new();
+    for deployment in ["packyard-api", "packyard-worker"] {
+        let pod: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(
+            pods.join(format!("ci-ha-values-yaml--{deployment}.json")),
+        )?)?;
+        let toml = tomls.join(format!("ci-ha-values-yaml--{}.toml", pod["configMap"].as_str().unwrap_or_default()));
+        let toml = toml.display().to_string();
+        let container_env = |c: &serde_json::Value| -> anyhow::Result<Vec<(String, String)>> {
+            let mut env = vec![
+                ("PACKYARD_SERVER__DATA_DIR".to_string(), data.display().to_string()),
+                ("PACKYARD_BLOBS__KIND".into(), "file".into()),
+                ("PACKYARD_BLOBS__PATH".into(), blobs.display().to_string()),
+            ];
+            for name in c["env"].as_array().into_iter().flatten().filter_map(|n| n.as_str()) {
+                if name == "PACKYARD_CONFIG" {
+                    env.push((name.into(), toml.clone()));
+                    continue;
+                }
+                let (_, value) = secrets.iter().find(|(n, _)| *n == name).ok_or_else(|| {
+                    anyhow::anyhow!("{deployment}: the chart passes {name}, which this test does not know")
+                })?;
+                if let Some(v) = value {
+                    env.push((name.into(), v.clone()));
+                }
+            }
+            Ok(env)
+        };
+        let command_for = |c: &serde_json::Value| -> anyhow::Result<Command> {
+            let path = c["command"][0].as_str().unwrap_or_default();
+            let env = container_env(c)?;
+            let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            let mut cmd = common::process::command_of(&program(path)?, dir.path(), &env);
+            cmd.args(c["args"].as_array().into_iter().flatten().filter_map(|a| a.as_str()));
+            Ok(cmd)
+        };
+        if deployment == "packyard-api" {
+            // The process alone, on the empty database: it waits for the migrations.
+            let mut alone = command_for(&pod["main"])?
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()?;
+            let stderr = std::io::BufReader::new(alone.stderr.take().ok_or_else(|| anyhow::anyhow!("no stderr"))?);
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                for line in std::io::BufRead::lines(stderr).map_while(Result::ok) {
+                    if tx.send(line).is_err() {
+                        break;
+                    }
+                }
+            });
+            let deadline = Instant::now() + Duration::from_secs(30);
+            let waited = loop {
+                match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                    Ok(line) if line.contains("waiting for database migrations") => break true,
+                    Ok(_) => {}
+                    Err(_) => break false,
+                }
+            };
+            let _ = alone.kill();
+            let _ = alone.wait();
+            assert!(waited, "the api process alone did not wait for the migrations");
+        }
+        let inits = pod["init"].as_array().cloned().unwrap_or_default();
+        assert!(!inits.is_empty(), "{deployment}: no init container");
+        for init in &inits {
+            let out = command_for(init)?.output()?;
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success(),
+                "{deployment}: init container {} failed: {stdout}{}",
+                init["name"],
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert_eq!(stdout.trim(), "migrations applied (postgres)", "{deployment}: {}", init["name"]);
+        }
+        let server = common::process::spawn_command(command_for(&pod["main"])?)?;
+        server.wait_ready()?;
+        running.push(server);
+    }
+    // The api pod serves with what the init container made: the admin signs in.
+    let (s, body) = status_of(
+        ureq::get(&format!("{}/api/v1/repositories", running[0].public))
+            .set("Authorization", &basic("chart-admin"))
+            .call(),
+    )?;
+    assert_eq!((s, body.as_str()), (200, "[]"));
+    for server in running {
+        assert!(server.terminate()?.success());
+    }
     Ok(())
 }
 

@@ -64,6 +64,11 @@ pub fn start_worker(dir: &Path, env: &[(&str, &str)]) -> anyhow::Result<Server> 
     spawn(command_of(&bin, dir, env))
 }
 
+/// Starts a prepared command of either binary and waits until it reports its addresses.
+pub fn spawn_command(cmd: Command) -> anyhow::Result<Server> {
+    spawn(cmd)
+}
+
 fn spawn(mut cmd: Command) -> anyhow::Result<Server> {
     let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
     let stdout = child.stdout.take().ok_or_else(|| anyhow::anyhow!("no stdout"))?;

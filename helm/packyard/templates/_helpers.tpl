@@ -257,21 +257,27 @@ Pod building blocks
 {{- end }}
 {{- end }}
 
-{{/* Environment of the migration Job: only what `packyard-api migrate` reads (the database URL
-and security.secret). A pre-upgrade hook sees the Secrets of the release being replaced, so it
-must not depend on keys an upgrade may add (Redis, AMQP, S3 credentials). */}}
-{{- define "packyard.migrateEnv" -}}
-{{- $chartSecret := include "packyard.secretName" . -}}
-- name: PACKYARD_CONFIG
-  value: /etc/packyard/packyard.toml
-{{- if .Values.database.existingSecret }}
-{{ include "packyard.secretEnv" (dict "name" "PACKYARD_DATABASE__URL" "secret" .Values.database.existingSecret "key" .Values.database.existingSecretKey) }}
-{{- else if .Values.database.url }}
-{{ include "packyard.secretEnv" (dict "name" "PACKYARD_DATABASE__URL" "secret" $chartSecret "key" "database-url") }}
-{{- end }}
-{{- $securitySecret := default $chartSecret .Values.security.existingSecret }}
-{{- $secretKey := ternary .Values.security.secretKey "security-secret" (ne .Values.security.existingSecret "") }}
-{{ include "packyard.secretEnv" (dict "name" "PACKYARD_SECURITY__SECRET" "secret" $securitySecret "key" $secretKey) }}
+{{/* The init container of every api and worker pod: `packyard-api migrate` before the process
+starts (which runs with database.migrate_on_start=false and would wait for the schema). Each pod
+is then ready on its own: nothing outside it (a post-install hook Job) has to run first, which
+`helm install --wait` could not allow, as it waits for the pods before it runs such hooks. The
+command takes the database's migration lock: pods starting together apply the migrations once and
+the others find the schema current; on an upgrade the first new pod applies them while the old
+ones keep serving (each migration keeps the previous release working). */}}
+{{- define "packyard.migrateInit" -}}
+- name: migrate
+  image: {{ include "packyard.image" . }}
+  imagePullPolicy: {{ .Values.image.pullPolicy }}
+  command: ["/usr/local/bin/packyard-api"]
+  args: ["migrate"]
+  env:
+    {{- include "packyard.env" . | nindent 4 }}
+  securityContext:
+    {{- toYaml .Values.securityContext | nindent 4 }}
+  resources:
+    {{- toYaml .Values.migrations.resources | nindent 4 }}
+  volumeMounts:
+    {{- include "packyard.volumeMounts" . | nindent 4 }}
 {{- end }}
 
 {{/* Does the chart need its own Secret? */}}
@@ -295,8 +301,7 @@ must not depend on keys an upgrade may add (Redis, AMQP, S3 credentials). */}}
   mountPath: /tmp
 {{- end }}
 
-{{/* Volumes; call with (dict "ctx" $ "persistent" bool "configMap" name). The migration Job
-passes persistent=false: migrations touch only the database. */}}
+{{/* Volumes; call with (dict "ctx" $ "persistent" bool "configMap" name). */}}
 {{- define "packyard.volumes" -}}
 - name: config
   configMap:
