@@ -23,6 +23,8 @@ have go /usr/bin/go || need+=(golang-go)
 [ -d /usr/share/gocode/src/golang.org/x/mod/sumdb ] || need+=(golang-golang-x-mod-dev)
 have gpg /usr/bin/gpg || need+=(gnupg)
 have openssl /usr/bin/openssl || need+=(openssl)
+# A real outbound HTTP proxy for the corporate-network tests (api/tests/upstreams.rs).
+have tinyproxy /usr/bin/tinyproxy || need+=(tinyproxy)
 have python3 /usr/bin/python3 || need+=(python3 python3-venv)
 have nginx /usr/sbin/nginx || need+=(nginx-light)
 have chromium /usr/bin/chromium || need+=(chromium)

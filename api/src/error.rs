@@ -300,6 +300,7 @@ impl From<packyard_core::proxy::ProxyError> for ApiError {
         use packyard_core::proxy::ProxyError;
         let code = match &e {
             ProxyError::Timeout(_) => ErrorCode::GatewayTimeout,
+            ProxyError::Unavailable(_) => ErrorCode::ServiceUnavailable,
             ProxyError::Internal(_) => return ApiError::internal(e),
             _ => ErrorCode::BadGateway,
         };

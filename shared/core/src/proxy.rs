@@ -154,7 +154,10 @@ pub enum ProxyError {
     Failing(String),
     #[error("{0}")]
     TooLarge(String),
-    /// Our own storage failed.
+    /// Our own storage (the database, the blob store) is unavailable: a 503, retried later.
+    #[error("{0}")]
+    Unavailable(String),
+    /// A defect of ours.
     #[error("{0}")]
     Internal(String),
 }
@@ -179,16 +182,45 @@ fn blocked_message(host: &str, addrs: &[IpAddr]) -> String {
     )
 }
 
+/// A host name that did not resolve; found again in reqwest's error chain.
+#[derive(Debug)]
+struct DnsFailure {
+    host: String,
+    cause: String,
+}
+
+impl std::fmt::Display for DnsFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "cannot resolve {}: {}", self.host, self.cause)
+    }
+}
+
+impl std::error::Error for DnsFailure {}
+
+async fn lookup(host: &str) -> Result<Vec<SocketAddr>, DnsFailure> {
+    match tokio::net::lookup_host((host, 0)).await {
+        Ok(addrs) => Ok(addrs.collect()),
+        Err(e) => Err(DnsFailure { host: host.to_string(), cause: e.to_string() }),
+    }
+}
+
 struct GuardedResolver {
     policy: Arc<AddressPolicy>,
+    /// The outbound proxies' host names: reached whatever their addresses (the operator's
+    /// choice, typically a private address).
+    trusted: Arc<Vec<String>>,
 }
 
 impl reqwest::dns::Resolve for GuardedResolver {
     fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
         let policy = self.policy.clone();
+        let trusted = self.trusted.clone();
         Box::pin(async move {
             let host = name.as_str().to_string();
-            let all: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let all = lookup(&host).await.map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)?;
+            if trusted.iter().any(|t| t.eq_ignore_ascii_case(&host)) {
+                return Ok(Box::new(all.into_iter()) as reqwest::dns::Addrs);
+            }
             let allowed: Vec<SocketAddr> = all.iter().copied().filter(|a| policy.allows(a.ip())).collect();
             if allowed.is_empty() && !all.is_empty() {
                 let ips: Vec<IpAddr> = all.iter().map(SocketAddr::ip).collect();
@@ -239,16 +271,31 @@ impl Drop for InflightGuard {
 struct Inner {
     client: reqwest::Client,
     policy: Arc<AddressPolicy>,
+    /// Where fetches go: direct, or through an outbound proxy.
+    outbound: Arc<packyard_model::net::OutboundProxy>,
+    timeouts: Timeouts,
+    max_negative_entries: u64,
+    /// Misses remembered by this process since it last trimmed them.
+    negatives_since_trim: std::sync::atomic::AtomicU64,
     max_object_bytes: u64,
     permits: tokio::sync::Semaphore,
     inflight: Mutex<HashMap<(i64, String), SharedFetch>>,
-    /// Fresh metadata of requests `from_memory`, by repository and path.
-    memory: Mutex<HashMap<(i64, String), ProxyEntry>>,
+    /// Fresh metadata of requests `from_memory`, by repository and path, with the upstream it
+    /// came from (a copy from before a change of `remote_url` is not used).
+    memory: Mutex<HashMap<(i64, String), (String, ProxyEntry)>>,
     db: Db,
     blobs: Arc<dyn BlobStore>,
     metrics: Arc<Metrics>,
     /// Opens sealed upstream passwords.
     keystore: Option<Arc<crate::security::keystore::KeyStore>>,
+}
+
+/// The configured limits, named in the messages of the fetches that hit them.
+#[derive(Debug, Clone, Copy)]
+struct Timeouts {
+    connect_ms: u64,
+    read_ms: u64,
+    deadline_ms: u64,
 }
 
 /// The upstream fetcher of one process; cheap to clone.
@@ -259,6 +306,12 @@ pub struct Proxy {
 
 fn internal(e: impl std::fmt::Display) -> ProxyError {
     ProxyError::Internal(e.to_string())
+}
+
+/// The database or the blob store failed on the proxy path: logged with its cause, answered 503.
+fn unavailable(e: impl std::fmt::Display) -> ProxyError {
+    tracing::error!(error = %e, "proxy cache storage unavailable");
+    ProxyError::Unavailable("the proxy cache's storage (database or blob store) is unavailable; retry later".into())
 }
 
 /// `remote_url` with `path`'s segments appended (each percent-encoded as needed).
@@ -279,8 +332,20 @@ pub fn upstream_url(remote_url: &str, path: &str) -> Result<reqwest::Url, ProxyE
 }
 
 impl Proxy {
+    /// From the configuration and the process's environment (`HTTPS_PROXY` and the like).
     pub fn new(config: &ProxyConfig, db: Db, blobs: Arc<dyn BlobStore>, metrics: Arc<Metrics>) -> anyhow::Result<Self> {
+        Self::with_env(config, db, blobs, metrics, |name| std::env::var(name).ok())
+    }
+
+    pub fn with_env(
+        config: &ProxyConfig,
+        db: Db,
+        blobs: Arc<dyn BlobStore>,
+        metrics: Arc<Metrics>,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> anyhow::Result<Self> {
         let policy = Arc::new(config.address_policy().map_err(anyhow::Error::msg)?);
+        let outbound = Arc::new(config.outbound(env).map_err(anyhow::Error::msg)?);
         let redirect_policy = policy.clone();
         let redirects = reqwest::redirect::Policy::custom(move |attempt| {
             if attempt.previous().len() >= 5 {
@@ -291,22 +356,51 @@ impl Proxy {
                 attempt.follow()
             }
         });
-        let client = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder()
             .user_agent(concat!("Packyard/", env!("CARGO_PKG_VERSION")))
             .connect_timeout(Duration::from_millis(config.connect_timeout_ms))
             .read_timeout(Duration::from_millis(config.read_timeout_ms))
+            .timeout(Duration::from_millis(config.fetch_deadline_ms))
             .pool_max_idle_per_host(config.max_idle_per_host)
             .pool_idle_timeout(Duration::from_secs(60))
-            .dns_resolver(Arc::new(GuardedResolver { policy: policy.clone() }))
-            // Connect directly: through an HTTP(S)_PROXY from the environment the egress proxy
-            // would resolve names, and the address guard would not see them.
+            .dns_resolver(Arc::new(GuardedResolver { policy: policy.clone(), trusted: Arc::new(outbound.hosts()) }))
+            // reqwest's own reading of the environment is off: the outbound proxy is decided
+            // here (`OutboundProxy`), where the address guard knows which fetches it carries.
             .no_proxy()
-            .redirect(redirects)
-            .build()?;
+            .redirect(redirects);
+        if outbound.is_configured() {
+            let route = outbound.clone();
+            builder = builder.proxy(reqwest::Proxy::custom(move |url| route.for_url(url).cloned()));
+            tracing::info!(proxy = %outbound.source, "upstream fetches go through an outbound proxy");
+        }
+        for path in &config.ca_certificates {
+            let pem = std::fs::read(path)
+                .map_err(|e| anyhow::anyhow!("bad value for key `proxy.ca_certificates`: {}: {e}", path.display()))?;
+            let certs =
+                reqwest::Certificate::from_pem_bundle(&pem).ok().filter(|c| !c.is_empty()).ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "bad value for key `proxy.ca_certificates`: {} holds no PEM certificate",
+                        path.display()
+                    )
+                })?;
+            for cert in certs {
+                builder = builder.add_root_certificate(cert);
+            }
+        }
+        let client = builder.build()?;
+        let timeouts = Timeouts {
+            connect_ms: config.connect_timeout_ms,
+            read_ms: config.read_timeout_ms,
+            deadline_ms: config.fetch_deadline_ms,
+        };
         Ok(Self {
             inner: Arc::new(Inner {
                 client,
                 policy,
+                outbound,
+                timeouts,
+                max_negative_entries: config.max_negative_entries,
+                negatives_since_trim: std::sync::atomic::AtomicU64::new(0),
                 max_object_bytes: config.max_object_bytes,
                 permits: tokio::sync::Semaphore::new(config.max_concurrent_fetches.max(1)),
                 inflight: Mutex::new(HashMap::new()),
@@ -342,47 +436,51 @@ impl Proxy {
             let now = now_ms();
             let usable =
                 |e: &ProxyEntry| is_fresh(e, &req, now) && now.saturating_sub(e.fetched_at) < MEMORY_MAX_AGE_MS;
-            if let Some(e) = self.remembered(&key).filter(usable) {
+            if let Some(e) = self.remembered(&key, &req.settings.remote_url).filter(usable) {
                 self.count_cache("hit");
                 return Ok(answer(e, CacheState::Hit));
             }
         }
-        let cached = self.inner.db.proxy_entry(req.repository_id, &req.path).await.map_err(internal)?;
+        let cached = self.inner.db.proxy_entry(req.repository_id, &req.path).await.map_err(unavailable)?;
         if let Some(e) = &cached {
             if is_fresh(e, &req, now_ms()) {
                 self.count_cache("hit");
                 if remember {
-                    self.remember(&key, Some(e));
+                    self.remember(&key, &req.settings.remote_url, Some(e));
                 }
                 return Ok(answer(e.clone(), CacheState::Hit));
             }
         }
         self.count_cache("miss");
+        let remote_url = req.settings.remote_url.clone();
         let outcome = self.fetch_upstream(key.clone(), req, cached).await;
         if remember {
             match &outcome {
-                Ok(Outcome::Found(e, CacheState::Miss | CacheState::Revalidated)) => self.remember(&key, Some(e)),
+                Ok(Outcome::Found(e, CacheState::Miss | CacheState::Revalidated)) => {
+                    self.remember(&key, &remote_url, Some(e));
+                }
                 // A stale copy is not fresh; a miss is not remembered for metadata.
-                _ => self.remember(&key, None),
+                _ => self.remember(&key, &remote_url, None),
             }
         }
         outcome
     }
 
-    /// The copy of `key` this process keeps in memory, if any.
-    fn remembered(&self, key: &(i64, String)) -> Option<ProxyEntry> {
-        self.inner.memory.lock().ok().and_then(|m| m.get(key).cloned())
+    /// The copy of `key` fetched from `remote_url` this process keeps in memory, if any.
+    fn remembered(&self, key: &(i64, String), remote_url: &str) -> Option<ProxyEntry> {
+        let m = self.inner.memory.lock().ok()?;
+        m.get(key).filter(|(from, _)| from == remote_url).map(|(_, e)| e.clone())
     }
 
     /// Keeps (or, with `None`, drops) the copy of `key` in memory; bounded against many paths.
-    fn remember(&self, key: &(i64, String), entry: Option<&ProxyEntry>) {
+    fn remember(&self, key: &(i64, String), remote_url: &str, entry: Option<&ProxyEntry>) {
         let Ok(mut m) = self.inner.memory.lock() else { return };
         match entry.filter(|e| !e.is_negative()) {
             Some(e) => {
                 if m.len() >= MEMORY_ENTRIES && !m.contains_key(key) {
                     m.clear();
                 }
-                m.insert(key.clone(), e.clone());
+                m.insert(key.clone(), (remote_url.to_string(), e.clone()));
             }
             None => {
                 m.remove(key);
@@ -441,6 +539,19 @@ impl Proxy {
             self.count_upstream(&req.repository, "blocked");
             return Err(ProxyError::Blocked(b.0));
         }
+        let via = self.inner.outbound.for_url(&url).cloned();
+        if let (Some(_), Some(url::Host::Domain(host))) = (&via, url.host()) {
+            // Through the outbound proxy the proxy resolves the name. Where it resolves here
+            // too, every address must pass the guard (a name this host cannot resolve is the
+            // proxy's to reach, under its own rules).
+            if let Ok(addrs) = lookup(host).await {
+                let ips: Vec<IpAddr> = addrs.iter().map(SocketAddr::ip).collect();
+                if ips.iter().any(|ip| !self.inner.policy.allows(*ip)) {
+                    self.count_upstream(&req.repository, "blocked");
+                    return Err(ProxyError::Blocked(blocked_message(host, &ips)));
+                }
+            }
+        }
         let _permit = self.inner.permits.acquire().await.map_err(internal)?;
         let mut request = self.inner.client.get(url.clone());
         let credentials = if req.elsewhere.is_none() { req.settings.username.as_ref() } else { None };
@@ -484,19 +595,28 @@ impl Proxy {
         let response = match sent {
             Ok(r) => r,
             Err(e) => {
-                let err = classify(&e, &url);
+                let err = classify(&e, &url, &Attempt { via: via.as_ref(), started, timeouts: self.inner.timeouts });
+                tracing::warn!(repository = %req.repository, path = %req.path, error = %err, "upstream fetch failed");
                 self.count_upstream(&req.repository, error_label(&err));
                 return self.fall_back(&req, stale, err);
             }
         };
         let status = response.status().as_u16();
         match status {
-            200 => match self.store(&req, response, stale.as_ref()).await {
+            200 => match self
+                .store(
+                    &req,
+                    response,
+                    stale.as_ref(),
+                    &Attempt { via: via.as_ref(), started, timeouts: self.inner.timeouts },
+                )
+                .await
+            {
                 Ok(entry) => {
                     self.count_upstream(&req.repository, "ok");
                     Ok(Outcome::Found(entry, CacheState::Miss))
                 }
-                Err(e @ ProxyError::Internal(_)) => Err(e),
+                Err(e @ (ProxyError::Internal(_) | ProxyError::Unavailable(_))) => Err(e),
                 Err(e) => {
                     self.count_upstream(&req.repository, error_label(&e));
                     self.fall_back(&req, stale, e)
@@ -510,7 +630,7 @@ impl Proxy {
                     .db
                     .touch_proxy_entry(req.repository_id, &req.path, entry.fetched_at)
                     .await
-                    .map_err(internal)?;
+                    .map_err(unavailable)?;
                 Ok(Outcome::Found(entry, CacheState::Revalidated))
             }
             s if req.negative_statuses.contains(&s) && req.freshness == Freshness::Metadata => {
@@ -519,14 +639,14 @@ impl Proxy {
                 // never remembered, and a copy from before is dropped.
                 self.count_upstream(&req.repository, "not_found");
                 if stale.is_some() {
-                    self.inner.db.delete_proxy_entry(req.repository_id, &req.path).await.map_err(internal)?;
+                    self.inner.db.delete_proxy_entry(req.repository_id, &req.path).await.map_err(unavailable)?;
                 }
                 Ok(Outcome::Missing(s, CacheState::Miss))
             }
             s if req.negative_statuses.contains(&s) => {
                 self.count_upstream(&req.repository, "not_found");
                 if req.catalogue.is_some() && stale.as_ref().is_some_and(|e| !e.is_negative()) {
-                    self.inner.db.catalogue_forget_path(req.repository_id, &req.path).await.map_err(internal)?;
+                    self.inner.db.catalogue_forget_path(req.repository_id, &req.path).await.map_err(unavailable)?;
                 }
                 let entry = ProxyEntry {
                     repository_id: req.repository_id,
@@ -539,7 +659,8 @@ impl Proxy {
                     upstream_last_modified: None,
                     fetched_at: now_ms(),
                 };
-                self.inner.db.put_proxy_entry(&entry).await.map_err(internal)?;
+                self.inner.db.put_proxy_entry(&entry).await.map_err(unavailable)?;
+                self.trim_negatives(req.repository_id).await;
                 Ok(Outcome::Missing(s, CacheState::Miss))
             }
             s => {
@@ -548,6 +669,22 @@ impl Proxy {
                 let err = if s >= 500 { ProxyError::Failing(message) } else { ProxyError::Status(message) };
                 self.fall_back(&req, stale, err)
             }
+        }
+    }
+
+    /// Keeps about `proxy.max_negative_entries` remembered misses per repository: every so many
+    /// new ones (a sixteenth of the bound, at most 256) this process deletes the oldest beyond it.
+    async fn trim_negatives(&self, repository_id: i64) {
+        let max = self.inner.max_negative_entries;
+        let every = (max / 16).clamp(1, 256);
+        let n = self.inner.negatives_since_trim.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        if !n.is_multiple_of(every) {
+            return;
+        }
+        match self.inner.db.trim_negative_proxy_entries(repository_id, max).await {
+            Ok(0) => {}
+            Ok(gone) => tracing::debug!(repository_id, gone, "forgot the oldest remembered upstream misses"),
+            Err(e) => tracing::warn!(repository_id, error = %e, "cannot trim the remembered upstream misses"),
         }
     }
 
@@ -569,6 +706,7 @@ impl Proxy {
         req: &FetchRequest,
         mut response: reqwest::Response,
         previous: Option<&ProxyEntry>,
+        attempt: &Attempt<'_>,
     ) -> Result<ProxyEntry, ProxyError> {
         let max = self.inner.max_object_bytes;
         let too_large = || {
@@ -586,23 +724,25 @@ impl Proxy {
         let content_type = header_text(header::CONTENT_TYPE, 255).unwrap_or_else(|| "application/octet-stream".into());
         let etag = header_text(header::ETAG, 255);
         let last_modified = header_text(header::LAST_MODIFIED, 64);
-        let mut writer = self.inner.blobs.writer(max).await.map_err(internal)?;
+        let mut writer = self.inner.blobs.writer(max).await.map_err(unavailable)?;
         loop {
             match response.chunk().await {
                 Ok(Some(chunk)) => {
                     if writer.written() + chunk.len() as u64 > max {
                         return Err(too_large());
                     }
-                    writer.write_bytes(chunk).await.map_err(internal)?;
+                    writer.write_bytes(chunk).await.map_err(unavailable)?;
                 }
                 Ok(None) => break,
                 Err(e) => {
                     let url = response.url().clone();
-                    return Err(classify(&e, &url));
+                    let err = classify(&e, &url, attempt);
+                    tracing::warn!(repository = %req.repository, path = %req.path, error = %err, "upstream fetch failed");
+                    return Err(err);
                 }
             }
         }
-        let stored = writer.finish().await.map_err(internal)?;
+        let stored = writer.finish().await.map_err(unavailable)?;
         if let Some(want) = &req.expect_sha256 {
             if !stored.sha256.as_str().eq_ignore_ascii_case(want) {
                 // Not recorded: the blob stays unreferenced, the path is asked again next time.
@@ -612,11 +752,11 @@ impl Proxy {
                 )));
             }
         }
-        self.inner.db.record_blob(&stored.sha256, stored.size).await.map_err(internal)?;
+        self.inner.db.record_blob(&stored.sha256, stored.size).await.map_err(unavailable)?;
         // Recording the row waited for a collector that held it: the bytes may have gone.
-        if self.inner.blobs.stat(&stored.sha256).await.map_err(internal)?.is_none() {
-            return Err(internal(format!(
-                "the bytes fetched for /{} were removed by the blob collector at the same instant",
+        if self.inner.blobs.stat(&stored.sha256).await.map_err(unavailable)?.is_none() {
+            return Err(ProxyError::Unavailable(format!(
+                "the bytes fetched for /{} were removed by the blob collector at the same instant; retry",
                 req.path
             )));
         }
@@ -631,7 +771,7 @@ impl Proxy {
             upstream_last_modified: last_modified,
             fetched_at: now_ms(),
         };
-        self.inner.db.put_proxy_entry(&entry).await.map_err(internal)?;
+        self.inner.db.put_proxy_entry(&entry).await.map_err(unavailable)?;
         if let Some(component) = &req.catalogue {
             let asset = NewAsset {
                 path: req.path.clone(),
@@ -642,11 +782,15 @@ impl Proxy {
                 content_type: entry.content_type.clone(),
             };
             let catalogued = Entry { component: component.clone(), assets: vec![asset] };
-            self.inner.db.catalogue_put_cached(req.repository_id, req.format, &catalogued).await.map_err(internal)?;
+            self.inner
+                .db
+                .catalogue_put_cached(req.repository_id, req.format, &catalogued)
+                .await
+                .map_err(unavailable)?;
         }
         let changed = previous.and_then(|p| p.sha256.as_deref()) != entry.sha256.as_deref();
         if let (true, Some(prefix)) = (changed, &req.on_change_expire) {
-            self.inner.db.expire_proxy_entries(req.repository_id, prefix, &req.path).await.map_err(internal)?;
+            self.inner.db.expire_proxy_entries(req.repository_id, prefix, &req.path).await.map_err(unavailable)?;
             if let Ok(mut m) = self.inner.memory.lock() {
                 m.retain(|(repo, path), _| *repo != req.repository_id || !path.starts_with(prefix.as_str()));
             }
@@ -686,21 +830,95 @@ fn redact(url: &reqwest::Url) -> String {
     )
 }
 
-fn classify(e: &reqwest::Error, url: &reqwest::Url) -> ProxyError {
+/// One upstream request, for naming why it failed.
+struct Attempt<'a> {
+    /// The outbound proxy it went through, if any.
+    via: Option<&'a reqwest::Url>,
+    started: std::time::Instant,
+    timeouts: Timeouts,
+}
+
+/// Why an upstream request failed, as an operator can act on it: the name did not resolve, the
+/// connection was refused or found no route, a timeout (which one), the TLS handshake, or the
+/// outbound proxy; the same text goes to the client's 502/504 and to the log.
+fn classify(e: &reqwest::Error, url: &reqwest::Url, attempt: &Attempt<'_>) -> ProxyError {
+    let base = redact(url);
+    let through = attempt.via.map(|p| format!(" (through the outbound proxy {})", redact(p))).unwrap_or_default();
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(s) = source {
         if let Some(b) = s.downcast_ref::<BlockedAddress>() {
             return ProxyError::Blocked(b.0.clone());
         }
-        source = s.source();
+        if let Some(d) = s.downcast_ref::<DnsFailure>() {
+            let whose = if attempt.via.is_some_and(|p| p.host_str() == Some(d.host.as_str())) {
+                "the outbound proxy's host"
+            } else {
+                "upstream host"
+            };
+            return ProxyError::Unreachable(format!("DNS: cannot resolve {whose} {} ({})", d.host, d.cause));
+        }
+        if let Some(t) = s.downcast_ref::<rustls::Error>() {
+            let hint = match t {
+                rustls::Error::InvalidCertificate(_) => {
+                    "; if it is signed by a private certificate authority, add that CA to proxy.ca_certificates"
+                }
+                _ => "",
+            };
+            return ProxyError::Unreachable(format!(
+                "TLS: the handshake with upstream {base} failed{through}: {t}{hint}"
+            ));
+        }
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind;
+            let what = match io.kind() {
+                ErrorKind::ConnectionRefused => Some("refused the connection"),
+                ErrorKind::ConnectionReset => Some("reset the connection"),
+                ErrorKind::NetworkUnreachable | ErrorKind::HostUnreachable => Some("is unreachable (no route)"),
+                _ => None,
+            };
+            if let Some(what) = what {
+                let who = match attempt.via {
+                    Some(p) if e.is_connect() => format!("the outbound proxy {} (for upstream {base})", redact(p)),
+                    _ => format!("upstream {base}"),
+                };
+                return ProxyError::Unreachable(format!("connection: {who} {what}"));
+            }
+        }
+        source = next_cause(s);
     }
-    let base = redact(url);
     if e.is_timeout() {
-        ProxyError::Timeout(format!("upstream {base} did not answer in time"))
-    } else if e.is_connect() {
-        ProxyError::Unreachable(format!("cannot connect to upstream {base}"))
-    } else {
-        ProxyError::Unreachable(format!("upstream {base} failed: {}", root_cause(e)))
+        let t = attempt.timeouts;
+        let elapsed = u64::try_from(attempt.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let message = if e.is_connect() {
+            format!(
+                "timeout: no connection to upstream {base}{through} within proxy.connect_timeout_ms ({} ms)",
+                t.connect_ms
+            )
+        } else if elapsed + 50 >= t.deadline_ms {
+            format!(
+                "timeout: the fetch from upstream {base}{through} took longer than proxy.fetch_deadline_ms ({} ms)",
+                t.deadline_ms
+            )
+        } else {
+            format!("timeout: upstream {base}{through} sent nothing for proxy.read_timeout_ms ({} ms)", t.read_ms)
+        };
+        return ProxyError::Timeout(message);
+    }
+    if e.is_connect() {
+        return ProxyError::Unreachable(format!(
+            "connection: cannot connect to upstream {base}{through}: {}",
+            root_cause(e)
+        ));
+    }
+    ProxyError::Unreachable(format!("upstream {base} failed{through}: {}", root_cause(e)))
+}
+
+/// The error `e` wraps: an I/O error's `source` skips the error it carries (rustls' errors come
+/// wrapped in one, or two), so that one is taken from it.
+fn next_cause<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a (dyn std::error::Error + 'static)> {
+    match e.downcast_ref::<std::io::Error>().and_then(std::io::Error::get_ref) {
+        Some(inner) => Some(inner),
+        None => e.source(),
     }
 }
 
@@ -723,9 +941,11 @@ fn error_label(e: &ProxyError) -> &'static str {
         ProxyError::Blocked(_) => "blocked",
         ProxyError::Timeout(_) => "timeout",
         ProxyError::TooLarge(_) => "too_large",
-        ProxyError::Unreachable(_) | ProxyError::Status(_) | ProxyError::Failing(_) | ProxyError::Internal(_) => {
-            "error"
-        }
+        ProxyError::Unreachable(_)
+        | ProxyError::Status(_)
+        | ProxyError::Failing(_)
+        | ProxyError::Unavailable(_)
+        | ProxyError::Internal(_) => "error",
     }
 }
 

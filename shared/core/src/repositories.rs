@@ -124,7 +124,10 @@ impl<'a> RepositoryService<'a> {
             )));
         }
         self.check_members(&new).await?;
-        match self.db.update_repository(current.id, &new).await {
+        // Another upstream: nothing fetched from the old one is served for the new one.
+        let upstream = |s: &packyard_model::repos::StoredSettings| s.proxy.as_ref().map(|p| p.remote_url.clone());
+        let forget_cache = upstream(&current.settings) != upstream(&new.settings);
+        match self.db.update_repository(current.id, &new, forget_cache).await {
             Err(DbError::NotFound) => Err(RepoError::NotFound(name.to_string())),
             other => Ok(other?),
         }

@@ -173,6 +173,19 @@ pub struct ProxyConfig {
     pub max_idle_per_host: usize,
     /// Largest upstream file a proxy stores.
     pub max_object_bytes: u64,
+    /// The longest one upstream fetch may take in all, connecting and every byte included.
+    pub fetch_deadline_ms: u64,
+    /// An outbound (corporate) HTTP proxy for every upstream fetch, `http://[user:password@]host:port`;
+    /// unset: the `HTTPS_PROXY`/`HTTP_PROXY`/`ALL_PROXY` environment, else direct.
+    pub http_proxy: Option<String>,
+    /// Hosts, domains (and every host below them) and IP networks fetched directly, not through
+    /// `http_proxy` (unset `http_proxy`: the `NO_PROXY` environment).
+    pub no_proxy: Vec<String>,
+    /// PEM files of certificate authorities trusted for upstreams (and an HTTPS proxy) besides
+    /// the public ones: a private mirror's, or a TLS-inspecting proxy's.
+    pub ca_certificates: Vec<PathBuf>,
+    /// Remembered 404/410 answers kept per proxy repository; the oldest go first.
+    pub max_negative_entries: u64,
 }
 
 /// Go module zip limits: the go command's, which a server may lower (never raise: the go
@@ -215,6 +228,11 @@ impl ProxyConfig {
     pub fn address_policy(&self) -> Result<crate::net::AddressPolicy, String> {
         crate::net::AddressPolicy::new(self.allow_private_addresses, &self.allowed_networks)
     }
+
+    /// Where upstream fetches go (`env` reads the environment's proxy variables).
+    pub fn outbound(&self, env: impl Fn(&str) -> Option<String>) -> Result<crate::net::OutboundProxy, String> {
+        crate::net::OutboundProxy::new(self.http_proxy.as_deref(), &self.no_proxy, env)
+    }
 }
 
 impl Default for ProxyConfig {
@@ -227,6 +245,11 @@ impl Default for ProxyConfig {
             max_concurrent_fetches: 32,
             max_idle_per_host: 8,
             max_object_bytes: 4 * 1024 * 1024 * 1024,
+            fetch_deadline_ms: 1_800_000,
+            http_proxy: None,
+            no_proxy: Vec::new(),
+            ca_certificates: Vec::new(),
+            max_negative_entries: 100_000,
         }
     }
 }
@@ -384,7 +407,7 @@ pub struct ConfigError(pub String);
 const SECRET_KEYS: &[&str] =
     &["security.secret", "security.admin_password", "blobs.s3.secret_access_key", "blobs.s3.access_key_id"];
 /// Keys that are URLs and may carry a password.
-const URL_KEYS: &[&str] = &["database.url", "cache.redis_url", "events.amqp_url"];
+const URL_KEYS: &[&str] = &["database.url", "cache.redis_url", "events.amqp_url", "proxy.http_proxy"];
 
 /// Where the configuration came from, kept for `config show`.
 pub struct Loaded {
@@ -714,6 +737,19 @@ impl Config {
             }
         }
         self.proxy.address_policy().map_err(ConfigError)?;
+        // The configuration's own proxy settings (the environment's are read at startup).
+        self.proxy.outbound(|_| None).map_err(ConfigError)?;
+        if self.proxy.fetch_deadline_ms < 1_000 {
+            return Err(ConfigError("bad value for key `proxy.fetch_deadline_ms`: use at least 1000".into()));
+        }
+        for path in &self.proxy.ca_certificates {
+            if !path.is_file() {
+                return Err(ConfigError(format!(
+                    "bad value for key `proxy.ca_certificates`: {} is not a file",
+                    path.display()
+                )));
+            }
+        }
         if self.worker.debounce_ms > self.worker.max_delay_ms {
             return Err(ConfigError(
                 "bad value for key `worker.debounce_ms`: must not exceed worker.max_delay_ms".into(),

@@ -91,6 +91,22 @@ impl Db {
         Ok(())
     }
 
+    /// Keeps the `keep` newest remembered misses (404/410) of a proxy repository and deletes
+    /// the older ones; how many went.
+    pub async fn trim_negative_proxy_entries(&self, repository_id: i64, keep: u64) -> DbResult<u64> {
+        let nth = sql!("proxy_cache.negative_nth", "SELECT fetched_at FROM proxy_cache WHERE repository_id = $1 AND sha256 IS NULL ORDER BY fetched_at DESC LIMIT 1 OFFSET $2");
+        let offset = i64::try_from(keep).unwrap_or(i64::MAX);
+        let Some(row) = self.bound(nth, (repository_id, offset)).fetch_optional(self.pool()).await? else {
+            return Ok(0);
+        };
+        let cutoff: i64 = row.try_get("fetched_at")?;
+        let delete = sql!(
+            "proxy_cache.negative_trim",
+            "DELETE FROM proxy_cache WHERE repository_id = $1 AND sha256 IS NULL AND fetched_at <= $2"
+        );
+        Ok(self.bound(delete, (repository_id, cutoff)).execute(self.pool()).await?.rows_affected())
+    }
+
     /// The upstream confirmed the cached copy (304): it is fresh again from `at`.
     pub async fn touch_proxy_entry(&self, repository_id: i64, path: &str, at: i64) -> DbResult<()> {
         self.query(sql!(

@@ -155,9 +155,21 @@ impl Db {
     }
 
     /// Replaces settings, policy, flags and members; bumps the watermark.
-    pub async fn update_repository(&self, id: i64, new: &NewRepository) -> DbResult<Repository> {
+    /// `forget_cache`: a proxy's upstream changed, so what it fetched from the old one (its
+    /// `proxy_cache` rows and the catalogue's cached components) goes in the same transaction;
+    /// the blobs are collected once nothing references them.
+    pub async fn update_repository(&self, id: i64, new: &NewRepository, forget_cache: bool) -> DbResult<Repository> {
         let settings = settings_json(new)?;
         let mut tx = self.begin().await?;
+        if forget_cache {
+            for stmt in [
+                sql!("proxy_cache.forget_repository", "DELETE FROM proxy_cache WHERE repository_id = $1"),
+                sql!("assets.forget_repository", "DELETE FROM assets WHERE repository_id = $1"),
+                sql!("components.forget_repository", "DELETE FROM components WHERE repository_id = $1"),
+            ] {
+                self.query(stmt).bind(id).execute(&mut *tx).await?;
+            }
+        }
         let done = self.query(sql!("repositories.update", "UPDATE repositories SET settings = $1, write_policy = $2, anonymous_read = $3, version = version + 1, updated_at = $4 WHERE id = $5"))
             .bind(settings)
             .bind(new.write_policy.as_str())
