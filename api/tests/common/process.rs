@@ -37,7 +37,9 @@ pub fn command_of(program: &Path, dir: &Path, env: &[(&str, &str)]) -> Command {
     let mut cmd = Command::new(program);
     cmd.current_dir(dir);
     for (k, _) in std::env::vars() {
-        if k.starts_with("PACKYARD_") || k == "RUST_LOG" {
+        // The outbound proxy variables too: a developer's would carry the tests' loopback fetches.
+        let proxy = ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"].contains(&k.to_ascii_uppercase().as_str());
+        if k.starts_with("PACKYARD_") || k == "RUST_LOG" || proxy {
             cmd.env_remove(k);
         }
     }
