@@ -31,6 +31,18 @@ enum Command {
         #[command(subcommand)]
         command: BlobsCommand,
     },
+    /// Back up the database and every blob it lists into DIR (a new or empty directory); the
+    /// server may keep running.
+    Backup {
+        #[arg(long, value_name = "DIR")]
+        to: PathBuf,
+    },
+    /// Restore a backup into the configured database, which must be empty, and blob store (stop
+    /// the servers first).
+    Restore {
+        #[arg(long, value_name = "DIR")]
+        from: PathBuf,
+    },
     /// Administration commands.
     Admin {
         #[command(subcommand)]
@@ -102,6 +114,14 @@ fn run(cli: Cli, loaded: Loaded) -> anyhow::Result<()> {
             packyard_core::telemetry::init(&loaded.config.log);
             actix_web::rt::System::new().block_on(blobs_gc(loaded.config, dry_run))
         }
+        Command::Backup { to } => {
+            packyard_core::telemetry::init(&loaded.config.log);
+            actix_web::rt::System::new().block_on(backup(loaded.config, &to))
+        }
+        Command::Restore { from } => {
+            packyard_core::telemetry::init(&loaded.config.log);
+            actix_web::rt::System::new().block_on(restore(loaded.config, &from))
+        }
         Command::Admin { command: AdminCommand::ResetPassword { user } } => {
             packyard_core::telemetry::init(&loaded.config.log);
             actix_web::rt::System::new().block_on(reset_password(loaded.config, &user))
@@ -111,6 +131,43 @@ fn run(cli: Cli, loaded: Loaded) -> anyhow::Result<()> {
             actix_web::rt::System::new().block_on(packyard_api::startup::run(loaded.config))
         }
     }
+}
+
+/// `packyard-api backup --to DIR`.
+async fn backup(config: packyard_model::config::Config, to: &std::path::Path) -> anyhow::Result<()> {
+    let services = Services::start(config, true).await?;
+    let report = packyard_core::backup::backup(&services.config, &services.db, services.blobs.clone(), to).await;
+    services.db.close().await;
+    let report = report?;
+    let m = &report.manifest;
+    println!(
+        "backed up the {} database and {} blobs ({} bytes) into {}{}",
+        m.backend,
+        m.blobs,
+        m.blob_bytes,
+        report.dir.display(),
+        if m.secret == "configuration" { "; security.secret is configured: restore with the same value" } else { "" }
+    );
+    if !m.collected_meanwhile.is_empty() {
+        println!("{} unreferenced blobs were collected while it ran and are left out", m.collected_meanwhile.len());
+    }
+    Ok(())
+}
+
+/// `packyard-api restore --from DIR`.
+async fn restore(config: packyard_model::config::Config, from: &std::path::Path) -> anyhow::Result<()> {
+    let metrics = std::sync::Arc::new(packyard_store::metrics::Metrics::new()?);
+    std::fs::create_dir_all(&config.server.data_dir)?;
+    let report = packyard_core::backup::restore(&config, metrics, from).await?;
+    println!(
+        "restored the {} database of {} and {} blobs ({} written, {} already in the blob store); start the server",
+        report.manifest.backend,
+        report.manifest.created_at,
+        report.blobs_written + report.blobs_present,
+        report.blobs_written,
+        report.blobs_present
+    );
+    Ok(())
 }
 
 /// `packyard-api admin reset-password USER`: the new password on standard output, alone.

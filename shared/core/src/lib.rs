@@ -4,6 +4,7 @@
 //! replicas' published cache) and what every hosted upload shares.
 
 pub mod auth;
+pub mod backup;
 pub mod catalogue;
 pub mod cleanup;
 pub mod downloads;

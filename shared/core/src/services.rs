@@ -39,6 +39,21 @@ pub struct Services {
     pub downloads: Arc<crate::downloads::Downloads>,
 }
 
+/// The configured blob store (files or S3), without the hot cache.
+pub async fn open_blob_store(config: &Config, metrics: Arc<Metrics>) -> anyhow::Result<Arc<dyn BlobStore>> {
+    Ok(match config.blobs.kind {
+        BlobsKind::File => Arc::new(
+            FileStore::open(&config.blobs.path, metrics)
+                .await
+                .with_context(|| format!("blobs.path: cannot open {}", config.blobs.path.display()))?,
+        ),
+        BlobsKind::S3 => Arc::new(
+            packyard_store::blobs::s3::S3Store::open(&config.blobs.s3, metrics)
+                .context("blobs.s3: cannot open the bucket")?,
+        ),
+    })
+}
+
 impl Services {
     /// Connects, applies migrations (when `migrate`), and opens the blob store.
     pub async fn start(config: Config, migrate: bool) -> anyhow::Result<Self> {
@@ -67,17 +82,7 @@ impl Services {
                 waited += 2;
             }
         }
-        let blobs: Arc<dyn BlobStore> = match config.blobs.kind {
-            BlobsKind::File => Arc::new(
-                FileStore::open(&config.blobs.path, metrics.clone())
-                    .await
-                    .with_context(|| format!("blobs.path: cannot open {}", config.blobs.path.display()))?,
-            ),
-            BlobsKind::S3 => Arc::new(
-                packyard_store::blobs::s3::S3Store::open(&config.blobs.s3, metrics.clone())
-                    .context("blobs.s3: cannot open the bucket")?,
-            ),
-        };
+        let blobs = open_blob_store(&config, metrics.clone()).await?;
         let secret = crate::auth::load_or_create_secret(config.security.secret.as_deref(), &config.server.data_dir)?;
         Self::assemble(config, metrics, db, blobs, &secret)
     }
