@@ -6,7 +6,6 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -118,14 +117,13 @@ fn what_clients_see(server: &Server) -> anyhow::Result<BTreeMap<String, Vec<u8>>
     Ok(seen)
 }
 
-/// The server's environment for `backend` (a fresh database of its own), with file blobs in
-/// `dir`; `None` when that backend is not configured.
-fn environment(
-    backend: Backend,
-    dir: &Path,
-) -> anyhow::Result<Option<(Vec<(String, String)>, Option<tempfile::TempDir>)>> {
+/// A server's environment, and the scratch directory its database lives for.
+type Environment = (Vec<(String, String)>, Option<tempfile::TempDir>);
+
+/// The server's environment for `backend` (a fresh database of its own; blobs in files under
+/// the working directory); `None` when that backend is not configured.
+fn environment(backend: Backend) -> anyhow::Result<Option<Environment>> {
     let mut env = vec![("PACKYARD_SECURITY__ADMIN_PASSWORD".to_string(), PW.to_string())];
-    let _ = dir;
     if backend == Backend::Sqlite {
         return Ok(Some((env, None)));
     }
@@ -145,7 +143,7 @@ fn pairs(env: &[(String, String)]) -> Vec<(&str, &str)> {
 
 fn backup_wipe_restore(backend: Backend) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let Some((env, _db)) = environment(backend, dir.path())? else { return Ok(()) };
+    let Some((env, _db)) = environment(backend)? else { return Ok(()) };
     let server = start(dir.path(), &pairs(&env))?;
     server.wait_ready()?;
     populate(&server)?;
@@ -206,7 +204,7 @@ fn backup_wipe_restore(backend: Backend) -> anyhow::Result<()> {
 
     // Wipe: a new directory (no data/, no blobs) and, for a server database, a new empty one.
     let fresh = tempfile::tempdir()?;
-    let Some((fresh_env, _fresh_db)) = environment(backend, fresh.path())? else { return Ok(()) };
+    let Some((fresh_env, _fresh_db)) = environment(backend)? else { return Ok(()) };
     let mut fresh_env = fresh_env;
     if backend != Backend::Sqlite {
         // The same secret as the backed-up one (configured, so the manifest says so).
