@@ -10,6 +10,7 @@ pub mod resource;
 pub mod roles;
 pub mod tokens;
 pub mod users;
+pub mod webhooks;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
@@ -20,6 +21,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .configure(tokens::configure)
             .configure(audit::configure)
             .configure(cleanup::configure)
+            .configure(webhooks::configure)
             .configure(openapi::configure),
     );
 }

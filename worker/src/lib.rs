@@ -95,6 +95,45 @@ pub fn spawn_cleanup_scheduler(services: &Services) {
     });
 }
 
+/// Sends the webhook deliveries that are due, looking every `webhooks.poll_ms`; forgets old
+/// ones from the delivery log once an hour.
+pub fn spawn_webhook_dispatcher(services: &Services) {
+    let services = services.clone();
+    let period = std::time::Duration::from_millis(services.config.webhooks.poll_ms.max(10));
+    tokio::spawn(async move {
+        let client = match packyard_core::webhooks::client(&services) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot build the webhook client; no webhook is delivered");
+                return;
+            }
+        };
+        let mut tick = tokio::time::interval(period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut pruned = std::time::Instant::now();
+        loop {
+            tick.tick().await;
+            // A full round may have left more due at once.
+            loop {
+                match packyard_core::webhooks::deliver_due(&services, &client).await {
+                    Ok(50..) => continue,
+                    Ok(_) => break,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot deliver webhooks; trying again later");
+                        break;
+                    }
+                }
+            }
+            if pruned.elapsed() >= std::time::Duration::from_secs(3600) {
+                pruned = std::time::Instant::now();
+                if let Err(e) = packyard_core::webhooks::prune(&services).await {
+                    tracing::warn!(error = %e, "cannot prune the webhook delivery log");
+                }
+            }
+        }
+    });
+}
+
 fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())

@@ -186,6 +186,24 @@ fn security_paths() -> serde_json::Value {
             ],
             "post": op("What a run of the policy would remove from the repository now: {policy, repository, count, bytes, items: [{component, group, name, version, bytes, published, lastDownloaded}], continuationToken} in pages of 100 (admin); the totals walk the whole repository, count=false does not", "200")
         },
+        "/api/v1/webhooks": {
+            "get": op("List webhook subscriptions, without secrets (admin)", "200"),
+            "post": op("Create a subscription: {name, url, events: [component.published|component.deleted|repository.created|repository.updated|repository.deleted|cleanup.finished], repository?, secret?, enabled?}; a generated secret is in the response only (admin). Deliveries are POSTs signed in X-Packyard-Signature-256: sha256=<HMAC-SHA256 of the body>", "201")
+        },
+        "/api/v1/webhooks/{name}": {
+            "parameters": param("name"),
+            "get": op("Get a subscription (admin)", "200"),
+            "put": op("Replace a subscription's url, events, repository, enabled and (when given) secret (admin)", "200"),
+            "delete": op("Delete a subscription and its deliveries (admin)", "204")
+        },
+        "/api/v1/webhooks/{name}/deliveries": {
+            "parameters": [
+                {"name": "name", "in": "path", "required": true, "schema": {"type": "string"}},
+                {"name": "before", "in": "query", "required": false, "schema": {"type": "integer"}},
+                {"name": "limit", "in": "query", "required": false, "schema": {"type": "integer", "default": 100}}
+            ],
+            "get": op("The subscription's delivery log, newest first: {deliveries: [{id, eventId, event, repository, state: pending|delivered|failed, attempts, lastStatus, lastError, createdAt, deliveredAt, nextAttemptAt}], next} (admin)", "200")
+        },
         "/api/v1/tokens": {
             "get": op("The caller's tokens, without secrets (?all=true: everyone's, admin)", "200"),
             "post": op("Create a token: {name, expires_at?, repositories?, actions?}; the token is in the response only", "201")

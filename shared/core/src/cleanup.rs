@@ -291,7 +291,17 @@ pub async fn run(
         "policy": policy, "components": report.components, "bytes": report.bytes, "batches": report.batches,
         "duration_ms": clock.elapsed().as_millis() as u64, "error": error,
     });
-    services.security.audit(actor.username, actor.address, "cleanup.run", repo.name.as_str(), detail).await;
+    services.security.audit(actor.username, actor.address, "cleanup.run", repo.name.as_str(), detail.clone()).await;
+    let payload = serde_json::json!({
+        "repository": {"name": repo.name.as_str(), "format": repo.format.as_str(), "type": repo.repo_type.as_str()},
+        "actor": actor.username,
+        "cleanup": detail,
+    });
+    if let Err(e) =
+        services.db.enqueue_webhook_event("cleanup.finished", Some(repo.name.as_str()), &payload.to_string()).await
+    {
+        tracing::error!(error = %e, repository = %repo.name, "cannot queue the cleanup.finished webhook event");
+    }
     outcome
 }
 

@@ -458,6 +458,7 @@ async fn record<H: Hosted>(
             if written.audit {
                 let detail = serde_json::json!({"sha256": stored.sha256.as_str()});
                 audit_in(&mut tx, db, actor, &format!("{}.upload", H::NAME), repo, &coordinate, &detail).await?;
+                component_event_in(&mut tx, db, "component.published", repo, (&coordinate, &detail), actor).await?;
             }
             tx.commit().await?;
             Ok::<_, TxError>(Some(changes))
@@ -515,6 +516,8 @@ pub async fn delete<H: Hosted>(
         }
         let action = format!("{}.delete", H::NAME);
         audit_in(&mut tx, db, actor, &action, repo, &removed.coordinate, &removed.detail).await?;
+        component_event_in(&mut tx, db, "component.deleted", repo, (&removed.coordinate, &removed.detail), actor)
+            .await?;
         tx.commit().await?;
         Ok(Some(Deleted { coordinate: removed.coordinate, changes }))
     })
@@ -553,6 +556,8 @@ pub async fn delete_batch<H: Hosted>(
                     db.catalogue_forget(&mut tx, repo.id, &other).await?;
                 }
             }
+            component_event_in(&mut tx, db, "component.deleted", repo, (&removed.coordinate, &removed.detail), actor)
+                .await?;
             audits.push((format!("{}/{}", repo.name, removed.coordinate), removed.detail.to_string()));
             for u in removed.units {
                 if !units.contains(&u) {
@@ -577,6 +582,25 @@ pub async fn delete_batch<H: Hosted>(
         services.wake();
     }
     Ok(done)
+}
+
+/// The webhook event of a component stored or deleted, in the change's transaction.
+async fn component_event_in(
+    tx: &mut Tx<'_>,
+    db: &Db,
+    event: &str,
+    repo: &Repository,
+    (coordinate, detail): (&str, &serde_json::Value),
+    actor: Actor<'_>,
+) -> DbResult<()> {
+    let payload = serde_json::json!({
+        "repository": {"name": repo.name.as_str(), "format": repo.format.as_str(), "type": repo.repo_type.as_str()},
+        "component": coordinate,
+        "actor": actor.username,
+        "detail": detail,
+    });
+    db.enqueue_webhook_event_in(tx, event, Some(repo.name.as_str()), &payload.to_string()).await?;
+    Ok(())
 }
 
 /// The audit entry of a change, in the change's transaction: `<repository>/<coordinate>`.

@@ -18,3 +18,4 @@ pub mod repositories;
 pub mod security;
 pub mod services;
 pub mod telemetry;
+pub mod webhooks;

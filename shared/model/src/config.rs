@@ -28,7 +28,38 @@ pub struct Config {
     pub conan: ConanConfig,
     pub log: LogConfig,
     pub security: SecurityConfig,
+    pub webhooks: WebhooksConfig,
     pub debug: DebugConfig,
+}
+
+/// Webhook deliveries (the workers send them).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WebhooksConfig {
+    /// How often a worker looks for deliveries that are due.
+    pub poll_ms: u64,
+    /// The longest one delivery request may take.
+    pub timeout_ms: u64,
+    /// The wait before the first retry; it doubles with each attempt up to `retry_max_ms`.
+    pub retry_initial_ms: u64,
+    pub retry_max_ms: u64,
+    /// How long a delivery is retried before it is given up (`failed`).
+    pub retry_for_secs: u64,
+    /// How long delivered and failed deliveries stay in the delivery log.
+    pub log_retention_secs: u64,
+}
+
+impl Default for WebhooksConfig {
+    fn default() -> Self {
+        Self {
+            poll_ms: 1_000,
+            timeout_ms: 10_000,
+            retry_initial_ms: 5_000,
+            retry_max_ms: 3_600_000,
+            retry_for_secs: 86_400,
+            log_retention_secs: 7 * 86_400,
+        }
+    }
 }
 
 /// Switches for tests and diagnosis; all off in production.

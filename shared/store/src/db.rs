@@ -26,6 +26,7 @@ pub mod publication;
 pub mod repositories;
 pub mod security;
 pub mod users;
+pub mod webhooks;
 
 /// Storage failures, mapped once to HTTP statuses by the API.
 #[derive(Debug, thiserror::Error)]

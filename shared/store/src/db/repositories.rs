@@ -126,8 +126,22 @@ impl Db {
         })?;
         self.replace_members(&mut tx, id, &new.members).await?;
         self.bump_watermark(&mut tx, super::security::REPOSITORIES).await?;
+        let (name, format, kind) = (new.name.as_str(), new.format.as_str(), new.repo_type.as_str());
+        self.repository_event_in(&mut tx, "repository.created", (name, format, kind)).await?;
         tx.commit().await?;
         self.repository_by_name(new.name.as_str()).await?.ok_or(DbError::NotFound)
+    }
+
+    /// The webhook event of a change to a repository, in the change's transaction.
+    async fn repository_event_in(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        event: &str,
+        (name, format, kind): (&str, &str, &str),
+    ) -> DbResult<()> {
+        let payload = serde_json::json!({"repository": {"name": name, "format": format, "type": kind}}).to_string();
+        self.enqueue_webhook_event_in(tx, event, Some(name), &payload).await?;
+        Ok(())
     }
 
     async fn replace_members(
@@ -183,12 +197,18 @@ impl Db {
         }
         self.replace_members(&mut tx, id, &new.members).await?;
         self.bump_watermark(&mut tx, super::security::REPOSITORIES).await?;
+        let (name, format, kind) = (new.name.as_str(), new.format.as_str(), new.repo_type.as_str());
+        self.repository_event_in(&mut tx, "repository.updated", (name, format, kind)).await?;
         tx.commit().await?;
         self.repository_by_name(new.name.as_str()).await?.ok_or(DbError::NotFound)
     }
 
     pub async fn delete_repository(&self, id: i64) -> DbResult<()> {
         let mut tx = self.begin().await?;
+        let what = sql!("repositories.identity", "SELECT name, format, kind FROM repositories WHERE id = $1");
+        let row = self.bound(what, (id,)).fetch_optional(&mut *tx).await?.ok_or(DbError::NotFound)?;
+        let (name, format, kind) = (text(&row, "name")?, text(&row, "format")?, text(&row, "kind")?);
+        self.repository_event_in(&mut tx, "repository.deleted", (&name, &format, &kind)).await?;
         self.query(sql!("group_members.clear", "DELETE FROM group_members WHERE group_id = $1"))
             .bind(id)
             .execute(&mut *tx)

@@ -1,0 +1,154 @@
+//! Webhooks: what happened, told to the subscribers' URLs.
+//!
+//! A change writes its event into `webhook_events` in its own transaction, with one pending
+//! delivery per enabled subscription that wants it (the outbox; `Db::enqueue_webhook_event_in`).
+//! The workers send the deliveries that are due, each the oldest pending one of its subscription
+//! and repository, so a subscriber sees one repository's events in the order they happened. A
+//! delivery is a `POST` of the JSON body
+//! `{"id": <event id>, "event": "...", "at": "<RFC 3339>", "repository": "<name>"|null, "data": {...}}`
+//! with `X-Packyard-Event`, `X-Packyard-Delivery` (the delivery's id: the same on a retry) and
+//! `X-Packyard-Signature-256: sha256=<hex HMAC-SHA256 of the body with the subscription's
+//! secret>`. A 2xx answer delivers it (never sent again); anything else, or no answer within
+//! `webhooks.timeout_ms`, is retried after `webhooks.retry_initial_ms`, doubling up to
+//! `webhooks.retry_max_ms`, for `webhooks.retry_for_secs` (a day), then given up (`failed`).
+//! Delivery is at least once: a worker that dies after the receiver answered but before it
+//! recorded the answer sends it again.
+
+use std::time::Duration;
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+use crate::services::Services;
+use packyard_store::db::now_ms;
+use packyard_store::db::webhooks::DeliveryRecord;
+
+/// The events a subscription may ask for.
+pub const EVENTS: &[&str] = &[
+    "component.published",
+    "component.deleted",
+    "repository.created",
+    "repository.updated",
+    "repository.deleted",
+    "cleanup.finished",
+];
+
+/// The header that carries the body's signature.
+pub const SIGNATURE_HEADER: &str = "X-Packyard-Signature-256";
+
+/// The name the subscription's secret is sealed under.
+pub fn secret_key(name: &str) -> String {
+    format!("webhook:{name}")
+}
+
+/// `sha256=<hex>`: the HMAC-SHA256 of `body` with `secret`.
+pub fn signature(secret: &[u8], body: &[u8]) -> String {
+    // HMAC takes a key of any length: this never fails.
+    let Ok(mut mac) = <Hmac<Sha256> as Mac>::new_from_slice(secret) else { return String::new() };
+    mac.update(body);
+    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+}
+
+/// The body of a delivery.
+pub fn body(d: &DeliveryRecord) -> Vec<u8> {
+    let data: serde_json::Value = serde_json::from_str(&d.payload).unwrap_or(serde_json::Value::Null);
+    let repository =
+        if d.repository_key.is_empty() { serde_json::Value::Null } else { d.repository_key.clone().into() };
+    let created = packyard_model::time::rfc3339_ms(d.created_at);
+    serde_json::to_vec(&serde_json::json!({
+        "id": d.event_id,
+        "event": d.event,
+        "at": created,
+        "repository": repository,
+        "data": data,
+    }))
+    .unwrap_or_default()
+}
+
+/// Sends the deliveries that are due now (a worker's round); how many were attempted.
+pub async fn deliver_due(services: &Services, client: &reqwest::Client) -> anyhow::Result<usize> {
+    let cfg = &services.config.webhooks;
+    let now = now_ms();
+    let due = services.db.due_deliveries(now, 50).await?;
+    let lease = i64::try_from(cfg.timeout_ms).unwrap_or(60_000).saturating_mul(2).max(1_000);
+    let mut attempted = 0;
+    for d in due {
+        if !services.db.lease_delivery(d.id, now, lease).await? {
+            continue;
+        }
+        attempted += 1;
+        let Some(hook) = services.db.webhook_by_id(d.webhook_id).await? else { continue };
+        let secret = services
+            .security
+            .keystore
+            .open(&secret_key(&hook.name), &hook.secret_nonce, &hook.secret_sealed)
+            .map_err(|e| anyhow::anyhow!("the secret of webhook {}: {e}", hook.name))?;
+        let body = body(&d);
+        let sent = client
+            .post(&hook.url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header("X-Packyard-Event", d.event.as_str())
+            .header("X-Packyard-Delivery", d.id.to_string())
+            .header("X-Packyard-Webhook", hook.name.as_str())
+            .header(SIGNATURE_HEADER, signature(&secret, &body))
+            .body(body)
+            .send()
+            .await;
+        let (status, error) = match sent {
+            Ok(r) if r.status().is_success() => {
+                services
+                    .db
+                    .record_delivery_attempt(d.id, true, Some(i64::from(r.status().as_u16())), None, None)
+                    .await?;
+                tracing::debug!(webhook = %hook.name, delivery = d.id, event = %d.event, "webhook delivered");
+                continue;
+            }
+            Ok(r) => (Some(i64::from(r.status().as_u16())), format!("the receiver answered {}", r.status())),
+            Err(e) => (None, describe(&e)),
+        };
+        let attempts = u32::try_from(d.attempts + 1).unwrap_or(u32::MAX);
+        let wait = cfg
+            .retry_initial_ms
+            .saturating_mul(1u64 << attempts.saturating_sub(1).min(30))
+            .min(cfg.retry_max_ms.max(1));
+        let retry_at = now_ms() + i64::try_from(wait).unwrap_or(i64::MAX / 4);
+        let give_up_at = d.created_at + i64::try_from(cfg.retry_for_secs.saturating_mul(1000)).unwrap_or(i64::MAX / 4);
+        let retry = (retry_at <= give_up_at).then_some(retry_at);
+        tracing::warn!(
+            webhook = %hook.name, delivery = d.id, event = %d.event, attempts, error = %error,
+            "webhook delivery failed; {}", if retry.is_some() { "retrying later" } else { "given up" }
+        );
+        services.db.record_delivery_attempt(d.id, false, status, Some(&error), retry).await?;
+    }
+    Ok(attempted)
+}
+
+fn describe(e: &reqwest::Error) -> String {
+    let mut last: &dyn std::error::Error = e;
+    while let Some(s) = last.source() {
+        last = s;
+    }
+    if e.is_timeout() {
+        format!("no answer in time ({last})")
+    } else if e.is_connect() {
+        format!("cannot connect: {last}")
+    } else {
+        last.to_string()
+    }
+}
+
+/// The client deliveries go out with.
+pub fn client(services: &Services) -> anyhow::Result<reqwest::Client> {
+    Ok(reqwest::Client::builder()
+        .user_agent(concat!("Packyard-Webhooks/", env!("CARGO_PKG_VERSION")))
+        .timeout(Duration::from_millis(services.config.webhooks.timeout_ms.max(1)))
+        .connect_timeout(Duration::from_millis(services.config.webhooks.timeout_ms.clamp(1, 10_000)))
+        .redirect(reqwest::redirect::Policy::none())
+        .build()?)
+}
+
+/// Forgets delivered and failed deliveries past `webhooks.log_retention_secs`.
+pub async fn prune(services: &Services) -> anyhow::Result<u64> {
+    let keep = i64::try_from(services.config.webhooks.log_retention_secs.saturating_mul(1000)).unwrap_or(i64::MAX / 4);
+    Ok(services.db.prune_deliveries(now_ms() - keep).await?)
+}
