@@ -133,9 +133,29 @@ fn run(cli: Cli, loaded: Loaded) -> anyhow::Result<()> {
     }
 }
 
+/// The services of an installation that exists: a command that reads or changes it must not
+/// create an empty database where there is none (in the wrong directory, say) nor migrate one.
+async fn existing(config: packyard_model::config::Config) -> anyhow::Result<Services> {
+    if config.is_sqlite() {
+        let rest = config.database.url.trim_start_matches("sqlite://").trim_start_matches("sqlite:");
+        let path = std::path::Path::new(rest.split_once('?').map_or(rest, |(p, _)| p));
+        anyhow::ensure!(
+            path.is_file(),
+            "no database at {} (database.url): run this where the server's configuration and data are",
+            path.display()
+        );
+    }
+    let services = Services::start(config, false).await?;
+    anyhow::ensure!(
+        services.db.migrations_applied().await.unwrap_or(false),
+        "the database is not at this version's schema: start the server (or `packyard-api migrate`) first"
+    );
+    Ok(services)
+}
+
 /// `packyard-api backup --to DIR`.
 async fn backup(config: packyard_model::config::Config, to: &std::path::Path) -> anyhow::Result<()> {
-    let services = Services::start(config, true).await?;
+    let services = existing(config).await?;
     let report = packyard_core::backup::backup(&services.config, &services.db, services.blobs.clone(), to).await;
     services.db.close().await;
     let report = report?;
@@ -148,9 +168,6 @@ async fn backup(config: packyard_model::config::Config, to: &std::path::Path) ->
         report.dir.display(),
         if m.secret == "configuration" { "; security.secret is configured: restore with the same value" } else { "" }
     );
-    if !m.collected_meanwhile.is_empty() {
-        println!("{} unreferenced blobs were collected while it ran and are left out", m.collected_meanwhile.len());
-    }
     Ok(())
 }
 
@@ -172,7 +189,7 @@ async fn restore(config: packyard_model::config::Config, from: &std::path::Path)
 
 /// `packyard-api admin reset-password USER`: the new password on standard output, alone.
 async fn reset_password(config: packyard_model::config::Config, user: &str) -> anyhow::Result<()> {
-    let services = Services::start(config, true).await?;
+    let services = existing(config).await?;
     let actor = match std::env::var("USER") {
         Ok(u) if !u.is_empty() => format!("{u} (command line)"),
         _ => "(command line)".to_string(),

@@ -187,14 +187,23 @@ fn backup_wipe_restore(backend: Backend) -> anyhow::Result<()> {
     let manifest: serde_json::Value = serde_json::from_slice(&std::fs::read(target.join("packyard-backup.json"))?)?;
     assert_eq!(manifest["backend"], backend.as_str());
     let listed = std::fs::read_to_string(target.join("blobs.txt"))?;
-    assert_eq!(
-        manifest["blobs"].as_u64(),
-        Some(listed.lines().count() as u64 - manifest["collected_meanwhile"].as_array().map_or(0, |a| a.len() as u64))
-    );
+    assert_eq!(manifest["blobs"].as_u64(), Some(listed.lines().count() as u64), "every listed blob was copied");
+    // The backup released its hold on blob collection.
+    let hold_ok = !out.contains("cannot release");
+    assert!(hold_ok, "{out}");
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
         assert_eq!(std::fs::metadata(&target)?.permissions().mode() & 0o777, 0o700, "the backup is private");
+    }
+    // Run where there is no installation, it creates nothing and says so.
+    if backend == Backend::Sqlite {
+        let elsewhere = tempfile::tempdir()?;
+        let other = elsewhere.path().join("b").display().to_string();
+        let (code, _, err) = run_to_end(elsewhere.path(), &["backup", "--to", &other], &[])?;
+        assert_ne!(code, 0);
+        assert!(err.contains("no database at"), "{err}");
+        assert!(!elsewhere.path().join("data").exists(), "nothing was created");
     }
     // A second backup into the same directory is refused: it never mixes two.
     let (code, _, err) = run_to_end(dir.path(), &["backup", "--to", &target_arg], &pairs(&env))?;

@@ -65,6 +65,11 @@ impl Upstream {
                     match behaviour {
                         Behaviour::Answer(answer) => {
                             let (status, body) = answer(&path);
+                            if (300..400).contains(&status) {
+                                // A redirect: the body is where to.
+                                let _ = write!(conn, "HTTP/1.1 {status} X\r\nLocation: {body}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+                                return;
+                            }
                             let _ = write!(
                                 conn,
                                 "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n{body}",
@@ -226,6 +231,40 @@ fn an_outbound_proxy_carries_the_upstream_fetches() -> anyhow::Result<()> {
         assert!(text.contains("loopback, private or link-local"), "{repo}: {text}");
     }
     assert_eq!(upstream.heads().len(), 3, "nothing reached the upstream");
+    drop(server);
+
+    // Through the proxy, a redirect to another host is refused (its name would be resolved by
+    // the proxy, out of the guard's sight); and the proxy's own host is no upstream.
+    fn elsewhere(_: &str) -> (u16, String) {
+        (302, "http://intranet.invalid/secret".into())
+    }
+    let redirecting = Upstream::start(Behaviour::Answer(elsewhere))?;
+    let redirected = tempfile::tempdir()?;
+    let server = start(redirected.path(), &[admin, allow, ("PACKYARD_PROXY__HTTP_PROXY", proxy_url.as_str())])?;
+    server.wait_ready()?;
+    create(&server.public, Repo::proxy("redirecting", Format::Go, &redirecting.url))?;
+    let (s, text) = list(&server.public, "redirecting")?;
+    assert_eq!(s, 502, "{text}");
+    assert!(text.contains("redirected to another host, intranet.invalid, through the outbound proxy"), "{text}");
+    drop(server);
+    let named = tempfile::tempdir()?;
+    let named_proxy = format!("http://localhost:{proxy_port}");
+    let server = start(
+        named.path(),
+        &[
+            admin,
+            ("PACKYARD_PROXY__HTTP_PROXY", named_proxy.as_str()),
+            ("PACKYARD_PROXY__NO_PROXY", r#"["localhost"]"#),
+        ],
+    )?;
+    server.wait_ready()?;
+    create(&server.public, Repo::proxy("the-proxy", Format::Go, &format!("http://localhost:{}/", upstream.port)))?;
+    let (s, text) = list(&server.public, "the-proxy")?;
+    assert_eq!(s, 502, "{text}");
+    assert!(
+        text.contains("loopback, private or link-local"),
+        "a direct request to the proxy's name is guarded: {text}"
+    );
     drop(server);
 
     // The proxy down: named as the proxy, not as the upstream.

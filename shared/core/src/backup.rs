@@ -11,9 +11,10 @@
 //! - `packyard-backup.json`: written last, so a directory without it is not a backup.
 //!
 //! Consistency: the blob list is read from the database copy itself (SQLite), or in the same
-//! snapshot `pg_dump` exports (PostgreSQL), or after the dump (MySQL: a blob the dump lists
-//! stays in the store for `worker.blob_grace_secs` after nothing references it). Uploads may go
-//! on meanwhile: what they add after the snapshot is not in the backup, what the snapshot lists is.
+//! snapshot `pg_dump` exports (PostgreSQL), or right after the dump (MySQL); and while the backup
+//! runs, the collectors delete no blob (`Db::hold_blob_collection`, set before the copy is
+//! taken), so every blob the copy lists is still there to be copied. Uploads may go on
+//! meanwhile: what they add after the snapshot is not in the backup, what the snapshot lists is.
 
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
@@ -42,9 +43,6 @@ pub struct Manifest {
     pub database: String,
     pub blobs: u64,
     pub blob_bytes: u64,
-    /// Blobs the database copy lists whose bytes the collector removed while the backup ran
-    /// (nothing referenced them for `worker.blob_grace_secs`); a restore drops their rows.
-    pub collected_meanwhile: Vec<String>,
     /// `file`: the generated secret is in `secret`; `configuration`: `security.secret` was set
     /// and must be set to the same value where this is restored.
     pub secret: String,
@@ -80,6 +78,23 @@ pub async fn backup(config: &Config, db: &Db, store: Arc<dyn BlobStore>, dir: &P
         // It holds the password hashes, the sealed keys and perhaps the secret.
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
     }
+    // No blob goes while the copy is taken and its blobs copied (renewed as the copy goes on).
+    let hold_for = 3_600_000;
+    db.hold_blob_collection(packyard_store::db::now_ms() + hold_for).await?;
+    let result = copy_all(config, db, store.as_ref(), dir, hold_for).await;
+    if let Err(e) = db.hold_blob_collection(0).await {
+        tracing::warn!(error = %e, "cannot release the backup's hold on blob collection; it ends by itself within the hour");
+    }
+    result
+}
+
+async fn copy_all(
+    config: &Config,
+    db: &Db,
+    store: &dyn BlobStore,
+    dir: &Path,
+    hold_for: i64,
+) -> anyhow::Result<BackupReport> {
     let list = dir.join("blobs.txt");
     let database = match db.backend() {
         Backend::Sqlite => {
@@ -101,10 +116,15 @@ pub async fn backup(config: &Config, db: &Db, store: Arc<dyn BlobStore>, dir: &P
                 sqlx::query("SELECT pg_export_snapshot() AS s").fetch_one(&mut *conn).await?.try_get("s")?;
             let out = dir.join("database").join("postgres.sql");
             let mut dump = std::process::Command::new("pg_dump");
+            let (url, password) = without_password(&config.database.url)?;
             dump.arg(format!("--snapshot={snapshot}"))
                 .args(["--no-owner", "--no-privileges", "--format=plain", "--file"])
                 .arg(&out)
-                .arg(format!("--dbname={}", config.database.url));
+                .arg(format!("--dbname={url}"));
+            if let Some(p) = password {
+                // In its environment, not on its command line where `ps` shows it.
+                dump.env("PGPASSWORD", p);
+            }
             let status =
                 run(dump).await.context("running pg_dump (install the PostgreSQL client of the server's version)")?;
             ensure!(status.success(), "pg_dump failed ({status})");
@@ -128,26 +148,26 @@ pub async fn backup(config: &Config, db: &Db, store: Arc<dyn BlobStore>, dir: &P
         }
     };
     // The bytes of every blob the list names, checked against their hash.
-    let (mut blobs, mut bytes, mut collected) = (0u64, 0u64, Vec::new());
+    let (mut blobs, mut bytes) = (0u64, 0u64);
+    let mut renewed = std::time::Instant::now();
     for line in std::io::BufReader::new(std::fs::File::open(&list)?).lines() {
         let line = line?;
         let Some((sha, size)) = line.split_once(' ') else { continue };
         let digest = Sha256Hex::parse(sha).map_err(|e| anyhow::anyhow!("blob {sha}: {e}"))?;
         let size: u64 = size.parse()?;
-        match copy_out(store.as_ref(), &digest, size, &blob_path(dir, sha)).await {
+        match copy_out(store, &digest, size, &blob_path(dir, sha)).await {
             Ok(()) => {
                 blobs += 1;
                 bytes += size;
             }
             Err(e) if e.downcast_ref::<Missing>().is_some() => {
-                // Collected meanwhile (then no row is left in the live database), or lost.
-                if db.blob(&digest).await?.is_none() {
-                    collected.push(sha.to_string());
-                } else {
-                    bail!("blob {sha} is listed by the database but missing from the blob store");
-                }
+                bail!("blob {sha} is listed by the database but missing from the blob store: the backup is incomplete")
             }
             Err(e) => return Err(e.context(format!("copying blob {sha}"))),
+        }
+        if renewed.elapsed() > std::time::Duration::from_secs(600) {
+            db.hold_blob_collection(packyard_store::db::now_ms() + hold_for).await?;
+            renewed = std::time::Instant::now();
         }
     }
     let secret = if config.security.secret.is_some() {
@@ -167,7 +187,6 @@ pub async fn backup(config: &Config, db: &Db, store: Arc<dyn BlobStore>, dir: &P
         database: database.to_string(),
         blobs,
         blob_bytes: bytes,
-        collected_meanwhile: collected,
         secret: secret.to_string(),
     };
     let tmp = dir.join(format!("{MANIFEST}.tmp"));
@@ -230,7 +249,8 @@ pub struct RestoreReport {
     pub blobs_present: u64,
 }
 
-/// Restores `dir` into the configured database (which must be empty) and blob store.
+/// Restores `dir` into the configured database (which must be empty) and blob store: the blobs
+/// first, the database last (in one step), so a restore that fails can be run again.
 pub async fn restore(
     config: &Config,
     metrics: Arc<packyard_store::metrics::Metrics>,
@@ -241,6 +261,13 @@ pub async fn restore(
             .with_context(|| format!("{} is not a complete Packyard backup (no {MANIFEST})", dir.display()))?,
     )?;
     ensure!(manifest.format == 1, "backup layout {} is newer than this Packyard understands", manifest.format);
+    ensure!(
+        !manifest.database.is_empty()
+            && !manifest.database.contains(['/', '\\'])
+            && !manifest.database.starts_with('.'),
+        "the backup names an odd database file {:?}",
+        manifest.database
+    );
     let backend =
         Backend::from_url(&config.database.url).ok_or_else(|| anyhow::anyhow!("database.url: unsupported scheme"))?;
     ensure!(
@@ -251,40 +278,23 @@ pub async fn restore(
     );
     let dump = dir.join("database").join(&manifest.database);
     ensure!(dump.is_file(), "{} is missing from the backup", dump.display());
-    // The secret first: a different one could not open the stored keys.
-    if manifest.secret == "file" && config.security.secret.is_none() {
-        let want = std::fs::read(dir.join("secret")).context("the backup's secret is missing")?;
-        let path = config.server.data_dir.join("secret");
-        match std::fs::read(&path) {
-            Ok(have) if have.trim_ascii() != want.trim_ascii() => bail!(
-                "{} holds another secret than the backup's: move it away (the backup's database needs its own)",
-                path.display()
-            ),
-            Ok(_) => {}
-            Err(_) => crate::auth::write_secret_file(&path, &want)?,
-        }
+    // The secret that sealed the stored keys: the backup's, or the configured one it was made with.
+    match (manifest.secret.as_str(), config.security.secret.is_some()) {
+        ("file", true) => bail!(
+            "the backup carries its generated secret, and security.secret is configured: unset security.secret so that the backup's is used (the stored keys open only with it)"
+        ),
+        ("configuration", false) => bail!(
+            "the backup was made with a configured security.secret: set the same value (the stored keys open only with it)"
+        ),
+        _ => {}
     }
+    // The target must be empty: a restore replaces, it never merges.
     match backend {
         Backend::Sqlite => {
             let path = sqlite_path(&config.database.url)?;
             if std::fs::metadata(&path).is_ok_and(|m| m.len() > 0) {
                 bail!("{} exists: restore replaces a database, it never merges; move it away first", path.display());
             }
-            if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-                std::fs::create_dir_all(parent)?;
-            }
-            for stale in ["-wal", "-shm"] {
-                let _ = std::fs::remove_file(format!("{}{stale}", path.display()));
-            }
-            let tmp = path.with_extension("restoring");
-            std::fs::copy(&dump, &tmp)?;
-            #[cfg(unix)]
-            {
-                use std::os::unix::fs::PermissionsExt;
-                std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))?;
-            }
-            std::fs::File::open(&tmp)?.sync_all()?;
-            std::fs::rename(&tmp, &path)?;
         }
         Backend::Postgres | Backend::MySql => {
             sqlx::any::install_default_drivers();
@@ -299,32 +309,26 @@ pub async fn restore(
                 n == 0,
                 "the database of database.url already holds Packyard's tables: restore into an empty database"
             );
-            let status = if backend == Backend::Postgres {
-                let mut load = std::process::Command::new("psql");
-                load.args(["-q", "-X", "-v", "ON_ERROR_STOP=1", "-f"])
-                    .arg(&dump)
-                    .arg(&config.database.url)
-                    .stdout(std::process::Stdio::null());
-                run(load).await.context("running psql (install the PostgreSQL client)")?
-            } else {
-                let target = MySqlTarget::parse(&config.database.url)?;
-                let mut load = target.command("mariadb");
-                load.arg(&target.database).stdin(std::fs::File::open(&dump)?);
-                run(load).await.context("running mariadb (install the MariaDB or MySQL client)")?
-            };
-            ensure!(status.success(), "loading {} failed ({status})", dump.display());
+        }
+    }
+    if manifest.secret == "file" {
+        let want = std::fs::read(dir.join("secret")).context("the backup's secret is missing")?;
+        let path = config.server.data_dir.join("secret");
+        match std::fs::read(&path) {
+            Ok(have) if have.trim_ascii() != want.trim_ascii() => bail!(
+                "{} holds another secret than the backup's: move it away (the backup's database needs its own)",
+                path.display()
+            ),
+            Ok(_) => {}
+            Err(_) => crate::auth::write_secret_file(&path, &want)?,
         }
     }
     // The blobs, into the configured store; each checked against its name.
-    let db = Db::connect(&config.database, metrics.clone()).await?;
-    let store = crate::services::open_blob_store(config, metrics).await?;
+    let store = crate::services::open_blob_store(config, metrics.clone()).await?;
     let (mut written, mut present) = (0u64, 0u64);
     for line in std::io::BufReader::new(std::fs::File::open(dir.join("blobs.txt"))?).lines() {
         let line = line?;
         let Some((sha, size)) = line.split_once(' ') else { continue };
-        if manifest.collected_meanwhile.iter().any(|c| c == sha) {
-            continue;
-        }
         let digest = Sha256Hex::parse(sha).map_err(|e| anyhow::anyhow!("blob {sha}: {e}"))?;
         let size: u64 = size.parse()?;
         if store.stat(&digest).await? == Some(size) {
@@ -351,11 +355,49 @@ pub async fn restore(
         );
         written += 1;
     }
-    for sha in &manifest.collected_meanwhile {
-        let digest = Sha256Hex::parse(sha).map_err(|e| anyhow::anyhow!("blob {sha}: {e}"))?;
-        db.delete_blob_record(&digest).await?;
+    // The database last, in one step.
+    match backend {
+        Backend::Sqlite => {
+            let path = sqlite_path(&config.database.url)?;
+            if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                std::fs::create_dir_all(parent)?;
+            }
+            for stale in ["-wal", "-shm"] {
+                let _ = std::fs::remove_file(format!("{}{stale}", path.display()));
+            }
+            let tmp = path.with_extension("restoring");
+            std::fs::copy(&dump, &tmp)?;
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))?;
+            }
+            std::fs::File::open(&tmp)?.sync_all()?;
+            std::fs::rename(&tmp, &path)?;
+        }
+        Backend::Postgres => {
+            let (url, password) = without_password(&config.database.url)?;
+            let mut load = std::process::Command::new("psql");
+            load.args(["-q", "-X", "--single-transaction", "-v", "ON_ERROR_STOP=1", "-f"])
+                .arg(&dump)
+                .arg(url)
+                .stdout(std::process::Stdio::null());
+            if let Some(p) = password {
+                load.env("PGPASSWORD", p);
+            }
+            let status = run(load).await.context("running psql (install the PostgreSQL client)")?;
+            ensure!(status.success(), "loading {} failed ({status})", dump.display());
+        }
+        Backend::MySql => {
+            let target = MySqlTarget::parse(&config.database.url)?;
+            let mut load = target.command("mariadb");
+            load.arg(&target.database).stdin(std::fs::File::open(&dump)?);
+            let status = run(load).await.context("running mariadb (install the MariaDB or MySQL client)")?;
+            ensure!(status.success(), "loading {} failed ({status})", dump.display());
+        }
     }
     // Every blob the restored database lists has its bytes.
+    let db = Db::connect(&config.database, metrics).await?;
     let mut after = String::new();
     let mut missing = Vec::new();
     loop {
@@ -377,6 +419,16 @@ pub async fn restore(
         missing[0]
     );
     Ok(RestoreReport { manifest, blobs_written: written, blobs_present: present })
+}
+
+/// `url` without its password, and the password (for `PGPASSWORD`).
+fn without_password(url: &str) -> anyhow::Result<(String, Option<String>)> {
+    let mut u = url::Url::parse(url)?;
+    let password = u.password().map(percent_decode);
+    if password.is_some() {
+        let _ = u.set_password(None);
+    }
+    Ok((u.to_string(), password))
 }
 
 /// Runs a client program on the blocking pool.

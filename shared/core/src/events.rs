@@ -160,7 +160,9 @@ impl Redis {
         let key = format!("packyard:login:{key}");
         // The first failure of a window starts its expiry; INCR keeps it.
         let done = tokio::time::timeout(QUICK, async {
+            // One transaction: the key cannot expire between the two and come back without one.
             redis::pipe()
+                .atomic()
                 .cmd("SET")
                 .arg(&key)
                 .arg(0)

@@ -347,11 +347,27 @@ impl Proxy {
         let policy = Arc::new(config.address_policy().map_err(anyhow::Error::msg)?);
         let outbound = Arc::new(config.outbound(env).map_err(anyhow::Error::msg)?);
         let redirect_policy = policy.clone();
+        let redirect_outbound = outbound.clone();
         let redirects = reqwest::redirect::Policy::custom(move |attempt| {
+            let target = attempt.url();
+            let host = target.host_str().unwrap_or_default().to_ascii_lowercase();
+            let proxied = redirect_outbound.for_url(target).is_some();
+            let first_host =
+                attempt.previous().first().and_then(|u| u.host_str()).unwrap_or_default().to_ascii_lowercase();
             if attempt.previous().len() >= 5 {
                 attempt.error("more than 5 redirects")
-            } else if let Err(b) = check_literal_host(attempt.url(), &redirect_policy) {
+            } else if let Err(b) = check_literal_host(target, &redirect_policy) {
                 attempt.error(b)
+            } else if !proxied && redirect_outbound.hosts().contains(&host) {
+                // The proxy's own name is trusted only as the proxy, never as an upstream.
+                attempt.error(BlockedAddress(format!(
+                    "upstream redirected to {host}, the outbound proxy's host, which is not an upstream"
+                )))
+            } else if proxied && host != first_host {
+                // Through the proxy the name is resolved there, out of the guard's sight.
+                attempt.error(BlockedAddress(format!(
+                    "upstream {first_host} redirected to another host, {host}, through the outbound proxy, where the address guard cannot check it: use {host} as the remote_url, or list it in proxy.no_proxy"
+                )))
             } else {
                 attempt.follow()
             }
@@ -495,6 +511,9 @@ impl Proxy {
         req: FetchRequest,
         cached: Option<ProxyEntry>,
     ) -> Result<Outcome, ProxyError> {
+        // A fetch from another upstream (the repository's remote_url changed meanwhile) is
+        // another fetch: joined only by requests for the same upstream.
+        let key = (key.0, format!("{}\n{}", req.settings.remote_url, key.1));
         let shared = {
             let mut inflight = self.inner.inflight.lock().map_err(|_| internal("proxy in-flight map poisoned"))?;
             match inflight.get(&key) {
@@ -540,16 +559,31 @@ impl Proxy {
             return Err(ProxyError::Blocked(b.0));
         }
         let via = self.inner.outbound.for_url(&url).cloned();
-        if let (Some(_), Some(url::Host::Domain(host))) = (&via, url.host()) {
-            // Through the outbound proxy the proxy resolves the name. Where it resolves here
-            // too, every address must pass the guard (a name this host cannot resolve is the
-            // proxy's to reach, under its own rules).
-            if let Ok(addrs) = lookup(host).await {
-                let ips: Vec<IpAddr> = addrs.iter().map(SocketAddr::ip).collect();
-                if ips.iter().any(|ip| !self.inner.policy.allows(*ip)) {
-                    self.count_upstream(&req.repository, "blocked");
-                    return Err(ProxyError::Blocked(blocked_message(host, &ips)));
+        let name = match url.host() {
+            Some(url::Host::Domain(h)) => Some(h.to_ascii_lowercase()),
+            _ => None,
+        };
+        let proxy_host = name.as_ref().is_some_and(|h| self.inner.outbound.hosts().contains(h));
+        if let Some(host) = name.filter(|_| via.is_some() || proxy_host) {
+            // Through the outbound proxy the proxy resolves the name; and the resolver trusts
+            // the proxy's own name, which a direct request to it must not borrow. Where the name
+            // resolves here, every address must pass the guard (a name this host cannot
+            // resolve is the proxy's to reach, under its own rules).
+            match lookup(&host).await {
+                Ok(addrs) => {
+                    let ips: Vec<IpAddr> = addrs.iter().map(SocketAddr::ip).collect();
+                    if ips.iter().any(|ip| !self.inner.policy.allows(*ip)) {
+                        self.count_upstream(&req.repository, "blocked");
+                        return Err(ProxyError::Blocked(blocked_message(&host, &ips)));
+                    }
                 }
+                Err(_) if via.is_none() => {
+                    self.count_upstream(&req.repository, "blocked");
+                    return Err(ProxyError::Blocked(format!(
+                        "upstream host {host} is the outbound proxy's, which is not an upstream"
+                    )));
+                }
+                Err(_) => {}
             }
         }
         let _permit = self.inner.permits.acquire().await.map_err(internal)?;

@@ -68,57 +68,63 @@ pub fn body(d: &DeliveryRecord) -> Vec<u8> {
 /// Sends the deliveries that are due now (a worker's round); how many were attempted.
 pub async fn deliver_due(services: &Services, client: &reqwest::Client) -> anyhow::Result<usize> {
     let cfg = &services.config.webhooks;
-    let now = now_ms();
-    let due = services.db.due_deliveries(now, 50).await?;
-    let lease = i64::try_from(cfg.timeout_ms).unwrap_or(60_000).saturating_mul(2).max(1_000);
+    let due = services.db.due_deliveries(now_ms(), 50).await?;
+    // Longer than a request may take: the lease outlives the attempt it covers.
+    let lease_ms = i64::try_from(cfg.timeout_ms).unwrap_or(60_000).saturating_add(30_000);
     let mut attempted = 0;
     for d in due {
-        if !services.db.lease_delivery(d.id, now, lease).await? {
-            continue;
-        }
+        let Some(lease) = services.db.lease_delivery(d.id, lease_ms).await? else { continue };
         attempted += 1;
         let Some(hook) = services.db.webhook_by_id(d.webhook_id).await? else { continue };
-        let secret = services
-            .security
-            .keystore
-            .open(&secret_key(&hook.name), &hook.secret_nonce, &hook.secret_sealed)
-            .map_err(|e| anyhow::anyhow!("the secret of webhook {}: {e}", hook.name))?;
-        let body = body(&d);
-        let sent = client
-            .post(&hook.url)
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .header("X-Packyard-Event", d.event.as_str())
-            .header("X-Packyard-Delivery", d.id.to_string())
-            .header("X-Packyard-Webhook", hook.name.as_str())
-            .header(SIGNATURE_HEADER, signature(&secret, &body))
-            .body(body)
-            .send()
-            .await;
-        let (status, error) = match sent {
-            Ok(r) if r.status().is_success() => {
-                services
-                    .db
-                    .record_delivery_attempt(d.id, true, Some(i64::from(r.status().as_u16())), None, None)
-                    .await?;
-                tracing::debug!(webhook = %hook.name, delivery = d.id, event = %d.event, "webhook delivered");
-                continue;
+        let secret = services.security.keystore.open(&secret_key(&hook.name), &hook.secret_nonce, &hook.secret_sealed);
+        let outcome = match secret {
+            Err(e) => Err((None, format!("the subscription's secret cannot be opened ({e}): set it again with PUT"))),
+            Ok(secret) => {
+                let body = body(&d);
+                let sent = client
+                    .post(&hook.url)
+                    .header(reqwest::header::CONTENT_TYPE, "application/json")
+                    .header("X-Packyard-Event", d.event.as_str())
+                    .header("X-Packyard-Delivery", d.id.to_string())
+                    .header("X-Packyard-Webhook", hook.name.as_str())
+                    .header(SIGNATURE_HEADER, signature(&secret, &body))
+                    .body(body)
+                    .send()
+                    .await;
+                match sent {
+                    Ok(r) if r.status().is_success() => Ok(i64::from(r.status().as_u16())),
+                    Ok(r) => {
+                        Err((Some(i64::from(r.status().as_u16())), format!("the receiver answered {}", r.status())))
+                    }
+                    Err(e) => Err((None, describe(&e))),
+                }
             }
-            Ok(r) => (Some(i64::from(r.status().as_u16())), format!("the receiver answered {}", r.status())),
-            Err(e) => (None, describe(&e)),
         };
-        let attempts = u32::try_from(d.attempts + 1).unwrap_or(u32::MAX);
-        let wait = cfg
-            .retry_initial_ms
-            .saturating_mul(1u64 << attempts.saturating_sub(1).min(30))
-            .min(cfg.retry_max_ms.max(1));
-        let retry_at = now_ms() + i64::try_from(wait).unwrap_or(i64::MAX / 4);
-        let give_up_at = d.created_at + i64::try_from(cfg.retry_for_secs.saturating_mul(1000)).unwrap_or(i64::MAX / 4);
-        let retry = (retry_at <= give_up_at).then_some(retry_at);
-        tracing::warn!(
-            webhook = %hook.name, delivery = d.id, event = %d.event, attempts, error = %error,
-            "webhook delivery failed; {}", if retry.is_some() { "retrying later" } else { "given up" }
-        );
-        services.db.record_delivery_attempt(d.id, false, status, Some(&error), retry).await?;
+        let recorded = match outcome {
+            Ok(status) => {
+                tracing::debug!(webhook = %hook.name, delivery = d.id, event = %d.event, "webhook delivered");
+                services.db.record_delivery_attempt((d.id, lease), true, Some(status), None, None).await?
+            }
+            Err((status, error)) => {
+                let attempts = u32::try_from(d.attempts + 1).unwrap_or(u32::MAX);
+                let wait = cfg
+                    .retry_initial_ms
+                    .saturating_mul(1u64 << attempts.saturating_sub(1).min(30))
+                    .min(cfg.retry_max_ms.max(1));
+                let retry_at = now_ms() + i64::try_from(wait).unwrap_or(i64::MAX / 4);
+                let give_up_at =
+                    d.created_at + i64::try_from(cfg.retry_for_secs.saturating_mul(1000)).unwrap_or(i64::MAX / 4);
+                let retry = (retry_at <= give_up_at).then_some(retry_at);
+                tracing::warn!(
+                    webhook = %hook.name, delivery = d.id, event = %d.event, attempts, error = %error,
+                    "webhook delivery failed; {}", if retry.is_some() { "retrying later" } else { "given up" }
+                );
+                services.db.record_delivery_attempt((d.id, lease), false, status, Some(&error), retry).await?
+            }
+        };
+        if !recorded {
+            tracing::warn!(webhook = %hook.name, delivery = d.id, "another worker took this delivery over; its record stands");
+        }
     }
     Ok(attempted)
 }
@@ -144,6 +150,9 @@ pub fn client(services: &Services) -> anyhow::Result<reqwest::Client> {
         .timeout(Duration::from_millis(services.config.webhooks.timeout_ms.max(1)))
         .connect_timeout(Duration::from_millis(services.config.webhooks.timeout_ms.clamp(1, 10_000)))
         .redirect(reqwest::redirect::Policy::none())
+        // Straight to the receiver (receivers are usually inside the network): the
+        // environment's proxy variables are not read.
+        .no_proxy()
         .build()?)
 }
 

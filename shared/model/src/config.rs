@@ -655,6 +655,16 @@ fn toml_key(k: &str) -> String {
 /// Replaces the password of a URL-shaped (quoted) value with `****`.
 fn mask_url_password(rendered: &str) -> String {
     let inner = rendered.trim_matches('"');
+    if !inner.contains("://") && inner.contains('@') {
+        // `user:password@host:port` without a scheme (a proxy may be written so).
+        return match url::Url::parse(&format!("http://{inner}")) {
+            Ok(mut u) if u.password().is_some() => {
+                let _ = u.set_password(Some("****"));
+                format!("\"{}\"", u.as_str().trim_start_matches("http://"))
+            }
+            _ => "\"********\"".to_string(),
+        };
+    }
     match url::Url::parse(inner) {
         Ok(mut u) if u.password().is_some() => {
             let _ = u.set_password(Some("****"));
@@ -1002,6 +1012,10 @@ mod tests {
         assert!(shown.contains("security.secret = \"********\""), "{shown}");
         assert!(!shown.contains("0123456789abcdef"), "{shown}");
         assert!(!shown.contains(":pw@"), "{shown}");
+        // A proxy written without a scheme keeps its password hidden too.
+        let proxied = load(None, &[("PACKYARD_PROXY__HTTP_PROXY", "corp:hunter2@proxy.corp.example:3128")])?.show();
+        assert!(proxied.contains("proxy.http_proxy = \"corp:****@proxy.corp.example:3128/\""), "{proxied}");
+        assert!(!proxied.contains("hunter2"), "{proxied}");
         Ok(())
     }
 }

@@ -206,6 +206,11 @@ impl Db {
         rule: Collect,
     ) -> DbResult<bool> {
         let mut tx = self.begin().await?;
+        if !matches!(rule, Collect::Refused) && self.backup_holds_in(&mut tx).await? {
+            // A backup is copying what its database copy lists: nothing listed may go meanwhile.
+            tx.rollback().await?;
+            return Ok(false);
+        }
         let deleted = match rule {
             Collect::Refused => {
                 let s = sql!("blobs.discard_upload", "DELETE FROM blobs WHERE sha256 = $1 AND origin = 'upload' AND NOT EXISTS (SELECT 1 FROM snapshot_files f WHERE f.sha256 = blobs.sha256)");
@@ -231,6 +236,40 @@ impl Db {
         }
         tx.commit().await?;
         Ok(true)
+    }
+
+    /// Whether a backup holds collection now, read under a lock of the hold's row: a backup that
+    /// sets the hold waits for a collection in progress, and a collection after it sees the hold.
+    async fn backup_holds_in(&self, tx: &mut sqlx::Transaction<'_, sqlx::Any>) -> DbResult<bool> {
+        let hold =
+            crate::for_update!("maintenance.backup_hold", "SELECT done_at FROM maintenance WHERE name = 'backup_hold'");
+        let row = self.query(hold).fetch_optional(&mut **tx).await?;
+        let until: i64 = match row {
+            Some(r) => r.try_get("done_at")?,
+            None => 0,
+        };
+        Ok(until > now_ms())
+    }
+
+    /// Holds the collection of blobs until `until` (ms; 0 releases it): a backup copies what its
+    /// database copy lists. Returns once collections in progress have finished.
+    pub async fn hold_blob_collection(&self, until: i64) -> DbResult<()> {
+        let mut tx = self.begin().await?;
+        self.query(crate::insert_or_ignore!(
+            "maintenance.backup_hold_row",
+            "INSERT INTO maintenance (name, done_at) VALUES ('backup_hold', 0)"
+        ))
+        .execute(&mut *tx)
+        .await?;
+        self.query(sql!(
+            "maintenance.backup_hold_set",
+            "UPDATE maintenance SET done_at = $1 WHERE name = 'backup_hold'"
+        ))
+        .bind(until)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
     }
 
     /// The next `limit` blob digests after `after` (a sweep's page), in order.

@@ -224,30 +224,36 @@ impl Db {
     /// Up to `limit` deliveries due now, each the oldest pending one of its subscription and
     /// repository (so that each pair's events go out in order), none leased by another worker.
     pub async fn due_deliveries(&self, now: i64, limit: i64) -> DbResult<Vec<DeliveryRecord>> {
-        let due = sql!("webhook_deliveries.due", concat!(delivery_select!(), " WHERE d.state = 'pending' AND d.next_attempt_at <= $1 AND d.leased_until < $2 AND NOT EXISTS (SELECT 1 FROM webhook_deliveries o WHERE o.webhook_id = d.webhook_id AND o.repository_key = d.repository_key AND o.state = 'pending' AND o.id < d.id) ORDER BY d.id LIMIT $3"));
+        let due = sql!("webhook_deliveries.due", concat!(delivery_select!(), " WHERE d.state = 'pending' AND d.next_attempt_at <= $1 AND d.leased_until < $2 AND EXISTS (SELECT 1 FROM webhooks w WHERE w.id = d.webhook_id AND w.enabled = 1) AND NOT EXISTS (SELECT 1 FROM webhook_deliveries o WHERE o.webhook_id = d.webhook_id AND o.repository_key = d.repository_key AND o.state = 'pending' AND o.id < d.id) ORDER BY d.id LIMIT $3"));
         let rows = self.bound(due, (now, now, limit)).fetch_all(self.pool()).await?;
         rows.iter().map(parse_delivery).collect()
     }
 
-    /// Takes delivery `id` for `lease_ms` (one worker sends it at a time); whether it was free.
-    pub async fn lease_delivery(&self, id: i64, now: i64, lease_ms: i64) -> DbResult<bool> {
+    /// Takes delivery `id` for `lease_ms` from now (one worker sends it at a time): the lease's
+    /// token, which recording the attempt needs, or `None` when another worker holds it.
+    pub async fn lease_delivery(&self, id: i64, lease_ms: i64) -> DbResult<Option<i64>> {
+        let now = now_ms();
+        let until = now + lease_ms;
         let lease = sql!(
             "webhook_deliveries.lease",
             "UPDATE webhook_deliveries SET leased_until = $1 WHERE id = $2 AND state = 'pending' AND leased_until < $3"
         );
-        Ok(self.bound(lease, (now + lease_ms, id, now)).execute(self.pool()).await?.rows_affected() == 1)
+        let taken = self.bound(lease, (until, id, now)).execute(self.pool()).await?.rows_affected() == 1;
+        Ok(taken.then_some(until))
     }
 
-    /// Records an attempt: delivered (a 2xx), or failed with `status`/`error` and tried again at
-    /// `retry_at` — or given up (`failed`) when `retry_at` is `None`.
+    /// Records an attempt made under lease `lease`: delivered (a 2xx), or failed with
+    /// `status`/`error` and tried again at `retry_at` — or given up (`failed`) when `retry_at` is
+    /// `None`. `false` when the lease was lost meanwhile (another worker took the delivery over;
+    /// its record stands).
     pub async fn record_delivery_attempt(
         &self,
-        id: i64,
+        (id, lease): (i64, i64),
         delivered: bool,
         status: Option<i64>,
         error: Option<&str>,
         retry_at: Option<i64>,
-    ) -> DbResult<()> {
+    ) -> DbResult<bool> {
         let now = now_ms();
         let (state, next) = match (delivered, retry_at) {
             (true, _) => ("delivered", now),
@@ -255,9 +261,10 @@ impl Db {
             (false, None) => ("failed", now),
         };
         let delivered_at = delivered.then_some(now);
-        let update = sql!("webhook_deliveries.attempt", "UPDATE webhook_deliveries SET state = $1, attempts = attempts + 1, next_attempt_at = $2, leased_until = 0, last_status = $3, last_error = $4, delivered_at = $5 WHERE id = $6");
-        self.bound(update, (state, next, status, error, delivered_at, id)).execute(self.pool()).await?;
-        Ok(())
+        let update = sql!("webhook_deliveries.attempt", "UPDATE webhook_deliveries SET state = $1, attempts = attempts + 1, next_attempt_at = $2, leased_until = 0, last_status = $3, last_error = $4, delivered_at = $5 WHERE id = $6 AND state = 'pending' AND leased_until = $7");
+        let done =
+            self.bound(update, (state, next, status, error, delivered_at, id, lease)).execute(self.pool()).await?;
+        Ok(done.rows_affected() == 1)
     }
 
     /// A subscription's delivery log, newest first, before delivery id `before`.
