@@ -32,6 +32,11 @@ struct Received {
 
 /// A webhook receiver on `port`: answers 500 to the first `fail_first` requests, then 204.
 fn receiver(listener: TcpListener, fail_first: usize) -> Arc<Mutex<Vec<Received>>> {
+    slow_receiver(listener, fail_first, Duration::ZERO)
+}
+
+/// [`receiver`], taking `delay` over each answer.
+fn slow_receiver(listener: TcpListener, fail_first: usize, delay: Duration) -> Arc<Mutex<Vec<Received>>> {
     let got = Arc::new(Mutex::new(Vec::new()));
     let log = got.clone();
     let failures = Arc::new(AtomicUsize::new(fail_first));
@@ -56,6 +61,7 @@ fn receiver(listener: TcpListener, fail_first: usize) -> Arc<Mutex<Vec<Received>
                 let len: usize = headers.get("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
                 let mut body = vec![0; len];
                 reader.read_exact(&mut body)?;
+                std::thread::sleep(delay);
                 let failing = failures.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok();
                 let status = if failing { 500 } else { 204 };
                 let header = |k: &str| headers.get(k).cloned().unwrap_or_default();
@@ -310,3 +316,76 @@ fn webhooks_on_postgres() -> anyhow::Result<()> {
 fn webhooks_on_mysql() -> anyhow::Result<()> {
     webhooks_through_an_outage(Backend::MySql)
 }
+
+/// Two workers (two replicas' dispatchers on one database) sending at the same time: each
+/// delivery is answered with success once, and one repository's events arrive in order.
+async fn two_workers_deliver_each_event_once(backend: Backend) -> anyhow::Result<()> {
+    let Some(mut app) = common::app::TestApp::with_config(backend, |c| {
+        c.webhooks.retry_initial_ms = 50;
+        c.webhooks.timeout_ms = 2_000;
+    })
+    .await?
+    else {
+        return Ok(());
+    };
+    app.start_worker();
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let url = format!("http://{}/hooks", listener.local_addr()?);
+    // Slow answers, and a few failures, so that the two workers' rounds overlap.
+    let got = slow_receiver(listener, 3, Duration::from_millis(30));
+    let r = app
+        .call(actix_web::test::TestRequest::post().uri("/api/v1/webhooks").set_json(serde_json::json!({
+            "name": "both", "url": url, "events": ["component.published"], "secret": "two-workers-secret-000"})))
+        .await?;
+    assert_eq!(r.status.as_u16(), 201, "{}", r.text);
+    app.create(Repo::hosted("mods", Format::Go)).await?;
+    let versions: Vec<String> = (0..12).map(|i| format!("v1.0.{i}")).collect();
+    for v in &versions {
+        let zip = packyard_codecs::go::testing::simple_module("example.com/two", v, v, 0)?;
+        let r = app.put(&format!("/repository/mods/example.com/two/@v/{v}.zip"), zip).await?;
+        assert_eq!(r.status.as_u16(), 201, "{v}: {}", r.text);
+    }
+    let replica = app.replica().await?;
+    let (a, b) = (app.services.clone(), replica.services.clone());
+    let client = packyard_core::webhooks::client(&a)?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (x, y) = tokio::join!(
+            packyard_core::webhooks::deliver_due(&a, &client),
+            packyard_core::webhooks::deliver_due(&b, &client)
+        );
+        x?;
+        y?;
+        let received = got.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.iter().filter(|r| r.status == 204).count();
+        if received >= versions.len() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "delivered {received} of {}", versions.len());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // More rounds find nothing left to send.
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let (x, y) = tokio::join!(
+            packyard_core::webhooks::deliver_due(&a, &client),
+            packyard_core::webhooks::deliver_due(&b, &client)
+        );
+        assert_eq!((x?, y?), (0, 0), "nothing is due once all is delivered");
+    }
+    let got = got.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.clone();
+    let ok: Vec<&Received> = got.iter().filter(|r| r.status == 204).collect();
+    let mut ids: Vec<i64> = ok.iter().map(|r| r.delivery).collect();
+    let received_order = ids.clone();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), ok.len(), "a delivery was answered with success twice: {received_order:?}");
+    assert_eq!(received_order, ids, "one repository's events arrive in order");
+    let components: Vec<String> = ok
+        .iter()
+        .map(|r| Ok(serde_json::from_slice::<serde_json::Value>(&r.body)?["data"]["component"].as_str().unwrap_or_default().to_string()))
+        .collect::<anyhow::Result<_>>()?;
+    let want: Vec<String> = versions.iter().map(|v| format!("example.com/two@{v}")).collect();
+    assert_eq!(components, want);
+    Ok(())
+}
+on_every_backend!(two_workers_deliver_each_event_once);
