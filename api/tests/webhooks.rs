@@ -382,7 +382,12 @@ async fn two_workers_deliver_each_event_once(backend: Backend) -> anyhow::Result
     assert_eq!(received_order, ids, "one repository's events arrive in order");
     let components: Vec<String> = ok
         .iter()
-        .map(|r| Ok(serde_json::from_slice::<serde_json::Value>(&r.body)?["data"]["component"].as_str().unwrap_or_default().to_string()))
+        .map(|r| {
+            Ok(serde_json::from_slice::<serde_json::Value>(&r.body)?["data"]["component"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string())
+        })
         .collect::<anyhow::Result<_>>()?;
     let want: Vec<String> = versions.iter().map(|v| format!("example.com/two@{v}")).collect();
     assert_eq!(components, want);

@@ -338,18 +338,23 @@ impl Db {
 
     pub async fn set_password(&self, user_id: i64, password_hash: &str) -> DbResult<()> {
         let mut tx = self.begin().await?;
+        self.set_password_in(&mut tx, user_id, password_hash).await?;
+        self.bump_watermark(&mut tx, SECURITY).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn set_password_in(&self, tx: &mut Transaction<'_, Any>, user_id: i64, password_hash: &str) -> DbResult<()> {
         let done = self
             .query(sql!("users.set_password", "UPDATE users SET password_hash = $1, updated_at = $2 WHERE id = $3"))
             .bind(password_hash)
             .bind(now_ms())
             .bind(user_id)
-            .execute(&mut *tx)
+            .execute(&mut **tx)
             .await?;
         if done.rows_affected() != 1 {
             return Err(DbError::NotFound);
         }
-        self.bump_watermark(&mut tx, SECURITY).await?;
-        tx.commit().await?;
         Ok(())
     }
 
@@ -357,16 +362,7 @@ impl Db {
     /// the old one) ended, in one transaction. Returns how many sessions ended.
     pub async fn reset_password(&self, user_id: i64, password_hash: &str) -> DbResult<u64> {
         let mut tx = self.begin().await?;
-        let done = self
-            .query(sql!("users.set_password", "UPDATE users SET password_hash = $1, updated_at = $2 WHERE id = $3"))
-            .bind(password_hash)
-            .bind(now_ms())
-            .bind(user_id)
-            .execute(&mut *tx)
-            .await?;
-        if done.rows_affected() != 1 {
-            return Err(DbError::NotFound);
-        }
+        self.set_password_in(&mut tx, user_id, password_hash).await?;
         let sessions = self
             .query(sql!("api_tokens.delete_sessions", "DELETE FROM api_tokens WHERE user_id = $1 AND session = 1"))
             .bind(user_id)
