@@ -137,8 +137,7 @@ fn run(cli: Cli, loaded: Loaded) -> anyhow::Result<()> {
 /// create an empty database where there is none (in the wrong directory, say) nor migrate one.
 async fn existing(config: packyard_model::config::Config) -> anyhow::Result<Services> {
     if config.is_sqlite() {
-        let rest = config.database.url.trim_start_matches("sqlite://").trim_start_matches("sqlite:");
-        let path = std::path::Path::new(rest.split_once('?').map_or(rest, |(p, _)| p));
+        let path = packyard_store::db::sqlite_file(&config.database.url).unwrap_or_default();
         anyhow::ensure!(
             path.is_file(),
             "no database at {} (database.url): run this where the server's configuration and data are",

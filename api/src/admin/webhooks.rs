@@ -73,6 +73,19 @@ fn enabled() -> bool {
     true
 }
 
+impl WebhookBody {
+    /// The subscription as stored, with its secret sealed as `(nonce, ciphertext)`.
+    fn write<'a>(&'a self, secret: (&'a str, &'a str)) -> WebhookWrite<'a> {
+        WebhookWrite {
+            url: &self.url,
+            events: &self.events,
+            repository: self.repository.as_deref(),
+            secret,
+            enabled: self.enabled,
+        }
+    }
+}
+
 fn check(name: &str, body: &WebhookBody) -> Result<(), ApiError> {
     let ok =
         !name.is_empty() && name.len() <= 64 && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
@@ -132,13 +145,7 @@ async fn create(
     let generated = body.secret.is_none();
     let secret = body.secret.clone().unwrap_or_else(|| hex::encode(rand::random::<[u8; 24]>()));
     let (nonce, ct) = sealed(&services, &name, &secret)?;
-    let write = WebhookWrite {
-        url: &body.url,
-        events: &body.events,
-        repository: body.repository.as_deref(),
-        secret: (&nonce, &ct),
-        enabled: body.enabled,
-    };
+    let write = body.write((&nonce, &ct));
     services.db.insert_webhook(&name, &write).await?;
     let detail = serde_json::json!({"url": body.url, "events": body.events, "repository": body.repository});
     services.security.audit(admin.username(), Some(admin.addr()), "webhook.create", &name, detail).await;
@@ -166,13 +173,7 @@ async fn update(
         Some(s) => sealed(&services, &name, s)?,
         None => (current.secret_nonce, current.secret_sealed),
     };
-    let write = WebhookWrite {
-        url: &body.url,
-        events: &body.events,
-        repository: body.repository.as_deref(),
-        secret: (&nonce, &ct),
-        enabled: body.enabled,
-    };
+    let write = body.write((&nonce, &ct));
     services.db.update_webhook(&name, &write).await?;
     let detail = serde_json::json!({"url": body.url, "events": body.events, "repository": body.repository,
         "enabled": body.enabled, "secret_changed": body.secret.is_some()});

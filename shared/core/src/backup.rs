@@ -437,10 +437,7 @@ async fn run(mut cmd: std::process::Command) -> std::io::Result<std::process::Ex
 }
 
 fn sqlite_path(url: &str) -> anyhow::Result<PathBuf> {
-    let rest = url.trim_start_matches("sqlite://").trim_start_matches("sqlite:");
-    let path = rest.split_once('?').map_or(rest, |(p, _)| p);
-    ensure!(!path.is_empty() && path != ":memory:", "database.url {url:?} names no file");
-    Ok(PathBuf::from(path))
+    packyard_store::db::sqlite_file(url).ok_or_else(|| anyhow::anyhow!("database.url {url:?} names no file"))
 }
 
 /// The MySQL/MariaDB command-line clients' view of `database.url`.

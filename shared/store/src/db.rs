@@ -192,6 +192,13 @@ where
     }
 }
 
+/// The file a `sqlite:` database URL names; `None` for an in-memory database or no path.
+pub fn sqlite_file(url: &str) -> Option<std::path::PathBuf> {
+    let rest = url.trim_start_matches("sqlite://").trim_start_matches("sqlite:");
+    let path = rest.split_once('?').map_or(rest, |(p, _)| p);
+    (!path.is_empty() && path != ":memory:").then(|| std::path::PathBuf::from(path))
+}
+
 /// Adds `mode=rwc` so the file is created, and creates the parent directory and, when missing,
 /// the file itself readable by its owner only (0600, like the generated secret: it holds the
 /// password hashes and the sealed keys); SQLite gives its `-wal` and `-shm` files the same mode.
