@@ -25,6 +25,9 @@ have gpg /usr/bin/gpg || need+=(gnupg)
 have openssl /usr/bin/openssl || need+=(openssl)
 # A real outbound HTTP proxy for the corporate-network tests (api/tests/upstreams.rs).
 have tinyproxy /usr/bin/tinyproxy || need+=(tinyproxy)
+# A real OpenLDAP directory for the LDAP sign-in tests (api/tests/ldap.rs, scripts/ldap/).
+have slapd /usr/sbin/slapd || need+=(slapd)
+have ldapmodify /usr/bin/ldapmodify || need+=(ldap-utils)
 have python3 /usr/bin/python3 || need+=(python3 python3-venv)
 have nginx /usr/sbin/nginx || need+=(nginx-light)
 have chromium /usr/bin/chromium || need+=(chromium)

@@ -235,6 +235,7 @@ impl From<packyard_core::security::service::AuthFailure> for ApiError {
                 retry_after: Some(wait.as_millis().div_ceil(1000).max(1) as u64),
                 ..Self::new(ErrorCode::TooManyRequests, e.to_string())
             },
+            AuthFailure::Unavailable(m) => Self { retry_after: Some(5), ..Self::new(ErrorCode::ServiceUnavailable, m) },
             AuthFailure::Db(db) => db.into(),
         }
     }

@@ -3,6 +3,7 @@
 use actix_web::{web, HttpResponse};
 use packyard_core::services::Services;
 use packyard_model::time::rfc3339_ms;
+use packyard_store::db::users::UserRecord;
 use packyard_store::db::DbError;
 use serde::{Deserialize, Serialize};
 
@@ -46,6 +47,36 @@ struct UserView {
     username: String,
     roles: Vec<String>,
     created_at: String,
+    /// `local`, `ldap:<directory>` or `oidc`: where the user signs in.
+    source: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    email: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    display_name: Option<String>,
+}
+
+impl UserView {
+    fn of(user: UserRecord, roles: Vec<String>) -> Self {
+        Self {
+            username: user.username,
+            roles,
+            created_at: rfc3339_ms(user.created_at),
+            source: user.source,
+            email: user.email,
+            display_name: user.display_name,
+        }
+    }
+}
+
+/// Refuses to change what a directory or identity provider owns.
+fn local_only(user: &UserRecord, what: &str) -> Result<(), ApiError> {
+    if user.is_local() {
+        return Ok(());
+    }
+    Err(ApiError::bad_request(format!(
+        "{} signs in through {}: {what} come from there, not from Packyard",
+        user.username, user.source
+    )))
 }
 
 #[derive(Deserialize)]
@@ -81,8 +112,9 @@ fn conflict_is_bad_role(e: DbError) -> ApiError {
     }
 }
 
-async fn view(services: &Services, id: i64, username: String, created_at: i64) -> Result<UserView, ApiError> {
-    Ok(UserView { roles: services.db.role_names_of(id).await?, username, created_at: rfc3339_ms(created_at) })
+async fn view(services: &Services, user: UserRecord) -> Result<UserView, ApiError> {
+    let roles = services.db.role_names_of(user.id).await?;
+    Ok(UserView::of(user, roles))
 }
 
 pub(crate) async fn list(_admin: Admin, services: web::Data<Services>) -> Result<HttpResponse, ApiError> {
@@ -92,22 +124,16 @@ pub(crate) async fn list(_admin: Admin, services: web::Data<Services>) -> Result
         .list_users()
         .await?
         .into_iter()
-        .map(|(id, username, created_at)| UserView {
-            roles: roles.remove(&id).unwrap_or_default(),
-            username,
-            created_at: rfc3339_ms(created_at),
+        .map(|u| {
+            let r = roles.remove(&u.id).unwrap_or_default();
+            UserView::of(u, r)
         })
         .collect();
     Ok(HttpResponse::Ok().json(out))
 }
 
-async fn find(services: &Services, username: &str) -> Result<(i64, i64), ApiError> {
-    let users = services.db.list_users().await?;
-    users
-        .into_iter()
-        .find(|(_, u, _)| u == username)
-        .map(|(id, _, created)| (id, created))
-        .ok_or_else(|| ApiError::not_found(format!("user {username} not found")))
+async fn find(services: &Services, username: &str) -> Result<UserRecord, ApiError> {
+    services.db.user_by_name(username).await?.ok_or_else(|| ApiError::not_found(format!("user {username} not found")))
 }
 
 pub(crate) async fn create(
@@ -119,7 +145,7 @@ pub(crate) async fn create(
     check_username(&body.username)?;
     check_password(&body.password)?;
     let hash = services.security.hash(&body.password).await?;
-    let id = services.db.create_user(&body.username, &hash, &body.roles).await.map_err(conflict_is_bad_role)?;
+    services.db.create_user(&body.username, &hash, &body.roles).await.map_err(conflict_is_bad_role)?;
     services.changed(packyard_core::events::Changed::Security);
     services
         .security
@@ -131,8 +157,8 @@ pub(crate) async fn create(
             serde_json::json!({"roles": body.roles}),
         )
         .await;
-    let (_, created) = find(&services, &body.username).await?;
-    Ok(HttpResponse::Created().json(view(&services, id, body.username, created).await?))
+    let user = find(&services, &body.username).await?;
+    Ok(HttpResponse::Created().json(view(&services, user).await?))
 }
 
 pub(crate) async fn get(
@@ -140,8 +166,8 @@ pub(crate) async fn get(
     services: web::Data<Services>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let (id, created) = find(&services, &path).await?;
-    Ok(HttpResponse::Ok().json(view(&services, id, path.into_inner(), created).await?))
+    let user = find(&services, &path).await?;
+    Ok(HttpResponse::Ok().json(view(&services, user).await?))
 }
 
 pub(crate) async fn update(
@@ -150,10 +176,15 @@ pub(crate) async fn update(
     path: web::Path<String>,
     body: web::Json<UserUpdate>,
 ) -> Result<HttpResponse, ApiError> {
-    let (id, created) = find(&services, &path).await?;
+    let user = find(&services, &path).await?;
+    let id = user.id;
     let body = body.into_inner();
     if let Some(pw) = &body.password {
+        local_only(&user, "passwords")?;
         check_password(pw)?;
+    }
+    if body.roles.is_some() {
+        local_only(&user, "roles")?;
     }
     // Roles first: an unknown role is refused before anything changes.
     if let Some(roles) = &body.roles {
@@ -174,7 +205,8 @@ pub(crate) async fn update(
             serde_json::json!({"password_changed": body.password.is_some(), "roles": body.roles}),
         )
         .await;
-    Ok(HttpResponse::Ok().json(view(&services, id, path.into_inner(), created).await?))
+    let user = find(&services, &path).await?;
+    Ok(HttpResponse::Ok().json(view(&services, user).await?))
 }
 
 pub(crate) async fn delete(
@@ -185,8 +217,8 @@ pub(crate) async fn delete(
     if path.as_str() == admin.username() {
         return Err(ApiError::new(crate::error::ErrorCode::Conflict, "you cannot delete your own user"));
     }
-    let (id, _) = find(&services, &path).await?;
-    services.db.delete_user(id).await?;
+    let user = find(&services, &path).await?;
+    services.db.delete_user(user.id).await?;
     services.changed(packyard_core::events::Changed::Security);
     services.security.audit(admin.username(), Some(admin.addr()), "user.delete", &path, serde_json::json!({})).await;
     Ok(HttpResponse::NoContent().finish())
@@ -209,6 +241,7 @@ pub(crate) async fn change_password(
         .user_by_name(&path)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("user {} not found", path.as_str())))?;
+    local_only(&record, "passwords")?;
     if own && !user.is_admin() {
         let current = body.current_password.as_deref().unwrap_or_default();
         if !services.security.verify(current, &record.password_hash).await {

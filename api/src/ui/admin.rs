@@ -599,12 +599,13 @@ async fn user_list(
         h1 { "Users" }
         (admin_nav(viewer, "/admin/users"))
         div.table-wrap { table {
-            thead { tr { th scope="col" { "Username" } th scope="col" { "Roles" } th scope="col" { "Created" } th scope="col" { span.muted { "Actions" } } } }
+            thead { tr { th scope="col" { "Username" } th scope="col" { "Roles" } th scope="col" { "Signs in" } th scope="col" { "Created" } th scope="col" { span.muted { "Actions" } } } }
             tbody { @for u in listed.as_array().cloned().unwrap_or_default() {
                 @let name = u["username"].as_str().unwrap_or_default().to_string();
                 tr {
                     td { a href=(viewer.base.link(&format!("/admin/users/{name}"))) { (name) } }
                     td { (u["roles"].as_array().map(|a| a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", ")).unwrap_or_default()) }
+                    td { (u["source"].as_str().unwrap_or_default()) }
                     td { (u["created_at"].as_str().unwrap_or_default()) }
                     td { @if name != viewer.caller.username() {
                         form.inline method="post" action=(viewer.base.link(&format!("/admin/users/{name}/delete"))) {
@@ -669,6 +670,11 @@ async fn user_page(
         @if let Some(n) = notice { p.notice role="status" { (n) } }
         (refusal(&error))
         p.muted { "Created " (user["created_at"].as_str().unwrap_or_default()) }
+        @let source = user["source"].as_str().unwrap_or("local");
+        @if source != "local" {
+            p { "Signs in through " strong { (source) } "; roles come from there: " (joined(&user["roles"])) "." }
+            @if let Some(email) = user["email"].as_str() { p.muted { (email) } }
+        } @else {
         form.stack method="post" action=(viewer.base.link(&format!("/admin/users/{name}"))) {
             (viewer.csrf_field())
             (field("roles", "Roles", &joined(&user["roles"]), "comma-separated role names"))
@@ -678,6 +684,7 @@ async fn user_page(
                 span.hint #pw-hint { "8 characters or more; empty keeps the current one" }
             }
             div { button type="submit" { "Save changes" } }
+        }
         }
     };
     Ok(viewer.page_with(status, name, body))

@@ -92,6 +92,13 @@ pub async fn signin(
         Err(e @ AuthFailure::Throttled(_)) => {
             Ok(form(&viewer, &f.username, &next, Some(&capitalised(&e.to_string())), StatusCode::TOO_MANY_REQUESTS))
         }
+        Err(e @ AuthFailure::Unavailable(_)) => Ok(form(
+            &viewer,
+            &f.username,
+            &next,
+            Some(&format!("{}.", capitalised(&e.to_string()))),
+            StatusCode::SERVICE_UNAVAILABLE,
+        )),
         Err(AuthFailure::Db(e)) => Err(e.into()),
     }
 }

@@ -7,6 +7,7 @@
 
 pub mod cache;
 pub mod keystore;
+pub mod ldap;
 pub use packyard_model::security as model;
 pub mod service;
 pub mod throttle;

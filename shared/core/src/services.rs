@@ -112,7 +112,7 @@ impl Services {
                 None
             }
         });
-        let security = Arc::new(Security::new(db.clone(), &config.security, secret, metrics.clone(), redis.clone()));
+        let security = Arc::new(Security::new(db.clone(), &config.security, secret, metrics.clone(), redis.clone())?);
         let amqp = config.events.amqp_url.as_deref().map(|u| Arc::new(Amqp::new(u, metrics.clone())));
         let proxy = crate::proxy::Proxy::new(&config.proxy, db.clone(), blobs.clone(), metrics.clone())?
             .with_keystore(security.keystore.clone());

@@ -316,6 +316,8 @@ pub struct SecurityConfig {
     pub login_window_secs: u64,
     /// How long a web UI sign-in lasts.
     pub session_ttl_secs: u64,
+    /// LDAP directories, asked in order for names that are not local users.
+    pub ldap: Vec<crate::directory::LdapDirectory>,
 }
 
 impl Default for ServerConfig {
@@ -425,6 +427,7 @@ impl Default for SecurityConfig {
             login_max_failures: 10,
             login_window_secs: 60,
             session_ttl_secs: 12 * 3600,
+            ldap: Vec::new(),
         }
     }
 }
@@ -476,7 +479,13 @@ impl Loaded {
     /// Every effective value with its source, secrets masked, one `key = value  # source` a line.
     pub fn show(&self) -> String {
         let mut out = String::new();
-        let value = match Value::serialize(&self.config) {
+        let mut masked = self.config.clone();
+        for d in &mut masked.security.ldap {
+            if d.bind_password.is_some() {
+                d.bind_password = Some("********".into());
+            }
+        }
+        let value = match Value::serialize(&masked) {
             Ok(v) => v,
             Err(e) => return format!("# cannot render configuration: {e}\n"),
         };
@@ -825,6 +834,9 @@ impl Config {
         if self.security.login_max_failures == 0 {
             return Err(ConfigError("bad value for key `security.login_max_failures`: must be at least 1".into()));
         }
+        for (i, d) in self.security.ldap.iter().enumerate() {
+            d.validate(i, &self.security.ldap).map_err(ConfigError)?;
+        }
         if let Some(secret) = &self.security.secret {
             if secret.len() < 16 {
                 return Err(ConfigError("bad value for key `security.secret`: use at least 16 characters".into()));
@@ -939,6 +951,69 @@ mod tests {
         assert!(err.to_string().contains("`go.max_go_mod_bytes`") && err.to_string().contains("16777216"), "{err}");
         let lowered = load(None, &[("PACKYARD_GO__MAX_ZIP_BYTES", "1048576")])?;
         assert_eq!(lowered.config.go.max_zip_bytes, 1 << 20);
+        Ok(())
+    }
+
+    /// `[[security.ldap]]` directories from a file: parsed in order, the service account's
+    /// password never shown, and each mistake refused naming its key.
+    #[test]
+    fn ldap_directories_from_a_file() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let file = dir.path().join("packyard.toml");
+        let write = |extra: &str| {
+            std::fs::write(
+                &file,
+                format!(
+                    r#"[[security.ldap]]
+name = "corp"
+url = "ldaps://ldap.example.com"
+bind_dn = "cn=svc,dc=example,dc=com"
+bind_password = "hunter22"
+user_base = "ou=people,dc=example,dc=com"
+group_roles = {{ "repo-admins" = ["admin"] }}
+
+[[security.ldap]]
+name = "partners"
+url = "ldap://ldap.partner.example:389"
+starttls = true
+user_dn_template = "uid={{username}},ou=people,o=partner"
+{extra}
+"#
+                ),
+            )
+        };
+        write("")?;
+        let loaded = load(Some(&file), &[])?;
+        let names: Vec<&str> = loaded.config.security.ldap.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(names, ["corp", "partners"]);
+        assert_eq!(loaded.config.security.ldap[0].group_roles["repo-admins"], ["admin"]);
+        assert_eq!(loaded.config.security.ldap[1].user_filter, "(&(objectClass=inetOrgPerson)(uid={username}))");
+        let shown = loaded.show();
+        assert!(!shown.contains("hunter22"), "{shown}");
+        assert!(shown.contains(r#"bind_password = "********""#), "{shown}");
+        for (extra, key) in [
+            ("bind_dn = \"\"\nbind_password = \"x\"\nuser_base = \"o=p\"", "security.ldap[1].bind_dn"),
+            ("bind_dn = \"cn=svc\"\nuser_base = \"o=p\"", "security.ldap[1].bind_password"),
+            ("bind_dn = \"cn=svc\"\nbind_password = \"\"\nuser_base = \"o=p\"", "security.ldap[1].bind_password"),
+            ("ca_file = \"/nonexistent/ca.pem\"", "security.ldap[1].ca_file"),
+            ("group_base = \"ou=groups,o=partner\"\ngroup_filter = \"(member=x)\"", "security.ldap[1].group_filter"),
+        ] {
+            write(extra)?;
+            let err = load(Some(&file), &[]).err().ok_or("expected an error")?.to_string();
+            assert!(err.contains(&format!("`{key}`")), "{extra}: {err}");
+        }
+        std::fs::write(
+            &file,
+            "[[security.ldap]]\nname = \"a\"\nurl = \"ldaps://h\"\nstarttls = true\nuser_dn_template = \"uid={username}\"\n",
+        )?;
+        let err = load(Some(&file), &[]).err().ok_or("expected an error")?.to_string();
+        assert!(err.contains("`security.ldap[0].starttls`"), "{err}");
+        std::fs::write(
+            &file,
+            "[[security.ldap]]\nname = \"a\"\nurl = \"https://h\"\nuser_dn_template = \"uid={username}\"\n",
+        )?;
+        let err = load(Some(&file), &[]).err().ok_or("expected an error")?.to_string();
+        assert!(err.contains("`security.ldap[0].url`") && err.contains("ldaps://"), "{err}");
         Ok(())
     }
 

@@ -5,6 +5,7 @@
 pub mod cleanup;
 pub mod config;
 pub mod crash;
+pub mod directory;
 pub mod net;
 pub mod repos;
 pub mod security;

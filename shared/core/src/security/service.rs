@@ -8,12 +8,14 @@ use std::time::Duration;
 
 use super::cache::SecurityCache;
 use super::keystore::KeyStore;
+use super::ldap::{Directories, DirectoryError, DirectoryUser, Recheck};
 use super::model::{Action, Principal, Privilege, TokenScope};
 use super::throttle::LoginThrottle;
 use super::tokens;
 use crate::auth::{hash_password, verify_password};
 use packyard_model::config::SecurityConfig;
 use packyard_model::repos::Repository;
+use packyard_store::db::users::ExternalUser;
 use packyard_store::db::{now_ms, Db, DbError};
 use packyard_store::metrics::Metrics;
 
@@ -39,6 +41,9 @@ pub enum AuthFailure {
     Invalid(&'static str),
     #[error("too many failed logins; retry in {} s", .0.as_millis().div_ceil(1000).max(1))]
     Throttled(Duration),
+    /// No directory could answer for a user who is not local: a 503.
+    #[error("{0}")]
+    Unavailable(&'static str),
     #[error(transparent)]
     Db(#[from] DbError),
 }
@@ -62,6 +67,8 @@ pub struct Security {
     pub cache: SecurityCache,
     throttle: LoginThrottle,
     pub keystore: Arc<KeyStore>,
+    /// LDAP directories asked for names that are not local users.
+    directories: Directories,
     pub anonymous_read: bool,
     pub watermark_ttl: Duration,
 }
@@ -77,8 +84,8 @@ impl Security {
         secret: &str,
         metrics: Arc<Metrics>,
         redis: Option<Arc<crate::events::Redis>>,
-    ) -> Self {
-        Self {
+    ) -> anyhow::Result<Self> {
+        Ok(Self {
             throttle: LoginThrottle::new(
                 cfg.login_max_failures,
                 Duration::from_secs(cfg.login_window_secs),
@@ -89,9 +96,10 @@ impl Security {
             login_locks: std::sync::Mutex::new(std::collections::HashMap::new()),
             cache: SecurityCache::new(secret, Duration::from_secs(cfg.auth_cache_ttl_secs), metrics),
             keystore: Arc::new(KeyStore::new(secret)),
+            directories: Directories::new(&cfg.ldap)?,
             anonymous_read: cfg.anonymous_read,
             watermark_ttl: Duration::from_millis(cfg.watermark_ttl_ms),
-        }
+        })
     }
 
     /// Creates the built-in roles when missing: `admin` (everything on `*`) and `anonymous`
@@ -167,26 +175,59 @@ impl Security {
         let attempt = self.throttle.check(username, addr).await.map_err(AuthFailure::Throttled)?;
         let epoch = self.cache.security_epoch();
         let user = match self.db.user_by_name(username).await? {
-            Some(u) => {
+            // A local user signs in with the password stored here, directories or not.
+            Some(u) if u.is_local() => {
                 let (pw, hash) = (password.to_string(), u.password_hash.clone());
                 let ok = tokio::task::spawn_blocking(move || verify_password(&pw, &hash)).await.unwrap_or(false);
-                ok.then_some(u)
+                ok.then_some((u.id, u.username))
             }
-            None => {
+            _ if !self.directories.is_empty() => match self.directories.authenticate(username, password).await {
+                Ok(Some(found)) => self.remember(&found).await?.map(|id| (id, found.username)),
+                Ok(None) | Err(DirectoryError::Refused) => None,
+                Err(DirectoryError::Unavailable) => {
+                    return Err(AuthFailure::Unavailable("the user directory cannot be reached; try again shortly"))
+                }
+            },
+            _ => {
                 let pw = password.to_string();
                 let _ = tokio::task::spawn_blocking(move || verify_password(&pw, crate::auth::DUMMY_HASH)).await;
                 None
             }
         };
-        let Some(user) = user else {
+        let Some((id, username)) = user else {
             self.throttle.record_failure(&attempt).await;
             return Err(AuthFailure::Invalid("invalid username or password"));
         };
         self.throttle.record_success(&attempt).await;
-        let privileges = self.db.privileges_of(user.id).await?;
-        let p = Arc::new(Principal::User { id: user.id, username: user.username, privileges, token: None });
+        let privileges = self.db.privileges_of(id).await?;
+        let p = Arc::new(Principal::User { id, username, privileges, token: None });
         self.cache.store_decision(key, p.clone(), epoch);
         Ok(p)
+    }
+
+    /// Records what a directory said of a user (their row, attributes and mapped roles).
+    /// `None`: the name is taken here by a user from elsewhere, who is someone else.
+    async fn remember(&self, found: &DirectoryUser) -> Result<Option<i64>, DbError> {
+        let user = ExternalUser {
+            username: &found.username,
+            source: &found.source,
+            email: found.email.as_deref(),
+            display_name: found.display_name.as_deref(),
+            roles: &found.roles,
+        };
+        match self.db.sync_external_user(&user).await {
+            Ok((id, unknown)) => {
+                if !unknown.is_empty() {
+                    tracing::warn!(user = %found.username, source = %found.source, roles = ?unknown, "the directory's groups map to roles that do not exist here");
+                }
+                Ok(Some(id))
+            }
+            Err(DbError::Conflict(why)) => {
+                tracing::warn!(user = %found.username, source = %found.source, "directory sign-in refused: {why}");
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Signs a user in to the web UI: the password checked as a Basic login is (the same
@@ -250,6 +291,9 @@ impl Security {
                 if basic_user.is_some_and(|u| u != rec.username) {
                     return Err(AuthFailure::Invalid("the token belongs to another user"));
                 }
+                if rec.user_source.starts_with("ldap:") {
+                    self.recheck_directory_user(&rec.user_source, &rec.username).await?;
+                }
                 let privileges = self.db.privileges_of(rec.user_id).await?;
                 let p = Arc::new(Principal::User {
                     id: rec.user_id,
@@ -274,6 +318,30 @@ impl Security {
             }
         }
         Ok(principal)
+    }
+
+    /// A directory user's token or session, on a cache miss: the directory is asked whether the
+    /// user is still there (and in which groups), so a user disabled there loses access once
+    /// the cached decision expires. When the directory cannot be reached the user's last known
+    /// roles stand (tokens keep builds running through a directory outage), which is logged.
+    async fn recheck_directory_user(&self, source: &str, username: &str) -> Result<(), AuthFailure> {
+        match self.directories.recheck(source, username).await {
+            Ok(Recheck::Present(found)) => {
+                if self.remember(&found).await?.is_none() {
+                    return Err(AuthFailure::Invalid("the token's user is no longer known to its directory"));
+                }
+                Ok(())
+            }
+            Ok(Recheck::Gone) => {
+                tracing::info!(user = %username, source, "token refused: the directory no longer lists the user");
+                Err(AuthFailure::Invalid("the token's user is disabled or removed in the directory"))
+            }
+            Ok(Recheck::Unknowable) => Ok(()),
+            Err(DirectoryError::Unavailable | DirectoryError::Refused) => {
+                tracing::warn!(user = %username, source, "directory unreachable; the token is accepted with the user's last known roles");
+                Ok(())
+            }
+        }
     }
 
     /// A repository record, from the cache when warm.
@@ -306,7 +374,8 @@ impl Security {
     /// `packyard-api admin reset-password`: a new generated password for a local user, whose web
     /// UI sessions end with the old one (API tokens stay valid); audited. `Ok(None)`: no such user.
     pub async fn reset_password(&self, username: &str, actor: &str) -> Result<Option<String>, crate::auth::AuthError> {
-        let Some(user) = self.db.user_by_name(username).await? else { return Ok(None) };
+        // A directory's user has no password here to reset.
+        let Some(user) = self.db.user_by_name(username).await?.filter(|u| u.is_local()) else { return Ok(None) };
         let password = crate::auth::generate_password();
         let hash = self.hash(&password).await?;
         let sessions = self.db.reset_password(user.id, &hash).await?;

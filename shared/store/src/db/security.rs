@@ -37,6 +37,8 @@ pub struct TokenRecord {
     pub revoked_at: Option<i64>,
     /// A web UI session (accepted by the UI only), not an API token.
     pub session: bool,
+    /// The owner's `users.source`: `local`, `ldap:<directory>` or `oidc`.
+    pub user_source: String,
 }
 
 /// What [`Db::list_audit_filtered`] narrows the log by.
@@ -104,6 +106,7 @@ fn parse_token(r: &AnyRow) -> DbResult<TokenRecord> {
         created_at: r.try_get("created_at")?,
         revoked_at: r.try_get("revoked_at")?,
         session: r.try_get::<i64, _>("session")? != 0,
+        user_source: text(r, "user_source")?,
     })
 }
 
@@ -119,7 +122,7 @@ macro_rules! role_columns {
 
 macro_rules! token_select {
     () => {
-        "SELECT t.id AS id, t.user_id AS user_id, u.username AS username, t.name AS name, t.secret_hash AS secret_hash, t.repositories AS repositories, t.actions AS actions, t.expires_at AS expires_at, t.created_at AS created_at, t.revoked_at AS revoked_at, t.session AS session FROM api_tokens t JOIN users u ON u.id = t.user_id"
+        "SELECT t.id AS id, t.user_id AS user_id, u.username AS username, t.name AS name, t.secret_hash AS secret_hash, t.repositories AS repositories, t.actions AS actions, t.expires_at AS expires_at, t.created_at AS created_at, t.revoked_at AS revoked_at, t.session AS session, u.source AS user_source FROM api_tokens t JOIN users u ON u.id = t.user_id"
     };
 }
 
@@ -283,7 +286,12 @@ impl Db {
         Ok(())
     }
 
-    async fn set_user_roles_in(&self, tx: &mut Transaction<'_, Any>, user_id: i64, roles: &[String]) -> DbResult<()> {
+    pub(crate) async fn set_user_roles_in(
+        &self,
+        tx: &mut Transaction<'_, Any>,
+        user_id: i64,
+        roles: &[String],
+    ) -> DbResult<()> {
         self.query(sql!("user_roles.clear", "DELETE FROM user_roles WHERE user_id = $1"))
             .bind(user_id)
             .execute(&mut **tx)
@@ -326,14 +334,6 @@ impl Db {
         self.bump_watermark(&mut tx, SECURITY).await?;
         tx.commit().await?;
         Ok(id)
-    }
-
-    pub async fn list_users(&self) -> DbResult<Vec<(i64, String, i64)>> {
-        let rows = self
-            .query(sql!("users.list", "SELECT id, username, created_at FROM users ORDER BY username"))
-            .fetch_all(self.pool())
-            .await?;
-        rows.iter().map(|r| Ok((r.try_get("id")?, text(r, "username")?, r.try_get("created_at")?))).collect()
     }
 
     pub async fn set_password(&self, user_id: i64, password_hash: &str) -> DbResult<()> {
