@@ -28,6 +28,9 @@ have tinyproxy /usr/bin/tinyproxy || need+=(tinyproxy)
 # A real OpenLDAP directory for the LDAP sign-in tests (api/tests/ldap.rs, scripts/ldap/).
 have slapd /usr/sbin/slapd || need+=(slapd)
 have ldapmodify /usr/bin/ldapmodify || need+=(ldap-utils)
+# Node.js and npm run the OpenID provider of the OIDC sign-in tests (api/tests/fixtures/oidc).
+have node /usr/bin/node || need+=(nodejs)
+have npm /usr/bin/npm || need+=(npm)
 have python3 /usr/bin/python3 || need+=(python3 python3-venv)
 have nginx /usr/sbin/nginx || need+=(nginx-light)
 have chromium /usr/bin/chromium || need+=(chromium)
@@ -162,6 +165,17 @@ if ! ls "$srcs"/hello_*.dsc >/dev/null 2>&1; then
   rm -rf "$scratch"
 fi
 export TEST_SRCS_DIR="$PWD/$srcs"
+
+# A real OpenID provider for the OIDC sign-in tests: npm's oidc-provider (OpenID Certified),
+# installed once into target/oidc-provider; the tests run api/tests/fixtures/oidc/server.mjs
+# from there.
+oidc=target/oidc-provider
+if [ ! -f "$oidc/node_modules/oidc-provider/package.json" ]; then
+  log "installing the OpenID provider for the tests (npm oidc-provider)"
+  mkdir -p "$oidc"
+  (cd "$oidc" && npm install --no-audit --no-fund --silent oidc-provider@9.13.3 >/dev/null)
+fi
+export TEST_OIDC_DIR="$PWD/$oidc"
 
 export TEST_POSTGRES_URL="$PG_URL"
 export TEST_MYSQL_URL="$MY_URL"

@@ -40,6 +40,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/signin", web::get().to(session::signin_form))
         .route("/signin", web::post().to(session::signin))
         .route("/signout", web::post().to(session::signout))
+        .route("/signin/oidc", web::get().to(session::oidc_start))
+        .route("/signin/oidc/callback", web::get().to(session::oidc_callback))
         .route("/search", web::get().to(search::search))
         .route("/browse/{name}", web::get().to(browse::repository))
         .route("/component/{id}", web::get().to(component::show))
@@ -107,6 +109,8 @@ pub struct Viewer {
     /// Cookies to send with the page: a new CSRF anchor, a session that ended.
     cookies: Vec<Cookie<'static>>,
     secret: Arc<str>,
+    /// The single sign-on button's label, when an OIDC provider is configured.
+    sso: Option<String>,
 }
 
 impl Viewer {
@@ -215,7 +219,8 @@ async fn viewer(req: &HttpRequest) -> Result<Viewer, UiError> {
     let caller = Caller { principal, addr };
     req.extensions_mut().insert(caller.clone());
     let secret = services.secret.clone();
-    let mut v = Viewer { caller, base, session: None, anchor: String::new(), cookies: Vec::new(), secret };
+    let sso = services.security.oidc.as_ref().map(|o| o.button_label().to_string());
+    let mut v = Viewer { caller, base, session: None, anchor: String::new(), cookies: Vec::new(), secret, sso };
     if req.cookie(SESSION_COOKIE).is_some() && session.is_none() {
         let mut gone = v.cookie(SESSION_COOKIE, String::new());
         gone.make_removal();

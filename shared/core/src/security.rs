@@ -6,8 +6,10 @@
 //! repository"; HTTP routes only declare which [`Action`] they need.
 
 pub mod cache;
+pub mod external;
 pub mod keystore;
 pub mod ldap;
+pub mod oidc;
 pub use packyard_model::security as model;
 pub mod service;
 pub mod throttle;

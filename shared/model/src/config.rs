@@ -318,6 +318,8 @@ pub struct SecurityConfig {
     pub session_ttl_secs: u64,
     /// LDAP directories, asked in order for names that are not local users.
     pub ldap: Vec<crate::directory::LdapDirectory>,
+    /// Web UI sign-in through an OpenID Connect provider.
+    pub oidc: crate::directory::OidcConfig,
 }
 
 impl Default for ServerConfig {
@@ -428,6 +430,7 @@ impl Default for SecurityConfig {
             login_window_secs: 60,
             session_ttl_secs: 12 * 3600,
             ldap: Vec::new(),
+            oidc: crate::directory::OidcConfig::default(),
         }
     }
 }
@@ -438,8 +441,13 @@ impl Default for SecurityConfig {
 pub struct ConfigError(pub String);
 
 /// Keys whose values are never printed.
-const SECRET_KEYS: &[&str] =
-    &["security.secret", "security.admin_password", "blobs.s3.secret_access_key", "blobs.s3.access_key_id"];
+const SECRET_KEYS: &[&str] = &[
+    "security.secret",
+    "security.admin_password",
+    "security.oidc.client_secret",
+    "blobs.s3.secret_access_key",
+    "blobs.s3.access_key_id",
+];
 /// Keys that are URLs and may carry a password.
 const URL_KEYS: &[&str] = &["database.url", "cache.redis_url", "events.amqp_url", "proxy.http_proxy"];
 
@@ -837,6 +845,7 @@ impl Config {
         for (i, d) in self.security.ldap.iter().enumerate() {
             d.validate(i, &self.security.ldap).map_err(ConfigError)?;
         }
+        self.security.oidc.validate().map_err(ConfigError)?;
         if let Some(secret) = &self.security.secret {
             if secret.len() < 16 {
                 return Err(ConfigError("bad value for key `security.secret`: use at least 16 characters".into()));
@@ -1014,6 +1023,43 @@ user_dn_template = "uid={{username}},ou=people,o=partner"
         )?;
         let err = load(Some(&file), &[]).err().ok_or("expected an error")?.to_string();
         assert!(err.contains("`security.ldap[0].url`") && err.contains("ldaps://"), "{err}");
+        Ok(())
+    }
+
+    /// `[security.oidc]`: off until an issuer is set, the client secret never shown, https
+    /// required but on loopback, each mistake refused naming its key.
+    #[test]
+    fn oidc_from_a_file() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let file = dir.path().join("packyard.toml");
+        assert!(!load(None, &[])?.config.security.oidc.enabled());
+        let body = |issuer: &str, extra: &str| {
+            format!("[security.oidc]\nissuer = \"{issuer}\"\nclient_id = \"packyard\"\n{extra}\n")
+        };
+        std::fs::write(&file, body("https://login.example.com/realms/corp", "client_secret = \"s3cr3t-value\""))?;
+        let loaded = load(Some(&file), &[])?;
+        assert!(loaded.config.security.oidc.enabled());
+        assert_eq!(loaded.config.security.oidc.username_claim, "preferred_username");
+        let shown = loaded.show();
+        assert!(!shown.contains("s3cr3t-value"), "{shown}");
+        assert!(shown.contains("security.oidc.client_secret = \"********\""), "{shown}");
+        for (issuer, extra, key) in [
+            ("http://login.example.com", "client_secret = \"x\"", "security.oidc.issuer"),
+            ("not a url", "client_secret = \"x\"", "security.oidc.issuer"),
+            ("https://login.example.com", "", "security.oidc.client_secret"),
+            ("https://login.example.com", "client_secret_file = \"/nonexistent\"", "security.oidc.client_secret_file"),
+            (
+                "https://login.example.com",
+                "client_secret = \"x\"\nusername_claim = \"\"",
+                "security.oidc.username_claim",
+            ),
+        ] {
+            std::fs::write(&file, body(issuer, extra))?;
+            let err = load(Some(&file), &[]).err().ok_or("expected an error")?.to_string();
+            assert!(err.contains(&format!("`{key}`")), "{issuer} {extra}: {err}");
+        }
+        std::fs::write(&file, body("http://127.0.0.1:9400", "client_secret = \"x\""))?;
+        assert!(load(Some(&file), &[])?.config.security.oidc.enabled(), "http:// on loopback");
         Ok(())
     }
 

@@ -161,3 +161,97 @@ impl LdapDirectory {
         format!("ldap:{}", self.name)
     }
 }
+
+/// Sign-in to the web UI through an OpenID Connect provider (`[security.oidc]`); off while
+/// `issuer` is unset.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OidcConfig {
+    /// The provider's issuer URL; its `/.well-known/openid-configuration` is read at the first
+    /// sign-in (and again hourly).
+    pub issuer: Option<String>,
+    pub client_id: String,
+    pub client_secret: Option<String>,
+    /// A file holding the client secret, instead of `client_secret`.
+    pub client_secret_file: Option<PathBuf>,
+    /// Scopes asked for besides `openid`.
+    pub scopes: Vec<String>,
+    /// The ID token claim whose value becomes the Packyard user's name.
+    pub username_claim: String,
+    /// The ID token claim listing the user's groups (a list of strings, or one string).
+    pub groups_claim: String,
+    /// Group (a value of `groups_claim`, case-insensitive) → Packyard roles.
+    pub group_roles: BTreeMap<String, Vec<String>>,
+    /// Roles every user signed in through the provider gets.
+    pub default_roles: Vec<String>,
+    /// The sign-in page's button.
+    pub button_label: String,
+    /// PEM file of the CA(s) that signed the provider's certificate, besides the public roots.
+    pub ca_file: Option<PathBuf>,
+    /// The longest one request to the provider may take.
+    pub timeout_ms: u64,
+}
+
+impl Default for OidcConfig {
+    fn default() -> Self {
+        Self {
+            issuer: None,
+            client_id: String::new(),
+            client_secret: None,
+            client_secret_file: None,
+            scopes: vec!["profile".into(), "email".into()],
+            username_claim: "preferred_username".into(),
+            groups_claim: "groups".into(),
+            group_roles: BTreeMap::new(),
+            default_roles: Vec::new(),
+            button_label: "Sign in with single sign-on".into(),
+            ca_file: None,
+            timeout_ms: 10_000,
+        }
+    }
+}
+
+/// `users.source` of users signed in through the OIDC provider.
+pub const OIDC_SOURCE: &str = "oidc";
+
+impl OidcConfig {
+    pub fn enabled(&self) -> bool {
+        self.issuer.is_some()
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        let Some(issuer) = &self.issuer else { return Ok(()) };
+        let bad = |k: &str, why: &str| format!("bad value for key `security.oidc.{k}`: {why}");
+        let url = url::Url::parse(issuer).map_err(|e| bad("issuer", &format!("{issuer:?} is not a URL ({e})")))?;
+        let loopback = matches!(url.host_str(), Some("localhost" | "127.0.0.1" | "[::1]"));
+        match url.scheme() {
+            "https" => {}
+            "http" if loopback => {}
+            _ => return Err(bad("issuer", &format!("{issuer:?} must be an https:// URL (http:// only on loopback)"))),
+        }
+        if url.query().is_some() || url.fragment().is_some() {
+            return Err(bad("issuer", "must not carry a query or a fragment"));
+        }
+        if self.client_id.is_empty() {
+            return Err(bad("client_id", "set the client id the provider gave Packyard"));
+        }
+        match (&self.client_secret, &self.client_secret_file) {
+            (Some(s), None) if !s.is_empty() => {}
+            (None, Some(f)) if f.is_file() => {}
+            (None, Some(f)) => return Err(bad("client_secret_file", &format!("{} is not a file", f.display()))),
+            _ => return Err(bad("client_secret", "set exactly one of client_secret and client_secret_file")),
+        }
+        if self.username_claim.is_empty() {
+            return Err(bad("username_claim", "must not be empty"));
+        }
+        if let Some(ca) = &self.ca_file {
+            if !ca.is_file() {
+                return Err(bad("ca_file", &format!("{} is not a file", ca.display())));
+            }
+        }
+        if self.timeout_ms == 0 {
+            return Err(bad("timeout_ms", "must be positive"));
+        }
+        Ok(())
+    }
+}

@@ -6,7 +6,6 @@
 //! decision answers; the caller caches what it decides. One connection per question: sign-ins
 //! are rare next to the requests their cached decisions answer.
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,21 +13,12 @@ use std::time::Duration;
 use ldap3::{dn_escape, ldap_escape, LdapConnAsync, LdapConnSettings, LdapError, Scope, SearchEntry};
 use packyard_model::directory::{LdapDirectory, USERNAME, USER_DN};
 
+use super::external::mapped_roles;
+
 /// LDAP result code for a bind refused for its credentials (wrong password, locked account).
 const INVALID_CREDENTIALS: u32 = 49;
 
-/// A user a directory vouched for: their canonical name, attributes and mapped roles.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DirectoryUser {
-    pub username: String,
-    /// `ldap:<directory>`.
-    pub source: String,
-    pub email: Option<String>,
-    pub display_name: Option<String>,
-    /// The user's groups, by DN.
-    pub groups: Vec<String>,
-    pub roles: Vec<String>,
-}
+pub use super::external::ExternalIdentity as DirectoryUser;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DirectoryError {
@@ -335,20 +325,8 @@ impl Directory {
 
     /// `default_roles`, plus the roles of every group matched by DN or by name.
     fn roles(&self, groups: &[String]) -> Vec<String> {
-        let mut roles = self.cfg.default_roles.clone();
-        let mapping: HashMap<String, &Vec<String>> =
-            self.cfg.group_roles.iter().map(|(k, v)| (k.to_ascii_lowercase(), v)).collect();
-        for dn in groups {
-            let name = group_name(dn);
-            for key in [dn.to_ascii_lowercase(), name.to_ascii_lowercase()] {
-                if let Some(r) = mapping.get(&key) {
-                    roles.extend(r.iter().cloned());
-                }
-            }
-        }
-        roles.sort();
-        roles.dedup();
-        roles
+        let names = groups.iter().flat_map(|dn| [dn.clone(), group_name(dn)]);
+        mapped_roles(&self.cfg.group_roles, &self.cfg.default_roles, names)
     }
 }
 

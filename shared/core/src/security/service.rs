@@ -7,9 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::cache::SecurityCache;
+use super::external::{usable_username, ExternalIdentity};
 use super::keystore::KeyStore;
-use super::ldap::{Directories, DirectoryError, DirectoryUser, Recheck};
+use super::ldap::{Directories, DirectoryError, Recheck};
 use super::model::{Action, Principal, Privilege, TokenScope};
+use super::oidc::Oidc;
 use super::throttle::LoginThrottle;
 use super::tokens;
 use crate::auth::{hash_password, verify_password};
@@ -69,6 +71,8 @@ pub struct Security {
     pub keystore: Arc<KeyStore>,
     /// LDAP directories asked for names that are not local users.
     directories: Directories,
+    /// The OpenID Connect provider of the web UI's single sign-on, when configured.
+    pub oidc: Option<Oidc>,
     pub anonymous_read: bool,
     pub watermark_ttl: Duration,
 }
@@ -97,6 +101,7 @@ impl Security {
             cache: SecurityCache::new(secret, Duration::from_secs(cfg.auth_cache_ttl_secs), metrics),
             keystore: Arc::new(KeyStore::new(secret)),
             directories: Directories::new(&cfg.ldap)?,
+            oidc: Oidc::new(&cfg.oidc)?,
             anonymous_read: cfg.anonymous_read,
             watermark_ttl: Duration::from_millis(cfg.watermark_ttl_ms),
         })
@@ -205,9 +210,14 @@ impl Security {
         Ok(p)
     }
 
-    /// Records what a directory said of a user (their row, attributes and mapped roles).
-    /// `None`: the name is taken here by a user from elsewhere, who is someone else.
-    async fn remember(&self, found: &DirectoryUser) -> Result<Option<i64>, DbError> {
+    /// Records what a directory or the identity provider said of a user (their row,
+    /// attributes and mapped roles). `None`: the name is taken here by a user from elsewhere,
+    /// who is someone else, or cannot be a user name here.
+    async fn remember(&self, found: &ExternalIdentity) -> Result<Option<i64>, DbError> {
+        if !usable_username(&found.username) {
+            tracing::warn!(user = %found.username, source = %found.source, "sign-in refused: the name cannot be a Packyard user name ([A-Za-z0-9._@-], 1 to 64)");
+            return Ok(None);
+        }
         let user = ExternalUser {
             username: &found.username,
             source: &found.source,
@@ -251,6 +261,22 @@ impl Security {
         let expires_at = now_ms() + i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX / 2);
         self.db.insert_session(&new.id, *id, &new.secret_hash, expires_at).await?;
         Ok((new.token, principal))
+    }
+
+    /// Starts a web UI session for a user the OIDC provider vouched for: their row and roles
+    /// recorded as for a directory user, then a session token like a password sign-in's.
+    pub async fn start_external_session(
+        &self,
+        identity: &ExternalIdentity,
+        ttl: Duration,
+    ) -> Result<String, AuthFailure> {
+        let Some(id) = self.remember(identity).await? else {
+            return Err(AuthFailure::Invalid("that name belongs to another user here; ask an administrator"));
+        };
+        let new = tokens::generate();
+        let expires_at = now_ms() + i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX / 2);
+        self.db.insert_session(&new.id, id, &new.secret_hash, expires_at).await?;
+        Ok(new.token)
     }
 
     /// Ends the session whose cookie is `token` (signing out); every replica forgets it.
