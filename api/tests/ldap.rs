@@ -328,22 +328,16 @@ on_every_backend!(local_users_come_first);
 /// service account's password in a file), the real server binary, a repository only signed-in
 /// users may read. bob (repo-devs) uploads with his directory password; apt-get reads with his
 /// password and with his token (apt's auth.conf); carol (disabled there) is refused.
-#[test]
-fn apt_get_as_a_directory_user() -> anyhow::Result<()> {
-    use common::process::{basic, start, status_of};
-    let debs = std::env::var("TEST_DEBS_DIR")
-        .map_err(|_| anyhow::anyhow!("TEST_DEBS_DIR is not set (scripts/test.sh sets it)"))?;
-    let hello_path = std::fs::read_dir(&debs)?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| p.file_name().is_some_and(|f| f.to_string_lossy().starts_with("hello_")))
-        .ok_or_else(|| anyhow::anyhow!("no hello package in {debs}"))?;
-    let hello = std::fs::read(&hello_path)?;
-    let slapd = Slapd::start()?;
-    let dir = tempfile::tempdir()?;
-    let password_file = dir.path().join("ldap-password");
+const PW: &str = "ldap-admin-pw";
+
+/// The server binary configured from a `packyard.toml` as an operator writes it: anonymous
+/// reads off, the directory over LDAPS with the service account's password in a file, and
+/// repo-devs mapped to `role`.
+fn binary_with_directory(slapd: &Slapd, dir: &std::path::Path, role: &str) -> anyhow::Result<common::process::Server> {
+    let password_file = dir.join("ldap-password");
     std::fs::write(&password_file, "svcpw\n")?;
     std::fs::write(
-        dir.path().join("packyard.toml"),
+        dir.join("packyard.toml"),
         format!(
             r#"[security]
 anonymous_read = false
@@ -356,16 +350,31 @@ bind_dn = "cn=svc-repo,ou=services,{BASE}"
 bind_password_file = "{pw}"
 user_base = "ou=people,{BASE}"
 user_filter = "(&(objectClass=inetOrgPerson)(uid={{username}})(!(employeeType=disabled)))"
-group_roles = {{ "repo-devs" = ["apt-devs"] }}
+group_roles = {{ "repo-devs" = ["{role}"] }}
 "#,
             port = slapd.ldaps_port,
             ca = slapd.ca.display(),
             pw = password_file.display(),
         ),
     )?;
-    const PW: &str = "ldap-admin-pw";
-    let server = start(dir.path(), &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)])?;
+    let server = common::process::start(dir, &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)])?;
     server.wait_ready()?;
+    Ok(server)
+}
+
+#[test]
+fn apt_get_as_a_directory_user() -> anyhow::Result<()> {
+    use common::process::{basic, status_of};
+    let debs = std::env::var("TEST_DEBS_DIR")
+        .map_err(|_| anyhow::anyhow!("TEST_DEBS_DIR is not set (scripts/test.sh sets it)"))?;
+    let hello_path = std::fs::read_dir(&debs)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.file_name().is_some_and(|f| f.to_string_lossy().starts_with("hello_")))
+        .ok_or_else(|| anyhow::anyhow!("no hello package in {debs}"))?;
+    let hello = std::fs::read(&hello_path)?;
+    let slapd = Slapd::start()?;
+    let dir = tempfile::tempdir()?;
+    let server = binary_with_directory(&slapd, dir.path(), "apt-devs")?;
     let admin = |req: ureq::Request| req.set("Authorization", &basic(PW));
     let (s, text) = status_of(admin(ureq::post(&format!("{}/api/v1/roles", server.public))).send_json(json!({
         "name": "apt-devs", "privileges": [{"repositories": "debs", "actions": ["read", "write"]}]
@@ -432,6 +441,46 @@ group_roles = {{ "repo-devs" = ["apt-devs"] }}
     let (ok, text, got) = apt("carol", "carolpw")?;
     assert!(!ok && got.is_none(), "carol is disabled in the directory: {text}");
     assert!(text.contains("401"), "{text}");
+    assert!(server.terminate()?.success());
+    Ok(())
+}
+
+/// The web UI's sign-in form in Chromium with a directory user's password; the directory down
+/// shows why on the form, while the local admin still signs in.
+#[test]
+fn web_ui_sign_in_as_a_directory_user_in_chromium() -> anyhow::Result<()> {
+    use common::webdriver::{driver, Browser};
+    let Some(driver) = driver() else { return Ok(()) };
+    let slapd = Slapd::start()?;
+    let dir = tempfile::tempdir()?;
+    let server = binary_with_directory(&slapd, dir.path(), "admin")?;
+    let public = server.public.clone();
+    let sign_in = |b: &Browser, user: &str, password: &str| -> anyhow::Result<String> {
+        b.goto(&format!("{public}/signin"))?;
+        b.fill("#username", user)?;
+        b.fill("#password", password)?;
+        let button = b.find_by_text("form.stack button", "Sign in")?;
+        b.click_to_load(&button)?;
+        b.text_of_page()
+    };
+    let b = Browser::start(&driver)?;
+    let text = sign_in(&b, "bob", "wrong")?;
+    assert!(text.contains("Invalid username or password."), "{text}");
+    sign_in(&b, "bob", "bobpw")?;
+    assert_eq!(b.text(&b.wait_for(".who .user", Duration::from_secs(10))?)?, "Signed in as bob");
+    // repo-devs → admin here: the Users page lists bob as the directory's.
+    b.goto(&format!("{public}/admin/users"))?;
+    let text = b.text_of_page()?;
+    assert!(text.contains("ldap:corp"), "{text}");
+    drop(b);
+
+    slapd.stop()?;
+    let b = Browser::start(&driver)?;
+    let text = sign_in(&b, "alice", "alicepw")?;
+    assert!(text.contains("The user directory cannot be reached; try again shortly."), "{text}");
+    sign_in(&b, "admin", PW)?;
+    assert_eq!(b.text(&b.wait_for(".who .user", Duration::from_secs(10))?)?, "Signed in as admin");
+    drop(b);
     assert!(server.terminate()?.success());
     Ok(())
 }
