@@ -263,13 +263,16 @@ async fn directory_users_sign_in(backend: Backend) -> anyhow::Result<()> {
 }
 on_every_backend!(directory_users_sign_in);
 
-/// Several directories in order: one that is down is skipped for a user another knows; the
-/// first that knows a user decides; a directory whose certificate is not trusted is not used.
+/// Several directories in order: the first that knows a new name decides; one that is down
+/// stops the search for a new name (a later one must not claim it) but not for a name already
+/// recorded as another directory's; a name whose entry changed is another person; a directory
+/// whose certificate is not trusted is not used.
 async fn directories_in_order(backend: Backend) -> anyhow::Result<()> {
+    use packyard_store::db::users::{ExternalUser, Synced};
     let slapd = Slapd::start()?;
     let down =
         LdapDirectory { name: "down".into(), url: format!("ldaps://127.0.0.1:{}", closed_port()?), ..slapd.corp() };
-    // The whole tree: alice is here too, mapped to nothing but readers.
+    // The whole tree: alice and dave are here, mapped to nothing but readers.
     let wide = LdapDirectory {
         name: "wide".into(),
         user_base: BASE.into(),
@@ -277,21 +280,53 @@ async fn directories_in_order(backend: Backend) -> anyhow::Result<()> {
         default_roles: vec!["readers".into()],
         ..slapd.corp()
     };
-    let Some(app) = TestApp::with_config(backend, |c| c.security.ldap = vec![down, slapd.corp(), wide]).await? else {
+    let Some(app) = TestApp::with_config(backend, |c| c.security.ldap = vec![slapd.corp(), down, wide]).await? else {
         return Ok(());
     };
     make_roles(&app).await?;
-    let started = Instant::now();
     let r = admin_api(&app, As::basic("alice", "alicepw")).await?;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text);
-    assert!(started.elapsed() < Duration::from_secs(5), "a refused connection is skipped at once");
-    assert_eq!(user(&app, "alice").await?["source"], "ldap:corp", "the first directory that knows alice decides");
+    let alice = user(&app, "alice").await?;
+    assert_eq!(alice["source"], "ldap:corp", "the first directory that knows alice decides: {alice}");
+    // dave is only in the third directory, after one that is down: it may be the down one's.
+    let started = Instant::now();
     let r = admin_api(&app, As::basic("dave", "davepw")).await?;
-    assert_eq!(r.status, StatusCode::FORBIDDEN, "{}", r.text);
-    assert_eq!(user(&app, "dave").await?["source"], "ldap:wide");
-    // With a directory down, a name nobody else knows may be that directory's: 503, not 401.
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{}", r.text);
+    assert!(started.elapsed() < Duration::from_secs(5), "a refused connection answers at once");
+    assert!(app.t.db.user_by_name("dave").await?.is_none(), "no directory after the down one claims dave");
     let r = admin_api(&app, As::basic("nobody", "x")).await?;
     assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{}", r.text);
+
+    // dave, recorded as wide's when the other one was up, is asked of wide alone.
+    let dave = ExternalUser {
+        username: "dave",
+        source: "ldap:wide",
+        external_id: Some("uid=dave,ou=disabled,dc=example,dc=org"),
+        email: None,
+        display_name: None,
+        roles: &[],
+    };
+    assert!(matches!(app.t.db.sync_external_user(&dave).await?, Synced::User { .. }));
+    let r = admin_api(&app, As::basic("dave", "davepw")).await?;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "signed in as a reader: {}", r.text);
+    assert_eq!(user(&app, "dave").await?["roles"], json!(["readers"]));
+
+    // bob recorded with another entry's DN: the name now belongs to someone else there.
+    let other_bob = ExternalUser {
+        username: "bob",
+        source: "ldap:corp",
+        external_id: Some("uid=bob,ou=former,dc=example,dc=org"),
+        email: None,
+        display_name: None,
+        roles: &[],
+    };
+    assert!(matches!(app.t.db.sync_external_user(&other_bob).await?, Synced::User { .. }));
+    let r = admin_api(&app, As::basic("bob", "bobpw")).await?;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED, "{}", r.text);
+    let again = ExternalUser { external_id: Some("uid=bob,ou=people,dc=example,dc=org"), ..other_bob };
+    assert!(
+        matches!(app.t.db.sync_external_user(&again).await?, Synced::NameTaken(m) if m.contains("another account"))
+    );
 
     // The same directory without its CA: the TLS handshake fails and nothing is trusted.
     let untrusted = LdapDirectory { ca_file: None, ..slapd.corp() };

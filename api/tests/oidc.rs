@@ -228,6 +228,22 @@ fn single_sign_on(backend: Backend) -> anyhow::Result<()> {
     assert!(b.text_of_page()?.contains("bob may not use the administration pages."));
     drop(b);
 
+    // The provider's "admin" is not Packyard's local admin: refused, and nothing changes.
+    let b = Browser::start(&driver)?;
+    b.goto(&format!("{public}/signin"))?;
+    let button = b.find("#sso")?;
+    b.click_to_load(&button)?;
+    b.wait_for("#username", Duration::from_secs(10))?;
+    b.fill("#username", "admin")?;
+    b.fill("#password", "adminpw")?;
+    let submit = b.find("#submit")?;
+    b.click_to_load(&submit)?;
+    b.wait_for("p.error", Duration::from_secs(15))?;
+    let text = b.text_of_page()?;
+    assert!(text.contains("That name belongs to another user here; ask an administrator."), "{text}");
+    assert!(b.find_all(".who .user")?.is_empty(), "not signed in: {text}");
+    drop(b);
+
     let users = admin("GET", "/api/v1/users", None)?;
     let of = |name: &str| users.as_array().and_then(|a| a.iter().find(|u| u["username"] == name).cloned());
     let alice = of("alice").ok_or_else(|| anyhow::anyhow!("no alice: {users}"))?;
@@ -237,6 +253,8 @@ fn single_sign_on(backend: Backend) -> anyhow::Result<()> {
     );
     let bob = of("bob").ok_or_else(|| anyhow::anyhow!("no bob: {users}"))?;
     assert_eq!((&bob["source"], &bob["roles"]), (&json!("oidc"), &json!(["deployers"])));
+    let admin_user = of("admin").ok_or_else(|| anyhow::anyhow!("no admin: {users}"))?;
+    assert_eq!((&admin_user["source"], &admin_user["roles"]), (&json!("local"), &json!(["admin"])));
 
     // The local sign-in form still works beside the button.
     let b = Browser::start(&driver)?;

@@ -212,3 +212,64 @@ db_test!(watermarks_move_with_changes, |t: TestDb| async move {
     assert!(matches!(t.db.revoke_token("abcdefabcdef").await, Err(DbError::NotFound)), "revoking twice");
     Ok(())
 });
+
+// Directory and identity provider users: created on first sight, their roles replaced only
+// when they change, several replicas' syncs of one user at once ending in one row with the
+// last roles, and a name that belongs to someone else (a local user, another source, another
+// account of the same source) never taken over.
+db_test!(external_users_sync, |t: TestDb| async move {
+    use packyard_model::security::{Action, Privilege};
+    use packyard_store::db::users::{ExternalUser, Synced};
+    for role in ["readers", "writers"] {
+        t.db.insert_role(role, "", false, &[Privilege { repositories: "*".into(), actions: vec![Action::Read] }])
+            .await?;
+    }
+    let dn = "uid=alice,ou=people,dc=example,dc=org";
+    let roles = ["readers".to_string(), "nope".to_string()];
+    let alice = ExternalUser {
+        username: "alice",
+        source: "ldap:corp",
+        external_id: Some(dn),
+        email: Some("alice@example.org"),
+        display_name: Some("Alice"),
+        roles: &roles,
+    };
+    let Synced::User { id, unknown_roles } = t.db.sync_external_user(&alice).await? else {
+        anyhow::bail!("alice was not recorded")
+    };
+    assert_eq!(unknown_roles, ["nope"]);
+    let (security, _, _) = t.db.watermarks().await?;
+    // The same again: nothing changes, the watermark stays.
+    assert_eq!(t.db.sync_external_user(&alice).await?, Synced::User { id, unknown_roles: vec!["nope".into()] });
+    assert_eq!(t.db.watermarks().await?.0, security, "an unchanged sign-in leaves every cache alone");
+
+    // Eight syncs at once with new roles: one row, the new roles, no error.
+    let both = ["writers".to_string(), "readers".to_string()];
+    let changed = ExternalUser { roles: &both, email: Some("alice@corp.example"), ..alice.clone() };
+    let results = futures_util::future::join_all((0..8).map(|_| t.db.sync_external_user(&changed))).await;
+    for r in results {
+        assert_eq!(r?, Synced::User { id, unknown_roles: vec![] });
+    }
+    assert_eq!(t.db.role_names_of(id).await?, ["readers", "writers"]);
+    let row = t.db.user_by_name("alice").await?.ok_or_else(|| anyhow::anyhow!("alice gone"))?;
+    assert_eq!(
+        (row.source.as_str(), row.external_id.as_deref(), row.email.as_deref(), row.password_hash.as_str()),
+        ("ldap:corp", Some(dn), Some("alice@corp.example"), "!")
+    );
+    assert!(t.db.watermarks().await?.0 > security, "changed roles move the watermark");
+
+    // Names that belong to someone else.
+    t.db.create_user("bob", "$argon2id$fake", &[]).await?;
+    let bob =
+        ExternalUser { username: "bob", external_id: Some("uid=bob,ou=people,dc=example,dc=org"), ..alice.clone() };
+    assert!(matches!(t.db.sync_external_user(&bob).await?, Synced::NameTaken(m) if m.contains("is a local user here")));
+    let elsewhere = ExternalUser { source: "oidc", external_id: Some("https://idp alice"), ..alice.clone() };
+    assert!(
+        matches!(t.db.sync_external_user(&elsewhere).await?, Synced::NameTaken(m) if m.contains("comes from ldap:corp"))
+    );
+    let reused = ExternalUser { external_id: Some("uid=alice,ou=former,dc=example,dc=org"), ..alice.clone() };
+    assert!(matches!(t.db.sync_external_user(&reused).await?, Synced::NameTaken(m) if m.contains("another account")));
+    let local = t.db.user_by_name("bob").await?.ok_or_else(|| anyhow::anyhow!("bob gone"))?;
+    assert_eq!((local.source.as_str(), local.external_id), ("local", None));
+    Ok(())
+});

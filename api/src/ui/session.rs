@@ -34,10 +34,19 @@ pub struct SignOut {
     csrf: Option<String>,
 }
 
-/// Where to go after signing in: a page of this UI, never another site.
+/// Where to go after signing in: a page of this UI, never another site. Browsers drop tabs and
+/// newlines from a URL and read `\` as `/`, so `/\t/evil.example` would be `//evil.example`:
+/// a path with any control character, space or backslash is refused, as is a long one (it
+/// travels in a cookie during single sign-on).
 fn local(next: Option<&str>) -> String {
     match next {
-        Some(n) if n.starts_with('/') && !n.starts_with("//") && !n.contains('\\') && !n.contains("://") => {
+        Some(n)
+            if n.starts_with('/')
+                && !n.starts_with("//")
+                && n.len() <= 1024
+                && !n.contains("://")
+                && !n.chars().any(|c| c.is_control() || c.is_whitespace() || c == '\\') =>
+        {
             n.to_string()
         }
         _ => "/".to_string(),
@@ -290,5 +299,30 @@ pub async fn oidc_callback(
             let msg = format!("{}.", capitalised(&e.to_string()));
             with_gone(form(&viewer, &identity.username, &pending.next, Some(&msg), StatusCode::UNAUTHORIZED))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::local;
+
+    #[test]
+    fn next_stays_on_this_site() {
+        assert_eq!(local(Some("/search?q=zlib")), "/search?q=zlib");
+        assert_eq!(local(Some("/admin/users")), "/admin/users");
+        for bad in [
+            "//evil.example",
+            "/\t/evil.example",
+            "/\n/evil.example",
+            "/\\evil.example",
+            "https://evil.example",
+            "/x?u=https://evil.example",
+            "evil.example",
+            " /search",
+        ] {
+            assert_eq!(local(Some(bad)), "/", "{bad:?}");
+        }
+        assert_eq!(local(Some(&format!("/{}", "a".repeat(2000)))), "/");
+        assert_eq!(local(None), "/");
     }
 }

@@ -21,6 +21,8 @@ pub struct LdapDirectory {
     pub url: String,
     /// Upgrade an `ldap://` connection with StartTLS before anything is sent.
     pub starttls: bool,
+    /// Allow `ldap://` without StartTLS, which sends passwords in the clear.
+    pub allow_plaintext: bool,
     /// PEM file of the CA(s) that signed the directory's certificate, besides the public roots.
     pub ca_file: Option<PathBuf>,
     pub connect_timeout_ms: u64,
@@ -47,10 +49,9 @@ pub struct LdapDirectory {
     /// The user entry's attribute listing the DNs of the user's groups (`memberOf`).
     pub group_attribute: String,
     /// Set: groups are searched under this base instead, with `group_filter` (`{dn}` is the
-    /// user's DN), and named by `group_name_attribute`.
+    /// user's DN). A group's name is the value of its DN's first part (`cn=devs,…` → `devs`).
     pub group_base: Option<String>,
     pub group_filter: String,
-    pub group_name_attribute: String,
     /// Group (by name or by DN, case-insensitive) → Packyard roles.
     pub group_roles: BTreeMap<String, Vec<String>>,
     /// Roles every user of this directory gets.
@@ -63,6 +64,7 @@ impl Default for LdapDirectory {
             name: String::new(),
             url: String::new(),
             starttls: false,
+            allow_plaintext: false,
             ca_file: None,
             connect_timeout_ms: 5_000,
             timeout_ms: 10_000,
@@ -78,7 +80,6 @@ impl Default for LdapDirectory {
             group_attribute: "memberOf".into(),
             group_base: None,
             group_filter: "(&(objectClass=groupOfNames)(member={dn}))".into(),
-            group_name_attribute: "cn".into(),
             group_roles: BTreeMap::new(),
             default_roles: Vec::new(),
         }
@@ -103,6 +104,12 @@ impl LdapDirectory {
         match url.scheme() {
             "ldaps" if self.starttls => {
                 return Err(bad("starttls", "StartTLS is for ldap:// URLs; ldaps:// is TLS already"))
+            }
+            "ldap" if !self.starttls && !self.allow_plaintext => {
+                return Err(bad(
+                    "starttls",
+                    "ldap:// without StartTLS sends passwords in the clear: set starttls = true, use ldaps://, or set allow_plaintext = true",
+                ))
             }
             "ldaps" | "ldap" if url.host_str().is_some() => {}
             _ => return Err(bad("url", &format!("{:?} must be ldaps://host[:port] or ldap://host[:port]", self.url))),

@@ -34,6 +34,9 @@ pub struct SecurityCache {
     security_version: AtomicI64,
     repositories_version: AtomicI64,
     decisions: RwLock<HashMap<[u8; 32], Entry<Arc<Principal>>>>,
+    /// Credentials refused for a reason that costs a round trip to find again (a directory
+    /// user's token whose user is gone there), remembered as long as a decision is.
+    refusals: RwLock<HashMap<[u8; 32], Instant>>,
     anonymous: RwLock<Option<Arc<Principal>>>,
     repositories: RwLock<hashbrown::HashMap<String, Entry<Arc<Repository>>>>,
     counters: Counters,
@@ -77,6 +80,7 @@ impl SecurityCache {
             security_version: AtomicI64::new(0),
             repositories_version: AtomicI64::new(0),
             decisions: RwLock::new(HashMap::new()),
+            refusals: RwLock::new(HashMap::new()),
             anonymous: RwLock::new(None),
             repositories: RwLock::new(hashbrown::HashMap::new()),
             counters: Counters::new(&metrics),
@@ -126,6 +130,23 @@ impl SecurityCache {
                 m.clear();
             }
             m.insert(key, Entry { value: principal, at: Instant::now() });
+        }
+    }
+
+    /// Whether `key` was refused within the TTL.
+    pub fn refused(&self, key: &[u8; 32]) -> bool {
+        self.refusals.read().ok().is_some_and(|m| m.get(key).is_some_and(|at| at.elapsed() < self.ttl))
+    }
+
+    pub fn store_refusal(&self, key: [u8; 32], epoch: u64) {
+        if let Ok(mut m) = self.refusals.write() {
+            if self.security_epoch.load(Ordering::Acquire) != epoch {
+                return;
+            }
+            if m.len() >= MAX_ENTRIES {
+                m.clear();
+            }
+            m.insert(key, Instant::now());
         }
     }
 
@@ -193,6 +214,9 @@ impl SecurityCache {
             // epoch before the clear or the new one after it.
             self.security_epoch.fetch_add(1, Ordering::AcqRel);
             m.clear();
+        }
+        if let Ok(mut r) = self.refusals.write() {
+            r.clear();
         }
         if let Ok(mut a) = self.anonymous.write() {
             *a = None;

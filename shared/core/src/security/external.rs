@@ -9,6 +9,8 @@ pub struct ExternalIdentity {
     pub username: String,
     /// `ldap:<directory>` or `oidc`.
     pub source: String,
+    /// Who the source says it is beyond the name: an LDAP entry's DN, an OIDC `iss` and `sub`.
+    pub external_id: Option<String>,
     pub email: Option<String>,
     pub display_name: Option<String>,
     /// The groups as the source names them (an LDAP group's DN, an OIDC claim's values).

@@ -90,31 +90,32 @@ impl Directories {
     }
 
     /// Asks the directories in order: the first that knows the name decides. `Ok(None)`: none
-    /// knows it. A directory that cannot be reached is skipped (and logged); if none that
-    /// could be reached knew the name, the answer is [`DirectoryError::Unavailable`] rather than
-    /// "unknown", since the one that is down may be the user's.
-    pub async fn authenticate(&self, username: &str, password: &str) -> Result<Option<DirectoryUser>, DirectoryError> {
+    /// knows it. A name already recorded here as a directory's user (`owner`, its source) is
+    /// asked of that directory only. A directory that cannot be reached ends the search with
+    /// [`DirectoryError::Unavailable`]: a later directory must not claim a name the one that is
+    /// down may own.
+    pub async fn authenticate(
+        &self,
+        username: &str,
+        password: &str,
+        owner: Option<&str>,
+    ) -> Result<Option<DirectoryUser>, DirectoryError> {
         if password.is_empty() {
             // LDAP takes a bind with an empty password as anonymous, which succeeds.
             return Err(DirectoryError::Refused);
         }
-        let mut unreachable = false;
-        for dir in &self.dirs {
+        for dir in self.dirs.iter().filter(|d| owner.is_none_or(|o| o == d.source)) {
             match dir.authenticate(username, password).await {
                 Ok(Outcome::User(u)) => return Ok(Some(u)),
                 Ok(Outcome::Refused) => return Err(DirectoryError::Refused),
                 Ok(Outcome::Unknown) => {}
                 Err(e) => {
                     tracing::warn!(directory = %dir.cfg.name, url = %dir.cfg.url, error = %e, "LDAP directory unavailable");
-                    unreachable = true;
+                    return Err(DirectoryError::Unavailable);
                 }
             }
         }
-        if unreachable {
-            Err(DirectoryError::Unavailable)
-        } else {
-            Ok(None)
-        }
+        Ok(None)
     }
 
     /// Looks up a user of `source` (`ldap:<name>`) with the service account.
@@ -127,7 +128,13 @@ impl Directories {
             return Ok(Recheck::Unknowable);
         }
         match dir.lookup(username).await {
-            Ok(Some(u)) => Ok(Recheck::Present(u)),
+            // The filter must find the user by the name recorded here; another entry (the
+            // name's spelling changed, a filter on another attribute) is not this user.
+            Ok(Some(u)) if u.username == username => Ok(Recheck::Present(u)),
+            Ok(Some(u)) => {
+                tracing::warn!(user = %username, found = %u.username, directory = %dir.cfg.name, "the directory's entry no longer has the user's name; the user_filter must match on username_attribute");
+                Ok(Recheck::Gone)
+            }
             Ok(None) => Ok(Recheck::Gone),
             Err(e) => {
                 tracing::warn!(directory = %dir.cfg.name, url = %dir.cfg.url, error = %e, "LDAP directory unavailable");
@@ -245,7 +252,7 @@ impl Directory {
         let Some(entry) = self.find(conn, username).await? else { return Ok(Outcome::Unknown) };
         let groups = self.groups(conn, &entry).await?;
         match conn.bind(&entry.dn, password).await? {
-            0 => Ok(Outcome::User(self.user(username, &entry, groups))),
+            0 => Ok(Outcome::User(self.user(&entry, groups)?)),
             INVALID_CREDENTIALS => Ok(Outcome::Refused),
             rc => Err(format!("binding as {} gave LDAP result {rc}", entry.dn)),
         }
@@ -265,7 +272,7 @@ impl Directory {
         let mut found = conn.search(&dn, Scope::Base, &filter, &self.attrs()).await?;
         let Some(entry) = found.pop() else { return Ok(Outcome::Refused) };
         let groups = self.groups(conn, &entry).await?;
-        Ok(Outcome::User(self.user(username, &entry, groups)))
+        Ok(Outcome::User(self.user(&entry, groups)?))
     }
 
     /// The one entry the user filter finds for `username` under the user base.
@@ -286,7 +293,7 @@ impl Directory {
             self.service_bind(&mut conn).await?;
             let Some(entry) = self.find(&mut conn, username).await? else { return Ok(None) };
             let groups = self.groups(&mut conn, &entry).await?;
-            Ok(Some(self.user(username, &entry, groups)))
+            Ok(Some(self.user(&entry, groups)?))
         }
         .await;
         conn.close().await;
@@ -300,27 +307,31 @@ impl Directory {
             None => Ok(attr(entry, &self.cfg.group_attribute).to_vec()),
             Some(base) => {
                 let filter = self.cfg.group_filter.replace(USER_DN, &ldap_escape(&entry.dn));
-                let found =
-                    conn.search(base, Scope::Subtree, &filter, &[self.cfg.group_name_attribute.as_str()]).await?;
+                // "1.1": no attributes, the DNs only (RFC 4511).
+                let found = conn.search(base, Scope::Subtree, &filter, &["1.1"]).await?;
                 Ok(found.into_iter().map(|g| g.dn).collect())
             }
         }
     }
 
-    fn user(&self, typed: &str, entry: &SearchEntry, groups: Vec<String>) -> DirectoryUser {
+    /// The user an entry describes. Its name is the directory's spelling (`uid` matches
+    /// case-insensitively): one user here however it was typed. An entry without the name's
+    /// attribute names nobody.
+    fn user(&self, entry: &SearchEntry, groups: Vec<String>) -> Result<DirectoryUser, String> {
         let first = |name: &str| attr(entry, name).first().cloned().filter(|v| !v.is_empty());
-        // The directory's spelling of the name (`uid` matches case-insensitively): one user
-        // here however it was typed.
-        let username = first(&self.cfg.username_attribute).unwrap_or_else(|| typed.to_string());
+        let username = first(&self.cfg.username_attribute).ok_or_else(|| {
+            format!("the entry {} has no {} (username_attribute)", entry.dn, self.cfg.username_attribute)
+        })?;
         let roles = self.roles(&groups);
-        DirectoryUser {
+        Ok(DirectoryUser {
             username,
             source: self.source.clone(),
+            external_id: Some(entry.dn.clone()),
             email: first(&self.cfg.email_attribute),
             display_name: first(&self.cfg.display_name_attribute),
             groups,
             roles,
-        }
+        })
     }
 
     /// `default_roles`, plus the roles of every group matched by DN or by name.

@@ -68,6 +68,9 @@ impl Oidc {
                 .to_string(),
             (None, None) => anyhow::bail!("missing value for key `security.oidc.client_secret`"),
         };
+        if secret.is_empty() {
+            anyhow::bail!("bad value for key `security.oidc.client_secret_file`: the file is empty");
+        }
         let mut http = reqwest::Client::builder()
             // The provider's endpoints answer directly; a redirect is not followed (the
             // OpenID Connect client guidance), so a token request cannot be sent elsewhere.
@@ -207,10 +210,19 @@ impl Oidc {
             Some(serde_json::Value::String(one)) => vec![one.clone()],
             _ => Vec::new(),
         };
+        if self.cfg.username_claim == "email" && claims.get("email_verified") != Some(&serde_json::Value::Bool(true)) {
+            return Err(OidcError::Refused(
+                "the provider has not verified the email address that names the user".into(),
+            ));
+        }
+        // The account, not just its name: a name given to another account later is refused.
+        let subject = text("sub").ok_or_else(|| OidcError::Refused("the ID token has no sub claim".into()))?;
+        let issuer = text("iss").unwrap_or_default();
         let roles = mapped_roles(&self.cfg.group_roles, &self.cfg.default_roles, &groups);
         Ok(ExternalIdentity {
             username,
             source: OIDC_SOURCE.to_string(),
+            external_id: Some(format!("{issuer} {subject}")),
             email: text("email"),
             display_name: text("name"),
             groups,

@@ -17,7 +17,7 @@ use super::tokens;
 use crate::auth::{hash_password, verify_password};
 use packyard_model::config::SecurityConfig;
 use packyard_model::repos::Repository;
-use packyard_store::db::users::ExternalUser;
+use packyard_store::db::users::{ExternalUser, Synced};
 use packyard_store::db::{now_ms, Db, DbError};
 use packyard_store::metrics::Metrics;
 
@@ -49,6 +49,9 @@ pub enum AuthFailure {
     #[error(transparent)]
     Db(#[from] DbError),
 }
+
+const GONE_MESSAGE: &str = "the token's user is disabled or removed in the directory";
+const GONE: AuthFailure = AuthFailure::Invalid(GONE_MESSAGE);
 
 /// How a token was presented.
 #[derive(Clone, Copy)]
@@ -166,18 +169,21 @@ impl Security {
         if let Some(p) = self.cache.decision(&key) {
             return Ok(p);
         }
+        // Throttled and queued by the name without regard to case: a directory matches `Alice`
+        // and `alice` alike, so the spellings must not each get their own failures.
+        let folded = username.to_lowercase();
         let lock = {
             let mut locks = self.login_locks.lock().map_err(|_| AuthFailure::Invalid("login state unavailable"))?;
             if locks.len() > 10_000 {
                 locks.retain(|_, l| Arc::strong_count(l) > 1);
             }
-            locks.entry((username.to_string(), addr)).or_default().clone()
+            locks.entry((folded.clone(), addr)).or_default().clone()
         };
         let _turn = lock.lock().await;
         if let Some(p) = self.cache.decision(&key) {
             return Ok(p);
         }
-        let attempt = self.throttle.check(username, addr).await.map_err(AuthFailure::Throttled)?;
+        let attempt = self.throttle.check(&folded, addr).await.map_err(AuthFailure::Throttled)?;
         let epoch = self.cache.security_epoch();
         let user = match self.db.user_by_name(username).await? {
             // A local user signs in with the password stored here, directories or not.
@@ -186,13 +192,13 @@ impl Security {
                 let ok = tokio::task::spawn_blocking(move || verify_password(&pw, &hash)).await.unwrap_or(false);
                 ok.then_some((u.id, u.username))
             }
-            _ if !self.directories.is_empty() => match self.directories.authenticate(username, password).await {
-                Ok(Some(found)) => self.remember(&found).await?.map(|id| (id, found.username)),
-                Ok(None) | Err(DirectoryError::Refused) => None,
-                Err(DirectoryError::Unavailable) => {
-                    return Err(AuthFailure::Unavailable("the user directory cannot be reached; try again shortly"))
-                }
-            },
+            // A directory's user is asked of that directory only; a new name, of each in order.
+            // Boxed: a directory's connection is a large, rare state that would otherwise grow
+            // every request's future (api's `the_request_future_stays_small`).
+            known if !self.directories.is_empty() && known.as_ref().is_none_or(|u| u.source.starts_with("ldap:")) => {
+                let owner = known.as_ref().map(|u| u.source.as_str());
+                Box::pin(self.directory_sign_in(username, password, owner)).await?
+            }
             _ => {
                 let pw = password.to_string();
                 let _ = tokio::task::spawn_blocking(move || verify_password(&pw, crate::auth::DUMMY_HASH)).await;
@@ -210,6 +216,22 @@ impl Security {
         Ok(p)
     }
 
+    /// A password checked by the directories, and the user recorded: their id and name here.
+    async fn directory_sign_in(
+        &self,
+        username: &str,
+        password: &str,
+        owner: Option<&str>,
+    ) -> Result<Option<(i64, String)>, AuthFailure> {
+        match self.directories.authenticate(username, password, owner).await {
+            Ok(Some(found)) => Ok(self.remember(&found).await?.map(|id| (id, found.username))),
+            Ok(None) | Err(DirectoryError::Refused) => Ok(None),
+            Err(DirectoryError::Unavailable) => {
+                Err(AuthFailure::Unavailable("the user directory cannot be reached; try again shortly"))
+            }
+        }
+    }
+
     /// Records what a directory or the identity provider said of a user (their row,
     /// attributes and mapped roles). `None`: the name is taken here by a user from elsewhere,
     /// who is someone else, or cannot be a user name here.
@@ -221,22 +243,22 @@ impl Security {
         let user = ExternalUser {
             username: &found.username,
             source: &found.source,
+            external_id: found.external_id.as_deref(),
             email: found.email.as_deref(),
             display_name: found.display_name.as_deref(),
             roles: &found.roles,
         };
-        match self.db.sync_external_user(&user).await {
-            Ok((id, unknown)) => {
-                if !unknown.is_empty() {
-                    tracing::warn!(user = %found.username, source = %found.source, roles = ?unknown, "the directory's groups map to roles that do not exist here");
+        match self.db.sync_external_user(&user).await? {
+            Synced::User { id, unknown_roles } => {
+                if !unknown_roles.is_empty() {
+                    tracing::warn!(user = %found.username, source = %found.source, roles = ?unknown_roles, "the groups map to roles that do not exist here");
                 }
                 Ok(Some(id))
             }
-            Err(DbError::Conflict(why)) => {
-                tracing::warn!(user = %found.username, source = %found.source, "directory sign-in refused: {why}");
+            Synced::NameTaken(why) => {
+                tracing::warn!(user = %found.username, source = %found.source, "sign-in refused: {why}");
                 Ok(None)
             }
-            Err(e) => Err(e),
         }
     }
 
@@ -314,11 +336,19 @@ impl Security {
                     // A session cookie is no API token, and an API token no session.
                     return Err(BAD);
                 }
-                if basic_user.is_some_and(|u| u != rec.username) {
+                if basic_user.is_some_and(|u| !u.eq_ignore_ascii_case(&rec.username)) {
                     return Err(AuthFailure::Invalid("the token belongs to another user"));
                 }
                 if rec.user_source.starts_with("ldap:") {
-                    self.recheck_directory_user(&rec.user_source, &rec.username).await?;
+                    if self.cache.refused(&key) {
+                        return Err(GONE);
+                    }
+                    if let Err(e) = Box::pin(self.recheck_directory_user(&rec.user_source, &rec.username)).await {
+                        if matches!(e, AuthFailure::Invalid(m) if m == GONE_MESSAGE) {
+                            self.cache.store_refusal(key, epoch);
+                        }
+                        return Err(e);
+                    }
                 }
                 let privileges = self.db.privileges_of(rec.user_id).await?;
                 let p = Arc::new(Principal::User {
@@ -360,7 +390,7 @@ impl Security {
             }
             Ok(Recheck::Gone) => {
                 tracing::info!(user = %username, source, "token refused: the directory no longer lists the user");
-                Err(AuthFailure::Invalid("the token's user is disabled or removed in the directory"))
+                Err(GONE)
             }
             Ok(Recheck::Unknowable) => Ok(()),
             Err(DirectoryError::Unavailable | DirectoryError::Refused) => {

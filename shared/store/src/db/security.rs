@@ -242,9 +242,17 @@ impl Db {
 
     /// Role names per user id, for listing.
     pub async fn role_names_of(&self, user_id: i64) -> DbResult<Vec<String>> {
+        self.role_names_with(self.pool(), user_id).await
+    }
+
+    /// The same, on a connection or in a transaction.
+    pub(crate) async fn role_names_with<'e, E>(&self, executor: E, user_id: i64) -> DbResult<Vec<String>>
+    where
+        E: sqlx::Executor<'e, Database = Any>,
+    {
         let rows = self.query(sql!("user_roles.get", "SELECT r.name AS name FROM user_roles ur JOIN roles r ON r.id = ur.role_id WHERE ur.user_id = $1 ORDER BY r.name"))
             .bind(user_id)
-            .fetch_all(self.pool())
+            .fetch_all(executor)
             .await?;
         rows.iter().map(|r| text(r, "name")).collect()
     }

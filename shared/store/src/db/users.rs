@@ -20,6 +20,7 @@ pub struct UserRecord {
     pub password_hash: String,
     /// `local`, `ldap:<directory>` or `oidc`.
     pub source: String,
+    pub external_id: Option<String>,
     pub email: Option<String>,
     pub display_name: Option<String>,
     pub created_at: i64,
@@ -36,6 +37,8 @@ impl UserRecord {
 pub struct ExternalUser<'a> {
     pub username: &'a str,
     pub source: &'a str,
+    /// Who the source says it is beyond the name (an LDAP DN, an OIDC `iss` and `sub`).
+    pub external_id: Option<&'a str>,
     pub email: Option<&'a str>,
     pub display_name: Option<&'a str>,
     /// The roles the user's groups map to (names that are not roles here are left out and
@@ -43,9 +46,19 @@ pub struct ExternalUser<'a> {
     pub roles: &'a [String],
 }
 
+/// What [`Db::sync_external_user`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Synced {
+    /// The user's row, and the mapped role names that are not roles here.
+    User { id: i64, unknown_roles: Vec<String> },
+    /// The name belongs to someone else here (a local user, another source, another account of
+    /// the same source): why.
+    NameTaken(String),
+}
+
 macro_rules! user_columns {
     () => {
-        "id, username, password_hash, source, email, display_name, created_at"
+        "id, username, password_hash, source, external_id, email, display_name, created_at"
     };
 }
 
@@ -55,6 +68,7 @@ fn parse_user(r: &AnyRow) -> DbResult<UserRecord> {
         username: text(r, "username")?,
         password_hash: text(r, "password_hash")?,
         source: text(r, "source")?,
+        external_id: opt_text(r, "external_id")?,
         email: opt_text(r, "email")?,
         display_name: opt_text(r, "display_name")?,
         created_at: r.try_get("created_at")?,
@@ -81,80 +95,95 @@ impl Db {
 
     /// Records a directory or identity provider user after a successful sign-in: creates the
     /// row on first sight, refreshes email and display name, and replaces the roles when they
-    /// changed (only then is the security watermark bumped, so a sign-in does not empty every
-    /// replica's caches). A name that belongs to a local user or to another source is a
-    /// conflict: the two are different people. Returns the user's id and the mapped role names
-    /// that are not roles here.
-    pub async fn sync_external_user(&self, user: &ExternalUser<'_>) -> DbResult<(i64, Vec<String>)> {
+    /// changed. The security watermark moves when a user is created or their roles change, not
+    /// on every sign-in, so sign-ins do not empty every replica's caches. Concurrent syncs of one
+    /// user (two replicas, a token's parallel requests) take turns on the user's row.
+    pub async fn sync_external_user(&self, user: &ExternalUser<'_>) -> DbResult<Synced> {
         let known: std::collections::BTreeSet<String> = self.list_roles().await?.into_iter().map(|r| r.name).collect();
-        let (mut roles, unknown): (Vec<String>, Vec<String>) =
+        let (mut roles, unknown_roles): (Vec<String>, Vec<String>) =
             user.roles.iter().cloned().partition(|r| known.contains(r));
         roles.sort();
         roles.dedup();
-        let existing = match self.user_by_name(user.username).await? {
-            Some(u) => Some(u),
-            None => {
+        // Twice at most: a first sign-in that loses the race to create the row finds it after.
+        for _ in 0..2 {
+            let mut tx = self.begin().await?;
+            let row = self
+                .query(crate::for_update!(
+                    "users.get_for_update",
+                    concat!("SELECT ", user_columns!(), " FROM users WHERE username = $1")
+                ))
+                .bind(user.username)
+                .fetch_optional(&mut *tx)
+                .await?;
+            let Some(existing) = row.as_ref().map(parse_user).transpose()? else {
                 let now = now_ms();
                 let insert = self
                     .query(insert_id!(
                         "users.insert_external",
-                        "INSERT INTO users (username, password_hash, source, email, display_name, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7)"
+                        "INSERT INTO users (username, password_hash, source, external_id, email, display_name, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
                     ))
                     .bind(user.username)
                     .bind(NO_PASSWORD)
                     .bind(user.source)
+                    .bind(user.external_id)
                     .bind(user.email)
                     .bind(user.display_name)
                     .bind(now)
                     .bind(now);
-                let mut tx = self.begin().await?;
                 match self.insert_id(insert, &mut *tx).await {
                     Ok(id) => {
                         self.set_user_roles_in(&mut tx, id, &roles).await?;
                         self.bump_watermark(&mut tx, SECURITY).await?;
                         tx.commit().await?;
-                        return Ok((id, unknown));
+                        return Ok(Synced::User { id, unknown_roles });
                     }
-                    // Another replica's first sign-in of the same user won the race.
-                    Err(DbError::Conflict(_)) => {
-                        drop(tx);
-                        self.user_by_name(user.username).await?
-                    }
+                    Err(DbError::Conflict(_)) => continue,
                     Err(e) => return Err(e),
                 }
+            };
+            if existing.source != user.source {
+                return Ok(Synced::NameTaken(if existing.is_local() {
+                    format!(
+                        "{} is a local user here; a local user of that name signs in with the local password",
+                        user.username
+                    )
+                } else {
+                    format!("the user {} here comes from {}, not {}", user.username, existing.source, user.source)
+                }));
             }
-        };
-        let Some(existing) = existing else { return Err(DbError::NotFound) };
-        if existing.source != user.source {
-            return Err(DbError::Conflict(if existing.is_local() {
-                format!(
-                    "{} is a local user here; a local user of that name signs in with the local password",
-                    user.username
-                )
-            } else {
-                format!("the user {} here comes from {}, not {}", user.username, existing.source, user.source)
-            }));
-        }
-        if existing.email.as_deref() != user.email || existing.display_name.as_deref() != user.display_name {
-            self.query(sql!(
-                "users.set_attributes",
-                "UPDATE users SET email = $1, display_name = $2, updated_at = $3 WHERE id = $4"
-            ))
-            .bind(user.email)
-            .bind(user.display_name)
-            .bind(now_ms())
-            .bind(existing.id)
-            .execute(self.pool())
-            .await?;
-        }
-        let mut current = self.role_names_of(existing.id).await?;
-        current.sort();
-        if current != roles {
-            let mut tx = self.begin().await?;
-            self.set_user_roles_in(&mut tx, existing.id, &roles).await?;
-            self.bump_watermark(&mut tx, SECURITY).await?;
+            if let (Some(had), Some(now)) = (existing.external_id.as_deref(), user.external_id) {
+                if had != now {
+                    return Ok(Synced::NameTaken(format!(
+                        "the user {} here is another account of {} ({had}, not {now})",
+                        user.username, user.source
+                    )));
+                }
+            }
+            if existing.email.as_deref() != user.email
+                || existing.display_name.as_deref() != user.display_name
+                || (existing.external_id.is_none() && user.external_id.is_some())
+            {
+                self.query(sql!(
+                    "users.set_attributes",
+                    "UPDATE users SET email = $1, display_name = $2, external_id = $3, updated_at = $4 WHERE id = $5"
+                ))
+                .bind(user.email)
+                .bind(user.display_name)
+                .bind(user.external_id.or(existing.external_id.as_deref()))
+                .bind(now_ms())
+                .bind(existing.id)
+                .execute(&mut *tx)
+                .await?;
+            }
+            let mut current = self.role_names_with(&mut *tx, existing.id).await?;
+            current.sort();
+            if current != roles {
+                self.set_user_roles_in(&mut tx, existing.id, &roles).await?;
+                self.bump_watermark(&mut tx, SECURITY).await?;
+            }
             tx.commit().await?;
+            return Ok(Synced::User { id: existing.id, unknown_roles });
         }
-        Ok((existing.id, unknown))
+        Err(DbError::Retry(format!("the user {} was created and removed while signing in", user.username)))
     }
 }
