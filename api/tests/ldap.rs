@@ -310,6 +310,9 @@ async fn directories_in_order(backend: Backend) -> anyhow::Result<()> {
     let r = admin_api(&app, As::basic("dave", "davepw")).await?;
     assert_eq!(r.status, StatusCode::FORBIDDEN, "signed in as a reader: {}", r.text);
     assert_eq!(user(&app, "dave").await?["roles"], json!(["readers"]));
+    // Spelled otherwise, still recorded as wide's: the directory that is down is not asked.
+    let r = admin_api(&app, As::basic("DAVE", "davepw")).await?;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{}", r.text);
 
     // bob recorded with another entry's DN: the name now belongs to someone else there.
     let other_bob = ExternalUser {

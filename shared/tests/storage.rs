@@ -258,6 +258,26 @@ db_test!(external_users_sync, |t: TestDb| async move {
     );
     assert!(t.db.watermarks().await?.0 > security, "changed roles move the watermark");
 
+    // Eight first sign-ins of one new user at once (two replicas, parallel requests): one row.
+    let carol_roles = ["readers".to_string()];
+    let carol = ExternalUser {
+        username: "carol",
+        external_id: Some("uid=carol,ou=people,dc=example,dc=org"),
+        roles: &carol_roles,
+        ..alice.clone()
+    };
+    let results = futures_util::future::join_all((0..8).map(|_| t.db.sync_external_user(&carol))).await;
+    let mut ids = std::collections::BTreeSet::new();
+    for r in results {
+        match r? {
+            Synced::User { id, .. } => ids.insert(id),
+            other => anyhow::bail!("carol: {other:?}"),
+        };
+    }
+    assert_eq!(ids.len(), 1, "one row for carol: {ids:?}");
+    assert_eq!(t.db.role_names_of(*ids.first().unwrap_or(&0)).await?, ["readers"]);
+    assert_eq!(t.db.directory_sources_of("CAROL").await?, ["ldap:corp"]);
+
     // Names that belong to someone else.
     t.db.create_user("bob", "$argon2id$fake", &[]).await?;
     let bob =

@@ -252,7 +252,7 @@ impl Directory {
         let Some(entry) = self.find(conn, username).await? else { return Ok(Outcome::Unknown) };
         let groups = self.groups(conn, &entry).await?;
         match conn.bind(&entry.dn, password).await? {
-            0 => Ok(Outcome::User(self.user(&entry, groups)?)),
+            0 => Ok(self.outcome(&entry, groups)),
             INVALID_CREDENTIALS => Ok(Outcome::Refused),
             rc => Err(format!("binding as {} gave LDAP result {rc}", entry.dn)),
         }
@@ -272,7 +272,7 @@ impl Directory {
         let mut found = conn.search(&dn, Scope::Base, &filter, &self.attrs()).await?;
         let Some(entry) = found.pop() else { return Ok(Outcome::Refused) };
         let groups = self.groups(conn, &entry).await?;
-        Ok(Outcome::User(self.user(&entry, groups)?))
+        Ok(self.outcome(&entry, groups))
     }
 
     /// The one entry the user filter finds for `username` under the user base.
@@ -293,7 +293,13 @@ impl Directory {
             self.service_bind(&mut conn).await?;
             let Some(entry) = self.find(&mut conn, username).await? else { return Ok(None) };
             let groups = self.groups(&mut conn, &entry).await?;
-            Ok(Some(self.user(&entry, groups)?))
+            match self.user(&entry, groups) {
+                Ok(u) => Ok(Some(u)),
+                Err(why) => {
+                    tracing::warn!(directory = %self.cfg.name, "{why}; the user is treated as gone");
+                    Ok(None)
+                }
+            }
         }
         .await;
         conn.close().await;
@@ -310,6 +316,18 @@ impl Directory {
                 // "1.1": no attributes, the DNs only (RFC 4511).
                 let found = conn.search(base, Scope::Subtree, &filter, &["1.1"]).await?;
                 Ok(found.into_iter().map(|g| g.dn).collect())
+            }
+        }
+    }
+
+    /// A proven password's outcome: the user, or a refusal when the entry names nobody (a
+    /// directory that answers is not "unavailable", and a later one must not claim the name).
+    fn outcome(&self, entry: &SearchEntry, groups: Vec<String>) -> Outcome {
+        match self.user(entry, groups) {
+            Ok(u) => Outcome::User(u),
+            Err(why) => {
+                tracing::warn!(directory = %self.cfg.name, "{why}; the sign-in is refused");
+                Outcome::Refused
             }
         }
     }

@@ -196,7 +196,7 @@ impl Security {
             // Boxed: a directory's connection is a large, rare state that would otherwise grow
             // every request's future (api's `the_request_future_stays_small`).
             known if !self.directories.is_empty() && known.as_ref().is_none_or(|u| u.source.starts_with("ldap:")) => {
-                let owner = known.as_ref().map(|u| u.source.as_str());
+                let owner = known.map(|u| u.source);
                 Box::pin(self.directory_sign_in(username, password, owner)).await?
             }
             _ => {
@@ -217,13 +217,26 @@ impl Security {
     }
 
     /// A password checked by the directories, and the user recorded: their id and name here.
+    /// `owner`: the source of the row of exactly this name, if there is one.
     async fn directory_sign_in(
         &self,
         username: &str,
         password: &str,
-        owner: Option<&str>,
+        owner: Option<String>,
     ) -> Result<Option<(i64, String)>, AuthFailure> {
-        match self.directories.authenticate(username, password, owner).await {
+        // The name as recorded may be spelled otherwise (`JDoe` typed, `jdoe` stored).
+        let owner = match owner {
+            Some(o) => Some(o),
+            None => {
+                let sources = self.db.directory_sources_of(username).await?;
+                if sources.len() == 1 {
+                    sources.into_iter().next()
+                } else {
+                    None
+                }
+            }
+        };
+        match self.directories.authenticate(username, password, owner.as_deref()).await {
             Ok(Some(found)) => Ok(self.remember(&found).await?.map(|id| (id, found.username))),
             Ok(None) | Err(DirectoryError::Refused) => Ok(None),
             Err(DirectoryError::Unavailable) => {
