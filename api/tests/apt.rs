@@ -1569,18 +1569,7 @@ fn artifactory_style_put_with_matrix_parameters(backend: packyard_store::db::Bac
 /// The built binary on `backend`'s database (SQLite: its default; PostgreSQL: a fresh database
 /// of the test server), with its data directory; `None` when the backend is not configured.
 fn server_on(backend: packyard_store::db::Backend) -> anyhow::Result<Option<(Server, tempfile::TempDir)>> {
-    use packyard_store::db::Backend;
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let (url, dir) = match backend {
-        Backend::Sqlite => (None, tempfile::tempdir()?),
-        other => match rt.block_on(packyard_store::testing::create_database(other))? {
-            Some((url, dir)) => (Some(url), dir),
-            None => {
-                eprintln!("skipped on {}: no server configured", other.as_str());
-                return Ok(None);
-            }
-        },
-    };
+    let Some((url, dir)) = common::process::database_for(backend)? else { return Ok(None) };
     let mut env = vec![("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)];
     if let Some(url) = &url {
         env.push(("PACKYARD_DATABASE__URL", url.as_str()));

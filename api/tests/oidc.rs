@@ -60,17 +60,7 @@ impl Provider {
 
 /// The server binary on `backend` with `[security.oidc]` naming the issuer at `idp_port`.
 fn server(backend: Backend, idp_port: u16) -> anyhow::Result<Option<(Server, tempfile::TempDir)>> {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let (url, dir) = match backend {
-        Backend::Sqlite => (None, tempfile::tempdir()?),
-        other => match rt.block_on(packyard_store::testing::create_database(other))? {
-            Some((url, dir)) => (Some(url), dir),
-            None => {
-                eprintln!("skipped on {}: no server configured", other.as_str());
-                return Ok(None);
-            }
-        },
-    };
+    let Some((url, dir)) = common::process::database_for(backend)? else { return Ok(None) };
     let secret_file = dir.path().join("oidc-secret");
     std::fs::write(&secret_file, "repo-web-secret\n")?;
     std::fs::write(
@@ -120,9 +110,10 @@ fn cookie_pair(cookies: &[String], name: &str) -> Option<String> {
     cookies.iter().find(|c| c.starts_with(&format!("{name}="))).and_then(|c| c.split(';').next()).map(str::to_string)
 }
 
-/// Signs in at the provider's own form in Chromium, coming back signed in to Packyard.
-fn sso_sign_in(b: &Browser, public: &str, user: &str, password: &str) -> anyhow::Result<()> {
-    b.goto(&format!("{public}/signin"))?;
+/// In Chromium: the sign-in page (with `next`), its single sign-on button, and the provider's
+/// own form filled in and sent; the browser is then back at Packyard, signed in or not.
+fn through_the_provider(b: &Browser, public: &str, next: &str, user: &str, password: &str) -> anyhow::Result<()> {
+    b.goto(&format!("{public}/signin?next={next}"))?;
     let button = b.find("#sso")?;
     assert_eq!(b.text(&button)?, "Sign in with Example SSO");
     b.click_to_load(&button)?;
@@ -130,9 +121,7 @@ fn sso_sign_in(b: &Browser, public: &str, user: &str, password: &str) -> anyhow:
     b.fill("#username", user)?;
     b.fill("#password", password)?;
     let submit = b.find("#submit")?;
-    b.click_to_load(&submit)?;
-    b.wait_for(".who .user", Duration::from_secs(15))?;
-    Ok(())
+    b.click_to_load(&submit)
 }
 
 fn single_sign_on(backend: Backend) -> anyhow::Result<()> {
@@ -199,7 +188,8 @@ fn single_sign_on(backend: Backend) -> anyhow::Result<()> {
 
     // alice (repo-admins) in Chromium: the provider's own form, then back, signed in, an admin.
     let b = Browser::start(&driver)?;
-    sso_sign_in(&b, &public, "alice", "alicepw")?;
+    through_the_provider(&b, &public, "/", "alice", "alicepw")?;
+    b.wait_for(".who .user", Duration::from_secs(15))?;
     assert_eq!(b.text(&b.find(".who .user")?)?, "Signed in as alice");
     b.goto(&format!("{public}/admin/users"))?;
     let text = b.text_of_page()?;
@@ -214,14 +204,7 @@ fn single_sign_on(backend: Backend) -> anyhow::Result<()> {
 
     // bob (repo-devs): signed in as a deployer, not an admin; `next` is kept.
     let b = Browser::start(&driver)?;
-    b.goto(&format!("{public}/signin?next=/search"))?;
-    let button = b.find("#sso")?;
-    b.click_to_load(&button)?;
-    b.wait_for("#username", Duration::from_secs(10))?;
-    b.fill("#username", "bob")?;
-    b.fill("#password", "bobpw")?;
-    let submit = b.find("#submit")?;
-    b.click_to_load(&submit)?;
+    through_the_provider(&b, &public, "/search", "bob", "bobpw")?;
     b.wait_for(".who .user", Duration::from_secs(15))?;
     assert!(b.current_url()?.ends_with("/search"), "{}", b.current_url()?);
     b.goto(&format!("{public}/admin"))?;
@@ -230,14 +213,7 @@ fn single_sign_on(backend: Backend) -> anyhow::Result<()> {
 
     // The provider's "admin" is not Packyard's local admin: refused, and nothing changes.
     let b = Browser::start(&driver)?;
-    b.goto(&format!("{public}/signin"))?;
-    let button = b.find("#sso")?;
-    b.click_to_load(&button)?;
-    b.wait_for("#username", Duration::from_secs(10))?;
-    b.fill("#username", "admin")?;
-    b.fill("#password", "adminpw")?;
-    let submit = b.find("#submit")?;
-    b.click_to_load(&submit)?;
+    through_the_provider(&b, &public, "/", "admin", "adminpw")?;
     b.wait_for("p.error", Duration::from_secs(15))?;
     let text = b.text_of_page()?;
     assert!(text.contains("That name belongs to another user here; ask an administrator."), "{text}");

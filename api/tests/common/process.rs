@@ -145,6 +145,26 @@ impl Server {
     }
 }
 
+/// Where a server process on `backend` keeps its state: SQLite, its default database in a new
+/// directory (URL `None`); PostgreSQL or MariaDB, a fresh database of the test server, and the
+/// directory. `None` when that backend is not configured (said on stderr).
+pub fn database_for(
+    backend: packyard_store::db::Backend,
+) -> anyhow::Result<Option<(Option<String>, tempfile::TempDir)>> {
+    use packyard_store::db::Backend;
+    if backend == Backend::Sqlite {
+        return Ok(Some((None, tempfile::tempdir()?)));
+    }
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    match rt.block_on(packyard_store::testing::create_database(backend))? {
+        Some((url, dir)) => Ok(Some((Some(url), dir))),
+        None => {
+            eprintln!("skipped on {}: no server configured", backend.as_str());
+            Ok(None)
+        }
+    }
+}
+
 pub fn basic(pw: &str) -> String {
     use base64::Engine;
     format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("admin:{pw}")))

@@ -6,6 +6,7 @@
 pub mod auth;
 pub mod backup;
 pub mod catalogue;
+pub mod certs;
 pub mod cleanup;
 pub mod downloads;
 pub mod events;

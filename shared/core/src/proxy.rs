@@ -390,15 +390,8 @@ impl Proxy {
             tracing::info!(proxy = %outbound.source, "upstream fetches go through an outbound proxy");
         }
         for path in &config.ca_certificates {
-            let pem = std::fs::read(path)
-                .map_err(|e| anyhow::anyhow!("bad value for key `proxy.ca_certificates`: {}: {e}", path.display()))?;
-            let certs =
-                reqwest::Certificate::from_pem_bundle(&pem).ok().filter(|c| !c.is_empty()).ok_or_else(|| {
-                    anyhow::anyhow!(
-                        "bad value for key `proxy.ca_certificates`: {} holds no PEM certificate",
-                        path.display()
-                    )
-                })?;
+            let certs = crate::certs::pem_certificates(path)
+                .map_err(|e| anyhow::anyhow!("bad value for key `proxy.ca_certificates`: {e}"))?;
             for cert in certs {
                 builder = builder.add_root_certificate(cert);
             }

@@ -6,7 +6,6 @@
 //! decision answers; the caller caches what it decides. One connection per question: sign-ins
 //! are rare next to the requests their cached decisions answer.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -58,7 +57,7 @@ impl Directories {
     pub fn new(configs: &[LdapDirectory]) -> anyhow::Result<Self> {
         let mut dirs = Vec::with_capacity(configs.len());
         for (i, cfg) in configs.iter().enumerate() {
-            let tls = tls_config(cfg.ca_file.as_deref())
+            let tls = crate::certs::rustls_client_config(cfg.ca_file.as_deref())
                 .map_err(|e| anyhow::anyhow!("bad value for key `security.ldap[{i}].ca_file`: {e}"))?;
             let bind_password = match (&cfg.bind_password, &cfg.bind_password_file) {
                 (Some(p), _) => Some(p.clone()),
@@ -412,31 +411,6 @@ fn split_first_rdn(dn: &str) -> &str {
         }
     }
     dn
-}
-
-/// Public roots plus the directory's own CA, verified with ring (never a second provider).
-fn tls_config(ca_file: Option<&Path>) -> Result<Arc<rustls::ClientConfig>, String> {
-    let mut roots = rustls::RootCertStore::empty();
-    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-    if let Some(path) = ca_file {
-        use rustls::pki_types::pem::PemObject;
-        let pem = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let mut added = 0;
-        for cert in rustls::pki_types::CertificateDer::pem_slice_iter(&pem) {
-            let cert = cert.map_err(|e| format!("{}: {e}", path.display()))?;
-            roots.add(cert).map_err(|e| format!("{}: {e}", path.display()))?;
-            added += 1;
-        }
-        if added == 0 {
-            return Err(format!("{} holds no PEM certificate", path.display()));
-        }
-    }
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Ok(Arc::new(config))
 }
 
 #[cfg(test)]

@@ -6,7 +6,6 @@
 //! Replicas are stateless: what one sign-in must remember between leaving for the provider and
 //! coming back (state, PKCE verifier, nonce) travels in a cookie the web UI signs.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
@@ -78,8 +77,8 @@ impl Oidc {
             .timeout(Duration::from_millis(cfg.timeout_ms))
             .connect_timeout(Duration::from_millis(cfg.timeout_ms));
         if let Some(ca) = &cfg.ca_file {
-            for cert in
-                certificates(ca).map_err(|e| anyhow::anyhow!("bad value for key `security.oidc.ca_file`: {e}"))?
+            for cert in crate::certs::pem_certificates(ca)
+                .map_err(|e| anyhow::anyhow!("bad value for key `security.oidc.ca_file`: {e}"))?
             {
                 http = http.add_root_certificate(cert);
             }
@@ -229,16 +228,6 @@ impl Oidc {
             roles,
         })
     }
-}
-
-/// The PEM certificates of a CA file.
-fn certificates(path: &Path) -> Result<Vec<reqwest::Certificate>, String> {
-    let pem = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| format!("{}: {e}", path.display()))?;
-    if certs.is_empty() {
-        return Err(format!("{} holds no PEM certificate", path.display()));
-    }
-    Ok(certs)
 }
 
 /// An error with its causes, for the log.
