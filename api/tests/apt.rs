@@ -1570,13 +1570,7 @@ fn artifactory_style_put_with_matrix_parameters(backend: packyard_store::db::Bac
 /// of the test server), with its data directory; `None` when the backend is not configured.
 fn server_on(backend: packyard_store::db::Backend) -> anyhow::Result<Option<(Server, tempfile::TempDir)>> {
     let Some((url, dir)) = common::process::database_for(backend)? else { return Ok(None) };
-    let mut env = vec![("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)];
-    if let Some(url) = &url {
-        env.push(("PACKYARD_DATABASE__URL", url.as_str()));
-        env.push(("PACKYARD_SECURITY__SECRET", "a-shared-secret-of-enough-length"));
-    }
-    let server = start(dir.path(), &env)?;
-    server.wait_ready()?;
+    let server = common::process::start_on(dir.path(), url.as_deref(), &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)])?;
     Ok(Some((server, dir)))
 }
 

@@ -298,14 +298,15 @@ async fn directories_in_order(backend: Backend) -> anyhow::Result<()> {
     assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{}", r.text);
 
     // dave, recorded as wide's when the other one was up, is asked of wide alone.
-    let dave = ExternalUser {
-        username: "dave",
-        source: "ldap:wide",
-        external_id: Some("uid=dave,ou=disabled,dc=example,dc=org"),
+    let recorded = |username, source, dn| ExternalUser {
+        username,
+        source,
+        external_id: Some(dn),
         email: None,
         display_name: None,
         roles: &[],
     };
+    let dave = recorded("dave", "ldap:wide", "uid=dave,ou=disabled,dc=example,dc=org");
     assert!(matches!(app.t.db.sync_external_user(&dave).await?, Synced::User { .. }));
     let r = admin_api(&app, As::basic("dave", "davepw")).await?;
     assert_eq!(r.status, StatusCode::FORBIDDEN, "signed in as a reader: {}", r.text);
@@ -315,14 +316,7 @@ async fn directories_in_order(backend: Backend) -> anyhow::Result<()> {
     assert_eq!(r.status, StatusCode::FORBIDDEN, "{}", r.text);
 
     // bob recorded with another entry's DN: the name now belongs to someone else there.
-    let other_bob = ExternalUser {
-        username: "bob",
-        source: "ldap:corp",
-        external_id: Some("uid=bob,ou=former,dc=example,dc=org"),
-        email: None,
-        display_name: None,
-        roles: &[],
-    };
+    let other_bob = recorded("bob", "ldap:corp", "uid=bob,ou=former,dc=example,dc=org");
     assert!(matches!(app.t.db.sync_external_user(&other_bob).await?, Synced::User { .. }));
     let r = admin_api(&app, As::basic("bob", "bobpw")).await?;
     assert_eq!(r.status, StatusCode::UNAUTHORIZED, "{}", r.text);

@@ -7,7 +7,7 @@ mod common;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::process::{admin_json, basic, start, status_of, Server};
+use common::process::{admin_json, basic, status_of, Server};
 use common::webdriver::{driver, Browser};
 use packyard_store::db::Backend;
 use serde_json::{json, Value};
@@ -77,13 +77,7 @@ group_roles = {{ "repo-admins" = ["admin"], "repo-devs" = ["deployers"] }}
             secret_file.display()
         ),
     )?;
-    let mut env = vec![("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)];
-    if let Some(url) = &url {
-        env.push(("PACKYARD_DATABASE__URL", url.as_str()));
-        env.push(("PACKYARD_SECURITY__SECRET", "a-shared-secret-of-enough-length"));
-    }
-    let server = start(dir.path(), &env)?;
-    server.wait_ready()?;
+    let server = common::process::start_on(dir.path(), url.as_deref(), &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)])?;
     Ok(Some((server, dir)))
 }
 

@@ -165,6 +165,19 @@ pub fn database_for(
     }
 }
 
+/// Starts the api binary in `dir` on the database [`database_for`] gave (`url`: PostgreSQL or
+/// MariaDB, with the shared secret they require; `None`: SQLite) and waits until it is ready.
+pub fn start_on(dir: &Path, url: Option<&str>, env: &[(&str, &str)]) -> anyhow::Result<Server> {
+    let mut all = env.to_vec();
+    if let Some(url) = url {
+        all.push(("PACKYARD_DATABASE__URL", url));
+        all.push(("PACKYARD_SECURITY__SECRET", "a-shared-secret-of-enough-length"));
+    }
+    let server = start(dir, &all)?;
+    server.wait_ready()?;
+    Ok(server)
+}
+
 pub fn basic(pw: &str) -> String {
     use base64::Engine;
     format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("admin:{pw}")))
