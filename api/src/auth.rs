@@ -66,6 +66,14 @@ impl Caller {
         self.principal.username()
     }
 
+    /// The id of the web UI session the caller came with, if that is how they signed in.
+    pub fn session_id(&self) -> Option<&str> {
+        match self.principal.as_ref() {
+            Principal::User { token: Some(t), .. } if t.session => Some(t.token_id.as_str()),
+            _ => None,
+        }
+    }
+
     /// Who makes a change, for the audit log.
     pub fn actor(&self) -> packyard_core::hosted::Actor<'_> {
         packyard_core::hosted::Actor { username: self.username(), address: Some(self.addr) }

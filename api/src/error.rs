@@ -241,6 +241,21 @@ impl From<packyard_core::security::service::AuthFailure> for ApiError {
     }
 }
 
+impl From<packyard_core::security::service::PasswordChangeError> for ApiError {
+    fn from(e: packyard_core::security::service::PasswordChangeError) -> Self {
+        use packyard_core::security::service::PasswordChangeError;
+        match e {
+            PasswordChangeError::WrongCurrent => Self::bad_request("current_password is wrong"),
+            PasswordChangeError::Throttled(wait) => Self {
+                retry_after: Some(wait.as_millis().div_ceil(1000).max(1) as u64),
+                ..Self::new(ErrorCode::TooManyRequests, e.to_string())
+            },
+            PasswordChangeError::Hash(h) => h.into(),
+            PasswordChangeError::Db(db) => db.into(),
+        }
+    }
+}
+
 impl From<AuthError> for ApiError {
     fn from(e: AuthError) -> Self {
         match e {

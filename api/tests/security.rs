@@ -595,3 +595,201 @@ async fn reset_password_ends_the_old_one_and_its_sessions(backend: Backend) -> a
     Ok(())
 }
 on_every_backend!(reset_password_ends_the_old_one_and_its_sessions);
+
+// --- web UI sessions and password changes -------------------------------------------------------
+
+/// The value of the cookie `name` that a response sets.
+fn set_cookie(r: &common::Reply, name: &str) -> Option<String> {
+    r.headers.get_all(header::SET_COOKIE).filter_map(|v| v.to_str().ok()).find_map(|v| {
+        let (pair, _) = v.split_once(';').unwrap_or((v, ""));
+        let (n, value) = pair.split_once('=')?;
+        (n == name && !value.is_empty()).then(|| value.to_string())
+    })
+}
+
+/// The CSRF field of a page.
+fn csrf_field(page: &str) -> anyhow::Result<String> {
+    let at = page.find("name=\"csrf\" value=\"").ok_or_else(|| anyhow::anyhow!("no CSRF field in {page}"))?;
+    let rest = &page[at + "name=\"csrf\" value=\"".len()..];
+    Ok(rest[..rest.find('"').unwrap_or(rest.len())].to_string())
+}
+
+/// A web UI sign-in through the form: the session cookie.
+async fn ui_sign_in(app: &TestApp, user: &str, password: &str) -> anyhow::Result<String> {
+    let form = app.call(TestRequest::get().uri("/signin")).await?;
+    let anchor = set_cookie(&form, "packyard_csrf").ok_or_else(|| anyhow::anyhow!("no CSRF cookie"))?;
+    let csrf = csrf_field(&form.text)?;
+    let r = app
+        .call(
+            TestRequest::post()
+                .uri("/signin")
+                .insert_header((header::COOKIE, format!("packyard_csrf={anchor}")))
+                .set_form([("csrf", csrf.as_str()), ("username", user), ("password", password), ("next", "/")]),
+        )
+        .await?;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.text);
+    set_cookie(&r, "packyard_session").ok_or_else(|| anyhow::anyhow!("no session cookie"))
+}
+
+/// The tokens page as the holder of `session` sees it: `Some(csrf)` while the session is alive.
+async fn session_page(app: &TestApp, session: &str) -> anyhow::Result<Option<String>> {
+    let r = app
+        .call(
+            TestRequest::get()
+                .uri("/admin/tokens")
+                .insert_header((header::COOKIE, format!("packyard_session={session}"))),
+        )
+        .await?;
+    match r.status {
+        StatusCode::OK => Ok(Some(csrf_field(&r.text)?)),
+        StatusCode::UNAUTHORIZED => Ok(None),
+        other => anyhow::bail!("/admin/tokens answered {other}: {}", r.text),
+    }
+}
+
+/// Sign-out checks the cookie's secret: a cookie naming another user's session id with a made-up
+/// secret ends nothing (before the fix it ended that session).
+async fn signing_out_with_a_forged_cookie_ends_nothing(app: TestApp) -> anyhow::Result<()> {
+    let victim = ui_sign_in(&app, "admin", common::ADMIN_PW).await?;
+    assert!(session_page(&app, &victim).await?.is_some());
+    let (id, _) = tokens::parse(&victim).ok_or_else(|| anyhow::anyhow!("not a session token: {victim}"))?;
+    let forged = format!("{}{id}_{}", tokens::PREFIX, "0".repeat(48));
+    assert!(tokens::parse(&forged).is_some(), "the forged cookie has the token's shape");
+    // The forger's own page: an anonymous viewer's CSRF anchor and token.
+    let page = app
+        .call(TestRequest::get().uri("/signin").insert_header((header::COOKIE, format!("packyard_session={forged}"))))
+        .await?;
+    let anchor = set_cookie(&page, "packyard_csrf").ok_or_else(|| anyhow::anyhow!("no CSRF cookie"))?;
+    let csrf = csrf_field(&page.text)?;
+    let r = app
+        .call(
+            TestRequest::post()
+                .uri("/signout")
+                .insert_header((header::COOKIE, format!("packyard_session={forged}; packyard_csrf={anchor}")))
+                .set_form([("csrf", csrf.as_str())]),
+        )
+        .await?;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.text);
+    assert!(session_page(&app, &victim).await?.is_some(), "the victim's session survives a forged sign-out");
+    // The real cookie signs out.
+    let csrf = session_page(&app, &victim).await?.unwrap_or_default();
+    let r = app
+        .call(
+            TestRequest::post()
+                .uri("/signout")
+                .insert_header((header::COOKIE, format!("packyard_session={victim}")))
+                .set_form([("csrf", csrf.as_str())]),
+        )
+        .await?;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.text);
+    assert!(session_page(&app, &victim).await?.is_none(), "signed out");
+    Ok(())
+}
+app_test!(signing_out_with_a_forged_cookie_ends_nothing);
+
+/// A password change ends the user's other sessions: from the web UI all but the session it is
+/// made from, through the API all of them, and an admin's PUT of the password too.
+async fn a_password_change_ends_the_other_sessions(app: TestApp) -> anyhow::Result<()> {
+    let r = app
+        .call(
+            TestRequest::post()
+                .uri("/api/v1/users")
+                .set_json(json!({"username": "bob", "password": "bob-password-1", "roles": []})),
+        )
+        .await?;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    let first = ui_sign_in(&app, "bob", "bob-password-1").await?;
+    let second = ui_sign_in(&app, "bob", "bob-password-1").await?;
+    let csrf = session_page(&app, &first).await?.ok_or_else(|| anyhow::anyhow!("first session not alive"))?;
+    assert!(session_page(&app, &second).await?.is_some());
+
+    // From the first session's page.
+    let r = app
+        .call(
+            TestRequest::post()
+                .uri("/admin/password")
+                .insert_header((header::COOKIE, format!("packyard_session={first}")))
+                .set_form([
+                    ("csrf", csrf.as_str()),
+                    ("current_password", "bob-password-1"),
+                    ("new_password", "bob-password-2"),
+                ]),
+        )
+        .await?;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    assert!(r.text.contains("Your password is changed, and your 1 other session ended."), "{}", r.text);
+    assert!(session_page(&app, &first).await?.is_some(), "the session the change came from goes on");
+    assert!(session_page(&app, &second).await?.is_none(), "the other session ended with the old password");
+
+    // Through the API with Basic: every session ends.
+    let third = ui_sign_in(&app, "bob", "bob-password-2").await?;
+    let r = app
+        .send(
+            TestRequest::put()
+                .uri("/api/v1/users/bob/password")
+                .set_json(json!({"current_password": "bob-password-2", "new_password": "bob-password-3"})),
+            As::basic("bob", "bob-password-2"),
+        )
+        .await?;
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.text);
+    assert!(session_page(&app, &first).await?.is_none());
+    assert!(session_page(&app, &third).await?.is_none());
+
+    // An admin setting it (PUT /users/bob): the same.
+    let fourth = ui_sign_in(&app, "bob", "bob-password-3").await?;
+    let r =
+        app.call(TestRequest::put().uri("/api/v1/users/bob").set_json(json!({"password": "bob-password-4"}))).await?;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    assert!(session_page(&app, &fourth).await?.is_none());
+    let audit = app.t.db.list_audit(None, 20).await?;
+    let changes: Vec<&str> = audit.iter().filter(|e| e.action == "user.password").map(|e| e.detail.as_str()).collect();
+    // Newest first: the API change ended two sessions (the first and the third), the page's one.
+    assert_eq!(changes, vec![r#"{"sessions_ended":2}"#, r#"{"sessions_ended":1}"#]);
+    Ok(())
+}
+app_test!(a_password_change_ends_the_other_sessions);
+
+/// The current password of a change is checked through the login throttle: with a stolen token,
+/// `login_max_failures` wrong guesses and then 429 — even for the right one — until the window
+/// ends (before the fix: 400 for ever, at argon2 speed).
+async fn the_current_password_is_throttled(app: TestApp) -> anyhow::Result<()> {
+    let r = app
+        .call(
+            TestRequest::post()
+                .uri("/api/v1/users")
+                .set_json(json!({"username": "carol", "password": "carol-password", "roles": []})),
+        )
+        .await?;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    let r = app
+        .send(
+            TestRequest::post().uri("/api/v1/tokens").set_json(json!({"name": "stolen"})),
+            As::basic("carol", "carol-password"),
+        )
+        .await?;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    let token = r.json["token"].as_str().unwrap_or_default().to_string();
+    let change = |current: &str| {
+        TestRequest::put()
+            .uri("/api/v1/users/carol/password")
+            .set_json(json!({"current_password": current, "new_password": "guessed-it-1"}))
+    };
+    for i in 0..3 {
+        let r = app.send(change(&format!("guess-{i}")), As::Bearer(token.clone())).await?;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text);
+        assert_eq!(error_of(&r.json).1, "current_password is wrong");
+    }
+    let r = app.send(change("guess-3"), As::Bearer(token.clone())).await?;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS, "{}", r.text);
+    assert!(r.headers.get(header::RETRY_AFTER).is_some());
+    let r = app.send(change("carol-password"), As::Bearer(token.clone())).await?;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS, "locked out, even with the right password: {}", r.text);
+    // The same count as sign-ins: a password guessed with Basic from this address is refused
+    // unchecked too (a 429, not a 401).
+    let r = app.send(TestRequest::get().uri("/api/v1/tokens"), As::basic("carol", "guess-4")).await?;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS, "{}", r.text);
+    Ok(())
+}
+app_test!(the_current_password_is_throttled, |c: &mut packyard_model::config::Config| {
+    c.security.login_max_failures = 3;
+});

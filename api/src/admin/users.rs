@@ -191,8 +191,7 @@ pub(crate) async fn update(
         services.db.set_user_roles(id, roles).await.map_err(conflict_is_bad_role)?;
     }
     if let Some(pw) = &body.password {
-        let hash = services.security.hash(pw).await?;
-        services.db.set_password(id, &hash).await?;
+        services.security.change_password(&user, None, pw, None, admin.addr()).await?;
     }
     services.changed(packyard_core::events::Changed::Security);
     services
@@ -224,7 +223,8 @@ pub(crate) async fn delete(
     Ok(HttpResponse::NoContent().finish())
 }
 
-/// A user changes their own password (with the current one); an admin may set anyone's.
+/// A user changes their own password (with the current one, checked through the login
+/// throttle); an admin may set anyone's. The user's other web UI sessions end.
 pub(crate) async fn change_password(
     user: Authenticated,
     services: web::Data<Services>,
@@ -242,15 +242,13 @@ pub(crate) async fn change_password(
         .await?
         .ok_or_else(|| ApiError::not_found(format!("user {} not found", path.as_str())))?;
     local_only(&record, "passwords")?;
-    if own && !user.is_admin() {
-        let current = body.current_password.as_deref().unwrap_or_default();
-        if !services.security.verify(current, &record.password_hash).await {
-            return Err(ApiError::bad_request("current_password is wrong"));
-        }
-    }
-    let hash = services.security.hash(&body.new_password).await?;
-    services.db.set_password(record.id, &hash).await?;
+    let current = (own && !user.is_admin()).then(|| body.current_password.as_deref().unwrap_or_default());
+    let keep = if own { user.0.session_id() } else { None };
+    let ended = services.security.change_password(&record, current, &body.new_password, keep, user.0.addr).await?;
     services.changed(packyard_core::events::Changed::Security);
-    services.security.audit(user.username(), Some(user.0.addr), "user.password", &path, serde_json::json!({})).await;
+    services
+        .security
+        .audit(user.username(), Some(user.0.addr), "user.password", &path, serde_json::json!({"sessions_ended": ended}))
+        .await;
     Ok(HttpResponse::NoContent().finish())
 }

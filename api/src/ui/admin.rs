@@ -1067,7 +1067,8 @@ pub struct PasswordForm {
 }
 
 /// A user changes their own password, the current one first (as the API asks of non-admins;
-/// here of everyone, since a session left open should not be enough to change it).
+/// here of everyone, since a session left open should not be enough to change it). Their other
+/// sessions end; this one goes on.
 async fn change_password(
     viewer: Viewer,
     services: web::Data<Services>,
@@ -1075,22 +1076,52 @@ async fn change_password(
 ) -> Result<HttpResponse, UiError> {
     let user = user_of(&viewer)?;
     viewer.check_csrf(f.csrf.as_deref())?;
-    let name = viewer.caller.username().to_string();
-    let current_ok = match services.db.user_by_name(&name).await? {
-        Some(record) => services.security.verify(&f.current_password, &record.password_hash).await,
-        None => false,
-    };
-    if !current_ok {
-        let e = ApiError::bad_request("The current password is wrong; nothing was changed.");
-        return token_list(&viewer, &services, None, None, Some(e)).await;
+    let done = async {
+        admin::users::check_password(&f.new_password)?;
+        let record = services
+            .db
+            .user_by_name(user.username())
+            .await?
+            .ok_or_else(|| ApiError::not_found(format!("user {} not found", user.username())))?;
+        if !record.is_local() {
+            return Err(ApiError::bad_request(format!(
+                "{} signs in through {}: the password is changed there, not here",
+                record.username, record.source
+            )));
+        }
+        let ended = services
+            .security
+            .change_password(&record, Some(&f.current_password), &f.new_password, user.0.session_id(), user.0.addr)
+            .await
+            .map_err(|e| match e {
+                packyard_core::security::service::PasswordChangeError::WrongCurrent => {
+                    ApiError::bad_request("The current password is wrong; nothing was changed.")
+                }
+                other => other.into(),
+            })?;
+        services.changed(packyard_core::events::Changed::Security);
+        services
+            .security
+            .audit(
+                user.username(),
+                Some(user.0.addr),
+                "user.password",
+                user.username(),
+                json!({"sessions_ended": ended}),
+            )
+            .await;
+        Ok::<_, ApiError>(ended)
     }
-    let change = json!({"current_password": f.current_password, "new_password": f.new_password});
-    let done = match body(change) {
-        Ok(b) => api(admin::users::change_password(user, data(&services), web::Path::from(name), b)).await,
-        Err(e) => Err(e),
-    };
+    .await;
     match done {
-        Ok(_) => token_list(&viewer, &services, None, Some("Your password is changed."), None).await,
+        Ok(0) => token_list(&viewer, &services, None, Some("Your password is changed."), None).await,
+        Ok(n) => {
+            let notice = format!(
+                "Your password is changed, and your {n} other {} ended.",
+                if n == 1 { "session" } else { "sessions" }
+            );
+            token_list(&viewer, &services, None, Some(&notice), None).await
+        }
         Err(e) => token_list(&viewer, &services, None, None, Some(e)).await,
     }
 }

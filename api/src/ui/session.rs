@@ -135,10 +135,12 @@ pub async fn signout(
     f: web::Form<SignOut>,
 ) -> Result<HttpResponse, UiError> {
     viewer.check_csrf(f.csrf.as_deref())?;
+    // A cookie whose secret is not its session's ends nothing (it only loses the cookie).
     if let Some(c) = req.cookie(SESSION_COOKIE) {
-        services.security.end_session(c.value()).await?;
+        if services.security.end_session(c.value()).await? {
+            services.changed(packyard_core::events::Changed::Security);
+        }
     }
-    services.changed(packyard_core::events::Changed::Security);
     let mut gone: Cookie<'static> = viewer.cookie(SESSION_COOKIE, String::new());
     gone.make_removal();
     let mut res = viewer.redirect("/");

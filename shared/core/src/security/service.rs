@@ -53,6 +53,19 @@ pub enum AuthFailure {
 const GONE_MESSAGE: &str = "the token's user is disabled or removed in the directory";
 const GONE: AuthFailure = AuthFailure::Invalid(GONE_MESSAGE);
 
+/// Why a password was not changed.
+#[derive(Debug, thiserror::Error)]
+pub enum PasswordChangeError {
+    #[error("the current password is wrong")]
+    WrongCurrent,
+    #[error("too many wrong passwords; retry in {} s", .0.as_millis().div_ceil(1000).max(1))]
+    Throttled(Duration),
+    #[error(transparent)]
+    Hash(#[from] crate::auth::AuthError),
+    #[error(transparent)]
+    Db(#[from] DbError),
+}
+
 /// How a token was presented.
 #[derive(Clone, Copy)]
 enum Presented<'a> {
@@ -314,12 +327,42 @@ impl Security {
         Ok(new.token)
     }
 
-    /// Ends the session whose cookie is `token` (signing out); every replica forgets it.
-    pub async fn end_session(&self, token: &str) -> Result<(), DbError> {
-        let Some((id, _)) = tokens::parse(token) else { return Ok(()) };
-        self.db.delete_session(id).await?;
+    /// Ends the session whose cookie is `token` (signing out); every replica forgets it. A cookie
+    /// whose secret is not the session's ends nothing. Whether a session ended.
+    pub async fn end_session(&self, token: &str) -> Result<bool, DbError> {
+        let Some((id, secret)) = tokens::parse(token) else { return Ok(false) };
+        let ended = self.db.delete_session(id, &tokens::hash_secret(secret)).await?;
+        if ended {
+            self.changed_locally();
+        }
+        Ok(ended)
+    }
+
+    /// A local user's password changed. `current`, when given, is checked first — through the
+    /// login throttle, as a sign-in is, keyed on the user and `addr` — so a stolen token or an
+    /// open session cannot guess it at argon2 speed. The user's web UI sessions end with the old
+    /// password, all but `keep` (the session the change is made from). Returns how many ended.
+    pub async fn change_password(
+        &self,
+        user: &packyard_store::db::users::UserRecord,
+        current: Option<&str>,
+        new: &str,
+        keep: Option<&str>,
+        addr: IpAddr,
+    ) -> Result<u64, PasswordChangeError> {
+        if let Some(current) = current {
+            let folded = user.username.to_lowercase();
+            let attempt = self.throttle.check(&folded, addr).await.map_err(PasswordChangeError::Throttled)?;
+            if !self.verify(current, &user.password_hash).await {
+                self.throttle.record_failure(&attempt).await;
+                return Err(PasswordChangeError::WrongCurrent);
+            }
+            self.throttle.record_success(&attempt).await;
+        }
+        let hash = self.hash(new).await?;
+        let ended = self.db.replace_password(user.id, &hash, keep).await?;
         self.changed_locally();
-        Ok(())
+        Ok(ended)
     }
 
     async fn token_principal(&self, token: &str, presented: Presented<'_>) -> Result<Arc<Principal>, AuthFailure> {
@@ -447,7 +490,7 @@ impl Security {
         let Some(user) = self.db.user_by_name(username).await?.filter(|u| u.is_local()) else { return Ok(None) };
         let password = crate::auth::generate_password();
         let hash = self.hash(&password).await?;
-        let sessions = self.db.reset_password(user.id, &hash).await?;
+        let sessions = self.db.replace_password(user.id, &hash, None).await?;
         self.changed_locally();
         self.audit(actor, None, "user.password_reset", username, serde_json::json!({"sessions_ended": sessions})).await;
         Ok(Some(password))

@@ -344,36 +344,29 @@ impl Db {
         Ok(id)
     }
 
-    pub async fn set_password(&self, user_id: i64, password_hash: &str) -> DbResult<()> {
+    /// A password replaced (changed, set by an admin, or reset): the new hash, and the user's web
+    /// UI sessions, which were started with the old one, ended in the same transaction — all but
+    /// `keep`, the session the change was made from. Returns how many sessions ended.
+    pub async fn replace_password(&self, user_id: i64, password_hash: &str, keep: Option<&str>) -> DbResult<u64> {
         let mut tx = self.begin().await?;
-        self.set_password_in(&mut tx, user_id, password_hash).await?;
-        self.bump_watermark(&mut tx, SECURITY).await?;
-        tx.commit().await?;
-        Ok(())
-    }
-
-    async fn set_password_in(&self, tx: &mut Transaction<'_, Any>, user_id: i64, password_hash: &str) -> DbResult<()> {
         let done = self
             .query(sql!("users.set_password", "UPDATE users SET password_hash = $1, updated_at = $2 WHERE id = $3"))
             .bind(password_hash)
             .bind(now_ms())
             .bind(user_id)
-            .execute(&mut **tx)
+            .execute(&mut *tx)
             .await?;
         if done.rows_affected() != 1 {
             return Err(DbError::NotFound);
         }
-        Ok(())
-    }
-
-    /// A forgotten password replaced: the new hash, and the user's web UI sessions (started with
-    /// the old one) ended, in one transaction. Returns how many sessions ended.
-    pub async fn reset_password(&self, user_id: i64, password_hash: &str) -> DbResult<u64> {
-        let mut tx = self.begin().await?;
-        self.set_password_in(&mut tx, user_id, password_hash).await?;
         let sessions = self
-            .query(sql!("api_tokens.delete_sessions", "DELETE FROM api_tokens WHERE user_id = $1 AND session = 1"))
+            .query(sql!(
+                "api_tokens.delete_other_sessions",
+                "DELETE FROM api_tokens WHERE user_id = $1 AND session = 1 AND id <> $2"
+            ))
             .bind(user_id)
+            // No session id is empty: with none to keep, every session ends.
+            .bind(keep.unwrap_or(""))
             .execute(&mut *tx)
             .await?
             .rows_affected();
@@ -482,17 +475,27 @@ impl Db {
         Ok(())
     }
 
-    /// Ends a web UI session (signing out); bumps the security watermark so that every replica
-    /// forgets it.
-    pub async fn delete_session(&self, id: &str) -> DbResult<()> {
+    /// Ends a web UI session (signing out) — only when `secret_hash` is the session's, so a
+    /// cookie that names a session without its secret ends nothing; bumps the security watermark
+    /// so that every replica forgets it. Whether a session ended.
+    pub async fn delete_session(&self, id: &str, secret_hash: &str) -> DbResult<bool> {
         let mut tx = self.begin().await?;
-        self.query(sql!("api_tokens.delete_session", "DELETE FROM api_tokens WHERE id = $1 AND session = 1"))
+        let ended = self
+            .query(sql!(
+                "api_tokens.delete_session",
+                "DELETE FROM api_tokens WHERE id = $1 AND session = 1 AND secret_hash = $2"
+            ))
             .bind(id)
+            .bind(secret_hash)
             .execute(&mut *tx)
-            .await?;
-        self.bump_watermark(&mut tx, SECURITY).await?;
+            .await?
+            .rows_affected()
+            > 0;
+        if ended {
+            self.bump_watermark(&mut tx, SECURITY).await?;
+        }
         tx.commit().await?;
-        Ok(())
+        Ok(ended)
     }
 
     /// Marks a token revoked; bumps the security watermark so every replica forgets it.
