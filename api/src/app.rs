@@ -24,6 +24,7 @@ pub fn public_app(
     >,
 > {
     App::new()
+        .app_data(web::Data::new(crate::frontage::Frontage::new(&services.config)))
         .app_data(web::Data::new(services))
         .app_data(web::JsonConfig::default().limit(JSON_LIMIT).error_handler(json_error))
         .app_data(web::PathConfig::default().error_handler(path_error))

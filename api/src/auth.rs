@@ -8,7 +8,7 @@
 //! What a repository route needs is decided in [`crate::repository`], by its route table.
 
 use std::future::Future;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -49,10 +49,6 @@ fn services(req: &HttpRequest) -> Result<web::Data<Services>, ApiError> {
     req.app_data::<web::Data<Services>>().cloned().ok_or_else(|| ApiError::internal("Services missing from app data"))
 }
 
-/// The peer address (the load balancer's, behind one).
-pub fn client_addr(req: &HttpRequest) -> IpAddr {
-    req.peer_addr().map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |a| a.ip())
-}
 
 /// Anyone: the proven user, or anonymous when no credentials were sent.
 #[derive(Debug, Clone)]
@@ -87,7 +83,7 @@ pub async fn caller(req: &HttpRequest) -> Result<Caller, ApiError> {
     }
     let services = services(req)?;
     let creds = parse_authorization(req)?;
-    let addr = client_addr(req);
+    let addr = crate::frontage::client_addr(req);
     let principal = services.security.principal(creds.as_ref(), addr).await?;
     let c = Caller { principal, addr };
     req.extensions_mut().insert(c.clone());

@@ -7,6 +7,7 @@ pub mod app;
 pub mod auth;
 pub mod error;
 pub mod formats;
+pub mod frontage;
 pub mod nexus;
 pub mod observe;
 pub mod repository;

@@ -28,10 +28,7 @@ async fn repositories(
     services: web::Data<Services>,
     caller: Caller,
 ) -> Result<HttpResponse, ApiError> {
-    let base = {
-        let info = req.connection_info();
-        format!("{}://{}", info.scheme(), info.host())
-    };
+    let base = crate::frontage::Base::of(&req).url("");
     let mut all = services.db.list_repositories().await.map_err(ApiError::internal)?;
     all.sort_by(|a, b| a.name.as_str().cmp(b.name.as_str()));
     let listed: Vec<serde_json::Value> =

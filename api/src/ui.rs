@@ -58,43 +58,11 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'
 pub const SESSION_COOKIE: &str = "packyard_session";
 pub const CSRF_COOKIE: &str = "packyard_csrf";
 
-/// Where people reach Packyard: `server.public_url` (origin and path prefix) or, unset, the
-/// request's own scheme and host at the root.
-#[derive(Debug, Clone)]
-pub struct Base {
-    pub origin: String,
-    pub prefix: String,
-    pub https: bool,
-}
+pub use crate::frontage::Base;
 
-impl Base {
-    pub fn of(req: &HttpRequest, services: &Services) -> Self {
-        if let Some(Ok((origin, prefix))) =
-            services.config.server.public_url.as_deref().map(packyard_model::config::ServerConfig::parse_public_url)
-        {
-            return Self { https: origin.starts_with("https:"), origin, prefix };
-        }
-        let info = req.connection_info();
-        Self {
-            origin: format!("{}://{}", info.scheme(), info.host()),
-            prefix: String::new(),
-            https: info.scheme() == "https",
-        }
-    }
-
-    /// A link to a page or file of this server (`/search` → `/packyard/search`).
-    pub fn link(&self, path: &str) -> String {
-        format!("{}{path}", self.prefix)
-    }
-
-    /// The whole URL, for what is pasted elsewhere (a client's configuration).
-    pub fn url(&self, path: &str) -> String {
-        format!("{}{}{path}", self.origin, self.prefix)
-    }
-
-    fn cookie_path(&self) -> String {
-        format!("{}/", self.prefix)
-    }
+/// The path the UI's cookies are scoped to.
+fn cookie_path(base: &Base) -> String {
+    format!("{}/", base.prefix)
 }
 
 /// Who looks at a page: the caller as the services decide it, where the page lives, and what
@@ -176,7 +144,7 @@ impl Viewer {
 
     fn cookie(&self, name: &'static str, value: String) -> Cookie<'static> {
         let mut c = Cookie::new(name, value);
-        c.set_path(self.base.cookie_path());
+        c.set_path(cookie_path(&self.base));
         c.set_http_only(true);
         c.set_same_site(SameSite::Lax);
         c.set_secure(self.base.https);
@@ -199,8 +167,8 @@ fn services(req: &HttpRequest) -> Result<web::Data<Services>, UiError> {
 
 async fn viewer(req: &HttpRequest) -> Result<Viewer, UiError> {
     let services = services(req)?;
-    let base = Base::of(req, &services);
-    let addr = crate::auth::client_addr(req);
+    let base = Base::of(req);
+    let addr = crate::frontage::client_addr(req);
     let mut cookies = Vec::new();
     let mut session = req.cookie(SESSION_COOKIE).map(|c| c.value().to_string()).filter(|v| !v.is_empty());
     let mut principal = None;

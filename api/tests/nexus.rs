@@ -804,3 +804,88 @@ async fn usage_is_counted_per_repository(mut app: TestApp) -> anyhow::Result<()>
     Ok(())
 }
 app_test!(usage_is_counted_per_repository);
+
+/// The absolute URLs a request gets — `repositories`' `url`, a search's `downloadUrl`, the
+/// `Location` of `search/assets/download` — as (url, downloadUrl, Location).
+async fn generated_urls(app: &TestApp, with: impl Fn(TestRequest) -> TestRequest) -> anyhow::Result<[String; 3]> {
+    let r = app.send(with(TestRequest::get().uri("/service/rest/v1/repositories")), As::Admin).await?;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    let url = r.json[0]["url"].as_str().unwrap_or_default().to_string();
+    let r = app.send(with(TestRequest::get().uri("/service/rest/v1/search?repository=debs")), As::Admin).await?;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    let download = r.json["items"][0]["assets"][0]["downloadUrl"].as_str().unwrap_or_default().to_string();
+    let r = app
+        .send(with(TestRequest::get().uri("/service/rest/v1/search/assets/download?repository=debs&name=hello")), As::Admin)
+        .await?;
+    assert_eq!(r.status, StatusCode::FOUND, "{}", r.text);
+    let location = r.headers.get("location").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+    Ok([url, download, location])
+}
+
+async fn a_package_in_debs(app: &TestApp) -> anyhow::Result<()> {
+    app.create(Repo::hosted("debs", Format::Apt)).await?;
+    let control = "Package: hello\nVersion: 1.0\nArchitecture: amd64\nMaintainer: T <t@example.org>\nDescription: x\n";
+    let r = app.post("/repository/debs/", packyard_codecs::apt::testing::deb(control, ".gz")).await?;
+    assert_eq!(r.status, 201, "{}", r.text);
+    Ok(())
+}
+
+/// A client that sends `Forwarded` or `X-Forwarded-*` itself, with no trusted proxy in between.
+fn spoofing(req: TestRequest) -> TestRequest {
+    req.peer_addr("203.0.113.9:40000".parse().unwrap_or_else(|_| std::net::SocketAddr::from(([0, 0, 0, 0], 0))))
+        .insert_header(("Host", "packyard.internal:8080"))
+        .insert_header(("X-Forwarded-Host", "evil.example"))
+        .insert_header(("X-Forwarded-Proto", "https"))
+        .insert_header(("Forwarded", "host=evil2.example;proto=https"))
+}
+
+/// Without `server.public_url` or `server.trusted_proxies`, forwarded headers choose nothing:
+/// every URL is built from the request's own `Host` (before the fix, `X-Forwarded-Host` won).
+async fn forwarded_headers_are_ignored_unless_trusted(app: TestApp) -> anyhow::Result<()> {
+    a_package_in_debs(&app).await?;
+    let [url, download, location] = generated_urls(&app, spoofing).await?;
+    assert_eq!(url, "http://packyard.internal:8080/repository/debs");
+    assert_eq!(download, "http://packyard.internal:8080/repository/debs/pool/main/h/hello/hello_1.0_amd64.deb");
+    assert_eq!(location, download);
+    Ok(())
+}
+app_test!(forwarded_headers_are_ignored_unless_trusted);
+
+/// `server.public_url` makes every URL, whatever the headers (before the fix,
+/// `/service/rest/v1/repositories` ignored it).
+async fn the_public_url_makes_every_url(app: TestApp) -> anyhow::Result<()> {
+    a_package_in_debs(&app).await?;
+    for with in [spoofing as fn(TestRequest) -> TestRequest, |r| r] {
+        let [url, download, location] = generated_urls(&app, with).await?;
+        assert_eq!(url, "https://repo.example.com/packyard/repository/debs");
+        assert_eq!(download, "https://repo.example.com/packyard/repository/debs/pool/main/h/hello/hello_1.0_amd64.deb");
+        assert_eq!(location, download);
+    }
+    Ok(())
+}
+app_test!(the_public_url_makes_every_url, |c: &mut packyard_model::config::Config| {
+    c.server.public_url = Some("https://repo.example.com/packyard/".into());
+});
+
+/// Behind a load balancer listed in `server.trusted_proxies`, its forwarded scheme and host make
+/// the URLs; the same headers from an address not listed are ignored.
+async fn a_trusted_proxy_is_believed(app: TestApp) -> anyhow::Result<()> {
+    a_package_in_debs(&app).await?;
+    let via_lb = |req: TestRequest| {
+        req.peer_addr("10.20.30.40:40000".parse().unwrap_or_else(|_| std::net::SocketAddr::from(([0, 0, 0, 0], 0))))
+            .insert_header(("Host", "packyard.internal:8080"))
+            .insert_header(("X-Forwarded-Host", "repo.example.com"))
+            .insert_header(("X-Forwarded-Proto", "https"))
+            .insert_header(("X-Forwarded-For", "198.51.100.7"))
+    };
+    let [url, download, location] = generated_urls(&app, via_lb).await?;
+    assert_eq!(url, "https://repo.example.com/repository/debs");
+    assert_eq!(download, "https://repo.example.com/repository/debs/pool/main/h/hello/hello_1.0_amd64.deb");
+    assert_eq!(location, download);
+    let [url, ..] = generated_urls(&app, spoofing).await?;
+    assert_eq!(url, "http://packyard.internal:8080/repository/debs");
+    Ok(())
+}
+app_test!(a_trusted_proxy_is_believed, |c: &mut packyard_model::config::Config| {
+    c.server.trusted_proxies = vec!["10.0.0.0/8".into()];
+});

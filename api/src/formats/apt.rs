@@ -429,7 +429,7 @@ async fn put(cx: Cx<'_>, m: Matrix) -> Result<HttpResponse, FormatError> {
     let mut res = super::uploaded(services, &up, q.wait).await?;
     if let Some(filename) = up.receipt.get("filename").and_then(|f| f.as_str()) {
         // Where the package is, under `server.public_url`'s prefix when set.
-        let location = crate::ui::Base::of(cx.req, services).link(&format!("/repository/{}/{filename}", repo.name));
+        let location = crate::frontage::Base::of(cx.req).link(&format!("/repository/{}/{filename}", repo.name));
         if let Ok(v) = header::HeaderValue::from_str(&location) {
             res.headers_mut().insert(header::LOCATION, v);
         }

@@ -179,13 +179,7 @@ pub(crate) fn decode_token(token: &str) -> Result<(String, i64), ApiError> {
 
 /// Where `downloadUrl`s point: `server.public_url`, else the request's scheme and host.
 fn base_url(req: &HttpRequest) -> String {
-    match req.app_data::<web::Data<Services>>() {
-        Some(services) => crate::ui::Base::of(req, services).url(""),
-        None => {
-            let info = req.connection_info();
-            format!("{}://{}", info.scheme(), info.host())
-        }
-    }
+    crate::frontage::Base::of(req).url("")
 }
 
 /// The search a request's parameters ask for, over `searched`.

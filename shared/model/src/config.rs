@@ -47,6 +47,16 @@ pub struct WebhooksConfig {
     pub retry_for_secs: u64,
     /// How long delivered and failed deliveries stay in the delivery log.
     pub log_retention_secs: u64,
+    /// Networks (CIDR) webhook receivers may be in even though they are not public (loopback,
+    /// private, link-local): deliveries go only to public addresses otherwise.
+    pub allowed_networks: Vec<String>,
+}
+
+impl WebhooksConfig {
+    /// Which receivers' addresses deliveries may connect to.
+    pub fn address_policy(&self) -> Result<crate::net::AddressPolicy, String> {
+        crate::net::AddressPolicy::new(false, &self.allowed_networks, "webhooks.allowed_networks")
+    }
 }
 
 impl Default for WebhooksConfig {
@@ -58,6 +68,7 @@ impl Default for WebhooksConfig {
             retry_max_ms: 3_600_000,
             retry_for_secs: 86_400,
             log_retention_secs: 7 * 86_400,
+            allowed_networks: Vec::new(),
         }
     }
 }
@@ -97,6 +108,10 @@ pub struct ServerConfig {
     /// reverse proxy that strips `/packyard`): the web UI's links and client set-up snippets,
     /// and Nexus's `downloadUrl`s. Unset: taken from each request's host.
     pub public_url: Option<String>,
+    /// Addresses (CIDR) of the load balancers and reverse proxies in front: only a request from
+    /// one of them has its `Forwarded` / `X-Forwarded-*` headers believed (the client's address,
+    /// scheme and host). Empty: those headers are ignored.
+    pub trusted_proxies: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -257,7 +272,7 @@ impl Default for ConanConfig {
 impl ProxyConfig {
     /// Which upstream addresses proxies may reach.
     pub fn address_policy(&self) -> Result<crate::net::AddressPolicy, String> {
-        crate::net::AddressPolicy::new(self.allow_private_addresses, &self.allowed_networks)
+        crate::net::AddressPolicy::new(self.allow_private_addresses, &self.allowed_networks, "proxy.allowed_networks")
     }
 
     /// Where upstream fetches go (`env` reads the environment's proxy variables).
@@ -334,6 +349,7 @@ impl Default for ServerConfig {
             header_timeout_ms: 5_000,
             body_idle_timeout_ms: 30_000,
             public_url: None,
+            trusted_proxies: Vec::new(),
         }
     }
 }
@@ -776,6 +792,8 @@ impl Config {
         if let Some(u) = &self.server.public_url {
             ServerConfig::parse_public_url(u).map_err(ConfigError)?;
         }
+        crate::net::networks("server.trusted_proxies", &self.server.trusted_proxies).map_err(ConfigError)?;
+        self.webhooks.address_policy().map_err(ConfigError)?;
         if self.security.session_ttl_secs == 0 || self.security.session_ttl_secs > 90 * 86_400 {
             return Err(ConfigError(
                 "bad value for key `security.session_ttl_secs`: use 1 to 7776000 (90 days)".into(),

@@ -101,16 +101,17 @@ pub struct AddressPolicy {
     pub networks: Vec<Network>,
 }
 
+/// A configured list of networks (`proxy.allowed_networks`, `webhooks.allowed_networks`,
+/// `server.trusted_proxies`); a bad one is an error that names `key`.
+pub fn networks(key: &str, list: &[String]) -> Result<Vec<Network>, String> {
+    list.iter().map(|n| Network::parse(n)).collect::<Result<Vec<_>, _>>().map_err(|e| format!("bad value for key `{key}`: {e}"))
+}
+
 impl AddressPolicy {
-    /// From `proxy.allow_private_addresses` and `proxy.allowed_networks`; a bad network is an
-    /// error that names the key.
-    pub fn new(allow_private: bool, allowed_networks: &[String]) -> Result<Self, String> {
-        let networks = allowed_networks
-            .iter()
-            .map(|n| Network::parse(n))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| format!("bad value for key `proxy.allowed_networks`: {e}"))?;
-        Ok(Self { allow_private, networks })
+    /// From `proxy.allow_private_addresses` and `proxy.allowed_networks` (or a webhook's
+    /// `webhooks.allowed_networks`, named by `key`); a bad network is an error that names it.
+    pub fn new(allow_private: bool, allowed_networks: &[String], key: &str) -> Result<Self, String> {
+        Ok(Self { allow_private, networks: networks(key, allowed_networks)? })
     }
 
     pub fn allows(&self, ip: IpAddr) -> bool {
@@ -294,17 +295,18 @@ mod tests {
     fn allowed_networks_open_only_themselves() -> Result<(), Box<dyn std::error::Error>> {
         let ip = |s: &str| s.parse::<IpAddr>();
         let config = |nets: &[&str]| nets.iter().map(|n| n.to_string()).collect::<Vec<_>>();
-        let policy = AddressPolicy::new(false, &config(&["10.1.2.0/24", "127.0.0.1", "fd00:1::/32"]))?;
+        const KEY: &str = "proxy.allowed_networks";
+        let policy = AddressPolicy::new(false, &config(&["10.1.2.0/24", "127.0.0.1", "fd00:1::/32"]), KEY)?;
         for allowed in ["10.1.2.0", "10.1.2.255", "127.0.0.1", "::ffff:10.1.2.7", "fd00:1:ffff::1", "8.8.8.8"] {
             assert!(policy.allows(ip(allowed)?), "{allowed}");
         }
         for refused in ["10.1.3.1", "10.1.1.255", "127.0.0.2", "169.254.169.254", "fd00:2::1", "::1", "192.168.1.1"] {
             assert!(!policy.allows(ip(refused)?), "{refused}");
         }
-        let everything = AddressPolicy::new(false, &config(&["0.0.0.0/0"]))?;
+        let everything = AddressPolicy::new(false, &config(&["0.0.0.0/0"]), KEY)?;
         assert!(everything.allows(ip("10.9.9.9")?) && !everything.allows(ip("::1")?));
         for bad in ["10.0.0.0/33", "example.com", "10.0.0.0/x", "fd00::/129", ""] {
-            let err = AddressPolicy::new(false, &config(&[bad])).err().unwrap_or_default();
+            let err = AddressPolicy::new(false, &config(&[bad]), KEY).err().unwrap_or_default();
             assert!(err.contains("proxy.allowed_networks"), "{bad}: {err}");
         }
         Ok(())

@@ -90,7 +90,7 @@ pub async fn get(
         Format::Apk => describe_apk(&services, &repo).await,
         Format::Go => {
             let head = sumdb::ensure(&services, &repo).await.map_err(ApiError::internal)?;
-            describe_go(&req, &services, &repo, &head)
+            describe_go(&req, &repo, &head)
         }
         _ => describe(&services, &repo).await,
     }
@@ -100,11 +100,10 @@ pub async fn get(
 /// that verifies through it.
 fn describe_go(
     req: &HttpRequest,
-    services: &Services,
     repo: &Repository,
     head: &sumdb::LogHead,
 ) -> Result<HttpResponse> {
-    let base = crate::ui::Base::of(req, services);
+    let base = crate::frontage::Base::of(req);
     let url = base.url(&format!("/repository/{}/sumdb/{}", repo.name, head.name));
     Ok(HttpResponse::Ok().json(serde_json::json!({
         "repository": repo.name.as_str(),
@@ -173,7 +172,7 @@ async fn put_go(
             serde_json::json!({"name": head.name, "verifier_key": head.verifier_key}),
         )
         .await;
-    describe_go(req, services, repo, &head)
+    describe_go(req, repo, &head)
 }
 
 async fn describe_apk(services: &Services, repo: &Repository) -> Result<HttpResponse> {

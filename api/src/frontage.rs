@@ -1,0 +1,237 @@
+//! What a request says about where it came from, believed only as far as the configuration
+//! allows: the public address people reach Packyard at (`server.public_url`, else the
+//! request's own scheme and `Host`), and the client's address. `Forwarded` and
+//! `X-Forwarded-{For,Proto,Host}` count only on requests from `server.trusted_proxies`; from
+//! anyone else they are ignored, so a client cannot choose the host of the URLs it is given nor
+//! the address its failed logins are counted under.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use actix_web::{web, HttpRequest};
+use packyard_model::config::{Config, ServerConfig};
+use packyard_model::net::Network;
+
+/// The parsed settings, kept in the app's data.
+#[derive(Debug, Clone, Default)]
+pub struct Frontage {
+    /// `server.public_url` as origin and path prefix.
+    public: Option<(String, String)>,
+    trusted: Vec<Network>,
+}
+
+/// Where people reach Packyard: an origin (`https://repo.example.com`) and a path prefix
+/// (`/packyard`, or empty at the root).
+#[derive(Debug, Clone)]
+pub struct Base {
+    pub origin: String,
+    pub prefix: String,
+    pub https: bool,
+}
+
+impl Frontage {
+    /// From `server.public_url` and `server.trusted_proxies`; both were checked when the
+    /// configuration was loaded, so a value that does not parse here counts as unset.
+    pub fn new(config: &Config) -> Self {
+        let public = config.server.public_url.as_deref().and_then(|u| ServerConfig::parse_public_url(u).ok());
+        let trusted = packyard_model::net::networks("server.trusted_proxies", &config.server.trusted_proxies)
+            .unwrap_or_default();
+        Self { public, trusted }
+    }
+
+    fn of(req: &HttpRequest) -> Option<&Self> {
+        req.app_data::<web::Data<Frontage>>().map(|d| d.get_ref())
+    }
+
+    fn trusts(&self, ip: IpAddr) -> bool {
+        self.trusted.iter().any(|n| n.contains(ip))
+    }
+
+    fn peer(req: &HttpRequest) -> IpAddr {
+        req.peer_addr().map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |a| a.ip())
+    }
+
+    fn peer_trusted(&self, req: &HttpRequest) -> bool {
+        !self.trusted.is_empty() && req.peer_addr().is_some_and(|a| self.trusts(a.ip()))
+    }
+
+    fn base(&self, req: &HttpRequest) -> Base {
+        if let Some((origin, prefix)) = &self.public {
+            return Base { https: origin.starts_with("https:"), origin: origin.clone(), prefix: prefix.clone() };
+        }
+        let (scheme, host) = if self.peer_trusted(req) {
+            let info = req.connection_info();
+            (info.scheme().to_string(), info.host().to_string())
+        } else {
+            let scheme = if req.app_config().secure() { "https" } else { "http" };
+            let host = req
+                .headers()
+                .get(actix_web::http::header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .filter(|h| plausible_host(h))
+                .map_or_else(|| req.app_config().host().to_string(), str::to_string);
+            (scheme.to_string(), host)
+        };
+        let host = if plausible_host(&host) { host } else { req.app_config().host().to_string() };
+        Base { https: scheme == "https", origin: format!("{scheme}://{host}"), prefix: String::new() }
+    }
+
+    /// The client: the peer, or — from a trusted proxy — the nearest address in `Forwarded`'s
+    /// `for=` (else `X-Forwarded-For`) that is not itself a trusted proxy, read from the right.
+    fn client(&self, req: &HttpRequest) -> IpAddr {
+        let peer = Self::peer(req);
+        if !self.peer_trusted(req) {
+            return peer;
+        }
+        let headers = req.headers();
+        let forwarded: Vec<&str> = headers
+            .get_all(actix_web::http::header::FORWARDED)
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .filter_map(|element| {
+                element.split(';').find_map(|pair| {
+                    let (k, v) = pair.trim().split_once('=')?;
+                    k.trim().eq_ignore_ascii_case("for").then_some(v.trim())
+                })
+            })
+            .collect();
+        let hops: Vec<&str> = if forwarded.is_empty() {
+            headers
+                .get_all("x-forwarded-for")
+                .filter_map(|v| v.to_str().ok())
+                .flat_map(|v| v.split(','))
+                .map(str::trim)
+                .collect()
+        } else {
+            forwarded
+        };
+        let mut client = peer;
+        for hop in hops.iter().rev() {
+            // An address that cannot be read ("unknown", an obfuscated name) ends the walk: what
+            // lies beyond it was not vouched for.
+            let Some(ip) = hop_address(hop) else { break };
+            client = ip;
+            if !self.trusts(ip) {
+                break;
+            }
+        }
+        client
+    }
+}
+
+impl Base {
+    /// Where the request's caller reaches this server.
+    pub fn of(req: &HttpRequest) -> Self {
+        match Frontage::of(req) {
+            Some(f) => f.base(req),
+            None => Frontage::default().base(req),
+        }
+    }
+
+    /// A link to a page or file of this server (`/search` → `/packyard/search`).
+    pub fn link(&self, path: &str) -> String {
+        format!("{}{path}", self.prefix)
+    }
+
+    /// The whole URL, for what is pasted elsewhere (a client's configuration).
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}{path}", self.origin, self.prefix)
+    }
+}
+
+/// The address a request comes from, for the login throttle and the audit log.
+pub fn client_addr(req: &HttpRequest) -> IpAddr {
+    match Frontage::of(req) {
+        Some(f) => f.client(req),
+        None => Frontage::peer(req),
+    }
+}
+
+/// A host (and port) fit to put in a URL: letters, digits, `.-_:` and an IPv6 literal's
+/// brackets; anything else (a path, spaces, quotes) is not a host.
+fn plausible_host(h: &str) -> bool {
+    !h.is_empty() && h.len() <= 255 && h.bytes().all(|b| b.is_ascii_alphanumeric() || b".-_:[]".contains(&b))
+}
+
+/// A `for=` value or an `X-Forwarded-For` entry: `192.0.2.1`, `192.0.2.1:4711`, `2001:db8::1`,
+/// `"[2001:db8::1]:4711"`.
+fn hop_address(hop: &str) -> Option<IpAddr> {
+    let hop = hop.trim().trim_matches('"');
+    if let Ok(ip) = hop.parse::<IpAddr>() {
+        return Some(ip);
+    }
+    if let Ok(sa) = hop.parse::<SocketAddr>() {
+        return Some(sa.ip());
+    }
+    hop.strip_prefix('[').and_then(|r| r.strip_suffix(']')).and_then(|r| r.parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use actix_web::test::TestRequest;
+
+    fn frontage(public: Option<&str>, trusted: &[&str]) -> Frontage {
+        let mut config = Config::default();
+        config.server.public_url = public.map(str::to_string);
+        config.server.trusted_proxies = trusted.iter().map(|s| s.to_string()).collect();
+        Frontage::new(&config)
+    }
+
+    fn from(peer: &str) -> TestRequest {
+        TestRequest::get().uri("/x").peer_addr(peer.parse().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0))))
+    }
+
+    #[test]
+    fn forwarded_headers_count_only_from_trusted_proxies() {
+        let lb = frontage(None, &["10.0.0.0/8"]);
+        let spoofed = from("203.0.113.9:5000")
+            .insert_header(("Host", "packyard.internal:8080"))
+            .insert_header(("X-Forwarded-Host", "evil.example"))
+            .insert_header(("X-Forwarded-Proto", "https"))
+            .insert_header(("X-Forwarded-For", "198.51.100.1"))
+            .insert_header(("Forwarded", "for=198.51.100.2;host=evil2.example;proto=https"))
+            .to_http_request();
+        assert_eq!(lb.base(&spoofed).origin, "http://packyard.internal:8080");
+        assert_eq!(lb.client(&spoofed).to_string(), "203.0.113.9");
+
+        let via_lb = from("10.1.2.3:5000")
+            .insert_header(("Host", "packyard.internal:8080"))
+            .insert_header(("X-Forwarded-Host", "repo.example.com"))
+            .insert_header(("X-Forwarded-Proto", "https"))
+            .insert_header(("X-Forwarded-For", "192.0.2.99, 198.51.100.7, 10.9.9.9"))
+            .to_http_request();
+        let base = lb.base(&via_lb);
+        assert_eq!((base.origin.as_str(), base.https), ("https://repo.example.com", true));
+        // From the right: 10.9.9.9 is another trusted hop, 198.51.100.7 the client; what the
+        // client wrote before itself (192.0.2.99) is not believed.
+        assert_eq!(lb.client(&via_lb).to_string(), "198.51.100.7");
+
+        let rfc7239 = from("10.1.2.3:5000")
+            .insert_header(("Forwarded", "for=192.0.2.60;proto=https;host=repo.example.com, for=\"[2001:db8:cafe::17]:4711\""))
+            .to_http_request();
+        assert_eq!(lb.client(&rfc7239).to_string(), "2001:db8:cafe::17");
+        assert_eq!(lb.base(&rfc7239).origin, "https://repo.example.com");
+
+        let unknown = from("10.1.2.3:5000").insert_header(("X-Forwarded-For", "198.51.100.1, unknown")).to_http_request();
+        assert_eq!(lb.client(&unknown).to_string(), "10.1.2.3", "an unreadable hop ends the walk");
+    }
+
+    #[test]
+    fn the_public_url_wins_over_every_header() {
+        let f = frontage(Some("https://repo.example.com/packyard/"), &["10.0.0.0/8"]);
+        let req = from("10.1.2.3:5000")
+            .insert_header(("Host", "internal:8080"))
+            .insert_header(("X-Forwarded-Host", "other.example"))
+            .to_http_request();
+        let base = f.base(&req);
+        assert_eq!(base.url("/repository/debs/"), "https://repo.example.com/packyard/repository/debs/");
+        assert_eq!(base.link("/search"), "/packyard/search");
+    }
+
+    #[test]
+    fn a_host_header_that_is_no_host_is_not_used() {
+        let f = frontage(None, &[]);
+        let req = from("203.0.113.9:5000").insert_header(("Host", "evil.example/\"><x")).to_http_request();
+        assert!(!f.base(&req).origin.contains("evil"), "{}", f.base(&req).origin);
+    }
+}
