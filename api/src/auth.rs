@@ -49,7 +49,6 @@ fn services(req: &HttpRequest) -> Result<web::Data<Services>, ApiError> {
     req.app_data::<web::Data<Services>>().cloned().ok_or_else(|| ApiError::internal("Services missing from app data"))
 }
 
-
 /// Anyone: the proven user, or anonymous when no credentials were sent.
 #[derive(Debug, Clone)]
 pub struct Caller {

@@ -33,8 +33,8 @@ impl Frontage {
     /// configuration was loaded, so a value that does not parse here counts as unset.
     pub fn new(config: &Config) -> Self {
         let public = config.server.public_url.as_deref().and_then(|u| ServerConfig::parse_public_url(u).ok());
-        let trusted = packyard_model::net::networks("server.trusted_proxies", &config.server.trusted_proxies)
-            .unwrap_or_default();
+        let trusted =
+            packyard_model::net::networks("server.trusted_proxies", &config.server.trusted_proxies).unwrap_or_default();
         Self { public, trusted }
     }
 
@@ -207,12 +207,16 @@ mod tests {
         assert_eq!(lb.client(&via_lb).to_string(), "198.51.100.7");
 
         let rfc7239 = from("10.1.2.3:5000")
-            .insert_header(("Forwarded", "for=192.0.2.60;proto=https;host=repo.example.com, for=\"[2001:db8:cafe::17]:4711\""))
+            .insert_header((
+                "Forwarded",
+                "for=192.0.2.60;proto=https;host=repo.example.com, for=\"[2001:db8:cafe::17]:4711\"",
+            ))
             .to_http_request();
         assert_eq!(lb.client(&rfc7239).to_string(), "2001:db8:cafe::17");
         assert_eq!(lb.base(&rfc7239).origin, "https://repo.example.com");
 
-        let unknown = from("10.1.2.3:5000").insert_header(("X-Forwarded-For", "198.51.100.1, unknown")).to_http_request();
+        let unknown =
+            from("10.1.2.3:5000").insert_header(("X-Forwarded-For", "198.51.100.1, unknown")).to_http_request();
         assert_eq!(lb.client(&unknown).to_string(), "10.1.2.3", "an unreadable hop ends the walk");
     }
 

@@ -815,7 +815,10 @@ async fn generated_urls(app: &TestApp, with: impl Fn(TestRequest) -> TestRequest
     assert_eq!(r.status, StatusCode::OK, "{}", r.text);
     let download = r.json["items"][0]["assets"][0]["downloadUrl"].as_str().unwrap_or_default().to_string();
     let r = app
-        .send(with(TestRequest::get().uri("/service/rest/v1/search/assets/download?repository=debs&name=hello")), As::Admin)
+        .send(
+            with(TestRequest::get().uri("/service/rest/v1/search/assets/download?repository=debs&name=hello")),
+            As::Admin,
+        )
         .await?;
     assert_eq!(r.status, StatusCode::FOUND, "{}", r.text);
     let location = r.headers.get("location").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();

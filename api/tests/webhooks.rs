@@ -114,6 +114,8 @@ fn webhooks_through_an_outage(backend: Backend) -> anyhow::Result<()> {
         ("PACKYARD_WEBHOOKS__POLL_MS".into(), "50".into()),
         ("PACKYARD_WEBHOOKS__RETRY_INITIAL_MS".into(), "200".into()),
         ("PACKYARD_WEBHOOKS__RETRY_MAX_MS".into(), "400".into()),
+        // The receiver is on loopback, which deliveries may reach only when opened.
+        ("PACKYARD_WEBHOOKS__ALLOWED_NETWORKS".into(), r#"["127.0.0.1/32"]"#.into()),
     ];
     let _db = if backend == Backend::Sqlite {
         None
@@ -323,6 +325,7 @@ async fn two_workers_deliver_each_event_once(backend: Backend) -> anyhow::Result
     let Some(mut app) = common::app::TestApp::with_config(backend, |c| {
         c.webhooks.retry_initial_ms = 50;
         c.webhooks.timeout_ms = 2_000;
+        c.webhooks.allowed_networks = vec!["127.0.0.1/32".into()];
     })
     .await?
     else {
@@ -347,13 +350,9 @@ async fn two_workers_deliver_each_event_once(backend: Backend) -> anyhow::Result
     }
     let replica = app.replica().await?;
     let (a, b) = (app.services.clone(), replica.services.clone());
-    let client = packyard_core::webhooks::client(&a)?;
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let (x, y) = tokio::join!(
-            packyard_core::webhooks::deliver_due(&a, &client),
-            packyard_core::webhooks::deliver_due(&b, &client)
-        );
+        let (x, y) = tokio::join!(packyard_core::webhooks::deliver_due(&a), packyard_core::webhooks::deliver_due(&b));
         x?;
         y?;
         let received = got.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.iter().filter(|r| r.status == 204).count();
@@ -366,10 +365,7 @@ async fn two_workers_deliver_each_event_once(backend: Backend) -> anyhow::Result
     // More rounds find nothing left to send.
     for _ in 0..3 {
         tokio::time::sleep(Duration::from_millis(100)).await;
-        let (x, y) = tokio::join!(
-            packyard_core::webhooks::deliver_due(&a, &client),
-            packyard_core::webhooks::deliver_due(&b, &client)
-        );
+        let (x, y) = tokio::join!(packyard_core::webhooks::deliver_due(&a), packyard_core::webhooks::deliver_due(&b));
         assert_eq!((x?, y?), (0, 0), "nothing is due once all is delivered");
     }
     let got = got.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.clone();
@@ -394,3 +390,125 @@ async fn two_workers_deliver_each_event_once(backend: Backend) -> anyhow::Result
     Ok(())
 }
 on_every_backend!(two_workers_deliver_each_event_once);
+
+/// The address guard of every outbound request holds for webhooks: a receiver on loopback, a
+/// private or a link-local address — however it is spelled — is refused when the subscription is
+/// made, and again at connect time (a subscription stored before, or a name that resolves there
+/// now: nothing is sent); the delivery log names the class of failure, never the system's
+/// error, so it tells no port's state. `webhooks.allowed_networks` opens a network. (Before the
+/// guard, all of these were accepted and delivered to.)
+async fn webhooks_reach_only_allowed_addresses(backend: Backend) -> anyhow::Result<()> {
+    let Some(app) = common::app::TestApp::with_config(backend, |c| {
+        c.webhooks.timeout_ms = 2_000;
+        c.webhooks.retry_initial_ms = 1;
+    })
+    .await?
+    else {
+        return Ok(());
+    };
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let port = listener.local_addr()?.port();
+    let got = receiver(listener, 0);
+    let subscribe = |name: &str, url: &str| {
+        actix_web::test::TestRequest::post().uri("/api/v1/webhooks").set_json(serde_json::json!({
+            "name": name, "url": url, "events": ["repository.created"]}))
+    };
+    for (i, url) in [
+        format!("http://127.0.0.1:{port}/"),
+        format!("http://localhost:{port}/"),
+        format!("http://127.1:{port}/"),
+        format!("http://0x7f000001:{port}/"),
+        format!("http://2130706433:{port}/"),
+        format!("http://[::ffff:127.0.0.1]:{port}/"),
+        format!("http://0.0.0.0:{port}/"),
+        "http://169.254.169.254/latest/meta-data/".to_string(),
+        "http://10.0.0.1/".to_string(),
+        "http://192.168.1.1/".to_string(),
+        "http://[fd00::1]/".to_string(),
+        "http://[fe80::1]/".to_string(),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let r = app.call(subscribe(&format!("h{i}"), url)).await?;
+        assert_eq!(r.status.as_u16(), 400, "{url}: {}", r.text);
+        let message = r.json["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.starts_with("url: webhook receiver ")
+                && message.contains("allow them with webhooks.allowed_networks"),
+            "{url}: {message}"
+        );
+    }
+    assert_eq!(app.services.db.list_webhooks().await?.len(), 0, "nothing was stored");
+
+    // Subscriptions stored without the API's check (made before the guard existed): their
+    // deliveries are refused at connect time.
+    let events = vec!["repository.created".to_string()];
+    for (name, url) in
+        [("literal", format!("http://127.0.0.1:{port}/")), ("named", format!("http://localhost:{port}/"))]
+    {
+        let (nonce, ct) =
+            app.services.security.keystore.seal(&packyard_core::webhooks::secret_key(name), b"0123456789abcdef")?;
+        let write = packyard_store::db::webhooks::WebhookWrite {
+            url: &url,
+            events: &events,
+            repository: None,
+            secret: (&nonce, &ct),
+            enabled: true,
+        };
+        app.services.db.insert_webhook(name, &write).await?;
+    }
+    app.create(Repo::hosted("mods", Format::Go)).await?;
+    assert_eq!(packyard_core::webhooks::deliver_due(&app.services).await?, 2);
+    for name in ["literal", "named"] {
+        let r =
+            app.call(actix_web::test::TestRequest::get().uri(&format!("/api/v1/webhooks/{name}/deliveries"))).await?;
+        let d = &r.json["deliveries"][0];
+        let error = d["lastError"].as_str().unwrap_or_default();
+        assert!(error.starts_with("refused by the address guard: webhook receiver "), "{name}: {d}");
+        assert!(error.contains("127.0.0.1"), "{name}: {d}");
+        assert_eq!(d["state"], "pending", "retried later: {d}");
+    }
+    assert!(got.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.is_empty(), "nothing reached the receiver");
+    Ok(())
+}
+on_every_backend!(webhooks_reach_only_allowed_addresses);
+
+/// With `webhooks.allowed_networks` opening loopback, deliveries go there; a port where nothing
+/// listens reads as a failed connection, with no system error text that would tell a closed port
+/// from a filtered one.
+async fn allowed_networks_open_a_network(backend: Backend) -> anyhow::Result<()> {
+    let Some(app) = common::app::TestApp::with_config(backend, |c| {
+        c.webhooks.timeout_ms = 2_000;
+        c.webhooks.allowed_networks = vec!["127.0.0.0/8".into()];
+    })
+    .await?
+    else {
+        return Ok(());
+    };
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let url = format!("http://127.1:{}/hooks", listener.local_addr()?.port());
+    let got = receiver(listener, 0);
+    let closed = format!("http://127.0.0.1:{}/", TcpListener::bind("127.0.0.1:0")?.local_addr()?.port());
+    for (name, url) in [("open", url.as_str()), ("closed", closed.as_str())] {
+        let r = app
+            .call(actix_web::test::TestRequest::post().uri("/api/v1/webhooks").set_json(serde_json::json!({
+                "name": name, "url": url, "events": ["repository.created"]})))
+            .await?;
+        assert_eq!(r.status.as_u16(), 201, "{name}: {}", r.text);
+    }
+    let r = app
+        .call(actix_web::test::TestRequest::post().uri("/api/v1/webhooks").set_json(serde_json::json!({
+            "name": "v6", "url": "http://[::1]/", "events": ["repository.created"]})))
+        .await?;
+    assert_eq!(r.status.as_u16(), 400, "::1 is not in 127.0.0.0/8: {}", r.text);
+    app.create(Repo::hosted("mods", Format::Go)).await?;
+    assert_eq!(packyard_core::webhooks::deliver_due(&app.services).await?, 2);
+    assert_eq!(got.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.len(), 1, "delivered to the open network");
+    let r = app.call(actix_web::test::TestRequest::get().uri("/api/v1/webhooks/closed/deliveries")).await?;
+    let d = &r.json["deliveries"][0];
+    assert_eq!(d["lastError"], "cannot connect to the receiver (refused, unreachable or no answer)", "{d}");
+    assert!(!r.text.to_ascii_lowercase().contains("refused (os error"), "{}", r.text);
+    Ok(())
+}
+on_every_backend!(allowed_networks_open_a_network);

@@ -101,13 +101,6 @@ pub fn spawn_webhook_dispatcher(services: &Services) {
     let services = services.clone();
     let period = std::time::Duration::from_millis(services.config.webhooks.poll_ms.max(10));
     tokio::spawn(async move {
-        let client = match packyard_core::webhooks::client(&services) {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::error!(error = %e, "cannot build the webhook client; no webhook is delivered");
-                return;
-            }
-        };
         let mut tick = tokio::time::interval(period);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut pruned = std::time::Instant::now();
@@ -115,7 +108,7 @@ pub fn spawn_webhook_dispatcher(services: &Services) {
             tick.tick().await;
             // A full round may have left more due at once.
             loop {
-                match packyard_core::webhooks::deliver_due(&services, &client).await {
+                match packyard_core::webhooks::deliver_due(&services).await {
                     Ok(50..) => continue,
                     Ok(_) => break,
                     Err(e) => {

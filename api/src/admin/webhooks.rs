@@ -108,7 +108,12 @@ fn check(name: &str, body: &WebhookBody) -> Result<(), ApiError> {
     Ok(())
 }
 
-async fn check_repository(services: &Services, body: &WebhookBody) -> Result<(), ApiError> {
+/// What needs the services: the repository exists, and the receiver is one deliveries may reach
+/// (the address guard of every outbound request; `webhooks.allowed_networks` opens networks).
+async fn check_against(services: &Services, body: &WebhookBody) -> Result<(), ApiError> {
+    if let Ok(url) = url::Url::parse(&body.url) {
+        services.webhooks.check(&url).await.map_err(|b| ApiError::bad_request(format!("url: {b}")))?;
+    }
     if let Some(r) = &body.repository {
         if services.db.repository_by_name(r).await?.is_none() {
             return Err(ApiError::bad_request(format!("repository: no repository {r}")));
@@ -141,7 +146,7 @@ async fn create(
 ) -> Result<HttpResponse, ApiError> {
     let name = body.name.clone().ok_or_else(|| ApiError::bad_request("name is required"))?;
     check(&name, &body)?;
-    check_repository(&services, &body).await?;
+    check_against(&services, &body).await?;
     let generated = body.secret.is_none();
     let secret = body.secret.clone().unwrap_or_else(|| hex::encode(rand::random::<[u8; 24]>()));
     let (nonce, ct) = sealed(&services, &name, &secret)?;
@@ -167,7 +172,7 @@ async fn update(
         return Err(ApiError::bad_request("a webhook cannot be renamed"));
     }
     check(&name, &body)?;
-    check_repository(&services, &body).await?;
+    check_against(&services, &body).await?;
     let current = find(&services, &name).await?;
     let (nonce, ct) = match &body.secret {
         Some(s) => sealed(&services, &name, s)?,

@@ -12,6 +12,7 @@ pub mod downloads;
 pub mod events;
 pub mod groups;
 pub mod hosted;
+pub mod outbound;
 pub mod proxy;
 pub mod publication;
 pub mod reclaim;

@@ -17,15 +17,14 @@
 //!   connect time, on every resolved address, also after redirects).
 
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::future::{BoxFuture, FutureExt, Shared};
 use reqwest::header;
 
+use crate::outbound::{root_cause, Outbound, Settings};
 use packyard_model::config::ProxyConfig;
-use packyard_model::net::AddressPolicy;
 use packyard_model::repos::{ProxySettings, Repository};
 use packyard_store::blobs::BlobStore;
 use packyard_store::db::catalogue::{Entry, NewAsset};
@@ -162,91 +161,6 @@ pub enum ProxyError {
     Internal(String),
 }
 
-/// Raised by the resolver and the redirect policy; found again in reqwest's error chain.
-#[derive(Debug)]
-struct BlockedAddress(String);
-
-impl std::fmt::Display for BlockedAddress {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for BlockedAddress {}
-
-fn blocked_message(host: &str, addrs: &[IpAddr]) -> String {
-    let list: Vec<String> = addrs.iter().map(ToString::to_string).collect();
-    format!(
-        "upstream host {host} resolves only to loopback, private or link-local addresses ({}); allow them with proxy.allowed_networks (e.g. [\"10.0.0.0/8\"]) or proxy.allow_private_addresses = true",
-        list.join(", ")
-    )
-}
-
-/// A host name that did not resolve; found again in reqwest's error chain.
-#[derive(Debug)]
-struct DnsFailure {
-    host: String,
-    cause: String,
-}
-
-impl std::fmt::Display for DnsFailure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "cannot resolve {}: {}", self.host, self.cause)
-    }
-}
-
-impl std::error::Error for DnsFailure {}
-
-async fn lookup(host: &str) -> Result<Vec<SocketAddr>, DnsFailure> {
-    match tokio::net::lookup_host((host, 0)).await {
-        Ok(addrs) => Ok(addrs.collect()),
-        Err(e) => Err(DnsFailure { host: host.to_string(), cause: e.to_string() }),
-    }
-}
-
-struct GuardedResolver {
-    policy: Arc<AddressPolicy>,
-    /// The outbound proxies' host names: reached whatever their addresses (the operator's
-    /// choice, typically a private address).
-    trusted: Arc<Vec<String>>,
-}
-
-impl reqwest::dns::Resolve for GuardedResolver {
-    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
-        let policy = self.policy.clone();
-        let trusted = self.trusted.clone();
-        Box::pin(async move {
-            let host = name.as_str().to_string();
-            let all = lookup(&host).await.map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)?;
-            if trusted.iter().any(|t| t.eq_ignore_ascii_case(&host)) {
-                return Ok(Box::new(all.into_iter()) as reqwest::dns::Addrs);
-            }
-            let allowed: Vec<SocketAddr> = all.iter().copied().filter(|a| policy.allows(a.ip())).collect();
-            if allowed.is_empty() && !all.is_empty() {
-                let ips: Vec<IpAddr> = all.iter().map(SocketAddr::ip).collect();
-                return Err(
-                    Box::new(BlockedAddress(blocked_message(&host, &ips))) as Box<dyn std::error::Error + Send + Sync>
-                );
-            }
-            Ok(Box::new(allowed.into_iter()) as reqwest::dns::Addrs)
-        })
-    }
-}
-
-/// An IP-literal host is never resolved, so it is checked here (also on redirects).
-fn check_literal_host(url: &reqwest::Url, policy: &AddressPolicy) -> Result<(), BlockedAddress> {
-    let ip = match url.host() {
-        Some(url::Host::Ipv4(v4)) => IpAddr::V4(v4),
-        Some(url::Host::Ipv6(v6)) => IpAddr::V6(v6),
-        _ => return Ok(()),
-    };
-    if policy.allows(ip) {
-        Ok(())
-    } else {
-        Err(BlockedAddress(blocked_message(&ip.to_string(), &[ip])))
-    }
-}
-
 type SharedFetch = Shared<BoxFuture<'static, Result<Outcome, ProxyError>>>;
 
 /// The most metadata copies a process keeps in memory (see `FetchRequest::from_memory`).
@@ -269,10 +183,8 @@ impl Drop for InflightGuard {
 }
 
 struct Inner {
-    client: reqwest::Client,
-    policy: Arc<AddressPolicy>,
-    /// Where fetches go: direct, or through an outbound proxy.
-    outbound: Arc<packyard_model::net::OutboundProxy>,
+    /// The guarded client: the address policy, the outbound proxy, extra CAs, redirects.
+    outbound: Outbound,
     timeouts: Timeouts,
     max_negative_entries: u64,
     /// Misses remembered by this process since it last trimmed them.
@@ -344,59 +256,22 @@ impl Proxy {
         metrics: Arc<Metrics>,
         env: impl Fn(&str) -> Option<String>,
     ) -> anyhow::Result<Self> {
-        let policy = Arc::new(config.address_policy().map_err(anyhow::Error::msg)?);
-        let outbound = Arc::new(config.outbound(env).map_err(anyhow::Error::msg)?);
-        let redirect_policy = policy.clone();
-        let redirect_outbound = outbound.clone();
-        let redirects = reqwest::redirect::Policy::custom(move |attempt| {
-            let target = attempt.url();
-            let host = target.host_str().unwrap_or_default().to_ascii_lowercase();
-            let proxied = redirect_outbound.for_url(target).is_some();
-            let first_host =
-                attempt.previous().first().and_then(|u| u.host_str()).unwrap_or_default().to_ascii_lowercase();
-            if attempt.previous().len() >= 5 {
-                attempt.error("more than 5 redirects")
-            } else if let Err(b) = check_literal_host(target, &redirect_policy) {
-                attempt.error(b)
-            } else if !proxied && redirect_outbound.hosts().contains(&host) {
-                // The proxy's own name is trusted only as the proxy, never as an upstream.
-                attempt.error(BlockedAddress(format!(
-                    "upstream redirected to {host}, the outbound proxy's host, which is not an upstream"
-                )))
-            } else if proxied && host != first_host {
-                // Through the proxy the name is resolved there, out of the guard's sight.
-                attempt.error(BlockedAddress(format!(
-                    "upstream {first_host} redirected to another host, {host}, through the outbound proxy, where the address guard cannot check it: use {host} as the remote_url, or list it in proxy.no_proxy"
-                )))
-            } else {
-                attempt.follow()
-            }
-        });
-        let mut builder = reqwest::Client::builder()
-            .user_agent(concat!("Packyard/", env!("CARGO_PKG_VERSION")))
-            .connect_timeout(Duration::from_millis(config.connect_timeout_ms))
-            .read_timeout(Duration::from_millis(config.read_timeout_ms))
-            .timeout(Duration::from_millis(config.fetch_deadline_ms))
-            .pool_max_idle_per_host(config.max_idle_per_host)
-            .pool_idle_timeout(Duration::from_secs(60))
-            .dns_resolver(Arc::new(GuardedResolver { policy: policy.clone(), trusted: Arc::new(outbound.hosts()) }))
-            // reqwest's own reading of the environment is off: the outbound proxy is decided
-            // here (`OutboundProxy`), where the address guard knows which fetches it carries.
-            .no_proxy()
-            .redirect(redirects);
-        if outbound.is_configured() {
-            let route = outbound.clone();
-            builder = builder.proxy(reqwest::Proxy::custom(move |url| route.for_url(url).cloned()));
-            tracing::info!(proxy = %outbound.source, "upstream fetches go through an outbound proxy");
+        let outbound = Outbound::new(Settings {
+            policy: config.address_policy().map_err(anyhow::Error::msg)?,
+            whom: "upstream host",
+            remedy: "proxy.allowed_networks (e.g. [\"10.0.0.0/8\"]) or proxy.allow_private_addresses = true",
+            outbound: config.outbound(env).map_err(anyhow::Error::msg)?,
+            ca_certificates: &config.ca_certificates,
+            user_agent: concat!("Packyard/", env!("CARGO_PKG_VERSION")),
+            connect_timeout: Duration::from_millis(config.connect_timeout_ms),
+            read_timeout: Some(Duration::from_millis(config.read_timeout_ms)),
+            timeout: Duration::from_millis(config.fetch_deadline_ms),
+            max_idle_per_host: config.max_idle_per_host,
+            follow_redirects: true,
+        })?;
+        if outbound.outbound().is_configured() {
+            tracing::info!(proxy = %outbound.outbound().source, "upstream fetches go through an outbound proxy");
         }
-        for path in &config.ca_certificates {
-            let certs = crate::certs::pem_certificates(path)
-                .map_err(|e| anyhow::anyhow!("bad value for key `proxy.ca_certificates`: {e}"))?;
-            for cert in certs {
-                builder = builder.add_root_certificate(cert);
-            }
-        }
-        let client = builder.build()?;
         let timeouts = Timeouts {
             connect_ms: config.connect_timeout_ms,
             read_ms: config.read_timeout_ms,
@@ -404,8 +279,6 @@ impl Proxy {
         };
         Ok(Self {
             inner: Arc::new(Inner {
-                client,
-                policy,
                 outbound,
                 timeouts,
                 max_negative_entries: config.max_negative_entries,
@@ -547,40 +420,13 @@ impl Proxy {
             Some(e) => upstream_url(&e.base_url, &e.path)?,
             None => upstream_url(&req.settings.remote_url, &req.path)?,
         };
-        if let Err(b) = check_literal_host(&url, &self.inner.policy) {
+        if let Err(b) = self.inner.outbound.preflight(&url).await {
             self.count_upstream(&req.repository, "blocked");
             return Err(ProxyError::Blocked(b.0));
         }
-        let via = self.inner.outbound.for_url(&url).cloned();
-        let name = match url.host() {
-            Some(url::Host::Domain(h)) => Some(h.to_ascii_lowercase()),
-            _ => None,
-        };
-        let proxy_host = name.as_ref().is_some_and(|h| self.inner.outbound.hosts().contains(h));
-        if let Some(host) = name.filter(|_| via.is_some() || proxy_host) {
-            // Through the outbound proxy the proxy resolves the name; and the resolver trusts
-            // the proxy's own name, which a direct request to it must not borrow. Where the name
-            // resolves here, every address must pass the guard (a name this host cannot
-            // resolve is the proxy's to reach, under its own rules).
-            match lookup(&host).await {
-                Ok(addrs) => {
-                    let ips: Vec<IpAddr> = addrs.iter().map(SocketAddr::ip).collect();
-                    if ips.iter().any(|ip| !self.inner.policy.allows(*ip)) {
-                        self.count_upstream(&req.repository, "blocked");
-                        return Err(ProxyError::Blocked(blocked_message(&host, &ips)));
-                    }
-                }
-                Err(_) if via.is_none() => {
-                    self.count_upstream(&req.repository, "blocked");
-                    return Err(ProxyError::Blocked(format!(
-                        "upstream host {host} is the outbound proxy's, which is not an upstream"
-                    )));
-                }
-                Err(_) => {}
-            }
-        }
+        let via = self.inner.outbound.via(&url).cloned();
         let _permit = self.inner.permits.acquire().await.map_err(internal)?;
-        let mut request = self.inner.client.get(url.clone());
+        let mut request = self.inner.outbound.client().get(url.clone());
         let credentials = if req.elsewhere.is_none() { req.settings.username.as_ref() } else { None };
         if let Some(user) = credentials {
             let password = match (&req.settings.password_sealed, &self.inner.keystore) {
@@ -869,83 +715,62 @@ struct Attempt<'a> {
 /// connection was refused or found no route, a timeout (which one), the TLS handshake, or the
 /// outbound proxy; the same text goes to the client's 502/504 and to the log.
 fn classify(e: &reqwest::Error, url: &reqwest::Url, attempt: &Attempt<'_>) -> ProxyError {
+    use crate::outbound::Cause;
     let base = redact(url);
     let through = attempt.via.map(|p| format!(" (through the outbound proxy {})", redact(p))).unwrap_or_default();
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(s) = source {
-        if let Some(b) = s.downcast_ref::<BlockedAddress>() {
-            return ProxyError::Blocked(b.0.clone());
-        }
-        if let Some(d) = s.downcast_ref::<DnsFailure>() {
+    let t = attempt.timeouts;
+    match crate::outbound::cause(e) {
+        Cause::Blocked(b) => ProxyError::Blocked(b.0.clone()),
+        Cause::Dns(d) => {
             let whose = if attempt.via.is_some_and(|p| p.host_str() == Some(d.host.as_str())) {
                 "the outbound proxy's host"
             } else {
                 "upstream host"
             };
-            return ProxyError::Unreachable(format!("DNS: cannot resolve {whose} {} ({})", d.host, d.cause));
+            ProxyError::Unreachable(format!("DNS: cannot resolve {whose} {} ({})", d.host, d.cause))
         }
-        if let Some(t) = s.downcast_ref::<rustls::Error>() {
-            let hint = match t {
+        Cause::Tls(tls) => {
+            let hint = match tls {
                 rustls::Error::InvalidCertificate(_) => {
                     "; if it is signed by a private certificate authority, add that CA to proxy.ca_certificates"
                 }
                 _ => "",
             };
-            return ProxyError::Unreachable(format!(
-                "TLS: the handshake with upstream {base} failed{through}: {t}{hint}"
-            ));
+            ProxyError::Unreachable(format!("TLS: the handshake with upstream {base} failed{through}: {tls}{hint}"))
         }
-        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+        Cause::Connection(kind) => {
             use std::io::ErrorKind;
-            let what = match io.kind() {
-                ErrorKind::ConnectionRefused => Some("refused the connection"),
-                ErrorKind::ConnectionReset => Some("reset the connection"),
-                ErrorKind::NetworkUnreachable | ErrorKind::HostUnreachable => Some("is unreachable (no route)"),
-                _ => None,
+            let what = match kind {
+                ErrorKind::ConnectionRefused => "refused the connection",
+                ErrorKind::ConnectionReset => "reset the connection",
+                _ => "is unreachable (no route)",
             };
-            if let Some(what) = what {
-                let who = match attempt.via {
-                    Some(p) if e.is_connect() => format!("the outbound proxy {} (for upstream {base})", redact(p)),
-                    _ => format!("upstream {base}"),
-                };
-                return ProxyError::Unreachable(format!("connection: {who} {what}"));
-            }
+            let who = match attempt.via {
+                Some(p) if e.is_connect() => format!("the outbound proxy {} (for upstream {base})", redact(p)),
+                _ => format!("upstream {base}"),
+            };
+            ProxyError::Unreachable(format!("connection: {who} {what}"))
         }
-        source = next_cause(s);
-    }
-    if e.is_timeout() {
-        let t = attempt.timeouts;
-        let elapsed = u64::try_from(attempt.started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        let message = if e.is_connect() {
-            format!(
-                "timeout: no connection to upstream {base}{through} within proxy.connect_timeout_ms ({} ms)",
-                t.connect_ms
-            )
-        } else if elapsed + 50 >= t.deadline_ms {
-            format!(
-                "timeout: the fetch from upstream {base}{through} took longer than proxy.fetch_deadline_ms ({} ms)",
-                t.deadline_ms
-            )
-        } else {
-            format!("timeout: upstream {base}{through} sent nothing for proxy.read_timeout_ms ({} ms)", t.read_ms)
-        };
-        return ProxyError::Timeout(message);
-    }
-    if e.is_connect() {
-        return ProxyError::Unreachable(format!(
+        Cause::ConnectTimeout => ProxyError::Timeout(format!(
+            "timeout: no connection to upstream {base}{through} within proxy.connect_timeout_ms ({} ms)",
+            t.connect_ms
+        )),
+        Cause::Timeout => {
+            let elapsed = u64::try_from(attempt.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            ProxyError::Timeout(if elapsed + 50 >= t.deadline_ms {
+                format!(
+                    "timeout: the fetch from upstream {base}{through} took longer than proxy.fetch_deadline_ms ({} ms)",
+                    t.deadline_ms
+                )
+            } else {
+                format!("timeout: upstream {base}{through} sent nothing for proxy.read_timeout_ms ({} ms)", t.read_ms)
+            })
+        }
+        Cause::Connect => ProxyError::Unreachable(format!(
             "connection: cannot connect to upstream {base}{through}: {}",
             root_cause(e)
-        ));
-    }
-    ProxyError::Unreachable(format!("upstream {base} failed{through}: {}", root_cause(e)))
-}
-
-/// The error `e` wraps: an I/O error's `source` skips the error it carries (rustls' errors come
-/// wrapped in one, or two), so that one is taken from it.
-fn next_cause<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a (dyn std::error::Error + 'static)> {
-    match e.downcast_ref::<std::io::Error>().and_then(std::io::Error::get_ref) {
-        Some(inner) => Some(inner),
-        None => e.source(),
+        )),
+        Cause::Other => ProxyError::Unreachable(format!("upstream {base} failed{through}: {}", root_cause(e))),
     }
 }
 
@@ -953,14 +778,6 @@ fn next_cause<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a (dyn s
 /// timeout nor a failed connect, and no status came back.
 fn is_stale_connection(e: &reqwest::Error) -> bool {
     !e.is_timeout() && !e.is_connect() && e.status().is_none() && (e.is_request() || e.is_body())
-}
-
-fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut last = e;
-    while let Some(s) = last.source() {
-        last = s;
-    }
-    last.to_string()
 }
 
 fn error_label(e: &ProxyError) -> &'static str {

@@ -33,6 +33,8 @@ pub struct Services {
     pub amqp: Option<Arc<Amqp>>,
     /// Upstream fetching for proxy repositories.
     pub proxy: crate::proxy::Proxy,
+    /// The guarded client webhook deliveries go out with.
+    pub webhooks: crate::outbound::Outbound,
     /// Asks the watermark poller to read the database now (a Redis invalidation arrived).
     refresh: Arc<tokio::sync::Notify>,
     /// The artifact downloads this replica served, until they are flushed to the catalogue.
@@ -116,6 +118,7 @@ impl Services {
         let amqp = config.events.amqp_url.as_deref().map(|u| Arc::new(Amqp::new(u, metrics.clone())));
         let proxy = crate::proxy::Proxy::new(&config.proxy, db.clone(), blobs.clone(), metrics.clone())?
             .with_keystore(security.keystore.clone());
+        let webhooks = crate::webhooks::outbound(&config, |name| std::env::var(name).ok())?;
         Ok(Self {
             config: Arc::new(config),
             metrics,
@@ -129,6 +132,7 @@ impl Services {
             wakeup: Arc::new(Wakeup::default()),
             refresh: Arc::new(tokio::sync::Notify::new()),
             proxy,
+            webhooks,
             downloads: Arc::default(),
         })
     }

@@ -66,7 +66,7 @@ pub fn body(d: &DeliveryRecord) -> Vec<u8> {
 }
 
 /// Sends the deliveries that are due now (a worker's round); how many were attempted.
-pub async fn deliver_due(services: &Services, client: &reqwest::Client) -> anyhow::Result<usize> {
+pub async fn deliver_due(services: &Services) -> anyhow::Result<usize> {
     let cfg = &services.config.webhooks;
     let due = services.db.due_deliveries(now_ms(), 50).await?;
     // Longer than a request may take: the lease outlives the attempt it covers.
@@ -79,26 +79,7 @@ pub async fn deliver_due(services: &Services, client: &reqwest::Client) -> anyho
         let secret = services.security.keystore.open(&secret_key(&hook.name), &hook.secret_nonce, &hook.secret_sealed);
         let outcome = match secret {
             Err(e) => Err((None, format!("the subscription's secret cannot be opened ({e}): set it again with PUT"))),
-            Ok(secret) => {
-                let body = body(&d);
-                let sent = client
-                    .post(&hook.url)
-                    .header(reqwest::header::CONTENT_TYPE, "application/json")
-                    .header("X-Packyard-Event", d.event.as_str())
-                    .header("X-Packyard-Delivery", d.id.to_string())
-                    .header("X-Packyard-Webhook", hook.name.as_str())
-                    .header(SIGNATURE_HEADER, signature(&secret, &body))
-                    .body(body)
-                    .send()
-                    .await;
-                match sent {
-                    Ok(r) if r.status().is_success() => Ok(i64::from(r.status().as_u16())),
-                    Ok(r) => {
-                        Err((Some(i64::from(r.status().as_u16())), format!("the receiver answered {}", r.status())))
-                    }
-                    Err(e) => Err((None, describe(&e))),
-                }
-            }
+            Ok(secret) => send(services, &hook.url, &hook.name, &d, &secret).await,
         };
         let recorded = match outcome {
             Ok(status) => {
@@ -129,31 +110,85 @@ pub async fn deliver_due(services: &Services, client: &reqwest::Client) -> anyho
     Ok(attempted)
 }
 
-fn describe(e: &reqwest::Error) -> String {
-    let mut last: &dyn std::error::Error = e;
-    while let Some(s) = last.source() {
-        last = s;
+/// One attempt: the receiver's status on a 2xx, else the status (if any) and what went wrong.
+async fn send(
+    services: &Services,
+    url: &str,
+    name: &str,
+    d: &DeliveryRecord,
+    secret: &[u8],
+) -> Result<i64, (Option<i64>, String)> {
+    let parsed =
+        url::Url::parse(url).map_err(|_| (None, format!("the URL {url:?} does not parse; set it again with PUT")))?;
+    // Where the name resolves here but the outbound proxy will connect: checked before sending.
+    if let Err(b) = services.webhooks.preflight(&parsed).await {
+        return Err((None, format!("refused by the address guard: {b}")));
     }
-    if e.is_timeout() {
-        format!("no answer in time ({last})")
-    } else if e.is_connect() {
-        format!("cannot connect: {last}")
-    } else {
-        last.to_string()
+    let body = body(d);
+    let sent = services
+        .webhooks
+        .client()
+        .post(parsed)
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .header("X-Packyard-Event", d.event.as_str())
+        .header("X-Packyard-Delivery", d.id.to_string())
+        .header("X-Packyard-Webhook", name)
+        .header(SIGNATURE_HEADER, signature(secret, &body))
+        .body(body)
+        .send()
+        .await;
+    match sent {
+        Ok(r) if r.status().is_success() => Ok(i64::from(r.status().as_u16())),
+        Ok(r) if r.status().is_redirection() => Err((
+            Some(i64::from(r.status().as_u16())),
+            format!("the receiver answered {} (a redirect, which is not followed: use the URL it names)", r.status()),
+        )),
+        Ok(r) => Err((Some(i64::from(r.status().as_u16())), format!("the receiver answered {}", r.status()))),
+        Err(e) => Err((None, describe(&e, services.config.webhooks.timeout_ms))),
     }
 }
 
-/// The client deliveries go out with.
-pub fn client(services: &Services) -> anyhow::Result<reqwest::Client> {
-    Ok(reqwest::Client::builder()
-        .user_agent(concat!("Packyard-Webhooks/", env!("CARGO_PKG_VERSION")))
-        .timeout(Duration::from_millis(services.config.webhooks.timeout_ms.max(1)))
-        .connect_timeout(Duration::from_millis(services.config.webhooks.timeout_ms.clamp(1, 10_000)))
-        .redirect(reqwest::redirect::Policy::none())
-        // Straight to the receiver (receivers are usually inside the network): the
-        // environment's proxy variables are not read.
-        .no_proxy()
-        .build()?)
+/// The class of a failure, for the delivery log. Every way a connection can fail — refused,
+/// reset, no route, no answer to the connect — reads the same, and no system error's text is
+/// passed on: the log tells an administrator what to look at, never which ports of a host are
+/// open.
+fn describe(e: &reqwest::Error, timeout_ms: u64) -> String {
+    use crate::outbound::Cause;
+    match crate::outbound::cause(e) {
+        Cause::Blocked(b) => format!("refused by the address guard: {b}"),
+        Cause::Dns(d) => format!("DNS: the receiver's host {} does not resolve", d.host),
+        Cause::Tls(_) => {
+            "TLS: no trusted secure connection to the receiver (a private CA goes in proxy.ca_certificates)".into()
+        }
+        Cause::Connection(_) | Cause::ConnectTimeout | Cause::Connect => {
+            "cannot connect to the receiver (refused, unreachable or no answer)".into()
+        }
+        Cause::Timeout => format!("the receiver did not answer within webhooks.timeout_ms ({timeout_ms} ms)"),
+        Cause::Other => "the request to the receiver failed before an answer".into(),
+    }
+}
+
+/// The guarded client deliveries go out with: the address guard (public addresses, and
+/// `webhooks.allowed_networks`), the outbound proxy and the CAs that proxy fetches use, no
+/// redirects. `env` reads the process's environment (the outbound proxy's variables).
+pub fn outbound(
+    config: &packyard_model::config::Config,
+    env: impl Fn(&str) -> Option<String>,
+) -> anyhow::Result<crate::outbound::Outbound> {
+    let w = &config.webhooks;
+    crate::outbound::Outbound::new(crate::outbound::Settings {
+        policy: w.address_policy().map_err(anyhow::Error::msg)?,
+        whom: "webhook receiver",
+        remedy: "webhooks.allowed_networks (e.g. [\"10.0.0.0/8\"])",
+        outbound: config.proxy.outbound(env).map_err(anyhow::Error::msg)?,
+        ca_certificates: &config.proxy.ca_certificates,
+        user_agent: concat!("Packyard-Webhooks/", env!("CARGO_PKG_VERSION")),
+        connect_timeout: Duration::from_millis(w.timeout_ms.clamp(1, 10_000)),
+        read_timeout: None,
+        timeout: Duration::from_millis(w.timeout_ms.max(1)),
+        max_idle_per_host: 4,
+        follow_redirects: false,
+    })
 }
 
 /// Forgets delivered and failed deliveries past `webhooks.log_retention_secs`.

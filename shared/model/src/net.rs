@@ -104,7 +104,10 @@ pub struct AddressPolicy {
 /// A configured list of networks (`proxy.allowed_networks`, `webhooks.allowed_networks`,
 /// `server.trusted_proxies`); a bad one is an error that names `key`.
 pub fn networks(key: &str, list: &[String]) -> Result<Vec<Network>, String> {
-    list.iter().map(|n| Network::parse(n)).collect::<Result<Vec<_>, _>>().map_err(|e| format!("bad value for key `{key}`: {e}"))
+    list.iter()
+        .map(|n| Network::parse(n))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("bad value for key `{key}`: {e}"))
 }
 
 impl AddressPolicy {

@@ -98,11 +98,7 @@ pub async fn get(
 
 /// A Go repository's checksum database: its name, verifier key, size, and the `GOSUMDB` value
 /// that verifies through it.
-fn describe_go(
-    req: &HttpRequest,
-    repo: &Repository,
-    head: &sumdb::LogHead,
-) -> Result<HttpResponse> {
+fn describe_go(req: &HttpRequest, repo: &Repository, head: &sumdb::LogHead) -> Result<HttpResponse> {
     let base = crate::frontage::Base::of(req);
     let url = base.url(&format!("/repository/{}/sumdb/{}", repo.name, head.name));
     Ok(HttpResponse::Ok().json(serde_json::json!({
