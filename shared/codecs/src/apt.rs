@@ -3,6 +3,7 @@
 pub mod control;
 pub mod deb;
 pub mod dsc;
+pub mod fields;
 pub mod packages;
 pub mod signing;
 #[cfg(any(test, feature = "testing"))]

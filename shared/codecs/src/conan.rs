@@ -50,6 +50,11 @@ impl Reference {
         if user.is_none() != channel.is_none() {
             return Err(err("a reference has both a user and a channel, or neither"));
         }
+        // Conan refuses a reference longer than 200 characters (`validate_ref`).
+        let length = name.len() + version.len() + 1 + user.as_ref().zip(channel.as_ref()).map_or(0, |(u, c)| u.len() + c.len() + 2);
+        if length > 200 {
+            return Err(err(format!("the reference is {length} characters long; Conan allows at most 200")));
+        }
         Ok(Self { name: name.into(), version: version.into(), user, channel })
     }
 
@@ -147,10 +152,13 @@ pub struct Manifest {
 impl Manifest {
     pub fn parse(text: &str) -> Result<Self, ConanError> {
         let mut lines = text.lines().map(str::trim_end).filter(|l| !l.is_empty());
+        if text.chars().any(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t')) {
+            return Err(err("conanmanifest.txt holds a control character"));
+        }
         let time = lines
             .next()
             .and_then(|l| l.trim().parse::<u64>().ok())
-            .ok_or_else(|| err("conanmanifest.txt must start with a timestamp line"))?;
+            .ok_or_else(|| err("conanmanifest.txt must start with a timestamp line (seconds since 1970, digits only)"))?;
         let mut files = BTreeMap::new();
         for line in lines {
             let (path, md5) =
@@ -164,6 +172,56 @@ impl Manifest {
         }
         Ok(Self { time, files })
     }
+}
+
+/// `conaninfo.txt` as the client reads it (`TextINIParse`): `[section]` headers of 2 to 50
+/// lowercase letters or `_`, each once; every other line (stripped; blank and `#` lines
+/// skipped) inside a section — `key=value` in `[settings]`, `[options]`, `[conf]` and the like,
+/// a reference (`name/version…`) in the requirement sections. No control characters.
+pub fn check_conaninfo(text: &str) -> Result<(), ConanError> {
+    let mut sections: Vec<&str> = Vec::new();
+    for (i, raw) in text.split('\n').enumerate() {
+        let n = i + 1;
+        let line = raw.trim();
+        if line.chars().any(|c| c.is_control() && c != '\t') {
+            return Err(err(format!("conaninfo.txt line {n} holds a control character")));
+        }
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix('[') {
+            let Some((name, after)) = rest.split_once(']') else {
+                return Err(err(format!("conaninfo.txt line {n}: {line:?} is not a [section] header")));
+            };
+            let ok = (2..=50).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_lowercase() || b == b'_');
+            if !ok || !after.trim().is_empty() {
+                return Err(err(format!(
+                    "conaninfo.txt line {n}: {line:?} is not a [section] header (2 to 50 lowercase letters or '_')"
+                )));
+            }
+            if sections.contains(&name) {
+                return Err(err(format!("conaninfo.txt: the section [{name}] appears twice")));
+            }
+            sections.push(name);
+            continue;
+        }
+        let Some(section) = sections.last() else {
+            return Err(err(format!("conaninfo.txt line {n}: {line:?} comes before any [section]")));
+        };
+        if section.ends_with("requires") {
+            let reference = line.split(['#', ':', '%']).next().unwrap_or_default();
+            let (name, version) = reference.split_once('/').unwrap_or(("", ""));
+            if name.is_empty() || version.is_empty() || line.contains(char::is_whitespace) {
+                return Err(err(format!("conaninfo.txt [{section}] line {n}: {line:?} is not a reference (name/version…)")));
+            }
+        } else {
+            let (key, _) = line.split_once('=').unwrap_or(("", ""));
+            if key.trim().is_empty() {
+                return Err(err(format!("conaninfo.txt [{section}] line {n}: {line:?} is not `key=value`")));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `search?q=`: `*` any run, `?` one character, case-insensitive; an empty pattern matches all.
@@ -295,5 +353,30 @@ mod tests {
         assert!(glob_matches("a*", "a*b"));
         assert!(glob_matches("*b", "*ab"));
         assert!(!glob_matches("*c", "*ab"));
+    }
+
+    #[test]
+    fn conaninfo_as_the_client_reads_it() {
+        let good = "[settings]\narch=x86_64\nbuild_type=Release\nos=Linux\n\n[options]\nshared=False\n\n[requires]\nzlib/1.3.Z\nopenssl/3.2.1#abc:def\n\n[conf]\n# a comment\n";
+        assert_eq!(check_conaninfo(good), Ok(()));
+        assert_eq!(check_conaninfo(""), Ok(()));
+        for (bad, why) in [
+            ("arch=x86_64\n", "before any [section]"),
+            ("[settings]\n[settings]\n", "appears twice"),
+            ("[Settings]\n", "not a [section] header"),
+            ("[s]\n", "not a [section] header"),
+            ("[settings\n", "not a [section] header"),
+            ("[settings]\n=x86_64\n", "not `key=value`"),
+            ("[settings]\narch\n", "not `key=value`"),
+            ("[requires]\nzlib\n", "not a reference"),
+            ("[requires]\nzlib/1.3 x\n", "not a reference"),
+            ("[settings]\nos=Li\u{1b}nux\n", "control character"),
+        ] {
+            let e = check_conaninfo(bad).err().map(|e| e.0).unwrap_or_default();
+            assert!(e.contains(why), "{bad:?}: {e}");
+        }
+        assert!(Manifest::parse("1\nconan\u{0}file.py: 0123456789abcdef0123456789abcdef\n").is_err());
+        let long = "x".repeat(101);
+        assert!(Reference::from_url(&long, &long, "_", "_").is_err(), "over 200 characters");
     }
 }

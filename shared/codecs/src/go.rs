@@ -4,6 +4,7 @@
 pub mod sumdb;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod modfile;
 pub mod version;
 pub mod zip;
 

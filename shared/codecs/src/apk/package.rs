@@ -249,7 +249,9 @@ pub fn read_package<R: Read>(r: R, limits: Limits) -> Result<ApkInfo, ApkError> 
     })
 }
 
-fn valid_name(s: &str) -> bool {
+/// A package (or origin) name as abuild and apk 3 have it: a letter or digit, then letters,
+/// digits and `+._-`.
+pub fn valid_name(s: &str) -> bool {
     let b = s.as_bytes();
     !b.is_empty()
         && s.len() <= 128
@@ -257,68 +259,196 @@ fn valid_name(s: &str) -> bool {
         && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'+' | b'-'))
 }
 
-fn valid_version(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && s.len() <= 128
-        && b[0].is_ascii_digit()
-        && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'+' | b'-' | b'~'))
+/// A version both apk 2.14 and apk 3 read: `1.2.3[a][_suffix[N]]…[-rN]`, each run of digits
+/// at most 17 long (apk 2.14 refuses 18), no `~hash` (apk 2.14 refuses it).
+pub fn valid_version(s: &str) -> bool {
+    const SUFFIXES: [&str; 9] = ["alpha", "beta", "pre", "rc", "cvs", "svn", "git", "hg", "p"];
+    if s.is_empty() || s.len() > 128 {
+        return false;
+    }
+    let digits = |t: &str| !t.is_empty() && t.len() <= 17 && t.bytes().all(|b| b.is_ascii_digit());
+    let (main, release) = match s.rsplit_once("-r") {
+        Some((m, r)) => (m, Some(r)),
+        None => (s, None),
+    };
+    if release.is_some_and(|r| !digits(r)) {
+        return false;
+    }
+    let (core, suffixes) = main.split_once('_').map_or((main, None), |(c, rest)| (c, Some(rest)));
+    let core = match core.as_bytes().last() {
+        Some(b) if b.is_ascii_lowercase() => &core[..core.len() - 1],
+        _ => core,
+    };
+    if !core.split('.').all(digits) {
+        return false;
+    }
+    suffixes.is_none_or(|all| {
+        all.split('_').all(|sfx| {
+            let name_len = sfx.bytes().take_while(u8::is_ascii_lowercase).count();
+            let (name, n) = sfx.split_at(name_len);
+            SUFFIXES.contains(&name) && (n.is_empty() || digits(n))
+        })
+    })
 }
 
-/// Parses `.PKGINFO` (`key = value` lines, `#` comments; list keys repeat).
+/// The longest dependency apk writes (`apk_deps_write`).
+const MAX_DEPENDENCY: usize = 255;
+
+/// One dependency token: `[!]name[op version]`, with a name of letters, digits and
+/// `+._-:/,[]` (`so:libc.musl-x86_64.so.1`, `cmd:sh`, `/bin/sh`), and an operator both apk 2.14
+/// and 3 write back the same (`<`, `<=`, `=`, `>=`, `>`, `~`, `=~`). `provides` takes only
+/// `name` or `name=version`; a `!` (a conflict) only `depend` and `install_if`.
+fn check_dependency(key: &str, token: &str) -> Result<(), String> {
+    if token.len() > MAX_DEPENDENCY {
+        return Err(format!("{key}: {:?}… is longer than {MAX_DEPENDENCY} bytes", &token[..40]));
+    }
+    let (negated, rest) = match token.strip_prefix('!') {
+        Some(r) => (true, r),
+        None => (false, token),
+    };
+    if negated && !matches!(key, "depend" | "install_if") {
+        return Err(format!("{key}: {token:?}: a conflict (!) belongs in depend or install_if"));
+    }
+    let at = rest.find(['<', '>', '=', '~']).unwrap_or(rest.len());
+    let (name, constraint) = rest.split_at(at);
+    let name_ok = !name.is_empty()
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"+._-:/,[]".contains(&b))
+        && (name.as_bytes()[0].is_ascii_alphanumeric() || name.starts_with('/'));
+    if !name_ok {
+        return Err(format!(
+            "{key}: {token:?}: {name:?} is not a package name (letters, digits, '+._-', and ':/,[]' as in so:, cmd: or /bin/sh)"
+        ));
+    }
+    if constraint.is_empty() {
+        return Ok(());
+    }
+    let op_len = constraint.bytes().take_while(|b| b"<>=~".contains(b)).count();
+    let (op, version) = constraint.split_at(op_len);
+    let allowed: &[&str] = if key == "provides" { &["="] } else { &["<", "<=", "=", ">=", ">", "~", "=~"] };
+    if !allowed.contains(&op) {
+        return Err(format!("{key}: {token:?}: the operator {op:?} is not one of {}", allowed.join(" ")));
+    }
+    if !valid_version(version) {
+        return Err(format!("{key}: {token:?}: {version:?} is not an apk version (e.g. 1.2.3-r0)"));
+    }
+    Ok(())
+}
+
+/// Parses `.PKGINFO` — `key = value` lines (abuild's spelling: a space on each side of the
+/// first `=`), `#` comments; `depend`, `provides`, `install_if`, `replaces` repeat — and checks
+/// every key apk reads by apk's own syntax: names, versions, dependency tokens, numbers, the
+/// commit, single-line text. Unknown keys are left alone, as apk leaves them.
 pub fn parse_pkginfo(text: &str) -> Result<PkgInfo, ApkError> {
+    let bad = |s: String| ApkError::PkgInfo(s);
     let mut p = PkgInfo::default();
-    let number =
-        |k: &str, v: &str| v.parse::<u64>().map_err(|_| ApkError::PkgInfo(format!("{k} = {v:?} is not a number")));
-    for line in text.lines() {
-        let line = line.trim_end_matches('\r');
-        if line.trim().is_empty() || line.trim_start().starts_with('#') {
+    let mut seen: Vec<&str> = Vec::new();
+    for (i, raw) in text.split('\n').enumerate() {
+        let line = raw.strip_suffix('\r').unwrap_or(raw);
+        if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let Some((k, v)) = line.split_once('=') else {
-            return Err(ApkError::PkgInfo(format!("line {line:?} is not `key = value`")));
+        if line.chars().any(|c| (c.is_control() && c != '\t') || c == '\u{7f}') {
+            return Err(bad(format!("line {} holds a control character", i + 1)));
+        }
+        let Some((k, v)) = line.split_once(" = ") else {
+            return Err(bad(format!("line {} ({:?}) is not `key = value`", i + 1, line.chars().take(80).collect::<String>())));
         };
-        let (k, v) = (k.trim(), v.trim());
-        if v.contains('\n') {
-            continue;
+        let v = v.trim();
+        let list = matches!(k, "depend" | "provides" | "install_if" | "replaces" | "triggers");
+        if !list && !k.starts_with(' ') {
+            if seen.contains(&k) && !matches!(k, "packager") {
+                return Err(bad(format!("{k} appears twice")));
+            }
+            seen.push(k);
         }
+        let number = |max: u64| -> Result<u64, ApkError> {
+            let n = (!v.is_empty() && v.len() <= 20 && v.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| v.parse::<u64>().ok())
+                .flatten()
+                .filter(|n| *n <= max);
+            n.ok_or_else(|| ApkError::PkgInfo(format!("{k} = {v:?} is not a number (0 to {max})")))
+        };
         match k {
             "pkgname" => p.name = v.to_string(),
             "pkgver" => p.version = v.to_string(),
             "arch" => p.arch = v.to_string(),
-            "size" => p.installed_size = Some(number(k, v)?),
+            "size" => p.installed_size = Some(number(u64::MAX / 2)?),
+            "builddate" => p.build_date = Some(number(u64::MAX / 2)?),
+            "provider_priority" => p.provider_priority = Some(number(65_535)?),
+            "replaces_priority" => {
+                number(65_535)?;
+            }
             "pkgdesc" => p.description = v.to_string(),
             "url" => p.url = v.to_string(),
             "license" => p.license = v.to_string(),
-            "origin" => p.origin = v.to_string(),
             "maintainer" => p.maintainer = v.to_string(),
-            "builddate" => p.build_date = Some(number(k, v)?),
-            "commit" => p.commit = v.to_string(),
-            "provider_priority" => p.provider_priority = Some(number(k, v)?),
-            "depend" => p.depends.push(v.to_string()),
-            "provides" => p.provides.push(v.to_string()),
-            "install_if" => p.install_if.push(v.to_string()),
-            "replaces" => p.replaces.push(v.to_string()),
+            "origin" => p.origin = v.to_string(),
+            "commit" => {
+                if v.is_empty() || v.len() > 64 || !v.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    return Err(bad(format!("commit {v:?} is not a commit id (hex digits)")));
+                }
+                p.commit = v.to_string();
+            }
+            "depend" | "provides" | "install_if" | "replaces" => {
+                if v.is_empty() {
+                    return Err(bad(format!("{k} is empty (leave the line out instead)")));
+                }
+                for token in v.split_whitespace() {
+                    check_dependency(k, token).map_err(bad)?;
+                }
+                let joined = v.split_whitespace().collect::<Vec<_>>().join(" ");
+                match k {
+                    "depend" => p.depends.push(joined),
+                    "provides" => p.provides.push(joined),
+                    "install_if" => p.install_if.push(joined),
+                    _ => p.replaces.push(joined),
+                }
+            }
+            "triggers" => {
+                if let Some(t) = v.split_whitespace().find(|t| !t.starts_with('/')) {
+                    return Err(bad(format!("triggers: {t:?} is not a directory (a path starting with '/')")));
+                }
+            }
             "datahash" => p.datahash = Some(v.to_string()),
             _ => {}
         }
     }
     if !valid_name(&p.name) {
-        return Err(ApkError::PkgInfo(format!(
-            "pkgname {:?} is missing or invalid (letters, digits, '.', '_', '+', '-')",
-            p.name
-        )));
+        return Err(bad(format!("pkgname {:?} is missing or invalid (letters, digits, '.', '_', '+', '-')", p.name)));
     }
     if !valid_version(&p.version) {
-        return Err(ApkError::PkgInfo(format!("pkgver {:?} is missing or invalid (e.g. 1.2.3-r0)", p.version)));
+        return Err(bad(format!(
+            "pkgver {:?} is missing or not an apk version (digits and dots, an optional letter, _alpha/_beta/_pre/_rc/_cvs/_svn/_git/_hg/_p suffixes, -rN; e.g. 1.2.3-r0)",
+            p.version
+        )));
     }
     if !valid_name(&p.arch) {
-        return Err(ApkError::PkgInfo(format!("arch {:?} is missing or invalid", p.arch)));
+        return Err(bad(format!("arch {:?} is missing or invalid", p.arch)));
+    }
+    if !p.origin.is_empty() && !valid_name(&p.origin) {
+        return Err(bad(format!("origin {:?} is not a package name", p.origin)));
     }
     if let Some(h) = &p.datahash {
         if h.len() != 64 || !h.bytes().all(|c| c.is_ascii_hexdigit()) {
-            return Err(ApkError::PkgInfo(format!("datahash {h:?} is not a SHA-256 in hex")));
+            return Err(bad(format!("datahash {h:?} is not a SHA-256 in hex")));
         }
+    }
+    // apk writes an index record's header (C P V A S I T U L o m t c k) into 2048 bytes.
+    let header = p.name.len()
+        + p.version.len()
+        + p.arch.len()
+        + p.description.len()
+        + p.url.len()
+        + p.license.len()
+        + p.origin.len()
+        + p.maintainer.len()
+        + p.commit.len()
+        + 200;
+    if header > 2048 {
+        return Err(bad(format!(
+            "pkgdesc, url, license and maintainer take {} bytes; apk's index keeps at most about 1,800",
+            header - 200
+        )));
     }
     Ok(p)
 }
@@ -474,5 +604,48 @@ mod tests {
         assert!(parse_pkginfo("pkgname = a\npkgver = 1\narch = x86_64\nsize = big\n").is_err());
         assert!(parse_pkginfo("pkgname a\n").is_err());
         Ok(())
+    }
+    #[test]
+    fn versions_both_apks_read() {
+        for ok in ["1", "1.2.3", "1.2.3a", "1.0_rc1", "1.0_alpha_p2", "2.12-r1", "0.1_git20240101-r0", "1.2_p", "1-r0"] {
+            assert!(valid_version(ok), "{ok}");
+        }
+        for bad in ["", "a", "v1.0", "1..2", ".1", "1.", "1a2", "1.0-r", "1.0-r1-r2", "1.0~ab12", "1.0_foo", "1.0-1",
+                    "123456789012345678", "1.0 beta"] {
+            assert!(!valid_version(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn each_key_apk_reads_is_checked() {
+        let base = "pkgname = hello\npkgver = 1.0-r0\narch = x86_64\n";
+        assert!(parse_pkginfo(&format!("{base}depend = so:libc.musl-x86_64.so.1 cmd:sh /bin/sh !conflict b>=1.2-r0 c<2 d~1.0 e=~1\nprovides = cmd:hello=1.0-r0 virt\ninstall_if = hello-base docs\nreplaces = old\norigin = hello\ncommit = 0123abcd\nprovider_priority = 100\nreplaces_priority = 1\ntriggers = /usr/share/x/*\n")).is_ok());
+        for (extra, why) in [
+            ("depend = foo>=\n", "not an apk version"),
+            ("depend = foo>=1.0.a\n", "not an apk version"),
+            ("depend = foo><Q1abc\n", "operator"),
+            ("depend = foo<~1\n", "operator"),
+            ("depend = foo@edge\n", "not a package name"),
+            ("depend = .hidden\n", "not a package name"),
+            ("depend = \n", "empty"),
+            ("provides = foo>=1\n", "operator"),
+            ("provides = !foo\n", "conflict"),
+            ("install_if = a=b\n", "not an apk version"),
+            ("replaces = ba$d\n", "not a package name"),
+            ("origin = ../x\n", "origin"),
+            ("commit = not-hex\n", "commit"),
+            ("builddate = yesterday\n", "builddate"),
+            ("size = -1\n", "size"),
+            ("provider_priority = 70000\n", "provider_priority"),
+            ("triggers = relative/dir\n", "triggers"),
+            ("license=MIT\n", "not `key = value`"),
+            ("pkgdesc = a\u{1b}[31m\n", "control character"),
+            ("pkgname = again\n", "appears twice"),
+        ] {
+            let e = parse_pkginfo(&format!("{base}{extra}")).err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(e.contains(why), "{extra:?}: {e}");
+        }
+        let long = format!("{base}pkgdesc = {}\n", "x".repeat(2000));
+        assert!(parse_pkginfo(&long).is_err());
     }
 }

@@ -30,6 +30,21 @@ pub enum ControlError {
     Architecture(String),
     #[error("the field {0} appears twice")]
     Duplicate(String),
+    /// Any other field a client parses, by its grammar (`fields`).
+    #[error("{0}")]
+    Field(super::fields::FieldError),
+}
+
+impl From<super::fields::FieldError> for ControlError {
+    fn from(e: super::fields::FieldError) -> Self {
+        use super::fields::FieldError;
+        match e {
+            FieldError::Syntax(n) => Self::Syntax(n),
+            FieldError::Blank(n) => Self::Blank(n),
+            FieldError::Duplicate(name) => Self::Duplicate(name),
+            other => Self::Field(other),
+        }
+    }
 }
 
 /// `^[a-z0-9][a-z0-9+.-]+$`
@@ -74,31 +89,12 @@ pub fn valid_architecture(a: &str) -> bool {
 }
 
 impl Control {
+    /// A `.deb`'s control file, checked field by field as dpkg and Debian policy read it
+    /// (`fields::check_binary`): what is accepted can be published in a `Packages` index.
     pub fn parse(text: &str) -> Result<Self, ControlError> {
         let text = text.trim_matches(|c| c == '\n' || c == '\r').replace("\r\n", "\n");
-        let mut fields: Vec<(String, String)> = Vec::new();
-        for (i, line) in text.lines().enumerate() {
-            // A blank line would end the stanza and split the Packages entry in two. A line of
-            // only white space counts as blank (dpkg refuses it: "blank line in value of field"),
-            // so this comes before the continuation check.
-            if line.trim().is_empty() {
-                return Err(ControlError::Blank(i + 1));
-            }
-            if line.starts_with(' ') || line.starts_with('\t') {
-                if fields.is_empty() {
-                    return Err(ControlError::Syntax(i + 1));
-                }
-                continue;
-            }
-            let Some((name, value)) = line.split_once(':') else { return Err(ControlError::Syntax(i + 1)) };
-            if name.is_empty() || !name.bytes().all(|b| b.is_ascii_graphic()) {
-                return Err(ControlError::Syntax(i + 1));
-            }
-            if fields.iter().any(|(n, _)| n.eq_ignore_ascii_case(name)) {
-                return Err(ControlError::Duplicate(name.to_string()));
-            }
-            fields.push((name.to_string(), value.trim().to_string()));
-        }
+        let parsed = super::fields::paragraph(&text)?;
+        let fields: Vec<(String, String)> = parsed.iter().map(|f| (f.name.to_string(), f.value.clone())).collect();
         let get = |f: &'static str| {
             fields.iter().find(|(n, _)| n.eq_ignore_ascii_case(f)).map(|(_, v)| v.clone()).filter(|v| !v.is_empty())
         };
@@ -130,7 +126,8 @@ impl Control {
                 return Err(ControlError::Duplicate(format!("{ours} (set by the repository, not the package)")));
             }
         }
-        Ok(Self { package, version, architecture, source, text })
+        super::fields::check_binary(&parsed, super::fields::Mode::Policy)?;
+        Ok(Self { package, version, architecture, source, text: text.clone() })
     }
 
     /// `pool/<component>/<prefix>/<source>/<name>_<version without epoch>_<arch>.deb`, where the

@@ -64,6 +64,9 @@ pub enum DscError {
     TooMany,
     #[error("the .dsc lists no files")]
     NoFiles,
+    /// A field that `dpkg-source`, apt or policy reads otherwise (`fields::check_source`).
+    #[error("{0}")]
+    Field(super::fields::FieldError),
 }
 
 /// The signed text of an OpenPGP clear-signed message (dash-escaping undone), or the input when
@@ -126,23 +129,13 @@ impl Dsc {
         let text = unsigned(text)?;
         // The first paragraph is the source's control paragraph.
         let paragraph = text.trim_start_matches('\n').split("\n\n").next().unwrap_or_default().trim_end();
-        let mut fields: Vec<(&str, String)> = Vec::new();
-        for (i, line) in paragraph.lines().enumerate() {
-            if line.starts_with([' ', '\t']) {
-                let Some((_, value)) = fields.last_mut() else { return Err(DscError::Syntax(i + 1)) };
-                value.push('\n');
-                value.push_str(line);
-                continue;
-            }
-            let Some((name, value)) = line.split_once(':') else { return Err(DscError::Syntax(i + 1)) };
-            if name.is_empty() || !name.bytes().all(|b| b.is_ascii_graphic()) {
-                return Err(DscError::Syntax(i + 1));
-            }
-            if fields.iter().any(|(n, _)| n.eq_ignore_ascii_case(name)) {
-                return Err(DscError::Duplicate(name.to_string()));
-            }
-            fields.push((name, value.trim().to_string()));
-        }
+        let parsed = super::fields::paragraph(paragraph).map_err(|e| match e {
+            super::fields::FieldError::Syntax(n) => DscError::Syntax(n),
+            super::fields::FieldError::Duplicate(name) => DscError::Duplicate(name),
+            other => DscError::Field(other),
+        })?;
+        super::fields::check_source(&parsed, super::fields::Mode::Policy).map_err(DscError::Field)?;
+        let fields: Vec<(&str, String)> = parsed.iter().map(|f| (f.name, f.value.clone())).collect();
         let get = |f: &str| fields.iter().find(|(n, _)| n.eq_ignore_ascii_case(f)).map(|(_, v)| v.as_str());
         let source = get("Source").filter(|v| !v.is_empty()).ok_or(DscError::Missing("Source"))?.to_string();
         let version = get("Version").filter(|v| !v.is_empty()).ok_or(DscError::Missing("Version"))?.to_string();

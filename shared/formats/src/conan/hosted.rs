@@ -12,7 +12,10 @@ use async_trait::async_trait;
 use super::rows::{self, ConanFile, RevisionKey};
 use super::{KIND, SEARCH_KIND, SEARCH_UNIT};
 use packyard_codecs::archive::{check_tar, expansion_limit, ArchiveError};
-use packyard_codecs::conan::{archive_compression, FileHashes, Manifest};
+use packyard_codecs::conan::{archive_compression, check_conaninfo, FileHashes, Manifest};
+
+/// `conanmanifest.txt` and `conaninfo.txt` are a few KiB; larger is not one.
+const MAX_TEXT_BYTES: u64 = 4 << 20;
 use packyard_core::hosted::{
     read_back, Existing, Hosted, InTx, Inspected, Removed, TxError, UnitRef, UploadError, Written,
 };
@@ -110,9 +113,21 @@ impl Hosted for ConanHosted {
                 Err(e) => return Err(UploadError::Invalid(format!("{} is not a whole archive: {e}", t.path))),
             }
         }
-        let manifest = if t.path == "conanmanifest.txt" {
+        // The two files the client reads as text: by its grammar, whole, before they count.
+        let text = if matches!(t.path.as_str(), "conanmanifest.txt" | "conaninfo.txt") {
+            if stored.size > MAX_TEXT_BYTES {
+                return Err(UploadError::Invalid(format!("{} is larger than {MAX_TEXT_BYTES} bytes", t.path)));
+            }
             let bytes = services.blobs.read_all(&stored.sha256).await?;
-            Some(Manifest::parse(&String::from_utf8_lossy(&bytes)).map_err(|e| UploadError::Invalid(e.to_string()))?)
+            Some(String::from_utf8(bytes.to_vec()).map_err(|_| UploadError::Invalid(format!("{} is not UTF-8 text", t.path)))?)
+        } else {
+            None
+        };
+        if t.path == "conaninfo.txt" {
+            check_conaninfo(text.as_deref().unwrap_or_default()).map_err(|e| UploadError::Invalid(e.to_string()))?;
+        }
+        let manifest = if t.path == "conanmanifest.txt" {
+            Some(Manifest::parse(text.as_deref().unwrap_or_default()).map_err(|e| UploadError::Invalid(e.to_string()))?)
         } else {
             None
         };

@@ -12,7 +12,7 @@ use super::rows::{self, GoVersion};
 use super::sumdb::{self, AppendError};
 use super::KIND;
 use packyard_codecs::go::zip::{
-    check_entries, locate, module_of_go_mod, parse_central, tail_len, verify_data, Limits, Verified, ZipError,
+    check_entries, locate, parse_central, tail_len, verify_data, Limits, Verified, ZipError,
 };
 use packyard_core::hosted::{
     read_back, store_derived, Existing, Forget, Hosted, InTx, Inspected, Removed, TxError, UnitRef, UploadError,
@@ -96,7 +96,13 @@ impl Hosted for GoHosted {
         }
         let mod_bytes = match go_mod {
             Some(bytes) => {
-                let declared = module_of_go_mod(&String::from_utf8_lossy(&bytes));
+                // As the go command reads it: a go.mod it cannot parse breaks every build that
+                // needs this version.
+                let text = std::str::from_utf8(&bytes)
+                    .map_err(|_| UploadError::Invalid("the zip's go.mod is not UTF-8 text".into()))?;
+                let declared = packyard_codecs::go::modfile::parse(text)
+                    .map_err(|e| UploadError::Invalid(format!("the zip's go.mod does not parse: {e}")))?
+                    .module;
                 if declared.as_deref() != Some(module.as_str()) {
                     return Err(UploadError::Invalid(format!(
                         "the zip's go.mod declares module {:?}, not {module:?}",
