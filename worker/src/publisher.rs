@@ -116,9 +116,19 @@ impl Publisher {
             }
         };
         let mut follows = false;
+        let m = &self.services.metrics;
+        for (member, (count, why)) in ctx.skipped() {
+            m.group_records_skipped_total.with_label_values(&[repo.name.as_str(), member]).inc_by(*count);
+            tracing::warn!(group = %repo.name, member = %member, count, first = %why, key = %unit.unit_key, "records of a member that its clients could not parse were left out of the group");
+        }
         let outcome = match built {
             None => Outcome::Fenced,
-            Some(Err(e)) => return self.fail(&claim, &e.to_string()).await,
+            Some(Err(e)) => {
+                if let packyard_core::publication::BuildError::Refused { reason, .. } = &e {
+                    m.publication_refused_total.with_label_values(&[repo.name.as_str(), reason]).inc();
+                }
+                return self.fail(&claim, &e.to_string()).await;
+            }
             Some(Ok(())) => {
                 let files = match ctx.finish().await {
                     Ok(files) => files,
@@ -143,7 +153,6 @@ impl Publisher {
                 }
             }
         };
-        let m = &self.services.metrics;
         match outcome {
             Outcome::Published(snapshot_id) => {
                 // This process's replica sees it at once; others at their next watermark poll.

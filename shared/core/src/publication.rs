@@ -28,6 +28,11 @@ pub enum BuildError {
     /// rather than refusing: a merge may go on with the members that answered.
     #[error("member {member}: {message}")]
     MemberFailed { member: String, status: u16, message: String },
+    /// What the build would publish does not read back with the format's own parser (a row
+    /// stored before its upload was checked this way): nothing is published, the unit keeps its
+    /// last good snapshot. `reason` names the kind of file for the metric.
+    #[error("refused to publish: {message}")]
+    Refused { reason: &'static str, message: String },
 }
 
 impl BuildError {
@@ -100,11 +105,37 @@ pub struct BuildContext<'a> {
     parts: std::collections::HashSet<String>,
     /// The blobs this build wrote, recorded together when it finishes ([`BuildContext::finish`]).
     written: Vec<(Sha256Hex, u64)>,
+    /// Records a group merge left out because they do not parse: by member, how many and the
+    /// first reason.
+    skipped: std::collections::BTreeMap<String, (u64, String)>,
 }
 
 impl<'a> BuildContext<'a> {
     pub fn new(db: &'a Db, blobs: &'a dyn BlobStore) -> Self {
-        Self { db, blobs, files: Vec::new(), parts: std::collections::HashSet::new(), written: Vec::new() }
+        Self {
+            db,
+            blobs,
+            files: Vec::new(),
+            parts: std::collections::HashSet::new(),
+            written: Vec::new(),
+            skipped: std::collections::BTreeMap::new(),
+        }
+    }
+
+    /// A group merge leaves out a record of `member` that its clients could not read (`why`):
+    /// the worker counts it (`packyard_group_records_skipped_total`) and logs the first reason.
+    pub fn skip(&mut self, member: &str, why: impl FnOnce() -> String) {
+        match self.skipped.get_mut(member) {
+            Some((n, _)) => *n += 1,
+            None => {
+                self.skipped.insert(member.to_string(), (1, why()));
+            }
+        }
+    }
+
+    /// What [`BuildContext::skip`] left out: member → (count, first reason).
+    pub fn skipped(&self) -> &std::collections::BTreeMap<String, (u64, String)> {
+        &self.skipped
     }
 
     /// Starts a file; write to the sink and `finish` it to add it to the snapshot.

@@ -29,6 +29,8 @@ pub struct Metrics {
     pub proxy_upstream_requests_total: IntCounterVec,
     pub proxy_stale_served_total: IntCounterVec,
     pub group_member_failures_total: IntCounterVec,
+    pub publication_refused_total: IntCounterVec,
+    pub group_records_skipped_total: IntCounterVec,
     pub proxy_upstream_duration_seconds: HistogramVec,
     pub blob_errors_total: IntCounterVec,
     pub dependency_errors_total: IntCounterVec,
@@ -144,6 +146,20 @@ impl Metrics {
             ),
             &["group", "member"],
         )?;
+        let publication_refused_total = IntCounterVec::new(
+            Opts::new(
+                "packyard_publication_refused_total",
+                "Builds whose files did not read back with the format's parser, so nothing was published (the unit keeps its last snapshot; /status says why), by repository and reason",
+            ),
+            &["repository", "reason"],
+        )?;
+        let group_records_skipped_total = IntCounterVec::new(
+            Opts::new(
+                "packyard_group_records_skipped_total",
+                "Records of a group member's index (an upstream's stanza) left out of the group's merge because its clients could not parse them, by group and member",
+            ),
+            &["group", "member"],
+        )?;
         let proxy_upstream_duration_seconds = HistogramVec::new(
             HistogramOpts::new(
                 "packyard_proxy_upstream_duration_seconds",
@@ -226,6 +242,8 @@ impl Metrics {
         registry.register(Box::new(proxy_upstream_requests_total.clone()))?;
         registry.register(Box::new(proxy_stale_served_total.clone()))?;
         registry.register(Box::new(group_member_failures_total.clone()))?;
+        registry.register(Box::new(publication_refused_total.clone()))?;
+        registry.register(Box::new(group_records_skipped_total.clone()))?;
         registry.register(Box::new(outbox_backlog.clone()))?;
         registry.register(Box::new(publication_lag_seconds.clone()))?;
         registry.register(Box::new(publication_duration_seconds.clone()))?;
@@ -249,6 +267,8 @@ impl Metrics {
             proxy_upstream_requests_total,
             proxy_stale_served_total,
             group_member_failures_total,
+            publication_refused_total,
+            group_records_skipped_total,
             proxy_upstream_duration_seconds,
             blob_errors_total,
             dependency_errors_total,

@@ -250,6 +250,90 @@ pub fn verify_index(index: &[u8], keys: &[rsa::RsaPublicKey]) -> Result<Vec<u8>,
     Err(KeyError::Rsa("no signature in the index verifies with the configured key".into()))
 }
 
+/// One `APKINDEX` record as apk (2.14 and 3) reads it: every line `X:value`; `P` and `V` present
+/// and valid, `C` a checksum; only the fields apk knows among upper-case letters (an unknown one
+/// makes the package uninstallable); numbers where apk reads numbers; `D`, `p`, `i`, `r` lists
+/// of dependency tokens apk parses.
+pub fn check_record(record: &str) -> Result<(), String> {
+    use super::package::{check_dependency, valid_name, valid_version};
+    let (mut name, mut version, mut checksum) = (None, None, None);
+    for line in record.split('\n').filter(|l| !l.is_empty()) {
+        let b = line.as_bytes();
+        if b.len() < 2 || b[1] != b':' || !b[0].is_ascii_alphabetic() {
+            return Err(format!("the line {:?} is not `X:value`", line.chars().take(60).collect::<String>()));
+        }
+        if line.chars().any(|c| c.is_control()) {
+            return Err(format!("the {} line holds a control character", line.chars().next().unwrap_or('?')));
+        }
+        let value = &line[2..];
+        let number = |what: &str| {
+            if value.is_empty() || value.len() > 20 || !value.bytes().all(|b| b.is_ascii_digit()) {
+                Err(format!("{what} {value:?} is not a number"))
+            } else {
+                Ok(())
+            }
+        };
+        match b[0] {
+            b'P' => name = Some(value),
+            b'V' => version = Some(value),
+            b'C' => checksum = Some(value),
+            b'S' => number("S (size)")?,
+            b'I' => number("I (installed size)")?,
+            b't' => number("t (build date)")?,
+            b'k' => number("k (provider priority)")?,
+            b'D' | b'p' | b'i' | b'r' => {
+                let key = match b[0] {
+                    b'D' => "depend",
+                    b'p' => "provides",
+                    b'i' => "install_if",
+                    _ => "replaces",
+                };
+                for token in value.split(' ') {
+                    if token.is_empty() {
+                        return Err(format!("{key}: an empty token (two spaces, or one at an end)"));
+                    }
+                    check_dependency(key, token)?;
+                }
+            }
+            b'A' | b'T' | b'U' | b'L' | b'o' | b'm' | b'c' => {}
+            c if c.is_ascii_uppercase() => {
+                return Err(format!("the field {} is not one apk knows; apk would not install the package", c as char))
+            }
+            _ => {}
+        }
+    }
+    let name = name.ok_or("no P: line")?;
+    if !valid_name(name) {
+        return Err(format!("P {name:?} is not a package name"));
+    }
+    let version = version.ok_or("no V: line")?;
+    if !valid_version(version) {
+        return Err(format!("V {version:?} is not an apk version"));
+    }
+    if checksum.is_none_or(|c| c.len() < 20) {
+        return Err("no C: checksum (Q1…)".into());
+    }
+    Ok(())
+}
+
+/// The records of an `APKINDEX` text as apk reads them: how many, or the first it could not
+/// read — named `name-version` where it has them — and why.
+pub fn check_records(text: &str) -> Result<usize, (String, String)> {
+    let mut count = 0;
+    for record in text.split("\n\n").map(|r| r.trim_matches('\n')).filter(|r| !r.is_empty()) {
+        count += 1;
+        if let Err(why) = check_record(record) {
+            let field = |k: &str| record.lines().find_map(|l| l.strip_prefix(k));
+            let who = match (field("P:"), field("V:")) {
+                (Some(p), Some(v)) => format!("{p}-{v}"),
+                _ => format!("record {count}"),
+            };
+            return Err((who, why));
+        }
+    }
+    Ok(count)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -336,5 +420,25 @@ mod tests {
         tampered[n - 30] ^= 1;
         assert!(verify_index(&tampered, &keys).is_err());
         Ok(())
+    }
+
+    #[test]
+    fn records_as_apk_reads_them() {
+        let good = "C:Q1abcdefghijklmnopqrstuvwxyz0=\nP:hello\nV:2.12-r1\nA:x86_64\nS:1234\nI:4096\nT:a thing\nt:1700000000\nD:so:libc.musl-x86_64.so.1 busybox>=1.36\np:cmd:hello=2.12-r1\n";
+        assert_eq!(check_records(&format!("{good}\n{good}")), Ok(2));
+        for (bad, why) in [
+            ("D:foo>=\n", "not an apk version"),
+            ("D:a  b\n", "empty token"),
+            ("p:foo<2\n", "operator"),
+            ("S:big\n", "not a number"),
+            ("Z:new\n", "not one apk knows"),
+            ("garbage\n", "not `X:value`"),
+        ] {
+            let (who, e) = check_records(&format!("{good}{bad}")).err().unwrap_or_default();
+            assert_eq!(who, "hello-2.12-r1", "{bad:?}");
+            assert!(e.contains(why), "{bad:?}: {e}");
+        }
+        assert!(check_records("P:x1\nV:1\n").is_err(), "no checksum");
+        assert!(check_records("C:Q1abcdefghijklmnopqrstuvwxyz0=\nV:1\n").is_err(), "no name");
     }
 }

@@ -298,7 +298,7 @@ const MAX_DEPENDENCY: usize = 255;
 /// `+._-:/,[]` (`so:libc.musl-x86_64.so.1`, `cmd:sh`, `/bin/sh`), and an operator both apk 2.14
 /// and 3 write back the same (`<`, `<=`, `=`, `>=`, `>`, `~`, `=~`). `provides` takes only
 /// `name` or `name=version`; a `!` (a conflict) only `depend` and `install_if`.
-fn check_dependency(key: &str, token: &str) -> Result<(), String> {
+pub fn check_dependency(key: &str, token: &str) -> Result<(), String> {
     if token.len() > MAX_DEPENDENCY {
         return Err(format!("{key}: {:?}… is longer than {MAX_DEPENDENCY} bytes", &token[..40]));
     }

@@ -642,23 +642,39 @@ pub fn check_source(fields: &[Field<'_>], mode: Mode) -> Result<(), FieldError> 
     Ok(())
 }
 
-/// A `Packages` or `Sources` index as apt reads it, stanza by stanza: the first stanza it could
-/// not read and why. `sources`: a `Sources` index.
-pub fn check_index(text: &str, sources: bool) -> Result<usize, (usize, FieldError)> {
+/// One stanza of a `Packages` index — or, with a `Directory` and no `Filename`, of a `Sources`
+/// index — as apt reads it ([`Mode::Apt`]).
+pub fn check_stanza(stanza: &str) -> Result<(), FieldError> {
+    let fields = paragraph(stanza)?;
+    if get(&fields, "Filename").is_none() && get(&fields, "Directory").is_some() {
+        if get(&fields, "Package").is_none_or(|f| f.value.is_empty()) {
+            return Err(FieldError::Invalid { field: "Package".into(), why: "it is missing".into() });
+        }
+        return check_source(&fields, Mode::Apt);
+    }
+    check_packages_stanza(&fields)
+}
+
+/// A `Packages` or `Sources` index as apt reads it, stanza by stanza: how many stanzas, or the
+/// first one apt could not read — named by its `Package` and `Version` (or its number) — and why.
+pub fn check_index(text: &str) -> Result<usize, (String, FieldError)> {
     let mut count = 0;
-    for (i, stanza) in text.split("\n\n").map(|s| s.trim_matches('\n')).filter(|s| !s.is_empty()).enumerate() {
-        let fields = paragraph(stanza).map_err(|e| (i + 1, e))?;
-        let checked = if sources {
-            if get(&fields, "Package").is_none_or(|f| f.value.is_empty()) {
-                Err(FieldError::Invalid { field: "Package".into(), why: "it is missing".into() })
-            } else {
-                check_source(&fields, Mode::Apt)
-            }
-        } else {
-            check_packages_stanza(&fields)
-        };
-        checked.map_err(|e| (i + 1, e))?;
+    for stanza in text.split("\n\n").map(|s| s.trim_matches('\n')).filter(|s| !s.is_empty()) {
         count += 1;
+        if let Err(e) = check_stanza(stanza) {
+            let value = |name: &str| {
+                stanza.lines().find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    k.eq_ignore_ascii_case(name).then(|| v.trim().to_string())
+                })
+            };
+            let who = match (value("Package"), value("Version")) {
+                (Some(p), Some(v)) => format!("{p} {v}"),
+                (Some(p), None) => p,
+                _ => format!("stanza {count}"),
+            };
+            return Err((who, e));
+        }
     }
     Ok(count)
 }
@@ -796,7 +812,7 @@ mod tests {
     fn what_apt_cannot_read_in_an_index() {
         let good = "Package: a\nVersion: 1\nArchitecture: all\nDepends: b (>= 1), c:any, d (<< 2),\nProvides: e\n\n\
                     Package: f\nVersion: 2\nArchitecture: amd64\nBreaks: g (< 2)\n";
-        assert_eq!(check_index(good, false), Ok(2));
+        assert_eq!(check_index(good), Ok(2));
         for (bad, why) in [
             ("Package: a\nVersion: 1\nArchitecture: all\nDepends: b (>= )\n", "no version"),
             ("Package: a\nVersion: 1\nArchitecture: all\nDepends: b [amd64]\n", "apt cannot read"),
@@ -807,11 +823,11 @@ mod tests {
             ("Version: 1\nArchitecture: all\n", "Package"),
         ] {
             let text = format!("{good}\n{bad}");
-            let (stanza, e) = check_index(&text, false).err().unwrap_or((0, FieldError::Syntax(0)));
-            assert_eq!(stanza, 3, "{bad:?}");
+            let (stanza, e) = check_index(&text).err().unwrap_or((String::new(), FieldError::Syntax(0)));
+            assert_eq!(stanza, if bad.starts_with("Package") { "a 1" } else { "stanza 3" }, "{bad:?}");
             assert!(e.to_string().contains(why), "{bad:?}: {e}");
         }
-        assert_eq!(check_index("Package: a\nBuild-Depends: b [amd64] <!nocheck>\n", true), Ok(1));
-        assert!(check_index("Package: a\nBuild-Depends: b (>=\n", true).is_err());
+        assert_eq!(check_index("Package: a\nDirectory: pool/a\nBuild-Depends: b [amd64] <!nocheck>\n"), Ok(1));
+        assert!(check_index("Package: a\nDirectory: pool/a\nBuild-Depends: b (>=\n").is_err());
     }
 }

@@ -162,6 +162,49 @@ pub fn list<'a>(versions: impl Iterator<Item = &'a str>) -> String {
     v.iter().map(|(_, s)| format!("{s}\n")).collect()
 }
 
+/// An `@v/list` as the go command reads it: one canonical version per line, no blank lines
+/// but the end. The first line it would not take, and why.
+pub fn check_list(text: &str) -> Result<usize, String> {
+    let mut n = 0;
+    for line in text.lines() {
+        match Version::parse(line) {
+            Ok(v) if v.canonical() == line => n += 1,
+            Ok(v) => return Err(format!("@v/list: {line:?} is not canonical (should be {})", v.canonical())),
+            Err(e) => return Err(format!("@v/list: {line:?} is not a version: {e}")),
+        }
+    }
+    Ok(n)
+}
+
+/// A `.info` (or `@latest`) as the go command reads it: JSON with a canonical `Version` and an
+/// RFC 3339 `Time` when present. The version.
+pub fn check_info(json: &str) -> Result<String, String> {
+    let info: serde_json::Value =
+        serde_json::from_str(json).map_err(|e| format!(".info is not the JSON the go command reads: {e}"))?;
+    let version = info["Version"].as_str().ok_or(".info has no Version string")?.to_string();
+    let time = match &info["Time"] {
+        serde_json::Value::Null => None,
+        serde_json::Value::String(t) => Some(t.clone()),
+        other => return Err(format!(".info: Time {other} is not a string")),
+    };
+    struct Info {
+        version: String,
+        time: Option<String>,
+    }
+    let info = Info { version, time };
+    let v = Version::parse(&info.version).map_err(|e| format!(".info: Version {:?} is not a version: {e}", info.version))?;
+    if v.canonical() != info.version {
+        return Err(format!(".info: Version {:?} is not canonical", info.version));
+    }
+    if let Some(t) = &info.time {
+        let ok = t.len() >= 20 && t.as_bytes()[4] == b'-' && t.as_bytes()[10] == b'T' && (t.ends_with('Z') || t.contains('+'));
+        if !ok {
+            return Err(format!(".info: Time {t:?} is not an RFC 3339 time"));
+        }
+    }
+    Ok(info.version)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

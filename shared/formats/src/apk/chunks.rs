@@ -223,6 +223,13 @@ async fn store_chunk(
     text: String,
     (last_id, count, id_sum): (i64, usize, i128),
 ) -> Result<Chunk, BuildError> {
+    // Read back as apk will read it: a record apk cannot parse is never published.
+    if let Err((record, why)) = packyard_codecs::apk::index::check_records(&text) {
+        return Err(BuildError::Refused {
+            reason: "apk_index",
+            message: format!("apk could not read the index record of {record}: {why}; delete or replace that package"),
+        });
+    }
     let piece = deflate(text.into_bytes(), false).await?;
     let mut sink = ctx.file(".parts/new", "application/octet-stream").await?;
     sink.write(&piece.bytes).await?;

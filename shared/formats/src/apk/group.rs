@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use super::chunks::{self, Contribution, Memory, Signing};
 use super::{proxy_request, Unit, INDEX_FILE, KIND};
-use packyard_codecs::apk::index::verify_index;
+use packyard_codecs::apk::index::{check_record, verify_index};
 use packyard_codecs::apk::index::{apkindex_text, index_member_text};
 use packyard_codecs::apk::signing::parse_public_keys;
 use packyard_core::groups::{self, incremental, members_of, published_entry, Reader, Sources};
@@ -156,7 +156,9 @@ pub(crate) async fn merge(
         let text = read(reader, member, input).await?;
         let offered = text
             .split("\n\n")
-            .filter_map(|r| record_key(r.trim_matches('\n')))
+            .map(|r| r.trim_matches('\n'))
+            .filter(|r| check_record(r).is_ok())
+            .filter_map(record_key)
             .map(|(k, _)| incremental::key_digest(&k))
             .collect();
         now.insert(id, offered);
@@ -179,6 +181,11 @@ pub(crate) async fn merge(
         for record in text.split("\n\n") {
             let record = record.trim_matches('\n');
             let Some((k, file)) = record_key(record) else { continue };
+            // A record from upstream that apk cannot read is left out, counted and logged.
+            if let Err(why) = check_record(record) {
+                ctx.skip(member.name.as_str(), || format!("{file}: {why}"));
+                continue;
+            }
             let k = incremental::key_digest(&k);
             if !offered.insert(k) || ahead.iter().any(|a| a.contains(&k)) {
                 continue;

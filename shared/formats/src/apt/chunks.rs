@@ -469,7 +469,9 @@ async fn store_chunk(
     let (plain, gz, xz) = tokio::join!(
         blocking(move || {
             plain_hash.update(t1.as_bytes());
-            Ok(plain_hash)
+            // Read back as apt will read it, beside the compressions: an index apt cannot parse
+            // fails `apt-get update` for every client of the repository and of its groups.
+            Ok((plain_hash, packyard_codecs::apt::fields::check_index(&t1).err()))
         }),
         blocking(move || {
             use std::io::Write as _;
@@ -485,7 +487,13 @@ async fn store_chunk(
             Ok((block, record, xz_hash))
         }),
     );
-    let (plain_hash, (gz, gz_hash), (xz, record, xz_hash)) = (plain?, gz?, xz?);
+    let ((plain_hash, unreadable), (gz, gz_hash), (xz, record, xz_hash)) = (plain?, gz?, xz?);
+    if let Some((stanza, why)) = unreadable {
+        return Err(BuildError::Refused {
+            reason: "apt_index",
+            message: format!("apt could not read the index: the stanza of {stanza}: {why}; delete or replace that package"),
+        });
+    }
     let mut parts: [(String, i64); 3] = Default::default();
     for (form, bytes) in [text.as_bytes(), &gz, &xz].into_iter().enumerate() {
         let mut sink = ctx.file(".parts/new", "application/octet-stream").await?;

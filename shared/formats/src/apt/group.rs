@@ -32,6 +32,7 @@ use packyard_store::db::Db;
 pub struct Upstream<'a>(pub &'a Reader);
 
 use super::index::other;
+use packyard_codecs::apt::fields::check_stanza;
 
 /// Reads `Packages` stanzas (paragraphs separated by blank lines) one at a time.
 pub struct StanzaReader<R> {
@@ -274,7 +275,8 @@ impl Upstream<'_> {
         let mut stanza = String::new();
         let mut keys = HashSet::new();
         while stanzas.next_stanza(&mut stanza).map_err(|e| unreadable(member, id, e))? {
-            if let Some((key, _)) = stanza_key(&stanza) {
+            // A stanza apt cannot read is never merged (`contribute`), so it shadows nothing.
+            if let Some((key, _)) = stanza_key(&stanza).filter(|_| check_stanza(&stanza).is_ok()) {
                 keys.insert(incremental::key_digest(&key));
             }
         }
@@ -297,6 +299,12 @@ impl Upstream<'_> {
         let mut out = Vec::new();
         while stanzas.next_stanza(&mut stanza).map_err(|e| unreadable(member, id, e))? {
             let Some((key, path_field)) = stanza_key(&stanza) else { continue };
+            // A stanza from upstream that apt cannot read would fail `apt-get update` for every
+            // client of the group: it is left out, counted and logged.
+            if let Err(why) = check_stanza(&stanza) {
+                ctx.skip(member.name.as_str(), || format!("{} in {}: {why}", key, id.base));
+                continue;
+            }
             let key = incremental::key_digest(&key);
             if !offered.insert(key) || ahead.iter().any(|a| a.contains(&key)) {
                 continue;

@@ -93,7 +93,15 @@ pub async fn merge_search(ctx: &mut BuildContext<'_>, reader: &Reader, repo: &Re
             sources.insert(m.name.to_string(), sha.clone());
         }
         let v: serde_json::Value = serde_json::from_slice(&reader.bytes(&sha).await?).unwrap_or_default();
-        all.extend(v["results"].as_array().into_iter().flatten().filter_map(|x| x.as_str().map(str::to_string)));
+        for found in v["results"].as_array().into_iter().flatten().filter_map(|x| x.as_str()) {
+            // A result the client cannot read as a reference would fail the whole search.
+            match packyard_codecs::conan::Reference::parse(found) {
+                Ok(_) => {
+                    all.insert(found.to_string());
+                }
+                Err(why) => ctx.skip(m.name.as_str(), || format!("search result {found:?}: {why}")),
+            }
+        }
     }
     ctx.put(SEARCH_FILE, JSON, serde_json::json!({ "results": all }).to_string().as_bytes()).await?;
     ctx.put(SOURCES_FILE, TEXT, groups::render_sources(&sources).as_bytes()).await

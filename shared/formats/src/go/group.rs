@@ -12,7 +12,7 @@
 use std::collections::HashSet;
 
 use super::{proxy_request, Request, KIND};
-use packyard_codecs::go::version::{latest, list};
+use packyard_codecs::go::version::{check_info, check_list, latest, list};
 use packyard_core::groups::{self, members_of, Reader, Sources};
 use packyard_core::publication::{BuildContext, BuildError};
 use packyard_model::repos::{RepoType, Repository};
@@ -68,6 +68,11 @@ pub async fn merge(
             sources.insert(m.name.to_string(), sha.clone());
         }
         for v in reader.text(&sha).await?.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            // A line that is no canonical version (an upstream's mistake) is left out.
+            if let Err(why) = check_list(v) {
+                ctx.skip(m.name.as_str(), || why);
+                continue;
+            }
             if seen.insert(v.to_string()) {
                 listed.push((v.to_string(), m.name.to_string()));
             }
@@ -80,13 +85,14 @@ pub async fn merge(
             let owner = listed.iter().find(|(l, _)| l == v).map(|(_, m)| m.as_str()).unwrap_or_default();
             // A nested group publishes no `.info` of its own: its `@latest` is that version's.
             let info = Request::File { module: module.to_string(), version: v.to_string(), ext: "info" };
-            match members.iter().find(|m| m.name.as_str() == owner) {
+            let file = match members.iter().find(|m| m.name.as_str() == owner) {
                 Some(m) if m.repo_type == RepoType::Group => {
                     member_file(reader, db, m, &Request::Latest(module.to_string())).await?
                 }
                 Some(m) => member_file(reader, db, m, &info).await?,
                 None => None,
-            }
+            };
+            file.map(|(sha, size)| (sha, size, owner.to_string()))
         }
         None => {
             // Nothing listed (only pseudo-versions, say): the highest of the members' @latest.
@@ -96,16 +102,21 @@ pub async fn merge(
                 if let Some((sha, size)) = latest? {
                     let info: serde_json::Value = serde_json::from_str(&reader.text(&sha).await?).unwrap_or_default();
                     if let Some(v) = info["Version"].as_str() {
-                        candidates.push((v.to_string(), sha, size));
+                        candidates.push((v.to_string(), sha, size, m.name.to_string()));
                     }
                 }
             }
-            let best = latest(candidates.iter().map(|(v, _, _)| v.as_str())).map(str::to_string);
-            best.and_then(|b| candidates.into_iter().find(|(v, _, _)| *v == b)).map(|(_, sha, size)| (sha, size))
+            let best = latest(candidates.iter().map(|(v, ..)| v.as_str())).map(str::to_string);
+            best.and_then(|b| candidates.into_iter().find(|(v, ..)| *v == b)).map(|(_, sha, size, m)| (sha, size, m))
         }
     };
-    if let Some((sha, size)) = latest_file {
-        ctx.reference("@latest", &sha, size, JSON);
+    if let Some((sha, size, owner)) = latest_file {
+        // An upstream's `.info` the go command cannot read is not passed on as `@latest` (the
+        // go command then resolves from the list).
+        match check_info(&reader.text(&sha).await?) {
+            Ok(_) => ctx.reference("@latest", &sha, size, JSON),
+            Err(why) => ctx.skip(&owner, || format!("@latest: {why}")),
+        }
     }
     ctx.put(MEMBERS_FILE, TEXT, groups::members_map(&listed).as_bytes()).await?;
     ctx.put(SOURCES_FILE, TEXT, groups::render_sources(&sources).as_bytes()).await?;

@@ -6,7 +6,7 @@
 use async_trait::async_trait;
 
 use super::hosted::info_json;
-use packyard_codecs::go::version::{latest, list};
+use packyard_codecs::go::version::{check_info, check_list, latest, list};
 use packyard_core::groups::{self, Reader};
 use packyard_core::publication::{BuildContext, BuildError, Builder, Rebuilds};
 use packyard_model::repos::{Format, Repository};
@@ -34,13 +34,21 @@ impl Builder for GoBuilder {
             after = last.id;
             versions.extend(page.into_iter().map(|v| (v.version, v.time_ms)));
         }
-        ctx.put("@v/list", TEXT, list(versions.iter().map(|(v, _)| v.as_str())).as_bytes()).await?;
+        // Each file read back as the go command reads it before it is published.
+        let refused = |why: String| BuildError::Refused { reason: "go_projection", message: format!("{module}: {why}") };
+        let listed = list(versions.iter().map(|(v, _)| v.as_str()));
+        check_list(&listed).map_err(refused)?;
+        ctx.put("@v/list", TEXT, listed.as_bytes()).await?;
         if let Some(l) = latest(versions.iter().map(|(v, _)| v.as_str())) {
             let time = versions.iter().find(|(v, _)| v == l).map_or(0, |(_, t)| *t);
-            ctx.put("@latest", JSON, info_json(l, time).as_bytes()).await?;
+            let info = info_json(l, time);
+            check_info(&info).map_err(refused)?;
+            ctx.put("@latest", JSON, info.as_bytes()).await?;
         }
         for (v, t) in &versions {
-            ctx.put(&format!("@v/{v}.info"), JSON, info_json(v, *t).as_bytes()).await?;
+            let info = info_json(v, *t);
+            check_info(&info).map_err(refused)?;
+            ctx.put(&format!("@v/{v}.info"), JSON, info.as_bytes()).await?;
         }
         Ok(())
     }
