@@ -317,6 +317,9 @@ impl From<packyard_core::proxy::ProxyError> for ApiError {
         let code = match &e {
             ProxyError::Timeout(_) => ErrorCode::GatewayTimeout,
             ProxyError::Unavailable(_) => ErrorCode::ServiceUnavailable,
+            ProxyError::Changing(_) => {
+                return ApiError { retry_after: Some(1), ..ApiError::new(ErrorCode::ServiceUnavailable, e.to_string()) }
+            }
             ProxyError::Internal(_) => return ApiError::internal(e),
             _ => ErrorCode::BadGateway,
         };

@@ -8,12 +8,17 @@ usage: apk_verify.py <APKINDEX.tar.gz> <public key (SPKI PEM)> <key file name> <
   blocks, and `openssl dgst -sha1 -verify` accepts its content as the signature of the raw bytes
   of the second member;
 - the second is a tar holding DESCRIPTION and APKINDEX;
+- every record reads as apk-tools reads one: each line `X:value` (a line without it makes apk
+  refuse the whole index), P:, V: and C: present, no upper-case field apk does not know (the
+  package would be uninstallable), a version and dependency tokens in apk's grammar (a bad one
+  is cut off or breaks the package), numbers where apk reads numbers;
 - for every record, the served package's size is S: and the SHA-1 of its raw control member
   (the gzip member holding .PKGINFO) is C:.
 Prints a JSON summary on success; exits non-zero with a message otherwise.
 """
 import base64
 import hashlib
+import re
 import io
 import json
 import os
@@ -40,6 +45,35 @@ def gzip_members(data):
         members.append(data[pos:pos + used])
         pos += used
     return members
+
+
+VERSION = r"[0-9]+(\.[0-9]+)*[a-z]?(_(alpha|beta|pre|rc|cvs|svn|git|hg|p)[0-9]*)*(-r[0-9]+)?"
+DEPENDENCY = re.compile(r"^!?[A-Za-z0-9/][A-Za-z0-9+._:/,\[\]-]*((<|<=|=|>=|>|~|=~)" + VERSION + r")?$")
+KNOWN_UPPER = set("CPVASITUL")
+
+
+def check_record(block):
+    """apk-tools' reading of one APKINDEX record; the reason it would not take it, or None."""
+    rec = {}
+    for line in block.split("\n"):
+        if len(line) < 2 or line[1] != ":" or not line[0].isalpha():
+            return "line %r is not X:value (apk refuses the whole index)" % line[:60]
+        k, v = line[0], line[2:]
+        if k.isupper() and k not in KNOWN_UPPER:
+            return "field %s is unknown to apk (the package would be uninstallable)" % k
+        if k in "SItk" and not re.fullmatch(r"[0-9]+", v):
+            return "%s:%r is not a number" % (k, v)
+        if k in "Dpir":
+            for token in v.split(" "):
+                if not DEPENDENCY.match(token):
+                    return "%s: token %r is not a dependency apk reads" % (k, token)
+        rec[k] = v
+    for k in "PVC":
+        if k not in rec:
+            return "no %s: line" % k
+    if not re.fullmatch(VERSION, rec["V"]):
+        return "V:%r is not an apk version" % rec["V"]
+    return None
 
 
 def tar_files(raw_tar):
@@ -84,6 +118,10 @@ def main():
     for block in files["APKINDEX"].decode().split("\n\n"):
         if not block.strip():
             continue
+        block = block.strip("\n")
+        why = check_record(block)
+        if why:
+            fail("a record apk would not read: %s\n%s" % (why, block))
         rec = {}
         for line in block.split("\n"):
             k, _, v = line.partition(":")

@@ -3,6 +3,7 @@
 
 pub mod app;
 pub mod apt;
+pub mod archive;
 pub mod chaos;
 pub mod process;
 pub mod webdriver;

@@ -51,7 +51,10 @@ impl Reference {
             return Err(err("a reference has both a user and a channel, or neither"));
         }
         // Conan refuses a reference longer than 200 characters (`validate_ref`).
-        let length = name.len() + version.len() + 1 + user.as_ref().zip(channel.as_ref()).map_or(0, |(u, c)| u.len() + c.len() + 2);
+        let length = name.len()
+            + version.len()
+            + 1
+            + user.as_ref().zip(channel.as_ref()).map_or(0, |(u, c)| u.len() + c.len() + 2);
         if length > 200 {
             return Err(err(format!("the reference is {length} characters long; Conan allows at most 200")));
         }
@@ -155,10 +158,9 @@ impl Manifest {
         if text.chars().any(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t')) {
             return Err(err("conanmanifest.txt holds a control character"));
         }
-        let time = lines
-            .next()
-            .and_then(|l| l.trim().parse::<u64>().ok())
-            .ok_or_else(|| err("conanmanifest.txt must start with a timestamp line (seconds since 1970, digits only)"))?;
+        let time = lines.next().and_then(|l| l.trim().parse::<u64>().ok()).ok_or_else(|| {
+            err("conanmanifest.txt must start with a timestamp line (seconds since 1970, digits only)")
+        })?;
         let mut files = BTreeMap::new();
         for line in lines {
             let (path, md5) =
@@ -212,7 +214,9 @@ pub fn check_conaninfo(text: &str) -> Result<(), ConanError> {
             let reference = line.split(['#', ':', '%']).next().unwrap_or_default();
             let (name, version) = reference.split_once('/').unwrap_or(("", ""));
             if name.is_empty() || version.is_empty() || line.contains(char::is_whitespace) {
-                return Err(err(format!("conaninfo.txt [{section}] line {n}: {line:?} is not a reference (name/version…)")));
+                return Err(err(format!(
+                    "conaninfo.txt [{section}] line {n}: {line:?} is not a reference (name/version…)"
+                )));
             }
         } else {
             let (key, _) = line.split_once('=').unwrap_or(("", ""));

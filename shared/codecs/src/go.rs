@@ -1,10 +1,10 @@
 //! Go modules (the GOPROXY protocol): module paths and their case-encoding, semantic versions as
 //! the go command orders them, and the module zip checks.
 
+pub mod modfile;
 pub mod sumdb;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
-pub mod modfile;
 pub mod version;
 pub mod zip;
 

@@ -26,7 +26,7 @@ use reqwest::header;
 use crate::outbound::{root_cause, Outbound, Settings};
 use packyard_model::config::ProxyConfig;
 use packyard_model::repos::{ProxySettings, Repository};
-use packyard_store::blobs::BlobStore;
+use packyard_store::blobs::{BlobStore, Sha256Hex};
 use packyard_store::db::catalogue::{Entry, NewAsset};
 use packyard_store::db::proxy::ProxyEntry;
 use packyard_store::db::{now_ms, Db};
@@ -70,6 +70,31 @@ pub struct FetchRequest {
     /// Fetched from another upstream than the repository's (a checksum database a Go proxy
     /// serves): `path` stays the cache's key; the upstream credentials are not sent there.
     pub elsewhere: Option<Elsewhere>,
+    /// A file an index root lists by hash (APT: a `Packages` file its `InRelease` lists): served
+    /// only as the bytes the cached root names, so a client never gets a pair that disagrees.
+    pub listed_in: Option<ListedIn>,
+    /// Reads an expiry out of the file's bytes (APT: `InRelease`'s `Valid-Until`, in ms since
+    /// the epoch): a cached copy past it is never fresh, whatever the metadata TTL.
+    pub expires: Option<ExpiryOf>,
+}
+
+/// Reads an expiry (ms since the epoch) out of a file's bytes.
+pub type ExpiryOf = fn(&[u8]) -> Option<i64>;
+
+/// Reads, out of an index root's bytes, what it lists for a file: its SHA-256 and a path that
+/// serves exactly those bytes (`…/by-hash/SHA256/<hex>`), if any.
+pub type ListingOf = fn(&[u8], &str) -> Option<(String, Option<String>)>;
+
+/// The index root a file is listed in, and how to read the listing (see
+/// [`FetchRequest::listed_in`]).
+#[derive(Debug, Clone)]
+pub struct ListedIn {
+    /// The root's path (`dists/<dist>/InRelease`).
+    pub root: String,
+    /// From the root's bytes and the file's path: the SHA-256 the root lists for it (hex), and
+    /// a path that serves exactly those bytes (`…/by-hash/SHA256/<hex>`) where the upstream
+    /// offers one. `None`: the root does not list the file.
+    pub expected: ListingOf,
 }
 
 /// Another upstream for one path: its base URL and the path below it.
@@ -100,6 +125,8 @@ impl FetchRequest {
             catalogue: None,
             from_memory: false,
             elsewhere: None,
+            listed_in: None,
+            expires: None,
         })
     }
 }
@@ -156,6 +183,10 @@ pub enum ProxyError {
     /// Our own storage (the database, the blob store) is unavailable: a 503, retried later.
     #[error("{0}")]
     Unavailable(String),
+    /// The upstream changed between a client's requests and the bytes it was promised are gone:
+    /// a 503 — retried, the client reads the new generation.
+    #[error("{0}")]
+    Changing(String),
     /// A defect of ours.
     #[error("{0}")]
     Internal(String),
@@ -195,6 +226,8 @@ struct Inner {
     /// Fresh metadata of requests `from_memory`, by repository and path, with the upstream it
     /// came from (a copy from before a change of `remote_url` is not used).
     memory: Mutex<HashMap<(i64, String), (String, ProxyEntry)>>,
+    /// The expiry each cached copy's bytes carry ([`FetchRequest::expires`]), by its SHA-256.
+    expiries: Mutex<HashMap<String, Option<i64>>>,
     db: Db,
     blobs: Arc<dyn BlobStore>,
     metrics: Arc<Metrics>,
@@ -287,6 +320,7 @@ impl Proxy {
                 permits: tokio::sync::Semaphore::new(config.max_concurrent_fetches.max(1)),
                 inflight: Mutex::new(HashMap::new()),
                 memory: Mutex::new(HashMap::new()),
+                expiries: Mutex::new(HashMap::new()),
                 db,
                 blobs,
                 metrics,
@@ -308,7 +342,90 @@ impl Proxy {
     /// and a request that never goes to a proxy should not carry it (a route's future is moved
     /// into a box on every request).
     pub fn fetch(&self, req: FetchRequest) -> futures_util::future::BoxFuture<'_, Result<Outcome, ProxyError>> {
-        Box::pin(self.fetch_unboxed(req))
+        Box::pin(async move {
+            match req.listed_in.clone() {
+                None => self.fetch_unboxed(req).await,
+                Some(listed) => {
+                    let outcome = self.fetch_unboxed(req.clone()).await?;
+                    self.as_listed(&req, &listed, outcome).await
+                }
+            }
+        })
+    }
+
+    /// `outcome` for a file its index root lists: as it is when it has the bytes the cached root
+    /// names; else those bytes — kept here from an earlier fetch, or by hash from the upstream —;
+    /// else (the upstream moved on and no longer has them) a 503 that asks the client to retry,
+    /// with the root made stale so that the retry reads the new generation.
+    async fn as_listed(&self, req: &FetchRequest, listed: &ListedIn, outcome: Outcome) -> Result<Outcome, ProxyError> {
+        let Outcome::Found(entry, state) = outcome else { return Ok(outcome) };
+        let root = self.inner.db.proxy_entry(req.repository_id, &listed.root).await.map_err(unavailable)?;
+        let Some(root_sha) = root.as_ref().and_then(|r| r.sha256.clone()) else {
+            return Ok(Outcome::Found(entry, state));
+        };
+        let digest = Sha256Hex::parse(&root_sha).map_err(internal)?;
+        let root_bytes = match self.inner.blobs.read_all(&digest).await {
+            Ok(b) => b,
+            Err(_) => return Ok(Outcome::Found(entry, state)),
+        };
+        let Some((expected, by_hash)) = (listed.expected)(&root_bytes, &req.path) else {
+            return Ok(Outcome::Found(entry, state));
+        };
+        if entry.sha256.as_deref().is_some_and(|s| s.eq_ignore_ascii_case(&expected)) {
+            return Ok(Outcome::Found(entry, state));
+        }
+        // The bytes the root names, kept from an earlier fetch (the blob store is addressed by
+        // content).
+        if let Ok(wanted) = Sha256Hex::parse(&expected) {
+            if let Ok(Some(size)) = self.inner.blobs.stat(&wanted).await {
+                let size = i64::try_from(size).unwrap_or(i64::MAX);
+                tracing::debug!(repository = %req.repository, path = %req.path, "serving the copy the cached index root lists");
+                return Ok(Outcome::Found(ProxyEntry { sha256: Some(expected), size, ..entry }, state));
+            }
+        }
+        if let Some(path) = by_hash {
+            let mut by = req.clone();
+            by.path = path;
+            by.freshness = Freshness::Immutable;
+            by.expect_sha256 = Some(expected.clone());
+            by.listed_in = None;
+            by.catalogue = None;
+            if let Ok(Outcome::Found(e, s)) = self.fetch_unboxed(by).await {
+                return Ok(Outcome::Found(ProxyEntry { content_type: entry.content_type, ..e }, s));
+            }
+        }
+        self.inner.db.expire_proxy_entries(req.repository_id, &listed.root, "").await.map_err(unavailable)?;
+        if let Ok(mut m) = self.inner.memory.lock() {
+            m.remove(&(req.repository_id, listed.root.clone()));
+        }
+        tracing::warn!(repository = %req.repository, path = %req.path, "the upstream changed this index after its root was served; asking the client to retry");
+        Err(ProxyError::Changing(format!(
+            "the upstream changed /{} after the index that lists it was fetched, and no longer has the listed copy: retry (the next attempt reads the new generation)",
+            req.path
+        )))
+    }
+
+    /// Whether a cached copy is past the expiry its bytes carry ([`FetchRequest::expires`]);
+    /// each copy's expiry is read once and remembered by its digest.
+    async fn expired(&self, req: &FetchRequest, e: &ProxyEntry) -> bool {
+        let (Some(read), Some(sha)) = (req.expires, e.sha256.as_deref()) else { return false };
+        let known = self.inner.expiries.lock().ok().and_then(|m| m.get(sha).copied());
+        let until = match known {
+            Some(u) => u,
+            None => {
+                let Ok(digest) = Sha256Hex::parse(sha) else { return false };
+                let Ok(bytes) = self.inner.blobs.read_all(&digest).await else { return false };
+                let until = read(&bytes);
+                if let Ok(mut m) = self.inner.expiries.lock() {
+                    if m.len() >= MEMORY_ENTRIES {
+                        m.clear();
+                    }
+                    m.insert(sha.to_string(), until);
+                }
+                until
+            }
+        };
+        until.is_some_and(|u| u <= now_ms())
     }
 
     async fn fetch_unboxed(&self, req: FetchRequest) -> Result<Outcome, ProxyError> {
@@ -325,7 +442,7 @@ impl Proxy {
         }
         let cached = self.inner.db.proxy_entry(req.repository_id, &req.path).await.map_err(unavailable)?;
         if let Some(e) = &cached {
-            if is_fresh(e, &req, now_ms()) {
+            if is_fresh(e, &req, now_ms()) && !self.expired(&req, e).await {
                 self.count_cache("hit");
                 if remember {
                     self.remember(&key, &req.settings.remote_url, Some(e));
@@ -785,6 +902,7 @@ fn error_label(e: &ProxyError) -> &'static str {
         ProxyError::Blocked(_) => "blocked",
         ProxyError::Timeout(_) => "timeout",
         ProxyError::TooLarge(_) => "too_large",
+        ProxyError::Changing(_) => "changing",
         ProxyError::Unreachable(_)
         | ProxyError::Status(_)
         | ProxyError::Failing(_)

@@ -10,7 +10,7 @@ pub mod keys;
 pub mod publish;
 pub mod rows;
 
-use packyard_core::proxy::{FetchRequest, Freshness, ProxyError};
+use packyard_core::proxy::{FetchRequest, Freshness, ListedIn, ProxyError};
 use packyard_model::repos::{Format, RepoType, Repository};
 use packyard_store::db::{Db, DbResult};
 
@@ -84,10 +84,68 @@ pub fn proxy_request(repo: &Repository, path: &str) -> Result<FetchRequest, Prox
         return Ok(req);
     }
     let mut req = FetchRequest::new(repo, path, Freshness::Metadata)?;
-    if let Some((dist, "InRelease" | "Release")) = rest.split_once('/') {
-        req.on_change_expire = Some(format!("dists/{dist}/"));
+    match rest.split_once('/') {
+        Some((dist, "InRelease" | "Release")) => {
+            req.on_change_expire = Some(format!("dists/{dist}/"));
+            req.expires = Some(valid_until);
+        }
+        Some((_, "Release.gpg")) => {}
+        // An index the distribution's `InRelease` lists: served as the bytes that `InRelease`
+        // names (a client never gets a pair that disagrees: no hash-sum mismatch).
+        Some((dist, _)) => {
+            req.listed_in = Some(ListedIn { root: format!("dists/{dist}/InRelease"), expected: listed_in_release });
+        }
+        None => {}
     }
     Ok(req)
+}
+
+/// `Valid-Until` of a `Release` or `InRelease`, in ms since the epoch.
+pub fn valid_until(bytes: &[u8]) -> Option<i64> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    let value = text.lines().find_map(|l| l.strip_prefix("Valid-Until:"))?;
+    packyard_model::time::parse_rfc1123(value)
+}
+
+/// What an `InRelease` lists for `path` (`dists/<dist>/<rel>`): its SHA-256, and its `by-hash`
+/// path when the release says `Acquire-By-Hash: yes`.
+fn listed_in_release(bytes: &[u8], path: &str) -> Option<(String, Option<String>)> {
+    let text = String::from_utf8_lossy(bytes);
+    let rest = path.strip_prefix("dists/")?;
+    let (dist, rel) = rest.split_once('/')?;
+    let mut inside = false;
+    let mut by_hash = false;
+    let mut found = None;
+    for line in text.lines() {
+        if line.starts_with("-----BEGIN PGP SIGNATURE") {
+            break;
+        }
+        if !line.starts_with(' ') {
+            inside = line.trim_end() == "SHA256:";
+            if let Some(v) = line.strip_prefix("Acquire-By-Hash:") {
+                by_hash = v.trim().eq_ignore_ascii_case("yes");
+            }
+            continue;
+        }
+        if inside {
+            let mut parts = line.split_whitespace();
+            if let (Some(hash), Some(_), Some(p)) = (parts.next(), parts.next(), parts.next()) {
+                if p == rel {
+                    found = Some(hash.to_ascii_lowercase());
+                }
+            }
+        }
+    }
+    let hash = found?;
+    let dir = rel.rsplit_once('/').map_or("", |(d, _)| d);
+    let by_hash_path = by_hash.then(|| {
+        if dir.is_empty() {
+            format!("dists/{dist}/by-hash/SHA256/{hash}")
+        } else {
+            format!("dists/{dist}/{dir}/by-hash/SHA256/{hash}")
+        }
+    });
+    Some((hash, by_hash_path))
 }
 
 /// APT's checks of a definition: an upstream key (`apt.signed_by`) must be an armored OpenPGP

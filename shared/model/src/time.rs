@@ -165,11 +165,49 @@ pub fn rfc1123_utc(ms: i64) -> String {
     format!("{weekday}, {d:02} {month} {y} {:02}:{:02}:{:02} UTC", sod / 3600, sod % 3600 / 60, sod % 60)
 }
 
+/// Parses an RFC 1123 date as APT's `Date` and `Valid-Until` carry it — `Mon, 30 Nov 2026
+/// 01:40:00 UTC` (also `GMT`, `Z`, `+0000`; the weekday optional) — to epoch ms.
+pub fn parse_rfc1123(s: &str) -> Option<i64> {
+    const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    let s = s.trim();
+    let s = s.split_once(", ").map_or(s, |(_, rest)| rest);
+    let mut parts = s.split_whitespace();
+    let (day, month, year, clock, zone) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() || !matches!(zone, "UTC" | "GMT" | "Z" | "+0000") {
+        return None;
+    }
+    let d: u32 = day.parse().ok()?;
+    let m = u32::try_from(MONTHS.iter().position(|x| x.eq_ignore_ascii_case(month))? + 1).ok()?;
+    let y: i64 = year.parse().ok()?;
+    let mut hms = clock.split(':').map(|p| p.parse::<i64>().ok());
+    let (h, mi, se) = (hms.next()??, hms.next()??, hms.next()??);
+    if !(1..=31).contains(&d) || h > 23 || mi > 59 || se > 60 || hms.next().is_some() {
+        return None;
+    }
+    Some((days_from_civil(y, m, d) * 86_400 + h * 3600 + mi * 60 + se) * 1000)
+}
+
 #[cfg(test)]
 mod rfc1123_tests {
     #[test]
     fn formats_like_http_dates() {
         assert_eq!(super::rfc1123_utc(0), "Thu, 01 Jan 1970 00:00:00 UTC");
         assert_eq!(super::rfc1123_utc(1_796_000_000_123), "Mon, 30 Nov 2026 00:53:20 UTC");
+    }
+
+    #[test]
+    fn parses_apt_dates() {
+        for ms in [0, 1_796_000_000_000, 4_102_444_800_000] {
+            assert_eq!(super::parse_rfc1123(&super::rfc1123_utc(ms)), Some(ms));
+        }
+        assert_eq!(
+            super::parse_rfc1123("Sat, 10 Jun 2023 09:42:55 GMT"),
+            super::parse_rfc1123("10 Jun 2023 09:42:55 UTC")
+        );
+        for bad in
+            ["", "Sat, 10 Jun 2023 09:42:55 CEST", "Sat, 10 Foo 2023 09:42:55 UTC", "Sat, 10 Jun 2023 25:00:00 UTC"]
+        {
+            assert_eq!(super::parse_rfc1123(bad), None, "{bad}");
+        }
     }
 }

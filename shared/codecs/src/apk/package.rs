@@ -351,7 +351,11 @@ pub fn parse_pkginfo(text: &str) -> Result<PkgInfo, ApkError> {
             return Err(bad(format!("line {} holds a control character", i + 1)));
         }
         let Some((k, v)) = line.split_once(" = ") else {
-            return Err(bad(format!("line {} ({:?}) is not `key = value`", i + 1, line.chars().take(80).collect::<String>())));
+            return Err(bad(format!(
+                "line {} ({:?}) is not `key = value`",
+                i + 1,
+                line.chars().take(80).collect::<String>()
+            )));
         };
         let v = v.trim();
         let list = matches!(k, "depend" | "provides" | "install_if" | "replaces" | "triggers");
@@ -607,11 +611,26 @@ mod tests {
     }
     #[test]
     fn versions_both_apks_read() {
-        for ok in ["1", "1.2.3", "1.2.3a", "1.0_rc1", "1.0_alpha_p2", "2.12-r1", "0.1_git20240101-r0", "1.2_p", "1-r0"] {
+        for ok in ["1", "1.2.3", "1.2.3a", "1.0_rc1", "1.0_alpha_p2", "2.12-r1", "0.1_git20240101-r0", "1.2_p", "1-r0"]
+        {
             assert!(valid_version(ok), "{ok}");
         }
-        for bad in ["", "a", "v1.0", "1..2", ".1", "1.", "1a2", "1.0-r", "1.0-r1-r2", "1.0~ab12", "1.0_foo", "1.0-1",
-                    "123456789012345678", "1.0 beta"] {
+        for bad in [
+            "",
+            "a",
+            "v1.0",
+            "1..2",
+            ".1",
+            "1.",
+            "1a2",
+            "1.0-r",
+            "1.0-r1-r2",
+            "1.0~ab12",
+            "1.0_foo",
+            "1.0-1",
+            "123456789012345678",
+            "1.0 beta",
+        ] {
             assert!(!valid_version(bad), "{bad}");
         }
     }

@@ -216,9 +216,7 @@ fn policy_relation(alt: &str, rules: Rules, at_field_end: bool) -> Result<(), St
         match op {
             "<<" | "<=" | "=" | ">=" | ">>" => {}
             "<" | ">" => {
-                return Err(format!(
-                    "{alt:?}: the operator {op:?} is obsolete and ambiguous: write {op}= or {op}{op}"
-                ))
+                return Err(format!("{alt:?}: the operator {op:?} is obsolete and ambiguous: write {op}= or {op}{op}"))
             }
             "" => return Err(format!("{alt:?}: the version relation has no operator (<<, <=, =, >= or >>)")),
             other => return Err(format!("{alt:?}: {other:?} is not an operator (<<, <=, =, >= or >>)")),
@@ -321,7 +319,10 @@ fn apt_relation(alt: &str, build: bool, left: Option<usize>) -> Result<(), Strin
         }
     }
     if !rest.is_empty() {
-        return Err(format!("{alt:?}: apt cannot read {:?} after the relation", rest.chars().take(40).collect::<String>()));
+        return Err(format!(
+            "{alt:?}: apt cannot read {:?} after the relation",
+            rest.chars().take(40).collect::<String>()
+        ));
     }
     Ok(())
 }
@@ -425,7 +426,9 @@ fn description(field: &Field<'_>) -> Result<(), FieldError> {
         if line.strip_prefix(" .").is_some_and(|after| !after.trim().is_empty()) {
             return Err(invalid(
                 field,
-                format!("the line {line:?}: \" .\" followed by more is reserved (write \" .\" alone for an empty line)"),
+                format!(
+                    "the line {line:?}: \" .\" followed by more is reserved (write \" .\" alone for an empty line)"
+                ),
             ));
         }
     }
@@ -456,7 +459,9 @@ fn common_field(f: &Field<'_>) -> Result<bool, FieldError> {
             // One address, as policy has it — or, as a few of Debian's own packages have it,
             // several separated by commas.
             let addresses = f.value.strip_suffix(',').unwrap_or(&f.value);
-            if !is_address(&f.value) && !addresses.split(">,").all(|a| is_address(&format!("{}>", a.trim().trim_end_matches('>')))) {
+            if !is_address(&f.value)
+                && !addresses.split(">,").all(|a| is_address(&format!("{}>", a.trim().trim_end_matches('>'))))
+            {
                 return Err(invalid(f, format!("{:?} is not `Name <address@domain>`", f.value)));
             }
         }
@@ -550,9 +555,7 @@ fn check_packages_stanza(fields: &[Field<'_>]) -> Result<(), FieldError> {
     for f in fields {
         if APT_RELATIONS.iter().any(|n| f.is(n)) {
             relations(f, DEPENDS, Mode::Apt)?;
-        } else if f.is("Description-md5")
-            && (f.value.len() != 32 || !f.value.bytes().all(|b| b.is_ascii_hexdigit()))
-        {
+        } else if f.is("Description-md5") && (f.value.len() != 32 || !f.value.bytes().all(|b| b.is_ascii_hexdigit())) {
             return Err(invalid(f, "it is not an MD5 in 32 hex digits"));
         }
     }
@@ -591,7 +594,7 @@ pub fn check_source(fields: &[Field<'_>], mode: Mode) -> Result<(), FieldError> 
             "binary" | "testsuite-triggers" => {
                 for name in f.folded().split(',').map(str::trim) {
                     let template = name.len() > 2 && name.starts_with('@') && name.ends_with('@');
-                    if !super::control::valid_name(name) && !(template && f.is("Testsuite-Triggers")) {
+                    if !(super::control::valid_name(name) || template && f.is("Testsuite-Triggers")) {
                         return Err(invalid(f, format!("{name:?} is not a package name")));
                     }
                 }
@@ -630,9 +633,14 @@ pub fn check_source(fields: &[Field<'_>], mode: Mode) -> Result<(), FieldError> 
                         && is_profile_name(parts[1])
                         && is_section(parts[2])
                         && PRIORITIES.iter().any(|p| p.eq_ignore_ascii_case(parts[3]))
-                        && parts[4..].iter().all(|kv| kv.split_once('=').is_some_and(|(k, v)| !k.is_empty() && !v.is_empty()));
+                        && parts[4..]
+                            .iter()
+                            .all(|kv| kv.split_once('=').is_some_and(|(k, v)| !k.is_empty() && !v.is_empty()));
                     if !ok {
-                        return Err(invalid(f, format!("{line:?} is not `package type section priority [key=value …]`")));
+                        return Err(invalid(
+                            f,
+                            format!("{line:?} is not `package type section priority [key=value …]`"),
+                        ));
                     }
                 }
             }

@@ -140,7 +140,8 @@ fn string(word: &str, line: usize) -> Result<String, ModError> {
 /// `vX.Y.Z`-style version as `module.CanonicalVersion` accepts it (shorthands `v1`, `v1.2`
 /// included, as the go command reads a dependency's go.mod).
 fn semver(word: &str, line: usize, verb: &str) -> Result<Version, ModError> {
-    Version::parse(word).map_err(|e| at(line, format!("{verb}: version {word:?} invalid: {e} (must be of the form v1.2.3)")))
+    Version::parse(word)
+        .map_err(|e| at(line, format!("{verb}: version {word:?} invalid: {e} (must be of the form v1.2.3)")))
 }
 
 /// `require`/`exclude`: the path's major version suffix and the version agree.
@@ -178,11 +179,11 @@ const GO_VERSION: fn(&str) -> bool = |v| {
     let pre_at = v.find(|c: char| c.is_ascii_lowercase()).unwrap_or(v.len());
     let (nums, pre) = v.split_at(pre_at);
     let parts: Vec<&str> = nums.split('.').collect();
-    let nums_ok = (parts.len() == 2 || parts.len() == 3)
-        && number(parts[0], false)
-        && parts[1..].iter().all(|p| number(p, true));
+    let nums_ok =
+        (parts.len() == 2 || parts.len() == 3) && number(parts[0], false) && parts[1..].iter().all(|p| number(p, true));
     let letters = pre.bytes().take_while(u8::is_ascii_lowercase).count();
-    let pre_ok = pre.is_empty() || (letters > 0 && pre.len() > letters && pre[letters..].bytes().all(|b| b.is_ascii_digit()));
+    let pre_ok =
+        pre.is_empty() || (letters > 0 && pre.len() > letters && pre[letters..].bytes().all(|b| b.is_ascii_digit()));
     nums_ok && pre_ok
 };
 
@@ -310,14 +311,21 @@ pub fn parse(text: &str) -> Result<ModFile, ModError> {
                 }
                 let t = words[0];
                 if !(t == "default" || t == "go1" || t.starts_with("go1.")) {
-                    return Err(at(line, format!("invalid toolchain version '{t}': must match format go1.23.0 or default")));
+                    return Err(at(
+                        line,
+                        format!("invalid toolchain version '{t}': must match format go1.23.0 or default"),
+                    ));
                 }
             }
-            "godebug" => {
-                if words.len() != 1 || !only_words || words[0].contains(['"', '`', '\'']) || !words[0].contains('=') {
-                    return Err(usage("godebug key=value"));
-                }
+            "godebug"
+                if words.len() != 1
+                    || !only_words
+                    || words[0].contains(['"', '`', '\''])
+                    || !words[0].contains('=') =>
+            {
+                return Err(usage("godebug key=value"));
             }
+            "godebug" => {}
             "require" | "exclude" => {
                 if words.len() != 2 || !only_words {
                     return Err(usage(&format!("{} module/path v1.2.3", s.verb)));
@@ -381,7 +389,8 @@ pub fn parse(text: &str) -> Result<ModFile, ModError> {
 }
 
 /// The verbs with arguments checked here (a block header of another shape is refused for them).
-const KNOWN: [&str; 10] = ["module", "go", "toolchain", "godebug", "require", "exclude", "replace", "retract", "tool", "ignore"];
+const KNOWN: [&str; 10] =
+    ["module", "go", "toolchain", "godebug", "require", "exclude", "replace", "retract", "tool", "ignore"];
 
 #[cfg(test)]
 mod tests {

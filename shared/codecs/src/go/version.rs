@@ -192,12 +192,16 @@ pub fn check_info(json: &str) -> Result<String, String> {
         time: Option<String>,
     }
     let info = Info { version, time };
-    let v = Version::parse(&info.version).map_err(|e| format!(".info: Version {:?} is not a version: {e}", info.version))?;
+    let v = Version::parse(&info.version)
+        .map_err(|e| format!(".info: Version {:?} is not a version: {e}", info.version))?;
     if v.canonical() != info.version {
         return Err(format!(".info: Version {:?} is not canonical", info.version));
     }
     if let Some(t) = &info.time {
-        let ok = t.len() >= 20 && t.as_bytes()[4] == b'-' && t.as_bytes()[10] == b'T' && (t.ends_with('Z') || t.contains('+'));
+        let ok = t.len() >= 20
+            && t.as_bytes()[4] == b'-'
+            && t.as_bytes()[10] == b'T'
+            && (t.ends_with('Z') || t.contains('+'));
         if !ok {
             return Err(format!(".info: Time {t:?} is not an RFC 3339 time"));
         }

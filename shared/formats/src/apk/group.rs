@@ -15,8 +15,8 @@ use std::sync::Arc;
 
 use super::chunks::{self, Contribution, Memory, Signing};
 use super::{proxy_request, Unit, INDEX_FILE, KIND};
-use packyard_codecs::apk::index::{check_record, verify_index};
 use packyard_codecs::apk::index::{apkindex_text, index_member_text};
+use packyard_codecs::apk::index::{check_record, verify_index};
 use packyard_codecs::apk::signing::parse_public_keys;
 use packyard_core::groups::{self, incremental, members_of, published_entry, Reader, Sources};
 use packyard_core::publication::{BuildContext, BuildError};

@@ -491,7 +491,9 @@ async fn store_chunk(
     if let Some((stanza, why)) = unreadable {
         return Err(BuildError::Refused {
             reason: "apt_index",
-            message: format!("apt could not read the index: the stanza of {stanza}: {why}; delete or replace that package"),
+            message: format!(
+                "apt could not read the index: the stanza of {stanza}: {why}; delete or replace that package"
+            ),
         });
     }
     let mut parts: [(String, i64); 3] = Default::default();

@@ -172,6 +172,17 @@ impl Upstream<'_> {
             let input = match member.repo_type {
                 RepoType::Proxy => {
                     let Some(release) = self.upstream_release(&member, dist).await? else { continue };
+                    // Re-signing an expired release would hide its expiry (the protection against
+                    // a frozen mirror): the build fails, and the group keeps what it merged before.
+                    if let Some(until) =
+                        super::valid_until(release.1.as_bytes()).filter(|u| *u <= packyard_store::db::now_ms())
+                    {
+                        return Err(other(format!(
+                            "member {}: the upstream's {dist}/InRelease expired at {} (Valid-Until); a group does not re-sign expired metadata",
+                            member.name,
+                            packyard_model::time::rfc1123_utc(until)
+                        )));
+                    }
                     sources.insert(member.name.to_string(), release.0.clone());
                     upstream_input(release, id)
                 }

@@ -119,7 +119,10 @@ impl Hosted for ConanHosted {
                 return Err(UploadError::Invalid(format!("{} is larger than {MAX_TEXT_BYTES} bytes", t.path)));
             }
             let bytes = services.blobs.read_all(&stored.sha256).await?;
-            Some(String::from_utf8(bytes.to_vec()).map_err(|_| UploadError::Invalid(format!("{} is not UTF-8 text", t.path)))?)
+            Some(
+                String::from_utf8(bytes.to_vec())
+                    .map_err(|_| UploadError::Invalid(format!("{} is not UTF-8 text", t.path)))?,
+            )
         } else {
             None
         };
@@ -127,7 +130,10 @@ impl Hosted for ConanHosted {
             check_conaninfo(text.as_deref().unwrap_or_default()).map_err(|e| UploadError::Invalid(e.to_string()))?;
         }
         let manifest = if t.path == "conanmanifest.txt" {
-            Some(Manifest::parse(text.as_deref().unwrap_or_default()).map_err(|e| UploadError::Invalid(e.to_string()))?)
+            Some(
+                Manifest::parse(text.as_deref().unwrap_or_default())
+                    .map_err(|e| UploadError::Invalid(e.to_string()))?,
+            )
         } else {
             None
         };

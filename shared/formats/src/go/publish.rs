@@ -35,7 +35,8 @@ impl Builder for GoBuilder {
             versions.extend(page.into_iter().map(|v| (v.version, v.time_ms)));
         }
         // Each file read back as the go command reads it before it is published.
-        let refused = |why: String| BuildError::Refused { reason: "go_projection", message: format!("{module}: {why}") };
+        let refused =
+            |why: String| BuildError::Refused { reason: "go_projection", message: format!("{module}: {why}") };
         let listed = list(versions.iter().map(|(v, _)| v.as_str()));
         check_list(&listed).map_err(refused)?;
         ctx.put("@v/list", TEXT, listed.as_bytes()).await?;
