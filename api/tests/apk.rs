@@ -596,6 +596,11 @@ mod over_http {
             String::from_utf8_lossy(&body)
         );
         assert!(h.get("warning").is_some_and(|w| w.starts_with("110")));
+        // ... and it is the index apk takes, with every package it lists (from the cache).
+        let offline = tempfile::tempdir()?;
+        let (index, summary, _) = verify(&server, "mirror", unit, &up_key, offline.path())?;
+        assert_eq!(index, body, "the same bytes");
+        assert!(summary["packages"].as_array().is_some_and(|p| !p.is_empty()), "{summary}");
         Ok(())
     }
 

@@ -49,7 +49,7 @@ def gzip_members(data):
 
 VERSION = r"[0-9]+(\.[0-9]+)*[a-z]?(_(alpha|beta|pre|rc|cvs|svn|git|hg|p)[0-9]*)*(-r[0-9]+)?"
 DEPENDENCY = re.compile(r"^!?[A-Za-z0-9/][A-Za-z0-9+._:/,\[\]-]*((<|<=|=|>=|>|~|=~)" + VERSION + r")?$")
-KNOWN_UPPER = set("CPVASITUL")
+KNOWN_UPPER = set("CPVASITULD")
 
 
 def check_record(block):

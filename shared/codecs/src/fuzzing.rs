@@ -9,9 +9,13 @@
 
 use std::fmt::Display;
 
+use crate::apk::index::check_record;
 use crate::apk::package::{self as apk, ApkInfo, PkgInfo};
 use crate::apt::control::{self, Control};
 use crate::apt::deb;
+use crate::apt::dsc::{render_sources_stanza, Dsc, SourceFile};
+use crate::apt::fields::{self, Mode};
+use crate::apt::packages::{render_stanza, PoolFile};
 use crate::conan::{self, Manifest, Reference};
 use crate::go::{self, zip, Version};
 
@@ -280,6 +284,139 @@ pub fn conan(data: &[u8]) {
             assert_eq!(Manifest::parse(&again).as_ref(), Ok(&m), "the manifest does not round-trip");
         }
         Err(e) => refused(&e),
+    }
+}
+
+/// A binary package's control file as text, read by policy (an upload's check), then the
+/// `Packages` stanza rendered from what was accepted, read as apt reads an index: whatever an
+/// upload may carry, apt can parse. Also the text read directly as a stanza by apt's grammar
+/// (the check a group applies to an upstream's stanza), which must never panic.
+pub fn deb_control(data: &[u8]) {
+    let s = text(data);
+    match Control::parse(&s) {
+        Ok(c) => {
+            check_control(&c);
+            let mut stanza = String::new();
+            let pool = c.pool_path("main");
+            let file = PoolFile {
+                filename: &pool,
+                size: 1,
+                md5: "00000000000000000000000000000000",
+                sha256: "0000000000000000000000000000000000000000000000000000000000000000",
+            };
+            render_stanza(&mut stanza, &c.text, &file);
+            if let Err((who, e)) = fields::check_index(&stanza) {
+                panic!("an accepted control file makes a stanza apt cannot read ({who}: {e}):\n{stanza}");
+            }
+        }
+        Err(e) => refused(&e),
+    }
+    match fields::check_stanza(&s) {
+        Ok(()) => assert!(!s.trim_matches('\n').contains("\n\n"), "a stanza with a blank line inside"),
+        Err(e) => refused(&e),
+    }
+}
+
+/// A `.dsc` read by policy, and the `Sources` stanza rendered from an accepted one, read as
+/// `apt-get source` reads an index.
+pub fn dsc(data: &[u8]) {
+    match Dsc::parse(data) {
+        Ok(d) => {
+            assert!(control::valid_name(&d.source) && control::valid_version(&d.version), "{d:?}");
+            let files: Vec<SourceFile<'_>> = d
+                .files
+                .iter()
+                .map(|f| SourceFile { name: &f.name, size: f.size, md5: &f.md5, sha1: "", sha256: &f.sha256 })
+                .collect();
+            let mut stanza = String::new();
+            render_sources_stanza(&mut stanza, &d.text, "pool/main/x/x", &files);
+            if let Err((who, e)) = fields::check_index(&stanza) {
+                panic!("an accepted .dsc makes a Sources stanza apt cannot read ({who}: {e}):\n{stanza}");
+            }
+        }
+        Err(e) => refused(&e),
+    }
+    if let Ok(f) = fields::paragraph(&text(data)) {
+        match fields::check_source(&f, Mode::Policy) {
+            Ok(()) => {
+                if let Err(e) = fields::check_source(&f, Mode::Apt) {
+                    panic!("policy accepts what apt's grammar refuses: {e}");
+                }
+            }
+            Err(e) => refused(&e),
+        }
+    }
+}
+
+/// `.PKGINFO` as text, read by apk's syntax; the `APKINDEX` record made from an accepted one is
+/// read back as apk reads an index record. Also the text as an index record, which must never
+/// panic.
+pub fn pkginfo(data: &[u8]) {
+    let s = text(data);
+    match apk::parse_pkginfo(&s) {
+        Ok(p) => {
+            check_pkginfo(&p);
+            let info = ApkInfo { pkginfo: p, checksum: format!("Q1{}", "A".repeat(27)) + "=", signed: true, size: 1 };
+            let record = apk::index_record(&info, "x86_64", 1);
+            if let Err(e) = check_record(&record) {
+                panic!("an accepted .PKGINFO makes an index record apk cannot read ({e}):\n{record}");
+            }
+        }
+        Err(e) => refused(&e),
+    }
+    if let Err(e) = check_record(&s) {
+        refused(&e);
+    }
+}
+
+/// `go.mod` as the go command reads it: never a panic; an accepted file's module path is valid
+/// and reads the same from the file with its comments and blank lines removed.
+pub fn go_mod(data: &[u8]) {
+    let s = text(data);
+    match go::modfile::parse(&s) {
+        Ok(m) => {
+            if let Some(path) = &m.module {
+                assert!(go::check_module_path(path).is_ok(), "module {path:?}");
+            }
+            let stripped: String = s
+                .lines()
+                .map(|l| l.split("//").next().unwrap_or_default())
+                .filter(|l| !l.trim().is_empty())
+                .map(|l| format!("{l}\n"))
+                .collect();
+            // A `//` inside a quoted string would be cut by the line-wise strip: only compare
+            // files without quotes.
+            if !s.contains(['"', '`']) {
+                match go::modfile::parse(&stripped) {
+                    Ok(again) => assert_eq!(again, m, "comments change what a go.mod declares"),
+                    Err(e) => panic!("a go.mod reads differently without its comments: {e}\n{stripped}"),
+                }
+            }
+        }
+        Err(e) => refused(&e),
+    }
+}
+
+/// Conan's text files: `conaninfo.txt` (the whole input) and a recipe reference by display
+/// name (each line); an accepted reference displays as it was given.
+pub fn conan_files(data: &[u8]) {
+    let s = text(data);
+    match conan::check_conaninfo(&s) {
+        Ok(()) => {
+            for line in s.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+                assert!(!line.chars().any(|c| c.is_control() && c != '\t'), "a control character in {line:?}");
+            }
+        }
+        Err(e) => refused(&e),
+    }
+    for line in s.lines() {
+        match Reference::parse(line) {
+            Ok(r) => {
+                assert_eq!(r.display(), line, "a reference displays otherwise than given");
+                assert!(line.len() <= 200, "a reference over 200 characters: {line:?}");
+            }
+            Err(e) => refused(&e),
+        }
     }
 }
 

@@ -21,12 +21,14 @@ pub enum ControlError {
     #[error("the required field {0} is missing")]
     Missing(&'static str),
     #[error(
-        "invalid package name {0:?}: use lowercase letters, digits, '+', '-' and '.', starting with a letter or digit"
+        "the field Package is invalid: {0:?} is not a package name (lowercase letters, digits, '+', '-' and '.', starting with a letter or digit)"
     )]
     Name(String),
-    #[error("invalid version {0:?}: expected [epoch:]upstream[-revision] with upstream starting with a digit")]
+    #[error(
+        "the field Version is invalid: {0:?} is not [epoch:]upstream[-revision] with upstream starting with a digit"
+    )]
     Version(String),
-    #[error("invalid architecture {0:?}")]
+    #[error("the field Architecture is invalid: {0:?} is not an architecture name")]
     Architecture(String),
     #[error("the field {0} appears twice")]
     Duplicate(String),
@@ -94,6 +96,7 @@ impl Control {
     pub fn parse(text: &str) -> Result<Self, ControlError> {
         let text = text.trim_matches(|c| c == '\n' || c == '\r').replace("\r\n", "\n");
         let parsed = super::fields::paragraph(&text)?;
+        super::fields::check_binary(&parsed, super::fields::Mode::Policy)?;
         let fields: Vec<(String, String)> = parsed.iter().map(|f| (f.name.to_string(), f.value.clone())).collect();
         let get = |f: &'static str| {
             fields.iter().find(|(n, _)| n.eq_ignore_ascii_case(f)).map(|(_, v)| v.clone()).filter(|v| !v.is_empty())
@@ -126,7 +129,6 @@ impl Control {
                 return Err(ControlError::Duplicate(format!("{ours} (set by the repository, not the package)")));
             }
         }
-        super::fields::check_binary(&parsed, super::fields::Mode::Policy)?;
         Ok(Self { package, version, architecture, source, text: text.clone() })
     }
 
