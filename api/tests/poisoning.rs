@@ -468,3 +468,69 @@ fn a_poisoned_upstream_record_is_left_out_of_an_apk_group() -> anyhow::Result<()
     );
     Ok(())
 }
+
+/// The acceptance for APK: a repository of 1,000 valid packages plus one upload of each
+/// malformed `.PKGINFO` kind — every malformed one refused naming the key —, and the index of the
+/// repository and of a group over it passes the independent verifier (apk's reading of the
+/// signature, every record and every package it lists).
+#[test]
+fn apk_a_thousand_packages_and_one_of_each_malformed_kind() -> anyhow::Result<()> {
+    let unit = "v3.20/main/x86_64";
+    let (_dir, server) = server(&[])?;
+    let auth = basic(PW);
+    common::process::create_repository(
+        &server.public,
+        &auth,
+        Repo::hosted("alpine", Format::Apk).with(serde_json::json!({"apk": {"architectures": ["x86_64"]}})),
+    )?;
+    common::process::create_repository(&server.public, &auth, Repo::group("apk-all", Format::Apk, &["alpine"]))?;
+    let put = |path: &str, body: &[u8]| {
+        status_of(ureq::put(&format!("{}/repository/alpine/{path}", server.public)).set("Authorization", &auth).send_bytes(body))
+    };
+    for i in 0..1000 {
+        let mut f = Fixture::new(&format!("pkg{i:04}"), &format!("1.{i}-r0"), "x86_64");
+        f.depends = vec![format!("so:libc.musl-x86_64.so.1 pkg{:04}>=1.0 cmd:sh", (i + 1) % 1000)];
+        let apk = build_apk(&f)?.bytes;
+        let (s, text) = put(&format!("{unit}/pkg{i:04}-1.{i}-r0.apk"), &apk)?;
+        anyhow::ensure!(s == 201, "pkg{i}: {s} {text}");
+    }
+    for (line, why) in MALFORMED_APKS {
+        let (s, text) = put(&format!("{unit}/evil-1.0-r0.apk"), &apk_with(line)?)?;
+        assert_eq!(s, 400, "{line:?}: {text}");
+        assert!(text.contains("invalid .PKGINFO") && text.contains(why), "{line:?}: {text}");
+    }
+    for repo in ["alpine", "apk-all"] {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let index = loop {
+            let (s, index) = get(&server, &format!("/repository/{repo}/{unit}/APKINDEX.tar.gz"))?;
+            if s == 200 && packyard_codecs::apk::index::apkindex_text(&index)?.matches("\nP:pkg").count() == 1000 {
+                break index;
+            }
+            assert!(std::time::Instant::now() < deadline, "{repo} never listed the 1,000 packages");
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        };
+        let dir = tempfile::tempdir()?;
+        let (_, names) = get(&server, &format!("/repository/{repo}/keys/"))?;
+        let name = String::from_utf8_lossy(&names).lines().next().unwrap_or_default().to_string();
+        let (_, pem) = get(&server, &format!("/repository/{repo}/keys/{name}"))?;
+        std::fs::write(dir.path().join("APKINDEX.tar.gz"), &index)?;
+        std::fs::write(dir.path().join("key.pem"), &pem)?;
+        for i in 0..1000 {
+            let file = format!("pkg{i:04}-1.{i}-r0.apk");
+            let (s, bytes) = get(&server, &format!("/repository/{repo}/{unit}/{file}"))?;
+            anyhow::ensure!(s == 200, "{repo} {file}: {s}");
+            std::fs::write(dir.path().join(&file), bytes)?;
+        }
+        let out = std::process::Command::new("python3")
+            .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/apk_verify.py"))
+            .arg(dir.path().join("APKINDEX.tar.gz"))
+            .arg(dir.path().join("key.pem"))
+            .arg(&name)
+            .arg(dir.path())
+            .output()?;
+        assert!(out.status.success(), "{repo}: {}", String::from_utf8_lossy(&out.stderr));
+        let summary: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+        assert_eq!(summary["packages"].as_array().map(Vec::len), Some(1000), "{repo}");
+    }
+    Ok(())
+}

@@ -490,7 +490,23 @@ async fn allowed_networks_open_a_network(backend: Backend) -> anyhow::Result<()>
     let url = format!("http://127.1:{}/hooks", listener.local_addr()?.port());
     let got = receiver(listener, 0);
     let closed = format!("http://127.0.0.1:{}/", TcpListener::bind("127.0.0.1:0")?.local_addr()?.port());
-    for (name, url) in [("open", url.as_str()), ("closed", closed.as_str())] {
+    // A receiver that redirects to the cloud metadata address: the redirect is not followed.
+    let redirector = TcpListener::bind("127.0.0.1:0")?;
+    let redirecting = format!("http://{}/", redirector.local_addr()?);
+    let followed = Arc::new(AtomicUsize::new(0));
+    let asked = followed.clone();
+    std::thread::spawn(move || {
+        for mut conn in redirector.incoming().flatten() {
+            asked.fetch_add(1, Ordering::SeqCst);
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && conn.read(&mut byte).unwrap_or(0) == 1 {
+                head.push(byte[0]);
+            }
+            let _ = conn.write_all(b"HTTP/1.1 302 Found\r\nLocation: http://169.254.169.254/latest/\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        }
+    });
+    for (name, url) in [("open", url.as_str()), ("closed", closed.as_str()), ("redirecting", redirecting.as_str())] {
         let r = app
             .call(actix_web::test::TestRequest::post().uri("/api/v1/webhooks").set_json(serde_json::json!({
                 "name": name, "url": url, "events": ["repository.created"]})))
@@ -503,8 +519,13 @@ async fn allowed_networks_open_a_network(backend: Backend) -> anyhow::Result<()>
         .await?;
     assert_eq!(r.status.as_u16(), 400, "::1 is not in 127.0.0.0/8: {}", r.text);
     app.create(Repo::hosted("mods", Format::Go)).await?;
-    assert_eq!(packyard_core::webhooks::deliver_due(&app.services).await?, 2);
+    assert_eq!(packyard_core::webhooks::deliver_due(&app.services).await?, 3);
     assert_eq!(got.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.len(), 1, "delivered to the open network");
+    let r = app.call(actix_web::test::TestRequest::get().uri("/api/v1/webhooks/redirecting/deliveries")).await?;
+    let d = &r.json["deliveries"][0];
+    assert_eq!(d["lastStatus"], 302, "{d}");
+    assert!(d["lastError"].as_str().unwrap_or_default().contains("a redirect, which is not followed"), "{d}");
+    assert_eq!(followed.load(Ordering::SeqCst), 1, "asked once, the redirect not followed");
     let r = app.call(actix_web::test::TestRequest::get().uri("/api/v1/webhooks/closed/deliveries")).await?;
     let d = &r.json["deliveries"][0];
     assert_eq!(d["lastError"], "cannot connect to the receiver (refused, unreachable or no answer)", "{d}");
