@@ -300,7 +300,7 @@ const MAX_DEPENDENCY: usize = 255;
 /// `name` or `name=version`; a `!` (a conflict) only `depend` and `install_if`.
 pub fn check_dependency(key: &str, token: &str) -> Result<(), String> {
     if token.len() > MAX_DEPENDENCY {
-        return Err(format!("{key}: {:?}… is longer than {MAX_DEPENDENCY} bytes", &token[..40]));
+        return Err(format!("{key}: {:?}… is longer than {MAX_DEPENDENCY} bytes", token.chars().take(40).collect::<String>()));
     }
     let (negated, rest) = match token.strip_prefix('!') {
         Some(r) => (true, r),
@@ -666,5 +666,9 @@ mod tests {
         }
         let long = format!("{base}pkgdesc = {}\n", "x".repeat(2000));
         assert!(parse_pkginfo(&long).is_err());
+        // Found by the pkginfo fuzz target: a long token of multi-byte characters (the message
+        // cut it at a byte offset inside a character, and panicked).
+        let wide = format!("{base}depend = so:lib{}\n", "\u{fffd}".repeat(100));
+        assert!(parse_pkginfo(&wide).err().map(|e| e.to_string()).unwrap_or_default().contains("longer than 255 bytes"));
     }
 }
