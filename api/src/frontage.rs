@@ -1,9 +1,11 @@
 //! What a request says about where it came from, believed only as far as the configuration
 //! allows: the public address people reach Packyard at (`server.public_url`, else the
-//! request's own scheme and `Host`), and the client's address. `Forwarded` and
-//! `X-Forwarded-{For,Proto,Host}` count only on requests from `server.trusted_proxies`; from
-//! anyone else they are ignored, so a client cannot choose the host of the URLs it is given nor
-//! the address its failed logins are counted under.
+//! request's own scheme and `Host`), and the client's address. `X-Forwarded-{For,Proto,Host}`
+//! count only on requests from `server.trusted_proxies`, and only as a proxy leaves them (read
+//! from the right); from anyone else they are ignored, so a client cannot choose the address
+//! its failed logins are counted under. (`Forwarded` is never read: the common proxies pass a
+//! client's own on untouched.) Without `server.public_url` the host of a generated URL is the
+//! request's `Host` — the client's choice, as in any HTTP server: set `public_url`.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
@@ -58,52 +60,41 @@ impl Frontage {
         if let Some((origin, prefix)) = &self.public {
             return Base { https: origin.starts_with("https:"), origin: origin.clone(), prefix: prefix.clone() };
         }
+        let own_scheme = if req.app_config().secure() { "https" } else { "http" };
+        let host_header = req.headers().get(actix_web::http::header::HOST).and_then(|h| h.to_str().ok());
         let (scheme, host) = if self.peer_trusted(req) {
-            let info = req.connection_info();
-            (info.scheme().to_string(), info.host().to_string())
+            // What the proxy set: the last value (a proxy that appends puts its own last; one that
+            // sets it leaves only its own). `Forwarded` is not read: common proxies pass a
+            // client's own `Forwarded` on untouched.
+            let scheme = last_value(req, "x-forwarded-proto")
+                .map(|p| p.to_ascii_lowercase())
+                .filter(|p| p == "http" || p == "https")
+                .unwrap_or_else(|| own_scheme.to_string());
+            let host = last_value(req, "x-forwarded-host").or(host_header);
+            (scheme, host)
         } else {
-            let scheme = if req.app_config().secure() { "https" } else { "http" };
-            let host = req
-                .headers()
-                .get(actix_web::http::header::HOST)
-                .and_then(|h| h.to_str().ok())
-                .filter(|h| plausible_host(h))
-                .map_or_else(|| req.app_config().host().to_string(), str::to_string);
-            (scheme.to_string(), host)
+            (own_scheme.to_string(), host_header)
         };
-        let host = if plausible_host(&host) { host } else { req.app_config().host().to_string() };
+        let host =
+            host.filter(|h| plausible_host(h)).map_or_else(|| req.app_config().host().to_string(), str::to_string);
         Base { https: scheme == "https", origin: format!("{scheme}://{host}"), prefix: String::new() }
     }
 
-    /// The client: the peer, or — from a trusted proxy — the nearest address in `Forwarded`'s
-    /// `for=` (else `X-Forwarded-For`) that is not itself a trusted proxy, read from the right.
+    /// The client: the peer, or — from a trusted proxy — the nearest address in
+    /// `X-Forwarded-For` that is not itself a trusted proxy, read from the right (each proxy
+    /// appends the address it got the request from; what the client wrote lies to the left).
     fn client(&self, req: &HttpRequest) -> IpAddr {
         let peer = Self::peer(req);
         if !self.peer_trusted(req) {
             return peer;
         }
-        let headers = req.headers();
-        let forwarded: Vec<&str> = headers
-            .get_all(actix_web::http::header::FORWARDED)
+        let hops: Vec<&str> = req
+            .headers()
+            .get_all("x-forwarded-for")
             .filter_map(|v| v.to_str().ok())
             .flat_map(|v| v.split(','))
-            .filter_map(|element| {
-                element.split(';').find_map(|pair| {
-                    let (k, v) = pair.trim().split_once('=')?;
-                    k.trim().eq_ignore_ascii_case("for").then_some(v.trim())
-                })
-            })
+            .map(str::trim)
             .collect();
-        let hops: Vec<&str> = if forwarded.is_empty() {
-            headers
-                .get_all("x-forwarded-for")
-                .filter_map(|v| v.to_str().ok())
-                .flat_map(|v| v.split(','))
-                .map(str::trim)
-                .collect()
-        } else {
-            forwarded
-        };
         let mut client = peer;
         for hop in hops.iter().rev() {
             // An address that cannot be read ("unknown", an obfuscated name) ends the walk: what
@@ -116,6 +107,17 @@ impl Frontage {
         }
         client
     }
+}
+
+/// The last comma-separated value of a header (over all its lines), trimmed.
+fn last_value<'r>(req: &'r HttpRequest, name: &str) -> Option<&'r str> {
+    req.headers()
+        .get_all(name)
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .last()
 }
 
 impl Base {
@@ -206,14 +208,15 @@ mod tests {
         // client wrote before itself (192.0.2.99) is not believed.
         assert_eq!(lb.client(&via_lb).to_string(), "198.51.100.7");
 
-        let rfc7239 = from("10.1.2.3:5000")
-            .insert_header((
-                "Forwarded",
-                "for=192.0.2.60;proto=https;host=repo.example.com, for=\"[2001:db8:cafe::17]:4711\"",
-            ))
+        // A client's own `Forwarded` and its X-Forwarded-* values to the left of the proxy's.
+        let through_lb = from("10.1.2.3:5000")
+            .insert_header(("Forwarded", "for=192.0.2.60;proto=https;host=evil.example"))
+            .insert_header(("X-Forwarded-For", "192.0.2.1, 198.51.100.9"))
+            .insert_header(("X-Forwarded-Host", "evil.example, repo.example.com"))
+            .insert_header(("X-Forwarded-Proto", "http, https"))
             .to_http_request();
-        assert_eq!(lb.client(&rfc7239).to_string(), "2001:db8:cafe::17");
-        assert_eq!(lb.base(&rfc7239).origin, "https://repo.example.com");
+        assert_eq!(lb.client(&through_lb).to_string(), "198.51.100.9");
+        assert_eq!(lb.base(&through_lb).origin, "https://repo.example.com");
 
         let unknown =
             from("10.1.2.3:5000").insert_header(("X-Forwarded-For", "198.51.100.1, unknown")).to_http_request();
