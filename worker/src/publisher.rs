@@ -93,10 +93,26 @@ impl Publisher {
         let built = {
             // A group's units are merged from its members; a hosted repository's built from its rows.
             let build = async {
-                if repo.repo_type == packyard_model::repos::RepoType::Group {
-                    builder.merge(&mut ctx, &repo, unit).await
-                } else {
-                    builder.build(&mut ctx, &repo, unit).await
+                let run = async {
+                    if repo.repo_type == packyard_model::repos::RepoType::Group {
+                        builder.merge(&mut ctx, &repo, unit).await
+                    } else {
+                        builder.build(&mut ctx, &repo, unit).await
+                    }
+                };
+                // A defect on hostile input (a row, an upstream's record) fails this unit's build;
+                // it never takes down the worker that every other unit waits for.
+                match futures_util::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(run)).await {
+                    Ok(result) => result,
+                    Err(panic) => {
+                        let what = panic
+                            .downcast_ref::<&str>()
+                            .map(|s| (*s).to_string())
+                            .or_else(|| panic.downcast_ref::<String>().cloned())
+                            .unwrap_or_default();
+                        tracing::error!(unit = unit.id, key = %unit.unit_key, panic = %what, "a build panicked");
+                        Err(packyard_core::publication::BuildError::Other(format!("the build failed on a defect: {what}")))
+                    }
                 }
             };
             let renew = async {

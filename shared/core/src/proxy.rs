@@ -371,17 +371,35 @@ impl Proxy {
         let Some((expected, by_hash)) = (listed.expected)(&root_bytes, &req.path) else {
             return Ok(Outcome::Found(entry, state));
         };
-        if entry.sha256.as_deref().is_some_and(|s| s.eq_ignore_ascii_case(&expected)) {
+        if expected.len() != 64 || !expected.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
             return Ok(Outcome::Found(entry, state));
         }
-        // The bytes the root names, kept from an earlier fetch (the blob store is addressed by
-        // content).
-        if let Ok(wanted) = Sha256Hex::parse(&expected) {
-            if let Ok(Some(size)) = self.inner.blobs.stat(&wanted).await {
-                let size = i64::try_from(size).unwrap_or(i64::MAX);
-                tracing::debug!(repository = %req.repository, path = %req.path, "serving the copy the cached index root lists");
-                return Ok(Outcome::Found(ProxyEntry { sha256: Some(expected), size, ..entry }, state));
+        let matches = |e: &ProxyEntry| e.sha256.as_deref().is_some_and(|s| s.eq_ignore_ascii_case(&expected));
+        if matches(&entry) {
+            return Ok(Outcome::Found(entry, state));
+        }
+        // The cached copy may be the stale side (fetched before the root moved on): ask again.
+        let (entry, state) = if state == CacheState::Hit {
+            self.inner.db.expire_proxy_entries(req.repository_id, &req.path, "").await.map_err(unavailable)?;
+            match self.fetch_unboxed(req.clone()).await? {
+                Outcome::Found(e, s) if matches(&e) => return Ok(Outcome::Found(e, s)),
+                Outcome::Found(e, s) => (e, s),
+                missing => return Ok(missing),
             }
+        } else {
+            (entry, state)
+        };
+        // The bytes the root names, as this repository's cache holds them under another path
+        // (never another repository's: an upstream may not name them into this one).
+        let other = |e: ProxyEntry| ProxyEntry {
+            upstream_etag: None,
+            upstream_last_modified: None,
+            content_type: entry.content_type.clone(),
+            ..e
+        };
+        if let Some(kept) = self.inner.db.proxy_entry_with_sha(req.repository_id, &expected).await.map_err(unavailable)? {
+            tracing::debug!(repository = %req.repository, path = %req.path, "serving the copy the cached index root lists");
+            return Ok(Outcome::Found(ProxyEntry { path: entry.path.clone(), ..other(kept) }, state));
         }
         if let Some(path) = by_hash {
             let mut by = req.clone();
@@ -391,10 +409,12 @@ impl Proxy {
             by.listed_in = None;
             by.catalogue = None;
             if let Ok(Outcome::Found(e, s)) = self.fetch_unboxed(by).await {
-                return Ok(Outcome::Found(ProxyEntry { content_type: entry.content_type, ..e }, s));
+                return Ok(Outcome::Found(ProxyEntry { path: entry.path.clone(), ..other(e) }, s));
             }
         }
-        self.inner.db.expire_proxy_entries(req.repository_id, &listed.root, "").await.map_err(unavailable)?;
+        for stale in [listed.root.as_str(), req.path.as_str()] {
+            self.inner.db.expire_proxy_entries(req.repository_id, stale, "").await.map_err(unavailable)?;
+        }
         if let Ok(mut m) = self.inner.memory.lock() {
             m.remove(&(req.repository_id, listed.root.clone()));
         }

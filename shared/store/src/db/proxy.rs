@@ -52,6 +52,16 @@ impl Db {
         row.as_ref().map(parse).transpose()
     }
 
+    /// A cached file of the repository with these bytes (any path), if one is cached.
+    pub async fn proxy_entry_with_sha(&self, repository_id: i64, sha256: &str) -> DbResult<Option<ProxyEntry>> {
+        let row = self.query(sql!("proxy_cache.by_sha", "SELECT repository_id, path, status, sha256, size, content_type, upstream_etag, upstream_last_modified, fetched_at FROM proxy_cache WHERE sha256 = $1 AND repository_id = $2 LIMIT 1"))
+            .bind(sha256)
+            .bind(repository_id)
+            .fetch_optional(self.pool())
+            .await?;
+        row.as_ref().map(parse).transpose()
+    }
+
     /// A page of the repository's cached files (not the remembered misses), by path.
     pub async fn cached_files_page(&self, repository_id: i64, after: &str, limit: i64) -> DbResult<Vec<ProxyEntry>> {
         let page = sql!("proxy_cache.page", "SELECT repository_id, path, status, sha256, size, content_type, upstream_etag, upstream_last_modified, fetched_at FROM proxy_cache WHERE repository_id = $1 AND path > $2 AND sha256 IS NOT NULL ORDER BY path LIMIT $3");
