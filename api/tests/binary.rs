@@ -397,7 +397,9 @@ fn the_embedded_worker_publishes() -> anyhow::Result<()> {
     // the count is there before revision 5 is recorded published.
     let (body, v) = loop {
         let (s, body) = status_of(
-            ureq::get(&format!("{}/api/v1/repositories/t/status", server.public)).set("Authorization", &basic("pw")).call(),
+            ureq::get(&format!("{}/api/v1/repositories/t/status", server.public))
+                .set("Authorization", &basic("pw"))
+                .call(),
         )?;
         assert_eq!(s, 200);
         let v: serde_json::Value = serde_json::from_str(&body)?;

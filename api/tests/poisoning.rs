@@ -485,7 +485,11 @@ fn apk_a_thousand_packages_and_one_of_each_malformed_kind() -> anyhow::Result<()
     )?;
     common::process::create_repository(&server.public, &auth, Repo::group("apk-all", Format::Apk, &["alpine"]))?;
     let put = |path: &str, body: &[u8]| {
-        status_of(ureq::put(&format!("{}/repository/alpine/{path}", server.public)).set("Authorization", &auth).send_bytes(body))
+        status_of(
+            ureq::put(&format!("{}/repository/alpine/{path}", server.public))
+                .set("Authorization", &auth)
+                .send_bytes(body),
+        )
     };
     for i in 0..1000 {
         let mut f = Fixture::new(&format!("pkg{i:04}"), &format!("1.{i}-r0"), "x86_64");

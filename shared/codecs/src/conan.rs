@@ -218,11 +218,10 @@ pub fn check_conaninfo(text: &str) -> Result<(), ConanError> {
                     "conaninfo.txt [{section}] line {n}: {line:?} is not a reference (name/version…)"
                 )));
             }
-        } else {
-            let (key, _) = line.split_once('=').unwrap_or(("", ""));
-            if key.trim().is_empty() {
-                return Err(err(format!("conaninfo.txt [{section}] line {n}: {line:?} is not `key=value`")));
-            }
+        } else if line.starts_with('=') {
+            // A line without `=` makes its section a plain list for the client (Conan 1's
+            // `[recipe_hash]`); one with an empty key is no setting at all.
+            return Err(err(format!("conaninfo.txt [{section}] line {n}: {line:?} is not `key=value`")));
         }
     }
     Ok(())
@@ -371,7 +370,6 @@ mod tests {
             ("[s]\n", "not a [section] header"),
             ("[settings\n", "not a [section] header"),
             ("[settings]\n=x86_64\n", "not `key=value`"),
-            ("[settings]\narch\n", "not `key=value`"),
             ("[requires]\nzlib\n", "not a reference"),
             ("[requires]\nzlib/1.3 x\n", "not a reference"),
             ("[settings]\nos=Li\u{1b}nux\n", "control character"),

@@ -30,6 +30,9 @@ pub struct Guard {
     whom: &'static str,
     /// How to open a network, in messages: `proxy.allowed_networks (...) or ...`.
     remedy: &'static str,
+    /// Name the addresses a refused host resolves to (an upstream's administrator wants them;
+    /// a webhook's message should not map the internal network).
+    show_addresses: bool,
 }
 
 impl Guard {
@@ -40,11 +43,14 @@ impl Guard {
     /// Why `host`, resolving to `addrs`, may not be reached.
     pub fn refusal(&self, host: &str, addrs: &[IpAddr]) -> Blocked {
         let list: Vec<String> = addrs.iter().map(ToString::to_string).collect();
+        let shown = if self.show_addresses || host.parse::<IpAddr>().is_ok() {
+            format!(" ({})", list.join(", "))
+        } else {
+            String::new()
+        };
         Blocked(format!(
-            "{} {host} resolves only to loopback, private or link-local addresses ({}); allow them with {}",
-            self.whom,
-            list.join(", "),
-            self.remedy
+            "{} {host} resolves only to loopback, private or link-local addresses{shown}; allow them with {}",
+            self.whom, self.remedy
         ))
     }
 
@@ -131,6 +137,7 @@ pub struct Settings<'a> {
     pub policy: AddressPolicy,
     pub whom: &'static str,
     pub remedy: &'static str,
+    pub show_addresses: bool,
     pub outbound: OutboundProxy,
     pub ca_certificates: &'a [PathBuf],
     pub user_agent: &'static str,
@@ -155,7 +162,13 @@ pub struct Outbound {
 impl Outbound {
     pub fn new(s: Settings<'_>) -> anyhow::Result<Self> {
         let outbound = Arc::new(s.outbound);
-        let guard = Arc::new(Guard { policy: s.policy, outbound: outbound.clone(), whom: s.whom, remedy: s.remedy });
+        let guard = Arc::new(Guard {
+            policy: s.policy,
+            outbound: outbound.clone(),
+            whom: s.whom,
+            remedy: s.remedy,
+            show_addresses: s.show_addresses,
+        });
         let redirects = if s.follow_redirects {
             let guard = guard.clone();
             reqwest::redirect::Policy::custom(move |attempt| {
@@ -263,21 +276,30 @@ impl Outbound {
 
     /// A destination checked when it is configured (a webhook's URL): an IP literal, or the
     /// name as it resolves now — every address must pass. A name that does not resolve (yet) is
-    /// let through; it is checked again at every connection.
+    /// let through when requests connect directly (it is checked at every connection); through
+    /// the outbound proxy, which resolves names itself out of the guard's sight, it is refused.
     pub async fn check(&self, url: &url::Url) -> Result<(), Blocked> {
         self.guard.check_literal(url)?;
         let Some(url::Host::Domain(host)) = url.host() else { return Ok(()) };
         let host = host.to_ascii_lowercase();
-        if self.guard.outbound.hosts().contains(&host) && self.via(url).is_none() {
+        let via = self.via(url).is_some();
+        if self.guard.outbound.hosts().contains(&host) && !via {
             return Err(Blocked(format!("{} {host} is the outbound proxy's, which is not one", self.guard.whom)));
         }
-        if let Ok(addrs) = lookup(&host).await {
-            let ips: Vec<IpAddr> = addrs.iter().map(SocketAddr::ip).collect();
-            if ips.iter().any(|ip| !self.guard.allows(*ip)) {
-                return Err(self.guard.refusal(&host, &ips));
+        match lookup(&host).await {
+            Ok(addrs) => {
+                let ips: Vec<IpAddr> = addrs.iter().map(SocketAddr::ip).collect();
+                if ips.iter().any(|ip| !self.guard.allows(*ip)) {
+                    return Err(self.guard.refusal(&host, &ips));
+                }
+                Ok(())
             }
+            Err(_) if via => Err(Blocked(format!(
+                "{} {host} does not resolve here, and through the outbound proxy the address guard could not check where it leads: use a name this host resolves, or list it in proxy.no_proxy",
+                self.guard.whom
+            ))),
+            Err(_) => Ok(()),
         }
-        Ok(())
     }
 }
 
@@ -362,6 +384,7 @@ mod tests {
             policy: AddressPolicy::new(false, &allowed, "webhooks.allowed_networks").map_err(anyhow::Error::msg)?,
             whom: "webhook receiver",
             remedy: "webhooks.allowed_networks",
+            show_addresses: false,
             outbound: OutboundProxy::default(),
             ca_certificates: &[],
             user_agent: "test",

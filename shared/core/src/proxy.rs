@@ -292,6 +292,7 @@ impl Proxy {
         let outbound = Outbound::new(Settings {
             policy: config.address_policy().map_err(anyhow::Error::msg)?,
             whom: "upstream host",
+            show_addresses: true,
             remedy: "proxy.allowed_networks (e.g. [\"10.0.0.0/8\"]) or proxy.allow_private_addresses = true",
             outbound: config.outbound(env).map_err(anyhow::Error::msg)?,
             ca_certificates: &config.ca_certificates,
@@ -397,7 +398,9 @@ impl Proxy {
             content_type: entry.content_type.clone(),
             ..e
         };
-        if let Some(kept) = self.inner.db.proxy_entry_with_sha(req.repository_id, &expected).await.map_err(unavailable)? {
+        if let Some(kept) =
+            self.inner.db.proxy_entry_with_sha(req.repository_id, &expected).await.map_err(unavailable)?
+        {
             tracing::debug!(repository = %req.repository, path = %req.path, "serving the copy the cached index root lists");
             return Ok(Outcome::Found(ProxyEntry { path: entry.path.clone(), ..other(kept) }, state));
         }

@@ -144,7 +144,11 @@ async fn send(
             format!("the receiver answered {} (a redirect, which is not followed: use the URL it names)", r.status()),
         )),
         Ok(r) => Err((Some(i64::from(r.status().as_u16())), format!("the receiver answered {}", r.status()))),
-        Err(e) => Err((None, describe(&e, services.config.webhooks.timeout_ms))),
+        Err(e) => {
+            // The cause in full for the operator's log; the delivery log gets only its class.
+            tracing::info!(webhook = name, delivery = d.id, error = %crate::outbound::root_cause(&e), "webhook request failed");
+            Err((None, describe(&e, services.config.webhooks.timeout_ms)))
+        }
     }
 }
 
@@ -157,14 +161,19 @@ fn describe(e: &reqwest::Error, timeout_ms: u64) -> String {
     match crate::outbound::cause(e) {
         Cause::Blocked(b) => format!("refused by the address guard: {b}"),
         Cause::Dns(d) => format!("DNS: the receiver's host {} does not resolve", d.host),
-        Cause::Tls(_) => {
-            "TLS: no trusted secure connection to the receiver (a private CA goes in proxy.ca_certificates)".into()
+        // Refused, unreachable, silent, a failed TLS handshake, a connection cut: one class, so
+        // the delivery log cannot tell an open port from a closed one (the server's log has the
+        // cause).
+        Cause::Tls(_)
+        | Cause::Connection(_)
+        | Cause::ConnectTimeout
+        | Cause::Connect
+        | Cause::Timeout
+        | Cause::Other => {
+            format!(
+                "cannot connect to the receiver, or no answer: the connection or its TLS handshake failed, or nothing came within webhooks.timeout_ms ({timeout_ms} ms); the server's log has the cause"
+            )
         }
-        Cause::Connection(_) | Cause::ConnectTimeout | Cause::Connect => {
-            "cannot connect to the receiver (refused, unreachable or no answer)".into()
-        }
-        Cause::Timeout => format!("the receiver did not answer within webhooks.timeout_ms ({timeout_ms} ms)"),
-        Cause::Other => "the request to the receiver failed before an answer".into(),
     }
 }
 
@@ -179,6 +188,7 @@ pub fn outbound(
     crate::outbound::Outbound::new(crate::outbound::Settings {
         policy: w.address_policy().map_err(anyhow::Error::msg)?,
         whom: "webhook receiver",
+        show_addresses: false,
         remedy: "webhooks.allowed_networks (e.g. [\"10.0.0.0/8\"])",
         outbound: config.proxy.outbound(env).map_err(anyhow::Error::msg)?,
         ca_certificates: &config.proxy.ca_certificates,

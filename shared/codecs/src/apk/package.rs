@@ -300,7 +300,10 @@ const MAX_DEPENDENCY: usize = 255;
 /// `name` or `name=version`; a `!` (a conflict) only `depend` and `install_if`.
 pub fn check_dependency(key: &str, token: &str) -> Result<(), String> {
     if token.len() > MAX_DEPENDENCY {
-        return Err(format!("{key}: {:?}… is longer than {MAX_DEPENDENCY} bytes", token.chars().take(40).collect::<String>()));
+        return Err(format!(
+            "{key}: {:?}… is longer than {MAX_DEPENDENCY} bytes",
+            token.chars().take(40).collect::<String>()
+        ));
     }
     let (negated, rest) = match token.strip_prefix('!') {
         Some(r) => (true, r),
@@ -669,6 +672,10 @@ mod tests {
         // Found by the pkginfo fuzz target: a long token of multi-byte characters (the message
         // cut it at a byte offset inside a character, and panicked).
         let wide = format!("{base}depend = so:lib{}\n", "\u{fffd}".repeat(100));
-        assert!(parse_pkginfo(&wide).err().map(|e| e.to_string()).unwrap_or_default().contains("longer than 255 bytes"));
+        assert!(parse_pkginfo(&wide)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+            .contains("longer than 255 bytes"));
     }
 }

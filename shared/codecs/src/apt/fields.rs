@@ -69,16 +69,32 @@ pub enum Mode {
 /// continuation before any field, a field name outside deb822's set, a control character, a
 /// field given twice. A trailing newline is fine; a `\r\n` ending is read as `\n`.
 pub fn paragraph(text: &str) -> Result<Vec<Field<'_>>, FieldError> {
+    paragraph_with(text, true)
+}
+
+/// A paragraph as apt's tag-file scanner reads one (the `Mode::Apt` readings): a line that
+/// starts with white space continues the field before it (a white-space-only line too: apt ends
+/// a stanza only at an empty line), a field given twice is the later one, control characters are
+/// data. Still refused: a continuation before any field and a line without a `:` (apt would read
+/// the lines after it into a field's name).
+pub fn apt_paragraph(text: &str) -> Result<Vec<Field<'_>>, FieldError> {
+    paragraph_with(text, false)
+}
+
+fn paragraph_with(text: &str, strict: bool) -> Result<Vec<Field<'_>>, FieldError> {
     let text = text.trim_end_matches('\n');
     let mut fields: Vec<Field<'_>> = Vec::new();
     for (i, raw) in text.split('\n').enumerate() {
         let line = raw.strip_suffix('\r').unwrap_or(raw);
         let n = i + 1;
-        if line.trim().is_empty() {
+        if strict && line.trim().is_empty() {
             return Err(FieldError::Blank(n));
         }
-        if line.chars().any(|c| (c.is_control() && c != '\t') || c == '\u{7f}') {
+        if strict && line.chars().any(|c| (c.is_control() && c != '\t') || c == '\u{7f}') {
             return Err(FieldError::Control(n));
+        }
+        if !strict && line.is_empty() {
+            return Err(FieldError::Blank(n));
         }
         if line.starts_with([' ', '\t']) {
             let Some(last) = fields.last_mut() else { return Err(FieldError::Syntax(n)) };
@@ -89,14 +105,16 @@ pub fn paragraph(text: &str) -> Result<Vec<Field<'_>>, FieldError> {
         }
         let Some((name, value)) = line.split_once(':') else { return Err(FieldError::Syntax(n)) };
         let name_ok = !name.is_empty()
-            && name.bytes().all(|b| b.is_ascii_graphic())
-            && !name.starts_with('#')
-            && !name.starts_with('-');
+            && (!strict
+                || name.bytes().all(|b| b.is_ascii_graphic()) && !name.starts_with('#') && !name.starts_with('-'));
         if !name_ok {
             return Err(FieldError::Name { line: n, name: name.chars().take(80).collect() });
         }
-        if fields.iter().any(|f| f.name.eq_ignore_ascii_case(name)) {
-            return Err(FieldError::Duplicate(name.to_string()));
+        if let Some(at) = fields.iter().position(|f| f.name.eq_ignore_ascii_case(name)) {
+            if strict {
+                return Err(FieldError::Duplicate(name.to_string()));
+            }
+            fields.remove(at);
         }
         fields.push(Field { name, value: value.trim().to_string(), line: n, multiline: false });
     }
@@ -383,15 +401,24 @@ fn relations(field: &Field<'_>, rules: Rules, mode: Mode) -> Result<(), FieldErr
 
 // --- the other fields ---------------------------------------------------------------------------
 
-/// `Name <address>` (policy §5.6.2). A trailing comma is let through: a dozen of Debian's own
-/// packages carry one, and dpkg and apt read them.
+/// `Name <address>` (policy §5.6.2), the name optional and the local part too: fpm, which many
+/// CI pipelines build packages with, writes `<user@host>` (and `<@host>` without `USER`), and
+/// dpkg and apt read them. A trailing comma is let through: a dozen of Debian's own packages
+/// carry one.
 fn is_address(s: &str) -> bool {
     let s = s.strip_suffix(',').unwrap_or(s);
-    let Some((name, rest)) = s.rsplit_once(" <") else { return false };
+    let (name, rest) = match s.rsplit_once('<') {
+        Some((name, rest)) => (name, rest),
+        None => return false,
+    };
     let Some(addr) = rest.strip_suffix('>') else { return false };
     let Some((local, domain)) = addr.split_once('@') else { return false };
-    let part_ok = |p: &str| !p.is_empty() && !p.contains(|c: char| c.is_whitespace() || "<>@\"".contains(c));
-    !name.trim().is_empty() && !name.contains(['<', '>']) && part_ok(local) && part_ok(domain)
+    let part_ok = |p: &str| !p.contains(|c: char| c.is_whitespace() || "<>@\"".contains(c));
+    (name.is_empty() || name.ends_with(' '))
+        && !name.contains('>')
+        && part_ok(local)
+        && part_ok(domain)
+        && !domain.is_empty()
 }
 
 fn single_line(field: &Field<'_>) -> Result<(), FieldError> {
@@ -417,10 +444,7 @@ fn description(field: &Field<'_>) -> Result<(), FieldError> {
         return Err(invalid(field, "the first line (the synopsis) is empty"));
     }
     for line in lines {
-        if line.contains('\t') {
-            return Err(invalid(field, "a tab in the long description (indent with spaces)"));
-        }
-        if !line.starts_with(' ') {
+        if !line.starts_with([' ', '\t']) {
             return Err(invalid(field, format!("the line {line:?} does not start with a space")));
         }
         if line.strip_prefix(" .").is_some_and(|after| !after.trim().is_empty()) {
@@ -477,7 +501,7 @@ fn common_field(f: &Field<'_>) -> Result<bool, FieldError> {
                 return Err(invalid(f, format!("{:?} is not a section such as `utils` or `contrib/net`", f.value)));
             }
         }
-        "homepage" | "vcs-browser" | "standards-version" | "description-md5" | "bugs" | "origin" => {
+        "homepage" | "vcs-browser" | "standards-version" | "description-md5" => {
             single_line(f)?;
             if f.value.contains(char::is_whitespace) {
                 return Err(invalid(f, "it must be one word"));
@@ -632,7 +656,8 @@ pub fn check_source(fields: &[Field<'_>], mode: Mode) -> Result<(), FieldError> 
                         && super::control::valid_name(parts[0])
                         && is_profile_name(parts[1])
                         && is_section(parts[2])
-                        && PRIORITIES.iter().any(|p| p.eq_ignore_ascii_case(parts[3]))
+                        // dpkg-source writes `unknown` where the source stanza names none.
+                        && (PRIORITIES.iter().any(|p| p.eq_ignore_ascii_case(parts[3])) || parts[3] == "unknown")
                         && parts[4..]
                             .iter()
                             .all(|kv| kv.split_once('=').is_some_and(|(k, v)| !k.is_empty() && !v.is_empty()));
@@ -653,7 +678,7 @@ pub fn check_source(fields: &[Field<'_>], mode: Mode) -> Result<(), FieldError> 
 /// One stanza of a `Packages` index — or, with a `Directory` and no `Filename`, of a `Sources`
 /// index — as apt reads it ([`Mode::Apt`]).
 pub fn check_stanza(stanza: &str) -> Result<(), FieldError> {
-    let fields = paragraph(stanza)?;
+    let fields = apt_paragraph(stanza)?;
     if get(&fields, "Filename").is_none() && get(&fields, "Directory").is_some() {
         if get(&fields, "Package").is_none_or(|f| f.value.is_empty()) {
             return Err(FieldError::Invalid { field: "Package".into(), why: "it is missing".into() });
@@ -712,6 +737,9 @@ mod tests {
         binary("Essential: yes\nProtected: no\nMaintainer: Jane Doe <jane@example.org>\nSource: foo-src (1.0-1)\n")?;
         binary("Description: a thing\n It does this.\n .\n  verbatim\n")?;
         binary("X-Custom-Field: anything goes here\n")?;
+        // What fpm writes, and dpkg-source's Package-List without a priority.
+        binary("Maintainer: <builder@ci-runner-7>\nBugs: mailto:a@b.c\nOrigin: Some Vendor\n")?;
+        binary("Maintainer: <@ci-runner-7>\nDescription: x\n\ttabbed line\n")?;
         Ok(())
     }
 
@@ -752,12 +780,12 @@ mod tests {
             ("Priority: urgent\n", "Priority", "not one of"),
             ("Section: my section\n", "Section", "not a section"),
             ("Maintainer: nobody\n", "Maintainer", "Name <address@domain>"),
-            ("Maintainer: <a@b>\n", "Maintainer", "Name <address@domain>"),
+            ("Maintainer: a@b\n", "Maintainer", "Name <address@domain>"),
+            ("Maintainer: Jane <jane>\n", "Maintainer", "Name <address@domain>"),
             ("Installed-Size: 12kB\n", "Installed-Size", "digits only"),
             ("Essential: maybe\n", "Essential", "yes or no"),
             ("Description:\n body\n", "Description", "synopsis"),
             ("Description: x\n .more\n", "Description", "reserved"),
-            ("Description: x\n\tindented\n", "Description", "tab"),
             ("Description-md5: 1234\n", "Description-md5", "32 hex"),
             ("Source: Foo\n", "Source", "source package name"),
             ("Source: foo (bar)\n", "Source", "name (version)"),
@@ -836,6 +864,12 @@ mod tests {
             assert!(e.to_string().contains(why), "{bad:?}: {e}");
         }
         assert_eq!(check_index("Package: a\nDirectory: pool/a\nBuild-Depends: b [amd64] <!nocheck>\n"), Ok(1));
+        // What apt reads though policy would not: a repeated field, a white-space-only
+        // continuation, a control character, an odd field name.
+        assert_eq!(
+            check_index("Package: a\nVersion: 1\nArchitecture: all\nX: 1\nX: 2\nDescription: d\n \n .\n#Odd: \x07\n"),
+            Ok(1)
+        );
         assert!(check_index("Package: a\nDirectory: pool/a\nBuild-Depends: b (>=\n").is_err());
     }
 }

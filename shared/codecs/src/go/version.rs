@@ -162,6 +162,38 @@ pub fn list<'a>(versions: impl Iterator<Item = &'a str>) -> String {
     v.iter().map(|(_, s)| format!("{s}\n")).collect()
 }
 
+/// `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`, as Go's `time.RFC3339` parses.
+fn is_rfc3339(t: &str) -> bool {
+    let b = t.as_bytes();
+    let digits = |r: std::ops::Range<usize>| b.get(r).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
+    if b.len() < 20
+        || !digits(0..4)
+        || !digits(5..7)
+        || !digits(8..10)
+        || !digits(11..13)
+        || !digits(14..16)
+        || !digits(17..19)
+    {
+        return false;
+    }
+    if (b[4], b[7], b[10], b[13], b[16]) != (b'-', b'-', b'T', b':', b':') {
+        return false;
+    }
+    let mut rest = &t[19..];
+    if let Some(frac) = rest.strip_prefix('.') {
+        let n = frac.bytes().take_while(u8::is_ascii_digit).count();
+        if n == 0 {
+            return false;
+        }
+        rest = &frac[n..];
+    }
+    match rest.as_bytes() {
+        [b'Z'] => true,
+        [s, h1, h2, b':', m1, m2] => (*s == b'+' || *s == b'-') && [h1, h2, m1, m2].iter().all(|d| d.is_ascii_digit()),
+        _ => false,
+    }
+}
+
 /// An `@v/list` as the go command reads it: one canonical version per line, no blank lines
 /// but the end. The first line it would not take, and why.
 pub fn check_list(text: &str) -> Result<usize, String> {
@@ -198,11 +230,7 @@ pub fn check_info(json: &str) -> Result<String, String> {
         return Err(format!(".info: Version {:?} is not canonical", info.version));
     }
     if let Some(t) = &info.time {
-        let ok = t.len() >= 20
-            && t.as_bytes()[4] == b'-'
-            && t.as_bytes()[10] == b'T'
-            && (t.ends_with('Z') || t.contains('+'));
-        if !ok {
+        if !is_rfc3339(t) {
             return Err(format!(".info: Time {t:?} is not an RFC 3339 time"));
         }
     }
@@ -212,6 +240,16 @@ pub fn check_info(json: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn info_times_as_go_reads_them() {
+        for ok in ["2024-01-02T03:04:05Z", "2024-01-02T03:04:05.123Z", "2024-01-02T03:04:05-05:00"] {
+            assert!(check_info(&format!("{{\"Version\":\"v1.0.0\",\"Time\":\"{ok}\"}}")).is_ok(), "{ok}");
+        }
+        for bad in ["2024-01-02", "2024-01-02T03:04:05", "yesterday", "2024-01-02T03:04:05.Z"] {
+            assert!(check_info(&format!("{{\"Version\":\"v1.0.0\",\"Time\":\"{bad}\"}}")).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn parses_orders_and_canonicalises() -> Result<(), String> {

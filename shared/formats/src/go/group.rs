@@ -12,7 +12,7 @@
 use std::collections::HashSet;
 
 use super::{proxy_request, Request, KIND};
-use packyard_codecs::go::version::{check_info, check_list, latest, list};
+use packyard_codecs::go::version::{check_info, latest, list};
 use packyard_core::groups::{self, members_of, Reader, Sources};
 use packyard_core::publication::{BuildContext, BuildError};
 use packyard_model::repos::{RepoType, Repository};
@@ -67,10 +67,12 @@ pub async fn merge(
         if m.repo_type == RepoType::Proxy {
             sources.insert(m.name.to_string(), sha.clone());
         }
-        for v in reader.text(&sha).await?.lines().map(str::trim).filter(|l| !l.is_empty()) {
-            // A line that is no canonical version (an upstream's mistake) is left out.
-            if let Err(why) = check_list(v) {
-                ctx.skip(m.name.as_str(), || why);
+        for line in reader.text(&sha).await?.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            // The go command reads a list line's first field, and takes it when it is a semantic
+            // version; a line that is not one (an upstream's mistake) is left out.
+            let v = line.split_whitespace().next().unwrap_or_default();
+            if let Err(why) = packyard_codecs::go::Version::parse(v) {
+                ctx.skip(m.name.as_str(), || format!("@v/list line {line:?}: {why}"));
                 continue;
             }
             if seen.insert(v.to_string()) {
