@@ -57,7 +57,6 @@ const MALFORMED_DEBS: &[(&str, &str)] = &[
 const MALFORMED_REPLACED: &[(&str, &str, &str)] = &[
     ("Maintainer: T <t@example.org>\n", "Maintainer: nobody\n", "the field Maintainer is invalid"),
     ("Description: a package for tests\n", "Description: x\n .more\n", "the field Description is invalid"),
-    ("Description: a package for tests\n", "Description: x\n\tindented\n", "the field Description is invalid"),
     ("Description: a package for tests\n", "Description:\n body\n", "the field Description is invalid"),
 ];
 
@@ -195,13 +194,17 @@ async fn an_index_that_would_not_parse_is_not_published(app: TestApp) -> anyhow:
     assert_eq!(r.status.as_u16(), 204, "{}", r.text);
     let r = app.delete("/repository/alpine/v3.20/main/x86_64/good-1.0-r0.apk").await?;
     assert_eq!(r.status.as_u16(), 204, "{}", r.text);
-    app.publish().await;
-    let packages = app.get("/repository/debs/dists/stable/main/binary-amd64/Packages").await?;
-    assert!(
-        packages.text.contains("Package: other\n") && !packages.text.contains("Package: good\n"),
-        "{}",
-        packages.text
-    );
+    // Due within a second of the change (not after the failure's backoff).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        app.publish().await;
+        let packages = app.get("/repository/debs/dists/stable/main/binary-amd64/Packages").await?;
+        if packages.text.contains("Package: other\n") && !packages.text.contains("Package: good\n") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "never published again: {}", packages.text);
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
     Ok(())
 }
 app_test!(an_index_that_would_not_parse_is_not_published);

@@ -163,16 +163,21 @@ impl Db {
     ) -> DbResult<(i64, i64)> {
         let now = now_ms();
         let changed = now.saturating_sub(i64::try_from(quiet_ms).unwrap_or(i64::MAX));
+        let soon = now + 1_000;
         // A new change is a new chance for a unit whose last build failed (the change may be the
-        // fix): it is due after its debounce, not after the failure's backoff.
+        // fix): it is due within a second, not after the failure's backoff (which may be a
+        // minute) — and no sooner, so that a unit that keeps failing under a stream of changes
+        // is not rebuilt for each of them.
         // Update first: the common case takes only the row's exclusive lock. (INSERT IGNORE
         // first would take a shared lock on the duplicate key, and two writers holding it would
         // deadlock on the update in InnoDB.)
-        let bump = sql!("publication_units.bump", "UPDATE publication_units SET desired_revision = desired_revision + 1, last_change_at = $1, first_pending_at = COALESCE(first_pending_at, $2), next_attempt_at = 0 WHERE repository_id = $3 AND kind = $4 AND unit_key = $5");
+        let bump = sql!("publication_units.bump", "UPDATE publication_units SET desired_revision = desired_revision + 1, last_change_at = $1, first_pending_at = COALESCE(first_pending_at, $2), next_attempt_at = CASE WHEN next_attempt_at > $3 THEN $4 ELSE next_attempt_at END WHERE repository_id = $5 AND kind = $6 AND unit_key = $7");
         let bumped = self
             .query(bump)
             .bind(changed)
             .bind(now)
+            .bind(soon)
+            .bind(soon)
             .bind(repository_id)
             .bind(kind)
             .bind(unit_key)
@@ -191,6 +196,8 @@ impl Db {
             self.query(bump)
                 .bind(changed)
                 .bind(now)
+                .bind(soon)
+                .bind(soon)
                 .bind(repository_id)
                 .bind(kind)
                 .bind(unit_key)
