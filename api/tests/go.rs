@@ -47,23 +47,7 @@ fn files_under(dir: &Path) -> usize {
 
 /// The go command, isolated: its own module cache, build cache and home; this proxy only.
 fn go(dir: &Path, home: &Path, proxy: &str, args: &[&str]) -> anyhow::Result<String> {
-    let out = Command::new("go")
-        .args(args)
-        .current_dir(dir)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .env("GOPATH", home.join("gopath"))
-        .env("GOMODCACHE", home.join("modcache"))
-        .env("GOCACHE", home.join("gocache"))
-        .env("GOPROXY", proxy)
-        .env("GOTOOLCHAIN", "local")
-        .env("GOFLAGS", "-mod=mod")
-        .env("GONOSUMDB", "example.com")
-        .env("GOSUMDB", "off")
-        .env("GO111MODULE", "on")
-        .env("CGO_ENABLED", "0")
-        .output()?;
+    let out = common::golang::command(dir, home, proxy, args).output()?;
     anyhow::ensure!(
         out.status.success(),
         "go {args:?} failed: {}\n{}",

@@ -48,15 +48,7 @@ fn proxy_and_group(server: &Server, name: &str, upstream: &Upstream, signer: &Si
 }
 
 fn get(server: &Server, path: &str) -> anyhow::Result<(u16, Vec<u8>)> {
-    match ureq::get(&format!("{}{path}", server.public)).call() {
-        Ok(r) => {
-            let mut body = Vec::new();
-            std::io::Read::read_to_end(&mut r.into_reader(), &mut body)?;
-            Ok((200, body))
-        }
-        Err(ureq::Error::Status(code, r)) => Ok((code, r.into_string()?.into_bytes())),
-        Err(e) => Err(e.into()),
-    }
+    common::process::get_bytes(server, path)
 }
 
 /// A scratch apt configuration for `repo` on `server` (its key: the repository's own for a

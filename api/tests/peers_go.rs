@@ -99,23 +99,7 @@ impl Go {
     /// `go args` with `GOPROXY=proxy`: success, stdout, stderr.
     fn run(&self, proxy: &str, args: &[&str]) -> anyhow::Result<(bool, String, String)> {
         let home = self.home.path();
-        let out = Command::new("go")
-            .args(args)
-            .current_dir(&self.app)
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", home)
-            .env("GOPATH", home.join("gopath"))
-            .env("GOMODCACHE", home.join("modcache"))
-            .env("GOCACHE", home.join("gocache"))
-            .env("GOPROXY", proxy)
-            .env("GOTOOLCHAIN", "local")
-            .env("GOFLAGS", "-mod=mod")
-            .env("GONOSUMDB", "example.com")
-            .env("GOSUMDB", "off")
-            .env("GO111MODULE", "on")
-            .env("CGO_ENABLED", "0")
-            .output()?;
+        let out = common::golang::command(&self.app, home, proxy, args).output()?;
         Ok((out.status.success(), text(&out.stdout), text(&out.stderr)))
     }
 

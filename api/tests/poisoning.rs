@@ -229,15 +229,7 @@ fn post(server: &Server, path: &str, content_type: &str, body: &[u8]) -> anyhow:
 }
 
 fn get(server: &Server, path: &str) -> anyhow::Result<(u16, Vec<u8>)> {
-    match ureq::get(&format!("{}{path}", server.public)).call() {
-        Ok(r) => {
-            let mut body = Vec::new();
-            std::io::Read::read_to_end(&mut r.into_reader(), &mut body)?;
-            Ok((200, body))
-        }
-        Err(ureq::Error::Status(code, r)) => Ok((code, r.into_string()?.into_bytes())),
-        Err(e) => Err(e.into()),
-    }
+    common::process::get_bytes(server, path)
 }
 
 /// A `multipart/form-data` body of `apt.asset` fields.
@@ -442,13 +434,7 @@ fn a_poisoned_upstream_record_is_left_out_of_an_apk_group() -> anyhow::Result<()
     let (s, apk) = get(&server, &format!("/repository/all/{unit}/hello-2.12-r1.apk"))?;
     assert_eq!((s, apk == good.bytes), (200, true));
     std::fs::write(dir.path().join("hello-2.12-r1.apk"), &apk)?;
-    let out = std::process::Command::new("python3")
-        .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/apk_verify.py"))
-        .arg(dir.path().join("APKINDEX.tar.gz"))
-        .arg(dir.path().join("key.pem"))
-        .arg(&name)
-        .arg(dir.path())
-        .output()?;
+    let out = common::process::apk_verifier(dir.path(), "APKINDEX.tar.gz", "key.pem", &name)?;
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     // The verifier refuses the upstream's own index (the record it would not read).
     std::fs::write(
@@ -456,13 +442,7 @@ fn a_poisoned_upstream_record_is_left_out_of_an_apk_group() -> anyhow::Result<()
         upstream.file(&format!("{unit}/APKINDEX.tar.gz")).unwrap_or_default(),
     )?;
     std::fs::write(dir.path().join("upstream.pem"), key.public_pem()?)?;
-    let out = std::process::Command::new("python3")
-        .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/apk_verify.py"))
-        .arg(dir.path().join("upstream.tar.gz"))
-        .arg(dir.path().join("upstream.pem"))
-        .arg(&key_file)
-        .arg(dir.path())
-        .output()?;
+    let out = common::process::apk_verifier(dir.path(), "upstream.tar.gz", "upstream.pem", &key_file)?;
     assert!(!out.status.success(), "the verifier reads records as apk does");
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("a record apk would not read"),
@@ -528,13 +508,7 @@ fn apk_a_thousand_packages_and_one_of_each_malformed_kind() -> anyhow::Result<()
             anyhow::ensure!(s == 200, "{repo} {file}: {s}");
             std::fs::write(dir.path().join(&file), bytes)?;
         }
-        let out = std::process::Command::new("python3")
-            .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/apk_verify.py"))
-            .arg(dir.path().join("APKINDEX.tar.gz"))
-            .arg(dir.path().join("key.pem"))
-            .arg(&name)
-            .arg(dir.path())
-            .output()?;
+        let out = common::process::apk_verifier(dir.path(), "APKINDEX.tar.gz", "key.pem", &name)?;
         assert!(out.status.success(), "{repo}: {}", String::from_utf8_lossy(&out.stderr));
         let summary: serde_json::Value = serde_json::from_slice(&out.stdout)?;
         assert_eq!(summary["packages"].as_array().map(Vec::len), Some(1000), "{repo}");

@@ -5,6 +5,7 @@ pub mod app;
 pub mod apt;
 pub mod archive;
 pub mod chaos;
+pub mod golang;
 pub mod process;
 pub mod webdriver;
 

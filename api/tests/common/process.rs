@@ -376,3 +376,28 @@ pub fn sql(url: &str, statement: &str) -> anyhow::Result<()> {
         Ok(())
     })
 }
+
+/// A GET of `path` on `server`: (status, body bytes), an error status included.
+pub fn get_bytes(server: &Server, path: &str) -> anyhow::Result<(u16, Vec<u8>)> {
+    match ureq::get(&format!("{}{path}", server.public)).call() {
+        Ok(r) => {
+            let mut body = Vec::new();
+            std::io::Read::read_to_end(&mut r.into_reader(), &mut body)?;
+            Ok((200, body))
+        }
+        Err(ureq::Error::Status(code, r)) => Ok((code, r.into_string()?.into_bytes())),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The independent APK index verifier (`tests/apk_verify.py`) on the files in `dir`: the index
+/// file, the key file (PEM) and the key's name apk would look it up by.
+pub fn apk_verifier(dir: &Path, index: &str, key_pem: &str, key_name: &str) -> anyhow::Result<std::process::Output> {
+    Ok(Command::new("python3")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/apk_verify.py"))
+        .arg(dir.join(index))
+        .arg(dir.join(key_pem))
+        .arg(key_name)
+        .arg(dir)
+        .output()?)
+}

@@ -259,19 +259,20 @@ impl Outbound {
         if !via && !proxy_host {
             return Ok(());
         }
-        match lookup(&host).await {
-            Ok(addrs) => {
-                let ips: Vec<IpAddr> = addrs.iter().map(SocketAddr::ip).collect();
-                if ips.iter().any(|ip| !self.guard.allows(*ip)) {
-                    return Err(self.guard.refusal(&host, &ips));
-                }
-                Ok(())
-            }
-            Err(_) if !via => {
+        match self.resolved(&host).await {
+            Some(checked) => checked,
+            None if !via => {
                 Err(Blocked(format!("{} {host} is the outbound proxy's, which is not one", self.guard.whom)))
             }
-            Err(_) => Ok(()),
+            None => Ok(()),
         }
+    }
+
+    /// `host` as it resolves here, every address checked; `None` when it does not resolve.
+    async fn resolved(&self, host: &str) -> Option<Result<(), Blocked>> {
+        let addrs = lookup(host).await.ok()?;
+        let ips: Vec<IpAddr> = addrs.iter().map(SocketAddr::ip).collect();
+        Some(if ips.iter().any(|ip| !self.guard.allows(*ip)) { Err(self.guard.refusal(host, &ips)) } else { Ok(()) })
     }
 
     /// A destination checked when it is configured (a webhook's URL): an IP literal, or the
@@ -286,19 +287,13 @@ impl Outbound {
         if self.guard.outbound.hosts().contains(&host) && !via {
             return Err(Blocked(format!("{} {host} is the outbound proxy's, which is not one", self.guard.whom)));
         }
-        match lookup(&host).await {
-            Ok(addrs) => {
-                let ips: Vec<IpAddr> = addrs.iter().map(SocketAddr::ip).collect();
-                if ips.iter().any(|ip| !self.guard.allows(*ip)) {
-                    return Err(self.guard.refusal(&host, &ips));
-                }
-                Ok(())
-            }
-            Err(_) if via => Err(Blocked(format!(
+        match self.resolved(&host).await {
+            Some(checked) => checked,
+            None if via => Err(Blocked(format!(
                 "{} {host} does not resolve here, and through the outbound proxy the address guard could not check where it leads: use a name this host resolves, or list it in proxy.no_proxy",
                 self.guard.whom
             ))),
-            Err(_) => Ok(()),
+            None => Ok(()),
         }
     }
 }
