@@ -262,7 +262,7 @@ pub fn check_record(record: &str) -> Result<(), String> {
         if b.len() < 2 || b[1] != b':' || !b[0].is_ascii_alphabetic() {
             return Err(format!("the line {:?} is not `X:value`", line.chars().take(60).collect::<String>()));
         }
-        if line.chars().any(|c| c.is_control()) {
+        if line.chars().any(|c| c.is_control() && c != '\t') {
             return Err(format!("the {} line holds a control character", line.chars().next().unwrap_or('?')));
         }
         let value = &line[2..];
