@@ -111,7 +111,9 @@ impl Publisher {
                             .or_else(|| panic.downcast_ref::<String>().cloned())
                             .unwrap_or_default();
                         tracing::error!(unit = unit.id, key = %unit.unit_key, panic = %what, "a build panicked");
-                        Err(packyard_core::publication::BuildError::Other(format!("the build failed on a defect: {what}")))
+                        Err(packyard_core::publication::BuildError::Other(format!(
+                            "the build failed on a defect: {what}"
+                        )))
                     }
                 }
             };
