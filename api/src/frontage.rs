@@ -3,8 +3,10 @@
 //! request's own scheme and `Host`), and the client's address. `X-Forwarded-{For,Proto,Host}`
 //! count only on requests from `server.trusted_proxies`, and only as a proxy leaves them (read
 //! from the right); from anyone else they are ignored, so a client cannot choose the address
-//! its failed logins are counted under. (`Forwarded` is never read: the common proxies pass a
-//! client's own on untouched.) Without `server.public_url` the host of a generated URL is the
+//! its failed logins are counted under. RFC 7239 `Forwarded` counts, under the same rule, only
+//! on a request that carries no `X-Forwarded-*` header at all: nginx and ingress-nginx set
+//! `X-Forwarded-For` and pass a client's own `Forwarded` on untouched, so where a proxy speaks
+//! the older headers the newer one is the client's. Without `server.public_url` the host of a generated URL is the
 //! request's `Host` — the client's choice, as in any HTTP server: set `public_url`.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -64,14 +66,19 @@ impl Frontage {
         let host_header = req.headers().get(actix_web::http::header::HOST).and_then(|h| h.to_str().ok());
         let (scheme, host) = if self.peer_trusted(req) {
             // What the proxy set: the last value (a proxy that appends puts its own last; one that
-            // sets it leaves only its own). `Forwarded` is not read: common proxies pass a
-            // client's own `Forwarded` on untouched.
-            let scheme = last_value(req, "x-forwarded-proto")
+            // sets it leaves only its own).
+            let (proto, host) = match forwarded(req) {
+                Some(elements) => {
+                    let last = elements.last();
+                    (last.and_then(|e| e.proto), last.and_then(|e| e.host))
+                }
+                None => (last_value(req, "x-forwarded-proto"), last_value(req, "x-forwarded-host")),
+            };
+            let scheme = proto
                 .map(|p| p.to_ascii_lowercase())
                 .filter(|p| p == "http" || p == "https")
                 .unwrap_or_else(|| own_scheme.to_string());
-            let host = last_value(req, "x-forwarded-host").or(host_header);
-            (scheme, host)
+            (scheme, host.or(host_header))
         } else {
             (own_scheme.to_string(), host_header)
         };
@@ -88,13 +95,17 @@ impl Frontage {
         if !self.peer_trusted(req) {
             return peer;
         }
-        let hops: Vec<&str> = req
-            .headers()
-            .get_all("x-forwarded-for")
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-            .map(str::trim)
-            .collect();
+        let hops: Vec<&str> = match forwarded(req) {
+            // An element without `for=` is a hop that cannot be read: it ends the walk.
+            Some(elements) => elements.iter().map(|e| e.for_.unwrap_or_default()).collect(),
+            None => req
+                .headers()
+                .get_all("x-forwarded-for")
+                .filter_map(|v| v.to_str().ok())
+                .flat_map(|v| v.split(','))
+                .map(str::trim)
+                .collect(),
+        };
         let mut client = peer;
         for hop in hops.iter().rev() {
             // An address that cannot be read ("unknown", an obfuscated name) ends the walk: what
@@ -107,6 +118,44 @@ impl Frontage {
         }
         client
     }
+}
+
+/// One element of an RFC 7239 `Forwarded` header: what one proxy said.
+#[derive(Debug, Default)]
+struct Hop<'r> {
+    for_: Option<&'r str>,
+    proto: Option<&'r str>,
+    host: Option<&'r str>,
+}
+
+/// The elements of `Forwarded` (over all its lines, left to right) — when it is the header to
+/// read: present, and no `X-Forwarded-*` beside it.
+fn forwarded(req: &HttpRequest) -> Option<Vec<Hop<'_>>> {
+    let headers = req.headers();
+    if ["x-forwarded-for", "x-forwarded-proto", "x-forwarded-host"].iter().any(|h| headers.contains_key(*h)) {
+        return None;
+    }
+    let elements: Vec<Hop<'_>> = headers
+        .get_all("forwarded")
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|element| {
+            let mut hop = Hop::default();
+            for pair in element.split(';') {
+                let Some((key, value)) = pair.split_once('=') else { continue };
+                let value = value.trim().trim_matches('"');
+                let value = (!value.is_empty()).then_some(value);
+                match key.trim().to_ascii_lowercase().as_str() {
+                    "for" => hop.for_ = value,
+                    "proto" => hop.proto = value,
+                    "host" => hop.host = value,
+                    _ => {}
+                }
+            }
+            hop
+        })
+        .collect();
+    (!elements.is_empty()).then_some(elements)
 }
 
 /// The last comma-separated value of a header (over all its lines), trimmed.
@@ -217,6 +266,27 @@ mod tests {
             .to_http_request();
         assert_eq!(lb.client(&through_lb).to_string(), "198.51.100.9");
         assert_eq!(lb.base(&through_lb).origin, "https://repo.example.com");
+
+        // A proxy that speaks only RFC 7239: its element (the last) counts, the client's does not.
+        let rfc7239 = from("10.1.2.3:5000")
+            .insert_header(("Host", "packyard.internal:8080"))
+            .insert_header(("Forwarded", "for=192.0.2.1;host=evil.example;proto=http"))
+            .insert_header(("Forwarded", "for=\"[2001:db8::7]:4711\";Proto=HTTPS;host=\"repo.example.com\""))
+            .to_http_request();
+        assert_eq!(lb.client(&rfc7239).to_string(), "2001:db8::7");
+        assert_eq!(lb.base(&rfc7239).origin, "https://repo.example.com");
+        let partial = from("10.1.2.3:5000")
+            .insert_header(("Host", "packyard.internal:8080"))
+            .insert_header(("Forwarded", "for=192.0.2.1;host=evil.example;proto=https, proto=http"))
+            .to_http_request();
+        assert_eq!(lb.base(&partial).origin, "http://packyard.internal:8080", "the client's host is not taken");
+        assert_eq!(lb.client(&partial).to_string(), "10.1.2.3", "a hop without for= ends the walk");
+        let untrusted = from("203.0.113.9:5000")
+            .insert_header(("Host", "packyard.internal:8080"))
+            .insert_header(("Forwarded", "for=198.51.100.2;host=evil.example;proto=https"))
+            .to_http_request();
+        assert_eq!(lb.base(&untrusted).origin, "http://packyard.internal:8080");
+        assert_eq!(lb.client(&untrusted).to_string(), "203.0.113.9");
 
         let unknown =
             from("10.1.2.3:5000").insert_header(("X-Forwarded-For", "198.51.100.1, unknown")).to_http_request();

@@ -871,7 +871,7 @@ app_test!(the_public_url_makes_every_url, |c: &mut packyard_model::config::Confi
 });
 
 /// Behind a load balancer listed in `server.trusted_proxies`, its forwarded scheme and host make
-/// the URLs; the same headers from an address not listed are ignored.
+/// the URLs (`X-Forwarded-*`, or `Forwarded` where it sends no `X-Forwarded-*`); the same headers from an address not listed are ignored.
 async fn a_trusted_proxy_is_believed(app: TestApp) -> anyhow::Result<()> {
     a_package_in_debs(&app).await?;
     let via_lb = |req: TestRequest| {
@@ -882,6 +882,19 @@ async fn a_trusted_proxy_is_believed(app: TestApp) -> anyhow::Result<()> {
             .insert_header(("X-Forwarded-For", "198.51.100.7"))
     };
     let [url, download, location] = generated_urls(&app, via_lb).await?;
+    assert_eq!(url, "https://repo.example.com/repository/debs");
+    assert_eq!(download, "https://repo.example.com/repository/debs/pool/main/h/hello/hello_1.0_amd64.deb");
+    assert_eq!(location, download);
+    // A load balancer that speaks RFC 7239 `Forwarded` alone: its own (last) element counts.
+    let rfc7239 = |req: TestRequest| {
+        req.peer_addr("10.20.30.40:40000".parse().unwrap_or_else(|_| std::net::SocketAddr::from(([0, 0, 0, 0], 0))))
+            .insert_header(("Host", "packyard.internal:8080"))
+            .insert_header((
+                "Forwarded",
+                "for=192.0.2.1;host=evil.example, for=198.51.100.7;proto=https;host=repo.example.com",
+            ))
+    };
+    let [url, download, location] = generated_urls(&app, rfc7239).await?;
     assert_eq!(url, "https://repo.example.com/repository/debs");
     assert_eq!(download, "https://repo.example.com/repository/debs/pool/main/h/hello/hello_1.0_amd64.deb");
     assert_eq!(location, download);
