@@ -1,18 +1,18 @@
 //! What a request says about where it came from, believed only as far as the configuration
 //! allows: the public address people reach Packyard at (`server.public_url`, else the
-//! request's own scheme and `Host`), and the client's address. `X-Forwarded-{For,Proto,Host}`
-//! count only on requests from `server.trusted_proxies`, and only as a proxy leaves them (read
-//! from the right); from anyone else they are ignored, so a client cannot choose the address
-//! its failed logins are counted under. RFC 7239 `Forwarded` counts, under the same rule, only
-//! on a request that carries no `X-Forwarded-*` header at all: nginx and ingress-nginx set
-//! `X-Forwarded-For` and pass a client's own `Forwarded` on untouched, so where a proxy speaks
-//! the older headers the newer one is the client's. Without `server.public_url` the host of a generated URL is the
+//! request's own scheme and `Host`), and the client's address. The proxy headers count only on
+//! requests from `server.trusted_proxies`, and only as a proxy leaves them (read from the
+//! right); from anyone else they are ignored, so a client cannot choose the address its failed
+//! logins are counted under. Which headers are the proxy's is the operator's choice
+//! (`server.forwarded_headers`: `X-Forwarded-{For,Proto,Host}` or RFC 7239 `Forwarded`), never
+//! the request's: a proxy passes on what it does not write, so the other kind is the client's
+//! own and is never read. Without `server.public_url` the host of a generated URL is the
 //! request's `Host` — the client's choice, as in any HTTP server: set `public_url`.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use actix_web::{web, HttpRequest};
-use packyard_model::config::{Config, ServerConfig};
+use packyard_model::config::{Config, ForwardedHeaders, ServerConfig};
 use packyard_model::net::Network;
 
 /// The parsed settings, kept in the app's data.
@@ -21,6 +21,7 @@ pub struct Frontage {
     /// `server.public_url` as origin and path prefix.
     public: Option<(String, String)>,
     trusted: Vec<Network>,
+    headers: ForwardedHeaders,
 }
 
 /// Where people reach Packyard: an origin (`https://repo.example.com`) and a path prefix
@@ -39,7 +40,7 @@ impl Frontage {
         let public = config.server.public_url.as_deref().and_then(|u| ServerConfig::parse_public_url(u).ok());
         let trusted =
             packyard_model::net::networks("server.trusted_proxies", &config.server.trusted_proxies).unwrap_or_default();
-        Self { public, trusted }
+        Self { public, trusted, headers: config.server.forwarded_headers }
     }
 
     fn of(req: &HttpRequest) -> Option<&Self> {
@@ -67,44 +68,42 @@ impl Frontage {
         let (scheme, host) = if self.peer_trusted(req) {
             // What the proxy set: the last value (a proxy that appends puts its own last; one that
             // sets it leaves only its own).
-            let (proto, host) = match forwarded(req) {
-                Some(elements) => {
-                    let last = elements.last();
-                    (last.and_then(|e| e.proto), last.and_then(|e| e.host))
+            let (proto, host) = match self.headers {
+                ForwardedHeaders::Forwarded => {
+                    let last = forwarded(req).pop();
+                    (last.as_ref().and_then(|e| e.proto.clone()), last.and_then(|e| e.host))
                 }
-                None => (last_value(req, "x-forwarded-proto"), last_value(req, "x-forwarded-host")),
+                ForwardedHeaders::XForwarded => {
+                    (last_value(req, "x-forwarded-proto"), last_value(req, "x-forwarded-host"))
+                }
             };
             let scheme = proto
                 .map(|p| p.to_ascii_lowercase())
                 .filter(|p| p == "http" || p == "https")
                 .unwrap_or_else(|| own_scheme.to_string());
-            (scheme, host.or(host_header))
+            (scheme, host.or(host_header.map(str::to_string)))
         } else {
-            (own_scheme.to_string(), host_header)
+            (own_scheme.to_string(), host_header.map(str::to_string))
         };
-        let host =
-            host.filter(|h| plausible_host(h)).map_or_else(|| req.app_config().host().to_string(), str::to_string);
+        let host = host.filter(|h| plausible_host(h)).unwrap_or_else(|| req.app_config().host().to_string());
         Base { https: scheme == "https", origin: format!("{scheme}://{host}"), prefix: String::new() }
     }
 
     /// The client: the peer, or — from a trusted proxy — the nearest address in
-    /// `X-Forwarded-For` that is not itself a trusted proxy, read from the right (each proxy
-    /// appends the address it got the request from; what the client wrote lies to the left).
+    /// `X-Forwarded-For` (or `Forwarded`'s `for=`) that is not itself a trusted proxy, read from
+    /// the right (each proxy appends the address it got the request from; what the client wrote
+    /// lies to the left).
     fn client(&self, req: &HttpRequest) -> IpAddr {
         let peer = Self::peer(req);
         if !self.peer_trusted(req) {
             return peer;
         }
-        let hops: Vec<&str> = match forwarded(req) {
+        let hops: Vec<String> = match self.headers {
             // An element without `for=` is a hop that cannot be read: it ends the walk.
-            Some(elements) => elements.iter().map(|e| e.for_.unwrap_or_default()).collect(),
-            None => req
-                .headers()
-                .get_all("x-forwarded-for")
-                .filter_map(|v| v.to_str().ok())
-                .flat_map(|v| v.split(','))
-                .map(str::trim)
-                .collect(),
+            ForwardedHeaders::Forwarded => forwarded(req).into_iter().map(|e| e.for_.unwrap_or_default()).collect(),
+            ForwardedHeaders::XForwarded => {
+                entries(req, "x-forwarded-for").into_iter().map(Option::unwrap_or_default).collect()
+            }
         };
         let mut client = peer;
         for hop in hops.iter().rev() {
@@ -122,29 +121,23 @@ impl Frontage {
 
 /// One element of an RFC 7239 `Forwarded` header: what one proxy said.
 #[derive(Debug, Default)]
-struct Hop<'r> {
-    for_: Option<&'r str>,
-    proto: Option<&'r str>,
-    host: Option<&'r str>,
+struct Hop {
+    for_: Option<String>,
+    proto: Option<String>,
+    host: Option<String>,
 }
 
-/// The elements of `Forwarded` (over all its lines, left to right) — when it is the header to
-/// read: present, and no `X-Forwarded-*` beside it.
-fn forwarded(req: &HttpRequest) -> Option<Vec<Hop<'_>>> {
-    let headers = req.headers();
-    if ["x-forwarded-for", "x-forwarded-proto", "x-forwarded-host"].iter().any(|h| headers.contains_key(*h)) {
-        return None;
-    }
-    let elements: Vec<Hop<'_>> = headers
-        .get_all("forwarded")
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
+/// The elements of `Forwarded` (over all its lines, left to right).
+fn forwarded(req: &HttpRequest) -> Vec<Hop> {
+    entries(req, "forwarded")
+        .into_iter()
         .map(|element| {
             let mut hop = Hop::default();
-            for pair in element.split(';') {
+            // An element that cannot be read says nothing (and, without `for=`, ends a walk).
+            for pair in element.as_deref().unwrap_or_default().split(';') {
                 let Some((key, value)) = pair.split_once('=') else { continue };
                 let value = value.trim().trim_matches('"');
-                let value = (!value.is_empty()).then_some(value);
+                let value = (!value.is_empty()).then(|| value.to_string());
                 match key.trim().to_ascii_lowercase().as_str() {
                     "for" => hop.for_ = value,
                     "proto" => hop.proto = value,
@@ -154,19 +147,24 @@ fn forwarded(req: &HttpRequest) -> Option<Vec<Hop<'_>>> {
             }
             hop
         })
-        .collect();
-    (!elements.is_empty()).then_some(elements)
+        .collect()
 }
 
-/// The last comma-separated value of a header (over all its lines), trimmed.
-fn last_value<'r>(req: &'r HttpRequest, name: &str) -> Option<&'r str> {
+/// The comma-separated entries of a header over all its lines, left to right, trimmed. Split as
+/// bytes: a proxy appends its entry to the line the client sent, so a client's byte that is not
+/// text must not take the proxy's entry with it; an entry that is not ASCII comes back empty (a
+/// hop that cannot be read) is `None`.
+fn entries(req: &HttpRequest, name: &str) -> Vec<Option<String>> {
     req.headers()
         .get_all(name)
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(str::trim)
-        .filter(|v| !v.is_empty())
-        .last()
+        .flat_map(|v| v.as_bytes().split(|b| *b == b','))
+        .map(|e| e.is_ascii().then(|| String::from_utf8_lossy(e).trim().to_string()))
+        .collect()
+}
+
+/// The last non-empty entry of a header; `None` when that one cannot be read.
+fn last_value(req: &HttpRequest, name: &str) -> Option<String> {
+    entries(req, name).into_iter().rev().find(|e| e.as_deref() != Some("")).flatten()
 }
 
 impl Base {
@@ -267,30 +265,72 @@ mod tests {
         assert_eq!(lb.client(&through_lb).to_string(), "198.51.100.9");
         assert_eq!(lb.base(&through_lb).origin, "https://repo.example.com");
 
-        // A proxy that speaks only RFC 7239: its element (the last) counts, the client's does not.
+        // A client's byte that is not text does not take the proxy's entry on its line with it.
+        let binary = from("10.1.2.3:5000")
+            .insert_header((
+                "X-Forwarded-For",
+                actix_web::http::header::HeaderValue::from_bytes(b"192.0.2.1\xff, 198.51.100.9")
+                    .unwrap_or_else(|_| actix_web::http::header::HeaderValue::from_static("header value refused")),
+            ))
+            .to_http_request();
+        assert_eq!(lb.client(&binary).to_string(), "198.51.100.9");
+        let binary_last = from("10.1.2.3:5000")
+            .insert_header(("Host", "packyard.internal:8080"))
+            .insert_header((
+                "X-Forwarded-Host",
+                actix_web::http::header::HeaderValue::from_bytes(b"repo.example.com, evil\xff.example")
+                    .unwrap_or_else(|_| actix_web::http::header::HeaderValue::from_static("header value refused")),
+            ))
+            .to_http_request();
+        assert_eq!(
+            lb.base(&binary_last).origin,
+            "http://packyard.internal:8080",
+            "an unreadable last value is no host"
+        );
+
+        let unknown =
+            from("10.1.2.3:5000").insert_header(("X-Forwarded-For", "198.51.100.1, unknown")).to_http_request();
+        assert_eq!(lb.client(&unknown).to_string(), "10.1.2.3", "an unreadable hop ends the walk");
+    }
+
+    /// Behind a proxy that writes RFC 7239 `Forwarded` (`server.forwarded_headers = "forwarded"`):
+    /// its element (the last) counts; a client's own `Forwarded` elements to the left and its own
+    /// `X-Forwarded-*` (which such a proxy passes on untouched) do not.
+    #[test]
+    fn rfc7239_forwarded_when_configured() {
+        let mut config = Config::default();
+        config.server.trusted_proxies = vec!["10.0.0.0/8".into()];
+        config.server.forwarded_headers = ForwardedHeaders::Forwarded;
+        let lb = Frontage::new(&config);
         let rfc7239 = from("10.1.2.3:5000")
             .insert_header(("Host", "packyard.internal:8080"))
+            .insert_header(("X-Forwarded-Host", "evil-x.example"))
+            .insert_header(("X-Forwarded-Proto", "http"))
+            .insert_header(("X-Forwarded-For", "192.0.2.77"))
             .insert_header(("Forwarded", "for=192.0.2.1;host=evil.example;proto=http"))
             .insert_header(("Forwarded", "for=\"[2001:db8::7]:4711\";Proto=HTTPS;host=\"repo.example.com\""))
             .to_http_request();
         assert_eq!(lb.client(&rfc7239).to_string(), "2001:db8::7");
         assert_eq!(lb.base(&rfc7239).origin, "https://repo.example.com");
+
         let partial = from("10.1.2.3:5000")
             .insert_header(("Host", "packyard.internal:8080"))
             .insert_header(("Forwarded", "for=192.0.2.1;host=evil.example;proto=https, proto=http"))
             .to_http_request();
         assert_eq!(lb.base(&partial).origin, "http://packyard.internal:8080", "the client's host is not taken");
         assert_eq!(lb.client(&partial).to_string(), "10.1.2.3", "a hop without for= ends the walk");
+
+        let chain = from("10.1.2.3:5000")
+            .insert_header(("Forwarded", "for=192.0.2.1, for=198.51.100.20, for=10.7.7.7;proto=https"))
+            .to_http_request();
+        assert_eq!(lb.client(&chain).to_string(), "198.51.100.20", "trusted hops are walked past");
+
         let untrusted = from("203.0.113.9:5000")
             .insert_header(("Host", "packyard.internal:8080"))
             .insert_header(("Forwarded", "for=198.51.100.2;host=evil.example;proto=https"))
             .to_http_request();
         assert_eq!(lb.base(&untrusted).origin, "http://packyard.internal:8080");
         assert_eq!(lb.client(&untrusted).to_string(), "203.0.113.9");
-
-        let unknown =
-            from("10.1.2.3:5000").insert_header(("X-Forwarded-For", "198.51.100.1, unknown")).to_http_request();
-        assert_eq!(lb.client(&unknown).to_string(), "10.1.2.3", "an unreadable hop ends the walk");
     }
 
     #[test]

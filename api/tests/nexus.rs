@@ -871,7 +871,7 @@ app_test!(the_public_url_makes_every_url, |c: &mut packyard_model::config::Confi
 });
 
 /// Behind a load balancer listed in `server.trusted_proxies`, its forwarded scheme and host make
-/// the URLs (`X-Forwarded-*`, or `Forwarded` where it sends no `X-Forwarded-*`); the same headers from an address not listed are ignored.
+/// the URLs; the same headers from an address not listed are ignored.
 async fn a_trusted_proxy_is_believed(app: TestApp) -> anyhow::Result<()> {
     a_package_in_debs(&app).await?;
     let via_lb = |req: TestRequest| {
@@ -885,13 +885,27 @@ async fn a_trusted_proxy_is_believed(app: TestApp) -> anyhow::Result<()> {
     assert_eq!(url, "https://repo.example.com/repository/debs");
     assert_eq!(download, "https://repo.example.com/repository/debs/pool/main/h/hello/hello_1.0_amd64.deb");
     assert_eq!(location, download);
-    // A load balancer that speaks RFC 7239 `Forwarded` alone: its own (last) element counts.
+    let [url, ..] = generated_urls(&app, spoofing).await?;
+    assert_eq!(url, "http://packyard.internal:8080/repository/debs");
+    Ok(())
+}
+app_test!(a_trusted_proxy_is_believed, |c: &mut packyard_model::config::Config| {
+    c.server.trusted_proxies = vec!["10.0.0.0/8".into()];
+});
+
+/// A load balancer that writes RFC 7239 `Forwarded` (`server.forwarded_headers = "forwarded"`):
+/// its own (last) element makes the URLs; the `X-Forwarded-*` a client sends through it, which
+/// such a balancer passes on untouched, choose nothing.
+async fn a_trusted_rfc7239_proxy_is_believed(app: TestApp) -> anyhow::Result<()> {
+    a_package_in_debs(&app).await?;
     let rfc7239 = |req: TestRequest| {
         req.peer_addr("10.20.30.40:40000".parse().unwrap_or_else(|_| std::net::SocketAddr::from(([0, 0, 0, 0], 0))))
             .insert_header(("Host", "packyard.internal:8080"))
+            .insert_header(("X-Forwarded-Host", "evil.example"))
+            .insert_header(("X-Forwarded-Proto", "http"))
             .insert_header((
                 "Forwarded",
-                "for=192.0.2.1;host=evil.example, for=198.51.100.7;proto=https;host=repo.example.com",
+                "for=192.0.2.1;host=evil2.example, for=198.51.100.7;proto=https;host=repo.example.com",
             ))
     };
     let [url, download, location] = generated_urls(&app, rfc7239).await?;
@@ -902,6 +916,7 @@ async fn a_trusted_proxy_is_believed(app: TestApp) -> anyhow::Result<()> {
     assert_eq!(url, "http://packyard.internal:8080/repository/debs");
     Ok(())
 }
-app_test!(a_trusted_proxy_is_believed, |c: &mut packyard_model::config::Config| {
+app_test!(a_trusted_rfc7239_proxy_is_believed, |c: &mut packyard_model::config::Config| {
     c.server.trusted_proxies = vec!["10.0.0.0/8".into()];
+    c.server.forwarded_headers = packyard_model::config::ForwardedHeaders::Forwarded;
 });

@@ -112,6 +112,22 @@ pub struct ServerConfig {
     /// one of them has its `Forwarded` / `X-Forwarded-*` headers believed (the client's address,
     /// scheme and host). Empty: those headers are ignored.
     pub trusted_proxies: Vec<String>,
+    /// Which headers those proxies write: the other kind is the client's own (a proxy passes on
+    /// what it does not write) and is never read.
+    pub forwarded_headers: ForwardedHeaders,
+}
+
+/// The headers a trusted proxy writes (`server.forwarded_headers`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum ForwardedHeaders {
+    /// `X-Forwarded-For`, `X-Forwarded-Proto`, `X-Forwarded-Host` (nginx, ingress-nginx, most
+    /// cloud load balancers).
+    #[default]
+    #[serde(rename = "x-forwarded")]
+    XForwarded,
+    /// RFC 7239 `Forwarded` (HAProxy's `option forwarded`, Envoy, Traefik).
+    #[serde(rename = "forwarded")]
+    Forwarded,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -350,6 +366,7 @@ impl Default for ServerConfig {
             body_idle_timeout_ms: 30_000,
             public_url: None,
             trusted_proxies: Vec::new(),
+            forwarded_headers: ForwardedHeaders::XForwarded,
         }
     }
 }
@@ -971,6 +988,12 @@ mod tests {
         assert!(err.to_string().contains("`server.max_upload_bytes`"), "{err}");
         let err = load(None, &[("PACKYARD_LOG__FORMAT", "xml")]).err().ok_or("expected an error")?;
         assert!(err.to_string().contains("`log.format`"), "{err}");
+        let err =
+            load(None, &[("PACKYARD_SERVER__FORWARDED_HEADERS", "x-real-ip")]).err().ok_or("expected an error")?;
+        assert!(err.to_string().contains("`server.forwarded_headers`"), "{err}");
+        let rfc7239 = load(None, &[("PACKYARD_SERVER__FORWARDED_HEADERS", "forwarded")])?;
+        assert_eq!(rfc7239.config.server.forwarded_headers, ForwardedHeaders::Forwarded);
+        assert_eq!(load(None, &[])?.config.server.forwarded_headers, ForwardedHeaders::XForwarded);
         let err = load(None, &[("PACKYARD_DATABASE__URL", "oracle://x")]).err().ok_or("expected an error")?;
         assert!(err.to_string().contains("`database.url`"), "{err}");
         // Go limits go down, never up.
