@@ -1,3 +1,3 @@
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| packyard_codecs::fuzzing::conan_files(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| packyard_codecs::conan::fuzzing::conan_files(data));

@@ -1,3 +1,3 @@
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| packyard_codecs::fuzzing::go_path(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| packyard_codecs::go::fuzzing::go_path(data));

@@ -1,5 +1,5 @@
 //! Replays the committed fuzz corpora (`fuzz/corpus/<target>/`) through the checks the fuzz
-//! targets run (`packyard_codecs::fuzzing`), so that every input the fuzzer kept, and every
+//! targets run (each format's `packyard_codecs::<format>::fuzzing`), so that every input the fuzzer kept, and every
 //! finding added as a regression input, is checked on each test run without a fuzzer.
 //!
 //! The ignored test `write_seeds` writes the seed inputs the corpora were grown from into
@@ -11,8 +11,8 @@ use anyhow::Context as _;
 use packyard_codecs::apk::testing::{build_apk, Fixture};
 use packyard_codecs::apt::deb::{read_package, Limits};
 use packyard_codecs::apt::testing::{ar_member, compress, control_tar, deb, small_data_member};
-use packyard_codecs::fuzzing;
 use packyard_codecs::go::testing::{module_zip, simple_module, ZipFile};
+use packyard_codecs::{apk, apt, conan, go};
 
 /// Fewer inputs than this means the corpus is missing, not that it passed.
 const MIN_FILES: usize = 5;
@@ -43,52 +43,52 @@ fn replay(target: &str, check: fn(&[u8])) -> anyhow::Result<()> {
 
 #[test]
 fn deb_corpus() -> anyhow::Result<()> {
-    replay("deb", fuzzing::deb)
+    replay("deb", apt::fuzzing::deb)
 }
 
 #[test]
 fn apk_corpus() -> anyhow::Result<()> {
-    replay("apk", fuzzing::apk)
+    replay("apk", apk::fuzzing::apk)
 }
 
 #[test]
 fn go_zip_corpus() -> anyhow::Result<()> {
-    replay("go_zip", fuzzing::go_zip)
+    replay("go_zip", go::fuzzing::go_zip)
 }
 
 #[test]
 fn go_path_corpus() -> anyhow::Result<()> {
-    replay("go_path", fuzzing::go_path)
+    replay("go_path", go::fuzzing::go_path)
 }
 
 #[test]
 fn conan_corpus() -> anyhow::Result<()> {
-    replay("conan", fuzzing::conan)
+    replay("conan", conan::fuzzing::conan)
 }
 
 #[test]
 fn deb_control_corpus() -> anyhow::Result<()> {
-    replay("deb_control", fuzzing::deb_control)
+    replay("deb_control", apt::fuzzing::deb_control)
 }
 
 #[test]
 fn dsc_corpus() -> anyhow::Result<()> {
-    replay("dsc", fuzzing::dsc)
+    replay("dsc", apt::fuzzing::dsc)
 }
 
 #[test]
 fn pkginfo_corpus() -> anyhow::Result<()> {
-    replay("pkginfo", fuzzing::pkginfo)
+    replay("pkginfo", apk::fuzzing::pkginfo)
 }
 
 #[test]
 fn go_mod_corpus() -> anyhow::Result<()> {
-    replay("go_mod", fuzzing::go_mod)
+    replay("go_mod", go::fuzzing::go_mod)
 }
 
 #[test]
 fn conan_files_corpus() -> anyhow::Result<()> {
-    replay("conan_files", fuzzing::conan_files)
+    replay("conan_files", conan::fuzzing::conan_files)
 }
 
 const HELLO: &str = "Package: hello\nVersion: 1:2.10-3\nArchitecture: amd64\nMaintainer: A <a@example.org>\nSource: hello (2.10-3)\nDescription: says hello\n multi-line\n .\n continued\n";

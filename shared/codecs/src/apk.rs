@@ -1,6 +1,8 @@
 //! Alpine APK (v2): package reading, index records, the signed `APKINDEX.tar.gz` and RSA index
 //! keys. A publication unit is `<branch>/<channel>/<arch>` (e.g. `v3.20/main/x86_64`).
 
+#[cfg(feature = "testing")]
+pub mod fuzzing;
 pub mod index;
 pub mod package;
 pub mod signing;

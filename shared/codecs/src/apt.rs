@@ -4,6 +4,8 @@ pub mod control;
 pub mod deb;
 pub mod dsc;
 pub mod fields;
+#[cfg(feature = "testing")]
+pub mod fuzzing;
 pub mod packages;
 pub mod signing;
 #[cfg(any(test, feature = "testing"))]

@@ -3,6 +3,9 @@
 
 use std::collections::BTreeMap;
 
+#[cfg(feature = "testing")]
+pub mod fuzzing;
+
 /// Why a reference, revision, path or manifest is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]

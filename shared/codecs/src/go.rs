@@ -1,6 +1,8 @@
 //! Go modules (the GOPROXY protocol): module paths and their case-encoding, semantic versions as
 //! the go command orders them, and the module zip checks.
 
+#[cfg(feature = "testing")]
+pub mod fuzzing;
 pub mod modfile;
 pub mod sumdb;
 #[cfg(any(test, feature = "testing"))]
