@@ -83,7 +83,10 @@ pub type ExpiryOf = fn(&[u8]) -> Option<i64>;
 
 /// Reads, out of an index root's bytes, what it lists for a file: its SHA-256 and a path that
 /// serves exactly those bytes (`…/by-hash/SHA256/<hex>`), if any.
-pub type ListingOf = fn(&[u8], &str) -> Option<(String, Option<String>)>;
+pub type ListingOf = fn(&[u8], &str) -> Listing;
+
+/// What an index root lists for a file: its SHA-256 (hex) and a path serving exactly those bytes.
+pub type Listing = Option<(String, Option<String>)>;
 
 /// The index root a file is listed in, and how to read the listing (see
 /// [`FetchRequest::listed_in`]).
@@ -194,6 +197,27 @@ pub enum ProxyError {
 
 type SharedFetch = Shared<BoxFuture<'static, Result<Outcome, ProxyError>>>;
 
+/// What a map of facts read out of immutable bytes (keyed by their digest) remembers for `key`.
+fn recall<K, Q, V>(map: &Mutex<HashMap<K, V>>, key: &Q) -> Option<V>
+where
+    K: std::borrow::Borrow<Q> + std::hash::Hash + Eq,
+    Q: std::hash::Hash + Eq + ?Sized,
+    V: Clone,
+{
+    map.lock().ok().and_then(|m| m.get(key).cloned())
+}
+
+/// Remembers `value` for `key`; a map at [`MEMORY_ENTRIES`] starts again (what it held is read
+/// again when asked for).
+fn remember<K: std::hash::Hash + Eq, V>(map: &Mutex<HashMap<K, V>>, key: K, value: V) {
+    if let Ok(mut m) = map.lock() {
+        if m.len() >= MEMORY_ENTRIES {
+            m.clear();
+        }
+        m.insert(key, value);
+    }
+}
+
 /// The most metadata copies a process keeps in memory (see `FetchRequest::from_memory`).
 const MEMORY_ENTRIES: usize = 10_000;
 /// The longest a copy is answered from memory, whatever the TTL: the blob of a copy another
@@ -228,6 +252,9 @@ struct Inner {
     memory: Mutex<HashMap<(i64, String), (String, ProxyEntry)>>,
     /// The expiry each cached copy's bytes carry ([`FetchRequest::expires`]), by its SHA-256.
     expiries: Mutex<HashMap<String, Option<i64>>>,
+    /// What a cached index root lists for a file ([`ListedIn::expected`]), by the root's SHA-256
+    /// and the file's path: read once, not on every request for the file.
+    listings: Mutex<HashMap<(String, String), Listing>>,
     db: Db,
     blobs: Arc<dyn BlobStore>,
     metrics: Arc<Metrics>,
@@ -322,6 +349,7 @@ impl Proxy {
                 inflight: Mutex::new(HashMap::new()),
                 memory: Mutex::new(HashMap::new()),
                 expiries: Mutex::new(HashMap::new()),
+                listings: Mutex::new(HashMap::new()),
                 db,
                 blobs,
                 metrics,
@@ -364,12 +392,20 @@ impl Proxy {
         let Some(root_sha) = root.as_ref().and_then(|r| r.sha256.clone()) else {
             return Ok(Outcome::Found(entry, state));
         };
-        let digest = Sha256Hex::parse(&root_sha).map_err(internal)?;
-        let root_bytes = match self.inner.blobs.read_all(&digest).await {
-            Ok(b) => b,
-            Err(_) => return Ok(Outcome::Found(entry, state)),
+        let key = (root_sha, req.path.clone());
+        let listing = match recall(&self.inner.listings, &key) {
+            Some(listing) => listing,
+            None => {
+                let digest = Sha256Hex::parse(&key.0).map_err(internal)?;
+                let Ok(root_bytes) = self.inner.blobs.read_all(&digest).await else {
+                    return Ok(Outcome::Found(entry, state));
+                };
+                let listing = (listed.expected)(&root_bytes, &req.path);
+                remember(&self.inner.listings, key, listing.clone());
+                listing
+            }
         };
-        let Some((expected, by_hash)) = (listed.expected)(&root_bytes, &req.path) else {
+        let Some((expected, by_hash)) = listing else {
             return Ok(Outcome::Found(entry, state));
         };
         if expected.len() != 64 || !expected.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
@@ -432,19 +468,13 @@ impl Proxy {
     /// each copy's expiry is read once and remembered by its digest.
     async fn expired(&self, req: &FetchRequest, e: &ProxyEntry) -> bool {
         let (Some(read), Some(sha)) = (req.expires, e.sha256.as_deref()) else { return false };
-        let known = self.inner.expiries.lock().ok().and_then(|m| m.get(sha).copied());
-        let until = match known {
+        let until = match recall(&self.inner.expiries, sha) {
             Some(u) => u,
             None => {
                 let Ok(digest) = Sha256Hex::parse(sha) else { return false };
                 let Ok(bytes) = self.inner.blobs.read_all(&digest).await else { return false };
                 let until = read(&bytes);
-                if let Ok(mut m) = self.inner.expiries.lock() {
-                    if m.len() >= MEMORY_ENTRIES {
-                        m.clear();
-                    }
-                    m.insert(sha.to_string(), until);
-                }
+                remember(&self.inner.expiries, sha.to_string(), until);
                 until
             }
         };
