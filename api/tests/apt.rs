@@ -61,16 +61,7 @@ fn multipart(server: &Server, repo: &str, fields: &[(&str, &[u8])], query: &str)
 }
 
 fn get(server: &Server, path: &str) -> anyhow::Result<(u16, Vec<u8>)> {
-    match ureq::get(&format!("{}{path}", server.public)).call() {
-        Ok(r) => {
-            let status = r.status();
-            let mut body = Vec::new();
-            std::io::Read::read_to_end(&mut r.into_reader(), &mut body)?;
-            Ok((status, body))
-        }
-        Err(ureq::Error::Status(code, r)) => Ok((code, r.into_string()?.into_bytes())),
-        Err(e) => Err(e.into()),
-    }
+    common::process::get_bytes(server, path)
 }
 
 fn apt_get(root: &Path, args: &[&str]) -> anyhow::Result<std::process::Output> {

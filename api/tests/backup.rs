@@ -18,15 +18,7 @@ use packyard_store::db::Backend;
 const PW: &str = "backup-admin";
 
 fn get(server: &Server, path: &str) -> anyhow::Result<(u16, Vec<u8>)> {
-    let r = match ureq::get(&format!("{}{path}", server.public)).call() {
-        Ok(r) => r,
-        Err(ureq::Error::Status(_, r)) => r,
-        Err(e) => return Err(e.into()),
-    };
-    let status = r.status();
-    let mut body = Vec::new();
-    std::io::Read::read_to_end(&mut r.into_reader(), &mut body)?;
-    Ok((status, body))
+    common::process::get_bytes(server, path)
 }
 
 fn put(server: &Server, path: &str, body: &[u8]) -> anyhow::Result<()> {

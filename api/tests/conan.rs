@@ -16,7 +16,7 @@ use common::process::{basic, nexus, nexus_component, nexus_delete, start, status
 const PW: &str = "conan-admin";
 
 fn conan_available() -> bool {
-    Command::new("conan").arg("--version").output().is_ok_and(|o| o.status.success())
+    common::process::available("conan", "--version")
 }
 
 #[test]

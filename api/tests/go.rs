@@ -1101,19 +1101,7 @@ app_test!(proxy_checksum_database_settings);
 /// The go command with this environment (beside a fresh, isolated home): whether it succeeded,
 /// its stdout and its stderr.
 fn go_with(dir: &Path, home: &Path, env: &[(&str, &str)], args: &[&str]) -> anyhow::Result<(bool, String, String)> {
-    let mut cmd = Command::new("go");
-    cmd.args(args)
-        .current_dir(dir)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .env("GOPATH", home.join("gopath"))
-        .env("GOMODCACHE", home.join("modcache"))
-        .env("GOCACHE", home.join("gocache"))
-        .env("GOTOOLCHAIN", "local")
-        .env("GOFLAGS", "-mod=mod")
-        .env("GO111MODULE", "on")
-        .env("CGO_ENABLED", "0");
+    let mut cmd = common::golang::isolated(dir, home, args);
     for (k, v) in env {
         cmd.env(k, v);
     }

@@ -13,30 +13,24 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::process::{basic, create_repository, start, status_of, Server};
+use common::process::{basic, create_repository, status_of, Server};
 use common::Repo;
 use packyard_model::repos::Format;
 
 const PW: &str = "peers-conan-admin";
 
 fn conan_available() -> bool {
-    Command::new("conan").arg("--version").output().is_ok_and(|o| o.status.success())
+    common::process::available("conan", "--version")
 }
 
 /// A server process in a directory of its own (proxies may reach this machine; cleanup runs
 /// are picked up quickly).
 fn packyard() -> anyhow::Result<(Server, tempfile::TempDir)> {
-    let dir = tempfile::tempdir()?;
-    let server = start(
-        dir.path(),
-        &[
-            ("PACKYARD_SECURITY__ADMIN_PASSWORD", PW),
-            ("PACKYARD_PROXY__ALLOW_PRIVATE_ADDRESSES", "true"),
-            ("PACKYARD_WORKER__CLEANUP_POLL_MS", "100"),
-        ],
-    )?;
-    server.wait_ready()?;
-    Ok((server, dir))
+    common::process::start_in_scratch(&[
+        ("PACKYARD_SECURITY__ADMIN_PASSWORD", PW),
+        ("PACKYARD_PROXY__ALLOW_PRIVATE_ADDRESSES", "true"),
+        ("PACKYARD_WORKER__CLEANUP_POLL_MS", "100"),
+    ])
 }
 
 fn create(server: &Server, spec: Repo) -> anyhow::Result<()> {
@@ -45,15 +39,7 @@ fn create(server: &Server, spec: Repo) -> anyhow::Result<()> {
 
 /// GET `url`: status and body.
 fn get(url: &str) -> anyhow::Result<(u16, Vec<u8>)> {
-    let r = match ureq::get(url).call() {
-        Ok(r) => r,
-        Err(ureq::Error::Status(_, r)) => r,
-        Err(e) => return Err(e.into()),
-    };
-    let status = r.status();
-    let mut body = Vec::new();
-    std::io::Read::read_to_end(&mut r.into_reader(), &mut body)?;
-    Ok((status, body))
+    common::process::get_url(url)
 }
 
 fn get_json(url: &str) -> anyhow::Result<serde_json::Value> {

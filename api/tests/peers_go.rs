@@ -10,12 +10,11 @@ mod common;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::process::{basic, create_repository, start, status_of, Server};
+use common::process::{basic, create_repository, status_of, Server};
 use common::Repo;
 use packyard_codecs::go::escape;
 use packyard_codecs::go::testing::{module_zip, simple_module, ZipFile};
@@ -24,18 +23,15 @@ use packyard_model::repos::Format;
 const PW: &str = "peers-go-admin";
 
 fn go_available() -> bool {
-    Command::new("go").arg("version").output().is_ok_and(|o| o.status.success())
+    common::process::available("go", "version")
 }
 
 /// A server process in a directory of its own (proxies may reach this machine).
 fn packyard() -> anyhow::Result<(Server, tempfile::TempDir)> {
-    let dir = tempfile::tempdir()?;
-    let server = start(
-        dir.path(),
-        &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW), ("PACKYARD_PROXY__ALLOW_PRIVATE_ADDRESSES", "true")],
-    )?;
-    server.wait_ready()?;
-    Ok((server, dir))
+    common::process::start_in_scratch(&[
+        ("PACKYARD_SECURITY__ADMIN_PASSWORD", PW),
+        ("PACKYARD_PROXY__ALLOW_PRIVATE_ADDRESSES", "true"),
+    ])
 }
 
 fn create(server: &Server, spec: Repo) -> anyhow::Result<()> {

@@ -6,6 +6,15 @@ use std::process::Command;
 
 /// `go args` run in `dir` with `GOPROXY=proxy`, everything else under `home`.
 pub fn command(dir: &Path, home: &Path, proxy: &str, args: &[&str]) -> Command {
+    let mut c = isolated(dir, home, args);
+    c.env("GOPROXY", proxy).env("GONOSUMDB", "example.com").env("GOSUMDB", "off");
+    c
+}
+
+/// `go args` run in `dir` with nothing of this machine's environment but `PATH`: its home,
+/// module and build caches under `home`, the local toolchain, modules mode, no cgo. The caller
+/// sets `GOPROXY` and the checksum database.
+pub fn isolated(dir: &Path, home: &Path, args: &[&str]) -> Command {
     let mut c = Command::new("go");
     c.args(args)
         .current_dir(dir)
@@ -15,11 +24,8 @@ pub fn command(dir: &Path, home: &Path, proxy: &str, args: &[&str]) -> Command {
         .env("GOPATH", home.join("gopath"))
         .env("GOMODCACHE", home.join("modcache"))
         .env("GOCACHE", home.join("gocache"))
-        .env("GOPROXY", proxy)
         .env("GOTOOLCHAIN", "local")
         .env("GOFLAGS", "-mod=mod")
-        .env("GONOSUMDB", "example.com")
-        .env("GOSUMDB", "off")
         .env("GO111MODULE", "on")
         .env("CGO_ENABLED", "0");
     c

@@ -379,15 +379,33 @@ pub fn sql(url: &str, statement: &str) -> anyhow::Result<()> {
 
 /// A GET of `path` on `server`: (status, body bytes), an error status included.
 pub fn get_bytes(server: &Server, path: &str) -> anyhow::Result<(u16, Vec<u8>)> {
-    match ureq::get(&format!("{}{path}", server.public)).call() {
-        Ok(r) => {
-            let mut body = Vec::new();
-            std::io::Read::read_to_end(&mut r.into_reader(), &mut body)?;
-            Ok((200, body))
-        }
-        Err(ureq::Error::Status(code, r)) => Ok((code, r.into_string()?.into_bytes())),
-        Err(e) => Err(e.into()),
-    }
+    get_url(&format!("{}{path}", server.public))
+}
+
+/// A GET of `url`: (status, body bytes), an error status included.
+pub fn get_url(url: &str) -> anyhow::Result<(u16, Vec<u8>)> {
+    let r = match ureq::get(url).call() {
+        Ok(r) => r,
+        Err(ureq::Error::Status(_, r)) => r,
+        Err(e) => return Err(e.into()),
+    };
+    let status = r.status();
+    let mut body = Vec::new();
+    r.into_reader().read_to_end(&mut body)?;
+    Ok((status, body))
+}
+
+/// Whether `program` runs here (`program arg` succeeds): a test of a real client skips without it.
+pub fn available(program: &str, arg: &str) -> bool {
+    Command::new(program).arg(arg).output().is_ok_and(|o| o.status.success())
+}
+
+/// A server process in a directory of its own, ready, with `env`.
+pub fn start_in_scratch(env: &[(&str, &str)]) -> anyhow::Result<(Server, tempfile::TempDir)> {
+    let dir = tempfile::tempdir()?;
+    let server = start(dir.path(), env)?;
+    server.wait_ready()?;
+    Ok((server, dir))
 }
 
 /// The independent APK index verifier (`tests/apk_verify.py`) on the files in `dir`: the index
