@@ -63,7 +63,7 @@ fn main() {
         let stored = blobs.put_bytes(&[7u8; 2048]).await.expect("blob");
         t.db.record_blob(&stored.sha256, stored.size).await.expect("blob row");
         let services =
-            Services::assemble(config, t.metrics.clone(), t.db.clone(), blobs, "0123456789abcdef0123456789abcdef")
+            Services::assemble(config, packyard_formats::registry(), t.metrics.clone(), t.db.clone(), blobs, "0123456789abcdef0123456789abcdef")
                 .expect("services");
         services.security.ensure_builtin_roles().await.expect("roles");
         for r in 0..REPOSITORIES {

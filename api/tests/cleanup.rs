@@ -497,7 +497,7 @@ async fn runs_of(app: &TestApp, policy: &str) -> anyhow::Result<Value> {
 }
 
 async fn run_due(app: &TestApp) -> anyhow::Result<usize> {
-    Ok(packyard_core::cleanup::run_due(&app.services, packyard_formats::catalogue, "test-worker").await?)
+    Ok(packyard_core::cleanup::run_due(&app.services, "test-worker").await?)
 }
 
 /// Runs as the worker makes them: asked for ("run now") or due by the schedule (an interval or

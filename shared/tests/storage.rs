@@ -293,3 +293,59 @@ db_test!(external_users_sync, |t: TestDb| async move {
     assert_eq!((local.source.as_str(), local.external_id), ("local", None));
     Ok(())
 });
+
+/// Every `(table, column)` of the migrated schema whose name says it holds a blob's SHA-256
+/// digest (`sha256`, `<what>_sha256`), the blob table itself aside.
+async fn digest_columns(t: &TestDb) -> anyhow::Result<Vec<(String, String)>> {
+    use packyard_store::db::Backend;
+    use sqlx::Row;
+    let text = match t.db.backend() {
+        Backend::Sqlite => "SELECT m.name AS t, p.name AS c FROM sqlite_master m JOIN pragma_table_info(m.name) p WHERE m.type = 'table'",
+        Backend::Postgres => "SELECT CAST(table_name AS TEXT) AS t, CAST(column_name AS TEXT) AS c FROM information_schema.columns WHERE table_schema = current_schema()",
+        Backend::MySql => "SELECT CAST(table_name AS CHAR) AS t, CAST(column_name AS CHAR) AS c FROM information_schema.columns WHERE table_schema = DATABASE()",
+    };
+    let rows = sqlx::query(text).fetch_all(t.db.pool()).await?;
+    let mut found = Vec::new();
+    for r in rows {
+        let (table, column): (String, String) = (r.try_get("t")?, r.try_get("c")?);
+        let (table, column) = (table.to_ascii_lowercase(), column.to_ascii_lowercase());
+        if table != "blobs" && (column == "sha256" || column.ends_with("_sha256")) {
+            found.push((table, column));
+        }
+    }
+    found.sort();
+    found.dedup();
+    Ok(found)
+}
+
+/// The digest columns that `references` does not name: blob reclamation would delete the blobs
+/// they point at.
+fn unregistered(
+    columns: &[(String, String)],
+    references: &packyard_store::db::blobs::BlobReferences,
+) -> Vec<String> {
+    let named = |t: &str, c: &str| references.columns().iter().any(|r| r.table == t && r.column == c);
+    columns.iter().filter(|(t, c)| !named(t, c)).map(|(t, c)| format!("{t}.{c}")).collect()
+}
+
+// Blob reclamation keeps what the registry's columns name: a migration that adds a column
+// holding blob digests which no format registers (`FormatSpec::blob_columns`) fails here.
+db_test!(every_blob_digest_column_is_registered, |t: TestDb| async move {
+    let columns = digest_columns(&t).await?;
+    assert!(columns.len() >= 9, "the schema's digest columns were not read: {columns:?}");
+    let registry = packyard_formats::registry();
+    assert_eq!(unregistered(&columns, registry.blob_references()), Vec::<String>::new());
+    // The same check without the formats' columns names each of them: it can fail.
+    let store_only = packyard_store::db::blobs::BlobReferences::new(&[]);
+    let mut formats: Vec<String> = registry
+        .all()
+        .flat_map(|s| s.blob_columns().iter().map(|c| format!("{}.{}", c.table, c.column)))
+        .collect();
+    formats.sort();
+    assert_eq!(unregistered(&columns, &store_only), formats);
+    // And every registered column exists.
+    for c in registry.blob_references().columns() {
+        assert!(columns.contains(&(c.table.to_string(), c.column.to_string())), "{}.{} is not in the schema", c.table, c.column);
+    }
+    Ok(())
+});

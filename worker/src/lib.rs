@@ -15,7 +15,7 @@ use packyard_core::services::Services;
 /// Every format's builders, and the internal test format's.
 pub fn builders(services: &Services) -> Builders {
     let delay = std::time::Duration::from_millis(services.config.debug.build_delay_ms);
-    packyard_formats::builders(
+    services.formats.builders(
         services,
         Builders::default()
             .with(packyard_core::publication::testformat::KIND, Arc::new(TestFormat { page_size: 500, delay })),
@@ -25,9 +25,9 @@ pub fn builders(services: &Services) -> Builders {
 /// Catalogues, in the background, what was stored before the catalogue existed (once; later
 /// starts find it done). A failure is logged and the next start tries again.
 pub fn spawn_catalogue_backfill(services: &Services) {
-    let db = services.db.clone();
+    let (db, formats) = (services.db.clone(), services.formats);
     tokio::spawn(async move {
-        if let Err(e) = packyard_core::catalogue::backfill(&db, packyard_formats::catalogue).await {
+        if let Err(e) = packyard_core::catalogue::backfill(&db, |f| formats.get(f).catalogue()).await {
             tracing::warn!(error = %e, "cannot catalogue the artifacts stored before the catalogue; the next start tries again");
         }
     });
@@ -88,7 +88,7 @@ pub fn spawn_cleanup_scheduler(services: &Services) {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
-            if let Err(e) = packyard_core::cleanup::run_due(&services, packyard_formats::catalogue, &owner).await {
+            if let Err(e) = packyard_core::cleanup::run_due(&services, &owner).await {
                 tracing::warn!(error = %e, "cannot make the cleanup runs that are due; trying again later");
             }
         }

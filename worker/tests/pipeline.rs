@@ -24,7 +24,7 @@ async fn setup(t: &TestDb) -> anyhow::Result<(Services, i64)> {
     config.worker.lease_ms = 60_000;
     let blobs = Arc::new(FileStore::open(t.dir.path().join("blobs"), t.metrics.clone()).await?);
     let services =
-        Services::assemble(config, t.metrics.clone(), t.db.clone(), blobs, "0123456789abcdef0123456789abcdef")?;
+        Services::assemble(config, packyard_formats::registry(), t.metrics.clone(), t.db.clone(), blobs, "0123456789abcdef0123456789abcdef")?;
     let spec: RepositorySpec =
         serde_json::from_value(serde_json::json!({"name": "t", "format": "go", "type": "hosted"}))?;
     let repo = RepositoryService::new(&t.db).create(spec).await?;
@@ -209,6 +209,7 @@ db_test!(warmed_reads_of_published_files_run_no_query, |t: TestDb| async move {
     t.db.put_test_entry(repo, "main", "b", "2").await?;
     let other = Services::assemble(
         (*services.config).clone(),
+        packyard_formats::registry(),
         t.metrics.clone(),
         t.db.clone(),
         services.blobs.clone(),

@@ -39,5 +39,5 @@ pub fn services_on(db: Db, t: &TestDb, blobs: Arc<dyn BlobStore>) -> Services {
     config.database.url = t.url.clone();
     config.server.data_dir = t.dir.path().join("data");
     config.blobs.path = t.dir.path().join("blobs");
-    Services::assemble(config, t.metrics.clone(), db, blobs, SECRET).expect("services")
+    Services::assemble(config, packyard_formats::registry(), t.metrics.clone(), db, blobs, SECRET).expect("services")
 }

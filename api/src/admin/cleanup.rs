@@ -240,7 +240,7 @@ pub(crate) async fn preview(
     };
     let criteria = packyard_core::cleanup::Compiled::new(&policy.criteria, packyard_store::db::now_ms())
         .map_err(ApiError::internal)?;
-    let format = packyard_formats::catalogue(repo.format);
+    let format = services.formats.get(repo.format).catalogue();
     if q.count == Some(false) {
         return preview_page(&services, (format, &criteria), &repo, after, (policy.name.as_str(), repo.name.as_str()))
             .await;

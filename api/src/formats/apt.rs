@@ -460,8 +460,7 @@ async fn delete(cx: &Cx<'_>, path: String) -> Result<HttpResponse, FormatError> 
 /// The armored public signing key (generated on first need), for `/etc/apt/keyrings/`.
 async fn gpg_key(cx: &Cx<'_>) -> Result<HttpResponse, FormatError> {
     let (services, repo) = (cx.services, cx.signing_repository("the upstream archive's key")?);
-    let label = repo.settings.apt.clone().unwrap_or_default().label.unwrap_or_else(|| repo.name.to_string());
-    let uid = format!("{label} (Packyard repository {}) <packyard@{}>", repo.name, repo.name);
+    let uid = packyard_formats::apt::keys::user_id(repo);
     let ks = &services.security.keystore;
     let signer =
         packyard_formats::apt::keys::signer(&services.db, ks, repo.id, &uid).await.map_err(ApiError::internal)?;

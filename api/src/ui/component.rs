@@ -67,7 +67,7 @@ pub async fn show(
             ..Search::default()
         })
         .await?;
-    let details = packyard_formats::catalogue(owner.format).details(&services, &owner, &c, &assets).await;
+    let details = services.formats.get(owner.format).catalogue().details(&services, &owner, &c, &assets).await;
     let snippets = setup::component(&services, &viewer.base, &view, &c).await;
     let deletable = may_delete(&viewer, &services, &owner);
     let body = html! {

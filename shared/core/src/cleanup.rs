@@ -403,11 +403,9 @@ pub fn due(policy: &PolicyRow, run: &RunRecord, now: i64) -> bool {
 
 /// Runs every cleanup that is due (see [`due`]), one after another, each under its
 /// repository's lease (one run per repository at a time across the cluster; a repository
-/// another worker is cleaning is left to it). `catalogue` is each format's. Returns the runs
-/// made.
+/// another worker is cleaning is left to it). Returns the runs made.
 pub async fn run_due(
     services: &crate::services::Services,
-    catalogue: fn(packyard_model::repos::Format) -> &'static dyn Catalogue,
     owner: &str,
 ) -> DbResult<usize> {
     let db = &services.db;
@@ -428,7 +426,7 @@ pub async fn run_due(
         let outcome = match fresh {
             Some(r) if due(policy, &r, packyard_store::db::now_ms()) => {
                 made += 1;
-                run_one(services, catalogue, policy, &r, &lease).await
+                run_one(services, policy, &r, &lease).await
             }
             _ => Ok(()),
         };
@@ -441,7 +439,6 @@ pub async fn run_due(
 /// One run of `policy` on `record`'s repository, its status recorded as it goes.
 async fn run_one(
     services: &crate::services::Services,
-    catalogue: fn(packyard_model::repos::Format) -> &'static dyn Catalogue,
     policy: &PolicyRow,
     record: &RunRecord,
     lease: &Lease,
@@ -462,7 +459,7 @@ async fn run_one(
             record.requested_by.clone().filter(|_| record.requested_at.is_some()).unwrap_or_else(|| "system".into());
         let actor = crate::hosted::Actor { username: &username, address: None };
         let batch = services.config.worker.cleanup_batch.max(1);
-        let format = catalogue(repo.format);
+        let format = services.formats.get(repo.format).catalogue();
         run(services, (format, &policy.name, &compiled), &repo, (started, batch), actor, Some(lease))
             .await
             .map_err(|e| e.to_string())

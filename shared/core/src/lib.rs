@@ -10,6 +10,7 @@ pub mod certs;
 pub mod cleanup;
 pub mod downloads;
 pub mod events;
+pub mod formats;
 pub mod groups;
 pub mod hosted;
 pub mod outbound;

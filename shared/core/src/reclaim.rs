@@ -1,6 +1,7 @@
 //! Storage reclamation: artifact blobs that nothing references any more are deleted after a
 //! grace period. A sweep reads the blob rows by digest in pages; for each page one query finds
-//! the artifact blobs no repository's rows, proxy cache, catalogue asset or snapshot refers to.
+//! the artifact blobs no repository's rows (the columns each format registers,
+//! `formats::FormatSpec::blob_columns`), proxy cache, catalogue asset or snapshot refers to.
 //! Such a blob is marked (when it was first found so) and deleted once it has been unreferenced
 //! — and not stored again — for the grace period (`worker.blob_grace_secs`). The deletion holds
 //! the blob's row while the bytes go and checks again that nothing refers to it
@@ -51,7 +52,8 @@ where
     loop {
         let keys = db.blob_keys(&after, PAGE).await?;
         let Some(last) = keys.last().cloned() else { break };
-        let (free, again) = db.blob_references(&after, &last).await?;
+        let references = services.formats.blob_references();
+        let (free, again) = db.blob_references(references, &after, &last).await?;
         if !dry_run {
             for sha in &again {
                 db.mark_released(sha, None).await?;
@@ -70,7 +72,7 @@ where
             }
             let Ok(digest) = Sha256Hex::parse(&blob.sha256) else { continue };
             let freed = dry_run
-                || db.collect_blob(services.blobs.as_ref(), &digest, Collect::Released { older_than: cutoff }).await?;
+                || db.collect_blob(services.blobs.as_ref(), &digest, Collect::Released { older_than: cutoff, references }).await?;
             if freed {
                 report.freed += 1;
                 report.freed_bytes += blob.size;

@@ -1,6 +1,6 @@
 //! The repository operations of the admin API, with the rules that need the database: members
 //! exist, share the group's format, and no group reaches itself; a group member is not deleted;
-//! PUT replaces a whole definition. Each format checks its own settings (`with_format_checks`).
+//! PUT replaces a whole definition. Each format checks its own settings (`with_formats`: its `FormatSpec::check_settings`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -34,29 +34,26 @@ impl From<InvalidRepository> for RepoError {
     }
 }
 
-/// A format's own check of a validated definition (e.g. that a key parses).
-pub type FormatChecks<'a> = &'a (dyn Fn(&NewRepository) -> Result<(), String> + Sync);
-
 /// The repository operations of the admin API, with the rules that need the database.
 pub struct RepositoryService<'a> {
     db: &'a Db,
-    checks: Option<FormatChecks<'a>>,
+    formats: Option<&'a crate::formats::Registry>,
 }
 
 impl<'a> RepositoryService<'a> {
     pub fn new(db: &'a Db) -> Self {
-        Self { db, checks: None }
+        Self { db, formats: None }
     }
 
-    /// Runs `checks` on every definition before it is stored.
-    pub fn with_format_checks(mut self, checks: FormatChecks<'a>) -> Self {
-        self.checks = Some(checks);
+    /// Runs each format's own checks on every definition before it is stored.
+    pub fn with_formats(mut self, formats: &'a crate::formats::Registry) -> Self {
+        self.formats = Some(formats);
         self
     }
 
     fn format_checks(&self, new: &NewRepository) -> Result<(), RepoError> {
-        match self.checks {
-            Some(check) => check(new).map_err(RepoError::Invalid),
+        match self.formats {
+            Some(formats) => formats.get(new.format).check_settings(new).map_err(RepoError::Invalid),
             None => Ok(()),
         }
     }

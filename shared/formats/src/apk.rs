@@ -8,6 +8,7 @@ pub mod hosted;
 pub mod keys;
 pub mod publish;
 pub mod rows;
+pub mod spec;
 
 pub use packyard_codecs::apk::{valid_segment, Unit, INDEX_FILE};
 

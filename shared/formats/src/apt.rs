@@ -9,6 +9,7 @@ mod index;
 pub mod keys;
 pub mod publish;
 pub mod rows;
+pub mod spec;
 
 use packyard_core::proxy::{FetchRequest, Freshness, ListedIn, ProxyError};
 use packyard_model::repos::{Format, RepoType, Repository};

@@ -13,6 +13,7 @@ pub mod group;
 pub mod hosted;
 pub mod publish;
 pub mod rows;
+pub mod spec;
 
 use packyard_core::proxy::{FetchRequest, Freshness, ProxyError};
 use packyard_model::repos::Repository;

@@ -6,6 +6,7 @@ pub mod group;
 pub mod hosted;
 pub mod publish;
 pub mod rows;
+pub mod spec;
 pub mod sumdb;
 
 use packyard_codecs::go::{escape, unescape, Version};

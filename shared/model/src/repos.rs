@@ -55,6 +55,16 @@ macro_rules! string_enum {
     };
 }
 string_enum!(Format { Apt => "apt", Apk => "apk", Go => "go", Conan => "conan" });
+
+impl Format {
+    /// Every format, in the order people see them listed.
+    pub const ALL: [Format; 4] = [Format::Apt, Format::Apk, Format::Go, Format::Conan];
+
+    /// The format's place in [`Format::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
 string_enum!(RepoType { Hosted => "hosted", Proxy => "proxy", Group => "group" });
 string_enum!(WritePolicy { AllowOnce => "allow_once", Allow => "allow", Deny => "deny" });
 
@@ -737,5 +747,17 @@ mod tests {
         let hosted = spec(serde_json::json!({"name":"h","format":"go","type":"hosted","go":{}}))?.validate(None)?;
         assert_eq!(hosted.settings.go, None);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod format_order {
+    use super::Format;
+
+    #[test]
+    fn index_is_the_place_in_all() {
+        for (i, f) in Format::ALL.into_iter().enumerate() {
+            assert_eq!(f.index(), i, "{f}");
+        }
     }
 }

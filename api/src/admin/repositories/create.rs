@@ -15,12 +15,11 @@ pub async fn create(
     let mut spec = body.into_inner();
     let name = spec.name.clone().unwrap_or_default();
     super::seal_proxy_password(&services, &name, &mut spec, None)?;
-    let repo =
-        RepositoryService::new(&services.db).with_format_checks(&packyard_formats::check_settings).create(spec).await?;
+    let repo = RepositoryService::new(&services.db).with_formats(services.formats).create(spec).await?;
     tracing::info!(repository = %repo.name, format = %repo.format, kind = %repo.repo_type, "repository created");
     services.changed(packyard_core::events::Changed::Repositories);
     // Formats that publish snapshots publish one now (an empty repository gets signed indexes too).
-    if packyard_formats::apt::request_publication(&services.db, &repo).await? > 0 {
+    if services.formats.get(repo.format).settings_changed(&services, None, &repo).await? > 0 {
         services.wake();
     }
     services

@@ -17,7 +17,7 @@ pub async fn update(
 ) -> Result<HttpResponse> {
     let name = path.name.0.as_str();
     let mut spec = body.into_inner();
-    let service = RepositoryService::new(&services.db).with_format_checks(&packyard_formats::check_settings);
+    let service = RepositoryService::new(&services.db).with_formats(services.formats);
     let before = service.get(name).await?;
     let kept = before.settings.proxy.clone().and_then(|p| p.password_sealed);
     super::seal_proxy_password(&services, name, &mut spec, kept)?;
@@ -54,7 +54,7 @@ pub(crate) async fn apply_patch(
     name: &str,
     patch: &serde_json::Value,
 ) -> Result<HttpResponse> {
-    let service = RepositoryService::new(&services.db).with_format_checks(&packyard_formats::check_settings);
+    let service = RepositoryService::new(&services.db).with_formats(services.formats);
     let current = service.get(name).await?;
     let kept = current.settings.proxy.as_ref().and_then(|p| p.password_sealed.clone());
     let view = serde_json::to_value(RepositoryView::from(current.clone())).map_err(ApiError::internal)?;
@@ -66,10 +66,10 @@ pub(crate) async fn apply_patch(
 
 async fn updated(admin: &Admin, services: &Services, before: &Repository, repo: Repository) -> Result<HttpResponse> {
     tracing::info!(repository = %repo.name, version = repo.version, "repository updated");
-    packyard_formats::apt::settings_changed(&services.db, before, &repo).await?;
+    let requested = services.formats.get(repo.format).settings_changed(services, Some(before), &repo).await?;
     services.changed(packyard_core::events::Changed::Repositories);
     // Formats that publish snapshots publish one now (an empty repository gets signed indexes too).
-    if packyard_formats::apt::request_publication(&services.db, &repo).await? > 0 {
+    if requested > 0 {
         services.wake();
     }
     services

@@ -37,3 +37,9 @@ pub async fn rotate(db: &Db, keystore: &KeyStore, repository_id: i64, new: &Sign
     let armored = new.to_armored_secret().map_err(KeyError::key)?;
     Ok(store(db, keystore, repository_id).rotate(armored.as_bytes()).await?)
 }
+
+/// The OpenPGP user id of `repo`'s key: its label (or name), and its name as the address.
+pub fn user_id(repo: &packyard_model::repos::Repository) -> String {
+    let label = repo.settings.apt.clone().unwrap_or_default().label.unwrap_or_else(|| repo.name.to_string());
+    format!("{label} (Packyard repository {}) <packyard@{}>", repo.name, repo.name)
+}

@@ -138,12 +138,7 @@ impl AptBuilder {
                 let _ = writeln!(release, " {} {:>16} {}", pick(h), h.size, h.path);
             }
         }
-        let signer = crate::apt::keys::signer(
-            ctx.db,
-            &self.keystore,
-            repo.id,
-            &format!("{label} (Packyard repository {}) <packyard@{}>", repo.name, repo.name),
-        )
+        let signer = crate::apt::keys::signer(ctx.db, &self.keystore, repo.id, &crate::apt::keys::user_id(repo))
         .await
         .map_err(|e| BuildError::Other(format!("signing key: {e}")))?;
         let inrelease = signer.clearsign(&release).map_err(|e| BuildError::Other(e.to_string()))?;

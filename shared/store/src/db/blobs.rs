@@ -9,16 +9,17 @@ use crate::sql::Sql;
 use crate::{sql, upsert};
 
 /// When a collector may delete a blob ([`Db::collect_blob`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub enum Collect {
     /// A refused upload's pending bytes: still only pending, listed by no snapshot.
     Refused,
     /// A build's blob or an abandoned upload's: recorded before `older_than`, listed by no
     /// snapshot, never claimed by an artifact.
     Built { older_than: i64 },
-    /// An artifact blob that nothing references (no repository's rows, cached file, catalogue
-    /// asset or snapshot), found so at or before `older_than` and not stored again since.
-    Released { older_than: i64 },
+    /// An artifact blob that nothing `references` names (no repository's rows, cached file,
+    /// catalogue asset or snapshot), found so at or before `older_than` and not stored again
+    /// since.
+    Released { older_than: i64, references: &'static BlobReferences },
 }
 
 /// An artifact blob that nothing references.
@@ -32,40 +33,88 @@ pub struct Released {
     pub released_at: Option<i64>,
 }
 
-/// The condition that nothing references the blob of table `$b` (its `sha256` column): no
-/// format's rows (an APT source package's files too), no proxy's cached file, no catalogue asset, no snapshot file.
-macro_rules! unreferenced {
-    ($b:literal) => {
-        concat!(
-            "NOT EXISTS (SELECT 1 FROM apt_packages r WHERE r.sha256 = ",
-            $b,
-            ".sha256)",
-            " AND NOT EXISTS (SELECT 1 FROM apt_source_files r WHERE r.sha256 = ",
-            $b,
-            ".sha256)",
-            " AND NOT EXISTS (SELECT 1 FROM apk_packages r WHERE r.sha256 = ",
-            $b,
-            ".sha256)",
-            " AND NOT EXISTS (SELECT 1 FROM go_versions r WHERE r.zip_sha256 = ",
-            $b,
-            ".sha256)",
-            " AND NOT EXISTS (SELECT 1 FROM go_versions r WHERE r.mod_sha256 = ",
-            $b,
-            ".sha256)",
-            " AND NOT EXISTS (SELECT 1 FROM conan_files r WHERE r.sha256 = ",
-            $b,
-            ".sha256)",
-            " AND NOT EXISTS (SELECT 1 FROM proxy_cache r WHERE r.sha256 = ",
-            $b,
-            ".sha256)",
-            " AND NOT EXISTS (SELECT 1 FROM assets r WHERE r.sha256 = ",
-            $b,
-            ".sha256)",
-            " AND NOT EXISTS (SELECT 1 FROM snapshot_files r WHERE r.sha256 = ",
-            $b,
-            ".sha256)"
-        )
-    };
+/// A column of a format's table that holds the SHA-256 digests of blobs its rows need (the
+/// format registers it; the store knows no format's tables). Blob reclamation keeps every blob
+/// a registered column names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlobColumn {
+    pub table: &'static str,
+    pub column: &'static str,
+}
+
+/// The store's own tables whose rows need blobs: a proxy's cached files, the catalogue's assets,
+/// the snapshots' files.
+const GENERIC_REFERENCES: [BlobColumn; 3] = [
+    BlobColumn { table: "proxy_cache", column: "sha256" },
+    BlobColumn { table: "assets", column: "sha256" },
+    BlobColumn { table: "snapshot_files", column: "sha256" },
+];
+
+/// What references a blob: the store's own tables and every column the formats registered. The
+/// statements of blob reclamation are built from it, once per process (their texts live as long
+/// as it does: make one per registry).
+pub struct BlobReferences {
+    columns: Vec<BlobColumn>,
+    unreferenced_artifacts: &'static Sql,
+    referenced_again: &'static Sql,
+    delete_released: &'static Sql,
+}
+
+impl std::fmt::Debug for BlobReferences {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlobReferences").field("columns", &self.columns).finish()
+    }
+}
+
+impl BlobReferences {
+    /// The store's references and `formats`' columns. Panics on a name that is not a plain SQL
+    /// identifier (lower-case letters, digits, `_`): the names are written into the statements.
+    pub fn new(formats: &[BlobColumn]) -> Self {
+        let mut columns: Vec<BlobColumn> = GENERIC_REFERENCES.to_vec();
+        for c in formats {
+            for name in [c.table, c.column] {
+                assert!(
+                    !name.is_empty() && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
+                    "blob reference {}.{}: {name:?} is not a plain SQL identifier",
+                    c.table,
+                    c.column
+                );
+            }
+            if !columns.contains(c) {
+                columns.push(*c);
+            }
+        }
+        // No blob row is referenced by any of these columns.
+        let unreferenced = columns
+            .iter()
+            .map(|c| format!("NOT EXISTS (SELECT 1 FROM {} r WHERE r.{} = blobs.sha256)", c.table, c.column))
+            .collect::<Vec<_>>()
+            .join(" AND ");
+        let leak = |text: String| -> &'static str { Box::leak(text.into_boxed_str()) };
+        let statement = |op: &'static str, text: String| -> &'static Sql {
+            Box::leak(Box::new(Sql::new(op, leak(text), crate::sql::Shape::Plain)))
+        };
+        Self {
+            unreferenced_artifacts: statement(
+                "blobs.unreferenced_artifacts",
+                format!("SELECT sha256, size, created_at, released_at FROM blobs WHERE sha256 > $1 AND sha256 <= $2 AND origin = 'artifact' AND {unreferenced} ORDER BY sha256"),
+            ),
+            referenced_again: statement(
+                "blobs.referenced_again",
+                format!("SELECT sha256 FROM blobs WHERE sha256 > $1 AND sha256 <= $2 AND released_at IS NOT NULL AND NOT ({unreferenced}) ORDER BY sha256"),
+            ),
+            delete_released: statement(
+                "blobs.delete_released",
+                format!("DELETE FROM blobs WHERE sha256 = $1 AND origin = 'artifact' AND released_at <= $2 AND created_at <= $3 AND {unreferenced}"),
+            ),
+            columns,
+        }
+    }
+
+    /// Every column that references blobs, the store's own first.
+    pub fn columns(&self) -> &[BlobColumn] {
+        &self.columns
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -220,8 +269,8 @@ impl Db {
                 let s = sql!("blobs.delete_collectable", "DELETE FROM blobs WHERE sha256 = $1 AND origin IN ('snapshot', 'upload') AND created_at < $2 AND NOT EXISTS (SELECT 1 FROM snapshot_files f WHERE f.sha256 = blobs.sha256)");
                 self.bound(s, (sha256.as_str(), older_than)).execute(&mut *tx).await?
             }
-            Collect::Released { older_than } => {
-                let s = sql!("blobs.delete_released", concat!("DELETE FROM blobs WHERE sha256 = $1 AND origin = 'artifact' AND released_at <= $2 AND created_at <= $3 AND ", unreferenced!("blobs")));
+            Collect::Released { older_than, references } => {
+                let s = references.delete_released;
                 self.bound(s, (sha256.as_str(), older_than, older_than)).execute(&mut *tx).await?
             }
         };
@@ -279,11 +328,16 @@ impl Db {
         rows.iter().map(|r| Ok(text(r, "sha256")?.trim().to_string())).collect()
     }
 
-    /// Within `(after, last]`: the artifact blobs nothing references, each with its size and
-    /// when it was found so (`None`: not yet marked), and the marked blobs that something
-    /// references again.
-    pub async fn blob_references(&self, after: &str, last: &str) -> DbResult<(Vec<Released>, Vec<String>)> {
-        let free = sql!("blobs.unreferenced_artifacts", concat!("SELECT sha256, size, created_at, released_at FROM blobs WHERE sha256 > $1 AND sha256 <= $2 AND origin = 'artifact' AND ", unreferenced!("blobs"), " ORDER BY sha256"));
+    /// Within `(after, last]`: the artifact blobs nothing in `references` names, each with its
+    /// size and when it was found so (`None`: not yet marked), and the marked blobs that
+    /// something references again.
+    pub async fn blob_references(
+        &self,
+        references: &BlobReferences,
+        after: &str,
+        last: &str,
+    ) -> DbResult<(Vec<Released>, Vec<String>)> {
+        let free = references.unreferenced_artifacts;
         let rows = self.bound(free, (after, last)).fetch_all(self.pool()).await?;
         let free = rows
             .iter()
@@ -296,14 +350,7 @@ impl Db {
                 })
             })
             .collect::<DbResult<Vec<_>>>()?;
-        let again = sql!(
-            "blobs.referenced_again",
-            concat!(
-                "SELECT sha256 FROM blobs WHERE sha256 > $1 AND sha256 <= $2 AND released_at IS NOT NULL AND NOT (",
-                unreferenced!("blobs"),
-                ") ORDER BY sha256"
-            )
-        );
+        let again = references.referenced_again;
         let rows = self.bound(again, (after, last)).fetch_all(self.pool()).await?;
         let again = rows.iter().map(|r| Ok(text(r, "sha256")?.trim().to_string())).collect::<DbResult<Vec<_>>>()?;
         Ok((free, again))

@@ -1,0 +1,175 @@
+//! The format registry: what a format supplies to the engine, asked for by the generic code
+//! (`Services::formats`), which never matches on a format. Each format implements
+//! [`FormatSpec`] in its own folder of `packyard-formats`, whose `registry()` is the one list.
+//!
+//! Architecture invariant: core names no format. What differs between formats is a method here.
+
+use async_trait::async_trait;
+use serde::Deserialize;
+
+use packyard_model::repos::{Format, NewRepository, Repository};
+use packyard_store::db::blobs::{BlobColumn, BlobReferences};
+use packyard_store::db::DbResult;
+
+use crate::catalogue::Catalogue;
+use crate::hosted::{Actor, UploadError};
+use crate::publication::Builders;
+use crate::services::Services;
+
+/// One format, as the engine sees it.
+#[async_trait]
+pub trait FormatSpec: Send + Sync + 'static {
+    fn format(&self) -> Format;
+
+    /// The columns of the format's own tables that hold blob digests (SHA-256 hex): blob
+    /// reclamation keeps every blob one of them names. A column left out here has its blobs
+    /// deleted; `shared/tests/storage.rs` fails when a migration adds one no format registers.
+    fn blob_columns(&self) -> &'static [BlobColumn];
+
+    /// The format's own checks of a definition the model validated: what needs its codec (an
+    /// upstream key that must parse) or its path rules.
+    fn check_settings(&self, _new: &NewRepository) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// What the format tells the catalogue (and cleanup, and the web UI's component page).
+    fn catalogue(&self) -> &'static dyn Catalogue;
+
+    /// Adds the format's builders (one per unit kind it publishes).
+    fn builders(&self, services: &Services, builders: Builders) -> Builders;
+
+    /// After a repository was created (`before` None) or its definition changed: what the
+    /// format does about it (a renamed distribution's packages follow it) and the publications
+    /// it requests now (so that even an empty repository has signed indexes). Returns how many
+    /// units were requested: the caller wakes the workers when any were.
+    async fn settings_changed(&self, _services: &Services, _before: Option<&Repository>, _repo: &Repository) -> DbResult<usize> {
+        Ok(0)
+    }
+
+    /// The repository's signing keys, for formats whose repositories sign what they publish.
+    fn signing_keys(&self) -> Option<&dyn SigningKeys> {
+        None
+    }
+
+    /// Deletes a hosted repository's catalogued component `key` as the format's own delete does
+    /// (rows, republication, audit entry); `asset` may narrow it where a component has parts of
+    /// its own. The changes to wait for, or `None` when it was gone already.
+    async fn delete_catalogued(
+        &self,
+        services: &Services,
+        repo: &Repository,
+        key: &str,
+        _asset: Option<&str>,
+        actor: Actor<'_>,
+    ) -> Result<Option<Vec<(i64, i64)>>, UploadError> {
+        let (n, changes) = self.catalogue().delete_batch(services, repo, &[key.to_string()], actor).await?;
+        Ok((n > 0).then_some(changes))
+    }
+}
+
+/// A request to change a repository's signing key (`PUT …/signing-key`): generate one, or
+/// import a private key; what each field means is the format's.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeyChange {
+    #[serde(default)]
+    pub generate: bool,
+    /// With `generate`: the algorithm, as the format names them.
+    #[serde(default)]
+    pub algorithm: Option<String>,
+    /// The private key to import, in the format's own encoding.
+    #[serde(default)]
+    pub private_key: Option<String>,
+    /// A name the key carries, where the format's keys have one.
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+/// Why a signing-key request failed.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    /// The request cannot be done as sent (400).
+    #[error("{0}")]
+    Invalid(String),
+    /// A name the request gives is not one a repository's setting may have (400).
+    #[error(transparent)]
+    Name(#[from] packyard_model::repos::InvalidRepository),
+    /// The repository's state forbids it (409).
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl KeyError {
+    pub fn internal(e: impl std::fmt::Display) -> Self {
+        Self::Internal(e.to_string())
+    }
+}
+
+/// A format's signing keys, behind the admin API's generic key routes.
+#[async_trait]
+pub trait SigningKeys: Send + Sync {
+    /// Why `repo` has no key of its own (a proxy serves its upstream's signatures), or `None`.
+    fn refuse(&self, repo: &Repository) -> Option<String>;
+
+    /// The key's public part as the API shows it (a JSON object; never the private key).
+    /// `repository_url` is the repository's absolute URL, without a trailing `/`.
+    async fn describe(
+        &self,
+        services: &Services,
+        repo: &Repository,
+        repository_url: &str,
+    ) -> Result<serde_json::Value, KeyError>;
+
+    /// Installs a generated or imported key (and re-signs what needs it). Returns the audit
+    /// entry's detail.
+    async fn change(&self, services: &Services, repo: &Repository, change: &KeyChange) -> Result<serde_json::Value, KeyError>;
+}
+
+/// Every format, registered once.
+pub struct Registry {
+    /// In the order of `Format::ALL`.
+    specs: Vec<&'static dyn FormatSpec>,
+    blobs: BlobReferences,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.specs.iter().map(|s| s.format())).finish()
+    }
+}
+
+impl Registry {
+    /// A registry of `specs`. Make one per process (it builds the blob collector's statements):
+    /// a `static`. Panics when two specs claim one format or a format has none.
+    pub fn new(mut specs: Vec<&'static dyn FormatSpec>) -> Self {
+        for format in Format::ALL {
+            let n = specs.iter().filter(|s| s.format() == format).count();
+            assert_eq!(n, 1, "format {format} must be registered exactly once ({n} specs)");
+        }
+        specs.sort_by_key(|s| s.format().index());
+        let columns: Vec<BlobColumn> = specs.iter().flat_map(|s| s.blob_columns().iter().copied()).collect();
+        Self { blobs: BlobReferences::new(&columns), specs }
+    }
+
+    /// The spec of `format` (every format has one: [`Registry::new`] checks).
+    pub fn get(&self, format: Format) -> &'static dyn FormatSpec {
+        // `new` made one spec per format, in the order of `Format::ALL`.
+        self.specs[format.index()]
+    }
+
+    pub fn all(&self) -> impl Iterator<Item = &'static dyn FormatSpec> + '_ {
+        self.specs.iter().copied()
+    }
+
+    /// What references a blob: the store's own tables and every format's columns.
+    pub fn blob_references(&self) -> &BlobReferences {
+        &self.blobs
+    }
+
+    /// Every format's builders added to `builders`.
+    pub fn builders(&self, services: &Services, builders: Builders) -> Builders {
+        self.specs.iter().fold(builders, |b, spec| spec.builders(services, b))
+    }
+}

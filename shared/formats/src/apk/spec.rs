@@ -1,0 +1,118 @@
+//! Alpine APK as the engine sees it: its registry entry.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use packyard_codecs::apk::signing::ApkKey;
+use packyard_core::catalogue::Catalogue;
+use packyard_core::formats::{FormatSpec, KeyChange, KeyError, SigningKeys};
+use packyard_core::publication::Builders;
+use packyard_core::services::Services;
+use packyard_model::repos::{Format, NewRepository, RepoType, Repository};
+use packyard_store::db::blobs::BlobColumn;
+
+use super::keys;
+
+pub struct ApkSpec;
+
+#[async_trait]
+impl FormatSpec for ApkSpec {
+    fn format(&self) -> Format {
+        Format::Apk
+    }
+
+    fn blob_columns(&self) -> &'static [BlobColumn] {
+        &[BlobColumn { table: "apk_packages", column: "sha256" }]
+    }
+
+    fn check_settings(&self, new: &NewRepository) -> Result<(), String> {
+        super::check_settings(new)
+    }
+
+    fn catalogue(&self) -> &'static dyn Catalogue {
+        &super::catalogue::ApkCatalogue
+    }
+
+    fn builders(&self, services: &Services, builders: Builders) -> Builders {
+        let builder = super::publish::ApkBuilder {
+            keystore: services.security.keystore.clone(),
+            reader: packyard_core::groups::Reader::of(services),
+            memory: Default::default(),
+        };
+        builders.with(super::KIND, Arc::new(builder))
+    }
+
+    fn signing_keys(&self) -> Option<&dyn SigningKeys> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl SigningKeys for ApkSpec {
+    fn refuse(&self, repo: &Repository) -> Option<String> {
+        (repo.repo_type == RepoType::Proxy).then(|| {
+            format!("repository {} is a proxy: it serves its upstream's signatures and has no signing key", repo.name)
+        })
+    }
+
+    async fn describe(&self, services: &Services, repo: &Repository, _url: &str) -> Result<serde_json::Value, KeyError> {
+        let ks = &services.security.keystore;
+        let current = keys::current(&services.db, ks, repo.id).await.map_err(KeyError::internal)?;
+        let previous = keys::previous(&services.db, ks, repo.id).await.map_err(KeyError::internal)?;
+        let name = |k: &ApkKey| k.file_name(repo.name.as_str()).map_err(KeyError::internal);
+        Ok(serde_json::json!({
+            "repository": repo.name.as_str(),
+            "fingerprint": current.fingerprint().map_err(KeyError::internal)?,
+            "algorithm": format!("rsa{}", current.bits()),
+            "key_name": name(&current)?,
+            "public_key": current.public_pem().map_err(KeyError::internal)?,
+            "previous_key_name": previous.as_ref().map(name).transpose()?,
+        }))
+    }
+
+    /// Generates (RSA, 4096 bits unless asked) or imports a PEM key, installs it (the old one
+    /// stays offered under `keys/`) and re-signs every index.
+    async fn change(&self, services: &Services, repo: &Repository, body: &KeyChange) -> Result<serde_json::Value, KeyError> {
+        if body.name.is_some() {
+            return Err(KeyError::Invalid("`name` applies to the checksum database key of a Go repository".into()));
+        }
+        let new = match (body.generate, body.private_key.as_deref()) {
+            (true, None) => {
+                let bits = match body.algorithm.as_deref() {
+                    None | Some("rsa4096") => 4096,
+                    Some("rsa3072") => 3072,
+                    Some("rsa2048") => 2048,
+                    Some(other) => {
+                        return Err(KeyError::Invalid(format!(
+                            "algorithm {other:?} is not available for APK index keys: use rsa2048, rsa3072 or rsa4096"
+                        )))
+                    }
+                };
+                tokio::task::spawn_blocking(move || ApkKey::generate(bits))
+                    .await
+                    .map_err(KeyError::internal)?
+                    .map_err(KeyError::internal)?
+            }
+            (false, Some(_)) if body.algorithm.is_some() => {
+                return Err(KeyError::Invalid(
+                    "`algorithm` applies to {\"generate\":true}, not to an imported key".into(),
+                ))
+            }
+            (false, Some(pem)) => ApkKey::import(pem)
+                .map_err(|e| KeyError::Invalid(format!("private_key is not a usable APK index key: {e}")))?,
+            _ => {
+                return Err(KeyError::Invalid(
+                    "send either {\"generate\":true} (optionally with \"algorithm\": \"rsa2048\", \"rsa3072\" or \"rsa4096\") or {\"private_key\":\"<PEM RSA private key>\"}".into(),
+                ))
+            }
+        };
+        keys::install(&new, &services.db, &services.security.keystore, repo.id).await.map_err(KeyError::internal)?;
+        let units = services.db.request_rebuild(repo.id).await.map_err(KeyError::internal)?;
+        // Replicas drop the indexes they signed for units without a snapshot.
+        services.db.touch_repository(repo.id).await.map_err(KeyError::internal)?;
+        services.changed(packyard_core::events::Changed::Publications);
+        services.wake();
+        let fingerprint = new.fingerprint().map_err(KeyError::internal)?;
+        Ok(serde_json::json!({"fingerprint": fingerprint, "units_rebuilt": units}))
+    }
+}

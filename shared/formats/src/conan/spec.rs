@@ -1,0 +1,66 @@
+//! Conan 2 as the engine sees it: its registry entry.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use packyard_core::catalogue::Catalogue;
+use packyard_core::formats::FormatSpec;
+use packyard_core::hosted::{self, Actor, UploadError};
+use packyard_core::publication::Builders;
+use packyard_core::services::Services;
+use packyard_model::repos::{Format, Repository};
+use packyard_store::db::blobs::BlobColumn;
+
+use super::hosted::{ConanHosted, Removal, Revision};
+
+pub struct ConanSpec;
+
+#[async_trait]
+impl FormatSpec for ConanSpec {
+    fn format(&self) -> Format {
+        Format::Conan
+    }
+
+    fn blob_columns(&self) -> &'static [BlobColumn] {
+        &[BlobColumn { table: "conan_files", column: "sha256" }]
+    }
+
+    fn catalogue(&self) -> &'static dyn Catalogue {
+        &super::catalogue::ConanCatalogue
+    }
+
+    fn builders(&self, services: &Services, builders: Builders) -> Builders {
+        let reader = packyard_core::groups::Reader::of(services);
+        builders
+            .with(super::KIND, Arc::new(super::publish::ConanBuilder { reader: reader.clone() }))
+            .with(super::SEARCH_KIND, Arc::new(super::publish::ConanSearchBuilder { reader }))
+    }
+
+    /// A recipe revision's component; a package revision's file
+    /// (`v2/conans/<n>/<v>/<u>/<c>/revisions/<rrev>/packages/<pkgid>/revisions/<prev>/files/…`)
+    /// deletes only that package revision.
+    async fn delete_catalogued(
+        &self,
+        services: &Services,
+        repo: &Repository,
+        key: &str,
+        asset: Option<&str>,
+        actor: Actor<'_>,
+    ) -> Result<Option<Vec<(i64, i64)>>, UploadError> {
+        let package = asset.and_then(|path| {
+            let s: Vec<&str> = path.split('/').collect();
+            match s.get(8..12) {
+                Some(["packages", pkgid, "revisions", prev]) => Some((pkgid.to_string(), prev.to_string())),
+                _ => None,
+            }
+        });
+        if let (Some(package), Some((reference, rrev))) = (package, key.rsplit_once('#')) {
+            let revision = Revision { reference: reference.into(), rrev: rrev.into(), package: Some(package) };
+            let removal = Removal { revision, packages_only: false };
+            let deleted = hosted::delete(&ConanHosted, services, repo, &removal, actor).await?;
+            return Ok(deleted.map(|d| d.changes));
+        }
+        let (n, changes) = self.catalogue().delete_batch(services, repo, &[key.to_string()], actor).await?;
+        Ok((n > 0).then_some(changes))
+    }
+}

@@ -1,0 +1,114 @@
+//! Go modules as the engine sees them: their registry entry.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use packyard_codecs::go::sumdb::Signer;
+use packyard_core::catalogue::Catalogue;
+use packyard_core::formats::{FormatSpec, KeyChange, KeyError, SigningKeys};
+use packyard_core::publication::Builders;
+use packyard_core::services::Services;
+use packyard_model::repos::{check_checksum_database_name, Format, RepoType, Repository};
+use packyard_store::db::blobs::BlobColumn;
+
+use super::sumdb;
+
+pub struct GoSpec;
+
+#[async_trait]
+impl FormatSpec for GoSpec {
+    fn format(&self) -> Format {
+        Format::Go
+    }
+
+    fn blob_columns(&self) -> &'static [BlobColumn] {
+        &[BlobColumn { table: "go_versions", column: "zip_sha256" }, BlobColumn { table: "go_versions", column: "mod_sha256" }]
+    }
+
+    fn catalogue(&self) -> &'static dyn Catalogue {
+        &super::catalogue::GoCatalogue
+    }
+
+    fn builders(&self, services: &Services, builders: Builders) -> Builders {
+        let builder = super::publish::GoBuilder { page_size: 1_000, reader: packyard_core::groups::Reader::of(services) };
+        builders.with(super::KIND, Arc::new(builder))
+    }
+
+    /// A hosted or group repository's checksum database key.
+    fn signing_keys(&self) -> Option<&dyn SigningKeys> {
+        Some(self)
+    }
+}
+
+/// A Go repository's checksum database: its name, verifier key, size, and the `GOSUMDB` value
+/// that verifies through it.
+fn describe(repo: &Repository, url: &str, head: &sumdb::LogHead) -> serde_json::Value {
+    serde_json::json!({
+        "repository": repo.name.as_str(),
+        "algorithm": "ed25519",
+        "name": head.name,
+        "verifier_key": head.verifier_key,
+        "gosumdb": format!("{} {url}/sumdb/{}", head.verifier_key, head.name),
+        "size": head.size,
+    })
+}
+
+#[async_trait]
+impl SigningKeys for GoSpec {
+    fn refuse(&self, repo: &Repository) -> Option<String> {
+        (repo.repo_type == RepoType::Proxy).then(|| {
+            format!(
+                "repository {} is a proxy: it serves the checksum databases of go.checksum_databases, and has no key of its own",
+                repo.name
+            )
+        })
+    }
+
+    async fn describe(&self, services: &Services, repo: &Repository, url: &str) -> Result<serde_json::Value, KeyError> {
+        let head = sumdb::ensure(services, repo).await.map_err(KeyError::internal)?;
+        Ok(describe(repo, url, &head))
+    }
+
+    /// A new key (named as asked, or as the database is) or an imported one, while the log is
+    /// empty (a log's key is never rotated: clients pin it).
+    async fn change(&self, services: &Services, repo: &Repository, body: &KeyChange) -> Result<serde_json::Value, KeyError> {
+        if body.algorithm.as_deref().is_some_and(|a| a != "ed25519") {
+            return Err(KeyError::Invalid("a checksum database key is an Ed25519 note key: algorithm ed25519".into()));
+        }
+        let signer = match (body.generate, body.private_key.as_deref()) {
+            (true, None) => {
+                let name = match &body.name {
+                    Some(n) => {
+                        check_checksum_database_name("name", n)?;
+                        n.clone()
+                    }
+                    None => sumdb::ensure(services, repo).await.map_err(KeyError::internal)?.name,
+                };
+                Signer::generate(&name).map_err(|e| KeyError::Invalid(e.to_string()))?
+            }
+            (false, Some(_)) if body.name.is_some() => {
+                return Err(KeyError::Invalid("an imported note key carries its name: leave out `name`".into()))
+            }
+            (false, Some(key)) => {
+                let signer = Signer::parse(key.trim())
+                    .map_err(|e| KeyError::Invalid(format!("private_key is not a note signing key: {e}")))?;
+                check_checksum_database_name("key name", signer.name())?;
+                signer
+            }
+            _ => {
+                return Err(KeyError::Invalid(
+                    "send either {\"generate\":true} (optionally with \"name\") or {\"private_key\":\"PRIVATE+KEY+<name>+<hash>+<key>\"}".into(),
+                ))
+            }
+        };
+        let head = match sumdb::replace_key(services, repo, &signer).await {
+            Ok(head) => head,
+            Err(sumdb::RekeyError::NotEmpty(m)) => return Err(KeyError::Conflict(m)),
+            Err(sumdb::RekeyError::Sumdb(e)) => return Err(KeyError::internal(e)),
+        };
+        // Replicas drop the signed head they keep.
+        services.db.touch_repository(repo.id).await.map_err(KeyError::internal)?;
+        services.changed(packyard_core::events::Changed::Publications);
+        Ok(serde_json::json!({"name": head.name, "verifier_key": head.verifier_key}))
+    }
+}
