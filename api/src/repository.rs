@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
 use packyard_core::services::Services;
-use packyard_model::repos::{Format, Repository};
+use packyard_model::repos::Repository;
 use packyard_model::security::RepoFacts;
 
 use crate::auth::Caller;
@@ -71,14 +71,11 @@ async fn dispatch(req: HttpRequest, body: web::Payload) -> Result<HttpResponse, 
     if services.config.debug.test_format && tail.matched.starts_with("_test/") {
         return run::<crate::formats::testformat::TestRoutes>(&req, &services, repo, tail, body).await;
     }
-    match repo.format {
-        Format::Apt => run::<crate::formats::apt::Apt>(&req, &services, repo, tail, body).await,
-        Format::Apk => run::<crate::formats::apk::Apk>(&req, &services, repo, tail, body).await,
-        Format::Go => run::<crate::formats::go::Go>(&req, &services, repo, tail, body).await,
-        Format::Conan => run::<crate::formats::conan::Conan>(&req, &services, repo, tail, body).await,
-    }
+    crate::formats::with_routes!(repo.format, R => run::<R>(&req, &services, repo, tail, body).await)
 }
 
+/// Runs route table `R` for a request: the route parsed from the tail, the caller authorized
+/// for what it needs, then served.
 async fn run<R: Routes>(
     req: &HttpRequest,
     services: &Services,

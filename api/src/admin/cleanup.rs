@@ -66,7 +66,7 @@ async fn find(services: &Services, name: &str) -> Result<PolicyRecord, ApiError>
 /// (hosted or proxy: a group's cleanup would touch its members) and be of the policy's format.
 /// Returns their ids.
 async fn check(services: &Services, name: &str, spec: &PolicySpec) -> Result<Vec<i64>, ApiError> {
-    spec.validate(name).map_err(ApiError::bad_request)?;
+    spec.validate(name, &|f| services.formats.get(f).catalogue().selectable()).map_err(ApiError::bad_request)?;
     let mut ids = Vec::with_capacity(spec.repositories.len());
     for r in &spec.repositories {
         let repo = services

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use actix_web::{web, HttpResponse};
 use maud::{html, Markup};
 use packyard_core::services::Services;
-use packyard_model::repos::{Format, RepoType, Repository};
+use packyard_model::repos::{RepoType, Repository};
 use packyard_store::db::catalogue::{Pattern, Search, Sort};
 use packyard_store::db::publication::PublicationSummary;
 use serde::Deserialize;
@@ -116,31 +116,15 @@ pub struct BrowseQuery {
     groups_after: Option<String>,
 }
 
-/// The format's word for a catalogue group.
-fn group_label(format: Format) -> &'static str {
-    match format {
-        Format::Apt => "Component",
-        Format::Apk => "Branch / repository / architecture",
-        Format::Go => "Module path",
-        Format::Conan => "User / channel",
-    }
-}
-
-/// The format's own files of a group, to open directly.
-fn group_files(viewer: &Viewer, repo: &Repository, group: &str) -> Vec<(String, String)> {
-    let file = |p: String| (p.clone(), viewer.base.link(&format!("/repository/{}/{p}", repo.name)));
-    match repo.format {
-        Format::Apt => {
-            let apt = repo.settings.apt.clone().unwrap_or_default();
-            apt.architectures
-                .iter()
-                .filter(|a| a.as_str() != "all")
-                .map(|a| file(format!("dists/{}/{group}/binary-{a}/Packages", apt.distribution)))
-                .collect()
-        }
-        Format::Apk => vec![file(format!("{group}/APKINDEX.tar.gz"))],
-        Format::Go | Format::Conan => Vec::new(),
-    }
+/// Paths of a repository's files, with their links.
+fn linked(viewer: &Viewer, repo: &Repository, paths: Vec<String>) -> Vec<(String, String)> {
+    paths
+        .into_iter()
+        .map(|p| {
+            let link = viewer.base.link(&format!("/repository/{}/{p}", repo.name));
+            (p, link)
+        })
+        .collect()
 }
 
 pub async fn repository(
@@ -180,11 +164,9 @@ pub async fn repository(
     };
     let rows = services.db.catalogue_search(&search).await?;
     let next = (rows.len() as i64 == PAGE).then(|| rows.last()).flatten().map(|c| encode_token(&c.name, c.id));
-    let branch = (repo.format == Format::Apk)
-        .then(|| group.as_deref().or(groups.first().map(String::as_str)))
-        .flatten()
-        .and_then(|g| g.rsplit_once('/').map(|(b, _)| b.to_string()));
-    let snippets = setup::repository(&services, &viewer.base, &repo, branch.as_deref()).await;
+    let ui = services.formats.get(repo.format).ui();
+    let known = group.as_deref().or(groups.first().map(String::as_str));
+    let snippets = setup::repository(&services, &viewer.base, &repo, known).await;
     let link_with = |g: Option<&str>, after: Option<&str>| {
         let mut qs = Vec::new();
         if let Some(g) = g {
@@ -213,29 +195,20 @@ pub async fn repository(
                     dt { "Publication" } dd { (state(&repo, states.get(&repo.id))) }
                     @if repo.repo_type == RepoType::Hosted { dt { "Redeploy" } dd { (repo.write_policy.as_str()) } }
                     dt { "Anonymous read" } dd { (if repo.anonymous_read && services.security.anonymous_read { "yes" } else { "no" }) }
-                    @if let Some(apt) = &repo.settings.apt {
-                        dt { "Distribution" } dd { (apt.distribution) }
-                        dt { "Components" } dd { (apt.components.join(", ")) }
-                        dt { "Architectures" } dd { (apt.architectures.join(", ")) }
-                    }
-                    @if let Some(apk) = &repo.settings.apk {
-                        dt { "Architectures" } dd { (apk.architectures.join(", ")) }
+                    @for (label, value) in ui.facts(&repo) {
+                        dt { (label) } dd { (value) }
                     }
                     @if let Some(p) = &repo.settings.proxy {
                         dt { "Upstream" } dd { code { (p.remote_url) } }
                         dt { "Metadata kept" } dd { (p.metadata_ttl_secs) " s" }
                     }
                 }
-                @if repo.format == Format::Apt {
-                    @let apt = repo.settings.apt.clone().unwrap_or_default();
+                @let index_files = linked(&viewer, &repo, ui.index_files(&repo));
+                @if !index_files.is_empty() {
                     h3 { "Index files" }
                     ul.plain {
-                        @for f in ["InRelease", "Release"] {
-                            @let p = format!("dists/{}/{f}", apt.distribution);
-                            li { a href=(viewer.base.link(&format!("/repository/{}/{p}", repo.name))) { (p) } }
-                        }
-                        @if repo.repo_type != RepoType::Proxy {
-                            li { a href=(viewer.base.link(&format!("/repository/{}/gpg.key", repo.name))) { "gpg.key" } }
+                        @for (p, link) in &index_files {
+                            li { a href=(link) { (p) } }
                         }
                     }
                 }
@@ -268,7 +241,7 @@ pub async fn repository(
         }
         h2 { @if repo.repo_type == RepoType::Proxy { "Cached" } @else { "Contents" } }
         @if !groups.is_empty() || group.is_some() {
-            h3 { (group_label(repo.format)) }
+            h3 { (ui.group_label()) }
             ul.facets {
                 li { a href=(link_with(None, None)) aria-current=[group.is_none().then_some("true")] { "all" } }
                 @for g in &groups {
@@ -283,7 +256,7 @@ pub async fn repository(
                 }
             }
             @if let Some(g) = &group {
-                @let files = group_files(&viewer, &repo, g);
+                @let files = linked(&viewer, &repo, ui.group_files(&repo, g));
                 @if !files.is_empty() {
                     p { "Index: " @for (i, (label, href)) in files.iter().enumerate() { @if i > 0 { ", " } a href=(href) { (label) } } }
                 }
@@ -302,7 +275,7 @@ pub async fn repository(
         } @else {
             div.table-wrap { table {
                 thead { tr {
-                    th scope="col" { "Name" } th scope="col" { "Version" } th scope="col" { (group_label(repo.format)) }
+                    th scope="col" { "Name" } th scope="col" { "Version" } th scope="col" { (ui.group_label()) }
                     @if repo.repo_type == RepoType::Group { th scope="col" { "From" } }
                     th.wide-only scope="col" { "Stored" } th.wide-only scope="col" { "By" }
                 } }
@@ -310,7 +283,7 @@ pub async fn repository(
                     @for c in &rows {
                         tr {
                             td { a href=(viewer.base.link(&format!("/component/{}", encode_id(Kind::Component, repo.id, c.id)))) {
-                                @if repo.format == Format::Go { (setup::go_module(c)) } @else { (c.name) }
+                                (setup::display_name(&services, c))
                             } }
                             td { (c.version) }
                             td { (c.namespace) }

@@ -105,7 +105,7 @@ pub async fn search(
                 label for="format" { "Format" }
                 select #format name="format" {
                     option value="" { "any" }
-                    @for f in ["apt", "apk", "go", "conan"] {
+                    @for f in packyard_model::repos::Format::ALL.map(|f| f.as_str()) {
                         option value=(f) selected[format.as_deref() == Some(f)] { (f) }
                     }
                 }
@@ -136,7 +136,7 @@ pub async fn search(
                             @if let Some(view) = scope.view.get(&c.repository_id) {
                                 tr {
                                     td { a href=(viewer.base.link(&format!("/component/{}", encode_id(Kind::Component, view.id, c.id)))) {
-                                        @if c.format == "go" { (setup::go_module(c)) } @else { (c.name) }
+                                        (setup::display_name(&services, c))
                                     } }
                                     td { (c.version) }
                                     td { (c.namespace) }

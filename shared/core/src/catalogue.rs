@@ -44,6 +44,11 @@ pub trait Catalogue: Send + Sync {
     fn revisions(&self) -> bool {
         false
     }
+    /// What cleanup's format-specific criteria select in the format, for people (a criterion
+    /// with nothing to say does not apply to it).
+    fn selectable(&self) -> packyard_model::cleanup::Selectable {
+        packyard_model::cleanup::Selectable::default()
+    }
     /// What a component's metadata says, for people to read: what it depends on (APT
     /// `Depends`, APK `D:`, Go `require`, Conan `requires`) and facts such as a Conan package's
     /// settings. Read from the format's rows or files; what cannot be read is left out.
@@ -56,16 +61,6 @@ pub trait Catalogue: Send + Sync {
     ) -> Details {
         Details::default()
     }
-    /// Deletes a hosted repository's components (by key) as the format's own delete does, in one
-    /// transaction (one audit entry each, each unit republished once). Returns how many were
-    /// there and the units' changes.
-    async fn delete_batch(
-        &self,
-        services: &Services,
-        repo: &Repository,
-        keys: &[String],
-        actor: Actor<'_>,
-    ) -> Result<(usize, Vec<(i64, i64)>), UploadError>;
 }
 
 /// What [`Catalogue::details`] found.

@@ -334,7 +334,8 @@ async fn remove_selected(
             }
             _ => {
                 let keys: Vec<String> = selected.iter().map(|s| s.component.component_key.clone()).collect();
-                let (n, changes) = format.delete_batch(services, repo, &keys, actor).await?;
+                let spec = services.formats.get(repo.format);
+                let (n, changes) = spec.deletes().delete_components(services, repo, &keys, actor).await?;
                 report.changes.extend(changes);
                 n
             }

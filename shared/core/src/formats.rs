@@ -9,10 +9,11 @@ use serde::Deserialize;
 
 use packyard_model::repos::{Format, NewRepository, Repository};
 use packyard_store::db::blobs::{BlobColumn, BlobReferences};
+use packyard_store::db::catalogue::ComponentRow;
 use packyard_store::db::DbResult;
 
 use crate::catalogue::Catalogue;
-use crate::hosted::{Actor, UploadError};
+use crate::hosted::{Actor, Deletes, UploadError};
 use crate::publication::Builders;
 use crate::services::Services;
 
@@ -46,10 +47,17 @@ pub trait FormatSpec: Send + Sync + 'static {
         Ok(0)
     }
 
+    /// What the web UI shows of the format.
+    fn ui(&self) -> &dyn FormatUi;
+
     /// The repository's signing keys, for formats whose repositories sign what they publish.
     fn signing_keys(&self) -> Option<&dyn SigningKeys> {
         None
     }
+
+    /// How the format deletes a hosted repository's catalogued components by key (its
+    /// `hosted::ByKey`).
+    fn deletes(&self) -> &dyn Deletes;
 
     /// Deletes a hosted repository's catalogued component `key` as the format's own delete does
     /// (rows, republication, audit entry); `asset` may narrow it where a component has parts of
@@ -62,9 +70,65 @@ pub trait FormatSpec: Send + Sync + 'static {
         _asset: Option<&str>,
         actor: Actor<'_>,
     ) -> Result<Option<Vec<(i64, i64)>>, UploadError> {
-        let (n, changes) = self.catalogue().delete_batch(services, repo, &[key.to_string()], actor).await?;
+        let (n, changes) = self.deletes().delete_components(services, repo, &[key.to_string()], actor).await?;
         Ok((n > 0).then_some(changes))
     }
+}
+
+/// A labelled text a person copies (a client's set-up, an install command).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snippet {
+    pub label: String,
+    pub text: String,
+}
+
+impl Snippet {
+    pub fn new(label: impl Into<String>, text: impl Into<String>) -> Self {
+        Self { label: label.into(), text: text.into() }
+    }
+}
+
+/// What the web UI shows of a format: its words, its own files, and what a person pastes to
+/// point a client at a repository or install one component. Paths are relative to the
+/// repository's URL; `url` is that URL, absolute, without a trailing `/`.
+#[async_trait]
+pub trait FormatUi: Send + Sync {
+    /// The format's word for a catalogue group (APT: "Component").
+    fn group_label(&self) -> &'static str;
+
+    /// The format's own files of catalogue group `group`, to open directly.
+    fn group_files(&self, _repo: &Repository, _group: &str) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// The repository's index files, to open directly.
+    fn index_files(&self, _repo: &Repository) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// The format's settings of `repo`, as facts for people: (label, value).
+    fn facts(&self, _repo: &Repository) -> Vec<(&'static str, String)> {
+        Vec::new()
+    }
+
+    /// How people name a component (Go: the whole module path).
+    fn display_name(&self, c: &ComponentRow) -> String {
+        c.name.clone()
+    }
+
+    /// The part of catalogue group `group` that the client set-up names (APK:
+    /// `branch/repository`), when it names one.
+    fn setup_group(&self, _group: &str) -> Option<String> {
+        None
+    }
+
+    /// How to point a client at the repository; `group` is what [`FormatUi::setup_group`]
+    /// made of a group it holds, when one is known. Uploads are labelled "Upload …" or
+    /// "Publish …" (a component's page leaves them out).
+    async fn setup(&self, services: &Services, url: &str, repo: &Repository, group: Option<&str>) -> Vec<Snippet>;
+
+    /// The command that installs component `c` through `repo`.
+    fn install(&self, repo: &Repository, c: &ComponentRow) -> String;
 }
 
 /// A request to change a repository's signing key (`PUT …/signing-key`): generate one, or
@@ -94,6 +158,9 @@ pub enum KeyError {
     /// A name the request gives is not one a repository's setting may have (400).
     #[error(transparent)]
     Name(#[from] packyard_model::repos::InvalidRepository),
+    /// The database refused or could not be reached (as the API answers a `DbError`).
+    #[error(transparent)]
+    Db(#[from] packyard_store::db::DbError),
     /// The repository's state forbids it (409).
     #[error("{0}")]
     Conflict(String),
@@ -107,9 +174,21 @@ impl KeyError {
     }
 }
 
+/// What a key change did.
+#[derive(Debug, Clone)]
+pub struct KeyChanged {
+    /// The audit entry's detail.
+    pub audit: serde_json::Value,
+    /// The new key's public part, as [`SigningKeys::describe`] shows it; `None`: describe it.
+    pub key: Option<serde_json::Value>,
+}
+
 /// A format's signing keys, behind the admin API's generic key routes.
 #[async_trait]
 pub trait SigningKeys: Send + Sync {
+    /// What holds the keys, for people ("APT", "Go (checksum database)").
+    fn label(&self) -> &'static str;
+
     /// Why `repo` has no key of its own (a proxy serves its upstream's signatures), or `None`.
     fn refuse(&self, repo: &Repository) -> Option<String>;
 
@@ -122,9 +201,14 @@ pub trait SigningKeys: Send + Sync {
         repository_url: &str,
     ) -> Result<serde_json::Value, KeyError>;
 
-    /// Installs a generated or imported key (and re-signs what needs it). Returns the audit
-    /// entry's detail.
-    async fn change(&self, services: &Services, repo: &Repository, change: &KeyChange) -> Result<serde_json::Value, KeyError>;
+    /// Installs a generated or imported key (and re-signs what needs it).
+    async fn change(
+        &self,
+        services: &Services,
+        repo: &Repository,
+        repository_url: &str,
+        change: &KeyChange,
+    ) -> Result<KeyChanged, KeyError>;
 }
 
 /// Every format, registered once.

@@ -296,6 +296,9 @@ pub trait Hosted: Send + Sync {
     async fn write(&self, t: &mut InTx<'_, '_>, artifact: &Self::Artifact, uploader: &str) -> Result<Written, TxError>;
     /// In the transaction: removes what `removal` names; `None` when there is nothing.
     async fn remove(&self, t: &mut InTx<'_, '_>, removal: &Self::Removal) -> DbResult<Option<Removed>>;
+    /// The removal of the catalogued component keyed `key` (its `Entry`'s key); `None` for a
+    /// key the format never makes.
+    fn removal(&self, key: &str) -> Option<Self::Removal>;
 }
 
 /// A hosted format's part of a transaction: the transaction, its database, the repository.
@@ -527,6 +530,39 @@ pub async fn delete<H: Hosted>(
         services.wake();
     }
     Ok(done)
+}
+
+/// Deletes a hosted repository's catalogued components by key, as the format's own delete does:
+/// what cleanup and Nexus's `DELETE` run (`FormatSpec::deletes`).
+#[async_trait]
+pub trait Deletes: Send + Sync {
+    /// Deletes the components keyed `keys` in one transaction (one audit entry each, each unit
+    /// republished once). Returns how many were there and the units' changes.
+    async fn delete_components(
+        &self,
+        services: &Services,
+        repo: &Repository,
+        keys: &[String],
+        actor: Actor<'_>,
+    ) -> Result<(usize, Vec<(i64, i64)>), UploadError>;
+}
+
+/// A format's [`Hosted`] rules deleting by catalogue key: [`delete_batch`] of each key's
+/// [`Hosted::removal`].
+pub struct ByKey<H>(pub H);
+
+#[async_trait]
+impl<H: Hosted> Deletes for ByKey<H> {
+    async fn delete_components(
+        &self,
+        services: &Services,
+        repo: &Repository,
+        keys: &[String],
+        actor: Actor<'_>,
+    ) -> Result<(usize, Vec<(i64, i64)>), UploadError> {
+        let removals: Vec<H::Removal> = keys.iter().filter_map(|k| self.0.removal(k)).collect();
+        delete_batch(&self.0, services, repo, &removals, actor).await
+    }
 }
 
 /// Deletes what each of `removals` names from `repo` in one transaction, each with its audit

@@ -9,6 +9,7 @@ pub mod keys;
 pub mod publish;
 pub mod rows;
 pub mod spec;
+pub mod ui;
 
 pub use packyard_codecs::apk::{valid_segment, Unit, INDEX_FILE};
 

@@ -10,6 +10,7 @@ pub mod keys;
 pub mod publish;
 pub mod rows;
 pub mod spec;
+pub mod ui;
 
 use packyard_core::proxy::{FetchRequest, Freshness, ListedIn, ProxyError};
 use packyard_model::repos::{Format, RepoType, Repository};

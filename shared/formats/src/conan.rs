@@ -14,6 +14,7 @@ pub mod hosted;
 pub mod publish;
 pub mod rows;
 pub mod spec;
+pub mod ui;
 
 use packyard_core::proxy::{FetchRequest, Freshness, ProxyError};
 use packyard_model::repos::Repository;

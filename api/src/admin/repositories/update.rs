@@ -66,8 +66,8 @@ pub(crate) async fn apply_patch(
 
 async fn updated(admin: &Admin, services: &Services, before: &Repository, repo: Repository) -> Result<HttpResponse> {
     tracing::info!(repository = %repo.name, version = repo.version, "repository updated");
-    let requested = services.formats.get(repo.format).settings_changed(services, Some(before), &repo).await?;
     services.changed(packyard_core::events::Changed::Repositories);
+    let requested = services.formats.get(repo.format).settings_changed(services, Some(before), &repo).await?;
     // Formats that publish snapshots publish one now (an empty repository gets signed indexes too).
     if requested > 0 {
         services.wake();

@@ -8,7 +8,6 @@ use async_trait::async_trait;
 use super::rows::{self, ApkPackage};
 use packyard_codecs::apk::package::{index_record, read_package, Limits};
 use packyard_core::catalogue::{small_asset, stamped, Catalogue, Details, Stamped};
-use packyard_core::hosted::{Actor, UploadError};
 use packyard_core::hosted::{Component, Entry, NewAsset};
 use packyard_core::services::Services;
 use packyard_model::repos::Repository;
@@ -93,16 +92,6 @@ impl Catalogue for ApkCatalogue {
 
     fn compare_versions(&self, a: &str, b: &str) -> std::cmp::Ordering {
         packyard_codecs::apk::version::compare(a, b)
-    }
-
-    async fn delete_batch(
-        &self,
-        services: &Services,
-        repo: &Repository,
-        keys: &[String],
-        actor: Actor<'_>,
-    ) -> Result<(usize, Vec<(i64, i64)>), UploadError> {
-        packyard_core::hosted::delete_batch(&super::hosted::ApkHosted, services, repo, keys, actor).await
     }
 
     fn cached(&self, path: &str) -> Option<Component> {

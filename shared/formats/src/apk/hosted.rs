@@ -108,6 +108,11 @@ impl Hosted for ApkHosted {
         let detail = serde_json::json!({"sha256": p.sha256});
         Ok(Some(Removed { coordinate: p.path.clone(), units, detail, forget: Forget::Component(p.path.clone()) }))
     }
+
+    /// A package's path.
+    fn removal(&self, key: &str) -> Option<String> {
+        Some(key.to_string())
+    }
 }
 
 /// The path must name the package: `<pkgname>-<pkgver>.apk`, under the package's architecture

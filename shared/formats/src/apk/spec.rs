@@ -5,7 +5,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use packyard_codecs::apk::signing::ApkKey;
 use packyard_core::catalogue::Catalogue;
-use packyard_core::formats::{FormatSpec, KeyChange, KeyError, SigningKeys};
+use packyard_core::formats::{FormatSpec, FormatUi, KeyChange, KeyChanged, KeyError, SigningKeys};
+use packyard_core::hosted::{ByKey, Deletes};
 use packyard_core::publication::Builders;
 use packyard_core::services::Services;
 use packyard_model::repos::{Format, NewRepository, RepoType, Repository};
@@ -33,6 +34,14 @@ impl FormatSpec for ApkSpec {
         &super::catalogue::ApkCatalogue
     }
 
+    fn ui(&self) -> &dyn FormatUi {
+        &super::ui::ApkUi
+    }
+
+    fn deletes(&self) -> &dyn Deletes {
+        &ByKey(super::hosted::ApkHosted)
+    }
+
     fn builders(&self, services: &Services, builders: Builders) -> Builders {
         let builder = super::publish::ApkBuilder {
             keystore: services.security.keystore.clone(),
@@ -49,6 +58,10 @@ impl FormatSpec for ApkSpec {
 
 #[async_trait]
 impl SigningKeys for ApkSpec {
+    fn label(&self) -> &'static str {
+        "APK"
+    }
+
     fn refuse(&self, repo: &Repository) -> Option<String> {
         (repo.repo_type == RepoType::Proxy).then(|| {
             format!("repository {} is a proxy: it serves its upstream's signatures and has no signing key", repo.name)
@@ -72,7 +85,13 @@ impl SigningKeys for ApkSpec {
 
     /// Generates (RSA, 4096 bits unless asked) or imports a PEM key, installs it (the old one
     /// stays offered under `keys/`) and re-signs every index.
-    async fn change(&self, services: &Services, repo: &Repository, body: &KeyChange) -> Result<serde_json::Value, KeyError> {
+    async fn change(
+        &self,
+        services: &Services,
+        repo: &Repository,
+        _url: &str,
+        body: &KeyChange,
+    ) -> Result<KeyChanged, KeyError> {
         if body.name.is_some() {
             return Err(KeyError::Invalid("`name` applies to the checksum database key of a Go repository".into()));
         }
@@ -107,12 +126,12 @@ impl SigningKeys for ApkSpec {
             }
         };
         keys::install(&new, &services.db, &services.security.keystore, repo.id).await.map_err(KeyError::internal)?;
-        let units = services.db.request_rebuild(repo.id).await.map_err(KeyError::internal)?;
+        let units = services.db.request_rebuild(repo.id).await?;
         // Replicas drop the indexes they signed for units without a snapshot.
-        services.db.touch_repository(repo.id).await.map_err(KeyError::internal)?;
+        services.db.touch_repository(repo.id).await?;
         services.changed(packyard_core::events::Changed::Publications);
         services.wake();
         let fingerprint = new.fingerprint().map_err(KeyError::internal)?;
-        Ok(serde_json::json!({"fingerprint": fingerprint, "units_rebuilt": units}))
+        Ok(KeyChanged { audit: serde_json::json!({"fingerprint": fingerprint, "units_rebuilt": units}), key: None })
     }
 }

@@ -9,7 +9,6 @@ use async_trait::async_trait;
 use super::rows::{self, AptPackage};
 use packyard_codecs::apt::deb::{read_package, Limits};
 use packyard_core::catalogue::{small_asset, stamped, Catalogue, Details, Stamped};
-use packyard_core::hosted::{Actor, UploadError};
 use packyard_core::hosted::{Component, Entry, NewAsset};
 use packyard_core::services::Services;
 use packyard_model::repos::Repository;
@@ -153,17 +152,6 @@ impl Catalogue for AptCatalogue {
 
     fn compare_versions(&self, a: &str, b: &str) -> std::cmp::Ordering {
         packyard_codecs::apt::version::compare(a, b)
-    }
-
-    async fn delete_batch(
-        &self,
-        services: &Services,
-        repo: &Repository,
-        keys: &[String],
-        actor: Actor<'_>,
-    ) -> Result<(usize, Vec<(i64, i64)>), UploadError> {
-        let removals: Vec<_> = keys.iter().map(super::hosted::AptRemoval::everywhere).collect();
-        packyard_core::hosted::delete_batch(&super::hosted::AptHosted, services, repo, &removals, actor).await
     }
 
     fn cached(&self, path: &str) -> Option<Component> {

@@ -459,6 +459,11 @@ impl Hosted for AptHosted {
         let units = units.into_iter().map(|d| (KIND, d)).collect();
         Ok(Some(Removed { coordinate, units, detail, forget }))
     }
+
+    /// A package's or source package's pool path: removed from every distribution.
+    fn removal(&self, key: &str) -> Option<AptRemoval> {
+        Some(AptRemoval::everywhere(key))
+    }
 }
 
 /// A source package's upload checked against its `.dsc`: every listed file sent with it (or

@@ -5,7 +5,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use packyard_codecs::apt::signing::{Algorithm, Signer};
 use packyard_core::catalogue::Catalogue;
-use packyard_core::formats::{FormatSpec, KeyChange, KeyError, SigningKeys};
+use packyard_core::formats::{FormatSpec, FormatUi, KeyChange, KeyChanged, KeyError, SigningKeys};
+use packyard_core::hosted::{ByKey, Deletes};
 use packyard_core::publication::Builders;
 use packyard_core::services::Services;
 use packyard_model::repos::{Format, NewRepository, RepoType, Repository};
@@ -34,6 +35,14 @@ impl FormatSpec for AptSpec {
         &super::catalogue::AptCatalogue
     }
 
+    fn ui(&self) -> &dyn FormatUi {
+        &super::ui::AptUi
+    }
+
+    fn deletes(&self) -> &dyn Deletes {
+        &ByKey(super::hosted::AptHosted)
+    }
+
     fn builders(&self, services: &Services, builders: Builders) -> Builders {
         let builder = super::publish::AptBuilder {
             page_size: 1_000,
@@ -58,6 +67,10 @@ impl FormatSpec for AptSpec {
 
 #[async_trait]
 impl SigningKeys for AptSpec {
+    fn label(&self) -> &'static str {
+        "APT"
+    }
+
     fn refuse(&self, repo: &Repository) -> Option<String> {
         (repo.repo_type == RepoType::Proxy).then(|| {
             format!("repository {} is a proxy: it serves its upstream's signatures and has no signing key", repo.name)
@@ -79,7 +92,13 @@ impl SigningKeys for AptSpec {
 
     /// Generates (Ed25519 unless asked) or imports an armored OpenPGP key, rotates it in (the
     /// old one stays offered in `gpg.key`) and re-signs every distribution.
-    async fn change(&self, services: &Services, repo: &Repository, body: &KeyChange) -> Result<serde_json::Value, KeyError> {
+    async fn change(
+        &self,
+        services: &Services,
+        repo: &Repository,
+        _url: &str,
+        body: &KeyChange,
+    ) -> Result<KeyChanged, KeyError> {
         if body.name.is_some() {
             return Err(KeyError::Invalid("`name` applies to the checksum database key of a Go repository".into()));
         }
@@ -116,8 +135,8 @@ impl SigningKeys for AptSpec {
             }
         };
         keys::rotate(&services.db, &services.security.keystore, repo.id, &new).await.map_err(KeyError::internal)?;
-        let units = services.db.request_rebuild(repo.id).await.map_err(KeyError::internal)?;
+        let units = services.db.request_rebuild(repo.id).await?;
         services.wake();
-        Ok(serde_json::json!({"fingerprint": new.fingerprint(), "units_rebuilt": units}))
+        Ok(KeyChanged { audit: serde_json::json!({"fingerprint": new.fingerprint(), "units_rebuilt": units}), key: None })
     }
 }

@@ -9,7 +9,6 @@ use async_trait::async_trait;
 use super::rows::{self, ConanFile};
 use packyard_codecs::conan::Reference;
 use packyard_core::catalogue::{small_asset, Catalogue, Details, Stamped};
-use packyard_core::hosted::{Actor, UploadError};
 use packyard_core::hosted::{Component, Entry, Forget, NewAsset};
 use packyard_core::services::Services;
 use packyard_model::repos::Repository;
@@ -170,22 +169,11 @@ impl Catalogue for ConanCatalogue {
         true
     }
 
-    async fn delete_batch(
-        &self,
-        services: &Services,
-        repo: &Repository,
-        keys: &[String],
-        actor: Actor<'_>,
-    ) -> Result<(usize, Vec<(i64, i64)>), UploadError> {
-        let removals: Vec<super::hosted::Removal> = keys
-            .iter()
-            .filter_map(|k| k.rsplit_once('#'))
-            .map(|(reference, rrev)| super::hosted::Removal {
-                revision: super::hosted::Revision { reference: reference.into(), rrev: rrev.into(), package: None },
-                packages_only: false,
-            })
-            .collect();
-        packyard_core::hosted::delete_batch(&super::hosted::ConanHosted, services, repo, &removals, actor).await
+    fn selectable(&self) -> packyard_model::cleanup::Selectable {
+        packyard_model::cleanup::Selectable {
+            prereleases: Some("revisions that are not the latest"),
+            revisions: Some("recipe revisions"),
+        }
     }
 
     fn cached(&self, path: &str) -> Option<Component> {

@@ -241,4 +241,11 @@ impl Hosted for ConanHosted {
             forget: super::catalogue::forget(&rev.reference, &rev.rrev, package, r.packages_only),
         }))
     }
+
+    /// `<reference>#<rrev>`: the recipe revision and its packages.
+    fn removal(&self, key: &str) -> Option<Removal> {
+        let (reference, rrev) = key.rsplit_once('#')?;
+        let revision = Revision { reference: reference.into(), rrev: rrev.into(), package: None };
+        Some(Removal { revision, packages_only: false })
+    }
 }

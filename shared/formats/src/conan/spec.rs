@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use packyard_core::catalogue::Catalogue;
-use packyard_core::formats::FormatSpec;
-use packyard_core::hosted::{self, Actor, UploadError};
+use packyard_core::formats::{FormatSpec, FormatUi};
+use packyard_core::hosted::{self, Actor, ByKey, Deletes, UploadError};
 use packyard_core::publication::Builders;
 use packyard_core::services::Services;
 use packyard_model::repos::{Format, Repository};
@@ -27,6 +27,14 @@ impl FormatSpec for ConanSpec {
 
     fn catalogue(&self) -> &'static dyn Catalogue {
         &super::catalogue::ConanCatalogue
+    }
+
+    fn ui(&self) -> &dyn FormatUi {
+        &super::ui::ConanUi
+    }
+
+    fn deletes(&self) -> &dyn Deletes {
+        &ByKey(super::hosted::ConanHosted)
     }
 
     fn builders(&self, services: &Services, builders: Builders) -> Builders {
@@ -60,7 +68,7 @@ impl FormatSpec for ConanSpec {
             let deleted = hosted::delete(&ConanHosted, services, repo, &removal, actor).await?;
             return Ok(deleted.map(|d| d.changes));
         }
-        let (n, changes) = self.catalogue().delete_batch(services, repo, &[key.to_string()], actor).await?;
+        let (n, changes) = self.deletes().delete_components(services, repo, &[key.to_string()], actor).await?;
         Ok((n > 0).then_some(changes))
     }
 }

@@ -8,10 +8,9 @@ use async_trait::async_trait;
 use sha2::{Digest, Sha256};
 
 use super::rows::{self, GoVersion};
-use super::{hosted::info_json, Request};
+use super::{info_json, Request};
 use packyard_codecs::go::{escape, Version};
 use packyard_core::catalogue::{small_asset, Catalogue, Details, Stamped};
-use packyard_core::hosted::{Actor, UploadError};
 use packyard_core::hosted::{Component, Entry, NewAsset};
 use packyard_core::services::Services;
 use packyard_model::repos::Repository;
@@ -153,20 +152,12 @@ impl Catalogue for GoCatalogue {
         }
     }
 
-    fn prerelease(&self, version: &str) -> bool {
-        Version::parse(version).is_ok_and(|v| !v.is_release() || v.is_pseudo())
+    fn selectable(&self) -> packyard_model::cleanup::Selectable {
+        packyard_model::cleanup::Selectable { prereleases: Some("pre-release and pseudo-versions"), revisions: None }
     }
 
-    async fn delete_batch(
-        &self,
-        services: &Services,
-        repo: &Repository,
-        keys: &[String],
-        actor: Actor<'_>,
-    ) -> Result<(usize, Vec<(i64, i64)>), UploadError> {
-        let removals: Vec<(String, String)> =
-            keys.iter().filter_map(|k| k.rsplit_once('@').map(|(m, v)| (m.to_string(), v.to_string()))).collect();
-        packyard_core::hosted::delete_batch(&super::hosted::GoHosted, services, repo, &removals, actor).await
+    fn prerelease(&self, version: &str) -> bool {
+        Version::parse(version).is_ok_and(|v| !v.is_release() || v.is_pseudo())
     }
 
     fn cached(&self, path: &str) -> Option<Component> {

@@ -187,6 +187,11 @@ impl Hosted for GoHosted {
         let (detail, forget) = (serde_json::json!({"sha256": v.zip_sha256}), Forget::Component(coordinate.clone()));
         Ok(Some(Removed { coordinate, units, detail, forget }))
     }
+
+    /// `<module>@<version>`.
+    fn removal(&self, key: &str) -> Option<(String, String)> {
+        key.rsplit_once('@').map(|(m, v)| (m.to_string(), v.to_string()))
+    }
 }
 
 /// The record of a version in a checksum database: its two go.sum lines.
@@ -253,12 +258,6 @@ fn zip_error(e: ZipError) -> UploadError {
         ZipError::TooLarge { .. } => UploadError::TooLarge(e.to_string()),
         other => UploadError::Invalid(other.to_string()),
     }
-}
-
-/// The `.info` of a version.
-pub fn info_json(version: &str, time_ms: i64) -> String {
-    serde_json::json!({"Version": version, "Time": packyard_model::time::rfc3339_ms(time_ms).replace(".000Z", "Z")})
-        .to_string()
 }
 
 /// Checks a URL's module path and version (already case-decoded).

@@ -5,7 +5,7 @@
 
 use async_trait::async_trait;
 
-use super::hosted::info_json;
+use super::info_json;
 use packyard_codecs::go::version::{check_info, check_list, latest, list};
 use packyard_core::groups::{self, Reader};
 use packyard_core::publication::{BuildContext, BuildError, Builder, Rebuilds};

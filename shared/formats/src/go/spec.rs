@@ -5,7 +5,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use packyard_codecs::go::sumdb::Signer;
 use packyard_core::catalogue::Catalogue;
-use packyard_core::formats::{FormatSpec, KeyChange, KeyError, SigningKeys};
+use packyard_core::formats::{FormatSpec, FormatUi, KeyChange, KeyChanged, KeyError, SigningKeys};
+use packyard_core::hosted::{ByKey, Deletes};
 use packyard_core::publication::Builders;
 use packyard_core::services::Services;
 use packyard_model::repos::{check_checksum_database_name, Format, RepoType, Repository};
@@ -27,6 +28,14 @@ impl FormatSpec for GoSpec {
 
     fn catalogue(&self) -> &'static dyn Catalogue {
         &super::catalogue::GoCatalogue
+    }
+
+    fn ui(&self) -> &dyn FormatUi {
+        &super::ui::GoUi
+    }
+
+    fn deletes(&self) -> &dyn Deletes {
+        &ByKey(super::hosted::GoHosted)
     }
 
     fn builders(&self, services: &Services, builders: Builders) -> Builders {
@@ -55,6 +64,10 @@ fn describe(repo: &Repository, url: &str, head: &sumdb::LogHead) -> serde_json::
 
 #[async_trait]
 impl SigningKeys for GoSpec {
+    fn label(&self) -> &'static str {
+        "Go (checksum database)"
+    }
+
     fn refuse(&self, repo: &Repository) -> Option<String> {
         (repo.repo_type == RepoType::Proxy).then(|| {
             format!(
@@ -71,7 +84,13 @@ impl SigningKeys for GoSpec {
 
     /// A new key (named as asked, or as the database is) or an imported one, while the log is
     /// empty (a log's key is never rotated: clients pin it).
-    async fn change(&self, services: &Services, repo: &Repository, body: &KeyChange) -> Result<serde_json::Value, KeyError> {
+    async fn change(
+        &self,
+        services: &Services,
+        repo: &Repository,
+        url: &str,
+        body: &KeyChange,
+    ) -> Result<KeyChanged, KeyError> {
         if body.algorithm.as_deref().is_some_and(|a| a != "ed25519") {
             return Err(KeyError::Invalid("a checksum database key is an Ed25519 note key: algorithm ed25519".into()));
         }
@@ -107,8 +126,11 @@ impl SigningKeys for GoSpec {
             Err(sumdb::RekeyError::Sumdb(e)) => return Err(KeyError::internal(e)),
         };
         // Replicas drop the signed head they keep.
-        services.db.touch_repository(repo.id).await.map_err(KeyError::internal)?;
+        services.db.touch_repository(repo.id).await?;
         services.changed(packyard_core::events::Changed::Publications);
-        Ok(serde_json::json!({"name": head.name, "verifier_key": head.verifier_key}))
+        Ok(KeyChanged {
+            audit: serde_json::json!({"name": head.name, "verifier_key": head.verifier_key}),
+            key: Some(describe(repo, url, &head)),
+        })
     }
 }

@@ -1,0 +1,61 @@
+//! What the web UI shows of APK: `branch/repository/arch` groups, their index, the
+//! `/etc/apk/repositories` line with its key file.
+
+use async_trait::async_trait;
+use packyard_core::formats::{FormatUi, Snippet};
+use packyard_core::services::Services;
+use packyard_model::repos::{RepoType, Repository};
+use packyard_store::db::catalogue::ComponentRow;
+
+pub struct ApkUi;
+
+/// The file name an APK client keeps the repository's public key under, when Packyard signs its
+/// indexes (a hosted repository or a group); a proxy serves its upstream's.
+async fn key_name(services: &Services, repo: &Repository) -> Option<String> {
+    if repo.repo_type == RepoType::Proxy {
+        return None;
+    }
+    let key = super::keys::current(&services.db, &services.security.keystore, repo.id).await.ok()?;
+    key.file_name(repo.name.as_str()).ok()
+}
+
+#[async_trait]
+impl FormatUi for ApkUi {
+    fn group_label(&self) -> &'static str {
+        "Branch / repository / architecture"
+    }
+
+    fn group_files(&self, _repo: &Repository, group: &str) -> Vec<String> {
+        vec![format!("{group}/{}", super::INDEX_FILE)]
+    }
+
+    fn facts(&self, repo: &Repository) -> Vec<(&'static str, String)> {
+        let Some(apk) = &repo.settings.apk else { return Vec::new() };
+        vec![("Architectures", apk.architectures.join(", "))]
+    }
+
+    /// A group's `branch/repository` (its architecture left out).
+    fn setup_group(&self, group: &str) -> Option<String> {
+        group.rsplit_once('/').map(|(b, _)| b.to_string()).filter(|b| !b.is_empty())
+    }
+
+    async fn setup(&self, services: &Services, url: &str, repo: &Repository, group: Option<&str>) -> Vec<Snippet> {
+        let branch = group.unwrap_or("v3.20/main");
+        let mut out = Vec::new();
+        if let Some(name) = key_name(services, repo).await {
+            out.push(Snippet::new("The signing key", format!("wget -O /etc/apk/keys/{name} {url}/keys/{name}")));
+        }
+        out.push(Snippet::new("The repositories line", format!("echo {url}/{branch} >> /etc/apk/repositories\napk update")));
+        if repo.repo_type == RepoType::Hosted {
+            out.push(Snippet::new(
+                "Upload a package",
+                format!("curl -u USER:TOKEN -T hello-2.12-r1.apk {url}/{branch}/x86_64/hello-2.12-r1.apk"),
+            ));
+        }
+        out
+    }
+
+    fn install(&self, _repo: &Repository, c: &ComponentRow) -> String {
+        format!("apk add {}={}", c.name, c.version)
+    }
+}
