@@ -28,9 +28,15 @@ fn bench(c: &mut Criterion) {
         config.database.url = t.url.clone();
         config.server.data_dir = t.dir.path().join("data");
         let blobs = Arc::new(FileStore::open(t.dir.path().join("blobs"), t.metrics.clone()).await.expect("blobs"));
-        let services =
-            Services::assemble(config, packyard_formats::registry(), t.metrics.clone(), t.db.clone(), blobs, "0123456789abcdef0123456789abcdef")
-                .expect("services");
+        let services = Services::assemble(
+            config,
+            packyard_formats::registry(),
+            t.metrics.clone(),
+            t.db.clone(),
+            blobs,
+            "0123456789abcdef0123456789abcdef",
+        )
+        .expect("services");
         services.security.ensure_builtin_roles().await.expect("roles");
         bootstrap_admin(&t.db, Some("bench-password"), t.dir.path()).await.expect("admin");
         let spec: RepositorySpec =

@@ -147,7 +147,8 @@ fn main() {
                 let blobs = Arc::new(FileStore::open(blobs_dir, metrics.clone()).await.expect("blobs"));
                 config.server.data_dir = dir.join("data");
                 config.blobs.path = dir.join("blobs");
-                let services = Services::assemble(config, packyard_formats::registry(), metrics, db, blobs, SECRET).expect("services");
+                let services = Services::assemble(config, packyard_formats::registry(), metrics, db, blobs, SECRET)
+                    .expect("services");
                 let repo = services.db.repository_by_name("debs").await.expect("repo").expect("debs");
                 let criteria = packyard_model::cleanup::Criteria { keep_latest: Some(9), ..Default::default() };
                 let started = packyard_store::db::now_ms();

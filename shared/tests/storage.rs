@@ -320,10 +320,7 @@ async fn digest_columns(t: &TestDb) -> anyhow::Result<Vec<(String, String)>> {
 
 /// The digest columns that `references` does not name: blob reclamation would delete the blobs
 /// they point at.
-fn unregistered(
-    columns: &[(String, String)],
-    references: &packyard_store::db::blobs::BlobReferences,
-) -> Vec<String> {
+fn unregistered(columns: &[(String, String)], references: &packyard_store::db::blobs::BlobReferences) -> Vec<String> {
     let named = |t: &str, c: &str| references.columns().iter().any(|r| r.table == t && r.column == c);
     columns.iter().filter(|(t, c)| !named(t, c)).map(|(t, c)| format!("{t}.{c}")).collect()
 }
@@ -337,15 +334,18 @@ db_test!(every_blob_digest_column_is_registered, |t: TestDb| async move {
     assert_eq!(unregistered(&columns, registry.blob_references()), Vec::<String>::new());
     // The same check without the formats' columns names each of them: it can fail.
     let store_only = packyard_store::db::blobs::BlobReferences::new(&[]);
-    let mut formats: Vec<String> = registry
-        .all()
-        .flat_map(|s| s.blob_columns().iter().map(|c| format!("{}.{}", c.table, c.column)))
-        .collect();
+    let mut formats: Vec<String> =
+        registry.all().flat_map(|s| s.blob_columns().iter().map(|c| format!("{}.{}", c.table, c.column))).collect();
     formats.sort();
     assert_eq!(unregistered(&columns, &store_only), formats);
     // And every registered column exists.
     for c in registry.blob_references().columns() {
-        assert!(columns.contains(&(c.table.to_string(), c.column.to_string())), "{}.{} is not in the schema", c.table, c.column);
+        assert!(
+            columns.contains(&(c.table.to_string(), c.column.to_string())),
+            "{}.{} is not in the schema",
+            c.table,
+            c.column
+        );
     }
     Ok(())
 });

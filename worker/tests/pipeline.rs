@@ -23,8 +23,14 @@ async fn setup(t: &TestDb) -> anyhow::Result<(Services, i64)> {
     config.database.url = t.url.clone();
     config.worker.lease_ms = 60_000;
     let blobs = Arc::new(FileStore::open(t.dir.path().join("blobs"), t.metrics.clone()).await?);
-    let services =
-        Services::assemble(config, packyard_formats::registry(), t.metrics.clone(), t.db.clone(), blobs, "0123456789abcdef0123456789abcdef")?;
+    let services = Services::assemble(
+        config,
+        packyard_formats::registry(),
+        t.metrics.clone(),
+        t.db.clone(),
+        blobs,
+        "0123456789abcdef0123456789abcdef",
+    )?;
     let spec: RepositorySpec =
         serde_json::from_value(serde_json::json!({"name": "t", "format": "go", "type": "hosted"}))?;
     let repo = RepositoryService::new(&t.db).create(spec).await?;

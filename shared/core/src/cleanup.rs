@@ -405,10 +405,7 @@ pub fn due(policy: &PolicyRow, run: &RunRecord, now: i64) -> bool {
 /// Runs every cleanup that is due (see [`due`]), one after another, each under its
 /// repository's lease (one run per repository at a time across the cluster; a repository
 /// another worker is cleaning is left to it). Returns the runs made.
-pub async fn run_due(
-    services: &crate::services::Services,
-    owner: &str,
-) -> DbResult<usize> {
+pub async fn run_due(services: &crate::services::Services, owner: &str) -> DbResult<usize> {
     let db = &services.db;
     let policies: HashMap<i64, PolicyRow> = db.list_policies().await?.into_iter().map(|p| (p.row.id, p.row)).collect();
     let mut made = 0;

@@ -43,7 +43,12 @@ pub trait FormatSpec: Send + Sync + 'static {
     /// format does about it (a renamed distribution's packages follow it) and the publications
     /// it requests now (so that even an empty repository has signed indexes). Returns how many
     /// units were requested: the caller wakes the workers when any were.
-    async fn settings_changed(&self, _services: &Services, _before: Option<&Repository>, _repo: &Repository) -> DbResult<usize> {
+    async fn settings_changed(
+        &self,
+        _services: &Services,
+        _before: Option<&Repository>,
+        _repo: &Repository,
+    ) -> DbResult<usize> {
         Ok(0)
     }
 

@@ -72,7 +72,13 @@ where
             }
             let Ok(digest) = Sha256Hex::parse(&blob.sha256) else { continue };
             let freed = dry_run
-                || db.collect_blob(services.blobs.as_ref(), &digest, Collect::Released { older_than: cutoff, references }).await?;
+                || db
+                    .collect_blob(
+                        services.blobs.as_ref(),
+                        &digest,
+                        Collect::Released { older_than: cutoff, references },
+                    )
+                    .await?;
             if freed {
                 report.freed += 1;
                 report.freed_bytes += blob.size;

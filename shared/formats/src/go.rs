@@ -7,8 +7,8 @@ pub mod hosted;
 pub mod publish;
 pub mod rows;
 pub mod spec;
-pub mod ui;
 pub mod sumdb;
+pub mod ui;
 
 use packyard_codecs::go::{escape, unescape, Version};
 use packyard_core::proxy::{FetchRequest, Freshness, ProxyError};

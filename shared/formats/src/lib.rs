@@ -36,7 +36,14 @@ mod tests {
     }
 
     fn spec(format: Format, criteria: Criteria) -> PolicySpec {
-        PolicySpec { name: None, format, description: String::new(), criteria, schedule: None, repositories: Vec::new() }
+        PolicySpec {
+            name: None,
+            format,
+            description: String::new(),
+            criteria,
+            schedule: None,
+            repositories: Vec::new(),
+        }
     }
 
     #[test]
@@ -79,4 +86,5 @@ mod tests {
             assert!(e.contains(says), "{s:?}: {e}");
         }
         assert!(spec(Format::Apt, keep).validate("bad name", &selectable).is_err());
-    }}
+    }
+}

@@ -30,7 +30,8 @@ impl From<KeyError> for ApiError {
 async fn signed_repo(services: &Services, path: &RepoPath) -> Result<(Repository, &'static dyn SigningKeys)> {
     let repo = RepositoryService::new(&services.db).get(path.name.0.as_str()).await?;
     let Some(keys) = services.formats.get(repo.format).signing_keys() else {
-        let mut labels: Vec<&str> = services.formats.all().filter_map(|s| s.signing_keys()).map(|k| k.label()).collect();
+        let mut labels: Vec<&str> =
+            services.formats.all().filter_map(|s| s.signing_keys()).map(|k| k.label()).collect();
         let last = labels.pop().unwrap_or_default();
         let holders = if labels.is_empty() { last.to_string() } else { format!("{} and {last}", labels.join(", ")) };
         return Err(ApiError::bad_request(format!(

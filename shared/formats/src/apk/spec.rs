@@ -68,7 +68,12 @@ impl SigningKeys for ApkSpec {
         })
     }
 
-    async fn describe(&self, services: &Services, repo: &Repository, _url: &str) -> Result<serde_json::Value, KeyError> {
+    async fn describe(
+        &self,
+        services: &Services,
+        repo: &Repository,
+        _url: &str,
+    ) -> Result<serde_json::Value, KeyError> {
         let ks = &services.security.keystore;
         let current = keys::current(&services.db, ks, repo.id).await.map_err(KeyError::internal)?;
         let previous = keys::previous(&services.db, ks, repo.id).await.map_err(KeyError::internal)?;

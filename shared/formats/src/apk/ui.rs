@@ -45,7 +45,10 @@ impl FormatUi for ApkUi {
         if let Some(name) = key_name(services, repo).await {
             out.push(Snippet::new("The signing key", format!("wget -O /etc/apk/keys/{name} {url}/keys/{name}")));
         }
-        out.push(Snippet::new("The repositories line", format!("echo {url}/{branch} >> /etc/apk/repositories\napk update")));
+        out.push(Snippet::new(
+            "The repositories line",
+            format!("echo {url}/{branch} >> /etc/apk/repositories\napk update"),
+        ));
         if repo.repo_type == RepoType::Hosted {
             out.push(Snippet::new(
                 "Upload a package",

@@ -139,8 +139,8 @@ impl AptBuilder {
             }
         }
         let signer = crate::apt::keys::signer(ctx.db, &self.keystore, repo.id, &crate::apt::keys::user_id(repo))
-        .await
-        .map_err(|e| BuildError::Other(format!("signing key: {e}")))?;
+            .await
+            .map_err(|e| BuildError::Other(format!("signing key: {e}")))?;
         let inrelease = signer.clearsign(&release).map_err(|e| BuildError::Other(e.to_string()))?;
         let detached = signer.detached(release.as_bytes()).map_err(|e| BuildError::Other(e.to_string()))?;
         if repo.repo_type == RepoType::Group {

@@ -24,7 +24,10 @@ impl FormatSpec for AptSpec {
     }
 
     fn blob_columns(&self) -> &'static [BlobColumn] {
-        &[BlobColumn { table: "apt_packages", column: "sha256" }, BlobColumn { table: "apt_source_files", column: "sha256" }]
+        &[
+            BlobColumn { table: "apt_packages", column: "sha256" },
+            BlobColumn { table: "apt_source_files", column: "sha256" },
+        ]
     }
 
     fn check_settings(&self, new: &NewRepository) -> Result<(), String> {
@@ -53,7 +56,12 @@ impl FormatSpec for AptSpec {
         builders.with(super::KIND, Arc::new(builder))
     }
 
-    async fn settings_changed(&self, services: &Services, before: Option<&Repository>, repo: &Repository) -> DbResult<usize> {
+    async fn settings_changed(
+        &self,
+        services: &Services,
+        before: Option<&Repository>,
+        repo: &Repository,
+    ) -> DbResult<usize> {
         if let Some(before) = before {
             super::settings_changed(&services.db, before, repo).await?;
         }
@@ -77,9 +85,15 @@ impl SigningKeys for AptSpec {
         })
     }
 
-    async fn describe(&self, services: &Services, repo: &Repository, _url: &str) -> Result<serde_json::Value, KeyError> {
+    async fn describe(
+        &self,
+        services: &Services,
+        repo: &Repository,
+        _url: &str,
+    ) -> Result<serde_json::Value, KeyError> {
         let ks = &services.security.keystore;
-        let current = keys::signer(&services.db, ks, repo.id, &keys::user_id(repo)).await.map_err(KeyError::internal)?;
+        let current =
+            keys::signer(&services.db, ks, repo.id, &keys::user_id(repo)).await.map_err(KeyError::internal)?;
         let previous = keys::previous(&services.db, ks, repo.id).await.map_err(KeyError::internal)?;
         Ok(serde_json::json!({
             "repository": repo.name.as_str(),
@@ -137,6 +151,9 @@ impl SigningKeys for AptSpec {
         keys::rotate(&services.db, &services.security.keystore, repo.id, &new).await.map_err(KeyError::internal)?;
         let units = services.db.request_rebuild(repo.id).await?;
         services.wake();
-        Ok(KeyChanged { audit: serde_json::json!({"fingerprint": new.fingerprint(), "units_rebuilt": units}), key: None })
+        Ok(KeyChanged {
+            audit: serde_json::json!({"fingerprint": new.fingerprint(), "units_rebuilt": units}),
+            key: None,
+        })
     }
 }

@@ -23,7 +23,10 @@ impl FormatSpec for GoSpec {
     }
 
     fn blob_columns(&self) -> &'static [BlobColumn] {
-        &[BlobColumn { table: "go_versions", column: "zip_sha256" }, BlobColumn { table: "go_versions", column: "mod_sha256" }]
+        &[
+            BlobColumn { table: "go_versions", column: "zip_sha256" },
+            BlobColumn { table: "go_versions", column: "mod_sha256" },
+        ]
     }
 
     fn catalogue(&self) -> &'static dyn Catalogue {
@@ -39,7 +42,8 @@ impl FormatSpec for GoSpec {
     }
 
     fn builders(&self, services: &Services, builders: Builders) -> Builders {
-        let builder = super::publish::GoBuilder { page_size: 1_000, reader: packyard_core::groups::Reader::of(services) };
+        let builder =
+            super::publish::GoBuilder { page_size: 1_000, reader: packyard_core::groups::Reader::of(services) };
         builders.with(super::KIND, Arc::new(builder))
     }
 
