@@ -42,7 +42,7 @@ fn bench(c: &mut Criterion) {
         let spec: RepositorySpec =
             serde_json::from_value(serde_json::json!({"name": "debs", "format": "apt", "type": "hosted"}))
                 .expect("spec");
-        RepositoryService::new(&t.db).create(spec).await.expect("repository");
+        RepositoryService::new(&t.db, packyard_formats::registry()).create(spec).await.expect("repository");
         (t, services)
     });
     let admin = t.db.user_by_name("admin");

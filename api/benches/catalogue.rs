@@ -64,7 +64,7 @@ fn main() {
                 serde_json::json!({"name": format!("debs{r}"), "format": "apt", "type": "hosted"}),
             )
             .expect("spec");
-            RepositoryService::new(&t.db).create(spec).await.expect("repository");
+            RepositoryService::new(&t.db, packyard_formats::registry()).create(spec).await.expect("repository");
         }
         services
     });

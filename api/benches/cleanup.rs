@@ -48,7 +48,7 @@ fn main() {
         let spec: RepositorySpec =
             serde_json::from_value(serde_json::json!({"name": "debs", "format": "apt", "type": "hosted"}))
                 .expect("spec");
-        RepositoryService::new(&t.db).create(spec).await.expect("repository");
+        RepositoryService::new(&t.db, packyard_formats::registry()).create(spec).await.expect("repository");
         (services, stored.sha256.to_string())
     });
     let seeding = Instant::now();

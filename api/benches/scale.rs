@@ -426,7 +426,9 @@ fn main() {
         let mut spec = spec.as_object().cloned().expect("object");
         spec.extend(case.settings.as_object().cloned().unwrap_or_default());
         let spec: RepositorySpec = serde_json::from_value(serde_json::Value::Object(spec)).expect("spec");
-        let repo = system.block_on(RepositoryService::new(&t.db).create(spec)).expect("repository");
+        let repo = system
+            .block_on(RepositoryService::new(&t.db, packyard_formats::registry()).create(spec))
+            .expect("repository");
         // The first unit, published: what reads read meanwhile.
         system.block_on(async {
             execute(&t.db, &case.probe, repo.id).await;

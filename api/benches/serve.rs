@@ -42,7 +42,7 @@ fn bench(c: &mut Criterion) {
         let spec: RepositorySpec =
             serde_json::from_value(serde_json::json!({"name": "debs", "format": "apt", "type": "hosted"}))
                 .expect("spec");
-        let repo = RepositoryService::new(&t.db).create(spec).await.expect("repository");
+        let repo = RepositoryService::new(&t.db, packyard_formats::registry()).create(spec).await.expect("repository");
         for i in 0..50 {
             let control = format!(
                 "Package: bench-{i}\nVersion: 1.0\nArchitecture: amd64\nMaintainer: B <b@example.org>\nDescription: bench\n"

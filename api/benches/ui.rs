@@ -72,14 +72,14 @@ fn main() {
                 "apt": {"distribution": "stable", "components": ["main", "contrib", "non-free"], "architectures": ["amd64"]}
             }))
             .expect("spec");
-            RepositoryService::new(&t.db).create(spec).await.expect("repository");
+            RepositoryService::new(&t.db, packyard_formats::registry()).create(spec).await.expect("repository");
         }
         let members: Vec<String> = (0..REPOSITORIES).map(|r| format!("debs{r}")).collect();
         let spec: RepositorySpec = serde_json::from_value(
             serde_json::json!({"name": "all-debs", "format": "apt", "type": "group", "group": {"members": members}}),
         )
         .expect("spec");
-        RepositoryService::new(&t.db).create(spec).await.expect("group");
+        RepositoryService::new(&t.db, packyard_formats::registry()).create(spec).await.expect("group");
         packyard_core::auth::bootstrap_admin(&t.db, Some(PASSWORD), &services.config.server.data_dir)
             .await
             .expect("admin");

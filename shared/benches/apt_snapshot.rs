@@ -133,7 +133,7 @@ async fn three_distributions(backend: Backend) {
     let spec: RepositorySpec = serde_json::from_value(serde_json::json!({"name": "bench", "format": "apt",
         "type": "hosted", "apt": {"distributions": dists, "architectures": ["amd64", "all"]}}))
     .expect("spec");
-    let repo = RepositoryService::new(&t.db).create(spec).await.expect("repository");
+    let repo = RepositoryService::new(&t.db, packyard_formats::registry()).create(spec).await.expect("repository");
     let seeded = Instant::now();
     for d in dists {
         seed_distribution(&t, repo.id, 10_000, d).await;
@@ -196,7 +196,7 @@ async fn run(backend: Backend, n: usize) {
     let Some(t) = TestDb::fresh(backend).await.expect("database") else { return };
     let spec: RepositorySpec =
         serde_json::from_value(serde_json::json!({"name": "bench", "format": "apt", "type": "hosted"})).expect("spec");
-    let repo = RepositoryService::new(&t.db).create(spec).await.expect("repository");
+    let repo = RepositoryService::new(&t.db, packyard_formats::registry()).create(spec).await.expect("repository");
     let seeded = Instant::now();
     seed(&t, repo.id, n).await;
     let seed_secs = seeded.elapsed().as_secs_f64();

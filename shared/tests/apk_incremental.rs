@@ -103,7 +103,7 @@ fn fresh(b: &ApkBuilder) -> ApkBuilder {
 
 db_test!(an_apk_upload_compresses_one_chunk_and_the_index_verifies, |t: TestDb| async move {
     let spec = serde_json::from_value(serde_json::json!({"name": "alp", "format": "apk", "type": "hosted"}))?;
-    let repo = RepositoryService::new(&t.db).create(spec).await?;
+    let repo = RepositoryService::new(&t.db, packyard_formats::registry()).create(spec).await?;
     let (store, builder) = builder(&t).await?;
     let blobs = store.as_ref();
     let mut ids = Vec::new();
@@ -159,7 +159,7 @@ fn provider(members: &str, name: &str) -> Option<String> {
 }
 
 db_test!(an_apk_group_merges_again_only_the_member_that_changed, |t: TestDb| async move {
-    let service = RepositoryService::new(&t.db);
+    let service = RepositoryService::new(&t.db, packyard_formats::registry());
     let hosted = |name: &str| serde_json::json!({"name": name, "format": "apk", "type": "hosted"});
     let small = service.create(serde_json::from_value(hosted("small"))?).await?;
     let big = service.create(serde_json::from_value(hosted("big"))?).await?;

@@ -124,7 +124,7 @@ fn fresh(b: &AptBuilder) -> AptBuilder {
 db_test!(an_upload_rerenders_one_chunk_and_the_files_are_whole, |t: TestDb| async move {
     let spec: RepositorySpec = serde_json::from_value(serde_json::json!({"name": "inc", "format": "apt",
         "type": "hosted", "apt": {"distributions": ["stable"], "architectures": ["amd64", "all"]}}))?;
-    let repo = RepositoryService::new(&t.db).create(spec).await?;
+    let repo = RepositoryService::new(&t.db, packyard_formats::registry()).create(spec).await?;
     let (store, builder) = builder(&t).await?;
     let blobs = store.as_ref();
     let mut ids = Vec::new();
@@ -232,7 +232,7 @@ fn filenames(text: &str, name: &str) -> Vec<String> {
 }
 
 db_test!(a_group_merges_again_only_the_member_that_changed, |t: TestDb| async move {
-    let service = RepositoryService::new(&t.db);
+    let service = RepositoryService::new(&t.db, packyard_formats::registry());
     let hosted = |name: &str| {
         serde_json::json!({"name": name, "format": "apt", "type": "hosted",
             "apt": {"distributions": ["stable"], "architectures": ["amd64", "all"]}})
@@ -320,7 +320,7 @@ db_test!(a_group_merges_again_only_the_member_that_changed, |t: TestDb| async mo
 db_test!(packages_of_older_ids_joining_a_chunk_are_all_listed, |t: TestDb| async move {
     let spec: RepositorySpec = serde_json::from_value(serde_json::json!({"name": "join", "format": "apt",
         "type": "hosted", "apt": {"distributions": ["stable"], "architectures": ["amd64"]}}))?;
-    let repo = RepositoryService::new(&t.db).create(spec).await?;
+    let repo = RepositoryService::new(&t.db, packyard_formats::registry()).create(spec).await?;
     let (store, builder) = builder(&t).await?;
     let blobs = store.as_ref();
     // Every other package in `stable`: its first chunk spans the ids of 2,000 packages.
@@ -357,7 +357,7 @@ db_test!(md5sums_are_the_packages_own_in_step_or_alone, |t: TestDb| async move {
     use packyard_store::blobs::BlobStore as _;
     let spec: RepositorySpec = serde_json::from_value(serde_json::json!({"name": "md5", "format": "apt",
         "type": "hosted", "apt": {"distributions": ["stable"], "architectures": ["amd64"]}}))?;
-    let repo = RepositoryService::new(&t.db).create(spec).await?;
+    let repo = RepositoryService::new(&t.db, packyard_formats::registry()).create(spec).await?;
     let (store, builder) = builder(&t).await?;
     let blobs = store.as_ref();
     let n = 2 * packyard_codecs::md5lanes::WIDTH + 3;

@@ -1,6 +1,7 @@
 //! Storage tests: the same assertions on SQLite, PostgreSQL and MariaDB.
 
 use packyard_core::repositories::{RepoError, RepositoryService};
+use packyard_formats::apt::settings::AptSettings;
 use packyard_model::repos::{Format, RepoType, RepositorySpec, WritePolicy};
 use packyard_store::blobs::Sha256Hex;
 use packyard_store::db::DbError;
@@ -19,7 +20,7 @@ db_test!(migrations_are_idempotent, |t: TestDb| async move {
 });
 
 db_test!(repository_crud, |t: TestDb| async move {
-    let svc = RepositoryService::new(&t.db);
+    let svc = RepositoryService::new(&t.db, packyard_formats::registry());
     let created = svc
         .create(spec(serde_json::json!({
             "name": "debs", "format": "apt", "type": "hosted",
@@ -31,7 +32,7 @@ db_test!(repository_crud, |t: TestDb| async move {
     assert_eq!(created.repo_type, RepoType::Hosted);
     assert_eq!(created.write_policy, WritePolicy::AllowOnce);
     assert!(created.anonymous_read);
-    let apt = created.settings.apt.clone().ok_or_else(|| anyhow::anyhow!("no apt settings"))?;
+    let apt = created.settings.format::<AptSettings>().ok_or_else(|| anyhow::anyhow!("no apt settings"))?;
     assert_eq!(apt.distribution, "bookworm");
     assert_eq!(apt.components, vec!["main", "contrib"]);
     assert_eq!(created.version, 1);
@@ -67,7 +68,7 @@ db_test!(repository_crud, |t: TestDb| async move {
     assert!(!updated.anonymous_read);
     assert_eq!(updated.version, 2, "an update bumps the watermark");
     assert_eq!(updated.created_at, created.created_at);
-    assert_eq!(updated.settings.apt, created.settings.apt);
+    assert_eq!(updated.settings.format::<AptSettings>(), created.settings.format::<AptSettings>());
     // A whole definition may not leave out the settings the repository has.
     let partial = svc.update("debs", spec(serde_json::json!({"format": "apt", "type": "hosted"}))?).await;
     assert!(matches!(&partial, Err(RepoError::Invalid(m)) if m.contains("has no `apt` settings")), "{partial:?}");
@@ -83,7 +84,7 @@ db_test!(repository_crud, |t: TestDb| async move {
 });
 
 db_test!(group_rules, |t: TestDb| async move {
-    let svc = RepositoryService::new(&t.db);
+    let svc = RepositoryService::new(&t.db, packyard_formats::registry());
     for n in ["a", "b"] {
         svc.create(spec(serde_json::json!({"name": n, "format": "go", "type": "hosted"}))?).await?;
     }
@@ -195,7 +196,7 @@ db_test!(secrets_are_sealed_at_rest, |t: TestDb| async move {
 db_test!(watermarks_move_with_changes, |t: TestDb| async move {
     use packyard_model::security::{Action, Privilege};
     let (s0, r0, _) = t.db.watermarks().await?;
-    let svc = RepositoryService::new(&t.db);
+    let svc = RepositoryService::new(&t.db, packyard_formats::registry());
     svc.create(spec(serde_json::json!({"name": "w", "format": "go", "type": "hosted"}))?).await?;
     let (s1, r1, _) = t.db.watermarks().await?;
     assert_eq!((s1, r1), (s0, r0 + 1), "a repository change moves the repositories watermark only");

@@ -33,7 +33,7 @@ async fn setup(t: &TestDb) -> anyhow::Result<(Services, i64)> {
     )?;
     let spec: RepositorySpec =
         serde_json::from_value(serde_json::json!({"name": "t", "format": "go", "type": "hosted"}))?;
-    let repo = RepositoryService::new(&t.db).create(spec).await?;
+    let repo = RepositoryService::new(&t.db, packyard_formats::registry()).create(spec).await?;
     Ok((services, repo.id))
 }
 
@@ -233,7 +233,7 @@ db_test!(warmed_reads_of_published_files_run_no_query, |t: TestDb| async move {
     // Each repository has its own watermark: a publication in one leaves another's cache warm.
     let spec: RepositorySpec =
         serde_json::from_value(serde_json::json!({"name": "t2", "format": "go", "type": "hosted"}))?;
-    let repo2 = RepositoryService::new(&t.db).create(spec).await?.id;
+    let repo2 = RepositoryService::new(&t.db, packyard_formats::registry()).create(spec).await?.id;
     t.db.put_test_entry(repo2, "main", "x", "1").await?;
     publisher(&services).run_until_idle().await;
     services.poll_watermarks().await?;

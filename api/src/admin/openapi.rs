@@ -1,15 +1,18 @@
 //! `/api/v1/openapi.json`: the OpenAPI 3.1 description of the admin API.
 
 use actix_web::{web, HttpResponse};
+use packyard_core::formats::Registry;
+use packyard_core::services::Services;
 use std::sync::OnceLock;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(crate::admin::resource::resource("/openapi.json").route(web::get().to(openapi)));
 }
 
-async fn openapi() -> HttpResponse {
+async fn openapi(services: web::Data<Services>) -> HttpResponse {
+    // One registry per process, so one document.
     static DOC: OnceLock<String> = OnceLock::new();
-    let doc = DOC.get_or_init(|| document().to_string());
+    let doc = DOC.get_or_init(|| document(services.formats).to_string());
     HttpResponse::Ok().content_type("application/json").body(doc.as_str())
 }
 
@@ -20,9 +23,10 @@ fn error_ref(description: &str) -> serde_json::Value {
     })
 }
 
-/// The document; built once.
-pub fn document() -> serde_json::Value {
+/// The document, with each registered format's settings; built once.
+pub fn document(formats: &Registry) -> serde_json::Value {
     let mut doc = repositories_document();
+    with_format_settings(&mut doc, formats);
     for more in [security_paths(), nexus_paths()] {
         if let (Some(paths), serde_json::Value::Object(more)) = (doc["paths"].as_object_mut(), more) {
             paths.extend(more);
@@ -231,6 +235,31 @@ fn security_paths() -> serde_json::Value {
     })
 }
 
+/// Each format's settings block in `RepositorySpec` and `Repository`, under its name, with the
+/// schema its spec gives (one that takes none: an empty object, in the body only).
+fn with_format_settings(doc: &mut serde_json::Value, formats: &Registry) {
+    let schemas = &mut doc["components"]["schemas"];
+    let names: Vec<&str> = formats.all().map(|s| s.format().as_str()).collect();
+    schemas["RepositorySpec"]["properties"]["format"] = serde_json::json!({"enum": names});
+    for spec in formats.all() {
+        let name = spec.format().as_str();
+        let mut chars = name.chars();
+        let capital: String = chars.next().map(|c| c.to_ascii_uppercase()).into_iter().chain(chars).collect();
+        let schema_name = format!("{capital}Settings");
+        let reference = serde_json::json!({"$ref": format!("#/components/schemas/{schema_name}")});
+        match spec.settings().map(|s| s.schema()) {
+            Some(schema) => {
+                schemas[schema_name.as_str()] = schema;
+                schemas["RepositorySpec"]["properties"][name] = reference.clone();
+                schemas["Repository"]["properties"][name] = reference;
+            }
+            None => {
+                schemas["RepositorySpec"]["properties"][name] = serde_json::json!({"type": "object", "additionalProperties": false, "description": "takes no settings: {} or absent"});
+            }
+        }
+    }
+}
+
 fn repositories_document() -> serde_json::Value {
     let repo_ref = serde_json::json!({"$ref": "#/components/schemas/Repository"});
     let spec_body = serde_json::json!({
@@ -285,41 +314,24 @@ fn repositories_document() -> serde_json::Value {
             "securitySchemes": {"basic": {"type": "http", "scheme": "basic"}, "bearer": {"type": "http", "scheme": "bearer"}},
             "schemas": {
                 "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "object", "required": ["code", "message"], "properties": {"code": {"type": "string"}, "message": {"type": "string"}}}}},
-                "Apt": {"type": "object", "additionalProperties": false, "properties": {
-                    "distribution": {"type": "string", "default": "stable"},
-                    "components": {"type": "array", "items": {"type": "string"}, "default": ["main"]},
-                    "architectures": {"type": "array", "items": {"type": "string"}, "default": ["amd64", "all"]},
-                    "origin": {"type": "string"}, "label": {"type": "string"}}},
-                "Apk": {"type": "object", "additionalProperties": false, "properties": {
-                    "architectures": {"type": "array", "items": {"type": "string"}, "default": ["x86_64", "aarch64"]},
-                    "signed_by": {"type": "string", "description": "proxy: the upstream's index public key(s), SPKI PEM"}}},
                 "Proxy": {"type": "object", "additionalProperties": false, "required": ["remote_url"], "properties": {
                     "remote_url": {"type": "string", "format": "uri"},
                     "metadata_ttl_secs": {"type": "integer", "default": 3600},
                     "negative_ttl_secs": {"type": "integer", "default": 300},
                     "username": {"type": "string", "description": "upstream HTTP Basic user"},
                     "password": {"type": "string", "writeOnly": true, "description": "upstream password; sealed, never returned"}}},
-                "Go": {"type": "object", "additionalProperties": false, "properties": {
-                    "checksum_databases": {"type": "array", "description": "proxy: the checksum databases served under sumdb/<name>/ through the proxy cache (default [{\"name\":\"sum.golang.org\"}], through the upstream proxy; [] for none)",
-                        "items": {"type": "object", "additionalProperties": false, "required": ["name"], "properties": {
-                            "name": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,253}$"},
-                            "url": {"type": "string", "format": "uri", "description": "where the database answers; absent: <remote_url>/sumdb/<name>"}}}}}},
                 "Group": {"type": "object", "additionalProperties": false, "required": ["members"], "properties": {
                     "members": {"type": "array", "items": {"type": "string"}}}},
                 "RepositorySpec": {"type": "object", "additionalProperties": false, "required": ["format", "type"], "properties": {
                     "name": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$"},
-                    "format": {"enum": ["apt", "apk", "go", "conan"]},
+                    "format": {"description": "a registered format's name"},
                     "type": {"enum": ["hosted", "proxy", "group"]},
                     "write_policy": {"enum": ["allow_once", "allow", "deny"], "default": "allow_once"},
                     "anonymous_read": {"type": "boolean", "default": true},
-                    "apt": {"$ref": "#/components/schemas/Apt"}, "apk": {"$ref": "#/components/schemas/Apk"},
-                    "go": {"$ref": "#/components/schemas/Go"}, "conan": {"type": "object", "additionalProperties": false},
                     "proxy": {"$ref": "#/components/schemas/Proxy"}, "group": {"$ref": "#/components/schemas/Group"}}},
                 "Repository": {"type": "object", "properties": {
                     "name": {"type": "string"}, "format": {"type": "string"}, "type": {"type": "string"},
                     "url": {"type": "string"}, "write_policy": {"type": "string"}, "anonymous_read": {"type": "boolean"},
-                    "apt": {"$ref": "#/components/schemas/Apt"}, "apk": {"$ref": "#/components/schemas/Apk"},
-                    "go": {"$ref": "#/components/schemas/Go"},
                     "proxy": {"$ref": "#/components/schemas/Proxy"}, "group": {"$ref": "#/components/schemas/Group"},
                     "version": {"type": "integer"}, "created_at": {"type": "string", "format": "date-time"},
                     "updated_at": {"type": "string", "format": "date-time"}}}

@@ -65,12 +65,9 @@ pub struct RepositoryView {
     pub url: String,
     pub write_policy: &'static str,
     pub anonymous_read: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub apt: Option<packyard_model::repos::AptSettings>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub apk: Option<packyard_model::repos::ApkSettings>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub go: Option<packyard_model::repos::GoSettings>,
+    /// The format's settings, under its name.
+    #[serde(flatten)]
+    pub formats: std::collections::BTreeMap<String, serde_json::Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub proxy: Option<packyard_model::repos::ProxySettings>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -103,9 +100,7 @@ impl From<Repository> for RepositoryView {
             repo_type: r.repo_type.as_str(),
             write_policy: r.write_policy.as_str(),
             anonymous_read: r.anonymous_read,
-            apt: r.settings.apt,
-            apk: r.settings.apk,
-            go: r.settings.go,
+            formats: r.settings.blocks,
             // The sealed upstream password is never returned.
             proxy: r.settings.proxy.map(|p| packyard_model::repos::ProxySettings { password_sealed: None, ..p }),
             group,

@@ -8,7 +8,9 @@ use actix_web::HttpResponse;
 use packyard_core::hosted;
 use packyard_core::publication::cache::ServedFile;
 use packyard_formats::apk::hosted::{ApkHosted, Target};
+use packyard_formats::apk::settings::ApkSettings;
 use packyard_formats::apk::{group, valid_segment, Unit, INDEX_FILE, KIND};
+use packyard_model::repos::FormatSettings;
 use packyard_model::repos::{RepoType, Repository};
 
 use crate::error::{ApiError, FormatError};
@@ -108,7 +110,7 @@ async fn serve(cx: &Cx<'_>, repo: &Repository, f: &UnitFile, depth: usize) -> Re
     let (unit, file, path) = (&f.unit, f.file.as_str(), f.path());
     let missing = || FormatError::from(ApiError::not_found(format!("not found: /{path} in repository {}", repo.name)));
     if repo.repo_type != RepoType::Hosted {
-        let settings = repo.settings.apk.clone().unwrap_or_default();
+        let settings = ApkSettings::of(repo);
         if !settings.architectures.contains(&unit.arch) {
             return Err(ApiError::not_found(format!(
                 "architecture {:?} is not served by {} repository {}; served: {}",
@@ -180,7 +182,7 @@ async fn serve(cx: &Cx<'_>, repo: &Repository, f: &UnitFile, depth: usize) -> Re
 /// architectures.
 async fn empty_index(cx: &Cx<'_>, repo: &Repository, unit: &Unit, path: &str) -> Result<ServedFile, FormatError> {
     let services = cx.services;
-    let settings = repo.settings.apk.clone().unwrap_or_default();
+    let settings = ApkSettings::of(repo);
     if !settings.architectures.contains(&unit.arch) {
         return Err(ApiError::not_found(format!(
             "architecture {:?} is not configured for repository {}; configured: {}",

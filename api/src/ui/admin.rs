@@ -3,12 +3,15 @@
 //! the same privilege check, the same validation (its messages shown on the form), the same
 //! audit entry.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse};
 use maud::{html, Markup};
+use packyard_core::formats::{FormField, Registry};
 use packyard_core::services::Services;
+use packyard_model::repos::{Format, RepoType};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -182,14 +185,6 @@ pub struct RepoForm {
     #[serde(default)]
     write_policy: String,
     #[serde(default)]
-    apt_distribution: String,
-    #[serde(default)]
-    apt_components: String,
-    #[serde(default)]
-    apt_architectures: String,
-    #[serde(default)]
-    apk_architectures: String,
-    #[serde(default)]
     remote_url: String,
     #[serde(default)]
     metadata_ttl_secs: String,
@@ -202,6 +197,14 @@ pub struct RepoForm {
     proxy_password: String,
     #[serde(default)]
     members: String,
+    /// The format settings' fields, named `<format>_<key>` (each format's `SettingsForm`).
+    #[serde(flatten)]
+    settings: BTreeMap<String, String>,
+}
+
+/// The form field of a format settings' field.
+fn settings_id(format: Format, field: &FormField) -> String {
+    format!("{format}_{}", field.key)
 }
 
 fn list_of(s: &str) -> Vec<String> {
@@ -209,7 +212,7 @@ fn list_of(s: &str) -> Vec<String> {
 }
 
 /// The API's repository body from the form: what the form's format and type use.
-fn spec_of(f: &RepoForm, creating: bool) -> Value {
+fn spec_of(formats: &Registry, f: &RepoForm, creating: bool) -> Value {
     let mut spec = json!({"anonymous_read": f.anonymous_read.is_some()});
     if creating {
         spec["name"] = json!(f.name.trim());
@@ -219,21 +222,20 @@ fn spec_of(f: &RepoForm, creating: bool) -> Value {
     if !f.write_policy.is_empty() && f.repo_type == "hosted" {
         spec["write_policy"] = json!(f.write_policy);
     }
-    if f.format == "apt" && f.repo_type != "group" {
-        let mut apt = json!({});
-        if !f.apt_distribution.trim().is_empty() {
-            apt["distribution"] = json!(f.apt_distribution.trim());
+    // The format's block: the fields given (an empty one keeps the default, or what is stored).
+    let format = f.format.parse::<Format>().ok();
+    let form = format.and_then(|format| Some((format, formats.get(format).settings()?.form()?)));
+    if let (Some((format, form)), Ok(t)) = (form, f.repo_type.parse::<RepoType>()) {
+        let mut block = serde_json::Map::new();
+        for field in form.fields.iter().filter(|_| form.types.contains(&t)) {
+            let value = f.settings.get(&settings_id(format, field)).map_or("", |v| v.trim());
+            if !value.is_empty() {
+                block.insert(field.key.into(), if field.list { json!(list_of(value)) } else { json!(value) });
+            }
         }
-        if !f.apt_components.trim().is_empty() {
-            apt["components"] = json!(list_of(&f.apt_components));
+        if !block.is_empty() {
+            spec[format.as_str()] = Value::Object(block);
         }
-        if !f.apt_architectures.trim().is_empty() {
-            apt["architectures"] = json!(list_of(&f.apt_architectures));
-        }
-        spec["apt"] = apt;
-    }
-    if f.format == "apk" && !f.apk_architectures.trim().is_empty() {
-        spec["apk"] = json!({"architectures": list_of(&f.apk_architectures)});
     }
     if f.repo_type == "proxy" {
         let mut proxy = json!({"remote_url": f.remote_url.trim()});
@@ -283,11 +285,12 @@ fn select(id: &str, label: &str, options: &[(&str, &str)], current: &str) -> Mar
     }
 }
 
-fn repository_fields(f: &RepoForm, creating: bool) -> Markup {
+fn repository_fields(formats: &Registry, f: &RepoForm, creating: bool) -> Markup {
+    let names: Vec<(&str, &str)> = formats.all().map(|s| (s.format().as_str(), s.ui().title())).collect();
     html! {
         @if creating {
             (field("name", "Name", &f.name, "Letters, digits, '.', '_' and '-'; used in the URL"))
-            (select("format", "Format", &[("apt", "APT"), ("apk", "Alpine APK"), ("go", "Go modules"), ("conan", "Conan 2")], &f.format))
+            (select("format", "Format", &names, &f.format))
             (select("type", "Type", &[("hosted", "hosted"), ("proxy", "proxy"), ("group", "group")], &f.repo_type))
         }
         div.field {
@@ -305,18 +308,19 @@ fn repository_fields(f: &RepoForm, creating: bool) -> Markup {
                 }
             }
         }
-        @if shown(&["apt"], &["hosted", "proxy"]) {
-            fieldset data-formats="apt" data-types="hosted proxy" {
-                legend { "APT" }
-                (field("apt_distribution", "Distribution", &f.apt_distribution, "e.g. stable or bookworm"))
-                (field("apt_components", "Components", &f.apt_components, "comma-separated, e.g. main"))
-                (field("apt_architectures", "Architectures", &f.apt_architectures, "comma-separated, e.g. amd64, arm64, all"))
-            }
-        }
-        @if shown(&["apk"], &["hosted", "proxy", "group"]) {
-            fieldset data-formats="apk" data-types="hosted proxy group" {
-                legend { "Alpine APK" }
-                (field("apk_architectures", "Architectures", &f.apk_architectures, "comma-separated, e.g. x86_64, aarch64"))
+        @for spec in formats.all() {
+            @if let Some(form) = spec.settings().and_then(|s| s.form()) {
+                @let format = spec.format();
+                @let types: Vec<&str> = form.types.iter().map(|t| t.as_str()).collect();
+                @if shown(&[format.as_str()], &types) {
+                    fieldset data-formats=(format) data-types=(types.join(" ")) {
+                        legend { (spec.ui().title()) }
+                        @for field in form.fields {
+                            @let id = settings_id(format, field);
+                            (self::field(&id, field.label, f.settings.get(&id).map_or("", String::as_str), field.hint))
+                        }
+                    }
+                }
             }
         }
         @if shown(&[], &["proxy"]) {
@@ -372,7 +376,7 @@ async fn repository_list(
         (refusal(&error))
         form.stack method="post" action=(viewer.base.link("/admin/repositories")) {
             (viewer.csrf_field())
-            (repository_fields(form, true))
+            (repository_fields(services.formats, form, true))
             div { button type="submit" { "Create repository" } }
         }
     };
@@ -381,7 +385,7 @@ async fn repository_list(
 
 async fn repositories(viewer: Viewer, services: web::Data<Services>) -> Result<HttpResponse, UiError> {
     let form = RepoForm {
-        format: "apt".into(),
+        format: services.formats.all().next().map(|s| s.format().to_string()).unwrap_or_default(),
         repo_type: "hosted".into(),
         anonymous_read: Some("on".into()),
         ..RepoForm::default()
@@ -396,7 +400,7 @@ async fn create_repository(
 ) -> Result<HttpResponse, UiError> {
     let admin = admin_of(&viewer)?;
     viewer.check_csrf(f.csrf.as_deref())?;
-    let created = match body(spec_of(&f, true)) {
+    let created = match body(spec_of(services.formats, &f, true)) {
         Ok(spec) => api(admin::repositories::create::create(admin, data(&services), spec)).await,
         Err(e) => Err(e),
     };
@@ -406,7 +410,7 @@ async fn create_repository(
     }
 }
 
-fn form_of(v: &Value) -> RepoForm {
+fn form_of(formats: &Registry, v: &Value) -> RepoForm {
     let join = |x: &Value| {
         x.as_array().map(|a| a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", ")).unwrap_or_default()
     };
@@ -418,17 +422,32 @@ fn form_of(v: &Value) -> RepoForm {
         repo_type: s(&v["type"]),
         anonymous_read: (v["anonymous_read"] == json!(true)).then(|| "on".to_string()),
         write_policy: s(&v["write_policy"]),
-        apt_distribution: s(&v["apt"]["distribution"]),
-        apt_components: join(&v["apt"]["components"]),
-        apt_architectures: join(&v["apt"]["architectures"]),
-        apk_architectures: join(&v["apk"]["architectures"]),
         remote_url: s(&v["proxy"]["remote_url"]),
         metadata_ttl_secs: v["proxy"]["metadata_ttl_secs"].as_u64().map(|t| t.to_string()).unwrap_or_default(),
         negative_ttl_secs: v["proxy"]["negative_ttl_secs"].as_u64().map(|t| t.to_string()).unwrap_or_default(),
         proxy_username: s(&v["proxy"]["username"]),
         proxy_password: String::new(),
         members: join(&v["group"]["members"]),
+        settings: settings_of(formats, v),
     }
+}
+
+/// The form's format settings fields of a repository as the API shows it.
+fn settings_of(formats: &Registry, v: &Value) -> BTreeMap<String, String> {
+    let Some(format) = v["format"].as_str().and_then(|f| f.parse::<Format>().ok()) else { return BTreeMap::new() };
+    let Some(form) = formats.get(format).settings().and_then(|s| s.form()) else { return BTreeMap::new() };
+    let block = &v[format.as_str()];
+    form.fields
+        .iter()
+        .map(|field| {
+            let value = &block[field.key];
+            let shown = match value.as_array() {
+                Some(items) => items.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", "),
+                None => value.as_str().unwrap_or_default().to_string(),
+            };
+            (settings_id(format, field), shown)
+        })
+        .collect()
 }
 
 async fn repository_page(
@@ -444,8 +463,15 @@ async fn repository_page(
         name: admin::repositories::NamePath::try_from(name.to_string()).map_err(UiError::not_found)?,
     });
     let view = api(admin::repositories::get::get(admin, data(services), path)).await?;
-    let form = form.unwrap_or_else(|| form_of(&view));
-    let signed = matches!(form.format.as_str(), "apt" | "apk") && form.repo_type != "proxy";
+    let form = form.unwrap_or_else(|| form_of(services.formats, &view));
+    // Where clients fetch a rotated key, for a repository that has one the UI rotates.
+    let rotation = form
+        .format
+        .parse::<Format>()
+        .ok()
+        .and_then(|f| services.formats.get(f).signing_keys())
+        .filter(|_| form.repo_type != "proxy")
+        .and_then(|keys| keys.rotation_note());
     let status = error.as_ref().map_or(StatusCode::OK, |e| e.code.status());
     let body = html! {
         div.crumbs { a href=(viewer.base.link("/admin/repositories")) { "Repositories" } " / " }
@@ -457,12 +483,12 @@ async fn repository_page(
             (viewer.csrf_field())
             input type="hidden" name="format" value=(form.format);
             input type="hidden" name="type" value=(form.repo_type);
-            (repository_fields(&form, false))
+            (repository_fields(services.formats, &form, false))
             div { button type="submit" { "Save changes" } }
         }
-        @if signed {
+        @if let Some(note) = rotation {
             h2 { "Signing key" }
-            p { "A new key signs every index from now on; clients need the new public key (" code { "gpg.key" } " or " code { "keys/" } ")." }
+            p { "A new key signs every index from now on; clients need the new public key (" code { (note) } ")." }
             form method="post" action=(viewer.base.link(&format!("/admin/repositories/{name}/signing-key"))) {
                 (viewer.csrf_field())
                 button.secondary type="submit" { "Rotate the signing key" }
@@ -494,7 +520,7 @@ async fn update_repository(
 ) -> Result<HttpResponse, UiError> {
     let admin = admin_of(&viewer)?;
     viewer.check_csrf(f.csrf.as_deref())?;
-    let patch = spec_of(&f, false);
+    let patch = spec_of(services.formats, &f, false);
     match api(admin::repositories::update::apply_patch(admin, &services, &name, &patch)).await {
         Ok(_) => repository_page(&viewer, &services, &name, Some("Saved.".into()), None, None).await,
         Err(e) => repository_page(&viewer, &services, &name, None, Some(e), Some(f.into_inner())).await,

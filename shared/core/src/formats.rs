@@ -7,7 +7,9 @@
 use async_trait::async_trait;
 use serde::Deserialize;
 
-use packyard_model::repos::{Format, NewRepository, Repository};
+use packyard_model::repos::{
+    Format, FormatSettings, InvalidRepository, NewRepository, RepoType, Repository, RepositorySpec, SettingsError,
+};
 use packyard_store::db::blobs::{BlobColumn, BlobReferences};
 use packyard_store::db::catalogue::ComponentRow;
 use packyard_store::db::DbResult;
@@ -27,10 +29,10 @@ pub trait FormatSpec: Send + Sync + 'static {
     /// deleted; `shared/tests/storage.rs` fails when a migration adds one no format registers.
     fn blob_columns(&self) -> &'static [BlobColumn];
 
-    /// The format's own checks of a definition the model validated: what needs its codec (an
-    /// upstream key that must parse) or its path rules.
-    fn check_settings(&self, _new: &NewRepository) -> Result<(), String> {
-        Ok(())
+    /// The format's settings block (`"<format>": {…}`); `None`: it takes none (`{}` or
+    /// nothing).
+    fn settings(&self) -> Option<&'static dyn SettingsSpec> {
+        None
     }
 
     /// What the format tells the catalogue (and cleanup, and the web UI's component page).
@@ -80,6 +82,86 @@ pub trait FormatSpec: Send + Sync + 'static {
     }
 }
 
+/// A format's settings type, as the registry uses it ([`SettingsOf`]).
+pub trait Settings: FormatSettings {
+    /// The block as parsed, checked against the rules for a repository of `repo_type` (with the
+    /// format's codec where a key must parse) and completed with its defaults; `None`: nothing
+    /// to store.
+    fn check(self, repo_type: RepoType) -> Result<Option<Self>, InvalidRepository>;
+
+    /// The block's JSON schema (the admin API's OpenAPI document).
+    fn schema() -> serde_json::Value;
+
+    /// The web UI's fields; `None`: none.
+    fn form() -> Option<&'static SettingsForm> {
+        None
+    }
+}
+
+/// A format's settings block as the generic code sees it.
+pub trait SettingsSpec: Send + Sync {
+    /// The block as a request sent it (`None`: none), checked and completed: what to store.
+    fn check(
+        &self,
+        repo_type: RepoType,
+        block: Option<serde_json::Value>,
+    ) -> Result<Option<serde_json::Value>, SettingsError>;
+    fn schema(&self) -> serde_json::Value;
+    fn form(&self) -> Option<&'static SettingsForm>;
+}
+
+/// The [`SettingsSpec`] of settings type `T`: `&SettingsOf::<T>::SPEC`.
+pub struct SettingsOf<T>(std::marker::PhantomData<fn() -> T>);
+
+impl<T> SettingsOf<T> {
+    pub const SPEC: Self = Self(std::marker::PhantomData);
+}
+
+impl<T: Settings> SettingsSpec for SettingsOf<T> {
+    fn check(
+        &self,
+        repo_type: RepoType,
+        block: Option<serde_json::Value>,
+    ) -> Result<Option<serde_json::Value>, SettingsError> {
+        T::parse(block)?.check(repo_type)?.map(|t| t.block()).transpose()
+    }
+
+    fn schema(&self) -> serde_json::Value {
+        T::schema()
+    }
+
+    fn form(&self) -> Option<&'static SettingsForm> {
+        T::form()
+    }
+}
+
+/// The web UI's fields of a format's settings block, shown for repositories of `types`.
+#[derive(Debug, Clone, Copy)]
+pub struct SettingsForm {
+    pub types: &'static [RepoType],
+    pub fields: &'static [FormField],
+}
+
+/// One field of a settings block: a text, or a list typed comma-separated.
+#[derive(Debug, Clone, Copy)]
+pub struct FormField {
+    /// The block's key (and, after the format's name, the form field's).
+    pub key: &'static str,
+    pub label: &'static str,
+    pub hint: &'static str,
+    pub list: bool,
+}
+
+impl FormField {
+    pub const fn text(key: &'static str, label: &'static str, hint: &'static str) -> Self {
+        Self { key, label, hint, list: false }
+    }
+
+    pub const fn list(key: &'static str, label: &'static str, hint: &'static str) -> Self {
+        Self { key, label, hint, list: true }
+    }
+}
+
 /// A labelled text a person copies (a client's set-up, an install command).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Snippet {
@@ -98,6 +180,9 @@ impl Snippet {
 /// repository's URL; `url` is that URL, absolute, without a trailing `/`.
 #[async_trait]
 pub trait FormatUi: Send + Sync {
+    /// The format's name for people ("Alpine APK").
+    fn title(&self) -> &'static str;
+
     /// The format's word for a catalogue group (APT: "Component").
     fn group_label(&self) -> &'static str;
 
@@ -194,6 +279,12 @@ pub trait SigningKeys: Send + Sync {
     /// What holds the keys, for people ("APT", "Go (checksum database)").
     fn label(&self) -> &'static str;
 
+    /// Where clients fetch the new public key after a rotation (`gpg.key`), when the web UI
+    /// offers to rotate; `None`: it does not.
+    fn rotation_note(&self) -> Option<&'static str> {
+        None
+    }
+
     /// Why `repo` has no key of its own (a proxy serves its upstream's signatures), or `None`.
     fn refuse(&self, repo: &Repository) -> Option<String>;
 
@@ -255,6 +346,27 @@ impl Registry {
     /// What references a blob: the store's own tables and every format's columns.
     pub fn blob_references(&self) -> &BlobReferences {
         &self.blobs
+    }
+
+    /// Checks a definition (`path_name`: the repository named by the URL, on update) and makes
+    /// what to store: the model's rules, then the format's own settings (`FormatSpec::settings`).
+    pub fn validate(&self, spec: RepositorySpec, path_name: Option<&str>) -> Result<NewRepository, SettingsError> {
+        let mut new = spec.validate(path_name)?;
+        let block = new.settings.blocks.get(new.format.as_str()).cloned();
+        let format = new.format;
+        let stored = match self.get(format).settings() {
+            Some(settings) => settings.check(new.repo_type, block)?,
+            None => match block {
+                None => None,
+                Some(serde_json::Value::Object(fields)) if fields.is_empty() => None,
+                Some(_) => {
+                    let message = format!("a {format} repository takes no settings: send `{{}}` or leave it out");
+                    return Err(SettingsError::Shape { format, message });
+                }
+            },
+        };
+        new.settings.set_block(new.format, stored);
+        Ok(new)
     }
 
     /// Every format's builders added to `builders`.

@@ -1,6 +1,6 @@
 //! The repository operations of the admin API, with the rules that need the database: members
 //! exist, share the group's format, and no group reaches itself; a group member is not deleted;
-//! PUT replaces a whole definition. Each format checks its own settings (`with_formats`: its `FormatSpec::check_settings`).
+//! PUT replaces a whole definition. Each format checks its own settings (`FormatSpec::settings`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -34,33 +34,20 @@ impl From<InvalidRepository> for RepoError {
     }
 }
 
-/// The repository operations of the admin API, with the rules that need the database.
+/// The repository operations of the admin API, with the rules that need the database; each
+/// format checks its own settings (the registry's `validate`).
 pub struct RepositoryService<'a> {
     db: &'a Db,
-    formats: Option<&'a crate::formats::Registry>,
+    formats: &'a crate::formats::Registry,
 }
 
 impl<'a> RepositoryService<'a> {
-    pub fn new(db: &'a Db) -> Self {
-        Self { db, formats: None }
-    }
-
-    /// Runs each format's own checks on every definition before it is stored.
-    pub fn with_formats(mut self, formats: &'a crate::formats::Registry) -> Self {
-        self.formats = Some(formats);
-        self
-    }
-
-    fn format_checks(&self, new: &NewRepository) -> Result<(), RepoError> {
-        match self.formats {
-            Some(formats) => formats.get(new.format).check_settings(new).map_err(RepoError::Invalid),
-            None => Ok(()),
-        }
+    pub fn new(db: &'a Db, formats: &'a crate::formats::Registry) -> Self {
+        Self { db, formats }
     }
 
     pub async fn create(&self, spec: RepositorySpec) -> Result<Repository, RepoError> {
-        let new = spec.validate(None)?;
-        self.format_checks(&new)?;
+        let new = self.formats.validate(spec, None).map_err(|e| e.into_invalid(None))?;
         if self.db.repository_by_name(new.name.as_str()).await?.is_some() {
             return Err(RepoError::Conflict(format!("repository {} already exists", new.name)));
         }
@@ -94,15 +81,11 @@ impl<'a> RepositoryService<'a> {
     /// the repository has (they would silently return to their defaults).
     async fn replace(&self, current: &Repository, spec: RepositorySpec, whole: bool) -> Result<Repository, RepoError> {
         let name = current.name.as_str();
-        let omitted = [
-            ("apt", current.settings.apt.is_some() && spec.apt.is_none()),
-            ("apk", current.settings.apk.is_some() && spec.apk.is_none()),
-            ("go", current.settings.go.is_some() && spec.go.is_none()),
-        ]
-        .into_iter()
-        .find_map(|(key, omitted)| omitted.then_some(key));
-        let new = spec.validate(Some(name))?;
-        self.format_checks(&new)?;
+        // A block the repository stores that the body leaves out.
+        let omitted = current.settings.blocks.keys().find(|k| !spec.formats.0.contains_key(k.as_str())).cloned();
+        // A patched definition that is not of the format's settings' shape says so as a patch.
+        let shape = (!whole).then_some("the patched definition is invalid");
+        let new = self.formats.validate(spec, Some(name)).map_err(|e| e.into_invalid(shape))?;
         if new.format != current.format {
             return Err(RepoError::Invalid(format!(
                 "the format of repository {name} is {} and cannot be changed",

@@ -8,6 +8,7 @@ pub mod hosted;
 pub mod keys;
 pub mod publish;
 pub mod rows;
+pub mod settings;
 pub mod spec;
 pub mod ui;
 
@@ -28,17 +29,4 @@ pub fn proxy_request(
     req.negative_statuses = &[404, 410];
     req.catalogue = packyard_core::catalogue::Catalogue::cached(&catalogue::ApkCatalogue, path);
     Ok(req)
-}
-
-/// APK's checks of a definition: each architecture is a path segment, and an upstream index key
-/// (`apk.signed_by`) must be SPKI PEM.
-pub fn check_settings(new: &packyard_model::repos::NewRepository) -> Result<(), String> {
-    let Some(apk) = new.settings.apk.as_ref() else { return Ok(()) };
-    if let Some(bad) = apk.architectures.iter().find(|a| !valid_segment(a)) {
-        return Err(format!("apk.architectures: invalid architecture {bad:?}"));
-    }
-    if let Some(pem) = &apk.signed_by {
-        packyard_codecs::apk::signing::parse_public_keys(pem).map_err(|e| format!("apk.signed_by: {e}"))?;
-    }
-    Ok(())
 }

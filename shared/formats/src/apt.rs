@@ -9,12 +9,15 @@ mod index;
 pub mod keys;
 pub mod publish;
 pub mod rows;
+pub mod settings;
 pub mod spec;
 pub mod ui;
 
 use packyard_core::proxy::{FetchRequest, Freshness, ListedIn, ProxyError};
+use packyard_model::repos::FormatSettings;
 use packyard_model::repos::{Format, RepoType, Repository};
 use packyard_store::db::{Db, DbResult};
+use settings::AptSettings;
 
 /// The unit kind of APT snapshots (one unit per distribution of a repository).
 pub const KIND: &str = "apt";
@@ -22,7 +25,7 @@ pub const KIND: &str = "apt";
 /// The distributions a repository publishes snapshots for: a hosted repository's and a
 /// group's `distributions` (or its one `distribution`); a proxy none (it serves the upstream's).
 pub fn published_suites(repo: &Repository) -> Vec<String> {
-    let settings = repo.settings.apt.clone().unwrap_or_default();
+    let settings = AptSettings::of(repo);
     match (repo.format, repo.repo_type) {
         (Format::Apt, RepoType::Hosted | RepoType::Group) => {
             settings.suites().into_iter().map(str::to_string).collect()
@@ -148,14 +151,4 @@ fn listed_in_release(bytes: &[u8], path: &str) -> Option<(String, Option<String>
         }
     });
     Some((hash, by_hash_path))
-}
-
-/// APT's checks of a definition: an upstream key (`apt.signed_by`) must be an armored OpenPGP
-/// public key.
-pub fn check_settings(new: &packyard_model::repos::NewRepository) -> Result<(), String> {
-    if let Some(key) = new.settings.apt.as_ref().and_then(|a| a.signed_by.as_deref()) {
-        packyard_codecs::apt::signing::parse_public_keys(key)
-            .map_err(|e| format!("apt.signed_by is not an armored OpenPGP public key: {e}"))?;
-    }
-    Ok(())
 }

@@ -6,6 +6,7 @@ pub mod group;
 pub mod hosted;
 pub mod publish;
 pub mod rows;
+pub mod settings;
 pub mod spec;
 pub mod sumdb;
 pub mod ui;

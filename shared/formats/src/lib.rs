@@ -29,7 +29,26 @@ pub fn catalogue(format: Format) -> &'static dyn Catalogue {
 #[cfg(test)]
 mod tests {
     use packyard_model::cleanup::{Criteria, PolicySpec, Schedule, Selectable};
-    use packyard_model::repos::Format;
+    use packyard_model::repos::{Format, NewRepository, RepositorySpec};
+
+    /// A repository definition as the admin API checks it: the model's rules, then its format's.
+    pub(crate) fn validated(json: serde_json::Value) -> Result<NewRepository, String> {
+        let spec: RepositorySpec = serde_json::from_value(json).map_err(|e| format!("json: {e}"))?;
+        super::registry().validate(spec, None).map_err(|e| e.into_invalid(None).0)
+    }
+
+    /// The settings of type `T` a definition stores, as the admin API checks it.
+    pub(crate) fn settings<T: packyard_model::repos::FormatSettings>(json: serde_json::Value) -> Result<T, String> {
+        validated(json)?.settings.format::<T>().ok_or_else(|| format!("no {} settings stored", T::FORMAT))
+    }
+
+    /// Why a definition is refused (or what was made of one that should have been).
+    pub(crate) fn invalid(json: serde_json::Value) -> String {
+        match validated(json) {
+            Err(m) => m,
+            Ok(new) => format!("unexpected: {new:?}"),
+        }
+    }
 
     fn selectable(format: Format) -> Selectable {
         super::catalogue(format).selectable()

@@ -2,10 +2,13 @@
 //! definition must satisfy. The admin API and tests call [`RepositoryService`]; storage lives in
 //! `db::repositories`.
 
-use std::collections::BTreeSet;
+use std::any::Any;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::str::FromStr;
+use std::sync::{Arc, OnceLock};
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -99,125 +102,37 @@ impl fmt::Display for RepoName {
     }
 }
 
-fn truncate(s: &str) -> String {
+/// At most 80 characters of `s`, to quote in a message.
+pub fn truncate(s: &str) -> String {
     s.chars().take(80).collect()
 }
 
-/// APT settings (DESIGN §5). `origin`/`label` default to the repository name. A hosted
-/// repository publishes, a proxy mirrors and a group publishes each of `distributions`
-/// (default: `[distribution]`); a hosted repository's uploads that name no distribution go to
-/// `distribution`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct AptSettings {
-    pub distribution: String,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub distributions: Vec<String>,
-    pub components: Vec<String>,
-    pub architectures: Vec<String>,
-    pub origin: Option<String>,
-    pub label: Option<String>,
-    /// Proxy: the upstream archive's armored public key(s). A group verifies the upstream
-    /// `InRelease` with it before merging and re-signing the proxy's packages.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub signed_by: Option<String>,
-}
+/// A format's settings: the block of a repository definition under the format's name (`"apt":
+/// {…}`), its type in the format's own folder. Stored as the format made it; read back with
+/// [`FormatSettings::of`].
+pub trait FormatSettings: Serialize + DeserializeOwned + Default + Clone + Send + Sync + 'static {
+    /// The format whose block this is.
+    const FORMAT: Format;
 
-impl Default for AptSettings {
-    fn default() -> Self {
-        Self {
-            distribution: "stable".into(),
-            distributions: Vec::new(),
-            components: vec!["main".into()],
-            architectures: vec!["amd64".into(), "all".into()],
-            origin: None,
-            label: None,
-            signed_by: None,
+    /// The block as a request sent it (`None`: none, so the defaults); one that is not of this
+    /// shape is refused with serde's words ([`SettingsError::Shape`]).
+    fn parse(block: Option<serde_json::Value>) -> Result<Self, SettingsError> {
+        match block {
+            None => Ok(Self::default()),
+            Some(v) => serde_json::from_value(v)
+                .map_err(|e| SettingsError::Shape { format: Self::FORMAT, message: e.to_string() }),
         }
     }
-}
 
-impl AptSettings {
-    /// The distributions a repository publishes (hosted, group) or mirrors (proxy).
-    pub fn suites(&self) -> Vec<&str> {
-        if self.distributions.is_empty() {
-            vec![self.distribution.as_str()]
-        } else {
-            self.distributions.iter().map(String::as_str).collect()
-        }
+    /// The block to store.
+    fn block(&self) -> Result<serde_json::Value, SettingsError> {
+        serde_json::to_value(self)
+            .map_err(|e| InvalidRepository(format!("`{}` settings cannot be stored: {e}", Self::FORMAT)).into())
     }
-}
 
-/// APK settings: the architectures packages may be uploaded for (hosted) or are served for
-/// (proxy, group).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ApkSettings {
-    pub architectures: Vec<String>,
-    /// Proxy: the upstream's index public key(s), SPKI PEM. A group verifies the upstream
-    /// `APKINDEX.tar.gz` signature with them before merging and re-signing its records.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub signed_by: Option<String>,
-}
-
-impl Default for ApkSettings {
-    fn default() -> Self {
-        Self { architectures: vec!["x86_64".into(), "aarch64".into()], signed_by: None }
-    }
-}
-
-/// Conan takes no format settings yet; an empty object is accepted.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EmptySettings {}
-
-/// Go settings. A hosted or group repository serves a checksum database of its own (its key
-/// and name come with its signing key) and takes none yet.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GoSettings {
-    /// Proxy: the checksum databases it serves under `sumdb/<name>/…` (what the go command asks a
-    /// GOPROXY for before it would reach a database itself), each fetched through the proxy
-    /// cache. Default: `sum.golang.org` through the upstream proxy. `[]`: none, so the go
-    /// command verifies against the databases directly.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub checksum_databases: Option<Vec<ChecksumDatabase>>,
-}
-
-/// A checksum database a Go proxy serves to the go command.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ChecksumDatabase {
-    /// Its name, as `GOSUMDB` names it (`sum.golang.org`).
-    pub name: String,
-    /// Where it answers (`https://sum.golang.org`: `<url>/lookup/…`, `<url>/tile/…`). Absent:
-    /// through the upstream proxy, at `<remote_url>/sumdb/<name>/…`, as proxy.golang.org serves
-    /// sum.golang.org (the upstream credentials go with it, as to the upstream).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub url: Option<String>,
-}
-
-impl GoSettings {
-    /// What a Go proxy serves when its definition names no checksum database.
-    pub fn proxy_default() -> Self {
-        Self { checksum_databases: Some(vec![ChecksumDatabase { name: "sum.golang.org".into(), url: None }]) }
-    }
-}
-
-/// A checksum database's name: 1 to 253 characters from A-Z, a-z, 0-9, '.', '_' and '-' (a
-/// host name, as Go's are; it is a URL path segment and a note key's name).
-pub fn check_checksum_database_name(what: &str, name: &str) -> Result<(), InvalidRepository> {
-    let ok = !name.is_empty()
-        && name.len() <= 253
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
-        && !name.bytes().all(|b| b == b'.');
-    if ok {
-        Ok(())
-    } else {
-        Err(InvalidRepository(format!(
-            "invalid {what} {:?}: use 1 to 253 characters from A-Z, a-z, 0-9, '.', '_' and '-' (a host name such as sum.golang.org)",
-            truncate(name)
-        )))
+    /// `repo`'s settings of this format: its defaults when it stores none.
+    fn of(repo: &Repository) -> Self {
+        repo.settings.format::<Self>().unwrap_or_default()
     }
 }
 
@@ -262,22 +177,89 @@ pub struct GroupSettings {
     pub members: Vec<String>,
 }
 
-/// What is stored in the `settings` column: the format block and the proxy block.
+/// What is stored in the `settings` column: the format's block under its name (as the
+/// format's spec made it) and the proxy block.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredSettings {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub apt: Option<AptSettings>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub apk: Option<ApkSettings>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub go: Option<GoSettings>,
+    /// The format's block, under the format's name (at most one entry).
+    #[serde(flatten)]
+    pub blocks: BTreeMap<String, serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proxy: Option<ProxySettings>,
+    /// The block as its type, parsed on first use (repositories are cached as `Arc`s).
+    #[serde(skip)]
+    parsed: Parsed,
 }
 
-/// The admin API's request body for create and update.
+impl StoredSettings {
+    /// The block of `T`'s format, parsed once; `None` when there is none or it no longer
+    /// parses (reported once).
+    pub fn format<T: FormatSettings>(&self) -> Option<T> {
+        let parse = || -> Option<T> {
+            let block = self.blocks.get(T::FORMAT.as_str())?;
+            match serde_json::from_value(block.clone()) {
+                Ok(t) => Some(t),
+                Err(e) => {
+                    tracing::error!(format = %T::FORMAT, error = %e, "stored format settings do not parse; the defaults apply");
+                    None
+                }
+            }
+        };
+        let cached = self.parsed.0.get_or_init(|| Arc::new(parse()));
+        match cached.downcast_ref::<Option<T>>() {
+            Some(t) => t.clone(),
+            None => parse(),
+        }
+    }
+
+    /// Sets the block of `format` (`None`: removes it).
+    pub fn set_block(&mut self, format: Format, block: Option<serde_json::Value>) {
+        match block {
+            Some(b) => self.blocks.insert(format.as_str().to_string(), b),
+            None => self.blocks.remove(format.as_str()),
+        };
+        self.parsed = Parsed::default();
+    }
+}
+
+/// A parsed format block, beside the JSON it was read from (which alone is compared).
+#[derive(Clone, Default)]
+struct Parsed(OnceLock<Arc<dyn Any + Send + Sync>>);
+
+impl PartialEq for Parsed {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+impl Eq for Parsed {}
+impl fmt::Debug for Parsed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("..")
+    }
+}
+
+/// The format blocks of a request body: every field of it that is not one of the definition's
+/// own, each of which must be a format's name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FormatBlocks(pub BTreeMap<String, serde_json::Value>);
+
+impl<'de> Deserialize<'de> for FormatBlocks {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let blocks = BTreeMap::<String, serde_json::Value>::deserialize(d)?;
+        if let Some(key) = blocks.keys().find(|k| k.parse::<Format>().is_err()) {
+            let formats: Vec<String> = Format::ALL.iter().map(|f| format!("`{f}`")).collect();
+            return Err(serde::de::Error::custom(format!(
+                "unknown field `{key}`, expected one of `name`, `format`, `type`, `write_policy`, `anonymous_read`, `proxy`, `group` or a format's settings ({})",
+                formats.join(", ")
+            )));
+        }
+        Ok(Self(blocks))
+    }
+}
+
+/// The admin API's request body for create and update. Unknown fields are refused as it is
+/// read ([`FormatBlocks`]).
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct RepositorySpec {
     #[serde(default)]
     pub name: Option<String>,
@@ -289,17 +271,12 @@ pub struct RepositorySpec {
     #[serde(default)]
     pub anonymous_read: Option<bool>,
     #[serde(default)]
-    pub apt: Option<AptSettings>,
-    #[serde(default)]
-    pub apk: Option<ApkSettings>,
-    #[serde(default)]
-    pub go: Option<GoSettings>,
-    #[serde(default)]
-    pub conan: Option<EmptySettings>,
-    #[serde(default)]
     pub proxy: Option<ProxySettings>,
     #[serde(default)]
     pub group: Option<GroupSettings>,
+    /// The format's settings, under its name (`"apt": {…}`): checked by the format's spec.
+    #[serde(flatten)]
+    pub formats: FormatBlocks,
 }
 
 /// A stored repository.
@@ -332,27 +309,65 @@ pub struct NewRepository {
     pub members: Vec<RepoName>,
 }
 
+/// Why a format's settings block is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SettingsError {
+    /// It is not of the shape of the format's settings (an unknown field, a wrong type): serde's
+    /// words, which the caller places (a PATCH says "the patched definition is invalid").
+    Shape { format: Format, message: String },
+    /// Of the shape, but against a rule: the message says what to change.
+    Invalid(InvalidRepository),
+}
+
+impl From<InvalidRepository> for SettingsError {
+    fn from(e: InvalidRepository) -> Self {
+        Self::Invalid(e)
+    }
+}
+
+impl SettingsError {
+    /// As a definition's error: a shape error after `shape_prefix` (`None`: "invalid `<format>`
+    /// settings").
+    pub fn into_invalid(self, shape_prefix: Option<&str>) -> InvalidRepository {
+        match self {
+            Self::Invalid(e) => e,
+            Self::Shape { format, message } => match shape_prefix {
+                Some(prefix) => InvalidRepository(format!("{prefix}: {message}")),
+                None => InvalidRepository(format!("invalid `{format}` settings: {message}")),
+            },
+        }
+    }
+}
+
 /// Why a repository definition is refused: the message says what to change.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct InvalidRepository(pub String);
 
-fn check_token(what: &str, value: &str) -> Result<(), InvalidRepository> {
+/// `value` is 1 to 64 characters from A-Z, a-z, 0-9, '.', '_' and '-', not only dots.
+pub fn check_token(what: &str, value: &str) -> Result<(), InvalidRepository> {
+    check_segment(what, value, 64, "")
+}
+
+/// `value` is 1 to `max` characters from A-Z, a-z, 0-9, '.', '_' and '-', not only dots (a URL
+/// path segment); the refusal ends with `example`.
+pub fn check_segment(what: &str, value: &str, max: usize, example: &str) -> Result<(), InvalidRepository> {
     let ok = !value.is_empty()
-        && value.len() <= 64
+        && value.len() <= max
         && value.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
         && !value.bytes().all(|b| b == b'.');
     if ok {
         Ok(())
     } else {
         Err(InvalidRepository(format!(
-            "invalid {what} {:?}: use 1 to 64 characters from A-Z, a-z, 0-9, '.', '_' and '-'",
+            "invalid {what} {:?}: use 1 to {max} characters from A-Z, a-z, 0-9, '.', '_' and '-'{example}",
             truncate(value)
         )))
     }
 }
 
-fn check_list(what: &str, values: &[String]) -> Result<(), InvalidRepository> {
+/// A non-empty list of [`check_token`] values, each once.
+pub fn check_list(what: &str, values: &[String]) -> Result<(), InvalidRepository> {
     if values.is_empty() {
         return Err(InvalidRepository(format!("{what} must not be empty")));
     }
@@ -382,80 +397,14 @@ impl RepositorySpec {
         };
         let name = RepoName::parse(&name)?;
         let f = self.format;
-        let blocks = [
-            ("apt", self.apt.is_some(), Format::Apt),
-            ("apk", self.apk.is_some(), Format::Apk),
-            ("go", self.go.is_some(), Format::Go),
-            ("conan", self.conan.is_some(), Format::Conan),
-        ];
-        for (key, present, fmt) in blocks {
-            if present && fmt != f {
-                return Err(InvalidRepository(format!("`{key}` settings do not apply to a {f} repository")));
-            }
+        let mut blocks = self.formats.0;
+        if let Some(key) = blocks.keys().find(|k| *k != f.as_str()) {
+            return Err(InvalidRepository(format!("`{key}` settings do not apply to a {f} repository")));
         }
+        // The format's own block, as sent: its spec checks it and completes it with its
+        // defaults (`formats::Registry::validate`).
         let mut settings = StoredSettings::default();
-        match f {
-            Format::Apt => {
-                let mut apt = self.apt.unwrap_or_default();
-                check_token("apt.distribution", &apt.distribution)?;
-                if !apt.distributions.is_empty() {
-                    check_list("apt.distributions", &apt.distributions)?;
-                    // A hosted repository's `distribution` is where an upload that names none
-                    // goes: one of its distributions, the first unless another is named.
-                    if self.repo_type == RepoType::Hosted && !apt.distributions.contains(&apt.distribution) {
-                        if apt.distribution != AptSettings::default().distribution {
-                            return Err(InvalidRepository(format!(
-                                "apt.distribution {:?} (where an upload that names no distribution goes) must be one of apt.distributions: {}",
-                                apt.distribution,
-                                apt.distributions.join(", ")
-                            )));
-                        }
-                        apt.distribution = apt.distributions[0].clone();
-                    }
-                }
-                // The key itself is checked by the format (it needs the OpenPGP codec).
-                if apt.signed_by.is_some() && self.repo_type != RepoType::Proxy {
-                    return Err(InvalidRepository(
-                        "apt.signed_by applies to proxy repositories (the upstream's key)".into(),
-                    ));
-                }
-                check_list("apt.components", &apt.components)?;
-                check_list("apt.architectures", &apt.architectures)?;
-                for (key, v) in [("apt.origin", &apt.origin), ("apt.label", &apt.label)] {
-                    if let Some(v) = v {
-                        if v.is_empty() || v.len() > 200 || v.chars().any(char::is_control) {
-                            return Err(InvalidRepository(format!(
-                                "{key} must be 1 to 200 printable characters on one line"
-                            )));
-                        }
-                    }
-                }
-                settings.apt = Some(apt);
-            }
-            Format::Apk => {
-                let apk = self.apk.unwrap_or_default();
-                // Each architecture's form and the key are checked by the format.
-                check_list("apk.architectures", &apk.architectures)?;
-                settings.apk = Some(apk);
-            }
-            Format::Go => {
-                let go = self.go.unwrap_or_default();
-                match (self.repo_type, go.checksum_databases) {
-                    (RepoType::Proxy, None) => settings.go = Some(GoSettings::proxy_default()),
-                    (RepoType::Proxy, Some(dbs)) => {
-                        check_checksum_databases(&dbs)?;
-                        settings.go = Some(GoSettings { checksum_databases: Some(dbs) });
-                    }
-                    (_, Some(_)) => {
-                        return Err(InvalidRepository(
-                            "go.checksum_databases applies to proxy repositories (a hosted or group repository serves a checksum database of its own)".into(),
-                        ))
-                    }
-                    (_, None) => {}
-                }
-            }
-            Format::Conan => {}
-        }
+        settings.set_block(f, blocks.remove(f.as_str()));
         let t = self.repo_type;
         match (t, self.proxy, &self.group) {
             (RepoType::Proxy, Some(proxy), None) => {
@@ -551,7 +500,8 @@ fn check_remote_url(raw: &str) -> Result<(), InvalidRepository> {
     check_url("proxy.remote_url", raw)
 }
 
-fn check_url(key: &str, raw: &str) -> Result<(), InvalidRepository> {
+/// An http(s) URL with a host and no credentials.
+pub fn check_url(key: &str, raw: &str) -> Result<(), InvalidRepository> {
     let url = url::Url::parse(raw)
         .map_err(|e| InvalidRepository(format!("{key} {:?} is not a valid URL: {e}", truncate(raw))))?;
     if !matches!(url.scheme(), "http" | "https") {
@@ -562,26 +512,6 @@ fn check_url(key: &str, raw: &str) -> Result<(), InvalidRepository> {
     }
     if !url.username().is_empty() || url.password().is_some() {
         return Err(InvalidRepository(format!("{key} must not carry credentials")));
-    }
-    Ok(())
-}
-
-/// A proxy's checksum databases: valid names, each once; a URL, when given, plain http(s)
-/// without credentials, query or fragment (paths are appended to it).
-fn check_checksum_databases(dbs: &[ChecksumDatabase]) -> Result<(), InvalidRepository> {
-    let mut seen = BTreeSet::new();
-    for db in dbs {
-        check_checksum_database_name("go.checksum_databases name", &db.name)?;
-        if !seen.insert(db.name.as_str()) {
-            return Err(InvalidRepository(format!("go.checksum_databases lists {:?} twice", db.name)));
-        }
-        if let Some(raw) = &db.url {
-            let key = format!("the url of checksum database {}", db.name);
-            check_url(&key, raw)?;
-            if raw.contains(['?', '#']) {
-                return Err(InvalidRepository(format!("{key} must not carry a query or fragment")));
-            }
-        }
     }
     Ok(())
 }
@@ -634,18 +564,6 @@ mod tests {
         }
     }
 
-    #[test]
-    fn apt_defaults_apply() -> Result<(), Box<dyn std::error::Error>> {
-        let new = spec(serde_json::json!({"name":"debs","format":"apt","type":"hosted"}))?.validate(None)?;
-        let apt = new.settings.apt.ok_or("apt settings")?;
-        assert_eq!(apt.distribution, "stable");
-        assert_eq!(apt.components, vec!["main"]);
-        assert_eq!(apt.architectures, vec!["amd64", "all"]);
-        assert_eq!(new.write_policy, WritePolicy::AllowOnce);
-        assert!(new.anonymous_read);
-        Ok(())
-    }
-
     fn invalid(json: serde_json::Value) -> String {
         match spec(json) {
             Err(e) => format!("json: {e}"),
@@ -654,30 +572,6 @@ mod tests {
                 other => format!("unexpected: {other:?}"),
             },
         }
-    }
-
-    #[test]
-    fn a_hosted_apt_repository_publishes_several_distributions() -> Result<(), Box<dyn std::error::Error>> {
-        let def = |apt: serde_json::Value| -> Result<AptSettings, Box<dyn std::error::Error>> {
-            let new =
-                spec(serde_json::json!({"name":"debs","format":"apt","type":"hosted","apt":apt}))?.validate(None)?;
-            Ok(new.settings.apt.ok_or("apt settings")?)
-        };
-        // Uploads that name none go to the first, unless another is named.
-        let apt = def(serde_json::json!({"distributions":["bookworm","trixie"]}))?;
-        assert_eq!((apt.distribution.as_str(), apt.suites()), ("bookworm", vec!["bookworm", "trixie"]));
-        let apt = def(serde_json::json!({"distribution":"trixie","distributions":["bookworm","trixie"]}))?;
-        assert_eq!(apt.distribution, "trixie");
-        // One distribution, as before.
-        assert_eq!(def(serde_json::json!({"distribution":"bookworm"}))?.suites(), vec!["bookworm"]);
-        let m = invalid(
-            serde_json::json!({"name":"d","format":"apt","type":"hosted","apt":{"distribution":"sid","distributions":["bookworm"]}}),
-        );
-        assert!(m.contains("apt.distribution \"sid\" (where an upload that names no distribution goes) must be one of apt.distributions: bookworm"), "{m}");
-        let m =
-            invalid(serde_json::json!({"name":"d","format":"apt","type":"hosted","apt":{"distributions":["a","a"]}}));
-        assert!(m.contains("apt.distributions lists \"a\" twice"), "{m}");
-        Ok(())
     }
 
     #[test]
@@ -690,62 +584,21 @@ mod tests {
         assert!(m.contains("`apt` settings do not apply to a go repository"), "{m}");
         let m = invalid(serde_json::json!({"name":"g","format":"go","type":"group","group":{"members":["g"]}}));
         assert!(m.contains("cannot contain itself"), "{m}");
-        let m = invalid(serde_json::json!({"name":"d","format":"apt","type":"hosted","apt":{"components":[]}}));
-        assert!(m.contains("apt.components must not be empty"), "{m}");
         let m = invalid(serde_json::json!({"name":"h","format":"go","type":"hosted","group":{"members":[]}}));
         assert!(m.contains("`group` settings do not apply to a hosted repository"), "{m}");
         let m = invalid(serde_json::json!({"name":"x","format":"npm","type":"hosted"}));
         assert!(m.contains("unknown variant `npm`"), "{m}");
+        let m = invalid(serde_json::json!({"name":"x","format":"go","type":"hosted","colour":"red"}));
+        assert!(m.starts_with("json: unknown field `colour`"), "{m}");
     }
 
     #[test]
-    fn go_checksum_databases() -> Result<(), Box<dyn std::error::Error>> {
-        let proxy = |go: serde_json::Value| {
-            let mut body = serde_json::json!({"name":"p","format":"go","type":"proxy","proxy":{"remote_url":"https://proxy.golang.org/"}});
-            if !go.is_null() {
-                body["go"] = go;
-            }
-            body
-        };
-        // A proxy serves sum.golang.org through its upstream unless told otherwise.
-        let new = spec(proxy(serde_json::Value::Null))?.validate(None)?;
-        assert_eq!(new.settings.go, Some(GoSettings::proxy_default()));
-        let new = spec(proxy(serde_json::json!({})))?.validate(None)?;
-        assert_eq!(new.settings.go, Some(GoSettings::proxy_default()));
-        let none = spec(proxy(serde_json::json!({"checksum_databases": []})))?.validate(None)?;
-        assert_eq!(none.settings.go, Some(GoSettings { checksum_databases: Some(vec![]) }));
-        let direct =
-            serde_json::json!({"checksum_databases": [{"name":"sum.golang.org","url":"https://sum.golang.org"}]});
-        let new = spec(proxy(direct))?.validate(None)?;
-        let dbs = new.settings.go.and_then(|g| g.checksum_databases).ok_or("databases")?;
-        assert_eq!(dbs[0].url.as_deref(), Some("https://sum.golang.org"));
-
-        for (go, message) in [
-            (serde_json::json!({"checksum_databases": [{"name":"a b"}]}), "invalid go.checksum_databases name \"a b\""),
-            (serde_json::json!({"checksum_databases": [{"name":"sum+x"}]}), "invalid go.checksum_databases name"),
-            (serde_json::json!({"checksum_databases": [{"name":".."}]}), "invalid go.checksum_databases name"),
-            (serde_json::json!({"checksum_databases": [{"name":"s"},{"name":"s"}]}), "lists \"s\" twice"),
-            (
-                serde_json::json!({"checksum_databases": [{"name":"s","url":"ftp://x/"}]}),
-                "the url of checksum database s must use http or https",
-            ),
-            (
-                serde_json::json!({"checksum_databases": [{"name":"s","url":"https://u:p@x/"}]}),
-                "must not carry credentials",
-            ),
-            (serde_json::json!({"checksum_databases": [{"name":"s","url":"https://x/?a=b"}]}), "query or fragment"),
-        ] {
-            let m = invalid(proxy(go));
-            assert!(m.contains(message), "{m}");
-        }
-        let m = invalid(
-            serde_json::json!({"name":"x","format":"go","type":"proxy","proxy":{"remote_url":"https://p/"},"go":{"checksum_databases":[{"name":"s","extra":1}]}}),
-        );
-        assert!(m.contains("unknown field `extra`"), "{m}");
-        let m = invalid(serde_json::json!({"name":"h","format":"go","type":"hosted","go":{"checksum_databases":[]}}));
-        assert!(m.contains("go.checksum_databases applies to proxy repositories"), "{m}");
-        let hosted = spec(serde_json::json!({"name":"h","format":"go","type":"hosted","go":{}}))?.validate(None)?;
-        assert_eq!(hosted.settings.go, None);
+    fn the_format_block_is_stored_as_sent_for_its_spec_to_check() -> Result<(), Box<dyn std::error::Error>> {
+        let body = serde_json::json!({"name":"d","format":"apt","type":"hosted","apt":{"distribution":"sid"}});
+        let new = spec(body)?.validate(None)?;
+        assert_eq!(new.settings.blocks.get("apt"), Some(&serde_json::json!({"distribution":"sid"})));
+        let new = spec(serde_json::json!({"name":"d","format":"apt","type":"hosted"}))?.validate(None)?;
+        assert!(new.settings.blocks.is_empty());
         Ok(())
     }
 }

@@ -28,7 +28,7 @@ impl From<KeyError> for ApiError {
 
 /// The repository and its format's keys, or why it has none.
 async fn signed_repo(services: &Services, path: &RepoPath) -> Result<(Repository, &'static dyn SigningKeys)> {
-    let repo = RepositoryService::new(&services.db).get(path.name.0.as_str()).await?;
+    let repo = RepositoryService::new(&services.db, services.formats).get(path.name.0.as_str()).await?;
     let Some(keys) = services.formats.get(repo.format).signing_keys() else {
         let mut labels: Vec<&str> =
             services.formats.all().filter_map(|s| s.signing_keys()).map(|k| k.label()).collect();

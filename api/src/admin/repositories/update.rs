@@ -17,7 +17,7 @@ pub async fn update(
 ) -> Result<HttpResponse> {
     let name = path.name.0.as_str();
     let mut spec = body.into_inner();
-    let service = RepositoryService::new(&services.db).with_formats(services.formats);
+    let service = RepositoryService::new(&services.db, services.formats);
     let before = service.get(name).await?;
     let kept = before.settings.proxy.clone().and_then(|p| p.password_sealed);
     super::seal_proxy_password(&services, name, &mut spec, kept)?;
@@ -54,7 +54,7 @@ pub(crate) async fn apply_patch(
     name: &str,
     patch: &serde_json::Value,
 ) -> Result<HttpResponse> {
-    let service = RepositoryService::new(&services.db).with_formats(services.formats);
+    let service = RepositoryService::new(&services.db, services.formats);
     let current = service.get(name).await?;
     let kept = current.settings.proxy.as_ref().and_then(|p| p.password_sealed.clone());
     let view = serde_json::to_value(RepositoryView::from(current.clone())).map_err(ApiError::internal)?;

@@ -10,6 +10,8 @@
 //! merges). The hidden `.sources` file records which upstream index each proxy member had, so a
 //! refresh after the metadata TTL rebuilds only when one moved on.
 
+use super::settings::ApkSettings;
+use packyard_model::repos::FormatSettings;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -135,8 +137,8 @@ pub(crate) async fn merge(
             // source (they are verified again).
             let key = match &input {
                 Input::Upstream(_) => {
-                    let pem = member.settings.apk.as_ref().and_then(|a| a.signed_by.as_deref()).unwrap_or_default();
-                    format!(" {}", incremental::key_digest(pem))
+                    let pem = ApkSettings::of(&member).signed_by.unwrap_or_default();
+                    format!(" {}", incremental::key_digest(&pem))
                 }
                 Input::Published(_) => String::new(),
             };
@@ -209,7 +211,7 @@ pub(crate) async fn merge(
 /// A proxy member's `apk.signed_by` (PEM): the group re-signs what it merges, so it merges only
 /// what the upstream signed.
 fn signed_by(member: &Repository) -> Result<String, BuildError> {
-    let settings = member.settings.apk.clone().unwrap_or_default();
+    let settings = ApkSettings::of(member);
     settings.signed_by.ok_or_else(|| {
         other(format!(
             "member {} is a proxy without apk.signed_by: set it to the upstream's index public key, so that the group can verify what it merges and re-signs",
@@ -222,7 +224,7 @@ fn signed_by(member: &Repository) -> Result<String, BuildError> {
 /// verified). `None` when the proxy does not serve the architecture or the upstream has no
 /// such index.
 async fn upstream_sha(reader: &Reader, member: &Repository, unit: &Unit) -> Result<Option<String>, BuildError> {
-    let settings = member.settings.apk.clone().unwrap_or_default();
+    let settings = ApkSettings::of(member);
     if !settings.architectures.contains(&unit.arch) {
         return Ok(None);
     }
@@ -251,7 +253,7 @@ pub async fn any_member_has(db: &Db, reader: &Reader, repo: &Repository, unit: &
     groups::any_member_has(db, repo, KIND, &key, |member| {
         let key = &key;
         async move {
-            if !member.settings.apk.clone().unwrap_or_default().architectures.contains(&unit.arch) {
+            if !ApkSettings::of(&member).architectures.contains(&unit.arch) {
                 return Ok(false);
             }
             let request = proxy_request(&member, &format!("{key}/{INDEX_FILE}"));

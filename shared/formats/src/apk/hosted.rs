@@ -2,7 +2,9 @@
 //! whole package is read, checked against its path and architecture, and its index record
 //! written with its unit's publication change.
 
+use super::settings::ApkSettings;
 use async_trait::async_trait;
+use packyard_model::repos::FormatSettings;
 
 use super::rows::{self, ApkPackage};
 use super::{Unit, KIND};
@@ -36,7 +38,7 @@ impl Hosted for ApkHosted {
     const BODY: Option<&'static str> = Some("the .apk");
 
     fn check_target(&self, repo: &Repository, t: &Target) -> Result<(), UploadError> {
-        let settings = repo.settings.apk.clone().unwrap_or_default();
+        let settings = ApkSettings::of(repo);
         if !settings.architectures.contains(&t.unit.arch) {
             return Err(UploadError::Invalid(format!(
                 "architecture {:?} is not configured for repository {}; configured: {}",

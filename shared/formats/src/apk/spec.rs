@@ -5,14 +5,17 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use packyard_codecs::apk::signing::ApkKey;
 use packyard_core::catalogue::Catalogue;
-use packyard_core::formats::{FormatSpec, FormatUi, KeyChange, KeyChanged, KeyError, SigningKeys};
+use packyard_core::formats::{
+    FormatSpec, FormatUi, KeyChange, KeyChanged, KeyError, SettingsOf, SettingsSpec, SigningKeys,
+};
 use packyard_core::hosted::{ByKey, Deletes};
 use packyard_core::publication::Builders;
 use packyard_core::services::Services;
-use packyard_model::repos::{Format, NewRepository, RepoType, Repository};
+use packyard_model::repos::{Format, RepoType, Repository};
 use packyard_store::db::blobs::BlobColumn;
 
 use super::keys;
+use super::settings::ApkSettings;
 
 pub struct ApkSpec;
 
@@ -26,8 +29,8 @@ impl FormatSpec for ApkSpec {
         &[BlobColumn { table: "apk_packages", column: "sha256" }]
     }
 
-    fn check_settings(&self, new: &NewRepository) -> Result<(), String> {
-        super::check_settings(new)
+    fn settings(&self) -> Option<&'static dyn SettingsSpec> {
+        Some(&SettingsOf::<ApkSettings>::SPEC)
     }
 
     fn catalogue(&self) -> &'static dyn Catalogue {
@@ -60,6 +63,10 @@ impl FormatSpec for ApkSpec {
 impl SigningKeys for ApkSpec {
     fn label(&self) -> &'static str {
         "APK"
+    }
+
+    fn rotation_note(&self) -> Option<&'static str> {
+        Some("keys/")
     }
 
     fn refuse(&self, repo: &Repository) -> Option<String> {

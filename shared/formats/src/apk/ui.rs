@@ -1,6 +1,7 @@
 //! What the web UI shows of APK: `branch/repository/arch` groups, their index, the
 //! `/etc/apk/repositories` line with its key file.
 
+use super::settings::ApkSettings;
 use async_trait::async_trait;
 use packyard_core::formats::{FormatUi, Snippet};
 use packyard_core::services::Services;
@@ -21,6 +22,10 @@ async fn key_name(services: &Services, repo: &Repository) -> Option<String> {
 
 #[async_trait]
 impl FormatUi for ApkUi {
+    fn title(&self) -> &'static str {
+        "Alpine APK"
+    }
+
     fn group_label(&self) -> &'static str {
         "Branch / repository / architecture"
     }
@@ -30,7 +35,7 @@ impl FormatUi for ApkUi {
     }
 
     fn facts(&self, repo: &Repository) -> Vec<(&'static str, String)> {
-        let Some(apk) = &repo.settings.apk else { return Vec::new() };
+        let Some(apk) = repo.settings.format::<ApkSettings>() else { return Vec::new() };
         vec![("Architectures", apk.architectures.join(", "))]
     }
 

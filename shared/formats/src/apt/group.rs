@@ -15,6 +15,8 @@
 //! (see `chunks.rs`). Stanzas are listed once each, so their order in the file is free: the
 //! kept members' chunks come first, the merged ones after them.
 
+use super::settings::AptSettings;
+use packyard_model::repos::FormatSettings;
 use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, Read};
 use std::sync::Arc;
@@ -344,7 +346,7 @@ impl Upstream<'_> {
         member: &Repository,
         dist: &str,
     ) -> Result<Option<(String, String)>, BuildError> {
-        let settings = member.settings.apt.clone().unwrap_or_default();
+        let settings = AptSettings::of(member);
         if !settings.suites().contains(&dist) {
             return Ok(None);
         }
@@ -457,7 +459,7 @@ fn sha256_section(release: &str) -> Vec<(&str, &str)> {
 /// the member's only distribution whatever its name; none when the member publishes several
 /// and not this one.
 fn member_distribution(member: &Repository, dist: &str) -> Option<String> {
-    let settings = member.settings.apt.clone().unwrap_or_default();
+    let settings = AptSettings::of(member);
     let suites = settings.suites();
     match suites.as_slice() {
         [only] => Some(only.to_string()),

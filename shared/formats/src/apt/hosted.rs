@@ -12,6 +12,8 @@
 //! anything is kept; a file the repository already holds at the same pool path with the same
 //! bytes (an `.orig` tarball shared by two Debian revisions) need not be sent again.
 
+use super::settings::AptSettings;
+use packyard_model::repos::FormatSettings;
 use std::io::Read as _;
 
 use async_trait::async_trait;
@@ -27,7 +29,7 @@ use packyard_core::hosted::{
     UploadError, Written,
 };
 use packyard_core::services::Services;
-use packyard_model::repos::{AptSettings, Repository};
+use packyard_model::repos::Repository;
 use packyard_store::blobs::StoredBlob;
 use packyard_store::db::DbResult;
 
@@ -85,7 +87,7 @@ impl AptRemoval {
 }
 
 fn settings(repo: &Repository) -> AptSettings {
-    repo.settings.apt.clone().unwrap_or_default()
+    AptSettings::of(repo)
 }
 
 /// A distribution `repo` publishes, or why not.

@@ -2,8 +2,10 @@
 //! store under `apt/<repository id>/signing` (see
 //! [`packyard_core::security::keystore::RepositoryKeys`]).
 
+use super::settings::AptSettings;
 use packyard_codecs::apt::signing::Signer;
 use packyard_core::security::keystore::{KeyStore, RepositoryKeyError, RepositoryKeys};
+use packyard_model::repos::FormatSettings;
 use packyard_store::db::Db;
 
 pub type KeyError = RepositoryKeyError;
@@ -40,6 +42,6 @@ pub async fn rotate(db: &Db, keystore: &KeyStore, repository_id: i64, new: &Sign
 
 /// The OpenPGP user id of `repo`'s key: its label (or name), and its name as the address.
 pub fn user_id(repo: &packyard_model::repos::Repository) -> String {
-    let label = repo.settings.apt.clone().unwrap_or_default().label.unwrap_or_else(|| repo.name.to_string());
+    let label = AptSettings::of(repo).label.unwrap_or_else(|| repo.name.to_string());
     format!("{label} (Packyard repository {}) <packyard@{}>", repo.name, repo.name)
 }

@@ -4,6 +4,8 @@
 //! `by-hash` names, and `Release` with MD5Sum/SHA1/SHA256/SHA512 sections. Rows stream in keyset
 //! pages; only one page and the compressor's buffer are in memory at a time.
 
+use super::settings::AptSettings;
+use packyard_model::repos::FormatSettings;
 use std::fmt::Write as _;
 
 use async_trait::async_trait;
@@ -68,7 +70,7 @@ impl AptBuilder {
     /// A distribution's `Release`, `InRelease` and `Release.gpg` over its indexes: a hosted
     /// repository's written from its rows, a group's merged from its members'.
     async fn suite(&self, ctx: &mut BuildContext<'_>, repo: &Repository, unit: &UnitRecord) -> Result<(), BuildError> {
-        let settings = repo.settings.apt.clone().unwrap_or_default();
+        let settings = AptSettings::of(repo);
         let dist = unit.unit_key.as_str();
         let mut archs: Vec<&str> = settings.architectures.iter().map(String::as_str).filter(|a| *a != "all").collect();
         if archs.is_empty() {

@@ -5,15 +5,18 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use packyard_codecs::apt::signing::{Algorithm, Signer};
 use packyard_core::catalogue::Catalogue;
-use packyard_core::formats::{FormatSpec, FormatUi, KeyChange, KeyChanged, KeyError, SigningKeys};
+use packyard_core::formats::{
+    FormatSpec, FormatUi, KeyChange, KeyChanged, KeyError, SettingsOf, SettingsSpec, SigningKeys,
+};
 use packyard_core::hosted::{ByKey, Deletes};
 use packyard_core::publication::Builders;
 use packyard_core::services::Services;
-use packyard_model::repos::{Format, NewRepository, RepoType, Repository};
+use packyard_model::repos::{Format, RepoType, Repository};
 use packyard_store::db::blobs::BlobColumn;
 use packyard_store::db::DbResult;
 
 use super::keys;
+use super::settings::AptSettings;
 
 pub struct AptSpec;
 
@@ -30,8 +33,8 @@ impl FormatSpec for AptSpec {
         ]
     }
 
-    fn check_settings(&self, new: &NewRepository) -> Result<(), String> {
-        super::check_settings(new)
+    fn settings(&self) -> Option<&'static dyn SettingsSpec> {
+        Some(&SettingsOf::<AptSettings>::SPEC)
     }
 
     fn catalogue(&self) -> &'static dyn Catalogue {
@@ -77,6 +80,10 @@ impl FormatSpec for AptSpec {
 impl SigningKeys for AptSpec {
     fn label(&self) -> &'static str {
         "APT"
+    }
+
+    fn rotation_note(&self) -> Option<&'static str> {
+        Some("gpg.key")
     }
 
     fn refuse(&self, repo: &Repository) -> Option<String> {

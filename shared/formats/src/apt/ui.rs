@@ -1,9 +1,11 @@
 //! What the web UI shows of APT: components, the distribution's index files, the sources line
 //! with its key.
 
+use super::settings::AptSettings;
 use async_trait::async_trait;
 use packyard_core::formats::{FormatUi, Snippet};
 use packyard_core::services::Services;
+use packyard_model::repos::FormatSettings;
 use packyard_model::repos::{RepoType, Repository};
 use packyard_store::db::catalogue::ComponentRow;
 
@@ -20,12 +22,16 @@ fn keyring(repo: &Repository) -> String {
 
 #[async_trait]
 impl FormatUi for AptUi {
+    fn title(&self) -> &'static str {
+        "APT"
+    }
+
     fn group_label(&self) -> &'static str {
         "Component"
     }
 
     fn group_files(&self, repo: &Repository, group: &str) -> Vec<String> {
-        let apt = repo.settings.apt.clone().unwrap_or_default();
+        let apt = AptSettings::of(repo);
         apt.architectures
             .iter()
             .filter(|a| a.as_str() != "all")
@@ -34,7 +40,7 @@ impl FormatUi for AptUi {
     }
 
     fn index_files(&self, repo: &Repository) -> Vec<String> {
-        let apt = repo.settings.apt.clone().unwrap_or_default();
+        let apt = AptSettings::of(repo);
         let mut files: Vec<String> =
             ["InRelease", "Release"].iter().map(|f| format!("dists/{}/{f}", apt.distribution)).collect();
         if repo.repo_type != RepoType::Proxy {
@@ -44,7 +50,7 @@ impl FormatUi for AptUi {
     }
 
     fn facts(&self, repo: &Repository) -> Vec<(&'static str, String)> {
-        let Some(apt) = &repo.settings.apt else { return Vec::new() };
+        let Some(apt) = repo.settings.format::<AptSettings>() else { return Vec::new() };
         vec![
             ("Distribution", apt.distribution.clone()),
             ("Components", apt.components.join(", ")),
@@ -53,7 +59,7 @@ impl FormatUi for AptUi {
     }
 
     async fn setup(&self, _services: &Services, url: &str, repo: &Repository, _group: Option<&str>) -> Vec<Snippet> {
-        let apt = repo.settings.apt.clone().unwrap_or_default();
+        let apt = AptSettings::of(repo);
         let components = if apt.components.is_empty() { "main".to_string() } else { apt.components.join(" ") };
         let keyring = keyring(repo);
         let mut out = Vec::new();

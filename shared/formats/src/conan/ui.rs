@@ -10,6 +10,10 @@ pub struct ConanUi;
 
 #[async_trait]
 impl FormatUi for ConanUi {
+    fn title(&self) -> &'static str {
+        "Conan 2"
+    }
+
     fn group_label(&self) -> &'static str {
         "User / channel"
     }

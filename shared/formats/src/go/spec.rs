@@ -5,13 +5,16 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use packyard_codecs::go::sumdb::Signer;
 use packyard_core::catalogue::Catalogue;
-use packyard_core::formats::{FormatSpec, FormatUi, KeyChange, KeyChanged, KeyError, SigningKeys};
+use packyard_core::formats::{
+    FormatSpec, FormatUi, KeyChange, KeyChanged, KeyError, SettingsOf, SettingsSpec, SigningKeys,
+};
 use packyard_core::hosted::{ByKey, Deletes};
 use packyard_core::publication::Builders;
 use packyard_core::services::Services;
-use packyard_model::repos::{check_checksum_database_name, Format, RepoType, Repository};
+use packyard_model::repos::{Format, RepoType, Repository};
 use packyard_store::db::blobs::BlobColumn;
 
+use super::settings::{check_checksum_database_name, GoSettings};
 use super::sumdb;
 
 pub struct GoSpec;
@@ -27,6 +30,10 @@ impl FormatSpec for GoSpec {
             BlobColumn { table: "go_versions", column: "zip_sha256" },
             BlobColumn { table: "go_versions", column: "mod_sha256" },
         ]
+    }
+
+    fn settings(&self) -> Option<&'static dyn SettingsSpec> {
+        Some(&SettingsOf::<GoSettings>::SPEC)
     }
 
     fn catalogue(&self) -> &'static dyn Catalogue {

@@ -20,7 +20,9 @@ use packyard_codecs::go::sumdb::{self as codec, Signer, Verifier};
 use packyard_core::hosted::Tx;
 use packyard_core::proxy::{Elsewhere, FetchRequest, Freshness, ProxyError};
 use packyard_core::services::Services;
-use packyard_model::repos::{check_checksum_database_name, Repository};
+use packyard_model::repos::{FormatSettings, Repository};
+
+use super::settings::{check_checksum_database_name, GoSettings};
 use packyard_store::db::{now_ms, Column, Db, DbError, DbResult};
 use packyard_store::{for_update, insert_or_ignore, sql};
 
@@ -490,7 +492,8 @@ pub enum Forward {
 
 /// The proxy rule of checksum databases (`go.checksum_databases`).
 pub fn forward(repo: &Repository, request: &SumdbRequest) -> Result<Forward, ProxyError> {
-    let databases = repo.settings.go.as_ref().and_then(|g| g.checksum_databases.as_deref()).unwrap_or_default();
+    let go = GoSettings::of(repo);
+    let databases = go.checksum_databases.as_deref().unwrap_or_default();
     let Some(database) = databases.iter().find(|d| d.name == request.name) else { return Ok(Forward::NotServed) };
     if request.path == SumdbPath::Supported && database.url.is_some() {
         return Ok(Forward::Supported);

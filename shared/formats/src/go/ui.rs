@@ -19,6 +19,10 @@ fn module(c: &ComponentRow) -> String {
 
 #[async_trait]
 impl FormatUi for GoUi {
+    fn title(&self) -> &'static str {
+        "Go modules"
+    }
+
     fn group_label(&self) -> &'static str {
         "Module path"
     }
