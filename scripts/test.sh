@@ -23,9 +23,9 @@ have go /usr/bin/go || need+=(golang-go)
 [ -d /usr/share/gocode/src/golang.org/x/mod/sumdb ] || need+=(golang-golang-x-mod-dev)
 have gpg /usr/bin/gpg || need+=(gnupg)
 have openssl /usr/bin/openssl || need+=(openssl)
-# A real outbound HTTP proxy for the corporate-network tests (api/tests/upstreams.rs).
+# A real outbound HTTP proxy for the corporate-network tests (api/tests/it/upstreams.rs).
 have tinyproxy /usr/bin/tinyproxy || need+=(tinyproxy)
-# A real OpenLDAP directory for the LDAP sign-in tests (api/tests/ldap.rs, scripts/ldap/).
+# A real OpenLDAP directory for the LDAP sign-in tests (api/tests/it/ldap.rs, scripts/ldap/).
 have slapd /usr/sbin/slapd || need+=(slapd)
 have ldapmodify /usr/bin/ldapmodify || need+=(ldap-utils)
 # Node.js and npm run the OpenID provider of the OIDC sign-in tests (api/tests/fixtures/oidc).

@@ -7,5 +7,5 @@ cd "$(dirname "$0")/.."
 mkdir -p docs/ui
 cargo build -q --bins -p packyard-api
 UI_SCREENSHOTS="$PWD/docs/ui" TEST_CHROMEDRIVER="${TEST_CHROMEDRIVER:-/usr/bin/chromedriver}" \
-  cargo nextest run -p packyard-api --test ui --no-fail-fast
+  cargo nextest run -p packyard-api --test it --no-fail-fast -E 'test(/^ui::/)'
 ls -l docs/ui

@@ -12,31 +12,20 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use packyard_core::auth::bootstrap_admin;
 use packyard_core::repositories::RepositoryService;
 use packyard_core::security::tokens;
-use packyard_core::services::Services;
-use packyard_model::config::Config;
 use packyard_model::repos::RepositorySpec;
 use packyard_store::blobs::FileStore;
 use packyard_store::db::Backend;
 use packyard_store::testing::TestDb;
 use std::sync::Arc;
 
+mod common;
+
 fn bench(c: &mut Criterion) {
     let system = actix_web::rt::System::new();
     let (t, services) = system.block_on(async {
         let t = TestDb::fresh(Backend::Sqlite).await.ok().flatten().expect("sqlite test database");
-        let mut config = Config::default();
-        config.database.url = t.url.clone();
-        config.server.data_dir = t.dir.path().join("data");
         let blobs = Arc::new(FileStore::open(t.dir.path().join("blobs"), t.metrics.clone()).await.expect("blobs"));
-        let services = Services::assemble(
-            config,
-            packyard_formats::registry(),
-            t.metrics.clone(),
-            t.db.clone(),
-            blobs,
-            "0123456789abcdef0123456789abcdef",
-        )
-        .expect("services");
+        let services = common::services_on(t.db.clone(), &t, blobs);
         services.security.ensure_builtin_roles().await.expect("roles");
         bootstrap_admin(&t.db, Some("bench-password"), t.dir.path()).await.expect("admin");
         let spec: RepositorySpec =

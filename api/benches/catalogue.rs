@@ -13,11 +13,11 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+mod common;
+
 use actix_web::http::StatusCode;
 use actix_web::test::{self, TestRequest};
 use packyard_core::repositories::RepositoryService;
-use packyard_core::services::Services;
-use packyard_model::config::Config;
 use packyard_model::repos::RepositorySpec;
 use packyard_store::blobs::FileStore;
 use packyard_store::db::Backend;
@@ -45,19 +45,8 @@ fn main() {
         return;
     };
     let services = system.block_on(async {
-        let mut config = Config::default();
-        config.database.url = t.url.clone();
-        config.server.data_dir = t.dir.path().join("data");
         let blobs = Arc::new(FileStore::open(t.dir.path().join("blobs"), t.metrics.clone()).await.expect("blobs"));
-        let services = Services::assemble(
-            config,
-            packyard_formats::registry(),
-            t.metrics.clone(),
-            t.db.clone(),
-            blobs,
-            "0123456789abcdef0123456789abcdef",
-        )
-        .expect("services");
+        let services = common::services_on(t.db.clone(), &t, blobs);
         services.security.ensure_builtin_roles().await.expect("roles");
         for r in 0..REPOSITORIES {
             let spec: RepositorySpec = serde_json::from_value(

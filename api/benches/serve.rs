@@ -8,14 +8,14 @@
 
 use std::sync::Arc;
 
+mod common;
+
 use actix_web::http::StatusCode;
 use actix_web::test::{self, TestRequest};
 use criterion::{criterion_group, criterion_main, Criterion};
 use packyard_core::hosted::{upload, Actor};
 use packyard_core::repositories::RepositoryService;
-use packyard_core::services::Services;
 use packyard_formats::apt::hosted::AptHosted;
-use packyard_model::config::Config;
 use packyard_model::repos::RepositorySpec;
 use packyard_store::blobs::FileStore;
 use packyard_store::db::Backend;
@@ -30,14 +30,10 @@ fn bench(c: &mut Criterion) {
     let system = actix_web::rt::System::new();
     let (_t, services) = system.block_on(async {
         let t = TestDb::fresh(Backend::Sqlite).await.ok().flatten().expect("sqlite test database");
-        let mut config = Config::default();
-        config.database.url = t.url.clone();
-        config.server.data_dir = t.dir.path().join("data");
-        config.worker.debounce_ms = 0;
         let blobs = Arc::new(FileStore::open(t.dir.path().join("blobs"), t.metrics.clone()).await.expect("blobs"));
-        let services =
-            Services::assemble(config, packyard_formats::registry(), t.metrics.clone(), t.db.clone(), blobs, "0123456789abcdef0123456789abcdef")
-                .expect("services");
+        let services = common::services_with(t.db.clone(), &t, blobs, |config| {
+            config.worker.debounce_ms = 0;
+        });
         services.security.ensure_builtin_roles().await.expect("roles");
         let spec: RepositorySpec =
             serde_json::from_value(serde_json::json!({"name": "debs", "format": "apt", "type": "hosted"}))

@@ -14,11 +14,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod common;
+
 use actix_web::http::StatusCode;
 use actix_web::test::{self, TestRequest};
 use packyard_core::repositories::RepositoryService;
-use packyard_core::services::Services;
-use packyard_model::config::Config;
 use packyard_model::repos::RepositorySpec;
 use packyard_store::blobs::{BlobStore, FileStore};
 use packyard_store::db::Backend;
@@ -55,16 +55,10 @@ fn main() {
         return;
     };
     let services = system.block_on(async {
-        let mut config = Config::default();
-        config.database.url = t.url.clone();
-        config.server.data_dir = t.dir.path().join("data");
-        config.blobs.path = t.dir.path().join("blobs");
         let blobs = Arc::new(FileStore::open(t.dir.path().join("blobs"), t.metrics.clone()).await.expect("blobs"));
         let stored = blobs.put_bytes(&[7u8; 2048]).await.expect("blob");
         t.db.record_blob(&stored.sha256, stored.size).await.expect("blob row");
-        let services =
-            Services::assemble(config, packyard_formats::registry(), t.metrics.clone(), t.db.clone(), blobs, "0123456789abcdef0123456789abcdef")
-                .expect("services");
+        let services = common::services_on(t.db.clone(), &t, blobs);
         services.security.ensure_builtin_roles().await.expect("roles");
         for r in 0..REPOSITORIES {
             let spec: RepositorySpec = serde_json::from_value(serde_json::json!({

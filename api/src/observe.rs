@@ -78,14 +78,10 @@ pub async fn middleware(
         m.observe_request(repository, cx.method, status.as_u16(), elapsed.as_secs_f64());
     }
     let id = HeaderValue::from_str(&cx.id);
-    let served = cx.path == "/repository" || cx.path.starts_with("/repository/");
     packyard_core::telemetry::access(&cx, status.as_u16(), elapsed);
     let mut res = result?;
     if let Ok(v) = id {
         res.headers_mut().insert(REQUEST_ID, v);
-    }
-    if served {
-        crate::repository::sandbox(res.headers_mut());
     }
     Ok(res)
 }

@@ -21,7 +21,19 @@ use crate::route::{Access, Cx, Routes, Tail};
 /// `/repository` and everything below it, matched by its static prefix (no pattern to run per
 /// request); the repository's name and the tail are split off the path in [`dispatch`].
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(web::scope("/repository").default_service(web::to(dispatch)));
+    cfg.service(
+        web::scope("/repository").wrap(actix_web::middleware::from_fn(sandboxed)).default_service(web::to(dispatch)),
+    );
+}
+
+/// The scope's own wrapper: [`sandbox`] on every response under `/repository/`.
+async fn sandboxed(
+    req: actix_web::dev::ServiceRequest,
+    next: actix_web::middleware::Next<impl actix_web::body::MessageBody + 'static>,
+) -> Result<actix_web::dev::ServiceResponse<impl actix_web::body::MessageBody>, actix_web::Error> {
+    let mut res = next.call(req).await?;
+    sandbox(res.headers_mut());
+    Ok(res)
 }
 
 /// `<name>` and the tail below `/repository/<name>/` of a path (as the router sees it: escapes

@@ -46,12 +46,6 @@ fn publisher(services: &Services) -> Publisher {
     Publisher::new(services.clone(), builders).with_due(NOW)
 }
 
-fn expected_index(entries: &[(String, String)]) -> String {
-    let mut sorted = entries.to_vec();
-    sorted.sort();
-    sorted.iter().map(|(n, b)| format!("{n}\t{}\n", hex::encode(Sha256::digest(b.as_bytes())))).collect()
-}
-
 async fn served(services: &Services, repo: i64, unit: &str, path: &str) -> anyhow::Result<Option<String>> {
     let f = services.published.file(&services.db, services.blobs.as_ref(), repo, KIND, unit, path).await?;
     Ok(f.map(|f| String::from_utf8_lossy(&f.bytes).to_string()))
@@ -80,7 +74,10 @@ db_test!(a_burst_becomes_one_complete_snapshot, |t: TestDb| async move {
     assert_eq!((unit.desired_revision, unit.published_revision), (41, 41));
     assert_eq!(unit.first_pending_at, None);
     assert_eq!(t.db.snapshot_ids(unit.id).await?.len(), 2, "forty writes after the first, one snapshot");
-    assert_eq!(served(&services, repo, "main", "index.txt").await?.as_deref(), Some(expected_index(&entries).as_str()));
+    assert_eq!(
+        served(&services, repo, "main", "index.txt").await?.as_deref(),
+        Some(packyard_core::publication::testformat::index(&entries).as_str())
+    );
     assert_eq!(served(&services, repo, "main", "count.txt").await?.as_deref(), Some("41\n"));
     assert_eq!(served(&services, repo, "main", "missing.txt").await?, None);
     assert_eq!(t.db.backlog().await?, (0, None), "every outbox event delivered");

@@ -1,5 +1,6 @@
 //! What the in-process benches over PostgreSQL share: percentiles, the process's memory, and
-//! services assembled on a pool of their own.
+//! services assembled on a pool of their own. Each bench uses part of it.
+#![allow(dead_code)]
 
 use std::sync::Arc;
 
@@ -33,11 +34,17 @@ pub fn status_kib(field: &str) -> u64 {
 }
 
 /// Services over `db` with the test database's URL and directories.
-#[expect(clippy::expect_used, reason = "a benchmark whose setup fails should stop at once")]
 pub fn services_on(db: Db, t: &TestDb, blobs: Arc<dyn BlobStore>) -> Services {
+    services_with(db, t, blobs, |_| {})
+}
+
+/// The same, with the configuration adjusted first.
+#[expect(clippy::expect_used, reason = "a benchmark whose setup fails should stop at once")]
+pub fn services_with(db: Db, t: &TestDb, blobs: Arc<dyn BlobStore>, tune: impl FnOnce(&mut Config)) -> Services {
     let mut config = Config::default();
     config.database.url = t.url.clone();
     config.server.data_dir = t.dir.path().join("data");
     config.blobs.path = t.dir.path().join("blobs");
+    tune(&mut config);
     Services::assemble(config, packyard_formats::registry(), t.metrics.clone(), db, blobs, SECRET).expect("services")
 }

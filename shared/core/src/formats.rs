@@ -239,6 +239,70 @@ pub struct KeyChange {
     pub name: Option<String>,
 }
 
+/// A key change asked of a format whose keys carry no name, its shape checked by
+/// [`KeyChange::request`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyRequest<'a> {
+    /// Generate a key of this algorithm (one of [`KeyKinds::algorithms`]).
+    Generate(&'static str),
+    /// Import this private key, in the format's own encoding.
+    Import(&'a str),
+}
+
+/// The keys a format generates and imports, for [`KeyChange::request`] and its messages.
+#[derive(Debug, Clone, Copy)]
+pub struct KeyKinds {
+    /// What they are called ("APT signing keys").
+    pub what: &'static str,
+    /// The algorithms it generates, as the API names them, in the order messages list them.
+    pub algorithms: &'static [&'static str],
+    /// The one generated when none is asked for.
+    pub default: &'static str,
+    /// How an imported key is written, for the message that shows the request's shape.
+    pub import: &'static str,
+}
+
+impl KeyChange {
+    /// The request, when it is one of `{"generate":true}` (optionally with an `algorithm` of
+    /// `kinds`) or `{"private_key":…}`, without a `name`; otherwise a 400 that shows the shape.
+    pub fn request(&self, kinds: &KeyKinds) -> Result<KeyRequest<'_>, KeyError> {
+        let listed = |quote: &str| {
+            let all: Vec<String> = kinds.algorithms.iter().map(|a| format!("{quote}{a}{quote}")).collect();
+            match all.split_last() {
+                Some((last, [])) => last.clone(),
+                Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+                None => String::new(),
+            }
+        };
+        if self.name.is_some() {
+            return Err(KeyError::Invalid(format!("`name` does not apply to {}: they carry no name", kinds.what)));
+        }
+        match (self.generate, self.private_key.as_deref()) {
+            (true, None) => match self.algorithm.as_deref() {
+                None => Ok(KeyRequest::Generate(kinds.default)),
+                Some(asked) => {
+                    kinds.algorithms.iter().find(|a| **a == asked).map(|a| KeyRequest::Generate(a)).ok_or_else(|| {
+                        KeyError::Invalid(format!(
+                            "algorithm {asked:?} is not available for {}: use {}",
+                            kinds.what,
+                            listed("")
+                        ))
+                    })
+                }
+            },
+            (false, Some(_)) if self.algorithm.is_some() => {
+                Err(KeyError::Invalid("`algorithm` applies to {\"generate\":true}, not to an imported key".into()))
+            }
+            (false, Some(key)) => Ok(KeyRequest::Import(key)),
+            _ => Err(KeyError::Invalid(format!(
+                "send either {{\"generate\":true}} (optionally with \"algorithm\": {}) or {{\"private_key\":\"{}\"}}",
+                listed("\""),
+                kinds.import
+            ))),
+        }
+    }
+}
+
 /// Why a signing-key request failed.
 #[derive(Debug, thiserror::Error)]
 pub enum KeyError {
@@ -285,8 +349,13 @@ pub trait SigningKeys: Send + Sync {
         None
     }
 
-    /// Why `repo` has no key of its own (a proxy serves its upstream's signatures), or `None`.
-    fn refuse(&self, repo: &Repository) -> Option<String>;
+    /// Why `repo` has no key of its own, or `None`: by default, a proxy serves its upstream's
+    /// signatures.
+    fn refuse(&self, repo: &Repository) -> Option<String> {
+        (repo.repo_type == RepoType::Proxy).then(|| {
+            format!("repository {} is a proxy: it serves its upstream's signatures and has no signing key", repo.name)
+        })
+    }
 
     /// The key's public part as the API shows it (a JSON object; never the private key).
     /// `repository_url` is the repository's absolute URL, without a trailing `/`.
@@ -372,5 +441,52 @@ impl Registry {
     /// Every format's builders added to `builders`.
     pub fn builders(&self, services: &Services, builders: Builders) -> Builders {
         self.specs.iter().fold(builders, |b, spec| spec.builders(services, b))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEYS: KeyKinds =
+        KeyKinds { what: "test keys", algorithms: &["a1", "b2", "c3"], default: "b2", import: "<key>" };
+
+    fn change(json: serde_json::Value) -> Result<KeyChange, serde_json::Error> {
+        serde_json::from_value(json)
+    }
+
+    fn refusal(json: serde_json::Value) -> Result<String, serde_json::Error> {
+        Ok(match change(json)?.request(&KEYS) {
+            Err(KeyError::Invalid(m)) => m,
+            other => format!("not refused: {other:?}"),
+        })
+    }
+
+    #[test]
+    fn key_requests_have_one_of_two_shapes() -> Result<(), serde_json::Error> {
+        let c = change(serde_json::json!({"generate": true}))?;
+        assert_eq!(c.request(&KEYS).ok(), Some(KeyRequest::Generate("b2")));
+        let c = change(serde_json::json!({"generate": true, "algorithm": "c3"}))?;
+        assert_eq!(c.request(&KEYS).ok(), Some(KeyRequest::Generate("c3")));
+        let c = change(serde_json::json!({"private_key": "PEM"}))?;
+        assert_eq!(c.request(&KEYS).ok(), Some(KeyRequest::Import("PEM")));
+        assert_eq!(
+            refusal(serde_json::json!({"generate": true, "algorithm": "d4"}))?,
+            "algorithm \"d4\" is not available for test keys: use a1, b2 or c3"
+        );
+        assert_eq!(
+            refusal(serde_json::json!({"private_key": "PEM", "algorithm": "a1"}))?,
+            "`algorithm` applies to {\"generate\":true}, not to an imported key"
+        );
+        assert_eq!(
+            refusal(serde_json::json!({"generate": true, "private_key": "PEM"}))?,
+            "send either {\"generate\":true} (optionally with \"algorithm\": \"a1\", \"b2\" or \"c3\") or {\"private_key\":\"<key>\"}"
+        );
+        assert_eq!(refusal(serde_json::json!({}))?, refusal(serde_json::json!({"generate": false}))?);
+        assert_eq!(
+            refusal(serde_json::json!({"generate": true, "name": "n"}))?,
+            "`name` does not apply to test keys: they carry no name"
+        );
+        Ok(())
     }
 }

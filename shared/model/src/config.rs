@@ -2,11 +2,8 @@
 //! `PACKYARD_CONFIG`) < `PACKYARD_<SECTION>__<KEY>` environment variables.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use figment::providers::{Format, Serialized, Toml};
-use figment::value::{Dict, Value};
-use figment::Figment;
 use serde::{Deserialize, Serialize};
 
 /// Default public listener.
@@ -468,424 +465,28 @@ impl Default for SecurityConfig {
     }
 }
 
+mod load;
+
+pub use load::Loaded;
+
 /// A configuration that could not be loaded; the message names the offending key.
 #[derive(Debug, thiserror::Error)]
 #[error("configuration error: {0}")]
 pub struct ConfigError(pub String);
 
-/// Keys whose values are never printed.
-const SECRET_KEYS: &[&str] = &[
-    "security.secret",
-    "security.admin_password",
-    "security.oidc.client_secret",
-    "blobs.s3.secret_access_key",
-    "blobs.s3.access_key_id",
-];
-/// Keys that are URLs and may carry a password.
-const URL_KEYS: &[&str] = &["database.url", "cache.redis_url", "events.amqp_url", "proxy.http_proxy"];
-
-/// Where the configuration came from, kept for `config show`.
-pub struct Loaded {
-    pub config: Config,
-    figment: Figment,
-}
-
-impl Loaded {
-    /// Loads from the process environment and the given (or default) file.
-    pub fn load(explicit_file: Option<&Path>) -> Result<Self, ConfigError> {
-        let env: Vec<(String, String)> = std::env::vars().collect();
-        Self::load_from(explicit_file, &env)
-    }
-
-    /// Loads with an explicit environment (testable without touching the process's).
-    pub fn load_from(explicit_file: Option<&Path>, env: &[(String, String)]) -> Result<Self, ConfigError> {
-        let from_env = env.iter().find(|(k, _)| k == "PACKYARD_CONFIG").map(|(_, v)| PathBuf::from(v));
-        let file = explicit_file.map(Path::to_path_buf).or(from_env);
-        let mut figment = Figment::from(Serialized::defaults(Config::default()));
-        match &file {
-            Some(path) => {
-                if !path.is_file() {
-                    return Err(ConfigError(format!("configuration file {} does not exist", path.display())));
-                }
-                figment = figment.merge(Toml::file(path));
-            }
-            None => figment = figment.merge(Toml::file("packyard.toml")),
-        }
-        figment = figment.merge(env_provider(env)?);
-        let config: Config = figment.extract().map_err(|e| ConfigError(describe(&e)))?;
-        config.validate()?;
-        Ok(Self { config, figment })
-    }
-
-    /// Every effective value with its source, secrets masked, one `key = value  # source` a line.
-    pub fn show(&self) -> String {
-        let mut out = String::new();
-        let mut masked = self.config.clone();
-        for d in &mut masked.security.ldap {
-            if d.bind_password.is_some() {
-                d.bind_password = Some("********".into());
-            }
-        }
-        let value = match Value::serialize(&masked) {
-            Ok(v) => v,
-            Err(e) => return format!("# cannot render configuration: {e}\n"),
-        };
-        let mut flat = Vec::new();
-        flatten("", &value, &mut flat);
-        for (key, rendered) in flat {
-            let shown = if SECRET_KEYS.contains(&key.as_str()) && rendered != "(unset)" {
-                "\"********\"".to_string()
-            } else if URL_KEYS.contains(&key.as_str()) {
-                mask_url_password(&rendered)
-            } else {
-                rendered
-            };
-            if key == "security.secret" && shown == "(unset)" {
-                // Generated on first start (SQLite only: validation requires it elsewhere).
-                let file = self.config.server.data_dir.join("secret");
-                if file.is_file() {
-                    out.push_str(&format!("{key} = \"********\"  # generated, in {}\n", file.display()));
-                } else {
-                    out.push_str(&format!("{key} = (unset)  # generated into {} on first start\n", file.display()));
-                }
-                continue;
-            }
-            let source = match self.figment.find_metadata(&key) {
-                Some(md) if md.name.contains("environment") => {
-                    format!("environment {}", env_var_name(&key))
-                }
-                Some(md) if md.name.contains("TOML") => match &md.source {
-                    Some(src) => format!("{} {}", md.name, src),
-                    None => md.name.to_string(),
-                },
-                Some(_) | None => "default".into(),
-            };
-            out.push_str(&format!("{key} = {shown}  # {source}\n"));
-        }
-        out
-    }
-}
-
-fn env_var_name(key: &str) -> String {
-    let mut parts = key.splitn(2, '.');
-    let section = parts.next().unwrap_or_default();
-    let rest = parts.next().unwrap_or_default().replace('.', "__");
-    format!("PACKYARD_{}__{}", section.to_uppercase(), rest.to_uppercase())
-}
-
-/// `PACKYARD_<SECTION>__<KEY>` → `section.key`. `PACKYARD_CONFIG` names the file instead.
-fn env_provider(env: &[(String, String)]) -> Result<Dict_, ConfigError> {
-    let mut dict = Dict::new();
-    for (name, raw) in env {
-        let Some(rest) = name.strip_prefix("PACKYARD_") else {
-            continue;
-        };
-        if rest == "CONFIG" {
-            continue;
-        }
-        let path: Vec<String> = rest.split("__").map(str::to_lowercase).collect();
-        if path.iter().any(String::is_empty) || path.len() < 2 {
-            return Err(ConfigError(format!(
-                "environment variable {name} does not name a key: use PACKYARD_<SECTION>__<KEY>"
-            )));
-        }
-        let value: Value = raw.parse().unwrap_or_else(|_| Value::from(raw.clone()));
-        insert_path(&mut dict, &path, value);
-    }
-    Ok(Dict_(dict))
-}
-
-/// An in-memory provider that figment reports as "environment variable".
-struct Dict_(Dict);
-
-impl figment::Provider for Dict_ {
-    fn metadata(&self) -> figment::Metadata {
-        figment::Metadata::named("environment variable")
-    }
-    fn data(&self) -> Result<figment::value::Map<figment::Profile, Dict>, figment::Error> {
-        let mut map = figment::value::Map::new();
-        map.insert(figment::Profile::Default, self.0.clone());
-        Ok(map)
-    }
-}
-
-fn insert_path(dict: &mut Dict, path: &[String], value: Value) {
-    match path {
-        [] => {}
-        [last] => {
-            dict.insert(last.clone(), value);
-        }
-        [first, rest @ ..] => {
-            let entry = dict.entry(first.clone()).or_insert_with(|| Value::from(Dict::new()));
-            if let Value::Dict(_, inner) = entry {
-                insert_path(inner, rest, value);
-            } else {
-                let mut inner = Dict::new();
-                insert_path(&mut inner, rest, value);
-                *entry = Value::from(inner);
-            }
-        }
-    }
-}
-
-fn flatten(prefix: &str, value: &Value, out: &mut Vec<(String, String)>) {
-    match value {
-        Value::Dict(_, dict) => {
-            for (k, v) in dict {
-                let key = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
-                flatten(&key, v, out);
-            }
-        }
-        Value::Empty(..) => out.push((prefix.to_string(), "(unset)".into())),
-        other => out.push((prefix.to_string(), toml_value(other))),
-    }
-}
-
-/// A value as TOML writes it: a string quoted and escaped, an array `[a, b]`, a table inline.
-fn toml_value(value: &Value) -> String {
-    match value {
-        Value::String(_, s) => toml_string(s),
-        Value::Array(_, items) => {
-            let items: Vec<String> = items.iter().filter(|v| !matches!(v, Value::Empty(..))).map(toml_value).collect();
-            format!("[{}]", items.join(", "))
-        }
-        Value::Dict(_, dict) => {
-            let pairs: Vec<String> = dict
-                .iter()
-                .filter(|(_, v)| !matches!(v, Value::Empty(..)))
-                .map(|(k, v)| format!("{} = {}", toml_key(k), toml_value(v)))
-                .collect();
-            if pairs.is_empty() {
-                "{}".into()
-            } else {
-                format!("{{ {} }}", pairs.join(", "))
-            }
-        }
-        Value::Empty(..) => "(unset)".into(),
-        other => match other.to_num() {
-            Some(n) => match n.to_u128() {
-                Some(u) => u.to_string(),
-                None => n
-                    .to_i128()
-                    .map_or_else(|| n.to_f64().map_or_else(String::new, |f| f.to_string()), |i| i.to_string()),
-            },
-            None => other.to_bool().map_or_else(String::new, |b| b.to_string()),
-        },
-    }
-}
-
-/// A TOML basic string.
-fn toml_string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            c if c.is_control() => out.push_str(&format!("\\u{:04X}", u32::from(c))),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
-/// A key of an inline table: bare where TOML allows it, quoted otherwise.
-fn toml_key(k: &str) -> String {
-    if !k.is_empty() && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
-        k.to_string()
-    } else {
-        toml_string(k)
-    }
-}
-
-/// Replaces the password of a URL-shaped (quoted) value with `****`.
-fn mask_url_password(rendered: &str) -> String {
-    let inner = rendered.trim_matches('"');
-    if !inner.contains("://") && inner.contains('@') {
-        // `user:password@host:port` without a scheme (a proxy may be written so).
-        return match url::Url::parse(&format!("http://{inner}")) {
-            Ok(mut u) if u.password().is_some() => {
-                let _ = u.set_password(Some("****"));
-                format!("\"{}\"", u.as_str().trim_start_matches("http://"))
-            }
-            _ => "\"********\"".to_string(),
-        };
-    }
-    match url::Url::parse(inner) {
-        Ok(mut u) if u.password().is_some() => {
-            let _ = u.set_password(Some("****"));
-            format!("\"{u}\"")
-        }
-        _ => rendered.to_string(),
-    }
-}
-
-/// Turns a figment error into one line per problem that names the key in `section.key` form.
-fn describe(err: &figment::Error) -> String {
-    err.clone()
-        .into_iter()
-        .map(|e| {
-            let key = e.path.join(".");
-            let origin = e
-                .metadata
-                .as_ref()
-                .map(|md| match &md.source {
-                    Some(src) => format!(" (from {} {})", md.name, src),
-                    None if md.name.contains("environment") => {
-                        format!(" (from environment variable {})", env_var_name(&key))
-                    }
-                    None => format!(" (from {})", md.name),
-                })
-                .unwrap_or_default();
-            let kind = match &e.kind {
-                figment::error::Kind::UnknownField(field, _) => {
-                    let full = if key.is_empty() {
-                        field.clone()
-                    } else if key == *field || key.ends_with(&format!(".{field}")) {
-                        key.clone()
-                    } else {
-                        format!("{key}.{field}")
-                    };
-                    return format!("unknown key `{full}`{origin}");
-                }
-                other => other.to_string(),
-            };
-            if key.is_empty() {
-                format!("{kind}{origin}")
-            } else {
-                format!("bad value for key `{key}`: {kind}{origin}")
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("; ")
-}
-
 impl Config {
-    /// Checks the rules serde cannot express; each error names the key.
+    /// Checks the rules serde cannot express, section by section; each error names the key.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.conan.token_ttl_secs == 0 {
-            return Err(ConfigError("bad value for key `conan.token_ttl_secs`: must be at least 1".into()));
-        }
-        let go = GoConfig::default();
-        for (key, value, max) in [
-            ("go.max_zip_bytes", self.go.max_zip_bytes, go.max_zip_bytes),
-            ("go.max_unzipped_bytes", self.go.max_unzipped_bytes, go.max_unzipped_bytes),
-            ("go.max_go_mod_bytes", self.go.max_go_mod_bytes, go.max_go_mod_bytes),
-            ("go.max_license_bytes", self.go.max_license_bytes, go.max_license_bytes),
-        ] {
-            if value == 0 || value > max {
-                return Err(ConfigError(format!(
-                    "bad value for key `{key}`: {value} must be between 1 and {max} (the go command's own limit)"
-                )));
-            }
-        }
-        let url = &self.database.url;
-        let scheme = url.split("://").next().unwrap_or_default();
-        if !url.contains("://") || !matches!(scheme, "sqlite" | "postgres" | "postgresql" | "mysql" | "mariadb") {
-            return Err(ConfigError(format!(
-                "bad value for key `database.url`: {url:?} must start with sqlite://, postgres:// or mysql://"
-            )));
-        }
-        if self.database.max_connections == 0 {
-            return Err(ConfigError("bad value for key `database.max_connections`: must be at least 1".into()));
-        }
-        if self.database.min_connections > self.database.max_connections {
-            return Err(ConfigError(
-                "bad value for key `database.min_connections`: must not exceed database.max_connections".into(),
-            ));
-        }
-        for (key, v) in [
-            ("server.header_timeout_ms", self.server.header_timeout_ms),
-            ("server.body_idle_timeout_ms", self.server.body_idle_timeout_ms),
-        ] {
-            if v == 0 || v > 3_600_000 {
-                return Err(ConfigError(format!("bad value for key `{key}`: use 1 to 3600000 (one hour)")));
-            }
-        }
-        if let Some(u) = &self.server.public_url {
-            ServerConfig::parse_public_url(u).map_err(ConfigError)?;
-        }
-        crate::net::networks("server.trusted_proxies", &self.server.trusted_proxies).map_err(ConfigError)?;
+        self.conan.validate()?;
+        self.go.validate()?;
+        self.database.validate()?;
+        self.server.validate()?;
         self.webhooks.address_policy().map_err(ConfigError)?;
-        if self.security.session_ttl_secs == 0 || self.security.session_ttl_secs > 90 * 86_400 {
-            return Err(ConfigError(
-                "bad value for key `security.session_ttl_secs`: use 1 to 7776000 (90 days)".into(),
-            ));
-        }
-        if self.server.max_upload_bytes == 0 {
-            return Err(ConfigError("bad value for key `server.max_upload_bytes`: must be positive".into()));
-        }
-        for (key, v) in [
-            ("proxy.connect_timeout_ms", self.proxy.connect_timeout_ms),
-            ("proxy.read_timeout_ms", self.proxy.read_timeout_ms),
-            ("proxy.max_concurrent_fetches", self.proxy.max_concurrent_fetches as u64),
-            ("proxy.max_object_bytes", self.proxy.max_object_bytes),
-        ] {
-            if v == 0 {
-                return Err(ConfigError(format!("bad value for key `{key}`: must be positive")));
-            }
-        }
-        self.proxy.address_policy().map_err(ConfigError)?;
-        // The configuration's own proxy settings (the environment's are read at startup).
-        self.proxy.outbound(|_| None).map_err(ConfigError)?;
-        if self.proxy.fetch_deadline_ms < 1_000 {
-            return Err(ConfigError("bad value for key `proxy.fetch_deadline_ms`: use at least 1000".into()));
-        }
-        for path in &self.proxy.ca_certificates {
-            if !path.is_file() {
-                return Err(ConfigError(format!(
-                    "bad value for key `proxy.ca_certificates`: {} is not a file",
-                    path.display()
-                )));
-            }
-        }
-        if self.worker.debounce_ms > self.worker.max_delay_ms {
-            return Err(ConfigError(
-                "bad value for key `worker.debounce_ms`: must not exceed worker.max_delay_ms".into(),
-            ));
-        }
-        for (key, v) in [("worker.lease_ms", self.worker.lease_ms), ("worker.max_delay_ms", self.worker.max_delay_ms)] {
-            if v == 0 || v > 86_400_000 {
-                return Err(ConfigError(format!("bad value for key `{key}`: use 1 to 86400000 (one day)")));
-            }
-        }
-        if !self.debug.crash_at.is_empty() && !crate::crash::POINTS.contains(&self.debug.crash_at.as_str()) {
-            return Err(ConfigError(format!(
-                "bad value for key `debug.crash_at`: use one of {}",
-                crate::crash::POINTS.join(", ")
-            )));
-        }
-        if self.blobs.kind == BlobsKind::S3 && self.blobs.s3.bucket.is_none() {
-            return Err(ConfigError(
-                "missing value for key `blobs.s3.bucket` (required when blobs.kind = \"s3\")".into(),
-            ));
-        }
-        if !scheme.starts_with("sqlite") && self.security.secret.is_none() {
-            return Err(ConfigError(
-                "missing value for key `security.secret`: it must be set explicitly (e.g. PACKYARD_SECURITY__SECRET) when the database is not SQLite, so that every replica shares it".into(),
-            ));
-        }
-        if self.security.watermark_ttl_ms == 0 || self.security.watermark_ttl_ms > 2_000 {
-            return Err(ConfigError(
-                "bad value for key `security.watermark_ttl_ms`: use 1 to 2000 (revocations must reach every replica within 2 s)".into(),
-            ));
-        }
-        if self.security.login_max_failures == 0 {
-            return Err(ConfigError("bad value for key `security.login_max_failures`: must be at least 1".into()));
-        }
-        for (i, d) in self.security.ldap.iter().enumerate() {
-            d.validate(i, &self.security.ldap).map_err(ConfigError)?;
-        }
-        self.security.oidc.validate().map_err(ConfigError)?;
-        if let Some(secret) = &self.security.secret {
-            if secret.len() < 16 {
-                return Err(ConfigError("bad value for key `security.secret`: use at least 16 characters".into()));
-            }
-        }
+        self.proxy.validate()?;
+        self.worker.validate()?;
+        self.debug.validate()?;
+        self.blobs.validate()?;
+        self.security.validate(self.is_sqlite())?;
         for (key, value) in [("cache.redis_url", &self.cache.redis_url), ("events.amqp_url", &self.events.amqp_url)] {
             if let Some(v) = value {
                 if url::Url::parse(v).is_err() {
@@ -901,9 +502,184 @@ impl Config {
     }
 }
 
+fn positive(key: &str, v: u64) -> Result<(), ConfigError> {
+    if v == 0 {
+        return Err(ConfigError(format!("bad value for key `{key}`: must be positive")));
+    }
+    Ok(())
+}
+
+impl ConanConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        if self.token_ttl_secs == 0 {
+            return Err(ConfigError("bad value for key `conan.token_ttl_secs`: must be at least 1".into()));
+        }
+        Ok(())
+    }
+}
+
+impl GoConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        let go = Self::default();
+        for (key, value, max) in [
+            ("go.max_zip_bytes", self.max_zip_bytes, go.max_zip_bytes),
+            ("go.max_unzipped_bytes", self.max_unzipped_bytes, go.max_unzipped_bytes),
+            ("go.max_go_mod_bytes", self.max_go_mod_bytes, go.max_go_mod_bytes),
+            ("go.max_license_bytes", self.max_license_bytes, go.max_license_bytes),
+        ] {
+            if value == 0 || value > max {
+                return Err(ConfigError(format!(
+                    "bad value for key `{key}`: {value} must be between 1 and {max} (the go command's own limit)"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl DatabaseConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        let url = &self.url;
+        let scheme = url.split("://").next().unwrap_or_default();
+        if !url.contains("://") || !matches!(scheme, "sqlite" | "postgres" | "postgresql" | "mysql" | "mariadb") {
+            return Err(ConfigError(format!(
+                "bad value for key `database.url`: {url:?} must start with sqlite://, postgres:// or mysql://"
+            )));
+        }
+        if self.max_connections == 0 {
+            return Err(ConfigError("bad value for key `database.max_connections`: must be at least 1".into()));
+        }
+        if self.min_connections > self.max_connections {
+            return Err(ConfigError(
+                "bad value for key `database.min_connections`: must not exceed database.max_connections".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl ServerConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        for (key, v) in [
+            ("server.header_timeout_ms", self.header_timeout_ms),
+            ("server.body_idle_timeout_ms", self.body_idle_timeout_ms),
+        ] {
+            if v == 0 || v > 3_600_000 {
+                return Err(ConfigError(format!("bad value for key `{key}`: use 1 to 3600000 (one hour)")));
+            }
+        }
+        if let Some(u) = &self.public_url {
+            Self::parse_public_url(u).map_err(ConfigError)?;
+        }
+        crate::net::networks("server.trusted_proxies", &self.trusted_proxies).map_err(ConfigError)?;
+        positive("server.max_upload_bytes", self.max_upload_bytes)
+    }
+}
+
+impl ProxyConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        positive("proxy.connect_timeout_ms", self.connect_timeout_ms)?;
+        positive("proxy.read_timeout_ms", self.read_timeout_ms)?;
+        positive("proxy.max_concurrent_fetches", self.max_concurrent_fetches as u64)?;
+        positive("proxy.max_object_bytes", self.max_object_bytes)?;
+        self.address_policy().map_err(ConfigError)?;
+        // The configuration's own proxy settings (the environment's are read at startup).
+        self.outbound(|_| None).map_err(ConfigError)?;
+        if self.fetch_deadline_ms < 1_000 {
+            return Err(ConfigError("bad value for key `proxy.fetch_deadline_ms`: use at least 1000".into()));
+        }
+        for path in &self.ca_certificates {
+            if !path.is_file() {
+                return Err(ConfigError(format!(
+                    "bad value for key `proxy.ca_certificates`: {} is not a file",
+                    path.display()
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl WorkerConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        if self.debounce_ms > self.max_delay_ms {
+            return Err(ConfigError(
+                "bad value for key `worker.debounce_ms`: must not exceed worker.max_delay_ms".into(),
+            ));
+        }
+        for (key, v) in [("worker.lease_ms", self.lease_ms), ("worker.max_delay_ms", self.max_delay_ms)] {
+            if v == 0 || v > 86_400_000 {
+                return Err(ConfigError(format!("bad value for key `{key}`: use 1 to 86400000 (one day)")));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl DebugConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        if !self.crash_at.is_empty() && !crate::crash::POINTS.contains(&self.crash_at.as_str()) {
+            return Err(ConfigError(format!(
+                "bad value for key `debug.crash_at`: use one of {}",
+                crate::crash::POINTS.join(", ")
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl BlobsConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        if self.kind == BlobsKind::S3 && self.s3.bucket.is_none() {
+            return Err(ConfigError(
+                "missing value for key `blobs.s3.bucket` (required when blobs.kind = \"s3\")".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl SecurityConfig {
+    /// `sqlite`: whether the database is SQLite (the only one on which the secret may be
+    /// generated: every replica of a shared database must share it).
+    fn validate(&self, sqlite: bool) -> Result<(), ConfigError> {
+        if self.session_ttl_secs == 0 || self.session_ttl_secs > 90 * 86_400 {
+            return Err(ConfigError(
+                "bad value for key `security.session_ttl_secs`: use 1 to 7776000 (90 days)".into(),
+            ));
+        }
+        if !sqlite && self.secret.is_none() {
+            return Err(ConfigError(
+                "missing value for key `security.secret`: it must be set explicitly (e.g. PACKYARD_SECURITY__SECRET) when the database is not SQLite, so that every replica shares it".into(),
+            ));
+        }
+        if self.watermark_ttl_ms == 0 || self.watermark_ttl_ms > 2_000 {
+            return Err(ConfigError(
+                "bad value for key `security.watermark_ttl_ms`: use 1 to 2000 (revocations must reach every replica within 2 s)".into(),
+            ));
+        }
+        if self.login_max_failures == 0 {
+            return Err(ConfigError("bad value for key `security.login_max_failures`: must be at least 1".into()));
+        }
+        for (i, d) in self.ldap.iter().enumerate() {
+            d.validate(i, &self.ldap).map_err(ConfigError)?;
+        }
+        self.oidc.validate().map_err(ConfigError)?;
+        if let Some(secret) = &self.secret {
+            if secret.len() < 16 {
+                return Err(ConfigError("bad value for key `security.secret`: use at least 16 characters".into()));
+            }
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use figment::providers::{Format, Toml};
+    use figment::Figment;
+    use std::path::Path;
 
     fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()

@@ -49,41 +49,7 @@ impl From<super::fields::FieldError> for ControlError {
     }
 }
 
-/// `^[a-z0-9][a-z0-9+.-]+$`
-pub fn valid_name(name: &str) -> bool {
-    name.len() >= 2
-        && name.len() <= 128
-        && name.bytes().next().is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
-        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"+.-".contains(&b))
-}
-
-/// Debian version syntax: `[epoch:]upstream[-revision]`.
-pub fn valid_version(v: &str) -> bool {
-    if v.is_empty() || v.len() > 256 {
-        return false;
-    }
-    let (epoch, rest) = match v.split_once(':') {
-        Some((e, r)) => (Some(e), r),
-        None => (None, v),
-    };
-    if epoch.is_some_and(|e| e.is_empty() || !e.bytes().all(|b| b.is_ascii_digit())) {
-        return false;
-    }
-    let (upstream, revision) = match rest.rsplit_once('-') {
-        Some((u, r)) => (u, Some(r)),
-        None => (rest, None),
-    };
-    let upstream_ok = upstream.bytes().next().is_some_and(|b| b.is_ascii_digit())
-        && upstream.bytes().all(|b| {
-            b.is_ascii_alphanumeric()
-                || b"._+~".contains(&b)
-                || (b == b'-' && revision.is_some())
-                || (b == b':' && epoch.is_some())
-        });
-    let revision_ok =
-        revision.is_none_or(|r| !r.is_empty() && r.bytes().all(|b| b.is_ascii_alphanumeric() || b".+~".contains(&b)));
-    upstream_ok && revision_ok
-}
+pub use super::fields::{valid_name, valid_version};
 
 /// An architecture token: `all`, `amd64`, `arm64`, `linux-any`-style names.
 pub fn valid_architecture(a: &str) -> bool {

@@ -204,7 +204,7 @@ fn take_until(s: &str, stops: &[char]) -> (String, String) {
 /// One relation in policy's grammar: `name[:arch] [(op version)] [[arch …]] [<profile …>]…`.
 fn policy_relation(alt: &str, rules: Rules, at_field_end: bool) -> Result<(), String> {
     let (name, rest) = take_until(alt, &[':', '(', '[', '<', ')', ']', '>']);
-    if !super::control::valid_name(&name) {
+    if !valid_name(&name) {
         return Err(format!(
             "{alt:?}: {name:?} is not a package name (lowercase letters, digits, '+', '-' and '.', at least two, starting with a letter or digit)"
         ));
@@ -245,7 +245,7 @@ fn policy_relation(alt: &str, rules: Rules, at_field_end: bool) -> Result<(), St
         if version.is_empty() {
             return Err(format!("{alt:?}: no version after {op:?}"));
         }
-        if version.contains(char::is_whitespace) || !super::control::valid_version(version) {
+        if version.contains(char::is_whitespace) || !valid_version(version) {
             return Err(format!(
                 "{alt:?}: {version:?} is not a Debian version ([epoch:]upstream[-revision], upstream starting with a digit)"
             ));
@@ -534,12 +534,12 @@ pub fn check_binary(fields: &[Field<'_>], mode: Mode) -> Result<(), FieldError> 
             "source" => {
                 single_line(f)?;
                 let (name, rest) = f.value.split_once(' ').map_or((f.value.as_str(), ""), |(n, r)| (n, r));
-                if !super::control::valid_name(name) {
+                if !valid_name(name) {
                     return Err(invalid(f, format!("{name:?} is not a source package name")));
                 }
                 if !rest.is_empty() {
                     let version = rest.strip_prefix('(').and_then(|r| r.strip_suffix(')'));
-                    if !version.is_some_and(super::control::valid_version) {
+                    if !version.is_some_and(valid_version) {
                         return Err(invalid(f, format!("{:?} is not `name` or `name (version)`", f.value)));
                     }
                 }
@@ -618,7 +618,7 @@ pub fn check_source(fields: &[Field<'_>], mode: Mode) -> Result<(), FieldError> 
             "binary" | "testsuite-triggers" => {
                 for name in f.folded().split(',').map(str::trim) {
                     let template = name.len() > 2 && name.starts_with('@') && name.ends_with('@');
-                    if !(super::control::valid_name(name) || template && f.is("Testsuite-Triggers")) {
+                    if !(valid_name(name) || template && f.is("Testsuite-Triggers")) {
                         return Err(invalid(f, format!("{name:?} is not a package name")));
                     }
                 }
@@ -653,7 +653,7 @@ pub fn check_source(fields: &[Field<'_>], mode: Mode) -> Result<(), FieldError> 
                 for line in f.value.split('\n').skip(1).map(str::trim).filter(|l| !l.is_empty()) {
                     let parts: Vec<&str> = line.split_whitespace().collect();
                     let ok = parts.len() >= 4
-                        && super::control::valid_name(parts[0])
+                        && valid_name(parts[0])
                         && is_profile_name(parts[1])
                         && is_section(parts[2])
                         // dpkg-source writes `unknown` where the source stanza names none.
@@ -710,6 +710,42 @@ pub fn check_index(text: &str) -> Result<usize, (String, FieldError)> {
         }
     }
     Ok(count)
+}
+
+/// `^[a-z0-9][a-z0-9+.-]+$`
+pub fn valid_name(name: &str) -> bool {
+    name.len() >= 2
+        && name.len() <= 128
+        && name.bytes().next().is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"+.-".contains(&b))
+}
+
+/// Debian version syntax: `[epoch:]upstream[-revision]`.
+pub fn valid_version(v: &str) -> bool {
+    if v.is_empty() || v.len() > 256 {
+        return false;
+    }
+    let (epoch, rest) = match v.split_once(':') {
+        Some((e, r)) => (Some(e), r),
+        None => (None, v),
+    };
+    if epoch.is_some_and(|e| e.is_empty() || !e.bytes().all(|b| b.is_ascii_digit())) {
+        return false;
+    }
+    let (upstream, revision) = match rest.rsplit_once('-') {
+        Some((u, r)) => (u, Some(r)),
+        None => (rest, None),
+    };
+    let upstream_ok = upstream.bytes().next().is_some_and(|b| b.is_ascii_digit())
+        && upstream.bytes().all(|b| {
+            b.is_ascii_alphanumeric()
+                || b"._+~".contains(&b)
+                || (b == b'-' && revision.is_some())
+                || (b == b':' && epoch.is_some())
+        });
+    let revision_ok =
+        revision.is_none_or(|r| !r.is_empty() && r.bytes().all(|b| b.is_ascii_alphanumeric() || b".+~".contains(&b)));
+    upstream_ok && revision_ok
 }
 
 #[cfg(test)]

@@ -12,6 +12,18 @@ use packyard_store::db::publication::UnitRecord;
 
 pub const KIND: &str = "test";
 
+/// The line of `index.txt` for an entry.
+pub fn index_line(name: &str, body: &str) -> String {
+    format!("{name}\t{}\n", hex::encode(Sha256::digest(body.as_bytes())))
+}
+
+/// The `index.txt` of a unit holding `entries` (name, body).
+pub fn index(entries: &[(String, String)]) -> String {
+    let mut sorted: Vec<&(String, String)> = entries.iter().collect();
+    sorted.sort();
+    sorted.into_iter().map(|(n, b)| index_line(n, b)).collect()
+}
+
 pub struct TestFormat {
     /// Rows per keyset page (small in tests to prove paging).
     pub page_size: i64,
@@ -36,8 +48,7 @@ impl Builder for TestFormat {
             let Some((last, _)) = page.last() else { break };
             after = last.clone();
             for (name, body) in &page {
-                let line = format!("{name}\t{}\n", hex::encode(Sha256::digest(body.as_bytes())));
-                index.write(line.as_bytes()).await?;
+                index.write(index_line(name, body).as_bytes()).await?;
                 count += 1;
             }
         }

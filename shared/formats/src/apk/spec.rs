@@ -6,12 +6,12 @@ use async_trait::async_trait;
 use packyard_codecs::apk::signing::ApkKey;
 use packyard_core::catalogue::Catalogue;
 use packyard_core::formats::{
-    FormatSpec, FormatUi, KeyChange, KeyChanged, KeyError, SettingsOf, SettingsSpec, SigningKeys,
+    FormatSpec, FormatUi, KeyChange, KeyChanged, KeyError, KeyKinds, KeyRequest, SettingsOf, SettingsSpec, SigningKeys,
 };
 use packyard_core::hosted::{ByKey, Deletes};
 use packyard_core::publication::Builders;
 use packyard_core::services::Services;
-use packyard_model::repos::{Format, RepoType, Repository};
+use packyard_model::repos::{Format, Repository};
 use packyard_store::db::blobs::BlobColumn;
 
 use super::keys;
@@ -59,6 +59,14 @@ impl FormatSpec for ApkSpec {
     }
 }
 
+/// The keys APK generates and imports.
+const KEYS: KeyKinds = KeyKinds {
+    what: "APK index keys",
+    algorithms: &["rsa2048", "rsa3072", "rsa4096"],
+    default: "rsa4096",
+    import: "<PEM RSA private key>",
+};
+
 #[async_trait]
 impl SigningKeys for ApkSpec {
     fn label(&self) -> &'static str {
@@ -67,12 +75,6 @@ impl SigningKeys for ApkSpec {
 
     fn rotation_note(&self) -> Option<&'static str> {
         Some("keys/")
-    }
-
-    fn refuse(&self, repo: &Repository) -> Option<String> {
-        (repo.repo_type == RepoType::Proxy).then(|| {
-            format!("repository {} is a proxy: it serves its upstream's signatures and has no signing key", repo.name)
-        })
     }
 
     async fn describe(
@@ -104,38 +106,20 @@ impl SigningKeys for ApkSpec {
         _url: &str,
         body: &KeyChange,
     ) -> Result<KeyChanged, KeyError> {
-        if body.name.is_some() {
-            return Err(KeyError::Invalid("`name` applies to the checksum database key of a Go repository".into()));
-        }
-        let new = match (body.generate, body.private_key.as_deref()) {
-            (true, None) => {
-                let bits = match body.algorithm.as_deref() {
-                    None | Some("rsa4096") => 4096,
-                    Some("rsa3072") => 3072,
-                    Some("rsa2048") => 2048,
-                    Some(other) => {
-                        return Err(KeyError::Invalid(format!(
-                            "algorithm {other:?} is not available for APK index keys: use rsa2048, rsa3072 or rsa4096"
-                        )))
-                    }
+        let new = match body.request(&KEYS)? {
+            KeyRequest::Generate(algorithm) => {
+                let bits = match algorithm {
+                    "rsa2048" => 2048,
+                    "rsa3072" => 3072,
+                    _ => 4096,
                 };
                 tokio::task::spawn_blocking(move || ApkKey::generate(bits))
                     .await
                     .map_err(KeyError::internal)?
                     .map_err(KeyError::internal)?
             }
-            (false, Some(_)) if body.algorithm.is_some() => {
-                return Err(KeyError::Invalid(
-                    "`algorithm` applies to {\"generate\":true}, not to an imported key".into(),
-                ))
-            }
-            (false, Some(pem)) => ApkKey::import(pem)
+            KeyRequest::Import(pem) => ApkKey::import(pem)
                 .map_err(|e| KeyError::Invalid(format!("private_key is not a usable APK index key: {e}")))?,
-            _ => {
-                return Err(KeyError::Invalid(
-                    "send either {\"generate\":true} (optionally with \"algorithm\": \"rsa2048\", \"rsa3072\" or \"rsa4096\") or {\"private_key\":\"<PEM RSA private key>\"}".into(),
-                ))
-            }
         };
         keys::install(&new, &services.db, &services.security.keystore, repo.id).await.map_err(KeyError::internal)?;
         let units = services.db.request_rebuild(repo.id).await?;

@@ -6,12 +6,12 @@ use async_trait::async_trait;
 use packyard_codecs::apt::signing::{Algorithm, Signer};
 use packyard_core::catalogue::Catalogue;
 use packyard_core::formats::{
-    FormatSpec, FormatUi, KeyChange, KeyChanged, KeyError, SettingsOf, SettingsSpec, SigningKeys,
+    FormatSpec, FormatUi, KeyChange, KeyChanged, KeyError, KeyKinds, KeyRequest, SettingsOf, SettingsSpec, SigningKeys,
 };
 use packyard_core::hosted::{ByKey, Deletes};
 use packyard_core::publication::Builders;
 use packyard_core::services::Services;
-use packyard_model::repos::{Format, RepoType, Repository};
+use packyard_model::repos::{Format, Repository};
 use packyard_store::db::blobs::BlobColumn;
 use packyard_store::db::DbResult;
 
@@ -76,6 +76,14 @@ impl FormatSpec for AptSpec {
     }
 }
 
+/// The keys APT generates and imports.
+const KEYS: KeyKinds = KeyKinds {
+    what: "APT signing keys",
+    algorithms: &["ed25519", "rsa3072", "rsa4096"],
+    default: "ed25519",
+    import: "<armored secret key>",
+};
+
 #[async_trait]
 impl SigningKeys for AptSpec {
     fn label(&self) -> &'static str {
@@ -84,12 +92,6 @@ impl SigningKeys for AptSpec {
 
     fn rotation_note(&self) -> Option<&'static str> {
         Some("gpg.key")
-    }
-
-    fn refuse(&self, repo: &Repository) -> Option<String> {
-        (repo.repo_type == RepoType::Proxy).then(|| {
-            format!("repository {} is a proxy: it serves its upstream's signatures and has no signing key", repo.name)
-        })
     }
 
     async fn describe(
@@ -120,40 +122,22 @@ impl SigningKeys for AptSpec {
         _url: &str,
         body: &KeyChange,
     ) -> Result<KeyChanged, KeyError> {
-        if body.name.is_some() {
-            return Err(KeyError::Invalid("`name` applies to the checksum database key of a Go repository".into()));
-        }
-        let new = match (body.generate, body.private_key.as_deref()) {
-            (true, None) => {
+        let new = match body.request(&KEYS)? {
+            KeyRequest::Generate(algorithm) => {
                 let id = keys::user_id(repo);
-                let algorithm = match body.algorithm.as_deref() {
-                    None | Some("ed25519") => Algorithm::Ed25519,
-                    Some("rsa3072") => Algorithm::Rsa3072,
-                    Some("rsa4096") => Algorithm::Rsa4096,
-                    Some(other) => {
-                        return Err(KeyError::Invalid(format!(
-                            "algorithm {other:?} is not available for APT signing keys: use ed25519, rsa3072 or rsa4096"
-                        )))
-                    }
+                let algorithm = match algorithm {
+                    "rsa3072" => Algorithm::Rsa3072,
+                    "rsa4096" => Algorithm::Rsa4096,
+                    _ => Algorithm::Ed25519,
                 };
                 tokio::task::spawn_blocking(move || Signer::generate_with(&id, algorithm))
                     .await
                     .map_err(KeyError::internal)?
                     .map_err(KeyError::internal)?
             }
-            (false, Some(_)) if body.algorithm.is_some() => {
-                return Err(KeyError::Invalid(
-                    "`algorithm` applies to {\"generate\":true}, not to an imported key".into(),
-                ))
-            }
-            (false, Some(armored)) => Signer::import(armored).map_err(|e| {
+            KeyRequest::Import(armored) => Signer::import(armored).map_err(|e| {
                 KeyError::Invalid(format!("private_key is not a usable OpenPGP secret key without passphrase: {e}"))
             })?,
-            _ => {
-                return Err(KeyError::Invalid(
-                    "send either {\"generate\":true} (optionally with \"algorithm\": \"ed25519\", \"rsa3072\" or \"rsa4096\") or {\"private_key\":\"<armored secret key>\"}".into(),
-                ))
-            }
         };
         keys::rotate(&services.db, &services.security.keystore, repo.id, &new).await.map_err(KeyError::internal)?;
         let units = services.db.request_rebuild(repo.id).await?;

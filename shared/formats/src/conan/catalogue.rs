@@ -159,10 +159,9 @@ impl Catalogue for ConanCatalogue {
         Ok(out)
     }
 
-    /// Versions as dotted numbers and words compare (Debian's order serves: `1.2.10` > `1.2.9`,
-    /// `1.0-rc` < `1.0`).
+    /// Conan 2's order (`1.2.10` > `1.2.9`, `1.0-rc` < `1.0`).
     fn compare_versions(&self, a: &str, b: &str) -> std::cmp::Ordering {
-        packyard_codecs::apt::version::compare(&a.replace('-', "~"), &b.replace('-', "~"))
+        packyard_codecs::conan::version::compare(a, b)
     }
 
     fn revisions(&self) -> bool {

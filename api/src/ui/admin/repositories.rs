@@ -1,0 +1,417 @@
+//! Repositories: the list, the form (each format's settings fields from the registry), a
+//! repository's page, key rotation and deletion.
+
+use std::collections::BTreeMap;
+
+use actix_web::http::StatusCode;
+use actix_web::{web, HttpRequest, HttpResponse};
+use maud::{html, Markup};
+use packyard_core::formats::{FormField, Registry};
+use packyard_core::services::Services;
+use packyard_model::repos::{Format, RepoType};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::admin;
+use crate::error::ApiError;
+
+use super::*;
+
+#[derive(Deserialize, Default, Clone)]
+pub struct RepoForm {
+    csrf: Option<String>,
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    format: String,
+    #[serde(default, rename = "type")]
+    repo_type: String,
+    anonymous_read: Option<String>,
+    #[serde(default)]
+    write_policy: String,
+    #[serde(default)]
+    remote_url: String,
+    #[serde(default)]
+    metadata_ttl_secs: String,
+    #[serde(default)]
+    negative_ttl_secs: String,
+    #[serde(default)]
+    proxy_username: String,
+    /// Empty keeps the stored password (it is never shown).
+    #[serde(default)]
+    proxy_password: String,
+    #[serde(default)]
+    members: String,
+    /// The format settings' fields, named `<format>_<key>` (each format's `SettingsForm`).
+    #[serde(flatten)]
+    settings: BTreeMap<String, String>,
+}
+
+/// The form field of a format settings' field.
+pub(super) fn settings_id(format: Format, field: &FormField) -> String {
+    format!("{format}_{}", field.key)
+}
+
+pub(super) fn list_of(s: &str) -> Vec<String> {
+    s.split([',', ' ', '\n']).map(str::trim).filter(|x| !x.is_empty()).map(str::to_string).collect()
+}
+
+/// The API's repository body from the form: what the form's format and type use.
+pub(super) fn spec_of(formats: &Registry, f: &RepoForm, creating: bool) -> Value {
+    let mut spec = json!({"anonymous_read": f.anonymous_read.is_some()});
+    if creating {
+        spec["name"] = json!(f.name.trim());
+        spec["format"] = json!(f.format);
+        spec["type"] = json!(f.repo_type);
+    }
+    if !f.write_policy.is_empty() && f.repo_type == "hosted" {
+        spec["write_policy"] = json!(f.write_policy);
+    }
+    // The format's block: the fields given (an empty one keeps the default, or what is stored).
+    let format = f.format.parse::<Format>().ok();
+    let form = format.and_then(|format| Some((format, formats.get(format).settings()?.form()?)));
+    if let (Some((format, form)), Ok(t)) = (form, f.repo_type.parse::<RepoType>()) {
+        let mut block = serde_json::Map::new();
+        for field in form.fields.iter().filter(|_| form.types.contains(&t)) {
+            let value = f.settings.get(&settings_id(format, field)).map_or("", |v| v.trim());
+            if !value.is_empty() {
+                block.insert(field.key.into(), if field.list { json!(list_of(value)) } else { json!(value) });
+            }
+        }
+        if !block.is_empty() {
+            spec[format.as_str()] = Value::Object(block);
+        }
+    }
+    if f.repo_type == "proxy" {
+        let mut proxy = json!({"remote_url": f.remote_url.trim()});
+        // A number the API would refuse is sent as typed, so its message names the field.
+        for (key, value) in [("metadata_ttl_secs", &f.metadata_ttl_secs), ("negative_ttl_secs", &f.negative_ttl_secs)] {
+            let value = value.trim();
+            if !value.is_empty() {
+                proxy[key] = value.parse::<u64>().map_or_else(|_| json!(value), |n| json!(n));
+            }
+        }
+        let username = f.proxy_username.trim();
+        if !username.is_empty() {
+            proxy["username"] = json!(username);
+        } else if !creating {
+            // A merge patch's null removes the credentials.
+            proxy["username"] = Value::Null;
+        }
+        if !f.proxy_password.is_empty() {
+            proxy["password"] = json!(f.proxy_password);
+        }
+        spec["proxy"] = proxy;
+    }
+    if f.repo_type == "group" {
+        spec["group"] = json!({"members": list_of(&f.members)});
+    }
+    spec
+}
+
+pub(super) fn repository_fields(formats: &Registry, f: &RepoForm, creating: bool) -> Markup {
+    let names: Vec<(&str, &str)> = formats.all().map(|s| (s.format().as_str(), s.ui().title())).collect();
+    html! {
+        @if creating {
+            (field("name", "Name", &f.name, "Letters, digits, '.', '_' and '-'; used in the URL"))
+            (select("format", "Format", &names, &f.format))
+            (select("type", "Type", &[("hosted", "hosted"), ("proxy", "proxy"), ("group", "group")], &f.repo_type))
+        }
+        div.field {
+            label { input type="checkbox" name="anonymous_read" value="on" checked[f.anonymous_read.is_some()]; " Anonymous readers may read it" }
+        }
+        @let shown = |formats: &[&str], types: &[&str]| creating || ((formats.is_empty() || formats.contains(&f.format.as_str())) && types.contains(&f.repo_type.as_str()));
+        // Creating, every block is there (a script hides those the chosen format and type do
+        // not use); editing, only the repository's own.
+        @if shown(&[], &["hosted"]) {
+            div.field data-types="hosted" {
+                label for="write_policy" { "Redeploy (hosted)" }
+                select #write_policy name="write_policy" {
+                    @let current = if f.write_policy.is_empty() { "allow_once" } else { f.write_policy.as_str() };
+                    @for (v, l) in [("allow_once", "allow once"), ("allow", "allow"), ("deny", "deny")] { option value=(v) selected[v == current] { (l) } }
+                }
+            }
+        }
+        @for spec in formats.all() {
+            @if let Some(form) = spec.settings().and_then(|s| s.form()) {
+                @let format = spec.format();
+                @let types: Vec<&str> = form.types.iter().map(|t| t.as_str()).collect();
+                @if shown(&[format.as_str()], &types) {
+                    fieldset data-formats=(format) data-types=(types.join(" ")) {
+                        legend { (spec.ui().title()) }
+                        @for field in form.fields {
+                            @let id = settings_id(format, field);
+                            (self::field(&id, field.label, f.settings.get(&id).map_or("", String::as_str), field.hint))
+                        }
+                    }
+                }
+            }
+        }
+        @if shown(&[], &["proxy"]) {
+            fieldset data-types="proxy" {
+                legend { "Proxy" }
+                (field("remote_url", "Upstream URL", &f.remote_url, "e.g. https://deb.debian.org/debian"))
+                (field("metadata_ttl_secs", "Metadata kept for (seconds)", &f.metadata_ttl_secs, "before it is revalidated upstream; 3600 when empty"))
+                (field("negative_ttl_secs", "A missing file remembered for (seconds)", &f.negative_ttl_secs, "an upstream 404 or 410; 300 when empty"))
+                (field("proxy_username", "Upstream username (optional)", &f.proxy_username, "sent with HTTP Basic on every upstream request"))
+                div.field {
+                    label for="proxy_password" { "Upstream password" }
+                    input #proxy_password name="proxy_password" type="password" autocomplete="new-password" aria-describedby="proxy_password-hint";
+                    span.hint #proxy_password-hint {
+                        @if creating { "stored sealed, never shown again" } @else { "empty keeps the stored one; stored sealed, never shown" }
+                    }
+                }
+            }
+        }
+        @if shown(&[], &["group"]) {
+            fieldset data-types="group" {
+                legend { "Group" }
+                (field("members", "Members", &f.members, "comma-separated repository names, in the order they are asked"))
+            }
+        }
+    }
+}
+
+pub(super) async fn repository_list(
+    viewer: &Viewer,
+    services: &web::Data<Services>,
+    form: &RepoForm,
+    error: Option<ApiError>,
+) -> Result<HttpResponse, UiError> {
+    let admin = admin_of(viewer)?;
+    let status = error.as_ref().map_or(StatusCode::OK, |e| e.code.status());
+    let listed = api(admin::repositories::list::list(admin, data(services))).await?;
+    let body = html! {
+        h1 { "Repositories" }
+        (admin_nav(viewer, "/admin/repositories"))
+        div.table-wrap { table {
+            thead { tr { th scope="col" { "Name" } th scope="col" { "Format" } th scope="col" { "Type" } th scope="col" { "Anonymous read" } } }
+            tbody { @for r in listed.as_array().cloned().unwrap_or_default() {
+                @let name = r["name"].as_str().unwrap_or_default().to_string();
+                tr {
+                    td { a href=(viewer.base.link(&format!("/admin/repositories/{name}"))) { (name) } }
+                    td { (r["format"].as_str().unwrap_or_default()) }
+                    td { (r["type"].as_str().unwrap_or_default()) }
+                    td { (if r["anonymous_read"] == json!(true) { "yes" } else { "no" }) }
+                }
+            } }
+        } }
+        h2 #create { "Create a repository" }
+        (refusal(&error))
+        form.stack method="post" action=(viewer.base.link("/admin/repositories")) {
+            (viewer.csrf_field())
+            (repository_fields(services.formats, form, true))
+            div { button type="submit" { "Create repository" } }
+        }
+    };
+    Ok(viewer.page_with(status, "Repositories", body))
+}
+
+pub(super) async fn repositories(viewer: Viewer, services: web::Data<Services>) -> Result<HttpResponse, UiError> {
+    let form = RepoForm {
+        format: services.formats.all().next().map(|s| s.format().to_string()).unwrap_or_default(),
+        repo_type: "hosted".into(),
+        anonymous_read: Some("on".into()),
+        ..RepoForm::default()
+    };
+    repository_list(&viewer, &services, &form, None).await
+}
+
+pub(super) async fn create_repository(
+    viewer: Viewer,
+    services: web::Data<Services>,
+    f: web::Form<RepoForm>,
+) -> Result<HttpResponse, UiError> {
+    let admin = admin_of(&viewer)?;
+    viewer.check_csrf(f.csrf.as_deref())?;
+    let created = match body(spec_of(services.formats, &f, true)) {
+        Ok(spec) => api(admin::repositories::create::create(admin, data(&services), spec)).await,
+        Err(e) => Err(e),
+    };
+    match created {
+        Ok(_) => Ok(viewer.redirect(&format!("/admin/repositories/{}", f.name.trim()))),
+        Err(e) => repository_list(&viewer, &services, &f, Some(e)).await,
+    }
+}
+
+pub(super) fn form_of(formats: &Registry, v: &Value) -> RepoForm {
+    let join = |x: &Value| {
+        x.as_array().map(|a| a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", ")).unwrap_or_default()
+    };
+    let s = |x: &Value| x.as_str().unwrap_or_default().to_string();
+    RepoForm {
+        csrf: None,
+        name: s(&v["name"]),
+        format: s(&v["format"]),
+        repo_type: s(&v["type"]),
+        anonymous_read: (v["anonymous_read"] == json!(true)).then(|| "on".to_string()),
+        write_policy: s(&v["write_policy"]),
+        remote_url: s(&v["proxy"]["remote_url"]),
+        metadata_ttl_secs: v["proxy"]["metadata_ttl_secs"].as_u64().map(|t| t.to_string()).unwrap_or_default(),
+        negative_ttl_secs: v["proxy"]["negative_ttl_secs"].as_u64().map(|t| t.to_string()).unwrap_or_default(),
+        proxy_username: s(&v["proxy"]["username"]),
+        proxy_password: String::new(),
+        members: join(&v["group"]["members"]),
+        settings: settings_of(formats, v),
+    }
+}
+
+/// The form's format settings fields of a repository as the API shows it.
+pub(super) fn settings_of(formats: &Registry, v: &Value) -> BTreeMap<String, String> {
+    let Some(format) = v["format"].as_str().and_then(|f| f.parse::<Format>().ok()) else { return BTreeMap::new() };
+    let Some(form) = formats.get(format).settings().and_then(|s| s.form()) else { return BTreeMap::new() };
+    let block = &v[format.as_str()];
+    form.fields
+        .iter()
+        .map(|field| {
+            let value = &block[field.key];
+            let shown = match value.as_array() {
+                Some(items) => items.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", "),
+                None => value.as_str().unwrap_or_default().to_string(),
+            };
+            (settings_id(format, field), shown)
+        })
+        .collect()
+}
+
+pub(super) async fn repository_page(
+    viewer: &Viewer,
+    services: &web::Data<Services>,
+    name: &str,
+    notice: Option<String>,
+    error: Option<ApiError>,
+    form: Option<RepoForm>,
+) -> Result<HttpResponse, UiError> {
+    let admin = admin_of(viewer)?;
+    let path = web::Path::from(admin::repositories::RepoPath {
+        name: admin::repositories::NamePath::try_from(name.to_string()).map_err(UiError::not_found)?,
+    });
+    let view = api(admin::repositories::get::get(admin, data(services), path)).await?;
+    let form = form.unwrap_or_else(|| form_of(services.formats, &view));
+    // Where clients fetch a rotated key, for a repository that has one the UI rotates.
+    let rotation = form
+        .format
+        .parse::<Format>()
+        .ok()
+        .and_then(|f| services.formats.get(f).signing_keys())
+        .filter(|_| form.repo_type != "proxy")
+        .and_then(|keys| keys.rotation_note());
+    let status = error.as_ref().map_or(StatusCode::OK, |e| e.code.status());
+    let body = html! {
+        div.crumbs { a href=(viewer.base.link("/admin/repositories")) { "Repositories" } " / " }
+        h1 { (name) " " span.badge { (form.format) } " " span.badge { (form.repo_type) } }
+        @if let Some(n) = &notice { p.notice role="status" { (n) } }
+        (refusal(&error))
+        p { a href=(viewer.base.link(&format!("/browse/{name}"))) { "Browse its contents" } }
+        form.stack method="post" action=(viewer.base.link(&format!("/admin/repositories/{name}"))) {
+            (viewer.csrf_field())
+            input type="hidden" name="format" value=(form.format);
+            input type="hidden" name="type" value=(form.repo_type);
+            (repository_fields(services.formats, &form, false))
+            div { button type="submit" { "Save changes" } }
+        }
+        @if let Some(note) = rotation {
+            h2 { "Signing key" }
+            p { "A new key signs every index from now on; clients need the new public key (" code { (note) } ")." }
+            form method="post" action=(viewer.base.link(&format!("/admin/repositories/{name}/signing-key"))) {
+                (viewer.csrf_field())
+                button.secondary type="submit" { "Rotate the signing key" }
+            }
+        }
+        h2 { "Delete" }
+        form method="post" action=(viewer.base.link(&format!("/admin/repositories/{name}/delete"))) {
+            (viewer.csrf_field())
+            div.field { label { input type="checkbox" name="confirm" value="yes" required; " Delete " (name) " and everything in it" } }
+            div.actions { button.danger type="submit" { "Delete repository" } }
+        }
+    };
+    Ok(viewer.page_with(status, name, body))
+}
+
+pub(super) async fn edit_repository(
+    viewer: Viewer,
+    services: web::Data<Services>,
+    name: web::Path<String>,
+) -> Result<HttpResponse, UiError> {
+    repository_page(&viewer, &services, &name, None, None, None).await
+}
+
+pub(super) async fn update_repository(
+    viewer: Viewer,
+    services: web::Data<Services>,
+    name: web::Path<String>,
+    f: web::Form<RepoForm>,
+) -> Result<HttpResponse, UiError> {
+    let admin = admin_of(&viewer)?;
+    viewer.check_csrf(f.csrf.as_deref())?;
+    let patch = spec_of(services.formats, &f, false);
+    match api(admin::repositories::update::apply_patch(admin, &services, &name, &patch)).await {
+        Ok(_) => repository_page(&viewer, &services, &name, Some("Saved.".into()), None, None).await,
+        Err(e) => repository_page(&viewer, &services, &name, None, Some(e), Some(f.into_inner())).await,
+    }
+}
+
+pub(super) async fn rotate_key(
+    viewer: Viewer,
+    req: HttpRequest,
+    services: web::Data<Services>,
+    name: web::Path<String>,
+    f: web::Form<Csrf>,
+) -> Result<HttpResponse, UiError> {
+    let admin = admin_of(&viewer)?;
+    viewer.check_csrf(f.csrf.as_deref())?;
+    let path = web::Path::from(admin::repositories::RepoPath {
+        name: admin::repositories::NamePath::try_from(name.to_string()).map_err(UiError::not_found)?,
+    });
+    let put =
+        admin::repositories::signing_key::put(admin, req, data(&services), path, body(json!({"generate": true}))?);
+    match api(put).await {
+        Ok(v) => {
+            let fp = v["fingerprint"].as_str().unwrap_or_default().to_string();
+            repository_page(
+                &viewer,
+                &services,
+                &name,
+                Some(format!("A new signing key signs the indexes: {fp}")),
+                None,
+                None,
+            )
+            .await
+        }
+        Err(e) => repository_page(&viewer, &services, &name, None, Some(e), None).await,
+    }
+}
+
+#[derive(Deserialize)]
+pub struct Confirm {
+    csrf: Option<String>,
+    confirm: Option<String>,
+}
+
+pub(super) async fn delete_repository(
+    viewer: Viewer,
+    services: web::Data<Services>,
+    name: web::Path<String>,
+    f: web::Form<Confirm>,
+) -> Result<HttpResponse, UiError> {
+    let admin = admin_of(&viewer)?;
+    viewer.check_csrf(f.csrf.as_deref())?;
+    if f.confirm.as_deref() != Some("yes") {
+        return repository_page(
+            &viewer,
+            &services,
+            &name,
+            None,
+            Some(ApiError::bad_request("Tick the box to confirm the delete.")),
+            None,
+        )
+        .await;
+    }
+    let path = web::Path::from(admin::repositories::RepoPath {
+        name: admin::repositories::NamePath::try_from(name.to_string()).map_err(UiError::not_found)?,
+    });
+    match api(admin::repositories::delete::delete(admin, data(&services), path)).await {
+        Ok(_) => Ok(viewer.redirect("/admin/repositories")),
+        Err(e) => repository_page(&viewer, &services, &name, None, Some(e), None).await,
+    }
+}

@@ -1,0 +1,1085 @@
+//! The web UI end to end: the real server binary on an ephemeral port, real uploads of each
+//! format, and Debian's Chromium driven over WebDriver (`common::webdriver`). Set
+//! `UI_SCREENSHOTS=<dir>` to write the main pages' screenshots there
+//! (`scripts/ui-screenshots.sh` regenerates `docs/ui/`).
+
+use crate::common;
+use crate::common::md5_hex;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use common::process::{basic, create_repository, start, status_of, Server};
+use common::webdriver::{driver, Browser};
+use common::Repo;
+use packyard_model::repos::Format;
+use serde_json::{json, Value};
+
+const PW: &str = "admin-password-1";
+const CONAN: &str = "/repository/cc/v2/conans/zlib/1.3/acme/stable/revisions/r1";
+
+fn server(dir: &std::path::Path, extra: &[(&str, &str)]) -> anyhow::Result<Server> {
+    let mut env = vec![("PACKYARD_SECURITY__ADMIN_PASSWORD", PW), ("PACKYARD_WORKER__USAGE_REFRESH_SECS", "1")];
+    env.extend_from_slice(extra);
+    let s = start(dir, &env)?;
+    s.wait_ready()?;
+    Ok(s)
+}
+
+fn put(public: &str, path: &str, body: &[u8]) -> anyhow::Result<()> {
+    let (s, text) = status_of(ureq::put(&format!("{public}{path}")).set("Authorization", &basic(PW)).send_bytes(body))?;
+    anyhow::ensure!(s == 201, "PUT {path}: {s} {text}");
+    Ok(())
+}
+
+/// One repository of each format, each with one upload as its client sends it.
+fn one_of_each(public: &str) -> anyhow::Result<()> {
+    for repo in [
+        Repo::hosted("debs", Format::Apt),
+        Repo::hosted("alpine", Format::Apk).with(json!({"apk": {"architectures": ["x86_64"]}})),
+        Repo::hosted("gomods", Format::Go),
+        Repo::hosted("cc", Format::Conan),
+    ] {
+        create_repository(public, &basic(PW), repo)?;
+    }
+    let control = "Package: hello\nVersion: 1.0\nArchitecture: amd64\nMaintainer: T <t@example.org>\nDepends: libc6 (>= 2.36), zlib1g\nDescription: x\n";
+    let deb = packyard_codecs::apt::testing::deb(control, ".gz");
+    let (s, text) = status_of(
+        ureq::post(&format!("{public}/repository/debs/?wait=true")).set("Authorization", &basic(PW)).send_bytes(&deb),
+    )?;
+    anyhow::ensure!(s == 201, "deb: {s} {text}");
+    let apk = packyard_codecs::apk::testing::build_apk(&packyard_codecs::apk::testing::Fixture::new(
+        "hello", "1.0-r0", "x86_64",
+    ))?
+    .bytes;
+    put(public, "/repository/alpine/v3.20/main/x86_64/hello-1.0-r0.apk", &apk)?;
+    let zip = packyard_codecs::go::testing::simple_module("example.com/acme/hello", "v1.2.0", "one", 0)?;
+    put(public, "/repository/gomods/example.com/acme/hello/@v/v1.2.0.zip", &zip)?;
+    let conanfile = b"from conan import ConanFile\n".to_vec();
+    put(public, &format!("{CONAN}/files/conanfile.py"), &conanfile)?;
+    put(
+        public,
+        &format!("{CONAN}/files/conanmanifest.txt"),
+        format!("1\nconanfile.py: {}\n", md5_hex(&conanfile)).as_bytes(),
+    )?;
+    let pkg = format!("{CONAN}/packages/p1/revisions/pr1/files");
+    let info = b"[settings]\nos=Linux\narch=x86_64\n[requires]\nbzip2/1.0.Z\n".to_vec();
+    let package = packyard_codecs::apt::testing::compress(
+        ".gz",
+        &packyard_codecs::apt::testing::data_tar(&[("include/zlib.h", b"#pragma once\n")]),
+    );
+    put(public, &format!("{pkg}/conaninfo.txt"), &info)?;
+    put(public, &format!("{pkg}/conan_package.tgz"), &package)?;
+    let manifest = format!("1\nconaninfo.txt: {}\nconan_package.tgz: {}\n", md5_hex(&info), md5_hex(&package));
+    put(public, &format!("{pkg}/conanmanifest.txt"), manifest.as_bytes())?;
+    Ok(())
+}
+
+fn get_text(url: &str) -> anyhow::Result<(u16, String)> {
+    status_of(ureq::get(url).call())
+}
+
+fn sign_in(b: &Browser, public: &str, user: &str, password: &str) -> anyhow::Result<()> {
+    b.goto(&format!("{public}/signin"))?;
+    b.fill("#username", user)?;
+    b.fill("#password", password)?;
+    let button = b.find_by_text("form.stack button", "Sign in")?;
+    b.click_to_load(&button)?;
+    b.wait_for(".who .user", Duration::from_secs(10))?;
+    Ok(())
+}
+
+fn screenshot(b: &Browser, name: &str) -> anyhow::Result<()> {
+    if let Ok(dir) = std::env::var("UI_SCREENSHOTS") {
+        b.screenshot(&PathBuf::from(dir).join(format!("{name}.png")), 1280)?;
+    }
+    Ok(())
+}
+
+/// The text of every snippet on the page.
+fn snippets(b: &Browser) -> anyhow::Result<Vec<String>> {
+    b.find_all("figure.snippet pre")?.iter().map(|e| b.text(e)).collect()
+}
+
+/// Waits until the worker has counted the repositories (the list shows numbers).
+fn wait_counted(public: &str, repo: &str) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let v: Value = ureq::get(&format!("{public}/api/v1/repositories/{repo}"))
+            .set("Authorization", &basic(PW))
+            .call()?
+            .into_json()?;
+        if v["usage"]["components"].as_i64().unwrap_or(0) > 0 {
+            return Ok(());
+        }
+        anyhow::ensure!(Instant::now() < deadline, "{repo} was not counted in time: {v}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn signing_in_browsing_each_format_searching_and_deleting_in_chromium() -> anyhow::Result<()> {
+    let Some(driver) = driver() else { return Ok(()) };
+    let dir = tempfile::tempdir()?;
+    let server = server(dir.path(), &[])?;
+    let public = server.public.clone();
+    one_of_each(&public)?;
+    for r in ["debs", "alpine", "gomods", "cc"] {
+        wait_counted(&public, r)?;
+    }
+    let b = Browser::start(&driver)?;
+
+    // Anonymous: the repositories anonymous may read, and a way to sign in.
+    b.goto(&format!("{public}/"))?;
+    assert_eq!(b.title()?, "Repositories · Packyard");
+    let text = b.text_of_page()?;
+    for r in ["debs", "alpine", "gomods", "cc"] {
+        assert!(text.contains(r), "{r} listed for anonymous: {text}");
+    }
+    assert!(!text.contains("Administration"), "{text}");
+    assert!(text.contains(&format!("{public}/repository/debs/")), "the URL to paste: {text}");
+
+    sign_in(&b, &public, "admin", PW)?;
+    assert!(b.current_url()?.ends_with('/'), "{}", b.current_url()?);
+    let text = b.text_of_page()?;
+    assert!(text.contains("Signed in as admin"), "{text}");
+    assert!(text.contains("Administration"), "{text}");
+    assert!(text.contains("up to date"), "publication state: {text}");
+    // The session cookie is the browser's, never a script's.
+    let cookies = b.cookies()?;
+    let session = cookies.iter().find(|c| c["name"] == "packyard_session").cloned().unwrap_or(Value::Null);
+    assert_eq!(session["httpOnly"], json!(true), "{cookies:?}");
+    assert_eq!(session["sameSite"], json!("Lax"), "{cookies:?}");
+    assert_eq!(session["secure"], json!(false), "plain http: no Secure flag");
+    let visible = b.exec("return document.cookie;", vec![])?;
+    assert!(!visible.as_str().unwrap_or_default().contains("packyard_session"), "{visible}");
+    // A session cookie is no API token.
+    let token = session["value"].as_str().unwrap_or_default().to_string();
+    let (s, _) = status_of(
+        ureq::get(&format!("{public}/api/v1/users")).set("Authorization", &format!("Bearer {token}")).call(),
+    )?;
+    assert_eq!(s, 401, "a session is accepted by the UI only");
+    screenshot(&b, "repositories")?;
+
+    // APT: the component, its dependencies, the snippet and its URLs.
+    b.goto(&format!("{public}/browse/debs"))?;
+    let text = b.text_of_page()?;
+    assert!(text.contains("Distribution") && text.contains("stable"), "{text}");
+    assert!(text.contains("Component"), "the format's groups: {text}");
+    screenshot(&b, "repository-apt")?;
+    let link = b.find_by_text("table a", "hello")?;
+    b.click_to_load(&link)?;
+    b.wait_for("#setup", Duration::from_secs(5))?;
+    let text = b.text_of_page()?;
+    assert!(text.contains("hello 1.0"), "{text}");
+    assert!(text.contains("libc6 (>= 2.36)"), "Depends: {text}");
+    assert!(text.contains("pool/main/h/hello/hello_1.0_amd64.deb"), "{text}");
+    let snips = snippets(&b)?.join("\n");
+    let sources = format!("deb [signed-by=/etc/apt/keyrings/packyard-debs.asc] {public}/repository/debs stable main");
+    assert!(snips.contains(&sources), "{snips}");
+    assert!(snips.contains(&format!("curl -fsSL {public}/repository/debs/gpg.key")), "{snips}");
+    assert!(snips.contains("sudo apt-get install hello=1.0"), "{snips}");
+    assert_eq!(get_text(&format!("{public}/repository/debs/gpg.key"))?.0, 200);
+    let (s, release) = get_text(&format!("{public}/repository/debs/dists/stable/InRelease"))?;
+    assert_eq!(s, 200);
+    assert!(release.contains("main/binary-amd64/Packages"), "{release}");
+    screenshot(&b, "component-apt")?;
+    let apt_page = b.current_url()?;
+
+    // APK: the branch/repository/arch group, the key file and the repositories line.
+    b.goto(&format!("{public}/browse/alpine"))?;
+    let text = b.text_of_page()?;
+    assert!(text.contains("v3.20/main/x86_64"), "{text}");
+    b.click_to_load(&b.find_by_text("table a", "hello")?)?;
+    b.wait_for("#setup", Duration::from_secs(5))?;
+    let snips = snippets(&b)?.join("\n");
+    assert!(snips.contains(&format!("echo {public}/repository/alpine/v3.20/main >> /etc/apk/repositories")), "{snips}");
+    assert!(snips.contains("apk add hello=1.0-r0"), "{snips}");
+    let key_line = snips.lines().find(|l| l.starts_with("wget -O /etc/apk/keys/")).unwrap_or_default().to_string();
+    let key_url = key_line.rsplit(' ').next().unwrap_or_default().to_string();
+    let (s, key) = get_text(&key_url)?;
+    assert_eq!(s, 200, "{key_line}");
+    assert!(key.starts_with("-----BEGIN PUBLIC KEY-----"), "{key}");
+    assert_eq!(get_text(&format!("{public}/repository/alpine/v3.20/main/x86_64/APKINDEX.tar.gz"))?.0, 200);
+    screenshot(&b, "component-apk")?;
+
+    // Go: the module path and GOPROXY.
+    b.goto(&format!("{public}/browse/gomods"))?;
+    b.click_to_load(&b.find_by_text("table a", "example.com/acme/hello")?)?;
+    b.wait_for("#setup", Duration::from_secs(5))?;
+    let snips = snippets(&b)?.join("\n");
+    assert!(snips.contains(&format!("go env -w GOPROXY={public}/repository/gomods/")), "{snips}");
+    assert!(snips.contains("go get example.com/acme/hello@v1.2.0"), "{snips}");
+    let (s, list) = get_text(&format!("{public}/repository/gomods/example.com/acme/hello/@v/list"))?;
+    assert_eq!((s, list.trim()), (200, "v1.2.0"));
+
+    // Conan: the reference with its revision, the remote, the package's settings.
+    b.goto(&format!("{public}/browse/cc"))?;
+    let text = b.text_of_page()?;
+    assert!(text.contains("acme/stable"), "{text}");
+    b.click_to_load(&b.find_by_text("table a", "zlib")?)?;
+    b.wait_for("#setup", Duration::from_secs(5))?;
+    let text = b.text_of_page()?;
+    assert!(text.contains("bzip2/1.0.Z"), "requires: {text}");
+    assert!(text.contains("os=Linux"), "the package's settings: {text}");
+    let snips = snippets(&b)?.join("\n");
+    assert!(snips.contains(&format!("conan remote add cc {public}/repository/cc")), "{snips}");
+    assert!(snips.contains("conan install --requires=\"zlib/1.3@acme/stable#r1\" -r cc"), "{snips}");
+    assert_eq!(get_text(&format!("{public}/repository/cc/v1/ping"))?.0, 200);
+    screenshot(&b, "component-conan")?;
+
+    // Search: by keyword across formats, then narrowed by format.
+    b.goto(&format!("{public}/search"))?;
+    b.fill("#q", "hello")?;
+    b.click_to_load(&b.find_by_text("form.search button", "Search")?)?;
+    b.wait_for("table", Duration::from_secs(5))?;
+    let rows = b.find_all("table tbody tr")?;
+    assert_eq!(rows.len(), 3, "hello in debs, alpine and gomods: {}", b.text_of_page()?);
+    screenshot(&b, "search")?;
+    b.goto(&format!("{public}/search?q=hello&format=apk"))?;
+    let rows = b.find_all("table tbody tr")?;
+    assert_eq!(rows.len(), 1);
+    assert!(b.text(&rows[0])?.contains("alpine"));
+    b.goto(&format!("{public}/search?q=nothing-like-it"))?;
+    assert!(b.text_of_page()?.contains("Nothing matches."));
+
+    // Delete with confirmation: gone from the index, in the audit log.
+    b.goto(&apt_page)?;
+    b.click_to_load(&b.find_by_text("a.button", "Delete")?)?;
+    b.wait_for("button.danger", Duration::from_secs(5))?;
+    assert!(b.text_of_page()?.contains("This cannot be undone."));
+    b.click_to_load(&b.find("button.danger")?)?;
+    b.wait_for("p.notice", Duration::from_secs(30))?;
+    assert!(b.text_of_page()?.contains("hello 1.0 is no longer in debs"), "{}", b.text_of_page()?);
+    let (_, packages) = get_text(&format!("{public}/repository/debs/dists/stable/main/binary-amd64/Packages"))?;
+    assert!(!packages.contains("Package: hello"), "{packages}");
+    let audit: Value =
+        ureq::get(&format!("{public}/api/v1/audit")).set("Authorization", &basic(PW)).call()?.into_json()?;
+    let deleted = audit["entries"].as_array().cloned().unwrap_or_default().into_iter().find(|e| {
+        e["actor"] == "admin"
+            && e["action"].as_str().is_some_and(|a| a.contains("delete"))
+            && e["target"].as_str().is_some_and(|t| t.contains("hello"))
+    });
+    assert!(deleted.is_some(), "the delete's audit entry: {audit}");
+
+    // Signing out ends the session: the old cookie is refused from now on.
+    b.click_to_load(&b.find_by_text(".who button", "Sign out")?)?;
+    b.wait_for(".who a.button", Duration::from_secs(5))?;
+    let r = ureq::get(&format!("{public}/admin")).set("Cookie", &format!("packyard_session={token}")).call();
+    assert_eq!(status_of(r)?.0, 401, "a session that ended is anonymous");
+    drop(b);
+    assert!(server.terminate()?.success());
+    Ok(())
+}
+
+/// Signs in over plain HTTP; returns the cookies (`name=value; …`) and the page's CSRF token.
+fn http_sign_in(public: &str, user: &str, password: &str) -> anyhow::Result<(String, String)> {
+    let agent = ureq::AgentBuilder::new().redirects(0).build();
+    let r = agent.get(&format!("{public}/signin")).call()?;
+    let anchor = r.header("set-cookie").unwrap_or_default().split(';').next().unwrap_or_default().to_string();
+    let page = r.into_string()?;
+    let csrf = csrf_of(&page)?;
+    let r = agent.post(&format!("{public}/signin")).set("Cookie", &anchor).send_form(&[
+        ("csrf", &csrf),
+        ("username", user),
+        ("password", password),
+    ]);
+    let r = match r {
+        Ok(r) => r,
+        Err(ureq::Error::Status(_, r)) => r,
+        Err(e) => return Err(e.into()),
+    };
+    anyhow::ensure!(r.status() == 303, "sign-in: {} {}", r.status(), r.into_string()?);
+    let session = r.all("set-cookie").into_iter().find(|c| c.starts_with("packyard_session=")).unwrap_or_default();
+    let cookies = format!("{anchor}; {}", session.split(';').next().unwrap_or_default());
+    let page = agent.get(&format!("{public}/")).set("Cookie", &cookies).call()?.into_string()?;
+    Ok((cookies, csrf_of(&page)?))
+}
+
+fn csrf_of(page: &str) -> anyhow::Result<String> {
+    let at = page.find("name=\"csrf\" value=\"").ok_or_else(|| anyhow::anyhow!("no CSRF field in {page}"))?;
+    let rest = &page[at + "name=\"csrf\" value=\"".len()..];
+    Ok(rest[..rest.find('"').unwrap_or(0)].to_string())
+}
+
+fn post_form(public: &str, path: &str, cookies: &str, form: &[(&str, &str)]) -> anyhow::Result<(u16, String)> {
+    let agent = ureq::AgentBuilder::new().redirects(0).build();
+    status_of(agent.post(&format!("{public}{path}")).set("Cookie", cookies).send_form(form))
+}
+
+#[test]
+fn a_form_without_its_csrf_token_is_refused() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let server = server(dir.path(), &[])?;
+    let public = server.public.clone();
+    // Signing in needs the token of the sign-in page too (no login CSRF).
+    let (s, text) = post_form(&public, "/signin", "", &[("username", "admin"), ("password", PW)])?;
+    assert_eq!(s, 403, "{text}");
+    assert!(text.contains("sent without its security token"), "{text}");
+    let (cookies, csrf) = http_sign_in(&public, "admin", PW)?;
+    for (form, why) in [
+        (vec![], "without its security token"),
+        (vec![("csrf", "0123456789abcdef0123456789abcdef01234567")], "stale or belongs to another session"),
+    ] {
+        let (s, text) = post_form(&public, "/signout", &cookies, &form)?;
+        assert_eq!(s, 403, "{text}");
+        assert!(text.contains(why), "{text}");
+        // Still signed in: nothing happened.
+        let page = ureq::get(&format!("{public}/")).set("Cookie", &cookies).call()?.into_string()?;
+        assert!(page.contains("Signed in as <strong>admin</strong>"), "{page}");
+    }
+    // Another session's token is not this one's.
+    let (other, other_csrf) = http_sign_in(&public, "admin", PW)?;
+    assert_ne!(other_csrf, csrf);
+    let (s, _) = post_form(&public, "/signout", &cookies, &[("csrf", &other_csrf)])?;
+    assert_eq!(s, 403);
+    let (s, _) = post_form(&public, "/signout", &other, &[("csrf", &other_csrf)])?;
+    assert_eq!(s, 303);
+    // UI pages carry their policy; a wrong password is the API's throttle.
+    let r = ureq::get(&format!("{public}/")).call()?;
+    assert_eq!(
+        r.header("content-security-policy"),
+        Some("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+    );
+    assert_eq!(r.header("x-frame-options"), Some("DENY"));
+    let agent = ureq::AgentBuilder::new().redirects(0).build();
+    let r = agent.get(&format!("{public}/signin")).call()?;
+    let anchor = r.header("set-cookie").unwrap_or_default().split(';').next().unwrap_or_default().to_string();
+    let csrf = csrf_of(&r.into_string()?)?;
+    let mut statuses = Vec::new();
+    for _ in 0..11 {
+        let (s, _) = post_form(
+            &public,
+            "/signin",
+            &anchor,
+            &[("csrf", &csrf), ("username", "admin"), ("password", "wrong-password")],
+        )?;
+        statuses.push(s);
+    }
+    assert_eq!(statuses[..10], [401; 10], "{statuses:?}");
+    assert_eq!(statuses[10], 429, "the login throttle of the API: {statuses:?}");
+    assert!(server.terminate()?.success());
+    Ok(())
+}
+
+#[test]
+fn a_reader_without_privileges_sees_no_admin_pages() -> anyhow::Result<()> {
+    let Some(driver) = driver() else { return Ok(()) };
+    let dir = tempfile::tempdir()?;
+    let server = server(dir.path(), &[])?;
+    let public = server.public.clone();
+    create_repository(&public, &basic(PW), Repo::hosted("debs", Format::Apt))?;
+    create_repository(&public, &basic(PW), Repo::hosted("secret", Format::Apt).with(json!({"anonymous_read": false})))?;
+    let admin = |method: &str, path: &str, body: Value| {
+        common::process::admin_json(&public, &basic(PW), method, path, Some(body))
+    };
+    admin(
+        "POST",
+        "/api/v1/roles",
+        json!({"name": "debs-readers", "privileges": [{"repositories": "debs", "actions": ["read"]}]}),
+    )?;
+    admin(
+        "POST",
+        "/api/v1/users",
+        json!({"username": "reader", "password": "reader-password", "roles": ["debs-readers"]}),
+    )?;
+    let b = Browser::start(&driver)?;
+    b.goto(&format!("{public}/"))?;
+    assert!(!b.text_of_page()?.contains("secret"), "anonymous may not read secret");
+    sign_in(&b, &public, "reader", "reader-password")?;
+    let text = b.text_of_page()?;
+    assert!(text.contains("debs") && !text.contains("secret"), "{text}");
+    assert!(!text.contains("Administration"), "no admin link for a reader: {text}");
+    b.goto(&format!("{public}/admin"))?;
+    let text = b.text_of_page()?;
+    assert!(text.contains("reader may not use the administration pages."), "{text}");
+    b.goto(&format!("{public}/browse/secret"))?;
+    assert!(b.text_of_page()?.contains("There is no repository secret you may read."));
+    drop(b);
+    // Posting to the admin pages with a valid session and token is still refused.
+    let (cookies, csrf) = http_sign_in(&public, "reader", "reader-password")?;
+    for path in ["/admin/users", "/admin/roles", "/admin/repositories"] {
+        let (s, text) = post_form(&public, path, &cookies, &[("csrf", &csrf), ("username", "x"), ("name", "x")])?;
+        assert_eq!(s, 403, "POST {path}: {text}");
+    }
+    let (s, _) = status_of(ureq::get(&format!("{public}/admin")).set("Cookie", &cookies).call())?;
+    assert_eq!(s, 403);
+    assert!(server.terminate()?.success());
+    Ok(())
+}
+
+/// An upstream answering every request with an HTML page whose scripts would report back to
+/// the server they run on.
+fn html_upstream(page: &'static str) -> anyhow::Result<String> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let url = format!("http://{}", listener.local_addr()?);
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let Ok(read) = conn.try_clone() else { continue };
+            let mut reader = BufReader::new(read);
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                line.clear();
+            }
+            let _ = write!(
+                conn,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
+                page.len()
+            );
+        }
+    });
+    Ok(url)
+}
+
+#[test]
+fn an_uploaded_or_proxied_page_runs_nothing_and_reads_no_session() -> anyhow::Result<()> {
+    let Some(driver) = driver() else { return Ok(()) };
+    let dir = tempfile::tempdir()?;
+    let server = server(dir.path(), &[("PACKYARD_PROXY__ALLOW_PRIVATE_ADDRESSES", "true")])?;
+    let public = server.public.clone();
+    const PAGE: &str = "<!doctype html><html><head><title>untouched</title></head><body><p id=p>static</p>\
+        <script>document.title = 'ran ' + document.cookie; document.getElementById('p').textContent = 'script ran';\
+        fetch('/pwned-fetch?c=' + encodeURIComponent(document.cookie), {method: 'POST', credentials: 'include'});\
+        new Image().src = '/pwned-image';</script><img src=\"/pwned-img-tag\"></body></html>";
+    create_repository(&public, &basic(PW), Repo::hosted("cc", Format::Conan))?;
+    let base = "/repository/cc/v2/conans/x/1.0/_/_/revisions/r1/files";
+    put(&public, &format!("{base}/conanfile.py"), PAGE.as_bytes())?;
+    put(
+        &public,
+        &format!("{base}/conanmanifest.txt"),
+        format!("1\nconanfile.py: {}\n", md5_hex(PAGE.as_bytes())).as_bytes(),
+    )?;
+    let upstream = html_upstream(PAGE)?;
+    create_repository(&public, &basic(PW), Repo::proxy("goproxy", Format::Go, &upstream))?;
+
+    let b = Browser::start(&driver)?;
+    sign_in(&b, &public, "admin", PW)?;
+    for (url, html) in [
+        (format!("{public}{base}/conanfile.py"), false),
+        (format!("{public}/repository/goproxy/example.com/m/@v/list"), true),
+    ] {
+        b.goto(&url)?;
+        std::thread::sleep(Duration::from_millis(500));
+        if !html && b.current_url()? != url {
+            // Served as a file to save (not text/html): the browser downloads it and stays.
+            let r = ureq::get(&url).call()?;
+            assert!(!r.content_type().contains("html"), "{url}: {}", r.content_type());
+            continue;
+        }
+        let source = b.source()?;
+        if html {
+            assert!(source.contains(">static<"), "the upstream's page rendered as HTML: {source}");
+        } else {
+            assert!(source.contains("document.title"), "the uploaded file shown as text: {source}");
+        }
+        let shown = b.exec(
+            "return [document.title, document.getElementById('p') && document.getElementById('p').textContent];",
+            vec![],
+        );
+        if let Ok(v) = &shown {
+            assert_eq!(v[0], json!("untouched"), "{url}: its script ran: {v}");
+            assert_eq!(v[1], json!("static"), "{url}: {v}");
+        }
+        // A sandboxed document has an origin of its own: no cookie of the UI is visible to it.
+        let cookie =
+            b.exec("try { return 'visible:' + document.cookie; } catch (e) { return 'denied:' + e.name; }", vec![])?;
+        assert_eq!(cookie, json!("denied:SecurityError"), "{url}");
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let log = server.stderr.lock().map(|s| s.clone()).unwrap_or_default();
+    assert!(!log.contains("pwned"), "the page made requests of its own:\n{log}");
+    drop(b);
+    assert!(server.terminate()?.success());
+    Ok(())
+}
+
+/// Picks `value` in the `<select>` `css` finds.
+fn choose(b: &Browser, css: &str, value: &str) -> anyhow::Result<()> {
+    b.click(&b.find(&format!("{css} option[value=\"{value}\"]"))?)
+}
+
+#[test]
+fn administering_repositories_users_roles_tokens_and_cleanup_in_chromium() -> anyhow::Result<()> {
+    let Some(driver) = driver() else { return Ok(()) };
+    let dir = tempfile::tempdir()?;
+    let server = server(dir.path(), &[])?;
+    let public = server.public.clone();
+    let b = Browser::start(&driver)?;
+    sign_in(&b, &public, "admin", PW)?;
+    b.goto(&format!("{public}/admin"))?;
+    let text = b.text_of_page()?;
+    assert!(text.contains("reachable, migrations applied"), "{text}");
+    assert!(text.contains("Worker backlog"), "{text}");
+    screenshot(&b, "admin-status")?;
+
+    // A repository: the API's own validation message on the form, then one that is valid.
+    b.goto(&format!("{public}/admin/repositories"))?;
+    b.fill("#name", "bad name")?;
+    b.click_to_load(&b.find_by_text("form.stack button", "Create repository")?)?;
+    let error = b.wait_for("p.error", Duration::from_secs(5))?;
+    assert!(b.text(&error)?.contains("bad name"), "{}", b.text(&error)?);
+    b.fill("#name", "newdebs")?;
+    choose(&b, "#format", "apt")?;
+    choose(&b, "#type", "hosted")?;
+    let shown = |id: &str| -> anyhow::Result<bool> {
+        Ok(b.exec(&format!("return document.getElementById('{id}').getClientRects().length > 0;"), vec![])?
+            == json!(true))
+    };
+    assert!(shown("apt_distribution")? && !shown("remote_url")? && !shown("members")?, "only APT hosted's blocks");
+    choose(&b, "#type", "proxy")?;
+    assert!(shown("remote_url")? && !shown("write_policy")?, "a proxy's blocks");
+    choose(&b, "#type", "hosted")?;
+    b.fill("#apt_distribution", "bookworm")?;
+    b.fill("#apt_components", "main, contrib")?;
+    b.fill("#apt_architectures", "amd64, all")?;
+    b.click_to_load(&b.find_by_text("form.stack button", "Create repository")?)?;
+    b.wait_for("h1 .badge", Duration::from_secs(10))?;
+    assert!(b.current_url()?.ends_with("/admin/repositories/newdebs"), "{}", b.current_url()?);
+    let repo = common::process::admin_json(&public, &basic(PW), "GET", "/api/v1/repositories/newdebs", None)?;
+    assert_eq!(repo["apt"]["distribution"], json!("bookworm"));
+    assert_eq!(repo["apt"]["components"], json!(["main", "contrib"]));
+    screenshot(&b, "admin-repository")?;
+    // Edit: closed to anonymous readers.
+    b.click(&b.find("input[name=anonymous_read]")?)?;
+    b.click_to_load(&b.find_by_text("form.stack button", "Save changes")?)?;
+    b.wait_for("p.notice", Duration::from_secs(10))?;
+    let repo = common::process::admin_json(&public, &basic(PW), "GET", "/api/v1/repositories/newdebs", None)?;
+    assert_eq!(repo["anonymous_read"], json!(false), "{repo}");
+    // Rotate the signing key: a new fingerprint.
+    let before =
+        common::process::admin_json(&public, &basic(PW), "GET", "/api/v1/repositories/newdebs/signing-key", None)?;
+    b.click_to_load(&b.find_by_text("button", "Rotate the signing key")?)?;
+    let notice = b.wait_for("p.notice", Duration::from_secs(30))?;
+    assert!(b.text(&notice)?.contains("A new signing key"), "{}", b.text(&notice)?);
+    let after =
+        common::process::admin_json(&public, &basic(PW), "GET", "/api/v1/repositories/newdebs/signing-key", None)?;
+    assert_ne!(before["fingerprint"], after["fingerprint"], "{before} {after}");
+
+    // A role and a user holding it.
+    b.goto(&format!("{public}/admin/roles"))?;
+    b.fill("#name", "newdebs-writers")?;
+    b.fill("#privileges", "newdebs* read, write")?;
+    b.click_to_load(&b.find_by_text("form.stack button", "Create role")?)?;
+    b.wait_for("table", Duration::from_secs(5))?;
+    assert!(b.text_of_page()?.contains("newdebs-writers"));
+    let role = common::process::admin_json(&public, &basic(PW), "GET", "/api/v1/roles/newdebs-writers", None)?;
+    assert_eq!(role["privileges"], json!([{"repositories": "newdebs*", "actions": ["read", "write"]}]));
+    b.goto(&format!("{public}/admin/users"))?;
+    b.fill("#username", "carol")?;
+    b.fill("#new-password", "carol-password")?;
+    b.fill("#roles", "newdebs-writers")?;
+    b.click_to_load(&b.find_by_text("form.stack button", "Create user")?)?;
+    b.wait_for("table", Duration::from_secs(10))?;
+    let user = common::process::admin_json(&public, &basic(PW), "GET", "/api/v1/users/carol", None)?;
+    assert_eq!(user["roles"], json!(["newdebs-writers"]));
+    screenshot(&b, "admin-users")?;
+
+    // A token, shown once, that works with a client.
+    b.goto(&format!("{public}/admin/tokens"))?;
+    b.fill("#name", "ci")?;
+    b.click(&b.find("input[name=read]")?)?;
+    b.click_to_load(&b.find_by_text("form.stack button", "Create token")?)?;
+    let shown = b.wait_for(".notice figure.snippet pre", Duration::from_secs(5))?;
+    let token = b.text(&shown)?;
+    assert!(token.starts_with("pky_"), "{token}");
+    let (s, _) = status_of(
+        ureq::get(&format!("{public}/repository/newdebs/dists/bookworm/InRelease"))
+            .set("Authorization", &format!("Bearer {token}"))
+            .call(),
+    )?;
+    assert_eq!(s, 200, "the new token reads the closed repository");
+    b.goto(&format!("{public}/admin/tokens"))?;
+    assert!(!b.source()?.contains(&token), "shown only once");
+    b.click_to_load(&b.find_by_text("button", "Revoke")?)?;
+    b.wait_for(".badge", Duration::from_secs(5))?;
+    let (s, _) = status_of(
+        ureq::get(&format!("{public}/repository/newdebs/dists/bookworm/InRelease"))
+            .set("Authorization", &format!("Bearer {token}"))
+            .call(),
+    )?;
+    assert_eq!(s, 401, "revoked");
+
+    // Cleanup: a policy's preview names what a run would remove.
+    create_repository(&public, &basic(PW), Repo::hosted("debs", Format::Apt))?;
+    for v in ["1.0", "2.0"] {
+        let control = format!(
+            "Package: libold\nVersion: {v}\nArchitecture: amd64\nMaintainer: T <t@example.org>\nDescription: x\n"
+        );
+        let deb = packyard_codecs::apt::testing::deb(&control, ".gz");
+        let (s, text) = status_of(
+            ureq::post(&format!("{public}/repository/debs/")).set("Authorization", &basic(PW)).send_bytes(&deb),
+        )?;
+        assert_eq!(s, 201, "{text}");
+    }
+    common::process::admin_json(
+        &public,
+        &basic(PW),
+        "POST",
+        "/api/v1/cleanup-policies",
+        Some(json!({"name": "keep-one", "format": "apt", "criteria": {"keep_latest": 1}, "repositories": ["debs"]})),
+    )?;
+    b.goto(&format!("{public}/admin/cleanup"))?;
+    choose(&b, "#policy", "keep-one")?;
+    choose(&b, "#repository", "debs")?;
+    b.click_to_load(&b.find_by_text("form.search button", "Preview")?)?;
+    let said = b.wait_for("p[role=status]", Duration::from_secs(10))?;
+    assert!(b.text(&said)?.contains("would remove 1 component ("), "{}", b.text(&said)?);
+    let rows = b.find_all("table tbody tr")?;
+    assert!(b.text(rows.last().ok_or_else(|| anyhow::anyhow!("no preview rows"))?)?.contains("1.0"));
+    screenshot(&b, "admin-cleanup")?;
+
+    // Edit a user: another role and a new password, which then signs in to a client's API.
+    b.goto(&format!("{public}/admin/users"))?;
+    b.click_to_load(&b.find_by_text("table a", "carol")?)?;
+    assert_eq!(b.attribute(&b.find("#roles")?, "value")?.as_deref(), Some("newdebs-writers"));
+    b.fill("#roles", "newdebs-writers, nobody-such")?;
+    b.click_to_load(&b.find_by_text("form.stack button", "Save changes")?)?;
+    let error = b.find("p.error")?;
+    assert!(b.text(&error)?.contains("nobody-such"), "the API's message: {}", b.text(&error)?);
+    b.fill("#roles", "newdebs-writers, admin")?;
+    b.fill("#new-password", "carol-second-password")?;
+    b.click_to_load(&b.find_by_text("form.stack button", "Save changes")?)?;
+    assert!(b.text(&b.find("p.notice")?)?.contains("Saved."));
+    let user = common::process::admin_json(&public, &basic(PW), "GET", "/api/v1/users/carol", None)?;
+    assert_eq!(user["roles"], json!(["admin", "newdebs-writers"]), "{user}");
+    let carol = |pw: &str| format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("carol:{pw}")));
+    let (s, _) =
+        status_of(ureq::get(&format!("{public}/api/v1/tokens")).set("Authorization", &carol("carol-password")).call())?;
+    assert_eq!(s, 401, "the old password no longer works");
+    let (s, _) = status_of(
+        ureq::get(&format!("{public}/api/v1/tokens")).set("Authorization", &carol("carol-second-password")).call(),
+    )?;
+    assert_eq!(s, 200, "the new one does");
+
+    // Edit a role: its privileges, one per line.
+    b.goto(&format!("{public}/admin/roles/newdebs-writers"))?;
+    let typed = b.text(&b.find("#privileges")?)?;
+    assert_eq!(typed.trim(), "newdebs* read, write");
+    b.fill("#privileges", "newdebs* read, write, delete\ndebs read")?;
+    b.click_to_load(&b.find_by_text("form.stack button", "Save changes")?)?;
+    assert!(b.text(&b.find("p.notice")?)?.contains("Saved."));
+    let role = common::process::admin_json(&public, &basic(PW), "GET", "/api/v1/roles/newdebs-writers", None)?;
+    assert_eq!(
+        role["privileges"],
+        json!([
+            {"repositories": "newdebs*", "actions": ["read", "write", "delete"]},
+            {"repositories": "debs", "actions": ["read"]}
+        ]),
+        "{role}"
+    );
+    b.fill("#privileges", "newdebs*")?;
+    b.click_to_load(&b.find_by_text("form.stack button", "Save changes")?)?;
+    assert!(b.text(&b.find("p.error")?)?.contains("then its actions"), "a line without actions is explained");
+
+    // A proxy with upstream credentials: the username shown, the password never.
+    b.goto(&format!("{public}/admin/repositories"))?;
+    b.fill("#name", "upstream-debs")?;
+    choose(&b, "#format", "apt")?;
+    choose(&b, "#type", "proxy")?;
+    b.fill("#remote_url", "https://deb.debian.org/debian")?;
+    b.fill("#proxy_username", "mirror-user")?;
+    b.fill("#proxy_password", "mirror-secret")?;
+    b.fill("#negative_ttl_secs", "60")?;
+    b.click_to_load(&b.find_by_text("form.stack button", "Create repository")?)?;
+    assert!(b.current_url()?.ends_with("/admin/repositories/upstream-debs"), "{}", b.current_url()?);
+    let repo = common::process::admin_json(&public, &basic(PW), "GET", "/api/v1/repositories/upstream-debs", None)?;
+    assert_eq!(repo["proxy"]["username"], json!("mirror-user"), "{repo}");
+    assert_eq!(repo["proxy"]["negative_ttl_secs"], json!(60), "{repo}");
+    assert_eq!(b.attribute(&b.find("#proxy_username")?, "value")?.as_deref(), Some("mirror-user"));
+    assert!(!b.source()?.contains("mirror-secret"), "the password is never shown");
+
+    // My password: the current one is asked; the new one signs in.
+    b.goto(&format!("{public}/admin/tokens"))?;
+    b.fill("#current-password", "not-my-password")?;
+    b.fill("#changed-password", "admin-second-password")?;
+    b.click_to_load(&b.find_by_text("form.stack button", "Change password")?)?;
+    assert!(b.text(&b.find("p.error")?)?.contains("current password is wrong"));
+    b.fill("#current-password", PW)?;
+    b.fill("#changed-password", "admin-second-password")?;
+    b.click_to_load(&b.find_by_text("form.stack button", "Change password")?)?;
+    assert!(b.text(&b.find("p.notice")?)?.contains("Your password is changed."));
+    let (s, _) = status_of(ureq::get(&format!("{public}/api/v1/users")).set("Authorization", &basic(PW)).call())?;
+    assert_eq!(s, 401, "the old admin password no longer works");
+    let new_basic =
+        format!("Basic {}", base64::engine::general_purpose::STANDARD.encode("admin:admin-second-password"));
+
+    // The audit log, filtered.
+    b.goto(&format!("{public}/admin/audit?action=user."))?;
+    let text = b.text_of_page()?;
+    assert!(text.contains("user.create") && text.contains("carol"), "{text}");
+    assert!(text.contains("user.update") && text.contains("user.password"), "{text}");
+    assert!(!text.contains("role.create"), "filtered by action: {text}");
+    let (s, _) = status_of(ureq::get(&format!("{public}/api/v1/users")).set("Authorization", &new_basic).call())?;
+    assert_eq!(s, 200);
+    drop(b);
+    assert!(server.terminate()?.success());
+    Ok(())
+}
+
+/// nginx in front, serving Packyard under `/packyard/` (the prefix stripped), on a port of its own.
+struct Nginx {
+    child: std::process::Child,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn nginx_in_front(port: u16, upstream: &str) -> anyhow::Result<Option<Nginx>> {
+    let Some(nginx) = ["/usr/sbin/nginx", "/usr/bin/nginx"].into_iter().find(|p| std::path::Path::new(p).is_file())
+    else {
+        anyhow::ensure!(std::env::var_os("CI").is_none(), "nginx is not installed (scripts/test.sh installs it)");
+        return Ok(None);
+    };
+    let dir = tempfile::tempdir()?;
+    let d = dir.path().display();
+    let upstream = upstream.trim_start_matches("http://");
+    let conf = format!(
+        "daemon off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{}}\n\
+         http {{\n  access_log off;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n\
+         fastcgi_temp_path {d}/fcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n\
+         client_max_body_size 0;\n  server {{\n    listen 127.0.0.1:{port};\n\
+         location /packyard/ {{\n      proxy_pass http://{upstream}/;\n      proxy_set_header Host $host:$server_port;\n\
+         proxy_set_header X-Forwarded-For $remote_addr;\n    }}\n  }}\n}}\n"
+    );
+    std::fs::write(dir.path().join("nginx.conf"), conf)?;
+    let child = std::process::Command::new(nginx)
+        .args(["-e", &format!("{d}/error.log"), "-c", &format!("{d}/nginx.conf")])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    let front = Nginx { child, _dir: dir };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        anyhow::ensure!(Instant::now() < deadline, "nginx did not listen on {port}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(Some(front))
+}
+
+/// Every URL the page links to, loads or posts to.
+fn urls_on_page(b: &Browser) -> anyhow::Result<Vec<String>> {
+    let v = b.exec(
+        "return [...document.querySelectorAll('a[href], link[href], script[src], img[src], form[action]')]\
+         .map(e => e.getAttribute('href') || e.getAttribute('src') || e.getAttribute('action'));",
+        vec![],
+    )?;
+    Ok(v.as_array().map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect()).unwrap_or_default())
+}
+
+/// Behind nginx under `/packyard/` with `server.public_url` saying so: every link, form, asset,
+/// redirect and snippet carries the prefix, the cookie's path is the prefix, the Nexus API's
+/// download URLs work, and the real apt-get installs from the sources line the page shows.
+#[test]
+fn behind_a_reverse_proxy_under_a_path_prefix() -> anyhow::Result<()> {
+    let Some(driver) = driver() else { return Ok(()) };
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let front = format!("http://127.0.0.1:{port}/packyard");
+    let dir = tempfile::tempdir()?;
+    let server = server(dir.path(), &[("PACKYARD_SERVER__PUBLIC_URL", &front)])?;
+    one_of_each(&server.public)?;
+    wait_counted(&server.public, "debs")?;
+    let Some(_nginx) = nginx_in_front(port, &server.public)? else { return Ok(()) };
+
+    let b = Browser::start(&driver)?;
+    sign_in(&b, &front, "admin", PW)?;
+    assert_eq!(b.current_url()?, format!("{front}/"), "the sign-in's redirect keeps the prefix");
+    let cookies = b.cookies()?;
+    let session = cookies.iter().find(|c| c["name"] == "packyard_session").cloned().unwrap_or(Value::Null);
+    assert_eq!(session["path"], json!("/packyard/"), "only under the prefix: {cookies:?}");
+
+    let ours = |u: &str| u.starts_with("/packyard/") || u.starts_with(&format!("{front}/")) || u.starts_with('#');
+    let mut seen = std::collections::BTreeSet::new();
+    for page in
+        ["/", "/browse/debs", "/browse/gomods", "/search?q=hello", "/admin", "/admin/repositories", "/admin/tokens"]
+    {
+        b.goto(&format!("{front}{page}"))?;
+        assert!(b.find(".who .user").is_ok(), "{page}: signed in through the prefix");
+        for u in urls_on_page(&b)? {
+            assert!(ours(&u), "{page} links outside the prefix: {u}");
+            seen.insert(u);
+        }
+    }
+    // The stylesheet and script load through nginx.
+    for asset in seen.iter().filter(|u| u.starts_with("/packyard/static/")) {
+        let (s, _) = get_text(&format!("http://127.0.0.1:{port}{asset}"))?;
+        assert_eq!(s, 200, "{asset}");
+    }
+    assert!(seen.iter().any(|u| u.starts_with("/packyard/static/packyard.") && u.contains(".css")), "{seen:?}");
+
+    // A component's snippets name the public URL, and each of their URLs answers through nginx.
+    b.goto(&format!("{front}/browse/debs"))?;
+    b.click_to_load(&b.find_by_text("table a", "hello")?)?;
+    assert!(b.current_url()?.starts_with(&format!("{front}/component/")), "{}", b.current_url()?);
+    let snips = snippets(&b)?.join("\n");
+    let sources = format!("deb [signed-by=/etc/apt/keyrings/packyard-debs.asc] {front}/repository/debs stable main");
+    assert!(snips.contains(&sources), "{snips}");
+    let key_url = format!("{front}/repository/debs/gpg.key");
+    assert!(snips.contains(&format!("curl -fsSL {key_url}")), "{snips}");
+    for word in snips.split_whitespace().filter(|w| w.starts_with("http")) {
+        let word = word.trim_matches(|c: char| c == '"' || c == '\'' || c == ']');
+        assert!(word.starts_with(&format!("{front}/")), "a snippet URL outside the public URL: {word}");
+    }
+    let key = ureq::get(&key_url).call()?;
+    let mut key_bytes = Vec::new();
+    std::io::Read::read_to_end(&mut key.into_reader(), &mut key_bytes)?;
+
+    // The real apt-get, with the page's sources line (its keyring in a scratch directory).
+    if std::process::Command::new("apt-get").arg("--version").output().is_ok() {
+        let root = common::apt::scratch(&key_bytes, |keyring| {
+            sources.replace("/etc/apt/keyrings/packyard-debs.asc", &keyring.display().to_string())
+        })?;
+        let out = common::apt::tool("apt-get", root.path(), &["update"])?;
+        let log = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success() && !log.contains("Err:") && !log.contains("W: "), "apt-get update:\n{log}");
+        let out = common::apt::tool("apt-get", root.path(), &["download", "hello"])?;
+        assert!(out.status.success(), "apt-get download: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(root.path().join("downloads/hello_1.0_amd64.deb").is_file());
+    }
+
+    // Nexus's API through the prefix: its downloadUrl is the public one, and it serves the bytes.
+    let assets: Value = ureq::get(&format!("{front}/service/rest/v1/search/assets?repository=debs&name=hello"))
+        .set("Authorization", &basic(PW))
+        .call()?
+        .into_json()?;
+    let asset = &assets["items"][0];
+    let url = asset["downloadUrl"].as_str().unwrap_or_default().to_string();
+    assert!(url.starts_with(&format!("{front}/repository/debs/pool/")), "{assets}");
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut ureq::get(&url).call()?.into_reader(), &mut bytes)?;
+    assert_eq!(
+        hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes)),
+        asset["checksum"]["sha256"].as_str().unwrap_or_default()
+    );
+
+    // A form's redirect and signing out stay under the prefix.
+    b.goto(&format!("{front}/admin/roles"))?;
+    b.fill("#name", "behind-nginx")?;
+    b.fill("#privileges", "debs read")?;
+    b.click_to_load(&b.find_by_text("form.stack button", "Create role")?)?;
+    assert_eq!(b.current_url()?, format!("{front}/admin/roles"));
+    b.click_to_load(&b.find_by_text(".who button", "Sign out")?)?;
+    assert!(b.current_url()?.starts_with(&format!("{front}/")), "{}", b.current_url()?);
+    assert!(b.find(".who a.button").is_ok(), "signed out");
+    drop(b);
+    assert!(server.terminate()?.success());
+    Ok(())
+}
+
+const TAB: &str = "\u{E004}";
+const ENTER: &str = "\u{E007}";
+
+/// Puts the keyboard's starting point at the top of the page (focusing the body once, as a
+/// page without autofocus starts), so that Tab goes to the first element.
+fn from_the_top(b: &Browser) -> anyhow::Result<()> {
+    b.exec(
+        "document.body.tabIndex = -1; document.body.focus(); document.body.removeAttribute('tabindex');\
+         window.scrollTo(0, 0);",
+        vec![],
+    )?;
+    Ok(())
+}
+
+/// Tabs through the page from its top: each element the focus reaches, in order, until it
+/// leaves the page or comes back around.
+fn tab_through(b: &Browser) -> anyhow::Result<Vec<Value>> {
+    from_the_top(b)?;
+    let mut seen: Vec<Value> = Vec::new();
+    for _ in 0..300 {
+        b.keys(TAB)?;
+        let f = b.focused()?;
+        if f["tag"] == "body" || seen.first() == Some(&f) {
+            break;
+        }
+        // A date field's day, month and year are tab stops of one element.
+        if seen.last() != Some(&f) {
+            seen.push(f);
+        }
+    }
+    Ok(seen)
+}
+
+/// How many elements on the page a keyboard user should reach.
+fn focusable_count(b: &Browser) -> anyhow::Result<usize> {
+    let v = b.exec(
+        "return [...document.querySelectorAll('a[href], button, input:not([type=hidden]), select, textarea')]\
+         .filter(e => !e.disabled && !e.hidden && getComputedStyle(e).visibility !== 'hidden'\
+                      && (e.getClientRects().length > 0 || e.classList.contains('skip'))).length;",
+        vec![],
+    )?;
+    Ok(v.as_u64().unwrap_or(0) as usize)
+}
+
+/// Tabs until the focused element matches `want`.
+fn tab_to(b: &Browser, want: impl Fn(&Value) -> bool) -> anyhow::Result<Value> {
+    for _ in 0..300 {
+        b.keys(TAB)?;
+        let f = b.focused()?;
+        if want(&f) {
+            return Ok(f);
+        }
+    }
+    anyhow::bail!("the keyboard never reached the element on {}", b.current_url()?)
+}
+
+/// Everything reachable and usable with the keyboard alone: the skip link first, every link,
+/// field and button of each page in the tab order with a visible focus ring, signing in, a
+/// link followed and a form sent with Enter.
+#[test]
+fn every_page_works_from_the_keyboard_alone() -> anyhow::Result<()> {
+    let Some(driver) = driver() else { return Ok(()) };
+    let dir = tempfile::tempdir()?;
+    let server = server(dir.path(), &[])?;
+    let public = server.public.clone();
+    one_of_each(&public)?;
+    let b = Browser::start(&driver)?;
+
+    // The skip link comes first and moves the focus to the page's content.
+    b.goto(&format!("{public}/signin"))?;
+    let first = tab_through(&b)?;
+    assert_eq!(first.first().map(|f| f["text"].clone()), Some(json!("Skip to content")), "{first:?}");
+    from_the_top(&b)?;
+    b.keys(TAB)?;
+    b.keys(ENTER)?;
+    assert_eq!(b.focused()?["id"], json!("main"), "Enter on the skip link focuses the content");
+
+    // Signing in: tab to the fields, type, Enter.
+    tab_to(&b, |f| f["id"] == "username")?;
+    b.keys("admin")?;
+    b.keys(TAB)?;
+    assert_eq!(b.focused()?["id"], json!("password"));
+    b.keys(PW)?;
+    b.keys_to_load(ENTER)?;
+    assert!(b.find(".who .user").is_ok(), "signed in from the keyboard: {}", b.current_url()?);
+
+    // A component's page, as the browse page links it.
+    b.goto(&format!("{public}/browse/debs"))?;
+    let component = b.attribute(&b.find_by_text("table a", "hello")?, "href")?.unwrap_or_default();
+    for page in [
+        "/".to_string(),
+        "/browse/debs".to_string(),
+        "/browse/gomods".to_string(),
+        component,
+        "/search?q=hello".to_string(),
+        "/admin".to_string(),
+        "/admin/repositories".to_string(),
+        "/admin/repositories/debs".to_string(),
+        "/admin/users".to_string(),
+        "/admin/roles".to_string(),
+        "/admin/tokens".to_string(),
+        "/admin/audit".to_string(),
+    ] {
+        let url = if page.starts_with("http") { page.clone() } else { format!("{public}{page}") };
+        b.goto(&url)?;
+        let reached = tab_through(&b)?;
+        assert_eq!(reached.first().map(|f| f["text"].clone()), Some(json!("Skip to content")), "{page}");
+        for f in &reached {
+            assert_eq!(f["ring"], json!(true), "{page}: no visible focus ring on {f}");
+        }
+        let unique: std::collections::HashSet<String> = reached.iter().map(Value::to_string).collect();
+        let want = focusable_count(&b)?;
+        assert_eq!(
+            reached.len(),
+            want,
+            "{page}: the keyboard reached {} of {want} elements: {reached:?}",
+            reached.len()
+        );
+        assert_eq!(unique.len(), want, "{page}: each element once: {reached:?}");
+    }
+
+    // A link followed with Enter.
+    b.goto(&format!("{public}/"))?;
+    tab_to(&b, |f| f["href"].as_str().is_some_and(|h| h.ends_with("/browse/alpine")))?;
+    b.keys_to_load(ENTER)?;
+    assert!(b.current_url()?.ends_with("/browse/alpine"), "{}", b.current_url()?);
+
+    // A form sent with Enter: a repository created from the keyboard.
+    b.goto(&format!("{public}/admin/repositories"))?;
+    tab_to(&b, |f| f["id"] == "name")?;
+    b.keys("typed-debs")?;
+    b.keys_to_load(ENTER)?;
+    assert!(b.current_url()?.ends_with("/admin/repositories/typed-debs"), "{}", b.current_url()?);
+    let repo = common::process::admin_json(&public, &basic(PW), "GET", "/api/v1/repositories/typed-debs", None)?;
+    assert_eq!(repo["format"], json!("apt"), "{repo}");
+    drop(b);
+    assert!(server.terminate()?.success());
+    Ok(())
+}
+
+/// The relative luminance of a CSS `rgb(…)` colour (0 black, 1 white).
+fn luminance(css: &str) -> f64 {
+    let parts: Vec<f64> = css
+        .trim_start_matches("rgba(")
+        .trim_start_matches("rgb(")
+        .trim_end_matches(')')
+        .split(',')
+        .filter_map(|p| p.trim().parse().ok())
+        .collect();
+    let lin = |c: f64| {
+        let c = c / 255.0;
+        if c <= 0.03928 {
+            c / 12.92
+        } else {
+            ((c + 0.055) / 1.055).powf(2.4)
+        }
+    };
+    match parts.as_slice() {
+        [r, g, bl, ..] => 0.2126 * lin(*r) + 0.7152 * lin(*g) + 0.0722 * lin(*bl),
+        _ => f64::NAN,
+    }
+}
+
+/// Light and dark follow the system's setting, each with readable contrast (WCAG AA, 4.5:1, for
+/// body text and links); screenshots of both.
+#[test]
+fn light_and_dark_follow_the_system_setting() -> anyhow::Result<()> {
+    let Some(driver) = driver() else { return Ok(()) };
+    let dir = tempfile::tempdir()?;
+    let server = server(dir.path(), &[])?;
+    let public = server.public.clone();
+    one_of_each(&public)?;
+    wait_counted(&public, "debs")?;
+    let b = Browser::start(&driver)?;
+    sign_in(&b, &public, "admin", PW)?;
+    let colours = |b: &Browser| -> anyhow::Result<(f64, f64, f64)> {
+        let v = b.exec(
+            "const body = getComputedStyle(document.body); const a = document.querySelector('main a');\
+             return [body.backgroundColor, body.color, a ? getComputedStyle(a).color : body.color];",
+            vec![],
+        )?;
+        let c = |i: usize| luminance(v[i].as_str().unwrap_or_default());
+        Ok((c(0), c(1), c(2)))
+    };
+    let contrast = |a: f64, b: f64| (a.max(b) + 0.05) / (a.min(b) + 0.05);
+    for scheme in ["light", "dark"] {
+        b.prefer_color_scheme(scheme)?;
+        b.goto(&format!("{public}/"))?;
+        let (bg, text, link) = colours(&b)?;
+        if scheme == "light" {
+            assert!(bg > 0.8, "a light background: {bg}");
+        } else {
+            assert!(bg < 0.05, "a dark background: {bg}");
+        }
+        assert!(contrast(bg, text) >= 4.5, "{scheme}: text contrast {:.1}", contrast(bg, text));
+        assert!(contrast(bg, link) >= 4.5, "{scheme}: link contrast {:.1}", contrast(bg, link));
+        if scheme == "dark" {
+            screenshot(&b, "repositories-dark")?;
+            b.goto(&format!("{public}/browse/debs"))?;
+            b.click_to_load(&b.find_by_text("table a", "hello")?)?;
+            screenshot(&b, "component-apt-dark")?;
+            b.goto(&format!("{public}/admin/repositories"))?;
+            screenshot(&b, "admin-repositories-dark")?;
+        }
+    }
+    drop(b);
+    assert!(server.terminate()?.success());
+    Ok(())
+}
