@@ -145,12 +145,12 @@ impl Publisher {
                 if let packyard_core::publication::BuildError::Refused { reason, .. } = &e {
                     m.publication_refused_total.with_label_values(&[repo.name.as_str(), reason]).inc();
                 }
-                return self.fail(&claim, &e.to_string()).await;
+                return self.fail_build(&claim, &e).await;
             }
             Some(Ok(())) => {
                 let files = match ctx.finish().await {
                     Ok(files) => files,
-                    Err(e) => return self.fail(&claim, &e.to_string()).await,
+                    Err(e) => return self.fail_build(&claim, &e).await,
                 };
                 packyard_model::crash::point("built");
                 // The rebuilds this publication implies (the groups over it), requested with it.
@@ -221,8 +221,21 @@ impl Publisher {
         }
     }
 
+    /// A build that failed: a transaction that lost a conflict (a deadlock with a writer, a
+    /// serialization failure) is tried again at once, twice, before the backoff applies.
+    async fn fail_build(&self, claim: &Claim, e: &packyard_core::publication::BuildError) -> Outcome {
+        use packyard_core::publication::BuildError;
+        let conflict = matches!(e, BuildError::Db(packyard_store::db::DbError::Retry(_)));
+        self.fail_after(claim, &e.to_string(), if conflict && claim.unit.attempts < 2 { Some(0) } else { None }).await
+    }
+
     async fn fail(&self, claim: &Claim, error: &str) -> Outcome {
-        let retry = backoff_ms(claim.unit.attempts);
+        self.fail_after(claim, error, None).await
+    }
+
+    /// Records the failure; the unit is tried again after `retry_ms`, or after its backoff.
+    async fn fail_after(&self, claim: &Claim, error: &str, retry_ms: Option<i64>) -> Outcome {
+        let retry = retry_ms.unwrap_or_else(|| backoff_ms(claim.unit.attempts));
         tracing::warn!(unit = claim.unit.id, key = %claim.unit.unit_key, error, retry_in_ms = retry, "publication failed");
         self.services.metrics.publications_total.with_label_values(&["failed"]).inc();
         if let Err(e) = self.services.db.fail_build(claim, error, retry).await {

@@ -50,9 +50,10 @@ fn nexus_paths() -> serde_json::Value {
     }});
     let query = |name: &str, description: &str| serde_json::json!({"name": name, "in": "query", "required": false, "description": description, "schema": {"type": "string"}});
     let token = query("continuationToken", "the previous page's continuationToken");
+    let formats_listed = packyard_model::repos::Format::listed("or");
     let mut search: Vec<serde_json::Value> = [
         ("repository", "a repository (a group: its members as the group serves them)"),
-        ("format", "apt, apk, go or conan"),
+        ("format", formats_listed.as_str()),
         ("group", "the component's group; a trailing * matches a prefix"),
         ("name", "the component's name; a trailing * matches a prefix"),
         ("version", "the component's version; a trailing * matches a prefix"),

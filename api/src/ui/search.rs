@@ -39,7 +39,7 @@ pub async fn search(
         f.parse::<Format>().map(|f| f.as_str().to_string()).map_err(|_| {
             UiError::new(
                 actix_web::http::StatusCode::BAD_REQUEST,
-                format!("format {f:?} is not one of apt, apk, go, conan"),
+                format!("format {f:?} is not one of {}", Format::listed("or")),
             )
         })
     });

@@ -791,7 +791,7 @@ async fn warmed_proxy_and_group_reads_make_no_query(mut app: common::app::TestAp
     assert_eq!(r.json["p1"]["content"], info, "{}", r.text);
     let r = app.get("/repository/grp/v2/conans/search?q=*").await?;
     assert_eq!(r.json["results"], serde_json::json!(["lib/1.0", "own/1.0"]), "{}", r.text);
-    app.stop_worker();
+    app.stop_worker().await?;
     for path in &reads {
         assert_eq!(app.get(path).await?.status, 200, "{path}");
     }

@@ -321,5 +321,26 @@ async fn conan_rows_and_publication_changes_are_one_transaction() -> anyhow::Res
     let r = app.delete(&format!("{base}/revisions/r1")).await?;
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(app.get(&format!("{base}/latest")).await?.status, 404);
-    Ok(())
+    app.finish().await
 }
+
+/// The harness's after-test check can fail: a unit whose build fails (here: no builder for its
+/// kind) is reported with its repository, counts and error; a repository published is not.
+async fn the_after_test_check_reports_units_left_unpublished(app: TestApp) -> anyhow::Result<()> {
+    app.create(Repo::hosted("debs", Format::Apt)).await?;
+    let control = "Package: hello\nVersion: 1.0\nArchitecture: amd64\nMaintainer: T <t@example.org>\nDescription: x\n";
+    let r = app.post("/repository/debs/", packyard_codecs::apt::testing::deb(control, ".gz")).await?;
+    assert_eq!(r.status, 201, "{}", r.text);
+    app.after_test().check().await?;
+    let id = app.t.db.repository_by_name("debs").await?.map(|r| r.id).ok_or_else(|| anyhow::anyhow!("no debs"))?;
+    app.t.db.request_changes(id, &[("no-such-kind".into(), "x".into())]).await?;
+    let Err(e) = app.after_test().check().await else { anyhow::bail!("a unit whose build fails passed the check") };
+    assert_eq!(
+        e.to_string(),
+        "the test left publication units unpublished (a test that means to calls app.leaves_units_unpublished()):\n\
+         debs: 1 pending, 1 failing; last error: no builder for unit kind \"no-such-kind\""
+    );
+    app.leaves_units_unpublished();
+    app.after_test().check().await
+}
+app_test!(the_after_test_check_reports_units_left_unpublished);

@@ -587,7 +587,7 @@ app_test!(the_go_mod_limit_is_kept, |c: &mut packyard_model::config::Config| c.g
 /// database query.
 async fn warmed_go_reads_make_no_query(mut app: common::app::TestApp) -> anyhow::Result<()> {
     let zip = gomods_with_a_module(&mut app).await?;
-    app.stop_worker();
+    app.stop_worker().await?;
     let paths = [
         "/repository/gomods/example.com/a/b/@v/list",
         "/repository/gomods/example.com/a/b/@latest",
@@ -878,7 +878,7 @@ async fn a_hosted_checksum_database(mut app: common::app::TestApp) -> anyhow::Re
     assert_eq!(open(&verifier, &grown)?.size, 7);
 
     // Warmed reads of the database make no query.
-    app.stop_worker();
+    app.stop_worker().await?;
     let paths = [
         format!("{base}/latest"),
         format!("{base}/supported"),

@@ -695,7 +695,7 @@ async fn downloads_are_counted_through_two_replicas(mut app: TestApp) -> anyhow:
     }
     assert_eq!(app.services.downloads.flush(db).await?, 2);
     assert_eq!(other.services.downloads.flush(db).await?, 2);
-    app.stop_worker();
+    app.stop_worker().await?;
 
     let before = app.t.metrics.db_queries();
     for _ in 0..10 {

@@ -565,7 +565,7 @@ async fn a_new_remote_url_forgets_the_old_upstream(backend: Backend) -> anyhow::
     // A change that keeps the upstream keeps the cache.
     app.patch_repository("moving", serde_json::json!({"proxy": {"metadata_ttl_secs": 60}})).await?;
     assert!(app.t.db.proxy_entry(id, "example.com/m/@v/v1.0.0.info").await?.is_some());
-    Ok(())
+    app.finish().await
 }
 on_every_backend!(a_new_remote_url_forgets_the_old_upstream);
 
@@ -610,6 +610,6 @@ async fn remembered_misses_are_bounded(backend: Backend) -> anyhow::Result<()> {
     assert_eq!(upstream.heads().len(), asked + 1);
     assert_eq!(app.get("/repository/misses/example.com/m/@v/v1.0.19.info").await?.status.as_u16(), 404);
     assert_eq!(upstream.heads().len(), asked + 1, "a kept miss is answered from the cache");
-    Ok(())
+    app.finish().await
 }
 on_every_backend!(remembered_misses_are_bounded);

@@ -387,7 +387,7 @@ async fn two_workers_deliver_each_event_once(backend: Backend) -> anyhow::Result
         .collect::<anyhow::Result<_>>()?;
     let want: Vec<String> = versions.iter().map(|v| format!("example.com/two@{v}")).collect();
     assert_eq!(components, want);
-    Ok(())
+    app.finish().await
 }
 on_every_backend!(two_workers_deliver_each_event_once);
 
@@ -474,7 +474,7 @@ async fn webhooks_reach_only_allowed_addresses(backend: Backend) -> anyhow::Resu
         assert_eq!(d["state"], "pending", "retried later: {d}");
     }
     assert!(got.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.is_empty(), "nothing reached the receiver");
-    Ok(())
+    app.finish().await
 }
 on_every_backend!(webhooks_reach_only_allowed_addresses);
 
@@ -538,6 +538,6 @@ async fn allowed_networks_open_a_network(backend: Backend) -> anyhow::Result<()>
         "{d}"
     );
     assert!(!r.text.to_ascii_lowercase().contains("refused (os error"), "{}", r.text);
-    Ok(())
+    app.finish().await
 }
 on_every_backend!(allowed_networks_open_a_network);

@@ -67,6 +67,15 @@ impl Format {
     pub fn index(self) -> usize {
         self as usize
     }
+
+    /// Every format's name for people, the last after `last` ("apt, apk, go or conan").
+    pub fn listed(last: &str) -> String {
+        let names: Vec<&str> = Self::ALL.iter().map(|f| f.as_str()).collect();
+        match names.split_last() {
+            Some((tail, rest)) if !rest.is_empty() => format!("{} {last} {tail}", rest.join(", ")),
+            _ => names.join(", "),
+        }
+    }
 }
 string_enum!(RepoType { Hosted => "hosted", Proxy => "proxy", Group => "group" });
 string_enum!(WritePolicy { AllowOnce => "allow_once", Allow => "allow", Deny => "deny" });
@@ -245,7 +254,7 @@ pub struct FormatBlocks(pub BTreeMap<String, serde_json::Value>);
 
 impl<'de> Deserialize<'de> for FormatBlocks {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let blocks = BTreeMap::<String, serde_json::Value>::deserialize(d)?;
+        let mut blocks = BTreeMap::<String, serde_json::Value>::deserialize(d)?;
         if let Some(key) = blocks.keys().find(|k| k.parse::<Format>().is_err()) {
             let formats: Vec<String> = Format::ALL.iter().map(|f| format!("`{f}`")).collect();
             return Err(serde::de::Error::custom(format!(
@@ -253,6 +262,8 @@ impl<'de> Deserialize<'de> for FormatBlocks {
                 formats.join(", ")
             )));
         }
+        // `"apt": null` is no block, as an absent optional field is.
+        blocks.retain(|_, v| !v.is_null());
         Ok(Self(blocks))
     }
 }
@@ -598,6 +609,10 @@ mod tests {
         let new = spec(body)?.validate(None)?;
         assert_eq!(new.settings.blocks.get("apt"), Some(&serde_json::json!({"distribution":"sid"})));
         let new = spec(serde_json::json!({"name":"d","format":"apt","type":"hosted"}))?.validate(None)?;
+        assert!(new.settings.blocks.is_empty());
+        // A null block is no block, as an absent optional field is.
+        let new = spec(serde_json::json!({"name":"d","format":"apt","type":"hosted","apt":null,"go":null}))?
+            .validate(None)?;
         assert!(new.settings.blocks.is_empty());
         Ok(())
     }

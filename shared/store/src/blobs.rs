@@ -254,7 +254,7 @@ pub trait BlobStore: Send + Sync {
 
 /// Counts a failed blob operation (`packyard_blob_errors_total{op}`); a missing blob or an
 /// unsatisfiable range is the caller's, not the store's.
-pub(crate) fn count_error<T>(metrics: &Metrics, op: &str, r: Result<T, BlobError>) -> Result<T, BlobError> {
+fn count_error<T>(metrics: &Metrics, op: &str, r: Result<T, BlobError>) -> Result<T, BlobError> {
     if let Err(e) = &r {
         if !matches!(
             e,

@@ -5,7 +5,6 @@ use maud::html;
 use packyard_core::services::Services;
 use serde::Deserialize;
 
-
 use super::*;
 
 #[derive(Deserialize, Default)]

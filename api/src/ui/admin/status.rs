@@ -5,7 +5,6 @@ use actix_web::{web, HttpResponse};
 use maud::html;
 use packyard_core::services::Services;
 
-
 use super::*;
 
 pub(super) async fn status(viewer: Viewer, services: web::Data<Services>) -> Result<HttpResponse, UiError> {

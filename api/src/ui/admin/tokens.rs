@@ -4,6 +4,7 @@ use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
 use maud::html;
 use packyard_core::services::Services;
+use packyard_model::repos::Format;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -47,7 +48,7 @@ pub(super) async fn token_list(
                 (super::super::snippet("The token", c["token"].as_str().unwrap_or_default()))
             }
         }
-        p { "Use a token as the password of your username with apt, apk, go, conan and the API, or as " code { "Authorization: Bearer …" } "." }
+        p { "Use a token as the password of your username with " (Format::listed("or")) " clients and the API, or as " code { "Authorization: Bearer …" } "." }
         div.table-wrap { table {
             thead { tr { th scope="col" { "Name" } th scope="col" { "Scope" } th scope="col" { "Expires" } th scope="col" { "Created" } th scope="col" { "State" } } }
             tbody { @for t in listed.as_array().cloned().unwrap_or_default() {

@@ -164,8 +164,15 @@ impl TestApp {
         }
     }
 
+    /// Ends a test that made its app itself (not through [`app_test!`]) with the same check.
+    pub async fn finish(self) -> anyhow::Result<()> {
+        let after = self.after_test();
+        drop(self);
+        after.check().await
+    }
+
     /// Tells the harness that this test leaves publication units failed or pending on purpose
-    /// (a build it makes fail, a worker it stops), so that [`AfterTest::check`] lets it pass.
+    /// (a build it makes fail for good), so that [`AfterTest::check`] lets it pass.
     pub fn leaves_units_unpublished(&self) {
         self.unpublished_on_purpose.set(true);
     }
@@ -215,10 +222,13 @@ impl TestApp {
         *self.worker.borrow_mut() = Some(Worker { task, stop });
     }
 
-    /// Stops the background worker (so that nothing but the requests queries the database).
-    pub fn stop_worker(&mut self) {
-        if let Some(w) = self.worker.borrow_mut().take() {
-            w.task.abort();
+    /// Stops the background worker once the build in flight is done (so that nothing but the
+    /// requests queries the database, and no unit is left leased).
+    pub async fn stop_worker(&mut self) -> anyhow::Result<()> {
+        let worker = self.worker.borrow_mut().take();
+        match worker {
+            Some(w) => w.stop().await,
+            None => Ok(()),
         }
     }
 

@@ -160,8 +160,10 @@ impl Catalogue for ConanCatalogue {
     }
 
     /// Conan 2's order (`1.2.10` > `1.2.9`, `1.0-rc` < `1.0`).
+    /// Conan's order; versions it holds equal (`1` and `1.0`) are still two references, ordered
+    /// by their text, so cleanup never counts one as the other's revision.
     fn compare_versions(&self, a: &str, b: &str) -> std::cmp::Ordering {
-        packyard_codecs::conan::version::compare(a, b)
+        packyard_codecs::conan::version::compare(a, b).then_with(|| a.cmp(b))
     }
 
     fn revisions(&self) -> bool {

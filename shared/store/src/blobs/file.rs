@@ -21,7 +21,7 @@ use crate::metrics::Metrics;
 
 /// Content-addressed files: `<root>/sha256/<aa>/<bb>/<hex>`, temporaries in `<root>/tmp`.
 pub struct FileStore {
-    pub(super) root: PathBuf,
+    root: PathBuf,
     pub(super) metrics: Arc<Metrics>,
 }
 
