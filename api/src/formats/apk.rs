@@ -110,7 +110,7 @@ async fn serve(cx: &Cx<'_>, repo: &Repository, f: &UnitFile, depth: usize) -> Re
     let (unit, file, path) = (&f.unit, f.file.as_str(), f.path());
     let missing = || FormatError::from(ApiError::not_found(format!("not found: /{path} in repository {}", repo.name)));
     if repo.repo_type != RepoType::Hosted {
-        let settings = ApkSettings::of(repo);
+        let settings = ApkSettings::get(repo);
         if !settings.architectures.contains(&unit.arch) {
             return Err(ApiError::not_found(format!(
                 "architecture {:?} is not served by {} repository {}; served: {}",
@@ -182,7 +182,7 @@ async fn serve(cx: &Cx<'_>, repo: &Repository, f: &UnitFile, depth: usize) -> Re
 /// architectures.
 async fn empty_index(cx: &Cx<'_>, repo: &Repository, unit: &Unit, path: &str) -> Result<ServedFile, FormatError> {
     let services = cx.services;
-    let settings = ApkSettings::of(repo);
+    let settings = ApkSettings::get(repo);
     if !settings.architectures.contains(&unit.arch) {
         return Err(ApiError::not_found(format!(
             "architecture {:?} is not configured for repository {}; configured: {}",

@@ -139,7 +139,7 @@ async fn dists(cx: &Cx<'_>, clean: CleanPath) -> Result<HttpResponse, FormatErro
     if repo.repo_type == RepoType::Proxy {
         // Only the mirrored distributions; by-hash files are immutable, the rest is metadata,
         // and a changed `InRelease`/`Release` revalidates the files it lists.
-        let settings = AptSettings::of(repo);
+        let settings = AptSettings::get(repo);
         let suites = settings.suites();
         if !suites.contains(&dist) {
             return Err(ApiError::not_found(format!(
@@ -154,7 +154,7 @@ async fn dists(cx: &Cx<'_>, clean: CleanPath) -> Result<HttpResponse, FormatErro
         return super::serve_proxied(services, repo, cx.req, (path, false), outcome, "text/plain").await;
     }
     // A distribution taken out of the repository's list is no longer served.
-    if !repo.settings.format::<AptSettings>().is_some_and(|a| a.suites().contains(&dist)) {
+    if !repo.settings.format_ref::<AptSettings>().is_some_and(|a| a.suites().contains(&dist)) {
         return Err(cx.not_found(path));
     }
     let published = &services.published;

@@ -143,6 +143,13 @@ pub trait FormatSettings: Serialize + DeserializeOwned + Default + Clone + Send 
     fn of(repo: &Repository) -> Self {
         repo.settings.format::<Self>().unwrap_or_default()
     }
+
+    /// The same, borrowed from the repository's parsed block (no copy: for the read paths).
+    fn get(repo: &Repository) -> std::borrow::Cow<'_, Self> {
+        repo.settings
+            .format_ref::<Self>()
+            .map_or_else(|| std::borrow::Cow::Owned(Self::default()), std::borrow::Cow::Borrowed)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -204,20 +211,33 @@ impl StoredSettings {
     /// The block of `T`'s format, parsed once; `None` when there is none or it no longer
     /// parses (reported once).
     pub fn format<T: FormatSettings>(&self) -> Option<T> {
-        let parse = || -> Option<T> {
-            let block = self.blocks.get(T::FORMAT.as_str())?;
-            match serde_json::from_value(block.clone()) {
-                Ok(t) => Some(t),
-                Err(e) => {
-                    tracing::error!(format = %T::FORMAT, error = %e, "stored format settings do not parse; the defaults apply");
-                    None
-                }
-            }
-        };
-        let cached = self.parsed.0.get_or_init(|| Arc::new(parse()));
-        match cached.downcast_ref::<Option<T>>() {
+        self.blocks.get(T::FORMAT.as_str())?;
+        match self.cached::<T>() {
             Some(t) => t.clone(),
-            None => parse(),
+            None => self.parse::<T>(),
+        }
+    }
+
+    /// [`StoredSettings::format`], borrowed from the parsed block.
+    pub fn format_ref<T: FormatSettings>(&self) -> Option<&T> {
+        // An absent block leaves the cache alone: only the repository's own format has one.
+        self.blocks.get(T::FORMAT.as_str())?;
+        self.cached::<T>()?.as_ref()
+    }
+
+    /// The parsed block, when the cache holds `T`'s (it holds the first one asked for).
+    fn cached<T: FormatSettings>(&self) -> Option<&Option<T>> {
+        self.parsed.0.get_or_init(|| Arc::new(self.parse::<T>())).downcast_ref::<Option<T>>()
+    }
+
+    fn parse<T: FormatSettings>(&self) -> Option<T> {
+        let block = self.blocks.get(T::FORMAT.as_str())?;
+        match serde_json::from_value(block.clone()) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                tracing::error!(format = %T::FORMAT, error = %e, "stored format settings do not parse; the defaults apply");
+                None
+            }
         }
     }
 
