@@ -7,7 +7,7 @@ use actix_web::http::header::HeaderValue;
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse};
 use packyard_core::hosted::Uploaded;
-use packyard_core::proxy::{CacheState, Outcome};
+use packyard_core::proxy::{CacheState, FetchRequest, Outcome};
 pub use packyard_core::publication::cache::ArtifactRef;
 use packyard_core::publication::cache::ServedFile;
 use packyard_core::services::Services;
@@ -19,8 +19,8 @@ pub mod apk;
 pub mod apt;
 pub mod conan;
 pub mod go;
+pub mod sample;
 mod tables;
-pub mod testformat;
 pub(crate) use tables::with_routes;
 
 /// A file of a unit's current snapshot (`None`: not published, so not there), from the
@@ -223,7 +223,7 @@ impl MemberFailures {
     /// Whether `e` is a member's failure a group may go past: its upstream unreachable, timing
     /// out or answering 5xx. Anything else — an upstream's refusal (401/403), a bad request, the
     /// database — is the group's answer.
-    pub fn tolerable(e: &FormatError) -> bool {
+    fn tolerable(e: &FormatError) -> bool {
         e.0.upstream_failed
     }
 
@@ -236,6 +236,24 @@ impl MemberFailures {
         tracing::warn!(group = %group.name, member = %member.name, error = %e.0.message, "group member failed; asking the next");
         self.failed.record(member.name.to_string(), e.0.code.status().as_u16());
         self.first.get_or_insert(e.0);
+    }
+
+    /// A member's answer as a group takes it: `Some` to answer with, `None` to ask the next
+    /// member — it does not have it, or it failed in a way a group may go past (recorded).
+    pub fn take<T>(
+        &mut self,
+        services: &Services,
+        group: &Repository,
+        member: &Repository,
+        answer: Result<Option<T>, FormatError>,
+    ) -> Result<Option<T>, FormatError> {
+        match answer {
+            Err(e) if Self::tolerable(&e) => {
+                self.record(services, group, member, e);
+                Ok(None)
+            }
+            other => other,
+        }
     }
 
     /// A later member's answer, with the failures named.
@@ -251,6 +269,23 @@ impl MemberFailures {
         let message = format!("no member answered ({} failed): {}", self.failed.names(), first.message);
         Some(ApiError::new(first.code, message).into())
     }
+}
+
+/// Where a group looks for an immutable file (a version's files are the same from any member
+/// that has them): its members in order, `depth` levels below the group a request named, the one
+/// its snapshot took the file from (`listed`, when it names one) first.
+pub async fn members_first(
+    services: &Services,
+    group: &Repository,
+    depth: usize,
+    listed: Option<&str>,
+) -> Result<Vec<std::sync::Arc<Repository>>, FormatError> {
+    let mut members = packyard_core::groups::members(services, group, depth).await?;
+    if let Some(i) = listed.and_then(|name| members.iter().position(|m| m.name.as_str() == name)) {
+        let first = members.remove(i);
+        members.insert(0, first);
+    }
+    Ok(members)
 }
 
 /// A group's answer from its snapshot of `(kind, unit_key)`, with the members its merge went on
@@ -301,10 +336,41 @@ pub async fn serve_artifact(
     serve_blob(req, services.blobs.as_ref(), head, &[]).await
 }
 
+/// A proxy's answer to `fetch` through its cache: the upstream's bytes unchanged (see
+/// [`answer_proxied`]), or a 404 that says what the upstream answered.
+pub async fn serve_proxied(
+    services: &Services,
+    repo: &Repository,
+    req: &HttpRequest,
+    fetch: FetchRequest,
+    fallback_type: &'static str,
+) -> Result<HttpResponse, FormatError> {
+    let (path, artifact) = (fetch.path.clone(), fetch.catalogue.is_some());
+    let outcome = services.proxy.fetch(fetch).await?;
+    answer_proxied(services, repo, req, (&path, artifact), outcome, fallback_type).await
+}
+
+/// [`serve_proxied`], or `None` when the upstream says the file is not there (a group then asks
+/// its next member).
+pub async fn fetch_proxied(
+    services: &Services,
+    repo: &Repository,
+    req: &HttpRequest,
+    fetch: FetchRequest,
+    fallback_type: &'static str,
+) -> Result<Option<HttpResponse>, FormatError> {
+    let (path, artifact) = (fetch.path.clone(), fetch.catalogue.is_some());
+    let outcome = services.proxy.fetch(fetch).await?;
+    if matches!(outcome, Outcome::Missing(..)) {
+        return Ok(None);
+    }
+    Ok(Some(answer_proxied(services, repo, req, (&path, artifact), outcome, fallback_type).await?))
+}
+
 /// Answers with what the proxy fetched: the upstream's bytes unchanged, with `X-Packyard-Cache`
 /// (hit, miss, revalidated, stale) and, for a stale copy, a `Warning`. A download of an
 /// `artifact` (a file the catalogue lists: the fetch named its component) is counted.
-pub async fn serve_proxied(
+async fn answer_proxied(
     services: &Services,
     repo: &Repository,
     req: &HttpRequest,

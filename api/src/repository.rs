@@ -80,9 +80,6 @@ async fn dispatch(req: HttpRequest, body: web::Payload) -> Result<HttpResponse, 
     // The raw path below `/repository/<name>/` (a repository name has no escapes to decode).
     let raw = req.path().strip_prefix("/repository/").and_then(|p| p.strip_prefix(repo.name.as_str()));
     let tail = Tail { matched, raw: raw.and_then(|p| p.strip_prefix('/')).unwrap_or_default() };
-    if services.config.debug.test_format && tail.matched.starts_with("_test/") {
-        return run::<crate::formats::testformat::TestRoutes>(&req, &services, repo, tail, body).await;
-    }
     crate::formats::with_routes!(repo.format, R => run::<R>(&req, &services, repo, tail, body).await)
 }
 

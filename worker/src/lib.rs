@@ -6,20 +6,12 @@ pub mod management;
 pub mod process;
 pub mod publisher;
 
-use std::sync::Arc;
-
-use packyard_core::publication::testformat::TestFormat;
 use packyard_core::publication::Builders;
 use packyard_core::services::Services;
 
-/// Every format's builders, and the internal test format's.
+/// Every format's builders.
 pub fn builders(services: &Services) -> Builders {
-    let delay = std::time::Duration::from_millis(services.config.debug.build_delay_ms);
-    services.formats.builders(
-        services,
-        Builders::default()
-            .with(packyard_core::publication::testformat::KIND, Arc::new(TestFormat { page_size: 500, delay })),
-    )
+    services.formats.builders(services, Builders::default())
 }
 
 /// Catalogues, in the background, what was stored before the catalogue existed (once; later

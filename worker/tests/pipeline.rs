@@ -3,10 +3,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use packyard_core::publication::testformat::{TestFormat, KIND};
 use packyard_core::publication::Builders;
 use packyard_core::repositories::RepositoryService;
 use packyard_core::services::Services;
+use packyard_formats::sample::entries::{self, Entries, KIND};
 use packyard_model::config::Config;
 use packyard_model::repos::RepositorySpec;
 use packyard_store::blobs::{FileStore, Sha256Hex};
@@ -39,10 +39,7 @@ async fn setup(t: &TestDb) -> anyhow::Result<(Services, i64)> {
 
 /// A publisher with a tiny page size, so that every build pages through its rows.
 fn publisher(services: &Services) -> Publisher {
-    let builders = Builders::default().with(
-        packyard_core::publication::testformat::KIND,
-        Arc::new(TestFormat { page_size: 3, delay: Duration::ZERO }),
-    );
+    let builders = Builders::default().with(KIND, Arc::new(Entries { page_size: 3, delay: Duration::ZERO }));
     Publisher::new(services.clone(), builders).with_due(NOW)
 }
 
@@ -57,13 +54,13 @@ db_test!(a_burst_becomes_one_complete_snapshot, |t: TestDb| async move {
     // The leading edge: a change to a unit that has been idle for the window is due at once,
     // however long the debounce.
     let mut entries = vec![("first".to_string(), "body".to_string())];
-    t.db.put_test_entry(repo, "main", "first", "body").await?;
+    entries::put(&t.db, repo, "main", "first", "body").await?;
     let outcomes = patient.run_until_idle().await;
     assert!(matches!(outcomes[..], [Outcome::Published(_)]), "{outcomes:?}");
     // What follows within the window waits until the burst is over.
     let burst: Vec<(String, String)> = (0..40).map(|i| (format!("pkg-{i:03}"), format!("body {i}"))).collect();
     for (name, body) in &burst {
-        t.db.put_test_entry(repo, "main", name, body).await?;
+        entries::put(&t.db, repo, "main", name, body).await?;
     }
     entries.extend(burst);
     assert!(patient.run_until_idle().await.is_empty(), "inside the debounce window nothing is published");
@@ -74,10 +71,7 @@ db_test!(a_burst_becomes_one_complete_snapshot, |t: TestDb| async move {
     assert_eq!((unit.desired_revision, unit.published_revision), (41, 41));
     assert_eq!(unit.first_pending_at, None);
     assert_eq!(t.db.snapshot_ids(unit.id).await?.len(), 2, "forty writes after the first, one snapshot");
-    assert_eq!(
-        served(&services, repo, "main", "index.txt").await?.as_deref(),
-        Some(packyard_core::publication::testformat::index(&entries).as_str())
-    );
+    assert_eq!(served(&services, repo, "main", "index.txt").await?.as_deref(), Some(entries::index(&entries).as_str()));
     assert_eq!(served(&services, repo, "main", "count.txt").await?.as_deref(), Some("41\n"));
     assert_eq!(served(&services, repo, "main", "missing.txt").await?, None);
     assert_eq!(t.db.backlog().await?, (0, None), "every outbox event delivered");
@@ -104,7 +98,7 @@ db_test!(the_write_and_its_change_record_commit_together, |t: TestDb| async move
 
 db_test!(a_worker_that_lost_its_lease_publishes_nothing, |t: TestDb| async move {
     let (services, repo) = setup(&t).await?;
-    t.db.put_test_entry(repo, "main", "a", "1").await?;
+    entries::put(&t.db, repo, "main", "a", "1").await?;
     let a = publisher(&services);
     let b = publisher(&services);
     let claim_a = a.claim().await?.ok_or_else(|| anyhow::anyhow!("a claims"))?;
@@ -127,7 +121,7 @@ db_test!(several_workers_share_the_work, |t: TestDb| async move {
     let (services, repo) = setup(&t).await?;
     for u in 0..8 {
         for e in 0..3 {
-            t.db.put_test_entry(repo, &format!("unit-{u}"), &format!("e{e}"), "x").await?;
+            entries::put(&t.db, repo, &format!("unit-{u}"), &format!("e{e}"), "x").await?;
         }
     }
     let (a, b) = (Arc::new(publisher(&services)), Arc::new(publisher(&services)));
@@ -143,7 +137,7 @@ db_test!(several_workers_share_the_work, |t: TestDb| async move {
 
 db_test!(failures_are_recorded_and_retried_with_backoff, |t: TestDb| async move {
     let (services, repo) = setup(&t).await?;
-    t.db.put_test_entry(repo, "will-fail", "a", "1").await?;
+    entries::put(&t.db, repo, "will-fail", "a", "1").await?;
     let p = publisher(&services);
     assert_eq!(p.run_until_idle().await, vec![Outcome::Failed]);
     let unit = t.db.unit_by_key(repo, KIND, "will-fail").await?.ok_or_else(|| anyhow::anyhow!("no unit"))?;
@@ -167,7 +161,7 @@ db_test!(retention_keeps_current_and_two_older, |t: TestDb| async move {
     let p = publisher(&services);
     let mut indexes = Vec::new();
     for i in 0..5 {
-        t.db.put_test_entry(repo, "main", &format!("e{i}"), "x").await?;
+        entries::put(&t.db, repo, "main", &format!("e{i}"), "x").await?;
         assert_eq!(p.run_until_idle().await.len(), 1);
         let unit = t.db.unit_by_key(repo, KIND, "main").await?.ok_or_else(|| anyhow::anyhow!("no unit"))?;
         let files = t.db.snapshot_files(unit.current_snapshot_id.unwrap_or_default()).await?;
@@ -195,7 +189,7 @@ db_test!(retention_keeps_current_and_two_older, |t: TestDb| async move {
 
 db_test!(warmed_reads_of_published_files_run_no_query, |t: TestDb| async move {
     let (services, repo) = setup(&t).await?;
-    t.db.put_test_entry(repo, "main", "a", "1").await?;
+    entries::put(&t.db, repo, "main", "a", "1").await?;
     publisher(&services).run_until_idle().await;
     assert_eq!(served(&services, repo, "main", "count.txt").await?.as_deref(), Some("1\n"));
     let before = t.metrics.db_queries();
@@ -209,7 +203,7 @@ db_test!(warmed_reads_of_published_files_run_no_query, |t: TestDb| async move {
     }
     assert_eq!(t.metrics.db_queries() - before, 0, "warmed reads ran queries");
     // A publication elsewhere reaches this replica through the watermark.
-    t.db.put_test_entry(repo, "main", "b", "2").await?;
+    entries::put(&t.db, repo, "main", "b", "2").await?;
     let other = Services::assemble(
         (*services.config).clone(),
         packyard_formats::registry(),
@@ -231,11 +225,11 @@ db_test!(warmed_reads_of_published_files_run_no_query, |t: TestDb| async move {
     let spec: RepositorySpec =
         serde_json::from_value(serde_json::json!({"name": "t2", "format": "go", "type": "hosted"}))?;
     let repo2 = RepositoryService::new(&t.db, packyard_formats::registry()).create(spec).await?.id;
-    t.db.put_test_entry(repo2, "main", "x", "1").await?;
+    entries::put(&t.db, repo2, "main", "x", "1").await?;
     publisher(&services).run_until_idle().await;
     services.poll_watermarks().await?;
     assert_eq!(served(&services, repo2, "main", "count.txt").await?.as_deref(), Some("1\n"));
-    t.db.put_test_entry(repo, "main", "c", "3").await?;
+    entries::put(&t.db, repo, "main", "c", "3").await?;
     publisher(&other).run_until_idle().await;
     services.poll_watermarks().await?;
     let before = t.metrics.db_queries();
@@ -249,13 +243,13 @@ db_test!(warmed_reads_of_published_files_run_no_query, |t: TestDb| async move {
 db_test!(by_hash_files_outlive_their_snapshot_for_the_grace_period, |t: TestDb| async move {
     let (services, repo) = setup(&t).await?;
     let p = publisher(&services);
-    t.db.put_test_entry(repo, "main", "a", "1").await?;
+    entries::put(&t.db, repo, "main", "a", "1").await?;
     p.run_until_idle().await;
     let first_index = served(&services, repo, "main", "index.txt").await?.unwrap_or_default();
     let first = hex::encode(Sha256::digest(first_index.as_bytes()));
     let by_hash = format!("by-hash/{first}");
     assert_eq!(served(&services, repo, "main", &by_hash).await?.as_deref(), Some(first_index.as_str()));
-    t.db.put_test_entry(repo, "main", "b", "2").await?;
+    entries::put(&t.db, repo, "main", "b", "2").await?;
     p.run_until_idle().await;
     services.poll_watermarks().await?;
     assert_eq!(served(&services, repo, "main", &by_hash).await?, None, "not in the current snapshot");

@@ -128,10 +128,8 @@ async fn serve(cx: &Cx<'_>, repo: &Repository, f: &UnitFile, depth: usize) -> Re
                 return Err(missing());
             }
             let fetch = packyard_formats::apk::proxy_request(repo, &path)?;
-            let artifact = fetch.catalogue.is_some();
-            let outcome = services.proxy.fetch(fetch).await?;
             let kind = if file == INDEX_FILE { "application/gzip" } else { APK_TYPE };
-            super::serve_proxied(services, repo, cx.req, (&path, artifact), outcome, kind).await
+            super::serve_proxied(services, repo, cx.req, fetch, kind).await
         }
         RepoType::Group if file == INDEX_FILE => {
             let key = unit.key();

@@ -150,8 +150,7 @@ async fn dists(cx: &Cx<'_>, clean: CleanPath) -> Result<HttpResponse, FormatErro
             .into());
         }
         let fetch = packyard_formats::apt::proxy_request(repo, path)?;
-        let outcome = services.proxy.fetch(fetch).await?;
-        return super::serve_proxied(services, repo, cx.req, (path, false), outcome, "text/plain").await;
+        return super::serve_proxied(services, repo, cx.req, fetch, "text/plain").await;
     }
     // A distribution taken out of the repository's list is no longer served.
     if !repo.settings.format_ref::<AptSettings>().is_some_and(|a| a.suites().contains(&dist)) {
@@ -190,9 +189,7 @@ async fn pool(cx: &Cx<'_>, mut path: String) -> Result<HttpResponse, FormatError
             return Err(cx.not_found(&path));
         }
         let fetch = packyard_formats::apt::proxy_request(&repo, &path)?;
-        let artifact = fetch.catalogue.is_some();
-        let outcome = services.proxy.fetch(fetch).await?;
-        return super::serve_proxied(services, &repo, cx.req, (&path, artifact), outcome, DEB_TYPE).await;
+        return super::serve_proxied(services, &repo, cx.req, fetch, DEB_TYPE).await;
     }
     let db = &services.db;
     let content_type = if path.ends_with(".deb") || path.ends_with(".udeb") {

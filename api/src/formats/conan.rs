@@ -266,10 +266,8 @@ async fn proxy_read(cx: &Cx<'_>, repo: &Repository, target: &Target) -> Result<H
     }
     let immutable = target.immutable();
     let fetch = packyard_formats::conan::proxy_request(repo, &path, immutable)?;
-    let artifact = fetch.catalogue.is_some();
-    let outcome = services.proxy.fetch(fetch).await?;
     let content_type = if immutable { "application/octet-stream" } else { "application/json" };
-    super::serve_proxied(services, repo, cx.req, (&path, artifact), outcome, content_type).await
+    super::serve_proxied(services, repo, cx.req, fetch, content_type).await
 }
 
 /// A read from `repo`'s own published projections (a hosted repository's, or a group's merge).

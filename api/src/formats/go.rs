@@ -138,15 +138,7 @@ async fn read(
     match (repo.repo_type, request) {
         (RepoType::Proxy, _) => {
             let fetch = proxy_request(repo, request)?;
-            let artifact = fetch.catalogue.is_some();
-            let outcome = services.proxy.fetch(fetch).await?;
-            if matches!(outcome, packyard_core::proxy::Outcome::Missing(..)) {
-                return Ok(None);
-            }
-            let path = request.path();
-            let served =
-                super::serve_proxied(services, repo, cx.req, (&path, artifact), outcome, request.content_type());
-            Ok(Some(served.await?))
+            super::fetch_proxied(services, repo, cx.req, fetch, request.content_type()).await
         }
         (RepoType::Hosted, Request::File { version, ext: ext @ ("mod" | "zip"), .. }) => {
             artifact(cx, repo, module, version, ext).await
@@ -175,21 +167,13 @@ async fn read(
             let map = super::published_file(services, repo, KIND, module, MEMBERS_FILE).await?;
             let text = map.as_ref().and_then(|f| std::str::from_utf8(&f.bytes).ok()).unwrap_or_default();
             let listed = groups::member_of(text, version);
-            let mut members = groups::members(services, repo, depth + 1).await?;
-            // The member the snapshot names first; the rest in order, in case it is gone since.
-            if let Some(i) = listed.and_then(|name| members.iter().position(|m| m.name.as_str() == name)) {
-                let first = members.remove(i);
-                members.insert(0, first);
-            }
             // A version's files are immutable: a member that fails is passed over for the next
             // one that has them (never an authorization denial: that is the group's answer).
             let mut failed = super::MemberFailures::default();
-            for member in &members {
-                match Box::pin(read(cx, member, request, depth + 1)).await {
-                    Ok(Some(r)) => return Ok(Some(failed.answered(r))),
-                    Ok(None) => {}
-                    Err(e) if super::MemberFailures::tolerable(&e) => failed.record(services, repo, member, e),
-                    Err(e) => return Err(e),
+            for member in &super::members_first(services, repo, depth + 1, listed).await? {
+                let answer = Box::pin(read(cx, member, request, depth + 1)).await;
+                if let Some(r) = failed.take(services, repo, member, answer)? {
+                    return Ok(Some(failed.answered(r)));
                 }
             }
             failed.into_error().map_or(Ok(None), Err)

@@ -24,6 +24,10 @@ macro_rules! with_routes {
                 type $routes = $crate::formats::conan::Conan;
                 $body
             }
+            packyard_model::repos::Format::Sample => {
+                type $routes = $crate::formats::sample::Sample;
+                $body
+            }
         }
     };
 }

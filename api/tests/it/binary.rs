@@ -371,7 +371,7 @@ fn the_embedded_worker_publishes() -> anyhow::Result<()> {
     let (s, _) = status_of(
         ureq::post(&format!("{}/api/v1/repositories", server.public))
             .set("Authorization", &basic("pw"))
-            .send_json(Repo::hosted("t", Format::Go)),
+            .send_json(Repo::hosted("t", Format::Sample)),
     )?;
     assert_eq!(s, 201);
     let (s, body) = status_of(ureq::get(&format!("{}/repository/t/_test/main/count.txt", server.public)).call())?;

@@ -92,7 +92,7 @@ fn cluster_with(backend: Backend, workers: usize, extra: &[(&str, &str)]) -> any
     let (s, body) = status_of(
         ureq::post(&format!("{}/api/v1/repositories", c.replicas[0].public))
             .set("Authorization", &basic(ADMIN))
-            .send_json(Repo::hosted("t", Format::Go)),
+            .send_json(Repo::hosted("t", Format::Sample)),
     )?;
     anyhow::ensure!(s == 201, "{body}");
     Ok(Some(c))
@@ -208,7 +208,7 @@ fn two_replicas_two_workers(backend: Backend) -> anyhow::Result<()> {
         assert_eq!(s, 200);
         assert_eq!(
             index,
-            packyard_core::publication::testformat::index(&entries),
+            packyard_formats::sample::entries::index(&entries),
             "every acknowledged write is in the snapshot {} serves",
             r.public
         );
@@ -266,7 +266,7 @@ fn killed_worker(backend: Backend) -> anyhow::Result<()> {
         .status()?
         .success());
     // Until the survivor publishes, replicas keep serving the complete earlier snapshot.
-    let old = packyard_core::publication::testformat::index(
+    let old = packyard_formats::sample::entries::index(
         &all.iter().filter(|(n, _)| n.starts_with("a-")).cloned().collect::<Vec<_>>(),
     );
     let mut checks = 0;
@@ -277,7 +277,7 @@ fn killed_worker(backend: Backend) -> anyhow::Result<()> {
             assert_eq!(s, 200);
             let mut sorted = all.clone();
             sorted.sort();
-            let new = packyard_core::publication::testformat::index(&sorted);
+            let new = packyard_formats::sample::entries::index(&sorted);
             assert!(index == old || index == new, "a replica served an index that is neither snapshot");
             done &= index == new;
             checks += 1;
@@ -317,7 +317,7 @@ fn without_redis_and_rabbitmq(backend: Backend) -> anyhow::Result<()> {
     let entries = burst(&c, "main", "d", 50, 8)?;
     let took = until_served(&c, "main", 50, Duration::from_secs(10))?;
     for r in &c.replicas {
-        assert_eq!(fetch(r, "main", "index.txt")?.1, packyard_core::publication::testformat::index(&entries));
+        assert_eq!(fetch(r, "main", "index.txt")?.1, packyard_formats::sample::entries::index(&entries));
     }
     eprintln!(
         "{}: Redis and RabbitMQ down: served by both replicas {} ms after the last ack",

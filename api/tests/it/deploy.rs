@@ -282,7 +282,7 @@ fn dashboard_and_alert_rules_reference_only_exposed_metrics() -> anyhow::Result<
     )?;
     server.wait_ready()?;
     let api = |path: &str| format!("{}{path}", server.public);
-    create_repository(&server.public, &basic("pw"), Repo::hosted("t", Format::Go))?;
+    create_repository(&server.public, &basic("pw"), Repo::hosted("t", Format::Sample))?;
     let (s, body) =
         status_of(ureq::put(&api("/repository/t/_test/main/a")).set("Authorization", &basic("pw")).send_string("x"))?;
     assert_eq!(s, 201, "{body}");

@@ -27,6 +27,7 @@ mod peers_conan;
 mod peers_go;
 mod poisoning;
 mod reclaim;
+mod sample;
 mod security;
 mod ui;
 mod upstreams;

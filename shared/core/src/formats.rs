@@ -378,7 +378,7 @@ pub trait SigningKeys: Send + Sync {
 
 /// Every format, registered once.
 pub struct Registry {
-    /// In the order of `Format::ALL`.
+    /// In the order of `Format::REGISTERED`.
     specs: Vec<&'static dyn FormatSpec>,
     blobs: BlobReferences,
 }
@@ -393,7 +393,7 @@ impl Registry {
     /// A registry of `specs`. Make one per process (it builds the blob collector's statements):
     /// a `static`. Panics when two specs claim one format or a format has none.
     pub fn new(mut specs: Vec<&'static dyn FormatSpec>) -> Self {
-        for format in Format::ALL {
+        for format in Format::REGISTERED {
             let n = specs.iter().filter(|s| s.format() == format).count();
             assert_eq!(n, 1, "format {format} must be registered exactly once ({n} specs)");
         }
@@ -404,12 +404,29 @@ impl Registry {
 
     /// The spec of `format` (every format has one: [`Registry::new`] checks).
     pub fn get(&self, format: Format) -> &'static dyn FormatSpec {
-        // `new` made one spec per format, in the order of `Format::ALL`.
+        // `new` made one spec per format, in the order of `Format::REGISTERED`.
         self.specs[format.index()]
     }
 
+    /// The specs of the formats people use ([`Format::ALL`]: what lists and forms offer).
     pub fn all(&self) -> impl Iterator<Item = &'static dyn FormatSpec> + '_ {
+        Format::ALL.into_iter().map(|f| self.get(f))
+    }
+
+    /// Every registered format's spec ([`Format::REGISTERED`]: the test-only one too).
+    pub fn registered(&self) -> impl Iterator<Item = &'static dyn FormatSpec> + '_ {
         self.specs.iter().copied()
+    }
+
+    /// Whether repositories of `format` may be made: every format people use, and the
+    /// test-only one when `test_formats` (`debug.test_format`).
+    pub fn check_offered(&self, format: Format, test_formats: bool) -> Result<(), InvalidRepository> {
+        if Format::ALL.contains(&format) || test_formats {
+            return Ok(());
+        }
+        Err(InvalidRepository(format!(
+            "format {format} is the test-only format: a repository of it is made only with debug.test_format = true"
+        )))
     }
 
     /// What references a blob: the store's own tables and every format's columns.

@@ -39,14 +39,22 @@ impl From<InvalidRepository> for RepoError {
 pub struct RepositoryService<'a> {
     db: &'a Db,
     formats: &'a crate::formats::Registry,
+    /// Repositories of the test-only format may be made (`debug.test_format`).
+    test_formats: bool,
 }
 
 impl<'a> RepositoryService<'a> {
     pub fn new(db: &'a Db, formats: &'a crate::formats::Registry) -> Self {
-        Self { db, formats }
+        Self { db, formats, test_formats: false }
+    }
+
+    /// Lets repositories of the test-only format be made (`debug.test_format`).
+    pub fn with_test_formats(self, test_formats: bool) -> Self {
+        Self { test_formats, ..self }
     }
 
     pub async fn create(&self, spec: RepositorySpec) -> Result<Repository, RepoError> {
+        self.formats.check_offered(spec.format, self.test_formats)?;
         let new = self.formats.validate(spec, None).map_err(|e| e.into_invalid(None))?;
         if self.db.repository_by_name(new.name.as_str()).await?.is_some() {
             return Err(RepoError::Conflict(format!("repository {} already exists", new.name)));

@@ -1,11 +1,12 @@
-//! `packyard-formats`: APT, Alpine APK, Go modules and Conan 2, each a slice over the engine of
-//! `packyard-core` — its storage, its hosted rules, its index or projection builder, its group
-//! merge, its proxy rule. No format uses another's code.
+//! `packyard-formats`: APT, Alpine APK, Go modules and Conan 2 — and the test-only sample
+//! format — each a slice over the engine of `packyard-core`: its storage, its hosted rules, its
+//! index or projection builder, its group merge, its proxy rule. No format uses another's code.
 
 pub mod apk;
 pub mod apt;
 pub mod conan;
 pub mod go;
+pub mod sample;
 
 use std::sync::LazyLock;
 
@@ -16,7 +17,13 @@ use packyard_model::repos::Format;
 /// Every format, registered once: the one list of formats.
 pub fn registry() -> &'static Registry {
     static REGISTRY: LazyLock<Registry> = LazyLock::new(|| {
-        Registry::new(vec![&apt::spec::AptSpec, &apk::spec::ApkSpec, &go::spec::GoSpec, &conan::spec::ConanSpec])
+        Registry::new(vec![
+            &apt::spec::AptSpec,
+            &apk::spec::ApkSpec,
+            &go::spec::GoSpec,
+            &conan::spec::ConanSpec,
+            &sample::spec::SampleSpec,
+        ])
     });
     &REGISTRY
 }

@@ -74,9 +74,10 @@ impl Default for WebhooksConfig {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DebugConfig {
-    /// Serves the internal test format under `/repository/<name>/_test/` (pipeline tests).
+    /// Lets repositories of the test-only sample format be made (the fifth-format test; the
+    /// pipeline tests' units under `/repository/<name>/_test/`).
     pub test_format: bool,
-    /// Makes each test-format build take this long (to kill a worker mid-build in tests).
+    /// Makes each build of a pipeline test unit take this long (to kill a worker mid-build).
     pub build_delay_ms: u64,
     /// Kills the process with SIGKILL when a publication reaches this point (fault tests):
     /// one of `claimed`, `built`, `before_cas`, `after_cas`; empty never.

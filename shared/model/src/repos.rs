@@ -11,13 +11,17 @@ use std::sync::{Arc, OnceLock};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// A repository's format. The sample format is the test-only one: the smallest format, kept to
+/// prove that the engine's generic paths serve a fifth format; a repository of it is made only
+/// with `debug.test_format = true`, and no list for people names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Format {
     Apt,
     Apk,
     Go,
     Conan,
+    Sample,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -57,13 +61,15 @@ macro_rules! string_enum {
         }
     };
 }
-string_enum!(Format { Apt => "apt", Apk => "apk", Go => "go", Conan => "conan" });
+string_enum!(Format { Apt => "apt", Apk => "apk", Go => "go", Conan => "conan", Sample => "sample" });
 
 impl Format {
-    /// Every format, in the order people see them listed.
+    /// Every format people use, in the order they see them listed.
     pub const ALL: [Format; 4] = [Format::Apt, Format::Apk, Format::Go, Format::Conan];
+    /// Every format the engine registers: [`Format::ALL`] and the test-only one.
+    pub const REGISTERED: [Format; 5] = [Format::Apt, Format::Apk, Format::Go, Format::Conan, Format::Sample];
 
-    /// The format's place in [`Format::ALL`].
+    /// The format's place in [`Format::REGISTERED`] (and in [`Format::ALL`] when listed there).
     pub fn index(self) -> usize {
         self as usize
     }
@@ -75,6 +81,17 @@ impl Format {
             Some((tail, rest)) if !rest.is_empty() => format!("{} {last} {tail}", rest.join(", ")),
             _ => names.join(", "),
         }
+    }
+}
+/// Any registered format's name; a name that is none of them is refused naming only the formats
+/// people use.
+impl<'de> Deserialize<'de> for Format {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = std::borrow::Cow::<str>::deserialize(d)?;
+        name.parse().map_err(|_| {
+            let names: Vec<String> = Self::ALL.iter().map(|f| format!("`{f}`")).collect();
+            serde::de::Error::custom(format!("unknown variant `{name}`, expected one of {}", names.join(", ")))
+        })
     }
 }
 string_enum!(RepoType { Hosted => "hosted", Proxy => "proxy", Group => "group" });
@@ -644,8 +661,16 @@ mod format_order {
 
     #[test]
     fn index_is_the_place_in_all() {
-        for (i, f) in Format::ALL.into_iter().enumerate() {
+        for (i, f) in Format::REGISTERED.into_iter().enumerate() {
             assert_eq!(f.index(), i, "{f}");
         }
+        assert_eq!(Format::REGISTERED[..Format::ALL.len()], Format::ALL);
+    }
+
+    #[test]
+    fn an_unknown_name_is_refused_naming_the_formats_people_use() {
+        let e = serde_json::from_value::<Format>(serde_json::json!("npm")).err().map(|e| e.to_string());
+        assert_eq!(e.as_deref(), Some("unknown variant `npm`, expected one of `apt`, `apk`, `go`, `conan`"));
+        assert_eq!(serde_json::from_value::<Format>(serde_json::json!("sample")).ok(), Some(Format::Sample));
     }
 }

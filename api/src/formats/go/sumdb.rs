@@ -88,11 +88,9 @@ async fn answer(
     let members = groups::members(cx.services, repo, depth + 1).await?;
     let mut failed = MemberFailures::default();
     for member in &members {
-        match Box::pin(answer(cx, member, request, depth + 1)).await {
-            Ok(Some(r)) => return Ok(Some(failed.answered(r))),
-            Ok(None) => {}
-            Err(e) if MemberFailures::tolerable(&e) => failed.record(cx.services, repo, member, e),
-            Err(e) => return Err(e),
+        let found = Box::pin(answer(cx, member, request, depth + 1)).await;
+        if let Some(r) = failed.take(cx.services, repo, member, found)? {
+            return Ok(Some(failed.answered(r)));
         }
     }
     failed.into_error().map_or(Ok(None), Err)
@@ -109,14 +107,7 @@ async fn forwarded(
         Forward::Supported => return Ok(Some(HttpResponse::Ok().content_type(TEXT).finish())),
         Forward::Fetch(f) => f,
     };
-    let path = fetch.path.clone();
-    let outcome = cx.services.proxy.fetch(*fetch).await?;
-    if matches!(outcome, Outcome::Missing(..)) {
-        return Ok(None);
-    }
-    let served =
-        super::super::serve_proxied(cx.services, repo, cx.req, (&path, false), outcome, request.content_type());
-    Ok(Some(served.await?))
+    super::super::fetch_proxied(cx.services, repo, cx.req, *fetch, request.content_type()).await
 }
 
 /// A file of the repository's own database.
@@ -301,22 +292,14 @@ async fn served_record(
             let map = super::super::published_file(services, repo, KIND, module, MEMBERS_FILE).await?;
             let text = map.as_ref().and_then(|f| std::str::from_utf8(&f.bytes).ok()).unwrap_or_default();
             let listed = groups::member_of(text, version);
-            let mut members = groups::members(services, repo, depth + 1).await?;
-            if let Some(i) = listed.and_then(|name| members.iter().position(|m| m.name.as_str() == name)) {
-                let first = members.remove(i);
-                members.insert(0, first);
-            }
             let mut failed = MemberFailures::default();
-            for member in &members {
+            for member in &super::super::members_first(services, repo, depth + 1, listed).await? {
                 let found = match member.repo_type {
                     RepoType::Proxy => proxied_record(cx, member, (module, version)).await,
                     _ => find_record(cx, member, (module, version), depth + 1).await.map(|r| r.map(|(_, t)| t)),
                 };
-                match found {
-                    Ok(Some(text)) => return Ok(Some(text)),
-                    Ok(None) => {}
-                    Err(e) if MemberFailures::tolerable(&e) => failed.record(services, repo, member, e),
-                    Err(e) => return Err(e),
+                if let Some(text) = failed.take(services, repo, member, found)? {
+                    return Ok(Some(text));
                 }
             }
             failed.into_error().map_or(Ok(None), Err)

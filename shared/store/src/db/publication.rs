@@ -8,7 +8,7 @@ use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
 
 use super::{now_ms, opt_text, text, Backend, Db, DbError, DbResult};
-use crate::{insert_id, insert_or_ignore, skip_locked, sql, upsert};
+use crate::{insert_id, insert_or_ignore, skip_locked, sql};
 
 pub const PUBLICATIONS: &str = "publications";
 
@@ -686,58 +686,5 @@ impl Db {
             .fetch_all(self.pool())
             .await?;
         rows.iter().map(|r| Ok(text(r, "sha256")?.trim().to_string())).collect()
-    }
-
-    // --- the internal test format --------------------------------------------------------------
-
-    /// The test format's write: one entry row and the change record, in one transaction.
-    /// Returns (unit id, revision). Retried when the database reports a deadlock.
-    pub async fn put_test_entry(
-        &self,
-        repository_id: i64,
-        unit_key: &str,
-        name: &str,
-        body: &str,
-    ) -> DbResult<(i64, i64)> {
-        super::retry_conflicts(|| self.put_test_entry_once(repository_id, unit_key, name, body)).await
-    }
-
-    async fn put_test_entry_once(
-        &self,
-        repository_id: i64,
-        unit_key: &str,
-        name: &str,
-        body: &str,
-    ) -> DbResult<(i64, i64)> {
-        let mut tx = self.begin().await?;
-        let (unit_id, revision) = self.record_change(&mut tx, repository_id, "test", unit_key).await?;
-        self.query(upsert!(
-            "test_entries.upsert",
-            "INSERT INTO test_entries (unit_id, name, body) VALUES ($1, $2, $3)",
-            on "test_entries" ("unit_id, name"),
-            set "body = NEW.body"
-        ))
-        .bind(unit_id)
-        .bind(name)
-        .bind(body)
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok((unit_id, revision))
-    }
-
-    /// A keyset page of a unit's test entries: names after `after`, in name order.
-    pub async fn test_entries_page(&self, unit_id: i64, after: &str, limit: i64) -> DbResult<Vec<(String, String)>> {
-        let rows = self
-            .query(sql!(
-                "test_entries.page",
-                "SELECT name, body FROM test_entries WHERE unit_id = $1 AND name > $2 ORDER BY name LIMIT $3"
-            ))
-            .bind(unit_id)
-            .bind(after)
-            .bind(limit)
-            .fetch_all(self.pool())
-            .await?;
-        rows.iter().map(|r| Ok((text(r, "name")?, text(r, "body")?))).collect()
     }
 }
