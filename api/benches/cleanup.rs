@@ -147,13 +147,12 @@ fn main() {
                 let blobs = Arc::new(FileStore::open(blobs_dir, metrics.clone()).await.expect("blobs"));
                 config.server.data_dir = dir.join("data");
                 config.blobs.path = dir.join("blobs");
-                let services = Services::assemble(config, packyard_formats::registry(), metrics, db, blobs, SECRET)
-                    .expect("services");
+                let services = Services::assemble(config, metrics, db, blobs, SECRET).expect("services");
                 let repo = services.db.repository_by_name("debs").await.expect("repo").expect("debs");
                 let criteria = packyard_model::cleanup::Criteria { keep_latest: Some(9), ..Default::default() };
                 let started = packyard_store::db::now_ms();
                 let compiled = packyard_core::cleanup::Compiled::new(&criteria, started).expect("criteria");
-                let format = packyard_formats::catalogue(repo.format);
+                let format = packyard_formats::registry().get(repo.format);
                 // `CLEANUP_BENCH_PUBLISHER=off`: the run alone (a figure beside the default one).
                 let with_publisher = std::env::var("CLEANUP_BENCH_PUBLISHER").map_or(true, |v| v != "off");
                 let publishing = Arc::new(AtomicBool::new(with_publisher));

@@ -57,8 +57,7 @@ impl Worker {
                 config.blobs.path = dir.join("blobs");
                 let db = Db::connect(&config.database, metrics.clone()).await.expect("worker pool");
                 let blobs = Arc::new(FileStore::open(dir.join("blobs"), metrics.clone()).await.expect("blobs"));
-                let services = Services::assemble(config, packyard_formats::registry(), metrics, db, blobs, SECRET)
-                    .expect("services");
+                let services = Services::assemble(config, metrics, db, blobs, SECRET).expect("services");
                 // No debounce: the time measured is the work, not the wait for quiet.
                 let publisher =
                     packyard_worker::publisher::Publisher::new(services.clone(), packyard_worker::builders(&services))

@@ -169,7 +169,7 @@ pub async fn serve_blob(
 
 /// A hosted repository's artifact at `path`: warmed, its blob from the replica's cache (no
 /// query); otherwise `lookup` finds its blob, size and upload time in the format's rows and the
-/// cache keeps them until the repository's watermark moves.
+/// cache keeps them until the repository's watermark moves. A 404 when it is not there.
 pub async fn serve_hosted<F, Fut>(
     cx: &crate::route::Cx<'_>,
     repo: &Repository,
@@ -181,21 +181,36 @@ where
     F: FnOnce() -> Fut,
     Fut: std::future::Future<Output = Result<Option<ArtifactRef>, FormatError>>,
 {
+    find_hosted(cx, repo, path, content_type, lookup)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("not found: /{path} in repository {}", repo.name)).into())
+}
+
+/// [`serve_hosted`], or `None` when the artifact is not there (a group then asks its next member).
+pub async fn find_hosted<F, Fut>(
+    cx: &crate::route::Cx<'_>,
+    repo: &Repository,
+    path: &str,
+    content_type: &'static str,
+    lookup: F,
+) -> Result<Option<HttpResponse>, FormatError>
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = Result<Option<ArtifactRef>, FormatError>>,
+{
     let published = &cx.services.published;
     let artifact = match published.artifact(repo.id, path) {
         Some(found) => found,
         None => {
             let epoch = published.epoch();
-            let Some(found) = lookup().await? else {
-                return Err(ApiError::not_found(format!("not found: /{path} in repository {}", repo.name)).into());
-            };
+            let Some(found) = lookup().await? else { return Ok(None) };
             published.put_artifact(epoch, repo.id, path, found.clone());
             found
         }
     };
     let res = serve_artifact(cx.req, cx.services, &artifact, content_type).await?;
     count_download(cx.services, cx.req, &res, repo.id, path);
-    Ok(res)
+    Ok(Some(res))
 }
 
 /// The members of a group that failed while it looked for an immutable file (a version's files

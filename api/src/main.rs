@@ -104,7 +104,7 @@ fn run(cli: Cli, loaded: Loaded) -> anyhow::Result<()> {
             // This command is the one that migrates, whatever the replicas are told.
             config.database.migrate_on_start = true;
             actix_web::rt::System::new().block_on(async move {
-                let services = Services::start(config, packyard_formats::registry(), true).await?;
+                let services = Services::start(config, true).await?;
                 println!("migrations applied ({})", services.db.backend().as_str());
                 services.db.close().await;
                 Ok(())
@@ -144,7 +144,7 @@ async fn existing(config: packyard_model::config::Config) -> anyhow::Result<Serv
             path.display()
         );
     }
-    let services = Services::start(config, packyard_formats::registry(), false).await?;
+    let services = Services::start(config, false).await?;
     anyhow::ensure!(
         services.db.migrations_applied().await.unwrap_or(false),
         "the database is not at this version's schema: start the server (or `packyard-api migrate`) first"
@@ -213,15 +213,26 @@ async fn reset_password(config: packyard_model::config::Config, user: &str) -> a
 async fn blobs_gc(config: packyard_model::config::Config, dry_run: bool) -> anyhow::Result<()> {
     use packyard_core::reclaim::Verdict;
     use packyard_model::time::rfc3339_ms;
-    let services = Services::start(config, packyard_formats::registry(), true).await?;
+    let services = Services::start(config, true).await?;
     let freed = if dry_run { "would free" } else { "freed" };
-    let report = packyard_core::reclaim::sweep(&services, dry_run, |blob, verdict| match verdict {
-        Verdict::Freed => println!("{freed} {} {} bytes", blob.sha256, blob.size),
-        Verdict::Waiting { from } => {
-            println!("waiting {} {} bytes (unreferenced; free from {})", blob.sha256, blob.size, rfc3339_ms(from))
-        }
-    })
-    .await?;
+    let report =
+        packyard_core::reclaim::sweep(
+            &services,
+            packyard_formats::registry(),
+            dry_run,
+            |blob, verdict| match verdict {
+                Verdict::Freed => println!("{freed} {} {} bytes", blob.sha256, blob.size),
+                Verdict::Waiting { from } => {
+                    println!(
+                        "waiting {} {} bytes (unreferenced; free from {})",
+                        blob.sha256,
+                        blob.size,
+                        rfc3339_ms(from)
+                    )
+                }
+            },
+        )
+        .await?;
     println!(
         "{freed} {} blobs, {} bytes; {} unreferenced blobs ({} bytes) within the grace period of {} s (worker.blob_grace_secs); {} build blobs{}",
         report.freed,

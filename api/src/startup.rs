@@ -24,7 +24,7 @@ pub struct Running {
 
 /// Brings up everything and binds both listeners; the servers run when awaited.
 pub async fn start(config: Config) -> anyhow::Result<Running> {
-    let services = Services::start(config, packyard_formats::registry(), true).await?;
+    let services = Services::start(config, true).await?;
     let cfg = services.config.clone();
     services.security.ensure_builtin_roles().await?;
     services.poll_watermarks().await?;

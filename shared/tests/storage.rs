@@ -335,10 +335,8 @@ db_test!(every_blob_digest_column_is_registered, |t: TestDb| async move {
     assert_eq!(unregistered(&columns, registry.blob_references()), Vec::<String>::new());
     // The same check without the formats' columns names each of them: it can fail.
     let store_only = packyard_store::db::blobs::BlobReferences::new(&[]);
-    let mut formats: Vec<String> = registry
-        .registered()
-        .flat_map(|s| s.blob_columns().iter().map(|c| format!("{}.{}", c.table, c.column)))
-        .collect();
+    let mut formats: Vec<String> =
+        registry.all().flat_map(|s| s.blob_columns().iter().map(|c| format!("{}.{}", c.table, c.column))).collect();
     formats.sort();
     assert_eq!(unregistered(&columns, &store_only), formats);
     // And every registered column exists.

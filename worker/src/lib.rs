@@ -11,13 +11,13 @@ use packyard_core::services::Services;
 
 /// Every format's builders.
 pub fn builders(services: &Services) -> Builders {
-    services.formats.builders(services, Builders::default())
+    packyard_formats::registry().builders(services, Builders::default())
 }
 
 /// Catalogues, in the background, what was stored before the catalogue existed (once; later
 /// starts find it done). A failure is logged and the next start tries again.
 pub fn spawn_catalogue_backfill(services: &Services) {
-    let (db, formats) = (services.db.clone(), services.formats);
+    let (db, formats) = (services.db.clone(), packyard_formats::registry());
     tokio::spawn(async move {
         if let Err(e) = packyard_core::catalogue::backfill(&db, |f| formats.get(f).catalogue()).await {
             tracing::warn!(error = %e, "cannot catalogue the artifacts stored before the catalogue; the next start tries again");
@@ -52,7 +52,7 @@ pub fn spawn_blob_reclaimer(services: &Services) {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
-            match packyard_core::reclaim::sweep(&services, false, |_, _| {}).await {
+            match packyard_core::reclaim::sweep(&services, packyard_formats::registry(), false, |_, _| {}).await {
                 Ok(r) if r.freed > 0 || r.build_blobs > 0 => {
                     tracing::info!(
                         freed = r.freed,
@@ -80,7 +80,7 @@ pub fn spawn_cleanup_scheduler(services: &Services) {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
-            if let Err(e) = packyard_core::cleanup::run_due(&services, &owner).await {
+            if let Err(e) = packyard_core::cleanup::run_due(&services, packyard_formats::registry(), &owner).await {
                 tracing::warn!(error = %e, "cannot make the cleanup runs that are due; trying again later");
             }
         }

@@ -33,7 +33,7 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn run(loaded: Loaded) -> anyhow::Result<()> {
-    let services = Services::start(loaded.config, packyard_formats::registry(), true).await?;
+    let services = Services::start(loaded.config, true).await?;
     let cfg = services.config.clone();
     let timeout = Duration::from_secs(cfg.server.shutdown_timeout_secs);
     let listener = process::bind(cfg.server.management_bind, "server.management_bind")?;

@@ -23,14 +23,8 @@ async fn setup(t: &TestDb) -> anyhow::Result<(Services, i64)> {
     config.database.url = t.url.clone();
     config.worker.lease_ms = 60_000;
     let blobs = Arc::new(FileStore::open(t.dir.path().join("blobs"), t.metrics.clone()).await?);
-    let services = Services::assemble(
-        config,
-        packyard_formats::registry(),
-        t.metrics.clone(),
-        t.db.clone(),
-        blobs,
-        "0123456789abcdef0123456789abcdef",
-    )?;
+    let services =
+        Services::assemble(config, t.metrics.clone(), t.db.clone(), blobs, "0123456789abcdef0123456789abcdef")?;
     let spec: RepositorySpec =
         serde_json::from_value(serde_json::json!({"name": "t", "format": "go", "type": "hosted"}))?;
     let repo = RepositoryService::new(&t.db, packyard_formats::registry()).create(spec).await?;
@@ -206,7 +200,6 @@ db_test!(warmed_reads_of_published_files_run_no_query, |t: TestDb| async move {
     entries::put(&t.db, repo, "main", "b", "2").await?;
     let other = Services::assemble(
         (*services.config).clone(),
-        packyard_formats::registry(),
         t.metrics.clone(),
         t.db.clone(),
         services.blobs.clone(),

@@ -46,5 +46,5 @@ pub fn services_with(db: Db, t: &TestDb, blobs: Arc<dyn BlobStore>, tune: impl F
     config.server.data_dir = t.dir.path().join("data");
     config.blobs.path = t.dir.path().join("blobs");
     tune(&mut config);
-    Services::assemble(config, packyard_formats::registry(), t.metrics.clone(), db, blobs, SECRET).expect("services")
+    Services::assemble(config, t.metrics.clone(), db, blobs, SECRET).expect("services")
 }

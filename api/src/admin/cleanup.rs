@@ -66,7 +66,8 @@ async fn find(services: &Services, name: &str) -> Result<PolicyRecord, ApiError>
 /// (hosted or proxy: a group's cleanup would touch its members) and be of the policy's format.
 /// Returns their ids.
 async fn check(services: &Services, name: &str, spec: &PolicySpec) -> Result<Vec<i64>, ApiError> {
-    spec.validate(name, &|f| services.formats.get(f).catalogue().selectable()).map_err(ApiError::bad_request)?;
+    spec.validate(name, &|f| packyard_formats::registry().get(f).catalogue().selectable())
+        .map_err(ApiError::bad_request)?;
     let mut ids = Vec::with_capacity(spec.repositories.len());
     for r in &spec.repositories {
         let repo = services
@@ -240,7 +241,7 @@ pub(crate) async fn preview(
     };
     let criteria = packyard_core::cleanup::Compiled::new(&policy.criteria, packyard_store::db::now_ms())
         .map_err(ApiError::internal)?;
-    let format = services.formats.get(repo.format).catalogue();
+    let format = packyard_formats::registry().get(repo.format).catalogue();
     if q.count == Some(false) {
         return preview_page(&services, (format, &criteria), &repo, after, (policy.name.as_str(), repo.name.as_str()))
             .await;

@@ -2,17 +2,16 @@
 
 use actix_web::{web, HttpResponse};
 use packyard_core::formats::Registry;
-use packyard_core::services::Services;
 use std::sync::OnceLock;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(crate::admin::resource::resource("/openapi.json").route(web::get().to(openapi)));
 }
 
-async fn openapi(services: web::Data<Services>) -> HttpResponse {
+async fn openapi() -> HttpResponse {
     // One registry per process, so one document.
     static DOC: OnceLock<String> = OnceLock::new();
-    let doc = DOC.get_or_init(|| document(services.formats).to_string());
+    let doc = DOC.get_or_init(|| document(packyard_formats::registry()).to_string());
     HttpResponse::Ok().content_type("application/json").body(doc.as_str())
 }
 
@@ -240,9 +239,9 @@ fn security_paths() -> serde_json::Value {
 /// schema its spec gives (one that takes none: an empty object, in the body only).
 fn with_format_settings(doc: &mut serde_json::Value, formats: &Registry) {
     let schemas = &mut doc["components"]["schemas"];
-    let names: Vec<&str> = formats.all().map(|s| s.format().as_str()).collect();
+    let names: Vec<&str> = formats.offered().map(|s| s.format().as_str()).collect();
     schemas["RepositorySpec"]["properties"]["format"] = serde_json::json!({"enum": names});
-    for spec in formats.all() {
+    for spec in formats.offered() {
         let name = spec.format().as_str();
         let mut chars = name.chars();
         let capital: String = chars.next().map(|c| c.to_ascii_uppercase()).into_iter().chain(chars).collect();

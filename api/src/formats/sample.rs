@@ -80,8 +80,16 @@ impl Routes for Sample {
 
     async fn serve(mut cx: Cx<'_>, route: Route) -> Result<HttpResponse, FormatError> {
         let services = cx.services;
+        if !services.config.debug.test_format {
+            return Err(ApiError::not_found(format!(
+                "repository {} is of the test-only sample format, served only with debug.test_format = true",
+                cx.repo.name
+            ))
+            .into());
+        }
         match route {
             Route::PutEntry { unit, entry } => {
+                super::hosted_only(&cx.repo, "write test units to")?;
                 let q: super::WaitQuery = super::query(cx.req)?;
                 let mut bytes = Vec::new();
                 while let Some(chunk) = cx.body.next().await {
@@ -190,22 +198,10 @@ async fn read(
 
 /// A hosted file: the blob its row names (kept per replica once read).
 async fn file(cx: &Cx<'_>, repo: &Repository, name: &str, version: &str) -> Result<Option<HttpResponse>, FormatError> {
-    let services = cx.services;
-    let path = format!("{name}/{version}");
-    let artifact = match services.published.artifact(repo.id, &path) {
-        Some(found) => found,
-        None => {
-            let epoch = services.published.epoch();
-            let db = &services.db;
-            let Some(f) = packyard_formats::sample::rows::file(db, db.pool(), repo.id, name, version).await? else {
-                return Ok(None);
-            };
-            let found = super::ArtifactRef::new(&f.sha256, f.size, Some(f.time_ms));
-            services.published.put_artifact(epoch, repo.id, &path, found.clone());
-            found
-        }
-    };
-    let res = super::serve_artifact(cx.req, services, &artifact, CONTENT_TYPE).await?;
-    super::count_download(services, cx.req, &res, repo.id, &path);
-    Ok(Some(res))
+    let db = &cx.services.db;
+    super::find_hosted(cx, repo, &format!("{name}/{version}"), CONTENT_TYPE, || async {
+        let found = packyard_formats::sample::rows::file(db, db.pool(), repo.id, name, version).await?;
+        Ok(found.map(|f| super::ArtifactRef::new(&f.sha256, f.size, Some(f.time_ms))))
+    })
+    .await
 }

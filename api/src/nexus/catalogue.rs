@@ -485,8 +485,7 @@ pub(crate) async fn delete_catalogued(
     check_delete(services, caller, owner)?;
     let deleted = match owner.repo_type {
         RepoType::Proxy => packyard_core::catalogue::delete_cached(services, owner, c, caller.actor()).await?,
-        _ => match services
-            .formats
+        _ => match packyard_formats::registry()
             .get(owner.format)
             .delete_catalogued(services, owner, &c.component_key, asset, caller.actor())
             .await?

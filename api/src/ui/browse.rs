@@ -164,7 +164,7 @@ pub async fn repository(
     };
     let rows = services.db.catalogue_search(&search).await?;
     let next = (rows.len() as i64 == PAGE).then(|| rows.last()).flatten().map(|c| encode_token(&c.name, c.id));
-    let ui = services.formats.get(repo.format).ui();
+    let ui = packyard_formats::registry().get(repo.format).ui();
     let known = group.as_deref().or(groups.first().map(String::as_str));
     let snippets = setup::repository(&services, &viewer.base, &repo, known).await;
     let link_with = |g: Option<&str>, after: Option<&str>| {
@@ -283,7 +283,7 @@ pub async fn repository(
                     @for c in &rows {
                         tr {
                             td { a href=(viewer.base.link(&format!("/component/{}", encode_id(Kind::Component, repo.id, c.id)))) {
-                                (setup::display_name(&services, c))
+                                (setup::display_name(c))
                             } }
                             td { (c.version) }
                             td { (c.namespace) }

@@ -28,8 +28,8 @@ fn may_delete(viewer: &Viewer, services: &Services, owner: &Repository) -> bool 
         && crate::nexus::catalogue::check_delete(services, &viewer.caller, owner).is_ok()
 }
 
-fn title(services: &Services, c: &ComponentRow) -> String {
-    format!("{} {}", setup::display_name(services, c), c.version)
+fn title(c: &ComponentRow) -> String {
+    format!("{} {}", setup::display_name(c), c.version)
 }
 
 fn component_link(viewer: &Viewer, view: &Repository, c: &ComponentRow) -> String {
@@ -66,12 +66,13 @@ pub async fn show(
             ..Search::default()
         })
         .await?;
-    let details = services.formats.get(owner.format).catalogue().details(&services, &owner, &c, &assets).await;
+    let details =
+        packyard_formats::registry().get(owner.format).catalogue().details(&services, &owner, &c, &assets).await;
     let snippets = setup::component(&services, &viewer.base, &view, &c).await;
     let deletable = may_delete(&viewer, &services, &owner);
     let body = html! {
         (crumbs(&viewer, &view))
-        h1 { (title(&services, &c)) }
+        h1 { (title(&c)) }
         div.grid {
             section.panel aria-labelledby="facts" {
                 h2 #facts { "About" }
@@ -119,7 +120,7 @@ pub async fn show(
             }
         } }
     };
-    Ok(viewer.page(&title(&services, &c), body))
+    Ok(viewer.page(&title(&c), body))
 }
 
 fn asset_table(viewer: &Viewer, view: &Repository, assets: &[AssetRow]) -> Markup {
@@ -166,17 +167,17 @@ pub async fn confirm_delete(
     };
     let body = html! {
         (crumbs(&viewer, &view))
-        h1 { "Delete " (title(&services, &c)) "?" }
+        h1 { "Delete " (title(&c)) "?" }
         p { "From repository " strong { (owner.name.as_str()) } ": " (what) ". " (assets.len()) " files, " (bytes(total)) ". This cannot be undone." }
         form method="post" action=(viewer.base.link(&format!("/component/{id}/delete"))) {
             (viewer.csrf_field())
             div.actions {
-                button.danger type="submit" { "Delete " (title(&services, &c)) }
+                button.danger type="submit" { "Delete " (title(&c)) }
                 a href=(component_link(&viewer, &view, &c)) { "Cancel" }
             }
         }
     };
-    Ok(viewer.page(&format!("Delete {}", title(&services, &c)), body))
+    Ok(viewer.page(&format!("Delete {}", title(&c)), body))
 }
 
 pub async fn delete(
@@ -196,7 +197,7 @@ pub async fn delete(
     let body = html! {
         (crumbs(&viewer, &view))
         h1 { "Deleted" }
-        p.notice role="status" { (title(&services, &c)) " is no longer in " (owner.name.as_str()) "." }
+        p.notice role="status" { (title(&c)) " is no longer in " (owner.name.as_str()) "." }
         p { a href=(viewer.base.link(&format!("/browse/{}", view.name))) { "Back to " (view.name.as_str()) } }
     };
     Ok(viewer.page("Deleted", body))

@@ -136,7 +136,7 @@ pub async fn search(
                             @if let Some(view) = scope.view.get(&c.repository_id) {
                                 tr {
                                     td { a href=(viewer.base.link(&format!("/component/{}", encode_id(Kind::Component, view.id, c.id)))) {
-                                        (setup::display_name(&services, c))
+                                        (setup::display_name(c))
                                     } }
                                     td { (c.version) }
                                     td { (c.namespace) }

@@ -16,14 +16,14 @@ pub fn url(base: &Base, repo: &Repository) -> String {
 /// How to point a client at the repository. `group` is a catalogue group the repository holds,
 /// when one is known (APK's set-up names its branch).
 pub async fn repository(services: &Services, base: &Base, repo: &Repository, group: Option<&str>) -> Vec<Snippet> {
-    let ui = services.formats.get(repo.format).ui();
+    let ui = packyard_formats::registry().get(repo.format).ui();
     let group = group.and_then(|g| ui.setup_group(g));
     ui.setup(services, &url(base, repo), repo, group.as_deref()).await
 }
 
 /// How to install one component through `repo` (the repository it is seen through).
 pub async fn component(services: &Services, base: &Base, repo: &Repository, c: &ComponentRow) -> Vec<Snippet> {
-    let ui = services.formats.get(repo.format).ui();
+    let ui = packyard_formats::registry().get(repo.format).ui();
     let mut out = repository(services, base, repo, Some(&c.namespace)).await;
     out.retain(|s| !s.label.starts_with("Upload") && !s.label.starts_with("Publish"));
     out.push(Snippet::new("Install this version", ui.install(repo, c)));
@@ -31,9 +31,9 @@ pub async fn component(services: &Services, base: &Base, repo: &Repository, c: &
 }
 
 /// How people name a component (its format's way: a Go module's whole path).
-pub fn display_name(services: &Services, c: &ComponentRow) -> String {
+pub fn display_name(c: &ComponentRow) -> String {
     match c.format.parse::<Format>() {
-        Ok(format) => services.formats.get(format).ui().display_name(c),
+        Ok(format) => packyard_formats::registry().get(format).ui().display_name(c),
         Err(_) => c.name.clone(),
     }
 }

@@ -384,7 +384,7 @@ async fn run(
     let repo =
         app.services.db.repository_by_name(repository).await?.ok_or_else(|| anyhow::anyhow!("no {repository}"))?;
     let actor = packyard_core::hosted::Actor { username: "cleanup", address: None };
-    let format = packyard_formats::catalogue(repo.format);
+    let format = packyard_formats::registry().get(repo.format);
     let name = spec.name.clone().unwrap_or_default();
     Ok(packyard_core::cleanup::run(&app.services, (format, &name, &criteria), &repo, (started, 1), actor, None).await?)
 }
@@ -493,7 +493,7 @@ async fn runs_of(app: &TestApp, policy: &str) -> anyhow::Result<Value> {
 }
 
 async fn run_due(app: &TestApp) -> anyhow::Result<usize> {
-    Ok(packyard_core::cleanup::run_due(&app.services, "test-worker").await?)
+    Ok(packyard_core::cleanup::run_due(&app.services, packyard_formats::registry(), "test-worker").await?)
 }
 
 /// Runs as the worker makes them: asked for ("run now") or due by the schedule (an interval or

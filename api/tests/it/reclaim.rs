@@ -38,7 +38,7 @@ fn on_disk(app: &TestApp, bytes: &[u8]) -> bool {
 /// One sweep: what it freed and what waits, by digest.
 async fn sweep(app: &TestApp, dry_run: bool) -> anyhow::Result<(Vec<String>, Vec<String>)> {
     let (mut freed, mut waiting) = (Vec::new(), Vec::new());
-    reclaim::sweep(&app.services, dry_run, |b, v| match v {
+    reclaim::sweep(&app.services, packyard_formats::registry(), dry_run, |b, v| match v {
         Verdict::Freed => freed.push(b.sha256.clone()),
         Verdict::Waiting { .. } => waiting.push(b.sha256.clone()),
     })

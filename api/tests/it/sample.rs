@@ -55,6 +55,21 @@ async fn the_sample_format_needs_the_test_switch(app: TestApp) -> anyhow::Result
     let body = json!({"name": "files", "format": "npm", "type": "hosted"});
     let r = app.call(TestRequest::post().uri("/api/v1/repositories").set_json(&body)).await?;
     assert!(r.text.contains("unknown variant `npm`, expected one of `apt`, `apk`, `go`, `conan`"), "{}", r.text);
+    // One made while the switch was on is not served once it is off.
+    let spec = serde_json::from_value(json!({"name": "made-before", "format": "sample", "type": "hosted"}))?;
+    packyard_core::repositories::RepositoryService::new(&app.services.db, packyard_formats::registry())
+        .with_test_formats(true)
+        .create(spec)
+        .await?;
+    app.services.changed(packyard_core::events::Changed::Repositories);
+    let r = app.put("/repository/made-before/hello/1.0", b"x".to_vec()).await?;
+    assert_eq!(
+        (r.status, r.text.as_str()),
+        (
+            StatusCode::NOT_FOUND,
+            "repository made-before is of the test-only sample format, served only with debug.test_format = true\n"
+        )
+    );
     let openapi = app.call(TestRequest::get().uri("/api/v1/openapi.json")).await?;
     assert_eq!(openapi.status, StatusCode::OK);
     assert!(!openapi.text.contains("sample"), "the OpenAPI document offers the test-only format");
@@ -70,10 +85,11 @@ async fn the_sample_format_goes_every_generic_way(mut app: TestApp) -> anyhow::R
     app.create(Repo::group("all", Format::Sample, &["files", "more"])).await?;
 
     // Upload: new (201), an identical retry (200), other bytes at a taken coordinate (409).
-    let (one, one_b, two, other, tool) = (
+    let (one, one_b, two, half, other, tool) = (
         b"hello one".to_vec(),
         b"hello one, again".to_vec(),
         b"hello two".to_vec(),
+        b"hello half".to_vec(),
         b"other one".to_vec(),
         b"tool".to_vec(),
     );
@@ -83,12 +99,16 @@ async fn the_sample_format_goes_every_generic_way(mut app: TestApp) -> anyhow::R
     assert_eq!(app.put("/repository/files/hello/1.0?wait=true", one.clone()).await?.status, StatusCode::OK);
     let r = app.put("/repository/files/hello/1.0?wait=true", one_b).await?;
     assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.text);
-    for (v, bytes) in [("1.1", &two), ("1.2", &two)] {
+    for (v, bytes) in [("1.9", &two), ("1.10", &two), ("0.5", &half)] {
         let r = app.put(&format!("/repository/files/hello/{v}?wait=true"), bytes.clone()).await?;
         assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
     }
-    let r = app.put("/repository/files/../1.0", one.clone()).await?;
-    assert!(r.status.is_client_error(), "{}: {}", r.status, r.text);
+    let long = format!("{}/1.0", "n".repeat(101));
+    for path in ["../1.0", "-x/1.0", "_x/1.0", long.as_str()] {
+        let r = app.put(&format!("/repository/files/{path}"), one.clone()).await?;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{path}: {}", r.text);
+        assert!(r.text.contains("invalid name"), "{path}: {}", r.text);
+    }
     let r = app.put("/repository/files/index.txt", one.clone()).await?;
     assert_eq!(r.status, StatusCode::METHOD_NOT_ALLOWED, "{}", r.text);
     let r = app.put("/repository/files/empty/1.0", Vec::new()).await?;
@@ -101,24 +121,19 @@ async fn the_sample_format_goes_every_generic_way(mut app: TestApp) -> anyhow::R
 
     // The published index, the files, and the group's merge (the first member's hello/1.0).
     let r = app.get("/repository/files/index.txt").await?;
-    assert_eq!(r.text, [line("hello", "1.0", &one), line("hello", "1.1", &two), line("hello", "1.2", &two)].concat());
+    let files = [line("hello", "1.0", &one), line("hello", "1.9", &two), line("hello", "1.10", &two)].concat();
+    assert_eq!(r.text, [files.as_str(), &line("hello", "0.5", &half)].concat());
     let r = app.get("/repository/files/hello/1.0").await?;
     assert_eq!((r.status, r.bytes), (StatusCode::OK, one.clone()));
     let r = app.get("/repository/files/hello/9.9").await?;
     assert_eq!((r.status, r.text.as_str()), (StatusCode::NOT_FOUND, "not found: hello/9.9 in repository files\n"));
-    let merged = [
-        line("hello", "1.0", &one),
-        line("hello", "1.1", &two),
-        line("hello", "1.2", &two),
-        line("tool", "2.0", &tool),
-    ]
-    .concat();
+    let merged = [files.clone(), line("hello", "0.5", &half), line("tool", "2.0", &tool)].concat();
     assert_eq!(app.get("/repository/all/index.txt").await?.text, merged);
     assert_eq!(app.get("/repository/all/hello/1.0").await?.bytes, one);
     assert_eq!(app.get("/repository/all/tool/2.0").await?.bytes, tool);
 
     // Search and the web UI.
-    assert_eq!(versions(&search(&app, "repository=files&name=hello").await?), ["1.0", "1.1", "1.2"]);
+    assert_eq!(versions(&search(&app, "repository=files&name=hello").await?), ["0.5", "1.0", "1.10", "1.9"]);
     let found = search(&app, "repository=more&name=tool").await?;
     assert_eq!(found.len(), 1, "{found:?}");
     assert_eq!(found[0]["format"], "sample");
@@ -139,56 +154,63 @@ async fn the_sample_format_goes_every_generic_way(mut app: TestApp) -> anyhow::R
     assert!(page.text.contains("curl -fO $PACKYARD_URL/repository/more/tool/2.0"), "{}", page.text);
 
     // Delete by the format's route and by Nexus's API: the indexes follow (the group's too).
-    let r = app.delete("/repository/files/hello/1.1").await?;
+    let r = app.delete("/repository/files/hello/0.5").await?;
     assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.text);
-    assert_eq!(app.get("/repository/files/hello/1.1").await?.status, StatusCode::NOT_FOUND);
-    assert_eq!(app.delete("/repository/files/hello/1.1").await?.status, StatusCode::NOT_FOUND);
+    assert_eq!(app.get("/repository/files/hello/0.5").await?.status, StatusCode::NOT_FOUND);
+    assert_eq!(app.delete("/repository/files/hello/0.5").await?.status, StatusCode::NOT_FOUND);
     let r = app.send(TestRequest::delete().uri(&format!("/service/rest/v1/components/{id}")), As::Admin).await?;
     assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.text);
     settled(&app).await?;
     assert_eq!(app.get("/repository/more/index.txt").await?.text, line("hello", "1.0", &other));
-    assert_eq!(
-        app.get("/repository/all/index.txt").await?.text,
-        [line("hello", "1.0", &one), line("hello", "1.2", &two)].concat()
-    );
+    assert_eq!(app.get("/repository/all/index.txt").await?.text, files);
     assert_eq!(app.get("/repository/all/tool/2.0").await?.status, StatusCode::NOT_FOUND);
 
-    // Cleanup keeps the newest version of each name, through the format's delete.
+    // Cleanup keeps the newest version of each name (in the format's order: 1.10 after 1.9),
+    // through the format's delete.
     let policy =
         json!({"name": "keep-one", "format": "sample", "criteria": {"keep_latest": 1}, "repositories": ["files"]});
     let r = app.call(TestRequest::post().uri("/api/v1/cleanup-policies").set_json(&policy)).await?;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
     let r = app.call(TestRequest::post().uri("/api/v1/cleanup-policies/keep-one/run")).await?;
     assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text);
-    assert_eq!(packyard_core::cleanup::run_due(&app.services, "test-worker").await?, 1);
+    assert_eq!(packyard_core::cleanup::run_due(&app.services, packyard_formats::registry(), "test-worker").await?, 1);
     settled(&app).await?;
-    assert_eq!(app.get("/repository/files/index.txt").await?.text, line("hello", "1.2", &two));
-    assert_eq!(versions(&search(&app, "repository=files").await?), ["1.2"]);
+    assert_eq!(app.get("/repository/files/index.txt").await?.text, line("hello", "1.10", &two));
+    assert_eq!(versions(&search(&app, "repository=files").await?), ["1.10"]);
 
     // Blob reclamation: what nothing references goes after the grace period; the bytes the
     // format's rows still name stay (its registered column: `FormatSpec::blob_columns`).
     app.stop_worker().await?;
     // Without the catalogue (as before its backfill), only the format's own rows name the
     // bytes it holds.
-    sqlx::query("DELETE FROM assets").execute(app.services.db.pool()).await?;
+    for table in ["assets", "component_keywords", "components", "maintenance"] {
+        sqlx::query(&format!("DELETE FROM {table}")).execute(app.services.db.pool()).await?;
+    }
     let mut freed = Vec::new();
     for _ in 0..2 {
         age(&app, 2 * 86_400_000).await?;
-        reclaim::sweep(&app.services, false, |b, v| {
+        reclaim::sweep(&app.services, packyard_formats::registry(), false, |b, v| {
             if v == Verdict::Freed {
                 freed.push(b.sha256.clone());
             }
         })
         .await?;
     }
-    for gone in [sha(&one), sha(&tool)] {
+    for gone in [sha(&one), sha(&tool), sha(&half)] {
         assert!(freed.contains(&gone), "{gone} not reclaimed: {freed:?}");
     }
     for kept in [sha(&two), sha(&other)] {
         assert!(!freed.contains(&kept), "{kept} is referenced: {freed:?}");
     }
-    assert_eq!(app.get("/repository/files/hello/1.2").await?.bytes, two);
+    assert_eq!(app.get("/repository/files/hello/1.10").await?.bytes, two);
     assert_eq!(app.get("/repository/more/hello/1.0").await?.bytes, other);
+    // The catalogue's backfill reads the format's rows.
+    let registry = packyard_formats::registry();
+    let written = packyard_core::catalogue::backfill(&app.services.db, |f| registry.get(f).catalogue()).await?;
+    assert_eq!(written, 2);
+    let found = search(&app, "repository=files").await?;
+    assert_eq!(versions(&found), ["1.10"]);
+    assert_eq!(found[0]["assets"][0]["checksum"]["sha256"], sha(&two));
     Ok(())
 }
 app_test!(the_sample_format_goes_every_generic_way, |c: &mut packyard_model::config::Config| c.debug.test_format =

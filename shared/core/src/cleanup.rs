@@ -8,6 +8,7 @@ use std::cmp::Ordering;
 use std::collections::HashMap;
 
 use crate::catalogue::Catalogue;
+use crate::formats::{FormatSpec, Registry};
 use packyard_model::cleanup::{Criteria, Cron, Schedule};
 use packyard_store::db::catalogue::{ComponentRow, Search, Sort};
 use packyard_store::db::cleanup::{PolicyRow, RunRecord};
@@ -270,7 +271,7 @@ pub struct RunReport {
 /// the run with its counts (besides one per removed component).
 pub async fn run(
     services: &crate::services::Services,
-    (format, policy, criteria): (&dyn Catalogue, &str, &Compiled),
+    (format, policy, criteria): (&dyn FormatSpec, &str, &Compiled),
     repo: &packyard_model::repos::Repository,
     (started, batch): (i64, usize),
     actor: crate::hosted::Actor<'_>,
@@ -307,7 +308,7 @@ pub async fn run(
 
 async fn remove_selected(
     services: &crate::services::Services,
-    format: &dyn Catalogue,
+    format: &dyn FormatSpec,
     criteria: &Compiled,
     repo: &packyard_model::repos::Repository,
     (started, batch): (i64, usize),
@@ -315,7 +316,7 @@ async fn remove_selected(
     lease: Option<&Lease>,
 ) -> Result<RunReport, crate::hosted::UploadError> {
     let mut report = RunReport::default();
-    let mut walk = Walk::new(&services.db, format, criteria, repo.id, started);
+    let mut walk = Walk::new(&services.db, format.catalogue(), criteria, repo.id, started);
     let m = &services.metrics;
     loop {
         let selected = walk.next(batch.max(1)).await?;
@@ -334,8 +335,7 @@ async fn remove_selected(
             }
             _ => {
                 let keys: Vec<String> = selected.iter().map(|s| s.component.component_key.clone()).collect();
-                let spec = services.formats.get(repo.format);
-                let (n, changes) = spec.deletes().delete_components(services, repo, &keys, actor).await?;
+                let (n, changes) = format.deletes().delete_components(services, repo, &keys, actor).await?;
                 report.changes.extend(changes);
                 n
             }
@@ -405,7 +405,7 @@ pub fn due(policy: &PolicyRow, run: &RunRecord, now: i64) -> bool {
 /// Runs every cleanup that is due (see [`due`]), one after another, each under its
 /// repository's lease (one run per repository at a time across the cluster; a repository
 /// another worker is cleaning is left to it). Returns the runs made.
-pub async fn run_due(services: &crate::services::Services, owner: &str) -> DbResult<usize> {
+pub async fn run_due(services: &crate::services::Services, formats: &Registry, owner: &str) -> DbResult<usize> {
     let db = &services.db;
     let policies: HashMap<i64, PolicyRow> = db.list_policies().await?.into_iter().map(|p| (p.row.id, p.row)).collect();
     let mut made = 0;
@@ -424,7 +424,7 @@ pub async fn run_due(services: &crate::services::Services, owner: &str) -> DbRes
         let outcome = match fresh {
             Some(r) if due(policy, &r, packyard_store::db::now_ms()) => {
                 made += 1;
-                run_one(services, policy, &r, &lease).await
+                run_one(services, formats, policy, &r, &lease).await
             }
             _ => Ok(()),
         };
@@ -437,6 +437,7 @@ pub async fn run_due(services: &crate::services::Services, owner: &str) -> DbRes
 /// One run of `policy` on `record`'s repository, its status recorded as it goes.
 async fn run_one(
     services: &crate::services::Services,
+    formats: &Registry,
     policy: &PolicyRow,
     record: &RunRecord,
     lease: &Lease,
@@ -457,7 +458,7 @@ async fn run_one(
             record.requested_by.clone().filter(|_| record.requested_at.is_some()).unwrap_or_else(|| "system".into());
         let actor = crate::hosted::Actor { username: &username, address: None };
         let batch = services.config.worker.cleanup_batch.max(1);
-        let format = services.formats.get(repo.format).catalogue();
+        let format = formats.get(repo.format);
         run(services, (format, &policy.name, &compiled), &repo, (started, batch), actor, Some(lease))
             .await
             .map_err(|e| e.to_string())

@@ -1,8 +1,11 @@
-//! The format registry: what a format supplies to the engine, asked for by the generic code
-//! (`Services::formats`), which never matches on a format. Each format implements
-//! [`FormatSpec`] in its own folder of `packyard-formats`, whose `registry()` is the one list.
+//! The format registry: what a format supplies to the engine, asked for by the generic code,
+//! which never matches on a format. Each format implements [`FormatSpec`] in its own folder of
+//! `packyard-formats`, whose `registry()` is the one list; core's code that needs it takes it as
+//! an argument (cleanup, reclamation, `RepositoryService`), the binaries and the API name it.
 //!
 //! Architecture invariant: core names no format. What differs between formats is a method here.
+//! `Services` (the infrastructure) knows no registry: a spec's methods take `&Services`, so the
+//! registry stands above it, and core's files import each other in one direction (no circle).
 
 use async_trait::async_trait;
 use serde::Deserialize;
@@ -408,14 +411,15 @@ impl Registry {
         self.specs[format.index()]
     }
 
-    /// The specs of the formats people use ([`Format::ALL`]: what lists and forms offer).
+    /// Every registered format's spec ([`Format::REGISTERED`]: the test-only one too).
     pub fn all(&self) -> impl Iterator<Item = &'static dyn FormatSpec> + '_ {
-        Format::ALL.into_iter().map(|f| self.get(f))
+        self.specs.iter().copied()
     }
 
-    /// Every registered format's spec ([`Format::REGISTERED`]: the test-only one too).
-    pub fn registered(&self) -> impl Iterator<Item = &'static dyn FormatSpec> + '_ {
-        self.specs.iter().copied()
+    /// The specs of the formats people use ([`Format::ALL`]): what lists, forms and the OpenAPI
+    /// document offer.
+    pub fn offered(&self) -> impl Iterator<Item = &'static dyn FormatSpec> + '_ {
+        Format::ALL.into_iter().map(|f| self.get(f))
     }
 
     /// Whether repositories of `format` may be made: every format people use, and the

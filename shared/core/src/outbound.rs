@@ -369,6 +369,30 @@ pub fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
     last.to_string()
 }
 
+/// The guarded client deliveries go out with: the address guard (public addresses, and
+/// `webhooks.allowed_networks`), the outbound proxy and the CAs that proxy fetches use, no
+/// redirects. `env` reads the process's environment (the outbound proxy's variables).
+pub fn for_webhooks(
+    config: &packyard_model::config::Config,
+    env: impl Fn(&str) -> Option<String>,
+) -> anyhow::Result<Outbound> {
+    let w = &config.webhooks;
+    Outbound::new(Settings {
+        policy: w.address_policy().map_err(anyhow::Error::msg)?,
+        whom: "webhook receiver",
+        show_addresses: false,
+        remedy: "webhooks.allowed_networks (e.g. [\"10.0.0.0/8\"])",
+        outbound: config.proxy.outbound(env).map_err(anyhow::Error::msg)?,
+        ca_certificates: &config.proxy.ca_certificates,
+        user_agent: concat!("Packyard-Webhooks/", env!("CARGO_PKG_VERSION")),
+        connect_timeout: Duration::from_millis(w.timeout_ms.clamp(1, 10_000)),
+        read_timeout: None,
+        timeout: Duration::from_millis(w.timeout_ms.max(1)),
+        max_idle_per_host: 4,
+        follow_redirects: false,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

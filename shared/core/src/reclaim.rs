@@ -13,6 +13,7 @@ use packyard_store::blobs::Sha256Hex;
 use packyard_store::db::blobs::{Collect, Released};
 use packyard_store::db::{now_ms, DbResult};
 
+use crate::formats::Registry;
 use crate::services::Services;
 
 /// What a sweep found or did with one blob.
@@ -37,9 +38,9 @@ pub struct Report {
 
 const PAGE: i64 = 1000;
 
-/// Sweeps the blob store's rows once. `dry_run`: changes nothing and tells what a sweep would
+/// Sweeps the blob store's rows once, keeping what `formats`' columns name. `dry_run`: changes nothing and tells what a sweep would
 /// free now. `seen` is told of each unreferenced artifact blob.
-pub async fn sweep<F>(services: &Services, dry_run: bool, mut seen: F) -> DbResult<Report>
+pub async fn sweep<F>(services: &Services, formats: &'static Registry, dry_run: bool, mut seen: F) -> DbResult<Report>
 where
     F: FnMut(&Released, Verdict),
 {
@@ -52,7 +53,7 @@ where
     loop {
         let keys = db.blob_keys(&after, PAGE).await?;
         let Some(last) = keys.last().cloned() else { break };
-        let references = services.formats.blob_references();
+        let references = formats.blob_references();
         let (free, again) = db.blob_references(references, &after, &last).await?;
         if !dry_run {
             for sha in &again {

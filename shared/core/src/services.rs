@@ -39,8 +39,6 @@ pub struct Services {
     refresh: Arc<tokio::sync::Notify>,
     /// The artifact downloads this replica served, until they are flushed to the catalogue.
     pub downloads: Arc<crate::downloads::Downloads>,
-    /// Every format's spec (`packyard_formats::registry()`).
-    pub formats: &'static crate::formats::Registry,
 }
 
 /// The configured blob store (files or S3), without the hot cache.
@@ -60,11 +58,7 @@ pub async fn open_blob_store(config: &Config, metrics: Arc<Metrics>) -> anyhow::
 
 impl Services {
     /// Connects, applies migrations (when `migrate`), and opens the blob store.
-    pub async fn start(
-        config: Config,
-        formats: &'static crate::formats::Registry,
-        migrate: bool,
-    ) -> anyhow::Result<Self> {
+    pub async fn start(config: Config, migrate: bool) -> anyhow::Result<Self> {
         let metrics = Arc::new(Metrics::new().context("registering metrics")?);
         packyard_model::crash::arm(&config.debug.crash_at);
         std::fs::create_dir_all(&config.server.data_dir)
@@ -92,13 +86,12 @@ impl Services {
         }
         let blobs = open_blob_store(&config, metrics.clone()).await?;
         let secret = crate::auth::load_or_create_secret(config.security.secret.as_deref(), &config.server.data_dir)?;
-        Self::assemble(config, formats, metrics, db, blobs, &secret)
+        Self::assemble(config, metrics, db, blobs, &secret)
     }
 
     /// Puts the parts together (also used by tests that bring their own database).
     pub fn assemble(
         config: Config,
-        formats: &'static crate::formats::Registry,
         metrics: Arc<Metrics>,
         db: Db,
         blobs: Arc<dyn BlobStore>,
@@ -125,7 +118,7 @@ impl Services {
         let amqp = config.events.amqp_url.as_deref().map(|u| Arc::new(Amqp::new(u, metrics.clone())));
         let proxy = crate::proxy::Proxy::new(&config.proxy, db.clone(), blobs.clone(), metrics.clone())?
             .with_keystore(security.keystore.clone());
-        let webhooks = crate::webhooks::outbound(&config, |name| std::env::var(name).ok())?;
+        let webhooks = crate::outbound::for_webhooks(&config, |name| std::env::var(name).ok())?;
         Ok(Self {
             config: Arc::new(config),
             metrics,
@@ -141,7 +134,6 @@ impl Services {
             proxy,
             webhooks,
             downloads: Arc::default(),
-            formats,
         })
     }
 

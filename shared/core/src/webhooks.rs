@@ -14,8 +14,6 @@
 //! Delivery is at least once: a worker that dies after the receiver answered but before it
 //! recorded the answer sends it again.
 
-use std::time::Duration;
-
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
@@ -175,30 +173,6 @@ fn describe(e: &reqwest::Error, timeout_ms: u64) -> String {
             )
         }
     }
-}
-
-/// The guarded client deliveries go out with: the address guard (public addresses, and
-/// `webhooks.allowed_networks`), the outbound proxy and the CAs that proxy fetches use, no
-/// redirects. `env` reads the process's environment (the outbound proxy's variables).
-pub fn outbound(
-    config: &packyard_model::config::Config,
-    env: impl Fn(&str) -> Option<String>,
-) -> anyhow::Result<crate::outbound::Outbound> {
-    let w = &config.webhooks;
-    crate::outbound::Outbound::new(crate::outbound::Settings {
-        policy: w.address_policy().map_err(anyhow::Error::msg)?,
-        whom: "webhook receiver",
-        show_addresses: false,
-        remedy: "webhooks.allowed_networks (e.g. [\"10.0.0.0/8\"])",
-        outbound: config.proxy.outbound(env).map_err(anyhow::Error::msg)?,
-        ca_certificates: &config.proxy.ca_certificates,
-        user_agent: concat!("Packyard-Webhooks/", env!("CARGO_PKG_VERSION")),
-        connect_timeout: Duration::from_millis(w.timeout_ms.clamp(1, 10_000)),
-        read_timeout: None,
-        timeout: Duration::from_millis(w.timeout_ms.max(1)),
-        max_idle_per_host: 4,
-        follow_redirects: false,
-    })
 }
 
 /// Forgets delivered and failed deliveries past `webhooks.log_retention_secs`.

@@ -33,17 +33,17 @@ pub enum Request {
     File { name: String, version: String },
 }
 
-/// Checks a name or a version: 1 to 100 of `A-Z a-z 0-9 . _ + -`, not only dots.
+/// Checks a name or a version: 1 to 100 of `A-Z a-z 0-9 . _ + -`, the first a letter or digit
+/// (so no `..`, and no name under the pipeline's `_test/`).
 pub fn check_part(what: &str, v: &str) -> Result<(), String> {
-    let ok = !v.is_empty()
-        && v.len() <= 100
-        && v.bytes().all(|b| b.is_ascii_alphanumeric() || b"._+-".contains(&b))
-        && !v.bytes().all(|b| b == b'.');
+    let ok = v.len() <= 100
+        && v.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
+        && v.bytes().all(|b| b.is_ascii_alphanumeric() || b"._+-".contains(&b));
     if ok {
         Ok(())
     } else {
         Err(format!(
-            "invalid {what} {:?}: use 1 to 100 characters from A-Z, a-z, 0-9, '.', '_', '+' and '-'",
+            "invalid {what} {:?}: use 1 to 100 characters from A-Z, a-z, 0-9, '.', '_', '+' and '-', the first a letter or digit",
             truncated(v)
         ))
     }
@@ -103,7 +103,7 @@ mod tests {
         assert_eq!(Request::parse("hello/1.0"), Ok(Request::File { name: "hello".into(), version: "1.0".into() }));
         assert_eq!(
             Request::parse("../1.0").err().as_deref(),
-            Some("invalid name \"..\": use 1 to 100 characters from A-Z, a-z, 0-9, '.', '_', '+' and '-'")
+            Some("invalid name \"..\": use 1 to 100 characters from A-Z, a-z, 0-9, '.', '_', '+' and '-', the first a letter or digit")
         );
         assert!(Request::parse("a/b/c").is_err());
         assert!(Request::parse("other.txt").is_err());

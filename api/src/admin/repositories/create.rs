@@ -15,14 +15,14 @@ pub async fn create(
     let mut spec = body.into_inner();
     let name = spec.name.clone().unwrap_or_default();
     super::seal_proxy_password(&services, &name, &mut spec, None)?;
-    let repo = RepositoryService::new(&services.db, services.formats)
+    let repo = RepositoryService::new(&services.db, packyard_formats::registry())
         .with_test_formats(services.config.debug.test_format)
         .create(spec)
         .await?;
     tracing::info!(repository = %repo.name, format = %repo.format, kind = %repo.repo_type, "repository created");
     services.changed(packyard_core::events::Changed::Repositories);
     // Formats that publish snapshots publish one now (an empty repository gets signed indexes too).
-    if services.formats.get(repo.format).settings_changed(&services, None, &repo).await? > 0 {
+    if packyard_formats::registry().get(repo.format).settings_changed(&services, None, &repo).await? > 0 {
         services.wake();
     }
     services

@@ -6,7 +6,7 @@ use super::{RepoPath, Result};
 use crate::auth::Admin;
 
 pub async fn delete(admin: Admin, services: web::Data<Services>, path: web::Path<RepoPath>) -> Result<HttpResponse> {
-    RepositoryService::new(&services.db, services.formats).delete(path.name.0.as_str()).await?;
+    RepositoryService::new(&services.db, packyard_formats::registry()).delete(path.name.0.as_str()).await?;
     tracing::info!(repository = %path.name.0, "repository deleted");
     services.changed(packyard_core::events::Changed::Repositories);
     services

@@ -6,7 +6,7 @@ use super::{RepoPath, RepositoryView, Result, Usage};
 use crate::auth::Admin;
 
 pub async fn get(_admin: Admin, services: web::Data<Services>, path: web::Path<RepoPath>) -> Result<HttpResponse> {
-    let repo = RepositoryService::new(&services.db, services.formats).get(path.name.0.as_str()).await?;
+    let repo = RepositoryService::new(&services.db, packyard_formats::registry()).get(path.name.0.as_str()).await?;
     let usage = services.db.usage(repo.id).await?;
     let mut view = RepositoryView::from(repo);
     view.usage = usage.map(|(components, bytes, at)| Usage {

@@ -7,7 +7,7 @@ use crate::auth::Admin;
 
 /// Asks the worker to rebuild every publication unit of the repository.
 pub async fn rebuild(admin: Admin, services: web::Data<Services>, path: web::Path<RepoPath>) -> Result<HttpResponse> {
-    let repo = RepositoryService::new(&services.db, services.formats).get(path.name.0.as_str()).await?;
+    let repo = RepositoryService::new(&services.db, packyard_formats::registry()).get(path.name.0.as_str()).await?;
     let units = services.db.request_rebuild(repo.id).await?;
     services.wake();
     services

@@ -28,10 +28,10 @@ impl From<KeyError> for ApiError {
 
 /// The repository and its format's keys, or why it has none.
 async fn signed_repo(services: &Services, path: &RepoPath) -> Result<(Repository, &'static dyn SigningKeys)> {
-    let repo = RepositoryService::new(&services.db, services.formats).get(path.name.0.as_str()).await?;
-    let Some(keys) = services.formats.get(repo.format).signing_keys() else {
+    let repo = RepositoryService::new(&services.db, packyard_formats::registry()).get(path.name.0.as_str()).await?;
+    let Some(keys) = packyard_formats::registry().get(repo.format).signing_keys() else {
         let mut labels: Vec<&str> =
-            services.formats.all().filter_map(|s| s.signing_keys()).map(|k| k.label()).collect();
+            packyard_formats::registry().offered().filter_map(|s| s.signing_keys()).map(|k| k.label()).collect();
         let last = labels.pop().unwrap_or_default();
         let holders = if labels.is_empty() { last.to_string() } else { format!("{} and {last}", labels.join(", ")) };
         return Err(ApiError::bad_request(format!(

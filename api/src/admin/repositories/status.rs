@@ -29,7 +29,7 @@ struct Status {
 
 /// Per publication unit: desired and published revision, last error, last publication.
 pub async fn status(_admin: Admin, services: web::Data<Services>, path: web::Path<RepoPath>) -> Result<HttpResponse> {
-    let repo = RepositoryService::new(&services.db, services.formats).get(path.name.0.as_str()).await?;
+    let repo = RepositoryService::new(&services.db, packyard_formats::registry()).get(path.name.0.as_str()).await?;
     let now = packyard_store::db::now_ms();
     let units = services
         .db

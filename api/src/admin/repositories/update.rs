@@ -17,7 +17,7 @@ pub async fn update(
 ) -> Result<HttpResponse> {
     let name = path.name.0.as_str();
     let mut spec = body.into_inner();
-    let service = RepositoryService::new(&services.db, services.formats);
+    let service = RepositoryService::new(&services.db, packyard_formats::registry());
     let before = service.get(name).await?;
     let kept = before.settings.proxy.clone().and_then(|p| p.password_sealed);
     super::seal_proxy_password(&services, name, &mut spec, kept)?;
@@ -54,7 +54,7 @@ pub(crate) async fn apply_patch(
     name: &str,
     patch: &serde_json::Value,
 ) -> Result<HttpResponse> {
-    let service = RepositoryService::new(&services.db, services.formats);
+    let service = RepositoryService::new(&services.db, packyard_formats::registry());
     let current = service.get(name).await?;
     let kept = current.settings.proxy.as_ref().and_then(|p| p.password_sealed.clone());
     let view = serde_json::to_value(RepositoryView::from(current.clone())).map_err(ApiError::internal)?;
@@ -67,7 +67,8 @@ pub(crate) async fn apply_patch(
 async fn updated(admin: &Admin, services: &Services, before: &Repository, repo: Repository) -> Result<HttpResponse> {
     tracing::info!(repository = %repo.name, version = repo.version, "repository updated");
     services.changed(packyard_core::events::Changed::Repositories);
-    let requested = services.formats.get(repo.format).settings_changed(services, Some(before), &repo).await?;
+    let requested =
+        packyard_formats::registry().get(repo.format).settings_changed(services, Some(before), &repo).await?;
     // Formats that publish snapshots publish one now (an empty repository gets signed indexes too).
     if requested > 0 {
         services.wake();

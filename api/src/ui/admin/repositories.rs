@@ -110,7 +110,7 @@ pub(super) fn spec_of(formats: &Registry, f: &RepoForm, creating: bool) -> Value
 }
 
 pub(super) fn repository_fields(formats: &Registry, f: &RepoForm, creating: bool) -> Markup {
-    let names: Vec<(&str, &str)> = formats.all().map(|s| (s.format().as_str(), s.ui().title())).collect();
+    let names: Vec<(&str, &str)> = formats.offered().map(|s| (s.format().as_str(), s.ui().title())).collect();
     html! {
         @if creating {
             (field("name", "Name", &f.name, "Letters, digits, '.', '_' and '-'; used in the URL"))
@@ -132,7 +132,7 @@ pub(super) fn repository_fields(formats: &Registry, f: &RepoForm, creating: bool
                 }
             }
         }
-        @for spec in formats.all() {
+        @for spec in formats.offered() {
             @if let Some(form) = spec.settings().and_then(|s| s.form()) {
                 @let format = spec.format();
                 @let types: Vec<&str> = form.types.iter().map(|t| t.as_str()).collect();
@@ -200,7 +200,7 @@ pub(super) async fn repository_list(
         (refusal(&error))
         form.stack method="post" action=(viewer.base.link("/admin/repositories")) {
             (viewer.csrf_field())
-            (repository_fields(services.formats, form, true))
+            (repository_fields(packyard_formats::registry(), form, true))
             div { button type="submit" { "Create repository" } }
         }
     };
@@ -209,7 +209,7 @@ pub(super) async fn repository_list(
 
 pub(super) async fn repositories(viewer: Viewer, services: web::Data<Services>) -> Result<HttpResponse, UiError> {
     let form = RepoForm {
-        format: services.formats.all().next().map(|s| s.format().to_string()).unwrap_or_default(),
+        format: packyard_formats::registry().offered().next().map(|s| s.format().to_string()).unwrap_or_default(),
         repo_type: "hosted".into(),
         anonymous_read: Some("on".into()),
         ..RepoForm::default()
@@ -224,7 +224,7 @@ pub(super) async fn create_repository(
 ) -> Result<HttpResponse, UiError> {
     let admin = admin_of(&viewer)?;
     viewer.check_csrf(f.csrf.as_deref())?;
-    let created = match body(spec_of(services.formats, &f, true)) {
+    let created = match body(spec_of(packyard_formats::registry(), &f, true)) {
         Ok(spec) => api(admin::repositories::create::create(admin, data(&services), spec)).await,
         Err(e) => Err(e),
     };
@@ -287,13 +287,13 @@ pub(super) async fn repository_page(
         name: admin::repositories::NamePath::try_from(name.to_string()).map_err(UiError::not_found)?,
     });
     let view = api(admin::repositories::get::get(admin, data(services), path)).await?;
-    let form = form.unwrap_or_else(|| form_of(services.formats, &view));
+    let form = form.unwrap_or_else(|| form_of(packyard_formats::registry(), &view));
     // Where clients fetch a rotated key, for a repository that has one the UI rotates.
     let rotation = form
         .format
         .parse::<Format>()
         .ok()
-        .and_then(|f| services.formats.get(f).signing_keys())
+        .and_then(|f| packyard_formats::registry().get(f).signing_keys())
         .filter(|_| form.repo_type != "proxy")
         .and_then(|keys| keys.rotation_note());
     let status = error.as_ref().map_or(StatusCode::OK, |e| e.code.status());
@@ -307,7 +307,7 @@ pub(super) async fn repository_page(
             (viewer.csrf_field())
             input type="hidden" name="format" value=(form.format);
             input type="hidden" name="type" value=(form.repo_type);
-            (repository_fields(services.formats, &form, false))
+            (repository_fields(packyard_formats::registry(), &form, false))
             div { button type="submit" { "Save changes" } }
         }
         @if let Some(note) = rotation {
@@ -344,7 +344,7 @@ pub(super) async fn update_repository(
 ) -> Result<HttpResponse, UiError> {
     let admin = admin_of(&viewer)?;
     viewer.check_csrf(f.csrf.as_deref())?;
-    let patch = spec_of(services.formats, &f, false);
+    let patch = spec_of(packyard_formats::registry(), &f, false);
     match api(admin::repositories::update::apply_patch(admin, &services, &name, &patch)).await {
         Ok(_) => repository_page(&viewer, &services, &name, Some("Saved.".into()), None, None).await,
         Err(e) => repository_page(&viewer, &services, &name, None, Some(e), Some(f.into_inner())).await,

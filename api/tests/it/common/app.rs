@@ -191,14 +191,8 @@ impl TestApp {
         let blobs = std::sync::Arc::new(
             packyard_store::blobs::FileStore::open(&config.blobs.path, self.t.metrics.clone()).await?,
         );
-        let services = Services::assemble(
-            config,
-            packyard_formats::registry(),
-            self.t.metrics.clone(),
-            self.t.db.clone(),
-            blobs,
-            &self.services.secret,
-        )?;
+        let services =
+            Services::assemble(config, self.t.metrics.clone(), self.t.db.clone(), blobs, &self.services.secret)?;
         let svc = Rc::new(test::init_service(packyard_api::app::public_app(services.clone())).await);
         let call: Call = Rc::new(move |req| {
             let svc = svc.clone();

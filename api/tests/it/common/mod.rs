@@ -87,14 +87,8 @@ pub async fn services_with(t: &TestDb, tune: impl FnOnce(&mut Config)) -> anyhow
     config.blobs.path = t.dir.path().join("blobs");
     tune(&mut config);
     let blobs = Arc::new(FileStore::open(&config.blobs.path, t.metrics.clone()).await?);
-    let services = Services::assemble(
-        config,
-        packyard_formats::registry(),
-        t.metrics.clone(),
-        t.db.clone(),
-        blobs,
-        "0123456789abcdef0123456789abcdef",
-    )?;
+    let services =
+        Services::assemble(config, t.metrics.clone(), t.db.clone(), blobs, "0123456789abcdef0123456789abcdef")?;
     services.security.ensure_builtin_roles().await?;
     bootstrap_admin(&t.db, Some(ADMIN_PW), &services.config.server.data_dir).await?;
     Ok(services)
