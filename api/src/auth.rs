@@ -152,6 +152,11 @@ impl Admin {
     pub fn addr(&self) -> IpAddr {
         self.0 .0.addr
     }
+
+    /// Who makes a change, for the audit log.
+    pub fn actor(&self) -> packyard_core::hosted::Actor<'_> {
+        self.0 .0.actor()
+    }
 }
 
 impl FromRequest for Admin {

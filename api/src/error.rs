@@ -256,6 +256,21 @@ impl From<packyard_core::security::service::PasswordChangeError> for ApiError {
     }
 }
 
+impl From<packyard_core::admin::AdminError> for ApiError {
+    fn from(e: packyard_core::admin::AdminError) -> Self {
+        use packyard_core::admin::AdminError;
+        match e {
+            AdminError::Invalid(m) => Self::bad_request(m),
+            AdminError::NotFound(m) => Self::not_found(m),
+            AdminError::Conflict(m) => Self::new(ErrorCode::Conflict, m),
+            AdminError::Forbidden(m) => Self::forbidden(m),
+            AdminError::Password(p) => p.into(),
+            AdminError::Auth(a) => a.into(),
+            AdminError::Db(db) => db.into(),
+        }
+    }
+}
+
 impl From<AuthError> for ApiError {
     fn from(e: AuthError) -> Self {
         match e {

@@ -3,6 +3,7 @@
 //! proxy uses, Redis and RabbitMQ events, the publication pipeline (builders, snapshots, the
 //! replicas' published cache) and what every hosted upload shares.
 
+pub mod admin;
 pub mod auth;
 pub mod backup;
 pub mod catalogue;

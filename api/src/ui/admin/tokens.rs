@@ -3,6 +3,9 @@
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
 use maud::html;
+use packyard_core::admin::users::{self, PasswordCaller, PasswordChange};
+use packyard_core::admin::AdminError;
+use packyard_core::security::service::PasswordChangeError;
 use packyard_core::services::Services;
 use packyard_model::repos::Format;
 use serde::Deserialize;
@@ -165,43 +168,21 @@ pub(super) async fn change_password(
 ) -> Result<HttpResponse, UiError> {
     let user = user_of(&viewer)?;
     viewer.check_csrf(f.csrf.as_deref())?;
-    let done = async {
-        admin::users::check_password(&f.new_password)?;
-        let record = services
-            .db
-            .user_by_name(user.username())
-            .await?
-            .ok_or_else(|| ApiError::not_found(format!("user {} not found", user.username())))?;
-        if !record.is_local() {
-            return Err(ApiError::bad_request(format!(
-                "{} signs in through {}: the password is changed there, not here",
-                record.username, record.source
-            )));
+    // The viewer's own password, as a user (the current one always asked, also of an admin).
+    let caller = PasswordCaller {
+        username: user.username(),
+        is_admin: false,
+        session_id: user.0.session_id(),
+        address: user.0.addr,
+    };
+    let change =
+        PasswordChange { current_password: Some(f.current_password.clone()), new_password: f.new_password.clone() };
+    let done = users::change_password(&services, caller, user.username(), &change).await.map_err(|e| match e {
+        AdminError::Password(PasswordChangeError::WrongCurrent) => {
+            ApiError::bad_request("The current password is wrong; nothing was changed.")
         }
-        let ended = services
-            .security
-            .change_password(&record, Some(&f.current_password), &f.new_password, user.0.session_id(), user.0.addr)
-            .await
-            .map_err(|e| match e {
-                packyard_core::security::service::PasswordChangeError::WrongCurrent => {
-                    ApiError::bad_request("The current password is wrong; nothing was changed.")
-                }
-                other => other.into(),
-            })?;
-        services.changed(packyard_core::events::Changed::Security);
-        services
-            .security
-            .audit(
-                user.username(),
-                Some(user.0.addr),
-                "user.password",
-                user.username(),
-                json!({"sessions_ended": ended}),
-            )
-            .await;
-        Ok::<_, ApiError>(ended)
-    }
-    .await;
+        other => other.into(),
+    });
     match done {
         Ok(0) => token_list(&viewer, &services, None, Some("Your password is changed."), None).await,
         Ok(n) => {

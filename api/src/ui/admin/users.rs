@@ -3,11 +3,13 @@
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
 use maud::html;
+use packyard_core::admin::roles::{self, RoleBody};
+use packyard_core::admin::users::{self, NewUser, UserUpdate};
+use packyard_core::security::Privilege;
 use packyard_core::services::Services;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::json;
 
-use crate::admin;
 use crate::error::ApiError;
 
 use super::*;
@@ -28,29 +30,23 @@ pub(super) async fn user_list(
     services: &web::Data<Services>,
     error: Option<ApiError>,
 ) -> Result<HttpResponse, UiError> {
-    let admin = admin_of(viewer)?;
+    admin_of(viewer)?;
     let status = error.as_ref().map_or(StatusCode::OK, |e| e.code.status());
-    let listed = api(admin::users::list(admin.clone(), data(services))).await?;
-    let roles = api(admin::roles::list(admin, data(services))).await?;
-    let role_names: Vec<String> = roles
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|r| r["name"].as_str().map(str::to_string))
-        .collect();
+    let listed = users::list(services).await.map_err(ApiError::from)?;
+    let role_names: Vec<String> =
+        roles::list(services).await.map_err(ApiError::from)?.into_iter().map(|r| r.name).collect();
     let body = html! {
         h1 { "Users" }
         (admin_nav(viewer, "/admin/users"))
         div.table-wrap { table {
             thead { tr { th scope="col" { "Username" } th scope="col" { "Roles" } th scope="col" { "Signs in" } th scope="col" { "Created" } th scope="col" { span.muted { "Actions" } } } }
-            tbody { @for u in listed.as_array().cloned().unwrap_or_default() {
-                @let name = u["username"].as_str().unwrap_or_default().to_string();
+            tbody { @for u in &listed {
+                @let name = &u.username;
                 tr {
                     td { a href=(viewer.base.link(&format!("/admin/users/{name}"))) { (name) } }
-                    td { (u["roles"].as_array().map(|a| a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", ")).unwrap_or_default()) }
-                    td { (u["source"].as_str().unwrap_or_default()) }
-                    td { (u["created_at"].as_str().unwrap_or_default()) }
+                    td { (u.roles.join(", ")) }
+                    td { (u.source) }
+                    td { (u.created_at) }
                     td { @if name != viewer.caller.username() {
                         form.inline method="post" action=(viewer.base.link(&format!("/admin/users/{name}/delete"))) {
                             (viewer.csrf_field())
@@ -84,18 +80,12 @@ pub(super) async fn create_user(
 ) -> Result<HttpResponse, UiError> {
     let admin = admin_of(&viewer)?;
     viewer.check_csrf(f.csrf.as_deref())?;
-    let new = json!({"username": f.username.trim(), "password": f.password, "roles": list_of(&f.roles)});
-    match body(new) {
-        Ok(b) => match api(admin::users::create(admin, data(&services), b)).await {
-            Ok(_) => Ok(viewer.redirect("/admin/users")),
-            Err(e) => user_list(&viewer, &services, Some(e)).await,
-        },
-        Err(e) => user_list(&viewer, &services, Some(e)).await,
+    let new =
+        NewUser { username: f.username.trim().to_string(), password: f.password.clone(), roles: list_of(&f.roles) };
+    match users::create(&services, admin.actor(), new).await {
+        Ok(_) => Ok(viewer.redirect("/admin/users")),
+        Err(e) => user_list(&viewer, &services, Some(e.into())).await,
     }
-}
-
-pub(super) fn joined(v: &Value) -> String {
-    v.as_array().map(|a| a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", ")).unwrap_or_default()
 }
 
 pub(super) async fn user_page(
@@ -105,23 +95,22 @@ pub(super) async fn user_page(
     notice: Option<&str>,
     error: Option<ApiError>,
 ) -> Result<HttpResponse, UiError> {
-    let admin = admin_of(viewer)?;
+    admin_of(viewer)?;
     let status = error.as_ref().map_or(StatusCode::OK, |e| e.code.status());
-    let user = api(admin::users::get(admin, data(services), web::Path::from(name.to_string()))).await?;
+    let user = users::get(services, name).await.map_err(ApiError::from)?;
     let body = html! {
         div.crumbs { a href=(viewer.base.link("/admin/users")) { "Users" } " / " }
         h1 { (name) }
         @if let Some(n) = notice { p.notice role="status" { (n) } }
         (refusal(&error))
-        p.muted { "Created " (user["created_at"].as_str().unwrap_or_default()) }
-        @let source = user["source"].as_str().unwrap_or("local");
-        @if source != "local" {
-            p { "Signs in through " strong { (source) } "; roles come from there: " (joined(&user["roles"])) "." }
-            @if let Some(email) = user["email"].as_str() { p.muted { (email) } }
+        p.muted { "Created " (user.created_at) }
+        @if !user.is_local() {
+            p { "Signs in through " strong { (user.source) } "; roles come from there: " (user.roles.join(", ")) "." }
+            @if let Some(email) = &user.email { p.muted { (email) } }
         } @else {
         form.stack method="post" action=(viewer.base.link(&format!("/admin/users/{name}"))) {
             (viewer.csrf_field())
-            (field("roles", "Roles", &joined(&user["roles"]), "comma-separated role names"))
+            (field("roles", "Roles", &user.roles.join(", "), "comma-separated role names"))
             div.field {
                 label for="new-password" { "New password (optional)" }
                 input #new-password name="password" type="password" autocomplete="new-password" aria-describedby="pw-hint";
@@ -150,18 +139,11 @@ pub(super) async fn update_user(
 ) -> Result<HttpResponse, UiError> {
     let admin = admin_of(&viewer)?;
     viewer.check_csrf(f.csrf.as_deref())?;
-    let mut change = json!({"roles": list_of(&f.roles)});
-    if !f.password.is_empty() {
-        change["password"] = json!(f.password);
-    }
-    let path = web::Path::from(name.to_string());
-    let done = match body(change) {
-        Ok(b) => api(admin::users::update(admin, data(&services), path, b)).await,
-        Err(e) => Err(e),
-    };
-    match done {
+    let change =
+        UserUpdate { roles: Some(list_of(&f.roles)), password: (!f.password.is_empty()).then(|| f.password.clone()) };
+    match users::update(&services, admin.actor(), &name, change).await {
         Ok(_) => user_page(&viewer, &services, &name, Some("Saved."), None).await,
-        Err(e) => user_page(&viewer, &services, &name, None, Some(e)).await,
+        Err(e) => user_page(&viewer, &services, &name, None, Some(e.into())).await,
     }
 }
 
@@ -173,9 +155,9 @@ pub(super) async fn delete_user(
 ) -> Result<HttpResponse, UiError> {
     let admin = admin_of(&viewer)?;
     viewer.check_csrf(f.csrf.as_deref())?;
-    match api(admin::users::delete(admin, data(&services), web::Path::from(name.into_inner()))).await {
-        Ok(_) => Ok(viewer.redirect("/admin/users")),
-        Err(e) => user_list(&viewer, &services, Some(e)).await,
+    match users::delete(&services, admin.actor(), &name).await {
+        Ok(()) => Ok(viewer.redirect("/admin/users")),
+        Err(e) => user_list(&viewer, &services, Some(e.into())).await,
     }
 }
 
@@ -190,8 +172,8 @@ pub struct RoleForm {
     privileges: String,
 }
 
-/// `debs* read, write` per line → the API's privileges.
-pub(super) fn privileges_of(text: &str) -> Result<Value, ApiError> {
+/// `debs* read, write` per line → privileges.
+pub(super) fn privileges_of(text: &str) -> Result<Vec<Privilege>, ApiError> {
     let mut out = Vec::new();
     for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
         let (pattern, actions) = line.split_once(char::is_whitespace).ok_or_else(|| {
@@ -199,9 +181,23 @@ pub(super) fn privileges_of(text: &str) -> Result<Value, ApiError> {
                 "privilege {line:?}: write a repository pattern, then its actions, e.g. debs* read, write"
             ))
         })?;
-        out.push(json!({"repositories": pattern, "actions": list_of(actions)}));
+        let actions = list_of(actions)
+            .iter()
+            .map(|a| serde_json::from_value(json!(a)))
+            .collect::<Result<_, _>>()
+            .map_err(|e| ApiError::bad_request(format!("privilege {line:?}: {e}")))?;
+        out.push(Privilege { repositories: pattern.to_string(), actions });
     }
-    Ok(Value::Array(out))
+    Ok(out)
+}
+
+/// Privileges as the form writes them, one per line.
+fn privilege_lines(privileges: &[Privilege]) -> String {
+    privileges.iter().map(|p| format!("{} {}", p.repositories, actions_of(p))).collect::<Vec<_>>().join("\n")
+}
+
+fn actions_of(p: &Privilege) -> String {
+    p.actions.iter().map(|a| a.as_str()).collect::<Vec<_>>().join(", ")
 }
 
 pub(super) async fn role_list(
@@ -209,24 +205,23 @@ pub(super) async fn role_list(
     services: &web::Data<Services>,
     error: Option<ApiError>,
 ) -> Result<HttpResponse, UiError> {
-    let admin = admin_of(viewer)?;
+    admin_of(viewer)?;
     let status = error.as_ref().map_or(StatusCode::OK, |e| e.code.status());
-    let roles = api(admin::roles::list(admin, data(services))).await?;
+    let roles = roles::list(services).await.map_err(ApiError::from)?;
     let body = html! {
         h1 { "Roles and privileges" }
         (admin_nav(viewer, "/admin/roles"))
         div.table-wrap { table {
             thead { tr { th scope="col" { "Role" } th scope="col" { "Description" } th scope="col" { "Privileges" } th scope="col" { span.muted { "Actions" } } } }
-            tbody { @for r in roles.as_array().cloned().unwrap_or_default() {
-                @let name = r["name"].as_str().unwrap_or_default().to_string();
+            tbody { @for r in &roles {
+                @let name = &r.name;
                 tr {
-                    td { a href=(viewer.base.link(&format!("/admin/roles/{name}"))) { (name) } @if r["builtin"] == json!(true) { " " span.badge { "built-in" } } }
-                    td { (r["description"].as_str().unwrap_or_default()) }
-                    td { ul.plain { @for p in r["privileges"].as_array().cloned().unwrap_or_default() {
-                        li { code { (p["repositories"].as_str().unwrap_or_default()) } ": "
-                            (p["actions"].as_array().map(|a| a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", ")).unwrap_or_default()) }
+                    td { a href=(viewer.base.link(&format!("/admin/roles/{name}"))) { (name) } @if r.builtin { " " span.badge { "built-in" } } }
+                    td { (r.description) }
+                    td { ul.plain { @for p in &r.privileges {
+                        li { code { (p.repositories) } ": " (actions_of(p)) }
                     } } }
-                    td { @if r["builtin"] != json!(true) {
+                    td { @if !r.builtin {
                         form.inline method="post" action=(viewer.base.link(&format!("/admin/roles/{name}/delete"))) {
                             (viewer.csrf_field())
                             button.link type="submit" aria-label=(format!("Delete role {name}")) { "Delete" }
@@ -264,28 +259,17 @@ pub(super) async fn create_role(
     let admin = admin_of(&viewer)?;
     viewer.check_csrf(f.csrf.as_deref())?;
     let made = match privileges_of(&f.privileges) {
-        Ok(p) => match body(json!({"name": f.name.trim(), "description": f.description, "privileges": p})) {
-            Ok(b) => api(admin::roles::create(admin, data(&services), b)).await,
-            Err(e) => Err(e),
-        },
+        Ok(privileges) => {
+            let body =
+                RoleBody { name: Some(f.name.trim().to_string()), description: f.description.clone(), privileges };
+            roles::create(&services, admin.actor(), body).await.map_err(ApiError::from)
+        }
         Err(e) => Err(e),
     };
     match made {
         Ok(_) => Ok(viewer.redirect("/admin/roles")),
         Err(e) => role_list(&viewer, &services, Some(e)).await,
     }
-}
-
-/// The API's privileges as the form writes them, one per line.
-pub(super) fn privilege_lines(privileges: &Value) -> String {
-    privileges
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .iter()
-        .map(|p| format!("{} {}", p["repositories"].as_str().unwrap_or_default(), joined(&p["actions"])))
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 pub(super) async fn role_page(
@@ -296,16 +280,16 @@ pub(super) async fn role_page(
     error: Option<ApiError>,
     typed: Option<&RoleForm>,
 ) -> Result<HttpResponse, UiError> {
-    let admin = admin_of(viewer)?;
+    admin_of(viewer)?;
     let status = error.as_ref().map_or(StatusCode::OK, |e| e.code.status());
-    let role = api(admin::roles::get(admin, data(services), web::Path::from(name.to_string()))).await?;
+    let role = roles::get(services, name).await.map_err(ApiError::from)?;
     let (description, privileges) = match typed {
         Some(f) => (f.description.clone(), f.privileges.clone()),
-        None => (role["description"].as_str().unwrap_or_default().to_string(), privilege_lines(&role["privileges"])),
+        None => (role.description.clone(), privilege_lines(&role.privileges)),
     };
     let body = html! {
         div.crumbs { a href=(viewer.base.link("/admin/roles")) { "Roles" } " / " }
-        h1 { (name) @if role["builtin"] == json!(true) { " " span.badge { "built-in" } } }
+        h1 { (name) @if role.builtin { " " span.badge { "built-in" } } }
         @if let Some(n) = notice { p.notice role="status" { (n) } }
         (refusal(&error))
         form.stack method="post" action=(viewer.base.link(&format!("/admin/roles/{name}"))) {
@@ -338,12 +322,11 @@ pub(super) async fn update_role(
 ) -> Result<HttpResponse, UiError> {
     let admin = admin_of(&viewer)?;
     viewer.check_csrf(f.csrf.as_deref())?;
-    let path = web::Path::from(name.to_string());
     let done = match privileges_of(&f.privileges) {
-        Ok(p) => match body(json!({"description": f.description, "privileges": p})) {
-            Ok(b) => api(admin::roles::update(admin, data(&services), path, b)).await,
-            Err(e) => Err(e),
-        },
+        Ok(privileges) => {
+            let body = RoleBody { name: None, description: f.description.clone(), privileges };
+            roles::update(&services, admin.actor(), &name, body).await.map_err(ApiError::from)
+        }
         Err(e) => Err(e),
     };
     match done {
@@ -360,8 +343,8 @@ pub(super) async fn delete_role(
 ) -> Result<HttpResponse, UiError> {
     let admin = admin_of(&viewer)?;
     viewer.check_csrf(f.csrf.as_deref())?;
-    match api(admin::roles::delete(admin, data(&services), web::Path::from(name.into_inner()))).await {
-        Ok(_) => Ok(viewer.redirect("/admin/roles")),
-        Err(e) => role_list(&viewer, &services, Some(e)).await,
+    match roles::delete(&services, admin.actor(), &name).await {
+        Ok(()) => Ok(viewer.redirect("/admin/roles")),
+        Err(e) => role_list(&viewer, &services, Some(e.into())).await,
     }
 }
