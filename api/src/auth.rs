@@ -120,6 +120,18 @@ impl Authenticated {
     pub fn is_admin(&self) -> bool {
         self.0.principal.is_admin()
     }
+
+    /// The user as the owner of their tokens.
+    pub fn owner(&self) -> packyard_core::admin::tokens::Owner<'_> {
+        let by_token = matches!(self.0.principal.as_ref(), Principal::User { token: Some(t), .. } if !t.session);
+        packyard_core::admin::tokens::Owner {
+            user_id: self.user_id(),
+            username: self.username(),
+            is_admin: self.is_admin(),
+            address: self.0.addr,
+            by_token,
+        }
+    }
 }
 
 async fn authenticated(req: &HttpRequest) -> Result<Authenticated, ApiError> {

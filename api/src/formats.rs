@@ -6,6 +6,7 @@
 use actix_web::http::header::HeaderValue;
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse};
+use futures_util::future::LocalBoxFuture;
 use packyard_core::hosted::Uploaded;
 use packyard_core::proxy::{CacheState, FetchRequest, Outcome};
 pub use packyard_core::publication::cache::ArtifactRef;
@@ -352,34 +353,39 @@ pub async fn serve_artifact(
 }
 
 /// A proxy's answer to `fetch` through its cache: the upstream's bytes unchanged (see
-/// [`answer_proxied`]), or a 404 that says what the upstream answered.
-pub async fn serve_proxied(
-    services: &Services,
-    repo: &Repository,
-    req: &HttpRequest,
+/// [`answer_proxied`]), or a 404 that says what the upstream answered. Boxed where it starts
+/// (a fetch's state is large; the hot reads should not carry it).
+pub fn serve_proxied<'a>(
+    services: &'a Services,
+    repo: &'a Repository,
+    req: &'a HttpRequest,
     fetch: FetchRequest,
     fallback_type: &'static str,
-) -> Result<HttpResponse, FormatError> {
-    let (path, artifact) = (fetch.path.clone(), fetch.catalogue.is_some());
-    let outcome = services.proxy.fetch(fetch).await?;
-    answer_proxied(services, repo, req, (&path, artifact), outcome, fallback_type).await
+) -> LocalBoxFuture<'a, Result<HttpResponse, FormatError>> {
+    Box::pin(async move {
+        let (path, artifact) = (fetch.path.clone(), fetch.catalogue.is_some());
+        let outcome = services.proxy.fetch(fetch).await?;
+        answer_proxied(services, repo, req, (&path, artifact), outcome, fallback_type).await
+    })
 }
 
 /// [`serve_proxied`], or `None` when the upstream says the file is not there (a group then asks
 /// its next member).
-pub async fn fetch_proxied(
-    services: &Services,
-    repo: &Repository,
-    req: &HttpRequest,
+pub fn fetch_proxied<'a>(
+    services: &'a Services,
+    repo: &'a Repository,
+    req: &'a HttpRequest,
     fetch: FetchRequest,
     fallback_type: &'static str,
-) -> Result<Option<HttpResponse>, FormatError> {
-    let (path, artifact) = (fetch.path.clone(), fetch.catalogue.is_some());
-    let outcome = services.proxy.fetch(fetch).await?;
-    if matches!(outcome, Outcome::Missing(..)) {
-        return Ok(None);
-    }
-    Ok(Some(answer_proxied(services, repo, req, (&path, artifact), outcome, fallback_type).await?))
+) -> LocalBoxFuture<'a, Result<Option<HttpResponse>, FormatError>> {
+    Box::pin(async move {
+        let (path, artifact) = (fetch.path.clone(), fetch.catalogue.is_some());
+        let outcome = services.proxy.fetch(fetch).await?;
+        if matches!(outcome, Outcome::Missing(..)) {
+            return Ok(None);
+        }
+        Ok(Some(answer_proxied(services, repo, req, (&path, artifact), outcome, fallback_type).await?))
+    })
 }
 
 /// Answers with what the proxy fetched: the upstream's bytes unchanged, with `X-Packyard-Cache`

@@ -78,7 +78,7 @@ impl Routes for Sample {
         })
     }
 
-    async fn serve(mut cx: Cx<'_>, route: Route) -> Result<HttpResponse, FormatError> {
+    async fn serve(cx: Cx<'_>, route: Route) -> Result<HttpResponse, FormatError> {
         let services = cx.services;
         if !services.config.debug.test_format {
             return Err(ApiError::not_found(format!(
@@ -88,25 +88,8 @@ impl Routes for Sample {
             .into());
         }
         match route {
-            Route::PutEntry { unit, entry } => {
-                super::hosted_only(&cx.repo, "write test units to")?;
-                let q: super::WaitQuery = super::query(cx.req)?;
-                let mut bytes = Vec::new();
-                while let Some(chunk) = cx.body.next().await {
-                    bytes.extend_from_slice(&chunk.map_err(|e| ApiError::bad_request(e.to_string()))?);
-                    if bytes.len() > MAX_ENTRY {
-                        return Err(ApiError::new(ErrorCode::PayloadTooLarge, "an entry is at most 256 KiB").into());
-                    }
-                }
-                let body =
-                    std::str::from_utf8(&bytes).map_err(|_| ApiError::bad_request("the entry must be UTF-8 text"))?;
-                let (unit_id, revision) = entries::put(&services.db, cx.repo.id, &unit, &entry, body).await?;
-                services.wake();
-                if q.wait {
-                    super::wait_published(services, &[(unit_id, revision)]).await?;
-                }
-                Ok(HttpResponse::Created().json(serde_json::json!({"revision": revision})))
-            }
+            // Writes are boxed: their state is large, and the hot reads should not carry it.
+            Route::PutEntry { unit, entry } => Box::pin(put_entry(cx, unit, entry)).await,
             Route::GetEntry { unit, file } => {
                 match super::published_file(services, &cx.repo, entries::KIND, &unit, &file).await? {
                     Some(f) => Ok(super::serve_published(cx.req, f)),
@@ -204,4 +187,25 @@ async fn file(cx: &Cx<'_>, repo: &Repository, name: &str, version: &str) -> Resu
         Ok(found.map(|f| super::ArtifactRef::new(&f.sha256, f.size, Some(f.time_ms))))
     })
     .await
+}
+
+/// A pipeline test unit's entry (UTF-8, at most 256 KiB), and its unit's change.
+async fn put_entry(mut cx: Cx<'_>, unit: String, entry: String) -> Result<HttpResponse, FormatError> {
+    let services = cx.services;
+    super::hosted_only(&cx.repo, "write test units to")?;
+    let q: super::WaitQuery = super::query(cx.req)?;
+    let mut bytes = Vec::new();
+    while let Some(chunk) = cx.body.next().await {
+        bytes.extend_from_slice(&chunk.map_err(|e| ApiError::bad_request(e.to_string()))?);
+        if bytes.len() > MAX_ENTRY {
+            return Err(ApiError::new(ErrorCode::PayloadTooLarge, "an entry is at most 256 KiB").into());
+        }
+    }
+    let body = std::str::from_utf8(&bytes).map_err(|_| ApiError::bad_request("the entry must be UTF-8 text"))?;
+    let (unit_id, revision) = entries::put(&services.db, cx.repo.id, &unit, &entry, body).await?;
+    services.wake();
+    if q.wait {
+        super::wait_published(services, &[(unit_id, revision)]).await?;
+    }
+    Ok(HttpResponse::Created().json(serde_json::json!({"revision": revision})))
 }

@@ -1,10 +1,11 @@
-//! Typed administration services — users, roles — with their rules, their changes, their audit
+//! Typed administration services — users, roles, tokens — with their rules, their changes, their audit
 //! entries and the events that tell other replicas: what the admin API answers as JSON and the
 //! web UI renders as pages, each calling them directly (the UI never goes through the API's
 //! JSON). Who may call them is decided by the caller's edge (the API's `Admin` extractor, the
 //! UI's viewer), before.
 
 pub mod roles;
+pub mod tokens;
 pub mod users;
 
 use packyard_store::db::DbError;

@@ -3,15 +3,15 @@
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
 use maud::html;
+use packyard_core::admin::tokens::{self, CreatedToken, NewToken};
 use packyard_core::admin::users::{self, PasswordCaller, PasswordChange};
 use packyard_core::admin::AdminError;
 use packyard_core::security::service::PasswordChangeError;
+use packyard_core::security::Action;
 use packyard_core::services::Services;
 use packyard_model::repos::Format;
 use serde::Deserialize;
-use serde_json::{json, Value};
 
-use crate::admin;
 use crate::error::ApiError;
 
 use super::*;
@@ -33,39 +33,38 @@ pub struct TokenForm {
 pub(super) async fn token_list(
     viewer: &Viewer,
     services: &web::Data<Services>,
-    created: Option<Value>,
+    created: Option<CreatedToken>,
     notice: Option<&str>,
     error: Option<ApiError>,
 ) -> Result<HttpResponse, UiError> {
     let user = user_of(viewer)?;
     let status = error.as_ref().map_or(StatusCode::OK, |e| e.code.status());
-    let q = web::Query(serde_json::from_value(json!({})).map_err(ApiError::internal)?);
-    let listed = api(admin::tokens::list(user, data(services), q)).await?;
+    let listed = tokens::list(services, user.owner(), false).await.map_err(ApiError::from)?;
     let body = html! {
         h1 { "My tokens" }
         (admin_nav(viewer, "/admin/tokens"))
         @if let Some(n) = notice { p.notice role="status" { (n) } }
         @if let Some(c) = &created {
             div.notice role="status" {
-                p { "Token " strong { (c["name"].as_str().unwrap_or_default()) } " created. Copy it now: it is shown only this once." }
-                (super::super::snippet("The token", c["token"].as_str().unwrap_or_default()))
+                p { "Token " strong { (c.view.name) } " created. Copy it now: it is shown only this once." }
+                (super::super::snippet("The token", &c.token))
             }
         }
         p { "Use a token as the password of your username with " (Format::listed("or")) " clients and the API, or as " code { "Authorization: Bearer …" } "." }
         div.table-wrap { table {
             thead { tr { th scope="col" { "Name" } th scope="col" { "Scope" } th scope="col" { "Expires" } th scope="col" { "Created" } th scope="col" { "State" } } }
-            tbody { @for t in listed.as_array().cloned().unwrap_or_default() {
-                @let id = t["id"].as_str().unwrap_or_default().to_string();
+            tbody { @for t in &listed {
+                @let id = &t.id;
                 tr {
-                    td { (t["name"].as_str().unwrap_or_default()) }
-                    td { (t["repositories"].as_str().unwrap_or("all repositories")) " · "
-                        (t["actions"].as_array().map(|a| a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", ")).unwrap_or_else(|| "all of my actions".into())) }
-                    td { (t["expires_at"].as_str().unwrap_or("never")) }
-                    td { (t["created_at"].as_str().unwrap_or_default()) }
-                    td { @if t["revoked_at"].is_string() { span.badge { "revoked" } } @else {
+                    td { (t.name) }
+                    td { (t.repositories.as_deref().unwrap_or("all repositories")) " · "
+                        (t.actions.as_ref().map(|a| a.iter().map(|a| a.as_str()).collect::<Vec<_>>().join(", ")).unwrap_or_else(|| "all of my actions".into())) }
+                    td { (t.expires_at.as_deref().unwrap_or("never")) }
+                    td { (t.created_at) }
+                    td { @if t.revoked_at.is_some() { span.badge { "revoked" } } @else {
                         form.inline method="post" action=(viewer.base.link(&format!("/admin/tokens/{id}/revoke"))) {
                             (viewer.csrf_field())
-                            button.link type="submit" aria-label=(format!("Revoke token {}", t["name"].as_str().unwrap_or_default())) { "Revoke" }
+                            button.link type="submit" aria-label=(format!("Revoke token {}", t.name)) { "Revoke" }
                         }
                     } }
                 }
@@ -110,28 +109,21 @@ pub(super) async fn create_token(
 ) -> Result<HttpResponse, UiError> {
     let user = user_of(&viewer)?;
     viewer.check_csrf(f.csrf.as_deref())?;
-    let mut new = json!({"name": f.name.trim()});
-    if !f.expires.trim().is_empty() {
-        new["expires_at"] = json!(format!("{}T00:00:00Z", f.expires.trim()));
-    }
-    if !f.repositories.trim().is_empty() {
-        new["repositories"] = json!(f.repositories.trim());
-    }
-    let actions: Vec<&str> = [("read", &f.read), ("write", &f.write), ("delete", &f.delete)]
-        .iter()
+    let trimmed = |s: &str| Some(s.trim().to_string()).filter(|s| !s.is_empty());
+    let actions: Vec<Action> = [(Action::Read, &f.read), (Action::Write, &f.write), (Action::Delete, &f.delete)]
+        .into_iter()
         .filter(|(_, v)| v.is_some())
-        .map(|(a, _)| *a)
+        .map(|(a, _)| a)
         .collect();
-    if !actions.is_empty() {
-        new["actions"] = json!(actions);
-    }
-    let made = match body(new) {
-        Ok(b) => api(admin::tokens::create(user, data(&services), b)).await,
-        Err(e) => Err(e),
+    let new = NewToken {
+        name: f.name.trim().to_string(),
+        expires_at: trimmed(&f.expires).map(|day| format!("{day}T00:00:00Z")),
+        repositories: trimmed(&f.repositories),
+        actions: (!actions.is_empty()).then_some(actions),
     };
-    match made {
+    match tokens::create(&services, user.owner(), new).await {
         Ok(created) => token_list(&viewer, &services, Some(created), None, None).await,
-        Err(e) => token_list(&viewer, &services, None, None, Some(e)).await,
+        Err(e) => token_list(&viewer, &services, None, None, Some(e.into())).await,
     }
 }
 
@@ -143,9 +135,9 @@ pub(super) async fn revoke_token(
 ) -> Result<HttpResponse, UiError> {
     let user = user_of(&viewer)?;
     viewer.check_csrf(f.csrf.as_deref())?;
-    match api(admin::tokens::revoke(user, data(&services), web::Path::from(id.into_inner()))).await {
-        Ok(_) => Ok(viewer.redirect("/admin/tokens")),
-        Err(e) => token_list(&viewer, &services, None, None, Some(e)).await,
+    match tokens::revoke(&services, user.owner(), &id).await {
+        Ok(()) => Ok(viewer.redirect("/admin/tokens")),
+        Err(e) => token_list(&viewer, &services, None, None, Some(e.into())).await,
     }
 }
 
