@@ -267,6 +267,7 @@ impl From<packyard_core::admin::AdminError> for ApiError {
             AdminError::Password(p) => p.into(),
             AdminError::Auth(a) => a.into(),
             AdminError::Db(db) => db.into(),
+            AdminError::Internal(m) => Self::internal(m),
         }
     }
 }

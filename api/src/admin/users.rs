@@ -67,6 +67,7 @@ pub(crate) async fn change_password(
     let caller = PasswordCaller {
         username: user.username(),
         is_admin: user.is_admin(),
+        require_current: false,
         session_id: user.0.session_id(),
         address: user.0.addr,
     };

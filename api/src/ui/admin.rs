@@ -1,7 +1,7 @@
 //! Administration pages, one module per section: system status, repositories, users and roles,
-//! tokens, cleanup policies and the audit log. Users, roles and the viewer's password call core's
-//! typed administration services (`packyard_core::admin`), as the admin API does; the other
-//! sections still run the admin API's own handler in-process, as the viewer. Either way: the
+//! tokens, cleanup policies and the audit log. Users, roles, tokens and the viewer's password call
+//! core's typed administration services (`packyard_core::admin`), as the admin API does;
+//! repositories and cleanup still run the admin API's own handler in-process, as the viewer. Either way: the
 //! same privilege check, the same validation (its messages shown on the form), the same audit
 //! entry.
 

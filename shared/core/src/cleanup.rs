@@ -277,6 +277,7 @@ pub async fn run(
     actor: crate::hosted::Actor<'_>,
     lease: Option<&Lease>,
 ) -> Result<RunReport, crate::hosted::UploadError> {
+    debug_assert_eq!(format.format(), repo.format, "cleanup::run takes the repository's own format");
     let clock = std::time::Instant::now();
     let m = &services.metrics;
     // A repository cleaned shows its counters, at 0 until something goes.

@@ -38,8 +38,9 @@ pub struct Report {
 
 const PAGE: i64 = 1000;
 
-/// Sweeps the blob store's rows once, keeping what `formats`' columns name. `dry_run`: changes nothing and tells what a sweep would
-/// free now. `seen` is told of each unreferenced artifact blob.
+/// Sweeps the blob store's rows once, keeping what `formats`' columns name. `dry_run`: changes
+/// nothing and tells what a sweep would free now. `seen` is told of each unreferenced artifact
+/// blob.
 pub async fn sweep<F>(services: &Services, formats: &'static Registry, dry_run: bool, mut seen: F) -> DbResult<Report>
 where
     F: FnMut(&Released, Verdict),

@@ -160,10 +160,11 @@ pub(super) async fn change_password(
 ) -> Result<HttpResponse, UiError> {
     let user = user_of(&viewer)?;
     viewer.check_csrf(f.csrf.as_deref())?;
-    // The viewer's own password, as a user (the current one always asked, also of an admin).
+    // The viewer's own password: the current one always asked, also of an admin.
     let caller = PasswordCaller {
         username: user.username(),
-        is_admin: false,
+        is_admin: user.is_admin(),
+        require_current: true,
         session_id: user.0.session_id(),
         address: user.0.addr,
     };

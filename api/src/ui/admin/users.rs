@@ -8,7 +8,6 @@ use packyard_core::admin::users::{self, NewUser, UserUpdate};
 use packyard_core::security::Privilege;
 use packyard_core::services::Services;
 use serde::Deserialize;
-use serde_json::json;
 
 use crate::error::ApiError;
 
@@ -183,7 +182,7 @@ pub(super) fn privileges_of(text: &str) -> Result<Vec<Privilege>, ApiError> {
         })?;
         let actions = list_of(actions)
             .iter()
-            .map(|a| serde_json::from_value(json!(a)))
+            .map(|a| a.parse())
             .collect::<Result<_, _>>()
             .map_err(|e| ApiError::bad_request(format!("privilege {line:?}: {e}")))?;
         out.push(Privilege { repositories: pattern.to_string(), actions });

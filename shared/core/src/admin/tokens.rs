@@ -110,7 +110,8 @@ pub async fn create(services: &Services, owner: Owner<'_>, mut body: NewToken) -
         .await?;
     let detail = serde_json::json!({"name": body.name});
     services.security.audit(owner.username, Some(owner.address), "token.create", &new.id, detail).await;
-    let record = services.db.token_by_id(&new.id).await?.ok_or(DbError::NotFound)?;
+    let record =
+        services.db.token_by_id(&new.id).await?.ok_or_else(|| AdminError::Internal("token vanished".into()))?;
     Ok(CreatedToken { token: new.token, view: TokenView::from(record) })
 }
 

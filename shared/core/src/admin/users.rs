@@ -108,6 +108,8 @@ pub struct PasswordChange {
 pub struct PasswordCaller<'a> {
     pub username: &'a str,
     pub is_admin: bool,
+    /// The current password is checked also of an admin changing their own (the web UI's form).
+    pub require_current: bool,
     /// The caller's web UI session, which stays signed in.
     pub session_id: Option<&'a str>,
     pub address: IpAddr,
@@ -176,6 +178,7 @@ pub async fn update(
         services.db.set_user_roles(user.id, roles).await.map_err(conflict_is_bad_role)?;
     }
     if let Some(pw) = &change.password {
+        // The address is read only with a current password to check (the login throttle's).
         let address = actor.address.unwrap_or(IpAddr::from([0, 0, 0, 0]));
         services.security.change_password(&user, None, pw, None, address).await?;
     }
@@ -211,7 +214,8 @@ pub async fn change_password(
     check_password(&change.new_password)?;
     let record = find(services, username).await?;
     local_only(&record, "passwords")?;
-    let current = (own && !caller.is_admin).then(|| change.current_password.as_deref().unwrap_or_default());
+    let asks_current = own && (!caller.is_admin || caller.require_current);
+    let current = asks_current.then(|| change.current_password.as_deref().unwrap_or_default());
     let keep = if own { caller.session_id } else { None };
     let ended = services.security.change_password(&record, current, &change.new_password, keep, caller.address).await?;
     services.changed(Changed::Security);
