@@ -6,6 +6,8 @@
 use actix_web::http::header::HeaderValue;
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse};
+use std::sync::Arc;
+
 use futures_util::future::LocalBoxFuture;
 use packyard_core::hosted::Uploaded;
 use packyard_core::proxy::{CacheState, FetchRequest, Outcome};
@@ -288,20 +290,47 @@ impl MemberFailures {
 }
 
 /// Where a group looks for an immutable file (a version's files are the same from any member
-/// that has them): its members in order, `depth` levels below the group a request named, the one
-/// its snapshot took the file from (`listed`, when it names one) first.
+/// that has them): its members in order, `depth` levels below the group a request named, first
+/// the one its snapshot of `(kind, unit_key)` took `item` from (`groups::MEMBERS_FILE`).
 pub async fn members_first(
     services: &Services,
     group: &Repository,
     depth: usize,
-    listed: Option<&str>,
-) -> Result<Vec<std::sync::Arc<Repository>>, FormatError> {
+    (kind, unit_key, item): (&str, &str, &str),
+) -> Result<Vec<Arc<Repository>>, FormatError> {
+    let map = published_file(services, group, kind, unit_key, packyard_core::groups::MEMBERS_FILE).await?;
+    let text = map.as_ref().and_then(|f| std::str::from_utf8(&f.bytes).ok()).unwrap_or_default();
+    let listed = packyard_core::groups::member_of(text, item);
     let mut members = packyard_core::groups::members(services, group, depth).await?;
     if let Some(i) = listed.and_then(|name| members.iter().position(|m| m.name.as_str() == name)) {
         let first = members.remove(i);
         members.insert(0, first);
     }
     Ok(members)
+}
+
+/// A group's immutable file as `read` answers it for one member, asked of the members in the
+/// order of [`members_first`]: the first that has it answers (the members that failed before
+/// it named); a member whose upstream fails is passed over, never an authorization denial (that
+/// is the group's answer). `None` when no member has it.
+pub async fn from_members<'a, F>(
+    services: &Services,
+    group: &Repository,
+    depth: usize,
+    item: (&str, &str, &str),
+    mut read: F,
+) -> Result<Option<HttpResponse>, FormatError>
+where
+    F: FnMut(Arc<Repository>) -> LocalBoxFuture<'a, Result<Option<HttpResponse>, FormatError>>,
+{
+    let mut failed = MemberFailures::default();
+    for member in members_first(services, group, depth, item).await? {
+        let answer = read(member.clone()).await;
+        if let Some(r) = failed.take(services, group, &member, answer)? {
+            return Ok(Some(failed.answered(r)));
+        }
+    }
+    failed.into_error().map_or(Ok(None), Err)
 }
 
 /// A group's answer from its snapshot of `(kind, unit_key)`, with the members its merge went on

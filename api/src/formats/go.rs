@@ -11,7 +11,7 @@ use actix_web::HttpResponse;
 use packyard_codecs::go::unescape;
 use packyard_core::groups::{self, GroupError};
 use packyard_core::hosted;
-use packyard_formats::go::group::{any_member_has, MEMBERS_FILE};
+use packyard_formats::go::group::any_member_has;
 use packyard_formats::go::hosted::{GoHosted, Target};
 use packyard_formats::go::sumdb::SumdbRequest;
 use packyard_formats::go::{proxy_request, Request, KIND};
@@ -164,19 +164,10 @@ async fn read(
             }
         }
         (RepoType::Group, Request::File { version, .. }) => {
-            let map = super::published_file(services, repo, KIND, module, MEMBERS_FILE).await?;
-            let text = map.as_ref().and_then(|f| std::str::from_utf8(&f.bytes).ok()).unwrap_or_default();
-            let listed = groups::member_of(text, version);
-            // A version's files are immutable: a member that fails is passed over for the next
-            // one that has them (never an authorization denial: that is the group's answer).
-            let mut failed = super::MemberFailures::default();
-            for member in &super::members_first(services, repo, depth + 1, listed).await? {
-                let answer = Box::pin(read(cx, member, request, depth + 1)).await;
-                if let Some(r) = failed.take(services, repo, member, answer)? {
-                    return Ok(Some(failed.answered(r)));
-                }
-            }
-            failed.into_error().map_or(Ok(None), Err)
+            super::from_members(services, repo, depth + 1, (KIND, module, version), |member| {
+                Box::pin(async move { read(cx, &member, request, depth + 1).await })
+            })
+            .await
         }
     }
 }

@@ -10,7 +10,6 @@ use actix_web::HttpResponse;
 use futures_util::StreamExt;
 use packyard_core::hosted;
 use packyard_formats::sample::hosted::SampleHosted;
-use packyard_formats::sample::publish::MEMBERS_FILE;
 use packyard_formats::sample::{catalogue::CONTENT_TYPE, entries, proxy_request, Request, INDEX, KIND, UNIT};
 use packyard_model::repos::{RepoType, Repository};
 
@@ -164,17 +163,11 @@ async fn read(
         },
         (RepoType::Hosted, Request::File { name, version }) => file(cx, repo, name, version).await,
         (RepoType::Group, Request::File { .. }) => {
-            let map = super::published_file(services, repo, KIND, UNIT, MEMBERS_FILE).await?;
-            let text = map.as_ref().and_then(|f| std::str::from_utf8(&f.bytes).ok()).unwrap_or_default();
-            let listed = packyard_core::groups::member_of(text, &request.path());
-            let mut failed = super::MemberFailures::default();
-            for member in &super::members_first(services, repo, depth + 1, listed).await? {
-                let answer = Box::pin(read(cx, member, request, depth + 1)).await;
-                if let Some(r) = failed.take(services, repo, member, answer)? {
-                    return Ok(Some(failed.answered(r)));
-                }
-            }
-            failed.into_error().map_or(Ok(None), Err)
+            let path = request.path();
+            super::from_members(services, repo, depth + 1, (KIND, UNIT, &path), |member| {
+                Box::pin(async move { read(cx, &member, request, depth + 1).await })
+            })
+            .await
         }
     }
 }

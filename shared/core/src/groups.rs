@@ -429,6 +429,9 @@ impl Failed {
     }
 }
 
+/// Where a group's snapshot keeps its [`members_map`] (hidden: a client never asks for it).
+pub const MEMBERS_FILE: &str = ".members";
+
 /// A hidden snapshot file mapping each item a group lists (a package file, a version) to the
 /// member that provided it: `<item> <member>` per line.
 pub fn members_map(entries: &[(String, String)]) -> String {

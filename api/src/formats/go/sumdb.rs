@@ -24,7 +24,6 @@ use packyard_core::hosted::UploadError;
 use packyard_core::proxy::Outcome;
 use packyard_core::publication::cache::ServedFile;
 use packyard_core::services::Services;
-use packyard_formats::go::group::MEMBERS_FILE;
 use packyard_formats::go::hosted::{check, check_coordinate, limits, record_text};
 use packyard_formats::go::sumdb::{self, AppendError, Forward, SumdbError, SumdbPath, SumdbRequest};
 use packyard_formats::go::{proxy_request, Request, KIND};
@@ -289,11 +288,8 @@ async fn served_record(
             Ok(Some(record_text(module, version, &verified.h1, &go_mod)))
         }
         RepoType::Group => {
-            let map = super::super::published_file(services, repo, KIND, module, MEMBERS_FILE).await?;
-            let text = map.as_ref().and_then(|f| std::str::from_utf8(&f.bytes).ok()).unwrap_or_default();
-            let listed = groups::member_of(text, version);
             let mut failed = MemberFailures::default();
-            for member in &super::super::members_first(services, repo, depth + 1, listed).await? {
+            for member in &super::super::members_first(services, repo, depth + 1, (KIND, module, version)).await? {
                 let found = match member.repo_type {
                     RepoType::Proxy => proxied_record(cx, member, (module, version)).await,
                     _ => find_record(cx, member, (module, version), depth + 1).await.map(|r| r.map(|(_, t)| t)),

@@ -13,13 +13,11 @@ use std::collections::HashSet;
 
 use super::{proxy_request, Request, KIND};
 use packyard_codecs::go::version::{check_info, latest, list};
-use packyard_core::groups::{self, members_of, Reader, Sources};
+use packyard_core::groups::{self, members_of, Reader, Sources, MEMBERS_FILE};
 use packyard_core::publication::{BuildContext, BuildError};
 use packyard_model::repos::{RepoType, Repository};
 use packyard_store::db::Db;
 
-/// The hidden snapshot file mapping each listed version to its member.
-pub const MEMBERS_FILE: &str = ".members";
 pub use packyard_core::groups::SOURCES_FILE;
 
 const JSON: &str = "application/json";

@@ -9,14 +9,11 @@ use std::collections::HashSet;
 use async_trait::async_trait;
 
 use super::{index_line, proxy_request, Request, INDEX, KIND, UNIT};
-use packyard_core::groups::{self, members_of, Reader, Sources, SOURCES_FILE};
+use packyard_core::groups::{self, members_of, Reader, Sources, MEMBERS_FILE, SOURCES_FILE};
 use packyard_core::publication::{BuildContext, BuildError, Builder, Rebuilds};
 use packyard_model::repos::{Format, RepoType, Repository};
 use packyard_store::db::publication::UnitRecord;
 use packyard_store::db::Db;
-
-/// The hidden snapshot file mapping each file a group lists (`<name>/<version>`) to its member.
-pub const MEMBERS_FILE: &str = ".members";
 
 const TEXT: &str = "text/plain; charset=utf-8";
 
