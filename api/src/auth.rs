@@ -121,6 +121,18 @@ impl Authenticated {
         self.0.principal.is_admin()
     }
 
+    /// The user changing a password (`require_current`: their own is changed only with the
+    /// current one, also by an admin).
+    pub fn password_caller(&self, require_current: bool) -> packyard_core::admin::users::PasswordCaller<'_> {
+        packyard_core::admin::users::PasswordCaller {
+            username: self.username(),
+            is_admin: self.is_admin(),
+            require_current,
+            session_id: self.0.session_id(),
+            address: self.0.addr,
+        }
+    }
+
     /// The user as the owner of their tokens.
     pub fn owner(&self) -> packyard_core::admin::tokens::Owner<'_> {
         let by_token = matches!(self.0.principal.as_ref(), Principal::User { token: Some(t), .. } if !t.session);

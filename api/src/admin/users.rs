@@ -1,7 +1,7 @@
 //! `/api/v1/users`: local users and their roles (admin), and a user's own password.
 
 use actix_web::{web, HttpResponse};
-use packyard_core::admin::users::{self, NewUser, PasswordCaller, PasswordChange, UserUpdate};
+use packyard_core::admin::users::{self, NewUser, PasswordChange, UserUpdate};
 use packyard_core::services::Services;
 
 use crate::auth::{Admin, Authenticated};
@@ -64,13 +64,6 @@ pub(crate) async fn change_password(
     path: web::Path<String>,
     body: web::Json<PasswordChange>,
 ) -> Result<HttpResponse, ApiError> {
-    let caller = PasswordCaller {
-        username: user.username(),
-        is_admin: user.is_admin(),
-        require_current: false,
-        session_id: user.0.session_id(),
-        address: user.0.addr,
-    };
-    users::change_password(&services, caller, &path, &body).await?;
+    users::change_password(&services, user.password_caller(false), &path, &body).await?;
     Ok(HttpResponse::NoContent().finish())
 }

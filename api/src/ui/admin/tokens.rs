@@ -4,7 +4,7 @@ use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
 use maud::html;
 use packyard_core::admin::tokens::{self, CreatedToken, NewToken};
-use packyard_core::admin::users::{self, PasswordCaller, PasswordChange};
+use packyard_core::admin::users::{self, PasswordChange};
 use packyard_core::admin::AdminError;
 use packyard_core::security::service::PasswordChangeError;
 use packyard_core::security::Action;
@@ -161,13 +161,7 @@ pub(super) async fn change_password(
     let user = user_of(&viewer)?;
     viewer.check_csrf(f.csrf.as_deref())?;
     // The viewer's own password: the current one always asked, also of an admin.
-    let caller = PasswordCaller {
-        username: user.username(),
-        is_admin: user.is_admin(),
-        require_current: true,
-        session_id: user.0.session_id(),
-        address: user.0.addr,
-    };
+    let caller = user.password_caller(true);
     let change =
         PasswordChange { current_password: Some(f.current_password.clone()), new_password: f.new_password.clone() };
     let done = users::change_password(&services, caller, user.username(), &change).await.map_err(|e| match e {
