@@ -267,7 +267,22 @@ impl From<packyard_core::admin::AdminError> for ApiError {
             AdminError::Password(p) => p.into(),
             AdminError::Auth(a) => a.into(),
             AdminError::Db(db) => db.into(),
+            AdminError::Repository(r) => r.into(),
+            AdminError::Key(k) => k.into(),
             AdminError::Internal(m) => Self::internal(m),
+        }
+    }
+}
+
+impl From<packyard_core::formats::KeyError> for ApiError {
+    fn from(e: packyard_core::formats::KeyError) -> Self {
+        use packyard_core::formats::KeyError;
+        match e {
+            KeyError::Invalid(m) => Self::bad_request(m),
+            KeyError::Name(e) => e.into(),
+            KeyError::Db(e) => e.into(),
+            KeyError::Conflict(m) => Self::new(ErrorCode::Conflict, m),
+            KeyError::Internal(m) => Self::internal(m),
         }
     }
 }

@@ -322,6 +322,12 @@ impl From<ApiError> for UiError {
     }
 }
 
+impl From<packyard_core::admin::AdminError> for UiError {
+    fn from(e: packyard_core::admin::AdminError) -> Self {
+        ApiError::from(e).into()
+    }
+}
+
 impl From<packyard_store::db::DbError> for UiError {
     fn from(e: packyard_store::db::DbError) -> Self {
         ApiError::from(e).into()

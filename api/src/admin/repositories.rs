@@ -1,47 +1,43 @@
-//! `/api/v1/repositories`: one handler per action.
+//! `/api/v1/repositories`: repositories (admin), as core's typed service has them
+//! (`packyard_core::admin::repositories`); the key routes serve each format's signing keys
+//! (`FormatSpec::signing_keys`).
 
-use actix_web::web;
-use packyard_model::repos::{RepoName, Repository};
-use packyard_model::time::rfc3339_ms;
-use serde::{Deserialize, Serialize};
+use actix_web::http::header;
+use actix_web::{web, HttpRequest, HttpResponse};
+use packyard_core::admin::repositories as service;
+use packyard_core::formats::KeyChange;
+use packyard_core::services::Services;
+use packyard_model::repos::{RepoName, RepositorySpec};
+use serde::Deserialize;
 
-use crate::error::ApiError;
+use crate::auth::Admin;
+use crate::error::{ApiError, ErrorCode};
 
-pub(crate) mod create;
-pub(crate) mod delete;
-pub(crate) mod get;
-pub(crate) mod list;
-mod rebuild;
-pub(crate) mod signing_key;
-pub(crate) mod status;
-pub(crate) mod update;
+type Result<T> = std::result::Result<T, ApiError>;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(
-        crate::admin::resource::resource("/repositories")
-            .route(web::get().to(list::list))
-            .route(web::post().to(create::create)),
-    )
-    .service(
-        crate::admin::resource::resource("/repositories/{name}")
-            .route(web::get().to(get::get))
-            .route(web::put().to(update::update))
-            .route(web::patch().to(update::patch))
-            .route(web::delete().to(delete::delete)),
-    )
-    .service(crate::admin::resource::resource("/repositories/{name}/status").route(web::get().to(status::status)))
-    .service(crate::admin::resource::resource("/repositories/{name}/rebuild").route(web::post().to(rebuild::rebuild)))
-    .service(
-        crate::admin::resource::resource("/repositories/{name}/signing-key")
-            .route(web::get().to(signing_key::get))
-            .route(web::put().to(signing_key::put)),
-    );
+    use crate::admin::resource::resource;
+    cfg.service(resource("/repositories").route(web::get().to(list)).route(web::post().to(create)))
+        .service(
+            resource("/repositories/{name}")
+                .route(web::get().to(get))
+                .route(web::put().to(update))
+                .route(web::patch().to(patch))
+                .route(web::delete().to(delete)),
+        )
+        .service(resource("/repositories/{name}/status").route(web::get().to(status)))
+        .service(resource("/repositories/{name}/rebuild").route(web::post().to(rebuild)))
+        .service(
+            resource("/repositories/{name}/signing-key")
+                .route(web::get().to(signing_key))
+                .route(web::put().to(change_signing_key)),
+        );
 }
 
 /// `{name}` from the path, validated before any handler sees it.
 #[derive(Debug, Deserialize)]
 #[serde(try_from = "String")]
-pub struct NamePath(pub RepoName);
+struct NamePath(RepoName);
 
 impl TryFrom<String> for NamePath {
     type Error = String;
@@ -51,91 +47,109 @@ impl TryFrom<String> for NamePath {
 }
 
 #[derive(Debug, Deserialize)]
-pub struct RepoPath {
-    pub name: NamePath,
+struct RepoPath {
+    name: NamePath,
 }
 
-/// The JSON shape of a repository in responses.
-#[derive(Debug, Serialize)]
-pub struct RepositoryView {
-    pub name: String,
-    pub format: &'static str,
-    #[serde(rename = "type")]
-    pub repo_type: &'static str,
-    pub url: String,
-    pub write_policy: &'static str,
-    pub anonymous_read: bool,
-    /// The format's settings, under its name.
-    #[serde(flatten)]
-    pub formats: std::collections::BTreeMap<String, serde_json::Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub proxy: Option<packyard_model::repos::ProxySettings>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub group: Option<packyard_model::repos::GroupSettings>,
-    pub version: i64,
-    pub created_at: String,
-    pub updated_at: String,
-    /// What it holds, as the worker last counted (`GET /repositories/{name}` only).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub usage: Option<Usage>,
-}
-
-/// A repository's components and their assets' bytes (a group holds none of its own), counted
-/// every `worker.usage_refresh_secs`; absent before the first count.
-#[derive(Debug, Serialize)]
-pub struct Usage {
-    pub components: i64,
-    pub bytes: i64,
-    pub counted_at: String,
-}
-
-impl From<Repository> for RepositoryView {
-    fn from(r: Repository) -> Self {
-        let group = (r.repo_type == packyard_model::repos::RepoType::Group)
-            .then(|| packyard_model::repos::GroupSettings { members: r.members.clone() });
-        Self {
-            url: format!("/repository/{}/", r.name),
-            name: r.name.to_string(),
-            format: r.format.as_str(),
-            repo_type: r.repo_type.as_str(),
-            write_policy: r.write_policy.as_str(),
-            anonymous_read: r.anonymous_read,
-            formats: r.settings.blocks,
-            // The sealed upstream password is never returned.
-            proxy: r.settings.proxy.map(|p| packyard_model::repos::ProxySettings { password_sealed: None, ..p }),
-            group,
-            version: r.version,
-            created_at: rfc3339_ms(r.created_at),
-            updated_at: rfc3339_ms(r.updated_at),
-            usage: None,
-        }
+impl RepoPath {
+    fn name(&self) -> &str {
+        self.name.0.as_str()
     }
 }
 
-pub type Result<T> = std::result::Result<T, ApiError>;
+async fn list(_admin: Admin, services: web::Data<Services>) -> Result<HttpResponse> {
+    Ok(HttpResponse::Ok().json(service::list(&services, packyard_formats::registry()).await?))
+}
 
-/// Seals a proxy's upstream password (sent in clear to this API) with `security.secret` before
-/// it is stored; without a new password, an update keeps the one stored (`kept`).
-pub fn seal_proxy_password(
-    services: &packyard_core::services::Services,
-    name: &str,
-    spec: &mut packyard_model::repos::RepositorySpec,
-    kept: Option<(String, String)>,
-) -> Result<()> {
-    let Some(proxy) = spec.proxy.as_mut() else { return Ok(()) };
-    proxy.password_sealed = None;
-    match (proxy.username.as_deref(), proxy.password.take()) {
-        (None, Some(_)) => Err(ApiError::bad_request("proxy.password needs proxy.username")),
-        (Some(_), Some(password)) => {
-            let key = packyard_model::repos::ProxySettings::password_key(name);
-            let sealed = services.security.keystore.seal(&key, password.as_bytes()).map_err(ApiError::internal)?;
-            proxy.password_sealed = Some(sealed);
-            Ok(())
-        }
-        (Some(_), None) => {
-            proxy.password_sealed = kept;
-            Ok(())
-        }
-        (None, None) => Ok(()),
+async fn create(admin: Admin, services: web::Data<Services>, body: web::Json<RepositorySpec>) -> Result<HttpResponse> {
+    let view = service::create(&services, packyard_formats::registry(), admin.actor(), body.into_inner()).await?;
+    Ok(HttpResponse::Created()
+        .insert_header((header::LOCATION, format!("/api/v1/repositories/{}", view.name)))
+        .json(view))
+}
+
+async fn get(_admin: Admin, services: web::Data<Services>, path: web::Path<RepoPath>) -> Result<HttpResponse> {
+    Ok(HttpResponse::Ok().json(service::get(&services, packyard_formats::registry(), path.name()).await?))
+}
+
+/// `PUT`: the whole definition (format settings the repository has may not be left out).
+async fn update(
+    admin: Admin,
+    services: web::Data<Services>,
+    path: web::Path<RepoPath>,
+    body: web::Json<RepositorySpec>,
+) -> Result<HttpResponse> {
+    let formats = packyard_formats::registry();
+    Ok(HttpResponse::Ok()
+        .json(service::update(&services, formats, admin.actor(), path.name(), body.into_inner()).await?))
+}
+
+/// `PATCH`: a JSON merge patch (`application/merge-patch+json`, or `application/json`) over
+/// the definition as GET shows it; what the patch does not name stays as it is.
+async fn patch(
+    admin: Admin,
+    services: web::Data<Services>,
+    path: web::Path<RepoPath>,
+    req: HttpRequest,
+    body: web::Bytes,
+) -> Result<HttpResponse> {
+    let content_type = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    let essence = content_type.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+    if essence != "application/merge-patch+json" && essence != "application/json" {
+        return Err(ApiError::new(
+            ErrorCode::UnsupportedMediaType,
+            "send a JSON merge patch with Content-Type: application/merge-patch+json",
+        ));
     }
+    let patch: serde_json::Value =
+        serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))?;
+    let formats = packyard_formats::registry();
+    Ok(HttpResponse::Ok().json(service::patch(&services, formats, admin.actor(), path.name(), &patch).await?))
+}
+
+async fn delete(admin: Admin, services: web::Data<Services>, path: web::Path<RepoPath>) -> Result<HttpResponse> {
+    service::delete(&services, packyard_formats::registry(), admin.actor(), path.name()).await?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
+/// Per publication unit: desired and published revision, last error, last publication.
+async fn status(_admin: Admin, services: web::Data<Services>, path: web::Path<RepoPath>) -> Result<HttpResponse> {
+    Ok(HttpResponse::Ok().json(service::status(&services, packyard_formats::registry(), path.name()).await?))
+}
+
+/// Asks the worker to rebuild every publication unit of the repository.
+async fn rebuild(admin: Admin, services: web::Data<Services>, path: web::Path<RepoPath>) -> Result<HttpResponse> {
+    let formats = packyard_formats::registry();
+    Ok(HttpResponse::Accepted().json(service::rebuild(&services, formats, admin.actor(), path.name()).await?))
+}
+
+/// This server's URL as the client sees it.
+fn site(req: &HttpRequest) -> String {
+    crate::frontage::Base::of(req).url("")
+}
+
+/// `GET …/signing-key`: the public part of the repository's signing key.
+async fn signing_key(
+    _admin: Admin,
+    req: HttpRequest,
+    services: web::Data<Services>,
+    path: web::Path<RepoPath>,
+) -> Result<HttpResponse> {
+    let formats = packyard_formats::registry();
+    Ok(HttpResponse::Ok().json(service::signing_key(&services, formats, &site(&req), path.name()).await?))
+}
+
+/// `PUT …/signing-key`: generates a new key or imports one, as the format's keys allow (APT
+/// and APK rotate — the old key stays offered and every snapshot is re-signed —; a Go checksum
+/// database's key is chosen only while it holds no record). The private key is never returned.
+async fn change_signing_key(
+    admin: Admin,
+    req: HttpRequest,
+    services: web::Data<Services>,
+    path: web::Path<RepoPath>,
+    body: web::Json<KeyChange>,
+) -> Result<HttpResponse> {
+    let formats = packyard_formats::registry();
+    let key = service::change_signing_key(&services, formats, admin.actor(), &site(&req), path.name(), &body).await?;
+    Ok(HttpResponse::Ok().json(key))
 }

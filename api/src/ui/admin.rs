@@ -1,18 +1,12 @@
 //! Administration pages, one module per section: system status, repositories, users and roles,
-//! tokens, cleanup policies and the audit log. Users, roles, tokens and the viewer's password call
-//! core's typed administration services (`packyard_core::admin`), as the admin API does;
-//! repositories and cleanup still run the admin API's own handler in-process, as the viewer. Either way: the
-//! same privilege check, the same validation (its messages shown on the form), the same audit
-//! entry.
-
-use std::future::Future;
+//! tokens, cleanup policies and the audit log. Each calls core's typed administration services
+//! (`packyard_core::admin`), as the admin API does: the same privilege check, the same
+//! validation (its messages shown on the form), the same audit entry.
 
 use actix_web::http::StatusCode;
-use actix_web::{web, HttpResponse};
+use actix_web::web;
 use maud::{html, Markup};
-use packyard_core::services::Services;
 use serde::Deserialize;
-use serde_json::Value;
 
 use super::{bytes, UiError, Viewer};
 use crate::auth::{Admin, Authenticated};
@@ -75,25 +69,6 @@ fn user_of(viewer: &Viewer) -> Result<Authenticated, UiError> {
         return Err(UiError::new(StatusCode::UNAUTHORIZED, "Sign in to manage your tokens."));
     }
     Ok(Authenticated(viewer.caller.clone()))
-}
-
-/// Runs an admin API handler: its JSON answer (`null` for 204), or its error.
-async fn api(handler: impl Future<Output = Result<HttpResponse, ApiError>>) -> Result<Value, ApiError> {
-    let res = handler.await?;
-    let body = actix_web::body::to_bytes(res.into_body()).await.map_err(|e| ApiError::internal(e.to_string()))?;
-    if body.is_empty() {
-        return Ok(Value::Null);
-    }
-    serde_json::from_slice(&body).map_err(ApiError::internal)
-}
-
-/// A request body for a handler, from what a form sent.
-fn body<T: serde::de::DeserializeOwned>(v: Value) -> Result<web::Json<T>, ApiError> {
-    serde_json::from_value(v).map(web::Json).map_err(|e| ApiError::bad_request(format!("invalid form: {e}")))
-}
-
-fn data(services: &web::Data<Services>) -> web::Data<Services> {
-    services.clone()
 }
 
 /// The message of a refused action, on the page.

@@ -622,6 +622,8 @@ fn administering_repositories_users_roles_tokens_and_cleanup_in_chromium() -> an
         Some(json!({"name": "keep-one", "format": "apt", "criteria": {"keep_latest": 1}, "repositories": ["debs"]})),
     )?;
     b.goto(&format!("{public}/admin/cleanup"))?;
+    let policies = b.text(&b.find("table tbody")?)?;
+    assert!(policies.contains("keep-one") && policies.contains("debs: idle"), "its runs listed: {policies}");
     choose(&b, "#policy", "keep-one")?;
     choose(&b, "#repository", "debs")?;
     b.click_to_load(&b.find_by_text("form.search button", "Preview")?)?;

@@ -3,10 +3,9 @@
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
 use maud::html;
+use packyard_core::admin::cleanup::{self as service, PreviewRequest};
 use packyard_core::services::Services;
 use serde::Deserialize;
-
-use crate::admin;
 
 use super::*;
 
@@ -23,35 +22,25 @@ pub(super) async fn cleanup(
     services: web::Data<Services>,
     q: web::Query<PreviewForm>,
 ) -> Result<HttpResponse, UiError> {
-    let admin = admin_of(&viewer)?;
-    let policies = api(admin::cleanup::list(admin.clone(), data(&services))).await?;
-    let policies = policies.as_array().cloned().unwrap_or_default();
+    admin_of(&viewer)?;
+    let policies = service::list(&services).await?;
     let repos = services.db.list_repositories().await?;
-    let mut runs = Vec::new();
+    let mut runs = Vec::with_capacity(policies.len());
     for p in &policies {
-        let name = p["name"].as_str().unwrap_or_default().to_string();
-        let r = api(admin::cleanup::runs(admin.clone(), data(&services), web::Path::from(name.clone()))).await?;
-        runs.push((name, r));
+        runs.push(service::runs(&services, &p.name).await?.items);
     }
     let (preview, error) =
         match (q.policy.as_deref().filter(|p| !p.is_empty()), q.repository.as_deref().filter(|r| !r.is_empty())) {
             (Some(policy), Some(repository)) => {
                 // Pages whose work is bounded: no totals (those walk the whole repository).
-                let query = admin::cleanup::PreviewQuery {
-                    repository: Some(repository.to_string()),
-                    continuation_token: q.after.clone(),
-                    count: Some(false),
+                let request = PreviewRequest {
+                    repository: Some(repository),
+                    continuation_token: q.after.as_deref(),
+                    count: false,
                 };
-                match api(admin::cleanup::preview(
-                    admin,
-                    data(&services),
-                    web::Path::from(policy.to_string()),
-                    web::Query(query),
-                ))
-                .await
-                {
+                match service::preview(&services, packyard_formats::registry(), policy, request).await {
                     Ok(v) => (Some(v), None),
-                    Err(e) => (None, Some(e)),
+                    Err(e) => (None, Some(ApiError::from(e))),
                 }
             }
             _ => (None, None),
@@ -65,22 +54,22 @@ pub(super) async fn cleanup(
         } @else {
             div.table-wrap { table {
                 thead { tr { th scope="col" { "Policy" } th scope="col" { "Format" } th scope="col" { "Criteria" } th scope="col" { "Last runs" } } }
-                tbody { @for (p, (_, r)) in policies.iter().zip(&runs) {
+                tbody { @for (p, r) in policies.iter().zip(&runs) {
                     tr {
-                        td { (p["name"].as_str().unwrap_or_default()) }
-                        td { (p["format"].as_str().unwrap_or_default()) }
-                        td { code { (p["criteria"].to_string()) } }
-                        td { ul.plain { @for run in r["runs"].as_array().or(r.as_array()).cloned().unwrap_or_default() {
-                            li { (run["repository"].as_str().unwrap_or_default()) ": " (run["state"].as_str().unwrap_or_default())
-                                @if let Some(n) = run["components"].as_i64() { ", " (n) " removed" }
-                                @if let Some(at) = run["finished_at"].as_str() { " · " (at) } }
+                        td { (p.name) }
+                        td { (p.format) }
+                        td { code { (serde_json::to_string(&p.criteria).unwrap_or_default()) } }
+                        td { ul.plain { @for run in r {
+                            li { (run.repository) ": " (run.state)
+                                @if run.last_finished.is_some() { ", " (run.components) " removed" }
+                                @if let Some(at) = &run.last_finished { " · " (at) } }
                         } } }
                     }
                 } }
             } }
             h2 { "Preview" }
             form.search method="get" action=(viewer.base.link("/admin/cleanup")) {
-                (select("policy", "Policy", &policies.iter().filter_map(|p| p["name"].as_str()).map(|n| (n, n)).collect::<Vec<_>>(), q.policy.as_deref().unwrap_or_default()))
+                (select("policy", "Policy", &policies.iter().map(|p| (p.name.as_str(), p.name.as_str())).collect::<Vec<_>>(), q.policy.as_deref().unwrap_or_default()))
                 div.field {
                     label for="repository" { "Repository" }
                     select #repository name="repository" {
@@ -93,10 +82,10 @@ pub(super) async fn cleanup(
             }
             (refusal(&error))
             @if let Some(p) = &preview {
-                @let items = p["items"].as_array().cloned().unwrap_or_default();
-                @let next = p["continuationToken"].as_str();
-                @let repository = p["repository"].as_str().unwrap_or_default();
-                @let total: i64 = items.iter().filter_map(|i| i["bytes"].as_i64()).sum();
+                @let items = &p.items;
+                @let next = p.continuation_token.as_deref();
+                @let repository = p.repository.as_str();
+                @let total: i64 = items.iter().map(|i| i.bytes).sum();
                 @if q.after.is_none() && next.is_none() {
                     p role="status" { "A run now would remove " strong { (items.len()) @if items.len() == 1 { " component" } @else { " components" } } " (" (bytes(total)) ") from " (repository) "." }
                 } @else if items.is_empty() {
@@ -107,10 +96,10 @@ pub(super) async fn cleanup(
                 @if !items.is_empty() {
                     div.table-wrap { table {
                         thead { tr { th scope="col" { "Name" } th scope="col" { "Version" } th.num scope="col" { "Size" } th scope="col" { "Published" } th scope="col" { "Last downloaded" } } }
-                        tbody { @for i in &items { tr {
-                            td { (i["name"].as_str().unwrap_or_default()) } td { (i["version"].as_str().unwrap_or_default()) }
-                            td.num { (bytes(i["bytes"].as_i64().unwrap_or(0))) } td { (i["published"].as_str().unwrap_or_default()) }
-                            td { (i["lastDownloaded"].as_str().unwrap_or("never")) }
+                        tbody { @for i in items { tr {
+                            td { (i.name) } td { (i.version) }
+                            td.num { (bytes(i.bytes)) } td { (i.published) }
+                            td { (i.last_downloaded.as_deref().unwrap_or("never")) }
                         } } }
                     } }
                 }

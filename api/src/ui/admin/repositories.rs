@@ -4,15 +4,15 @@
 use std::collections::BTreeMap;
 
 use actix_web::http::StatusCode;
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::{web, HttpResponse};
 use maud::{html, Markup};
-use packyard_core::formats::{FormField, Registry};
+use packyard_core::admin::repositories::{self as service, RepositoryView};
+use packyard_core::formats::{FormField, KeyChange, Registry};
 use packyard_core::services::Services;
-use packyard_model::repos::{Format, RepoType};
+use packyard_model::repos::{Format, RepoName, RepoType, RepositorySpec};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::admin;
 use crate::error::ApiError;
 
 use super::*;
@@ -178,21 +178,20 @@ pub(super) async fn repository_list(
     form: &RepoForm,
     error: Option<ApiError>,
 ) -> Result<HttpResponse, UiError> {
-    let admin = admin_of(viewer)?;
+    admin_of(viewer)?;
     let status = error.as_ref().map_or(StatusCode::OK, |e| e.code.status());
-    let listed = api(admin::repositories::list::list(admin, data(services))).await?;
+    let listed = service::list(services, packyard_formats::registry()).await?;
     let body = html! {
         h1 { "Repositories" }
         (admin_nav(viewer, "/admin/repositories"))
         div.table-wrap { table {
             thead { tr { th scope="col" { "Name" } th scope="col" { "Format" } th scope="col" { "Type" } th scope="col" { "Anonymous read" } } }
-            tbody { @for r in listed.as_array().cloned().unwrap_or_default() {
-                @let name = r["name"].as_str().unwrap_or_default().to_string();
+            tbody { @for r in &listed {
                 tr {
-                    td { a href=(viewer.base.link(&format!("/admin/repositories/{name}"))) { (name) } }
-                    td { (r["format"].as_str().unwrap_or_default()) }
-                    td { (r["type"].as_str().unwrap_or_default()) }
-                    td { (if r["anonymous_read"] == json!(true) { "yes" } else { "no" }) }
+                    td { a href=(viewer.base.link(&format!("/admin/repositories/{}", r.name))) { (r.name) } }
+                    td { (r.format) }
+                    td { (r.repo_type) }
+                    td { (if r.anonymous_read { "yes" } else { "no" }) }
                 }
             } }
         } }
@@ -224,9 +223,10 @@ pub(super) async fn create_repository(
 ) -> Result<HttpResponse, UiError> {
     let admin = admin_of(&viewer)?;
     viewer.check_csrf(f.csrf.as_deref())?;
-    let created = match body(spec_of(packyard_formats::registry(), &f, true)) {
-        Ok(spec) => api(admin::repositories::create::create(admin, data(&services), spec)).await,
-        Err(e) => Err(e),
+    let formats = packyard_formats::registry();
+    let created = match serde_json::from_value::<RepositorySpec>(spec_of(formats, &f, true)) {
+        Ok(spec) => service::create(&services, formats, admin.actor(), spec).await.map_err(ApiError::from),
+        Err(e) => Err(ApiError::bad_request(format!("invalid form: {e}"))),
     };
     match created {
         Ok(_) => Ok(viewer.redirect(&format!("/admin/repositories/{}", f.name.trim()))),
@@ -234,33 +234,30 @@ pub(super) async fn create_repository(
     }
 }
 
-pub(super) fn form_of(formats: &Registry, v: &Value) -> RepoForm {
-    let join = |x: &Value| {
-        x.as_array().map(|a| a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", ")).unwrap_or_default()
-    };
-    let s = |x: &Value| x.as_str().unwrap_or_default().to_string();
+pub(super) fn form_of(formats: &Registry, v: &RepositoryView) -> RepoForm {
+    let proxy = v.proxy.as_ref();
     RepoForm {
         csrf: None,
-        name: s(&v["name"]),
-        format: s(&v["format"]),
-        repo_type: s(&v["type"]),
-        anonymous_read: (v["anonymous_read"] == json!(true)).then(|| "on".to_string()),
-        write_policy: s(&v["write_policy"]),
-        remote_url: s(&v["proxy"]["remote_url"]),
-        metadata_ttl_secs: v["proxy"]["metadata_ttl_secs"].as_u64().map(|t| t.to_string()).unwrap_or_default(),
-        negative_ttl_secs: v["proxy"]["negative_ttl_secs"].as_u64().map(|t| t.to_string()).unwrap_or_default(),
-        proxy_username: s(&v["proxy"]["username"]),
+        name: v.name.clone(),
+        format: v.format.to_string(),
+        repo_type: v.repo_type.to_string(),
+        anonymous_read: v.anonymous_read.then(|| "on".to_string()),
+        write_policy: v.write_policy.to_string(),
+        remote_url: proxy.map(|p| p.remote_url.clone()).unwrap_or_default(),
+        metadata_ttl_secs: proxy.map(|p| p.metadata_ttl_secs.to_string()).unwrap_or_default(),
+        negative_ttl_secs: proxy.map(|p| p.negative_ttl_secs.to_string()).unwrap_or_default(),
+        proxy_username: proxy.and_then(|p| p.username.clone()).unwrap_or_default(),
         proxy_password: String::new(),
-        members: join(&v["group"]["members"]),
+        members: v.group.as_ref().map(|g| g.members.join(", ")).unwrap_or_default(),
         settings: settings_of(formats, v),
     }
 }
 
-/// The form's format settings fields of a repository as the API shows it.
-pub(super) fn settings_of(formats: &Registry, v: &Value) -> BTreeMap<String, String> {
-    let Some(format) = v["format"].as_str().and_then(|f| f.parse::<Format>().ok()) else { return BTreeMap::new() };
+/// The form's format settings fields of a repository.
+pub(super) fn settings_of(formats: &Registry, v: &RepositoryView) -> BTreeMap<String, String> {
+    let Ok(format) = v.format.parse::<Format>() else { return BTreeMap::new() };
     let Some(form) = formats.get(format).settings().and_then(|s| s.form()) else { return BTreeMap::new() };
-    let block = &v[format.as_str()];
+    let block = v.formats.get(format.as_str()).unwrap_or(&Value::Null);
     form.fields
         .iter()
         .map(|field| {
@@ -274,6 +271,11 @@ pub(super) fn settings_of(formats: &Registry, v: &Value) -> BTreeMap<String, Str
         .collect()
 }
 
+/// The repository's name from the page's path; an impossible one is a page not found.
+fn repo_name(name: &str) -> Result<RepoName, UiError> {
+    RepoName::parse(name).map_err(|e| UiError::not_found(e.to_string()))
+}
+
 pub(super) async fn repository_page(
     viewer: &Viewer,
     services: &web::Data<Services>,
@@ -282,11 +284,8 @@ pub(super) async fn repository_page(
     error: Option<ApiError>,
     form: Option<RepoForm>,
 ) -> Result<HttpResponse, UiError> {
-    let admin = admin_of(viewer)?;
-    let path = web::Path::from(admin::repositories::RepoPath {
-        name: admin::repositories::NamePath::try_from(name.to_string()).map_err(UiError::not_found)?,
-    });
-    let view = api(admin::repositories::get::get(admin, data(services), path)).await?;
+    admin_of(viewer)?;
+    let view = service::get(services, packyard_formats::registry(), repo_name(name)?.as_str()).await?;
     let form = form.unwrap_or_else(|| form_of(packyard_formats::registry(), &view));
     // Where clients fetch a rotated key, for a repository that has one the UI rotates.
     let rotation = form
@@ -345,40 +344,38 @@ pub(super) async fn update_repository(
     let admin = admin_of(&viewer)?;
     viewer.check_csrf(f.csrf.as_deref())?;
     let patch = spec_of(packyard_formats::registry(), &f, false);
-    match api(admin::repositories::update::apply_patch(admin, &services, &name, &patch)).await {
+    match service::patch(&services, packyard_formats::registry(), admin.actor(), &name, &patch).await {
         Ok(_) => repository_page(&viewer, &services, &name, Some("Saved.".into()), None, None).await,
-        Err(e) => repository_page(&viewer, &services, &name, None, Some(e), Some(f.into_inner())).await,
+        Err(e) => repository_page(&viewer, &services, &name, None, Some(e.into()), Some(f.into_inner())).await,
     }
 }
 
 pub(super) async fn rotate_key(
     viewer: Viewer,
-    req: HttpRequest,
     services: web::Data<Services>,
     name: web::Path<String>,
     f: web::Form<Csrf>,
 ) -> Result<HttpResponse, UiError> {
     let admin = admin_of(&viewer)?;
     viewer.check_csrf(f.csrf.as_deref())?;
-    let path = web::Path::from(admin::repositories::RepoPath {
-        name: admin::repositories::NamePath::try_from(name.to_string()).map_err(UiError::not_found)?,
-    });
-    let put =
-        admin::repositories::signing_key::put(admin, req, data(&services), path, body(json!({"generate": true}))?);
-    match api(put).await {
+    let name = repo_name(&name)?;
+    let change = KeyChange { generate: true, ..KeyChange::default() };
+    let site = viewer.base.url("");
+    let formats = packyard_formats::registry();
+    match service::change_signing_key(&services, formats, admin.actor(), &site, name.as_str(), &change).await {
         Ok(v) => {
             let fp = v["fingerprint"].as_str().unwrap_or_default().to_string();
             repository_page(
                 &viewer,
                 &services,
-                &name,
+                name.as_str(),
                 Some(format!("A new signing key signs the indexes: {fp}")),
                 None,
                 None,
             )
             .await
         }
-        Err(e) => repository_page(&viewer, &services, &name, None, Some(e), None).await,
+        Err(e) => repository_page(&viewer, &services, name.as_str(), None, Some(e.into()), None).await,
     }
 }
 
@@ -407,11 +404,9 @@ pub(super) async fn delete_repository(
         )
         .await;
     }
-    let path = web::Path::from(admin::repositories::RepoPath {
-        name: admin::repositories::NamePath::try_from(name.to_string()).map_err(UiError::not_found)?,
-    });
-    match api(admin::repositories::delete::delete(admin, data(&services), path)).await {
-        Ok(_) => Ok(viewer.redirect("/admin/repositories")),
-        Err(e) => repository_page(&viewer, &services, &name, None, Some(e), None).await,
+    let name = repo_name(&name)?;
+    match service::delete(&services, packyard_formats::registry(), admin.actor(), name.as_str()).await {
+        Ok(()) => Ok(viewer.redirect("/admin/repositories")),
+        Err(e) => repository_page(&viewer, &services, name.as_str(), None, Some(e.into()), None).await,
     }
 }

@@ -1,0 +1,328 @@
+//! Repositories: their definitions (each format's settings checked by the registry), a proxy's
+//! sealed upstream password, their publication units' state, rebuilds and signing keys. What the
+//! rules need the database for is [`RepositoryService`]; this adds what an administrator's change
+//! brings with it (the format's reaction, the workers woken, the other replicas told, the audit).
+
+use std::collections::BTreeMap;
+
+use packyard_model::repos::{patched, GroupSettings, ProxySettings, RepoType, Repository, RepositorySpec};
+use packyard_model::time::rfc3339_ms;
+use serde::Serialize;
+
+use super::{AdminError, AdminResult};
+use crate::events::Changed;
+use crate::formats::{KeyChange, Registry, SigningKeys};
+use crate::hosted::Actor;
+use crate::repositories::{RepoError, RepositoryService};
+use crate::services::Services;
+
+/// A repository as the administration shows it (never a proxy's sealed password).
+#[derive(Debug, Clone, Serialize)]
+pub struct RepositoryView {
+    pub name: String,
+    pub format: &'static str,
+    #[serde(rename = "type")]
+    pub repo_type: &'static str,
+    pub url: String,
+    pub write_policy: &'static str,
+    pub anonymous_read: bool,
+    /// The format's settings, under its name.
+    #[serde(flatten)]
+    pub formats: BTreeMap<String, serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proxy: Option<ProxySettings>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group: Option<GroupSettings>,
+    pub version: i64,
+    pub created_at: String,
+    pub updated_at: String,
+    /// What it holds, as the worker last counted ([`get`] only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+}
+
+/// A repository's components and their assets' bytes (a group holds none of its own), counted
+/// every `worker.usage_refresh_secs`; absent before the first count.
+#[derive(Debug, Clone, Serialize)]
+pub struct Usage {
+    pub components: i64,
+    pub bytes: i64,
+    pub counted_at: String,
+}
+
+impl From<Repository> for RepositoryView {
+    fn from(r: Repository) -> Self {
+        let group = (r.repo_type == RepoType::Group).then(|| GroupSettings { members: r.members.clone() });
+        Self {
+            url: format!("/repository/{}/", r.name),
+            name: r.name.to_string(),
+            format: r.format.as_str(),
+            repo_type: r.repo_type.as_str(),
+            write_policy: r.write_policy.as_str(),
+            anonymous_read: r.anonymous_read,
+            formats: r.settings.blocks,
+            // The sealed upstream password is never returned.
+            proxy: r.settings.proxy.map(|p| ProxySettings { password_sealed: None, ..p }),
+            group,
+            version: r.version,
+            created_at: rfc3339_ms(r.created_at),
+            updated_at: rfc3339_ms(r.updated_at),
+            usage: None,
+        }
+    }
+}
+
+/// Seals a proxy's upstream password (sent in clear) with `security.secret` before it is
+/// stored; without a new password, an update keeps the one stored (`kept`).
+fn seal_proxy_password(
+    services: &Services,
+    name: &str,
+    spec: &mut RepositorySpec,
+    kept: Option<(String, String)>,
+) -> AdminResult<()> {
+    let Some(proxy) = spec.proxy.as_mut() else { return Ok(()) };
+    proxy.password_sealed = None;
+    match (proxy.username.as_deref(), proxy.password.take()) {
+        (None, Some(_)) => Err(AdminError::Invalid("proxy.password needs proxy.username".into())),
+        (Some(_), Some(password)) => {
+            let key = ProxySettings::password_key(name);
+            let sealed = services
+                .security
+                .keystore
+                .seal(&key, password.as_bytes())
+                .map_err(|e| AdminError::Internal(e.to_string()))?;
+            proxy.password_sealed = Some(sealed);
+            Ok(())
+        }
+        (Some(_), None) => {
+            proxy.password_sealed = kept;
+            Ok(())
+        }
+        (None, None) => Ok(()),
+    }
+}
+
+fn sealed_password(repo: &Repository) -> Option<(String, String)> {
+    repo.settings.proxy.as_ref().and_then(|p| p.password_sealed.clone())
+}
+
+pub async fn list(services: &Services, formats: &Registry) -> AdminResult<Vec<RepositoryView>> {
+    let repos = RepositoryService::new(&services.db, formats).list().await?;
+    Ok(repos.into_iter().map(RepositoryView::from).collect())
+}
+
+/// The repository, with its usage.
+pub async fn get(services: &Services, formats: &Registry, name: &str) -> AdminResult<RepositoryView> {
+    let repo = RepositoryService::new(&services.db, formats).get(name).await?;
+    let usage = services.db.usage(repo.id).await?;
+    let mut view = RepositoryView::from(repo);
+    view.usage = usage.map(|(components, bytes, at)| Usage { components, bytes, counted_at: rfc3339_ms(at) });
+    Ok(view)
+}
+
+pub async fn create(
+    services: &Services,
+    formats: &Registry,
+    actor: Actor<'_>,
+    mut spec: RepositorySpec,
+) -> AdminResult<RepositoryView> {
+    let name = spec.name.clone().unwrap_or_default();
+    seal_proxy_password(services, &name, &mut spec, None)?;
+    let repo = RepositoryService::new(&services.db, formats)
+        .with_test_formats(services.config.debug.test_format)
+        .create(spec)
+        .await?;
+    tracing::info!(repository = %repo.name, format = %repo.format, kind = %repo.repo_type, "repository created");
+    services.changed(Changed::Repositories);
+    // Formats that publish snapshots publish one now (an empty repository gets signed indexes too).
+    if formats.get(repo.format).settings_changed(services, None, &repo).await? > 0 {
+        services.wake();
+    }
+    let detail = serde_json::json!({"format": repo.format.as_str(), "type": repo.repo_type.as_str()});
+    services.security.audit(actor.username, actor.address, "repository.create", repo.name.as_str(), detail).await;
+    Ok(repo.into())
+}
+
+/// Replaces the whole definition (format settings the repository has may not be left out).
+pub async fn update(
+    services: &Services,
+    formats: &Registry,
+    actor: Actor<'_>,
+    name: &str,
+    mut spec: RepositorySpec,
+) -> AdminResult<RepositoryView> {
+    let service = RepositoryService::new(&services.db, formats);
+    let before = service.get(name).await?;
+    seal_proxy_password(services, name, &mut spec, sealed_password(&before))?;
+    let repo = service.update(name, spec).await?;
+    updated(services, formats, actor, &before, repo).await
+}
+
+/// Applies a JSON merge patch to the definition as [`get`] shows it: what the patch does not
+/// name stays as it is.
+pub async fn patch(
+    services: &Services,
+    formats: &Registry,
+    actor: Actor<'_>,
+    name: &str,
+    patch: &serde_json::Value,
+) -> AdminResult<RepositoryView> {
+    let service = RepositoryService::new(&services.db, formats);
+    let current = service.get(name).await?;
+    let view =
+        serde_json::to_value(RepositoryView::from(current.clone())).map_err(|e| AdminError::Internal(e.to_string()))?;
+    let mut spec = patched(view, patch).map_err(RepoError::from)?;
+    seal_proxy_password(services, name, &mut spec, sealed_password(&current))?;
+    let repo = service.apply(name, spec).await?;
+    updated(services, formats, actor, &current, repo).await
+}
+
+async fn updated(
+    services: &Services,
+    formats: &Registry,
+    actor: Actor<'_>,
+    before: &Repository,
+    repo: Repository,
+) -> AdminResult<RepositoryView> {
+    tracing::info!(repository = %repo.name, version = repo.version, "repository updated");
+    services.changed(Changed::Repositories);
+    // Formats that publish snapshots publish one now (a renamed distribution's packages follow).
+    if formats.get(repo.format).settings_changed(services, Some(before), &repo).await? > 0 {
+        services.wake();
+    }
+    let detail = serde_json::json!({"version": repo.version});
+    services.security.audit(actor.username, actor.address, "repository.update", repo.name.as_str(), detail).await;
+    Ok(repo.into())
+}
+
+pub async fn delete(services: &Services, formats: &Registry, actor: Actor<'_>, name: &str) -> AdminResult<()> {
+    RepositoryService::new(&services.db, formats).delete(name).await?;
+    tracing::info!(repository = %name, "repository deleted");
+    services.changed(Changed::Repositories);
+    services.security.audit(actor.username, actor.address, "repository.delete", name, serde_json::json!({})).await;
+    Ok(())
+}
+
+/// A rebuild asked for: how many publication units the workers will build again.
+#[derive(Debug, Clone, Serialize)]
+pub struct Rebuild {
+    pub repository: String,
+    pub units: usize,
+}
+
+/// Asks the workers to rebuild every publication unit of the repository.
+pub async fn rebuild(services: &Services, formats: &Registry, actor: Actor<'_>, name: &str) -> AdminResult<Rebuild> {
+    let repo = RepositoryService::new(&services.db, formats).get(name).await?;
+    let units = services.db.request_rebuild(repo.id).await?;
+    services.wake();
+    let detail = serde_json::json!({"units": units});
+    services.security.audit(actor.username, actor.address, "repository.rebuild", repo.name.as_str(), detail).await;
+    Ok(Rebuild { repository: repo.name.to_string(), units })
+}
+
+/// A publication unit: desired and published revision, last error, last publication.
+#[derive(Debug, Clone, Serialize)]
+pub struct UnitStatus {
+    pub kind: String,
+    pub unit: String,
+    pub desired_revision: i64,
+    pub published_revision: i64,
+    pub pending: bool,
+    pub last_error: Option<String>,
+    pub attempts: i64,
+    pub next_attempt_at: Option<String>,
+    pub last_published_at: Option<String>,
+    pub leased_by: Option<String>,
+}
+
+/// The repository's publication units.
+#[derive(Debug, Clone, Serialize)]
+pub struct Status {
+    pub repository: String,
+    pub units: Vec<UnitStatus>,
+}
+
+pub async fn status(services: &Services, formats: &Registry, name: &str) -> AdminResult<Status> {
+    let repo = RepositoryService::new(&services.db, formats).get(name).await?;
+    let now = packyard_store::db::now_ms();
+    let units = services
+        .db
+        .units_of(repo.id)
+        .await?
+        .into_iter()
+        .map(|u| UnitStatus {
+            pending: u.desired_revision > u.published_revision,
+            kind: u.kind,
+            unit: u.unit_key,
+            desired_revision: u.desired_revision,
+            published_revision: u.published_revision,
+            last_error: u.last_error,
+            attempts: u.attempts,
+            next_attempt_at: (u.next_attempt_at > now).then(|| rfc3339_ms(u.next_attempt_at)),
+            last_published_at: u.last_published_at.map(rfc3339_ms),
+            leased_by: u.lease_expires_at.filter(|e| *e > now).and(u.lease_owner),
+        })
+        .collect();
+    Ok(Status { repository: repo.name.to_string(), units })
+}
+
+/// The repository and its format's keys, or why it has none.
+async fn signed(
+    services: &Services,
+    formats: &Registry,
+    name: &str,
+) -> AdminResult<(Repository, &'static dyn SigningKeys)> {
+    let repo = RepositoryService::new(&services.db, formats).get(name).await?;
+    let Some(keys) = formats.get(repo.format).signing_keys() else {
+        let mut labels: Vec<&str> = formats.offered().filter_map(|s| s.signing_keys()).map(|k| k.label()).collect();
+        let last = labels.pop().unwrap_or_default();
+        let holders = if labels.is_empty() { last.to_string() } else { format!("{} and {last}", labels.join(", ")) };
+        return Err(AdminError::Invalid(format!(
+            "repository {} is a {} repository; signing keys belong to {holders} repositories",
+            repo.name, repo.format
+        )));
+    };
+    if let Some(why) = keys.refuse(&repo) {
+        return Err(AdminError::Invalid(why));
+    }
+    Ok((repo, keys))
+}
+
+/// Where clients reach the repository: `site` is this server's URL as they see it.
+fn repository_url(site: &str, repo: &Repository) -> String {
+    format!("{site}/repository/{}", repo.name)
+}
+
+/// The public part of the repository's signing key, as its format describes it.
+pub async fn signing_key(
+    services: &Services,
+    formats: &Registry,
+    site: &str,
+    name: &str,
+) -> AdminResult<serde_json::Value> {
+    let (repo, keys) = signed(services, formats, name).await?;
+    Ok(keys.describe(services, &repo, &repository_url(site, &repo)).await?)
+}
+
+/// Generates or imports the repository's signing key, as its format's keys allow; returns the
+/// new key's public part. The private key is never returned.
+pub async fn change_signing_key(
+    services: &Services,
+    formats: &Registry,
+    actor: Actor<'_>,
+    site: &str,
+    name: &str,
+    change: &KeyChange,
+) -> AdminResult<serde_json::Value> {
+    let (repo, keys) = signed(services, formats, name).await?;
+    let url = repository_url(site, &repo);
+    let changed = keys.change(services, &repo, &url, change).await?;
+    services
+        .security
+        .audit(actor.username, actor.address, "repository.signing_key", repo.name.as_str(), changed.audit)
+        .await;
+    match changed.key {
+        Some(key) => Ok(key),
+        None => Ok(keys.describe(services, &repo, &url).await?),
+    }
+}
