@@ -379,6 +379,84 @@ pub trait SigningKeys: Send + Sync {
     ) -> Result<KeyChanged, KeyError>;
 }
 
+/// Keys that rotate with an overlap (APT's and APK's): a new key signs from now on, the one
+/// before stays offered to clients, and every publication unit of the repository is rebuilt and
+/// re-signed. A format says how it makes, keeps and shows its keys; [`Rotating`] is the
+/// [`SigningKeys`] around them — the request's checks, generation off the executor, the rebuild,
+/// the replicas told, the audit entry's detail.
+#[async_trait]
+pub trait RotatingKeys: Send + Sync {
+    type Key: Send + 'static;
+
+    /// The keys it generates and imports.
+    fn kinds(&self) -> &'static KeyKinds;
+
+    /// What holds the keys, for people ("APT").
+    fn label(&self) -> &'static str;
+
+    /// Where clients fetch the new public key after a rotation (`gpg.key`).
+    fn rotation_note(&self) -> &'static str;
+
+    /// A new key of `algorithm` (one of `kinds().algorithms`) for `repo`; run off the executor.
+    fn generate(repo: &Repository, algorithm: &'static str) -> Result<Self::Key, String>;
+
+    /// The private key a request imports; an error says why it is not usable (a 400).
+    fn import(text: &str) -> Result<Self::Key, String>;
+
+    fn fingerprint(key: &Self::Key) -> Result<String, KeyError>;
+
+    /// Makes `key` the one that signs, the current one the previous.
+    async fn install(&self, services: &Services, repo: &Repository, key: &Self::Key) -> Result<(), KeyError>;
+
+    /// The current key's public part as the API shows it, and the previous one's name.
+    async fn describe(&self, services: &Services, repo: &Repository) -> Result<serde_json::Value, KeyError>;
+}
+
+/// The [`SigningKeys`] of keys that rotate.
+pub struct Rotating<K>(pub K);
+
+#[async_trait]
+impl<K: RotatingKeys> SigningKeys for Rotating<K> {
+    fn label(&self) -> &'static str {
+        self.0.label()
+    }
+
+    fn rotation_note(&self) -> Option<&'static str> {
+        Some(self.0.rotation_note())
+    }
+
+    async fn describe(&self, services: &Services, repo: &Repository, _: &str) -> Result<serde_json::Value, KeyError> {
+        self.0.describe(services, repo).await
+    }
+
+    async fn change(
+        &self,
+        services: &Services,
+        repo: &Repository,
+        _: &str,
+        change: &KeyChange,
+    ) -> Result<KeyChanged, KeyError> {
+        let new = match change.request(self.0.kinds())? {
+            KeyRequest::Generate(algorithm) => {
+                let repo = repo.clone();
+                tokio::task::spawn_blocking(move || K::generate(&repo, algorithm))
+                    .await
+                    .map_err(KeyError::internal)?
+                    .map_err(KeyError::Internal)?
+            }
+            KeyRequest::Import(text) => K::import(text).map_err(KeyError::Invalid)?,
+        };
+        self.0.install(services, repo, &new).await?;
+        let units = services.db.request_rebuild(repo.id).await?;
+        // Replicas drop what they signed themselves for units without a snapshot.
+        services.db.touch_repository(repo.id).await?;
+        services.changed(crate::events::Changed::Publications);
+        services.wake();
+        let fingerprint = K::fingerprint(&new)?;
+        Ok(KeyChanged { audit: serde_json::json!({"fingerprint": fingerprint, "units_rebuilt": units}), key: None })
+    }
+}
+
 /// Every format, registered once.
 pub struct Registry {
     /// In the order of `Format::REGISTERED`.

@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use packyard_codecs::apk::signing::ApkKey;
 use packyard_core::catalogue::Catalogue;
 use packyard_core::formats::{
-    FormatSpec, FormatUi, KeyChange, KeyChanged, KeyError, KeyKinds, KeyRequest, SettingsOf, SettingsSpec, SigningKeys,
+    FormatSpec, FormatUi, KeyError, KeyKinds, Rotating, RotatingKeys, SettingsOf, SettingsSpec, SigningKeys,
 };
 use packyard_core::hosted::{ByKey, Deletes};
 use packyard_core::publication::Builders;
@@ -55,12 +55,16 @@ impl FormatSpec for ApkSpec {
     }
 
     fn signing_keys(&self) -> Option<&dyn SigningKeys> {
-        Some(self)
+        Some(&KEYS)
     }
 }
 
-/// The keys APK generates and imports.
-const KEYS: KeyKinds = KeyKinds {
+/// APK's keys: RSA, 4096 bits unless asked; the old one stays offered under `keys/`.
+pub struct ApkKeys;
+
+static KEYS: Rotating<ApkKeys> = Rotating(ApkKeys);
+
+static KINDS: KeyKinds = KeyKinds {
     what: "APK index keys",
     algorithms: &["rsa2048", "rsa3072", "rsa4096"],
     default: "rsa4096",
@@ -68,21 +72,43 @@ const KEYS: KeyKinds = KeyKinds {
 };
 
 #[async_trait]
-impl SigningKeys for ApkSpec {
+impl RotatingKeys for ApkKeys {
+    type Key = ApkKey;
+
+    fn kinds(&self) -> &'static KeyKinds {
+        &KINDS
+    }
+
     fn label(&self) -> &'static str {
         "APK"
     }
 
-    fn rotation_note(&self) -> Option<&'static str> {
-        Some("keys/")
+    fn rotation_note(&self) -> &'static str {
+        "keys/"
     }
 
-    async fn describe(
-        &self,
-        services: &Services,
-        repo: &Repository,
-        _url: &str,
-    ) -> Result<serde_json::Value, KeyError> {
+    fn generate(_repo: &Repository, algorithm: &'static str) -> Result<ApkKey, String> {
+        let bits = match algorithm {
+            "rsa2048" => 2048,
+            "rsa3072" => 3072,
+            _ => 4096,
+        };
+        ApkKey::generate(bits).map_err(|e| e.to_string())
+    }
+
+    fn import(pem: &str) -> Result<ApkKey, String> {
+        ApkKey::import(pem).map_err(|e| format!("private_key is not a usable APK index key: {e}"))
+    }
+
+    fn fingerprint(key: &ApkKey) -> Result<String, KeyError> {
+        key.fingerprint().map_err(KeyError::internal)
+    }
+
+    async fn install(&self, services: &Services, repo: &Repository, key: &ApkKey) -> Result<(), KeyError> {
+        keys::install(key, &services.db, &services.security.keystore, repo.id).await.map_err(KeyError::internal)
+    }
+
+    async fn describe(&self, services: &Services, repo: &Repository) -> Result<serde_json::Value, KeyError> {
         let ks = &services.security.keystore;
         let current = keys::current(&services.db, ks, repo.id).await.map_err(KeyError::internal)?;
         let previous = keys::previous(&services.db, ks, repo.id).await.map_err(KeyError::internal)?;
@@ -95,39 +121,5 @@ impl SigningKeys for ApkSpec {
             "public_key": current.public_pem().map_err(KeyError::internal)?,
             "previous_key_name": previous.as_ref().map(name).transpose()?,
         }))
-    }
-
-    /// Generates (RSA, 4096 bits unless asked) or imports a PEM key, installs it (the old one
-    /// stays offered under `keys/`) and re-signs every index.
-    async fn change(
-        &self,
-        services: &Services,
-        repo: &Repository,
-        _url: &str,
-        body: &KeyChange,
-    ) -> Result<KeyChanged, KeyError> {
-        let new = match body.request(&KEYS)? {
-            KeyRequest::Generate(algorithm) => {
-                let bits = match algorithm {
-                    "rsa2048" => 2048,
-                    "rsa3072" => 3072,
-                    _ => 4096,
-                };
-                tokio::task::spawn_blocking(move || ApkKey::generate(bits))
-                    .await
-                    .map_err(KeyError::internal)?
-                    .map_err(KeyError::internal)?
-            }
-            KeyRequest::Import(pem) => ApkKey::import(pem)
-                .map_err(|e| KeyError::Invalid(format!("private_key is not a usable APK index key: {e}")))?,
-        };
-        keys::install(&new, &services.db, &services.security.keystore, repo.id).await.map_err(KeyError::internal)?;
-        let units = services.db.request_rebuild(repo.id).await?;
-        // Replicas drop the indexes they signed for units without a snapshot.
-        services.db.touch_repository(repo.id).await?;
-        services.changed(packyard_core::events::Changed::Publications);
-        services.wake();
-        let fingerprint = new.fingerprint().map_err(KeyError::internal)?;
-        Ok(KeyChanged { audit: serde_json::json!({"fingerprint": fingerprint, "units_rebuilt": units}), key: None })
     }
 }

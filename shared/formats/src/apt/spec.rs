@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use packyard_codecs::apt::signing::{Algorithm, Signer};
 use packyard_core::catalogue::Catalogue;
 use packyard_core::formats::{
-    FormatSpec, FormatUi, KeyChange, KeyChanged, KeyError, KeyKinds, KeyRequest, SettingsOf, SettingsSpec, SigningKeys,
+    FormatSpec, FormatUi, KeyError, KeyKinds, Rotating, RotatingKeys, SettingsOf, SettingsSpec, SigningKeys,
 };
 use packyard_core::hosted::{ByKey, Deletes};
 use packyard_core::publication::Builders;
@@ -72,12 +72,16 @@ impl FormatSpec for AptSpec {
     }
 
     fn signing_keys(&self) -> Option<&dyn SigningKeys> {
-        Some(self)
+        Some(&KEYS)
     }
 }
 
-/// The keys APT generates and imports.
-const KEYS: KeyKinds = KeyKinds {
+/// APT's keys: OpenPGP, Ed25519 unless asked; the old one stays offered in `gpg.key`.
+pub struct AptKeys;
+
+static KEYS: Rotating<AptKeys> = Rotating(AptKeys);
+
+static KINDS: KeyKinds = KeyKinds {
     what: "APT signing keys",
     algorithms: &["ed25519", "rsa3072", "rsa4096"],
     default: "ed25519",
@@ -85,21 +89,44 @@ const KEYS: KeyKinds = KeyKinds {
 };
 
 #[async_trait]
-impl SigningKeys for AptSpec {
+impl RotatingKeys for AptKeys {
+    type Key = Signer;
+
+    fn kinds(&self) -> &'static KeyKinds {
+        &KINDS
+    }
+
     fn label(&self) -> &'static str {
         "APT"
     }
 
-    fn rotation_note(&self) -> Option<&'static str> {
-        Some("gpg.key")
+    fn rotation_note(&self) -> &'static str {
+        "gpg.key"
     }
 
-    async fn describe(
-        &self,
-        services: &Services,
-        repo: &Repository,
-        _url: &str,
-    ) -> Result<serde_json::Value, KeyError> {
+    fn generate(repo: &Repository, algorithm: &'static str) -> Result<Signer, String> {
+        let algorithm = match algorithm {
+            "rsa3072" => Algorithm::Rsa3072,
+            "rsa4096" => Algorithm::Rsa4096,
+            _ => Algorithm::Ed25519,
+        };
+        Signer::generate_with(&keys::user_id(repo), algorithm).map_err(|e| e.to_string())
+    }
+
+    fn import(armored: &str) -> Result<Signer, String> {
+        Signer::import(armored)
+            .map_err(|e| format!("private_key is not a usable OpenPGP secret key without passphrase: {e}"))
+    }
+
+    fn fingerprint(key: &Signer) -> Result<String, KeyError> {
+        Ok(key.fingerprint())
+    }
+
+    async fn install(&self, services: &Services, repo: &Repository, key: &Signer) -> Result<(), KeyError> {
+        keys::rotate(&services.db, &services.security.keystore, repo.id, key).await.map_err(KeyError::internal)
+    }
+
+    async fn describe(&self, services: &Services, repo: &Repository) -> Result<serde_json::Value, KeyError> {
         let ks = &services.security.keystore;
         let current =
             keys::signer(&services.db, ks, repo.id, &keys::user_id(repo)).await.map_err(KeyError::internal)?;
@@ -111,40 +138,5 @@ impl SigningKeys for AptSpec {
             "public_key": current.public_armored().map_err(KeyError::internal)?,
             "previous_fingerprint": previous.map(|p| p.fingerprint()),
         }))
-    }
-
-    /// Generates (Ed25519 unless asked) or imports an armored OpenPGP key, rotates it in (the
-    /// old one stays offered in `gpg.key`) and re-signs every distribution.
-    async fn change(
-        &self,
-        services: &Services,
-        repo: &Repository,
-        _url: &str,
-        body: &KeyChange,
-    ) -> Result<KeyChanged, KeyError> {
-        let new = match body.request(&KEYS)? {
-            KeyRequest::Generate(algorithm) => {
-                let id = keys::user_id(repo);
-                let algorithm = match algorithm {
-                    "rsa3072" => Algorithm::Rsa3072,
-                    "rsa4096" => Algorithm::Rsa4096,
-                    _ => Algorithm::Ed25519,
-                };
-                tokio::task::spawn_blocking(move || Signer::generate_with(&id, algorithm))
-                    .await
-                    .map_err(KeyError::internal)?
-                    .map_err(KeyError::internal)?
-            }
-            KeyRequest::Import(armored) => Signer::import(armored).map_err(|e| {
-                KeyError::Invalid(format!("private_key is not a usable OpenPGP secret key without passphrase: {e}"))
-            })?,
-        };
-        keys::rotate(&services.db, &services.security.keystore, repo.id, &new).await.map_err(KeyError::internal)?;
-        let units = services.db.request_rebuild(repo.id).await?;
-        services.wake();
-        Ok(KeyChanged {
-            audit: serde_json::json!({"fingerprint": new.fingerprint(), "units_rebuilt": units}),
-            key: None,
-        })
     }
 }
