@@ -1,7 +1,8 @@
 //! Administration pages, one module per section: system status, repositories, users and roles,
-//! tokens, cleanup policies and the audit log. Each calls core's typed administration services
-//! (`packyard_core::admin`), as the admin API does: the same privilege check, the same
-//! validation (its messages shown on the form), the same audit entry.
+//! tokens, cleanup policies and the audit log. Each change goes through core's typed
+//! administration services (`packyard_core::admin`), as the admin API's do: the same privilege
+//! check, the same validation (its messages shown on the form), the same audit entry; the status
+//! and audit pages read what they show.
 
 use actix_web::http::StatusCode;
 use actix_web::web;

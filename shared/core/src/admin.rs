@@ -1,10 +1,10 @@
-//! Typed administration services — users, roles, tokens, repositories, cleanup policies,
-//! webhooks — with their rules, their changes, their audit entries and the events that tell
-//! other replicas: what the admin API answers as JSON and the web UI renders as pages, each
-//! calling them directly (the UI never goes through the API's JSON). The edge decides who is asking (the API's `Admin` and `Authenticated` extractors, the
-//! UI's viewer); a service decides what that caller may do where the rule is about the caller
-//! (one's own password or tokens, a token making tokens), from what the edge says of it
-//! (`users::PasswordCaller`, `tokens::Owner`).
+//! Typed administration services — users, roles, tokens, repositories, cleanup policies, webhooks —
+//! with their rules, their changes, their audit entries and the events that tell other replicas:
+//! what the admin API answers as JSON and the web UI renders as pages, each calling them directly
+//! (the UI never goes through the API's JSON). The edge decides who is asking (the API's `Admin`
+//! and `Authenticated` extractors, the UI's viewer); a service decides what that caller may do
+//! where the rule is about the caller (one's own password or tokens, a token making tokens), from
+//! what the edge says of it (`users::PasswordCaller`, `tokens::Owner`).
 
 pub mod cleanup;
 pub mod repositories;

@@ -448,7 +448,8 @@ impl<K: RotatingKeys> SigningKeys for Rotating<K> {
         };
         self.0.install(services, repo, &new).await?;
         let units = services.db.request_rebuild(repo.id).await?;
-        // Replicas drop what they signed themselves for units without a snapshot.
+        // Replicas drop what they hold of the repository: what they signed themselves (APK's
+        // empty indexes of units without a snapshot) carries the old key.
         services.db.touch_repository(repo.id).await?;
         services.changed(crate::events::Changed::Publications);
         services.wake();
