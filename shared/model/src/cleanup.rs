@@ -67,9 +67,7 @@ const MAX_REGEX: usize = 1000;
 
 /// Checks a policy name: 1 to 64 characters from `A-Z a-z 0-9 . _ -`.
 pub fn check_name(name: &str) -> Result<(), String> {
-    let ok =
-        !name.is_empty() && name.len() <= 64 && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
-    if ok {
+    if crate::is_plain_name(name, b"._-") {
         Ok(())
     } else {
         Err(format!(

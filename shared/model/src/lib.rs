@@ -10,3 +10,10 @@ pub mod net;
 pub mod repos;
 pub mod security;
 pub mod time;
+
+/// Whether `name` is a name an administrator gives (a policy, a role, a webhook, a user): 1 to
+/// 64 bytes of ASCII letters and digits and the punctuation in `also` (each caller's message
+/// says which).
+pub fn is_plain_name(name: &str, also: &[u8]) -> bool {
+    !name.is_empty() && name.len() <= 64 && name.bytes().all(|b| b.is_ascii_alphanumeric() || also.contains(&b))
+}

@@ -47,8 +47,7 @@ pub struct RoleBody {
 }
 
 fn check(name: &str, body: &RoleBody) -> AdminResult<()> {
-    let ok =
-        !name.is_empty() && name.len() <= 64 && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+    let ok = packyard_model::is_plain_name(name, b"._-");
     if !ok {
         return Err(AdminError::Invalid(format!(
             "invalid role name {:?}: use 1 to 64 characters from A-Z, a-z, 0-9, '.', '_' and '-'",

@@ -14,8 +14,7 @@ use crate::services::Services;
 
 /// `[A-Za-z0-9._@-]{1,64}`.
 pub fn check_username(name: &str) -> AdminResult<()> {
-    let ok =
-        !name.is_empty() && name.len() <= 64 && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._@-".contains(&b));
+    let ok = packyard_model::is_plain_name(name, b"._@-");
     if ok {
         Ok(())
     } else {

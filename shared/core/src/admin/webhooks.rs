@@ -79,8 +79,7 @@ impl WebhookBody {
 
 fn check(name: &str, body: &WebhookBody) -> AdminResult<()> {
     let invalid = |m: String| Err(AdminError::Invalid(m));
-    let ok =
-        !name.is_empty() && name.len() <= 64 && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+    let ok = packyard_model::is_plain_name(name, b"._-");
     if !ok {
         return invalid("name: 1 to 64 letters, digits, '.', '_' or '-'".into());
     }
