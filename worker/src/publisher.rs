@@ -264,28 +264,88 @@ impl Publisher {
         Ok((snapshots, usize::try_from(blobs).unwrap_or(usize::MAX)))
     }
 
-    /// Runs until `stop` resolves: publish what is due, sleep until the next unit is due (at most
-    /// `worker.poll_ms`) or a wake-up arrives, collect old snapshots now and then.
+    /// Runs until `stop` resolves: keeps up to `worker.concurrency` units building at once on
+    /// threads of their own, sleeps until the next unit is due (at most `worker.poll_ms`), a
+    /// wake-up arrives or a build ends, and collects old snapshots now and then. Builds that are
+    /// running when `stop` resolves are finished first.
     pub async fn run(self: Arc<Self>, stop: impl std::future::Future<Output = ()>) {
         let poll = Duration::from_millis(self.services.config.worker.poll_ms.max(1));
+        let slots = self.services.config.worker.concurrency.max(1);
+        // Builds get threads of their own: the thread that runs this loop (in the api process,
+        // its main thread) also runs the cache keepers and the other background tasks, and a
+        // build's parsing and merging between awaits would hold them up.
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(slots)
+            .thread_name("packyard-build")
+            .enable_all()
+            .build();
+        let (runtime, builds) = match runtime {
+            Ok(rt) => {
+                let handle = rt.handle().clone();
+                (Some(rt), handle)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot start the build threads; building on the worker's own");
+                (None, tokio::runtime::Handle::current())
+            }
+        };
+        let mut running = Running::new(slots);
+        // Rebuilds of groups over proxies ask the upstreams, and collection may take a while:
+        // neither holds up the claims.
+        let (quit, quitting) = tokio::sync::watch::channel(false);
+        let chores = builds.spawn(Arc::clone(&self).chores(quitting));
+        tokio::pin!(stop);
+        tracing::info!(owner = %self.owner, concurrency = slots, "publication worker running");
+        loop {
+            let filled = self.fill(&mut running, &builds).await;
+            self.update_metrics().await;
+            // With every slot busy only a finished build frees one; otherwise the next unit
+            // that a free slot may take decides the sleep (at least a few milliseconds, so that
+            // a unit that cannot be claimed yet never spins).
+            let wait = match filled {
+                Fill::Full => None,
+                Fill::Open(below_ms) => Some(match self.services.db.next_due_in_below(self.due, below_ms).await {
+                    Ok(Some(ms)) => {
+                        Duration::from_millis(u64::try_from(ms).unwrap_or(0)).clamp(Duration::from_millis(5), poll)
+                    }
+                    _ => poll,
+                }),
+            };
+            tokio::select! {
+                () = &mut stop => break,
+                () = self.services.wakeup.wait() => {}
+                () = tokio::time::sleep(wait.unwrap_or(poll)), if wait.is_some() => {}
+                () = running.next() => {}
+            }
+        }
+        let _ = quit.send(true);
+        running.finish().await;
+        if let Err(e) = chores.await {
+            tracing::error!(error = %e, "the publication worker's chores failed");
+        }
+        if let Some(rt) = runtime {
+            rt.shutdown_background();
+        }
+        tracing::info!(owner = %self.owner, "publication worker stopped");
+    }
+
+    /// Every 5 s: requests the rebuilds of groups whose proxies' upstreams moved on; every
+    /// 30 s, collects old snapshots and the blobs only they held. Until `quit` turns true.
+    async fn chores(self: Arc<Self>, mut quit: tokio::sync::watch::Receiver<bool>) {
         let w = &self.services.config.worker;
         let (keep, grace) =
             (usize::try_from(w.keep_snapshots).unwrap_or(2), Duration::from_secs(w.snapshot_grace_secs));
         let mut last_collect = Instant::now();
-        let mut last_refresh = Instant::now();
-        tokio::pin!(stop);
-        tracing::info!(owner = %self.owner, "publication worker running");
         loop {
-            self.run_until_idle().await;
-            self.update_metrics().await;
-            if last_refresh.elapsed() > Duration::from_secs(5) {
-                last_refresh = Instant::now();
-                let reader = packyard_core::groups::Reader::of(&self.services);
-                match packyard_core::groups::refresh(&self.services.db, &reader, &self.builders).await {
-                    Ok(true) => self.services.wakeup.notify(),
-                    Ok(false) => {}
-                    Err(e) => tracing::warn!(error = %e, "refresh of groups over proxies failed"),
-                }
+            tokio::select! {
+                _ = quit.changed() => return,
+                () = tokio::time::sleep(Duration::from_secs(5)) => {}
+            }
+            let reader = packyard_core::groups::Reader::of(&self.services);
+            match packyard_core::groups::refresh(&self.services.db, &reader, &self.builders).await {
+                Ok(true) => self.services.wakeup.notify(),
+                Ok(false) => {}
+                Err(e) => tracing::warn!(error = %e, "refresh of groups over proxies failed"),
             }
             if last_collect.elapsed() > Duration::from_secs(30) {
                 last_collect = Instant::now();
@@ -293,19 +353,103 @@ impl Publisher {
                     tracing::warn!(error = %e, "snapshot collection failed");
                 }
             }
-            // At least a few milliseconds, so that a unit that cannot be claimed yet never spins.
-            let wait = match self.services.db.next_due_in(self.due).await {
-                Ok(Some(ms)) => {
-                    Duration::from_millis(u64::try_from(ms).unwrap_or(0)).clamp(Duration::from_millis(5), poll)
-                }
-                _ => poll,
-            };
-            tokio::select! {
-                () = &mut stop => break,
-                () = self.services.wakeup.wait() => {}
-                () = tokio::time::sleep(wait) => {}
-            }
         }
-        tracing::info!(owner = %self.owner, "publication worker stopped");
+    }
+
+    /// Claims due units into the free slots, oldest pending first; the last free slot is kept
+    /// from a heavy unit while every other slot builds one, so that a few large builds cannot
+    /// hold up the small ones. Says what may be claimed next.
+    async fn fill(self: &Arc<Self>, running: &mut Running, on: &tokio::runtime::Handle) -> Fill {
+        loop {
+            let Some(below_ms) = running.may_take() else { return Fill::Full };
+            let claim = match self.services.db.claim_due_below(&self.owner, self.due, self.lease_ms, below_ms).await {
+                Ok(Some(claim)) => claim,
+                Ok(None) => return Fill::Open(below_ms),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot claim publication units");
+                    return Fill::Open(below_ms);
+                }
+            };
+            let me = Arc::clone(self);
+            let last = claim.unit.build_ms;
+            running.start(last, on, async move { me.process(claim).await });
+        }
+    }
+}
+
+/// A build that has run this long, or whose unit's builds took this long, is a heavy one.
+const HEAVY_MS: i64 = 1_000;
+
+/// What [`Publisher::fill`] left: every slot busy, or a slot open for units quicker than this.
+enum Fill {
+    Full,
+    Open(i64),
+}
+
+/// The builds one worker runs at once.
+struct Running {
+    slots: usize,
+    tasks: tokio::task::JoinSet<Outcome>,
+    /// Per build: its task, when it started, and its unit's last build time.
+    started: Vec<(tokio::task::Id, Instant, Option<i64>)>,
+}
+
+impl Running {
+    fn new(slots: usize) -> Self {
+        Self { slots, tasks: tokio::task::JoinSet::new(), started: Vec::new() }
+    }
+
+    /// `None` with every slot taken; else the bound on the build time of the unit the next
+    /// slot may take (`i64::MAX`: any).
+    fn may_take(&self) -> Option<i64> {
+        let busy = self.tasks.len();
+        if busy >= self.slots {
+            return None;
+        }
+        let heavy = self
+            .started
+            .iter()
+            .filter(|(_, at, last)| {
+                last.unwrap_or(0) >= HEAVY_MS || at.elapsed() >= Duration::from_millis(HEAVY_MS as u64)
+            })
+            .count();
+        Some(if self.slots > 1 && busy + 1 == self.slots && heavy == busy { HEAVY_MS } else { i64::MAX })
+    }
+
+    fn start(
+        &mut self,
+        last_build_ms: Option<i64>,
+        on: &tokio::runtime::Handle,
+        build: impl std::future::Future<Output = Outcome> + Send + 'static,
+    ) {
+        let task = self.tasks.spawn_on(build, on);
+        self.started.push((task.id(), Instant::now(), last_build_ms));
+    }
+
+    /// Waits for a build to end (forever when none runs).
+    async fn next(&mut self) {
+        match self.tasks.join_next_with_id().await {
+            Some(ended) => self.ended(ended),
+            None => std::future::pending().await,
+        }
+    }
+
+    fn ended(&mut self, ended: Result<(tokio::task::Id, Outcome), tokio::task::JoinError>) {
+        let id = match ended {
+            Ok((id, _)) => id,
+            Err(e) => {
+                // `process` catches a build's panic; one here is the publisher's own defect.
+                tracing::error!(error = %e, "a publication task failed");
+                e.id()
+            }
+        };
+        self.started.retain(|(task, ..)| *task != id);
+    }
+
+    /// Waits for every running build.
+    async fn finish(&mut self) {
+        while let Some(ended) = self.tasks.join_next_with_id().await {
+            self.ended(ended);
+        }
     }
 }

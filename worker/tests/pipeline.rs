@@ -51,7 +51,11 @@ db_test!(a_burst_becomes_one_complete_snapshot, |t: TestDb| async move {
     entries::put(&t.db, repo, "main", "first", "body").await?;
     let outcomes = patient.run_until_idle().await;
     assert!(matches!(outcomes[..], [Outcome::Published(_)]), "{outcomes:?}");
-    // What follows within the window waits until the burst is over.
+    let unit = t.db.unit_by_key(repo, KIND, "main").await?.ok_or_else(|| anyhow::anyhow!("no unit"))?;
+    assert!(unit.build_ms.is_some_and(|b| b >= 0), "the build's time is recorded: {unit:?}");
+    // What follows within the window (here the whole debounce: the unit's builds take longer)
+    // waits until the burst is over.
+    sqlx::query("UPDATE publication_units SET build_ms = 120000").execute(t.db.pool()).await?;
     let burst: Vec<(String, String)> = (0..40).map(|i| (format!("pkg-{i:03}"), format!("body {i}"))).collect();
     for (name, body) in &burst {
         entries::put(&t.db, repo, "main", name, body).await?;
@@ -74,6 +78,56 @@ db_test!(a_burst_becomes_one_complete_snapshot, |t: TestDb| async move {
     assert!(metrics.contains("packyard_publications_total{outcome=\"published\"} 2\n"), "{metrics}");
     // Nothing more to do.
     assert!(publisher(&services).run_until_idle().await.is_empty());
+    Ok(())
+});
+
+db_test!(the_quiet_window_follows_the_units_build_time, |t: TestDb| async move {
+    let (services, repo) = setup(&t).await?;
+    let due = Due { debounce_ms: 60_000, max_delay_ms: 600_000 };
+    let patient = publisher(&services).with_due(due);
+    entries::put(&t.db, repo, "main", "a", "1").await?;
+    assert!(matches!(patient.run_until_idle().await[..], [Outcome::Published(_)]));
+    // Its builds take 1.5 s: a change that follows a publication at once waits 1.5 s of quiet,
+    // not the minute of the debounce.
+    sqlx::query("UPDATE publication_units SET build_ms = 1500").execute(t.db.pool()).await?;
+    entries::put(&t.db, repo, "main", "b", "2").await?;
+    assert!(patient.run_until_idle().await.is_empty(), "inside the unit's window nothing is published");
+    let wait = t.db.next_due_in(due).await?.ok_or_else(|| anyhow::anyhow!("nothing pending"))?;
+    assert!((1..=1_500).contains(&wait), "due within the unit's window: {wait} ms");
+    assert_eq!(t.db.next_due_in_below(due, 1_500).await?, None, "a unit this slow is not for a light slot");
+    tokio::time::sleep(Duration::from_millis(u64::try_from(wait)? + 20)).await;
+    assert!(matches!(patient.run_until_idle().await[..], [Outcome::Published(_)]));
+    let unit = t.db.unit_by_key(repo, KIND, "main").await?.ok_or_else(|| anyhow::anyhow!("no unit"))?;
+    assert_eq!(unit.published_revision, 2);
+    // The recorded time is smoothed: the mean of this build and the 1.5 s before it.
+    let took = unit.build_ms.ok_or_else(|| anyhow::anyhow!("no build time"))?;
+    assert!((750..1_500).contains(&took), "{took}");
+    assert_eq!(due.window(Some(17)), 17);
+    assert_eq!(due.window(Some(90_000)), 60_000);
+    assert_eq!(due.window(None), 60_000, "a unit never built waits the debounce");
+    Ok(())
+});
+
+db_test!(a_light_slot_takes_the_oldest_quick_unit, |t: TestDb| async move {
+    let (services, repo) = setup(&t).await?;
+    let worker = publisher(&services);
+    entries::put(&t.db, repo, "heavy", "a", "1").await?;
+    entries::put(&t.db, repo, "quick", "a", "1").await?;
+    entries::put(&t.db, repo, "new", "a", "1").await?;
+    sqlx::query("UPDATE publication_units SET build_ms = 5000 WHERE unit_key = 'heavy'").execute(t.db.pool()).await?;
+    sqlx::query("UPDATE publication_units SET build_ms = 20 WHERE unit_key = 'quick'").execute(t.db.pool()).await?;
+    // Oldest pending first among the quick ones (a unit never built counts as quick)...
+    let first = t.db.claim_due_below("w", NOW, 60_000, 1_000).await?.ok_or_else(|| anyhow::anyhow!("none"))?;
+    assert_eq!(first.unit.unit_key, "quick");
+    let second = t.db.claim_due_below("w", NOW, 60_000, 1_000).await?.ok_or_else(|| anyhow::anyhow!("none"))?;
+    assert_eq!(second.unit.unit_key, "new");
+    assert!(t.db.claim_due_below("w", NOW, 60_000, 1_000).await?.is_none(), "the heavy unit waits for a free slot");
+    // ...and any slot takes the heavy one.
+    let third = worker.claim().await?.ok_or_else(|| anyhow::anyhow!("none"))?;
+    assert_eq!(third.unit.unit_key, "heavy");
+    for claim in [first, second, third] {
+        assert!(matches!(worker.process(claim).await, Outcome::Published(_)));
+    }
     Ok(())
 });
 

@@ -425,3 +425,101 @@ fn the_embedded_worker_publishes() -> anyhow::Result<()> {
     assert!(server.terminate()?.success());
     Ok(())
 }
+
+/// `worker.concurrency` units build at once, and a large build does not hold up a small one:
+/// while two slow units (3 s builds) wait, a quick unit's change is published at once; the last
+/// free slot is kept from a second slow build while the other slot runs one.
+#[test]
+fn builds_run_side_by_side_and_a_slow_one_holds_up_no_quick_one() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let server = start(
+        dir.path(),
+        &[
+            ("PACKYARD_SECURITY__ADMIN_PASSWORD", "pw"),
+            ("PACKYARD_DEBUG__TEST_FORMAT", "true"),
+            ("PACKYARD_DEBUG__BUILD_DELAY_MS", "3000"),
+            ("PACKYARD_WORKER__CONCURRENCY", "2"),
+        ],
+    )?;
+    server.wait_ready()?;
+    let admin = basic("pw");
+    let (s, _) = status_of(
+        ureq::post(&format!("{}/api/v1/repositories", server.public))
+            .set("Authorization", &admin)
+            .send_json(Repo::hosted("t", Format::Sample)),
+    )?;
+    assert_eq!(s, 201);
+    let put = |unit: &str, name: &str| -> anyhow::Result<()> {
+        let (s, body) = status_of(
+            ureq::put(&format!("{}/repository/t/_test/{unit}/{name}", server.public))
+                .set("Authorization", &admin)
+                .send_string("x"),
+        )?;
+        anyhow::ensure!(s == 201, "{s} {body}");
+        Ok(())
+    };
+    // (unit, leased, pending) of every unit.
+    let status = || -> anyhow::Result<Vec<(String, bool, bool)>> {
+        let (s, body) = status_of(
+            ureq::get(&format!("{}/api/v1/repositories/t/status", server.public)).set("Authorization", &admin).call(),
+        )?;
+        anyhow::ensure!(s == 200, "{body}");
+        let v: serde_json::Value = serde_json::from_str(&body)?;
+        let units = v["units"].as_array().cloned().unwrap_or_default();
+        Ok(units
+            .iter()
+            .map(|u| {
+                (u["unit"].as_str().unwrap_or_default().to_string(), u["leased_by"].is_string(), u["pending"] == true)
+            })
+            .collect())
+    };
+    let count = |unit: &str| -> anyhow::Result<(u16, String)> {
+        status_of(ureq::get(&format!("{}/repository/t/_test/{unit}/count.txt", server.public)).call())
+    };
+    // Two slow units: both are built at once (neither has a build time yet).
+    put("slow-a", "1")?;
+    put("slow-b", "1")?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let units = status()?;
+        if units.iter().filter(|(u, leased, _)| u.starts_with("slow-") && *leased).count() == 2 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "two builds never ran at once: {units:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for unit in ["slow-a", "slow-b"] {
+        while count(unit)? != (200, "1\n".to_string()) {
+            assert!(Instant::now() < deadline + Duration::from_secs(10), "{unit} never published");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    // Now both are known to be slow. Changed again, one builds and the other waits for it: the
+    // last slot stays free for a quick unit, whose change is published well within a slow build.
+    put("slow-a", "2")?;
+    put("slow-b", "2")?;
+    std::thread::sleep(Duration::from_millis(300));
+    let units = status()?;
+    let leased: Vec<&str> = units.iter().filter(|u| u.1).map(|u| u.0.as_str()).collect();
+    assert_eq!(leased, ["slow-a"], "the oldest slow unit builds, the other waits: {units:?}");
+    let started = Instant::now();
+    put("quick", "1")?;
+    while count("quick")? != (200, "1\n".to_string()) {
+        assert!(started.elapsed() < Duration::from_secs(2), "the quick unit waited behind a slow build");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let quick_ms = started.elapsed().as_millis();
+    let units = status()?;
+    assert!(units.iter().any(|u| u.0 == "slow-a" && u.1), "slow-a still building: {units:?}");
+    assert!(units.iter().any(|u| u.0 == "slow-b" && u.2 && !u.1), "slow-b still waiting: {units:?}");
+    // The slow ones finish in turn.
+    for unit in ["slow-a", "slow-b"] {
+        while count(unit)? != (200, "2\n".to_string()) {
+            assert!(started.elapsed() < Duration::from_secs(20), "{unit} never published its second change");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    eprintln!("a quick unit published in {quick_ms} ms beside a 3 s build");
+    assert!(server.terminate()?.success());
+    Ok(())
+}

@@ -239,9 +239,9 @@ fn two_replicas_two_workers_mysql() -> anyhow::Result<()> {
 fn killed_worker(backend: Backend) -> anyhow::Result<()> {
     let slow = [("PACKYARD_WORKER__LEASE_MS", "1500"), ("PACKYARD_DEBUG__BUILD_DELAY_MS", "600")];
     let Some(mut c) = cluster(backend, 2, &slow)? else { return Ok(()) };
-    let mut all = burst(&c, "main", "a", 40, 8)?;
-    until_served(&c, "main", 40, Duration::from_secs(30))?;
-    all.extend(burst(&c, "main", "b", 40, 8)?);
+    let mut all = burst(&c, "slow", "a", 40, 8)?;
+    until_served(&c, "slow", 40, Duration::from_secs(30))?;
+    all.extend(burst(&c, "slow", "b", 40, 8)?);
     // Find the worker holding the lease (its owner id starts with its pid) and kill it.
     let deadline = Instant::now() + Duration::from_secs(20);
     let holder = loop {
@@ -273,7 +273,7 @@ fn killed_worker(backend: Backend) -> anyhow::Result<()> {
     loop {
         let mut done = true;
         for r in &c.replicas {
-            let (s, index) = fetch(r, "main", "index.txt")?;
+            let (s, index) = fetch(r, "slow", "index.txt")?;
             assert_eq!(s, 200);
             let mut sorted = all.clone();
             sorted.sort();
@@ -295,7 +295,7 @@ fn killed_worker(backend: Backend) -> anyhow::Result<()> {
         took.as_millis()
     );
     all.sort();
-    until_served(&c, "main", 80, Duration::from_secs(5))?;
+    until_served(&c, "slow", 80, Duration::from_secs(5))?;
     eprintln!("{}: lease holder killed mid-build; survivor published all 80 writes {} ms later ({checks} reads, all complete)", backend.as_str(), took.as_millis());
     drop(victim);
     Ok(())

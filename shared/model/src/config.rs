@@ -77,7 +77,8 @@ pub struct DebugConfig {
     /// Lets repositories of the test-only sample format be made (the fifth-format test; the
     /// pipeline tests' units under `/repository/<name>/_test/`).
     pub test_format: bool,
-    /// Makes each build of a pipeline test unit take this long (to kill a worker mid-build).
+    /// Makes each build of a pipeline test unit whose key begins with `slow` take this long (to
+    /// kill a worker mid-build, or to stand for a large build).
     pub build_delay_ms: u64,
     /// Kills the process with SIGKILL when a publication reaches this point (fault tests):
     /// one of `claimed`, `built`, `before_cas`, `after_cas`; empty never.
@@ -194,9 +195,13 @@ pub struct EventsConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct WorkerConfig {
     pub embedded: bool,
+    /// The longest quiet wait before a unit is built: the wait follows the unit's own build
+    /// time, up to this.
     pub debounce_ms: u64,
     pub max_delay_ms: u64,
     pub poll_ms: u64,
+    /// Units one worker builds at once (on its own threads); default: the number of cores.
+    pub concurrency: usize,
     /// How long a claimed unit stays leased without renewal; a dead worker's unit is taken over
     /// after this.
     pub lease_ms: u64,
@@ -431,6 +436,7 @@ impl Default for WorkerConfig {
             debounce_ms: 100,
             max_delay_ms: 5_000,
             poll_ms: 500,
+            concurrency: std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get),
             lease_ms: 30_000,
             keep_snapshots: 2,
             snapshot_grace_secs: 600,
@@ -612,6 +618,9 @@ impl WorkerConfig {
             if v == 0 || v > 86_400_000 {
                 return Err(ConfigError(format!("bad value for key `{key}`: use 1 to 86400000 (one day)")));
             }
+        }
+        if !(1..=256).contains(&self.concurrency) {
+            return Err(ConfigError("bad value for key `worker.concurrency`: use 1 to 256 units at once".into()));
         }
         Ok(())
     }

@@ -233,6 +233,8 @@ pub struct UnitStatus {
     pub next_attempt_at: Option<String>,
     pub last_published_at: Option<String>,
     pub leased_by: Option<String>,
+    /// How long its builds take (ms, smoothed over the last ones); its quiet wait follows it.
+    pub build_ms: Option<i64>,
 }
 
 /// The repository's publication units.
@@ -261,6 +263,7 @@ pub async fn status(services: &Services, formats: &Registry, name: &str) -> Admi
             next_attempt_at: (u.next_attempt_at > now).then(|| rfc3339_ms(u.next_attempt_at)),
             last_published_at: u.last_published_at.map(rfc3339_ms),
             leased_by: u.lease_expires_at.filter(|e| *e > now).and(u.lease_owner),
+            build_ms: u.build_ms,
         })
         .collect();
     Ok(Status { repository: repo.name.to_string(), units })

@@ -1,8 +1,9 @@
 //! The publication pipeline's own test units (`_test/<unit>/<entry>`): entries (name, body) per
 //! unit of kind [`KIND`]; a snapshot holds `index.txt` (one `name<TAB>sha256(body)` line per
 //! entry, in name order), `count.txt`, and the index again under `by-hash/<sha256 of index.txt>`
-//! (as APT clients fetch indexes by hash). A unit whose key holds `fail` fails to build; a build
-//! can be slowed (`debug.build_delay_ms`) to be caught mid-flight.
+//! (as APT clients fetch indexes by hash). A unit whose key holds `fail` fails to build; the
+//! build of one whose key begins with `slow` can be slowed (`debug.build_delay_ms`) to be caught
+//! mid-flight, or to stand for a large build beside quick ones.
 
 use async_trait::async_trait;
 use sha2::{Digest, Sha256};
@@ -60,7 +61,8 @@ pub async fn page(db: &Db, unit_id: i64, after: &str, limit: i64) -> DbResult<Ve
 pub struct Entries {
     /// Rows per keyset page (small in tests to prove paging).
     pub page_size: i64,
-    /// Time each build waits before writing (`debug.build_delay_ms`).
+    /// Time the build of a unit whose key begins with `slow` waits before writing
+    /// (`debug.build_delay_ms`).
     pub delay: std::time::Duration,
 }
 
@@ -71,7 +73,7 @@ impl Builder for Entries {
             return Err(BuildError::Other(format!("test unit {} is built to fail", unit.unit_key)));
         }
         let mut index = ctx.file("index.txt", "text/plain; charset=utf-8").await?;
-        if !self.delay.is_zero() {
+        if !self.delay.is_zero() && unit.unit_key.starts_with("slow") {
             tokio::time::sleep(self.delay).await;
         }
         let mut after = String::new();

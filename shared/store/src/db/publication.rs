@@ -35,6 +35,9 @@ pub struct UnitRecord {
     /// never share one (apt revalidates with `If-Modified-Since` alone). A burst of
     /// publications moves it a little ahead of the clock; clients only echo it back.
     pub modified_at: Option<i64>,
+    /// How long its builds take, claim to publication (ms, smoothed: the mean of the last
+    /// measurement and the one before); `None` before its first publication.
+    pub build_ms: Option<i64>,
 }
 
 /// A unit claimed by one worker until `expires_at`.
@@ -44,6 +47,8 @@ pub struct Claim {
     pub token: String,
     /// The revision this build publishes: `desired_revision` at claim time.
     pub revision: i64,
+    /// When it was claimed (ms): publication records the build's time from it.
+    pub claimed_at: i64,
 }
 
 /// One file of a snapshot.
@@ -84,16 +89,27 @@ impl SnapshotFile {
     }
 }
 
-/// Timing rules for what is due.
+/// Timing rules for what is due: a unit is built once no change has come for its quiet window,
+/// or once its first pending change is `max_delay_ms` old, or at once when that change came a
+/// window or more after its last publication (a change to an idle unit).
 #[derive(Debug, Clone, Copy)]
 pub struct Due {
     pub debounce_ms: i64,
     pub max_delay_ms: i64,
 }
 
+impl Due {
+    /// A unit's quiet window: its own recent build time (`build_ms`), at most the debounce —
+    /// a build of 17 ms need not wait 100 ms after a change, and changes that come closer
+    /// together than a build takes are still coalesced. A unit never built waits the debounce.
+    pub fn window(&self, build_ms: Option<i64>) -> i64 {
+        build_ms.filter(|b| *b < self.debounce_ms).unwrap_or(self.debounce_ms)
+    }
+}
+
 macro_rules! unit_columns {
     () => {
-        "id, repository_id, kind, unit_key, desired_revision, published_revision, current_snapshot_id, first_pending_at, last_change_at, lease_owner, lease_expires_at, attempts, next_attempt_at, last_error, last_published_at, modified_at"
+        "id, repository_id, kind, unit_key, desired_revision, published_revision, current_snapshot_id, first_pending_at, last_change_at, lease_owner, lease_expires_at, attempts, next_attempt_at, last_error, last_published_at, modified_at, build_ms"
     };
 }
 
@@ -125,6 +141,7 @@ fn parse_unit(r: &AnyRow) -> DbResult<UnitRecord> {
         last_error: opt_text(r, "last_error")?,
         last_published_at: r.try_get("last_published_at")?,
         modified_at: r.try_get("modified_at")?,
+        build_ms: r.try_get("build_ms")?,
     })
 }
 
@@ -290,56 +307,114 @@ impl Db {
         rows.iter().map(parse_unit).collect()
     }
 
-    /// Claims the most overdue unit whose debounce window has passed, with a lease of
+    /// Claims the unit that has waited longest among those due (see [`Due`]), with a lease of
     /// `lease_ms`. `None` when nothing is due.
     pub async fn claim_due(&self, owner: &str, due: Due, lease_ms: i64) -> DbResult<Option<Claim>> {
+        self.claim_due_below(owner, due, lease_ms, i64::MAX).await
+    }
+
+    /// [`Db::claim_due`] among the units whose builds take less than `below_ms` (by
+    /// `build_ms`; a unit never built counts as quick): the worker's last free slot goes to
+    /// them while every other slot builds a heavy unit.
+    pub async fn claim_due_below(
+        &self,
+        owner: &str,
+        due: Due,
+        lease_ms: i64,
+        below_ms: i64,
+    ) -> DbResult<Option<Claim>> {
         let now = now_ms();
         let token = hex::encode(rand::random::<[u8; 16]>());
-        let mut tx = self.begin().await?;
-        // Due: pending, not backing off, not leased, and quiet for the debounce window, or
-        // pending for longer than the maximum delay, or — the leading edge — its first pending
-        // change came a debounce window or more after its last publication: a change to an idle
-        // unit is published at once, and what follows it while that build runs is coalesced.
-        if self.backend() == Backend::Sqlite {
-            {
-                // One writer at a time: one statement picks and leases, so that another worker
-                // cannot come between them.
-                tx.commit().await?;
-                let done = self.query(sql!("publication_units.lease", "UPDATE publication_units SET lease_owner = $1, lease_token = $2, lease_expires_at = $3 WHERE id = (SELECT id FROM publication_units WHERE desired_revision > published_revision AND next_attempt_at <= $4 AND (lease_expires_at IS NULL OR lease_expires_at < $5) AND (last_change_at <= $6 OR first_pending_at <= $7 OR first_pending_at >= COALESCE(last_published_at, 0) + $8) ORDER BY first_pending_at LIMIT 1)"))
-                    .bind(owner)
-                    .bind(token.as_str())
-                    .bind(now + lease_ms)
-                    .bind(now)
-                    .bind(now)
-                    .bind(now - due.debounce_ms)
-                    .bind(now - due.max_delay_ms)
-                    .bind(due.debounce_ms)
-                    .execute(self.pool())
-                    .await?;
-                if done.rows_affected() != 1 {
-                    return Ok(None);
-                }
-                let row = self
-                    .query(sql!(
-                        "publication_units.claimed",
-                        concat!("SELECT ", unit_columns!(), " FROM publication_units WHERE lease_token = $1")
-                    ))
-                    .bind(token.as_str())
-                    .fetch_one(self.pool())
-                    .await?;
-                let unit = parse_unit(&row)?;
-                let revision = unit.desired_revision;
-                return Ok(Some(Claim { unit, token, revision }));
-            }
+        // Due: pending, not backing off, not leased, and quiet for its window (the unit's own
+        // build time, at most the debounce), or pending for longer than the maximum delay, or —
+        // the leading edge — its first pending change came a window or more after its last
+        // publication: a change to an idle unit is published at once, and what follows it while
+        // that build runs is coalesced. Oldest pending first.
+        macro_rules! pick {
+            ($p:literal, $q:literal, $r:literal, $s:literal, $t:literal, $u:literal, $v:literal, $w:literal) => {
+                concat!(
+                    " FROM publication_units WHERE desired_revision > published_revision AND next_attempt_at <= ",
+                    $p,
+                    " AND (lease_expires_at IS NULL OR lease_expires_at < ",
+                    $q,
+                    ") AND (last_change_at + (CASE WHEN build_ms < ",
+                    $r,
+                    " THEN build_ms ELSE ",
+                    $s,
+                    " END) <= ",
+                    $t,
+                    " OR first_pending_at <= ",
+                    $u,
+                    " OR first_pending_at >= COALESCE(last_published_at, 0) + (CASE WHEN build_ms < ",
+                    $v,
+                    " THEN build_ms ELSE ",
+                    $w,
+                    " END)) AND COALESCE(build_ms, 0) < "
+                )
+            };
         }
+        let d = due.debounce_ms;
+        if self.backend() == Backend::Sqlite {
+            // One writer at a time: one statement picks and leases, so that another worker
+            // cannot come between them.
+            let done = self
+                .query(sql!(
+                    "publication_units.lease",
+                    concat!(
+                        "UPDATE publication_units SET lease_owner = $1, lease_token = $2, lease_expires_at = $3 WHERE id = (SELECT id",
+                        pick!("$4", "$5", "$6", "$7", "$8", "$9", "$10", "$11"),
+                        "$12 ORDER BY first_pending_at LIMIT 1)"
+                    )
+                ))
+                .bind(owner)
+                .bind(token.as_str())
+                .bind(now + lease_ms)
+                .bind(now)
+                .bind(now)
+                .bind(d)
+                .bind(d)
+                .bind(now)
+                .bind(now - due.max_delay_ms)
+                .bind(d)
+                .bind(d)
+                .bind(below_ms)
+                .execute(self.pool())
+                .await?;
+            if done.rows_affected() != 1 {
+                return Ok(None);
+            }
+            let row = self
+                .query(sql!(
+                    "publication_units.claimed",
+                    concat!("SELECT ", unit_columns!(), " FROM publication_units WHERE lease_token = $1")
+                ))
+                .bind(token.as_str())
+                .fetch_one(self.pool())
+                .await?;
+            let unit = parse_unit(&row)?;
+            let revision = unit.desired_revision;
+            return Ok(Some(Claim { unit, token, revision, claimed_at: now }));
+        }
+        let mut tx = self.begin().await?;
         // Elsewhere the pick locks its row, and concurrent workers skip it for the next.
         let row = self
-            .query(skip_locked!("publication_units.pick", "SELECT id, desired_revision FROM publication_units WHERE desired_revision > published_revision AND next_attempt_at <= $1 AND (lease_expires_at IS NULL OR lease_expires_at < $2) AND (last_change_at <= $3 OR first_pending_at <= $4 OR first_pending_at >= COALESCE(last_published_at, 0) + $5) ORDER BY first_pending_at LIMIT 1"))
+            .query(skip_locked!(
+                "publication_units.pick",
+                concat!(
+                    "SELECT id, desired_revision",
+                    pick!("$1", "$2", "$3", "$4", "$5", "$6", "$7", "$8"),
+                    "$9 ORDER BY first_pending_at LIMIT 1"
+                )
+            ))
             .bind(now)
             .bind(now)
-            .bind(now - due.debounce_ms)
+            .bind(d)
+            .bind(d)
+            .bind(now)
             .bind(now - due.max_delay_ms)
-            .bind(due.debounce_ms)
+            .bind(d)
+            .bind(d)
+            .bind(below_ms)
             .fetch_optional(&mut *tx)
             .await?;
         let Some(row) = row else {
@@ -361,7 +436,7 @@ impl Db {
             return Ok(None);
         }
         let unit = self.unit(id).await?.ok_or(DbError::NotFound)?;
-        Ok(Some(Claim { unit, token, revision }))
+        Ok(Some(Claim { unit, token, revision, claimed_at: now }))
     }
 
     /// Extends a lease still held; false when it was taken over.
@@ -399,6 +474,8 @@ impl Db {
         let unit_id = claim.unit.id;
         let u = &claim.unit;
         let modified = modified_after(u.modified_at.or(u.last_published_at.map(|t| t - t.rem_euclid(1000))), now);
+        let took = (now - claim.claimed_at).max(0);
+        let build_ms = u.build_ms.map_or(took, |before| (before + took) / 2);
         let mut tx = self.begin().await?;
         // Lock the unit row first, and only while the lease is ours: inserting the snapshot
         // (whose foreign key takes a shared lock) before the update would invite InnoDB's
@@ -442,11 +519,12 @@ impl Db {
         )
         .await?;
         packyard_model::crash::point("before_cas");
-        let swapped = self.query(sql!("publication_units.publish", "UPDATE publication_units SET published_revision = $1, current_snapshot_id = $2, last_published_at = $3, modified_at = $4, last_error = NULL, attempts = 0, next_attempt_at = 0, lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, first_pending_at = CASE WHEN desired_revision > $5 THEN last_change_at ELSE NULL END WHERE id = $6 AND lease_token = $7 AND published_revision < $8"))
+        let swapped = self.query(sql!("publication_units.publish", "UPDATE publication_units SET published_revision = $1, current_snapshot_id = $2, last_published_at = $3, modified_at = $4, build_ms = $5, last_error = NULL, attempts = 0, next_attempt_at = 0, lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, first_pending_at = CASE WHEN desired_revision > $6 THEN last_change_at ELSE NULL END WHERE id = $7 AND lease_token = $8 AND published_revision < $9"))
             .bind(claim.revision)
             .bind(snapshot_id)
             .bind(now)
             .bind(modified)
+            .bind(build_ms)
             .bind(claim.revision)
             .bind(unit_id)
             .bind(claim.token.as_str())
@@ -564,11 +642,14 @@ impl Db {
         .await
     }
 
-    /// Milliseconds until the earliest pending unit becomes due (0 if one is due now), or `None`.
-    /// Per unit: quiet for the debounce window (or pending past the maximum delay), past its
-    /// backoff, and not leased by a live worker.
+    /// Milliseconds until the next pending unit becomes due (by [`Due`]), if any.
     pub async fn next_due_in(&self, due: Due) -> DbResult<Option<i64>> {
-        let rows = self.query(sql!("publication_units.next_due", "SELECT last_change_at, first_pending_at, next_attempt_at, lease_expires_at, last_published_at FROM publication_units WHERE desired_revision > published_revision ORDER BY first_pending_at LIMIT 1000"))
+        self.next_due_in_below(due, i64::MAX).await
+    }
+
+    /// [`Db::next_due_in`] among the units [`Db::claim_due_below`] would take.
+    pub async fn next_due_in_below(&self, due: Due, below_ms: i64) -> DbResult<Option<i64>> {
+        let rows = self.query(sql!("publication_units.next_due", "SELECT last_change_at, first_pending_at, next_attempt_at, lease_expires_at, last_published_at, build_ms FROM publication_units WHERE desired_revision > published_revision ORDER BY first_pending_at LIMIT 1000"))
             .fetch_all(self.pool())
             .await?;
         let now = now_ms();
@@ -579,9 +660,14 @@ impl Db {
             let na: i64 = r.try_get("next_attempt_at")?;
             let lease: Option<i64> = r.try_get("lease_expires_at")?;
             let published: Option<i64> = r.try_get("last_published_at")?;
+            let build_ms: Option<i64> = r.try_get("build_ms")?;
             let (Some(lc), Some(fp)) = (lc, fp) else { continue };
-            let leading = fp >= published.unwrap_or(0).saturating_add(due.debounce_ms);
-            let quiet = if leading { fp } else { (lc + due.debounce_ms).min(fp + due.max_delay_ms) };
+            if build_ms.unwrap_or(0) >= below_ms {
+                continue;
+            }
+            let window = due.window(build_ms);
+            let leading = fp >= published.unwrap_or(0).saturating_add(window);
+            let quiet = if leading { fp } else { (lc + window).min(fp + due.max_delay_ms) };
             let at = quiet.max(na).max(lease.map_or(0, |l| l + 1));
             earliest = Some(earliest.map_or(at, |e| e.min(at)));
         }

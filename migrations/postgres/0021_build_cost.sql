@@ -1,0 +1,4 @@
+-- How long a unit's builds take (ms, smoothed over its recent publications): the worker's quiet
+-- wait before the next build follows it, and a build this long counts as a heavy one that may not
+-- take the last free build slot.
+ALTER TABLE publication_units ADD COLUMN build_ms BIGINT;
