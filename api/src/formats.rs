@@ -494,7 +494,9 @@ pub async fn wait_published(services: &Services, changes: &[(i64, i64)]) -> Resu
     let deadline = tokio::time::Instant::now() + timeout;
     for (unit_id, revision) in changes {
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        let done = packyard_core::publication::wait_until_published(&services.db, *unit_id, *revision, left).await?;
+        let told = Some(services.published.publications());
+        let done =
+            packyard_core::publication::wait_until_published(&services.db, told, *unit_id, *revision, left).await?;
         if !done {
             return Err(ApiError::new(ErrorCode::ServiceUnavailable, "stored, but not yet published after 30 s").into());
         }

@@ -131,6 +131,33 @@ db_test!(a_light_slot_takes_the_oldest_quick_unit, |t: TestDb| async move {
     Ok(())
 });
 
+db_test!(an_administrators_rebuild_is_made_from_nothing, |t: TestDb| async move {
+    let (services, repo) = setup(&t).await?;
+    let worker = publisher(&services);
+    entries::put(&t.db, repo, "main", "a", "1").await?;
+    let claim = worker.claim().await?.ok_or_else(|| anyhow::anyhow!("none"))?;
+    assert!(!claim.whole(), "an upload's build continues the last one");
+    assert!(matches!(worker.process(claim).await, Outcome::Published(_)));
+    // A rebuild asked for from nothing; another asked for while that build runs is kept.
+    assert_eq!(t.db.request_rebuild(repo, true).await?, 1);
+    let claim = worker.claim().await?.ok_or_else(|| anyhow::anyhow!("none"))?;
+    assert!(claim.whole(), "{:?}", claim.unit);
+    assert_eq!(claim.unit.whole_at_revision, Some(2));
+    assert_eq!(t.db.request_rebuild(repo, true).await?, 1);
+    assert!(matches!(worker.process(claim).await, Outcome::Published(_)));
+    let unit = t.db.unit_by_key(repo, KIND, "main").await?.ok_or_else(|| anyhow::anyhow!("no unit"))?;
+    assert_eq!((unit.published_revision, unit.whole_at_revision), (2, Some(3)));
+    let claim = worker.claim().await?.ok_or_else(|| anyhow::anyhow!("none"))?;
+    assert!(claim.whole());
+    assert!(matches!(worker.process(claim).await, Outcome::Published(_)));
+    // Done: the next change continues again; a rebuild for a new key does too.
+    assert_eq!(t.db.request_rebuild(repo, false).await?, 1);
+    let claim = worker.claim().await?.ok_or_else(|| anyhow::anyhow!("none"))?;
+    assert_eq!((claim.whole(), claim.unit.whole_at_revision), (false, None));
+    assert!(matches!(worker.process(claim).await, Outcome::Published(_)));
+    Ok(())
+});
+
 db_test!(the_write_and_its_change_record_commit_together, |t: TestDb| async move {
     let (_services, repo) = setup(&t).await?;
     let mut tx = t.db.pool().begin().await?;

@@ -366,7 +366,8 @@ async fn desired_revision(app: &TestApp, repository: &str) -> anyhow::Result<i64
 async fn published(app: &TestApp, report: &packyard_core::cleanup::RunReport) -> anyhow::Result<()> {
     for (unit, revision) in &report.changes {
         let wait = std::time::Duration::from_secs(10);
-        let done = packyard_core::publication::wait_until_published(&app.services.db, *unit, *revision, wait).await?;
+        let done =
+            packyard_core::publication::wait_until_published(&app.services.db, None, *unit, *revision, wait).await?;
         anyhow::ensure!(done, "unit {unit} not published");
     }
     app.services.published.invalidate();

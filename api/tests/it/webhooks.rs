@@ -391,6 +391,78 @@ async fn two_workers_deliver_each_event_once(backend: Backend) -> anyhow::Result
 }
 on_every_backend!(two_workers_deliver_each_event_once);
 
+/// A bulk change reaches a subscription that takes batches in a few requests, each
+/// `{"batch": [...]}` of one repository's events in order, signed over the whole body; beside it
+/// a subscription of one event per request gets every event once, in order.
+async fn a_bulk_change_goes_out_in_batches(backend: Backend) -> anyhow::Result<()> {
+    let Some(app) = common::app::TestApp::with_config(backend, |c| {
+        c.webhooks.allowed_networks = vec!["127.0.0.1/32".into()];
+    })
+    .await?
+    else {
+        return Ok(());
+    };
+    let (batched, single) = (TcpListener::bind("127.0.0.1:0")?, TcpListener::bind("127.0.0.1:0")?);
+    let urls = [format!("http://{}/b", batched.local_addr()?), format!("http://{}/s", single.local_addr()?)];
+    let (got_batched, got_single) = (receiver(batched, 0), receiver(single, 0));
+    for (name, url, batch) in [("batched", &urls[0], true), ("single", &urls[1], false)] {
+        let r = app
+            .call(actix_web::test::TestRequest::post().uri("/api/v1/webhooks").set_json(serde_json::json!({
+                "name": name, "url": url, "events": ["component.published"], "secret": "batches-secret-0000",
+                "batch": batch})))
+            .await?;
+        assert_eq!(r.status.as_u16(), 201, "{}", r.text);
+        assert_eq!(r.json["batch"], batch, "{}", r.text);
+    }
+    // A bulk change's events (as a cleanup run or a promotion writes them).
+    app.create(Repo::hosted("mods", Format::Go)).await?;
+    let versions: Vec<String> = (0..150).map(|i| format!("v1.0.{i}")).collect();
+    for v in &versions {
+        let payload = serde_json::json!({"component": format!("example.com/bulk@{v}")}).to_string();
+        assert_eq!(app.services.db.enqueue_webhook_event("component.published", Some("mods"), &payload).await?, 2);
+    }
+    let want: Vec<String> = versions.iter().map(|v| format!("example.com/bulk@{v}")).collect();
+    // Two rounds: a run takes at most 100 of one pair's deliveries.
+    let mut rounds = 0;
+    while packyard_core::webhooks::deliver_due(&app.services).await? > 0 {
+        rounds += 1;
+        anyhow::ensure!(rounds < 10, "deliveries never ran out");
+    }
+    assert_eq!(rounds, 2, "150 deliveries per subscription: runs of 100 and 50");
+    let batches = got_batched.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.clone();
+    assert_eq!(batches.len(), 2, "two requests carry the 150 events");
+    let mut components = Vec::new();
+    let mut ids = Vec::new();
+    for b in &batches {
+        assert_eq!((b.event.as_str(), b.status), ("batch", 204));
+        assert_eq!(b.signature, hmac_hex("batches-secret-0000", &b.body)?);
+        let v: serde_json::Value = serde_json::from_slice(&b.body)?;
+        let items = v["batch"].as_array().cloned().unwrap_or_default();
+        for item in &items {
+            assert_eq!(item["event"], "component.published");
+            assert_eq!(item["repository"], "mods");
+            components.push(item["data"]["component"].as_str().unwrap_or_default().to_string());
+            ids.push(item["delivery"].as_i64().unwrap_or(-1));
+        }
+    }
+    assert_eq!(components, want, "every event once, in order");
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+    let singles = got_single.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.clone();
+    let components: Vec<String> = singles
+        .iter()
+        .map(|r| {
+            Ok(serde_json::from_slice::<serde_json::Value>(&r.body)?["data"]["component"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string())
+        })
+        .collect::<anyhow::Result<_>>()?;
+    assert_eq!(components, want, "one request per event, in order");
+    assert!(singles.iter().all(|r| r.event == "component.published" && r.delivery > 0));
+    app.finish().await
+}
+on_every_backend!(a_bulk_change_goes_out_in_batches);
+
 /// The address guard of every outbound request holds for webhooks: a receiver on loopback, a
 /// private or a link-local address — however it is spelled — is refused when the subscription is
 /// made, and again at connect time (a subscription stored before, or a name that resolves there
@@ -455,6 +527,7 @@ async fn webhooks_reach_only_allowed_addresses(backend: Backend) -> anyhow::Resu
             repository: None,
             secret: (&nonce, &ct),
             enabled: true,
+            batch: false,
         };
         app.services.db.insert_webhook(name, &write).await?;
     }

@@ -447,7 +447,7 @@ impl<K: RotatingKeys> SigningKeys for Rotating<K> {
             KeyRequest::Import(text) => K::import(text).map_err(KeyError::Invalid)?,
         };
         self.0.install(services, repo, &new).await?;
-        let units = services.db.request_rebuild(repo.id).await?;
+        let units = services.db.request_rebuild(repo.id, false).await?;
         // Replicas drop what they hold of the repository: what they signed themselves (APK's
         // empty indexes of units without a snapshot) carries the old key.
         services.db.touch_repository(repo.id).await?;

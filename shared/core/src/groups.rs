@@ -112,7 +112,15 @@ where
     let Some(u) = db.unit_by_key(group.id, kind, key).await? else { return Ok(false) };
     if u.current_snapshot_id.is_none() {
         let timeout = std::time::Duration::from_secs(30);
-        if !crate::publication::wait_until_published(db, u.id, u.desired_revision, timeout).await? {
+        if !crate::publication::wait_until_published(
+            db,
+            Some(services.published.publications()),
+            u.id,
+            u.desired_revision,
+            timeout,
+        )
+        .await?
+        {
             return Err(GroupError::Building(format!(
                 "group {} is building its {key} snapshot; retry shortly",
                 group.name

@@ -107,6 +107,8 @@ pub struct BuildContext<'a> {
     /// Records a group merge left out because they do not parse: by member, how many and the
     /// first reason.
     skipped: std::collections::BTreeMap<String, (u64, String)>,
+    /// Made from nothing: nothing of the last build is carried over.
+    whole: bool,
 }
 
 impl<'a> BuildContext<'a> {
@@ -118,6 +120,26 @@ impl<'a> BuildContext<'a> {
             parts: std::collections::HashSet::new(),
             written: Vec::new(),
             skipped: std::collections::BTreeMap::new(),
+            whole: false,
+        }
+    }
+
+    /// A build made from nothing (an administrator's rebuild, [`Claim::whole`]): an
+    /// incremental builder continues no earlier snapshot ([`BuildContext::continues`]).
+    ///
+    /// [`Claim::whole`]: packyard_store::db::publication::Claim::whole
+    pub fn from_nothing(mut self, whole: bool) -> Self {
+        self.whole = whole;
+        self
+    }
+
+    /// The snapshot an incremental build of `unit` may continue: its current one, unless this
+    /// build is made from nothing.
+    pub fn continues(&self, unit: &UnitRecord) -> Option<i64> {
+        if self.whole {
+            None
+        } else {
+            unit.current_snapshot_id
         }
     }
 
@@ -306,9 +328,12 @@ impl Builders {
 }
 
 /// Read-your-writes (DESIGN §6): waits until the unit's published revision reaches `revision`,
-/// at most `timeout`. True when it did.
+/// at most `timeout`. True when it did. It looks again whenever `published` tells of a
+/// publication (this process's worker, or one another replica announced), and otherwise after
+/// 5 ms, doubling up to 50 ms.
 pub async fn wait_until_published(
     db: &Db,
+    published: Option<&tokio::sync::Notify>,
     unit_id: i64,
     revision: i64,
     timeout: std::time::Duration,
@@ -316,6 +341,11 @@ pub async fn wait_until_published(
     let deadline = tokio::time::Instant::now() + timeout;
     let mut delay = std::time::Duration::from_millis(5);
     loop {
+        // Listening before looking: a publication between the two is not missed.
+        let mut told = std::pin::pin!(published.map(tokio::sync::Notify::notified));
+        if let Some(n) = told.as_mut().as_pin_mut() {
+            n.enable();
+        }
         if let Some(u) = db.unit(unit_id).await? {
             if u.published_revision >= revision {
                 return Ok(true);
@@ -324,7 +354,16 @@ pub async fn wait_until_published(
         if tokio::time::Instant::now() + delay > deadline {
             return Ok(false);
         }
-        tokio::time::sleep(delay).await;
+        let told = async {
+            match told.as_mut().as_pin_mut() {
+                Some(n) => n.await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = told => {}
+            () = tokio::time::sleep(delay) => {}
+        }
         delay = (delay * 2).min(std::time::Duration::from_millis(50));
     }
 }

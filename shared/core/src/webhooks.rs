@@ -19,7 +19,7 @@ use sha2::Sha256;
 
 use crate::services::Services;
 use packyard_store::db::now_ms;
-use packyard_store::db::webhooks::DeliveryRecord;
+use packyard_store::db::webhooks::{Attempt, DeliveryRecord, WebhookRecord};
 
 /// The events a subscription may ask for.
 pub const EVENTS: &[&str] = &[
@@ -49,87 +49,171 @@ pub fn signature(secret: &[u8], body: &[u8]) -> String {
 
 /// The body of a delivery.
 pub fn body(d: &DeliveryRecord) -> Vec<u8> {
+    serde_json::to_vec(&event_json(d)).unwrap_or_default()
+}
+
+/// The body of a batch: `{"batch": [...]}`, each element an event's body with its `delivery` id.
+pub fn batch_body(ds: &[DeliveryRecord]) -> Vec<u8> {
+    let events: Vec<serde_json::Value> = ds
+        .iter()
+        .map(|d| {
+            let mut v = event_json(d);
+            v["delivery"] = d.id.into();
+            v
+        })
+        .collect();
+    serde_json::to_vec(&serde_json::json!({ "batch": events })).unwrap_or_default()
+}
+
+fn event_json(d: &DeliveryRecord) -> serde_json::Value {
     let data: serde_json::Value = serde_json::from_str(&d.payload).unwrap_or(serde_json::Value::Null);
     let repository =
         if d.repository_key.is_empty() { serde_json::Value::Null } else { d.repository_key.clone().into() };
     let created = packyard_model::time::rfc3339_ms(d.created_at);
-    serde_json::to_vec(&serde_json::json!({
+    serde_json::json!({
         "id": d.event_id,
         "event": d.event,
         "at": created,
         "repository": repository,
         "data": data,
-    }))
-    .unwrap_or_default()
+    })
 }
 
-/// Sends the deliveries that are due now (a worker's round); how many were attempted.
+/// Subscription-and-repository pairs one round takes, and deliveries per pair.
+const ROUND_PAIRS: i64 = 50;
+const RUN_LENGTH: i64 = 100;
+/// Pairs sent to at once: one pair's events go one after another, in order.
+const IN_FLIGHT: usize = 8;
+/// A run stops taking its next delivery after this long (the rest are due again at once), so
+/// that its lease — this, plus one request's time-out, plus a margin — covers every request.
+const RUN_BUDGET_MS: i64 = 5_000;
+
+/// Sends the deliveries that are due now (a worker's round): per subscription and repository,
+/// its pending deliveries in order, one request each (or one for all, for a subscription that
+/// takes batches), stopping at the first failure; several pairs at once. How many deliveries
+/// were attempted.
 pub async fn deliver_due(services: &Services) -> anyhow::Result<usize> {
+    use futures_util::{StreamExt as _, TryStreamExt as _};
+    let runs = services.db.due_runs(now_ms(), ROUND_PAIRS, RUN_LENGTH).await?;
+    futures_util::stream::iter(runs)
+        .map(|run| deliver_run(services, run))
+        .buffer_unordered(IN_FLIGHT)
+        .try_fold(0, |sum, n| async move { Ok(sum + n) })
+        .await
+}
+
+/// One pair's run: leased together, sent in order, recorded together.
+async fn deliver_run(services: &Services, run: Vec<DeliveryRecord>) -> anyhow::Result<usize> {
     let cfg = &services.config.webhooks;
-    let due = services.db.due_deliveries(now_ms(), 50).await?;
-    // Longer than a request may take: the lease outlives the attempt it covers.
-    let lease_ms = i64::try_from(cfg.timeout_ms).unwrap_or(60_000).saturating_add(30_000);
-    let mut attempted = 0;
-    for d in due {
-        let Some(lease) = services.db.lease_delivery(d.id, lease_ms).await? else { continue };
-        attempted += 1;
-        let Some(hook) = services.db.webhook_by_id(d.webhook_id).await? else { continue };
-        let secret = services.security.keystore.open(&secret_key(&hook.name), &hook.secret_nonce, &hook.secret_sealed);
-        let outcome = match secret {
-            Err(e) => Err((None, format!("the subscription's secret cannot be opened ({e}): set it again with PUT"))),
-            Ok(secret) => send(services, &hook.url, &hook.name, &d, &secret).await,
+    let Some(first) = run.first() else { return Ok(0) };
+    let Some(hook) = services.db.webhook_by_id(first.webhook_id).await? else { return Ok(0) };
+    let timeout = i64::try_from(cfg.timeout_ms).unwrap_or(60_000);
+    let ids: Vec<i64> = run.iter().map(|d| d.id).collect();
+    let (taken, lease) = services.db.lease_run(&ids, RUN_BUDGET_MS + timeout + 30_000).await?;
+    let run = &run[..taken];
+    if run.is_empty() {
+        return Ok(0);
+    }
+    let secret = services.security.keystore.open(&secret_key(&hook.name), &hook.secret_nonce, &hook.secret_sealed);
+    let secret = match secret {
+        Ok(s) => Ok(s),
+        Err(e) => Err((None, format!("the subscription's secret cannot be opened ({e}): set it again with PUT"))),
+    };
+    let started = std::time::Instant::now();
+    let mut attempts = Vec::with_capacity(run.len());
+    let mut tried = 0;
+    if hook.batch {
+        let outcome = match &secret {
+            Ok(secret) => send(services, &hook, run, secret).await,
+            Err(e) => Err(e.clone()),
         };
-        let recorded = match outcome {
-            Ok(status) => {
-                tracing::debug!(webhook = %hook.name, delivery = d.id, event = %d.event, "webhook delivered");
-                services.db.record_delivery_attempt((d.id, lease), true, Some(status), None, None).await?
+        for d in run {
+            attempts.push(attempt(cfg, d, lease, &hook.name, &outcome));
+        }
+        tried = run.len();
+    } else {
+        for d in run {
+            if started.elapsed() > std::time::Duration::from_millis(RUN_BUDGET_MS.unsigned_abs()) {
+                break;
             }
-            Err((status, error)) => {
-                let attempts = u32::try_from(d.attempts + 1).unwrap_or(u32::MAX);
-                let wait = cfg
-                    .retry_initial_ms
-                    .saturating_mul(1u64 << attempts.saturating_sub(1).min(30))
-                    .min(cfg.retry_max_ms.max(1));
-                let retry_at = now_ms() + i64::try_from(wait).unwrap_or(i64::MAX / 4);
-                let give_up_at =
-                    d.created_at + i64::try_from(cfg.retry_for_secs.saturating_mul(1000)).unwrap_or(i64::MAX / 4);
-                let retry = (retry_at <= give_up_at).then_some(retry_at);
-                tracing::warn!(
-                    webhook = %hook.name, delivery = d.id, event = %d.event, attempts, error = %error,
-                    "webhook delivery failed; {}", if retry.is_some() { "retrying later" } else { "given up" }
-                );
-                services.db.record_delivery_attempt((d.id, lease), false, status, Some(&error), retry).await?
+            let outcome = match &secret {
+                Ok(secret) => send(services, &hook, std::slice::from_ref(d), secret).await,
+                Err(e) => Err(e.clone()),
+            };
+            let failed = outcome.is_err();
+            attempts.push(attempt(cfg, d, lease, &hook.name, &outcome));
+            tried += 1;
+            // A failure keeps the rest back: they go after it, in order.
+            if failed {
+                break;
             }
-        };
-        if !recorded {
-            tracing::warn!(webhook = %hook.name, delivery = d.id, "another worker took this delivery over; its record stands");
         }
     }
-    Ok(attempted)
+    let released: Vec<(i64, i64)> = run[tried..].iter().map(|d| (d.id, lease)).collect();
+    let recorded = services.db.record_delivery_attempts(&attempts, &released).await?;
+    if recorded < attempts.len() {
+        tracing::warn!(webhook = %hook.name, lost = attempts.len() - recorded, "another worker took deliveries over; its record stands");
+    }
+    Ok(tried)
 }
 
-/// One attempt: the receiver's status on a 2xx, else the status (if any) and what went wrong.
+/// What to record of one delivery's attempt: delivered, or failed and when to try again.
+fn attempt(
+    cfg: &packyard_model::config::WebhooksConfig,
+    d: &DeliveryRecord,
+    lease: i64,
+    hook: &str,
+    outcome: &Result<i64, (Option<i64>, String)>,
+) -> Attempt {
+    match outcome {
+        Ok(status) => {
+            tracing::debug!(webhook = %hook, delivery = d.id, event = %d.event, "webhook delivered");
+            Attempt { id: d.id, lease, delivered: true, status: Some(*status), error: None, retry_at: None }
+        }
+        Err((status, error)) => {
+            let attempts = u32::try_from(d.attempts + 1).unwrap_or(u32::MAX);
+            let wait = cfg
+                .retry_initial_ms
+                .saturating_mul(1u64 << attempts.saturating_sub(1).min(30))
+                .min(cfg.retry_max_ms.max(1));
+            let retry_at = now_ms() + i64::try_from(wait).unwrap_or(i64::MAX / 4);
+            let give_up_at =
+                d.created_at + i64::try_from(cfg.retry_for_secs.saturating_mul(1000)).unwrap_or(i64::MAX / 4);
+            let retry = (retry_at <= give_up_at).then_some(retry_at);
+            tracing::warn!(
+                webhook = %hook, delivery = d.id, event = %d.event, attempts, error = %error,
+                "webhook delivery failed; {}", if retry.is_some() { "retrying later" } else { "given up" }
+            );
+            Attempt { id: d.id, lease, delivered: false, status: *status, error: Some(error.clone()), retry_at: retry }
+        }
+    }
+}
+
+/// One request with the deliveries `ds` (one; or a batch, for a subscription that takes them):
+/// the receiver's status on a 2xx, else the status (if any) and what went wrong.
 async fn send(
     services: &Services,
-    url: &str,
-    name: &str,
-    d: &DeliveryRecord,
+    hook: &WebhookRecord,
+    ds: &[DeliveryRecord],
     secret: &[u8],
 ) -> Result<i64, (Option<i64>, String)> {
+    let (url, name) = (hook.url.as_str(), hook.name.as_str());
+    let Some(first) = ds.first() else { return Ok(204) };
     let parsed =
         url::Url::parse(url).map_err(|_| (None, format!("the URL {url:?} does not parse; set it again with PUT")))?;
     // Where the name resolves here but the outbound proxy will connect: checked before sending.
     if let Err(b) = services.webhooks.preflight(&parsed).await {
         return Err((None, format!("refused by the address guard: {b}")));
     }
-    let body = body(d);
+    let (body, event) = if hook.batch { (batch_body(ds), "batch") } else { (body(first), first.event.as_str()) };
+    let deliveries = ds.iter().map(|d| d.id.to_string()).collect::<Vec<_>>().join(",");
     let sent = services
         .webhooks
         .client()
         .post(parsed)
         .header(reqwest::header::CONTENT_TYPE, "application/json")
-        .header("X-Packyard-Event", d.event.as_str())
-        .header("X-Packyard-Delivery", d.id.to_string())
+        .header("X-Packyard-Event", event)
+        .header("X-Packyard-Delivery", deliveries)
         .header("X-Packyard-Webhook", name)
         .header(SIGNATURE_HEADER, signature(secret, &body))
         .body(body)
@@ -144,7 +228,7 @@ async fn send(
         Ok(r) => Err((Some(i64::from(r.status().as_u16())), format!("the receiver answered {}", r.status()))),
         Err(e) => {
             // The cause in full for the operator's log; the delivery log gets only its class.
-            tracing::info!(webhook = name, delivery = d.id, error = %crate::outbound::root_cause(&e), "webhook request failed");
+            tracing::info!(webhook = name, delivery = first.id, error = %crate::outbound::root_cause(&e), "webhook request failed");
             Err((None, describe(&e, services.config.webhooks.timeout_ms)))
         }
     }

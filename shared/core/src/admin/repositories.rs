@@ -213,7 +213,7 @@ pub struct Rebuild {
 /// Asks the workers to rebuild every publication unit of the repository.
 pub async fn rebuild(services: &Services, formats: &Registry, actor: Actor<'_>, name: &str) -> AdminResult<Rebuild> {
     let repo = RepositoryService::new(&services.db, formats).get(name).await?;
-    let units = services.db.request_rebuild(repo.id).await?;
+    let units = services.db.request_rebuild(repo.id, true).await?;
     services.wake();
     let detail = serde_json::json!({"units": units});
     services.security.audit(actor.username, actor.address, "repository.rebuild", repo.name.as_str(), detail).await;

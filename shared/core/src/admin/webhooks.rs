@@ -19,6 +19,8 @@ pub struct WebhookView {
     pub events: Vec<String>,
     pub repository: Option<String>,
     pub enabled: bool,
+    /// Several pending events of one repository are sent in one request.
+    pub batch: bool,
     pub created_at: String,
     pub updated_at: String,
     /// Only in the answer to a create that generated it.
@@ -34,6 +36,7 @@ impl From<WebhookRecord> for WebhookView {
             events: w.events,
             repository: w.repository,
             enabled: w.enabled,
+            batch: w.batch,
             created_at: rfc3339_ms(w.created_at),
             updated_at: rfc3339_ms(w.updated_at),
             secret: None,
@@ -58,6 +61,10 @@ pub struct WebhookBody {
     pub secret: Option<String>,
     #[serde(default = "enabled")]
     pub enabled: bool,
+    /// Send several pending events of one repository in one request, `{"batch": [...]}` (a
+    /// cleanup run's thousands of `component.deleted`, say); default: one event per request.
+    #[serde(default)]
+    pub batch: bool,
 }
 
 fn enabled() -> bool {
@@ -73,6 +80,7 @@ impl WebhookBody {
             repository: self.repository.as_deref(),
             secret,
             enabled: self.enabled,
+            batch: self.batch,
         }
     }
 }
@@ -165,7 +173,7 @@ pub async fn update(services: &Services, actor: Actor<'_>, name: &str, body: Web
     };
     services.db.update_webhook(name, &body.write((&nonce, &ct))).await?;
     let detail = serde_json::json!({"url": body.url, "events": body.events, "repository": body.repository,
-        "enabled": body.enabled, "secret_changed": body.secret.is_some()});
+        "enabled": body.enabled, "batch": body.batch, "secret_changed": body.secret.is_some()});
     services.security.audit(actor.username, actor.address, "webhook.update", name, detail).await;
     get(services, name).await
 }

@@ -144,6 +144,8 @@ impl ArtifactRef {
 }
 
 pub struct PublishedCache {
+    /// Told whenever pointers drop (a publication seen): read-your-writes waits on it.
+    dropped: tokio::sync::Notify,
     version: AtomicI64,
     /// Bumped by every drop of pointers: a lookup begun before it does not store its result.
     epoch: std::sync::atomic::AtomicU64,
@@ -178,6 +180,7 @@ const MAX_ARTIFACTS: usize = 100_000;
 impl PublishedCache {
     pub fn new(max_bytes: i64, metrics: Arc<Metrics>) -> Self {
         Self {
+            dropped: tokio::sync::Notify::new(),
             version: AtomicI64::new(0),
             epoch: std::sync::atomic::AtomicU64::new(0),
             repo_versions: RwLock::new(HashMap::new()),
@@ -317,7 +320,16 @@ impl PublishedCache {
         if let Ok(mut seen) = self.repo_versions.write() {
             *seen = fresh;
         }
+        if !changed.is_empty() {
+            self.dropped.notify_waiters();
+        }
         changed.len()
+    }
+
+    /// What tells of each drop of pointers — a publication this process made or saw
+    /// ([`crate::publication::wait_until_published`] waits on it rather than only polling).
+    pub fn publications(&self) -> &tokio::sync::Notify {
+        &self.dropped
     }
 
     /// Drops the current-snapshot pointers (file bytes stay: they are immutable).
@@ -332,6 +344,7 @@ impl PublishedCache {
         if let Ok(mut m) = self.made.write() {
             m.clear();
         }
+        self.dropped.notify_waiters();
     }
 
     /// The current snapshot of a unit, or `None` if it was never published.

@@ -86,7 +86,7 @@ impl ApkBuilder {
 /// The unit's index path, and the part list digest of its current (composite) file.
 async fn current_index(ctx: &BuildContext<'_>, unit: &UnitRecord) -> Result<(String, Option<String>), BuildError> {
     let path = format!("{}/{INDEX_FILE}", unit.unit_key);
-    let current = match unit.current_snapshot_id {
+    let current = match ctx.continues(unit) {
         Some(snapshot) => {
             ctx.db.snapshot_files(snapshot).await?.into_iter().find(|f| f.path == path && f.is_composite())
         }

@@ -79,7 +79,7 @@ impl AptBuilder {
         let mut indexes = Vec::new();
         let mut sources = packyard_core::groups::Sources::new();
         // The current snapshot's index files, which an incremental build may continue.
-        let current: HashMap<String, String> = match unit.current_snapshot_id {
+        let current: HashMap<String, String> = match ctx.continues(unit) {
             Some(snapshot) => ctx
                 .db
                 .snapshot_files(snapshot)

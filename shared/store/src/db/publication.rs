@@ -38,6 +38,9 @@ pub struct UnitRecord {
     /// How long its builds take, claim to publication (ms, smoothed: the mean of the last
     /// measurement and the one before); `None` before its first publication.
     pub build_ms: Option<i64>,
+    /// A build of this revision or a later one is made from nothing (a rebuild asked for it):
+    /// nothing of the last build is carried over. Cleared by the publication that did so.
+    pub whole_at_revision: Option<i64>,
 }
 
 /// A unit claimed by one worker until `expires_at`.
@@ -49,6 +52,13 @@ pub struct Claim {
     pub revision: i64,
     /// When it was claimed (ms): publication records the build's time from it.
     pub claimed_at: i64,
+}
+
+impl Claim {
+    /// Whether this build is made from nothing ([`UnitRecord::whole_at_revision`]).
+    pub fn whole(&self) -> bool {
+        self.unit.whole_at_revision.is_some_and(|r| r <= self.revision)
+    }
 }
 
 /// One file of a snapshot.
@@ -109,7 +119,7 @@ impl Due {
 
 macro_rules! unit_columns {
     () => {
-        "id, repository_id, kind, unit_key, desired_revision, published_revision, current_snapshot_id, first_pending_at, last_change_at, lease_owner, lease_expires_at, attempts, next_attempt_at, last_error, last_published_at, modified_at, build_ms"
+        "id, repository_id, kind, unit_key, desired_revision, published_revision, current_snapshot_id, first_pending_at, last_change_at, lease_owner, lease_expires_at, attempts, next_attempt_at, last_error, last_published_at, modified_at, build_ms, whole_at_revision"
     };
 }
 
@@ -142,6 +152,7 @@ fn parse_unit(r: &AnyRow) -> DbResult<UnitRecord> {
         last_published_at: r.try_get("last_published_at")?,
         modified_at: r.try_get("modified_at")?,
         build_ms: r.try_get("build_ms")?,
+        whole_at_revision: r.try_get("whole_at_revision")?,
     })
 }
 
@@ -519,12 +530,13 @@ impl Db {
         )
         .await?;
         packyard_model::crash::point("before_cas");
-        let swapped = self.query(sql!("publication_units.publish", "UPDATE publication_units SET published_revision = $1, current_snapshot_id = $2, last_published_at = $3, modified_at = $4, build_ms = $5, last_error = NULL, attempts = 0, next_attempt_at = 0, lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, first_pending_at = CASE WHEN desired_revision > $6 THEN last_change_at ELSE NULL END WHERE id = $7 AND lease_token = $8 AND published_revision < $9"))
+        let swapped = self.query(sql!("publication_units.publish", "UPDATE publication_units SET published_revision = $1, current_snapshot_id = $2, last_published_at = $3, modified_at = $4, build_ms = $5, whole_at_revision = CASE WHEN whole_at_revision <= $6 THEN NULL ELSE whole_at_revision END, last_error = NULL, attempts = 0, next_attempt_at = 0, lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, first_pending_at = CASE WHEN desired_revision > $7 THEN last_change_at ELSE NULL END WHERE id = $8 AND lease_token = $9 AND published_revision < $10"))
             .bind(claim.revision)
             .bind(snapshot_id)
             .bind(now)
             .bind(modified)
             .bind(build_ms)
+            .bind(claim.revision)
             .bind(claim.revision)
             .bind(unit_id)
             .bind(claim.token.as_str())
@@ -603,11 +615,29 @@ impl Db {
         rows.iter().map(|r| Ok((r.try_get("id")?, r.try_get("version")?))).collect()
     }
 
-    /// Requests a rebuild of every unit of a repository (new desired revisions and outbox events).
-    pub async fn request_rebuild(&self, repository_id: i64) -> DbResult<usize> {
+    /// Requests a rebuild of every unit of a repository (new desired revisions and outbox events);
+    /// `whole`: from nothing, not continuing what the last build left
+    /// ([`UnitRecord::whole_at_revision`]).
+    pub async fn request_rebuild(&self, repository_id: i64, whole: bool) -> DbResult<usize> {
         let units: Vec<(String, String)> =
             self.units_of(repository_id).await?.into_iter().map(|u| (u.kind, u.unit_key)).collect();
-        self.request_changes(repository_id, &units).await?;
+        super::retry_conflicts(|| async {
+            let mut tx = self.begin().await?;
+            for (kind, key) in &units {
+                self.record_change(&mut tx, repository_id, kind, key).await?;
+            }
+            if whole {
+                self.query(sql!(
+                    "publication_units.whole",
+                    "UPDATE publication_units SET whole_at_revision = desired_revision WHERE repository_id = $1"
+                ))
+                .bind(repository_id)
+                .execute(&mut *tx)
+                .await?;
+            }
+            tx.commit().await.map_err(DbError::from)
+        })
+        .await?;
         Ok(units.len())
     }
 

@@ -20,6 +20,8 @@ pub struct WebhookRecord {
     pub secret_nonce: String,
     pub secret_sealed: String,
     pub enabled: bool,
+    /// Several pending events of one repository go out in one request (`{"batch": [...]}`).
+    pub batch: bool,
     pub created_at: i64,
     pub updated_at: i64,
 }
@@ -32,6 +34,20 @@ pub struct WebhookWrite<'a> {
     pub repository: Option<&'a str>,
     pub secret: (&'a str, &'a str),
     pub enabled: bool,
+    pub batch: bool,
+}
+
+/// One attempt at a delivery, to record ([`Db::record_delivery_attempts`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attempt {
+    pub id: i64,
+    /// The lease it was made under ([`Db::lease_run`]).
+    pub lease: i64,
+    pub delivered: bool,
+    pub status: Option<i64>,
+    pub error: Option<String>,
+    /// When to try again after a failure; `None`: give up (`failed`).
+    pub retry_at: Option<i64>,
 }
 
 /// One delivery (of one event to one subscription) and its attempts so far.
@@ -64,6 +80,7 @@ fn parse_webhook(r: &AnyRow) -> DbResult<WebhookRecord> {
         secret_nonce: text(r, "secret_nonce")?,
         secret_sealed: text(r, "secret_sealed")?,
         enabled: r.try_get::<i64, _>("enabled")? != 0,
+        batch: r.try_get::<i64, _>("batch")? != 0,
         created_at: r.try_get("created_at")?,
         updated_at: r.try_get("updated_at")?,
     })
@@ -89,7 +106,7 @@ fn parse_delivery(r: &AnyRow) -> DbResult<DeliveryRecord> {
 
 macro_rules! webhook_select {
     () => {
-        "SELECT id, name, url, events, repository, secret_nonce, secret_sealed, enabled, created_at, updated_at FROM webhooks"
+        "SELECT id, name, url, events, repository, secret_nonce, secret_sealed, enabled, batch, created_at, updated_at FROM webhooks"
     };
 }
 
@@ -107,10 +124,11 @@ impl Db {
     pub async fn insert_webhook(&self, name: &str, w: &WebhookWrite<'_>) -> DbResult<()> {
         let now = now_ms();
         let events = events_json(w.events)?;
-        let insert = sql!("webhooks.insert", "INSERT INTO webhooks (name, url, events, repository, secret_nonce, secret_sealed, enabled, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)");
+        let insert = sql!("webhooks.insert", "INSERT INTO webhooks (name, url, events, repository, secret_nonce, secret_sealed, enabled, batch, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)");
+        let (enabled, batch) = (i64::from(w.enabled), i64::from(w.batch));
         self.bound(
             insert,
-            (name, w.url, events.as_str(), w.repository, w.secret.0, w.secret.1, i64::from(w.enabled), now, now),
+            (name, w.url, events.as_str(), w.repository, w.secret.0, w.secret.1, enabled, batch, now, now),
         )
         .execute(self.pool())
         .await
@@ -123,11 +141,12 @@ impl Db {
 
     pub async fn update_webhook(&self, name: &str, w: &WebhookWrite<'_>) -> DbResult<()> {
         let events = events_json(w.events)?;
-        let update = sql!("webhooks.update", "UPDATE webhooks SET url = $1, events = $2, repository = $3, secret_nonce = $4, secret_sealed = $5, enabled = $6, updated_at = $7 WHERE name = $8");
+        let update = sql!("webhooks.update", "UPDATE webhooks SET url = $1, events = $2, repository = $3, secret_nonce = $4, secret_sealed = $5, enabled = $6, batch = $7, updated_at = $8 WHERE name = $9");
+        let (enabled, batch) = (i64::from(w.enabled), i64::from(w.batch));
         let done = self
             .bound(
                 update,
-                (w.url, events.as_str(), w.repository, w.secret.0, w.secret.1, i64::from(w.enabled), now_ms(), name),
+                (w.url, events.as_str(), w.repository, w.secret.0, w.secret.1, enabled, batch, now_ms(), name),
             )
             .execute(self.pool())
             .await?;
@@ -229,42 +248,88 @@ impl Db {
         rows.iter().map(parse_delivery).collect()
     }
 
-    /// Takes delivery `id` for `lease_ms` from now (one worker sends it at a time): the lease's
-    /// token, which recording the attempt needs, or `None` when another worker holds it.
-    pub async fn lease_delivery(&self, id: i64, lease_ms: i64) -> DbResult<Option<i64>> {
+    /// The runs due now: for up to `pairs` subscription-and-repository pairs whose oldest
+    /// pending delivery is due and not leased ([`Db::due_deliveries`]), that delivery and the
+    /// pending ones after it, in order, up to `per_run`, as far as each is due.
+    pub async fn due_runs(&self, now: i64, pairs: i64, per_run: i64) -> DbResult<Vec<Vec<DeliveryRecord>>> {
+        let run = sql!(
+            "webhook_deliveries.run",
+            concat!(
+                delivery_select!(),
+                " WHERE d.webhook_id = $1 AND d.repository_key = $2 AND d.state = 'pending' AND d.id >= $3 ORDER BY d.id LIMIT $4"
+            )
+        );
+        let mut runs = Vec::new();
+        for head in self.due_deliveries(now, pairs).await? {
+            let rows = self
+                .bound(run, (head.webhook_id, head.repository_key.as_str(), head.id, per_run.max(1)))
+                .fetch_all(self.pool())
+                .await?;
+            let mut deliveries = Vec::with_capacity(rows.len());
+            for r in &rows {
+                let d = parse_delivery(r)?;
+                if d.next_attempt_at > now {
+                    break;
+                }
+                deliveries.push(d);
+            }
+            if !deliveries.is_empty() {
+                runs.push(deliveries);
+            }
+        }
+        Ok(runs)
+    }
+
+    /// Leases the deliveries `ids` (a run, in order) for `lease_ms`, in one transaction, as far
+    /// as none is leased by another worker: how many (a prefix of `ids`) and the lease's token.
+    pub async fn lease_run(&self, ids: &[i64], lease_ms: i64) -> DbResult<(usize, i64)> {
         let now = now_ms();
         let until = now + lease_ms;
         let lease = sql!(
             "webhook_deliveries.lease",
             "UPDATE webhook_deliveries SET leased_until = $1 WHERE id = $2 AND state = 'pending' AND leased_until < $3"
         );
-        let taken = self.bound(lease, (until, id, now)).execute(self.pool()).await?.rows_affected() == 1;
-        Ok(taken.then_some(until))
+        let mut tx = self.begin().await?;
+        let mut taken = 0;
+        for id in ids {
+            if self.bound(lease, (until, *id, now)).execute(&mut *tx).await?.rows_affected() != 1 {
+                break;
+            }
+            taken += 1;
+        }
+        tx.commit().await?;
+        Ok((taken, until))
     }
 
-    /// Records an attempt made under lease `lease`: delivered (a 2xx), or failed with
-    /// `status`/`error` and tried again at `retry_at` — or given up (`failed`) when `retry_at` is
-    /// `None`. `false` when the lease was lost meanwhile (another worker took the delivery over;
-    /// its record stands).
-    pub async fn record_delivery_attempt(
-        &self,
-        (id, lease): (i64, i64),
-        delivered: bool,
-        status: Option<i64>,
-        error: Option<&str>,
-        retry_at: Option<i64>,
-    ) -> DbResult<bool> {
+    /// Records attempts made under their leases — delivered (a 2xx), or failed and tried again
+    /// at `retry_at`, or given up (`failed`) — and releases the leases of `released` (leased but
+    /// not tried: due again at once), in one transaction. How many attempts were recorded: one
+    /// whose lease was lost meanwhile (another worker took the delivery over) is not, and that
+    /// worker's record stands.
+    pub async fn record_delivery_attempts(&self, attempts: &[Attempt], released: &[(i64, i64)]) -> DbResult<usize> {
         let now = now_ms();
-        let (state, next) = match (delivered, retry_at) {
-            (true, _) => ("delivered", now),
-            (false, Some(at)) => ("pending", at),
-            (false, None) => ("failed", now),
-        };
-        let delivered_at = delivered.then_some(now);
         let update = sql!("webhook_deliveries.attempt", "UPDATE webhook_deliveries SET state = $1, attempts = attempts + 1, next_attempt_at = $2, leased_until = 0, last_status = $3, last_error = $4, delivered_at = $5 WHERE id = $6 AND state = 'pending' AND leased_until = $7");
-        let done =
-            self.bound(update, (state, next, status, error, delivered_at, id, lease)).execute(self.pool()).await?;
-        Ok(done.rows_affected() == 1)
+        let release = sql!(
+            "webhook_deliveries.release",
+            "UPDATE webhook_deliveries SET leased_until = 0 WHERE id = $1 AND state = 'pending' AND leased_until = $2"
+        );
+        let mut tx = self.begin().await?;
+        let mut recorded = 0;
+        for a in attempts {
+            let (state, next) = match (a.delivered, a.retry_at) {
+                (true, _) => ("delivered", now),
+                (false, Some(at)) => ("pending", at),
+                (false, None) => ("failed", now),
+            };
+            let delivered_at = a.delivered.then_some(now);
+            let binds = (state, next, a.status, a.error.as_deref(), delivered_at, a.id, a.lease);
+            recorded += usize::from(self.bound(update, binds).execute(&mut *tx).await?.rows_affected() == 1);
+        }
+        for (id, lease) in released {
+            self.bound(release, (*id, *lease)).execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(recorded)
     }
 
     /// A subscription's delivery log, newest first, before delivery id `before`.
