@@ -80,9 +80,12 @@ measure() {
     "$work/apt-$tag.json" | quantiles)
   echo "$go $apt"
 }
+# Pending units of a repository; fails when the server does not answer.
 status_pending() {
   api_call "$url/api/v1/repositories/$1/status" | python3 -c 'import json,sys; print(sum(1 for u in json.load(sys.stdin)["units"] if u["pending"]))' 2>/dev/null
 }
+rebuilder=""
+trap '[ -n "$rebuilder" ] && kill "$rebuilder" 2>/dev/null; cleanup' EXIT
 
 log "idle"
 read -r idle_go50 idle_go95 idle_apt50 idle_apt95 < <(measure idle 1)
@@ -90,10 +93,8 @@ read -r idle_go50 idle_go95 idle_apt50 idle_apt95 < <(measure idle 1)
 log "while the group rebuilds whole, again and again"
 rebuilds=0
 (
-  while true; do
-    api_call -X POST "$url/api/v1/repositories/all/rebuild" >/dev/null
-    sleep 0.2
-    while [ "$(status_pending all)" != 0 ]; do sleep 0.05; done
+  while api_call -X POST "$url/api/v1/repositories/all/rebuild" >/dev/null; do
+    while n=$(status_pending all) && [ "$n" != 0 ]; do sleep 0.02; done
   done
 ) &
 rebuilder=$!
@@ -102,8 +103,9 @@ t0=$(now_ms)
 read -r reb_go50 reb_go95 reb_apt50 reb_apt95 < <(measure rebuild 2)
 reb_ms=$(( $(now_ms) - t0 ))
 kill "$rebuilder"; wait "$rebuilder" 2>/dev/null || true
+rebuilder=""
 group_build_ms=$(api_call "$url/api/v1/repositories/all/status" | python3 -c 'import json,sys; print(max(u["build_ms"] or 0 for u in json.load(sys.stdin)["units"]))')
-while [ "$(status_pending all)" != 0 ]; do sleep 0.1; done
+while n=$(status_pending all) && [ "$n" != 0 ]; do sleep 0.1; done
 
 log "while a cleanup run removes $CLEANUP components"
 api_call "$url/api/v1/cleanup-policies" \
@@ -111,7 +113,8 @@ api_call "$url/api/v1/cleanup-policies" \
 api_call -X POST "$url/api/v1/cleanup-policies/junk/run" >/dev/null
 cleanup_state() { api_call "$url/api/v1/cleanup-policies/junk/runs" | python3 -c 'import json,sys
 r=[x for x in json.load(sys.stdin)["items"] if x["repository"]=="junk"][0]; print(r["state"], r.get("durationMs") or 0, r.get("components") or 0)'; }
-until [ "$(cleanup_state | cut -d' ' -f1)" = running ]; do sleep 0.05; done
+# Until it runs (or, a short one, has already run: then nothing below overlaps it).
+until [ "$(cleanup_state | cut -d' ' -f1)" = running ] || [ "$(cleanup_state | cut -d' ' -f3)" != 0 ]; do sleep 0.02; done
 t0=$(now_ms)
 read -r cl_go50 cl_go95 cl_apt50 cl_apt95 < <(measure cleanup 3)
 cl_measure_ms=$(( $(now_ms) - t0 ))

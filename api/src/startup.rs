@@ -14,8 +14,9 @@ use packyard_worker::{management, process};
 /// A started api process: its servers and the addresses they listen on.
 pub struct Running {
     pub services: Services,
-    /// Stops the embedded worker (when `worker.embedded`).
-    pub worker_stop: Option<tokio::sync::oneshot::Sender<()>>,
+    /// Stops the embedded worker (when `worker.embedded`), and its task (which ends once the
+    /// builds in flight are done).
+    pub worker_stop: Option<(tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<()>)>,
     pub public: Server,
     pub management: Server,
     pub public_addr: SocketAddr,
@@ -78,10 +79,10 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         packyard_worker::spawn_cleanup_scheduler(&services);
         packyard_worker::spawn_blob_reclaimer(&services);
         packyard_worker::spawn_webhook_dispatcher(&services);
-        actix_web::rt::spawn(publisher.run(async move {
+        let task = actix_web::rt::spawn(publisher.run(async move {
             let _ = rx.await;
         }));
-        Some(tx)
+        Some((tx, task))
     } else {
         None
     };
@@ -100,8 +101,12 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let handles = vec![running.public.handle(), running.management.handle()];
     let stopper = process::stop_on_signal(handles, timeout);
     let (public, management, ()) = tokio::join!(running.public, running.management, stopper);
-    if let Some(stop) = running.worker_stop {
+    if let Some((stop, task)) = running.worker_stop {
         let _ = stop.send(());
+        // The builds in flight finish (within the shutdown time-out) before the pool closes.
+        if tokio::time::timeout(timeout, task).await.is_err() {
+            tracing::warn!("builds still running at shutdown; their units are built again after the lease");
+        }
     }
     public?;
     management?;

@@ -9,6 +9,7 @@
 
 pub mod apk;
 pub mod apt;
+pub mod bare;
 pub mod go;
 pub mod http;
 pub mod soak;

@@ -109,6 +109,22 @@ enum Command {
         #[arg(long, default_value = "stable")]
         dist: String,
     },
+    /// The framework's ceiling: a bare actix-web server answering each --path from memory with
+    /// exactly what --from answered for it (status, headers, bytes; 304 on a matching
+    /// validator), no middleware and no log. Runs until killed.
+    Bare {
+        /// Where to listen, e.g. 127.0.0.1:8089.
+        #[arg(long)]
+        bind: String,
+        /// The target whose answers it serves (the base the paths are relative to).
+        #[arg(long)]
+        from: String,
+        #[arg(long = "path", required = true)]
+        paths: Vec<String>,
+        /// Worker threads (Packyard's `server.workers` default: one per core).
+        #[arg(long, default_value_t = 0)]
+        workers: usize,
+    },
     /// Writes a deterministic generated package.
     Fixture {
         #[command(subcommand)]
@@ -227,6 +243,13 @@ fn main() -> anyhow::Result<()> {
                 )?;
             }
             Ok(())
+        }
+        Command::Bare { bind, from, paths, workers } => {
+            let files = packyard_loadtest::bare::record(&from, &paths)?;
+            let workers =
+                if workers == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { workers };
+            eprintln!("bare: {} paths from {from} on {bind}, {workers} workers", files.len());
+            packyard_loadtest::bare::run(&bind, workers, files)
         }
         Command::Visible {
             target,

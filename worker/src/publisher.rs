@@ -282,11 +282,11 @@ impl Publisher {
         let (runtime, builds) = match runtime {
             Ok(rt) => {
                 let handle = rt.handle().clone();
-                (Some(rt), handle)
+                (BuildThreads(Some(rt)), handle)
             }
             Err(e) => {
                 tracing::warn!(error = %e, "cannot start the build threads; building on the worker's own");
-                (None, tokio::runtime::Handle::current())
+                (BuildThreads(None), tokio::runtime::Handle::current())
             }
         };
         let mut running = Running::new(slots);
@@ -305,9 +305,8 @@ impl Publisher {
             let wait = match filled {
                 Fill::Full => None,
                 Fill::Open(below_ms) => Some(match self.services.db.next_due_in_below(self.due, below_ms).await {
-                    Ok(Some(ms)) => {
-                        Duration::from_millis(u64::try_from(ms).unwrap_or(0)).clamp(Duration::from_millis(5), poll)
-                    }
+                    Ok(Some(ms)) => Duration::from_millis(u64::try_from(ms).unwrap_or(0))
+                        .clamp(Duration::from_millis(5).min(poll), poll),
                     _ => poll,
                 }),
             };
@@ -323,9 +322,7 @@ impl Publisher {
         if let Err(e) = chores.await {
             tracing::error!(error = %e, "the publication worker's chores failed");
         }
-        if let Some(rt) = runtime {
-            rt.shutdown_background();
-        }
+        drop(runtime);
         tracing::info!(owner = %self.owner, "publication worker stopped");
     }
 
@@ -373,6 +370,18 @@ impl Publisher {
             let me = Arc::clone(self);
             let last = claim.unit.build_ms;
             running.start(last, on, async move { me.process(claim).await });
+        }
+    }
+}
+
+/// The builds' own threads. Let go without waiting for them (a runtime dropped the ordinary way
+/// inside another would panic), however `run` ends.
+struct BuildThreads(Option<tokio::runtime::Runtime>);
+
+impl Drop for BuildThreads {
+    fn drop(&mut self) {
+        if let Some(rt) = self.0.take() {
+            rt.shutdown_background();
         }
     }
 }

@@ -87,21 +87,21 @@ db_test!(the_quiet_window_follows_the_units_build_time, |t: TestDb| async move {
     let patient = publisher(&services).with_due(due);
     entries::put(&t.db, repo, "main", "a", "1").await?;
     assert!(matches!(patient.run_until_idle().await[..], [Outcome::Published(_)]));
-    // Its builds take 1.5 s: a change that follows a publication at once waits 1.5 s of quiet,
-    // not the minute of the debounce.
-    sqlx::query("UPDATE publication_units SET build_ms = 1500").execute(t.db.pool()).await?;
+    // Its builds take 3 s: a change that follows a publication at once waits 3 s of quiet, not
+    // the minute of the debounce.
+    sqlx::query("UPDATE publication_units SET build_ms = 3000").execute(t.db.pool()).await?;
     entries::put(&t.db, repo, "main", "b", "2").await?;
     assert!(patient.run_until_idle().await.is_empty(), "inside the unit's window nothing is published");
     let wait = t.db.next_due_in(due).await?.ok_or_else(|| anyhow::anyhow!("nothing pending"))?;
-    assert!((1..=1_500).contains(&wait), "due within the unit's window: {wait} ms");
-    assert_eq!(t.db.next_due_in_below(due, 1_500).await?, None, "a unit this slow is not for a light slot");
+    assert!((1..=3_000).contains(&wait), "due within the unit's window: {wait} ms");
+    assert_eq!(t.db.next_due_in_below(due, 3_000).await?, None, "a unit this slow is not for a light slot");
     tokio::time::sleep(Duration::from_millis(u64::try_from(wait)? + 20)).await;
     assert!(matches!(patient.run_until_idle().await[..], [Outcome::Published(_)]));
     let unit = t.db.unit_by_key(repo, KIND, "main").await?.ok_or_else(|| anyhow::anyhow!("no unit"))?;
     assert_eq!(unit.published_revision, 2);
-    // The recorded time is smoothed: the mean of this build and the 1.5 s before it.
+    // The recorded time is smoothed: the mean of this build and the 3 s before it.
     let took = unit.build_ms.ok_or_else(|| anyhow::anyhow!("no build time"))?;
-    assert!((750..1_500).contains(&took), "{took}");
+    assert!((1_500..3_000).contains(&took), "{took}");
     assert_eq!(due.window(Some(17)), 17);
     assert_eq!(due.window(Some(90_000)), 60_000);
     assert_eq!(due.window(None), 60_000, "a unit never built waits the debounce");

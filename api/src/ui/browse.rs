@@ -10,7 +10,7 @@ use actix_web::{web, HttpResponse};
 use maud::{html, Markup};
 use packyard_core::services::Services;
 use packyard_model::repos::{RepoType, Repository};
-use packyard_store::db::catalogue::{Pattern, Search, Sort};
+use packyard_store::db::catalogue::{Pattern, RepositoryUsage, Search, Sort};
 use packyard_store::db::publication::PublicationSummary;
 use serde::Deserialize;
 
@@ -37,15 +37,16 @@ pub(super) async fn readable_repositories(
 /// What a repository holds: its own usage, or a group's members' together.
 fn usage_of(
     repo: &Repository,
-    usage: &HashMap<i64, (i64, i64)>,
+    usage: &HashMap<i64, RepositoryUsage>,
     by_name: &HashMap<String, Arc<Repository>>,
 ) -> Option<(i64, i64)> {
     if repo.repo_type == RepoType::Group {
         let members = members_of(repo, by_name);
-        let counted: Vec<(i64, i64)> = members.iter().filter_map(|m| usage.get(&m.id).copied()).collect();
+        let counted: Vec<(i64, i64)> =
+            members.iter().filter_map(|m| usage.get(&m.id).map(|u| (u.components, u.bytes))).collect();
         (!counted.is_empty()).then(|| counted.iter().fold((0, 0), |(c, b), (c2, b2)| (c + c2, b + b2)))
     } else {
-        usage.get(&repo.id).copied()
+        usage.get(&repo.id).map(|u| (u.components, u.bytes))
     }
 }
 
@@ -192,6 +193,9 @@ pub async fn repository(
                     dt { "URL" } dd { code { (setup::url(&viewer.base, &repo)) "/" } }
                     dt { "Components" } dd { (u.map_or("not counted yet".to_string(), |u| u.0.to_string())) }
                     dt { "Size" } dd { (u.map_or("–".to_string(), |u| bytes(u.1))) }
+                    @if let Some(i) = usage.get(&repo.id).filter(|i| i.index_bytes > 0) {
+                        dt { "Index snapshots" } dd { (bytes(i.index_bytes)) }
+                    }
                     dt { "Publication" } dd { (state(&repo, states.get(&repo.id))) }
                     @if repo.repo_type == RepoType::Hosted { dt { "Redeploy" } dd { (repo.write_policy.as_str()) } }
                     dt { "Anonymous read" } dd { (if repo.anonymous_read && services.security.anonymous_read { "yes" } else { "no" }) }

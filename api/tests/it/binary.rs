@@ -427,7 +427,7 @@ fn the_embedded_worker_publishes() -> anyhow::Result<()> {
 }
 
 /// `worker.concurrency` units build at once, and a large build does not hold up a small one:
-/// while two slow units (3 s builds) wait, a quick unit's change is published at once; the last
+/// while two slow units (5 s builds) wait, a quick unit's change is published at once; the last
 /// free slot is kept from a second slow build while the other slot runs one.
 #[test]
 fn builds_run_side_by_side_and_a_slow_one_holds_up_no_quick_one() -> anyhow::Result<()> {
@@ -437,7 +437,7 @@ fn builds_run_side_by_side_and_a_slow_one_holds_up_no_quick_one() -> anyhow::Res
         &[
             ("PACKYARD_SECURITY__ADMIN_PASSWORD", "pw"),
             ("PACKYARD_DEBUG__TEST_FORMAT", "true"),
-            ("PACKYARD_DEBUG__BUILD_DELAY_MS", "3000"),
+            ("PACKYARD_DEBUG__BUILD_DELAY_MS", "5000"),
             ("PACKYARD_WORKER__CONCURRENCY", "2"),
         ],
     )?;
@@ -479,7 +479,7 @@ fn builds_run_side_by_side_and_a_slow_one_holds_up_no_quick_one() -> anyhow::Res
     // Two slow units: both are built at once (neither has a build time yet).
     put("slow-a", "1")?;
     put("slow-b", "1")?;
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(15);
     loop {
         let units = status()?;
         if units.iter().filter(|(u, leased, _)| u.starts_with("slow-") && *leased).count() == 2 {
@@ -515,11 +515,11 @@ fn builds_run_side_by_side_and_a_slow_one_holds_up_no_quick_one() -> anyhow::Res
     // The slow ones finish in turn.
     for unit in ["slow-a", "slow-b"] {
         while count(unit)? != (200, "2\n".to_string()) {
-            assert!(started.elapsed() < Duration::from_secs(20), "{unit} never published its second change");
+            assert!(started.elapsed() < Duration::from_secs(30), "{unit} never published its second change");
             std::thread::sleep(Duration::from_millis(50));
         }
     }
-    eprintln!("a quick unit published in {quick_ms} ms beside a 3 s build");
+    eprintln!("a quick unit published in {quick_ms} ms beside a 5 s build");
     assert!(server.terminate()?.success());
     Ok(())
 }

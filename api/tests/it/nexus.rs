@@ -780,6 +780,22 @@ async fn usage_is_counted_per_repository(mut app: TestApp) -> anyhow::Result<()>
     assert_eq!(u64::try_from(m.blob_store_bytes.get()).unwrap_or(0), on_disk);
     assert_eq!(m.repository_components.with_label_values(&["debs"]).get(), 1);
     assert_eq!(m.repository_bytes.with_label_values(&["debs"]).get(), len(&up.deb));
+    // The index snapshots it keeps: every blob their files name, once, at its size on disk.
+    let db = &app.services.db;
+    let debs = db.repository_by_name("debs").await?.ok_or_else(|| anyhow::anyhow!("no debs"))?;
+    let mut named = std::collections::BTreeSet::new();
+    for unit in db.units_of(debs.id).await? {
+        for (snapshot, ..) in db.snapshot_ids(unit.id).await? {
+            named.extend(db.snapshot_files(snapshot).await?.into_iter().map(|f| f.sha256));
+        }
+    }
+    let root = app.services.config.blobs.path.join("sha256");
+    let index_on_disk: u64 =
+        named.iter().map(|h| std::fs::metadata(root.join(&h[..2]).join(&h[2..4]).join(h)).map_or(0, |m| m.len())).sum();
+    assert!(index_on_disk > 0 && named.len() > 3, "{named:?}");
+    let r = app.call(TestRequest::get().uri("/api/v1/repositories/debs")).await?;
+    assert_eq!(r.json["usage"]["index_bytes"].as_u64(), Some(index_on_disk), "{}", r.text);
+    assert_eq!(u64::try_from(m.repository_index_bytes.with_label_values(&["debs"]).get()).ok(), Some(index_on_disk));
 
     let id = first_id(app, "debs").await?;
     let r = app.call(TestRequest::delete().uri(&format!("/service/rest/v1/components/{id}"))).await?;

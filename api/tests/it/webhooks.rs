@@ -428,7 +428,7 @@ async fn a_bulk_change_goes_out_in_batches(backend: Backend) -> anyhow::Result<(
         rounds += 1;
         anyhow::ensure!(rounds < 10, "deliveries never ran out");
     }
-    assert_eq!(rounds, 2, "150 deliveries per subscription: runs of 100 and 50");
+    assert!(rounds >= 2, "150 deliveries per subscription: runs of at most 100");
     let batches = got_batched.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.clone();
     assert_eq!(batches.len(), 2, "two requests carry the 150 events");
     let mut components = Vec::new();

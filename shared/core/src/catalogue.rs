@@ -183,9 +183,10 @@ pub async fn delete_cached(
     .map_err(from_db)
 }
 
-/// Counts what every repository holds and shows it as `packyard_repository_components` and
-/// `packyard_repository_bytes` (a repository deleted since leaves the gauges), and the blob
-/// store's size as `packyard_blob_store_bytes`. Returns how many repositories it counted.
+/// Counts what every repository holds and shows it as `packyard_repository_components`,
+/// `packyard_repository_bytes` and `packyard_repository_index_bytes` (a repository deleted
+/// since leaves the gauges), and the blob store's size as `packyard_blob_store_bytes`. Returns
+/// how many repositories it counted.
 pub async fn refresh_usage(services: &Services) -> DbResult<usize> {
     let db = &services.db;
     let usage = db.refresh_usage().await?;
@@ -195,10 +196,12 @@ pub async fn refresh_usage(services: &Services) -> DbResult<usize> {
     m.blob_store_bytes.set(db.blob_store_bytes().await?);
     m.repository_components.reset();
     m.repository_bytes.reset();
-    for (repo, components, bytes) in &usage {
+    m.repository_index_bytes.reset();
+    for (repo, u) in &usage {
         let Some(name) = names.get(repo) else { continue };
-        m.repository_components.with_label_values(&[name]).set(*components);
-        m.repository_bytes.with_label_values(&[name]).set(*bytes);
+        m.repository_components.with_label_values(&[name]).set(u.components);
+        m.repository_bytes.with_label_values(&[name]).set(u.bytes);
+        m.repository_index_bytes.with_label_values(&[name]).set(u.index_bytes);
     }
     Ok(usage.len())
 }

@@ -319,11 +319,13 @@ async fn remove_selected(
     let mut report = RunReport::default();
     let mut walk = Walk::new(&services.db, format.catalogue(), criteria, repo.id, started);
     let m = &services.metrics;
+    let mut size = batch.max(1);
     loop {
-        let selected = walk.next(batch.max(1)).await?;
+        let selected = walk.next(size).await?;
         if selected.is_empty() {
             return Ok(report);
         }
+        let clock = std::time::Instant::now();
         let removed = match repo.repo_type {
             packyard_model::repos::RepoType::Proxy => {
                 let mut n = 0;
@@ -341,6 +343,7 @@ async fn remove_selected(
                 n
             }
         };
+        size = next_batch(size, selected.len(), clock.elapsed(), batch);
         let bytes = selected.iter().map(|s| s.bytes).sum::<i64>();
         report.components += removed as u64;
         report.bytes += bytes;
@@ -355,6 +358,22 @@ async fn remove_selected(
         }
         packyard_model::crash::point("cleanup_batch");
     }
+}
+
+/// How long one batch's transaction may hold the database (on SQLite, every other writer
+/// waits behind it: an upload, a publication).
+const BATCH_TARGET: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// The next batch's size: what `took` for `done` components suggests fits [`BATCH_TARGET`],
+/// between 16 and `most` (`worker.cleanup_batch`), growing by at most half at a time.
+pub fn next_batch(size: usize, done: usize, took: std::time::Duration, most: usize) -> usize {
+    let most = most.max(1);
+    if done == 0 {
+        return size.clamp(1, most);
+    }
+    let per = took.as_secs_f64() / done as f64;
+    let fits = if per > 0.0 { (BATCH_TARGET.as_secs_f64() / per) as usize } else { most };
+    fits.min(size + size / 2 + 1).clamp(16.min(most), most)
 }
 
 /// The repository's cleanup lease a scheduled run holds: renewed after each batch, with what
@@ -482,4 +501,22 @@ async fn run_one(
         tracing::info!(policy = %policy.name, repository = %record.repository, components = r.components, bytes = r.bytes, duration_ms = duration, "cleanup run finished");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    #[test]
+    fn batches_follow_the_time_they_take() {
+        // 500 in 1 s: 2 ms each, 50 fit in 100 ms.
+        assert_eq!(super::next_batch(500, 500, Duration::from_secs(1), 500), 50);
+        // Quick ones grow back by half at a time, up to the configured size.
+        assert_eq!(super::next_batch(50, 50, Duration::from_millis(5), 500), 76);
+        assert_eq!(super::next_batch(400, 400, Duration::from_millis(5), 500), 500);
+        // Never below 16 (nor above a smaller configured size), whatever the time.
+        assert_eq!(super::next_batch(50, 50, Duration::from_secs(10), 500), 16);
+        assert_eq!(super::next_batch(8, 8, Duration::from_secs(10), 8), 8);
+        assert_eq!(super::next_batch(30, 0, Duration::ZERO, 500), 30);
+    }
 }

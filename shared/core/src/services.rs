@@ -143,7 +143,10 @@ impl Services {
         match what {
             Changed::Security => self.security.changed_locally(),
             Changed::Repositories => self.security.repositories_changed_locally(),
-            Changed::Publications => self.published.invalidate(),
+            Changed::Publications => {
+                self.published.invalidate();
+                self.published.publications().notify_waiters();
+            }
         }
         if let Some(r) = self.redis.clone() {
             tokio::spawn(async move {

@@ -93,13 +93,23 @@ const RUN_BUDGET_MS: i64 = 5_000;
 /// takes batches), stopping at the first failure; several pairs at once. How many deliveries
 /// were attempted.
 pub async fn deliver_due(services: &Services) -> anyhow::Result<usize> {
-    use futures_util::{StreamExt as _, TryStreamExt as _};
+    use futures_util::StreamExt as _;
     let runs = services.db.due_runs(now_ms(), ROUND_PAIRS, RUN_LENGTH).await?;
-    futures_util::stream::iter(runs)
+    // One run's failure stops no other: each records what it sent.
+    let attempted = futures_util::stream::iter(runs)
         .map(|run| deliver_run(services, run))
         .buffer_unordered(IN_FLIGHT)
-        .try_fold(0, |sum, n| async move { Ok(sum + n) })
-        .await
+        .fold(0, |sum, tried| async move {
+            match tried {
+                Ok(n) => sum + n,
+                Err(e) => {
+                    tracing::warn!(error = %e, "a webhook run failed; its deliveries are tried again");
+                    sum
+                }
+            }
+        })
+        .await;
+    Ok(attempted)
 }
 
 /// One pair's run: leased together, sent in order, recorded together.
@@ -120,6 +130,8 @@ async fn deliver_run(services: &Services, run: Vec<DeliveryRecord>) -> anyhow::R
         Err(e) => Err((None, format!("the subscription's secret cannot be opened ({e}): set it again with PUT"))),
     };
     let started = std::time::Instant::now();
+    // One retry time for the whole run: a failed batch is due again as a whole.
+    let at = now_ms();
     let mut attempts = Vec::with_capacity(run.len());
     let mut tried = 0;
     if hook.batch {
@@ -128,7 +140,7 @@ async fn deliver_run(services: &Services, run: Vec<DeliveryRecord>) -> anyhow::R
             Err(e) => Err(e.clone()),
         };
         for d in run {
-            attempts.push(attempt(cfg, d, lease, &hook.name, &outcome));
+            attempts.push(attempt(cfg, (d, lease, at), &hook.name, &outcome));
         }
         tried = run.len();
     } else {
@@ -141,7 +153,7 @@ async fn deliver_run(services: &Services, run: Vec<DeliveryRecord>) -> anyhow::R
                 Err(e) => Err(e.clone()),
             };
             let failed = outcome.is_err();
-            attempts.push(attempt(cfg, d, lease, &hook.name, &outcome));
+            attempts.push(attempt(cfg, (d, lease, at), &hook.name, &outcome));
             tried += 1;
             // A failure keeps the rest back: they go after it, in order.
             if failed {
@@ -150,7 +162,8 @@ async fn deliver_run(services: &Services, run: Vec<DeliveryRecord>) -> anyhow::R
         }
     }
     let released: Vec<(i64, i64)> = run[tried..].iter().map(|d| (d.id, lease)).collect();
-    let recorded = services.db.record_delivery_attempts(&attempts, &released).await?;
+    let recorded =
+        packyard_store::db::retry_conflicts(|| services.db.record_delivery_attempts(&attempts, &released)).await?;
     if recorded < attempts.len() {
         tracing::warn!(webhook = %hook.name, lost = attempts.len() - recorded, "another worker took deliveries over; its record stands");
     }
@@ -160,8 +173,7 @@ async fn deliver_run(services: &Services, run: Vec<DeliveryRecord>) -> anyhow::R
 /// What to record of one delivery's attempt: delivered, or failed and when to try again.
 fn attempt(
     cfg: &packyard_model::config::WebhooksConfig,
-    d: &DeliveryRecord,
-    lease: i64,
+    (d, lease, at): (&DeliveryRecord, i64, i64),
     hook: &str,
     outcome: &Result<i64, (Option<i64>, String)>,
 ) -> Attempt {
@@ -176,7 +188,7 @@ fn attempt(
                 .retry_initial_ms
                 .saturating_mul(1u64 << attempts.saturating_sub(1).min(30))
                 .min(cfg.retry_max_ms.max(1));
-            let retry_at = now_ms() + i64::try_from(wait).unwrap_or(i64::MAX / 4);
+            let retry_at = at + i64::try_from(wait).unwrap_or(i64::MAX / 4);
             let give_up_at =
                 d.created_at + i64::try_from(cfg.retry_for_secs.saturating_mul(1000)).unwrap_or(i64::MAX / 4);
             let retry = (retry_at <= give_up_at).then_some(retry_at);

@@ -212,7 +212,8 @@ pub struct WorkerConfig {
     pub usage_refresh_secs: u64,
     /// How often the worker looks for cleanup runs that are due (a schedule, or "run now").
     pub cleanup_poll_ms: u64,
-    /// Components a cleanup run removes per transaction (whole packages: a batch may be larger).
+    /// The most components a cleanup run removes per transaction (whole packages: a batch may be
+    /// larger); fewer while a transaction takes longer than 100 ms.
     pub cleanup_batch: usize,
     /// How long an artifact blob that nothing references is kept before it is deleted.
     pub blob_grace_secs: u64,

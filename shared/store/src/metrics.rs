@@ -36,6 +36,7 @@ pub struct Metrics {
     pub dependency_errors_total: IntCounterVec,
     pub repository_components: IntGaugeVec,
     pub repository_bytes: IntGaugeVec,
+    pub repository_index_bytes: IntGaugeVec,
     pub cleanup_components_deleted_total: IntCounterVec,
     pub cleanup_bytes_reclaimed_total: IntCounterVec,
     pub cleanup_last_run_timestamp_seconds: Gauge,
@@ -202,8 +203,16 @@ impl Metrics {
             ),
             &["repository"],
         )?;
+        let repository_index_bytes = IntGaugeVec::new(
+            Opts::new(
+                "packyard_repository_index_bytes",
+                "Bytes of the blobs each repository's retained index snapshots hold (each blob once), as the worker last counted them",
+            ),
+            &["repository"],
+        )?;
         registry.register(Box::new(repository_components.clone()))?;
         registry.register(Box::new(repository_bytes.clone()))?;
+        registry.register(Box::new(repository_index_bytes.clone()))?;
         let cleanup_components_deleted_total = IntCounterVec::new(
             Opts::new("packyard_cleanup_components_deleted_total", "Components cleanup runs removed, by repository"),
             &["repository"],
@@ -274,6 +283,7 @@ impl Metrics {
             dependency_errors_total,
             repository_components,
             repository_bytes,
+            repository_index_bytes,
             cleanup_components_deleted_total,
             cleanup_bytes_reclaimed_total,
             cleanup_last_run_timestamp_seconds,

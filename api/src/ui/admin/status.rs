@@ -20,7 +20,7 @@ pub(super) async fn status(viewer: Viewer, services: web::Data<Services>) -> Res
             (s.failing > 0).then(|| (r.name.to_string(), s.last_error.clone().unwrap_or_default()))
         })
         .collect();
-    let stored = services.db.usage_all().await?.values().map(|u| u.1).sum::<i64>();
+    let stored = services.db.usage_all().await?.values().map(|u| u.bytes).sum::<i64>();
     let redis = match &services.redis {
         None => "not configured (watermarks are read from the database)".to_string(),
         Some(_) => "configured".to_string(),

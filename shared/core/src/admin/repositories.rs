@@ -47,6 +47,8 @@ pub struct RepositoryView {
 pub struct Usage {
     pub components: i64,
     pub bytes: i64,
+    /// The blobs its retained index snapshots hold, each once.
+    pub index_bytes: i64,
     pub counted_at: String,
 }
 
@@ -116,7 +118,12 @@ pub async fn get(services: &Services, formats: &Registry, name: &str) -> AdminRe
     let repo = RepositoryService::new(&services.db, formats).get(name).await?;
     let usage = services.db.usage(repo.id).await?;
     let mut view = RepositoryView::from(repo);
-    view.usage = usage.map(|(components, bytes, at)| Usage { components, bytes, counted_at: rfc3339_ms(at) });
+    view.usage = usage.map(|u| Usage {
+        components: u.components,
+        bytes: u.bytes,
+        index_bytes: u.index_bytes,
+        counted_at: rfc3339_ms(u.refreshed_at),
+    });
     Ok(view)
 }
 

@@ -144,7 +144,7 @@ impl ArtifactRef {
 }
 
 pub struct PublishedCache {
-    /// Told whenever pointers drop (a publication seen): read-your-writes waits on it.
+    /// Told of each publication made or seen: read-your-writes waits on it.
     dropped: tokio::sync::Notify,
     version: AtomicI64,
     /// Bumped by every drop of pointers: a lookup begun before it does not store its result.
@@ -326,8 +326,9 @@ impl PublishedCache {
         changed.len()
     }
 
-    /// What tells of each drop of pointers — a publication this process made or saw
-    /// ([`crate::publication::wait_until_published`] waits on it rather than only polling).
+    /// What tells of a publication this process made ([`crate::services::Services::changed`])
+    /// or saw another replica's watermark move for: [`crate::publication::wait_until_published`]
+    /// waits on it rather than only polling.
     pub fn publications(&self) -> &tokio::sync::Notify {
         &self.dropped
     }
@@ -344,7 +345,6 @@ impl PublishedCache {
         if let Ok(mut m) = self.made.write() {
             m.clear();
         }
-        self.dropped.notify_waiters();
     }
 
     /// The current snapshot of a unit, or `None` if it was never published.

@@ -248,6 +248,28 @@ const COMPONENT_SELECT: &str =
     "c.id, c.repository_id, c.format, c.component_key, c.namespace, c.name, c.version, c.created_at, c.uploaded_by";
 const ASSET_SELECT: &str = "a.id, a.repository_id, a.component_id, a.path, a.sha256, a.sha1, a.md5, a.size, a.content_type, a.created_at, a.uploaded_by, a.last_downloaded, a.download_count";
 
+/// What a repository holds, as the worker last counted it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RepositoryUsage {
+    /// Components (hosted: uploaded; proxy: cached).
+    pub components: i64,
+    /// Bytes of their assets.
+    pub bytes: i64,
+    /// Bytes of the blobs its retained index snapshots hold, each blob once.
+    pub index_bytes: i64,
+    /// When it was counted (ms).
+    pub refreshed_at: i64,
+}
+
+fn parse_usage(r: &sqlx::any::AnyRow) -> DbResult<RepositoryUsage> {
+    Ok(RepositoryUsage {
+        components: r.try_get("components")?,
+        bytes: r.try_get("bytes")?,
+        index_bytes: r.try_get("index_bytes")?,
+        refreshed_at: r.try_get("refreshed_at")?,
+    })
+}
+
 impl Db {
     /// Runs a statement built at run time (see [`Built`]).
     pub(super) async fn run_statement(&self, op: &'static str, b: Built) -> DbResult<Vec<sqlx::any::AnyRow>> {
@@ -459,38 +481,53 @@ impl Db {
         Ok(updated)
     }
 
-    /// Counts every repository's components and their assets' bytes, and stores the counts
-    /// (`repository_usage`; repositories with nothing get zeros). Returns
-    /// `(repository, components, bytes)` of each.
-    pub async fn refresh_usage(&self) -> DbResult<Vec<(i64, i64, i64)>> {
+    /// Counts every repository's components, their assets' bytes and the bytes of the blobs its
+    /// retained index snapshots hold (each blob once, however many snapshots list it; only what
+    /// builds wrote, not the package files a Go or Conan snapshot points at), and
+    /// stores the counts (`repository_usage`; repositories with nothing get zeros).
+    pub async fn refresh_usage(&self) -> DbResult<Vec<(i64, RepositoryUsage)>> {
         let components = sql!("components.usage", "SELECT r.id AS repository_id, (SELECT COUNT(*) FROM components c WHERE c.repository_id = r.id) AS n, CAST((SELECT COALESCE(SUM(a.size), 0) FROM assets a WHERE a.repository_id = r.id) AS BIGINT) AS bytes FROM repositories r ORDER BY r.id");
+        let index = sql!("snapshot_files.usage", "SELECT x.repository_id AS repository_id, CAST(COALESCE(SUM(b.size), 0) AS BIGINT) AS bytes FROM (SELECT DISTINCT u.repository_id AS repository_id, f.sha256 AS sha256 FROM snapshot_files f JOIN snapshots s ON s.id = f.snapshot_id JOIN publication_units u ON u.id = s.unit_id) x JOIN blobs b ON b.sha256 = x.sha256 WHERE b.origin = 'snapshot' GROUP BY x.repository_id");
+        let mut indexes = std::collections::HashMap::new();
+        for r in &self.query(index).fetch_all(self.pool()).await? {
+            indexes.insert(r.try_get::<i64, _>("repository_id")?, r.try_get::<i64, _>("bytes")?);
+        }
+        let now = now_ms();
         let rows = self.query(components).fetch_all(self.pool()).await?;
         let mut usage = Vec::with_capacity(rows.len());
         for r in &rows {
-            usage.push((r.try_get("repository_id")?, r.try_get("n")?, r.try_get("bytes")?));
+            let repository: i64 = r.try_get("repository_id")?;
+            let index_bytes = indexes.get(&repository).copied().unwrap_or(0);
+            let counted = RepositoryUsage {
+                components: r.try_get("n")?,
+                bytes: r.try_get("bytes")?,
+                index_bytes,
+                refreshed_at: now,
+            };
+            usage.push((repository, counted));
         }
         let put = upsert!(
             "repository_usage.put",
-            "INSERT INTO repository_usage (repository_id, components, bytes, refreshed_at) VALUES ($1, $2, $3, $4)",
+            "INSERT INTO repository_usage (repository_id, components, bytes, index_bytes, refreshed_at) VALUES ($1, $2, $3, $4, $5)",
             on "repository_usage" ("repository_id"),
-            set "components = NEW.components, bytes = NEW.bytes, refreshed_at = NEW.refreshed_at"
+            set "components = NEW.components, bytes = NEW.bytes, index_bytes = NEW.index_bytes, refreshed_at = NEW.refreshed_at"
         );
-        let (mut tx, now) = (self.begin().await?, now_ms());
-        for (repo, n, bytes) in &usage {
-            self.bound(put, (*repo, *n, *bytes, now)).execute(&mut *tx).await?;
+        let mut tx = self.begin().await?;
+        for (repo, u) in &usage {
+            self.bound(put, (*repo, u.components, u.bytes, u.index_bytes, now)).execute(&mut *tx).await?;
         }
         tx.commit().await?;
         Ok(usage)
     }
 
-    /// A repository's usage as last counted: `(components, bytes, when)`.
-    pub async fn usage(&self, repository_id: i64) -> DbResult<Option<(i64, i64, i64)>> {
+    /// A repository's usage as last counted.
+    pub async fn usage(&self, repository_id: i64) -> DbResult<Option<RepositoryUsage>> {
         let get = sql!(
             "repository_usage.get",
-            "SELECT components, bytes, refreshed_at FROM repository_usage WHERE repository_id = $1"
+            "SELECT components, bytes, index_bytes, refreshed_at FROM repository_usage WHERE repository_id = $1"
         );
         let row = self.bound(get, (repository_id,)).fetch_optional(self.pool()).await?;
-        row.map(|r| Ok((r.try_get("components")?, r.try_get("bytes")?, r.try_get("refreshed_at")?))).transpose()
+        row.as_ref().map(parse_usage).transpose()
     }
 
     /// The groups a repository's components are in, in order, after `after` (from the first
@@ -521,13 +558,16 @@ impl Db {
         Ok(out)
     }
 
-    /// Every repository's usage as last counted: repository id → `(components, bytes)`.
-    pub async fn usage_all(&self) -> DbResult<std::collections::HashMap<i64, (i64, i64)>> {
-        let all = sql!("repository_usage.all", "SELECT repository_id, components, bytes FROM repository_usage");
+    /// Every repository's usage as last counted, by repository id.
+    pub async fn usage_all(&self) -> DbResult<std::collections::HashMap<i64, RepositoryUsage>> {
+        let all = sql!(
+            "repository_usage.all",
+            "SELECT repository_id, components, bytes, index_bytes, refreshed_at FROM repository_usage"
+        );
         let rows = self.query(all).fetch_all(self.pool()).await?;
         let mut out = std::collections::HashMap::with_capacity(rows.len());
         for r in &rows {
-            out.insert(r.try_get("repository_id")?, (r.try_get("components")?, r.try_get("bytes")?));
+            out.insert(r.try_get("repository_id")?, parse_usage(r)?);
         }
         Ok(out)
     }

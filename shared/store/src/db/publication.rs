@@ -374,7 +374,7 @@ impl Db {
                     concat!(
                         "UPDATE publication_units SET lease_owner = $1, lease_token = $2, lease_expires_at = $3 WHERE id = (SELECT id",
                         pick!("$4", "$5", "$6", "$7", "$8", "$9", "$10", "$11"),
-                        "$12 ORDER BY first_pending_at LIMIT 1)"
+                        "$12 ORDER BY first_pending_at, id LIMIT 1)"
                     )
                 ))
                 .bind(owner)
@@ -414,7 +414,7 @@ impl Db {
                 concat!(
                     "SELECT id, desired_revision",
                     pick!("$1", "$2", "$3", "$4", "$5", "$6", "$7", "$8"),
-                    "$9 ORDER BY first_pending_at LIMIT 1"
+                    "$9 ORDER BY first_pending_at, id LIMIT 1"
                 )
             ))
             .bind(now)

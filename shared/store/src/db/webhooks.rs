@@ -281,18 +281,19 @@ impl Db {
     }
 
     /// Leases the deliveries `ids` (a run, in order) for `lease_ms`, in one transaction, as far
-    /// as none is leased by another worker: how many (a prefix of `ids`) and the lease's token.
+    /// as each is still pending, due, and not leased by another worker (a list read a while ago
+    /// may be stale): how many (a prefix of `ids`) and the lease's token.
     pub async fn lease_run(&self, ids: &[i64], lease_ms: i64) -> DbResult<(usize, i64)> {
         let now = now_ms();
         let until = now + lease_ms;
         let lease = sql!(
             "webhook_deliveries.lease",
-            "UPDATE webhook_deliveries SET leased_until = $1 WHERE id = $2 AND state = 'pending' AND leased_until < $3"
+            "UPDATE webhook_deliveries SET leased_until = $1 WHERE id = $2 AND state = 'pending' AND leased_until < $3 AND next_attempt_at <= $4"
         );
         let mut tx = self.begin().await?;
         let mut taken = 0;
         for id in ids {
-            if self.bound(lease, (until, *id, now)).execute(&mut *tx).await?.rows_affected() != 1 {
+            if self.bound(lease, (until, *id, now, now)).execute(&mut *tx).await?.rows_affected() != 1 {
                 break;
             }
             taken += 1;
