@@ -95,7 +95,7 @@ single_ok=$(check "$work/single.log"); batch_ok=$(check "$work/batch.log")
 # From the first event received to the last: the delivery rate, apart from the run's start.
 span() { awk 'NR == 1 { a = $3 } { b = $3 } END { print b - a }' "$1"; }
 single_span=$(span "$work/single.log"); batch_span=$(span "$work/batch.log")
-rate() { awk -v n="$N" -v ms="$1" 'BEGIN { printf "%.0f", ms > 0 ? n * 1000 / ms : 0 }'; }
+rate() { awk -v n="$N" -v ms="$1" 'BEGIN { printf "%.0f", (ms > 0 ? n * 1000 / ms : 0) }'; }
 single_rate=$(rate "$single_span"); batch_rate=$(rate "$batch_span")
 
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
