@@ -104,8 +104,10 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     if let Some((stop, task)) = running.worker_stop {
         let _ = stop.send(());
         // The builds in flight finish (within the shutdown time-out) before the pool closes.
-        if tokio::time::timeout(timeout, task).await.is_err() {
-            tracing::warn!("builds still running at shutdown; their units are built again after the lease");
+        match tokio::time::timeout(timeout, task).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::error!(error = %e, "the publication worker failed"),
+            Err(_) => tracing::warn!("builds still running at shutdown; their units are built again after the lease"),
         }
     }
     public?;

@@ -130,8 +130,6 @@ async fn deliver_run(services: &Services, run: Vec<DeliveryRecord>) -> anyhow::R
         Err(e) => Err((None, format!("the subscription's secret cannot be opened ({e}): set it again with PUT"))),
     };
     let started = std::time::Instant::now();
-    // One retry time for the whole run: a failed batch is due again as a whole.
-    let at = now_ms();
     let mut attempts = Vec::with_capacity(run.len());
     let mut tried = 0;
     if hook.batch {
@@ -139,6 +137,8 @@ async fn deliver_run(services: &Services, run: Vec<DeliveryRecord>) -> anyhow::R
             Ok(secret) => send(services, &hook, run, secret).await,
             Err(e) => Err(e.clone()),
         };
+        // Waits count from the answer (or the time-out), one time for the whole batch.
+        let at = now_ms();
         for d in run {
             attempts.push(attempt(cfg, (d, lease, at), &hook.name, &outcome));
         }
@@ -153,7 +153,7 @@ async fn deliver_run(services: &Services, run: Vec<DeliveryRecord>) -> anyhow::R
                 Err(e) => Err(e.clone()),
             };
             let failed = outcome.is_err();
-            attempts.push(attempt(cfg, (d, lease, at), &hook.name, &outcome));
+            attempts.push(attempt(cfg, (d, lease, now_ms()), &hook.name, &outcome));
             tried += 1;
             // A failure keeps the rest back: they go after it, in order.
             if failed {
