@@ -124,19 +124,17 @@ async fn deliver_run(services: &Services, run: Vec<DeliveryRecord>) -> anyhow::R
     if run.is_empty() {
         return Ok(0);
     }
-    let secret = services.security.keystore.open(&secret_key(&hook.name), &hook.secret_nonce, &hook.secret_sealed);
-    let secret = match secret {
-        Ok(s) => Ok(s),
-        Err(e) => Err((None, format!("the subscription's secret cannot be opened ({e}): set it again with PUT"))),
-    };
+    let secret = services
+        .security
+        .keystore
+        .open(&secret_key(&hook.name), &hook.secret_nonce, &hook.secret_sealed)
+        .map_err(|e| (None, format!("the subscription's secret cannot be opened ({e}): set it again with PUT")));
+    let secret = secret.as_deref();
     let started = std::time::Instant::now();
     let mut attempts = Vec::with_capacity(run.len());
     let mut tried = 0;
     if hook.batch {
-        let outcome = match &secret {
-            Ok(secret) => send(services, &hook, run, secret).await,
-            Err(e) => Err(e.clone()),
-        };
+        let outcome = send(services, &hook, run, secret).await;
         // Waits count from the answer (or the time-out), one time for the whole batch.
         let at = now_ms();
         for d in run {
@@ -148,10 +146,7 @@ async fn deliver_run(services: &Services, run: Vec<DeliveryRecord>) -> anyhow::R
             if started.elapsed() > std::time::Duration::from_millis(RUN_BUDGET_MS.unsigned_abs()) {
                 break;
             }
-            let outcome = match &secret {
-                Ok(secret) => send(services, &hook, std::slice::from_ref(d), secret).await,
-                Err(e) => Err(e.clone()),
-            };
+            let outcome = send(services, &hook, std::slice::from_ref(d), secret).await;
             let failed = outcome.is_err();
             attempts.push(attempt(cfg, (d, lease, now_ms()), &hook.name, &outcome));
             tried += 1;
@@ -202,13 +197,15 @@ fn attempt(
 }
 
 /// One request with the deliveries `ds` (one; or a batch, for a subscription that takes them):
-/// the receiver's status on a 2xx, else the status (if any) and what went wrong.
+/// the receiver's status on a 2xx, else the status (if any) and what went wrong — without a
+/// request when the subscription's secret could not be opened.
 async fn send(
     services: &Services,
     hook: &WebhookRecord,
     ds: &[DeliveryRecord],
-    secret: &[u8],
+    secret: Result<&[u8], &(Option<i64>, String)>,
 ) -> Result<i64, (Option<i64>, String)> {
+    let secret = secret.map_err(Clone::clone)?;
     let (url, name) = (hook.url.as_str(), hook.name.as_str());
     let Some(first) = ds.first() else { return Ok(204) };
     let parsed =

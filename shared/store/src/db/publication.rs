@@ -364,11 +364,13 @@ impl Db {
                 )
             };
         }
+        // The values of `pick!`'s placeholders, in order.
         let d = due.debounce_ms;
+        let picked = (now, now, d, d, now, now - due.max_delay_ms, d, d, below_ms);
         if self.backend() == Backend::Sqlite {
             // One writer at a time: one statement picks and leases, so that another worker
             // cannot come between them.
-            let done = self
+            let lease = self
                 .query(sql!(
                     "publication_units.lease",
                     concat!(
@@ -379,18 +381,8 @@ impl Db {
                 ))
                 .bind(owner)
                 .bind(token.as_str())
-                .bind(now + lease_ms)
-                .bind(now)
-                .bind(now)
-                .bind(d)
-                .bind(d)
-                .bind(now)
-                .bind(now - due.max_delay_ms)
-                .bind(d)
-                .bind(d)
-                .bind(below_ms)
-                .execute(self.pool())
-                .await?;
+                .bind(now + lease_ms);
+            let done = crate::sql::Binds::bind_to(picked, lease).execute(self.pool()).await?;
             if done.rows_affected() != 1 {
                 return Ok(None);
             }
@@ -408,26 +400,15 @@ impl Db {
         }
         let mut tx = self.begin().await?;
         // Elsewhere the pick locks its row, and concurrent workers skip it for the next.
-        let row = self
-            .query(skip_locked!(
-                "publication_units.pick",
-                concat!(
-                    "SELECT id, desired_revision",
-                    pick!("$1", "$2", "$3", "$4", "$5", "$6", "$7", "$8"),
-                    "$9 ORDER BY first_pending_at, id LIMIT 1"
-                )
-            ))
-            .bind(now)
-            .bind(now)
-            .bind(d)
-            .bind(d)
-            .bind(now)
-            .bind(now - due.max_delay_ms)
-            .bind(d)
-            .bind(d)
-            .bind(below_ms)
-            .fetch_optional(&mut *tx)
-            .await?;
+        let pick = skip_locked!(
+            "publication_units.pick",
+            concat!(
+                "SELECT id, desired_revision",
+                pick!("$1", "$2", "$3", "$4", "$5", "$6", "$7", "$8"),
+                "$9 ORDER BY first_pending_at, id LIMIT 1"
+            )
+        );
+        let row = self.bound(pick, picked).fetch_optional(&mut *tx).await?;
         let Some(row) = row else {
             tx.commit().await?;
             return Ok(None);
