@@ -397,3 +397,167 @@ db_test!(md5sums_are_the_packages_own_in_step_or_alone, |t: TestDb| async move {
     assert_eq!(rows.into_iter().collect::<HashMap<_, _>>(), expected, "the rows hold each package's MD5");
     Ok(())
 });
+
+/// Package `name` 1.0 for amd64 as Debian's stanzas are (about 700 bytes: digests that do not
+/// compress, a description of a few lines of words), stored in `stable`.
+async fn add_described(t: &TestDb, repo: i64, name: &str, i: usize) -> anyhow::Result<i64> {
+    const WORDS: [&str; 32] = [
+        "library",
+        "files",
+        "for",
+        "the",
+        "tool",
+        "development",
+        "package",
+        "support",
+        "data",
+        "this",
+        "contains",
+        "runtime",
+        "shared",
+        "headers",
+        "with",
+        "and",
+        "plugin",
+        "module",
+        "documentation",
+        "server",
+        "client",
+        "interface",
+        "bindings",
+        "python",
+        "utilities",
+        "format",
+        "network",
+        "image",
+        "command",
+        "line",
+        "common",
+        "extension",
+    ];
+    let digest = |what: &str| hex::encode(Sha256::digest(format!("{what} {name} {i}").as_bytes()));
+    let noise = Sha256::digest(format!("words {i}").as_bytes());
+    let words: Vec<&str> =
+        noise.iter().chain(Sha256::digest(noise).iter()).map(|b| WORDS[usize::from(*b) % 32]).collect();
+    let lines: Vec<String> = words.chunks(9).map(|c| format!(" {}", c.join(" "))).collect();
+    let p = AptPackage {
+        control: format!(
+            "Package: {name}\nVersion: 1.0-{}\nArchitecture: amd64\nMaintainer: Team {} <team{}@example.org>\nInstalled-Size: {}\nDepends: libc6 (>= 2.36), lib{name}1 (= 1.0)\nSection: {}\nDescription: {} {} {}\n{}\n",
+            i % 7,
+            i % 97,
+            i % 97,
+            (i * 37) % 9_000,
+            WORDS[i % 32],
+            words[0],
+            words[1],
+            words[2],
+            lines.join("\n")
+        ),
+        md5: digest("md5")[..32].to_string(),
+        sha256: digest("sha256"),
+        ..row(repo, name, i, "amd64")
+    };
+    insert_row(t, &p, Some("stable")).await
+}
+
+/// The size of `text` as one xz stream at xz's default preset (Debian's).
+fn one_xz_stream(text: &str) -> anyhow::Result<usize> {
+    use std::io::Write as _;
+    let mut e = liblzma::write::XzEncoder::new(Vec::new(), 6);
+    e.write_all(text.as_bytes())?;
+    Ok(e.finish()?.len())
+}
+
+db_test!(a_full_last_chunk_stays_when_packages_follow_it, |t: TestDb| async move {
+    let spec: RepositorySpec = serde_json::from_value(serde_json::json!({"name": "full", "format": "apt",
+        "type": "hosted", "apt": {"distributions": ["stable"], "architectures": ["amd64"]}}))?;
+    let repo = RepositoryService::new(&t.db, packyard_formats::registry()).create(spec).await?;
+    let (store, builder) = builder(&t).await?;
+    let blobs = store.as_ref();
+    // Exactly two full chunks.
+    for i in 0..2_000 {
+        add_described(&t, repo.id, &format!("pkg-{i:05}"), i).await?;
+    }
+    let written = || t.metrics.blob_bytes_total.with_label_values(&["in"]).get();
+    let at = written();
+    let first = publish(&t, blobs, &builder, &repo).await?;
+    let full = written() - at;
+    check(blobs, &first).await?;
+    // One package after them: a third chunk, the two full ones kept as they are (not rendered
+    // and compressed again: their bytes are not written again either).
+    add_described(&t, repo.id, "pkg-02000", 2_000).await?;
+    let at = written();
+    let second = publish(&t, blobs, &builder, &repo).await?;
+    let appended = written() - at;
+    assert!(appended * 20 < full, "one package after two full chunks wrote {appended} bytes, the whole build {full}");
+    let text = check(blobs, &second).await?;
+    assert_eq!(text.matches("Package: ").count(), 2_001);
+    let new: Vec<_> = common::parts(&second).difference(&common::parts(&first)).cloned().collect();
+    // The new chunk's three forms and the xz file's index of its blocks.
+    assert_eq!(new.len(), 4, "new parts after one upload past two full chunks: {new:?}");
+    let expected = publish_fresh(&t, blobs, &fresh(&builder), &repo).await?;
+    assert_eq!(text, expected, "the same Packages as a build from nothing");
+    Ok(())
+});
+
+db_test!(a_group_stores_only_the_chunks_a_members_change_touches, |t: TestDb| async move {
+    let service = RepositoryService::new(&t.db, packyard_formats::registry());
+    let hosted = |name: &str| {
+        serde_json::json!({"name": name, "format": "apt", "type": "hosted",
+            "apt": {"distributions": ["stable"], "architectures": ["amd64"]}})
+    };
+    let small = service.create(serde_json::from_value(hosted("small"))?).await?;
+    let big = service.create(serde_json::from_value(hosted("big"))?).await?;
+    let group = service
+        .create(serde_json::from_value(serde_json::json!({"name": "both", "format": "apt", "type": "group",
+            "group": {"members": ["small", "big"]},
+            "apt": {"distributions": ["stable"], "architectures": ["amd64"]}}))?)
+        .await?;
+    let (store, builder) = builder(&t).await?;
+    let blobs = store.as_ref();
+    // About 4 MiB of stanzas in big: several chunks of the group's index.
+    let mut ids = Vec::new();
+    for i in 0..5_000 {
+        ids.push(add_described(&t, big.id, &format!("pkg-{i:05}"), i).await?);
+    }
+    add_described(&t, small.id, "loc-00", 10_000).await?;
+    publish(&t, blobs, &builder, &big).await?;
+    publish(&t, blobs, &builder, &small).await?;
+    t.db.request_changes(group.id, &[("apt".to_string(), "stable".to_string())]).await?;
+    let written = || t.metrics.blob_bytes_total.with_label_values(&["in"]).get();
+    let at = written();
+    let first = publish(&t, blobs, &builder, &group).await?;
+    let full = written() - at;
+    let text = check(blobs, &first).await?;
+    assert_eq!(text.matches("Package: ").count(), 5_001);
+    let xz = first.get("dists/stable/main/binary-amd64/Packages.xz").map(|f| f.size).unwrap_or_default();
+    let single = one_xz_stream(&text)?;
+    println!("the group's Packages.xz: {xz} bytes; one xz stream of its {} bytes of text: {single}", text.len());
+    assert!(
+        xz as f64 <= 1.1 * single as f64,
+        "the group's Packages.xz is {xz} bytes, one xz stream of its text {single}"
+    );
+
+    // A package in the middle of big goes, and one more comes at its end: big's stanzas are
+    // merged again, and only the chunks around the two changes are new.
+    let mut tx = t.db.pool().begin().await?;
+    packyard_formats::apt::rows::delete(&t.db, &mut tx, ids[2_500]).await?;
+    t.db.record_change(&mut tx, big.id, "apt", "stable").await?;
+    tx.commit().await?;
+    add_described(&t, big.id, "pkg-05000", 5_000).await?;
+    publish(&t, blobs, &builder, &big).await?;
+    t.db.request_changes(group.id, &[("apt".to_string(), "stable".to_string())]).await?;
+    let at = written();
+    let second = publish(&t, blobs, &builder, &group).await?;
+    let changed = written() - at;
+    let text = check(blobs, &second).await?;
+    assert_eq!(text.matches("Package: ").count(), 5_001);
+    assert!(!text.contains("Package: pkg-02500\n") && text.contains("Package: pkg-05000\n"));
+    let new: Vec<_> = common::parts(&second).difference(&common::parts(&first)).cloned().collect();
+    // Two chunks' three forms, the xz file's index of its blocks (a change may end a chunk
+    // at another stanza, and the next one with it: one chunk more at most).
+    assert!(new.len() <= 10, "{} new parts after two changes in big: {new:?}", new.len());
+    assert!(changed * 4 < full * 3, "the change wrote {changed} bytes, the whole merge {full}");
+    assert_eq!(stanzas(&text), stanzas(&publish_fresh(&t, blobs, &fresh(&builder), &group).await?));
+    Ok(())
+});

@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 
-use super::index::{blocking, xz, Hashed, Hashers, IndexId, TEXT};
+use super::index::{blocking, xz, Hashed, Hashers, IndexId, TEXT, XZ_KEPT, XZ_OPEN};
 use crate::apt::rows::Member;
 use packyard_core::publication::{BuildContext, BuildError};
 use packyard_store::blobs::Sha256Hex;
@@ -243,8 +243,19 @@ pub(crate) async fn build(
         let last = i + 1 >= previous.len();
         if last {
             // The last chunk and every row after it, in chunks of CHUNK_ROWS (an empty index is
-            // one empty chunk).
+            // one empty chunk). A full last chunk whose rows did not change stays as it is: the
+            // rows after it start the next one.
             let mut after = lower;
+            if let Some(full) = previous.get(i).filter(|p| !changed[i] && p.count >= CHUNK_ROWS) {
+                let mut kept = full.clone();
+                if i > first {
+                    hashers = rehash(ctx, &kept, hashers).await?;
+                    kept.after = hashers.clone();
+                }
+                hashers = kept.after.clone();
+                after = kept.last_id;
+                chunks.push(kept);
+            }
             while let Some(rendered) =
                 render_chunk(ctx, rows, (after, i64::MAX), hashers.clone(), chunks.is_empty()).await?
             {
@@ -312,16 +323,70 @@ pub(crate) async fn finish_merge(
     Ok(hashed)
 }
 
-/// Stores `text` (whole stanzas) as one chunk: its three parts, the whole files' hashes carried
-/// on from `hashers`.
+/// Stores `text` (whole stanzas) as one chunk of a group's index: its three parts, the whole
+/// files' hashes carried on from `hashers`.
 pub(crate) async fn text_chunk(
     ctx: &mut BuildContext<'_>,
     text: String,
     hashers: [Hashers; 3],
 ) -> Result<Chunk, BuildError> {
     let count = i64::try_from(text.matches("\n\n").count()).unwrap_or(i64::MAX);
-    let (parts, xz, after) = store_chunk(ctx, Arc::from(text), hashers).await?;
+    let (parts, xz, after) = store_chunk(ctx, Arc::from(text), hashers, XZ_KEPT).await?;
     Ok(Chunk { last_id: 0, count, parts, xz, after })
+}
+
+/// The chunks of a group index's published merge, for the next merge to take again those
+/// whose text comes again: a member's stanzas are cut into chunks where the stanzas say
+/// (`group.rs`), so a member that changed a little makes mostly the chunks it made before, and
+/// only the changed ones are compressed and stored.
+#[derive(Default)]
+pub(crate) struct Reuse {
+    /// By the SHA-256 of their text: the chunk, and the marks of the hash states before it.
+    by_text: HashMap<String, (Chunk, Marks)>,
+}
+
+impl Reuse {
+    pub(crate) fn new(previous: &[Contribution]) -> Self {
+        let mut by_text = HashMap::new();
+        let mut before = marks(&start());
+        for chunk in previous.iter().flat_map(|c| &c.kept) {
+            by_text.insert(chunk.parts[0].0.clone(), (chunk.clone(), before));
+            before = marks(&chunk.after);
+        }
+        Self { by_text }
+    }
+
+    /// `text` as a chunk after `hashers`: the previous merge's chunk of that text if there is
+    /// one (its hash states carried on, unless it followed the same bytes then), else a new
+    /// one.
+    pub(crate) async fn chunk(
+        &self,
+        ctx: &mut BuildContext<'_>,
+        text: String,
+        hashers: [Hashers; 3],
+    ) -> Result<Chunk, BuildError> {
+        let sha = {
+            use sha2::Digest as _;
+            hex::encode(sha2::Sha256::digest(text.as_bytes()))
+        };
+        let Some((chunk, before)) = self.by_text.get(&sha) else {
+            return text_chunk(ctx, text, hashers).await;
+        };
+        let mut chunk = chunk.clone();
+        if marks(&hashers) != *before {
+            // The text is here; the compressed forms are read back.
+            let [mut plain, gz, xz] = hashers;
+            let text = Arc::<str>::from(text);
+            plain = blocking(move || {
+                plain.update(text.as_bytes());
+                Ok(plain)
+            })
+            .await?;
+            let [_, gz, xz] = rehash_forms(ctx, &chunk, [Hashers::default(), gz, xz], 1).await?;
+            chunk.after = [plain, gz, xz];
+        }
+        Ok(chunk)
+    }
 }
 
 /// Carries the whole files' hashes over remembered chunks that now follow other bytes than they
@@ -447,7 +512,10 @@ async fn render_chunk(
     if ids.is_empty() && !even_empty {
         return Ok(None);
     }
-    let (parts, xz, hashed) = store_chunk(ctx, Arc::from(text), hashers).await?;
+    // The open chunk at the end, which the next append renders again, is compressed quickly.
+    let open = upto == i64::MAX && i64::try_from(ids.len()).unwrap_or(i64::MAX) < CHUNK_ROWS;
+    let preset = if open { XZ_OPEN } else { XZ_KEPT };
+    let (parts, xz, hashed) = store_chunk(ctx, Arc::from(text), hashers, preset).await?;
     Ok(Some(Chunk {
         last_id: ids.last().copied().unwrap_or(after),
         count: i64::try_from(ids.len()).unwrap_or(i64::MAX),
@@ -457,12 +525,13 @@ async fn render_chunk(
     }))
 }
 
-/// Compresses and stores one chunk's text: its three parts, and the whole files' hash states
-/// after it (carried on from `hashers`).
+/// Compresses and stores one chunk's text (its xz block at `preset`): its three parts, and the
+/// whole files' hash states after it (carried on from `hashers`).
 async fn store_chunk(
     ctx: &mut BuildContext<'_>,
     text: Arc<str>,
     hashers: [Hashers; 3],
+    preset: u32,
 ) -> Result<([(String, i64); 3], Option<xz::Record>, [Hashers; 3]), BuildError> {
     let [mut plain_hash, mut gz_hash, mut xz_hash] = hashers;
     let (t1, t2, t3) = (text.clone(), text.clone(), text.clone());
@@ -482,7 +551,7 @@ async fn store_chunk(
             Ok((bytes, gz_hash))
         }),
         blocking(move || {
-            let (block, record) = xz::block(t3.as_bytes())?;
+            let (block, record) = xz::block(t3.as_bytes(), preset)?;
             xz_hash.update(&block);
             Ok((block, record, xz_hash))
         }),
@@ -505,11 +574,32 @@ async fn store_chunk(
     Ok((parts, record, [plain_hash, gz_hash, xz_hash]))
 }
 
+/// What identifies the bytes of the three files before a chunk (the same marks: the same bytes).
+type Marks = [[u8; 32]; 3];
+
+fn marks(hashers: &[Hashers; 3]) -> Marks {
+    [0, 1, 2].map(|form| hashers[form].mark())
+}
+
 /// Carries the whole-file hashes over an unchanged chunk that follows a changed one (its parts
 /// read back).
 async fn rehash(ctx: &BuildContext<'_>, chunk: &Chunk, hashers: [Hashers; 3]) -> Result<[Hashers; 3], BuildError> {
+    rehash_forms(ctx, chunk, hashers, 0).await
+}
+
+/// [`rehash`] of the forms from `first` on (the states before it are returned as given).
+async fn rehash_forms(
+    ctx: &BuildContext<'_>,
+    chunk: &Chunk,
+    hashers: [Hashers; 3],
+    first: usize,
+) -> Result<[Hashers; 3], BuildError> {
     let mut out: [Hashers; 3] = Default::default();
     for (form, mut h) in hashers.into_iter().enumerate() {
+        if form < first {
+            out[form] = h;
+            continue;
+        }
         let bytes = ctx.blobs().read_all(&Sha256Hex::parse(&chunk.parts[form].0)?).await?;
         out[form] = blocking(move || {
             h.update(&bytes);

@@ -123,8 +123,15 @@ pub fn merge_stanza(out: &mut String, seen: &mut HashSet<String>, member: &str, 
     true
 }
 
-/// Text of a merged index is stored in chunks of about this size (each compressed on its own).
-const MERGED_CHUNK: usize = 1024 * 1024;
+/// A member's stanzas in a merged index are cut into chunks (each compressed on its own) where
+/// the stanzas say, not at a byte count: after a stanza whose key's digest ends in eight zero
+/// bits once the chunk holds [`MIN_CHUNK`], and at [`MAX_CHUNK`] at the latest. The same
+/// stanzas make the same chunks whatever was added or removed before them, so the next merge
+/// finds most of a changed member's chunks already stored ([`chunks::Reuse`]). A chunk of a
+/// MiB or more compresses within 8 % of the whole text as one xz stream.
+const MIN_CHUNK: usize = 1024 * 1024;
+const MAX_CHUNK: usize = 3 * 1024 * 1024;
+const CUT: u128 = 0xff;
 
 /// What a member offers one index of a group, found without reading it.
 enum Input {
@@ -204,8 +211,10 @@ impl Upstream<'_> {
         // By id and name: a member deleted and made again under its name is another member.
         let names: Vec<String> = inputs.iter().map(|(m, ..)| format!("{} {}", m.id, m.name)).collect();
         let path = format!("dists/{dist}/{base}/{stem}");
-        let previous = memory.recall_merge(repo.id, &path, current).filter(|p| p.members == names);
-        let previous = previous.map(|p| p.emitted).unwrap_or_default();
+        let recalled = memory.recall_merge(repo.id, &path, current);
+        // Chunks are taken again by their text even when the members are others now.
+        let reuse = chunks::Reuse::new(recalled.as_ref().map(|p| p.emitted.as_slice()).unwrap_or_default());
+        let previous = recalled.filter(|p| p.members == names).map(|p| p.emitted).unwrap_or_default();
 
         // Which members keep their chunks (`groups::incremental`): those whose index changed
         // are read for the keys they offer now.
@@ -250,7 +259,7 @@ impl Upstream<'_> {
                 ahead.push(c.offered.clone());
                 continue;
             }
-            let c = self.contribute(ctx, member, input, id, (&ahead, &mut hashers)).await?;
+            let c = self.contribute(ctx, member, input, id, (&ahead, &mut hashers, &reuse)).await?;
             let c = Contribution { source: source.clone(), ..c };
             ahead.push(c.offered.clone());
             merged.push(c);
@@ -297,14 +306,15 @@ impl Upstream<'_> {
     }
 
     /// Merges a member's index: its stanzas but those a member `ahead` lists (or it listed
-    /// already), stored as chunks of about [`MERGED_CHUNK`], the whole files' hashes carried on.
+    /// already), as chunks cut where [`CUT`] says (those the last merge stored taken again
+    /// from `reuse`), the whole files' hashes carried on.
     async fn contribute(
         &self,
         ctx: &mut BuildContext<'_>,
         member: &Repository,
         input: &Input,
         id: &IndexId<'_>,
-        (ahead, hashers): (&[Arc<HashSet<u128>>], &mut [Hashers; 3]),
+        (ahead, hashers, reuse): (&[Arc<HashSet<u128>>], &mut [Hashers; 3], &chunks::Reuse),
     ) -> Result<Contribution, BuildError> {
         let mut stanzas = self.open(member, input, id).await?;
         let (mut stanza, mut text) = (String::new(), String::new());
@@ -323,14 +333,14 @@ impl Upstream<'_> {
                 continue;
             }
             write_stanza(&mut text, member.name.as_str(), &stanza, path_field);
-            if text.len() >= MERGED_CHUNK {
-                let chunk = chunks::text_chunk(ctx, std::mem::take(&mut text), hashers.clone()).await?;
+            if text.len() >= MAX_CHUNK || (text.len() >= MIN_CHUNK && key & CUT == 0) {
+                let chunk = reuse.chunk(ctx, std::mem::take(&mut text), hashers.clone()).await?;
                 *hashers = chunk.after.clone();
                 out.push(chunk);
             }
         }
         if !text.is_empty() {
-            let chunk = chunks::text_chunk(ctx, text, hashers.clone()).await?;
+            let chunk = reuse.chunk(ctx, text, hashers.clone()).await?;
             *hashers = chunk.after.clone();
             out.push(chunk);
         }

@@ -36,6 +36,12 @@ impl Hashers {
         self.size += b.len() as u64;
     }
 
+    /// What identifies the bytes hashed so far: their SHA-256 (two files whose states have
+    /// the same mark carry on alike).
+    pub(crate) fn mark(&self) -> [u8; 32] {
+        self.sha256.clone().finalize().into()
+    }
+
     pub(crate) fn finish(self, path: String) -> Hashed {
         Hashed {
             path,
@@ -50,9 +56,16 @@ impl Hashers {
 
 pub(crate) const TEXT: &str = "text/plain; charset=utf-8";
 
-/// xz preset for `Packages.xz`: preset 1 compresses a 100,000-package index about ten times
-/// faster than preset 6 for about a fifth more bytes (docs/perf/apt-build.md).
-pub(crate) const XZ_PRESET: u32 = 1;
+/// xz preset for the blocks of `Packages.xz` that later builds keep: a full chunk of a hosted
+/// index, a group's chunk. Preset 6 (`xz`'s default, Debian's) takes about four times the
+/// CPU of preset 1 but its blocks of a MiB come within 8 % of one preset-6 stream of the whole
+/// text, where preset 1's are 28 % larger (docs/perf/index-storage.md); a block is compressed
+/// once and then kept.
+pub(crate) const XZ_KEPT: u32 = 6;
+
+/// xz preset for the open last chunk of a hosted index, which every append compresses again:
+/// preset 1 is about four times quicker, and the open chunk is at most one chunk of the file.
+pub(crate) const XZ_OPEN: u32 = 1;
 
 /// One index of a distribution: `dists/<dist>/<component>/binary-<arch>/Packages`, or
 /// `dists/<dist>/<component>/source/Sources` (`arch` is `source`).
@@ -105,24 +118,33 @@ pub(crate) mod xz {
         io::Error::other(format!("the xz encoder's output has {what}"))
     }
 
-    /// A stream from the encoder of `text`.
-    fn encode(text: &[u8]) -> io::Result<Vec<u8>> {
+    /// A stream of `text` at `preset`. A block is compressed on its own, so its dictionary
+    /// need not be larger than its text: a smaller one finds the same matches, and the encoder
+    /// takes a tenth of the memory (preset 6's own dictionary is 8 MiB).
+    fn encode(text: &[u8], preset: u32) -> io::Result<Vec<u8>> {
         use std::io::Write as _;
-        let mut e = liblzma::write::XzEncoder::new(Vec::new(), super::XZ_PRESET);
+        let mut options = liblzma::stream::LzmaOptions::new_preset(preset)?;
+        let len = u32::try_from(text.len()).unwrap_or(u32::MAX);
+        options.dict_size(len.clamp(64 << 10, 8 << 20).next_power_of_two());
+        let mut filters = liblzma::stream::Filters::new();
+        filters.lzma2(&options);
+        let stream = liblzma::stream::Stream::new_stream_encoder(&filters, liblzma::stream::Check::Crc64)?;
+        let mut e = liblzma::write::XzEncoder::new_stream(Vec::new(), stream);
         e.write_all(text)?;
         e.finish()
     }
 
-    /// The stream header every stream of the encoder starts with (its flags name the check).
+    /// The stream header every stream of the encoder starts with (its flags name the check,
+    /// whatever the preset).
     pub(crate) fn header() -> &'static [u8] {
         static HEADER: OnceLock<Vec<u8>> = OnceLock::new();
-        HEADER.get_or_init(|| encode(b"").map(|s| s[..HEADER_LEN].to_vec()).unwrap_or_default())
+        HEADER.get_or_init(|| encode(b"", super::XZ_OPEN).map(|s| s[..HEADER_LEN].to_vec()).unwrap_or_default())
     }
 
-    /// `text` compressed as one block: its bytes and its record (`None` for empty text, which
-    /// has no block).
-    pub(crate) fn block(text: &[u8]) -> io::Result<(Vec<u8>, Option<Record>)> {
-        let stream = encode(text)?;
+    /// `text` compressed as one block at `preset`: its bytes and its record (`None` for empty
+    /// text, which has no block).
+    pub(crate) fn block(text: &[u8], preset: u32) -> io::Result<(Vec<u8>, Option<Record>)> {
+        let stream = encode(text, preset)?;
         if stream.len() < HEADER_LEN + FOOTER_LEN || stream[..HEADER_LEN] != *header() {
             return Err(bad("an unexpected stream header"));
         }
@@ -205,8 +227,9 @@ pub(crate) mod xz {
             let texts: [&[u8]; 4] = [b"Package: a\n\n", b"", &[b'x'; 300_000], b"Package: b\n\n"];
             let mut file = header().to_vec();
             let mut records = Vec::new();
-            for t in texts {
-                let (block, record) = block(t)?;
+            // Blocks of either preset make one stream.
+            for (t, preset) in texts.into_iter().zip([super::super::XZ_KEPT, super::super::XZ_OPEN].iter().cycle()) {
+                let (block, record) = block(t, *preset)?;
                 assert_eq!(block.is_empty(), record.is_none());
                 file.extend_from_slice(&block);
                 records.extend(record);
@@ -218,7 +241,7 @@ pub(crate) mod xz {
             assert_eq!(out, texts.concat());
             let mut empty = header().to_vec();
             empty.extend_from_slice(&tail(&[]));
-            assert_eq!(empty, encode(b"")?, "no blocks: the encoder's own empty stream");
+            assert_eq!(empty, encode(b"", super::super::XZ_KEPT)?, "no blocks: the encoder's own empty stream");
             Ok(())
         }
     }
