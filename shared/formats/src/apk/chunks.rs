@@ -43,6 +43,9 @@ struct Chunk {
     part: (String, i64),
     crc: u32,
     len: u64,
+    /// A group's chunk: the SHA-256 of its records' text (by which the next merge takes it
+    /// again).
+    text: Option<[u8; 32]>,
 }
 
 #[derive(Clone)]
@@ -94,18 +97,55 @@ impl Memory {
             .map(|r| r.emitted.clone())
             .unwrap_or_default()
     }
+
+    /// The chunks of the group's last merge of `unit`, if that merge is the one published, by
+    /// their text's SHA-256 (whoever the members are now).
+    pub(crate) fn reusable(&self, group: i64, unit: &str, current: Option<&str>) -> Reusable {
+        let Ok(m) = self.1.lock() else { return Reusable::default() };
+        let Some(r) = m.get(&(group, unit.to_string())).filter(|r| Some(r.list.as_str()) == current) else {
+            return Reusable::default();
+        };
+        let chunks = r.emitted.iter().flat_map(|c| &c.kept.chunks);
+        Reusable(chunks.filter_map(|c| Some((c.text?, c.clone()))).collect())
+    }
 }
 
-/// A member's records (each ending with a blank line) as chunks of [`CHUNK_ROWS`], stored;
-/// `provided`: the `.members` entries of those records.
+/// A group's stored chunks by the SHA-256 of their text.
+#[derive(Default)]
+pub(crate) struct Reusable(HashMap<[u8; 32], Chunk>);
+
+/// A member's records in a group's index are cut into chunks where the records say, not at a
+/// count: after a record whose SHA-256 begins with a zero byte once the chunk holds
+/// [`MIN_ROWS`], and at [`MAX_ROWS`] at the latest. The same records make the same chunks
+/// whatever was added or removed before them, so the next merge finds most of a changed member's
+/// chunks already stored ([`Reusable`]).
+const MIN_ROWS: usize = CHUNK_ROWS / 2;
+const MAX_ROWS: usize = CHUNK_ROWS * 2;
+
+/// A member's records (each ending with a blank line) as chunks cut where [`MIN_ROWS`] says,
+/// those of `reusable` taken again, the others stored; `provided`: the `.members` entries of
+/// those records.
 pub(crate) async fn contribution_chunks(
     ctx: &mut BuildContext<'_>,
     records: &[&str],
     provided: Vec<(String, String)>,
+    reusable: &Reusable,
 ) -> Result<Kept, BuildError> {
     let mut chunks = Vec::new();
-    for group in records.chunks(CHUNK_ROWS) {
-        chunks.push(store_chunk(ctx, group.concat(), (0, group.len(), 0)).await?);
+    let mut start = 0;
+    for (i, record) in records.iter().enumerate() {
+        let n = i + 1 - start;
+        let cut = n >= MAX_ROWS || (n >= MIN_ROWS && sha2::Sha256::digest(record.as_bytes())[0] == 0);
+        if cut || i + 1 == records.len() {
+            let text = records[start..=i].concat();
+            start = i + 1;
+            let sha: [u8; 32] = sha2::Sha256::digest(text.as_bytes()).into();
+            let chunk = match reusable.0.get(&sha) {
+                Some(kept) => kept.clone(),
+                None => Chunk { text: Some(sha), ..store_chunk(ctx, text, (0, n, 0)).await? },
+            };
+            chunks.push(chunk);
+        }
     }
     Ok(Kept { chunks, provided })
 }
@@ -234,7 +274,7 @@ async fn store_chunk(
     let mut sink = ctx.file(".parts/new", "application/octet-stream").await?;
     sink.write(&piece.bytes).await?;
     let part = ctx.part(sink).await?;
-    Ok(Chunk { last_id, count, id_sum, part, crc: piece.crc, len: piece.len })
+    Ok(Chunk { last_id, count, id_sum, part, crc: piece.crc, len: piece.len, text: None })
 }
 
 async fn deflate(data: Vec<u8>, last: bool) -> Result<Piece, BuildError> {

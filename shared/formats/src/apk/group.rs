@@ -149,6 +149,7 @@ pub(crate) async fn merge(
     // By id and name: a member deleted and made again under its name is another member.
     let names: Vec<String> = inputs.iter().map(|(m, ..)| format!("{} {}", m.id, m.name)).collect();
     let previous = memory.recall_merge(repo.id, &key, current, &names);
+    let reusable = memory.reusable(repo.id, &key, current);
     let by_source: Vec<(i64, String)> = inputs.iter().map(|(m, _, s)| (m.id, s.clone())).collect();
     let (mut texts, mut now) = (HashMap::new(), HashMap::new());
     // (Nothing remembered: every member is merged, nothing to compare.)
@@ -196,7 +197,7 @@ pub(crate) async fn merge(
             provided.push((file, member.name.to_string()));
         }
         let refs: Vec<&str> = records.iter().map(String::as_str).collect();
-        let kept = chunks::contribution_chunks(ctx, &refs, provided).await?;
+        let kept = chunks::contribution_chunks(ctx, &refs, provided, &reusable).await?;
         let offered = Arc::new(offered);
         ahead.push(offered.clone());
         merged.push(Contribution { member: member.id, source: source.clone(), offered, kept });

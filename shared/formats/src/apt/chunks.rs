@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 
-use super::index::{blocking, xz, Hashed, Hashers, IndexId, TEXT, XZ_KEPT, XZ_OPEN};
+use super::index::{blocking, other, xz, Hashed, Hashers, IndexId, TEXT, XZ_KEPT, XZ_OPEN};
 use crate::apt::rows::Member;
 use packyard_core::publication::{BuildContext, BuildError};
 use packyard_store::blobs::Sha256Hex;
@@ -238,6 +238,7 @@ pub(crate) async fn build(
     };
     let mut chunks: Vec<Chunk> = previous[..first].to_vec();
     let mut hashers: [Hashers; 3] = chunks.last().map(|c| c.after.clone()).unwrap_or_else(start);
+    let mut work = Compressing::default();
     for i in first..previous.len().max(1) {
         let lower = if i == 0 { 0 } else { previous[i - 1].last_id };
         let last = i + 1 >= previous.len();
@@ -256,13 +257,12 @@ pub(crate) async fn build(
                 after = kept.last_id;
                 chunks.push(kept);
             }
-            while let Some(rendered) =
-                render_chunk(ctx, rows, (after, i64::MAX), hashers.clone(), chunks.is_empty()).await?
-            {
-                hashers = rendered.after.clone();
+            loop {
+                let even_empty = chunks.is_empty() && work.is_empty();
+                let Some(rendered) = render_chunk(ctx, rows, (after, i64::MAX), even_empty).await? else { break };
                 let full = rendered.count >= CHUNK_ROWS;
                 after = rendered.last_id;
-                chunks.push(rendered);
+                work.push(ctx, (&mut hashers, &mut chunks), rendered).await?;
                 if !full {
                     break;
                 }
@@ -272,15 +272,15 @@ pub(crate) async fn build(
             // package of an older id added to the distribution).
             let (mut after, upto) = (lower, previous[i].last_id);
             let first_new = chunks.len();
-            while let Some(rendered) = render_chunk(ctx, rows, (after, upto), hashers.clone(), false).await? {
-                hashers = rendered.after.clone();
+            while let Some(rendered) = render_chunk(ctx, rows, (after, upto), false).await? {
                 let full = rendered.count >= CHUNK_ROWS;
                 after = rendered.last_id;
-                chunks.push(rendered);
+                work.push(ctx, (&mut hashers, &mut chunks), rendered).await?;
                 if !full {
                     break;
                 }
             }
+            work.finish(ctx, (&mut hashers, &mut chunks)).await?;
             // The range stays as it was, even when rows at its end went.
             if let Some(last) = chunks[first_new..].last_mut() {
                 last.last_id = upto;
@@ -292,6 +292,7 @@ pub(crate) async fn build(
             chunks.push(kept);
         }
     }
+    work.finish(ctx, (&mut hashers, &mut chunks)).await?;
     let (lists, hashed) = publish_files(ctx, id, &chunks.iter().collect::<Vec<_>>(), hashers).await?;
     memory.remember(repo, &path, Remembered { lists, chunks });
     Ok(hashed)
@@ -311,8 +312,11 @@ pub(crate) async fn finish_merge(
     let path = format!("dists/{dist}/{base}/{stem}");
     if emitted.iter().all(|c| c.kept.is_empty()) {
         // No member lists a thing: one empty chunk, so that the compressed forms are valid.
-        let chunk = text_chunk(ctx, String::new(), hashers).await?;
-        hashers = chunk.after.clone();
+        let mut chunks = Vec::new();
+        let mut work = Compressing::default();
+        work.push(ctx, (&mut hashers, &mut chunks), Rendered::text(String::new())).await?;
+        work.finish(ctx, (&mut hashers, &mut chunks)).await?;
+        let chunk = chunks.pop().ok_or_else(|| BuildError::Other("no chunk of the empty index".into()))?;
         emitted.push(Contribution { member: 0, source: String::new(), offered: Arc::default(), kept: vec![chunk] });
     }
     let all: Vec<&Chunk> = emitted.iter().flat_map(|c| &c.kept).collect();
@@ -321,18 +325,6 @@ pub(crate) async fn finish_merge(
         packyard_core::groups::incremental::remember(&mut m, (group, path), Merged { lists, members, emitted }, MERGES);
     }
     Ok(hashed)
-}
-
-/// Stores `text` (whole stanzas) as one chunk of a group's index: its three parts, the whole
-/// files' hashes carried on from `hashers`.
-pub(crate) async fn text_chunk(
-    ctx: &mut BuildContext<'_>,
-    text: String,
-    hashers: [Hashers; 3],
-) -> Result<Chunk, BuildError> {
-    let count = i64::try_from(text.matches("\n\n").count()).unwrap_or(i64::MAX);
-    let (parts, xz, after) = store_chunk(ctx, Arc::from(text), hashers, XZ_KEPT).await?;
-    Ok(Chunk { last_id: 0, count, parts, xz, after })
 }
 
 /// The chunks of a group index's published merge, for the next merge to take again those
@@ -356,37 +348,195 @@ impl Reuse {
         Self { by_text }
     }
 
-    /// `text` as a chunk after `hashers`: the previous merge's chunk of that text if there is
-    /// one (its hash states carried on, unless it followed the same bytes then), else a new
-    /// one.
-    pub(crate) async fn chunk(
+    /// Adds `text` (whole stanzas) to `work` as the next chunk of a group's index: the previous
+    /// merge's chunk of that text if there is one, else a new one.
+    pub(crate) async fn push(
         &self,
         ctx: &mut BuildContext<'_>,
+        work: &mut Compressing,
+        (hashers, out): (&mut [Hashers; 3], &mut Vec<Chunk>),
         text: String,
-        hashers: [Hashers; 3],
-    ) -> Result<Chunk, BuildError> {
+    ) -> Result<(), BuildError> {
         let sha = {
             use sha2::Digest as _;
             hex::encode(sha2::Sha256::digest(text.as_bytes()))
         };
-        let Some((chunk, before)) = self.by_text.get(&sha) else {
-            return text_chunk(ctx, text, hashers).await;
-        };
-        let mut chunk = chunk.clone();
-        if marks(&hashers) != *before {
-            // The text is here; the compressed forms are read back.
-            let [mut plain, gz, xz] = hashers;
-            let text = Arc::<str>::from(text);
-            plain = blocking(move || {
-                plain.update(text.as_bytes());
-                Ok(plain)
-            })
-            .await?;
-            let [_, gz, xz] = rehash_forms(ctx, &chunk, [Hashers::default(), gz, xz], 1).await?;
-            chunk.after = [plain, gz, xz];
+        match self.by_text.get(&sha) {
+            Some((chunk, before)) => {
+                work.queue.push_back(Pending::Stored {
+                    chunk: Box::new(chunk.clone()),
+                    before: *before,
+                    text: Arc::from(text),
+                });
+                work.limit(ctx, (hashers, out)).await
+            }
+            None => work.push(ctx, (hashers, out), Rendered::text(text)).await,
         }
-        Ok(chunk)
     }
+}
+
+/// A chunk's text as rendered, before it is compressed.
+pub(crate) struct Rendered {
+    text: String,
+    last_id: i64,
+    count: i64,
+    /// The xz preset of its block.
+    preset: u32,
+}
+
+impl Rendered {
+    /// Whole stanzas of a group's index (whose chunks have no ids).
+    fn text(text: String) -> Self {
+        let count = i64::try_from(text.matches("\n\n").count()).unwrap_or(i64::MAX);
+        Self { text, last_id: 0, count, preset: XZ_KEPT }
+    }
+}
+
+/// Chunks on their way to the store: each one's three forms are compressed on blocking threads
+/// as soon as its text is known, the next chunks' beside it (as many as there are cores), and
+/// finished in order — the whole files' hash states carried on, the parts stored — since each
+/// file's hashes run through its chunks in order.
+pub(crate) struct Compressing {
+    queue: std::collections::VecDeque<Pending>,
+    width: usize,
+}
+
+impl Default for Compressing {
+    fn default() -> Self {
+        let width = std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get).clamp(1, 8);
+        Self { queue: Default::default(), width }
+    }
+}
+
+enum Pending {
+    /// A stored chunk taken again, and the marks of the hash states it followed.
+    Stored { chunk: Box<Chunk>, before: Marks, text: Arc<str> },
+    /// A new chunk being compressed.
+    New { text: Arc<str>, last_id: i64, count: i64, forms: Forms },
+}
+
+type Unreadable = Option<(String, packyard_codecs::apt::fields::FieldError)>;
+
+/// A new chunk's forms in the making: apt's reading of its text, its gzip member, its xz block.
+struct Forms {
+    check: tokio::task::JoinHandle<Unreadable>,
+    gz: tokio::task::JoinHandle<std::io::Result<Vec<u8>>>,
+    xz: tokio::task::JoinHandle<std::io::Result<(Vec<u8>, Option<xz::Record>)>>,
+}
+
+impl Compressing {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    /// Starts compressing `rendered`; finishes the oldest chunks while more than the cores are
+    /// in flight (onto `out`, carrying `hashers`).
+    async fn push(
+        &mut self,
+        ctx: &mut BuildContext<'_>,
+        (hashers, out): (&mut [Hashers; 3], &mut Vec<Chunk>),
+        rendered: Rendered,
+    ) -> Result<(), BuildError> {
+        let Rendered { text, last_id, count, preset } = rendered;
+        let text: Arc<str> = Arc::from(text);
+        let (t1, t2, t3) = (text.clone(), text.clone(), text.clone());
+        let forms = Forms {
+            // Read back as apt will read it, beside the compressions: an index apt cannot parse
+            // fails `apt-get update` for every client of the repository and of its groups.
+            check: tokio::task::spawn_blocking(move || packyard_codecs::apt::fields::check_index(&t1).err()),
+            gz: tokio::task::spawn_blocking(move || {
+                use std::io::Write as _;
+                let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+                e.write_all(t2.as_bytes())?;
+                e.finish()
+            }),
+            xz: tokio::task::spawn_blocking(move || xz::block(t3.as_bytes(), preset)),
+        };
+        self.queue.push_back(Pending::New { text, last_id, count, forms });
+        self.limit(ctx, (hashers, out)).await
+    }
+
+    /// Finishes the oldest chunks while more than the cores are in flight.
+    async fn limit(
+        &mut self,
+        ctx: &mut BuildContext<'_>,
+        (hashers, out): (&mut [Hashers; 3], &mut Vec<Chunk>),
+    ) -> Result<(), BuildError> {
+        while self.queue.len() > self.width {
+            self.finish_one(ctx, (hashers, out)).await?;
+        }
+        Ok(())
+    }
+
+    /// Finishes every chunk in flight.
+    pub(crate) async fn finish(
+        &mut self,
+        ctx: &mut BuildContext<'_>,
+        (hashers, out): (&mut [Hashers; 3], &mut Vec<Chunk>),
+    ) -> Result<(), BuildError> {
+        while !self.queue.is_empty() {
+            self.finish_one(ctx, (hashers, out)).await?;
+        }
+        Ok(())
+    }
+
+    async fn finish_one(
+        &mut self,
+        ctx: &mut BuildContext<'_>,
+        (hashers, out): (&mut [Hashers; 3], &mut Vec<Chunk>),
+    ) -> Result<(), BuildError> {
+        let Some(pending) = self.queue.pop_front() else { return Ok(()) };
+        let chunk = match pending {
+            Pending::Stored { mut chunk, before, text } => {
+                if marks(hashers) != before {
+                    // It follows other bytes than it did: the text is here, the compressed forms
+                    // are read back.
+                    let [plain, gz, xz] = std::mem::take(hashers);
+                    let plain = hash_on(plain, text.into()).await?;
+                    let [_, gz, xz] = rehash_forms(ctx, &chunk, [Hashers::default(), gz, xz], 1).await?;
+                    chunk.after = [plain, gz, xz];
+                }
+                *chunk
+            }
+            Pending::New { text, last_id, count, forms } => {
+                if let Some((stanza, why)) = forms.check.await.map_err(other)? {
+                    return Err(BuildError::Refused {
+                        reason: "apt_index",
+                        message: format!(
+                            "apt could not read the index: the stanza of {stanza}: {why}; delete or replace that package"
+                        ),
+                    });
+                }
+                let gz: Arc<[u8]> = Arc::from(forms.gz.await.map_err(other)?.map_err(other)?);
+                let (xz, record) = forms.xz.await.map_err(other)?.map_err(other)?;
+                let xz: Arc<[u8]> = Arc::from(xz);
+                let [plain_h, gz_h, xz_h] = std::mem::take(hashers);
+                let text: Arc<[u8]> = text.into();
+                let (plain_h, gz_h, xz_h) =
+                    tokio::join!(hash_on(plain_h, text.clone()), hash_on(gz_h, gz.clone()), hash_on(xz_h, xz.clone()));
+                let after = [plain_h?, gz_h?, xz_h?];
+                let mut parts: [(String, i64); 3] = Default::default();
+                for (form, bytes) in [&text, &gz, &xz].into_iter().enumerate() {
+                    let mut sink = ctx.file(".parts/new", "application/octet-stream").await?;
+                    sink.write(bytes).await?;
+                    parts[form] = ctx.part(sink).await?;
+                }
+                Chunk { last_id, count, parts, xz: record, after }
+            }
+        };
+        *hashers = chunk.after.clone();
+        out.push(chunk);
+        Ok(())
+    }
+}
+
+/// `h` carried on over `bytes`, on a blocking thread.
+async fn hash_on(mut h: Hashers, bytes: Arc<[u8]>) -> Result<Hashers, BuildError> {
+    blocking(move || {
+        h.update(&bytes);
+        Ok(h)
+    })
+    .await
 }
 
 /// Carries the whole files' hashes over remembered chunks that now follow other bytes than they
@@ -497,81 +647,28 @@ fn finish(ctx: &mut BuildContext<'_>, id: &IndexId<'_>, hashers: &[Hashers; 3]) 
     Ok(hashed)
 }
 
-/// Renders the rows of `(after, upto]` (at most CHUNK_ROWS) as one chunk: its three parts stored,
-/// the whole-file hashes carried on from `hashers`. `None` when the range holds no rows, unless
-/// `even_empty`.
+/// Renders the rows of `(after, upto]` (at most CHUNK_ROWS) as one chunk's text. `None` when
+/// the range holds no rows, unless `even_empty`.
 async fn render_chunk(
     ctx: &mut BuildContext<'_>,
     rows: &dyn IndexRows,
     (after, upto): (i64, i64),
-    hashers: [Hashers; 3],
     even_empty: bool,
-) -> Result<Option<Chunk>, BuildError> {
+) -> Result<Option<Rendered>, BuildError> {
     let mut text = String::new();
     let ids = rows.render(ctx.db, after, upto, CHUNK_ROWS, &mut text).await?;
     if ids.is_empty() && !even_empty {
         return Ok(None);
     }
+    let count = i64::try_from(ids.len()).unwrap_or(i64::MAX);
     // The open chunk at the end, which the next append renders again, is compressed quickly.
-    let open = upto == i64::MAX && i64::try_from(ids.len()).unwrap_or(i64::MAX) < CHUNK_ROWS;
-    let preset = if open { XZ_OPEN } else { XZ_KEPT };
-    let (parts, xz, hashed) = store_chunk(ctx, Arc::from(text), hashers, preset).await?;
-    Ok(Some(Chunk {
+    let open = upto == i64::MAX && count < CHUNK_ROWS;
+    Ok(Some(Rendered {
+        text,
         last_id: ids.last().copied().unwrap_or(after),
-        count: i64::try_from(ids.len()).unwrap_or(i64::MAX),
-        parts,
-        xz,
-        after: hashed,
+        count,
+        preset: if open { XZ_OPEN } else { XZ_KEPT },
     }))
-}
-
-/// Compresses and stores one chunk's text (its xz block at `preset`): its three parts, and the
-/// whole files' hash states after it (carried on from `hashers`).
-async fn store_chunk(
-    ctx: &mut BuildContext<'_>,
-    text: Arc<str>,
-    hashers: [Hashers; 3],
-    preset: u32,
-) -> Result<([(String, i64); 3], Option<xz::Record>, [Hashers; 3]), BuildError> {
-    let [mut plain_hash, mut gz_hash, mut xz_hash] = hashers;
-    let (t1, t2, t3) = (text.clone(), text.clone(), text.clone());
-    let (plain, gz, xz) = tokio::join!(
-        blocking(move || {
-            plain_hash.update(t1.as_bytes());
-            // Read back as apt will read it, beside the compressions: an index apt cannot parse
-            // fails `apt-get update` for every client of the repository and of its groups.
-            Ok((plain_hash, packyard_codecs::apt::fields::check_index(&t1).err()))
-        }),
-        blocking(move || {
-            use std::io::Write as _;
-            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-            e.write_all(t2.as_bytes())?;
-            let bytes = e.finish()?;
-            gz_hash.update(&bytes);
-            Ok((bytes, gz_hash))
-        }),
-        blocking(move || {
-            let (block, record) = xz::block(t3.as_bytes(), preset)?;
-            xz_hash.update(&block);
-            Ok((block, record, xz_hash))
-        }),
-    );
-    let ((plain_hash, unreadable), (gz, gz_hash), (xz, record, xz_hash)) = (plain?, gz?, xz?);
-    if let Some((stanza, why)) = unreadable {
-        return Err(BuildError::Refused {
-            reason: "apt_index",
-            message: format!(
-                "apt could not read the index: the stanza of {stanza}: {why}; delete or replace that package"
-            ),
-        });
-    }
-    let mut parts: [(String, i64); 3] = Default::default();
-    for (form, bytes) in [text.as_bytes(), &gz, &xz].into_iter().enumerate() {
-        let mut sink = ctx.file(".parts/new", "application/octet-stream").await?;
-        sink.write(bytes).await?;
-        parts[form] = ctx.part(sink).await?;
-    }
-    Ok((parts, record, [plain_hash, gz_hash, xz_hash]))
 }
 
 /// What identifies the bytes of the three files before a chunk (the same marks: the same bytes).

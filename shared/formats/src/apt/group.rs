@@ -320,6 +320,7 @@ impl Upstream<'_> {
         let (mut stanza, mut text) = (String::new(), String::new());
         let mut offered = HashSet::new();
         let mut out = Vec::new();
+        let mut work = chunks::Compressing::default();
         while stanzas.next_stanza(&mut stanza).map_err(|e| unreadable(member, id, e))? {
             let Some((key, path_field)) = stanza_key(&stanza) else { continue };
             // A stanza from upstream that apt cannot read would fail `apt-get update` for every
@@ -334,16 +335,13 @@ impl Upstream<'_> {
             }
             write_stanza(&mut text, member.name.as_str(), &stanza, path_field);
             if text.len() >= MAX_CHUNK || (text.len() >= MIN_CHUNK && key & CUT == 0) {
-                let chunk = reuse.chunk(ctx, std::mem::take(&mut text), hashers.clone()).await?;
-                *hashers = chunk.after.clone();
-                out.push(chunk);
+                reuse.push(ctx, &mut work, (hashers, &mut out), std::mem::take(&mut text)).await?;
             }
         }
         if !text.is_empty() {
-            let chunk = reuse.chunk(ctx, text, hashers.clone()).await?;
-            *hashers = chunk.after.clone();
-            out.push(chunk);
+            reuse.push(ctx, &mut work, (hashers, &mut out), text).await?;
         }
+        work.finish(ctx, (hashers, &mut out)).await?;
         Ok(Contribution { member: member.id, source: String::new(), offered: Arc::new(offered), kept: out })
     }
 
