@@ -561,3 +561,119 @@ db_test!(a_group_stores_only_the_chunks_a_members_change_touches, |t: TestDb| as
     assert_eq!(stanzas(&text), stanzas(&publish_fresh(&t, blobs, &fresh(&builder), &group).await?));
     Ok(())
 });
+
+/// Adds package `name` 1.0 for `arch` in `component` of `stable`.
+async fn add_in(t: &TestDb, repo: i64, name: &str, i: usize, (component, arch): (&str, &str)) -> anyhow::Result<i64> {
+    let p = AptPackage {
+        component: component.into(),
+        pool_path: format!("pool/{component}/p/{name}/{name}_1.0_{arch}.deb"),
+        ..row(repo, name, i, arch)
+    };
+    insert_row(t, &p, Some("stable")).await
+}
+
+/// The stanzas of one index of a snapshot (`dists/<dist>/<component>/binary-<arch>/Packages`).
+async fn index_of(
+    blobs: &FileStore,
+    files: &HashMap<String, SnapshotFile>,
+    (dist, component, arch): (&str, &str, &str),
+) -> anyhow::Result<Vec<String>> {
+    let path = format!("dists/{dist}/{component}/binary-{arch}/Packages");
+    let f = files.get(&path).ok_or_else(|| anyhow::anyhow!("no {path}"))?;
+    Ok(stanzas(std::str::from_utf8(&read_file(blobs, f).await?)?))
+}
+
+// A group serving `bookworm` over a hosted member of distribution `stable` and a nested group
+// (itself over a hosted `stable`), two components and two architectures: a change in one index
+// of one member, however deep, costs the outer group that index's chunk, nothing else.
+db_test!(every_group_shape_merges_only_what_changed, |t: TestDb| async move {
+    let service = RepositoryService::new(&t.db, packyard_formats::registry());
+    let shape = serde_json::json!({"components": ["main", "contrib"], "architectures": ["amd64", "arm64"]});
+    let hosted = |name: &str| {
+        let mut apt = shape.clone();
+        apt["distributions"] = serde_json::json!(["stable"]);
+        serde_json::json!({"name": name, "format": "apt", "type": "hosted", "apt": apt})
+    };
+    let group = |name: &str, members: &[&str]| {
+        let mut apt = shape.clone();
+        apt["distributions"] = serde_json::json!(["bookworm"]);
+        serde_json::json!({"name": name, "format": "apt", "type": "group", "group": {"members": members}, "apt": apt})
+    };
+    let small = service.create(serde_json::from_value(hosted("small"))?).await?;
+    let big = service.create(serde_json::from_value(hosted("big"))?).await?;
+    let inner = service.create(serde_json::from_value(group("inner", &["big"]))?).await?;
+    let outer = service.create(serde_json::from_value(group("outer", &["small", "inner"]))?).await?;
+    let (store, builder) = builder(&t).await?;
+    let blobs = store.as_ref();
+    let places = [("main", "amd64"), ("main", "arm64"), ("contrib", "amd64"), ("contrib", "arm64")];
+    for i in 0..1_200 {
+        add_in(&t, big.id, &format!("big-{i:05}"), i * 10 + 1, places[i % 4]).await?;
+    }
+    for i in 0..40 {
+        add_in(&t, small.id, &format!("small-{i:03}"), 20_000 + i * 10 + 1, places[i % 4]).await?;
+    }
+    let request = |repo: i64, dist: &'static str| {
+        let db = t.db.clone();
+        async move { db.request_changes(repo, &[("apt".to_string(), dist.to_string())]).await }
+    };
+    publish(&t, blobs, &builder, &big).await?;
+    publish(&t, blobs, &builder, &small).await?;
+    request(inner.id, "bookworm").await?;
+    publish(&t, blobs, &builder, &inner).await?;
+    request(outer.id, "bookworm").await?;
+    let written = || t.metrics.blob_bytes_total.with_label_values(&["in"]).get();
+    let at = written();
+    let first = publish(&t, blobs, &builder, &outer).await?;
+    let whole_bytes = written() - at;
+    for (n, place) in places.iter().enumerate() {
+        let listed = index_of(blobs, &first, ("bookworm", place.0, place.1)).await?;
+        assert_eq!(listed.len(), 300 + 10, "{place:?}: big's 300 and small's 10");
+        assert!(listed.iter().any(|s| s.starts_with(&format!("Package: small-{n:03}\n"))), "{place:?}");
+    }
+
+    // Changes in a hosted member of the outer group, then in the member of the nested group.
+    let steps: [(&Repository, &str, (&str, &str)); 2] =
+        [(&small, "small-new", ("main", "amd64")), (&big, "big-new", ("contrib", "arm64"))];
+    let mut before = first;
+    for (k, (member, name, place)) in steps.into_iter().enumerate() {
+        add_in(&t, member.id, name, 50_000 + k * 10 + 1, place).await?;
+        publish(&t, blobs, &builder, member).await?;
+        if member.id == big.id {
+            request(inner.id, "bookworm").await?;
+            publish(&t, blobs, &builder, &inner).await?;
+        }
+        request(outer.id, "bookworm").await?;
+        let at = written();
+        let after = publish(&t, blobs, &builder, &outer).await?;
+        // One of four indexes merged again, the others not even compressed again.
+        let merged_bytes = written() - at;
+        assert!(merged_bytes * 3 < whole_bytes, "{name}: {merged_bytes} bytes written, {whole_bytes} by the whole merge");
+        let new: Vec<_> = common::parts(&after).difference(&common::parts(&before)).cloned().collect();
+        // The changed index's member chunk in three forms, and its xz file's index of blocks.
+        assert_eq!(new.len(), 4, "{name} in {place:?}: new parts {new:?}");
+        let listed = index_of(blobs, &after, ("bookworm", place.0, place.1)).await?;
+        assert!(listed.iter().any(|s| s.starts_with(&format!("Package: {name}\n"))), "{name} listed");
+        for other in places.iter().filter(|p| **p != place) {
+            assert_eq!(
+                after.get(&format!("dists/bookworm/{}/binary-{}/Packages.xz", other.0, other.1)).map(|f| &f.sha256),
+                before.get(&format!("dists/bookworm/{}/binary-{}/Packages.xz", other.0, other.1)).map(|f| &f.sha256),
+                "{other:?} is as it was"
+            );
+        }
+        before = after;
+    }
+    // The same stanzas as merges from nothing, of both groups.
+    let fresh_builder = fresh(&builder);
+    request(inner.id, "bookworm").await?;
+    publish(&t, blobs, &fresh_builder, &inner).await?;
+    request(outer.id, "bookworm").await?;
+    let whole = publish(&t, blobs, &fresh_builder, &outer).await?;
+    for place in places {
+        assert_eq!(
+            index_of(blobs, &before, ("bookworm", place.0, place.1)).await?,
+            index_of(blobs, &whole, ("bookworm", place.0, place.1)).await?,
+            "{place:?} as a merge from nothing lists it"
+        );
+    }
+    Ok(())
+});
