@@ -274,12 +274,7 @@ impl Publisher {
         // Builds get threads of their own: the thread that runs this loop (in the api process,
         // its main thread) also runs the cache keepers and the other background tasks, and a
         // build's parsing and merging between awaits would hold them up.
-        let (light, builds) = BuildThreads::start(slots, "packyard-build", None);
-        // Heavy units build on threads of a lower priority (a nice of HEAVY_NICE, their blocking
-        // threads too): a large group's compression then takes the cores only while the
-        // requests and the quick builds leave them idle.
-        let (heavy, heavy_builds) = BuildThreads::start(slots, "packyard-heavy", Some(HEAVY_NICE));
-        let on = Threads { light: builds.clone(), heavy: heavy_builds };
+        let (runtime, builds) = BuildThreads::start(slots);
         let mut running = Running::new(slots);
         // Rebuilds of groups over proxies ask the upstreams, and collection may take a while:
         // neither holds up the claims.
@@ -288,7 +283,7 @@ impl Publisher {
         tokio::pin!(stop);
         tracing::info!(owner = %self.owner, concurrency = slots, "publication worker running");
         loop {
-            let filled = self.fill(&mut running, &on).await;
+            let filled = self.fill(&mut running, &builds).await;
             self.update_metrics().await;
             // With every slot busy only a finished build frees one; otherwise the next unit
             // that a free slot may take decides the sleep (at least a few milliseconds, so that
@@ -313,7 +308,7 @@ impl Publisher {
         if let Err(e) = chores.await {
             tracing::error!(error = %e, "the publication worker's chores failed");
         }
-        drop((light, heavy));
+        drop(runtime);
         tracing::info!(owner = %self.owner, "publication worker stopped");
     }
 
@@ -347,7 +342,7 @@ impl Publisher {
     /// Claims due units into the free slots, oldest pending first; the last free slot is kept
     /// from a heavy unit while every other slot builds one, so that a few large builds cannot
     /// hold up the small ones. Says what may be claimed next.
-    async fn fill(self: &Arc<Self>, running: &mut Running, on: &Threads) -> Fill {
+    async fn fill(self: &Arc<Self>, running: &mut Running, on: &tokio::runtime::Handle) -> Fill {
         loop {
             let Some(below_ms) = running.may_take() else { return Fill::Full };
             let claim = match self.services.db.claim_due_below(&self.owner, self.due, self.lease_ms, below_ms).await {
@@ -360,8 +355,14 @@ impl Publisher {
             };
             let me = Arc::clone(self);
             let last = claim.unit.build_ms;
-            let threads = if last.unwrap_or(0) >= HEAVY_MS { &on.heavy } else { &on.light };
-            running.start(last, threads, async move { me.process(claim).await });
+            // A heavy unit's compression runs on threads of a lower priority, so that requests
+            // and quick builds go first (`publication::work`).
+            let heavy = last.unwrap_or(0) >= HEAVY_MS;
+            running.start(
+                last,
+                on,
+                packyard_core::publication::work::weighed(heavy, async move { me.process(claim).await }),
+            );
         }
     }
 }
@@ -371,40 +372,25 @@ impl Publisher {
 struct BuildThreads(Option<tokio::runtime::Runtime>);
 
 impl BuildThreads {
-    /// `slots` threads named `name` (at a nice of `nice` when given, where the system lets the
-    /// process lower its threads' priority); the caller's own when they cannot start.
-    fn start(slots: usize, name: &str, nice: Option<i32>) -> (Self, tokio::runtime::Handle) {
-        let mut builder = tokio::runtime::Builder::new_multi_thread();
-        builder.worker_threads(slots).thread_name(name).enable_all();
-        if let Some(nice) = nice {
-            builder.on_thread_start(move || {
-                // Linux: the calling thread's priority, not the whole process's.
-                if let Err(e) = rustix::process::setpriority_process(None, nice) {
-                    tracing::debug!(error = %e, "cannot lower a heavy build thread's priority");
-                }
-            });
-        }
-        match builder.build() {
+    /// `slots` threads of their own; the caller's when they cannot start.
+    fn start(slots: usize) -> (Self, tokio::runtime::Handle) {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(slots)
+            .thread_name("packyard-build")
+            .enable_all()
+            .build();
+        match runtime {
             Ok(rt) => {
                 let handle = rt.handle().clone();
                 (Self(Some(rt)), handle)
             }
             Err(e) => {
-                tracing::warn!(error = %e, threads = name, "cannot start the build threads; building on the worker's own");
+                tracing::warn!(error = %e, "cannot start the build threads; building on the worker's own");
                 (Self(None), tokio::runtime::Handle::current())
             }
         }
     }
 }
-
-/// Where builds run: quick units' and heavy units' threads.
-struct Threads {
-    light: tokio::runtime::Handle,
-    heavy: tokio::runtime::Handle,
-}
-
-/// The nice of the threads heavy units build on.
-const HEAVY_NICE: i32 = 10;
 
 impl Drop for BuildThreads {
     fn drop(&mut self) {

@@ -13,6 +13,7 @@ use packyard_store::db::publication::{SnapshotFile, UnitRecord, PARTS};
 use packyard_store::db::{Db, DbError};
 
 pub mod cache;
+pub mod work;
 
 /// Why a build failed; recorded as the unit's `last_error` and retried with backoff.
 #[derive(Debug, thiserror::Error)]

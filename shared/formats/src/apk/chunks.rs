@@ -122,8 +122,9 @@ pub(crate) struct Reusable(HashMap<[u8; 32], Chunk>);
 const MIN_ROWS: usize = CHUNK_ROWS / 2;
 const MAX_ROWS: usize = CHUNK_ROWS * 2;
 
-/// A member's records (each ending with a blank line) as chunks cut where [`MIN_ROWS`] says,
-/// those of `reusable` taken again, the others stored; `provided`: the `.members` entries of
+/// A member's records (each ending with a blank line) as chunks cut where the records' hashes
+/// say (between [`MIN_ROWS`] and [`MAX_ROWS`]), those of `reusable` taken again, the others
+/// stored; `provided`: the `.members` entries of
 /// those records.
 pub(crate) async fn contribution_chunks(
     ctx: &mut BuildContext<'_>,
@@ -278,7 +279,7 @@ async fn store_chunk(
 }
 
 async fn deflate(data: Vec<u8>, last: bool) -> Result<Piece, BuildError> {
-    tokio::task::spawn_blocking(move || codec::deflate_piece(&data, last))
+    packyard_core::publication::work::spawn_blocking(move || codec::deflate_piece(&data, last))
         .await
         .map_err(|e| BuildError::Other(e.to_string()))?
         .map_err(|e| BuildError::Other(format!("compressing the index: {e}")))

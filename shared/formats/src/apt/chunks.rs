@@ -19,10 +19,14 @@
 //! snapshot is not the one it remembers (another worker published it, the process restarted)
 //! builds every chunk again.
 //!
-//! A group's index is kept the same way, as each member's contribution in chunks of about a
-//! MiB ([`Contribution`], `group.rs`): a merge reads again only the members whose index changed
-//! (and those a change ahead of them shadows or unshadows), and lists their chunks after the
-//! kept ones, whose hash states then carry on.
+//! A group's index is kept the same way, as each member's contribution in chunks of 1–3 MiB
+//! cut where the stanzas' keys say ([`Contribution`], `group.rs`): a merge reads again only the
+//! members whose index changed (and those a change ahead of them shadows or unshadows), lists
+//! their chunks after the kept ones, whose hash states then carry on, and takes again every
+//! chunk whose text the last merge stored ([`Reuse`]).
+//!
+//! Chunks are compressed side by side ([`Compressing`]); a heavy unit's compression runs on
+//! threads of a lower priority (`packyard_core::publication::work`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -248,6 +252,8 @@ pub(crate) async fn build(
             // rows after it start the next one.
             let mut after = lower;
             if let Some(full) = previous.get(i).filter(|p| !changed[i] && p.count >= CHUNK_ROWS) {
+                // (Nothing is in flight: a changed range finishes its chunks before it ends.)
+                debug_assert!(work.is_empty());
                 let mut kept = full.clone();
                 if i > first {
                     hashers = rehash(ctx, &kept, hashers).await?;
@@ -286,6 +292,7 @@ pub(crate) async fn build(
                 last.last_id = upto;
             }
         } else {
+            debug_assert!(work.is_empty());
             let mut kept = previous[i].clone();
             hashers = rehash(ctx, &kept, hashers).await?;
             kept.after = hashers.clone();
@@ -403,7 +410,9 @@ pub(crate) struct Compressing {
 
 impl Default for Compressing {
     fn default() -> Self {
-        let width = std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get).clamp(1, 8);
+        static WIDTH: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+        let width = *WIDTH
+            .get_or_init(|| std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get).clamp(1, 8));
         Self { queue: Default::default(), width }
     }
 }
@@ -443,14 +452,16 @@ impl Compressing {
         let forms = Forms {
             // Read back as apt will read it, beside the compressions: an index apt cannot parse
             // fails `apt-get update` for every client of the repository and of its groups.
-            check: tokio::task::spawn_blocking(move || packyard_codecs::apt::fields::check_index(&t1).err()),
-            gz: tokio::task::spawn_blocking(move || {
+            check: packyard_core::publication::work::spawn_blocking(move || {
+                packyard_codecs::apt::fields::check_index(&t1).err()
+            }),
+            gz: packyard_core::publication::work::spawn_blocking(move || {
                 use std::io::Write as _;
                 let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
                 e.write_all(t2.as_bytes())?;
                 e.finish()
             }),
-            xz: tokio::task::spawn_blocking(move || xz::block(t3.as_bytes(), preset)),
+            xz: packyard_core::publication::work::spawn_blocking(move || xz::block(t3.as_bytes(), preset)),
         };
         self.queue.push_back(Pending::New { text, last_id, count, forms });
         self.limit(ctx, (hashers, out)).await

@@ -57,10 +57,11 @@ impl Hashers {
 pub(crate) const TEXT: &str = "text/plain; charset=utf-8";
 
 /// xz preset for the blocks of `Packages.xz` that later builds keep: a full chunk of a hosted
-/// index, a group's chunk. Preset 6 (`xz`'s default, Debian's) takes about four times the
-/// CPU of preset 1 but its blocks of a MiB come within 8 % of one preset-6 stream of the whole
-/// text, where preset 1's are 28 % larger (docs/perf/index-storage.md); a block is compressed
-/// once and then kept.
+/// index, a group's chunk. Preset 6 (`xz`'s default, Debian's) takes about ten times the CPU of
+/// preset 1 (docs/perf/apt-build.md), but its blocks of a MiB come within 8 % of one preset-6
+/// stream of the whole text, where preset 1's are 28 % larger (bookworm main's `Packages`,
+/// docs/perf/index-storage.md). A hosted index's full chunk is compressed once; a group's
+/// chunks are taken again while their text is the same (`chunks::Reuse`).
 pub(crate) const XZ_KEPT: u32 = 6;
 
 /// xz preset for the open last chunk of a hosted index, which every append compresses again:
@@ -92,7 +93,7 @@ impl<'a> IndexId<'a> {
 pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> std::io::Result<T> + Send + 'static,
 ) -> Result<T, BuildError> {
-    tokio::task::spawn_blocking(f).await.map_err(other)?.map_err(other)
+    packyard_core::publication::work::spawn_blocking(f).await.map_err(other)?.map_err(other)
 }
 
 pub(crate) fn other(e: impl std::fmt::Display) -> BuildError {
@@ -120,12 +121,13 @@ pub(crate) mod xz {
 
     /// A stream of `text` at `preset`. A block is compressed on its own, so its dictionary
     /// need not be larger than its text: a smaller one finds the same matches, and the encoder
-    /// takes a tenth of the memory (preset 6's own dictionary is 8 MiB).
+    /// (about eleven times its dictionary at preset 6) takes less memory than preset 6's own
+    /// 8 MiB would.
     fn encode(text: &[u8], preset: u32) -> io::Result<Vec<u8>> {
         use std::io::Write as _;
         let mut options = liblzma::stream::LzmaOptions::new_preset(preset)?;
         let len = u32::try_from(text.len()).unwrap_or(u32::MAX);
-        options.dict_size(len.clamp(64 << 10, 8 << 20).next_power_of_two());
+        options.dict_size(len.clamp(4 << 10, 8 << 20));
         let mut filters = liblzma::stream::Filters::new();
         filters.lzma2(&options);
         let stream = liblzma::stream::Stream::new_stream_encoder(&filters, liblzma::stream::Check::Crc64)?;
