@@ -19,6 +19,15 @@ pub fn key_digest(key: &str) -> u128 {
     u128::from_be_bytes(b)
 }
 
+/// Whether a member's contribution to a group's index ends a chunk after an entry: where the
+/// entries say rather than at a count, so that the same entries make the same chunks whatever
+/// was added or removed before them, and the next merge finds them stored. `size`: the chunk so
+/// far (bytes or entries, as the format counts); it ends after an entry whose digest's low eight
+/// bits are zero once it holds `min`, and at `max` at the latest.
+pub fn cut_after(size: usize, (min, max): (usize, usize), digest: u128) -> bool {
+    size >= max || (size >= min && digest & 0xff == 0)
+}
+
 /// Inserts into a builder's memory, which holds at most `cap` entries: when full, an entry of
 /// another key goes (a repository deleted, a unit no longer built; or one still built, whose
 /// next build is then a whole one).

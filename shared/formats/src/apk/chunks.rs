@@ -114,11 +114,9 @@ impl Memory {
 #[derive(Default)]
 pub(crate) struct Reusable(HashMap<[u8; 32], Chunk>);
 
-/// A member's records in a group's index are cut into chunks where the records say, not at a
-/// count: after a record whose SHA-256 begins with a zero byte once the chunk holds
-/// [`MIN_ROWS`], and at [`MAX_ROWS`] at the latest. The same records make the same chunks
-/// whatever was added or removed before them, so the next merge finds most of a changed member's
-/// chunks already stored ([`Reusable`]).
+/// A member's records in a group's index are cut into chunks where the records' SHA-256 says
+/// (`incremental::cut_after`), of at least [`MIN_ROWS`] and at most [`MAX_ROWS`] records: the
+/// next merge finds most of a changed member's chunks already stored ([`Reusable`]).
 const MIN_ROWS: usize = CHUNK_ROWS / 2;
 const MAX_ROWS: usize = CHUNK_ROWS * 2;
 
@@ -136,7 +134,14 @@ pub(crate) async fn contribution_chunks(
     let mut start = 0;
     for (i, record) in records.iter().enumerate() {
         let n = i + 1 - start;
-        let cut = n >= MAX_ROWS || (n >= MIN_ROWS && sha2::Sha256::digest(record.as_bytes())[0] == 0);
+        let cut = packyard_core::groups::incremental::cut_after(n, (MIN_ROWS, MAX_ROWS), {
+            // (Only past MIN_ROWS is the record hashed.)
+            if n >= MIN_ROWS {
+                u128::from(sha2::Sha256::digest(record.as_bytes())[0])
+            } else {
+                1
+            }
+        });
         if cut || i + 1 == records.len() {
             let text = records[start..=i].concat();
             start = i + 1;

@@ -503,7 +503,7 @@ impl Compressing {
                     // It follows other bytes than it did: the text is here, the compressed forms
                     // are read back.
                     let [plain, gz, xz] = std::mem::take(hashers);
-                    let plain = hash_on(plain, text.into()).await?;
+                    let plain = hash_on(plain, Arc::<[u8]>::from(text)).await?;
                     let [_, gz, xz] = rehash_forms(ctx, &chunk, [Hashers::default(), gz, xz], 1).await?;
                     chunk.after = [plain, gz, xz];
                 }
@@ -542,9 +542,9 @@ impl Compressing {
 }
 
 /// `h` carried on over `bytes`, on a blocking thread.
-async fn hash_on(mut h: Hashers, bytes: Arc<[u8]>) -> Result<Hashers, BuildError> {
+async fn hash_on(mut h: Hashers, bytes: impl AsRef<[u8]> + Send + 'static) -> Result<Hashers, BuildError> {
     blocking(move || {
-        h.update(&bytes);
+        h.update(bytes.as_ref());
         Ok(h)
     })
     .await
@@ -703,17 +703,12 @@ async fn rehash_forms(
     first: usize,
 ) -> Result<[Hashers; 3], BuildError> {
     let mut out: [Hashers; 3] = Default::default();
-    for (form, mut h) in hashers.into_iter().enumerate() {
+    for (form, h) in hashers.into_iter().enumerate() {
         if form < first {
             out[form] = h;
             continue;
         }
-        let bytes = ctx.blobs().read_all(&Sha256Hex::parse(&chunk.parts[form].0)?).await?;
-        out[form] = blocking(move || {
-            h.update(&bytes);
-            Ok(h)
-        })
-        .await?;
+        out[form] = hash_on(h, ctx.blobs().read_all(&Sha256Hex::parse(&chunk.parts[form].0)?).await?).await?;
     }
     Ok(out)
 }

@@ -124,14 +124,12 @@ pub fn merge_stanza(out: &mut String, seen: &mut HashSet<String>, member: &str, 
 }
 
 /// A member's stanzas in a merged index are cut into chunks (each compressed on its own) where
-/// the stanzas say, not at a byte count: after a stanza whose key's digest ends in eight zero
-/// bits once the chunk holds [`MIN_CHUNK`], and at [`MAX_CHUNK`] at the latest. The same
-/// stanzas make the same chunks whatever was added or removed before them, so the next merge
-/// finds most of a changed member's chunks already stored ([`chunks::Reuse`]). A chunk of a
-/// MiB or more compresses within 8 % of the whole text as one xz stream.
+/// the stanzas' keys say (`incremental::cut_after`), of at least [`MIN_CHUNK`] and at most
+/// [`MAX_CHUNK`] bytes: the next merge finds most of a changed member's chunks already stored
+/// ([`chunks::Reuse`]). A chunk of a MiB or more compresses within 8 % of the whole text as one
+/// xz stream.
 const MIN_CHUNK: usize = 1024 * 1024;
 const MAX_CHUNK: usize = 3 * 1024 * 1024;
-const CUT: u128 = 0xff;
 
 /// What a member offers one index of a group, found without reading it.
 enum Input {
@@ -306,7 +304,7 @@ impl Upstream<'_> {
     }
 
     /// Merges a member's index: its stanzas but those a member `ahead` lists (or it listed
-    /// already), as chunks cut where [`CUT`] says (those the last merge stored taken again
+    /// already), as chunks cut where their keys say (those the last merge stored taken again
     /// from `reuse`), the whole files' hashes carried on.
     async fn contribute(
         &self,
@@ -334,7 +332,7 @@ impl Upstream<'_> {
                 continue;
             }
             write_stanza(&mut text, member.name.as_str(), &stanza, path_field);
-            if text.len() >= MAX_CHUNK || (text.len() >= MIN_CHUNK && key & CUT == 0) {
+            if incremental::cut_after(text.len(), (MIN_CHUNK, MAX_CHUNK), key) {
                 reuse.push(ctx, &mut work, (hashers, &mut out), std::mem::take(&mut text)).await?;
             }
         }
