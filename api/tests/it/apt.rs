@@ -1822,9 +1822,26 @@ fn source_packages(backend: packyard_store::db::Backend) -> anyhow::Result<()> {
         serde_json::json!({"name": "debs-all", "format": "apt", "type": "group", "group": {"members": ["debs"]},
             "apt": {"distributions": ["bookworm"], "components": ["main"], "architectures": ["amd64"]}}),
     )?;
-    // Both empty snapshots published first: their files are not left over by a refusal.
+    // Both empty snapshots published first, and the group's merge of the member's (which may
+    // follow its own first one): their files are not left over by a refusal.
     for repo in ["debs", "debs-all"] {
         wait_for(&server, &format!("/repository/{repo}/dists/bookworm/InRelease"), &["main/source/Sources.xz"])?;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let (s, body) = status_of(
+                ureq::get(&format!("{}/api/v1/repositories/{repo}/status", server.public))
+                    .set("Authorization", &basic(PW))
+                    .call(),
+            )?;
+            anyhow::ensure!(s == 200, "{repo} status: {s} {body}");
+            let v: serde_json::Value = serde_json::from_str(&body)?;
+            let units = v["units"].as_array().cloned().unwrap_or_default();
+            if units.iter().all(|u| u["pending"] == false && u["leased_by"].is_null()) {
+                break;
+            }
+            anyhow::ensure!(std::time::Instant::now() < deadline, "{repo} never settled: {body}");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
     }
     let catalogue = || common::process::catalogue(&server.public, &basic(PW), "debs");
     let blobs = || count_files(&dir.path().join("data/blobs/sha256"));
