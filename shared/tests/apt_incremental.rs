@@ -581,6 +581,22 @@ db_test!(a_group_stores_only_the_chunks_a_members_change_touches, |t: TestDb| as
     assert!(kept >= 3, "big's later chunks are the same parts: {kept} kept");
     assert!(changed * 4 < full * 3, "the change wrote {changed} bytes, the whole merge {full}");
     assert_eq!(stanzas(&text), stanzas(&publish_fresh(&t, blobs, &fresh(&builder), &group).await?));
+
+    // One more package at big's end, as uploads come: only the last piece of big's open chunk
+    // (at most 512 KiB of text) is stored again, not the chunk of a MiB or more it is part of.
+    add_described(&t, big.id, "pkg-05001", 5_001).await?;
+    publish(&t, blobs, &builder, &big).await?;
+    t.db.request_changes(group.id, &[("apt".to_string(), "stable".to_string())]).await?;
+    let at = written();
+    let fourth = publish(&t, blobs, &builder, &group).await?;
+    let appended = written() - at;
+    let text = check(blobs, &fourth).await?;
+    assert_eq!(text.matches("Package: ").count(), 5_001);
+    assert!(text.contains("Package: pkg-05001\n"));
+    let new = common::parts(&fourth).difference(&common::parts(&third)).count();
+    assert!(new <= 5, "{new} new parts after an append: one piece's three forms and the xz file's index");
+    println!("an append wrote {appended} bytes, the whole merge {full}");
+    assert!(appended * 6 < full, "an append wrote {appended} bytes, the whole merge {full}");
     Ok(())
 });
 

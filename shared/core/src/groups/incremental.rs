@@ -24,8 +24,60 @@ pub fn key_digest(key: &str) -> u128 {
 /// was added or removed before them, and the next merge finds them stored. `size`: the chunk so
 /// far (bytes or entries, as the format counts); it ends after an entry whose digest's low eight
 /// bits are zero once it holds `min`, and at `max` at the latest.
-pub fn cut_after(size: usize, (min, max): (usize, usize), digest: u128) -> bool {
+fn cut_after(size: usize, (min, max): (usize, usize), digest: u128) -> bool {
     size >= max || (size >= min && digest & 0xff == 0)
+}
+
+/// Where a member's contribution to a group's index is cut: into chunks by [`cut_after`], and the
+/// last, open chunk — the one a member's appended packages grow, merge after merge — into
+/// smaller pieces by the same kind of rule (`tail`; after an entry whose digest's next six bits
+/// are zero), so that an append stores one small piece again rather than the whole open chunk.
+/// Once the open chunk ends, its pieces are one chunk again (large chunks compress better).
+pub struct Cuts {
+    chunk: (usize, usize),
+    tail: (usize, usize),
+    /// The open chunk so far, and its open piece.
+    size: usize,
+    piece: usize,
+    /// Where each closed piece of the open chunk ends, from the chunk's start.
+    ends: Vec<usize>,
+}
+
+impl Cuts {
+    /// `chunk`: a chunk's least and most size; `tail`: a piece's of the open chunk.
+    pub fn new(chunk: (usize, usize), tail: (usize, usize)) -> Self {
+        Self { chunk, tail, size: 0, piece: 0, ends: Vec::new() }
+    }
+
+    /// Counts an entry of `len` (bytes or entries) whose key's digest `digest` gives (asked only
+    /// when a cut depends on it): whether the chunk ends after it.
+    pub fn after(&mut self, len: usize, digest: impl FnOnce() -> u128) -> bool {
+        self.size += len;
+        self.piece += len;
+        let asked = self.size >= self.chunk.0 || self.piece >= self.tail.0;
+        let digest = if asked { digest() } else { 1 };
+        if cut_after(self.size, self.chunk, digest) {
+            self.size = 0;
+            self.piece = 0;
+            self.ends.clear();
+            return true;
+        }
+        if self.piece >= self.tail.1 || (self.piece >= self.tail.0 && (digest >> 8) & 0x3f == 0) {
+            self.ends.push(self.size);
+            self.piece = 0;
+        }
+        false
+    }
+
+    /// The open chunk's pieces at the end of the entries: where each ends, from the chunk's
+    /// start (the last at its end; none when no chunk is open).
+    pub fn pieces(&self) -> Vec<usize> {
+        let mut ends = self.ends.clone();
+        if self.piece > 0 {
+            ends.push(self.size);
+        }
+        ends
+    }
 }
 
 /// Inserts into a builder's memory, which holds at most `cap` entries: when full, an entry of
@@ -107,6 +159,49 @@ mod tests {
 
     fn inputs(i: &[(i64, &str)]) -> Vec<(i64, String)> {
         i.iter().map(|(m, s)| (*m, s.to_string())).collect()
+    }
+
+    /// Chunk ends and the open chunk's piece ends (all from the start) of `n` entries of 400.
+    fn cut(n: usize) -> (Vec<usize>, Vec<usize>) {
+        let mut cuts = Cuts::new((40_000, 120_000), (4_000, 16_000));
+        let (mut ends, mut at) = (Vec::new(), 0);
+        for i in 0..n {
+            at += 400;
+            if cuts.after(400, || key_digest(&format!("p{i} 1 amd64"))) {
+                ends.push(at);
+            }
+        }
+        let start = ends.last().copied().unwrap_or(0);
+        (ends, cuts.pieces().into_iter().map(|e| start + e).collect())
+    }
+
+    #[test]
+    fn an_append_changes_only_the_open_chunks_last_piece() {
+        let mut pieces_seen = 0;
+        for n in 1..1500 {
+            let ((ends, pieces), (next_ends, next_pieces)) = (cut(n), cut(n + 1));
+            assert!(next_ends.starts_with(&ends), "an append moved a chunk's end at {n}");
+            if next_ends.len() == ends.len() {
+                // The same open chunk: every piece but its last is the same.
+                let kept = pieces.len().saturating_sub(1);
+                assert_eq!(next_pieces[..kept], pieces[..kept], "an append moved a closed piece at {n}");
+            } else {
+                // The appended entry closed the open chunk: nothing is open after it.
+                assert_eq!(next_ends.last(), Some(&(n * 400 + 400)));
+                assert!(next_pieces.is_empty(), "{next_pieces:?}");
+            }
+            let start = ends.last().copied().unwrap_or(0);
+            let mut from = start;
+            for &e in &pieces {
+                assert!(e - from <= 16_000, "a piece of {} bytes at {n}", e - from);
+                from = e;
+            }
+            assert_eq!(pieces.last().copied().unwrap_or(start), n * 400, "the pieces cover the open chunk at {n}");
+            pieces_seen = pieces_seen.max(pieces.len());
+        }
+        assert!(pieces_seen >= 4, "the open chunk was cut into {pieces_seen} pieces at most");
+        let (ends, _) = cut(1500);
+        assert!(ends.len() >= 3 && ends.windows(2).all(|w| (40_000..=120_000).contains(&(w[1] - w[0]))), "{ends:?}");
     }
 
     #[test]

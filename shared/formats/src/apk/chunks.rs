@@ -115,10 +115,12 @@ impl Memory {
 pub(crate) struct Reusable(HashMap<[u8; 32], Chunk>);
 
 /// A member's records in a group's index are cut into chunks where the records' SHA-256 says
-/// (`incremental::cut_after`), of at least [`MIN_ROWS`] and at most [`MAX_ROWS`] records: the
+/// (`incremental::Cuts`), of at least [`MIN_ROWS`] and at most [`MAX_ROWS`] records: the
 /// next merge finds most of a changed member's chunks already stored ([`Reusable`]).
 const MIN_ROWS: usize = CHUNK_ROWS / 2;
 const MAX_ROWS: usize = CHUNK_ROWS * 2;
+/// The least and most records of a piece of a member's last, open chunk (`incremental::Cuts`).
+const TAIL_ROWS: (usize, usize) = (100, 400);
 
 /// A member's records (each ending with a blank line) as chunks cut where the records' hashes
 /// say (between [`MIN_ROWS`] and [`MAX_ROWS`]), those of `reusable` taken again, the others
@@ -130,28 +132,34 @@ pub(crate) async fn contribution_chunks(
     provided: Vec<(String, String)>,
     reusable: &Reusable,
 ) -> Result<Kept, BuildError> {
+    let mut cuts = packyard_core::groups::incremental::Cuts::new((MIN_ROWS, MAX_ROWS), TAIL_ROWS);
+    // Where each chunk ends (in records), the open chunk's pieces last.
+    let mut ends = Vec::new();
+    for (i, record) in records.iter().enumerate() {
+        let digest = || {
+            let d = sha2::Sha256::digest(record.as_bytes());
+            let mut b = [0u8; 16];
+            b.copy_from_slice(&d[..16]);
+            u128::from_be_bytes(b)
+        };
+        if cuts.after(1, digest) {
+            ends.push(i + 1);
+        }
+    }
+    let open = ends.last().copied().unwrap_or(0);
+    ends.extend(cuts.pieces().into_iter().map(|e| open + e));
     let mut chunks = Vec::new();
     let mut start = 0;
-    for (i, record) in records.iter().enumerate() {
-        let n = i + 1 - start;
-        let cut = packyard_core::groups::incremental::cut_after(n, (MIN_ROWS, MAX_ROWS), {
-            // (Only past MIN_ROWS is the record hashed.)
-            if n >= MIN_ROWS {
-                u128::from(sha2::Sha256::digest(record.as_bytes())[0])
-            } else {
-                1
-            }
-        });
-        if cut || i + 1 == records.len() {
-            let text = records[start..=i].concat();
-            start = i + 1;
-            let sha: [u8; 32] = sha2::Sha256::digest(text.as_bytes()).into();
-            let chunk = match reusable.0.get(&sha) {
-                Some(kept) => kept.clone(),
-                None => Chunk { text: Some(sha), ..store_chunk(ctx, text, (0, n, 0)).await? },
-            };
-            chunks.push(chunk);
-        }
+    for end in ends {
+        let text = records.get(start..end).unwrap_or_default().concat();
+        let n = end - start;
+        start = end;
+        let sha: [u8; 32] = sha2::Sha256::digest(text.as_bytes()).into();
+        let chunk = match reusable.0.get(&sha) {
+            Some(kept) => kept.clone(),
+            None => Chunk { text: Some(sha), ..store_chunk(ctx, text, (0, n, 0)).await? },
+        };
+        chunks.push(chunk);
     }
     Ok(Kept { chunks, provided })
 }

@@ -124,12 +124,15 @@ pub fn merge_stanza(out: &mut String, seen: &mut HashSet<String>, member: &str, 
 }
 
 /// A member's stanzas in a merged index are cut into chunks (each compressed on its own) where
-/// the stanzas' keys say (`incremental::cut_after`), of at least [`MIN_CHUNK`] and at most
+/// the stanzas' keys say (`incremental::Cuts`), of at least [`MIN_CHUNK`] and at most
 /// [`MAX_CHUNK`] bytes: the next merge finds most of a changed member's chunks already stored
 /// ([`chunks::Reuse`]). A chunk of a MiB or more compresses within 8 % of the whole text as one
 /// xz stream.
 const MIN_CHUNK: usize = 1024 * 1024;
 const MAX_CHUNK: usize = 3 * 1024 * 1024;
+/// The least and most size of a piece of a member's last, open chunk (`incremental::Cuts`): an
+/// append into a large member stores a piece of ~150 KiB again rather than a chunk of a MiB.
+const TAIL_PIECE: (usize, usize) = (128 * 1024, 512 * 1024);
 
 /// What a member offers one index of a group, found without reading it.
 enum Input {
@@ -319,6 +322,7 @@ impl Upstream<'_> {
         let mut offered = HashSet::new();
         let mut out = Vec::new();
         let mut work = chunks::Compressing::default();
+        let mut cuts = incremental::Cuts::new((MIN_CHUNK, MAX_CHUNK), TAIL_PIECE);
         while stanzas.next_stanza(&mut stanza).map_err(|e| unreadable(member, id, e))? {
             let Some((key, path_field)) = stanza_key(&stanza) else { continue };
             // A stanza from upstream that apt cannot read would fail `apt-get update` for every
@@ -331,13 +335,17 @@ impl Upstream<'_> {
             if !offered.insert(key) || ahead.iter().any(|a| a.contains(&key)) {
                 continue;
             }
+            let before = text.len();
             write_stanza(&mut text, member.name.as_str(), &stanza, path_field);
-            if incremental::cut_after(text.len(), (MIN_CHUNK, MAX_CHUNK), key) {
+            if cuts.after(text.len() - before, || key) {
                 reuse.push(ctx, &mut work, (hashers, &mut out), std::mem::take(&mut text)).await?;
             }
         }
-        if !text.is_empty() {
-            reuse.push(ctx, &mut work, (hashers, &mut out), text).await?;
+        let mut from = 0;
+        for end in cuts.pieces() {
+            let piece = text.get(from..end).unwrap_or_default().to_string();
+            reuse.push(ctx, &mut work, (hashers, &mut out), piece).await?;
+            from = end;
         }
         work.finish(ctx, (hashers, &mut out)).await?;
         Ok(Contribution { member: member.id, source: String::new(), offered: Arc::new(offered), kept: out })
