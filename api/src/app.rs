@@ -4,7 +4,7 @@
 use actix_web::body::MessageBody;
 use actix_web::dev::{ServiceFactory, ServiceRequest, ServiceResponse};
 use actix_web::error::{JsonPayloadError, PathError, QueryPayloadError};
-use actix_web::{middleware, web, App, HttpRequest};
+use actix_web::{web, App, HttpRequest};
 use packyard_core::services::Services;
 
 use crate::error::{ApiError, ErrorCode};
@@ -35,7 +35,8 @@ pub fn public_app(
         .configure(crate::nexus::configure)
         .configure(crate::ui::configure)
         .default_service(web::to(no_route))
-        .wrap(middleware::from_fn(crate::observe::middleware))
+        .wrap(crate::repository::Formats)
+        .wrap(crate::observe::Observe)
 }
 
 async fn no_route(req: HttpRequest) -> Result<&'static str, ApiError> {

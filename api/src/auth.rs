@@ -80,13 +80,19 @@ pub async fn caller(req: &HttpRequest) -> Result<Caller, ApiError> {
     if let Some(c) = req.extensions().get::<Caller>() {
         return Ok(c.clone());
     }
+    let c = resolve(req).await?;
+    req.extensions_mut().insert(c.clone());
+    Ok(c)
+}
+
+/// The caller of a request that asks once (the repository routes: the dispatcher passes it on),
+/// not kept in the request's extensions.
+pub async fn resolve(req: &HttpRequest) -> Result<Caller, ApiError> {
     let services = services(req)?;
     let creds = parse_authorization(req)?;
     let addr = crate::frontage::client_addr(req);
     let principal = services.security.principal(creds.as_ref(), addr).await?;
-    let c = Caller { principal, addr };
-    req.extensions_mut().insert(c.clone());
-    Ok(c)
+    Ok(Caller { principal, addr })
 }
 
 type Fut<T> = Pin<Box<dyn Future<Output = Result<T, ApiError>>>>;

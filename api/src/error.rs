@@ -314,7 +314,9 @@ impl ResponseError for FormatError {
     }
 
     fn error_response(&self) -> HttpResponse {
-        self.0.render(true)
+        let mut res = self.0.render(true);
+        crate::repository::sandbox(res.headers_mut());
+        res
     }
 }
 

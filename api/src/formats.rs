@@ -46,7 +46,7 @@ pub fn serve_published(req: &HttpRequest, f: ServedFile) -> HttpResponse {
     use std::time::{Duration, SystemTime};
     let headers = req.headers();
     let if_none_match = headers.get(header::IF_NONE_MATCH);
-    let etag_matches = !f.etag.is_empty() && if_none_match.is_some_and(|v| v.as_bytes() == f.etag.as_ref());
+    let etag_matches = f.etag.as_ref().is_some_and(|e| if_none_match.is_some_and(|v| v.as_bytes() == e.as_bytes()));
     // Whole seconds, each snapshot of a unit its own (`Manifest::published_at`; a burst of
     // publications may take seconds a little ahead of the clock, which clients only echo back).
     let not_modified_since = f.modified.is_some()
@@ -57,21 +57,17 @@ pub fn serve_published(req: &HttpRequest, f: ServedFile) -> HttpResponse {
             IfModifiedSince::parse(req).is_ok_and(|IfModifiedSince(since)| SystemTime::from(since) >= m)
         });
     let mut res = if etag_matches || not_modified_since { HttpResponse::NotModified() } else { HttpResponse::Ok() };
-    // The values were made when the file was cached: no copy, only a check of the bytes.
-    let value = |b: &bytes::Bytes| HeaderValue::from_maybe_shared(b.clone()).ok();
-    if let Some(v) = value(&f.etag).filter(|_| !f.etag.is_empty()) {
+    // The values were made when the file was cached: neither formatted nor checked again.
+    if let Some(v) = f.etag {
         res.insert_header((header::ETAG, v));
     }
-    if let Some(v) = f.last_modified.as_ref().and_then(value) {
+    if let Some(v) = f.last_modified {
         res.insert_header((header::LAST_MODIFIED, v));
     }
     if etag_matches || not_modified_since {
         return res.finish();
     }
-    res.insert_header((
-        header::CONTENT_TYPE,
-        value(&f.content_type).unwrap_or(HeaderValue::from_static("application/octet-stream")),
-    ));
+    res.insert_header((header::CONTENT_TYPE, f.content_type));
     res.body(f.bytes)
 }
 
@@ -370,11 +366,10 @@ pub async fn serve_artifact(
         .modified_ms
         .and_then(|ms| u64::try_from(ms / 1000).ok())
         .map(|secs| std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs));
-    let text = |b: &bytes::Bytes| HeaderValue::from_maybe_shared(b.clone()).ok();
     let head = BlobHead {
         sha256: &artifact.sha256,
-        etag: text(&artifact.etag).ok_or_else(|| ApiError::internal(format!("bad digest {}", artifact.sha256)))?,
-        last_modified: modified.zip(artifact.last_modified.as_ref().and_then(text)),
+        etag: artifact.etag.clone().ok_or_else(|| ApiError::internal(format!("bad digest {}", artifact.sha256)))?,
+        last_modified: modified.zip(artifact.last_modified.clone()),
         content_type: HeaderValue::from_static(content_type),
         size: u64::try_from(artifact.size).ok(),
     };

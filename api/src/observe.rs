@@ -1,45 +1,28 @@
 //! Per-request observability: a request id (taken from a sane `X-Request-Id` or generated) on
 //! every log line of the request (`telemetry::REQUEST`, a task-local context) and on the
 //! response, one access log line, and the HTTP metrics.
+//!
+//! Written as a middleware of its own rather than with `from_fn`: `from_fn` boxes the inner
+//! service and each request's future, and this runs on every request (the small responses'
+//! CPU is what it is measured by, docs/perf/ceiling.md).
 
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Instant;
 
-use actix_web::body::MessageBody;
-use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::dev::{Service, ServiceRequest, ServiceResponse, Transform};
 use actix_web::http::header::{HeaderName, HeaderValue};
-use actix_web::middleware::Next;
-use actix_web::{web, HttpMessage};
+use actix_web::web;
 use packyard_core::services::Services;
-use packyard_core::telemetry::{RequestContext, REQUEST};
+use packyard_core::telemetry::{RequestContext, RequestId, REQUEST};
+use packyard_store::metrics::Metrics;
 
 pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
-/// Set by format routes once they know which repository a request is for; read for metrics labels.
-#[derive(Debug, Clone)]
-pub struct RepoLabel {
-    pub repository: std::sync::Arc<packyard_model::repos::Repository>,
-    pub format: &'static str,
-}
-
-fn request_id(req: &ServiceRequest) -> String {
-    req.headers()
-        .get(&REQUEST_ID)
-        .and_then(|v| v.to_str().ok())
-        .filter(|v| {
-            !v.is_empty() && v.len() <= 64 && v.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
-        })
-        .map_or_else(new_request_id, str::to_string)
-}
-
-/// 16 random hex digits.
-fn new_request_id() -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut id = String::with_capacity(16);
-    for b in rand::random::<[u8; 8]>() {
-        id.push(char::from(HEX[usize::from(b >> 4)]));
-        id.push(char::from(HEX[usize::from(b & 15)]));
-    }
-    id
+fn request_id(req: &ServiceRequest) -> RequestId {
+    req.headers().get(&REQUEST_ID).and_then(|v| RequestId::parse(v.as_bytes())).unwrap_or_else(RequestId::random)
 }
 
 fn method_label(m: &actix_web::http::Method) -> &'static str {
@@ -55,33 +38,83 @@ fn method_label(m: &actix_web::http::Method) -> &'static str {
     }
 }
 
-pub async fn middleware(
-    req: ServiceRequest,
-    next: Next<impl MessageBody + 'static>,
-) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
-    let cx = RequestContext { id: request_id(&req), method: method_label(req.method()), path: req.path().to_string() };
-    let metrics = req.app_data::<web::Data<Services>>().map(|s| s.metrics.clone());
-    let start = Instant::now();
-    // Every log line of the request names it (the task-local context the log lines read).
-    let mut call = std::pin::pin!(REQUEST.scope(cx, next.call(req)));
-    let result = call.as_mut().await;
-    let elapsed = start.elapsed();
-    let Some(cx) = call.as_mut().take_value() else {
-        return Err(actix_web::error::ErrorInternalServerError("the request's context is gone"));
-    };
-    let (status, label) = match &result {
-        Ok(res) => (res.status(), res.request().extensions().get::<RepoLabel>().cloned()),
-        Err(e) => (e.as_response_error().status_code(), None),
-    };
-    let repository = label.as_ref().map_or((0, "", ""), |l| (l.repository.id, l.repository.name.as_str(), l.format));
-    if let Some(m) = metrics {
-        m.observe_request(repository, cx.method, status.as_u16(), elapsed.as_secs_f64());
+/// The middleware (`App::wrap(Observe)`).
+pub struct Observe;
+
+impl<S, B> Transform<S, ServiceRequest> for Observe
+where
+    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = actix_web::Error>,
+{
+    type Response = ServiceResponse<B>;
+    type Error = actix_web::Error;
+    type Transform = Observed<S>;
+    type InitError = ();
+    type Future = std::future::Ready<Result<Self::Transform, Self::InitError>>;
+
+    fn new_transform(&self, service: S) -> Self::Future {
+        std::future::ready(Ok(Observed { service }))
     }
-    let id = HeaderValue::from_str(&cx.id);
-    packyard_core::telemetry::access(&cx, status.as_u16(), elapsed);
-    let mut res = result?;
-    if let Ok(v) = id {
-        res.headers_mut().insert(REQUEST_ID, v);
+}
+
+pub struct Observed<S> {
+    service: S,
+}
+
+impl<S, B> Service<ServiceRequest> for Observed<S>
+where
+    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = actix_web::Error>,
+{
+    type Response = ServiceResponse<B>;
+    type Error = actix_web::Error;
+    type Future = Observing<S::Future>;
+
+    actix_web::dev::forward_ready!(service);
+
+    fn call(&self, req: ServiceRequest) -> Self::Future {
+        let cx = RequestContext::new(request_id(&req), method_label(req.method()), req.path().to_string());
+        let metrics = req.app_data::<web::Data<Services>>().map(|s| s.metrics.clone());
+        let start = Instant::now();
+        // Every log line of the request names it (the task-local context the log lines read).
+        Observing { call: REQUEST.scope(cx, self.service.call(req)), metrics, start }
     }
-    Ok(res)
+}
+
+pin_project_lite::pin_project! {
+    /// A request's future, observed.
+    pub struct Observing<F> {
+        #[pin]
+        call: tokio::task::futures::TaskLocalFuture<RequestContext, F>,
+        metrics: Option<Arc<Metrics>>,
+        start: Instant,
+    }
+}
+
+impl<F, B> Future for Observing<F>
+where
+    F: Future<Output = Result<ServiceResponse<B>, actix_web::Error>>,
+{
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, task: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        let result = std::task::ready!(this.call.as_mut().poll(task));
+        let elapsed = this.start.elapsed();
+        let Some(cx) = this.call.take_value() else {
+            return Poll::Ready(Err(actix_web::error::ErrorInternalServerError("the request's context is gone")));
+        };
+        let status = match &result {
+            Ok(res) => res.status(),
+            Err(e) => e.as_response_error().status_code(),
+        };
+        let repository = cx.repository.get().map_or((0, "", ""), |r| (r.id, r.name.as_str(), r.format.as_str()));
+        if let Some(m) = this.metrics.as_ref() {
+            m.observe_request(repository, cx.method, status.as_u16(), elapsed.as_secs_f64());
+        }
+        packyard_core::telemetry::access(&cx, status.as_u16(), elapsed);
+        let mut res = result?;
+        if let Ok(v) = HeaderValue::from_str(cx.id.as_str()) {
+            res.headers_mut().insert(REQUEST_ID, v);
+        }
+        Poll::Ready(Ok(res))
+    }
 }

@@ -8,32 +8,80 @@
 
 use std::sync::Arc;
 
-use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
+use actix_web::body::EitherBody;
+use actix_web::dev::{Service, ServiceRequest, ServiceResponse, Transform};
+use actix_web::{web, HttpRequest, HttpResponse};
+use futures_util::future::{Either, LocalBoxFuture, TryFutureExt as _};
 use packyard_core::services::Services;
 use packyard_model::repos::Repository;
 use packyard_model::security::RepoFacts;
 
 use crate::auth::Caller;
 use crate::error::{ApiError, ErrorCode, FormatError};
-use crate::observe::RepoLabel;
 use crate::route::{Access, Cx, Routes, Tail};
 
 /// `/repository` and everything below it, matched by its static prefix (no pattern to run per
-/// request); the repository's name and the tail are split off the path in [`dispatch`].
+/// request); the repository's name and the tail are split off the path in [`dispatch`]. A
+/// request under `/repository/` gets there ahead of the router ([`Formats`]); the scope answers
+/// what the router is still asked (`/repository` itself).
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(
-        web::scope("/repository").wrap(actix_web::middleware::from_fn(sandboxed)).default_service(web::to(dispatch)),
-    );
+    cfg.service(web::scope("/repository").default_service(web::to(dispatch)));
 }
 
-/// The scope's own wrapper: [`sandbox`] on every response under `/repository/`.
-async fn sandboxed(
-    req: actix_web::dev::ServiceRequest,
-    next: actix_web::middleware::Next<impl actix_web::body::MessageBody + 'static>,
-) -> Result<actix_web::dev::ServiceResponse<impl actix_web::body::MessageBody>, actix_web::Error> {
-    let mut res = next.call(req).await?;
-    sandbox(res.headers_mut());
-    Ok(res)
+/// The format endpoints ahead of the router (`App::wrap(Formats)`): a request under
+/// `/repository/` goes to [`dispatch`] at once, the others to the router. The busiest routes so
+/// skip the router's and the scope's layers — each a boxed service call and a boxed future per
+/// request — which cost more than Packyard's own work on a small response
+/// (docs/perf/ceiling.md).
+pub struct Formats;
+
+impl<S, B> Transform<S, ServiceRequest> for Formats
+where
+    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = actix_web::Error>,
+{
+    type Response = ServiceResponse<EitherBody<B>>;
+    type Error = actix_web::Error;
+    type Transform = FormatsFirst<S>;
+    type InitError = ();
+    type Future = std::future::Ready<Result<Self::Transform, Self::InitError>>;
+
+    fn new_transform(&self, service: S) -> Self::Future {
+        std::future::ready(Ok(FormatsFirst { service }))
+    }
+}
+
+pub struct FormatsFirst<S> {
+    service: S,
+}
+
+type Routed<B> = fn(ServiceResponse<B>) -> ServiceResponse<EitherBody<B>>;
+
+impl<S, B> Service<ServiceRequest> for FormatsFirst<S>
+where
+    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = actix_web::Error>,
+{
+    type Response = ServiceResponse<EitherBody<B>>;
+    type Error = actix_web::Error;
+    type Future = Either<
+        futures_util::future::MapOk<S::Future, Routed<B>>,
+        LocalBoxFuture<'static, Result<Self::Response, Self::Error>>,
+    >;
+
+    actix_web::dev::forward_ready!(service);
+
+    fn call(&self, req: ServiceRequest) -> Self::Future {
+        if !req.path().starts_with("/repository/") {
+            let routed: Routed<B> = ServiceResponse::map_into_left_body;
+            return Either::Left(self.service.call(req).map_ok(routed));
+        }
+        let (req, mut payload) = req.into_parts();
+        Either::Right(Box::pin(async move {
+            let body = <web::Payload as actix_web::FromRequest>::from_request(&req, &mut payload).await?;
+            // As the router's handler would: an error renders as its response, kept on it.
+            let res = dispatch(req.clone(), body).await.unwrap_or_else(HttpResponse::from_error);
+            Ok(ServiceResponse::new(req, res).map_into_right_body())
+        }))
+    }
 }
 
 /// `<name>` and the tail below `/repository/<name>/` of a path (as the router sees it: escapes
@@ -47,7 +95,8 @@ fn split(path: &str) -> (&str, &str) {
 /// upstream's page, an error): served content shares the web UI's origin, so a browser must
 /// neither guess its type (`nosniff`) nor run it — the policy sandboxes the document (a unique
 /// origin: no cookies, no scripts, no forms), loads nothing and may not be framed. Replaces what
-/// an upstream sent.
+/// an upstream sent. Set by [`dispatch`] on what a route answers and by [`FormatError`]'s
+/// rendering on every error (no middleware: one costs a boxed future per request).
 pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; sandbox; frame-ancestors 'none'";
 
 pub fn sandbox(headers: &mut actix_web::http::header::HeaderMap) {
@@ -64,9 +113,15 @@ fn services(req: &HttpRequest) -> Result<web::Data<Services>, FormatError> {
 }
 
 async fn dispatch(req: HttpRequest, body: web::Payload) -> Result<HttpResponse, FormatError> {
+    let mut res = route(req, body).await?;
+    sandbox(res.headers_mut());
+    Ok(res)
+}
+
+async fn route(req: HttpRequest, body: web::Payload) -> Result<HttpResponse, FormatError> {
     let services = services(&req)?;
     // A bad credential is a 401 before anything else, for a repository that does not exist too.
-    crate::auth::caller(&req).await?;
+    let caller = crate::auth::resolve(&req).await?;
     let (name, matched) = split(req.match_info().as_str());
     if name.is_empty() {
         return Err(ApiError::not_found(format!("no such endpoint: {} {}", req.method(), req.path())).into());
@@ -76,11 +131,12 @@ async fn dispatch(req: HttpRequest, body: web::Payload) -> Result<HttpResponse, 
         .repository(name)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("repository {name} not found")))?;
-    req.extensions_mut().insert(RepoLabel { repository: repo.clone(), format: repo.format.as_str() });
+    // The metrics' labels (the observe middleware's task-local context of the request).
+    let _ = packyard_core::telemetry::REQUEST.try_with(|cx| cx.repository.set(repo.clone()));
     // The raw path below `/repository/<name>/` (a repository name has no escapes to decode).
     let raw = req.path().strip_prefix("/repository/").and_then(|p| p.strip_prefix(repo.name.as_str()));
     let tail = Tail { matched, raw: raw.and_then(|p| p.strip_prefix('/')).unwrap_or_default() };
-    crate::formats::with_routes!(repo.format, R => run::<R>(&req, &services, repo, tail, body).await)
+    crate::formats::with_routes!(repo.format, R => run::<R>(&req, &services, (repo, caller), tail, body).await)
 }
 
 /// Runs route table `R` for a request: the route parsed from the tail, the caller authorized
@@ -88,26 +144,26 @@ async fn dispatch(req: HttpRequest, body: web::Payload) -> Result<HttpResponse, 
 async fn run<R: Routes>(
     req: &HttpRequest,
     services: &Services,
-    repo: Arc<Repository>,
+    (repo, caller): (Arc<Repository>, Caller),
     tail: Tail<'_>,
     body: web::Payload,
 ) -> Result<HttpResponse, FormatError> {
     let method_access = Access::of_method(req.method());
     match R::route(req.method(), tail) {
         Some(Ok((route, access))) => {
-            let caller = authorize(req, services, &repo, access).await?;
+            authorize(services, &caller, &repo, access)?;
             R::serve(Cx { req, services, repo, caller, body }, route).await
         }
         Some(Err(e)) => match method_access {
             Some(access) => {
-                authorize(req, services, &repo, access).await?;
+                authorize(services, &caller, &repo, access)?;
                 Err(e)
             }
             None => Err(not_allowed(req)),
         },
         None => {
             let Some(access) = method_access else { return Err(not_allowed(req)) };
-            authorize(req, services, &repo, access).await?;
+            authorize(services, &caller, &repo, access)?;
             Err(if access == Access::WRITE {
                 ApiError::new(
                     ErrorCode::MethodNotAllowed,
@@ -128,31 +184,25 @@ fn not_allowed(req: &HttpRequest) -> FormatError {
     ApiError::new(ErrorCode::MethodNotAllowed, format!("method {} is not allowed here", req.method())).into()
 }
 
-/// The one decision behind every repository route: the caller (a bad credential is a 401,
-/// never anonymous) and whether `access` is allowed on `repo`.
-async fn authorize(
-    req: &HttpRequest,
-    services: &Services,
-    repo: &Repository,
-    access: Access,
-) -> Result<Caller, FormatError> {
-    let caller = crate::auth::caller(req).await?;
+/// The one decision behind every repository route: whether the caller (a bad credential was a
+/// 401 already, never anonymous) may `access` `repo`.
+fn authorize(services: &Services, caller: &Caller, repo: &Repository, access: Access) -> Result<(), FormatError> {
     let action = match access {
-        Access::Anyone => return Ok(caller),
+        Access::Anyone => return Ok(()),
         Access::SignedIn(action) => {
             if caller.principal.is_anonymous() {
                 return Err(ApiError::unauthorized("authentication required").into());
             }
             match action {
                 Some(a) => a,
-                None => return Ok(caller),
+                None => return Ok(()),
             }
         }
         Access::Action(a) => a,
     };
     let facts = RepoFacts { name: repo.name.as_str(), anonymous_read: repo.anonymous_read };
     if caller.principal.allows(facts, action, services.security.anonymous_read) {
-        return Ok(caller);
+        return Ok(());
     }
     Err(if caller.principal.is_anonymous() {
         ApiError::unauthorized(format!("authentication required to {action} repository {}", repo.name))

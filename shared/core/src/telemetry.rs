@@ -118,7 +118,7 @@ pub fn access(cx: &RequestContext, status: u16, elapsed: Duration) {
     if style.ansi || WRITER_THREAD.get() != Some(&true) {
         // A terminal (colours) or no writer thread: the ordinary way.
         REQUEST.sync_scope(
-            RequestContext { id: cx.id.clone(), method: cx.method, path: cx.path.clone() },
+            RequestContext::new(cx.id, cx.method, cx.path.clone()),
             || tracing::info!(target: "packyard_api::observe", status, elapsed_ms = elapsed.as_secs_f64() * 1000.0, "request"),
         );
         return;
@@ -153,12 +153,12 @@ fn access_line(line: &mut Vec<u8>, json: bool, cx: &RequestContext, status: u16,
         line.extend_from_slice(b",\"path\":");
         json_bytes(line, &cx.path);
         line.extend_from_slice(b",\"request_id\":");
-        json_bytes(line, &cx.id);
+        json_bytes(line, cx.id.as_str());
         line.extend_from_slice(b",\"name\":\"request\"}}\n");
     } else {
         push_timestamp(line);
         line.extend_from_slice(b"  INFO request{request_id=");
-        line.extend_from_slice(cx.id.as_bytes());
+        line.extend_from_slice(cx.id.as_str().as_bytes());
         line.extend_from_slice(b" method=\"");
         line.extend_from_slice(cx.method.as_bytes());
         line.extend_from_slice(b"\" path=");
@@ -254,9 +254,69 @@ pub fn init(cfg: &LogConfig) {
 /// and entered on every request whether anything logs in it or not.
 #[derive(Debug)]
 pub struct RequestContext {
-    pub id: String,
+    pub id: RequestId,
     pub method: &'static str,
     pub path: String,
+    /// The repository the request turned out to be for, once a route knows it (the metrics'
+    /// labels): kept here rather than in the request's extensions, which cost an allocation
+    /// and a hash insert per request.
+    pub repository: std::cell::OnceCell<std::sync::Arc<packyard_model::repos::Repository>>,
+}
+
+impl RequestContext {
+    pub fn new(id: RequestId, method: &'static str, path: String) -> Self {
+        Self { id, method, path, repository: std::cell::OnceCell::new() }
+    }
+}
+
+/// A request id: at most [`RequestId::MAX`] ASCII letters, digits, `-`, `_` and `.`, held in
+/// place (every request has one; it costs no allocation).
+#[derive(Clone, Copy)]
+pub struct RequestId {
+    bytes: [u8; RequestId::MAX],
+    len: u8,
+}
+
+impl RequestId {
+    pub const MAX: usize = 64;
+
+    /// `text` when it is a sane id (what a client's `X-Request-Id` may say).
+    pub fn parse(text: &[u8]) -> Option<Self> {
+        let sane = |b: &u8| b.is_ascii_alphanumeric() || b"-_.".contains(b);
+        if text.is_empty() || text.len() > Self::MAX || !text.iter().all(sane) {
+            return None;
+        }
+        let mut bytes = [0; Self::MAX];
+        bytes[..text.len()].copy_from_slice(text);
+        Some(Self { bytes, len: u8::try_from(text.len()).ok()? })
+    }
+
+    /// 16 random hex digits.
+    pub fn random() -> Self {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut bytes = [0; Self::MAX];
+        for (i, b) in rand::random::<[u8; 8]>().into_iter().enumerate() {
+            bytes[2 * i] = HEX[usize::from(b >> 4)];
+            bytes[2 * i + 1] = HEX[usize::from(b & 15)];
+        }
+        Self { bytes, len: 16 }
+    }
+
+    pub fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.bytes[..usize::from(self.len)]).unwrap_or_default()
+    }
+}
+
+impl std::fmt::Display for RequestId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::fmt::Debug for RequestId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self.as_str(), f)
+    }
 }
 
 tokio::task_local! {
@@ -299,7 +359,7 @@ where
                 w.write_str(",\"path\":")?;
                 json_str(&mut w, &r.path)?;
                 w.write_str(",\"request_id\":")?;
-                json_str(&mut w, &r.id)?;
+                json_str(&mut w, r.id.as_str())?;
                 w.write_str(",\"name\":\"request\"}")
             });
             return w.write_str("}\n");
@@ -426,7 +486,7 @@ mod tests {
 
     #[test]
     fn access_lines_in_text_and_json() -> Result<(), Box<dyn std::error::Error>> {
-        let cx = RequestContext { id: "abc-1".into(), method: "GET", path: "/repository/d/x\"y".into() };
+        let cx = RequestContext::new(RequestId::parse(b"abc-1").ok_or("id")?, "GET", "/repository/d/x\"y".into());
         let mut out = Vec::new();
         access_line(&mut out, false, &cx, 404, 2_053_116);
         let text = String::from_utf8(out)?;

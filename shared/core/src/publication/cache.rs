@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use bytes::Bytes;
+use http::HeaderValue;
 
 use packyard_store::blobs::BlobStore;
 use packyard_store::db::publication::SnapshotFile;
@@ -33,18 +34,26 @@ pub struct ServedFile {
     /// sent when unknown.
     pub modified: Option<i64>,
     /// `modified` as an HTTP date (`Wed, 02 Dec 2026 04:09:27 GMT`), whole seconds.
-    pub last_modified: Option<Bytes>,
-    pub content_type: Bytes,
-    /// Strong ETag: the content hash, quoted (empty: none).
-    pub etag: Bytes,
+    pub last_modified: Option<HeaderValue>,
+    pub content_type: HeaderValue,
+    /// Strong ETag: the content hash, quoted (`None`: none).
+    pub etag: Option<HeaderValue>,
 }
 
 impl ServedFile {
+    /// The header values are made (and checked) here, once, not on each request that sends them.
     pub fn new(bytes: Bytes, modified: Option<i64>, content_type: &str, etag: &str) -> Self {
-        let last_modified = modified.map(|ms| Bytes::from(packyard_model::time::http_date(ms.div_euclid(1000))));
-        let text = |s: &str| Bytes::copy_from_slice(s.as_bytes());
-        Self { bytes, modified, last_modified, content_type: text(content_type), etag: text(etag) }
+        let last_modified = modified.and_then(|ms| header(packyard_model::time::http_date(ms.div_euclid(1000))));
+        let content_type =
+            header(content_type.to_string()).unwrap_or_else(|| HeaderValue::from_static("application/octet-stream"));
+        let etag = Some(etag).filter(|e| !e.is_empty()).and_then(|e| header(e.to_string()));
+        Self { bytes, modified, last_modified, content_type, etag }
     }
+}
+
+/// A header value of `text` (`None` for text no header may carry).
+fn header(text: String) -> Option<HeaderValue> {
+    HeaderValue::from_maybe_shared(Bytes::from(text)).ok()
 }
 
 /// Which node-local cache a lookup asked (the `cache` label of `packyard_cache_requests_total`).
@@ -129,16 +138,16 @@ pub struct ArtifactRef {
     pub sha256: Arc<str>,
     pub size: i64,
     pub modified_ms: Option<i64>,
-    /// The strong `ETag`: the SHA-256, quoted.
-    pub etag: Bytes,
+    /// The strong `ETag`: the SHA-256, quoted (`None`: a digest no header may carry).
+    pub etag: Option<HeaderValue>,
     /// `modified_ms` as an HTTP date, whole seconds.
-    pub last_modified: Option<Bytes>,
+    pub last_modified: Option<HeaderValue>,
 }
 
 impl ArtifactRef {
     pub fn new(sha256: &str, size: i64, modified_ms: Option<i64>) -> Self {
-        let etag = Bytes::from(format!("\"{sha256}\""));
-        let last_modified = modified_ms.map(|ms| Bytes::from(packyard_model::time::http_date(ms.div_euclid(1000))));
+        let etag = header(format!("\"{sha256}\""));
+        let last_modified = modified_ms.and_then(|ms| header(packyard_model::time::http_date(ms.div_euclid(1000))));
         Self { sha256: Arc::from(sha256), size, modified_ms, etag, last_modified }
     }
 }
