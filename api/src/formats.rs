@@ -148,8 +148,12 @@ pub async fn serve_blob(
                 blobs.stat(&digest).await?.ok_or_else(|| ApiError::internal(format!("blob {digest} is missing")))?
             }
         };
-        res.no_chunking(size);
-        return Ok(res.streaming(futures_util::stream::empty::<Result<bytes::Bytes, std::io::Error>>()));
+        // A sized body, so the encoder sends no bytes of a HEAD and writes its `Content-Length`
+        // itself; the header is on the response too (for whatever reads it before the wire),
+        // made from the number directly (`no_chunking` formats it and checks the text again).
+        res.insert_header((header::CONTENT_LENGTH, HeaderValue::from(size)));
+        let empty = futures_util::stream::empty::<Result<bytes::Bytes, std::io::Error>>();
+        return Ok(res.body(actix_web::body::SizedStream::new(size, empty)));
     }
     let digest = Sha256Hex::parse(sha256)?;
     let range = headers

@@ -596,6 +596,9 @@ db_test!(a_group_stores_only_the_chunks_a_members_change_touches, |t: TestDb| as
     let new = common::parts(&fourth).difference(&common::parts(&third)).count();
     assert!(new <= 5, "{new} new parts after an append: one piece's three forms and the xz file's index");
     println!("an append wrote {appended} bytes, the whole merge {full}");
+    // A piece is at most 512 KiB of text; with its gzip and xz forms and the release files an
+    // append writes under 800 KiB (the whole open chunk, ~0.8 MiB of text here, wrote 1.1 MB).
+    assert!(appended < 800 * 1024, "an append wrote {appended} bytes");
     assert!(appended * 6 < full, "an append wrote {appended} bytes, the whole merge {full}");
     Ok(())
 });

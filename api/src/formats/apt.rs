@@ -63,18 +63,13 @@ impl CleanPath {
     }
 }
 
-/// Whether no segment of `path` is empty or hidden (`.`, `..`, `.x`) and no `\\` is in it: one
-/// pass over the bytes (every package request parses its path).
+/// Whether no segment of `path` is empty or hidden (`.`, `..`, `.x`) and no `\\` is in it:
+/// one pass over the pairs of bytes, with few branches (every package request parses its path).
 fn clean_segments(path: &str) -> bool {
-    let mut segment_starts = true;
-    for &c in path.as_bytes() {
-        if c == b'\\' || (segment_starts && (c == b'/' || c == b'.')) {
-            return false;
-        }
-        segment_starts = c == b'/';
-    }
+    let b = path.as_bytes();
     // An empty path, or one ending in `/`, ends on an empty segment.
-    !segment_starts
+    let ends = matches!((b.first(), b.last()), (Some(f), Some(l)) if *f != b'/' && *f != b'.' && *l != b'/');
+    ends && !b.contains(&b'\\') && !b.windows(2).any(|w| w[0] == b'/' && (w[1] == b'/' || w[1] == b'.'))
 }
 
 pub enum Route {

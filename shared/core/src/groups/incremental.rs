@@ -28,7 +28,7 @@ fn cut_after(size: usize, (min, max): (usize, usize), digest: u128) -> bool {
     size >= max || (size >= min && digest & 0xff == 0)
 }
 
-/// Where a member's contribution to a group's index is cut: into chunks by [`cut_after`], and the
+/// Where a member's contribution to a group's index is cut: into chunks by `cut_after`, and the
 /// last, open chunk — the one a member's appended packages grow, merge after merge — into
 /// smaller pieces by the same kind of rule (`tail`; after an entry whose digest's next six bits
 /// are zero), so that an append stores one small piece again rather than the whole open chunk.
@@ -55,7 +55,8 @@ impl Cuts {
         self.size += len;
         self.piece += len;
         let asked = self.size >= self.chunk.0 || self.piece >= self.tail.0;
-        let digest = if asked { digest() } else { 1 };
+        // (A placeholder that no cut rule takes for a cut.)
+        let digest = if asked { digest() } else { u128::MAX };
         if cut_after(self.size, self.chunk, digest) {
             self.size = 0;
             self.piece = 0;
@@ -200,6 +201,16 @@ mod tests {
             pieces_seen = pieces_seen.max(pieces.len());
         }
         assert!(pieces_seen >= 4, "the open chunk was cut into {pieces_seen} pieces at most");
+        // Closed pieces hold at least the least size, and the keys end some before the most.
+        let (ends, pieces) = cut(1400);
+        let mut from = ends.last().copied().unwrap_or(0);
+        let mut sizes = Vec::new();
+        for &e in pieces.iter().take(pieces.len().saturating_sub(1)) {
+            sizes.push(e - from);
+            from = e;
+        }
+        assert!(sizes.iter().all(|s| *s >= 4_000), "{sizes:?}");
+        assert!(sizes.iter().any(|s| *s < 16_000), "no piece ended where its key said: {sizes:?}");
         let (ends, _) = cut(1500);
         assert!(ends.len() >= 3 && ends.windows(2).all(|w| (40_000..=120_000).contains(&(w[1] - w[0]))), "{ends:?}");
     }

@@ -140,7 +140,8 @@ pub(crate) async fn contribution_chunks(
             let d = sha2::Sha256::digest(record.as_bytes());
             let mut b = [0u8; 16];
             b.copy_from_slice(&d[..16]);
-            u128::from_be_bytes(b)
+            // Little-endian: the chunk cut reads the first byte (as before pieces), a piece's the next.
+            u128::from_le_bytes(b)
         };
         if cuts.after(1, digest) {
             ends.push(i + 1);

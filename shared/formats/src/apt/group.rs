@@ -343,6 +343,7 @@ impl Upstream<'_> {
         }
         let mut from = 0;
         for end in cuts.pieces() {
+            debug_assert!(from < end && end <= text.len(), "a piece {from}..{end} of {}", text.len());
             let piece = text.get(from..end).unwrap_or_default().to_string();
             reuse.push(ctx, &mut work, (hashers, &mut out), piece).await?;
             from = end;
