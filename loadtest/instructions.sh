@@ -4,7 +4,7 @@
 # default (log level info, or LOG_LEVEL) with one generated 4 MiB `.deb` published; nginx (one
 # process, no access log, open_file_cache) serves the same bytes. For each scenario both are
 # warmed up uninstrumented, then REQUESTS requests are counted and the totals divided by them;
-# for Packyard the part spent in its own route (`repository::dispatch`) is shown apart from the
+# for Packyard the part spent in its own route (`repository::route`) is shown apart from the
 # rest (actix-http, actix-web, tokio, the observe middleware, malloc). glibc's memset is counted
 # apart: callgrind counts each byte of `rep stosb` as an instruction, so its figure says nothing
 # about time. Prints a markdown table; nothing is written under docs/.
@@ -94,7 +94,7 @@ count() {
 # inclusive IR of functions matching PATTERN in FILE (0 if none), the first match.
 ir_of() {
   callgrind_annotate --inclusive=yes "$1" 2>/dev/null | grep -F -- "$2" | head -1 |
-    awk '{gsub(",", "", $1); print $1 + 0}'
+    awk '{gsub(",", "", $1); v = $1 + 0} END { print v + 0 }'
 }
 per() { awk -v a="$1" -v n="$REQUESTS" 'BEGIN { printf "%.0f", a / n }'; }
 
@@ -108,7 +108,7 @@ for scenario in cond:dists/stable/InRelease "head:$deb_path" get:dists/stable/In
   p_file=$(count "$pid" "$base/repository/debs/" "$scenario" "$work/packyard.cg")
   n_total=$(ir_of "$n_file" "PROGRAM TOTALS"); p_total=$(ir_of "$p_file" "PROGRAM TOTALS")
   n_memset=$(ir_of "$n_file" "__memset_"); p_memset=$(ir_of "$p_file" "__memset_")
-  route=$(ir_of "$p_file" "packyard_api::repository::dispatch::")
+  route=$(ir_of "$p_file" "packyard_api::repository::route::")
   n_req=$(per $((n_total - n_memset))); p_req=$(per $((p_total - p_memset)))
   echo "| \`$scenario\` | $n_req | $p_req | $(awk -v a="$p_req" -v b="$n_req" 'BEGIN { printf "%.2f×", a / b }') |" \
     "$(per "$route") | $(per $((p_total - p_memset - route))) | $(per "$n_memset"), $(per "$p_memset") |"
