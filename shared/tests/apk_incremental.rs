@@ -233,5 +233,38 @@ db_test!(an_apk_group_merges_again_only_the_member_that_changed, |t: TestDb| asy
     let expected =
         check(&t, blobs, (&builder, &group), &publish_again(&t, blobs, &fresh(&builder), &group).await?).await?;
     assert_eq!(sorted(&text), sorted(&expected), "the same records as a merge from nothing");
+
+    // Records come at big's end, as uploads do, until its open chunk holds more than a piece;
+    // then one more: the chunk stored anew is the last piece of big's open chunk (at most 400
+    // records), not the open chunk it is part of (684 records here).
+    for i in 2_500..2_800 {
+        add(&t, big.id, i).await?;
+    }
+    publish(&t, blobs, &builder, &big).await?;
+    t.db.request_changes(group.id, &[("apk".to_string(), UNIT.to_string())]).await?;
+    let before = publish(&t, blobs, &builder, &group).await?;
+    add(&t, big.id, 2_800).await?;
+    publish(&t, blobs, &builder, &big).await?;
+    t.db.request_changes(group.id, &[("apk".to_string(), UNIT.to_string())]).await?;
+    let fourth = publish(&t, blobs, &builder, &group).await?;
+    let text = check(&t, blobs, (&builder, &group), &fourth).await?;
+    assert_eq!(text.matches("P:pkg-02800\n").count(), 1);
+    let new = common::parts(&fourth).difference(&common::parts(&before)).cloned().collect::<Vec<_>>();
+    let mut records = Vec::new();
+    for f in fourth.values().filter(|f| f.path.starts_with(".parts/") && new.contains(&f.sha256)) {
+        // A chunk is raw deflate ending in a sync flush (the index's one gzip member is made of
+        // them); the head and the tail are not, and hold no records.
+        let bytes = read_file(blobs, f).await?;
+        let mut out = Vec::with_capacity(bytes.len() * 32 + 4096);
+        let mut z = flate2::Decompress::new(false);
+        if z.decompress_vec(&bytes, &mut out, flate2::FlushDecompress::Sync).is_err() {
+            continue;
+        }
+        let chunk = String::from_utf8_lossy(&out);
+        records.push(chunk.matches("\nP:").count() + usize::from(chunk.starts_with("P:")));
+    }
+    println!("records of the new parts after an append: {records:?}");
+    assert!(records.iter().any(|n| *n > 0), "the appended record's chunk is new: {records:?}");
+    assert!(records.iter().all(|n| *n <= 400), "an append stored a chunk of {records:?} records");
     Ok(())
 });
