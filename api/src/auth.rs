@@ -91,7 +91,13 @@ pub async fn resolve(req: &HttpRequest) -> Result<Caller, ApiError> {
     let services = services(req)?;
     let creds = parse_authorization(req)?;
     let addr = crate::frontage::client_addr(req);
-    let principal = services.security.principal(creds.as_ref(), addr).await?;
+    let principal = match creds {
+        None => services.security.anonymous().await?,
+        // Boxed: proving a credential (a password's hash, a directory's answer) is a large
+        // state, and the anonymous reads should not carry it (the repository routes' future is
+        // bounded by a test).
+        Some(creds) => Box::pin(services.security.principal(Some(&creds), addr)).await?,
+    };
     Ok(Caller { principal, addr })
 }
 

@@ -107,58 +107,23 @@ pub async fn serve_blob(
     head: BlobHead<'_>,
     extra: &[(&'static str, String)],
 ) -> Result<HttpResponse, FormatError> {
-    use actix_web::http::header::{self, Header, IfModifiedSince};
+    use actix_web::http::header;
     use packyard_store::blobs::{RangeSpec, Sha256Hex};
-    let BlobHead { sha256, etag, last_modified, content_type, size } = head;
-    let headers = req.headers();
-    let if_none_match = headers.get(header::IF_NONE_MATCH);
-    let etag_matches = if_none_match.is_some_and(|v| v.as_bytes() == etag.as_bytes());
-    let not_modified_since = if_none_match.is_none()
-        && headers.contains_key(header::IF_MODIFIED_SINCE)
-        && last_modified.as_ref().is_some_and(|(m, _)| {
-            IfModifiedSince::parse(req).is_ok_and(|IfModifiedSince(since)| std::time::SystemTime::from(since) >= *m)
-        });
-    let with_extra = |res: &mut actix_web::HttpResponseBuilder| {
-        for (k, v) in extra {
-            res.insert_header((*k, v.as_str()));
-        }
+    let mut res = match start_blob(req, &head, extra) {
+        Started::Done(res) => return Ok(res),
+        Started::Open(res) => res,
     };
-    if etag_matches || not_modified_since {
-        let mut res = HttpResponse::NotModified();
-        res.insert_header((header::ETAG, etag));
-        with_extra(&mut res);
-        return Ok(res.finish());
-    }
-    let (modified_at, last_modified) = last_modified.unzip();
-    let mut res = HttpResponse::Ok();
-    res.insert_header((header::CONTENT_TYPE, content_type))
-        .insert_header((header::ETAG, etag.clone()))
-        .insert_header((header::ACCEPT_RANGES, HeaderValue::from_static("bytes")));
-    if let Some(v) = last_modified {
-        res.insert_header((header::LAST_MODIFIED, v));
-    }
-    with_extra(&mut res);
+    let digest = Sha256Hex::parse(head.sha256)?;
     if req.method() == actix_web::http::Method::HEAD {
-        // The headers of a GET without opening the file: actix would read a streamed body to
-        // its end only to drop it. The store is asked only when the size is not known.
-        let size = match size {
-            Some(s) => s,
-            None => {
-                let digest = Sha256Hex::parse(sha256)?;
-                blobs.stat(&digest).await?.ok_or_else(|| ApiError::internal(format!("blob {digest} is missing")))?
-            }
-        };
-        // A sized body, so the encoder sends no bytes of a HEAD and writes its `Content-Length`
-        // itself; the header is on the response too (for whatever reads it before the wire),
-        // made from the number directly (`no_chunking` formats it and checks the text again).
-        res.insert_header((header::CONTENT_LENGTH, HeaderValue::from(size)));
-        let empty = futures_util::stream::empty::<Result<bytes::Bytes, std::io::Error>>();
-        return Ok(res.body(actix_web::body::SizedStream::new(size, empty)));
+        // The store is asked only when the size is not known.
+        let size = blobs.stat(&digest).await?.ok_or_else(|| ApiError::internal(format!("blob {digest} is missing")))?;
+        return Ok(sized_head(res, size));
     }
-    let digest = Sha256Hex::parse(sha256)?;
-    let range = headers
+    let modified_at = head.last_modified.as_ref().map(|(m, _)| *m);
+    let range = req
+        .headers()
         .get(header::RANGE)
-        .filter(|_| if_range_holds(req, etag.to_str().unwrap_or_default(), modified_at))
+        .filter(|_| if_range_holds(req, head.etag.to_str().unwrap_or_default(), modified_at))
         .and_then(|v| v.to_str().ok())
         .and_then(RangeSpec::parse_header);
     let read = blobs.open_hot(&digest, range).await?;
@@ -168,6 +133,60 @@ pub async fn serve_blob(
     }
     res.no_chunking(read.content_length());
     Ok(res.streaming(read.body))
+}
+
+/// How far a blob's answer gets without the store.
+enum Started {
+    /// Answered: a 304, or a HEAD whose size is known.
+    Done(HttpResponse),
+    /// A 200 with its headers set; the body (or a HEAD's size) is still to be read.
+    Open(actix_web::HttpResponseBuilder),
+}
+
+fn start_blob(req: &HttpRequest, head: &BlobHead<'_>, extra: &[(&'static str, String)]) -> Started {
+    use actix_web::http::header::{self, Header, IfModifiedSince};
+    let headers = req.headers();
+    let if_none_match = headers.get(header::IF_NONE_MATCH);
+    let etag_matches = if_none_match.is_some_and(|v| v.as_bytes() == head.etag.as_bytes());
+    let not_modified_since = if_none_match.is_none()
+        && headers.contains_key(header::IF_MODIFIED_SINCE)
+        && head.last_modified.as_ref().is_some_and(|(m, _)| {
+            IfModifiedSince::parse(req).is_ok_and(|IfModifiedSince(since)| std::time::SystemTime::from(since) >= *m)
+        });
+    let with_extra = |res: &mut actix_web::HttpResponseBuilder| {
+        for (k, v) in extra {
+            res.insert_header((*k, v.as_str()));
+        }
+    };
+    if etag_matches || not_modified_since {
+        let mut res = HttpResponse::NotModified();
+        res.insert_header((header::ETAG, head.etag.clone()));
+        with_extra(&mut res);
+        return Started::Done(res.finish());
+    }
+    let mut res = HttpResponse::Ok();
+    res.insert_header((header::CONTENT_TYPE, head.content_type.clone()))
+        .insert_header((header::ETAG, head.etag.clone()))
+        .insert_header((header::ACCEPT_RANGES, HeaderValue::from_static("bytes")));
+    if let Some((_, v)) = &head.last_modified {
+        res.insert_header((header::LAST_MODIFIED, v.clone()));
+    }
+    with_extra(&mut res);
+    match head.size {
+        Some(size) if req.method() == actix_web::http::Method::HEAD => Started::Done(sized_head(res, size)),
+        _ => Started::Open(res),
+    }
+}
+
+/// The headers of a GET without opening the file: actix would read a streamed body to its end
+/// only to drop it. A sized body, so the encoder sends no bytes of a HEAD and writes its
+/// `Content-Length` itself; the header is on the response too (for whatever reads it before
+/// the wire), made from the number directly (`no_chunking` formats it and checks the text
+/// again).
+fn sized_head(mut res: actix_web::HttpResponseBuilder, size: u64) -> HttpResponse {
+    res.insert_header((actix_web::http::header::CONTENT_LENGTH, HeaderValue::from(size)));
+    let empty = futures_util::stream::empty::<Result<bytes::Bytes, std::io::Error>>();
+    res.body(actix_web::body::SizedStream::new(size, empty))
 }
 
 /// A hosted repository's artifact at `path`: warmed, its blob from the replica's cache (no
@@ -213,6 +232,7 @@ where
     };
     let res = serve_artifact(cx.req, cx.services, &artifact, content_type).await?;
     count_download(cx.services, cx.req, &res, repo.id, path);
+    cx.hot.offer(crate::hot::Reusable::Artifact(artifact, content_type));
     Ok(Some(res))
 }
 
@@ -313,8 +333,11 @@ pub async fn members_first(
 /// order of [`members_first`]: the first that has it answers (the members that failed before
 /// it named); a member whose upstream fails is passed over, never an authorization denial (that
 /// is the group's answer). `None` when no member has it.
+///
+/// An answer after another member was asked is not offered to the hot answers: the members
+/// before it (a proxy's upstream) may answer otherwise next time, with no epoch moving.
 pub async fn from_members<'a, F>(
-    services: &Services,
+    (services, hot): (&Services, &crate::hot::Slot),
     group: &Repository,
     depth: usize,
     item: (&str, &str, &str),
@@ -324,9 +347,12 @@ where
     F: FnMut(Arc<Repository>) -> LocalBoxFuture<'a, Result<Option<HttpResponse>, FormatError>>,
 {
     let mut failed = MemberFailures::default();
-    for member in members_first(services, group, depth, item).await? {
+    for (asked, member) in members_first(services, group, depth, item).await?.into_iter().enumerate() {
         let answer = read(member.clone()).await;
         if let Some(r) = failed.take(services, group, &member, answer)? {
+            if asked > 0 {
+                hot.spoil();
+            }
             return Ok(Some(failed.answered(r)));
         }
     }
@@ -366,18 +392,30 @@ pub async fn serve_artifact(
     artifact: &ArtifactRef,
     content_type: &'static str,
 ) -> Result<HttpResponse, FormatError> {
+    serve_blob(req, services.blobs.as_ref(), artifact_head(artifact, content_type)?, &[]).await
+}
+
+/// [`serve_artifact`]'s answer when it needs no read of the store (a 304, a HEAD): what the
+/// hot answers replay (`crate::hot`).
+pub fn artifact_now(req: &HttpRequest, artifact: &ArtifactRef, content_type: &'static str) -> Option<HttpResponse> {
+    match start_blob(req, &artifact_head(artifact, content_type).ok()?, &[]) {
+        Started::Done(res) => Some(res),
+        Started::Open(_) => None,
+    }
+}
+
+fn artifact_head<'a>(artifact: &'a ArtifactRef, content_type: &'static str) -> Result<BlobHead<'a>, FormatError> {
     let modified = artifact
         .modified_ms
         .and_then(|ms| u64::try_from(ms / 1000).ok())
         .map(|secs| std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs));
-    let head = BlobHead {
+    Ok(BlobHead {
         sha256: &artifact.sha256,
         etag: artifact.etag.clone().ok_or_else(|| ApiError::internal(format!("bad digest {}", artifact.sha256)))?,
         last_modified: modified.zip(artifact.last_modified.clone()),
         content_type: HeaderValue::from_static(content_type),
         size: u64::try_from(artifact.size).ok(),
-    };
-    serve_blob(req, services.blobs.as_ref(), head, &[]).await
+    })
 }
 
 /// A proxy's answer to `fetch` through its cache: the upstream's bytes unchanged (see

@@ -8,6 +8,7 @@ pub mod auth;
 pub mod error;
 pub mod formats;
 pub mod frontage;
+pub mod hot;
 pub mod nexus;
 pub mod observe;
 pub mod repository;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use actix_web::http::Method;
 use actix_web::{web, HttpRequest, HttpResponse};
+use packyard_core::publication::cache::ServedFile;
 use packyard_core::security::Action;
 use packyard_core::services::Services;
 use packyard_model::repos::Repository;
@@ -47,9 +48,18 @@ pub struct Cx<'a> {
     pub repo: Arc<Repository>,
     pub caller: Caller,
     pub body: web::Payload,
+    /// Where the route offers what its answer was made from, for the hot answers.
+    pub hot: &'a crate::hot::Slot,
 }
 
 impl Cx<'_> {
+    /// Answers with a file of a unit's current snapshot ([`crate::formats::serve_published`]),
+    /// offered to the hot answers: the route adds nothing to this answer.
+    pub fn serve_current(&self, f: ServedFile) -> HttpResponse {
+        self.hot.offer(crate::hot::Reusable::File(f.clone()));
+        crate::formats::serve_published(self.req, f)
+    }
+
     /// A 404 for a path of this repository.
     pub fn not_found(&self, path: &str) -> FormatError {
         ApiError::not_found(format!("not found: /{path} in repository {}", self.repo.name)).into()

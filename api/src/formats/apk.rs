@@ -134,7 +134,7 @@ async fn serve(cx: &Cx<'_>, repo: &Repository, f: &UnitFile, depth: usize) -> Re
         RepoType::Group if file == INDEX_FILE => {
             let key = unit.key();
             if let Some(f) = super::published_file(services, repo, KIND, &key, &path).await? {
-                return Ok(super::serve_published(cx.req, f));
+                return Ok(cx.serve_current(f));
             }
             let has = || async {
                 group::any_member_has(&services.db, &packyard_core::groups::Reader::of(services), repo, unit)
@@ -145,7 +145,7 @@ async fn serve(cx: &Cx<'_>, repo: &Repository, f: &UnitFile, depth: usize) -> Re
                 return Err(missing());
             }
             let found = super::published_file(services, repo, KIND, &key, &path).await?;
-            found.map(|f| super::serve_published(cx.req, f)).ok_or_else(missing)
+            found.map(|f| cx.serve_current(f)).ok_or_else(missing)
         }
         RepoType::Group => {
             // Read in place: no copy of the whole `.members` file per package request.
@@ -161,7 +161,7 @@ async fn serve(cx: &Cx<'_>, repo: &Repository, f: &UnitFile, depth: usize) -> Re
                 Some(f) => f,
                 None => empty_index(cx, repo, unit, &path).await?,
             };
-            Ok(super::serve_published(cx.req, f))
+            Ok(cx.serve_current(f))
         }
         RepoType::Hosted => {
             let db = &services.db;

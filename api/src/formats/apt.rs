@@ -152,12 +152,15 @@ async fn dists(cx: &Cx<'_>, clean: CleanPath) -> Result<HttpResponse, FormatErro
         return Err(cx.not_found(path));
     }
     let published = &services.published;
-    let found = if tail.contains("/by-hash/") {
-        published.file_or_retained(&services.db, services.blobs.as_ref(), repo.id, KIND, dist, path).await?
-    } else {
-        published.file(&services.db, services.blobs.as_ref(), repo.id, KIND, dist, path).await?
-    };
-    found.map(|f| super::serve_published(cx.req, f)).ok_or_else(|| cx.not_found(path))
+    if tail.contains("/by-hash/") {
+        // Not offered to the hot answers: it may be a retained snapshot's, which goes after its
+        // grace without moving an epoch.
+        let found =
+            published.file_or_retained(&services.db, services.blobs.as_ref(), repo.id, KIND, dist, path).await?;
+        return found.map(|f| super::serve_published(cx.req, f)).ok_or_else(|| cx.not_found(path));
+    }
+    let found = published.file(&services.db, services.blobs.as_ref(), repo.id, KIND, dist, path).await?;
+    found.map(|f| cx.serve_current(f)).ok_or_else(|| cx.not_found(path))
 }
 
 const DEB_TYPE: &str = "application/vnd.debian.binary-package";
@@ -232,7 +235,7 @@ fn is_multipart(req: &HttpRequest) -> bool {
 /// fields of a multipart form: one `.deb`, or a `.dsc` with the files it lists.
 async fn upload(cx: Cx<'_>) -> Result<HttpResponse, FormatError> {
     let q: UploadQuery = super::query(cx.req)?;
-    let Cx { req, services, repo, caller, body } = cx;
+    let Cx { req, services, repo, caller, body, .. } = cx;
     let (repo, actor) = (&*repo, caller.actor());
     let up = if is_multipart(req) {
         let mut target = target(&q);

@@ -164,7 +164,7 @@ async fn read(
             }
         }
         (RepoType::Group, Request::File { version, .. }) => {
-            super::from_members(services, repo, depth + 1, (KIND, module, version), |member| {
+            super::from_members((services, cx.hot), repo, depth + 1, (KIND, module, version), |member| {
                 Box::pin(async move { read(cx, &member, request, depth + 1).await })
             })
             .await

@@ -164,7 +164,7 @@ async fn read(
         (RepoType::Hosted, Request::File { name, version }) => file(cx, repo, name, version).await,
         (RepoType::Group, Request::File { .. }) => {
             let path = request.path();
-            super::from_members(services, repo, depth + 1, (KIND, UNIT, &path), |member| {
+            super::from_members((services, cx.hot), repo, depth + 1, (KIND, UNIT, &path), |member| {
                 Box::pin(async move { read(cx, &member, request, depth + 1).await })
             })
             .await

@@ -1252,6 +1252,98 @@ async fn a_change_within_the_second_is_never_answered_304(mut app: common::app::
 }
 app_test!(a_change_within_the_second_is_never_answered_304);
 
+/// The hot answers (`packyard_api::hot`): a repeated anonymous read of `InRelease` and a
+/// package's HEAD are answered without the snapshot or artifact caches' lookups, and never
+/// outlive what they were made from — a publication, a deletion and a change of access are each
+/// seen by the very next request, as without them.
+async fn hot_answers_follow_every_change(mut app: common::app::TestApp) -> anyhow::Result<()> {
+    use actix_web::test::TestRequest;
+    use common::app::As;
+    app.start_worker();
+    app.create(Repo::hosted("debs", Format::Apt)).await?;
+    let deb = |name: &str| {
+        let control = format!("Package: {name}\nVersion: 1\nArchitecture: amd64\nDescription: {name}\n");
+        packyard_codecs::apt::testing::deb(&control, ".gz")
+    };
+    let r = app.post("/repository/debs/?wait=true", deb("first")).await?;
+    assert_eq!(r.status, 201, "{}", r.text);
+    // Lookups of the node-local caches a warm read asks, by cache.
+    let lookups = |cache: &str| -> f64 {
+        let text = String::from_utf8(app.services.metrics.render()).unwrap_or_default();
+        ["hit", "miss"]
+            .iter()
+            .filter_map(|result| {
+                let sample = format!("packyard_cache_requests_total{{cache=\"{cache}\",result=\"{result}\"}} ");
+                text.lines().find_map(|l| l.strip_prefix(sample.as_str())).and_then(|v| v.trim().parse::<f64>().ok())
+            })
+            .sum()
+    };
+    let in_release = "/repository/debs/dists/stable/InRelease";
+    let first = app.get(in_release).await?;
+    assert_eq!(first.status, 200, "{}", first.text);
+    let before = lookups("snapshot");
+    let again = app.get(in_release).await?;
+    assert_eq!(lookups("snapshot"), before, "the repeated read asked the snapshot cache: no hot answer");
+    assert_eq!(again.status, 200);
+    assert_eq!(again.bytes, first.bytes);
+    for name in ["etag", "last-modified", "content-type", "content-security-policy", "x-content-type-options"] {
+        assert_eq!(again.headers.get(name), first.headers.get(name), "{name}");
+    }
+    assert!(again.headers.contains_key("content-security-policy"), "{:?}", again.headers);
+    let etag = first.headers.get("etag").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+    let cond = app
+        .send(TestRequest::get().uri(in_release).insert_header(("if-none-match", etag.as_str())), As::Anonymous)
+        .await?;
+    assert_eq!(cond.status, 304, "{:?}", cond.headers);
+    assert_eq!(cond.headers.get("etag").and_then(|v| v.to_str().ok()), Some(etag.as_str()));
+    assert_eq!(lookups("snapshot"), before, "the 304 asked the snapshot cache: no hot answer");
+
+    // A publication: the very next read has the new index, and the old validator is a 200.
+    let r = app.post("/repository/debs/?wait=true", deb("second")).await?;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let after = app.get(in_release).await?;
+    assert_eq!(after.status, 200);
+    assert_ne!(after.bytes, first.bytes, "InRelease after a publication is the one before it");
+    let cond = app
+        .send(TestRequest::get().uri(in_release).insert_header(("if-none-match", etag.as_str())), As::Anonymous)
+        .await?;
+    assert_eq!(cond.status, 200, "the previous snapshot's ETag: {:?}", cond.headers);
+    assert_eq!(cond.bytes, after.bytes);
+
+    // A package's HEAD, answered again; gone with the package.
+    let pool = "/repository/debs/pool/main/f/first/first_1_amd64.deb";
+    let head = || app.send(TestRequest::default().method(actix_web::http::Method::HEAD).uri(pool), As::Anonymous);
+    let r = head().await?;
+    assert_eq!(r.status, 200, "{:?}", r.headers);
+    let before = lookups("artifact");
+    let r = head().await?;
+    assert_eq!(r.status, 200, "{:?}", r.headers);
+    assert_eq!(lookups("artifact"), before, "the repeated HEAD asked the artifact cache: no hot answer");
+    assert_eq!(r.headers.get("accept-ranges").and_then(|v| v.to_str().ok()), Some("bytes"));
+    let r = app.delete(pool).await?;
+    assert!(r.status.is_success(), "{}: {}", r.status, r.text);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = head().await?;
+        if r.status == 404 {
+            break;
+        }
+        assert_eq!(r.status, 200, "{:?}", r.headers);
+        assert!(std::time::Instant::now() < deadline, "the deleted package still answers HEAD after 20 s");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let listed = app.get("/repository/debs/dists/stable/main/binary-amd64/Packages").await?;
+    assert!(!listed.text.contains("Package: first"), "{}", listed.text);
+
+    // Access: closed to anonymous readers, the next read is refused.
+    assert_eq!(app.get(in_release).await?.status, 200);
+    app.patch_repository("debs", serde_json::json!({"anonymous_read": false})).await?;
+    let r = app.get(in_release).await?;
+    assert_eq!(r.status, 401, "{:?}", r.headers);
+    Ok(())
+}
+app_test!(hot_answers_follow_every_change);
+
 /// `apt-get update` in a loop while a cleanup run removes 360 of 400 packages in small batches
 /// (each republishing the distribution): every update succeeds, with no hash-sum mismatch; at
 /// the end apt sees exactly the newest version of each package.

@@ -9,14 +9,25 @@ use prometheus::{
 /// hashing label values.
 pub use prometheus::{Histogram as ResolvedHistogram, IntCounter};
 
-/// An HTTP request's counter and timer, by repository id (0: none), method and status.
-type HttpKey = (i64, &'static str, u16);
+/// An HTTP request's counter and timer, by registry ([`Metrics`]'s id), repository id (0:
+/// none), method and status.
+type HttpKey = (u64, i64, &'static str, u16);
+
+static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+thread_local! {
+    /// The HTTP series each thread resolved, by [`HttpKey`]: a lookup by label values hashes
+    /// them, and a map shared by the worker threads would bounce its lock's and its series'
+    /// reference counts between their cores on every request.
+    static RESOLVED: std::cell::RefCell<hashbrown::HashMap<HttpKey, (IntCounter, Histogram)>> =
+        std::cell::RefCell::new(hashbrown::HashMap::new());
+}
 
 pub struct Metrics {
     pub registry: Registry,
-    /// `http_requests_total` and `http_request_duration_seconds` with their labels resolved,
-    /// for [`Metrics::observe_request`].
-    http_resolved: std::sync::RwLock<hashbrown::HashMap<HttpKey, (IntCounter, Histogram)>>,
+    /// Tells this registry's series apart in the threads' maps of resolved HTTP series
+    /// ([`Metrics::observe_request`]).
+    id: u64,
     pub http_requests_total: IntCounterVec,
     pub http_request_duration_seconds: HistogramVec,
     pub db_queries_total: IntCounterVec,
@@ -57,28 +68,36 @@ impl Metrics {
         status: u16,
         seconds: f64,
     ) {
-        let key = (repository_id, method, status);
-        let found = self.http_resolved.read().ok().and_then(|m| m.get(&key).cloned());
-        let (count, time) = match found {
-            Some(series) => series,
-            None => {
-                let status_text = status.to_string();
-                let series = (
-                    self.http_requests_total.with_label_values(&[repository, format, method, &status_text]),
-                    self.http_request_duration_seconds.with_label_values(&[repository, format, method]),
-                );
-                if let Ok(mut m) = self.http_resolved.write() {
-                    // A bound against many repositories (ids are never reused).
-                    if m.len() >= 10_000 {
-                        m.clear();
-                    }
-                    m.insert(key, series.clone());
-                }
-                series
-            }
+        let key = (self.id, repository_id, method, status);
+        let resolve = || {
+            let status_text = status.to_string();
+            (
+                self.http_requests_total.with_label_values(&[repository, format, method, &status_text]),
+                self.http_request_duration_seconds.with_label_values(&[repository, format, method]),
+            )
         };
-        count.inc();
-        time.observe(seconds);
+        let kept = RESOLVED.try_with(|resolved| {
+            let mut resolved = resolved.borrow_mut();
+            if let Some((count, time)) = resolved.get(&key) {
+                count.inc();
+                time.observe(seconds);
+                return;
+            }
+            let (count, time) = resolve();
+            count.inc();
+            time.observe(seconds);
+            // A bound against many repositories (ids are never reused).
+            if resolved.len() >= 10_000 {
+                resolved.clear();
+            }
+            resolved.insert(key, (count, time));
+        });
+        if kept.is_err() {
+            // The thread is ending and its map is gone.
+            let (count, time) = resolve();
+            count.inc();
+            time.observe(seconds);
+        }
     }
 
     /// Creates and registers every metric; fails only on a programming error (duplicate name).
@@ -263,7 +282,7 @@ impl Metrics {
         registry.register(Box::new(blob_bytes_total.clone()))?;
         Ok(Self {
             registry,
-            http_resolved: std::sync::RwLock::new(hashbrown::HashMap::new()),
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             http_requests_total,
             http_request_duration_seconds,
             db_queries_total,

@@ -153,6 +153,8 @@ impl ArtifactRef {
 }
 
 pub struct PublishedCache {
+    /// This cache among others in one process (tests run several replicas on one thread).
+    id: u64,
     /// Told of each publication made or seen: read-your-writes waits on it.
     dropped: tokio::sync::Notify,
     version: AtomicI64,
@@ -188,7 +190,9 @@ const MAX_ARTIFACTS: usize = 100_000;
 
 impl PublishedCache {
     pub fn new(max_bytes: i64, metrics: Arc<Metrics>) -> Self {
+        static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         Self {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             dropped: tokio::sync::Notify::new(),
             version: AtomicI64::new(0),
             epoch: std::sync::atomic::AtomicU64::new(0),
@@ -251,6 +255,11 @@ impl PublishedCache {
             }
             files.insert(path.to_string(), file);
         }
+    }
+
+    /// Which cache this is, among those of one process.
+    pub fn id(&self) -> u64 {
+        self.id
     }
 
     /// The epoch to pass to [`Self::put_artifact`] after a lookup begun now.
@@ -319,6 +328,10 @@ impl PublishedCache {
             if let Ok(mut m) = self.made.write() {
                 m.retain(|repo, _| !changed.contains(repo));
             }
+            // Again once the artifacts and made files are gone too: what was read from them
+            // after the first bump is not taken for current (the API's hot answers compare
+            // epochs only).
+            self.epoch.fetch_add(1, Ordering::AcqRel);
             // What is kept goes only with a repository that is gone.
             if let Ok(mut m) = self.kept.write() {
                 m.retain(|repo, _| fresh.contains_key(repo));
@@ -354,6 +367,7 @@ impl PublishedCache {
         if let Ok(mut m) = self.made.write() {
             m.clear();
         }
+        self.epoch.fetch_add(1, Ordering::AcqRel);
     }
 
     /// The current snapshot of a unit, or `None` if it was never published.

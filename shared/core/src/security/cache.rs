@@ -117,6 +117,11 @@ impl SecurityCache {
         self.security_epoch.load(Ordering::Acquire)
     }
 
+    /// How long a cached decision or repository is used before it is looked up again.
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
     pub fn repositories_epoch(&self) -> u64 {
         self.repositories_epoch.load(Ordering::Acquire)
     }
@@ -221,6 +226,10 @@ impl SecurityCache {
         if let Ok(mut a) = self.anonymous.write() {
             *a = None;
         }
+        // Again once everything is cleared: what was read between the first bump and a clear
+        // (the anonymous principal, a refusal) is not taken for current under the new epoch
+        // (the API's hot answers compare epochs only).
+        self.security_epoch.fetch_add(1, Ordering::AcqRel);
     }
 
     pub fn clear_repositories(&self) {

@@ -155,7 +155,8 @@ impl Security {
         }
     }
 
-    async fn anonymous(&self) -> Result<Arc<Principal>, DbError> {
+    /// The principal of a request without credentials (cached per epoch).
+    pub async fn anonymous(&self) -> Result<Arc<Principal>, DbError> {
         if let Some(p) = self.cache.anonymous() {
             return Ok(p);
         }
