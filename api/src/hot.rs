@@ -75,6 +75,14 @@ impl Reusable {
         }
     }
 
+    /// The bytes it keeps (a file's; an artifact's stay in the store).
+    fn bytes(&self) -> usize {
+        match self {
+            Self::File(f) => f.bytes.len(),
+            Self::Artifact(..) => 0,
+        }
+    }
+
     /// The answer to `req`, when it needs no I/O.
     fn answer(&self, req: &HttpRequest) -> Option<HttpResponse> {
         match self {
@@ -85,8 +93,7 @@ impl Reusable {
 }
 
 /// Where a route offers what its answer was made from (one per request, in [`crate::route::Cx`]).
-/// Boxed: the slot lives in every request's future, which actix moves into a box of its own
-/// (a test bounds its size).
+/// The source is boxed: the slot lives in the dispatcher's future, which a test bounds.
 #[derive(Default)]
 pub struct Slot {
     offered: Cell<Option<Box<Reusable>>>,
@@ -209,10 +216,9 @@ pub fn remember(
     if !anonymous || !eligible(req) || Epochs::now(services) != epochs {
         return;
     }
-    if let Reusable::File(f) = &*answer {
-        if f.bytes.len() > MAX_FILE_BYTES {
-            return;
-        }
+    let size = answer.bytes();
+    if size > MAX_FILE_BYTES {
+        return;
     }
     if !answer.answer(req).is_some_and(|again| same(&again, res)) {
         return;
@@ -224,19 +230,13 @@ pub fn remember(
             a.forget();
             a.epochs = Some(epochs);
         }
-        let size = match &*answer {
-            Reusable::File(f) => f.bytes.len(),
-            Reusable::Artifact(..) => 0,
-        };
         if a.by_path.len() >= MAX_PATHS || a.bytes + size > MAX_BYTES {
             a.forget();
         }
         let repo = Arc::new(Repository::clone(repo));
         let entry = Entry { repo, answer: answer.private(), at: Instant::now() };
         if let Some(replaced) = a.by_path.insert(req.path().into(), entry) {
-            if let Reusable::File(f) = &replaced.answer {
-                a.bytes = a.bytes.saturating_sub(f.bytes.len());
-            }
+            a.bytes = a.bytes.saturating_sub(replaced.answer.bytes());
         }
         a.bytes += size;
     });
