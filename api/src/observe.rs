@@ -8,6 +8,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
@@ -52,12 +53,20 @@ where
     type Future = std::future::Ready<Result<Self::Transform, Self::InitError>>;
 
     fn new_transform(&self, service: S) -> Self::Future {
-        std::future::ready(Ok(Observed { service }))
+        std::future::ready(Ok(Observed { service, metrics: std::cell::OnceCell::new() }))
     }
 }
 
+/// The app's metrics as one worker holds them: the `Rc` is the point (a count of this
+/// thread's own, where the `Arc`'s is every worker's).
+#[allow(clippy::redundant_allocation)]
+type WorkerMetrics = Rc<Arc<Metrics>>;
+
 pub struct Observed<S> {
     service: S,
+    /// The app's metrics, taken from its data on the first request. An `Rc` of this worker's
+    /// own: a request takes it without touching the `Arc`'s count, which every worker shares.
+    metrics: std::cell::OnceCell<Option<WorkerMetrics>>,
 }
 
 impl<S, B> Service<ServiceRequest> for Observed<S>
@@ -72,7 +81,10 @@ where
 
     fn call(&self, req: ServiceRequest) -> Self::Future {
         let cx = RequestContext::new(request_id(&req), method_label(req.method()), req.path().to_string());
-        let metrics = req.app_data::<web::Data<Services>>().map(|s| s.metrics.clone());
+        let metrics = self
+            .metrics
+            .get_or_init(|| req.app_data::<web::Data<Services>>().map(|s| Rc::new(s.metrics.clone())))
+            .clone();
         let start = Instant::now();
         // Every log line of the request names it (the task-local context the log lines read).
         Observing { call: REQUEST.scope(cx, self.service.call(req)), metrics, start }
@@ -84,7 +96,7 @@ pin_project_lite::pin_project! {
     pub struct Observing<F> {
         #[pin]
         call: tokio::task::futures::TaskLocalFuture<RequestContext, F>,
-        metrics: Option<Arc<Metrics>>,
+        metrics: Option<WorkerMetrics>,
         start: Instant,
     }
 }
@@ -108,7 +120,7 @@ where
         };
         let repository = cx.repository.get().map_or((0, "", ""), |r| (r.id, r.name.as_str(), r.format.as_str()));
         if let Some(m) = this.metrics.as_ref() {
-            m.observe_request(repository, cx.method, status.as_u16(), elapsed.as_secs_f64());
+            m.observe_request(repository, cx.method, status.as_u16(), elapsed);
         }
         packyard_core::telemetry::access(&cx, status.as_u16(), elapsed);
         let mut res = result?;

@@ -1,14 +1,21 @@
 //! Logging: human-readable by default, JSON with `log.format = "json"`. `RUST_LOG` overrides
 //! `log.level`.
 //!
-//! Lines are not written by the thread that logs them: each formatted line is appended to a
-//! shared buffer (no allocation once the buffer has grown; no system call), and a thread of its
-//! own writes what gathered to standard error every [`FLUSH_EVERY`] — or at once, from the
-//! logging thread, when more than [`MAX_PENDING`] bytes wait (a sink that cannot keep up slows
-//! the loggers down instead of losing lines). [`flush`] writes what waits (at shutdown).
+//! Lines are not written by the thread that logs them: each formatted line is appended to its
+//! thread's own buffer (no allocation once the buffer has grown; no system call; a lock that only
+//! the writer thread ever contends), and a thread of its own writes what gathered in every
+//! buffer to standard error every [`FLUSH_EVERY`] — or at once, from the logging thread, when
+//! more than [`MAX_PENDING`] bytes wait in its buffer (a sink that cannot keep up slows the
+//! loggers down instead of losing lines). [`flush`] writes what waits (at shutdown).
+//!
+//! One buffer per thread rather than one for the process: the worker threads log a line per
+//! request, and a shared buffer moved its lock and its bytes between their cores on every one
+//! (docs/perf/ceiling.md). The price: lines of different threads gathered in one round are
+//! written thread by thread, not interleaved by time (each line carries its timestamp); the
+//! lines of one thread keep their order.
 
 use std::io::Write as _;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use tracing_subscriber::fmt::MakeWriter;
@@ -18,13 +25,49 @@ use packyard_model::config::{LogConfig, LogFormat};
 
 /// How often the writer thread writes what gathered.
 pub const FLUSH_EVERY: Duration = Duration::from_millis(20);
-/// Past this many waiting bytes a logger writes them itself.
+/// Past this many bytes waiting in its buffer a logger writes them itself.
 pub const MAX_PENDING: usize = 4 << 20;
 
-/// The lines waiting to be written.
-static PENDING: Mutex<Vec<u8>> = Mutex::new(Vec::new());
+/// One thread's lines waiting to be written.
+type Buffer = Arc<Mutex<Vec<u8>>>;
+
+/// Every thread's buffer (a thread's own stays here after it ended, until what it held is
+/// written).
+static BUFFERS: Mutex<Vec<Buffer>> = Mutex::new(Vec::new());
 /// Whether the writer thread runs.
 static WRITER_THREAD: OnceLock<bool> = OnceLock::new();
+
+thread_local! {
+    /// This thread's buffer, registered in [`BUFFERS`] on first use.
+    static PENDING: Buffer = {
+        let buffer = Buffer::default();
+        BUFFERS.lock().unwrap_or_else(PoisonError::into_inner).push(buffer.clone());
+        buffer
+    };
+}
+
+/// Appends to this thread's buffer with `append`, writing what waits first when it is past
+/// [`MAX_PENDING`]. A thread whose buffer is gone (it is ending) writes at once.
+fn pending(append: impl FnOnce(&mut Vec<u8>)) {
+    let mut append = Some(append);
+    let kept = PENDING.try_with(|buffer| {
+        let mut pending = buffer.lock().unwrap_or_else(PoisonError::into_inner);
+        if pending.len() > MAX_PENDING {
+            write_out(&pending);
+            pending.clear();
+        }
+        if let Some(append) = append.take() {
+            append(&mut pending);
+        }
+    });
+    if kept.is_err() {
+        if let Some(append) = append.take() {
+            let mut line = Vec::new();
+            append(&mut line);
+            write_out(&line);
+        }
+    }
+}
 
 /// Writes `bytes` to standard error (errors are dropped: there is nowhere to report them).
 fn write_out(bytes: &[u8]) {
@@ -33,30 +76,43 @@ fn write_out(bytes: &[u8]) {
     }
 }
 
+/// Writes what waits in every buffer through `spare` (swapped with each non-empty one, so a
+/// logger never waits for the write), and lets go of the buffers of threads that ended.
+fn write_buffers(spare: &mut Vec<u8>) {
+    let buffers = {
+        let mut all = BUFFERS.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = all.clone();
+        // Held by the list and `now` alone: an ended thread's buffer, written below and gone.
+        all.retain(|b| Arc::strong_count(b) > 2);
+        now
+    };
+    for buffer in &buffers {
+        {
+            let mut pending = buffer.lock().unwrap_or_else(PoisonError::into_inner);
+            if pending.is_empty() {
+                continue;
+            }
+            std::mem::swap(&mut *pending, spare);
+        }
+        write_out(spare);
+        spare.clear();
+    }
+}
+
 /// Writes every line that waits. Call before the process exits.
 pub fn flush() {
-    let mut pending = PENDING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    write_out(&pending);
-    pending.clear();
+    write_buffers(&mut Vec::new());
 }
 
 /// Starts the writer thread once: whether it runs.
 fn start_writer_thread() -> bool {
     *WRITER_THREAD.get_or_init(|| {
         let spawned = std::thread::Builder::new().name("log-writer".into()).spawn(|| {
-            // Two buffers swapped in turn: what gathered is written while loggers fill the other.
+            // What gathered is written from here while loggers fill their buffers again.
             let mut spare: Vec<u8> = Vec::new();
             loop {
                 std::thread::sleep(FLUSH_EVERY);
-                {
-                    let mut pending = PENDING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                    if pending.is_empty() {
-                        continue;
-                    }
-                    std::mem::swap(&mut *pending, &mut spare);
-                }
-                write_out(&spare);
-                spare.clear();
+                write_buffers(&mut spare);
             }
         });
         if spawned.is_err() {
@@ -66,7 +122,7 @@ fn start_writer_thread() -> bool {
     })
 }
 
-/// The fmt layer's writer: one formatted line at a time, appended to [`PENDING`].
+/// The fmt layer's writer: one formatted line at a time, appended to the thread's buffer.
 #[derive(Clone, Copy)]
 struct Deferred {
     /// No writer thread (it could not start): write at once.
@@ -77,14 +133,9 @@ impl std::io::Write for Deferred {
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
         if self.direct {
             write_out(bytes);
-            return Ok(bytes.len());
+        } else {
+            pending(|pending| pending.extend_from_slice(bytes));
         }
-        let mut pending = PENDING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if pending.len() + bytes.len() > MAX_PENDING {
-            write_out(&pending);
-            pending.clear();
-        }
-        pending.extend_from_slice(bytes);
         Ok(bytes.len())
     }
 
@@ -124,12 +175,7 @@ pub fn access(cx: &RequestContext, status: u16, elapsed: Duration) {
         return;
     }
     let nanos = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
-    let mut pending = PENDING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    if pending.len() > MAX_PENDING {
-        write_out(&pending);
-        pending.clear();
-    }
-    access_line(&mut pending, style.json, cx, status, nanos);
+    pending(|pending| access_line(pending, style.json, cx, status, nanos));
 }
 
 /// One access line, appended to `line`.
@@ -517,15 +563,35 @@ mod tests {
         assert_eq!(out, "\"a\\\"b\\\\c\\nd\\u0001é\"");
     }
 
+    /// The tests that flush every buffer, one at a time (no writer thread runs in them).
+    static FLUSHES: Mutex<()> = Mutex::new(());
+
     #[test]
     fn lines_are_written_in_order_and_flushed() {
+        let _alone = FLUSHES.lock().unwrap_or_else(PoisonError::into_inner);
         let mut w = Deferred { direct: false };
         for i in 0..3 {
             let _ = w.write_all(format!("line {i}\n").as_bytes());
         }
-        let pending = String::from_utf8(PENDING.lock().map(|p| p.clone()).unwrap_or_default()).unwrap_or_default();
+        let mine = || PENDING.with(|b| b.lock().map(|p| p.clone()).unwrap_or_default());
+        let pending = String::from_utf8(mine()).unwrap_or_default();
         assert!(pending.contains("line 0\nline 1\nline 2\n"), "{pending:?}");
         flush();
-        assert!(PENDING.lock().map(|p| p.is_empty()).unwrap_or(false));
+        assert!(mine().is_empty());
+    }
+
+    #[test]
+    fn an_ended_threads_lines_are_written_and_its_buffer_let_go() -> std::thread::Result<()> {
+        let _alone = FLUSHES.lock().unwrap_or_else(PoisonError::into_inner);
+        let buffer = std::thread::spawn(|| {
+            let _ = Deferred { direct: false }.write_all(b"from a thread that ends\n");
+            PENDING.with(Arc::downgrade)
+        })
+        .join()?;
+        let held = buffer.upgrade().map(|b| b.lock().map(|p| p.clone()).unwrap_or_default());
+        assert_eq!(held.as_deref(), Some(&b"from a thread that ends\n"[..]), "the line is not in the ended thread's buffer");
+        flush();
+        assert!(buffer.upgrade().is_none(), "the ended thread's buffer is still listed");
+        Ok(())
     }
 }

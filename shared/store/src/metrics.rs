@@ -9,27 +9,12 @@ use prometheus::{
 /// hashing label values.
 pub use prometheus::{Histogram as ResolvedHistogram, IntCounter};
 
-/// An HTTP request's counter and timer, by registry ([`Metrics`]'s id), repository id (0:
-/// none), method and status.
-type HttpKey = (u64, i64, &'static str, u16);
-
-static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-thread_local! {
-    /// The HTTP series each thread resolved, by [`HttpKey`]: a lookup by label values hashes
-    /// them, and a map shared by the worker threads would bounce its lock's and its series'
-    /// reference counts between their cores on every request.
-    static RESOLVED: std::cell::RefCell<hashbrown::HashMap<HttpKey, (IntCounter, Histogram)>> =
-        std::cell::RefCell::new(hashbrown::HashMap::new());
-}
+mod http;
 
 pub struct Metrics {
     pub registry: Registry,
-    /// Tells this registry's series apart in the threads' maps of resolved HTTP series
-    /// ([`Metrics::observe_request`]).
-    id: u64,
-    pub http_requests_total: IntCounterVec,
-    pub http_request_duration_seconds: HistogramVec,
+    /// `packyard_http_requests_total` and `packyard_http_request_duration_seconds`.
+    http: std::sync::Arc<http::Series>,
     pub db_queries_total: IntCounterVec,
     pub blob_bytes_total: IntCounterVec,
     pub cache_requests_total: IntCounterVec,
@@ -59,65 +44,22 @@ pub struct Metrics {
 
 impl Metrics {
     /// Counts and times one HTTP request: `repository` (id and name; 0 and "" for none),
-    /// `format`, `method`, `status`. The labelled series are looked up once per key and kept,
-    /// so a request hashes three integers rather than its label strings.
+    /// `format`, `method`, `status`. Per thread, without a lock or an atomic that another
+    /// thread writes ([`http`]).
     pub fn observe_request(
         &self,
-        (repository_id, repository, format): (i64, &str, &str),
+        repository: (i64, &str, &str),
         method: &'static str,
         status: u16,
-        seconds: f64,
+        elapsed: std::time::Duration,
     ) {
-        let key = (self.id, repository_id, method, status);
-        let resolve = || {
-            let status_text = status.to_string();
-            (
-                self.http_requests_total.with_label_values(&[repository, format, method, &status_text]),
-                self.http_request_duration_seconds.with_label_values(&[repository, format, method]),
-            )
-        };
-        let kept = RESOLVED.try_with(|resolved| {
-            let mut resolved = resolved.borrow_mut();
-            if let Some((count, time)) = resolved.get(&key) {
-                count.inc();
-                time.observe(seconds);
-                return;
-            }
-            let (count, time) = resolve();
-            count.inc();
-            time.observe(seconds);
-            // A bound against many repositories (ids are never reused).
-            if resolved.len() >= 10_000 {
-                resolved.clear();
-            }
-            resolved.insert(key, (count, time));
-        });
-        if kept.is_err() {
-            // The thread is ending and its map is gone.
-            let (count, time) = resolve();
-            count.inc();
-            time.observe(seconds);
-        }
+        self.http.observe(repository, method, status, elapsed);
     }
 
     /// Creates and registers every metric; fails only on a programming error (duplicate name).
     pub fn new() -> Result<Self, prometheus::Error> {
         let registry = Registry::new();
-        let http_requests_total = IntCounterVec::new(
-            Opts::new(
-                "packyard_http_requests_total",
-                "HTTP requests answered, by repository, format, method and status",
-            ),
-            &["repository", "format", "method", "status"],
-        )?;
-        let http_request_duration_seconds = HistogramVec::new(
-            HistogramOpts::new(
-                "packyard_http_request_duration_seconds",
-                "Time from request head to response head, by repository, format and method",
-            )
-            .buckets(vec![0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0]),
-            &["repository", "format", "method"],
-        )?;
+        let http = std::sync::Arc::new(http::Series::new()?);
         let db_queries_total = IntCounterVec::new(
             Opts::new("packyard_db_queries_total", "Database statements issued by the storage layer, by operation"),
             &["op"],
@@ -276,15 +218,12 @@ impl Metrics {
         registry.register(Box::new(publication_lag_seconds.clone()))?;
         registry.register(Box::new(publication_duration_seconds.clone()))?;
         registry.register(Box::new(publications_total.clone()))?;
-        registry.register(Box::new(http_requests_total.clone()))?;
-        registry.register(Box::new(http_request_duration_seconds.clone()))?;
+        registry.register(Box::new(SharedCollector(http.clone())))?;
         registry.register(Box::new(db_queries_total.clone()))?;
         registry.register(Box::new(blob_bytes_total.clone()))?;
         Ok(Self {
             registry,
-            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-            http_requests_total,
-            http_request_duration_seconds,
+            http,
             db_queries_total,
             blob_bytes_total,
             cache_requests_total,
@@ -356,5 +295,18 @@ impl Metrics {
             .filter(|f| f.get_name() == "packyard_db_queries_total")
             .flat_map(|f| f.get_metric().iter().map(|m| m.get_counter().get_value() as u64))
             .sum()
+    }
+}
+
+/// A collector the registry owns while [`Metrics`] keeps using it.
+struct SharedCollector<C>(std::sync::Arc<C>);
+
+impl<C: prometheus::core::Collector> prometheus::core::Collector for SharedCollector<C> {
+    fn desc(&self) -> Vec<&prometheus::core::Desc> {
+        self.0.desc()
+    }
+
+    fn collect(&self) -> Vec<prometheus::proto::MetricFamily> {
+        self.0.collect()
     }
 }
