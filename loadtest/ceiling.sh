@@ -8,7 +8,8 @@
 #
 #   loadtest/ceiling.sh
 #
-# Environment: REQUESTS (30000), ROUNDS (5), CONCURRENCY (16), OUT.
+# Environment: REQUESTS (30000), ROUNDS (5), CONCURRENCY (16), CPU_REQUESTS (100000),
+# CPU_ROUNDS (3), OUT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -68,6 +69,33 @@ log "small responses: packyard, bare actix-web, nginx"
   --scenario cond:dists/stable/InRelease --scenario "head:$deb_path" --scenario "cond:$deb_path" \
   --markdown "$work/small.md" >/dev/null
 
+# Each server's own work per response: its CPU time (user + system, the whole process) over
+# CPU_REQUESTS requests of each scenario, the two taking turns CPU_ROUNDS times. The machine's
+# drift moves this far less than it moves throughput.
+CPU_REQUESTS=${CPU_REQUESTS:-100000}
+CPU_ROUNDS=${CPU_ROUNDS:-3}
+log "server CPU per response: packyard, bare actix-web"
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+{
+  echo "| scenario | packyard µs | bare µs | ratio |"
+  echo "|---|---|---|---|"
+  for sc in get:dists/stable/InRelease head:dists/stable/InRelease cond:dists/stable/InRelease "head:$deb_path" "cond:$deb_path"; do
+    p_ticks=0; b_ticks=0
+    for r in $(seq "$CPU_ROUNDS"); do
+      for t in packyard bare; do
+        if [ $t = packyard ]; then pid=${pids[0]}; url=$base/repository/debs/; else pid=${pids[1]}; url=http://127.0.0.1:$b_port/; fi
+        before=$(cpu_ticks "$pid")
+        "$lt" compare --target "$t=$url" --requests "$CPU_REQUESTS" --concurrency "$CONCURRENCY" --rounds 1 \
+          --warmup-requests 0 --warmup-seconds 0 --scenario "$sc" >/dev/null
+        ticks=$(( $(cpu_ticks "$pid") - before ))
+        if [ $t = packyard ]; then p_ticks=$((p_ticks + ticks)); else b_ticks=$((b_ticks + ticks)); fi
+      done
+    done
+    awk -v sc="$sc" -v p="$p_ticks" -v b="$b_ticks" -v hz="$(getconf CLK_TCK)" -v n="$((CPU_ROUNDS * CPU_REQUESTS))" \
+      'BEGIN {printf "| `%s` | %.2f | %.2f | %.2f× |\n", sc, p / hz / n * 1e6, b / hz / n * 1e6, p / (b > 0 ? b : 1)}'
+  done
+} >"$work/cpu.md"
+
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
 {
   echo "# Small responses against the framework's ceiling"
@@ -82,6 +110,12 @@ cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
   echo
   cat "$work/small.md"
   echo
-  echo "Reproduce: \`loadtest/ceiling.sh\` (REQUESTS=$REQUESTS ROUNDS=$ROUNDS CONCURRENCY=$CONCURRENCY)."
+  echo "Each server's CPU time per response (user + system, the whole process: Packyard's workers,"
+  echo "log writer and background tasks), over $CPU_ROUNDS × $CPU_REQUESTS requests of each scenario, the two"
+  echo "taking turns; ratio: Packyard's over the bare handler's."
+  echo
+  cat "$work/cpu.md"
+  echo
+  echo "Reproduce: \`loadtest/ceiling.sh\` (REQUESTS=$REQUESTS ROUNDS=$ROUNDS CONCURRENCY=$CONCURRENCY CPU_REQUESTS=$CPU_REQUESTS CPU_ROUNDS=$CPU_ROUNDS)."
 } >"$OUT"
 cat "$OUT"

@@ -146,8 +146,12 @@ pub struct TargetResult {
 pub struct Ratio {
     pub target: String,
     pub against: String,
-    /// Throughput of `target` / throughput of `against` (higher is better for `target`).
+    /// Throughput of `target` / throughput of `against` (higher is better for `target`): the
+    /// medians' ratio.
     pub throughput: f64,
+    /// The median over the rounds of each round's throughput ratio: the two measured one
+    /// after the other, so a machine whose speed drifts between rounds moves both alike.
+    pub paired: f64,
     /// p95 of `target` / p95 of `against` (lower is better for `target`).
     pub p95: f64,
 }
@@ -640,6 +644,14 @@ pub async fn run_scenario(scenario: &Scenario, targets: &[Target], opts: &Option
                 target: first.target.clone(),
                 against: other.target.clone(),
                 throughput: first.summary.req_per_sec / other.summary.req_per_sec.max(1e-9),
+                paired: median(
+                    first
+                        .rounds
+                        .iter()
+                        .zip(&other.rounds)
+                        .map(|(a, b)| a.req_per_sec / b.req_per_sec.max(1e-9))
+                        .collect(),
+                ),
                 p95: first.summary.p95_ms / other.summary.p95_ms.max(1e-9),
             });
         }
@@ -697,20 +709,20 @@ impl Gate {
 /// The Markdown table of a run.
 pub fn markdown(results: &[ScenarioResult], opts: &Options) -> String {
     let mut s = format!(
-        "Requests per round {}, concurrency {} (one keep-alive connection each), {} rounds (target order alternating), warm-up {} requests and {} s per target; figures are medians over the rounds; ratios compare the first target with each other one (throughput: higher is better; p95: lower is better).\n\n",
+        "Requests per round {}, concurrency {} (one keep-alive connection each), {} rounds (target order alternating), warm-up {} requests and {} s per target; figures are medians over the rounds; ratios compare the first target with each other one (throughput: higher is better; p95: lower is better); the paired ratio is the median of the rounds' own throughput ratios (each round measures the targets one after the other).\n\n",
         opts.requests, opts.concurrency, opts.rounds, opts.warmup_requests, opts.warmup_seconds
     );
-    s.push_str("| scenario | target | req/s | MiB/s | p50 ms | p95 ms | p99 ms | max ms | ratio | p95 ratio |\n|---|---|---|---|---|---|---|---|---|---|\n");
+    s.push_str("| scenario | target | req/s | MiB/s | p50 ms | p95 ms | p99 ms | max ms | ratio | paired ratio | p95 ratio |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
     for r in results {
         for t in &r.targets {
             let ratio = r.ratios.iter().find(|x| x.against == t.target);
-            let (a, b) = ratio.map_or(("—".to_string(), "—".to_string()), |x| {
-                (format!("{:.2}×", x.throughput), format!("{:.2}×", x.p95))
+            let (a, p, b) = ratio.map_or(("—".to_string(), "—".to_string(), "—".to_string()), |x| {
+                (format!("{:.2}×", x.throughput), format!("{:.2}×", x.paired), format!("{:.2}×", x.p95))
             });
             let f = &t.summary;
             let vis = t.visible_ms.map(|v| format!(" (visible in {v:.0} ms)")).unwrap_or_default();
             s.push_str(&format!(
-                "| `{}` | {}{vis} | {:.0} | {:.1} | {:.2} | {:.2} | {:.2} | {:.2} | {a} | {b} |\n",
+                "| `{}` | {}{vis} | {:.0} | {:.1} | {:.2} | {:.2} | {:.2} | {:.2} | {a} | {p} | {b} |\n",
                 r.scenario.name, t.target, f.req_per_sec, f.mib_per_sec, f.p50_ms, f.p95_ms, f.p99_ms, f.max_ms
             ));
         }

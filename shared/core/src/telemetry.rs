@@ -589,7 +589,11 @@ mod tests {
         })
         .join()?;
         let held = buffer.upgrade().map(|b| b.lock().map(|p| p.clone()).unwrap_or_default());
-        assert_eq!(held.as_deref(), Some(&b"from a thread that ends\n"[..]), "the line is not in the ended thread's buffer");
+        assert_eq!(
+            held.as_deref(),
+            Some(&b"from a thread that ends\n"[..]),
+            "the line is not in the ended thread's buffer"
+        );
         flush();
         assert!(buffer.upgrade().is_none(), "the ended thread's buffer is still listed");
         Ok(())
