@@ -33,6 +33,14 @@ use packyard_store::db::Db;
 /// A group's build reading its members.
 pub struct Upstream<'a>(pub &'a Reader);
 
+/// What reading a member's index hands to the merge ([`Upstream::contribute`]).
+enum Reading {
+    /// The text of the next chunk or piece.
+    Text(String),
+    /// A stanza left out: its key, and why.
+    Skipped(String, String),
+}
+
 use super::index::other;
 use packyard_codecs::apt::fields::check_stanza;
 
@@ -318,36 +326,53 @@ impl Upstream<'_> {
         (ahead, hashers, reuse): (&[Arc<HashSet<u128>>], &mut [Hashers; 3], &chunks::Reuse),
     ) -> Result<Contribution, BuildError> {
         let mut stanzas = self.open(member, input, id).await?;
-        let (mut stanza, mut text) = (String::new(), String::new());
-        let mut offered = HashSet::new();
+        // Reading (decompressing, parsing, checking) runs on a blocking thread — a heavy
+        // build's at the lower priority (`publication::work`) — and hands over the text chunk
+        // by chunk; this task stores and compresses what it is handed.
+        let (ahead, name) = (ahead.to_vec(), member.name.to_string());
+        let (mut read, reading) = packyard_core::publication::work::produce(2, move |feed| {
+            let (mut stanza, mut text) = (String::new(), String::new());
+            let mut offered = HashSet::new();
+            let mut cuts = incremental::Cuts::new((MIN_CHUNK, MAX_CHUNK), TAIL_PIECE);
+            while stanzas.next_stanza(&mut stanza)? {
+                let Some((key, path_field)) = stanza_key(&stanza) else { continue };
+                // A stanza from upstream that apt cannot read would fail `apt-get update` for
+                // every client of the group: it is left out, counted and logged.
+                if let Err(why) = check_stanza(&stanza) {
+                    if !feed.send(Reading::Skipped(key, why.to_string())) {
+                        return Ok(offered);
+                    }
+                    continue;
+                }
+                let key = incremental::key_digest(&key);
+                if !offered.insert(key) || ahead.iter().any(|a| a.contains(&key)) {
+                    continue;
+                }
+                let before = text.len();
+                write_stanza(&mut text, &name, &stanza, path_field);
+                if cuts.after(text.len() - before, || key) && !feed.send(Reading::Text(std::mem::take(&mut text))) {
+                    return Ok(offered);
+                }
+            }
+            let mut from = 0;
+            for end in cuts.pieces() {
+                debug_assert!(from < end && end <= text.len(), "a piece {from}..{end} of {}", text.len());
+                if !feed.send(Reading::Text(text.get(from..end).unwrap_or_default().to_string())) {
+                    break;
+                }
+                from = end;
+            }
+            Ok::<_, std::io::Error>(offered)
+        });
         let mut out = Vec::new();
         let mut work = chunks::Compressing::default();
-        let mut cuts = incremental::Cuts::new((MIN_CHUNK, MAX_CHUNK), TAIL_PIECE);
-        while stanzas.next_stanza(&mut stanza).map_err(|e| unreadable(member, id, e))? {
-            let Some((key, path_field)) = stanza_key(&stanza) else { continue };
-            // A stanza from upstream that apt cannot read would fail `apt-get update` for every
-            // client of the group: it is left out, counted and logged.
-            if let Err(why) = check_stanza(&stanza) {
-                ctx.skip(member.name.as_str(), || format!("{} in {}: {why}", key, id.base));
-                continue;
-            }
-            let key = incremental::key_digest(&key);
-            if !offered.insert(key) || ahead.iter().any(|a| a.contains(&key)) {
-                continue;
-            }
-            let before = text.len();
-            write_stanza(&mut text, member.name.as_str(), &stanza, path_field);
-            if cuts.after(text.len() - before, || key) {
-                reuse.push(ctx, &mut work, (hashers, &mut out), std::mem::take(&mut text)).await?;
+        while let Some(item) = read.recv().await {
+            match item {
+                Reading::Text(text) => reuse.push(ctx, &mut work, (hashers, &mut out), text).await?,
+                Reading::Skipped(key, why) => ctx.skip(member.name.as_str(), || format!("{key} in {}: {why}", id.base)),
             }
         }
-        let mut from = 0;
-        for end in cuts.pieces() {
-            debug_assert!(from < end && end <= text.len(), "a piece {from}..{end} of {}", text.len());
-            let piece = text.get(from..end).unwrap_or_default().to_string();
-            reuse.push(ctx, &mut work, (hashers, &mut out), piece).await?;
-            from = end;
-        }
+        let offered = reading.await.map_err(other)?.map_err(|e| unreadable(member, id, e))?;
         work.finish(ctx, (hashers, &mut out)).await?;
         Ok(Contribution { member: member.id, source: String::new(), offered: Arc::new(offered), kept: out })
     }
