@@ -705,6 +705,133 @@ fn download(root: &Path, name: &str) -> anyhow::Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// Item 2 of #38 for proxy members: a group serving `bookworm` over a hosted member (of another
+/// distribution, `stable`) and a proxy of a signed upstream `bookworm` with 8,000 packages
+/// (several chunks). An upload to the hosted member merges the group again without asking the
+/// upstream for its index and stores a small part of what the whole merge stored; the upstream
+/// moving on (one package more) is merged again from the proxy's new index with the proxy
+/// member's unchanged chunks taken again. The merged index lists exactly the members' packages
+/// each time. (A proxy member without `apt.signed_by` is refused by the build with a message
+/// naming the setting: the group re-signs what it merges.)
+#[test]
+fn a_group_over_a_proxy_merges_again_in_proportion_to_the_change() -> anyhow::Result<()> {
+    use common::archive::{archive_files, Dist, Package, Upstream};
+    let signer = packyard_codecs::apt::signing::Signer::generate("Fake upstream <fake@example.org>")?;
+    // ~900 bytes a stanza: about 7 MB of `Packages`, several chunks.
+    let padding = format!("X-Padding: {}\n", "p".repeat(600));
+    let mut packages: Vec<Package> =
+        (0..8_000).map(|i| Package::new(&format!("up{i:05}"), "1.0", "amd64").listing(&padding)).collect();
+    fn dist(packages: &[Package]) -> Dist<'_> {
+        Dist {
+            name: "bookworm",
+            indexes: vec![("amd64", packages.iter().collect())],
+            by_hash: true,
+            forms: &["", ".xz"],
+            valid_until: None,
+        }
+    }
+    let upstream = Upstream::start()?;
+    let first_files = archive_files(&dist(&packages), &signer, None)?;
+    upstream.publish(first_files.clone());
+
+    let dir = tempfile::tempdir()?;
+    let server = start(
+        dir.path(),
+        &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW), ("PACKYARD_PROXY__ALLOWED_NETWORKS", r#"["127.0.0.1/32"]"#)],
+    )?;
+    server.wait_ready()?;
+    create_repo(
+        &server,
+        Repo::proxy("px", Format::Apt, &upstream.url).with(serde_json::json!({
+            "apt": {"distributions": ["bookworm"], "signed_by": signer.public_armored()?},
+            "proxy": {"metadata_ttl_secs": 1}})),
+    )?;
+    create_repo(&server, Repo::hosted("local", Format::Apt))?;
+    let local = |name: &str| {
+        packyard_codecs::apt::testing::deb(
+            &format!("Package: {name}\nVersion: 1\nArchitecture: amd64\nDescription: {name}\n"),
+            ".gz",
+        )
+    };
+    let (s, body) = upload(&server, "local", &local("local-one"), "?wait=true")?;
+    assert_eq!(s, 201, "{body}");
+    // The proxy's own copies of the upstream's files first, so that what follows counts the
+    // group's writes alone.
+    for path in ["dists/bookworm/InRelease", "dists/bookworm/main/binary-amd64/Packages.xz"] {
+        let (s, _) = get(&server, &format!("/repository/px/{path}"))?;
+        assert_eq!(s, 200, "{path} through the proxy");
+    }
+    let written = || metric(&server, "packyard_blob_bytes_total{direction=\"in\"}");
+    let packages_path = "/repository/all/dists/bookworm/main/binary-amd64/Packages";
+    let listed = |text: &str| text.matches("Package: ").count();
+
+    // The whole merge.
+    let before = written()?;
+    create_repo(
+        &server,
+        Repo::group("all", Format::Apt, &["local", "px"])
+            .with(serde_json::json!({"apt": {"distributions": ["bookworm"]}})),
+    )?;
+    let text = String::from_utf8(wait_for(&server, packages_path, &["Package: local-one\n", "Package: up07999\n"])?)?;
+    assert_eq!(listed(&text), 8_001, "the group lists every member's package once");
+    assert!(
+        text.contains("Filename: pool/px/pool/main/u/up07999/up07999_1.0_amd64.deb\n"),
+        "the proxy's files under pool/px/"
+    );
+    let whole = written()? - before;
+    assert!(whole > 7e6, "the whole merge wrote {whole} bytes: the index is smaller than meant");
+
+    // An upload to the hosted member: the proxy member's chunks are kept, its index unread.
+    upstream.forget_requests();
+    let deb = local("local-two");
+    let before = written()?;
+    let (s, body) = upload(&server, "local", &deb, "?wait=true")?;
+    assert_eq!(s, 201, "{body}");
+    let text = String::from_utf8(wait_for(&server, packages_path, &["Package: local-two\n"])?)?;
+    assert_eq!(listed(&text), 8_002);
+    let upload_merge = written()? - before - deb.len() as f64;
+    assert!(
+        upload_merge * 10.0 < whole,
+        "an upload to the hosted member wrote {upload_merge} bytes besides the package; the whole merge {whole}"
+    );
+    let asked = upstream.requests();
+    assert!(!asked.iter().any(|p| p.contains("/binary-amd64/")), "the upstream's index was read again: {asked:?}");
+
+    // The upstream moves on: one package more. The proxy notices once its copy of `InRelease`
+    // is older than `metadata_ttl_secs`, and the group merges the proxy's new index.
+    packages.push(Package::new("up08000", "1.0", "amd64").listing(&padding));
+    let second_files = archive_files(&dist(&packages), &signer, Some(&first_files))?;
+    let fetched: f64 = ["dists/bookworm/InRelease", "dists/bookworm/main/binary-amd64/Packages.xz"]
+        .iter()
+        .map(|p| second_files.get(*p).map_or(0, Vec::len) as f64)
+        .sum();
+    let before = written()?;
+    upstream.publish(second_files);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let text = loop {
+        // Reading the proxy's `InRelease` is what a client's `apt-get update` does: it makes the
+        // proxy look upstream once its copy is stale.
+        let _ = get(&server, "/repository/px/dists/bookworm/InRelease")?;
+        let (s, body) = get(&server, packages_path)?;
+        let text = String::from_utf8_lossy(&body).into_owned();
+        if s == 200 && text.contains("Package: up08000\n") {
+            break text;
+        }
+        assert!(std::time::Instant::now() < deadline, "the group never merged the upstream's new package");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(listed(&text), 8_003);
+    // The proxy stored the new `InRelease` and index (and the by-hash copy it was read by: at
+    // most the index once more); the rest is the group's.
+    let upstream_merge = written()? - before - fetched;
+    assert!(
+        upstream_merge * 3.0 < whole,
+        "one package more upstream made the group write {upstream_merge} bytes; the whole merge {whole}"
+    );
+    eprintln!("group writes: whole merge {whole} bytes, after an upload {upload_merge}, after the upstream moved {upstream_merge}");
+    Ok(())
+}
+
 /// A proxy whose upstream is a second Packyard, and a group of a hosted repository and that
 /// proxy, both read by the real apt-get; then the upstream goes away (stale-if-error), an
 /// upstream that never answers (timeout), and the SSRF guard.
