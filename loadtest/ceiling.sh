@@ -70,19 +70,23 @@ log "small responses: packyard, bare actix-web, nginx"
   --markdown "$work/small.md" >/dev/null
 
 # Each server's own work per response: its CPU time (user + system, the whole process) over
-# CPU_REQUESTS requests of each scenario, the two taking turns CPU_ROUNDS times. The machine's
+# CPU_REQUESTS requests of each scenario, the two taking turns CPU_ROUNDS times (which goes first
+# alternating). The machine's
 # drift moves this far less than it moves throughput.
 CPU_REQUESTS=${CPU_REQUESTS:-100000}
 CPU_ROUNDS=${CPU_ROUNDS:-3}
 log "server CPU per response: packyard, bare actix-web"
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# utime + stime: fields 14 and 15 of /proc/PID/stat, counted after the name's closing parenthesis
+# (a name may hold spaces).
+cpu_ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
 {
   echo "| scenario | packyard µs | bare µs | ratio |"
   echo "|---|---|---|---|"
   for sc in get:dists/stable/InRelease head:dists/stable/InRelease cond:dists/stable/InRelease "head:$deb_path" "cond:$deb_path"; do
     p_ticks=0; b_ticks=0
     for r in $(seq "$CPU_ROUNDS"); do
-      for t in packyard bare; do
+      order="packyard bare"; [ $((r % 2)) -eq 0 ] && order="bare packyard"
+      for t in $order; do
         if [ $t = packyard ]; then pid=${pids[0]}; url=$base/repository/debs/; else pid=${pids[1]}; url=http://127.0.0.1:$b_port/; fi
         before=$(cpu_ticks "$pid")
         "$lt" compare --target "$t=$url" --requests "$CPU_REQUESTS" --concurrency "$CONCURRENCY" --rounds 1 \

@@ -3,7 +3,7 @@
 //! hashing it hands to [`spawn_blocking`] then run on threads of a lower priority (a nice
 //! [`LOW_PRIORITY`] above the process's), at most as many at once as there are cores; so does
 //! the reading of its input that it hands to a [`produce`]r (decompressing and parsing a
-//! member's index), on threads of its own. Requests and quick builds go first, and the
+//! member's index), on a pool of its own (one thread per reading build). Requests and quick builds go first, and the
 //! encoders' memory is bounded per process. Only that CPU work is lowered — the build's own
 //! task, and the database connections it may open (SQLite's are threads that inherit their
 //! creator's priority and serve everyone afterwards), keep the normal priority, so that a
@@ -36,9 +36,15 @@ pub struct Feed<T>(tokio::sync::mpsc::Sender<T>);
 
 impl<T> Feed<T> {
     /// Hands `item` over, waiting while `depth` items wait already. `false`: the caller gave up
-    /// (its build failed); the producer should stop.
+    /// (its build failed); the producer should stop. Blocks the thread: only for the producer's
+    /// own (never from async code, where it would panic).
     pub fn send(&self, item: T) -> bool {
         self.0.blocking_send(item).is_ok()
+    }
+
+    /// Whether the caller gave up: a producer that sends seldom checks it as it goes.
+    pub fn abandoned(&self) -> bool {
+        self.0.is_closed()
     }
 }
 

@@ -300,18 +300,22 @@ impl Upstream<'_> {
         Ok(StanzaReader::new(BufReader::with_capacity(64 * 1024, reader)))
     }
 
-    /// The keys of every stanza a member's index lists.
+    /// The keys of every stanza a member's index lists: read as [`Upstream::contribute`] reads
+    /// (on a producer's thread), with nothing handed over but the keys at the end.
     async fn offered(&self, member: &Repository, input: &Input, id: &IndexId<'_>) -> Result<HashSet<u128>, BuildError> {
         let mut stanzas = self.open(member, input, id).await?;
-        let mut stanza = String::new();
-        let mut keys = HashSet::new();
-        while stanzas.next_stanza(&mut stanza).map_err(|e| unreadable(member, id, e))? {
-            // A stanza apt cannot read is never merged (`contribute`), so it shadows nothing.
-            if let Some((key, _)) = stanza_key(&stanza).filter(|_| check_stanza(&stanza).is_ok()) {
-                keys.insert(incremental::key_digest(&key));
+        let (_, reading) = packyard_core::publication::work::produce::<(), _>(1, move |_| {
+            let mut stanza = String::new();
+            let mut keys = HashSet::new();
+            while stanzas.next_stanza(&mut stanza)? {
+                // A stanza apt cannot read is never merged (`contribute`), so it shadows nothing.
+                if let Some((key, _)) = stanza_key(&stanza).filter(|_| check_stanza(&stanza).is_ok()) {
+                    keys.insert(incremental::key_digest(&key));
+                }
             }
-        }
-        Ok(keys)
+            Ok::<_, std::io::Error>(keys)
+        });
+        reading.await.map_err(other)?.map_err(|e| unreadable(member, id, e))
     }
 
     /// Merges a member's index: its stanzas but those a member `ahead` lists (or it listed
@@ -335,6 +339,9 @@ impl Upstream<'_> {
             let mut offered = HashSet::new();
             let mut cuts = incremental::Cuts::new((MIN_CHUNK, MAX_CHUNK), TAIL_PIECE);
             while stanzas.next_stanza(&mut stanza)? {
+                if feed.abandoned() {
+                    return Ok(offered);
+                }
                 let Some((key, path_field)) = stanza_key(&stanza) else { continue };
                 // A stanza from upstream that apt cannot read would fail `apt-get update` for
                 // every client of the group: it is left out, counted and logged.

@@ -1,16 +1,18 @@
 //! The HTTP requests' count and duration (`packyard_http_requests_total`,
 //! `packyard_http_request_duration_seconds`), kept per thread and summed when scraped.
 //!
-//! Every request is counted and timed, by the two worker threads at once. Prometheus's own
-//! counter and histogram are one set of atomics per series that every thread adds to: with a
-//! series shared by both workers, each request moved their cache lines from one core to the
-//! other (docs/perf/ceiling.md). Here each thread has its own cells per series ([`Cells`]),
-//! which only it writes — with a plain load and store, no read-modify-write — and a scrape adds
-//! up every thread's cells ([`Series::collect`]).
+//! Every request is counted and timed, by every worker thread at once. Prometheus's own counter
+//! and histogram are one set of atomics per series that every thread adds to: with a series
+//! shared by the workers, each request moves their cache lines from one core to another (on the
+//! 2-core host of docs/perf/ceiling.md this measured neutral; it is meant for hosts with more
+//! cores, where it was not measured). Here each thread has its own cells per series
+//! ([`Cells`]), which only it writes — with a plain load and store, no read-modify-write — and
+//! a scrape adds up every thread's cells ([`Series::collect`]).
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::{self, Acquire, Relaxed, Release};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -48,17 +50,30 @@ struct Cells {
 }
 
 impl Cells {
-    /// Adds one request. Only the owning thread calls this, so a load and a store suffice.
+    /// Adds one request. Only the owning thread calls this, so a load and a store suffice. The
+    /// bucket is written last, with `Release`: a scrape that sees it sees the count too.
     fn add(&self, elapsed: Duration) {
-        fn bump(cell: &AtomicU64, by: u64) {
-            cell.store(cell.load(Relaxed).wrapping_add(by), Relaxed);
+        fn bump(cell: &AtomicU64, by: u64, order: Ordering) {
+            cell.store(cell.load(Relaxed).wrapping_add(by), order);
         }
         let nanos = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
-        bump(&self.count, 1);
-        bump(&self.nanos, nanos);
+        bump(&self.count, 1, Relaxed);
+        bump(&self.nanos, nanos, Relaxed);
         if let Some(i) = BOUNDS_NANOS.iter().position(|&bound| nanos <= bound) {
-            bump(&self.buckets[i], 1);
+            bump(&self.buckets[i], 1, Release);
         }
+    }
+
+    /// What the cells hold now: the buckets read first (`Acquire`), so that no bucket counts a
+    /// request the count leaves out.
+    fn read(&self) -> Sum {
+        let mut sum = Sum::default();
+        for (n, cell) in sum.buckets.iter_mut().zip(&self.buckets) {
+            *n = cell.load(Acquire);
+        }
+        sum.nanos = self.nanos.load(Relaxed);
+        sum.count = self.count.load(Relaxed);
+        sum
     }
 }
 
@@ -86,8 +101,8 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 pub struct Series {
     /// Tells this registry's cells apart in the threads' maps (tests run several on a thread).
     id: u64,
-    /// Every thread's cells, with their labels (kept after their thread ended: counts only grow).
-    cells: Mutex<Vec<(Labels, Arc<Cells>)>>,
+    /// Every thread's cells, with their labels.
+    cells: Mutex<Kept>,
     descs: Vec<Desc>,
 }
 
@@ -103,7 +118,7 @@ impl Series {
             )?,
             Desc::new(TIME.into(), TIME_HELP.into(), labels(&["repository", "format", "method"]), Default::default())?,
         ];
-        Ok(Self { id: NEXT_ID.fetch_add(1, Relaxed), cells: Mutex::new(Vec::new()), descs })
+        Ok(Self { id: NEXT_ID.fetch_add(1, Relaxed), cells: Mutex::default(), descs })
     }
 
     /// Counts and times one request: `repository` (id and name; 0 and "" for none), `format`,
@@ -119,7 +134,7 @@ impl Series {
         let make = || {
             let labels = Labels { repository: repository.into(), format: format.into(), method, status };
             let cells = Arc::new(Cells::default());
-            self.cells.lock().unwrap_or_else(PoisonError::into_inner).push((labels, cells.clone()));
+            self.cells.lock().unwrap_or_else(PoisonError::into_inner).live.push((labels, cells.clone()));
             cells
         };
         let kept = MINE.try_with(|mine| {
@@ -129,7 +144,7 @@ impl Series {
                 return;
             }
             // A bound against many repositories (ids are never reused); what the dropped
-            // cells counted stays in `self.cells`.
+            // cells counted is kept in `self.cells` (added up once no thread holds them).
             if mine.len() >= 10_000 {
                 mine.clear();
             }
@@ -143,29 +158,53 @@ impl Series {
         }
     }
 
-    /// Every thread's cells added up per series.
+    /// Every thread's cells added up per series. Cells no thread holds any more (its thread
+    /// ended, or cleared its map) are added to what is retired and let go.
     fn sums(&self) -> (BTreeMap<Labels, u64>, BTreeMap<Labels, Sum>) {
+        let mut kept = self.cells.lock().unwrap_or_else(PoisonError::into_inner);
+        let Kept { live, retired } = &mut *kept;
+        live.retain(|(labels, cells)| {
+            if Arc::strong_count(cells) > 1 {
+                return true;
+            }
+            // Pairs with the owner's `Release` in dropping its `Arc`: its last writes are seen.
+            std::sync::atomic::fence(Acquire);
+            retired.entry(labels.clone()).or_default().add(&cells.read());
+            false
+        });
         let mut counts = BTreeMap::<Labels, u64>::new();
         let mut times = BTreeMap::<Labels, Sum>::new();
-        for (labels, cells) in self.cells.lock().unwrap_or_else(PoisonError::into_inner).iter() {
-            let count = cells.count.load(Relaxed);
-            *counts.entry(labels.clone()).or_default() += count;
-            let time = times.entry(Labels { status: 0, ..labels.clone() }).or_default();
-            time.count += count;
-            time.nanos = time.nanos.wrapping_add(cells.nanos.load(Relaxed));
-            for (sum, cell) in time.buckets.iter_mut().zip(&cells.buckets) {
-                *sum += cell.load(Relaxed);
-            }
+        let now = live.iter().map(|(labels, cells)| (labels, cells.read()));
+        for (labels, sum) in retired.iter().map(|(l, s)| (l, s.clone())).chain(now) {
+            *counts.entry(labels.clone()).or_default() += sum.count;
+            times.entry(Labels { status: 0, ..labels.clone() }).or_default().add(&sum);
         }
         (counts, times)
     }
 }
 
+/// The cells of the threads that may still write them, and what the others counted.
 #[derive(Default)]
+struct Kept {
+    live: Vec<(Labels, Arc<Cells>)>,
+    retired: BTreeMap<Labels, Sum>,
+}
+
+#[derive(Default, Clone)]
 struct Sum {
     count: u64,
     nanos: u64,
     buckets: [u64; BOUNDS.len()],
+}
+
+impl Sum {
+    fn add(&mut self, other: &Sum) {
+        self.count += other.count;
+        self.nanos = self.nanos.wrapping_add(other.nanos);
+        for (n, m) in self.buckets.iter_mut().zip(other.buckets) {
+            *n += m;
+        }
+    }
 }
 
 fn label(name: &str, value: &str) -> proto::LabelPair {
@@ -240,11 +279,9 @@ impl Collector for Series {
 mod tests {
     use super::*;
 
-    fn text(series: Series) -> anyhow::Result<String> {
-        let registry = prometheus::Registry::new();
-        registry.register(Box::new(series))?;
+    fn render(series: &Series) -> anyhow::Result<String> {
         let mut out = Vec::new();
-        prometheus::Encoder::encode(&prometheus::TextEncoder::new(), &registry.gather(), &mut out)?;
+        prometheus::Encoder::encode(&prometheus::TextEncoder::new(), &series.collect(), &mut out)?;
         Ok(String::from_utf8(out)?)
     }
 
@@ -267,8 +304,11 @@ mod tests {
         for t in threads {
             t.join().map_err(|_| anyhow::anyhow!("a thread panicked"))?;
         }
-        let series = Arc::try_unwrap(series).map_err(|_| anyhow::anyhow!("still shared"))?;
-        let text = text(series)?;
+        let text = render(&series)?;
+        // The threads ended: their cells were added to what is retired and let go, and the
+        // next scrape says the same.
+        assert!(series.cells.lock().map(|k| k.live.is_empty()).unwrap_or(false), "cells of ended threads are kept");
+        assert_eq!(render(&series)?, text);
         for line in [
             r#"packyard_http_requests_total{format="apt",method="GET",repository="debs",status="200"} 3000"#,
             r#"packyard_http_requests_total{format="",method="POST",repository="",status="203"} 1"#,
