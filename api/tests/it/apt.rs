@@ -1417,12 +1417,23 @@ async fn hot_answers_follow_every_change(mut app: common::app::TestApp) -> anyho
             })
             .sum()
     };
+    // Background work (a watermark poll, the worker's last round) may move an epoch between two
+    // reads and so forget the answers once: a repeated read must be answered hot in one of a
+    // few tries (without hot answers every one asks the cache).
+    const TRIES: usize = 10;
     let in_release = "/repository/debs/dists/stable/InRelease";
-    let first = app.get(in_release).await?;
-    assert_eq!(first.status, 200, "{}", first.text);
-    let before = lookups("snapshot");
-    let again = app.get(in_release).await?;
-    assert_eq!(lookups("snapshot"), before, "the repeated read asked the snapshot cache: no hot answer");
+    let mut tries = 0;
+    let (first, again) = loop {
+        let first = app.get(in_release).await?;
+        assert_eq!(first.status, 200, "{}", first.text);
+        let before = lookups("snapshot");
+        let again = app.get(in_release).await?;
+        if lookups("snapshot") == before {
+            break (first, again);
+        }
+        tries += 1;
+        assert!(tries < TRIES, "{TRIES} repeated reads each asked the snapshot cache: no hot answer");
+    };
     assert_eq!(again.status, 200);
     assert_eq!(again.bytes, first.bytes);
     for name in ["etag", "last-modified", "content-type", "content-security-policy", "x-content-type-options"] {
@@ -1430,12 +1441,20 @@ async fn hot_answers_follow_every_change(mut app: common::app::TestApp) -> anyho
     }
     assert!(again.headers.contains_key("content-security-policy"), "{:?}", again.headers);
     let etag = first.headers.get("etag").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
-    let cond = app
-        .send(TestRequest::get().uri(in_release).insert_header(("if-none-match", etag.as_str())), As::Anonymous)
-        .await?;
-    assert_eq!(cond.status, 304, "{:?}", cond.headers);
-    assert_eq!(cond.headers.get("etag").and_then(|v| v.to_str().ok()), Some(etag.as_str()));
-    assert_eq!(lookups("snapshot"), before, "the 304 asked the snapshot cache: no hot answer");
+    let mut tries = 0;
+    loop {
+        let before = lookups("snapshot");
+        let cond = app
+            .send(TestRequest::get().uri(in_release).insert_header(("if-none-match", etag.as_str())), As::Anonymous)
+            .await?;
+        assert_eq!(cond.status, 304, "{:?}", cond.headers);
+        assert_eq!(cond.headers.get("etag").and_then(|v| v.to_str().ok()), Some(etag.as_str()));
+        if lookups("snapshot") == before {
+            break;
+        }
+        tries += 1;
+        assert!(tries < TRIES, "{TRIES} conditional reads each asked the snapshot cache: no hot answer");
+    }
 
     // A publication: the very next read has the new index, and the old validator is a 200.
     let r = app.post("/repository/debs/?wait=true", deb("second")).await?;
@@ -1452,18 +1471,32 @@ async fn hot_answers_follow_every_change(mut app: common::app::TestApp) -> anyho
     // A package's HEAD, answered again; gone with the package.
     let pool = "/repository/debs/pool/main/f/first/first_1_amd64.deb";
     let head = || app.send(TestRequest::default().method(actix_web::http::Method::HEAD).uri(pool), As::Anonymous);
-    let r = head().await?;
-    assert_eq!(r.status, 200, "{:?}", r.headers);
-    let before = lookups("artifact");
-    let r = head().await?;
-    assert_eq!(r.status, 200, "{:?}", r.headers);
-    assert_eq!(lookups("artifact"), before, "the repeated HEAD asked the artifact cache: no hot answer");
+    let mut tries = 0;
+    let r = loop {
+        let r = head().await?;
+        assert_eq!(r.status, 200, "{:?}", r.headers);
+        let before = lookups("artifact");
+        let r = head().await?;
+        assert_eq!(r.status, 200, "{:?}", r.headers);
+        if lookups("artifact") == before {
+            break r;
+        }
+        tries += 1;
+        assert!(tries < TRIES, "{TRIES} repeated HEADs each asked the artifact cache: no hot answer");
+    };
     assert_eq!(r.headers.get("accept-ranges").and_then(|v| v.to_str().ok()), Some("bytes"));
     let packages = "/repository/debs/dists/stable/main/binary-amd64/Packages";
-    assert!(app.get(packages).await?.text.contains("Package: first"));
-    let before = lookups("snapshot");
-    assert!(app.get(packages).await?.text.contains("Package: first"));
-    assert_eq!(lookups("snapshot"), before, "the repeated Packages read asked the snapshot cache: no hot answer");
+    let mut tries = 0;
+    loop {
+        assert!(app.get(packages).await?.text.contains("Package: first"));
+        let before = lookups("snapshot");
+        assert!(app.get(packages).await?.text.contains("Package: first"));
+        if lookups("snapshot") == before {
+            break;
+        }
+        tries += 1;
+        assert!(tries < TRIES, "{TRIES} repeated Packages reads each asked the snapshot cache: no hot answer");
+    }
     let r = app.delete(pool).await?;
     assert!(r.status.is_success(), "{}: {}", r.status, r.text);
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
