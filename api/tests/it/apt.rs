@@ -735,12 +735,10 @@ fn a_group_over_a_proxy_merges_again_in_proportion_to_the_change() -> anyhow::Re
     let first_files = archive_files(&dist(&packages), &signer, None)?;
     upstream.publish(first_files.clone());
 
-    let dir = tempfile::tempdir()?;
-    let server = start(
-        dir.path(),
-        &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW), ("PACKYARD_PROXY__ALLOWED_NETWORKS", r#"["127.0.0.1/32"]"#)],
-    )?;
-    server.wait_ready()?;
+    let (server, _dir) = common::process::start_in_scratch(&[
+        ("PACKYARD_SECURITY__ADMIN_PASSWORD", PW),
+        ("PACKYARD_PROXY__ALLOWED_NETWORKS", r#"["127.0.0.1/32"]"#),
+    ])?;
     create_repo(
         &server,
         Repo::proxy("px", Format::Apt, &upstream.url).with(serde_json::json!({

@@ -23,12 +23,19 @@ pub async fn weighed<F: std::future::Future>(heavy: bool, build: F) -> F::Output
 
 /// Runs `f` on a blocking thread: of the low-priority pool inside a heavy build, else tokio's.
 pub fn spawn_blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> tokio::task::JoinHandle<T> {
-    if HEAVY.try_with(|heavy| *heavy).unwrap_or(false) {
-        if let Some(pool) = low_priority(&COMPRESSION) {
-            return pool.spawn_blocking(f);
-        }
+    blocking_on(&COMPRESSION, f)
+}
+
+/// Runs `f` on a thread of `pool` inside a heavy build (when the pool could start), else on one
+/// of tokio's blocking threads.
+fn blocking_on<T: Send + 'static>(
+    pool: &'static Pool,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> tokio::task::JoinHandle<T> {
+    match HEAVY.try_with(|heavy| *heavy).unwrap_or(false).then(|| low_priority(pool)).flatten() {
+        Some(lowered) => lowered.spawn_blocking(f),
+        None => tokio::task::spawn_blocking(f),
     }
-    tokio::task::spawn_blocking(f)
 }
 
 /// What a [`produce`]r sends its items through.
@@ -48,8 +55,8 @@ impl<T> Feed<T> {
     }
 }
 
-/// Runs `producer` on a blocking thread, as [`spawn_blocking`] chooses one (a heavy build's at
-/// the lower priority), and hands what it sends to the caller's task through a channel at most
+/// Runs `producer` on a blocking thread (a heavy build's on a low-priority pool of its own,
+/// [`READERS`]), and hands what it sends to the caller's task through a channel at most
 /// `depth` items deep. For the CPU work of reading a build's input — decompressing, parsing,
 /// checking — which would otherwise run on the build's own thread at the normal priority: the
 /// task awaits the items, and memory holds at most `depth` of them.
@@ -59,16 +66,10 @@ pub fn produce<T: Send + 'static, R: Send + 'static>(
 ) -> (tokio::sync::mpsc::Receiver<T>, tokio::task::JoinHandle<R>) {
     let (tx, rx) = tokio::sync::mpsc::channel(depth.max(1));
     let feed = Feed(tx);
-    let run = move || producer(&feed);
     // Not the compression pool: a producer holds its thread for the whole input, waiting on
     // the caller, who waits on compression; with as many producers as that pool's threads,
     // nothing would move.
-    if HEAVY.try_with(|heavy| *heavy).unwrap_or(false) {
-        if let Some(pool) = low_priority(&READERS) {
-            return (rx, pool.spawn_blocking(run));
-        }
-    }
-    (rx, tokio::task::spawn_blocking(run))
+    (rx, blocking_on(&READERS, move || producer(&feed)))
 }
 
 /// A pool of low-priority threads: its name, and how many threads it runs at most.
