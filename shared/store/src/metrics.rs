@@ -5,9 +5,9 @@ use prometheus::{
     Encoder, Gauge, Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
     TextEncoder,
 };
-/// A counter or histogram whose labels are resolved: what a hot path keeps to count without
-/// hashing label values.
-pub use prometheus::{Histogram as ResolvedHistogram, IntCounter};
+/// A counter whose labels are resolved: what a hot path keeps to count without hashing label
+/// values.
+pub use prometheus::IntCounter;
 
 mod http;
 
