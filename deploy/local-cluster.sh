@@ -134,7 +134,8 @@ binaries() {
 # start NAME COMMAND... : runs in the background with its log and pid in $dir.
 start() {
   local name=$1; shift
-  (cd "$dir" && exec "$@" >"$dir/logs/$name.log" 2>&1) &
+  # Appended to: a restarted process keeps what it said before the restart.
+  (cd "$dir" && exec "$@" >>"$dir/logs/$name.log" 2>&1) &
   echo $! >"$dir/pids/$name.pid"
 }
 
