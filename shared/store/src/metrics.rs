@@ -1,13 +1,13 @@
 //! Prometheus metrics of one process. Not a global: each process (and each test) owns one
 //! registry, passed down as `Arc<Metrics>`.
 
+/// A counter whose labels are resolved: what a hot path keeps to count without hashing label
+/// values.
+pub use prometheus::IntCounter;
 use prometheus::{
     Encoder, Gauge, Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
     TextEncoder,
 };
-/// A counter whose labels are resolved: what a hot path keeps to count without hashing label
-/// values.
-pub use prometheus::IntCounter;
 
 mod http;
 

@@ -2,8 +2,8 @@
 //! say a large group's merge) runs inside [`weighed`]`(true, …)`, and the compression and
 //! hashing it hands to [`spawn_blocking`] then run on threads of a lower priority (a nice
 //! [`LOW_PRIORITY`] above the process's), at most as many at once as there are cores; so does
-//! the reading of its input that it hands to a [`produce`]r (decompressing and parsing a
-//! member's index), on a pool of its own (one thread per reading build). Requests and quick builds go first, and the
+//! the reading of its input that it hands to a [`produce`]r or to [`read`] (decompressing,
+//! verifying and parsing a member's index), on a pool of its own (one thread per reading build). Requests and quick builds go first, and the
 //! encoders' memory is bounded per process. Only that CPU work is lowered — the build's own
 //! task, and the database connections it may open (SQLite's are threads that inherit their
 //! creator's priority and serve everyone afterwards), keep the normal priority, so that a
@@ -72,6 +72,13 @@ pub fn produce<T: Send + 'static, R: Send + 'static>(
     (rx, blocking_on(&READERS, move || producer(&feed)))
 }
 
+/// Runs `reader` — a build's reading of one input whole (decompressing, verifying, parsing) —
+/// where a [`produce`]r runs, with nothing handed over on the way, and awaits what it returns:
+/// a heavy build's reading runs at the lower priority, never on the build's own task.
+pub async fn read<R: Send + 'static>(reader: impl FnOnce() -> R + Send + 'static) -> Result<R, tokio::task::JoinError> {
+    blocking_on(&READERS, reader).await
+}
+
 /// A pool of low-priority threads: its name, and how many threads it runs at most.
 struct Pool {
     name: &'static str,
@@ -130,6 +137,11 @@ mod tests {
         let outside = spawn_blocking(nice).await?;
         assert_eq!(light, outside, "a light build's work keeps the process's priority");
         assert_eq!(heavy, (outside + LOW_PRIORITY).min(19), "a heavy build's work is lowered");
+        // Reading an input whole, likewise.
+        let light = weighed(false, read(nice)).await?;
+        let heavy = weighed(true, read(nice)).await?;
+        assert_eq!(light, outside, "a light build's reading keeps the process's priority");
+        assert_eq!(heavy, (outside + LOW_PRIORITY).min(19), "a heavy build's reading is lowered");
         Ok(())
     }
 

@@ -21,7 +21,7 @@ use packyard_codecs::apk::index::{apkindex_text, index_member_text};
 use packyard_codecs::apk::index::{check_record, verify_index};
 use packyard_codecs::apk::signing::parse_public_keys;
 use packyard_core::groups::{self, incremental, members_of, published_entry, Reader, Sources};
-use packyard_core::publication::{BuildContext, BuildError};
+use packyard_core::publication::{work, BuildContext, BuildError};
 use packyard_model::repos::{RepoType, Repository};
 use packyard_store::db::publication::SnapshotFile;
 use packyard_store::db::Db;
@@ -79,22 +79,71 @@ impl Input {
     }
 }
 
-/// A member's APKINDEX text (a proxy's upstream index verified with its `apk.signed_by`).
+/// A member's APKINDEX text (a proxy's upstream index verified with its `apk.signed_by`):
+/// verified and decompressed off the build's task ([`work::read`]).
 async fn read(reader: &Reader, member: &Repository, input: &Input) -> Result<String, BuildError> {
-    match input {
+    let name = member.name.to_string();
+    let text = match input {
         Input::Upstream(sha) => {
             let keys = parse_public_keys(&signed_by(member)?)
-                .map_err(|e| other(format!("member {}: apk.signed_by: {e}", member.name)))?;
+                .map_err(|e| other(format!("member {name}: apk.signed_by: {e}")))?;
             let bytes = reader.bytes(sha).await?;
-            let index = verify_index(&bytes, &keys)
-                .map_err(|e| other(format!("member {}: the upstream's {INDEX_FILE} is refused: {e}", member.name)))?;
-            index_member_text(&index).map_err(|e| other(format!("member {}: {e}", member.name)))
+            work::read(move || {
+                let index = verify_index(&bytes, &keys)
+                    .map_err(|e| format!("member {name}: the upstream's {INDEX_FILE} is refused: {e}"))?;
+                index_member_text(&index).map_err(|e| format!("member {name}: {e}"))
+            })
+            .await
         }
         Input::Published(f) => {
             let bytes = reader.snapshot_bytes(f).await?;
-            apkindex_text(&bytes).map_err(|e| other(format!("member {}: {e}", member.name)))
+            work::read(move || apkindex_text(&bytes).map_err(|e| format!("member {name}: {e}"))).await
         }
+    };
+    text.map_err(other)?.map_err(other)
+}
+
+/// The records of a member's index that apk can read, as the keys the merge compares.
+fn offered(text: &str) -> HashSet<u128> {
+    text.split("\n\n")
+        .map(|r| r.trim_matches('\n'))
+        .filter(|r| check_record(r).is_ok())
+        .filter_map(record_key)
+        .map(|(k, _)| incremental::key_digest(&k))
+        .collect()
+}
+
+/// A member's records as the merge takes them.
+struct Sorted {
+    /// The keys of every record apk can read.
+    offered: HashSet<u128>,
+    /// The records no member `ahead` lists, each ending in a blank line.
+    records: Vec<String>,
+    /// Each of those records' file, and the member that provides it.
+    provided: Vec<(String, String)>,
+    /// Why each record apk cannot read was left out.
+    skipped: Vec<String>,
+}
+
+/// Sorts the records of member `name`'s index `text`: those apk cannot read are left out (and
+/// said why), and so are those a member `ahead` lists or that came before.
+fn sort(text: &str, name: &str, ahead: &[Arc<HashSet<u128>>]) -> Sorted {
+    let mut sorted = Sorted { offered: HashSet::new(), records: Vec::new(), provided: Vec::new(), skipped: Vec::new() };
+    for record in text.split("\n\n") {
+        let record = record.trim_matches('\n');
+        let Some((k, file)) = record_key(record) else { continue };
+        if let Err(why) = check_record(record) {
+            sorted.skipped.push(format!("{file}: {why}"));
+            continue;
+        }
+        let k = incremental::key_digest(&k);
+        if !sorted.offered.insert(k) || ahead.iter().any(|a| a.contains(&k)) {
+            continue;
+        }
+        sorted.records.push(format!("{record}\n\n"));
+        sorted.provided.push((file, name.to_string()));
     }
+    sorted
 }
 
 /// What a group merge wrote beside its index: `<pkgname>-<pkgver>.apk` → the member that
@@ -157,13 +206,12 @@ pub(crate) async fn merge(
     for id in changed {
         let Some((member, input, _)) = inputs.iter().find(|(m, ..)| m.id == id) else { continue };
         let text = read(reader, member, input).await?;
-        let offered = text
-            .split("\n\n")
-            .map(|r| r.trim_matches('\n'))
-            .filter(|r| check_record(r).is_ok())
-            .filter_map(record_key)
-            .map(|(k, _)| incremental::key_digest(&k))
-            .collect();
+        let (text, offered) = work::read(move || {
+            let keys = offered(&text);
+            (text, keys)
+        })
+        .await
+        .map_err(other)?;
         now.insert(id, offered);
         texts.insert(id, text);
     }
@@ -180,25 +228,16 @@ pub(crate) async fn merge(
             Some(t) => t,
             None => read(reader, member, input).await?,
         };
-        let (mut offered, mut records, mut provided) = (HashSet::new(), Vec::new(), Vec::new());
-        for record in text.split("\n\n") {
-            let record = record.trim_matches('\n');
-            let Some((k, file)) = record_key(record) else { continue };
-            // A record from upstream that apk cannot read is left out, counted and logged.
-            if let Err(why) = check_record(record) {
-                ctx.skip(member.name.as_str(), || format!("{file}: {why}"));
-                continue;
-            }
-            let k = incremental::key_digest(&k);
-            if !offered.insert(k) || ahead.iter().any(|a| a.contains(&k)) {
-                continue;
-            }
-            records.push(format!("{record}\n\n"));
-            provided.push((file, member.name.to_string()));
+        // Sorted off the build's task, like the reading.
+        let (name, shadowing) = (member.name.to_string(), ahead.clone());
+        let sorted = work::read(move || sort(&text, &name, &shadowing)).await.map_err(other)?;
+        // A record from upstream that apk cannot read is left out, counted and logged.
+        for why in sorted.skipped {
+            ctx.skip(member.name.as_str(), || why);
         }
-        let refs: Vec<&str> = records.iter().map(String::as_str).collect();
-        let kept = chunks::contribution_chunks(ctx, &refs, provided, &reusable).await?;
-        let offered = Arc::new(offered);
+        let refs: Vec<&str> = sorted.records.iter().map(String::as_str).collect();
+        let kept = chunks::contribution_chunks(ctx, &refs, sorted.provided, &reusable).await?;
+        let offered = Arc::new(sorted.offered);
         ahead.push(offered.clone());
         merged.push(Contribution { member: member.id, source: source.clone(), offered, kept });
     }

@@ -304,7 +304,7 @@ impl Upstream<'_> {
     /// (on a producer's thread), with nothing handed over but the keys at the end.
     async fn offered(&self, member: &Repository, input: &Input, id: &IndexId<'_>) -> Result<HashSet<u128>, BuildError> {
         let mut stanzas = self.open(member, input, id).await?;
-        let (_, reading) = packyard_core::publication::work::produce::<(), _>(1, move |_| {
+        let reading = packyard_core::publication::work::read(move || {
             let mut stanza = String::new();
             let mut keys = HashSet::new();
             while stanzas.next_stanza(&mut stanza)? {
