@@ -89,7 +89,9 @@ impl Publisher {
             Err(e) => return self.fail(&claim, &e.to_string()).await,
         };
         packyard_model::crash::point("claimed");
-        let mut ctx = BuildContext::new(db, self.services.blobs.as_ref()).from_nothing(claim.whole());
+        let mut ctx = BuildContext::new(db, self.services.blobs.as_ref())
+            .following(unit.current_snapshot_id)
+            .from_nothing(claim.whole());
         let built = {
             // A group's units are merged from its members; a hosted repository's built from its rows.
             let build = async {

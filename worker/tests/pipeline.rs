@@ -345,3 +345,53 @@ db_test!(by_hash_files_outlive_their_snapshot_for_the_grace_period, |t: TestDb| 
     assert_eq!(retained(by_hash).await?, None, "gone once collected");
     Ok(())
 });
+
+db_test!(a_small_file_whose_bytes_the_last_snapshot_holds_is_not_written_again, |t: TestDb| async move {
+    let (services, repo) = setup(&t).await?;
+    let p = publisher(&services);
+    let written = || t.metrics.blob_bytes_total.with_label_values(&["in"]).get();
+    let current = |key: &'static str| {
+        let db = t.db.clone();
+        async move {
+            let unit = db.unit_by_key(repo, KIND, key).await?.ok_or_else(|| anyhow::anyhow!("no unit"))?;
+            let files = db.snapshot_files(unit.current_snapshot_id.unwrap_or(0)).await?;
+            anyhow::Ok(files.into_iter().map(|f| (f.path, f.sha256)).collect::<std::collections::HashMap<_, _>>())
+        }
+    };
+    entries::put(&t.db, repo, "main", "a", "1").await?;
+    p.run_until_idle().await;
+    let first = current("main").await?;
+    let count_blob = first.get("count.txt").cloned().ok_or_else(|| anyhow::anyhow!("no count.txt"))?;
+
+    // Another body for `a`: index.txt changes, count.txt ("1\n") does not and is listed again.
+    entries::put(&t.db, repo, "main", "a", "2").await?;
+    let before = written();
+    p.run_until_idle().await;
+    let index = served(&services, repo, "main", "index.txt").await?.unwrap_or_default();
+    assert_eq!(index, entries::index(&[("a".to_string(), "2".to_string())]));
+    assert_eq!(written() - before, index.len() as u64, "only index.txt was written");
+    assert_eq!(current("main").await?.get("count.txt"), Some(&count_blob));
+    services.poll_watermarks().await?;
+    assert_eq!(served(&services, repo, "main", "count.txt").await?.as_deref(), Some("1\n"));
+
+    // A blob lost all the same is written again, not listed again.
+    let digest = Sha256Hex::parse(&count_blob)?;
+    let path = t.dir.path().join("blobs/sha256").join(&count_blob[0..2]).join(&count_blob[2..4]).join(&count_blob);
+    std::fs::remove_file(&path)?;
+    assert_eq!(services.blobs.stat(&digest).await?, None);
+    entries::put(&t.db, repo, "main", "a", "3").await?;
+    let before = written();
+    p.run_until_idle().await;
+    let index = served(&services, repo, "main", "index.txt").await?.unwrap_or_default();
+    assert_eq!(written() - before, (index.len() + 2) as u64, "index.txt and count.txt were written");
+    assert_eq!(services.blobs.stat(&digest).await?, Some(2), "count.txt's blob is back");
+
+    // A rebuild from nothing carries nothing over: both files are written.
+    t.db.request_rebuild(repo, true).await?;
+    let before = written();
+    p.run_until_idle().await;
+    assert_eq!(written() - before, (index.len() + 2) as u64, "a whole rebuild writes every file");
+    services.poll_watermarks().await?;
+    assert_eq!(served(&services, repo, "main", "count.txt").await?.as_deref(), Some("1\n"));
+    Ok(())
+});
