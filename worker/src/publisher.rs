@@ -150,6 +150,7 @@ impl Publisher {
                 return self.fail_build(&claim, &e).await;
             }
             Some(Ok(())) => {
+                let listed_again = ctx.take_listed_again();
                 let files = match ctx.finish().await {
                     Ok(files) => files,
                     Err(e) => return self.fail_build(&claim, &e).await,
@@ -165,7 +166,7 @@ impl Publisher {
                 match Self::publish(db, &claim, &files, &rebuilds, quiet).await {
                     Ok(Some(snapshot_id)) => {
                         packyard_model::crash::point("after_cas");
-                        self.verify_files(&claim, &files).await;
+                        self.verify_files(&claim, files.iter().filter(|f| !listed_again.contains(&f.sha256))).await;
                         Outcome::Published(snapshot_id)
                     }
                     Ok(None) => Outcome::Fenced,
@@ -209,7 +210,13 @@ impl Publisher {
 
     /// A build may reuse a blob that the collector removed in the same instant; rewriting it
     /// puts it back, but if a published file is missing all the same, the unit is rebuilt.
-    async fn verify_files(&self, claim: &Claim, files: &[packyard_store::db::publication::SnapshotFile]) {
+    /// (Not the files listed again from the snapshot the build followed: it found them, and
+    /// they were never collectable.)
+    async fn verify_files(
+        &self,
+        claim: &Claim,
+        files: impl Iterator<Item = &packyard_store::db::publication::SnapshotFile>,
+    ) {
         for f in files {
             let Ok(d) = Sha256Hex::parse(&f.sha256) else { continue };
             if matches!(self.services.blobs.stat(&d).await, Ok(None)) {

@@ -114,6 +114,8 @@ pub struct BuildContext<'a> {
     follows: Option<i64>,
     /// That snapshot's blobs (digest → size), read on the first [`BuildContext::put`].
     previous: Option<std::collections::HashMap<String, i64>>,
+    /// The blobs of that snapshot listed again, found in the store as they were.
+    listed_again: std::collections::HashSet<String>,
 }
 
 impl<'a> BuildContext<'a> {
@@ -128,6 +130,7 @@ impl<'a> BuildContext<'a> {
             whole: false,
             follows: None,
             previous: None,
+            listed_again: std::collections::HashSet::new(),
         }
     }
 
@@ -285,6 +288,7 @@ impl<'a> BuildContext<'a> {
         if let Some(digest) = self.unchanged(bytes).await? {
             check_path(path)?;
             self.reference(path, digest.as_str(), i64::try_from(bytes.len()).unwrap_or(i64::MAX), content_type);
+            self.listed_again.insert(digest.to_string());
             return Ok(());
         }
         let mut sink = self.file(path, content_type).await?;
@@ -312,6 +316,13 @@ impl<'a> BuildContext<'a> {
         }
         let digest = Sha256Hex::parse(&digest)?;
         Ok(matches!(self.blobs.stat(&digest).await, Ok(Some(_))).then_some(digest))
+    }
+
+    /// The blobs listed again from the followed snapshot ([`BuildContext::put`]): held by that
+    /// snapshot, which the collector never takes while it is current, and found in the store
+    /// by this build — the worker need not look for them again after publishing.
+    pub fn take_listed_again(&mut self) -> std::collections::HashSet<String> {
+        std::mem::take(&mut self.listed_again)
     }
 
     /// The build's files, once the blobs it wrote are recorded — all in one transaction, not
