@@ -195,6 +195,8 @@ up() {
     tcp_up "$p" && die "port $p is taken: choose another CLUSTER_PORT"
   done
   mkdir -p "$dir/logs" "$dir/pids" "$dir/nginx-tmp"
+  # A new cluster starts new logs (a restart appends to its process's).
+  rm -f "$dir"/logs/*.log
   chmod 755 "$dir"
   # A failed start leaves nothing running.
   trap 'rc=$?; if [ "$rc" != 0 ]; then log "up failed: stopping what started"; down; fi' EXIT

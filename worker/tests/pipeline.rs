@@ -395,3 +395,26 @@ db_test!(a_small_file_whose_bytes_the_last_snapshot_holds_is_not_written_again, 
     assert_eq!(served(&services, repo, "main", "count.txt").await?.as_deref(), Some("1\n"));
     Ok(())
 });
+
+db_test!(the_same_bytes_twice_in_one_build_are_written_once, |t: TestDb| async move {
+    let (services, _) = setup(&t).await?;
+    let written = || t.metrics.blob_bytes_total.with_label_values(&["in"]).get();
+    // A Go module's `@latest` is its newest version's `.info`.
+    let info = br#"{"Version":"v1.0.0","Time":"2026-12-05T00:00:00Z"}"#;
+    let before = written();
+    let mut ctx = packyard_core::publication::BuildContext::new(&t.db, services.blobs.as_ref());
+    ctx.put("@latest", "application/json", info).await?;
+    ctx.put("@v/v1.0.0.info", "application/json", info).await?;
+    ctx.put("@v/list", "text/plain; charset=utf-8", b"v1.0.0\n").await?;
+    assert!(ctx.put("../escape", "text/plain", info).await.is_err(), "a path is checked before any reuse");
+    let files = ctx.finish().await?;
+    assert_eq!(written() - before, (info.len() + 7) as u64, "the .info's bytes were written once");
+    let of = |path: &str| files.iter().find(|f| f.path == path).map(|f| (f.sha256.clone(), f.size));
+    let latest = of("@latest").ok_or_else(|| anyhow::anyhow!("no @latest"))?;
+    assert_eq!(of("@v/v1.0.0.info"), Some(latest.clone()));
+    assert_eq!(latest, (hex::encode(Sha256::digest(info)), info.len() as i64));
+    assert_eq!(files.len(), 3);
+    let stored = services.blobs.read_all(&Sha256Hex::parse(&latest.0)?).await?;
+    assert_eq!(&stored[..], &info[..]);
+    Ok(())
+});

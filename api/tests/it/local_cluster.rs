@@ -72,7 +72,9 @@ impl Cluster {
         for name in ["api1", "api2", "worker"] {
             let log =
                 std::fs::read_to_string(self.dir.path().join("logs").join(format!("{name}.log"))).unwrap_or_default();
-            for line in log.lines().filter(|l| l.contains("\"WARN\"") || l.contains("\"ERROR\"")).take(20) {
+            // The last ones: those near the failure, not the start-up's.
+            let said: Vec<&str> = log.lines().filter(|l| l.contains("\"WARN\"") || l.contains("\"ERROR\"")).collect();
+            for line in &said[said.len().saturating_sub(20)..] {
                 out.push_str(&format!("\n{name}: {line}"));
             }
         }

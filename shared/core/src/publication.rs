@@ -282,12 +282,19 @@ impl<'a> BuildContext<'a> {
         Ok(())
     }
 
-    /// Convenience for a small file already in memory: listed again when the snapshot this
-    /// build follows holds the same bytes ([`BuildContext::following`]), else written.
+    /// Convenience for a small file already in memory. Bytes this build wrote already (a Go
+    /// module's `@latest` is its newest version's `.info`), or that the snapshot it follows
+    /// holds ([`BuildContext::following`]), are listed again rather than written again.
     pub async fn put(&mut self, path: &str, content_type: &'static str, bytes: &[u8]) -> Result<(), BuildError> {
-        if let Some(digest) = self.unchanged(bytes).await? {
-            check_path(path)?;
-            self.reference(path, digest.as_str(), i64::try_from(bytes.len()).unwrap_or(i64::MAX), content_type);
+        check_path(path)?;
+        let size = i64::try_from(bytes.len()).unwrap_or(i64::MAX);
+        let digest = Sha256Hex::of(bytes);
+        if self.written.iter().any(|(d, s)| d == &digest && usize::try_from(*s).ok() == Some(bytes.len())) {
+            self.reference(path, digest.as_str(), size, content_type);
+            return Ok(());
+        }
+        if self.unchanged(&digest, size).await {
+            self.reference(path, digest.as_str(), size, content_type);
             self.listed_again.insert(digest.to_string());
             return Ok(());
         }
@@ -296,26 +303,29 @@ impl<'a> BuildContext<'a> {
         self.add(sink).await.map(|_| ())
     }
 
-    /// The blob of the followed snapshot that holds exactly `bytes`, when there is one and it
-    /// is in the store. That snapshot is its unit's current one, which the collector never
-    /// takes, and this build holds the unit's lease, so no other build replaces it meanwhile;
-    /// the store is asked all the same: a blob lost anyway is written again here, where
-    /// listing it again would publish the loss once more (`verify_files` rebuilds on it).
-    async fn unchanged(&mut self, bytes: &[u8]) -> Result<Option<Sha256Hex>, BuildError> {
-        let Some(snapshot) = self.follows.filter(|_| !self.whole) else { return Ok(None) };
+    /// Whether the followed snapshot lists the blob `digest` of `size` bytes and it is in the
+    /// store. That snapshot is its unit's current one, which the collector never takes, and
+    /// this build holds the unit's lease, so no other build replaces it meanwhile; the store is
+    /// asked all the same (through the process's cache of small blobs, as `verify_files` asks
+    /// it): a blob found lost is written again here, where listing it again would publish the
+    /// loss once more. Reading the snapshot's list is an optimisation: should it fail, the
+    /// build writes its files, as it would without one.
+    async fn unchanged(&mut self, digest: &Sha256Hex, size: i64) -> bool {
+        let Some(snapshot) = self.follows.filter(|_| !self.whole) else { return false };
         let previous = match &mut self.previous {
             Some(p) => p,
             none => {
-                let files = self.db.snapshot_files(snapshot).await?;
-                none.insert(files.into_iter().map(|f| (f.sha256, f.size)).collect())
+                let listed = match self.db.snapshot_files(snapshot).await {
+                    Ok(files) => files.into_iter().map(|f| (f.sha256, f.size)).collect(),
+                    Err(e) => {
+                        tracing::warn!(error = %e, snapshot, "cannot read the files of the snapshot a build follows; writing every file");
+                        std::collections::HashMap::new()
+                    }
+                };
+                none.insert(listed)
             }
         };
-        let digest = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(bytes));
-        if previous.get(&digest).and_then(|size| usize::try_from(*size).ok()) != Some(bytes.len()) {
-            return Ok(None);
-        }
-        let digest = Sha256Hex::parse(&digest)?;
-        Ok(matches!(self.blobs.stat(&digest).await, Ok(Some(_))).then_some(digest))
+        previous.get(digest.as_str()) == Some(&size) && matches!(self.blobs.stat(digest).await, Ok(Some(_)))
     }
 
     /// The blobs listed again from the followed snapshot ([`BuildContext::put`]): held by that
@@ -328,8 +338,9 @@ impl<'a> BuildContext<'a> {
     /// The build's files, once the blobs it wrote are recorded — all in one transaction, not
     /// a commit per file (a module's projection is a dozen small files). Until then a blob
     /// the build rewrote over an identical collectable one is not young again, so the collector
-    /// may take it meanwhile; the worker checks every published file and rebuilds the unit
-    /// when one is missing (`verify_files`).
+    /// may take it meanwhile; the worker checks every published file but those listed again
+    /// ([`BuildContext::take_listed_again`]) and rebuilds the unit when one is missing
+    /// (`verify_files`).
     pub async fn finish(self) -> Result<Vec<SnapshotFile>, BuildError> {
         self.db.record_snapshot_blobs(&self.written).await?;
         Ok(self.files)

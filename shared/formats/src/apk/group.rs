@@ -121,19 +121,20 @@ struct Sorted {
     records: Vec<String>,
     /// Each of those records' file, and the member that provides it.
     provided: Vec<(String, String)>,
-    /// Why each record apk cannot read was left out.
-    skipped: Vec<String>,
+    /// How many records apk cannot read were left out, and why the first was.
+    skipped: (u64, Option<String>),
 }
 
 /// Sorts the records of member `name`'s index `text`: those apk cannot read are left out (and
 /// said why), and so are those a member `ahead` lists or that came before.
 fn sort(text: &str, name: &str, ahead: &[Arc<HashSet<u128>>]) -> Sorted {
-    let mut sorted = Sorted { offered: HashSet::new(), records: Vec::new(), provided: Vec::new(), skipped: Vec::new() };
+    let mut sorted = Sorted { offered: HashSet::new(), records: Vec::new(), provided: Vec::new(), skipped: (0, None) };
     for record in text.split("\n\n") {
         let record = record.trim_matches('\n');
         let Some((k, file)) = record_key(record) else { continue };
         if let Err(why) = check_record(record) {
-            sorted.skipped.push(format!("{file}: {why}"));
+            sorted.skipped.0 += 1;
+            sorted.skipped.1.get_or_insert_with(|| format!("{file}: {why}"));
             continue;
         }
         let k = incremental::key_digest(&k);
@@ -232,8 +233,9 @@ pub(crate) async fn merge(
         let (name, shadowing) = (member.name.to_string(), ahead.clone());
         let sorted = work::read(move || sort(&text, &name, &shadowing)).await.map_err(other)?;
         // A record from upstream that apk cannot read is left out, counted and logged.
-        for why in sorted.skipped {
-            ctx.skip(member.name.as_str(), || why);
+        let (count, first) = sorted.skipped;
+        for _ in 0..count {
+            ctx.skip(member.name.as_str(), || first.clone().unwrap_or_default());
         }
         let refs: Vec<&str> = sorted.records.iter().map(String::as_str).collect();
         let kept = chunks::contribution_chunks(ctx, &refs, sorted.provided, &reusable).await?;
