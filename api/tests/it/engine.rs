@@ -202,7 +202,8 @@ async fn go_versions_are_deleted(mut app: TestApp) -> anyhow::Result<()> {
     }
     // Two path shapes: four segments (also APK's shape) and five.
     let deep = packyard_codecs::go::testing::simple_module("example.com/a/deep", "v0.1.0", "x", 0)?;
-    assert_eq!(app.put("/repository/gomods/example.com/a/deep/@v/v0.1.0.zip", deep).await?.status, 201);
+    let r = app.put("/repository/gomods/example.com/a/deep/@v/v0.1.0.zip", deep).await?;
+    assert_eq!(r.status, 201, "{}", r.text);
 
     let r = app.delete("/repository/gomods/example.com/lib/@v/v1.0.0.zip").await?;
     assert_eq!(r.status, 204, "{}", r.text);
