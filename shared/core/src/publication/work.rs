@@ -3,8 +3,8 @@
 //! hashing it hands to [`spawn_blocking`] then run on threads of a lower priority (a nice
 //! [`LOW_PRIORITY`] above the process's), at most as many at once as there are cores; so does
 //! the reading of its input that it hands to a [`produce`]r or to [`read`] (decompressing,
-//! verifying and parsing a member's index), on a pool of its own (one thread per reading build). Requests and quick builds go first, and the
-//! encoders' memory is bounded per process. Only that CPU work is lowered — the build's own
+//! verifying and parsing a member's index), on a pool of its own (one thread per reading
+//! build). Requests and quick builds go first, and the encoders' memory is bounded per process. Only that CPU work is lowered — the build's own
 //! task, and the database connections it may open (SQLite's are threads that inherit their
 //! creator's priority and serve everyone afterwards), keep the normal priority, so that a
 //! low-priority thread never holds a lock the others wait for.
