@@ -23,6 +23,8 @@ have go /usr/bin/go || need+=(golang-go)
 [ -d /usr/share/gocode/src/golang.org/x/mod/sumdb ] || need+=(golang-golang-x-mod-dev)
 have gpg /usr/bin/gpg || need+=(gnupg)
 have openssl /usr/bin/openssl || need+=(openssl)
+# HTTPS checks (api/tests/it/tls.rs): HTTP/2 by ALPN, redirects.
+have curl /usr/bin/curl || need+=(curl)
 # A real outbound HTTP proxy for the corporate-network tests (api/tests/it/upstreams.rs).
 have tinyproxy /usr/bin/tinyproxy || need+=(tinyproxy)
 # A real OpenLDAP directory for the LDAP sign-in tests (api/tests/it/ldap.rs, scripts/ldap/).

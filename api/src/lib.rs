@@ -14,4 +14,5 @@ pub mod observe;
 pub mod repository;
 pub mod route;
 pub mod startup;
+pub mod tls;
 pub mod ui;

@@ -454,9 +454,20 @@ async fn delete(cx: &Cx<'_>, path: String) -> Result<HttpResponse, FormatError> 
     }
 }
 
-/// The armored public signing key (generated on first need), for `/etc/apt/keyrings/`.
+/// The armored public signing key (generated on first need), for `/etc/apt/keyrings/`. A
+/// proxy serves its upstream's signatures, so its `gpg.key` is the upstream's key it was given
+/// (`apt.signed_by`): what clients of the proxy verify with.
 async fn gpg_key(cx: &Cx<'_>) -> Result<HttpResponse, FormatError> {
-    let (services, repo) = (cx.services, cx.signing_repository("the upstream archive's key")?);
+    if cx.repo.repo_type == packyard_model::repos::RepoType::Proxy {
+        use packyard_model::repos::FormatSettings as _;
+        if let Some(key) = packyard_formats::apt::settings::AptSettings::of(&cx.repo).signed_by {
+            return Ok(HttpResponse::Ok().content_type("application/pgp-keys").body(key));
+        }
+    }
+    let (services, repo) = (
+        cx.services,
+        cx.signing_repository("the upstream archive's key (or set apt.signed_by, which gpg.key then serves)")?,
+    );
     let uid = packyard_formats::apt::keys::user_id(repo);
     let ks = &services.security.keystore;
     let signer =

@@ -166,8 +166,11 @@ pub async fn repository(
     let rows = services.db.catalogue_search(&search).await?;
     let next = (rows.len() as i64 == PAGE).then(|| rows.last()).flatten().map(|c| encode_token(&c.name, c.id));
     let ui = packyard_formats::registry().get(repo.format).ui();
-    let known = group.as_deref().or(groups.first().map(String::as_str));
-    let snippets = setup::repository(&services, &viewer.base, &repo, known).await;
+    let known = match group.as_deref() {
+        Some(g) => vec![g.to_string()],
+        None => groups.clone(),
+    };
+    let snippets = setup::repository(&services, &viewer.base, &repo, &known).await;
     let link_with = |g: Option<&str>, after: Option<&str>| {
         let mut qs = Vec::new();
         if let Some(g) = g {

@@ -13,18 +13,20 @@ pub fn url(base: &Base, repo: &Repository) -> String {
     base.url(&format!("/repository/{}", repo.name))
 }
 
-/// How to point a client at the repository. `group` is a catalogue group the repository holds,
-/// when one is known (APK's set-up names its branch).
-pub async fn repository(services: &Services, base: &Base, repo: &Repository, group: Option<&str>) -> Vec<Snippet> {
+/// How to point a client at the repository. `groups` are catalogue groups the repository holds
+/// (APK's set-up names each branch).
+pub async fn repository(services: &Services, base: &Base, repo: &Repository, groups: &[String]) -> Vec<Snippet> {
     let ui = packyard_formats::registry().get(repo.format).ui();
-    let group = group.and_then(|g| ui.setup_group(g));
-    ui.setup(services, &url(base, repo), repo, group.as_deref()).await
+    let mut named: Vec<String> = groups.iter().filter_map(|g| ui.setup_group(g)).collect();
+    named.sort();
+    named.dedup();
+    ui.setup(services, &url(base, repo), repo, &named).await
 }
 
 /// How to install one component through `repo` (the repository it is seen through).
 pub async fn component(services: &Services, base: &Base, repo: &Repository, c: &ComponentRow) -> Vec<Snippet> {
     let ui = packyard_formats::registry().get(repo.format).ui();
-    let mut out = repository(services, base, repo, Some(&c.namespace)).await;
+    let mut out = repository(services, base, repo, std::slice::from_ref(&c.namespace)).await;
     out.retain(|s| !s.label.starts_with("Upload") && !s.label.starts_with("Publish"));
     out.push(Snippet::new("Install this version", ui.install(repo, c)));
     out

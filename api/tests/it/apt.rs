@@ -711,8 +711,8 @@ fn download(root: &Path, name: &str) -> anyhow::Result<Vec<u8>> {
 /// upstream for its index and stores a small part of what the whole merge stored; the upstream
 /// moving on (one package more) is merged again from the proxy's new index with the proxy
 /// member's unchanged chunks taken again. The merged index lists exactly the members' packages
-/// each time. (A proxy member without `apt.signed_by` is refused by the build with a message
-/// naming the setting — the group re-signs what it merges —: the "unverified" group of
+/// each time. (A proxy member without `apt.signed_by` is refused when the group is made, with a
+/// message naming the setting — the group re-signs what it merges —: the "unverified" group of
 /// `proxy_and_group_with_the_real_client` tests that.)
 #[test]
 fn a_group_over_a_proxy_merges_again_in_proportion_to_the_change() -> anyhow::Result<()> {
@@ -956,11 +956,45 @@ fn proxy_and_group_with_the_real_client() -> anyhow::Result<()> {
                 .with(serde_json::json!({"apt": apt})),
         )?;
     }
-    create_repo(
-        &server,
-        Repo::group("unverified", Format::Apt, &["up-unsigned"])
-            .with(serde_json::json!({"apt": {"distributions": ["stable"]}})),
+    // Without the upstream's key a group could not verify what it merges: refused at once,
+    // naming the setting (#39), when the group is made and when the member loses its key.
+    let (s, body) = status_of(
+        ureq::post(&format!("{}/api/v1/repositories", server.public)).set("Authorization", &basic(PW)).send_json(
+            Repo::group("unverified", Format::Apt, &["up-unsigned"])
+                .with(serde_json::json!({"apt": {"distributions": ["stable"]}}))
+                .0,
+        ),
     )?;
+    assert_eq!(s, 400, "{body}");
+    assert!(
+        body.contains("group member up-unsigned is a proxy without apt.signed_by")
+            && body.contains("set apt.signed_by on up-unsigned"),
+        "{body}"
+    );
+    let (s, body) = status_of(
+        ureq::request("PATCH", &format!("{}/api/v1/repositories/up", server.public))
+            .set("Authorization", &basic(PW))
+            .set("Content-Type", "application/merge-patch+json")
+            .send_string(r#"{"apt": {"signed_by": null}}"#),
+    )?;
+    assert_eq!(s, 400, "{body}");
+    assert!(
+        body.contains("repository up is a member of group all: group member up is a proxy without apt.signed_by"),
+        "{body}"
+    );
+    // A proxy member serving none of the group's distributions would be left out: refused too.
+    let (s, body) = status_of(
+        ureq::post(&format!("{}/api/v1/repositories", server.public)).set("Authorization", &basic(PW)).send_json(
+            Repo::group("elsewhere", Format::Apt, &["local", "up"])
+                .with(serde_json::json!({"apt": {"distributions": ["bookworm"]}}))
+                .0,
+        ),
+    )?;
+    assert_eq!(s, 400, "{body}");
+    assert!(
+        body.contains("group member up serves distribution stable, which group elsewhere does not publish (it publishes bookworm)"),
+        "{body}"
+    );
     create_repo(
         &server,
         Repo::group("misverified", Format::Apt, &["up-wrong-key"])
@@ -978,9 +1012,17 @@ fn proxy_and_group_with_the_real_client() -> anyhow::Result<()> {
     let (s, _, body) = get_with(&format!("{base}/dists/testing/InRelease"))?;
     assert_eq!(s, 404);
     assert!(String::from_utf8_lossy(&body).contains("distribution \"testing\" is not mirrored"), "{body:?}");
+    // A proxy's gpg.key is the upstream's key it verifies with (what its clients trust); one
+    // without apt.signed_by has none to offer.
     let (s, _, body) = get_with(&format!("{base}/gpg.key"))?;
+    assert_eq!(s, 200);
+    assert!(body == upstream_key, "the proxy's gpg.key is its apt.signed_by");
+    let (s, _, body) = get_with(&format!("{}/repository/up-unsigned/gpg.key", server.public))?;
     assert_eq!(s, 404);
-    assert!(String::from_utf8_lossy(&body).contains("trust the upstream archive's key"));
+    assert!(
+        String::from_utf8_lossy(&body).contains("trust the upstream archive's key (or set apt.signed_by"),
+        "{body:?}"
+    );
     let (s, body) = status_of(
         ureq::get(&format!("{}/api/v1/repositories/up/signing-key", server.public))
             .set("Authorization", &basic(PW))
@@ -1103,7 +1145,7 @@ fn proxy_and_group_with_the_real_client() -> anyhow::Result<()> {
     assert!(log.contains("Hit:"), "a second update of the group finds nothing new:\n{log}");
     let (s, _) = get(&server, "/repository/all/pool/elsewhere/pool/main/h/hello/x.deb")?;
     assert_eq!(s, 404, "a group serves only its members' files");
-    for (group, needle) in [("unverified", "without apt.signed_by"), ("misverified", "InRelease is refused")] {
+    for (group, needle) in [("misverified", "InRelease is refused")] {
         let deadline = std::time::Instant::now() + Duration::from_secs(20);
         loop {
             let (_, status) = status_of(

@@ -29,6 +29,7 @@ mod poisoning;
 mod reclaim;
 mod sample;
 mod security;
+mod tls;
 mod ui;
 mod upstreams;
 mod webhooks;

@@ -57,6 +57,13 @@ pub trait FormatSpec: Send + Sync + 'static {
         Ok(0)
     }
 
+    /// Whether `group` can publish what `member` serves; the error names the member and the
+    /// setting to change (a 400 when the group or the member is created or changed: a group
+    /// never leaves a member out silently).
+    fn check_member(&self, _group: Part<'_>, _member: Part<'_>) -> Result<(), String> {
+        Ok(())
+    }
+
     /// What the web UI shows of the format.
     fn ui(&self) -> &dyn FormatUi;
 
@@ -82,6 +89,29 @@ pub trait FormatSpec: Send + Sync + 'static {
     ) -> Result<Option<Vec<(i64, i64)>>, UploadError> {
         let (n, changes) = self.deletes().delete_components(services, repo, &[key.to_string()], actor).await?;
         Ok((n > 0).then_some(changes))
+    }
+}
+
+/// A repository as [`FormatSpec::check_member`] sees it: stored, or as a request defines it.
+#[derive(Debug, Clone, Copy)]
+pub struct Part<'a> {
+    pub name: &'a str,
+    pub repo_type: RepoType,
+    pub settings: &'a packyard_model::repos::StoredSettings,
+}
+
+impl<'a> Part<'a> {
+    pub fn of(repo: &'a Repository) -> Self {
+        Self { name: repo.name.as_str(), repo_type: repo.repo_type, settings: &repo.settings }
+    }
+
+    pub fn new(repo: &'a packyard_model::repos::NewRepository) -> Self {
+        Self { name: repo.name.as_str(), repo_type: repo.repo_type, settings: &repo.settings }
+    }
+
+    /// Its settings of format `T` (the defaults when it has none).
+    pub fn settings<T: FormatSettings + Default>(&self) -> T {
+        self.settings.format::<T>().unwrap_or_default()
     }
 }
 
@@ -215,10 +245,11 @@ pub trait FormatUi: Send + Sync {
         None
     }
 
-    /// How to point a client at the repository; `group` is what [`FormatUi::setup_group`]
-    /// made of a group it holds, when one is known. Uploads are labelled "Upload …" or
-    /// "Publish …" (a component's page leaves them out).
-    async fn setup(&self, services: &Services, url: &str, repo: &Repository, group: Option<&str>) -> Vec<Snippet>;
+    /// How to point a client at the repository, computed from what it serves: `groups` is what
+    /// [`FormatUi::setup_group`] made of the catalogue groups it holds (deduplicated; empty when
+    /// none is known). Uploads are labelled "Upload …" or "Publish …" (a component's page
+    /// leaves them out).
+    async fn setup(&self, services: &Services, url: &str, repo: &Repository, groups: &[String]) -> Vec<Snippet>;
 
     /// The command that installs component `c` through `repo`.
     fn install(&self, repo: &Repository, c: &ComponentRow) -> String;

@@ -7,6 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use packyard_model::repos::{InvalidRepository, NewRepository, Repository, RepositorySpec};
 use packyard_store::db::{Db, DbError};
 
+use crate::formats::Part;
+
 #[derive(Debug, thiserror::Error)]
 pub enum RepoError {
     #[error("{0}")]
@@ -112,6 +114,7 @@ impl<'a> RepositoryService<'a> {
             )));
         }
         self.check_members(&new).await?;
+        self.check_as_member(current, &new).await?;
         // Another upstream: nothing fetched from the old one is served for the new one.
         let upstream = |s: &packyard_model::repos::StoredSettings| s.proxy.as_ref().map(|p| p.remote_url.clone());
         let forget_cache = upstream(&current.settings) != upstream(&new.settings);
@@ -136,7 +139,26 @@ impl<'a> RepositoryService<'a> {
         }
     }
 
-    /// Members exist, share the group's format, and no group reaches itself.
+    /// A changed repository that is a group's member: each group can still publish it (the
+    /// format's `check_member`).
+    async fn check_as_member(&self, current: &Repository, new: &NewRepository) -> Result<(), RepoError> {
+        let groups = self.db.groups_containing(current.id).await?;
+        if groups.is_empty() {
+            return Ok(());
+        }
+        let spec = self.formats.get(new.format);
+        for group in groups {
+            if let Some(g) = self.db.repository_by_name(&group).await? {
+                spec.check_member(Part::of(&g), Part::new(new)).map_err(|why| {
+                    RepoError::Invalid(format!("repository {} is a member of group {group}: {why}", new.name))
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Members exist, share the group's format, can be published by it (the format's
+    /// `check_member`), and no group reaches itself.
     async fn check_members(&self, new: &NewRepository) -> Result<(), RepoError> {
         if new.members.is_empty() {
             return Ok(());
@@ -153,6 +175,7 @@ impl<'a> RepositoryService<'a> {
                     repo.format, new.format, new.format
                 )));
             }
+            self.formats.get(new.format).check_member(Part::new(new), Part::of(repo)).map_err(RepoError::Invalid)?;
         }
         // Depth-first from each new member over the stored edges (with this group's new edges).
         let edges = |n: &str| -> Vec<String> {

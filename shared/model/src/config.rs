@@ -114,6 +114,66 @@ pub struct ServerConfig {
     /// Which headers those proxies write: the other kind is the client's own (a proxy passes on
     /// what it does not write) and is never read.
     pub forwarded_headers: ForwardedHeaders,
+    /// HTTPS on the public listener (`server.tls.*`).
+    pub tls: TlsConfig,
+}
+
+/// HTTPS (`server.tls`): with a certificate and its key the public listener speaks only HTTPS
+/// (HTTP/1.1 and HTTP/2 by ALPN); the files are read again when they change, without a restart.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TlsConfig {
+    /// PEM file: the server's certificate first, then the intermediates.
+    pub certificate: Option<PathBuf>,
+    /// PEM file: its private key (PKCS#8, PKCS#1 or SEC1).
+    pub private_key: Option<PathBuf>,
+    /// A plain-HTTP listener that answers every request with a redirect (308) to the same path
+    /// over HTTPS; unset, none.
+    pub redirect_bind: Option<SocketAddr>,
+    /// The management listener (`/metrics`, `/healthz`, `/readyz`) speaks HTTPS too, with the
+    /// same certificate; by default it stays plain (probes and scrapers inside the cluster).
+    pub management: bool,
+    /// How often the two files are checked for a change.
+    pub reload_check_ms: u64,
+}
+
+impl Default for TlsConfig {
+    fn default() -> Self {
+        Self { certificate: None, private_key: None, redirect_bind: None, management: false, reload_check_ms: 2_000 }
+    }
+}
+
+impl TlsConfig {
+    /// The certificate and key files when HTTPS is on.
+    pub fn files(&self) -> Option<(&std::path::Path, &std::path::Path)> {
+        Some((self.certificate.as_deref()?, self.private_key.as_deref()?))
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        match (&self.certificate, &self.private_key) {
+            (Some(_), None) => {
+                return Err(ConfigError(
+                    "bad value for key `server.tls.private_key`: missing; `server.tls.certificate` needs its key"
+                        .into(),
+                ))
+            }
+            (None, Some(_)) => return Err(ConfigError(
+                "bad value for key `server.tls.certificate`: missing; `server.tls.private_key` needs its certificate"
+                    .into(),
+            )),
+            (None, None) if self.redirect_bind.is_some() || self.management => {
+                let key = if self.management { "server.tls.management" } else { "server.tls.redirect_bind" };
+                return Err(ConfigError(format!(
+                    "bad value for key `{key}`: HTTPS is off; set `server.tls.certificate` and `server.tls.private_key`"
+                )));
+            }
+            _ => {}
+        }
+        if self.reload_check_ms < 100 {
+            return Err(ConfigError("bad value for key `server.tls.reload_check_ms`: use 100 or more".into()));
+        }
+        Ok(())
+    }
 }
 
 /// The headers a trusted proxy writes (`server.forwarded_headers`).
@@ -371,6 +431,7 @@ impl Default for ServerConfig {
             public_url: None,
             trusted_proxies: Vec::new(),
             forwarded_headers: ForwardedHeaders::XForwarded,
+            tls: TlsConfig::default(),
         }
     }
 }
@@ -580,6 +641,7 @@ impl ServerConfig {
             Self::parse_public_url(u).map_err(ConfigError)?;
         }
         crate::net::networks("server.trusted_proxies", &self.trusted_proxies).map_err(ConfigError)?;
+        self.tls.validate()?;
         positive("server.max_upload_bytes", self.max_upload_bytes)
     }
 }

@@ -19,6 +19,8 @@ pub struct Server {
     pub child: Child,
     pub public: String,
     pub management: String,
+    /// The redirect listener (`server.tls.redirect_bind`), or empty.
+    pub redirect: String,
     pub stderr: std::sync::Arc<std::sync::Mutex<String>>,
 }
 
@@ -105,14 +107,21 @@ fn spawn(mut cmd: Command) -> anyhow::Result<Server> {
             }
         };
         if let Some(rest) = line.strip_prefix("packyard-api listening on ") {
-            // "http://A (management http://B)"
-            let mut urls = rest.split_whitespace().filter(|w| w.contains("http://"));
+            // "http://A (management http://B)", "https://A (management http://B) (redirect from http://C)"
+            let mut urls = rest.split_whitespace().filter(|w| w.contains("://"));
             let public = urls.next().unwrap_or_default().trim_matches(|c| c == '(' || c == ')').to_string();
             let management = urls.next().unwrap_or_default().trim_matches(|c| c == '(' || c == ')').to_string();
-            return Ok(Server { child, public, management, stderr });
+            let redirect = urls.next().unwrap_or_default().trim_matches(|c| c == '(' || c == ')').to_string();
+            return Ok(Server { child, public, management, redirect, stderr });
         }
         if let Some(rest) = line.strip_prefix("packyard-worker listening on management ") {
-            return Ok(Server { child, public: String::new(), management: rest.trim().to_string(), stderr });
+            return Ok(Server {
+                child,
+                public: String::new(),
+                management: rest.trim().to_string(),
+                redirect: String::new(),
+                stderr,
+            });
         }
     }
 }

@@ -6,12 +6,12 @@ use async_trait::async_trait;
 use packyard_codecs::apk::signing::ApkKey;
 use packyard_core::catalogue::Catalogue;
 use packyard_core::formats::{
-    FormatSpec, FormatUi, KeyError, KeyKinds, Rotating, RotatingKeys, SettingsOf, SettingsSpec, SigningKeys,
+    FormatSpec, FormatUi, KeyError, KeyKinds, Part, Rotating, RotatingKeys, SettingsOf, SettingsSpec, SigningKeys,
 };
 use packyard_core::hosted::{ByKey, Deletes};
 use packyard_core::publication::Builders;
 use packyard_core::services::Services;
-use packyard_model::repos::{Format, Repository};
+use packyard_model::repos::{Format, RepoType, Repository};
 use packyard_store::db::blobs::BlobColumn;
 
 use super::keys;
@@ -39,6 +39,18 @@ impl FormatSpec for ApkSpec {
 
     fn ui(&self) -> &dyn FormatUi {
         &super::ui::ApkUi
+    }
+
+    /// A group verifies a proxy member's upstream index with its `apk.signed_by` before it signs
+    /// the records again: a proxy member must have the key.
+    fn check_member(&self, _group: Part<'_>, member: Part<'_>) -> Result<(), String> {
+        if member.repo_type == RepoType::Proxy && member.settings::<ApkSettings>().signed_by.is_none() {
+            return Err(format!(
+                "group member {} is a proxy without apk.signed_by: the group verifies the upstream's APKINDEX and signs it again, so set apk.signed_by on {} to the upstream's index public key (PEM)",
+                member.name, member.name
+            ));
+        }
+        Ok(())
     }
 
     fn deletes(&self) -> &dyn Deletes {

@@ -5,7 +5,7 @@ use super::settings::ApkSettings;
 use async_trait::async_trait;
 use packyard_core::formats::{FormatUi, Snippet};
 use packyard_core::services::Services;
-use packyard_model::repos::{RepoType, Repository};
+use packyard_model::repos::{FormatSettings, RepoType, Repository};
 use packyard_store::db::catalogue::ComponentRow;
 
 pub struct ApkUi;
@@ -44,20 +44,33 @@ impl FormatUi for ApkUi {
         group.rsplit_once('/').map(|(b, _)| b.to_string()).filter(|b| !b.is_empty())
     }
 
-    async fn setup(&self, services: &Services, url: &str, repo: &Repository, group: Option<&str>) -> Vec<Snippet> {
-        let branch = group.unwrap_or("v3.20/main");
+    /// The key (a hosted repository's or a group's), then a repositories line for each
+    /// `branch/repository` it holds (an example one while it holds none).
+    async fn setup(&self, services: &Services, url: &str, repo: &Repository, groups: &[String]) -> Vec<Snippet> {
         let mut out = Vec::new();
         if let Some(name) = key_name(services, repo).await {
             out.push(Snippet::new("The signing key", format!("wget -O /etc/apk/keys/{name} {url}/keys/{name}")));
+        } else if repo.repo_type == RepoType::Proxy {
+            out.push(Snippet::new(
+                "The upstream's signing keys",
+                "# the upstream signs its indexes: install its keys, e.g. Alpine's\napk add alpine-keys".to_string(),
+            ));
         }
-        out.push(Snippet::new(
-            "The repositories line",
-            format!("echo {url}/{branch} >> /etc/apk/repositories\napk update"),
-        ));
+        let lines: Vec<String> = if groups.is_empty() {
+            vec![
+                "# for example (nothing is published yet):".into(),
+                format!("echo {url}/v3.20/main >> /etc/apk/repositories"),
+            ]
+        } else {
+            groups.iter().map(|branch| format!("echo {url}/{branch} >> /etc/apk/repositories")).collect()
+        };
+        out.push(Snippet::new("The repositories line", format!("{}\napk update", lines.join("\n"))));
         if repo.repo_type == RepoType::Hosted {
+            let branch = groups.first().map_or("v3.20/main", String::as_str);
+            let arch = ApkSettings::of(repo).architectures.first().cloned().unwrap_or_else(|| "x86_64".into());
             out.push(Snippet::new(
                 "Upload a package",
-                format!("curl -u USER:TOKEN -T hello-2.12-r1.apk {url}/{branch}/x86_64/hello-2.12-r1.apk"),
+                format!("curl -u USER:TOKEN -T hello-2.12-r1.apk {url}/{branch}/{arch}/hello-2.12-r1.apk"),
             ));
         }
         out

@@ -63,9 +63,10 @@ impl Settings for AptSettings {
         if !apt.distributions.is_empty() {
             check_list("apt.distributions", &apt.distributions)?;
             // A hosted repository's `distribution` is where an upload that names none goes: one
-            // of its distributions, the first unless another is named.
-            if repo_type == RepoType::Hosted && !apt.distributions.contains(&apt.distribution) {
-                if apt.distribution != Self::default().distribution {
+            // of its distributions, the first unless another is named. A proxy's or a group's
+            // is the first of them (what it serves; never a default it does not serve).
+            if !apt.distributions.contains(&apt.distribution) {
+                if repo_type == RepoType::Hosted && apt.distribution != Self::default().distribution {
                     return Err(InvalidRepository(format!(
                         "apt.distribution {:?} (where an upload that names no distribution goes) must be one of apt.distributions: {}",
                         apt.distribution,
@@ -151,6 +152,19 @@ mod tests {
         assert_eq!(apt.distribution, "trixie");
         // One distribution, as before.
         assert_eq!(def(serde_json::json!({"distribution":"bookworm"}))?.suites(), vec!["bookworm"]);
+        // A group's or a proxy's `distribution` is one it serves (the API shows it beside
+        // `distributions`): never the default `stable` it does not publish.
+        for (kind, extra) in [
+            ("group", serde_json::json!({"group":{"members":[]}})),
+            ("proxy", serde_json::json!({"proxy":{"remote_url":"https://deb.example/"}})),
+        ] {
+            let mut body = serde_json::json!({"name":"g","format":"apt","type":kind,"apt":{"distributions":["bookworm","trixie"]}});
+            if let (Some(b), Some(e)) = (body.as_object_mut(), extra.as_object()) {
+                b.extend(e.clone());
+            }
+            let apt = settings::<AptSettings>(body)?;
+            assert_eq!((apt.distribution.as_str(), apt.suites()), ("bookworm", vec!["bookworm", "trixie"]), "{kind}");
+        }
         let m = invalid(
             serde_json::json!({"name":"d","format":"apt","type":"hosted","apt":{"distribution":"sid","distributions":["bookworm"]}}),
         );

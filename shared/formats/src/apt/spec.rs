@@ -6,12 +6,12 @@ use async_trait::async_trait;
 use packyard_codecs::apt::signing::{Algorithm, Signer};
 use packyard_core::catalogue::Catalogue;
 use packyard_core::formats::{
-    FormatSpec, FormatUi, KeyError, KeyKinds, Rotating, RotatingKeys, SettingsOf, SettingsSpec, SigningKeys,
+    FormatSpec, FormatUi, KeyError, KeyKinds, Part, Rotating, RotatingKeys, SettingsOf, SettingsSpec, SigningKeys,
 };
 use packyard_core::hosted::{ByKey, Deletes};
 use packyard_core::publication::Builders;
 use packyard_core::services::Services;
-use packyard_model::repos::{Format, Repository};
+use packyard_model::repos::{Format, RepoType, Repository};
 use packyard_store::db::blobs::BlobColumn;
 use packyard_store::db::DbResult;
 
@@ -43,6 +43,33 @@ impl FormatSpec for AptSpec {
 
     fn ui(&self) -> &dyn FormatUi {
         &super::ui::AptUi
+    }
+
+    /// A group merges a hosted member's index into each of its distributions, a proxy's or a
+    /// nested group's of the same distribution, and verifies a proxy member's upstream
+    /// `InRelease` with its `apt.signed_by` before signing it again: a proxy or group member
+    /// must serve one of the group's distributions, and a proxy member must have the key.
+    fn check_member(&self, group: Part<'_>, member: Part<'_>) -> Result<(), String> {
+        let (g, m) = (group.settings::<AptSettings>(), member.settings::<AptSettings>());
+        if member.repo_type == RepoType::Proxy && m.signed_by.is_none() {
+            return Err(format!(
+                "group member {} is a proxy without apt.signed_by: the group verifies what it merges from the upstream and signs it again, so set apt.signed_by on {} to the upstream archive's armored public key",
+                member.name, member.name
+            ));
+        }
+        let (served, published) = (m.suites(), g.suites());
+        if member.repo_type != RepoType::Hosted && !served.iter().any(|d| published.contains(d)) {
+            return Err(format!(
+                "group member {} serves {} {}, which group {} does not publish (it publishes {}): list the member's distributions in the group's apt.distributions, e.g. {}",
+                member.name,
+                if served.len() == 1 { "distribution" } else { "distributions" },
+                served.join(", "),
+                group.name,
+                published.join(", "),
+                serde_json::json!({"apt": {"distributions": served}}),
+            ));
+        }
+        Ok(())
     }
 
     fn deletes(&self) -> &dyn Deletes {

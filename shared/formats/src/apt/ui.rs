@@ -11,9 +11,11 @@ use packyard_store::db::catalogue::ComponentRow;
 
 pub struct AptUi;
 
-fn keyring(repo: &Repository) -> String {
-    if repo.repo_type == RepoType::Proxy {
-        // A proxy serves its upstream's signed indexes, verified with the upstream's key.
+/// Where the set-up keeps the key that verifies the repository's indexes: Packyard's own (a
+/// hosted repository or a group), or the upstream's (a proxy: from its `apt.signed_by`, which
+/// `gpg.key` serves, or the Debian archive's keyring when none is set).
+fn keyring(repo: &Repository, apt: &AptSettings) -> String {
+    if repo.repo_type == RepoType::Proxy && apt.signed_by.is_none() {
         "/usr/share/keyrings/debian-archive-keyring.gpg".to_string()
     } else {
         format!("/etc/apt/keyrings/packyard-{}.asc", repo.name)
@@ -30,20 +32,26 @@ impl FormatUi for AptUi {
         "Component"
     }
 
+    /// Each distribution's `Packages` of the component, per architecture.
     fn group_files(&self, repo: &Repository, group: &str) -> Vec<String> {
         let apt = AptSettings::of(repo);
-        apt.architectures
-            .iter()
-            .filter(|a| a.as_str() != "all")
-            .map(|a| format!("dists/{}/{group}/binary-{a}/Packages", apt.distribution))
-            .collect()
+        let mut files = Vec::new();
+        for suite in apt.suites() {
+            for arch in apt.architectures.iter().filter(|a| a.as_str() != "all") {
+                files.push(format!("dists/{suite}/{group}/binary-{arch}/Packages"));
+            }
+        }
+        files
     }
 
     fn index_files(&self, repo: &Repository) -> Vec<String> {
         let apt = AptSettings::of(repo);
-        let mut files: Vec<String> =
-            ["InRelease", "Release"].iter().map(|f| format!("dists/{}/{f}", apt.distribution)).collect();
-        if repo.repo_type != RepoType::Proxy {
+        let mut files: Vec<String> = apt
+            .suites()
+            .iter()
+            .flat_map(|suite| ["InRelease", "Release"].map(|f| format!("dists/{suite}/{f}")))
+            .collect();
+        if repo.repo_type != RepoType::Proxy || apt.signed_by.is_some() {
             files.push("gpg.key".into());
         }
         files
@@ -51,33 +59,57 @@ impl FormatUi for AptUi {
 
     fn facts(&self, repo: &Repository) -> Vec<(&'static str, String)> {
         let Some(apt) = repo.settings.format::<AptSettings>() else { return Vec::new() };
-        vec![
-            ("Distribution", apt.distribution.clone()),
+        let mut facts = vec![
+            (if apt.suites().len() == 1 { "Distribution" } else { "Distributions" }, apt.suites().join(", ")),
             ("Components", apt.components.join(", ")),
             ("Architectures", apt.architectures.join(", ")),
-        ]
+        ];
+        if repo.repo_type == RepoType::Hosted && apt.distributions.len() > 1 {
+            facts.push(("Uploads without a distribution go to", apt.distribution.clone()));
+        }
+        if repo.repo_type == RepoType::Proxy {
+            let key = if apt.signed_by.is_some() {
+                "apt.signed_by (served as gpg.key)"
+            } else {
+                "not set: a group over this proxy cannot verify it"
+            };
+            facts.push(("Upstream key", key.to_string()));
+        }
+        facts
     }
 
-    async fn setup(&self, _services: &Services, url: &str, repo: &Repository, _group: Option<&str>) -> Vec<Snippet> {
+    /// The key, then one sources line per distribution the repository serves.
+    async fn setup(&self, _services: &Services, url: &str, repo: &Repository, _groups: &[String]) -> Vec<Snippet> {
         let apt = AptSettings::of(repo);
         let components = if apt.components.is_empty() { "main".to_string() } else { apt.components.join(" ") };
-        let keyring = keyring(repo);
+        let keyring = keyring(repo, &apt);
         let mut out = Vec::new();
-        if repo.repo_type != RepoType::Proxy {
+        if repo.repo_type != RepoType::Proxy || apt.signed_by.is_some() {
+            let whose =
+                if repo.repo_type == RepoType::Proxy { "The upstream's signing key" } else { "The signing key" };
             out.push(Snippet::new(
-                "The signing key",
+                whose,
                 format!("sudo install -d /etc/apt/keyrings\ncurl -fsSL {url}/gpg.key | sudo tee {keyring} >/dev/null"),
             ));
         }
-        out.push(Snippet::new(
-            "The sources line",
-            format!(
-                "echo \"deb [signed-by={keyring}] {url} {} {components}\" | sudo tee /etc/apt/sources.list.d/packyard-{}.list\nsudo apt-get update",
-                apt.distribution, repo.name
-            ),
-        ));
+        let suites = apt.suites();
+        for suite in &suites {
+            let (label, file) = if suites.len() == 1 {
+                ("The sources line".to_string(), format!("packyard-{}", repo.name))
+            } else {
+                (format!("The sources line: {suite}"), format!("packyard-{}-{suite}", repo.name))
+            };
+            out.push(Snippet::new(
+                label,
+                format!(
+                    "echo \"deb [signed-by={keyring}] {url} {suite} {components}\" | sudo tee /etc/apt/sources.list.d/{file}.list\nsudo apt-get update"
+                ),
+            ));
+        }
         if repo.repo_type == RepoType::Hosted {
-            out.push(Snippet::new("Upload a package", format!("curl -u USER:TOKEN --data-binary @package.deb {url}/")));
+            let to =
+                if suites.len() > 1 { format!("{url}/?distribution={}", apt.distribution) } else { format!("{url}/") };
+            out.push(Snippet::new("Upload a package", format!("curl -u USER:TOKEN --data-binary @package.deb {to}")));
         }
         out
     }

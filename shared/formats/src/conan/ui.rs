@@ -18,7 +18,7 @@ impl FormatUi for ConanUi {
         "User / channel"
     }
 
-    async fn setup(&self, services: &Services, url: &str, repo: &Repository, _group: Option<&str>) -> Vec<Snippet> {
+    async fn setup(&self, services: &Services, url: &str, repo: &Repository, _groups: &[String]) -> Vec<Snippet> {
         let mut remote = format!("conan remote add {} {url}", repo.name);
         if !repo.anonymous_read || !services.security.anonymous_read {
             remote.push_str(&format!("\nconan remote login {} USER", repo.name));

@@ -93,7 +93,7 @@ impl FormatUi for SampleUi {
         vec![INDEX.to_string()]
     }
 
-    async fn setup(&self, _services: &Services, url: &str, repo: &Repository, _group: Option<&str>) -> Vec<Snippet> {
+    async fn setup(&self, _services: &Services, url: &str, repo: &Repository, _groups: &[String]) -> Vec<Snippet> {
         let mut out = vec![Snippet::new("The index", format!("curl {url}/{INDEX}"))];
         if repo.repo_type == RepoType::Hosted {
             out.push(Snippet::new("Upload a file", format!("curl -u USER:TOKEN -T FILE {url}/NAME/VERSION")));
