@@ -31,6 +31,7 @@ mod admin;
 mod assets;
 mod browse;
 mod component;
+mod files;
 mod search;
 mod session;
 mod setup;
@@ -44,6 +45,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/signin/oidc/callback", web::get().to(session::oidc_callback))
         .route("/search", web::get().to(search::search))
         .route("/browse/{name}", web::get().to(browse::repository))
+        .route("/browse/{name}/files", web::get().to(files::root))
+        .route("/browse/{name}/files/{path:.*}", web::get().to(files::below))
         .route("/component/{id}", web::get().to(component::show))
         .route("/component/{id}/delete", web::get().to(component::confirm_delete))
         .route("/component/{id}/delete", web::post().to(component::delete))
@@ -379,6 +382,20 @@ pub fn when(ms: i64) -> String {
 /// A `<time>` element with the exact instant in its attribute.
 pub fn time(ms: i64) -> Markup {
     html! { time datetime=(packyard_model::time::rfc3339_ms(ms)) { (when(ms)) } }
+}
+
+/// An RFC 3339 instant, as the administration services give them, as people read it (the text
+/// as it is when it is not one).
+pub fn at(rfc3339: &str) -> Markup {
+    match packyard_model::time::parse_rfc3339(rfc3339) {
+        Some(ms) => time(ms),
+        None => html! { (rfc3339) },
+    }
+}
+
+/// `n` with its noun: "1 component", "2 components".
+pub fn count(n: i64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// A snippet to copy: a labelled block, with a copy button where scripts run.

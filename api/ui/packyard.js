@@ -1,19 +1,20 @@
 // Packyard's web UI works without scripts; this adds copy buttons to the snippets and, on the
-// form that creates a repository, shows only the blocks its format and type use.
+// forms that create a repository or a cleanup policy, shows only the blocks the chosen format
+// (and repository type) use.
 "use strict";
 document.addEventListener("DOMContentLoaded", () => {
   const format = document.getElementById("format");
   const type = document.getElementById("type");
-  if (format && type) {
+  if (format && format.tagName === "SELECT") {
     const fit = () => {
       for (const block of document.querySelectorAll("[data-formats], [data-types]")) {
         const formats = block.dataset.formats ? block.dataset.formats.split(" ") : null;
-        const types = block.dataset.types ? block.dataset.types.split(" ") : null;
+        const types = block.dataset.types && type ? block.dataset.types.split(" ") : null;
         block.hidden = (formats && !formats.includes(format.value)) || (types && !types.includes(type.value));
       }
     };
     format.addEventListener("change", fit);
-    type.addEventListener("change", fit);
+    if (type) type.addEventListener("change", fit);
     fit();
   }
   for (const button of document.querySelectorAll("button.copy[data-copy]")) {

@@ -208,6 +208,10 @@ fn security_paths() -> serde_json::Value {
             ],
             "get": op("The subscription's delivery log, newest first: {deliveries: [{id, eventId, event, repository, state: pending|delivered|failed, attempts, lastStatus, lastError, createdAt, deliveredAt, nextAttemptAt}], next} (admin)", "200")
         },
+        "/api/v1/webhooks/{name}/test": {
+            "parameters": param("name"),
+            "post": op("Queue a webhook.test event for this subscription alone (whatever events it takes); answers {delivery, event}, the delivery then in its log; 409 while it is disabled (admin)", "202")
+        },
         "/api/v1/tokens": {
             "get": op("The caller's tokens, without secrets (?all=true: everyone's, admin)", "200"),
             "post": op("Create a token: {name, expires_at?, repositories?, actions?}; the token is in the response only", "201")

@@ -17,7 +17,18 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route(web::put().to(update))
                 .route(web::delete().to(delete)),
         )
-        .service(crate::admin::resource::resource("/webhooks/{name}/deliveries").route(web::get().to(deliveries)));
+        .service(crate::admin::resource::resource("/webhooks/{name}/deliveries").route(web::get().to(deliveries)))
+        .service(crate::admin::resource::resource("/webhooks/{name}/test").route(web::post().to(send_test)));
+}
+
+/// 202: a `webhook.test` event is queued for this subscription alone; its delivery is in the log.
+async fn send_test(
+    admin: Admin,
+    services: web::Data<Services>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let delivery = service::send_test(&services, admin.actor(), &path).await?;
+    Ok(HttpResponse::Accepted().json(serde_json::json!({"delivery": delivery, "event": service::TEST_EVENT})))
 }
 
 async fn list(_admin: Admin, services: web::Data<Services>) -> Result<HttpResponse, ApiError> {

@@ -15,17 +15,21 @@ use crate::error::ApiError;
 
 mod audit;
 mod cleanup;
+mod directories;
 mod repositories;
 mod status;
 mod tokens;
 mod users;
+mod webhooks;
 
 use audit::*;
 use cleanup::*;
+use directories::*;
 use repositories::*;
 use status::*;
 use tokens::*;
 use users::*;
+use webhooks::*;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/admin", web::get().to(status))
@@ -34,6 +38,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/admin/repositories/{name}", web::get().to(edit_repository))
         .route("/admin/repositories/{name}", web::post().to(update_repository))
         .route("/admin/repositories/{name}/signing-key", web::post().to(rotate_key))
+        .route("/admin/repositories/{name}/rebuild", web::post().to(rebuild_repository))
         .route("/admin/repositories/{name}/delete", web::post().to(delete_repository))
         .route("/admin/users", web::get().to(users))
         .route("/admin/users", web::post().to(create_user))
@@ -49,7 +54,19 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/admin/tokens", web::post().to(create_token))
         .route("/admin/tokens/{id}/revoke", web::post().to(revoke_token))
         .route("/admin/password", web::post().to(change_password))
+        .route("/admin/webhooks", web::get().to(webhooks))
+        .route("/admin/webhooks", web::post().to(create_webhook))
+        .route("/admin/webhooks/{name}", web::get().to(webhook))
+        .route("/admin/webhooks/{name}", web::post().to(update_webhook))
+        .route("/admin/webhooks/{name}/test", web::post().to(test_webhook))
+        .route("/admin/webhooks/{name}/delete", web::post().to(delete_webhook))
         .route("/admin/cleanup", web::get().to(cleanup))
+        .route("/admin/cleanup", web::post().to(create_policy))
+        .route("/admin/cleanup/{name}", web::get().to(policy))
+        .route("/admin/cleanup/{name}", web::post().to(update_policy))
+        .route("/admin/cleanup/{name}/run", web::post().to(run_policy))
+        .route("/admin/cleanup/{name}/delete", web::post().to(delete_policy))
+        .route("/admin/directories", web::get().to(directories))
         .route("/admin/audit", web::get().to(audit));
 }
 
@@ -85,6 +102,8 @@ fn admin_nav(viewer: &Viewer, current: &str) -> Markup {
         ("/admin/roles", "Roles"),
         ("/admin/tokens", "My tokens"),
         ("/admin/cleanup", "Cleanup"),
+        ("/admin/webhooks", "Webhooks"),
+        ("/admin/directories", "Sign-in sources"),
         ("/admin/audit", "Audit log"),
     ];
     html! {
@@ -105,11 +124,29 @@ pub struct Csrf {
     csrf: Option<String>,
 }
 
+/// A delete's form: its token and the ticked confirmation.
+#[derive(Deserialize)]
+pub struct Confirm {
+    csrf: Option<String>,
+    confirm: Option<String>,
+}
+
 pub(super) fn field(id: &str, label: &str, value: &str, hint: &str) -> Markup {
     html! {
         div.field {
             label for=(id) { (label) }
             input id=(id) name=(id) value=(value) aria-describedby=[(!hint.is_empty()).then(|| format!("{id}-hint"))];
+            @if !hint.is_empty() { span.hint id=(format!("{id}-hint")) { (hint) } }
+        }
+    }
+}
+
+/// A field of several lines (a key, one entry per line).
+pub(super) fn lines(id: &str, label: &str, value: &str, hint: &str) -> Markup {
+    html! {
+        div.field {
+            label for=(id) { (label) }
+            textarea id=(id) name=(id) rows="4" spellcheck="false" aria-describedby=[(!hint.is_empty()).then(|| format!("{id}-hint"))] { (value) }
             @if !hint.is_empty() { span.hint id=(format!("{id}-hint")) { (hint) } }
         }
     }

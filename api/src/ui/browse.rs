@@ -210,6 +210,7 @@ pub async fn repository(
                         dt { "Metadata kept" } dd { (p.metadata_ttl_secs) " s" }
                     }
                 }
+                p { a href=(viewer.base.link(&format!("/browse/{}/files/", repo.name))) { "Browse its files" } }
                 @let index_files = linked(&viewer, &repo, ui.index_files(&repo));
                 @if !index_files.is_empty() {
                     h3 { "Index files" }
@@ -239,7 +240,7 @@ pub async fn repository(
                                 a href=(viewer.base.link(&format!("/browse/{m}"))) { (m.as_str()) }
                             } @else { (m.as_str()) } }
                             td { (mr.map_or("–", |r| r.repo_type.as_str())) }
-                            td.num { (mu.map_or("–".to_string(), |u| format!("{} components", u.0))) }
+                            td.num { (mu.map_or("–".to_string(), |u| super::count(u.0, "component", "components"))) }
                             td.num { (mu.map_or("–".to_string(), |u| bytes(u.1))) }
                         }
                     }

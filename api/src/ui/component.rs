@@ -133,9 +133,9 @@ fn asset_table(viewer: &Viewer, view: &Repository, assets: &[AssetRow]) -> Marku
             tbody {
                 @for a in assets {
                     tr {
-                        td { a href=(viewer.base.link(&format!("/repository/{}/{}", view.name, a.path))) { (a.path) } }
+                        td.wrap { a href=(viewer.base.link(&format!("/repository/{}/{}", view.name, a.path))) { (a.path) } }
                         td.num { (bytes(a.size)) }
-                        td { code.hash { (a.sha256) } }
+                        td.sha { code.hash { (a.sha256) } }
                         td { (time(a.created_at)) @if !a.uploaded_by.is_empty() { br; span.muted { "by " (a.uploaded_by) } } }
                         td { @match a.last_downloaded { Some(t) => (time(t)), None => span.muted { "never" } } }
                         td.num { (a.download_count) }

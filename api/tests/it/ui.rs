@@ -188,6 +188,31 @@ fn signing_in_browsing_each_format_searching_and_deleting_in_chromium() -> anyho
     screenshot(&b, "component-apt")?;
     let apt_page = b.current_url()?;
 
+    // The file browser: from the repository's page down the tree to the .deb, downloaded with
+    // the hash the page shows.
+    b.goto(&format!("{public}/browse/debs"))?;
+    b.click_to_load(&b.find_by_text("a", "Browse its files")?)?;
+    let top: Vec<String> =
+        b.find_all("table tbody tr td:first-child")?.iter().map(|e| b.text(e)).collect::<anyhow::Result<_>>()?;
+    assert_eq!(top, ["dists/", "pool/"], "{}", b.text_of_page()?);
+    for folder in ["pool/", "main/", "h/", "hello/"] {
+        b.click_to_load(&b.find_by_text("table a", folder)?)?;
+    }
+    assert!(b.current_url()?.ends_with("/browse/debs/files/pool/main/h/hello/"), "{}", b.current_url()?);
+    let row = b.text(&b.find("table tbody tr")?)?;
+    assert!(row.contains("hello_1.0_amd64.deb") && row.contains("stored"), "{row}");
+    let link = b.find_by_text("table a", "hello_1.0_amd64.deb")?;
+    let href = format!("{public}{}", b.attribute(&link, "href")?.unwrap_or_default());
+    let shown_sha = b.text(&b.find("table tbody tr td.sha code")?)?;
+    let mut deb = Vec::new();
+    std::io::Read::read_to_end(&mut ureq::get(&href).call()?.into_reader(), &mut deb)?;
+    assert_eq!(hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&deb)), shown_sha, "{href}");
+    screenshot(&b, "files-apt")?;
+    b.goto(&format!("{public}/browse/debs/files/dists/stable/"))?;
+    let listed = b.text(&b.find("table tbody")?)?;
+    assert!(listed.contains("InRelease") && listed.contains("published index") && listed.contains("main/"), "{listed}");
+    assert_eq!(status_of(ureq::get(&format!("{public}/browse/debs/files/nothing/")).call())?.0, 404);
+
     // APK: the branch/repository/arch group, the key file and the repositories line.
     b.goto(&format!("{public}/browse/alpine"))?;
     let text = b.text_of_page()?;
@@ -211,6 +236,11 @@ fn signing_in_browsing_each_format_searching_and_deleting_in_chromium() -> anyho
     b.wait_for("#setup", Duration::from_secs(5))?;
     let snips = snippets(&b)?.join("\n");
     assert!(snips.contains(&format!("go env -w GOPROXY={public}/repository/gomods/")), "{snips}");
+    // Its own checksum database, with the key the signing-key endpoint gives.
+    let sumdb =
+        common::process::admin_json(&public, &basic(PW), "GET", "/api/v1/repositories/gomods/signing-key", None)?;
+    let gosumdb = sumdb["gosumdb"].as_str().unwrap_or_default();
+    assert!(!gosumdb.is_empty() && snips.contains(&format!("go env -w GOSUMDB=\"{gosumdb}\"")), "{sumdb} {snips}");
     assert!(snips.contains("go get example.com/acme/hello@v1.2.0"), "{snips}");
     let (s, list) = get_text(&format!("{public}/repository/gomods/example.com/acme/hello/@v/list"))?;
     assert_eq!((s, list.trim()), (200, "v1.2.0"));
@@ -505,7 +535,7 @@ fn choose(b: &Browser, css: &str, value: &str) -> anyhow::Result<()> {
 fn administering_repositories_users_roles_tokens_and_cleanup_in_chromium() -> anyhow::Result<()> {
     let Some(driver) = driver() else { return Ok(()) };
     let dir = tempfile::tempdir()?;
-    let server = server(dir.path(), &[])?;
+    let server = server(dir.path(), &[("PACKYARD_WEBHOOKS__ALLOWED_NETWORKS", r#"["127.0.0.1/32"]"#)])?;
     let public = server.public.clone();
     let b = Browser::start(&driver)?;
     sign_in(&b, &public, "admin", PW)?;
@@ -614,24 +644,90 @@ fn administering_repositories_users_roles_tokens_and_cleanup_in_chromium() -> an
         )?;
         assert_eq!(s, 201, "{text}");
     }
-    common::process::admin_json(
-        &public,
-        &basic(PW),
-        "POST",
-        "/api/v1/cleanup-policies",
-        Some(json!({"name": "keep-one", "format": "apt", "criteria": {"keep_latest": 1}, "repositories": ["debs"]})),
-    )?;
+    // Created with the form: a field per criterion, the repositories of its format to tick.
     b.goto(&format!("{public}/admin/cleanup"))?;
-    let policies = b.text(&b.find("table tbody")?)?;
-    assert!(policies.contains("keep-one") && policies.contains("debs: idle"), "its runs listed: {policies}");
-    choose(&b, "#policy", "keep-one")?;
-    choose(&b, "#repository", "debs")?;
+    b.fill("#name", "keep-one")?;
+    choose(&b, "#format", "apt")?;
+    b.fill("#keep_latest", "1")?;
+    b.click(&b.find("input[name=repository][value=debs]")?)?;
+    b.click_to_load(&b.find_by_text("form.stack button", "Create policy")?)?;
+    assert_eq!(b.current_url()?, format!("{public}/admin/cleanup/keep-one"));
+    let facts = b.text(&b.find("dl.facts")?)?;
+    assert!(facts.contains("keeping the newest 1 version") && facts.contains("only when run by hand"), "{facts}");
+    let policy = common::process::admin_json(&public, &basic(PW), "GET", "/api/v1/cleanup-policies/keep-one", None)?;
+    assert_eq!(
+        (&policy["criteria"], &policy["repositories"]),
+        (&json!({"keep_latest": 1}), &json!(["debs"])),
+        "{policy}"
+    );
+    let runs = b.text(&b.find("table tbody")?)?;
+    assert!(runs.contains("debs") && runs.contains("idle"), "its runs listed: {runs}");
+    // The preview offers the policy's own repositories only.
+    let offered: Vec<String> =
+        b.find_all("#repository option")?.iter().map(|o| b.text(o)).collect::<anyhow::Result<_>>()?;
+    assert_eq!(offered, ["debs"]);
     b.click_to_load(&b.find_by_text("form.search button", "Preview")?)?;
     let said = b.wait_for("p[role=status]", Duration::from_secs(10))?;
     assert!(b.text(&said)?.contains("would remove 1 component ("), "{}", b.text(&said)?);
     let rows = b.find_all("table tbody tr")?;
     assert!(b.text(rows.last().ok_or_else(|| anyhow::anyhow!("no preview rows"))?)?.contains("1.0"));
+    screenshot(&b, "admin-cleanup-policy")?;
+    // Run it now; its run shows in the history once a worker has made it.
+    b.click_to_load(&b.find_by_text("form button.danger", "Run now on debs")?)?;
+    assert!(b.text(&b.find("p.notice")?)?.contains("Run requested on debs"), "{}", b.text_of_page()?);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        b.goto(&format!("{public}/admin/cleanup/keep-one"))?;
+        let runs = b.text(&b.find("table tbody")?)?;
+        if runs.contains("1 component") && runs.contains("idle") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the run did not finish: {runs}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let run = common::process::admin_json(&public, &basic(PW), "GET", "/api/v1/cleanup-policies/keep-one/runs", None)?;
+    assert_eq!(run["items"][0]["components"], 1, "{run}");
+    b.goto(&format!("{public}/admin/cleanup"))?;
+    let listed = b.text(&b.find("table tbody")?)?;
+    assert!(listed.contains("keep-one") && listed.contains("debs: 1 component removed"), "{listed}");
     screenshot(&b, "admin-cleanup")?;
+
+    // A webhook made with the form; "Send a test event" reaches the receiver, and the delivery
+    // log says so.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let hook_url = format!("http://{}/hook", listener.local_addr()?);
+    let received = crate::webhooks::receiver(listener, 0);
+    b.goto(&format!("{public}/admin/webhooks"))?;
+    b.fill("#name", "ci")?;
+    b.fill("#url", &hook_url)?;
+    b.click(&b.find("input[name=event][value='component.published']")?)?;
+    b.click_to_load(&b.find_by_text("form.stack button", "Create webhook")?)?;
+    let notice = b.text(&b.find("p.notice")?)?;
+    assert!(notice.contains("Its generated secret, shown only now: "), "{notice}");
+    let hook = common::process::admin_json(&public, &basic(PW), "GET", "/api/v1/webhooks/ci", None)?;
+    assert_eq!((&hook["url"], &hook["events"]), (&json!(hook_url), &json!(["component.published"])), "{hook}");
+    b.click_to_load(&b.find_by_text("form button.secondary", "Send a test event")?)?;
+    assert!(b.text(&b.find("p.notice")?)?.contains("Test event queued as delivery"), "{}", b.text_of_page()?);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        b.goto(&format!("{public}/admin/webhooks/ci"))?;
+        let log = b.find_all("#deliveries + .table-wrap tbody tr").unwrap_or_default();
+        let first = match log.first() {
+            Some(row) => b.text(row)?,
+            None => String::new(),
+        };
+        if first.contains("webhook.test") && first.contains("delivered") && first.contains("HTTP 204") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the test delivery was not delivered: {first:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let got = received.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.clone();
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!((got[0].event.as_str(), got[0].hook.as_str(), got[0].status), ("webhook.test", "ci", 204));
+    let body: Value = serde_json::from_slice(&got[0].body)?;
+    assert_eq!(body["data"]["webhook"], "ci", "{body}");
+    screenshot(&b, "admin-webhook")?;
 
     // Edit a user: another role and a new password, which then signs in to a client's API.
     b.goto(&format!("{public}/admin/users"))?;
@@ -909,11 +1005,14 @@ fn tab_through(b: &Browser) -> anyhow::Result<Vec<Value>> {
     Ok(seen)
 }
 
-/// How many elements on the page a keyboard user should reach.
+/// How many elements on the page a keyboard user should reach (a group of radio buttons is one
+/// stop: Tab reaches its checked one, the arrows the others).
 fn focusable_count(b: &Browser) -> anyhow::Result<usize> {
     let v = b.exec(
-        "return [...document.querySelectorAll('a[href], button, input:not([type=hidden]), select, textarea')]\
-         .filter(e => !e.disabled && !e.hidden && getComputedStyle(e).visibility !== 'hidden'\
+        "const radio = e => e.type !== 'radio' || e.checked\
+             || (![...document.getElementsByName(e.name)].some(r => r.checked) && document.getElementsByName(e.name)[0] === e);\
+         return [...document.querySelectorAll('a[href], button, input:not([type=hidden]), select, textarea, details > summary')]\
+         .filter(e => !e.disabled && !e.hidden && getComputedStyle(e).visibility !== 'hidden' && radio(e)\
                       && (e.getClientRects().length > 0 || e.classList.contains('skip'))).length;",
         vec![],
     )?;
@@ -965,6 +1064,13 @@ fn every_page_works_from_the_keyboard_alone() -> anyhow::Result<()> {
     // A component's page, as the browse page links it.
     b.goto(&format!("{public}/browse/debs"))?;
     let component = b.attribute(&b.find_by_text("table a", "hello")?, "href")?.unwrap_or_default();
+    common::process::admin_json(
+        &public,
+        &basic(PW),
+        "POST",
+        "/api/v1/cleanup-policies",
+        Some(json!({"name": "keep-two", "format": "apt", "criteria": {"keep_latest": 2}, "repositories": ["debs"]})),
+    )?;
     for page in [
         "/".to_string(),
         "/browse/debs".to_string(),
@@ -978,6 +1084,12 @@ fn every_page_works_from_the_keyboard_alone() -> anyhow::Result<()> {
         "/admin/roles".to_string(),
         "/admin/tokens".to_string(),
         "/admin/audit".to_string(),
+        "/browse/debs/files/".to_string(),
+        "/browse/debs/files/dists/stable/".to_string(),
+        "/admin/cleanup".to_string(),
+        "/admin/cleanup/keep-two".to_string(),
+        "/admin/webhooks".to_string(),
+        "/admin/directories".to_string(),
     ] {
         let url = if page.starts_with("http") { page.clone() } else { format!("{public}{page}") };
         b.goto(&url)?;
@@ -1080,6 +1192,128 @@ fn light_and_dark_follow_the_system_setting() -> anyhow::Result<()> {
             b.goto(&format!("{public}/admin/repositories"))?;
             screenshot(&b, "admin-repositories-dark")?;
         }
+    }
+    drop(b);
+    assert!(server.terminate()?.success());
+    Ok(())
+}
+
+/// Runs set-up snippets as a person pastes them — `sudo`, `curl`, `tee`, `apt-get` as written —
+/// with the system's apt paths moved into `root` (`APT_CONFIG` points apt there), then `then`.
+fn run_pasted(root: &std::path::Path, snippets: &[String], then: &str) -> anyhow::Result<String> {
+    for d in ["keyrings", "sources.list.d", "state/lists/partial", "cache/archives/partial", "downloads"] {
+        std::fs::create_dir_all(root.join(d))?;
+    }
+    std::fs::write(root.join("state/status"), "")?;
+    let r = root.display();
+    std::fs::write(
+        root.join("apt.conf"),
+        format!(
+            "Dir::Etc::SourceList \"/dev/null\";\nDir::Etc::SourceParts \"{r}/sources.list.d\";\nDir::State \"{r}/state\";\n\
+             Dir::State::status \"{r}/state/status\";\nDir::Cache \"{r}/cache\";\nDebug::NoLocking \"1\";\n\
+             APT::Sandbox::User \"root\";\nAcquire::Retries \"0\";\n"
+        ),
+    )?;
+    let script = snippets
+        .iter()
+        .map(|s| {
+            s.replace("sudo ", "")
+                .replace("/etc/apt/keyrings", &format!("{r}/keyrings"))
+                .replace("/etc/apt/sources.list.d", &format!("{r}/sources.list.d"))
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let out = std::process::Command::new("sh")
+        .arg("-ec")
+        .arg(format!("{script}\n{then}"))
+        .current_dir(root.join("downloads"))
+        .env("APT_CONFIG", root.join("apt.conf"))
+        .output()?;
+    let log = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    anyhow::ensure!(out.status.success() && !log.contains("Err:") && !log.contains("W: "), "{script}\n{then}:\n{log}");
+    Ok(log)
+}
+
+/// An APT proxy of a signed upstream serving `bookworm` and a group over it, both made with the
+/// web UI's forms (the upstream key pasted into the proxy's form): the group made the old way
+/// (members only) is refused with what to set; the repository pages' set-up lines, pasted as
+/// they are, make the real apt-get install from each.
+#[test]
+fn an_apt_group_over_a_proxy_made_in_the_ui_installs_with_its_own_setup_lines() -> anyhow::Result<()> {
+    use common::archive::{archive_files, Dist, Package, Upstream};
+    let Some(driver) = driver() else { return Ok(()) };
+    let signer = packyard_codecs::apt::signing::Signer::generate("Fake upstream <fake@example.org>")?;
+    let package = Package::new("upthing", "1.0", "amd64");
+    let dist = Dist {
+        name: "bookworm",
+        indexes: vec![("amd64", vec![&package])],
+        by_hash: true,
+        forms: &["", ".xz"],
+        valid_until: None,
+    };
+    let upstream = Upstream::start()?;
+    upstream.publish(archive_files(&dist, &signer, None)?);
+    let dir = tempfile::tempdir()?;
+    let server = server(dir.path(), &[("PACKYARD_PROXY__ALLOWED_NETWORKS", r#"["127.0.0.1/32"]"#)])?;
+    let public = server.public.clone();
+    let b = Browser::start(&driver)?;
+    sign_in(&b, &public, "admin", PW)?;
+
+    b.goto(&format!("{public}/admin/repositories"))?;
+    b.fill("#name", "debian")?;
+    choose(&b, "#format", "apt")?;
+    choose(&b, "#type", "proxy")?;
+    // The proxy form has the upstream key (a field the old form lacked).
+    b.find("textarea#apt_signed_by")?;
+    b.fill("#remote_url", &upstream.url)?;
+    b.fill("#apt_distributions", "bookworm")?;
+    b.fill("#apt_signed_by", &signer.public_armored()?)?;
+    b.click_to_load(&b.find_by_text("form.stack button", "Create repository")?)?;
+    assert_eq!(b.current_url()?, format!("{public}/admin/repositories/debian"), "{}", b.text_of_page()?);
+    let stored = common::process::admin_json(&public, &basic(PW), "GET", "/api/v1/repositories/debian", None)?;
+    assert_eq!(stored["apt"]["distributions"], json!(["bookworm"]), "{stored}");
+    assert_eq!(stored["apt"]["distribution"], json!("bookworm"), "never a default it does not serve: {stored}");
+    assert!(stored["apt"]["signed_by"].as_str().unwrap_or_default().contains("BEGIN PGP PUBLIC KEY BLOCK"), "{stored}");
+
+    // The group the old way: members only. Refused, saying what to set.
+    b.goto(&format!("{public}/admin/repositories"))?;
+    b.fill("#name", "all")?;
+    choose(&b, "#format", "apt")?;
+    choose(&b, "#type", "group")?;
+    b.fill("#members", "debian")?;
+    b.click_to_load(&b.find_by_text("form.stack button", "Create repository")?)?;
+    let error = b.text(&b.find("p.error")?)?;
+    assert!(
+        error.contains(
+            "group member debian serves distribution bookworm, which group all does not publish (it publishes stable)"
+        ),
+        "{error}"
+    );
+    b.fill("#apt_distributions", "bookworm")?;
+    b.click_to_load(&b.find_by_text("form.stack button", "Create repository")?)?;
+    assert_eq!(b.current_url()?, format!("{public}/admin/repositories/all"), "{}", b.text_of_page()?);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while get_text(&format!("{public}/repository/all/dists/bookworm/InRelease"))?.0 != 200 {
+        assert!(Instant::now() < deadline, "the group did not publish bookworm");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    for repo in ["all", "debian"] {
+        b.goto(&format!("{public}/browse/{repo}"))?;
+        let facts = b.text(&b.find("dl.facts")?)?;
+        assert!(facts.contains("Distribution\nbookworm") || facts.contains("Distribution bookworm"), "{repo}: {facts}");
+        let links = b.text(&b.find("section[aria-labelledby=facts] ul")?)?;
+        assert!(links.contains("dists/bookworm/InRelease") && !links.contains("stable"), "{repo}: {links}");
+        let snips = snippets(&b)?;
+        let joined = snips.join("\n");
+        assert!(joined.contains(&format!("{public}/repository/{repo} bookworm main\"")), "{repo}: {joined}");
+        assert!(!joined.contains(" stable "), "{repo}: {joined}");
+        let root = tempfile::tempdir()?;
+        let log = run_pasted(root.path(), &snips, "apt-get download upthing")?;
+        let got = std::fs::read(root.path().join("downloads/upthing_1.0_amd64.deb"))
+            .map_err(|e| anyhow::anyhow!("{repo}: no download ({e}):\n{log}"))?;
+        assert!(got == package.deb, "{repo}: the upstream's bytes");
+        screenshot(&b, &format!("browse-apt-{repo}"))?;
     }
     drop(b);
     assert!(server.terminate()?.success());

@@ -20,18 +20,18 @@ const PW: &str = "webhooks-admin";
 
 /// One request the receiver got.
 #[derive(Debug, Clone)]
-struct Received {
-    delivery: i64,
-    event: String,
-    hook: String,
-    signature: String,
-    body: Vec<u8>,
+pub(crate) struct Received {
+    pub(crate) delivery: i64,
+    pub(crate) event: String,
+    pub(crate) hook: String,
+    pub(crate) signature: String,
+    pub(crate) body: Vec<u8>,
     /// What the receiver answered.
-    status: u16,
+    pub(crate) status: u16,
 }
 
 /// A webhook receiver on `port`: answers 500 to the first `fail_first` requests, then 204.
-fn receiver(listener: TcpListener, fail_first: usize) -> Arc<Mutex<Vec<Received>>> {
+pub(crate) fn receiver(listener: TcpListener, fail_first: usize) -> Arc<Mutex<Vec<Received>>> {
     slow_receiver(listener, fail_first, Duration::ZERO)
 }
 

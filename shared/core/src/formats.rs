@@ -175,23 +175,123 @@ pub struct SettingsForm {
     pub fields: &'static [FormField],
 }
 
-/// One field of a settings block: a text, or a list typed comma-separated.
+/// How a person types a settings field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldKind {
+    /// One line of text.
+    Text,
+    /// A list of words, typed separated by commas, spaces or lines.
+    List,
+    /// Several lines kept as typed (an armored or PEM key).
+    Lines,
+    /// A list of objects, one per line: `<name>` or `<name> <value>`, stored as
+    /// `{"<name key>": …, "<value key>": …}` (Go's checksum databases: a name and a URL).
+    Pairs { name: &'static str, value: &'static str },
+}
+
+/// One field of a settings block, and the repository types it applies to.
 #[derive(Debug, Clone, Copy)]
 pub struct FormField {
     /// The block's key (and, after the format's name, the form field's).
     pub key: &'static str,
     pub label: &'static str,
     pub hint: &'static str,
-    pub list: bool,
+    pub kind: FieldKind,
+    /// The types whose repositories have it; empty: every type of its form.
+    pub types: &'static [RepoType],
 }
 
 impl FormField {
+    const fn of(key: &'static str, label: &'static str, hint: &'static str, kind: FieldKind) -> Self {
+        Self { key, label, hint, kind, types: &[] }
+    }
+
     pub const fn text(key: &'static str, label: &'static str, hint: &'static str) -> Self {
-        Self { key, label, hint, list: false }
+        Self::of(key, label, hint, FieldKind::Text)
     }
 
     pub const fn list(key: &'static str, label: &'static str, hint: &'static str) -> Self {
-        Self { key, label, hint, list: true }
+        Self::of(key, label, hint, FieldKind::List)
+    }
+
+    pub const fn lines(key: &'static str, label: &'static str, hint: &'static str) -> Self {
+        Self::of(key, label, hint, FieldKind::Lines)
+    }
+
+    pub const fn pairs(
+        key: &'static str,
+        label: &'static str,
+        hint: &'static str,
+        name: &'static str,
+        value: &'static str,
+    ) -> Self {
+        Self::of(key, label, hint, FieldKind::Pairs { name, value })
+    }
+
+    /// The field applies to repositories of these types only.
+    pub const fn only(self, types: &'static [RepoType]) -> Self {
+        Self { types, ..self }
+    }
+
+    /// Whether a repository of type `t` has the field (in `form`).
+    pub fn applies(&self, form: &SettingsForm, t: RepoType) -> bool {
+        form.types.contains(&t) && (self.types.is_empty() || self.types.contains(&t))
+    }
+
+    /// The types the field shows for, of `form`'s.
+    pub fn shown_for(&self, form: &SettingsForm) -> Vec<RepoType> {
+        form.types.iter().copied().filter(|t| self.types.is_empty() || self.types.contains(t)).collect()
+    }
+
+    /// The block's value of what a person typed; `None` when nothing was (the default, or what
+    /// is stored, stays).
+    pub fn value_of(&self, typed: &str) -> Option<serde_json::Value> {
+        let words = |s: &str| -> Vec<String> {
+            s.split([',', ' ', '\n', '\r', '\t']).map(str::trim).filter(|x| !x.is_empty()).map(str::to_string).collect()
+        };
+        let typed = match self.kind {
+            FieldKind::Lines => typed.trim_matches(['\r', '\n', ' ']),
+            _ => typed.trim(),
+        };
+        if typed.is_empty() {
+            return None;
+        }
+        Some(match self.kind {
+            FieldKind::Text => serde_json::json!(typed),
+            FieldKind::Lines => serde_json::json!(format!("{}\n", typed.replace("\r\n", "\n"))),
+            FieldKind::List => serde_json::json!(words(typed)),
+            FieldKind::Pairs { name, value } => serde_json::Value::Array(
+                typed
+                    .lines()
+                    .filter_map(|line| {
+                        let mut parts = line.split_whitespace();
+                        let mut item = serde_json::Map::new();
+                        item.insert(name.into(), serde_json::json!(parts.next()?));
+                        if let Some(v) = parts.next() {
+                            item.insert(value.into(), serde_json::json!(v));
+                        }
+                        Some(serde_json::Value::Object(item))
+                    })
+                    .collect(),
+            ),
+        })
+    }
+
+    /// What the form shows of a stored value (the inverse of [`FormField::value_of`]).
+    pub fn shown(&self, stored: &serde_json::Value) -> String {
+        let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
+        match (self.kind, stored.as_array()) {
+            (FieldKind::Pairs { name, value }, Some(items)) => items
+                .iter()
+                .map(|item| match item[value].as_str() {
+                    Some(v) => format!("{} {v}", text(&item[name])),
+                    None => text(&item[name]),
+                })
+                .collect::<Vec<_>>()
+                .join("\n"),
+            (_, Some(items)) => items.iter().filter_map(serde_json::Value::as_str).collect::<Vec<_>>().join(", "),
+            _ => text(stored),
+        }
     }
 }
 
@@ -578,6 +678,38 @@ impl Registry {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_settings_field_reads_what_a_person_typed_and_shows_it_back() {
+        let list = FormField::list("architectures", "Architectures", "");
+        assert_eq!(list.value_of(" amd64, arm64\nall "), Some(serde_json::json!(["amd64", "arm64", "all"])));
+        assert_eq!(list.shown(&serde_json::json!(["amd64", "all"])), "amd64, all");
+        assert_eq!(list.value_of("  "), None);
+        let key = FormField::lines("signed_by", "Key", "");
+        let armored = "-----BEGIN PGP PUBLIC KEY BLOCK-----\r\n\r\nabc\r\n-----END PGP PUBLIC KEY BLOCK-----\r\n";
+        let stored = key.value_of(armored);
+        assert_eq!(
+            stored,
+            Some(serde_json::json!(
+                "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nabc\n-----END PGP PUBLIC KEY BLOCK-----\n"
+            ))
+        );
+        let dbs = FormField::pairs("checksum_databases", "Databases", "", "name", "url");
+        let typed = "sum.golang.org\nsum.example.com https://sum.example.com\n";
+        let value = dbs.value_of(typed);
+        assert_eq!(
+            value,
+            Some(
+                serde_json::json!([{"name": "sum.golang.org"}, {"name": "sum.example.com", "url": "https://sum.example.com"}])
+            )
+        );
+        assert_eq!(dbs.shown(&value.unwrap_or_default()), typed.trim_end());
+        let form = SettingsForm { types: &[RepoType::Hosted, RepoType::Proxy], fields: &[] };
+        let proxy_only = key.only(&[RepoType::Proxy]);
+        assert!(proxy_only.applies(&form, RepoType::Proxy) && !proxy_only.applies(&form, RepoType::Hosted));
+        assert!(!list.applies(&form, RepoType::Group), "the form is not for groups");
+        assert_eq!(proxy_only.shown_for(&form), vec![RepoType::Proxy]);
+    }
 
     const KEYS: KeyKinds =
         KeyKinds { what: "test keys", algorithms: &["a1", "b2", "c3"], default: "b2", import: "<key>" };

@@ -48,10 +48,11 @@ pub(super) async fn audit(
             (field("target", "Target contains", &keep(&q.target), ""))
             button type="submit" { "Filter" }
         }
+        @if rows.is_empty() { p.muted { "No entry" @if !filters.is_empty() { " matches these filters" } "." } }
         div.table-wrap { table {
             thead { tr { th scope="col" { "When" } th scope="col" { "Who" } th scope="col" { "From" } th scope="col" { "Action" } th scope="col" { "Target" } th scope="col" { "Detail" } } }
             tbody { @for r in &rows { tr {
-                td { (super::super::time(r.at)) } td { (r.actor) } td { (r.address) } td { code { (r.action) } } td { (r.target) } td { code.hash { (r.detail) } }
+                td { (super::super::time(r.at)) } td { (r.actor) } td { (r.address) } td { code { (r.action) } } td.wrap { (r.target) } td.wrap { (detail(&r.detail)) }
             } } }
         } }
         nav.pager aria-label="Pages" {
@@ -60,4 +61,25 @@ pub(super) async fn audit(
         }
     };
     Ok(viewer.page("Audit log", body))
+}
+
+/// An entry's detail as people read it: each field on its own line (`key: value`), lists
+/// joined, nested objects as compact JSON; what is not a JSON object as it is.
+fn detail(raw: &str) -> maud::Markup {
+    let Ok(serde_json::Value::Object(fields)) = serde_json::from_str::<serde_json::Value>(raw) else {
+        return html! { code { (raw) } };
+    };
+    let shown = |v: &serde_json::Value| match v {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Array(items) if items.iter().all(|i| !i.is_object() && !i.is_array()) => items
+            .iter()
+            .map(|i| i.as_str().map_or_else(|| i.to_string(), str::to_string))
+            .collect::<Vec<_>>()
+            .join(", "),
+        other => other.to_string(),
+    };
+    html! {
+        @if fields.is_empty() { span.muted { "–" } }
+        ul.plain.detail { @for (k, v) in &fields { li { span.muted { (k) ": " } (shown(v)) } } }
+    }
 }

@@ -7,7 +7,7 @@ use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
 use maud::{html, Markup};
 use packyard_core::admin::repositories::{self as service, RepositoryView};
-use packyard_core::formats::{FormField, KeyChange, Registry};
+use packyard_core::formats::{FieldKind, FormField, KeyChange, Registry};
 use packyard_core::services::Services;
 use packyard_model::repos::{Format, RepoName, RepoType, RepositorySpec};
 use serde::Deserialize;
@@ -72,10 +72,17 @@ pub(super) fn spec_of(formats: &Registry, f: &RepoForm, creating: bool) -> Value
     let form = format.and_then(|format| Some((format, formats.get(format).settings()?.form()?)));
     if let (Some((format, form)), Ok(t)) = (form, f.repo_type.parse::<RepoType>()) {
         let mut block = serde_json::Map::new();
-        for field in form.fields.iter().filter(|_| form.types.contains(&t)) {
-            let value = f.settings.get(&settings_id(format, field)).map_or("", |v| v.trim());
-            if !value.is_empty() {
-                block.insert(field.key.into(), if field.list { json!(list_of(value)) } else { json!(value) });
+        for field in form.fields.iter().filter(|field| field.applies(form, t)) {
+            let typed = f.settings.get(&settings_id(format, field)).map_or("", String::as_str);
+            match field.value_of(typed) {
+                Some(value) => {
+                    block.insert(field.key.into(), value);
+                }
+                // Emptied while editing: back to the default (a merge patch's null).
+                None if !creating => {
+                    block.insert(field.key.into(), Value::Null);
+                }
+                None => {}
             }
         }
         if !block.is_empty() {
@@ -141,7 +148,16 @@ pub(super) fn repository_fields(formats: &Registry, f: &RepoForm, creating: bool
                         legend { (spec.ui().title()) }
                         @for field in form.fields {
                             @let id = settings_id(format, field);
-                            (self::field(&id, field.label, f.settings.get(&id).map_or("", String::as_str), field.hint))
+                            @let value = f.settings.get(&id).map_or("", String::as_str);
+                            @let own: Vec<&str> = field.shown_for(form).iter().map(|t| t.as_str()).collect();
+                            @if shown(&[format.as_str()], &own) {
+                                div data-types=[(own.len() < types.len()).then(|| own.join(" "))] {
+                                    @match field.kind {
+                                        FieldKind::Lines | FieldKind::Pairs { .. } => (lines(&id, field.label, value, field.hint)),
+                                        _ => (self::field(&id, field.label, value, field.hint)),
+                                    }
+                                }
+                            }
                         }
                     }
                 }
@@ -258,17 +274,7 @@ pub(super) fn settings_of(formats: &Registry, v: &RepositoryView) -> BTreeMap<St
     let Ok(format) = v.format.parse::<Format>() else { return BTreeMap::new() };
     let Some(form) = formats.get(format).settings().and_then(|s| s.form()) else { return BTreeMap::new() };
     let block = v.formats.get(format.as_str()).unwrap_or(&Value::Null);
-    form.fields
-        .iter()
-        .map(|field| {
-            let value = &block[field.key];
-            let shown = match value.as_array() {
-                Some(items) => items.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", "),
-                None => value.as_str().unwrap_or_default().to_string(),
-            };
-            (settings_id(format, field), shown)
-        })
-        .collect()
+    form.fields.iter().map(|field| (settings_id(format, field), field.shown(&block[field.key]))).collect()
 }
 
 /// The repository's name from the page's path; an impossible one is a page not found.
@@ -295,13 +301,28 @@ pub(super) async fn repository_page(
         .and_then(|f| packyard_formats::registry().get(f).signing_keys())
         .filter(|_| form.repo_type != "proxy")
         .and_then(|keys| keys.rotation_note());
+    // The signing key as the admin API describes it (`GET …/signing-key`), for a repository
+    // that signs what it publishes.
+    let formats = packyard_formats::registry();
+    let signs = form.format.parse::<Format>().ok().and_then(|f| formats.get(f).signing_keys()).is_some();
+    let key = if signs && form.repo_type != "proxy" {
+        service::signing_key(services, formats, &viewer.base.url(""), name).await.ok()
+    } else {
+        None
+    };
+    // Its publication units (`GET …/status`): those pending or failing first.
+    let mut units = service::status(services, formats, name).await.map(|s| s.units).unwrap_or_default();
+    units.sort_by_key(|u| (u.last_error.is_none(), !u.pending));
+    let (pending, failing) =
+        (units.iter().filter(|u| u.pending).count(), units.iter().filter(|u| u.last_error.is_some()).count());
+    const UNITS_SHOWN: usize = 20;
     let status = error.as_ref().map_or(StatusCode::OK, |e| e.code.status());
     let body = html! {
         div.crumbs { a href=(viewer.base.link("/admin/repositories")) { "Repositories" } " / " }
         h1 { (name) " " span.badge { (form.format) } " " span.badge { (form.repo_type) } }
         @if let Some(n) = &notice { p.notice role="status" { (n) } }
         (refusal(&error))
-        p { a href=(viewer.base.link(&format!("/browse/{name}"))) { "Browse its contents" } }
+        p { a href=(viewer.base.link(&format!("/browse/{name}"))) { "Browse its contents" } " · " a href=(viewer.base.link(&format!("/browse/{name}/files/"))) { "its files" } }
         form.stack method="post" action=(viewer.base.link(&format!("/admin/repositories/{name}"))) {
             (viewer.csrf_field())
             input type="hidden" name="format" value=(form.format);
@@ -309,12 +330,61 @@ pub(super) async fn repository_page(
             (repository_fields(packyard_formats::registry(), &form, false))
             div { button type="submit" { "Save changes" } }
         }
-        @if let Some(note) = rotation {
+        h2 #publication { "Publication" }
+        p {
+            (super::super::count(units.len() as i64, "publication unit", "publication units"))
+            @if pending > 0 { ", " (pending) " to publish" }
+            @if failing > 0 { ", " span.error-text { (failing) " failing" } }
+            @if pending == 0 && failing == 0 && !units.is_empty() { ", all published" }
+            "."
+        }
+        @if !units.is_empty() {
+            div.table-wrap { table {
+                thead { tr { th scope="col" { "Unit" } th.num scope="col" { "Revision" } th scope="col" { "Last published" } th scope="col" { "Last error" } } }
+                tbody { @for u in units.iter().take(UNITS_SHOWN) { tr {
+                    td.wrap { code { (u.unit) } " " span.badge { (u.kind) } }
+                    td.num { (u.published_revision) @if u.pending { " → " (u.desired_revision) } }
+                    td { @if let Some(t) = &u.last_published_at { (super::super::at(t)) } @else { "never" } }
+                    td.wrap { @if let Some(e) = &u.last_error {
+                        (e) br; span.muted { (super::super::count(u.attempts, "attempt", "attempts"))
+                            @if let Some(t) = &u.next_attempt_at { "; next " (super::super::at(t)) } }
+                    } @else { "–" } }
+                } } }
+            } }
+            @if units.len() > UNITS_SHOWN { p.muted { "and " (units.len() - UNITS_SHOWN) " more (all published); " code { "GET /api/v1/repositories/" (name) "/status" } " lists every one." } }
+        }
+        form method="post" action=(viewer.base.link(&format!("/admin/repositories/{name}/rebuild"))) {
+            (viewer.csrf_field())
+            button.secondary type="submit" { "Rebuild every unit" }
+            " " span.muted { "publishes each of its indexes again from what it holds" }
+        }
+        @if let Some(key) = key.as_ref().and_then(|k| k.as_object()) {
             h2 { "Signing key" }
+            dl.facts {
+                @for (k, v) in key.iter().filter(|(k, _)| k.as_str() != "repository") {
+                    @let text = v.as_str().map_or_else(|| v.to_string(), str::to_string);
+                    dt { (k.replace('_', " ")) }
+                    dd { @if text.contains('\n') || text.len() > 120 {
+                        details { summary { (text.lines().next().unwrap_or_default()) " …" } pre { code { (text) } } }
+                    } @else { code { (text) } } }
+                }
+            }
+            @let file = match (rotation, key.get("key_name").and_then(|n| n.as_str())) {
+                (Some(dir), Some(file)) if dir.ends_with('/') => Some(format!("{dir}{file}")),
+                (Some(note), _) if !note.ends_with('/') => Some(note.to_string()),
+                _ => None,
+            };
+            @if let Some(file) = file {
+                p { a.button href=(viewer.base.link(&format!("/repository/{name}/{file}"))) download { "Download the public key" } }
+            }
+        }
+        @if let Some(note) = rotation {
+            @if key.is_none() { h2 { "Signing key" } }
             p { "A new key signs every index from now on; clients need the new public key (" code { (note) } ")." }
-            form method="post" action=(viewer.base.link(&format!("/admin/repositories/{name}/signing-key"))) {
+            form.stack method="post" action=(viewer.base.link(&format!("/admin/repositories/{name}/signing-key"))) {
                 (viewer.csrf_field())
-                button.secondary type="submit" { "Rotate the signing key" }
+                (lines("private_key", "Or import a private key (optional)", "", "the key to sign with from now on, in the format's own encoding (APT: an armored OpenPGP secret key; APK: a PEM RSA key); empty: a new one is generated"))
+                div { button.secondary type="submit" { "Rotate the signing key" } }
             }
         }
         h2 { "Delete" }
@@ -350,16 +420,28 @@ pub(super) async fn update_repository(
     }
 }
 
+#[derive(Deserialize)]
+pub struct KeyForm {
+    csrf: Option<String>,
+    #[serde(default)]
+    private_key: String,
+}
+
 pub(super) async fn rotate_key(
     viewer: Viewer,
     services: web::Data<Services>,
     name: web::Path<String>,
-    f: web::Form<Csrf>,
+    f: web::Form<KeyForm>,
 ) -> Result<HttpResponse, UiError> {
     let admin = admin_of(&viewer)?;
     viewer.check_csrf(f.csrf.as_deref())?;
     let name = repo_name(&name)?;
-    let change = KeyChange { generate: true, ..KeyChange::default() };
+    let import = f.private_key.trim();
+    let change = if import.is_empty() {
+        KeyChange { generate: true, ..KeyChange::default() }
+    } else {
+        KeyChange { private_key: Some(format!("{}\n", import.replace("\r\n", "\n"))), ..KeyChange::default() }
+    };
     let site = viewer.base.url("");
     let formats = packyard_formats::registry();
     match service::change_signing_key(&services, formats, admin.actor(), &site, name.as_str(), &change).await {
@@ -377,12 +459,6 @@ pub(super) async fn rotate_key(
         }
         Err(e) => repository_page(&viewer, &services, name.as_str(), None, Some(e.into()), None).await,
     }
-}
-
-#[derive(Deserialize)]
-pub struct Confirm {
-    csrf: Option<String>,
-    confirm: Option<String>,
 }
 
 pub(super) async fn delete_repository(
@@ -407,6 +483,27 @@ pub(super) async fn delete_repository(
     let name = repo_name(&name)?;
     match service::delete(&services, packyard_formats::registry(), admin.actor(), name.as_str()).await {
         Ok(()) => Ok(viewer.redirect("/admin/repositories")),
+        Err(e) => repository_page(&viewer, &services, name.as_str(), None, Some(e.into()), None).await,
+    }
+}
+
+pub(super) async fn rebuild_repository(
+    viewer: Viewer,
+    services: web::Data<Services>,
+    name: web::Path<String>,
+    f: web::Form<Csrf>,
+) -> Result<HttpResponse, UiError> {
+    let admin = admin_of(&viewer)?;
+    viewer.check_csrf(f.csrf.as_deref())?;
+    let name = repo_name(&name)?;
+    match service::rebuild(&services, packyard_formats::registry(), admin.actor(), name.as_str()).await {
+        Ok(r) => {
+            let notice = format!(
+                "{} requested; the worker publishes them within moments.",
+                super::super::count(r.units as i64, "rebuild", "rebuilds")
+            );
+            repository_page(&viewer, &services, name.as_str(), Some(notice), None, None).await
+        }
         Err(e) => repository_page(&viewer, &services, name.as_str(), None, Some(e.into()), None).await,
     }
 }

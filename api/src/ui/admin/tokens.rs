@@ -40,6 +40,18 @@ pub(super) async fn token_list(
     let user = user_of(viewer)?;
     let status = error.as_ref().map_or(StatusCode::OK, |e| e.code.status());
     let listed = tokens::list(services, user.owner(), false).await.map_err(ApiError::from)?;
+    // An administrator sees everyone else's tokens too (`GET /api/v1/tokens?all=true`), to revoke.
+    let others: Vec<_> = if viewer.is_admin() {
+        let mine = user.username().to_string();
+        tokens::list(services, user.owner(), true)
+            .await
+            .map_err(ApiError::from)?
+            .into_iter()
+            .filter(|t| t.username != mine)
+            .collect()
+    } else {
+        Vec::new()
+    };
     let body = html! {
         h1 { "My tokens" }
         (admin_nav(viewer, "/admin/tokens"))
@@ -59,8 +71,8 @@ pub(super) async fn token_list(
                     td { (t.name) }
                     td { (t.repositories.as_deref().unwrap_or("all repositories")) " · "
                         (t.actions.as_ref().map(|a| a.iter().map(|a| a.as_str()).collect::<Vec<_>>().join(", ")).unwrap_or_else(|| "all of my actions".into())) }
-                    td { (t.expires_at.as_deref().unwrap_or("never")) }
-                    td { (t.created_at) }
+                    td { @if let Some(e) = &t.expires_at { (super::super::at(e)) } @else { "never" } }
+                    td { (super::super::at(&t.created_at)) }
                     td { @if t.revoked_at.is_some() { span.badge { "revoked" } } @else {
                         form.inline method="post" action=(viewer.base.link(&format!("/admin/tokens/{id}/revoke"))) {
                             (viewer.csrf_field())
@@ -70,6 +82,29 @@ pub(super) async fn token_list(
                 }
             } }
         } }
+        @if !others.is_empty() {
+            h2 { "Everyone else's tokens" }
+            div.table-wrap { table {
+                thead { tr { th scope="col" { "Owner" } th scope="col" { "Name" } th scope="col" { "Scope" } th scope="col" { "Expires" } th scope="col" { "Created" } th scope="col" { "State" } } }
+                tbody { @for t in &others {
+                    @let id = &t.id;
+                    tr {
+                        td { (t.username) }
+                        td { (t.name) }
+                        td { (t.repositories.as_deref().unwrap_or("all repositories")) " · "
+                            (t.actions.as_ref().map(|a| a.iter().map(|a| a.as_str()).collect::<Vec<_>>().join(", ")).unwrap_or_else(|| "all of the owner's actions".into())) }
+                        td { @if let Some(e) = &t.expires_at { (super::super::at(e)) } @else { "never" } }
+                        td { (super::super::at(&t.created_at)) }
+                        td { @if t.revoked_at.is_some() { span.badge { "revoked" } } @else {
+                            form.inline method="post" action=(viewer.base.link(&format!("/admin/tokens/{id}/revoke"))) {
+                                (viewer.csrf_field())
+                                button.link type="submit" aria-label=(format!("Revoke {}'s token {}", t.username, t.name)) { "Revoke" }
+                            }
+                        } }
+                    }
+                } }
+            } }
+        }
         h2 { "Create a token" }
         (refusal(&error))
         form.stack method="post" action=(viewer.base.link("/admin/tokens")) {

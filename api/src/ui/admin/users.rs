@@ -45,7 +45,7 @@ pub(super) async fn user_list(
                     td { a href=(viewer.base.link(&format!("/admin/users/{name}"))) { (name) } }
                     td { (u.roles.join(", ")) }
                     td { (u.source) }
-                    td { (u.created_at) }
+                    td { (super::super::at(&u.created_at)) }
                     td { @if name != viewer.caller.username() {
                         form.inline method="post" action=(viewer.base.link(&format!("/admin/users/{name}/delete"))) {
                             (viewer.csrf_field())
@@ -102,7 +102,7 @@ pub(super) async fn user_page(
         h1 { (name) }
         @if let Some(n) = notice { p.notice role="status" { (n) } }
         (refusal(&error))
-        p.muted { "Created " (user.created_at) }
+        p.muted { "Created " (super::super::at(&user.created_at)) }
         @if !user.is_local() {
             p { "Signs in through " strong { (user.source) } "; roles come from there: " (user.roles.join(", ")) "." }
             @if let Some(email) = &user.email { p.muted { (email) } }

@@ -187,6 +187,27 @@ pub async fn delete(services: &Services, actor: Actor<'_>, name: &str) -> AdminR
     Ok(())
 }
 
+/// The event a test delivery carries (`POST /api/v1/webhooks/{name}/test`).
+pub const TEST_EVENT: &str = "webhook.test";
+
+/// Queues a `webhook.test` event for this subscription alone (whatever events it takes), sent
+/// like any other and logged in its deliveries; the new delivery's id. A disabled subscription
+/// is refused: nothing would be sent.
+pub async fn send_test(services: &Services, actor: Actor<'_>, name: &str) -> AdminResult<i64> {
+    let hook = find(services, name).await?;
+    if !hook.enabled {
+        return Err(AdminError::Conflict(format!("webhook {name} is disabled: enable it to send a test event")));
+    }
+    let payload =
+        serde_json::json!({"webhook": name, "message": "a test event: the subscription and its receiver work"});
+    let id = services.db.enqueue_test_delivery(hook.id, TEST_EVENT, &payload.to_string()).await?;
+    services
+        .security
+        .audit(actor.username, actor.address, "webhook.test", name, serde_json::json!({"delivery": id}))
+        .await;
+    Ok(id)
+}
+
 /// One delivery of an event to a subscription.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -117,6 +117,47 @@ impl Directories {
         Ok(None)
     }
 
+    /// Each directory as the administration shows it: what the configuration says of it, and
+    /// whether it answers now (a connection, TLS, and the service account's bind when there is
+    /// one), each asked once, side by side.
+    pub async fn health(&self) -> Vec<DirectoryHealth> {
+        let checks = self.dirs.iter().map(|dir| async move {
+            let started = std::time::Instant::now();
+            let answer = async {
+                let mut conn = dir.connect().await?;
+                let bound = if dir.cfg.bind_dn.is_some() { dir.service_bind(&mut conn).await } else { Ok(()) };
+                conn.close().await;
+                bound
+            }
+            .await;
+            let c = &dir.cfg;
+            DirectoryHealth {
+                name: c.name.clone(),
+                url: c.url.clone(),
+                transport: if c.url.starts_with("ldaps://") {
+                    "LDAPS"
+                } else if c.starttls {
+                    "StartTLS"
+                } else {
+                    "plain (passwords in the clear)"
+                },
+                mode: match (&c.bind_dn, &c.user_dn_template) {
+                    (Some(dn), _) => format!("search under {} as {dn}, then bind as the user", c.user_base),
+                    (None, Some(t)) => format!("direct bind as {t}"),
+                    (None, None) => "direct bind".into(),
+                },
+                groups: match &c.group_base {
+                    Some(base) => format!("searched under {base}"),
+                    None => format!("the user's {} attribute", c.group_attribute),
+                },
+                mapped_groups: c.group_roles.len(),
+                default_roles: c.default_roles.clone(),
+                answer: answer.map(|()| started.elapsed()),
+            }
+        });
+        futures_util::future::join_all(checks).await
+    }
+
     /// Looks up a user of `source` (`ldap:<name>`) with the service account.
     pub async fn recheck(&self, source: &str, username: &str) -> Result<Recheck, DirectoryError> {
         let Some(dir) = self.dirs.iter().find(|d| d.source == source) else {
@@ -141,6 +182,21 @@ impl Directories {
             }
         }
     }
+}
+
+/// A directory's configuration and whether it answered ([`Directories::health`]).
+#[derive(Debug, Clone)]
+pub struct DirectoryHealth {
+    pub name: String,
+    pub url: String,
+    pub transport: &'static str,
+    pub mode: String,
+    pub groups: String,
+    /// How many groups map to roles.
+    pub mapped_groups: usize,
+    pub default_roles: Vec<String>,
+    /// How long it took to answer, or why it did not.
+    pub answer: Result<Duration, String>,
 }
 
 enum Outcome {

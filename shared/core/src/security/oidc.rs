@@ -96,6 +96,27 @@ impl Oidc {
         &self.cfg.button_label
     }
 
+    /// The issuer, the client and the claims it reads, as the administration shows them.
+    pub fn described(&self) -> Vec<(&'static str, String)> {
+        let c = &self.cfg;
+        vec![
+            ("Issuer", self.issuer.as_str().to_string()),
+            ("Client id", c.client_id.clone()),
+            ("Button", c.button_label.clone()),
+            ("User name from", format!("the {} claim", c.username_claim)),
+        ]
+    }
+
+    /// Whether the provider answers now: its discovery document fetched again (without the
+    /// sign-ins' lock; the cached one stays) and how long that took, or why it failed.
+    pub async fn health(&self) -> Result<Duration, String> {
+        let started = Instant::now();
+        match CoreProviderMetadata::discover_async(self.issuer.clone(), &self.http).await {
+            Ok(_) => Ok(started.elapsed()),
+            Err(e) => Err(describe(&e)),
+        }
+    }
+
     /// The provider's metadata and keys, discovered at first use and again after
     /// [`METADATA_TTL`] or when `refresh` asks for it.
     async fn client(&self, redirect_uri: &str, refresh: bool) -> Result<Client, OidcError> {

@@ -86,7 +86,7 @@ pub struct Security {
     throttle: LoginThrottle,
     pub keystore: Arc<KeyStore>,
     /// LDAP directories asked for names that are not local users.
-    directories: Directories,
+    pub directories: Directories,
     /// The OpenID Connect provider of the web UI's single sign-on, when configured.
     pub oidc: Option<Oidc>,
     pub anonymous_read: bool,

@@ -58,7 +58,15 @@ impl Settings for ApkSettings {
 /// The web UI's fields.
 pub static FORM: SettingsForm = SettingsForm {
     types: &[RepoType::Hosted, RepoType::Proxy, RepoType::Group],
-    fields: &[FormField::list("architectures", "Architectures", "comma-separated, e.g. x86_64, aarch64")],
+    fields: &[
+        FormField::list("architectures", "Architectures", "comma-separated, e.g. x86_64, aarch64"),
+        FormField::lines(
+            "signed_by",
+            "Upstream index keys",
+            "the upstream's index public key(s), SPKI PEM: a group over this proxy verifies the upstream APKINDEX with them",
+        )
+        .only(&[RepoType::Proxy]),
+    ],
 };
 
 #[cfg(test)]

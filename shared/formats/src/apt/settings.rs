@@ -114,13 +114,29 @@ impl Settings for AptSettings {
     }
 }
 
-/// The web UI's fields (hosted and proxy; a group publishes the defaults).
+/// The web UI's fields: every setting, each for the types that have it.
 pub static FORM: SettingsForm = SettingsForm {
-    types: &[RepoType::Hosted, RepoType::Proxy],
+    types: &[RepoType::Hosted, RepoType::Proxy, RepoType::Group],
     fields: &[
-        FormField::text("distribution", "Distribution", "e.g. stable or bookworm"),
+        FormField::list(
+            "distributions",
+            "Distributions",
+            "comma-separated, e.g. bookworm, bookworm-updates: each published (hosted, group) or mirrored (proxy); stable when empty",
+        ),
+        FormField::text("distribution", "Default distribution", "where an upload that names none goes; the first distribution when empty")
+            .only(&[RepoType::Hosted]),
         FormField::list("components", "Components", "comma-separated, e.g. main"),
         FormField::list("architectures", "Architectures", "comma-separated, e.g. amd64, arm64, all"),
+        FormField::text("origin", "Origin", "the Release file's Origin; the repository's name when empty")
+            .only(&[RepoType::Hosted, RepoType::Group]),
+        FormField::text("label", "Label", "the Release file's Label; the repository's name when empty")
+            .only(&[RepoType::Hosted, RepoType::Group]),
+        FormField::lines(
+            "signed_by",
+            "Upstream key",
+            "the upstream archive's armored OpenPGP public key: a group over this proxy verifies what it merges with it, and clients of the proxy fetch it as gpg.key",
+        )
+        .only(&[RepoType::Proxy]),
     ],
 };
 

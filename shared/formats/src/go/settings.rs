@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use packyard_core::formats::Settings;
+use packyard_core::formats::{FormField, Settings, SettingsForm};
 use packyard_model::repos::{check_segment, check_url, Format, FormatSettings, InvalidRepository, RepoType};
 use serde::{Deserialize, Serialize};
 
@@ -67,7 +67,23 @@ impl Settings for GoSettings {
                     "name": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,253}$"},
                     "url": {"type": "string", "format": "uri", "description": "where the database answers; absent: <remote_url>/sumdb/<name>"}}}}}})
     }
+
+    fn form() -> Option<&'static SettingsForm> {
+        Some(&FORM)
+    }
 }
+
+/// The web UI's fields (a proxy's; a hosted or group repository serves a database of its own).
+pub static FORM: SettingsForm = SettingsForm {
+    types: &[RepoType::Proxy],
+    fields: &[FormField::pairs(
+        "checksum_databases",
+        "Checksum databases",
+        "one per line: a name, and where it answers when not through the upstream proxy (e.g. sum.golang.org, or sum.example.com https://sum.example.com); sum.golang.org when empty",
+        "name",
+        "url",
+    )],
+};
 
 /// A checksum database's name: 1 to 253 characters from A-Z, a-z, 0-9, '.', '_' and '-' (a
 /// host name, as Go's are; it is a URL path segment and a note key's name).

@@ -724,6 +724,29 @@ impl Db {
             .collect()
     }
 
+    /// The files of the repository's current snapshots whose path begins with `prefix`, at most
+    /// `limit` (the file browser's published indexes).
+    pub async fn published_files_under(
+        &self,
+        repository_id: i64,
+        prefix: &str,
+        limit: i64,
+    ) -> DbResult<Vec<SnapshotFile>> {
+        let under = sql!("snapshot_files.under", "SELECT f.path AS path, f.sha256 AS sha256, f.size AS size, f.content_type AS content_type FROM publication_units u JOIN snapshot_files f ON f.snapshot_id = u.current_snapshot_id WHERE u.repository_id = $1 AND f.path LIKE $2 ESCAPE '!' LIMIT $3");
+        let pattern = format!("{}%", super::catalogue::like_escaped(prefix));
+        let rows = self.bound(under, (repository_id, pattern.as_str(), limit)).fetch_all(self.pool()).await?;
+        rows.iter()
+            .map(|r| {
+                Ok(SnapshotFile {
+                    path: text(r, "path")?,
+                    sha256: text(r, "sha256")?.trim().to_string(),
+                    size: r.try_get("size")?,
+                    content_type: text(r, "content_type")?,
+                })
+            })
+            .collect()
+    }
+
     /// Snapshot ids of a unit, newest first: the current one and those kept for readers.
     pub async fn snapshot_ids(&self, unit_id: i64) -> DbResult<Vec<(i64, i64, Option<i64>)>> {
         let rows = self

@@ -232,6 +232,22 @@ impl Db {
         Ok(hooks.len() as u64)
     }
 
+    /// Records a test `event` with its `payload` and one pending delivery of it to subscription
+    /// `webhook_id` alone (the administration's "send a test event"); returns the delivery's id.
+    pub async fn enqueue_test_delivery(&self, webhook_id: i64, event: &str, payload: &str) -> DbResult<i64> {
+        let mut tx = self.begin().await?;
+        let now = now_ms();
+        let insert = insert_id!(
+            "webhook_events.insert",
+            "INSERT INTO webhook_events (event, repository_key, payload, created_at) VALUES ($1, $2, $3, $4)"
+        );
+        let event_id = self.insert_id(self.bound(insert, (event, "", payload, now)), &mut *tx).await?;
+        let delivery = insert_id!("webhook_deliveries.insert_test", "INSERT INTO webhook_deliveries (webhook_id, event_id, repository_key, state, attempts, next_attempt_at, leased_until, created_at) VALUES ($1, $2, '', 'pending', 0, $3, 0, $4)");
+        let id = self.insert_id(self.bound(delivery, (webhook_id, event_id, now, now)), &mut *tx).await?;
+        tx.commit().await?;
+        Ok(id)
+    }
+
     /// [`Self::enqueue_webhook_event_in`] in a transaction of its own.
     pub async fn enqueue_webhook_event(&self, event: &str, repository: Option<&str>, payload: &str) -> DbResult<u64> {
         let mut tx = self.begin().await?;
