@@ -1319,3 +1319,154 @@ fn an_apt_group_over_a_proxy_made_in_the_ui_installs_with_its_own_setup_lines() 
     assert!(server.terminate()?.success());
     Ok(())
 }
+
+/// The set-up a component's page shows, for Go and Conan repositories of each type (hosted, a
+/// proxy of it, a group of both): pasted into a shell as it is — `go env -w GOPROXY/GOSUMDB`,
+/// `go get`; `conan remote add`, `conan install` — the real clients fetch the version. Go's
+/// hosted and group lines verify against the repository's own checksum database. (A proxy's
+/// line names sum.golang.org, which this machine cannot reach: its run leaves `example.com`
+/// out of verification, as a company would its private modules.)
+#[test]
+fn the_set_up_each_go_and_conan_page_shows_works_in_the_real_clients() -> anyhow::Result<()> {
+    let Some(driver) = driver() else { return Ok(()) };
+    let go = common::process::available("go", "version");
+    let conan = common::process::available("conan", "--version");
+    let dir = tempfile::tempdir()?;
+    let server = server(dir.path(), &[("PACKYARD_PROXY__ALLOWED_NETWORKS", r#"["127.0.0.1/32"]"#)])?;
+    let public = server.public.clone();
+    let auth = basic(PW);
+    let b = Browser::start(&driver)?;
+    sign_in(&b, &public, "admin", PW)?;
+    let shell = |script: &str, cwd: &std::path::Path, env: &[(&str, String)]| -> anyhow::Result<String> {
+        let out = std::process::Command::new("sh")
+            .arg("-ec")
+            .arg(script)
+            .current_dir(cwd)
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+            .output()?;
+        let log = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        anyhow::ensure!(out.status.success(), "{script}\n{log}");
+        Ok(log)
+    };
+    // The component page's snippets of `repo`, reached from its browse page by `link` (a
+    // proxy's catalogue lists what it has fetched: it may take a moment).
+    let snippets_of = |repo: &str, link: &str| -> anyhow::Result<Vec<String>> {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let found = loop {
+            b.goto(&format!("{public}/browse/{repo}"))?;
+            match b.find_by_text("table a", link) {
+                Ok(found) => break found,
+                Err(e) => anyhow::ensure!(Instant::now() < deadline, "{repo}: {e}"),
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        };
+        b.click_to_load(&found)?;
+        b.wait_for("#setup", Duration::from_secs(5))?;
+        snippets(&b)
+    };
+
+    if go {
+        create_repository(&public, &auth, Repo::hosted("gomods", Format::Go))?;
+        let zip = packyard_codecs::go::testing::simple_module("example.com/acme/hello", "v1.2.0", "one", 0)?;
+        put(&public, "/repository/gomods/example.com/acme/hello/@v/v1.2.0.zip", &zip)?;
+        create_repository(
+            &public,
+            &auth,
+            Repo::proxy("goproxy", Format::Go, &format!("{public}/repository/gomods/"))
+                .with(json!({"go": {"checksum_databases": []}})),
+        )?;
+        create_repository(&public, &auth, Repo::group("goall", Format::Go, &["gomods", "goproxy"]))?;
+        // The proxy's catalogue fills as it serves: fetch the version through it once.
+        for ext in ["info", "mod", "zip"] {
+            let (s, _) = get_text(&format!("{public}/repository/goproxy/example.com/acme/hello/@v/v1.2.0.{ext}"))?;
+            assert_eq!(s, 200, "{ext} through the proxy");
+        }
+        for repo in ["gomods", "goproxy", "goall"] {
+            let snips = snippets_of(repo, "example.com/acme/hello")?;
+            let joined = snips.join("\n");
+            assert!(joined.contains("go get example.com/acme/hello@v1.2.0"), "{repo}: {joined}");
+            if repo != "goproxy" {
+                assert!(
+                    joined.contains(&format!("{public}/repository/{repo}/sumdb/")),
+                    "{repo}'s own database: {joined}"
+                );
+            }
+            let home = tempfile::tempdir()?;
+            let work = home.path().join("work");
+            std::fs::create_dir_all(&work)?;
+            let h = |p: &str| home.path().join(p).display().to_string();
+            let mut env = vec![
+                ("HOME", h("")),
+                ("GOPATH", h("gopath")),
+                ("GOMODCACHE", h("modcache")),
+                ("GOCACHE", h("gocache")),
+                ("GOTOOLCHAIN", "local".into()),
+                ("CGO_ENABLED", "0".into()),
+                ("GOFLAGS", "-mod=mod".into()),
+            ];
+            if repo == "goproxy" {
+                env.push(("GONOSUMDB", "example.com".into()));
+            }
+            let script = format!("go mod init example.com/try\n{joined}\ngo list -m all");
+            let log = shell(&script, &work, &env)?;
+            assert!(log.contains("example.com/acme/hello v1.2.0"), "{repo}: {log}");
+            let sum = std::fs::read_to_string(work.join("go.sum"))?;
+            assert!(sum.contains("example.com/acme/hello v1.2.0 h1:"), "{repo}: {sum}");
+        }
+    } else {
+        eprintln!("go part skipped: no go command");
+    }
+
+    if conan {
+        create_repository(&public, &auth, Repo::hosted("cc", Format::Conan))?;
+        let producer = tempfile::tempdir()?;
+        let p = producer.path().display().to_string();
+        let env = [("CONAN_HOME", p.clone())];
+        shell(
+            &format!(
+                "conan profile detect\nconan remote add cc {public}/repository/cc\nconan remote login cc admin -p {PW}\n\
+                 mkdir hello && cd hello && conan new header_lib -d name=hello -d version=1.0 && conan create . -tf=\n\
+                 conan upload hello/1.0 -r cc -c"
+            ),
+            producer.path(),
+            &env,
+        )?;
+        create_repository(&public, &auth, Repo::proxy("ccproxy", Format::Conan, &format!("{public}/repository/cc")))?;
+        create_repository(&public, &auth, Repo::group("ccall", Format::Conan, &["cc", "ccproxy"]))?;
+        // The proxy's catalogue fills as it serves: ask it once, as a client would.
+        let home = tempfile::tempdir()?;
+        let c = home.path().display().to_string();
+        shell(
+            &format!("conan profile detect\nconan remote add warm {public}/repository/ccproxy\nconan install --requires=hello/1.0 -r warm"),
+            home.path(),
+            &[("CONAN_HOME", c)],
+        )?;
+        for repo in ["cc", "ccproxy", "ccall"] {
+            let snips = snippets_of(repo, "hello")?;
+            let joined = snips.join("\n");
+            assert!(
+                joined.contains(&format!("conan remote add {repo} {public}/repository/{repo}")),
+                "{repo}: {joined}"
+            );
+            let home = tempfile::tempdir()?;
+            let c = home.path().display().to_string();
+            let log = shell(&format!("conan profile detect\n{joined}"), home.path(), &[("CONAN_HOME", c)])?;
+            assert!(
+                log.contains("hello/1.0") && log.contains(&format!("Downloaded recipe revision"))
+                    || log.contains("Found"),
+                "{repo}: {log}"
+            );
+            let listed = shell(
+                "conan list 'hello/1.0#*' --format=json",
+                home.path(),
+                &[("CONAN_HOME", home.path().display().to_string())],
+            )?;
+            assert!(listed.contains("hello/1.0"), "{repo}: installed into the cache: {listed}");
+        }
+    } else {
+        eprintln!("conan part skipped: no conan in PATH");
+    }
+    drop(b);
+    assert!(server.terminate()?.success());
+    Ok(())
+}
