@@ -25,6 +25,8 @@ have gpg /usr/bin/gpg || need+=(gnupg)
 have openssl /usr/bin/openssl || need+=(openssl)
 # HTTPS checks (api/tests/it/tls.rs): HTTP/2 by ALPN, redirects.
 have curl /usr/bin/curl || need+=(curl)
+# The web UI's APK set-up snippet fetches the key with wget (api/tests/it/ui.rs).
+have wget /usr/bin/wget || need+=(wget)
 # A real outbound HTTP proxy for the corporate-network tests (api/tests/it/upstreams.rs).
 have tinyproxy /usr/bin/tinyproxy || need+=(tinyproxy)
 # A real OpenLDAP directory for the LDAP sign-in tests (api/tests/it/ldap.rs, scripts/ldap/).

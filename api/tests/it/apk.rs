@@ -537,6 +537,14 @@ mod over_http {
         assert_eq!(packages.get("hello-2.12-r1.apk"), Some(&up_hello.bytes));
         let (_, h, _) = get(&server, &format!("/repository/mirror/{unit}/hello-2.12-r1.apk"))?;
         assert_eq!(h.get("x-packyard-cache").map(String::as_str), Some("hit"));
+        // A group over a proxy without the upstream's key could not verify what it merges:
+        // refused at once, naming the setting (#39).
+        let nokey = Repo::proxy("nokey", Format::Apk, &format!("{}/repository/alpine/", upstream.public));
+        create(&server, nokey)?;
+        let (s, text) =
+            admin(&server, "POST", "/api/v1/repositories", Repo::group("blind", Format::Apk, &["nokey"]).into())?;
+        assert_eq!(s, 400, "{text}");
+        assert!(text.contains("group member nokey is a proxy without apk.signed_by"), "{text}");
         let (s, _, body) = get(&server, "/repository/mirror/v3.20/main/riscv64/APKINDEX.tar.gz")?;
         assert_eq!(s, 404);
         assert!(String::from_utf8_lossy(&body).contains("architecture \"riscv64\" is not served"));

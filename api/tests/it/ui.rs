@@ -1321,13 +1321,13 @@ fn an_apt_group_over_a_proxy_made_in_the_ui_installs_with_its_own_setup_lines() 
 }
 
 /// The set-up a component's page shows, for Go and Conan repositories of each type (hosted, a
-/// proxy of it, a group of both): pasted into a shell as it is — `go env -w GOPROXY/GOSUMDB`,
+/// proxy of it, a group of both) and APK's hosted and group: pasted into a shell as it is — `go env -w GOPROXY/GOSUMDB`,
 /// `go get`; `conan remote add`, `conan install` — the real clients fetch the version. Go's
 /// hosted and group lines verify against the repository's own checksum database. (A proxy's
 /// line names sum.golang.org, which this machine cannot reach: its run leaves `example.com`
 /// out of verification, as a company would its private modules.)
 #[test]
-fn the_set_up_each_go_and_conan_page_shows_works_in_the_real_clients() -> anyhow::Result<()> {
+fn the_set_up_each_go_conan_and_apk_page_shows_works_in_the_real_clients() -> anyhow::Result<()> {
     let Some(driver) = driver() else { return Ok(()) };
     let go = common::process::available("go", "version");
     let conan = common::process::available("conan", "--version");
@@ -1465,6 +1465,62 @@ fn the_set_up_each_go_and_conan_page_shows_works_in_the_real_clients() -> anyhow
         }
     } else {
         eprintln!("conan part skipped: no conan in PATH");
+    }
+
+    // APK (hosted, and a group over it): no apk client runs on Debian, so the snippet runs as
+    // pasted with `apk` itself a no-op, and the independent verifier (api/tests/apk_verify.py)
+    // plays apk on every line it added to the repositories file: the index signed by the key
+    // the snippet saved, the package listed with the bytes uploaded.
+    create_repository(
+        &public,
+        &auth,
+        Repo::hosted("alpine", Format::Apk).with(json!({"apk": {"architectures": ["x86_64"]}})),
+    )?;
+    let apk = packyard_codecs::apk::testing::build_apk(&packyard_codecs::apk::testing::Fixture::new(
+        "hello", "1.0-r0", "x86_64",
+    ))?
+    .bytes;
+    put(&public, "/repository/alpine/v3.20/main/x86_64/hello-1.0-r0.apk", &apk)?;
+    create_repository(
+        &public,
+        &auth,
+        Repo::group("alpall", Format::Apk, &["alpine"]).with(json!({"apk": {"architectures": ["x86_64"]}})),
+    )?;
+    for repo in ["alpine", "alpall"] {
+        let snips = snippets_of(repo, "hello")?;
+        let root = tempfile::tempdir()?;
+        let r = root.path().display().to_string();
+        std::fs::create_dir_all(root.path().join("keys"))?;
+        let script = snips.join("\n").replace("/etc/apk/", &format!("{r}/"));
+        assert!(script.contains("apk add hello=1.0-r0"), "{repo}: {script}");
+        shell(&format!("apk() {{ :; }}\n{script}"), root.path(), &[])?;
+        let keys: Vec<_> = std::fs::read_dir(root.path().join("keys"))?
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(keys.len(), 1, "{repo}: the snippet saved the key: {keys:?}");
+        let lines = std::fs::read_to_string(root.path().join("repositories"))?;
+        assert_eq!(lines.lines().collect::<Vec<_>>(), [format!("{public}/repository/{repo}/v3.20/main")], "{repo}");
+        for line in lines.lines() {
+            let check = tempfile::tempdir()?;
+            let fetch = |url: String| -> anyhow::Result<Vec<u8>> {
+                let mut body = Vec::new();
+                std::io::Read::read_to_end(&mut ureq::get(&url).call()?.into_reader(), &mut body)?;
+                Ok(body)
+            };
+            std::fs::write(check.path().join("APKINDEX.tar.gz"), fetch(format!("{line}/x86_64/APKINDEX.tar.gz"))?)?;
+            let got = fetch(format!("{line}/x86_64/hello-1.0-r0.apk"))?;
+            assert!(got == apk, "{repo}: the package as uploaded");
+            std::fs::write(check.path().join("hello-1.0-r0.apk"), &got)?;
+            std::fs::copy(root.path().join("keys").join(&keys[0]), check.path().join("key.pem"))?;
+            let out = common::process::apk_verifier(check.path(), "APKINDEX.tar.gz", "key.pem", &keys[0])?;
+            assert!(
+                out.status.success(),
+                "{repo}: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
     }
     drop(b);
     assert!(server.terminate()?.success());
