@@ -503,6 +503,11 @@ fn web_ui_sign_in_as_a_directory_user_in_chromium() -> anyhow::Result<()> {
     b.goto(&format!("{public}/admin/users"))?;
     let text = b.text_of_page()?;
     assert!(text.contains("ldap:corp"), "{text}");
+    // The sign-in sources page: the directory as configured, and that it answers now.
+    b.goto(&format!("{public}/admin/directories"))?;
+    let panel = b.text(&b.find("section.panel")?)?;
+    let url = format!("ldaps://127.0.0.1:{}", slapd.ldaps_port);
+    assert!(panel.contains("corp") && panel.contains("answers in") && panel.contains(&url), "{panel}");
     drop(b);
 
     slapd.stop()?;
@@ -511,6 +516,10 @@ fn web_ui_sign_in_as_a_directory_user_in_chromium() -> anyhow::Result<()> {
     assert!(text.contains("The user directory cannot be reached; try again shortly."), "{text}");
     sign_in(&b, "admin", PW)?;
     assert_eq!(b.text(&b.wait_for(".who .user", Duration::from_secs(10))?)?, "Signed in as admin");
+    // And that it does not, saying why.
+    b.goto(&format!("{public}/admin/directories"))?;
+    let panel = b.text(&b.find("section.panel")?)?;
+    assert!(panel.contains("does not answer") && panel.contains("connection"), "{panel}");
     drop(b);
     assert!(server.terminate()?.success());
     Ok(())

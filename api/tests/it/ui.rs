@@ -93,7 +93,7 @@ fn sign_in(b: &Browser, public: &str, user: &str, password: &str) -> anyhow::Res
 
 fn screenshot(b: &Browser, name: &str) -> anyhow::Result<()> {
     if let Ok(dir) = std::env::var("UI_SCREENSHOTS") {
-        b.screenshot(&PathBuf::from(dir).join(format!("{name}.png")), 1280)?;
+        b.screenshot(&PathBuf::from(dir).join(format!("{name}.png")), 1366)?;
     }
     Ok(())
 }
@@ -728,6 +728,10 @@ fn administering_repositories_users_roles_tokens_and_cleanup_in_chromium() -> an
     let body: Value = serde_json::from_slice(&got[0].body)?;
     assert_eq!(body["data"]["webhook"], "ci", "{body}");
     screenshot(&b, "admin-webhook")?;
+    b.goto(&format!("{public}/admin/directories"))?;
+    let text = b.text_of_page()?;
+    assert!(text.contains("None configured") && text.contains("Not configured"), "{text}");
+    screenshot(&b, "admin-directories")?;
 
     // Edit a user: another role and a new password, which then signs in to a client's API.
     b.goto(&format!("{public}/admin/users"))?;
@@ -1005,6 +1009,16 @@ fn tab_through(b: &Browser) -> anyhow::Result<Vec<Value>> {
     Ok(seen)
 }
 
+/// What sticks out of the window: the page's scroll width against the window's, and the first
+/// elements (outside a table's own scrolling frame) whose right edge passes the window's.
+const OVERFLOW: &str = "const vw = document.documentElement.clientWidth;\
+    const bad = [...document.querySelectorAll('body *')].filter(e => {\
+        if (e.closest('.table-wrap')) return false;\
+        const r = e.getBoundingClientRect();\
+        return r.width > 0 && r.right > vw + 1;\
+    }).map(e => e.tagName + '.' + e.className + ': ' + (e.textContent || '').trim().slice(0, 60));\
+    return {scroll: document.documentElement.scrollWidth, vw: vw, bad: bad.slice(0, 5)};";
+
 /// How many elements on the page a keyboard user should reach (a group of radio buttons is one
 /// stop: Tab reaches its checked one, the arrows the others).
 fn focusable_count(b: &Browser) -> anyhow::Result<usize> {
@@ -1107,6 +1121,17 @@ fn every_page_works_from_the_keyboard_alone() -> anyhow::Result<()> {
             reached.len()
         );
         assert_eq!(unique.len(), want, "{page}: each element once: {reached:?}");
+        // Nothing overflows the window at a laptop's width or a narrow one (a wide table
+        // scrolls inside its own frame).
+        for width in [1366, 800] {
+            b.set_window(width, 900)?;
+            let seen = b.exec(OVERFLOW, vec![])?;
+            assert!(
+                seen["scroll"].as_u64() <= seen["vw"].as_u64() && seen["bad"].as_array().is_some_and(Vec::is_empty),
+                "{page} at {width} px: {seen}"
+            );
+        }
+        b.set_window(1280, 900)?;
     }
 
     // A link followed with Enter.
