@@ -396,8 +396,8 @@ async fn policy_page(
                     td { @if let Some(t) = &r.last_started { (at(t)) } @else { "–" } }
                     td { @if let Some(t) = &r.last_finished { (at(t)) } @else { "–" } }
                     td.num { @if let Some(ms) = r.duration_ms { (format!("{:.1} s", ms as f64 / 1000.0)) } @else { "–" } }
-                    td.num { (count(r.components, "component", "components")) }
-                    td.num { (bytes(r.bytes)) }
+                    td.num { @if r.last_finished.is_some() { (count(r.components, "component", "components")) } @else { "–" } }
+                    td.num { @if r.last_finished.is_some() { (bytes(r.bytes)) } @else { "–" } }
                     td.wrap { (r.error.as_deref().unwrap_or("")) }
                 } } }
             } }
