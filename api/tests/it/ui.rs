@@ -360,6 +360,26 @@ fn a_form_without_its_csrf_token_is_refused() -> anyhow::Result<()> {
         let page = ureq::get(&format!("{public}/")).set("Cookie", &cookies).call()?.into_string()?;
         assert!(page.contains("Signed in as <strong>admin</strong>"), "{page}");
     }
+    // Every form of the administration pages added with #39 checks it before it acts.
+    create_repository(&public, &basic(PW), Repo::hosted("debs", Format::Apt))?;
+    for path in [
+        "/admin/webhooks",
+        "/admin/webhooks/ci",
+        "/admin/webhooks/ci/test",
+        "/admin/webhooks/ci/delete",
+        "/admin/cleanup",
+        "/admin/cleanup/keep",
+        "/admin/cleanup/keep/run",
+        "/admin/cleanup/keep/delete",
+        "/admin/repositories/debs/rebuild",
+        "/admin/repositories/debs/signing-key",
+    ] {
+        let (s, text) = post_form(&public, path, &cookies, &[("name", "ci"), ("url", "http://127.0.0.1:9/")])?;
+        assert_eq!(s, 403, "{path}: {text}");
+        assert!(text.contains("sent without its security token"), "{path}: {text}");
+    }
+    let hooks = common::process::admin_json(&public, &basic(PW), "GET", "/api/v1/webhooks", None)?;
+    assert_eq!(hooks, json!([]), "nothing was made");
     // Another session's token is not this one's.
     let (other, other_csrf) = http_sign_in(&public, "admin", PW)?;
     assert_ne!(other_csrf, csrf);
