@@ -64,7 +64,14 @@ impl Frontage {
             return Base { https: origin.starts_with("https:"), origin: origin.clone(), prefix: prefix.clone() };
         }
         let own_scheme = if req.app_config().secure() { "https" } else { "http" };
-        let host_header = req.headers().get(actix_web::http::header::HOST).and_then(|h| h.to_str().ok());
+        // HTTP/2 clients send the host as the request's `:authority`, not as a `Host` header.
+        let authority = req.uri().authority().map(|a| a.as_str().to_string());
+        let host_header = req
+            .headers()
+            .get(actix_web::http::header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .map(str::to_string)
+            .or(authority);
         let (scheme, host) = if self.peer_trusted(req) {
             // What the proxy set: the last value (a proxy that appends puts its own last; one that
             // sets it leaves only its own).
@@ -81,9 +88,9 @@ impl Frontage {
                 .map(|p| p.to_ascii_lowercase())
                 .filter(|p| p == "http" || p == "https")
                 .unwrap_or_else(|| own_scheme.to_string());
-            (scheme, host.or(host_header.map(str::to_string)))
+            (scheme, host.or(host_header))
         } else {
-            (own_scheme.to_string(), host_header.map(str::to_string))
+            (own_scheme.to_string(), host_header)
         };
         let host = host.filter(|h| plausible_host(h)).unwrap_or_else(|| req.app_config().host().to_string());
         Base { https: scheme == "https", origin: format!("{scheme}://{host}"), prefix: String::new() }

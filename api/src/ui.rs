@@ -37,6 +37,9 @@ mod session;
 mod setup;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
+    // A form may carry keys (an upstream keyring, a private key to import): more than actix's
+    // default 16 KiB.
+    cfg.app_data(web::FormConfig::default().limit(1 << 20));
     cfg.route("/", web::get().to(browse::repositories))
         .route("/signin", web::get().to(session::signin_form))
         .route("/signin", web::post().to(session::signin))

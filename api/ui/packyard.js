@@ -12,6 +12,10 @@ document.addEventListener("DOMContentLoaded", () => {
         const types = block.dataset.types && type ? block.dataset.types.split(" ") : null;
         block.hidden = (formats && !formats.includes(format.value)) || (types && !types.includes(type.value));
       }
+      // What is hidden is not sent: a field of another format or type must not ride along.
+      for (const input of document.querySelectorAll("[data-formats] :is(input, select, textarea), [data-types] :is(input, select, textarea)")) {
+        input.disabled = input.closest("[hidden]") !== null;
+      }
     };
     format.addEventListener("change", fit);
     if (type) type.addEventListener("change", fit);

@@ -3,7 +3,8 @@
 //! `v2/conans/…`), each file with its size, SHA-256 and a download link. What it lists: the
 //! files of the repository's published snapshots (its indexes) and its stored assets (what was
 //! uploaded or fetched through a proxy). A folder is grouped from the paths under it; a folder
-//! with more than [`LIMIT`] files below it is listed from the first of them, and says so.
+//! with more than [`LIMIT`] files below it is listed from the first of them (stored files in
+//! the order they came, published ones by path), and says that some may be missing.
 
 use std::collections::BTreeMap;
 
@@ -117,7 +118,7 @@ async fn folder(viewer: &Viewer, services: &Services, name: &str, path: &str) ->
             }
         }
         @if truncated {
-            p.notice role="status" { "More than " (LIMIT) " files lie below this folder: it is listed from the first of them. Open a folder to see all of its own." }
+            p.notice role="status" { "More than " (LIMIT) " files lie below this folder: the list is made from the first " (LIMIT) " of each kind, so a folder or file may be missing here. Open a folder to narrow it down." }
         }
         @if entries.is_empty() {
             p.muted { "Nothing here yet: nothing is published or stored in " (name) "." }
@@ -127,13 +128,13 @@ async fn folder(viewer: &Viewer, services: &Services, name: &str, path: &str) ->
                 tbody { @for (entry, e) in &entries { tr {
                     @match e {
                         Entry::Folder { files, bytes: total } => {
-                            td.wrap { a href=(viewer.base.link(&format!("/browse/{name}/files/{prefix}{entry}"))) { (entry) } }
+                            td.wrap { a href=(viewer.base.link(&format!("/browse/{name}/files/{}", linkable(&format!("{prefix}{entry}"))))) { (entry) } }
                             td.num { (bytes(*total)) }
                             td { span.muted { (count(*files, "file", "files")) } }
                             td { "folder" }
                         }
                         Entry::File { size, sha256, published, stored, downloads } => {
-                            td.wrap { a href=(viewer.base.link(&format!("/repository/{name}/{prefix}{entry}"))) download { (entry) } }
+                            td.wrap { a href=(viewer.base.link(&format!("/repository/{name}/{}", linkable(&format!("{prefix}{entry}"))))) download { (entry) } }
                             td.num { (bytes(*size)) }
                             td.sha { @if let Some(h) = sha256 { code.hash { (h) } } @else { span.muted { "assembled when served" } } }
                             td {
@@ -150,4 +151,32 @@ async fn folder(viewer: &Viewer, services: &Services, name: &str, path: &str) ->
         }
     };
     Ok(viewer.page(&format!("{name}: /{prefix}"), body))
+}
+
+/// A stored path as a link's path: as clients request it (APT's `%3a` stays, the routes expect
+/// it), with only what would end or break a URL's path escaped (`?`, `#`, spaces, controls).
+fn linkable(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for c in path.chars() {
+        match c {
+            '?' | '#' | ' ' | '"' | '<' | '>' | '\\' | '^' | '`' | '{' | '|' | '}' => {
+                out.push_str(&format!("%{:02X}", c as u32))
+            }
+            c if c.is_control() => out.push_str(&format!("%{:02X}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_link_escapes_only_what_would_break_it() {
+        assert_eq!(
+            super::linkable("pool/main/h/hello/hello_1%3a2.0+b1_amd64.deb"),
+            "pool/main/h/hello/hello_1%3a2.0+b1_amd64.deb"
+        );
+        assert_eq!(super::linkable("a b/c?d#e"), "a%20b/c%3Fd%23e");
+    }
 }

@@ -277,6 +277,18 @@ fn https_serves_the_real_clients_redirects_and_reloads_its_certificate() -> anyh
     assert!(out.status.success(), "apt-get download: {}", String::from_utf8_lossy(&out.stderr));
     assert!(std::fs::read(root.path().join("downloads/overtls_1.0_amd64.deb"))? == deb, "the .deb as uploaded");
 
+    // Over HTTP/2 a client names the host in `:authority`, not in `Host`: the URLs Packyard
+    // makes (Nexus's downloadUrl here) still name it.
+    let (s, found, version) = curl(
+        &ca,
+        &["--http2", "-u", &auth, &format!("{public}/service/rest/v1/search/assets?repository=debs&name=overtls")],
+    )?;
+    assert_eq!((s, version.as_str()), (200, "2"), "{found}");
+    let found: serde_json::Value = serde_json::from_str(&found)?;
+    let url = found["items"][0]["downloadUrl"].as_str().unwrap_or_default().to_string();
+    assert!(url.starts_with(&format!("{public}/repository/debs/pool/")), "{found}");
+    assert_eq!(curl(&ca, &["--http2", "-o", "/dev/null", &url])?.0, 200);
+
     // Conan: a remote with verify_ssl (the default) and the CA in `core.net.http:cacert_path`.
     if common::process::available("conan", "--version") {
         create(Repo::hosted("conan-local", Format::Conan).0)?;
@@ -338,5 +350,64 @@ fn https_serves_the_real_clients_redirects_and_reloads_its_certificate() -> anyh
     }
     assert_eq!(pki.served_serial(&addr)?, "2B02");
     assert_eq!(curl(&ca, &[&status])?.0, 200);
+    Ok(())
+}
+
+/// `server.tls.management`: the management listener over HTTPS too. Through the redirect
+/// listener, an upload keeps its method and body (308), and a `Host` that is not a host name
+/// gets 400.
+#[test]
+fn the_management_port_over_https_and_the_redirect_listeners_edges() -> anyhow::Result<()> {
+    let pki = Pki::new()?;
+    pki.issue("first", "3C03")?;
+    let ca = pki.path("ca.pem");
+    let (cert, key) = (pki.path("first.pem").display().to_string(), pki.path("first.key").display().to_string());
+    let dir = tempfile::tempdir()?;
+    let server = start(
+        dir.path(),
+        &[
+            ("PACKYARD_SECURITY__ADMIN_PASSWORD", PW),
+            ("PACKYARD_SERVER__TLS__CERTIFICATE", &cert),
+            ("PACKYARD_SERVER__TLS__PRIVATE_KEY", &key),
+            ("PACKYARD_SERVER__TLS__REDIRECT_BIND", "127.0.0.1:0"),
+            ("PACKYARD_SERVER__TLS__MANAGEMENT", "true"),
+        ],
+    )?;
+    assert!(server.management.starts_with("https://127.0.0.1:"), "{}", server.management);
+    let port = |url: &str| url.rsplit(':').next().unwrap_or_default().to_string();
+    let management = format!("https://localhost:{}", port(&server.management));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while curl(&ca, &[&format!("{management}/readyz")]).map(|r| r.0).unwrap_or(0) != 200 {
+        anyhow::ensure!(Instant::now() < deadline, "the management listener did not get ready over https");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (s, metrics, _) = curl(&ca, &[&format!("{management}/metrics")])?;
+    assert!(s == 200 && metrics.contains("packyard_"), "{s}");
+    // An upload sent to the plain-HTTP address follows the 308 with its method and body (curl
+    // sends the credentials on to the other port only when told to trust the redirect).
+    let redirect = server.redirect.replace("127.0.0.1", "localhost");
+    let spec = Repo::hosted("moved", Format::Go).0.to_string();
+    let (s, body, _) = curl(
+        &ca,
+        &[
+            "-L",
+            "--location-trusted",
+            "-u",
+            &format!("admin:{PW}"),
+            "-H",
+            "Content-Type: application/json",
+            "--data-binary",
+            &spec,
+            &format!("{redirect}/api/v1/repositories"),
+        ],
+    )?;
+    assert_eq!(s, 201, "{body}");
+    let public = format!("https://localhost:{}", port(&server.public));
+    assert_eq!(curl(&ca, &["-u", &format!("admin:{PW}"), &format!("{public}/api/v1/repositories/moved")])?.0, 200);
+    let out = Command::new("curl")
+        .args(["-sS", "-o", "/dev/null", "-w", "%{http_code}", "-H", "Host: evil.example/x"])
+        .arg(format!("{}/anything", server.redirect))
+        .output()?;
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "400");
     Ok(())
 }

@@ -342,7 +342,7 @@ fn post_form(public: &str, path: &str, cookies: &str, form: &[(&str, &str)]) -> 
 #[test]
 fn a_form_without_its_csrf_token_is_refused() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let server = server(dir.path(), &[])?;
+    let server = server(dir.path(), &[("PACKYARD_WEBHOOKS__ALLOWED_NETWORKS", r#"["127.0.0.1/32"]"#)])?;
     let public = server.public.clone();
     // Signing in needs the token of the sign-in page too (no login CSRF).
     let (s, text) = post_form(&public, "/signin", "", &[("username", "admin"), ("password", PW)])?;
@@ -360,8 +360,38 @@ fn a_form_without_its_csrf_token_is_refused() -> anyhow::Result<()> {
         let page = ureq::get(&format!("{public}/")).set("Cookie", &cookies).call()?.into_string()?;
         assert!(page.contains("Signed in as <strong>admin</strong>"), "{page}");
     }
-    // Every form of the administration pages added with #39 checks it before it acts.
+    // Every form of the administration pages added with #39 checks it before it acts, on
+    // things that exist: nothing of them changes.
+    let admin = |method: &str, path: &str, body: Option<Value>| {
+        common::process::admin_json(&public, &basic(PW), method, path, body)
+    };
     create_repository(&public, &basic(PW), Repo::hosted("debs", Format::Apt))?;
+    admin(
+        "POST",
+        "/api/v1/webhooks",
+        Some(json!({"name": "ci", "url": "http://127.0.0.1:9/", "events": ["component.published"]})),
+    )?;
+    admin(
+        "POST",
+        "/api/v1/cleanup-policies",
+        Some(json!({"name": "keep", "format": "apt", "criteria": {"keep_latest": 3}, "repositories": ["debs"]})),
+    )?;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while admin("GET", "/api/v1/repositories/debs/status", None)?["units"]
+        .as_array()
+        .is_none_or(|u| u.is_empty() || u.iter().any(|u| u["pending"] == json!(true)))
+    {
+        assert!(Instant::now() < deadline, "debs was not published");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    admin("GET", "/api/v1/repositories/debs/signing-key", None)?;
+    let before = (
+        admin("GET", "/api/v1/webhooks/ci", None)?,
+        admin("GET", "/api/v1/cleanup-policies/keep", None)?,
+        admin("GET", "/api/v1/cleanup-policies/keep/runs", None)?,
+        admin("GET", "/api/v1/repositories/debs/signing-key", None)?,
+        admin("GET", "/api/v1/repositories/debs/status", None)?["units"].clone(),
+    );
     for path in [
         "/admin/webhooks",
         "/admin/webhooks/ci",
@@ -378,8 +408,16 @@ fn a_form_without_its_csrf_token_is_refused() -> anyhow::Result<()> {
         assert_eq!(s, 403, "{path}: {text}");
         assert!(text.contains("sent without its security token"), "{path}: {text}");
     }
-    let hooks = common::process::admin_json(&public, &basic(PW), "GET", "/api/v1/webhooks", None)?;
-    assert_eq!(hooks, json!([]), "nothing was made");
+    let after = (
+        admin("GET", "/api/v1/webhooks/ci", None)?,
+        admin("GET", "/api/v1/cleanup-policies/keep", None)?,
+        admin("GET", "/api/v1/cleanup-policies/keep/runs", None)?,
+        admin("GET", "/api/v1/repositories/debs/signing-key", None)?,
+        admin("GET", "/api/v1/repositories/debs/status", None)?["units"].clone(),
+    );
+    assert_eq!(after, before, "nothing changed");
+    let log = admin("GET", "/api/v1/webhooks/ci/deliveries", None)?;
+    assert_eq!(log["deliveries"], json!([]), "no test event was queued");
     // Another session's token is not this one's.
     let (other, other_csrf) = http_sign_in(&public, "admin", PW)?;
     assert_ne!(other_csrf, csrf);
@@ -1146,10 +1184,9 @@ fn every_page_works_from_the_keyboard_alone() -> anyhow::Result<()> {
         for width in [1366, 800] {
             b.set_window(width, 900)?;
             let seen = b.exec(OVERFLOW, vec![])?;
-            assert!(
-                seen["scroll"].as_u64() <= seen["vw"].as_u64() && seen["bad"].as_array().is_some_and(Vec::is_empty),
-                "{page} at {width} px: {seen}"
-            );
+            let (scroll, vw) = (seen["scroll"].as_u64(), seen["vw"].as_u64());
+            assert!(scroll.is_some() && vw.is_some(), "{page} at {width} px: {seen}");
+            assert!(scroll <= vw && seen["bad"].as_array().is_some_and(Vec::is_empty), "{page} at {width} px: {seen}");
         }
         b.set_window(1280, 900)?;
     }
@@ -1496,11 +1533,7 @@ fn the_set_up_each_go_conan_and_apk_page_shows_works_in_the_real_clients() -> an
             let home = tempfile::tempdir()?;
             let c = home.path().display().to_string();
             let log = shell(&format!("conan profile detect\n{joined}"), home.path(), &[("CONAN_HOME", c)])?;
-            assert!(
-                log.contains("hello/1.0") && log.contains(&format!("Downloaded recipe revision"))
-                    || log.contains("Found"),
-                "{repo}: {log}"
-            );
+            assert!(log.contains("hello/1.0"), "{repo}: {log}");
             let listed = shell(
                 "conan list 'hello/1.0#*' --format=json",
                 home.path(),

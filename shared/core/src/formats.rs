@@ -185,7 +185,8 @@ pub enum FieldKind {
     /// Several lines kept as typed (an armored or PEM key).
     Lines,
     /// A list of objects, one per line: `<name>` or `<name> <value>`, stored as
-    /// `{"<name key>": …, "<value key>": …}` (Go's checksum databases: a name and a URL).
+    /// `{"<name key>": …, "<value key>": …}` (Go's checksum databases: a name and a URL); the
+    /// word `none` is the empty list (empty is the default).
     Pairs { name: &'static str, value: &'static str },
 }
 
@@ -260,6 +261,7 @@ impl FormField {
             FieldKind::Text => serde_json::json!(typed),
             FieldKind::Lines => serde_json::json!(format!("{}\n", typed.replace("\r\n", "\n"))),
             FieldKind::List => serde_json::json!(words(typed)),
+            FieldKind::Pairs { .. } if typed == "none" => serde_json::json!([]),
             FieldKind::Pairs { name, value } => serde_json::Value::Array(
                 typed
                     .lines()
@@ -281,6 +283,7 @@ impl FormField {
     pub fn shown(&self, stored: &serde_json::Value) -> String {
         let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
         match (self.kind, stored.as_array()) {
+            (FieldKind::Pairs { .. }, Some(items)) if items.is_empty() => "none".into(),
             (FieldKind::Pairs { name, value }, Some(items)) => items
                 .iter()
                 .map(|item| match item[value].as_str() {
@@ -704,6 +707,9 @@ mod tests {
             )
         );
         assert_eq!(dbs.shown(&value.unwrap_or_default()), typed.trim_end());
+        // `none` is the empty list, shown back as such (empty would be the default again).
+        assert_eq!(dbs.value_of(" none "), Some(serde_json::json!([])));
+        assert_eq!(dbs.shown(&serde_json::json!([])), "none");
         let form = SettingsForm { types: &[RepoType::Hosted, RepoType::Proxy], fields: &[] };
         let proxy_only = key.only(&[RepoType::Proxy]);
         assert!(proxy_only.applies(&form, RepoType::Proxy) && !proxy_only.applies(&form, RepoType::Hosted));

@@ -67,8 +67,8 @@ pub fn batch_body(ds: &[DeliveryRecord]) -> Vec<u8> {
 
 fn event_json(d: &DeliveryRecord) -> serde_json::Value {
     let data: serde_json::Value = serde_json::from_str(&d.payload).unwrap_or(serde_json::Value::Null);
-    let repository =
-        if d.repository_key.is_empty() { serde_json::Value::Null } else { d.repository_key.clone().into() };
+    let global = d.repository_key.is_empty() || d.repository_key == packyard_store::db::webhooks::TEST_KEY;
+    let repository = if global { serde_json::Value::Null } else { d.repository_key.clone().into() };
     let created = packyard_model::time::rfc3339_ms(d.created_at);
     serde_json::json!({
         "id": d.event_id,

@@ -642,6 +642,11 @@ impl ServerConfig {
         }
         crate::net::networks("server.trusted_proxies", &self.trusted_proxies).map_err(ConfigError)?;
         self.tls.validate()?;
+        if self.tls.redirect_bind.is_some() && self.public_url.as_deref().is_some_and(|u| !u.starts_with("https://")) {
+            return Err(ConfigError(
+                "bad value for key `server.tls.redirect_bind`: it redirects to server.public_url, which is not https:// (a redirect to itself)".into(),
+            ));
+        }
         positive("server.max_upload_bytes", self.max_upload_bytes)
     }
 }
@@ -850,6 +855,31 @@ mod tests {
         assert!(err.to_string().contains("`go.max_go_mod_bytes`") && err.to_string().contains("16777216"), "{err}");
         let lowered = load(None, &[("PACKYARD_GO__MAX_ZIP_BYTES", "1048576")])?;
         assert_eq!(lowered.config.go.max_zip_bytes, 1 << 20);
+        // HTTPS: a certificate needs its key; the redirect listener and an HTTPS management
+        // port need HTTPS; the redirect cannot point at a plain-HTTP public URL.
+        for (env, key) in [
+            (vec![("PACKYARD_SERVER__TLS__CERTIFICATE", "c.pem")], "`server.tls.private_key`"),
+            (vec![("PACKYARD_SERVER__TLS__PRIVATE_KEY", "k.pem")], "`server.tls.certificate`"),
+            (vec![("PACKYARD_SERVER__TLS__REDIRECT_BIND", "127.0.0.1:80")], "`server.tls.redirect_bind`"),
+            (vec![("PACKYARD_SERVER__TLS__MANAGEMENT", "true")], "`server.tls.management`"),
+            (
+                vec![
+                    ("PACKYARD_SERVER__TLS__CERTIFICATE", "c.pem"),
+                    ("PACKYARD_SERVER__TLS__PRIVATE_KEY", "k.pem"),
+                    ("PACKYARD_SERVER__TLS__REDIRECT_BIND", "127.0.0.1:80"),
+                    ("PACKYARD_SERVER__PUBLIC_URL", "http://repo.example.com"),
+                ],
+                "`server.tls.redirect_bind`",
+            ),
+        ] {
+            let err = load(None, &env).err().ok_or("expected an error")?;
+            assert!(err.to_string().contains(key), "{env:?}: {err}");
+        }
+        let tls = load(
+            None,
+            &[("PACKYARD_SERVER__TLS__CERTIFICATE", "c.pem"), ("PACKYARD_SERVER__TLS__PRIVATE_KEY", "k.pem")],
+        )?;
+        assert_eq!(tls.config.server.tls.files().map(|(c, _)| c.to_path_buf()), Some(PathBuf::from("c.pem")));
         Ok(())
     }
 

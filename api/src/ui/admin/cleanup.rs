@@ -31,7 +31,7 @@ pub struct PolicyForm {
     keep_latest_revisions: String,
     /// `none`, `every` or `cron`.
     schedule: String,
-    every_hours: String,
+    every_minutes: String,
     cron: String,
     repositories: Vec<String>,
 }
@@ -54,7 +54,7 @@ impl PolicyForm {
                 "keep_latest" => f.keep_latest = v,
                 "keep_latest_revisions" => f.keep_latest_revisions = v,
                 "schedule" => f.schedule = v,
-                "every_hours" => f.every_hours = v,
+                "every_minutes" => f.every_minutes = v,
                 "cron" => f.cron = v,
                 "repository" => f.repositories.push(v),
                 _ => {}
@@ -66,9 +66,10 @@ impl PolicyForm {
     fn of(p: &PolicyView) -> Self {
         let n = |v: Option<u32>| v.map(|n| n.to_string()).unwrap_or_default();
         let c = &p.criteria;
-        let (schedule, every_hours, cron) = match &p.schedule {
+        let (schedule, every_minutes, cron) = match &p.schedule {
             Some(Schedule { cron: Some(c), .. }) => ("cron", String::new(), c.clone()),
-            Some(Schedule { every_secs: Some(s), .. }) => ("every", trim_hours(*s as f64 / 3600.0), String::new()),
+            // Three decimals of a minute hold any whole number of seconds exactly.
+            Some(Schedule { every_secs: Some(s), .. }) => ("every", decimals(*s as f64 / 60.0), String::new()),
             _ => ("none", String::new(), String::new()),
         };
         Self {
@@ -84,7 +85,7 @@ impl PolicyForm {
             keep_latest: n(c.keep_latest),
             keep_latest_revisions: n(c.keep_latest_revisions),
             schedule: schedule.into(),
-            every_hours,
+            every_minutes,
             cron,
             repositories: p.repositories.clone(),
         }
@@ -116,12 +117,12 @@ impl PolicyForm {
         };
         let schedule = match self.schedule.as_str() {
             "every" => {
-                let hours = self.every_hours.trim();
-                let h: f64 = hours.parse().map_err(|_| format!("Every … hours: {hours:?} is not a number"))?;
-                if !h.is_finite() || h <= 0.0 {
-                    return Err(format!("Every … hours: {hours:?} must be more than 0"));
+                let minutes = self.every_minutes.trim();
+                let m: f64 = minutes.parse().map_err(|_| format!("Every … minutes: {minutes:?} is not a number"))?;
+                if !m.is_finite() || m <= 0.0 {
+                    return Err(format!("Every … minutes: {minutes:?} must be more than 0"));
                 }
-                Some(Schedule { every_secs: Some((h * 3600.0).round() as u64), cron: None })
+                Some(Schedule { every_secs: Some((m * 60.0).round() as u64), cron: None })
             }
             "cron" => Some(Schedule { every_secs: None, cron: text(&self.cron) }),
             _ => None,
@@ -137,8 +138,8 @@ impl PolicyForm {
     }
 }
 
-fn trim_hours(h: f64) -> String {
-    let s = format!("{h:.3}");
+fn decimals(v: f64) -> String {
+    let s = format!("{v:.3}");
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
@@ -173,7 +174,10 @@ fn criteria_words(c: &Criteria) -> Vec<String> {
 fn schedule_words(s: &Option<Schedule>) -> String {
     match s {
         Some(Schedule { cron: Some(c), .. }) => format!("at {c} (cron, UTC)"),
-        Some(Schedule { every_secs: Some(secs), .. }) => format!("every {} hours", trim_hours(*secs as f64 / 3600.0)),
+        Some(Schedule { every_secs: Some(secs), .. }) if secs % 3600 == 0 => {
+            format!("every {}", count((*secs / 3600) as i64, "hour", "hours"))
+        }
+        Some(Schedule { every_secs: Some(secs), .. }) => format!("every {} minutes", decimals(*secs as f64 / 60.0)),
         _ => "only when run by hand".into(),
     }
 }
@@ -204,6 +208,9 @@ fn policy_fields(f: &PolicyForm, creating: bool) -> Markup {
     };
     let prereleases = only_for(|s| s.prereleases);
     let revisions = only_for(|s| s.revisions);
+    // Creating, every format's fields are there (a script shows the chosen format's); editing,
+    // only those of the policy's format.
+    let has = |formats: &[&str]| creating || formats.contains(&f.format.as_str());
     html! {
         @if creating {
             (field("name", "Name", &f.name, "letters, digits, '.', '_' and '-'"))
@@ -220,19 +227,23 @@ fn policy_fields(f: &PolicyForm, creating: bool) -> Markup {
             (field("name_regex", "Name matches", &f.name_regex, "a regular expression; anchor it (^…$) to match the whole name"))
             (field("version_regex", "Version matches", &f.version_regex, "a regular expression, e.g. ^1\\."))
             (field("keep_latest", "Keep the newest … versions", &f.keep_latest, "of each package, whatever else matches"))
-            div.field data-formats=(prereleases.join(" ")) {
-                label { input type="checkbox" name="prereleases_only" value="on" checked[f.prereleases_only]; " Pre-releases only (Go pre-release and pseudo-versions, Conan revisions that are not the latest)" }
+            @if has(&prereleases) {
+                div.field data-formats=(prereleases.join(" ")) {
+                    label { input type="checkbox" name="prereleases_only" value="on" checked[f.prereleases_only]; " Pre-releases only (Go pre-release and pseudo-versions, Conan revisions that are not the latest)" }
+                }
             }
-            div data-formats=(revisions.join(" ")) {
-                (field("keep_latest_revisions", "Keep the newest … recipe revisions", &f.keep_latest_revisions, "Conan: of each reference"))
+            @if has(&revisions) {
+                div data-formats=(revisions.join(" ")) {
+                    (field("keep_latest_revisions", "Keep the newest … recipe revisions", &f.keep_latest_revisions, "Conan: of each reference"))
+                }
             }
         }
         fieldset {
             legend { "Schedule" }
-            @for (value, label) in [("none", "Only when run by hand"), ("every", "Every … hours"), ("cron", "At the times of a cron expression (UTC)")] {
+            @for (value, label) in [("none", "Only when run by hand"), ("every", "Every … minutes"), ("cron", "At the times of a cron expression (UTC)")] {
                 div.field { label { input type="radio" name="schedule" value=(value) checked[f.schedule == value || (f.schedule.is_empty() && value == "none")]; " " (label) } }
             }
-            (field("every_hours", "Every … hours", &f.every_hours, "e.g. 24; at least a minute"))
+            (field("every_minutes", "Every … minutes", &f.every_minutes, "e.g. 1440 for once a day; at least 1"))
             (field("cron", "Cron expression", &f.cron, "five fields, UTC, e.g. 0 3 * * *"))
         }
     }

@@ -311,7 +311,7 @@ pub(super) async fn repository_page(
         None
     };
     // Its publication units (`GET …/status`): those pending or failing first.
-    let mut units = service::status(services, formats, name).await.map(|s| s.units).unwrap_or_default();
+    let mut units = service::status(services, formats, name).await?.units;
     units.sort_by_key(|u| (u.last_error.is_none(), !u.pending));
     let (pending, failing) =
         (units.iter().filter(|u| u.pending).count(), units.iter().filter(|u| u.last_error.is_some()).count());
@@ -351,7 +351,17 @@ pub(super) async fn repository_page(
                     } @else { "–" } }
                 } } }
             } }
-            @if units.len() > UNITS_SHOWN { p.muted { "and " (units.len() - UNITS_SHOWN) " more (all published); " code { "GET /api/v1/repositories/" (name) "/status" } " lists every one." } }
+            @if units.len() > UNITS_SHOWN {
+                @let rest = &units[UNITS_SHOWN..];
+                @let (rest_pending, rest_failing) = (rest.iter().filter(|u| u.pending).count(), rest.iter().filter(|u| u.last_error.is_some()).count());
+                p.muted {
+                    "and " (rest.len()) " more"
+                    @if rest_failing > 0 { ", " (rest_failing) " of them failing" }
+                    @if rest_pending > 0 { ", " (rest_pending) " to publish" }
+                    @if rest_pending == 0 && rest_failing == 0 { " (all published)" }
+                    "; " code { "GET /api/v1/repositories/" (name) "/status" } " lists every one."
+                }
+            }
         }
         form method="post" action=(viewer.base.link(&format!("/admin/repositories/{name}/rebuild"))) {
             (viewer.csrf_field())
@@ -361,7 +371,7 @@ pub(super) async fn repository_page(
         @if let Some(key) = key.as_ref().and_then(|k| k.as_object()) {
             h2 { "Signing key" }
             dl.facts {
-                @for (k, v) in key.iter().filter(|(k, _)| k.as_str() != "repository") {
+                @for (k, v) in key.iter().filter(|(k, v)| k.as_str() != "repository" && !v.is_null()) {
                     @let text = v.as_str().map_or_else(|| v.to_string(), str::to_string);
                     dt { (k.replace('_', " ")) }
                     dd { @if text.contains('\n') || text.len() > 120 {

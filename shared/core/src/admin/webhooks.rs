@@ -234,7 +234,8 @@ impl From<DeliveryRecord> for DeliveryView {
             id: d.id,
             event_id: d.event_id,
             event: d.event,
-            repository: (!d.repository_key.is_empty()).then_some(d.repository_key),
+            repository: (!d.repository_key.is_empty() && d.repository_key != packyard_store::db::webhooks::TEST_KEY)
+                .then_some(d.repository_key),
             state: d.state,
             attempts: d.attempts,
             last_status: d.last_status,

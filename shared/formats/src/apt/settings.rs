@@ -121,7 +121,7 @@ pub static FORM: SettingsForm = SettingsForm {
         FormField::list(
             "distributions",
             "Distributions",
-            "comma-separated, e.g. bookworm, bookworm-updates: each published (hosted, group) or mirrored (proxy); stable when empty",
+            "comma-separated, e.g. bookworm, bookworm-updates: each published (hosted, group) or mirrored (proxy); empty: the default distribution alone (stable for a proxy or a group)",
         ),
         FormField::text("distribution", "Default distribution", "where an upload that names none goes; the first distribution when empty")
             .only(&[RepoType::Hosted]),

@@ -79,7 +79,7 @@ pub static FORM: SettingsForm = SettingsForm {
     fields: &[FormField::pairs(
         "checksum_databases",
         "Checksum databases",
-        "one per line: a name, and where it answers when not through the upstream proxy (e.g. sum.golang.org, or sum.example.com https://sum.example.com); sum.golang.org when empty",
+        "one per line: a name, and where it answers when not through the upstream proxy (e.g. sum.golang.org, or sum.example.com https://sum.example.com); sum.golang.org when empty, none for none",
         "name",
         "url",
     )],

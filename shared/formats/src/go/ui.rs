@@ -34,7 +34,8 @@ impl FormatUi for GoUi {
     }
 
     /// `GOPROXY`; the checksum database the repository serves (a hosted repository's or a
-    /// group's own log, with its verifier key; a proxy's `go.checksum_databases`); `.netrc`
+    /// group's own log, with its verifier key — made on first need, as a reader's request for
+    /// its `sumdb/<name>/latest` makes it —; a proxy's `go.checksum_databases`); `.netrc`
     /// credentials where anonymous reads are off (the go command sends them only over https).
     async fn setup(&self, services: &Services, url: &str, repo: &Repository, _groups: &[String]) -> Vec<Snippet> {
         let mut out = vec![Snippet::new("The module proxy", format!("go env -w GOPROXY={url}/"))];

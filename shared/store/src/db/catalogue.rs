@@ -624,7 +624,6 @@ impl Db {
         self.searched("components.search", search, false, ComponentRow::parse).await
     }
 
-    /// A page of the assets of the components `search` finds (its checksums match the assets).
     /// The repository's assets whose path begins with `prefix`, at most `limit`, in the order
     /// they were stored (the file browser groups them by folder itself: no collation decides).
     pub async fn assets_under(&self, repository_id: i64, prefix: &str, limit: i64) -> DbResult<Vec<AssetRow>> {
@@ -636,11 +635,12 @@ impl Db {
                 " FROM assets WHERE repository_id = $1 AND path LIKE $2 ESCAPE '!' ORDER BY id LIMIT $3"
             )
         );
-        let pattern = format!("{}%", like_escaped(prefix));
+        let pattern = crate::db::like_prefix(prefix);
         let rows = self.bound(under, (repository_id, pattern.as_str(), limit)).fetch_all(self.pool()).await?;
         rows.iter().map(AssetRow::parse).collect()
     }
 
+    /// A page of the assets of the components `search` finds (its checksums match the assets).
     pub async fn catalogue_search_assets(&self, search: &Search) -> DbResult<Vec<AssetRow>> {
         self.searched("assets.search", search, true, AssetRow::parse).await
     }
@@ -714,18 +714,6 @@ fn filtered(b: &mut Built, s: &Search, assets: bool) {
         Some(col) => b.push(&format!(" ORDER BY {col} {dir}, {id} {dir}")),
     };
     b.push(" LIMIT ").int(s.limit);
-}
-
-/// `text` for a `LIKE … ESCAPE '!'` pattern: its `%`, `_` and `!` taken literally.
-pub fn like_escaped(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if matches!(c, '%' | '_' | '!') {
-            out.push('!');
-        }
-        out.push(c);
-    }
-    out
 }
 
 #[cfg(test)]

@@ -732,8 +732,8 @@ impl Db {
         prefix: &str,
         limit: i64,
     ) -> DbResult<Vec<SnapshotFile>> {
-        let under = sql!("snapshot_files.under", "SELECT f.path AS path, f.sha256 AS sha256, f.size AS size, f.content_type AS content_type FROM publication_units u JOIN snapshot_files f ON f.snapshot_id = u.current_snapshot_id WHERE u.repository_id = $1 AND f.path LIKE $2 ESCAPE '!' LIMIT $3");
-        let pattern = format!("{}%", super::catalogue::like_escaped(prefix));
+        let under = sql!("snapshot_files.under", "SELECT f.path AS path, f.sha256 AS sha256, f.size AS size, f.content_type AS content_type FROM publication_units u JOIN snapshot_files f ON f.snapshot_id = u.current_snapshot_id WHERE u.repository_id = $1 AND f.path LIKE $2 ESCAPE '!' ORDER BY f.path LIMIT $3");
+        let pattern = crate::db::like_prefix(prefix);
         let rows = self.bound(under, (repository_id, pattern.as_str(), limit)).fetch_all(self.pool()).await?;
         rows.iter()
             .map(|r| {

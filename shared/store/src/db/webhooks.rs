@@ -7,6 +7,10 @@ use sqlx::{Any, Row, Transaction};
 use super::{now_ms, opt_text, text, Db, DbError, DbResult};
 use crate::{insert_id, sql};
 
+/// The repository key of test deliveries: a line of their own per subscription (deliveries of
+/// one subscription and repository key go out in order), read back as "no repository".
+pub const TEST_KEY: &str = "\u{1}test";
+
 /// A subscription, its secret sealed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WebhookRecord {
@@ -234,6 +238,8 @@ impl Db {
 
     /// Records a test `event` with its `payload` and one pending delivery of it to subscription
     /// `webhook_id` alone (the administration's "send a test event"); returns the delivery's id.
+    /// It goes in a line of its own ([`TEST_KEY`]), so that it never waits behind the
+    /// subscription's other deliveries backing off.
     pub async fn enqueue_test_delivery(&self, webhook_id: i64, event: &str, payload: &str) -> DbResult<i64> {
         let mut tx = self.begin().await?;
         let now = now_ms();
@@ -241,9 +247,9 @@ impl Db {
             "webhook_events.insert",
             "INSERT INTO webhook_events (event, repository_key, payload, created_at) VALUES ($1, $2, $3, $4)"
         );
-        let event_id = self.insert_id(self.bound(insert, (event, "", payload, now)), &mut *tx).await?;
-        let delivery = insert_id!("webhook_deliveries.insert_test", "INSERT INTO webhook_deliveries (webhook_id, event_id, repository_key, state, attempts, next_attempt_at, leased_until, created_at) VALUES ($1, $2, '', 'pending', 0, $3, 0, $4)");
-        let id = self.insert_id(self.bound(delivery, (webhook_id, event_id, now, now)), &mut *tx).await?;
+        let event_id = self.insert_id(self.bound(insert, (event, TEST_KEY, payload, now)), &mut *tx).await?;
+        let delivery = insert_id!("webhook_deliveries.insert_test", "INSERT INTO webhook_deliveries (webhook_id, event_id, repository_key, state, attempts, next_attempt_at, leased_until, created_at) VALUES ($1, $2, $3, 'pending', 0, $4, 0, $5)");
+        let id = self.insert_id(self.bound(delivery, (webhook_id, event_id, TEST_KEY, now, now)), &mut *tx).await?;
         tx.commit().await?;
         Ok(id)
     }
