@@ -70,6 +70,18 @@ pub struct SnapshotFile {
     pub content_type: String,
 }
 
+impl SnapshotFile {
+    /// A row of `path`, `sha256`, `size` and `content_type`.
+    fn read(r: &sqlx::any::AnyRow) -> DbResult<Self> {
+        Ok(Self {
+            path: text(r, "path")?,
+            sha256: text(r, "sha256")?.trim().to_string(),
+            size: r.try_get("size")?,
+            content_type: text(r, "content_type")?,
+        })
+    }
+}
+
 /// The content-type prefix of a file made of parts ([`SnapshotFile::parts_of`]).
 pub const PARTS: &str = "parts;";
 
@@ -712,16 +724,7 @@ impl Db {
             .bind(snapshot_id)
             .fetch_all(self.pool())
             .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(SnapshotFile {
-                    path: text(r, "path")?,
-                    sha256: text(r, "sha256")?.trim().to_string(),
-                    size: r.try_get("size")?,
-                    content_type: text(r, "content_type")?,
-                })
-            })
-            .collect()
+        rows.iter().map(SnapshotFile::read).collect()
     }
 
     /// The files of the repository's current snapshots whose path begins with `prefix`, at most
@@ -735,16 +738,7 @@ impl Db {
         let under = sql!("snapshot_files.under", "SELECT f.path AS path, f.sha256 AS sha256, f.size AS size, f.content_type AS content_type FROM publication_units u JOIN snapshot_files f ON f.snapshot_id = u.current_snapshot_id WHERE u.repository_id = $1 AND f.path LIKE $2 ESCAPE '!' ORDER BY f.path LIMIT $3");
         let pattern = crate::db::like_prefix(prefix);
         let rows = self.bound(under, (repository_id, pattern.as_str(), limit)).fetch_all(self.pool()).await?;
-        rows.iter()
-            .map(|r| {
-                Ok(SnapshotFile {
-                    path: text(r, "path")?,
-                    sha256: text(r, "sha256")?.trim().to_string(),
-                    size: r.try_get("size")?,
-                    content_type: text(r, "content_type")?,
-                })
-            })
-            .collect()
+        rows.iter().map(SnapshotFile::read).collect()
     }
 
     /// Snapshot ids of a unit, newest first: the current one and those kept for readers.
