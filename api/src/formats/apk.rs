@@ -222,9 +222,14 @@ async fn put(cx: Cx<'_>, f: UnitFile) -> Result<HttpResponse, FormatError> {
     super::uploaded(services, &up, q.wait).await
 }
 
-/// The repository's index keys: the current one and, after a rotation, the previous one.
+/// The repository's index keys: the current one and, after a rotation, the previous one. A
+/// proxy's are its upstream's: the `apk.signed_by` key that signs the upstream's index, under the
+/// name the index's signature gives it ([`proxy_key`]).
 async fn keys(cx: &Cx<'_>) -> Result<Vec<(String, String)>, FormatError> {
-    let (services, repo) = (cx.services, cx.signing_repository("the upstream's key")?);
+    if cx.repo.repo_type == RepoType::Proxy && ApkSettings::get(&cx.repo).signed_by.is_some() {
+        return proxy_key(cx).await;
+    }
+    let (services, repo) = (cx.services, cx.signing_repository("the upstream's key (or set apk.signed_by)")?);
     let ks = &services.security.keystore;
     let mut out = Vec::new();
     let current = packyard_formats::apk::keys::current(&services.db, ks, repo.id).await.map_err(ApiError::internal)?;
@@ -241,4 +246,27 @@ async fn keys(cx: &Cx<'_>) -> Result<Vec<(String, String)>, FormatError> {
         ));
     }
     Ok(out)
+}
+
+/// A proxy's upstream key, named as the upstream's index names it: read from the index of a
+/// `branch/repository/arch` the proxy has served (its catalogue's first group).
+async fn proxy_key(cx: &Cx<'_>) -> Result<Vec<(String, String)>, FormatError> {
+    let (services, repo) = (cx.services, &cx.repo);
+    let none = || {
+        FormatError::from(ApiError::not_found(format!(
+            "proxy repository {} has served no APKINDEX.tar.gz yet: its key is named by the upstream index's signature (request an index through it first)",
+            repo.name
+        )))
+    };
+    let groups = services.db.catalogue_groups(repo.id, None, 1).await.map_err(ApiError::from)?;
+    let Some(group) = groups.first() else { return Err(none()) };
+    let parts: Vec<&str> = group.split('/').collect();
+    let [branch, channel, arch] = parts.as_slice() else { return Err(none()) };
+    let unit = Unit::new(branch, channel, arch).map_err(|_| none())?;
+    let reader = packyard_core::groups::Reader::of(services);
+    match group::upstream_key(&reader, repo, &unit).await {
+        Ok(Some(key)) => Ok(vec![key]),
+        Ok(None) => Err(none()),
+        Err(e) => Err(ApiError::new(crate::error::ErrorCode::BadGateway, e.to_string()).into()),
+    }
 }

@@ -550,9 +550,12 @@ mod over_http {
         assert!(String::from_utf8_lossy(&body).contains("architecture \"riscv64\" is not served"));
         let (s, _, _) = get(&server, &format!("/repository/mirror/{unit}/nothere-1-r0.apk"))?;
         assert_eq!(s, 404);
-        let (s, _, body) = get(&server, "/repository/mirror/keys/")?;
+        // A proxy's keys are its upstream's: the apk.signed_by key that signs the upstream's
+        // index, under the name the index's signature gives it (what apk looks up).
+        assert_eq!(key(&server, "mirror")?, up_key, "the upstream's key, by the upstream's name");
+        let (s, _, body) = get(&server, "/repository/nokey/keys/")?;
         assert_eq!(s, 404);
-        assert!(String::from_utf8_lossy(&body).contains("serves its upstream's signatures unchanged"));
+        assert!(String::from_utf8_lossy(&body).contains("serves its upstream's signatures unchanged"), "{body:?}");
 
         // The group: published on first request, signed with its own key, first member wins,
         // each package served from the member whose record is listed.

@@ -1403,7 +1403,7 @@ fn an_apt_group_over_a_proxy_made_in_the_ui_installs_with_its_own_setup_lines() 
 }
 
 /// The set-up a component's page shows, for Go and Conan repositories of each type (hosted, a
-/// proxy of it, a group of both) and APK's hosted and group: pasted into a shell as it is — `go env -w GOPROXY/GOSUMDB`,
+/// proxy of it, a group of both) and APK's hosted, proxy and group: pasted into a shell as it is — `go env -w GOPROXY/GOSUMDB`,
 /// `go get`; `conan remote add`, `conan install` — the real clients fetch the version. Go's
 /// hosted and group lines verify against the repository's own checksum database. (A proxy's
 /// line names sum.golang.org, which this machine cannot reach: its run leaves `example.com`
@@ -1545,7 +1545,7 @@ fn the_set_up_each_go_conan_and_apk_page_shows_works_in_the_real_clients() -> an
         eprintln!("conan part skipped: no conan in PATH");
     }
 
-    // APK (hosted, and a group over it): no apk client runs on Debian, so the snippet runs as
+    // APK (hosted, a group over it, a proxy of it): no apk client runs on Debian, so the snippet runs as
     // pasted with `apk` itself a no-op, and the independent verifier (api/tests/apk_verify.py)
     // plays apk on every line it added to the repositories file: the index signed by the key
     // the snippet saved, the package listed with the bytes uploaded.
@@ -1564,7 +1564,20 @@ fn the_set_up_each_go_conan_and_apk_page_shows_works_in_the_real_clients() -> an
         &auth,
         Repo::group("alpall", Format::Apk, &["alpine"]).with(json!({"apk": {"architectures": ["x86_64"]}})),
     )?;
-    for repo in ["alpine", "alpall"] {
+    // A proxy of it: clients trust the upstream's key, which the proxy serves under the name
+    // the upstream's index gives it (once it has served an index and a package).
+    let (_, names) = get_text(&format!("{public}/repository/alpine/keys/"))?;
+    let (_, alpine_key) = get_text(&format!("{public}/repository/alpine/keys/{}", names.trim()))?;
+    create_repository(
+        &public,
+        &auth,
+        Repo::proxy("alpproxy", Format::Apk, &format!("{public}/repository/alpine/"))
+            .with(json!({"apk": {"architectures": ["x86_64"], "signed_by": alpine_key}})),
+    )?;
+    for file in ["APKINDEX.tar.gz", "hello-1.0-r0.apk"] {
+        assert_eq!(get_text(&format!("{public}/repository/alpproxy/v3.20/main/x86_64/{file}"))?.0, 200, "{file}");
+    }
+    for repo in ["alpine", "alpall", "alpproxy"] {
         let snips = snippets_of(repo, "hello")?;
         let root = tempfile::tempdir()?;
         let r = root.path().display().to_string();

@@ -213,6 +213,17 @@ pub fn apkindex_text(index: &[u8]) -> Result<String, std::io::Error> {
 /// `.SIGN.RSA512.*` entry of the signature member must verify over the raw index member with
 /// one of `keys`. Returns the raw index member.
 pub fn verify_index(index: &[u8], keys: &[rsa::RsaPublicKey]) -> Result<Vec<u8>, KeyError> {
+    verified_by(index, keys).map(|(member, _, _)| member)
+}
+
+/// [`verify_index`], saying which signature verified: the key file name it names (after
+/// `.SIGN.RSA.`, `.SIGN.RSA256.` or `.SIGN.RSA512.`: what apk looks up in `/etc/apk/keys/`) and
+/// the index of the key in `keys`.
+pub fn index_signer(index: &[u8], keys: &[rsa::RsaPublicKey]) -> Result<(String, usize), KeyError> {
+    verified_by(index, keys).map(|(_, name, key)| (name, key))
+}
+
+fn verified_by(index: &[u8], keys: &[rsa::RsaPublicKey]) -> Result<(Vec<u8>, String, usize), KeyError> {
     use rsa::Pkcs1v15Sign;
     use sha1::Sha1;
     use sha2::{Digest, Sha256};
@@ -232,19 +243,20 @@ pub fn verify_index(index: &[u8], keys: &[rsa::RsaPublicKey]) -> Result<Vec<u8>,
         let name = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
         let mut sig = Vec::new();
         entry.read_to_end(&mut sig).map_err(|e| KeyError::Rsa(e.to_string()))?;
-        let ok =
-            |scheme: Pkcs1v15Sign, digest: &[u8]| keys.iter().any(|k| k.verify(scheme.clone(), digest, &sig).is_ok());
-        let verified = if name.starts_with(".SIGN.RSA256.") {
-            ok(Pkcs1v15Sign::new::<Sha256>(), &Sha256::digest(&index_member))
-        } else if name.starts_with(".SIGN.RSA512.") {
-            ok(Pkcs1v15Sign::new::<sha2::Sha512>(), &sha2::Sha512::digest(&index_member))
-        } else if name.starts_with(".SIGN.RSA.") {
-            ok(Pkcs1v15Sign::new::<Sha1>(), &Sha1::digest(&index_member))
-        } else {
-            false
+        let ok = |scheme: Pkcs1v15Sign, digest: &[u8]| {
+            keys.iter().position(|k| k.verify(scheme.clone(), digest, &sig).is_ok())
         };
-        if verified {
-            return Ok(index_member);
+        let (verified, file) = if let Some(file) = name.strip_prefix(".SIGN.RSA256.") {
+            (ok(Pkcs1v15Sign::new::<Sha256>(), &Sha256::digest(&index_member)), file)
+        } else if let Some(file) = name.strip_prefix(".SIGN.RSA512.") {
+            (ok(Pkcs1v15Sign::new::<sha2::Sha512>(), &sha2::Sha512::digest(&index_member)), file)
+        } else if let Some(file) = name.strip_prefix(".SIGN.RSA.") {
+            (ok(Pkcs1v15Sign::new::<Sha1>(), &Sha1::digest(&index_member)), file)
+        } else {
+            (None, "")
+        };
+        if let Some(key) = verified {
+            return Ok((index_member, file.to_string(), key));
         }
     }
     Err(KeyError::Rsa("no signature in the index verifies with the configured key".into()))

@@ -93,21 +93,30 @@ impl ApkKey {
     }
 }
 
+/// The `-----BEGIN PUBLIC KEY-----` blocks of `pem`, in order (what [`parse_public_keys`]
+/// parses, one key each).
+pub fn public_key_blocks(pem: &str) -> Vec<&str> {
+    const END: &str = "-----END PUBLIC KEY-----";
+    let mut blocks = Vec::new();
+    let mut rest = pem;
+    while let Some(start) = rest.find("-----BEGIN PUBLIC KEY-----") {
+        let Some(end) = rest[start..].find(END) else { break };
+        blocks.push(&rest[start..start + end + END.len()]);
+        rest = &rest[start + end + END.len()..];
+    }
+    blocks
+}
+
 /// The RSA public keys of a PEM text (one or several `BEGIN PUBLIC KEY` blocks, as in
 /// `/etc/apk/keys/*.rsa.pub`).
 pub fn parse_public_keys(pem: &str) -> Result<Vec<rsa::RsaPublicKey>, KeyError> {
     use rsa::pkcs8::DecodePublicKey;
-    const END: &str = "-----END PUBLIC KEY-----";
     let mut keys = Vec::new();
-    let mut rest = pem;
-    while let Some(start) = rest.find("-----BEGIN PUBLIC KEY-----") {
-        let Some(end) = rest[start..].find(END) else { break };
-        let block = &rest[start..start + end + END.len()];
+    for block in public_key_blocks(pem) {
         keys.push(
             rsa::RsaPublicKey::from_public_key_pem(block)
                 .map_err(|e| KeyError::Rsa(format!("not an RSA public key in SPKI PEM: {e}")))?,
         );
-        rest = &rest[start + end + END.len()..];
     }
     if keys.is_empty() {
         return Err(KeyError::Rsa(

@@ -18,8 +18,8 @@ use std::sync::Arc;
 use super::chunks::{self, Contribution, Memory, Signing};
 use super::{proxy_request, Unit, INDEX_FILE, KIND};
 use packyard_codecs::apk::index::{apkindex_text, index_member_text};
-use packyard_codecs::apk::index::{check_record, verify_index};
-use packyard_codecs::apk::signing::parse_public_keys;
+use packyard_codecs::apk::index::{check_record, index_signer, verify_index};
+use packyard_codecs::apk::signing::{parse_public_keys, public_key_blocks};
 use packyard_core::groups::{self, incremental, members_of, published_entry, Reader, Sources};
 use packyard_core::publication::{work, BuildContext, BuildError};
 use packyard_model::repos::{RepoType, Repository};
@@ -285,6 +285,30 @@ pub async fn upstream_verified(
     let Some(sha) = upstream_sha(reader, member, unit).await? else { return Ok(None) };
     read(reader, member, &Input::Upstream(sha.clone())).await?;
     Ok(Some(sha))
+}
+
+/// The key a proxy's clients trust for `unit`: of the proxy's `apk.signed_by` keys, the one that
+/// signs the upstream's index (fetched through the proxy cache), with the key file name the
+/// index's signature names it by — the name apk looks it up under in `/etc/apk/keys/`. `None`
+/// when the proxy does not serve the architecture or the upstream has no such index.
+pub async fn upstream_key(
+    reader: &Reader,
+    proxy: &Repository,
+    unit: &Unit,
+) -> Result<Option<(String, String)>, BuildError> {
+    let Some(sha) = upstream_sha(reader, proxy, unit).await? else { return Ok(None) };
+    let pem = signed_by(proxy)?;
+    let keys = parse_public_keys(&pem).map_err(|e| other(format!("{}: apk.signed_by: {e}", proxy.name)))?;
+    let bytes = reader.bytes(&sha).await?;
+    let name = proxy.name.to_string();
+    let (file, key) = work::read(move || {
+        index_signer(&bytes, &keys).map_err(|e| format!("{name}: the upstream's {INDEX_FILE} is refused: {e}"))
+    })
+    .await
+    .map_err(other)?
+    .map_err(other)?;
+    let block = public_key_blocks(&pem).get(key).map(|b| format!("{b}\n")).unwrap_or_default();
+    Ok(Some((file, block)))
 }
 
 /// Whether any member of group `repo` has an index for `unit` (a group publishes a unit on

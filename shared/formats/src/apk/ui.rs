@@ -20,6 +20,19 @@ async fn key_name(services: &Services, repo: &Repository) -> Option<String> {
     key.file_name(repo.name.as_str()).ok()
 }
 
+/// A proxy's upstream key name (its `apk.signed_by` key that signs the upstream's index of the
+/// first `branch/repository` it holds, at its first architecture), when it has one.
+async fn upstream_key_name(services: &Services, repo: &Repository, groups: &[String]) -> Option<String> {
+    if repo.repo_type != RepoType::Proxy || ApkSettings::of(repo).signed_by.is_none() {
+        return None;
+    }
+    let (branch, channel) = groups.first()?.split_once('/')?;
+    let arch = ApkSettings::of(repo).architectures.first().cloned()?;
+    let unit = super::Unit::new(branch, channel, &arch).ok()?;
+    let reader = packyard_core::groups::Reader::of(services);
+    super::group::upstream_key(&reader, repo, &unit).await.ok().flatten().map(|(name, _)| name)
+}
+
 #[async_trait]
 impl FormatUi for ApkUi {
     fn title(&self) -> &'static str {
@@ -50,6 +63,13 @@ impl FormatUi for ApkUi {
         let mut out = Vec::new();
         if let Some(name) = key_name(services, repo).await {
             out.push(Snippet::new("The signing key", format!("wget -O /etc/apk/keys/{name} {url}/keys/{name}")));
+        } else if let Some(name) = upstream_key_name(services, repo, groups).await {
+            // A proxy serves its upstream's signatures: clients trust the upstream's key, which
+            // it serves under the name the upstream's index gives it.
+            out.push(Snippet::new(
+                "The upstream's signing key",
+                format!("wget -O /etc/apk/keys/{name} {url}/keys/{name}"),
+            ));
         } else if repo.repo_type == RepoType::Proxy {
             out.push(Snippet::new(
                 "The upstream's signing keys",
