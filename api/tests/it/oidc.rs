@@ -232,6 +232,13 @@ fn single_sign_on(backend: Backend) -> anyhow::Result<()> {
     b.click_to_load(&button)?;
     b.wait_for(".who .user", Duration::from_secs(10))?;
     assert_eq!(b.text(&b.find(".who .user")?)?, "Signed in as admin");
+    // The sign-in sources page: the provider as configured, and that it answers now.
+    b.goto(&format!("{public}/admin/directories"))?;
+    let panel = b.text(&b.find("section.panel")?)?;
+    assert!(
+        panel.contains("answers in") && panel.contains("Example SSO") && panel.contains("/signin/oidc/callback"),
+        "{panel}"
+    );
     drop(b);
     let (s, text) = status_of(ureq::get(&format!("{public}/signin")).call())?;
     assert_eq!(s, 200);

@@ -44,8 +44,8 @@ pub(super) async fn status(viewer: Viewer, services: web::Data<Services>) -> Res
             dt { "Redis" } dd { (redis) }
             dt { "RabbitMQ" } dd { (amqp) }
             dt { "Worker" } dd { @if services.config.worker.embedded { "embedded in this process" } @else { "separate (packyard-worker)" } }
-            dt { "Worker backlog" } dd { (pending) " publication units waiting" }
-            dt { "Publication errors" } dd { (failing.len()) " repositories" }
+            dt { "Worker backlog" } dd { (super::super::count(pending, "publication unit", "publication units")) " waiting" }
+            dt { "Publication errors" } dd { (super::super::count(failing.len() as i64, "repository", "repositories")) }
         }
         @if !failing.is_empty() {
             h2 { "Publication errors" }
