@@ -13,7 +13,8 @@ document.addEventListener("DOMContentLoaded", () => {
         block.hidden = (formats && !formats.includes(format.value)) || (types && !types.includes(type.value));
       }
       // What is hidden is not sent: a field of another format or type must not ride along.
-      for (const input of document.querySelectorAll("[data-formats] :is(input, select, textarea), [data-types] :is(input, select, textarea)")) {
+      const fields = ["input", "select", "textarea"].flatMap(f => [`[data-formats] ${f}`, `[data-types] ${f}`]).join(", ");
+      for (const input of document.querySelectorAll(fields)) {
         input.disabled = input.closest("[hidden]") !== null;
       }
     };

@@ -248,25 +248,25 @@ async fn keys(cx: &Cx<'_>) -> Result<Vec<(String, String)>, FormatError> {
     Ok(out)
 }
 
-/// A proxy's upstream key, named as the upstream's index names it: read from the index of a
-/// `branch/repository/arch` the proxy has served (its catalogue's first group).
+/// A proxy's upstream keys, named as the upstream's indexes name them: read from the indexes
+/// its cache holds (`group::upstream_keys`).
 async fn proxy_key(cx: &Cx<'_>) -> Result<Vec<(String, String)>, FormatError> {
     let (services, repo) = (cx.services, &cx.repo);
-    let none = || {
-        FormatError::from(ApiError::not_found(format!(
-            "proxy repository {} has served no APKINDEX.tar.gz yet: its key is named by the upstream index's signature (request an index through it first)",
-            repo.name
-        )))
-    };
-    let groups = services.db.catalogue_groups(repo.id, None, 1).await.map_err(ApiError::from)?;
-    let Some(group) = groups.first() else { return Err(none()) };
-    let parts: Vec<&str> = group.split('/').collect();
-    let [branch, channel, arch] = parts.as_slice() else { return Err(none()) };
-    let unit = Unit::new(branch, channel, arch).map_err(|_| none())?;
     let reader = packyard_core::groups::Reader::of(services);
-    match group::upstream_key(&reader, repo, &unit).await {
-        Ok(Some(key)) => Ok(vec![key]),
-        Ok(None) => Err(none()),
-        Err(e) => Err(ApiError::new(crate::error::ErrorCode::BadGateway, e.to_string()).into()),
+    match group::upstream_keys(&services.db, &reader, repo).await {
+        Ok(keys) if !keys.is_empty() => Ok(keys),
+        Ok(_) => Err(ApiError::not_found(format!(
+            "proxy repository {} holds no upstream APKINDEX.tar.gz yet: its keys are named by the upstream index's signatures (run `apk update` through it once; it fails until the key is installed)",
+            repo.name
+        ))
+        .into()),
+        Err(e) => {
+            tracing::warn!(repository = %repo.name, error = %e, "cannot read the upstream's index keys");
+            Err(ApiError::new(
+                crate::error::ErrorCode::BadGateway,
+                format!("proxy repository {}: the upstream's index keys cannot be read now; the cause is in the server log", repo.name),
+            )
+            .into())
+        }
     }
 }

@@ -93,7 +93,10 @@ async fn folder(viewer: &Viewer, services: &Services, name: &str, path: &str) ->
         return Err(UiError::not_found(format!("There is no folder {prefix} in {name}.")));
     }
     let here = |upto: usize| {
-        format!("/browse/{name}/files/{}", segments[..upto].iter().map(|s| format!("{s}/")).collect::<String>())
+        format!(
+            "/browse/{name}/files/{}",
+            linkable(&segments[..upto].iter().map(|s| format!("{s}/")).collect::<String>())
+        )
     };
     let body = html! {
         div.crumbs {

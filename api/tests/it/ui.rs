@@ -1559,11 +1559,29 @@ fn the_set_up_each_go_conan_and_apk_page_shows_works_in_the_real_clients() -> an
     ))?
     .bytes;
     put(&public, "/repository/alpine/v3.20/main/x86_64/hello-1.0-r0.apk", &apk)?;
+    // Each index lists the package before its set-up is tried (publication follows the upload).
+    let listed = |repo: &str| -> anyhow::Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let url = format!("{public}/repository/{repo}/v3.20/main/x86_64/APKINDEX.tar.gz");
+            let mut index = Vec::new();
+            if let Ok(r) = ureq::get(&url).call() {
+                std::io::Read::read_to_end(&mut r.into_reader(), &mut index)?;
+            }
+            if packyard_codecs::apk::index::apkindex_text(&index).is_ok_and(|t| t.contains("P:hello\n")) {
+                return Ok(());
+            }
+            anyhow::ensure!(Instant::now() < deadline, "{repo}'s index does not list hello");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    listed("alpine")?;
     create_repository(
         &public,
         &auth,
         Repo::group("alpall", Format::Apk, &["alpine"]).with(json!({"apk": {"architectures": ["x86_64"]}})),
     )?;
+    listed("alpall")?;
     // A proxy of it: clients trust the upstream's key, which the proxy serves under the name
     // the upstream's index gives it (once it has served an index and a package).
     let (_, names) = get_text(&format!("{public}/repository/alpine/keys/"))?;

@@ -642,7 +642,12 @@ impl ServerConfig {
         }
         crate::net::networks("server.trusted_proxies", &self.trusted_proxies).map_err(ConfigError)?;
         self.tls.validate()?;
-        if self.tls.redirect_bind.is_some() && self.public_url.as_deref().is_some_and(|u| !u.starts_with("https://")) {
+        let plain_public = self
+            .public_url
+            .as_deref()
+            .and_then(|u| Self::parse_public_url(u).ok())
+            .is_some_and(|(origin, _)| !origin.starts_with("https:"));
+        if self.tls.redirect_bind.is_some() && plain_public {
             return Err(ConfigError(
                 "bad value for key `server.tls.redirect_bind`: it redirects to server.public_url, which is not https:// (a redirect to itself)".into(),
             ));

@@ -220,7 +220,14 @@ pub fn verify_index(index: &[u8], keys: &[rsa::RsaPublicKey]) -> Result<Vec<u8>,
 /// `.SIGN.RSA.`, `.SIGN.RSA256.` or `.SIGN.RSA512.`: what apk looks up in `/etc/apk/keys/`) and
 /// the index of the key in `keys`.
 pub fn index_signer(index: &[u8], keys: &[rsa::RsaPublicKey]) -> Result<(String, usize), KeyError> {
-    verified_by(index, keys).map(|(_, name, key)| (name, key))
+    let (_, name, key) = verified_by(index, keys)?;
+    // The name is outside what the signature covers: it becomes a file name on clients and a
+    // word in a shell line, so only a key file name's characters pass.
+    let plain = name.bytes().all(|b| b.is_ascii_alphanumeric() || b"@._+-".contains(&b));
+    if name.is_empty() || name.len() > 255 || name.starts_with('.') || !plain {
+        return Err(KeyError::Rsa(format!("the signature names its key {name:?}, which is no key file name")));
+    }
+    Ok((name, key))
 }
 
 fn verified_by(index: &[u8], keys: &[rsa::RsaPublicKey]) -> Result<(Vec<u8>, String, usize), KeyError> {
@@ -431,6 +438,18 @@ mod tests {
         let n = tampered.len();
         tampered[n - 30] ^= 1;
         assert!(verify_index(&tampered, &keys).is_err());
+        // Which key signed, by which name: the second of two keys, under its file name.
+        let both =
+            super::super::signing::parse_public_keys(&format!("{}{}", stranger.public_pem()?, key.public_pem()?))?;
+        assert_eq!(index_signer(&out, &both)?, (file.clone(), 1));
+        // A name the signature does not cover, that is no key file name, is refused (it would
+        // become a path on clients and a word in a pasted shell line).
+        for bad in ["x;sh", "dir/key.rsa.pub", ".hidden"] {
+            let renamed = signed_index("repo v3.20/main", records, &key, bad, 1_700_000_000)?;
+            assert!(verify_index(&renamed, &keys).is_ok(), "{bad}: the signature still verifies");
+            let refused = index_signer(&renamed, &keys).err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(refused.contains("which is no key file name"), "{bad}: {refused}");
+        }
         Ok(())
     }
 

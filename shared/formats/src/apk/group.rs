@@ -287,28 +287,40 @@ pub async fn upstream_verified(
     Ok(Some(sha))
 }
 
-/// The key a proxy's clients trust for `unit`: of the proxy's `apk.signed_by` keys, the one that
-/// signs the upstream's index (fetched through the proxy cache), with the key file name the
-/// index's signature names it by — the name apk looks it up under in `/etc/apk/keys/`. `None`
-/// when the proxy does not serve the architecture or the upstream has no such index.
-pub async fn upstream_key(
-    reader: &Reader,
-    proxy: &Repository,
-    unit: &Unit,
-) -> Result<Option<(String, String)>, BuildError> {
-    let Some(sha) = upstream_sha(reader, proxy, unit).await? else { return Ok(None) };
+/// The keys a proxy's clients trust: of the proxy's `apk.signed_by` keys, those that sign the
+/// upstream's indexes its cache holds (one per architecture it serves), each with the key file
+/// name the index's signature gives it — the name apk looks it up under in `/etc/apk/keys/`
+/// (Alpine signs each architecture with a key of its own). Read from the cache, never fetched:
+/// empty until a client has asked the proxy for an index.
+pub async fn upstream_keys(db: &Db, reader: &Reader, proxy: &Repository) -> Result<Vec<(String, String)>, BuildError> {
     let pem = signed_by(proxy)?;
     let keys = parse_public_keys(&pem).map_err(|e| other(format!("{}: apk.signed_by: {e}", proxy.name)))?;
-    let bytes = reader.bytes(&sha).await?;
-    let name = proxy.name.to_string();
-    let (file, key) = work::read(move || {
-        index_signer(&bytes, &keys).map_err(|e| format!("{name}: the upstream's {INDEX_FILE} is refused: {e}"))
-    })
-    .await
-    .map_err(other)?
-    .map_err(other)?;
-    let block = public_key_blocks(&pem).get(key).map(|b| format!("{b}\n")).unwrap_or_default();
-    Ok(Some((file, block)))
+    let blocks: Vec<String> = public_key_blocks(&pem).into_iter().map(|b| format!("{b}\n")).collect();
+    let architectures = ApkSettings::of(proxy).architectures;
+    let mut seen = HashSet::new();
+    let mut out: Vec<(String, String)> = Vec::new();
+    for entry in db.cached_files_named(proxy.id, INDEX_FILE, 1_000).await? {
+        let arch = match entry.path.split('/').collect::<Vec<_>>().as_slice() {
+            [_, _, arch, _] => arch.to_string(),
+            _ => continue,
+        };
+        let Some(sha) = entry.sha256.filter(|_| architectures.contains(&arch) && seen.insert(arch.clone())) else {
+            continue;
+        };
+        let bytes = reader.bytes(&sha).await?;
+        let keys = keys.clone();
+        match work::read(move || index_signer(&bytes, &keys)).await.map_err(other)? {
+            Ok((name, key)) => {
+                if !out.iter().any(|(n, _)| *n == name) {
+                    out.push((name, blocks.get(key).cloned().unwrap_or_default()));
+                }
+            }
+            Err(e) => {
+                tracing::warn!(repository = %proxy.name, path = %entry.path, error = %e, "the upstream's index does not verify with apk.signed_by")
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Whether any member of group `repo` has an index for `unit` (a group publishes a unit on

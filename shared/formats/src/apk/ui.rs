@@ -20,17 +20,14 @@ async fn key_name(services: &Services, repo: &Repository) -> Option<String> {
     key.file_name(repo.name.as_str()).ok()
 }
 
-/// A proxy's upstream key name (its `apk.signed_by` key that signs the upstream's index of the
-/// first `branch/repository` it holds, at its first architecture), when it has one.
-async fn upstream_key_name(services: &Services, repo: &Repository, groups: &[String]) -> Option<String> {
+/// A proxy's upstream key names (`group::upstream_keys`), when it has `apk.signed_by`.
+async fn upstream_key_names(services: &Services, repo: &Repository) -> Vec<String> {
     if repo.repo_type != RepoType::Proxy || ApkSettings::of(repo).signed_by.is_none() {
-        return None;
+        return Vec::new();
     }
-    let (branch, channel) = groups.first()?.split_once('/')?;
-    let arch = ApkSettings::of(repo).architectures.first().cloned()?;
-    let unit = super::Unit::new(branch, channel, &arch).ok()?;
     let reader = packyard_core::groups::Reader::of(services);
-    super::group::upstream_key(&reader, repo, &unit).await.ok().flatten().map(|(name, _)| name)
+    let keys = super::group::upstream_keys(&services.db, &reader, repo).await.unwrap_or_default();
+    keys.into_iter().map(|(name, _)| name).collect()
 }
 
 #[async_trait]
@@ -63,13 +60,13 @@ impl FormatUi for ApkUi {
         let mut out = Vec::new();
         if let Some(name) = key_name(services, repo).await {
             out.push(Snippet::new("The signing key", format!("wget -O /etc/apk/keys/{name} {url}/keys/{name}")));
-        } else if let Some(name) = upstream_key_name(services, repo, groups).await {
-            // A proxy serves its upstream's signatures: clients trust the upstream's key, which
-            // it serves under the name the upstream's index gives it.
-            out.push(Snippet::new(
-                "The upstream's signing key",
-                format!("wget -O /etc/apk/keys/{name} {url}/keys/{name}"),
-            ));
+        } else if let names @ [_, ..] = upstream_key_names(services, repo).await.as_slice() {
+            // A proxy serves its upstream's signatures: clients trust the upstream's keys, which
+            // it serves under the names the upstream's indexes give them.
+            let lines: Vec<String> =
+                names.iter().map(|name| format!("wget -O /etc/apk/keys/{name} {url}/keys/{name}")).collect();
+            let label = if names.len() == 1 { "The upstream's signing key" } else { "The upstream's signing keys" };
+            out.push(Snippet::new(label, lines.join("\n")));
         } else if repo.repo_type == RepoType::Proxy {
             out.push(Snippet::new(
                 "The upstream's signing keys",

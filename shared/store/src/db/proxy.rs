@@ -69,6 +69,16 @@ impl Db {
         rows.iter().map(parse).collect()
     }
 
+    /// The repository's cached files (not the remembered misses) whose path ends with `/<name>`,
+    /// at most `limit` (an APK proxy's upstream indexes, whatever their branch).
+    pub async fn cached_files_named(&self, repository_id: i64, name: &str, limit: i64) -> DbResult<Vec<ProxyEntry>> {
+        let named = sql!("proxy_cache.named", "SELECT repository_id, path, status, sha256, size, content_type, upstream_etag, upstream_last_modified, fetched_at FROM proxy_cache WHERE repository_id = $1 AND path LIKE $2 ESCAPE '!' AND sha256 IS NOT NULL ORDER BY path LIMIT $3");
+        let escaped = crate::db::like_prefix(name);
+        let pattern = format!("%/{}", escaped.trim_end_matches('%'));
+        let rows = self.bound(named, (repository_id, pattern.as_str(), limit)).fetch_all(self.pool()).await?;
+        rows.iter().map(parse).collect()
+    }
+
     /// Inserts or replaces the entry of `(repository_id, path)`.
     pub async fn put_proxy_entry(&self, e: &ProxyEntry) -> DbResult<()> {
         self.query(upsert!(
