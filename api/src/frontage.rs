@@ -65,13 +65,11 @@ impl Frontage {
         }
         let own_scheme = if req.app_config().secure() { "https" } else { "http" };
         // HTTP/2 clients send the host as the request's `:authority`, not as a `Host` header.
-        let authority = req.uri().authority().map(|a| a.as_str().to_string());
         let host_header = req
             .headers()
             .get(actix_web::http::header::HOST)
             .and_then(|h| h.to_str().ok())
-            .map(str::to_string)
-            .or(authority);
+            .or_else(|| req.uri().authority().map(|a| a.as_str()));
         let (scheme, host) = if self.peer_trusted(req) {
             // What the proxy set: the last value (a proxy that appends puts its own last; one that
             // sets it leaves only its own).
@@ -88,9 +86,9 @@ impl Frontage {
                 .map(|p| p.to_ascii_lowercase())
                 .filter(|p| p == "http" || p == "https")
                 .unwrap_or_else(|| own_scheme.to_string());
-            (scheme, host.or(host_header))
+            (scheme, host.or(host_header.map(str::to_string)))
         } else {
-            (own_scheme.to_string(), host_header)
+            (own_scheme.to_string(), host_header.map(str::to_string))
         };
         let host = host.filter(|h| plausible_host(h)).unwrap_or_else(|| req.app_config().host().to_string());
         Base { https: scheme == "https", origin: format!("{scheme}://{host}"), prefix: String::new() }
@@ -204,7 +202,7 @@ pub fn client_addr(req: &HttpRequest) -> IpAddr {
 
 /// A host (and port) fit to put in a URL: letters, digits, `.-_:` and an IPv6 literal's
 /// brackets; anything else (a path, spaces, quotes) is not a host.
-fn plausible_host(h: &str) -> bool {
+pub(crate) fn plausible_host(h: &str) -> bool {
     !h.is_empty() && h.len() <= 255 && h.bytes().all(|b| b.is_ascii_alphanumeric() || b".-_:[]".contains(&b))
 }
 

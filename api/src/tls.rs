@@ -169,9 +169,7 @@ impl RedirectTo {
         let host = host?.trim();
         // The name without the port: `[::1]:80` → `[::1]`, `repo.example.com:80` → `repo.example.com`.
         let name = if host.starts_with('[') { &host[..=host.find(']')?] } else { host.split(':').next()? };
-        let valid = !name.is_empty()
-            && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '[' | ']' | ':'));
-        if !valid {
+        if !crate::frontage::plausible_host(name) {
             return None;
         }
         Some(match self.port {

@@ -131,6 +131,13 @@ pub struct Confirm {
     confirm: Option<String>,
 }
 
+impl Confirm {
+    /// The delete's refusal when its box was not ticked.
+    fn unticked(&self) -> Option<ApiError> {
+        (self.confirm.as_deref() != Some("yes")).then(|| ApiError::bad_request("Tick the box to confirm the delete."))
+    }
+}
+
 pub(super) fn field(id: &str, label: &str, value: &str, hint: &str) -> Markup {
     html! {
         div.field {

@@ -536,12 +536,12 @@ pub(super) async fn delete_policy(
 ) -> Result<HttpResponse, UiError> {
     let admin = admin_of(&viewer)?;
     viewer.check_csrf(f.csrf.as_deref())?;
-    if f.confirm.as_deref() != Some("yes") {
-        let e = ApiError::bad_request("Tick the box to confirm the delete.");
-        return policy_page(&viewer, &services, &name, &PreviewQuery::default(), None, Some(e), None).await;
-    }
-    match service::delete(&services, admin.actor(), &name).await {
+    let deleted = match f.unticked() {
+        Some(e) => Err(e),
+        None => service::delete(&services, admin.actor(), &name).await.map_err(ApiError::from),
+    };
+    match deleted {
         Ok(()) => Ok(viewer.redirect("/admin/cleanup")),
-        Err(e) => policy_page(&viewer, &services, &name, &PreviewQuery::default(), None, Some(e.into()), None).await,
+        Err(e) => policy_page(&viewer, &services, &name, &PreviewQuery::default(), None, Some(e), None).await,
     }
 }

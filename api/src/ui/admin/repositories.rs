@@ -479,16 +479,8 @@ pub(super) async fn delete_repository(
 ) -> Result<HttpResponse, UiError> {
     let admin = admin_of(&viewer)?;
     viewer.check_csrf(f.csrf.as_deref())?;
-    if f.confirm.as_deref() != Some("yes") {
-        return repository_page(
-            &viewer,
-            &services,
-            &name,
-            None,
-            Some(ApiError::bad_request("Tick the box to confirm the delete.")),
-            None,
-        )
-        .await;
+    if let Some(e) = f.unticked() {
+        return repository_page(&viewer, &services, &name, None, Some(e), None).await;
     }
     let name = repo_name(&name)?;
     match service::delete(&services, packyard_formats::registry(), admin.actor(), name.as_str()).await {

@@ -58,7 +58,7 @@ impl WebhookForm {
 }
 
 /// Events come as repeated `event=` fields, which a plain form decoder does not gather.
-fn form_of(raw: &[u8]) -> Result<WebhookForm, UiError> {
+fn form_of(raw: &[u8]) -> WebhookForm {
     let mut f = WebhookForm::default();
     for (k, v) in url::form_urlencoded::parse(raw) {
         let v = v.into_owned();
@@ -74,7 +74,7 @@ fn form_of(raw: &[u8]) -> Result<WebhookForm, UiError> {
             _ => {}
         }
     }
-    Ok(f)
+    f
 }
 
 async fn fields(services: &Services, f: &WebhookForm, creating: bool) -> Result<maud::Markup, UiError> {
@@ -160,7 +160,7 @@ pub(super) async fn create_webhook(
     raw: web::Bytes,
 ) -> Result<HttpResponse, UiError> {
     let admin = admin_of(&viewer)?;
-    let f = form_of(&raw)?;
+    let f = form_of(&raw);
     viewer.check_csrf(f.csrf.as_deref())?;
     match service::create(&services, admin.actor(), f.body(true)).await {
         Ok(created) => {
@@ -275,7 +275,7 @@ pub(super) async fn update_webhook(
     raw: web::Bytes,
 ) -> Result<HttpResponse, UiError> {
     let admin = admin_of(&viewer)?;
-    let f = form_of(&raw)?;
+    let f = form_of(&raw);
     viewer.check_csrf(f.csrf.as_deref())?;
     match service::update(&services, admin.actor(), &name, f.body(false)).await {
         Ok(_) => webhook_page(&viewer, &services, &name, Some("Saved.".into()), None, None, None).await,
@@ -308,12 +308,12 @@ pub(super) async fn delete_webhook(
 ) -> Result<HttpResponse, UiError> {
     let admin = admin_of(&viewer)?;
     viewer.check_csrf(f.csrf.as_deref())?;
-    if f.confirm.as_deref() != Some("yes") {
-        let e = ApiError::bad_request("Tick the box to confirm the delete.");
-        return webhook_page(&viewer, &services, &name, None, Some(e), None, None).await;
-    }
-    match service::delete(&services, admin.actor(), &name).await {
+    let deleted = match f.unticked() {
+        Some(e) => Err(e),
+        None => service::delete(&services, admin.actor(), &name).await.map_err(ApiError::from),
+    };
+    match deleted {
         Ok(()) => Ok(viewer.redirect("/admin/webhooks")),
-        Err(e) => webhook_page(&viewer, &services, &name, None, Some(e.into()), None, None).await,
+        Err(e) => webhook_page(&viewer, &services, &name, None, Some(e), None, None).await,
     }
 }
