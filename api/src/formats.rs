@@ -21,6 +21,7 @@ use crate::error::{ApiError, ErrorCode, FormatError};
 pub mod apk;
 pub mod apt;
 pub mod conan;
+pub(crate) mod form;
 pub mod go;
 pub mod sample;
 mod tables;

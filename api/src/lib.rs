@@ -11,6 +11,7 @@ pub mod frontage;
 pub mod hot;
 pub mod nexus;
 pub mod observe;
+pub mod read_only;
 pub mod repository;
 pub mod route;
 pub mod startup;

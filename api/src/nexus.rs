@@ -11,13 +11,17 @@ use crate::auth::Caller;
 use crate::error::ApiError;
 
 pub(crate) mod catalogue;
+mod upload;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
-        catalogue::configure(web::scope("/service/rest/v1"))
-            .service(crate::admin::resource::resource("/repositories").route(web::get().to(repositories)))
-            .service(crate::admin::resource::resource("/status").route(web::get().to(status)))
-            .service(crate::admin::resource::resource("/status/writable").route(web::get().to(writable))),
+        crate::read_only::configure(catalogue::configure(
+            web::scope("/service/rest/v1"),
+            web::post().to(upload::upload),
+        ))
+        .service(crate::admin::resource::resource("/repositories").route(web::get().to(repositories)))
+        .service(crate::admin::resource::resource("/status").route(web::get().to(status)))
+        .service(crate::admin::resource::resource("/status/writable").route(web::get().to(writable))),
     );
 }
 

@@ -71,6 +71,13 @@ where
 
     fn call(&self, req: ServiceRequest) -> Self::Future {
         if !req.path().starts_with("/repository/") {
+            // While frozen, a write outside the format endpoints ends here (`crate::read_only`).
+            if req.method() != actix_web::http::Method::GET && services_frozen(&req) {
+                if let Some(res) = crate::read_only::refusal(&req) {
+                    let res = ServiceResponse::new(req.into_parts().0, res).map_into_right_body();
+                    return Either::Right(Either::Left(Answered { res: Some(res), repo: None }));
+                }
+            }
             let routed: Routed<B> = ServiceResponse::map_into_left_body;
             return Either::Left(self.service.call(req).map_ok(routed));
         }
@@ -88,6 +95,10 @@ where
             Ok(ServiceResponse::new(req, res).map_into_right_body())
         })))
     }
+}
+
+fn services_frozen(req: &ServiceRequest) -> bool {
+    req.app_data::<web::Data<Services>>().is_some_and(|s| s.read_only.frozen())
 }
 
 /// A hot answer, ready: on its first poll (inside the observe middleware's task-local context)
@@ -183,6 +194,9 @@ async fn run<R: Routes>(
     match R::route(req.method(), tail) {
         Some(Ok((route, access))) => {
             authorize(services, &caller, &repo, access)?;
+            if access.writes() {
+                crate::read_only::check(services)?;
+            }
             let hot = crate::hot::Slot::default();
             let (anonymous, asked) = (caller.principal.is_anonymous(), repo.clone());
             // Boxed: a route's state is the large part of a request's (up to 3.5 KiB), and the
@@ -225,7 +239,12 @@ fn not_allowed(req: &HttpRequest) -> FormatError {
 
 /// The one decision behind every repository route: whether the caller (a bad credential was a
 /// 401 already, never anonymous) may `access` `repo`.
-fn authorize(services: &Services, caller: &Caller, repo: &Repository, access: Access) -> Result<(), FormatError> {
+pub(crate) fn authorize(
+    services: &Services,
+    caller: &Caller,
+    repo: &Repository,
+    access: Access,
+) -> Result<(), FormatError> {
     let action = match access {
         Access::Anyone => return Ok(()),
         Access::SignedIn(action) => {

@@ -30,6 +30,14 @@ impl Access {
     pub const WRITE: Self = Self::Action(Action::Write);
     pub const DELETE: Self = Self::Action(Action::Delete);
 
+    /// Whether the route changes what is stored (refused while the instance is read-only).
+    pub fn writes(self) -> bool {
+        matches!(
+            self,
+            Self::Action(Action::Write | Action::Delete) | Self::SignedIn(Some(Action::Write | Action::Delete))
+        )
+    }
+
     /// What a method needs where no route says otherwise.
     pub fn of_method(method: &Method) -> Option<Self> {
         match *method {
@@ -99,6 +107,10 @@ pub trait Routes {
     fn route(method: &Method, tail: Tail<'_>) -> Option<Result<(Self::Route, Access), FormatError>>;
 
     async fn serve(cx: Cx<'_>, route: Self::Route) -> Result<HttpResponse, FormatError>;
+
+    /// The route that takes Nexus's components upload (`POST /service/rest/v1/components`, a
+    /// multipart form of this format's fields), or why the format takes none.
+    fn form_upload() -> Result<Self::Route, String>;
 }
 
 /// Decodes `%XX` escapes; `None` for a malformed escape or a result that is not UTF-8.

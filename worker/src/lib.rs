@@ -52,6 +52,9 @@ pub fn spawn_blob_reclaimer(services: &Services) {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
+            if frozen(&services).await {
+                continue;
+            }
             match packyard_core::reclaim::sweep(&services, packyard_formats::registry(), false, |_, _| {}).await {
                 Ok(r) if r.freed > 0 || r.build_blobs > 0 => {
                     tracing::info!(
@@ -69,6 +72,13 @@ pub fn spawn_blob_reclaimer(services: &Services) {
     });
 }
 
+/// Whether the instance is read-only (Nexus's freeze): cleanup and reclamation wait, as every
+/// write does. Read from the database (a worker process keeps no watermark poll); when it does
+/// not answer, the work's own queries fail too.
+async fn frozen(services: &Services) -> bool {
+    services.db.read_only().await.is_ok_and(|s| s.frozen)
+}
+
 /// Makes the cleanup runs that are due — by a policy's schedule or asked for ("run now") —
 /// looking every `worker.cleanup_poll_ms`; each under its repository's lease.
 pub fn spawn_cleanup_scheduler(services: &Services) {
@@ -80,6 +90,9 @@ pub fn spawn_cleanup_scheduler(services: &Services) {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
+            if frozen(&services).await {
+                continue;
+            }
             if let Err(e) = packyard_core::cleanup::run_due(&services, packyard_formats::registry(), &owner).await {
                 tracing::warn!(error = %e, "cannot make the cleanup runs that are due; trying again later");
             }

@@ -44,6 +44,9 @@ pub enum Route {
     Delete(UnitFile),
     Keys,
     Key(String),
+    /// Nexus's components upload: `apk.asset` fields with `apk.branch`, `apk.repository` and
+    /// `apk.architecture`.
+    Form,
 }
 
 impl Routes for Apk {
@@ -73,6 +76,7 @@ impl Routes for Apk {
             Route::Get(f) => serve(&cx, &cx.repo.clone(), &f, 0).await,
             // Writes are boxed: their state is large, and the hot reads should not carry it.
             Route::Put(f) => Box::pin(put(cx, f)).await,
+            Route::Form => Box::pin(form(cx)).await,
             Route::Delete(f) => {
                 let path = f.path();
                 match Box::pin(hosted::delete(&ApkHosted, cx.services, &cx.repo, &path, cx.caller.actor())).await? {
@@ -97,6 +101,10 @@ impl Routes for Apk {
                 }
             }
         }
+    }
+
+    fn form_upload() -> Result<Route, String> {
+        Ok(Route::Form)
     }
 }
 
@@ -220,6 +228,96 @@ async fn put(cx: Cx<'_>, f: UnitFile) -> Result<HttpResponse, FormatError> {
     let target = Target { unit: f.unit, file: f.file };
     let up = hosted::upload(&ApkHosted, services, &cx.repo, target, cx.body, actor).await?;
     super::uploaded(services, &up, q.wait).await
+}
+
+/// The form fields of an APK upload (Nexus has no APK format: named as its formats' are).
+const ASSET_FIELD: &str = "apk.asset";
+const BRANCH_FIELD: &str = "apk.branch";
+const CHANNEL_FIELD: &str = "apk.repository";
+const ARCH_FIELD: &str = "apk.architecture";
+
+/// A multipart form of `.apk` files (`apk.asset`, one or more), each stored under
+/// `<apk.branch>/<apk.repository>/<arch>/<pkgname>-<pkgver>.apk` — the architecture its
+/// `.PKGINFO` names, or `apk.architecture` (a `noarch` package needs it). The text fields come
+/// before the files they apply to. Every package is checked whole before it is acknowledged; the
+/// first refused one ends the form (those before it stay stored), and the answer names it.
+async fn form(cx: Cx<'_>) -> Result<HttpResponse, FormatError> {
+    use futures_util::StreamExt as _;
+    let q: super::WaitQuery = super::query(cx.req)?;
+    let Cx { req, services, repo, caller, body, .. } = cx;
+    if !super::form::is_multipart(req) {
+        return Err(ApiError::bad_request(format!(
+            "send a multipart/form-data form with the .apk as {ASSET_FIELD:?} and the fields {BRANCH_FIELD:?} (e.g. v3.20) and {CHANNEL_FIELD:?} (e.g. main)"
+        ))
+        .into());
+    }
+    let (mut branch, mut channel, mut arch) = (None, None, None);
+    let mut form = actix_multipart::Multipart::new(req.headers(), body);
+    let (mut changes, mut receipts) = (Vec::new(), Vec::new());
+    let mut budget = packyard_core::hosted::Hosted::max_bytes(&ApkHosted, services);
+    while let Some(field) = form.next().await {
+        let field = field.map_err(super::form::malformed)?;
+        let name = field.name().unwrap_or_default().to_string();
+        let mut field = Box::pin(field);
+        match name.as_str() {
+            BRANCH_FIELD => branch = Some(super::form::text(&mut field, &name).await?),
+            CHANNEL_FIELD => channel = Some(super::form::text(&mut field, &name).await?),
+            ARCH_FIELD => arch = Some(super::form::text(&mut field, &name).await?).filter(|a| !a.is_empty()),
+            ASSET_FIELD => {
+                let (Some(branch), Some(channel)) = (&branch, &channel) else {
+                    return Err(ApiError::bad_request(format!(
+                        "the form names no {}: send {BRANCH_FIELD:?} and {CHANNEL_FIELD:?} before the {ASSET_FIELD:?} files",
+                        if branch.is_none() { BRANCH_FIELD } else { CHANNEL_FIELD }
+                    ))
+                    .into());
+                };
+                hosted::check_hosted(&repo, "upload to").map_err(|e| FormatError(e.into()))?;
+                let stored = hosted::receive(services, &mut field, budget, Some("an .apk")).await?;
+                budget = budget.saturating_sub(stored.size);
+                let described = match packyard_formats::apk::hosted::describe(services, &stored).await {
+                    Ok(d) => d,
+                    Err(e) => {
+                        hosted::discard(services, &stored.sha256, stored.created).await;
+                        return Err(e.into());
+                    }
+                };
+                let arch = match (&arch, described.arch.as_str()) {
+                    (Some(a), _) => a.clone(),
+                    (None, "noarch") => {
+                        hosted::discard(services, &stored.sha256, stored.created).await;
+                        return Err(ApiError::bad_request(format!(
+                            "{} is a noarch package: name the architecture index it goes into with {ARCH_FIELD:?}",
+                            described.file
+                        ))
+                        .into());
+                    }
+                    (None, a) => a.to_string(),
+                };
+                let unit = match Unit::new(branch, channel, &arch) {
+                    Ok(u) => u,
+                    Err(e) => {
+                        hosted::discard(services, &stored.sha256, stored.created).await;
+                        return Err(ApiError::bad_request(e).into());
+                    }
+                };
+                let target = Target { unit, file: described.file };
+                let up = hosted::upload_stored(&ApkHosted, services, &repo, target, stored, caller.actor()).await?;
+                changes.extend(up.changes.iter().copied());
+                receipts.push(up.receipt);
+            }
+            _ => super::form::skip(&mut field).await?,
+        }
+    }
+    if receipts.is_empty() {
+        return Err(ApiError::bad_request(format!(
+            "the form has no field named {ASSET_FIELD:?}: send each .apk as one"
+        ))
+        .into());
+    }
+    if q.wait {
+        super::wait_published(services, &changes).await?;
+    }
+    Ok(HttpResponse::Created().json(receipts))
 }
 
 /// The repository's index keys: the current one and, after a rotation, the previous one. A

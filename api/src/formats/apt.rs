@@ -125,6 +125,12 @@ impl Routes for Apt {
             Route::GpgKey => gpg_key(&cx).await,
         }
     }
+
+    /// The multipart upload of `POST /`: `apt.asset` (a `.deb`, or a `.dsc` with its files),
+    /// `apt.distribution`, `apt.component`.
+    fn form_upload() -> Result<Route, String> {
+        Ok(Route::Upload)
+    }
 }
 
 async fn dists(cx: &Cx<'_>, clean: CleanPath) -> Result<HttpResponse, FormatError> {
@@ -224,20 +230,13 @@ const ASSET_FIELD: &str = "apt.asset";
 const DISTRIBUTION_FIELD: &str = "apt.distribution";
 const COMPONENT_FIELD: &str = "apt.component";
 
-fn is_multipart(req: &HttpRequest) -> bool {
-    req.headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim_start().to_ascii_lowercase().starts_with("multipart/form-data"))
-}
-
 /// Streams a `.deb` (or a source package's `.dsc`) from the raw body, or the `apt.asset`
 /// fields of a multipart form: one `.deb`, or a `.dsc` with the files it lists.
 async fn upload(cx: Cx<'_>) -> Result<HttpResponse, FormatError> {
     let q: UploadQuery = super::query(cx.req)?;
     let Cx { req, services, repo, caller, body, .. } = cx;
     let (repo, actor) = (&*repo, caller.actor());
-    let up = if is_multipart(req) {
+    let up = if super::form::is_multipart(req) {
         let mut target = target(&q);
         hosted::check_upload(&AptHosted, repo, &target)?;
         let mut files: Vec<(String, packyard_store::blobs::StoredBlob)> = Vec::new();
@@ -269,10 +268,6 @@ async fn upload(cx: Cx<'_>) -> Result<HttpResponse, FormatError> {
     super::uploaded(services, &up, q.wait).await
 }
 
-fn malformed(e: impl std::fmt::Display) -> FormatError {
-    ApiError::bad_request(format!("malformed multipart upload: {e}")).into()
-}
-
 /// Reads a multipart form: each `apt.asset` field into the blob store (pending, at most
 /// `server.max_upload_bytes` in all), `apt.distribution` and `apt.component` into the target;
 /// other fields are skipped.
@@ -284,7 +279,7 @@ async fn receive_form(
     let mut form = actix_multipart::Multipart::new(req.headers(), body);
     let mut budget = AptHosted.max_bytes(services);
     while let Some(field) = form.next().await {
-        let field = field.map_err(malformed)?;
+        let field = field.map_err(super::form::malformed)?;
         let name = field.name().unwrap_or_default().to_string();
         let mut field = Box::pin(field);
         match name.as_str() {
@@ -295,25 +290,11 @@ async fn receive_form(
                 files.push((file, stored));
             }
             DISTRIBUTION_FIELD | COMPONENT_FIELD => {
-                let mut value = Vec::new();
-                while let Some(chunk) = field.next().await {
-                    value.extend_from_slice(&chunk.map_err(malformed)?);
-                    if value.len() > 64 {
-                        return Err(
-                            ApiError::bad_request(format!("the form field {name} is longer than 64 bytes")).into()
-                        );
-                    }
-                }
-                let value = String::from_utf8(value)
-                    .map_err(|_| ApiError::bad_request(format!("the form field {name} is not UTF-8 text")))?;
+                let value = super::form::text(&mut field, &name).await?;
                 let slot = if name == DISTRIBUTION_FIELD { &mut target.distribution } else { &mut target.component };
-                *slot = Some(value.trim().to_string());
+                *slot = Some(value);
             }
-            _ => {
-                while let Some(chunk) = field.next().await {
-                    chunk.map_err(malformed)?;
-                }
-            }
+            _ => super::form::skip(&mut field).await?,
         }
     }
     Ok(())

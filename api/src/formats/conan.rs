@@ -177,6 +177,10 @@ impl Routes for Conan {
             Route::Delete(target) => Box::pin(delete(&cx, target)).await,
         }
     }
+
+    fn form_upload() -> Result<Route, String> {
+        Err("a Conan recipe or package is uploaded with `conan upload` (its files, revision by revision), not as a form".into())
+    }
 }
 
 /// `GET v2/users/authenticate` with Basic credentials: a bearer token for this repository.

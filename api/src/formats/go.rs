@@ -28,7 +28,13 @@ pub enum Route {
     Sumdb(SumdbRequest),
     Read(Request),
     Put(Target),
-    Delete { module: String, version: String },
+    Delete {
+        module: String,
+        version: String,
+    },
+    /// Nexus's components upload: `go.asset` (the module zip), optionally `go.module` and
+    /// `go.version` (checked against the zip's).
+    Form,
 }
 
 fn not_allowed(message: String) -> FormatError {
@@ -80,6 +86,7 @@ impl Routes for Go {
                 // Always read-your-writes: the go command asks for the list right after.
                 super::uploaded(cx.services, &up, true).await
             }
+            Route::Form => Box::pin(form(cx)).await,
             Route::Delete { module, version } => {
                 let removal = (module, version);
                 match Box::pin(hosted::delete(&GoHosted, cx.services, &cx.repo, &removal, cx.caller.actor())).await? {
@@ -95,6 +102,10 @@ impl Routes for Go {
                 }
             }
         }
+    }
+
+    fn form_upload() -> Result<Route, String> {
+        Ok(Route::Form)
     }
 }
 
@@ -115,6 +126,64 @@ fn put_target(path: &str) -> Result<Target, FormatError> {
         .into());
     };
     Ok(Target::Version(unescape(v).map_err(|e| ApiError::bad_request(e.0))?))
+}
+
+/// The form fields of a Go upload (Nexus has no Go upload: named as its formats' are).
+const ASSET_FIELD: &str = "go.asset";
+const MODULE_FIELD: &str = "go.module";
+const VERSION_FIELD: &str = "go.version";
+
+/// A multipart form with one module zip (`go.asset`): stored as `PUT <module>/@v/<version>.zip`
+/// stores it, the module and version those the zip's paths name (`go.module` and `go.version`,
+/// when given before it, must be the same). Answered once the version is listed.
+async fn form(cx: Cx<'_>) -> Result<HttpResponse, FormatError> {
+    use futures_util::StreamExt as _;
+    let Cx { req, services, repo, caller, body, .. } = cx;
+    if !super::form::is_multipart(req) {
+        return Err(ApiError::bad_request(format!(
+            "send a multipart/form-data form with the module zip as {ASSET_FIELD:?} (or PUT it to <module>/@v/<version>.zip)"
+        ))
+        .into());
+    }
+    let (mut module, mut version, mut up) = (None, None, None);
+    let mut form = actix_multipart::Multipart::new(req.headers(), body);
+    while let Some(field) = form.next().await {
+        let field = field.map_err(super::form::malformed)?;
+        let name = field.name().unwrap_or_default().to_string();
+        let mut field = Box::pin(field);
+        match name.as_str() {
+            MODULE_FIELD => module = Some(super::form::text(&mut field, &name).await?),
+            VERSION_FIELD => version = Some(super::form::text(&mut field, &name).await?),
+            ASSET_FIELD if up.is_some() => {
+                return Err(ApiError::bad_request(format!(
+                    "the form has two {ASSET_FIELD:?} fields: upload one module version per form"
+                ))
+                .into())
+            }
+            ASSET_FIELD => {
+                let target = match (module.take(), version.take()) {
+                    (Some(module), Some(version)) => Target::Coordinate { module, version },
+                    (None, Some(version)) => Target::Version(version),
+                    (Some(_), None) => {
+                        return Err(ApiError::bad_request(format!(
+                            "{MODULE_FIELD:?} without {VERSION_FIELD:?}: send both or neither (the zip names them)"
+                        ))
+                        .into())
+                    }
+                    (None, None) => Target::Zip,
+                };
+                up = Some(hosted::upload(&GoHosted, services, &repo, target, &mut field, caller.actor()).await?);
+            }
+            _ => super::form::skip(&mut field).await?,
+        }
+    }
+    let Some(up) = up else {
+        return Err(ApiError::bad_request(format!(
+            "the form has no field named {ASSET_FIELD:?}: send the module zip as it"
+        ))
+        .into());
+    };
+    super::uploaded(services, &up, true).await
 }
 
 fn missing(repo: &Repository, request: &Request) -> FormatError {

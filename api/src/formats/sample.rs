@@ -77,6 +77,10 @@ impl Routes for Sample {
         })
     }
 
+    fn form_upload() -> Result<Route, String> {
+        Err("the test-only sample format takes no form upload".into())
+    }
+
     async fn serve(cx: Cx<'_>, route: Route) -> Result<HttpResponse, FormatError> {
         let services = cx.services;
         if !services.config.debug.test_format {

@@ -25,7 +25,8 @@ use crate::error::ApiError;
 /// Rows per page.
 pub const PAGE: i64 = 100;
 
-pub fn configure(scope: actix_web::Scope) -> actix_web::Scope {
+/// `upload`: the components upload (`POST /components`), on the same resource as the listing.
+pub fn configure(scope: actix_web::Scope, upload: actix_web::Route) -> actix_web::Scope {
     use crate::admin::resource::resource;
     let list = |what: (Listing, Rows)| {
         web::get().to(move |req: HttpRequest, s: web::Data<Services>, c: Caller, p: web::Query<Params>| {
@@ -36,7 +37,7 @@ pub fn configure(scope: actix_web::Scope) -> actix_web::Scope {
         .service(resource("/search").route(list((Listing::Search, Rows::Components))))
         .service(resource("/search/assets").route(list((Listing::Search, Rows::Assets))))
         .service(resource("/search/assets/download").route(web::get().to(download)))
-        .service(resource("/components").route(list((Listing::Repository, Rows::Components))))
+        .service(resource("/components").route(list((Listing::Repository, Rows::Components))).route(upload))
         .service(resource("/components/{id}").route(web::get().to(component)).route(web::delete().to(delete_component)))
         .service(resource("/assets").route(list((Listing::Repository, Rows::Assets))))
         .service(resource("/assets/{id}").route(web::get().to(asset)).route(web::delete().to(delete_asset)))

@@ -320,7 +320,7 @@ async fn warmed_index_reads_make_no_query(app: TestApp) -> anyhow::Result<()> {
 app_test!(warmed_index_reads_make_no_query);
 
 /// The records of an index (its second gzip member's text).
-fn index_text(bytes: &[u8]) -> anyhow::Result<String> {
+pub(crate) fn index_text(bytes: &[u8]) -> anyhow::Result<String> {
     let members = packyard_codecs::apk::index::split_members(bytes)?;
     let mut text = String::new();
     std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&members[1][..]), &mut text)?;

@@ -447,7 +447,7 @@ fn hosted_apt_with_the_real_client() -> anyhow::Result<()> {
     Ok(())
 }
 
-fn count_files(dir: &Path) -> usize {
+pub(crate) fn count_files(dir: &Path) -> usize {
     let mut n = 0;
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -681,18 +681,18 @@ fn wait_for(server: &Server, path: &str, needles: &[&str]) -> anyhow::Result<Vec
 }
 
 /// A scratch apt configuration trusting `key` for `deb <url> stable main`.
-fn apt_root(key: &[u8], url: &str) -> anyhow::Result<tempfile::TempDir> {
+pub(crate) fn apt_root(key: &[u8], url: &str) -> anyhow::Result<tempfile::TempDir> {
     common::apt::scratch(key, |k| format!("deb [signed-by={} arch=amd64] {url} stable main", k.display()))
 }
 
-fn update_ok(root: &Path) -> anyhow::Result<String> {
+pub(crate) fn update_ok(root: &Path) -> anyhow::Result<String> {
     let out = apt_get(root, &["update"])?;
     let log = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     anyhow::ensure!(out.status.success() && !log.contains("Err:") && !log.contains("W: "), "apt-get update:\n{log}");
     Ok(log)
 }
 
-fn download(root: &Path, name: &str) -> anyhow::Result<Vec<u8>> {
+pub(crate) fn download(root: &Path, name: &str) -> anyhow::Result<Vec<u8>> {
     let out = apt_get(root, &["download", name])?;
     anyhow::ensure!(out.status.success(), "apt-get download {name}: {}", String::from_utf8_lossy(&out.stderr));
     let file = std::fs::read_dir(root.join("downloads"))?

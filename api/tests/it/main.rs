@@ -21,6 +21,7 @@ mod ldap;
 mod loadtest;
 mod local_cluster;
 mod nexus;
+mod nexus_write;
 mod oidc;
 mod peers_apt;
 mod peers_conan;

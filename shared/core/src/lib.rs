@@ -17,6 +17,7 @@ pub mod hosted;
 pub mod outbound;
 pub mod proxy;
 pub mod publication;
+pub mod read_only;
 pub mod reclaim;
 pub mod repositories;
 pub mod security;

@@ -39,6 +39,8 @@ pub struct Services {
     refresh: Arc<tokio::sync::Notify>,
     /// The artifact downloads this replica served, until they are flushed to the catalogue.
     pub downloads: Arc<crate::downloads::Downloads>,
+    /// The instance's read-only mode (Nexus's freeze).
+    pub read_only: Arc<crate::read_only::ReadOnlyMode>,
 }
 
 /// The configured blob store (files or S3), without the hot cache.
@@ -86,7 +88,13 @@ impl Services {
         }
         let blobs = open_blob_store(&config, metrics.clone()).await?;
         let secret = crate::auth::load_or_create_secret(config.security.secret.as_deref(), &config.server.data_dir)?;
-        Self::assemble(config, metrics, db, blobs, &secret)
+        let services = Self::assemble(config, metrics, db, blobs, &secret)?;
+        // Known before the first request (the watermark poll keeps it current).
+        match services.db.read_only().await {
+            Ok(state) => services.read_only.apply(state),
+            Err(e) => tracing::warn!(error = %e, "cannot read the read-only mode yet; the watermark poll will"),
+        }
+        Ok(services)
     }
 
     /// Puts the parts together (also used by tests that bring their own database).
@@ -134,6 +142,7 @@ impl Services {
             proxy,
             webhooks,
             downloads: Arc::default(),
+            read_only: Arc::default(),
         })
     }
 
@@ -190,6 +199,7 @@ impl Services {
     pub async fn poll_watermarks(&self) -> Result<bool, packyard_store::db::DbError> {
         let (security, repositories, publications) = self.db.watermarks().await?;
         let a = self.security.cache.observe(security, repositories);
+        self.read_only.follow(&self.db, security).await?;
         // A publication moved the global watermark: find which repositories' own watermarks
         // moved, and drop only their snapshot pointers.
         let b = if self.published.publications_moved(publications) {

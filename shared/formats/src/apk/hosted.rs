@@ -63,11 +63,7 @@ impl Hosted for ApkHosted {
         t: &Target,
         stored: &StoredBlob,
     ) -> Result<Inspected<ApkPackage>, UploadError> {
-        let limits = Limits { max_data: expansion_limit(stored.size), ..Limits::default() };
-        let info = read_back(services, &stored.sha256, move |r| read_package(r, limits))
-            .await?
-            .map_err(|e| UploadError::Invalid(format!("not a valid apk v2 package: {e}")))?;
-        let info = check(repo, t, info)?;
+        let info = check(repo, t, read(services, stored).await?)?;
         let package = ApkPackage {
             id: 0,
             repository_id: repo.id,
@@ -115,6 +111,27 @@ impl Hosted for ApkHosted {
     fn removal(&self, key: &str) -> Option<String> {
         Some(key.to_string())
     }
+}
+
+/// The package, read whole (every member checked).
+async fn read(services: &Services, stored: &StoredBlob) -> Result<ApkInfo, UploadError> {
+    let limits = Limits { max_data: expansion_limit(stored.size), ..Limits::default() };
+    read_back(services, &stored.sha256, move |r| read_package(r, limits))
+        .await?
+        .map_err(|e| UploadError::Invalid(format!("not a valid apk v2 package: {e}")))
+}
+
+/// What a package says it is, for an upload whose path does not say (a form).
+pub struct Described {
+    /// `<pkgname>-<pkgver>.apk`.
+    pub file: String,
+    pub arch: String,
+}
+
+/// Reads a stored package's `.PKGINFO` (the whole archive checked) for the path it goes to.
+pub async fn describe(services: &Services, stored: &StoredBlob) -> Result<Described, UploadError> {
+    let p = read(services, stored).await?.pkginfo;
+    Ok(Described { file: format!("{}-{}.apk", p.name, p.version), arch: p.arch })
 }
 
 /// The path must name the package: `<pkgname>-<pkgver>.apk`, under the package's architecture

@@ -29,8 +29,13 @@ pub struct GoHosted;
 /// Where a zip goes: the module and version the URL names (`PUT <module>/@v/<version>.zip`),
 /// or only the version (Nexus's `PUT <version>.zip`: the module comes from the zip's root).
 pub enum Target {
-    Coordinate { module: String, version: String },
+    Coordinate {
+        module: String,
+        version: String,
+    },
     Version(String),
+    /// Whatever module and version the zip holds (a form upload that names neither).
+    Zip,
 }
 
 /// An upload: the version's row and its record in the checksum database (its go.sum lines).
@@ -70,7 +75,7 @@ impl Hosted for GoHosted {
     fn check_target(&self, _repo: &Repository, t: &Target) -> Result<(), UploadError> {
         match t {
             Target::Coordinate { module, version } => check_coordinate(module, version),
-            Target::Version(_) => Ok(()),
+            Target::Version(_) | Target::Zip => Ok(()),
         }
     }
 
@@ -83,7 +88,7 @@ impl Hosted for GoHosted {
     ) -> Result<Inspected<GoUpload>, UploadError> {
         let expected = match t {
             Target::Coordinate { module, version } => Some((module.as_str(), version.as_str())),
-            Target::Version(_) => None,
+            Target::Version(_) | Target::Zip => None,
         };
         let (module, version, verified) = check(services, zip, expected, &limits(services)).await?;
         let go_mod = verified.go_mod;

@@ -12,10 +12,12 @@ use packyard_model::security::Privilege;
 
 mod audit;
 mod logins;
+mod read_only;
 mod secrets;
 mod tokens;
 
 pub use audit::{AuditFilter, AuditRecord};
+pub use read_only::ReadOnly;
 pub use tokens::TokenRecord;
 
 pub const SECURITY: &str = "security";
