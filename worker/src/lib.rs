@@ -72,6 +72,23 @@ pub fn spawn_blob_reclaimer(services: &Services) {
     });
 }
 
+/// Computes the SHA-1 and MD5 of new assets (`packyard_core::digests`): every second, and at
+/// once again while a round finds work.
+pub fn spawn_digester(services: &Services) {
+    let services = services.clone();
+    tokio::spawn(async move {
+        let mut skip = Vec::new();
+        loop {
+            match packyard_core::digests::fill(&services, &mut skip).await {
+                Ok(n) if n > 0 => continue,
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "cannot digest new assets; trying again later"),
+            }
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        }
+    });
+}
+
 /// Whether the instance is read-only (Nexus's freeze): cleanup and reclamation wait, as every
 /// write does. Read from the database (a worker process keeps no watermark poll); when it does
 /// not answer, the work's own queries fail too.

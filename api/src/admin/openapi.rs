@@ -76,7 +76,7 @@ fn nexus_paths() -> serde_json::Value {
     let asset = serde_json::json!({"type": "object", "properties": {
         "downloadUrl": {"type": "string"}, "path": {"type": "string"}, "id": {"type": "string"},
         "repository": {"type": "string"}, "format": {"type": "string"},
-        "checksum": {"type": "object", "description": "sha256, and sha1 and md5 where the format has them"},
+        "checksum": {"type": "object", "description": "sha256, sha1 and md5 (sha1 and md5 that the format does not give are computed by the worker from the bytes, a moment after the upload or fetch)"},
         "contentType": {"type": "string"}, "lastModified": {"type": "string", "format": "date-time"},
         "lastDownloaded": {"type": "string", "format": "date-time", "nullable": true},
         "uploader": {"type": "string", "nullable": true}, "fileSize": {"type": "integer"},

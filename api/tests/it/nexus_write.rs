@@ -211,6 +211,30 @@ fn nexus_uploads_with_the_real_clients() -> anyhow::Result<()> {
     assert_eq!(s, 204, "{body}");
     let (s, list) = get_bytes(&server, &format!("/repository/gomods/{m}/@v/list"))?;
     assert_eq!((s, String::from_utf8_lossy(&list).as_ref()), (200, "v1.0.0\n"), "listed when the upload is answered");
+    // Every asset gets its SHA-1 and MD5 beside the SHA-256 (the worker computes those the
+    // format does not give), and is found by them.
+    let auth = basic(PW);
+    for (repository, bytes) in [("gomods", &zip), ("alpine", &hello), ("debs", &form)] {
+        let (sha1, md5) = (hex::encode(sha1::Sha1::digest(bytes)), common::md5_hex(bytes));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let found = loop {
+            let found = common::process::nexus(&server.public, &auth, &format!("search/assets?sha1={sha1}"))?;
+            if found["items"].as_array().is_some_and(|a| a.len() == 1) {
+                break found;
+            }
+            anyhow::ensure!(std::time::Instant::now() < deadline, "no asset of {repository} by its SHA-1: {found}");
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        };
+        let asset = &found["items"][0];
+        assert_eq!(asset["repository"], repository, "{asset}");
+        assert_eq!(
+            asset["checksum"],
+            serde_json::json!({"sha1": sha1, "sha256": sha256(bytes), "md5": md5}),
+            "{asset}"
+        );
+        let by_md5 = common::process::nexus(&server.public, &auth, &format!("search/assets?md5={md5}"))?;
+        assert_eq!(by_md5["items"][0]["checksum"]["sha1"], sha1.as_str(), "{by_md5}");
+    }
     if have_go {
         let (work, home) = (tempfile::tempdir()?, tempfile::tempdir()?);
         let proxy = format!("{}/repository/gomods", server.public);

@@ -9,6 +9,7 @@ pub mod backup;
 pub mod catalogue;
 pub mod certs;
 pub mod cleanup;
+pub mod digests;
 pub mod downloads;
 pub mod events;
 pub mod formats;

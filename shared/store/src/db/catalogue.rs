@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 
 use sqlx::{Any, Row, Transaction};
 
-use super::{like_prefix, now_ms, Db, DbResult};
+use super::{like_prefix, now_ms, text, Db, DbResult};
 use crate::sql::{render, Shape};
 use crate::{insert_or_ignore, insert_or_ignore_id, sql, upsert};
 
@@ -423,6 +423,35 @@ impl Db {
     pub async fn maintenance_done(&self, name: &str) -> DbResult<bool> {
         let done = sql!("maintenance.get", "SELECT done_at FROM maintenance WHERE name = $1");
         Ok(self.bound(done, (name,)).fetch_optional(self.pool()).await?.is_some())
+    }
+
+    /// Blobs of assets whose SHA-1 is not known yet (the worker computes it and the MD5), at
+    /// most `limit`, none of `skip` (blobs that could not be read this time).
+    pub async fn assets_without_sha1(&self, limit: i64, skip: &[String]) -> DbResult<Vec<String>> {
+        let list = sql!("assets.without_sha1", "SELECT sha256 FROM assets WHERE sha1 IS NULL ORDER BY sha256 LIMIT $1");
+        let rows = self
+            .query(list)
+            .bind(limit.saturating_add(i64::try_from(skip.len()).unwrap_or(0)))
+            .fetch_all(self.pool())
+            .await?;
+        let mut out: Vec<String> = Vec::new();
+        for r in &rows {
+            let sha256 = text(r, "sha256")?;
+            if !skip.contains(&sha256) && out.last() != Some(&sha256) {
+                out.push(sha256);
+            }
+        }
+        out.truncate(usize::try_from(limit).unwrap_or(0));
+        Ok(out)
+    }
+
+    /// Sets the SHA-1 of every asset of blob `sha256`, and its MD5 where the format gave none.
+    pub async fn set_asset_digests(&self, sha256: &str, sha1: &str, md5: &str) -> DbResult<u64> {
+        let set = sql!(
+            "assets.set_digests",
+            "UPDATE assets SET sha1 = $1, md5 = COALESCE(md5, $2) WHERE sha256 = $3 AND sha1 IS NULL"
+        );
+        Ok(self.bound(set, (sha1, md5, sha256)).execute(self.pool()).await?.rows_affected())
     }
 
     pub async fn mark_maintenance_done(&self, name: &str) -> DbResult<()> {
