@@ -387,3 +387,35 @@ impl From<packyard_core::groups::GroupError> for ApiError {
         }
     }
 }
+
+/// An error of Nexus's management API, in Nexus's shape: `{"id": "*", "message": …}` (its
+/// `ValidationErrorXO`), with the status (and `WWW-Authenticate`, `Retry-After`) of the error.
+#[derive(Debug)]
+pub struct NexusError(pub ApiError);
+
+impl fmt::Display for NexusError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl<E> From<E> for NexusError
+where
+    ApiError: From<E>,
+{
+    fn from(e: E) -> Self {
+        Self(ApiError::from(e))
+    }
+}
+
+impl ResponseError for NexusError {
+    fn status_code(&self) -> StatusCode {
+        self.0.code.status()
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let res = self.0.render(false);
+        let body = serde_json::json!({"id": "*", "message": self.0.message}).to_string();
+        res.set_body(actix_web::body::BoxBody::new(body))
+    }
+}

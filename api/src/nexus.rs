@@ -11,14 +11,15 @@ use crate::auth::Caller;
 use crate::error::ApiError;
 
 pub(crate) mod catalogue;
+mod repositories;
 mod upload;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
-        crate::read_only::configure(catalogue::configure(
+        repositories::configure(crate::read_only::configure(catalogue::configure(
             web::scope("/service/rest/v1"),
             web::post().to(upload::upload),
-        ))
+        )))
         .service(crate::admin::resource::resource("/repositories").route(web::get().to(repositories)))
         .service(crate::admin::resource::resource("/status").route(web::get().to(status)))
         .service(crate::admin::resource::resource("/status/writable").route(web::get().to(writable))),
@@ -40,7 +41,7 @@ async fn repositories(
     Ok(HttpResponse::Ok().json(listed))
 }
 
-fn repository(base: &str, r: &Repository) -> serde_json::Value {
+pub(crate) fn repository(base: &str, r: &Repository) -> serde_json::Value {
     let attributes = match (&r.repo_type, &r.settings.proxy) {
         (RepoType::Proxy, Some(p)) => serde_json::json!({"proxy": {"remoteUrl": p.remote_url}}),
         _ => serde_json::json!({}),

@@ -67,14 +67,28 @@ fn nexus_uploads_with_the_real_clients() -> anyhow::Result<()> {
         return Ok(());
     };
     let files = tempfile::tempdir()?;
-    create(
-        &server,
-        serde_json::json!({"name": "debs", "format": "apt", "type": "hosted",
-        "apt": {"distribution": "stable", "components": ["main"], "architectures": ["amd64"]}}),
-    )?;
-    create(&server, serde_json::json!({"name": "alpine", "format": "apk", "type": "hosted"}))?;
-    create(&server, serde_json::json!({"name": "gomods", "format": "go", "type": "hosted"}))?;
-    create(&server, serde_json::json!({"name": "conans", "format": "conan", "type": "hosted"}))?;
+    // Every repository made through Nexus's management API, in its shapes.
+    let auth = basic(PW);
+    for (path, body) in [
+        (
+            "apt/hosted",
+            nexus_body(
+                "debs",
+                serde_json::json!({"apt": {"distribution": "stable"}, "aptSigning": {"keypair": null, "passphrase": null}}),
+            ),
+        ),
+        ("apk/hosted", nexus_body("alpine", serde_json::json!({}))),
+        ("go/hosted", nexus_body("gomods", serde_json::json!({}))),
+        ("go/group", nexus_body("go", serde_json::json!({"group": {"memberNames": ["gomods"]}}))),
+        ("conan/hosted", nexus_body("conans", serde_json::json!({}))),
+    ] {
+        let (s, body) = status_of(
+            ureq::post(&format!("{}/service/rest/v1/repositories/{path}", server.public))
+                .set("Authorization", &auth)
+                .send_json(body),
+        )?;
+        assert_eq!((s, body.as_str()), (201, ""), "{path}");
+    }
 
     // Sonatype's documented APT upload: the raw package under a multipart type, no boundary.
     let raw = deb("sonatype-raw");
@@ -213,7 +227,6 @@ fn nexus_uploads_with_the_real_clients() -> anyhow::Result<()> {
     assert_eq!((s, String::from_utf8_lossy(&list).as_ref()), (200, "v1.0.0\n"), "listed when the upload is answered");
     // Every asset gets its SHA-1 and MD5 beside the SHA-256 (the worker computes those the
     // format does not give), and is found by them.
-    let auth = basic(PW);
     for (repository, bytes) in [("gomods", &zip), ("alpine", &hello), ("debs", &form)] {
         let (sha1, md5) = (hex::encode(sha1::Sha1::digest(bytes)), common::md5_hex(bytes));
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
@@ -237,7 +250,8 @@ fn nexus_uploads_with_the_real_clients() -> anyhow::Result<()> {
     }
     if have_go {
         let (work, home) = (tempfile::tempdir()?, tempfile::tempdir()?);
-        let proxy = format!("{}/repository/gomods", server.public);
+        // Through the group made by Nexus's API.
+        let proxy = format!("{}/repository/go", server.public);
         let out = common::golang::command(
             work.path(),
             home.path(),
@@ -388,3 +402,236 @@ fn read_only_freeze_on_postgres() -> anyhow::Result<()> {
 fn read_only_freeze_on_mysql() -> anyhow::Result<()> {
     read_only_freeze(Backend::MySql)
 }
+
+/// Nexus's shared request fields, as the Terraform provider sends them.
+fn nexus_body(name: &str, extra: serde_json::Value) -> serde_json::Value {
+    let mut body = serde_json::json!({
+        "name": name,
+        "online": true,
+        "storage": {"blobStoreName": "default", "strictContentTypeValidation": true, "writePolicy": "ALLOW_ONCE"},
+        "cleanup": null,
+    });
+    if let (Some(b), Some(e)) = (body.as_object_mut(), extra.as_object()) {
+        b.extend(e.clone());
+    }
+    body
+}
+
+fn proxy_fields(url: &str) -> serde_json::Value {
+    serde_json::json!({
+        "proxy": {"remoteUrl": url, "contentMaxAge": 1440, "metadataMaxAge": 60},
+        "negativeCache": {"enabled": true, "timeToLive": 5},
+        "httpClient": {"blocked": false, "autoBlock": true, "connection": {"retries": 2, "timeout": 60},
+            "authentication": {"type": "username", "username": "mirror", "password": "s3cret"}},
+        "routingRule": null,
+    })
+}
+
+async fn repositories_in_nexus_shapes(app: common::app::TestApp) -> anyhow::Result<()> {
+    use actix_web::test::TestRequest;
+    use common::app::As;
+    let nexus = |method: actix_web::http::Method, path: &str, body: Option<serde_json::Value>| {
+        let req = TestRequest::default().method(method).uri(&format!("/service/rest/v1/{path}"));
+        match body {
+            Some(b) => req.set_json(b),
+            None => req,
+        }
+    };
+    let post = |path: &str, body: serde_json::Value| nexus(actix_web::http::Method::POST, path, Some(body));
+    let get = |path: &str| nexus(actix_web::http::Method::GET, path, None);
+
+    // Hosted repositories first (the APT proxy trusts the hosted one's key, as its upstream).
+    let apt_hosted = nexus_body(
+        "apt-hosted",
+        serde_json::json!({"component": {"proprietaryComponents": false}, "apt": {"distribution": "bookworm"},
+            "aptSigning": {"keypair": "", "passphrase": ""}}),
+    );
+    for (path, body) in [
+        ("repositories/apt/hosted", apt_hosted.clone()),
+        ("repositories/go/hosted", nexus_body("go-hosted", serde_json::json!({}))),
+        ("repositories/conan/hosted", nexus_body("conan-hosted", serde_json::json!({}))),
+        (
+            "repositories/apk/hosted",
+            nexus_body("apk-hosted", serde_json::json!({"apk": {"architectures": ["x86_64"]}})),
+        ),
+    ] {
+        let r = app.call(post(path, body)).await?;
+        assert_eq!((r.status.as_u16(), r.text.as_str()), (201, ""), "{path}");
+    }
+    let key = app.get("/repository/apt-hosted/gpg.key").await?;
+    assert_eq!(key.status.as_u16(), 200);
+    let key_text = key.text.clone();
+    let mut apt_proxy = proxy_fields("https://deb.debian.org/debian");
+    apt_proxy["apt"] = serde_json::json!({"distribution": "bookworm", "flat": false, "signed_by": key_text});
+    let mut conan_proxy = proxy_fields("https://center2.conan.io");
+    conan_proxy["conanProxy"] = serde_json::json!({"conanVersion": "V2"});
+    for (path, body) in [
+        ("repositories/apt/proxy", nexus_body("apt-proxy", apt_proxy)),
+        ("repositories/go/proxy", nexus_body("go-proxy", proxy_fields("https://proxy.golang.org"))),
+        ("repositories/conan/proxy", nexus_body("conan-proxy", conan_proxy)),
+        (
+            "repositories/apt/group",
+            nexus_body(
+                "apt-group",
+                serde_json::json!({"group": {"memberNames": ["apt-hosted", "apt-proxy"]}, "apt": {"distribution": "bookworm"}}),
+            ),
+        ),
+        (
+            "repositories/go/group",
+            nexus_body("go-group", serde_json::json!({"group": {"memberNames": ["go-hosted", "go-proxy"]}})),
+        ),
+        (
+            "repositories/conan/group",
+            nexus_body("conan-group", serde_json::json!({"group": {"memberNames": ["conan-hosted"]}})),
+        ),
+        (
+            "repositories/apk/group",
+            nexus_body("apk-group", serde_json::json!({"group": {"memberNames": ["apk-hosted"]}})),
+        ),
+    ] {
+        let r = app.call(post(path, body)).await?;
+        assert_eq!((r.status.as_u16(), r.text.as_str()), (201, ""), "{path}");
+    }
+
+    // Each as Nexus shows it.
+    let r = app.call(get("repositories/apt/hosted/apt-hosted")).await?;
+    assert_eq!(r.status.as_u16(), 200, "{}", r.text);
+    let url = r.json["url"].as_str().unwrap_or_default().to_string();
+    assert!(url.ends_with("/repository/apt-hosted"), "{url}");
+    assert_eq!(
+        r.json,
+        serde_json::json!({"name": "apt-hosted", "format": "apt", "type": "hosted", "url": url, "online": true,
+            "storage": {"blobStoreName": "default", "strictContentTypeValidation": true, "writePolicy": "ALLOW_ONCE"},
+            "cleanup": null, "component": {"proprietaryComponents": false},
+            "apt": r.json["apt"].clone(), "aptSigning": {"keypair": null, "passphrase": null}})
+    );
+    assert_eq!(
+        (r.json["apt"]["distribution"].as_str(), r.json["apt"]["flat"].as_bool()),
+        (Some("bookworm"), Some(false))
+    );
+    let r = app.call(get("repositories/apt/proxy/apt-proxy")).await?;
+    assert_eq!(
+        r.json["proxy"],
+        serde_json::json!({"remoteUrl": "https://deb.debian.org/debian", "contentMaxAge": -1, "metadataMaxAge": 60})
+    );
+    assert_eq!(r.json["negativeCache"], serde_json::json!({"enabled": true, "timeToLive": 5}));
+    assert_eq!(
+        r.json["httpClient"]["authentication"],
+        serde_json::json!({"type": "username", "username": "mirror", "password": null, "ntlmHost": null, "ntlmDomain": null}),
+        "the password is never shown"
+    );
+    assert!(!r.text.contains("s3cret"), "{}", r.text);
+    assert_eq!(r.json["storage"], serde_json::json!({"blobStoreName": "default", "strictContentTypeValidation": true}));
+    let r = app.call(get("repositories/go/group/go-group")).await?;
+    assert_eq!(r.json["group"], serde_json::json!({"memberNames": ["go-hosted", "go-proxy"]}), "{}", r.text);
+    let r = app.call(get("repositories/conan/proxy/conan-proxy")).await?;
+    assert_eq!(r.json["conanProxy"], serde_json::json!({"conanVersion": "V2"}), "{}", r.text);
+    let r = app.call(get("repositories/go/proxy/apt-proxy")).await?;
+    assert_eq!(r.status.as_u16(), 404, "another format's repository is not found under go/proxy");
+    assert_eq!(r.json, serde_json::json!({"id": "*", "message": "Repository not found"}));
+    let r = app.call(get("repositories/apt-proxy")).await?;
+    assert_eq!(
+        (r.json["name"].as_str(), r.json["attributes"]["proxy"]["remoteUrl"].as_str()),
+        (Some("apt-proxy"), Some("https://deb.debian.org/debian"))
+    );
+    let r = app.call(get("repositorySettings")).await?;
+    let names: Vec<&str> = r.json.as_array().into_iter().flatten().filter_map(|i| i["name"].as_str()).collect();
+    assert_eq!(names.len(), 11, "{names:?}");
+
+    // An update: Nexus's whole definition; Packyard's fields Nexus does not know stay.
+    let policy =
+        serde_json::json!({"name": "old-debs", "format": "apt", "criteria": {"last_downloaded_before_days": 30}});
+    let r = app.call(TestRequest::post().uri("/api/v1/cleanup-policies").set_json(policy)).await?;
+    assert_eq!(r.status.as_u16(), 201, "{}", r.text);
+    let mut changed = apt_hosted.clone();
+    changed["storage"]["writePolicy"] = serde_json::json!("ALLOW");
+    changed["cleanup"] = serde_json::json!({"policyNames": ["old-debs"]});
+    let r = app
+        .call(nexus(actix_web::http::Method::PUT, "repositories/apt/hosted/apt-hosted", Some(changed.clone())))
+        .await?;
+    assert_eq!((r.status.as_u16(), r.text.as_str()), (204, ""));
+    let r = app.call(get("repositories/apt/hosted/apt-hosted")).await?;
+    assert_eq!(r.json["storage"]["writePolicy"], "ALLOW");
+    assert_eq!(r.json["cleanup"], serde_json::json!({"policyNames": ["old-debs"]}));
+    let own = app.call(TestRequest::get().uri("/api/v1/repositories/apt-hosted")).await?;
+    assert_eq!(own.json["write_policy"], "allow");
+    assert_eq!(own.json["apt"]["components"], serde_json::json!(["main"]), "{}", own.text);
+    let p = app.call(TestRequest::get().uri("/api/v1/cleanup-policies/old-debs")).await?;
+    assert_eq!(p.json["repositories"], serde_json::json!(["apt-hosted"]), "{}", p.text);
+    changed["cleanup"] = serde_json::Value::Null;
+    assert_eq!(
+        app.call(nexus(actix_web::http::Method::PUT, "repositories/apt/hosted/apt-hosted", Some(changed)))
+            .await?
+            .status
+            .as_u16(),
+        204
+    );
+    let p = app.call(TestRequest::get().uri("/api/v1/cleanup-policies/old-debs")).await?;
+    assert_eq!(p.json["repositories"], serde_json::json!([]), "cleanup null takes the repository out of the policy");
+
+    // A key to sign with, as Nexus takes it (the armored private key).
+    let signer = packyard_codecs::apt::signing::Signer::generate("nexus <nexus@example.org>")?;
+    let mut signed = nexus_body("apt-signed", serde_json::json!({"apt": {"distribution": "stable"}}));
+    signed["aptSigning"] = serde_json::json!({"keypair": signer.to_armored_secret()?, "passphrase": null});
+    let r = app.call(post("repositories/apt/hosted", signed)).await?;
+    assert_eq!(r.status.as_u16(), 201, "{}", r.text);
+    let key = app.call(TestRequest::get().uri("/api/v1/repositories/apt-signed/signing-key")).await?;
+    assert_eq!(key.json["fingerprint"].as_str(), Some(signer.fingerprint().as_str()), "{}", key.text);
+
+    // Refusals, each a 400 (404 for what is not there) in Nexus's shape; nothing is created.
+    let before = app.call(get("repositorySettings")).await?.json.as_array().map(Vec::len);
+    let mut flat = proxy_fields("https://deb.debian.org/debian");
+    flat["apt"] = serde_json::json!({"distribution": "bookworm", "flat": true});
+    let mut ntlm = proxy_fields("https://proxy.golang.org");
+    ntlm["httpClient"]["authentication"]["type"] = serde_json::json!("ntlm");
+    let mut v1 = proxy_fields("https://center.conan.io");
+    v1["conanProxy"] = serde_json::json!({"conanVersion": "V1"});
+    let mut keyed = nexus_body("x-key", serde_json::json!({"apt": {"distribution": "stable"}}));
+    keyed["aptSigning"] = serde_json::json!({"keypair": "KEY", "passphrase": "secret"});
+    let mut elsewhere = nexus_body("x-store", serde_json::json!({}));
+    elsewhere["storage"]["blobStoreName"] = serde_json::json!("s3-store");
+    for (path, body, status, needle) in [
+        ("repositories/apt/proxy", nexus_body("x-flat", flat), 400, "apt.flat"),
+        ("repositories/go/proxy", nexus_body("x-ntlm", ntlm), 400, "httpClient.authentication.type \"ntlm\""),
+        ("repositories/conan/proxy", nexus_body("x-v1", v1), 400, "Conan 2 protocol only"),
+        ("repositories/apt/hosted", keyed, 400, "aptSigning.passphrase"),
+        ("repositories/go/hosted", elsewhere, 400, "Packyard has one blob store"),
+        ("repositories/go/hosted", nexus_body("x-offline", serde_json::json!({"online": false})), 400, "online"),
+        ("repositories/go/group", nexus_body("x-group", serde_json::json!({})), 400, "group.memberNames: required"),
+        ("repositories/go/hosted", nexus_body("go-hosted", serde_json::json!({})), 409, "go-hosted"),
+        ("repositories/maven2/hosted", nexus_body("x-maven", serde_json::json!({})), 404, "Repository not found"),
+        (
+            "repositories/apt/hosted",
+            nexus_body("x-policy", serde_json::json!({"cleanup": {"policyNames": ["nope"]}})),
+            400,
+            "no cleanup policy nope",
+        ),
+    ] {
+        let r = app.call(post(path, body)).await?;
+        assert_eq!(r.status.as_u16(), status, "{path}: {}", r.text);
+        assert_eq!(r.json["id"], "*", "{path}: {}", r.text);
+        assert!(r.json["message"].as_str().is_some_and(|m| m.contains(needle)), "{path}: {} lacks {needle:?}", r.text);
+    }
+    let renamed = nexus_body("other-name", serde_json::json!({}));
+    let r = app.call(nexus(actix_web::http::Method::PUT, "repositories/go/hosted/go-hosted", Some(renamed))).await?;
+    assert_eq!(r.status.as_u16(), 400, "{}", r.text);
+    assert_eq!(app.call(get("repositorySettings")).await?.json.as_array().map(Vec::len), before, "nothing was created");
+
+    // Who may: an admin; anonymous callers and other users not.
+    let anonymous =
+        app.send(post("repositories/go/hosted", nexus_body("x-anon", serde_json::json!({}))), As::Anonymous).await?;
+    assert_eq!(anonymous.status.as_u16(), 401, "{}", anonymous.text);
+    let user = app.with_user("dev").can("*", &["read", "write"]).create().await?;
+    let r = app.send(post("repositories/go/hosted", nexus_body("x-dev", serde_json::json!({}))), user).await?;
+    assert_eq!(r.status.as_u16(), 403, "{}", r.text);
+
+    // Delete.
+    let r = app.call(nexus(actix_web::http::Method::DELETE, "repositories/go-group", None)).await?;
+    assert_eq!((r.status.as_u16(), r.text.as_str()), (204, ""));
+    assert_eq!(app.call(get("repositories/go/group/go-group")).await?.status.as_u16(), 404);
+    // The APT group over a proxy of an upstream this machine cannot reach stays unpublished.
+    app.leaves_units_unpublished();
+    Ok(())
+}
+
+app_test!(repositories_in_nexus_shapes);

@@ -72,6 +72,13 @@ pub trait FormatSpec: Send + Sync + 'static {
         None
     }
 
+    /// How Nexus's repository API (`/service/rest/v1/repositories/<format>/<type>`) names the
+    /// format's settings where its names differ from Packyard's; `None`: the format's block is
+    /// the same object under the format's name, both ways.
+    fn nexus(&self) -> Option<&dyn NexusShape> {
+        None
+    }
+
     /// How the format deletes a hosted repository's catalogued components by key (its
     /// `hosted::ByKey`).
     fn deletes(&self) -> &dyn Deletes;
@@ -90,6 +97,30 @@ pub trait FormatSpec: Send + Sync + 'static {
         let (n, changes) = self.deletes().delete_components(services, repo, &[key.to_string()], actor).await?;
         Ok((n > 0).then_some(changes))
     }
+}
+
+/// What a Nexus repository request says of the format ([`NexusShape::read`]).
+#[derive(Debug, Default)]
+pub struct NexusSettings {
+    /// The format's settings block, in Packyard's shape (`None`: the request has none).
+    pub block: Option<serde_json::Value>,
+    /// A private key to import as the repository's signing key (Nexus's `aptSigning.keypair`).
+    pub signing_key: Option<String>,
+}
+
+/// A format's fields in Nexus's repository API, where they are not Packyard's block as it is.
+pub trait NexusShape: Send + Sync {
+    /// Reads a Nexus request body's fields of the format into Packyard's block; `Err`: a field
+    /// Packyard cannot honour, with what to send instead (a 400).
+    fn read(
+        &self,
+        repo_type: RepoType,
+        body: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<NexusSettings, String>;
+
+    /// What Nexus's GET shows of the format, from Packyard's block (`Null` when it has none):
+    /// the fields added to the response.
+    fn show(&self, repo_type: RepoType, block: &serde_json::Value) -> serde_json::Map<String, serde_json::Value>;
 }
 
 /// A repository as [`FormatSpec::check_member`] sees it: stored, or as a request defines it.

@@ -7,6 +7,7 @@ pub mod group;
 pub mod hosted;
 mod index;
 pub mod keys;
+pub mod nexus;
 pub mod publish;
 pub mod rows;
 pub mod settings;

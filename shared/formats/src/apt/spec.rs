@@ -41,6 +41,10 @@ impl FormatSpec for AptSpec {
         &super::catalogue::AptCatalogue
     }
 
+    fn nexus(&self) -> Option<&dyn packyard_core::formats::NexusShape> {
+        Some(&super::nexus::AptNexus)
+    }
+
     fn ui(&self) -> &dyn FormatUi {
         &super::ui::AptUi
     }

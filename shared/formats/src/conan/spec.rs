@@ -29,6 +29,10 @@ impl FormatSpec for ConanSpec {
         &super::catalogue::ConanCatalogue
     }
 
+    fn nexus(&self) -> Option<&dyn packyard_core::formats::NexusShape> {
+        Some(&super::nexus::ConanNexus)
+    }
+
     fn ui(&self) -> &dyn FormatUi {
         &super::ui::ConanUi
     }
