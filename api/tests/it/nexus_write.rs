@@ -635,3 +635,158 @@ async fn repositories_in_nexus_shapes(app: common::app::TestApp) -> anyhow::Resu
 }
 
 app_test!(repositories_in_nexus_shapes);
+
+async fn security_in_nexus_shapes(app: common::app::TestApp) -> anyhow::Result<()> {
+    use actix_web::http::Method;
+    use actix_web::test::TestRequest;
+    use common::app::As;
+    app.create(common::Repo::hosted("debs", packyard_model::repos::Format::Apt)).await?;
+    let call = |method: Method, path: &str, body: Option<serde_json::Value>| {
+        let req = TestRequest::default().method(method).uri(&format!("/service/rest/v1/security/{path}"));
+        match body {
+            Some(b) => req.set_json(b),
+            None => req,
+        }
+    };
+
+    // A role of Nexus privilege names, then a user with it.
+    let role = serde_json::json!({"id": "dev-role", "name": "dev-role", "description": "Developers",
+        "privileges": ["nx-repository-view-*-debs-read", "nx-repository-view-apt-debs-add"], "roles": []});
+    let r = app.call(call(Method::POST, "roles", Some(role))).await?;
+    assert_eq!(r.status.as_u16(), 200, "{}", r.text);
+    assert_eq!(
+        r.json,
+        serde_json::json!({"id": "dev-role", "source": "default", "name": "dev-role", "description": "Developers", "readOnly": false,
+            "privileges": ["nx-repository-view-*-debs-read", "nx-repository-view-*-debs-browse", "nx-repository-view-*-debs-add", "nx-repository-view-*-debs-edit"],
+            "roles": []})
+    );
+    let own = app.call(TestRequest::get().uri("/api/v1/roles/dev-role")).await?;
+    assert_eq!(
+        own.json["privileges"],
+        serde_json::json!([{"repositories": "debs", "actions": ["read", "write"]}]),
+        "{}",
+        own.text
+    );
+    let user = serde_json::json!({"userId": "jdoe", "firstName": "Jane", "lastName": "Doe", "emailAddress": "jane@example.org",
+        "password": "first-password", "status": "active", "roles": ["dev-role"]});
+    let r = app.call(call(Method::POST, "users", Some(user))).await?;
+    assert_eq!(r.status.as_u16(), 200, "{}", r.text);
+    let expected = serde_json::json!({"userId": "jdoe", "firstName": "Jane", "lastName": "Doe", "emailAddress": "jane@example.org",
+        "source": "default", "status": "active", "readOnly": false, "roles": ["dev-role"], "externalRoles": []});
+    assert_eq!(r.json, expected);
+    let r = app.call(call(Method::GET, "users?userId=jd", None)).await?;
+    assert_eq!(r.json, serde_json::json!([expected]));
+    // The privileges hold: the user reads and writes debs, may not delete from it.
+    let jdoe = || As::Basic("jdoe".into(), "first-password".into());
+    let read = app.send(TestRequest::get().uri("/service/rest/v1/components?repository=debs"), jdoe()).await?;
+    assert_eq!(read.status.as_u16(), 200, "{}", read.text);
+    let deb = deb("by-jdoe");
+    let up = app.send(TestRequest::post().uri("/repository/debs/").set_payload(deb), jdoe()).await?;
+    assert_eq!(up.status.as_u16(), 201, "{}", up.text);
+    let del = app
+        .send(TestRequest::delete().uri("/repository/debs/pool/main/b/by-jdoe/by-jdoe_1.0-1_amd64.deb"), jdoe())
+        .await?;
+    assert_eq!(del.status.as_u16(), 403, "{}", del.text);
+
+    // Changes: the user's name and roles, the password (plain text), the role's privileges.
+    let change = serde_json::json!({"userId": "jdoe", "firstName": "Jane", "lastName": "Roe", "emailAddress": "jane@example.org",
+        "source": "default", "status": "active", "readOnly": false, "roles": [], "externalRoles": []});
+    let r = app.call(call(Method::PUT, "users/jdoe", Some(change))).await?;
+    assert_eq!((r.status.as_u16(), r.text.as_str()), (204, ""));
+    let r = app.call(call(Method::GET, "users?userId=jdoe", None)).await?;
+    assert_eq!((r.json[0]["lastName"].as_str(), r.json[0]["roles"].clone()), (Some("Roe"), serde_json::json!([])));
+    let r = app
+        .call(
+            TestRequest::put()
+                .uri("/service/rest/v1/security/users/jdoe/change-password")
+                .insert_header(("content-type", "text/plain"))
+                .set_payload("second-password"),
+        )
+        .await?;
+    assert_eq!((r.status.as_u16(), r.text.as_str()), (204, ""));
+    assert_eq!(
+        app.send(TestRequest::get().uri("/service/rest/v1/repositories"), jdoe()).await?.status.as_u16(),
+        401,
+        "the old password is refused"
+    );
+    let new = As::Basic("jdoe".into(), "second-password".into());
+    assert_eq!(app.send(TestRequest::get().uri("/service/rest/v1/repositories"), new).await?.status.as_u16(), 200);
+    let r = app
+        .call(call(
+            Method::PUT,
+            "roles/dev-role",
+            Some(serde_json::json!({"id": "dev-role", "name": "dev-role", "privileges": ["nx-repository-view-*-*-*"]})),
+        ))
+        .await?;
+    assert_eq!(r.status.as_u16(), 204, "{}", r.text);
+    let own = app.call(TestRequest::get().uri("/api/v1/roles/dev-role")).await?;
+    assert_eq!(
+        own.json["privileges"],
+        serde_json::json!([{"repositories": "*", "actions": ["read", "write", "delete"]}]),
+        "{}",
+        own.text
+    );
+
+    // Privileges: what the roles hold, read-only.
+    let r = app.call(call(Method::GET, "privileges", None)).await?;
+    let names: Vec<&str> = r.json.as_array().into_iter().flatten().filter_map(|p| p["name"].as_str()).collect();
+    assert!(names.contains(&"nx-all") && names.contains(&"nx-repository-view-*-*-delete"), "{names:?}");
+    let r = app.call(call(Method::GET, "privileges/nx-repository-view-*-*-read", None)).await?;
+    assert_eq!(
+        r.json,
+        serde_json::json!({"type": "repository-view", "name": "nx-repository-view-*-*-read", "description": "Access read of repositories *",
+            "readOnly": true, "actions": ["READ"], "format": "*", "repository": "*"})
+    );
+    assert_eq!(app.call(call(Method::POST, "privileges", Some(serde_json::json!({})))).await?.status.as_u16(), 405);
+
+    // What Packyard cannot honour, each a 400 saying why.
+    for (path, body, needle) in [
+        (
+            "roles",
+            serde_json::json!({"id": "r1", "privileges": [], "roles": ["dev-role"]}),
+            "do not contain other roles",
+        ),
+        ("roles", serde_json::json!({"id": "r2", "privileges": ["nx-search-read"]}), "has no counterpart in Packyard"),
+        (
+            "users",
+            serde_json::json!({"userId": "u1", "firstName": "U", "lastName": "One", "emailAddress": "u@example.org", "password": "password-1", "status": "disabled"}),
+            "status \"disabled\"",
+        ),
+        ("users", serde_json::json!({"userId": "u2", "status": "active"}), "A non-empty password is required."),
+    ] {
+        let r = app.call(call(Method::POST, path, Some(body))).await?;
+        assert_eq!(r.status.as_u16(), 400, "{path}: {}", r.text);
+        assert!(r.json["message"].as_str().is_some_and(|m| m.contains(needle)), "{path}: {} lacks {needle:?}", r.text);
+    }
+
+    // Sources and realms, as configured (local only here).
+    assert_eq!(
+        app.call(call(Method::GET, "user-sources", None)).await?.json,
+        serde_json::json!([{"id": "default", "name": "Local"}])
+    );
+    assert_eq!(
+        app.call(call(Method::GET, "realms/active", None)).await?.json,
+        serde_json::json!(["NexusAuthenticatingRealm"])
+    );
+    let same = app
+        .call(call(
+            Method::PUT,
+            "realms/active",
+            Some(serde_json::json!(["NexusAuthenticatingRealm", "NexusAuthorizingRealm"])),
+        ))
+        .await?;
+    assert_eq!(same.status.as_u16(), 204, "{}", same.text);
+    let ldap = app
+        .call(call(Method::PUT, "realms/active", Some(serde_json::json!(["NexusAuthenticatingRealm", "LdapRealm"]))))
+        .await?;
+    assert_eq!(ldap.status.as_u16(), 400, "{}", ldap.text);
+
+    // Only admins.
+    let dev = app.send(call(Method::GET, "users", None), As::Basic("jdoe".into(), "second-password".into())).await?;
+    assert_eq!(dev.status.as_u16(), 403, "{}", dev.text);
+    assert_eq!((app.call(call(Method::DELETE, "users/jdoe", None)).await?.status.as_u16()), 204);
+    assert_eq!((app.call(call(Method::DELETE, "roles/dev-role", None)).await?.status.as_u16()), 204);
+    Ok(())
+}
+
+app_test!(security_in_nexus_shapes);

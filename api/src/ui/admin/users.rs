@@ -79,8 +79,13 @@ pub(super) async fn create_user(
 ) -> Result<HttpResponse, UiError> {
     let admin = admin_of(&viewer)?;
     viewer.check_csrf(f.csrf.as_deref())?;
-    let new =
-        NewUser { username: f.username.trim().to_string(), password: f.password.clone(), roles: list_of(&f.roles) };
+    let new = NewUser {
+        username: f.username.trim().to_string(),
+        password: f.password.clone(),
+        roles: list_of(&f.roles),
+        email: None,
+        display_name: None,
+    };
     match users::create(&services, admin.actor(), new).await {
         Ok(_) => Ok(viewer.redirect("/admin/users")),
         Err(e) => user_list(&viewer, &services, Some(e.into())).await,
@@ -138,8 +143,11 @@ pub(super) async fn update_user(
 ) -> Result<HttpResponse, UiError> {
     let admin = admin_of(&viewer)?;
     viewer.check_csrf(f.csrf.as_deref())?;
-    let change =
-        UserUpdate { roles: Some(list_of(&f.roles)), password: (!f.password.is_empty()).then(|| f.password.clone()) };
+    let change = UserUpdate {
+        roles: Some(list_of(&f.roles)),
+        password: (!f.password.is_empty()).then(|| f.password.clone()),
+        ..UserUpdate::default()
+    };
     match users::update(&services, admin.actor(), &name, change).await {
         Ok(_) => user_page(&viewer, &services, &name, Some("Saved."), None).await,
         Err(e) => user_page(&viewer, &services, &name, None, Some(e.into())).await,

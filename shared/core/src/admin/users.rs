@@ -82,6 +82,10 @@ pub struct NewUser {
     pub password: String,
     #[serde(default)]
     pub roles: Vec<String>,
+    #[serde(default)]
+    pub email: Option<String>,
+    #[serde(default)]
+    pub display_name: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -91,6 +95,21 @@ pub struct UserUpdate {
     pub password: Option<String>,
     #[serde(default)]
     pub roles: Option<Vec<String>>,
+    /// A local user's email and display name (`""` clears one).
+    #[serde(default)]
+    pub email: Option<String>,
+    #[serde(default)]
+    pub display_name: Option<String>,
+}
+
+/// An email or display name as kept: at most 255 characters, none a control character; empty:
+/// none.
+fn check_profile(what: &str, value: Option<&str>) -> AdminResult<Option<String>> {
+    let Some(v) = value.map(str::trim).filter(|v| !v.is_empty()) else { return Ok(None) };
+    if v.chars().count() > 255 || v.chars().any(char::is_control) {
+        return Err(AdminError::Invalid(format!("{what}: at most 255 characters, no control characters")));
+    }
+    Ok(Some(v.to_string()))
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -150,8 +169,13 @@ pub async fn get(services: &Services, username: &str) -> AdminResult<UserView> {
 pub async fn create(services: &Services, actor: Actor<'_>, new: NewUser) -> AdminResult<UserView> {
     check_username(&new.username)?;
     check_password(&new.password)?;
+    let email = check_profile("email", new.email.as_deref())?;
+    let display_name = check_profile("display_name", new.display_name.as_deref())?;
     let hash = services.security.hash(&new.password).await?;
-    services.db.create_user(&new.username, &hash, &new.roles).await.map_err(conflict_is_bad_role)?;
+    let id = services.db.create_user(&new.username, &hash, &new.roles).await.map_err(conflict_is_bad_role)?;
+    if email.is_some() || display_name.is_some() {
+        services.db.set_user_profile(id, email.as_deref(), display_name.as_deref()).await?;
+    }
     services.changed(Changed::Security);
     let detail = serde_json::json!({"roles": new.roles});
     services.security.audit(actor.username, actor.address, "user.create", &new.username, detail).await;
@@ -172,6 +196,18 @@ pub async fn update(
     }
     if change.roles.is_some() {
         local_only(&user, "roles")?;
+    }
+    if change.email.is_some() || change.display_name.is_some() {
+        local_only(&user, "email and display name")?;
+        let email = match &change.email {
+            Some(e) => check_profile("email", Some(e))?,
+            None => user.email.clone(),
+        };
+        let display_name = match &change.display_name {
+            Some(d) => check_profile("display_name", Some(d))?,
+            None => user.display_name.clone(),
+        };
+        services.db.set_user_profile(user.id, email.as_deref(), display_name.as_deref()).await?;
     }
     if let Some(roles) = &change.roles {
         services.db.set_user_roles(user.id, roles).await.map_err(conflict_is_bad_role)?;

@@ -254,6 +254,21 @@ impl Db {
     }
 
     /// Creates a user with roles in one transaction.
+    /// A local user's email and display name (a directory's users get theirs from it).
+    pub async fn set_user_profile(
+        &self,
+        user_id: i64,
+        email: Option<&str>,
+        display_name: Option<&str>,
+    ) -> DbResult<()> {
+        let set = sql!(
+            "users.set_profile",
+            "UPDATE users SET email = $1, display_name = $2, updated_at = $3 WHERE id = $4 AND source = 'local'"
+        );
+        self.bound(set, (email, display_name, now_ms(), user_id)).execute(self.pool()).await?;
+        Ok(())
+    }
+
     pub async fn create_user(&self, username: &str, password_hash: &str, roles: &[String]) -> DbResult<i64> {
         let now = now_ms();
         let mut tx = self.begin().await?;
