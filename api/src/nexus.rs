@@ -13,13 +13,13 @@ use crate::error::ApiError;
 pub(crate) mod catalogue;
 mod repositories;
 mod security;
+mod system;
 mod upload;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
-        security::configure(repositories::configure(crate::read_only::configure(catalogue::configure(
-            web::scope("/service/rest/v1"),
-            web::post().to(upload::upload),
+        system::configure(security::configure(repositories::configure(crate::read_only::configure(
+            catalogue::configure(web::scope("/service/rest/v1"), web::post().to(upload::upload)),
         ))))
         .service(crate::admin::resource::resource("/repositories").route(web::get().to(repositories)))
         .service(crate::admin::resource::resource("/status").route(web::get().to(status)))

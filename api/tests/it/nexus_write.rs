@@ -790,3 +790,112 @@ async fn security_in_nexus_shapes(app: common::app::TestApp) -> anyhow::Result<(
 }
 
 app_test!(security_in_nexus_shapes);
+
+async fn blob_stores_tasks_and_policies_in_nexus_shapes(app: common::app::TestApp) -> anyhow::Result<()> {
+    use actix_web::http::Method;
+    use actix_web::test::TestRequest;
+    app.create(common::Repo::hosted("debs", packyard_model::repos::Format::Apt)).await?;
+    let call = |method: Method, path: &str, body: Option<serde_json::Value>| {
+        let req = TestRequest::default().method(method).uri(&format!("/service/rest/v1/{path}"));
+        match body {
+            Some(b) => req.set_json(b),
+            None => req,
+        }
+    };
+
+    // The one blob store, its counts following what is stored.
+    let before = app.call(call(Method::GET, "blobstores", None)).await?;
+    assert_eq!(before.status.as_u16(), 200, "{}", before.text);
+    let store = &before.json[0];
+    assert_eq!(
+        (store["name"].as_str(), store["type"].as_str(), store["unavailable"].as_bool()),
+        (Some("default"), Some("File"), Some(false)),
+        "{store}"
+    );
+    assert!(store["availableSpaceInBytes"].as_u64().is_some_and(|b| b > 0), "{store}");
+    let package = deb("counted");
+    let up = app.call(TestRequest::post().uri("/repository/debs/").set_payload(package.clone())).await?;
+    assert_eq!(up.status.as_u16(), 201, "{}", up.text);
+    let after = app.call(call(Method::GET, "blobstores", None)).await?;
+    let grew = |k: &str| after.json[0][k].as_i64().unwrap_or(0) - before.json[0][k].as_i64().unwrap_or(0);
+    assert!(
+        grew("blobCount") >= 1 && grew("totalSizeInBytes") >= i64::try_from(package.len())?,
+        "{} → {}",
+        before.text,
+        after.text
+    );
+    let r = app.call(call(Method::GET, "blobstores/default/quota-status", None)).await?;
+    assert_eq!(
+        r.json,
+        serde_json::json!({"isViolation": false, "message": "Blob store default has no quota", "blobStoreName": "default"})
+    );
+    let r = app.call(call(Method::GET, "blobstores/file/default", None)).await?;
+    assert!(r.json["path"].as_str().is_some_and(|p| !p.is_empty()), "{}", r.text);
+    assert_eq!(app.call(call(Method::GET, "blobstores/file/other", None)).await?.status.as_u16(), 404);
+
+    // Cleanup policies in Nexus's shape.
+    let policy = serde_json::json!({"name": "old-debs", "format": "apt", "notes": "old packages", "criteriaLastBlobUpdated": null,
+        "criteriaLastDownloaded": 30, "criteriaReleaseType": null, "criteriaAssetRegex": null, "retain": 2});
+    let r = app.call(call(Method::POST, "cleanup-policies", Some(policy.clone()))).await?;
+    assert_eq!(r.status.as_u16(), 201, "{}", r.text);
+    assert_eq!(r.json, policy);
+    let own = app.call(TestRequest::get().uri("/api/v1/cleanup-policies/old-debs")).await?;
+    assert_eq!(
+        own.json["criteria"],
+        serde_json::json!({"last_downloaded_before_days": 30, "keep_latest": 2}),
+        "{}",
+        own.text
+    );
+    for (field, value, needle) in [
+        ("criteriaAssetRegex", serde_json::json!("pool/.*"), "not by asset path"),
+        ("criteriaReleaseType", serde_json::json!("RELEASES"), "criteriaReleaseType \"RELEASES\""),
+        ("format", serde_json::json!("maven2"), "format \"maven2\""),
+    ] {
+        let mut bad = policy.clone();
+        bad["name"] = serde_json::json!("bad");
+        bad[field] = value;
+        let r = app.call(call(Method::POST, "cleanup-policies", Some(bad))).await?;
+        assert_eq!(r.status.as_u16(), 400, "{field}: {}", r.text);
+        assert!(r.json["message"].as_str().is_some_and(|m| m.contains(needle)), "{field}: {} lacks {needle:?}", r.text);
+    }
+
+    // Tasks: each policy and the reclamation; a policy runs on its repositories by the worker.
+    let r = app.call(call(Method::GET, "tasks", None)).await?;
+    let ids: Vec<&str> = r.json["items"].as_array().into_iter().flatten().filter_map(|t| t["id"].as_str()).collect();
+    assert_eq!(ids, ["blobstore-reclaim", "cleanup-old-debs"], "{}", r.text);
+    assert_eq!(r.json["continuationToken"], serde_json::Value::Null);
+    let r = app.call(call(Method::POST, "tasks/cleanup-old-debs/run", None)).await?;
+    assert_eq!(r.status.as_u16(), 400, "a policy that cleans no repository: {}", r.text);
+    let mut cleaning = policy.clone();
+    cleaning["notes"] = serde_json::json!("still old packages");
+    assert_eq!(app.call(call(Method::PUT, "cleanup-policies/old-debs", Some(cleaning))).await?.status.as_u16(), 204);
+    let patch = serde_json::json!({"name": "old-debs", "format": "apt", "description": "still old packages",
+        "criteria": {"last_downloaded_before_days": 30, "keep_latest": 2}, "repositories": ["debs"]});
+    assert_eq!(
+        app.call(TestRequest::put().uri("/api/v1/cleanup-policies/old-debs").set_json(patch)).await?.status.as_u16(),
+        200
+    );
+    let r = app.call(call(Method::POST, "tasks/cleanup-old-debs/run", None)).await?;
+    assert_eq!((r.status.as_u16(), r.text.as_str()), (204, ""));
+    let runs = app.call(TestRequest::get().uri("/api/v1/cleanup-policies/old-debs/runs")).await?;
+    assert_eq!(runs.json["items"][0]["state"], "requested", "{}", runs.text);
+    let r = app.call(call(Method::POST, "tasks/cleanup-old-debs/stop", None)).await?;
+    assert_eq!(r.status.as_u16(), 409, "nothing runs yet: {}", r.text);
+    assert_eq!(app.call(call(Method::POST, "tasks/nope/run", None)).await?.status.as_u16(), 404);
+    let r = app.call(call(Method::POST, "tasks/blobstore-reclaim/run", None)).await?;
+    assert_eq!((r.status.as_u16(), r.text.as_str()), (204, ""));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let t = app.call(call(Method::GET, "tasks/blobstore-reclaim", None)).await?;
+        if t.json["currentState"] == "WAITING" && t.json["lastRunResult"] == "OK" {
+            assert!(t.json["lastRun"].as_str().is_some_and(|s| s.ends_with('Z')), "{}", t.text);
+            break;
+        }
+        anyhow::ensure!(std::time::Instant::now() < deadline, "the reclamation did not finish: {}", t.text);
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(app.call(call(Method::DELETE, "cleanup-policies/old-debs", None)).await?.status.as_u16(), 204);
+    Ok(())
+}
+
+app_test!(blob_stores_tasks_and_policies_in_nexus_shapes);

@@ -392,7 +392,7 @@ impl Lease {
         self.db.record_cleanup_run((self.policy_id, self.repository_id), counts, None).await?;
         if !self.db.renew_cleanup(self.repository_id, &self.token, self.lease_ms).await? {
             return Err(crate::hosted::UploadError::Db(packyard_store::db::DbError::Unavailable(
-                "the repository's cleanup lease was lost (this run stalled longer than worker.lease_ms); stopping"
+                "stopped: the repository's cleanup lease was taken back (a stop was asked for, or this run stalled longer than worker.lease_ms)"
                     .into(),
             )));
         }

@@ -437,6 +437,16 @@ pub async fn run_now(services: &Services, actor: Actor<'_>, name: &str, reposito
     Ok(Runs { policy: policy.row.name, items })
 }
 
+/// Stops the policy's runs in progress: each after its batch in progress (what that batch
+/// removed stays removed). Returns how many were running.
+pub async fn stop(services: &Services, actor: Actor<'_>, name: &str) -> AdminResult<u64> {
+    let policy = find(services, name).await?;
+    let stopped = services.db.stop_cleanup(policy.row.id).await?;
+    let detail = serde_json::json!({ "runs": stopped });
+    services.security.audit(actor.username, actor.address, "cleanup_policy.stop", &policy.row.name, detail).await;
+    Ok(stopped)
+}
+
 /// The last (or current) run on each of the policy's repositories — state, start, finish,
 /// duration, what it removed, its error.
 pub async fn runs(services: &Services, name: &str) -> AdminResult<Runs> {

@@ -214,6 +214,16 @@ impl Db {
         Ok(())
     }
 
+    /// How many blobs the store holds and their bytes, as their rows say.
+    pub async fn blob_totals(&self) -> DbResult<(i64, i64)> {
+        let s = sql!(
+            "blobs.totals",
+            "SELECT CAST(COUNT(*) AS BIGINT) AS n, CAST(COALESCE(SUM(size), 0) AS BIGINT) AS total FROM blobs"
+        );
+        let row = self.query(s).fetch_one(self.pool()).await?;
+        Ok((row.try_get("n")?, row.try_get("total")?))
+    }
+
     pub async fn blob(&self, sha256: &Sha256Hex) -> DbResult<Option<BlobRecord>> {
         let row = self
             .query(sql!("blobs.get", "SELECT sha256, size, created_at FROM blobs WHERE sha256 = $1"))

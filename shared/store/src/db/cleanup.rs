@@ -231,6 +231,16 @@ impl Db {
         Ok(done.rows_affected() == 1)
     }
 
+    /// Takes back the leases `policy_id`'s runs hold now: each run stops after its batch in
+    /// progress (its next renewal fails). Returns how many runs were told.
+    pub async fn stop_cleanup(&self, policy_id: i64) -> DbResult<u64> {
+        let s = sql!(
+            "cleanup_leases.stop",
+            "UPDATE cleanup_leases SET token = NULL, owner = NULL, policy_id = NULL, expires_at = 0 WHERE policy_id = $1 AND expires_at > $2"
+        );
+        Ok(self.bound(s, (policy_id, now_ms())).execute(self.pool()).await?.rows_affected())
+    }
+
     pub async fn release_cleanup(&self, repository_id: i64, token: &str) -> DbResult<()> {
         let s = sql!("cleanup_leases.release", "UPDATE cleanup_leases SET token = NULL, owner = NULL, policy_id = NULL, expires_at = 0 WHERE repository_id = $1 AND token = $2");
         self.bound(s, (repository_id, token)).execute(self.pool()).await?;
