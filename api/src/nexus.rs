@@ -10,6 +10,7 @@ use packyard_model::repos::{RepoType, Repository};
 use crate::auth::Caller;
 use crate::error::ApiError;
 
+mod browse;
 pub(crate) mod catalogue;
 mod repositories;
 mod security;
@@ -17,6 +18,7 @@ mod system;
 mod upload;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
+    browse::configure(cfg);
     cfg.service(
         system::configure(security::configure(repositories::configure(crate::read_only::configure(
             catalogue::configure(web::scope("/service/rest/v1"), web::post().to(upload::upload)),

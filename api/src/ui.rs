@@ -31,7 +31,7 @@ mod admin;
 mod assets;
 mod browse;
 mod component;
-mod files;
+pub(crate) mod files;
 mod search;
 mod session;
 mod setup;

@@ -20,7 +20,7 @@ use super::{bytes, count, time, UiError, Viewer};
 const LIMIT: i64 = 20_000;
 
 /// One entry of a folder.
-enum Entry {
+pub(crate) enum Entry {
     Folder { files: i64, bytes: i64 },
     File { size: i64, sha256: Option<String>, published: bool, stored: Option<i64>, downloads: Option<i64> },
 }
@@ -52,43 +52,7 @@ async fn folder(viewer: &Viewer, services: &Services, name: &str, path: &str) ->
         return Err(UiError::not_found(format!("There is no folder {path} in {name}.")));
     }
     let prefix: String = segments.iter().map(|s| format!("{s}/")).collect();
-    let published = services.db.published_files_under(repo.id, &prefix, LIMIT).await?;
-    let stored = services.db.assets_under(repo.id, &prefix, LIMIT).await?;
-    let truncated = published.len() as i64 >= LIMIT || stored.len() as i64 >= LIMIT;
-    let mut entries: BTreeMap<String, Entry> = BTreeMap::new();
-    let mut add = |rest: &str, size: i64, file: Entry| match rest.split_once('/') {
-        Some((dir, _)) => {
-            let e = entries.entry(format!("{dir}/")).or_insert(Entry::Folder { files: 0, bytes: 0 });
-            if let Entry::Folder { files, bytes } = e {
-                *files += 1;
-                *bytes += size;
-            }
-        }
-        None => {
-            entries.insert(rest.to_string(), file);
-        }
-    };
-    for f in &published {
-        let Some(rest) = f.path.strip_prefix(&prefix) else { continue };
-        // Internal files of a build (their names begin with a dot) are not served.
-        if rest.split('/').any(|s| s.starts_with('.')) {
-            continue;
-        }
-        let parts = f.content_type.starts_with(packyard_store::db::publication::PARTS);
-        let sha256 = (!parts).then(|| f.sha256.clone());
-        add(rest, f.size, Entry::File { size: f.size, sha256, published: true, stored: None, downloads: None });
-    }
-    for a in &stored {
-        let Some(rest) = a.path.strip_prefix(&prefix) else { continue };
-        let file = Entry::File {
-            size: a.size,
-            sha256: Some(a.sha256.clone()),
-            published: false,
-            stored: Some(a.created_at),
-            downloads: Some(a.download_count),
-        };
-        add(rest, a.size, file);
-    }
+    let (entries, truncated) = listing(services, repo.id, &prefix).await?;
     if entries.is_empty() && !prefix.is_empty() {
         return Err(UiError::not_found(format!("There is no folder {prefix} in {name}.")));
     }
@@ -156,9 +120,56 @@ async fn folder(viewer: &Viewer, services: &Services, name: &str, path: &str) ->
     Ok(viewer.page(&format!("{name}: /{prefix}"), body))
 }
 
+/// The entries of folder `prefix` (`""` or ending in `/`) of a repository: its published and
+/// stored files there and the folders below, and whether the list is cut at [`LIMIT`].
+pub(crate) async fn listing(
+    services: &Services,
+    repository_id: i64,
+    prefix: &str,
+) -> Result<(BTreeMap<String, Entry>, bool), packyard_store::db::DbError> {
+    let published = services.db.published_files_under(repository_id, prefix, LIMIT).await?;
+    let stored = services.db.assets_under(repository_id, prefix, LIMIT).await?;
+    let truncated = published.len() as i64 >= LIMIT || stored.len() as i64 >= LIMIT;
+    let mut entries: BTreeMap<String, Entry> = BTreeMap::new();
+    let mut add = |rest: &str, size: i64, file: Entry| match rest.split_once('/') {
+        Some((dir, _)) => {
+            let e = entries.entry(format!("{dir}/")).or_insert(Entry::Folder { files: 0, bytes: 0 });
+            if let Entry::Folder { files, bytes } = e {
+                *files += 1;
+                *bytes += size;
+            }
+        }
+        None => {
+            entries.insert(rest.to_string(), file);
+        }
+    };
+    for f in &published {
+        let Some(rest) = f.path.strip_prefix(prefix) else { continue };
+        // Internal files of a build (their names begin with a dot) are not served.
+        if rest.split('/').any(|s| s.starts_with('.')) {
+            continue;
+        }
+        let parts = f.content_type.starts_with(packyard_store::db::publication::PARTS);
+        let sha256 = (!parts).then(|| f.sha256.clone());
+        add(rest, f.size, Entry::File { size: f.size, sha256, published: true, stored: None, downloads: None });
+    }
+    for a in &stored {
+        let Some(rest) = a.path.strip_prefix(prefix) else { continue };
+        let file = Entry::File {
+            size: a.size,
+            sha256: Some(a.sha256.clone()),
+            published: false,
+            stored: Some(a.created_at),
+            downloads: Some(a.download_count),
+        };
+        add(rest, a.size, file);
+    }
+    Ok((entries, truncated))
+}
+
 /// A stored path as a link's path: as clients request it (APT's `%3a` stays, the routes expect
 /// it), with only what would end or break a URL's path escaped (`?`, `#`, spaces, controls).
-fn linkable(path: &str) -> String {
+pub(crate) fn linkable(path: &str) -> String {
     let mut out = String::with_capacity(path.len());
     for c in path.chars() {
         match c {

@@ -154,6 +154,30 @@ fn nexus_uploads_with_the_real_clients() -> anyhow::Result<()> {
     assert_eq!(sha256(&crate::apt::download(root.path(), "sonatype-raw")?), sha256(&raw));
     assert_eq!(sha256(&crate::apt::download(root.path(), "nexus-form")?), sha256(&form));
 
+    // Nexus's HTML listing: folders, then files linking to where clients download them.
+    let browse = |path: &str| get_bytes(&server, &format!("/service/rest/repository/browse/debs/{path}"));
+    let (s, page) = browse("")?;
+    let page = String::from_utf8_lossy(&page).into_owned();
+    assert_eq!(s, 200, "{page}");
+    assert!(
+        page.contains("<title>Index of /</title>")
+            && page.contains("<a href=\"dists/\">dists</a>")
+            && page.contains("<a href=\"pool/\">pool</a>"),
+        "{page}"
+    );
+    let (s, page) = browse("pool/main/n/nexus-form/")?;
+    let page = String::from_utf8_lossy(&page).into_owned();
+    assert_eq!(s, 200, "{page}");
+    let link = format!("{}/repository/debs/pool/main/n/nexus-form/nexus-form_1.0-1_amd64.deb", server.public);
+    assert!(page.contains(&format!("<a href=\"{link}\">nexus-form_1.0-1_amd64.deb</a>")), "{page}");
+    assert!(page.contains(&format!("<td align=\"right\">{}</td>", form.len())), "{page}");
+    assert!(page.contains("<a href=\"../\">Parent Directory</a>"), "{page}");
+    let (s, linked) = common::process::get_url(&link)?;
+    assert_eq!((s, sha256(&linked)), (200, sha256(&form)), "the listing's link downloads the package");
+    assert_eq!(browse("pool/nothere/")?.0, 404);
+    let (s, _) = curl(&["-o", "/dev/null"], &format!("{}/service/rest/repository/browse/debs", server.public))?;
+    assert_eq!(s, 301, "without the trailing slash: to the folder's page");
+
     // APK: `apk.asset` with the branch and repository it goes to; the architecture is the
     // package's, or `apk.architecture` for a noarch one.
     use packyard_codecs::apk::testing::{build_apk, Fixture};
