@@ -12,6 +12,7 @@ use crate::error::ApiError;
 
 mod browse;
 pub(crate) mod catalogue;
+pub(crate) mod refused;
 mod repositories;
 mod security;
 mod system;
@@ -23,10 +24,35 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         system::configure(security::configure(repositories::configure(crate::read_only::configure(
             catalogue::configure(web::scope("/service/rest/v1"), web::post().to(upload::upload)),
         ))))
-        .service(crate::admin::resource::resource("/repositories").route(web::get().to(repositories)))
-        .service(crate::admin::resource::resource("/status").route(web::get().to(status)))
-        .service(crate::admin::resource::resource("/status/writable").route(web::get().to(writable))),
-    );
+        .service(refused::resource("/repositories").route(web::get().to(repositories)))
+        .service(refused::resource("/status").route(web::get().to(status)))
+        .service(refused::resource("/status/writable").route(web::get().to(writable)))
+        .service(refused::resource("/status/check").route(web::get().to(check)))
+        .default_service(web::to(refused::refused)),
+    )
+    .service(web::scope("/service/rest/beta").default_service(web::to(refused::refused)));
+}
+
+/// `GET /status/check`: Nexus's health checks, each `{healthy, message, …}`: the database and
+/// the blob store (what `/status/writable` asks).
+async fn check(services: web::Data<Services>) -> HttpResponse {
+    let database = match services.db.ping().await {
+        Ok(()) => match services.db.migrations_applied().await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err("migrations not applied".to_string()),
+            Err(e) => Err(e.to_string()),
+        },
+        Err(e) => Err(e.to_string()),
+    };
+    let blobs = services.blobs.check().await.map_err(|e| e.to_string());
+    let item = |r: &Result<(), String>, ok: &str| {
+        serde_json::json!({"healthy": r.is_ok(), "message": r.as_ref().err().cloned().unwrap_or_else(|| ok.to_string()),
+            "error": null, "details": null, "time": packyard_store::db::now_ms(), "duration": 0, "timestamp": null})
+    };
+    HttpResponse::Ok().json(serde_json::json!({
+        "Database": item(&database, "The database answers, its migrations applied"),
+        "Blob Stores": item(&blobs, "The blob store default is writable"),
+    }))
 }
 
 /// `GET /repositories`: every repository the caller may read, in name order, as Nexus lists them

@@ -40,7 +40,7 @@ pub fn refusal(req: &ServiceRequest) -> Option<HttpResponse> {
 }
 
 pub fn configure(scope: actix_web::Scope) -> actix_web::Scope {
-    use crate::admin::resource::resource;
+    use crate::nexus::refused::resource;
     scope
         .service(resource("/read-only").route(web::get().to(state)))
         .service(resource("/read-only/freeze").route(web::post().to(freeze)))

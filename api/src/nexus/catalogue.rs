@@ -27,7 +27,7 @@ pub const PAGE: i64 = 100;
 
 /// `upload`: the components upload (`POST /components`), on the same resource as the listing.
 pub fn configure(scope: actix_web::Scope, upload: actix_web::Route) -> actix_web::Scope {
-    use crate::admin::resource::resource;
+    use super::refused::resource;
     let list = |what: (Listing, Rows)| {
         web::get().to(move |req: HttpRequest, s: web::Data<Services>, c: Caller, p: web::Query<Params>| {
             listed(req, s, c, p, what)

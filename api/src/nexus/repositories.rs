@@ -25,7 +25,7 @@ pub const BLOB_STORE: &str = "default";
 const NEVER: i64 = -1;
 
 pub fn configure(scope: actix_web::Scope) -> actix_web::Scope {
-    use crate::admin::resource::resource;
+    use super::refused::resource;
     scope
         .service(resource("/repositorySettings").route(web::get().to(settings)))
         .service(resource("/repositories/{name}").route(web::get().to(get_one)).route(web::delete().to(delete)))
@@ -47,9 +47,14 @@ fn not_found() -> NexusError {
 
 /// The format and type a path names (`apt`, `hosted`), or 404 as Nexus answers an unknown one.
 fn kind(format: &str, repo_type: &str) -> Result<(&'static dyn FormatSpec, RepoType)> {
-    let format: Format = format.parse().map_err(|_| not_found())?;
-    let spec = packyard_formats::registry().offered().find(|s| s.format() == format).ok_or_else(not_found)?;
-    Ok((spec, repo_type.parse().map_err(|_| not_found())?))
+    let unknown = || {
+        NexusError(ApiError::not_found(format!(
+            "Repository not found: Packyard serves the apt, apk, go and conan formats as hosted, proxy and group repositories, not {format}/{repo_type}"
+        )))
+    };
+    let format: Format = format.parse().map_err(|_| unknown())?;
+    let spec = packyard_formats::registry().offered().find(|s| s.format() == format).ok_or_else(unknown)?;
+    Ok((spec, repo_type.parse().map_err(|_| unknown())?))
 }
 
 fn body_object(body: &[u8]) -> Result<Map<String, Value>> {

@@ -18,7 +18,7 @@ use crate::error::{ApiError, NexusError};
 type Result<T> = std::result::Result<T, NexusError>;
 
 pub fn configure(scope: actix_web::Scope) -> actix_web::Scope {
-    use crate::admin::resource::resource;
+    use super::refused::resource;
     scope
         .service(resource("/security/users").route(web::get().to(list_users)).route(web::post().to(create_user)))
         .service(
@@ -35,6 +35,7 @@ pub fn configure(scope: actix_web::Scope) -> actix_web::Scope {
         .service(resource("/security/privileges").route(web::get().to(list_privileges)))
         .service(resource("/security/privileges/{name}").route(web::get().to(get_privilege)))
         .service(resource("/security/user-sources").route(web::get().to(user_sources)))
+        .service(resource("/security/anonymous").route(web::get().to(anonymous)))
         .service(resource("/security/realms/available").route(web::get().to(available_realms)))
         .service(
             resource("/security/realms/active").route(web::get().to(active_realms)).route(web::put().to(set_realms)),
@@ -454,6 +455,13 @@ fn realms(services: &Services) -> Vec<(&'static str, &'static str)> {
         out.push((OIDC_REALM, "OpenID Connect Realm"));
     }
     out
+}
+
+/// `GET /security/anonymous`: whether anonymous reads are allowed (`security.anonymous_read`;
+/// each repository may refuse them still).
+async fn anonymous(_admin: Admin, services: web::Data<Services>) -> Result<HttpResponse> {
+    Ok(HttpResponse::Ok()
+        .json(json!({"enabled": services.security.anonymous_read, "userId": "anonymous", "realmName": LOCAL_REALM})))
 }
 
 async fn user_sources(_admin: Admin, services: web::Data<Services>) -> Result<HttpResponse> {

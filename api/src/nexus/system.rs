@@ -22,7 +22,7 @@ use crate::error::{ApiError, ErrorCode, NexusError};
 type Result<T> = std::result::Result<T, NexusError>;
 
 pub fn configure(scope: actix_web::Scope) -> actix_web::Scope {
-    use crate::admin::resource::resource;
+    use super::refused::resource;
     scope
         .service(resource("/blobstores").route(web::get().to(blob_stores)))
         .service(resource("/blobstores/{name}/quota-status").route(web::get().to(quota_status)))
@@ -88,6 +88,10 @@ async fn blob_store(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse> {
     let (kind, name) = path.into_inner();
+    if !kind.eq_ignore_ascii_case("file") && !kind.eq_ignore_ascii_case("s3") {
+        let reason = super::refused::reason("GET", &format!("/v1/blobstores/{kind}/{name}"));
+        return Err(NexusError(ApiError::not_found(reason)));
+    }
     if name != BLOB_STORE || !kind.eq_ignore_ascii_case(store_type(&services)) {
         return Err(unknown_store(&name));
     }
@@ -185,6 +189,9 @@ fn no_task(id: &str) -> NexusError {
 }
 
 async fn task(_admin: Admin, services: web::Data<Services>, id: web::Path<String>) -> Result<HttpResponse> {
+    if id.as_str() == "templates" {
+        return Err(NexusError(ApiError::not_found(super::refused::reason("GET", "/v1/tasks/templates"))));
+    }
     let found = all_tasks(&services).await?.into_iter().find(|t| t["id"] == id.as_str());
     Ok(HttpResponse::Ok().json(found.ok_or_else(|| no_task(&id))?))
 }

@@ -923,3 +923,74 @@ async fn blob_stores_tasks_and_policies_in_nexus_shapes(app: common::app::TestAp
 }
 
 app_test!(blob_stores_tasks_and_policies_in_nexus_shapes);
+
+/// Every row of docs/nexus-api.md, sent: a supported endpoint answers (a read as an admin, a
+/// change without credentials: 401, so nothing changes), a refused one with its 404 and the
+/// reason — or with the status the row names.
+#[actix_web::test]
+async fn every_endpoint_answers_as_documented() -> anyhow::Result<()> {
+    use actix_web::http::Method;
+    use actix_web::test::TestRequest;
+    use common::app::As;
+    let Some(app) = common::app::TestApp::with_config(Backend::Sqlite, |_| {}).await? else { return Ok(()) };
+    let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/nexus-api.md"))?;
+    let mut rows = 0;
+    for line in doc.lines() {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let [_, method, path, status, ..] = cells.as_slice() else { continue };
+        let Ok(method) = method.parse::<Method>() else { continue };
+        if !path.starts_with('`') {
+            continue;
+        }
+        rows += 1;
+        // Each `{placeholder}` as a name nothing has.
+        let mut uri = String::from("/service/rest");
+        let mut rest = path.trim_matches('`');
+        while let Some(open) = rest.find('{') {
+            uri.push_str(&rest[..open]);
+            uri.push_str("x");
+            rest = rest[open..].find('}').map_or("", |close| &rest[open + close + 1..]);
+        }
+        uri.push_str(rest);
+        let req = || {
+            TestRequest::default()
+                .method(method.clone())
+                .uri(&uri)
+                .insert_header(("content-type", "application/json"))
+                .set_payload("{}")
+        };
+        let what = format!("{method} {uri} ({status})");
+        if status.starts_with("supported") {
+            if method == Method::GET {
+                let r = app.send(req(), As::Admin).await?;
+                assert!(
+                    r.status.as_u16() != 405 && !r.text.contains("does not implement"),
+                    "{what}: {} {}",
+                    r.status,
+                    r.text
+                );
+            } else {
+                // Refused before anything changes: no credentials (or, for an id, nothing by it).
+                let r = app.send(req(), As::Anonymous).await?;
+                let answered = matches!(r.status.as_u16(), 401 | 404 | 422) && !r.text.contains("does not implement");
+                assert!(answered, "{what}: {} {}", r.status, r.text);
+            }
+        } else if let Some(code) = status.strip_prefix("refused (") {
+            let r = app.send(req(), As::Admin).await?;
+            assert_eq!(r.status.as_str(), &code[..3], "{what}: {}", r.text);
+        } else if status.starts_with("refused: ") {
+            let r = app.send(req(), As::Admin).await?;
+            assert_eq!(r.status.as_u16(), 404, "{what}: {}", r.text);
+            assert_eq!(r.json["id"], "*", "{what}: {}", r.text);
+            assert!(
+                r.json["message"].as_str().is_some_and(|m| m.contains("Packyard does not implement")),
+                "{what}: {}",
+                r.text
+            );
+        } else {
+            anyhow::bail!("{what}: the row says neither supported nor refused");
+        }
+    }
+    assert!(rows > 300, "{rows} rows read from docs/nexus-api.md");
+    Ok(())
+}
