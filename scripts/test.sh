@@ -39,6 +39,9 @@ have python3 /usr/bin/python3 || need+=(python3 python3-venv)
 have nginx /usr/sbin/nginx || need+=(nginx-light)
 have chromium /usr/bin/chromium || need+=(chromium)
 have chromedriver /usr/bin/chromedriver || need+=(chromium-driver)
+# Real APT publishers to import from (api/tests/it/import.rs).
+have aptly /usr/bin/aptly || need+=(aptly)
+have reprepro /usr/bin/reprepro || need+=(reprepro)
 # dpkg-source, which apt-get source runs to unpack a source package.
 have dpkg-source /usr/bin/dpkg-source || need+=(dpkg-dev)
 if [ ${#need[@]} -gt 0 ]; then

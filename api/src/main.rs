@@ -43,6 +43,27 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         from: PathBuf,
     },
+    /// Copy another repository's packages into a Packyard repository (resumable: a second run
+    /// goes on where the last stopped, and copies only what is new).
+    Import {
+        /// The source's format (`apt`, …).
+        format: String,
+        /// The source: a directory or an http(s) URL (an APT repository's root, above `dists/`).
+        #[arg(long, value_name = "DIR|URL")]
+        from: String,
+        /// The repository to copy into (a hosted one of the format).
+        #[arg(long, value_name = "REPOSITORY")]
+        into: String,
+        /// The public key the source's signatures must be made by (APT: its InRelease's).
+        #[arg(long, value_name = "FILE")]
+        key: Option<PathBuf>,
+        /// Only part of the source, as the format names its parts (APT: distribution=NAME,
+        /// component=NAME, architecture=NAME, sources=no); may repeat.
+        #[arg(long = "only", value_name = "NAME=VALUE")]
+        only: Vec<String>,
+        #[command(flatten)]
+        options: ImportOptions,
+    },
     /// Administration commands.
     Admin {
         #[command(subcommand)]
@@ -58,6 +79,16 @@ enum AdminCommand {
         /// The user name, e.g. admin.
         user: String,
     },
+}
+
+#[derive(clap::Args)]
+struct ImportOptions {
+    /// Copy nothing: print what would be copied.
+    #[arg(long)]
+    dry_run: bool,
+    /// Files copied at once.
+    #[arg(long, default_value_t = packyard_core::import::DEFAULT_CONCURRENCY)]
+    concurrency: usize,
 }
 
 #[derive(Subcommand)]
@@ -122,6 +153,11 @@ fn run(cli: Cli, loaded: Loaded) -> anyhow::Result<()> {
             packyard_core::telemetry::init(&loaded.config.log);
             actix_web::rt::System::new().block_on(restore(loaded.config, &from))
         }
+        Command::Import { format, from, into, key, only, options } => {
+            packyard_core::telemetry::init(&loaded.config.log);
+            let asked = Import { format, from, into, key, only, options };
+            actix_web::rt::System::new().block_on(import(loaded.config, asked))
+        }
         Command::Admin { command: AdminCommand::ResetPassword { user } } => {
             packyard_core::telemetry::init(&loaded.config.log);
             actix_web::rt::System::new().block_on(reset_password(loaded.config, &user))
@@ -150,6 +186,77 @@ async fn existing(config: packyard_model::config::Config) -> anyhow::Result<Serv
         "the database is not at this version's schema: start the server (or `packyard-api migrate`) first"
     );
     Ok(services)
+}
+
+/// What `packyard-api import` was asked.
+struct Import {
+    format: String,
+    from: String,
+    into: String,
+    key: Option<PathBuf>,
+    only: Vec<String>,
+    options: ImportOptions,
+}
+
+/// `packyard-api import <format> …`: the plan (`--dry-run`) or the copy's failures and summary;
+/// exits non-zero when anything failed.
+async fn import(config: packyard_model::config::Config, asked: Import) -> anyhow::Result<()> {
+    use packyard_core::import::{Fetcher, ImportArgs, Location, Options};
+    let format: packyard_model::repos::Format = asked
+        .format
+        .parse()
+        .map_err(|f| anyhow::anyhow!("{f}: not a format ({})", packyard_model::repos::Format::listed("or")))?;
+    let spec = packyard_formats::registry().get(format);
+    let key = match &asked.key {
+        Some(path) => {
+            Some(std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("--key {}: {e}", path.display()))?)
+        }
+        None => None,
+    };
+    let only = asked
+        .only
+        .iter()
+        .map(|o| o.split_once('=').map(|(n, v)| (n.to_string(), v.to_string())))
+        .collect::<Option<Vec<_>>>()
+        .ok_or_else(|| anyhow::anyhow!("--only takes NAME=VALUE"))?;
+    let from = Location::parse(&asked.from)?;
+    let source = from.name();
+    let job = spec
+        .import(ImportArgs { from, key, only })
+        .ok_or_else(|| anyhow::anyhow!("Packyard has no importer of {format} yet"))?
+        .map_err(anyhow::Error::msg)?;
+    let services = existing(config).await?;
+    let outcome = async {
+        let into = &asked.into;
+        let repo = services
+            .security
+            .repository(into)
+            .await?
+            .ok_or_else(|| anyhow::anyhow!("--into {into}: no such repository"))?;
+        anyhow::ensure!(repo.format == format, "--into {into}: a {} repository, not a {format} one", repo.format);
+        let o = Options {
+            dry_run: asked.options.dry_run,
+            concurrency: asked.options.concurrency,
+            progress: !asked.options.dry_run,
+        };
+        let fetcher = Fetcher::new(&services.config)?;
+        let mut out = std::io::stdout();
+        let summary = job.run(&services, (&fetcher, &source), &repo, &o, &mut out).await?;
+        if !o.dry_run && summary.copied > 0 {
+            // The servers' workers publish what was recorded (they also poll).
+            services.wake();
+        }
+        println!("{summary}");
+        anyhow::ensure!(
+            summary.failed.is_empty(),
+            "{} files were not copied (above); run the import again",
+            summary.failed.len()
+        );
+        Ok(())
+    }
+    .await;
+    services.db.close().await;
+    outcome
 }
 
 /// `packyard-api backup --to DIR`.

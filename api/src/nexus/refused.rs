@@ -1,11 +1,11 @@
 //! What Packyard answers to the parts of Nexus's REST API it does not implement: a 404 in
 //! Nexus's shape saying why and what to use instead, by the path's prefix (the whole list, with
 //! every endpoint, is docs/nexus-api.md; `it/nexus_write.rs` checks the two agree). A method a
-//! path of Packyard's does not take is answered the same way.
+//! path of Packyard's does not take is a 405 with the same reason.
 
 use actix_web::{web, HttpRequest, Resource};
 
-use crate::error::{ApiError, NexusError};
+use crate::error::{ApiError, ErrorCode, NexusError};
 
 /// `(method or "*", path prefix below /service/rest, reason)`, the first that matches wins.
 const REFUSED: &[(&str, &str, &str)] = &[
@@ -68,8 +68,11 @@ const REFUSED: &[(&str, &str, &str)] = &[
         "/v1/tasks",
         "Packyard's tasks are its cleanup policies (made with /v1/cleanup-policies) and the blob reclamation",
     ),
-    ("*", "/v1/repositories", "Packyard serves the apt, apk, go and conan formats (hosted, proxy and group)"),
+    ("*", "/v1/repositories", FORMATS),
 ];
+
+/// Stands for the formats' names (made from the registry's list when the reason is given).
+const FORMATS: &str = "{formats}";
 
 const BLOB_STORES: &str = "Packyard has one blob store, default, configured by blobs.* (files or S3)";
 const SECRETS: &str = "secrets are sealed with security.secret; they are not re-encrypted through the API";
@@ -81,6 +84,14 @@ pub fn reason(method: &str, path: &str) -> String {
         .iter()
         .find(|(m, prefix, _)| (*m == "*" || *m == method) && path.starts_with(prefix))
         .map_or("it is not part of Nexus's API as Packyard implements it", |(_, _, why)| why);
+    let why = if why == FORMATS {
+        format!(
+            "Packyard serves the {} formats (hosted, proxy and group)",
+            packyard_model::repos::Format::listed("and")
+        )
+    } else {
+        why.to_string()
+    };
     format!("Packyard does not implement {method} /service/rest{path}: {why} (docs/nexus-api.md)")
 }
 
@@ -89,7 +100,13 @@ pub async fn refused(req: HttpRequest) -> Result<actix_web::HttpResponse, NexusE
     Err(NexusError(ApiError::not_found(reason(req.method().as_str(), path))))
 }
 
-/// A resource of Nexus's API: a method it does not take is refused as above.
+/// A method a path of Packyard's does not take: 405, with the reason.
+async fn not_allowed(req: HttpRequest) -> Result<actix_web::HttpResponse, NexusError> {
+    let path = req.path().strip_prefix("/service/rest").unwrap_or(req.path());
+    Err(NexusError(ApiError::new(ErrorCode::MethodNotAllowed, reason(req.method().as_str(), path))))
+}
+
+/// A resource of Nexus's API: a method it does not take is refused (405) with the reason.
 pub fn resource(path: &str) -> Resource {
-    web::resource(path).default_service(web::to(refused))
+    web::resource(path).default_service(web::to(not_allowed))
 }

@@ -49,7 +49,8 @@ fn not_found() -> NexusError {
 fn kind(format: &str, repo_type: &str) -> Result<(&'static dyn FormatSpec, RepoType)> {
     let unknown = || {
         NexusError(ApiError::not_found(format!(
-            "Repository not found: Packyard serves the apt, apk, go and conan formats as hosted, proxy and group repositories, not {format}/{repo_type}"
+            "Repository not found: Packyard serves the {} formats as hosted, proxy and group repositories, not {format}/{repo_type}",
+            Format::listed("and")
         )))
     };
     let format: Format = format.parse().map_err(|_| unknown())?;

@@ -279,7 +279,7 @@ impl NexusPolicy {
             .as_deref()
             .ok_or_else(|| invalid("format: required"))?
             .parse()
-            .map_err(|f| invalid(format!("format {f:?}: apt, apk, go or conan")))?;
+            .map_err(|f| invalid(format!("format {f:?}: {}", Format::listed("or"))))?;
         let prereleases_only = match self.criteria_release_type.as_deref() {
             None | Some("RELEASES_AND_PRERELEASES") => false,
             Some("PRERELEASES") => true,

@@ -17,6 +17,7 @@ mod engine;
 mod faults;
 mod go;
 mod hostile;
+mod import;
 mod ldap;
 mod loadtest;
 mod local_cluster;

@@ -938,6 +938,9 @@ async fn every_endpoint_answers_as_documented() -> anyhow::Result<()> {
     for line in doc.lines() {
         let cells: Vec<&str> = line.split('|').map(str::trim).collect();
         let [_, method, path, status, ..] = cells.as_slice() else { continue };
+        if !["GET", "POST", "PUT", "DELETE"].contains(method) {
+            continue;
+        }
         let Ok(method) = method.parse::<Method>() else { continue };
         if !path.starts_with('`') {
             continue;
@@ -948,7 +951,7 @@ async fn every_endpoint_answers_as_documented() -> anyhow::Result<()> {
         let mut rest = path.trim_matches('`');
         while let Some(open) = rest.find('{') {
             uri.push_str(&rest[..open]);
-            uri.push_str("x");
+            uri.push('x');
             rest = rest[open..].find('}').map_or("", |close| &rest[open + close + 1..]);
         }
         uri.push_str(rest);
@@ -979,8 +982,9 @@ async fn every_endpoint_answers_as_documented() -> anyhow::Result<()> {
             let r = app.send(req(), As::Admin).await?;
             assert_eq!(r.status.as_str(), &code[..3], "{what}: {}", r.text);
         } else if status.starts_with("refused: ") {
+            // 404, or 405 where the path is Packyard's but not the method.
             let r = app.send(req(), As::Admin).await?;
-            assert_eq!(r.status.as_u16(), 404, "{what}: {}", r.text);
+            assert!(matches!(r.status.as_u16(), 404 | 405), "{what}: {} {}", r.status, r.text);
             assert_eq!(r.json["id"], "*", "{what}: {}", r.text);
             assert!(
                 r.json["message"].as_str().is_some_and(|m| m.contains("Packyard does not implement")),

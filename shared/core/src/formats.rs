@@ -72,6 +72,12 @@ pub trait FormatSpec: Send + Sync + 'static {
         None
     }
 
+    /// `packyard-api import <format>`: the import `args` ask for (the format reads `--key` and
+    /// its own `--only` choices), or why not; `None`: the format has no importer.
+    fn import(&self, _args: crate::import::ImportArgs) -> Option<Result<Box<dyn crate::import::ImportJob>, String>> {
+        None
+    }
+
     /// How Nexus's repository API (`/service/rest/v1/repositories/<format>/<type>`) names the
     /// format's settings where its names differ from Packyard's; `None`: the format's block is
     /// the same object under the format's name, both ways.

@@ -15,6 +15,7 @@ pub mod events;
 pub mod formats;
 pub mod groups;
 pub mod hosted;
+pub mod import;
 pub mod outbound;
 pub mod proxy;
 pub mod publication;

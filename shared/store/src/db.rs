@@ -20,6 +20,7 @@ use packyard_model::config::DatabaseConfig;
 pub mod blobs;
 pub mod catalogue;
 pub mod cleanup;
+pub mod imports;
 pub mod migrate;
 pub mod proxy;
 pub mod publication;

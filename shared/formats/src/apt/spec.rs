@@ -41,6 +41,14 @@ impl FormatSpec for AptSpec {
         &super::catalogue::AptCatalogue
     }
 
+    fn import(
+        &self,
+        args: packyard_core::import::ImportArgs,
+    ) -> Option<Result<Box<dyn packyard_core::import::ImportJob>, String>> {
+        let job = super::import::AptImport::from_args(args);
+        Some(job.map(|i| Box::new(packyard_core::import::Job(i)) as Box<dyn packyard_core::import::ImportJob>))
+    }
+
     fn nexus(&self) -> Option<&dyn packyard_core::formats::NexusShape> {
         Some(&super::nexus::AptNexus)
     }

@@ -1,0 +1,311 @@
+//! `packyard-api import apt` from real sources: a repository published by aptly and one by
+//! reprepro (directories), and one Packyard publishes (a URL, its InRelease verified against
+//! the key); then the real apt-get installs from Packyard exactly the bytes the source had. A
+//! second run copies nothing, a later one only what is new; a run killed in the middle goes on
+//! from its ledger with nothing copied twice and nothing missing; a file whose bytes are not
+//! those its index lists is refused and nothing of it is kept.
+
+use crate::common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::process::{admin_json, basic, get_bytes, Server};
+use sha2::{Digest, Sha256};
+
+const PW: &str = "import-admin";
+
+fn sha256(b: &[u8]) -> String {
+    hex::encode(Sha256::digest(b))
+}
+
+fn have(tool: &str) -> bool {
+    Command::new(tool).arg("--version").output().is_ok_and(|o| o.status.success())
+}
+
+/// Generated packages `<prefix>-<i>` (amd64 and all), by file name.
+fn packages(dir: &Path, prefix: &str, range: std::ops::Range<usize>) -> anyhow::Result<BTreeMap<String, Vec<u8>>> {
+    std::fs::create_dir_all(dir)?;
+    let mut out = BTreeMap::new();
+    for i in range {
+        let arch = if i % 5 == 0 { "all" } else { "amd64" };
+        let name = format!("{prefix}-{i}");
+        let control = format!(
+            "Package: {name}\nVersion: 1.{i}-1\nArchitecture: {arch}\nSection: misc\nPriority: optional\nMaintainer: T <t@example.org>\nDescription: imported package {i}\n"
+        );
+        let bytes = packyard_codecs::apt::testing::deb(&control, ".xz");
+        let file = format!("{name}_1.{i}-1_{arch}.deb");
+        std::fs::write(dir.join(&file), &bytes)?;
+        out.insert(name, bytes);
+    }
+    Ok(out)
+}
+
+fn run(cmd: &mut Command) -> anyhow::Result<String> {
+    let out = cmd.output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "{cmd:?}: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// An aptly root publishing `debs` (unsigned) as `stable/main`: its `public/` directory.
+fn aptly(root: &Path, debs: &Path) -> anyhow::Result<PathBuf> {
+    std::fs::create_dir_all(root)?;
+    let conf = root.join("aptly.conf");
+    std::fs::write(&conf, format!("{{\"rootDir\": \"{}\", \"architectures\": [\"amd64\"]}}", root.display()))?;
+    let aptly = || {
+        let mut c = Command::new("aptly");
+        c.arg(format!("-config={}", conf.display())).env("HOME", root);
+        c
+    };
+    if !root.join("db").exists() {
+        run(aptly().args(["repo", "create", "-distribution=stable", "-component=main", "src"]))?;
+    }
+    run(aptly().args(["repo", "add", "src"]).arg(debs))?;
+    let published = root.join("public/dists/stable");
+    if published.exists() {
+        run(aptly().args(["publish", "update", "-skip-signing", "stable"]))?;
+    } else {
+        run(aptly().args(["publish", "repo", "-skip-signing", "-architectures=amd64", "src"]))?;
+    }
+    Ok(root.join("public"))
+}
+
+/// A reprepro base directory with `debs` in `stable/main` (unsigned).
+fn reprepro(base: &Path, debs: &[PathBuf]) -> anyhow::Result<PathBuf> {
+    std::fs::create_dir_all(base.join("conf"))?;
+    std::fs::write(
+        base.join("conf/distributions"),
+        "Codename: stable\nSuite: stable\nComponents: main\nArchitectures: amd64 source\nDescription: reprepro test\n",
+    )?;
+    for d in debs {
+        run(Command::new("reprepro").arg("-b").arg(base).args(["includedeb", "stable"]).arg(d))?;
+    }
+    Ok(base.to_path_buf())
+}
+
+/// `packyard-api import apt ARGS` where the server's configuration and data are.
+fn import(dir: &Path, args: &[&str]) -> anyhow::Result<(i32, String, String)> {
+    let mut all = vec!["import", "apt"];
+    all.extend_from_slice(args);
+    common::process::run_to_end(dir, &all, &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)])
+}
+
+/// What `apt-get download` fetches of each package, through Packyard's repository `repo`, once
+/// its index lists all of `names`.
+fn downloaded(server: &Server, repo: &str, names: &[&String]) -> anyhow::Result<BTreeMap<String, String>> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (s, body) = get_bytes(server, &format!("/repository/{repo}/dists/stable/main/binary-amd64/Packages"))?;
+        let text = String::from_utf8_lossy(&body);
+        if s == 200 && names.iter().all(|n| text.contains(&format!("Package: {n}\n"))) {
+            break;
+        }
+        anyhow::ensure!(Instant::now() < deadline, "{repo} does not list every imported package:\n{text}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (_, key) = get_bytes(server, &format!("/repository/{repo}/gpg.key"))?;
+    let root = crate::apt::apt_root(&key, &format!("{}/repository/{repo}", server.public))?;
+    crate::apt::update_ok(root.path())?;
+    let mut out = BTreeMap::new();
+    for n in names {
+        out.insert(n.to_string(), sha256(&crate::apt::download(root.path(), n)?));
+    }
+    Ok(out)
+}
+
+fn create(server: &Server, name: &str) -> anyhow::Result<()> {
+    let body = serde_json::json!({"name": name, "format": "apt", "type": "hosted",
+        "apt": {"distribution": "stable", "components": ["main"], "architectures": ["amd64"]}});
+    admin_json(&server.public, &basic(PW), "POST", "/api/v1/repositories", Some(body)).map(|_| ())
+}
+
+fn summary_line(out: &str) -> &str {
+    out.lines().rev().find(|l| l.contains(" planned, ")).unwrap_or_default()
+}
+
+#[test]
+fn import_apt_from_aptly_reprepro_and_a_url() -> anyhow::Result<()> {
+    anyhow::ensure!(
+        have("reprepro") && have("apt-get"),
+        "reprepro and apt-get are needed (scripts/test.sh installs them)"
+    );
+    anyhow::ensure!(Command::new("aptly").arg("version").output().is_ok(), "aptly is not installed");
+    let Some((server, dir)) = common::process::server_on(
+        packyard_store::db::Backend::Sqlite,
+        &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW), ("PACKYARD_WORKER__DEBOUNCE_MS", "50")],
+    )?
+    else {
+        return Ok(());
+    };
+    let work = tempfile::tempdir()?;
+
+    // aptly: 30 packages, published as a directory.
+    let first = packages(&work.path().join("debs-1"), "aptly", 0..30)?;
+    let public = aptly(&work.path().join("aptly"), &work.path().join("debs-1"))?;
+    create(&server, "from-aptly")?;
+    let from = public.display().to_string();
+    let (code, out, err) = import(dir.path(), &["--from", &from, "--into", "from-aptly", "--dry-run"])?;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("would copy 30 files"), "{out}");
+    assert!(out.contains("stable/main/pool/main/a/aptly-7/aptly-7_1.7-1_amd64.deb"), "{out}");
+    let catalogue = || common::process::catalogue(&server.public, &basic(PW), "from-aptly");
+    assert_eq!(catalogue()?.len(), 0, "a dry run copies nothing");
+
+    let (code, out, err) = import(dir.path(), &["--from", &from, "--into", "from-aptly"])?;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(summary_line(&out).starts_with("30 planned, 0 already copied, 30 copied"), "{out}");
+    let names: Vec<&String> = first.keys().collect();
+    let got = downloaded(&server, "from-aptly", &names)?;
+    for (n, bytes) in &first {
+        assert_eq!(got.get(n), Some(&sha256(bytes)), "apt-get downloads {n} as aptly published it");
+    }
+
+    // Again: nothing to copy. Then two new packages: only they are copied, quickly.
+    let (code, out, _) = import(dir.path(), &["--from", &from, "--into", "from-aptly"])?;
+    assert_eq!(code, 0);
+    assert!(summary_line(&out).starts_with("30 planned, 30 already copied, 0 copied"), "{out}");
+    let more = packages(&work.path().join("debs-2"), "aptly", 30..32)?;
+    aptly(&work.path().join("aptly"), &work.path().join("debs-2"))?;
+    let started = Instant::now();
+    let (code, out, err) = import(dir.path(), &["--from", &from, "--into", "from-aptly"])?;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(summary_line(&out).starts_with("32 planned, 30 already copied, 2 copied"), "{out}");
+    assert!(started.elapsed() < Duration::from_secs(5), "an incremental run took {:?}", started.elapsed());
+    let names: Vec<&String> = more.keys().collect();
+    let got = downloaded(&server, "from-aptly", &names)?;
+    for (n, bytes) in &more {
+        assert_eq!(got.get(n), Some(&sha256(bytes)));
+    }
+
+    // reprepro: the real Debian packages and generated ones.
+    let mut debs: Vec<PathBuf> =
+        std::fs::read_dir(work.path().join("debs-1"))?.filter_map(|e| e.ok().map(|e| e.path())).take(5).collect();
+    if let Ok(real) = std::env::var("TEST_DEBS_DIR") {
+        debs.extend(
+            std::fs::read_dir(real)?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|e| e == "deb")),
+        );
+    }
+    let base = reprepro(&work.path().join("reprepro"), &debs)?;
+    create(&server, "from-reprepro")?;
+    let (code, out, err) =
+        import(dir.path(), &["--from", &base.display().to_string(), "--into", "from-reprepro", "--concurrency", "4"])?;
+    assert_eq!(code, 0, "{out}{err}");
+    // Each package by its name (the file name's first part).
+    let expected: BTreeMap<String, String> = debs
+        .iter()
+        .map(|p| {
+            let file = p.file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default();
+            let name = file.split('_').next().unwrap_or_default().to_string();
+            (name, sha256(&std::fs::read(p).unwrap_or_default()))
+        })
+        .collect();
+    assert!(summary_line(&out).contains(&format!("{} copied", debs.len())), "{out}");
+    let names: Vec<String> = expected.keys().cloned().collect();
+    let name_refs: Vec<&String> = names.iter().collect();
+    let got = downloaded(&server, "from-reprepro", &name_refs)?;
+    assert_eq!(got, expected, "apt-get downloads what reprepro published, byte for byte");
+
+    // From a URL: Packyard's own repository, its InRelease verified against its key.
+    let (_, key) = get_bytes(&server, "/repository/from-aptly/gpg.key")?;
+    std::fs::write(work.path().join("key.asc"), &key)?;
+    create(&server, "from-url")?;
+    let url = format!("{}/repository/from-aptly/", server.public);
+    let key_file = work.path().join("key.asc").display().to_string();
+    let (code, out, err) = import(dir.path(), &["--from", &url, "--into", "from-url", "--key", &key_file])?;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(summary_line(&out).starts_with("32 planned, 0 already copied, 32 copied"), "{out}");
+    // A key that did not sign it: refused before anything is copied.
+    let wrong = packyard_codecs::apt::signing::Signer::generate("wrong <wrong@example.org>")?;
+    std::fs::write(work.path().join("wrong.asc"), wrong.public_armored()?)?;
+    create(&server, "from-url-wrong")?;
+    let wrong_file = work.path().join("wrong.asc").display().to_string();
+    let (code, out, err) = import(dir.path(), &["--from", &url, "--into", "from-url-wrong", "--key", &wrong_file])?;
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("is not signed by the key given with --key") && err.contains("nothing was copied"),
+        "{out}{err}"
+    );
+
+    // A package whose bytes are not those its index lists: refused, nothing of it kept.
+    create(&server, "from-tampered")?;
+    let victim = public.join("pool/main/a/aptly-3/aptly-3_1.3-1_amd64.deb");
+    let mut bytes = std::fs::read(&victim)?;
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&victim, &bytes)?;
+    let (code, out, err) = import(dir.path(), &["--from", &from, "--into", "from-tampered"])?;
+    assert_ne!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("failed: stable/main/pool/main/a/aptly-3/aptly-3_1.3-1_amd64.deb: the bytes fetched"),
+        "{out}"
+    );
+    assert!(summary_line(&out).starts_with("32 planned, 0 already copied, 31 copied"), "{out}");
+    let listed = common::process::catalogue(&server.public, &basic(PW), "from-tampered")?;
+    assert!(!listed.iter().any(|c| c.starts_with("aptly-3 ")), "the tampered package is not stored: {listed:?}");
+    Ok(())
+}
+
+/// A run killed (SIGKILL) in the middle, then run again: every package once, none missing.
+#[test]
+fn an_import_killed_midway_goes_on_from_its_ledger() -> anyhow::Result<()> {
+    anyhow::ensure!(Command::new("aptly").arg("version").output().is_ok(), "aptly is not installed");
+    let Some((server, dir)) = common::process::server_on(
+        packyard_store::db::Backend::Sqlite,
+        &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW), ("PACKYARD_WORKER__DEBOUNCE_MS", "50")],
+    )?
+    else {
+        return Ok(());
+    };
+    let work = tempfile::tempdir()?;
+    let all = packages(&work.path().join("debs"), "resumed", 0..200)?;
+    let public = aptly(&work.path().join("aptly"), &work.path().join("debs"))?;
+    create(&server, "resumed")?;
+    let from = public.display().to_string();
+    let mut child = common::process::command(dir.path(), &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)])
+        .args(["import", "apt", "--from", &from, "--into", "resumed", "--concurrency", "2"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    // Killed once some are stored (the catalogue shows them), long before all are.
+    let stored = || common::process::catalogue(&server.public, &basic(PW), "resumed").map(|c| c.len());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while stored()? < 20 {
+        anyhow::ensure!(Instant::now() < deadline, "the import copied nothing");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill()?;
+    child.wait()?;
+    let before = stored()?;
+    assert!(before < 200, "killed after {before} of 200");
+    let (code, out, err) = import(dir.path(), &["--from", &from, "--into", "resumed"])?;
+    assert_eq!(code, 0, "{out}{err}");
+    let line = summary_line(&out);
+    // The number before a label of the summary.
+    let number = |label: &str| -> i64 {
+        line.find(label).and_then(|at| line[..at].split_whitespace().last()).and_then(|n| n.parse().ok()).unwrap_or(-1)
+    };
+    let (skipped, copied, present) = (number(" already copied"), number(" copied ("), number(" stored before"));
+    assert!(
+        skipped >= i64::try_from(before)? - 2 && skipped <= i64::try_from(before)?,
+        "{before} stored when killed: {line}"
+    );
+    assert!(present <= 2, "at most the packages in flight when it was killed were stored and not recorded: {line}");
+    assert_eq!(skipped + copied + present, 200, "{line}");
+    let listed = common::process::catalogue(&server.public, &basic(PW), "resumed")?;
+    assert_eq!(listed.len(), 200, "every package once");
+    let names: Vec<&String> = all.keys().collect();
+    let got = downloaded(&server, "resumed", &names)?;
+    for (n, bytes) in &all {
+        assert_eq!(got.get(n), Some(&sha256(bytes)), "{n}");
+    }
+    Ok(())
+}

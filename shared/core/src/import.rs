@@ -1,0 +1,459 @@
+//! Moving in: `packyard-api import <format> --from DIR|URL --into REPOSITORY` copies what another
+//! repository publishes into a Packyard repository through the engine's own uploads (the same
+//! checks, rows, audit entries and publications as a client's upload). A format says what its
+//! source holds ([`Importer::plan`]: its indexes read and verified) and stores each file as its
+//! upload does ([`Importer::store`]); this module fetches, verifies every byte against the
+//! checksum the source's index gives, copies with bounded concurrency, and keeps the ledger
+//! (`import_ledger`): an item is recorded once stored, so a run after a crash goes on where the
+//! last stopped, and a later run copies only what is new or changed. Nothing is half-stored: an
+//! item whose bytes do not match is discarded with its blob, and an interrupted one was never
+//! acknowledged (its blob is reclaimed as every abandoned upload's is).
+
+use std::io::IsTerminal as _;
+use std::path::{Component, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures_util::stream::BoxStream;
+use futures_util::{StreamExt, TryStreamExt};
+use packyard_model::repos::Repository;
+use packyard_store::blobs::StoredBlob;
+
+use crate::hosted::{Actor, UploadError};
+use crate::outbound::Outbound;
+use crate::services::Services;
+
+/// Concurrent copies when `--concurrency` is not given (docs/perf/import.md measures 1 to 32).
+pub const DEFAULT_CONCURRENCY: usize = 8;
+/// Largest index file read whole (a `Packages`, a `Release`, an `APKINDEX`).
+pub const MAX_INDEX: u64 = 512 << 20;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    /// The source or the request is not usable as given: the message says what to change.
+    #[error("{0}")]
+    Source(String),
+    #[error(transparent)]
+    Db(#[from] packyard_store::db::DbError),
+}
+
+/// Where a source is: a directory, or an `http(s)` URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    Dir(PathBuf),
+    Url(url::Url),
+}
+
+impl Location {
+    /// `DIR`, `file://DIR` or an `http(s)://` URL.
+    pub fn parse(s: &str) -> Result<Self, ImportError> {
+        if s.starts_with("http://") || s.starts_with("https://") {
+            let mut url = url::Url::parse(s).map_err(|e| ImportError::Source(format!("--from {s}: {e}")))?;
+            if !url.path().ends_with('/') {
+                url.set_path(&format!("{}/", url.path()));
+            }
+            return Ok(Self::Url(url));
+        }
+        let path = PathBuf::from(s.strip_prefix("file://").unwrap_or(s));
+        if !path.is_dir() {
+            return Err(ImportError::Source(format!("--from {s}: not a directory (nor an http(s) URL)")));
+        }
+        Ok(Self::Dir(path))
+    }
+
+    /// The file at `rel` below it: a relative path of the source's own (no `..`, not absolute,
+    /// no empty segment), as an index names it.
+    pub fn join(&self, rel: &str) -> Result<Self, ImportError> {
+        let bad = || ImportError::Source(format!("the source names an unsafe path {rel:?}"));
+        let p = std::path::Path::new(rel);
+        if rel.is_empty() || rel.contains('\\') || !p.components().all(|c| matches!(c, Component::Normal(_))) {
+            return Err(bad());
+        }
+        Ok(match self {
+            Self::Dir(d) => Self::Dir(d.join(p)),
+            Self::Url(u) => Self::Url(u.join(rel).map_err(|_| bad())?),
+        })
+    }
+
+    /// The same place, as a directory (a URL with a trailing `/`).
+    pub fn as_dir(&self) -> Self {
+        match self {
+            Self::Url(u) if !u.path().ends_with('/') => {
+                let mut u = u.clone();
+                u.set_path(&format!("{}/", u.path()));
+                Self::Url(u)
+            }
+            other => other.clone(),
+        }
+    }
+
+    /// How the ledger and messages name it.
+    pub fn name(&self) -> String {
+        match self {
+            Self::Dir(d) => std::fs::canonicalize(d).unwrap_or_else(|_| d.clone()).display().to_string(),
+            Self::Url(u) => u.to_string(),
+        }
+    }
+}
+
+impl std::fmt::Display for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Dir(d) => write!(f, "{}", d.display()),
+            Self::Url(u) => write!(f, "{u}"),
+        }
+    }
+}
+
+/// Reads a source's files: from the disk, or over HTTP through the configured outbound proxy
+/// and certificate authorities (`proxy.*`; an import reaches the addresses its operator names).
+#[derive(Clone)]
+pub struct Fetcher {
+    client: Outbound,
+}
+
+impl Fetcher {
+    pub fn new(config: &packyard_model::config::Config) -> anyhow::Result<Self> {
+        let p = &config.proxy;
+        let client = Outbound::new(crate::outbound::Settings {
+            policy: packyard_model::net::AddressPolicy::new(true, &[], "proxy.allowed_networks")
+                .map_err(anyhow::Error::msg)?,
+            whom: "import source",
+            remedy: "",
+            show_addresses: true,
+            outbound: p.outbound(|name| std::env::var(name).ok()).map_err(anyhow::Error::msg)?,
+            ca_certificates: &p.ca_certificates,
+            user_agent: concat!("Packyard-Import/", env!("CARGO_PKG_VERSION")),
+            connect_timeout: Duration::from_millis(p.connect_timeout_ms.max(1)),
+            read_timeout: Some(Duration::from_millis(p.read_timeout_ms.max(1))),
+            timeout: Duration::from_secs(24 * 3600),
+            max_idle_per_host: 64,
+            follow_redirects: true,
+        })?;
+        Ok(Self { client })
+    }
+
+    /// A file as a stream of its bytes; `None` when the source has no such file (404).
+    pub async fn open(&self, at: &Location) -> Result<Option<BoxStream<'static, Result<Bytes, String>>>, ImportError> {
+        match at {
+            Location::Dir(path) => match tokio::fs::File::open(path).await {
+                Ok(f) => Ok(Some(
+                    tokio_util::io::ReaderStream::with_capacity(f, 256 * 1024).map_err(|e| e.to_string()).boxed(),
+                )),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(ImportError::Source(format!("{}: {e}", path.display()))),
+            },
+            Location::Url(url) => {
+                let res = self
+                    .client
+                    .client()
+                    .get(url.clone())
+                    .send()
+                    .await
+                    .map_err(|e| ImportError::Source(format!("{url}: {}", crate::outbound::root_cause(&e))))?;
+                match res.status().as_u16() {
+                    200 => Ok(Some(res.bytes_stream().map_err(|e| e.to_string()).boxed())),
+                    404 | 410 => Ok(None),
+                    s => Err(ImportError::Source(format!("{url}: the source answered {s}"))),
+                }
+            }
+        }
+    }
+
+    /// A small file whole (at most [`MAX_INDEX`] bytes); `None` when the source has none.
+    pub async fn read(&self, at: &Location) -> Result<Option<Bytes>, ImportError> {
+        let Some(mut body) = self.open(at).await? else { return Ok(None) };
+        let mut out = Vec::new();
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(|e| ImportError::Source(format!("{at}: {e}")))?;
+            if (out.len() + chunk.len()) as u64 > MAX_INDEX {
+                return Err(ImportError::Source(format!("{at}: larger than {MAX_INDEX} bytes")));
+            }
+            out.extend_from_slice(&chunk);
+        }
+        Ok(Some(Bytes::from(out)))
+    }
+}
+
+/// What `packyard-api import <format>` was given, for the format to read.
+#[derive(Debug, Clone)]
+pub struct ImportArgs {
+    pub from: Location,
+    /// The text of `--key FILE`: what the source's signatures must be made by.
+    pub key: Option<String>,
+    /// `--only NAME=VALUE` (repeatable): the format's own choices of what to copy.
+    pub only: Vec<(String, String)>,
+}
+
+/// An import ready to run, whatever its format (a format's [`Importer`] as a [`Job`]).
+#[async_trait]
+pub trait ImportJob: Send + Sync {
+    async fn run(
+        &self,
+        services: &Services,
+        source: (&Fetcher, &str),
+        repo: &Repository,
+        options: &Options,
+        out: &mut (dyn std::io::Write + Send),
+    ) -> Result<Summary, ImportError>;
+}
+
+/// A format's importer as an [`ImportJob`].
+pub struct Job<I>(pub I);
+
+#[async_trait]
+impl<I: Importer> ImportJob for Job<I> {
+    async fn run(
+        &self,
+        services: &Services,
+        source: (&Fetcher, &str),
+        repo: &Repository,
+        options: &Options,
+        out: &mut (dyn std::io::Write + Send),
+    ) -> Result<Summary, ImportError> {
+        run(services, &self.0, source, repo, options, out).await
+    }
+}
+
+/// One file of the source to copy.
+#[derive(Debug, Clone)]
+pub struct Item<T> {
+    /// Its name in the ledger, unique within the source (`stable/main/pool/main/h/hello/…`).
+    pub key: String,
+    pub location: Location,
+    /// The checksum the source's index gives (every byte is verified against it).
+    pub sha256: String,
+    pub size: Option<u64>,
+    /// Where it goes, in the format's terms.
+    pub target: T,
+}
+
+/// What [`Importer::store`] works with.
+pub struct StoreCx<'a> {
+    pub services: &'a Services,
+    pub repo: &'a Repository,
+    pub fetcher: &'a Fetcher,
+    pub actor: Actor<'a>,
+}
+
+/// What a format's importer does.
+#[async_trait]
+pub trait Importer: Send + Sync {
+    type Target: Send + Sync + Clone;
+
+    /// The files of the source that go into `repo` (its indexes read, checked against their
+    /// own checksums and signatures), or why they cannot be copied as asked.
+    async fn plan(&self, fetcher: &Fetcher, repo: &Repository) -> Result<Vec<Item<Self::Target>>, ImportError>;
+
+    /// Stores one fetched and verified file as the format's upload does (fetching what goes
+    /// with it, such as a source package's files, through `cx.fetcher`). `Ok(false)`: it was
+    /// there already, unchanged.
+    async fn store(&self, cx: &StoreCx<'_>, item: &Item<Self::Target>, stored: StoredBlob)
+        -> Result<bool, UploadError>;
+}
+
+/// How a run goes.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Only say what would be copied.
+    pub dry_run: bool,
+    pub concurrency: usize,
+    /// A progress line on standard error (when it is a terminal).
+    pub progress: bool,
+}
+
+/// What a run did.
+#[derive(Debug, Default, Clone)]
+pub struct Summary {
+    pub planned: usize,
+    /// In the ledger already, unchanged.
+    pub skipped: usize,
+    pub copied: usize,
+    pub bytes: u64,
+    /// Stored before (the ledger did not know it): recorded now.
+    pub present: usize,
+    pub failed: Vec<(String, String)>,
+    pub elapsed: Duration,
+}
+
+impl std::fmt::Display for Summary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let secs = self.elapsed.as_secs_f64().max(0.001);
+        write!(
+            f,
+            "{} planned, {} already copied, {} copied ({} bytes, {:.1} MB/s, {:.0} files/s), {} stored before, {} failed, in {:.2} s",
+            self.planned,
+            self.skipped,
+            self.copied,
+            self.bytes,
+            self.bytes as f64 / secs / 1e6,
+            self.copied as f64 / secs,
+            self.present,
+            self.failed.len(),
+            secs
+        )
+    }
+}
+
+/// Runs an import of `importer`'s source (`source`: its name in the ledger) into `repo`,
+/// printing the plan (`--dry-run`) or the failures and the summary to `out`.
+pub async fn run<I: Importer>(
+    services: &Services,
+    importer: &I,
+    (fetcher, source): (&Fetcher, &str),
+    repo: &Repository,
+    options: &Options,
+    out: &mut (dyn std::io::Write + Send),
+) -> Result<Summary, ImportError> {
+    crate::hosted::check_hosted(repo, "import into").map_err(|e| ImportError::Source(e.to_string()))?;
+    crate::hosted::check_writable(repo).map_err(|e| ImportError::Source(e.to_string()))?;
+    let started = Instant::now();
+    let plan = importer.plan(fetcher, repo).await?;
+    let done = services.db.imported(repo.id, source).await?;
+    let mut summary = Summary { planned: plan.len(), ..Summary::default() };
+    let todo: Vec<Item<I::Target>> = plan
+        .into_iter()
+        .filter(|i| {
+            let copied = done.get(&i.key).is_some_and(|s| s.eq_ignore_ascii_case(&i.sha256));
+            summary.skipped += usize::from(copied);
+            !copied
+        })
+        .collect();
+    let write = |out: &mut (dyn std::io::Write + Send), line: String| {
+        let _ = writeln!(out, "{line}");
+    };
+    if options.dry_run {
+        let bytes: u64 = todo.iter().filter_map(|i| i.size).sum();
+        write(
+            out,
+            format!(
+                "would copy {} files ({bytes} bytes) into {}; {} copied before",
+                todo.len(),
+                repo.name,
+                summary.skipped
+            ),
+        );
+        for i in &todo {
+            write(
+                out,
+                format!("  {} ({} bytes, sha256 {})", i.key, i.size.map_or("?".into(), |s| s.to_string()), i.sha256),
+            );
+        }
+        summary.elapsed = started.elapsed();
+        return Ok(summary);
+    }
+    let total = todo.len() as u64;
+    let counters = Arc::new(Counters::default());
+    let ticker = options.progress.then(|| spawn_progress(counters.clone(), total));
+    let actor = Actor { username: "import", address: None };
+    let cx = StoreCx { services, repo, fetcher, actor };
+    let results: Vec<(String, Result<Copied, String>)> = futures_util::stream::iter(todo)
+        .map(|item| {
+            let cx = &cx;
+            let counters = counters.clone();
+            async move {
+                let outcome = copy_one(cx, importer, &item, source).await;
+                counters.done.fetch_add(1, Ordering::Relaxed);
+                if let Ok(c) = &outcome {
+                    counters.bytes.fetch_add(c.bytes, Ordering::Relaxed);
+                }
+                (item.key, outcome)
+            }
+        })
+        .buffer_unordered(options.concurrency.max(1))
+        .collect()
+        .await;
+    if let Some(t) = ticker {
+        t.abort();
+        eprintln!();
+    }
+    for (key, r) in results {
+        match r {
+            Ok(c) if c.created => {
+                summary.copied += 1;
+                summary.bytes += c.bytes;
+            }
+            Ok(_) => summary.present += 1,
+            Err(e) => {
+                write(out, format!("failed: {key}: {e}"));
+                summary.failed.push((key, e));
+            }
+        }
+    }
+    summary.elapsed = started.elapsed();
+    let detail = serde_json::json!({"source": source, "copied": summary.copied, "bytes": summary.bytes,
+        "skipped": summary.skipped, "failed": summary.failed.len()});
+    services.security.audit("import", None, "repository.import", repo.name.as_str(), detail).await;
+    Ok(summary)
+}
+
+struct Copied {
+    created: bool,
+    bytes: u64,
+}
+
+/// Fetches one file into the blob store, checks it against the source's checksum, stores it
+/// and records it in the ledger.
+async fn copy_one<I: Importer>(
+    cx: &StoreCx<'_>,
+    importer: &I,
+    item: &Item<I::Target>,
+    source: &str,
+) -> Result<Copied, String> {
+    let services = cx.services;
+    let body = cx.fetcher.open(&item.location).await.map_err(|e| e.to_string())?;
+    let Some(body) = body else { return Err(format!("{} is listed by the source's index but missing", item.location)) };
+    let limit = services.config.server.max_upload_bytes;
+    let stored = crate::hosted::receive(services, body, limit, Some("the file")).await.map_err(|e| e.to_string())?;
+    let size_ok = item.size.is_none_or(|s| s == stored.size);
+    if !stored.sha256.as_str().eq_ignore_ascii_case(&item.sha256) || !size_ok {
+        crate::hosted::discard(services, &stored.sha256, stored.created).await;
+        return Err(format!(
+            "the bytes fetched ({} bytes, sha256 {}) are not those the source's index lists ({} bytes, sha256 {}): not copied",
+            stored.size,
+            stored.sha256,
+            item.size.map_or("?".into(), |s| s.to_string()),
+            item.sha256
+        ));
+    }
+    let (sha256, size) = (stored.sha256.to_string(), stored.size);
+    let created = importer.store(cx, item, stored).await.map_err(|e| e.to_string())?;
+    services.db.record_import(cx.repo.id, (source, &item.key), &sha256, size).await.map_err(|e| e.to_string())?;
+    Ok(Copied { created, bytes: size })
+}
+
+#[derive(Default)]
+struct Counters {
+    done: AtomicU64,
+    bytes: AtomicU64,
+}
+
+/// A progress line on standard error, redrawn five times a second while it is a terminal.
+fn spawn_progress(c: Arc<Counters>, total: u64) -> tokio::task::JoinHandle<()> {
+    let tty = std::io::stderr().is_terminal();
+    let started = Instant::now();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_millis(if tty { 200 } else { 10_000 }));
+        loop {
+            tick.tick().await;
+            let (done, bytes) = (c.done.load(Ordering::Relaxed), c.bytes.load(Ordering::Relaxed));
+            let width = 30usize;
+            let filled = (done * width as u64).checked_div(total).map_or(width, |f| f as usize);
+            let rate = bytes as f64 / started.elapsed().as_secs_f64().max(0.001) / 1e6;
+            let bar = format!(
+                "[{}{}] {done}/{total} files, {:.1} MB, {rate:.1} MB/s",
+                "#".repeat(filled),
+                " ".repeat(width - filled.min(width)),
+                bytes as f64 / 1e6
+            );
+            if tty {
+                eprint!("\r{bar}");
+            } else {
+                eprintln!("{bar}");
+            }
+        }
+    })
+}

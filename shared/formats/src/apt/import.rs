@@ -1,0 +1,405 @@
+//! `packyard-api import apt`: any published APT repository — a directory or a URL, as aptly,
+//! reprepro, Nexus or a Debian mirror publish it — into a hosted APT repository. For each
+//! distribution: its `InRelease` (verified against `--key` when given; without a key its
+//! `Release`), then each component's `Packages` of each architecture (and `Sources`), each
+//! checked against the `SHA256` the `Release` lists, then every `.deb` (and source package) they
+//! name, each checked against its index's `SHA256` as it is copied. The repository must publish
+//! what is imported: a distribution, component or architecture it lacks is named, with the
+//! change to make, before anything is copied.
+
+use std::collections::{BTreeSet, HashSet};
+use std::io::Read;
+
+use async_trait::async_trait;
+use packyard_codecs::apt::fields;
+use packyard_codecs::apt::signing::{parse_public_keys, verify_clearsigned};
+use packyard_core::hosted::{self, UploadError};
+use packyard_core::import::{Fetcher, ImportError, Importer, Item, Location, StoreCx};
+use packyard_model::repos::{FormatSettings, Repository};
+use packyard_store::blobs::StoredBlob;
+
+use super::group::StanzaReader;
+use super::hosted::{AptHosted, AptTarget};
+use super::settings::AptSettings;
+
+/// What to import, as the command line says it.
+pub struct AptImport {
+    pub from: Location,
+    /// The armored key (or keyring) `InRelease` must be signed by (`--key`); `None`: not
+    /// verified.
+    pub key: Option<String>,
+    /// Chosen distributions (empty: every one the directory has under `dists/`, or, from a URL,
+    /// the target repository's).
+    pub distributions: Vec<String>,
+    /// Chosen components and architectures (empty: every one the `Release` lists).
+    pub components: Vec<String>,
+    pub architectures: Vec<String>,
+    /// Source packages too (`Sources`).
+    pub sources: bool,
+}
+
+impl AptImport {
+    /// From the command line: `--key` (an armored public key or keyring) and `--only`
+    /// `distribution=`, `component=`, `architecture=` (each may repeat), `sources=no`.
+    pub fn from_args(args: packyard_core::import::ImportArgs) -> Result<Self, String> {
+        if let Some(text) = &args.key {
+            parse_public_keys(text).map_err(|e| format!("--key: {e}"))?;
+        }
+        let mut out = Self {
+            from: args.from,
+            key: args.key,
+            distributions: Vec::new(),
+            components: Vec::new(),
+            architectures: Vec::new(),
+            sources: true,
+        };
+        for (name, value) in args.only {
+            match name.as_str() {
+                "distribution" => out.distributions.push(value),
+                "component" => out.components.push(value),
+                "architecture" => out.architectures.push(value),
+                "sources" if value == "no" => out.sources = false,
+                "sources" if value == "yes" => out.sources = true,
+                _ => {
+                    return Err(format!(
+                        "--only {name}={value}: an APT import chooses distribution=, component=, architecture= (each may repeat) or sources=no"
+                    ))
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Where an item goes, and (a source package's `.dsc`) the files that go with it.
+#[derive(Debug, Clone)]
+pub struct AptItem {
+    pub distribution: String,
+    pub component: String,
+    /// A source package's other files: name, location, SHA-256, size.
+    pub files: Vec<(String, Location, String, u64)>,
+}
+
+fn source_err(m: impl Into<String>) -> ImportError {
+    ImportError::Source(m.into())
+}
+
+/// A `Release`'s fields of one line (`Components`, `Architectures`) as words.
+fn words(release: &str, name: &str) -> Vec<String> {
+    release
+        .lines()
+        .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(':')))
+        .map(|v| v.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+/// `path → (sha256, size)` of a `Release`'s `SHA256:` section.
+fn checksums(release: &str) -> std::collections::HashMap<String, (String, u64)> {
+    let mut out = std::collections::HashMap::new();
+    let mut inside = false;
+    for line in release.lines() {
+        if !line.starts_with(' ') {
+            inside = line.trim_end() == "SHA256:";
+            continue;
+        }
+        let mut parts = line.split_whitespace();
+        if let (true, Some(h), Some(size), Some(p)) = (inside, parts.next(), parts.next(), parts.next()) {
+            out.insert(p.to_string(), (h.to_ascii_lowercase(), size.parse().unwrap_or(0)));
+        }
+    }
+    out
+}
+
+/// Decompresses an index by its name's suffix.
+fn decompress(name: &str, bytes: &[u8]) -> Result<String, String> {
+    let mut out = String::new();
+    let r: Box<dyn Read> = if name.ends_with(".xz") {
+        Box::new(liblzma::read::XzDecoder::new_multi_decoder(bytes))
+    } else if name.ends_with(".gz") {
+        Box::new(flate2::read::MultiGzDecoder::new(bytes))
+    } else {
+        Box::new(bytes)
+    };
+    r.take(MAX_TEXT).read_to_string(&mut out).map_err(|e| format!("{name}: {e}"))?;
+    Ok(out)
+}
+
+/// The most text an index may expand to.
+const MAX_TEXT: u64 = 4 << 30;
+
+impl AptImport {
+    /// The distributions to import.
+    async fn distributions(&self, repo: &Repository) -> Result<Vec<String>, ImportError> {
+        if !self.distributions.is_empty() {
+            return Ok(self.distributions.clone());
+        }
+        match &self.from {
+            Location::Dir(d) => {
+                let dists = d.join("dists");
+                let mut out: Vec<String> = std::fs::read_dir(&dists)
+                    .map_err(|e| {
+                        source_err(format!("{}: {e} (an APT repository has dists/<distribution>/)", dists.display()))
+                    })?
+                    .filter_map(Result::ok)
+                    .filter(|e| e.path().join("Release").is_file() || e.path().join("InRelease").is_file())
+                    .filter_map(|e| e.file_name().to_str().map(str::to_string))
+                    .collect();
+                out.sort();
+                if out.is_empty() {
+                    return Err(source_err(format!("{}: no distribution with a Release file", dists.display())));
+                }
+                Ok(out)
+            }
+            Location::Url(_) => Ok(AptSettings::of(repo).suites().iter().map(|s| s.to_string()).collect()),
+        }
+    }
+
+    /// A distribution's `Release` text: the verified `InRelease`, or without a key the
+    /// `Release` (or the unverified `InRelease`'s signed text).
+    async fn release(&self, fetcher: &Fetcher, dist: &str) -> Result<String, ImportError> {
+        let dir = self.from.join(&format!("dists/{dist}/InRelease"))?;
+        let inrelease = fetcher.read(&dir).await?;
+        match (&self.key, inrelease) {
+            (Some(key), Some(bytes)) => {
+                let text = String::from_utf8(bytes.to_vec()).map_err(|_| source_err(format!("{dir}: not text")))?;
+                let keys = parse_public_keys(key).map_err(|e| source_err(format!("--key: {e}")))?;
+                verify_clearsigned(&text, &keys).map_err(|e| {
+                    source_err(format!("{dir} is not signed by the key given with --key: {e}; nothing was copied"))
+                })
+            }
+            (Some(_), None) => Err(source_err(format!(
+                "{dir} is missing: with --key Packyard verifies the clear-signed InRelease, which this source does not publish"
+            ))),
+            (None, _) => {
+                let release = self.from.join(&format!("dists/{dist}/Release"))?;
+                let bytes = fetcher
+                    .read(&release)
+                    .await?
+                    .ok_or_else(|| source_err(format!("{release} is missing: is {dist} a distribution of {}?", self.from)))?;
+                String::from_utf8(bytes.to_vec()).map_err(|_| source_err(format!("{release}: not text")))
+            }
+        }
+    }
+
+    /// An index of `dist` (`main/binary-amd64/Packages`), in its first listed compression,
+    /// checked against the `Release`; `None` when the `Release` lists none.
+    async fn index(
+        &self,
+        fetcher: &Fetcher,
+        dist: &str,
+        sums: &std::collections::HashMap<String, (String, u64)>,
+        base: &str,
+    ) -> Result<Option<String>, ImportError> {
+        for suffix in [".xz", ".gz", ""] {
+            let name = format!("{base}{suffix}");
+            let Some((sha, _)) = sums.get(&name) else { continue };
+            let at = self.from.join(&format!("dists/{dist}/{name}"))?;
+            let Some(bytes) = fetcher.read(&at).await? else { continue };
+            let got = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes));
+            if got != *sha {
+                return Err(source_err(format!(
+                    "{at}: its SHA-256 is {got}, the Release lists {sha}: nothing was copied"
+                )));
+            }
+            return decompress(&name, &bytes).map(Some).map_err(source_err);
+        }
+        Ok(None)
+    }
+}
+
+/// A stanza's fields, or why it cannot be read.
+fn stanza_fields(text: &str) -> Result<Vec<fields::Field<'_>>, String> {
+    fields::paragraph(text).map_err(|e| e.to_string())
+}
+
+fn field(f: &[fields::Field<'_>], name: &str) -> Option<String> {
+    fields::get(f, name).map(|f| f.value.trim().to_string())
+}
+
+#[async_trait]
+impl Importer for AptImport {
+    type Target = AptItem;
+
+    async fn plan(&self, fetcher: &Fetcher, repo: &Repository) -> Result<Vec<Item<AptItem>>, ImportError> {
+        let settings = AptSettings::of(repo);
+        let suites: Vec<String> = settings.suites().iter().map(|s| s.to_string()).collect();
+        let mut missing: BTreeSet<String> = BTreeSet::new();
+        let mut items = Vec::new();
+        let mut seen: HashSet<String> = HashSet::new();
+        for dist in self.distributions(repo).await? {
+            if !suites.contains(&dist) {
+                missing.insert(format!("distribution {dist} (apt.distributions)"));
+            }
+            let release = self.release(fetcher, &dist).await?;
+            let sums = checksums(&release);
+            let listed = |what: &str, chosen: &[String]| -> Result<Vec<String>, ImportError> {
+                let all = words(&release, what);
+                if chosen.is_empty() {
+                    return Ok(all);
+                }
+                match chosen.iter().find(|c| !all.contains(c)) {
+                    Some(c) => Err(source_err(format!(
+                        "{dist} has no {} {c} (it has: {})",
+                        what.to_lowercase(),
+                        all.join(", ")
+                    ))),
+                    None => Ok(chosen.to_vec()),
+                }
+            };
+            let components = listed("Components", &self.components)?;
+            let mut architectures = listed("Architectures", &self.architectures)?;
+            if !architectures.iter().any(|a| a == "all") {
+                architectures.push("all".into());
+            }
+            for component in &components {
+                // reprepro's and Debian's `Release` may name components as `updates/main`.
+                if !settings.components.contains(component) {
+                    missing.insert(format!("component {component} (apt.components)"));
+                }
+                for arch in &architectures {
+                    let base = format!("{component}/binary-{arch}/Packages");
+                    let Some(text) = self.index(fetcher, &dist, &sums, &base).await? else { continue };
+                    if arch != "all" && !settings.architectures.contains(arch) {
+                        missing.insert(format!("architecture {arch} (apt.architectures)"));
+                    }
+                    let mut reader = StanzaReader::new(text.as_bytes());
+                    let mut stanza = String::new();
+                    while reader.next_stanza(&mut stanza).map_err(|e| source_err(format!("{base}: {e}")))? {
+                        let f = stanza_fields(&stanza).map_err(|e| source_err(format!("dists/{dist}/{base}: {e}")))?;
+                        let (Some(file), Some(sha256)) = (field(&f, "Filename"), field(&f, "SHA256")) else {
+                            return Err(source_err(format!(
+                                "dists/{dist}/{base}: a package without Filename or SHA256"
+                            )));
+                        };
+                        let key = format!("{dist}/{component}/{file}");
+                        if !seen.insert(key.clone()) {
+                            continue;
+                        }
+                        items.push(Item {
+                            key,
+                            location: self.from.join(&file)?,
+                            sha256: sha256.to_ascii_lowercase(),
+                            size: field(&f, "Size").and_then(|s| s.parse().ok()),
+                            target: AptItem {
+                                distribution: dist.clone(),
+                                component: component.clone(),
+                                files: Vec::new(),
+                            },
+                        });
+                    }
+                }
+                if self.sources {
+                    let base = format!("{component}/source/Sources");
+                    if let Some(text) = self.index(fetcher, &dist, &sums, &base).await? {
+                        self.plan_sources(&text, (&dist, component), &mut items, &mut seen)?;
+                    }
+                }
+            }
+        }
+        if !missing.is_empty() {
+            return Err(source_err(format!(
+                "repository {} does not publish what the source has: {}; add them to its settings (PATCH /api/v1/repositories/{}) and import again — nothing was copied",
+                repo.name,
+                missing.into_iter().collect::<Vec<_>>().join(", "),
+                repo.name
+            )));
+        }
+        Ok(items)
+    }
+
+    async fn store(&self, cx: &StoreCx<'_>, item: &Item<AptItem>, stored: StoredBlob) -> Result<bool, UploadError> {
+        let (services, t) = (cx.services, &item.target);
+        let mut files: Vec<(String, StoredBlob)> = Vec::new();
+        let fetched = async {
+            for (name, at, sha256, size) in &t.files {
+                let body = cx.fetcher.open(at).await.map_err(|e| UploadError::Invalid(e.to_string()))?;
+                let body =
+                    body.ok_or_else(|| UploadError::Invalid(format!("{at} is listed by Sources but missing")))?;
+                let f = hosted::receive(services, body, services.config.server.max_upload_bytes, None).await?;
+                let ok = f.sha256.as_str().eq_ignore_ascii_case(sha256) && f.size == *size;
+                files.push((name.clone(), f.clone()));
+                if !ok {
+                    return Err(UploadError::Invalid(format!(
+                        "{at}: the bytes fetched (sha256 {}) are not those Sources lists ({sha256})",
+                        f.sha256
+                    )));
+                }
+            }
+            Ok(())
+        }
+        .await;
+        if let Err(e) = fetched {
+            for (_, f) in &files {
+                hosted::discard(services, &f.sha256, f.created).await;
+            }
+            hosted::discard(services, &stored.sha256, stored.created).await;
+            return Err(e);
+        }
+        let target = AptTarget {
+            distribution: Some(t.distribution.clone()),
+            component: Some(t.component.clone()),
+            architecture: None,
+            files,
+        };
+        Ok(hosted::upload_stored(&AptHosted, services, cx.repo, target, stored, cx.actor).await?.created)
+    }
+}
+
+impl AptImport {
+    /// Each source package of a `Sources` index: its `.dsc` is the item, its other files go
+    /// with it.
+    fn plan_sources(
+        &self,
+        text: &str,
+        (dist, component): (&str, &str),
+        items: &mut Vec<Item<AptItem>>,
+        seen: &mut HashSet<String>,
+    ) -> Result<(), ImportError> {
+        let mut reader = StanzaReader::new(text.as_bytes());
+        let mut stanza = String::new();
+        let at = format!("dists/{dist}/{component}/source/Sources");
+        while reader.next_stanza(&mut stanza).map_err(|e| source_err(format!("{at}: {e}")))? {
+            let f = stanza_fields(&stanza).map_err(|e| source_err(format!("{at}: {e}")))?;
+            let dir = field(&f, "Directory").ok_or_else(|| source_err(format!("{at}: a source without Directory")))?;
+            let sums = field(&f, "Checksums-Sha256")
+                .ok_or_else(|| source_err(format!("{at}: a source without Checksums-Sha256")))?;
+            let mut dsc = None;
+            let mut files = Vec::new();
+            for line in sums.lines().map(str::trim).filter(|l| !l.is_empty()) {
+                let parts: Vec<&str> = line.split_whitespace().collect();
+                let [sha, size, name] = parts.as_slice() else {
+                    return Err(source_err(format!("{at}: a Checksums-Sha256 line {line:?}")));
+                };
+                let location = self.from.join(&format!("{dir}/{name}"))?;
+                let size: u64 = size.parse().map_err(|_| source_err(format!("{at}: a size {size:?}")))?;
+                if name.ends_with(".dsc") {
+                    dsc = Some((format!("{dir}/{name}"), location, sha.to_ascii_lowercase(), size));
+                } else {
+                    files.push((name.to_string(), location, sha.to_ascii_lowercase(), size));
+                }
+            }
+            let Some((path, location, sha256, size)) = dsc else {
+                return Err(source_err(format!("{at}: a source package without a .dsc")));
+            };
+            let key = format!("{dist}/{component}/{path}");
+            if seen.insert(key.clone()) {
+                let target = AptItem { distribution: dist.to_string(), component: component.to_string(), files };
+                items.push(Item { key, location, sha256, size: Some(size), target });
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_release_is_read() {
+        let r = "Origin: x\nComponents: main contrib\nArchitectures: amd64 arm64\nMD5Sum:\n aa 1 main/binary-amd64/Packages\nSHA256:\n BB 12 main/binary-amd64/Packages\n cc 2 main/binary-amd64/Packages.xz\n";
+        assert_eq!(super::words(r, "Components"), ["main", "contrib"]);
+        assert_eq!(super::words(r, "Architectures"), ["amd64", "arm64"]);
+        let sums = super::checksums(r);
+        assert_eq!(sums.get("main/binary-amd64/Packages"), Some(&("bb".to_string(), 12)));
+        assert_eq!(sums.len(), 2);
+    }
+}
