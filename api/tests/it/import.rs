@@ -195,6 +195,24 @@ fn import_apt_from_aptly_reprepro_and_a_url() -> anyhow::Result<()> {
         );
     }
     let base = reprepro(&work.path().join("reprepro"), &debs)?;
+    // And a real source package (Debian's hello), when the test command fetched one.
+    let mut source_files: Vec<(String, Vec<u8>)> = Vec::new();
+    if let Ok(srcs) = std::env::var("TEST_SRCS_DIR") {
+        for e in std::fs::read_dir(&srcs)? {
+            let p = e?.path();
+            let name = p.file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default();
+            if name.starts_with("hello_") {
+                source_files.push((name, std::fs::read(&p)?));
+            }
+        }
+        let dsc = source_files.iter().find(|(n, _)| n.ends_with(".dsc")).map(|(n, _)| Path::new(&srcs).join(n));
+        let dsc = dsc.ok_or_else(|| anyhow::anyhow!("no hello_*.dsc in {srcs}"))?;
+        run(Command::new("reprepro")
+            .arg("-b")
+            .arg(&base)
+            .args(["-S", "devel", "-P", "optional", "includedsc", "stable"])
+            .arg(&dsc))?;
+    }
     create(&server, "from-reprepro")?;
     let (code, out, err) =
         import(dir.path(), &["--from", &base.display().to_string(), "--into", "from-reprepro", "--concurrency", "4"])?;
@@ -208,11 +226,27 @@ fn import_apt_from_aptly_reprepro_and_a_url() -> anyhow::Result<()> {
             (name, sha256(&std::fs::read(p).unwrap_or_default()))
         })
         .collect();
-    assert!(summary_line(&out).contains(&format!("{} copied", debs.len())), "{out}");
+    let files = debs.len() + usize::from(!source_files.is_empty());
+    assert!(summary_line(&out).contains(&format!(", {files} copied")), "{out}");
     let names: Vec<String> = expected.keys().cloned().collect();
     let name_refs: Vec<&String> = names.iter().collect();
     let got = downloaded(&server, "from-reprepro", &name_refs)?;
     assert_eq!(got, expected, "apt-get downloads what reprepro published, byte for byte");
+    if !source_files.is_empty() {
+        // The source package: in Sources, each of its files served as reprepro had it.
+        let (s, body) = get_bytes(&server, "/repository/from-reprepro/dists/stable/main/source/Sources")?;
+        let sources = String::from_utf8_lossy(&body).into_owned();
+        assert!(s == 200 && sources.contains("Package: hello\n"), "{sources}");
+        let dir = sources
+            .lines()
+            .find_map(|l| l.strip_prefix("Directory: "))
+            .ok_or_else(|| anyhow::anyhow!("no Directory in {sources}"))?;
+        for (name, bytes) in &source_files {
+            let (s, served) = get_bytes(&server, &format!("/repository/from-reprepro/{dir}/{name}"))?;
+            assert_eq!((s, sha256(&served)), (200, sha256(bytes)), "{dir}/{name}");
+            assert!(sources.contains(&sha256(bytes)), "Sources lists {name}'s SHA-256");
+        }
+    }
 
     // From a URL: Packyard's own repository, its InRelease verified against its key.
     let (_, key) = get_bytes(&server, "/repository/from-aptly/gpg.key")?;
