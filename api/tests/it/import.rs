@@ -343,3 +343,95 @@ fn an_import_killed_midway_goes_on_from_its_ledger() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// `import go` from a module cache the real `go mod download` filled (from another Packyard
+/// repository: this machine reaches no public proxy): then `go mod download` through the
+/// repository it was imported into pins the same `go.sum` hashes and gets the same zips. A zip
+/// whose `h1:` is not the one the cache recorded is refused and nothing of it is kept.
+#[test]
+fn import_go_from_a_module_cache() -> anyhow::Result<()> {
+    if Command::new("go").arg("version").output().is_err() {
+        anyhow::bail!("no go command (scripts/test.sh installs golang-go)");
+    }
+    let Some((server, dir)) =
+        common::process::server_on(packyard_store::db::Backend::Sqlite, &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)])?
+    else {
+        return Ok(());
+    };
+    let auth = basic(PW);
+    for name in ["upstream", "gomods", "tampered"] {
+        let body = serde_json::json!({"name": name, "format": "go", "type": "hosted"});
+        admin_json(&server.public, &auth, "POST", "/api/v1/repositories", Some(body))?;
+    }
+    let modules = [("example.com/alpha", "v1.0.0"), ("example.com/alpha", "v1.1.0"), ("example.com/Beta/v2", "v2.3.0")];
+    for (m, v) in modules {
+        let zip = packyard_codecs::go::testing::simple_module(m, v, &format!("{m} {v}"), 0)?;
+        let (s, body) = common::process::status_of(
+            ureq::put(&format!("{}/repository/upstream/{}/@v/{v}.zip", server.public, packyard_codecs::go::escape(m)))
+                .set("Authorization", &auth)
+                .send_bytes(&zip),
+        )?;
+        anyhow::ensure!(s == 201, "{m}@{v}: {s} {body}");
+    }
+    // The real go command fills a module cache.
+    let download = |proxy: &str, home: &Path| -> anyhow::Result<BTreeMap<String, (String, String, String)>> {
+        let work = tempfile::tempdir()?;
+        let mut out = BTreeMap::new();
+        for (m, v) in modules {
+            let o =
+                common::golang::command(work.path(), home, proxy, &["mod", "download", "-json", &format!("{m}@{v}")])
+                    .output()?;
+            anyhow::ensure!(o.status.success(), "go mod download {m}@{v}: {}", String::from_utf8_lossy(&o.stderr));
+            let info: serde_json::Value = serde_json::from_slice(&o.stdout)?;
+            let zip = std::fs::read(info["Zip"].as_str().unwrap_or_default())?;
+            let sum = |k: &str| info[k].as_str().unwrap_or_default().to_string();
+            out.insert(format!("{m}@{v}"), (sum("Sum"), sum("GoModSum"), sha256(&zip)));
+        }
+        Ok(out)
+    };
+    let cache = tempfile::tempdir()?;
+    let first = download(&format!("{}/repository/upstream", server.public), cache.path())?;
+    let modcache = cache.path().join("modcache");
+    // (The go command leaves its cache read-only.)
+    let _ = Command::new("chmod").args(["-R", "u+w"]).arg(&modcache).status();
+
+    let from = modcache.display().to_string();
+    let (code, out, err) = common::process::run_to_end(
+        dir.path(),
+        &["import", "go", "--from", &from, "--into", "gomods"],
+        &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)],
+    )?;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(summary_line(&out).starts_with("3 planned, 0 already copied, 3 copied"), "{out}");
+    let again = tempfile::tempdir()?;
+    // Published by the server's worker.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while get_bytes(&server, "/repository/gomods/example.com/alpha/@v/list")?.1 != b"v1.0.0\nv1.1.0\n" {
+        anyhow::ensure!(Instant::now() < deadline, "the imported versions are not listed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let second = download(&format!("{}/repository/gomods", server.public), again.path())?;
+    assert_eq!(second, first, "the same go.sum hashes and zips through the repository imported into");
+    let (code, out, _) = common::process::run_to_end(
+        dir.path(),
+        &["import", "go", "--from", &from, "--into", "gomods"],
+        &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)],
+    )?;
+    assert_eq!(code, 0);
+    assert!(summary_line(&out).starts_with("3 planned, 3 already copied, 0 copied"), "{out}");
+
+    // A recorded hash the zip does not have: refused, nothing of it kept.
+    let hash = modcache.join("cache/download/example.com/alpha/@v/v1.1.0.ziphash");
+    std::fs::write(&hash, "h1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n")?;
+    let (code, out, err) = common::process::run_to_end(
+        dir.path(),
+        &["import", "go", "--from", &from, "--into", "tampered"],
+        &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)],
+    )?;
+    assert_ne!(code, 0, "{out}{err}");
+    assert!(out.contains("failed: example.com/alpha@v1.1.0: example.com/alpha@v1.1.0: the zip's hash is h1:"), "{out}");
+    let listed = common::process::catalogue(&server.public, &auth, "tampered")?;
+    assert!(listed.iter().all(|c| !c.contains("v1.1.0")), "{listed:?}");
+    assert_eq!(listed.len(), 2, "{listed:?}");
+    Ok(())
+}

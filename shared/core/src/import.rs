@@ -224,8 +224,10 @@ pub struct Item<T> {
     /// Its name in the ledger, unique within the source (`stable/main/pool/main/h/hello/…`).
     pub key: String,
     pub location: Location,
-    /// The checksum the source's index gives (every byte is verified against it).
-    pub sha256: String,
+    /// The SHA-256 the source's index gives (every byte is verified against it); `None` where
+    /// the source says another checksum, which the format's `store` verifies before it stores
+    /// (a Go module cache's `h1:`).
+    pub sha256: Option<String>,
     pub size: Option<u64>,
     /// Where it goes, in the format's terms.
     pub target: T,
@@ -317,7 +319,8 @@ pub async fn run<I: Importer>(
     let todo: Vec<Item<I::Target>> = plan
         .into_iter()
         .filter(|i| {
-            let copied = done.get(&i.key).is_some_and(|s| s.eq_ignore_ascii_case(&i.sha256));
+            let copied =
+                done.get(&i.key).is_some_and(|s| i.sha256.as_ref().is_none_or(|want| s.eq_ignore_ascii_case(want)));
             summary.skipped += usize::from(copied);
             !copied
         })
@@ -337,10 +340,9 @@ pub async fn run<I: Importer>(
             ),
         );
         for i in &todo {
-            write(
-                out,
-                format!("  {} ({} bytes, sha256 {})", i.key, i.size.map_or("?".into(), |s| s.to_string()), i.sha256),
-            );
+            let size = i.size.map_or("?".into(), |s| s.to_string());
+            let sha = i.sha256.as_deref().map(|s| format!(", sha256 {s}")).unwrap_or_default();
+            write(out, format!("  {} ({size} bytes{sha})", i.key));
         }
         summary.elapsed = started.elapsed();
         return Ok(summary);
@@ -409,14 +411,15 @@ async fn copy_one<I: Importer>(
     let limit = services.config.server.max_upload_bytes;
     let stored = crate::hosted::receive(services, body, limit, Some("the file")).await.map_err(|e| e.to_string())?;
     let size_ok = item.size.is_none_or(|s| s == stored.size);
-    if !stored.sha256.as_str().eq_ignore_ascii_case(&item.sha256) || !size_ok {
+    let sha_ok = item.sha256.as_ref().is_none_or(|want| stored.sha256.as_str().eq_ignore_ascii_case(want));
+    if !sha_ok || !size_ok {
         crate::hosted::discard(services, &stored.sha256, stored.created).await;
         return Err(format!(
             "the bytes fetched ({} bytes, sha256 {}) are not those the source's index lists ({} bytes, sha256 {}): not copied",
             stored.size,
             stored.sha256,
             item.size.map_or("?".into(), |s| s.to_string()),
-            item.sha256
+            item.sha256.as_deref().unwrap_or("?")
         ));
     }
     let (sha256, size) = (stored.sha256.to_string(), stored.size);

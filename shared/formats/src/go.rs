@@ -4,6 +4,7 @@
 pub mod catalogue;
 pub mod group;
 pub mod hosted;
+pub mod import;
 pub mod publish;
 pub mod rows;
 pub mod settings;

@@ -278,7 +278,7 @@ impl Importer for AptImport {
                         items.push(Item {
                             key,
                             location: self.from.join(&file)?,
-                            sha256: sha256.to_ascii_lowercase(),
+                            sha256: Some(sha256.to_ascii_lowercase()),
                             size: field(&f, "Size").and_then(|s| s.parse().ok()),
                             target: AptItem {
                                 distribution: dist.clone(),
@@ -384,7 +384,7 @@ impl AptImport {
             let key = format!("{dist}/{component}/{path}");
             if seen.insert(key.clone()) {
                 let target = AptItem { distribution: dist.to_string(), component: component.to_string(), files };
-                items.push(Item { key, location, sha256, size: Some(size), target });
+                items.push(Item { key, location, sha256: Some(sha256), size: Some(size), target });
             }
         }
         Ok(())

@@ -40,6 +40,14 @@ impl FormatSpec for GoSpec {
         &super::catalogue::GoCatalogue
     }
 
+    fn import(
+        &self,
+        args: packyard_core::import::ImportArgs,
+    ) -> Option<Result<Box<dyn packyard_core::import::ImportJob>, String>> {
+        let job = super::import::GoImport::from_args(args);
+        Some(job.map(|i| Box::new(packyard_core::import::Job(i)) as Box<dyn packyard_core::import::ImportJob>))
+    }
+
     fn ui(&self) -> &dyn FormatUi {
         &super::ui::GoUi
     }
