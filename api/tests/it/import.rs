@@ -435,3 +435,113 @@ fn import_go_from_a_module_cache() -> anyhow::Result<()> {
     assert_eq!(listed.len(), 2, "{listed:?}");
     Ok(())
 }
+
+/// `import apk` from Packyard's own APK repository over HTTP (its indexes verified against its
+/// key) and from a directory laid out as a mirror is; a package whose control member is not the
+/// one its index's `C:` names is refused, and an index another key signed stops the import.
+#[test]
+fn import_apk_from_a_url_and_a_directory() -> anyhow::Result<()> {
+    use packyard_codecs::apk::testing::{build_apk, Fixture};
+    let Some((server, dir)) =
+        common::process::server_on(packyard_store::db::Backend::Sqlite, &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)])?
+    else {
+        return Ok(());
+    };
+    let auth = basic(PW);
+    for name in ["alpine-up", "alpine-url", "alpine-dir", "alpine-bad", "alpine-wrong"] {
+        let body = serde_json::json!({"name": name, "format": "apk", "type": "hosted"});
+        admin_json(&server.public, &auth, "POST", "/api/v1/repositories", Some(body))?;
+    }
+    let mut packages = BTreeMap::new();
+    for (name, version) in [("hello", "2.12-r1"), ("tool", "1.0-r0"), ("lib", "3.1-r2")] {
+        let bytes = build_apk(&Fixture::new(name, version, "x86_64"))?.bytes;
+        let file = format!("{name}-{version}.apk");
+        let (s, body) = common::process::status_of(
+            ureq::put(&format!("{}/repository/alpine-up/v3.20/main/x86_64/{file}?wait=true", server.public))
+                .set("Authorization", &auth)
+                .send_bytes(&bytes),
+        )?;
+        anyhow::ensure!(s == 201, "{file}: {s} {body}");
+        packages.insert(file, bytes);
+    }
+    let (_, names) = get_bytes(&server, "/repository/alpine-up/keys/")?;
+    let key_name = String::from_utf8_lossy(&names).lines().next().unwrap_or_default().to_string();
+    let (_, key) = get_bytes(&server, &format!("/repository/alpine-up/keys/{key_name}"))?;
+    let work = tempfile::tempdir()?;
+    std::fs::write(work.path().join("key.pem"), &key)?;
+    let key_file = work.path().join("key.pem").display().to_string();
+    let import = |args: &[&str]| {
+        let mut all = vec!["import", "apk"];
+        all.extend_from_slice(args);
+        common::process::run_to_end(dir.path(), &all, &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)])
+    };
+    let served = |repo: &str| -> anyhow::Result<BTreeMap<String, String>> {
+        let mut out = BTreeMap::new();
+        for file in packages.keys() {
+            let (s, bytes) = get_bytes(&server, &format!("/repository/{repo}/v3.20/main/x86_64/{file}"))?;
+            anyhow::ensure!(s == 200, "{repo}: {file}: {s}");
+            out.insert(file.clone(), sha256(&bytes));
+        }
+        Ok(out)
+    };
+    let expected: BTreeMap<String, String> = packages.iter().map(|(f, b)| (f.clone(), sha256(b))).collect();
+
+    // From a URL, verified against the key.
+    let url = format!("{}/repository/alpine-up/", server.public);
+    let only = ["--only", "branch=v3.20", "--only", "repository=main", "--only", "architecture=x86_64"];
+    let mut args = vec!["--from", url.as_str(), "--into", "alpine-url", "--key", key_file.as_str()];
+    args.extend_from_slice(&only);
+    let (code, out, err) = import(&args)?;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(summary_line(&out).starts_with("3 planned, 0 already copied, 3 copied"), "{out}");
+    assert_eq!(served("alpine-url")?, expected);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (s, index) = get_bytes(&server, "/repository/alpine-url/v3.20/main/x86_64/APKINDEX.tar.gz")?;
+        if s == 200
+            && packages.keys().all(|f| {
+                crate::apk::index_text(&index)
+                    .is_ok_and(|t| t.contains(&format!("P:{}\n", f.split('-').next().unwrap_or_default())))
+            })
+        {
+            break;
+        }
+        anyhow::ensure!(Instant::now() < deadline, "alpine-url's index does not list every imported package");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // Another key: refused before anything is copied.
+    let other = packyard_codecs::apk::signing::ApkKey::generate(2048)?;
+    std::fs::write(work.path().join("other.pem"), other.public_pem()?)?;
+    let other_file = work.path().join("other.pem").display().to_string();
+    let mut args = vec!["--from", url.as_str(), "--into", "alpine-wrong", "--key", other_file.as_str()];
+    args.extend_from_slice(&only);
+    let (code, out, err) = import(&args)?;
+    assert_ne!(code, 0, "{out}{err}");
+    assert!(err.contains("is not signed by the key given with --key"), "{err}");
+
+    // From a directory laid out as a mirror is.
+    let tree = work.path().join("mirror/v3.20/main/x86_64");
+    std::fs::create_dir_all(&tree)?;
+    let (_, index) = get_bytes(&server, "/repository/alpine-up/v3.20/main/x86_64/APKINDEX.tar.gz")?;
+    std::fs::write(tree.join("APKINDEX.tar.gz"), &index)?;
+    for (file, bytes) in &packages {
+        std::fs::write(tree.join(file), bytes)?;
+    }
+    let mirror = work.path().join("mirror").display().to_string();
+    let (code, out, err) = import(&["--from", &mirror, "--into", "alpine-dir"])?;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(summary_line(&out).starts_with("3 planned, 0 already copied, 3 copied"), "{out}");
+    assert_eq!(served("alpine-dir")?, expected);
+
+    // Another package under a listed name: its control member is not the index's `C:`.
+    let impostor =
+        build_apk(&Fixture { payload: b"not the same".to_vec(), ..Fixture::new("tool", "1.0-r0", "x86_64") })?.bytes;
+    std::fs::write(tree.join("tool-1.0-r0.apk"), &impostor)?;
+    let (code, out, err) = import(&["--from", &mirror, "--into", "alpine-bad"])?;
+    assert_ne!(code, 0, "{out}{err}");
+    assert!(out.contains("failed: v3.20/main/x86_64/tool-1.0-r0.apk:"), "{out}");
+    let (s, _) = get_bytes(&server, "/repository/alpine-bad/v3.20/main/x86_64/tool-1.0-r0.apk")?;
+    assert_eq!(s, 404, "the impostor is not stored");
+    Ok(())
+}

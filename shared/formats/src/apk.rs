@@ -5,6 +5,7 @@ pub mod catalogue;
 pub mod chunks;
 pub mod group;
 pub mod hosted;
+pub mod import;
 pub mod keys;
 pub mod publish;
 pub mod rows;

@@ -121,17 +121,21 @@ async fn read(services: &Services, stored: &StoredBlob) -> Result<ApkInfo, Uploa
         .map_err(|e| UploadError::Invalid(format!("not a valid apk v2 package: {e}")))
 }
 
-/// What a package says it is, for an upload whose path does not say (a form).
+/// What a package says it is, for an upload whose path does not say (a form), or to check it
+/// against an index (an import).
 pub struct Described {
     /// `<pkgname>-<pkgver>.apk`.
     pub file: String,
     pub arch: String,
+    /// The index's `C:` of it.
+    pub checksum: String,
 }
 
 /// Reads a stored package's `.PKGINFO` (the whole archive checked) for the path it goes to.
 pub async fn describe(services: &Services, stored: &StoredBlob) -> Result<Described, UploadError> {
-    let p = read(services, stored).await?.pkginfo;
-    Ok(Described { file: format!("{}-{}.apk", p.name, p.version), arch: p.arch })
+    let info = read(services, stored).await?;
+    let p = info.pkginfo;
+    Ok(Described { file: format!("{}-{}.apk", p.name, p.version), arch: p.arch, checksum: info.checksum })
 }
 
 /// The path must name the package: `<pkgname>-<pkgver>.apk`, under the package's architecture

@@ -37,6 +37,14 @@ impl FormatSpec for ApkSpec {
         &super::catalogue::ApkCatalogue
     }
 
+    fn import(
+        &self,
+        args: packyard_core::import::ImportArgs,
+    ) -> Option<Result<Box<dyn packyard_core::import::ImportJob>, String>> {
+        let job = super::import::ApkImport::from_args(args);
+        Some(job.map(|i| Box::new(packyard_core::import::Job(i)) as Box<dyn packyard_core::import::ImportJob>))
+    }
+
     fn ui(&self) -> &dyn FormatUi {
         &super::ui::ApkUi
     }
