@@ -46,19 +46,20 @@ enum Command {
     /// Copy another repository's packages into a Packyard repository (resumable: a second run
     /// goes on where the last stopped, and copies only what is new).
     Import {
-        /// The source's format (`apt`, …).
+        /// The source's format.
         format: String,
-        /// The source: a directory or an http(s) URL (an APT repository's root, above `dists/`).
+        /// The source: a directory or an http(s) URL (the repository's root; the README says
+        /// what each format reads there).
         #[arg(long, value_name = "DIR|URL")]
         from: String,
         /// The repository to copy into (a hosted one of the format).
         #[arg(long, value_name = "REPOSITORY")]
         into: String,
-        /// The public key the source's signatures must be made by (APT: its InRelease's).
+        /// The public key the source's signed indexes must be signed by.
         #[arg(long, value_name = "FILE")]
         key: Option<PathBuf>,
-        /// Only part of the source, as the format names its parts (APT: distribution=NAME,
-        /// component=NAME, architecture=NAME, sources=no); may repeat.
+        /// Only part of the source, as the format names its parts (the README lists them);
+        /// may repeat.
         #[arg(long = "only", value_name = "NAME=VALUE")]
         only: Vec<String>,
         #[command(flatten)]

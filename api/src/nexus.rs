@@ -33,9 +33,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     .service(web::scope("/service/rest/beta").default_service(web::to(refused::refused)));
 }
 
-/// `GET /status/check`: Nexus's health checks, each `{healthy, message, …}`: the database and
-/// the blob store (what `/status/writable` asks).
-async fn check(services: web::Data<Services>) -> HttpResponse {
+/// `GET /status/check` (admins: the messages name hosts): Nexus's health checks, each
+/// `{healthy, message, …}`: the database and the blob store (what `/status/writable` asks).
+async fn check(_admin: crate::auth::Admin, services: web::Data<Services>) -> HttpResponse {
     let database = match services.db.ping().await {
         Ok(()) => match services.db.migrations_applied().await {
             Ok(true) => Ok(()),

@@ -30,13 +30,22 @@ pub fn check(services: &Services) -> Result<(), ApiError> {
     }
 }
 
-/// The answer to a request outside `/repository/` that would write while frozen.
+/// The answer to a request outside `/repository/` that would write while frozen. (Answered
+/// before credentials are checked: a request that carries none learns only that writes are
+/// refused, not who froze the instance or why.)
 pub fn refusal(req: &ServiceRequest) -> Option<HttpResponse> {
     if allowed_while_frozen(req.method(), req.path()) {
         return None;
     }
     let services = req.app_data::<web::Data<Services>>()?;
-    check(services).err().map(|e| e.error_response())
+    let err = check(services).err()?;
+    let credentials = req.headers().contains_key(actix_web::http::header::AUTHORIZATION)
+        || req.cookie(crate::ui::SESSION_COOKIE).is_some();
+    if credentials {
+        return Some(err.error_response());
+    }
+    let generic = "Packyard is read-only: writes are refused until an administrator releases it";
+    Some(ApiError::new(ErrorCode::ServiceUnavailable, generic).error_response())
 }
 
 pub fn configure(scope: actix_web::Scope) -> actix_web::Scope {

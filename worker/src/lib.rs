@@ -77,9 +77,13 @@ pub fn spawn_blob_reclaimer(services: &Services) {
 pub fn spawn_digester(services: &Services) {
     let services = services.clone();
     tokio::spawn(async move {
-        let mut skip = Vec::new();
+        let mut after = String::new();
         loop {
-            match packyard_core::digests::fill(&services, &mut skip).await {
+            if frozen(&services).await {
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                continue;
+            }
+            match packyard_core::digests::fill(&services, &mut after).await {
                 Ok(n) if n > 0 => continue,
                 Ok(_) => {}
                 Err(e) => tracing::warn!(error = %e, "cannot digest new assets; trying again later"),

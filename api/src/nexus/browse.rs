@@ -18,9 +18,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/service/rest/repository/browse/{name}/{path:.*}", web::get().to(page));
 }
 
-/// Without the trailing slash: to the folder's page (relative links need it).
+/// Without the trailing slash: to the folder's page (relative links need it), at the address
+/// the client uses (`server.public_url`'s prefix kept).
 async fn slash(req: HttpRequest) -> HttpResponse {
-    HttpResponse::MovedPermanently().insert_header((header::LOCATION, format!("{}/", req.path()))).finish()
+    let to = crate::frontage::Base::of(&req).url(&format!("{}/", req.path()));
+    HttpResponse::MovedPermanently().insert_header((header::LOCATION, to)).finish()
 }
 
 async fn page(
@@ -41,9 +43,7 @@ async fn page(
         });
     }
     if !path.is_empty() && !path.ends_with('/') {
-        return Ok(HttpResponse::MovedPermanently()
-            .insert_header((header::LOCATION, format!("{}/", req.path())))
-            .finish());
+        return Ok(slash(req).await);
     }
     if path.split('/').any(|s| s.starts_with('.')) {
         return Err(ApiError::not_found(format!("no folder /{path} in repository {name}")));
@@ -71,7 +71,7 @@ async fn page(
                     @for (entry, e) in &entries {
                         @match e {
                             Entry::Folder { .. } => tr {
-                                td { a href=(linkable(entry)) { (entry.trim_end_matches('/')) } }
+                                td { a href=(format!("./{}", linkable(entry))) { (entry.trim_end_matches('/')) } }
                                 td { } td align="right" { } td { }
                             },
                             Entry::File { size, stored, published, .. } => tr {

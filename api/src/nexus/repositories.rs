@@ -81,7 +81,7 @@ fn minutes(v: Option<&Value>, what: &str) -> Result<Option<u64>> {
         None => Ok(None),
         Some(v) => match v.as_i64() {
             Some(NEVER) => Ok(Some(10 * 365 * 24 * 3600)),
-            Some(m) if m >= 0 => Ok(Some(u64::try_from(m).unwrap_or(0) * 60)),
+            Some(m) if m >= 0 => Ok(Some(u64::try_from(m).unwrap_or(0).saturating_mul(60))),
             _ => Err(invalid(format!("{what}: minutes, 0 or more (or -1 for never)"))),
         },
     }

@@ -266,6 +266,11 @@ fn privilege_of(name: &str) -> std::result::Result<Privilege, String> {
             "privilege {name:?}: Packyard's privileges are by repository, not by format; use * as the format or name the repository"
         ));
     }
+    if admin && (repository == "*" || action != "*") {
+        return Err(format!(
+            "privilege {name:?}: Packyard's repository administration is nx-repository-admin-<format>-<repository>-* on named repositories (a pattern other than *); everything is nx-all"
+        ));
+    }
     let actions = match (admin, action) {
         (true, _) => vec![Action::Admin],
         (false, "read" | "browse") => vec![Action::Read],
@@ -531,5 +536,13 @@ mod tests {
         assert!(privilege_of("nx-repository-view-apt-*-read").is_err_and(|e| e.contains("not by format")));
         assert!(privilege_of("nx-search-read").is_err_and(|e| e.contains("no counterpart")));
         assert!(privilege_of("nx-repository-view-*-debs-run").is_err_and(|e| e.contains("unknown action")));
+        // Repository administration is never everything's: not on *, not by a lesser action.
+        assert!(privilege_of("nx-repository-admin-*-*-*").is_err_and(|e| e.contains("everything is nx-all")));
+        assert!(privilege_of("nx-repository-admin-*-*-browse").is_err());
+        assert!(privilege_of("nx-repository-admin-apt-debs-read").is_err());
+        assert_eq!(
+            privilege_of("nx-repository-admin-*-team-*-*"),
+            Ok(Privilege { repositories: "team-*".into(), actions: vec![Action::Admin] })
+        );
     }
 }

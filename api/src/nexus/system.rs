@@ -272,8 +272,9 @@ struct NexusPolicy {
 }
 
 impl NexusPolicy {
-    /// Packyard's policy, its repositories kept (`repositories`: those it cleans now).
-    fn spec(&self, name: &str, repositories: Vec<String>) -> Result<PolicySpec> {
+    /// Packyard's policy over `current` criteria (what Nexus's shape does not name — name and
+    /// version patterns, revisions to keep — stays), its repositories kept.
+    fn spec(&self, name: &str, current: Criteria, repositories: Vec<String>) -> Result<PolicySpec> {
         let format: Format = self
             .format
             .as_deref()
@@ -303,7 +304,7 @@ impl NexusPolicy {
                 last_downloaded_before_days: self.criteria_last_downloaded,
                 prereleases_only,
                 keep_latest: self.retain,
-                ..Criteria::default()
+                ..current
             },
             schedule: None,
             repositories,
@@ -341,7 +342,7 @@ fn parse(body: &[u8]) -> Result<NexusPolicy> {
 async fn create_policy(admin: Admin, services: web::Data<Services>, body: web::Bytes) -> Result<HttpResponse> {
     let p = parse(&body)?;
     let name = p.name.clone().filter(|n| !n.is_empty()).ok_or_else(|| invalid("name: required"))?;
-    let spec = p.spec(&name, Vec::new())?;
+    let spec = p.spec(&name, Criteria::default(), Vec::new())?;
     let view = cleanup::create(&services, packyard_formats::registry(), admin.actor(), spec).await?;
     Ok(HttpResponse::Created().json(nexus_policy(&view)))
 }
@@ -358,7 +359,7 @@ async fn update_policy(
         return Err(invalid("name: a cleanup policy cannot be renamed"));
     }
     let current = cleanup::get(&services, &name).await?;
-    let mut spec = p.spec(&name, current.repositories.clone())?;
+    let mut spec = p.spec(&name, current.criteria.clone(), current.repositories.clone())?;
     spec.schedule = current.schedule.clone();
     cleanup::update(&services, packyard_formats::registry(), admin.actor(), &name, spec).await?;
     Ok(HttpResponse::NoContent().finish())

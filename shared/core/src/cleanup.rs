@@ -390,6 +390,11 @@ impl Lease {
     async fn progress(&self, report: &RunReport) -> Result<(), crate::hosted::UploadError> {
         let counts = (i64::try_from(report.components).unwrap_or(i64::MAX), report.bytes);
         self.db.record_cleanup_run((self.policy_id, self.repository_id), counts, None).await?;
+        if self.db.read_only().await?.frozen {
+            return Err(crate::hosted::UploadError::ReadOnly(
+                "stopped: the instance was made read-only (a later run finishes the work)".into(),
+            ));
+        }
         if !self.db.renew_cleanup(self.repository_id, &self.token, self.lease_ms).await? {
             return Err(crate::hosted::UploadError::Db(packyard_store::db::DbError::Unavailable(
                 "stopped: the repository's cleanup lease was taken back (a stop was asked for, or this run stalled longer than worker.lease_ms)"

@@ -13,12 +13,18 @@ use crate::services::Services;
 /// Blobs digested per round.
 const ROUND: i64 = 32;
 
-/// Digests the blobs of assets without a SHA-1 (at most one round's); returns how many. A blob
-/// that cannot be read is put in `skip` (and logged): it is not asked for again by this process.
-pub async fn fill(services: &Services, skip: &mut Vec<String>) -> Result<usize, packyard_store::db::DbError> {
-    let blobs = services.db.assets_without_sha1(ROUND, skip).await?;
+/// Digests the blobs of assets without a SHA-1 after `after` in digest order (at most one
+/// round's), moving `after` on; returns how many were digested. Past the last, `after` starts
+/// again from the first: a blob that could not be read (logged) is tried again then.
+pub async fn fill(services: &Services, after: &mut String) -> Result<usize, packyard_store::db::DbError> {
+    let blobs = services.db.assets_without_sha1(ROUND, after).await?;
+    if blobs.is_empty() {
+        after.clear();
+        return Ok(0);
+    }
     let mut done = 0;
     for sha256 in blobs {
+        after.clone_from(&sha256);
         let digested = match Sha256Hex::parse(&sha256) {
             Ok(digest) => crate::hosted::read_back(services, &digest, hash).await.map_err(|e| e.to_string()),
             Err(e) => Err(e.to_string()),
@@ -29,8 +35,7 @@ pub async fn fill(services: &Services, skip: &mut Vec<String>) -> Result<usize, 
                 done += 1;
             }
             Err(e) => {
-                tracing::warn!(blob = %sha256, error = %e, "cannot read a blob for its SHA-1 and MD5; its assets go without");
-                skip.push(sha256);
+                tracing::warn!(blob = %sha256, error = %e, "cannot read a blob for its SHA-1 and MD5; it is tried again on the next pass");
             }
         }
     }

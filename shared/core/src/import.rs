@@ -69,12 +69,22 @@ impl Location {
     pub fn join(&self, rel: &str) -> Result<Self, ImportError> {
         let bad = || ImportError::Source(format!("the source names an unsafe path {rel:?}"));
         let p = std::path::Path::new(rel);
-        if rel.is_empty() || rel.contains('\\') || !p.components().all(|c| matches!(c, Component::Normal(_))) {
+        // No escape (`%2e%2e`), scheme (`https:`), query or fragment: a plain relative path.
+        let plain = !rel.contains(['\\', '%', ':', '?', '#']);
+        if rel.is_empty() || !plain || !p.components().all(|c| matches!(c, Component::Normal(_))) {
             return Err(bad());
         }
         Ok(match self {
             Self::Dir(d) => Self::Dir(d.join(p)),
-            Self::Url(u) => Self::Url(u.join(rel).map_err(|_| bad())?),
+            Self::Url(u) => {
+                let joined = u.join(rel).map_err(|_| bad())?;
+                // Still below the source's root (same origin, same path prefix).
+                let base = u.as_str().rsplit_once('/').map_or(u.as_str(), |(dir, _)| dir);
+                if !joined.as_str().starts_with(&format!("{base}/")) {
+                    return Err(bad());
+                }
+                Self::Url(joined)
+            }
         })
     }
 
@@ -311,6 +321,7 @@ pub async fn run<I: Importer>(
     out: &mut (dyn std::io::Write + Send),
 ) -> Result<Summary, ImportError> {
     crate::hosted::check_hosted(repo, "import into").map_err(|e| ImportError::Source(e.to_string()))?;
+    check_writable_instance(services).await?;
     crate::hosted::check_writable(repo).map_err(|e| ImportError::Source(e.to_string()))?;
     let started = Instant::now();
     let plan = importer.plan(fetcher, repo).await?;
@@ -392,6 +403,16 @@ pub async fn run<I: Importer>(
     Ok(summary)
 }
 
+/// Refuses while the instance is read-only (Nexus's freeze): an import writes as uploads do.
+async fn check_writable_instance(services: &Services) -> Result<(), ImportError> {
+    let state = services.db.read_only().await?;
+    if state.frozen {
+        services.read_only.apply(state);
+        return Err(ImportError::Source(services.read_only.refusal().unwrap_or_default()));
+    }
+    Ok(())
+}
+
 struct Copied {
     created: bool,
     bytes: u64,
@@ -406,6 +427,8 @@ async fn copy_one<I: Importer>(
     source: &str,
 ) -> Result<Copied, String> {
     let services = cx.services;
+    // A freeze stops the import between files (each file is stored whole or not at all).
+    check_writable_instance(services).await.map_err(|e| e.to_string())?;
     let body = cx.fetcher.open(&item.location).await.map_err(|e| e.to_string())?;
     let Some(body) = body else { return Err(format!("{} is listed by the source's index but missing", item.location)) };
     let limit = services.config.server.max_upload_bytes;
@@ -459,4 +482,29 @@ fn spawn_progress(c: Arc<Counters>, total: u64) -> tokio::task::JoinHandle<()> {
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Location;
+
+    #[test]
+    fn a_source_names_only_paths_below_its_root() -> Result<(), super::ImportError> {
+        let root = Location::parse("http://mirror.example/debian/")?;
+        let Location::Url(deb) = root.join("pool/main/h/hello/hello_2.10_amd64.deb")? else { panic!("a URL") };
+        assert_eq!(deb.as_str(), "http://mirror.example/debian/pool/main/h/hello/hello_2.10_amd64.deb");
+        for bad in [
+            "../etc/passwd",
+            "%2e%2e/%2e%2e/x",
+            "https:evil.example/x",
+            "//evil.example/x",
+            "/etc/passwd",
+            "a?b",
+            "",
+            "a\\b",
+        ] {
+            assert!(root.join(bad).is_err(), "{bad:?} is refused");
+        }
+        Ok(())
+    }
 }

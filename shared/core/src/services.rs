@@ -199,7 +199,9 @@ impl Services {
     pub async fn poll_watermarks(&self) -> Result<bool, packyard_store::db::DbError> {
         let (security, repositories, publications) = self.db.watermarks().await?;
         let a = self.security.cache.observe(security, repositories);
-        self.read_only.follow(&self.db, security).await?;
+        if let Err(e) = self.read_only.follow(&self.db, security).await {
+            tracing::warn!(error = %e, "cannot read the read-only mode; the next watermark check tries again");
+        }
         // A publication moved the global watermark: find which repositories' own watermarks
         // moved, and drop only their snapshot pointers.
         let b = if self.published.publications_moved(publications) {

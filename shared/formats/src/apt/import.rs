@@ -155,7 +155,7 @@ impl AptImport {
     }
 
     /// A distribution's `Release` text: the verified `InRelease`, or without a key the
-    /// `Release` (or the unverified `InRelease`'s signed text).
+    /// `Release`.
     async fn release(&self, fetcher: &Fetcher, dist: &str) -> Result<String, ImportError> {
         let dir = self.from.join(&format!("dists/{dist}/InRelease"))?;
         let inrelease = fetcher.read(&dir).await?;
@@ -335,13 +335,24 @@ impl Importer for AptImport {
             hosted::discard(services, &stored.sha256, stored.created).await;
             return Err(e);
         }
+        let received: Vec<StoredBlob> = files.iter().map(|(_, f)| f.clone()).collect();
         let target = AptTarget {
             distribution: Some(t.distribution.clone()),
             component: Some(t.component.clone()),
             architecture: None,
             files,
         };
-        Ok(hosted::upload_stored(&AptHosted, services, cx.repo, target, stored, cx.actor).await?.created)
+        match hosted::upload_stored(&AptHosted, services, cx.repo, target, stored, cx.actor).await {
+            Ok(up) => Ok(up.created),
+            Err(e) => {
+                // A refused source package leaves none of its files (the engine removed the
+                // `.dsc` and those it knew of).
+                for f in &received {
+                    hosted::discard(services, &f.sha256, f.created).await;
+                }
+                Err(e)
+            }
+        }
     }
 }
 

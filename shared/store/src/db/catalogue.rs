@@ -425,24 +425,15 @@ impl Db {
         Ok(self.bound(done, (name,)).fetch_optional(self.pool()).await?.is_some())
     }
 
-    /// Blobs of assets whose SHA-1 is not known yet (the worker computes it and the MD5), at
-    /// most `limit`, none of `skip` (blobs that could not be read this time).
-    pub async fn assets_without_sha1(&self, limit: i64, skip: &[String]) -> DbResult<Vec<String>> {
-        let list = sql!("assets.without_sha1", "SELECT sha256 FROM assets WHERE sha1 IS NULL ORDER BY sha256 LIMIT $1");
-        let rows = self
-            .query(list)
-            .bind(limit.saturating_add(i64::try_from(skip.len()).unwrap_or(0)))
-            .fetch_all(self.pool())
-            .await?;
-        let mut out: Vec<String> = Vec::new();
-        for r in &rows {
-            let sha256 = text(r, "sha256")?;
-            if !skip.contains(&sha256) && out.last() != Some(&sha256) {
-                out.push(sha256);
-            }
-        }
-        out.truncate(usize::try_from(limit).unwrap_or(0));
-        Ok(out)
+    /// Blobs (each once) of assets whose SHA-1 is not known yet, after `after` in digest order,
+    /// at most `limit` (the worker computes their SHA-1 and MD5).
+    pub async fn assets_without_sha1(&self, limit: i64, after: &str) -> DbResult<Vec<String>> {
+        let list = sql!(
+            "assets.without_sha1",
+            "SELECT DISTINCT sha256 FROM assets WHERE sha1 IS NULL AND sha256 > $1 ORDER BY sha256 LIMIT $2"
+        );
+        let rows = self.bound(list, (after, limit)).fetch_all(self.pool()).await?;
+        rows.iter().map(|r| text(r, "sha256")).collect()
     }
 
     /// Sets the SHA-1 of every asset of blob `sha256`, and its MD5 where the format gave none.

@@ -253,7 +253,6 @@ impl Db {
         Ok(())
     }
 
-    /// Creates a user with roles in one transaction.
     /// A local user's email and display name (a directory's users get theirs from it).
     pub async fn set_user_profile(
         &self,
@@ -269,6 +268,7 @@ impl Db {
         Ok(())
     }
 
+    /// Creates a user with roles in one transaction.
     pub async fn create_user(&self, username: &str, password_hash: &str, roles: &[String]) -> DbResult<i64> {
         let now = now_ms();
         let mut tx = self.begin().await?;
