@@ -24,7 +24,7 @@ name=import
 command -v aptly >/dev/null || { echo "aptly is needed (apt-get install aptly)" >&2; exit 1; }
 
 log "generating $COUNT packages of $BYTES bytes"
-"$lt" apt --out "$work/debs" --count "$COUNT" --name imported --bytes "$BYTES"
+"$lt" fixture apt --out "$work/debs" --count "$COUNT" --name imported --bytes "$BYTES"
 conf=$work/aptly.conf
 printf '{"rootDir": "%s", "architectures": ["amd64"]}\n' "$work/aptly" >"$conf"
 aptly_() { HOME=$work aptly -config="$conf" "$@" >/dev/null; }
@@ -69,7 +69,7 @@ for c in $LEVELS; do
 done
 
 log "incremental: $INCR new packages"
-"$lt" apt --out "$work/more" --count "$INCR" --name added --bytes "$BYTES"
+"$lt" fixture apt --out "$work/more" --count "$INCR" --name added --bytes "$BYTES"
 aptly_ repo add src "$work/more"
 aptly_ publish update -skip-signing stable
 read -r incr_secs incr_rss incr_summary < <(import_ c8 8)

@@ -27,7 +27,7 @@ use crate::outbound::Outbound;
 use crate::services::Services;
 
 /// Concurrent copies when `--concurrency` is not given (docs/perf/import.md measures 1 to 32).
-pub const DEFAULT_CONCURRENCY: usize = 8;
+pub const DEFAULT_CONCURRENCY: usize = 16;
 /// Largest index file read whole (a `Packages`, a `Release`, an `APKINDEX`).
 pub const MAX_INDEX: u64 = 512 << 20;
 
