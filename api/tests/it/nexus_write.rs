@@ -383,11 +383,36 @@ fn read_only_freeze(backend: Backend) -> anyhow::Result<()> {
                     .call(),
             )?,
         );
+        // The Nexus API's delete, and a form of the web UI (signing in goes on).
+        let found = common::process::nexus(&server.public, &auth, "search?repository=debs&name=before")?;
+        let id = found["items"][0]["id"].as_str().unwrap_or_default().to_string();
+        assert_frozen("a Nexus delete", nexus(server, "DELETE", &format!("components/{id}"))?);
+        let (cookies, csrf) = crate::ui::http_sign_in(&server.public, "admin", PW)?;
+        let form = [("csrf", csrf.as_str()), ("name", "more"), ("format", "go"), ("type", "hosted")];
+        let (s, body) = crate::ui::post_form(&server.public, "/admin/repositories", &cookies, &form)?;
+        assert_eq!(s, 503, "a UI form: {body}");
+        assert!(body.contains("Packyard is read-only"), "{body}");
         let (s, body) = get_bytes(server, "/repository/debs/dists/stable/main/binary-amd64/Packages")?;
         assert_eq!(s, 200, "reads go on");
         let text = String::from_utf8_lossy(&body);
         assert!(text.contains("Package: before\n") && !text.contains("Package: during\n"), "{text}");
         assert_eq!(nexus(server, "GET", "search?repository=debs")?.0, 200, "searches go on");
+    }
+
+    // Without credentials the refusal says only that writes are refused.
+    let (s, body) =
+        status_of(ureq::post(&format!("{}/api/v1/repositories", one.public)).send_json(serde_json::json!({})))?;
+    assert_eq!(s, 503, "{body}");
+    assert!(body.contains("Packyard is read-only") && !body.contains("backup window"), "{body}");
+    // An import where the configuration is (one process's database: SQLite) is refused too.
+    if url.is_none() {
+        let (code, out, err) = common::process::run_to_end(
+            dir.path(),
+            &["import", "apt", "--from", dir.path().to_str().unwrap_or_default(), "--into", "debs"],
+            &env,
+        )?;
+        assert_ne!(code, 0, "{out}{err}");
+        assert!(err.contains("Packyard is read-only (frozen by admin"), "{out}{err}");
     }
 
     let (s, body) = nexus(&one, "POST", "read-only/release")?;

@@ -305,7 +305,7 @@ fn signing_in_browsing_each_format_searching_and_deleting_in_chromium() -> anyho
 }
 
 /// Signs in over plain HTTP; returns the cookies (`name=value; …`) and the page's CSRF token.
-fn http_sign_in(public: &str, user: &str, password: &str) -> anyhow::Result<(String, String)> {
+pub(crate) fn http_sign_in(public: &str, user: &str, password: &str) -> anyhow::Result<(String, String)> {
     let agent = ureq::AgentBuilder::new().redirects(0).build();
     let r = agent.get(&format!("{public}/signin")).call()?;
     let anchor = r.header("set-cookie").unwrap_or_default().split(';').next().unwrap_or_default().to_string();
@@ -334,7 +334,12 @@ fn csrf_of(page: &str) -> anyhow::Result<String> {
     Ok(rest[..rest.find('"').unwrap_or(0)].to_string())
 }
 
-fn post_form(public: &str, path: &str, cookies: &str, form: &[(&str, &str)]) -> anyhow::Result<(u16, String)> {
+pub(crate) fn post_form(
+    public: &str,
+    path: &str,
+    cookies: &str,
+    form: &[(&str, &str)],
+) -> anyhow::Result<(u16, String)> {
     let agent = ureq::AgentBuilder::new().redirects(0).build();
     status_of(agent.post(&format!("{public}{path}")).set("Cookie", cookies).send_form(form))
 }

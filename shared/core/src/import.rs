@@ -381,7 +381,9 @@ pub async fn run<I: Importer>(
         .await;
     if let Some(t) = ticker {
         t.abort();
-        eprintln!();
+        if std::io::stderr().is_terminal() {
+            eprintln!();
+        }
     }
     for (key, r) in results {
         match r {
@@ -462,7 +464,9 @@ fn spawn_progress(c: Arc<Counters>, total: u64) -> tokio::task::JoinHandle<()> {
     let tty = std::io::stderr().is_terminal();
     let started = Instant::now();
     tokio::spawn(async move {
-        let mut tick = tokio::time::interval(Duration::from_millis(if tty { 200 } else { 10_000 }));
+        let period = Duration::from_millis(if tty { 200 } else { 10_000 });
+        // The first line after one period: a quick import prints none.
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         loop {
             tick.tick().await;
             let (done, bytes) = (c.done.load(Ordering::Relaxed), c.bytes.load(Ordering::Relaxed));

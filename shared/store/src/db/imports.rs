@@ -23,10 +23,10 @@ impl Db {
     pub async fn imported(&self, repository_id: i64, source: &str) -> DbResult<HashMap<String, String>> {
         let s = sql!(
             "import_ledger.of_source",
-            "SELECT item, sha256 FROM import_ledger WHERE repository_id = $1 AND source = $2"
+            "SELECT item, checksum FROM import_ledger WHERE repository_id = $1 AND source = $2"
         );
         let rows = self.bound(s, (repository_id, source)).fetch_all(self.pool()).await?;
-        rows.iter().map(|r| Ok((text(r, "item")?, text(r, "sha256")?))).collect()
+        rows.iter().map(|r| Ok((text(r, "item")?, text(r, "checksum")?))).collect()
     }
 
     /// Records an item as copied (again: with its new checksum).
@@ -39,9 +39,9 @@ impl Db {
     ) -> DbResult<()> {
         let s = upsert!(
             "import_ledger.record",
-            "INSERT INTO import_ledger (id, repository_id, source, item, sha256, size, imported_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            "INSERT INTO import_ledger (id, repository_id, source, item, checksum, size, imported_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
             on "import_ledger" ("id"),
-            set "sha256 = NEW.sha256, size = NEW.size, imported_at = NEW.imported_at"
+            set "checksum = NEW.checksum, size = NEW.size, imported_at = NEW.imported_at"
         );
         let id = ledger_id(repository_id, source, item);
         let size = i64::try_from(size).unwrap_or(i64::MAX);
