@@ -290,14 +290,7 @@ impl Upstream<'_> {
             }
             Input::Published(f) => (self.0.snapshot_bytes(f).await?, Compression::Xz),
         };
-        let reader: Box<dyn Read + Send> = match compression {
-            // An index may be several xz streams or gzip members one after another (Packyard's
-            // gzip files are: each chunk compressed on its own).
-            Compression::Xz => Box::new(liblzma::read::XzDecoder::new_multi_decoder(std::io::Cursor::new(bytes))),
-            Compression::Gz => Box::new(flate2::read::MultiGzDecoder::new(std::io::Cursor::new(bytes))),
-            Compression::None => Box::new(std::io::Cursor::new(bytes)),
-        };
-        Ok(StanzaReader::new(BufReader::with_capacity(64 * 1024, reader)))
+        Ok(stanzas(bytes, compression))
     }
 
     /// The keys of every stanza a member's index lists: read as [`Upstream::contribute`] reads
@@ -456,7 +449,7 @@ impl Upstream<'_> {
 /// `release` lists first among xz, gz and plain; `None` when it lists none.
 fn upstream_input(release: (String, String), id: &IndexId<'_>) -> Option<Input> {
     let IndexId { base, stem, .. } = *id;
-    for (suffix, compression) in [(".xz", Compression::Xz), (".gz", Compression::Gz), ("", Compression::None)] {
+    for (suffix, compression) in FORMS {
         let rel = format!("{base}/{stem}{suffix}");
         let listed = sha256_section(&release.1).into_iter().find(|(_, p)| *p == rel).map(|(h, _)| h.to_string());
         if let Some(expected) = listed {
@@ -476,15 +469,34 @@ pub(super) fn sources_path(dist: &str) -> String {
     format!("dists/{dist}/.sources")
 }
 
+/// The forms of an index a `Release` may list, in the order they are read: xz, gzip, plain.
+pub(super) const FORMS: [(&str, Compression); 3] =
+    [(".xz", Compression::Xz), (".gz", Compression::Gz), ("", Compression::None)];
+
+/// An index's stanzas, decompressed as they are read. An index may be several xz streams or
+/// gzip members one after another (Packyard's gzip files are: each chunk compressed on its
+/// own).
+pub(super) fn stanzas<B>(bytes: B, compression: Compression) -> StanzaReader<BufReader<Box<dyn Read + Send>>>
+where
+    B: AsRef<[u8]> + Send + 'static,
+{
+    let reader: Box<dyn Read + Send> = match compression {
+        Compression::Xz => Box::new(liblzma::read::XzDecoder::new_multi_decoder(std::io::Cursor::new(bytes))),
+        Compression::Gz => Box::new(flate2::read::MultiGzDecoder::new(std::io::Cursor::new(bytes))),
+        Compression::None => Box::new(std::io::Cursor::new(bytes)),
+    };
+    StanzaReader::new(BufReader::with_capacity(64 * 1024, reader))
+}
+
 #[derive(Debug, Clone, Copy)]
-enum Compression {
+pub(super) enum Compression {
     Xz,
     Gz,
     None,
 }
 
 /// `(sha256, path)` of every line of a Release file's `SHA256:` section.
-fn sha256_section(release: &str) -> Vec<(&str, &str)> {
+pub(super) fn sha256_section(release: &str) -> Vec<(&str, &str)> {
     let mut out = Vec::new();
     let mut inside = false;
     for line in release.lines() {

@@ -8,7 +8,7 @@
 //! change to make, before anything is copied.
 
 use std::collections::{BTreeSet, HashSet};
-use std::io::Read;
+use std::io::{BufReader, Read};
 
 use async_trait::async_trait;
 use packyard_codecs::apt::fields;
@@ -18,7 +18,7 @@ use packyard_core::import::{Fetcher, ImportError, Importer, Item, Location, Stor
 use packyard_model::repos::{FormatSettings, Repository};
 use packyard_store::blobs::StoredBlob;
 
-use super::group::StanzaReader;
+use super::group::{sha256_section, stanzas, StanzaReader, FORMS};
 use super::hosted::{AptHosted, AptTarget};
 use super::settings::AptSettings;
 
@@ -93,40 +93,6 @@ fn words(release: &str, name: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// `path → (sha256, size)` of a `Release`'s `SHA256:` section.
-fn checksums(release: &str) -> std::collections::HashMap<String, (String, u64)> {
-    let mut out = std::collections::HashMap::new();
-    let mut inside = false;
-    for line in release.lines() {
-        if !line.starts_with(' ') {
-            inside = line.trim_end() == "SHA256:";
-            continue;
-        }
-        let mut parts = line.split_whitespace();
-        if let (true, Some(h), Some(size), Some(p)) = (inside, parts.next(), parts.next(), parts.next()) {
-            out.insert(p.to_string(), (h.to_ascii_lowercase(), size.parse().unwrap_or(0)));
-        }
-    }
-    out
-}
-
-/// Decompresses an index by its name's suffix.
-fn decompress(name: &str, bytes: &[u8]) -> Result<String, String> {
-    let mut out = String::new();
-    let r: Box<dyn Read> = if name.ends_with(".xz") {
-        Box::new(liblzma::read::XzDecoder::new_multi_decoder(bytes))
-    } else if name.ends_with(".gz") {
-        Box::new(flate2::read::MultiGzDecoder::new(bytes))
-    } else {
-        Box::new(bytes)
-    };
-    r.take(MAX_TEXT).read_to_string(&mut out).map_err(|e| format!("{name}: {e}"))?;
-    Ok(out)
-}
-
-/// The most text an index may expand to.
-const MAX_TEXT: u64 = 4 << 30;
-
 impl AptImport {
     /// The distributions to import.
     async fn distributions(&self, repo: &Repository) -> Result<Vec<String>, ImportError> {
@@ -181,31 +147,34 @@ impl AptImport {
         }
     }
 
-    /// An index of `dist` (`main/binary-amd64/Packages`), in its first listed compression,
-    /// checked against the `Release`; `None` when the `Release` lists none.
+    /// An index of `dist` (`main/binary-amd64/Packages`) as stanzas, in its first form the
+    /// `Release` lists, checked against the `Release`; `None` when it lists none.
     async fn index(
         &self,
         fetcher: &Fetcher,
         dist: &str,
-        sums: &std::collections::HashMap<String, (String, u64)>,
+        release: &str,
         base: &str,
-    ) -> Result<Option<String>, ImportError> {
-        for suffix in [".xz", ".gz", ""] {
+    ) -> Result<Option<Stanzas>, ImportError> {
+        for (suffix, compression) in FORMS {
             let name = format!("{base}{suffix}");
-            let Some((sha, _)) = sums.get(&name) else { continue };
+            let Some((sha, _)) = sha256_section(release).into_iter().find(|(_, p)| *p == name) else { continue };
             let at = self.from.join(&format!("dists/{dist}/{name}"))?;
             let Some(bytes) = fetcher.read(&at).await? else { continue };
             let got = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes));
-            if got != *sha {
+            if !got.eq_ignore_ascii_case(sha) {
                 return Err(source_err(format!(
                     "{at}: its SHA-256 is {got}, the Release lists {sha}: nothing was copied"
                 )));
             }
-            return decompress(&name, &bytes).map(Some).map_err(source_err);
+            return Ok(Some(stanzas(bytes, compression)));
         }
         Ok(None)
     }
 }
+
+/// An index's stanzas as they are decompressed.
+type Stanzas = StanzaReader<BufReader<Box<dyn Read + Send>>>;
 
 /// A stanza's fields, or why it cannot be read.
 fn stanza_fields(text: &str) -> Result<Vec<fields::Field<'_>>, String> {
@@ -231,7 +200,6 @@ impl Importer for AptImport {
                 missing.insert(format!("distribution {dist} (apt.distributions)"));
             }
             let release = self.release(fetcher, &dist).await?;
-            let sums = checksums(&release);
             let listed = |what: &str, chosen: &[String]| -> Result<Vec<String>, ImportError> {
                 let all = words(&release, what);
                 if chosen.is_empty() {
@@ -258,11 +226,10 @@ impl Importer for AptImport {
                 }
                 for arch in &architectures {
                     let base = format!("{component}/binary-{arch}/Packages");
-                    let Some(text) = self.index(fetcher, &dist, &sums, &base).await? else { continue };
+                    let Some(mut reader) = self.index(fetcher, &dist, &release, &base).await? else { continue };
                     if arch != "all" && !settings.architectures.contains(arch) {
                         missing.insert(format!("architecture {arch} (apt.architectures)"));
                     }
-                    let mut reader = StanzaReader::new(text.as_bytes());
                     let mut stanza = String::new();
                     while reader.next_stanza(&mut stanza).map_err(|e| source_err(format!("{base}: {e}")))? {
                         let f = stanza_fields(&stanza).map_err(|e| source_err(format!("dists/{dist}/{base}: {e}")))?;
@@ -290,8 +257,8 @@ impl Importer for AptImport {
                 }
                 if self.sources {
                     let base = format!("{component}/source/Sources");
-                    if let Some(text) = self.index(fetcher, &dist, &sums, &base).await? {
-                        self.plan_sources(&text, (&dist, component), &mut items, &mut seen)?;
+                    if let Some(reader) = self.index(fetcher, &dist, &release, &base).await? {
+                        self.plan_sources(reader, (&dist, component), &mut items, &mut seen)?;
                     }
                 }
             }
@@ -361,12 +328,11 @@ impl AptImport {
     /// with it.
     fn plan_sources(
         &self,
-        text: &str,
+        mut reader: Stanzas,
         (dist, component): (&str, &str),
         items: &mut Vec<Item<AptItem>>,
         seen: &mut HashSet<String>,
     ) -> Result<(), ImportError> {
-        let mut reader = StanzaReader::new(text.as_bytes());
         let mut stanza = String::new();
         let at = format!("dists/{dist}/{component}/source/Sources");
         while reader.next_stanza(&mut stanza).map_err(|e| source_err(format!("{at}: {e}")))? {
@@ -409,8 +375,8 @@ mod tests {
         let r = "Origin: x\nComponents: main contrib\nArchitectures: amd64 arm64\nMD5Sum:\n aa 1 main/binary-amd64/Packages\nSHA256:\n BB 12 main/binary-amd64/Packages\n cc 2 main/binary-amd64/Packages.xz\n";
         assert_eq!(super::words(r, "Components"), ["main", "contrib"]);
         assert_eq!(super::words(r, "Architectures"), ["amd64", "arm64"]);
-        let sums = super::checksums(r);
-        assert_eq!(sums.get("main/binary-amd64/Packages"), Some(&("bb".to_string(), 12)));
-        assert_eq!(sums.len(), 2);
+        // The SHA256 section as the importer reads it (group.rs's reader, shared).
+        let sums = super::sha256_section(r);
+        assert_eq!(sums, [("BB", "main/binary-amd64/Packages"), ("cc", "main/binary-amd64/Packages.xz")]);
     }
 }
