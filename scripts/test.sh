@@ -70,6 +70,15 @@ if grep -qv '^\s*\(#\|$\)' scripts/test-requirements.txt 2>/dev/null; then
   fi
   export PATH="$PWD/$venv/bin:$PATH" TEST_TOOLS_VENV="$PWD/$venv"
 fi
+# A real Conan remote to import from (api/tests/it/import.rs): conan_server, in a virtualenv of
+# its own (its package carries its own copy of the client's modules).
+server_venv=target/conan-server-venv
+if [ ! -x "$server_venv/bin/conan_server" ]; then
+  log "installing conan_server into $server_venv"
+  python3 -m venv "$server_venv"
+  "$server_venv/bin/pip" install -q conan-server==2.33.0
+fi
+export CONAN_SERVER="$PWD/$server_venv/bin/conan_server"
 
 # --- services -------------------------------------------------------------------------------
 wait_for() { # name, command...

@@ -46,15 +46,23 @@ enum Command {
     /// Copy another repository's packages into a Packyard repository (resumable: a second run
     /// goes on where the last stopped, and copies only what is new).
     Import {
-        /// The source's format.
+        /// The source's format, or `nexus` (a Nexus Repository Manager 3: its repositories,
+        /// roles, users and packages).
         format: String,
         /// The source: a directory or an http(s) URL (the repository's root; the README says
-        /// what each format reads there).
-        #[arg(long, value_name = "DIR|URL")]
-        from: String,
+        /// what each format reads there). Credentials: in the URL, or in
+        /// PACKYARD_IMPORT_USERNAME and PACKYARD_IMPORT_PASSWORD.
+        #[arg(long, value_name = "DIR|URL", required_unless_present = "url", conflicts_with = "url")]
+        from: Option<String>,
         /// The repository to copy into (a hosted one of the format).
-        #[arg(long, value_name = "REPOSITORY")]
-        into: String,
+        #[arg(long, value_name = "REPOSITORY", required_unless_present = "url", conflicts_with = "url")]
+        into: Option<String>,
+        /// `import nexus`: the Nexus's root URL (credentials as for --from).
+        #[arg(long, value_name = "URL")]
+        url: Option<String>,
+        /// `import nexus`: only this repository (and its packages; no users or roles).
+        #[arg(long, value_name = "NAME", requires = "url")]
+        repository: Option<String>,
         /// The public key the source's signed indexes must be signed by.
         #[arg(long, value_name = "FILE")]
         key: Option<PathBuf>,
@@ -154,10 +162,21 @@ fn run(cli: Cli, loaded: Loaded) -> anyhow::Result<()> {
             packyard_core::telemetry::init(&loaded.config.log);
             actix_web::rt::System::new().block_on(restore(loaded.config, &from))
         }
-        Command::Import { format, from, into, key, only, options } => {
+        Command::Import { format, from, into, url, repository, key, only, options } => {
             packyard_core::telemetry::init(&loaded.config.log);
-            let asked = Import { format, from, into, key, only, options };
-            actix_web::rt::System::new().block_on(import(loaded.config, asked))
+            match (format.as_str(), url, from, into) {
+                ("nexus", Some(url), _, _) => {
+                    anyhow::ensure!(key.is_none() && only.is_empty(), "import nexus takes --url and --repository");
+                    let run = import_nexus(loaded.config, &url, repository.as_deref(), options);
+                    actix_web::rt::System::new().block_on(run)
+                }
+                ("nexus", None, _, _) => anyhow::bail!("import nexus --url URL [--repository NAME]"),
+                (_, None, Some(from), Some(into)) => {
+                    let asked = Import { format, from, into, key, only, options };
+                    actix_web::rt::System::new().block_on(import(loaded.config, asked))
+                }
+                _ => anyhow::bail!("import {format} --from DIR|URL --into REPOSITORY (--url is import nexus's)"),
+            }
         }
         Command::Admin { command: AdminCommand::ResetPassword { user } } => {
             packyard_core::telemetry::init(&loaded.config.log);
@@ -220,7 +239,8 @@ async fn import(config: packyard_model::config::Config, asked: Import) -> anyhow
         .map(|o| o.split_once('=').map(|(n, v)| (n.to_string(), v.to_string())))
         .collect::<Option<Vec<_>>>()
         .ok_or_else(|| anyhow::anyhow!("--only takes NAME=VALUE"))?;
-    let from = Location::parse(&asked.from)?;
+    let mut from = Location::parse(&asked.from)?;
+    let credentials = credentials(&mut from);
     let source = from.name();
     let job = spec
         .import(ImportArgs { from, key, only })
@@ -241,6 +261,9 @@ async fn import(config: packyard_model::config::Config, asked: Import) -> anyhow
             progress: !asked.options.dry_run,
         };
         let fetcher = Fetcher::new(&services.config)?;
+        if let Some((user, password)) = &credentials {
+            fetcher.basic(user, password);
+        }
         let mut out = std::io::stdout();
         let summary = job.run(&services, (&fetcher, &source), &repo, &o, &mut out).await?;
         if !o.dry_run && summary.copied > 0 {
@@ -252,6 +275,52 @@ async fn import(config: packyard_model::config::Config, asked: Import) -> anyhow
             summary.failed.is_empty(),
             "{} files were not copied (above); run the import again",
             summary.failed.len()
+        );
+        Ok(())
+    }
+    .await;
+    services.db.close().await;
+    outcome
+}
+
+/// A source's user name and password: taken out of its URL, or from the environment.
+fn credentials(from: &mut packyard_core::import::Location) -> Option<(String, String)> {
+    from.take_credentials().or_else(|| {
+        let (user, password) =
+            (std::env::var(packyard_core::import::USERNAME_ENV), std::env::var(packyard_core::import::PASSWORD_ENV));
+        user.ok().map(|u| (u, password.unwrap_or_default()))
+    })
+}
+
+/// `packyard-api import nexus --url URL [--repository NAME]`: the report, line by line, and its
+/// summary; exits non-zero when a package was not copied.
+async fn import_nexus(
+    config: packyard_model::config::Config,
+    url: &str,
+    repository: Option<&str>,
+    options: ImportOptions,
+) -> anyhow::Result<()> {
+    use packyard_core::import::{Fetcher, Location, Options};
+    let mut at = Location::parse(url)?;
+    anyhow::ensure!(matches!(at, Location::Url(_)), "--url {url}: the Nexus's http(s) URL");
+    let credentials = credentials(&mut at);
+    let services = existing(config).await?;
+    let outcome = async {
+        let fetcher = Fetcher::new(&services.config)?;
+        if let Some((user, password)) = &credentials {
+            fetcher.basic(user, password);
+        }
+        let o = Options { dry_run: options.dry_run, concurrency: options.concurrency, progress: !options.dry_run };
+        let mut out = std::io::stdout();
+        let report = packyard_api::nexus::import::run(&services, &fetcher, &at, repository, &o, &mut out).await?;
+        if !o.dry_run {
+            services.wake();
+        }
+        println!("{report}");
+        anyhow::ensure!(
+            report.assets.failed.is_empty(),
+            "{} packages were not copied (above); run the import again",
+            report.assets.failed.len()
         );
         Ok(())
     }

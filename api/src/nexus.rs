@@ -12,6 +12,7 @@ use crate::error::ApiError;
 
 mod browse;
 pub(crate) mod catalogue;
+pub mod import;
 pub(crate) mod refused;
 mod repositories;
 mod security;

@@ -9,6 +9,7 @@
 use actix_web::{web, HttpRequest, HttpResponse};
 use packyard_core::admin::{cleanup, repositories as service};
 use packyard_core::formats::{FormatSpec, KeyChange};
+use packyard_core::hosted::Actor;
 use packyard_core::services::Services;
 use packyard_model::cleanup::PolicySpec;
 use packyard_model::repos::{Format, RepoType, RepositorySpec};
@@ -46,7 +47,7 @@ fn not_found() -> NexusError {
 }
 
 /// The format and type a path names (`apt`, `hosted`), or 404 as Nexus answers an unknown one.
-fn kind(format: &str, repo_type: &str) -> Result<(&'static dyn FormatSpec, RepoType)> {
+pub(crate) fn kind(format: &str, repo_type: &str) -> Result<(&'static dyn FormatSpec, RepoType)> {
     let unknown = || {
         NexusError(ApiError::not_found(format!(
             "Repository not found: Packyard serves the {} formats as hosted, proxy and group repositories, not {format}/{repo_type}",
@@ -67,13 +68,13 @@ fn body_object(body: &[u8]) -> Result<Map<String, Value>> {
 }
 
 /// A request body read into Packyard's terms.
-struct Read {
-    name: String,
+pub(crate) struct Read {
+    pub(crate) name: String,
     /// Packyard's definition fields (`write_policy`, `proxy`, `group`, the format's block).
     fields: Map<String, Value>,
     /// `cleanup.policyNames` (`None`: not sent).
     policies: Option<Vec<String>>,
-    signing_key: Option<String>,
+    pub(crate) signing_key: Option<String>,
 }
 
 fn minutes(v: Option<&Value>, what: &str) -> Result<Option<u64>> {
@@ -89,7 +90,7 @@ fn minutes(v: Option<&Value>, what: &str) -> Result<Option<u64>> {
 
 /// Reads Nexus's request: what Packyard honours becomes its definition, what it cannot is a
 /// 400 naming the field, the rest (Nexus's own tuning without a counterpart) is ignored.
-fn read(spec: &dyn FormatSpec, repo_type: RepoType, body: &Map<String, Value>) -> Result<Read> {
+pub(crate) fn read(spec: &dyn FormatSpec, repo_type: RepoType, body: &Map<String, Value>) -> Result<Read> {
     let name = body.get("name").and_then(Value::as_str).ok_or_else(|| invalid("name: required"))?.to_string();
     if body.get("online").and_then(Value::as_bool) == Some(false) {
         return Err(invalid(
@@ -217,7 +218,7 @@ async fn check_policies(services: &Services, format: Format, names: &[String]) -
 
 /// Makes exactly `names` of the format's policies clean `repository`.
 async fn set_policies(
-    admin: &Admin,
+    actor: Actor<'_>,
     services: &Services,
     format: Format,
     repository: &str,
@@ -244,15 +245,14 @@ async fn set_policies(
             schedule: p.schedule,
             repositories,
         };
-        cleanup::update(services, packyard_formats::registry(), admin.actor(), &p.name, spec).await?;
+        cleanup::update(services, packyard_formats::registry(), actor, &p.name, spec).await?;
     }
     Ok(())
 }
 
-async fn import_key(admin: &Admin, req: &HttpRequest, services: &Services, name: &str, key: String) -> Result<()> {
+async fn import_key(actor: Actor<'_>, site: &str, services: &Services, name: &str, key: String) -> Result<()> {
     let change = KeyChange { private_key: Some(key), ..KeyChange::default() };
-    let site = crate::frontage::Base::of(req).url("");
-    service::change_signing_key(services, packyard_formats::registry(), admin.actor(), &site, name, &change).await?;
+    service::change_signing_key(services, packyard_formats::registry(), actor, site, name, &change).await?;
     Ok(())
 }
 
@@ -281,8 +281,22 @@ async fn create(
     let (spec, repo_type) = kind(&format, &repo_type)?;
     let body = body_object(&body)?;
     let read = read(spec, repo_type, &body)?;
+    let site = crate::frontage::Base::of(&req).url("");
+    create_read(&services, admin.actor(), &site, (spec, repo_type), read).await?;
+    Ok(HttpResponse::Created().finish())
+}
+
+/// Creates the repository a Nexus definition was read into ([`read`]), with its cleanup
+/// policies and signing key, or nothing.
+pub(crate) async fn create_read(
+    services: &Services,
+    actor: Actor<'_>,
+    site: &str,
+    (spec, repo_type): (&dyn FormatSpec, RepoType),
+    read: Read,
+) -> Result<()> {
     if let Some(names) = &read.policies {
-        check_policies(&services, spec.format(), names).await?;
+        check_policies(services, spec.format(), names).await?;
     }
     let mut definition = read.fields.clone();
     definition.insert("name".into(), json!(read.name));
@@ -290,22 +304,22 @@ async fn create(
     definition.insert("type".into(), json!(repo_type.as_str()));
     let definition: RepositorySpec =
         serde_json::from_value(Value::Object(definition)).map_err(|e| invalid(format!("invalid definition: {e}")))?;
-    service::create(&services, packyard_formats::registry(), admin.actor(), definition).await?;
+    service::create(services, packyard_formats::registry(), actor, definition).await?;
     let finish = async {
         if let Some(names) = &read.policies {
-            set_policies(&admin, &services, spec.format(), &read.name, names).await?;
+            set_policies(actor, services, spec.format(), &read.name, names).await?;
         }
         if let Some(key) = read.signing_key.clone() {
-            import_key(&admin, &req, &services, &read.name, key).await?;
+            import_key(actor, site, services, &read.name, key).await?;
         }
         Ok::<_, NexusError>(())
     };
     if let Err(e) = finish.await {
         // All or nothing: a repository whose key or policies were refused is not left behind.
-        let _ = service::delete(&services, packyard_formats::registry(), admin.actor(), &read.name).await;
+        let _ = service::delete(services, packyard_formats::registry(), actor, &read.name).await;
         return Err(e);
     }
-    Ok(HttpResponse::Created().finish())
+    Ok(())
 }
 
 /// `PUT /repositories/<format>/<type>/<name>`: 204. Nexus's request is the whole definition as
@@ -333,9 +347,10 @@ async fn update(
     }
     let patch = Value::Object(read.fields);
     service::patch(&services, packyard_formats::registry(), admin.actor(), &name, &patch).await?;
-    set_policies(&admin, &services, spec.format(), &name, read.policies.as_deref().unwrap_or_default()).await?;
+    set_policies(admin.actor(), &services, spec.format(), &name, read.policies.as_deref().unwrap_or_default()).await?;
     if let Some(key) = read.signing_key {
-        import_key(&admin, &req, &services, &name, key).await?;
+        let site = crate::frontage::Base::of(&req).url("");
+        import_key(admin.actor(), &site, &services, &name, key).await?;
     }
     Ok(HttpResponse::NoContent().finish())
 }

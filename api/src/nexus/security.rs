@@ -246,7 +246,7 @@ fn names_of(p: &Privilege) -> Vec<String> {
 /// `nx-repository-view-<format>-<repository>-<action>` (`read`, `browse`, `add`, `edit`,
 /// `delete`, `*`) and `nx-repository-admin-<format>-<repository>-*`. The format may be `*` or
 /// name the repository's own (Packyard's privileges are by repository, whatever its format).
-fn privilege_of(name: &str) -> std::result::Result<Privilege, String> {
+pub(crate) fn privilege_of(name: &str) -> std::result::Result<Privilege, String> {
     if name == ALL {
         return Ok(Privilege { repositories: "*".into(), actions: Action::ALL.to_vec() });
     }
@@ -286,9 +286,14 @@ fn privilege_of(name: &str) -> std::result::Result<Privilege, String> {
 
 /// Packyard's privileges of `names`, merged by repository pattern.
 fn privileges_of(names: &[String]) -> Result<Vec<Privilege>> {
+    let each = names.iter().map(|n| privilege_of(n)).collect::<std::result::Result<Vec<_>, _>>().map_err(invalid)?;
+    Ok(merged(each))
+}
+
+/// Privileges merged by repository pattern (one privilege per pattern, its actions sorted).
+pub(crate) fn merged(privileges: Vec<Privilege>) -> Vec<Privilege> {
     let mut out: Vec<Privilege> = Vec::new();
-    for name in names {
-        let p = privilege_of(name).map_err(invalid)?;
+    for p in privileges {
         match out.iter_mut().find(|o| o.repositories == p.repositories) {
             Some(o) => {
                 for a in p.actions {
@@ -301,7 +306,7 @@ fn privileges_of(names: &[String]) -> Result<Vec<Privilege>> {
             None => out.push(p),
         }
     }
-    Ok(out)
+    out
 }
 
 /// Nexus's `ApiPrivilege` for one name.

@@ -345,9 +345,10 @@ fn an_import_killed_midway_goes_on_from_its_ledger() -> anyhow::Result<()> {
 }
 
 /// `import go` from a module cache the real `go mod download` filled (from another Packyard
-/// repository: this machine reaches no public proxy): then `go mod download` through the
-/// repository it was imported into pins the same `go.sum` hashes and gets the same zips. A zip
-/// whose `h1:` is not the one the cache recorded is refused and nothing of it is kept.
+/// repository: this machine reaches no public proxy), and from that repository's URL as a
+/// `GOPROXY`: then `go mod download` through the repository imported into pins the same
+/// `go.sum` hashes and gets the same zips. A zip whose `h1:` is not the one the cache recorded,
+/// or whose `go.mod` is not the `.mod` the proxy serves, is refused and nothing of it is kept.
 #[test]
 fn import_go_from_a_module_cache() -> anyhow::Result<()> {
     if Command::new("go").arg("version").output().is_err() {
@@ -359,7 +360,7 @@ fn import_go_from_a_module_cache() -> anyhow::Result<()> {
         return Ok(());
     };
     let auth = basic(PW);
-    for name in ["upstream", "gomods", "tampered"] {
+    for name in ["upstream", "gomods", "tampered", "goproxy", "proxy-tampered"] {
         let body = serde_json::json!({"name": name, "format": "go", "type": "hosted"});
         admin_json(&server.public, &auth, "POST", "/api/v1/repositories", Some(body))?;
     }
@@ -419,6 +420,53 @@ fn import_go_from_a_module_cache() -> anyhow::Result<()> {
     )?;
     assert_eq!(code, 0);
     assert!(summary_line(&out).starts_with("3 planned, 3 already copied, 0 copied"), "{out}");
+
+    // From a module proxy's URL (`GOPROXY`): the modules named, every version its list names.
+    let proxy = format!("{}/repository/upstream/", server.public);
+    let (code, out, err) = common::process::run_to_end(
+        dir.path(),
+        &["import", "go", "--from", &proxy, "--into", "goproxy"],
+        &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)],
+    )?;
+    assert_ne!(code, 0, "{out}{err}");
+    assert!(err.contains("a module proxy lists no modules: name those to copy with --only module=PATH"), "{err}");
+    let only = ["--only", "module=example.com/alpha", "--only", "module=example.com/Beta/v2"];
+    let args = [&["import", "go", "--from", &proxy, "--into", "goproxy"][..], &only[..]].concat();
+    let (code, out, err) =
+        common::process::run_to_end(dir.path(), &args, &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)])?;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(summary_line(&out).starts_with("3 planned, 0 already copied, 3 copied"), "{out}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while get_bytes(&server, "/repository/goproxy/example.com/!beta/v2/@v/list")?.1 != b"v2.3.0\n" {
+        anyhow::ensure!(Instant::now() < deadline, "the versions imported from the proxy are not listed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let third = tempfile::tempdir()?;
+    let through_proxy = download(&format!("{}/repository/goproxy", server.public), third.path())?;
+    assert_eq!(through_proxy, first, "the same go.sum hashes and zips through the repository imported into");
+    let (code, out, _) = common::process::run_to_end(dir.path(), &args, &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)])?;
+    assert_eq!(code, 0);
+    assert!(summary_line(&out).starts_with("3 planned, 3 already copied, 0 copied"), "{out}");
+    // A proxy whose .mod is not the zip's go.mod: refused (the module cache's files, served by
+    // a plain web server, one .mod changed).
+    let served = tempfile::tempdir()?;
+    run(Command::new("cp").arg("-r").arg(modcache.join("cache/download")).arg(served.path()))?;
+    let root = served.path().join("download");
+    std::fs::write(root.join("example.com/alpha/@v/v1.0.0.mod"), "module example.com/alpha\n\ngo 1.99\n")?;
+    let web = StaticServer::start(&root, "example.com/alpha/@v/list")?;
+    let args = ["import", "go", "--from", &web.url, "--into", "proxy-tampered", "--only", "module=example.com/alpha"];
+    let (code, out, err) =
+        common::process::run_to_end(dir.path(), &args, &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)])?;
+    assert_ne!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("failed: example.com/alpha@v1.0.0: example.com/alpha@v1.0.0: the zip's go.mod (h1:")
+            && out.contains("is not the .mod the proxy serves (h1:"),
+        "{out}"
+    );
+    assert!(summary_line(&out).starts_with("2 planned, 0 already copied, 1 copied"), "{out}");
+    let listed = common::process::catalogue(&server.public, &auth, "proxy-tampered")?;
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert!(listed.iter().all(|c| c.contains("v1.1.0")), "{listed:?}");
 
     // A recorded hash the zip does not have: refused, nothing of it kept.
     let hash = modcache.join("cache/download/example.com/alpha/@v/v1.1.0.ziphash");
@@ -543,5 +591,510 @@ fn import_apk_from_a_url_and_a_directory() -> anyhow::Result<()> {
     assert!(out.contains("failed: v3.20/main/x86_64/tool-1.0-r0.apk:"), "{out}");
     let (s, _) = get_bytes(&server, "/repository/alpine-bad/v3.20/main/x86_64/tool-1.0-r0.apk")?;
     assert_eq!(s, 404, "the impostor is not stored");
+    Ok(())
+}
+
+/// A plain web server (`python3 -m http.server`) of a directory; stopped when dropped.
+struct StaticServer {
+    child: std::process::Child,
+    url: String,
+}
+
+impl StaticServer {
+    /// Serves `root`, once `probe` (a file below it) answers.
+    fn start(root: &Path, probe: &str) -> anyhow::Result<Self> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let child = Command::new("python3")
+            .args(["-m", "http.server", "--bind", "127.0.0.1", &port.to_string()])
+            .current_dir(root)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()?;
+        let server = Self { child, url: format!("http://127.0.0.1:{port}/") };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while ureq::get(&format!("{}{probe}", server.url)).call().is_err() {
+            anyhow::ensure!(Instant::now() < deadline, "python3 -m http.server did not start");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Ok(server)
+    }
+}
+
+impl Drop for StaticServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A real conan_server (PyPI's `conan-server`, run from scripts/test.sh's venv) on a free port,
+/// with one user who may write; stopped when dropped.
+struct ConanServer {
+    child: std::process::Child,
+    dir: tempfile::TempDir,
+    url: String,
+}
+
+impl ConanServer {
+    fn start() -> anyhow::Result<Self> {
+        let program = std::env::var("CONAN_SERVER").unwrap_or_else(|_| "conan_server".into());
+        let dir = tempfile::tempdir()?;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let conf = format!(
+            "[server]\njwt_secret: import-test-jwt\njwt_expire_minutes: 120\nssl_enabled: False\nport: {port}\n\
+             public_port:\nhost_name: 127.0.0.1\nauthorize_timeout: 1800\ndisk_storage_path: {}\n\
+             disk_authorize_timeout: 1800\nupdown_secret: import-test-updown\n\n\
+             [write_permissions]\n*/*@*/*: importer\n\n[read_permissions]\n*/*@*/*: importer\n\n\
+             [users]\nimporter: s3cret\n",
+            dir.path().join("data").display()
+        );
+        std::fs::write(dir.path().join("server.conf"), conf)?;
+        let child = Command::new(&program)
+            .arg("-d")
+            .arg(dir.path())
+            .stdout(std::fs::File::create(dir.path().join("log"))?)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .map_err(|e| anyhow::anyhow!("{program}: {e} (scripts/test.sh installs conan-server)"))?;
+        let server = Self { child, dir, url: format!("http://127.0.0.1:{port}") };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while ureq::get(&format!("{}/v2/ping", server.url)).call().is_err() {
+            anyhow::ensure!(Instant::now() < deadline, "conan_server did not start");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Ok(server)
+    }
+
+    /// Where it keeps a revision's files.
+    fn storage(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+}
+
+impl Drop for ConanServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `import conan` from a real conan_server holding references with and without user and
+/// channel, two recipe revisions, and packages: every revision copied, the latest the latest,
+/// then `conan install` through Packyard installs the same files. A second run copies nothing.
+/// A package whose archive holds a file that is not the one its `conanmanifest.txt` lists is
+/// refused, and nothing of it is kept.
+#[test]
+fn import_conan_from_a_conan_server() -> anyhow::Result<()> {
+    if !have("conan") {
+        anyhow::bail!("no conan command (scripts/test.sh installs it)");
+    }
+    let remote = ConanServer::start()?;
+    let Some((server, dir)) =
+        common::process::server_on(packyard_store::db::Backend::Sqlite, &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)])?
+    else {
+        return Ok(());
+    };
+    let auth = basic(PW);
+    for name in ["conan-imported", "conan-tampered"] {
+        let body = serde_json::json!({"name": name, "format": "conan", "type": "hosted"});
+        admin_json(&server.public, &auth, "POST", "/api/v1/repositories", Some(body))?;
+    }
+    let home = tempfile::tempdir()?;
+    let h = home.path();
+    let conan = |args: &[&str], cwd: &Path| -> anyhow::Result<String> {
+        let out = Command::new("conan").args(args).current_dir(cwd).env("CONAN_HOME", h).output()?;
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        anyhow::ensure!(out.status.success(), "conan {args:?}: {text}");
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    conan(&["profile", "detect"], h)?;
+    conan(&["remote", "remove", "conancenter"], h)?;
+    conan(&["remote", "add", "source", &remote.url], h)?;
+    conan(&["remote", "add", "packyard", &format!("{}/repository/conan-imported", server.public)], h)?;
+    conan(&["remote", "add", "tampered", &format!("{}/repository/conan-tampered", server.public)], h)?;
+    conan(&["remote", "login", "source", "importer", "-p", "s3cret"], h)?;
+    // hdr/0.1: two recipe revisions, each with its package; tool/1.0@acme/stable: one.
+    let proj = h.join("hdr");
+    std::fs::create_dir_all(&proj)?;
+    conan(&["new", "header_lib", "-d", "name=hdr", "-d", "version=0.1"], &proj)?;
+    conan(&["create", ".", "-tf="], &proj)?;
+    let recipe = proj.join("conanfile.py");
+    std::fs::write(&recipe, format!("{}\n# the second revision\n", std::fs::read_to_string(&recipe)?))?;
+    conan(&["create", ".", "-tf="], &proj)?;
+    let tool = h.join("tool");
+    std::fs::create_dir_all(&tool)?;
+    conan(&["new", "header_lib", "-d", "name=tool", "-d", "version=1.0"], &tool)?;
+    conan(&["create", ".", "-tf=", "--user=acme", "--channel=stable"], &tool)?;
+    conan(&["upload", "*#*", "-r", "source", "-c"], h)?;
+    let everything = |remote: &str| -> anyhow::Result<serde_json::Value> {
+        let v: serde_json::Value =
+            serde_json::from_str(&conan(&["list", "*#*:*#*", "-r", remote, "--format=json"], h)?)?;
+        Ok(v[remote].clone())
+    };
+    // (Times differ: the target stamps its own; revisions and their order must not.)
+    let shape = |v: &serde_json::Value| -> BTreeMap<String, Vec<(String, Vec<String>)>> {
+        let mut out = BTreeMap::new();
+        for (reference, info) in v.as_object().into_iter().flatten() {
+            let mut revs: Vec<(i64, String, Vec<String>)> = Vec::new();
+            for (rrev, r) in info["revisions"].as_object().into_iter().flatten() {
+                let mut prevs = Vec::new();
+                for (id, p) in r["packages"].as_object().into_iter().flatten() {
+                    for prev in p["revisions"].as_object().into_iter().flatten().map(|(k, _)| k) {
+                        prevs.push(format!("{id}#{prev}"));
+                    }
+                }
+                prevs.sort();
+                let time = (r["timestamp"].as_f64().unwrap_or_default() * 1000.0) as i64;
+                revs.push((time, rrev.clone(), prevs));
+            }
+            revs.sort();
+            out.insert(reference.clone(), revs.into_iter().map(|(_, r, p)| (r, p)).collect());
+        }
+        out
+    };
+    let source = shape(&everything("source")?);
+    assert_eq!(source.get("hdr/0.1").map(Vec::len), Some(2), "{source:?}");
+
+    let from = format!("http://importer:s3cret@{}", remote.url.trim_start_matches("http://"));
+    let import_conan = |into: &str| {
+        let args = ["import", "conan", "--from", &from, "--into", into];
+        common::process::run_to_end(dir.path(), &args, &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)])
+    };
+    let (code, out, err) = import_conan("conan-imported")?;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(summary_line(&out).starts_with("6 planned, 0 already copied, 6 copied"), "{out}");
+    assert!(!out.contains("s3cret") && !err.contains("s3cret"), "the password is never shown: {out}{err}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let copied = shape(&everything("packyard")?);
+        if copied == source {
+            break;
+        }
+        anyhow::ensure!(Instant::now() < deadline, "not every revision is listed, in order: {copied:?} {source:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The real client installs from Packyard what was uploaded.
+    let header = std::fs::read(proj.join("include/hdr.h"))?;
+    conan(&["remove", "*", "-c"], h)?;
+    conan(&["install", "--requires=hdr/0.1", "--requires=tool/1.0@acme/stable", "-r", "packyard"], h)?;
+    let folder = conan(&["cache", "path", "hdr/0.1:da39a3ee5e6b4b0d3255bfef95601890afd80709"], h)?;
+    assert_eq!(std::fs::read(Path::new(folder.trim()).join("include/hdr.h"))?, header);
+    let check = conan(&["cache", "check-integrity", "*"], h);
+    assert!(check.is_ok(), "{check:?}");
+    // Again: nothing new.
+    let (code, out, err) = import_conan("conan-imported")?;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(summary_line(&out).starts_with("6 planned, 6 already copied, 0 copied"), "{out}");
+
+    // The latest hdr package's archive changed on the remote: its header is not the one the
+    // manifest lists.
+    let (rrev, prevs) = source["hdr/0.1"].last().cloned().unwrap_or_default();
+    let (pkgid, prev) = prevs.first().and_then(|p| p.split_once('#')).unwrap_or_default();
+    let pkg = remote.storage().join(format!("hdr/0.1/_/_/{rrev}/package/{pkgid}/{prev}"));
+    let unpacked = tempfile::tempdir()?;
+    run(Command::new("tar").arg("xzf").arg(pkg.join("conan_package.tgz")).arg("-C").arg(unpacked.path()))?;
+    std::fs::write(unpacked.path().join("include/hdr.h"), "// not the header the manifest lists\n")?;
+    run(Command::new("tar")
+        .arg("czf")
+        .arg(pkg.join("conan_package.tgz"))
+        .arg("-C")
+        .arg(unpacked.path())
+        .arg("include"))?;
+    let (code, out, err) = import_conan("conan-tampered")?;
+    assert_ne!(code, 0, "{out}{err}");
+    let coordinate = format!("hdr/0.1#{rrev}:{pkgid}#{prev}");
+    assert!(out.contains(&format!("failed: {coordinate}: include/hdr.h: conanmanifest.txt lists MD5 ")), "{out}");
+    assert!(summary_line(&out).starts_with("6 planned, 0 already copied, 5 copied"), "{out}");
+    // Everything but that package revision, once published.
+    let mut want = source.clone();
+    if let Some(last) = want.get_mut("hdr/0.1").and_then(|revs| revs.last_mut()) {
+        last.1.clear();
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let got = shape(&everything("tampered")?);
+        if got == want {
+            break;
+        }
+        anyhow::ensure!(Instant::now() < deadline, "the tampered import lists {got:?}, not {want:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Ok(())
+}
+
+/// `import nexus` against recorded answers in the shapes of Nexus's OpenAPI document (3.63),
+/// served as files, with a hosted APT repository's client URL serving what aptly published:
+/// repositories mapped (groups after their members, a member Packyard does not have left out,
+/// a format it does not serve reported), roles flattened through the privilege mapping (an
+/// unmappable privilege reported), local users created without a usable password, a
+/// directory's user reported, and the hosted repository's packages at the same paths, byte for
+/// byte. A second run changes nothing.
+#[test]
+fn import_nexus_from_recorded_answers() -> anyhow::Result<()> {
+    anyhow::ensure!(Command::new("aptly").arg("version").output().is_ok(), "aptly is not installed");
+    let Some((server, dir)) =
+        common::process::server_on(packyard_store::db::Backend::Sqlite, &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)])?
+    else {
+        return Ok(());
+    };
+    let auth = basic(PW);
+    let work = tempfile::tempdir()?;
+    let root = work.path().join("nexus");
+    let rest = root.join("service/rest/v1");
+    std::fs::create_dir_all(rest.join("security"))?;
+    // The hosted repository's client URL: what aptly published.
+    let debs = work.path().join("debs");
+    packages(&debs, "nx", 0..6)?;
+    let public = aptly(&work.path().join("aptly"), &debs)?;
+    std::fs::create_dir_all(root.join("repository"))?;
+    std::fs::rename(&public, root.join("repository/apt-hosted"))?;
+    let storage = serde_json::json!({"blobStoreName": "default", "strictContentTypeValidation": true});
+    let http = |auth: serde_json::Value| serde_json::json!({"blocked": false, "autoBlock": true, "connection": null, "authentication": auth});
+    let settings = serde_json::json!([
+        {"name": "apt-hosted", "format": "apt", "type": "hosted", "url": "http://nexus/repository/apt-hosted",
+         "online": true, "storage": {"blobStoreName": "default", "strictContentTypeValidation": true,
+         "writePolicy": "ALLOW_ONCE"}, "cleanup": null, "component": {"proprietaryComponents": false},
+         "apt": {"distribution": "stable"}, "aptSigning": {"keypair": null, "passphrase": null}},
+        {"name": "apt-proxy", "format": "apt", "type": "proxy", "url": "http://nexus/repository/apt-proxy",
+         "online": true, "storage": storage, "cleanup": null,
+         "proxy": {"remoteUrl": "http://deb.debian.org/debian/", "contentMaxAge": 1440, "metadataMaxAge": 60},
+         "negativeCache": {"enabled": true, "timeToLive": 1440},
+         "httpClient": http(serde_json::json!({"type": "username", "username": "mirror", "password": null,
+            "ntlmHost": null, "ntlmDomain": null})),
+         "routingRuleName": null, "apt": {"distribution": "bookworm", "flat": false}},
+        {"name": "go-proxy", "format": "go", "type": "proxy", "url": "http://nexus/repository/go-proxy",
+         "online": true, "storage": storage, "cleanup": null,
+         "proxy": {"remoteUrl": "https://proxy.golang.org/", "contentMaxAge": 1440, "metadataMaxAge": 1440},
+         "negativeCache": {"enabled": true, "timeToLive": 1440}, "httpClient": http(serde_json::Value::Null),
+         "routingRuleName": null},
+        {"name": "go-all", "format": "go", "type": "group", "url": "http://nexus/repository/go-all",
+         "online": true, "storage": storage, "group": {"memberNames": ["go-proxy", "go-private"]}},
+        {"name": "maven-releases", "format": "maven2", "type": "hosted", "url": "http://nexus/repository/maven-releases",
+         "online": true, "storage": storage, "cleanup": null,
+         "maven": {"versionPolicy": "RELEASE", "layoutPolicy": "STRICT", "contentDisposition": "INLINE"}}
+    ]);
+    let roles = serde_json::json!([
+        {"id": "nx-admin", "source": "default", "name": "nx-admin", "description": "Administrator Role",
+         "readOnly": true, "privileges": ["nx-all"], "roles": []},
+        {"id": "nx-anonymous", "source": "default", "name": "nx-anonymous", "description": "Anonymous Role",
+         "readOnly": true, "privileges": ["nx-search-read", "nx-repository-view-*-*-browse", "nx-repository-view-*-*-read"],
+         "roles": []},
+        {"id": "apt-readers", "source": "default", "name": "apt-readers", "description": "Reads APT",
+         "readOnly": false, "privileges": ["nx-repository-view-apt-apt-hosted-read", "nx-repository-view-apt-apt-hosted-browse"],
+         "roles": []},
+        {"id": "deployers", "source": "default", "name": "deployers", "description": "Deploys",
+         "readOnly": false, "privileges": ["nx-repository-view-apt-apt-hosted-add", "nx-repository-view-apt-apt-hosted-edit",
+         "nx-component-upload"], "roles": ["apt-readers"]}
+    ]);
+    let users = serde_json::json!([
+        {"userId": "admin", "firstName": "Administrator", "lastName": "User", "emailAddress": "admin@example.org",
+         "source": "default", "status": "active", "readOnly": false, "roles": ["nx-admin"], "externalRoles": []},
+        {"userId": "anonymous", "firstName": "Anonymous", "lastName": "User", "emailAddress": "anonymous@example.org",
+         "source": "default", "status": "active", "readOnly": false, "roles": ["nx-anonymous"], "externalRoles": []},
+        {"userId": "ci-bot", "firstName": "CI", "lastName": "Bot", "emailAddress": "ci@example.org",
+         "source": "default", "status": "active", "readOnly": false, "roles": ["deployers", "nx-custom"],
+         "externalRoles": []},
+        {"userId": "jdoe", "firstName": "Jane", "lastName": "Doe", "emailAddress": "jdoe@example.org",
+         "source": "LDAP", "status": "active", "readOnly": true, "roles": ["apt-readers"], "externalRoles": ["devs"]}
+    ]);
+    std::fs::write(rest.join("repositorySettings"), settings.to_string())?;
+    std::fs::write(rest.join("security/roles"), roles.to_string())?;
+    std::fs::write(rest.join("security/users"), users.to_string())?;
+    let nexus = StaticServer::start(&root, "service/rest/v1/repositorySettings")?;
+
+    let run = || {
+        common::process::run_to_end(
+            dir.path(),
+            &["import", "nexus", "--url", &nexus.url],
+            &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)],
+        )
+    };
+    let (code, out, err) = run()?;
+    assert_eq!(code, 0, "{out}{err}");
+    for line in [
+        "repository apt-hosted (apt hosted): created",
+        "repository apt-hosted (apt hosted): signed with a key of its own",
+        "repository apt-proxy (apt proxy): created",
+        "repository apt-proxy (apt proxy): Nexus does not export the upstream's password (user mirror)",
+        "repository go-proxy (go proxy): created",
+        "repository go-all (go group): members go-private are not in Packyard: left out of the group",
+        "repository go-all (go group): created",
+        "repository maven-releases (maven2 hosted): left out: Packyard serves",
+        "role apt-readers: created",
+        "role deployers: privilege left out: privilege \"nx-component-upload\" has no counterpart in Packyard",
+        "role deployers: created",
+        "user admin: exists, kept as it is",
+        "user ci-bot: role nx-custom left out (not imported)",
+        "user ci-bot: created with roles deployers and no usable password",
+        "user jdoe: left out: a user of the LDAP source signs in through the directory",
+        "packages of apt-hosted: 6 planned, 0 already copied, 6 copied",
+    ] {
+        assert!(out.contains(line), "{line:?} in:\n{out}");
+    }
+    assert!(out.lines().last().unwrap_or_default().starts_with("4 repositories, 2 roles and 1 users created"), "{out}");
+    // The repositories as Packyard has them.
+    let group = admin_json(&server.public, &auth, "GET", "/api/v1/repositories/go-all", None)?;
+    assert_eq!(group["group"]["members"], serde_json::json!(["go-proxy"]), "{group}");
+    let proxy = admin_json(&server.public, &auth, "GET", "/api/v1/repositories/apt-proxy", None)?;
+    assert_eq!(proxy["proxy"]["remote_url"], "http://deb.debian.org/debian/", "{proxy}");
+    assert_eq!(proxy["proxy"]["username"], "mirror", "{proxy}");
+    assert_eq!(proxy["proxy"]["metadata_ttl_secs"], 3600, "{proxy}");
+    let hosted = admin_json(&server.public, &auth, "GET", "/api/v1/repositories/apt-hosted", None)?;
+    assert_eq!(hosted["write_policy"], "allow_once", "{hosted}");
+    // The roles through Nexus's own view of them.
+    let role = admin_json(&server.public, &auth, "GET", "/service/rest/v1/security/roles/deployers", None)?;
+    let mut privileges: Vec<String> =
+        role["privileges"].as_array().into_iter().flatten().filter_map(|p| p.as_str()).map(str::to_string).collect();
+    privileges.sort();
+    assert_eq!(
+        privileges,
+        ["add", "browse", "edit", "read"].map(|a| format!("nx-repository-view-*-apt-hosted-{a}")).to_vec(),
+        "{role}"
+    );
+    let user = admin_json(&server.public, &auth, "GET", "/api/v1/users/ci-bot", None)?;
+    assert_eq!(user["roles"], serde_json::json!(["deployers"]), "{user}");
+    // No password works until a reset gives one.
+    let (s, _) = common::process::status_of(
+        ureq::get(&format!("{}/api/v1/users/ci-bot", server.public))
+            .set("Authorization", &basic_as("ci-bot", ""))
+            .call(),
+    )?;
+    assert_eq!(s, 401);
+    // The packages: at the same paths, the same bytes.
+    let pool = root.join("repository/apt-hosted");
+    let mut checked = 0;
+    for entry in walk(&pool.join("pool"))? {
+        let rel = entry.strip_prefix(&pool)?.display().to_string();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let (s, body) = get_bytes(&server, &format!("/repository/apt-hosted/{rel}"))?;
+            if s == 200 {
+                assert_eq!(sha256(&body), sha256(&std::fs::read(&entry)?), "{rel}");
+                break;
+            }
+            anyhow::ensure!(Instant::now() < deadline, "{rel}: {s}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        checked += 1;
+    }
+    assert_eq!(checked, 6);
+
+    let (code, out, err) = run()?;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("repository go-all (go group): exists, kept as it is"), "{out}");
+    assert!(out.contains("role deployers: exists, kept as it is"), "{out}");
+    assert!(out.contains("user ci-bot: exists, kept as it is"), "{out}");
+    assert!(out.contains("packages of apt-hosted: 6 planned, 6 already copied, 0 copied"), "{out}");
+    assert!(out.lines().last().unwrap_or_default().starts_with("0 repositories, 0 roles and 0 users created"), "{out}");
+    Ok(())
+}
+
+/// Every file below `dir`.
+fn walk(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir)? {
+        let p = e?.path();
+        if p.is_dir() {
+            out.extend(walk(&p)?);
+        } else {
+            out.push(p);
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+fn basic_as(user: &str, password: &str) -> String {
+    use base64::Engine as _;
+    format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}")))
+}
+
+/// `import nexus` from another Packyard through its Nexus-compatible API (with credentials in
+/// the URL, never shown): the APT repository, a role and a user arrive as Nexus shows them, and
+/// the packages at the same paths with the same bytes.
+#[test]
+fn import_nexus_from_packyards_own_nexus_api() -> anyhow::Result<()> {
+    anyhow::ensure!(Command::new("aptly").arg("version").output().is_ok(), "aptly is not installed");
+    let env = [("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)];
+    let Some((source, source_dir)) = common::process::server_on(packyard_store::db::Backend::Sqlite, &env)? else {
+        return Ok(());
+    };
+    let Some((server, dir)) = common::process::server_on(packyard_store::db::Backend::Sqlite, &env)? else {
+        return Ok(());
+    };
+    let auth = basic(PW);
+    create(&source, "debs")?;
+    let work = tempfile::tempdir()?;
+    let debs = work.path().join("debs");
+    packages(&debs, "own", 0..5)?;
+    let public = aptly(&work.path().join("aptly"), &debs)?;
+    let from = public.display().to_string();
+    let (code, out, err) = import(source_dir.path(), &["--from", &from, "--into", "debs"])?;
+    assert_eq!(code, 0, "{out}{err}");
+    let role = serde_json::json!({"name": "readers", "description": "Reads debs",
+        "privileges": [{"repositories": "debs", "actions": ["read"]}]});
+    admin_json(&source.public, &auth, "POST", "/api/v1/roles", Some(role))?;
+    let user = serde_json::json!({"username": "alice", "password": "alice-password-1", "roles": ["readers"],
+        "email": "alice@example.org"});
+    admin_json(&source.public, &auth, "POST", "/api/v1/users", Some(user))?;
+    // Published on the source before it is read.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let packages_index = loop {
+        let (s, body) = get_bytes(&source, "/repository/debs/dists/stable/main/binary-amd64/Packages")?;
+        let text = String::from_utf8_lossy(&body).into_owned();
+        if s == 200 && text.matches("Package: ").count() == 5 {
+            break text;
+        }
+        anyhow::ensure!(Instant::now() < deadline, "the source does not list its packages");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+
+    let url = format!("http://admin:{PW}@{}/", source.public.trim_start_matches("http://"));
+    let (code, out, err) = common::process::run_to_end(dir.path(), &["import", "nexus", "--url", &url], &env)?;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(!out.contains(PW) && !err.contains(PW), "credentials are never shown:\n{out}{err}");
+    for line in [
+        "repository debs (apt hosted): created",
+        "role readers: created",
+        "user alice: created with roles readers and no usable password",
+        "packages of debs: 5 planned, 0 already copied, 5 copied",
+    ] {
+        assert!(out.contains(line), "{line:?} in:\n{out}");
+    }
+    // As Nexus's API shows them, the same on both sides (but the address).
+    for path in ["/service/rest/v1/repositories/apt/hosted/debs", "/service/rest/v1/security/roles/readers"] {
+        let mut there = admin_json(&source.public, &auth, "GET", path, None)?;
+        let mut here = admin_json(&server.public, &auth, "GET", path, None)?;
+        for v in [&mut there, &mut here] {
+            if let Some(m) = v.as_object_mut() {
+                m.remove("url");
+            }
+        }
+        assert_eq!(here, there, "{path}");
+    }
+    let alice = admin_json(&server.public, &auth, "GET", "/service/rest/v1/security/users?userId=alice", None)?;
+    assert_eq!(alice[0]["roles"], serde_json::json!(["readers"]), "{alice}");
+    assert_eq!(alice[0]["emailAddress"], "alice@example.org", "{alice}");
+    // Alice's old password is not hers here until a reset.
+    let (s, _) = common::process::status_of(
+        ureq::get(&format!("{}/repository/debs/dists/stable/Release", server.public))
+            .set("Authorization", &basic_as("alice", "alice-password-1"))
+            .call(),
+    )?;
+    assert_eq!(s, 401);
+    // Every package at the path the source's index gives, byte for byte.
+    for filename in packages_index.lines().filter_map(|l| l.strip_prefix("Filename: ")) {
+        let (_, want) = get_bytes(&source, &format!("/repository/debs/{filename}"))?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let (s, got) = get_bytes(&server, &format!("/repository/debs/{filename}"))?;
+            if s == 200 {
+                assert_eq!(sha256(&got), sha256(&want), "{filename}");
+                break;
+            }
+            anyhow::ensure!(Instant::now() < deadline, "{filename}: {s}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
     Ok(())
 }

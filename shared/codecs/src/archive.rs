@@ -103,12 +103,43 @@ fn entry_name(header: &[u8; BLOCK]) -> String {
     String::from_utf8_lossy(&header[..end]).into_owned()
 }
 
+/// An entry of a tar stream as [`walk_tar_with`] shows it: its path (the ustar prefix joined,
+/// or the pax `path` record or GNU long name before it), its type flag and its data's size.
+#[derive(Debug)]
+pub struct TarEntry<'a> {
+    pub path: &'a str,
+    pub kind: u8,
+    pub size: u64,
+}
+
+impl TarEntry<'_> {
+    /// A regular file (the old `\0`, `0`, or the contiguous `7`).
+    pub fn is_file(&self) -> bool {
+        matches!(self.kind, 0 | b'0' | b'7')
+    }
+}
+
+/// Longest pax header or GNU long name read (a path is far shorter).
+const MAX_LONG_NAME: u64 = 1 << 20;
+
 /// Reads a tar stream from a header block to its end-of-archive block: each header's checksum
 /// must hold and each entry's data must be there. `what` names the archive in messages. What
 /// follows the end block (a record's zero padding) is left unread.
 pub fn walk_tar(r: &mut impl Read, what: &str) -> Result<TarSummary, ArchiveError> {
+    walk_tar_with(r, what, |_, _| Ok(()))
+}
+
+/// [`walk_tar`], showing `visit` each entry other than a pax or GNU long-name header, with a
+/// reader of its data (what the visitor leaves unread is skipped).
+pub fn walk_tar_with(
+    r: &mut impl Read,
+    what: &str,
+    mut visit: impl FnMut(&TarEntry<'_>, &mut dyn Read) -> io::Result<()>,
+) -> Result<TarSummary, ArchiveError> {
     let mut summary = TarSummary::default();
     let mut block = [0u8; BLOCK];
+    // A path a pax extended header (`x`) or a GNU long name (`L`) gives the next entry.
+    let mut long_path: Option<String> = None;
     loop {
         if !read_block(r, &mut block, what)? {
             return Err(ArchiveError::Truncated(format!(
@@ -132,19 +163,72 @@ pub fn walk_tar(r: &mut impl Read, what: &str) -> Result<TarSummary, ArchiveErro
         let size = number(&block[124..136]).ok_or_else(|| {
             ArchiveError::Corrupt(format!("{what}: the tar header of {:?} has an unreadable size", entry_name(&block)))
         })?;
+        let kind = block[156];
         // Links, devices, directories and FIFOs carry no data whatever their size field says.
-        let data = if matches!(block[156], b'1' | b'2' | b'3' | b'4' | b'5' | b'6') { 0 } else { size };
+        let data = if matches!(kind, b'1' | b'2' | b'3' | b'4' | b'5' | b'6') { 0 } else { size };
         let padded = data.div_ceil(BLOCK as u64) * BLOCK as u64;
-        let copied = io::copy(&mut r.by_ref().take(padded), &mut io::sink()).map_err(|e| stream_error(what, e))?;
-        if copied < padded {
+        let mut body = r.by_ref().take(data);
+        let visited = match kind {
+            b'x' | b'L' if data <= MAX_LONG_NAME => {
+                let mut text = Vec::new();
+                body.read_to_end(&mut text).map_err(|e| stream_error(what, e))?;
+                long_path = if kind == b'L' {
+                    let end = text.iter().position(|b| *b == 0).unwrap_or(text.len());
+                    Some(String::from_utf8_lossy(&text[..end]).into_owned())
+                } else {
+                    pax_path(&text).or(long_path)
+                };
+                Ok(())
+            }
+            b'x' | b'L' | b'g' => Ok(()),
+            _ => {
+                let path = long_path.take().unwrap_or_else(|| ustar_path(&block));
+                visit(&TarEntry { path: &path, kind, size: data }, &mut body)
+            }
+        };
+        visited.map_err(|e| stream_error(what, e))?;
+        io::copy(&mut body, &mut io::sink()).map_err(|e| stream_error(what, e))?;
+        let missing = body.limit();
+        let tail = padded - data;
+        let copied = io::copy(&mut r.by_ref().take(tail), &mut io::sink()).map_err(|e| stream_error(what, e))?;
+        if copied < tail || missing > 0 {
             return Err(ArchiveError::Truncated(format!(
-                "{what} ends inside the data of {:?} ({copied} of {padded} bytes)",
-                entry_name(&block)
+                "{what} ends inside the data of {:?} ({} of {padded} bytes)",
+                entry_name(&block),
+                data - missing + copied
             )));
         }
         summary.entries += 1;
         summary.bytes = summary.bytes.saturating_add(data);
     }
+}
+
+/// A ustar header's path: its prefix field joined to its name.
+fn ustar_path(header: &[u8; BLOCK]) -> String {
+    let name = entry_name(header);
+    if &header[257..262] != b"ustar" {
+        return name;
+    }
+    let end = header[345..500].iter().position(|b| *b == 0).unwrap_or(155);
+    if end == 0 {
+        return name;
+    }
+    format!("{}/{name}", String::from_utf8_lossy(&header[345..345 + end]))
+}
+
+/// The `path` record of a pax extended header (`<length> path=<value>\n` records).
+fn pax_path(text: &[u8]) -> Option<String> {
+    let mut rest = text;
+    while !rest.is_empty() {
+        let space = rest.iter().position(|b| *b == b' ')?;
+        let len: usize = std::str::from_utf8(&rest[..space]).ok()?.parse().ok()?;
+        let record = rest.get(space + 1..len)?;
+        rest = &rest[len..];
+        if let Some(value) = record.strip_prefix(b"path=") {
+            return Some(String::from_utf8_lossy(value.strip_suffix(b"\n").unwrap_or(value)).into_owned());
+        }
+    }
+    None
 }
 
 /// A reader that refuses to give more than `limit` bytes, remembering that it did.
@@ -169,6 +253,17 @@ impl<R: Read> Read for Bounded<R> {
 /// Decompresses `r` as `compression` (at most `limit` bytes), reads the tar inside to its end
 /// and the stream to its end, so that every integrity check of the compression runs.
 pub fn check_tar(r: impl Read, compression: Compression, what: &str, limit: u64) -> Result<TarSummary, ArchiveError> {
+    check_tar_with(r, compression, what, limit, |_, _| Ok(()))
+}
+
+/// [`check_tar`], showing `visit` each entry with a reader of its data ([`walk_tar_with`]).
+pub fn check_tar_with(
+    r: impl Read,
+    compression: Compression,
+    what: &str,
+    limit: u64,
+    visit: impl FnMut(&TarEntry<'_>, &mut dyn Read) -> io::Result<()>,
+) -> Result<TarSummary, ArchiveError> {
     let decoder: Box<dyn Read + '_> = match compression {
         Compression::None => Box::new(r),
         Compression::Gzip => Box::new(flate2::read::GzDecoder::new(r)),
@@ -177,7 +272,7 @@ pub fn check_tar(r: impl Read, compression: Compression, what: &str, limit: u64)
     };
     let mut bounded = Bounded { inner: decoder, left: limit, over: false };
     let too_large = || ArchiveError::TooLarge { what: what.to_string(), limit };
-    let summary = match walk_tar(&mut bounded, what) {
+    let summary = match walk_tar_with(&mut bounded, what, visit) {
         Err(_) if bounded.over => return Err(too_large()),
         other => other?,
     };

@@ -180,6 +180,55 @@ impl Manifest {
     }
 }
 
+/// The MD5 of each file in a revision's archive (`path`: `conan_export.tgz`,
+/// `conan_sources.tgz`, `conan_package.tgz`, or their `.txz`/`.tzst` forms), under the path
+/// `conanmanifest.txt` lists it by: the sources unpack into `export_source/`, the rest into the
+/// revision's folder. A link's entry is `None` (its target is another entry). The whole archive
+/// is read, within `limit` bytes expanded.
+pub fn archive_md5s(
+    r: impl std::io::Read,
+    path: &str,
+    limit: u64,
+) -> Result<BTreeMap<String, Option<String>>, crate::archive::ArchiveError> {
+    use sha2::Digest as _;
+    let Some(compression) = archive_compression(path) else { return Ok(BTreeMap::new()) };
+    let prefix = if path.starts_with("conan_sources.") { "export_source/" } else { "" };
+    let mut out = BTreeMap::new();
+    crate::archive::check_tar_with(r, compression, path, limit, |entry, data| {
+        let name = entry.path.trim_start_matches("./");
+        if entry.is_file() {
+            let mut md5 = md5::Md5::new();
+            std::io::copy(data, &mut md5)?;
+            out.insert(format!("{prefix}{name}"), Some(hex::encode(md5.finalize())));
+        } else if matches!(entry.kind, b'1' | b'2') {
+            out.insert(format!("{prefix}{name}"), None);
+        }
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+impl Manifest {
+    /// Every file the manifest lists is among `files` (a revision's plain files and its
+    /// archives' members, by [`archive_md5s`]) with the MD5 listed.
+    pub fn check_files(&self, files: &BTreeMap<String, Option<String>>) -> Result<(), ConanError> {
+        for (path, want) in &self.files {
+            match files.get(path) {
+                None => {
+                    return Err(err(format!(
+                        "conanmanifest.txt lists {path}, which is in none of the revision's files"
+                    )))
+                }
+                Some(Some(got)) if got != want => {
+                    return Err(err(format!("{path}: conanmanifest.txt lists MD5 {want}, the revision's is {got}")))
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(())
+    }
+}
+
 /// `conaninfo.txt` as the client reads it (`TextINIParse`): `[section]` headers of 2 to 50
 /// lowercase letters or `_`, each once; every other line (stripped; blank and `#` lines
 /// skipped) inside a section — `key=value` in `[settings]`, `[options]`, `[conf]` and the like,
@@ -263,7 +312,7 @@ pub fn glob_matches(pattern: &str, text: &str) -> bool {
 
 /// The MD5 (what `conanmanifest.txt` lists) and SHA-1 (what `X-Checksum-Sha1` says) of an
 /// uploaded file, computed as it streams by.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub struct FileHashes {
     md5: md5::Md5,
     sha1: sha1::Sha1,

@@ -40,6 +40,11 @@ pub enum ImportError {
     Db(#[from] packyard_store::db::DbError),
 }
 
+/// The environment variables a source's user name and password may come in (rather than in
+/// its URL, where `ps` shows them).
+pub const USERNAME_ENV: &str = "PACKYARD_IMPORT_USERNAME";
+pub const PASSWORD_ENV: &str = "PACKYARD_IMPORT_PASSWORD";
+
 /// Where a source is: a directory, or an `http(s)` URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Location {
@@ -62,6 +67,37 @@ impl Location {
             return Err(ImportError::Source(format!("--from {s}: not a directory (nor an http(s) URL)")));
         }
         Ok(Self::Dir(path))
+    }
+
+    /// Takes the user name and password out of a URL (`https://USER:PASSWORD@HOST/`), so that
+    /// messages and the ledger never show them.
+    pub fn take_credentials(&mut self) -> Option<(String, String)> {
+        let Self::Url(url) = self else { return None };
+        if url.username().is_empty() && url.password().is_none() {
+            return None;
+        }
+        let decode = |s: &str| {
+            let b = s.as_bytes();
+            let (mut out, mut i) = (Vec::with_capacity(b.len()), 0);
+            while i < b.len() {
+                let hex = b.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok());
+                match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                    Some(v) if b[i] == b'%' => {
+                        out.push(v);
+                        i += 3;
+                    }
+                    _ => {
+                        out.push(b[i]);
+                        i += 1;
+                    }
+                }
+            }
+            String::from_utf8_lossy(&out).into_owned()
+        };
+        let found = (decode(url.username()), decode(url.password().unwrap_or_default()));
+        let _ = url.set_username("");
+        let _ = url.set_password(None);
+        Some(found)
     }
 
     /// The file at `rel` below it: a relative path of the source's own (no `..`, not absolute,
@@ -123,6 +159,9 @@ impl std::fmt::Display for Location {
 #[derive(Clone)]
 pub struct Fetcher {
     client: Outbound,
+    /// The `Authorization` every request to the source carries (clones share it: a format
+    /// may trade the credentials for a token once).
+    authorization: Arc<std::sync::RwLock<Option<String>>>,
 }
 
 impl Fetcher {
@@ -143,7 +182,26 @@ impl Fetcher {
             max_idle_per_host: 64,
             follow_redirects: true,
         })?;
-        Ok(Self { client })
+        Ok(Self { client, authorization: Arc::default() })
+    }
+
+    /// Sends `value` as the `Authorization` of every request from now on.
+    pub fn authorize(&self, value: Option<String>) {
+        if let Ok(mut a) = self.authorization.write() {
+            *a = value;
+        }
+    }
+
+    /// Sends HTTP Basic credentials (a source's user and password).
+    pub fn basic(&self, username: &str, password: &str) {
+        use base64::Engine as _;
+        let token = base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}"));
+        self.authorize(Some(format!("Basic {token}")));
+    }
+
+    /// Whether requests carry credentials.
+    pub fn authorized(&self) -> bool {
+        self.authorization.read().is_ok_and(|a| a.is_some())
     }
 
     /// A file as a stream of its bytes; `None` when the source has no such file (404).
@@ -157,16 +215,25 @@ impl Fetcher {
                 Err(e) => Err(ImportError::Source(format!("{}: {e}", path.display()))),
             },
             Location::Url(url) => {
-                let res = self
-                    .client
-                    .client()
-                    .get(url.clone())
+                let mut request = self.client.client().get(url.clone());
+                if let Some(value) = self.authorization.read().ok().and_then(|a| a.clone()) {
+                    request = request.header(reqwest::header::AUTHORIZATION, value);
+                }
+                let res = request
                     .send()
                     .await
                     .map_err(|e| ImportError::Source(format!("{url}: {}", crate::outbound::root_cause(&e))))?;
                 match res.status().as_u16() {
                     200 => Ok(Some(res.bytes_stream().map_err(|e| e.to_string()).boxed())),
                     404 | 410 => Ok(None),
+                    s @ (401 | 403) if !self.authorized() => Err(ImportError::Source(format!(
+                        "{url}: the source answered {s}: give its credentials in the URL \
+                         (https://USER:PASSWORD@HOST/…) or in {USERNAME_ENV} and {PASSWORD_ENV}"
+                    ))),
+                    s @ (401 | 403) => Err(ImportError::Source(format!(
+                        "{url}: the source answered {s} to the credentials given: a wrong password, or a \
+                         user that may not read this"
+                    ))),
                     s => Err(ImportError::Source(format!("{url}: the source answered {s}"))),
                 }
             }
@@ -265,6 +332,13 @@ pub trait Importer: Send + Sync {
     /// there already, unchanged.
     async fn store(&self, cx: &StoreCx<'_>, item: &Item<Self::Target>, stored: StoredBlob)
         -> Result<bool, UploadError>;
+
+    /// Items of one chain are copied one after another, in the plan's order (a reference's
+    /// revisions, oldest first, where the target stamps each with the time it arrives); after
+    /// one fails, the rest of its chain waits for the next run. `None`: copied independently.
+    fn chain<'a>(&self, _item: &'a Item<Self::Target>) -> Option<&'a str> {
+        None
+    }
 }
 
 /// How a run goes.
@@ -363,20 +437,50 @@ pub async fn run<I: Importer>(
     let ticker = options.progress.then(|| spawn_progress(counters.clone(), total));
     let actor = Actor { username: "import", address: None };
     let cx = StoreCx { services, repo, fetcher, actor };
-    let results: Vec<(String, Result<Copied, String>)> = futures_util::stream::iter(todo)
-        .map(|item| {
+    // Chains in the order of their first item; an item of no chain is a chain of its own.
+    let mut chains: Vec<Vec<Item<I::Target>>> = Vec::new();
+    let mut by_name: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for item in todo {
+        match importer.chain(&item).map(str::to_string) {
+            Some(name) => match by_name.get(&name) {
+                Some(&at) => chains[at].push(item),
+                None => {
+                    by_name.insert(name, chains.len());
+                    chains.push(vec![item]);
+                }
+            },
+            None => chains.push(vec![item]),
+        }
+    }
+    let results: Vec<(String, Result<Copied, String>)> = futures_util::stream::iter(chains)
+        .map(|chain| {
             let cx = &cx;
             let counters = counters.clone();
             async move {
-                let outcome = copy_one(cx, importer, &item, source).await;
-                counters.done.fetch_add(1, Ordering::Relaxed);
-                if let Ok(c) = &outcome {
-                    counters.bytes.fetch_add(c.bytes, Ordering::Relaxed);
+                let mut out = Vec::with_capacity(chain.len());
+                let mut broken: Option<String> = None;
+                for item in chain {
+                    let outcome = match &broken {
+                        Some(first) => Err(format!("not copied: {first}, before it in its chain, failed")),
+                        None => copy_one(cx, importer, &item, source).await,
+                    };
+                    counters.done.fetch_add(1, Ordering::Relaxed);
+                    match &outcome {
+                        Ok(c) => {
+                            counters.bytes.fetch_add(c.bytes, Ordering::Relaxed);
+                        }
+                        Err(_) if importer.chain(&item).is_some() && broken.is_none() => {
+                            broken = Some(item.key.clone());
+                        }
+                        Err(_) => {}
+                    }
+                    out.push((item.key, outcome));
                 }
-                (item.key, outcome)
+                out
             }
         })
         .buffer_unordered(options.concurrency.max(1))
+        .flat_map(futures_util::stream::iter)
         .collect()
         .await;
     if let Some(t) = ticker {

@@ -11,6 +11,7 @@ pub const SEARCH_FILE: &str = "search.json";
 pub mod catalogue;
 pub mod group;
 pub mod hosted;
+pub mod import;
 pub mod nexus;
 pub mod publish;
 pub mod rows;

@@ -29,6 +29,14 @@ impl FormatSpec for ConanSpec {
         &super::catalogue::ConanCatalogue
     }
 
+    fn import(
+        &self,
+        args: packyard_core::import::ImportArgs,
+    ) -> Option<Result<Box<dyn packyard_core::import::ImportJob>, String>> {
+        let job = super::import::ConanImport::from_args(args);
+        Some(job.map(|i| Box::new(packyard_core::import::Job(i)) as Box<dyn packyard_core::import::ImportJob>))
+    }
+
     fn nexus(&self) -> Option<&dyn packyard_core::formats::NexusShape> {
         Some(&super::nexus::ConanNexus)
     }
