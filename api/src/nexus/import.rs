@@ -145,6 +145,30 @@ pub async fn run(
             }
             body.insert("group".into(), serde_json::json!({"memberNames": kept}));
         }
+        for note in ignored(&body) {
+            out.line(format!("{what}: {note}"));
+        }
+        // `repositorySettings` names a proxy's routing rule `routingRuleName`: refused as
+        // `routingRule` is.
+        if let Some(rule) = r["routingRuleName"].as_str().filter(|s| !s.is_empty()) {
+            body.insert("routingRule".into(), Value::String(rule.to_string()));
+        }
+        // Cleanup policies Packyard does not have are left out (the repository is not).
+        if let Some(names) = r["cleanup"]["policyNames"].as_array() {
+            let mut kept = Vec::new();
+            for name in names.iter().filter_map(Value::as_str) {
+                if packyard_core::admin::cleanup::get(services, name).await.is_ok_and(|p| p.format == format) {
+                    kept.push(name.to_string());
+                } else {
+                    out.line(format!(
+                        "{what}: cleanup policy {name}: Packyard has no {format} policy of that name: left out \
+                         (create it, then list it in the repository's cleanup.policyNames)"
+                    ));
+                    report.left_out += 1;
+                }
+            }
+            body.insert("cleanup".into(), serde_json::json!({"policyNames": kept}));
+        }
         // Nexus shows no stored secret: an upstream's password, an APT signing key.
         let upstream_user = r["httpClient"]["authentication"]["username"].as_str().map(str::to_string);
         let read = match read(spec, kind_of, &body) {
@@ -225,6 +249,44 @@ pub async fn run(
         }
     }
     Ok(report)
+}
+
+/// What a repository's definition sets that Packyard has no counterpart for and ignores (as
+/// docs/nexus-api.md's table says), when it differs from what Packyard does anyway.
+fn ignored(body: &serde_json::Map<String, Value>) -> Vec<String> {
+    let mut out = Vec::new();
+    let at = |path: &[&str]| {
+        let (first, rest) = path.split_first()?;
+        rest.iter().try_fold(body.get(*first)?, |v, k| v.get(*k))
+    };
+    if at(&["storage", "strictContentTypeValidation"]).and_then(Value::as_bool) == Some(false) {
+        out.push(
+            "storage.strictContentTypeValidation false ignored: every upload is checked as a package of its format"
+                .into(),
+        );
+    }
+    if at(&["component", "proprietaryComponents"]).and_then(Value::as_bool) == Some(true) {
+        out.push("component.proprietaryComponents ignored (a Sonatype Firewall setting)".into());
+    }
+    if let Some(age) = at(&["proxy", "contentMaxAge"]).and_then(Value::as_i64).filter(|a| *a != -1) {
+        out.push(format!("proxy.contentMaxAge {age} ignored: a package file at a path never changes, so it is kept"));
+    }
+    if at(&["httpClient", "autoBlock"]).and_then(Value::as_bool) == Some(true) {
+        out.push("httpClient.autoBlock ignored: an upstream that fails is asked again on the next miss (its cached files are served meanwhile)".into());
+    }
+    if let Some(c) = at(&["httpClient", "connection"]).and_then(Value::as_object) {
+        let set: Vec<&str> = c.iter().filter(|(_, v)| !v.is_null()).map(|(k, _)| k.as_str()).collect();
+        if !set.is_empty() {
+            out.push(format!(
+                "httpClient.connection ({}) ignored: timeouts, retries and the user agent are the instance's (proxy.*)",
+                set.join(", ")
+            ));
+        }
+    }
+    if at(&["replication"]).is_some_and(|v| !v.is_null()) {
+        out.push("replication ignored".into());
+    }
+    out
 }
 
 /// Nexus's roles (flattened: Packyard's roles hold privileges, not other roles) and users.

@@ -853,7 +853,8 @@ fn import_nexus_from_recorded_answers() -> anyhow::Result<()> {
     let settings = serde_json::json!([
         {"name": "apt-hosted", "format": "apt", "type": "hosted", "url": "http://nexus/repository/apt-hosted",
          "online": true, "storage": {"blobStoreName": "default", "strictContentTypeValidation": true,
-         "writePolicy": "ALLOW_ONCE"}, "cleanup": null, "component": {"proprietaryComponents": false},
+         "writePolicy": "ALLOW_ONCE"}, "cleanup": {"policyNames": ["weekly"]},
+         "component": {"proprietaryComponents": false},
          "apt": {"distribution": "stable"}, "aptSigning": {"keypair": null, "passphrase": null}},
         {"name": "apt-proxy", "format": "apt", "type": "proxy", "url": "http://nexus/repository/apt-proxy",
          "online": true, "storage": storage, "cleanup": null,
@@ -867,6 +868,11 @@ fn import_nexus_from_recorded_answers() -> anyhow::Result<()> {
          "proxy": {"remoteUrl": "https://proxy.golang.org/", "contentMaxAge": 1440, "metadataMaxAge": 1440},
          "negativeCache": {"enabled": true, "timeToLive": 1440}, "httpClient": http(serde_json::Value::Null),
          "routingRuleName": null},
+        {"name": "apt-routed", "format": "apt", "type": "proxy", "url": "http://nexus/repository/apt-routed",
+         "online": true, "storage": storage, "cleanup": null,
+         "proxy": {"remoteUrl": "http://deb.debian.org/debian/", "contentMaxAge": -1, "metadataMaxAge": 60},
+         "negativeCache": {"enabled": true, "timeToLive": 1440}, "httpClient": http(serde_json::Value::Null),
+         "routingRuleName": "internal-only", "apt": {"distribution": "bookworm", "flat": false}},
         {"name": "go-all", "format": "go", "type": "group", "url": "http://nexus/repository/go-all",
          "online": true, "storage": storage, "group": {"memberNames": ["go-proxy", "go-private"]}},
         {"name": "maven-releases", "format": "maven2", "type": "hosted", "url": "http://nexus/repository/maven-releases",
@@ -909,9 +915,33 @@ fn import_nexus_from_recorded_answers() -> anyhow::Result<()> {
             &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)],
         )
     };
+    // The plan first: nothing is created.
+    let (code, out, err) = common::process::run_to_end(
+        dir.path(),
+        &["import", "nexus", "--url", &nexus.url, "--dry-run"],
+        &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)],
+    )?;
+    assert_eq!(code, 0, "{out}{err}");
+    for line in [
+        "repository go-all (go group): would be created",
+        "role deployers: would be created",
+        "user ci-bot: would be created, roles deployers",
+        "packages of apt-hosted: copied once the repository is created",
+    ] {
+        assert!(out.contains(line), "{line:?} in:\n{out}");
+    }
+    let (s, _) = common::process::status_of(
+        ureq::get(&format!("{}/api/v1/repositories/go-all", server.public)).set("Authorization", &auth).call(),
+    )?;
+    assert_eq!(s, 404, "a dry run creates nothing");
+
     let (code, out, err) = run()?;
     assert_eq!(code, 0, "{out}{err}");
     for line in [
+        "repository apt-hosted (apt hosted): cleanup policy weekly: Packyard has no apt policy of that name: left out",
+        "repository apt-proxy (apt proxy): proxy.contentMaxAge 1440 ignored",
+        "repository apt-proxy (apt proxy): httpClient.autoBlock ignored",
+        "repository apt-routed (apt proxy): left out: routingRule: Packyard has no routing rules",
         "repository apt-hosted (apt hosted): created",
         "repository apt-hosted (apt hosted): signed with a key of its own",
         "repository apt-proxy (apt proxy): created",

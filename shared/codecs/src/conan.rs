@@ -336,6 +336,82 @@ impl FileHashes {
 mod tests {
     use super::*;
 
+    fn md5_of(b: &[u8]) -> String {
+        use sha2::Digest as _;
+        hex::encode(md5::Md5::digest(b))
+    }
+
+    /// A gzipped tar of `files`: long paths as GNU long names (the `tar` crate), or in pax
+    /// `path` records, or split into the ustar prefix, as Python's tarfile (the client's) does.
+    fn tgz(files: &[(&str, &[u8])], long: &str) -> Vec<u8> {
+        let mut b = tar::Builder::new(Vec::new());
+        for (path, data) in files {
+            let mut h = tar::Header::new_ustar();
+            h.set_size(data.len() as u64);
+            h.set_mode(0o644);
+            h.set_entry_type(tar::EntryType::Regular);
+            match long {
+                "pax" if path.len() > 100 => {
+                    let record = format!("path={path}\n");
+                    let line = format!("{} {record}", record.len() + 3 + usize::from(record.len() + 3 > 99));
+                    let mut x = tar::Header::new_ustar();
+                    x.set_size(line.len() as u64);
+                    x.set_entry_type(tar::EntryType::XHeader);
+                    let _ = x.set_path("PaxHeader");
+                    x.set_cksum();
+                    let _ = b.append(&x, line.as_bytes());
+                    let _ = h.set_path("short-name");
+                    h.set_cksum();
+                    let _ = b.append(&h, *data);
+                }
+                "ustar" => {
+                    let _ = h.set_path(path);
+                    h.set_cksum();
+                    let _ = b.append(&h, *data);
+                }
+                _ => {
+                    let _ = b.append_data(&mut h, path, *data);
+                }
+            }
+        }
+        let tar = b.into_inner().unwrap_or_default();
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        let _ = std::io::Write::write_all(&mut gz, &tar);
+        gz.finish().unwrap_or_default()
+    }
+
+    #[test]
+    fn archive_members_are_checked_against_the_manifest() {
+        let deep = format!("include/{}/deep.h", "d".repeat(120));
+        let files: [(&str, &[u8]); 3] =
+            [("include/hello.h", b"int hello();\n"), ("lib/libhello.a", b"!<arch>\n"), (deep.as_str(), b"deep\n")];
+        let mut manifest = Manifest { time: 1, files: BTreeMap::new() };
+        for (path, data) in &files {
+            manifest.files.insert(format!("export_source/{path}"), md5_of(data));
+        }
+        for long in ["gnu", "pax", "ustar"] {
+            let bytes = tgz(&files, long);
+            let got = archive_md5s(&bytes[..], "conan_sources.tgz", 1 << 20);
+            let got = got.unwrap_or_default();
+            assert_eq!(got.len(), 3, "{long}: {got:?}");
+            assert_eq!(manifest.check_files(&got), Ok(()), "{long}");
+        }
+        // The same members at the top: not the sources' paths.
+        let bytes = tgz(&files, "gnu");
+        let top = archive_md5s(&bytes[..], "conan_package.tgz", 1 << 20).unwrap_or_default();
+        let e = manifest.check_files(&top).err().map(|e| e.0).unwrap_or_default();
+        assert!(e.starts_with("conanmanifest.txt lists export_source/"), "{e}");
+        // A member whose bytes changed.
+        let changed: [(&str, &[u8]); 3] = [files[0], ("lib/libhello.a", b"!<arch>\nX"), files[2]];
+        let bytes = tgz(&changed, "gnu");
+        let got = archive_md5s(&bytes[..], "conan_sources.tgz", 1 << 20).unwrap_or_default();
+        let e = manifest.check_files(&got).err().map(|e| e.0).unwrap_or_default();
+        assert!(e.starts_with("export_source/lib/libhello.a: conanmanifest.txt lists MD5 "), "{e}");
+        // A cut archive is refused, not read as fewer members.
+        let whole = tgz(&files, "gnu");
+        assert!(archive_md5s(&whole[..whole.len() / 2], "conan_sources.tgz", 1 << 20).is_err());
+    }
+
     #[test]
     fn references_parse_as_displayed() {
         for shown in ["zlib/1.3", "lib/2.1@team/stable"] {

@@ -597,6 +597,17 @@ mod tests {
     use super::Location;
 
     #[test]
+    fn credentials_are_taken_out_of_a_url() -> Result<(), super::ImportError> {
+        let mut at = Location::parse("https://ci%40corp:p%3Ass%2Fw@nexus.example/base")?;
+        assert_eq!(at.take_credentials(), Some(("ci@corp".to_string(), "p:ss/w".to_string())));
+        assert_eq!(at.to_string(), "https://nexus.example/base/");
+        assert_eq!(at.take_credentials(), None);
+        let mut dir = Location::parse(".")?;
+        assert_eq!(dir.take_credentials(), None);
+        Ok(())
+    }
+
+    #[test]
     fn a_source_names_only_paths_below_its_root() -> Result<(), super::ImportError> {
         let root = Location::parse("http://mirror.example/debian/")?;
         let Location::Url(deb) = root.join("pool/main/h/hello/hello_2.10_amd64.deb")? else { panic!("a URL") };
