@@ -230,7 +230,9 @@ pub async fn run(
         };
         let job = job.map_err(anyhow::Error::msg)?;
         out.line(format!("packages of {name}: from {source}"));
-        match job.run(services, (fetcher, &source), &repo, options, out.out).await {
+        // Its own credentials: a format may trade them for a token of this repository's.
+        let fetcher = fetcher.detached();
+        match job.run(services, (&fetcher, &source), &repo, options, out.out).await {
             Ok(s) => {
                 out.line(format!("packages of {name}: {s}"));
                 let a = &mut report.assets;

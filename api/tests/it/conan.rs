@@ -724,7 +724,7 @@ fn cleanup_with_the_real_client() -> anyhow::Result<()> {
 
 /// Uploads a recipe revision `rrev` of `reference` (URL form, `name/version/_/_`) with one
 /// package `pkgid#prev` whose conaninfo.txt is `conaninfo`, through plain HTTP as `auth`.
-fn upload_by_http(
+pub(crate) fn upload_by_http(
     base: &str,
     auth: &str,
     reference: &str,

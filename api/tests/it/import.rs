@@ -1040,7 +1040,7 @@ fn basic_as(user: &str, password: &str) -> String {
 }
 
 /// `import nexus` from another Packyard through its Nexus-compatible API (with credentials in
-/// the URL, never shown): the APT repository, a role and a user arrive as Nexus shows them, and
+/// the environment, never shown): the APT repository, a role and a user arrive as Nexus shows them, and
 /// the packages at the same paths with the same bytes.
 #[test]
 fn import_nexus_from_packyards_own_nexus_api() -> anyhow::Result<()> {
@@ -1067,6 +1067,13 @@ fn import_nexus_from_packyards_own_nexus_api() -> anyhow::Result<()> {
     let user = serde_json::json!({"username": "alice", "password": "alice-password-1", "roles": ["readers"],
         "email": "alice@example.org"});
     admin_json(&source.public, &auth, "POST", "/api/v1/users", Some(user))?;
+    // Two Conan repositories (each asks for a token of its own).
+    for (name, reference) in [("cn-a", "liba/1.0/_/_"), ("cn-b", "libb/2.0/_/_")] {
+        let body = serde_json::json!({"name": name, "format": "conan", "type": "hosted"});
+        admin_json(&source.public, &auth, "POST", "/api/v1/repositories", Some(body))?;
+        let base = format!("{}/repository/{name}", source.public);
+        crate::conan::upload_by_http(&base, &auth, reference, ("r1", "p1", "q1"), "[settings]\nos=Linux\n")?;
+    }
     // Published on the source before it is read.
     let deadline = Instant::now() + Duration::from_secs(30);
     let packages_index = loop {
@@ -1079,8 +1086,10 @@ fn import_nexus_from_packyards_own_nexus_api() -> anyhow::Result<()> {
         std::thread::sleep(Duration::from_millis(100));
     };
 
-    let url = format!("http://admin:{PW}@{}/", source.public.trim_start_matches("http://"));
-    let (code, out, err) = common::process::run_to_end(dir.path(), &["import", "nexus", "--url", &url], &env)?;
+    // The credentials in the environment, kept out of the command line.
+    let with = [("PACKYARD_IMPORT_USERNAME", "admin"), ("PACKYARD_IMPORT_PASSWORD", PW), env[0]];
+    let url = format!("{}/", source.public);
+    let (code, out, err) = common::process::run_to_end(dir.path(), &["import", "nexus", "--url", &url], &with)?;
     assert_eq!(code, 0, "{out}{err}");
     assert!(!out.contains(PW) && !err.contains(PW), "credentials are never shown:\n{out}{err}");
     for line in [
@@ -1088,6 +1097,8 @@ fn import_nexus_from_packyards_own_nexus_api() -> anyhow::Result<()> {
         "role readers: created",
         "user alice: created with roles readers and no usable password",
         "packages of debs: 5 planned, 0 already copied, 5 copied",
+        "packages of cn-a: 2 planned, 0 already copied, 2 copied",
+        "packages of cn-b: 2 planned, 0 already copied, 2 copied",
     ] {
         assert!(out.contains(line), "{line:?} in:\n{out}");
     }
@@ -1112,6 +1123,22 @@ fn import_nexus_from_packyards_own_nexus_api() -> anyhow::Result<()> {
             .call(),
     )?;
     assert_eq!(s, 401);
+    for path in [
+        "/repository/cn-b/v2/conans/libb/2.0/_/_/revisions/r1/files/conanfile.py",
+        "/repository/cn-b/v2/conans/libb/2.0/_/_/revisions/r1/packages/p1/revisions/q1/files/conaninfo.txt",
+    ] {
+        let (_, want) = get_bytes(&source, path)?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let (s, got) = get_bytes(&server, path)?;
+            if s == 200 {
+                assert_eq!(got, want, "{path}");
+                break;
+            }
+            anyhow::ensure!(Instant::now() < deadline, "{path}: {s} (not published)");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
     // Every package at the path the source's index gives, byte for byte.
     for filename in packages_index.lines().filter_map(|l| l.strip_prefix("Filename: ")) {
         let (_, want) = get_bytes(&source, &format!("/repository/debs/{filename}"))?;

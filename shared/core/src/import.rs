@@ -192,6 +192,13 @@ impl Fetcher {
         }
     }
 
+    /// A fetcher with the same client and credentials, whose credentials change apart from
+    /// this one's (each source of a run that reads several, such as Nexus's repositories).
+    pub fn detached(&self) -> Self {
+        let current = self.authorization.read().ok().and_then(|a| a.clone());
+        Self { client: self.client.clone(), authorization: Arc::new(std::sync::RwLock::new(current)) }
+    }
+
     /// Sends HTTP Basic credentials (a source's user and password).
     pub fn basic(&self, username: &str, password: &str) {
         use base64::Engine as _;
@@ -328,16 +335,36 @@ pub trait Importer: Send + Sync {
     async fn plan(&self, fetcher: &Fetcher, repo: &Repository) -> Result<Vec<Item<Self::Target>>, ImportError>;
 
     /// Stores one fetched and verified file as the format's upload does (fetching what goes
-    /// with it, such as a source package's files, through `cx.fetcher`). `Ok(false)`: it was
-    /// there already, unchanged.
-    async fn store(&self, cx: &StoreCx<'_>, item: &Item<Self::Target>, stored: StoredBlob)
-        -> Result<bool, UploadError>;
+    /// with it, such as a source package's files, through `cx.fetcher`).
+    async fn store(
+        &self,
+        cx: &StoreCx<'_>,
+        item: &Item<Self::Target>,
+        stored: StoredBlob,
+    ) -> Result<Stored, UploadError>;
 
     /// Items of one chain are copied one after another, in the plan's order (a reference's
     /// revisions, oldest first, where the target stamps each with the time it arrives); after
     /// one fails, the rest of its chain waits for the next run. `None`: copied independently.
     fn chain<'a>(&self, _item: &'a Item<Self::Target>) -> Option<&'a str> {
         None
+    }
+}
+
+/// What [`Importer::store`] did.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Stored {
+    /// False: it was there already, unchanged.
+    pub created: bool,
+    /// The bytes of what went with the item's own file (a source package's files, a Conan
+    /// revision's), fetched by the format.
+    pub with: u64,
+}
+
+impl Stored {
+    /// The item's own file alone.
+    pub fn alone(created: bool) -> Self {
+        Self { created, with: 0 }
     }
 }
 
@@ -552,9 +579,9 @@ async fn copy_one<I: Importer>(
         ));
     }
     let (sha256, size) = (stored.sha256.to_string(), stored.size);
-    let created = importer.store(cx, item, stored).await.map_err(|e| e.to_string())?;
+    let done = importer.store(cx, item, stored).await.map_err(|e| e.to_string())?;
     services.db.record_import(cx.repo.id, (source, &item.key), &sha256, size).await.map_err(|e| e.to_string())?;
-    Ok(Copied { created, bytes: size })
+    Ok(Copied { created: done.created, bytes: size + done.with })
 }
 
 #[derive(Default)]

@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use packyard_codecs::apk::index::{apkindex_text, index_member_text, verify_index};
 use packyard_codecs::apk::signing::parse_public_keys;
 use packyard_core::hosted::{self, UploadError};
-use packyard_core::import::{Fetcher, ImportArgs, ImportError, Importer, Item, Location, StoreCx};
+use packyard_core::import::{Fetcher, ImportArgs, ImportError, Importer, Item, Location, StoreCx, Stored};
 use packyard_model::repos::{FormatSettings, Repository};
 use packyard_store::blobs::StoredBlob;
 
@@ -188,7 +188,7 @@ impl Importer for ApkImport {
         Ok(items)
     }
 
-    async fn store(&self, cx: &StoreCx<'_>, item: &Item<ApkItem>, stored: StoredBlob) -> Result<bool, UploadError> {
+    async fn store(&self, cx: &StoreCx<'_>, item: &Item<ApkItem>, stored: StoredBlob) -> Result<Stored, UploadError> {
         let (services, t) = (cx.services, &item.target);
         let refusal = match describe(services, &stored).await {
             Ok(d) if d.checksum == t.checksum => None,
@@ -203,6 +203,6 @@ impl Importer for ApkImport {
             return Err(e);
         }
         let target = Target { unit: t.unit.clone(), file: t.file.clone() };
-        Ok(hosted::upload_stored(&ApkHosted, services, cx.repo, target, stored, cx.actor).await?.created)
+        Ok(Stored::alone(hosted::upload_stored(&ApkHosted, services, cx.repo, target, stored, cx.actor).await?.created))
     }
 }

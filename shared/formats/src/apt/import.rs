@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use packyard_codecs::apt::fields;
 use packyard_codecs::apt::signing::{parse_public_keys, verify_clearsigned};
 use packyard_core::hosted::{self, UploadError};
-use packyard_core::import::{Fetcher, ImportError, Importer, Item, Location, StoreCx};
+use packyard_core::import::{Fetcher, ImportError, Importer, Item, Location, StoreCx, Stored};
 use packyard_model::repos::{FormatSettings, Repository};
 use packyard_store::blobs::StoredBlob;
 
@@ -274,7 +274,7 @@ impl Importer for AptImport {
         Ok(items)
     }
 
-    async fn store(&self, cx: &StoreCx<'_>, item: &Item<AptItem>, stored: StoredBlob) -> Result<bool, UploadError> {
+    async fn store(&self, cx: &StoreCx<'_>, item: &Item<AptItem>, stored: StoredBlob) -> Result<Stored, UploadError> {
         let (services, t) = (cx.services, &item.target);
         let mut files: Vec<(String, StoredBlob)> = Vec::new();
         let fetched = async {
@@ -303,6 +303,7 @@ impl Importer for AptImport {
             return Err(e);
         }
         let received: Vec<StoredBlob> = files.iter().map(|(_, f)| f.clone()).collect();
+        let with = received.iter().map(|f| f.size).sum();
         let target = AptTarget {
             distribution: Some(t.distribution.clone()),
             component: Some(t.component.clone()),
@@ -310,7 +311,7 @@ impl Importer for AptImport {
             files,
         };
         match hosted::upload_stored(&AptHosted, services, cx.repo, target, stored, cx.actor).await {
-            Ok(up) => Ok(up.created),
+            Ok(up) => Ok(Stored { created: up.created, with }),
             Err(e) => {
                 // A refused source package leaves none of its files (the engine removed the
                 // `.dsc` and those it knew of).

@@ -16,7 +16,7 @@ use packyard_codecs::conan::{
     archive_compression, archive_md5s, check_file_path, check_revision, glob_matches, FileHashes, Manifest, Reference,
 };
 use packyard_core::hosted::{self, read_back, UploadError};
-use packyard_core::import::{Fetcher, ImportArgs, ImportError, Importer, Item, Location, StoreCx};
+use packyard_core::import::{Fetcher, ImportArgs, ImportError, Importer, Item, Location, StoreCx, Stored};
 use packyard_model::repos::Repository;
 use packyard_store::blobs::StoredBlob;
 
@@ -184,7 +184,12 @@ impl Importer for ConanImport {
         Some(&item.target.revision.reference)
     }
 
-    async fn store(&self, cx: &StoreCx<'_>, item: &Item<ConanItem>, manifest: StoredBlob) -> Result<bool, UploadError> {
+    async fn store(
+        &self,
+        cx: &StoreCx<'_>,
+        item: &Item<ConanItem>,
+        manifest: StoredBlob,
+    ) -> Result<Stored, UploadError> {
         let services = cx.services;
         let mut fetched: Vec<(String, StoredBlob, FileHashes)> = Vec::new();
         let outcome = fetch_revision(cx, &item.target, &manifest, &mut fetched).await;
@@ -323,8 +328,9 @@ async fn store_revision(
     t: &ConanItem,
     mut fetched: Vec<(String, StoredBlob, FileHashes)>,
     manifest: (StoredBlob, FileHashes),
-) -> Result<bool, UploadError> {
+) -> Result<Stored, UploadError> {
     fetched.sort_by_key(|(path, _, _)| !matches!(path.as_str(), "conanfile.py" | "conaninfo.txt"));
+    let with = fetched.iter().map(|(_, blob, _)| blob.size).sum();
     fetched.push((MANIFEST.to_string(), manifest.0, manifest.1));
     let mut created = false;
     let mut rest = fetched.into_iter();
@@ -347,5 +353,5 @@ async fn store_revision(
             }
         }
     }
-    Ok(created)
+    Ok(Stored { created, with })
 }

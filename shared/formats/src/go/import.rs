@@ -9,7 +9,7 @@
 use async_trait::async_trait;
 use packyard_codecs::go::{escape, unescape};
 use packyard_core::hosted::{self, UploadError};
-use packyard_core::import::{Fetcher, ImportArgs, ImportError, Importer, Item, Location, StoreCx};
+use packyard_core::import::{Fetcher, ImportArgs, ImportError, Importer, Item, Location, StoreCx, Stored};
 use packyard_model::repos::Repository;
 use packyard_store::blobs::StoredBlob;
 
@@ -197,7 +197,7 @@ impl Importer for GoImport {
         }
     }
 
-    async fn store(&self, cx: &StoreCx<'_>, item: &Item<GoItem>, stored: StoredBlob) -> Result<bool, UploadError> {
+    async fn store(&self, cx: &StoreCx<'_>, item: &Item<GoItem>, stored: StoredBlob) -> Result<Stored, UploadError> {
         let (services, t) = (cx.services, &item.target);
         let checked = check(services, &stored, Some((&t.module, &t.version)), &limits(services)).await;
         let refusal = match checked {
@@ -209,7 +209,7 @@ impl Importer for GoImport {
             return Err(e);
         }
         let target = Target::Coordinate { module: t.module.clone(), version: t.version.clone() };
-        Ok(hosted::upload_stored(&GoHosted, services, cx.repo, target, stored, cx.actor).await?.created)
+        Ok(Stored::alone(hosted::upload_stored(&GoHosted, services, cx.repo, target, stored, cx.actor).await?.created))
     }
 }
 

@@ -109,6 +109,10 @@ fn env_var_name(key: &str) -> String {
     format!("PACKYARD_{}__{}", section.to_uppercase(), rest.to_uppercase())
 }
 
+/// The `PACKYARD_` variables that are not configuration keys: the file's name, and an import
+/// source's credentials (`packyard-api import`, kept out of its command line).
+const NOT_KEYS: [&str; 3] = ["CONFIG", "IMPORT_USERNAME", "IMPORT_PASSWORD"];
+
 /// `PACKYARD_<SECTION>__<KEY>` → `section.key`. `PACKYARD_CONFIG` names the file instead.
 fn env_provider(env: &[(String, String)]) -> Result<Dict_, ConfigError> {
     let mut dict = Dict::new();
@@ -116,7 +120,7 @@ fn env_provider(env: &[(String, String)]) -> Result<Dict_, ConfigError> {
         let Some(rest) = name.strip_prefix("PACKYARD_") else {
             continue;
         };
-        if rest == "CONFIG" {
+        if NOT_KEYS.contains(&rest) {
             continue;
         }
         let path: Vec<String> = rest.split("__").map(str::to_lowercase).collect();
