@@ -239,8 +239,8 @@ async fn import(config: packyard_model::config::Config, asked: Import) -> anyhow
         .map(|o| o.split_once('=').map(|(n, v)| (n.to_string(), v.to_string())))
         .collect::<Option<Vec<_>>>()
         .ok_or_else(|| anyhow::anyhow!("--only takes NAME=VALUE"))?;
-    let mut from = Location::parse(&asked.from)?;
-    let credentials = credentials(&mut from);
+    let mut from = Location::parse(&asked.from).map_err(|e| anyhow::anyhow!("--from {e}"))?;
+    let credentials = credentials(&mut from)?;
     let source = from.name();
     let job = spec
         .import(ImportArgs { from, key, only })
@@ -284,12 +284,16 @@ async fn import(config: packyard_model::config::Config, asked: Import) -> anyhow
 }
 
 /// A source's user name and password: taken out of its URL, or from the environment.
-fn credentials(from: &mut packyard_core::import::Location) -> Option<(String, String)> {
-    from.take_credentials().or_else(|| {
-        let (user, password) =
-            (std::env::var(packyard_core::import::USERNAME_ENV), std::env::var(packyard_core::import::PASSWORD_ENV));
-        user.ok().map(|u| (u, password.unwrap_or_default()))
-    })
+fn credentials(from: &mut packyard_core::import::Location) -> anyhow::Result<Option<(String, String)>> {
+    use packyard_core::import::{PASSWORD_ENV, USERNAME_ENV};
+    if let Some(found) = from.take_credentials() {
+        return Ok(Some(found));
+    }
+    match (std::env::var(USERNAME_ENV), std::env::var(PASSWORD_ENV)) {
+        (Ok(user), password) => Ok(Some((user, password.unwrap_or_default()))),
+        (Err(_), Ok(_)) => anyhow::bail!("{PASSWORD_ENV} is set but {USERNAME_ENV} is not: set both"),
+        (Err(_), Err(_)) => Ok(None),
+    }
 }
 
 /// `packyard-api import nexus --url URL [--repository NAME]`: the report, line by line, and its
@@ -301,9 +305,9 @@ async fn import_nexus(
     options: ImportOptions,
 ) -> anyhow::Result<()> {
     use packyard_core::import::{Fetcher, Location, Options};
-    let mut at = Location::parse(url)?;
+    let mut at = Location::parse(url).map_err(|e| anyhow::anyhow!("--url {e}"))?;
     anyhow::ensure!(matches!(at, Location::Url(_)), "--url {url}: the Nexus's http(s) URL");
-    let credentials = credentials(&mut at);
+    let credentials = credentials(&mut at)?;
     let services = existing(config).await?;
     let outcome = async {
         let fetcher = Fetcher::new(&services.config)?;

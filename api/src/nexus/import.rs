@@ -95,6 +95,7 @@ pub async fn run(
         _ => 2,
     };
     repositories.sort_by_key(|r| (order(r), r["name"].as_str().map(str::to_string)));
+    let repositories = members_first(repositories);
 
     // Repositories.
     let site = services.config.server.public_url.clone().unwrap_or_default();
@@ -138,7 +139,18 @@ pub async fn run(
                 .filter_map(Value::as_str)
                 .map(str::to_string)
                 .collect();
-            let (kept, dropped): (Vec<String>, Vec<String>) = members.into_iter().partition(|m| present.contains(m));
+            let mut kept = Vec::new();
+            let mut dropped = Vec::new();
+            for m in members {
+                // Created or kept in this run, or a repository Packyard has of the format.
+                let there = present.contains(&m)
+                    || services.security.repository(&m).await?.is_some_and(|r| r.format == spec.format());
+                if there {
+                    kept.push(m);
+                } else {
+                    dropped.push(m);
+                }
+            }
             if !dropped.is_empty() {
                 out.line(format!("{what}: members {} are not in Packyard: left out of the group", dropped.join(", ")));
                 report.left_out += dropped.len();
@@ -210,7 +222,11 @@ pub async fn run(
     }
 
     if only.is_none() {
-        roles_and_users(services, fetcher, &url, actor, &mut out, &mut report).await?;
+        // Without them (a user who may not read security), the packages still come.
+        if let Err(e) = roles_and_users(services, fetcher, &url, actor, &mut out, &mut report).await {
+            out.line(format!("roles and users: left out: {e}"));
+            report.left_out += 1;
+        }
     }
 
     // The hosted repositories' packages, by their formats' importers.
@@ -228,7 +244,14 @@ pub async fn run(
             report.left_out += 1;
             continue;
         };
-        let job = job.map_err(anyhow::Error::msg)?;
+        let job = match job {
+            Ok(job) => job,
+            Err(e) => {
+                out.line(format!("packages of {name}: left out: {e}"));
+                report.left_out += 1;
+                continue;
+            }
+        };
         out.line(format!("packages of {name}: from {source}"));
         // Its own credentials: a format may trade them for a token of this repository's.
         let fetcher = fetcher.detached();
@@ -251,6 +274,21 @@ pub async fn run(
         }
     }
     Ok(report)
+}
+
+/// Groups after the groups they hold (a group of groups), the rest in the order given; a
+/// cycle keeps its order (its members are then left out, as Packyard refuses the cycle anyway).
+fn members_first(mut todo: Vec<&Value>) -> Vec<&Value> {
+    let mut out: Vec<&Value> = Vec::new();
+    while !todo.is_empty() {
+        let pending: BTreeSet<&str> = todo.iter().filter_map(|r| r["name"].as_str()).collect();
+        let ready = todo.iter().position(|r| {
+            let members = r["group"]["memberNames"].as_array().into_iter().flatten().filter_map(Value::as_str);
+            members.filter(|m| Some(*m) != r["name"].as_str()).all(|m| !pending.contains(m))
+        });
+        out.push(todo.remove(ready.unwrap_or(0)));
+    }
+    out
 }
 
 /// What a repository's definition sets that Packyard has no counterpart for and ignores (as

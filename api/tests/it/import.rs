@@ -153,7 +153,7 @@ fn import_apt_from_aptly_reprepro_and_a_url() -> anyhow::Result<()> {
     let from = public.display().to_string();
     let (code, out, err) = import(dir.path(), &["--from", &from, "--into", "from-aptly", "--dry-run"])?;
     assert_eq!(code, 0, "{out}{err}");
-    assert!(out.contains("would copy 30 files"), "{out}");
+    assert!(out.contains("would copy 30 items ("), "{out}");
     assert!(out.contains("stable/main/pool/main/a/aptly-7/aptly-7_1.7-1_amd64.deb"), "{out}");
     let catalogue = || common::process::catalogue(&server.public, &basic(PW), "from-aptly");
     assert_eq!(catalogue()?.len(), 0, "a dry run copies nothing");
@@ -695,7 +695,7 @@ fn import_conan_from_a_conan_server() -> anyhow::Result<()> {
         return Ok(());
     };
     let auth = basic(PW);
-    for name in ["conan-imported", "conan-tampered"] {
+    for name in ["conan-imported", "conan-tampered", "conan-tampered2"] {
         let body = serde_json::json!({"name": name, "format": "conan", "type": "hosted"});
         admin_json(&server.public, &auth, "POST", "/api/v1/repositories", Some(body))?;
     }
@@ -712,6 +712,7 @@ fn import_conan_from_a_conan_server() -> anyhow::Result<()> {
     conan(&["remote", "add", "source", &remote.url], h)?;
     conan(&["remote", "add", "packyard", &format!("{}/repository/conan-imported", server.public)], h)?;
     conan(&["remote", "add", "tampered", &format!("{}/repository/conan-tampered", server.public)], h)?;
+    conan(&["remote", "add", "tampered2", &format!("{}/repository/conan-tampered2", server.public)], h)?;
     conan(&["remote", "login", "source", "importer", "-p", "s3cret"], h)?;
     // hdr/0.1: two recipe revisions, each with its package; tool/1.0@acme/stable: one.
     let proj = h.join("hdr");
@@ -786,9 +787,9 @@ fn import_conan_from_a_conan_server() -> anyhow::Result<()> {
     assert_eq!(code, 0, "{out}{err}");
     assert!(summary_line(&out).starts_with("6 planned, 6 already copied, 0 copied"), "{out}");
 
-    // The latest hdr package's archive changed on the remote: its header is not the one the
-    // manifest lists.
-    let (rrev, prevs) = source["hdr/0.1"].last().cloned().unwrap_or_default();
+    // The first hdr package's archive changed on the remote: its header is not the one the
+    // manifest lists. That package revision is refused; the later revisions come.
+    let (rrev, prevs) = source["hdr/0.1"].first().cloned().unwrap_or_default();
     let (pkgid, prev) = prevs.first().and_then(|p| p.split_once('#')).unwrap_or_default();
     let pkg = remote.storage().join(format!("hdr/0.1/_/_/{rrev}/package/{pkgid}/{prev}"));
     let unpacked = tempfile::tempdir()?;
@@ -807,18 +808,58 @@ fn import_conan_from_a_conan_server() -> anyhow::Result<()> {
     assert!(summary_line(&out).starts_with("6 planned, 0 already copied, 5 copied"), "{out}");
     // Everything but that package revision, once published.
     let mut want = source.clone();
-    if let Some(last) = want.get_mut("hdr/0.1").and_then(|revs| revs.last_mut()) {
-        last.1.clear();
+    if let Some(first) = want.get_mut("hdr/0.1").and_then(|revs| revs.first_mut()) {
+        first.1.clear();
     }
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let got = shape(&everything("tampered")?);
-        if got == want {
-            break;
+    let listed = |remote: &str, want: &BTreeMap<String, Vec<(String, Vec<String>)>>| -> anyhow::Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let got = shape(&everything(remote)?);
+            if got == *want {
+                return Ok(());
+            }
+            anyhow::ensure!(Instant::now() < deadline, "{remote} lists {got:?}, not {want:?}");
+            std::thread::sleep(Duration::from_millis(100));
         }
-        anyhow::ensure!(Instant::now() < deadline, "the tampered import lists {got:?}, not {want:?}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    };
+    listed("tampered", &want)?;
+
+    // The first recipe revision's conanfile.py changed: it is refused, and the later revisions
+    // of hdr wait (they would become older than it when it comes); tool comes.
+    let conanfile = remote.storage().join(format!("hdr/0.1/_/_/{rrev}/export/conanfile.py"));
+    let mut bytes = std::fs::read(&conanfile)?;
+    bytes.extend_from_slice(b"# changed\n");
+    std::fs::write(&conanfile, bytes)?;
+    let (code, out, err) = import_conan("conan-tampered2")?;
+    assert_ne!(code, 0, "{out}{err}");
+    assert!(out.contains(&format!("failed: hdr/0.1#{rrev}: conanfile.py: conanmanifest.txt lists MD5 ")), "{out}");
+    let (rrev2, _) = source["hdr/0.1"].last().cloned().unwrap_or_default();
+    assert!(
+        out.contains(&format!("failed: hdr/0.1#{rrev2}: not copied: hdr/0.1#{rrev}, before it in its chain, failed")),
+        "{out}"
+    );
+    assert!(summary_line(&out).starts_with("6 planned, 0 already copied, 2 copied"), "{out}");
+    let only_tool: BTreeMap<_, _> =
+        source.iter().filter(|(r, _)| r.starts_with("tool/")).map(|(k, v)| (k.clone(), v.clone())).collect();
+    listed("tampered2", &only_tool)?;
+
+    // Without credentials, and with a wrong password: a message that says what to do.
+    let bare = ["import", "conan", "--from", &remote.url, "--into", "conan-tampered2"];
+    let (code, _, err) = common::process::run_to_end(dir.path(), &bare, &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)])?;
+    assert_ne!(code, 0);
+    assert!(err.contains("give its credentials in the URL (https://USER:PASSWORD@HOST/…) or in PACKYARD_IMPORT_USERNAME and PACKYARD_IMPORT_PASSWORD"), "{err}");
+    let wrong = [
+        ("PACKYARD_SECURITY__ADMIN_PASSWORD", PW),
+        ("PACKYARD_IMPORT_USERNAME", "importer"),
+        ("PACKYARD_IMPORT_PASSWORD", "wrong"),
+    ];
+    let (code, _, err) = common::process::run_to_end(dir.path(), &bare, &wrong)?;
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("v2/users/authenticate: the source answered 401 to the credentials given: a wrong password"),
+        "{err}"
+    );
+    assert!(!err.contains("wrong@"), "{err}");
     Ok(())
 }
 
@@ -873,6 +914,8 @@ fn import_nexus_from_recorded_answers() -> anyhow::Result<()> {
          "proxy": {"remoteUrl": "http://deb.debian.org/debian/", "contentMaxAge": -1, "metadataMaxAge": 60},
          "negativeCache": {"enabled": true, "timeToLive": 1440}, "httpClient": http(serde_json::Value::Null),
          "routingRuleName": "internal-only", "apt": {"distribution": "bookworm", "flat": false}},
+        {"name": "go-a-top", "format": "go", "type": "group", "url": "http://nexus/repository/go-a-top",
+         "online": true, "storage": storage, "group": {"memberNames": ["go-all"]}},
         {"name": "go-all", "format": "go", "type": "group", "url": "http://nexus/repository/go-all",
          "online": true, "storage": storage, "group": {"memberNames": ["go-proxy", "go-private"]}},
         {"name": "maven-releases", "format": "maven2", "type": "hosted", "url": "http://nexus/repository/maven-releases",
@@ -949,6 +992,7 @@ fn import_nexus_from_recorded_answers() -> anyhow::Result<()> {
         "repository go-proxy (go proxy): created",
         "repository go-all (go group): members go-private are not in Packyard: left out of the group",
         "repository go-all (go group): created",
+        "repository go-a-top (go group): created",
         "repository maven-releases (maven2 hosted): left out: Packyard serves",
         "role apt-readers: created",
         "role deployers: privilege left out: privilege \"nx-component-upload\" has no counterpart in Packyard",
@@ -961,10 +1005,12 @@ fn import_nexus_from_recorded_answers() -> anyhow::Result<()> {
     ] {
         assert!(out.contains(line), "{line:?} in:\n{out}");
     }
-    assert!(out.lines().last().unwrap_or_default().starts_with("4 repositories, 2 roles and 1 users created"), "{out}");
+    assert!(out.lines().last().unwrap_or_default().starts_with("5 repositories, 2 roles and 1 users created"), "{out}");
     // The repositories as Packyard has them.
     let group = admin_json(&server.public, &auth, "GET", "/api/v1/repositories/go-all", None)?;
     assert_eq!(group["group"]["members"], serde_json::json!(["go-proxy"]), "{group}");
+    let top = admin_json(&server.public, &auth, "GET", "/api/v1/repositories/go-a-top", None)?;
+    assert_eq!(top["group"]["members"], serde_json::json!(["go-all"]), "a group after the group it holds: {top}");
     let proxy = admin_json(&server.public, &auth, "GET", "/api/v1/repositories/apt-proxy", None)?;
     assert_eq!(proxy["proxy"]["remote_url"], "http://deb.debian.org/debian/", "{proxy}");
     assert_eq!(proxy["proxy"]["username"], "mirror", "{proxy}");

@@ -104,12 +104,14 @@ fn entry_name(header: &[u8; BLOCK]) -> String {
 }
 
 /// An entry of a tar stream as [`walk_tar_with`] shows it: its path (the ustar prefix joined,
-/// or the pax `path` record or GNU long name before it), its type flag and its data's size.
+/// or the pax `path` record or GNU long name before it), its type flag, its data's size, and a
+/// link's target (the header's, or the pax `linkpath` record or GNU long link name before it).
 #[derive(Debug)]
 pub struct TarEntry<'a> {
     pub path: &'a str,
     pub kind: u8,
     pub size: u64,
+    pub link: &'a str,
 }
 
 impl TarEntry<'_> {
@@ -138,8 +140,10 @@ pub fn walk_tar_with(
 ) -> Result<TarSummary, ArchiveError> {
     let mut summary = TarSummary::default();
     let mut block = [0u8; BLOCK];
-    // A path a pax extended header (`x`) or a GNU long name (`L`) gives the next entry.
+    // A path and a link target a pax extended header (`x`) or a GNU long name (`L`, `K`) gives
+    // the next entry.
     let mut long_path: Option<String> = None;
+    let mut long_link: Option<String> = None;
     loop {
         if !read_block(r, &mut block, what)? {
             return Err(ArchiveError::Truncated(format!(
@@ -169,21 +173,28 @@ pub fn walk_tar_with(
         let padded = data.div_ceil(BLOCK as u64) * BLOCK as u64;
         let mut body = r.by_ref().take(data);
         let visited = match kind {
-            b'x' | b'L' if data <= MAX_LONG_NAME => {
+            b'x' | b'L' | b'K' if data <= MAX_LONG_NAME => {
                 let mut text = Vec::new();
                 body.read_to_end(&mut text).map_err(|e| stream_error(what, e))?;
-                long_path = if kind == b'L' {
-                    let end = text.iter().position(|b| *b == 0).unwrap_or(text.len());
-                    Some(String::from_utf8_lossy(&text[..end]).into_owned())
-                } else {
-                    pax_path(&text).or(long_path)
+                let until_nul = |t: &[u8]| {
+                    let end = t.iter().position(|b| *b == 0).unwrap_or(t.len());
+                    String::from_utf8_lossy(&t[..end]).into_owned()
                 };
+                match kind {
+                    b'L' => long_path = Some(until_nul(&text)),
+                    b'K' => long_link = Some(until_nul(&text)),
+                    _ => {
+                        long_path = pax_record(&text, "path").or(long_path);
+                        long_link = pax_record(&text, "linkpath").or(long_link);
+                    }
+                }
                 Ok(())
             }
-            b'x' | b'L' | b'g' => Ok(()),
+            b'x' | b'L' | b'K' | b'g' => Ok(()),
             _ => {
                 let path = long_path.take().unwrap_or_else(|| ustar_path(&block));
-                visit(&TarEntry { path: &path, kind, size: data }, &mut body)
+                let link = long_link.take().unwrap_or_else(|| field(&block[157..257]));
+                visit(&TarEntry { path: &path, kind, size: data, link: &link }, &mut body)
             }
         };
         visited.map_err(|e| stream_error(what, e))?;
@@ -203,10 +214,17 @@ pub fn walk_tar_with(
     }
 }
 
-/// A ustar header's path: its prefix field joined to its name.
+/// A NUL-terminated header field.
+fn field(bytes: &[u8]) -> String {
+    let end = bytes.iter().position(|b| *b == 0).unwrap_or(bytes.len());
+    String::from_utf8_lossy(&bytes[..end]).into_owned()
+}
+
+/// A ustar header's path: its prefix field joined to its name (a GNU header, `ustar  `, keeps
+/// times where ustar has the prefix).
 fn ustar_path(header: &[u8; BLOCK]) -> String {
     let name = entry_name(header);
-    if &header[257..262] != b"ustar" {
+    if &header[257..263] != b"ustar\0" {
         return name;
     }
     let end = header[345..500].iter().position(|b| *b == 0).unwrap_or(155);
@@ -216,15 +234,15 @@ fn ustar_path(header: &[u8; BLOCK]) -> String {
     format!("{}/{name}", String::from_utf8_lossy(&header[345..345 + end]))
 }
 
-/// The `path` record of a pax extended header (`<length> path=<value>\n` records).
-fn pax_path(text: &[u8]) -> Option<String> {
+/// A record of a pax extended header (`<length> <key>=<value>\n` records).
+fn pax_record(text: &[u8], key: &str) -> Option<String> {
     let mut rest = text;
     while !rest.is_empty() {
         let space = rest.iter().position(|b| *b == b' ')?;
         let len: usize = std::str::from_utf8(&rest[..space]).ok()?.parse().ok()?;
         let record = rest.get(space + 1..len)?;
         rest = &rest[len..];
-        if let Some(value) = record.strip_prefix(b"path=") {
+        if let Some(value) = record.strip_prefix(format!("{key}=").as_bytes()) {
             return Some(String::from_utf8_lossy(value.strip_suffix(b"\n").unwrap_or(value)).into_owned());
         }
     }

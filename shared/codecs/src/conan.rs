@@ -180,49 +180,134 @@ impl Manifest {
     }
 }
 
-/// The MD5 of each file in a revision's archive (`path`: `conan_export.tgz`,
-/// `conan_sources.tgz`, `conan_package.tgz`, or their `.txz`/`.tzst` forms), under the path
-/// `conanmanifest.txt` lists it by: the sources unpack into `export_source/`, the rest into the
-/// revision's folder. A link's entry is `None` (its target is another entry). The whole archive
-/// is read, within `limit` bytes expanded.
-pub fn archive_md5s(
+/// What a revision's archive holds at a path of its manifest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Member {
+    /// A file, with its MD5.
+    File(String),
+    /// A link (symbolic or hard) to another path of the revision.
+    Link(String),
+    Dir,
+}
+
+/// `rel` joined to `dir` inside the revision: `None` when it leaves it (absolute, or `..`
+/// above its top).
+fn inside(dir: &str, rel: &str) -> Option<String> {
+    if rel.starts_with('/') {
+        return None;
+    }
+    let mut parts: Vec<&str> = dir.split('/').filter(|p| !p.is_empty()).collect();
+    for p in rel.split('/') {
+        match p {
+            "" | "." => {}
+            ".." => {
+                parts.pop()?;
+            }
+            p => parts.push(p),
+        }
+    }
+    Some(parts.join("/"))
+}
+
+/// The members of a revision's archive (`path`: `conan_export.tgz`, `conan_sources.tgz`,
+/// `conan_package.tgz`, or their `.txz`/`.tzst` forms), under the path `conanmanifest.txt`
+/// lists them by: the sources unpack into `export_source/`, the rest into the revision's folder.
+/// The whole archive is read, within `limit` bytes expanded; a link out of the revision, or a
+/// path given twice with other content, is refused.
+pub fn archive_members(
     r: impl std::io::Read,
     path: &str,
     limit: u64,
-) -> Result<BTreeMap<String, Option<String>>, crate::archive::ArchiveError> {
+) -> Result<BTreeMap<String, Member>, crate::archive::ArchiveError> {
+    use crate::archive::ArchiveError;
     use sha2::Digest as _;
     let Some(compression) = archive_compression(path) else { return Ok(BTreeMap::new()) };
     let prefix = if path.starts_with("conan_sources.") { "export_source/" } else { "" };
-    let mut out = BTreeMap::new();
+    let mut out: BTreeMap<String, Member> = BTreeMap::new();
+    let mut refused: Option<ArchiveError> = None;
     crate::archive::check_tar_with(r, compression, path, limit, |entry, data| {
-        let name = entry.path.trim_start_matches("./");
-        if entry.is_file() {
-            let mut md5 = md5::Md5::new();
-            std::io::copy(data, &mut md5)?;
-            out.insert(format!("{prefix}{name}"), Some(hex::encode(md5.finalize())));
-        } else if matches!(entry.kind, b'1' | b'2') {
-            out.insert(format!("{prefix}{name}"), None);
+        let name = entry.path.trim_start_matches("./").trim_end_matches('/');
+        if name.is_empty() || refused.is_some() {
+            return Ok(());
+        }
+        let at = format!("{prefix}{name}");
+        let member = match entry.kind {
+            b'5' => Member::Dir,
+            b'1' | b'2' => {
+                // A hard link names a path of the archive; a symbolic one, a path from its
+                // own directory.
+                let from = if entry.kind == b'1' { "" } else { name.rsplit_once('/').map_or("", |(d, _)| d) };
+                match inside(from, entry.link) {
+                    Some(target) => Member::Link(format!("{prefix}{target}")),
+                    None => {
+                        refused = Some(ArchiveError::Corrupt(format!(
+                            "{path}: {at} links to {:?}, outside the revision",
+                            entry.link
+                        )));
+                        return Ok(());
+                    }
+                }
+            }
+            _ if entry.is_file() => {
+                let mut md5 = md5::Md5::new();
+                std::io::copy(data, &mut md5)?;
+                Member::File(hex::encode(md5.finalize()))
+            }
+            _ => return Ok(()),
+        };
+        match out.get(&at) {
+            Some(before) if *before != member && !(member == Member::Dir && *before == Member::Dir) => {
+                refused = Some(ArchiveError::Corrupt(format!("{path}: {at} is in the archive twice, differently")));
+            }
+            _ => {
+                out.insert(at, member);
+            }
         }
         Ok(())
     })?;
-    Ok(out)
+    match refused {
+        Some(e) => Err(e),
+        None => Ok(out),
+    }
 }
 
 impl Manifest {
-    /// Every file the manifest lists is among `files` (a revision's plain files and its
-    /// archives' members, by [`archive_md5s`]) with the MD5 listed.
-    pub fn check_files(&self, files: &BTreeMap<String, Option<String>>) -> Result<(), ConanError> {
-        for (path, want) in &self.files {
-            match files.get(path) {
-                None => {
-                    return Err(err(format!(
-                        "conanmanifest.txt lists {path}, which is in none of the revision's files"
-                    )))
+    /// `files` (a revision's plain files and its archives' members, by [`archive_members`])
+    /// are what the manifest lists: each file it lists, or link to one, with the MD5 listed,
+    /// and no file it does not list (a link to a directory needs no line).
+    pub fn check_files(&self, files: &BTreeMap<String, Member>) -> Result<(), ConanError> {
+        // A link's end: the file or directory it leads to, at most 32 links on.
+        let resolve = |path: &str| -> Result<&Member, String> {
+            let mut at = path.to_string();
+            for _ in 0..32 {
+                match files.get(&at) {
+                    Some(Member::Link(next)) => at.clone_from(next),
+                    Some(end) => return Ok(end),
+                    None if files.keys().any(|k| k.starts_with(&format!("{at}/"))) => return Ok(&Member::Dir),
+                    None if at == path => return Err(format!("{path}, which is in none of the revision's files")),
+                    None => return Err(format!("{path}, a link to {at}, which is not in the revision")),
                 }
-                Some(Some(got)) if got != want => {
+            }
+            Err(format!("{path}, a link in a loop"))
+        };
+        for (path, want) in &self.files {
+            match resolve(path) {
+                Ok(Member::File(got)) if got == want => {}
+                Ok(Member::File(got)) => {
                     return Err(err(format!("{path}: conanmanifest.txt lists MD5 {want}, the revision's is {got}")))
                 }
-                Some(_) => {}
+                Ok(_) => return Err(err(format!("conanmanifest.txt lists {path}, a directory in the revision"))),
+                Err(e) => return Err(err(format!("conanmanifest.txt lists {e}"))),
+            }
+        }
+        for (path, member) in files {
+            if self.files.contains_key(path) {
+                continue;
+            }
+            match (member, resolve(path)) {
+                (Member::Dir, _) | (Member::Link(_), Ok(Member::Dir)) => {}
+                (_, Err(e)) => return Err(err(format!("the revision holds {e}"))),
+                _ => return Err(err(format!("{path} is in the revision but not in conanmanifest.txt"))),
             }
         }
         Ok(())
@@ -391,25 +476,93 @@ mod tests {
         }
         for long in ["gnu", "pax", "ustar"] {
             let bytes = tgz(&files, long);
-            let got = archive_md5s(&bytes[..], "conan_sources.tgz", 1 << 20);
+            let got = archive_members(&bytes[..], "conan_sources.tgz", 1 << 20);
             let got = got.unwrap_or_default();
             assert_eq!(got.len(), 3, "{long}: {got:?}");
             assert_eq!(manifest.check_files(&got), Ok(()), "{long}");
         }
         // The same members at the top: not the sources' paths.
         let bytes = tgz(&files, "gnu");
-        let top = archive_md5s(&bytes[..], "conan_package.tgz", 1 << 20).unwrap_or_default();
+        let top = archive_members(&bytes[..], "conan_package.tgz", 1 << 20).unwrap_or_default();
         let e = manifest.check_files(&top).err().map(|e| e.0).unwrap_or_default();
         assert!(e.starts_with("conanmanifest.txt lists export_source/"), "{e}");
         // A member whose bytes changed.
         let changed: [(&str, &[u8]); 3] = [files[0], ("lib/libhello.a", b"!<arch>\nX"), files[2]];
         let bytes = tgz(&changed, "gnu");
-        let got = archive_md5s(&bytes[..], "conan_sources.tgz", 1 << 20).unwrap_or_default();
+        let got = archive_members(&bytes[..], "conan_sources.tgz", 1 << 20).unwrap_or_default();
         let e = manifest.check_files(&got).err().map(|e| e.0).unwrap_or_default();
         assert!(e.starts_with("export_source/lib/libhello.a: conanmanifest.txt lists MD5 "), "{e}");
+        // A member the manifest does not list.
+        let extra: [(&str, &[u8]); 4] = [files[0], files[1], files[2], ("bin/extra", b"x")];
+        let got = archive_members(&tgz(&extra, "gnu")[..], "conan_sources.tgz", 1 << 20).unwrap_or_default();
+        let e = manifest.check_files(&got).err().map(|e| e.0).unwrap_or_default();
+        assert_eq!(e, "export_source/bin/extra is in the revision but not in conanmanifest.txt");
         // A cut archive is refused, not read as fewer members.
         let whole = tgz(&files, "gnu");
-        assert!(archive_md5s(&whole[..whole.len() / 2], "conan_sources.tgz", 1 << 20).is_err());
+        let cut = archive_members(&whole[..whole.len() / 2], "conan_sources.tgz", 1 << 20);
+        assert!(matches!(cut, Err(crate::archive::ArchiveError::Truncated(_))), "{cut:?}");
+    }
+
+    /// A tar of headers the `tar` crate writes: GNU ones (times where ustar keeps its prefix)
+    /// and links.
+    fn linked(entries: &[(&str, tar::EntryType, &str, &[u8])]) -> Vec<u8> {
+        let mut b = tar::Builder::new(Vec::new());
+        for (path, kind, target, data) in entries {
+            let mut h = tar::Header::new_gnu();
+            h.set_entry_type(*kind);
+            h.set_size(data.len() as u64);
+            h.set_mode(0o644);
+            h.set_mtime(1_700_000_000);
+            if let Some(gnu) = h.as_gnu_mut() {
+                gnu.set_atime(1_700_000_000);
+                gnu.set_ctime(1_700_000_000);
+            }
+            if kind.is_symlink() || kind.is_hard_link() {
+                let _ = b.append_link(&mut h, path, target);
+            } else {
+                let _ = b.append_data(&mut h, path, *data);
+            }
+        }
+        let tar = b.into_inner().unwrap_or_default();
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        let _ = std::io::Write::write_all(&mut gz, &tar);
+        gz.finish().unwrap_or_default()
+    }
+
+    #[test]
+    fn links_are_followed_inside_the_revision_only() {
+        use tar::EntryType::{Directory, Regular, Symlink};
+        let lib = b"library bytes";
+        let manifest = Manifest {
+            time: 1,
+            files: [("lib/libx.so.1", md5_of(lib)), ("lib/libx.so", md5_of(lib))]
+                .map(|(p, m)| (p.to_string(), m))
+                .into(),
+        };
+        let good = linked(&[
+            ("lib", Directory, "", b""),
+            ("lib/libx.so.1", Regular, "", lib),
+            ("lib/libx.so", Symlink, "libx.so.1", b""),
+            ("lib64", Symlink, "lib", b""),
+        ]);
+        let got = archive_members(&good[..], "conan_package.tgz", 1 << 20).unwrap_or_default();
+        assert_eq!(got.get("lib/libx.so"), Some(&Member::Link("lib/libx.so.1".into())), "{got:?}");
+        assert_eq!(manifest.check_files(&got), Ok(()), "a link to a listed file, a link to a directory");
+        // The listed file replaced by a link out of the revision.
+        let escaping =
+            linked(&[("lib/libx.so.1", Regular, "", lib), ("lib/libx.so", Symlink, "../../etc/passwd", b"")]);
+        let e = archive_members(&escaping[..], "conan_package.tgz", 1 << 20).err().map(|e| e.to_string());
+        assert_eq!(
+            e.as_deref(),
+            Some("conan_package.tgz: lib/libx.so links to \"../../etc/passwd\", outside the revision")
+        );
+        let absolute = linked(&[("lib/libx.so.1", Regular, "", lib), ("lib/libx.so", Symlink, "/etc/passwd", b"")]);
+        assert!(archive_members(&absolute[..], "conan_package.tgz", 1 << 20).is_err());
+        // A link to a file the revision does not have.
+        let dangling = linked(&[("lib/libx.so.1", Regular, "", lib), ("lib/libx.so", Symlink, "libx.so.2", b"")]);
+        let got = archive_members(&dangling[..], "conan_package.tgz", 1 << 20).unwrap_or_default();
+        let e = manifest.check_files(&got).err().map(|e| e.0).unwrap_or_default();
+        assert_eq!(e, "conanmanifest.txt lists lib/libx.so, a link to lib/libx.so.2, which is not in the revision");
     }
 
     #[test]

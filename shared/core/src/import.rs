@@ -56,7 +56,15 @@ impl Location {
     /// `DIR`, `file://DIR` or an `http(s)://` URL.
     pub fn parse(s: &str) -> Result<Self, ImportError> {
         if s.starts_with("http://") || s.starts_with("https://") {
-            let mut url = url::Url::parse(s).map_err(|e| ImportError::Source(format!("--from {s}: {e}")))?;
+            // A URL that does not parse is shown without what may be its credentials.
+            let shown = || match s.split_once("://") {
+                Some((scheme, rest)) if rest.split('/').next().is_some_and(|host| host.contains('@')) => {
+                    let after = rest.rsplit_once('@').map_or(rest, |(_, a)| a);
+                    format!("{scheme}://…@{after}")
+                }
+                _ => s.to_string(),
+            };
+            let mut url = url::Url::parse(s).map_err(|e| ImportError::Source(format!("{}: {e}", shown())))?;
             if !url.path().ends_with('/') {
                 url.set_path(&format!("{}/", url.path()));
             }
@@ -64,7 +72,7 @@ impl Location {
         }
         let path = PathBuf::from(s.strip_prefix("file://").unwrap_or(s));
         if !path.is_dir() {
-            return Err(ImportError::Source(format!("--from {s}: not a directory (nor an http(s) URL)")));
+            return Err(ImportError::Source(format!("{s}: not a directory (nor an http(s) URL)")));
         }
         Ok(Self::Dir(path))
     }
@@ -159,9 +167,19 @@ impl std::fmt::Display for Location {
 #[derive(Clone)]
 pub struct Fetcher {
     client: Outbound,
-    /// The `Authorization` every request to the source carries (clones share it: a format
-    /// may trade the credentials for a token once).
-    authorization: Arc<std::sync::RwLock<Option<String>>>,
+    /// The `Authorization` every request to the source carries, and where the credentials
+    /// are traded for a token (clones share them: a format trades once for all).
+    authorization: Arc<std::sync::RwLock<Auth>>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Auth {
+    /// What is sent.
+    header: Option<String>,
+    /// The source's credentials as HTTP Basic, kept while a token is sent.
+    basic: Option<String>,
+    /// Where a token for `basic` is had again when the source says it expired (401).
+    token_at: Option<Location>,
 }
 
 impl Fetcher {
@@ -185,30 +203,70 @@ impl Fetcher {
         Ok(Self { client, authorization: Arc::default() })
     }
 
-    /// Sends `value` as the `Authorization` of every request from now on.
-    pub fn authorize(&self, value: Option<String>) {
-        if let Ok(mut a) = self.authorization.write() {
-            *a = value;
-        }
-    }
-
     /// A fetcher with the same client and credentials, whose credentials change apart from
     /// this one's (each source of a run that reads several, such as Nexus's repositories).
     pub fn detached(&self) -> Self {
-        let current = self.authorization.read().ok().and_then(|a| a.clone());
+        let current = self.auth();
         Self { client: self.client.clone(), authorization: Arc::new(std::sync::RwLock::new(current)) }
+    }
+
+    fn auth(&self) -> Auth {
+        self.authorization.read().map(|a| a.clone()).unwrap_or_default()
     }
 
     /// Sends HTTP Basic credentials (a source's user and password).
     pub fn basic(&self, username: &str, password: &str) {
         use base64::Engine as _;
         let token = base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}"));
-        self.authorize(Some(format!("Basic {token}")));
+        if let Ok(mut a) = self.authorization.write() {
+            *a = Auth { header: Some(format!("Basic {token}")), basic: Some(format!("Basic {token}")), token_at: None };
+        }
     }
 
     /// Whether requests carry credentials.
     pub fn authorized(&self) -> bool {
-        self.authorization.read().is_ok_and(|a| a.is_some())
+        self.auth().header.is_some()
+    }
+
+    /// Trades the credentials for a bearer token at `at` (a `GET` with them, answered with
+    /// the token's text), sent from now on, and again whenever the source answers 401 to it
+    /// (it expired). Without credentials: nothing.
+    pub async fn trade_for_token(&self, at: &Location) -> Result<(), ImportError> {
+        let Some(basic) = self.auth().basic else { return Ok(()) };
+        let token = self.get_token(at, &basic).await?;
+        if let Ok(mut a) = self.authorization.write() {
+            a.header = Some(format!("Bearer {token}"));
+            a.token_at = Some(at.clone());
+        }
+        Ok(())
+    }
+
+    async fn get_token(&self, at: &Location, basic: &str) -> Result<String, ImportError> {
+        let Location::Url(url) = at else { return Err(ImportError::Source(format!("{at}: a token comes from a URL"))) };
+        let res = self
+            .client
+            .client()
+            .get(url.clone())
+            .header(reqwest::header::AUTHORIZATION, basic)
+            .send()
+            .await
+            .map_err(|e| ImportError::Source(format!("{url}: {}", crate::outbound::root_cause(&e))))?;
+        match res.status().as_u16() {
+            200 => {}
+            s @ (401 | 403) => {
+                return Err(ImportError::Source(format!(
+                    "{url}: the source answered {s} to the credentials given: a wrong password, or a user that may \
+                     not read this"
+                )))
+            }
+            s => return Err(ImportError::Source(format!("{url}: the source answered {s}"))),
+        }
+        let body = res.bytes().await.map_err(|e| ImportError::Source(format!("{url}: {e}")))?;
+        let token = String::from_utf8_lossy(&body).trim().to_string();
+        if token.is_empty() || token.len() > 16 << 10 || token.contains(char::is_whitespace) {
+            return Err(ImportError::Source(format!("{url}: the source's answer is not a token")));
+        }
+        Ok(token)
     }
 
     /// A file as a stream of its bytes; `None` when the source has no such file (404).
@@ -222,14 +280,29 @@ impl Fetcher {
                 Err(e) => Err(ImportError::Source(format!("{}: {e}", path.display()))),
             },
             Location::Url(url) => {
-                let mut request = self.client.client().get(url.clone());
-                if let Some(value) = self.authorization.read().ok().and_then(|a| a.clone()) {
-                    request = request.header(reqwest::header::AUTHORIZATION, value);
+                let send = |header: Option<String>| {
+                    let mut request = self.client.client().get(url.clone());
+                    if let Some(value) = header {
+                        request = request.header(reqwest::header::AUTHORIZATION, value);
+                    }
+                    async move {
+                        request
+                            .send()
+                            .await
+                            .map_err(|e| ImportError::Source(format!("{url}: {}", crate::outbound::root_cause(&e))))
+                    }
+                };
+                let auth = self.auth();
+                let mut res = send(auth.header.clone()).await?;
+                // A token that expired: another, once.
+                if let (401, Some(basic), Some(token_at)) = (res.status().as_u16(), &auth.basic, &auth.token_at) {
+                    let token = self.get_token(token_at, basic).await?;
+                    let header = format!("Bearer {token}");
+                    if let Ok(mut a) = self.authorization.write() {
+                        a.header = Some(header.clone());
+                    }
+                    res = send(Some(header)).await?;
                 }
-                let res = request
-                    .send()
-                    .await
-                    .map_err(|e| ImportError::Source(format!("{url}: {}", crate::outbound::root_cause(&e))))?;
                 match res.status().as_u16() {
                     200 => Ok(Some(res.bytes_stream().map_err(|e| e.to_string()).boxed())),
                     404 | 410 => Ok(None),
@@ -325,6 +398,30 @@ pub struct StoreCx<'a> {
     pub actor: Actor<'a>,
 }
 
+impl StoreCx<'_> {
+    /// A file that goes with an item (a source package's, a revision's) into the blob store,
+    /// unchecked (the caller checks it, and discards it when it refuses it: [`discard_all`]).
+    pub async fn fetch(&self, at: &Location, listed_by: &str) -> Result<StoredBlob, UploadError> {
+        let body = self.fetcher.open(at).await.map_err(|e| UploadError::Invalid(e.to_string()))?;
+        let body = body.ok_or_else(|| UploadError::Invalid(format!("{at} is listed by {listed_by} but missing")))?;
+        crate::hosted::receive(self.services, body, self.services.config.server.max_upload_bytes, None).await
+    }
+}
+
+/// Discards the blobs received for an item that is not stored.
+pub async fn discard_all(services: &Services, blobs: &[StoredBlob]) {
+    for b in blobs {
+        crate::hosted::discard(services, &b.sha256, b.created).await;
+    }
+}
+
+impl ImportError {
+    /// The source or request is not usable as given.
+    pub fn source(message: impl Into<String>) -> Self {
+        Self::Source(message.into())
+    }
+}
+
 /// What a format's importer does.
 #[async_trait]
 pub trait Importer: Send + Sync {
@@ -348,6 +445,12 @@ pub trait Importer: Send + Sync {
     /// one fails, the rest of its chain waits for the next run. `None`: copied independently.
     fn chain<'a>(&self, _item: &'a Item<Self::Target>) -> Option<&'a str> {
         None
+    }
+
+    /// Whether the rest of its chain waits after `item` failed (the default); `false` for an
+    /// item whose absence does not change what the later ones mean (a Conan package revision).
+    fn breaks_chain(&self, _item: &Item<Self::Target>) -> bool {
+        true
     }
 }
 
@@ -442,14 +545,15 @@ pub async fn run<I: Importer>(
     };
     if options.dry_run {
         let bytes: u64 = todo.iter().filter_map(|i| i.size).sum();
+        let unknown = todo.iter().filter(|i| i.size.is_none()).count();
+        let size = match unknown {
+            0 => format!("{bytes} bytes"),
+            n if n == todo.len() => "sizes the source does not say".to_string(),
+            n => format!("{bytes} bytes and {n} of sizes the source does not say"),
+        };
         write(
             out,
-            format!(
-                "would copy {} files ({bytes} bytes) into {}; {} copied before",
-                todo.len(),
-                repo.name,
-                summary.skipped
-            ),
+            format!("would copy {} items ({size}) into {}; {} copied before", todo.len(), repo.name, summary.skipped),
         );
         for i in &todo {
             let size = i.size.map_or("?".into(), |s| s.to_string());
@@ -496,7 +600,9 @@ pub async fn run<I: Importer>(
                         Ok(c) => {
                             counters.bytes.fetch_add(c.bytes, Ordering::Relaxed);
                         }
-                        Err(_) if importer.chain(&item).is_some() && broken.is_none() => {
+                        Err(_)
+                            if importer.chain(&item).is_some() && broken.is_none() && importer.breaks_chain(&item) =>
+                        {
                             broken = Some(item.key.clone());
                         }
                         Err(_) => {}

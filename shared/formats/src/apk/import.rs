@@ -40,10 +40,6 @@ pub struct ApkItem {
     pub checksum: String,
 }
 
-fn source_err(m: impl Into<String>) -> ImportError {
-    ImportError::Source(m.into())
-}
-
 impl ApkImport {
     pub fn from_args(args: ImportArgs) -> Result<Self, String> {
         if let Some(key) = &args.key {
@@ -93,13 +89,13 @@ impl ApkImport {
                     for r in dirs(&root.join(&b)).into_iter().filter(|r| chosen(&self.repositories, r)) {
                         for a in dirs(&root.join(&b).join(&r)).into_iter().filter(|a| chosen(&self.architectures, a)) {
                             if root.join(&b).join(&r).join(&a).join(INDEX_FILE).is_file() {
-                                out.push(Unit::new(&b, &r, &a).map_err(source_err)?);
+                                out.push(Unit::new(&b, &r, &a).map_err(ImportError::source)?);
                             }
                         }
                     }
                 }
                 if out.is_empty() {
-                    return Err(source_err(format!(
+                    return Err(ImportError::source(format!(
                         "{}: no <branch>/<repository>/<arch>/{INDEX_FILE} below it",
                         root.display()
                     )));
@@ -108,7 +104,7 @@ impl ApkImport {
             }
             Location::Url(url) => {
                 if self.branches.is_empty() || self.repositories.is_empty() {
-                    return Err(source_err(format!(
+                    return Err(ImportError::source(format!(
                         "--from {url}: name the branches and repositories to import with --only branch=v3.20 --only repository=main"
                     )));
                 }
@@ -121,7 +117,7 @@ impl ApkImport {
                 for b in &self.branches {
                     for r in &self.repositories {
                         for a in &archs {
-                            out.push(Unit::new(b, r, a).map_err(source_err)?);
+                            out.push(Unit::new(b, r, a).map_err(ImportError::source)?);
                         }
                     }
                 }
@@ -139,7 +135,7 @@ impl Importer for ApkImport {
         let configured = ApkSettings::of(repo).architectures;
         let mut missing = BTreeSet::new();
         let keys = match &self.key {
-            Some(k) => Some(parse_public_keys(k).map_err(|e| source_err(format!("--key: {e}")))?),
+            Some(k) => Some(parse_public_keys(k).map_err(|e| ImportError::source(format!("--key: {e}")))?),
             None => None,
         };
         let mut items = Vec::new();
@@ -147,25 +143,27 @@ impl Importer for ApkImport {
             let dir = self.from.join(&format!("{}/", unit.key()))?.as_dir();
             let at = dir.join(INDEX_FILE)?;
             let Some(bytes) = fetcher.read(&at).await? else {
-                return Err(source_err(format!("{at} is missing")));
+                return Err(ImportError::source(format!("{at} is missing")));
             };
             let text = match &keys {
                 Some(keys) => {
                     let member = verify_index(&bytes, keys).map_err(|e| {
-                        source_err(format!("{at} is not signed by the key given with --key: {e}; nothing was copied"))
+                        ImportError::source(format!(
+                            "{at} is not signed by the key given with --key: {e}; nothing was copied"
+                        ))
                     })?;
                     index_member_text(&member)
                 }
                 None => apkindex_text(&bytes),
             }
-            .map_err(|e| source_err(format!("{at}: {e}")))?;
+            .map_err(|e| ImportError::source(format!("{at}: {e}")))?;
             if !configured.contains(&unit.arch) {
                 missing.insert(unit.arch.clone());
             }
             for record in text.split("\n\n").map(|r| r.trim_matches('\n')).filter(|r| !r.is_empty()) {
                 let field = |k: &str| record.lines().find_map(|l| l.strip_prefix(k)).map(str::to_string);
                 let (Some(name), Some(version), Some(checksum)) = (field("P:"), field("V:"), field("C:")) else {
-                    return Err(source_err(format!("{at}: a record without P:, V: or C:")));
+                    return Err(ImportError::source(format!("{at}: a record without P:, V: or C:")));
                 };
                 let file = format!("{name}-{version}.apk");
                 items.push(Item {
@@ -178,7 +176,7 @@ impl Importer for ApkImport {
             }
         }
         if !missing.is_empty() {
-            return Err(source_err(format!(
+            return Err(ImportError::source(format!(
                 "repository {} does not publish the architectures {} the source has: add them to apk.architectures (PATCH /api/v1/repositories/{}) and import again — nothing was copied",
                 repo.name,
                 missing.into_iter().collect::<Vec<_>>().join(", "),

@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use packyard_codecs::apt::fields;
 use packyard_codecs::apt::signing::{parse_public_keys, verify_clearsigned};
 use packyard_core::hosted::{self, UploadError};
-use packyard_core::import::{Fetcher, ImportError, Importer, Item, Location, StoreCx, Stored};
+use packyard_core::import::{discard_all, Fetcher, ImportError, Importer, Item, Location, StoreCx, Stored};
 use packyard_model::repos::{FormatSettings, Repository};
 use packyard_store::blobs::StoredBlob;
 
@@ -80,10 +80,6 @@ pub struct AptItem {
     pub files: Vec<(String, Location, String, u64)>,
 }
 
-fn source_err(m: impl Into<String>) -> ImportError {
-    ImportError::Source(m.into())
-}
-
 /// A `Release`'s fields of one line (`Components`, `Architectures`) as words.
 fn words(release: &str, name: &str) -> Vec<String> {
     release
@@ -104,7 +100,10 @@ impl AptImport {
                 let dists = d.join("dists");
                 let mut out: Vec<String> = std::fs::read_dir(&dists)
                     .map_err(|e| {
-                        source_err(format!("{}: {e} (an APT repository has dists/<distribution>/)", dists.display()))
+                        ImportError::source(format!(
+                            "{}: {e} (an APT repository has dists/<distribution>/)",
+                            dists.display()
+                        ))
                     })?
                     .filter_map(Result::ok)
                     .filter(|e| e.path().join("Release").is_file() || e.path().join("InRelease").is_file())
@@ -112,7 +111,10 @@ impl AptImport {
                     .collect();
                 out.sort();
                 if out.is_empty() {
-                    return Err(source_err(format!("{}: no distribution with a Release file", dists.display())));
+                    return Err(ImportError::source(format!(
+                        "{}: no distribution with a Release file",
+                        dists.display()
+                    )));
                 }
                 Ok(out)
             }
@@ -127,13 +129,13 @@ impl AptImport {
         let inrelease = fetcher.read(&dir).await?;
         match (&self.key, inrelease) {
             (Some(key), Some(bytes)) => {
-                let text = String::from_utf8(bytes.to_vec()).map_err(|_| source_err(format!("{dir}: not text")))?;
-                let keys = parse_public_keys(key).map_err(|e| source_err(format!("--key: {e}")))?;
+                let text = String::from_utf8(bytes.to_vec()).map_err(|_| ImportError::source(format!("{dir}: not text")))?;
+                let keys = parse_public_keys(key).map_err(|e| ImportError::source(format!("--key: {e}")))?;
                 verify_clearsigned(&text, &keys).map_err(|e| {
-                    source_err(format!("{dir} is not signed by the key given with --key: {e}; nothing was copied"))
+                    ImportError::source(format!("{dir} is not signed by the key given with --key: {e}; nothing was copied"))
                 })
             }
-            (Some(_), None) => Err(source_err(format!(
+            (Some(_), None) => Err(ImportError::source(format!(
                 "{dir} is missing: with --key Packyard verifies the clear-signed InRelease, which this source does not publish"
             ))),
             (None, _) => {
@@ -141,8 +143,8 @@ impl AptImport {
                 let bytes = fetcher
                     .read(&release)
                     .await?
-                    .ok_or_else(|| source_err(format!("{release} is missing: is {dist} a distribution of {}?", self.from)))?;
-                String::from_utf8(bytes.to_vec()).map_err(|_| source_err(format!("{release}: not text")))
+                    .ok_or_else(|| ImportError::source(format!("{release} is missing: is {dist} a distribution of {}?", self.from)))?;
+                String::from_utf8(bytes.to_vec()).map_err(|_| ImportError::source(format!("{release}: not text")))
             }
         }
     }
@@ -163,7 +165,7 @@ impl AptImport {
             let Some(bytes) = fetcher.read(&at).await? else { continue };
             let got = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes));
             if !got.eq_ignore_ascii_case(sha) {
-                return Err(source_err(format!(
+                return Err(ImportError::source(format!(
                     "{at}: its SHA-256 is {got}, the Release lists {sha}: nothing was copied"
                 )));
             }
@@ -206,7 +208,7 @@ impl Importer for AptImport {
                     return Ok(all);
                 }
                 match chosen.iter().find(|c| !all.contains(c)) {
-                    Some(c) => Err(source_err(format!(
+                    Some(c) => Err(ImportError::source(format!(
                         "{dist} has no {} {c} (it has: {})",
                         what.to_lowercase(),
                         all.join(", ")
@@ -231,10 +233,11 @@ impl Importer for AptImport {
                         missing.insert(format!("architecture {arch} (apt.architectures)"));
                     }
                     let mut stanza = String::new();
-                    while reader.next_stanza(&mut stanza).map_err(|e| source_err(format!("{base}: {e}")))? {
-                        let f = stanza_fields(&stanza).map_err(|e| source_err(format!("dists/{dist}/{base}: {e}")))?;
+                    while reader.next_stanza(&mut stanza).map_err(|e| ImportError::source(format!("{base}: {e}")))? {
+                        let f = stanza_fields(&stanza)
+                            .map_err(|e| ImportError::source(format!("dists/{dist}/{base}: {e}")))?;
                         let (Some(file), Some(sha256)) = (field(&f, "Filename"), field(&f, "SHA256")) else {
-                            return Err(source_err(format!(
+                            return Err(ImportError::source(format!(
                                 "dists/{dist}/{base}: a package without Filename or SHA256"
                             )));
                         };
@@ -264,7 +267,7 @@ impl Importer for AptImport {
             }
         }
         if !missing.is_empty() {
-            return Err(source_err(format!(
+            return Err(ImportError::source(format!(
                 "repository {} does not publish what the source has: {}; add them to its settings (PATCH /api/v1/repositories/{}) and import again — nothing was copied",
                 repo.name,
                 missing.into_iter().collect::<Vec<_>>().join(", "),
@@ -279,10 +282,7 @@ impl Importer for AptImport {
         let mut files: Vec<(String, StoredBlob)> = Vec::new();
         let fetched = async {
             for (name, at, sha256, size) in &t.files {
-                let body = cx.fetcher.open(at).await.map_err(|e| UploadError::Invalid(e.to_string()))?;
-                let body =
-                    body.ok_or_else(|| UploadError::Invalid(format!("{at} is listed by Sources but missing")))?;
-                let f = hosted::receive(services, body, services.config.server.max_upload_bytes, None).await?;
+                let f = cx.fetch(at, "Sources").await?;
                 let ok = f.sha256.as_str().eq_ignore_ascii_case(sha256) && f.size == *size;
                 files.push((name.clone(), f.clone()));
                 if !ok {
@@ -296,10 +296,8 @@ impl Importer for AptImport {
         }
         .await;
         if let Err(e) = fetched {
-            for (_, f) in &files {
-                hosted::discard(services, &f.sha256, f.created).await;
-            }
-            hosted::discard(services, &stored.sha256, stored.created).await;
+            let received: Vec<StoredBlob> = files.into_iter().map(|(_, f)| f).chain([stored]).collect();
+            discard_all(services, &received).await;
             return Err(e);
         }
         let received: Vec<StoredBlob> = files.iter().map(|(_, f)| f.clone()).collect();
@@ -315,9 +313,7 @@ impl Importer for AptImport {
             Err(e) => {
                 // A refused source package leaves none of its files (the engine removed the
                 // `.dsc` and those it knew of).
-                for f in &received {
-                    hosted::discard(services, &f.sha256, f.created).await;
-                }
+                discard_all(services, &received).await;
                 Err(e)
             }
         }
@@ -336,20 +332,21 @@ impl AptImport {
     ) -> Result<(), ImportError> {
         let mut stanza = String::new();
         let at = format!("dists/{dist}/{component}/source/Sources");
-        while reader.next_stanza(&mut stanza).map_err(|e| source_err(format!("{at}: {e}")))? {
-            let f = stanza_fields(&stanza).map_err(|e| source_err(format!("{at}: {e}")))?;
-            let dir = field(&f, "Directory").ok_or_else(|| source_err(format!("{at}: a source without Directory")))?;
+        while reader.next_stanza(&mut stanza).map_err(|e| ImportError::source(format!("{at}: {e}")))? {
+            let f = stanza_fields(&stanza).map_err(|e| ImportError::source(format!("{at}: {e}")))?;
+            let dir = field(&f, "Directory")
+                .ok_or_else(|| ImportError::source(format!("{at}: a source without Directory")))?;
             let sums = field(&f, "Checksums-Sha256")
-                .ok_or_else(|| source_err(format!("{at}: a source without Checksums-Sha256")))?;
+                .ok_or_else(|| ImportError::source(format!("{at}: a source without Checksums-Sha256")))?;
             let mut dsc = None;
             let mut files = Vec::new();
             for line in sums.lines().map(str::trim).filter(|l| !l.is_empty()) {
                 let parts: Vec<&str> = line.split_whitespace().collect();
                 let [sha, size, name] = parts.as_slice() else {
-                    return Err(source_err(format!("{at}: a Checksums-Sha256 line {line:?}")));
+                    return Err(ImportError::source(format!("{at}: a Checksums-Sha256 line {line:?}")));
                 };
                 let location = self.from.join(&format!("{dir}/{name}"))?;
-                let size: u64 = size.parse().map_err(|_| source_err(format!("{at}: a size {size:?}")))?;
+                let size: u64 = size.parse().map_err(|_| ImportError::source(format!("{at}: a size {size:?}")))?;
                 if name.ends_with(".dsc") {
                     dsc = Some((format!("{dir}/{name}"), location, sha.to_ascii_lowercase(), size));
                 } else {
@@ -357,7 +354,7 @@ impl AptImport {
                 }
             }
             let Some((path, location, sha256, size)) = dsc else {
-                return Err(source_err(format!("{at}: a source package without a .dsc")));
+                return Err(ImportError::source(format!("{at}: a source package without a .dsc")));
             };
             let key = format!("{dist}/{component}/{path}");
             if seen.insert(key.clone()) {

@@ -13,10 +13,11 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use packyard_codecs::archive::{expansion_limit, ArchiveError};
 use packyard_codecs::conan::{
-    archive_compression, archive_md5s, check_file_path, check_revision, glob_matches, FileHashes, Manifest, Reference,
+    archive_compression, archive_members, check_file_path, check_revision, glob_matches, FileHashes, Manifest, Member,
+    Reference,
 };
 use packyard_core::hosted::{self, read_back, UploadError};
-use packyard_core::import::{Fetcher, ImportArgs, ImportError, Importer, Item, Location, StoreCx, Stored};
+use packyard_core::import::{discard_all, Fetcher, ImportArgs, ImportError, Importer, Item, Location, StoreCx, Stored};
 use packyard_model::repos::Repository;
 use packyard_store::blobs::StoredBlob;
 
@@ -38,10 +39,6 @@ pub struct ConanItem {
     /// The revision's folder on the remote (`…/revisions/<rrev>/` or
     /// `…/packages/<id>/revisions/<prev>/`).
     pub base: Location,
-}
-
-fn source_err(m: impl Into<String>) -> ImportError {
-    ImportError::Source(m.into())
 }
 
 impl ConanImport {
@@ -82,47 +79,42 @@ impl ConanImport {
         let Some(body) = fetcher.read(at).await? else { return Ok(None) };
         serde_json::from_slice(&body)
             .map(Some)
-            .map_err(|e| source_err(format!("{at}: not the JSON of a Conan remote: {e}")))
+            .map_err(|e| ImportError::source(format!("{at}: not the JSON of a Conan remote: {e}")))
     }
 
-    /// A list of revisions (`{"revisions": [{"revision": …}]}`, newest first), oldest first.
+    /// A list of revisions (`{"revisions": [{"revision": …, "time": …}]}`, newest first), oldest
+    /// first: by their times when each has one (ISO 8601, the same form), else in the reverse
+    /// of the list's order.
     async fn revisions(&self, fetcher: &Fetcher, at: &Location) -> Result<Vec<String>, ImportError> {
         let Some(v) = self.json(fetcher, at).await? else { return Ok(Vec::new()) };
-        let mut out = Vec::new();
+        let mut out: Vec<(Option<String>, String)> = Vec::new();
         for r in v["revisions"].as_array().into_iter().flatten() {
             let rev = r["revision"].as_str().unwrap_or_default();
-            check_revision("revision", rev).map_err(|e| source_err(format!("{at}: {e}")))?;
-            out.push(rev.to_string());
+            check_revision("revision", rev).map_err(|e| ImportError::source(format!("{at}: {e}")))?;
+            out.push((r["time"].as_str().map(str::to_string), rev.to_string()));
         }
         out.reverse();
-        Ok(out)
+        if out.iter().all(|(t, _)| t.is_some()) {
+            out.sort_by(|a, b| a.0.cmp(&b.0));
+        }
+        Ok(out.into_iter().map(|(_, r)| r).collect())
     }
 
-    /// With credentials: Conan's token for them (`GET /v2/users/authenticate`), sent from now on.
+    /// With credentials: Conan's token for them (`GET /v2/users/authenticate`), sent from now
+    /// on (and had again when it expires).
     async fn sign_in(&self, fetcher: &Fetcher) -> Result<(), ImportError> {
-        if !fetcher.authorized() {
-            return Ok(());
-        }
-        let at = self.at("v2/users/authenticate")?;
-        let token =
-            fetcher.read(&at).await?.ok_or_else(|| source_err(format!("{at}: not found: not a Conan remote")))?;
-        let token = String::from_utf8_lossy(&token).trim().to_string();
-        if token.is_empty() || token.contains(char::is_whitespace) {
-            return Err(source_err(format!("{at}: the remote's answer is not a token")));
-        }
-        fetcher.authorize(Some(format!("Bearer {token}")));
-        Ok(())
+        fetcher.trade_for_token(&self.at("v2/users/authenticate")?).await
     }
 
     /// Every reference the remote's search lists.
     async fn references(&self, fetcher: &Fetcher) -> Result<Vec<Reference>, ImportError> {
         let Location::Url(mut url) = self.at("v2/conans/search")? else {
-            return Err(source_err("a Conan remote is a URL"));
+            return Err(ImportError::source("a Conan remote is a URL"));
         };
         url.set_query(Some("q=*"));
         let at = Location::Url(url);
         let v = self.json(fetcher, &at).await?.ok_or_else(|| {
-            source_err(format!(
+            ImportError::source(format!(
                 "{at}: not found: is {} a Conan 2 remote's URL (as `conan remote add` takes it)?",
                 self.remote
             ))
@@ -130,7 +122,7 @@ impl ConanImport {
         let mut out = Vec::new();
         for r in v["results"].as_array().into_iter().flatten() {
             let text = r.as_str().unwrap_or_default();
-            let reference = Reference::parse(text).map_err(|e| source_err(format!("{at}: {e}")))?;
+            let reference = Reference::parse(text).map_err(|e| ImportError::source(format!("{at}: {e}")))?;
             if self.patterns.is_empty() || self.patterns.iter().any(|p| glob_matches(p, text)) {
                 out.push(reference);
             }
@@ -158,7 +150,7 @@ impl Importer for ConanImport {
                 let mut ids: Vec<&String> = packages.as_object().into_iter().flat_map(|m| m.keys()).collect();
                 ids.sort();
                 for id in ids {
-                    check_revision("package id", id).map_err(|e| source_err(format!("{search}: {e}")))?;
+                    check_revision("package id", id).map_err(|e| ImportError::source(format!("{search}: {e}")))?;
                     let pkg = format!("{root}/revisions/{rrev}/packages/{id}/revisions");
                     for prev in self.revisions(fetcher, &self.at(&pkg)?).await? {
                         let base = self.at(&format!("{pkg}/{prev}/"))?;
@@ -175,13 +167,22 @@ impl Importer for ConanImport {
             } else {
                 format!(" matching {}", self.patterns.join(", "))
             };
-            return Err(source_err(format!("{}: the remote lists no revision of a reference{chosen}", self.remote)));
+            return Err(ImportError::source(format!(
+                "{}: the remote lists no revision of a reference{chosen}",
+                self.remote
+            )));
         }
         Ok(items)
     }
 
     fn chain<'a>(&self, item: &'a Item<ConanItem>) -> Option<&'a str> {
         Some(&item.target.revision.reference)
+    }
+
+    /// A recipe revision that is not copied holds back the later ones (they would become
+    /// older than it when it comes); a package revision holds back nothing.
+    fn breaks_chain(&self, item: &Item<ConanItem>) -> bool {
+        item.target.revision.package.is_none()
     }
 
     async fn store(
@@ -196,10 +197,9 @@ impl Importer for ConanImport {
         let stored = match outcome {
             Ok(hashes) => store_revision(cx, &item.target, fetched, (manifest, hashes)).await,
             Err(e) => {
-                hosted::discard(services, &manifest.sha256, manifest.created).await;
-                for (_, blob, _) in &fetched {
-                    hosted::discard(services, &blob.sha256, blob.created).await;
-                }
+                let received: Vec<StoredBlob> =
+                    fetched.into_iter().map(|(_, blob, _)| blob).chain([manifest]).collect();
+                discard_all(services, &received).await;
                 Err(e)
             }
         };
@@ -229,14 +229,14 @@ async fn hash(
     cx: &StoreCx<'_>,
     path: &str,
     blob: &StoredBlob,
-) -> Result<(FileHashes, BTreeMap<String, Option<String>>), UploadError> {
+) -> Result<(FileHashes, BTreeMap<String, Member>), UploadError> {
     let (name, limit) = (path.to_string(), expansion_limit(blob.size));
     let archive = archive_compression(path).is_some() && !path.contains('/');
     read_back(cx.services, &blob.sha256, move |r| {
         let mut hashes = FileHashes::default();
         let mut tee = Tee { inner: r, hashes: &mut hashes };
         let members = if archive {
-            archive_md5s(&mut tee, &name, limit)?
+            archive_members(&mut tee, &name, limit)?
         } else {
             std::io::copy(&mut tee, &mut std::io::sink()).map_err(|e| ArchiveError::Corrupt(e.to_string()))?;
             BTreeMap::new()
@@ -290,15 +290,12 @@ async fn fetch_revision(
     let mut paths: Vec<String> =
         listed["files"].as_object().into_iter().flat_map(|m| m.keys().cloned()).filter(|p| p != MANIFEST).collect();
     paths.sort();
-    let mut files: BTreeMap<String, Option<String>> = BTreeMap::new();
+    let mut files: BTreeMap<String, Member> = BTreeMap::new();
     for path in paths {
         check_file_path(&path).map_err(|e| UploadError::Invalid(format!("{listing}: {e}")))?;
         let at = t.base.join(&format!("files/{path}")).map_err(|e| UploadError::Invalid(e.to_string()))?;
-        let body = cx.fetcher.open(&at).await.map_err(|e| UploadError::Invalid(e.to_string()))?;
-        let body = body.ok_or_else(|| UploadError::Invalid(format!("{at}: listed by the remote but missing")))?;
-        let limit = cx.services.config.server.max_upload_bytes;
         // (An empty file is one: a header-only package's `conaninfo.txt`.)
-        let blob = hosted::receive(cx.services, body, limit, None).await?;
+        let blob = cx.fetch(&at, "the remote").await?;
         let checked = hash(cx, &path, &blob).await;
         let (hashes, members) = match checked {
             Ok(h) => h,
@@ -307,9 +304,12 @@ async fn fetch_revision(
                 return Err(e);
             }
         };
+        // The manifest lists what the client unpacks: the archives' members and the plain
+        // files beside them, not the archives themselves nor `metadata/`.
+        if archive_compression(&path).is_none() && !path.starts_with("metadata/") {
+            files.insert(path.clone(), Member::File(hashes_md5(&hashes)));
+        }
         files.extend(members);
-        let md5 = hashes_md5(&hashes);
-        files.insert(path.clone(), Some(md5));
         fetched.push((path, blob, hashes));
     }
     manifest.check_files(&files).map_err(|e| UploadError::Invalid(format!("{e}: not copied")))?;
@@ -346,9 +346,8 @@ async fn store_revision(
             Err(e) => {
                 // Not yet recorded: what is left is not kept (what is recorded waits, invisible
                 // without its manifest, for the next run).
-                for (_, blob, _) in rest {
-                    hosted::discard(cx.services, &blob.sha256, blob.created).await;
-                }
+                let left: Vec<StoredBlob> = rest.map(|(_, blob, _)| blob).collect();
+                discard_all(cx.services, &left).await;
                 return Err(UploadError::Invalid(format!("{path}: {}", message(e))));
             }
         }

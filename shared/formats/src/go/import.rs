@@ -2,8 +2,9 @@
 //! which is also a file `GOPROXY`) or a module proxy's URL (`GOPROXY`, the modules named with
 //! `--only module=`, their versions from `@v/list`) into a hosted Go repository. Each
 //! `<module>/@v/<version>.zip` is one item: the zip is checked whole, and its `h1:` must be the
-//! one the cache recorded in its `.ziphash` (what `go.sum` pins), or its `go.mod` the `.mod` the
-//! proxy serves, before it is stored as `PUT <module>/@v/<version>.zip` stores it (the `.mod`
+//! one the cache recorded in its `.ziphash` (what the go command verified against `go.sum` and
+//! the checksum database), or — from a proxy, which is trusted for what it serves — its
+//! `go.mod` the `.mod` the proxy serves, before it is stored as `PUT <module>/@v/<version>.zip` stores it (the `.mod`
 //! from the zip, the checksum database's record).
 
 use async_trait::async_trait;
@@ -44,13 +45,9 @@ pub struct GoItem {
 pub enum Expect {
     /// The `h1:` a module cache recorded (its `.ziphash`).
     H1(String),
-    /// The `.mod` a proxy serves for the version: the zip's `go.mod` must be those bytes (the
-    /// one the go command verified with `go.sum`'s `/go.mod` line).
+    /// The `.mod` a proxy serves for the version: the zip's `go.mod` must be those bytes. (The
+    /// proxy is trusted for both: nothing independent of it vouches for the zip.)
     GoMod(Location),
-}
-
-fn source_err(m: impl Into<String>) -> ImportError {
-    ImportError::Source(m.into())
 }
 
 impl GoImport {
@@ -95,12 +92,13 @@ impl GoImport {
             let at = |file: &str| proxy.join(&format!("{}/@v/{file}", escape(module)));
             let list = at("list")?;
             let Some(text) = fetcher.read(&list).await? else {
-                return Err(source_err(format!("{list}: the proxy has no module {module}")));
+                return Err(ImportError::source(format!("{list}: the proxy has no module {module}")));
             };
-            let text = std::str::from_utf8(&text).map_err(|_| source_err(format!("{list}: not UTF-8 text")))?;
+            let text =
+                std::str::from_utf8(&text).map_err(|_| ImportError::source(format!("{list}: not UTF-8 text")))?;
             for version in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
                 packyard_codecs::go::check_module_version(module, version)
-                    .map_err(|e| source_err(format!("{list}: {version}: {}", e.0)))?;
+                    .map_err(|e| ImportError::source(format!("{list}: {version}: {}", e.0)))?;
                 let file = escape(version);
                 items.push(Item {
                     key: format!("{module}@{version}"),
@@ -116,7 +114,7 @@ impl GoImport {
             }
         }
         if items.is_empty() {
-            return Err(source_err(format!("{proxy}: no version of {} is listed", self.modules.join(", "))));
+            return Err(ImportError::source(format!("{proxy}: no version of {} is listed", self.modules.join(", "))));
         }
         Ok(items)
     }
@@ -125,16 +123,16 @@ impl GoImport {
     fn cache_plan(&self, download: &std::path::Path) -> Result<Vec<Item<GoItem>>, ImportError> {
         let mut dirs = Vec::new();
         version_dirs(download, "", &mut dirs).map_err(|e| {
-            source_err(format!("{}: {e} (a module cache has cache/download/<module>/@v/)", download.display()))
+            ImportError::source(format!("{}: {e} (a module cache has cache/download/<module>/@v/)", download.display()))
         })?;
         let mut items = Vec::new();
         for (escaped, at) in dirs {
-            let module = unescape(&escaped).map_err(|e| source_err(format!("{}: {}", at.display(), e.0)))?;
+            let module = unescape(&escaped).map_err(|e| ImportError::source(format!("{}: {}", at.display(), e.0)))?;
             if !self.modules.is_empty() && !self.modules.contains(&module) {
                 continue;
             }
             let mut zips: Vec<_> = std::fs::read_dir(&at)
-                .map_err(|e| source_err(format!("{}: {e}", at.display())))?
+                .map_err(|e| ImportError::source(format!("{}: {e}", at.display())))?
                 .filter_map(Result::ok)
                 .map(|e| e.path())
                 .filter(|p| p.extension().is_some_and(|x| x == "zip"))
@@ -142,7 +140,8 @@ impl GoImport {
             zips.sort();
             for zip in zips {
                 let stem = zip.file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_default();
-                let version = unescape(&stem).map_err(|e| source_err(format!("{}: {}", zip.display(), e.0)))?;
+                let version =
+                    unescape(&stem).map_err(|e| ImportError::source(format!("{}: {}", zip.display(), e.0)))?;
                 let hash = zip.with_extension("ziphash");
                 // A zip without its hash is a download the go command did not finish.
                 let Ok(h1) = std::fs::read_to_string(&hash) else { continue };
@@ -157,7 +156,7 @@ impl GoImport {
             }
         }
         if items.is_empty() {
-            return Err(source_err(format!("{}: no module zip with its .ziphash", download.display())));
+            return Err(ImportError::source(format!("{}: no module zip with its .ziphash", download.display())));
         }
         Ok(items)
     }
