@@ -73,10 +73,26 @@ enum Command {
         #[command(flatten)]
         options: ImportOptions,
     },
+    /// Vulnerability data (OSV).
+    Vulnerabilities {
+        #[command(subcommand)]
+        command: VulnerabilitiesCommand,
+    },
     /// Administration commands.
     Admin {
         #[command(subcommand)]
         command: AdminCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum VulnerabilitiesCommand {
+    /// Import OSV advisories: a record or a list of records (JSON), a directory of record files,
+    /// or a URL of either (credentials as for `import`). Every record is checked before any is
+    /// stored: a malformed one changes nothing.
+    Import {
+        /// FILE, DIR or URL.
+        source: String,
     },
 }
 
@@ -177,6 +193,10 @@ fn run(cli: Cli, loaded: Loaded) -> anyhow::Result<()> {
                 }
                 _ => anyhow::bail!("import {format} --from DIR|URL --into REPOSITORY (--url is import nexus's)"),
             }
+        }
+        Command::Vulnerabilities { command: VulnerabilitiesCommand::Import { source } } => {
+            packyard_core::telemetry::init(&loaded.config.log);
+            actix_web::rt::System::new().block_on(import_vulnerabilities(loaded.config, &source))
         }
         Command::Admin { command: AdminCommand::ResetPassword { user } } => {
             packyard_core::telemetry::init(&loaded.config.log);
@@ -326,6 +346,59 @@ async fn import_nexus(
             "{} packages were not copied (above); run the import again",
             report.assets.failed.len()
         );
+        Ok(())
+    }
+    .await;
+    services.db.close().await;
+    outcome
+}
+
+/// `packyard-api vulnerabilities import FILE|DIR|URL`.
+async fn import_vulnerabilities(config: packyard_model::config::Config, source: &str) -> anyhow::Result<()> {
+    use packyard_core::import::{Fetcher, Location};
+    use packyard_core::vulnerabilities::{import, records};
+    let path = std::path::Path::new(source);
+    let services = existing(config).await?;
+    let outcome = async {
+        let mut all = Vec::new();
+        let shown;
+        if path.is_file() {
+            shown = path.display().to_string();
+            all = records(&std::fs::read(path).map_err(|e| anyhow::anyhow!("{source}: {e}"))?, &shown)?;
+        } else if path.is_dir() {
+            shown = path.display().to_string();
+            let mut files: Vec<_> = std::fs::read_dir(path)?
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "json"))
+                .collect();
+            files.sort();
+            anyhow::ensure!(!files.is_empty(), "{source}: no *.json record files");
+            for f in files {
+                let name = f.display().to_string();
+                all.extend(records(&std::fs::read(&f).map_err(|e| anyhow::anyhow!("{name}: {e}"))?, &name)?);
+            }
+        } else {
+            let mut at = Location::parse(source)?;
+            let credentials = credentials(&mut at)?;
+            anyhow::ensure!(matches!(at, Location::Url(_)), "{source}: not a file, a directory or an http(s) URL");
+            // A file's URL, not a directory's.
+            let Location::Url(mut url) = at else { anyhow::bail!("{source}: not a URL") };
+            if !source.ends_with('/') {
+                let trimmed = url.path().trim_end_matches('/').to_string();
+                url.set_path(&trimmed);
+            }
+            let at = Location::Url(url);
+            shown = at.to_string();
+            let fetcher = Fetcher::new(&services.config)?;
+            if let Some((user, password)) = &credentials {
+                fetcher.basic(user, password);
+            }
+            let bytes = fetcher.read(&at).await?.ok_or_else(|| anyhow::anyhow!("{shown}: not found (404)"))?;
+            all = records(&bytes, &shown)?;
+        }
+        let done = import(&services, packyard_formats::registry(), &all, &shown).await?;
+        println!("{done}");
         Ok(())
     }
     .await;

@@ -12,6 +12,8 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use base64::Engine as _;
 use packyard_core::security::Action;
 use packyard_core::services::Services;
+use packyard_core::vulnerabilities::{self, Match};
+use packyard_model::osv::Level;
 use packyard_model::repos::{RepoType, Repository};
 use packyard_model::security::RepoFacts;
 use packyard_store::db::catalogue::{AssetRow, ComponentRow, Pattern, Search, Sort};
@@ -60,6 +62,9 @@ pub struct Params {
     direction: Option<String>,
     #[serde(rename = "continuationToken")]
     continuation_token: Option<String>,
+    /// Packyard's: only components with an advisory of this level or above (`low`, `medium`,
+    /// `high`, `critical`).
+    severity: Option<String>,
 }
 
 /// The repositories a request reads: those it searches, and what each is seen through.
@@ -246,7 +251,26 @@ fn asset_json(base: &str, view: &Repository, format: &str, a: &AssetRow) -> Valu
     })
 }
 
-fn component_json(base: &str, view: &Repository, c: &ComponentRow, assets: &[AssetRow]) -> Value {
+/// The advisories that affect a component (OSV data, `packyard-api vulnerabilities import`).
+async fn advisories(services: &Services, c: &ComponentRow) -> Result<Vec<Match>, ApiError> {
+    let Ok(format) = c.format.parse::<packyard_model::repos::Format>() else { return Ok(Vec::new()) };
+    vulnerabilities::matches(services, packyard_formats::registry(), format, (&c.namespace, &c.name, &c.version))
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))
+}
+
+/// `?severity=`: the lowest level a listed component's advisories must reach.
+fn min_severity(p: &Params) -> Result<Option<Level>, ApiError> {
+    p.severity
+        .as_deref()
+        .map(|s| {
+            Level::parse(s)
+                .ok_or_else(|| ApiError::bad_request(format!("severity {s:?}: one of low, medium, high, critical")))
+        })
+        .transpose()
+}
+
+fn component_json(base: &str, view: &Repository, c: &ComponentRow, assets: &[AssetRow], found: &[Match]) -> Value {
     json!({
         "id": encode_id(Kind::Component, view.id, c.id),
         "repository": view.name.as_str(),
@@ -255,11 +279,19 @@ fn component_json(base: &str, view: &Repository, c: &ComponentRow, assets: &[Ass
         "name": c.name,
         "version": c.version,
         "assets": assets.iter().filter(|a| a.component_id == c.id).map(|a| asset_json(base, view, &c.format, a)).collect::<Vec<_>>(),
+        "advisories": found,
     })
 }
 
 /// A page of components with their assets, and the token of the next page.
-async fn component_page(req: &HttpRequest, db: &Db, scope: &Scope, search: &Search) -> Result<Value, ApiError> {
+async fn component_page(
+    req: &HttpRequest,
+    services: &Services,
+    scope: &Scope,
+    search: &Search,
+    min: Option<Level>,
+) -> Result<Value, ApiError> {
+    let db = &services.db;
     let rows = db.catalogue_search(search).await?;
     let ids: Vec<i64> = rows.iter().map(|c| c.id).collect();
     let assets = db.catalogue_assets_of(&ids).await?;
@@ -267,7 +299,12 @@ async fn component_page(req: &HttpRequest, db: &Db, scope: &Scope, search: &Sear
     let mut items = Vec::with_capacity(rows.len());
     for c in &rows {
         let Some(view) = scope.view.get(&c.repository_id) else { continue };
-        items.push(component_json(&base, view, c, &assets));
+        let found = advisories(services, c).await?;
+        let worst = found.iter().filter_map(|m| Level::parse(&m.severity)).max();
+        if min.is_some_and(|min| worst.is_none_or(|w| w < min)) {
+            continue;
+        }
+        items.push(component_json(&base, view, c, &assets, &found));
     }
     let token = (rows.len() as i64 == search.limit).then(|| rows.last()).flatten().map(|c| {
         let owner = scope.by_id.get(&c.repository_id).map_or("", |r| r.name.as_str());
@@ -341,8 +378,9 @@ async fn listed(
             (scope, search)
         }
     };
+    let min = min_severity(&p)?;
     let page = match rows {
-        Rows::Components => component_page(&req, &services.db, &scope, &search).await?,
+        Rows::Components => component_page(&req, &services, &scope, &search, min).await?,
         Rows::Assets => asset_page(&req, &services.db, &scope, &search).await?,
     };
     Ok(HttpResponse::Ok().json(page))
@@ -448,7 +486,8 @@ async fn component(
 ) -> Result<HttpResponse, ApiError> {
     let (view, _, c) = component_by_id(&services, &caller, &id).await?;
     let assets = services.db.catalogue_assets_of(&[c.id]).await?;
-    Ok(HttpResponse::Ok().json(component_json(&base_url(&req), &view, &c, &assets)))
+    let found = advisories(&services, &c).await?;
+    Ok(HttpResponse::Ok().json(component_json(&base_url(&req), &view, &c, &assets, &found)))
 }
 
 /// `GET /assets/{id}`.

@@ -595,14 +595,14 @@ fn import_apk_from_a_url_and_a_directory() -> anyhow::Result<()> {
 }
 
 /// A plain web server (`python3 -m http.server`) of a directory; stopped when dropped.
-struct StaticServer {
+pub(crate) struct StaticServer {
     child: std::process::Child,
-    url: String,
+    pub(crate) url: String,
 }
 
 impl StaticServer {
     /// Serves `root`, once `probe` (a file below it) answers.
-    fn start(root: &Path, probe: &str) -> anyhow::Result<Self> {
+    pub(crate) fn start(root: &Path, probe: &str) -> anyhow::Result<Self> {
         let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
         let child = Command::new("python3")
             .args(["-m", "http.server", "--bind", "127.0.0.1", &port.to_string()])

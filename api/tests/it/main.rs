@@ -34,4 +34,5 @@ mod security;
 mod tls;
 mod ui;
 mod upstreams;
+mod vulnerabilities;
 mod webhooks;

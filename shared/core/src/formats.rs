@@ -78,6 +78,12 @@ pub trait FormatSpec: Send + Sync + 'static {
         None
     }
 
+    /// How OSV advisories name the format's packages and order their versions; `None`: no
+    /// advisory applies to them.
+    fn osv(&self) -> Option<&dyn OsvSpec> {
+        None
+    }
+
     /// How Nexus's repository API (`/service/rest/v1/repositories/<format>/<type>`) names the
     /// format's settings where its names differ from Packyard's; `None`: the format's block is
     /// the same object under the format's name, both ways.
@@ -630,6 +636,26 @@ impl<K: RotatingKeys> SigningKeys for Rotating<K> {
 }
 
 /// Every format, registered once.
+/// A format's packages as OSV's advisories see them.
+pub trait OsvSpec: Send + Sync {
+    /// The ecosystem (OSV's name, without a release: `Debian` for `Debian:12`).
+    fn ecosystem(&self) -> &'static str;
+
+    /// The ecosystem's order of versions, as OSV writes them.
+    fn compare(&self, a: &str, b: &str) -> std::cmp::Ordering;
+
+    /// The package name OSV gives a catalogued component (its name, unless the format's
+    /// catalogue splits it).
+    fn package(&self, _namespace: &str, name: &str) -> String {
+        name.to_string()
+    }
+
+    /// A component's version as OSV writes it (the same, unless the format's differs).
+    fn osv_version<'a>(&self, version: &'a str) -> std::borrow::Cow<'a, str> {
+        std::borrow::Cow::Borrowed(version)
+    }
+}
+
 pub struct Registry {
     /// In the order of `Format::REGISTERED`.
     specs: Vec<&'static dyn FormatSpec>,

@@ -25,4 +25,5 @@ pub mod repositories;
 pub mod security;
 pub mod services;
 pub mod telemetry;
+pub mod vulnerabilities;
 pub mod webhooks;

@@ -7,6 +7,7 @@ pub mod config;
 pub mod crash;
 pub mod directory;
 pub mod net;
+pub mod osv;
 pub mod repos;
 pub mod security;
 pub mod time;

@@ -17,6 +17,7 @@ use sqlx::{AnyPool, Executor, Row};
 use crate::metrics::Metrics;
 use packyard_model::config::DatabaseConfig;
 
+pub mod advisories;
 pub mod blobs;
 pub mod catalogue;
 pub mod cleanup;

@@ -45,6 +45,10 @@ impl FormatSpec for ApkSpec {
         Some(job.map(|i| Box::new(packyard_core::import::Job(i)) as Box<dyn packyard_core::import::ImportJob>))
     }
 
+    fn osv(&self) -> Option<&dyn packyard_core::formats::OsvSpec> {
+        Some(&ApkOsv)
+    }
+
     fn ui(&self) -> &dyn FormatUi {
         &super::ui::ApkUi
     }
@@ -141,5 +145,18 @@ impl RotatingKeys for ApkKeys {
             "public_key": current.public_pem().map_err(KeyError::internal)?,
             "previous_key_name": previous.as_ref().map(name).transpose()?,
         }))
+    }
+}
+
+/// The format's packages in OSV (`Alpine`), in the format's own version order.
+struct ApkOsv;
+
+impl packyard_core::formats::OsvSpec for ApkOsv {
+    fn ecosystem(&self) -> &'static str {
+        "Alpine"
+    }
+
+    fn compare(&self, a: &str, b: &str) -> std::cmp::Ordering {
+        packyard_codecs::apk::version::compare(a, b)
     }
 }

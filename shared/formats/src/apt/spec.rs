@@ -53,6 +53,10 @@ impl FormatSpec for AptSpec {
         Some(&super::nexus::AptNexus)
     }
 
+    fn osv(&self) -> Option<&dyn packyard_core::formats::OsvSpec> {
+        Some(&AptOsv)
+    }
+
     fn ui(&self) -> &dyn FormatUi {
         &super::ui::AptUi
     }
@@ -177,5 +181,18 @@ impl RotatingKeys for AptKeys {
             "public_key": current.public_armored().map_err(KeyError::internal)?,
             "previous_fingerprint": previous.map(|p| p.fingerprint()),
         }))
+    }
+}
+
+/// The format's packages in OSV (`Debian`), in the format's own version order.
+struct AptOsv;
+
+impl packyard_core::formats::OsvSpec for AptOsv {
+    fn ecosystem(&self) -> &'static str {
+        "Debian"
+    }
+
+    fn compare(&self, a: &str, b: &str) -> std::cmp::Ordering {
+        packyard_codecs::apt::version::compare(a, b)
     }
 }

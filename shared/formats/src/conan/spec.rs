@@ -41,6 +41,10 @@ impl FormatSpec for ConanSpec {
         Some(&super::nexus::ConanNexus)
     }
 
+    fn osv(&self) -> Option<&dyn packyard_core::formats::OsvSpec> {
+        Some(&ConanOsv)
+    }
+
     fn ui(&self) -> &dyn FormatUi {
         &super::ui::ConanUi
     }
@@ -82,5 +86,18 @@ impl FormatSpec for ConanSpec {
         }
         let (n, changes) = self.deletes().delete_components(services, repo, &[key.to_string()], actor).await?;
         Ok((n > 0).then_some(changes))
+    }
+}
+
+/// The format's packages in OSV (`ConanCenter`), in the format's own version order.
+struct ConanOsv;
+
+impl packyard_core::formats::OsvSpec for ConanOsv {
+    fn ecosystem(&self) -> &'static str {
+        "ConanCenter"
+    }
+
+    fn compare(&self, a: &str, b: &str) -> std::cmp::Ordering {
+        packyard_codecs::conan::version::compare(a, b)
     }
 }

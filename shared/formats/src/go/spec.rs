@@ -48,6 +48,10 @@ impl FormatSpec for GoSpec {
         Some(job.map(|i| Box::new(packyard_core::import::Job(i)) as Box<dyn packyard_core::import::ImportJob>))
     }
 
+    fn osv(&self) -> Option<&dyn packyard_core::formats::OsvSpec> {
+        Some(&GoOsv)
+    }
+
     fn ui(&self) -> &dyn FormatUi {
         &super::ui::GoUi
     }
@@ -151,5 +155,35 @@ impl SigningKeys for GoSpec {
             audit: serde_json::json!({"name": head.name, "verifier_key": head.verifier_key}),
             key: Some(describe(repo, url, &head)),
         })
+    }
+}
+
+/// Go modules in OSV (`Go`): versions without their `v`, in semantic version order.
+struct GoOsv;
+
+impl packyard_core::formats::OsvSpec for GoOsv {
+    fn ecosystem(&self) -> &'static str {
+        "Go"
+    }
+
+    fn compare(&self, a: &str, b: &str) -> std::cmp::Ordering {
+        let v = |s: &str| packyard_codecs::go::version::Version::parse(&format!("v{}", s.trim_start_matches('v'))).ok();
+        match (v(a), v(b)) {
+            (Some(x), Some(y)) => x.cmp(&y),
+            _ => a.cmp(b),
+        }
+    }
+
+    /// The catalogue splits a module path at its last `/`.
+    fn package(&self, namespace: &str, name: &str) -> String {
+        if namespace.is_empty() {
+            name.to_string()
+        } else {
+            format!("{namespace}/{name}")
+        }
+    }
+
+    fn osv_version<'a>(&self, version: &'a str) -> std::borrow::Cow<'a, str> {
+        std::borrow::Cow::Borrowed(version.strip_prefix('v').unwrap_or(version))
     }
 }

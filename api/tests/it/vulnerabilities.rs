@@ -1,0 +1,199 @@
+//! OSV vulnerability data: `packyard-api vulnerabilities import` from a file and from a URL,
+//! matched against Go, APT and Conan components in each ecosystem's own version order and shown
+//! in Nexus's component API (a field, and the `severity` filter); a malformed file is refused
+//! with the record that failed and changes nothing. On SQLite, PostgreSQL and MariaDB.
+
+use crate::common;
+
+use std::collections::BTreeMap;
+
+use common::process::{admin_json, basic, status_of};
+use packyard_store::db::Backend;
+use serde_json::{json, Value};
+
+const PW: &str = "vulnerabilities-admin";
+
+fn records() -> Value {
+    json!([
+        {"schema_version": "1.6.0", "id": "GO-2026-0001", "modified": "2026-01-01T00:00:00Z",
+         "aliases": ["CVE-2026-0001"], "summary": "Remote code execution in example.com/vuln",
+         "severity": [{"type": "CVSS_V3", "score": "CVSS:3.1/AV:N/AC:L/PR:N/UI:N/S:U/C:H/I:H/A:H"}],
+         "affected": [{"package": {"ecosystem": "Go", "name": "example.com/vuln"},
+            "ranges": [{"type": "SEMVER", "events": [{"introduced": "0"}, {"fixed": "1.2.0"}]}]}]},
+        {"id": "DEBIAN-CVE-2026-0002", "modified": "2026-01-02T00:00:00Z", "summary": "Overflow in vulnpkg",
+         "affected": [{"package": {"ecosystem": "Debian:12", "name": "vulnpkg"},
+            "ranges": [{"type": "ECOSYSTEM", "events": [{"introduced": "0"}, {"fixed": "1.0-2"}]}]}]},
+        {"id": "CONAN-2026-0003", "modified": "2026-01-03T00:00:00Z", "summary": "Weak defaults in libz",
+         "database_specific": {"severity": "MODERATE"},
+         "affected": [{"package": {"ecosystem": "ConanCenter", "name": "libz"},
+            "ranges": [{"type": "ECOSYSTEM", "events": [{"introduced": "0.9"}, {"fixed": "1.1"}]}]}]},
+        {"id": "PYSEC-2026-4", "modified": "2026-01-04T00:00:00Z", "summary": "Not Packyard's",
+         "affected": [{"package": {"ecosystem": "PyPI", "name": "requests"}, "versions": ["2.0.0"]}]}
+    ])
+}
+
+/// Each component's advisories by `name version`: (id, severity) pairs.
+fn advisories(public: &str, auth: &str, query: &str) -> anyhow::Result<BTreeMap<String, Vec<(String, String)>>> {
+    let page = admin_json(public, auth, "GET", &format!("/service/rest/v1/search?{query}"), None)?;
+    let mut out = BTreeMap::new();
+    for item in page["items"].as_array().into_iter().flatten() {
+        let found = item["advisories"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|a| (a["id"].as_str().unwrap_or("").to_string(), a["severity"].as_str().unwrap_or("").to_string()))
+            .collect();
+        // (Go's catalogue splits a module path into group and name.)
+        let group = item["group"].as_str().filter(|g| item["format"] == "go" && !g.is_empty());
+        let name = item["name"].as_str().unwrap_or("");
+        let name = group.map_or(name.to_string(), |g| format!("{g}/{name}"));
+        out.insert(format!("{name} {}", item["version"].as_str().unwrap_or("")), found);
+    }
+    Ok(out)
+}
+
+fn pair(id: &str, level: &str) -> Vec<(String, String)> {
+    vec![(id.to_string(), level.to_string())]
+}
+
+#[test]
+fn osv_data_is_imported_matched_and_shown() -> anyhow::Result<()> {
+    for backend in [Backend::Sqlite, Backend::Postgres, Backend::MySql] {
+        on(backend).map_err(|e| e.context(format!("on {}", backend.as_str())))?;
+    }
+    Ok(())
+}
+
+fn on(backend: Backend) -> anyhow::Result<()> {
+    let Some((url, dir)) = common::process::database_for(backend)? else { return Ok(()) };
+    let server = common::process::start_on(dir.path(), url.as_deref(), &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)])?;
+    // The commands run where the server's configuration is: its database too.
+    let mut env = vec![("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)];
+    if let Some(url) = url.as_deref() {
+        env.extend([
+            ("PACKYARD_DATABASE__URL", url),
+            ("PACKYARD_SECURITY__SECRET", "a-shared-secret-of-enough-length"),
+        ]);
+    }
+    let auth = basic(PW);
+    for (name, format) in [("gomods", "go"), ("debs", "apt"), ("recipes", "conan")] {
+        let mut body = json!({"name": name, "format": format, "type": "hosted"});
+        if format == "apt" {
+            body["apt"] = json!({"distribution": "bookworm", "components": ["main"], "architectures": ["amd64"]});
+        }
+        admin_json(&server.public, &auth, "POST", "/api/v1/repositories", Some(body))?;
+    }
+    for v in ["v1.0.0", "v1.2.0"] {
+        let zip = packyard_codecs::go::testing::simple_module("example.com/vuln", v, v, 0)?;
+        let url = format!("{}/repository/gomods/example.com/vuln/@v/{v}.zip", server.public);
+        let (s, text) = status_of(ureq::put(&url).set("Authorization", &auth).send_bytes(&zip))?;
+        anyhow::ensure!(s == 201, "{v}: {s} {text}");
+    }
+    for v in ["1.0-1", "1.0-2"] {
+        let control = format!(
+            "Package: vulnpkg\nVersion: {v}\nArchitecture: amd64\nMaintainer: T <t@example.org>\nDescription: fixture\n"
+        );
+        let deb = packyard_codecs::apt::testing::deb(&control, ".xz");
+        let url = format!("{}/repository/debs/pool/vulnpkg_{v}_amd64.deb?wait=true", server.public);
+        let (s, text) = status_of(ureq::put(&url).set("Authorization", &auth).send_bytes(&deb))?;
+        anyhow::ensure!(s == 201, "{v}: {s} {text}");
+    }
+    let info = "[settings]\nos=Linux\n";
+    let base = format!("{}/repository/recipes", server.public);
+    crate::conan::upload_by_http(&base, &auth, "libz/1.0/_/_", ("r1", "p1", "q1"), info)?;
+    crate::conan::upload_by_http(&base, &auth, "libz/1.1/_/_", ("r2", "p2", "q2"), info)?;
+
+    let work = tempfile::tempdir()?;
+    let file = work.path().join("osv.json");
+    std::fs::write(&file, records().to_string())?;
+    let path = file.display().to_string();
+    let (code, out, err) = common::process::run_to_end(dir.path(), &["vulnerabilities", "import", &path], &env)?;
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(
+        out.trim(),
+        "4 advisories read: 4 new or changed, stored (3 packages of Packyard's ecosystems), 0 unchanged"
+    );
+    let none: Vec<(String, String)> = Vec::new();
+    let want: BTreeMap<String, Vec<(String, String)>> = [
+        ("example.com/vuln v1.0.0", pair("GO-2026-0001", "critical")),
+        ("example.com/vuln v1.2.0", none.clone()),
+        ("vulnpkg 1.0-1", pair("DEBIAN-CVE-2026-0002", "high")),
+        ("vulnpkg 1.0-2", none.clone()),
+        ("libz 1.0", pair("CONAN-2026-0003", "medium")),
+        ("libz 1.1", none.clone()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let mut got = BTreeMap::new();
+    for repo in ["gomods", "debs", "recipes"] {
+        got.extend(advisories(&server.public, &auth, &format!("repository={repo}"))?);
+    }
+    assert_eq!(got, want);
+    // The score and aliases come along.
+    let go =
+        admin_json(&server.public, &auth, "GET", "/service/rest/v1/search?repository=gomods&version=v1.0.0", None)?;
+    assert_eq!(go["items"][0]["advisories"][0]["score"], 9.8, "{go}");
+    assert_eq!(go["items"][0]["advisories"][0]["aliases"], json!(["CVE-2026-0001"]), "{go}");
+    // "Components with advisories of severity ≥ high".
+    let high = advisories(&server.public, &auth, "severity=high")?;
+    assert_eq!(high.keys().collect::<Vec<_>>(), ["example.com/vuln v1.0.0", "vulnpkg 1.0-1"]);
+    let (s, text) = status_of(
+        ureq::get(&format!("{}/service/rest/v1/search?severity=severe", server.public))
+            .set("Authorization", &auth)
+            .call(),
+    )?;
+    assert_eq!(s, 400, "{text}");
+    assert!(text.contains("severity \\\"severe\\\": one of low, medium, high, critical"), "{text}");
+
+    // The same file again: nothing changes.
+    let (code, out, _) = common::process::run_to_end(dir.path(), &["vulnerabilities", "import", &path], &env)?;
+    assert_eq!(code, 0);
+    assert!(out.contains("4 advisories read: 0 new or changed"), "{out}");
+
+    // A malformed file: refused with the record that failed; nothing of it is kept (not even
+    // the good record before it).
+    let bad = json!([
+        {"id": "GO-2026-0001", "modified": "2026-02-01T00:00:00Z", "summary": "Changed",
+         "affected": [{"package": {"ecosystem": "Go", "name": "example.com/vuln"},
+            "ranges": [{"type": "SEMVER", "events": [{"introduced": "0"}, {"fixed": "1.3.0"}]}]}]},
+        {"id": "BAD-1", "modified": "2026-02-01T00:00:00Z",
+         "affected": [{"package": {"ecosystem": "Go", "name": "example.com/vuln"},
+            "ranges": [{"type": "NUMERIC", "events": [{"introduced": "0"}]}]}]}
+    ]);
+    let bad_file = work.path().join("bad.json");
+    std::fs::write(&bad_file, bad.to_string())?;
+    let bad_path = bad_file.display().to_string();
+    let (code, out, err) = common::process::run_to_end(dir.path(), &["vulnerabilities", "import", &bad_path], &env)?;
+    assert_ne!(code, 0, "{out}{err}");
+    assert!(
+        err.contains(&format!(
+            "{bad_path}: record 2 of 2: BAD-1: Go/example.com/vuln: range type \"NUMERIC\" (OSV has SEMVER, ECOSYSTEM, GIT); nothing was imported"
+        )),
+        "{err}"
+    );
+    let again = advisories(&server.public, &auth, "repository=gomods")?;
+    assert_eq!(again.get("example.com/vuln v1.2.0"), Some(&none), "the previous data is kept");
+    let not_json = work.path().join("not.json");
+    std::fs::write(&not_json, "{\"id\": ")?;
+    let not_path = not_json.display().to_string();
+    let (code, _, err) = common::process::run_to_end(dir.path(), &["vulnerabilities", "import", &not_path], &env)?;
+    assert_ne!(code, 0);
+    assert!(err.contains(&format!("{not_path} is not OSV JSON: ")), "{err}");
+
+    // From a URL: a newer GO-2026-0001 (fixed in 1.3.0) replaces the one held.
+    let served = work.path().join("served");
+    std::fs::create_dir_all(&served)?;
+    let mut newer = records();
+    newer[0]["modified"] = json!("2026-03-01T00:00:00Z");
+    newer[0]["affected"][0]["ranges"][0]["events"][1] = json!({"fixed": "1.3.0"});
+    std::fs::write(served.join("all.json"), newer.to_string())?;
+    let web = crate::import::StaticServer::start(&served, "all.json")?;
+    let from = format!("{}all.json", web.url);
+    let (code, out, err) = common::process::run_to_end(dir.path(), &["vulnerabilities", "import", &from], &env)?;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("4 advisories read: 1 new or changed"), "{out}");
+    let now = advisories(&server.public, &auth, "repository=gomods")?;
+    assert_eq!(now.get("example.com/vuln v1.2.0"), Some(&pair("GO-2026-0001", "critical")), "{now:?}");
+    Ok(())
+}

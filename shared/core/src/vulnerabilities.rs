@@ -1,0 +1,219 @@
+//! Vulnerability data: OSV advisories imported (`packyard-api vulnerabilities import FILE|URL`)
+//! — every record read and checked before any is stored, so a malformed file changes nothing —
+//! and matched against a component by its format's ecosystem, name and version order
+//! ([`crate::formats::OsvSpec`]).
+
+use std::collections::HashMap;
+
+use packyard_model::osv::{self, Advisory, Affected, Level};
+use packyard_model::repos::Format;
+use packyard_store::db::advisories::{AdvisoryPackage, AdvisoryRow};
+use serde_json::Value;
+
+use crate::formats::Registry;
+use crate::services::Services;
+
+#[derive(Debug, thiserror::Error)]
+pub enum VulnError {
+    /// The data is not usable: the message names the record and what is wrong.
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Db(#[from] packyard_store::db::DbError),
+}
+
+/// The records of an OSV file: one record (an object), a list of them, or a directory of
+/// record files (`*.json`), in file-name order. `name` says where they came from in messages.
+pub fn records(bytes: &[u8], name: &str) -> Result<Vec<Value>, VulnError> {
+    let v: Value = serde_json::from_slice(bytes)
+        .map_err(|e| VulnError::Invalid(format!("{name} is not OSV JSON: {e} (a record, or a list of records)")))?;
+    match v {
+        Value::Array(list) => Ok(list),
+        record @ Value::Object(_) => Ok(vec![record]),
+        _ => Err(VulnError::Invalid(format!("{name}: neither an OSV record nor a list of them"))),
+    }
+}
+
+/// What an import did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Imported {
+    pub records: usize,
+    /// New or changed (another `modified` time), and stored.
+    pub stored: usize,
+    pub unchanged: usize,
+    /// Packages the stored records name, of the ecosystems Packyard serves.
+    pub packages: usize,
+}
+
+impl std::fmt::Display for Imported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} advisories read: {} new or changed, stored ({} packages of Packyard's ecosystems), {} unchanged",
+            self.records, self.stored, self.packages, self.unchanged
+        )
+    }
+}
+
+/// OSV's ecosystem without its release (`Debian:12` → `Debian`).
+fn base(ecosystem: &str) -> &str {
+    ecosystem.split(':').next().unwrap_or(ecosystem)
+}
+
+/// Checks every record of `records` (from `source`), then stores those that are new or changed,
+/// keeping of each only the packages of the ecosystems the formats of `formats` serve. One bad
+/// record: nothing is stored, and the message names it.
+pub async fn import(
+    services: &Services,
+    formats: &Registry,
+    records: &[Value],
+    source: &str,
+) -> Result<Imported, VulnError> {
+    let ecosystems: Vec<&str> = formats.all().filter_map(|f| f.osv()).map(|o| o.ecosystem()).collect();
+    let mut parsed = Vec::with_capacity(records.len());
+    for (n, r) in records.iter().enumerate() {
+        let a = osv::parse(r).map_err(|e| {
+            VulnError::Invalid(format!("{source}: record {} of {}: {e}; nothing was imported", n + 1, records.len()))
+        })?;
+        parsed.push(a);
+    }
+    let held = services.db.advisory_times().await?;
+    let mut out = Imported { records: parsed.len(), ..Imported::default() };
+    let mut rows = Vec::new();
+    for a in parsed {
+        if held.get(&a.id) == Some(&a.modified) {
+            out.unchanged += 1;
+            continue;
+        }
+        let packages: Vec<AdvisoryPackage> = a
+            .affected
+            .iter()
+            .filter(|p| ecosystems.contains(&base(&p.ecosystem)))
+            .map(|p| AdvisoryPackage {
+                ecosystem: base(&p.ecosystem).to_string(),
+                name: p.name.clone(),
+                detail: detail(p).to_string(),
+            })
+            .collect();
+        out.stored += 1;
+        out.packages += packages.len();
+        rows.push((row(&a), packages));
+    }
+    // In bounded transactions: a large file is many, each all or nothing, all checked first.
+    for chunk in rows.chunks(500) {
+        services.db.put_advisories(chunk).await?;
+    }
+    let detail = serde_json::json!({"source": source, "records": out.records, "stored": out.stored});
+    services.security.audit("vulnerabilities", None, "vulnerabilities.import", source, detail).await;
+    Ok(out)
+}
+
+fn row(a: &Advisory) -> AdvisoryRow {
+    AdvisoryRow {
+        id: a.id.clone(),
+        modified: a.modified.clone(),
+        level: a.level.as_str().to_string(),
+        score_tenths: a.score.map(|s| (s * 10.0).round() as i64),
+        summary: a.summary.clone(),
+        aliases: serde_json::to_string(&a.aliases).unwrap_or_else(|_| "[]".into()),
+        withdrawn: a.withdrawn,
+    }
+}
+
+/// An affected package as the database keeps it.
+fn detail(p: &Affected) -> Value {
+    let ranges: Vec<Value> = p
+        .ranges
+        .iter()
+        .map(|r| {
+            Value::Array(
+                r.events
+                    .iter()
+                    .map(|e| match e {
+                        osv::Event::Introduced(v) => serde_json::json!({"introduced": v}),
+                        osv::Event::Fixed(v) => serde_json::json!({"fixed": v}),
+                        osv::Event::LastAffected(v) => serde_json::json!({"last_affected": v}),
+                        osv::Event::Limit(v) => serde_json::json!({"limit": v}),
+                    })
+                    .collect(),
+            )
+        })
+        .collect();
+    serde_json::json!({"ecosystem": p.ecosystem, "ranges": ranges, "versions": p.versions,
+        "level": p.level.map(Level::as_str)})
+}
+
+/// An affected package read back.
+fn affected(name: &str, detail: &str) -> Option<Affected> {
+    let v: Value = serde_json::from_str(detail).ok()?;
+    let event = |e: &Value| {
+        let (k, v) = e.as_object()?.iter().next()?;
+        let v = v.as_str()?.to_string();
+        Some(match k.as_str() {
+            "introduced" => osv::Event::Introduced(v),
+            "fixed" => osv::Event::Fixed(v),
+            "last_affected" => osv::Event::LastAffected(v),
+            _ => osv::Event::Limit(v),
+        })
+    };
+    let ranges = v["ranges"]
+        .as_array()?
+        .iter()
+        .map(|r| osv::Range { events: r.as_array().into_iter().flatten().filter_map(event).collect() })
+        .collect();
+    let versions = v["versions"].as_array()?.iter().filter_map(|s| s.as_str().map(str::to_string)).collect();
+    Some(Affected {
+        ecosystem: v["ecosystem"].as_str().unwrap_or_default().to_string(),
+        name: name.to_string(),
+        ranges,
+        versions,
+        level: v["level"].as_str().and_then(Level::parse),
+    })
+}
+
+/// An advisory that affects a component.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Match {
+    pub id: String,
+    /// Its level for this package (the package's own, else the record's).
+    pub severity: String,
+    /// The CVSS base score, when the level came from one.
+    pub score: Option<f64>,
+    pub summary: String,
+    pub aliases: Vec<String>,
+}
+
+/// The advisories that affect a catalogued component of `format` (`(namespace, name,
+/// version)`), most severe first.
+pub async fn matches(
+    services: &Services,
+    formats: &Registry,
+    format: Format,
+    (namespace, name, version): (&str, &str, &str),
+) -> Result<Vec<Match>, VulnError> {
+    let Some(spec) = formats.get(format).osv() else { return Ok(Vec::new()) };
+    let version = spec.osv_version(version);
+    let package = spec.package(namespace, name);
+    let name = package.as_str();
+    let mut out = Vec::new();
+    let mut seen: HashMap<String, ()> = HashMap::new();
+    for (a, detail) in services.db.advisories_of(spec.ecosystem(), name).await? {
+        let Some(p) = affected(name, &detail) else { continue };
+        if !p.affects(&version, &|x, y| spec.compare(x, y)) || seen.insert(a.id.clone(), ()).is_some() {
+            continue;
+        }
+        let record = Level::parse(&a.level).unwrap_or(Level::High);
+        out.push(Match {
+            severity: p.level_or(record).as_str().to_string(),
+            score: a.score_tenths.map(|t| t as f64 / 10.0),
+            summary: a.summary,
+            aliases: serde_json::from_str(&a.aliases).unwrap_or_default(),
+            id: a.id,
+        });
+    }
+    out.sort_by(|a, b| {
+        let level = |m: &Match| Level::parse(&m.severity).unwrap_or(Level::High);
+        level(b).cmp(&level(a)).then_with(|| a.id.cmp(&b.id))
+    });
+    Ok(out)
+}

@@ -1,0 +1,120 @@
+//! OSV advisories as `packyard-api vulnerabilities import` stores them (the migration
+//! `0027_advisories`): a row per record and a row per package it affects, replaced whole.
+
+use std::collections::HashMap;
+
+use sqlx::Row;
+
+use super::{now_ms, text, Db, DbResult};
+use crate::sql;
+
+/// A record's row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AdvisoryRow {
+    pub id: String,
+    pub modified: String,
+    /// `low`, `medium`, `high` or `critical`.
+    pub level: String,
+    /// The CVSS base score × 10, when the level came from one.
+    pub score_tenths: Option<i64>,
+    pub summary: String,
+    /// JSON list of the record's aliases (CVE ids).
+    pub aliases: String,
+    pub withdrawn: bool,
+}
+
+/// A package an advisory affects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdvisoryPackage {
+    /// OSV's ecosystem without its release (`Debian` for `Debian:12`).
+    pub ecosystem: String,
+    pub name: String,
+    /// The entry as JSON (its full ecosystem, ranges, versions, level).
+    pub detail: String,
+}
+
+fn advisory(r: &sqlx::any::AnyRow) -> DbResult<AdvisoryRow> {
+    Ok(AdvisoryRow {
+        id: text(r, "id")?,
+        modified: text(r, "modified")?,
+        level: text(r, "level")?,
+        score_tenths: r.try_get::<Option<i64>, _>("score_tenths")?,
+        summary: text(r, "summary")?,
+        aliases: text(r, "aliases")?,
+        withdrawn: r.try_get::<i64, _>("withdrawn")? != 0,
+    })
+}
+
+impl Db {
+    /// The `modified` time of every advisory held, by id.
+    pub async fn advisory_times(&self) -> DbResult<HashMap<String, String>> {
+        let s = sql!("advisories.times", "SELECT id, modified FROM advisories");
+        let rows = self.query(s).fetch_all(self.pool()).await?;
+        rows.iter().map(|r| Ok((text(r, "id")?, text(r, "modified")?))).collect()
+    }
+
+    /// Stores `records` (each replacing the one of its id, with its packages), all or none.
+    pub async fn put_advisories(&self, records: &[(AdvisoryRow, Vec<AdvisoryPackage>)]) -> DbResult<()> {
+        let mut tx = self.begin().await?;
+        let now = now_ms();
+        for (a, packages) in records {
+            let forget = sql!("advisory_packages.delete", "DELETE FROM advisory_packages WHERE advisory_id = $1");
+            self.bound(forget, (a.id.as_str(),)).execute(&mut *tx).await?;
+            let drop = sql!("advisories.delete", "DELETE FROM advisories WHERE id = $1");
+            self.bound(drop, (a.id.as_str(),)).execute(&mut *tx).await?;
+            let insert = sql!(
+                "advisories.insert",
+                "INSERT INTO advisories (id, modified, level, score_tenths, summary, aliases, withdrawn, imported_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+            );
+            let binds = (
+                a.id.as_str(),
+                a.modified.as_str(),
+                a.level.as_str(),
+                a.score_tenths,
+                a.summary.as_str(),
+                a.aliases.as_str(),
+                i64::from(a.withdrawn),
+                now,
+            );
+            self.bound(insert, binds).execute(&mut *tx).await?;
+            const INSERT: &str =
+                "INSERT INTO advisory_packages (advisory_id, ecosystem, name, detail) VALUES ($1, $2, $3, $4)";
+            self.insert_rows(
+                &mut tx,
+                crate::sql_rows!("advisory_packages.insert_many", INSERT, 100),
+                sql!("advisory_packages.insert", INSERT),
+                packages,
+                |q, p| q.bind(a.id.as_str()).bind(p.ecosystem.as_str()).bind(p.name.as_str()).bind(p.detail.as_str()),
+            )
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// The advisories (not withdrawn) that name package `name` of `ecosystem`, each with its
+    /// entry for it.
+    pub async fn advisories_of(&self, ecosystem: &str, name: &str) -> DbResult<Vec<(AdvisoryRow, String)>> {
+        let s = sql!(
+            "advisories.of_package",
+            "SELECT a.id, a.modified, a.level, a.score_tenths, a.summary, a.aliases, a.withdrawn, p.detail FROM advisory_packages p JOIN advisories a ON a.id = p.advisory_id WHERE p.ecosystem = $1 AND p.name = $2 AND a.withdrawn = 0 ORDER BY a.id"
+        );
+        let rows = self.bound(s, (ecosystem, name)).fetch_all(self.pool()).await?;
+        rows.iter().map(|r| Ok((advisory(r)?, text(r, "detail")?))).collect()
+    }
+
+    /// One advisory.
+    pub async fn advisory(&self, id: &str) -> DbResult<Option<AdvisoryRow>> {
+        let s = sql!(
+            "advisories.get",
+            "SELECT id, modified, level, score_tenths, summary, aliases, withdrawn FROM advisories WHERE id = $1"
+        );
+        self.bound(s, (id,)).fetch_optional(self.pool()).await?.as_ref().map(advisory).transpose()
+    }
+
+    /// How many advisories are held.
+    pub async fn advisory_count(&self) -> DbResult<i64> {
+        let s = sql!("advisories.count", "SELECT CAST(COUNT(*) AS BIGINT) AS n FROM advisories");
+        Ok(self.query(s).fetch_one(self.pool()).await?.try_get("n")?)
+    }
+}
