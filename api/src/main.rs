@@ -87,8 +87,9 @@ enum Command {
 
 #[derive(Subcommand)]
 enum VulnerabilitiesCommand {
-    /// Import OSV advisories: a record or a list of records (JSON), a directory of record files,
-    /// or a URL of either (credentials as for `import`). Every record is checked before any is
+    /// Import OSV advisories: a record or a list of records (JSON), a zip of record files
+    /// (osv.dev's `all.zip`), a directory of record files, or a URL of a file (credentials as
+    /// for `import`). Every record is checked before any is
     /// stored: a malformed one changes nothing.
     Import {
         /// FILE, DIR or URL.
@@ -353,10 +354,26 @@ async fn import_nexus(
     outcome
 }
 
+/// The records of an OSV file: JSON (a record or a list), or a zip of record files (`*.json`),
+/// as osv.dev publishes each ecosystem's (`all.zip`), checked whole.
+fn records(bytes: &[u8], name: &str) -> anyhow::Result<Vec<serde_json::Value>> {
+    use packyard_core::vulnerabilities::records as json;
+    if !bytes.starts_with(b"PK\x03\x04") && !bytes.starts_with(b"PK\x05\x06") {
+        return Ok(json(bytes, name)?);
+    }
+    let files = packyard_codecs::zip::files(bytes, 8 << 30).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+    let mut out = Vec::new();
+    for (file, data) in files.iter().filter(|(f, _)| f.ends_with(".json")) {
+        out.extend(json(data, &format!("{name}: {file}"))?);
+    }
+    anyhow::ensure!(!out.is_empty(), "{name}: a zip without *.json record files");
+    Ok(out)
+}
+
 /// `packyard-api vulnerabilities import FILE|DIR|URL`.
 async fn import_vulnerabilities(config: packyard_model::config::Config, source: &str) -> anyhow::Result<()> {
     use packyard_core::import::{Fetcher, Location};
-    use packyard_core::vulnerabilities::{import, records};
+    use packyard_core::vulnerabilities::import;
     let path = std::path::Path::new(source);
     let services = existing(config).await?;
     let outcome = async {

@@ -181,18 +181,31 @@ fn on(backend: Backend) -> anyhow::Result<()> {
     assert_ne!(code, 0);
     assert!(err.contains(&format!("{not_path} is not OSV JSON: ")), "{err}");
 
-    // From a URL: a newer GO-2026-0001 (fixed in 1.3.0) replaces the one held.
+    // From a URL, a zip of record files as osv.dev publishes them: a newer GO-2026-0001 (fixed
+    // in 1.3.0) replaces the one held.
     let served = work.path().join("served");
     std::fs::create_dir_all(&served)?;
     let mut newer = records();
     newer[0]["modified"] = json!("2026-03-01T00:00:00Z");
     newer[0]["affected"][0]["ranges"][0]["events"][1] = json!({"fixed": "1.3.0"});
-    std::fs::write(served.join("all.json"), newer.to_string())?;
-    let web = crate::import::StaticServer::start(&served, "all.json")?;
-    let from = format!("{}all.json", web.url);
+    let zip = served.join("all.zip");
+    let script = "import json, sys, zipfile\nrecords = json.load(open(sys.argv[1]))\nwith zipfile.ZipFile(sys.argv[2], 'w', zipfile.ZIP_DEFLATED) as z:\n    for r in records:\n        z.writestr(r['id'] + '.json', json.dumps(r))\n";
+    let list = work.path().join("newer.json");
+    std::fs::write(&list, newer.to_string())?;
+    let made = std::process::Command::new("python3").args(["-c", script]).arg(&list).arg(&zip).status()?;
+    anyhow::ensure!(made.success(), "python3 zipfile");
+    let web = crate::import::StaticServer::start(&served, "all.zip")?;
+    let from = format!("{}all.zip", web.url);
     let (code, out, err) = common::process::run_to_end(dir.path(), &["vulnerabilities", "import", &from], &env)?;
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("4 advisories read: 1 new or changed"), "{out}");
+    let cut = work.path().join("cut.zip");
+    let bytes = std::fs::read(&zip)?;
+    std::fs::write(&cut, &bytes[..bytes.len() - 30])?;
+    let cut_path = cut.display().to_string();
+    let (code, _, err) = common::process::run_to_end(dir.path(), &["vulnerabilities", "import", &cut_path], &env)?;
+    assert_ne!(code, 0);
+    assert!(err.contains(&format!("{cut_path}: not a zip file: no end-of-central-directory record")), "{err}");
     let now = advisories(&server.public, &auth, "repository=gomods")?;
     assert_eq!(now.get("example.com/vuln v1.2.0"), Some(&pair("GO-2026-0001", "critical")), "{now:?}");
     Ok(())

@@ -11,3 +11,4 @@ pub mod conan;
 pub mod fuzzing;
 pub mod go;
 pub mod md5lanes;
+pub mod zip;

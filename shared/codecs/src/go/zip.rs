@@ -43,99 +43,37 @@ impl Default for Limits {
     }
 }
 
-/// One central directory entry.
-#[derive(Debug, Clone)]
-pub struct Entry {
-    pub name: String,
-    method: u16,
-    crc: u32,
-    pub compressed: u64,
-    pub size: u64,
-    offset: u64,
-}
+pub use crate::zip::{tail_len, Entry};
 
-/// Bytes to read from the end of a zip to find its central directory.
-pub fn tail_len(total: u64) -> u64 {
-    total.min(22 + 65_535)
-}
-
-fn u16_at(b: &[u8], i: usize) -> u16 {
-    u16::from_le_bytes([b[i], b[i + 1]])
-}
-
-fn u32_at(b: &[u8], i: usize) -> u32 {
-    u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]])
+impl From<crate::zip::ZipError> for ZipError {
+    fn from(e: crate::zip::ZipError) -> Self {
+        match e {
+            crate::zip::ZipError::NotZip(m) => Self::NotZip(m),
+            crate::zip::ZipError::Invalid(m) => Self::Invalid(m),
+            crate::zip::ZipError::Io(e) => Self::Io(e),
+        }
+    }
 }
 
 /// Finds the end-of-central-directory record in `tail` (the last bytes of a zip of `total`
 /// bytes): the central directory's offset, size and entry count.
 pub fn locate(tail: &[u8], total: u64) -> Result<(u64, u64, usize), ZipError> {
-    let at = (0..tail.len().saturating_sub(21))
-        .rev()
-        .find(|&i| tail[i..].starts_with(&[0x50, 0x4b, 0x05, 0x06]))
-        .ok_or_else(|| ZipError::NotZip("no end-of-central-directory record".into()))?;
-    let e = &tail[at..];
-    let (entries, size, offset) = (u16_at(e, 10), u32_at(e, 12), u32_at(e, 16));
-    if usize::from(u16_at(e, 20)) != e.len() - 22 {
-        return Err(ZipError::NotZip("the end-of-central-directory record does not end the file".into()));
-    }
-    if entries == 0xffff || size == 0xffff_ffff || offset == 0xffff_ffff {
-        return Err(invalid("zip64 archives are not supported (a module zip has fewer than 65,535 files and 500 MiB)"));
-    }
-    let eocd_at = total - (tail.len() - at) as u64;
-    // The central directory ends where the end record starts: no gap, no hidden second archive.
-    if u64::from(offset) + u64::from(size) != eocd_at {
-        return Err(ZipError::NotZip("the central directory does not end where the end record starts".into()));
-    }
-    Ok((u64::from(offset), u64::from(size), usize::from(entries)))
+    Ok(crate::zip::locate(tail, total)?)
 }
 
 /// Parses the central directory and checks every entry's type (no symlinks or other irregular
 /// files) and that its data lies inside the file.
 pub fn parse_central(cd: &[u8], count: usize, cd_offset: u64) -> Result<Vec<Entry>, ZipError> {
-    let mut out = Vec::with_capacity(count);
-    let mut i = 0;
-    for _ in 0..count {
-        if cd.len() < i + 46 || u32_at(cd, i) != 0x0201_4b50 {
-            return Err(ZipError::NotZip("a central directory entry is malformed".into()));
+    let entries = crate::zip::parse_central(cd, count, cd_offset)?;
+    for entry in &entries {
+        if let Some(mode) = entry.unix_mode {
+            if mode & 0o170000 != 0 && !matches!(mode & 0o170000, 0o100000 | 0o040000) {
+                let kind = if mode & 0o170000 == 0o120000 { "a symbolic link" } else { "not a regular file" };
+                return Err(invalid(format!("{} is {kind}; a module zip holds only regular files", entry.name)));
+            }
         }
-        let e = &cd[i..];
-        let made_by_unix = e[5] == 3;
-        let flags = u16_at(e, 8);
-        let (n, x, c) = (usize::from(u16_at(e, 28)), usize::from(u16_at(e, 30)), usize::from(u16_at(e, 32)));
-        if cd.len() < i + 46 + n + x + c {
-            return Err(ZipError::NotZip("a central directory entry is truncated".into()));
-        }
-        let name = std::str::from_utf8(&e[46..46 + n]).map_err(|_| invalid("a file name is not UTF-8"))?.to_string();
-        let entry = Entry {
-            method: u16_at(e, 10),
-            crc: u32_at(e, 16),
-            compressed: u64::from(u32_at(e, 20)),
-            size: u64::from(u32_at(e, 24)),
-            offset: u64::from(u32_at(e, 42)),
-            name,
-        };
-        if entry.compressed == 0xffff_ffff || entry.size == 0xffff_ffff || entry.offset == 0xffff_ffff {
-            return Err(invalid("zip64 entries are not supported"));
-        }
-        if flags & 1 != 0 {
-            return Err(invalid(format!("{} is encrypted", entry.name)));
-        }
-        let mode = u32_at(e, 38) >> 16;
-        if made_by_unix && mode & 0o170000 != 0 && !matches!(mode & 0o170000, 0o100000 | 0o040000) {
-            let kind = if mode & 0o170000 == 0o120000 { "a symbolic link" } else { "not a regular file" };
-            return Err(invalid(format!("{} is {kind}; a module zip holds only regular files", entry.name)));
-        }
-        if entry.offset + 30 + entry.compressed > cd_offset {
-            return Err(invalid(format!("the data of {} lies outside the file", entry.name)));
-        }
-        out.push(entry);
-        i += 46 + n + x + c;
     }
-    if i != cd.len() {
-        return Err(ZipError::NotZip("the central directory holds more than its declared entries".into()));
-    }
-    Ok(out)
+    Ok(entries)
 }
 
 /// Case-folds a path as Go's collision check does: each character to the lower case of its
@@ -259,79 +197,31 @@ pub struct Verified {
 /// declared size and CRC (inflation stops past the declared size). Returns the bytes of the
 /// entry named `go_mod` (`<module>@<version>/go.mod`), if any, and the zip's `h1:` hash, from
 /// the SHA-256 of every entry's inflated data taken on the same pass.
-pub fn verify_data<R: Read>(mut r: R, entries: &[Entry], go_mod: &str) -> Result<Verified, ZipError> {
+pub fn verify_data<R: Read>(r: R, entries: &[Entry], go_mod: &str) -> Result<Verified, ZipError> {
+    let mut found: Option<Vec<u8>> = None;
+    let mut sums: HashMap<&str, Sha256> = HashMap::new();
+    crate::zip::read_entries(r, entries, |e, piece| {
+        if e.name == go_mod {
+            found.get_or_insert_with(Vec::new).extend_from_slice(piece);
+        }
+        if let Some(sha) = sums.get_mut(e.name.as_str()) {
+            sha.update(piece);
+        } else {
+            let mut sha = Sha256::new();
+            sha.update(piece);
+            sums.insert(entries.iter().find(|x| x.name == e.name).map_or("", |x| x.name.as_str()), sha);
+        }
+        Ok(())
+    })?;
+    if found.is_none() && entries.iter().any(|e| e.name == go_mod) {
+        found = Some(Vec::new());
+    }
     let mut order: Vec<&Entry> = entries.iter().collect();
     order.sort_by_key(|e| e.offset);
-    let mut pos: u64 = 0;
-    let mut found = None;
-    let mut digests: Vec<(&str, FileDigest)> = Vec::with_capacity(entries.len());
-    for e in order {
-        if e.offset < pos {
-            return Err(invalid(format!("{} overlaps another entry", e.name)));
-        }
-        io::copy(&mut (&mut r).take(e.offset - pos), &mut io::sink())?;
-        let mut head = [0u8; 30];
-        r.read_exact(&mut head)
-            .map_err(|_| ZipError::NotZip(format!("the local header of {} is truncated", e.name)))?;
-        if u32_at(&head, 0) != 0x0403_4b50 {
-            return Err(ZipError::NotZip(format!("no local header for {}", e.name)));
-        }
-        let (n, x) = (u64::from(u16_at(&head, 26)), u64::from(u16_at(&head, 28)));
-        let mut name = vec![0u8; usize::from(u16_at(&head, 26))];
-        r.read_exact(&mut name)?;
-        if name != e.name.as_bytes() || u16_at(&head, 8) != e.method {
-            return Err(invalid(format!("the local header of {} does not match the central directory", e.name)));
-        }
-        io::copy(&mut (&mut r).take(x), &mut io::sink())?;
-        let mut data = (&mut r).take(e.compressed);
-        let keep = e.name == go_mod;
-        let mut kept = Vec::new();
-        let mut crc = flate2::Crc::new();
-        let mut sha = Sha256::new();
-        let mut produced: u64 = 0;
-        let mut buf = vec![0u8; 64 * 1024];
-        {
-            let mut inflated: Box<dyn Read + '_> = match e.method {
-                0 => Box::new(&mut data),
-                8 => Box::new(flate2::read::DeflateDecoder::new(&mut data)),
-                m => {
-                    return Err(invalid(format!(
-                        "{} uses compression method {m}; only stored and deflate are allowed",
-                        e.name
-                    )))
-                }
-            };
-            loop {
-                let got =
-                    inflated.read(&mut buf).map_err(|err| invalid(format!("{} does not inflate: {err}", e.name)))?;
-                if got == 0 {
-                    break;
-                }
-                produced += got as u64;
-                if produced > e.size {
-                    return Err(invalid(format!("{} holds more than its declared {} bytes", e.name, e.size)));
-                }
-                crc.update(&buf[..got]);
-                sha.update(&buf[..got]);
-                if keep {
-                    kept.extend_from_slice(&buf[..got]);
-                }
-            }
-        }
-        if produced != e.size {
-            return Err(invalid(format!("{} holds {produced} bytes, not its declared {}", e.name, e.size)));
-        }
-        if crc.sum() != e.crc {
-            return Err(invalid(format!("{} fails its CRC-32 check", e.name)));
-        }
-        // What inflation left of the compressed bytes (none, for a well-formed entry).
-        io::copy(&mut data, &mut io::sink())?;
-        if keep {
-            found = Some(kept);
-        }
-        digests.push((e.name.as_str(), sha.finalize().into()));
-        pos = e.offset + 30 + n + x + e.compressed;
-    }
+    let digests: Vec<(&str, FileDigest)> = order
+        .iter()
+        .map(|e| (e.name.as_str(), sums.remove(e.name.as_str()).unwrap_or_default().finalize().into()))
+        .collect();
     let h1 = h1_zip(digests).map_err(|e| invalid(e.to_string()))?;
     Ok(Verified { go_mod: found, h1 })
 }
