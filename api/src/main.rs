@@ -354,67 +354,18 @@ async fn import_nexus(
     outcome
 }
 
-/// The records of an OSV file: JSON (a record or a list), or a zip of record files (`*.json`),
-/// as osv.dev publishes each ecosystem's (`all.zip`), checked whole.
-fn records(bytes: &[u8], name: &str) -> anyhow::Result<Vec<serde_json::Value>> {
-    use packyard_core::vulnerabilities::records as json;
-    if !bytes.starts_with(b"PK\x03\x04") && !bytes.starts_with(b"PK\x05\x06") {
-        return Ok(json(bytes, name)?);
-    }
-    let files = packyard_codecs::zip::files(bytes, 8 << 30).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
-    let mut out = Vec::new();
-    for (file, data) in files.iter().filter(|(f, _)| f.ends_with(".json")) {
-        out.extend(json(data, &format!("{name}: {file}"))?);
-    }
-    anyhow::ensure!(!out.is_empty(), "{name}: a zip without *.json record files");
-    Ok(out)
-}
-
 /// `packyard-api vulnerabilities import FILE|DIR|URL`.
 async fn import_vulnerabilities(config: packyard_model::config::Config, source: &str) -> anyhow::Result<()> {
-    use packyard_core::import::{Fetcher, Location};
-    use packyard_core::vulnerabilities::import;
-    let path = std::path::Path::new(source);
     let services = existing(config).await?;
     let outcome = async {
-        let mut all = Vec::new();
-        let shown;
-        if path.is_file() {
-            shown = path.display().to_string();
-            all = records(&std::fs::read(path).map_err(|e| anyhow::anyhow!("{source}: {e}"))?, &shown)?;
-        } else if path.is_dir() {
-            shown = path.display().to_string();
-            let mut files: Vec<_> = std::fs::read_dir(path)?
-                .filter_map(Result::ok)
-                .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|x| x == "json"))
-                .collect();
-            files.sort();
-            anyhow::ensure!(!files.is_empty(), "{source}: no *.json record files");
-            for f in files {
-                let name = f.display().to_string();
-                all.extend(records(&std::fs::read(&f).map_err(|e| anyhow::anyhow!("{name}: {e}"))?, &name)?);
-            }
-        } else {
-            let mut at = Location::parse(source)?;
-            let credentials = credentials(&mut at)?;
-            anyhow::ensure!(matches!(at, Location::Url(_)), "{source}: not a file, a directory or an http(s) URL");
-            // A file's URL, not a directory's.
-            let Location::Url(mut url) = at else { anyhow::bail!("{source}: not a URL") };
-            if !source.ends_with('/') {
-                let trimmed = url.path().trim_end_matches('/').to_string();
-                url.set_path(&trimmed);
-            }
-            let at = Location::Url(url);
-            shown = at.to_string();
-            let fetcher = Fetcher::new(&services.config)?;
-            if let Some((user, password)) = &credentials {
-                fetcher.basic(user, password);
-            }
-            let bytes = fetcher.read(&at).await?.ok_or_else(|| anyhow::anyhow!("{shown}: not found (404)"))?;
-            all = records(&bytes, &shown)?;
-        }
-        let done = import(&services, packyard_formats::registry(), &all, &shown).await?;
+        let mut at = packyard_core::import::Location::parse(source);
+        let credentials = match at.as_mut() {
+            Ok(at) => credentials(at)?,
+            Err(_) => None,
+        };
+        let (shown, records) = packyard_worker::read_osv_source(&services, source, credentials).await?;
+        let formats = packyard_formats::registry();
+        let done = packyard_core::vulnerabilities::import(&services, formats, &records, &shown).await?;
         println!("{done}");
         Ok(())
     }

@@ -131,6 +131,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         packyard_worker::spawn_blob_reclaimer(&services);
         packyard_worker::spawn_digester(&services);
         packyard_worker::spawn_webhook_dispatcher(&services);
+        packyard_worker::spawn_vulnerability_refresher(&services);
         let task = actix_web::rt::spawn(publisher.run(async move {
             let _ = rx.await;
         }));

@@ -158,3 +158,124 @@ fn hostname() -> String {
         .map(|h| h.trim().to_string())
         .unwrap_or_else(|_| "worker".into())
 }
+
+/// The records of an OSV file: JSON (a record or a list), or a zip of record files (`*.json`),
+/// as osv.dev publishes each ecosystem's (`all.zip`), checked whole.
+pub fn osv_records(bytes: &[u8], name: &str) -> anyhow::Result<Vec<serde_json::Value>> {
+    use packyard_core::vulnerabilities::records as json;
+    if !bytes.starts_with(b"PK\x03\x04") && !bytes.starts_with(b"PK\x05\x06") {
+        return Ok(json(bytes, name)?);
+    }
+    let files = packyard_codecs::zip::files(bytes, 8 << 30).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+    let mut out = Vec::new();
+    for (file, data) in files.iter().filter(|(f, _)| f.ends_with(".json")) {
+        out.extend(json(data, &format!("{name}: {file}"))?);
+    }
+    anyhow::ensure!(!out.is_empty(), "{name}: a zip without *.json record files");
+    Ok(out)
+}
+
+/// The records of an OSV source — a file, a directory of record files, or a URL (its
+/// credentials in it, or `credentials`) — and how messages name it.
+pub async fn read_osv_source(
+    services: &Services,
+    source: &str,
+    credentials: Option<(String, String)>,
+) -> anyhow::Result<(String, Vec<serde_json::Value>)> {
+    use packyard_core::import::{Fetcher, Location};
+    let path = std::path::Path::new(source);
+    if path.is_file() {
+        let shown = path.display().to_string();
+        let bytes = tokio::fs::read(path).await.map_err(|e| anyhow::anyhow!("{source}: {e}"))?;
+        let records = osv_records(&bytes, &shown)?;
+        return Ok((shown, records));
+    }
+    if path.is_dir() {
+        let mut files: Vec<_> = std::fs::read_dir(path)?
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "json" || x == "zip"))
+            .collect();
+        files.sort();
+        anyhow::ensure!(!files.is_empty(), "{source}: no *.json or *.zip files");
+        let mut all = Vec::new();
+        for f in files {
+            let name = f.display().to_string();
+            let bytes = tokio::fs::read(&f).await.map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+            all.extend(osv_records(&bytes, &name)?);
+        }
+        return Ok((path.display().to_string(), all));
+    }
+    let mut at = Location::parse(source)?;
+    let credentials = at.take_credentials().or(credentials);
+    let Location::Url(mut url) = at else { anyhow::bail!("{source}: not a file, a directory or an http(s) URL") };
+    // A file's URL, not a directory's.
+    if !source.ends_with('/') {
+        let trimmed = url.path().trim_end_matches('/').to_string();
+        url.set_path(&trimmed);
+    }
+    let at = Location::Url(url);
+    let shown = at.to_string();
+    let fetcher = Fetcher::new(&services.config)?;
+    if let Some((user, password)) = &credentials {
+        fetcher.basic(user, password);
+    }
+    let bytes = fetcher.read(&at).await?.ok_or_else(|| anyhow::anyhow!("{shown}: not found (404)"))?;
+    let records = osv_records(&bytes, &shown)?;
+    Ok((shown, records))
+}
+
+/// Imports `vulnerabilities.sources` again every `vulnerabilities.refresh_secs` — one worker of
+/// the installation each time (a claim in the database) —, each source on its own: one that
+/// cannot be read or is malformed is logged and changes nothing.
+pub fn spawn_vulnerability_refresher(services: &Services) {
+    let cfg = services.config.vulnerabilities.clone();
+    if cfg.sources.is_empty() {
+        return;
+    }
+    let services = services.clone();
+    let period = std::time::Duration::from_secs(cfg.refresh_secs.max(1));
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(period.min(std::time::Duration::from_secs(60)));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let period_ms = i64::try_from(period.as_millis()).unwrap_or(i64::MAX);
+            match services.db.claim_periodic("vulnerabilities.refresh", period_ms).await {
+                Ok(true) => {}
+                Ok(false) => continue,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot claim the vulnerability data's refresh; trying again later");
+                    continue;
+                }
+            }
+            for source in &cfg.sources {
+                let imported = async {
+                    let (shown, records) = read_osv_source(&services, source, None).await?;
+                    let formats = packyard_formats::registry();
+                    Ok::<_, anyhow::Error>(
+                        packyard_core::vulnerabilities::import(&services, formats, &records, &shown).await?,
+                    )
+                }
+                .await;
+                match imported {
+                    Ok(done) => tracing::info!(source = %redacted(source), %done, "vulnerability data refreshed"),
+                    Err(e) => {
+                        tracing::warn!(source = %redacted(source), error = %e, "cannot refresh vulnerability data")
+                    }
+                }
+            }
+        }
+    });
+}
+
+/// A source as logs show it: a URL without its credentials.
+fn redacted(source: &str) -> String {
+    match packyard_core::import::Location::parse(source) {
+        Ok(mut at) => {
+            at.take_credentials();
+            at.to_string()
+        }
+        Err(_) => source.split_once('@').map_or(source.to_string(), |(_, host)| format!("…@{host}")),
+    }
+}

@@ -55,6 +55,7 @@ async fn run(loaded: Loaded) -> anyhow::Result<()> {
     packyard_worker::spawn_blob_reclaimer(&services);
     packyard_worker::spawn_digester(&services);
     packyard_worker::spawn_webhook_dispatcher(&services);
+    packyard_worker::spawn_vulnerability_refresher(&services);
     let publisher = std::sync::Arc::new(Publisher::new(services.clone(), packyard_worker::builders(&services)));
     let worker = publisher.run(async move {
         let _ = stop_rx.await;

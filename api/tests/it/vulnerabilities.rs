@@ -210,3 +210,52 @@ fn on(backend: Backend) -> anyhow::Result<()> {
     assert_eq!(now.get("example.com/vuln v1.2.0"), Some(&pair("GO-2026-0001", "critical")), "{now:?}");
     Ok(())
 }
+
+/// `vulnerabilities.sources`: the worker imports them at start and again every
+/// `vulnerabilities.refresh_secs`, so a record the source adds is matched without a command.
+#[test]
+fn the_worker_refreshes_the_configured_sources() -> anyhow::Result<()> {
+    let work = tempfile::tempdir()?;
+    let served = work.path().join("served");
+    std::fs::create_dir_all(&served)?;
+    let first = records();
+    std::fs::write(served.join("all.json"), json!([first[0]]).to_string())?;
+    let web = crate::import::StaticServer::start(&served, "all.json")?;
+    let sources = format!("[\"{}all.json\"]", web.url);
+    let dir = tempfile::tempdir()?;
+    let server = common::process::start_on(
+        dir.path(),
+        None,
+        &[
+            ("PACKYARD_SECURITY__ADMIN_PASSWORD", PW),
+            ("PACKYARD_VULNERABILITIES__SOURCES", &sources),
+            ("PACKYARD_VULNERABILITIES__REFRESH_SECS", "1"),
+        ],
+    )?;
+    let auth = basic(PW);
+    let body = json!({"name": "gomods", "format": "go", "type": "hosted"});
+    admin_json(&server.public, &auth, "POST", "/api/v1/repositories", Some(body))?;
+    let zip = packyard_codecs::go::testing::simple_module("example.com/vuln", "v1.2.5", "x", 0)?;
+    let url = format!("{}/repository/gomods/example.com/vuln/@v/v1.2.5.zip", server.public);
+    let (s, text) = status_of(ureq::put(&url).set("Authorization", &auth).send_bytes(&zip))?;
+    anyhow::ensure!(s == 201, "{s} {text}");
+    let wait_for = |want: Vec<(String, String)>| -> anyhow::Result<()> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let got = advisories(&server.public, &auth, "repository=gomods")?;
+            if got.get("example.com/vuln v1.2.5") == Some(&want) {
+                return Ok(());
+            }
+            anyhow::ensure!(std::time::Instant::now() < deadline, "{got:?}, not {want:?}");
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    };
+    // GO-2026-0001 is fixed in 1.2.0: v1.2.5 is not affected.
+    wait_for(Vec::new())?;
+    let mut later = first[0].clone();
+    later["id"] = json!("GO-2026-0009");
+    later["affected"][0]["ranges"][0]["events"] = json!([{"introduced": "1.2.4"}, {"fixed": "1.2.6"}]);
+    std::fs::write(served.join("all.json"), json!([first[0], later]).to_string())?;
+    wait_for(pair("GO-2026-0009", "critical"))?;
+    Ok(())
+}

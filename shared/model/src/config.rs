@@ -26,7 +26,28 @@ pub struct Config {
     pub log: LogConfig,
     pub security: SecurityConfig,
     pub webhooks: WebhooksConfig,
+    #[serde(default)]
+    pub vulnerabilities: VulnerabilitiesConfig,
     pub debug: DebugConfig,
+}
+
+/// OSV vulnerability data the workers keep fresh (`packyard-api vulnerabilities import` takes
+/// the same sources by hand).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct VulnerabilitiesConfig {
+    /// OSV files (JSON or osv.dev's `all.zip`): URLs (through `proxy.*`; credentials in the URL)
+    /// or paths. Empty: no refresh.
+    pub sources: Vec<String>,
+    /// How often they are imported again (one worker of the installation does it; what did not
+    /// change is left as it is).
+    pub refresh_secs: u64,
+}
+
+impl Default for VulnerabilitiesConfig {
+    fn default() -> Self {
+        Self { sources: Vec::new(), refresh_secs: 6 * 3600 }
+    }
 }
 
 /// Webhook deliveries (the workers send them).

@@ -112,6 +112,18 @@ impl Db {
         self.bound(s, (id,)).fetch_optional(self.pool()).await?.as_ref().map(advisory).transpose()
     }
 
+    /// Claims the periodic task `name` for `period_ms`: true for one caller per period across
+    /// the installation (its row's time moves on), false for the others.
+    pub async fn claim_periodic(&self, name: &str, period_ms: i64) -> DbResult<bool> {
+        let seed =
+            crate::insert_or_ignore!("maintenance.seed", "INSERT INTO maintenance (name, done_at) VALUES ($1, $2)");
+        self.bound(seed, (name, 0_i64)).execute(self.pool()).await?;
+        let now = now_ms();
+        let claim = sql!("maintenance.claim", "UPDATE maintenance SET done_at = $1 WHERE name = $2 AND done_at <= $3");
+        let done = self.bound(claim, (now, name, now - period_ms)).execute(self.pool()).await?;
+        Ok(done.rows_affected() == 1)
+    }
+
     /// How many advisories are held.
     pub async fn advisory_count(&self) -> DbResult<i64> {
         let s = sql!("advisories.count", "SELECT CAST(COUNT(*) AS BIGINT) AS n FROM advisories");
