@@ -66,7 +66,16 @@ fn osv_data_is_imported_matched_and_shown() -> anyhow::Result<()> {
 
 fn on(backend: Backend) -> anyhow::Result<()> {
     let Some((url, dir)) = common::process::database_for(backend)? else { return Ok(()) };
-    let server = common::process::start_on(dir.path(), url.as_deref(), &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)])?;
+    let server = common::process::start_on(
+        dir.path(),
+        url.as_deref(),
+        &[
+            ("PACKYARD_SECURITY__ADMIN_PASSWORD", PW),
+            ("PACKYARD_WEBHOOKS__POLL_MS", "50"),
+            // The receiver is on loopback, which deliveries may reach only when opened.
+            ("PACKYARD_WEBHOOKS__ALLOWED_NETWORKS", r#"["127.0.0.1/32"]"#),
+        ],
+    )?;
     // The commands run where the server's configuration is: its database too.
     let mut env = vec![("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)];
     if let Some(url) = url.as_deref() {
@@ -103,6 +112,13 @@ fn on(backend: Backend) -> anyhow::Result<()> {
     crate::conan::upload_by_http(&base, &auth, "libz/1.0/_/_", ("r1", "p1", "q1"), info)?;
     crate::conan::upload_by_http(&base, &auth, "libz/1.1/_/_", ("r2", "p2", "q2"), info)?;
 
+    // A subscriber to new matches.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let hook = format!("http://127.0.0.1:{}/hooks", listener.local_addr()?.port());
+    let received = crate::webhooks::receiver(listener, 0);
+    let body = json!({"name": "vulns", "url": hook, "events": ["vulnerability.matched"]});
+    admin_json(&server.public, &auth, "POST", "/api/v1/webhooks", Some(body))?;
+
     let work = tempfile::tempdir()?;
     let file = work.path().join("osv.json");
     std::fs::write(&file, records().to_string())?;
@@ -111,7 +127,42 @@ fn on(backend: Backend) -> anyhow::Result<()> {
     assert_eq!(code, 0, "{out}{err}");
     assert_eq!(
         out.trim(),
-        "4 advisories read: 4 new or changed, stored (3 packages of Packyard's ecosystems), 0 unchanged"
+        "4 advisories read: 4 new or changed, stored (3 packages of Packyard's ecosystems), 0 unchanged; 3 components affected by them"
+    );
+    // Each announced to the subscriber.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let announced: BTreeMap<String, (String, String)> = loop {
+        let got: BTreeMap<String, (String, String)> = received
+            .lock()
+            .map_err(|_| anyhow::anyhow!("receiver"))?
+            .iter()
+            .filter(|r| r.event == "vulnerability.matched")
+            .filter_map(|r| serde_json::from_slice::<Value>(&r.body).ok())
+            .map(|v| {
+                let c = &v["data"]["component"];
+                let a = &v["data"]["advisory"];
+                let key = format!(
+                    "{} {} {}",
+                    v["repository"].as_str().unwrap_or(""),
+                    c["name"].as_str().unwrap_or(""),
+                    c["version"].as_str().unwrap_or("")
+                );
+                (key, (a["id"].as_str().unwrap_or("").to_string(), a["severity"].as_str().unwrap_or("").to_string()))
+            })
+            .collect();
+        if got.len() >= 3 || std::time::Instant::now() > deadline {
+            break got;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let pairs = |id: &str, level: &str| (id.to_string(), level.to_string());
+    assert_eq!(
+        announced,
+        BTreeMap::from([
+            ("debs vulnpkg 1.0-1".to_string(), pairs("DEBIAN-CVE-2026-0002", "high")),
+            ("gomods vuln v1.0.0".to_string(), pairs("GO-2026-0001", "critical")),
+            ("recipes libz 1.0".to_string(), pairs("CONAN-2026-0003", "medium")),
+        ])
     );
     let none: Vec<(String, String)> = Vec::new();
     let want: BTreeMap<String, Vec<(String, String)>> = [
@@ -199,6 +250,7 @@ fn on(backend: Backend) -> anyhow::Result<()> {
     let (code, out, err) = common::process::run_to_end(dir.path(), &["vulnerabilities", "import", &from], &env)?;
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("4 advisories read: 1 new or changed"), "{out}");
+    assert!(out.trim().ends_with("; 2 components affected by them"), "{out}");
     let cut = work.path().join("cut.zip");
     let bytes = std::fs::read(&zip)?;
     std::fs::write(&cut, &bytes[..bytes.len() - 30])?;

@@ -650,6 +650,12 @@ pub trait OsvSpec: Send + Sync {
         name.to_string()
     }
 
+    /// The catalogue's name of a component of OSV's package `package` (the inverse of
+    /// [`OsvSpec::package`]; its namespace is checked with that).
+    fn catalogue_name<'a>(&self, package: &'a str) -> &'a str {
+        package
+    }
+
     /// A component's version as OSV writes it (the same, unless the format's differs).
     fn osv_version<'a>(&self, version: &'a str) -> std::borrow::Cow<'a, str> {
         std::borrow::Cow::Borrowed(version)

@@ -43,14 +43,17 @@ pub struct Imported {
     pub unchanged: usize,
     /// Packages the stored records name, of the ecosystems Packyard serves.
     pub packages: usize,
+    /// Components the stored records affect, announced (`vulnerability.matched`).
+    pub announced: usize,
 }
 
 impl std::fmt::Display for Imported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} advisories read: {} new or changed, stored ({} packages of Packyard's ecosystems), {} unchanged",
-            self.records, self.stored, self.packages, self.unchanged
+            "{} advisories read: {} new or changed, stored ({} packages of Packyard's ecosystems), {} unchanged; \
+             {} components affected by them",
+            self.records, self.stored, self.packages, self.unchanged, self.announced
         )
     }
 }
@@ -103,9 +106,58 @@ pub async fn import(
     for chunk in rows.chunks(500) {
         services.db.put_advisories(chunk).await?;
     }
+    out.announced = announce(services, formats, &rows).await?;
     let detail = serde_json::json!({"source": source, "records": out.records, "stored": out.stored});
     services.security.audit("vulnerabilities", None, "vulnerabilities.import", source, detail).await;
     Ok(out)
+}
+
+/// Most components of one name announced per advisory (a name in thousands of repositories is
+/// announced for the first ones; the component API lists them all).
+const ANNOUNCED_PER_PACKAGE: i64 = 10_000;
+
+/// Announces each catalogued component the stored records affect (`vulnerability.matched`, to
+/// the subscriptions of its repository and the global ones): how many.
+async fn announce(
+    services: &Services,
+    formats: &Registry,
+    rows: &[(AdvisoryRow, Vec<AdvisoryPackage>)],
+) -> Result<usize, VulnError> {
+    let mut announced = 0;
+    let repositories: HashMap<i64, String> =
+        services.db.list_repositories().await?.into_iter().map(|r| (r.id, r.name.as_str().to_string())).collect();
+    for (a, packages) in rows.iter().filter(|(a, _)| !a.withdrawn) {
+        for p in packages {
+            for spec in formats.all() {
+                let Some(osv) = spec.osv().filter(|o| o.ecosystem() == p.ecosystem) else { continue };
+                let Some(hit) = affected(&p.name, &p.detail) else { continue };
+                let format = spec.format();
+                let named = osv.catalogue_name(&p.name);
+                for c in services.db.catalogue_named(format.as_str(), named, ANNOUNCED_PER_PACKAGE).await? {
+                    if osv.package(&c.namespace, &c.name) != p.name
+                        || !hit.affects(&osv.osv_version(&c.version), &|x, y| osv.compare(x, y))
+                    {
+                        continue;
+                    }
+                    let record = Level::parse(&a.level).unwrap_or(Level::High);
+                    let payload = serde_json::json!({
+                        "component": {"format": format.as_str(), "group": c.namespace, "name": c.name,
+                            "version": c.version},
+                        "advisory": {"id": a.id, "severity": hit.level_or(record).as_str(),
+                            "score": a.score_tenths.map(|t| t as f64 / 10.0), "summary": a.summary,
+                            "aliases": serde_json::from_str::<Value>(&a.aliases).unwrap_or(Value::Null)},
+                    });
+                    let repository = repositories.get(&c.repository_id).map(String::as_str);
+                    services
+                        .db
+                        .enqueue_webhook_event("vulnerability.matched", repository, &payload.to_string())
+                        .await?;
+                    announced += 1;
+                }
+            }
+        }
+    }
+    Ok(announced)
 }
 
 fn row(a: &Advisory) -> AdvisoryRow {

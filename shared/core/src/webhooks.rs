@@ -29,6 +29,7 @@ pub const EVENTS: &[&str] = &[
     "repository.updated",
     "repository.deleted",
     "cleanup.finished",
+    "vulnerability.matched",
 ];
 
 /// The header that carries the body's signature.

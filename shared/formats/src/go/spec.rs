@@ -183,6 +183,10 @@ impl packyard_core::formats::OsvSpec for GoOsv {
         }
     }
 
+    fn catalogue_name<'a>(&self, package: &'a str) -> &'a str {
+        package.rsplit('/').next().unwrap_or(package)
+    }
+
     fn osv_version<'a>(&self, version: &'a str) -> std::borrow::Cow<'a, str> {
         std::borrow::Cow::Borrowed(version.strip_prefix('v').unwrap_or(version))
     }

@@ -606,6 +606,21 @@ impl Db {
     }
 
     /// One component by id.
+    /// Every catalogued component of `format` named `name` (of every repository), at most
+    /// `limit`.
+    pub async fn catalogue_named(&self, format: &str, name: &str, limit: i64) -> DbResult<Vec<ComponentRow>> {
+        let s = sql!(
+            "components.named",
+            concat!(
+                "SELECT ",
+                component_columns!(),
+                " FROM components WHERE name = $1 AND format = $2 ORDER BY id LIMIT $3"
+            )
+        );
+        let rows = self.bound(s, (name, format, limit)).fetch_all(self.pool()).await?;
+        rows.iter().map(ComponentRow::parse).collect()
+    }
+
     pub async fn catalogue_component(&self, id: i64) -> DbResult<Option<ComponentRow>> {
         let one = sql!("components.get", concat!("SELECT ", component_columns!(), " FROM components WHERE id = $1"));
         self.optional(self.pool(), one, (id,), ComponentRow::parse).await
