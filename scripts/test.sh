@@ -19,6 +19,8 @@ have redis-server /usr/bin/redis-server || need+=(redis-server)
 have redis-cli /usr/bin/redis-cli || need+=(redis-tools)
 have rabbitmq-server /usr/sbin/rabbitmq-server || need+=(rabbitmq-server)
 have go /usr/bin/go || need+=(golang-go)
+# Go's vulnerability checker, reading a Go repository's vulnerability database (it/vulnerabilities.rs).
+have govulncheck /usr/bin/govulncheck || need+=(govulncheck)
 # x/mod's checksum database server, built offline by the Go tests (api/tests/fixtures/sumdb).
 [ -d /usr/share/gocode/src/golang.org/x/mod/sumdb ] || need+=(golang-golang-x-mod-dev)
 have gpg /usr/bin/gpg || need+=(gnupg)

@@ -1,6 +1,7 @@
 -- OSV advisories (`packyard-api vulnerabilities import`): one row per record, replaced whole
 -- when an import brings it with another `modified` time. `level` is its severity level
--- (DESIGN §5b), `score_tenths` the CVSS base score it came from (×10), if any.
+-- (DESIGN §5b), `score_tenths` the CVSS base score it came from (×10), if any, `record`
+-- the record as imported (what an ecosystem's own database serves, such as Go's).
 CREATE TABLE advisories (
     id VARCHAR(256) PRIMARY KEY,
     modified VARCHAR(64) NOT NULL,
@@ -8,6 +9,7 @@ CREATE TABLE advisories (
     score_tenths BIGINT,
     summary VARCHAR(1000) NOT NULL,
     aliases TEXT NOT NULL,
+    record TEXT NOT NULL,
     withdrawn BIGINT NOT NULL,
     imported_at BIGINT NOT NULL
 );

@@ -14,6 +14,7 @@ use packyard_core::hosted;
 use packyard_formats::go::group::any_member_has;
 use packyard_formats::go::hosted::{GoHosted, Target};
 use packyard_formats::go::sumdb::SumdbRequest;
+use packyard_formats::go::vulndb::{self, VulnPath};
 use packyard_formats::go::{proxy_request, Request, KIND};
 use packyard_model::repos::{RepoType, Repository};
 
@@ -26,6 +27,8 @@ pub struct Go;
 
 pub enum Route {
     Sumdb(SumdbRequest),
+    /// The Go vulnerability database (`GOVULNDB`) of the imported OSV data: a file, gzipped?
+    Vulndb(VulnPath, bool),
     Read(Request),
     Put(Target),
     Delete {
@@ -51,6 +54,15 @@ impl Routes for Go {
                 Ok(r) => Ok((Route::Sumdb(r), Access::READ)),
                 Err(e) => Err(ApiError::not_found(format!("not found: {e}")).into()),
             },
+            Method::GET | Method::HEAD if path.starts_with("vulndb/") => {
+                match path.strip_prefix("vulndb/").and_then(vulndb::parse) {
+                    Some((p, gz)) => Ok((Route::Vulndb(p, gz), Access::READ)),
+                    None => Err(ApiError::not_found(format!(
+                        "not found: {path} (the vulnerability database has index.json, <module>.json, aliases.json, ID/index.json, ID/<id>.json, index/db.json, index/modules.json, index/vulns.json, each also .json.gz)"
+                    ))
+                    .into()),
+                }
+            }
             Method::GET | Method::HEAD => match Request::parse(&path) {
                 Ok(r) => Ok((Route::Read(r), Access::READ)),
                 Err(e) => Err(ApiError::not_found(format!("not found: {e}")).into()),
@@ -72,6 +84,19 @@ impl Routes for Go {
     async fn serve(cx: Cx<'_>, route: Route) -> Result<HttpResponse, FormatError> {
         match route {
             Route::Sumdb(request) => Box::pin(sumdb::serve(&cx, &request)).await,
+            Route::Vulndb(path, gz) => {
+                let rows = cx.services.db.advisories_in("Go").await.map_err(ApiError::from)?;
+                let entries: Vec<vulndb::Entry> = rows.into_iter().map(|(r, m)| vulndb::Entry::new(r, m)).collect();
+                let Some(value) = vulndb::file(&entries, &path) else {
+                    return Err(ApiError::not_found(format!(
+                        "not found: no advisory of the Go vulnerability database names {path:?}"
+                    ))
+                    .into());
+                };
+                let body = vulndb::bytes(&value, gz).map_err(ApiError::internal)?;
+                let kind = if gz { "application/gzip" } else { "application/json" };
+                Ok(HttpResponse::Ok().content_type(kind).body(body))
+            }
             Route::Read(request) => {
                 let repo = cx.repo.clone();
                 match read(&cx, &repo, &request, 0).await? {

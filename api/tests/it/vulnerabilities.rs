@@ -311,3 +311,85 @@ fn the_worker_refreshes_the_configured_sources() -> anyhow::Result<()> {
     wait_for(pair("GO-2026-0009", "critical"))?;
     Ok(())
 }
+
+/// The Go vulnerability database a Go repository serves under `vulndb/`: the real `govulncheck`
+/// (Debian's, which reads the layout before mid-2023) reports the imported advisory for a
+/// module whose code calls the vulnerable function of the version it requires, fetched through
+/// the same repository; the current layout's files answer too.
+#[test]
+fn govulncheck_reads_the_go_vulnerability_database() -> anyhow::Result<()> {
+    anyhow::ensure!(
+        std::process::Command::new("govulncheck").arg("-h").output().is_ok(),
+        "no govulncheck (scripts/test.sh installs it)"
+    );
+    let dir = tempfile::tempdir()?;
+    let server = common::process::start_on(dir.path(), None, &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)])?;
+    let auth = basic(PW);
+    let body = json!({"name": "gomods", "format": "go", "type": "hosted"});
+    admin_json(&server.public, &auth, "POST", "/api/v1/repositories", Some(body))?;
+    for v in ["v1.0.0", "v1.2.0"] {
+        let zip = packyard_codecs::go::testing::simple_module("example.com/vuln", v, v, 0)?;
+        let url = format!("{}/repository/gomods/example.com/vuln/@v/{v}.zip", server.public);
+        let (s, text) = status_of(ureq::put(&url).set("Authorization", &auth).send_bytes(&zip))?;
+        anyhow::ensure!(s == 201, "{v}: {s} {text}");
+    }
+    let mut record = records()[0].clone();
+    record["affected"][0]["ecosystem_specific"] =
+        json!({"imports": [{"path": "example.com/vuln", "symbols": ["Message"]}]});
+    let work = tempfile::tempdir()?;
+    let file = work.path().join("go.json");
+    std::fs::write(&file, json!([record]).to_string())?;
+    let path = file.display().to_string();
+    let (code, out, err) = common::process::run_to_end(
+        dir.path(),
+        &["vulnerabilities", "import", &path],
+        &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)],
+    )?;
+    assert_eq!(code, 0, "{out}{err}");
+
+    let db = format!("{}/repository/gomods/vulndb", server.public);
+    // Both layouts.
+    let get = |p: &str| -> anyhow::Result<Value> { Ok(ureq::get(&format!("{db}/{p}")).call()?.into_json()?) };
+    assert_eq!(get("index.json")?["example.com/vuln"], "2026-01-01T00:00:00Z");
+    assert_eq!(get("example.com/vuln.json")?[0]["id"], "GO-2026-0001");
+    assert_eq!(get("ID/index.json")?, json!(["GO-2026-0001"]));
+    assert_eq!(get("aliases.json")?, json!({"CVE-2026-0001": ["GO-2026-0001"]}));
+    assert_eq!(get("index/db.json")?, json!({"modified": "2026-01-01T00:00:00Z"}));
+    assert_eq!(
+        get("index/modules.json")?,
+        json!([{"path": "example.com/vuln", "vulns": [{"id": "GO-2026-0001", "modified": "2026-01-01T00:00:00Z", "fixed": "1.2.0"}]}])
+    );
+    assert_eq!(get("ID/GO-2026-0001.json")?, record);
+    let gz = ureq::get(&format!("{db}/ID/GO-2026-0001.json.gz")).call()?;
+    let mut packed = Vec::new();
+    std::io::Read::read_to_end(&mut gz.into_reader(), &mut packed)?;
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&packed[..]), &mut text)?;
+    assert_eq!(serde_json::from_str::<Value>(&text)?, record);
+    let (s, _) = status_of(ureq::get(&format!("{db}/ID/GO-2099-9999.json")).call())?;
+    assert_eq!(s, 404);
+
+    // A module that calls the vulnerable function of v1.0.0.
+    let app = work.path().join("app");
+    std::fs::create_dir_all(&app)?;
+    std::fs::write(app.join("go.mod"), "module example.com/app\n\ngo 1.19\n\nrequire example.com/vuln v1.0.0\n")?;
+    std::fs::write(
+        app.join("main.go"),
+        "package main\n\nimport \"example.com/vuln\"\n\nfunc main() { println(vuln.Message()) }\n",
+    )?;
+    let home = work.path().join("home");
+    let proxy = format!("{}/repository/gomods", server.public);
+    let o = common::golang::command(&app, &home, &proxy, &["mod", "download", "example.com/vuln"]).output()?;
+    anyhow::ensure!(o.status.success(), "go mod download: {}", String::from_utf8_lossy(&o.stderr));
+    let o = common::golang::tool("govulncheck", &app, &home, &proxy, &["./..."]).env("GOVULNDB", &db).output()?;
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stdout.contains("GO-2026-0001")
+            && stdout.contains("Found in: example.com/vuln@v1.0.0")
+            && stdout.contains("Fixed in: example.com/vuln@v1.2.0"),
+        "{stdout}{stderr}"
+    );
+    assert!(!o.status.success(), "govulncheck fails the build that calls a vulnerable function: {stdout}{stderr}");
+    Ok(())
+}

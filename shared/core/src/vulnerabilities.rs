@@ -78,12 +78,12 @@ pub async fn import(
         let a = osv::parse(r).map_err(|e| {
             VulnError::Invalid(format!("{source}: record {} of {}: {e}; nothing was imported", n + 1, records.len()))
         })?;
-        parsed.push(a);
+        parsed.push((a, r));
     }
     let held = services.db.advisory_times().await?;
     let mut out = Imported { records: parsed.len(), ..Imported::default() };
     let mut rows = Vec::new();
-    for a in parsed {
+    for (a, record) in parsed {
         if held.get(&a.id) == Some(&a.modified) {
             out.unchanged += 1;
             continue;
@@ -100,7 +100,7 @@ pub async fn import(
             .collect();
         out.stored += 1;
         out.packages += packages.len();
-        rows.push((row(&a), packages));
+        rows.push((row(&a, record), packages));
     }
     // In bounded transactions: a large file is many, each all or nothing, all checked first.
     for chunk in rows.chunks(500) {
@@ -160,7 +160,7 @@ async fn announce(
     Ok(announced)
 }
 
-fn row(a: &Advisory) -> AdvisoryRow {
+fn row(a: &Advisory, record: &Value) -> AdvisoryRow {
     AdvisoryRow {
         id: a.id.clone(),
         modified: a.modified.clone(),
@@ -168,6 +168,7 @@ fn row(a: &Advisory) -> AdvisoryRow {
         score_tenths: a.score.map(|s| (s * 10.0).round() as i64),
         summary: a.summary.clone(),
         aliases: serde_json::to_string(&a.aliases).unwrap_or_else(|_| "[]".into()),
+        record: record.to_string(),
         withdrawn: a.withdrawn,
     }
 }

@@ -11,6 +11,7 @@ pub mod settings;
 pub mod spec;
 pub mod sumdb;
 pub mod ui;
+pub mod vulndb;
 
 use packyard_codecs::go::{escape, unescape, Version};
 use packyard_core::proxy::{FetchRequest, Freshness, ProxyError};

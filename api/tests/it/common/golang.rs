@@ -15,7 +15,18 @@ pub fn command(dir: &Path, home: &Path, proxy: &str, args: &[&str]) -> Command {
 /// module and build caches under `home`, the local toolchain, modules mode, no cgo. The caller
 /// sets `GOPROXY` and the checksum database.
 pub fn isolated(dir: &Path, home: &Path, args: &[&str]) -> Command {
-    let mut c = Command::new("go");
+    isolated_tool("go", dir, home, args)
+}
+
+/// Another program of the Go toolchain's (`govulncheck`) with [`command`]'s environment.
+pub fn tool(program: &str, dir: &Path, home: &Path, proxy: &str, args: &[&str]) -> Command {
+    let mut c = isolated_tool(program, dir, home, args);
+    c.env("GOPROXY", proxy).env("GONOSUMDB", "example.com").env("GOSUMDB", "off");
+    c
+}
+
+fn isolated_tool(program: &str, dir: &Path, home: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(program);
     c.args(args)
         .current_dir(dir)
         .env_clear()

@@ -20,6 +20,8 @@ pub struct AdvisoryRow {
     pub summary: String,
     /// JSON list of the record's aliases (CVE ids).
     pub aliases: String,
+    /// The record as imported (JSON).
+    pub record: String,
     pub withdrawn: bool,
 }
 
@@ -41,6 +43,7 @@ fn advisory(r: &sqlx::any::AnyRow) -> DbResult<AdvisoryRow> {
         score_tenths: r.try_get::<Option<i64>, _>("score_tenths")?,
         summary: text(r, "summary")?,
         aliases: text(r, "aliases")?,
+        record: text(r, "record")?,
         withdrawn: r.try_get::<i64, _>("withdrawn")? != 0,
     })
 }
@@ -64,7 +67,7 @@ impl Db {
             self.bound(drop, (a.id.as_str(),)).execute(&mut *tx).await?;
             let insert = sql!(
                 "advisories.insert",
-                "INSERT INTO advisories (id, modified, level, score_tenths, summary, aliases, withdrawn, imported_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+                "INSERT INTO advisories (id, modified, level, score_tenths, summary, aliases, record, withdrawn, imported_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
             );
             let binds = (
                 a.id.as_str(),
@@ -73,6 +76,7 @@ impl Db {
                 a.score_tenths,
                 a.summary.as_str(),
                 a.aliases.as_str(),
+                a.record.as_str(),
                 i64::from(a.withdrawn),
                 now,
             );
@@ -97,17 +101,40 @@ impl Db {
     pub async fn advisories_of(&self, ecosystem: &str, name: &str) -> DbResult<Vec<(AdvisoryRow, String)>> {
         let s = sql!(
             "advisories.of_package",
-            "SELECT a.id, a.modified, a.level, a.score_tenths, a.summary, a.aliases, a.withdrawn, p.detail FROM advisory_packages p JOIN advisories a ON a.id = p.advisory_id WHERE p.ecosystem = $1 AND p.name = $2 AND a.withdrawn = 0 ORDER BY a.id"
+            "SELECT a.id, a.modified, a.level, a.score_tenths, a.summary, a.aliases, a.record, a.withdrawn, p.detail FROM advisory_packages p JOIN advisories a ON a.id = p.advisory_id WHERE p.ecosystem = $1 AND p.name = $2 AND a.withdrawn = 0 ORDER BY a.id"
         );
         let rows = self.bound(s, (ecosystem, name)).fetch_all(self.pool()).await?;
         rows.iter().map(|r| Ok((advisory(r)?, text(r, "detail")?))).collect()
+    }
+
+    /// Every advisory (not withdrawn) of `ecosystem`, with the names of its packages there, by
+    /// id.
+    pub async fn advisories_in(&self, ecosystem: &str) -> DbResult<Vec<(AdvisoryRow, Vec<String>)>> {
+        let s = sql!(
+            "advisories.in_ecosystem",
+            "SELECT a.id, a.modified, a.level, a.score_tenths, a.summary, a.aliases, a.record, a.withdrawn, p.name FROM advisory_packages p JOIN advisories a ON a.id = p.advisory_id WHERE p.ecosystem = $1 AND a.withdrawn = 0 ORDER BY a.id, p.name"
+        );
+        let rows = self.bound(s, (ecosystem,)).fetch_all(self.pool()).await?;
+        let mut out: Vec<(AdvisoryRow, Vec<String>)> = Vec::new();
+        for r in &rows {
+            let name = text(r, "name")?;
+            match out.last_mut() {
+                Some((a, names)) if a.id == text(r, "id")? => {
+                    if !names.contains(&name) {
+                        names.push(name);
+                    }
+                }
+                _ => out.push((advisory(r)?, vec![name])),
+            }
+        }
+        Ok(out)
     }
 
     /// One advisory.
     pub async fn advisory(&self, id: &str) -> DbResult<Option<AdvisoryRow>> {
         let s = sql!(
             "advisories.get",
-            "SELECT id, modified, level, score_tenths, summary, aliases, withdrawn FROM advisories WHERE id = $1"
+            "SELECT id, modified, level, score_tenths, summary, aliases, record, withdrawn FROM advisories WHERE id = $1"
         );
         self.bound(s, (id,)).fetch_optional(self.pool()).await?.as_ref().map(advisory).transpose()
     }
