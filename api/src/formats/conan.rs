@@ -31,6 +31,9 @@ pub enum Route {
     Ping,
     Authenticate,
     CheckCredentials,
+    /// `conan audit`'s private provider: the vulnerabilities of a reference, from the imported
+    /// OSV data.
+    Audit,
     Read(Target),
     Put(Target),
     Delete(Target),
@@ -146,6 +149,7 @@ impl Routes for Conan {
             "v2/users/check_credentials" if *method == Method::GET => {
                 return Some(Ok((Route::CheckCredentials, Access::SignedIn(None))))
             }
+            AUDIT_PATH if *method == Method::POST => return Some(Ok((Route::Audit, Access::READ))),
             _ => {}
         }
         let rest = tail.matched.strip_prefix("v2/conans/")?;
@@ -165,6 +169,7 @@ impl Routes for Conan {
         match route {
             Route::Ping => Ok(HttpResponse::Ok().insert_header(CAPABILITIES).finish()),
             Route::Authenticate => Box::pin(authenticate(&cx)).await,
+            Route::Audit => Box::pin(audit(cx)).await,
             Route::CheckCredentials => {
                 Ok(HttpResponse::Ok().content_type("text/plain; charset=utf-8").body(cx.caller.username().to_string()))
             }
@@ -425,4 +430,82 @@ async fn delete(cx: &Cx<'_>, target: Target) -> Result<HttpResponse, FormatError
         }
         None => Err(not_found(what)),
     }
+}
+
+/// Where `conan audit provider add <name> --url <repository URL>/ --type private` posts its
+/// query (the JFrog Catalog's GraphQL path, which the client appends to the URL).
+const AUDIT_PATH: &str = "catalog/api/v0/public/graphql";
+
+/// The largest query the client sends (its one query is under 2 KiB).
+const MAX_AUDIT_QUERY: usize = 64 << 10;
+
+/// `conan audit list|scan` with a private provider: the client's one query,
+/// `packageVersion(name: "<name>", type: "conan", version: "<version>") { vulnerabilities … }`,
+/// answered in the shape it reads from the imported OSV data of `ConanCenter` (no GraphQL
+/// beyond that query: another is a 400 that says so).
+async fn audit(mut cx: Cx<'_>) -> Result<HttpResponse, FormatError> {
+    let mut bytes = Vec::new();
+    while let Some(chunk) = cx.body.next().await {
+        bytes.extend_from_slice(&chunk.map_err(|e| ApiError::bad_request(e.to_string()))?);
+        if bytes.len() > MAX_AUDIT_QUERY {
+            return Err(ApiError::new(ErrorCode::PayloadTooLarge, "a query is at most 64 KiB").into());
+        }
+    }
+    let body: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|e| ApiError::bad_request(format!("not a GraphQL request: {e}")))?;
+    let query = body["query"].as_str().unwrap_or_default();
+    let argument = |name: &str| {
+        let at = query.find("packageVersion(")?;
+        let args = &query[at..];
+        let args = &args[..args.find(')')?];
+        let start = args.find(&format!("{name}:"))? + name.len() + 1;
+        let rest = args[start..].trim_start().strip_prefix('"')?;
+        Some(rest[..rest.find('"')?].to_string())
+    };
+    let (Some(name), Some(version)) = (argument("name"), argument("version")) else {
+        return Err(ApiError::bad_request(
+            "Packyard answers conan audit's query, packageVersion(name: \"…\", type: \"conan\", version: \"…\") { vulnerabilities … }",
+        )
+        .into());
+    };
+    let formats = packyard_formats::registry();
+    let found = packyard_core::vulnerabilities::matches(
+        cx.services,
+        formats,
+        packyard_model::repos::Format::Conan,
+        ("", &name, &version),
+    )
+    .await
+    .map_err(ApiError::internal)?;
+    let edges: Vec<serde_json::Value> = found
+        .iter()
+        .map(|m| {
+            // The client reads a score that is there (a `null` one breaks it).
+            let cvss = match m.score {
+                Some(s) => serde_json::json!({"preferredBaseScore": s, "v3": {"baseScore": s}}),
+                None => serde_json::json!({}),
+            };
+            serde_json::json!({"node": {
+                "name": m.id,
+                "description": m.summary,
+                "severity": capitalized(&m.severity),
+                "cvss": cvss,
+                "aliases": m.aliases,
+                "withdrawn": false,
+                "publishedAt": null,
+                "advisories": [],
+                "references": [],
+                "vulnerablePackages": {"totalCount": 0, "edges": []},
+            }})
+        })
+        .collect();
+    Ok(HttpResponse::Ok().json(serde_json::json!({
+        "data": {"query": {"vulnerabilities": {"totalCount": edges.len(), "edges": edges}}}
+    })))
+}
+
+/// `high` → `High`, as the client prints severities.
+fn capitalized(s: &str) -> String {
+    let mut c = s.chars();
+    c.next().map(|f| f.to_uppercase().chain(c).collect()).unwrap_or_default()
 }

@@ -393,3 +393,37 @@ fn govulncheck_reads_the_go_vulnerability_database() -> anyhow::Result<()> {
     assert!(!o.status.success(), "govulncheck fails the build that calls a vulnerable function: {stdout}{stderr}");
     Ok(())
 }
+
+/// `conan audit` with Packyard as its private provider (the repository's URL): the real client
+/// lists the imported advisory of a reference, and none for a fixed version.
+#[test]
+fn conan_audit_lists_the_imported_advisories() -> anyhow::Result<()> {
+    anyhow::ensure!(common::process::available("conan", "--version"), "no conan (scripts/test.sh installs it)");
+    let dir = tempfile::tempdir()?;
+    let env = [("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)];
+    let server = common::process::start_on(dir.path(), None, &env)?;
+    let auth = basic(PW);
+    let body = json!({"name": "recipes", "format": "conan", "type": "hosted"});
+    admin_json(&server.public, &auth, "POST", "/api/v1/repositories", Some(body))?;
+    let work = tempfile::tempdir()?;
+    let file = work.path().join("osv.json");
+    std::fs::write(&file, records().to_string())?;
+    let path = file.display().to_string();
+    let (code, out, err) = common::process::run_to_end(dir.path(), &["vulnerabilities", "import", &path], &env)?;
+    assert_eq!(code, 0, "{out}{err}");
+    let url = format!("{}/repository/recipes/", server.public);
+    let token = ureq::get(&format!("{url}v2/users/authenticate")).set("Authorization", &auth).call()?.into_string()?;
+    let home = tempfile::tempdir()?;
+    let conan = |args: &[&str]| -> anyhow::Result<String> {
+        let o = std::process::Command::new("conan").args(args).env("CONAN_HOME", home.path()).output()?;
+        let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        anyhow::ensure!(o.status.success(), "conan {args:?}: {text}");
+        Ok(text)
+    };
+    conan(&["audit", "provider", "add", "packyard", "--url", &url, "--type", "private", "--token", token.trim()])?;
+    let out = conan(&["audit", "list", "libz/1.0", "-p", "packyard"])?;
+    assert!(out.contains("CONAN-2026-0003") && out.contains("Medium"), "{out}");
+    let out = conan(&["audit", "list", "libz/1.1", "-p", "packyard"])?;
+    assert!(!out.contains("CONAN-2026-0003"), "{out}");
+    Ok(())
+}
