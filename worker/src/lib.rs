@@ -159,6 +159,9 @@ fn hostname() -> String {
         .unwrap_or_else(|_| "worker".into())
 }
 
+/// The most an OSV zip may hold, inflated (osv.dev's largest ecosystem zip is well below).
+const MAX_OSV_UNZIPPED: u64 = 2 << 30;
+
 /// The records of an OSV file: JSON (a record or a list), or a zip of record files (`*.json`),
 /// as osv.dev publishes each ecosystem's (`all.zip`), checked whole.
 pub fn osv_records(bytes: &[u8], name: &str) -> anyhow::Result<Vec<serde_json::Value>> {
@@ -166,7 +169,7 @@ pub fn osv_records(bytes: &[u8], name: &str) -> anyhow::Result<Vec<serde_json::V
     if !bytes.starts_with(b"PK\x03\x04") && !bytes.starts_with(b"PK\x05\x06") {
         return Ok(json(bytes, name)?);
     }
-    let files = packyard_codecs::zip::files(bytes, 8 << 30).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+    let files = packyard_codecs::zip::files(bytes, MAX_OSV_UNZIPPED).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
     let mut out = Vec::new();
     for (file, data) in files.iter().filter(|(f, _)| f.ends_with(".json")) {
         out.extend(json(data, &format!("{name}: {file}"))?);
@@ -187,7 +190,7 @@ pub async fn read_osv_source(
     if path.is_file() {
         let shown = path.display().to_string();
         let bytes = tokio::fs::read(path).await.map_err(|e| anyhow::anyhow!("{source}: {e}"))?;
-        let records = osv_records(&bytes, &shown)?;
+        let records = parse_off_runtime(bytes, shown.clone()).await?;
         return Ok((shown, records));
     }
     if path.is_dir() {
@@ -202,7 +205,7 @@ pub async fn read_osv_source(
         for f in files {
             let name = f.display().to_string();
             let bytes = tokio::fs::read(&f).await.map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
-            all.extend(osv_records(&bytes, &name)?);
+            all.extend(parse_off_runtime(bytes, name).await?);
         }
         return Ok((path.display().to_string(), all));
     }
@@ -221,8 +224,14 @@ pub async fn read_osv_source(
         fetcher.basic(user, password);
     }
     let bytes = fetcher.read(&at).await?.ok_or_else(|| anyhow::anyhow!("{shown}: not found (404)"))?;
-    let records = osv_records(&bytes, &shown)?;
+    let records = parse_off_runtime(bytes.to_vec(), shown.clone()).await?;
     Ok((shown, records))
+}
+
+/// [`osv_records`] on a blocking thread: a large zip inflates and parses for seconds, which the
+/// runtime's other tasks (publication, webhooks) should not wait for.
+async fn parse_off_runtime(bytes: Vec<u8>, name: String) -> anyhow::Result<Vec<serde_json::Value>> {
+    tokio::task::spawn_blocking(move || osv_records(&bytes, &name)).await?
 }
 
 /// Imports `vulnerabilities.sources` again every `vulnerabilities.refresh_secs` — one worker of

@@ -473,7 +473,7 @@ async fn audit(mut cx: Cx<'_>) -> Result<HttpResponse, FormatError> {
         cx.services,
         formats,
         packyard_model::repos::Format::Conan,
-        ("", &name, &version),
+        ("", "", &name, &version),
     )
     .await
     .map_err(ApiError::internal)?;

@@ -254,7 +254,8 @@ fn asset_json(base: &str, view: &Repository, format: &str, a: &AssetRow) -> Valu
 /// The advisories that affect a component (OSV data, `packyard-api vulnerabilities import`).
 async fn advisories(services: &Services, c: &ComponentRow) -> Result<Vec<Match>, ApiError> {
     let Ok(format) = c.format.parse::<packyard_model::repos::Format>() else { return Ok(Vec::new()) };
-    vulnerabilities::matches(services, packyard_formats::registry(), format, (&c.namespace, &c.name, &c.version))
+    let key = (c.component_key.as_str(), c.namespace.as_str(), c.name.as_str(), c.version.as_str());
+    vulnerabilities::matches(services, packyard_formats::registry(), format, key)
         .await
         .map_err(|e| ApiError::internal(e.to_string()))
 }

@@ -28,7 +28,11 @@ fn records() -> Value {
          "affected": [{"package": {"ecosystem": "ConanCenter", "name": "libz"},
             "ranges": [{"type": "ECOSYSTEM", "events": [{"introduced": "0.9"}, {"fixed": "1.1"}]}]}]},
         {"id": "PYSEC-2026-4", "modified": "2026-01-04T00:00:00Z", "summary": "Not Packyard's",
-         "affected": [{"package": {"ecosystem": "PyPI", "name": "requests"}, "versions": ["2.0.0"]}]}
+         "affected": [{"package": {"ecosystem": "PyPI", "name": "requests"}, "versions": ["2.0.0"]}]},
+        {"id": "GO-2026-0005", "modified": "2026-01-05T00:00:00Z", "summary": "A major version's own",
+         "database_specific": {"severity": "LOW"},
+         "affected": [{"package": {"ecosystem": "Go", "name": "example.com/vuln/v2"},
+            "ranges": [{"type": "SEMVER", "events": [{"introduced": "0"}, {"fixed": "2.1.0"}]}]}]}
     ])
 }
 
@@ -92,9 +96,9 @@ fn on(backend: Backend) -> anyhow::Result<()> {
         }
         admin_json(&server.public, &auth, "POST", "/api/v1/repositories", Some(body))?;
     }
-    for v in ["v1.0.0", "v1.2.0"] {
-        let zip = packyard_codecs::go::testing::simple_module("example.com/vuln", v, v, 0)?;
-        let url = format!("{}/repository/gomods/example.com/vuln/@v/{v}.zip", server.public);
+    for (m, v) in [("example.com/vuln", "v1.0.0"), ("example.com/vuln", "v1.2.0"), ("example.com/vuln/v2", "v2.0.0")] {
+        let zip = packyard_codecs::go::testing::simple_module(m, v, v, 0)?;
+        let url = format!("{}/repository/gomods/{m}/@v/{v}.zip", server.public);
         let (s, text) = status_of(ureq::put(&url).set("Authorization", &auth).send_bytes(&zip))?;
         anyhow::ensure!(s == 201, "{v}: {s} {text}");
     }
@@ -127,7 +131,7 @@ fn on(backend: Backend) -> anyhow::Result<()> {
     assert_eq!(code, 0, "{out}{err}");
     assert_eq!(
         out.trim(),
-        "4 advisories read: 4 new or changed, stored (3 packages of Packyard's ecosystems), 0 unchanged; 3 components affected by them"
+        "5 advisories read: 5 new or changed, stored (4 packages of Packyard's ecosystems), 0 unchanged; 4 components affected by them"
     );
     // Each announced to the subscriber.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
@@ -150,7 +154,7 @@ fn on(backend: Backend) -> anyhow::Result<()> {
                 (key, (a["id"].as_str().unwrap_or("").to_string(), a["severity"].as_str().unwrap_or("").to_string()))
             })
             .collect();
-        if got.len() >= 3 || std::time::Instant::now() > deadline {
+        if got.len() >= 4 || std::time::Instant::now() > deadline {
             break got;
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
@@ -161,6 +165,7 @@ fn on(backend: Backend) -> anyhow::Result<()> {
         BTreeMap::from([
             ("debs vulnpkg 1.0-1".to_string(), pairs("DEBIAN-CVE-2026-0002", "high")),
             ("gomods vuln v1.0.0".to_string(), pairs("GO-2026-0001", "critical")),
+            ("gomods vuln v2.0.0".to_string(), pairs("GO-2026-0005", "low")),
             ("recipes libz 1.0".to_string(), pairs("CONAN-2026-0003", "medium")),
         ])
     );
@@ -168,6 +173,8 @@ fn on(backend: Backend) -> anyhow::Result<()> {
     let want: BTreeMap<String, Vec<(String, String)>> = [
         ("example.com/vuln v1.0.0", pair("GO-2026-0001", "critical")),
         ("example.com/vuln v1.2.0", none.clone()),
+        // A major version's component is matched as its own module (example.com/vuln/v2).
+        ("example.com/vuln v2.0.0", pair("GO-2026-0005", "low")),
         ("vulnpkg 1.0-1", pair("DEBIAN-CVE-2026-0002", "high")),
         ("vulnpkg 1.0-2", none.clone()),
         ("libz 1.0", pair("CONAN-2026-0003", "medium")),
@@ -200,7 +207,7 @@ fn on(backend: Backend) -> anyhow::Result<()> {
     // The same file again: nothing changes.
     let (code, out, _) = common::process::run_to_end(dir.path(), &["vulnerabilities", "import", &path], &env)?;
     assert_eq!(code, 0);
-    assert!(out.contains("4 advisories read: 0 new or changed"), "{out}");
+    assert!(out.contains("5 advisories read: 0 new or changed"), "{out}");
 
     // A malformed file: refused with the record that failed; nothing of it is kept (not even
     // the good record before it).
@@ -249,7 +256,7 @@ fn on(backend: Backend) -> anyhow::Result<()> {
     let from = format!("{}all.zip", web.url);
     let (code, out, err) = common::process::run_to_end(dir.path(), &["vulnerabilities", "import", &from], &env)?;
     assert_eq!(code, 0, "{out}{err}");
-    assert!(out.contains("4 advisories read: 1 new or changed"), "{out}");
+    assert!(out.contains("5 advisories read: 1 new or changed"), "{out}");
     assert!(out.trim().ends_with("; 2 components affected by them"), "{out}");
     let cut = work.path().join("cut.zip");
     let bytes = std::fs::read(&zip)?;
@@ -271,7 +278,10 @@ fn the_worker_refreshes_the_configured_sources() -> anyhow::Result<()> {
     let served = work.path().join("served");
     std::fs::create_dir_all(&served)?;
     let first = records();
-    std::fs::write(served.join("all.json"), json!([first[0]]).to_string())?;
+    let mut at_start = first[0].clone();
+    at_start["id"] = json!("GO-2026-0008");
+    at_start["affected"][0]["ranges"][0]["events"] = json!([{"introduced": "1.2.0"}, {"fixed": "1.2.9"}]);
+    std::fs::write(served.join("all.json"), json!([at_start]).to_string())?;
     let web = crate::import::StaticServer::start(&served, "all.json")?;
     let sources = format!("[\"{}all.json\"]", web.url);
     let dir = tempfile::tempdir()?;
@@ -302,13 +312,16 @@ fn the_worker_refreshes_the_configured_sources() -> anyhow::Result<()> {
             std::thread::sleep(std::time::Duration::from_millis(200));
         }
     };
-    // GO-2026-0001 is fixed in 1.2.0: v1.2.5 is not affected.
-    wait_for(Vec::new())?;
+    // Imported at start.
+    wait_for(pair("GO-2026-0008", "critical"))?;
     let mut later = first[0].clone();
     later["id"] = json!("GO-2026-0009");
     later["affected"][0]["ranges"][0]["events"] = json!([{"introduced": "1.2.4"}, {"fixed": "1.2.6"}]);
-    std::fs::write(served.join("all.json"), json!([first[0], later]).to_string())?;
-    wait_for(pair("GO-2026-0009", "critical"))?;
+    std::fs::write(served.join("all.json"), json!([at_start, later]).to_string())?;
+    // And again after refresh_secs.
+    let mut both = pair("GO-2026-0008", "critical");
+    both.extend(pair("GO-2026-0009", "critical"));
+    wait_for(both)?;
     Ok(())
 }
 

@@ -59,7 +59,7 @@ pub fn locate(tail: &[u8], total: u64) -> Result<(u64, u64, usize), ZipError> {
         return Err(ZipError::NotZip("the end-of-central-directory record does not end the file".into()));
     }
     if entries == 0xffff || size == 0xffff_ffff || offset == 0xffff_ffff {
-        return Err(invalid("zip64 archives are not supported (fewer than 65,535 files and 4 GiB)"));
+        return Err(invalid("zip64 archives are not supported (at most 65,534 files and 4 GiB)"));
     }
     let eocd_at = total - (tail.len() - at) as u64;
     // The central directory ends where the end record starts: no gap, no hidden second archive.
@@ -117,10 +117,10 @@ pub fn parse_central(cd: &[u8], count: usize, cd_offset: u64) -> Result<Vec<Entr
 /// directory, no two entries may share bytes, and every file must inflate to exactly its
 /// declared size and CRC (inflation stops past the declared size). `visit` sees each entry's
 /// inflated bytes, piece by piece.
-pub fn read_entries<R: Read>(
+pub fn read_entries<'e, R: Read>(
     mut r: R,
-    entries: &[Entry],
-    mut visit: impl FnMut(&Entry, &[u8]) -> Result<(), ZipError>,
+    entries: &'e [Entry],
+    mut visit: impl FnMut(&'e Entry, &[u8]) -> Result<(), ZipError>,
 ) -> Result<(), ZipError> {
     let mut order: Vec<&Entry> = entries.iter().collect();
     order.sort_by_key(|e| e.offset);

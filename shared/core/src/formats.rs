@@ -635,7 +635,6 @@ impl<K: RotatingKeys> SigningKeys for Rotating<K> {
     }
 }
 
-/// Every format, registered once.
 /// A format's packages as OSV's advisories see them.
 pub trait OsvSpec: Send + Sync {
     /// The ecosystem (OSV's name, without a release: `Debian` for `Debian:12`).
@@ -644,9 +643,9 @@ pub trait OsvSpec: Send + Sync {
     /// The ecosystem's order of versions, as OSV writes them.
     fn compare(&self, a: &str, b: &str) -> std::cmp::Ordering;
 
-    /// The package name OSV gives a catalogued component (its name, unless the format's
-    /// catalogue splits it).
-    fn package(&self, _namespace: &str, name: &str) -> String {
+    /// The package name OSV gives a catalogued component (`key`, `namespace`, `name` as the
+    /// catalogue has them): its name, unless the format's catalogue splits it.
+    fn package(&self, (_key, _namespace, name): (&str, &str, &str)) -> String {
         name.to_string()
     }
 
@@ -662,6 +661,7 @@ pub trait OsvSpec: Send + Sync {
     }
 }
 
+/// Every format, registered once.
 pub struct Registry {
     /// In the order of `Format::REGISTERED`.
     specs: Vec<&'static dyn FormatSpec>,

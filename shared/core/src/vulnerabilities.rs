@@ -102,11 +102,12 @@ pub async fn import(
         out.packages += packages.len();
         rows.push((row(&a, record), packages));
     }
-    // In bounded transactions: a large file is many, each all or nothing, all checked first.
+    // In bounded transactions: a large file is many, each all or nothing, all checked first;
+    // each announced once stored (a later chunk that fails leaves the earlier ones announced).
     for chunk in rows.chunks(500) {
         services.db.put_advisories(chunk).await?;
+        out.announced += announce(services, formats, chunk).await?;
     }
-    out.announced = announce(services, formats, &rows).await?;
     let detail = serde_json::json!({"source": source, "records": out.records, "stored": out.stored});
     services.security.audit("vulnerabilities", None, "vulnerabilities.import", source, detail).await;
     Ok(out)
@@ -124,6 +125,8 @@ async fn announce(
     rows: &[(AdvisoryRow, Vec<AdvisoryPackage>)],
 ) -> Result<usize, VulnError> {
     let mut announced = 0;
+    // (An advisory names a package once per release of its ecosystem: one announcement.)
+    let mut done: std::collections::HashSet<(String, i64)> = std::collections::HashSet::new();
     let repositories: HashMap<i64, String> =
         services.db.list_repositories().await?.into_iter().map(|r| (r.id, r.name.as_str().to_string())).collect();
     for (a, packages) in rows.iter().filter(|(a, _)| !a.withdrawn) {
@@ -134,16 +137,16 @@ async fn announce(
                 let format = spec.format();
                 let named = osv.catalogue_name(&p.name);
                 for c in services.db.catalogue_named(format.as_str(), named, ANNOUNCED_PER_PACKAGE).await? {
-                    if osv.package(&c.namespace, &c.name) != p.name
+                    if osv.package((&c.component_key, &c.namespace, &c.name)) != p.name
                         || !hit.affects(&osv.osv_version(&c.version), &|x, y| osv.compare(x, y))
+                        || !done.insert((a.id.clone(), c.id))
                     {
                         continue;
                     }
-                    let record = Level::parse(&a.level).unwrap_or(Level::High);
                     let payload = serde_json::json!({
                         "component": {"format": format.as_str(), "group": c.namespace, "name": c.name,
                             "version": c.version},
-                        "advisory": {"id": a.id, "severity": hit.level_or(record).as_str(),
+                        "advisory": {"id": a.id, "severity": level(a, &hit).as_str(),
                             "score": a.score_tenths.map(|t| t as f64 / 10.0), "summary": a.summary,
                             "aliases": serde_json::from_str::<Value>(&a.aliases).unwrap_or(Value::Null)},
                     });
@@ -224,6 +227,17 @@ fn affected(name: &str, detail: &str) -> Option<Affected> {
     })
 }
 
+/// An advisory's level for one of its packages (DESIGN §5b): its CVSS score's, else the
+/// package's own database level, else the record's.
+fn level(a: &AdvisoryRow, p: &Affected) -> Level {
+    let record = Level::parse(&a.level).unwrap_or(Level::High);
+    if a.score_tenths.is_some() {
+        record
+    } else {
+        p.level_or(record)
+    }
+}
+
 /// An advisory that affects a component.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Match {
@@ -242,11 +256,11 @@ pub async fn matches(
     services: &Services,
     formats: &Registry,
     format: Format,
-    (namespace, name, version): (&str, &str, &str),
+    (key, namespace, name, version): (&str, &str, &str, &str),
 ) -> Result<Vec<Match>, VulnError> {
     let Some(spec) = formats.get(format).osv() else { return Ok(Vec::new()) };
     let version = spec.osv_version(version);
-    let package = spec.package(namespace, name);
+    let package = spec.package((key, namespace, name));
     let name = package.as_str();
     let mut out = Vec::new();
     let mut seen: HashMap<String, ()> = HashMap::new();
@@ -255,9 +269,8 @@ pub async fn matches(
         if !p.affects(&version, &|x, y| spec.compare(x, y)) || seen.insert(a.id.clone(), ()).is_some() {
             continue;
         }
-        let record = Level::parse(&a.level).unwrap_or(Level::High);
         out.push(Match {
-            severity: p.level_or(record).as_str().to_string(),
+            severity: level(&a, &p).as_str().to_string(),
             score: a.score_tenths.map(|t| t as f64 / 10.0),
             summary: a.summary,
             aliases: serde_json::from_str(&a.aliases).unwrap_or_default(),

@@ -159,12 +159,23 @@ fn database_level(v: &Value) -> Option<Level> {
 /// and name), every range's type and events, every severity vector it scores.
 pub fn parse(record: &Value) -> Result<Advisory, OsvError> {
     let id = match record.get("id").and_then(Value::as_str) {
-        Some(id) if !id.trim().is_empty() && id.len() <= 256 && !id.contains(char::is_control) => id.to_string(),
-        _ => return Err(err("a record without an id (OSV records have \"id\": \"<database>-…\")")),
+        Some(id) if !id.trim().is_empty() && id.len() <= 256 && id.bytes().all(|b| b.is_ascii_graphic()) => {
+            id.to_string()
+        }
+        Some(id) => {
+            return Err(err(format!(
+                "the id {:?} is not one of OSV's (printable ASCII, at most 256 characters)",
+                id.chars().take(80).collect::<String>()
+            )))
+        }
+        None => return Err(err("a record without an id (OSV records have \"id\": \"<database>-…\")")),
     };
     let modified = text(record, "modified", &id)?
         .ok_or_else(|| err(format!("{id}: no \"modified\" time (OSV requires it)")))?
         .to_string();
+    if modified.len() > 64 {
+        return Err(err(format!("{id}: \"modified\" is not a time (RFC 3339)")));
+    }
     let summary = text(record, "summary", &id)?.or(text(record, "details", &id)?).unwrap_or_default();
     let summary: String = summary.lines().next().unwrap_or_default().chars().take(300).collect();
     let mut aliases = Vec::new();
@@ -182,6 +193,9 @@ pub fn parse(record: &Value) -> Result<Advisory, OsvError> {
         let name = text(package, "name", &id)?
             .filter(|s| !s.is_empty())
             .ok_or_else(|| err(format!("{id}: an affected package of {ecosystem} without a name")))?;
+        if name.len() > 500 || ecosystem.len() > 100 {
+            return Err(err(format!("{id}: an affected package's name or ecosystem is too long")));
+        }
         let at = format!("{id}: {ecosystem}/{name}");
         let mut ranges = Vec::new();
         for r in array(a, "ranges", &at)? {
@@ -359,7 +373,7 @@ pub fn cvss2(vector: &str) -> Result<f64, String> {
     let exploitability = 20.0 * av * ac * au;
     let f = if impact == 0.0 { 0.0 } else { 1.176 };
     let score = ((0.6 * impact) + (0.4 * exploitability) - 1.5) * f;
-    Ok((score * 10.0).round() / 10.0)
+    Ok(((score * 10.0).round() / 10.0).max(0.0))
 }
 
 #[cfg(test)]

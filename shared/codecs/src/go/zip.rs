@@ -204,13 +204,7 @@ pub fn verify_data<R: Read>(r: R, entries: &[Entry], go_mod: &str) -> Result<Ver
         if e.name == go_mod {
             found.get_or_insert_with(Vec::new).extend_from_slice(piece);
         }
-        if let Some(sha) = sums.get_mut(e.name.as_str()) {
-            sha.update(piece);
-        } else {
-            let mut sha = Sha256::new();
-            sha.update(piece);
-            sums.insert(entries.iter().find(|x| x.name == e.name).map_or("", |x| x.name.as_str()), sha);
-        }
+        sums.entry(e.name.as_str()).or_default().update(piece);
         Ok(())
     })?;
     if found.is_none() && entries.iter().any(|e| e.name == go_mod) {

@@ -166,25 +166,33 @@ impl packyard_core::formats::OsvSpec for GoOsv {
         "Go"
     }
 
+    /// Semantic version order; a version that does not parse sorts before every one that does
+    /// (a total order: advisories' events are sorted with it).
     fn compare(&self, a: &str, b: &str) -> std::cmp::Ordering {
         let v = |s: &str| packyard_codecs::go::version::Version::parse(&format!("v{}", s.trim_start_matches('v'))).ok();
         match (v(a), v(b)) {
             (Some(x), Some(y)) => x.cmp(&y),
-            _ => a.cmp(b),
+            (None, Some(_)) => std::cmp::Ordering::Less,
+            (Some(_), None) => std::cmp::Ordering::Greater,
+            (None, None) => a.cmp(b),
         }
     }
 
-    /// The catalogue splits a module path at its last `/`.
-    fn package(&self, namespace: &str, name: &str) -> String {
-        if namespace.is_empty() {
-            name.to_string()
-        } else {
-            format!("{namespace}/{name}")
-        }
+    /// The module path: the catalogue's key is `<module>@<version>` (its group and name leave
+    /// out a `/vN` major suffix).
+    fn package(&self, (key, _, name): (&str, &str, &str)) -> String {
+        key.rsplit_once('@').map_or(name, |(module, _)| module).to_string()
     }
 
+    /// The catalogue's name of a module: its last element before a `/vN` major suffix.
     fn catalogue_name<'a>(&self, package: &'a str) -> &'a str {
-        package.rsplit('/').next().unwrap_or(package)
+        let (head, last) = package.rsplit_once('/').unwrap_or(("", package));
+        let major = last.len() > 1 && last.starts_with('v') && last[1..].bytes().all(|b| b.is_ascii_digit());
+        if major && !head.is_empty() {
+            head.rsplit('/').next().unwrap_or(head)
+        } else {
+            last
+        }
     }
 
     fn osv_version<'a>(&self, version: &'a str) -> std::borrow::Cow<'a, str> {

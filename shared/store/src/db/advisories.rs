@@ -130,15 +130,6 @@ impl Db {
         Ok(out)
     }
 
-    /// One advisory.
-    pub async fn advisory(&self, id: &str) -> DbResult<Option<AdvisoryRow>> {
-        let s = sql!(
-            "advisories.get",
-            "SELECT id, modified, level, score_tenths, summary, aliases, record, withdrawn FROM advisories WHERE id = $1"
-        );
-        self.bound(s, (id,)).fetch_optional(self.pool()).await?.as_ref().map(advisory).transpose()
-    }
-
     /// Claims the periodic task `name` for `period_ms`: true for one caller per period across
     /// the installation (its row's time moves on), false for the others.
     pub async fn claim_periodic(&self, name: &str, period_ms: i64) -> DbResult<bool> {
@@ -149,11 +140,5 @@ impl Db {
         let claim = sql!("maintenance.claim", "UPDATE maintenance SET done_at = $1 WHERE name = $2 AND done_at <= $3");
         let done = self.bound(claim, (now, name, now - period_ms)).execute(self.pool()).await?;
         Ok(done.rows_affected() == 1)
-    }
-
-    /// How many advisories are held.
-    pub async fn advisory_count(&self) -> DbResult<i64> {
-        let s = sql!("advisories.count", "SELECT CAST(COUNT(*) AS BIGINT) AS n FROM advisories");
-        Ok(self.query(s).fetch_one(self.pool()).await?.try_get("n")?)
     }
 }

@@ -605,7 +605,6 @@ impl Db {
         Ok(())
     }
 
-    /// One component by id.
     /// Every catalogued component of `format` named `name` (of every repository), at most
     /// `limit`.
     pub async fn catalogue_named(&self, format: &str, name: &str, limit: i64) -> DbResult<Vec<ComponentRow>> {
@@ -621,6 +620,7 @@ impl Db {
         rows.iter().map(ComponentRow::parse).collect()
     }
 
+    /// One component by id.
     pub async fn catalogue_component(&self, id: i64) -> DbResult<Option<ComponentRow>> {
         let one = sql!("components.get", concat!("SELECT ", component_columns!(), " FROM components WHERE id = $1"));
         self.optional(self.pool(), one, (id,), ComponentRow::parse).await
