@@ -29,6 +29,9 @@ fn records() -> Value {
             "ranges": [{"type": "ECOSYSTEM", "events": [{"introduced": "0.9"}, {"fixed": "1.1"}]}]}]},
         {"id": "PYSEC-2026-4", "modified": "2026-01-04T00:00:00Z", "summary": "Not Packyard's",
          "affected": [{"package": {"ecosystem": "PyPI", "name": "requests"}, "versions": ["2.0.0"]}]},
+        {"id": "DEBIAN-CVE-2026-0006", "modified": "2026-01-06T00:00:00Z", "summary": "In vulnsrc's library",
+         "affected": [{"package": {"ecosystem": "Debian:12", "name": "vulnsrc"},
+            "ranges": [{"type": "ECOSYSTEM", "events": [{"introduced": "0"}, {"fixed": "2.0-1"}]}]}]},
         {"id": "GO-2026-0005", "modified": "2026-01-05T00:00:00Z", "summary": "A major version's own",
          "database_specific": {"severity": "LOW"},
          "affected": [{"package": {"ecosystem": "Go", "name": "example.com/vuln/v2"},
@@ -102,12 +105,15 @@ fn on(backend: Backend) -> anyhow::Result<()> {
         let (s, text) = status_of(ureq::put(&url).set("Authorization", &auth).send_bytes(&zip))?;
         anyhow::ensure!(s == 201, "{v}: {s} {text}");
     }
-    for v in ["1.0-1", "1.0-2"] {
+    // (libvuln1 is built from the source package vulnsrc, which Debian's advisories name.)
+    for (package, v, source) in
+        [("vulnpkg", "1.0-1", ""), ("vulnpkg", "1.0-2", ""), ("libvuln1", "1.5-1", "Source: vulnsrc\n")]
+    {
         let control = format!(
-            "Package: vulnpkg\nVersion: {v}\nArchitecture: amd64\nMaintainer: T <t@example.org>\nDescription: fixture\n"
+            "Package: {package}\n{source}Version: {v}\nArchitecture: amd64\nMaintainer: T <t@example.org>\nDescription: fixture\n"
         );
         let deb = packyard_codecs::apt::testing::deb(&control, ".xz");
-        let url = format!("{}/repository/debs/pool/vulnpkg_{v}_amd64.deb?wait=true", server.public);
+        let url = format!("{}/repository/debs/pool/{package}_{v}_amd64.deb?wait=true", server.public);
         let (s, text) = status_of(ureq::put(&url).set("Authorization", &auth).send_bytes(&deb))?;
         anyhow::ensure!(s == 201, "{v}: {s} {text}");
     }
@@ -131,7 +137,7 @@ fn on(backend: Backend) -> anyhow::Result<()> {
     assert_eq!(code, 0, "{out}{err}");
     assert_eq!(
         out.trim(),
-        "5 advisories read: 5 new or changed, stored (4 packages of Packyard's ecosystems), 0 unchanged; 4 components affected by them"
+        "6 advisories read: 6 new or changed, stored (5 packages of Packyard's ecosystems), 0 unchanged; 5 components affected by them"
     );
     // Each announced to the subscriber.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
@@ -154,7 +160,7 @@ fn on(backend: Backend) -> anyhow::Result<()> {
                 (key, (a["id"].as_str().unwrap_or("").to_string(), a["severity"].as_str().unwrap_or("").to_string()))
             })
             .collect();
-        if got.len() >= 4 || std::time::Instant::now() > deadline {
+        if got.len() >= 5 || std::time::Instant::now() > deadline {
             break got;
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
@@ -163,6 +169,7 @@ fn on(backend: Backend) -> anyhow::Result<()> {
     assert_eq!(
         announced,
         BTreeMap::from([
+            ("debs libvuln1 1.5-1".to_string(), pairs("DEBIAN-CVE-2026-0006", "high")),
             ("debs vulnpkg 1.0-1".to_string(), pairs("DEBIAN-CVE-2026-0002", "high")),
             ("gomods vuln v1.0.0".to_string(), pairs("GO-2026-0001", "critical")),
             ("gomods vuln v2.0.0".to_string(), pairs("GO-2026-0005", "low")),
@@ -177,6 +184,7 @@ fn on(backend: Backend) -> anyhow::Result<()> {
         ("example.com/vuln v2.0.0", pair("GO-2026-0005", "low")),
         ("vulnpkg 1.0-1", pair("DEBIAN-CVE-2026-0002", "high")),
         ("vulnpkg 1.0-2", none.clone()),
+        ("libvuln1 1.5-1", pair("DEBIAN-CVE-2026-0006", "high")),
         ("libz 1.0", pair("CONAN-2026-0003", "medium")),
         ("libz 1.1", none.clone()),
     ]
@@ -195,7 +203,7 @@ fn on(backend: Backend) -> anyhow::Result<()> {
     assert_eq!(go["items"][0]["advisories"][0]["aliases"], json!(["CVE-2026-0001"]), "{go}");
     // "Components with advisories of severity ≥ high".
     let high = advisories(&server.public, &auth, "severity=high")?;
-    assert_eq!(high.keys().collect::<Vec<_>>(), ["example.com/vuln v1.0.0", "vulnpkg 1.0-1"]);
+    assert_eq!(high.keys().collect::<Vec<_>>(), ["example.com/vuln v1.0.0", "libvuln1 1.5-1", "vulnpkg 1.0-1"]);
     let (s, text) = status_of(
         ureq::get(&format!("{}/service/rest/v1/search?severity=severe", server.public))
             .set("Authorization", &auth)
@@ -207,7 +215,7 @@ fn on(backend: Backend) -> anyhow::Result<()> {
     // The same file again: nothing changes.
     let (code, out, _) = common::process::run_to_end(dir.path(), &["vulnerabilities", "import", &path], &env)?;
     assert_eq!(code, 0);
-    assert!(out.contains("5 advisories read: 0 new or changed"), "{out}");
+    assert!(out.contains("6 advisories read: 0 new or changed"), "{out}");
 
     // A malformed file: refused with the record that failed; nothing of it is kept (not even
     // the good record before it).
@@ -256,7 +264,7 @@ fn on(backend: Backend) -> anyhow::Result<()> {
     let from = format!("{}all.zip", web.url);
     let (code, out, err) = common::process::run_to_end(dir.path(), &["vulnerabilities", "import", &from], &env)?;
     assert_eq!(code, 0, "{out}{err}");
-    assert!(out.contains("5 advisories read: 1 new or changed"), "{out}");
+    assert!(out.contains("6 advisories read: 1 new or changed"), "{out}");
     assert!(out.trim().ends_with("; 2 components affected by them"), "{out}");
     let cut = work.path().join("cut.zip");
     let bytes = std::fs::read(&zip)?;

@@ -136,7 +136,12 @@ async fn announce(
                 let Some(hit) = affected(&p.name, &p.detail) else { continue };
                 let format = spec.format();
                 let named = osv.catalogue_name(&p.name);
-                for c in services.db.catalogue_named(format.as_str(), named, ANNOUNCED_PER_PACKAGE).await? {
+                let mut found = services.db.catalogue_named(format.as_str(), named, ANNOUNCED_PER_PACKAGE).await?;
+                if let Some(dir) = osv.catalogue_directory(&p.name) {
+                    found
+                        .extend(services.db.catalogue_in_directory(format.as_str(), dir, ANNOUNCED_PER_PACKAGE).await?);
+                }
+                for c in found {
                     if osv.package((&c.component_key, &c.namespace, &c.name)) != p.name
                         || !hit.affects(&osv.osv_version(&c.version), &|x, y| osv.compare(x, y))
                         || !done.insert((a.id.clone(), c.id))

@@ -195,4 +195,19 @@ impl packyard_core::formats::OsvSpec for AptOsv {
     fn compare(&self, a: &str, b: &str) -> std::cmp::Ordering {
         packyard_codecs::apt::version::compare(a, b)
     }
+
+    /// Debian's advisories name source packages: a package's is the directory of its pool
+    /// path (`pool/<component>/<prefix>/<source>/<file>`, as Debian and Packyard lay them out;
+    /// `libssl3` is `openssl`'s), else its own name.
+    fn catalogue_directory<'a>(&self, package: &'a str) -> Option<(&'static str, &'a str)> {
+        Some(("pool/", package))
+    }
+
+    fn package(&self, (key, _, name): (&str, &str, &str)) -> String {
+        let parts: Vec<&str> = key.split('/').collect();
+        match parts.as_slice() {
+            ["pool", _, _, source, _] if !source.is_empty() => (*source).to_string(),
+            _ => name.to_string(),
+        }
+    }
 }
