@@ -59,6 +59,19 @@ fn advisories(public: &str, auth: &str, query: &str) -> anyhow::Result<BTreeMap<
     Ok(out)
 }
 
+/// Writes `records` to `file` and runs `packyard-api vulnerabilities import` on it in `dir` (where
+/// the server's configuration is): its exit code, standard output and error.
+fn import_file(
+    dir: &std::path::Path,
+    env: &[(&str, &str)],
+    file: &std::path::Path,
+    records: &Value,
+) -> anyhow::Result<(i32, String, String)> {
+    std::fs::write(file, records.to_string())?;
+    let path = file.display().to_string();
+    common::process::run_to_end(dir, &["vulnerabilities", "import", &path], env)
+}
+
 fn pair(id: &str, level: &str) -> Vec<(String, String)> {
     vec![(id.to_string(), level.to_string())]
 }
@@ -131,9 +144,8 @@ fn on(backend: Backend) -> anyhow::Result<()> {
 
     let work = tempfile::tempdir()?;
     let file = work.path().join("osv.json");
-    std::fs::write(&file, records().to_string())?;
     let path = file.display().to_string();
-    let (code, out, err) = common::process::run_to_end(dir.path(), &["vulnerabilities", "import", &path], &env)?;
+    let (code, out, err) = import_file(dir.path(), &env, &file, &records())?;
     assert_eq!(code, 0, "{out}{err}");
     assert_eq!(
         out.trim(),
@@ -228,9 +240,8 @@ fn on(backend: Backend) -> anyhow::Result<()> {
             "ranges": [{"type": "NUMERIC", "events": [{"introduced": "0"}]}]}]}
     ]);
     let bad_file = work.path().join("bad.json");
-    std::fs::write(&bad_file, bad.to_string())?;
     let bad_path = bad_file.display().to_string();
-    let (code, out, err) = common::process::run_to_end(dir.path(), &["vulnerabilities", "import", &bad_path], &env)?;
+    let (code, out, err) = import_file(dir.path(), &env, &bad_file, &bad)?;
     assert_ne!(code, 0, "{out}{err}");
     assert!(
         err.contains(&format!(
@@ -359,13 +370,8 @@ fn govulncheck_reads_the_go_vulnerability_database() -> anyhow::Result<()> {
         json!({"imports": [{"path": "example.com/vuln", "symbols": ["Message"]}]});
     let work = tempfile::tempdir()?;
     let file = work.path().join("go.json");
-    std::fs::write(&file, json!([record]).to_string())?;
-    let path = file.display().to_string();
-    let (code, out, err) = common::process::run_to_end(
-        dir.path(),
-        &["vulnerabilities", "import", &path],
-        &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)],
-    )?;
+    let env = [("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)];
+    let (code, out, err) = import_file(dir.path(), &env, &file, &json!([record]))?;
     assert_eq!(code, 0, "{out}{err}");
 
     let db = format!("{}/repository/gomods/vulndb", server.public);
@@ -427,10 +433,7 @@ fn conan_audit_lists_the_imported_advisories() -> anyhow::Result<()> {
     let body = json!({"name": "recipes", "format": "conan", "type": "hosted"});
     admin_json(&server.public, &auth, "POST", "/api/v1/repositories", Some(body))?;
     let work = tempfile::tempdir()?;
-    let file = work.path().join("osv.json");
-    std::fs::write(&file, records().to_string())?;
-    let path = file.display().to_string();
-    let (code, out, err) = common::process::run_to_end(dir.path(), &["vulnerabilities", "import", &path], &env)?;
+    let (code, out, err) = import_file(dir.path(), &env, &work.path().join("osv.json"), &records())?;
     assert_eq!(code, 0, "{out}{err}");
     let url = format!("{}/repository/recipes/", server.public);
     let token = ureq::get(&format!("{url}v2/users/authenticate")).set("Authorization", &auth).call()?.into_string()?;

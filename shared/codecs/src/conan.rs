@@ -426,6 +426,14 @@ mod tests {
         hex::encode(md5::Md5::digest(b))
     }
 
+    /// The tar `b` built, gzipped.
+    fn gzipped(b: tar::Builder<Vec<u8>>) -> Vec<u8> {
+        let tar = b.into_inner().unwrap_or_default();
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        let _ = std::io::Write::write_all(&mut gz, &tar);
+        gz.finish().unwrap_or_default()
+    }
+
     /// A gzipped tar of `files`: long paths as GNU long names (the `tar` crate), or in pax
     /// `path` records, or split into the ustar prefix, as Python's tarfile (the client's) does.
     fn tgz(files: &[(&str, &[u8])], long: &str) -> Vec<u8> {
@@ -459,10 +467,7 @@ mod tests {
                 }
             }
         }
-        let tar = b.into_inner().unwrap_or_default();
-        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-        let _ = std::io::Write::write_all(&mut gz, &tar);
-        gz.finish().unwrap_or_default()
+        gzipped(b)
     }
 
     #[test]
@@ -523,10 +528,7 @@ mod tests {
                 let _ = b.append_data(&mut h, path, *data);
             }
         }
-        let tar = b.into_inner().unwrap_or_default();
-        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-        let _ = std::io::Write::write_all(&mut gz, &tar);
-        gz.finish().unwrap_or_default()
+        gzipped(b)
     }
 
     #[test]

@@ -251,15 +251,8 @@ impl Fetcher {
             .send()
             .await
             .map_err(|e| ImportError::Source(format!("{url}: {}", crate::outbound::root_cause(&e))))?;
-        match res.status().as_u16() {
-            200 => {}
-            s @ (401 | 403) => {
-                return Err(ImportError::Source(format!(
-                    "{url}: the source answered {s} to the credentials given: a wrong password, or a user that may \
-                     not read this"
-                )))
-            }
-            s => return Err(ImportError::Source(format!("{url}: the source answered {s}"))),
+        if res.status().as_u16() != 200 {
+            return Err(refused(url, res.status().as_u16(), true));
         }
         let body = res.bytes().await.map_err(|e| ImportError::Source(format!("{url}: {e}")))?;
         let token = String::from_utf8_lossy(&body).trim().to_string();
@@ -306,15 +299,7 @@ impl Fetcher {
                 match res.status().as_u16() {
                     200 => Ok(Some(res.bytes_stream().map_err(|e| e.to_string()).boxed())),
                     404 | 410 => Ok(None),
-                    s @ (401 | 403) if !self.authorized() => Err(ImportError::Source(format!(
-                        "{url}: the source answered {s}: give its credentials in the URL \
-                         (https://USER:PASSWORD@HOST/…) or in {USERNAME_ENV} and {PASSWORD_ENV}"
-                    ))),
-                    s @ (401 | 403) => Err(ImportError::Source(format!(
-                        "{url}: the source answered {s} to the credentials given: a wrong password, or a \
-                         user that may not read this"
-                    ))),
-                    s => Err(ImportError::Source(format!("{url}: the source answered {s}"))),
+                    s => Err(refused(url, s, self.authorized())),
                 }
             }
         }
@@ -333,6 +318,21 @@ impl Fetcher {
         }
         Ok(Some(Bytes::from(out)))
     }
+}
+
+/// A source's answer other than a file, as a message that says what to do.
+fn refused(url: &url::Url, status: u16, with_credentials: bool) -> ImportError {
+    ImportError::Source(match (status, with_credentials) {
+        (401 | 403, false) => format!(
+            "{url}: the source answered {status}: give its credentials in the URL (https://USER:PASSWORD@HOST/…) \
+             or in {USERNAME_ENV} and {PASSWORD_ENV}"
+        ),
+        (401 | 403, true) => format!(
+            "{url}: the source answered {status} to the credentials given: a wrong password, or a user that may \
+             not read this"
+        ),
+        _ => format!("{url}: the source answered {status}"),
+    })
 }
 
 /// What `packyard-api import <format>` was given, for the format to read.

@@ -181,55 +181,15 @@ fn row(a: &Advisory, record: &Value) -> AdvisoryRow {
     }
 }
 
-/// An affected package as the database keeps it.
+/// An affected package as the database keeps it (its name beside it).
 fn detail(p: &Affected) -> Value {
-    let ranges: Vec<Value> = p
-        .ranges
-        .iter()
-        .map(|r| {
-            Value::Array(
-                r.events
-                    .iter()
-                    .map(|e| match e {
-                        osv::Event::Introduced(v) => serde_json::json!({"introduced": v}),
-                        osv::Event::Fixed(v) => serde_json::json!({"fixed": v}),
-                        osv::Event::LastAffected(v) => serde_json::json!({"last_affected": v}),
-                        osv::Event::Limit(v) => serde_json::json!({"limit": v}),
-                    })
-                    .collect(),
-            )
-        })
-        .collect();
-    serde_json::json!({"ecosystem": p.ecosystem, "ranges": ranges, "versions": p.versions,
-        "level": p.level.map(Level::as_str)})
+    serde_json::to_value(p).unwrap_or(Value::Null)
 }
 
 /// An affected package read back.
 fn affected(name: &str, detail: &str) -> Option<Affected> {
-    let v: Value = serde_json::from_str(detail).ok()?;
-    let event = |e: &Value| {
-        let (k, v) = e.as_object()?.iter().next()?;
-        let v = v.as_str()?.to_string();
-        Some(match k.as_str() {
-            "introduced" => osv::Event::Introduced(v),
-            "fixed" => osv::Event::Fixed(v),
-            "last_affected" => osv::Event::LastAffected(v),
-            _ => osv::Event::Limit(v),
-        })
-    };
-    let ranges = v["ranges"]
-        .as_array()?
-        .iter()
-        .map(|r| osv::Range { events: r.as_array().into_iter().flatten().filter_map(event).collect() })
-        .collect();
-    let versions = v["versions"].as_array()?.iter().filter_map(|s| s.as_str().map(str::to_string)).collect();
-    Some(Affected {
-        ecosystem: v["ecosystem"].as_str().unwrap_or_default().to_string(),
-        name: name.to_string(),
-        ranges,
-        versions,
-        level: v["level"].as_str().and_then(Level::parse),
-    })
+    let p: Affected = serde_json::from_str(detail).ok()?;
+    Some(Affected { name: name.to_string(), ..p })
 }
 
 /// An advisory's level for one of its packages (DESIGN §5b): its CVSS score's, else the

@@ -18,7 +18,8 @@ fn err(s: impl Into<String>) -> OsvError {
 }
 
 /// A severity level, lowest first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Level {
     Low,
     Medium,
@@ -70,7 +71,8 @@ impl std::fmt::Display for Level {
 }
 
 /// One event of a range.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Event {
     Introduced(String),
     Fixed(String),
@@ -80,16 +82,19 @@ pub enum Event {
 
 /// A range of an affected package: `SEMVER` or `ECOSYSTEM` (a `GIT` range names commits, not
 /// versions, and is not kept).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
 pub struct Range {
     pub events: Vec<Event>,
 }
 
 /// A package an advisory affects.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// (As JSON, without its name: the database keeps the name beside it.)
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Affected {
     /// `Go`, `Debian:12`, `Alpine:v3.20`, `ConanCenter`, …
     pub ecosystem: String,
+    #[serde(skip)]
     pub name: String,
     pub ranges: Vec<Range>,
     /// Versions listed one by one.
