@@ -22,6 +22,7 @@ pub mod apk;
 pub mod apt;
 pub mod conan;
 pub(crate) mod form;
+pub(crate) mod gate;
 pub mod go;
 pub mod sample;
 mod tables;

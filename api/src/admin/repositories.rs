@@ -28,6 +28,12 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(resource("/repositories/{name}/status").route(web::get().to(status)))
         .service(resource("/repositories/{name}/rebuild").route(web::post().to(rebuild)))
         .service(
+            resource("/repositories/{name}/policy/exceptions")
+                .route(web::get().to(exceptions))
+                .route(web::post().to(add_exception))
+                .route(web::delete().to(remove_exception)),
+        )
+        .service(
             resource("/repositories/{name}/signing-key")
                 .route(web::get().to(signing_key))
                 .route(web::put().to(change_signing_key)),
@@ -121,6 +127,45 @@ async fn status(_admin: Admin, services: web::Data<Services>, path: web::Path<Re
 async fn rebuild(admin: Admin, services: web::Data<Services>, path: web::Path<RepoPath>) -> Result<HttpResponse> {
     let formats = packyard_formats::registry();
     Ok(HttpResponse::Accepted().json(service::rebuild(&services, formats, admin.actor(), path.name()).await?))
+}
+
+/// The repository's policy exceptions (expired ones marked).
+async fn exceptions(_admin: Admin, services: web::Data<Services>, path: web::Path<RepoPath>) -> Result<HttpResponse> {
+    let formats = packyard_formats::registry();
+    Ok(HttpResponse::Ok().json(packyard_core::admin::policy::list(&services, formats, path.name()).await?))
+}
+
+/// Lets one version through the repository's policy until `expires_at`: 201 (200 when it
+/// replaced the exception of that version).
+async fn add_exception(
+    admin: Admin,
+    services: web::Data<Services>,
+    path: web::Path<RepoPath>,
+    body: web::Json<packyard_core::admin::policy::NewException>,
+) -> Result<HttpResponse> {
+    let formats = packyard_formats::registry();
+    let (view, created) =
+        packyard_core::admin::policy::add(&services, formats, admin.actor(), path.name(), body.into_inner()).await?;
+    Ok(if created { HttpResponse::Created().json(view) } else { HttpResponse::Ok().json(view) })
+}
+
+#[derive(Debug, Deserialize)]
+struct ExceptionQuery {
+    name: String,
+    version: String,
+}
+
+/// `DELETE …/policy/exceptions?name=&version=`: 204.
+async fn remove_exception(
+    admin: Admin,
+    services: web::Data<Services>,
+    path: web::Path<RepoPath>,
+    query: web::Query<ExceptionQuery>,
+) -> Result<HttpResponse> {
+    let formats = packyard_formats::registry();
+    let which = (query.name.as_str(), query.version.as_str());
+    packyard_core::admin::policy::remove(&services, formats, admin.actor(), path.name(), which).await?;
+    Ok(HttpResponse::NoContent().finish())
 }
 
 /// This server's URL as the client sees it.

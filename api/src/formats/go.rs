@@ -9,15 +9,19 @@
 use actix_web::http::Method;
 use actix_web::HttpResponse;
 use packyard_codecs::go::unescape;
+use packyard_codecs::go::version::{latest, list};
 use packyard_core::groups::{self, GroupError};
 use packyard_core::hosted;
+use packyard_core::policy::{Candidate, Verdict};
 use packyard_formats::go::group::any_member_has;
 use packyard_formats::go::hosted::{GoHosted, Target};
 use packyard_formats::go::sumdb::SumdbRequest;
 use packyard_formats::go::vulndb::{self, VulnPath};
 use packyard_formats::go::{proxy_request, Request, KIND};
+use packyard_model::policy::{PolicySettings, Subject};
 use packyard_model::repos::{RepoType, Repository};
 
+use super::gate;
 use crate::error::{ApiError, ErrorCode, FormatError};
 use crate::route::{percent_decode, Access, Cx, Routes, Tail};
 
@@ -99,6 +103,9 @@ impl Routes for Go {
             }
             Route::Read(request) => {
                 let repo = cx.repo.clone();
+                if let Some(policy) = repo.gate() {
+                    return Box::pin(gated(&cx, &repo, policy, &request)).await;
+                }
                 match read(&cx, &repo, &request, 0).await? {
                     Some(r) => Ok(r),
                     None => Err(missing(&repo, &request)),
@@ -314,4 +321,145 @@ async fn artifact(
     let path = format!("{}/@v/{}.{ext}", packyard_codecs::go::escape(module), packyard_codecs::go::escape(version));
     super::count_download(services, cx.req, &res, repo.id, &path);
     Ok(Some(res))
+}
+
+/// A read under the repository's policy: `@v/list` without the versions it holds back,
+/// `@latest` the latest version it lets through, a version's files refused when it holds the
+/// version back (404 until a young version's age passes, 403 for a rule or advisories).
+async fn gated(
+    cx: &Cx<'_>,
+    repo: &Repository,
+    policy: &PolicySettings,
+    request: &Request,
+) -> Result<HttpResponse, FormatError> {
+    let module = request.module();
+    let Some(res) = read(cx, repo, request, 0).await? else { return Err(missing(repo, request)) };
+    match request {
+        Request::List(_) => {
+            let bytes = match gate::body(res).await? {
+                Ok(b) => b,
+                Err(other) => return Ok(other),
+            };
+            let kept = passing(cx, repo, policy, module, &String::from_utf8_lossy(&bytes)).await?;
+            Ok(gate::filtered("text/plain; charset=utf-8", list(kept.iter().map(String::as_str))))
+        }
+        Request::Latest(_) => {
+            let bytes = match gate::body(res).await? {
+                Ok(b) => b,
+                Err(other) => return Ok(other),
+            };
+            let info = Info::of(&bytes);
+            let version = info.as_ref().map(|i| i.version.as_str()).unwrap_or_default();
+            let first = judge(cx, repo, policy, module, version, info.as_ref().and_then(|i| i.time_ms)).await?;
+            if first.passes() {
+                return Ok(gate::audited(gate::filtered(JSON, bytes), &first));
+            }
+            // The latest listed version the policy lets through, as the go command would pick it.
+            let listed = match read(cx, repo, &Request::List(module.to_string()), 0).await? {
+                Some(r) => gate::body(r).await?.unwrap_or_default(),
+                None => bytes::Bytes::new(),
+            };
+            let kept = passing(cx, repo, policy, module, &String::from_utf8_lossy(&listed)).await?;
+            let Some(best) = latest(kept.iter().map(String::as_str)) else {
+                return Err(gate::refusal(&first, module, version, repo).unwrap_or_else(|| missing(repo, request)));
+            };
+            let file = Request::File { module: module.to_string(), version: best.to_string(), ext: "info" };
+            let Some(res) = read(cx, repo, &file, 0).await? else { return Err(missing(repo, &file)) };
+            let verdict = judge(cx, repo, policy, module, best, None).await?;
+            Ok(gate::audited(res, &verdict))
+        }
+        Request::File { version, .. } => {
+            let verdict = judge(cx, repo, policy, module, version, None).await?;
+            if let Some(refused) = gate::refusal(&verdict, module, version, repo) {
+                return Err(refused);
+            }
+            Ok(gate::audited(res, &verdict))
+        }
+    }
+}
+
+const JSON: &str = "application/json";
+
+/// What the policy reads of a `.info`: its version and time.
+struct Info {
+    version: String,
+    time_ms: Option<i64>,
+}
+
+impl Info {
+    fn of(bytes: &[u8]) -> Option<Self> {
+        #[derive(serde::Deserialize)]
+        struct Raw {
+            #[serde(rename = "Version")]
+            version: String,
+            #[serde(rename = "Time", default)]
+            time: Option<String>,
+        }
+        let raw: Raw = serde_json::from_slice(bytes).ok()?;
+        let time_ms = raw.time.as_deref().and_then(packyard_model::time::parse_rfc3339);
+        Some(Self { version: raw.version, time_ms })
+    }
+}
+
+/// The versions of a `@v/list` the policy lets through, in the list's order.
+async fn passing(
+    cx: &Cx<'_>,
+    repo: &Repository,
+    policy: &PolicySettings,
+    module: &str,
+    text: &str,
+) -> Result<Vec<String>, FormatError> {
+    use futures_util::StreamExt as _;
+    let versions: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    // A few at once: a version's time may be an upstream request for its `.info` (then kept).
+    let verdicts: Vec<Result<Verdict, FormatError>> = futures_util::stream::iter(versions.iter().copied())
+        .map(|v| judge(cx, repo, policy, module, v, None))
+        .buffered(8)
+        .collect()
+        .await;
+    let mut kept = Vec::with_capacity(versions.len());
+    for (v, verdict) in versions.iter().zip(verdicts) {
+        if verdict?.passes() {
+            kept.push((*v).to_string());
+        }
+    }
+    Ok(kept)
+}
+
+/// The verdict on `module@version`; its time (when the policy ages the module) from `time_ms`
+/// or the version's `.info`, read through the repository and kept.
+async fn judge(
+    cx: &Cx<'_>,
+    repo: &Repository,
+    policy: &PolicySettings,
+    module: &str,
+    version: &str,
+    time_ms: Option<i64>,
+) -> Result<Verdict, FormatError> {
+    let published_ms = match time_ms {
+        _ if !policy.ages(module) => None,
+        Some(t) => Some(t),
+        None => version_time(cx, repo, module, version).await?,
+    };
+    let component = packyard_formats::go::catalogue::component(module, version);
+    let subject = Subject { name: module, version, published_ms, licenses: &[], architecture: None };
+    let c = Candidate { subject, component: (&component.key, &component.group, &component.name) };
+    gate::judge(cx.services, repo, policy, &c).await
+}
+
+/// A version's `.info` time, from the replica's memory once read (a version's time does not
+/// change); `None` when the repository has no `.info` for it.
+async fn version_time(cx: &Cx<'_>, repo: &Repository, module: &str, version: &str) -> Result<Option<i64>, FormatError> {
+    let key = format!("{module}@{version}");
+    if let Some(t) = cx.services.policy.time(repo.id, &key) {
+        return Ok(Some(t));
+    }
+    let file = Request::File { module: module.to_string(), version: version.to_string(), ext: "info" };
+    let Some(res) = Box::pin(read(cx, repo, &file, 0)).await? else { return Ok(None) };
+    let Ok(bytes) = gate::body(res).await? else { return Ok(None) };
+    let time = Info::of(&bytes).and_then(|i| i.time_ms);
+    if let Some(t) = time {
+        cx.services.policy.remember_time(repo.id, &key, t);
+    }
+    Ok(time)
 }

@@ -45,7 +45,7 @@ fn files_under(dir: &Path) -> usize {
 }
 
 /// The go command, isolated: its own module cache, build cache and home; this proxy only.
-fn go(dir: &Path, home: &Path, proxy: &str, args: &[&str]) -> anyhow::Result<String> {
+pub(crate) fn go(dir: &Path, home: &Path, proxy: &str, args: &[&str]) -> anyhow::Result<String> {
     let out = common::golang::command(dir, home, proxy, args).output()?;
     anyhow::ensure!(
         out.status.success(),

@@ -28,6 +28,7 @@ mod peers_apt;
 mod peers_conan;
 mod peers_go;
 mod poisoning;
+mod policy;
 mod reclaim;
 mod sample;
 mod security;

@@ -7,6 +7,7 @@
 //! what the edge says of it (`users::PasswordCaller`, `tokens::Owner`).
 
 pub mod cleanup;
+pub mod policy;
 pub mod repositories;
 pub mod roles;
 pub mod tokens;

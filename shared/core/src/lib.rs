@@ -17,6 +17,7 @@ pub mod groups;
 pub mod hosted;
 pub mod import;
 pub mod outbound;
+pub mod policy;
 pub mod proxy;
 pub mod publication;
 pub mod read_only;

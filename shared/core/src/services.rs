@@ -41,6 +41,8 @@ pub struct Services {
     pub downloads: Arc<crate::downloads::Downloads>,
     /// The instance's read-only mode (Nexus's freeze).
     pub read_only: Arc<crate::read_only::ReadOnlyMode>,
+    /// What the repositories' policies remember (exceptions, advisories, publish times).
+    pub policy: Arc<crate::policy::PolicyCache>,
 }
 
 /// The configured blob store (files or S3), without the hot cache.
@@ -127,6 +129,7 @@ impl Services {
         let proxy = crate::proxy::Proxy::new(&config.proxy, db.clone(), blobs.clone(), metrics.clone())?
             .with_keystore(security.keystore.clone());
         let webhooks = crate::outbound::for_webhooks(&config, |name| std::env::var(name).ok())?;
+        let policy = Arc::new(crate::policy::PolicyCache::new(config.debug.clock_offset_secs));
         Ok(Self {
             config: Arc::new(config),
             metrics,
@@ -143,6 +146,7 @@ impl Services {
             webhooks,
             downloads: Arc::default(),
             read_only: Arc::default(),
+            policy,
         })
     }
 
@@ -151,7 +155,10 @@ impl Services {
     pub fn changed(&self, what: Changed) {
         match what {
             Changed::Security => self.security.changed_locally(),
-            Changed::Repositories => self.security.repositories_changed_locally(),
+            Changed::Repositories => {
+                self.security.repositories_changed_locally();
+                self.policy.forget();
+            }
             Changed::Publications => {
                 self.published.invalidate();
                 self.published.publications().notify_waiters();
@@ -199,6 +206,7 @@ impl Services {
     pub async fn poll_watermarks(&self) -> Result<bool, packyard_store::db::DbError> {
         let (security, repositories, publications) = self.db.watermarks().await?;
         let a = self.security.cache.observe(security, repositories);
+        self.policy.observe(repositories);
         if let Err(e) = self.read_only.follow(&self.db, security).await {
             tracing::warn!(error = %e, "cannot read the read-only mode; the next watermark check tries again");
         }

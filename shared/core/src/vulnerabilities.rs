@@ -106,6 +106,7 @@ pub async fn import(
     // each announced once stored (a later chunk that fails leaves the earlier ones announced).
     for chunk in rows.chunks(500) {
         services.db.put_advisories(chunk).await?;
+        services.changed(crate::events::Changed::Repositories);
         out.announced += announce(services, formats, chunk).await?;
     }
     let detail = serde_json::json!({"source": source, "records": out.records, "stored": out.stored});
@@ -229,17 +230,18 @@ pub async fn matches(
     let name = package.as_str();
     let mut out = Vec::new();
     let mut seen: HashMap<String, ()> = HashMap::new();
-    for (a, detail) in services.db.advisories_of(spec.ecosystem(), name).await? {
-        let Some(p) = affected(name, &detail) else { continue };
+    // From the replica's memory once read (an import moves the watermark that forgets it).
+    let advised = services.policy.advisories(services, spec.ecosystem(), name).await?;
+    for (a, p) in advised.iter() {
         if !p.affects(&version, &|x, y| spec.compare(x, y)) || seen.insert(a.id.clone(), ()).is_some() {
             continue;
         }
         out.push(Match {
-            severity: level(&a, &p).as_str().to_string(),
+            severity: level(a, p).as_str().to_string(),
             score: a.score_tenths.map(|t| t as f64 / 10.0),
-            summary: a.summary,
+            summary: a.summary.clone(),
             aliases: serde_json::from_str(&a.aliases).unwrap_or_default(),
-            id: a.id,
+            id: a.id.clone(),
         });
     }
     out.sort_by(|a, b| {

@@ -30,6 +30,8 @@ pub const EVENTS: &[&str] = &[
     "repository.deleted",
     "cleanup.finished",
     "vulnerability.matched",
+    "policy.exception_added",
+    "policy.exception_removed",
 ];
 
 /// The header that carries the body's signature.

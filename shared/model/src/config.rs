@@ -104,6 +104,9 @@ pub struct DebugConfig {
     /// Kills the process with SIGKILL when a publication reaches this point (fault tests):
     /// one of `claimed`, `built`, `before_cas`, `after_cas`; empty never.
     pub crash_at: String,
+    /// Seconds added to the clock this instance dates hosted Go versions by and its policies
+    /// age versions by (the release-age tests: two instances, one publishing "days ago").
+    pub clock_offset_secs: i64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

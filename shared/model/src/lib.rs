@@ -8,6 +8,7 @@ pub mod crash;
 pub mod directory;
 pub mod net;
 pub mod osv;
+pub mod policy;
 pub mod repos;
 pub mod security;
 pub mod time;

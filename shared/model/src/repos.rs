@@ -219,6 +219,9 @@ pub struct StoredSettings {
     pub blocks: BTreeMap<String, serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proxy: Option<ProxySettings>,
+    /// The gate (`policy.*`): release age, quarantine rules, vulnerabilities.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<crate::policy::PolicySettings>,
     /// The block as its type, parsed on first use (repositories are cached as `Arc`s).
     #[serde(skip)]
     parsed: Parsed,
@@ -295,7 +298,7 @@ impl<'de> Deserialize<'de> for FormatBlocks {
         if let Some(key) = blocks.keys().find(|k| k.parse::<Format>().is_err()) {
             let formats: Vec<String> = Format::ALL.iter().map(|f| format!("`{f}`")).collect();
             return Err(serde::de::Error::custom(format!(
-                "unknown field `{key}`, expected one of `name`, `format`, `type`, `write_policy`, `anonymous_read`, `proxy`, `group` or a format's settings ({})",
+                "unknown field `{key}`, expected one of `name`, `format`, `type`, `write_policy`, `anonymous_read`, `proxy`, `group`, `policy` or a format's settings ({})",
                 formats.join(", ")
             )));
         }
@@ -322,6 +325,8 @@ pub struct RepositorySpec {
     pub proxy: Option<ProxySettings>,
     #[serde(default)]
     pub group: Option<GroupSettings>,
+    #[serde(default)]
+    pub policy: Option<crate::policy::PolicySettings>,
     /// The format's settings, under its name (`"apt": {…}`): checked by the format's spec.
     #[serde(flatten)]
     pub formats: FormatBlocks,
@@ -343,6 +348,13 @@ pub struct Repository {
     pub version: i64,
     pub created_at: i64,
     pub updated_at: i64,
+}
+
+impl Repository {
+    /// Its policy, when the policy can keep anything back.
+    pub fn gate(&self) -> Option<&crate::policy::PolicySettings> {
+        self.settings.policy.as_ref().filter(|p| p.gates())
+    }
 }
 
 /// A validated definition, ready to store.
@@ -473,6 +485,10 @@ impl RepositorySpec {
                 return Err(InvalidRepository(format!("`group` settings do not apply to a {t} repository")))
             }
             (RepoType::Hosted, None, None) => {}
+        }
+        if let Some(policy) = self.policy {
+            policy.validate()?;
+            settings.policy = Some(policy);
         }
         let mut members = Vec::new();
         if let Some(group) = self.group {

@@ -211,3 +211,17 @@ mod rfc1123_tests {
         }
     }
 }
+
+/// A duration in its largest whole unit a person reads at a glance: `90 seconds`, `1 hour`,
+/// `3 days` (the rest dropped only when the unit divides it exactly; else the next smaller unit).
+pub fn human_duration(secs: u64) -> String {
+    let (n, unit) = [(86_400, "day"), (3600, "hour"), (60, "minute")]
+        .into_iter()
+        .find(|(u, _)| secs >= *u && secs.is_multiple_of(*u))
+        .map_or((secs, "second"), |(u, name)| (secs / u, name));
+    if n == 1 {
+        format!("1 {unit}")
+    } else {
+        format!("{n} {unit}s")
+    }
+}

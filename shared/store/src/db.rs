@@ -23,6 +23,7 @@ pub mod catalogue;
 pub mod cleanup;
 pub mod imports;
 pub mod migrate;
+pub mod policy;
 pub mod proxy;
 pub mod publication;
 pub mod repositories;

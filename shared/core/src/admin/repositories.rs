@@ -33,6 +33,8 @@ pub struct RepositoryView {
     pub proxy: Option<ProxySettings>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub group: Option<GroupSettings>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<packyard_model::policy::PolicySettings>,
     pub version: i64,
     pub created_at: String,
     pub updated_at: String,
@@ -66,6 +68,7 @@ impl From<Repository> for RepositoryView {
             // The sealed upstream password is never returned.
             proxy: r.settings.proxy.map(|p| ProxySettings { password_sealed: None, ..p }),
             group,
+            policy: r.settings.policy,
             version: r.version,
             created_at: rfc3339_ms(r.created_at),
             updated_at: rfc3339_ms(r.updated_at),

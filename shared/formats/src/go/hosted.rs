@@ -123,7 +123,8 @@ impl Hosted for GoHosted {
         // transaction).
         sumdb::ensure(services, repo).await.map_err(|e| UploadError::Db(log_failure(e)))?;
         let stored_mod = store_derived(services, &mod_bytes).await?;
-        let now = packyard_store::db::now_ms();
+        // (The instance's clock: `debug.clock_offset_secs` moves it in the release-age tests.)
+        let now = services.policy.now_ms();
         let v = GoVersion {
             id: 0,
             repository_id: repo.id,

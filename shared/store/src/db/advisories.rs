@@ -92,6 +92,8 @@ impl Db {
             )
             .await?;
         }
+        // Replicas drop what they remember of the advisories (and what policies made of them).
+        self.bump_watermark(&mut tx, super::security::REPOSITORIES).await?;
         tx.commit().await?;
         Ok(())
     }

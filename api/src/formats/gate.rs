@@ -1,0 +1,61 @@
+//! What every format's routes share to apply a repository's policy
+//! ([`packyard_core::policy`]): a verdict as an error the client reads, the audit header, and
+//! the bytes of an answer the route is about to filter.
+
+use actix_web::http::StatusCode;
+use actix_web::HttpResponse;
+use bytes::Bytes;
+use packyard_core::policy::{Candidate, Verdict, ADVISORIES_HEADER};
+use packyard_core::services::Services;
+use packyard_model::policy::PolicySettings;
+use packyard_model::repos::Repository;
+
+use crate::error::{ApiError, ErrorCode, FormatError};
+
+/// The gate's verdict on one version of `repo`.
+pub async fn judge(
+    services: &Services,
+    repo: &Repository,
+    policy: &PolicySettings,
+    c: &Candidate<'_>,
+) -> Result<Verdict, FormatError> {
+    Ok(packyard_core::policy::judge(services, packyard_formats::registry(), repo, policy, c)
+        .await
+        .map_err(ApiError::from)?)
+}
+
+/// The refusal of a version the verdict holds back: 404 for one not offered yet (with when it
+/// will be), 403 naming the rule or the advisories.
+pub fn refusal(v: &Verdict, name: &str, version: &str, repo: &Repository) -> Option<FormatError> {
+    let (status, message) = v.refusal(name, version, repo.name.as_str())?;
+    let code = if status == 404 { ErrorCode::NotFound } else { ErrorCode::Forbidden };
+    Some(ApiError::new(code, message).into())
+}
+
+/// `res` with `X-Packyard-Advisories` when the verdict passed a version with advisories.
+pub fn audited(mut res: HttpResponse, v: &Verdict) -> HttpResponse {
+    if let Some(value) = v.audit_header().and_then(|h| actix_web::http::header::HeaderValue::from_str(&h).ok()) {
+        res.headers_mut().insert(actix_web::http::header::HeaderName::from_static(ADVISORIES_HEADER), value);
+    }
+    res
+}
+
+/// The body of a 200 answer (to filter it), or the answer itself when it is anything else (a
+/// 304 to a client's conditional request, an error).
+pub async fn body(res: HttpResponse) -> Result<Result<Bytes, HttpResponse>, FormatError> {
+    if res.status() != StatusCode::OK {
+        return Ok(Err(res));
+    }
+    actix_web::body::to_bytes(res.into_body())
+        .await
+        .map(Ok)
+        .map_err(|e| ApiError::internal(format!("cannot read an answer to filter it: {e}")).into())
+}
+
+/// A filtered answer: made per request, so it carries no validators of the unfiltered one.
+pub fn filtered(content_type: &'static str, body: impl Into<Bytes>) -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type(content_type)
+        .insert_header((actix_web::http::header::CACHE_CONTROL, "no-cache"))
+        .body(body.into())
+}

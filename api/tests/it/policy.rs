@@ -1,0 +1,241 @@
+//! A repository's policy (`policy.*`) with the real go command: the minimum release age keeps a
+//! version an upstream (a second Packyard) published "just now" out of `go list -m -versions`
+//! and `@latest` until its age passes (the instances' clocks moved with
+//! `debug.clock_offset_secs`), a break-glass exception lets it in at once (audited, announced);
+//! `enforce` leaves out and refuses (403 naming the advisory) a version an imported advisory
+//! affects, `audit` serves it with `X-Packyard-Advisories`. The proxy on SQLite, PostgreSQL and
+//! MariaDB.
+
+use crate::common;
+
+use std::path::Path;
+
+use common::process::{admin_json, basic, status_of};
+use packyard_store::db::Backend;
+use serde_json::{json, Value};
+
+const PW: &str = "policy-admin";
+const DAY: i64 = 86_400;
+const MODULE: &str = "example.com/cool";
+
+fn put_module(public: &str, repo: &str, version: &str) -> anyhow::Result<()> {
+    let zip = packyard_codecs::go::testing::simple_module(MODULE, version, version, 0)?;
+    let url = format!("{public}/repository/{repo}/{MODULE}/@v/{version}.zip");
+    let (s, text) = status_of(ureq::put(&url).set("Authorization", &basic(PW)).send_bytes(&zip))?;
+    anyhow::ensure!(s == 201, "{version}: {s} {text}");
+    Ok(())
+}
+
+/// `go list -m -versions` and `go list -m …@latest` through `proxy`, each from a new cache.
+fn resolve(work: &Path, proxy: &str) -> anyhow::Result<(String, String)> {
+    let home = tempfile::tempdir()?;
+    let versions = crate::go::go(work, home.path(), proxy, &["list", "-m", "-versions", MODULE])?;
+    let home = tempfile::tempdir()?;
+    let latest = crate::go::go(work, home.path(), proxy, &["list", "-m", &format!("{MODULE}@latest")])?;
+    Ok((versions.trim().to_string(), latest.trim().to_string()))
+}
+
+#[test]
+fn go_release_age_exceptions_and_vulnerabilities() -> anyhow::Result<()> {
+    if std::process::Command::new("go").arg("version").output().is_err() {
+        anyhow::bail!("no go command (scripts/test.sh installs golang-go)");
+    }
+    for backend in [Backend::Sqlite, Backend::Postgres, Backend::MySql] {
+        go_on(backend).map_err(|e| e.context(format!("on {}", backend.as_str())))?;
+    }
+    Ok(())
+}
+
+fn go_on(backend: Backend) -> anyhow::Result<()> {
+    let auth = basic(PW);
+    // The upstream: v1.0.0 published two days ago (its clock moved back), v1.1.0 now.
+    let up_dir = tempfile::tempdir()?;
+    let two_days_ago = (-2 * DAY).to_string();
+    let upstream = common::process::start(
+        up_dir.path(),
+        &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW), ("PACKYARD_DEBUG__CLOCK_OFFSET_SECS", &two_days_ago)],
+    )?;
+    admin_json(
+        &upstream.public,
+        &auth,
+        "POST",
+        "/api/v1/repositories",
+        Some(json!({"name": "origin", "format": "go", "type": "hosted"})),
+    )?;
+    put_module(&upstream.public, "origin", "v1.0.0")?;
+    drop(upstream);
+    let upstream = common::process::start(up_dir.path(), &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)])?;
+    put_module(&upstream.public, "origin", "v1.1.0")?;
+
+    let Some((url, dir)) = common::process::database_for(backend)? else { return Ok(()) };
+    let proxy_env = [
+        ("PACKYARD_SECURITY__ADMIN_PASSWORD", PW),
+        ("PACKYARD_PROXY__ALLOW_PRIVATE_ADDRESSES", "true"),
+        ("PACKYARD_WEBHOOKS__POLL_MS", "50"),
+        ("PACKYARD_WEBHOOKS__ALLOWED_NETWORKS", r#"["127.0.0.1/32"]"#),
+    ];
+    let server = common::process::start_on(dir.path(), url.as_deref(), &proxy_env)?;
+    let remote = format!("{}/repository/origin/", upstream.public);
+    let spec = json!({"name": "goproxy", "format": "go", "type": "proxy",
+        "proxy": {"remote_url": remote, "metadata_ttl_secs": 1},
+        "policy": {"min_release_age_secs": DAY}});
+    let view = admin_json(&server.public, &auth, "POST", "/api/v1/repositories", Some(spec))?;
+    assert_eq!(view["policy"]["min_release_age_secs"], DAY, "{view}");
+    assert_eq!(view["policy"]["vulnerabilities"], "off", "{view}");
+    // A subscriber to the exceptions' events.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let hook = format!("http://127.0.0.1:{}/hooks", listener.local_addr()?.port());
+    let received = crate::webhooks::receiver(listener, 0);
+    admin_json(
+        &server.public,
+        &auth,
+        "POST",
+        "/api/v1/webhooks",
+        Some(json!({"name": "gate", "url": hook,
+        "events": ["policy.exception_added", "policy.exception_removed"]})),
+    )?;
+
+    let work = tempfile::tempdir()?;
+    let proxy = format!("{}/repository/goproxy", server.public);
+    // The upstream lists both; through the proxy only the version a day old is offered.
+    let (versions, latest) = resolve(work.path(), &proxy)?;
+    assert_eq!(versions, format!("{MODULE} v1.0.0"));
+    assert_eq!(latest, format!("{MODULE} v1.0.0"));
+    let at = |path: &str| status_of(ureq::get(&format!("{proxy}/{MODULE}/{path}")).call());
+    let (s, body) = at("@latest")?;
+    assert_eq!(s, 200, "{body}");
+    assert_eq!(serde_json::from_str::<Value>(&body)?["Version"], "v1.0.0");
+    let (s, body) = at("@v/v1.1.0.zip")?;
+    assert_eq!(s, 404, "{body}");
+    assert!(
+        body.contains("example.com/cool v1.1.0 was published less than 1 day ago")
+            && body.contains("it is offered from 20"),
+        "{body}"
+    );
+    // `go get` of the young version names why.
+    let home = tempfile::tempdir()?;
+    let o =
+        common::golang::command(work.path(), home.path(), &proxy, &["mod", "download", &format!("{MODULE}@v1.1.0")])
+            .output()?;
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("less than 1 day ago"), "{err}");
+
+    // A break-glass exception lets v1.1.0 in at once.
+    let expires = packyard_model::time::rfc3339_ms(packyard_store::db::now_ms() + DAY * 1000);
+    let exceptions = "/api/v1/repositories/goproxy/policy/exceptions";
+    let e = admin_json(
+        &server.public,
+        &auth,
+        "POST",
+        exceptions,
+        Some(json!({"name": MODULE, "version": "v1.1.0",
+        "expires_at": expires, "reason": "CVE fix needed today"})),
+    )?;
+    assert_eq!((e["created_by"].as_str(), e["expired"].as_bool()), (Some("admin"), Some(false)), "{e}");
+    let (versions, latest) = resolve(work.path(), &proxy)?;
+    assert_eq!(versions, format!("{MODULE} v1.0.0 v1.1.0"));
+    assert_eq!(latest, format!("{MODULE} v1.1.0"));
+    assert_eq!(at("@v/v1.1.0.zip")?.0, 200);
+    let listed = admin_json(&server.public, &auth, "GET", exceptions, None)?;
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
+    let audit = admin_json(&server.public, &auth, "GET", "/api/v1/audit?action=policy.exception_add", None)?;
+    assert!(audit.to_string().contains("CVE fix needed today"), "{audit}");
+    // Bad input: a time in the past, no reason.
+    let (s, body) =
+        status_of(ureq::post(&format!("{}{exceptions}", server.public)).set("Authorization", &auth).send_json(
+            json!({"name": MODULE, "version": "v1.1.0", "expires_at": "2001-01-01T00:00:00Z", "reason": "x"}),
+        ))?;
+    assert!(s == 400 && body.contains("an exception is temporary"), "{s} {body}");
+    let (s, body) = status_of(
+        ureq::post(&format!("{}{exceptions}", server.public))
+            .set("Authorization", &auth)
+            .send_json(json!({"name": MODULE, "version": "v1.1.0", "expires_at": expires, "reason": ""})),
+    )?;
+    assert!(s == 400 && body.contains("`reason`"), "{s} {body}");
+    // Removed: held again.
+    let delete = format!("{}{exceptions}?name={MODULE}&version=v1.1.0", server.public);
+    assert_eq!(status_of(ureq::delete(&delete).set("Authorization", &auth).call())?.0, 204);
+    assert_eq!(status_of(ureq::delete(&delete).set("Authorization", &auth).call())?.0, 404);
+    assert_eq!(resolve(work.path(), &proxy)?.0, format!("{MODULE} v1.0.0"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let events = loop {
+        let got: Vec<(String, String)> = received
+            .lock()
+            .map_err(|_| anyhow::anyhow!("poisoned"))?
+            .iter()
+            .map(|r| (r.event.clone(), String::from_utf8_lossy(&r.body).into_owned()))
+            .collect();
+        if got.len() >= 2 || std::time::Instant::now() > deadline {
+            break got;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let names: Vec<&str> = events.iter().map(|(event, _)| event.as_str()).collect();
+    assert_eq!(names, ["policy.exception_added", "policy.exception_removed"]);
+    assert!(events[0].1.contains("\"reason\":\"CVE fix needed today\""), "{}", events[0].1);
+
+    // Enforce: an advisory of versions before 1.1.0 leaves v1.0.0 out and refuses it.
+    let mut env = vec![("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)];
+    if let Some(url) = url.as_deref() {
+        env.extend([
+            ("PACKYARD_DATABASE__URL", url),
+            ("PACKYARD_SECURITY__SECRET", "a-shared-secret-of-enough-length"),
+        ]);
+    }
+    let osv = work.path().join("osv.json");
+    std::fs::write(
+        &osv,
+        json!([{"id": "GO-2026-0101", "modified": "2026-01-01T00:00:00Z", "summary": "Cool is not",
+            "severity": [{"type": "CVSS_V3", "score": "CVSS:3.1/AV:N/AC:L/PR:N/UI:N/S:U/C:H/I:H/A:H"}],
+            "affected": [{"package": {"ecosystem": "Go", "name": MODULE},
+                "ranges": [{"type": "SEMVER", "events": [{"introduced": "0"}, {"fixed": "1.1.0"}]}]}]}])
+        .to_string(),
+    )?;
+    let (code, out, err) =
+        common::process::run_to_end(dir.path(), &["vulnerabilities", "import", &osv.display().to_string()], &env)?;
+    assert_eq!(code, 0, "{out}{err}");
+    let patch = |policy: Value| -> anyhow::Result<()> {
+        let r = ureq::request("PATCH", &format!("{}/api/v1/repositories/goproxy", server.public))
+            .set("Authorization", &auth)
+            .set("Content-Type", "application/merge-patch+json")
+            .send_json(json!({"policy": policy}));
+        let (s, text) = status_of(r)?;
+        anyhow::ensure!(s == 200, "{s} {text}");
+        Ok(())
+    };
+    patch(json!({"min_release_age_secs": 0, "vulnerabilities": "enforce"}))?;
+    // (The import reaches the replica within 2 s: the watermark it moved.)
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let mut seen = resolve(work.path(), &proxy)?;
+    while seen.0 != format!("{MODULE} v1.1.0") && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        seen = resolve(work.path(), &proxy)?;
+    }
+    assert_eq!(seen, (format!("{MODULE} v1.1.0"), format!("{MODULE} v1.1.0")));
+    let (s, body) = at("@v/v1.0.0.zip")?;
+    assert_eq!(s, 403, "{body}");
+    assert!(body.contains("GO-2026-0101 (critical)") && body.contains("vulnerability policy"), "{body}");
+    // Above the enforced level only: at `critical` … still refused; audit serves it, named.
+    patch(json!({"vulnerabilities": "audit"}))?;
+    let r = ureq::get(&format!("{proxy}/{MODULE}/@v/v1.0.0.zip")).call()?;
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.header("x-packyard-advisories"), Some("GO-2026-0101 (critical)"));
+    assert_eq!(resolve(work.path(), &proxy)?.0, format!("{MODULE} v1.0.0 v1.1.0"));
+    let r = ureq::get(&format!("{proxy}/{MODULE}/@v/v1.1.0.zip")).call()?;
+    assert_eq!(r.header("x-packyard-advisories"), None, "the fixed version has none");
+    drop(server);
+
+    // The age passes: the proxy's clock two days on, a day's minimum again.
+    let later = (2 * DAY).to_string();
+    let mut env: Vec<(&str, &str)> = proxy_env.to_vec();
+    env.push(("PACKYARD_DEBUG__CLOCK_OFFSET_SECS", &later));
+    let server = common::process::start_on(dir.path(), url.as_deref(), &env)?;
+    let r = ureq::request("PATCH", &format!("{}/api/v1/repositories/goproxy", server.public))
+        .set("Authorization", &auth)
+        .set("Content-Type", "application/merge-patch+json")
+        .send_json(json!({"policy": {"min_release_age_secs": DAY, "vulnerabilities": "off"}}));
+    assert_eq!(status_of(r)?.0, 200);
+    let proxy = format!("{}/repository/goproxy", server.public);
+    assert_eq!(resolve(work.path(), &proxy)?, (format!("{MODULE} v1.0.0 v1.1.0"), format!("{MODULE} v1.1.0")));
+    Ok(())
+}

@@ -1,0 +1,110 @@
+//! Break-glass exceptions to a repository's policy (the migration `0028_policy_exceptions`).
+//! Each change moves the repository's version and the `repositories` watermark, so every replica
+//! sees it as it sees a changed definition.
+
+use sqlx::Row;
+
+use super::{now_ms, text, Db, DbError, DbResult};
+use crate::sql;
+
+/// One version of one name let through early, until `expires_at` (ms).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PolicyException {
+    pub name: String,
+    pub version: String,
+    pub expires_at: i64,
+    pub reason: String,
+    pub created_by: String,
+    pub created_at: i64,
+}
+
+impl Db {
+    /// The repository's exceptions (expired ones included), by name and version.
+    pub async fn policy_exceptions(&self, repository_id: i64) -> DbResult<Vec<PolicyException>> {
+        let s = sql!(
+            "policy_exceptions.list",
+            "SELECT name, version, expires_at, reason, created_by, created_at FROM policy_exceptions WHERE repository_id = $1 ORDER BY name, version"
+        );
+        let rows = self.bound(s, (repository_id,)).fetch_all(self.pool()).await?;
+        rows.iter()
+            .map(|r| {
+                Ok(PolicyException {
+                    name: text(r, "name")?,
+                    version: text(r, "version")?,
+                    expires_at: r.try_get("expires_at")?,
+                    reason: text(r, "reason")?,
+                    created_by: text(r, "created_by")?,
+                    created_at: r.try_get("created_at")?,
+                })
+            })
+            .collect()
+    }
+
+    /// Adds or replaces the exception for (`name`, `version`); true when it is new.
+    /// `event` is the webhook event `(name, repository, payload)` queued with it.
+    pub async fn put_policy_exception(
+        &self,
+        repository_id: i64,
+        e: &PolicyException,
+        event: (&str, &str, &str),
+    ) -> DbResult<bool> {
+        let mut tx = self.begin().await?;
+        let gone = sql!(
+            "policy_exceptions.replace",
+            "DELETE FROM policy_exceptions WHERE repository_id = $1 AND name = $2 AND version = $3"
+        );
+        let replaced = self.bound(gone, (repository_id, e.name.as_str(), e.version.as_str())).execute(&mut *tx).await?;
+        let add = sql!(
+            "policy_exceptions.add",
+            "INSERT INTO policy_exceptions (repository_id, name, version, expires_at, reason, created_by, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)"
+        );
+        self.query(add)
+            .bind(repository_id)
+            .bind(e.name.as_str())
+            .bind(e.version.as_str())
+            .bind(e.expires_at)
+            .bind(e.reason.as_str())
+            .bind(e.created_by.as_str())
+            .bind(e.created_at)
+            .execute(&mut *tx)
+            .await?;
+        self.repository_moved(&mut tx, repository_id).await?;
+        self.enqueue_webhook_event_in(&mut tx, event.0, Some(event.1), event.2).await?;
+        tx.commit().await?;
+        Ok(replaced.rows_affected() == 0)
+    }
+
+    /// Removes the exception; false when there was none.
+    pub async fn delete_policy_exception(
+        &self,
+        repository_id: i64,
+        name: &str,
+        version: &str,
+        event: (&str, &str, &str),
+    ) -> DbResult<bool> {
+        let mut tx = self.begin().await?;
+        let s = sql!(
+            "policy_exceptions.delete",
+            "DELETE FROM policy_exceptions WHERE repository_id = $1 AND name = $2 AND version = $3"
+        );
+        let done = self.bound(s, (repository_id, name, version)).execute(&mut *tx).await?;
+        if done.rows_affected() == 0 {
+            return Ok(false);
+        }
+        self.repository_moved(&mut tx, repository_id).await?;
+        self.enqueue_webhook_event_in(&mut tx, event.0, Some(event.1), event.2).await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    /// The repository's version and the `repositories` watermark moved (replicas reload it).
+    async fn repository_moved(&self, tx: &mut sqlx::Transaction<'_, sqlx::Any>, repository_id: i64) -> DbResult<()> {
+        let s =
+            sql!("repositories.touch", "UPDATE repositories SET version = version + 1, updated_at = $1 WHERE id = $2");
+        let done = self.bound(s, (now_ms(), repository_id)).execute(&mut **tx).await?;
+        if done.rows_affected() != 1 {
+            return Err(DbError::NotFound);
+        }
+        self.bump_watermark(tx, super::security::REPOSITORIES).await
+    }
+}
