@@ -324,7 +324,7 @@ async fn one_more(db: &Db, format: &str, repo: i64, k: i64, blob: &(String, i64)
             for f in ["conanfile.py", "conanmanifest.txt"] {
                 put_file_in(db, &mut tx, recipe.id, &file(f)).await.expect("file");
             }
-            complete_in(db, &mut tx, recipe.id).await.expect("complete");
+            complete_in(db, &mut tx, recipe.id, packyard_store::db::now_ms()).await.expect("complete");
             let package = ensure_revision_in(
                 db,
                 &mut tx,
@@ -335,7 +335,7 @@ async fn one_more(db: &Db, format: &str, repo: i64, k: i64, blob: &(String, i64)
             for f in ["conaninfo.txt", "conanmanifest.txt", "conan_package.tgz"] {
                 put_file_in(db, &mut tx, package.id, &file(f)).await.expect("file");
             }
-            complete_in(db, &mut tx, package.id).await.expect("complete");
+            complete_in(db, &mut tx, package.id, packyard_store::db::now_ms()).await.expect("complete");
             db.record_change(&mut tx, repo, "conan", reference).await.expect("change");
             db.record_change(&mut tx, repo, "conan-search", "all").await.expect("change");
         }

@@ -228,6 +228,12 @@ fn security_paths() -> serde_json::Value {
             "parameters": param("name"),
             "post": op("Rebuild every publication unit of the repository (admin)", "202")
         },
+        "/api/v1/repositories/{name}/policy/exceptions": {
+            "parameters": param("name"),
+            "get": op("The repository's policy exceptions: [{name, version, expires_at, expired, reason, created_by, created_at}] (admin)", "200"),
+            "post": op("Let one version through the repository's policy (release age, quarantine rules, enforced advisories) until it expires: {\"name\", \"version\", \"expires_at\": RFC 3339 within a year, \"reason\"}; 201, or 200 when it replaced that version's; audited, announced as policy.exception_added (admin)", "201"),
+            "delete": op("Remove the exception ?name=&version=; 204, 404 when there is none; announced as policy.exception_removed (admin)", "204")
+        },
         "/api/v1/repositories/{name}/signing-key": {
             "parameters": param("name"),
             "get": op("The public signing key of an APT repository: {fingerprint, algorithm, public_key, previous_fingerprint}; of an APK repository: {fingerprint, algorithm, key_name, public_key, previous_key_name}; of a hosted or group Go repository, its checksum database: {name, algorithm, verifier_key, gosumdb, size} (admin)", "200"),
@@ -326,17 +332,30 @@ fn repositories_document() -> serde_json::Value {
                     "password": {"type": "string", "writeOnly": true, "description": "upstream password; sealed, never returned"}}},
                 "Group": {"type": "object", "additionalProperties": false, "required": ["members"], "properties": {
                     "members": {"type": "array", "items": {"type": "string"}}}},
+                "Policy": {"type": "object", "additionalProperties": false, "properties": {
+                    "min_release_age_secs": {"type": "integer", "default": 0, "description": "a version younger than this is not offered (404 with when it will be)"},
+                    "release_age_overrides": {"type": "array", "items": {"type": "object", "additionalProperties": false, "required": ["name", "min_release_age_secs"], "properties": {
+                        "name": {"type": "string", "description": "glob over the component's name"}, "min_release_age_secs": {"type": "integer"}}}},
+                    "vulnerabilities": {"enum": ["off", "audit", "enforce"], "default": "off"},
+                    "vulnerability_severity": {"enum": ["low", "medium", "high", "critical"], "default": "high", "description": "the lowest level enforce refuses"},
+                    "rules": {"type": "array", "items": {"type": "object", "additionalProperties": false, "required": ["id", "action"], "properties": {
+                        "id": {"type": "string"}, "action": {"enum": ["deny", "allow"]},
+                        "name": {"type": "string"}, "version": {"type": "string"},
+                        "licenses": {"type": "array", "items": {"type": "string"}},
+                        "architectures": {"type": "array", "items": {"type": "string"}}}}}}},
                 "RepositorySpec": {"type": "object", "additionalProperties": false, "required": ["format", "type"], "properties": {
                     "name": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$"},
                     "format": {"description": "a registered format's name"},
                     "type": {"enum": ["hosted", "proxy", "group"]},
                     "write_policy": {"enum": ["allow_once", "allow", "deny"], "default": "allow_once"},
                     "anonymous_read": {"type": "boolean", "default": true},
-                    "proxy": {"$ref": "#/components/schemas/Proxy"}, "group": {"$ref": "#/components/schemas/Group"}}},
+                    "proxy": {"$ref": "#/components/schemas/Proxy"}, "group": {"$ref": "#/components/schemas/Group"},
+                    "policy": {"$ref": "#/components/schemas/Policy"}}},
                 "Repository": {"type": "object", "properties": {
                     "name": {"type": "string"}, "format": {"type": "string"}, "type": {"type": "string"},
                     "url": {"type": "string"}, "write_policy": {"type": "string"}, "anonymous_read": {"type": "boolean"},
                     "proxy": {"$ref": "#/components/schemas/Proxy"}, "group": {"$ref": "#/components/schemas/Group"},
+                    "policy": {"$ref": "#/components/schemas/Policy"},
                     "version": {"type": "integer"}, "created_at": {"type": "string", "format": "date-time"},
                     "updated_at": {"type": "string", "format": "date-time"}}}
             }

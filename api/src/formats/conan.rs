@@ -13,12 +13,15 @@ use futures_util::StreamExt;
 use packyard_codecs::conan::{check_file_path, check_revision, glob_matches, FileHashes, Reference};
 use packyard_core::groups::{self, GroupError};
 use packyard_core::hosted;
+use packyard_core::policy::{Candidate, Verdict};
 use packyard_core::security::{tokens, Principal};
 use packyard_formats::conan::group::{any_member_has, MEMBER_FILE};
 use packyard_formats::conan::hosted::{ConanHosted, Removal, Revision, Target as FileTarget};
 use packyard_formats::conan::{KIND, SEARCH_FILE, SEARCH_KIND, SEARCH_UNIT};
+use packyard_model::policy::{PolicySettings, Subject};
 use packyard_model::repos::{RepoType, Repository};
 
+use super::gate;
 use crate::error::{ApiError, ErrorCode, FormatError};
 use crate::route::{Access, Cx, Routes, Tail};
 
@@ -175,6 +178,9 @@ impl Routes for Conan {
             }
             Route::Read(target) => {
                 let repo = cx.repo.clone();
+                if let Some(policy) = repo.gate() {
+                    return Box::pin(gated(&cx, &repo, policy, target)).await;
+                }
                 read(&cx, &repo, target, 0).await
             }
             // Writes are boxed: their state is large, and the hot reads should not carry it.
@@ -269,7 +275,12 @@ async fn proxy_read(cx: &Cx<'_>, repo: &Repository, target: &Target) -> Result<H
     // The path below the repository the request named (a group's, when a group forwards).
     let prefix = format!("/repository/{}/", cx.repo.name);
     let mut path = cx.req.path().strip_prefix(&prefix).unwrap_or_default().to_string();
-    if !cx.req.query_string().is_empty() {
+    // A revision list the policy reads to answer another request: its own path.
+    if let Target::Revisions(r) = target {
+        path = format!("v2/conans/{}/revisions", r.url_path());
+    } else if let Target::PackageRevisions(r, rrev, pkgid) = target {
+        path = format!("v2/conans/{}/revisions/{rrev}/packages/{pkgid}/revisions", r.url_path());
+    } else if !cx.req.query_string().is_empty() {
         path.push('?');
         path.push_str(cx.req.query_string());
     }
@@ -508,4 +519,217 @@ async fn audit(mut cx: Cx<'_>) -> Result<HttpResponse, FormatError> {
 fn capitalized(s: &str) -> String {
     let mut c = s.chars();
     c.next().map(|f| f.to_uppercase().chain(c).collect()).unwrap_or_default()
+}
+
+/// A read under the repository's policy: revision lists without the revisions it holds back
+/// (too young, or a version a rule or an enforced advisory refuses), `latest` the newest it lets
+/// through, searches without the references it lets no revision of through, and a held
+/// revision's files refused (404 until a young revision's age passes, else 403).
+async fn gated(
+    cx: &Cx<'_>,
+    repo: &Repository,
+    policy: &PolicySettings,
+    target: Target,
+) -> Result<HttpResponse, FormatError> {
+    const JSON: &str = "application/json";
+    match &target {
+        Target::Search => {
+            let res = read(cx, repo, target.clone(), 0).await?;
+            let bytes = match gate::body(res).await? {
+                Ok(b) => b,
+                Err(other) => return Ok(other),
+            };
+            let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+            let mut kept = Vec::new();
+            for text in v["results"].as_array().into_iter().flatten().filter_map(|r| r.as_str()) {
+                let Ok(r) = Reference::parse(text) else { continue };
+                if !passing(cx, repo, policy, &r, None).await?.is_empty() {
+                    kept.push(text.to_string());
+                }
+            }
+            Ok(gate::filtered(JSON, serde_json::json!({ "results": kept }).to_string()))
+        }
+        Target::Revisions(r) => {
+            let mut list = revision_list(cx, repo, target.clone()).await?;
+            let kept = passing(cx, repo, policy, r, Some(&list)).await?;
+            list["revisions"] = serde_json::Value::Array(kept.into_iter().map(|(_, json, _)| json).collect());
+            Ok(gate::filtered(JSON, list.to_string()))
+        }
+        Target::Latest(r) => {
+            let kept = passing(cx, repo, policy, r, None).await?;
+            match kept.into_iter().next() {
+                Some((_, json, verdict)) => Ok(gate::audited(gate::filtered(JSON, json.to_string()), &verdict)),
+                None => Err(held_latest(cx, repo, policy, r, None).await?),
+            }
+        }
+        Target::PackageRevisions(r, rrev, _) | Target::PackageLatest(r, rrev, _) => {
+            let recipe = recipe_verdict(cx, repo, policy, r, rrev).await?;
+            if let Some(refused) = gate::refusal(&recipe, &r.name, &reference_version(r, rrev), repo) {
+                return Err(refused);
+            }
+            let (r, rrev, pkgid) = match &target {
+                Target::PackageRevisions(r, v, p) | Target::PackageLatest(r, v, p) => (r, v, p),
+                _ => return Err(not_found("package")),
+            };
+            let lists = Target::PackageRevisions(r.clone(), rrev.clone(), pkgid.clone());
+            let mut list = revision_list(cx, repo, lists).await?;
+            let kept = passing(cx, repo, policy, r, Some(&list)).await?;
+            if matches!(target, Target::PackageLatest(..)) {
+                return match kept.into_iter().next() {
+                    Some((_, json, verdict)) => Ok(gate::audited(gate::filtered(JSON, json.to_string()), &verdict)),
+                    None => Err(held_latest(cx, repo, policy, r, Some(&list)).await?),
+                };
+            }
+            list["revisions"] = serde_json::Value::Array(kept.into_iter().map(|(_, json, _)| json).collect());
+            Ok(gate::filtered(JSON, list.to_string()))
+        }
+        Target::Revision(r, rrev)
+        | Target::Files(r, rrev)
+        | Target::File(r, rrev, _)
+        | Target::AllPackages(r, rrev)
+        | Target::Packages(r, Some(rrev))
+        | Target::PackageRevision(r, rrev, _, _)
+        | Target::PackageFiles(r, rrev, _, _)
+        | Target::PackageFile(r, rrev, _, _, _) => {
+            let verdict = recipe_verdict(cx, repo, policy, r, rrev).await?;
+            if let Some(refused) = gate::refusal(&verdict, &r.name, &reference_version(r, rrev), repo) {
+                return Err(refused);
+            }
+            let res = read(cx, repo, target.clone(), 0).await?;
+            Ok(gate::audited(res, &verdict))
+        }
+        Target::Packages(r, None) => {
+            let verdict = judge(cx, repo, policy, r, "", None).await?;
+            if let Some(refused) = gate::refusal(&verdict, &r.name, &r.version, repo) {
+                return Err(refused);
+            }
+            read(cx, repo, target.clone(), 0).await
+        }
+    }
+}
+
+/// `name/version#rrev` as a refusal names it (the policy judges the version).
+fn reference_version(r: &Reference, rrev: &str) -> String {
+    format!("{} (revision {rrev})", r.version)
+}
+
+/// A revision list (`{"reference", "revisions": [{"revision", "time"}, …]}`, newest first) as
+/// the repository answers it; an empty one when it has none.
+async fn revision_list(cx: &Cx<'_>, repo: &Repository, list: Target) -> Result<serde_json::Value, FormatError> {
+    let res = match read(cx, repo, list, 0).await {
+        Ok(res) => res,
+        Err(e) if e.0.code == ErrorCode::NotFound => return Ok(serde_json::json!({ "revisions": [] })),
+        Err(e) => return Err(e),
+    };
+    Ok(match gate::body(res).await? {
+        Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|_| serde_json::json!({ "revisions": [] })),
+        Err(_) => serde_json::json!({ "revisions": [] }),
+    })
+}
+
+/// Conan's revision time (`2026-12-05T10:00:00.000+0000` or RFC 3339) in ms.
+fn revision_time(text: &str) -> Option<i64> {
+    packyard_model::time::parse_rfc3339(text).or_else(|| {
+        // `+0000`: the zone without its colon.
+        let (head, zone) = text.split_at(text.len().checked_sub(5)?);
+        let zone = zone.strip_prefix(['+', '-'].as_slice()).map(|_| zone)?;
+        packyard_model::time::parse_rfc3339(&format!("{head}{}:{}", &zone[..3], &zone[3..]))
+    })
+}
+
+/// The revisions of `list` (a recipe's, or `None`: read it) the policy lets through, newest
+/// first: `(revision, its JSON, verdict)`.
+async fn passing(
+    cx: &Cx<'_>,
+    repo: &Repository,
+    policy: &PolicySettings,
+    r: &Reference,
+    list: Option<&serde_json::Value>,
+) -> Result<Vec<(String, serde_json::Value, Verdict)>, FormatError> {
+    let read_list;
+    let list = match list {
+        Some(l) => l,
+        None => {
+            read_list = revision_list(cx, repo, Target::Revisions(r.clone())).await?;
+            &read_list
+        }
+    };
+    let mut kept = Vec::new();
+    for rev in list["revisions"].as_array().into_iter().flatten() {
+        let id = rev["revision"].as_str().unwrap_or_default();
+        let time = rev["time"].as_str().and_then(revision_time);
+        let verdict = judge(cx, repo, policy, r, id, time).await?;
+        if verdict.passes() {
+            kept.push((id.to_string(), rev.clone(), verdict));
+        }
+    }
+    Ok(kept)
+}
+
+/// The refusal of a `latest` whose every revision is held: the newest one's reason.
+async fn held_latest(
+    cx: &Cx<'_>,
+    repo: &Repository,
+    policy: &PolicySettings,
+    r: &Reference,
+    list: Option<&serde_json::Value>,
+) -> Result<FormatError, FormatError> {
+    let read_list;
+    let list = match list {
+        Some(l) => l,
+        None => {
+            read_list = revision_list(cx, repo, Target::Revisions(r.clone())).await?;
+            &read_list
+        }
+    };
+    let Some(newest) = list["revisions"].as_array().and_then(|a| a.first()) else {
+        return Ok(not_found(format!("recipe {}", r.display())));
+    };
+    let id = newest["revision"].as_str().unwrap_or_default();
+    let verdict = judge(cx, repo, policy, r, id, newest["time"].as_str().and_then(revision_time)).await?;
+    Ok(gate::refusal(&verdict, &r.name, &reference_version(r, id), repo)
+        .unwrap_or_else(|| not_found(format!("recipe {}", r.display()))))
+}
+
+/// The verdict on recipe revision `rrev`, timed by the recipe's revision list.
+async fn recipe_verdict(
+    cx: &Cx<'_>,
+    repo: &Repository,
+    policy: &PolicySettings,
+    r: &Reference,
+    rrev: &str,
+) -> Result<Verdict, FormatError> {
+    let key = format!("{}#{rrev}", r.display());
+    let mut time = cx.services.policy.time(repo.id, &key);
+    if time.is_none() && policy.ages(&r.name) {
+        let list = revision_list(cx, repo, Target::Revisions(r.clone())).await?;
+        time = list["revisions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|v| v["revision"] == rrev)
+            .and_then(|v| v["time"].as_str())
+            .and_then(revision_time);
+        if let Some(t) = time {
+            cx.services.policy.remember_time(repo.id, &key, t);
+        }
+    }
+    judge(cx, repo, policy, r, rrev, time).await
+}
+
+/// The gate's verdict on a revision of `r` published at `time` (the version is what rules,
+/// exceptions and advisories name).
+async fn judge(
+    cx: &Cx<'_>,
+    repo: &Repository,
+    policy: &PolicySettings,
+    r: &Reference,
+    rrev: &str,
+    time: Option<i64>,
+) -> Result<Verdict, FormatError> {
+    let component = packyard_formats::conan::catalogue::component(r, rrev);
+    let published_ms = time.filter(|_| policy.ages(&r.name));
+    let subject = Subject { name: &r.name, version: &r.version, published_ms, licenses: &[], architecture: None };
+    let c = Candidate { subject, component: (&component.key, &component.group, &component.name) };
+    gate::judge(cx.services, repo, policy, &c).await
 }

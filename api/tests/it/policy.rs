@@ -239,3 +239,108 @@ fn go_on(backend: Backend) -> anyhow::Result<()> {
     assert_eq!(resolve(work.path(), &proxy)?, (format!("{MODULE} v1.0.0 v1.1.0"), format!("{MODULE} v1.1.0")));
     Ok(())
 }
+
+/// `conan install` through a proxy with a day's minimum release age installs the recipe
+/// revision the upstream published two days ago, not the one it published now — until an
+/// exception lets the new one in; a direct request for the young revision is a 404 that says
+/// when it is offered. The proxy on SQLite, PostgreSQL and MariaDB.
+#[test]
+fn conan_release_age() -> anyhow::Result<()> {
+    if std::process::Command::new("conan").arg("--version").output().is_err() {
+        anyhow::bail!("no conan in PATH (scripts/test.sh installs it)");
+    }
+    let auth = basic(PW);
+    let home = tempfile::tempdir()?;
+    let h = home.path();
+    let conan = |args: &[&str], cwd: &Path| -> anyhow::Result<String> {
+        let out = std::process::Command::new("conan").args(args).current_dir(cwd).env("CONAN_HOME", h).output()?;
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        anyhow::ensure!(out.status.success(), "conan {args:?}: {text}");
+        Ok(text)
+    };
+    conan(&["profile", "detect"], h)?;
+    let proj = h.join("hello");
+    std::fs::create_dir_all(&proj)?;
+    conan(&["new", "header_lib", "-d", "name=hello", "-d", "version=1.0"], &proj)?;
+    // Revision one, two days ago; revision two (another recipe) now.
+    let up_dir = tempfile::tempdir()?;
+    let two_days_ago = (-2 * DAY).to_string();
+    let mut revisions = Vec::new();
+    let mut upstream = None;
+    for (n, offset) in [(1, two_days_ago.as_str()), (2, "0")] {
+        drop(upstream.take());
+        let server = common::process::start(
+            up_dir.path(),
+            &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW), ("PACKYARD_DEBUG__CLOCK_OFFSET_SECS", offset)],
+        )?;
+        if n == 1 {
+            admin_json(
+                &server.public,
+                &auth,
+                "POST",
+                "/api/v1/repositories",
+                Some(json!({"name": "up", "format": "conan", "type": "hosted"})),
+            )?;
+            conan(&["remote", "add", "up", &format!("{}/repository/up", server.public)], h)?;
+        } else {
+            std::fs::write(
+                proj.join("conanfile.py"),
+                format!("{}\n# revision {n}\n", std::fs::read_to_string(proj.join("conanfile.py"))?),
+            )?;
+            conan(&["remote", "update", "up", "--url", &format!("{}/repository/up", server.public)], h)?;
+        }
+        conan(&["remote", "login", "up", "admin", "-p", PW], h)?;
+        conan(&["create", ".", "-tf="], &proj)?;
+        conan(&["upload", "hello/1.0", "-r", "up", "-c"], h)?;
+        let latest: Value = ureq::get(&format!("{}/repository/up/v2/conans/hello/1.0/_/_/latest", server.public))
+            .call()?
+            .into_json()?;
+        revisions.push(latest["revision"].as_str().unwrap_or_default().to_string());
+        upstream = Some(server);
+    }
+    let upstream = upstream.ok_or_else(|| anyhow::anyhow!("no upstream"))?;
+    anyhow::ensure!(revisions[0] != revisions[1], "two revisions: {revisions:?}");
+
+    for backend in [Backend::Sqlite, Backend::Postgres, Backend::MySql] {
+        let on = || -> anyhow::Result<()> {
+            let Some((url, dir)) = common::process::database_for(backend)? else { return Ok(()) };
+            let env = [("PACKYARD_SECURITY__ADMIN_PASSWORD", PW), ("PACKYARD_PROXY__ALLOW_PRIVATE_ADDRESSES", "true")];
+            let server = common::process::start_on(dir.path(), url.as_deref(), &env)?;
+            let spec = json!({"name": "cproxy", "format": "conan", "type": "proxy",
+                "proxy": {"remote_url": format!("{}/repository/up/", upstream.public)},
+                "policy": {"min_release_age_secs": DAY}});
+            admin_json(&server.public, &auth, "POST", "/api/v1/repositories", Some(spec))?;
+            let remote = format!("proxy-{}", backend.as_str());
+            conan(&["remote", "add", "--force", &remote, &format!("{}/repository/cproxy", server.public)], h)?;
+            let install = || -> anyhow::Result<String> {
+                conan(&["remove", "*", "-c"], h)?;
+                conan(&["install", "--requires=hello/1.0", "-r", &remote], h)
+            };
+            let out = install()?;
+            assert!(out.contains(&format!("hello/1.0#{}", revisions[0])), "the older revision: {out}");
+            let base = format!("{}/repository/cproxy/v2/conans/hello/1.0/_/_", server.public);
+            let listed: Value = ureq::get(&format!("{base}/revisions")).call()?.into_json()?;
+            let ids: Vec<&str> =
+                listed["revisions"].as_array().into_iter().flatten().filter_map(|r| r["revision"].as_str()).collect();
+            assert_eq!(ids, [revisions[0].as_str()], "{listed}");
+            let (s, body) =
+                status_of(ureq::get(&format!("{base}/revisions/{}/files/conanfile.py", revisions[1])).call())?;
+            assert_eq!(s, 404, "{body}");
+            assert!(body.contains("hello 1.0 (revision") && body.contains("less than 1 day ago"), "{body}");
+            // An exception for the version lets the new revision in at once.
+            let expires = packyard_model::time::rfc3339_ms(packyard_store::db::now_ms() + DAY * 1000);
+            admin_json(
+                &server.public,
+                &auth,
+                "POST",
+                "/api/v1/repositories/cproxy/policy/exceptions",
+                Some(json!({"name": "hello", "version": "1.0", "expires_at": expires, "reason": "tested"})),
+            )?;
+            let out = install()?;
+            assert!(out.contains(&format!("hello/1.0#{}", revisions[1])), "the newer revision: {out}");
+            Ok(())
+        };
+        on().map_err(|e| e.context(format!("on {}", backend.as_str())))?;
+    }
+    Ok(())
+}

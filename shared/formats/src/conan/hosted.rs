@@ -66,6 +66,9 @@ pub struct Upload {
     file: ConanFile,
     /// The parsed manifest, when the file is `conanmanifest.txt`.
     manifest: Option<Manifest>,
+    /// When it arrived, by the instance's clock (`debug.clock_offset_secs` moves it in the
+    /// release-age tests): a revision it completes is timed so.
+    at_ms: i64,
 }
 
 /// What a `DELETE` names: a revision (with its packages), only its packages, or a package
@@ -146,7 +149,7 @@ impl Hosted for ConanHosted {
         };
         let coordinate = t.revision.coordinate();
         Ok(Inspected {
-            artifact: Upload { revision: t.revision.clone(), file, manifest },
+            artifact: Upload { revision: t.revision.clone(), file, manifest, at_ms: services.policy.now_ms() },
             coordinate,
             derived: Vec::new(),
         })
@@ -203,7 +206,7 @@ impl Hosted for ConanHosted {
         }
         rows::put_file_in(db, tx, rev.id, &u.file).await?;
         if completes {
-            rows::complete_in(db, tx, rev.id).await?;
+            rows::complete_in(db, tx, rev.id, u.at_ms).await?;
         }
         // A complete revision's projection and catalogue entry change with it (completed now,
         // or a metadata file).

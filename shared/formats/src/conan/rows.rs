@@ -149,11 +149,11 @@ pub async fn put_file_in(db: &Db, tx: &mut Transaction<'_, Any>, revision_id: i6
     Ok(())
 }
 
-/// Makes a revision visible (its manifest arrived and matched), timed now.
-pub async fn complete_in(db: &Db, tx: &mut Transaction<'_, Any>, revision_id: i64) -> DbResult<()> {
+/// Makes a revision visible (its manifest arrived and matched), timed `at_ms` (the upload's).
+pub async fn complete_in(db: &Db, tx: &mut Transaction<'_, Any>, revision_id: i64, at_ms: i64) -> DbResult<()> {
     let complete =
         sql!("conan_revisions.complete", "UPDATE conan_revisions SET complete = 1, time_ms = $1 WHERE id = $2");
-    db.bound(complete, (now_ms(), revision_id)).execute(&mut **tx).await?;
+    db.bound(complete, (at_ms, revision_id)).execute(&mut **tx).await?;
     Ok(())
 }
 
