@@ -234,6 +234,10 @@ fn security_paths() -> serde_json::Value {
             "post": op("Let one version through the repository's policy (release age, quarantine rules, enforced advisories) until it expires: {\"name\", \"version\", \"expires_at\": RFC 3339 within a year, \"reason\"}; 201, or 200 when it replaced that version's; audited, announced as policy.exception_added (admin)", "201"),
             "delete": op("Remove the exception ?name=&version=; 204, 404 when there is none; announced as policy.exception_removed (admin)", "204")
         },
+        "/api/v1/repositories/{name}/policy/preview": {
+            "parameters": param("name"),
+            "post": op("Which current components a policy would hold back by its quarantine rules and enforced advisories: the body a policy block (empty: the repository's own); {checked, held: [{repository, name, version, reason, message}], truncated} (admin)", "200")
+        },
         "/api/v1/repositories/{name}/signing-key": {
             "parameters": param("name"),
             "get": op("The public signing key of an APT repository: {fingerprint, algorithm, public_key, previous_fingerprint}; of an APK repository: {fingerprint, algorithm, key_name, public_key, previous_key_name}; of a hosted or group Go repository, its checksum database: {name, algorithm, verifier_key, gosumdb, size} (admin)", "200"),

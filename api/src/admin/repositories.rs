@@ -33,6 +33,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route(web::post().to(add_exception))
                 .route(web::delete().to(remove_exception)),
         )
+        .service(resource("/repositories/{name}/policy/preview").route(web::post().to(preview)))
         .service(
             resource("/repositories/{name}/signing-key")
                 .route(web::get().to(signing_key))
@@ -147,6 +148,23 @@ async fn add_exception(
     let (view, created) =
         packyard_core::admin::policy::add(&services, formats, admin.actor(), path.name(), body.into_inner()).await?;
     Ok(if created { HttpResponse::Created().json(view) } else { HttpResponse::Ok().json(view) })
+}
+
+/// Which current components a policy (the body's, or with an empty body the repository's own)
+/// would hold back by its rules and enforced advisories.
+async fn preview(
+    _admin: Admin,
+    services: web::Data<Services>,
+    path: web::Path<RepoPath>,
+    body: web::Bytes,
+) -> Result<HttpResponse> {
+    let policy = if body.iter().all(u8::is_ascii_whitespace) {
+        None
+    } else {
+        Some(serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(format!("invalid policy: {e}")))?)
+    };
+    let formats = packyard_formats::registry();
+    Ok(HttpResponse::Ok().json(packyard_core::admin::policy::preview(&services, formats, path.name(), policy).await?))
 }
 
 #[derive(Debug, Deserialize)]

@@ -261,6 +261,10 @@ async fn read(cx: &Cx<'_>, repo: &Repository, target: Target, depth: usize) -> R
                 if let Some(m) = super::published_file(services, repo, KIND, &key, MEMBER_FILE).await? {
                     let name = String::from_utf8_lossy(&m.bytes).into_owned();
                     let member = groups::member(services, repo, &name, depth + 1).await?;
+                    // A member's own policy holds for what the group hands out from it.
+                    if let Some(policy) = member.gate() {
+                        return Box::pin(gated(cx, &member, policy, target)).await;
+                    }
                     return Box::pin(read(cx, &member, target, depth + 1)).await;
                 }
             }

@@ -266,7 +266,16 @@ async fn read(
         }
         (RepoType::Group, Request::File { version, .. }) => {
             super::from_members((services, cx.hot), repo, depth + 1, (KIND, module, version), |member| {
-                Box::pin(async move { read(cx, &member, request, depth + 1).await })
+                Box::pin(async move {
+                    // A member's own policy holds for what the group hands out from it.
+                    if let Some(policy) = member.gate() {
+                        let verdict = judge(cx, &member, policy, module, version, None).await?;
+                        if let Some(refused) = gate::refusal(&verdict, module, version, &member) {
+                            return Err(refused);
+                        }
+                    }
+                    read(cx, &member, request, depth + 1).await
+                })
             })
             .await
         }

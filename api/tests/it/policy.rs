@@ -18,6 +18,16 @@ const PW: &str = "policy-admin";
 const DAY: i64 = 86_400;
 const MODULE: &str = "example.com/cool";
 
+fn patch_policy(public: &str, policy: Value) -> anyhow::Result<()> {
+    let r = ureq::request("PATCH", &format!("{public}/api/v1/repositories/goproxy"))
+        .set("Authorization", &basic(PW))
+        .set("Content-Type", "application/merge-patch+json")
+        .send_json(json!({ "policy": policy }));
+    let (s, text) = status_of(r)?;
+    anyhow::ensure!(s == 200, "{s} {text}");
+    Ok(())
+}
+
 fn put_module(public: &str, repo: &str, version: &str) -> anyhow::Result<()> {
     let zip = packyard_codecs::go::testing::simple_module(MODULE, version, version, 0)?;
     let url = format!("{public}/repository/{repo}/{MODULE}/@v/{version}.zip");
@@ -157,6 +167,55 @@ fn go_on(backend: Backend) -> anyhow::Result<()> {
     assert_eq!(status_of(ureq::delete(&delete).set("Authorization", &auth).call())?.0, 204);
     assert_eq!(status_of(ureq::delete(&delete).set("Authorization", &auth).call())?.0, 404);
     assert_eq!(resolve(work.path(), &proxy)?.0, format!("{MODULE} v1.0.0"));
+    // Through a group, the member's policy still holds for what the group hands out from it.
+    admin_json(
+        &server.public,
+        &auth,
+        "POST",
+        "/api/v1/repositories",
+        Some(json!({"name": "gogroup", "format": "go", "type": "group", "group": {"members": ["goproxy"]}})),
+    )?;
+    let group = format!("{}/repository/gogroup", server.public);
+    let (s, body) = status_of(ureq::get(&format!("{group}/{MODULE}/@v/v1.1.0.zip")).call())?;
+    assert!(s == 404 && body.contains("less than 1 day ago"), "{s} {body}");
+    assert_eq!(status_of(ureq::get(&format!("{group}/{MODULE}/@v/v1.0.0.zip")).call())?.0, 200);
+
+    // A quarantine rule: refused with the rule's id, previewed against what the proxy holds.
+    patch_policy(
+        &server.public,
+        json!({"min_release_age_secs": 0,
+        "rules": [{"id": "no-cool-1.0", "action": "deny", "name": "example.com/*", "version": "v1.0.*"}]}),
+    )?;
+    assert_eq!(resolve(work.path(), &proxy)?, (format!("{MODULE} v1.1.0"), format!("{MODULE} v1.1.0")));
+    let (s, body) = at("@v/v1.0.0.mod")?;
+    assert!(s == 403 && body.contains("denied by this repository's quarantine rule \"no-cool-1.0\""), "{s} {body}");
+    let preview = admin_json(&server.public, &auth, "POST", "/api/v1/repositories/goproxy/policy/preview", None)?;
+    let held: Vec<(String, String, String)> = preview["held"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|h| {
+            (
+                h["name"].as_str().unwrap_or("").into(),
+                h["version"].as_str().unwrap_or("").into(),
+                h["reason"].as_str().unwrap_or("").into(),
+            )
+        })
+        .collect();
+    assert_eq!(held, [(MODULE.to_string(), "v1.0.0".to_string(), "rule".to_string())], "{preview}");
+    assert!(preview["checked"].as_u64() >= Some(2), "{preview}");
+    let other = json!({"rules": [{"id": "only-ours", "action": "allow", "name": "example.com/ours/*"}]});
+    let preview =
+        admin_json(&server.public, &auth, "POST", "/api/v1/repositories/goproxy/policy/preview", Some(other))?;
+    assert_eq!(preview["held"].as_array().map(Vec::len), Some(2), "allow-only holds both: {preview}");
+    let (s, body) = status_of(
+        ureq::post(&format!("{}/api/v1/repositories/goproxy/policy/preview", server.public))
+            .set("Authorization", &auth)
+            .send_json(json!({"rules": [{"id": "all", "action": "deny"}]})),
+    )?;
+    assert!(s == 400 && body.contains("no criterion"), "{s} {body}");
+    patch_policy(&server.public, json!({"min_release_age_secs": DAY, "rules": null}))?;
+
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     let events = loop {
         let got: Vec<(String, String)> = received
@@ -194,16 +253,7 @@ fn go_on(backend: Backend) -> anyhow::Result<()> {
     let (code, out, err) =
         common::process::run_to_end(dir.path(), &["vulnerabilities", "import", &osv.display().to_string()], &env)?;
     assert_eq!(code, 0, "{out}{err}");
-    let patch = |policy: Value| -> anyhow::Result<()> {
-        let r = ureq::request("PATCH", &format!("{}/api/v1/repositories/goproxy", server.public))
-            .set("Authorization", &auth)
-            .set("Content-Type", "application/merge-patch+json")
-            .send_json(json!({"policy": policy}));
-        let (s, text) = status_of(r)?;
-        anyhow::ensure!(s == 200, "{s} {text}");
-        Ok(())
-    };
-    patch(json!({"min_release_age_secs": 0, "vulnerabilities": "enforce"}))?;
+    patch_policy(&server.public, json!({"min_release_age_secs": 0, "vulnerabilities": "enforce"}))?;
     // (The import reaches the replica within 2 s: the watermark it moved.)
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     let mut seen = resolve(work.path(), &proxy)?;
@@ -216,7 +266,7 @@ fn go_on(backend: Backend) -> anyhow::Result<()> {
     assert_eq!(s, 403, "{body}");
     assert!(body.contains("GO-2026-0101 (critical)") && body.contains("vulnerability policy"), "{body}");
     // Above the enforced level only: at `critical` … still refused; audit serves it, named.
-    patch(json!({"vulnerabilities": "audit"}))?;
+    patch_policy(&server.public, json!({"vulnerabilities": "audit"}))?;
     let r = ureq::get(&format!("{proxy}/{MODULE}/@v/v1.0.0.zip")).call()?;
     assert_eq!(r.status(), 200);
     assert_eq!(r.header("x-packyard-advisories"), Some("GO-2026-0101 (critical)"));
@@ -230,11 +280,7 @@ fn go_on(backend: Backend) -> anyhow::Result<()> {
     let mut env: Vec<(&str, &str)> = proxy_env.to_vec();
     env.push(("PACKYARD_DEBUG__CLOCK_OFFSET_SECS", &later));
     let server = common::process::start_on(dir.path(), url.as_deref(), &env)?;
-    let r = ureq::request("PATCH", &format!("{}/api/v1/repositories/goproxy", server.public))
-        .set("Authorization", &auth)
-        .set("Content-Type", "application/merge-patch+json")
-        .send_json(json!({"policy": {"min_release_age_secs": DAY, "vulnerabilities": "off"}}));
-    assert_eq!(status_of(r)?.0, 200);
+    patch_policy(&server.public, json!({"min_release_age_secs": DAY, "vulnerabilities": "off"}))?;
     let proxy = format!("{}/repository/goproxy", server.public);
     assert_eq!(resolve(work.path(), &proxy)?, (format!("{MODULE} v1.0.0 v1.1.0"), format!("{MODULE} v1.1.0")));
     Ok(())
@@ -317,6 +363,19 @@ fn conan_release_age() -> anyhow::Result<()> {
                 conan(&["install", "--requires=hello/1.0", "-r", &remote], h)
             };
             let out = install()?;
+            assert!(out.contains(&format!("hello/1.0#{}", revisions[0])), "the older revision: {out}");
+            // Through a group, the member's policy holds.
+            admin_json(
+                &server.public,
+                &auth,
+                "POST",
+                "/api/v1/repositories",
+                Some(json!({"name": "cgroup", "format": "conan", "type": "group", "group": {"members": ["cproxy"]}})),
+            )?;
+            let grouped = format!("group-{}", backend.as_str());
+            conan(&["remote", "add", "--force", &grouped, &format!("{}/repository/cgroup", server.public)], h)?;
+            conan(&["remove", "*", "-c"], h)?;
+            let out = conan(&["install", "--requires=hello/1.0", "-r", &grouped], h)?;
             assert!(out.contains(&format!("hello/1.0#{}", revisions[0])), "the older revision: {out}");
             let base = format!("{}/repository/cproxy/v2/conans/hello/1.0/_/_", server.public);
             let listed: Value = ureq::get(&format!("{base}/revisions")).call()?.into_json()?;

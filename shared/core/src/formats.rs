@@ -84,6 +84,13 @@ pub trait FormatSpec: Send + Sync + 'static {
         None
     }
 
+    /// The name a repository's policy (its rules, overrides and exceptions) knows a catalogued
+    /// component by, from its `(key, namespace, name)`: the catalogue's name unless the format
+    /// splits it (a Go module's path).
+    fn policy_name(&self, (_key, _namespace, name): (&str, &str, &str)) -> String {
+        name.to_string()
+    }
+
     /// How Nexus's repository API (`/service/rest/v1/repositories/<format>/<type>`) names the
     /// format's settings where its names differ from Packyard's; `None`: the format's block is
     /// the same object under the format's name, both ways.

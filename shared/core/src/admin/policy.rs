@@ -132,3 +132,113 @@ pub async fn remove(
         .await;
     Ok(())
 }
+
+/// What a preview found: the catalogued versions the policy would hold back, and why.
+#[derive(Debug, Clone, Serialize)]
+pub struct Preview {
+    /// Components looked at (the repository's own; a group's members', nested groups followed).
+    pub checked: usize,
+    pub held: Vec<HeldView>,
+    /// More components than a preview looks at (`PREVIEW_LIMIT`): the rest were not checked.
+    pub truncated: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct HeldView {
+    pub repository: String,
+    pub name: String,
+    pub version: String,
+    /// `rule`, `vulnerabilities` (a release age is judged on each request, not previewed).
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// Most components a preview looks at.
+const PREVIEW_LIMIT: usize = 100_000;
+
+/// Which of the repository's current components `policy` (or, absent, its own) would hold back
+/// by its quarantine rules and enforced advisories; break-glass exceptions are not applied.
+pub async fn preview(
+    services: &Services,
+    formats: &Registry,
+    repository: &str,
+    policy: Option<packyard_model::policy::PolicySettings>,
+) -> AdminResult<Preview> {
+    use packyard_model::policy::{Subject, VulnMode};
+    let repo = RepositoryService::new(&services.db, formats).get(repository).await?;
+    let policy = match policy {
+        Some(p) => {
+            p.validate().map_err(|e| AdminError::Invalid(e.0))?;
+            p
+        }
+        None => repo.settings.policy.clone().unwrap_or_default(),
+    };
+    // The repositories whose components the repository serves.
+    let mut sources = Vec::new();
+    let mut pending = vec![(repo.clone(), 0usize)];
+    while let Some((r, depth)) = pending.pop() {
+        if r.repo_type == packyard_model::repos::RepoType::Group {
+            crate::groups::check_depth(&r, depth).map_err(|e| AdminError::Invalid(e.to_string()))?;
+            let members =
+                crate::groups::members_of(&services.db, &r).await.map_err(|e| AdminError::Internal(e.to_string()))?;
+            pending.extend(members.into_iter().map(|m| (m, depth + 1)));
+        } else {
+            sources.push(r);
+        }
+    }
+    let names: std::collections::HashMap<i64, String> = sources.iter().map(|r| (r.id, r.name.to_string())).collect();
+    let spec = formats.get(repo.format);
+    let mut out = Preview { checked: 0, held: Vec::new(), truncated: false };
+    let mut search = packyard_store::db::catalogue::Search {
+        repositories: sources.iter().map(|r| r.id).collect(),
+        limit: 1000,
+        ..Default::default()
+    };
+    loop {
+        let page = services.db.catalogue_search(&search).await?;
+        for c in &page {
+            if out.checked >= PREVIEW_LIMIT {
+                out.truncated = true;
+                return Ok(out);
+            }
+            out.checked += 1;
+            let name = spec.policy_name((&c.component_key, &c.namespace, &c.name));
+            let subject = Subject { name: &name, version: &c.version, ..Subject::default() };
+            let mut held = policy.rule_hold(&subject).map(|h| ("rule", h.message(&name, &c.version)));
+            if held.is_none() && policy.vulnerabilities == VulnMode::Enforce {
+                let found = crate::vulnerabilities::matches(
+                    services,
+                    formats,
+                    repo.format,
+                    (&c.component_key, &c.namespace, &c.name, &c.version),
+                )
+                .await
+                .map_err(|e| AdminError::Internal(e.to_string()))?;
+                let over: Vec<String> = found
+                    .iter()
+                    .filter(|m| {
+                        packyard_model::osv::Level::parse(&m.severity)
+                            .is_none_or(|l| l >= policy.vulnerability_severity)
+                    })
+                    .map(|m| format!("{} ({})", m.id, m.severity))
+                    .collect();
+                if !over.is_empty() {
+                    held = Some(("vulnerabilities", format!("{name} {} has {}", c.version, over.join(", "))));
+                }
+            }
+            if let Some((reason, message)) = held {
+                out.held.push(HeldView {
+                    repository: names.get(&c.repository_id).cloned().unwrap_or_default(),
+                    name,
+                    version: c.version.clone(),
+                    reason,
+                    message,
+                });
+            }
+        }
+        match page.last() {
+            Some(last) if page.len() as i64 == search.limit => search.after = Some((String::new(), last.id)),
+            _ => return Ok(out),
+        }
+    }
+}

@@ -52,6 +52,11 @@ impl FormatSpec for GoSpec {
         Some(&GoOsv)
     }
 
+    /// The module path (the catalogue splits it into group and name): `module@version`'s.
+    fn policy_name(&self, (key, _, name): (&str, &str, &str)) -> String {
+        key.rsplit_once('@').map_or(name, |(module, _)| module).to_string()
+    }
+
     fn ui(&self) -> &dyn FormatUi {
         &super::ui::GoUi
     }
