@@ -47,11 +47,14 @@ pub fn serve_published(req: &HttpRequest, f: ServedFile) -> HttpResponse {
     use actix_web::http::header::{self, Header, IfModifiedSince};
     use std::time::{Duration, SystemTime};
     let headers = req.headers();
-    let if_none_match = headers.get(header::IF_NONE_MATCH);
+    // (The gate's own reads take the whole file whatever the client asked.)
+    let plain = gate::is_plain();
+    let if_none_match = headers.get(header::IF_NONE_MATCH).filter(|_| !plain);
     let etag_matches = f.etag.as_ref().is_some_and(|e| if_none_match.is_some_and(|v| v.as_bytes() == e.as_bytes()));
     // Whole seconds, each snapshot of a unit its own (`Manifest::published_at`; a burst of
     // publications may take seconds a little ahead of the clock, which clients only echo back).
     let not_modified_since = f.modified.is_some()
+        && !plain
         && if_none_match.is_none()
         && headers.contains_key(header::IF_MODIFIED_SINCE)
         && f.modified.is_some_and(|ms| {
@@ -116,7 +119,8 @@ pub async fn serve_blob(
         Started::Open(res) => res,
     };
     let digest = Sha256Hex::parse(head.sha256)?;
-    if req.method() == actix_web::http::Method::HEAD {
+    let plain = gate::is_plain();
+    if req.method() == actix_web::http::Method::HEAD && !plain {
         // The store is asked only when the size is not known.
         let size = blobs.stat(&digest).await?.ok_or_else(|| ApiError::internal(format!("blob {digest} is missing")))?;
         return Ok(sized_head(res, size));
@@ -125,6 +129,7 @@ pub async fn serve_blob(
     let range = req
         .headers()
         .get(header::RANGE)
+        .filter(|_| !plain)
         .filter(|_| if_range_holds(req, head.etag.to_str().unwrap_or_default(), modified_at))
         .and_then(|v| v.to_str().ok())
         .and_then(RangeSpec::parse_header);
@@ -148,9 +153,11 @@ enum Started {
 fn start_blob(req: &HttpRequest, head: &BlobHead<'_>, extra: &[(&'static str, String)]) -> Started {
     use actix_web::http::header::{self, Header, IfModifiedSince};
     let headers = req.headers();
-    let if_none_match = headers.get(header::IF_NONE_MATCH);
+    let plain = gate::is_plain();
+    let if_none_match = headers.get(header::IF_NONE_MATCH).filter(|_| !plain);
     let etag_matches = if_none_match.is_some_and(|v| v.as_bytes() == head.etag.as_bytes());
-    let not_modified_since = if_none_match.is_none()
+    let not_modified_since = !plain
+        && if_none_match.is_none()
         && headers.contains_key(header::IF_MODIFIED_SINCE)
         && head.last_modified.as_ref().is_some_and(|(m, _)| {
             IfModifiedSince::parse(req).is_ok_and(|IfModifiedSince(since)| std::time::SystemTime::from(since) >= *m)
@@ -175,7 +182,7 @@ fn start_blob(req: &HttpRequest, head: &BlobHead<'_>, extra: &[(&'static str, St
     }
     with_extra(&mut res);
     match head.size {
-        Some(size) if req.method() == actix_web::http::Method::HEAD => Started::Done(sized_head(res, size)),
+        Some(size) if req.method() == actix_web::http::Method::HEAD && !plain => Started::Done(sized_head(res, size)),
         _ => Started::Open(res),
     }
 }

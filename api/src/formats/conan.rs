@@ -284,6 +284,13 @@ async fn proxy_read(cx: &Cx<'_>, repo: &Repository, target: &Target) -> Result<H
         path = format!("v2/conans/{}/revisions", r.url_path());
     } else if let Target::PackageRevisions(r, rrev, pkgid) = target {
         path = format!("v2/conans/{}/revisions/{rrev}/packages/{pkgid}/revisions", r.url_path());
+    } else if let (Target::Packages(r, Some(rrev)), true) = (target, path.ends_with("/search")) {
+        // (A policy's answer to `…/search`: the packages of the revision it lets through.)
+        path = format!("v2/conans/{}/revisions/{rrev}/search", r.url_path());
+        if !cx.req.query_string().is_empty() {
+            path.push('?');
+            path.push_str(cx.req.query_string());
+        }
     } else if !cx.req.query_string().is_empty() {
         path.push('?');
         path.push_str(cx.req.query_string());
@@ -538,11 +545,8 @@ async fn gated(
     const JSON: &str = "application/json";
     match &target {
         Target::Search => {
-            let res = read(cx, repo, target.clone(), 0).await?;
-            let bytes = match gate::body(res).await? {
-                Ok(b) => b,
-                Err(other) => return Ok(other),
-            };
+            let res = gate::plain(read(cx, repo, target.clone(), 0)).await?;
+            let bytes = gate::body(res).await?;
             let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
             let mut kept = Vec::new();
             for text in v["results"].as_array().into_iter().flatten().filter_map(|r| r.as_str()) {
@@ -591,10 +595,7 @@ async fn gated(
         | Target::Files(r, rrev)
         | Target::File(r, rrev, _)
         | Target::AllPackages(r, rrev)
-        | Target::Packages(r, Some(rrev))
-        | Target::PackageRevision(r, rrev, _, _)
-        | Target::PackageFiles(r, rrev, _, _)
-        | Target::PackageFile(r, rrev, _, _, _) => {
+        | Target::Packages(r, Some(rrev)) => {
             let verdict = recipe_verdict(cx, repo, policy, r, rrev).await?;
             if let Some(refused) = gate::refusal(&verdict, &r.name, &reference_version(r, rrev), repo) {
                 return Err(refused);
@@ -602,12 +603,38 @@ async fn gated(
             let res = read(cx, repo, target.clone(), 0).await?;
             Ok(gate::audited(res, &verdict))
         }
-        Target::Packages(r, None) => {
-            let verdict = judge(cx, repo, policy, r, "", None).await?;
-            if let Some(refused) = gate::refusal(&verdict, &r.name, &r.version, repo) {
+        Target::PackageRevision(r, rrev, pkgid, prev)
+        | Target::PackageFiles(r, rrev, pkgid, prev)
+        | Target::PackageFile(r, rrev, pkgid, prev, _) => {
+            let verdict = recipe_verdict(cx, repo, policy, r, rrev).await?;
+            if let Some(refused) = gate::refusal(&verdict, &r.name, &reference_version(r, rrev), repo) {
                 return Err(refused);
             }
-            read(cx, repo, target.clone(), 0).await
+            // The package revision is aged by its own time (a binary rebuilt just now).
+            let lists = Target::PackageRevisions(r.clone(), rrev.clone(), pkgid.clone());
+            let list = revision_list(cx, repo, lists).await?;
+            let time = list["revisions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|v| v["revision"] == prev.as_str())
+                .and_then(|v| v["time"].as_str())
+                .and_then(revision_time);
+            let package = judge(cx, repo, policy, r, prev, time).await?;
+            let what = format!("{} (package {pkgid} revision {prev})", r.version);
+            if let Some(refused) = gate::refusal(&package, &r.name, &what, repo) {
+                return Err(refused);
+            }
+            let res = read(cx, repo, target.clone(), 0).await?;
+            Ok(gate::audited(res, &verdict))
+        }
+        Target::Packages(r, None) => {
+            // The packages of the latest recipe revision the policy lets through.
+            let Some((rrev, _, verdict)) = passing(cx, repo, policy, r, None).await?.into_iter().next() else {
+                return Err(held_latest(cx, repo, policy, r, None).await?);
+            };
+            let res = read(cx, repo, Target::Packages(r.clone(), Some(rrev)), 0).await?;
+            Ok(gate::audited(res, &verdict))
         }
     }
 }
@@ -620,23 +647,28 @@ fn reference_version(r: &Reference, rrev: &str) -> String {
 /// A revision list (`{"reference", "revisions": [{"revision", "time"}, …]}`, newest first) as
 /// the repository answers it; an empty one when it has none.
 async fn revision_list(cx: &Cx<'_>, repo: &Repository, list: Target) -> Result<serde_json::Value, FormatError> {
-    let res = match read(cx, repo, list, 0).await {
+    let res = match gate::plain(read(cx, repo, list, 0)).await {
         Ok(res) => res,
         Err(e) if e.0.code == ErrorCode::NotFound => return Ok(serde_json::json!({ "revisions": [] })),
         Err(e) => return Err(e),
     };
-    Ok(match gate::body(res).await? {
-        Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|_| serde_json::json!({ "revisions": [] })),
-        Err(_) => serde_json::json!({ "revisions": [] }),
+    let bytes = gate::body(res).await?;
+    serde_json::from_slice(&bytes).map_err(|e| {
+        ApiError::new(ErrorCode::BadGateway, format!("a revision list of {} is not JSON: {e}", repo.name)).into()
     })
 }
 
 /// Conan's revision time (`2026-12-05T10:00:00.000+0000` or RFC 3339) in ms.
 fn revision_time(text: &str) -> Option<i64> {
     packyard_model::time::parse_rfc3339(text).or_else(|| {
-        // `+0000`: the zone without its colon.
-        let (head, zone) = text.split_at(text.len().checked_sub(5)?);
-        let zone = zone.strip_prefix(['+', '-'].as_slice()).map(|_| zone)?;
+        // `+0000`: the zone without its colon (ASCII only, so every index is a boundary).
+        if !text.is_ascii() || text.len() < 5 {
+            return None;
+        }
+        let (head, zone) = text.split_at(text.len() - 5);
+        if !zone.starts_with(['+', '-']) {
+            return None;
+        }
         packyard_model::time::parse_rfc3339(&format!("{head}{}:{}", &zone[..3], &zone[3..]))
     })
 }
@@ -736,4 +768,17 @@ async fn judge(
     let subject = Subject { name: &r.name, version: &r.version, published_ms, licenses: &[], architecture: None };
     let c = Candidate { subject, component: (&component.key, &component.group, &component.name) };
     gate::judge(cx.services, repo, policy, &c).await
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn revision_times() {
+        assert_eq!(super::revision_time("1970-01-01T00:00:01.000+0000"), Some(1000));
+        assert_eq!(super::revision_time("1970-01-01T01:00:01+0100"), Some(1000));
+        assert_eq!(super::revision_time("1970-01-01T00:00:01Z"), Some(1000));
+        assert_eq!(super::revision_time("1970-01-01T00:00:01.000+aé"), None);
+        assert_eq!(super::revision_time("+0000"), None);
+        assert_eq!(super::revision_time(""), None);
+    }
 }

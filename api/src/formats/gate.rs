@@ -40,15 +40,31 @@ pub fn audited(mut res: HttpResponse, v: &Verdict) -> HttpResponse {
     res
 }
 
-/// The body of a 200 answer (to filter it), or the answer itself when it is anything else (a
-/// 304 to a client's conditional request, an error).
-pub async fn body(res: HttpResponse) -> Result<Result<Bytes, HttpResponse>, FormatError> {
+tokio::task_local! {
+    /// Set while the gate reads an answer for itself ([`plain`]).
+    static PLAIN: ();
+}
+
+/// Runs `read` as a read of the gate's own: the client's validators (`If-None-Match`,
+/// `If-Modified-Since`), `Range` and HEAD do not apply to it, so the answer is the whole file
+/// (what [`crate::formats::serve_blob`] and [`crate::formats::serve_published`] ask [`is_plain`]).
+pub async fn plain<F: std::future::Future>(read: F) -> F::Output {
+    PLAIN.scope((), read).await
+}
+
+/// Whether the answer being made is for the gate itself.
+pub fn is_plain() -> bool {
+    PLAIN.try_with(|()| ()).is_ok()
+}
+
+/// The body of a 200 answer to a [`plain`] read (to filter it); anything else is an error (a
+/// plain read is never partial nor a 304).
+pub async fn body(res: HttpResponse) -> Result<Bytes, FormatError> {
     if res.status() != StatusCode::OK {
-        return Ok(Err(res));
+        return Err(ApiError::internal(format!("a read for the policy answered {} (not 200)", res.status())).into());
     }
     actix_web::body::to_bytes(res.into_body())
         .await
-        .map(Ok)
         .map_err(|e| ApiError::internal(format!("cannot read an answer to filter it: {e}")).into())
 }
 

@@ -342,46 +342,47 @@ async fn gated(
     request: &Request,
 ) -> Result<HttpResponse, FormatError> {
     let module = request.module();
-    let Some(res) = read(cx, repo, request, 0).await? else { return Err(missing(repo, request)) };
     match request {
         Request::List(_) => {
-            let bytes = match gate::body(res).await? {
-                Ok(b) => b,
-                Err(other) => return Ok(other),
-            };
+            let Some(res) = gate::plain(read(cx, repo, request, 0)).await? else { return Err(missing(repo, request)) };
+            let bytes = gate::body(res).await?;
             let kept = passing(cx, repo, policy, module, &String::from_utf8_lossy(&bytes)).await?;
             Ok(gate::filtered("text/plain; charset=utf-8", list(kept.iter().map(String::as_str))))
         }
         Request::Latest(_) => {
-            let bytes = match gate::body(res).await? {
-                Ok(b) => b,
-                Err(other) => return Ok(other),
-            };
-            let info = Info::of(&bytes);
-            let version = info.as_ref().map(|i| i.version.as_str()).unwrap_or_default();
-            let first = judge(cx, repo, policy, module, version, info.as_ref().and_then(|i| i.time_ms)).await?;
+            let Some(res) = gate::plain(read(cx, repo, request, 0)).await? else { return Err(missing(repo, request)) };
+            let bytes = gate::body(res).await?;
+            let info = Info::of(&bytes).ok_or_else(|| {
+                ApiError::new(ErrorCode::BadGateway, format!("{module}'s @latest is not a version's .info"))
+            })?;
+            let first = judge(cx, repo, policy, module, &info.version, info.time_ms).await?;
             if first.passes() {
                 return Ok(gate::audited(gate::filtered(JSON, bytes), &first));
             }
             // The latest listed version the policy lets through, as the go command would pick it.
-            let listed = match read(cx, repo, &Request::List(module.to_string()), 0).await? {
-                Some(r) => gate::body(r).await?.unwrap_or_default(),
+            let listed = match gate::plain(read(cx, repo, &Request::List(module.to_string()), 0)).await? {
+                Some(r) => gate::body(r).await?,
                 None => bytes::Bytes::new(),
             };
             let kept = passing(cx, repo, policy, module, &String::from_utf8_lossy(&listed)).await?;
             let Some(best) = latest(kept.iter().map(String::as_str)) else {
-                return Err(gate::refusal(&first, module, version, repo).unwrap_or_else(|| missing(repo, request)));
+                return Err(
+                    gate::refusal(&first, module, &info.version, repo).unwrap_or_else(|| missing(repo, request))
+                );
             };
             let file = Request::File { module: module.to_string(), version: best.to_string(), ext: "info" };
-            let Some(res) = read(cx, repo, &file, 0).await? else { return Err(missing(repo, &file)) };
+            let Some(res) = gate::plain(read(cx, repo, &file, 0)).await? else { return Err(missing(repo, &file)) };
+            let info = gate::body(res).await?;
             let verdict = judge(cx, repo, policy, module, best, None).await?;
-            Ok(gate::audited(res, &verdict))
+            Ok(gate::audited(gate::filtered(JSON, info), &verdict))
         }
         Request::File { version, .. } => {
+            // Judged before anything is fetched: a held version's files are not even cached.
             let verdict = judge(cx, repo, policy, module, version, None).await?;
             if let Some(refused) = gate::refusal(&verdict, module, version, repo) {
                 return Err(refused);
             }
+            let Some(res) = read(cx, repo, request, 0).await? else { return Err(missing(repo, request)) };
             Ok(gate::audited(res, &verdict))
         }
     }
@@ -464,8 +465,8 @@ async fn version_time(cx: &Cx<'_>, repo: &Repository, module: &str, version: &st
         return Ok(Some(t));
     }
     let file = Request::File { module: module.to_string(), version: version.to_string(), ext: "info" };
-    let Some(res) = Box::pin(read(cx, repo, &file, 0)).await? else { return Ok(None) };
-    let Ok(bytes) = gate::body(res).await? else { return Ok(None) };
+    let Some(res) = Box::pin(gate::plain(read(cx, repo, &file, 0))).await? else { return Ok(None) };
+    let bytes = gate::body(res).await?;
     let time = Info::of(&bytes).and_then(|i| i.time_ms);
     if let Some(t) = time {
         cx.services.policy.remember_time(repo.id, &key, t);

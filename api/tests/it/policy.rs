@@ -122,6 +122,19 @@ fn go_on(backend: Backend) -> anyhow::Result<()> {
             && body.contains("it is offered from 20"),
         "{body}"
     );
+    // Neither a range, a validator nor HEAD gets past the gate.
+    let (s, body) = status_of(ureq::get(&format!("{proxy}/{MODULE}/@v/list")).set("Range", "bytes=0-").call())?;
+    assert_eq!((s, body.as_str()), (200, "v1.0.0\n"));
+    let (s, _) = status_of(ureq::get(&format!("{proxy}/{MODULE}/@v/v1.1.0.zip")).set("Range", "bytes=0-").call())?;
+    assert_eq!(s, 404);
+    let (s, _) = status_of(ureq::head(&format!("{proxy}/{MODULE}/@v/v1.1.0.info")).call())?;
+    assert_eq!(s, 404);
+    let (s, body) = status_of(
+        ureq::get(&format!("{proxy}/{MODULE}/@latest"))
+            .set("If-Modified-Since", "Fri, 01 Jan 2100 00:00:00 GMT")
+            .call(),
+    )?;
+    assert!(s == 200 && body.contains("\"v1.0.0\""), "{s} {body}");
     // `go get` of the young version names why.
     let home = tempfile::tempdir()?;
     let o =
@@ -247,7 +260,11 @@ fn go_on(backend: Backend) -> anyhow::Result<()> {
         json!([{"id": "GO-2026-0101", "modified": "2026-01-01T00:00:00Z", "summary": "Cool is not",
             "severity": [{"type": "CVSS_V3", "score": "CVSS:3.1/AV:N/AC:L/PR:N/UI:N/S:U/C:H/I:H/A:H"}],
             "affected": [{"package": {"ecosystem": "Go", "name": MODULE},
-                "ranges": [{"type": "SEMVER", "events": [{"introduced": "0"}, {"fixed": "1.1.0"}]}]}]}])
+                "ranges": [{"type": "SEMVER", "events": [{"introduced": "0"}, {"fixed": "1.1.0"}]}]}]},
+          {"id": "GO-2026-0102", "modified": "2026-01-01T00:00:00Z", "summary": "Cool is a little slow",
+            "database_specific": {"severity": "MODERATE"},
+            "affected": [{"package": {"ecosystem": "Go", "name": MODULE},
+                "ranges": [{"type": "SEMVER", "events": [{"introduced": "1.1.0"}, {"fixed": "1.2.0"}]}]}]}])
         .to_string(),
     )?;
     let (code, out, err) =
@@ -265,14 +282,35 @@ fn go_on(backend: Backend) -> anyhow::Result<()> {
     let (s, body) = at("@v/v1.0.0.zip")?;
     assert_eq!(s, 403, "{body}");
     assert!(body.contains("GO-2026-0101 (critical)") && body.contains("vulnerability policy"), "{body}");
-    // Above the enforced level only: at `critical` … still refused; audit serves it, named.
+    // Only at or above the enforced level: v1.1.0's medium advisory passes `high`, named…
+    let r = ureq::get(&format!("{proxy}/{MODULE}/@v/v1.1.0.zip")).call()?;
+    assert_eq!(r.header("x-packyard-advisories"), Some("GO-2026-0102 (medium)"));
+    // …and is refused at `medium`.
+    patch_policy(&server.public, json!({"vulnerability_severity": "medium"}))?;
+    let (s, body) = at("@v/v1.1.0.zip")?;
+    assert!(s == 403 && body.contains("GO-2026-0102 (medium)"), "{s} {body}");
+    // Audit serves everything, named.
     patch_policy(&server.public, json!({"vulnerabilities": "audit"}))?;
     let r = ureq::get(&format!("{proxy}/{MODULE}/@v/v1.0.0.zip")).call()?;
     assert_eq!(r.status(), 200);
     assert_eq!(r.header("x-packyard-advisories"), Some("GO-2026-0101 (critical)"));
     assert_eq!(resolve(work.path(), &proxy)?.0, format!("{MODULE} v1.0.0 v1.1.0"));
     let r = ureq::get(&format!("{proxy}/{MODULE}/@v/v1.1.0.zip")).call()?;
-    assert_eq!(r.header("x-packyard-advisories"), None, "the fixed version has none");
+    assert_eq!(r.header("x-packyard-advisories"), Some("GO-2026-0102 (medium)"));
+    // Not on an APT repository (its proxies would have to re-sign what they filter).
+    let (s, body) = status_of(
+        ureq::post(&format!("{}/api/v1/repositories", server.public)).set("Authorization", &auth).send_json(json!({
+            "name": "debs", "format": "apt", "type": "proxy", "proxy": {"remote_url": "http://deb.example.org/debian/"},
+            "apt": {"distribution": "bookworm"}, "policy": {"vulnerabilities": "enforce"}})),
+    )?;
+    assert!(s == 400 && body.contains("`policy` does not apply to apt repositories yet"), "{s} {body}");
+    let (s, body) = status_of(
+        ureq::request("PATCH", &format!("{}/api/v1/repositories/goproxy", server.public))
+            .set("Authorization", &auth)
+            .set("Content-Type", "application/merge-patch+json")
+            .send_json(json!({"policy": {"rules": [{"id": "gpl", "action": "deny", "licenses": ["GPL-*"]}]}})),
+    )?;
+    assert!(s == 400 && body.contains("uses `licenses`"), "{s} {body}");
     drop(server);
 
     // The age passes: the proxy's clock two days on, a day's minimum again.

@@ -84,6 +84,12 @@ pub trait FormatSpec: Send + Sync + 'static {
         None
     }
 
+    /// Whether the format's routes apply a repository's `policy`, and which facets its rules may
+    /// use beyond name and version (`licenses`, `architectures`); `None`: a policy is refused.
+    fn policy_facets(&self) -> Option<&'static [&'static str]> {
+        None
+    }
+
     /// The name a repository's policy (its rules, overrides and exceptions) knows a catalogued
     /// component by, from its `(key, namespace, name)`: the catalogue's name unless the format
     /// splits it (a Go module's path).
@@ -752,6 +758,27 @@ impl Registry {
             },
         };
         new.settings.set_block(new.format, stored);
+        if let Some(policy) = &new.settings.policy {
+            let Some(facets) = self.get(format).policy_facets() else {
+                return Err(InvalidRepository(format!(
+                    "`policy` does not apply to {format} repositories yet (Go and Conan repositories take one)"
+                ))
+                .into());
+            };
+            for r in &policy.rules {
+                for (facet, used) in
+                    [("licenses", !r.licenses.is_empty()), ("architectures", !r.architectures.is_empty())]
+                {
+                    if used && !facets.contains(&facet) {
+                        return Err(InvalidRepository(format!(
+                            "policy: rule {:?} uses `{facet}`, which {format} packages do not declare to the policy: use `name` and `version`",
+                            r.id
+                        ))
+                        .into());
+                    }
+                }
+            }
+        }
         Ok(new)
     }
 

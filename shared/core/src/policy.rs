@@ -151,7 +151,9 @@ impl Verdict {
     pub fn refusal(&self, name: &str, version: &str, repository: &str) -> Option<(u16, String)> {
         match self {
             Self::Pass(_) => None,
-            Self::Held(h @ Hold::Young { .. }) => Some((404, format!("not found: {}", h.message(name, version)))),
+            Self::Held(h @ (Hold::Young { .. } | Hold::Undated { .. })) => {
+                Some((404, format!("not found: {}", h.message(name, version))))
+            }
             Self::Held(h) => Some((403, format!("{} (repository {repository})", h.message(name, version)))),
             Self::Blocked(found) => {
                 let ids: Vec<String> = found.iter().map(|m| format!("{} ({})", m.id, m.severity)).collect();

@@ -106,8 +106,11 @@ pub async fn import(
     // each announced once stored (a later chunk that fails leaves the earlier ones announced).
     for chunk in rows.chunks(500) {
         services.db.put_advisories(chunk).await?;
-        services.changed(crate::events::Changed::Repositories);
         out.announced += announce(services, formats, chunk).await?;
+    }
+    if out.stored > 0 {
+        services.db.advisories_changed().await?;
+        services.changed(crate::events::Changed::Repositories);
     }
     let detail = serde_json::json!({"source": source, "records": out.records, "stored": out.stored});
     services.security.audit("vulnerabilities", None, "vulnerabilities.import", source, detail).await;

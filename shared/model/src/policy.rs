@@ -128,6 +128,8 @@ pub enum Hold {
     Young { until_ms: i64, age_secs: u64 },
     /// A quarantine rule: a `deny` that matches, or no `allow` that does.
     Rule { id: String, allowed_only: bool },
+    /// Aged, but its publish time cannot be read: not offered.
+    Undated { age_secs: u64 },
 }
 
 impl Hold {
@@ -142,6 +144,10 @@ impl Hold {
             Self::Rule { id, allowed_only: false } => {
                 format!("{name} {version} is denied by this repository's quarantine rule {id:?}")
             }
+            Self::Undated { age_secs } => format!(
+                "{name} {version} has no publish time this repository can read, so its minimum release age ({}) cannot be checked: it is not offered; an administrator can let it through with a policy exception",
+                crate::time::human_duration(*age_secs)
+            ),
             Self::Rule { id, allowed_only: true } => format!(
                 "{name} {version} matches none of this repository's allow rules (the first is {id:?}): only what they allow is served"
             ),
@@ -185,10 +191,14 @@ impl PolicySettings {
         }
     }
 
-    /// The release age's hold on `s` at `now_ms`; a version whose time is unknown is not held.
+    /// The release age's hold on `s` at `now_ms`; an aged version whose time is unknown is held
+    /// ([`Hold::Undated`]).
     pub fn age_hold(&self, s: &Subject<'_>, now_ms: i64) -> Option<Hold> {
         let age_secs = self.min_age_secs(s.name);
-        let published = s.published_ms?;
+        if age_secs == 0 {
+            return None;
+        }
+        let Some(published) = s.published_ms else { return Some(Hold::Undated { age_secs }) };
         let until_ms = published.saturating_add(i64::try_from(age_secs.saturating_mul(1000)).unwrap_or(i64::MAX));
         (age_secs > 0 && now_ms < until_ms).then_some(Hold::Young { until_ms, age_secs })
     }
@@ -273,7 +283,7 @@ mod tests {
         assert_eq!(p.age_hold(&s, 4_600_000), None);
         assert_eq!(p.age_hold(&subject("example.com/fast/x", "v1", &[]), 1_000_000), None);
         let unknown = Subject { published_ms: None, ..s };
-        assert_eq!(p.age_hold(&unknown, 0), None);
+        assert_eq!(p.age_hold(&unknown, 0), Some(Hold::Undated { age_secs: 3600 }));
         let m = Hold::Young { until_ms: 4_600_000, age_secs: 3600 }.message("m", "v1");
         assert!(m.contains("less than 1 hour ago") && m.contains("1970-01-01T01:16:40.000Z"), "{m}");
     }

@@ -117,6 +117,7 @@ pub async fn remove(
     (name, version): (&str, &str),
 ) -> AdminResult<()> {
     let repo = RepositoryService::new(&services.db, formats).get(repository).await?;
+    let (name, version) = (name.trim(), version.trim());
     let payload = serde_json::json!({"repository": repo.name.as_str(), "name": name, "version": version,
         "by": actor.username});
     let event = ("policy.exception_removed", repo.name.as_str(), payload.to_string());

@@ -45,6 +45,11 @@ impl FormatSpec for ConanSpec {
         Some(&ConanOsv)
     }
 
+    /// Conan's routes apply a policy; its licenses and settings are not read for it yet.
+    fn policy_facets(&self) -> Option<&'static [&'static str]> {
+        Some(&[])
+    }
+
     fn ui(&self) -> &dyn FormatUi {
         &super::ui::ConanUi
     }

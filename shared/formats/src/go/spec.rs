@@ -52,6 +52,11 @@ impl FormatSpec for GoSpec {
         Some(&GoOsv)
     }
 
+    /// Go's routes apply a policy; a module declares no license or architecture to it.
+    fn policy_facets(&self) -> Option<&'static [&'static str]> {
+        Some(&[])
+    }
+
     /// The module path (the catalogue splits it into group and name): `module@version`'s.
     fn policy_name(&self, (key, _, name): (&str, &str, &str)) -> String {
         key.rsplit_once('@').map_or(name, |(module, _)| module).to_string()

@@ -92,7 +92,14 @@ impl Db {
             )
             .await?;
         }
-        // Replicas drop what they remember of the advisories (and what policies made of them).
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// After an import stored records: replicas drop what they remember of the advisories (and
+    /// what policies made of them) — the `repositories` watermark moves, once per import.
+    pub async fn advisories_changed(&self) -> DbResult<()> {
+        let mut tx = self.begin().await?;
         self.bump_watermark(&mut tx, super::security::REPOSITORIES).await?;
         tx.commit().await?;
         Ok(())

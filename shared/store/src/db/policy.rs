@@ -49,14 +49,21 @@ impl Db {
         event: (&str, &str, &str),
     ) -> DbResult<bool> {
         let mut tx = self.begin().await?;
-        let gone = sql!(
-            "policy_exceptions.replace",
-            "DELETE FROM policy_exceptions WHERE repository_id = $1 AND name = $2 AND version = $3"
+        let held = sql!(
+            "policy_exceptions.held",
+            "SELECT COUNT(*) AS n FROM policy_exceptions WHERE repository_id = $1 AND name = $2 AND version = $3"
         );
-        let replaced = self.bound(gone, (repository_id, e.name.as_str(), e.version.as_str())).execute(&mut *tx).await?;
-        let add = sql!(
-            "policy_exceptions.add",
-            "INSERT INTO policy_exceptions (repository_id, name, version, expires_at, reason, created_by, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)"
+        let before: i64 = self
+            .bound(held, (repository_id, e.name.as_str(), e.version.as_str()))
+            .fetch_one(&mut *tx)
+            .await?
+            .try_get("n")?;
+        // An upsert: two additions of one version at once both land, the later one kept.
+        let add = crate::upsert!(
+            "policy_exceptions.put",
+            "INSERT INTO policy_exceptions (repository_id, name, version, expires_at, reason, created_by, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            on "policy_exceptions" ("repository_id, name, version"),
+            set "expires_at = NEW.expires_at, reason = NEW.reason, created_by = NEW.created_by, created_at = NEW.created_at"
         );
         self.query(add)
             .bind(repository_id)
@@ -71,7 +78,7 @@ impl Db {
         self.repository_moved(&mut tx, repository_id).await?;
         self.enqueue_webhook_event_in(&mut tx, event.0, Some(event.1), event.2).await?;
         tx.commit().await?;
-        Ok(replaced.rows_affected() == 0)
+        Ok(before == 0)
     }
 
     /// Removes the exception; false when there was none.
