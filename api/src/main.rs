@@ -95,6 +95,10 @@ enum VulnerabilitiesCommand {
         /// FILE, DIR or URL.
         source: String,
     },
+    /// Match every catalogued component against the advisories held and say how many each
+    /// severity level affects (what `packyard_components_with_advisories` shows), and how long
+    /// it took.
+    Census,
 }
 
 #[derive(Subcommand)]
@@ -198,6 +202,16 @@ fn run(cli: Cli, loaded: Loaded) -> anyhow::Result<()> {
         Command::Vulnerabilities { command: VulnerabilitiesCommand::Import { source } } => {
             packyard_core::telemetry::init(&loaded.config.log);
             actix_web::rt::System::new().block_on(import_vulnerabilities(loaded.config, &source))
+        }
+        Command::Vulnerabilities { command: VulnerabilitiesCommand::Census } => {
+            packyard_core::telemetry::init(&loaded.config.log);
+            actix_web::rt::System::new().block_on(async {
+                let services = existing(loaded.config).await?;
+                let census = packyard_core::vulnerabilities::census(&services, packyard_formats::registry()).await;
+                services.db.close().await;
+                println!("{}", census?);
+                Ok(())
+            })
         }
         Command::Admin { command: AdminCommand::ResetPassword { user } } => {
             packyard_core::telemetry::init(&loaded.config.log);

@@ -33,11 +33,21 @@ pub fn spawn_usage_refresher(services: &Services) {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(period);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut ticks = 0u64;
         loop {
             tick.tick().await;
             if let Err(e) = packyard_core::catalogue::refresh_usage(&services).await {
                 tracing::warn!(error = %e, "cannot count the repositories' usage; trying again later");
             }
+            // Every tenth count (the first at once), the components matched against the
+            // advisories (`packyard_components_with_advisories`).
+            if ticks.is_multiple_of(10) {
+                match packyard_core::vulnerabilities::census(&services, packyard_formats::registry()).await {
+                    Ok(c) => tracing::debug!(census = %c, "components matched against the advisories"),
+                    Err(e) => tracing::warn!(error = %e, "cannot match the components against the advisories"),
+                }
+            }
+            ticks += 1;
         }
     });
 }

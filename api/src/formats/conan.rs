@@ -572,7 +572,7 @@ async fn gated(
         }
         Target::PackageRevisions(r, rrev, _) | Target::PackageLatest(r, rrev, _) => {
             let recipe = recipe_verdict(cx, repo, policy, r, rrev).await?;
-            if let Some(refused) = gate::refusal(&recipe, &r.name, &reference_version(r, rrev), repo) {
+            if let Some(refused) = gate::refusal(cx.services, &recipe, &r.name, &reference_version(r, rrev), repo) {
                 return Err(refused);
             }
             let (r, rrev, pkgid) = match &target {
@@ -597,7 +597,7 @@ async fn gated(
         | Target::AllPackages(r, rrev)
         | Target::Packages(r, Some(rrev)) => {
             let verdict = recipe_verdict(cx, repo, policy, r, rrev).await?;
-            if let Some(refused) = gate::refusal(&verdict, &r.name, &reference_version(r, rrev), repo) {
+            if let Some(refused) = gate::refusal(cx.services, &verdict, &r.name, &reference_version(r, rrev), repo) {
                 return Err(refused);
             }
             let res = read(cx, repo, target.clone(), 0).await?;
@@ -607,7 +607,7 @@ async fn gated(
         | Target::PackageFiles(r, rrev, pkgid, prev)
         | Target::PackageFile(r, rrev, pkgid, prev, _) => {
             let verdict = recipe_verdict(cx, repo, policy, r, rrev).await?;
-            if let Some(refused) = gate::refusal(&verdict, &r.name, &reference_version(r, rrev), repo) {
+            if let Some(refused) = gate::refusal(cx.services, &verdict, &r.name, &reference_version(r, rrev), repo) {
                 return Err(refused);
             }
             // The package revision is aged by its own time (a binary rebuilt just now).
@@ -622,7 +622,7 @@ async fn gated(
                 .and_then(revision_time);
             let package = judge(cx, repo, policy, r, prev, time).await?;
             let what = format!("{} (package {pkgid} revision {prev})", r.version);
-            if let Some(refused) = gate::refusal(&package, &r.name, &what, repo) {
+            if let Some(refused) = gate::refusal(cx.services, &package, &r.name, &what, repo) {
                 return Err(refused);
             }
             let res = read(cx, repo, target.clone(), 0).await?;
@@ -723,7 +723,7 @@ async fn held_latest(
     };
     let id = newest["revision"].as_str().unwrap_or_default();
     let verdict = judge(cx, repo, policy, r, id, newest["time"].as_str().and_then(revision_time)).await?;
-    Ok(gate::refusal(&verdict, &r.name, &reference_version(r, id), repo)
+    Ok(gate::refusal(cx.services, &verdict, &r.name, &reference_version(r, id), repo)
         .unwrap_or_else(|| not_found(format!("recipe {}", r.display()))))
 }
 

@@ -26,8 +26,9 @@ pub async fn judge(
 
 /// The refusal of a version the verdict holds back: 404 for one not offered yet (with when it
 /// will be), 403 naming the rule or the advisories.
-pub fn refusal(v: &Verdict, name: &str, version: &str, repo: &Repository) -> Option<FormatError> {
+pub fn refusal(services: &Services, v: &Verdict, name: &str, version: &str, repo: &Repository) -> Option<FormatError> {
     let (status, message) = v.refusal(name, version, repo.name.as_str())?;
+    services.metrics.policy_refusals_total.with_label_values(&[repo.name.as_str(), v.reason()]).inc();
     let code = if status == 404 { ErrorCode::NotFound } else { ErrorCode::Forbidden };
     Some(ApiError::new(code, message).into())
 }

@@ -104,7 +104,14 @@ impl Routes for Go {
             Route::Read(request) => {
                 let repo = cx.repo.clone();
                 if let Some(policy) = repo.gate() {
-                    return Box::pin(gated(&cx, &repo, policy, &request)).await;
+                    return Box::pin(gated(&cx, &repo, Some(policy), &request)).await;
+                }
+                // A group over a member that gates lists what each member lets through.
+                if repo.repo_type == RepoType::Group
+                    && !matches!(request, Request::File { .. })
+                    && Box::pin(gates_below(&cx, &repo, 0)).await?
+                {
+                    return Box::pin(gated(&cx, &repo, None, &request)).await;
                 }
                 match read(&cx, &repo, &request, 0).await? {
                     Some(r) => Ok(r),
@@ -270,7 +277,7 @@ async fn read(
                     // A member's own policy holds for what the group hands out from it.
                     if let Some(policy) = member.gate() {
                         let verdict = judge(cx, &member, policy, module, version, None).await?;
-                        if let Some(refused) = gate::refusal(&verdict, module, version, &member) {
+                        if let Some(refused) = gate::refusal(cx.services, &verdict, module, version, &member) {
                             return Err(refused);
                         }
                     }
@@ -338,15 +345,15 @@ async fn artifact(
 async fn gated(
     cx: &Cx<'_>,
     repo: &Repository,
-    policy: &PolicySettings,
+    policy: Option<&PolicySettings>,
     request: &Request,
 ) -> Result<HttpResponse, FormatError> {
     let module = request.module();
     match request {
         Request::List(_) => {
-            let Some(res) = gate::plain(read(cx, repo, request, 0)).await? else { return Err(missing(repo, request)) };
-            let bytes = gate::body(res).await?;
-            let kept = passing(cx, repo, policy, module, &String::from_utf8_lossy(&bytes)).await?;
+            let Some(kept) = Box::pin(served_list(cx, repo, module, 0)).await? else {
+                return Err(missing(repo, request));
+            };
             Ok(gate::filtered("text/plain; charset=utf-8", list(kept.iter().map(String::as_str))))
         }
         Request::Latest(_) => {
@@ -355,36 +362,91 @@ async fn gated(
             let info = Info::of(&bytes).ok_or_else(|| {
                 ApiError::new(ErrorCode::BadGateway, format!("{module}'s @latest is not a version's .info"))
             })?;
-            let first = judge(cx, repo, policy, module, &info.version, info.time_ms).await?;
-            if first.passes() {
+            let first = match policy {
+                Some(p) => judge(cx, repo, p, module, &info.version, info.time_ms).await?,
+                None => Verdict::Pass(Vec::new()),
+            };
+            let kept = Box::pin(served_list(cx, repo, module, 0)).await?.unwrap_or_default();
+            // The upstream's own @latest when it is served (a pseudo-version when nothing is
+            // listed), else the latest listed version served, as the go command would pick it.
+            if first.passes() && (kept.is_empty() || kept.contains(&info.version)) {
                 return Ok(gate::audited(gate::filtered(JSON, bytes), &first));
             }
-            // The latest listed version the policy lets through, as the go command would pick it.
-            let listed = match gate::plain(read(cx, repo, &Request::List(module.to_string()), 0)).await? {
-                Some(r) => gate::body(r).await?,
-                None => bytes::Bytes::new(),
-            };
-            let kept = passing(cx, repo, policy, module, &String::from_utf8_lossy(&listed)).await?;
             let Some(best) = latest(kept.iter().map(String::as_str)) else {
-                return Err(
-                    gate::refusal(&first, module, &info.version, repo).unwrap_or_else(|| missing(repo, request))
-                );
+                return Err(gate::refusal(cx.services, &first, module, &info.version, repo).unwrap_or_else(|| {
+                    ApiError::not_found(format!(
+                        "not found: no version of {module} that repository {} lets through (its members' policies hold back the rest)",
+                        repo.name
+                    ))
+                    .into()
+                }));
             };
             let file = Request::File { module: module.to_string(), version: best.to_string(), ext: "info" };
             let Some(res) = gate::plain(read(cx, repo, &file, 0)).await? else { return Err(missing(repo, &file)) };
             let info = gate::body(res).await?;
-            let verdict = judge(cx, repo, policy, module, best, None).await?;
+            let verdict = match policy {
+                Some(p) => judge(cx, repo, p, module, best, None).await?,
+                None => Verdict::Pass(Vec::new()),
+            };
             Ok(gate::audited(gate::filtered(JSON, info), &verdict))
         }
         Request::File { version, .. } => {
             // Judged before anything is fetched: a held version's files are not even cached.
-            let verdict = judge(cx, repo, policy, module, version, None).await?;
-            if let Some(refused) = gate::refusal(&verdict, module, version, repo) {
+            let verdict = match policy {
+                Some(p) => judge(cx, repo, p, module, version, None).await?,
+                None => Verdict::Pass(Vec::new()),
+            };
+            if let Some(refused) = gate::refusal(cx.services, &verdict, module, version, repo) {
                 return Err(refused);
             }
             let Some(res) = read(cx, repo, request, 0).await? else { return Err(missing(repo, request)) };
             Ok(gate::audited(res, &verdict))
         }
+    }
+}
+
+/// Whether a member of group `repo` (nested groups followed) has a policy.
+async fn gates_below(cx: &Cx<'_>, repo: &Repository, depth: usize) -> Result<bool, FormatError> {
+    for m in groups::members(cx.services, repo, depth).await? {
+        if m.gate().is_some() || (m.repo_type == RepoType::Group && Box::pin(gates_below(cx, &m, depth + 1)).await?) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// The versions of `module` that `repo` lists to a client: its list as its own policy lets it
+/// through; a group over members that gate, the union of what each member lists so (`None`:
+/// nothing has the module).
+async fn served_list(
+    cx: &Cx<'_>,
+    repo: &Repository,
+    module: &str,
+    depth: usize,
+) -> Result<Option<Vec<String>>, FormatError> {
+    let raw: Vec<String> = if repo.repo_type == RepoType::Group && Box::pin(gates_below(cx, repo, depth)).await? {
+        let mut union = std::collections::BTreeSet::new();
+        let mut any = false;
+        for m in groups::members(cx.services, repo, depth).await? {
+            if let Some(versions) = Box::pin(served_list(cx, &m, module, depth + 1)).await? {
+                any = true;
+                union.extend(versions);
+            }
+        }
+        if !any {
+            return Ok(None);
+        }
+        union.into_iter().collect()
+    } else {
+        let Some(res) = gate::plain(read(cx, repo, &Request::List(module.to_string()), depth)).await? else {
+            return Ok(None);
+        };
+        let bytes = gate::body(res).await?;
+        String::from_utf8_lossy(&bytes).lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_string).collect()
+    };
+    match repo.gate() {
+        Some(policy) => Ok(Some(passing(cx, repo, policy, module, &raw).await?)),
+        None => Ok(Some(raw)),
     }
 }
 
@@ -417,10 +479,14 @@ async fn passing(
     repo: &Repository,
     policy: &PolicySettings,
     module: &str,
-    text: &str,
+    listed: &[String],
 ) -> Result<Vec<String>, FormatError> {
     use futures_util::StreamExt as _;
-    let versions: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    let versions: Vec<&str> = listed.iter().map(String::as_str).collect();
+    if policy.ages(module) {
+        // Recorded (and kept) together: one query for the list, none once warm.
+        cx.services.policy.first_seen(cx.services, repo.id, module, &versions).await.map_err(ApiError::from)?;
+    }
     // A few at once: a version's time may be an upstream request for its `.info` (then kept).
     let verdicts: Vec<Result<Verdict, FormatError>> = futures_util::stream::iter(versions.iter().copied())
         .map(|v| judge(cx, repo, policy, module, v, None))
@@ -446,10 +512,28 @@ async fn judge(
     version: &str,
     time_ms: Option<i64>,
 ) -> Result<Verdict, FormatError> {
-    let published_ms = match time_ms {
-        _ if !policy.ages(module) => None,
-        Some(t) => Some(t),
-        None => version_time(cx, repo, module, version).await?,
+    let published_ms = if policy.ages(module) {
+        let own = match time_ms {
+            Some(t) => Some(t),
+            None => version_time(cx, repo, module, version).await?,
+        };
+        if !cx.services.policy.knows_unit(repo.id, module) {
+            // The versions listed when the repository first sees a module predate it; any that
+            // appear later are aged from when they appeared: the list first, then the version.
+            if let Some(res) = Box::pin(gate::plain(read(cx, repo, &Request::List(module.to_string()), 0))).await? {
+                let listed = gate::body(res).await?;
+                let text = String::from_utf8_lossy(&listed);
+                let versions: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+                cx.services.policy.first_seen(cx.services, repo.id, module, &versions).await.map_err(ApiError::from)?;
+            }
+        }
+        // The later of its own time and when this repository saw it appear (an upstream cannot
+        // make a new version old by dating it back).
+        let seen =
+            cx.services.policy.first_seen(cx.services, repo.id, module, &[version]).await.map_err(ApiError::from)?;
+        own.map(|t| t.max(seen.get(version).copied().unwrap_or(0)))
+    } else {
+        None
     };
     let component = packyard_formats::go::catalogue::component(module, version);
     let subject = Subject { name: module, version, published_ms, licenses: &[], architecture: None };

@@ -192,6 +192,8 @@ fn go_on(backend: Backend) -> anyhow::Result<()> {
     let (s, body) = status_of(ureq::get(&format!("{group}/{MODULE}/@v/v1.1.0.zip")).call())?;
     assert!(s == 404 && body.contains("less than 1 day ago"), "{s} {body}");
     assert_eq!(status_of(ureq::get(&format!("{group}/{MODULE}/@v/v1.0.0.zip")).call())?.0, 200);
+    // …and for what it lists: the go command resolves the older version through the group.
+    assert_eq!(resolve(work.path(), &group)?, (format!("{MODULE} v1.0.0"), format!("{MODULE} v1.0.0")));
 
     // A quarantine rule: refused with the rule's id, previewed against what the proxy holds.
     patch_policy(
@@ -321,6 +323,31 @@ fn go_on(backend: Backend) -> anyhow::Result<()> {
     patch_policy(&server.public, json!({"min_release_age_secs": DAY, "vulnerabilities": "off"}))?;
     let proxy = format!("{}/repository/goproxy", server.public);
     assert_eq!(resolve(work.path(), &proxy)?, (format!("{MODULE} v1.0.0 v1.1.0"), format!("{MODULE} v1.1.0")));
+
+    // An upstream that dates a new version back (its clock four days behind the proxy's) does
+    // not get it past the age: the proxy ages it from when it saw it appear.
+    drop(upstream);
+    let upstream = common::process::start(
+        up_dir.path(),
+        &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW), ("PACKYARD_DEBUG__CLOCK_OFFSET_SECS", &two_days_ago)],
+    )?;
+    put_module(&upstream.public, "origin", "v1.2.0")?;
+    let r = ureq::request("PATCH", &format!("{}/api/v1/repositories/goproxy", server.public))
+        .set("Authorization", &auth)
+        .set("Content-Type", "application/merge-patch+json")
+        .send_json(json!({"proxy": {"remote_url": format!("{}/repository/origin/", upstream.public)}}));
+    assert_eq!(status_of(r)?.0, 200);
+    let info: Value =
+        ureq::get(&format!("{}/repository/origin/{MODULE}/@v/v1.2.0.info", upstream.public)).call()?.into_json()?;
+    assert!(
+        info["Time"]
+            .as_str()
+            .is_some_and(|t| t < packyard_model::time::rfc3339_ms(packyard_store::db::now_ms()).as_str()),
+        "{info}"
+    );
+    assert_eq!(resolve(work.path(), &proxy)?, (format!("{MODULE} v1.0.0 v1.1.0"), format!("{MODULE} v1.1.0")));
+    let (s, body) = status_of(ureq::get(&format!("{proxy}/{MODULE}/@v/v1.2.0.info")).call())?;
+    assert!(s == 404 && body.contains("less than 1 day ago"), "{s} {body}");
     Ok(())
 }
 

@@ -151,6 +151,12 @@ fn on(backend: Backend) -> anyhow::Result<()> {
         out.trim(),
         "6 advisories read: 6 new or changed, stored (5 packages of Packyard's ecosystems), 0 unchanged; 5 components affected by them"
     );
+    // Every component matched at once: counted by its highest level.
+    let (code, out, err) = common::process::run_to_end(dir.path(), &["vulnerabilities", "census"], &env)?;
+    assert_eq!(code, 0, "{out}{err}");
+    let (count, levels) = out.trim().split_once(" ms: ").unwrap_or_default();
+    assert!(count.starts_with("8 components matched in "), "{out}");
+    assert_eq!(levels, "1 critical, 2 high, 1 medium, 1 low", "{out}");
     // Each announced to the subscriber.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     let announced: BTreeMap<String, (String, String)> = loop {
@@ -284,7 +290,15 @@ fn on(backend: Backend) -> anyhow::Result<()> {
     let (code, _, err) = common::process::run_to_end(dir.path(), &["vulnerabilities", "import", &cut_path], &env)?;
     assert_ne!(code, 0);
     assert!(err.contains(&format!("{cut_path}: not a zip file: no end-of-central-directory record")), "{err}");
-    let now = advisories(&server.public, &auth, "repository=gomods")?;
+    // Running servers see the import within 2 s (it moved the watermark they poll).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    let mut now = advisories(&server.public, &auth, "repository=gomods")?;
+    while now.get("example.com/vuln v1.2.0") != Some(&pair("GO-2026-0001", "critical"))
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        now = advisories(&server.public, &auth, "repository=gomods")?;
+    }
     assert_eq!(now.get("example.com/vuln v1.2.0"), Some(&pair("GO-2026-0001", "critical")), "{now:?}");
     Ok(())
 }

@@ -43,6 +43,8 @@ pub struct PolicyCache {
     exceptions: Mutex<Exceptions>,
     advisories: Mutex<HashMap<(String, String), Advised>>,
     times: Mutex<HashMap<(i64, String), i64>>,
+    /// Each unit's versions' first sightings, as the database holds them.
+    seen_units: Mutex<HashMap<(i64, String), HashMap<String, i64>>>,
     /// The `repositories` watermark the advisories were read under.
     seen: AtomicI64,
     /// Added to the clock (`debug.clock_offset_secs`: the release-age tests).
@@ -115,6 +117,39 @@ impl PolicyCache {
         Ok(e)
     }
 
+    /// When the repository first saw each of `versions` of `unit` (0: they predate its first
+    /// sighting of the unit), recorded in the database the first time
+    /// ([`packyard_store::db::Db::policy_seen`]) and
+    /// kept here after: a version is aged from the later of its own time and this one.
+    pub async fn first_seen(
+        &self,
+        services: &Services,
+        repository_id: i64,
+        unit: &str,
+        versions: &[&str],
+    ) -> DbResult<HashMap<String, i64>> {
+        let key = (repository_id, unit.to_string());
+        if let Some(known) = self.seen_units.lock().ok().and_then(|m| m.get(&key).cloned()) {
+            if versions.iter().all(|v| known.contains_key(*v)) {
+                return Ok(versions.iter().filter_map(|v| Some((v.to_string(), *known.get(*v)?))).collect());
+            }
+        }
+        let all = services.db.policy_seen(repository_id, unit, versions, self.now_ms()).await?;
+        let out = versions.iter().filter_map(|v| Some((v.to_string(), *all.get(*v)?))).collect();
+        if let Ok(mut m) = self.seen_units.lock() {
+            if m.len() >= PACKAGES {
+                m.clear();
+            }
+            m.insert(key, all);
+        }
+        Ok(out)
+    }
+
+    /// Whether this replica holds first sightings of `unit`.
+    pub fn knows_unit(&self, repository_id: i64, unit: &str) -> bool {
+        self.seen_units.lock().is_ok_and(|m| m.contains_key(&(repository_id, unit.to_string())))
+    }
+
     /// A publish time remembered for `key` (a version of one repository).
     pub fn time(&self, repository_id: i64, key: &str) -> Option<i64> {
         self.times.lock().ok()?.get(&(repository_id, key.to_string())).copied()
@@ -165,6 +200,17 @@ impl Verdict {
                     ),
                 ))
             }
+        }
+    }
+
+    /// Why it was held, as the refusals' metric labels it.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::Pass(_) => "none",
+            Self::Held(Hold::Young { .. }) => "young",
+            Self::Held(Hold::Undated { .. }) => "undated",
+            Self::Held(Hold::Rule { .. }) => "rule",
+            Self::Blocked(_) => "vulnerabilities",
         }
     }
 

@@ -253,3 +253,79 @@ pub async fn matches(
     });
     Ok(out)
 }
+
+/// What matching every catalogued component against the advisories held found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Census {
+    /// Components of the formats OSV data applies to.
+    pub components: u64,
+    /// Of them, affected, by their highest level (low, medium, high, critical).
+    pub by_level: [u64; 4],
+    pub elapsed_ms: u64,
+}
+
+impl std::fmt::Display for Census {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let [low, medium, high, critical] = self.by_level;
+        write!(
+            f,
+            "{} components matched in {} ms: {critical} critical, {high} high, {medium} medium, {low} low",
+            self.components, self.elapsed_ms
+        )
+    }
+}
+
+/// Matches every catalogued component of every format OSV data applies to against the
+/// advisories held — each ecosystem's entries read once, components a page at a time — and sets
+/// `packyard_components_with_advisories{level}`.
+pub async fn census(services: &Services, formats: &Registry) -> Result<Census, VulnError> {
+    let started = std::time::Instant::now();
+    let mut out = Census::default();
+    let repos = services.db.list_repositories().await?;
+    for spec in formats.all() {
+        let Some(osv) = spec.osv() else { continue };
+        let ids: Vec<i64> = repos.iter().filter(|r| r.format == spec.format()).map(|r| r.id).collect();
+        if ids.is_empty() {
+            continue;
+        }
+        let mut by_name: HashMap<String, Vec<(AdvisoryRow, Affected)>> = HashMap::new();
+        for (a, name, detail) in services.db.advisory_entries_in(osv.ecosystem()).await? {
+            if let Some(p) = affected(&name, &detail) {
+                by_name.entry(name).or_default().push((a, p));
+            }
+        }
+        let mut search = packyard_store::db::catalogue::Search {
+            repositories: ids,
+            format: Some(spec.format().as_str().to_string()),
+            limit: 5000,
+            ..Default::default()
+        };
+        loop {
+            let page = services.db.catalogue_search(&search).await?;
+            for c in &page {
+                out.components += 1;
+                let package = osv.package((&c.component_key, &c.namespace, &c.name));
+                let Some(entries) = by_name.get(&package) else { continue };
+                let version = osv.osv_version(&c.version);
+                let highest = entries
+                    .iter()
+                    .filter(|(_, p)| p.affects(&version, &|x, y| osv.compare(x, y)))
+                    .map(|(a, p)| level(a, p))
+                    .max();
+                if let Some(l) = highest {
+                    out.by_level[l as usize] += 1;
+                }
+            }
+            match page.last() {
+                Some(last) if page.len() as i64 == search.limit => search.after = Some((String::new(), last.id)),
+                _ => break,
+            }
+        }
+    }
+    for l in Level::ALL {
+        let n = i64::try_from(out.by_level[l as usize]).unwrap_or(i64::MAX);
+        services.metrics.components_with_advisories.with_label_values(&[l.as_str()]).set(n);
+    }
+    out.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    Ok(out)
+}

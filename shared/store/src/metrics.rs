@@ -37,6 +37,11 @@ pub struct Metrics {
     pub cleanup_bytes_reclaimed_total: IntCounterVec,
     pub cleanup_last_run_timestamp_seconds: Gauge,
     pub blob_store_bytes: IntGauge,
+    /// `packyard_components_with_advisories{level}`: catalogued components by the highest level
+    /// of the advisories that affect them, as the worker last matched them.
+    pub components_with_advisories: IntGaugeVec,
+    /// `packyard_policy_refusals_total{repository, reason}`: versions a policy refused on request.
+    pub policy_refusals_total: IntCounterVec,
     process_resident_memory_bytes: IntGauge,
     process_cpu_seconds_total: Gauge,
     process_open_fds: IntGauge,
@@ -197,6 +202,22 @@ impl Metrics {
             "Bytes of every blob the database records (artifacts, snapshot files, pending uploads), as the worker last counted",
         )?;
         registry.register(Box::new(blob_store_bytes.clone()))?;
+        let components_with_advisories = IntGaugeVec::new(
+            Opts::new(
+                "packyard_components_with_advisories",
+                "Catalogued components by the highest severity level of the advisories that affect them, as the worker last matched them",
+            ),
+            &["level"],
+        )?;
+        let policy_refusals_total = IntCounterVec::new(
+            Opts::new(
+                "packyard_policy_refusals_total",
+                "Requests for a version a repository's policy holds back, by repository and reason (young, undated, rule, vulnerabilities)",
+            ),
+            &["repository", "reason"],
+        )?;
+        registry.register(Box::new(components_with_advisories.clone()))?;
+        registry.register(Box::new(policy_refusals_total.clone()))?;
         // The process's own figures (Linux /proc), refreshed at each scrape: what a replica costs.
         let process_resident_memory_bytes =
             IntGauge::new("process_resident_memory_bytes", "Resident memory of this process in bytes")?;
@@ -246,6 +267,8 @@ impl Metrics {
             cleanup_bytes_reclaimed_total,
             cleanup_last_run_timestamp_seconds,
             blob_store_bytes,
+            components_with_advisories,
+            policy_refusals_total,
             process_resident_memory_bytes,
             process_cpu_seconds_total,
             process_open_fds,

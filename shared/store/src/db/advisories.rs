@@ -139,6 +139,17 @@ impl Db {
         Ok(out)
     }
 
+    /// Every package entry (not withdrawn) of `ecosystem`: its advisory, name and entry, in one
+    /// read (the census matches every component against them).
+    pub async fn advisory_entries_in(&self, ecosystem: &str) -> DbResult<Vec<(AdvisoryRow, String, String)>> {
+        let s = sql!(
+            "advisories.entries_in_ecosystem",
+            "SELECT a.id, a.modified, a.level, a.score_tenths, a.summary, a.aliases, '' AS record, a.withdrawn, p.name, p.detail FROM advisory_packages p JOIN advisories a ON a.id = p.advisory_id WHERE p.ecosystem = $1 AND a.withdrawn = 0"
+        );
+        let rows = self.bound(s, (ecosystem,)).fetch_all(self.pool()).await?;
+        rows.iter().map(|r| Ok((advisory(r)?, text(r, "name")?, text(r, "detail")?))).collect()
+    }
+
     /// Claims the periodic task `name` for `period_ms`: true for one caller per period across
     /// the installation (its row's time moves on), false for the others.
     pub async fn claim_periodic(&self, name: &str, period_ms: i64) -> DbResult<bool> {

@@ -115,3 +115,46 @@ impl Db {
         self.bump_watermark(tx, super::security::REPOSITORIES).await
     }
 }
+
+impl Db {
+    /// When the repository first saw each of `versions` of `unit` (ms; 0: present when it first
+    /// saw the unit). Versions it has not seen are recorded now: at 0 when it has seen no version
+    /// of the unit yet, else at `now`. Concurrent callers agree: the first row written stays.
+    pub async fn policy_seen(
+        &self,
+        repository_id: i64,
+        unit: &str,
+        versions: &[&str],
+        now: i64,
+    ) -> DbResult<std::collections::HashMap<String, i64>> {
+        let known = self.policy_seen_rows(repository_id, unit).await?;
+        let missing: Vec<&str> = versions.iter().copied().filter(|v| !known.contains_key(*v)).collect();
+        if missing.is_empty() {
+            return Ok(known);
+        }
+        let stamp = if known.is_empty() { 0 } else { now };
+        let mut tx = self.begin().await?;
+        let add = crate::insert_or_ignore!(
+            "policy_seen.add",
+            "INSERT INTO policy_seen (repository_id, unit, version, first_seen) VALUES ($1, $2, $3, $4)"
+        );
+        for v in &missing {
+            self.bound(add, (repository_id, unit, *v, stamp)).execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        self.policy_seen_rows(repository_id, unit).await
+    }
+
+    async fn policy_seen_rows(
+        &self,
+        repository_id: i64,
+        unit: &str,
+    ) -> DbResult<std::collections::HashMap<String, i64>> {
+        let s = sql!(
+            "policy_seen.of_unit",
+            "SELECT version, first_seen FROM policy_seen WHERE repository_id = $1 AND unit = $2"
+        );
+        let rows = self.bound(s, (repository_id, unit)).fetch_all(self.pool()).await?;
+        rows.iter().map(|r| Ok((text(r, "version")?, r.try_get("first_seen")?))).collect()
+    }
+}
