@@ -36,7 +36,7 @@ def name(fmt, i):
 
 def components(out, repos):
     with open(os.path.join(out, "components.csv"), "w", newline="") as f:
-        w = csv.writer(f)
+        w = csv.writer(f, quoting=csv.QUOTE_ALL)
         for fmt, (names, per) in SHAPE.items():
             for i in range(names):
                 n = name(fmt, i)

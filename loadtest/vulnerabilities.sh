@@ -36,7 +36,8 @@ for spec in '{"name":"go","format":"go","type":"hosted"}' \
 done
 kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""
 ids=$(psql "$PG/$db" -Atc "SELECT name || '=' || id FROM repositories ORDER BY name" | tr '\n' ' ')
-log "generating: $(python3 loadtest/osv-fixture.py "$work" $ids)"
+generated=$(python3 loadtest/osv-fixture.py "$work" $ids)
+log "generated: $generated"
 psql "$PG/$db" -qc "\\copy components (repository_id, format, component_key, namespace, name, version, created_at, uploaded_by) FROM '$work/components.csv' CSV"
 measure() { # label args… -> a table row
   local label=$1; shift

@@ -15,7 +15,7 @@ use packyard_core::groups::{self, GroupError};
 use packyard_core::hosted;
 use packyard_core::policy::{Candidate, Verdict};
 use packyard_core::security::{tokens, Principal};
-use packyard_formats::conan::group::{any_member_has, MEMBER_FILE};
+use packyard_formats::conan::group::{any_member_has, FROM_FILE, MEMBER_FILE};
 use packyard_formats::conan::hosted::{ConanHosted, Removal, Revision, Target as FileTarget};
 use packyard_formats::conan::{KIND, SEARCH_FILE, SEARCH_KIND, SEARCH_UNIT};
 use packyard_model::policy::{PolicySettings, Subject};
@@ -266,6 +266,20 @@ async fn read(cx: &Cx<'_>, repo: &Repository, target: Target, depth: usize) -> R
                         return Box::pin(gated(cx, &member, policy, target)).await;
                     }
                     return Box::pin(read(cx, &member, target, depth + 1)).await;
+                }
+                // A hosted or group member whose files the snapshot lists: when it (or a member
+                // below it) has a policy, it answers itself.
+                if let Some(f) = super::published_file(services, repo, KIND, &key, FROM_FILE).await? {
+                    let name = String::from_utf8_lossy(&f.bytes).into_owned();
+                    let member = groups::member(services, repo, &name, depth + 1).await?;
+                    if let Some(policy) = member.gate() {
+                        return Box::pin(gated(cx, &member, policy, target)).await;
+                    }
+                    if member.repo_type == RepoType::Group
+                        && Box::pin(gate::gates_below(services, &member, depth + 1)).await?
+                    {
+                        return Box::pin(read(cx, &member, target, depth + 1)).await;
+                    }
                 }
             }
         }

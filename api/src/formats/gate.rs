@@ -76,3 +76,18 @@ pub fn filtered(content_type: &'static str, body: impl Into<Bytes>) -> HttpRespo
         .insert_header((actix_web::http::header::CACHE_CONTROL, "no-cache"))
         .body(body.into())
 }
+
+/// Whether a member of group `repo` (nested groups followed) has a policy: what a group without
+/// one of its own asks before it answers as they would (a walk of its members' settings, from
+/// the replica's memory).
+pub async fn gates_below(services: &Services, repo: &Repository, depth: usize) -> Result<bool, FormatError> {
+    for m in packyard_core::groups::members(services, repo, depth).await? {
+        if m.gate().is_some()
+            || (m.repo_type == packyard_model::repos::RepoType::Group
+                && Box::pin(gates_below(services, &m, depth + 1)).await?)
+        {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}

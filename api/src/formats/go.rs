@@ -109,7 +109,7 @@ impl Routes for Go {
                 // A group over a member that gates lists what each member lets through.
                 if repo.repo_type == RepoType::Group
                     && !matches!(request, Request::File { .. })
-                    && Box::pin(gates_below(&cx, &repo, 0)).await?
+                    && Box::pin(gate::gates_below(cx.services, &repo, 0)).await?
                 {
                     return Box::pin(gated(&cx, &repo, None, &request)).await;
                 }
@@ -272,19 +272,29 @@ async fn read(
             }
         }
         (RepoType::Group, Request::File { version, .. }) => {
-            super::from_members((services, cx.hot), repo, depth + 1, (KIND, module, version), |member| {
+            // A member's own policy holds for what the group hands out from it: a member that
+            // refuses the version is passed over for the next that has it, and its refusal is
+            // the answer only when none does.
+            let refused: std::cell::RefCell<Option<FormatError>> = std::cell::RefCell::new(None);
+            let refused_ref = &refused;
+            let found = super::from_members((services, cx.hot), repo, depth + 1, (KIND, module, version), |member| {
                 Box::pin(async move {
-                    // A member's own policy holds for what the group hands out from it.
                     if let Some(policy) = member.gate() {
                         let verdict = judge(cx, &member, policy, module, version, None).await?;
-                        if let Some(refused) = gate::refusal(cx.services, &verdict, module, version, &member) {
-                            return Err(refused);
+                        if let Some(refusal) = gate::refusal(cx.services, &verdict, module, version, &member) {
+                            refused_ref.borrow_mut().get_or_insert(refusal);
+                            return Ok(None);
                         }
                     }
                     read(cx, &member, request, depth + 1).await
                 })
             })
-            .await
+            .await?;
+            match (found, refused.into_inner()) {
+                (Some(r), _) => Ok(Some(r)),
+                (None, Some(refusal)) => Err(refusal),
+                (None, None) => Ok(None),
+            }
         }
     }
 }
@@ -367,9 +377,15 @@ async fn gated(
                 None => Verdict::Pass(Vec::new()),
             };
             let kept = Box::pin(served_list(cx, repo, module, 0)).await?.unwrap_or_default();
-            // The upstream's own @latest when it is served (a pseudo-version when nothing is
-            // listed), else the latest listed version served, as the go command would pick it.
-            if first.passes() && (kept.is_empty() || kept.contains(&info.version)) {
+            // Nothing listed at all (only pseudo-versions): the @latest itself, when it passes.
+            let nothing_listed = kept.is_empty()
+                && match gate::plain(read(cx, repo, &Request::List(module.to_string()), 0)).await? {
+                    Some(res) => gate::body(res).await?.iter().all(u8::is_ascii_whitespace),
+                    None => true,
+                };
+            // The @latest when it is served, else the latest listed version served, as the go
+            // command would pick it.
+            if first.passes() && (nothing_listed || kept.contains(&info.version)) {
                 return Ok(gate::audited(gate::filtered(JSON, bytes), &first));
             }
             let Some(best) = latest(kept.iter().map(String::as_str)) else {
@@ -396,6 +412,10 @@ async fn gated(
                 Some(p) => judge(cx, repo, p, module, version, None).await?,
                 None => Verdict::Pass(Vec::new()),
             };
+            // A version without a `.info` does not exist (nothing is recorded for it).
+            if matches!(verdict, Verdict::Held(packyard_model::policy::Hold::Undated { .. })) {
+                return Err(missing(repo, request));
+            }
             if let Some(refused) = gate::refusal(cx.services, &verdict, module, version, repo) {
                 return Err(refused);
             }
@@ -403,16 +423,6 @@ async fn gated(
             Ok(gate::audited(res, &verdict))
         }
     }
-}
-
-/// Whether a member of group `repo` (nested groups followed) has a policy.
-async fn gates_below(cx: &Cx<'_>, repo: &Repository, depth: usize) -> Result<bool, FormatError> {
-    for m in groups::members(cx.services, repo, depth).await? {
-        if m.gate().is_some() || (m.repo_type == RepoType::Group && Box::pin(gates_below(cx, &m, depth + 1)).await?) {
-            return Ok(true);
-        }
-    }
-    Ok(false)
 }
 
 /// The versions of `module` that `repo` lists to a client: its list as its own policy lets it
@@ -424,17 +434,31 @@ async fn served_list(
     module: &str,
     depth: usize,
 ) -> Result<Option<Vec<String>>, FormatError> {
-    let raw: Vec<String> = if repo.repo_type == RepoType::Group && Box::pin(gates_below(cx, repo, depth)).await? {
+    let raw: Vec<String> = if repo.repo_type == RepoType::Group
+        && Box::pin(gate::gates_below(cx.services, repo, depth)).await?
+    {
         let mut union = std::collections::BTreeSet::new();
-        let mut any = false;
+        let (mut any, mut failure) = (false, None);
         for m in groups::members(cx.services, repo, depth).await? {
-            if let Some(versions) = Box::pin(served_list(cx, &m, module, depth + 1)).await? {
-                any = true;
-                union.extend(versions);
+            // A member that fails is passed over (its failure the answer only when no member
+            // lists the module), as the group's own lists pass over it.
+            match Box::pin(served_list(cx, &m, module, depth + 1)).await {
+                Ok(Some(versions)) => {
+                    any = true;
+                    union.extend(versions);
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(group = %repo.name, member = %m.name, error = %e, "a member's list failed; listed without it");
+                    failure.get_or_insert(e);
+                }
             }
         }
         if !any {
-            return Ok(None);
+            return match failure {
+                Some(e) => Err(e),
+                None => Ok(None),
+            };
         }
         union.into_iter().collect()
     } else {
@@ -483,7 +507,8 @@ async fn passing(
 ) -> Result<Vec<String>, FormatError> {
     use futures_util::StreamExt as _;
     let versions: Vec<&str> = listed.iter().map(String::as_str).collect();
-    if policy.ages(module) {
+    if policy.ages(module) && module.len() <= 400 {
+        let versions: Vec<&str> = versions.iter().copied().filter(|v| v.len() <= 200).collect();
         // Recorded (and kept) together: one query for the list, none once warm.
         cx.services.policy.first_seen(cx.services, repo.id, module, &versions).await.map_err(ApiError::from)?;
     }
@@ -517,20 +542,26 @@ async fn judge(
             Some(t) => Some(t),
             None => version_time(cx, repo, module, version).await?,
         };
-        if !cx.services.policy.knows_unit(repo.id, module) {
+        // Only a version that exists (it has a time) is recorded, with names the table holds.
+        let recordable = own.is_some() && module.len() <= 400 && version.len() <= 200;
+        if recordable && !cx.services.policy.knows_unit(repo.id, module) {
             // The versions listed when the repository first sees a module predate it; any that
             // appear later are aged from when they appeared: the list first, then the version.
-            if let Some(res) = Box::pin(gate::plain(read(cx, repo, &Request::List(module.to_string()), 0))).await? {
-                let listed = gate::body(res).await?;
-                let text = String::from_utf8_lossy(&listed);
-                let versions: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
-                cx.services.policy.first_seen(cx.services, repo.id, module, &versions).await.map_err(ApiError::from)?;
-            }
+            let listed = match Box::pin(gate::plain(read(cx, repo, &Request::List(module.to_string()), 0))).await? {
+                Some(res) => gate::body(res).await?,
+                None => bytes::Bytes::new(),
+            };
+            let text = String::from_utf8_lossy(&listed);
+            let versions: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty() && l.len() <= 200).collect();
+            cx.services.policy.first_seen(cx.services, repo.id, module, &versions).await.map_err(ApiError::from)?;
         }
         // The later of its own time and when this repository saw it appear (an upstream cannot
         // make a new version old by dating it back).
-        let seen =
-            cx.services.policy.first_seen(cx.services, repo.id, module, &[version]).await.map_err(ApiError::from)?;
+        let seen = if recordable {
+            cx.services.policy.first_seen(cx.services, repo.id, module, &[version]).await.map_err(ApiError::from)?
+        } else {
+            std::collections::HashMap::new()
+        };
         own.map(|t| t.max(seen.get(version).copied().unwrap_or(0)))
     } else {
         None

@@ -194,6 +194,28 @@ fn go_on(backend: Backend) -> anyhow::Result<()> {
     assert_eq!(status_of(ureq::get(&format!("{group}/{MODULE}/@v/v1.0.0.zip")).call())?.0, 200);
     // …and for what it lists: the go command resolves the older version through the group.
     assert_eq!(resolve(work.path(), &group)?, (format!("{MODULE} v1.0.0"), format!("{MODULE} v1.0.0")));
+    // A member that refuses a version is passed over for the next that has it (a hosted one).
+    admin_json(
+        &server.public,
+        &auth,
+        "POST",
+        "/api/v1/repositories",
+        Some(json!({"name": "golocal", "format": "go", "type": "hosted"})),
+    )?;
+    put_module(&server.public, "golocal", "v1.1.0")?;
+    admin_json(
+        &server.public,
+        &auth,
+        "POST",
+        "/api/v1/repositories",
+        Some(json!({"name": "gomixed", "format": "go", "type": "group", "group": {"members": ["goproxy", "golocal"]}})),
+    )?;
+    let mixed = format!("{}/repository/gomixed", server.public);
+    assert_eq!(status_of(ureq::get(&format!("{mixed}/{MODULE}/@v/v1.1.0.zip")).call())?.0, 200);
+    assert_eq!(resolve(work.path(), &mixed)?, (format!("{MODULE} v1.0.0 v1.1.0"), format!("{MODULE} v1.1.0")));
+    // A version nobody has is a plain not-found (nothing is recorded for it).
+    let (s, body) = at("@v/v9.9.9.info")?;
+    assert!(s == 404 && !body.contains("publish time"), "{s} {body}");
 
     // A quarantine rule: refused with the rule's id, previewed against what the proxy holds.
     patch_policy(
@@ -451,6 +473,36 @@ fn conan_release_age() -> anyhow::Result<()> {
                 status_of(ureq::get(&format!("{base}/revisions/{}/files/conanfile.py", revisions[1])).call())?;
             assert_eq!(s, 404, "{body}");
             assert!(body.contains("hello 1.0 (revision") && body.contains("less than 1 day ago"), "{body}");
+            // A hosted member with a quarantine rule: the group over it answers as it would.
+            let rule = json!({"rules": [{"id": "no-hello", "action": "deny", "name": "hello"}]});
+            admin_json(
+                &server.public,
+                &auth,
+                "POST",
+                "/api/v1/repositories",
+                Some(json!({"name": "chosted", "format": "conan", "type": "hosted"})),
+            )?;
+            admin_json(
+                &server.public,
+                &auth,
+                "POST",
+                "/api/v1/repositories",
+                Some(json!({"name": "cmix", "format": "conan", "type": "group", "group": {"members": ["chosted"]}})),
+            )?;
+            let info = "[settings]\nos=Linux\n";
+            let hosted = format!("{}/repository/chosted", server.public);
+            crate::conan::upload_by_http(&hosted, &auth, "hello/1.0/_/_", ("r1", "p1", "q1"), info)?;
+            // (Under the rule `conan upload` could not even upload: it reads the revisions first.)
+            let r = ureq::request("PATCH", &format!("{}/api/v1/repositories/chosted", server.public))
+                .set("Authorization", &auth)
+                .set("Content-Type", "application/merge-patch+json")
+                .send_json(json!({ "policy": rule }));
+            assert_eq!(status_of(r)?.0, 200);
+            for repo in ["chosted", "cmix"] {
+                let url = format!("{}/repository/{repo}/v2/conans/hello/1.0/_/_/latest", server.public);
+                let (s, body) = status_of(ureq::get(&url).call())?;
+                assert!(s == 403 && body.contains("quarantine rule \"no-hello\""), "{repo}: {s} {body}");
+            }
             // An exception for the version lets the new revision in at once.
             let expires = packyard_model::time::rfc3339_ms(packyard_store::db::now_ms() + DAY * 1000);
             admin_json(

@@ -129,10 +129,13 @@ impl PolicyCache {
         versions: &[&str],
     ) -> DbResult<HashMap<String, i64>> {
         let key = (repository_id, unit.to_string());
-        if let Some(known) = self.seen_units.lock().ok().and_then(|m| m.get(&key).cloned()) {
-            if versions.iter().all(|v| known.contains_key(*v)) {
-                return Ok(versions.iter().filter_map(|v| Some((v.to_string(), *known.get(*v)?))).collect());
-            }
+        // Looked up under the lock, nothing copied but the answer.
+        let warm = self.seen_units.lock().ok().and_then(|m| {
+            let known = m.get(&key)?;
+            versions.iter().map(|v| Some((v.to_string(), *known.get(*v)?))).collect::<Option<HashMap<_, _>>>()
+        });
+        if let Some(out) = warm {
+            return Ok(out);
         }
         let all = services.db.policy_seen(repository_id, unit, versions, self.now_ms()).await?;
         let out = versions.iter().filter_map(|v| Some((v.to_string(), *all.get(*v)?))).collect();

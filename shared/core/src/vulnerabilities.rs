@@ -104,14 +104,23 @@ pub async fn import(
     }
     // In bounded transactions: a large file is many, each all or nothing, all checked first;
     // each announced once stored (a later chunk that fails leaves the earlier ones announced).
-    for chunk in rows.chunks(500) {
-        services.db.put_advisories(chunk).await?;
-        out.announced += announce(services, formats, chunk).await?;
+    let mut stored_any = false;
+    let stored = async {
+        for chunk in rows.chunks(500) {
+            services.db.put_advisories(chunk).await?;
+            stored_any = true;
+        }
+        // One pass over the catalogue for everything stored, not a query per package.
+        out.announced += announce(services, formats, &rows).await?;
+        Ok::<_, VulnError>(())
     }
-    if out.stored > 0 {
+    .await;
+    // The replicas are told of what was stored, also when a later chunk failed.
+    if stored_any {
         services.db.advisories_changed().await?;
         services.changed(crate::events::Changed::Repositories);
     }
+    stored?;
     let detail = serde_json::json!({"source": source, "records": out.records, "stored": out.stored});
     services.security.audit("vulnerabilities", None, "vulnerabilities.import", source, detail).await;
     Ok(out)
@@ -122,50 +131,86 @@ pub async fn import(
 const ANNOUNCED_PER_PACKAGE: i64 = 10_000;
 
 /// Announces each catalogued component the stored records affect (`vulnerability.matched`, to
-/// the subscriptions of its repository and the global ones): how many.
+/// the subscriptions of its repository and the global ones), in one pass over the components of
+/// the formats they name: how many.
 async fn announce(
     services: &Services,
     formats: &Registry,
     rows: &[(AdvisoryRow, Vec<AdvisoryPackage>)],
 ) -> Result<usize, VulnError> {
-    let mut announced = 0;
-    // (An advisory names a package once per release of its ecosystem: one announcement.)
-    let mut done: std::collections::HashSet<(String, i64)> = std::collections::HashSet::new();
-    let repositories: HashMap<i64, String> =
-        services.db.list_repositories().await?.into_iter().map(|r| (r.id, r.name.as_str().to_string())).collect();
+    // By ecosystem, then package: the stored entries.
+    let mut advised: HashMap<String, HashMap<String, Vec<(AdvisoryRow, Affected)>>> = HashMap::new();
     for (a, packages) in rows.iter().filter(|(a, _)| !a.withdrawn) {
         for p in packages {
-            for spec in formats.all() {
-                let Some(osv) = spec.osv().filter(|o| o.ecosystem() == p.ecosystem) else { continue };
-                let Some(hit) = affected(&p.name, &p.detail) else { continue };
-                let format = spec.format();
-                let named = osv.catalogue_name(&p.name);
-                let mut found = services.db.catalogue_named(format.as_str(), named, ANNOUNCED_PER_PACKAGE).await?;
-                if let Some(dir) = osv.catalogue_directory(&p.name) {
-                    found
-                        .extend(services.db.catalogue_in_directory(format.as_str(), dir, ANNOUNCED_PER_PACKAGE).await?);
-                }
-                for c in found {
-                    if osv.package((&c.component_key, &c.namespace, &c.name)) != p.name
-                        || !hit.affects(&osv.osv_version(&c.version), &|x, y| osv.compare(x, y))
-                        || !done.insert((a.id.clone(), c.id))
-                    {
+            if let Some(hit) = affected(&p.name, &p.detail) {
+                advised
+                    .entry(p.ecosystem.clone())
+                    .or_default()
+                    .entry(p.name.clone())
+                    .or_default()
+                    .push((a.clone(), hit));
+            }
+        }
+    }
+    // Nothing is written when no subscription wants them (they are still counted).
+    let wanted = services.db.webhooks_want("vulnerability.matched").await?;
+    let mut announced = 0;
+    let mut per_package: HashMap<(String, String), i64> = HashMap::new();
+    let repos = services.db.list_repositories().await?;
+    let names: HashMap<i64, String> = repos.iter().map(|r| (r.id, r.name.as_str().to_string())).collect();
+    for spec in formats.all() {
+        let Some(osv) = spec.osv() else { continue };
+        let Some(by_name) = advised.get(osv.ecosystem()) else { continue };
+        let format = spec.format();
+        let ids: Vec<i64> = repos.iter().filter(|r| r.format == format).map(|r| r.id).collect();
+        if ids.is_empty() {
+            continue;
+        }
+        let mut search = packyard_store::db::catalogue::Search {
+            repositories: ids,
+            format: Some(format.as_str().to_string()),
+            limit: 5000,
+            ..Default::default()
+        };
+        loop {
+            let page = services.db.catalogue_search(&search).await?;
+            for c in &page {
+                let package = osv.package((&c.component_key, &c.namespace, &c.name));
+                let Some(entries) = by_name.get(&package) else { continue };
+                let version = osv.osv_version(&c.version);
+                // (An advisory names a package once per release of its ecosystem: one announcement.)
+                let mut seen = std::collections::HashSet::new();
+                for (a, hit) in entries {
+                    if !hit.affects(&version, &|x, y| osv.compare(x, y)) || !seen.insert(a.id.as_str()) {
+                        continue;
+                    }
+                    let n = per_package.entry((a.id.clone(), package.clone())).or_insert(0);
+                    if *n >= ANNOUNCED_PER_PACKAGE {
+                        continue;
+                    }
+                    *n += 1;
+                    announced += 1;
+                    if !wanted {
                         continue;
                     }
                     let payload = serde_json::json!({
                         "component": {"format": format.as_str(), "group": c.namespace, "name": c.name,
                             "version": c.version},
-                        "advisory": {"id": a.id, "severity": level(a, &hit).as_str(),
+                        "advisory": {"id": a.id, "severity": level(a, hit).as_str(),
                             "score": a.score_tenths.map(|t| t as f64 / 10.0), "summary": a.summary,
                             "aliases": serde_json::from_str::<Value>(&a.aliases).unwrap_or(Value::Null)},
                     });
-                    let repository = repositories.get(&c.repository_id).map(String::as_str);
+                    let repository = names.get(&c.repository_id).map(String::as_str);
                     services
                         .db
                         .enqueue_webhook_event("vulnerability.matched", repository, &payload.to_string())
                         .await?;
-                    announced += 1;
                 }
+            }
+            tokio::task::yield_now().await;
+            match page.last() {
+                Some(last) if page.len() as i64 == search.limit => search.after = Some((String::new(), last.id)),
+                _ => break,
             }
         }
     }
@@ -302,6 +347,8 @@ pub async fn census(services: &Services, formats: &Registry) -> Result<Census, V
         };
         loop {
             let page = services.db.catalogue_search(&search).await?;
+            // (A page at a time, letting the tasks that share the thread run between pages.)
+            tokio::task::yield_now().await;
             for c in &page {
                 out.components += 1;
                 let package = osv.package((&c.component_key, &c.namespace, &c.name));

@@ -2,8 +2,9 @@
 //! a member has it; rebuilt after a member publishes it, and when a proxy member's upstream
 //! `latest` moved on after its metadata TTL) the first member in order that has the reference
 //! wins: a hosted or nested group member's projection is listed again file by file (the same
-//! blobs, nothing copied), so the group's reads are its own snapshot's; a proxy member is named
-//! in a hidden `.member` file and the group's reads of the reference go to it. The group's search
+//! blobs, nothing copied), so the group's reads are its own snapshot's, and named in a hidden
+//! `.from` file (a member with a policy answers the group's reads itself); a proxy member is
+//! named in a hidden `.member` file and the group's reads of the reference go to it. The group's search
 //! index merges its members' references (a proxy member's from its upstream's `search?q=*`).
 
 use std::collections::BTreeSet;
@@ -18,6 +19,9 @@ use packyard_store::db::Db;
 
 /// The hidden snapshot file naming the proxy member a group's reads of a reference go to.
 pub const MEMBER_FILE: &str = ".member";
+/// The hidden snapshot file naming the hosted or group member whose files a group's snapshot
+/// of a reference lists (so that the member's policy can hold for what the group serves).
+pub const FROM_FILE: &str = ".from";
 pub use packyard_core::groups::SOURCES_FILE;
 
 const JSON: &str = "application/json";
@@ -69,9 +73,10 @@ pub async fn merge_reference(
                     continue;
                 }
                 // A nested group's own upstream record stays its own (its refresh covers it).
-                for f in files.iter().filter(|f| f.path != SOURCES_FILE) {
+                for f in files.iter().filter(|f| f.path != SOURCES_FILE && f.path != FROM_FILE) {
                     ctx.reference(&f.path, &f.sha256, f.size, &f.content_type);
                 }
+                ctx.put(FROM_FILE, TEXT, m.name.as_str().as_bytes()).await?;
                 return Ok(());
             }
         }

@@ -118,8 +118,10 @@ impl Db {
 
 impl Db {
     /// When the repository first saw each of `versions` of `unit` (ms; 0: present when it first
-    /// saw the unit). Versions it has not seen are recorded now: at 0 when it has seen no version
-    /// of the unit yet, else at `now`. Concurrent callers agree: the first row written stays.
+    /// saw the unit). Versions it has not seen are recorded now: at 0 when it has not seen the
+    /// unit yet (a marker row, version `""`, records that it now has — an empty list too), else
+    /// at `now`. Concurrent callers agree: the first row written stays. The marker is not
+    /// returned.
     pub async fn policy_seen(
         &self,
         repository_id: i64,
@@ -128,21 +130,31 @@ impl Db {
         now: i64,
     ) -> DbResult<std::collections::HashMap<String, i64>> {
         let known = self.policy_seen_rows(repository_id, unit).await?;
-        let missing: Vec<&str> = versions.iter().copied().filter(|v| !known.contains_key(*v)).collect();
-        if missing.is_empty() {
-            return Ok(known);
+        let missing: Vec<&str> =
+            versions.iter().copied().filter(|v| !v.is_empty() && !known.contains_key(*v)).collect();
+        if !known.is_empty() && missing.is_empty() {
+            return Ok(without_marker(known));
         }
-        let stamp = if known.is_empty() { 0 } else { now };
         let mut tx = self.begin().await?;
         let add = crate::insert_or_ignore!(
             "policy_seen.add",
             "INSERT INTO policy_seen (repository_id, unit, version, first_seen) VALUES ($1, $2, $3, $4)"
         );
+        // Whether the unit was seen, asked inside the transaction that records it.
+        let marker = sql!(
+            "policy_seen.marker",
+            "SELECT COUNT(*) AS n FROM policy_seen WHERE repository_id = $1 AND unit = $2 AND version = ''"
+        );
+        let seen: i64 = self.bound(marker, (repository_id, unit)).fetch_one(&mut *tx).await?.try_get("n")?;
+        let stamp = if seen == 0 { 0 } else { now };
+        if seen == 0 {
+            self.bound(add, (repository_id, unit, "", now)).execute(&mut *tx).await?;
+        }
         for v in &missing {
             self.bound(add, (repository_id, unit, *v, stamp)).execute(&mut *tx).await?;
         }
         tx.commit().await?;
-        self.policy_seen_rows(repository_id, unit).await
+        Ok(without_marker(self.policy_seen_rows(repository_id, unit).await?))
     }
 
     async fn policy_seen_rows(
@@ -157,4 +169,9 @@ impl Db {
         let rows = self.bound(s, (repository_id, unit)).fetch_all(self.pool()).await?;
         rows.iter().map(|r| Ok((text(r, "version")?, r.try_get("first_seen")?))).collect()
     }
+}
+
+fn without_marker(mut rows: std::collections::HashMap<String, i64>) -> std::collections::HashMap<String, i64> {
+    rows.remove("");
+    rows
 }

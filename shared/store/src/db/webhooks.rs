@@ -254,6 +254,14 @@ impl Db {
         Ok(id)
     }
 
+    /// Whether an enabled subscription wants `event` (a bulk producer asks once, not per event).
+    pub async fn webhooks_want(&self, event: &str) -> DbResult<bool> {
+        let quoted = format!("%\"{event}\"%");
+        let s = sql!("webhooks.wanting", "SELECT COUNT(*) AS n FROM webhooks WHERE enabled = 1 AND events LIKE $1");
+        let n: i64 = self.bound(s, (quoted.as_str(),)).fetch_one(self.pool()).await?.try_get("n")?;
+        Ok(n > 0)
+    }
+
     /// [`Self::enqueue_webhook_event_in`] in a transaction of its own.
     pub async fn enqueue_webhook_event(&self, event: &str, repository: Option<&str>, payload: &str) -> DbResult<u64> {
         let mut tx = self.begin().await?;
