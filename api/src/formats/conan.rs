@@ -687,6 +687,19 @@ fn revision_time(text: &str) -> Option<i64> {
     })
 }
 
+/// `list`, or (`None`) the recipe's revision list read through the repository.
+async fn given_or_read<'a>(
+    cx: &Cx<'_>,
+    repo: &Repository,
+    r: &Reference,
+    list: Option<&'a serde_json::Value>,
+) -> Result<std::borrow::Cow<'a, serde_json::Value>, FormatError> {
+    Ok(match list {
+        Some(l) => std::borrow::Cow::Borrowed(l),
+        None => std::borrow::Cow::Owned(revision_list(cx, repo, Target::Revisions(r.clone())).await?),
+    })
+}
+
 /// The revisions of `list` (a recipe's, or `None`: read it) the policy lets through, newest
 /// first: `(revision, its JSON, verdict)`.
 async fn passing(
@@ -696,14 +709,8 @@ async fn passing(
     r: &Reference,
     list: Option<&serde_json::Value>,
 ) -> Result<Vec<(String, serde_json::Value, Verdict)>, FormatError> {
-    let read_list;
-    let list = match list {
-        Some(l) => l,
-        None => {
-            read_list = revision_list(cx, repo, Target::Revisions(r.clone())).await?;
-            &read_list
-        }
-    };
+    let list = given_or_read(cx, repo, r, list).await?;
+    let list = list.as_ref();
     let mut kept = Vec::new();
     for rev in list["revisions"].as_array().into_iter().flatten() {
         let id = rev["revision"].as_str().unwrap_or_default();
@@ -724,14 +731,8 @@ async fn held_latest(
     r: &Reference,
     list: Option<&serde_json::Value>,
 ) -> Result<FormatError, FormatError> {
-    let read_list;
-    let list = match list {
-        Some(l) => l,
-        None => {
-            read_list = revision_list(cx, repo, Target::Revisions(r.clone())).await?;
-            &read_list
-        }
-    };
+    let list = given_or_read(cx, repo, r, list).await?;
+    let list = list.as_ref();
     let Some(newest) = list["revisions"].as_array().and_then(|a| a.first()) else {
         return Ok(not_found(format!("recipe {}", r.display())));
     };

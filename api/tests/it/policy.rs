@@ -251,6 +251,12 @@ fn go_on(backend: Backend) -> anyhow::Result<()> {
             .send_json(json!({"rules": [{"id": "all", "action": "deny"}]})),
     )?;
     assert!(s == 400 && body.contains("no criterion"), "{s} {body}");
+    let (s, body) = status_of(
+        ureq::post(&format!("{}/api/v1/repositories/goproxy/policy/preview", server.public))
+            .set("Authorization", &auth)
+            .send_json(json!({"rules": [{"id": "gpl", "action": "deny", "licenses": ["GPL-*"]}]})),
+    )?;
+    assert!(s == 400 && body.contains("uses `licenses`"), "{s} {body}");
     patch_policy(&server.public, json!({"min_release_age_secs": DAY, "rules": null}))?;
 
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);

@@ -759,27 +759,35 @@ impl Registry {
         };
         new.settings.set_block(new.format, stored);
         if let Some(policy) = &new.settings.policy {
-            let Some(facets) = self.get(format).policy_facets() else {
-                return Err(InvalidRepository(format!(
-                    "`policy` does not apply to {format} repositories yet (Go and Conan repositories take one)"
-                ))
-                .into());
-            };
-            for r in &policy.rules {
-                for (facet, used) in
-                    [("licenses", !r.licenses.is_empty()), ("architectures", !r.architectures.is_empty())]
-                {
-                    if used && !facets.contains(&facet) {
-                        return Err(InvalidRepository(format!(
-                            "policy: rule {:?} uses `{facet}`, which {format} packages do not declare to the policy: use `name` and `version`",
-                            r.id
-                        ))
-                        .into());
-                    }
+            self.check_policy(format, policy)?;
+        }
+        Ok(new)
+    }
+
+    /// Whether `format`'s routes apply `policy` as written: a format that applies none refuses
+    /// it, and a rule on a facet its packages do not declare.
+    pub fn check_policy(
+        &self,
+        format: Format,
+        policy: &packyard_model::policy::PolicySettings,
+    ) -> Result<(), InvalidRepository> {
+        let Some(facets) = self.get(format).policy_facets() else {
+            return Err(InvalidRepository(format!(
+                "`policy` does not apply to {format} repositories yet (Go and Conan repositories take one)"
+            )));
+        };
+        for r in &policy.rules {
+            for (facet, used) in [("licenses", !r.licenses.is_empty()), ("architectures", !r.architectures.is_empty())]
+            {
+                if used && !facets.contains(&facet) {
+                    return Err(InvalidRepository(format!(
+                        "policy: rule {:?} uses `{facet}`, which {format} packages do not declare to the policy: use `name` and `version`",
+                        r.id
+                    )));
                 }
             }
         }
-        Ok(new)
+        Ok(())
     }
 
     /// Every format's builders added to `builders`.

@@ -170,6 +170,7 @@ pub async fn preview(
     let policy = match policy {
         Some(p) => {
             p.validate().map_err(|e| AdminError::Invalid(e.0))?;
+            formats.check_policy(repo.format, &p).map_err(|e| AdminError::Invalid(e.0))?;
             p
         }
         None => repo.settings.policy.clone().unwrap_or_default(),
