@@ -662,19 +662,6 @@ pub trait OsvSpec: Send + Sync {
         name.to_string()
     }
 
-    /// The catalogue's name of a component of OSV's package `package` (the inverse of
-    /// [`OsvSpec::package`]; its namespace is checked with that).
-    fn catalogue_name<'a>(&self, package: &'a str) -> &'a str {
-        package
-    }
-
-    /// Where else the catalogue keeps components of OSV's package `package`: `(prefix,
-    /// directory)` of their keys (APT: `("pool/", source)`, the binaries a source package
-    /// builds); `None`: only under [`OsvSpec::catalogue_name`].
-    fn catalogue_directory<'a>(&self, _package: &'a str) -> Option<(&'static str, &'a str)> {
-        None
-    }
-
     /// A component's version as OSV writes it (the same, unless the format's differs).
     fn osv_version<'a>(&self, version: &'a str) -> std::borrow::Cow<'a, str> {
         std::borrow::Cow::Borrowed(version)

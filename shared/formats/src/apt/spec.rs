@@ -197,12 +197,8 @@ impl packyard_core::formats::OsvSpec for AptOsv {
     }
 
     /// Debian's advisories name source packages: a package's is the directory of its pool
-    /// path (`pool/<component>/<prefix>/<source>/<file>`, as Debian and Packyard lay them out;
-    /// `libssl3` is `openssl`'s), else its own name.
-    fn catalogue_directory<'a>(&self, package: &'a str) -> Option<(&'static str, &'a str)> {
-        Some(("pool/", package))
-    }
-
+    /// path (`pool/<component>/<prefix>/<source>/<file>`; `libssl3` is `openssl`'s), else its
+    /// own name.
     fn package(&self, (key, _, name): (&str, &str, &str)) -> String {
         let parts: Vec<&str> = key.split('/').collect();
         match parts.as_slice() {

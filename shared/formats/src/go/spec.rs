@@ -194,17 +194,6 @@ impl packyard_core::formats::OsvSpec for GoOsv {
         key.rsplit_once('@').map_or(name, |(module, _)| module).to_string()
     }
 
-    /// The catalogue's name of a module: its last element before a `/vN` major suffix.
-    fn catalogue_name<'a>(&self, package: &'a str) -> &'a str {
-        let (head, last) = package.rsplit_once('/').unwrap_or(("", package));
-        let major = last.len() > 1 && last.starts_with('v') && last[1..].bytes().all(|b| b.is_ascii_digit());
-        if major && !head.is_empty() {
-            head.rsplit('/').next().unwrap_or(head)
-        } else {
-            last
-        }
-    }
-
     fn osv_version<'a>(&self, version: &'a str) -> std::borrow::Cow<'a, str> {
         std::borrow::Cow::Borrowed(version.strip_prefix('v').unwrap_or(version))
     }

@@ -605,47 +605,6 @@ impl Db {
         Ok(())
     }
 
-    /// Every catalogued component of `format` named `name` (of every repository), at most
-    /// `limit`.
-    pub async fn catalogue_named(&self, format: &str, name: &str, limit: i64) -> DbResult<Vec<ComponentRow>> {
-        let s = sql!(
-            "components.named",
-            concat!(
-                "SELECT ",
-                component_columns!(),
-                " FROM components WHERE name = $1 AND format = $2 ORDER BY id LIMIT $3"
-            )
-        );
-        let rows = self.bound(s, (name, format, limit)).fetch_all(self.pool()).await?;
-        rows.iter().map(ComponentRow::parse).collect()
-    }
-
-    /// Every catalogued component of `format` whose key has `/<segment>/` after `prefix` (a
-    /// directory of its path: APT's pool directory of a source package), at most `limit`.
-    pub async fn catalogue_in_directory(
-        &self,
-        format: &str,
-        (prefix, segment): (&str, &str),
-        limit: i64,
-    ) -> DbResult<Vec<ComponentRow>> {
-        let s = sql!(
-            "components.in_directory",
-            concat!(
-                "SELECT ",
-                component_columns!(),
-                " FROM components WHERE format = $1 AND component_key LIKE $2 ESCAPE '!' ORDER BY id LIMIT $3"
-            )
-        );
-        let escape = |t: &str| {
-            let mut p = super::like_prefix(t);
-            p.pop();
-            p
-        };
-        let pattern = format!("{}%/{}/%", escape(prefix), escape(segment));
-        let rows = self.bound(s, (format, pattern.as_str(), limit)).fetch_all(self.pool()).await?;
-        rows.iter().map(ComponentRow::parse).collect()
-    }
-
     /// One component by id.
     pub async fn catalogue_component(&self, id: i64) -> DbResult<Option<ComponentRow>> {
         let one = sql!("components.get", concat!("SELECT ", component_columns!(), " FROM components WHERE id = $1"));
