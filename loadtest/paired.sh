@@ -11,7 +11,11 @@
 # concurrency 16 (and each server's CPU per upload) are compared. Prints the markdown tables;
 # nothing is written under docs/.
 # Environment: LOG_LEVEL (info, the default configuration; or warn), REQUESTS (30000),
-# ROUNDS (5), CONCURRENCY (16), UPLOADS (0), UPLOAD_REQUESTS (64).
+# ROUNDS (5), CONCURRENCY (16), UPLOADS (0), UPLOAD_REQUESTS (64), POLICY (0).
+# With POLICY=1 (give the same binary twice), the reads go through an APT group over the
+# repository: "new" with a policy that gates everything it serves (a quarantine rule that
+# matches nothing and `audit` of advisories: every package download looks up its verdict),
+# "old" without one — the read path's cost of a policy.
 set -euo pipefail
 [ $# -eq 2 ] || { echo "usage: $0 OLD_BINARY NEW_BINARY" >&2; exit 2; }
 old_bin=$(realpath "$1")
@@ -26,6 +30,7 @@ ROUNDS=${ROUNDS:-5}
 CONCURRENCY=${CONCURRENCY:-16}
 UPLOADS=${UPLOADS:-0}
 UPLOAD_REQUESTS=${UPLOAD_REQUESTS:-64}
+POLICY=${POLICY:-0}
 UPLOAD_WARMUP=16
 LOG_LEVEL=${LOG_LEVEL:-info}
 # shellcheck source=loadtest/nginx.sh
@@ -59,27 +64,41 @@ start() { # label binary -> sets url_<label>
       -d "{\"name\":\"$repo\",\"format\":\"apt\",\"type\":\"hosted\",\"apt\":{\"architectures\":[\"amd64\"]}}" >/dev/null
   done
   curl -fsS -u admin:$pw --data-binary @"$work/packyard-bench_1.0_amd64.deb" "$base/repository/debs/?wait=true" >/dev/null
+  if [ "$POLICY" = 1 ]; then
+    local policy='' # the policy run: "new" reads a gated group, "old" a group without one
+    [ "$label" = new ] && policy=',"policy":{"vulnerabilities":"audit","rules":[{"id":"none","action":"deny","name":"nothing-matches-*"}]}'
+    curl -fsS -u admin:$pw -H 'content-type: application/json' "$base/api/v1/repositories" \
+      -d "{\"name\":\"reads\",\"format\":\"apt\",\"type\":\"group\",\"group\":{\"members\":[\"debs\"]},\"apt\":{\"architectures\":[\"amd64\"]}$policy}" >/dev/null
+    wait_http "$base/repository/reads/dists/stable/InRelease"
+  fi
   printf -v "url_$label" '%s' "$base"
 }
 log "starting the old ($old_bin) and the new ($new_bin) build, log level $LOG_LEVEL"
 start old "$old_bin"
 start new "$new_bin"
 
+reads=debs
+if [ "$POLICY" = 1 ]; then
+  reads=reads
+  deb_path=pool/debs/$deb_path # a group's path to its member's package
+  # Both reads answer the package (the policy holds nothing back).
+  curl -fsS -o /dev/null "$url_new/repository/reads/$deb_path"
+fi
 www=$work/www
 for f in dists/stable/InRelease dists/stable/main/binary-amd64/Packages.gz "$deb_path"; do
   mkdir -p "$www/$(dirname "$f")"
-  curl -fsS -o "$www/$f" "$url_new/repository/debs/$f"
+  curl -fsS -o "$www/$f" "$url_new/repository/$reads/$f"
 done
 n_port=$(free_port)
 start_nginx dists/stable/InRelease
 
 log "small responses: new, old, nginx"
-"$lt" compare --target "new=$url_new/repository/debs/" --target "old=$url_old/repository/debs/" \
+"$lt" compare --target "new=$url_new/repository/$reads/" --target "old=$url_old/repository/$reads/" \
   --target "nginx=http://127.0.0.1:$n_port/" --requests "$REQUESTS" --concurrency "$CONCURRENCY" \
   --rounds "$ROUNDS" --warmup-requests 2000 --warmup-seconds 2 \
   --scenario "head:$deb_path" --scenario cond:dists/stable/InRelease --scenario get:dists/stable/InRelease \
   --scenario cond:dists/stable/main/binary-amd64/Packages.gz --markdown "$work/small.md" >/dev/null
-echo "## Small responses (log level $LOG_LEVEL)"
+echo "## Small responses (log level $LOG_LEVEL$([ "$POLICY" = 1 ] && echo "; new: a group with a policy, old: without"))"
 echo
 cat "$work/small.md"
 # CPU seconds (user + system) a process has used so far.

@@ -74,9 +74,10 @@ impl Cx<'_> {
     }
 
     /// The repository whose own signing keys a key route serves: a 404 for a proxy, which
-    /// passes its upstream's signatures through unchanged (`whose`: whose key to trust instead).
+    /// passes its upstream's signatures through unchanged (`whose`: whose key to trust instead),
+    /// unless its policy has it sign the index it filters.
     pub fn signing_repository(&self, whose: &str) -> Result<&Repository, FormatError> {
-        if self.repo.repo_type == packyard_model::repos::RepoType::Proxy {
+        if self.repo.repo_type == packyard_model::repos::RepoType::Proxy && !self.repo.publishes_merge() {
             return Err(ApiError::not_found(format!(
                 "proxy repository {} serves its upstream's signatures unchanged; trust {whose}",
                 self.repo.name

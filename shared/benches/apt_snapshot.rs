@@ -150,7 +150,7 @@ async fn three_distributions(backend: Backend) {
     let blobs = Arc::new(FileStore::open(t.dir.path().join("blobs"), t.metrics.clone()).await.expect("blobs"));
     let keystore = Arc::new(KeyStore::new("0123456789abcdef0123456789abcdef"));
     let reader = packyard_core::groups::Reader { blobs: blobs.clone(), proxy: None };
-    let builder = AptBuilder { page_size: 1_000, keystore, reader, memory: Default::default() };
+    let builder = AptBuilder { page_size: 1_000, keystore, reader, memory: Default::default(), services: None };
     packyard_formats::apt::keys::signer(&t.db, &builder.keystore, repo.id, "bench <b@x>").await.expect("key");
     // One after the other (the first build also fills in the binaries' MD5s: seeded above).
     let started = Instant::now();
@@ -209,7 +209,7 @@ async fn run(backend: Backend, n: usize) {
     let blobs = Arc::new(FileStore::open(t.dir.path().join("blobs"), t.metrics.clone()).await.expect("blobs"));
     let keystore = Arc::new(KeyStore::new("0123456789abcdef0123456789abcdef"));
     let reader = packyard_core::groups::Reader { blobs: blobs.clone(), proxy: None };
-    let builder = AptBuilder { page_size: 1_000, keystore, reader, memory: Default::default() };
+    let builder = AptBuilder { page_size: 1_000, keystore, reader, memory: Default::default(), services: None };
     // The signing key is made on first need; make it now so the build measures building.
     packyard_formats::apt::keys::signer(&t.db, &builder.keystore, repo.id, "bench <b@x>").await.expect("key");
     // Reset the peak RSS to the current RSS (Linux: write 5 to clear_refs).

@@ -94,11 +94,11 @@ async fn builder(t: &TestDb) -> anyhow::Result<(Arc<FileStore>, ApkBuilder)> {
     let store = Arc::new(FileStore::open(t.dir.path().join("blobs"), t.metrics.clone()).await?);
     let keystore = Arc::new(KeyStore::new("0123456789abcdef0123456789abcdef"));
     let reader = packyard_core::groups::Reader { blobs: store.clone(), proxy: None };
-    Ok((store, ApkBuilder { keystore, reader, memory: Default::default() }))
+    Ok((store, ApkBuilder { keystore, reader, memory: Default::default(), services: None }))
 }
 
 fn fresh(b: &ApkBuilder) -> ApkBuilder {
-    ApkBuilder { keystore: b.keystore.clone(), reader: b.reader.clone(), memory: Default::default() }
+    ApkBuilder { keystore: b.keystore.clone(), reader: b.reader.clone(), memory: Default::default(), services: None }
 }
 
 db_test!(an_apk_upload_compresses_one_chunk_and_the_index_verifies, |t: TestDb| async move {

@@ -113,12 +113,18 @@ async fn builder(t: &TestDb) -> anyhow::Result<(Arc<FileStore>, AptBuilder)> {
     let store = Arc::new(FileStore::open(t.dir.path().join("blobs"), t.metrics.clone()).await?);
     let keystore = Arc::new(KeyStore::new("0123456789abcdef0123456789abcdef"));
     let reader = packyard_core::groups::Reader { blobs: store.clone(), proxy: None };
-    Ok((store, AptBuilder { page_size: 1_000, keystore, reader, memory: Default::default() }))
+    Ok((store, AptBuilder { page_size: 1_000, keystore, reader, memory: Default::default(), services: None }))
 }
 
 /// A builder that remembers nothing: what a build from nothing makes of the same rows.
 fn fresh(b: &AptBuilder) -> AptBuilder {
-    AptBuilder { page_size: 1_000, keystore: b.keystore.clone(), reader: b.reader.clone(), memory: Default::default() }
+    AptBuilder {
+        page_size: 1_000,
+        keystore: b.keystore.clone(),
+        reader: b.reader.clone(),
+        memory: Default::default(),
+        services: None,
+    }
 }
 
 db_test!(an_upload_rerenders_one_chunk_and_the_files_are_whole, |t: TestDb| async move {

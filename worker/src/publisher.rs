@@ -93,10 +93,11 @@ impl Publisher {
             .following(unit.current_snapshot_id)
             .from_nothing(claim.whole());
         let built = {
-            // A group's units are merged from its members; a hosted repository's built from its rows.
+            // A group's units (and a gated proxy's) are merged from its members; a hosted
+            // repository's built from its rows.
             let build = async {
                 let run = async {
-                    if repo.repo_type == packyard_model::repos::RepoType::Group {
+                    if repo.publishes_merge() {
                         builder.merge(&mut ctx, &repo, unit).await
                     } else {
                         builder.build(&mut ctx, &repo, unit).await
@@ -334,7 +335,14 @@ impl Publisher {
                 () = tokio::time::sleep(Duration::from_secs(5)) => {}
             }
             let reader = packyard_core::groups::Reader::of(&self.services);
-            match packyard_core::groups::refresh(&self.services.db, &reader, &self.builders).await {
+            match packyard_core::groups::refresh(
+                &self.services.db,
+                &reader,
+                &self.builders,
+                self.services.policy.now_ms(),
+            )
+            .await
+            {
                 Ok(true) => self.services.wakeup.notify(),
                 Ok(false) => {}
                 Err(e) => tracing::warn!(error = %e, "refresh of groups over proxies failed"),

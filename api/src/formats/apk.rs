@@ -130,16 +130,30 @@ async fn serve(cx: &Cx<'_>, repo: &Repository, f: &UnitFile, depth: usize) -> Re
             .into());
         }
     }
+    // A gated proxy publishes its own index of what its policy lets through (like a group of
+    // its upstream alone), and answers a held package with the reason.
+    let merged_index = file == INDEX_FILE && repo.publishes_merge();
     match repo.repo_type {
-        RepoType::Proxy => {
+        RepoType::Proxy if !merged_index => {
             if file != INDEX_FILE && !file.ends_with(".apk") {
                 return Err(missing());
             }
+            let advisories = match repo.gate() {
+                Some(_) => {
+                    let units = [(unit.key(), group::policy_path(&unit.key()))];
+                    match super::gate::reported(services, repo, KIND, &units, file).await? {
+                        Some(line) => super::gate::check_reported(services, repo, &line)?,
+                        None => None,
+                    }
+                }
+                None => None,
+            };
             let fetch = packyard_formats::apk::proxy_request(repo, &path)?;
             let kind = if file == INDEX_FILE { "application/gzip" } else { APK_TYPE };
-            super::serve_proxied(services, repo, cx.req, fetch, kind).await
+            let res = super::serve_proxied(services, repo, cx.req, fetch, kind).await?;
+            Ok(super::gate::with_advisories(res, advisories))
         }
-        RepoType::Group if file == INDEX_FILE => {
+        RepoType::Group | RepoType::Proxy if file == INDEX_FILE => {
             let key = unit.key();
             if let Some(f) = super::published_file(services, repo, KIND, &key, &path).await? {
                 return Ok(cx.serve_current(f));
@@ -155,14 +169,23 @@ async fn serve(cx: &Cx<'_>, repo: &Repository, f: &UnitFile, depth: usize) -> Re
             let found = super::published_file(services, repo, KIND, &key, &path).await?;
             found.map(|f| cx.serve_current(f)).ok_or_else(missing)
         }
-        RepoType::Group => {
+        RepoType::Group | RepoType::Proxy => {
+            // A gated group's policy first: it says why a package is not in its index.
+            let mut advisories = None;
+            if repo.gate().is_some() {
+                let units = [(unit.key(), group::policy_path(&unit.key()))];
+                if let Some(line) = super::gate::reported(services, repo, KIND, &units, file).await? {
+                    advisories = super::gate::check_reported(services, repo, &line)?;
+                }
+            }
             // Read in place: no copy of the whole `.members` file per package request.
             let members =
                 super::published_file(services, repo, KIND, &unit.key(), &group::members_path(&unit.key())).await?;
             let text = members.as_ref().and_then(|f| std::str::from_utf8(&f.bytes).ok()).unwrap_or_default();
             let Some(member) = group::member_of(text, file) else { return Err(missing()) };
             let member = packyard_core::groups::member(services, repo, member, depth + 1).await?;
-            Box::pin(serve(cx, &member, f, depth + 1)).await
+            let res = Box::pin(serve(cx, &member, f, depth + 1)).await?;
+            Ok(super::gate::with_advisories(res, advisories))
         }
         RepoType::Hosted if file == INDEX_FILE => {
             let f = match super::published_file(services, repo, KIND, &unit.key(), &path).await? {
@@ -324,7 +347,11 @@ async fn form(cx: Cx<'_>) -> Result<HttpResponse, FormatError> {
 /// proxy's are its upstream's: the `apk.signed_by` key that signs the upstream's index, under the
 /// name the index's signature gives it ([`proxy_key`]).
 async fn keys(cx: &Cx<'_>) -> Result<Vec<(String, String)>, FormatError> {
-    if cx.repo.repo_type == RepoType::Proxy && ApkSettings::get(&cx.repo).signed_by.is_some() {
+    // A gated proxy signs its own index: its keys, like a group's.
+    if cx.repo.repo_type == RepoType::Proxy
+        && cx.repo.gate().is_none()
+        && ApkSettings::get(&cx.repo).signed_by.is_some()
+    {
         return proxy_key(cx).await;
     }
     let (services, repo) = (cx.services, cx.signing_repository("the upstream's key (or set apk.signed_by)")?);

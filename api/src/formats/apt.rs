@@ -137,7 +137,8 @@ async fn dists(cx: &Cx<'_>, clean: CleanPath) -> Result<HttpResponse, FormatErro
     let (services, repo) = (cx.services, &cx.repo);
     let (path, tail) = (clean.path.as_str(), clean.tail());
     let dist = tail.split('/').next().unwrap_or_default();
-    if repo.repo_type == RepoType::Proxy {
+    // A gated proxy serves the index it published (what its policy lets through, signed).
+    if repo.repo_type == RepoType::Proxy && repo.gate().is_none() {
         // Only the mirrored distributions; by-hash files are immutable, the rest is metadata,
         // and a changed `InRelease`/`Release` revalidates the files it lists.
         let settings = AptSettings::get(repo);
@@ -171,13 +172,48 @@ async fn dists(cx: &Cx<'_>, clean: CleanPath) -> Result<HttpResponse, FormatErro
 
 const DEB_TYPE: &str = "application/vnd.debian.binary-package";
 
-async fn pool(cx: &Cx<'_>, mut path: String) -> Result<HttpResponse, FormatError> {
+async fn pool(cx: &Cx<'_>, path: String) -> Result<HttpResponse, FormatError> {
+    let mut advisories = None;
+    let res = pool_file(cx, path, &mut advisories).await?;
+    Ok(super::gate::with_advisories(res, advisories))
+}
+
+/// What gated `repo`'s published suites (a group's, a proxy's) say of `path` (as it serves
+/// it): the refusal, or the advisories of an audited package.
+async fn gated(
+    cx: &Cx<'_>,
+    repo: &packyard_model::repos::Repository,
+    path: &str,
+) -> Result<Option<String>, FormatError> {
+    let units: Vec<(String, String)> = packyard_formats::apt::published_suites(repo)
+        .into_iter()
+        .map(|dist| {
+            let report = packyard_formats::apt::group::policy_path(&dist);
+            (dist, report)
+        })
+        .collect();
+    match super::gate::reported(cx.services, repo, KIND, &units, path).await? {
+        Some(line) => super::gate::check_reported(cx.services, repo, &line),
+        None => Ok(None),
+    }
+}
+
+async fn pool_file(
+    cx: &Cx<'_>,
+    mut path: String,
+    advisories: &mut Option<String>,
+) -> Result<HttpResponse, FormatError> {
     let services = cx.services;
     // A group's Filename is `pool/<member>/<the member's Filename>`: follow it to the member
-    // that provided the record (through nested groups too).
+    // that provided the record (through nested groups too), each gated group's policy applied.
     let mut repo = cx.repo.clone();
     let mut depth = 0;
     while repo.repo_type == RepoType::Group {
+        if repo.gate().is_some() {
+            if let Some(found) = gated(cx, &repo, &path).await? {
+                advisories.get_or_insert(found);
+            }
+        }
         let rest = path.strip_prefix("pool/").unwrap_or_default();
         let (member, inner) = rest.split_once('/').unwrap_or((rest, ""));
         if inner.is_empty() || !repo.members.iter().any(|m| m == member) {
@@ -191,6 +227,11 @@ async fn pool(cx: &Cx<'_>, mut path: String) -> Result<HttpResponse, FormatError
         // Only package files go through here; a proxy's metadata has its own route and rules.
         if path.starts_with("dists/") {
             return Err(cx.not_found(&path));
+        }
+        if repo.gate().is_some() {
+            if let Some(found) = gated(cx, &repo, &path).await? {
+                advisories.get_or_insert(found);
+            }
         }
         let fetch = packyard_formats::apt::proxy_request(&repo, &path)?;
         return super::serve_proxied(services, &repo, cx.req, fetch, DEB_TYPE).await;
@@ -439,7 +480,8 @@ async fn delete(cx: &Cx<'_>, path: String) -> Result<HttpResponse, FormatError> 
 /// proxy serves its upstream's signatures, so its `gpg.key` is the upstream's key it was given
 /// (`apt.signed_by`): what clients of the proxy verify with.
 async fn gpg_key(cx: &Cx<'_>) -> Result<HttpResponse, FormatError> {
-    if cx.repo.repo_type == packyard_model::repos::RepoType::Proxy {
+    // A gated proxy signs its own index: its key, like a group's.
+    if cx.repo.repo_type == packyard_model::repos::RepoType::Proxy && cx.repo.gate().is_none() {
         use packyard_model::repos::FormatSettings as _;
         if let Some(key) = packyard_formats::apt::settings::AptSettings::of(&cx.repo).signed_by {
             return Ok(HttpResponse::Ok().content_type("application/pgp-keys").body(key));

@@ -5,7 +5,7 @@
 use actix_web::http::StatusCode;
 use actix_web::HttpResponse;
 use bytes::Bytes;
-use packyard_core::policy::{Candidate, Verdict, ADVISORIES_HEADER};
+use packyard_core::policy::{Candidate, ReportLine, Verdict, ADVISORIES_HEADER};
 use packyard_core::services::Services;
 use packyard_model::policy::PolicySettings;
 use packyard_model::repos::Repository;
@@ -34,11 +34,8 @@ pub fn refusal(services: &Services, v: &Verdict, name: &str, version: &str, repo
 }
 
 /// `res` with `X-Packyard-Advisories` when the verdict passed a version with advisories.
-pub fn audited(mut res: HttpResponse, v: &Verdict) -> HttpResponse {
-    if let Some(value) = v.audit_header().and_then(|h| actix_web::http::header::HeaderValue::from_str(&h).ok()) {
-        res.headers_mut().insert(actix_web::http::header::HeaderName::from_static(ADVISORIES_HEADER), value);
-    }
-    res
+pub fn audited(res: HttpResponse, v: &Verdict) -> HttpResponse {
+    with_advisories(res, v.audit_header())
 }
 
 tokio::task_local! {
@@ -90,4 +87,51 @@ pub async fn gates_below(services: &Services, repo: &Repository, depth: usize) -
         }
     }
     Ok(false)
+}
+
+/// What the policy report a gated repository published beside unit `unit`'s index (at
+/// `report`) says of the file at `path` (`None`: nothing; the first unit that says something
+/// wins).
+pub async fn reported(
+    services: &Services,
+    repo: &Repository,
+    kind: &str,
+    units: &[(String, String)],
+    path: &str,
+) -> Result<Option<ReportLine>, FormatError> {
+    for (unit, report) in units {
+        let Some(f) = super::published_file(services, repo, kind, unit, report).await? else { continue };
+        let etag = f.etag.as_ref().and_then(|e| e.to_str().ok()).unwrap_or_default();
+        if let Some(line) = services.policy.report(etag, &f.bytes).find(path) {
+            return Ok(Some(line.clone()));
+        }
+    }
+    Ok(None)
+}
+
+/// A reported line as the download answers it: the refusal the publication wrote (a young
+/// version whose time has come passes: its index is being published again), or the advisories'
+/// header of an audited one.
+pub fn check_reported(
+    services: &Services,
+    repo: &Repository,
+    line: &ReportLine,
+) -> Result<Option<String>, FormatError> {
+    if line.status == 200 {
+        return Ok(Some(line.text.clone()).filter(|t| !t.is_empty()));
+    }
+    if line.due > 0 && line.due <= services.policy.now_ms() {
+        return Ok(None);
+    }
+    services.metrics.policy_refusals_total.with_label_values(&[repo.name.as_str(), line.reason.as_str()]).inc();
+    let code = if line.status == 404 { ErrorCode::NotFound } else { ErrorCode::Forbidden };
+    Err(ApiError::new(code, line.text.clone()).into())
+}
+
+/// `res` with `X-Packyard-Advisories: value` when there is one.
+pub fn with_advisories(mut res: HttpResponse, value: Option<String>) -> HttpResponse {
+    if let Some(value) = value.and_then(|h| actix_web::http::header::HeaderValue::from_str(&h).ok()) {
+        res.headers_mut().insert(actix_web::http::header::HeaderName::from_static(ADVISORIES_HEADER), value);
+    }
+    res
 }

@@ -29,6 +29,7 @@ mod peers_conan;
 mod peers_go;
 mod poisoning;
 mod policy;
+mod policy_indexes;
 mod reclaim;
 mod sample;
 mod security;

@@ -327,13 +327,13 @@ fn go_on(backend: Backend) -> anyhow::Result<()> {
     assert_eq!(resolve(work.path(), &proxy)?.0, format!("{MODULE} v1.0.0 v1.1.0"));
     let r = ureq::get(&format!("{proxy}/{MODULE}/@v/v1.1.0.zip")).call()?;
     assert_eq!(r.header("x-packyard-advisories"), Some("GO-2026-0102 (medium)"));
-    // Not on an APT repository (its proxies would have to re-sign what they filter).
+    // Not on an APT proxy (it would have to re-sign what it filters: a group does).
     let (s, body) = status_of(
         ureq::post(&format!("{}/api/v1/repositories", server.public)).set("Authorization", &auth).send_json(json!({
             "name": "debs", "format": "apt", "type": "proxy", "proxy": {"remote_url": "http://deb.example.org/debian/"},
             "apt": {"distribution": "bookworm"}, "policy": {"vulnerabilities": "enforce"}})),
     )?;
-    assert!(s == 400 && body.contains("`policy` does not apply to apt repositories yet"), "{s} {body}");
+    assert!(s == 400 && body.contains("`policy` does not apply to proxy repositories of format apt"), "{s} {body}");
     let (s, body) = status_of(
         ureq::request("PATCH", &format!("{}/api/v1/repositories/goproxy", server.public))
             .set("Authorization", &auth)

@@ -90,6 +90,12 @@ pub trait FormatSpec: Send + Sync + 'static {
         None
     }
 
+    /// Why a repository of `repo_type` with the format's settings `block` takes no policy in
+    /// this format (`None`: it does).
+    fn policy_refused(&self, _repo_type: RepoType, _block: Option<&serde_json::Value>) -> Option<String> {
+        None
+    }
+
     /// The name a repository's policy (its rules, overrides and exceptions) knows a catalogued
     /// component by, from its `(key, namespace, name)`: the catalogue's name unless the format
     /// splits it (a Go module's path).
@@ -668,6 +674,27 @@ pub trait OsvSpec: Send + Sync {
     }
 }
 
+/// [`FormatSpec::policy_refused`] of a format whose indexes are signed (APT, APK): a hosted
+/// repository publishes what was uploaded (its groups apply a policy); a proxy with a policy
+/// signs what it filters with its own key, so it must verify its upstream's signature first
+/// (`<format_key>.signed_by`).
+pub fn signed_index_policy_refused(
+    repo_type: RepoType,
+    block: Option<&serde_json::Value>,
+    format_key: &str,
+) -> Option<String> {
+    match repo_type {
+        RepoType::Hosted => Some(
+            "a hosted repository publishes what was uploaded to it: put it in a group and give the group the policy"
+                .into(),
+        ),
+        RepoType::Proxy if block.and_then(|b| b.get("signed_by")).is_none_or(serde_json::Value::is_null) => Some(format!(
+            "a proxy with a policy signs the index it filters with its own key, so it must verify the upstream's first: set {format_key}.signed_by to the upstream's public key"
+        )),
+        _ => None,
+    }
+}
+
 /// Every format, registered once.
 pub struct Registry {
     /// In the order of `Format::REGISTERED`.
@@ -746,7 +773,7 @@ impl Registry {
         };
         new.settings.set_block(new.format, stored);
         if let Some(policy) = &new.settings.policy {
-            self.check_policy(format, policy)?;
+            self.check_policy((format, new.repo_type, new.settings.blocks.get(format.as_str())), policy)?;
         }
         Ok(new)
     }
@@ -755,14 +782,19 @@ impl Registry {
     /// it, and a rule on a facet its packages do not declare.
     pub fn check_policy(
         &self,
-        format: Format,
+        (format, repo_type, block): (Format, RepoType, Option<&serde_json::Value>),
         policy: &packyard_model::policy::PolicySettings,
     ) -> Result<(), InvalidRepository> {
         let Some(facets) = self.get(format).policy_facets() else {
             return Err(InvalidRepository(format!(
-                "`policy` does not apply to {format} repositories yet (Go and Conan repositories take one)"
+                "`policy` does not apply to {format} repositories (APT, APK, Go and Conan repositories take one)"
             )));
         };
+        if let Some(why) = self.get(format).policy_refused(repo_type, block).filter(|_| policy.gates()) {
+            return Err(InvalidRepository(format!(
+                "`policy` does not apply to {repo_type} repositories of format {format}: {why}"
+            )));
+        }
         for r in &policy.rules {
             for (facet, used) in [("licenses", !r.licenses.is_empty()), ("architectures", !r.architectures.is_empty())]
             {

@@ -215,6 +215,10 @@ impl Reader {
 
 /// A group's members in order, as a build reads them: those that exist and share its format.
 pub async fn members_of(db: &Db, group: &Repository) -> Result<Vec<Repository>, BuildError> {
+    // A proxy that merges (its policy filters its upstream's index) is its own one member.
+    if group.repo_type == RepoType::Proxy {
+        return Ok(vec![group.clone()]);
+    }
     let mut out = Vec::with_capacity(group.members.len());
     for name in &group.members {
         if let Some(m) = db.repository_by_name(name).await? {
@@ -315,21 +319,28 @@ pub use crate::publication::SOURCES_FILE;
 /// a unit's snapshot, the unit is rebuilt if an upstream moved on from what its snapshot merged
 /// (as its sources file records; its builder asks the upstreams). An unreachable upstream keeps
 /// the snapshot. True when something was requested. Nothing to do for a reader without a proxy
-/// client.
-pub async fn refresh(db: &Db, reader: &Reader, builders: &Builders) -> Result<bool, BuildError> {
-    if reader.proxy.is_none() {
-        return Ok(false);
-    }
+/// client. Gated repositories whose held versions come of age by `policy_now` (the policies'
+/// clock) are published again too.
+pub async fn refresh(db: &Db, reader: &Reader, builders: &Builders, policy_now: i64) -> Result<bool, BuildError> {
     let all = db.list_repositories().await?;
+    let mut any = come_of_age(db, reader, builders, &all, policy_now).await?;
+    if reader.proxy.is_none() {
+        return Ok(any);
+    }
     let now = packyard_store::db::now_ms();
-    let mut any = false;
-    for group in all.iter().filter(|r| r.repo_type == RepoType::Group) {
-        let proxies: Vec<&Repository> = group
-            .members
-            .iter()
-            .filter_map(|m| all.iter().find(|r| r.name.as_str() == m))
-            .filter(|m| m.repo_type == RepoType::Proxy)
-            .collect();
+    for group in all.iter().filter(|r| r.publishes_merge()) {
+        // A gated proxy publishes its own merge (a group reads that, and follows its
+        // publications): it is refreshed as its own one member.
+        let proxies: Vec<&Repository> = if group.repo_type == RepoType::Proxy {
+            vec![group]
+        } else {
+            group
+                .members
+                .iter()
+                .filter_map(|m| all.iter().find(|r| r.name.as_str() == m))
+                .filter(|m| m.repo_type == RepoType::Proxy && m.gate().is_none())
+                .collect()
+        };
         let Some(ttl) = proxies.iter().filter_map(|m| m.settings.proxy.as_ref().map(|p| p.metadata_ttl_secs)).min()
         else {
             continue;
@@ -363,6 +374,37 @@ pub async fn refresh(db: &Db, reader: &Reader, builders: &Builders) -> Result<bo
             }
             if !unreachable && render_sources(&current) != recorded {
                 db.request_changes(group.id, &[(unit.kind.clone(), unit.unit_key.clone())]).await?;
+                any = true;
+            }
+        }
+    }
+    Ok(any)
+}
+
+/// Gated repositories whose published snapshot held a version back for its age until a time
+/// that has come (`now`, the policies' clock): their unit is published again, with it. True
+/// when something was requested.
+async fn come_of_age(
+    db: &Db,
+    reader: &Reader,
+    builders: &Builders,
+    all: &[Repository],
+    now: i64,
+) -> Result<bool, BuildError> {
+    let mut any = false;
+    for repo in all.iter().filter(|r| r.gate().is_some()) {
+        for unit in db.units_of(repo.id).await? {
+            let Some(path) = builders.get(&unit.kind).and_then(|b| b.policy_path(&unit.unit_key)) else { continue };
+            let Some(snapshot) = unit.current_snapshot_id else { continue };
+            if unit.published_revision < unit.desired_revision {
+                continue;
+            }
+            let Some(file) = db.snapshot_files(snapshot).await?.into_iter().find(|f| f.path == path) else {
+                continue;
+            };
+            let report = crate::policy::Report::parse(&reader.text(&file.sha256).await?);
+            if report.due().is_some_and(|due| due <= now) {
+                db.request_changes(repo.id, &[(unit.kind.clone(), unit.unit_key.clone())]).await?;
                 any = true;
             }
         }

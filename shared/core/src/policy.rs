@@ -9,7 +9,7 @@
 //! version, advisories per package until the `repositories` watermark moves (an import moves
 //! it), publish times for good (they do not change).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -20,6 +20,7 @@ use packyard_store::db::advisories::AdvisoryRow;
 use packyard_store::db::policy::PolicyException;
 use packyard_store::db::{now_ms, DbResult};
 
+use crate::formats::OsvSpec;
 use crate::services::Services;
 use crate::vulnerabilities::Match;
 
@@ -45,6 +46,8 @@ pub struct PolicyCache {
     times: Mutex<HashMap<(i64, String), i64>>,
     /// Each unit's versions' first sightings, as the database holds them.
     seen_units: Mutex<HashMap<(i64, String), HashMap<String, i64>>>,
+    /// Published policy reports, parsed, by their content hash (a snapshot's never changes).
+    reports: Mutex<HashMap<String, Arc<Report>>>,
     /// The `repositories` watermark the advisories were read under.
     seen: AtomicI64,
     /// Added to the clock (`debug.clock_offset_secs`: the release-age tests).
@@ -153,6 +156,21 @@ impl PolicyCache {
         self.seen_units.lock().is_ok_and(|m| m.contains_key(&(repository_id, unit.to_string())))
     }
 
+    /// The report a snapshot file with content hash `etag` holds, parsed once.
+    pub fn report(&self, etag: &str, bytes: &[u8]) -> Arc<Report> {
+        if let Some(r) = self.reports.lock().ok().and_then(|m| m.get(etag).cloned()) {
+            return r;
+        }
+        let report = Arc::new(Report::parse(&String::from_utf8_lossy(bytes)));
+        if let Ok(mut m) = self.reports.lock() {
+            if m.len() >= 1_000 {
+                m.clear();
+            }
+            m.insert(etag.to_string(), report.clone());
+        }
+        report
+    }
+
     /// A publish time remembered for `key` (a version of one repository).
     pub fn time(&self, repository_id: i64, key: &str) -> Option<i64> {
         self.times.lock().ok()?.get(&(repository_id, key.to_string())).copied()
@@ -252,13 +270,8 @@ pub async fn judge(
         .await?
         .iter()
         .any(|e| e.name == s.name && e.version == s.version && e.expires_at > now);
-    if !excepted {
-        if let Some(h) = policy.rule_hold(s) {
-            return Ok(Verdict::Held(h));
-        }
-        if let Some(h) = policy.age_hold(s, now) {
-            return Ok(Verdict::Held(h));
-        }
+    if let Some(held) = held_before_advisories(policy, s, excepted, now) {
+        return Ok(held);
     }
     if policy.vulnerabilities == VulnMode::Off {
         return Ok(Verdict::Pass(Vec::new()));
@@ -270,12 +283,325 @@ pub async fn judge(
             crate::vulnerabilities::VulnError::Db(d) => d,
             crate::vulnerabilities::VulnError::Invalid(m) => packyard_store::db::DbError::Corrupt(m),
         })?;
+    Ok(by_advisories(policy, excepted, found))
+}
+
+/// The rules' and the release age's verdict, which an exception skips.
+fn held_before_advisories(policy: &PolicySettings, s: &Subject<'_>, excepted: bool, now: i64) -> Option<Verdict> {
+    if excepted {
+        return None;
+    }
+    policy.rule_hold(s).or_else(|| policy.age_hold(s, now)).map(Verdict::Held)
+}
+
+/// The verdict on a version the rules and the age let through, with the advisories `found`.
+fn by_advisories(policy: &PolicySettings, excepted: bool, found: Vec<Match>) -> Verdict {
     let level = |m: &Match| Level::parse(&m.severity).unwrap_or(Level::High);
     if policy.vulnerabilities == VulnMode::Enforce && !excepted {
         let over: Vec<Match> = found.iter().filter(|m| level(m) >= policy.vulnerability_severity).cloned().collect();
         if !over.is_empty() {
-            return Ok(Verdict::Blocked(over));
+            return Verdict::Blocked(over);
         }
     }
-    Ok(Verdict::Pass(found))
+    Verdict::Pass(found)
+}
+
+/// A repository's policy as a publication applies it (an APT or APK group's merged index):
+/// everything a verdict needs, read once per build, so that each entry of an index is judged on
+/// the build's reading thread without a query. What it held or audited is written beside the
+/// index ([`Report`], the snapshot's hidden [`POLICY_FILE`]), for the downloads and for the
+/// rebuild when the first held version comes of age.
+pub struct BuildGate {
+    policy: PolicySettings,
+    repository: String,
+    now: i64,
+    /// The live exceptions: `(name, version)` → when each expires.
+    exceptions: HashMap<(String, String), i64>,
+    /// The ecosystem's advisories by OSV package name (none while `vulnerabilities` is off).
+    advisories: HashMap<String, Vec<(AdvisoryRow, Affected)>>,
+    osv: Option<&'static dyn OsvSpec>,
+    /// When the repository first saw each version of the unit (`name version`); `None`: it sees
+    /// the unit for the first time (what it lists now predates the policy's watch).
+    seen: Option<HashMap<String, i64>>,
+    /// The versions judged, recorded as seen when the build is done ([`BuildGate::record`]).
+    judged: Mutex<HashSet<String>>,
+    /// When the first exception that let a held version through expires.
+    excepted_until: AtomicI64,
+    /// What was held back or audited ([`BuildGate::note`]).
+    lines: Mutex<Vec<ReportLine>>,
+}
+
+/// One entry of an index to judge.
+pub struct Entry<'a> {
+    pub subject: Subject<'a>,
+    /// The name the ecosystem's advisories give it (a Debian binary package's source package).
+    pub advisory_name: &'a str,
+}
+
+impl BuildGate {
+    /// The gate of a merge's build of `unit` (a group's, a gated proxy's) when the repository
+    /// has a policy (`None` without one); `services` is the worker's (a builder made without
+    /// them cannot apply a policy).
+    pub async fn for_merge(
+        services: Option<&Services>,
+        repo: &Repository,
+        osv: Option<&'static dyn OsvSpec>,
+        unit: &str,
+    ) -> Result<Option<Arc<Self>>, crate::publication::BuildError> {
+        let Some(policy) = repo.gate().filter(|_| repo.publishes_merge()) else {
+            return Ok(None);
+        };
+        let Some(services) = services else {
+            return Err(crate::publication::BuildError::other(format!(
+                "repository {} has a policy, and this builder was made without the services that apply one",
+                repo.name
+            )));
+        };
+        Ok(Some(Arc::new(Self::prepare(services, repo, policy, osv, unit).await?)))
+    }
+
+    /// The gate of `repo` (one whose [`Repository::gate`] is some) for a build of `unit`, at
+    /// the policies' clock.
+    pub async fn prepare(
+        services: &Services,
+        repo: &Repository,
+        policy: &PolicySettings,
+        osv: Option<&'static dyn OsvSpec>,
+        unit: &str,
+    ) -> DbResult<Self> {
+        let now = services.policy.now_ms();
+        let exceptions = services
+            .db
+            .policy_exceptions(repo.id)
+            .await?
+            .into_iter()
+            .filter(|e| e.expires_at > now)
+            .map(|e| ((e.name, e.version), e.expires_at))
+            .collect();
+        let mut advisories: HashMap<String, Vec<(AdvisoryRow, Affected)>> = HashMap::new();
+        if let Some(osv) = osv.filter(|_| policy.vulnerabilities != VulnMode::Off) {
+            for (a, name, detail) in services.db.advisory_entries_in(osv.ecosystem()).await? {
+                if let Ok(p) = serde_json::from_str::<Affected>(&detail) {
+                    let p = Affected { name: name.clone(), ..p };
+                    advisories.entry(name).or_default().push((a, p));
+                }
+            }
+        }
+        let seen = services.db.policy_seen_of(repo.id, unit).await?;
+        Ok(Self {
+            policy: policy.clone(),
+            repository: repo.name.to_string(),
+            now,
+            exceptions,
+            advisories,
+            osv,
+            seen,
+            judged: Mutex::new(HashSet::new()),
+            excepted_until: AtomicI64::new(0),
+            lines: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The verdict on `e`, whose format gives it `own_ms` as its publish time (APK's build
+    /// time) or none (APT): aged from the later of that and the repository's first sighting.
+    pub fn judge(&self, e: &Entry<'_>, own_ms: Option<i64>) -> Verdict {
+        let s = &e.subject;
+        let key = format!("{} {}", s.name, s.version);
+        let first = match &self.seen {
+            None => 0,
+            Some(seen) => seen.get(&key).copied().unwrap_or(self.now),
+        };
+        if let Ok(mut judged) = self.judged.lock() {
+            judged.insert(key);
+        }
+        let subject = Subject { published_ms: Some(own_ms.map_or(first, |t| t.max(first))), ..s.clone() };
+        let exception = self.exceptions.get(&(s.name.to_string(), s.version.to_string())).copied();
+        let excepted = exception.is_some();
+        if let Some(until) = exception {
+            // Let through until the exception expires: the index is published again then.
+            let _ = self
+                .excepted_until
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |was| (was == 0 || until < was).then_some(until));
+        }
+        if let Some(held) = held_before_advisories(&self.policy, &subject, excepted, self.now) {
+            return held;
+        }
+        let Some(osv) = self.osv.filter(|_| self.policy.vulnerabilities != VulnMode::Off) else {
+            return Verdict::Pass(Vec::new());
+        };
+        let version = osv.osv_version(s.version);
+        let mut found: Vec<Match> = Vec::new();
+        for (a, p) in self.advisories.get(e.advisory_name).map(Vec::as_slice).unwrap_or_default() {
+            if p.affects(&version, &|x, y| osv.compare(x, y)) && !found.iter().any(|m| m.id == a.id) {
+                found.push(crate::vulnerabilities::matched(a, p));
+            }
+        }
+        found.sort_by(|a, b| {
+            let level = |m: &Match| Level::parse(&m.severity).unwrap_or(Level::High);
+            level(b).cmp(&level(a)).then_with(|| a.id.cmp(&b.id))
+        });
+        by_advisories(&self.policy, excepted, found)
+    }
+
+    /// What the report says of `v` for the file at `path` (`None`: a version that passes with
+    /// nothing to say).
+    pub fn line(&self, path: &str, (name, version): (&str, &str), v: &Verdict) -> Option<ReportLine> {
+        let (status, text) = match v.refusal(name, version, &self.repository) {
+            Some(r) => r,
+            None => (200, v.audit_header()?),
+        };
+        let due = match v {
+            Verdict::Held(Hold::Young { until_ms, .. }) => *until_ms,
+            _ => 0,
+        };
+        Some(ReportLine { path: path.to_string(), status, due, reason: v.reason().to_string(), text })
+    }
+
+    /// Notes what the report says of `v` for the file at `path` (nothing for a version that
+    /// passes with nothing to say); true when `v` passes.
+    pub fn note(&self, path: &str, (name, version): (&str, &str), v: &Verdict) -> bool {
+        if let Some(line) = self.line(path, (name, version), v) {
+            if let Ok(mut lines) = self.lines.lock() {
+                lines.push(line);
+            }
+        }
+        v.passes()
+    }
+
+    /// What the build held back or audited, with a line (no path) saying when the first
+    /// exception that let a version through expires: the index is published again then.
+    pub fn report(&self) -> Report {
+        let mut lines = self.lines.lock().map(|l| l.clone()).unwrap_or_default();
+        let until = self.excepted_until.load(Ordering::Acquire);
+        if until > 0 {
+            lines.push(ReportLine {
+                path: String::new(),
+                status: 200,
+                due: until,
+                reason: "exception".into(),
+                text: String::new(),
+            });
+        }
+        Report::of(lines)
+    }
+
+    /// Records the first sightings of the versions judged (`unit` as [`BuildGate::prepare`]
+    /// had it): once the build is done, so that a failed build sees nothing.
+    pub async fn record(&self, services: &Services, repository_id: i64, unit: &str) -> DbResult<()> {
+        let judged: Vec<String> = self.judged.lock().map(|j| j.iter().cloned().collect()).unwrap_or_default();
+        let refs: Vec<&str> = judged.iter().map(String::as_str).collect();
+        services.db.policy_seen(repository_id, unit, &refs, self.now).await?;
+        Ok(())
+    }
+}
+
+/// The hidden snapshot file beside a gated index listing what its policy held back or audited
+/// ([`Report`]).
+pub const POLICY_FILE: &str = ".policy";
+
+/// One line of a [`Report`]: a file of the index's entries, the status a download of it gets
+/// (200 with the advisories' header for an audited one), when a young one comes of age (0: not
+/// by age), why, and the message (or the header's value).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReportLine {
+    pub path: String,
+    pub status: u16,
+    pub due: i64,
+    pub reason: String,
+    pub text: String,
+}
+
+/// What a gated build held back or audited, by file path: written as tab-separated lines.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Report {
+    pub lines: Vec<ReportLine>,
+    /// `lines` by path.
+    by_path: HashMap<String, usize>,
+}
+
+impl Report {
+    pub fn render(&self) -> String {
+        let clean = |s: &str| s.replace(['\t', '\n', '\r'], " ");
+        self.lines
+            .iter()
+            .map(|l| format!("{}\t{}\t{}\t{}\t{}\n", clean(&l.path), l.status, l.due, l.reason, clean(&l.text)))
+            .collect()
+    }
+
+    pub fn parse(text: &str) -> Self {
+        let lines = text
+            .lines()
+            .filter_map(|l| {
+                let mut f = l.splitn(5, '\t');
+                let (path, status, due, reason, text) = (f.next()?, f.next()?, f.next()?, f.next()?, f.next()?);
+                Some(ReportLine {
+                    path: path.to_string(),
+                    status: status.parse().ok()?,
+                    due: due.parse().ok()?,
+                    reason: reason.to_string(),
+                    text: text.to_string(),
+                })
+            })
+            .collect();
+        Self::of(lines)
+    }
+
+    pub fn of(lines: Vec<ReportLine>) -> Self {
+        let by_path = lines.iter().enumerate().map(|(i, l)| (l.path.clone(), i)).collect();
+        Self { lines, by_path }
+    }
+
+    /// When the first version held for its age comes of age.
+    pub fn due(&self) -> Option<i64> {
+        self.lines.iter().filter(|l| l.due > 0).map(|l| l.due).min()
+    }
+
+    pub fn find(&self, path: &str) -> Option<&ReportLine> {
+        self.by_path.get(path).and_then(|i| self.lines.get(*i)).filter(|l| !l.path.is_empty())
+    }
+}
+
+/// Requests a new publication of every unit `repo` published (its policy, an exception or the
+/// advisories changed what its indexes leave out); true when any was requested.
+pub async fn republish(services: &Services, repo: &Repository) -> DbResult<bool> {
+    let units: Vec<(String, String)> =
+        services.db.units_of(repo.id).await?.into_iter().map(|u| (u.kind, u.unit_key)).collect();
+    if units.is_empty() {
+        return Ok(false);
+    }
+    services.db.request_changes(repo.id, &units).await?;
+    services.wake();
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_report_reads_back_what_was_written() {
+        let line = |path: &str, status, due, text: &str| ReportLine {
+            path: path.into(),
+            status,
+            due,
+            reason: "young".into(),
+            text: text.into(),
+        };
+        let report = Report::of(vec![
+            line("pool/up/pool/main/h/hello/hello_1.1_amd64.deb", 404, 2_000, "not found:\thello 1.1\nis young"),
+            line("hello-2.12-r1.apk", 200, 0, "ALPINE-1 (high)"),
+            line("", 200, 1_500, ""),
+        ]);
+        let back = Report::parse(&report.render());
+        assert_eq!(back.lines.len(), 3);
+        let held = back.find("pool/up/pool/main/h/hello/hello_1.1_amd64.deb");
+        assert_eq!(
+            held.map(|l| (l.status, l.due, l.text.as_str())),
+            Some((404, 2_000, "not found: hello 1.1 is young"))
+        );
+        assert_eq!(back.find("hello-2.12-r1.apk").map(|l| l.text.as_str()), Some("ALPINE-1 (high)"));
+        assert_eq!(back.find(""), None, "the exception line names no file");
+        assert_eq!(back.due(), Some(1_500), "the first that comes: an exception's expiry");
+        assert_eq!(Report::parse("garbage\nx\ty\n").lines.len(), 0);
+    }
 }

@@ -41,14 +41,15 @@ impl BuildError {
     }
 }
 
-/// The repository `unit` belongs to, which a build is for: a hosted repository or a group (a
-/// proxy publishes nothing).
+/// The repository `unit` belongs to, which a build is for: a hosted repository, a group, or a
+/// proxy with a policy (it publishes what the policy lets through; one without publishes
+/// nothing).
 pub async fn repository_of(db: &Db, unit: &UnitRecord) -> Result<Repository, BuildError> {
     let repo = db
         .repository_by_id(unit.repository_id)
         .await?
         .ok_or_else(|| BuildError::Other(format!("repository {} is gone", unit.repository_id)))?;
-    if repo.repo_type == packyard_model::repos::RepoType::Proxy {
+    if repo.repo_type == packyard_model::repos::RepoType::Proxy && !repo.publishes_merge() {
         return Err(BuildError::Other(format!("proxy repository {} publishes nothing", repo.name)));
     }
     Ok(repo)
@@ -89,6 +90,11 @@ pub trait Builder: Send + Sync {
     /// Where a group's snapshot of `unit_key` records its sources.
     fn sources_path(&self, _unit_key: &str) -> String {
         SOURCES_FILE.to_string()
+    }
+    /// Where a gated snapshot of `unit_key` records what its repository's policy held back
+    /// ([`crate::policy::Report`]); `None` for a kind that applies no policy when it publishes.
+    fn policy_path(&self, _unit_key: &str) -> Option<String> {
+        None
     }
 }
 

@@ -119,6 +119,12 @@ pub async fn import(
     if stored_any {
         services.db.advisories_changed().await?;
         services.changed(crate::events::Changed::Repositories);
+        // Indexes a policy filters by advisories are published again.
+        for repo in services.db.list_repositories().await? {
+            if repo.gate().is_some_and(|p| p.vulnerabilities != packyard_model::policy::VulnMode::Off) {
+                crate::policy::republish(services, &repo).await?;
+            }
+        }
     }
     stored?;
     let detail = serde_json::json!({"source": source, "records": out.records, "stored": out.stored});
@@ -252,6 +258,17 @@ fn level(a: &AdvisoryRow, p: &Affected) -> Level {
     }
 }
 
+/// The match of advisory `a` through its package entry `p`.
+pub fn matched(a: &AdvisoryRow, p: &Affected) -> Match {
+    Match {
+        severity: level(a, p).as_str().to_string(),
+        score: a.score_tenths.map(|t| t as f64 / 10.0),
+        summary: a.summary.clone(),
+        aliases: serde_json::from_str(&a.aliases).unwrap_or_default(),
+        id: a.id.clone(),
+    }
+}
+
 /// An advisory that affects a component.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Match {
@@ -284,13 +301,7 @@ pub async fn matches(
         if !p.affects(&version, &|x, y| spec.compare(x, y)) || seen.insert(a.id.clone(), ()).is_some() {
             continue;
         }
-        out.push(Match {
-            severity: level(a, p).as_str().to_string(),
-            score: a.score_tenths.map(|t| t as f64 / 10.0),
-            summary: a.summary.clone(),
-            aliases: serde_json::from_str(&a.aliases).unwrap_or_default(),
-            id: a.id.clone(),
-        });
+        out.push(matched(a, p));
     }
     out.sort_by(|a, b| {
         let level = |m: &Match| Level::parse(&m.severity).unwrap_or(Level::High);

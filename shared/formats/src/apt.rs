@@ -25,14 +25,15 @@ use settings::AptSettings;
 pub const KIND: &str = "apt";
 
 /// The distributions a repository publishes snapshots for: a hosted repository's and a
-/// group's `distributions` (or its one `distribution`); a proxy none (it serves the upstream's).
+/// group's `distributions` (or its one `distribution`), a proxy's with a policy (it signs what
+/// the policy lets through); a proxy without one none (it serves the upstream's).
 pub fn published_suites(repo: &Repository) -> Vec<String> {
     let settings = AptSettings::of(repo);
-    match (repo.format, repo.repo_type) {
-        (Format::Apt, RepoType::Hosted | RepoType::Group) => {
-            settings.suites().into_iter().map(str::to_string).collect()
-        }
-        _ => Vec::new(),
+    let publishes = repo.repo_type == RepoType::Hosted || repo.publishes_merge();
+    if repo.format == Format::Apt && publishes {
+        settings.suites().into_iter().map(str::to_string).collect()
+    } else {
+        Vec::new()
     }
 }
 
@@ -58,21 +59,21 @@ pub async fn settings_changed(db: &Db, old: &Repository, new: &Repository) -> Db
 /// groups that contain it. Returns how many.
 pub async fn request_publication(db: &Db, repo: &Repository) -> DbResult<usize> {
     let suites = published_suites(repo);
-    if suites.is_empty() {
-        // A proxy publishes nothing itself, but the groups that merge it do.
-        let mut n = 0;
-        if repo.format == Format::Apt && repo.repo_type == RepoType::Proxy {
-            for name in db.groups_containing(repo.id).await? {
-                if let Some(group) = db.repository_by_name(&name).await? {
-                    n += Box::pin(request_publication(db, &group)).await?;
-                }
+    let mut n = 0;
+    // A proxy's groups merge it: they publish again (a gated proxy publishes itself too).
+    if repo.format == Format::Apt && repo.repo_type == RepoType::Proxy {
+        for name in db.groups_containing(repo.id).await? {
+            if let Some(group) = db.repository_by_name(&name).await? {
+                n += Box::pin(request_publication(db, &group)).await?;
             }
         }
+    }
+    if suites.is_empty() {
         return Ok(n);
     }
     let units: Vec<(String, String)> = suites.into_iter().map(|s| (KIND.to_string(), s)).collect();
     db.request_changes(repo.id, &units).await?;
-    Ok(units.len())
+    Ok(n + units.len())
 }
 
 /// How a proxy fetches an APT path: `by-hash` files are immutable (and a `SHA256` one must hash

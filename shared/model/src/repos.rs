@@ -355,6 +355,13 @@ impl Repository {
     pub fn gate(&self) -> Option<&crate::policy::PolicySettings> {
         self.settings.policy.as_ref().filter(|p| p.gates())
     }
+
+    /// Whether the repository's publications merge members' indexes: a group's, and a proxy's
+    /// with a policy (its upstream its one member: it signs what the policy lets through, where
+    /// a format publishes signed indexes).
+    pub fn publishes_merge(&self) -> bool {
+        self.repo_type == RepoType::Group || (self.repo_type == RepoType::Proxy && self.gate().is_some())
+    }
 }
 
 /// A validated definition, ready to store.

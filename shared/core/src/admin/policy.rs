@@ -104,6 +104,10 @@ pub async fn add(
         .put_policy_exception(repo.id, &e, ("policy.exception_added", repo.name.as_str(), &payload.to_string()))
         .await?;
     services.changed(Changed::Repositories);
+    // Indexes the policy filters are published again with it.
+    if repo.gate().is_some() {
+        crate::policy::republish(services, &repo).await?;
+    }
     services.security.audit(actor.username, actor.address, "policy.exception_add", repo.name.as_str(), payload).await;
     Ok((ExceptionView::of(e, now), created))
 }
@@ -127,6 +131,9 @@ pub async fn remove(
         )));
     }
     services.changed(Changed::Repositories);
+    if repo.gate().is_some() {
+        crate::policy::republish(services, &repo).await?;
+    }
     services
         .security
         .audit(actor.username, actor.address, "policy.exception_remove", repo.name.as_str(), payload)
@@ -170,7 +177,9 @@ pub async fn preview(
     let policy = match policy {
         Some(p) => {
             p.validate().map_err(|e| AdminError::Invalid(e.0))?;
-            formats.check_policy(repo.format, &p).map_err(|e| AdminError::Invalid(e.0))?;
+            formats
+                .check_policy((repo.format, repo.repo_type, repo.settings.blocks.get(repo.format.as_str())), &p)
+                .map_err(|e| AdminError::Invalid(e.0))?;
             p
         }
         None => repo.settings.policy.clone().unwrap_or_default(),

@@ -200,6 +200,10 @@ async fn updated(
     if formats.get(repo.format).settings_changed(services, Some(before), &repo).await? > 0 {
         services.wake();
     }
+    // What a changed policy leaves out of the published indexes is published now.
+    if before.settings.policy != repo.settings.policy {
+        crate::policy::republish(services, &repo).await?;
+    }
     let detail = serde_json::json!({"version": repo.version});
     services.security.audit(actor.username, actor.address, "repository.update", repo.name.as_str(), detail).await;
     Ok(repo.into())

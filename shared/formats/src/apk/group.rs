@@ -21,7 +21,9 @@ use packyard_codecs::apk::index::{apkindex_text, index_member_text};
 use packyard_codecs::apk::index::{check_record, index_signer, verify_index};
 use packyard_codecs::apk::signing::{parse_public_keys, public_key_blocks};
 use packyard_core::groups::{self, incremental, members_of, published_entry, Reader, Sources};
+use packyard_core::policy::{BuildGate, Entry};
 use packyard_core::publication::{work, BuildContext, BuildError};
+use packyard_model::policy::Subject;
 use packyard_model::repos::{RepoType, Repository};
 use packyard_store::db::publication::SnapshotFile;
 use packyard_store::db::Db;
@@ -38,6 +40,12 @@ pub fn members_path(unit: &str) -> String {
 /// The hidden snapshot file recording each proxy member's upstream index: `<member> <sha256>`.
 pub fn sources_path(unit: &str) -> String {
     format!("{unit}/.sources")
+}
+
+/// The hidden snapshot file where a gated group's snapshot says what its policy held back, by
+/// `<pkgname>-<pkgver>.apk` ([`packyard_core::policy::Report`]).
+pub fn policy_path(unit: &str) -> String {
+    format!("{unit}/{}", packyard_core::policy::POLICY_FILE)
 }
 
 pub use packyard_core::groups::member_of;
@@ -125,9 +133,30 @@ struct Sorted {
     skipped: (u64, Option<String>),
 }
 
+/// Whether group policy `gate` lets `record` (its file `file`) into the group's index; what it
+/// holds back or audits is noted under the file's name. Aged from the record's build time (`t:`)
+/// or the group's first sighting, whichever is later; its advisories looked up by its origin
+/// (`o:`, the source package Alpine's advisories name); its licenses are the names in its
+/// `L:` expression.
+fn judged(gate: &BuildGate, record: &str, file: &str) -> bool {
+    let value = |k: &str| record.lines().find_map(|l| l.strip_prefix(k));
+    let (Some(name), Some(version)) = (value("P:"), value("V:")) else { return false };
+    let licenses: Vec<String> = value("L:")
+        .unwrap_or_default()
+        .split(|c: char| c.is_whitespace() || c == '(' || c == ')')
+        .filter(|w| !w.is_empty() && !matches!(*w, "AND" | "OR" | "WITH" | "and" | "or"))
+        .map(str::to_string)
+        .collect();
+    let built = value("t:").and_then(|t| t.trim().parse::<i64>().ok()).map(|secs| secs.saturating_mul(1000));
+    let subject = Subject { name, version, published_ms: None, licenses: &licenses, architecture: value("A:") };
+    let v = gate.judge(&Entry { subject, advisory_name: value("o:").unwrap_or(name) }, built);
+    gate.note(file, (name, version), &v)
+}
+
 /// Sorts the records of member `name`'s index `text`: those apk cannot read are left out (and
-/// said why), and so are those a member `ahead` lists or that came before.
-fn sort(text: &str, name: &str, ahead: &[Arc<HashSet<u128>>]) -> Sorted {
+/// said why), and so are those a member `ahead` lists or that came before, and those the
+/// group's policy holds back.
+fn sort(text: &str, name: &str, ahead: &[Arc<HashSet<u128>>], gate: Option<&BuildGate>) -> Sorted {
     let mut sorted = Sorted { offered: HashSet::new(), records: Vec::new(), provided: Vec::new(), skipped: (0, None) };
     for record in text.split("\n\n") {
         let record = record.trim_matches('\n');
@@ -139,6 +168,9 @@ fn sort(text: &str, name: &str, ahead: &[Arc<HashSet<u128>>]) -> Sorted {
         }
         let k = incremental::key_digest(&k);
         if !sorted.offered.insert(k) || ahead.iter().any(|a| a.contains(&k)) {
+            continue;
+        }
+        if gate.is_some_and(|g| !judged(g, record, &file)) {
             continue;
         }
         sorted.records.push(format!("{record}\n\n"));
@@ -160,7 +192,7 @@ pub struct Merged {
 /// a change ahead of them shadows or unshadows, [`incremental`]); the others keep their chunks.
 pub(crate) async fn merge(
     ctx: &mut BuildContext<'_>,
-    (reader, memory): (&Reader, &Memory),
+    (reader, memory, gate): (&Reader, &Memory, Option<Arc<BuildGate>>),
     (repo, unit, current): (&Repository, &Unit, Option<&str>),
     signing: &Signing<'_>,
 ) -> Result<Merged, BuildError> {
@@ -169,6 +201,12 @@ pub(crate) async fn merge(
     let mut inputs = Vec::new();
     for member in members_of(ctx.db, repo).await? {
         let input = match member.repo_type {
+            // A gated proxy publishes what its policy lets through: that is what it offers.
+            RepoType::Proxy if member.id != repo.id && member.gate().is_some() => {
+                published_entry(ctx.db, &member, KIND, &key, &format!("{key}/{INDEX_FILE}"))
+                    .await?
+                    .map(Input::Published)
+            }
             RepoType::Proxy => match upstream_sha(reader, &member, unit).await? {
                 Some(sha) => {
                     sources.insert(member.name.to_string(), sha.clone());
@@ -192,13 +230,16 @@ pub(crate) async fn merge(
                 }
                 Input::Published(_) => String::new(),
             };
-            let source = format!("{} {}{key}", member.name, input.sha256());
+            // What a policy filtered is another merge than the whole.
+            let gated = if gate.is_some() { " gated" } else { "" };
+            let source = format!("{} {}{key}{gated}", member.name, input.sha256());
             inputs.push((member, input, source));
         }
     }
     // By id and name: a member deleted and made again under its name is another member.
     let names: Vec<String> = inputs.iter().map(|(m, ..)| format!("{} {}", m.id, m.name)).collect();
-    let previous = memory.recall_merge(repo.id, &key, current, &names);
+    // A policy's verdicts change with the time: a gated merge reads every member.
+    let previous = if gate.is_some() { Vec::new() } else { memory.recall_merge(repo.id, &key, current, &names) };
     let reusable = memory.reusable(repo.id, &key, current);
     let by_source: Vec<(i64, String)> = inputs.iter().map(|(m, _, s)| (m.id, s.clone())).collect();
     let (mut texts, mut now) = (HashMap::new(), HashMap::new());
@@ -230,8 +271,8 @@ pub(crate) async fn merge(
             None => read(reader, member, input).await?,
         };
         // Sorted off the build's task, like the reading.
-        let (name, shadowing) = (member.name.to_string(), ahead.clone());
-        let sorted = work::read(move || sort(&text, &name, &shadowing)).await.map_err(other)?;
+        let (name, shadowing, gate) = (member.name.to_string(), ahead.clone(), gate.clone());
+        let sorted = work::read(move || sort(&text, &name, &shadowing, gate.as_deref())).await.map_err(other)?;
         // A record from upstream that apk cannot read is left out, counted and logged.
         let (count, first) = sorted.skipped;
         for _ in 0..count {

@@ -24,6 +24,9 @@ pub struct ApkBuilder {
     pub reader: Reader,
     /// What the last builds left of each hosted index (reused while still published).
     pub memory: super::chunks::Memory,
+    /// The worker's services: a group's policy is applied with them (`None`: a group with a
+    /// policy is not built).
+    pub services: Option<packyard_core::services::Services>,
 }
 
 #[async_trait]
@@ -46,13 +49,27 @@ impl Builder for ApkBuilder {
         let (_, current) = current_index(ctx, unit).await?;
         let description = format!("{} {}", group.name, unit.unit_key);
         let signing = Signing { key: &key, key_file: &key_file, description: &description, mtime: mtime() };
-        let merged = group::merge(ctx, (&self.reader, &self.memory), (group, &u, current.as_deref()), &signing).await?;
-        let hidden = [
+        let gate = packyard_core::policy::BuildGate::for_merge(
+            self.services.as_ref(),
+            group,
+            Some(&super::spec::ApkOsv),
+            &unit.unit_key,
+        )
+        .await?;
+        let reading = (&self.reader, &self.memory, gate.clone());
+        let merged = group::merge(ctx, reading, (group, &u, current.as_deref()), &signing).await?;
+        let mut hidden = vec![
             (group::members_path(&unit.unit_key), groups::members_map(&merged.members)),
             (group::sources_path(&unit.unit_key), groups::render_sources(&merged.sources)),
         ];
+        if let Some(gate) = &gate {
+            hidden.push((group::policy_path(&unit.unit_key), gate.report().render()));
+        }
         for (path, text) in hidden {
             ctx.put(&path, "text/plain; charset=utf-8", text.as_bytes()).await?;
+        }
+        if let (Some(gate), Some(services)) = (&gate, &self.services) {
+            gate.record(services, group.id, &unit.unit_key).await?;
         }
         Ok(())
     }
@@ -69,6 +86,10 @@ impl Builder for ApkBuilder {
 
     fn sources_path(&self, unit_key: &str) -> String {
         group::sources_path(unit_key)
+    }
+
+    fn policy_path(&self, unit_key: &str) -> Option<String> {
+        Some(group::policy_path(unit_key))
     }
 }
 

@@ -45,6 +45,20 @@ impl FormatSpec for ApkSpec {
         Some(job.map(|i| Box::new(packyard_core::import::Job(i)) as Box<dyn packyard_core::import::ImportJob>))
     }
 
+    /// A group applies its policy when it merges its members' indexes, a proxy when it filters
+    /// its upstream's (each signs what it publishes); a package declares its architecture and licenses to it.
+    fn policy_facets(&self) -> Option<&'static [&'static str]> {
+        Some(&["licenses", "architectures"])
+    }
+
+    fn policy_refused(
+        &self,
+        repo_type: packyard_model::repos::RepoType,
+        block: Option<&serde_json::Value>,
+    ) -> Option<String> {
+        packyard_core::formats::signed_index_policy_refused(repo_type, block, "apk")
+    }
+
     fn osv(&self) -> Option<&dyn packyard_core::formats::OsvSpec> {
         Some(&ApkOsv)
     }
@@ -74,6 +88,7 @@ impl FormatSpec for ApkSpec {
             keystore: services.security.keystore.clone(),
             reader: packyard_core::groups::Reader::of(services),
             memory: Default::default(),
+            services: Some(services.clone()),
         };
         builders.with(super::KIND, Arc::new(builder))
     }
@@ -149,7 +164,7 @@ impl RotatingKeys for ApkKeys {
 }
 
 /// The format's packages in OSV (`Alpine`), in the format's own version order.
-struct ApkOsv;
+pub(crate) struct ApkOsv;
 
 impl packyard_core::formats::OsvSpec for ApkOsv {
     fn ecosystem(&self) -> &'static str {

@@ -13,7 +13,8 @@ pub struct ApkUi;
 /// The file name an APK client keeps the repository's public key under, when Packyard signs its
 /// indexes (a hosted repository or a group); a proxy serves its upstream's.
 async fn key_name(services: &Services, repo: &Repository) -> Option<String> {
-    if repo.repo_type == RepoType::Proxy {
+    // (A proxy with a policy signs what it lets through itself.)
+    if repo.repo_type == RepoType::Proxy && !repo.publishes_merge() {
         return None;
     }
     let key = super::keys::current(&services.db, &services.security.keystore, repo.id).await.ok()?;
@@ -22,7 +23,7 @@ async fn key_name(services: &Services, repo: &Repository) -> Option<String> {
 
 /// A proxy's upstream key names (`group::upstream_keys`), when it has `apk.signed_by`.
 async fn upstream_key_names(services: &Services, repo: &Repository) -> Vec<String> {
-    if repo.repo_type != RepoType::Proxy || ApkSettings::of(repo).signed_by.is_none() {
+    if repo.repo_type != RepoType::Proxy || repo.publishes_merge() || ApkSettings::of(repo).signed_by.is_none() {
         return Vec::new();
     }
     let reader = packyard_core::groups::Reader::of(services);

@@ -25,13 +25,15 @@ use super::chunks::{self, Contribution, Memory};
 use super::index::{Hashed, Hashers, IndexId};
 use super::KIND;
 use packyard_core::groups::{incremental, members_of, published_entry, Reader, Sources};
+use packyard_core::policy::{BuildGate, Entry};
 use packyard_core::publication::{BuildContext, BuildError};
+use packyard_model::policy::Subject;
 use packyard_model::repos::{RepoType, Repository};
 use packyard_store::db::publication::SnapshotFile;
 use packyard_store::db::Db;
 
-/// A group's build reading its members.
-pub struct Upstream<'a>(pub &'a Reader);
+/// A group's build reading its members, with the group's policy when it has one.
+pub struct Upstream<'a>(pub &'a Reader, pub Option<Arc<BuildGate>>);
 
 /// What reading a member's index hands to the merge ([`Upstream::contribute`]).
 enum Reading {
@@ -100,15 +102,15 @@ pub fn stanza_key(stanza: &str) -> Option<(String, &'static str)> {
     Some((format!("{name} {version} {arch}"), path_field))
 }
 
-/// Appends a member's stanza with its `path_field` prefixed by `pool/<member>/`.
-fn write_stanza(out: &mut String, member: &str, stanza: &str, path_field: &str) {
+/// Appends a member's stanza with its `path_field` prefixed by `prefix` (`pool/<member>/`; a
+/// gated proxy's own stanzas keep their paths: no prefix).
+fn write_stanza(out: &mut String, prefix: &str, stanza: &str, path_field: &str) {
     for line in stanza.lines() {
         match line.split_once(':') {
             Some((k, v)) if !line.starts_with([' ', '\t']) && k.eq_ignore_ascii_case(path_field) => {
                 out.push_str(path_field);
-                out.push_str(": pool/");
-                out.push_str(member);
-                out.push('/');
+                out.push_str(": ");
+                out.push_str(prefix);
                 out.push_str(v.trim());
             }
             _ => out.push_str(line),
@@ -127,7 +129,7 @@ pub fn merge_stanza(out: &mut String, seen: &mut HashSet<String>, member: &str, 
     if !seen.insert(key) {
         return false;
     }
-    write_stanza(out, member, stanza, path_field);
+    write_stanza(out, &format!("pool/{member}/"), stanza, path_field);
     true
 }
 
@@ -188,6 +190,10 @@ impl Upstream<'_> {
         let mut inputs = Vec::new();
         for member in members_of(ctx.db, repo).await? {
             let input = match member.repo_type {
+                // A gated proxy publishes what its policy lets through: that is what it offers.
+                RepoType::Proxy if member.id != repo.id && member.gate().is_some() => {
+                    published_index(ctx.db, &member, dist, id).await?
+                }
                 RepoType::Proxy => {
                     let Some(release) = self.upstream_release(&member, dist).await? else { continue };
                     // Re-signing an expired release would hide its expiry (the protection against
@@ -213,7 +219,10 @@ impl Upstream<'_> {
                 RepoType::Group => published_index(ctx.db, &member, dist, id).await?,
             };
             if let Some(input) = input {
-                let source = format!("{} {}", member.name, input.sha256());
+                // What a policy filtered is another merge than the whole (a policy taken off
+                // merges the member again).
+                let gated = if self.1.is_some() { " gated" } else { "" };
+                let source = format!("{} {}{gated}", member.name, input.sha256());
                 inputs.push((member, input, source));
             }
         }
@@ -223,7 +232,10 @@ impl Upstream<'_> {
         let recalled = memory.recall_merge(repo.id, &path, current);
         // Chunks are taken again by their text even when the members are others now.
         let reuse = chunks::Reuse::new(recalled.as_ref().map(|p| p.emitted.as_slice()).unwrap_or_default());
-        let previous = recalled.filter(|p| p.members == names).map(|p| p.emitted).unwrap_or_default();
+        // A policy's verdicts change with the time: a gated merge reads every member (the
+        // chunks whose text is the same are still taken again).
+        let previous =
+            recalled.filter(|p| p.members == names && self.1.is_none()).map(|p| p.emitted).unwrap_or_default();
 
         // Which members keep their chunks (`groups::incremental`): those whose index changed
         // are read for the keys they offer now.
@@ -268,7 +280,9 @@ impl Upstream<'_> {
                 ahead.push(c.offered.clone());
                 continue;
             }
-            let c = self.contribute(ctx, member, input, id, (&ahead, &mut hashers, &reuse)).await?;
+            // A gated proxy's own index keeps its paths (its pool is its upstream's).
+            let prefix = if member.id == repo.id { String::new() } else { format!("pool/{}/", member.name) };
+            let c = self.contribute(ctx, (member, &prefix), input, id, (&ahead, &mut hashers, &reuse)).await?;
             let c = Contribution { source: source.clone(), ..c };
             ahead.push(c.offered.clone());
             merged.push(c);
@@ -317,7 +331,7 @@ impl Upstream<'_> {
     async fn contribute(
         &self,
         ctx: &mut BuildContext<'_>,
-        member: &Repository,
+        (member, prefix): (&Repository, &str),
         input: &Input,
         id: &IndexId<'_>,
         (ahead, hashers, reuse): (&[Arc<HashSet<u128>>], &mut [Hashers; 3], &chunks::Reuse),
@@ -326,7 +340,7 @@ impl Upstream<'_> {
         // Reading (decompressing, parsing, checking) runs on a blocking thread — a heavy
         // build's at the lower priority (`publication::work`) — and hands over the text chunk
         // by chunk; this task stores and compresses what it is handed.
-        let (ahead, name) = (ahead.to_vec(), member.name.to_string());
+        let (ahead, prefix, gate) = (ahead.to_vec(), prefix.to_string(), self.1.clone());
         let (mut read, reading) = packyard_core::publication::work::produce(2, move |feed| {
             let (mut stanza, mut text) = (String::new(), String::new());
             let mut offered = HashSet::new();
@@ -348,8 +362,11 @@ impl Upstream<'_> {
                 if !offered.insert(key) || ahead.iter().any(|a| a.contains(&key)) {
                     continue;
                 }
+                if gate.as_ref().is_some_and(|g| !judged(g, &prefix, &stanza, path_field)) {
+                    continue;
+                }
                 let before = text.len();
-                write_stanza(&mut text, &name, &stanza, path_field);
+                write_stanza(&mut text, &prefix, &stanza, path_field);
                 if cuts.after(text.len() - before, || key) && !feed.send(Reading::Text(std::mem::take(&mut text))) {
                     return Ok(offered);
                 }
@@ -445,6 +462,58 @@ impl Upstream<'_> {
     }
 }
 
+/// Whether policy `gate` lets a member's `stanza` into the merged index; what it holds back or
+/// audits is noted under each file the stanza lists, as the merge serves it (`prefix`: a
+/// group's `pool/<member>/`). A binary package is judged by its name, version and
+/// architecture, its advisories by its source package's name (Debian's advisories name source
+/// packages).
+fn judged(gate: &BuildGate, prefix: &str, stanza: &str, path_field: &str) -> bool {
+    let (Some(name), Some(version)) = (field(stanza, "Package"), field(stanza, "Version")) else { return false };
+    let sources = path_field == "Directory";
+    let source = match field(stanza, "Source") {
+        // `Source: name (version)` when the source's version differs.
+        Some(s) if !sources => s.split_whitespace().next().unwrap_or(name),
+        _ => name,
+    };
+    let subject = Subject {
+        name,
+        version,
+        published_ms: None,
+        licenses: &[],
+        architecture: if sources { Some("source") } else { field(stanza, "Architecture") },
+    };
+    let v = gate.judge(&Entry { subject, advisory_name: source }, None);
+    let Some(at) = field(stanza, path_field) else { return false };
+    if sources {
+        // Each file the source package lists, in its directory.
+        let mut passes = true;
+        for file in listed_files(stanza) {
+            passes = gate.note(&format!("{prefix}{at}/{file}"), (name, version), &v);
+        }
+        passes && v.passes()
+    } else {
+        gate.note(&format!("{prefix}{at}"), (name, version), &v)
+    }
+}
+
+/// The names a `Sources` stanza's `Files` field lists (`<md5> <size> <name>` per line).
+fn listed_files(stanza: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut inside = false;
+    for line in stanza.lines() {
+        if !line.starts_with([' ', '\t']) {
+            inside = line.split_once(':').is_some_and(|(k, _)| k.eq_ignore_ascii_case("Files"));
+            continue;
+        }
+        if inside {
+            if let Some(name) = line.split_whitespace().nth(2) {
+                out.push(name);
+            }
+        }
+    }
+    out
+}
+
 /// Which of a proxy member's upstream indexes a group's index merges: the form the verified
 /// `release` lists first among xz, gz and plain; `None` when it lists none.
 fn upstream_input(release: (String, String), id: &IndexId<'_>) -> Option<Input> {
@@ -467,6 +536,12 @@ fn unreadable(member: &Repository, id: &IndexId<'_>, e: std::io::Error) -> Build
 /// proxy member a group snapshot merged: `<member> <sha256>` per line.
 pub(super) fn sources_path(dist: &str) -> String {
     format!("dists/{dist}/.sources")
+}
+
+/// The snapshot file (hidden) where a gated group's snapshot says what its policy held back
+/// ([`packyard_core::policy::Report`]), by the files' paths as the group serves them.
+pub fn policy_path(dist: &str) -> String {
+    format!("dists/{dist}/{}", packyard_core::policy::POLICY_FILE)
 }
 
 /// The forms of an index a `Release` may list, in the order they are read: xz, gzip, plain.

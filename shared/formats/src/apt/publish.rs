@@ -20,8 +20,9 @@ use crate::apt::rows;
 use packyard_codecs::apt::dsc::{render_sources_stanza, SourceFile};
 use packyard_codecs::apt::packages::{render_stanza, PoolFile};
 use packyard_core::groups::Reader;
+use packyard_core::policy::BuildGate;
 use packyard_core::publication::{BuildContext, BuildError, Builder, Rebuilds};
-use packyard_model::repos::{Format, RepoType, Repository};
+use packyard_model::repos::{Format, Repository};
 use packyard_store::db::publication::UnitRecord;
 use packyard_store::db::Db;
 
@@ -34,6 +35,9 @@ pub struct AptBuilder {
     /// What the last builds left of each hosted index and group merge (reused while still
     /// published).
     pub memory: chunks::Memory,
+    /// The worker's services: a group's policy is applied with them (`None`: a group with a
+    /// policy is not built).
+    pub services: Option<packyard_core::services::Services>,
 }
 
 #[async_trait]
@@ -58,11 +62,15 @@ impl Builder for AptBuilder {
 
     /// A proxy member's upstream `InRelease` of the distribution (verified), by hash.
     async fn upstream_source(&self, member: &Repository, dist: &str) -> Result<Option<String>, BuildError> {
-        Ok(Upstream(&self.reader).upstream_release(member, dist).await?.map(|(sha, _)| sha))
+        Ok(Upstream(&self.reader, None).upstream_release(member, dist).await?.map(|(sha, _)| sha))
     }
 
     fn sources_path(&self, dist: &str) -> String {
         group::sources_path(dist)
+    }
+
+    fn policy_path(&self, dist: &str) -> Option<String> {
+        Some(group::policy_path(dist))
     }
 }
 
@@ -78,6 +86,8 @@ impl AptBuilder {
         }
         let mut indexes = Vec::new();
         let mut sources = packyard_core::groups::Sources::new();
+        // A group's policy, read once for the whole distribution.
+        let gate = BuildGate::for_merge(self.services.as_ref(), repo, Some(&super::spec::AptOsv), dist).await?;
         // The current snapshot's index files, which an incremental build may continue.
         let current: HashMap<String, String> = match ctx.continues(unit) {
             Some(snapshot) => ctx
@@ -91,16 +101,17 @@ impl AptBuilder {
             _ => HashMap::new(),
         };
         // The packages and source packages noted as changed since the last build (hosted).
-        let changed = match repo.repo_type {
-            RepoType::Group => Default::default(),
-            _ => self.memory.changes(ctx.db, repo.id, dist, &current).await?,
+        let changed = if repo.publishes_merge() {
+            Default::default()
+        } else {
+            self.memory.changes(ctx.db, repo.id, dist, &current).await?
         };
         for component in &settings.components {
             for arch in &archs {
                 let base = format!("{component}/binary-{arch}");
                 let id = IndexId { component, arch, dist, base: &base, stem: "Packages" };
-                let files = if repo.repo_type == RepoType::Group {
-                    let upstream = (&Upstream(&self.reader), &self.memory);
+                let files = if repo.publishes_merge() {
+                    let upstream = (&Upstream(&self.reader, gate.clone()), &self.memory);
                     group::merge_index(ctx, upstream, repo, &id, (&mut sources, &current)).await?
                 } else {
                     self.index(ctx, repo.id, &id, (&current, &changed[0])).await?
@@ -109,8 +120,8 @@ impl AptBuilder {
             }
             let base = format!("{component}/source");
             let id = IndexId::sources(dist, component, &base);
-            let files = if repo.repo_type == RepoType::Group {
-                let upstream = (&Upstream(&self.reader), &self.memory);
+            let files = if repo.publishes_merge() {
+                let upstream = (&Upstream(&self.reader, gate.clone()), &self.memory);
                 group::merge_index(ctx, upstream, repo, &id, (&mut sources, &current)).await?
             } else {
                 self.sources_index(ctx, repo.id, &id, (&current, &changed[1])).await?
@@ -145,9 +156,13 @@ impl AptBuilder {
             .map_err(|e| BuildError::Other(format!("signing key: {e}")))?;
         let inrelease = signer.clearsign(&release).map_err(|e| BuildError::Other(e.to_string()))?;
         let detached = signer.detached(release.as_bytes()).map_err(|e| BuildError::Other(e.to_string()))?;
-        if repo.repo_type == RepoType::Group {
+        if repo.publishes_merge() {
             let text = packyard_core::groups::render_sources(&sources);
             ctx.put(&group::sources_path(dist), TEXT, text.as_bytes()).await?;
+        }
+        if let (Some(gate), Some(services)) = (&gate, &self.services) {
+            ctx.put(&group::policy_path(dist), TEXT, gate.report().render().as_bytes()).await?;
+            gate.record(services, repo.id, dist).await?;
         }
         ctx.put(&format!("dists/{dist}/Release"), TEXT, release.as_bytes()).await?;
         ctx.put(&format!("dists/{dist}/InRelease"), TEXT, inrelease.as_bytes()).await?;

@@ -53,6 +53,20 @@ impl FormatSpec for AptSpec {
         Some(&super::nexus::AptNexus)
     }
 
+    /// A group applies its policy when it merges its members' indexes, a proxy when it filters
+    /// its upstream's (each signs what it publishes); a package declares its architecture to it.
+    fn policy_facets(&self) -> Option<&'static [&'static str]> {
+        Some(&["architectures"])
+    }
+
+    fn policy_refused(
+        &self,
+        repo_type: packyard_model::repos::RepoType,
+        block: Option<&serde_json::Value>,
+    ) -> Option<String> {
+        packyard_core::formats::signed_index_policy_refused(repo_type, block, "apt")
+    }
+
     fn osv(&self) -> Option<&dyn packyard_core::formats::OsvSpec> {
         Some(&AptOsv)
     }
@@ -98,6 +112,7 @@ impl FormatSpec for AptSpec {
             keystore: services.security.keystore.clone(),
             reader: packyard_core::groups::Reader::of(services),
             memory: Default::default(),
+            services: Some(services.clone()),
         };
         builders.with(super::KIND, Arc::new(builder))
     }
@@ -185,7 +200,7 @@ impl RotatingKeys for AptKeys {
 }
 
 /// The format's packages in OSV (`Debian`), in the format's own version order.
-struct AptOsv;
+pub(crate) struct AptOsv;
 
 impl packyard_core::formats::OsvSpec for AptOsv {
     fn ecosystem(&self) -> &'static str {

@@ -85,8 +85,9 @@ impl FormatUi for AptUi {
         let keyring = keyring(repo, &apt);
         let mut out = Vec::new();
         if repo.repo_type != RepoType::Proxy || apt.signed_by.is_some() {
-            let whose =
-                if repo.repo_type == RepoType::Proxy { "The upstream's signing key" } else { "The signing key" };
+            // A proxy with a policy signs what it lets through with its own key.
+            let upstreams = repo.repo_type == RepoType::Proxy && !repo.publishes_merge();
+            let whose = if upstreams { "The upstream's signing key" } else { "The signing key" };
             out.push(Snippet::new(
                 whose,
                 format!("sudo install -d /etc/apt/keyrings\ncurl -fsSL {url}/gpg.key | sudo tee {keyring} >/dev/null"),

@@ -136,10 +136,11 @@ impl Db {
             return Ok(without_marker(known));
         }
         let mut tx = self.begin().await?;
-        let add = crate::insert_or_ignore!(
-            "policy_seen.add",
-            "INSERT INTO policy_seen (repository_id, unit, version, first_seen) VALUES ($1, $2, $3, $4)"
-        );
+        const ADD: &str = "INSERT INTO policy_seen (repository_id, unit, version, first_seen) VALUES ($1, $2, $3, $4)";
+        let add = crate::insert_or_ignore!("policy_seen.add", ADD);
+        // A repository's first sighting of a large index adds its whole list: 200 rows a statement.
+        static ADD_MANY: crate::sql::Sql =
+            crate::sql::Sql::with_rows("policy_seen.add_many", ADD, crate::sql::Shape::InsertOrIgnore, 200);
         // Whether the unit was seen, asked inside the transaction that records it.
         let marker = sql!(
             "policy_seen.marker",
@@ -150,11 +151,23 @@ impl Db {
         if seen == 0 {
             self.bound(add, (repository_id, unit, "", now)).execute(&mut *tx).await?;
         }
-        for v in &missing {
-            self.bound(add, (repository_id, unit, *v, stamp)).execute(&mut *tx).await?;
-        }
+        self.insert_rows(&mut tx, &ADD_MANY, add, &missing, |q, v| {
+            q.bind(repository_id).bind(unit).bind(*v).bind(stamp)
+        })
+        .await?;
         tx.commit().await?;
         Ok(without_marker(self.policy_seen_rows(repository_id, unit).await?))
+    }
+
+    /// The first sightings recorded for `unit`, without recording any; `None` when the unit was
+    /// never seen.
+    pub async fn policy_seen_of(
+        &self,
+        repository_id: i64,
+        unit: &str,
+    ) -> DbResult<Option<std::collections::HashMap<String, i64>>> {
+        let rows = self.policy_seen_rows(repository_id, unit).await?;
+        Ok(rows.contains_key("").then(|| without_marker(rows)))
     }
 
     async fn policy_seen_rows(
