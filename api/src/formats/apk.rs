@@ -141,10 +141,8 @@ async fn serve(cx: &Cx<'_>, repo: &Repository, f: &UnitFile, depth: usize) -> Re
             let advisories = match repo.gate() {
                 Some(_) => {
                     let units = [(unit.key(), group::policy_path(&unit.key()))];
-                    match super::gate::reported(services, repo, KIND, &units, file).await? {
-                        Some(line) => super::gate::check_reported(services, repo, &line)?,
-                        None => None,
-                    }
+                    let line = super::gate::reported(services, repo, KIND, &units, file).await?;
+                    super::gate::check_reported(services, repo, &path, line.as_ref())?
                 }
                 None => None,
             };
@@ -174,9 +172,8 @@ async fn serve(cx: &Cx<'_>, repo: &Repository, f: &UnitFile, depth: usize) -> Re
             let mut advisories = None;
             if repo.gate().is_some() {
                 let units = [(unit.key(), group::policy_path(&unit.key()))];
-                if let Some(line) = super::gate::reported(services, repo, KIND, &units, file).await? {
-                    advisories = super::gate::check_reported(services, repo, &line)?;
-                }
+                let line = super::gate::reported(services, repo, KIND, &units, file).await?;
+                advisories = super::gate::check_reported(services, repo, &path, line.as_ref())?;
             }
             // Read in place: no copy of the whole `.members` file per package request.
             let members =

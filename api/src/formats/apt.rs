@@ -192,10 +192,8 @@ async fn gated(
             (dist, report)
         })
         .collect();
-    match super::gate::reported(cx.services, repo, KIND, &units, path).await? {
-        Some(line) => super::gate::check_reported(cx.services, repo, &line),
-        None => Ok(None),
-    }
+    let line = super::gate::reported(cx.services, repo, KIND, &units, path).await?;
+    super::gate::check_reported(cx.services, repo, path, line.as_ref())
 }
 
 async fn pool_file(

@@ -296,6 +296,9 @@ async fn proxy_read(cx: &Cx<'_>, repo: &Repository, target: &Target) -> Result<H
     // A revision list the policy reads to answer another request: its own path.
     if let Target::Revisions(r) = target {
         path = format!("v2/conans/{}/revisions", r.url_path());
+    } else if let Target::File(r, rrev, file) = target {
+        // (A recipe file the policy reads for another request: its licenses.)
+        path = format!("v2/conans/{}/revisions/{rrev}/files/{file}", r.url_path());
     } else if let Target::PackageRevisions(r, rrev, pkgid) = target {
         path = format!("v2/conans/{}/revisions/{rrev}/packages/{pkgid}/revisions", r.url_path());
     } else if let (Target::Packages(r, Some(rrev)), true) = (target, path.ends_with("/search")) {
@@ -780,9 +783,45 @@ async fn judge(
 ) -> Result<Verdict, FormatError> {
     let component = packyard_formats::conan::catalogue::component(r, rrev);
     let published_ms = time.filter(|_| policy.ages(&r.name));
-    let subject = Subject { name: &r.name, version: &r.version, published_ms, licenses: &[], architecture: None };
+    let licenses = if packyard_model::policy::wants_licenses(policy) {
+        recipe_licenses(cx, repo, r, rrev).await?
+    } else {
+        std::sync::Arc::default()
+    };
+    let subject = Subject { name: &r.name, version: &r.version, published_ms, licenses: &licenses, architecture: None };
     let c = Candidate { subject, component: (&component.key, &component.group, &component.name) };
     gate::judge(cx.services, repo, policy, &c).await
+}
+
+/// The licenses recipe revision `rrev` of `r` declares (its `conanfile.py`'s `license`, read
+/// through the repository once, then kept); none when it declares none or has no such file.
+async fn recipe_licenses(
+    cx: &Cx<'_>,
+    repo: &Repository,
+    r: &Reference,
+    rrev: &str,
+) -> Result<std::sync::Arc<Vec<String>>, FormatError> {
+    let key = format!("{}#{rrev}", r.display());
+    if let Some(known) = cx.services.policy.licenses(repo.id, &key) {
+        return Ok(known);
+    }
+    let target = Target::File(r.clone(), rrev.to_string(), "conanfile.py".to_string());
+    let text = match gate::plain(read(cx, repo, target, 0)).await {
+        Ok(res) => {
+            let bytes = gate::body(res).await?;
+            let end = bytes.len().min(packyard_codecs::conan::recipe::MAX_CONANFILE);
+            String::from_utf8_lossy(&bytes[..end]).into_owned()
+        }
+        Err(e) if e.0.code == ErrorCode::NotFound => String::new(),
+        Err(e) => return Err(e),
+    };
+    let licenses: Vec<String> = packyard_codecs::conan::recipe::declared_licenses(&text)
+        .iter()
+        .flat_map(|l| packyard_model::policy::license_names(l))
+        .collect();
+    let licenses = std::sync::Arc::new(licenses);
+    cx.services.policy.remember_licenses(repo.id, &key, licenses.clone());
+    Ok(licenses)
 }
 
 #[cfg(test)]

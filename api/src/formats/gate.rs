@@ -89,9 +89,11 @@ pub async fn gates_below(services: &Services, repo: &Repository, depth: usize) -
     Ok(false)
 }
 
-/// What the policy report a gated repository published beside unit `unit`'s index (at
-/// `report`) says of the file at `path` (`None`: nothing; the first unit that says something
-/// wins).
+/// What the policy reports a gated repository published beside its units' indexes (`units`:
+/// each unit and its report's path) say of the file at `path`: a unit that lets it through
+/// wins (suites share a pool; one may list what another holds back yet), else the first
+/// refusal; `None` when no published report lists it — a file the repository's indexes do not
+/// list, which it does not serve (its policy judged only what they list).
 pub async fn reported(
     services: &Services,
     repo: &Repository,
@@ -99,29 +101,39 @@ pub async fn reported(
     units: &[(String, String)],
     path: &str,
 ) -> Result<Option<ReportLine>, FormatError> {
+    let mut refused = None;
     for (unit, report) in units {
         let Some(f) = super::published_file(services, repo, kind, unit, report).await? else { continue };
         let etag = f.etag.as_ref().and_then(|e| e.to_str().ok()).unwrap_or_default();
         if let Some(line) = services.policy.report(etag, &f.bytes).find(path) {
-            return Ok(Some(line.clone()));
+            if line.status == 200 {
+                return Ok(Some(line.clone()));
+            }
+            refused.get_or_insert_with(|| line.clone());
         }
     }
-    Ok(None)
+    Ok(refused)
 }
 
-/// A reported line as the download answers it: the refusal the publication wrote (a young
-/// version whose time has come passes: its index is being published again), or the advisories'
-/// header of an audited one.
+/// A reported line as the download answers it (`None`: a file the repository's indexes do not
+/// list — not served): the refusal the publication wrote (until the next publication says
+/// otherwise: one comes when a young version comes of age), or the advisories' header of an
+/// audited one.
 pub fn check_reported(
     services: &Services,
     repo: &Repository,
-    line: &ReportLine,
+    path: &str,
+    line: Option<&ReportLine>,
 ) -> Result<Option<String>, FormatError> {
+    let Some(line) = line else {
+        return Err(ApiError::not_found(format!(
+            "not found: /{path} is not listed by {} repository {}'s index (its policy lets through only what the index it publishes lists)",
+            repo.repo_type, repo.name
+        ))
+        .into());
+    };
     if line.status == 200 {
         return Ok(Some(line.text.clone()).filter(|t| !t.is_empty()));
-    }
-    if line.due > 0 && line.due <= services.policy.now_ms() {
-        return Ok(None);
     }
     services.metrics.policy_refusals_total.with_label_values(&[repo.name.as_str(), line.reason.as_str()]).inc();
     let code = if line.status == 404 { ErrorCode::NotFound } else { ErrorCode::Forbidden };

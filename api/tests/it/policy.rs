@@ -422,10 +422,11 @@ fn conan_release_age() -> anyhow::Result<()> {
             )?;
             conan(&["remote", "add", "up", &format!("{}/repository/up", server.public)], h)?;
         } else {
-            std::fs::write(
-                proj.join("conanfile.py"),
-                format!("{}\n# revision {n}\n", std::fs::read_to_string(proj.join("conanfile.py"))?),
-            )?;
+            // The new revision under another license: a quarantine rule by license.
+            let recipe = std::fs::read_to_string(proj.join("conanfile.py"))?;
+            anyhow::ensure!(recipe.contains("license = \"<Put the package license here>\""), "{recipe}");
+            let recipe = recipe.replace("<Put the package license here>", "GPL-3.0-only OR MIT");
+            std::fs::write(proj.join("conanfile.py"), format!("{recipe}\n# revision {n}\n"))?;
             conan(&["remote", "update", "up", "--url", &format!("{}/repository/up", server.public)], h)?;
         }
         conan(&["remote", "login", "up", "admin", "-p", PW], h)?;
@@ -520,6 +521,22 @@ fn conan_release_age() -> anyhow::Result<()> {
             )?;
             let out = install()?;
             assert!(out.contains(&format!("hello/1.0#{}", revisions[1])), "the newer revision: {out}");
+            // A rule by license (the recipe's `license`): without the exception and the age, the
+            // GPL revision is denied, and `conan install` takes the one before it.
+            let delete =
+                format!("{}/api/v1/repositories/cproxy/policy/exceptions?name=hello&version=1.0", server.public);
+            assert_eq!(status_of(ureq::delete(&delete).set("Authorization", &auth).call())?.0, 204);
+            let r = ureq::request("PATCH", &format!("{}/api/v1/repositories/cproxy", server.public))
+                .set("Authorization", &auth)
+                .set("Content-Type", "application/merge-patch+json")
+                .send_json(json!({"policy": {"min_release_age_secs": 0,
+                    "rules": [{"id": "no-gpl", "action": "deny", "licenses": ["GPL-*"]}]}}));
+            assert_eq!(status_of(r)?.0, 200);
+            let out = install()?;
+            assert!(out.contains(&format!("hello/1.0#{}", revisions[0])), "the older revision: {out}");
+            let (s, body) =
+                status_of(ureq::get(&format!("{base}/revisions/{}/files/conanfile.py", revisions[1])).call())?;
+            assert!(s == 403 && body.contains("quarantine rule \"no-gpl\""), "{s} {body}");
             Ok(())
         };
         on().map_err(|e| e.context(format!("on {}", backend.as_str())))?;

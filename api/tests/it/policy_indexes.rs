@@ -242,6 +242,15 @@ fn apt_on(backend: Backend) -> anyhow::Result<()> {
         assert!(listed.contains("Version: 1.0") && !listed.contains("Version: 1.1"), "{repo}: {listed}");
         assert_eq!(apt_download_hello(&server, repo)?, ["hello_1.0_amd64.deb"], "{repo}");
     }
+    // A file of the upstream's pool that no index lists is not served either (through the
+    // plain proxy it is: it passes the upstream on).
+    let stray = Package::new("stray", "1.0", "amd64");
+    upstream.put(&stray.pool_path(), stray.deb.clone());
+    assert_eq!(get(&server, &format!("/repository/up/{}", stray.pool_path()))?.0, 200);
+    for (repo, pool) in GATED {
+        let (s, body) = text(&server, &format!("/repository/{repo}/{pool}{}", stray.pool_path()))?;
+        assert!(s == 404 && body.contains("is not listed by") && body.contains(repo), "{repo}: {s} {body}");
+    }
     // The group over the gated proxy: the proxy's verdicts, on its index and its downloads.
     let (_, listed) = text(&server, &packages("outer"))?;
     assert!(listed.contains("Version: 1.0") && !listed.contains("Version: 1.1"), "outer: {listed}");
@@ -261,7 +270,14 @@ fn apt_on(backend: Backend) -> anyhow::Result<()> {
         until(&server, &packages(repo), repo, |s, b| s == 200 && !b.contains("Version: 1.1"))?;
     }
 
-    // Enforce: Debian's advisory of hello before 1.1 (by its source package) leaves 1.0 out.
+    // Enforce: Debian's advisory of hello before 1.1 (by its source package), imported while
+    // the policy enforces, leaves 1.0 out (the import publishes the gated repositories again).
+    for (repo, _) in GATED {
+        patch(&server, repo, json!({"policy": {"min_release_age_secs": 0, "vulnerabilities": "enforce"}}))?;
+        until(&server, &packages(repo), repo, |s, b| {
+            s == 200 && b.contains("Version: 1.1") && b.contains("Version: 1.0")
+        })?;
+    }
     import(
         dir.path(),
         url.as_deref(),
@@ -271,7 +287,6 @@ fn apt_on(backend: Backend) -> anyhow::Result<()> {
                 "ranges": [{"type": "ECOSYSTEM", "events": [{"introduced": "0"}, {"fixed": "1.1"}]}]}]}]),
     )?;
     for (repo, pool) in GATED {
-        patch(&server, repo, json!({"policy": {"min_release_age_secs": 0, "vulnerabilities": "enforce"}}))?;
         let listed = until(&server, &packages(repo), repo, |s, b| {
             s == 200 && b.contains("Version: 1.1") && !b.contains("Version: 1.0")
         })?;
@@ -364,6 +379,8 @@ fn apk_on(backend: Backend) -> anyhow::Result<()> {
         &auth,
         Repo::proxy("upgated", Format::Apk, &upstream.url).with(json!({"proxy": ttl, "apk": apk, "policy": policy})),
     )?;
+    // A group without a policy over the gated proxy merges what the proxy lets through.
+    common::process::create_repository(&server.public, &auth, Repo::group("outer", Format::Apk, &["upgated"]))?;
     let records = |repo: &str| -> anyhow::Result<String> {
         let (s, bytes) = get(&server, &format!("/repository/{repo}/{UNIT}/APKINDEX.tar.gz"))?;
         anyhow::ensure!(s == 200, "{repo}: {s} {}", String::from_utf8_lossy(&bytes));
@@ -377,6 +394,8 @@ fn apk_on(backend: Backend) -> anyhow::Result<()> {
         }
         Ok(())
     };
+    let outer = records("outer")?;
+    assert!(outer.contains("P:hello\nV:2.12-r1") && !outer.contains("P:gpl-tool"), "outer: {outer}");
     for repo in ["gated", "upgated"] {
         let merged = records(repo)?;
         assert!(merged.contains("P:hello\nV:2.12-r1") && !merged.contains("P:gpl-tool"), "{repo}: {merged}");
@@ -397,11 +416,16 @@ fn apk_on(backend: Backend) -> anyhow::Result<()> {
         let merged = records(repo)?;
         assert!(merged.contains("V:2.12-r1") && !merged.contains("V:2.13-r0"), "{repo}: {merged}");
         verify(&server, repo, &[("hello-2.12-r1.apk", &old.1)])?;
+        if repo == "upgated" {
+            wait("outer", "outer follows the proxy", &|r| r.contains("V:2.12-r1"))?;
+            assert!(!records("outer")?.contains("V:2.13-r0"));
+        }
         // The exception lets it in.
         except(&server, repo, "hello", "2.13-r0")?;
         wait(repo, "2.13 excepted", &|r| r.contains("V:2.13-r0"))?;
         verify(&server, repo, &[("hello-2.12-r1.apk", &old.1), ("hello-2.13-r0.apk", &new.1)])?;
     }
+    wait("outer", "outer takes the excepted version", &|r| r.contains("V:2.13-r0"))?;
 
     // Enforce: Alpine's advisory of hello before 2.13-r0 leaves 2.12-r1 out and refuses it.
     import(

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 #[cfg(feature = "testing")]
 pub mod fuzzing;
+pub mod recipe;
 pub mod version;
 
 /// Why a reference, revision, path or manifest is refused.

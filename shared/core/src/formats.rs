@@ -617,6 +617,13 @@ impl<K: RotatingKeys> SigningKeys for Rotating<K> {
         self.0.label()
     }
 
+    /// A proxy has none, unless its policy has it sign the index it filters.
+    fn refuse(&self, repo: &Repository) -> Option<String> {
+        (repo.repo_type == RepoType::Proxy && !repo.publishes_merge()).then(|| {
+            format!("repository {} is a proxy: it serves its upstream's signatures and has no signing key (a proxy with a policy has one)", repo.name)
+        })
+    }
+
     fn rotation_note(&self) -> Option<&'static str> {
         Some(self.0.rotation_note())
     }

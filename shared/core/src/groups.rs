@@ -338,7 +338,7 @@ pub async fn refresh(db: &Db, reader: &Reader, builders: &Builders, policy_now: 
                 .members
                 .iter()
                 .filter_map(|m| all.iter().find(|r| r.name.as_str() == m))
-                .filter(|m| m.repo_type == RepoType::Proxy && m.gate().is_none())
+                .filter(|m| m.repo_type == RepoType::Proxy)
                 .collect()
         };
         let Some(ttl) = proxies.iter().filter_map(|m| m.settings.proxy.as_ref().map(|p| p.metadata_ttl_secs)).min()
@@ -359,7 +359,12 @@ pub async fn refresh(db: &Db, reader: &Reader, builders: &Builders, policy_now: 
             };
             let mut current = Sources::new();
             let mut unreachable = false;
-            for m in &proxies {
+            // A gated proxy of a kind that publishes its policy's verdicts publishes its own
+            // filtered index, which the group merges (and follows its publications).
+            let merges_itself = |m: &Repository| {
+                m.id != group.id && m.gate().is_some() && builder.policy_path(&unit.unit_key).is_some()
+            };
+            for m in proxies.iter().filter(|m| !merges_itself(m)) {
                 match builder.upstream_source(m, &unit.unit_key).await {
                     Ok(Some(sha)) => {
                         current.insert(m.name.to_string(), sha);

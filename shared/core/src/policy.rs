@@ -35,6 +35,9 @@ const PACKAGES: usize = 50_000;
 /// An advisory as a package's row holds it, with that package's entry.
 pub type Advised = Arc<Vec<(AdvisoryRow, Affected)>>;
 
+/// The licenses a version declares.
+pub type Licenses = Arc<Vec<String>>;
+
 /// A repository's exceptions, under the repository version they were read at.
 type Exceptions = HashMap<i64, (i64, Arc<Vec<PolicyException>>)>;
 
@@ -46,6 +49,9 @@ pub struct PolicyCache {
     times: Mutex<HashMap<(i64, String), i64>>,
     /// Each unit's versions' first sightings, as the database holds them.
     seen_units: Mutex<HashMap<(i64, String), HashMap<String, i64>>>,
+    /// The licenses read for a version (Conan's recipe revisions: their `conanfile.py`), which
+    /// never change.
+    licenses: Mutex<HashMap<(i64, String), Licenses>>,
     /// Published policy reports, parsed, by their content hash (a snapshot's never changes).
     reports: Mutex<HashMap<String, Arc<Report>>>,
     /// The `repositories` watermark the advisories were read under.
@@ -154,6 +160,20 @@ impl PolicyCache {
     /// Whether this replica holds first sightings of `unit`.
     pub fn knows_unit(&self, repository_id: i64, unit: &str) -> bool {
         self.seen_units.lock().is_ok_and(|m| m.contains_key(&(repository_id, unit.to_string())))
+    }
+
+    /// The licenses remembered for `key` (a version of one repository).
+    pub fn licenses(&self, repository_id: i64, key: &str) -> Option<Licenses> {
+        self.licenses.lock().ok()?.get(&(repository_id, key.to_string())).cloned()
+    }
+
+    pub fn remember_licenses(&self, repository_id: i64, key: &str, licenses: Licenses) {
+        if let Ok(mut m) = self.licenses.lock() {
+            if m.len() >= TIMES {
+                m.clear();
+            }
+            m.insert((repository_id, key.to_string()), licenses);
+        }
     }
 
     /// The report a snapshot file with content hash `etag` holds, parsed once.
@@ -406,7 +426,7 @@ impl BuildGate {
     /// time) or none (APT): aged from the later of that and the repository's first sighting.
     pub fn judge(&self, e: &Entry<'_>, own_ms: Option<i64>) -> Verdict {
         let s = &e.subject;
-        let key = format!("{} {}", s.name, s.version);
+        let key = seen_key(s.name, s.version);
         let first = match &self.seen {
             None => 0,
             Some(seen) => seen.get(&key).copied().unwrap_or(self.now),
@@ -443,27 +463,26 @@ impl BuildGate {
         by_advisories(&self.policy, excepted, found)
     }
 
-    /// What the report says of `v` for the file at `path` (`None`: a version that passes with
-    /// nothing to say).
-    pub fn line(&self, path: &str, (name, version): (&str, &str), v: &Verdict) -> Option<ReportLine> {
+    /// What the report says of `v` for the file at `path`: a refusal, or 200 (with the
+    /// advisories of an audited version).
+    pub fn line(&self, path: &str, (name, version): (&str, &str), v: &Verdict) -> ReportLine {
         let (status, text) = match v.refusal(name, version, &self.repository) {
             Some(r) => r,
-            None => (200, v.audit_header()?),
+            None => (200, v.audit_header().unwrap_or_default()),
         };
         let due = match v {
             Verdict::Held(Hold::Young { until_ms, .. }) => *until_ms,
             _ => 0,
         };
-        Some(ReportLine { path: path.to_string(), status, due, reason: v.reason().to_string(), text })
+        ReportLine { path: path.to_string(), status, due, reason: v.reason().to_string(), text }
     }
 
-    /// Notes what the report says of `v` for the file at `path` (nothing for a version that
-    /// passes with nothing to say); true when `v` passes.
+    /// Notes what the report says of `v` for the file at `path` (every file the index lists
+    /// has a line: the downloads serve only those); true when `v` passes.
     pub fn note(&self, path: &str, (name, version): (&str, &str), v: &Verdict) -> bool {
-        if let Some(line) = self.line(path, (name, version), v) {
-            if let Ok(mut lines) = self.lines.lock() {
-                lines.push(line);
-            }
+        let line = self.line(path, (name, version), v);
+        if let Ok(mut lines) = self.lines.lock() {
+            lines.push(line);
         }
         v.passes()
     }
@@ -495,8 +514,19 @@ impl BuildGate {
     }
 }
 
-/// The hidden snapshot file beside a gated index listing what its policy held back or audited
-/// ([`Report`]).
+/// How first sightings name a version (`name version`; a longer one than the column holds by
+/// its digest).
+fn seen_key(name: &str, version: &str) -> String {
+    let key = format!("{name} {version}");
+    if key.len() <= 190 {
+        return key;
+    }
+    use sha2::Digest as _;
+    format!("sha256:{}", hex::encode(sha2::Sha256::digest(key.as_bytes())))
+}
+
+/// The hidden snapshot file beside a gated index listing its policy's verdict on every file its
+/// entries name ([`Report`]).
 pub const POLICY_FILE: &str = ".policy";
 
 /// One line of a [`Report`]: a file of the index's entries, the status a download of it gets
@@ -511,7 +541,8 @@ pub struct ReportLine {
     pub text: String,
 }
 
-/// What a gated build held back or audited, by file path: written as tab-separated lines.
+/// What a gated build decided of each file its index's entries list (held back, audited or let
+/// through), by file path: written as tab-separated lines.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Report {
     pub lines: Vec<ReportLine>,
@@ -562,16 +593,32 @@ impl Report {
 }
 
 /// Requests a new publication of every unit `repo` published (its policy, an exception or the
-/// advisories changed what its indexes leave out); true when any was requested.
+/// advisories changed what its indexes leave out), and of the groups that contain it (they
+/// merge what it lets through); true when any was requested. A proxy that publishes nothing
+/// (no policy, or no longer one) requests only its groups'.
 pub async fn republish(services: &Services, repo: &Repository) -> DbResult<bool> {
-    let units: Vec<(String, String)> =
-        services.db.units_of(repo.id).await?.into_iter().map(|u| (u.kind, u.unit_key)).collect();
-    if units.is_empty() {
-        return Ok(false);
+    let mut targets = Vec::new();
+    if repo.repo_type != packyard_model::repos::RepoType::Proxy || repo.publishes_merge() {
+        targets.push(repo.id);
     }
-    services.db.request_changes(repo.id, &units).await?;
-    services.wake();
-    Ok(true)
+    for name in services.db.groups_containing(repo.id).await? {
+        if let Some(group) = services.db.repository_by_name(&name).await? {
+            targets.push(group.id);
+        }
+    }
+    let mut any = false;
+    for id in targets {
+        let units: Vec<(String, String)> =
+            services.db.units_of(id).await?.into_iter().map(|u| (u.kind, u.unit_key)).collect();
+        if !units.is_empty() {
+            services.db.request_changes(id, &units).await?;
+            any = true;
+        }
+    }
+    if any {
+        services.wake();
+    }
+    Ok(any)
 }
 
 #[cfg(test)]

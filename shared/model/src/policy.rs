@@ -251,6 +251,22 @@ impl PolicySettings {
     }
 }
 
+/// The license names of an SPDX-like expression (`GPL-2.0-only OR MIT`, `(A AND B)`), as rules
+/// match them: the words but the operators and parentheses.
+pub fn license_names(expression: &str) -> Vec<String> {
+    expression
+        .split(|c: char| c.is_whitespace() || c == '(' || c == ')')
+        .filter(|w| !w.is_empty() && !matches!(w.to_ascii_uppercase().as_str(), "AND" | "OR" | "WITH"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Whether a rule of `policy` needs a package's licenses (reading them costs a read per version
+/// where the index does not carry them: Conan's recipes).
+pub fn wants_licenses(policy: &PolicySettings) -> bool {
+    policy.rules.iter().any(|r| !r.licenses.is_empty())
+}
+
 impl Rule {
     pub fn matches(&self, s: &Subject<'_>) -> bool {
         let name = self.name.as_deref().is_none_or(|p| glob_match(p, s.name));
@@ -269,6 +285,12 @@ mod tests {
 
     fn subject<'a>(name: &'a str, version: &'a str, licenses: &'a [String]) -> Subject<'a> {
         Subject { name, version, published_ms: Some(1_000_000), licenses, architecture: Some("x86_64") }
+    }
+
+    #[test]
+    fn license_expressions_name_their_licenses() {
+        assert_eq!(license_names("GPL-2.0-only OR (MIT and Apache-2.0)"), ["GPL-2.0-only", "MIT", "Apache-2.0"]);
+        assert_eq!(license_names("  "), Vec::<String>::new());
     }
 
     #[test]

@@ -141,12 +141,7 @@ struct Sorted {
 fn judged(gate: &BuildGate, record: &str, file: &str) -> bool {
     let value = |k: &str| record.lines().find_map(|l| l.strip_prefix(k));
     let (Some(name), Some(version)) = (value("P:"), value("V:")) else { return false };
-    let licenses: Vec<String> = value("L:")
-        .unwrap_or_default()
-        .split(|c: char| c.is_whitespace() || c == '(' || c == ')')
-        .filter(|w| !w.is_empty() && !matches!(*w, "AND" | "OR" | "WITH" | "and" | "or"))
-        .map(str::to_string)
-        .collect();
+    let licenses = packyard_model::policy::license_names(value("L:").unwrap_or_default());
     let built = value("t:").and_then(|t| t.trim().parse::<i64>().ok()).map(|secs| secs.saturating_mul(1000));
     let subject = Subject { name, version, published_ms: None, licenses: &licenses, architecture: value("A:") };
     let v = gate.judge(&Entry { subject, advisory_name: value("o:").unwrap_or(name) }, built);
@@ -202,15 +197,33 @@ pub(crate) async fn merge(
     for member in members_of(ctx.db, repo).await? {
         let input = match member.repo_type {
             // A gated proxy publishes what its policy lets through: that is what it offers.
+            // (When it has not published the unit yet, it is requested and this build retried: a
+            // group never merges such a member's upstream unfiltered nor leaves it out.)
             RepoType::Proxy if member.id != repo.id && member.gate().is_some() => {
-                published_entry(ctx.db, &member, KIND, &key, &format!("{key}/{INDEX_FILE}"))
-                    .await?
-                    .map(Input::Published)
+                let path = format!("{key}/{INDEX_FILE}");
+                if !ApkSettings::of(&member).architectures.contains(&unit.arch) {
+                    None
+                } else if let Some(f) = published_entry(ctx.db, &member, KIND, &key, &path).await? {
+                    Some(Input::Published(f))
+                } else {
+                    ctx.db.request_changes(member.id, &[(KIND.to_string(), key.clone())]).await?;
+                    return Err(other(format!(
+                        "member {} (a proxy with a policy) has not published {key} yet: its publication was requested, and this one is retried",
+                        member.name
+                    )));
+                }
             }
             RepoType::Proxy => match upstream_sha(reader, &member, unit).await? {
                 Some(sha) => {
                     sources.insert(member.name.to_string(), sha.clone());
                     Some(Input::Upstream(sha))
+                }
+                // A gated proxy's own upstream: nothing to publish is not an empty index.
+                None if member.id == repo.id => {
+                    return Err(other(format!(
+                        "the upstream of {} has no {key}/{INDEX_FILE}: the last snapshot is kept",
+                        repo.name
+                    )));
                 }
                 None => None,
             },

@@ -45,9 +45,11 @@ impl FormatSpec for ConanSpec {
         Some(&ConanOsv)
     }
 
-    /// Conan's routes apply a policy; its licenses and settings are not read for it yet.
+    /// Conan's routes apply a policy; a recipe's licenses are its `conanfile.py`'s `license`
+    /// (read once per revision when a rule names licenses); its binaries' settings are not read
+    /// for it yet.
     fn policy_facets(&self) -> Option<&'static [&'static str]> {
-        Some(&[])
+        Some(&["licenses"])
     }
 
     fn ui(&self) -> &dyn FormatUi {
