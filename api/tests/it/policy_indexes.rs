@@ -228,6 +228,12 @@ fn apt_on(backend: Backend) -> anyhow::Result<()> {
         assert_eq!(apt_download_hello(&server, repo)?, ["hello_1.0_amd64.deb"], "{repo}");
     }
 
+    // The gated proxy's release says what its upstream's does, signed with its own key.
+    let (_, release) = text(&server, "/repository/upgated/dists/stable/Release")?;
+    assert!(release.starts_with("Origin: Fake\nLabel: Fake\nSuite: stable\nCodename: stable\n"), "{release}");
+    let (_, key) = text(&server, "/repository/upgated/gpg.key")?;
+    assert!(key != signer.public_armored()?, "the proxy's own key, not the upstream's");
+
     // The upstream publishes hello 1.1 now: left out, apt-get takes 1.0, and a direct download
     // says when 1.1 is offered.
     upstream.publish(dist(vec![&hello_1, &hello_2, &blocked])?);
@@ -434,7 +440,12 @@ fn apk_on(backend: Backend) -> anyhow::Result<()> {
         json!([{"id": "ALPINE-TEST-1", "modified": "2026-01-01T00:00:00Z", "summary": "hello says too much",
             "database_specific": {"severity": "HIGH"},
             "affected": [{"package": {"ecosystem": "Alpine:v3.20", "name": "hello"},
-                "ranges": [{"type": "ECOSYSTEM", "events": [{"introduced": "0"}, {"fixed": "2.13-r0"}]}]}]}]),
+                "ranges": [{"type": "ECOSYSTEM", "events": [{"introduced": "0"}, {"fixed": "2.13-r0"}]}]}]},
+          // Another release's entry (v3.19 fixed it later): nothing to v3.20's packages.
+          {"id": "ALPINE-TEST-2", "modified": "2026-01-01T00:00:00Z", "summary": "hello in 3.19",
+            "database_specific": {"severity": "HIGH"},
+            "affected": [{"package": {"ecosystem": "Alpine:v3.19", "name": "hello"},
+                "ranges": [{"type": "ECOSYSTEM", "events": [{"introduced": "0"}, {"fixed": "2.14-r0"}]}]}]}]),
     )?;
     for repo in ["gated", "upgated"] {
         patch(&server, repo, json!({"policy": {"vulnerabilities": "enforce"}}))?;

@@ -679,6 +679,13 @@ pub trait OsvSpec: Send + Sync {
     fn osv_version<'a>(&self, version: &'a str) -> std::borrow::Cow<'a, str> {
         std::borrow::Cow::Borrowed(version)
     }
+
+    /// The ecosystem's release a publication unit's packages belong to, as OSV names it after
+    /// the colon (`12` of `Debian:12` for `bookworm`, `v3.20` of `Alpine:v3.20`); `None`: not
+    /// known, every release's advisories apply.
+    fn release_of(&self, _unit: &str) -> Option<String> {
+        None
+    }
 }
 
 /// [`FormatSpec::policy_refused`] of a format whose indexes are signed (APT, APK): a hosted

@@ -340,6 +340,9 @@ pub struct BuildGate {
     /// The ecosystem's advisories by OSV package name (none while `vulnerabilities` is off).
     advisories: HashMap<String, Vec<(AdvisoryRow, Affected)>>,
     osv: Option<&'static dyn OsvSpec>,
+    /// The ecosystem release of the unit's packages (`OsvSpec::release_of`): an advisory entry
+    /// of another release does not apply.
+    release: Option<String>,
     /// When the repository first saw each version of the unit (`name version`); `None`: it sees
     /// the unit for the first time (what it lists now predates the policy's watch).
     seen: Option<HashMap<String, i64>>,
@@ -415,6 +418,7 @@ impl BuildGate {
             exceptions,
             advisories,
             osv,
+            release: osv.and_then(|o| o.release_of(unit)),
             seen,
             judged: Mutex::new(HashSet::new()),
             excepted_until: AtomicI64::new(0),
@@ -452,6 +456,14 @@ impl BuildGate {
         let version = osv.osv_version(s.version);
         let mut found: Vec<Match> = Vec::new();
         for (a, p) in self.advisories.get(e.advisory_name).map(Vec::as_slice).unwrap_or_default() {
+            // `Debian:11`'s entry says nothing of bookworm's packages.
+            let other_release = match (&self.release, p.ecosystem.split_once(':')) {
+                (Some(ours), Some((_, theirs))) => ours != theirs,
+                _ => false,
+            };
+            if other_release {
+                continue;
+            }
             if p.affects(&version, &|x, y| osv.compare(x, y)) && !found.iter().any(|m| m.id == a.id) {
                 found.push(crate::vulnerabilities::matched(a, p));
             }

@@ -174,4 +174,10 @@ impl packyard_core::formats::OsvSpec for ApkOsv {
     fn compare(&self, a: &str, b: &str) -> std::cmp::Ordering {
         packyard_codecs::apk::version::compare(a, b)
     }
+
+    /// A unit's branch (`v3.20` of `v3.20/main/x86_64`); `edge` is no release.
+    fn release_of(&self, unit: &str) -> Option<String> {
+        let branch = unit.split('/').next()?;
+        (branch.starts_with('v') && branch.len() > 1).then(|| branch.to_string())
+    }
 }

@@ -130,12 +130,31 @@ impl AptBuilder {
         }
         let now = packyard_store::db::now_ms();
         let mut release = String::new();
-        let origin = settings.origin.clone().unwrap_or_else(|| repo.name.to_string());
-        let label = settings.label.clone().unwrap_or_else(|| repo.name.to_string());
+        // A gated proxy's release says what its upstream's does (apt pins and unattended
+        // upgrades match Origin, Label, Suite and Codename; Valid-Until keeps the upstream's
+        // protection against a frozen mirror), unless its settings say otherwise.
+        let upstream = match repo.repo_type {
+            packyard_model::repos::RepoType::Proxy => {
+                Upstream(&self.reader, None).upstream_release(repo, dist).await?.map(|(_, text)| text)
+            }
+            _ => None,
+        };
+        let said = |name: &str| upstream.as_deref().and_then(|t| group::field(t, name)).map(str::to_string);
+        let origin = settings.origin.clone().or_else(|| said("Origin")).unwrap_or_else(|| repo.name.to_string());
+        let label = settings.label.clone().or_else(|| said("Label")).unwrap_or_else(|| repo.name.to_string());
+        let suite = said("Suite").unwrap_or_else(|| dist.to_string());
+        let codename = said("Codename").unwrap_or_else(|| dist.to_string());
         let _ = write!(
             release,
-            "Origin: {origin}\nLabel: {label}\nSuite: {dist}\nCodename: {dist}\nDate: {}\nArchitectures: {}\nComponents: {}\nDescription: {} served by Packyard\nAcquire-By-Hash: yes\n",
-            packyard_model::time::rfc1123_utc(now),
+            "Origin: {origin}\nLabel: {label}\nSuite: {suite}\nCodename: {codename}\nDate: {}\n",
+            packyard_model::time::rfc1123_utc(now)
+        );
+        if let Some(until) = said("Valid-Until") {
+            let _ = writeln!(release, "Valid-Until: {until}");
+        }
+        let _ = write!(
+            release,
+            "Architectures: {}\nComponents: {}\nDescription: {} served by Packyard\nAcquire-By-Hash: yes\n",
             archs.join(" "),
             settings.components.join(" "),
             repo.name

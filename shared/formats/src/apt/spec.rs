@@ -214,6 +214,22 @@ impl packyard_core::formats::OsvSpec for AptOsv {
     /// Debian's advisories name source packages: a package's is the directory of its pool
     /// path (`pool/<component>/<prefix>/<source>/<file>`; `libssl3` is `openssl`'s), else its
     /// own name.
+    /// A Debian codename's release number (a suite such as `stable` moves: not known).
+    fn release_of(&self, dist: &str) -> Option<String> {
+        let n = match dist.split(['-', '/']).next().unwrap_or(dist) {
+            "jessie" => 8,
+            "stretch" => 9,
+            "buster" => 10,
+            "bullseye" => 11,
+            "bookworm" => 12,
+            "trixie" => 13,
+            "forky" => 14,
+            "duke" => 15,
+            _ => return None,
+        };
+        Some(n.to_string())
+    }
+
     fn package(&self, (key, _, name): (&str, &str, &str)) -> String {
         let parts: Vec<&str> = key.split('/').collect();
         match parts.as_slice() {
