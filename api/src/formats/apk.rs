@@ -141,8 +141,7 @@ async fn serve(cx: &Cx<'_>, repo: &Repository, f: &UnitFile, depth: usize) -> Re
             let advisories = match repo.gate() {
                 Some(_) => {
                     let units = [(unit.key(), group::policy_path(&unit.key()))];
-                    let line = super::gate::reported(services, repo, KIND, &units, file).await?;
-                    super::gate::check_reported(services, repo, &path, line.as_ref())?
+                    super::gate::reported(services, repo, KIND, &units, (file, &path)).await?
                 }
                 None => None,
             };
@@ -172,8 +171,7 @@ async fn serve(cx: &Cx<'_>, repo: &Repository, f: &UnitFile, depth: usize) -> Re
             let mut advisories = None;
             if repo.gate().is_some() {
                 let units = [(unit.key(), group::policy_path(&unit.key()))];
-                let line = super::gate::reported(services, repo, KIND, &units, file).await?;
-                advisories = super::gate::check_reported(services, repo, &path, line.as_ref())?;
+                advisories = super::gate::reported(services, repo, KIND, &units, (file, &path)).await?;
             }
             // Read in place: no copy of the whole `.members` file per package request.
             let members =

@@ -192,8 +192,7 @@ async fn gated(
             (dist, report)
         })
         .collect();
-    let line = super::gate::reported(cx.services, repo, KIND, &units, path).await?;
-    super::gate::check_reported(cx.services, repo, path, line.as_ref())
+    super::gate::reported(cx.services, repo, KIND, &units, (path, path)).await
 }
 
 async fn pool_file(

@@ -5,7 +5,7 @@
 use actix_web::http::StatusCode;
 use actix_web::HttpResponse;
 use bytes::Bytes;
-use packyard_core::policy::{Candidate, ReportLine, Verdict, ADVISORIES_HEADER};
+use packyard_core::policy::{Candidate, Verdict, ADVISORIES_HEADER};
 use packyard_core::services::Services;
 use packyard_model::policy::PolicySettings;
 use packyard_model::repos::Repository;
@@ -89,52 +89,40 @@ pub async fn gates_below(services: &Services, repo: &Repository, depth: usize) -
     Ok(false)
 }
 
-/// What the policy reports a gated repository published beside its units' indexes (`units`:
-/// each unit and its report's path) say of the file at `path`: a unit that lets it through
-/// wins (suites share a pool; one may list what another holds back yet), else the first
-/// refusal; `None` when no published report lists it — a file the repository's indexes do not
+/// How a gated repository answers a download of the file at `path`, from the policy reports
+/// it published beside its units' indexes (`units`: each unit and its report's path; `path` as
+/// the reports name it, `shown` as the client asked for it): a unit
+/// that lets it through wins (suites share a pool; one may list what another holds back yet)
+/// — `Ok` with the advisories' header of an audited one —, else the first refusal the
+/// publication wrote (until the next publication says otherwise: one comes when a young version
+/// comes of age); a file no published report lists is one the repository's indexes do not
 /// list, which it does not serve (its policy judged only what they list).
 pub async fn reported(
     services: &Services,
     repo: &Repository,
     kind: &str,
     units: &[(String, String)],
-    path: &str,
-) -> Result<Option<ReportLine>, FormatError> {
-    let mut refused = None;
+    (path, shown): (&str, &str),
+) -> Result<Option<String>, FormatError> {
+    let mut refused: Option<(std::sync::Arc<packyard_core::policy::Report>, usize)> = None;
     for (unit, report) in units {
         let Some(f) = super::published_file(services, repo, kind, unit, report).await? else { continue };
         let etag = f.etag.as_ref().and_then(|e| e.to_str().ok()).unwrap_or_default();
-        if let Some(line) = services.policy.report(etag, &f.bytes).find(path) {
-            if line.status == 200 {
-                return Ok(Some(line.clone()));
-            }
-            refused.get_or_insert_with(|| line.clone());
+        let report = services.policy.report(etag, &f.bytes);
+        let Some(at) = report.position(path) else { continue };
+        match report.lines.get(at) {
+            Some(line) if line.status == 200 => return Ok(Some(line.text.clone()).filter(|t| !t.is_empty())),
+            _ if refused.is_none() => refused = Some((report, at)),
+            _ => {}
         }
     }
-    Ok(refused)
-}
-
-/// A reported line as the download answers it (`None`: a file the repository's indexes do not
-/// list — not served): the refusal the publication wrote (until the next publication says
-/// otherwise: one comes when a young version comes of age), or the advisories' header of an
-/// audited one.
-pub fn check_reported(
-    services: &Services,
-    repo: &Repository,
-    path: &str,
-    line: Option<&ReportLine>,
-) -> Result<Option<String>, FormatError> {
-    let Some(line) = line else {
+    let Some(line) = refused.as_ref().and_then(|(r, at)| r.lines.get(*at)) else {
         return Err(ApiError::not_found(format!(
-            "not found: /{path} is not listed by {} repository {}'s index (its policy lets through only what the index it publishes lists)",
+            "not found: /{shown} is not listed by {} repository {}'s index (its policy lets through only what the index it publishes lists)",
             repo.repo_type, repo.name
         ))
         .into());
     };
-    if line.status == 200 {
-        return Ok(Some(line.text.clone()).filter(|t| !t.is_empty()));
-    }
     services.metrics.policy_refusals_total.with_label_values(&[repo.name.as_str(), line.reason.as_str()]).inc();
     let code = if line.status == 404 { ErrorCode::NotFound } else { ErrorCode::Forbidden };
     Err(ApiError::new(code, line.text.clone()).into())

@@ -386,6 +386,20 @@ pub async fn refresh(db: &Db, reader: &Reader, builders: &Builders, policy_now: 
     Ok(any)
 }
 
+/// A gated proxy member publishes what its policy lets through before a group merges it: when
+/// it has not published `(kind, unit)` yet, its publication is requested and the group's build
+/// fails with this error (it is retried, and the proxy's publication brings the group's again) —
+/// a group never merges such a member's upstream unfiltered nor leaves it out.
+pub async fn gated_member_unpublished(db: &Db, member: &Repository, kind: &str, unit: &str) -> BuildError {
+    if let Err(e) = db.request_changes(member.id, &[(kind.to_string(), unit.to_string())]).await {
+        return e.into();
+    }
+    BuildError::other(format!(
+        "member {} (a proxy with a policy) has not published {unit} yet: its publication was requested, and this one is retried",
+        member.name
+    ))
+}
+
 /// Gated repositories whose published snapshot held a version back for its age until a time
 /// that has come (`now`, the policies' clock): their unit is published again, with it. True
 /// when something was requested.

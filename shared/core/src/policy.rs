@@ -101,7 +101,8 @@ impl PolicyCache {
                 })
                 .collect(),
         );
-        // Kept only when no change arrived meanwhile (else the next read asks again).
+        // Kept only when no change arrived meanwhile (else the next read asks again): checked
+        // under the lock `forget` takes after it moves the watermark.
         if let Ok(mut m) = self.advisories.lock() {
             if self.seen.load(Ordering::Acquire) == seen {
                 if m.len() >= PACKAGES {
@@ -148,12 +149,7 @@ impl PolicyCache {
         }
         let all = services.db.policy_seen(repository_id, unit, versions, self.now_ms()).await?;
         let out = versions.iter().filter_map(|v| Some((v.to_string(), *all.get(*v)?))).collect();
-        if let Ok(mut m) = self.seen_units.lock() {
-            if m.len() >= PACKAGES {
-                m.clear();
-            }
-            m.insert(key, all);
-        }
+        keep(&self.seen_units, PACKAGES, key, all);
         Ok(out)
     }
 
@@ -168,12 +164,7 @@ impl PolicyCache {
     }
 
     pub fn remember_licenses(&self, repository_id: i64, key: &str, licenses: Licenses) {
-        if let Ok(mut m) = self.licenses.lock() {
-            if m.len() >= TIMES {
-                m.clear();
-            }
-            m.insert((repository_id, key.to_string()), licenses);
-        }
+        keep(&self.licenses, TIMES, (repository_id, key.to_string()), licenses);
     }
 
     /// The report a snapshot file with content hash `etag` holds, parsed once.
@@ -182,12 +173,7 @@ impl PolicyCache {
             return r;
         }
         let report = Arc::new(Report::parse(&String::from_utf8_lossy(bytes)));
-        if let Ok(mut m) = self.reports.lock() {
-            if m.len() >= 1_000 {
-                m.clear();
-            }
-            m.insert(etag.to_string(), report.clone());
-        }
+        keep(&self.reports, 1_000, etag.to_string(), report.clone());
         report
     }
 
@@ -197,12 +183,17 @@ impl PolicyCache {
     }
 
     pub fn remember_time(&self, repository_id: i64, key: &str, ms: i64) {
-        if let Ok(mut m) = self.times.lock() {
-            if m.len() >= TIMES {
-                m.clear();
-            }
-            m.insert((repository_id, key.to_string()), ms);
+        keep(&self.times, TIMES, (repository_id, key.to_string()), ms);
+    }
+}
+
+/// Inserts into a map a replica keeps, emptied first when it holds `limit` entries.
+fn keep<K: std::hash::Hash + Eq, V>(map: &Mutex<HashMap<K, V>>, limit: usize, key: K, value: V) {
+    if let Ok(mut m) = map.lock() {
+        if m.len() >= limit {
+            m.clear();
         }
+        m.insert(key, value);
     }
 }
 
@@ -477,7 +468,7 @@ impl BuildGate {
 
     /// What the report says of `v` for the file at `path`: a refusal, or 200 (with the
     /// advisories of an audited version).
-    pub fn line(&self, path: &str, (name, version): (&str, &str), v: &Verdict) -> ReportLine {
+    fn line(&self, path: &str, (name, version): (&str, &str), v: &Verdict) -> ReportLine {
         let (status, text) = match v.refusal(name, version, &self.repository) {
             Some(r) => r,
             None => (200, v.audit_header().unwrap_or_default()),
@@ -600,7 +591,12 @@ impl Report {
     }
 
     pub fn find(&self, path: &str) -> Option<&ReportLine> {
-        self.by_path.get(path).and_then(|i| self.lines.get(*i)).filter(|l| !l.path.is_empty())
+        self.position(path).and_then(|i| self.lines.get(i))
+    }
+
+    /// Where `path`'s line is in `lines`.
+    pub fn position(&self, path: &str) -> Option<usize> {
+        self.by_path.get(path).copied().filter(|i| self.lines.get(*i).is_some_and(|l| !l.path.is_empty()))
     }
 }
 

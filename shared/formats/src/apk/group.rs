@@ -206,11 +206,7 @@ pub(crate) async fn merge(
                 } else if let Some(f) = published_entry(ctx.db, &member, KIND, &key, &path).await? {
                     Some(Input::Published(f))
                 } else {
-                    ctx.db.request_changes(member.id, &[(KIND.to_string(), key.clone())]).await?;
-                    return Err(other(format!(
-                        "member {} (a proxy with a policy) has not published {key} yet: its publication was requested, and this one is retried",
-                        member.name
-                    )));
+                    return Err(groups::gated_member_unpublished(ctx.db, &member, KIND, &key).await);
                 }
             }
             RepoType::Proxy => match upstream_sha(reader, &member, unit).await? {

@@ -192,7 +192,11 @@ impl Upstream<'_> {
             let input = match member.repo_type {
                 // A gated proxy publishes what its policy lets through: that is what it offers.
                 RepoType::Proxy if member.id != repo.id && member.gate().is_some() => {
-                    gated_member_published(ctx.db, &member, dist).await?;
+                    // (Not published yet: requested, and this build retried.)
+                    let release = format!("dists/{dist}/Release");
+                    if published_entry(ctx.db, &member, KIND, dist, &release).await?.is_none() {
+                        return Err(packyard_core::groups::gated_member_unpublished(ctx.db, &member, KIND, dist).await);
+                    }
                     published_index(ctx.db, &member, dist, id).await?
                 }
                 RepoType::Proxy => {
@@ -522,21 +526,6 @@ fn listed_files(stanza: &str) -> Vec<&str> {
         }
     }
     out
-}
-
-/// A gated proxy member publishes what its policy lets through before a group merges it: when
-/// it has not published `dist` yet, its publication is requested and the group's build fails
-/// (it is retried, and the proxy's publication brings the group's again) — a group never merges
-/// such a member's upstream unfiltered nor leaves it out.
-async fn gated_member_published(db: &Db, member: &Repository, dist: &str) -> Result<(), BuildError> {
-    if published_entry(db, member, super::KIND, dist, &format!("dists/{dist}/Release")).await?.is_some() {
-        return Ok(());
-    }
-    db.request_changes(member.id, &[(super::KIND.to_string(), dist.to_string())]).await?;
-    Err(other(format!(
-        "member {} (a proxy with a policy) has not published {dist} yet: its publication was requested, and this one is retried",
-        member.name
-    )))
 }
 
 /// Which of a proxy member's upstream indexes a group's index merges: the form the verified
