@@ -120,16 +120,24 @@ fn apt_get(root: &std::path::Path, args: &[&str]) -> anyhow::Result<(bool, Strin
 
 /// `apt-get update` and `apt-get download hello` through `repo`: the `.deb` it chose.
 fn apt_download_hello(server: &Server, repo: &str) -> anyhow::Result<Vec<String>> {
+    Ok(apt_download(server, repo, "hello")?.into_iter().map(|(name, _)| name).collect())
+}
+
+/// `apt-get update` and `apt-get download <package>` through `repo`: the `.deb` it chose, with
+/// its bytes.
+fn apt_download(server: &Server, repo: &str, package: &str) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
     let (_, key) = get(server, &format!("/repository/{repo}/gpg.key"))?;
     let url = format!("{}/repository/{repo}/", server.public);
     let root = common::apt::scratch(&key, |k| format!("deb [signed-by={} arch=amd64] {url} stable main", k.display()))?;
     let (ok, out) = apt_get(root.path(), &["update"])?;
     anyhow::ensure!(ok, "{repo}: apt-get update: {out}");
-    let (ok, out) = apt_get(root.path(), &["download", "hello"])?;
+    let (ok, out) = apt_get(root.path(), &["download", package])?;
     anyhow::ensure!(ok, "{repo}: apt-get download: {out}");
-    let mut debs: Vec<String> = std::fs::read_dir(root.path().join("downloads"))?
-        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
-        .collect();
+    let mut debs = Vec::new();
+    for entry in std::fs::read_dir(root.path().join("downloads"))? {
+        let entry = entry?;
+        debs.push((entry.file_name().to_string_lossy().into_owned(), std::fs::read(entry.path())?));
+    }
     debs.sort();
     Ok(debs)
 }
@@ -155,6 +163,10 @@ fn apt_on(backend: Backend) -> anyhow::Result<()> {
     let hello_1 = Package::new("hello", "1.0", "amd64");
     let hello_2 = Package::new("hello", "1.1", "amd64");
     let blocked = Package::new("blocked", "1.0", "amd64");
+    // Replaced upstream by 1.1 (its index lists one version, as Debian's does), whose file the
+    // upstream's pool drops a while later.
+    let tool_1 = Package::new("tool", "1.0", "amd64");
+    let tool_2 = Package::new("tool", "1.1", "amd64");
     let dist = |packages: Vec<&Package>| -> anyhow::Result<_> {
         archive_files(
             &Dist {
@@ -169,7 +181,7 @@ fn apt_on(backend: Backend) -> anyhow::Result<()> {
         )
     };
     let upstream = Upstream::start()?;
-    upstream.publish(dist(vec![&hello_1, &blocked])?);
+    upstream.publish(dist(vec![&hello_1, &blocked, &tool_1])?);
     let Some((url, dir)) = common::process::database_for(backend)? else { return Ok(()) };
     let server = start(dir.path(), url.as_deref(), &[])?;
     let auth = basic(PW);
@@ -235,8 +247,11 @@ fn apt_on(backend: Backend) -> anyhow::Result<()> {
     assert!(key != signer.public_armored()?, "the proxy's own key, not the upstream's");
 
     // The upstream publishes hello 1.1 now: left out, apt-get takes 1.0, and a direct download
-    // says when 1.1 is offered.
-    upstream.publish(dist(vec![&hello_1, &hello_2, &blocked])?);
+    // says when 1.1 is offered. Its index replaces tool 1.0 by 1.1: the gated repositories
+    // carry 1.0 forward (no client asked for it yet: the build fetches it into the cache)…
+    let mut files = dist(vec![&hello_1, &hello_2, &blocked, &tool_2])?;
+    files.insert(tool_1.pool_path(), tool_1.deb.clone());
+    upstream.publish(files);
     for (repo, pool) in GATED {
         let young = format!("/repository/{repo}/{pool}{}", hello_2.pool_path());
         let body = until(&server, &young, repo, |s, b| s == 404 && b.contains("less than 1 day ago"))?;
@@ -246,7 +261,16 @@ fn apt_on(backend: Backend) -> anyhow::Result<()> {
         );
         let (_, listed) = text(&server, &packages(repo))?;
         assert!(listed.contains("Version: 1.0") && !listed.contains("Version: 1.1"), "{repo}: {listed}");
+        assert!(listed.contains("Package: tool\nVersion: 1.0\n"), "{repo}: {listed}");
+        let (s, body) = text(&server, &format!("/repository/{repo}/{pool}{}", tool_2.pool_path()))?;
+        assert!(s == 404 && body.contains("tool 1.1 was published less than 1 day ago"), "{repo}: {s} {body}");
         assert_eq!(apt_download_hello(&server, repo)?, ["hello_1.0_amd64.deb"], "{repo}");
+    }
+    // …and keep serving it once the upstream's pool dropped it.
+    upstream.remove(&tool_1.pool_path());
+    for (repo, _) in GATED.iter().chain(&[("outer", "")]) {
+        let got = apt_download(&server, repo, "tool")?;
+        assert_eq!(got, [("tool_1.0_amd64.deb".to_string(), tool_1.deb.clone())], "{repo}");
     }
     // A file of the upstream's pool that no index lists is not served either (through the
     // plain proxy it is: it passes the upstream on).
@@ -349,6 +373,9 @@ fn apk_on(backend: Backend) -> anyhow::Result<()> {
     let old = build("hello", "2.12-r1", now - 2 * DAY, "MIT")?;
     let new = build("hello", "2.13-r0", now, "MIT")?;
     let gpl = build("gpl-tool", "1.0-r0", now - 2 * DAY, "GPL-2.0-only OR MIT")?;
+    // Replaced upstream by 1.1-r0 (built now), whose file the upstream drops a while later.
+    let tool_1 = build("tool", "1.0-r0", now - 2 * DAY, "MIT")?;
+    let tool_2 = build("tool", "1.1-r0", now, "MIT")?;
     let upstream = Upstream::start()?;
     let publish = |records: &[&(String, Vec<u8>)]| -> anyhow::Result<()> {
         let text: String = records.iter().map(|(r, _)| format!("{r}\n")).collect();
@@ -361,7 +388,9 @@ fn apk_on(backend: Backend) -> anyhow::Result<()> {
     upstream.put(&format!("{UNIT}/hello-2.12-r1.apk"), old.1.clone());
     upstream.put(&format!("{UNIT}/hello-2.13-r0.apk"), new.1.clone());
     upstream.put(&format!("{UNIT}/gpl-tool-1.0-r0.apk"), gpl.1.clone());
-    publish(&[&old, &gpl])?;
+    upstream.put(&format!("{UNIT}/tool-1.0-r0.apk"), tool_1.1.clone());
+    upstream.put(&format!("{UNIT}/tool-1.1-r0.apk"), tool_2.1.clone());
+    publish(&[&old, &gpl, &tool_1])?;
 
     let Some((url, dir)) = common::process::database_for(backend)? else { return Ok(()) };
     let server = start(dir.path(), url.as_deref(), &[])?;
@@ -410,18 +439,28 @@ fn apk_on(backend: Backend) -> anyhow::Result<()> {
             s == 403 && body.contains("denied by this repository's quarantine rule \"no-gpl\""),
             "{repo}: {s} {body}"
         );
-        verify(&server, repo, &[("hello-2.12-r1.apk", &old.1)])?;
+        verify(&server, repo, &[("hello-2.12-r1.apk", &old.1), ("tool-1.0-r0.apk", &tool_1.1)])?;
     }
 
-    // hello 2.13 built now: left out, its download says when it is offered.
-    publish(&[&old, &new, &gpl])?;
+    // hello 2.13 built now: left out, its download says when it is offered. The index
+    // replaces tool 1.0-r0 by 1.1-r0 (built now): the gated repositories carry 1.0-r0 forward,
+    // and keep serving it once the upstream dropped its file (the build fetched it).
+    publish(&[&old, &new, &gpl, &tool_2])?;
+    for repo in ["gated", "upgated"] {
+        let young = format!("/repository/{repo}/{UNIT}/hello-2.13-r0.apk");
+        until(&server, &young, repo, |s, b| s == 404 && b.contains("less than 1 day ago"))?;
+    }
+    upstream.remove(&format!("{UNIT}/tool-1.0-r0.apk"));
     for repo in ["gated", "upgated"] {
         let young = format!("/repository/{repo}/{UNIT}/hello-2.13-r0.apk");
         let body = until(&server, &young, repo, |s, b| s == 404 && b.contains("less than 1 day ago"))?;
         assert!(body.contains("hello 2.13-r0 was published less than 1 day ago"), "{body}");
         let merged = records(repo)?;
         assert!(merged.contains("V:2.12-r1") && !merged.contains("V:2.13-r0"), "{repo}: {merged}");
-        verify(&server, repo, &[("hello-2.12-r1.apk", &old.1)])?;
+        assert!(merged.contains("P:tool\nV:1.0-r0") && !merged.contains("V:1.1-r0"), "{repo}: {merged}");
+        let (s, body) = text(&server, &format!("/repository/{repo}/{UNIT}/tool-1.1-r0.apk"))?;
+        assert!(s == 404 && body.contains("tool 1.1-r0 was published less than 1 day ago"), "{repo}: {s} {body}");
+        verify(&server, repo, &[("hello-2.12-r1.apk", &old.1), ("tool-1.0-r0.apk", &tool_1.1)])?;
         if repo == "upgated" {
             wait("outer", "outer follows the proxy", &|r| r.contains("V:2.12-r1"))?;
             assert!(!records("outer")?.contains("V:2.13-r0"));
@@ -429,7 +468,11 @@ fn apk_on(backend: Backend) -> anyhow::Result<()> {
         // The exception lets it in.
         except(&server, repo, "hello", "2.13-r0")?;
         wait(repo, "2.13 excepted", &|r| r.contains("V:2.13-r0"))?;
-        verify(&server, repo, &[("hello-2.12-r1.apk", &old.1), ("hello-2.13-r0.apk", &new.1)])?;
+        verify(
+            &server,
+            repo,
+            &[("hello-2.12-r1.apk", &old.1), ("hello-2.13-r0.apk", &new.1), ("tool-1.0-r0.apk", &tool_1.1)],
+        )?;
     }
     wait("outer", "outer takes the excepted version", &|r| r.contains("V:2.13-r0"))?;
 
@@ -452,7 +495,7 @@ fn apk_on(backend: Backend) -> anyhow::Result<()> {
         wait(repo, "2.12-r1 blocked", &|r| !r.contains("V:2.12-r1"))?;
         let (s, body) = text(&server, &format!("/repository/{repo}/{UNIT}/hello-2.12-r1.apk"))?;
         assert!(s == 403 && body.contains("ALPINE-TEST-1 (high)"), "{repo}: {s} {body}");
-        verify(&server, repo, &[("hello-2.13-r0.apk", &new.1)])?;
+        verify(&server, repo, &[("hello-2.13-r0.apk", &new.1), ("tool-1.0-r0.apk", &tool_1.1)])?;
     }
     // A license rule is refused where packages declare no license (APT).
     let (s, body) = status_of(

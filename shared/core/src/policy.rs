@@ -343,6 +343,10 @@ pub struct BuildGate {
     excepted_until: AtomicI64,
     /// What was held back or audited ([`BuildGate::note`]).
     lines: Mutex<Vec<ReportLine>>,
+    /// The packages (`name architecture`, [`BuildGate::slot`]) of which a version was held back
+    /// or let through only by an exception: what the index listed of them before may be carried
+    /// forward ([`BuildGate::unsettled`]).
+    unsettled: Mutex<HashSet<String>>,
 }
 
 /// One entry of an index to judge.
@@ -414,12 +418,40 @@ impl BuildGate {
             judged: Mutex::new(HashSet::new()),
             excepted_until: AtomicI64::new(0),
             lines: Mutex::new(Vec::new()),
+            unsettled: Mutex::new(HashSet::new()),
         })
     }
 
     /// The verdict on `e`, whose format gives it `own_ms` as its publish time (APK's build
     /// time) or none (APT): aged from the later of that and the repository's first sighting.
     pub fn judge(&self, e: &Entry<'_>, own_ms: Option<i64>) -> Verdict {
+        let (verdict, excepted) = self.verdict(e, own_ms);
+        if excepted || !verdict.passes() {
+            if let Ok(mut unsettled) = self.unsettled.lock() {
+                unsettled.insert(Self::slot(e.subject.name, e.subject.architecture));
+            }
+        }
+        verdict
+    }
+
+    /// How the carrying forward names a package of an index that lists one version of each
+    /// (Debian's and Alpine's): its name and architecture.
+    pub fn slot(name: &str, architecture: Option<&str>) -> String {
+        format!("{name} {}", architecture.unwrap_or_default())
+    }
+
+    /// The packages ([`BuildGate::slot`]) of which the build so far held a version back, or let
+    /// one through only by an exception. An index that lists one version of each package (an
+    /// APT or APK upstream drops the previous version when it publishes the next) would lose
+    /// such a package while its new version waits: the merge carries forward what its last
+    /// published index listed of them, where the policy lets that through (so resolvers take
+    /// the previous version, as with an index that lists several).
+    pub fn unsettled(&self) -> HashSet<String> {
+        self.unsettled.lock().map(|u| u.clone()).unwrap_or_default()
+    }
+
+    /// The verdict on `e`, and whether an exception applied.
+    fn verdict(&self, e: &Entry<'_>, own_ms: Option<i64>) -> (Verdict, bool) {
         let s = &e.subject;
         let key = seen_key(s.name, s.version);
         let first = match &self.seen {
@@ -439,10 +471,10 @@ impl BuildGate {
                 .fetch_update(Ordering::AcqRel, Ordering::Acquire, |was| (was == 0 || until < was).then_some(until));
         }
         if let Some(held) = held_before_advisories(&self.policy, &subject, excepted, self.now) {
-            return held;
+            return (held, excepted);
         }
         let Some(osv) = self.osv.filter(|_| self.policy.vulnerabilities != VulnMode::Off) else {
-            return Verdict::Pass(Vec::new());
+            return (Verdict::Pass(Vec::new()), excepted);
         };
         let version = osv.osv_version(s.version);
         let mut found: Vec<Match> = Vec::new();

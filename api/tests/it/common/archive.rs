@@ -59,6 +59,11 @@ impl Upstream {
         self.with(|s| s.files.insert(path.to_string(), bytes));
     }
 
+    /// Stops serving one file (an upstream dropping a superseded version from its pool).
+    pub fn remove(&self, path: &str) {
+        self.with(|s| s.files.remove(path));
+    }
+
     /// Serves `files` from the moment the next `InRelease` has gone out.
     pub fn publish_after_next_inrelease(&self, files: HashMap<String, Vec<u8>>) {
         self.with(|s| s.after_inrelease = Some(files));

@@ -139,13 +139,25 @@ struct Sorted {
 /// (`o:`, the source package Alpine's advisories name); its licenses are the names in its
 /// `L:` expression.
 fn judged(gate: &BuildGate, record: &str, file: &str) -> bool {
+    match verdict(gate, record) {
+        Some((name, version, v)) => gate.note(file, (name, version), &v),
+        None => false,
+    }
+}
+
+/// Whether policy `gate` lets `record` through, noting nothing.
+fn judged_quietly(gate: &BuildGate, record: &str) -> bool {
+    verdict(gate, record).is_some_and(|(_, _, v)| v.passes())
+}
+
+/// Policy `gate`'s verdict on `record`, with its name and version.
+fn verdict<'a>(gate: &BuildGate, record: &'a str) -> Option<(&'a str, &'a str, packyard_core::policy::Verdict)> {
     let value = |k: &str| record.lines().find_map(|l| l.strip_prefix(k));
-    let (Some(name), Some(version)) = (value("P:"), value("V:")) else { return false };
+    let (Some(name), Some(version)) = (value("P:"), value("V:")) else { return None };
     let licenses = packyard_model::policy::license_names(value("L:").unwrap_or_default());
     let built = value("t:").and_then(|t| t.trim().parse::<i64>().ok()).map(|secs| secs.saturating_mul(1000));
     let subject = Subject { name, version, published_ms: None, licenses: &licenses, architecture: value("A:") };
-    let v = gate.judge(&Entry { subject, advisory_name: value("o:").unwrap_or(name) }, built);
-    gate.note(file, (name, version), &v)
+    Some((name, version, gate.judge(&Entry { subject, advisory_name: value("o:").unwrap_or(name) }, built)))
 }
 
 /// Sorts the records of member `name`'s index `text`: those apk cannot read are left out (and
@@ -293,11 +305,89 @@ pub(crate) async fn merge(
         ahead.push(offered.clone());
         merged.push(Contribution { member: member.id, source: source.clone(), offered, kept });
     }
+    if let Some(gate) = &gate {
+        if let Some(c) = carry(ctx, reader, (repo, &key, &inputs), gate, &ahead, &reusable).await? {
+            merged.push(c);
+        }
+    }
     emitted.extend(merged);
     let members = emitted.iter().flat_map(|c| c.kept.provided.iter().cloned()).collect();
     let path = format!("{key}/{INDEX_FILE}");
     chunks::publish_merge(ctx, memory, (repo.id, &key, &path), (names, emitted), signing).await?;
     Ok(Merged { members, sources })
+}
+
+/// Carries forward what the repository's last published index of the unit listed of the
+/// packages the policy now holds a version of back ([`BuildGate::unsettled`]): an Alpine
+/// index lists one version of each package, so when the upstream replaces it by one the policy
+/// holds back (built today, say), the previous one would vanish with it. A record is carried
+/// when the policy lets it through now, no member offers the same version, and its file is still
+/// there: fetched into the proxy's cache now (where it stays when the upstream drops it) and
+/// checked against the record's size. Only records of a proxy member (or of the gated proxy
+/// itself) are: a hosted or group member's index lists every version it still has.
+async fn carry(
+    ctx: &mut BuildContext<'_>,
+    reader: &Reader,
+    (repo, key, inputs): (&Repository, &str, &[(Repository, Input, String)]),
+    gate: &BuildGate,
+    ahead: &[Arc<HashSet<u128>>],
+    reusable: &chunks::Reusable,
+) -> Result<Option<Contribution>, BuildError> {
+    let unsettled = gate.unsettled();
+    if unsettled.is_empty() {
+        return Ok(None);
+    }
+    let Some(last) = published_entry(ctx.db, repo, KIND, key, &format!("{key}/{INDEX_FILE}")).await? else {
+        return Ok(None);
+    };
+    let text = read(reader, repo, &Input::Published(last)).await?;
+    let map = match published_entry(ctx.db, repo, KIND, key, &members_path(key)).await? {
+        Some(f) => String::from_utf8_lossy(&reader.snapshot_bytes(&f).await?).into_owned(),
+        None => String::new(),
+    };
+    let (mut records, mut provided, mut offered) = (Vec::new(), Vec::new(), HashSet::new());
+    for record in text.split("\n\n").map(|r| r.trim_matches('\n')) {
+        let value = |k: &str| record.lines().find_map(|l| l.strip_prefix(k));
+        let Some((k, file)) = record_key(record) else { continue };
+        let Some(name) = value("P:").filter(|n| unsettled.contains(&BuildGate::slot(n, value("A:")))) else {
+            continue;
+        };
+        let k = incremental::key_digest(&k);
+        if ahead.iter().any(|a| a.contains(&k)) || !offered.insert(k) {
+            continue;
+        }
+        // The member that provided it: a proxy without a policy of its own, or the gated proxy.
+        let Some(member) = member_of(&map, &file).and_then(|m| {
+            let (member, ..) = inputs.iter().find(|(x, ..)| x.name.as_str() == m)?;
+            let plain = member.repo_type == RepoType::Proxy && (member.id == repo.id || member.gate().is_none());
+            plain.then_some(member)
+        }) else {
+            continue;
+        };
+        if !judged_quietly(gate, record) {
+            continue;
+        }
+        let size = value("S:").and_then(|v| v.trim().parse::<i64>().ok());
+        let got = reader.fetch(member, proxy_request(member, &format!("{key}/{file}"))).await?;
+        if got.is_none_or(|(_, s)| Some(s) != size) {
+            tracing::info!(repository = %repo.name, file = %file, name, "not carried forward: the upstream no longer has it as listed");
+            continue;
+        }
+        judged(gate, record, &file);
+        records.push(format!("{record}\n\n"));
+        provided.push((file, member.name.to_string()));
+    }
+    if records.is_empty() {
+        return Ok(None);
+    }
+    let refs: Vec<&str> = records.iter().map(String::as_str).collect();
+    let kept = chunks::contribution_chunks(ctx, &refs, provided, reusable).await?;
+    Ok(Some(Contribution {
+        member: repo.id,
+        source: format!("{} carried", repo.name),
+        offered: Arc::new(offered),
+        kept,
+    }))
 }
 
 /// A proxy member's `apk.signed_by` (PEM): the group re-signs what it merges, so it merges only

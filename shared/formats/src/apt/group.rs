@@ -151,6 +151,8 @@ enum Input {
     Upstream { release: (String, String), expected: String, compression: Compression },
     /// A hosted or group member's published index (its `.xz` form).
     Published(SnapshotFile),
+    /// Stanzas a gated merge carries forward from its own last index ([`Upstream::carry`]).
+    Carried(bytes::Bytes),
 }
 
 impl Input {
@@ -158,6 +160,7 @@ impl Input {
         match self {
             Self::Upstream { expected, .. } => expected,
             Self::Published(f) => &f.sha256,
+            Self::Carried(_) => "carried",
         }
     }
 }
@@ -301,8 +304,89 @@ impl Upstream<'_> {
             ahead.push(c.offered.clone());
             merged.push(c);
         }
+        if let Some(gate) = &self.1 {
+            if let Some(c) = self.carry(ctx, (repo, &inputs), id, gate, (&ahead, &mut hashers, &reuse)).await? {
+                merged.push(c);
+            }
+        }
         emitted.extend(merged);
         chunks::finish_merge(ctx, memory, (repo.id, id), names, emitted, hashers).await
+    }
+
+    /// Carries forward what the repository's last published `Packages` index listed of the
+    /// packages the policy now holds a version of back ([`BuildGate::unsettled`]): a Debian or
+    /// Ubuntu index lists one version of each package, so when the upstream replaces it by one
+    /// the policy holds back (too young, say), the previous one would vanish with it. An entry is
+    /// carried when the policy lets it through now, no member offers the same version, and its
+    /// file is still there: fetched into the proxy's cache now (where it stays when the
+    /// upstream's pool drops it) and checked against the entry's `SHA256`. Only entries of a
+    /// proxy member (or of the gated proxy itself) are: a hosted or group member's index lists
+    /// every version it still has.
+    async fn carry(
+        &self,
+        ctx: &mut BuildContext<'_>,
+        (repo, inputs): (&Repository, &[(Repository, Input, String)]),
+        id: &IndexId<'_>,
+        gate: &BuildGate,
+        (ahead, hashers, reuse): (&[Arc<HashSet<u128>>], &mut [Hashers; 3], &chunks::Reuse),
+    ) -> Result<Option<Contribution>, BuildError> {
+        let unsettled = gate.unsettled();
+        if unsettled.is_empty() || id.stem != "Packages" {
+            return Ok(None);
+        }
+        let path = format!("dists/{}/{}/{}.xz", id.dist, id.base, id.stem);
+        let Some(last) = published_entry(ctx.db, repo, KIND, id.dist, &path).await? else { return Ok(None) };
+        let bytes = self.0.snapshot_bytes(&last).await?;
+        let offered = ahead.to_vec();
+        // The last index's entries of those packages that no member offers now.
+        let candidates = packyard_core::publication::work::read(move || {
+            let (mut reader, mut stanza, mut out) = (stanzas(bytes, Compression::Xz), String::new(), Vec::new());
+            while reader.next_stanza(&mut stanza)? {
+                let Some(name) = field(&stanza, "Package") else { continue };
+                if !unsettled.contains(&BuildGate::slot(name, field(&stanza, "Architecture"))) {
+                    continue;
+                }
+                let Some((key, _)) = stanza_key(&stanza) else { continue };
+                let key = incremental::key_digest(&key);
+                if !offered.iter().any(|a| a.contains(&key)) {
+                    out.push(stanza.clone());
+                }
+            }
+            Ok::<_, std::io::Error>(out)
+        })
+        .await
+        .map_err(other)?
+        .map_err(|e| other(format!("{}: cannot read its last {} {} index: {e}", repo.name, id.dist, id.base)))?;
+        let mut text = String::new();
+        for stanza in candidates {
+            if !verdict(gate, &stanza, "Filename").is_some_and(|v| v.passes()) {
+                continue;
+            }
+            let Some(at) = field(&stanza, "Filename") else { continue };
+            // Where the file comes from: the gated proxy's upstream, or a group's proxy member's.
+            let from = match repo.repo_type {
+                RepoType::Proxy => Some((repo, at)),
+                _ => at.strip_prefix("pool/").and_then(|rest| rest.split_once('/')).and_then(|(name, rest)| {
+                    let (m, ..) = inputs.iter().find(|(m, ..)| m.name.as_str() == name)?;
+                    (m.repo_type == RepoType::Proxy && m.gate().is_none()).then_some((m, rest))
+                }),
+            };
+            let Some((member, upstream_path)) = from else { continue };
+            let got = self.fetch(member, upstream_path).await?;
+            if got.is_none() || got.as_deref() != field(&stanza, "SHA256") {
+                tracing::info!(repository = %repo.name, file = at, "not carried forward: the upstream no longer has it as listed");
+                continue;
+            }
+            text.push_str(&stanza);
+            text.push('\n');
+        }
+        if text.is_empty() {
+            return Ok(None);
+        }
+        // Listed with the paths it had (`contribute` judges and notes each again).
+        let input = Input::Carried(bytes::Bytes::from(text));
+        let c = self.contribute(ctx, (repo, ""), &input, id, (ahead, hashers, reuse)).await?;
+        Ok(Some(Contribution { source: format!("{} carried", repo.name), ..c }))
     }
 
     /// A member's index for one of the group's, decompressed as a stream of stanzas.
@@ -317,6 +401,7 @@ impl Upstream<'_> {
                 (self.upstream_index(member, release, id, expected).await?, *compression)
             }
             Input::Published(f) => (self.0.snapshot_bytes(f).await?, Compression::Xz),
+            Input::Carried(text) => (text.clone(), Compression::None),
         };
         Ok(stanzas(bytes, compression))
     }
@@ -482,7 +567,28 @@ impl Upstream<'_> {
 /// architecture, its advisories by its source package's name (Debian's advisories name source
 /// packages).
 fn judged(gate: &BuildGate, prefix: &str, stanza: &str, path_field: &str) -> bool {
-    let (Some(name), Some(version)) = (field(stanza, "Package"), field(stanza, "Version")) else { return false };
+    let (Some(name), Some(version), Some(v)) =
+        (field(stanza, "Package"), field(stanza, "Version"), verdict(gate, stanza, path_field))
+    else {
+        return false;
+    };
+    let sources = path_field == "Directory";
+    let Some(at) = field(stanza, path_field) else { return false };
+    if sources {
+        // Each file the source package lists, in its directory.
+        let mut passes = true;
+        for file in listed_files(stanza) {
+            passes = gate.note(&format!("{prefix}{at}/{file}"), (name, version), &v);
+        }
+        passes && v.passes()
+    } else {
+        gate.note(&format!("{prefix}{at}"), (name, version), &v)
+    }
+}
+
+/// Policy `gate`'s verdict on a member's `stanza`, noting nothing.
+fn verdict(gate: &BuildGate, stanza: &str, path_field: &str) -> Option<packyard_core::policy::Verdict> {
+    let (Some(name), Some(version)) = (field(stanza, "Package"), field(stanza, "Version")) else { return None };
     let sources = path_field == "Directory";
     let source = match field(stanza, "Source") {
         // `Source: name (version)` when the source's version differs.
@@ -496,18 +602,7 @@ fn judged(gate: &BuildGate, prefix: &str, stanza: &str, path_field: &str) -> boo
         licenses: &[],
         architecture: if sources { Some("source") } else { field(stanza, "Architecture") },
     };
-    let v = gate.judge(&Entry { subject, advisory_name: source }, None);
-    let Some(at) = field(stanza, path_field) else { return false };
-    if sources {
-        // Each file the source package lists, in its directory.
-        let mut passes = true;
-        for file in listed_files(stanza) {
-            passes = gate.note(&format!("{prefix}{at}/{file}"), (name, version), &v);
-        }
-        passes && v.passes()
-    } else {
-        gate.note(&format!("{prefix}{at}"), (name, version), &v)
-    }
+    Some(gate.judge(&Entry { subject, advisory_name: source }, None))
 }
 
 /// The names a `Sources` stanza's `Files` field lists (`<md5> <size> <name>` per line).
