@@ -52,6 +52,9 @@ pub struct PolicyCache {
     /// The licenses read for a version (Conan's recipe revisions: their `conanfile.py`), which
     /// never change.
     licenses: Mutex<HashMap<(i64, String), Licenses>>,
+    /// The architecture read for a binary (Conan's package ids: their `conaninfo.txt`), which
+    /// never changes; `None`: it says none.
+    architectures: Mutex<HashMap<(i64, String), Option<Arc<str>>>>,
     /// Published policy reports, parsed, by their content hash (a snapshot's never changes).
     reports: Mutex<HashMap<String, Arc<Report>>>,
     /// The `repositories` watermark the advisories were read under.
@@ -165,6 +168,16 @@ impl PolicyCache {
 
     pub fn remember_licenses(&self, repository_id: i64, key: &str, licenses: Licenses) {
         keep(&self.licenses, TIMES, (repository_id, key.to_string()), licenses);
+    }
+
+    /// The architecture remembered for `key` (a binary of one repository): `Some(None)` when
+    /// it says none.
+    pub fn architecture(&self, repository_id: i64, key: &str) -> Option<Option<Arc<str>>> {
+        self.architectures.lock().ok()?.get(&(repository_id, key.to_string())).cloned()
+    }
+
+    pub fn remember_architecture(&self, repository_id: i64, key: &str, architecture: Option<Arc<str>>) {
+        keep(&self.architectures, TIMES, (repository_id, key.to_string()), architecture);
     }
 
     /// The report a snapshot file with content hash `etag` holds, parsed once.
@@ -495,7 +508,7 @@ impl BuildGate {
             let level = |m: &Match| Level::parse(&m.severity).unwrap_or(Level::High);
             level(b).cmp(&level(a)).then_with(|| a.id.cmp(&b.id))
         });
-        by_advisories(&self.policy, excepted, found)
+        (by_advisories(&self.policy, excepted, found), excepted)
     }
 
     /// What the report says of `v` for the file at `path`: a refusal, or 200 (with the
