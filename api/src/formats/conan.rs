@@ -299,6 +299,9 @@ async fn proxy_read(cx: &Cx<'_>, repo: &Repository, target: &Target) -> Result<H
     } else if let Target::File(r, rrev, file) = target {
         // (A recipe file the policy reads for another request: its licenses.)
         path = format!("v2/conans/{}/revisions/{rrev}/files/{file}", r.url_path());
+    } else if let Target::PackageFile(r, rrev, pkgid, prev, file) = target {
+        // (A package's `conaninfo.txt` the policy reads for another request: its architecture.)
+        path = format!("v2/conans/{}/revisions/{rrev}/packages/{pkgid}/revisions/{prev}/files/{file}", r.url_path());
     } else if let Target::PackageRevisions(r, rrev, pkgid) = target {
         path = format!("v2/conans/{}/revisions/{rrev}/packages/{pkgid}/revisions", r.url_path());
     } else if let (Target::Packages(r, Some(rrev)), true) = (target, path.ends_with("/search")) {
@@ -568,7 +571,7 @@ async fn gated(
             let mut kept = Vec::new();
             for text in v["results"].as_array().into_iter().flatten().filter_map(|r| r.as_str()) {
                 let Ok(r) = Reference::parse(text) else { continue };
-                if !passing(cx, repo, policy, &r, None).await?.is_empty() {
+                if !passing(cx, repo, policy, (&r, None), None).await?.is_empty() {
                     kept.push(text.to_string());
                 }
             }
@@ -576,19 +579,19 @@ async fn gated(
         }
         Target::Revisions(r) => {
             let mut list = revision_list(cx, repo, target.clone()).await?;
-            let kept = passing(cx, repo, policy, r, Some(&list)).await?;
+            let kept = passing(cx, repo, policy, (r, Some(&list)), None).await?;
             list["revisions"] = serde_json::Value::Array(kept.into_iter().map(|(_, json, _)| json).collect());
             Ok(gate::filtered(JSON, list.to_string()))
         }
         Target::Latest(r) => {
-            let kept = passing(cx, repo, policy, r, None).await?;
+            let kept = passing(cx, repo, policy, (r, None), None).await?;
             match kept.into_iter().next() {
                 Some((_, json, verdict)) => Ok(gate::audited(gate::filtered(JSON, json.to_string()), &verdict)),
-                None => Err(held_latest(cx, repo, policy, r, None).await?),
+                None => Err(held_latest(cx, repo, policy, (r, None), None).await?),
             }
         }
         Target::PackageRevisions(r, rrev, _) | Target::PackageLatest(r, rrev, _) => {
-            let recipe = recipe_verdict(cx, repo, policy, r, rrev).await?;
+            let recipe = recipe_verdict(cx, repo, policy, (r, rrev), None).await?;
             if let Some(refused) = gate::refusal(cx.services, &recipe, &r.name, &reference_version(r, rrev), repo) {
                 return Err(refused);
             }
@@ -598,11 +601,17 @@ async fn gated(
             };
             let lists = Target::PackageRevisions(r.clone(), rrev.clone(), pkgid.clone());
             let mut list = revision_list(cx, repo, lists).await?;
-            let kept = passing(cx, repo, policy, r, Some(&list)).await?;
+            // A rule on architectures judges the binary by its `conaninfo.txt`.
+            let newest = list["revisions"][0]["revision"].as_str().map(str::to_string);
+            let arch = match newest {
+                Some(prev) => binary_architecture(cx, repo, policy, (r, rrev, pkgid, &prev)).await?,
+                None => None,
+            };
+            let kept = passing(cx, repo, policy, (r, Some(&list)), arch.as_deref()).await?;
             if matches!(target, Target::PackageLatest(..)) {
                 return match kept.into_iter().next() {
                     Some((_, json, verdict)) => Ok(gate::audited(gate::filtered(JSON, json.to_string()), &verdict)),
-                    None => Err(held_latest(cx, repo, policy, r, Some(&list)).await?),
+                    None => Err(held_latest(cx, repo, policy, (r, Some(&list)), arch.as_deref()).await?),
                 };
             }
             list["revisions"] = serde_json::Value::Array(kept.into_iter().map(|(_, json, _)| json).collect());
@@ -613,9 +622,12 @@ async fn gated(
         | Target::File(r, rrev, _)
         | Target::AllPackages(r, rrev)
         | Target::Packages(r, Some(rrev)) => {
-            let verdict = recipe_verdict(cx, repo, policy, r, rrev).await?;
+            let verdict = recipe_verdict(cx, repo, policy, (r, rrev), None).await?;
             if let Some(refused) = gate::refusal(cx.services, &verdict, &r.name, &reference_version(r, rrev), repo) {
                 return Err(refused);
+            }
+            if let Target::Packages(..) = target {
+                return Ok(gate::audited(packages(cx, repo, policy, (r, rrev)).await?, &verdict));
             }
             let res = read(cx, repo, target.clone(), 0).await?;
             Ok(gate::audited(res, &verdict))
@@ -623,7 +635,7 @@ async fn gated(
         Target::PackageRevision(r, rrev, pkgid, prev)
         | Target::PackageFiles(r, rrev, pkgid, prev)
         | Target::PackageFile(r, rrev, pkgid, prev, _) => {
-            let verdict = recipe_verdict(cx, repo, policy, r, rrev).await?;
+            let verdict = recipe_verdict(cx, repo, policy, (r, rrev), None).await?;
             if let Some(refused) = gate::refusal(cx.services, &verdict, &r.name, &reference_version(r, rrev), repo) {
                 return Err(refused);
             }
@@ -637,7 +649,8 @@ async fn gated(
                 .find(|v| v["revision"] == prev.as_str())
                 .and_then(|v| v["time"].as_str())
                 .and_then(revision_time);
-            let package = judge(cx, repo, policy, r, prev, time).await?;
+            let arch = binary_architecture(cx, repo, policy, (r, rrev, pkgid, prev)).await?;
+            let package = judge(cx, repo, policy, r, (prev, time), arch.as_deref()).await?;
             let what = format!("{} (package {pkgid} revision {prev})", r.version);
             if let Some(refused) = gate::refusal(cx.services, &package, &r.name, &what, repo) {
                 return Err(refused);
@@ -647,11 +660,10 @@ async fn gated(
         }
         Target::Packages(r, None) => {
             // The packages of the latest recipe revision the policy lets through.
-            let Some((rrev, _, verdict)) = passing(cx, repo, policy, r, None).await?.into_iter().next() else {
-                return Err(held_latest(cx, repo, policy, r, None).await?);
+            let Some((rrev, _, verdict)) = passing(cx, repo, policy, (r, None), None).await?.into_iter().next() else {
+                return Err(held_latest(cx, repo, policy, (r, None), None).await?);
             };
-            let res = read(cx, repo, Target::Packages(r.clone(), Some(rrev)), 0).await?;
-            Ok(gate::audited(res, &verdict))
+            Ok(gate::audited(packages(cx, repo, policy, (r, &rrev)).await?, &verdict))
         }
     }
 }
@@ -709,8 +721,8 @@ async fn passing(
     cx: &Cx<'_>,
     repo: &Repository,
     policy: &PolicySettings,
-    r: &Reference,
-    list: Option<&serde_json::Value>,
+    (r, list): (&Reference, Option<&serde_json::Value>),
+    architecture: Option<&str>,
 ) -> Result<Vec<(String, serde_json::Value, Verdict)>, FormatError> {
     let list = given_or_read(cx, repo, r, list).await?;
     let list = list.as_ref();
@@ -718,7 +730,7 @@ async fn passing(
     for rev in list["revisions"].as_array().into_iter().flatten() {
         let id = rev["revision"].as_str().unwrap_or_default();
         let time = rev["time"].as_str().and_then(revision_time);
-        let verdict = judge(cx, repo, policy, r, id, time).await?;
+        let verdict = judge(cx, repo, policy, r, (id, time), architecture).await?;
         if verdict.passes() {
             kept.push((id.to_string(), rev.clone(), verdict));
         }
@@ -731,8 +743,8 @@ async fn held_latest(
     cx: &Cx<'_>,
     repo: &Repository,
     policy: &PolicySettings,
-    r: &Reference,
-    list: Option<&serde_json::Value>,
+    (r, list): (&Reference, Option<&serde_json::Value>),
+    architecture: Option<&str>,
 ) -> Result<FormatError, FormatError> {
     let list = given_or_read(cx, repo, r, list).await?;
     let list = list.as_ref();
@@ -740,18 +752,20 @@ async fn held_latest(
         return Ok(not_found(format!("recipe {}", r.display())));
     };
     let id = newest["revision"].as_str().unwrap_or_default();
-    let verdict = judge(cx, repo, policy, r, id, newest["time"].as_str().and_then(revision_time)).await?;
+    let time = newest["time"].as_str().and_then(revision_time);
+    let verdict = judge(cx, repo, policy, r, (id, time), architecture).await?;
     Ok(gate::refusal(cx.services, &verdict, &r.name, &reference_version(r, id), repo)
         .unwrap_or_else(|| not_found(format!("recipe {}", r.display()))))
 }
 
-/// The verdict on recipe revision `rrev`, timed by the recipe's revision list.
+/// The verdict on recipe revision `rrev` (for a binary of `architecture`), timed by the
+/// recipe's revision list.
 async fn recipe_verdict(
     cx: &Cx<'_>,
     repo: &Repository,
     policy: &PolicySettings,
-    r: &Reference,
-    rrev: &str,
+    (r, rrev): (&Reference, &str),
+    architecture: Option<&str>,
 ) -> Result<Verdict, FormatError> {
     let key = format!("{}#{rrev}", r.display());
     let mut time = cx.services.policy.time(repo.id, &key);
@@ -768,18 +782,19 @@ async fn recipe_verdict(
             cx.services.policy.remember_time(repo.id, &key, t);
         }
     }
-    judge(cx, repo, policy, r, rrev, time).await
+    judge(cx, repo, policy, r, (rrev, time), architecture).await
 }
 
 /// The gate's verdict on a revision of `r` published at `time` (the version is what rules,
-/// exceptions and advisories name).
+/// exceptions and advisories name), of a binary for `architecture` (`None`: a recipe, which
+/// rules on architectures leave to its binaries).
 async fn judge(
     cx: &Cx<'_>,
     repo: &Repository,
     policy: &PolicySettings,
     r: &Reference,
-    rrev: &str,
-    time: Option<i64>,
+    (rrev, time): (&str, Option<i64>),
+    architecture: Option<&str>,
 ) -> Result<Verdict, FormatError> {
     let component = packyard_formats::conan::catalogue::component(r, rrev);
     let published_ms = time.filter(|_| policy.ages(&r.name));
@@ -788,7 +803,7 @@ async fn judge(
     } else {
         std::sync::Arc::default()
     };
-    let subject = Subject { name: &r.name, version: &r.version, published_ms, licenses: &licenses, architecture: None };
+    let subject = Subject { name: &r.name, version: &r.version, published_ms, licenses: &licenses, architecture };
     let c = Candidate { subject, component: (&component.key, &component.group, &component.name) };
     gate::judge(cx.services, repo, policy, &c).await
 }
@@ -822,6 +837,75 @@ async fn recipe_licenses(
     let licenses = std::sync::Arc::new(licenses);
     cx.services.policy.remember_licenses(repo.id, &key, licenses.clone());
     Ok(licenses)
+}
+
+/// The packages of recipe revision `rrev` (`…/search`: package id → its `conaninfo.txt`) but
+/// those of an architecture the policy's rules hold back.
+async fn packages(
+    cx: &Cx<'_>,
+    repo: &Repository,
+    policy: &PolicySettings,
+    (r, rrev): (&Reference, &str),
+) -> Result<HttpResponse, FormatError> {
+    let target = Target::Packages(r.clone(), Some(rrev.to_string()));
+    if !packyard_model::policy::wants_architectures(policy) {
+        return read(cx, repo, target, 0).await;
+    }
+    let bytes = gate::body(gate::plain(read(cx, repo, target, 0)).await?).await?;
+    let mut all: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(&bytes).map_err(|e| {
+        FormatError::from(ApiError::new(
+            ErrorCode::BadGateway,
+            format!("the package search of {} in {} is not a JSON object: {e}", r.display(), repo.name),
+        ))
+    })?;
+    let mut held = Vec::new();
+    for (pkgid, info) in &all {
+        // Conan's server gives the `conaninfo.txt` as `content`; some give the settings parsed.
+        let arch = info["content"]
+            .as_str()
+            .and_then(|text| packyard_codecs::conan::conaninfo_setting(text, "arch"))
+            .or_else(|| info["settings"]["arch"].as_str());
+        if !recipe_verdict(cx, repo, policy, (r, rrev), arch).await?.passes() {
+            held.push(pkgid.clone());
+        }
+    }
+    for pkgid in held {
+        all.remove(&pkgid);
+    }
+    Ok(gate::filtered("application/json", serde_json::Value::Object(all).to_string()))
+}
+
+/// The architecture package `pkgid` of recipe revision `rrev` is built for (its
+/// `conaninfo.txt`'s `arch` setting, read at package revision `prev` through the repository
+/// once, then kept: a package id's settings never change), when a rule of the policy names
+/// architectures; else, and for a package that says none, `None`.
+async fn binary_architecture(
+    cx: &Cx<'_>,
+    repo: &Repository,
+    policy: &PolicySettings,
+    (r, rrev, pkgid, prev): (&Reference, &str, &str, &str),
+) -> Result<Option<std::sync::Arc<str>>, FormatError> {
+    if !packyard_model::policy::wants_architectures(policy) {
+        return Ok(None);
+    }
+    let key = format!("{}#{rrev}:{pkgid}", r.display());
+    if let Some(known) = cx.services.policy.architecture(repo.id, &key) {
+        return Ok(known);
+    }
+    let target = Target::PackageFile(r.clone(), rrev.into(), pkgid.into(), prev.into(), "conaninfo.txt".into());
+    let text = match gate::plain(read(cx, repo, target, 0)).await {
+        Ok(res) => {
+            let bytes = gate::body(res).await?;
+            let end = bytes.len().min(packyard_codecs::conan::recipe::MAX_CONANFILE);
+            String::from_utf8_lossy(&bytes[..end]).into_owned()
+        }
+        // Judged again on the next request (the package may be on its way).
+        Err(e) if e.0.code == ErrorCode::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let arch: Option<std::sync::Arc<str>> = packyard_codecs::conan::conaninfo_setting(&text, "arch").map(Into::into);
+    cx.services.policy.remember_architecture(repo.id, &key, arch.clone());
+    Ok(arch)
 }
 
 #[cfg(test)]

@@ -379,10 +379,25 @@ fn go_on(backend: Backend) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A recipe whose binaries differ only by their settings (it compiles nothing).
+const TOOL_RECIPE: &str = r#"import os
+from conan import ConanFile
+from conan.tools.files import save
+
+class Tool(ConanFile):
+    name = "tool"
+    version = "1.0"
+    settings = "os", "arch"
+
+    def package(self):
+        save(self, os.path.join(self.package_folder, "arch.txt"), str(self.settings.arch))
+"#;
+
 /// `conan install` through a proxy with a day's minimum release age installs the recipe
 /// revision the upstream published two days ago, not the one it published now — until an
 /// exception lets the new one in; a direct request for the young revision is a 404 that says
-/// when it is offered. The proxy on SQLite, PostgreSQL and MariaDB.
+/// when it is offered; rules by license (the recipe's) and by architecture (a binary's). The
+/// proxy on SQLite, PostgreSQL and MariaDB.
 #[test]
 fn conan_release_age() -> anyhow::Result<()> {
     if std::process::Command::new("conan").arg("--version").output().is_err() {
@@ -440,6 +455,33 @@ fn conan_release_age() -> anyhow::Result<()> {
     }
     let upstream = upstream.ok_or_else(|| anyhow::anyhow!("no upstream"))?;
     anyhow::ensure!(revisions[0] != revisions[1], "two revisions: {revisions:?}");
+    // A recipe with a binary for x86_64 and one for armv8 (nothing to compile: any host builds
+    // both), for a rule on architectures.
+    let tool = h.join("tool");
+    std::fs::create_dir_all(&tool)?;
+    std::fs::write(tool.join("conanfile.py"), TOOL_RECIPE)?;
+    for arch in ["x86_64", "armv8"] {
+        conan(&["create", ".", "-s", &format!("arch={arch}")], &tool)?;
+    }
+    conan(&["upload", "tool/1.0", "-r", "up", "-c"], h)?;
+    let search = |base: &str| -> anyhow::Result<Vec<(String, String)>> {
+        let latest: Value = ureq::get(&format!("{base}/v2/conans/tool/1.0/_/_/latest")).call()?.into_json()?;
+        let rrev = latest["revision"].as_str().unwrap_or_default();
+        let url = format!("{base}/v2/conans/tool/1.0/_/_/revisions/{rrev}/search");
+        let found: serde_json::Map<String, Value> = ureq::get(&url).call()?.into_json()?;
+        let mut out: Vec<(String, String)> = found
+            .iter()
+            .map(|(id, info)| {
+                let arch = info["content"].as_str().and_then(|c| c.lines().find(|l| l.trim().starts_with("arch=")));
+                (arch.unwrap_or_default().trim().to_string(), id.clone())
+            })
+            .collect();
+        out.sort();
+        Ok(out)
+    };
+    let binaries = search(&format!("{}/repository/up", upstream.public))?;
+    let archs: Vec<&str> = binaries.iter().map(|(a, _)| a.as_str()).collect();
+    assert_eq!(archs, ["arch=armv8", "arch=x86_64"], "{binaries:?}");
 
     for backend in [Backend::Sqlite, Backend::Postgres, Backend::MySql] {
         let on = || -> anyhow::Result<()> {
@@ -537,6 +579,32 @@ fn conan_release_age() -> anyhow::Result<()> {
             let (s, body) =
                 status_of(ureq::get(&format!("{base}/revisions/{}/files/conanfile.py", revisions[1])).call())?;
             assert!(s == 403 && body.contains("quarantine rule \"no-gpl\""), "{s} {body}");
+            // A rule on architectures holds a binary back by its `conaninfo.txt`, not its
+            // recipe: the x86_64 binary installs, the armv8 one is left out of the package
+            // search and refused.
+            let r = ureq::request("PATCH", &format!("{}/api/v1/repositories/cproxy", server.public))
+                .set("Authorization", &auth)
+                .set("Content-Type", "application/merge-patch+json")
+                .send_json(
+                    json!({"policy": {"rules": [{"id": "no-arm", "action": "deny", "architectures": ["armv8"]}]}}),
+                );
+            assert_eq!(status_of(r)?.0, 200);
+            conan(&["remove", "*", "-c"], h)?;
+            let out = conan(&["install", "--requires=tool/1.0", "-r", &remote, "-s", "arch=x86_64"], h)?;
+            assert!(out.contains("tool/1.0") && out.contains("Downloaded"), "{out}");
+            let proxied = format!("{}/repository/cproxy", server.public);
+            assert_eq!(search(&proxied)?, binaries[1..], "only the x86_64 binary is listed");
+            let listed = conan(&["list", "tool/1.0#*:*", "-r", &remote], h)?;
+            assert!(listed.contains("x86_64") && !listed.contains("armv8"), "{listed}");
+            let arm = &binaries[0].1;
+            let rrev: Value = ureq::get(&format!("{proxied}/v2/conans/tool/1.0/_/_/latest")).call()?.into_json()?;
+            let rrev = rrev["revision"].as_str().unwrap_or_default();
+            let url = format!("{proxied}/v2/conans/tool/1.0/_/_/revisions/{rrev}/packages/{arm}/latest");
+            let (s, body) = status_of(ureq::get(&url).call())?;
+            assert!(s == 403 && body.contains("quarantine rule \"no-arm\""), "{s} {body}");
+            conan(&["remove", "*", "-c"], h)?;
+            let refused = conan(&["install", "--requires=tool/1.0", "-r", &remote, "-s", "arch=armv8"], h);
+            assert!(refused.is_err(), "the armv8 binary is not handed out: {refused:?}");
             Ok(())
         };
         on().map_err(|e| e.context(format!("on {}", backend.as_str())))?;

@@ -319,6 +319,27 @@ impl Manifest {
 /// lowercase letters or `_`, each once; every other line (stripped; blank and `#` lines
 /// skipped) inside a section — `key=value` in `[settings]`, `[options]`, `[conf]` and the like,
 /// a reference (`name/version…`) in the requirement sections. No control characters.
+/// The lines of a section of a `conaninfo.txt` (`[requires]`), trimmed, blank ones left out.
+pub fn conaninfo_section<'a>(text: &'a str, name: &str) -> Vec<&'a str> {
+    let mut inside = false;
+    let mut out = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if let Some(section) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            inside = section.trim() == name;
+        } else if inside && !line.is_empty() {
+            out.push(line);
+        }
+    }
+    out
+}
+
+/// The value of setting `key` in a `conaninfo.txt`'s `[settings]` (`arch`: `x86_64`).
+pub fn conaninfo_setting<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+    conaninfo_section(text, "settings")
+        .into_iter()
+        .find_map(|l| l.split_once('=').filter(|(k, _)| k.trim() == key).map(|(_, v)| v.trim()))
+}
+
 pub fn check_conaninfo(text: &str) -> Result<(), ConanError> {
     let mut sections: Vec<&str> = Vec::new();
     for (i, raw) in text.split('\n').enumerate() {

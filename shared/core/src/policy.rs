@@ -38,6 +38,9 @@ pub type Advised = Arc<Vec<(AdvisoryRow, Affected)>>;
 /// The licenses a version declares.
 pub type Licenses = Arc<Vec<String>>;
 
+/// A binary's architecture, when it says one.
+pub type Architecture = Option<Arc<str>>;
+
 /// A repository's exceptions, under the repository version they were read at.
 type Exceptions = HashMap<i64, (i64, Arc<Vec<PolicyException>>)>;
 
@@ -54,7 +57,7 @@ pub struct PolicyCache {
     licenses: Mutex<HashMap<(i64, String), Licenses>>,
     /// The architecture read for a binary (Conan's package ids: their `conaninfo.txt`), which
     /// never changes; `None`: it says none.
-    architectures: Mutex<HashMap<(i64, String), Option<Arc<str>>>>,
+    architectures: Mutex<HashMap<(i64, String), Architecture>>,
     /// Published policy reports, parsed, by their content hash (a snapshot's never changes).
     reports: Mutex<HashMap<String, Arc<Report>>>,
     /// The `repositories` watermark the advisories were read under.
@@ -172,11 +175,11 @@ impl PolicyCache {
 
     /// The architecture remembered for `key` (a binary of one repository): `Some(None)` when
     /// it says none.
-    pub fn architecture(&self, repository_id: i64, key: &str) -> Option<Option<Arc<str>>> {
+    pub fn architecture(&self, repository_id: i64, key: &str) -> Option<Architecture> {
         self.architectures.lock().ok()?.get(&(repository_id, key.to_string())).cloned()
     }
 
-    pub fn remember_architecture(&self, repository_id: i64, key: &str, architecture: Option<Arc<str>>) {
+    pub fn remember_architecture(&self, repository_id: i64, key: &str, architecture: Architecture) {
         keep(&self.architectures, TIMES, (repository_id, key.to_string()), architecture);
     }
 

@@ -184,7 +184,7 @@ impl PolicySettings {
         }
         let mut allows = self.rules.iter().filter(|r| r.action == RuleAction::Allow).peekable();
         let first = allows.peek().map(|r| r.id.clone())?;
-        if allows.any(|r| r.matches(s)) {
+        if allows.any(|r| r.matching(s, true)) {
             None
         } else {
             Some(Hold::Rule { id: first, allowed_only: true })
@@ -267,14 +267,28 @@ pub fn wants_licenses(policy: &PolicySettings) -> bool {
     policy.rules.iter().any(|r| !r.licenses.is_empty())
 }
 
+/// Whether a rule of `policy` names architectures (Conan reads a binary's `conaninfo.txt` for
+/// it).
+pub fn wants_architectures(policy: &PolicySettings) -> bool {
+    policy.rules.iter().any(|r| !r.architectures.is_empty())
+}
+
 impl Rule {
     pub fn matches(&self, s: &Subject<'_>) -> bool {
+        self.matching(s, false)
+    }
+
+    /// Whether the rule matches `s`; a criterion on the architecture, where `s` has none (a
+    /// Conan recipe: each of its binaries has one, judged on its own), counts as met when
+    /// `unknown_matches` (an `allow` rule: the recipe is not held for what only its binaries
+    /// decide) and as not met otherwise (a `deny` rule).
+    fn matching(&self, s: &Subject<'_>, unknown_matches: bool) -> bool {
         let name = self.name.as_deref().is_none_or(|p| glob_match(p, s.name));
         let version = self.version.as_deref().is_none_or(|p| glob_match(p, s.version));
         let licenses =
             self.licenses.is_empty() || s.licenses.iter().any(|l| self.licenses.iter().any(|p| glob_match(p, l)));
         let arch = self.architectures.is_empty()
-            || s.architecture.is_some_and(|a| self.architectures.iter().any(|p| glob_match(p, a)));
+            || s.architecture.map_or(unknown_matches, |a| self.architectures.iter().any(|p| glob_match(p, a)));
         name && version && licenses && arch
     }
 }
@@ -339,6 +353,28 @@ mod tests {
         p.rules.pop();
         p.rules.push(rule("all", RuleAction::Deny, None, &[]));
         assert!(p.validate().err().is_some_and(|e| e.0.contains("no criterion")));
+    }
+
+    #[test]
+    fn architecture_rules_leave_a_subject_without_one_to_its_binaries() {
+        let arch = |id: &str, action, archs: &[&str]| Rule {
+            id: id.into(),
+            action,
+            name: None,
+            version: None,
+            licenses: vec![],
+            architectures: archs.iter().map(|s| s.to_string()).collect(),
+        };
+        let on = |a: Option<&'static str>| Subject { architecture: a, ..subject("zlib", "1.3", &[]) };
+        let deny = PolicySettings { rules: vec![arch("no-x86", RuleAction::Deny, &["x86"])], ..Default::default() };
+        assert_eq!(deny.rule_hold(&on(Some("x86"))), Some(Hold::Rule { id: "no-x86".into(), allowed_only: false }));
+        assert_eq!(deny.rule_hold(&on(Some("x86_64"))), None);
+        assert_eq!(deny.rule_hold(&on(None)), None, "a recipe is not denied for one of its binaries");
+        let only = PolicySettings { rules: vec![arch("x64", RuleAction::Allow, &["x86_64"])], ..Default::default() };
+        assert_eq!(only.rule_hold(&on(Some("armv8"))), Some(Hold::Rule { id: "x64".into(), allowed_only: true }));
+        assert_eq!(only.rule_hold(&on(Some("x86_64"))), None);
+        assert_eq!(only.rule_hold(&on(None)), None, "nor held back by an allow-only rule on architectures");
+        assert!(wants_architectures(&only) && !wants_architectures(&PolicySettings::default()));
     }
 
     #[test]

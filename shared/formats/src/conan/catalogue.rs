@@ -86,19 +86,7 @@ fn conaninfo_package(path: &str) -> Option<&str> {
         .then_some(pkgid)
 }
 
-/// The lines of a section of a `conaninfo.txt` (`[requires]`), trimmed, blank ones left out.
-fn conaninfo_section<'a>(text: &'a str, name: &str) -> Vec<&'a str> {
-    let mut inside = false;
-    let mut out = Vec::new();
-    for line in text.lines().map(str::trim) {
-        if let Some(section) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
-            inside = section.trim() == name;
-        } else if inside && !line.is_empty() {
-            out.push(line);
-        }
-    }
-    out
-}
+use packyard_codecs::conan::conaninfo_section;
 
 /// What the `conaninfo.txt` of each package id (`(pkgid, text)`) says for people: the
 /// `[requires]` of all, each once, and each package's `[settings]` as a fact
@@ -216,6 +204,9 @@ mod tests {
         assert_eq!(conaninfo_section(LINUX, "settings"), ["arch=x86_64", "build_type=Release", "os=Linux"]);
         assert_eq!(conaninfo_section(LINUX, "requires"), ["zlib/1.3.Z", "openssl/3.2.Z"]);
         assert_eq!(conaninfo_section(WINDOWS, "settings"), ["arch=x86_64", "os=Windows"]);
+        assert_eq!(packyard_codecs::conan::conaninfo_setting(WINDOWS, "arch"), Some("x86_64"));
+        assert_eq!(packyard_codecs::conan::conaninfo_setting(LINUX, "os"), Some("Linux"));
+        assert_eq!(packyard_codecs::conan::conaninfo_setting("[options]\narch=x\n", "arch"), None);
         assert!(conaninfo_section(LINUX, "conf").is_empty());
         assert!(conaninfo_section("", "requires").is_empty());
     }

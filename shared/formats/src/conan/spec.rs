@@ -46,10 +46,11 @@ impl FormatSpec for ConanSpec {
     }
 
     /// Conan's routes apply a policy; a recipe's licenses are its `conanfile.py`'s `license`
-    /// (read once per revision when a rule names licenses); its binaries' settings are not read
-    /// for it yet.
+    /// (read once per revision when a rule names licenses), a binary's architecture its
+    /// `conaninfo.txt`'s `arch` setting (read once per package id when a rule names
+    /// architectures; a rule on architectures holds binaries back, not their recipe).
     fn policy_facets(&self) -> Option<&'static [&'static str]> {
-        Some(&["licenses"])
+        Some(&["licenses", "architectures"])
     }
 
     fn ui(&self) -> &dyn FormatUi {
