@@ -605,6 +605,31 @@ fn conan_release_age() -> anyhow::Result<()> {
             conan(&["remove", "*", "-c"], h)?;
             let refused = conan(&["install", "--requires=tool/1.0", "-r", &remote, "-s", "arch=armv8"], h);
             assert!(refused.is_err(), "the armv8 binary is not handed out: {refused:?}");
+            // The preview reads the same facts from what the proxy cached: the armv8 binary's
+            // `conaninfo.txt` (the rule read it), the GPL revision's `conanfile.py`.
+            let preview = |policy: Option<Value>| -> anyhow::Result<Vec<(String, String)>> {
+                let url = "/api/v1/repositories/cproxy/policy/preview";
+                let v = admin_json(&server.public, &auth, "POST", url, policy)?;
+                let mut held: Vec<(String, String)> = v["held"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|h| (h["name"].as_str().unwrap_or("").into(), h["message"].as_str().unwrap_or("").into()))
+                    .collect();
+                held.sort();
+                Ok(held)
+            };
+            let held = preview(None)?;
+            assert!(
+                held.len() == 1
+                    && held[0].0 == "tool"
+                    && held[0].1.contains(&format!("package {arm}"))
+                    && held[0].1.contains("\"no-arm\""),
+                "{held:?}"
+            );
+            let gpl = json!({"rules": [{"id": "no-gpl", "action": "deny", "licenses": ["GPL-*"]}]});
+            let held = preview(Some(gpl))?;
+            assert!(held.len() == 1 && held[0].0 == "hello" && held[0].1.contains("\"no-gpl\""), "{held:?}");
             Ok(())
         };
         on().map_err(|e| e.context(format!("on {}", backend.as_str())))?;

@@ -272,6 +272,26 @@ fn apt_on(backend: Backend) -> anyhow::Result<()> {
         let got = apt_download(&server, repo, "tool")?;
         assert_eq!(got, [("tool_1.0_amd64.deb".to_string(), tool_1.deb.clone())], "{repo}");
     }
+    // The preview of a rule on architectures reads each cached package's from its file name.
+    let preview = admin_json(
+        &server.public,
+        &auth,
+        "POST",
+        "/api/v1/repositories/upgated/policy/preview",
+        Some(json!({"rules": [{"id": "no-amd64", "action": "deny", "architectures": ["amd64"]}]})),
+    )?;
+    let held: Vec<&str> = preview["held"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|h| h["message"].as_str().is_some_and(|m| m.contains("\"no-amd64\"")))
+        .filter_map(|h| h["name"].as_str())
+        .collect();
+    assert!(held.contains(&"hello") && held.contains(&"tool"), "{preview}");
+    let other = json!({"rules": [{"id": "no-arm", "action": "deny", "architectures": ["arm64"]}]});
+    let preview =
+        admin_json(&server.public, &auth, "POST", "/api/v1/repositories/upgated/policy/preview", Some(other))?;
+    assert_eq!(preview["held"].as_array().map(Vec::len), Some(0), "{preview}");
     // A file of the upstream's pool that no index lists is not served either (through the
     // plain proxy it is: it passes the upstream on).
     let stray = Package::new("stray", "1.0", "amd64");
@@ -497,6 +517,27 @@ fn apk_on(backend: Backend) -> anyhow::Result<()> {
         assert!(s == 403 && body.contains("ALPINE-TEST-1 (high)"), "{repo}: {s} {body}");
         verify(&server, repo, &[("hello-2.13-r0.apk", &new.1), ("tool-1.0-r0.apk", &tool_1.1)])?;
     }
+    // The preview reads the licenses from what the proxy cached (each `.apk`'s `.PKGINFO`).
+    let preview = admin_json(
+        &server.public,
+        &auth,
+        "POST",
+        "/api/v1/repositories/upgated/policy/preview",
+        Some(json!({"rules": [{"id": "no-mit", "action": "deny", "licenses": ["MIT"]}]})),
+    )?;
+    let mut held: Vec<(&str, &str)> = preview["held"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|h| h["message"].as_str().is_some_and(|m| m.contains("\"no-mit\"")))
+        .filter_map(|h| Some((h["name"].as_str()?, h["version"].as_str()?)))
+        .collect();
+    held.sort();
+    assert_eq!(
+        held,
+        [("hello", "2.12-r1"), ("hello", "2.13-r0"), ("tool", "1.0-r0")],
+        "the MIT packages the proxy cached: {preview}"
+    );
     // A license rule is refused where packages declare no license (APT).
     let (s, body) = status_of(
         ureq::post(&format!("{}/api/v1/repositories", server.public)).set("Authorization", &auth).send_json(

@@ -61,6 +61,34 @@ pub trait Catalogue: Send + Sync {
     ) -> Details {
         Details::default()
     }
+    /// What a policy's rules read of a component besides its name and version (the preview of
+    /// a policy: `admin::policy::preview`): its licenses, and the architecture of each artifact
+    /// judged on its own. By default from [`Catalogue::details`]' `license` (an SPDX expression)
+    /// and `arch` facts.
+    async fn policy_facts(
+        &self,
+        services: &Services,
+        repo: &Repository,
+        c: &ComponentRow,
+        assets: &[AssetRow],
+    ) -> PolicyFacts {
+        let details = self.details(services, repo, c, assets).await;
+        let fact = |label: &str| details.facts.iter().find(|(k, _)| k == label).map(|(_, v)| v.clone());
+        PolicyFacts {
+            licenses: fact("license").map(|l| packyard_model::policy::license_names(&l)).unwrap_or_default(),
+            artifacts: vec![(String::new(), fact("arch"))],
+        }
+    }
+}
+
+/// What [`Catalogue::policy_facts`] found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PolicyFacts {
+    pub licenses: Vec<String>,
+    /// Each artifact judged on its own — a label (empty: the component itself; `package <id>`
+    /// for a Conan binary) and its architecture —; a component whose artifacts have none
+    /// lists itself with `None`.
+    pub artifacts: Vec<(String, Option<String>)>,
 }
 
 /// What [`Catalogue::details`] found.

@@ -205,8 +205,19 @@ pub async fn preview(
         limit: 1000,
         ..Default::default()
     };
+    // Rules on licenses or architectures read what the format says of each component.
+    let facts_wanted =
+        packyard_model::policy::wants_licenses(&policy) || packyard_model::policy::wants_architectures(&policy);
     loop {
         let page = services.db.catalogue_search(&search).await?;
+        let mut assets: std::collections::HashMap<i64, Vec<packyard_store::db::catalogue::AssetRow>> =
+            std::collections::HashMap::new();
+        if facts_wanted {
+            let ids: Vec<i64> = page.iter().map(|c| c.id).collect();
+            for a in services.db.catalogue_assets_of(&ids).await? {
+                assets.entry(a.component_id).or_default().push(a);
+            }
+        }
         for c in &page {
             if out.checked >= PREVIEW_LIMIT {
                 out.truncated = true;
@@ -216,6 +227,20 @@ pub async fn preview(
             let name = spec.policy_name((&c.component_key, &c.namespace, &c.name));
             let subject = Subject { name: &name, version: &c.version, ..Subject::default() };
             let mut held = policy.rule_hold(&subject).map(|h| ("rule", h.message(&name, &c.version)));
+            let source = sources.iter().find(|r| r.id == c.repository_id);
+            if let (true, None, Some(source)) = (facts_wanted, &held, source) {
+                let owned = assets.remove(&c.id).unwrap_or_default();
+                let facts = spec.catalogue().policy_facts(services, source, c, &owned).await;
+                for (label, arch) in &facts.artifacts {
+                    let subject =
+                        Subject { licenses: &facts.licenses, architecture: arch.as_deref(), ..subject.clone() };
+                    let version = if label.is_empty() { c.version.clone() } else { format!("{} ({label})", c.version) };
+                    if let Some(h) = policy.rule_hold(&subject) {
+                        held = Some(("rule", h.message(&name, &version)));
+                        break;
+                    }
+                }
+            }
             if held.is_none() && policy.vulnerabilities == VulnMode::Enforce {
                 let found = crate::vulnerabilities::matches(
                     services,

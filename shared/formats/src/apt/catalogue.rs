@@ -112,8 +112,31 @@ fn source_details(dsc: &str) -> Details {
     Details { dependencies, facts }
 }
 
+/// The architecture a pool file's name says (`hello_2.10-3_amd64.deb`: `amd64`); a source
+/// package's files (`.dsc`, tarballs) are `source`.
+fn pool_architecture(path: &str) -> &str {
+    let file = path.rsplit('/').next().unwrap_or(path);
+    match file.strip_suffix(".deb").or_else(|| file.strip_suffix(".udeb")).or_else(|| file.strip_suffix(".ddeb")) {
+        Some(stem) => stem.rsplit('_').next().unwrap_or_default(),
+        None => "source",
+    }
+}
+
 #[async_trait]
 impl Catalogue for AptCatalogue {
+    /// Its architecture, from its pool file's name (no blob is read); Debian packages declare
+    /// no license to the policy.
+    async fn policy_facts(
+        &self,
+        _services: &Services,
+        _repo: &Repository,
+        c: &ComponentRow,
+        _assets: &[AssetRow],
+    ) -> packyard_core::catalogue::PolicyFacts {
+        let arch = pool_architecture(&c.component_key).to_string();
+        packyard_core::catalogue::PolicyFacts { licenses: Vec::new(), artifacts: vec![(String::new(), Some(arch))] }
+    }
+
     /// From the package's row (its control text) when hosted, else from the control file of
     /// its `.deb`.
     async fn details(&self, services: &Services, repo: &Repository, c: &ComponentRow, assets: &[AssetRow]) -> Details {
@@ -231,6 +254,9 @@ mod tests {
                 version: "5.02-1".into()
             })
         );
+        assert_eq!(pool_architecture(path), "amd64");
+        assert_eq!(pool_architecture("pool/main/h/hello/hello_2.10-3.dsc"), "source");
+        assert_eq!(pool_architecture("pool/main/h/hello/hello-doc_2.10-3_all.deb"), "all");
         let path = "pool/main/v/vim/vim_2%3a9.0_amd64.deb";
         assert_eq!(AptCatalogue.cached(path).map(|c| c.version), Some("2:9.0".into()));
         for metadata in ["dists/bookworm/InRelease", "pool/main/s/sl/sl_5.02-1.dsc", "pool/x.deb"] {

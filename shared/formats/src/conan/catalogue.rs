@@ -88,6 +88,26 @@ fn conaninfo_package(path: &str) -> Option<&str> {
 
 use packyard_codecs::conan::conaninfo_section;
 
+/// The newest `conaninfo.txt` of each package id among a recipe revision's `assets` (at most
+/// [`DETAILS_MAX_PACKAGES`]), as `(pkgid, text)`.
+async fn conaninfos(services: &Services, assets: &[AssetRow]) -> Vec<(String, String)> {
+    let mut newest: std::collections::BTreeMap<&str, &AssetRow> = std::collections::BTreeMap::new();
+    for asset in assets {
+        let Some(pkgid) = conaninfo_package(&asset.path) else { continue };
+        let entry = newest.entry(pkgid).or_insert(asset);
+        if (asset.created_at, asset.id) > (entry.created_at, entry.id) {
+            *entry = asset;
+        }
+    }
+    let mut packages = Vec::new();
+    for (pkgid, asset) in newest.into_iter().take(DETAILS_MAX_PACKAGES) {
+        if let Some(bytes) = small_asset(services, asset).await {
+            packages.push((pkgid.to_string(), String::from_utf8_lossy(&bytes).into_owned()));
+        }
+    }
+    packages
+}
+
 /// What the `conaninfo.txt` of each package id (`(pkgid, text)`) says for people: the
 /// `[requires]` of all, each once, and each package's `[settings]` as a fact
 /// (`package <pkgid's first 12>`: `os=Linux, arch=x86_64`).
@@ -118,21 +138,36 @@ impl Catalogue for ConanCatalogue {
         _c: &ComponentRow,
         assets: &[AssetRow],
     ) -> Details {
-        let mut newest: std::collections::BTreeMap<&str, &AssetRow> = std::collections::BTreeMap::new();
-        for asset in assets {
-            let Some(pkgid) = conaninfo_package(&asset.path) else { continue };
-            let entry = newest.entry(pkgid).or_insert(asset);
-            if (asset.created_at, asset.id) > (entry.created_at, entry.id) {
-                *entry = asset;
+        conaninfo_details(&conaninfos(services, assets).await)
+    }
+
+    /// The recipe's licenses (its `conanfile.py`'s `license`), and each binary's architecture
+    /// (its `conaninfo.txt`'s `arch`): a rule on architectures judges the binaries, not the
+    /// recipe.
+    async fn policy_facts(
+        &self,
+        services: &Services,
+        _repo: &Repository,
+        _c: &ComponentRow,
+        assets: &[AssetRow],
+    ) -> packyard_core::catalogue::PolicyFacts {
+        let mut licenses = Vec::new();
+        let recipe = assets.iter().find(|a| a.path.ends_with("/files/conanfile.py") && !a.path.contains("/packages/"));
+        if let Some(bytes) = match recipe {
+            Some(a) => small_asset(services, a).await,
+            None => None,
+        } {
+            let text = String::from_utf8_lossy(&bytes);
+            for l in packyard_codecs::conan::recipe::declared_licenses(&text) {
+                licenses.extend(packyard_model::policy::license_names(&l));
             }
         }
-        let mut packages = Vec::new();
-        for (pkgid, asset) in newest.into_iter().take(DETAILS_MAX_PACKAGES) {
-            if let Some(bytes) = small_asset(services, asset).await {
-                packages.push((pkgid.to_string(), String::from_utf8_lossy(&bytes).into_owned()));
-            }
+        let mut artifacts = vec![(String::new(), None)];
+        for (pkgid, text) in conaninfos(services, assets).await {
+            let arch = packyard_codecs::conan::conaninfo_setting(&text, "arch").map(str::to_string);
+            artifacts.push((format!("package {pkgid}"), arch));
         }
-        conaninfo_details(&packages)
+        packyard_core::catalogue::PolicyFacts { licenses, artifacts }
     }
 
     async fn hosted_page(&self, db: &Db, repo: &Repository, after: i64, limit: i64) -> DbResult<Vec<(i64, Stamped)>> {
