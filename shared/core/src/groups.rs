@@ -400,6 +400,10 @@ pub async fn gated_member_unpublished(db: &Db, member: &Repository, kind: &str, 
     ))
 }
 
+/// When each policy report (by its SHA-256) first comes due ([`come_of_age`]).
+static DUE: std::sync::LazyLock<std::sync::Mutex<std::collections::HashMap<String, Option<i64>>>> =
+    std::sync::LazyLock::new(Default::default);
+
 /// Gated repositories whose published snapshot held a version back for its age until a time
 /// that has come (`now`, the policies' clock): their unit is published again, with it. True
 /// when something was requested.
@@ -421,8 +425,21 @@ async fn come_of_age(
             let Some(file) = db.snapshot_files(snapshot).await?.into_iter().find(|f| f.path == path) else {
                 continue;
             };
-            let report = crate::policy::Report::parse(&reader.text(&file.sha256).await?);
-            if report.due().is_some_and(|due| due <= now) {
+            // A snapshot's report never changes: read and parsed once per process.
+            let due = match DUE.lock().ok().and_then(|m| m.get(&file.sha256).copied()) {
+                Some(due) => due,
+                None => {
+                    let due = crate::policy::Report::parse(&reader.text(&file.sha256).await?).due();
+                    if let Ok(mut m) = DUE.lock() {
+                        if m.len() >= 10_000 {
+                            m.clear();
+                        }
+                        m.insert(file.sha256.clone(), due);
+                    }
+                    due
+                }
+            };
+            if due.is_some_and(|due| due <= now) {
                 db.request_changes(repo.id, &[(unit.kind.clone(), unit.unit_key.clone())]).await?;
                 any = true;
             }

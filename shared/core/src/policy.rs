@@ -35,6 +35,12 @@ const PACKAGES: usize = 50_000;
 /// An advisory as a package's row holds it, with that package's entry.
 pub type Advised = Arc<Vec<(AdvisoryRow, Affected)>>;
 
+/// An ecosystem release's advisories by OSV package name, as a build judges with them.
+pub type ByPackage = Arc<HashMap<String, Vec<(AdvisoryRow, Affected)>>>;
+
+/// An ecosystem and one of its releases (`None`: all of them).
+type Release = (String, Option<String>);
+
 /// The licenses a version declares.
 pub type Licenses = Arc<Vec<String>>;
 
@@ -58,6 +64,9 @@ pub struct PolicyCache {
     /// The architecture read for a binary (Conan's package ids: their `conaninfo.txt`), which
     /// never changes; `None`: it says none.
     architectures: Mutex<HashMap<(i64, String), Architecture>>,
+    /// The advisories builds judge with, by ecosystem and release, under the `repositories`
+    /// watermark they were read at (an import moves it): parsed once, not per build.
+    by_release: Mutex<HashMap<Release, (i64, ByPackage)>>,
     /// Published policy reports, parsed, by their content hash (a snapshot's never changes).
     reports: Mutex<HashMap<String, Arc<Report>>>,
     /// The `repositories` watermark the advisories were read under.
@@ -171,6 +180,31 @@ impl PolicyCache {
 
     pub fn remember_licenses(&self, repository_id: i64, key: &str, licenses: Licenses) {
         keep(&self.licenses, TIMES, (repository_id, key.to_string()), licenses);
+    }
+
+    /// The advisories of `ecosystem` that apply to `release` (every release's when `None`), by
+    /// package name: read and parsed again only when the `repositories` watermark moved since
+    /// (it is read first, so an import that commits meanwhile is read again next time).
+    pub async fn by_release(&self, services: &Services, ecosystem: &str, release: Option<&str>) -> DbResult<ByPackage> {
+        let key = (ecosystem.to_string(), release.map(str::to_string));
+        let (_, repositories, _) = services.db.watermarks().await?;
+        if let Some((at, map)) = self.by_release.lock().ok().and_then(|m| m.get(&key).cloned()) {
+            if at == repositories {
+                return Ok(map);
+            }
+        }
+        let mut map: HashMap<String, Vec<(AdvisoryRow, Affected)>> = HashMap::new();
+        for (a, name, detail) in services.db.advisory_entries_in(ecosystem).await? {
+            let Ok(p) = serde_json::from_str::<Affected>(&detail) else { continue };
+            if release.is_some_and(|ours| of_another_release(ours, &p.ecosystem)) {
+                continue;
+            }
+            let p = Affected { name: name.clone(), ..p };
+            map.entry(name).or_default().push((a, p));
+        }
+        let map = Arc::new(map);
+        keep(&self.by_release, 64, key, (repositories, map.clone()));
+        Ok(map)
     }
 
     /// The architecture remembered for `key` (a binary of one repository): `Some(None)` when
@@ -344,8 +378,9 @@ pub struct BuildGate {
     now: i64,
     /// The live exceptions: `(name, version)` → when each expires.
     exceptions: HashMap<(String, String), i64>,
-    /// The ecosystem's advisories by OSV package name (none while `vulnerabilities` is off).
-    advisories: HashMap<String, Vec<(AdvisoryRow, Affected)>>,
+    /// The advisories of the unit's release by OSV package name (none while `vulnerabilities`
+    /// is off).
+    advisories: ByPackage,
     osv: Option<&'static dyn OsvSpec>,
     /// The ecosystem release of the unit's packages (`OsvSpec::release_of`): an advisory entry
     /// of another release does not apply.
@@ -412,15 +447,11 @@ impl BuildGate {
             .filter(|e| e.expires_at > now)
             .map(|e| ((e.name, e.version), e.expires_at))
             .collect();
-        let mut advisories: HashMap<String, Vec<(AdvisoryRow, Affected)>> = HashMap::new();
-        if let Some(osv) = osv.filter(|_| policy.vulnerabilities != VulnMode::Off) {
-            for (a, name, detail) in services.db.advisory_entries_in(osv.ecosystem()).await? {
-                if let Ok(p) = serde_json::from_str::<Affected>(&detail) {
-                    let p = Affected { name: name.clone(), ..p };
-                    advisories.entry(name).or_default().push((a, p));
-                }
-            }
-        }
+        let release = osv.and_then(|o| o.release_of(unit));
+        let advisories = match osv.filter(|_| policy.vulnerabilities != VulnMode::Off) {
+            Some(osv) => services.policy.by_release(services, osv.ecosystem(), release.as_deref()).await?,
+            None => ByPackage::default(),
+        };
         let seen = services.db.policy_seen_of(repo.id, unit).await?;
         Ok(Self {
             policy: policy.clone(),
@@ -429,7 +460,7 @@ impl BuildGate {
             exceptions,
             advisories,
             osv,
-            release: osv.and_then(|o| o.release_of(unit)),
+            release,
             seen,
             judged: Mutex::new(HashSet::new()),
             excepted_until: AtomicI64::new(0),
@@ -496,11 +527,7 @@ impl BuildGate {
         let mut found: Vec<Match> = Vec::new();
         for (a, p) in self.advisories.get(e.advisory_name).map(Vec::as_slice).unwrap_or_default() {
             // `Debian:11`'s entry says nothing of bookworm's packages.
-            let other_release = match (&self.release, p.ecosystem.split_once(':')) {
-                (Some(ours), Some((_, theirs))) => ours != theirs,
-                _ => false,
-            };
-            if other_release {
+            if self.release.as_deref().is_some_and(|ours| of_another_release(ours, &p.ecosystem)) {
                 continue;
             }
             if p.affects(&version, &|x, y| osv.compare(x, y)) && !found.iter().any(|m| m.id == a.id) {
@@ -563,6 +590,12 @@ impl BuildGate {
         services.db.policy_seen(repository_id, unit, &refs, self.now).await?;
         Ok(())
     }
+}
+
+/// Whether an advisory entry of `ecosystem` (`Debian:11`) is of another release than `ours`
+/// (`12`); one that names no release applies to every release.
+fn of_another_release(ours: &str, ecosystem: &str) -> bool {
+    ecosystem.split_once(':').is_some_and(|(_, theirs)| theirs != ours)
 }
 
 /// How first sightings name a version (`name version`; a longer one than the column holds by
