@@ -511,14 +511,9 @@ async fn audit(mut cx: Cx<'_>) -> Result<HttpResponse, FormatError> {
         .into());
     };
     let formats = packyard_formats::registry();
-    let found = packyard_core::vulnerabilities::matches(
-        cx.services,
-        formats,
-        packyard_model::repos::Format::Conan,
-        ("", "", &name, &version),
-    )
-    .await
-    .map_err(ApiError::internal)?;
+    let found = packyard_core::vulnerabilities::matches(cx.services, formats, &cx.repo, ("", "", &name, &version))
+        .await
+        .map_err(ApiError::internal)?;
     let edges: Vec<serde_json::Value> = found
         .iter()
         .map(|m| {

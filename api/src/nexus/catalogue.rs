@@ -252,10 +252,11 @@ fn asset_json(base: &str, view: &Repository, format: &str, a: &AssetRow) -> Valu
 }
 
 /// The advisories that affect a component (OSV data, `packyard-api vulnerabilities import`).
-async fn advisories(services: &Services, c: &ComponentRow) -> Result<Vec<Match>, ApiError> {
-    let Ok(format) = c.format.parse::<packyard_model::repos::Format>() else { return Ok(Vec::new()) };
+/// `owner`: the repository that holds the component (its release decides which advisories of
+/// the ecosystem apply).
+async fn advisories(services: &Services, owner: &Repository, c: &ComponentRow) -> Result<Vec<Match>, ApiError> {
     let key = (c.component_key.as_str(), c.namespace.as_str(), c.name.as_str(), c.version.as_str());
-    vulnerabilities::matches(services, packyard_formats::registry(), format, key)
+    vulnerabilities::matches(services, packyard_formats::registry(), owner, key)
         .await
         .map_err(|e| ApiError::internal(e.to_string()))
 }
@@ -300,7 +301,8 @@ async fn component_page(
     let mut items = Vec::with_capacity(rows.len());
     for c in &rows {
         let Some(view) = scope.view.get(&c.repository_id) else { continue };
-        let found = advisories(services, c).await?;
+        let owner = scope.by_id.get(&c.repository_id).unwrap_or(view);
+        let found = advisories(services, owner, c).await?;
         let worst = found.iter().filter_map(|m| Level::parse(&m.severity)).max();
         if min.is_some_and(|min| worst.is_none_or(|w| w < min)) {
             continue;
@@ -485,9 +487,9 @@ async fn component(
     caller: Caller,
     id: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let (view, _, c) = component_by_id(&services, &caller, &id).await?;
+    let (view, owner, c) = component_by_id(&services, &caller, &id).await?;
     let assets = services.db.catalogue_assets_of(&[c.id]).await?;
-    let found = advisories(&services, &c).await?;
+    let found = advisories(&services, &owner, &c).await?;
     Ok(HttpResponse::Ok().json(component_json(&base_url(&req), &view, &c, &assets, &found)))
 }
 

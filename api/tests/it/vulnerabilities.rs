@@ -32,6 +32,10 @@ fn records() -> Value {
         {"id": "DEBIAN-CVE-2026-0006", "modified": "2026-01-06T00:00:00Z", "summary": "In vulnsrc's library",
          "affected": [{"package": {"ecosystem": "Debian:12", "name": "vulnsrc"},
             "ranges": [{"type": "ECOSYSTEM", "events": [{"introduced": "0"}, {"fixed": "2.0-1"}]}]}]},
+        // Bullseye's entry (fixed there later): nothing to the bookworm repository's vulnpkg 1.0-2.
+        {"id": "DEBIAN-CVE-2026-0007", "modified": "2026-01-07T00:00:00Z", "summary": "vulnpkg in bullseye",
+         "affected": [{"package": {"ecosystem": "Debian:11", "name": "vulnpkg"},
+            "ranges": [{"type": "ECOSYSTEM", "events": [{"introduced": "0"}, {"fixed": "1.0-3"}]}]}]},
         {"id": "GO-2026-0005", "modified": "2026-01-05T00:00:00Z", "summary": "A major version's own",
          "database_specific": {"severity": "LOW"},
          "affected": [{"package": {"ecosystem": "Go", "name": "example.com/vuln/v2"},
@@ -149,7 +153,7 @@ fn on(backend: Backend) -> anyhow::Result<()> {
     assert_eq!(code, 0, "{out}{err}");
     assert_eq!(
         out.trim(),
-        "6 advisories read: 6 new or changed, stored (5 packages of Packyard's ecosystems), 0 unchanged; 5 components affected by them"
+        "7 advisories read: 7 new or changed, stored (6 packages of Packyard's ecosystems), 0 unchanged; 5 components affected by them"
     );
     // Every component matched at once: counted by its highest level.
     let (code, out, err) = common::process::run_to_end(dir.path(), &["vulnerabilities", "census"], &env)?;
@@ -233,7 +237,7 @@ fn on(backend: Backend) -> anyhow::Result<()> {
     // The same file again: nothing changes.
     let (code, out, _) = common::process::run_to_end(dir.path(), &["vulnerabilities", "import", &path], &env)?;
     assert_eq!(code, 0);
-    assert!(out.contains("6 advisories read: 0 new or changed"), "{out}");
+    assert!(out.contains("7 advisories read: 0 new or changed"), "{out}");
 
     // A malformed file: refused with the record that failed; nothing of it is kept (not even
     // the good record before it).
@@ -281,7 +285,7 @@ fn on(backend: Backend) -> anyhow::Result<()> {
     let from = format!("{}all.zip", web.url);
     let (code, out, err) = common::process::run_to_end(dir.path(), &["vulnerabilities", "import", &from], &env)?;
     assert_eq!(code, 0, "{out}{err}");
-    assert!(out.contains("6 advisories read: 1 new or changed"), "{out}");
+    assert!(out.contains("7 advisories read: 1 new or changed"), "{out}");
     assert!(out.trim().ends_with("; 2 components affected by them"), "{out}");
     // Running servers see the import within 2 s (it moved the watermark they poll).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);

@@ -686,6 +686,13 @@ pub trait OsvSpec: Send + Sync {
     fn release_of(&self, _unit: &str) -> Option<String> {
         None
     }
+
+    /// The release a component of `repo` in `namespace` belongs to (its advisories are that
+    /// release's): by default [`OsvSpec::release_of`] its namespace (an APK component's is its
+    /// unit); `None`: every release's apply.
+    fn component_release(&self, _repo: &packyard_model::repos::Repository, namespace: &str) -> Option<String> {
+        self.release_of(namespace)
+    }
 }
 
 /// [`FormatSpec::policy_refused`] of a format whose indexes are signed (APT, APK): a hosted

@@ -196,7 +196,7 @@ impl PolicyCache {
         let mut map: HashMap<String, Vec<(AdvisoryRow, Affected)>> = HashMap::new();
         for (a, name, detail) in services.db.advisory_entries_in(ecosystem).await? {
             let Ok(p) = serde_json::from_str::<Affected>(&detail) else { continue };
-            if release.is_some_and(|ours| of_another_release(ours, &p.ecosystem)) {
+            if release.is_some_and(|ours| crate::vulnerabilities::of_another_release(ours, &p.ecosystem)) {
                 continue;
             }
             let p = Affected { name: name.clone(), ..p };
@@ -338,7 +338,7 @@ pub async fn judge(
         return Ok(Verdict::Pass(Vec::new()));
     }
     let (key, namespace, name) = c.component;
-    let found = crate::vulnerabilities::matches(services, formats, repo.format, (key, namespace, name, s.version))
+    let found = crate::vulnerabilities::matches(services, formats, repo, (key, namespace, name, s.version))
         .await
         .map_err(|e| match e {
             crate::vulnerabilities::VulnError::Db(d) => d,
@@ -527,7 +527,11 @@ impl BuildGate {
         let mut found: Vec<Match> = Vec::new();
         for (a, p) in self.advisories.get(e.advisory_name).map(Vec::as_slice).unwrap_or_default() {
             // `Debian:11`'s entry says nothing of bookworm's packages.
-            if self.release.as_deref().is_some_and(|ours| of_another_release(ours, &p.ecosystem)) {
+            if self
+                .release
+                .as_deref()
+                .is_some_and(|ours| crate::vulnerabilities::of_another_release(ours, &p.ecosystem))
+            {
                 continue;
             }
             if p.affects(&version, &|x, y| osv.compare(x, y)) && !found.iter().any(|m| m.id == a.id) {
@@ -590,12 +594,6 @@ impl BuildGate {
         services.db.policy_seen(repository_id, unit, &refs, self.now).await?;
         Ok(())
     }
-}
-
-/// Whether an advisory entry of `ecosystem` (`Debian:11`) is of another release than `ours`
-/// (`12`); one that names no release applies to every release.
-fn of_another_release(ours: &str, ecosystem: &str) -> bool {
-    ecosystem.split_once(':').is_some_and(|(_, theirs)| theirs != ours)
 }
 
 /// How first sightings name a version (`name version`; a longer one than the column holds by

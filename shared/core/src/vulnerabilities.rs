@@ -6,7 +6,6 @@
 use std::collections::HashMap;
 
 use packyard_model::osv::{self, Advisory, Affected, Level};
-use packyard_model::repos::Format;
 use packyard_store::db::advisories::{AdvisoryPackage, AdvisoryRow};
 use serde_json::Value;
 
@@ -164,6 +163,7 @@ async fn announce(
     let mut per_package: HashMap<(String, String), i64> = HashMap::new();
     let repos = services.db.list_repositories().await?;
     let names: HashMap<i64, String> = repos.iter().map(|r| (r.id, r.name.as_str().to_string())).collect();
+    let by_id: HashMap<i64, &packyard_model::repos::Repository> = repos.iter().map(|r| (r.id, r)).collect();
     for spec in formats.all() {
         let Some(osv) = spec.osv() else { continue };
         let Some(by_name) = advised.get(osv.ecosystem()) else { continue };
@@ -184,9 +184,13 @@ async fn announce(
                 let package = osv.package((&c.component_key, &c.namespace, &c.name));
                 let Some(entries) = by_name.get(&package) else { continue };
                 let version = osv.osv_version(&c.version);
+                let release = by_id.get(&c.repository_id).and_then(|r| osv.component_release(r, &c.namespace));
                 // (An advisory names a package once per release of its ecosystem: one announcement.)
                 let mut seen = std::collections::HashSet::new();
                 for (a, hit) in entries {
+                    if release.as_deref().is_some_and(|ours| of_another_release(ours, &hit.ecosystem)) {
+                        continue;
+                    }
                     if !hit.affects(&version, &|x, y| osv.compare(x, y)) || !seen.insert(a.id.as_str()) {
                         continue;
                     }
@@ -286,10 +290,11 @@ pub struct Match {
 pub async fn matches(
     services: &Services,
     formats: &Registry,
-    format: Format,
+    repo: &packyard_model::repos::Repository,
     (key, namespace, name, version): (&str, &str, &str, &str),
 ) -> Result<Vec<Match>, VulnError> {
-    let Some(spec) = formats.get(format).osv() else { return Ok(Vec::new()) };
+    let Some(spec) = formats.get(repo.format).osv() else { return Ok(Vec::new()) };
+    let release = spec.component_release(repo, namespace);
     let version = spec.osv_version(version);
     let package = spec.package((key, namespace, name));
     let name = package.as_str();
@@ -298,6 +303,9 @@ pub async fn matches(
     // From the replica's memory once read (an import moves the watermark that forgets it).
     let advised = services.policy.advisories(services, spec.ecosystem(), name).await?;
     for (a, p) in advised.iter() {
+        if release.as_deref().is_some_and(|ours| of_another_release(ours, &p.ecosystem)) {
+            continue;
+        }
         if !p.affects(&version, &|x, y| spec.compare(x, y)) || seen.insert(a.id.clone(), ()).is_some() {
             continue;
         }
@@ -334,10 +342,17 @@ impl std::fmt::Display for Census {
 /// Matches every catalogued component of every format OSV data applies to against the
 /// advisories held — each ecosystem's entries read once, components a page at a time — and sets
 /// `packyard_components_with_advisories{level}`.
+/// Whether an advisory entry of `ecosystem` (`Debian:11`) is of another release than `ours`
+/// (`12`); one that names no release applies to every release.
+pub fn of_another_release(ours: &str, ecosystem: &str) -> bool {
+    ecosystem.split_once(':').is_some_and(|(_, theirs)| theirs != ours)
+}
+
 pub async fn census(services: &Services, formats: &Registry) -> Result<Census, VulnError> {
     let started = std::time::Instant::now();
     let mut out = Census::default();
     let repos = services.db.list_repositories().await?;
+    let by_id: HashMap<i64, &packyard_model::repos::Repository> = repos.iter().map(|r| (r.id, r)).collect();
     for spec in formats.all() {
         let Some(osv) = spec.osv() else { continue };
         let ids: Vec<i64> = repos.iter().filter(|r| r.format == spec.format()).map(|r| r.id).collect();
@@ -365,8 +380,10 @@ pub async fn census(services: &Services, formats: &Registry) -> Result<Census, V
                 let package = osv.package((&c.component_key, &c.namespace, &c.name));
                 let Some(entries) = by_name.get(&package) else { continue };
                 let version = osv.osv_version(&c.version);
+                let release = by_id.get(&c.repository_id).and_then(|r| osv.component_release(r, &c.namespace));
                 let highest = entries
                     .iter()
+                    .filter(|(_, p)| release.as_deref().is_none_or(|ours| !of_another_release(ours, &p.ecosystem)))
                     .filter(|(_, p)| p.affects(&version, &|x, y| osv.compare(x, y)))
                     .map(|(a, p)| level(a, p))
                     .max();

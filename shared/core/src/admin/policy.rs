@@ -241,11 +241,11 @@ pub async fn preview(
                     }
                 }
             }
-            if held.is_none() && policy.vulnerabilities == VulnMode::Enforce {
+            if let (None, VulnMode::Enforce, Some(source)) = (&held, policy.vulnerabilities, source) {
                 let found = crate::vulnerabilities::matches(
                     services,
                     formats,
-                    repo.format,
+                    source,
                     (&c.component_key, &c.namespace, &c.name, &c.version),
                 )
                 .await

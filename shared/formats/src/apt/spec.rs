@@ -211,9 +211,6 @@ impl packyard_core::formats::OsvSpec for AptOsv {
         packyard_codecs::apt::version::compare(a, b)
     }
 
-    /// Debian's advisories name source packages: a package's is the directory of its pool
-    /// path (`pool/<component>/<prefix>/<source>/<file>`; `libssl3` is `openssl`'s), else its
-    /// own name.
     /// A Debian codename's release number (a suite such as `stable` moves: not known).
     fn release_of(&self, dist: &str) -> Option<String> {
         let n = match dist.split(['-', '/']).next().unwrap_or(dist) {
@@ -230,6 +227,19 @@ impl packyard_core::formats::OsvSpec for AptOsv {
         Some(n.to_string())
     }
 
+    /// A repository's pool serves all its distributions: its components are of their one
+    /// release when they all name the same (`bookworm`, `bookworm-updates`,
+    /// `bookworm-security`), else of none known.
+    fn component_release(&self, repo: &Repository, _namespace: &str) -> Option<String> {
+        let settings = <super::settings::AptSettings as packyard_model::repos::FormatSettings>::of(repo);
+        let mut releases = settings.suites().into_iter().map(|d| self.release_of(d));
+        let first = releases.next()??;
+        releases.all(|r| r.as_deref() == Some(first.as_str())).then_some(first)
+    }
+
+    /// Debian's advisories name source packages: a package's is the directory of its pool
+    /// path (`pool/<component>/<prefix>/<source>/<file>`; `libssl3` is `openssl`'s), else its
+    /// own name.
     fn package(&self, (key, _, name): (&str, &str, &str)) -> String {
         let parts: Vec<&str> = key.split('/').collect();
         match parts.as_slice() {
