@@ -538,6 +538,15 @@ fn apk_on(backend: Backend) -> anyhow::Result<()> {
         [("hello", "2.12-r1"), ("hello", "2.13-r0"), ("tool", "1.0-r0")],
         "the MIT packages the proxy cached: {preview}"
     );
+    // Allow-only by license: what the proxy cached is all MIT, nothing is held.
+    let preview = admin_json(
+        &server.public,
+        &auth,
+        "POST",
+        "/api/v1/repositories/upgated/policy/preview",
+        Some(json!({"rules": [{"id": "only-mit", "action": "allow", "licenses": ["MIT"]}]})),
+    )?;
+    assert_eq!(preview["held"].as_array().map(Vec::len), Some(0), "{preview}");
     // A license rule is refused where packages declare no license (APT).
     let (s, body) = status_of(
         ureq::post(&format!("{}/api/v1/repositories", server.public)).set("Authorization", &auth).send_json(

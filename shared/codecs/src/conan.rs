@@ -315,10 +315,6 @@ impl Manifest {
     }
 }
 
-/// `conaninfo.txt` as the client reads it (`TextINIParse`): `[section]` headers of 2 to 50
-/// lowercase letters or `_`, each once; every other line (stripped; blank and `#` lines
-/// skipped) inside a section — `key=value` in `[settings]`, `[options]`, `[conf]` and the like,
-/// a reference (`name/version…`) in the requirement sections. No control characters.
 /// The lines of a section of a `conaninfo.txt` (`[requires]`), trimmed, blank ones left out.
 pub fn conaninfo_section<'a>(text: &'a str, name: &str) -> Vec<&'a str> {
     let mut inside = false;
@@ -340,6 +336,10 @@ pub fn conaninfo_setting<'a>(text: &'a str, key: &str) -> Option<&'a str> {
         .find_map(|l| l.split_once('=').filter(|(k, _)| k.trim() == key).map(|(_, v)| v.trim()))
 }
 
+/// `conaninfo.txt` as the client reads it (`TextINIParse`): `[section]` headers of 2 to 50
+/// lowercase letters or `_`, each once; every other line (stripped; blank and `#` lines
+/// skipped) inside a section — `key=value` in `[settings]`, `[options]`, `[conf]` and the like,
+/// a reference (`name/version…`) in the requirement sections. No control characters.
 pub fn check_conaninfo(text: &str) -> Result<(), ConanError> {
     let mut sections: Vec<&str> = Vec::new();
     for (i, raw) in text.split('\n').enumerate() {

@@ -472,8 +472,9 @@ impl BuildGate {
     /// The verdict on `e`, whose format gives it `own_ms` as its publish time (APK's build
     /// time) or none (APT): aged from the later of that and the repository's first sighting.
     pub fn judge(&self, e: &Entry<'_>, own_ms: Option<i64>) -> Verdict {
-        let (verdict, excepted) = self.verdict(e, own_ms);
-        if excepted || !verdict.passes() {
+        let (verdict, excepted) = self.verdict(e, own_ms, true);
+        // (An exception unsettles a package only where it let a held version through.)
+        if !verdict.passes() || (excepted && !self.verdict(e, own_ms, false).0.passes()) {
             if let Ok(mut unsettled) = self.unsettled.lock() {
                 unsettled.insert(Self::slot(e.subject.name, e.subject.architecture));
             }
@@ -497,8 +498,9 @@ impl BuildGate {
         self.unsettled.lock().map(|u| u.clone()).unwrap_or_default()
     }
 
-    /// The verdict on `e`, and whether an exception applied.
-    fn verdict(&self, e: &Entry<'_>, own_ms: Option<i64>) -> (Verdict, bool) {
+    /// The verdict on `e` (with the live exceptions, or as if there were none), and whether an
+    /// exception applied.
+    fn verdict(&self, e: &Entry<'_>, own_ms: Option<i64>, exceptions: bool) -> (Verdict, bool) {
         let s = &e.subject;
         let key = seen_key(s.name, s.version);
         let first = match &self.seen {
@@ -509,7 +511,8 @@ impl BuildGate {
             judged.insert(key);
         }
         let subject = Subject { published_ms: Some(own_ms.map_or(first, |t| t.max(first))), ..s.clone() };
-        let exception = self.exceptions.get(&(s.name.to_string(), s.version.to_string())).copied();
+        let exception =
+            self.exceptions.get(&(s.name.to_string(), s.version.to_string())).copied().filter(|_| exceptions);
         let excepted = exception.is_some();
         if let Some(until) = exception {
             // Let through until the exception expires: the index is published again then.

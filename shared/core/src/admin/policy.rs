@@ -226,9 +226,13 @@ pub async fn preview(
             out.checked += 1;
             let name = spec.policy_name((&c.component_key, &c.namespace, &c.name));
             let subject = Subject { name: &name, version: &c.version, ..Subject::default() };
-            let mut held = policy.rule_hold(&subject).map(|h| ("rule", h.message(&name, &c.version)));
             let source = sources.iter().find(|r| r.id == c.repository_id);
-            if let (true, None, Some(source)) = (facts_wanted, &held, source) {
+            // Judged with what the format says of it when a rule reads that (an `allow` rule on
+            // licenses would hold everything judged without them).
+            let mut held = None;
+            if !facts_wanted {
+                held = policy.rule_hold(&subject).map(|h| ("rule", h.message(&name, &c.version)));
+            } else if let Some(source) = source {
                 let owned = assets.remove(&c.id).unwrap_or_default();
                 let facts = spec.catalogue().policy_facts(services, source, c, &owned).await;
                 for (label, arch) in &facts.artifacts {

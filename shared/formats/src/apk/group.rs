@@ -340,18 +340,28 @@ async fn carry(
     let Some(last) = published_entry(ctx.db, repo, KIND, key, &format!("{key}/{INDEX_FILE}")).await? else {
         return Ok(None);
     };
-    let text = read(reader, repo, &Input::Published(last)).await?;
+    // What cannot be read of the last index is not carried (the build goes on without).
+    let text = match read(reader, repo, &Input::Published(last)).await {
+        Ok(t) => t,
+        Err(e) => {
+            tracing::warn!(repository = %repo.name, unit = key, error = %e, "cannot read the last index: nothing carried forward");
+            return Ok(None);
+        }
+    };
     let map = match published_entry(ctx.db, repo, KIND, key, &members_path(key)).await? {
-        Some(f) => String::from_utf8_lossy(&reader.snapshot_bytes(&f).await?).into_owned(),
+        Some(f) => match reader.snapshot_bytes(&f).await {
+            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            Err(_) => return Ok(None),
+        },
         None => String::new(),
     };
     let (mut records, mut provided, mut offered) = (Vec::new(), Vec::new(), HashSet::new());
     for record in text.split("\n\n").map(|r| r.trim_matches('\n')) {
         let value = |k: &str| record.lines().find_map(|l| l.strip_prefix(k));
-        let Some((k, file)) = record_key(record) else { continue };
         let Some(name) = value("P:").filter(|n| unsettled.contains(&BuildGate::slot(n, value("A:")))) else {
             continue;
         };
+        let Some((k, file)) = record_key(record) else { continue };
         let k = incremental::key_digest(&k);
         if ahead.iter().any(|a| a.contains(&k)) || !offered.insert(k) {
             continue;
@@ -368,7 +378,16 @@ async fn carry(
             continue;
         }
         let size = value("S:").and_then(|v| v.trim().parse::<i64>().ok());
-        let got = reader.fetch(member, proxy_request(member, &format!("{key}/{file}"))).await?;
+        // An upstream that cannot be asked now fails the build (retried, the last snapshot
+        // kept); one that refuses the file has it no longer.
+        let got = match reader.fetch(member, proxy_request(member, &format!("{key}/{file}"))).await {
+            Ok(got) => got,
+            Err(e @ BuildError::MemberFailed { .. }) => return Err(e),
+            Err(e) => {
+                tracing::info!(repository = %repo.name, file = %file, error = %e, "not carried forward");
+                None
+            }
+        };
         if got.is_none_or(|(_, s)| Some(s) != size) {
             tracing::info!(repository = %repo.name, file = %file, name, "not carried forward: the upstream no longer has it as listed");
             continue;

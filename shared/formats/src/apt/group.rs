@@ -331,15 +331,24 @@ impl Upstream<'_> {
         (ahead, hashers, reuse): (&[Arc<HashSet<u128>>], &mut [Hashers; 3], &chunks::Reuse),
     ) -> Result<Option<Contribution>, BuildError> {
         let unsettled = gate.unsettled();
-        if unsettled.is_empty() || id.stem != "Packages" {
+        // (Only this index's architecture's packages, and `all`'s.)
+        let this = [format!(" {}", id.arch), " all".to_string()];
+        if id.stem != "Packages" || !unsettled.iter().any(|s| this.iter().any(|a| s.ends_with(a.as_str()))) {
             return Ok(None);
         }
         let path = format!("dists/{}/{}/{}.xz", id.dist, id.base, id.stem);
         let Some(last) = published_entry(ctx.db, repo, KIND, id.dist, &path).await? else { return Ok(None) };
-        let bytes = self.0.snapshot_bytes(&last).await?;
+        // What cannot be read of the last index is not carried (the build goes on without).
+        let bytes = match self.0.snapshot_bytes(&last).await {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!(repository = %repo.name, path, error = %e, "cannot read the last index: nothing carried forward");
+                return Ok(None);
+            }
+        };
         let offered = ahead.to_vec();
         // The last index's entries of those packages that no member offers now.
-        let candidates = packyard_core::publication::work::read(move || {
+        let read = packyard_core::publication::work::read(move || {
             let (mut reader, mut stanza, mut out) = (stanzas(bytes, Compression::Xz), String::new(), Vec::new());
             while reader.next_stanza(&mut stanza)? {
                 let Some(name) = field(&stanza, "Package") else { continue };
@@ -355,8 +364,14 @@ impl Upstream<'_> {
             Ok::<_, std::io::Error>(out)
         })
         .await
-        .map_err(other)?
-        .map_err(|e| other(format!("{}: cannot read its last {} {} index: {e}", repo.name, id.dist, id.base)))?;
+        .map_err(other)?;
+        let candidates = match read {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(repository = %repo.name, path, error = %e, "cannot read the last index: nothing carried forward");
+                return Ok(None);
+            }
+        };
         let mut text = String::new();
         for stanza in candidates {
             if !verdict(gate, &stanza, "Filename").is_some_and(|v| v.passes()) {
@@ -372,7 +387,16 @@ impl Upstream<'_> {
                 }),
             };
             let Some((member, upstream_path)) = from else { continue };
-            let got = self.fetch(member, upstream_path).await?;
+            // An upstream that cannot be asked now fails the build (retried, the last snapshot
+            // kept); one that refuses the file has it no longer.
+            let got = match self.fetch(member, upstream_path).await {
+                Ok(got) => got,
+                Err(e @ BuildError::MemberFailed { .. }) => return Err(e),
+                Err(e) => {
+                    tracing::info!(repository = %repo.name, file = at, error = %e, "not carried forward");
+                    None
+                }
+            };
             if got.is_none() || got.as_deref() != field(&stanza, "SHA256") {
                 tracing::info!(repository = %repo.name, file = at, "not carried forward: the upstream no longer has it as listed");
                 continue;
