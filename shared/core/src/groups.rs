@@ -400,8 +400,8 @@ pub async fn gated_member_unpublished(db: &Db, member: &Repository, kind: &str, 
     ))
 }
 
-/// When each policy report (by its SHA-256) first comes due ([`come_of_age`]).
-static DUE: std::sync::LazyLock<std::sync::Mutex<std::collections::HashMap<String, Option<i64>>>> =
+/// When each gated snapshot's policy report first comes due ([`come_of_age`]), by snapshot id.
+static DUE: std::sync::LazyLock<std::sync::Mutex<std::collections::HashMap<i64, Option<i64>>>> =
     std::sync::LazyLock::new(Default::default);
 
 /// Gated repositories whose published snapshot held a version back for its age until a time
@@ -422,19 +422,19 @@ async fn come_of_age(
             if unit.published_revision < unit.desired_revision {
                 continue;
             }
-            let Some(file) = db.snapshot_files(snapshot).await?.into_iter().find(|f| f.path == path) else {
-                continue;
-            };
-            // A snapshot's report never changes: read and parsed once per process.
-            let due = match DUE.lock().ok().and_then(|m| m.get(&file.sha256).copied()) {
+            // A snapshot never changes: its report is read and parsed once per process.
+            let due = match DUE.lock().ok().and_then(|m| m.get(&snapshot).copied()) {
                 Some(due) => due,
                 None => {
-                    let due = crate::policy::Report::parse(&reader.text(&file.sha256).await?).due();
+                    let due = match db.snapshot_files(snapshot).await?.into_iter().find(|f| f.path == path) {
+                        Some(file) => crate::policy::Report::parse(&reader.text(&file.sha256).await?).due(),
+                        None => None,
+                    };
                     if let Ok(mut m) = DUE.lock() {
                         if m.len() >= 10_000 {
                             m.clear();
                         }
-                        m.insert(file.sha256.clone(), due);
+                        m.insert(snapshot, due);
                     }
                     due
                 }
