@@ -15,7 +15,11 @@
 # With POLICY=1 (give the same binary twice), the reads go through an APT group over the
 # repository: "new" with a policy that gates everything it serves (a quarantine rule that
 # matches nothing and `audit` of advisories: every package download looks up its verdict),
-# "old" without one — the read path's cost of a policy.
+# "old" without one — the read path's cost of a policy. POLICY=go does the same for Go: a Go
+# group over a hosted repository holding example.com/bench v1.0.0, v1.0.1, v1.1.0 (1 MiB each),
+# "new"'s with a policy that judges every version it lists or hands out per request (a minimum
+# release age of a second, passed before the reads start, `audit` of advisories, a rule that
+# matches nothing), "old"'s without one.
 set -euo pipefail
 [ $# -eq 2 ] || { echo "usage: $0 OLD_BINARY NEW_BINARY" >&2; exit 2; }
 old_bin=$(realpath "$1")
@@ -48,6 +52,12 @@ trap stop_all EXIT
 pw=paired-admin
 "$lt" fixture apt --out "$work/packyard-bench_1.0_amd64.deb" --bytes $((4 * 1024 * 1024))
 deb_path=pool/main/p/packyard-bench/packyard-bench_1.0_amd64.deb
+module=example.com/bench
+if [ "$POLICY" = go ]; then
+  for v in v1.0.0 v1.0.1 v1.1.0; do
+    "$lt" fixture go --out "$work/$v.zip" --module $module --version $v --bytes $((1024 * 1024))
+  done
+fi
 start() { # label binary -> sets url_<label>
   local label=$1 bin=$2 port mport level_env=()
   port=$(free_port); mport=$(free_port)
@@ -64,6 +74,17 @@ start() { # label binary -> sets url_<label>
       -d "{\"name\":\"$repo\",\"format\":\"apt\",\"type\":\"hosted\",\"apt\":{\"architectures\":[\"amd64\"]}}" >/dev/null
   done
   curl -fsS -u admin:$pw --data-binary @"$work/packyard-bench_1.0_amd64.deb" "$base/repository/debs/?wait=true" >/dev/null
+  if [ "$POLICY" = go ]; then
+    local policy='' # the Go policy run: "new" reads a gated group, "old" a group without one
+    [ "$label" = new ] && policy=',"policy":{"min_release_age_secs":1,"vulnerabilities":"audit","rules":[{"id":"none","action":"deny","name":"nothing-matches-*"}]}'
+    curl -fsS -u admin:$pw -H 'content-type: application/json' "$base/api/v1/repositories" \
+      -d '{"name":"gomods","format":"go","type":"hosted"}' >/dev/null
+    curl -fsS -u admin:$pw -H 'content-type: application/json' "$base/api/v1/repositories" \
+      -d "{\"name\":\"reads\",\"format\":\"go\",\"type\":\"group\",\"group\":{\"members\":[\"gomods\"]}$policy}" >/dev/null
+    for v in v1.0.0 v1.0.1 v1.1.0; do
+      curl -fsS -u admin:$pw -T "$work/$v.zip" "$base/repository/gomods/$module/@v/$v.zip" >/dev/null
+    done
+  fi
   if [ "$POLICY" = 1 ]; then
     local policy='' # the policy run: "new" reads a gated group, "old" a group without one
     [ "$label" = new ] && policy=',"policy":{"vulnerabilities":"audit","rules":[{"id":"none","action":"deny","name":"nothing-matches-*"}]}'
@@ -78,6 +99,22 @@ start old "$old_bin"
 start new "$new_bin"
 
 reads=debs
+files=(dists/stable/InRelease dists/stable/main/binary-amd64/Packages.gz "$deb_path")
+scenarios=(--scenario "head:$deb_path" --scenario cond:dists/stable/InRelease --scenario get:dists/stable/InRelease
+  --scenario cond:dists/stable/main/binary-amd64/Packages.gz)
+if [ "$POLICY" = go ]; then
+  reads=reads
+  sleep 2 # every version older than the policy's minimum age
+  # Both groups list all three versions (the policy holds nothing back).
+  for label in new old; do
+    url_var=url_$label
+    listed=$(curl -fsS "${!url_var}/repository/reads/$module/@v/list" | wc -l)
+    [ "$listed" = 3 ] || { echo "$label lists $listed versions, not 3" >&2; exit 1; }
+  done
+  files=("$module/@v/list" "$module/@latest" "$module/@v/v1.1.0.info" "$module/@v/v1.1.0.zip")
+  scenarios=(--scenario "get:$module/@v/list" --scenario "get:$module/@latest"
+    --scenario "get:$module/@v/v1.1.0.info" --scenario "head:$module/@v/v1.1.0.zip")
+fi
 if [ "$POLICY" = 1 ]; then
   reads=reads
   deb_path=pool/debs/$deb_path # a group's path to its member's package
@@ -85,20 +122,19 @@ if [ "$POLICY" = 1 ]; then
   curl -fsS -o /dev/null "$url_new/repository/reads/$deb_path"
 fi
 www=$work/www
-for f in dists/stable/InRelease dists/stable/main/binary-amd64/Packages.gz "$deb_path"; do
+for f in "${files[@]}"; do
   mkdir -p "$www/$(dirname "$f")"
   curl -fsS -o "$www/$f" "$url_new/repository/$reads/$f"
 done
 n_port=$(free_port)
-start_nginx dists/stable/InRelease
+start_nginx "${files[0]}"
 
 log "small responses: new, old, nginx"
 "$lt" compare --target "new=$url_new/repository/$reads/" --target "old=$url_old/repository/$reads/" \
   --target "nginx=http://127.0.0.1:$n_port/" --requests "$REQUESTS" --concurrency "$CONCURRENCY" \
   --rounds "$ROUNDS" --warmup-requests 2000 --warmup-seconds 2 \
-  --scenario "head:$deb_path" --scenario cond:dists/stable/InRelease --scenario get:dists/stable/InRelease \
-  --scenario cond:dists/stable/main/binary-amd64/Packages.gz --markdown "$work/small.md" >/dev/null
-echo "## Small responses (log level $LOG_LEVEL$([ "$POLICY" = 1 ] && echo "; new: a group with a policy, old: without"))"
+  "${scenarios[@]}" --markdown "$work/small.md" >/dev/null
+echo "## Small responses (log level $LOG_LEVEL$([ "$POLICY" != 0 ] && echo "; new: a group with a policy, old: without"))"
 echo
 cat "$work/small.md"
 # CPU seconds (user + system) a process has used so far.
