@@ -16,8 +16,9 @@
 # repository: "new" with a policy that gates everything it serves (a quarantine rule that
 # matches nothing and `audit` of advisories: every package download looks up its verdict),
 # "old" without one — the read path's cost of a policy. POLICY=go does the same for Go: a Go
-# group over a hosted repository holding example.com/bench v1.0.0, v1.0.1, v1.1.0 (1 MiB each),
-# "new"'s with a policy that judges every version it lists or hands out per request (a minimum
+# group over a hosted repository holding example.com/bench v1.0.0, v1.0.1, v1.1.0 (1 MiB each):
+# `@v/list`, a `.mod` and a zip's HEAD, "new"'s with a policy that judges every version it lists
+# or hands out per request (a minimum
 # release age of a second, passed before the reads start, `audit` of advisories, a rule that
 # matches nothing), "old"'s without one.
 set -euo pipefail
@@ -111,9 +112,10 @@ if [ "$POLICY" = go ]; then
     listed=$(curl -fsS "${!url_var}/repository/reads/$module/@v/list" | wc -l)
     [ "$listed" = 3 ] || { echo "$label lists $listed versions, not 3" >&2; exit 1; }
   done
-  files=("$module/@v/list" "$module/@latest" "$module/@v/v1.1.0.info" "$module/@v/v1.1.0.zip")
-  scenarios=(--scenario "get:$module/@v/list" --scenario "get:$module/@latest"
-    --scenario "get:$module/@v/v1.1.0.info" --scenario "head:$module/@v/v1.1.0.zip")
+  # (`@latest` and `.info` carry each server's upload time: not the same bytes on both.)
+  files=("$module/@v/list" "$module/@v/v1.1.0.mod" "$module/@v/v1.1.0.zip")
+  scenarios=(--scenario "get:$module/@v/list" --scenario "get:$module/@v/v1.1.0.mod"
+    --scenario "head:$module/@v/v1.1.0.zip")
 fi
 if [ "$POLICY" = 1 ]; then
   reads=reads

@@ -791,6 +791,11 @@ async fn judge(
     (rrev, time): (&str, Option<i64>),
     architecture: Option<&str>,
 ) -> Result<Verdict, FormatError> {
+    // The same revision judged a moment ago (`PolicyCache::verdict`).
+    let key = format!("{}#{rrev} {}", r.display(), architecture.unwrap_or_default());
+    if let Some(v) = cx.services.policy.verdict(repo, &key) {
+        return Ok(v);
+    }
     let component = packyard_formats::conan::catalogue::component(r, rrev);
     let published_ms = time.filter(|_| policy.ages(&r.name));
     let licenses = if packyard_model::policy::wants_licenses(policy) {
@@ -800,7 +805,9 @@ async fn judge(
     };
     let subject = Subject { name: &r.name, version: &r.version, published_ms, licenses: &licenses, architecture };
     let c = Candidate { subject, component: (&component.key, &component.group, &component.name) };
-    gate::judge(cx.services, repo, policy, &c).await
+    let verdict = gate::judge(cx.services, repo, policy, &c).await?;
+    cx.services.policy.remember_verdict(repo, &key, &verdict);
+    Ok(verdict)
 }
 
 /// The licenses recipe revision `rrev` of `r` declares (its `conanfile.py`'s `license`, read

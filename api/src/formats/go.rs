@@ -462,11 +462,34 @@ async fn served_list(
         }
         union.into_iter().collect()
     } else {
+        // A hosted repository's or a group's list is its published snapshot's: while that is
+        // current, what passed of it a moment ago is taken again without reading it.
+        let snapshot = match (repo.repo_type, repo.gate()) {
+            (RepoType::Hosted | RepoType::Group, Some(_)) => {
+                let manifest = cx.services.published.manifest(&cx.services.db, repo.id, KIND, module).await;
+                manifest.ok().flatten().map(|m| format!("{module}\0{}", m.snapshot_id))
+            }
+            _ => None,
+        };
+        if let Some(kept) = snapshot.as_deref().and_then(|key| cx.services.policy.filtered(repo, key, &[])) {
+            return Ok(Some(kept.as_ref().clone()));
+        }
         let Some(res) = gate::plain(read(cx, repo, &Request::List(module.to_string()), depth)).await? else {
             return Ok(None);
         };
         let bytes = gate::body(res).await?;
-        String::from_utf8_lossy(&bytes).lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_string).collect()
+        let raw: Vec<String> = String::from_utf8_lossy(&bytes)
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(str::to_string)
+            .collect();
+        if let (Some(key), Some(policy)) = (snapshot, repo.gate()) {
+            let kept = passing(cx, repo, policy, module, &raw).await?;
+            cx.services.policy.remember_filtered(repo, &key, Vec::new(), std::sync::Arc::new(kept.clone()));
+            return Ok(Some(kept));
+        }
+        raw
     };
     match repo.gate() {
         Some(policy) => Ok(Some(passing(cx, repo, policy, module, &raw).await?)),
@@ -506,6 +529,10 @@ async fn passing(
     listed: &[String],
 ) -> Result<Vec<String>, FormatError> {
     use futures_util::StreamExt as _;
+    // The same list filtered a moment ago (`PolicyCache::filtered`).
+    if let Some(kept) = cx.services.policy.filtered(repo, module, listed) {
+        return Ok(kept.as_ref().clone());
+    }
     let versions: Vec<&str> = listed.iter().map(String::as_str).collect();
     if policy.ages(module) && module.len() <= 400 {
         let versions: Vec<&str> = versions.iter().copied().filter(|v| v.len() <= 200).collect();
@@ -524,6 +551,7 @@ async fn passing(
             kept.push((*v).to_string());
         }
     }
+    cx.services.policy.remember_filtered(repo, module, listed.to_vec(), std::sync::Arc::new(kept.clone()));
     Ok(kept)
 }
 
@@ -537,6 +565,11 @@ async fn judge(
     version: &str,
     time_ms: Option<i64>,
 ) -> Result<Verdict, FormatError> {
+    // The same version judged a moment ago (`PolicyCache::verdict`).
+    let key = format!("{module}@{version}");
+    if let Some(v) = cx.services.policy.verdict(repo, &key) {
+        return Ok(v);
+    }
     let published_ms = if policy.ages(module) {
         let own = match time_ms {
             Some(t) => Some(t),
@@ -569,7 +602,9 @@ async fn judge(
     let component = packyard_formats::go::catalogue::component(module, version);
     let subject = Subject { name: module, version, published_ms, licenses: &[], architecture: None };
     let c = Candidate { subject, component: (&component.key, &component.group, &component.name) };
-    gate::judge(cx.services, repo, policy, &c).await
+    let verdict = gate::judge(cx.services, repo, policy, &c).await?;
+    cx.services.policy.remember_verdict(repo, &key, &verdict);
+    Ok(verdict)
 }
 
 /// A version's `.info` time, from the replica's memory once read (a version's time does not

@@ -38,6 +38,26 @@ pub type Advised = Arc<Vec<(AdvisoryRow, Affected)>>;
 /// An ecosystem release's advisories by OSV package name, as a build judges with them.
 pub type ByPackage = Arc<HashMap<String, Vec<(AdvisoryRow, Affected)>>>;
 
+/// How long a replica reuses a verdict, or a list's filtering, it made (ms): a version coming of
+/// age or an exception expiring is seen that much later at most; a policy or exception change
+/// (it moves the repository's version) or an advisory import (the watermark) at once.
+const REUSE_MS: i64 = 1_000;
+
+/// Something judged, with what it was judged under.
+#[derive(Clone)]
+struct Judged<T> {
+    version: i64,
+    watermark: i64,
+    until: i64,
+    value: T,
+}
+
+/// What a replica judged, by repository and then by key.
+type JudgedBy<T> = Mutex<HashMap<i64, HashMap<String, Judged<T>>>>;
+
+/// A list as read, and what of it passed.
+type Filtered = (Arc<Vec<String>>, Arc<Vec<String>>);
+
 /// An ecosystem and one of its releases (`None`: all of them).
 type Release = (String, Option<String>);
 
@@ -67,6 +87,11 @@ pub struct PolicyCache {
     /// The advisories builds judge with, by ecosystem and release, under the `repositories`
     /// watermark they were read at (an import moves it): parsed once, not per build.
     by_release: Mutex<HashMap<Release, (i64, ByPackage)>>,
+    /// Verdicts on versions (`module@version`), reused for [`REUSE_MS`].
+    verdicts: JudgedBy<Verdict>,
+    /// Filtered lists (a module's `@v/list`), reused for [`REUSE_MS`] while the list read is the
+    /// same.
+    lists: JudgedBy<Filtered>,
     /// Published policy reports, parsed, by their content hash (a snapshot's never changes).
     reports: Mutex<HashMap<String, Arc<Report>>>,
     /// The `repositories` watermark the advisories were read under.
@@ -205,6 +230,50 @@ impl PolicyCache {
         let map = Arc::new(map);
         keep(&self.by_release, 64, key, (repositories, map.clone()));
         Ok(map)
+    }
+
+    /// The verdict judged on `key` of `repo` less than [`REUSE_MS`] ago, under its current
+    /// version and advisories.
+    pub fn verdict(&self, repo: &Repository, key: &str) -> Option<Verdict> {
+        self.reused(&self.verdicts, repo, key)
+    }
+
+    pub fn remember_verdict(&self, repo: &Repository, key: &str, verdict: &Verdict) {
+        self.reuse(&self.verdicts, repo, key, verdict.clone());
+    }
+
+    /// What passed of `listed` (`key`'s list) in `repo` less than [`REUSE_MS`] ago.
+    pub fn filtered(&self, repo: &Repository, key: &str, listed: &[String]) -> Option<Arc<Vec<String>>> {
+        let (was, kept) = self.reused(&self.lists, repo, key)?;
+        (was.as_slice() == listed).then_some(kept)
+    }
+
+    pub fn remember_filtered(&self, repo: &Repository, key: &str, listed: Vec<String>, kept: Arc<Vec<String>>) {
+        self.reuse(&self.lists, repo, key, (Arc::new(listed), kept));
+    }
+
+    fn reused<T: Clone>(&self, map: &JudgedBy<T>, repo: &Repository, key: &str) -> Option<T> {
+        let now = now_ms();
+        let watermark = self.seen.load(Ordering::Acquire);
+        let m = map.lock().ok()?;
+        let j = m.get(&repo.id)?.get(key)?;
+        (j.version == repo.version && j.watermark == watermark && now < j.until).then(|| j.value.clone())
+    }
+
+    fn reuse<T>(&self, map: &JudgedBy<T>, repo: &Repository, key: &str, value: T) {
+        let judged = Judged {
+            version: repo.version,
+            watermark: self.seen.load(Ordering::Acquire),
+            until: now_ms().saturating_add(REUSE_MS),
+            value,
+        };
+        if let Ok(mut m) = map.lock() {
+            let of_repo = m.entry(repo.id).or_default();
+            if of_repo.len() >= PACKAGES {
+                of_repo.clear();
+            }
+            of_repo.insert(key.to_string(), judged);
+        }
     }
 
     /// The architecture remembered for `key` (a binary of one repository): `Some(None)` when
