@@ -361,10 +361,19 @@ async fn gated(
     let module = request.module();
     match request {
         Request::List(_) => {
+            // The answer made a moment ago from the same published list (`PolicyCache::answer`).
+            let snapshot = list_snapshot(cx, repo, module, 0).await?;
+            if let Some(body) = snapshot.as_deref().and_then(|key| cx.services.policy.answer(repo, key)) {
+                return Ok(gate::filtered("text/plain; charset=utf-8", body));
+            }
             let Some(kept) = Box::pin(served_list(cx, repo, module, 0)).await? else {
                 return Err(missing(repo, request));
             };
-            Ok(gate::filtered("text/plain; charset=utf-8", list(kept.iter().map(String::as_str))))
+            let body = bytes::Bytes::from(list(kept.iter().map(String::as_str)));
+            if let Some(key) = snapshot {
+                cx.services.policy.remember_answer(repo, &key, body.clone());
+            }
+            Ok(gate::filtered("text/plain; charset=utf-8", body))
         }
         Request::Latest(_) => {
             let Some(res) = gate::plain(read(cx, repo, request, 0)).await? else { return Err(missing(repo, request)) };
@@ -464,13 +473,7 @@ async fn served_list(
     } else {
         // A hosted repository's or a group's list is its published snapshot's: while that is
         // current, what passed of it a moment ago is taken again without reading it.
-        let snapshot = match (repo.repo_type, repo.gate()) {
-            (RepoType::Hosted | RepoType::Group, Some(_)) => {
-                let manifest = cx.services.published.manifest(&cx.services.db, repo.id, KIND, module).await;
-                manifest.ok().flatten().map(|m| format!("{module}\0{}", m.snapshot_id))
-            }
-            _ => None,
-        };
+        let snapshot = list_snapshot(cx, repo, module, depth).await?;
         if let Some(kept) = snapshot.as_deref().and_then(|key| cx.services.policy.filtered(repo, key, &[])) {
             return Ok(Some(kept.as_ref().clone()));
         }
@@ -498,6 +501,25 @@ async fn served_list(
 }
 
 const JSON: &str = "application/json";
+
+/// What a gated hosted repository's or group's filtered list is kept under while the published
+/// snapshot it was read from is current: `module` and the snapshot; `None` for a proxy, a group
+/// whose members gate (its list is theirs), a repository without a policy or not published yet.
+async fn list_snapshot(
+    cx: &Cx<'_>,
+    repo: &Repository,
+    module: &str,
+    depth: usize,
+) -> Result<Option<String>, FormatError> {
+    if repo.gate().is_none() || repo.repo_type == RepoType::Proxy {
+        return Ok(None);
+    }
+    if repo.repo_type == RepoType::Group && Box::pin(gate::gates_below(cx.services, repo, depth)).await? {
+        return Ok(None);
+    }
+    let manifest = cx.services.published.manifest(&cx.services.db, repo.id, KIND, module).await;
+    Ok(manifest.ok().flatten().map(|m| format!("{module}\0{}", m.snapshot_id)))
+}
 
 /// What the policy reads of a `.info`: its version and time.
 struct Info {

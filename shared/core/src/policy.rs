@@ -92,6 +92,9 @@ pub struct PolicyCache {
     /// Filtered lists (a module's `@v/list`), reused for [`REUSE_MS`] while the list read is the
     /// same.
     lists: JudgedBy<Filtered>,
+    /// Answers made from a published file (a filtered `@v/list`), by what they were made from,
+    /// reused for [`REUSE_MS`].
+    answers: JudgedBy<bytes::Bytes>,
     /// Published policy reports, parsed, by their content hash (a snapshot's never changes).
     reports: Mutex<HashMap<String, Arc<Report>>>,
     /// The `repositories` watermark the advisories were read under.
@@ -250,6 +253,15 @@ impl PolicyCache {
 
     pub fn remember_filtered(&self, repo: &Repository, key: &str, listed: Vec<String>, kept: Arc<Vec<String>>) {
         self.reuse(&self.lists, repo, key, (Arc::new(listed), kept));
+    }
+
+    /// The answer made from `key` (a published file) of `repo` less than [`REUSE_MS`] ago.
+    pub fn answer(&self, repo: &Repository, key: &str) -> Option<bytes::Bytes> {
+        self.reused(&self.answers, repo, key)
+    }
+
+    pub fn remember_answer(&self, repo: &Repository, key: &str, body: bytes::Bytes) {
+        self.reuse(&self.answers, repo, key, body);
     }
 
     fn reused<T: Clone>(&self, map: &JudgedBy<T>, repo: &Repository, key: &str) -> Option<T> {
