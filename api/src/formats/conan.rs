@@ -792,10 +792,11 @@ async fn judge(
     architecture: Option<&str>,
 ) -> Result<Verdict, FormatError> {
     // The same revision judged a moment ago (`PolicyCache::verdict`).
-    let key = format!("{}#{rrev} {}", r.display(), architecture.unwrap_or_default());
+    let key = format!("{}#{rrev} {time:?} {architecture:?}", r.display());
     if let Some(v) = cx.services.policy.verdict(repo, &key) {
         return Ok(v);
     }
+    let stamp = cx.services.policy.stamp();
     let component = packyard_formats::conan::catalogue::component(r, rrev);
     let published_ms = time.filter(|_| policy.ages(&r.name));
     let licenses = if packyard_model::policy::wants_licenses(policy) {
@@ -806,7 +807,7 @@ async fn judge(
     let subject = Subject { name: &r.name, version: &r.version, published_ms, licenses: &licenses, architecture };
     let c = Candidate { subject, component: (&component.key, &component.group, &component.name) };
     let verdict = gate::judge(cx.services, repo, policy, &c).await?;
-    cx.services.policy.remember_verdict(repo, &key, &verdict);
+    cx.services.policy.remember_verdict(repo, &key, stamp, &verdict);
     Ok(verdict)
 }
 

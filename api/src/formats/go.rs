@@ -366,12 +366,13 @@ async fn gated(
             if let Some(body) = snapshot.as_deref().and_then(|key| cx.services.policy.answer(repo, key)) {
                 return Ok(gate::filtered("text/plain; charset=utf-8", body));
             }
+            let stamp = cx.services.policy.stamp();
             let Some(kept) = Box::pin(served_list(cx, repo, module, 0)).await? else {
                 return Err(missing(repo, request));
             };
             let body = bytes::Bytes::from(list(kept.iter().map(String::as_str)));
             if let Some(key) = snapshot {
-                cx.services.policy.remember_answer(repo, &key, body.clone());
+                cx.services.policy.remember_answer(repo, &key, stamp, body.clone());
             }
             Ok(gate::filtered("text/plain; charset=utf-8", body))
         }
@@ -477,6 +478,7 @@ async fn served_list(
         if let Some(kept) = snapshot.as_deref().and_then(|key| cx.services.policy.filtered(repo, key, &[])) {
             return Ok(Some(kept.as_ref().clone()));
         }
+        let stamp = cx.services.policy.stamp();
         let Some(res) = gate::plain(read(cx, repo, &Request::List(module.to_string()), depth)).await? else {
             return Ok(None);
         };
@@ -489,7 +491,7 @@ async fn served_list(
             .collect();
         if let (Some(key), Some(policy)) = (snapshot, repo.gate()) {
             let kept = passing(cx, repo, policy, module, &raw).await?;
-            cx.services.policy.remember_filtered(repo, &key, Vec::new(), std::sync::Arc::new(kept.clone()));
+            cx.services.policy.remember_filtered((repo, &key, stamp), Vec::new(), std::sync::Arc::new(kept.clone()));
             return Ok(Some(kept));
         }
         raw
@@ -503,7 +505,7 @@ async fn served_list(
 const JSON: &str = "application/json";
 
 /// What a gated hosted repository's or group's filtered list is kept under while the published
-/// snapshot it was read from is current: `module` and the snapshot; `None` for a proxy, a group
+/// snapshot it was read from is current: `module` and the snapshot's id; `None` for a proxy, a group
 /// whose members gate (its list is theirs), a repository without a policy or not published yet.
 async fn list_snapshot(
     cx: &Cx<'_>,
@@ -518,7 +520,8 @@ async fn list_snapshot(
         return Ok(None);
     }
     let manifest = cx.services.published.manifest(&cx.services.db, repo.id, KIND, module).await;
-    Ok(manifest.ok().flatten().map(|m| format!("{module}\0{}", m.snapshot_id)))
+    // (A space: a module path has none; a list's own key starts with `\u{1}`.)
+    Ok(manifest.ok().flatten().map(|m| format!("{module} {}", m.snapshot_id)))
 }
 
 /// What the policy reads of a `.info`: its version and time.
@@ -551,10 +554,13 @@ async fn passing(
     listed: &[String],
 ) -> Result<Vec<String>, FormatError> {
     use futures_util::StreamExt as _;
-    // The same list filtered a moment ago (`PolicyCache::filtered`).
-    if let Some(kept) = cx.services.policy.filtered(repo, module, listed) {
+    // The same list filtered a moment ago (`PolicyCache::filtered`; `\u{1}` tags a list's
+    // key, which a snapshot's never has).
+    let key = format!("\u{1}{module}");
+    if let Some(kept) = cx.services.policy.filtered(repo, &key, listed) {
         return Ok(kept.as_ref().clone());
     }
+    let stamp = cx.services.policy.stamp();
     let versions: Vec<&str> = listed.iter().map(String::as_str).collect();
     if policy.ages(module) && module.len() <= 400 {
         let versions: Vec<&str> = versions.iter().copied().filter(|v| v.len() <= 200).collect();
@@ -573,7 +579,7 @@ async fn passing(
             kept.push((*v).to_string());
         }
     }
-    cx.services.policy.remember_filtered(repo, module, listed.to_vec(), std::sync::Arc::new(kept.clone()));
+    cx.services.policy.remember_filtered((repo, &key, stamp), listed.to_vec(), std::sync::Arc::new(kept.clone()));
     Ok(kept)
 }
 
@@ -588,10 +594,11 @@ async fn judge(
     time_ms: Option<i64>,
 ) -> Result<Verdict, FormatError> {
     // The same version judged a moment ago (`PolicyCache::verdict`).
-    let key = format!("{module}@{version}");
+    let key = format!("{module}@{version} {time_ms:?}");
     if let Some(v) = cx.services.policy.verdict(repo, &key) {
         return Ok(v);
     }
+    let stamp = cx.services.policy.stamp();
     let published_ms = if policy.ages(module) {
         let own = match time_ms {
             Some(t) => Some(t),
@@ -625,7 +632,7 @@ async fn judge(
     let subject = Subject { name: module, version, published_ms, licenses: &[], architecture: None };
     let c = Candidate { subject, component: (&component.key, &component.group, &component.name) };
     let verdict = gate::judge(cx.services, repo, policy, &c).await?;
-    cx.services.policy.remember_verdict(repo, &key, &verdict);
+    cx.services.policy.remember_verdict(repo, &key, stamp, &verdict);
     Ok(verdict)
 }
 

@@ -43,6 +43,19 @@ pub type ByPackage = Arc<HashMap<String, Vec<(AdvisoryRow, Affected)>>>;
 /// (it moves the repository's version) or an advisory import (the watermark) at once.
 const REUSE_MS: i64 = 1_000;
 
+/// The longest key kept for reuse.
+const MAX_REUSED_KEY: usize = 700;
+
+/// Most reused entries per repository and map (each lives a second).
+const REUSED: usize = 10_000;
+
+/// What something judged for reuse was judged under ([`PolicyCache::stamp`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Stamp {
+    watermark: i64,
+    at: i64,
+}
+
 /// Something judged, with what it was judged under.
 #[derive(Clone)]
 struct Judged<T> {
@@ -241,8 +254,14 @@ impl PolicyCache {
         self.reused(&self.verdicts, repo, key)
     }
 
-    pub fn remember_verdict(&self, repo: &Repository, key: &str, verdict: &Verdict) {
-        self.reuse(&self.verdicts, repo, key, verdict.clone());
+    /// What the reuse of something about to be judged is stamped with: taken before judging
+    /// (an advisory import that lands meanwhile makes it stale at once).
+    pub fn stamp(&self) -> Stamp {
+        Stamp { watermark: self.seen.load(Ordering::Acquire), at: now_ms() }
+    }
+
+    pub fn remember_verdict(&self, repo: &Repository, key: &str, stamp: Stamp, verdict: &Verdict) {
+        self.reuse(&self.verdicts, (repo, key, stamp), verdict.clone());
     }
 
     /// What passed of `listed` (`key`'s list) in `repo` less than [`REUSE_MS`] ago.
@@ -251,8 +270,13 @@ impl PolicyCache {
         (was.as_slice() == listed).then_some(kept)
     }
 
-    pub fn remember_filtered(&self, repo: &Repository, key: &str, listed: Vec<String>, kept: Arc<Vec<String>>) {
-        self.reuse(&self.lists, repo, key, (Arc::new(listed), kept));
+    pub fn remember_filtered(
+        &self,
+        (repo, key, stamp): (&Repository, &str, Stamp),
+        listed: Vec<String>,
+        kept: Arc<Vec<String>>,
+    ) {
+        self.reuse(&self.lists, (repo, key, stamp), (Arc::new(listed), kept));
     }
 
     /// The answer made from `key` (a published file) of `repo` less than [`REUSE_MS`] ago.
@@ -260,8 +284,8 @@ impl PolicyCache {
         self.reused(&self.answers, repo, key)
     }
 
-    pub fn remember_answer(&self, repo: &Repository, key: &str, body: bytes::Bytes) {
-        self.reuse(&self.answers, repo, key, body);
+    pub fn remember_answer(&self, repo: &Repository, key: &str, stamp: Stamp, body: bytes::Bytes) {
+        self.reuse(&self.answers, (repo, key, stamp), body);
     }
 
     fn reused<T: Clone>(&self, map: &JudgedBy<T>, repo: &Repository, key: &str) -> Option<T> {
@@ -272,17 +296,26 @@ impl PolicyCache {
         (j.version == repo.version && j.watermark == watermark && now < j.until).then(|| j.value.clone())
     }
 
-    fn reuse<T>(&self, map: &JudgedBy<T>, repo: &Repository, key: &str, value: T) {
+    /// Keeps `value` for reuse; not a key longer than [`MAX_REUSED_KEY`] or with a control
+    /// character (names no client resolves; they would only fill the map).
+    fn reuse<T>(&self, map: &JudgedBy<T>, (repo, key, stamp): (&Repository, &str, Stamp), value: T) {
+        if key.len() > MAX_REUSED_KEY || key.chars().any(|c| c.is_control() && c != '\u{1}') {
+            return;
+        }
         let judged = Judged {
             version: repo.version,
-            watermark: self.seen.load(Ordering::Acquire),
-            until: now_ms().saturating_add(REUSE_MS),
+            watermark: stamp.watermark,
+            until: stamp.at.saturating_add(REUSE_MS),
             value,
         };
         if let Ok(mut m) = map.lock() {
             let of_repo = m.entry(repo.id).or_default();
-            if of_repo.len() >= PACKAGES {
-                of_repo.clear();
+            if of_repo.len() >= REUSED {
+                // Only what is still fresh is worth keeping.
+                of_repo.retain(|_, j| j.until > stamp.at);
+                if of_repo.len() >= REUSED {
+                    of_repo.clear();
+                }
             }
             of_repo.insert(key.to_string(), judged);
         }
