@@ -182,6 +182,25 @@ impl Reader {
         }
     }
 
+    /// Whether proxy `member` still has a file a merge carries forward (`BuildGate::unsettled`),
+    /// fetched into its cache now (where it outlives the upstream's copy): its `(SHA-256,
+    /// size)`, or `None` when the upstream no longer has it — a 404, or any refusal (logged).
+    /// An upstream that cannot be asked now fails the build (retried, the last snapshot kept).
+    pub async fn still_there(
+        &self,
+        member: &Repository,
+        request: Result<FetchRequest, ProxyError>,
+    ) -> Result<Option<(String, i64)>, BuildError> {
+        match self.fetch(member, request).await {
+            Err(e @ BuildError::MemberFailed { .. }) => Err(e),
+            Err(e) => {
+                tracing::info!(member = %member.name, error = %e, "not carried forward");
+                Ok(None)
+            }
+            got => got,
+        }
+    }
+
     /// A member's file: a hosted or group member's published `path` of `(kind, unit_key)`, a
     /// proxy member's answer to `upstream` (the same file as its upstream names it).
     pub async fn file(

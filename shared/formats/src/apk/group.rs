@@ -378,16 +378,7 @@ async fn carry(
             continue;
         }
         let size = value("S:").and_then(|v| v.trim().parse::<i64>().ok());
-        // An upstream that cannot be asked now fails the build (retried, the last snapshot
-        // kept); one that refuses the file has it no longer.
-        let got = match reader.fetch(member, proxy_request(member, &format!("{key}/{file}"))).await {
-            Ok(got) => got,
-            Err(e @ BuildError::MemberFailed { .. }) => return Err(e),
-            Err(e) => {
-                tracing::info!(repository = %repo.name, file = %file, error = %e, "not carried forward");
-                None
-            }
-        };
+        let got = reader.still_there(member, proxy_request(member, &format!("{key}/{file}"))).await?;
         if got.is_none_or(|(_, s)| Some(s) != size) {
             tracing::info!(repository = %repo.name, file = %file, name, "not carried forward: the upstream no longer has it as listed");
             continue;

@@ -387,17 +387,8 @@ impl Upstream<'_> {
                 }),
             };
             let Some((member, upstream_path)) = from else { continue };
-            // An upstream that cannot be asked now fails the build (retried, the last snapshot
-            // kept); one that refuses the file has it no longer.
-            let got = match self.fetch(member, upstream_path).await {
-                Ok(got) => got,
-                Err(e @ BuildError::MemberFailed { .. }) => return Err(e),
-                Err(e) => {
-                    tracing::info!(repository = %repo.name, file = at, error = %e, "not carried forward");
-                    None
-                }
-            };
-            if got.is_none() || got.as_deref() != field(&stanza, "SHA256") {
+            let got = self.0.still_there(member, super::proxy_request(member, upstream_path)).await?;
+            if got.is_none() || got.as_ref().map(|(sha, _)| sha.as_str()) != field(&stanza, "SHA256") {
                 tracing::info!(repository = %repo.name, file = at, "not carried forward: the upstream no longer has it as listed");
                 continue;
             }
