@@ -14,6 +14,7 @@ pub mod observe;
 pub mod read_only;
 pub mod repository;
 pub mod route;
+pub mod snapshot;
 pub mod startup;
 pub mod tls;
 pub mod ui;

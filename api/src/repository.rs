@@ -178,7 +178,34 @@ async fn route(req: HttpRequest, body: web::Payload) -> Result<HttpResponse, For
     // The raw path below `/repository/<name>/` (a repository name has no escapes to decode).
     let raw = req.path().strip_prefix("/repository/").and_then(|p| p.strip_prefix(repo.name.as_str()));
     let tail = Tail { matched, raw: raw.and_then(|p| p.strip_prefix('/')).unwrap_or_default() };
+    if crate::snapshot::is_snapshot(tail.raw) {
+        return Box::pin(snapshot(&req, &services, (repo, caller, epochs), tail, body)).await;
+    }
     crate::formats::with_routes!(repo.format, R => run::<R>(&req, &services, (repo, caller, epochs), tail, body).await)
+}
+
+/// A request under one of the repository's snapshots (`crate::snapshot`): read access to the
+/// repository, then the snapshot's file, or the format's route for a path outside it.
+async fn snapshot(
+    req: &HttpRequest,
+    services: &Services,
+    (repo, caller, epochs): (Arc<Repository>, Caller, crate::hot::Epochs),
+    tail: Tail<'_>,
+    body: web::Payload,
+) -> Result<HttpResponse, FormatError> {
+    // `-/snapshots/<name>/<path>`: the same three segments off the decoded path.
+    let matched = tail.matched.splitn(4, '/').nth(3).unwrap_or_default();
+    let outside = crate::formats::with_routes!(repo.format, R => R::outside_snapshot(matched));
+    if !outside {
+        // Access first: a 401/403 before a 404.
+        authorize(services, &caller, &repo, Access::READ)?;
+    }
+    let (snapshot, path) = crate::snapshot::resolve(services, &repo, tail.raw).await?;
+    if outside {
+        let inner = Tail { matched, raw: path };
+        return crate::formats::with_routes!(repo.format, R => run::<R>(req, services, (repo, caller, epochs), inner, body).await);
+    }
+    crate::snapshot::serve(req, services, &repo, (&snapshot, path)).await
 }
 
 /// Runs route table `R` for a request: the route parsed from the tail, the caller authorized

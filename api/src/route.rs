@@ -112,6 +112,13 @@ pub trait Routes {
     /// The route that takes Nexus's components upload (`POST /service/rest/v1/components`, a
     /// multipart form of this format's fields), or why the format takes none.
     fn form_upload() -> Result<Self::Route, String>;
+
+    /// Whether a path below a repository snapshot's URL is one of the format's routes that
+    /// answer the same whatever the repository holds (a ping, a sign-in), served by this table
+    /// as under the repository's own URL; every other path is a file of the snapshot.
+    fn outside_snapshot(_path: &str) -> bool {
+        false
+    }
 }
 
 /// Decodes `%XX` escapes; `None` for a malformed escape or a result that is not UTF-8.

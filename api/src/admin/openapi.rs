@@ -238,6 +238,20 @@ fn security_paths() -> serde_json::Value {
             "parameters": param("name"),
             "post": op("Which current components a policy would hold back by its quarantine rules and enforced advisories: the body a policy block (empty: the repository's own); {checked, held: [{repository, name, version, reason, message}], truncated} (admin)", "200")
         },
+        "/api/v1/repositories/{name}/snapshots": {
+            "parameters": param("name"),
+            "get": op("The repository's snapshots, newest first: [{name, repository, created_at, created_by, files, bytes, path, url}]; ?at=<RFC 3339>: the one that was the newest then, 404 when none was (admin)", "200"),
+            "post": op("Snapshot the repository once its pending publications are out: {\"name\"?} (default: the time, 20261206T093012Z); 201 with {name, url, files, bytes, …}; clients point at url; audited, announced as snapshot.created (admin)", "201")
+        },
+        "/api/v1/repositories/{name}/snapshots/{snapshot}": {
+            "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}}, {"name": "snapshot", "in": "path", "required": true, "schema": {"type": "string"}}],
+            "get": op("One snapshot (admin)", "200"),
+            "delete": op("Delete a snapshot: its URL answers 404 at once, the collector frees blobs nothing else lists; announced as snapshot.deleted (admin)", "204")
+        },
+        "/api/v1/repositories/{name}/snapshots/{snapshot}/diff": {
+            "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}}, {"name": "snapshot", "in": "path", "required": true, "schema": {"type": "string"}}],
+            "get": op("?to=<snapshot>: the components (name, version) added, removed and changed from this snapshot to that one: {from, to, added, removed, changed} (admin)", "200")
+        },
         "/api/v1/repositories/{name}/signing-key": {
             "parameters": param("name"),
             "get": op("The public signing key of an APT repository: {fingerprint, algorithm, public_key, previous_fingerprint}; of an APK repository: {fingerprint, algorithm, key_name, public_key, previous_key_name}; of a hosted or group Go repository, its checksum database: {name, algorithm, verifier_key, gosumdb, size} (admin)", "200"),

@@ -5,6 +5,7 @@
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use packyard_core::admin::repositories as service;
+use packyard_core::admin::snapshots;
 use packyard_core::formats::KeyChange;
 use packyard_core::services::Services;
 use packyard_model::repos::{RepoName, RepositorySpec};
@@ -34,6 +35,17 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route(web::delete().to(remove_exception)),
         )
         .service(resource("/repositories/{name}/policy/preview").route(web::post().to(preview)))
+        .service(
+            resource("/repositories/{name}/snapshots")
+                .route(web::get().to(snapshots))
+                .route(web::post().to(create_snapshot)),
+        )
+        .service(
+            resource("/repositories/{name}/snapshots/{snapshot}")
+                .route(web::get().to(snapshot))
+                .route(web::delete().to(delete_snapshot)),
+        )
+        .service(resource("/repositories/{name}/snapshots/{snapshot}/diff").route(web::get().to(snapshot_diff)))
         .service(
             resource("/repositories/{name}/signing-key")
                 .route(web::get().to(signing_key))
@@ -184,6 +196,107 @@ async fn remove_exception(
     let which = (query.name.as_str(), query.version.as_str());
     packyard_core::admin::policy::remove(&services, formats, admin.actor(), path.name(), which).await?;
     Ok(HttpResponse::NoContent().finish())
+}
+
+/// A snapshot with the URL clients point at.
+#[derive(serde::Serialize)]
+struct SnapshotAnswer {
+    #[serde(flatten)]
+    view: snapshots::SnapshotView,
+    url: String,
+}
+
+impl SnapshotAnswer {
+    fn of(req: &HttpRequest, view: snapshots::SnapshotView) -> Self {
+        let url = crate::frontage::Base::of(req).url(&view.path);
+        Self { view, url }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct SnapshotsQuery {
+    /// RFC 3339: only the snapshot that was the newest then.
+    at: Option<String>,
+}
+
+/// `GET …/snapshots`: the repository's snapshots, newest first; `?at=<RFC 3339>`: the one that
+/// was the newest then (404 when none was).
+async fn snapshots(
+    _admin: Admin,
+    req: HttpRequest,
+    services: web::Data<Services>,
+    path: web::Path<RepoPath>,
+    query: web::Query<SnapshotsQuery>,
+) -> Result<HttpResponse> {
+    let formats = packyard_formats::registry();
+    if let Some(at) = &query.at {
+        let view = snapshots::at(&services, formats, path.name(), at).await?;
+        return Ok(HttpResponse::Ok().json(SnapshotAnswer::of(&req, view)));
+    }
+    let all = snapshots::list(&services, formats, path.name()).await?;
+    Ok(HttpResponse::Ok().json(all.into_iter().map(|v| SnapshotAnswer::of(&req, v)).collect::<Vec<_>>()))
+}
+
+/// `POST …/snapshots` (`{"name": …}`, optional): 201 with the snapshot and its `url`.
+async fn create_snapshot(
+    admin: Admin,
+    req: HttpRequest,
+    services: web::Data<Services>,
+    path: web::Path<RepoPath>,
+    body: web::Bytes,
+) -> Result<HttpResponse> {
+    let new = if body.iter().all(u8::is_ascii_whitespace) {
+        snapshots::NewSnapshot::default()
+    } else {
+        serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(format!("invalid snapshot request: {e}")))?
+    };
+    let formats = packyard_formats::registry();
+    let view = snapshots::create(&services, formats, admin.actor(), path.name(), new).await?;
+    Ok(HttpResponse::Created().json(SnapshotAnswer::of(&req, view)))
+}
+
+#[derive(Debug, Deserialize)]
+struct SnapshotPath {
+    name: NamePath,
+    snapshot: String,
+}
+
+async fn snapshot(
+    _admin: Admin,
+    req: HttpRequest,
+    services: web::Data<Services>,
+    path: web::Path<SnapshotPath>,
+) -> Result<HttpResponse> {
+    let formats = packyard_formats::registry();
+    let view = snapshots::get(&services, formats, path.name.0.as_str(), &path.snapshot).await?;
+    Ok(HttpResponse::Ok().json(SnapshotAnswer::of(&req, view)))
+}
+
+async fn delete_snapshot(
+    admin: Admin,
+    services: web::Data<Services>,
+    path: web::Path<SnapshotPath>,
+) -> Result<HttpResponse> {
+    let formats = packyard_formats::registry();
+    snapshots::delete(&services, formats, admin.actor(), path.name.0.as_str(), &path.snapshot).await?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
+#[derive(Debug, Deserialize)]
+struct DiffQuery {
+    to: String,
+}
+
+/// `GET …/snapshots/{a}/diff?to={b}`: the components added, removed and changed from a to b.
+async fn snapshot_diff(
+    _admin: Admin,
+    services: web::Data<Services>,
+    path: web::Path<SnapshotPath>,
+    query: web::Query<DiffQuery>,
+) -> Result<HttpResponse> {
+    let formats = packyard_formats::registry();
+    let which = (path.snapshot.as_str(), query.to.as_str());
+    Ok(HttpResponse::Ok().json(snapshots::diff(&services, formats, path.name.0.as_str(), which).await?))
 }
 
 /// This server's URL as the client sees it.

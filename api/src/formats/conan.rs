@@ -192,6 +192,11 @@ impl Routes for Conan {
     fn form_upload() -> Result<Route, String> {
         Err("a Conan recipe or package is uploaded with `conan upload` (its files, revision by revision), not as a form".into())
     }
+
+    /// The ping and the sign-in answer under a snapshot's URL as under the repository's.
+    fn outside_snapshot(path: &str) -> bool {
+        matches!(path, "v1/ping" | "v2/users/authenticate" | "v2/users/check_credentials")
+    }
 }
 
 /// `GET v2/users/authenticate` with Basic credentials: a bearer token for this repository.

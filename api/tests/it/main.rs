@@ -33,6 +33,7 @@ mod policy_indexes;
 mod reclaim;
 mod sample;
 mod security;
+mod snapshots;
 mod tls;
 mod ui;
 mod upstreams;

@@ -10,6 +10,7 @@ pub mod cleanup;
 pub mod policy;
 pub mod repositories;
 pub mod roles;
+pub mod snapshots;
 pub mod tokens;
 pub mod users;
 pub mod webhooks;

@@ -110,6 +110,15 @@ pub trait FormatSpec: Send + Sync + 'static {
         None
     }
 
+    /// Where a file a unit of `kind` and `unit` key published is under a repository snapshot:
+    /// the path a client asks for, relative to the repository's URL (`None`: no client asks for
+    /// it — the snapshot keeps it under a hidden name for its blob). By default the file's own
+    /// path, but for a file with a segment that begins with `.` (a group's `.members`, a
+    /// composite file's `.parts/`).
+    fn snapshot_path(&self, _kind: &str, _unit: &str, file: &str) -> Option<String> {
+        visible(file).then(|| file.to_string())
+    }
+
     /// How the format deletes a hosted repository's catalogued components by key (its
     /// `hosted::ByKey`).
     fn deletes(&self) -> &dyn Deletes;
@@ -128,6 +137,11 @@ pub trait FormatSpec: Send + Sync + 'static {
         let (n, changes) = self.deletes().delete_components(services, repo, &[key.to_string()], actor).await?;
         Ok((n > 0).then_some(changes))
     }
+}
+
+/// Whether a published file is one clients ask for: no segment of its path begins with `.`.
+pub fn visible(path: &str) -> bool {
+    !path.is_empty() && path.split('/').all(|seg| !seg.is_empty() && !seg.starts_with('.'))
 }
 
 /// What a Nexus repository request says of the format ([`NexusShape::read`]).

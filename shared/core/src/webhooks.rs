@@ -32,6 +32,8 @@ pub const EVENTS: &[&str] = &[
     "vulnerability.matched",
     "policy.exception_added",
     "policy.exception_removed",
+    "snapshot.created",
+    "snapshot.deleted",
 ];
 
 /// The header that carries the body's signature.

@@ -28,6 +28,7 @@ pub mod proxy;
 pub mod publication;
 pub mod repositories;
 pub mod security;
+pub mod snapshots;
 pub mod users;
 pub mod webhooks;
 

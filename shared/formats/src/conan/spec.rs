@@ -57,6 +57,16 @@ impl FormatSpec for ConanSpec {
         &super::ui::ConanUi
     }
 
+    /// A reference's files under its REST v2 path; the search index (queried, not fetched) is
+    /// not served from a snapshot.
+    fn snapshot_path(&self, kind: &str, unit: &str, file: &str) -> Option<String> {
+        if kind != super::KIND || !packyard_core::formats::visible(file) {
+            return None;
+        }
+        let reference = packyard_codecs::conan::Reference::parse(unit).ok()?;
+        Some(format!("v2/conans/{}/{file}", reference.url_path()))
+    }
+
     fn deletes(&self) -> &dyn Deletes {
         &ByKey(super::hosted::ConanHosted)
     }

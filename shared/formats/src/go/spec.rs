@@ -66,6 +66,19 @@ impl FormatSpec for GoSpec {
         &super::ui::GoUi
     }
 
+    /// A module's files under its GOPROXY path, the module and version case-encoded.
+    fn snapshot_path(&self, kind: &str, unit: &str, file: &str) -> Option<String> {
+        if kind != super::KIND || !packyard_core::formats::visible(file) {
+            return None;
+        }
+        use packyard_codecs::go::escape;
+        let file = match file.strip_prefix("@v/").and_then(|f| f.strip_suffix(".info")) {
+            Some(version) => format!("@v/{}.info", escape(version)),
+            None => file.to_string(),
+        };
+        Some(format!("{}/{file}", escape(unit)))
+    }
+
     fn deletes(&self) -> &dyn Deletes {
         &ByKey(super::hosted::GoHosted)
     }

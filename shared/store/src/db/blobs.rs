@@ -44,10 +44,11 @@ pub struct BlobColumn {
 
 /// The store's own tables whose rows need blobs: a proxy's cached files, the catalogue's assets,
 /// the snapshots' files.
-const GENERIC_REFERENCES: [BlobColumn; 3] = [
+const GENERIC_REFERENCES: [BlobColumn; 4] = [
     BlobColumn { table: "proxy_cache", column: "sha256" },
     BlobColumn { table: "assets", column: "sha256" },
     BlobColumn { table: "snapshot_files", column: "sha256" },
+    BlobColumn { table: "repository_snapshot_files", column: "sha256" },
 ];
 
 /// What references a blob: the store's own tables and every column the formats registered. The
@@ -272,11 +273,11 @@ impl Db {
         }
         let deleted = match rule {
             Collect::Refused => {
-                let s = sql!("blobs.discard_upload", "DELETE FROM blobs WHERE sha256 = $1 AND origin = 'upload' AND NOT EXISTS (SELECT 1 FROM snapshot_files f WHERE f.sha256 = blobs.sha256)");
+                let s = sql!("blobs.discard_upload", "DELETE FROM blobs WHERE sha256 = $1 AND origin = 'upload' AND NOT EXISTS (SELECT 1 FROM snapshot_files f WHERE f.sha256 = blobs.sha256) AND NOT EXISTS (SELECT 1 FROM repository_snapshot_files f WHERE f.sha256 = blobs.sha256)");
                 self.bound(s, (sha256.as_str(),)).execute(&mut *tx).await?
             }
             Collect::Built { older_than } => {
-                let s = sql!("blobs.delete_collectable", "DELETE FROM blobs WHERE sha256 = $1 AND origin IN ('snapshot', 'upload') AND created_at < $2 AND NOT EXISTS (SELECT 1 FROM snapshot_files f WHERE f.sha256 = blobs.sha256)");
+                let s = sql!("blobs.delete_collectable", "DELETE FROM blobs WHERE sha256 = $1 AND origin IN ('snapshot', 'upload') AND created_at < $2 AND NOT EXISTS (SELECT 1 FROM snapshot_files f WHERE f.sha256 = blobs.sha256) AND NOT EXISTS (SELECT 1 FROM repository_snapshot_files f WHERE f.sha256 = blobs.sha256)");
                 self.bound(s, (sha256.as_str(), older_than)).execute(&mut *tx).await?
             }
             Collect::Released { older_than, references } => {

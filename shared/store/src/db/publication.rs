@@ -72,7 +72,7 @@ pub struct SnapshotFile {
 
 impl SnapshotFile {
     /// A row of `path`, `sha256`, `size` and `content_type`.
-    fn read(r: &sqlx::any::AnyRow) -> DbResult<Self> {
+    pub(crate) fn read(r: &sqlx::any::AnyRow) -> DbResult<Self> {
         Ok(Self {
             path: text(r, "path")?,
             sha256: text(r, "sha256")?.trim().to_string(),
@@ -794,7 +794,7 @@ impl Db {
     /// transaction) recorded before `older_than` that no snapshot file references (artifact
     /// blobs are never listed).
     pub async fn unreferenced_blobs(&self, older_than: i64, limit: i64) -> DbResult<Vec<String>> {
-        let rows = self.query(sql!("blobs.unreferenced", "SELECT b.sha256 AS sha256 FROM blobs b WHERE b.origin IN ('snapshot', 'upload') AND b.created_at < $1 AND NOT EXISTS (SELECT 1 FROM snapshot_files f WHERE f.sha256 = b.sha256) ORDER BY b.sha256 LIMIT $2"))
+        let rows = self.query(sql!("blobs.unreferenced", "SELECT b.sha256 AS sha256 FROM blobs b WHERE b.origin IN ('snapshot', 'upload') AND b.created_at < $1 AND NOT EXISTS (SELECT 1 FROM snapshot_files f WHERE f.sha256 = b.sha256) AND NOT EXISTS (SELECT 1 FROM repository_snapshot_files f WHERE f.sha256 = b.sha256) ORDER BY b.sha256 LIMIT $2"))
             .bind(older_than)
             .bind(limit)
             .fetch_all(self.pool())

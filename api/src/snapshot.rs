@@ -1,0 +1,135 @@
+//! A repository's snapshots as clients read them (`packyard_core::admin::snapshots`):
+//! `/repository/<name>/-/snapshots/<snapshot>/<path>` and `/repository/<name>/-/at/<time>/<path>`
+//! (the newest snapshot made at or before an RFC 3339 time, seconds optional). Read-only, for
+//! the format's own clients: a path is looked up in the snapshot's file list and answered from
+//! its blob, whatever the format — but for the few routes a format answers the same way
+//! whatever a repository holds (Conan's ping and sign-in: `Routes::outside_snapshot`). Reading
+//! a snapshot needs read access to its repository.
+
+use actix_web::http::header::HeaderValue;
+use actix_web::http::Method;
+use actix_web::{HttpRequest, HttpResponse};
+use packyard_core::publication::cache::ServedFile;
+use packyard_core::services::Services;
+use packyard_model::repos::Repository;
+use packyard_store::db::snapshots::RepositorySnapshot;
+
+use crate::error::{ApiError, ErrorCode, FormatError};
+use crate::formats::BlobHead;
+
+/// The prefixes of a snapshot's URL below the repository's.
+pub const BY_NAME: &str = "-/snapshots/";
+pub const BY_TIME: &str = "-/at/";
+
+/// Files up to this size are answered from memory (an index, a composite file); larger ones
+/// are streamed.
+const IN_MEMORY: i64 = 1 << 20;
+
+/// Whether a repository path names a snapshot.
+pub fn is_snapshot(tail: &str) -> bool {
+    tail.starts_with(BY_NAME) || tail.starts_with(BY_TIME)
+}
+
+/// The snapshot a tail names and the path below it: `(snapshot, path)`.
+pub async fn resolve<'t>(
+    services: &Services,
+    repo: &Repository,
+    raw: &'t str,
+) -> Result<(RepositorySnapshot, &'t str), FormatError> {
+    let (by_time, rest) = match (raw.strip_prefix(BY_NAME), raw.strip_prefix(BY_TIME)) {
+        (Some(rest), _) => (false, rest),
+        (None, Some(rest)) => (true, rest),
+        (None, None) => return Err(ApiError::not_found("not a snapshot").into()),
+    };
+    let (which, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let which = crate::route::percent_decode(which).unwrap_or_default();
+    let found = if by_time {
+        let Some(at) = point_in_time(&which) else {
+            return Err(ApiError::bad_request(format!(
+                "{which:?} is not an RFC 3339 time (2026-12-01T12:00Z or 2026-12-01T12:00:00Z)"
+            ))
+            .into());
+        };
+        services.db.repository_snapshot_at(repo.id, at).await?.ok_or_else(|| {
+            ApiError::not_found(format!("repository {} has no snapshot made at or before {which}", repo.name))
+        })?
+    } else {
+        services
+            .db
+            .repository_snapshot(repo.id, &which)
+            .await?
+            .ok_or_else(|| ApiError::not_found(format!("repository {} has no snapshot {which:?}", repo.name)))?
+    };
+    Ok((found, path))
+}
+
+/// An RFC 3339 time, its seconds optional (ms).
+fn point_in_time(s: &str) -> Option<i64> {
+    use packyard_model::time::parse_rfc3339;
+    parse_rfc3339(s).or_else(|| {
+        // `2026-12-01T12:00Z` → with `:00` seconds.
+        let t = s.find('T')?;
+        let clock = &s[t + 1..];
+        let zone = clock.find(['Z', 'z', '+', '-'])?;
+        (zone == 5).then(|| format!("{}:00{}", &s[..t + 6], &clock[5..])).and_then(|full| parse_rfc3339(&full))
+    })
+}
+
+/// Answers a GET or HEAD of `path` in `snapshot`.
+pub async fn serve(
+    req: &HttpRequest,
+    services: &Services,
+    repo: &Repository,
+    (snapshot, path): (&RepositorySnapshot, &str),
+) -> Result<HttpResponse, FormatError> {
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        return Err(ApiError::new(
+            ErrorCode::MethodNotAllowed,
+            format!("snapshot {} of repository {} is read-only", snapshot.name, repo.name),
+        )
+        .into());
+    }
+    let missing =
+        || ApiError::not_found(format!("{path:?} is not in snapshot {} of repository {}", snapshot.name, repo.name));
+    let Some(decoded) = crate::route::percent_decode(path) else { return Err(missing().into()) };
+    // A hidden name (a segment beginning with '.') is kept for its blob, never served.
+    if !packyard_core::formats::visible(&decoded) {
+        return Err(missing().into());
+    }
+    let Some(file) = services.db.repository_snapshot_file(snapshot.id, &decoded).await? else {
+        return Err(missing().into());
+    };
+    let etag = format!("\"{}\"", file.sha256);
+    if file.is_composite() || file.size <= IN_MEMORY {
+        let bytes = packyard_core::publication::read_file(services.blobs.as_ref(), &file).await?;
+        let served = ServedFile::new(bytes, Some(snapshot.created_at), file.served_type(), &etag);
+        return Ok(crate::formats::serve_published(req, served));
+    }
+    let modified = std::time::UNIX_EPOCH
+        + std::time::Duration::from_secs(u64::try_from(snapshot.created_at / 1000).unwrap_or_default());
+    let http_date = HeaderValue::from_str(&packyard_model::time::http_date(snapshot.created_at / 1000)).ok();
+    let head = BlobHead {
+        sha256: &file.sha256,
+        etag: HeaderValue::from_str(&etag).map_err(|_| ApiError::internal(format!("bad digest {}", file.sha256)))?,
+        last_modified: http_date.map(|v| (modified, v)),
+        content_type: HeaderValue::from_str(file.served_type())
+            .unwrap_or_else(|_| HeaderValue::from_static("application/octet-stream")),
+        size: u64::try_from(file.size).ok(),
+    };
+    crate::formats::serve_blob(req, services.blobs.as_ref(), head, &[]).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::point_in_time;
+
+    #[test]
+    fn points_in_time() {
+        let full = point_in_time("2026-12-01T12:00:00Z");
+        assert_eq!(full, Some(1_796_126_400_000));
+        assert_eq!(point_in_time("2026-12-01T12:00Z"), full);
+        assert_eq!(point_in_time("2026-12-01T13:00+01:00"), full);
+        assert_eq!(point_in_time("2026-12-01"), None);
+        assert_eq!(point_in_time("yesterday"), None);
+    }
+}

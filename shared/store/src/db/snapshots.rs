@@ -1,0 +1,171 @@
+//! A repository's named snapshots (migration 0030): a point-in-time view clients install from.
+//! A snapshot is its file list — every path a client may ask for under it, each by its blob — so
+//! it is made by copying rows, never bytes: the index files its publication units had published
+//! and the catalogue's assets of the repository (or of a group's members, first member first).
+
+use sqlx::Row;
+
+use super::publication::SnapshotFile;
+use super::{opt_text, text, Db, DbError, DbResult};
+use crate::{insert_id, insert_or_ignore, sql};
+
+/// A snapshot's row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepositorySnapshot {
+    pub id: i64,
+    pub repository_id: i64,
+    pub name: String,
+    pub created_at: i64,
+    pub created_by: Option<String>,
+    /// How many files it lists, and their bytes (a blob listed twice counts twice).
+    pub files: i64,
+    pub bytes: i64,
+}
+
+impl RepositorySnapshot {
+    fn read(r: &sqlx::any::AnyRow) -> DbResult<Self> {
+        Ok(Self {
+            id: r.try_get("id")?,
+            repository_id: r.try_get("repository_id")?,
+            name: text(r, "name")?,
+            created_at: r.try_get("created_at")?,
+            created_by: opt_text(r, "created_by")?,
+            files: r.try_get("files")?,
+            bytes: r.try_get("bytes")?,
+        })
+    }
+}
+
+/// A file a snapshot lists that belongs to a component (what a diff compares).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedAsset {
+    pub path: String,
+    pub sha256: String,
+    pub name: String,
+    pub version: String,
+}
+
+impl Db {
+    /// Makes the snapshot `name` of a repository in one transaction: `files` (its units' index
+    /// files, at the paths clients ask for), then the catalogue's assets of each repository of
+    /// `assets_of` in order, a path listed already keeping its first file. A name taken already
+    /// is a [`DbError::Conflict`].
+    pub async fn create_repository_snapshot(
+        &self,
+        repository_id: i64,
+        name: &str,
+        created_by: Option<&str>,
+        created_at: i64,
+        files: &[SnapshotFile],
+        assets_of: &[i64],
+    ) -> DbResult<RepositorySnapshot> {
+        let mut tx = self.begin().await?;
+        let insert = insert_id!("repository_snapshots.insert", "INSERT INTO repository_snapshots (repository_id, name, created_at, created_by, files, bytes) VALUES ($1, $2, $3, $4, 0, 0)");
+        let id = self.insert_id(self.bound(insert, (repository_id, name, created_at, created_by)), &mut *tx).await?;
+        const ADD: &str = "INSERT INTO repository_snapshot_files (snapshot_id, path, sha256, size, content_type) VALUES ($1, $2, $3, $4, $5)";
+        let add = insert_or_ignore!("repository_snapshot_files.add", ADD);
+        static ADD_MANY: crate::sql::Sql = crate::sql::Sql::with_rows(
+            "repository_snapshot_files.add_many",
+            ADD,
+            crate::sql::Shape::InsertOrIgnore,
+            200,
+        );
+        self.insert_rows(&mut tx, &ADD_MANY, add, files, |q, f| {
+            q.bind(id).bind(f.path.as_str()).bind(f.sha256.as_str()).bind(f.size).bind(f.content_type.as_str())
+        })
+        .await?;
+        // One statement per repository, however many assets: rows are copied, never bytes.
+        let assets = insert_or_ignore!("repository_snapshot_files.add_assets", "INSERT INTO repository_snapshot_files (snapshot_id, path, sha256, size, content_type, name, version) SELECT $1, a.path, a.sha256, a.size, a.content_type, c.name, c.version FROM assets a JOIN components c ON c.id = a.component_id WHERE a.repository_id = $2");
+        for source in assets_of {
+            self.bound(assets, (id, *source)).execute(&mut *tx).await?;
+        }
+        let count = sql!("repository_snapshots.count", "UPDATE repository_snapshots SET files = (SELECT COUNT(*) FROM repository_snapshot_files f WHERE f.snapshot_id = $1), bytes = (SELECT COALESCE(SUM(f.size), 0) FROM repository_snapshot_files f WHERE f.snapshot_id = $2) WHERE id = $3");
+        self.bound(count, (id, id, id)).execute(&mut *tx).await?;
+        let read = sql!(
+            "repository_snapshots.by_id",
+            "SELECT id, repository_id, name, created_at, created_by, files, bytes FROM repository_snapshots WHERE id = $1"
+        );
+        let row = self.bound(read, (id,)).fetch_one(&mut *tx).await?;
+        let snapshot = RepositorySnapshot::read(&row)?;
+        tx.commit().await?;
+        Ok(snapshot)
+    }
+
+    /// A repository's snapshots, newest first.
+    pub async fn repository_snapshots(&self, repository_id: i64) -> DbResult<Vec<RepositorySnapshot>> {
+        let s = sql!("repository_snapshots.list", "SELECT id, repository_id, name, created_at, created_by, files, bytes FROM repository_snapshots WHERE repository_id = $1 ORDER BY created_at DESC, id DESC");
+        let rows = self.bound(s, (repository_id,)).fetch_all(self.pool()).await?;
+        rows.iter().map(RepositorySnapshot::read).collect()
+    }
+
+    /// The snapshot `name` of a repository.
+    pub async fn repository_snapshot(&self, repository_id: i64, name: &str) -> DbResult<Option<RepositorySnapshot>> {
+        let s = sql!("repository_snapshots.by_name", "SELECT id, repository_id, name, created_at, created_by, files, bytes FROM repository_snapshots WHERE repository_id = $1 AND name = $2");
+        let row = self.bound(s, (repository_id, name)).fetch_optional(self.pool()).await?;
+        row.as_ref().map(RepositorySnapshot::read).transpose()
+    }
+
+    /// The repository's newest snapshot made at or before `at` (ms): the repository as it was
+    /// then, as far as its snapshots tell.
+    pub async fn repository_snapshot_at(&self, repository_id: i64, at: i64) -> DbResult<Option<RepositorySnapshot>> {
+        let s = sql!("repository_snapshots.at", "SELECT id, repository_id, name, created_at, created_by, files, bytes FROM repository_snapshots WHERE repository_id = $1 AND created_at <= $2 ORDER BY created_at DESC, id DESC LIMIT 1");
+        let row = self.bound(s, (repository_id, at)).fetch_optional(self.pool()).await?;
+        row.as_ref().map(RepositorySnapshot::read).transpose()
+    }
+
+    /// Deletes a snapshot (its files go with it; the collector frees blobs nothing else lists).
+    /// False when there was none.
+    pub async fn delete_repository_snapshot(&self, id: i64) -> DbResult<bool> {
+        let mut tx = self.begin().await?;
+        let files =
+            sql!("repository_snapshot_files.delete", "DELETE FROM repository_snapshot_files WHERE snapshot_id = $1");
+        self.bound(files, (id,)).execute(&mut *tx).await?;
+        let s = sql!("repository_snapshots.delete", "DELETE FROM repository_snapshots WHERE id = $1");
+        let done = self.bound(s, (id,)).execute(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// One file of a snapshot.
+    pub async fn repository_snapshot_file(&self, snapshot_id: i64, path: &str) -> DbResult<Option<SnapshotFile>> {
+        let s = sql!(
+            "repository_snapshot_files.one",
+            "SELECT path, sha256, size, content_type FROM repository_snapshot_files WHERE snapshot_id = $1 AND path = $2"
+        );
+        let row = self.bound(s, (snapshot_id, path)).fetch_optional(self.pool()).await?;
+        row.as_ref().map(SnapshotFile::read).transpose()
+    }
+
+    /// The files of a snapshot that belong to components, by path.
+    pub async fn repository_snapshot_assets(&self, snapshot_id: i64) -> DbResult<Vec<ListedAsset>> {
+        let s = sql!("repository_snapshot_files.assets", "SELECT path, sha256, name, version FROM repository_snapshot_files WHERE snapshot_id = $1 AND name IS NOT NULL ORDER BY path");
+        let rows = self.bound(s, (snapshot_id,)).fetch_all(self.pool()).await?;
+        rows.iter()
+            .map(|r| {
+                Ok(ListedAsset {
+                    path: text(r, "path")?,
+                    sha256: text(r, "sha256")?.trim().to_string(),
+                    name: text(r, "name")?,
+                    version: text(r, "version")?,
+                })
+            })
+            .collect()
+    }
+
+    /// Keeps a repository's newest `keep` snapshots and deletes the rest; returns their names.
+    pub async fn prune_repository_snapshots(&self, repository_id: i64, keep: usize) -> DbResult<Vec<String>> {
+        let all = self.repository_snapshots(repository_id).await?;
+        let mut gone = Vec::new();
+        for s in all.into_iter().skip(keep) {
+            if self.delete_repository_snapshot(s.id).await? {
+                gone.push(s.name);
+            }
+        }
+        Ok(gone)
+    }
+}
+
+/// Whether an error is a snapshot name taken already.
+pub fn name_taken(e: &DbError) -> bool {
+    matches!(e, DbError::Conflict(_))
+}
