@@ -273,3 +273,190 @@ async fn snapshots_of_every_format(mut app: TestApp) -> anyhow::Result<()> {
     Ok(())
 }
 app_test!(snapshots_of_every_format);
+
+/// The real clients against snapshots of a running server, after newer uploads: `apt-get`
+/// downloads the old version (hosted, and a proxy's snapshot after the upstream dropped the
+/// package and went offline), `go mod download …@latest` resolves as it was, the independent
+/// APK verifier accepts the old signed index with exactly its package, `conan install` takes
+/// the revision that was latest. On SQLite, PostgreSQL and MariaDB (Conan on SQLite).
+fn real_clients_on(backend: packyard_store::db::Backend) -> anyhow::Result<()> {
+    use common::archive::{archive_files, Dist, Package, Upstream};
+    use common::process::{admin_json, basic, status_of};
+    const PW: &str = "snapshot-clients";
+    let env = [("PACKYARD_SECURITY__ADMIN_PASSWORD", PW), ("PACKYARD_PROXY__ALLOWED_NETWORKS", r#"["127.0.0.1/32"]"#)];
+    let Some((server, _dir)) = common::process::server_on(backend, &env)? else { return Ok(()) };
+    let auth = basic(PW);
+    let create = |spec: Value| common::process::create_repository(&server.public, &auth, spec);
+    let snapshot = |repo: &str, name: &str| -> anyhow::Result<String> {
+        let url = format!("/api/v1/repositories/{repo}/snapshots");
+        let s = admin_json(&server.public, &auth, "POST", &url, Some(json!({"name": name})))?;
+        Ok(s["url"].as_str().unwrap_or_default().trim_end_matches('/').to_string())
+    };
+    let send = |method: &str, path: &str, body: &[u8]| -> anyhow::Result<()> {
+        let r = ureq::request(method, &format!("{}{path}", server.public)).set("Authorization", &auth).send_bytes(body);
+        let (s, text) = status_of(r)?;
+        anyhow::ensure!((200..300).contains(&s), "{method} {path}: {s} {text}");
+        Ok(())
+    };
+    let get = |url: &str| -> anyhow::Result<Vec<u8>> {
+        let r = ureq::get(url).call()?;
+        let mut out = Vec::new();
+        std::io::Read::read_to_end(&mut r.into_reader(), &mut out)?;
+        Ok(out)
+    };
+
+    // APT, hosted: the snapshot keeps 1.0 after 1.1 arrives.
+    create(Repo::hosted("debs", Format::Apt).0)?;
+    let (hello_1, hello_2) = (Package::new("hello", "1.0", "amd64"), Package::new("hello", "1.1", "amd64"));
+    send("POST", "/repository/debs/?wait=true", &hello_1.deb)?;
+    let debs_v1 = snapshot("debs", "v1")?;
+    assert_eq!(debs_v1, format!("{}/repository/debs/-/snapshots/v1", server.public));
+    send("POST", "/repository/debs/?wait=true", &hello_2.deb)?;
+    let key = get(&format!("{}/repository/debs/gpg.key", server.public))?;
+    let frozen = crate::apt::apt_root(&key, &debs_v1)?;
+    crate::apt::update_ok(frozen.path())?;
+    assert_eq!(crate::apt::download(frozen.path(), "hello")?, hello_1.deb, "the snapshot's hello");
+    let live = crate::apt::apt_root(&key, &format!("{}/repository/debs", server.public))?;
+    crate::apt::update_ok(live.path())?;
+    assert_eq!(crate::apt::download(live.path(), "hello")?, hello_2.deb, "the repository's");
+
+    // APT, proxy: what it had fetched, served after the upstream dropped it and went offline.
+    let signer = packyard_codecs::apt::signing::Signer::generate("Fake upstream <fake@example.org>")?;
+    let tool = Package::new("tool", "1.0", "amd64");
+    let dist = |packages: Vec<&Package>| {
+        let d = Dist {
+            name: "stable",
+            indexes: vec![("amd64", packages)],
+            by_hash: true,
+            forms: &["", ".xz"],
+            valid_until: None,
+        };
+        archive_files(&d, &signer, None)
+    };
+    let upstream = Upstream::start()?;
+    upstream.publish(dist(vec![&hello_1, &tool])?);
+    create(Repo::proxy("mirror", Format::Apt, &upstream.url).with(json!({"apt": {"distributions": ["stable"]}})).0)?;
+    let upstream_key = signer.public_armored()?;
+    let through = crate::apt::apt_root(upstream_key.as_bytes(), &format!("{}/repository/mirror", server.public))?;
+    crate::apt::update_ok(through.path())?;
+    assert_eq!(crate::apt::download(through.path(), "tool")?, tool.deb);
+    let mirror_v1 = snapshot("mirror", "v1")?;
+    upstream.publish(dist(vec![&hello_2])?);
+    upstream.remove(&tool.pool_path());
+    upstream.set_offline(true);
+    let frozen = crate::apt::apt_root(upstream_key.as_bytes(), &mirror_v1)?;
+    crate::apt::update_ok(frozen.path())?;
+    assert_eq!(crate::apt::download(frozen.path(), "tool")?, tool.deb, "kept after the upstream lost it");
+    upstream.set_offline(false);
+
+    // Go: @latest as it was.
+    create(Repo::hosted("mods", Format::Go).0)?;
+    let zip = |v: &str| packyard_codecs::go::testing::simple_module("example.com/kept", v, v, 100);
+    send("PUT", "/repository/mods/example.com/kept/@v/v1.0.0.zip", &zip("v1.0.0")?)?;
+    let mods_v1 = snapshot("mods", "v1")?;
+    send("PUT", "/repository/mods/example.com/kept/@v/v1.1.0.zip", &zip("v1.1.0")?)?;
+    let go_latest = |proxy: &str| -> anyhow::Result<(Value, Vec<u8>)> {
+        let work = tempfile::tempdir()?;
+        let home = tempfile::tempdir()?;
+        let out = common::golang::command(
+            work.path(),
+            home.path(),
+            proxy,
+            &["mod", "download", "-json", "example.com/kept@latest"],
+        )
+        .output()?;
+        anyhow::ensure!(
+            out.status.success(),
+            "go mod download via {proxy}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout)?;
+        // Read before the home goes.
+        let zip = std::fs::read(v["Zip"].as_str().unwrap_or_default())?;
+        Ok((v, zip))
+    };
+    let (frozen, got) = go_latest(&mods_v1)?;
+    assert_eq!(frozen["Version"], "v1.0.0", "{frozen}");
+    assert_eq!(sha(&got), sha(&zip("v1.0.0")?));
+    assert_eq!(go_latest(&format!("{}/repository/mods", server.public))?.0["Version"], "v1.1.0");
+
+    // APK: the signed index as it was, through the independent verifier.
+    create(Repo::hosted("apks", Format::Apk).0)?;
+    let unit = "v3.20/main/x86_64";
+    let apk_1 = packyard_codecs::apk::testing::sized_apk("kept", "1.0-r0", "x86_64", 4 << 10, 1)?;
+    let apk_2 = packyard_codecs::apk::testing::sized_apk("kept", "1.1-r0", "x86_64", 4 << 10, 2)?;
+    send("PUT", &format!("/repository/apks/{unit}/kept-1.0-r0.apk?wait=true"), &apk_1.bytes)?;
+    let apks_v1 = snapshot("apks", "v1")?;
+    send("PUT", &format!("/repository/apks/{unit}/kept-1.1-r0.apk?wait=true"), &apk_2.bytes)?;
+    let dir = tempfile::tempdir()?;
+    let names = String::from_utf8(get(&format!("{}/repository/apks/keys/", server.public))?)?;
+    let key_name = names.lines().next().unwrap_or_default().to_string();
+    std::fs::write(dir.path().join("key.pem"), get(&format!("{}/repository/apks/keys/{key_name}", server.public))?)?;
+    std::fs::write(dir.path().join("APKINDEX.tar.gz"), get(&format!("{apks_v1}/{unit}/APKINDEX.tar.gz"))?)?;
+    let package = get(&format!("{apks_v1}/{unit}/kept-1.0-r0.apk"))?;
+    assert_eq!(package, apk_1.bytes);
+    std::fs::write(dir.path().join("kept-1.0-r0.apk"), package)?;
+    let out = common::process::apk_verifier(dir.path(), "APKINDEX.tar.gz", "key.pem", &key_name)?;
+    anyhow::ensure!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary: Value = serde_json::from_slice(&out.stdout)?;
+    let listed: Vec<String> = summary["packages"].as_array().into_iter().flatten().map(|p| p.to_string()).collect();
+    assert_eq!(listed.len(), 1, "{summary}");
+    assert!(listed[0].contains("1.0-r0"), "{summary}");
+
+    // Conan: the revision that was latest.
+    if backend == packyard_store::db::Backend::Sqlite
+        && std::process::Command::new("conan").arg("--version").output().is_ok()
+    {
+        create(Repo::hosted("conans", Format::Conan).0)?;
+        let home = tempfile::tempdir()?;
+        let h = home.path();
+        let conan = |args: &[&str], cwd: &std::path::Path| -> anyhow::Result<String> {
+            let out = std::process::Command::new("conan").args(args).current_dir(cwd).env("CONAN_HOME", h).output()?;
+            let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            anyhow::ensure!(out.status.success(), "conan {args:?}: {text}");
+            Ok(text)
+        };
+        conan(&["profile", "detect"], h)?;
+        conan(&["remote", "remove", "conancenter"], h)?;
+        conan(&["remote", "add", "local", &format!("{}/repository/conans", server.public)], h)?;
+        conan(&["remote", "login", "local", "admin", "-p", PW], h)?;
+        let proj = h.join("kept");
+        std::fs::create_dir_all(&proj)?;
+        conan(&["new", "header_lib", "-d", "name=kept", "-d", "version=1.0"], &proj)?;
+        let revision = |text: &str| text.split("kept/1.0#").nth(1).map(|r| r.chars().take(32).collect::<String>());
+        let first = revision(&conan(&["create", ".", "-tf="], &proj)?).unwrap_or_default();
+        conan(&["upload", "kept/1.0", "-r", "local", "-c"], h)?;
+        let conans_v1 = snapshot("conans", "v1")?;
+        let recipe = proj.join("conanfile.py");
+        std::fs::write(&recipe, format!("{}\n# a second revision\n", std::fs::read_to_string(&recipe)?))?;
+        let second = revision(&conan(&["create", ".", "-tf="], &proj)?).unwrap_or_default();
+        assert_ne!(first, second);
+        conan(&["upload", "kept/1.0", "-r", "local", "-c"], h)?;
+        conan(&["remote", "add", "frozen", &conans_v1], h)?;
+        conan(&["remove", "*", "-c"], h)?;
+        let out = conan(&["install", "--requires=kept/1.0", "-r", "frozen"], h)?;
+        assert!(out.contains(&format!("kept/1.0#{first}")), "the snapshot's revision {first}: {out}");
+        conan(&["remove", "*", "-c"], h)?;
+        let out = conan(&["install", "--requires=kept/1.0", "-r", "local"], h)?;
+        assert!(out.contains(&format!("kept/1.0#{second}")), "the repository's {second}: {out}");
+        eprintln!("conan installed {first} from the snapshot, {second} from the repository");
+    }
+    assert!(server.terminate()?.success());
+    Ok(())
+}
+
+#[test]
+fn real_clients_install_from_snapshots_on_sqlite() -> anyhow::Result<()> {
+    real_clients_on(packyard_store::db::Backend::Sqlite)
+}
+
+#[test]
+fn real_clients_install_from_snapshots_on_postgres() -> anyhow::Result<()> {
+    real_clients_on(packyard_store::db::Backend::Postgres)
+}
+
+#[test]
+fn real_clients_install_from_snapshots_on_mariadb() -> anyhow::Result<()> {
+    real_clients_on(packyard_store::db::Backend::MySql)
+}

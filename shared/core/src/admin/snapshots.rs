@@ -8,8 +8,11 @@
 //! for it, [`crate::formats::FormatSpec::snapshot_path`]; what no client asks for — a group's
 //! hidden files, a composite file's parts — under a hidden name, so that its blob stays
 //! referenced), then every file the catalogue holds for the repository: a hosted repository's
-//! artifacts, a proxy's cached files, a group's members' (first member first, as the group
-//! serves them). Creation first waits for the repository's pending publications, so the indexes
+//! artifacts, a proxy's cached packages, a group's members' (first member first, as the group
+//! serves them); a proxy that publishes no index of its own (one without a policy) adds every
+//! file it cached, the upstream's indexes as it last fetched them among them. A proxy's
+//! snapshot thus holds what the proxy had fetched when it was made, pinned there: what its
+//! indexes list but no client had asked for is not in it. Creation first waits for the repository's pending publications, so the indexes
 //! it copies list what the repository holds. Blobs a snapshot lists are kept by the collector
 //! until the snapshot is deleted (its table is one of the store's blob references).
 
@@ -159,7 +162,12 @@ pub async fn create(
     }
     settle(services, &repo).await?;
     let mut files = Vec::new();
-    for unit in services.db.units_of(repo.id).await? {
+    let units = services.db.units_of(repo.id).await?;
+    // A proxy that publishes nothing of its own (no policy) is what it cached: the upstream's
+    // indexes and files as they were when it last fetched them.
+    let cache_of =
+        (repo.repo_type == RepoType::Proxy && units.iter().all(|u| u.current_snapshot_id.is_none())).then_some(repo.id);
+    for unit in units {
         let Some(current) = unit.current_snapshot_id else { continue };
         for f in services.db.snapshot_files(current).await? {
             let path = match spec.snapshot_path(&unit.kind, &unit.unit_key, &f.path) {
@@ -182,8 +190,10 @@ pub async fn create(
             None if attempt == 0 => time_name(now),
             None => format!("{}-{}", time_name(now), attempt + 1),
         };
-        let made =
-            services.db.create_repository_snapshot(repo.id, &name, Some(actor.username), now, &files, &sources).await;
+        let made = services
+            .db
+            .create_repository_snapshot(repo.id, &name, Some(actor.username), now, &files, &sources, cache_of)
+            .await;
         match made {
             Ok(s) => break s,
             Err(e) if name_taken(&e) && new.name.is_none() && attempt < 20 => attempt += 1,

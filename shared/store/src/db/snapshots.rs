@@ -49,7 +49,9 @@ impl Db {
     /// Makes the snapshot `name` of a repository in one transaction: `files` (its units' index
     /// files, at the paths clients ask for), then the catalogue's assets of each repository of
     /// `assets_of` in order, a path listed already keeping its first file. A name taken already
-    /// is a [`DbError::Conflict`].
+    /// is a [`DbError::Conflict`]; then, with `cache_of`, every file that proxy repository
+    /// cached.
+    #[allow(clippy::too_many_arguments)]
     pub async fn create_repository_snapshot(
         &self,
         repository_id: i64,
@@ -58,6 +60,7 @@ impl Db {
         created_at: i64,
         files: &[SnapshotFile],
         assets_of: &[i64],
+        cache_of: Option<i64>,
     ) -> DbResult<RepositorySnapshot> {
         let mut tx = self.begin().await?;
         let insert = insert_id!("repository_snapshots.insert", "INSERT INTO repository_snapshots (repository_id, name, created_at, created_by, files, bytes) VALUES ($1, $2, $3, $4, 0, 0)");
@@ -78,6 +81,12 @@ impl Db {
         let assets = insert_or_ignore!("repository_snapshot_files.add_assets", "INSERT INTO repository_snapshot_files (snapshot_id, path, sha256, size, content_type, name, version) SELECT $1, a.path, a.sha256, a.size, a.content_type, c.name, c.version FROM assets a JOIN components c ON c.id = a.component_id WHERE a.repository_id = $2");
         for source in assets_of {
             self.bound(assets, (id, *source)).execute(&mut *tx).await?;
+        }
+        // A proxy that publishes nothing of its own: the upstream's files it cached, its
+        // indexes among them.
+        if let Some(proxy) = cache_of {
+            let cached = insert_or_ignore!("repository_snapshot_files.add_cached", "INSERT INTO repository_snapshot_files (snapshot_id, path, sha256, size, content_type) SELECT $1, p.path, p.sha256, p.size, p.content_type FROM proxy_cache p WHERE p.repository_id = $2 AND p.status = 200 AND p.sha256 IS NOT NULL");
+            self.bound(cached, (id, proxy)).execute(&mut *tx).await?;
         }
         let count = sql!("repository_snapshots.count", "UPDATE repository_snapshots SET files = (SELECT COUNT(*) FROM repository_snapshot_files f WHERE f.snapshot_id = $1), bytes = (SELECT COALESCE(SUM(f.size), 0) FROM repository_snapshot_files f WHERE f.snapshot_id = $2) WHERE id = $3");
         self.bound(count, (id, id, id)).execute(&mut *tx).await?;
