@@ -200,11 +200,14 @@ async fn snapshot(
         // Access first: a 401/403 before a 404.
         authorize(services, &caller, &repo, Access::READ)?;
     }
-    let (snapshot, path) = crate::snapshot::resolve(services, &repo, tail.raw).await?;
     if outside {
-        let inner = Tail { matched, raw: path };
+        // Answered as under the repository's own URL, whatever the snapshot: nothing about
+        // the repository's snapshots is looked up before the route decides access.
+        let raw = tail.raw.splitn(4, '/').nth(3).unwrap_or_default();
+        let inner = Tail { matched, raw };
         return crate::formats::with_routes!(repo.format, R => run::<R>(req, services, (repo, caller, epochs), inner, body).await);
     }
+    let (snapshot, path) = crate::snapshot::resolve(services, &repo, tail.raw).await?;
     crate::snapshot::serve(req, services, &repo, (&snapshot, path)).await
 }
 

@@ -44,7 +44,7 @@ pub async fn resolve<'t>(
     let (which, path) = rest.split_once('/').unwrap_or((rest, ""));
     let which = crate::route::percent_decode(which).unwrap_or_default();
     let found = if by_time {
-        let Some(at) = point_in_time(&which) else {
+        let Some(at) = packyard_model::time::parse_point_in_time(&which) else {
             return Err(ApiError::bad_request(format!(
                 "{which:?} is not an RFC 3339 time (2026-12-01T12:00Z or 2026-12-01T12:00:00Z)"
             ))
@@ -61,18 +61,6 @@ pub async fn resolve<'t>(
             .ok_or_else(|| ApiError::not_found(format!("repository {} has no snapshot {which:?}", repo.name)))?
     };
     Ok((found, path))
-}
-
-/// An RFC 3339 time, its seconds optional (ms).
-fn point_in_time(s: &str) -> Option<i64> {
-    use packyard_model::time::parse_rfc3339;
-    parse_rfc3339(s).or_else(|| {
-        // `2026-12-01T12:00Z` → with `:00` seconds.
-        let t = s.find('T')?;
-        let clock = &s[t + 1..];
-        let zone = clock.find(['Z', 'z', '+', '-'])?;
-        (zone == 5).then(|| format!("{}:00{}", &s[..t + 6], &clock[5..])).and_then(|full| parse_rfc3339(&full))
-    })
 }
 
 /// Answers a GET or HEAD of `path` in `snapshot`.
@@ -121,7 +109,7 @@ pub async fn serve(
 
 #[cfg(test)]
 mod tests {
-    use super::point_in_time;
+    use packyard_model::time::parse_point_in_time as point_in_time;
 
     #[test]
     fn points_in_time() {

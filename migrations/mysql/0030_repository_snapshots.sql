@@ -14,14 +14,15 @@ CREATE TABLE repository_snapshots (
     CONSTRAINT repository_snapshots_repo_fk FOREIGN KEY (repository_id) REFERENCES repositories (id) ON DELETE CASCADE
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
--- `name` and `version` name the component a listed file is an asset of, for the diff; an index
--- file has none.
+-- `namespace`, `name` and `version` name the component a listed file is an asset of, for the
+-- diff; an index file has none.
 CREATE TABLE repository_snapshot_files (
     snapshot_id BIGINT NOT NULL,
     path VARCHAR(700) NOT NULL,
     sha256 CHAR(64) CHARACTER SET ascii NOT NULL,
     size BIGINT NOT NULL,
     content_type VARCHAR(128) NOT NULL,
+    namespace TEXT,
     name TEXT,
     version TEXT,
     PRIMARY KEY (snapshot_id, path),

@@ -13,14 +13,15 @@ CREATE TABLE repository_snapshots (
 );
 CREATE INDEX repository_snapshots_time ON repository_snapshots (repository_id, created_at);
 
--- `name` and `version` name the component a listed file is an asset of, for the diff; an index
--- file has none.
+-- `namespace`, `name` and `version` name the component a listed file is an asset of, for the
+-- diff; an index file has none.
 CREATE TABLE repository_snapshot_files (
     snapshot_id BIGINT NOT NULL REFERENCES repository_snapshots (id) ON DELETE CASCADE,
     path VARCHAR(700) NOT NULL,
     sha256 TEXT NOT NULL,
     size BIGINT NOT NULL,
     content_type VARCHAR(128) NOT NULL,
+    namespace TEXT,
     name TEXT,
     version TEXT,
     PRIMARY KEY (snapshot_id, path)

@@ -131,6 +131,28 @@ pub fn spawn_cleanup_scheduler(services: &Services) {
     });
 }
 
+/// Makes the repositories' scheduled snapshots and deletes those past their `keep`, looking
+/// every 10 seconds (`packyard_core::admin::snapshots::run_schedules`).
+pub fn spawn_snapshot_scheduler(services: &Services) {
+    let services = services.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(10));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            if frozen(&services).await {
+                continue;
+            }
+            let now = packyard_store::db::now_ms();
+            if let Err(e) =
+                packyard_core::admin::snapshots::run_schedules(&services, packyard_formats::registry(), now).await
+            {
+                tracing::warn!(error = %e, "cannot make the scheduled snapshots; trying again later");
+            }
+        }
+    });
+}
+
 /// Sends the webhook deliveries that are due, looking every `webhooks.poll_ms`; forgets old
 /// ones from the delivery log once an hour.
 pub fn spawn_webhook_dispatcher(services: &Services) {

@@ -350,6 +350,10 @@ fn repositories_document() -> serde_json::Value {
                     "password": {"type": "string", "writeOnly": true, "description": "upstream password; sealed, never returned"}}},
                 "Group": {"type": "object", "additionalProperties": false, "required": ["members"], "properties": {
                     "members": {"type": "array", "items": {"type": "string"}}}},
+                "SnapshotSchedule": {"type": "object", "additionalProperties": false,
+                    "description": "Snapshots made every every_secs, named by the start of their period; the newest keep of them kept (snapshots made on request are kept until deleted)",
+                    "properties": {"every_secs": {"type": "integer", "minimum": 60, "maximum": 31622400},
+                        "keep": {"type": "integer", "minimum": 1, "maximum": 10000}}},
                 "Policy": {"type": "object", "additionalProperties": false, "properties": {
                     "min_release_age_secs": {"type": "integer", "default": 0, "description": "a version younger than this is not offered (404 with when it will be)"},
                     "release_age_overrides": {"type": "array", "items": {"type": "object", "additionalProperties": false, "required": ["name", "min_release_age_secs"], "properties": {
@@ -368,12 +372,14 @@ fn repositories_document() -> serde_json::Value {
                     "write_policy": {"enum": ["allow_once", "allow", "deny"], "default": "allow_once"},
                     "anonymous_read": {"type": "boolean", "default": true},
                     "proxy": {"$ref": "#/components/schemas/Proxy"}, "group": {"$ref": "#/components/schemas/Group"},
-                    "policy": {"$ref": "#/components/schemas/Policy"}}},
+                    "policy": {"$ref": "#/components/schemas/Policy"},
+                    "snapshots": {"$ref": "#/components/schemas/SnapshotSchedule"}}},
                 "Repository": {"type": "object", "properties": {
                     "name": {"type": "string"}, "format": {"type": "string"}, "type": {"type": "string"},
                     "url": {"type": "string"}, "write_policy": {"type": "string"}, "anonymous_read": {"type": "boolean"},
                     "proxy": {"$ref": "#/components/schemas/Proxy"}, "group": {"$ref": "#/components/schemas/Group"},
                     "policy": {"$ref": "#/components/schemas/Policy"},
+                    "snapshots": {"$ref": "#/components/schemas/SnapshotSchedule"},
                     "version": {"type": "integer"}, "created_at": {"type": "string", "format": "date-time"},
                     "updated_at": {"type": "string", "format": "date-time"}}}
             }

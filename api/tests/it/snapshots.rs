@@ -200,7 +200,7 @@ async fn snapshots_of_every_format(mut app: TestApp) -> anyhow::Result<()> {
         .call(TestRequest::get().uri(&format!("/api/v1/repositories/debs/snapshots/before/diff?to={after_name}")))
         .await?;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text);
-    assert_eq!(r.json["added"], json!([{"name": "hello", "version": "1.1"}]), "{}", r.text);
+    assert_eq!(r.json["added"], json!([{"group": "main", "name": "hello", "version": "1.1"}]), "{}", r.text);
     assert_eq!((r.json["removed"].clone(), r.json["changed"].clone()), (json!([]), json!([])), "{}", r.text);
 
     // By time: the newest snapshot made then; none before the first.
@@ -218,6 +218,14 @@ async fn snapshots_of_every_format(mut app: TestApp) -> anyhow::Result<()> {
     assert!(r.text.contains("no snapshot made at or before"), "{}", r.text);
     let r = app.call(TestRequest::get().uri(&format!("/api/v1/repositories/debs/snapshots?at={then}"))).await?;
     assert_eq!(r.json["name"], "before", "{}", r.text);
+    // Seconds optional, a minute after the snapshot (and before the next).
+    let minute = packyard_model::time::rfc3339_ms(created + 60_000);
+    let (date_time, _) = minute.split_at(16);
+    let r = app.call(TestRequest::get().uri(&format!("/api/v1/repositories/debs/snapshots?at={date_time}Z"))).await?;
+    let after_made =
+        packyard_model::time::parse_rfc3339(after["created_at"].as_str().unwrap_or_default()).unwrap_or_default();
+    let expected = if after_made <= created - created % 60_000 + 60_000 { after_name.as_str() } else { "before" };
+    assert_eq!(r.json["name"], expected, "{}", r.text);
 
     // What is refused, with a message to act on.
     let r = snapshot(&app, "debs", json!({"name": "before"})).await?;
@@ -273,6 +281,55 @@ async fn snapshots_of_every_format(mut app: TestApp) -> anyhow::Result<()> {
     Ok(())
 }
 app_test!(snapshots_of_every_format);
+
+/// Snapshots on a schedule (`snapshots.every_secs`), one per period whoever runs the schedule,
+/// named by the period's start; the newest `keep` scheduled ones kept, a snapshot made on
+/// request never deleted by it. A repository that serves through a policy is refused a
+/// snapshot (it would hand out what the policy holds back).
+async fn scheduled_snapshots_and_their_retention(mut app: TestApp) -> anyhow::Result<()> {
+    use packyard_core::admin::snapshots::{run_schedules, time_name};
+    app.start_worker();
+    app.create(Repo::hosted("mods", Format::Go).with(json!({"snapshots": {"every_secs": 60, "keep": 2}}))).await?;
+    let zip = packyard_codecs::go::testing::simple_module("example.com/kept", "v1.0.0", "one", 100)?;
+    put(&app, "/repository/mods/example.com/kept/@v/v1.0.0.zip", &zip).await?;
+    made(&app, "mods", json!({"name": "release-1"})).await?;
+    let (services, formats) = (&app.services, packyard_formats::registry());
+    let t0 = packyard_store::db::now_ms();
+    assert_eq!(run_schedules(services, formats, t0).await?, 1);
+    assert_eq!(run_schedules(services, formats, t0).await?, 0, "one per period");
+    for minutes in 1..=3 {
+        assert_eq!(run_schedules(services, formats, t0 + minutes * 60_000).await?, 1);
+    }
+    let list = app.call(TestRequest::get().uri("/api/v1/repositories/mods/snapshots")).await?;
+    let mut names: Vec<String> =
+        list.json.as_array().into_iter().flatten().filter_map(|s| s["name"].as_str().map(str::to_string)).collect();
+    names.sort();
+    let slot = |minutes: i64| time_name(t0 + minutes * 60_000 - (t0 + minutes * 60_000).rem_euclid(60_000));
+    assert_eq!(names, [slot(2), slot(3), "release-1".to_string()], "{}", list.text);
+    let r = app.get(&format!("/repository/mods/-/snapshots/{}/example.com/kept/@v/list", slot(3))).await?;
+    assert_eq!((r.status, r.text.as_str()), (StatusCode::OK, "v1.0.0\n"));
+    // The setting is shown and checked.
+    let repo = app.call(TestRequest::get().uri("/api/v1/repositories/mods")).await?;
+    assert_eq!(repo.json["snapshots"], json!({"every_secs": 60, "keep": 2}), "{}", repo.text);
+    let r = app
+        .call(
+            TestRequest::post()
+                .uri("/api/v1/repositories")
+                .set_json(Repo::hosted("often", Format::Go).with(json!({"snapshots": {"every_secs": 5}})).0),
+        )
+        .await?;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text);
+    assert!(r.text.contains("`snapshots.every_secs` 5 is not between 60"), "{}", r.text);
+
+    // Through a policy: refused, naming the repository.
+    app.create(Repo::group("gated", Format::Go, &["mods"]).with(json!({"policy": {"min_release_age_secs": 86400}})))
+        .await?;
+    let r = snapshot(&app, "gated", json!({})).await?;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text);
+    assert!(r.text.contains("serves through a policy (repository gated)"), "{}", r.text);
+    Ok(())
+}
+app_test!(scheduled_snapshots_and_their_retention);
 
 /// The real clients against snapshots of a running server, after newer uploads: `apt-get`
 /// downloads the old version (hosted, and a proxy's snapshot after the upstream dropped the

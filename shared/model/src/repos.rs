@@ -222,6 +222,9 @@ pub struct StoredSettings {
     /// The gate (`policy.*`): release age, quarantine rules, vulnerabilities.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<crate::policy::PolicySettings>,
+    /// Snapshots made on a schedule, and how many of them are kept (`snapshots.*`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshots: Option<SnapshotSchedule>,
     /// The block as its type, parsed on first use (repositories are cached as `Arc`s).
     #[serde(skip)]
     parsed: Parsed,
@@ -287,6 +290,38 @@ impl fmt::Debug for Parsed {
     }
 }
 
+/// A repository's snapshots made on a schedule (`snapshots.every_secs`), each named by the
+/// start of its period (`20261206T000000Z` for a daily one), of which the newest `keep` are kept;
+/// snapshots made on request are kept until deleted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SnapshotSchedule {
+    /// How often (seconds, 60 to a year); `None`: none on a schedule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub every_secs: Option<u64>,
+    /// How many of the scheduled snapshots are kept, newest first (1 to 10,000); `None`: all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep: Option<u64>,
+}
+
+impl SnapshotSchedule {
+    pub fn validate(&self) -> Result<(), InvalidRepository> {
+        if let Some(every) = self.every_secs {
+            if !(60..=366 * 86_400).contains(&every) {
+                return Err(InvalidRepository(format!(
+                    "`snapshots.every_secs` {every} is not between 60 (a minute) and 31622400 (a year)"
+                )));
+            }
+        }
+        if let Some(keep) = self.keep {
+            if !(1..=10_000).contains(&keep) {
+                return Err(InvalidRepository(format!("`snapshots.keep` {keep} is not between 1 and 10000")));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The format blocks of a request body: every field of it that is not one of the definition's
 /// own, each of which must be a format's name.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -298,7 +333,7 @@ impl<'de> Deserialize<'de> for FormatBlocks {
         if let Some(key) = blocks.keys().find(|k| k.parse::<Format>().is_err()) {
             let formats: Vec<String> = Format::ALL.iter().map(|f| format!("`{f}`")).collect();
             return Err(serde::de::Error::custom(format!(
-                "unknown field `{key}`, expected one of `name`, `format`, `type`, `write_policy`, `anonymous_read`, `proxy`, `group`, `policy` or a format's settings ({})",
+                "unknown field `{key}`, expected one of `name`, `format`, `type`, `write_policy`, `anonymous_read`, `proxy`, `group`, `policy`, `snapshots` or a format's settings ({})",
                 formats.join(", ")
             )));
         }
@@ -327,6 +362,8 @@ pub struct RepositorySpec {
     pub group: Option<GroupSettings>,
     #[serde(default)]
     pub policy: Option<crate::policy::PolicySettings>,
+    #[serde(default)]
+    pub snapshots: Option<SnapshotSchedule>,
     /// The format's settings, under its name (`"apt": {…}`): checked by the format's spec.
     #[serde(flatten)]
     pub formats: FormatBlocks,
@@ -496,6 +533,10 @@ impl RepositorySpec {
         if let Some(policy) = self.policy {
             policy.validate()?;
             settings.policy = Some(policy);
+        }
+        if let Some(schedule) = self.snapshots {
+            schedule.validate()?;
+            settings.snapshots = Some(schedule);
         }
         let mut members = Vec::new();
         if let Some(group) = self.group {

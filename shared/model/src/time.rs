@@ -62,6 +62,18 @@ mod tests {
     }
 }
 
+/// Parses a point in time a person writes: RFC 3339 ([`parse_rfc3339`]) with its seconds
+/// optional (`2026-12-01T12:00Z`).
+pub fn parse_point_in_time(s: &str) -> Option<i64> {
+    parse_rfc3339(s).or_else(|| {
+        let t = s.find(['T', 't'])?;
+        let clock = s.get(t + 1..)?;
+        // `hh:mm` then the zone: seconds `:00` put in.
+        let zone = clock.find(['Z', 'z', '+', '-'])?;
+        (zone == 5).then(|| format!("{}:00{}", &s[..t + 6], &clock[5..])).and_then(|full| parse_rfc3339(&full))
+    })
+}
+
 /// Parses RFC 3339 (`2026-11-30T12:00:00Z`, optional fraction, `Z` or `±hh:mm`) to epoch ms.
 pub fn parse_rfc3339(s: &str) -> Option<i64> {
     let b = s.as_bytes();

@@ -35,6 +35,8 @@ pub struct RepositoryView {
     pub group: Option<GroupSettings>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policy: Option<packyard_model::policy::PolicySettings>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshots: Option<packyard_model::repos::SnapshotSchedule>,
     pub version: i64,
     pub created_at: String,
     pub updated_at: String,
@@ -69,6 +71,7 @@ impl From<Repository> for RepositoryView {
             proxy: r.settings.proxy.map(|p| ProxySettings { password_sealed: None, ..p }),
             group,
             policy: r.settings.policy,
+            snapshots: r.settings.snapshots,
             version: r.version,
             created_at: rfc3339_ms(r.created_at),
             updated_at: rfc3339_ms(r.updated_at),

@@ -19,7 +19,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use packyard_model::repos::{RepoType, Repository};
-use packyard_model::time::{parse_rfc3339, rfc3339_ms};
+use packyard_model::time::{parse_point_in_time, rfc3339_ms};
 use packyard_store::db::now_ms;
 use packyard_store::db::publication::SnapshotFile;
 use packyard_store::db::snapshots::{name_taken, RepositorySnapshot};
@@ -82,6 +82,10 @@ pub struct SnapshotDiff {
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ComponentRef {
+    /// The component's group, as Nexus's API names it (a Go module's path but its last
+    /// element, an APK unit, …); absent when it has none.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub group: String,
     pub name: String,
     pub version: String,
 }
@@ -131,8 +135,9 @@ pub async fn get(services: &Services, formats: &Registry, repository: &str, name
 /// The snapshot that was the newest at `at` (RFC 3339).
 pub async fn at(services: &Services, formats: &Registry, repository: &str, at: &str) -> AdminResult<SnapshotView> {
     let repo = RepositoryService::new(&services.db, formats).get(repository).await?;
-    let ms = parse_rfc3339(at)
-        .ok_or_else(|| AdminError::Invalid(format!("{at:?} is not an RFC 3339 time (2026-12-01T12:00:00Z)")))?;
+    let ms = parse_point_in_time(at).ok_or_else(|| {
+        AdminError::Invalid(format!("{at:?} is not an RFC 3339 time (2026-12-01T12:00Z or 2026-12-01T12:00:00Z)"))
+    })?;
     let s = services.db.repository_snapshot_at(repo.id, ms).await?.ok_or_else(|| {
         AdminError::NotFound(format!("repository {} has no snapshot made at or before {at}", repo.name))
     })?;
@@ -160,47 +165,39 @@ pub async fn create(
     if let Some(name) = &new.name {
         check_name(name).map_err(AdminError::Invalid)?;
     }
-    settle(services, &repo).await?;
-    let mut files = Vec::new();
-    let units = services.db.units_of(repo.id).await?;
-    // A proxy that publishes nothing of its own (no policy) is what it cached: the upstream's
-    // indexes and files as they were when it last fetched them.
-    let cache_of =
-        (repo.repo_type == RepoType::Proxy && units.iter().all(|u| u.current_snapshot_id.is_none())).then_some(repo.id);
-    for unit in units {
-        let Some(current) = unit.current_snapshot_id else { continue };
-        for f in services.db.snapshot_files(current).await? {
-            let path = match spec.snapshot_path(&unit.kind, &unit.unit_key, &f.path) {
-                Some(p) => p,
-                // Kept for its blob, under a name no request reaches (a segment begins with '.').
-                None => format!(".units/{}/{}/{}", unit.kind, unit.unit_key, f.path),
-            };
-            files.push(SnapshotFile { path, ..f });
-        }
-    }
-    // The first file a path names wins: a unit's own before a hidden one of another.
-    let mut seen = BTreeSet::new();
-    files.retain(|f| seen.insert(f.path.clone()));
     let sources = asset_sources(services, &repo).await?;
+    if let Some(gated) = sources.gated.first() {
+        return Err(AdminError::Invalid(format!(
+            "repository {} serves through a policy (repository {gated}): a snapshot lists files as they are stored, and would hand out what the policy holds back; snapshot the repositories below it instead",
+            repo.name
+        )));
+    }
     let now = now_ms();
-    let mut attempt = 0;
+    let mut round = 0;
     let snapshot = loop {
-        let name = match &new.name {
-            Some(n) => n.clone(),
-            None if attempt == 0 => time_name(now),
-            None => format!("{}-{}", time_name(now), attempt + 1),
-        };
-        let made = services
-            .db
-            .create_repository_snapshot(repo.id, &name, Some(actor.username), now, &files, &sources, cache_of)
-            .await;
-        match made {
-            Ok(s) => break s,
-            Err(e) if name_taken(&e) && new.name.is_none() && attempt < 20 => attempt += 1,
-            Err(e) if name_taken(&e) => {
-                return Err(AdminError::Conflict(format!("repository {} has a snapshot {name:?} already", repo.name)))
+        round += 1;
+        // The members first: a group's rebuild is asked for when a member publishes.
+        for id in sources.all.iter().chain([&repo.id]) {
+            settle(services, *id).await?;
+        }
+        let before = published_state(services, &sources.all, repo.id).await?;
+        // Settled: every change published. A change between the reading of the indexes and
+        // the copy of the files would leave the indexes listing what the copy lacks (or the
+        // other way round): then it is made again from the new state.
+        let settled = before.iter().all(|(_, desired, published, _)| desired <= published);
+        if settled {
+            let files = index_files(services, spec, &repo).await?;
+            let made = make(services, &repo, (&new, actor.username, now), &files, &sources).await?;
+            if published_state(services, &sources.all, repo.id).await? == before {
+                break made;
             }
-            Err(e) => return Err(e.into()),
+            services.db.delete_repository_snapshot(made.id).await?;
+        }
+        if round >= 5 {
+            return Err(AdminError::Conflict(format!(
+                "repository {} kept publishing while its snapshot was made; try again",
+                repo.name
+            )));
         }
     };
     let view = SnapshotView::of(&repo, snapshot);
@@ -240,7 +237,9 @@ pub async fn diff(
     let by_component = |assets: Vec<packyard_store::db::snapshots::ListedAsset>| {
         let mut m: BTreeMap<ComponentRef, BTreeSet<(String, String)>> = BTreeMap::new();
         for x in assets {
-            m.entry(ComponentRef { name: x.name, version: x.version }).or_default().insert((x.path, x.sha256));
+            m.entry(ComponentRef { group: x.namespace, name: x.name, version: x.version })
+                .or_default()
+                .insert((x.path, x.sha256));
         }
         m
     };
@@ -258,12 +257,146 @@ pub async fn diff(
     Ok(d)
 }
 
-/// Waits until every unit of the repository published what it was asked to (a group's too).
-async fn settle(services: &Services, repo: &Repository) -> AdminResult<()> {
-    let deadline = tokio::time::Instant::now() + WAIT;
+/// The maker of scheduled snapshots: their `created_by`, and the actor of their audit entries.
+pub const SCHEDULER: &str = "snapshot-schedule";
+
+/// Makes every repository's scheduled snapshot that is due at `now` (ms) — one per period of
+/// `snapshots.every_secs`, named by the period's start — and deletes the scheduled snapshots
+/// beyond the newest `snapshots.keep`. Several workers may run it at once: a period's snapshot
+/// has one name, so the second to make it finds it taken. Returns how many it made.
+pub async fn run_schedules(services: &Services, formats: &Registry, now: i64) -> AdminResult<usize> {
+    let actor = Actor { username: SCHEDULER, address: None };
+    let mut made = 0;
+    for repo in services.db.list_repositories().await? {
+        let Some(schedule) = repo.settings.snapshots.clone() else { continue };
+        let scheduled = |all: Vec<RepositorySnapshot>| -> Vec<RepositorySnapshot> {
+            all.into_iter().filter(|s| s.created_by.as_deref() == Some(SCHEDULER)).collect()
+        };
+        if let Some(every) = schedule.every_secs {
+            let period = i64::try_from(every).unwrap_or(i64::MAX / 2).saturating_mul(1000).max(1);
+            let slot = now - now.rem_euclid(period);
+            let made_then =
+                scheduled(services.db.repository_snapshots(repo.id).await?).iter().any(|s| s.created_at >= slot);
+            if !made_then {
+                let new = NewSnapshot { name: Some(time_name(slot)) };
+                match create(services, formats, actor, repo.name.as_str(), new).await {
+                    Ok(_) => made += 1,
+                    // Made by another worker already, or publications pending: the next round.
+                    Err(AdminError::Conflict(why)) => {
+                        tracing::debug!(repository = %repo.name, %why, "scheduled snapshot not made")
+                    }
+                    Err(e) => {
+                        tracing::warn!(repository = %repo.name, error = %e, "cannot make the scheduled snapshot; trying again later")
+                    }
+                }
+            }
+        }
+        if let Some(keep) = schedule.keep {
+            let old = scheduled(services.db.repository_snapshots(repo.id).await?);
+            for s in old.into_iter().skip(usize::try_from(keep).unwrap_or(usize::MAX)) {
+                match delete(services, formats, actor, repo.name.as_str(), &s.name).await {
+                    Ok(()) | Err(AdminError::NotFound(_)) => {}
+                    Err(e) => {
+                        tracing::warn!(repository = %repo.name, snapshot = %s.name, error = %e, "cannot delete an old scheduled snapshot")
+                    }
+                }
+            }
+        }
+    }
+    Ok(made)
+}
+
+/// The index files of the repository's units' current snapshots, at the paths clients ask
+/// for them (hidden ones under `.units/<unit id>/`).
+async fn index_files(
+    services: &Services,
+    spec: &dyn crate::formats::FormatSpec,
+    repo: &Repository,
+) -> AdminResult<Vec<SnapshotFile>> {
+    let mut files = Vec::new();
     for unit in services.db.units_of(repo.id).await? {
+        let Some(current) = unit.current_snapshot_id else { continue };
+        for f in services.db.snapshot_files(current).await? {
+            let path = match spec.snapshot_path(&unit.kind, &unit.unit_key, &f.path) {
+                Some(p) => p,
+                // Kept for its blob, under a name no request reaches (a segment begins with '.').
+                None => format!(".units/{}/{}", unit.id, f.path),
+            };
+            if path.len() > 700 {
+                return Err(AdminError::Invalid(format!(
+                    "repository {}: the path {}… is longer than a snapshot keeps (700 bytes)",
+                    repo.name,
+                    &path[..path.floor_char_boundary(80)]
+                )));
+            }
+            files.push(SnapshotFile { path, ..f });
+        }
+    }
+    // The first file a path names wins.
+    let mut seen = BTreeSet::new();
+    files.retain(|f| seen.insert(f.path.clone()));
+    Ok(files)
+}
+
+/// Stores the snapshot: its name, or a name of its time (another when taken).
+async fn make(
+    services: &Services,
+    repo: &Repository,
+    (new, by, now): (&NewSnapshot, &str, i64),
+    files: &[SnapshotFile],
+    sources: &Sources,
+) -> AdminResult<RepositorySnapshot> {
+    let mut attempt = 0;
+    loop {
+        let name = match &new.name {
+            Some(n) => n.clone(),
+            None if attempt == 0 => time_name(now),
+            None => format!("{}-{}", time_name(now), attempt + 1),
+        };
+        let made = services
+            .db
+            .create_repository_snapshot(repo.id, &name, Some(by), now, files, &sources.assets, sources.cache)
+            .await;
+        match made {
+            Ok(s) => return Ok(s),
+            Err(e) if name_taken(&e) && new.name.is_none() && attempt < 20 => attempt += 1,
+            Err(e) if name_taken(&e) => {
+                return Err(AdminError::Conflict(format!("repository {} has a snapshot {name:?} already", repo.name)))
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Where the units of the repository and its sources are: `(unit, desired revision, published
+/// revision, current snapshot)` of each.
+async fn published_state(
+    services: &Services,
+    sources: &[i64],
+    repo: i64,
+) -> AdminResult<Vec<(i64, i64, i64, Option<i64>)>> {
+    let mut out = Vec::new();
+    for id in sources.iter().chain([&repo]) {
+        for u in services.db.units_of(*id).await? {
+            out.push((u.id, u.desired_revision, u.published_revision, u.current_snapshot_id));
+        }
+    }
+    Ok(out)
+}
+
+/// Waits until every unit of the repository published what it was asked to; a unit whose
+/// publication failed is a 409 at once, with its error.
+async fn settle(services: &Services, repository_id: i64) -> AdminResult<()> {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    for unit in services.db.units_of(repository_id).await? {
         if unit.desired_revision <= unit.published_revision {
             continue;
+        }
+        if let (Some(error), true) = (&unit.last_error, unit.attempts > 0) {
+            return Err(AdminError::Conflict(format!(
+                "the publication of {} {} is failing ({error}); a snapshot copies published indexes, so it waits for that",
+                unit.kind, unit.unit_key
+            )));
         }
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         let told = Some(services.published.publications());
@@ -271,8 +404,7 @@ async fn settle(services: &Services, repo: &Repository) -> AdminResult<()> {
             crate::publication::wait_until_published(&services.db, told, unit.id, unit.desired_revision, left).await?;
         if !done {
             return Err(AdminError::Conflict(format!(
-                "repository {}: the publication of {} {} is still pending after {} s; a snapshot copies published indexes, try again",
-                repo.name,
+                "the publication of {} {} is still pending after {} s; a snapshot copies published indexes, try again",
                 unit.kind,
                 unit.unit_key,
                 WAIT.as_secs()
@@ -282,10 +414,28 @@ async fn settle(services: &Services, repo: &Repository) -> AdminResult<()> {
     Ok(())
 }
 
-/// The repositories whose catalogued files a snapshot lists, in the order a request would find
-/// them: the repository itself, or a group's members depth first (each once).
-async fn asset_sources(services: &Services, repo: &Repository) -> AdminResult<Vec<i64>> {
-    let mut out = Vec::new();
+/// Where a snapshot's files come from besides the repository's own indexes.
+struct Sources {
+    /// The repositories whose catalogued files it lists, in the order a request would find
+    /// them: the repository itself, or a group's members depth first (each once).
+    assets: Vec<i64>,
+    /// Every repository below it (nested groups too) and the repository itself.
+    all: Vec<i64>,
+    /// The proxy whose cached files it lists: the repository itself when it is a proxy that
+    /// publishes nothing of its own.
+    cache: Option<i64>,
+    /// Repositories among them that serve through a policy.
+    gated: Vec<String>,
+}
+
+async fn asset_sources(services: &Services, repo: &Repository) -> AdminResult<Sources> {
+    let mut sources = Sources { assets: Vec::new(), all: Vec::new(), cache: None, gated: Vec::new() };
+    let units = services.db.units_of(repo.id).await?;
+    // A proxy that publishes nothing of its own (no policy) is what it cached: the upstream's
+    // indexes and files as they were when it last fetched them.
+    if repo.repo_type == RepoType::Proxy && units.iter().all(|u| u.current_snapshot_id.is_none()) {
+        sources.cache = Some(repo.id);
+    }
     let mut stack = vec![(repo.clone(), 0usize)];
     let mut seen = BTreeSet::new();
     // Depth first, members in order: a stack of what is left, reversed.
@@ -293,8 +443,14 @@ async fn asset_sources(services: &Services, repo: &Repository) -> AdminResult<Ve
         if !seen.insert(r.id) || depth > 8 {
             continue;
         }
+        if r.gate().is_some() {
+            sources.gated.push(r.name.to_string());
+        }
+        if r.id != repo.id {
+            sources.all.push(r.id);
+        }
         if r.repo_type != RepoType::Group {
-            out.push(r.id);
+            sources.assets.push(r.id);
             continue;
         }
         let mut members = Vec::new();
@@ -307,7 +463,7 @@ async fn asset_sources(services: &Services, repo: &Repository) -> AdminResult<Ve
         }
         stack.extend(members.into_iter().rev());
     }
-    Ok(out)
+    Ok(sources)
 }
 
 #[cfg(test)]

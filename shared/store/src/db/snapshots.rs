@@ -17,7 +17,8 @@ pub struct RepositorySnapshot {
     pub name: String,
     pub created_at: i64,
     pub created_by: Option<String>,
-    /// How many files it lists, and their bytes (a blob listed twice counts twice).
+    /// How many files it lists (hidden ones too), and the bytes of those clients ask for (a
+    /// blob listed twice counts twice).
     pub files: i64,
     pub bytes: i64,
 }
@@ -41,6 +42,8 @@ impl RepositorySnapshot {
 pub struct ListedAsset {
     pub path: String,
     pub sha256: String,
+    /// The component's group (a Go module's path but its last element, an APK unit, …).
+    pub namespace: String,
     pub name: String,
     pub version: String,
 }
@@ -78,7 +81,7 @@ impl Db {
         })
         .await?;
         // One statement per repository, however many assets: rows are copied, never bytes.
-        let assets = insert_or_ignore!("repository_snapshot_files.add_assets", "INSERT INTO repository_snapshot_files (snapshot_id, path, sha256, size, content_type, name, version) SELECT $1, a.path, a.sha256, a.size, a.content_type, c.name, c.version FROM assets a JOIN components c ON c.id = a.component_id WHERE a.repository_id = $2");
+        let assets = insert_or_ignore!("repository_snapshot_files.add_assets", "INSERT INTO repository_snapshot_files (snapshot_id, path, sha256, size, content_type, namespace, name, version) SELECT $1, a.path, a.sha256, a.size, a.content_type, c.namespace, c.name, c.version FROM assets a JOIN components c ON c.id = a.component_id WHERE a.repository_id = $2");
         for source in assets_of {
             self.bound(assets, (id, *source)).execute(&mut *tx).await?;
         }
@@ -88,7 +91,7 @@ impl Db {
             let cached = insert_or_ignore!("repository_snapshot_files.add_cached", "INSERT INTO repository_snapshot_files (snapshot_id, path, sha256, size, content_type) SELECT $1, p.path, p.sha256, p.size, p.content_type FROM proxy_cache p WHERE p.repository_id = $2 AND p.status = 200 AND p.sha256 IS NOT NULL");
             self.bound(cached, (id, proxy)).execute(&mut *tx).await?;
         }
-        let count = sql!("repository_snapshots.count", "UPDATE repository_snapshots SET files = (SELECT COUNT(*) FROM repository_snapshot_files f WHERE f.snapshot_id = $1), bytes = (SELECT COALESCE(SUM(f.size), 0) FROM repository_snapshot_files f WHERE f.snapshot_id = $2) WHERE id = $3");
+        let count = sql!("repository_snapshots.count", "UPDATE repository_snapshots SET files = (SELECT COUNT(*) FROM repository_snapshot_files f WHERE f.snapshot_id = $1), bytes = (SELECT COALESCE(SUM(f.size), 0) FROM repository_snapshot_files f WHERE f.snapshot_id = $2 AND f.path NOT LIKE '.%') WHERE id = $3");
         self.bound(count, (id, id, id)).execute(&mut *tx).await?;
         let read = sql!(
             "repository_snapshots.by_id",
@@ -147,30 +150,19 @@ impl Db {
 
     /// The files of a snapshot that belong to components, by path.
     pub async fn repository_snapshot_assets(&self, snapshot_id: i64) -> DbResult<Vec<ListedAsset>> {
-        let s = sql!("repository_snapshot_files.assets", "SELECT path, sha256, name, version FROM repository_snapshot_files WHERE snapshot_id = $1 AND name IS NOT NULL ORDER BY path");
+        let s = sql!("repository_snapshot_files.assets", "SELECT path, sha256, namespace, name, version FROM repository_snapshot_files WHERE snapshot_id = $1 AND name IS NOT NULL ORDER BY path");
         let rows = self.bound(s, (snapshot_id,)).fetch_all(self.pool()).await?;
         rows.iter()
             .map(|r| {
                 Ok(ListedAsset {
                     path: text(r, "path")?,
                     sha256: text(r, "sha256")?.trim().to_string(),
+                    namespace: opt_text(r, "namespace")?.unwrap_or_default(),
                     name: text(r, "name")?,
                     version: text(r, "version")?,
                 })
             })
             .collect()
-    }
-
-    /// Keeps a repository's newest `keep` snapshots and deletes the rest; returns their names.
-    pub async fn prune_repository_snapshots(&self, repository_id: i64, keep: usize) -> DbResult<Vec<String>> {
-        let all = self.repository_snapshots(repository_id).await?;
-        let mut gone = Vec::new();
-        for s in all.into_iter().skip(keep) {
-            if self.delete_repository_snapshot(s.id).await? {
-                gone.push(s.name);
-            }
-        }
-        Ok(gone)
     }
 }
 
