@@ -12,6 +12,11 @@ use crate::error::ApiError;
 
 mod browse;
 pub(crate) mod catalogue;
+
+/// The catalogue row a component id (as Nexus's search and components API give them) names.
+pub(crate) fn component_row(id: &str) -> Option<i64> {
+    catalogue::decode_id(catalogue::Kind::Component, id).map(|(_, row)| row)
+}
 pub mod import;
 pub(crate) mod refused;
 mod repositories;

@@ -46,6 +46,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route(web::delete().to(delete_snapshot)),
         )
         .service(resource("/repositories/{name}/snapshots/{snapshot}/diff").route(web::get().to(snapshot_diff)))
+        .service(resource("/repositories/{name}/copy").route(web::post().to(copy)))
+        .service(resource("/repositories/{name}/move").route(web::post().to(move_components)))
         .service(
             resource("/repositories/{name}/signing-key")
                 .route(web::get().to(signing_key))
@@ -297,6 +299,77 @@ async fn snapshot_diff(
     let formats = packyard_formats::registry();
     let which = (path.snapshot.as_str(), query.to.as_str());
     Ok(HttpResponse::Ok().json(snapshots::diff(&services, formats, path.name.0.as_str(), which).await?))
+}
+
+/// The body of a copy or a move.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CopyBody {
+    to: String,
+    /// Component ids, as Nexus's search and components API give them.
+    #[serde(default)]
+    components: Vec<String>,
+    #[serde(default)]
+    snapshot_diff: Option<packyard_core::admin::promotion::DiffSelection>,
+}
+
+#[derive(Debug, Deserialize)]
+struct WaitQuery {
+    #[serde(default)]
+    wait: bool,
+}
+
+/// `POST …/copy`: 200 with `{copied, unchanged, removed}`; `?wait=true` answers once the
+/// target has published them.
+async fn copy(
+    admin: Admin,
+    services: web::Data<Services>,
+    path: web::Path<RepoPath>,
+    query: web::Query<WaitQuery>,
+    body: web::Json<CopyBody>,
+) -> Result<HttpResponse> {
+    promote(admin, services, path, query, body, false).await
+}
+
+/// `POST …/move`: a copy that removes the components from the source in the same transaction.
+async fn move_components(
+    admin: Admin,
+    services: web::Data<Services>,
+    path: web::Path<RepoPath>,
+    query: web::Query<WaitQuery>,
+    body: web::Json<CopyBody>,
+) -> Result<HttpResponse> {
+    promote(admin, services, path, query, body, true).await
+}
+
+async fn promote(
+    admin: Admin,
+    services: web::Data<Services>,
+    path: web::Path<RepoPath>,
+    query: web::Query<WaitQuery>,
+    body: web::Json<CopyBody>,
+    moving: bool,
+) -> Result<HttpResponse> {
+    use packyard_core::admin::promotion::{self, PromotionError, Selection};
+    let body = body.into_inner();
+    let mut rows = Vec::with_capacity(body.components.len());
+    for id in &body.components {
+        let row = crate::nexus::component_row(id)
+            .ok_or_else(|| ApiError::bad_request(format!("{id:?} is not a component id this server issued")))?;
+        rows.push(row);
+    }
+    let selection =
+        Selection { to: body.to, component_rows: rows, snapshot_diff: body.snapshot_diff.map(|d| (d.from, d.to)) };
+    let formats = packyard_formats::registry();
+    let done = match promotion::copy(&services, formats, admin.actor(), path.name(), selection, moving).await {
+        Ok(done) => done,
+        Err(PromotionError::Admin(e)) => return Err(e.into()),
+        Err(PromotionError::Upload(e)) => return Err(e.into()),
+    };
+    if query.wait {
+        crate::formats::wait_published(&services, &done.changes).await.map_err(|e| e.0)?;
+    }
+    Ok(HttpResponse::Ok().json(done))
 }
 
 /// This server's URL as the client sees it.

@@ -517,3 +517,204 @@ fn real_clients_install_from_snapshots_on_postgres() -> anyhow::Result<()> {
 fn real_clients_install_from_snapshots_on_mariadb() -> anyhow::Result<()> {
     real_clients_on(packyard_store::db::Backend::MySql)
 }
+
+/// Component ids of a repository (Nexus's components API, every page): `name version` → id.
+async fn component_ids(app: &TestApp, repo: &str) -> anyhow::Result<std::collections::BTreeMap<String, String>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut token: Option<String> = None;
+    loop {
+        let mut uri = format!("/service/rest/v1/components?repository={repo}");
+        if let Some(t) = &token {
+            uri.push_str(&format!("&continuationToken={t}"));
+        }
+        let r = app.call(TestRequest::get().uri(&uri)).await?;
+        anyhow::ensure!(r.status == StatusCode::OK, "{}", r.text);
+        for c in r.json["items"].as_array().into_iter().flatten() {
+            let key =
+                format!("{} {}", c["name"].as_str().unwrap_or_default(), c["version"].as_str().unwrap_or_default());
+            out.insert(key, c["id"].as_str().unwrap_or_default().to_string());
+        }
+        match r.json["continuationToken"].as_str() {
+            Some(t) => token = Some(t.to_string()),
+            None => return Ok(out),
+        }
+    }
+}
+
+async fn promote(app: &TestApp, how: &str, from: &str, body: Value) -> anyhow::Result<common::Reply> {
+    app.call(TestRequest::post().uri(&format!("/api/v1/repositories/{from}/{how}?wait=true")).set_json(body)).await
+}
+
+/// Copy and move between hosted repositories (#42 part 3): by component id and by snapshot diff,
+/// for APT, APK and Go; the target publishes the batch, a move takes it out of the source's
+/// index in the same transaction; each component audited; what cannot be done is refused with
+/// a message to act on.
+async fn copy_and_move_components(mut app: TestApp) -> anyhow::Result<()> {
+    app.start_worker();
+    for (name, format) in [
+        ("staging", Format::Apt),
+        ("release", Format::Apt),
+        ("apk-staging", Format::Apk),
+        ("apk-release", Format::Apk),
+        ("go-staging", Format::Go),
+        ("go-release", Format::Go),
+    ] {
+        app.create(Repo::hosted(name, format)).await?;
+    }
+    app.create(Repo::group("everything", Format::Apt, &["release"])).await?;
+    let package = |name: &str, version: &str| {
+        let control = format!(
+            "Package: {name}\nVersion: {version}\nArchitecture: amd64\nMaintainer: T <t@example.org>\nDescription: x\n"
+        );
+        packyard_codecs::apt::testing::deb(&control, ".gz")
+    };
+    let (hello, tool) = (package("hello", "1.0"), package("tool", "1.0"));
+    for deb in [&hello, &tool] {
+        let r = app.post("/repository/staging/?wait=true", deb.clone()).await?;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    }
+    let ids = component_ids(&app, "staging").await?;
+    let packages = "dists/stable/main/binary-amd64/Packages";
+
+    // Copy: in both.
+    let r = promote(&app, "copy", "staging", json!({"to": "release", "components": [ids["hello 1.0"]]})).await?;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    assert_eq!(r.json, json!({"copied": 1, "unchanged": 0, "removed": 0}));
+    let release = String::from_utf8(ok(&app, &format!("/repository/release/{packages}")).await?)?;
+    assert!(release.contains("Package: hello\n") && !release.contains("Package: tool\n"), "{release}");
+    assert_eq!(sha(&ok(&app, "/repository/release/pool/main/h/hello/hello_1.0_amd64.deb").await?), sha(&hello));
+    let staging = String::from_utf8(ok(&app, &format!("/repository/staging/{packages}")).await?)?;
+    assert!(staging.contains("Package: hello\n"), "{staging}");
+    // Again: nothing to do.
+    let r = promote(&app, "copy", "staging", json!({"to": "release", "components": [ids["hello 1.0"]]})).await?;
+    assert_eq!(r.json, json!({"copied": 0, "unchanged": 1, "removed": 0}), "{}", r.text);
+    // Move: out of the source's index, into the target's.
+    let r = promote(&app, "move", "staging", json!({"to": "release", "components": [ids["tool 1.0"]]})).await?;
+    assert_eq!(r.json, json!({"copied": 1, "unchanged": 0, "removed": 1}), "{}", r.text);
+    let staging = String::from_utf8(ok(&app, &format!("/repository/staging/{packages}")).await?)?;
+    assert!(!staging.contains("Package: tool\n"), "{staging}");
+    let release = String::from_utf8(ok(&app, &format!("/repository/release/{packages}")).await?)?;
+    assert!(release.contains("Package: tool\n"), "{release}");
+    let group = String::from_utf8(ok(&app, &format!("/repository/everything/{packages}")).await?)?;
+    assert!(group.contains("Package: tool\n"), "the group over the target follows: {group}");
+    let audit = app.call(TestRequest::get().uri("/api/v1/audit?action=apt.move")).await?;
+    assert!(audit.text.contains("release/tool") && audit.text.contains("staging/tool"), "{}", audit.text);
+    let audit = app.call(TestRequest::get().uri("/api/v1/audit?action=apt.copy")).await?;
+    assert!(audit.text.contains("release/hello"), "{}", audit.text);
+
+    // By snapshot diff: what the later snapshot added.
+    made(&app, "staging", json!({"name": "rc1"})).await?;
+    let (hello_2, extra) = (package("hello", "2.0"), package("extra", "1.0"));
+    for deb in [&hello_2, &extra] {
+        let r = app.post("/repository/staging/?wait=true", deb.clone()).await?;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    }
+    made(&app, "staging", json!({"name": "rc2"})).await?;
+    let r = promote(&app, "copy", "staging", json!({"to": "release", "snapshot_diff": {"from": "rc1", "to": "rc2"}}))
+        .await?;
+    assert_eq!(r.json, json!({"copied": 2, "unchanged": 0, "removed": 0}), "{}", r.text);
+    let release = String::from_utf8(ok(&app, &format!("/repository/release/{packages}")).await?)?;
+    assert!(release.contains("Version: 2.0\n") && release.contains("Package: extra\n"), "{release}");
+
+    // APK and Go.
+    let apk = packyard_codecs::apk::testing::sized_apk("kept", "1.0-r0", "x86_64", 4 << 10, 1)?;
+    put(&app, "/repository/apk-staging/v3.20/main/x86_64/kept-1.0-r0.apk?wait=true", &apk.bytes).await?;
+    let id = component_ids(&app, "apk-staging").await?["kept 1.0-r0"].clone();
+    let r = promote(&app, "move", "apk-staging", json!({"to": "apk-release", "components": [id]})).await?;
+    assert_eq!(r.json, json!({"copied": 1, "unchanged": 0, "removed": 1}), "{}", r.text);
+    assert_eq!(ok(&app, "/repository/apk-release/v3.20/main/x86_64/kept-1.0-r0.apk").await?, apk.bytes);
+    assert_eq!(
+        app.get("/repository/apk-staging/v3.20/main/x86_64/kept-1.0-r0.apk").await?.status,
+        StatusCode::NOT_FOUND
+    );
+    let zip = packyard_codecs::go::testing::simple_module("example.com/kept", "v1.0.0", "one", 100)?;
+    put(&app, "/repository/go-staging/example.com/kept/@v/v1.0.0.zip", &zip).await?;
+    let id = component_ids(&app, "go-staging").await?["kept v1.0.0"].clone();
+    let r = promote(&app, "copy", "go-staging", json!({"to": "go-release", "components": [id]})).await?;
+    assert_eq!(r.json, json!({"copied": 1, "unchanged": 0, "removed": 0}), "{}", r.text);
+    assert_eq!(ok(&app, "/repository/go-release/example.com/kept/@v/list").await?, b"v1.0.0\n");
+    assert_eq!(ok(&app, "/repository/go-release/example.com/kept/@v/v1.0.0.zip").await?, zip);
+
+    // Refused, with what to do.
+    let r = promote(&app, "copy", "staging", json!({"to": "apk-release", "components": [ids["hello 1.0"]]})).await?;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text);
+    assert!(r.text.contains("components are copied between repositories of one format"), "{}", r.text);
+    let r = promote(&app, "copy", "staging", json!({"to": "everything", "components": [ids["hello 1.0"]]})).await?;
+    assert_eq!(r.status, StatusCode::METHOD_NOT_ALLOWED, "{}", r.text);
+    let r = promote(&app, "copy", "release", json!({"to": "staging", "components": [ids["hello 1.0"]]})).await?;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "an id of another repository: {}", r.text);
+    let r = promote(&app, "copy", "staging", json!({"to": "release", "components": ["nonsense"]})).await?;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text);
+    assert!(r.text.contains("is not a component id this server issued"), "{}", r.text);
+    let r = promote(&app, "copy", "staging", json!({"to": "release"})).await?;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text);
+    Ok(())
+}
+app_test!(copy_and_move_components);
+
+/// A promotion of 1,000 components (#42's test): a move from staging to release is one
+/// transaction — the release index gets all of them in one publication, the staging index
+/// loses them —, and the audit log and the webhook subscription record each component.
+async fn a_thousand_components_promoted_at_once(mut app: TestApp) -> anyhow::Result<()> {
+    const N: usize = 1000;
+    app.start_worker();
+    app.create(Repo::hosted("staging", Format::Apt)).await?;
+    app.create(Repo::hosted("release", Format::Apt)).await?;
+    let r = app
+        .call(
+            TestRequest::post()
+                .uri("/api/v1/webhooks")
+                .set_json(json!({"name": "ci", "url": "http://127.0.0.1:9/hooks",
+            "events": ["component.published", "component.deleted"], "secret": "promotion-webhook-secret"})),
+        )
+        .await?;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    for i in 0..N {
+        let control = format!(
+            "Package: pkg{i}\nVersion: 1.0\nArchitecture: amd64\nMaintainer: T <t@example.org>\nDescription: x\n"
+        );
+        let r = app.post("/repository/staging/", packyard_codecs::apt::testing::deb(&control, ".gz")).await?;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    }
+    let packages = "dists/stable/main/binary-amd64/Packages";
+    let count = |text: &str| text.matches("Package: pkg").count();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while count(&String::from_utf8(ok(&app, &format!("/repository/staging/{packages}")).await?)?) < N {
+        anyhow::ensure!(std::time::Instant::now() < deadline, "staging never listed them all");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let ids: Vec<String> = component_ids(&app, "staging").await?.into_values().collect();
+    assert_eq!(ids.len(), N);
+    let release = app.services.db.repository_by_name("release").await?.ok_or_else(|| anyhow::anyhow!("release"))?;
+    let revision = |units: Vec<packyard_store::db::publication::UnitRecord>| -> i64 {
+        units.iter().find(|u| u.unit_key == "stable").map_or(0, |u| u.published_revision)
+    };
+    let before = revision(app.services.db.units_of(release.id).await?);
+
+    let r = promote(&app, "move", "staging", json!({"to": "release", "components": ids})).await?;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    assert_eq!(r.json, json!({"copied": N, "unchanged": 0, "removed": N}));
+    let listed = String::from_utf8(ok(&app, &format!("/repository/release/{packages}")).await?)?;
+    assert_eq!(count(&listed), N, "all of them");
+    assert_eq!(revision(app.services.db.units_of(release.id).await?), before + 1, "in one publication");
+    let staging = String::from_utf8(ok(&app, &format!("/repository/staging/{packages}")).await?)?;
+    assert_eq!(count(&staging), 0, "{staging}");
+
+    let pool = app.services.db.pool().clone();
+    let rows = |sql: &'static str| {
+        let pool = pool.clone();
+        async move {
+            let row = sqlx::query(sql).fetch_one(&pool).await?;
+            Ok::<i64, anyhow::Error>(sqlx::Row::try_get(&row, "n")?)
+        }
+    };
+    let moved = rows("SELECT COUNT(*) AS n FROM audit_log WHERE action = 'apt.move'").await?;
+    assert_eq!(moved, 2 * N as i64, "one entry in each repository per component");
+    let published = rows("SELECT COUNT(*) AS n FROM webhook_events WHERE event = 'component.published' AND payload LIKE '%\"from\":\"staging\"%'").await?;
+    let deleted = rows("SELECT COUNT(*) AS n FROM webhook_events WHERE event = 'component.deleted' AND payload LIKE '%\"to\":\"release\"%'").await?;
+    assert_eq!((published, deleted), (N as i64, N as i64));
+    Ok(())
+}
+app_test!(a_thousand_components_promoted_at_once, |c: &mut packyard_model::config::Config| {
+    c.webhooks.allowed_networks = vec!["127.0.0.1/32".into()];
+});

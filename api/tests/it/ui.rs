@@ -408,6 +408,8 @@ fn a_form_without_its_csrf_token_is_refused() -> anyhow::Result<()> {
         "/admin/cleanup/keep/delete",
         "/admin/repositories/debs/rebuild",
         "/admin/repositories/debs/signing-key",
+        "/admin/repositories/debs/snapshots",
+        "/admin/repositories/debs/snapshots/kept/delete",
     ] {
         let (s, text) = post_form(&public, path, &cookies, &[("name", "ci"), ("url", "http://127.0.0.1:9/")])?;
         assert_eq!(s, 403, "{path}: {text}");
@@ -650,6 +652,27 @@ fn administering_repositories_users_roles_tokens_and_cleanup_in_chromium() -> an
     let after =
         common::process::admin_json(&public, &basic(PW), "GET", "/api/v1/repositories/newdebs/signing-key", None)?;
     assert_ne!(before["fingerprint"], after["fingerprint"], "{before} {after}");
+    // A snapshot made, listed with the URL clients use, and deleted.
+    b.fill("#snapshot_name", "ui-snap")?;
+    b.click_to_load(&b.find_by_text("form.stack button", "Make a snapshot")?)?;
+    let notice = b.wait_for("p.notice", Duration::from_secs(30))?;
+    let url = format!("{public}/repository/newdebs/-/snapshots/ui-snap/");
+    assert!(b.text(&notice)?.contains(&format!("Snapshot ui-snap made: {url}")), "{}", b.text(&notice)?);
+    let listed =
+        common::process::admin_json(&public, &basic(PW), "GET", "/api/v1/repositories/newdebs/snapshots", None)?;
+    assert_eq!(listed[0]["name"], json!("ui-snap"), "{listed}");
+    // (Closed to anonymous readers above: read with the admin's credentials.)
+    let (s, text) =
+        status_of(ureq::get(&format!("{url}dists/bookworm/Release")).set("Authorization", &basic(PW)).call())?;
+    assert!(s == 200 && text.contains("Suite: bookworm"), "{s} {text}");
+    assert_eq!(get_text(&format!("{url}dists/bookworm/Release"))?.0, 401, "as closed as the repository");
+    assert!(b.text_of_page()?.contains(&url), "listed with its URL");
+    b.click_to_load(&b.find("button[aria-label='Delete snapshot ui-snap']")?)?;
+    let notice = b.wait_for("p.notice", Duration::from_secs(10))?;
+    assert!(b.text(&notice)?.contains("Snapshot ui-snap deleted."), "{}", b.text(&notice)?);
+    let listed =
+        common::process::admin_json(&public, &basic(PW), "GET", "/api/v1/repositories/newdebs/snapshots", None)?;
+    assert_eq!(listed, json!([]));
 
     // A role and a user holding it.
     b.goto(&format!("{public}/admin/roles"))?;

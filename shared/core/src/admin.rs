@@ -8,6 +8,7 @@
 
 pub mod cleanup;
 pub mod policy;
+pub mod promotion;
 pub mod repositories;
 pub mod roles;
 pub mod snapshots;

@@ -123,6 +123,12 @@ pub trait FormatSpec: Send + Sync + 'static {
     /// `hosted::ByKey`).
     fn deletes(&self) -> &dyn Deletes;
 
+    /// How the format copies and moves catalogued components between hosted repositories (its
+    /// `hosted::ByKey`); by default it does not.
+    fn copies(&self) -> &dyn crate::hosted::Copies {
+        &crate::hosted::NoCopies
+    }
+
     /// Deletes a hosted repository's catalogued component `key` as the format's own delete does
     /// (rows, republication, audit entry); `asset` may narrow it where a component has parts of
     /// its own. The changes to wait for, or `None` when it was gone already.

@@ -299,6 +299,19 @@ pub trait Hosted: Send + Sync {
     /// The removal of the catalogued component keyed `key` (its `Entry`'s key); `None` for a
     /// key the format never makes.
     fn removal(&self, key: &str) -> Option<Self::Removal>;
+
+    /// The uploads that copy the catalogued component `key` into hosted repository `to`, from
+    /// its `assets` (each its path and its blob, stored already): each a target and the blob
+    /// its upload is. An asset that follows from another (a Go module's `.mod` from its `.zip`)
+    /// has none. `Err`: the component cannot be copied there, and why.
+    fn copy_targets(
+        &self,
+        _to: &Repository,
+        _key: &str,
+        _assets: &[(String, StoredBlob)],
+    ) -> Result<Vec<(Self::Target, StoredBlob)>, UploadError> {
+        Err(UploadError::Invalid(format!("{} components cannot be copied", Self::NAME)))
+    }
 }
 
 /// A hosted format's part of a transaction: the transaction, its database, the repository.
@@ -562,6 +575,252 @@ impl<H: Hosted> Deletes for ByKey<H> {
     ) -> Result<(usize, Vec<(i64, i64)>), UploadError> {
         let removals: Vec<H::Removal> = keys.iter().filter_map(|k| self.0.removal(k)).collect();
         delete_batch(&self.0, services, repo, &removals, actor).await
+    }
+}
+
+/// What a copy or a move did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Copied {
+    /// Components written into the target.
+    pub copied: usize,
+    /// Components the target held already with the same content.
+    pub unchanged: usize,
+    /// Components removed from the source (a move).
+    pub removed: usize,
+    /// The publication changes to wait for (the target's, and a move's source's).
+    #[serde(skip)]
+    pub changes: Vec<(i64, i64)>,
+}
+
+/// Copies (or moves) catalogued components between two hosted repositories of a format.
+#[async_trait]
+pub trait Copies: Send + Sync {
+    /// Copies the components keyed `keys` of `from` into `to` — each as the format's upload of
+    /// its files, every file checked as an upload is — in one transaction with their audit
+    /// entries and events; a move removes them from `from` in the same transaction. Each unit
+    /// is republished once.
+    async fn copy_components(
+        &self,
+        services: &Services,
+        repos: (&Repository, &Repository),
+        keys: &[String],
+        moving: bool,
+        actor: Actor<'_>,
+    ) -> Result<Copied, UploadError>;
+}
+
+/// A format whose components are not copied.
+pub struct NoCopies;
+
+#[async_trait]
+impl Copies for NoCopies {
+    async fn copy_components(
+        &self,
+        _services: &Services,
+        (from, _): (&Repository, &Repository),
+        _keys: &[String],
+        _moving: bool,
+        _actor: Actor<'_>,
+    ) -> Result<Copied, UploadError> {
+        Err(UploadError::Invalid(format!("{} components cannot be copied", from.format)))
+    }
+}
+
+#[async_trait]
+impl<H: Hosted> Copies for ByKey<H> {
+    async fn copy_components(
+        &self,
+        services: &Services,
+        (from, to): (&Repository, &Repository),
+        keys: &[String],
+        moving: bool,
+        actor: Actor<'_>,
+    ) -> Result<Copied, UploadError> {
+        copy_batch(&self.0, services, (from, to), keys, moving, actor).await
+    }
+}
+
+/// One component's uploads into the target, inspected.
+struct CopyItem<A> {
+    key: String,
+    uploads: Vec<(Inspected<A>, StoredBlob)>,
+}
+
+/// [`Copies::copy_components`] for a format's [`Hosted`] rules.
+pub async fn copy_batch<H: Hosted>(
+    format: &H,
+    services: &Services,
+    (from, to): (&Repository, &Repository),
+    keys: &[String],
+    moving: bool,
+    actor: Actor<'_>,
+) -> Result<Copied, UploadError> {
+    check_hosted(to, "copy into")?;
+    check_writable(to)?;
+    if moving {
+        check_hosted(from, "move from")?;
+        check_writable(from)?;
+    }
+    if from.format != to.format {
+        return Err(UploadError::Invalid(format!(
+            "repository {} is {} and repository {} is {}: components are copied between repositories of one format",
+            from.name, from.format, to.name, to.format
+        )));
+    }
+    if from.id == to.id {
+        return Err(UploadError::Invalid(format!("repository {} is both the source and the target", from.name)));
+    }
+    let db = &services.db;
+    let components = db.catalogue_components_by_keys(from.id, keys).await?;
+    if let Some(missing) = keys.iter().find(|k| !components.iter().any(|c| &c.component_key == *k)) {
+        return Err(UploadError::Invalid(format!("repository {} has no component {missing}", from.name)));
+    }
+    let ids: Vec<i64> = components.iter().map(|c| c.id).collect();
+    let assets = db.catalogue_assets_of(&ids).await?;
+    // Every file read back and checked as its upload would be, before the transaction.
+    let mut items: Vec<CopyItem<H::Artifact>> = Vec::with_capacity(components.len());
+    let mut derived: Vec<StoredBlob> = Vec::new();
+    let inspected = async {
+        for c in &components {
+            let mut own = Vec::new();
+            for a in assets.iter().filter(|a| a.component_id == c.id) {
+                let sha256 = Sha256Hex::parse(&a.sha256).map_err(|e| UploadError::Invalid(e.to_string()))?;
+                let size = u64::try_from(a.size).unwrap_or_default();
+                own.push((a.path.clone(), StoredBlob { sha256, size, created: false }));
+            }
+            let mut uploads = Vec::new();
+            for (target, stored) in format.copy_targets(to, &c.component_key, &own)? {
+                format.check_target(to, &target)?;
+                let i = format.inspect(services, to, &target, &stored).await?;
+                derived.extend(i.derived.iter().cloned());
+                uploads.push((i, stored));
+            }
+            items.push(CopyItem { key: c.component_key.clone(), uploads });
+        }
+        Ok::<_, UploadError>(())
+    };
+    let outcome = match inspected.await {
+        Ok(()) => copy_transaction(format, services, (from, to), &items, moving, actor).await,
+        Err(e) => Err(e),
+    };
+    if outcome.is_err() {
+        for d in &derived {
+            discard(services, &d.sha256, d.created).await;
+        }
+    }
+    let copied = outcome?;
+    if !copied.changes.is_empty() {
+        services.wake();
+    }
+    Ok(copied)
+}
+
+async fn copy_transaction<H: Hosted>(
+    format: &H,
+    services: &Services,
+    (from, to): (&Repository, &Repository),
+    items: &[CopyItem<H::Artifact>],
+    moving: bool,
+    actor: Actor<'_>,
+) -> Result<Copied, UploadError> {
+    let db = &services.db;
+    let (action, now) = (format!("{}.{}", H::NAME, if moving { "move" } else { "copy" }), packyard_store::db::now_ms());
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let run = async {
+            let mut tx = db.begin().await?;
+            let mut report = Copied::default();
+            let (mut units_to, mut units_from): (Vec<UnitRef>, Vec<UnitRef>) = (Vec::new(), Vec::new());
+            let add = |units: &mut Vec<UnitRef>, more: Vec<UnitRef>| {
+                for u in more {
+                    if !units.contains(&u) {
+                        units.push(u);
+                    }
+                }
+            };
+            for item in items {
+                let mut wrote = false;
+                for (i, stored) in &item.uploads {
+                    let mut t = InTx { tx: &mut tx, db, repo: to };
+                    let mut units = format.units(to, &i.artifact);
+                    match format.existing(&mut t, &i.artifact).await? {
+                        Existing::Absent | Existing::Overwrite => {}
+                        Existing::Same => continue,
+                        Existing::Different(_) if to.write_policy == WritePolicy::AllowOnce => {
+                            return Err(TxError::Refused(UploadError::Conflict(format!(
+                                "{} is already in repository {} with different content; {}",
+                                i.coordinate,
+                                to.name,
+                                H::IMMUTABILITY
+                            ))))
+                        }
+                        Existing::Different(old) => {
+                            if let Some(removed) = format.remove(&mut t, &old).await? {
+                                db.catalogue_forget(t.tx, to.id, &removed.forget).await?;
+                                units.extend(removed.units);
+                            }
+                        }
+                        Existing::Refuse(e) => return Err(TxError::Refused(e)),
+                    }
+                    db.claim_blob(&mut tx, &stored.sha256).await?;
+                    for d in &i.derived {
+                        db.claim_blob(&mut tx, &d.sha256).await?;
+                    }
+                    let written =
+                        format.write(&mut InTx { tx: &mut tx, db, repo: to }, &i.artifact, actor.username).await?;
+                    if let Some(entry) = &written.catalogue {
+                        db.catalogue_put(&mut tx, to.id, to.format.as_str(), entry, (actor.username, now)).await?;
+                    }
+                    if written.republish {
+                        add(&mut units_to, units);
+                    }
+                    if written.audit {
+                        let detail = serde_json::json!({"from": from.name.as_str(), "sha256": stored.sha256.as_str()});
+                        audit_in(&mut tx, db, actor, &action, to, &i.coordinate, &detail).await?;
+                        component_event_in(&mut tx, db, "component.published", to, (&i.coordinate, &detail), actor)
+                            .await?;
+                    }
+                    wrote = true;
+                }
+                if wrote {
+                    report.copied += 1;
+                } else {
+                    report.unchanged += 1;
+                }
+                if moving {
+                    let Some(removal) = format.removal(&item.key) else { continue };
+                    let Some(removed) = format.remove(&mut InTx { tx: &mut tx, db, repo: from }, &removal).await?
+                    else {
+                        continue;
+                    };
+                    db.catalogue_forget(&mut tx, from.id, &removed.forget).await?;
+                    let detail = serde_json::json!({"to": to.name.as_str(), "detail": removed.detail});
+                    audit_in(&mut tx, db, actor, &action, from, &removed.coordinate, &detail).await?;
+                    component_event_in(&mut tx, db, "component.deleted", from, (&removed.coordinate, &detail), actor)
+                        .await?;
+                    add(&mut units_from, removed.units);
+                    report.removed += 1;
+                }
+            }
+            for (kind, key) in &units_to {
+                report.changes.push(db.record_change(&mut tx, to.id, kind, key).await?);
+            }
+            for (kind, key) in &units_from {
+                report.changes.push(db.record_change(&mut tx, from.id, kind, key).await?);
+            }
+            tx.commit().await?;
+            Ok::<_, TxError>(report)
+        };
+        match run.await {
+            Err(TxError::Db(DbError::Retry(m) | DbError::Conflict(m))) if attempt < ATTEMPTS => {
+                tracing::debug!(attempt, error = %m, "running a copy's transaction again");
+                tokio::time::sleep(std::time::Duration::from_millis(2u64 << attempt)).await;
+            }
+            Err(TxError::Db(e)) => return Err(from_db(e)),
+            Err(TxError::Refused(e)) => return Err(e),
+            Ok(report) => return Ok(report),
+        }
     }
 }
 

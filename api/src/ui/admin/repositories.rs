@@ -316,6 +316,8 @@ pub(super) async fn repository_page(
     let (pending, failing) =
         (units.iter().filter(|u| u.pending).count(), units.iter().filter(|u| u.last_error.is_some()).count());
     const UNITS_SHOWN: usize = 20;
+    // Its snapshots (`GET …/snapshots`), newest first.
+    let snapshots = packyard_core::admin::snapshots::list(services, formats, name).await?;
     let status = error.as_ref().map_or(StatusCode::OK, |e| e.code.status());
     let body = html! {
         div.crumbs { a href=(viewer.base.link("/admin/repositories")) { "Repositories" } " / " }
@@ -367,6 +369,28 @@ pub(super) async fn repository_page(
             (viewer.csrf_field())
             button.secondary type="submit" { "Rebuild every unit" }
             " " span.muted { "publishes each of its indexes again from what it holds" }
+        }
+        h2 #snapshots { "Snapshots" }
+        p.muted { "A snapshot is the repository as it is now, under a URL of its own that clients install from (the repository's set-up with the snapshot's URL); it copies no package." }
+        @if !snapshots.is_empty() {
+            div.table-wrap { table {
+                thead { tr { th scope="col" { "Snapshot" } th scope="col" { "Made" } th.num scope="col" { "Files" } th.num scope="col" { "Size" } th scope="col" { "Delete" } } }
+                tbody { @for s in &snapshots { tr {
+                    td.wrap { (s.name) br; code { (viewer.base.url(&s.path)) } }
+                    td { (super::super::at(&s.created_at)) @if let Some(by) = &s.created_by { br; span.muted { "by " (by) } } }
+                    td.num { (s.files) }
+                    td.num { (super::super::bytes(s.bytes)) }
+                    td { form method="post" action=(viewer.base.link(&format!("/admin/repositories/{name}/snapshots/{}/delete", s.name))) {
+                        (viewer.csrf_field())
+                        button.secondary type="submit" aria-label=(format!("Delete snapshot {}", s.name)) { "Delete" }
+                    } }
+                } } }
+            } }
+        }
+        form.stack method="post" action=(viewer.base.link(&format!("/admin/repositories/{name}/snapshots"))) {
+            (viewer.csrf_field())
+            (field("snapshot_name", "Snapshot name (optional)", "", "letters, digits, '.', '_', '-'; empty: named by the time, 20261206T093012Z"))
+            div { button.secondary type="submit" { "Make a snapshot" } }
         }
         @if let Some(key) = key.as_ref().and_then(|k| k.as_object()) {
             h2 { "Signing key" }
@@ -485,6 +509,61 @@ pub(super) async fn delete_repository(
     let name = repo_name(&name)?;
     match service::delete(&services, packyard_formats::registry(), admin.actor(), name.as_str()).await {
         Ok(()) => Ok(viewer.redirect("/admin/repositories")),
+        Err(e) => repository_page(&viewer, &services, name.as_str(), None, Some(e.into()), None).await,
+    }
+}
+
+#[derive(Deserialize)]
+pub struct SnapshotForm {
+    csrf: Option<String>,
+    #[serde(default, rename = "snapshot_name")]
+    name: String,
+}
+
+pub(super) async fn create_snapshot(
+    viewer: Viewer,
+    services: web::Data<Services>,
+    name: web::Path<String>,
+    f: web::Form<SnapshotForm>,
+) -> Result<HttpResponse, UiError> {
+    let admin = admin_of(&viewer)?;
+    viewer.check_csrf(f.csrf.as_deref())?;
+    let name = repo_name(&name)?;
+    let wanted = Some(f.name.trim()).filter(|n| !n.is_empty()).map(str::to_string);
+    let new = packyard_core::admin::snapshots::NewSnapshot { name: wanted };
+    let made = packyard_core::admin::snapshots::create(
+        &services,
+        packyard_formats::registry(),
+        admin.actor(),
+        name.as_str(),
+        new,
+    )
+    .await;
+    match made {
+        Ok(v) => {
+            let notice = format!("Snapshot {} made: {}", v.name, viewer.base.url(&v.path));
+            repository_page(&viewer, &services, name.as_str(), Some(notice), None, None).await
+        }
+        Err(e) => repository_page(&viewer, &services, name.as_str(), None, Some(e.into()), None).await,
+    }
+}
+
+pub(super) async fn delete_snapshot(
+    viewer: Viewer,
+    services: web::Data<Services>,
+    path: web::Path<(String, String)>,
+    f: web::Form<Csrf>,
+) -> Result<HttpResponse, UiError> {
+    let admin = admin_of(&viewer)?;
+    viewer.check_csrf(f.csrf.as_deref())?;
+    let (name, snapshot) = path.into_inner();
+    let name = repo_name(&name)?;
+    let formats = packyard_formats::registry();
+    match packyard_core::admin::snapshots::delete(&services, formats, admin.actor(), name.as_str(), &snapshot).await {
+        Ok(()) => {
+            let notice = format!("Snapshot {snapshot} deleted.");
+            repository_page(&viewer, &services, name.as_str(), Some(notice), None, None).await
+        }
         Err(e) => repository_page(&viewer, &services, name.as_str(), None, Some(e.into()), None).await,
     }
 }

@@ -111,6 +111,25 @@ impl Hosted for ApkHosted {
     fn removal(&self, key: &str) -> Option<String> {
         Some(key.to_string())
     }
+
+    /// The package into the same `<branch>/<repository>/<arch>` of the target.
+    fn copy_targets(
+        &self,
+        _to: &Repository,
+        _key: &str,
+        assets: &[(String, StoredBlob)],
+    ) -> Result<Vec<(Target, StoredBlob)>, UploadError> {
+        let mut out = Vec::new();
+        for (path, blob) in assets.iter().filter(|(p, _)| p.ends_with(".apk")) {
+            let parts: Vec<&str> = path.split('/').collect();
+            let [branch, channel, arch, file] = parts[..] else {
+                return Err(UploadError::Invalid(format!("{path} is not <branch>/<repository>/<arch>/<file>.apk")));
+            };
+            let unit = Unit::new(branch, channel, arch).map_err(UploadError::Invalid)?;
+            out.push((Target { unit, file: file.to_string() }, blob.clone()));
+        }
+        Ok(out)
+    }
 }
 
 /// The package, read whole (every member checked).

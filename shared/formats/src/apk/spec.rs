@@ -83,6 +83,10 @@ impl FormatSpec for ApkSpec {
         &ByKey(super::hosted::ApkHosted)
     }
 
+    fn copies(&self) -> &dyn packyard_core::hosted::Copies {
+        &ByKey(super::hosted::ApkHosted)
+    }
+
     fn builders(&self, services: &Services, builders: Builders) -> Builders {
         let builder = super::publish::ApkBuilder {
             keystore: services.security.keystore.clone(),

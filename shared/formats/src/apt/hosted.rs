@@ -466,6 +466,34 @@ impl Hosted for AptHosted {
     fn removal(&self, key: &str) -> Option<AptRemoval> {
         Some(AptRemoval::everywhere(key))
     }
+
+    /// A binary package, or a source package with every file its `.dsc` lists, into the
+    /// target's distribution (its `apt.distribution`) and the same component when the target
+    /// has it (its first otherwise).
+    fn copy_targets(
+        &self,
+        to: &Repository,
+        key: &str,
+        assets: &[(String, StoredBlob)],
+    ) -> Result<Vec<(AptTarget, StoredBlob)>, UploadError> {
+        let settings = settings(to);
+        let component = key
+            .strip_prefix("pool/")
+            .and_then(|rest| rest.split('/').next())
+            .filter(|c| settings.components.iter().any(|x| x == c))
+            .map(str::to_string);
+        let target = |files| AptTarget { component: component.clone(), architecture: None, distribution: None, files };
+        if let Some((dsc, blob)) = assets.iter().find(|(p, _)| p.ends_with(".dsc")) {
+            let name = |p: &str| p.rsplit('/').next().unwrap_or(p).to_string();
+            let files = assets.iter().filter(|(p, _)| p != dsc).map(|(p, b)| (name(p), b.clone())).collect();
+            return Ok(vec![(target(files), blob.clone())]);
+        }
+        Ok(assets
+            .iter()
+            .filter(|(p, _)| p.ends_with(".deb") || p.ends_with(".udeb"))
+            .map(|(_, b)| (target(Vec::new()), b.clone()))
+            .collect())
+    }
 }
 
 /// A source package's upload checked against its `.dsc`: every listed file sent with it (or

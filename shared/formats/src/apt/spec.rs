@@ -106,6 +106,10 @@ impl FormatSpec for AptSpec {
         &ByKey(super::hosted::AptHosted)
     }
 
+    fn copies(&self) -> &dyn packyard_core::hosted::Copies {
+        &ByKey(super::hosted::AptHosted)
+    }
+
     fn builders(&self, services: &Services, builders: Builders) -> Builders {
         let builder = super::publish::AptBuilder {
             page_size: 1_000,

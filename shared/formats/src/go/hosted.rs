@@ -198,6 +198,22 @@ impl Hosted for GoHosted {
     fn removal(&self, key: &str) -> Option<(String, String)> {
         key.rsplit_once('@').map(|(m, v)| (m.to_string(), v.to_string()))
     }
+
+    /// The version's zip (its `go.mod` and `.info` follow from it).
+    fn copy_targets(
+        &self,
+        _to: &Repository,
+        key: &str,
+        assets: &[(String, StoredBlob)],
+    ) -> Result<Vec<(Target, StoredBlob)>, UploadError> {
+        let Some((module, version)) = key.rsplit_once('@') else {
+            return Err(UploadError::Invalid(format!("{key} is not <module>@<version>")));
+        };
+        let zip = assets.iter().find(|(p, _)| p.ends_with(".zip")).ok_or_else(|| {
+            UploadError::Invalid(format!("{key} has no module zip to copy (a proxy's .info or .mod alone)"))
+        })?;
+        Ok(vec![(Target::Coordinate { module: module.to_string(), version: version.to_string() }, zip.1.clone())])
+    }
 }
 
 /// The record of a version in a checksum database: its two go.sum lines.

@@ -83,6 +83,10 @@ impl FormatSpec for GoSpec {
         &ByKey(super::hosted::GoHosted)
     }
 
+    fn copies(&self) -> &dyn packyard_core::hosted::Copies {
+        &ByKey(super::hosted::GoHosted)
+    }
+
     fn builders(&self, services: &Services, builders: Builders) -> Builders {
         let builder =
             super::publish::GoBuilder { page_size: 1_000, reader: packyard_core::groups::Reader::of(services) };

@@ -628,6 +628,40 @@ impl Db {
     }
 
     /// The assets of these components, by component then id.
+    /// The repository's components keyed `keys` (those it has).
+    pub async fn catalogue_components_by_keys(
+        &self,
+        repository_id: i64,
+        keys: &[String],
+    ) -> DbResult<Vec<ComponentRow>> {
+        let s = sql!(
+            "components.by_key",
+            concat!(
+                "SELECT ",
+                component_columns!(),
+                " FROM components WHERE repository_id = $1 AND component_key = $2"
+            )
+        );
+        let mut out = Vec::with_capacity(keys.len());
+        for key in keys {
+            if let Some(row) = self.optional(self.pool(), s, (repository_id, key.as_str()), ComponentRow::parse).await?
+            {
+                out.push(row);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every component of the repository (a snapshot diff's names resolved to keys).
+    pub async fn catalogue_components_named(&self, repository_id: i64) -> DbResult<Vec<ComponentRow>> {
+        let s = sql!(
+            "components.of_repository",
+            concat!("SELECT ", component_columns!(), " FROM components WHERE repository_id = $1 ORDER BY id")
+        );
+        let rows = self.bound(s, (repository_id,)).fetch_all(self.pool()).await?;
+        rows.iter().map(ComponentRow::parse).collect()
+    }
+
     pub async fn catalogue_assets_of(&self, components: &[i64]) -> DbResult<Vec<AssetRow>> {
         if components.is_empty() {
             return Ok(Vec::new());
