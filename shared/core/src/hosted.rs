@@ -434,47 +434,15 @@ async fn record<H: Hosted>(
         attempt += 1;
         let run = async {
             let mut tx = db.begin().await?;
-            let mut t = InTx { tx: &mut tx, db, repo };
-            // A redeploy republishes what the removed artifact was in, too.
-            let mut units = units.clone();
-            match format.existing(&mut t, &artifact).await? {
-                Existing::Absent | Existing::Overwrite => {}
-                Existing::Same => return Ok(None),
-                Existing::Different(_) if repo.write_policy == WritePolicy::AllowOnce => {
-                    return Err(TxError::Refused(UploadError::Conflict(format!(
-                        "{coordinate} is already in repository {} with different content; {}",
-                        repo.name,
-                        H::IMMUTABILITY
-                    ))))
-                }
-                Existing::Different(old) => {
-                    if let Some(removed) = format.remove(&mut t, &old).await? {
-                        db.catalogue_forget(t.tx, repo.id, &removed.forget).await?;
-                        units.extend(removed.units.into_iter().filter(|u| !units.contains(u)).collect::<Vec<_>>());
-                    }
-                }
-                Existing::Refuse(e) => return Err(TxError::Refused(e)),
-            }
-            db.claim_blob(&mut tx, &stored.sha256).await?;
-            for d in derived.iter() {
-                db.claim_blob(&mut tx, &d.sha256).await?;
-            }
-            let mut t = InTx { tx: &mut tx, db, repo };
-            let written = format.write(&mut t, &artifact, actor.username).await?;
-            if let Some(entry) = &written.catalogue {
-                let stamp = (actor.username, packyard_store::db::now_ms());
-                db.catalogue_put(&mut tx, repo.id, repo.format.as_str(), entry, stamp).await?;
-            }
+            let detail = serde_json::json!({"sha256": stored.sha256.as_str()});
+            let how = (format!("{}.upload", H::NAME), detail);
+            let upload = (&artifact, coordinate.as_str(), units.clone());
+            let stored_once =
+                store_one(format, (&mut tx, db, repo), upload, (stored, derived.as_slice()), actor, &how).await?;
+            let Some(units) = stored_once else { return Ok(None) };
             let mut changes = Vec::new();
-            if written.republish {
-                for (kind, key) in &units {
-                    changes.push(db.record_change(&mut tx, repo.id, kind, key).await?);
-                }
-            }
-            if written.audit {
-                let detail = serde_json::json!({"sha256": stored.sha256.as_str()});
-                audit_in(&mut tx, db, actor, &format!("{}.upload", H::NAME), repo, &coordinate, &detail).await?;
-                component_event_in(&mut tx, db, "component.published", repo, (&coordinate, &detail), actor).await?;
+            for (kind, key) in &units {
+                changes.push(db.record_change(&mut tx, repo.id, kind, key).await?);
             }
             tx.commit().await?;
             Ok::<_, TxError>(Some(changes))
@@ -576,6 +544,56 @@ impl<H: Hosted> Deletes for ByKey<H> {
         let removals: Vec<H::Removal> = keys.iter().filter_map(|k| self.0.removal(k)).collect();
         delete_batch(&self.0, services, repo, &removals, actor).await
     }
+}
+
+/// In `tx`, stores one inspected upload into `repo` as every upload is stored: what its
+/// coordinate holds decides (an identical artifact: `None`; another under `allow_once`: refused;
+/// under `allow`, removed first), its blobs are claimed, its rows written, its catalogue entry,
+/// audit entry (`how`: the action and its detail) and event added. Returns the units to
+/// republish (`units`, and those of what it replaced; none when the format does not republish
+/// it yet).
+async fn store_one<H: Hosted>(
+    format: &H,
+    (tx, db, repo): (&mut Tx<'_>, &Db, &Repository),
+    (artifact, coordinate, mut units): (&H::Artifact, &str, Vec<UnitRef>),
+    (stored, derived): (&StoredBlob, &[StoredBlob]),
+    actor: Actor<'_>,
+    (action, detail): &(String, serde_json::Value),
+) -> Result<Option<Vec<UnitRef>>, TxError> {
+    let mut t = InTx { tx: &mut *tx, db, repo };
+    match format.existing(&mut t, artifact).await? {
+        Existing::Absent | Existing::Overwrite => {}
+        Existing::Same => return Ok(None),
+        Existing::Different(_) if repo.write_policy == WritePolicy::AllowOnce => {
+            return Err(TxError::Refused(UploadError::Conflict(format!(
+                "{coordinate} is already in repository {} with different content; {}",
+                repo.name,
+                H::IMMUTABILITY
+            ))))
+        }
+        Existing::Different(old) => {
+            // A redeploy republishes what the removed artifact was in, too.
+            if let Some(removed) = format.remove(&mut t, &old).await? {
+                db.catalogue_forget(t.tx, repo.id, &removed.forget).await?;
+                units.extend(removed.units.into_iter().filter(|u| !units.contains(u)).collect::<Vec<_>>());
+            }
+        }
+        Existing::Refuse(e) => return Err(TxError::Refused(e)),
+    }
+    db.claim_blob(tx, &stored.sha256).await?;
+    for d in derived {
+        db.claim_blob(tx, &d.sha256).await?;
+    }
+    let written = format.write(&mut InTx { tx: &mut *tx, db, repo }, artifact, actor.username).await?;
+    if let Some(entry) = &written.catalogue {
+        let stamp = (actor.username, packyard_store::db::now_ms());
+        db.catalogue_put(tx, repo.id, repo.format.as_str(), entry, stamp).await?;
+    }
+    if written.audit {
+        audit_in(tx, db, actor, action, repo, coordinate, detail).await?;
+        component_event_in(tx, db, "component.published", repo, (coordinate, detail), actor).await?;
+    }
+    Ok(Some(if written.republish { units } else { Vec::new() }))
 }
 
 /// What a copy or a move did.
@@ -724,7 +742,7 @@ async fn copy_transaction<H: Hosted>(
     actor: Actor<'_>,
 ) -> Result<Copied, UploadError> {
     let db = &services.db;
-    let (action, now) = (format!("{}.{}", H::NAME, if moving { "move" } else { "copy" }), packyard_store::db::now_ms());
+    let action = format!("{}.{}", H::NAME, if moving { "move" } else { "copy" });
     let mut attempt = 0;
     loop {
         attempt += 1;
@@ -742,45 +760,15 @@ async fn copy_transaction<H: Hosted>(
             for item in items {
                 let mut wrote = false;
                 for (i, stored) in &item.uploads {
-                    let mut t = InTx { tx: &mut tx, db, repo: to };
-                    let mut units = format.units(to, &i.artifact);
-                    match format.existing(&mut t, &i.artifact).await? {
-                        Existing::Absent | Existing::Overwrite => {}
-                        Existing::Same => continue,
-                        Existing::Different(_) if to.write_policy == WritePolicy::AllowOnce => {
-                            return Err(TxError::Refused(UploadError::Conflict(format!(
-                                "{} is already in repository {} with different content; {}",
-                                i.coordinate,
-                                to.name,
-                                H::IMMUTABILITY
-                            ))))
-                        }
-                        Existing::Different(old) => {
-                            if let Some(removed) = format.remove(&mut t, &old).await? {
-                                db.catalogue_forget(t.tx, to.id, &removed.forget).await?;
-                                units.extend(removed.units);
-                            }
-                        }
-                        Existing::Refuse(e) => return Err(TxError::Refused(e)),
-                    }
-                    db.claim_blob(&mut tx, &stored.sha256).await?;
-                    for d in &i.derived {
-                        db.claim_blob(&mut tx, &d.sha256).await?;
-                    }
-                    let written =
-                        format.write(&mut InTx { tx: &mut tx, db, repo: to }, &i.artifact, actor.username).await?;
-                    if let Some(entry) = &written.catalogue {
-                        db.catalogue_put(&mut tx, to.id, to.format.as_str(), entry, (actor.username, now)).await?;
-                    }
-                    if written.republish {
-                        add(&mut units_to, units);
-                    }
-                    if written.audit {
-                        let detail = serde_json::json!({"from": from.name.as_str(), "sha256": stored.sha256.as_str()});
-                        audit_in(&mut tx, db, actor, &action, to, &i.coordinate, &detail).await?;
-                        component_event_in(&mut tx, db, "component.published", to, (&i.coordinate, &detail), actor)
-                            .await?;
-                    }
+                    let detail = serde_json::json!({"from": from.name.as_str(), "sha256": stored.sha256.as_str()});
+                    let how = (action.clone(), detail);
+                    let units = format.units(to, &i.artifact);
+                    let upload = (&i.artifact, i.coordinate.as_str(), units);
+                    let blobs = (stored, i.derived.as_slice());
+                    let Some(units) = store_one(format, (&mut tx, db, to), upload, blobs, actor, &how).await? else {
+                        continue;
+                    };
+                    add(&mut units_to, units);
                     wrote = true;
                 }
                 if wrote {
