@@ -254,11 +254,11 @@ fn security_paths() -> serde_json::Value {
         },
         "/api/v1/repositories/{name}/copy": {
             "parameters": param("name"),
-            "post": op("Copy components of this repository into a hosted repository of its format: {\"to\", \"components\": [component ids from /service/rest/v1/components or search], \"snapshot_diff\"?: {\"from\", \"to\"} (what that later snapshot of this repository added or changed)}; each file checked as its upload is; one transaction (at most 10,000 components), audited (<format>.copy) and announced (component.published) per component; {copied, unchanged, removed}; ?wait=true answers once the target published them (admin; APT, APK, Go)", "200")
+            "post": op("Copy components of this repository into a hosted repository of its format: {\"to\", \"components\": [component ids from /service/rest/v1/components or search], \"snapshot_diff\"?: {\"from\", \"to\"} (what that later snapshot of this repository added or changed)}; each file checked as its upload is; one transaction (at most 10,000 components), audited (<format>.copy) and announced (component.published) per component; {copied, unchanged, removed}; ?wait=true answers once the target published them (admin)", "200")
         },
         "/api/v1/repositories/{name}/move": {
             "parameters": param("name"),
-            "post": op("Move components: a copy that removes them from this hosted repository in the same transaction (audited as <format>.move in both, announced as component.deleted here) (admin; APT, APK, Go)", "200")
+            "post": op("Move components: a copy that removes them from this hosted repository in the same transaction (audited as <format>.move in both, announced as component.deleted here) (admin)", "200")
         },
         "/api/v1/repositories/{name}/signing-key": {
             "parameters": param("name"),

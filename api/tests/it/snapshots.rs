@@ -44,9 +44,9 @@ async fn put(app: &TestApp, path: &str, body: &[u8]) -> anyhow::Result<()> {
 }
 
 /// A Conan recipe revision `rrev` of `kept/1.0` with one binary package.
-async fn conan_revision(app: &TestApp, rrev: &str, comment: &str) -> anyhow::Result<String> {
+async fn conan_revision(app: &TestApp, repo: &str, rrev: &str, comment: &str) -> anyhow::Result<String> {
     let conanfile = format!("from conan import ConanFile\n# {comment}\n");
-    let recipe = format!("/repository/conans/v2/conans/kept/1.0/_/_/revisions/{rrev}");
+    let recipe = format!("/repository/{repo}/v2/conans/kept/1.0/_/_/revisions/{rrev}");
     let conaninfo = "[settings]\nos=Linux\n";
     let package = format!("{recipe}/packages/p1/revisions/p1r");
     put(app, &format!("{recipe}/files/conanfile.py"), conanfile.as_bytes()).await?;
@@ -107,7 +107,7 @@ async fn snapshots_of_every_format(mut app: TestApp) -> anyhow::Result<()> {
     put(&app, "/repository/apks/v3.20/main/x86_64/kept-1.0-r0.apk?wait=true", &apk1.bytes).await?;
     let zip1 = packyard_codecs::go::testing::simple_module("example.com/kept", "v1.0.0", "one", 100)?;
     put(&app, "/repository/mods/example.com/kept/@v/v1.0.0.zip", &zip1).await?;
-    let conanfile1 = conan_revision(&app, "r1", "one").await?;
+    let conanfile1 = conan_revision(&app, "conans", "r1", "one").await?;
     app.publish().await;
 
     // What clients see now, to compare with the snapshot later.
@@ -133,7 +133,7 @@ async fn snapshots_of_every_format(mut app: TestApp) -> anyhow::Result<()> {
     put(&app, "/repository/apks/v3.20/main/x86_64/kept-1.1-r0.apk?wait=true", &apk2.bytes).await?;
     let zip2 = packyard_codecs::go::testing::simple_module("example.com/kept", "v1.1.0", "two", 100)?;
     put(&app, "/repository/mods/example.com/kept/@v/v1.1.0.zip", &zip2).await?;
-    conan_revision(&app, "r2", "two").await?;
+    conan_revision(&app, "conans", "r2", "two").await?;
     app.publish().await;
     // Named by time when no name is given.
     let after = made(&app, "debs", json!({})).await?;
@@ -558,6 +558,8 @@ async fn copy_and_move_components(mut app: TestApp) -> anyhow::Result<()> {
         ("apk-release", Format::Apk),
         ("go-staging", Format::Go),
         ("go-release", Format::Go),
+        ("conan-staging", Format::Conan),
+        ("conan-release", Format::Conan),
     ] {
         app.create(Repo::hosted(name, format)).await?;
     }
@@ -634,6 +636,22 @@ async fn copy_and_move_components(mut app: TestApp) -> anyhow::Result<()> {
     assert_eq!(r.json, json!({"copied": 1, "unchanged": 0, "removed": 0}), "{}", r.text);
     assert_eq!(ok(&app, "/repository/go-release/example.com/kept/@v/list").await?, b"v1.0.0\n");
     assert_eq!(ok(&app, "/repository/go-release/example.com/kept/@v/v1.0.0.zip").await?, zip);
+
+    // Conan: the recipe revision with its package revision, the revision's files as they were.
+    let conanfile = conan_revision(&app, "conan-staging", "r1", "one").await?;
+    let id = component_ids(&app, "conan-staging").await?["kept 1.0"].clone();
+    let r = promote(&app, "move", "conan-staging", json!({"to": "conan-release", "components": [id]})).await?;
+    assert_eq!(r.json, json!({"copied": 1, "unchanged": 0, "removed": 1}), "{}", r.text);
+    let conan = "v2/conans/kept/1.0/_/_";
+    let latest: Value = serde_json::from_slice(&ok(&app, &format!("/repository/conan-release/{conan}/latest")).await?)?;
+    assert_eq!(latest["revision"], "r1");
+    let file = ok(&app, &format!("/repository/conan-release/{conan}/revisions/r1/files/conanfile.py")).await?;
+    assert_eq!(file, conanfile.as_bytes());
+    let packages = format!("/repository/conan-release/{conan}/revisions/r1/packages/p1/latest");
+    let latest: Value = serde_json::from_slice(&ok(&app, &packages).await?)?;
+    assert_eq!(latest["revision"], "p1r", "its package too");
+    let r = app.get(&format!("/repository/conan-staging/{conan}/latest")).await?;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "moved: {}", r.text);
 
     // Refused, with what to do.
     let r = promote(&app, "copy", "staging", json!({"to": "apk-release", "components": [ids["hello 1.0"]]})).await?;

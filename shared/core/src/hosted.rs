@@ -304,8 +304,10 @@ pub trait Hosted: Send + Sync {
     /// its `assets` (each its path and its blob, stored already): each a target and the blob
     /// its upload is. An asset that follows from another (a Go module's `.mod` from its `.zip`)
     /// has none. `Err`: the component cannot be copied there, and why.
-    fn copy_targets(
+    /// In the order they are uploaded (what completes a revision last).
+    async fn copy_targets(
         &self,
+        _services: &Services,
         _to: &Repository,
         _key: &str,
         _assets: &[(String, StoredBlob)],
@@ -707,7 +709,7 @@ pub async fn copy_batch<H: Hosted>(
                 own.push((a.path.clone(), StoredBlob { sha256, size, created: false }));
             }
             let mut uploads = Vec::new();
-            for (target, stored) in format.copy_targets(to, &c.component_key, &own)? {
+            for (target, stored) in format.copy_targets(services, to, &c.component_key, &own).await? {
                 format.check_target(to, &target)?;
                 let i = format.inspect(services, to, &target, &stored).await?;
                 derived.extend(i.derived.iter().cloned());

@@ -113,8 +113,9 @@ impl Hosted for ApkHosted {
     }
 
     /// The package into the same `<branch>/<repository>/<arch>` of the target.
-    fn copy_targets(
+    async fn copy_targets(
         &self,
+        _services: &Services,
         _to: &Repository,
         _key: &str,
         assets: &[(String, StoredBlob)],

@@ -470,8 +470,9 @@ impl Hosted for AptHosted {
     /// A binary package, or a source package with every file its `.dsc` lists, into the
     /// target's distribution (its `apt.distribution`) and the same component when the target
     /// has it (its first otherwise).
-    fn copy_targets(
+    async fn copy_targets(
         &self,
+        _services: &Services,
         to: &Repository,
         key: &str,
         assets: &[(String, StoredBlob)],

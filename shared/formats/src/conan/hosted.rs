@@ -251,4 +251,66 @@ impl Hosted for ConanHosted {
         let revision = Revision { reference: reference.into(), rrev: rrev.into(), package: None };
         Some(Removal { revision, packages_only: false })
     }
+
+    /// Every file of the recipe revision and of its package revisions, uploaded as the client
+    /// does: the recipe first, each revision's `conanfile.py` or `conaninfo.txt` first and its
+    /// manifest last (which completes it); each file's hashes read from its blob.
+    async fn copy_targets(
+        &self,
+        services: &Services,
+        _to: &Repository,
+        key: &str,
+        assets: &[(String, StoredBlob)],
+    ) -> Result<Vec<(Target, StoredBlob)>, UploadError> {
+        let Some((reference, rrev)) = key.rsplit_once('#') else {
+            return Err(UploadError::Invalid(format!("{key} is not <reference>#<revision>")));
+        };
+        let mut files = Vec::new();
+        for (path, blob) in assets {
+            let (package, file) = match path.split_once(&format!("/revisions/{rrev}/")).map(|(_, rest)| rest) {
+                Some(rest) => match rest.strip_prefix("files/") {
+                    Some(file) => (None, file),
+                    None => {
+                        let (pkgid, rest) = rest
+                            .strip_prefix("packages/")
+                            .and_then(|r| r.split_once("/revisions/"))
+                            .ok_or_else(|| UploadError::Invalid(format!("{path} is not a file of {key}")))?;
+                        let (prev, file) = rest
+                            .split_once("/files/")
+                            .ok_or_else(|| UploadError::Invalid(format!("{path} is not a file of {key}")))?;
+                        (Some((pkgid.to_string(), prev.to_string())), file)
+                    }
+                },
+                None => return Err(UploadError::Invalid(format!("{path} is not a file of {key}"))),
+            };
+            // The recipe's files first; within a revision its first file first, the manifest last.
+            let rank = match file {
+                "conanfile.py" | "conaninfo.txt" => 0,
+                "conanmanifest.txt" => 2,
+                _ => 1,
+            };
+            files.push(((package.is_some(), package.clone(), rank), package, file.to_string(), blob.clone()));
+        }
+        files.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut out = Vec::with_capacity(files.len());
+        for (_, package, file, blob) in files {
+            let hashes = read_back(services, &blob.sha256, |r| {
+                let mut h = FileHashes::default();
+                let mut buf = vec![0u8; 64 * 1024];
+                loop {
+                    match std::io::Read::read(r, &mut buf) {
+                        Ok(0) => return Ok(h),
+                        Ok(n) => h.update(&buf[..n]),
+                        Err(e) => return Err(e.to_string()),
+                    }
+                }
+            })
+            .await?
+            .map_err(|e| UploadError::Invalid(format!("cannot read {file}: {e}")))?;
+            let revision = Revision { reference: reference.to_string(), rrev: rrev.to_string(), package };
+            let target = Target { revision, path: file, hashes: Arc::new(Mutex::new(Some(hashes))), sha1_header: None };
+            out.push((target, blob));
+        }
+        Ok(out)
+    }
 }

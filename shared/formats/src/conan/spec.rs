@@ -71,6 +71,10 @@ impl FormatSpec for ConanSpec {
         &ByKey(super::hosted::ConanHosted)
     }
 
+    fn copies(&self) -> &dyn packyard_core::hosted::Copies {
+        &ByKey(super::hosted::ConanHosted)
+    }
+
     fn builders(&self, services: &Services, builders: Builders) -> Builders {
         let reader = packyard_core::groups::Reader::of(services);
         builders

@@ -200,8 +200,9 @@ impl Hosted for GoHosted {
     }
 
     /// The version's zip (its `go.mod` and `.info` follow from it).
-    fn copy_targets(
+    async fn copy_targets(
         &self,
+        _services: &Services,
         _to: &Repository,
         key: &str,
         assets: &[(String, StoredBlob)],
