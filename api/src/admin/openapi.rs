@@ -254,7 +254,7 @@ fn security_paths() -> serde_json::Value {
         },
         "/api/v1/repositories/{name}/copy": {
             "parameters": param("name"),
-            "post": op("Copy components of this repository into a hosted repository of its format: {\"to\", \"components\": [component ids from /service/rest/v1/components or search], \"snapshot_diff\"?: {\"from\", \"to\"} (what that later snapshot of this repository added or changed)}; each file checked as its upload is; one transaction (at most 10,000 components), audited (<format>.copy) and announced (component.published) per component; {copied, unchanged, removed}; ?wait=true answers once the target published them (admin)", "200")
+            "post": op("Copy components of this repository into a hosted repository of its format: {\"to\", \"components\": [component ids from /service/rest/v1/components or search], \"snapshot_diff\"?: {\"from\", \"to\"} (what that later snapshot of this repository added or changed), \"search\"?: {\"group\"?, \"name\"?, \"version\"?} (exact or a prefix ending in *), \"with_dependencies\"?: APT: also what they need that the target lacks, from this repository}; each file checked as its upload is; one transaction (at most 10,000 components), audited (<format>.copy) and announced (component.published) per component; {copied, unchanged, removed}; ?wait=true answers once the target published them (admin)", "200")
         },
         "/api/v1/repositories/{name}/move": {
             "parameters": param("name"),

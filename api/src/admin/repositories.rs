@@ -311,6 +311,10 @@ struct CopyBody {
     components: Vec<String>,
     #[serde(default)]
     snapshot_diff: Option<packyard_core::admin::promotion::DiffSelection>,
+    #[serde(default)]
+    search: Option<packyard_core::admin::promotion::SearchSelection>,
+    #[serde(default)]
+    with_dependencies: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -358,8 +362,13 @@ async fn promote(
             .ok_or_else(|| ApiError::bad_request(format!("{id:?} is not a component id this server issued")))?;
         rows.push(row);
     }
-    let selection =
-        Selection { to: body.to, component_rows: rows, snapshot_diff: body.snapshot_diff.map(|d| (d.from, d.to)) };
+    let selection = Selection {
+        to: body.to,
+        component_rows: rows,
+        snapshot_diff: body.snapshot_diff.map(|d| (d.from, d.to)),
+        search: body.search,
+        with_dependencies: body.with_dependencies,
+    };
     let formats = packyard_formats::registry();
     let done = match promotion::copy(&services, formats, admin.actor(), path.name(), selection, moving).await {
         Ok(done) => done,

@@ -618,6 +618,46 @@ async fn copy_and_move_components(mut app: TestApp) -> anyhow::Result<()> {
     let release = String::from_utf8(ok(&app, &format!("/repository/release/{packages}")).await?)?;
     assert!(release.contains("Version: 2.0\n") && release.contains("Package: extra\n"), "{release}");
 
+    // By search, with the dependencies the target lacks (resolved within the source): app
+    // needs libfoo >= 1.2 (1.3, not 1.1), libbar or libbaz (the source has only libbaz, which
+    // needs libqux) and libc6 (the target has it already).
+    let with = |name: &str, version: &str, depends: &str| {
+        let control = format!("Package: {name}\nVersion: {version}\nArchitecture: amd64\nMaintainer: T <t@example.org>\n{depends}Description: x\n");
+        packyard_codecs::apt::testing::deb(&control, ".gz")
+    };
+    for deb in [
+        with("app", "1.0", "Depends: libfoo (>= 1.2), libbar | libbaz, libc6 (>= 2.36)\n"),
+        with("libfoo", "1.1", ""),
+        with("libfoo", "1.3", ""),
+        with("libbaz", "1.0", "Pre-Depends: libqux\n"),
+        with("libqux", "1.0", ""),
+        with("libc6", "2.36", ""),
+        with("unrelated", "1.0", ""),
+    ] {
+        let r = app.post("/repository/staging/?wait=true", deb).await?;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    }
+    let r = app.post("/repository/release/?wait=true", with("libc6", "2.37", "")).await?;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    let r = promote(
+        &app,
+        "copy",
+        "staging",
+        json!({"to": "release", "search": {"name": "app"}, "with_dependencies": true}),
+    )
+    .await?;
+    assert_eq!(r.json, json!({"copied": 4, "unchanged": 0, "removed": 0}), "{}", r.text);
+    let release = String::from_utf8(ok(&app, &format!("/repository/release/{packages}")).await?)?;
+    let listed = |name: &str, version: &str| release.contains(&format!("Package: {name}\nVersion: {version}\n"));
+    assert!(
+        listed("app", "1.0") && listed("libfoo", "1.3") && listed("libbaz", "1.0") && listed("libqux", "1.0"),
+        "{release}"
+    );
+    assert!(!listed("libfoo", "1.1") && !listed("libc6", "2.36") && !listed("unrelated", "1.0"), "{release}");
+    let r = promote(&app, "copy", "staging", json!({"to": "release", "search": {}})).await?;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text);
+    assert!(r.text.contains("names at least one of"), "{}", r.text);
+
     // APK and Go.
     let apk = packyard_codecs::apk::testing::sized_apk("kept", "1.0-r0", "x86_64", 4 << 10, 1)?;
     put(&app, "/repository/apk-staging/v3.20/main/x86_64/kept-1.0-r0.apk?wait=true", &apk.bytes).await?;
@@ -632,6 +672,10 @@ async fn copy_and_move_components(mut app: TestApp) -> anyhow::Result<()> {
     let zip = packyard_codecs::go::testing::simple_module("example.com/kept", "v1.0.0", "one", 100)?;
     put(&app, "/repository/go-staging/example.com/kept/@v/v1.0.0.zip", &zip).await?;
     let id = component_ids(&app, "go-staging").await?["kept v1.0.0"].clone();
+    let body = json!({"to": "go-release", "components": [id], "with_dependencies": true});
+    let r = promote(&app, "copy", "go-staging", body).await?;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text);
+    assert!(r.text.contains("go components are copied without their dependencies"), "{}", r.text);
     let r = promote(&app, "copy", "go-staging", json!({"to": "go-release", "components": [id]})).await?;
     assert_eq!(r.json, json!({"copied": 1, "unchanged": 0, "removed": 0}), "{}", r.text);
     assert_eq!(ok(&app, "/repository/go-release/example.com/kept/@v/list").await?, b"v1.0.0\n");

@@ -129,6 +129,18 @@ pub trait FormatSpec: Send + Sync + 'static {
         &crate::hosted::NoCopies
     }
 
+    /// What the catalogued components `keys` of `from` depend on that `to` lacks, as keys of
+    /// `from`'s components, followed through what those depend on; by default nothing (a copy
+    /// `with_dependencies` is refused for a format that has none to follow).
+    async fn dependencies(
+        &self,
+        _services: &Services,
+        (from, _to): (&Repository, &Repository),
+        _keys: &[String],
+    ) -> Result<Vec<String>, UploadError> {
+        Err(UploadError::Invalid(format!("{} components are copied without their dependencies", from.format)))
+    }
+
     /// Deletes a hosted repository's catalogued component `key` as the format's own delete does
     /// (rows, republication, audit entry); `asset` may narrow it where a component has parts of
     /// its own. The changes to wait for, or `None` when it was gone already.

@@ -9,6 +9,7 @@ pub mod import;
 mod index;
 pub mod keys;
 pub mod nexus;
+pub mod promote;
 pub mod publish;
 pub mod rows;
 pub mod settings;

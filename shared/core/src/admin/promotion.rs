@@ -28,6 +28,24 @@ pub struct Selection {
     /// `(from, to)`: the components snapshot `to` added or changed since snapshot `from`, as
     /// the source holds them now.
     pub snapshot_diff: Option<(String, String)>,
+    /// The source's components a search finds (Nexus's `group`, `name`, `version`, each exact
+    /// or a prefix ending in `*`).
+    pub search: Option<SearchSelection>,
+    /// APT: also the packages the selected ones depend on that the target lacks, as the source
+    /// holds them (`FormatSpec::dependencies`).
+    pub with_dependencies: bool,
+}
+
+/// The body's search.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchSelection {
+    #[serde(default)]
+    pub group: Option<String>,
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub version: Option<String>,
 }
 
 /// The body's snapshot diff.
@@ -101,9 +119,40 @@ pub async fn copy(
             }
         }
     }
-    keys.dedup();
+    if let Some(q) = &selection.search {
+        use packyard_store::db::catalogue::{Pattern, Search};
+        let pattern = |v: &Option<String>| v.as_deref().filter(|s| !s.is_empty()).map(Pattern::parse);
+        if q.group.is_none() && q.name.is_none() && q.version.is_none() {
+            return Err(
+                AdminError::Invalid("a `search` names at least one of `group`, `name`, `version`".into()).into()
+            );
+        }
+        let search = Search {
+            repositories: vec![source.id],
+            group: pattern(&q.group),
+            name: pattern(&q.name),
+            version: pattern(&q.version),
+            limit: i64::try_from(MAX_COMPONENTS).unwrap_or(i64::MAX) + 1,
+            ..Search::default()
+        };
+        keys.extend(services.db.catalogue_search(&search).await?.into_iter().map(|c| c.component_key));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    keys.retain(|k| seen.insert(k.clone()));
     if keys.is_empty() {
-        return Err(AdminError::Invalid("name the components: `components` (ids) or `snapshot_diff`".into()).into());
+        return Err(AdminError::Invalid(
+            "no component selected: name them by `components` (ids), `search` or `snapshot_diff`".into(),
+        )
+        .into());
+    }
+    let spec = formats.get(source.format);
+    if selection.with_dependencies {
+        let more = spec.dependencies(services, (&source, &target), &keys).await?;
+        for k in more {
+            if seen.insert(k.clone()) {
+                keys.push(k);
+            }
+        }
     }
     if keys.len() > MAX_COMPONENTS {
         return Err(AdminError::Invalid(format!(
@@ -112,6 +161,5 @@ pub async fn copy(
         ))
         .into());
     }
-    let spec = formats.get(source.format);
     Ok(spec.copies().copy_components(services, (&source, &target), &keys, moving, actor).await?)
 }

@@ -55,6 +55,16 @@ pub async fn by_pool_path<'e, E: Executor<'e, Database = Any>>(
     db.optional(ex, path, (repo, pool_path), AptPackage::parse).await
 }
 
+/// Every version and architecture of the package `name` in the repository.
+pub async fn by_name(db: &Db, repo: i64, name: &str) -> DbResult<Vec<AptPackage>> {
+    let s = sql!(
+        "apt_packages.by_name",
+        concat!("SELECT ", columns!(), " FROM apt_packages WHERE repository_id = $1 AND name = $2 ORDER BY id")
+    );
+    let rows = db.bound(s, (repo, name)).fetch_all(db.pool()).await?;
+    rows.iter().map(AptPackage::parse).collect()
+}
+
 /// The blob, size and upload time of the package at `pool_path` (what serving it needs).
 pub async fn served(db: &Db, repo: i64, pool_path: &str) -> DbResult<Option<(String, i64, i64)>> {
     let served = sql!(

@@ -110,6 +110,15 @@ impl FormatSpec for AptSpec {
         &ByKey(super::hosted::AptHosted)
     }
 
+    async fn dependencies(
+        &self,
+        services: &Services,
+        repos: (&Repository, &Repository),
+        keys: &[String],
+    ) -> Result<Vec<String>, packyard_core::hosted::UploadError> {
+        super::promote::dependencies(services, repos, keys).await
+    }
+
     fn builders(&self, services: &Services, builders: Builders) -> Builders {
         let builder = super::publish::AptBuilder {
             page_size: 1_000,

@@ -1,0 +1,152 @@
+//! What a promotion `with_dependencies` adds (`FormatSpec::dependencies`): the packages the
+//! selected ones need (`Pre-Depends`, `Depends`) that the target cannot satisfy, taken from the
+//! source — for each relation the first alternative the source satisfies, its newest version
+//! that does, of the dependent's architecture or `all` — and followed through what those need.
+//! A relation neither satisfies is left as it is (the target's users see it unmet, as they
+//! would have). Virtual packages (`Provides`) are not followed.
+
+use std::cmp::Ordering;
+use std::collections::{BTreeSet, VecDeque};
+
+use packyard_codecs::apt::version::compare;
+use packyard_core::hosted::UploadError;
+use packyard_core::services::Services;
+use packyard_model::repos::Repository;
+use packyard_store::db::Db;
+
+use super::rows::{self, AptPackage};
+
+/// One alternative of a relation: a name and an optional `(operator, version)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Alternative {
+    name: String,
+    bound: Option<(String, String)>,
+}
+
+impl Alternative {
+    fn admits(&self, version: &str) -> bool {
+        let Some((op, want)) = &self.bound else { return true };
+        let c = compare(version, want);
+        match op.as_str() {
+            "<<" => c == Ordering::Less,
+            "<=" | "<" => c != Ordering::Greater,
+            "=" => c == Ordering::Equal,
+            ">=" | ">" => c != Ordering::Less,
+            ">>" => c == Ordering::Greater,
+            _ => false,
+        }
+    }
+}
+
+/// The relations of `field` in a control text: each a list of alternatives.
+fn relations(control: &str, field: &str) -> Vec<Vec<Alternative>> {
+    let Ok(fields) = packyard_codecs::apt::fields::paragraph(control) else { return Vec::new() };
+    let Some(f) = packyard_codecs::apt::fields::get(&fields, field) else { return Vec::new() };
+    let value: String = f.value.lines().map(str::trim).collect::<Vec<_>>().join(" ");
+    value
+        .split(',')
+        .map(|group| group.split('|').filter_map(|alt| alternative(alt.trim())).collect::<Vec<_>>())
+        .filter(|g| !g.is_empty())
+        .collect()
+}
+
+fn alternative(text: &str) -> Option<Alternative> {
+    let end = text.find([' ', '(', '[', '<', ':']).unwrap_or(text.len());
+    let name = text[..end].trim();
+    if name.is_empty() {
+        return None;
+    }
+    let bound = text.find('(').and_then(|open| {
+        let inner = text[open + 1..].split(')').next()?.trim();
+        let op_end = inner.find(|c: char| !matches!(c, '<' | '>' | '=')).unwrap_or(inner.len());
+        let (op, version) = (inner[..op_end].trim(), inner[op_end..].trim());
+        (!op.is_empty() && !version.is_empty()).then(|| (op.to_string(), version.to_string()))
+    });
+    Some(Alternative { name: name.to_string(), bound })
+}
+
+/// The newest of `candidates` that `alt` admits, of `arch` or `all`.
+fn best<'p>(candidates: &'p [AptPackage], alt: &Alternative, arch: &str) -> Option<&'p AptPackage> {
+    candidates
+        .iter()
+        .filter(|p| (p.architecture == arch || p.architecture == "all" || arch == "all") && alt.admits(&p.version))
+        .max_by(|a, b| compare(&a.version, &b.version))
+}
+
+/// The keys (pool paths) of `from`'s packages that the packages keyed `keys` need and `to`
+/// lacks, followed transitively.
+pub async fn dependencies(
+    services: &Services,
+    (from, to): (&Repository, &Repository),
+    keys: &[String],
+) -> Result<Vec<String>, UploadError> {
+    let db = &services.db;
+    let mut queue: VecDeque<AptPackage> = VecDeque::new();
+    let mut chosen: Vec<AptPackage> = Vec::new();
+    for key in keys {
+        if let Some(p) = rows::by_pool_path(db, db.pool(), from.id, key).await? {
+            chosen.push(p.clone());
+            queue.push_back(p);
+        }
+    }
+    let mut added = Vec::new();
+    let mut seen: BTreeSet<String> = keys.iter().cloned().collect();
+    while let Some(p) = queue.pop_front() {
+        for field in ["Pre-Depends", "Depends"] {
+            for group in relations(&p.control, field) {
+                if satisfied(db, to, &chosen, &group, &p.architecture).await? {
+                    continue;
+                }
+                for alt in &group {
+                    let candidates = rows::by_name(db, from.id, &alt.name).await?;
+                    let Some(found) = best(&candidates, alt, &p.architecture) else { continue };
+                    if seen.insert(found.pool_path.clone()) {
+                        added.push(found.pool_path.clone());
+                        chosen.push(found.clone());
+                        queue.push_back(found.clone());
+                    }
+                    break;
+                }
+            }
+        }
+    }
+    Ok(added)
+}
+
+/// Whether the target, or a package already chosen, satisfies one of `group`'s alternatives.
+async fn satisfied(
+    db: &Db,
+    to: &Repository,
+    chosen: &[AptPackage],
+    group: &[Alternative],
+    arch: &str,
+) -> Result<bool, UploadError> {
+    for alt in group {
+        let mine: Vec<AptPackage> = chosen.iter().filter(|c| c.name == alt.name).cloned().collect();
+        if best(&mine, alt, arch).is_some() {
+            return Ok(true);
+        }
+        if best(&rows::by_name(db, to.id, &alt.name).await?, alt, arch).is_some() {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relations_and_bounds() {
+        let control = "Package: app\nVersion: 1\nArchitecture: amd64\nDepends: libfoo (>= 1.2), libbar | libbaz (<< 2),\n python3:any, libc6 (>= 2.36)\nPre-Depends: dpkg (>= 1.19)\nDescription: x\n";
+        let deps = relations(control, "Depends");
+        let names: Vec<Vec<&str>> = deps.iter().map(|g| g.iter().map(|a| a.name.as_str()).collect()).collect();
+        assert_eq!(names, vec![vec!["libfoo"], vec!["libbar", "libbaz"], vec!["python3"], vec!["libc6"]]);
+        assert_eq!(deps[0][0].bound, Some((">=".into(), "1.2".into())));
+        assert!(deps[0][0].admits("1.2") && deps[0][0].admits("1.10") && !deps[0][0].admits("1.1"));
+        assert!(deps[1][1].admits("1.9") && !deps[1][1].admits("2"));
+        assert_eq!(relations(control, "Pre-Depends")[0][0].name, "dpkg");
+        assert!(relations(control, "Recommends").is_empty());
+    }
+}
