@@ -440,7 +440,7 @@ async fn put(cx: Cx<'_>, target: Target) -> Result<HttpResponse, FormatError> {
     }
     let hashes = Arc::new(Mutex::new(Some(FileHashes::default())));
     let sha1_header = cx.req.headers().get("x-checksum-sha1").and_then(|v| v.to_str().ok()).map(str::to_string);
-    let target = FileTarget { revision, path, hashes: hashes.clone(), sha1_header };
+    let target = FileTarget { revision, path, hashes: hashes.clone(), sha1_header, time_ms: None };
     let body = cx.body.inspect(move |chunk| {
         if let (Ok(c), Ok(mut h)) = (chunk, hashes.lock()) {
             if let Some(h) = h.as_mut() {

@@ -639,14 +639,13 @@ async fn copy_and_move_components(mut app: TestApp) -> anyhow::Result<()> {
     }
     let r = app.post("/repository/release/?wait=true", with("libc6", "2.37", "")).await?;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
-    let r = promote(
-        &app,
-        "copy",
-        "staging",
-        json!({"to": "release", "search": {"name": "app"}, "with_dependencies": true}),
-    )
-    .await?;
-    assert_eq!(r.json, json!({"copied": 4, "unchanged": 0, "removed": 0}), "{}", r.text);
+    // A move: app leaves staging, what it needs is copied and stays (others may need it).
+    let body = json!({"to": "release", "search": {"name": "app"}, "with_dependencies": true});
+    let r = promote(&app, "move", "staging", body).await?;
+    assert_eq!(r.json, json!({"copied": 4, "unchanged": 0, "removed": 1}), "{}", r.text);
+    let staging = String::from_utf8(ok(&app, &format!("/repository/staging/{packages}")).await?)?;
+    assert!(!staging.contains("Package: app\n"), "{staging}");
+    assert!(staging.contains("Package: libbaz\n") && staging.contains("Package: libqux\n"), "{staging}");
     let release = String::from_utf8(ok(&app, &format!("/repository/release/{packages}")).await?)?;
     let listed = |name: &str, version: &str| release.contains(&format!("Package: {name}\nVersion: {version}\n"));
     assert!(
@@ -683,12 +682,17 @@ async fn copy_and_move_components(mut app: TestApp) -> anyhow::Result<()> {
 
     // Conan: the recipe revision with its package revision, the revision's files as they were.
     let conanfile = conan_revision(&app, "conan-staging", "r1", "one").await?;
+    // The target has a newer revision already: the copy keeps r1's time, so r2 stays latest.
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    conan_revision(&app, "conan-release", "r2", "two").await?;
     let id = component_ids(&app, "conan-staging").await?["kept 1.0"].clone();
     let r = promote(&app, "move", "conan-staging", json!({"to": "conan-release", "components": [id]})).await?;
     assert_eq!(r.json, json!({"copied": 1, "unchanged": 0, "removed": 1}), "{}", r.text);
     let conan = "v2/conans/kept/1.0/_/_";
     let latest: Value = serde_json::from_slice(&ok(&app, &format!("/repository/conan-release/{conan}/latest")).await?)?;
-    assert_eq!(latest["revision"], "r1");
+    assert_eq!(latest["revision"], "r2", "the newer revision stays latest");
+    let revisions = String::from_utf8(ok(&app, &format!("/repository/conan-release/{conan}/revisions")).await?)?;
+    assert!(revisions.contains("\"r1\""), "{revisions}");
     let file = ok(&app, &format!("/repository/conan-release/{conan}/revisions/r1/files/conanfile.py")).await?;
     assert_eq!(file, conanfile.as_bytes());
     let packages = format!("/repository/conan-release/{conan}/revisions/r1/packages/p1/latest");

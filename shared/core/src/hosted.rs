@@ -300,7 +300,9 @@ pub trait Hosted: Send + Sync {
     /// key the format never makes.
     fn removal(&self, key: &str) -> Option<Self::Removal>;
 
-    /// The uploads that copy the catalogued component `key` into hosted repository `to`, from
+    /// The uploads that copy the catalogued component `(key, created_at)` into hosted
+    /// repository `to` (a copy keeps the time the component was made where the format orders
+    /// by it), from
     /// its `assets` (each its path and its blob, stored already): each a target and the blob
     /// its upload is. An asset that follows from another (a Go module's `.mod` from its `.zip`)
     /// has none. `Err`: the component cannot be copied there, and why.
@@ -309,7 +311,7 @@ pub trait Hosted: Send + Sync {
         &self,
         _services: &Services,
         _to: &Repository,
-        _key: &str,
+        _component: (&str, i64),
         _assets: &[(String, StoredBlob)],
     ) -> Result<Vec<(Self::Target, StoredBlob)>, UploadError> {
         Err(UploadError::Invalid(format!("{} components cannot be copied", Self::NAME)))
@@ -615,18 +617,29 @@ pub struct Copied {
 /// Copies (or moves) catalogued components between two hosted repositories of a format.
 #[async_trait]
 pub trait Copies: Send + Sync {
-    /// Copies the components keyed `keys` of `from` into `to` — each as the format's upload of
+    /// Copies the components of `batch` from `from` into `to` — each as the format's upload of
     /// its files, every file checked as an upload is — in one transaction with their audit
-    /// entries and events; a move removes them from `from` in the same transaction. Each unit
-    /// is republished once.
+    /// entries and events; a move removes its `keys` (not its `dependencies`) from `from` in the
+    /// same transaction, refused if one changed since its files were read. Each unit is
+    /// republished once.
     async fn copy_components(
         &self,
         services: &Services,
         repos: (&Repository, &Repository),
-        keys: &[String],
-        moving: bool,
+        batch: &Batch,
         actor: Actor<'_>,
     ) -> Result<Copied, UploadError>;
+}
+
+/// What a copy or move takes.
+#[derive(Debug, Clone, Default)]
+pub struct Batch {
+    /// The components named (catalogue keys): moved by a move.
+    pub keys: Vec<String>,
+    /// What they need that the target lacks: copied, never removed from the source (others
+    /// there may need them too).
+    pub dependencies: Vec<String>,
+    pub moving: bool,
 }
 
 /// A format whose components are not copied.
@@ -638,8 +651,7 @@ impl Copies for NoCopies {
         &self,
         _services: &Services,
         (from, _): (&Repository, &Repository),
-        _keys: &[String],
-        _moving: bool,
+        _batch: &Batch,
         _actor: Actor<'_>,
     ) -> Result<Copied, UploadError> {
         Err(UploadError::Invalid(format!("{} components cannot be copied", from.format)))
@@ -652,29 +664,26 @@ impl<H: Hosted> Copies for ByKey<H> {
         &self,
         services: &Services,
         (from, to): (&Repository, &Repository),
-        keys: &[String],
-        moving: bool,
+        batch: &Batch,
         actor: Actor<'_>,
     ) -> Result<Copied, UploadError> {
-        copy_batch(&self.0, services, (from, to), keys, moving, actor).await
+        copy_batch(&self.0, services, (from, to), batch, actor).await
     }
 }
 
 /// One component's uploads into the target, inspected.
 struct CopyItem<A> {
     key: String,
+    /// Removed from the source (a move's named component).
+    remove: bool,
+    /// Its files as they were read: `(path, sha256)`, sorted.
+    files: Vec<(String, String)>,
     uploads: Vec<(Inspected<A>, StoredBlob)>,
 }
 
-/// [`Copies::copy_components`] for a format's [`Hosted`] rules.
-pub async fn copy_batch<H: Hosted>(
-    format: &H,
-    services: &Services,
-    (from, to): (&Repository, &Repository),
-    keys: &[String],
-    moving: bool,
-    actor: Actor<'_>,
-) -> Result<Copied, UploadError> {
+/// Checks that a copy or move can be: a hosted, writable target (and source, for a move),
+/// another repository of the same format.
+pub fn check_copy(from: &Repository, to: &Repository, moving: bool) -> Result<(), UploadError> {
     check_hosted(to, "copy into")?;
     check_writable(to)?;
     if moving {
@@ -690,8 +699,21 @@ pub async fn copy_batch<H: Hosted>(
     if from.id == to.id {
         return Err(UploadError::Invalid(format!("repository {} is both the source and the target", from.name)));
     }
+    Ok(())
+}
+
+/// [`Copies::copy_components`] for a format's [`Hosted`] rules.
+pub async fn copy_batch<H: Hosted>(
+    format: &H,
+    services: &Services,
+    (from, to): (&Repository, &Repository),
+    batch: &Batch,
+    actor: Actor<'_>,
+) -> Result<Copied, UploadError> {
+    check_copy(from, to, batch.moving)?;
+    let keys: Vec<String> = batch.keys.iter().chain(&batch.dependencies).cloned().collect();
     let db = &services.db;
-    let components = db.catalogue_components_by_keys(from.id, keys).await?;
+    let components = db.catalogue_components_by_keys(from.id, &keys).await?;
     if let Some(missing) = keys.iter().find(|k| !components.iter().any(|c| &c.component_key == *k)) {
         return Err(UploadError::Invalid(format!("repository {} has no component {missing}", from.name)));
     }
@@ -703,24 +725,29 @@ pub async fn copy_batch<H: Hosted>(
     let inspected = async {
         for c in &components {
             let mut own = Vec::new();
+            let mut files = Vec::new();
             for a in assets.iter().filter(|a| a.component_id == c.id) {
                 let sha256 = Sha256Hex::parse(&a.sha256).map_err(|e| UploadError::Invalid(e.to_string()))?;
                 let size = u64::try_from(a.size).unwrap_or_default();
                 own.push((a.path.clone(), StoredBlob { sha256, size, created: false }));
+                files.push((a.path.clone(), a.sha256.trim().to_string()));
             }
+            files.sort();
             let mut uploads = Vec::new();
-            for (target, stored) in format.copy_targets(services, to, &c.component_key, &own).await? {
+            let component = (c.component_key.as_str(), c.created_at);
+            for (target, stored) in format.copy_targets(services, to, component, &own).await? {
                 format.check_target(to, &target)?;
                 let i = format.inspect(services, to, &target, &stored).await?;
                 derived.extend(i.derived.iter().cloned());
                 uploads.push((i, stored));
             }
-            items.push(CopyItem { key: c.component_key.clone(), uploads });
+            let remove = batch.moving && batch.keys.contains(&c.component_key);
+            items.push(CopyItem { key: c.component_key.clone(), remove, files, uploads });
         }
         Ok::<_, UploadError>(())
     };
     let outcome = match inspected.await {
-        Ok(()) => copy_transaction(format, services, (from, to), &items, moving, actor).await,
+        Ok(()) => copy_transaction(format, services, (from, to), &items, batch.moving, actor).await,
         Err(e) => Err(e),
     };
     if outcome.is_err() {
@@ -778,7 +805,15 @@ async fn copy_transaction<H: Hosted>(
                 } else {
                     report.unchanged += 1;
                 }
-                if moving {
+                if item.remove {
+                    // What is removed is what was copied: the component as its files were read.
+                    let now = db.catalogue_files_of_key_in(&mut tx, from.id, &item.key).await?;
+                    if now != item.files {
+                        return Err(TxError::Refused(UploadError::Conflict(format!(
+                            "{} changed in repository {} while it was copied; send the move again",
+                            item.key, from.name
+                        ))));
+                    }
                     let Some(removal) = format.removal(&item.key) else { continue };
                     let Some(removed) = format.remove(&mut InTx { tx: &mut tx, db, repo: from }, &removal).await?
                     else {

@@ -106,10 +106,14 @@ pub async fn copy(
         let wanted: Vec<_> = diff.added.iter().chain(&diff.changed).collect();
         let present = services.db.catalogue_components_named(source.id).await?;
         for c in wanted {
-            let found = present.iter().find(|r| r.namespace == c.group && r.name == c.name && r.version == c.version);
-            match found {
-                Some(r) => keys.push(r.component_key.clone()),
-                None => {
+            // Every component of that name and version (an APT package per architecture).
+            let found: Vec<_> = present
+                .iter()
+                .filter(|r| r.namespace == c.group && r.name == c.name && r.version == c.version)
+                .collect();
+            match found.as_slice() {
+                [_, ..] => keys.extend(found.iter().map(|r| r.component_key.clone())),
+                [] => {
                     return Err(AdminError::Conflict(format!(
                         "{} {} (of snapshot {b}) is no longer in repository {}",
                         c.name, c.version, source.name
@@ -146,20 +150,20 @@ pub async fn copy(
         .into());
     }
     let spec = formats.get(source.format);
+    crate::hosted::check_copy(&source, &target, moving)?;
+    let mut dependencies = Vec::new();
     if selection.with_dependencies {
         let more = spec.dependencies(services, (&source, &target), &keys).await?;
-        for k in more {
-            if seen.insert(k.clone()) {
-                keys.push(k);
-            }
-        }
+        // Copied, never moved: other packages of the source may need them too.
+        dependencies.extend(more.into_iter().filter(|k| seen.insert(k.clone())));
     }
-    if keys.len() > MAX_COMPONENTS {
+    let total = keys.len() + dependencies.len();
+    if total > MAX_COMPONENTS {
         return Err(AdminError::Invalid(format!(
-            "{} components in one request; at most {MAX_COMPONENTS} (one transaction each): send them in batches",
-            keys.len()
+            "{total} components in one request (with their dependencies); at most {MAX_COMPONENTS} (one transaction each): send them in batches"
         ))
         .into());
     }
-    Ok(spec.copies().copy_components(services, (&source, &target), &keys, moving, actor).await?)
+    let batch = crate::hosted::Batch { keys, dependencies, moving };
+    Ok(spec.copies().copy_components(services, (&source, &target), &batch, actor).await?)
 }

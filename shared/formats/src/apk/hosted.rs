@@ -117,7 +117,7 @@ impl Hosted for ApkHosted {
         &self,
         _services: &Services,
         _to: &Repository,
-        _key: &str,
+        _component: (&str, i64),
         assets: &[(String, StoredBlob)],
     ) -> Result<Vec<(Target, StoredBlob)>, UploadError> {
         let mut out = Vec::new();

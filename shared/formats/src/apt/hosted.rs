@@ -474,7 +474,7 @@ impl Hosted for AptHosted {
         &self,
         _services: &Services,
         to: &Repository,
-        key: &str,
+        (key, _created_at): (&str, i64),
         assets: &[(String, StoredBlob)],
     ) -> Result<Vec<(AptTarget, StoredBlob)>, UploadError> {
         let settings = settings(to);

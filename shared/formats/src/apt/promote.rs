@@ -6,7 +6,7 @@
 //! would have). Virtual packages (`Provides`) are not followed.
 
 use std::cmp::Ordering;
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 
 use packyard_codecs::apt::version::compare;
 use packyard_core::hosted::UploadError;
@@ -65,12 +65,46 @@ fn alternative(text: &str) -> Option<Alternative> {
     Some(Alternative { name: name.to_string(), bound })
 }
 
-/// The newest of `candidates` that `alt` admits, of `arch` or `all`.
-fn best<'p>(candidates: &'p [AptPackage], alt: &Alternative, arch: &str) -> Option<&'p AptPackage> {
+/// The newest of `candidates` that `alt` admits, of one of `arches` (the dependent's
+/// architecture and `all`; for an `all` package, what the target publishes).
+fn best<'p>(candidates: &'p [AptPackage], alt: &Alternative, arches: &[String]) -> Option<&'p AptPackage> {
     candidates
         .iter()
-        .filter(|p| (p.architecture == arch || p.architecture == "all" || arch == "all") && alt.admits(&p.version))
+        .filter(|p| arches.iter().any(|a| *a == p.architecture) && alt.admits(&p.version))
         .max_by(|a, b| compare(&a.version, &b.version))
+}
+
+/// The architectures that satisfy a dependency of a package of `arch` in `to`.
+fn arches_for(arch: &str, to: &Repository) -> Vec<String> {
+    let mut out = vec!["all".to_string()];
+    if arch == "all" {
+        out.extend(
+            <super::settings::AptSettings as packyard_model::repos::FormatSettings>::of(to)
+                .architectures
+                .into_iter()
+                .filter(|a| a != "all"),
+        );
+    } else {
+        out.push(arch.to_string());
+    }
+    out
+}
+
+/// The packages named `name` in a repository, each name read once per request.
+struct Names<'d> {
+    db: &'d Db,
+    read: HashMap<(i64, String), Vec<AptPackage>>,
+}
+
+impl Names<'_> {
+    async fn of(&mut self, repo: i64, name: &str) -> Result<&[AptPackage], UploadError> {
+        let key = (repo, name.to_string());
+        if !self.read.contains_key(&key) {
+            let found = rows::by_name(self.db, repo, name).await?;
+            self.read.insert(key.clone(), found);
+        }
+        Ok(self.read.get(&key).map(Vec::as_slice).unwrap_or_default())
+    }
 }
 
 /// The keys (pool paths) of `from`'s packages that the packages keyed `keys` need and `to`
@@ -81,29 +115,39 @@ pub async fn dependencies(
     keys: &[String],
 ) -> Result<Vec<String>, UploadError> {
     let db = &services.db;
+    let mut names = Names { db, read: HashMap::new() };
     let mut queue: VecDeque<AptPackage> = VecDeque::new();
-    let mut chosen: Vec<AptPackage> = Vec::new();
+    // What the target will hold of each name once the batch is in: what it has, and what is
+    // chosen.
+    let mut chosen: HashMap<String, Vec<AptPackage>> = HashMap::new();
     for key in keys {
         if let Some(p) = rows::by_pool_path(db, db.pool(), from.id, key).await? {
-            chosen.push(p.clone());
+            chosen.entry(p.name.clone()).or_default().push(p.clone());
             queue.push_back(p);
         }
     }
     let mut added = Vec::new();
     let mut seen: BTreeSet<String> = keys.iter().cloned().collect();
     while let Some(p) = queue.pop_front() {
+        let arches = arches_for(&p.architecture, to);
         for field in ["Pre-Depends", "Depends"] {
-            for group in relations(&p.control, field) {
-                if satisfied(db, to, &chosen, &group, &p.architecture).await? {
-                    continue;
+            'relation: for group in relations(&p.control, field) {
+                for alt in &group {
+                    let mine = chosen.get(&alt.name).map(Vec::as_slice).unwrap_or_default();
+                    if best(mine, alt, &arches).is_some()
+                        || best(names.of(to.id, &alt.name).await?, alt, &arches).is_some()
+                    {
+                        continue 'relation;
+                    }
                 }
                 for alt in &group {
-                    let candidates = rows::by_name(db, from.id, &alt.name).await?;
-                    let Some(found) = best(&candidates, alt, &p.architecture) else { continue };
+                    let Some(found) = best(names.of(from.id, &alt.name).await?, alt, &arches).cloned() else {
+                        continue;
+                    };
                     if seen.insert(found.pool_path.clone()) {
                         added.push(found.pool_path.clone());
-                        chosen.push(found.clone());
-                        queue.push_back(found.clone());
+                        chosen.entry(found.name.clone()).or_default().push(found.clone());
+                        queue.push_back(found);
                     }
                     break;
                 }
@@ -111,26 +155,6 @@ pub async fn dependencies(
         }
     }
     Ok(added)
-}
-
-/// Whether the target, or a package already chosen, satisfies one of `group`'s alternatives.
-async fn satisfied(
-    db: &Db,
-    to: &Repository,
-    chosen: &[AptPackage],
-    group: &[Alternative],
-    arch: &str,
-) -> Result<bool, UploadError> {
-    for alt in group {
-        let mine: Vec<AptPackage> = chosen.iter().filter(|c| c.name == alt.name).cloned().collect();
-        if best(&mine, alt, arch).is_some() {
-            return Ok(true);
-        }
-        if best(&rows::by_name(db, to.id, &alt.name).await?, alt, arch).is_some() {
-            return Ok(true);
-        }
-    }
-    Ok(false)
 }
 
 #[cfg(test)]

@@ -58,6 +58,9 @@ pub struct Target {
     pub path: String,
     pub hashes: Arc<Mutex<Option<FileHashes>>>,
     pub sha1_header: Option<String>,
+    /// The revision's time when it is not the upload's (a copy keeps its source's: `latest`
+    /// orders by it).
+    pub time_ms: Option<i64>,
 }
 
 /// One file of a revision, checked.
@@ -149,7 +152,12 @@ impl Hosted for ConanHosted {
         };
         let coordinate = t.revision.coordinate();
         Ok(Inspected {
-            artifact: Upload { revision: t.revision.clone(), file, manifest, at_ms: services.policy.now_ms() },
+            artifact: Upload {
+                revision: t.revision.clone(),
+                file,
+                manifest,
+                at_ms: t.time_ms.unwrap_or_else(|| services.policy.now_ms()),
+            },
             coordinate,
             derived: Vec::new(),
         })
@@ -259,7 +267,7 @@ impl Hosted for ConanHosted {
         &self,
         services: &Services,
         _to: &Repository,
-        key: &str,
+        (key, created_at): (&str, i64),
         assets: &[(String, StoredBlob)],
     ) -> Result<Vec<(Target, StoredBlob)>, UploadError> {
         let Some((reference, rrev)) = key.rsplit_once('#') else {
@@ -308,7 +316,8 @@ impl Hosted for ConanHosted {
             .await?
             .map_err(|e| UploadError::Invalid(format!("cannot read {file}: {e}")))?;
             let revision = Revision { reference: reference.to_string(), rrev: rrev.to_string(), package };
-            let target = Target { revision, path: file, hashes: Arc::new(Mutex::new(Some(hashes))), sha1_header: None };
+            let hashes = Arc::new(Mutex::new(Some(hashes)));
+            let target = Target { revision, path: file, hashes, sha1_header: None, time_ms: Some(created_at) };
             out.push((target, blob));
         }
         Ok(out)

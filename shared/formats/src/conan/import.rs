@@ -340,6 +340,7 @@ async fn store_revision(
             path: path.clone(),
             hashes: Arc::new(Mutex::new(Some(hashes))),
             sha1_header: None,
+            time_ms: None,
         };
         match hosted::upload_stored(&ConanHosted, cx.services, cx.repo, target, blob, cx.actor).await {
             Ok(u) => created = u.created,

@@ -204,7 +204,7 @@ impl Hosted for GoHosted {
         &self,
         _services: &Services,
         _to: &Repository,
-        key: &str,
+        (key, _created_at): (&str, i64),
         assets: &[(String, StoredBlob)],
     ) -> Result<Vec<(Target, StoredBlob)>, UploadError> {
         let Some((module, version)) = key.rsplit_once('@') else {

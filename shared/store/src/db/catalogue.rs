@@ -627,7 +627,6 @@ impl Db {
         self.run_built("components.of_ids", b).await?.iter().map(ComponentRow::parse).collect()
     }
 
-    /// The assets of these components, by component then id.
     /// The repository's components keyed `keys` (those it has).
     pub async fn catalogue_components_by_keys(
         &self,
@@ -652,6 +651,23 @@ impl Db {
         Ok(out)
     }
 
+    /// In `tx`: the files of the repository's component `key`, `(path, sha256)`, sorted.
+    pub async fn catalogue_files_of_key_in(
+        &self,
+        tx: &mut Transaction<'_, Any>,
+        repository_id: i64,
+        key: &str,
+    ) -> DbResult<Vec<(String, String)>> {
+        let s = sql!("assets.of_key", "SELECT a.path AS path, a.sha256 AS sha256 FROM assets a JOIN components c ON c.id = a.component_id WHERE c.repository_id = $1 AND c.component_key = $2 ORDER BY a.path");
+        let rows = self.bound(s, (repository_id, key)).fetch_all(&mut **tx).await?;
+        let mut out: Vec<(String, String)> = rows
+            .iter()
+            .map(|r| Ok((text(r, "path")?, text(r, "sha256")?.trim().to_string())))
+            .collect::<DbResult<_>>()?;
+        out.sort();
+        Ok(out)
+    }
+
     /// Every component of the repository (a snapshot diff's names resolved to keys).
     pub async fn catalogue_components_named(&self, repository_id: i64) -> DbResult<Vec<ComponentRow>> {
         let s = sql!(
@@ -662,6 +678,7 @@ impl Db {
         rows.iter().map(ComponentRow::parse).collect()
     }
 
+    /// The assets of these components, by component then id.
     pub async fn catalogue_assets_of(&self, components: &[i64]) -> DbResult<Vec<AssetRow>> {
         if components.is_empty() {
             return Ok(Vec::new());
