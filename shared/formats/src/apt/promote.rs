@@ -70,7 +70,7 @@ fn alternative(text: &str) -> Option<Alternative> {
 fn best<'p>(candidates: &'p [AptPackage], alt: &Alternative, arches: &[String]) -> Option<&'p AptPackage> {
     candidates
         .iter()
-        .filter(|p| arches.iter().any(|a| *a == p.architecture) && alt.admits(&p.version))
+        .filter(|p| arches.contains(&p.architecture) && alt.admits(&p.version))
         .max_by(|a, b| compare(&a.version, &b.version))
 }
 
