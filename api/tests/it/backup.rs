@@ -24,7 +24,12 @@ fn get(server: &Server, path: &str) -> anyhow::Result<(u16, Vec<u8>)> {
 fn put(server: &Server, path: &str, body: &[u8]) -> anyhow::Result<()> {
     let (s, text) =
         status_of(ureq::put(&format!("{}{path}", server.public)).set("Authorization", &basic(PW)).send_bytes(body))?;
-    anyhow::ensure!(s == 201 || s == 200, "PUT {path}: {s} {text}");
+    if s != 201 && s != 200 {
+        // The server's own account of a failure (a 500 names its cause only in the log).
+        let log = server.stderr.lock().map(|l| l.clone()).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().filter(|l| !l.contains(" INFO ")).rev().take(20).collect();
+        anyhow::bail!("PUT {path}: {s} {text}\nserver log (newest first):\n{}", tail.join("\n"));
+    }
     Ok(())
 }
 
