@@ -401,19 +401,29 @@ pub async fn serve_artifact(
     artifact: &ArtifactRef,
     content_type: &'static str,
 ) -> Result<HttpResponse, FormatError> {
+    serve_stored(req, services, artifact, HeaderValue::from_static(content_type)).await
+}
+
+/// [`serve_artifact`] for a content type known only at run time (a snapshot's file).
+pub async fn serve_stored(
+    req: &HttpRequest,
+    services: &Services,
+    artifact: &ArtifactRef,
+    content_type: HeaderValue,
+) -> Result<HttpResponse, FormatError> {
     serve_blob(req, services.blobs.as_ref(), artifact_head(artifact, content_type)?, &[]).await
 }
 
 /// [`serve_artifact`]'s answer when it needs no read of the store (a 304, a HEAD): what the
 /// hot answers replay (`crate::hot`).
 pub fn artifact_now(req: &HttpRequest, artifact: &ArtifactRef, content_type: &'static str) -> Option<HttpResponse> {
-    match start_blob(req, &artifact_head(artifact, content_type).ok()?, &[]) {
+    match start_blob(req, &artifact_head(artifact, HeaderValue::from_static(content_type)).ok()?, &[]) {
         Started::Done(res) => Some(res),
         Started::Open(_) => None,
     }
 }
 
-fn artifact_head<'a>(artifact: &'a ArtifactRef, content_type: &'static str) -> Result<BlobHead<'a>, FormatError> {
+fn artifact_head(artifact: &ArtifactRef, content_type: HeaderValue) -> Result<BlobHead<'_>, FormatError> {
     let modified = artifact
         .modified_ms
         .and_then(|ms| u64::try_from(ms / 1000).ok())
@@ -422,7 +432,7 @@ fn artifact_head<'a>(artifact: &'a ArtifactRef, content_type: &'static str) -> R
         sha256: &artifact.sha256,
         etag: artifact.etag.clone().ok_or_else(|| ApiError::internal(format!("bad digest {}", artifact.sha256)))?,
         last_modified: modified.zip(artifact.last_modified.clone()),
-        content_type: HeaderValue::from_static(content_type),
+        content_type,
         size: u64::try_from(artifact.size).ok(),
     })
 }

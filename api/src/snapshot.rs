@@ -15,7 +15,6 @@ use packyard_model::repos::Repository;
 use packyard_store::db::snapshots::RepositorySnapshot;
 
 use crate::error::{ApiError, ErrorCode, FormatError};
-use crate::formats::BlobHead;
 
 /// The prefixes of a snapshot's URL below the repository's.
 pub const BY_NAME: &str = "-/snapshots/";
@@ -93,18 +92,10 @@ pub async fn serve(
         let served = ServedFile::new(bytes, Some(snapshot.created_at), file.served_type(), &etag);
         return Ok(crate::formats::serve_published(req, served));
     }
-    let modified = std::time::UNIX_EPOCH
-        + std::time::Duration::from_secs(u64::try_from(snapshot.created_at / 1000).unwrap_or_default());
-    let http_date = HeaderValue::from_str(&packyard_model::time::http_date(snapshot.created_at / 1000)).ok();
-    let head = BlobHead {
-        sha256: &file.sha256,
-        etag: HeaderValue::from_str(&etag).map_err(|_| ApiError::internal(format!("bad digest {}", file.sha256)))?,
-        last_modified: http_date.map(|v| (modified, v)),
-        content_type: HeaderValue::from_str(file.served_type())
-            .unwrap_or_else(|_| HeaderValue::from_static("application/octet-stream")),
-        size: u64::try_from(file.size).ok(),
-    };
-    crate::formats::serve_blob(req, services.blobs.as_ref(), head, &[]).await
+    let artifact = crate::formats::ArtifactRef::new(&file.sha256, file.size, Some(snapshot.created_at));
+    let content_type = HeaderValue::from_str(file.served_type())
+        .unwrap_or_else(|_| HeaderValue::from_static("application/octet-stream"));
+    crate::formats::serve_stored(req, services, &artifact, content_type).await
 }
 
 #[cfg(test)]

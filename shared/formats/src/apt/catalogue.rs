@@ -57,7 +57,7 @@ fn deb_control_text(deb: &[u8]) -> Option<String> {
 
 /// A field of a control stanza, its continuation lines folded into one line; `None` when
 /// absent or empty.
-fn control_field(stanza: &str, name: &str) -> Option<String> {
+pub(super) fn control_field(stanza: &str, name: &str) -> Option<String> {
     let mut lines = stanza.lines();
     let first = lines.find_map(|l| {
         let (k, v) = l.split_once(':')?;
@@ -78,7 +78,7 @@ fn control_field(stanza: &str, name: &str) -> Option<String> {
 
 /// The entries of a relationship field (`Depends`): split at commas, white space collapsed
 /// (`libc6 (>= 2.36)`, alternatives kept together: `awk | mawk`).
-fn relations(value: &str) -> Vec<String> {
+pub(super) fn relations(value: &str) -> Vec<String> {
     value.split(',').map(|e| e.split_whitespace().collect::<Vec<_>>().join(" ")).filter(|e| !e.is_empty()).collect()
 }
 

@@ -40,11 +40,9 @@ impl Alternative {
 
 /// The relations of `field` in a control text: each a list of alternatives.
 fn relations(control: &str, field: &str) -> Vec<Vec<Alternative>> {
-    let Ok(fields) = packyard_codecs::apt::fields::paragraph(control) else { return Vec::new() };
-    let Some(f) = packyard_codecs::apt::fields::get(&fields, field) else { return Vec::new() };
-    let value: String = f.value.lines().map(str::trim).collect::<Vec<_>>().join(" ");
-    value
-        .split(',')
+    let Some(value) = super::catalogue::control_field(control, field) else { return Vec::new() };
+    super::catalogue::relations(&value)
+        .iter()
         .map(|group| group.split('|').filter_map(|alt| alternative(alt.trim())).collect::<Vec<_>>())
         .filter(|g| !g.is_empty())
         .collect()
