@@ -234,7 +234,18 @@ where
         Some(found) => found,
         None => {
             let epoch = published.epoch();
-            let Some(found) = lookup().await? else { return Ok(None) };
+            let found = match lookup().await? {
+                Some(found) => found,
+                None if repo.repo_type == packyard_model::repos::RepoType::Hosted => {
+                    // A package that an index pointed at a snapshot lists (a rollback), deleted
+                    // from the repository since: served from the snapshot.
+                    match cx.services.db.pinned_file(repo.id, path).await? {
+                        Some((f, at)) => ArtifactRef::new(&f.sha256, f.size, Some(at)),
+                        None => return Ok(None),
+                    }
+                }
+                None => return Ok(None),
+            };
             published.put_artifact(epoch, repo.id, path, found.clone());
             found
         }

@@ -99,6 +99,10 @@ impl Publisher {
                 let run = async {
                     if repo.publishes_merge() {
                         builder.merge(&mut ctx, &repo, unit).await
+                    } else if let Some(snapshot) = db.unit_pin(unit.id).await? {
+                        // Pointed at a snapshot (a rollback): its files again, signed anew.
+                        let files = db.repository_snapshot_unit_files(snapshot, unit.id).await?;
+                        builder.republish(&mut ctx, &repo, unit, files).await
                     } else {
                         builder.build(&mut ctx, &repo, unit).await
                     }

@@ -252,6 +252,12 @@ fn security_paths() -> serde_json::Value {
             "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}}, {"name": "snapshot", "in": "path", "required": true, "schema": {"type": "string"}}],
             "get": op("?to=<snapshot>: the components (name, version) added, removed and changed from this snapshot to that one: {from, to, added, removed, changed} (admin)", "200")
         },
+        "/api/v1/repositories/{name}/pins": {
+            "parameters": param("name"),
+            "get": op("Rollback: the hosted repository's APT distributions or APK branches pointed at one of its snapshots: [{unit, kind, snapshot, pinned_at, pinned_by}] (admin)", "200"),
+            "post": op("Point units at a snapshot: {\"snapshot\", \"units\"?: [a distribution, an APK unit, or a branch (every unit under it)]; all the snapshot holds by default}; the snapshot's index is published again as the current one with a new date and signature; uploads go on and are published once pointed back; audited (snapshot.pin), announced (repository.pinned); ?wait=true answers once published; 200 with the pins (admin)", "200"),
+            "delete": op("Point units back at the repository's packages: optional {\"units\"}, all by default; built from nothing; audited (snapshot.unpin), announced (repository.unpinned); ?wait=true; 200 with the pins left (admin)", "200")
+        },
         "/api/v1/repositories/{name}/copy": {
             "parameters": param("name"),
             "post": op("Copy components of this repository into a hosted repository of its format: {\"to\", \"components\": [component ids from /service/rest/v1/components or search], \"snapshot_diff\"?: {\"from\", \"to\"} (what that later snapshot of this repository added or changed), \"search\"?: {\"group\"?, \"name\"?, \"version\"?} (exact or a prefix ending in *), \"with_dependencies\"?: APT: also what they need that the target lacks, from this repository}; each file checked as its upload is; one transaction (at most 10,000 components), audited (<format>.copy) and announced (component.published) per component; {copied, unchanged, removed}; ?wait=true answers once the target published them (admin)", "200")

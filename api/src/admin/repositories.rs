@@ -46,6 +46,12 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .route(web::delete().to(delete_snapshot)),
         )
         .service(resource("/repositories/{name}/snapshots/{snapshot}/diff").route(web::get().to(snapshot_diff)))
+        .service(
+            resource("/repositories/{name}/pins")
+                .route(web::get().to(pins))
+                .route(web::post().to(pin))
+                .route(web::delete().to(unpin)),
+        )
         .service(resource("/repositories/{name}/copy").route(web::post().to(copy)))
         .service(resource("/repositories/{name}/move").route(web::post().to(move_components)))
         .service(
@@ -299,6 +305,54 @@ async fn snapshot_diff(
     let formats = packyard_formats::registry();
     let which = (path.snapshot.as_str(), query.to.as_str());
     Ok(HttpResponse::Ok().json(snapshots::diff(&services, formats, path.name.0.as_str(), which).await?))
+}
+
+/// `GET …/pins`: the repository's distributions (APT) or branches (APK) pointed at a snapshot.
+async fn pins(_admin: Admin, services: web::Data<Services>, path: web::Path<RepoPath>) -> Result<HttpResponse> {
+    let formats = packyard_formats::registry();
+    Ok(HttpResponse::Ok().json(packyard_core::admin::rollback::list(&services, formats, path.name()).await?))
+}
+
+/// `POST …/pins` (`{"snapshot", "units"}`): points units at a snapshot, published again as
+/// their current index, signed anew; 200 with the repository's pins. `?wait=true` answers once
+/// they are published.
+async fn pin(
+    admin: Admin,
+    services: web::Data<Services>,
+    path: web::Path<RepoPath>,
+    query: web::Query<WaitQuery>,
+    body: web::Json<packyard_core::admin::rollback::PinRequest>,
+) -> Result<HttpResponse> {
+    use packyard_core::admin::rollback;
+    let formats = packyard_formats::registry();
+    let done = rollback::pin(&services, formats, admin.actor(), path.name(), body.into_inner()).await?;
+    if query.wait {
+        crate::formats::wait_published(&services, &done.changes).await.map_err(|e| e.0)?;
+    }
+    Ok(HttpResponse::Ok().json(rollback::list(&services, formats, path.name()).await?))
+}
+
+/// `DELETE …/pins` (`{"units"}`, optional: all): points units back at the repository's
+/// packages; 200 with the pins left. `?wait=true` answers once they are published.
+async fn unpin(
+    admin: Admin,
+    services: web::Data<Services>,
+    path: web::Path<RepoPath>,
+    query: web::Query<WaitQuery>,
+    body: web::Bytes,
+) -> Result<HttpResponse> {
+    use packyard_core::admin::rollback;
+    let request = if body.iter().all(u8::is_ascii_whitespace) {
+        rollback::UnpinRequest::default()
+    } else {
+        serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(format!("invalid request: {e}")))?
+    };
+    let formats = packyard_formats::registry();
+    let done = rollback::unpin(&services, formats, admin.actor(), path.name(), request).await?;
+    if query.wait {
+        crate::formats::wait_published(&services, &done.changes).await.map_err(|e| e.0)?;
+    }
+    Ok(HttpResponse::Ok().json(rollback::list(&services, formats, path.name()).await?))
 }
 
 /// The body of a copy or a move.

@@ -377,6 +377,65 @@ fn real_clients_on(backend: packyard_store::db::Backend) -> anyhow::Result<()> {
     crate::apt::update_ok(live.path())?;
     assert_eq!(crate::apt::download(live.path(), "hello")?, hello_2.deb, "the repository's");
 
+    // Rollback: the distribution pointed at v1 serves 1.0 again, signed anew, to the client
+    // that saw 1.1 — even after 1.0 was deleted; an upload meanwhile waits; then back.
+    let packages = |base: &str| -> anyhow::Result<String> {
+        Ok(String::from_utf8(get(&format!("{base}/dists/stable/main/binary-amd64/Packages"))?)?)
+    };
+    let filename = |text: &str, version: &str| -> Option<String> {
+        text.split("\n\n")
+            .find(|s| s.lines().any(|l| l == format!("Version: {version}")))
+            .and_then(|s| s.lines().find_map(|l| l.strip_prefix("Filename: ")).map(str::to_string))
+    };
+    let live_url = format!("{}/repository/debs", server.public);
+    let pool_1 = filename(&packages(&debs_v1)?, "1.0").ok_or_else(|| anyhow::anyhow!("1.0 in v1"))?;
+    send("DELETE", &format!("/repository/debs/{pool_1}"), b"")?;
+    let pins = admin_json(
+        &server.public,
+        &auth,
+        "POST",
+        "/api/v1/repositories/debs/pins?wait=true",
+        Some(json!({"snapshot": "v1"})),
+    )?;
+    assert_eq!(pins[0]["unit"], "stable", "{pins}");
+    assert_eq!(pins[0]["kind"], "distribution", "{pins}");
+    assert_eq!(pins[0]["snapshot"], "v1", "{pins}");
+    assert_eq!(packages(&live_url)?, packages(&debs_v1)?, "the distribution lists what v1 did");
+    let (now_release, v1_release) = (
+        String::from_utf8(get(&format!("{live_url}/dists/stable/InRelease"))?)?,
+        String::from_utf8(get(&format!("{debs_v1}/dists/stable/InRelease"))?)?,
+    );
+    assert_ne!(now_release, v1_release, "signed anew");
+    let date = |t: &str| t.lines().find(|l| l.starts_with("Date: ")).map(str::to_string);
+    assert_ne!(date(&now_release), date(&v1_release), "dated anew");
+    let strip = |t: &str| -> String {
+        let body = t.split("-----BEGIN PGP SIGNATURE-----").next().unwrap_or_default();
+        body.lines().filter(|l| !l.starts_with("Date: ")).collect::<Vec<_>>().join("\n")
+    };
+    assert_eq!(strip(&now_release), strip(&v1_release), "the same index but for its date");
+    crate::apt::update_ok(live.path())?;
+    let got = crate::apt::download(live.path(), "hello").map_err(|e| {
+        let log = server.stderr.lock().map(|s| s.clone()).unwrap_or_default();
+        let tail: String =
+            log.lines().rev().take(30).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n");
+        anyhow::anyhow!("{e}\nserver log:\n{tail}")
+    })?;
+    assert_eq!(got, hello_1.deb, "rolled back, 1.0 again (deleted, from v1)");
+    let hello_3 = Package::new("hello", "1.2", "amd64");
+    send("POST", "/repository/debs/?wait=true", &hello_3.deb)?;
+    assert!(filename(&packages(&live_url)?, "1.2").is_none(), "an upload waits while the distribution is pinned");
+    let r = ureq::request("DELETE", &format!("{}/api/v1/repositories/debs/snapshots/v1", server.public))
+        .set("Authorization", &auth)
+        .call();
+    let (s, text) = status_of(r)?;
+    assert_eq!(s, 409, "{text}");
+    assert!(text.contains("point them back first"), "{text}");
+    let left = admin_json(&server.public, &auth, "DELETE", "/api/v1/repositories/debs/pins?wait=true", None)?;
+    assert_eq!(left, json!([]));
+    crate::apt::update_ok(live.path())?;
+    assert_eq!(crate::apt::download(live.path(), "hello")?, hello_3.deb, "back: the newest upload");
+    assert!(filename(&packages(&live_url)?, "1.0").is_none(), "1.0 stays deleted");
+
     // APT, proxy: what it had fetched, served after the upstream dropped it and went offline.
     let signer = packyard_codecs::apt::signing::Signer::generate("Fake upstream <fake@example.org>")?;
     let tool = Package::new("tool", "1.0", "amd64");
@@ -460,6 +519,63 @@ fn real_clients_on(backend: packyard_store::db::Backend) -> anyhow::Result<()> {
     let listed: Vec<String> = summary["packages"].as_array().into_iter().flatten().map(|p| p.to_string()).collect();
     assert_eq!(listed.len(), 1, "{summary}");
     assert!(listed[0].contains("1.0-r0"), "{summary}");
+    // Rollback of the branch, signed with the key that is current then (a new one).
+    let rotated = admin_json(
+        &server.public,
+        &auth,
+        "PUT",
+        "/api/v1/repositories/apks/signing-key",
+        Some(json!({"generate": true})),
+    )?;
+    let new_name = rotated["key_name"].as_str().unwrap_or_default().to_string();
+    assert_ne!(new_name, key_name, "{rotated}");
+    let pins = admin_json(
+        &server.public,
+        &auth,
+        "POST",
+        "/api/v1/repositories/apks/pins?wait=true",
+        Some(json!({"snapshot": "v1", "units": ["v3.20"]})),
+    )?;
+    assert_eq!(
+        pins,
+        json!([{"unit": unit, "kind": "branch", "snapshot": "v1", "pinned_at": pins[0]["pinned_at"], "pinned_by": "admin"}])
+    );
+    let index = get(&format!("{}/repository/apks/{unit}/APKINDEX.tar.gz", server.public))?;
+    assert_ne!(index, get(&format!("{apks_v1}/{unit}/APKINDEX.tar.gz"))?, "signed anew");
+    std::fs::write(dir.path().join("APKINDEX.tar.gz"), &index)?;
+    std::fs::write(dir.path().join("new.pem"), get(&format!("{}/repository/apks/keys/{new_name}", server.public))?)?;
+    let out = common::process::apk_verifier(dir.path(), "APKINDEX.tar.gz", "new.pem", &new_name)?;
+    anyhow::ensure!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary: Value = serde_json::from_slice(&out.stdout)?;
+    let listed: Vec<String> = summary["packages"].as_array().into_iter().flatten().map(|p| p.to_string()).collect();
+    assert_eq!(listed.len(), 1, "{summary}");
+    assert!(listed[0].contains("1.0-r0"), "the branch serves v1's index: {summary}");
+    let unknown = ureq::request("POST", &format!("{}/api/v1/repositories/apks/pins", server.public))
+        .set("Authorization", &auth)
+        .send_json(json!({"snapshot": "v1", "units": ["v3.21"]}));
+    let (s, text) = status_of(unknown)?;
+    let message = serde_json::from_str::<Value>(&text)?["error"]["message"].as_str().map(str::to_string);
+    assert_eq!(
+        (s, message.as_deref()),
+        (400, Some("repository apks has no branch \"v3.21\" in the snapshot (there: v3.20/main/x86_64)")),
+        "{text}"
+    );
+    admin_json(
+        &server.public,
+        &auth,
+        "DELETE",
+        "/api/v1/repositories/apks/pins?wait=true",
+        Some(json!({"units": [unit]})),
+    )?;
+    std::fs::write(
+        dir.path().join("APKINDEX.tar.gz"),
+        get(&format!("{}/repository/apks/{unit}/APKINDEX.tar.gz", server.public))?,
+    )?;
+    std::fs::write(dir.path().join("kept-1.1-r0.apk"), &apk_2.bytes)?;
+    let out = common::process::apk_verifier(dir.path(), "APKINDEX.tar.gz", "new.pem", &new_name)?;
+    anyhow::ensure!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary: Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(summary["packages"].as_array().map(Vec::len), Some(2), "back: both versions {summary}");
 
     // Conan: the revision that was latest.
     if backend == packyard_store::db::Backend::Sqlite

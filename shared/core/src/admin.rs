@@ -11,6 +11,7 @@ pub mod policy;
 pub mod promotion;
 pub mod repositories;
 pub mod roles;
+pub mod rollback;
 pub mod snapshots;
 pub mod tokens;
 pub mod users;

@@ -119,6 +119,13 @@ pub trait FormatSpec: Send + Sync + 'static {
         visible(file).then(|| file.to_string())
     }
 
+    /// Which of a hosted repository's units can be pointed at one of its snapshots (a
+    /// rollback, [`crate::admin::rollback`]), and what a person calls one; `None`: none can.
+    /// Its builder publishes such a unit with [`crate::publication::Builder::republish`].
+    fn rollback(&self) -> Option<Rollback> {
+        None
+    }
+
     /// How the format deletes a hosted repository's catalogued components by key (its
     /// `hosted::ByKey`).
     fn deletes(&self) -> &dyn Deletes;
@@ -155,6 +162,15 @@ pub trait FormatSpec: Send + Sync + 'static {
         let (n, changes) = self.deletes().delete_components(services, repo, &[key.to_string()], actor).await?;
         Ok((n > 0).then_some(changes))
     }
+}
+
+/// The units a rollback points at a snapshot ([`FormatSpec::rollback`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Rollback {
+    /// Their kind (the format's index units).
+    pub kind: &'static str,
+    /// What a person calls one (`distribution`, `branch`).
+    pub label: &'static str,
 }
 
 /// Whether a published file is one clients ask for: no segment of its path begins with `.`.

@@ -74,6 +74,22 @@ pub trait Builder: Send + Sync {
     ) -> Result<(), BuildError> {
         Err(BuildError::Other(format!("group {} cannot merge units of kind {:?}", group.name, unit.kind)))
     }
+    /// Publishes again `files` — what the hosted unit had published when a repository snapshot
+    /// was made, which it is pointed at ([`crate::admin::rollback`]) — as its current index,
+    /// signed anew (a new date, the repository's current key), so that clients that saw a later
+    /// index take it. A kind that cannot says so.
+    async fn republish(
+        &self,
+        _ctx: &mut BuildContext<'_>,
+        repo: &Repository,
+        unit: &UnitRecord,
+        _files: Vec<SnapshotFile>,
+    ) -> Result<(), BuildError> {
+        Err(BuildError::Other(format!(
+            "{} {} of repository {} cannot be pointed at a snapshot",
+            unit.kind, unit.unit_key, repo.name
+        )))
+    }
     /// The rebuilds that depend on `unit` (e.g. the groups that merge it), which the worker
     /// requests in the transaction that publishes it, due at once (the member's writes were
     /// debounced already).
@@ -217,6 +233,17 @@ impl<'a> BuildContext<'a> {
             size,
             content_type: content_type.to_string(),
         });
+    }
+
+    /// Lists a file of an earlier snapshot as it was there (its blob; a composite file's part
+    /// list, its parts listed once each).
+    pub fn keep(&mut self, file: SnapshotFile) {
+        if let Some(sha) = file.path.strip_prefix(".parts/") {
+            if !self.parts.insert(sha.to_string()) {
+                return;
+            }
+        }
+        self.files.push(file);
     }
 
     /// Stores a finished part of a composite file ([`BuildContext::composite`]) without naming

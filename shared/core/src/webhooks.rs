@@ -34,6 +34,8 @@ pub const EVENTS: &[&str] = &[
     "policy.exception_removed",
     "snapshot.created",
     "snapshot.deleted",
+    "repository.pinned",
+    "repository.unpinned",
 ];
 
 /// The header that carries the body's signature.

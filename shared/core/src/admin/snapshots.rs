@@ -22,7 +22,7 @@ use packyard_model::repos::{RepoType, Repository};
 use packyard_model::time::{parse_point_in_time, rfc3339_ms};
 use packyard_store::db::now_ms;
 use packyard_store::db::publication::SnapshotFile;
-use packyard_store::db::snapshots::{name_taken, RepositorySnapshot};
+use packyard_store::db::snapshots::{name_taken, RepositorySnapshot, UnitFile};
 use serde::{Deserialize, Serialize};
 
 use super::{AdminError, AdminResult};
@@ -218,6 +218,13 @@ pub async fn delete(
 ) -> AdminResult<()> {
     let repo = RepositoryService::new(&services.db, formats).get(repository).await?;
     let s = find(services, &repo, name).await?;
+    let pins = services.db.snapshot_pins(s.id).await?;
+    if pins > 0 {
+        return Err(AdminError::Conflict(format!(
+            "snapshot {:?} of repository {} is served as the current index of {pins} of its units: point them back first (DELETE /api/v1/repositories/{}/pins)",
+            s.name, repo.name, repo.name
+        )));
+    }
     services.db.delete_repository_snapshot(s.id).await?;
     let payload = serde_json::json!({"repository": repo.name, "snapshot": s.name, "by": actor.username});
     services.db.enqueue_webhook_event(DELETED, Some(repo.name.as_str()), &payload.to_string()).await?;
@@ -296,6 +303,10 @@ pub async fn run_schedules(services: &Services, formats: &Registry, now: i64) ->
             for s in old.into_iter().skip(usize::try_from(keep).unwrap_or(usize::MAX)) {
                 match delete(services, formats, actor, repo.name.as_str(), &s.name).await {
                     Ok(()) | Err(AdminError::NotFound(_)) => {}
+                    // Served as a unit's current index (a rollback): kept while it is.
+                    Err(AdminError::Conflict(why)) => {
+                        tracing::debug!(repository = %repo.name, snapshot = %s.name, %why, "an old scheduled snapshot is kept")
+                    }
                     Err(e) => {
                         tracing::warn!(repository = %repo.name, snapshot = %s.name, error = %e, "cannot delete an old scheduled snapshot")
                     }
@@ -312,7 +323,7 @@ async fn index_files(
     services: &Services,
     spec: &dyn crate::formats::FormatSpec,
     repo: &Repository,
-) -> AdminResult<Vec<SnapshotFile>> {
+) -> AdminResult<Vec<UnitFile>> {
     let mut files = Vec::new();
     for unit in services.db.units_of(repo.id).await? {
         let Some(current) = unit.current_snapshot_id else { continue };
@@ -329,12 +340,13 @@ async fn index_files(
                     &path[..path.floor_char_boundary(80)]
                 )));
             }
-            files.push(SnapshotFile { path, ..f });
+            let unit_path = f.path.clone();
+            files.push(UnitFile { file: SnapshotFile { path, ..f }, unit_id: unit.id, unit_path });
         }
     }
     // The first file a path names wins.
     let mut seen = BTreeSet::new();
-    files.retain(|f| seen.insert(f.path.clone()));
+    files.retain(|f| seen.insert(f.file.path.clone()));
     Ok(files)
 }
 
@@ -343,7 +355,7 @@ async fn make(
     services: &Services,
     repo: &Repository,
     (new, by, now): (&NewSnapshot, &str, i64),
-    files: &[SnapshotFile],
+    files: &[UnitFile],
     sources: &Sources,
 ) -> AdminResult<RepositorySnapshot> {
     let mut attempt = 0;
@@ -355,7 +367,15 @@ async fn make(
         };
         let made = services
             .db
-            .create_repository_snapshot(repo.id, &name, Some(by), now, files, &sources.assets, sources.cache)
+            .create_repository_snapshot(
+                repo.id,
+                &name,
+                Some(by),
+                now,
+                files,
+                (&sources.assets, &sources.pinned),
+                sources.cache,
+            )
             .await;
         match made {
             Ok(s) => return Ok(s),
@@ -426,10 +446,15 @@ struct Sources {
     cache: Option<i64>,
     /// Repositories among them that serve through a policy.
     gated: Vec<String>,
+    /// The snapshots the repository's units are pointed at (a rollback): their packages too.
+    pinned: Vec<i64>,
 }
 
 async fn asset_sources(services: &Services, repo: &Repository) -> AdminResult<Sources> {
-    let mut sources = Sources { assets: Vec::new(), all: Vec::new(), cache: None, gated: Vec::new() };
+    let mut pinned: Vec<i64> = services.db.unit_pins(repo.id).await?.into_iter().map(|p| p.snapshot_id).collect();
+    pinned.sort_unstable();
+    pinned.dedup();
+    let mut sources = Sources { assets: Vec::new(), all: Vec::new(), cache: None, gated: Vec::new(), pinned };
     let units = services.db.units_of(repo.id).await?;
     // A proxy that publishes nothing of its own (no policy) is what it cached: the upstream's
     // indexes and files as they were when it last fetched them.

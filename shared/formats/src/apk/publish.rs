@@ -74,6 +74,45 @@ impl Builder for ApkBuilder {
         Ok(())
     }
 
+    /// The unit's index as a snapshot kept it, its signature made again with the repository's
+    /// current key (the index member's bytes unchanged).
+    async fn republish(
+        &self,
+        ctx: &mut BuildContext<'_>,
+        repo: &Repository,
+        unit: &UnitRecord,
+        files: Vec<packyard_store::db::publication::SnapshotFile>,
+    ) -> Result<(), BuildError> {
+        let path = format!("{}/{INDEX_FILE}", unit.unit_key);
+        let index = files
+            .iter()
+            .find(|f| f.path == path)
+            .ok_or_else(|| BuildError::Other(format!("the snapshot has no {path}")))?;
+        let bytes = packyard_core::publication::read_file(ctx.blobs(), index).await?;
+        let members = packyard_core::publication::work::spawn_blocking(move || {
+            packyard_codecs::apk::index::split_members(&bytes)
+        })
+        .await
+        .map_err(BuildError::other)?
+        .map_err(|e| BuildError::Other(format!("the snapshot's {path}: {e}")))?;
+        let member = members
+            .last()
+            .filter(|_| members.len() >= 2)
+            .ok_or_else(|| BuildError::Other(format!("the snapshot's {path} is not signed")))?;
+        let (key, key_file) = self.key(ctx, repo).await?;
+        let mut signed = packyard_codecs::apk::index::signature_member(member, &key, &key_file, mtime())
+            .map_err(|e| BuildError::Other(format!("signing {path}: {e}")))?;
+        signed.extend_from_slice(member);
+        ctx.put(&path, "application/gzip", &signed).await?;
+        // Other files of the unit (none a hosted unit publishes today) as they were.
+        for f in files {
+            if f.path != path && !f.path.starts_with(".parts/") {
+                ctx.keep(f);
+            }
+        }
+        Ok(())
+    }
+
     async fn after_publish(&self, db: &Db, unit: &UnitRecord) -> Result<Rebuilds, BuildError> {
         groups::same_unit_after_member_publish(db, unit, Format::Apk).await
     }

@@ -79,6 +79,10 @@ impl FormatSpec for ApkSpec {
         Ok(())
     }
 
+    fn rollback(&self) -> Option<packyard_core::formats::Rollback> {
+        Some(packyard_core::formats::Rollback { kind: super::KIND, label: "branch" })
+    }
+
     fn deletes(&self) -> &dyn Deletes {
         &ByKey(super::hosted::ApkHosted)
     }

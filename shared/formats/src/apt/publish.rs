@@ -52,6 +52,58 @@ impl Builder for AptBuilder {
         self.suite(ctx, group, unit).await
     }
 
+    /// The distribution's files as a snapshot kept them, with a `Release` dated anew and signed
+    /// with the repository's current key.
+    async fn republish(
+        &self,
+        ctx: &mut BuildContext<'_>,
+        repo: &Repository,
+        unit: &UnitRecord,
+        files: Vec<packyard_store::db::publication::SnapshotFile>,
+    ) -> Result<(), BuildError> {
+        let dist = unit.unit_key.as_str();
+        let (release, inrelease, detached) =
+            (format!("dists/{dist}/Release"), format!("dists/{dist}/InRelease"), format!("dists/{dist}/Release.gpg"));
+        let mut old = None;
+        for f in files {
+            if f.path == release {
+                old = Some(packyard_core::publication::read_file(ctx.blobs(), &f).await?);
+            } else if f.path != inrelease && f.path != detached {
+                ctx.keep(f);
+            }
+        }
+        let old = old.ok_or_else(|| BuildError::Other(format!("the snapshot has no {release}")))?;
+        let old = std::str::from_utf8(&old).map_err(|_| BuildError::Other(format!("{release} is not UTF-8")))?;
+        // A second later than any index the unit published before (each is dated no later
+        // than its publication), the snapshot's among them: apt keeps the index it has when
+        // the new one is dated earlier. Never in the future, so that the next build, dated
+        // now, is not dated earlier than this one: within the second, it waits.
+        let next = unit.last_published_at.map_or(0, |ms| (ms.div_euclid(1000) + 1) * 1000);
+        let wait = next - packyard_store::db::now_ms();
+        if wait > 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(wait.unsigned_abs())).await;
+        }
+        let date = packyard_model::time::rfc1123_utc(packyard_store::db::now_ms().max(next));
+        let mut text = String::with_capacity(old.len() + 40);
+        for line in old.lines() {
+            if line.starts_with("Date:") {
+                let _ = writeln!(text, "Date: {date}");
+            } else {
+                text.push_str(line);
+                text.push('\n');
+            }
+        }
+        let signer = crate::apt::keys::signer(ctx.db, &self.keystore, repo.id, &crate::apt::keys::user_id(repo))
+            .await
+            .map_err(|e| BuildError::Other(format!("signing key: {e}")))?;
+        let clear = signer.clearsign(&text).map_err(|e| BuildError::Other(e.to_string()))?;
+        let sig = signer.detached(text.as_bytes()).map_err(|e| BuildError::Other(e.to_string()))?;
+        ctx.put(&release, TEXT, text.as_bytes()).await?;
+        ctx.put(&inrelease, TEXT, clear.as_bytes()).await?;
+        ctx.put(&detached, "application/pgp-signature", sig.as_bytes()).await?;
+        Ok(())
+    }
+
     /// A member published: every group that lists it rebuilds each distribution it publishes.
     async fn after_publish(&self, db: &packyard_store::db::Db, unit: &UnitRecord) -> Result<Rebuilds, BuildError> {
         packyard_core::groups::after_member_publish(db, unit, Format::Apt, |g| {

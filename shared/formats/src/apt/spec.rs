@@ -102,6 +102,10 @@ impl FormatSpec for AptSpec {
         Ok(())
     }
 
+    fn rollback(&self) -> Option<packyard_core::formats::Rollback> {
+        Some(packyard_core::formats::Rollback { kind: super::KIND, label: "distribution" })
+    }
+
     fn deletes(&self) -> &dyn Deletes {
         &ByKey(super::hosted::AptHosted)
     }

@@ -48,10 +48,33 @@ pub struct ListedAsset {
     pub version: String,
 }
 
+/// An index file a snapshot lists: `file` at the path clients ask for, published by the unit
+/// `unit_id` as `unit_path` (what a rollback publishes again).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnitFile {
+    pub file: SnapshotFile,
+    pub unit_id: i64,
+    pub unit_path: String,
+}
+
+/// A publication unit pointed at a snapshot (a rollback): it publishes that snapshot's index
+/// files again until it is pointed back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnitPin {
+    pub unit_id: i64,
+    pub kind: String,
+    pub unit_key: String,
+    pub snapshot_id: i64,
+    pub snapshot: String,
+    pub pinned_at: i64,
+    pub pinned_by: Option<String>,
+}
+
 impl Db {
     /// Makes the snapshot `name` of a repository in one transaction: `files` (its units' index
     /// files, at the paths clients ask for), then the catalogue's assets of each repository of
-    /// `assets_of` in order, a path listed already keeping its first file. A name taken already
+    /// `assets_of` in order, then the component files of the snapshots of `pinned`, a path
+    /// listed already keeping its first file. A name taken already
     /// is a [`DbError::Conflict`]; then, with `cache_of`, every file that proxy repository
     /// cached.
     #[allow(clippy::too_many_arguments)]
@@ -61,14 +84,14 @@ impl Db {
         name: &str,
         created_by: Option<&str>,
         created_at: i64,
-        files: &[SnapshotFile],
-        assets_of: &[i64],
+        files: &[UnitFile],
+        (assets_of, pinned): (&[i64], &[i64]),
         cache_of: Option<i64>,
     ) -> DbResult<RepositorySnapshot> {
         let mut tx = self.begin().await?;
         let insert = insert_id!("repository_snapshots.insert", "INSERT INTO repository_snapshots (repository_id, name, created_at, created_by, files, bytes) VALUES ($1, $2, $3, $4, 0, 0)");
         let id = self.insert_id(self.bound(insert, (repository_id, name, created_at, created_by)), &mut *tx).await?;
-        const ADD: &str = "INSERT INTO repository_snapshot_files (snapshot_id, path, sha256, size, content_type) VALUES ($1, $2, $3, $4, $5)";
+        const ADD: &str = "INSERT INTO repository_snapshot_files (snapshot_id, path, sha256, size, content_type, unit_id, unit_path) VALUES ($1, $2, $3, $4, $5, $6, $7)";
         let add = insert_or_ignore!("repository_snapshot_files.add", ADD);
         static ADD_MANY: crate::sql::Sql = crate::sql::Sql::with_rows(
             "repository_snapshot_files.add_many",
@@ -76,14 +99,27 @@ impl Db {
             crate::sql::Shape::InsertOrIgnore,
             200,
         );
-        self.insert_rows(&mut tx, &ADD_MANY, add, files, |q, f| {
-            q.bind(id).bind(f.path.as_str()).bind(f.sha256.as_str()).bind(f.size).bind(f.content_type.as_str())
+        self.insert_rows(&mut tx, &ADD_MANY, add, files, |q, u| {
+            let f = &u.file;
+            q.bind(id)
+                .bind(f.path.as_str())
+                .bind(f.sha256.as_str())
+                .bind(f.size)
+                .bind(f.content_type.as_str())
+                .bind(u.unit_id)
+                .bind(u.unit_path.as_str())
         })
         .await?;
         // One statement per repository, however many assets: rows are copied, never bytes.
         let assets = insert_or_ignore!("repository_snapshot_files.add_assets", "INSERT INTO repository_snapshot_files (snapshot_id, path, sha256, size, content_type, namespace, name, version) SELECT $1, a.path, a.sha256, a.size, a.content_type, c.namespace, c.name, c.version FROM assets a JOIN components c ON c.id = a.component_id WHERE a.repository_id = $2");
         for source in assets_of {
             self.bound(assets, (id, *source)).execute(&mut *tx).await?;
+        }
+        // The packages the snapshots its units are pointed at list (what their indexes list,
+        // which the repository may have deleted since).
+        let kept = insert_or_ignore!("repository_snapshot_files.add_pinned", "INSERT INTO repository_snapshot_files (snapshot_id, path, sha256, size, content_type, namespace, name, version) SELECT $1, f.path, f.sha256, f.size, f.content_type, f.namespace, f.name, f.version FROM repository_snapshot_files f WHERE f.snapshot_id = $2 AND f.name IS NOT NULL");
+        for source in pinned {
+            self.bound(kept, (id, *source)).execute(&mut *tx).await?;
         }
         // A proxy that publishes nothing of its own: the upstream's files it cached, its
         // indexes among them.
@@ -163,6 +199,117 @@ impl Db {
                 })
             })
             .collect()
+    }
+}
+
+impl Db {
+    /// The units whose index files snapshot `snapshot_id` keeps.
+    pub async fn repository_snapshot_units(&self, snapshot_id: i64) -> DbResult<Vec<i64>> {
+        let s = sql!("repository_snapshot_files.units", "SELECT DISTINCT unit_id FROM repository_snapshot_files WHERE snapshot_id = $1 AND unit_id IS NOT NULL ORDER BY unit_id");
+        let rows = self.bound(s, (snapshot_id,)).fetch_all(self.pool()).await?;
+        rows.iter().map(|r| Ok(r.try_get("unit_id")?)).collect()
+    }
+
+    /// The files unit `unit_id` had published when snapshot `snapshot_id` was made, under the
+    /// paths it published them at.
+    pub async fn repository_snapshot_unit_files(&self, snapshot_id: i64, unit_id: i64) -> DbResult<Vec<SnapshotFile>> {
+        let s = sql!("repository_snapshot_files.of_unit", "SELECT unit_path AS path, sha256, size, content_type FROM repository_snapshot_files WHERE snapshot_id = $1 AND unit_id = $2 ORDER BY unit_path");
+        let rows = self.bound(s, (snapshot_id, unit_id)).fetch_all(self.pool()).await?;
+        rows.iter().map(SnapshotFile::read).collect()
+    }
+
+    /// Points each unit of `units` (of repository `repository_id`: `(id, kind, key)`) at snapshot
+    /// `snapshot_id` and requests its publication, in one transaction.
+    pub async fn pin_units(
+        &self,
+        repository_id: i64,
+        snapshot_id: i64,
+        units: &[(i64, String, String)],
+        (by, at): (Option<&str>, i64),
+    ) -> DbResult<()> {
+        super::retry_conflicts(|| async {
+            let mut tx = self.begin().await?;
+            for (unit, kind, key) in units {
+                let drop = sql!("unit_pins.replace", "DELETE FROM unit_pins WHERE unit_id = $1");
+                self.bound(drop, (*unit,)).execute(&mut *tx).await?;
+                let pin = sql!(
+                    "unit_pins.insert",
+                    "INSERT INTO unit_pins (unit_id, snapshot_id, pinned_at, pinned_by) VALUES ($1, $2, $3, $4)"
+                );
+                self.bound(pin, (*unit, snapshot_id, at, by)).execute(&mut *tx).await?;
+                self.record_change(&mut tx, repository_id, kind, key).await?;
+            }
+            tx.commit().await.map_err(DbError::from)
+        })
+        .await
+    }
+
+    /// Points each unit of `units` back at its rows: the pin goes and the unit is built again
+    /// from nothing (what it published while pinned is not continued). True for each unit that
+    /// was pinned.
+    pub async fn unpin_units(&self, repository_id: i64, units: &[(i64, String, String)]) -> DbResult<Vec<bool>> {
+        super::retry_conflicts(|| async {
+            let mut tx = self.begin().await?;
+            let mut done = Vec::with_capacity(units.len());
+            for (unit, kind, key) in units {
+                let drop = sql!("unit_pins.delete", "DELETE FROM unit_pins WHERE unit_id = $1");
+                let was = self.bound(drop, (*unit,)).execute(&mut *tx).await?.rows_affected() > 0;
+                if was {
+                    self.record_change(&mut tx, repository_id, kind, key).await?;
+                    let whole = sql!(
+                        "publication_units.whole_one",
+                        "UPDATE publication_units SET whole_at_revision = desired_revision WHERE id = $1"
+                    );
+                    self.bound(whole, (*unit,)).execute(&mut *tx).await?;
+                }
+                done.push(was);
+            }
+            tx.commit().await?;
+            Ok(done)
+        })
+        .await
+    }
+
+    /// The repository's pinned units.
+    pub async fn unit_pins(&self, repository_id: i64) -> DbResult<Vec<UnitPin>> {
+        let s = sql!("unit_pins.list", "SELECT p.unit_id, u.kind, u.unit_key, p.snapshot_id, s.name, p.pinned_at, p.pinned_by FROM unit_pins p JOIN publication_units u ON u.id = p.unit_id JOIN repository_snapshots s ON s.id = p.snapshot_id WHERE u.repository_id = $1 ORDER BY u.kind, u.unit_key");
+        let rows = self.bound(s, (repository_id,)).fetch_all(self.pool()).await?;
+        rows.iter()
+            .map(|r| {
+                Ok(UnitPin {
+                    unit_id: r.try_get("unit_id")?,
+                    kind: text(r, "kind")?,
+                    unit_key: text(r, "unit_key")?,
+                    snapshot_id: r.try_get("snapshot_id")?,
+                    snapshot: text(r, "name")?,
+                    pinned_at: r.try_get("pinned_at")?,
+                    pinned_by: opt_text(r, "pinned_by")?,
+                })
+            })
+            .collect()
+    }
+
+    /// The snapshot unit `unit_id` is pointed at, if any.
+    pub async fn unit_pin(&self, unit_id: i64) -> DbResult<Option<i64>> {
+        let s = sql!("unit_pins.of_unit", "SELECT snapshot_id FROM unit_pins WHERE unit_id = $1");
+        let row = self.bound(s, (unit_id,)).fetch_optional(self.pool()).await?;
+        row.map(|r| Ok(r.try_get("snapshot_id")?)).transpose()
+    }
+
+    /// How many units are pointed at snapshot `snapshot_id`.
+    pub async fn snapshot_pins(&self, snapshot_id: i64) -> DbResult<i64> {
+        let s = sql!("unit_pins.of_snapshot", "SELECT COUNT(*) AS n FROM unit_pins WHERE snapshot_id = $1");
+        let row = self.bound(s, (snapshot_id,)).fetch_one(self.pool()).await?;
+        Ok(row.try_get("n")?)
+    }
+
+    /// A file at `path` in a snapshot one of the repository's units is pointed at (a package
+    /// its republished index lists that the repository no longer has), with the snapshot's
+    /// time.
+    pub async fn pinned_file(&self, repository_id: i64, path: &str) -> DbResult<Option<(SnapshotFile, i64)>> {
+        let s = sql!("unit_pins.file", "SELECT f.path, f.sha256, f.size, f.content_type, s.created_at FROM unit_pins p JOIN publication_units u ON u.id = p.unit_id JOIN repository_snapshots s ON s.id = p.snapshot_id JOIN repository_snapshot_files f ON f.snapshot_id = p.snapshot_id AND f.path = $1 WHERE u.repository_id = $2 ORDER BY s.created_at DESC LIMIT 1");
+        let row = self.bound(s, (path, repository_id)).fetch_optional(self.pool()).await?;
+        row.map(|r| Ok((SnapshotFile::read(&r)?, r.try_get("created_at")?))).transpose()
     }
 }
 
