@@ -54,8 +54,9 @@ enum Command {
         /// PACKYARD_IMPORT_USERNAME and PACKYARD_IMPORT_PASSWORD.
         #[arg(long, value_name = "DIR|URL", required_unless_present = "url", conflicts_with = "url")]
         from: Option<String>,
-        /// The repository to copy into (a hosted one of the format).
-        #[arg(long, value_name = "REPOSITORY", required_unless_present = "url", conflicts_with = "url")]
+        /// The repository to copy into (a hosted one of the format); `import bundle`: by default
+        /// the bundle's.
+        #[arg(long, value_name = "REPOSITORY", conflicts_with = "url")]
         into: Option<String>,
         /// `import nexus`: the Nexus's root URL (credentials as for --from).
         #[arg(long, value_name = "URL")]
@@ -72,6 +73,22 @@ enum Command {
         only: Vec<String>,
         #[command(flatten)]
         options: ImportOptions,
+    },
+    /// Export a repository (or one of its snapshots) as a bundle for another instance: its
+    /// components' blobs and a manifest signed with this instance's key (`import bundle` reads
+    /// it). Resumable: run it again into the same directory.
+    Export {
+        #[arg(long, value_name = "NAME")]
+        repository: String,
+        /// One of the repository's snapshots instead of the repository as it is.
+        #[arg(long, value_name = "SNAPSHOT")]
+        snapshot: Option<String>,
+        /// An earlier export's directory: only the blobs it did not carry are written.
+        #[arg(long, value_name = "DIR")]
+        since: Option<PathBuf>,
+        /// A directory (made if missing), or `-` for a tar stream on standard output.
+        #[arg(long, value_name = "DIR|-")]
+        to: String,
     },
     /// Vulnerability data (OSV).
     Vulnerabilities {
@@ -192,12 +209,21 @@ fn run(cli: Cli, loaded: Loaded) -> anyhow::Result<()> {
                     actix_web::rt::System::new().block_on(run)
                 }
                 ("nexus", None, _, _) => anyhow::bail!("import nexus --url URL [--repository NAME]"),
+                ("bundle", None, Some(from), into) => {
+                    anyhow::ensure!(only.is_empty(), "import bundle takes --from, --into, --key and --dry-run");
+                    let run = import_bundle(loaded.config, &from, into, key, options.dry_run);
+                    actix_web::rt::System::new().block_on(run)
+                }
                 (_, None, Some(from), Some(into)) => {
                     let asked = Import { format, from, into, key, only, options };
                     actix_web::rt::System::new().block_on(import(loaded.config, asked))
                 }
                 _ => anyhow::bail!("import {format} --from DIR|URL --into REPOSITORY (--url is import nexus's)"),
             }
+        }
+        Command::Export { repository, snapshot, since, to } => {
+            packyard_core::telemetry::init(&loaded.config.log);
+            actix_web::rt::System::new().block_on(export(loaded.config, repository, snapshot, since, &to))
         }
         Command::Vulnerabilities { command: VulnerabilitiesCommand::Import { source } } => {
             packyard_core::telemetry::init(&loaded.config.log);
@@ -316,6 +342,81 @@ async fn import(config: packyard_model::config::Config, asked: Import) -> anyhow
     .await;
     services.db.close().await;
     outcome
+}
+
+/// `packyard-api export --repository NAME [--snapshot S] [--since DIR] --to DIR|-`.
+async fn export(
+    config: packyard_model::config::Config,
+    repository: String,
+    snapshot: Option<String>,
+    since: Option<PathBuf>,
+    to: &str,
+) -> anyhow::Result<()> {
+    use packyard_core::bundle::{ExportArgs, ExportTarget};
+    let target = if to == "-" {
+        ExportTarget::Tar(Box::new(tokio::io::BufWriter::new(std_stream(&std::io::stdout())?)))
+    } else {
+        let dir = PathBuf::from(to);
+        std::fs::create_dir_all(&dir).map_err(|e| anyhow::anyhow!("--to {to}: {e}"))?;
+        ExportTarget::Dir(dir)
+    };
+    let services = existing(config).await?;
+    let args = ExportArgs { repository, snapshot, since, to: target };
+    let done = packyard_core::bundle::export(&services, packyard_formats::registry(), args).await;
+    services.db.close().await;
+    let report = done?;
+    // The tar stream is standard output: the report goes to standard error then.
+    if to == "-" {
+        eprintln!("{report}");
+    } else {
+        println!("{report}");
+    }
+    Ok(())
+}
+
+/// Standard input or output as an asynchronous file (a duplicate of its descriptor).
+fn std_stream(stream: &impl std::os::fd::AsFd) -> anyhow::Result<tokio::fs::File> {
+    let fd = stream.as_fd().try_clone_to_owned()?;
+    Ok(tokio::fs::File::from_std(std::fs::File::from(fd)))
+}
+
+/// `packyard-api import bundle --from DIR|FILE|- [--into NAME] [--key KEY] [--dry-run]`.
+async fn import_bundle(
+    config: packyard_model::config::Config,
+    from: &str,
+    into: Option<String>,
+    key: Option<PathBuf>,
+    dry_run: bool,
+) -> anyhow::Result<()> {
+    use packyard_core::bundle::{ImportArgs, ImportSource};
+    let source = if from == "-" {
+        ImportSource::Tar(Box::new(tokio::io::BufReader::new(std_stream(&std::io::stdin())?)))
+    } else if std::path::Path::new(from).is_dir() {
+        ImportSource::Dir(PathBuf::from(from))
+    } else {
+        let file = tokio::fs::File::open(from).await.map_err(|e| anyhow::anyhow!("--from {from}: {e}"))?;
+        ImportSource::Tar(Box::new(tokio::io::BufReader::new(file)))
+    };
+    // The exporting instance's public key or fingerprint, or a file holding one (its bundle's
+    // manifest.sig too).
+    let key = match key {
+        Some(path) => {
+            let text = std::fs::read_to_string(&path).map_err(|e| anyhow::anyhow!("--key {}: {e}", path.display()))?;
+            let from_sig = serde_json::from_str::<packyard_core::bundle::Signature>(&text).ok().map(|s| s.public_key);
+            Some(from_sig.unwrap_or_else(|| text.trim().to_string()))
+        }
+        None => None,
+    };
+    let services = existing(config).await?;
+    let args = ImportArgs { from: source, into, key, dry_run };
+    let done = packyard_core::bundle::import(&services, packyard_formats::registry(), args).await;
+    if done.as_ref().is_ok_and(|r| !r.changes.is_empty()) {
+        services.wake();
+    }
+    services.db.close().await;
+    let report = done?;
+    println!("{}{report}", if dry_run { "dry run: " } else { "" });
+    Ok(())
 }
 
 /// A source's user name and password: taken out of its URL, or from the environment.

@@ -4,6 +4,10 @@
 -- and under which path, so that the unit's files can be read back from it.
 ALTER TABLE repository_snapshot_files ADD COLUMN unit_id BIGINT;
 ALTER TABLE repository_snapshot_files ADD COLUMN unit_path VARCHAR(700);
+-- The catalogue key and time of the component a listed file is an asset of (what an export of
+-- the snapshot names).
+ALTER TABLE repository_snapshot_files ADD COLUMN component_key TEXT;
+ALTER TABLE repository_snapshot_files ADD COLUMN component_created_at BIGINT;
 CREATE INDEX repository_snapshot_files_unit ON repository_snapshot_files (snapshot_id, unit_id);
 
 CREATE TABLE unit_pins (

@@ -9,6 +9,7 @@ mod apk;
 mod apt;
 mod backup;
 mod binary;
+mod bundles;
 mod cleanup;
 mod cluster;
 mod conan;

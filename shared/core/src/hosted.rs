@@ -629,6 +629,54 @@ pub trait Copies: Send + Sync {
         batch: &Batch,
         actor: Actor<'_>,
     ) -> Result<Copied, UploadError>;
+
+    /// Stores `components` — listed by a bundle another instance exported (`bundle`: what the
+    /// audit entries say they came from), their blobs in this instance's store already — into
+    /// hosted repository `to`, as [`Copies::copy_components`] stores a copy's.
+    async fn import_components(
+        &self,
+        services: &Services,
+        to: &Repository,
+        bundle: &str,
+        components: &[Listed],
+        actor: Actor<'_>,
+    ) -> Result<Copied, UploadError>;
+}
+
+/// A component to copy, as its source lists it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Listed {
+    /// Its catalogue key.
+    pub key: String,
+    /// When it was made (ms): a copy keeps it where the format orders by it.
+    pub created_at: i64,
+    /// Its files, by path.
+    pub files: Vec<ListedFile>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ListedFile {
+    pub path: String,
+    pub sha256: String,
+    pub size: i64,
+}
+
+/// Where copied components come from.
+#[derive(Debug, Clone, Copy)]
+pub enum CopySource<'a> {
+    /// A repository of this instance (a move removes them there).
+    Repository(&'a Repository),
+    /// A bundle another instance exported (`crate::bundle`).
+    Bundle(&'a str),
+}
+
+impl CopySource<'_> {
+    fn label(&self) -> &str {
+        match self {
+            Self::Repository(r) => r.name.as_str(),
+            Self::Bundle(b) => b,
+        }
+    }
 }
 
 /// What a copy or move takes.
@@ -656,6 +704,17 @@ impl Copies for NoCopies {
     ) -> Result<Copied, UploadError> {
         Err(UploadError::Invalid(format!("{} components cannot be copied", from.format)))
     }
+
+    async fn import_components(
+        &self,
+        _services: &Services,
+        to: &Repository,
+        _bundle: &str,
+        _components: &[Listed],
+        _actor: Actor<'_>,
+    ) -> Result<Copied, UploadError> {
+        Err(UploadError::Invalid(format!("{} components cannot be imported", to.format)))
+    }
 }
 
 #[async_trait]
@@ -668,6 +727,19 @@ impl<H: Hosted> Copies for ByKey<H> {
         actor: Actor<'_>,
     ) -> Result<Copied, UploadError> {
         copy_batch(&self.0, services, (from, to), batch, actor).await
+    }
+
+    async fn import_components(
+        &self,
+        services: &Services,
+        to: &Repository,
+        bundle: &str,
+        components: &[Listed],
+        actor: Actor<'_>,
+    ) -> Result<Copied, UploadError> {
+        check_hosted(to, "import into")?;
+        check_writable(to)?;
+        copy_listed(&self.0, services, (CopySource::Bundle(bundle), to), components, &Batch::default(), actor).await
     }
 }
 
@@ -719,14 +791,40 @@ pub async fn copy_batch<H: Hosted>(
     }
     let ids: Vec<i64> = components.iter().map(|c| c.id).collect();
     let assets = db.catalogue_assets_of(&ids).await?;
+    let listed: Vec<Listed> = components
+        .iter()
+        .map(|c| Listed {
+            key: c.component_key.clone(),
+            created_at: c.created_at,
+            files: assets
+                .iter()
+                .filter(|a| a.component_id == c.id)
+                .map(|a| ListedFile { path: a.path.clone(), sha256: a.sha256.trim().to_string(), size: a.size })
+                .collect(),
+        })
+        .collect();
+    copy_listed(format, services, (CopySource::Repository(from), to), &listed, batch, actor).await
+}
+
+/// Stores the `components` of `source` into `to` as the format's uploads: every file read back
+/// and checked as its upload would be, then one transaction; a move's `batch.keys` are removed
+/// from the source repository in it.
+pub async fn copy_listed<H: Hosted>(
+    format: &H,
+    services: &Services,
+    (source, to): (CopySource<'_>, &Repository),
+    components: &[Listed],
+    batch: &Batch,
+    actor: Actor<'_>,
+) -> Result<Copied, UploadError> {
     // Every file read back and checked as its upload would be, before the transaction.
     let mut items: Vec<CopyItem<H::Artifact>> = Vec::with_capacity(components.len());
     let mut derived: Vec<StoredBlob> = Vec::new();
     let inspected = async {
-        for c in &components {
+        for c in components {
             let mut own = Vec::new();
             let mut files = Vec::new();
-            for a in assets.iter().filter(|a| a.component_id == c.id) {
+            for a in &c.files {
                 let sha256 = Sha256Hex::parse(&a.sha256).map_err(|e| UploadError::Invalid(e.to_string()))?;
                 let size = u64::try_from(a.size).unwrap_or_default();
                 own.push((a.path.clone(), StoredBlob { sha256, size, created: false }));
@@ -734,20 +832,20 @@ pub async fn copy_batch<H: Hosted>(
             }
             files.sort();
             let mut uploads = Vec::new();
-            let component = (c.component_key.as_str(), c.created_at);
+            let component = (c.key.as_str(), c.created_at);
             for (target, stored) in format.copy_targets(services, to, component, &own).await? {
                 format.check_target(to, &target)?;
                 let i = format.inspect(services, to, &target, &stored).await?;
                 derived.extend(i.derived.iter().cloned());
                 uploads.push((i, stored));
             }
-            let remove = batch.moving && batch.keys.contains(&c.component_key);
-            items.push(CopyItem { key: c.component_key.clone(), remove, files, uploads });
+            let remove = batch.moving && batch.keys.contains(&c.key);
+            items.push(CopyItem { key: c.key.clone(), remove, files, uploads });
         }
         Ok::<_, UploadError>(())
     };
     let outcome = match inspected.await {
-        Ok(()) => copy_transaction(format, services, (from, to), &items, batch.moving, actor).await,
+        Ok(()) => copy_transaction(format, services, (source, to), &items, batch.moving, actor).await,
         Err(e) => Err(e),
     };
     if outcome.is_err() {
@@ -765,13 +863,18 @@ pub async fn copy_batch<H: Hosted>(
 async fn copy_transaction<H: Hosted>(
     format: &H,
     services: &Services,
-    (from, to): (&Repository, &Repository),
+    (source, to): (CopySource<'_>, &Repository),
     items: &[CopyItem<H::Artifact>],
     moving: bool,
     actor: Actor<'_>,
 ) -> Result<Copied, UploadError> {
     let db = &services.db;
-    let action = format!("{}.{}", H::NAME, if moving { "move" } else { "copy" });
+    let verb = match source {
+        CopySource::Bundle(_) => "import",
+        CopySource::Repository(_) if moving => "move",
+        CopySource::Repository(_) => "copy",
+    };
+    let action = format!("{}.{verb}", H::NAME);
     let mut attempt = 0;
     loop {
         attempt += 1;
@@ -789,7 +892,7 @@ async fn copy_transaction<H: Hosted>(
             for item in items {
                 let mut wrote = false;
                 for (i, stored) in &item.uploads {
-                    let detail = serde_json::json!({"from": from.name.as_str(), "sha256": stored.sha256.as_str()});
+                    let detail = serde_json::json!({"from": source.label(), "sha256": stored.sha256.as_str()});
                     let how = (action.clone(), detail);
                     let units = format.units(to, &i.artifact);
                     let upload = (&i.artifact, i.coordinate.as_str(), units);
@@ -805,7 +908,7 @@ async fn copy_transaction<H: Hosted>(
                 } else {
                     report.unchanged += 1;
                 }
-                if item.remove {
+                if let (true, CopySource::Repository(from)) = (item.remove, source) {
                     // What is removed is what was copied: the component as its files were read.
                     let now = db.catalogue_files_of_key_in(&mut tx, from.id, &item.key).await?;
                     if now != item.files {
@@ -831,8 +934,10 @@ async fn copy_transaction<H: Hosted>(
             for (kind, key) in &units_to {
                 report.changes.push(db.record_change(&mut tx, to.id, kind, key).await?);
             }
-            for (kind, key) in &units_from {
-                report.changes.push(db.record_change(&mut tx, from.id, kind, key).await?);
+            if let CopySource::Repository(from) = source {
+                for (kind, key) in &units_from {
+                    report.changes.push(db.record_change(&mut tx, from.id, kind, key).await?);
+                }
             }
             tx.commit().await?;
             Ok::<_, TxError>(report)

@@ -6,6 +6,7 @@
 pub mod admin;
 pub mod auth;
 pub mod backup;
+pub mod bundle;
 pub mod catalogue;
 pub mod certs;
 pub mod cleanup;

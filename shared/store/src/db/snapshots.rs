@@ -111,13 +111,13 @@ impl Db {
         })
         .await?;
         // One statement per repository, however many assets: rows are copied, never bytes.
-        let assets = insert_or_ignore!("repository_snapshot_files.add_assets", "INSERT INTO repository_snapshot_files (snapshot_id, path, sha256, size, content_type, namespace, name, version) SELECT $1, a.path, a.sha256, a.size, a.content_type, c.namespace, c.name, c.version FROM assets a JOIN components c ON c.id = a.component_id WHERE a.repository_id = $2");
+        let assets = insert_or_ignore!("repository_snapshot_files.add_assets", "INSERT INTO repository_snapshot_files (snapshot_id, path, sha256, size, content_type, namespace, name, version, component_key, component_created_at) SELECT $1, a.path, a.sha256, a.size, a.content_type, c.namespace, c.name, c.version, c.component_key, c.created_at FROM assets a JOIN components c ON c.id = a.component_id WHERE a.repository_id = $2");
         for source in assets_of {
             self.bound(assets, (id, *source)).execute(&mut *tx).await?;
         }
         // The packages the snapshots its units are pointed at list (what their indexes list,
         // which the repository may have deleted since).
-        let kept = insert_or_ignore!("repository_snapshot_files.add_pinned", "INSERT INTO repository_snapshot_files (snapshot_id, path, sha256, size, content_type, namespace, name, version) SELECT $1, f.path, f.sha256, f.size, f.content_type, f.namespace, f.name, f.version FROM repository_snapshot_files f WHERE f.snapshot_id = $2 AND f.name IS NOT NULL");
+        let kept = insert_or_ignore!("repository_snapshot_files.add_pinned", "INSERT INTO repository_snapshot_files (snapshot_id, path, sha256, size, content_type, namespace, name, version, component_key, component_created_at) SELECT $1, f.path, f.sha256, f.size, f.content_type, f.namespace, f.name, f.version, f.component_key, f.component_created_at FROM repository_snapshot_files f WHERE f.snapshot_id = $2 AND f.name IS NOT NULL");
         for source in pinned {
             self.bound(kept, (id, *source)).execute(&mut *tx).await?;
         }
@@ -202,7 +202,43 @@ impl Db {
     }
 }
 
+/// A component a snapshot lists, with its files (what an export of the snapshot names).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotComponent {
+    pub key: String,
+    pub namespace: String,
+    pub name: String,
+    pub version: String,
+    pub created_at: i64,
+    /// `(path, sha256, size)`, by path.
+    pub files: Vec<(String, String, i64)>,
+}
+
 impl Db {
+    /// The components snapshot `snapshot_id` lists, by key; `None` when it was made before
+    /// snapshots named them (it lists files of components without their keys).
+    pub async fn repository_snapshot_components(&self, snapshot_id: i64) -> DbResult<Option<Vec<SnapshotComponent>>> {
+        let s = sql!("repository_snapshot_files.components", "SELECT path, sha256, size, namespace, name, version, component_key, component_created_at FROM repository_snapshot_files WHERE snapshot_id = $1 AND name IS NOT NULL ORDER BY component_key, path");
+        let rows = self.bound(s, (snapshot_id,)).fetch_all(self.pool()).await?;
+        let mut out: Vec<SnapshotComponent> = Vec::new();
+        for r in &rows {
+            let Some(key) = opt_text(r, "component_key")? else { return Ok(None) };
+            let file = (text(r, "path")?, text(r, "sha256")?.trim().to_string(), r.try_get("size")?);
+            match out.last_mut() {
+                Some(c) if c.key == key => c.files.push(file),
+                _ => out.push(SnapshotComponent {
+                    key,
+                    namespace: opt_text(r, "namespace")?.unwrap_or_default(),
+                    name: text(r, "name")?,
+                    version: text(r, "version")?,
+                    created_at: r.try_get::<Option<i64>, _>("component_created_at")?.unwrap_or(0),
+                    files: vec![file],
+                }),
+            }
+        }
+        Ok(Some(out))
+    }
+
     /// The units whose index files snapshot `snapshot_id` keeps.
     pub async fn repository_snapshot_units(&self, snapshot_id: i64) -> DbResult<Vec<i64>> {
         let s = sql!("repository_snapshot_files.units", "SELECT DISTINCT unit_id FROM repository_snapshot_files WHERE snapshot_id = $1 AND unit_id IS NOT NULL ORDER BY unit_id");

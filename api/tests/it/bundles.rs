@@ -1,0 +1,270 @@
+//! Export and import for air-gapped sites (#42): `packyard-api export` on one instance,
+//! `packyard-api import bundle` on a second one with its own data directory and database and
+//! no route to the first (no proxy is configured): `apt-get` and `go` against the second
+//! install the same bytes; an incremental export carries only the new blobs; a damaged or
+//! altered bundle is refused before anything is stored; an import twice changes nothing; a
+//! component deleted at the source goes at the target too; the tar stream is the same bundle.
+//! On SQLite, PostgreSQL and MariaDB.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::common;
+use common::archive::Package;
+use common::process::{basic, run_to_end, status_of, Server};
+use common::Repo;
+use packyard_model::repos::Format;
+use serde_json::Value;
+use sha2::Digest as _;
+
+const PW: &str = "bundle-secret";
+
+struct Instance {
+    server: Server,
+    dir: tempfile::TempDir,
+    env: Vec<(String, String)>,
+}
+
+impl Instance {
+    fn start(backend: packyard_store::db::Backend) -> anyhow::Result<Option<Self>> {
+        let Some((url, dir)) = common::process::database_for(backend)? else { return Ok(None) };
+        let mut env = vec![("PACKYARD_SECURITY__ADMIN_PASSWORD".to_string(), PW.to_string())];
+        if let Some(url) = &url {
+            env.push(("PACKYARD_DATABASE__URL".into(), url.clone()));
+            env.push(("PACKYARD_SECURITY__SECRET".into(), "a-shared-secret-of-enough-length".into()));
+        }
+        let pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let server = common::process::start_on(dir.path(), None, &pairs)?;
+        Ok(Some(Self { server, dir, env }))
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.server.public)
+    }
+
+    /// Runs the binary where this instance's configuration and data are.
+    fn run(&self, args: &[&str]) -> anyhow::Result<(i32, String, String)> {
+        let pairs: Vec<(&str, &str)> = self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        run_to_end(self.dir.path(), args, &pairs)
+    }
+
+    fn ok(&self, args: &[&str]) -> anyhow::Result<String> {
+        let (code, out, err) = self.run(args)?;
+        anyhow::ensure!(code == 0, "{args:?}: exit {code}\n{out}{err}");
+        Ok(out)
+    }
+
+    fn send(&self, method: &str, path: &str, body: &[u8]) -> anyhow::Result<()> {
+        let r = ureq::request(method, &self.url(path)).set("Authorization", &basic(PW)).send_bytes(body);
+        let (s, text) = status_of(r)?;
+        anyhow::ensure!((200..300).contains(&s), "{method} {path}: {s} {text}");
+        Ok(())
+    }
+
+    fn get(&self, path: &str) -> anyhow::Result<Vec<u8>> {
+        let r = ureq::get(&self.url(path)).set("Authorization", &basic(PW)).call()?;
+        let mut out = Vec::new();
+        std::io::Read::read_to_end(&mut r.into_reader(), &mut out)?;
+        Ok(out)
+    }
+
+    /// Waits until the file at `path` says `what` (a publication after an import).
+    fn published(&self, path: &str, what: &str) -> anyhow::Result<()> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let text = match self.get(path) {
+                Ok(bytes) => String::from_utf8(bytes)?,
+                Err(e) => e.to_string(),
+            };
+            if text.contains(what) {
+                return Ok(());
+            }
+            anyhow::ensure!(std::time::Instant::now() < deadline, "{path} never said {what:?}:\n{text}");
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+
+    /// What a repository holds, by Nexus's search.
+    fn holds(&self, repo: &str) -> anyhow::Result<std::collections::BTreeSet<String>> {
+        common::process::catalogue(&self.server.public, &basic(PW), repo)
+    }
+}
+
+fn sha(b: &[u8]) -> String {
+    hex::encode(sha2::Sha256::digest(b))
+}
+
+/// Every file under `dir` and its size.
+fn sizes(dir: &Path) -> anyhow::Result<BTreeMap<String, u64>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d)? {
+            let e = e?;
+            if e.file_type()?.is_dir() {
+                stack.push(e.path());
+            } else {
+                let rel = e.path().strip_prefix(dir)?.to_string_lossy().into_owned();
+                out.insert(rel, e.metadata()?.len());
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn air_gap_on(backend: packyard_store::db::Backend) -> anyhow::Result<()> {
+    let Some(a) = Instance::start(backend)? else { return Ok(()) };
+    let Some(b) = Instance::start(backend)? else { return Ok(()) };
+    let auth = basic(PW);
+    common::process::create_repository(&a.server.public, &auth, Repo::hosted("debs", Format::Apt).0)?;
+    common::process::create_repository(&a.server.public, &auth, Repo::hosted("mods", Format::Go).0)?;
+    let (hello, tool) = (Package::new("hello", "1.0", "amd64"), Package::new("tool", "2.0", "amd64"));
+    a.send("POST", "/repository/debs/?wait=true", &hello.deb)?;
+    a.send("POST", "/repository/debs/?wait=true", &tool.deb)?;
+    let zip = packyard_codecs::go::testing::simple_module("example.com/kept", "v1.0.0", "v1.0.0", 100)?;
+    a.send("PUT", "/repository/mods/example.com/kept/@v/v1.0.0.zip", &zip)?;
+
+    // Export both, import both into the second instance (whose repositories do not exist yet).
+    let out = tempfile::tempdir()?;
+    let dir = |name: &str| out.path().join(name).to_string_lossy().into_owned();
+    let said = a.ok(&["export", "--repository", "debs", "--to", &dir("debs1")])?;
+    assert!(said.contains("exported 2 components: 2 blobs"), "{said}");
+    a.ok(&["export", "--repository", "mods", "--to", &dir("mods1")])?;
+    let said = b.ok(&["import", "bundle", "--from", &dir("debs1")])?;
+    assert!(said.contains("into repository debs (created)"), "{said}");
+    assert!(said.contains("2 components stored, 0 unchanged, 0 deleted"), "{said}");
+    b.ok(&["import", "bundle", "--from", &dir("mods1"), "--key", &format!("{}/manifest.sig", dir("debs1"))])?;
+
+    // The same bytes through the real clients; the indexes the same but for their signatures.
+    let packages = "/repository/debs/dists/stable/main/binary-amd64/Packages";
+    b.published(packages, "Package: tool")?;
+    b.published("/repository/mods/example.com/kept/@v/list", "v1.0.0")?;
+    let (wait_a, wait_b) = (a.get(packages)?, b.get(packages)?);
+    assert_eq!(String::from_utf8(wait_b)?, String::from_utf8(wait_a)?, "the same Packages");
+    let key = b.get("/repository/debs/gpg.key")?;
+    assert_ne!(key, a.get("/repository/debs/gpg.key")?, "the second instance signs with its own key");
+    let root = crate::apt::apt_root(&key, &b.url("/repository/debs"))?;
+    crate::apt::update_ok(root.path())?;
+    assert_eq!(crate::apt::download(root.path(), "hello")?, hello.deb);
+    assert_eq!(crate::apt::download(root.path(), "tool")?, tool.deb);
+    let work = tempfile::tempdir()?;
+    let home = tempfile::tempdir()?;
+    let go = common::golang::command(
+        work.path(),
+        home.path(),
+        &b.url("/repository/mods"),
+        &["mod", "download", "-json", "example.com/kept@latest"],
+    )
+    .output()?;
+    anyhow::ensure!(go.status.success(), "go mod download: {}", String::from_utf8_lossy(&go.stderr));
+    let v: Value = serde_json::from_slice(&go.stdout)?;
+    assert_eq!(v["Version"], "v1.0.0");
+    assert_eq!(sha(&std::fs::read(v["Zip"].as_str().unwrap_or_default())?), sha(&zip), "the same module zip");
+
+    // Twice: nothing changes.
+    let said = b.ok(&["import", "bundle", "--from", &dir("debs1")])?;
+    assert!(said.contains("0 components stored, 2 unchanged, 0 deleted"), "{said}");
+
+    // Incremental: ten new packages, one deleted; the bundle carries the ten blobs and the
+    // manifest, nothing more.
+    let new: Vec<Package> = (0..10).map(|i| Package::new(&format!("new{i}"), "1.0", "amd64")).collect();
+    for p in &new {
+        a.send("POST", "/repository/debs/", &p.deb)?;
+    }
+    a.send("DELETE", &format!("/repository/debs/{}?wait=true", tool.pool_path()), b"")?;
+    let said = a.ok(&["export", "--repository", "debs", "--since", &dir("debs1"), "--to", &dir("debs2")])?;
+    assert!(said.contains("exported 11 components: 10 blobs"), "{said}");
+    let files = sizes(&out.path().join("debs2"))?;
+    let blob_bytes: u64 = new.iter().map(|p| p.deb.len() as u64).sum();
+    let manifest = files.get("manifest.json").copied().unwrap_or_default();
+    let signature = files.get("manifest.sig").copied().unwrap_or_default();
+    assert_eq!(files.len(), 12, "ten blobs, the manifest and its signature: {files:?}");
+    assert_eq!(files.values().sum::<u64>(), blob_bytes + manifest + signature, "{files:?}");
+    let m: Value = serde_json::from_slice(&std::fs::read(out.path().join("debs2/manifest.json"))?)?;
+    assert_eq!(m["follows"], sha(&std::fs::read(out.path().join("debs1/manifest.json"))?));
+    let started = std::time::Instant::now();
+    let said = b.ok(&["import", "bundle", "--from", &dir("debs2")])?;
+    eprintln!("the incremental import of 10 packages took {:?}", started.elapsed());
+    assert!(said.contains("10 components stored, 1 unchanged, 1 deleted"), "{said}");
+    assert_eq!(b.holds("debs")?, a.holds("debs")?, "the same components");
+    // The second instance's worker publishes what the import recorded.
+    b.published(packages, "Package: new9")?;
+    crate::apt::update_ok(root.path())?;
+    assert_eq!(crate::apt::download(root.path(), "new7")?, new[7].deb);
+
+    // Refused before anything is stored: an incremental bundle without the one it follows, a
+    // damaged blob, an altered manifest, another instance's key.
+    if let Some(c) = Instance::start(backend)? {
+        let (code, _, err) = c.run(&["import", "bundle", "--from", &dir("debs2")])?;
+        assert_ne!(code, 0);
+        assert!(err.contains("which is not imported here: import that one first"), "{err}");
+        let r = ureq::get(&c.url("/api/v1/repositories/debs")).set("Authorization", &auth).call();
+        assert_eq!(status_of(r)?.0, 404, "no repository was made for a refused bundle");
+        assert!(c.server.terminate()?.success());
+    }
+    let copy = out.path().join("damaged");
+    std::fs::create_dir_all(&copy)?;
+    let _ = std::process::Command::new("cp").arg("-r").arg(format!("{}/.", dir("debs1"))).arg(&copy).status()?;
+    let victim = copy.join(format!("blobs/{}/{}", &sha(&hello.deb)[..2], sha(&hello.deb)));
+    let mut bytes = std::fs::read(&victim)?;
+    bytes[100] ^= 1;
+    std::fs::write(&victim, &bytes)?;
+    let (code, _, err) = b.run(&["import", "bundle", "--from", &copy.to_string_lossy(), "--into", "damaged"])?;
+    assert_ne!(code, 0);
+    assert!(err.contains(&format!("blob {} is damaged", sha(&hello.deb))), "{err}");
+    std::fs::write(&victim, &hello.deb)?;
+    let text = std::fs::read_to_string(copy.join("manifest.json"))?;
+    std::fs::write(copy.join("manifest.json"), text.replace("\"tool\"", "\"t00l\""))?;
+    let (code, _, err) = b.run(&["import", "bundle", "--from", &copy.to_string_lossy(), "--into", "damaged"])?;
+    assert_ne!(code, 0);
+    assert!(err.contains("does not match its signature: it was changed after export"), "{err}");
+    std::fs::write(copy.join("manifest.json"), text)?;
+    b.ok(&["export", "--repository", "debs", "--to", &dir("from-b")])?;
+    let theirs = format!("{}/manifest.sig", dir("from-b"));
+    let (code, _, err) =
+        b.run(&["import", "bundle", "--from", &copy.to_string_lossy(), "--into", "damaged", "--key", &theirs])?;
+    assert_ne!(code, 0, "{err}");
+    assert!(err.contains("not by the key given"), "{err}");
+    let r = ureq::get(&b.url("/api/v1/repositories/damaged")).set("Authorization", &auth).call();
+    assert_eq!(status_of(r)?.0, 404, "no repository was made for a refused bundle");
+    assert!(!b.holds("debs")?.is_empty());
+
+    // The tar stream: the same bundle, read from a file.
+    let (code, tar, err) = {
+        let pairs: Vec<(&str, &str)> = a.env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let out = common::process::command(a.dir.path(), &pairs)
+            .args(["export", "--repository", "debs", "--to", "-"])
+            .output()?;
+        (out.status.code().unwrap_or(-1), out.stdout, String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("exported 11 components: 11 blobs"), "{err}");
+    let tar_file = out.path().join("debs.tar");
+    std::fs::write(&tar_file, &tar)?;
+    let listing = std::process::Command::new("tar").arg("-tf").arg(&tar_file).output()?;
+    let names = String::from_utf8_lossy(&listing.stdout).into_owned();
+    assert!(names.starts_with("manifest.json\nmanifest.sig\nblobs/"), "{names}");
+    let said = b.ok(&["import", "bundle", "--from", &tar_file.to_string_lossy(), "--into", "from-tar"])?;
+    assert!(said.contains("11 components stored"), "{said}");
+    b.published("/repository/from-tar/dists/stable/main/binary-amd64/Packages", "Package: new9")?;
+    assert_eq!(b.get("/repository/from-tar/dists/stable/main/binary-amd64/Packages")?, b.get(packages)?);
+
+    assert!(a.server.terminate()?.success());
+    assert!(b.server.terminate()?.success());
+    Ok(())
+}
+
+#[test]
+fn export_and_import_between_instances_on_sqlite() -> anyhow::Result<()> {
+    air_gap_on(packyard_store::db::Backend::Sqlite)
+}
+
+#[test]
+fn export_and_import_between_instances_on_postgres() -> anyhow::Result<()> {
+    air_gap_on(packyard_store::db::Backend::Postgres)
+}
+
+#[test]
+fn export_and_import_between_instances_on_mariadb() -> anyhow::Result<()> {
+    air_gap_on(packyard_store::db::Backend::MySql)
+}
