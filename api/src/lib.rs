@@ -6,6 +6,7 @@ pub mod admin;
 pub mod app;
 pub mod auth;
 pub mod error;
+pub mod export;
 pub mod formats;
 pub mod frontage;
 pub mod hot;

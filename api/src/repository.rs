@@ -181,6 +181,10 @@ async fn route(req: HttpRequest, body: web::Payload) -> Result<HttpResponse, For
     if crate::snapshot::is_snapshot(tail.raw) {
         return Box::pin(snapshot(&req, &services, (repo, caller, epochs), tail, body)).await;
     }
+    if let Some(rest) = tail.raw.strip_prefix(crate::export::PREFIX) {
+        authorize(&services, &caller, &repo, Access::READ)?;
+        return Box::pin(crate::export::serve(&req, &services, &repo, rest)).await;
+    }
     crate::formats::with_routes!(repo.format, R => run::<R>(&req, &services, (repo, caller, epochs), tail, body).await)
 }
 

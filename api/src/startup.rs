@@ -129,6 +129,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         packyard_worker::spawn_usage_refresher(&services);
         packyard_worker::spawn_cleanup_scheduler(&services);
         packyard_worker::spawn_snapshot_scheduler(&services);
+        packyard_worker::spawn_replicator(&services);
         packyard_worker::spawn_blob_reclaimer(&services);
         packyard_worker::spawn_digester(&services);
         packyard_worker::spawn_webhook_dispatcher(&services);

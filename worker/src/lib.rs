@@ -153,6 +153,25 @@ pub fn spawn_snapshot_scheduler(services: &Services) {
     });
 }
 
+/// Runs pull replication (`packyard_core::replication`): every second, each following
+/// repository whose `replication.every_secs` has passed since its last run here.
+pub fn spawn_replicator(services: &Services) {
+    let services = services.clone();
+    tokio::spawn(async move {
+        let schedule = packyard_core::replication::Schedule::default();
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            if frozen(&services).await {
+                continue;
+            }
+            let now = packyard_store::db::now_ms();
+            packyard_core::replication::run_due(&services, packyard_formats::registry(), &schedule, now).await;
+        }
+    });
+}
+
 /// Sends the webhook deliveries that are due, looking every `webhooks.poll_ms`; forgets old
 /// ones from the delivery log once an hour.
 pub fn spawn_webhook_dispatcher(services: &Services) {

@@ -27,8 +27,14 @@ struct Instance {
 
 impl Instance {
     fn start(backend: packyard_store::db::Backend) -> anyhow::Result<Option<Self>> {
+        Self::start_with(backend, &[])
+    }
+
+    /// With more settings (`extra`), kept for its restarts.
+    fn start_with(backend: packyard_store::db::Backend, extra: &[(&str, &str)]) -> anyhow::Result<Option<Self>> {
         let Some((url, dir)) = common::process::database_for(backend)? else { return Ok(None) };
         let mut env = vec![("PACKYARD_SECURITY__ADMIN_PASSWORD".to_string(), PW.to_string())];
+        env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         if let Some(url) = &url {
             env.push(("PACKYARD_DATABASE__URL".into(), url.clone()));
             env.push(("PACKYARD_SECURITY__SECRET".into(), "a-shared-secret-of-enough-length".into()));
@@ -36,6 +42,24 @@ impl Instance {
         let pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         let server = common::process::start_on(dir.path(), None, &pairs)?;
         Ok(Some(Self { server, dir, env }))
+    }
+
+    /// Stops the server and starts it again on the same data and database, with `extra`.
+    fn restart(self, extra: &[(&str, &str)]) -> anyhow::Result<Self> {
+        let Self { server, dir, env } = self;
+        anyhow::ensure!(server.terminate()?.success(), "the server did not stop cleanly");
+        let mut pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        pairs.extend_from_slice(extra);
+        let server = common::process::start_on(dir.path(), None, &pairs)?;
+        Ok(Self { server, dir, env })
+    }
+
+    /// A server of this instance's data and database stopped: started again with `extra`.
+    fn start_again(dir: tempfile::TempDir, env: Vec<(String, String)>, extra: &[(&str, &str)]) -> anyhow::Result<Self> {
+        let mut pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        pairs.extend_from_slice(extra);
+        let server = common::process::start_on(dir.path(), None, &pairs)?;
+        Ok(Self { server, dir, env })
     }
 
     fn url(&self, path: &str) -> String {
@@ -252,6 +276,124 @@ fn air_gap_on(backend: packyard_store::db::Backend) -> anyhow::Result<()> {
     assert!(a.server.terminate()?.success());
     assert!(b.server.terminate()?.success());
     Ok(())
+}
+
+/// A follower of another instance's repositories converges after uploads, deletes and a
+/// restart of either side, keeping what its filters keep; `apt-get` and `go` install from it.
+fn replication_on(backend: packyard_store::db::Backend) -> anyhow::Result<()> {
+    let port = common::process::free_port()?.to_string();
+    let bind = format!("127.0.0.1:{port}");
+    let source_env = [("PACKYARD_SERVER__BIND", bind.as_str())];
+    let Some(a) = Instance::start_with(backend, &source_env)? else { return Ok(()) };
+    let loopback = [("PACKYARD_PROXY__ALLOWED_NETWORKS", r#"["127.0.0.1/32"]"#)];
+    let Some(b) = Instance::start_with(backend, &loopback)? else { return Ok(()) };
+    let auth = basic(PW);
+    let archs = serde_json::json!({"apt": {"architectures": ["amd64", "arm64"]}});
+    common::process::create_repository(
+        &a.server.public,
+        &auth,
+        Repo::hosted("debs", Format::Apt).with(archs.clone()).0,
+    )?;
+    common::process::create_repository(&a.server.public, &auth, Repo::hosted("mods", Format::Go).0)?;
+    let hello = |v: &str| Package::new("hello", v, "amd64");
+    let (hello_arm, tool, other) = (
+        Package::new("hello", "1.1", "arm64"),
+        Package::new("tool", "1.0", "amd64"),
+        Package::new("other", "1.0", "amd64"),
+    );
+    for p in [&hello("1.0"), &hello("1.1"), &hello_arm, &tool, &other] {
+        a.send("POST", "/repository/debs/", &p.deb)?;
+    }
+    let zip = |v: &str| packyard_codecs::go::testing::simple_module("example.com/followed", v, v, 100);
+    a.send("PUT", "/repository/mods/example.com/followed/@v/v1.0.0.zip", &zip("v1.0.0")?)?;
+    let source = a.server.public.clone();
+    let follow = serde_json::json!({"replication": {"url": source, "repository": "debs", "names": ["hello", "t*"],
+        "architectures": ["amd64"], "newest": 1, "every_secs": 1}});
+    common::process::create_repository(
+        &b.server.public,
+        &auth,
+        Repo::hosted("mirror", Format::Apt).with(archs).with(follow).0,
+    )?;
+    let follow = serde_json::json!({"replication": {"url": a.server.public, "repository": "mods", "every_secs": 1}});
+    common::process::create_repository(&b.server.public, &auth, Repo::hosted("mods", Format::Go).with(follow).0)?;
+    let converges = |b: &Instance, repo: &str, want: &[&str]| -> anyhow::Result<()> {
+        let want: std::collections::BTreeSet<String> = want.iter().map(|s| s.to_string()).collect();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let held = b.holds(repo)?;
+            if held == want {
+                return Ok(());
+            }
+            anyhow::ensure!(std::time::Instant::now() < deadline, "{repo} holds {held:?}, not {want:?}");
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    };
+    // The newest hello for amd64 and tool: not hello 1.0, not arm64's, not other.
+    converges(&b, "mirror", &["hello 1.1", "tool 1.0"])?;
+    converges(&b, "mods", &["followed v1.0.0"])?;
+    let packages = "/repository/mirror/dists/stable/main/binary-amd64/Packages";
+    b.published(packages, "Package: tool")?;
+    let text = String::from_utf8(b.get("/repository/mirror/dists/stable/main/binary-arm64/Packages")?)?;
+    assert!(!text.contains("Package: hello"), "arm64 is filtered out:\n{text}");
+    let root = crate::apt::apt_root(&b.get("/repository/mirror/gpg.key")?, &b.url("/repository/mirror"))?;
+    crate::apt::update_ok(root.path())?;
+    assert_eq!(crate::apt::download(root.path(), "hello")?, hello("1.1").deb);
+
+    // Uploads and deletes at the source.
+    a.send("POST", "/repository/debs/", &hello("1.2").deb)?;
+    a.send("DELETE", &format!("/repository/debs/{}", tool.pool_path()), b"")?;
+    a.send("PUT", "/repository/mods/example.com/followed/@v/v1.1.0.zip", &zip("v1.1.0")?)?;
+    converges(&b, "mirror", &["hello 1.2"])?;
+    converges(&b, "mods", &["followed v1.0.0", "followed v1.1.0"])?;
+    b.published(packages, "Version: 1.2")?;
+    crate::apt::update_ok(root.path())?;
+    assert_eq!(crate::apt::download(root.path(), "hello")?, hello("1.2").deb);
+
+    // The follower restarted: it goes on.
+    let b = b.restart(&loopback)?;
+    let tool_2 = Package::new("tool", "2.0", "amd64");
+    a.send("POST", "/repository/debs/", &tool_2.deb)?;
+    converges(&b, "mirror", &["hello 1.2", "tool 2.0"])?;
+
+    // The source down: runs fail, counted; back on the same address, the follower catches up.
+    let Instance { server, dir, env } = a;
+    assert!(server.terminate()?.success());
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let metrics =
+        String::from_utf8(ureq::get(&format!("{}/metrics", b.server.management)).call()?.into_string()?.into_bytes())?;
+    let line = |name: &str| metrics.lines().find(|l| l.starts_with(name)).map(str::to_string);
+    let failed = line("packyard_replication_runs_total{outcome=\"failed\",repository=\"mirror\"}");
+    assert!(failed.is_some_and(|l| !l.ends_with(" 0")), "{metrics}");
+    let held = line("packyard_replication_components{repository=\"mirror\",state=\"held\"}");
+    assert_eq!(held.as_deref().and_then(|l| l.rsplit(' ').next()), Some("2"), "{metrics}");
+    let lag: f64 = line("packyard_replication_lag_seconds{repository=\"mirror\"}")
+        .and_then(|l| l.rsplit(' ').next().and_then(|v| v.parse().ok()))
+        .unwrap_or(-1.0);
+    assert!(lag >= 1.0, "behind while the source is down: {lag}\n{metrics}");
+    let a = Instance::start_again(dir, env, &[])?;
+    anyhow::ensure!(a.server.public == source, "the source came back at {}, not {source}", a.server.public);
+    a.send("POST", "/repository/debs/", &hello("1.3").deb)?;
+    converges(&b, "mirror", &["hello 1.3", "tool 2.0"])?;
+    b.published(packages, "Version: 1.3")?;
+
+    assert!(a.server.terminate()?.success());
+    assert!(b.server.terminate()?.success());
+    Ok(())
+}
+
+#[test]
+fn replication_converges_on_sqlite() -> anyhow::Result<()> {
+    replication_on(packyard_store::db::Backend::Sqlite)
+}
+
+#[test]
+fn replication_converges_on_postgres() -> anyhow::Result<()> {
+    replication_on(packyard_store::db::Backend::Postgres)
+}
+
+#[test]
+fn replication_converges_on_mariadb() -> anyhow::Result<()> {
+    replication_on(packyard_store::db::Backend::MySql)
 }
 
 #[test]

@@ -192,10 +192,7 @@ impl std::fmt::Display for ExportReport {
 /// Exports a repository (or one of its snapshots).
 pub async fn export(services: &Services, formats: &Registry, args: ExportArgs) -> Result<ExportReport, BundleError> {
     let repo = RepositoryService::new(&services.db, formats).get(&args.repository).await?;
-    let components = match &args.snapshot {
-        Some(name) => snapshot_components(services, &repo, name).await?,
-        None => catalogue_components(services, &repo).await?,
-    };
+    let components = components_of(services, &repo, args.snapshot.as_deref()).await?;
     // What the bundle it follows carried, or the ones before it: its components' blobs.
     let (follows, known) = match &args.since {
         Some(dir) => {
@@ -218,38 +215,8 @@ pub async fn export(services: &Services, formats: &Registry, args: ExportArgs) -
         }
         None => (None, BTreeSet::new()),
     };
-    let mut blobs: BTreeMap<String, i64> = BTreeMap::new();
-    for c in &components {
-        for f in &c.files {
-            if !known.contains(&f.sha256) {
-                blobs.insert(f.sha256.clone(), f.size);
-            }
-        }
-    }
-    let key = instance_key(services).await?;
-    let public = key.verifying_key();
-    let manifest = Manifest {
-        packyard_bundle: VERSION,
-        instance: fingerprint(&public),
-        created_at: packyard_model::time::rfc3339_ms(packyard_store::db::now_ms()),
-        repository: BundleRepository {
-            name: repo.name.to_string(),
-            format: repo.format,
-            settings: repo.settings.blocks.get(repo.format.as_str()).cloned().unwrap_or(serde_json::Value::Null),
-        },
-        snapshot: args.snapshot.clone(),
-        follows,
-        components,
-        blobs: blobs.iter().map(|(sha256, size)| BundleBlob { sha256: sha256.clone(), size: *size }).collect(),
-    };
-    let text = serde_json::to_vec(&manifest).map_err(|e| BundleError::Io(e.to_string()))?;
-    let b64 = base64::engine::general_purpose::STANDARD;
-    let signature = Signature {
-        algorithm: "ed25519".into(),
-        public_key: b64.encode(public.as_bytes()),
-        signature: b64.encode(key.sign(&text).to_bytes()),
-    };
-    let sig = serde_json::to_vec_pretty(&signature).map_err(|e| BundleError::Io(e.to_string()))?;
+    let (manifest, text, sig) =
+        signed_manifest(services, &repo, (args.snapshot.as_deref(), components), (follows, &known)).await?;
     let mut report = ExportReport {
         components: manifest.components.len(),
         blobs: manifest.blobs.len(),
@@ -292,6 +259,61 @@ pub async fn export(services: &Services, formats: &Registry, args: ExportArgs) -
         }
     }
     Ok(report)
+}
+
+/// The components a bundle of the repository (or of its snapshot) lists.
+pub async fn components_of(
+    services: &Services,
+    repo: &Repository,
+    snapshot: Option<&str>,
+) -> Result<Vec<BundleComponent>, BundleError> {
+    match snapshot {
+        Some(name) => snapshot_components(services, repo, name).await,
+        None => catalogue_components(services, repo).await,
+    }
+}
+
+/// The manifest of `components` (of the repository, or its snapshot), carrying the blobs
+/// outside `known`, and its text and signature file.
+pub async fn signed_manifest(
+    services: &Services,
+    repo: &Repository,
+    (snapshot, components): (Option<&str>, Vec<BundleComponent>),
+    (follows, known): (Option<String>, &BTreeSet<String>),
+) -> Result<(Manifest, Vec<u8>, Vec<u8>), BundleError> {
+    let mut blobs: BTreeMap<String, i64> = BTreeMap::new();
+    for c in &components {
+        for f in &c.files {
+            if !known.contains(&f.sha256) {
+                blobs.insert(f.sha256.clone(), f.size);
+            }
+        }
+    }
+    let key = instance_key(services).await?;
+    let public = key.verifying_key();
+    let manifest = Manifest {
+        packyard_bundle: VERSION,
+        instance: fingerprint(&public),
+        created_at: packyard_model::time::rfc3339_ms(packyard_store::db::now_ms()),
+        repository: BundleRepository {
+            name: repo.name.to_string(),
+            format: repo.format,
+            settings: repo.settings.blocks.get(repo.format.as_str()).cloned().unwrap_or(serde_json::Value::Null),
+        },
+        snapshot: snapshot.map(str::to_string),
+        follows,
+        components,
+        blobs: blobs.iter().map(|(sha256, size)| BundleBlob { sha256: sha256.clone(), size: *size }).collect(),
+    };
+    let text = serde_json::to_vec(&manifest).map_err(|e| BundleError::Io(e.to_string()))?;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let signature = Signature {
+        algorithm: "ed25519".into(),
+        public_key: b64.encode(public.as_bytes()),
+        signature: b64.encode(key.sign(&text).to_bytes()),
+    };
+    let sig = serde_json::to_vec_pretty(&signature).map_err(|e| BundleError::Io(e.to_string()))?;
+    Ok((manifest, text, sig))
 }
 
 /// The repository's catalogued components, with their files.
@@ -587,7 +609,6 @@ pub async fn import(services: &Services, formats: &Registry, args: ImportArgs) -
     let name = args.into.clone().unwrap_or_else(|| manifest.repository.name.clone());
     let mut report = ImportReport { repository: name.clone(), instance, ..ImportReport::default() };
     let format = manifest.repository.format;
-    let spec = formats.get(format);
     let existing = services.db.repository_by_name(&name).await?;
     if let Some(r) = &existing {
         if r.format != format || r.repo_type != RepoType::Hosted {
@@ -677,21 +698,36 @@ pub async fn import(services: &Services, formats: &Registry, args: ImportArgs) -
             made
         }
     };
-    let actor = Actor { username: IMPORTER, address: None };
     let label = format!("bundle of {} from instance {}", manifest.repository.name, report.instance);
-    let listed: Vec<Listed> = manifest
-        .components
+    apply(services, formats, &repo, &label, &manifest.components, &mut report).await?;
+    Ok(report)
+}
+
+/// Makes hosted repository `repo` hold `components` (their blobs in the store already), as a
+/// copy stores them, in batches, and no other component: what is new or changed is stored, the
+/// rest deleted. Counted into `report`.
+pub async fn apply(
+    services: &Services,
+    formats: &Registry,
+    repo: &Repository,
+    label: &str,
+    components: &[BundleComponent],
+    report: &mut ImportReport,
+) -> Result<(), BundleError> {
+    let spec = formats.get(repo.format);
+    let actor = Actor { username: IMPORTER, address: None };
+    let listed: Vec<Listed> = components
         .iter()
         .map(|c| Listed { key: c.key.clone(), created_at: c.created_at, files: c.files.clone() })
         .collect();
     for batch in listed.chunks(BATCH) {
-        let done = spec.copies().import_components(services, &repo, &label, batch, actor).await?;
+        let done = spec.copies().import_components(services, repo, label, batch, actor).await?;
         report.copied += done.copied;
         report.unchanged += done.unchanged;
         report.changes.extend(done.changes);
     }
     // The components the source no longer has.
-    let wanted: BTreeSet<&str> = manifest.components.iter().map(|c| c.key.as_str()).collect();
+    let wanted: BTreeSet<&str> = components.iter().map(|c| c.key.as_str()).collect();
     let gone: Vec<String> = services
         .db
         .catalogue_components_named(repo.id)
@@ -701,16 +737,16 @@ pub async fn import(services: &Services, formats: &Registry, args: ImportArgs) -
         .filter(|k| !wanted.contains(k.as_str()))
         .collect();
     for batch in gone.chunks(BATCH) {
-        let (n, changes) = spec.deletes().delete_components(services, &repo, batch, actor).await?;
+        let (n, changes) = spec.deletes().delete_components(services, repo, batch, actor).await?;
         report.deleted += n;
         report.changes.extend(changes);
     }
-    Ok(report)
+    Ok(())
 }
 
 /// The manifest's own consistency: digests are digests, paths are relative, every carried
 /// blob is listed by a component.
-fn check_manifest(m: &Manifest) -> Result<(), BundleError> {
+pub(crate) fn check_manifest(m: &Manifest) -> Result<(), BundleError> {
     let listed: BTreeSet<&str> = m.components.iter().flat_map(|c| c.files.iter().map(|f| f.sha256.as_str())).collect();
     for b in &m.blobs {
         Sha256Hex::parse(&b.sha256).map_err(|e| BundleError::Invalid(format!("{MANIFEST}: blob {}: {e}", b.sha256)))?;
@@ -733,7 +769,7 @@ fn check_manifest(m: &Manifest) -> Result<(), BundleError> {
 }
 
 /// Stores one blob of the bundle, checking its digest and size; a dry run only checks.
-async fn store_blob(
+pub(crate) async fn store_blob(
     services: &Services,
     b: &BundleBlob,
     mut input: impl AsyncRead + Unpin,

@@ -119,6 +119,12 @@ pub trait FormatSpec: Send + Sync + 'static {
         visible(file).then(|| file.to_string())
     }
 
+    /// The architecture of a component of `group` made of the files `paths` (what a
+    /// replication's `architectures` filter compares); `None` for one of none.
+    fn architecture(&self, _group: &str, _paths: &[&str]) -> Option<String> {
+        None
+    }
+
     /// Which of a hosted repository's units can be pointed at one of its snapshots (a
     /// rollback, [`crate::admin::rollback`]), and what a person calls one; `None`: none can.
     /// Its builder publishes such a unit with [`crate::publication::Builder::republish`].

@@ -23,6 +23,7 @@ pub mod proxy;
 pub mod publication;
 pub mod read_only;
 pub mod reclaim;
+pub mod replication;
 pub mod repositories;
 pub mod security;
 pub mod services;

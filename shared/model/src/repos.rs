@@ -225,6 +225,9 @@ pub struct StoredSettings {
     /// Snapshots made on a schedule, and how many of them are kept (`snapshots.*`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshots: Option<SnapshotSchedule>,
+    /// A hosted repository that follows another Packyard's repository (`replication.*`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replication: Option<Replication>,
     /// The block as its type, parsed on first use (repositories are cached as `Arc`s).
     #[serde(skip)]
     parsed: Parsed,
@@ -322,6 +325,68 @@ impl SnapshotSchedule {
     }
 }
 
+/// Pull replication (#42): a hosted repository that keeps a full copy of another Packyard's
+/// repository (or of one of its snapshots), asking every `every_secs`, of what the filters keep.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Replication {
+    /// The source instance's root URL (`https://packyard.example.org/`).
+    pub url: String,
+    /// The source repository; by default one of this repository's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repository: Option<String>,
+    /// One of its snapshots instead of the repository as it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<String>,
+    /// Component names to keep (`*` matches any run of characters); all by default.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub names: Vec<String>,
+    /// Architectures to keep (a component of none, or of `all`/`noarch`, is kept); all by
+    /// default.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub architectures: Vec<String>,
+    /// Of each name, only the newest this many versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub newest: Option<u32>,
+    /// How often the source is asked (seconds, 1 to 86400).
+    #[serde(default = "default_replication_every")]
+    pub every_secs: u64,
+    /// The source instance's bundle key (its fingerprint or public key) its manifests must be
+    /// signed with; any valid signature without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+}
+
+fn default_replication_every() -> u64 {
+    60
+}
+
+impl Replication {
+    pub fn validate(&self, t: RepoType) -> Result<(), InvalidRepository> {
+        if t != RepoType::Hosted {
+            return Err(InvalidRepository(format!(
+                "`replication` makes a hosted repository follow another: not a {t} one"
+            )));
+        }
+        if !(self.url.starts_with("http://") || self.url.starts_with("https://")) {
+            return Err(InvalidRepository(format!(
+                "`replication.url` {:?} is not an http(s) URL",
+                truncate(&self.url)
+            )));
+        }
+        if !(1..=86_400).contains(&self.every_secs) {
+            return Err(InvalidRepository(format!(
+                "`replication.every_secs` {} is not between 1 and 86400",
+                self.every_secs
+            )));
+        }
+        if self.newest == Some(0) {
+            return Err(InvalidRepository("`replication.newest` is at least 1".into()));
+        }
+        Ok(())
+    }
+}
+
 /// The format blocks of a request body: every field of it that is not one of the definition's
 /// own, each of which must be a format's name.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -333,7 +398,7 @@ impl<'de> Deserialize<'de> for FormatBlocks {
         if let Some(key) = blocks.keys().find(|k| k.parse::<Format>().is_err()) {
             let formats: Vec<String> = Format::ALL.iter().map(|f| format!("`{f}`")).collect();
             return Err(serde::de::Error::custom(format!(
-                "unknown field `{key}`, expected one of `name`, `format`, `type`, `write_policy`, `anonymous_read`, `proxy`, `group`, `policy`, `snapshots` or a format's settings ({})",
+                "unknown field `{key}`, expected one of `name`, `format`, `type`, `write_policy`, `anonymous_read`, `proxy`, `group`, `policy`, `snapshots`, `replication` or a format's settings ({})",
                 formats.join(", ")
             )));
         }
@@ -364,6 +429,8 @@ pub struct RepositorySpec {
     pub policy: Option<crate::policy::PolicySettings>,
     #[serde(default)]
     pub snapshots: Option<SnapshotSchedule>,
+    #[serde(default)]
+    pub replication: Option<Replication>,
     /// The format's settings, under its name (`"apt": {…}`): checked by the format's spec.
     #[serde(flatten)]
     pub formats: FormatBlocks,
@@ -537,6 +604,10 @@ impl RepositorySpec {
         if let Some(schedule) = self.snapshots {
             schedule.validate()?;
             settings.snapshots = Some(schedule);
+        }
+        if let Some(replication) = self.replication {
+            replication.validate(t)?;
+            settings.replication = Some(replication);
         }
         let mut members = Vec::new();
         if let Some(group) = self.group {

@@ -26,6 +26,12 @@ pub struct Metrics {
     pub proxy_stale_served_total: IntCounterVec,
     pub group_member_failures_total: IntCounterVec,
     pub publication_refused_total: IntCounterVec,
+    /// Pull replication (#42): how far behind its source a follower is, what it holds of what
+    /// the source lists, what it fetched, and how its runs ended.
+    pub replication_lag_seconds: prometheus::GaugeVec,
+    pub replication_components: IntGaugeVec,
+    pub replication_fetched_bytes_total: IntCounterVec,
+    pub replication_runs_total: IntCounterVec,
     pub group_records_skipped_total: IntCounterVec,
     pub proxy_upstream_duration_seconds: HistogramVec,
     pub blob_errors_total: IntCounterVec,
@@ -119,6 +125,34 @@ impl Metrics {
                 "Builds whose files did not read back with the format's parser, so nothing was published (the unit keeps its last snapshot; /status says why), by repository and reason",
             ),
             &["repository", "reason"],
+        )?;
+        let replication_lag_seconds = prometheus::GaugeVec::new(
+            Opts::new(
+                "packyard_replication_lag_seconds",
+                "Seconds since a following repository last held all that its source listed (0 just after a run that caught up), by repository",
+            ),
+            &["repository"],
+        )?;
+        let replication_components = IntGaugeVec::new(
+            Opts::new(
+                "packyard_replication_components",
+                "Components a following repository's source lists after its filters (state=listed) and of those it holds as listed (state=held), by repository",
+            ),
+            &["repository", "state"],
+        )?;
+        let replication_fetched_bytes_total = IntCounterVec::new(
+            Opts::new(
+                "packyard_replication_fetched_bytes_total",
+                "Bytes of blobs a following repository fetched from its source, by repository",
+            ),
+            &["repository"],
+        )?;
+        let replication_runs_total = IntCounterVec::new(
+            Opts::new(
+                "packyard_replication_runs_total",
+                "Replication runs, by repository and outcome (caught_up, failed)",
+            ),
+            &["repository", "outcome"],
         )?;
         let group_records_skipped_total = IntCounterVec::new(
             Opts::new(
@@ -234,6 +268,10 @@ impl Metrics {
         registry.register(Box::new(proxy_stale_served_total.clone()))?;
         registry.register(Box::new(group_member_failures_total.clone()))?;
         registry.register(Box::new(publication_refused_total.clone()))?;
+        registry.register(Box::new(replication_lag_seconds.clone()))?;
+        registry.register(Box::new(replication_components.clone()))?;
+        registry.register(Box::new(replication_fetched_bytes_total.clone()))?;
+        registry.register(Box::new(replication_runs_total.clone()))?;
         registry.register(Box::new(group_records_skipped_total.clone()))?;
         registry.register(Box::new(outbox_backlog.clone()))?;
         registry.register(Box::new(publication_lag_seconds.clone()))?;
@@ -256,6 +294,10 @@ impl Metrics {
             proxy_stale_served_total,
             group_member_failures_total,
             publication_refused_total,
+            replication_lag_seconds,
+            replication_components,
+            replication_fetched_bytes_total,
+            replication_runs_total,
             group_records_skipped_total,
             proxy_upstream_duration_seconds,
             blob_errors_total,

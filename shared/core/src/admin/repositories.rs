@@ -37,6 +37,8 @@ pub struct RepositoryView {
     pub policy: Option<packyard_model::policy::PolicySettings>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub snapshots: Option<packyard_model::repos::SnapshotSchedule>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replication: Option<packyard_model::repos::Replication>,
     pub version: i64,
     pub created_at: String,
     pub updated_at: String,
@@ -72,6 +74,7 @@ impl From<Repository> for RepositoryView {
             group,
             policy: r.settings.policy,
             snapshots: r.settings.snapshots,
+            replication: r.settings.replication,
             version: r.version,
             created_at: rfc3339_ms(r.created_at),
             updated_at: rfc3339_ms(r.updated_at),

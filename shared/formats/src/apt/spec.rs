@@ -102,6 +102,16 @@ impl FormatSpec for AptSpec {
         Ok(())
     }
 
+    /// A binary package's (`name_version_arch.deb`); a source package's is `source`.
+    fn architecture(&self, _group: &str, paths: &[&str]) -> Option<String> {
+        let file = |p: &&str| p.rsplit('/').next().unwrap_or_default().to_string();
+        if let Some(deb) = paths.iter().map(file).find(|f| f.ends_with(".deb") || f.ends_with(".udeb")) {
+            let stem = deb.rsplit_once('.').map_or(deb.as_str(), |(s, _)| s);
+            return stem.rsplit_once('_').map(|(_, arch)| arch.to_string());
+        }
+        paths.iter().any(|p| p.ends_with(".dsc")).then(|| "source".to_string())
+    }
+
     fn rollback(&self) -> Option<packyard_core::formats::Rollback> {
         Some(packyard_core::formats::Rollback { kind: super::KIND, label: "distribution" })
     }

@@ -239,6 +239,21 @@ impl Db {
         Ok(Some(out))
     }
 
+    /// The size of blob `sha256` when a component of the repository, or one its snapshots
+    /// list, has it as a file.
+    pub async fn repository_blob(&self, repository_id: i64, sha256: &str) -> DbResult<Option<i64>> {
+        let s = sql!(
+            "assets.blob_of_repository",
+            "SELECT size FROM assets WHERE repository_id = $1 AND sha256 = $2 LIMIT 1"
+        );
+        if let Some(r) = self.bound(s, (repository_id, sha256)).fetch_optional(self.pool()).await? {
+            return Ok(Some(r.try_get("size")?));
+        }
+        let s = sql!("repository_snapshot_files.blob_of_repository", "SELECT f.size FROM repository_snapshot_files f JOIN repository_snapshots s ON s.id = f.snapshot_id WHERE s.repository_id = $1 AND f.sha256 = $2 AND f.name IS NOT NULL LIMIT 1");
+        let row = self.bound(s, (repository_id, sha256)).fetch_optional(self.pool()).await?;
+        row.map(|r| Ok(r.try_get("size")?)).transpose()
+    }
+
     /// The units whose index files snapshot `snapshot_id` keeps.
     pub async fn repository_snapshot_units(&self, snapshot_id: i64) -> DbResult<Vec<i64>> {
         let s = sql!("repository_snapshot_files.units", "SELECT DISTINCT unit_id FROM repository_snapshot_files WHERE snapshot_id = $1 AND unit_id IS NOT NULL ORDER BY unit_id");
