@@ -368,6 +368,16 @@ fn repositories_document() -> serde_json::Value {
                     "description": "Snapshots made every every_secs, named by the start of their period; the newest keep of them kept (snapshots made on request are kept until deleted)",
                     "properties": {"every_secs": {"type": "integer", "minimum": 60, "maximum": 31622400},
                         "keep": {"type": "integer", "minimum": 1, "maximum": 10000}}},
+                "Replication": {"type": "object", "additionalProperties": false, "required": ["url"],
+                    "description": "Pull replication (hosted only): keeps a full copy of another Packyard's repository (or snapshot), of what the filters keep, made to hold exactly that every every_secs",
+                    "properties": {"url": {"type": "string", "description": "the source instance's root URL"},
+                        "repository": {"type": "string", "description": "the source repository; by default this one's name"},
+                        "snapshot": {"type": "string"},
+                        "names": {"type": "array", "items": {"type": "string"}, "description": "component names, * globs"},
+                        "architectures": {"type": "array", "items": {"type": "string"}},
+                        "newest": {"type": "integer", "minimum": 1, "description": "versions kept of each name"},
+                        "every_secs": {"type": "integer", "minimum": 1, "maximum": 86400, "default": 60},
+                        "key": {"type": "string", "description": "the source instance's bundle key (fingerprint or public key)"}}},
                 "Policy": {"type": "object", "additionalProperties": false, "properties": {
                     "min_release_age_secs": {"type": "integer", "default": 0, "description": "a version younger than this is not offered (404 with when it will be)"},
                     "release_age_overrides": {"type": "array", "items": {"type": "object", "additionalProperties": false, "required": ["name", "min_release_age_secs"], "properties": {
@@ -387,13 +397,15 @@ fn repositories_document() -> serde_json::Value {
                     "anonymous_read": {"type": "boolean", "default": true},
                     "proxy": {"$ref": "#/components/schemas/Proxy"}, "group": {"$ref": "#/components/schemas/Group"},
                     "policy": {"$ref": "#/components/schemas/Policy"},
-                    "snapshots": {"$ref": "#/components/schemas/SnapshotSchedule"}}},
+                    "snapshots": {"$ref": "#/components/schemas/SnapshotSchedule"},
+                    "replication": {"$ref": "#/components/schemas/Replication"}}},
                 "Repository": {"type": "object", "properties": {
                     "name": {"type": "string"}, "format": {"type": "string"}, "type": {"type": "string"},
                     "url": {"type": "string"}, "write_policy": {"type": "string"}, "anonymous_read": {"type": "boolean"},
                     "proxy": {"$ref": "#/components/schemas/Proxy"}, "group": {"$ref": "#/components/schemas/Group"},
                     "policy": {"$ref": "#/components/schemas/Policy"},
                     "snapshots": {"$ref": "#/components/schemas/SnapshotSchedule"},
+                    "replication": {"$ref": "#/components/schemas/Replication"},
                     "version": {"type": "integer"}, "created_at": {"type": "string", "format": "date-time"},
                     "updated_at": {"type": "string", "format": "date-time"}}}
             }

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
 use ed25519_dalek::{Signer as _, Verifier as _};
-use futures_util::StreamExt;
+use futures_util::{StreamExt, TryStreamExt};
 use packyard_model::repos::{Format, RepoType, Repository};
 use packyard_store::blobs::{Sha256Hex, StoredBlob};
 use serde::{Deserialize, Serialize};
@@ -36,6 +36,8 @@ pub const SIGNATURE: &str = "manifest.sig";
 pub const VERSION: u32 = 1;
 /// Where the instance's bundle key is sealed.
 const KEY_NAME: &str = "instance:bundle";
+/// Blobs copied at once by an export and an import.
+const STORES: usize = 4;
 /// Components stored per transaction on import.
 const BATCH: usize = 200;
 /// The largest manifest read (a million components fit).
@@ -226,21 +228,29 @@ pub async fn export(services: &Services, formats: &Registry, args: ExportArgs) -
     };
     match args.to {
         ExportTarget::Dir(dir) => {
-            for b in &manifest.blobs {
-                let path = dir.join(blob_path(&b.sha256));
-                if tokio::fs::metadata(&path).await.is_ok_and(|m| i64::try_from(m.len()).ok() == Some(b.size)) {
-                    report.blobs_present += 1;
-                    continue;
-                }
-                if let Some(parent) = path.parent() {
-                    tokio::fs::create_dir_all(parent).await.map_err(|e| io(parent.display(), e))?;
-                }
-                let part = path.with_extension("part");
-                let mut out = tokio::fs::File::create(&part).await.map_err(|e| io(part.display(), e))?;
-                copy_blob(services, b, &mut out).await?;
-                out.sync_all().await.map_err(|e| io(part.display(), e))?;
-                tokio::fs::rename(&part, &path).await.map_err(|e| io(path.display(), e))?;
-            }
+            let dir = &dir;
+            // A blob written whole is renamed into place; an export run again finds it there.
+            // (The import checks every digest: a file the machine lost half of is refused there.)
+            let present: Vec<bool> = futures_util::stream::iter(manifest.blobs.iter())
+                .map(|b| async move {
+                    let path = dir.join(blob_path(&b.sha256));
+                    if tokio::fs::metadata(&path).await.is_ok_and(|m| i64::try_from(m.len()).ok() == Some(b.size)) {
+                        return Ok::<_, BundleError>(true);
+                    }
+                    if let Some(parent) = path.parent() {
+                        tokio::fs::create_dir_all(parent).await.map_err(|e| io(parent.display(), e))?;
+                    }
+                    let part = path.with_extension("part");
+                    let mut out = tokio::fs::File::create(&part).await.map_err(|e| io(part.display(), e))?;
+                    copy_blob(services, b, &mut out).await?;
+                    out.flush().await.map_err(|e| io(part.display(), e))?;
+                    tokio::fs::rename(&part, &path).await.map_err(|e| io(path.display(), e))?;
+                    Ok(false)
+                })
+                .buffer_unordered(STORES)
+                .try_collect()
+                .await?;
+            report.blobs_present = present.iter().filter(|p| **p).count();
             // The manifest last: a directory with it is a whole bundle.
             write_atomic(&dir.join(SIGNATURE), &sig).await?;
             write_atomic(&dir.join(MANIFEST), &text).await?;
@@ -623,14 +633,21 @@ pub async fn import(services: &Services, formats: &Registry, args: ImportArgs) -
     let mut stored: BTreeMap<String, StoredBlob> = BTreeMap::new();
     match (dir_of, tar.take()) {
         (Some(dir), _) => {
-            for b in &manifest.blobs {
-                let path = dir.join(blob_path(&b.sha256));
-                let file = tokio::fs::File::open(&path)
-                    .await
-                    .map_err(|e| BundleError::Invalid(format!("{}: {e} (the bundle is incomplete)", path.display())))?;
-                let blob = store_blob(services, b, file, args.dry_run).await?;
-                stored.insert(b.sha256.clone(), blob);
-            }
+            let dir = &dir;
+            let dry_run = args.dry_run;
+            let done: Vec<(String, StoredBlob)> = futures_util::stream::iter(manifest.blobs.iter().cloned())
+                .map(|b| async move {
+                    let path = dir.join(blob_path(&b.sha256));
+                    let file = tokio::fs::File::open(&path).await.map_err(|e| {
+                        BundleError::Invalid(format!("{}: {e} (the bundle is incomplete)", path.display()))
+                    })?;
+                    let blob = store_blob(services, &b, file, dry_run).await?;
+                    Ok::<_, BundleError>((b.sha256, blob))
+                })
+                .buffer_unordered(STORES)
+                .try_collect()
+                .await?;
+            stored.extend(done);
         }
         (None, Some(mut input)) => {
             while let Some((path, size)) = read_tar_header(&mut input).await? {
@@ -644,7 +661,10 @@ pub async fn import(services: &Services, formats: &Registry, args: ImportArgs) -
                     return Err(BundleError::Invalid(format!("{path}: {size} bytes, the manifest says {expected}")));
                 }
                 let b = BundleBlob { sha256: sha.to_string(), size: *expected };
-                let blob = store_blob(services, &b, (&mut input).take(size), args.dry_run).await?;
+                let mut entry = (&mut input).take(size);
+                let blob = store_blob(services, &b, &mut entry, args.dry_run).await?;
+                // What was not read of it (a blob the store holds already).
+                tokio::io::copy(&mut entry, &mut tokio::io::sink()).await.map_err(|e| io("the tar stream", e))?;
                 skip(&mut input, (512 - size % 512) % 512).await?;
                 stored.insert(b.sha256, blob);
             }
@@ -768,7 +788,8 @@ pub(crate) fn check_manifest(m: &Manifest) -> Result<(), BundleError> {
     Ok(())
 }
 
-/// Stores one blob of the bundle, checking its digest and size; a dry run only checks.
+/// Stores one blob of the bundle, checking its digest and size; a dry run only checks. A blob
+/// the store holds already is not read (what the bundle holds of it would not be used).
 pub(crate) async fn store_blob(
     services: &Services,
     b: &BundleBlob,
@@ -776,6 +797,14 @@ pub(crate) async fn store_blob(
     dry_run: bool,
 ) -> Result<StoredBlob, BundleError> {
     let size = u64::try_from(b.size).unwrap_or(0);
+    let parsed = Sha256Hex::parse(&b.sha256).map_err(|e| BundleError::Invalid(e.to_string()))?;
+    if services.blobs.stat(&parsed).await? == Some(size) {
+        // Noted again, so that the collector does not take it before a component claims it.
+        if !dry_run {
+            services.db.note_upload(&parsed, size).await?;
+        }
+        return Ok(StoredBlob { sha256: parsed, size, created: false });
+    }
     let mut writer = if dry_run { None } else { Some(services.blobs.writer(size).await?) };
     let (mut hash, mut n) = (sha2::Sha256::new(), 0u64);
     let mut buf = vec![0u8; 256 * 1024];
@@ -803,7 +832,6 @@ pub(crate) async fn store_blob(
             b.sha256
         )));
     }
-    let parsed = Sha256Hex::parse(&digest).map_err(|e| BundleError::Invalid(e.to_string()))?;
     let Some(w) = writer else { return Ok(StoredBlob { sha256: parsed, size, created: false }) };
     let stored = w.finish().await?;
     // Pending until a component claims it; collected after the grace period otherwise.

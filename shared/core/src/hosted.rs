@@ -817,6 +817,23 @@ pub async fn copy_listed<H: Hosted>(
     batch: &Batch,
     actor: Actor<'_>,
 ) -> Result<Copied, UploadError> {
+    // What the target holds already with the same files is unchanged: not read back again.
+    let keys: Vec<String> = components.iter().map(|c| c.key.clone()).collect();
+    let held = services.db.catalogue_components_by_keys(to.id, &keys).await?;
+    let held_ids: Vec<i64> = held.iter().map(|c| c.id).collect();
+    let mut held_files: std::collections::HashMap<i64, Vec<(String, String)>> = std::collections::HashMap::new();
+    for a in services.db.catalogue_assets_of(&held_ids).await? {
+        held_files.entry(a.component_id).or_default().push((a.path, a.sha256.trim().to_string()));
+    }
+    let held: std::collections::HashMap<&str, Vec<(String, String)>> = held
+        .iter()
+        .map(|c| {
+            let mut files = held_files.remove(&c.id).unwrap_or_default();
+            files.sort();
+            (c.component_key.as_str(), files)
+        })
+        .collect();
+    let mut unchanged = 0;
     // Every file read back and checked as its upload would be, before the transaction.
     let mut items: Vec<CopyItem<H::Artifact>> = Vec::with_capacity(components.len());
     let mut derived: Vec<StoredBlob> = Vec::new();
@@ -831,6 +848,11 @@ pub async fn copy_listed<H: Hosted>(
                 files.push((a.path.clone(), a.sha256.trim().to_string()));
             }
             files.sort();
+            let remove = batch.moving && batch.keys.contains(&c.key);
+            if !remove && held.get(c.key.as_str()) == Some(&files) {
+                unchanged += 1;
+                continue;
+            }
             let mut uploads = Vec::new();
             let component = (c.key.as_str(), c.created_at);
             for (target, stored) in format.copy_targets(services, to, component, &own).await? {
@@ -839,7 +861,6 @@ pub async fn copy_listed<H: Hosted>(
                 derived.extend(i.derived.iter().cloned());
                 uploads.push((i, stored));
             }
-            let remove = batch.moving && batch.keys.contains(&c.key);
             items.push(CopyItem { key: c.key.clone(), remove, files, uploads });
         }
         Ok::<_, UploadError>(())
@@ -853,7 +874,8 @@ pub async fn copy_listed<H: Hosted>(
             discard(services, &d.sha256, d.created).await;
         }
     }
-    let copied = outcome?;
+    let mut copied = outcome?;
+    copied.unchanged += unchanged;
     if !copied.changes.is_empty() {
         services.wake();
     }
