@@ -27,6 +27,7 @@ pub async fn serve(
     let bundle_error = |e: packyard_core::bundle::BundleError| -> FormatError {
         match e {
             packyard_core::bundle::BundleError::Invalid(m) => ApiError::bad_request(m).into(),
+            packyard_core::bundle::BundleError::NotFound(m) => ApiError::not_found(m).into(),
             other => ApiError::internal(other.to_string()).into(),
         }
     };

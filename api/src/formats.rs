@@ -236,7 +236,9 @@ where
             let epoch = published.epoch();
             let found = match lookup().await? {
                 Some(found) => found,
-                None if repo.repo_type == packyard_model::repos::RepoType::Hosted => {
+                None if repo.repo_type == packyard_model::repos::RepoType::Hosted
+                    && packyard_formats::registry().get(repo.format).rollback().is_some() =>
+                {
                     // A package that an index pointed at a snapshot lists (a rollback), deleted
                     // from the repository since: served from the snapshot.
                     match cx.services.db.pinned_file(repo.id, path).await? {

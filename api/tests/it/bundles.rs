@@ -308,15 +308,33 @@ fn replication_on(backend: packyard_store::db::Backend) -> anyhow::Result<()> {
     let zip = |v: &str| packyard_codecs::go::testing::simple_module("example.com/followed", v, v, 100);
     a.send("PUT", "/repository/mods/example.com/followed/@v/v1.0.0.zip", &zip("v1.0.0")?)?;
     let source = a.server.public.clone();
+    // Plain http: the follower checks the source's key (its fingerprint, as its manifest says).
+    let signed: Value = serde_json::from_slice(&a.get("/repository/debs/-/export/manifest")?)?;
+    let manifest: Value = serde_json::from_str(signed["manifest"].as_str().unwrap_or_default())?;
+    let key = manifest["instance"].as_str().unwrap_or_default().to_string();
+    assert_eq!(key.len(), 32, "{manifest}");
     let follow = serde_json::json!({"replication": {"url": source, "repository": "debs", "names": ["hello", "t*"],
-        "architectures": ["amd64"], "newest": 1, "every_secs": 1}});
+        "architectures": ["amd64"], "newest": 1, "every_secs": 1, "key": key}});
     common::process::create_repository(
         &b.server.public,
         &auth,
         Repo::hosted("mirror", Format::Apt).with(archs).with(follow).0,
     )?;
-    let follow = serde_json::json!({"replication": {"url": a.server.public, "repository": "mods", "every_secs": 1}});
+    let follow = serde_json::json!({"replication": {"url": a.server.public, "repository": "mods", "every_secs": 1,
+        "key": key}});
     common::process::create_repository(&b.server.public, &auth, Repo::hosted("mods", Format::Go).with(follow).0)?;
+    // Another key than the source's: nothing is taken from it.
+    let wrong = serde_json::json!({"replication": {"url": a.server.public, "repository": "debs", "every_secs": 1,
+        "key": "0123456789abcdef0123456789abcdef"}});
+    common::process::create_repository(&b.server.public, &auth, Repo::hosted("wrong-key", Format::Apt).with(wrong).0)?;
+    // Plain http without a key is refused when the repository is made.
+    let unkeyed = serde_json::json!({"replication": {"url": a.server.public, "repository": "debs"}});
+    let r = ureq::post(&b.url("/api/v1/repositories"))
+        .set("Authorization", &auth)
+        .send_json(Repo::hosted("unkeyed", Format::Apt).with(unkeyed).0);
+    let (s, text) = status_of(r)?;
+    assert_eq!(s, 400, "{text}");
+    assert!(text.contains("plain http: give `replication.key`"), "{text}");
     let converges = |b: &Instance, repo: &str, want: &[&str]| -> anyhow::Result<()> {
         let want: std::collections::BTreeSet<String> = want.iter().map(|s| s.to_string()).collect();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
@@ -365,6 +383,9 @@ fn replication_on(backend: packyard_store::db::Backend) -> anyhow::Result<()> {
     let line = |name: &str| metrics.lines().find(|l| l.starts_with(name)).map(str::to_string);
     let failed = line("packyard_replication_runs_total{outcome=\"failed\",repository=\"mirror\"}");
     assert!(failed.is_some_and(|l| !l.ends_with(" 0")), "{metrics}");
+    let wrong = line("packyard_replication_runs_total{outcome=\"failed\",repository=\"wrong-key\"}");
+    assert!(wrong.is_some_and(|l| !l.ends_with(" 0")), "{metrics}");
+    assert!(b.holds("wrong-key")?.is_empty(), "nothing from a source signed by another key");
     let held = line("packyard_replication_components{repository=\"mirror\",state=\"held\"}");
     assert_eq!(held.as_deref().and_then(|l| l.rsplit(' ').next()), Some("2"), "{metrics}");
     let lag: f64 = line("packyard_replication_lag_seconds{repository=\"mirror\"}")

@@ -50,6 +50,9 @@ pub enum BundleError {
     /// The request or the bundle is not usable: the message says what to change.
     #[error("{0}")]
     Invalid(String),
+    /// What was asked for is not there (a snapshot).
+    #[error("{0}")]
+    NotFound(String),
     #[error("{0}")]
     Io(String),
     #[error(transparent)]
@@ -136,9 +139,11 @@ pub fn fingerprint(public: &ed25519_dalek::VerifyingKey) -> String {
 /// The instance's bundle key: made on first use, sealed in the key store.
 pub async fn instance_key(services: &Services) -> Result<ed25519_dalek::SigningKey, BundleError> {
     let keystore = &services.security.keystore;
-    let seed: [u8; 32] = rand::random();
     let sealed = |e: crate::security::keystore::KeyStoreError| BundleError::Io(format!("the instance key: {e}"));
-    keystore.put_if_absent(&services.db, KEY_NAME, &seed).await.map_err(sealed)?;
+    if keystore.get(&services.db, KEY_NAME).await.map_err(sealed)?.is_none() {
+        let seed: [u8; 32] = rand::random();
+        keystore.put_if_absent(&services.db, KEY_NAME, &seed).await.map_err(sealed)?;
+    }
     let bytes = keystore
         .get(&services.db, KEY_NAME)
         .await
@@ -234,7 +239,9 @@ pub async fn export(services: &Services, formats: &Registry, args: ExportArgs) -
             let present: Vec<bool> = futures_util::stream::iter(manifest.blobs.iter())
                 .map(|b| async move {
                     let path = dir.join(blob_path(&b.sha256));
-                    if tokio::fs::metadata(&path).await.is_ok_and(|m| i64::try_from(m.len()).ok() == Some(b.size)) {
+                    if tokio::fs::metadata(&path).await.is_ok_and(|m| i64::try_from(m.len()).ok() == Some(b.size))
+                        && file_digest(&path).await.as_deref() == Some(b.sha256.as_str())
+                    {
                         return Ok::<_, BundleError>(true);
                     }
                     if let Some(parent) = path.parent() {
@@ -334,6 +341,12 @@ async fn catalogue_components(services: &Services, repo: &Repository) -> Result<
             repo.name
         )));
     }
+    if repo.gate().is_some() {
+        return Err(BundleError::Invalid(format!(
+            "repository {} serves through a policy: its catalogue lists what the policy holds back too; export the repositories it reads from",
+            repo.name
+        )));
+    }
     let rows = services.db.catalogue_components_named(repo.id).await?;
     let mut out = Vec::with_capacity(rows.len());
     for page in rows.chunks(500) {
@@ -368,7 +381,7 @@ async fn snapshot_components(
         .db
         .repository_snapshot(repo.id, name)
         .await?
-        .ok_or_else(|| BundleError::Invalid(format!("repository {} has no snapshot {name:?}", repo.name)))?;
+        .ok_or_else(|| BundleError::NotFound(format!("repository {} has no snapshot {name:?}", repo.name)))?;
     let listed = services.db.repository_snapshot_components(s.id).await?.ok_or_else(|| {
         BundleError::Invalid(format!(
             "snapshot {name:?} of repository {} was made before snapshots named their components: make a new one to export",
@@ -410,6 +423,19 @@ async fn copy_blob(
         )));
     }
     Ok(())
+}
+
+/// The SHA-256 of a file (what an export run again checks of a blob it finds written).
+async fn file_digest(path: &Path) -> Option<String> {
+    let mut f = tokio::fs::File::open(path).await.ok()?;
+    let (mut hash, mut buf) = (sha2::Sha256::new(), vec![0u8; 256 * 1024]);
+    loop {
+        let n = f.read(&mut buf).await.ok()?;
+        if n == 0 {
+            return Some(hex::encode(hash.finalize()));
+        }
+        hash.update(&buf[..n]);
+    }
 }
 
 async fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), BundleError> {
@@ -599,7 +625,8 @@ pub async fn import(services: &Services, formats: &Registry, args: ImportArgs) -
                 let (name, size) = read_tar_header(&mut input)
                     .await?
                     .ok_or_else(|| BundleError::Invalid(format!("the tar stream ends before its {expected}")))?;
-                if name != expected || size > MAX_MANIFEST {
+                let cap = if expected == SIGNATURE { 64 << 10 } else { MAX_MANIFEST };
+                if name != expected || size > cap {
                     return Err(BundleError::Invalid(format!(
                         "the tar stream begins with {name:?}, not {expected}: not a Packyard bundle"
                     )));
@@ -698,6 +725,11 @@ pub async fn import(services: &Services, formats: &Registry, args: ImportArgs) -
     }
     if args.dry_run {
         report.unchanged = manifest.components.len();
+        if let Some(r) = &existing {
+            let wanted: BTreeSet<&str> = manifest.components.iter().map(|c| c.key.as_str()).collect();
+            let held = services.db.catalogue_components_named(r.id).await?;
+            report.deleted = held.iter().filter(|c| !wanted.contains(c.component_key.as_str())).count();
+        }
         return Ok(report);
     }
     let repo = match existing {
@@ -736,6 +768,14 @@ pub async fn apply(
 ) -> Result<(), BundleError> {
     let spec = formats.get(repo.format);
     let actor = Actor { username: IMPORTER, address: None };
+    let held = services.db.catalogue_components_named(repo.id).await?;
+    if components.is_empty() && !held.is_empty() {
+        return Err(BundleError::Invalid(format!(
+            "{label} lists no component, and repository {} holds {}: nothing is deleted on an empty list (delete them yourself if that is meant)",
+            repo.name,
+            held.len()
+        )));
+    }
     let listed: Vec<Listed> = components
         .iter()
         .map(|c| Listed { key: c.key.clone(), created_at: c.created_at, files: c.files.clone() })
@@ -748,14 +788,8 @@ pub async fn apply(
     }
     // The components the source no longer has.
     let wanted: BTreeSet<&str> = components.iter().map(|c| c.key.as_str()).collect();
-    let gone: Vec<String> = services
-        .db
-        .catalogue_components_named(repo.id)
-        .await?
-        .into_iter()
-        .map(|c| c.component_key)
-        .filter(|k| !wanted.contains(k.as_str()))
-        .collect();
+    let gone: Vec<String> =
+        held.into_iter().map(|c| c.component_key).filter(|k| !wanted.contains(k.as_str())).collect();
     for batch in gone.chunks(BATCH) {
         let (n, changes) = spec.deletes().delete_components(services, repo, batch, actor).await?;
         report.deleted += n;

@@ -120,7 +120,8 @@ pub trait FormatSpec: Send + Sync + 'static {
     }
 
     /// The architecture of a component of `group` made of the files `paths` (what a
-    /// replication's `architectures` filter compares); `None` for one of none.
+    /// replication's `architectures` filter compares); `None` for one that installs on any
+    /// (a format without architectures, a package for all of them).
     fn architecture(&self, _group: &str, _paths: &[&str]) -> Option<String> {
         None
     }

@@ -184,12 +184,29 @@ struct Auth {
 
 impl Fetcher {
     pub fn new(config: &packyard_model::config::Config) -> anyhow::Result<Self> {
+        let policy =
+            packyard_model::net::AddressPolicy::new(true, &[], "proxy.allowed_networks").map_err(anyhow::Error::msg)?;
+        Self::with_policy(config, policy, ("import source", ""))
+    }
+
+    /// A fetcher for what the server fetches on its own (a replication's source): only the
+    /// addresses proxies may reach (`proxy.allow_private_addresses`, `proxy.allowed_networks`).
+    pub fn for_server(config: &packyard_model::config::Config) -> anyhow::Result<Self> {
+        let policy = config.proxy.address_policy().map_err(anyhow::Error::msg)?;
+        let remedy = "proxy.allowed_networks (e.g. [\"10.0.0.0/8\"]) or proxy.allow_private_addresses = true";
+        Self::with_policy(config, policy, ("replication source", remedy))
+    }
+
+    fn with_policy(
+        config: &packyard_model::config::Config,
+        policy: packyard_model::net::AddressPolicy,
+        (whom, remedy): (&'static str, &'static str),
+    ) -> anyhow::Result<Self> {
         let p = &config.proxy;
         let client = Outbound::new(crate::outbound::Settings {
-            policy: packyard_model::net::AddressPolicy::new(true, &[], "proxy.allowed_networks")
-                .map_err(anyhow::Error::msg)?,
-            whom: "import source",
-            remedy: "",
+            policy,
+            whom,
+            remedy,
             show_addresses: true,
             outbound: p.outbound(|name| std::env::var(name).ok()).map_err(anyhow::Error::msg)?,
             ca_certificates: &p.ca_certificates,

@@ -126,7 +126,7 @@ pub async fn replicate(
 ) -> Result<Replicated, BundleError> {
     let source = settings.repository.clone().unwrap_or_else(|| repo.name.to_string());
     let root = Location::parse(&settings.url).map_err(|e| BundleError::Invalid(e.to_string()))?;
-    let fetcher = Fetcher::new(&services.config).map_err(|e| BundleError::Io(e.to_string()))?;
+    let fetcher = Fetcher::for_server(&services.config).map_err(|e| BundleError::Io(e.to_string()))?;
     let manifest_at = match &settings.snapshot {
         Some(s) => format!("repository/{source}/-/export/snapshots/{s}/manifest"),
         None => format!("repository/{source}/-/export/manifest"),
@@ -142,6 +142,13 @@ pub async fn replicate(
     let sig = serde_json::to_vec(&signed.signature).map_err(|e| BundleError::Io(e.to_string()))?;
     let (manifest, instance) = bundle::verify(signed.manifest.as_bytes(), &sig, settings.key.as_deref())?;
     bundle::check_manifest(&manifest)?;
+    if manifest.repository.name != source || manifest.snapshot != settings.snapshot {
+        return Err(BundleError::Invalid(format!(
+            "{at} answered with the manifest of repository {}{}, not of {source}",
+            manifest.repository.name,
+            manifest.snapshot.as_deref().map(|s| format!(" snapshot {s}")).unwrap_or_default()
+        )));
+    }
     if manifest.repository.format != repo.format {
         return Err(BundleError::Invalid(format!(
             "{source} at {} is a {} repository; {} is {}",
@@ -224,11 +231,8 @@ pub fn filter(
                 return true;
             }
             let paths: Vec<&str> = c.files.iter().map(|f| f.path.as_str()).collect();
-            match spec.architecture(&c.group, &paths) {
-                None => true,
-                Some(a) if a == "all" || a == "noarch" => true,
-                Some(a) => settings.architectures.contains(&a),
-            }
+            // None: the component installs on any (the format says).
+            spec.architecture(&c.group, &paths).is_none_or(|a| settings.architectures.contains(&a))
         })
         .collect();
     if let Some(n) = settings.newest {

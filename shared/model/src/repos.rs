@@ -368,11 +368,12 @@ impl Replication {
                 "`replication` makes a hosted repository follow another: not a {t} one"
             )));
         }
-        if !(self.url.starts_with("http://") || self.url.starts_with("https://")) {
-            return Err(InvalidRepository(format!(
-                "`replication.url` {:?} is not an http(s) URL",
-                truncate(&self.url)
-            )));
+        check_url("`replication.url`", &self.url)?;
+        // Over plain HTTP nothing but the key says the manifest is the source's.
+        if self.url.starts_with("http://") && self.key.is_none() {
+            return Err(InvalidRepository(
+                "`replication.url` is plain http: give `replication.key` (the source instance's fingerprint, which `packyard-api export` prints in its manifest's `instance`), or use https".into(),
+            ));
         }
         if !(1..=86_400).contains(&self.every_secs) {
             return Err(InvalidRepository(format!(

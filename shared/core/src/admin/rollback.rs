@@ -71,9 +71,12 @@ pub const UNPINNED: &str = "repository.unpinned";
 async fn pinnable(services: &Services, formats: &Registry, repository: &str) -> AdminResult<(Repository, Rollback)> {
     let repo = RepositoryService::new(&services.db, formats).get(repository).await?;
     let Some(rollback) = formats.get(repo.format).rollback() else {
+        let can: Vec<String> =
+            formats.all().filter_map(|s| s.rollback().map(|r| format!("{} {}s", s.format(), r.label))).collect();
         return Err(AdminError::Invalid(format!(
-            "{} repositories have no index that can be pointed at a snapshot (APT distributions and APK branches can)",
-            repo.format
+            "{} repositories have no index that can be pointed at a snapshot ({} can)",
+            repo.format,
+            can.join(" and ")
         )));
     };
     if repo.repo_type != RepoType::Hosted {

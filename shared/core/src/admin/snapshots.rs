@@ -225,7 +225,12 @@ pub async fn delete(
             s.name, repo.name, repo.name
         )));
     }
-    services.db.delete_repository_snapshot(s.id).await?;
+    if !services.db.delete_repository_snapshot(s.id).await? {
+        return Err(AdminError::Conflict(format!(
+            "snapshot {:?} of repository {} was pointed at or deleted meanwhile: list its pins and snapshots again",
+            s.name, repo.name
+        )));
+    }
     let payload = serde_json::json!({"repository": repo.name, "snapshot": s.name, "by": actor.username});
     services.db.enqueue_webhook_event(DELETED, Some(repo.name.as_str()), &payload.to_string()).await?;
     services.security.audit(actor.username, actor.address, "snapshot.delete", repo.name.as_str(), payload).await;

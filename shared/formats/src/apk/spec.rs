@@ -81,7 +81,7 @@ impl FormatSpec for ApkSpec {
 
     /// The unit's (`v3.20/main/x86_64`), which is the component's group.
     fn architecture(&self, group: &str, _paths: &[&str]) -> Option<String> {
-        group.rsplit('/').next().filter(|a| !a.is_empty()).map(str::to_string)
+        group.rsplit('/').next().filter(|a| !a.is_empty() && *a != "noarch").map(str::to_string)
     }
 
     fn rollback(&self) -> Option<packyard_core::formats::Rollback> {

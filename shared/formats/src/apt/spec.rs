@@ -107,7 +107,7 @@ impl FormatSpec for AptSpec {
         let file = |p: &&str| p.rsplit('/').next().unwrap_or_default().to_string();
         if let Some(deb) = paths.iter().map(file).find(|f| f.ends_with(".deb") || f.ends_with(".udeb")) {
             let stem = deb.rsplit_once('.').map_or(deb.as_str(), |(s, _)| s);
-            return stem.rsplit_once('_').map(|(_, arch)| arch.to_string());
+            return stem.rsplit_once('_').map(|(_, arch)| arch.to_string()).filter(|a| a != "all");
         }
         paths.iter().any(|p| p.ends_with(".dsc")).then(|| "source".to_string())
     }

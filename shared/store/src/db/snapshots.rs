@@ -168,8 +168,14 @@ impl Db {
         let files =
             sql!("repository_snapshot_files.delete", "DELETE FROM repository_snapshot_files WHERE snapshot_id = $1");
         self.bound(files, (id,)).execute(&mut *tx).await?;
-        let s = sql!("repository_snapshots.delete", "DELETE FROM repository_snapshots WHERE id = $1");
-        let done = self.bound(s, (id,)).execute(&mut *tx).await?;
+        // Not one a unit was pointed at meanwhile (the pin's row keeps it).
+        let s = sql!("repository_snapshots.delete", "DELETE FROM repository_snapshots WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM unit_pins p WHERE p.snapshot_id = $2)");
+        let done = self.bound(s, (id, id)).execute(&mut *tx).await?;
+        if done.rows_affected() == 0 {
+            // Its files stay with it.
+            tx.rollback().await?;
+            return Ok(false);
+        }
         tx.commit().await?;
         Ok(done.rows_affected() == 1)
     }
@@ -358,7 +364,7 @@ impl Db {
     /// its republished index lists that the repository no longer has), with the snapshot's
     /// time.
     pub async fn pinned_file(&self, repository_id: i64, path: &str) -> DbResult<Option<(SnapshotFile, i64)>> {
-        let s = sql!("unit_pins.file", "SELECT f.path, f.sha256, f.size, f.content_type, s.created_at FROM unit_pins p JOIN publication_units u ON u.id = p.unit_id JOIN repository_snapshots s ON s.id = p.snapshot_id JOIN repository_snapshot_files f ON f.snapshot_id = p.snapshot_id AND f.path = $1 WHERE u.repository_id = $2 ORDER BY s.created_at DESC LIMIT 1");
+        let s = sql!("unit_pins.file", "SELECT f.path, f.sha256, f.size, f.content_type, s.created_at FROM unit_pins p JOIN publication_units u ON u.id = p.unit_id JOIN repository_snapshots s ON s.id = p.snapshot_id JOIN repository_snapshot_files f ON f.snapshot_id = p.snapshot_id AND f.path = $1 AND f.name IS NOT NULL WHERE u.repository_id = $2 ORDER BY s.created_at DESC LIMIT 1");
         let row = self.bound(s, (path, repository_id)).fetch_optional(self.pool()).await?;
         row.map(|r| Ok((SnapshotFile::read(&r)?, r.try_get("created_at")?))).transpose()
     }
