@@ -181,11 +181,22 @@ async fn route(req: HttpRequest, body: web::Payload) -> Result<HttpResponse, For
     if crate::snapshot::is_snapshot(tail.raw) {
         return Box::pin(snapshot(&req, &services, (repo, caller, epochs), tail, body)).await;
     }
-    if let Some(rest) = tail.raw.strip_prefix(crate::export::PREFIX) {
-        authorize(&services, &caller, &repo, Access::READ)?;
-        return Box::pin(crate::export::serve(&req, &services, &repo, rest)).await;
+    if tail.raw.starts_with(crate::export::PREFIX) {
+        return Box::pin(export(&req, &services, (repo, caller), tail)).await;
     }
     crate::formats::with_routes!(repo.format, R => run::<R>(&req, &services, (repo, caller, epochs), tail, body).await)
+}
+
+/// `-/export/…` (`crate::export`): read access to the repository, then its manifest or a blob.
+async fn export(
+    req: &HttpRequest,
+    services: &Services,
+    (repo, caller): (Arc<Repository>, Caller),
+    tail: Tail<'_>,
+) -> Result<HttpResponse, FormatError> {
+    authorize(services, &caller, &repo, Access::READ)?;
+    let rest = tail.raw.strip_prefix(crate::export::PREFIX).unwrap_or_default();
+    crate::export::serve(req, services, &repo, rest).await
 }
 
 /// A request under one of the repository's snapshots (`crate::snapshot`): read access to the

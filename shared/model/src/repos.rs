@@ -227,7 +227,7 @@ pub struct StoredSettings {
     pub snapshots: Option<SnapshotSchedule>,
     /// A hosted repository that follows another Packyard's repository (`replication.*`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replication: Option<Replication>,
+    pub replication: Option<Box<Replication>>,
     /// The block as its type, parsed on first use (repositories are cached as `Arc`s).
     #[serde(skip)]
     parsed: Parsed,
@@ -608,7 +608,7 @@ impl RepositorySpec {
         }
         if let Some(replication) = self.replication {
             replication.validate(t)?;
-            settings.replication = Some(replication);
+            settings.replication = Some(Box::new(replication));
         }
         let mut members = Vec::new();
         if let Some(group) = self.group {

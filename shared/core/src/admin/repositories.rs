@@ -38,7 +38,7 @@ pub struct RepositoryView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub snapshots: Option<packyard_model::repos::SnapshotSchedule>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub replication: Option<packyard_model::repos::Replication>,
+    pub replication: Option<Box<packyard_model::repos::Replication>>,
     pub version: i64,
     pub created_at: String,
     pub updated_at: String,
