@@ -350,22 +350,16 @@ async fn catalogue_components(services: &Services, repo: &Repository) -> Result<
     let rows = services.db.catalogue_components_named(repo.id).await?;
     let mut out = Vec::with_capacity(rows.len());
     for page in rows.chunks(500) {
-        let ids: Vec<i64> = page.iter().map(|c| c.id).collect();
-        let assets = services.db.catalogue_assets_of(&ids).await?;
-        for c in page {
-            let mut files: Vec<ListedFile> = assets
-                .iter()
-                .filter(|a| a.component_id == c.id)
-                .map(|a| ListedFile { path: a.path.clone(), sha256: a.sha256.trim().to_string(), size: a.size })
-                .collect();
-            files.sort_by(|a, b| a.path.cmp(&b.path));
+        let listed = crate::hosted::listed_components(&services.db, page).await?;
+        for (c, mut l) in page.iter().zip(listed) {
+            l.files.sort_by(|a, b| a.path.cmp(&b.path));
             out.push(BundleComponent {
-                key: c.component_key.clone(),
+                key: l.key,
                 group: c.namespace.clone(),
                 name: c.name.clone(),
                 version: c.version.clone(),
-                created_at: c.created_at,
-                files,
+                created_at: l.created_at,
+                files: l.files,
             });
         }
     }
@@ -901,8 +895,9 @@ mod tests {
             instance: fingerprint(&key.verifying_key()),
             created_at: "2026-12-06T00:00:00Z".into(),
             repository: BundleRepository {
-                name: "debs".into(),
-                format: Format::Apt,
+                name: "packages".into(),
+                // Whichever format: the signature covers the manifest's bytes alone.
+                format: Format::ALL[0],
                 settings: serde_json::Value::Null,
             },
             snapshot: None,

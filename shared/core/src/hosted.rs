@@ -789,21 +789,27 @@ pub async fn copy_batch<H: Hosted>(
     if let Some(missing) = keys.iter().find(|k| !components.iter().any(|c| &c.component_key == *k)) {
         return Err(UploadError::Invalid(format!("repository {} has no component {missing}", from.name)));
     }
-    let ids: Vec<i64> = components.iter().map(|c| c.id).collect();
-    let assets = db.catalogue_assets_of(&ids).await?;
-    let listed: Vec<Listed> = components
+    let listed = listed_components(db, &components).await?;
+    copy_listed(format, services, (CopySource::Repository(from), to), &listed, batch, actor).await
+}
+
+/// Each catalogued component of `rows` as a copy lists it — its key, its time, its files in the
+/// catalogue's order — in the order of `rows`.
+pub async fn listed_components(db: &Db, rows: &[packyard_store::db::catalogue::ComponentRow]) -> DbResult<Vec<Listed>> {
+    let ids: Vec<i64> = rows.iter().map(|c| c.id).collect();
+    let mut files: std::collections::HashMap<i64, Vec<ListedFile>> = std::collections::HashMap::new();
+    for a in db.catalogue_assets_of(&ids).await? {
+        let file = ListedFile { path: a.path, sha256: a.sha256.trim().to_string(), size: a.size };
+        files.entry(a.component_id).or_default().push(file);
+    }
+    Ok(rows
         .iter()
         .map(|c| Listed {
             key: c.component_key.clone(),
             created_at: c.created_at,
-            files: assets
-                .iter()
-                .filter(|a| a.component_id == c.id)
-                .map(|a| ListedFile { path: a.path.clone(), sha256: a.sha256.trim().to_string(), size: a.size })
-                .collect(),
+            files: files.remove(&c.id).unwrap_or_default(),
         })
-        .collect();
-    copy_listed(format, services, (CopySource::Repository(from), to), &listed, batch, actor).await
+        .collect())
 }
 
 /// Stores the `components` of `source` into `to` as the format's uploads: every file read back
@@ -820,17 +826,13 @@ pub async fn copy_listed<H: Hosted>(
     // What the target holds already with the same files is unchanged: not read back again.
     let keys: Vec<String> = components.iter().map(|c| c.key.clone()).collect();
     let held = services.db.catalogue_components_by_keys(to.id, &keys).await?;
-    let held_ids: Vec<i64> = held.iter().map(|c| c.id).collect();
-    let mut held_files: std::collections::HashMap<i64, Vec<(String, String)>> = std::collections::HashMap::new();
-    for a in services.db.catalogue_assets_of(&held_ids).await? {
-        held_files.entry(a.component_id).or_default().push((a.path, a.sha256.trim().to_string()));
-    }
-    let held: std::collections::HashMap<&str, Vec<(String, String)>> = held
-        .iter()
+    let held: std::collections::HashMap<String, Vec<(String, String)>> = listed_components(&services.db, &held)
+        .await?
+        .into_iter()
         .map(|c| {
-            let mut files = held_files.remove(&c.id).unwrap_or_default();
+            let mut files: Vec<(String, String)> = c.files.into_iter().map(|f| (f.path, f.sha256)).collect();
             files.sort();
-            (c.component_key.as_str(), files)
+            (c.key, files)
         })
         .collect();
     let mut unchanged = 0;
