@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use actix_web::http::Method;
 use actix_web::{web, HttpRequest, HttpResponse};
+use packyard_core::proxy::{FetchRequest, ProxyError};
 use packyard_core::publication::cache::ServedFile;
 use packyard_core::security::Action;
 use packyard_core::services::Services;
@@ -118,6 +119,14 @@ pub trait Routes {
     /// as under the repository's own URL; every other path is a file of the snapshot.
     fn outside_snapshot(_path: &str) -> bool {
         false
+    }
+
+    /// How a snapshot of proxy `repo` fetches `path` (decoded) on its first request, when no
+    /// client had fetched it before the snapshot was made: the proxy's request for it. Only a
+    /// file whose name fixes its bytes qualifies (`crate::snapshot` checks that the request is
+    /// immutable); `None` for the rest — an index is what the snapshot holds, never fetched anew.
+    fn snapshot_fill(_repo: &Repository, _path: &str) -> Option<Result<FetchRequest, ProxyError>> {
+        None
     }
 }
 

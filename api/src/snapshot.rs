@@ -9,9 +9,11 @@
 use actix_web::http::header::HeaderValue;
 use actix_web::http::Method;
 use actix_web::{HttpRequest, HttpResponse};
+use packyard_core::proxy::{Freshness, Outcome};
 use packyard_core::publication::cache::ServedFile;
 use packyard_core::services::Services;
-use packyard_model::repos::Repository;
+use packyard_model::repos::{RepoType, Repository};
+use packyard_store::db::publication::SnapshotFile;
 use packyard_store::db::snapshots::RepositorySnapshot;
 
 use crate::error::{ApiError, ErrorCode, FormatError};
@@ -83,8 +85,19 @@ pub async fn serve(
     if !packyard_core::formats::visible(&decoded) {
         return Err(missing().into());
     }
-    let Some(file) = services.db.repository_snapshot_file(snapshot.id, &decoded).await? else {
-        return Err(missing().into());
+    let file = match services.db.repository_snapshot_file(snapshot.id, &decoded).await? {
+        Some(file) => file,
+        None => match Box::pin(fill(services, repo, snapshot, &decoded)).await? {
+            Some(file) => file,
+            None if repo.repo_type == RepoType::Hosted => return Err(missing().into()),
+            None => {
+                return Err(ApiError::not_found(format!(
+                    "{decoded:?} is not in snapshot {} of repository {}, and no upstream has it now",
+                    snapshot.name, repo.name
+                ))
+                .into())
+            }
+        },
     };
     let etag = format!("\"{}\"", file.sha256);
     if file.is_composite() || file.size <= IN_MEMORY {
@@ -96,6 +109,69 @@ pub async fn serve(
     let content_type = HeaderValue::from_str(file.served_type())
         .unwrap_or_else(|_| HeaderValue::from_static("application/octet-stream"));
     crate::formats::serve_stored(req, services, &artifact, content_type).await
+}
+
+/// A file a proxy's snapshot lacks: fetched on its first request through the snapshot.
+///
+/// A snapshot lists what the proxy had fetched when it was made. A file its indexes list that
+/// no client had fetched yet is fetched on its first request, through the proxy (and into its
+/// cache), and listed in the snapshot from then on: pinned there before the upstream can lose
+/// it, and only what clients install is copied (a proxy of a public archive lists far more
+/// than a site ever fetches). Only a file whose name fixes its bytes qualifies (the format's
+/// [`crate::route::Routes::snapshot_fill`], an immutable request): an index is what the
+/// snapshot holds. A group's snapshot asks its proxy members in order. A gated repository's
+/// snapshot fetches nothing: it holds what its policy let through.
+async fn fill(
+    services: &Services,
+    repo: &Repository,
+    snapshot: &RepositorySnapshot,
+    path: &str,
+) -> Result<Option<SnapshotFile>, FormatError> {
+    for member in upstreams(services, repo).await? {
+        let Some(Ok(request)) =
+            crate::formats::with_routes!(member.format, R => <R as crate::route::Routes>::snapshot_fill(&member, path))
+        else {
+            continue;
+        };
+        if request.freshness != Freshness::Immutable {
+            continue;
+        }
+        if let Outcome::Found(entry, _) = services.proxy.fetch(request).await? {
+            let Some(sha256) = entry.sha256 else { continue };
+            let file =
+                SnapshotFile { path: path.to_string(), sha256, size: entry.size, content_type: entry.content_type };
+            tracing::info!(repository = %repo.name, snapshot = %snapshot.name, path, "kept in the snapshot on first use");
+            return Ok(services.db.add_repository_snapshot_file(snapshot.id, &file).await?);
+        }
+    }
+    Ok(None)
+}
+
+/// The proxies a snapshot of `repo` fetches through: the repository itself, or a group's proxy
+/// members depth first; none that serves through a policy.
+async fn upstreams(services: &Services, repo: &Repository) -> Result<Vec<Repository>, FormatError> {
+    let mut found = Vec::new();
+    let mut stack = vec![(repo.clone(), 0usize)];
+    let mut seen = std::collections::BTreeSet::new();
+    while let Some((r, depth)) = stack.pop() {
+        if !seen.insert(r.id) || depth > 8 || r.gate().is_some() || r.format != repo.format {
+            continue;
+        }
+        match r.repo_type {
+            RepoType::Proxy => found.push(r),
+            RepoType::Hosted => {}
+            RepoType::Group => {
+                let mut members = Vec::new();
+                for name in &r.members {
+                    if let Some(m) = services.db.repository_by_name(name).await? {
+                        members.push((m, depth + 1));
+                    }
+                }
+                stack.extend(members.into_iter().rev());
+            }
+        }
+    }
+    Ok(found)
 }
 
 #[cfg(test)]

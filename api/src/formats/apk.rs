@@ -106,6 +106,15 @@ impl Routes for Apk {
     fn form_upload() -> Result<Route, String> {
         Ok(Route::Form)
     }
+
+    /// A package (`<unit>/<name>-<version>.apk`, built once); an `APKINDEX.tar.gz` is what the
+    /// snapshot holds.
+    fn snapshot_fill(
+        repo: &Repository,
+        path: &str,
+    ) -> Option<Result<packyard_core::proxy::FetchRequest, packyard_core::proxy::ProxyError>> {
+        path.ends_with(".apk").then(|| packyard_formats::apk::proxy_request(repo, path))
+    }
 }
 
 const APK_TYPE: &str = "application/octet-stream";

@@ -131,6 +131,16 @@ impl Routes for Apt {
     fn form_upload() -> Result<Route, String> {
         Ok(Route::Upload)
     }
+
+    /// A package (`pool/…`) or an index by its SHA-256 (`…/by-hash/SHA256/<hex>`, checked
+    /// against its name): both name their bytes. The rest of `dists/` is what the snapshot holds.
+    fn snapshot_fill(
+        repo: &packyard_model::repos::Repository,
+        path: &str,
+    ) -> Option<Result<packyard_core::proxy::FetchRequest, packyard_core::proxy::ProxyError>> {
+        (!path.starts_with("dists/") || path.contains("/by-hash/SHA256/"))
+            .then(|| packyard_formats::apt::proxy_request(repo, path))
+    }
 }
 
 async fn dists(cx: &Cx<'_>, clean: CleanPath) -> Result<HttpResponse, FormatError> {

@@ -197,6 +197,16 @@ impl Routes for Conan {
     fn outside_snapshot(path: &str) -> bool {
         matches!(path, "v1/ping" | "v2/users/authenticate" | "v2/users/check_credentials")
     }
+
+    /// A file of a recipe or package revision (a revision never changes; `metadata/…` aside);
+    /// revision lists, `latest` and searches are what the snapshot holds.
+    fn snapshot_fill(
+        repo: &Repository,
+        path: &str,
+    ) -> Option<Result<packyard_core::proxy::FetchRequest, packyard_core::proxy::ProxyError>> {
+        let target = parse(path.strip_prefix("v2/conans/")?).ok()?;
+        target.immutable().then(|| packyard_formats::conan::proxy_request(repo, path, true))
+    }
 }
 
 /// `GET v2/users/authenticate` with Basic credentials: a bearer token for this repository.

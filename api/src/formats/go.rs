@@ -146,6 +146,18 @@ impl Routes for Go {
     fn form_upload() -> Result<Route, String> {
         Ok(Route::Form)
     }
+
+    /// A canonical version's `.info`, `.mod` or `.zip` (never changed upstream); a list,
+    /// `@latest` and a branch's files are what the snapshot holds.
+    fn snapshot_fill(
+        repo: &Repository,
+        path: &str,
+    ) -> Option<Result<packyard_core::proxy::FetchRequest, packyard_core::proxy::ProxyError>> {
+        match Request::parse(path) {
+            Ok(r @ Request::File { .. }) => Some(proxy_request(repo, &r)),
+            _ => None,
+        }
+    }
 }
 
 /// Where a `PUT` goes: `<module>/@v/<version>.zip`, or Nexus's `<version>.zip` (the module from

@@ -436,9 +436,12 @@ fn real_clients_on(backend: packyard_store::db::Backend) -> anyhow::Result<()> {
     assert_eq!(crate::apt::download(live.path(), "hello")?, hello_3.deb, "back: the newest upload");
     assert!(filename(&packages(&live_url)?, "1.0").is_none(), "1.0 stays deleted");
 
-    // APT, proxy: what it had fetched, served after the upstream dropped it and went offline.
+    // APT, proxy: what it had fetched, served after the upstream dropped it and went offline;
+    // what its indexes list and no client had fetched, kept on its first use through the
+    // snapshot (`extra`) — or, lost upstream before it, a 404 that says so (`gone`).
     let signer = packyard_codecs::apt::signing::Signer::generate("Fake upstream <fake@example.org>")?;
     let tool = Package::new("tool", "1.0", "amd64");
+    let (extra, gone) = (Package::new("extra", "1.0", "amd64"), Package::new("gone", "1.0", "amd64"));
     let dist = |packages: Vec<&Package>| {
         let d = Dist {
             name: "stable",
@@ -450,19 +453,40 @@ fn real_clients_on(backend: packyard_store::db::Backend) -> anyhow::Result<()> {
         archive_files(&d, &signer, None)
     };
     let upstream = Upstream::start()?;
-    upstream.publish(dist(vec![&hello_1, &tool])?);
+    upstream.publish(dist(vec![&hello_1, &tool, &extra, &gone])?);
     create(Repo::proxy("mirror", Format::Apt, &upstream.url).with(json!({"apt": {"distributions": ["stable"]}})).0)?;
     let upstream_key = signer.public_armored()?;
     let through = crate::apt::apt_root(upstream_key.as_bytes(), &format!("{}/repository/mirror", server.public))?;
     crate::apt::update_ok(through.path())?;
     assert_eq!(crate::apt::download(through.path(), "tool")?, tool.deb);
     let mirror_v1 = snapshot("mirror", "v1")?;
+    let files_of = |repo: &str, name: &str| -> anyhow::Result<i64> {
+        let url = format!("/api/v1/repositories/{repo}/snapshots/{name}");
+        Ok(admin_json(&server.public, &auth, "GET", &url, None)?["files"].as_i64().unwrap_or_default())
+    };
+    let listed_at_first = files_of("mirror", "v1")?;
+    // The upstream's next release: its pool drops `tool` and `gone`, keeps `extra` for now.
     upstream.publish(dist(vec![&hello_2])?);
-    upstream.remove(&tool.pool_path());
+    upstream.put(&extra.pool_path(), extra.deb.clone());
+    let frozen = crate::apt::apt_root(upstream_key.as_bytes(), &mirror_v1)?;
+    crate::apt::update_ok(frozen.path())?;
+    assert_eq!(crate::apt::download(frozen.path(), "extra")?, extra.deb, "fetched on first use");
+    assert_eq!(files_of("mirror", "v1")?, listed_at_first + 1, "and listed in the snapshot");
+    let r = ureq::get(&format!("{mirror_v1}/{}", gone.pool_path())).call();
+    let (s, text) = status_of(r)?;
+    assert_eq!(s, 404, "{text}");
+    assert!(text.contains("is not in snapshot v1 of repository mirror, and no upstream has it now"), "{text}");
+    // An index the snapshot does not hold is never fetched anew (the upstream's is newer).
+    upstream.forget_requests();
+    let r = ureq::get(&format!("{mirror_v1}/dists/stable/main/binary-i386/Packages")).call();
+    assert_eq!(status_of(r)?.0, 404);
+    assert_eq!(upstream.requests(), Vec::<String>::new(), "nothing asked of the upstream");
+    upstream.remove(&extra.pool_path());
     upstream.set_offline(true);
     let frozen = crate::apt::apt_root(upstream_key.as_bytes(), &mirror_v1)?;
     crate::apt::update_ok(frozen.path())?;
     assert_eq!(crate::apt::download(frozen.path(), "tool")?, tool.deb, "kept after the upstream lost it");
+    assert_eq!(crate::apt::download(frozen.path(), "extra")?, extra.deb, "kept since its first use");
     upstream.set_offline(false);
 
     // Go: @latest as it was.
@@ -496,6 +520,20 @@ fn real_clients_on(backend: packyard_store::db::Backend) -> anyhow::Result<()> {
     assert_eq!(frozen["Version"], "v1.0.0", "{frozen}");
     assert_eq!(sha(&got), sha(&zip("v1.0.0")?));
     assert_eq!(go_latest(&format!("{}/repository/mods", server.public))?.0["Version"], "v1.1.0");
+
+    // Go, proxy (of the repository above): a version's files fetched on their first request
+    // through the snapshot and listed in it; a list is what the snapshot holds.
+    create(Repo::proxy("gomirror", Format::Go, &format!("{}/repository/mods/", server.public)).0)?;
+    let list = get(&format!("{}/repository/gomirror/example.com/kept/@v/list", server.public))?;
+    let gomirror_v1 = snapshot("gomirror", "v1")?;
+    let listed_at_first = files_of("gomirror", "v1")?;
+    send("PUT", "/repository/mods/example.com/kept/@v/v1.2.0.zip", &zip("v1.2.0")?)?;
+    let zip_url = format!("{gomirror_v1}/example.com/kept/@v/v1.0.0.zip");
+    assert_eq!(sha(&get(&zip_url)?), sha(&zip("v1.0.0")?), "fetched on first use");
+    assert_eq!(files_of("gomirror", "v1")?, listed_at_first + 1, "and listed in the snapshot");
+    assert_eq!(get(&format!("{gomirror_v1}/example.com/kept/@v/list"))?, list, "the list as it was");
+    let r = ureq::get(&format!("{gomirror_v1}/example.com/kept/@latest")).call();
+    assert_eq!(status_of(r)?.0, 404, "@latest was never fetched: not fetched now");
 
     // APK: the signed index as it was, through the independent verifier.
     create(Repo::hosted("apks", Format::Apk).0)?;

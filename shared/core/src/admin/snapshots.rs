@@ -11,8 +11,10 @@
 //! artifacts, a proxy's cached packages, a group's members' (first member first, as the group
 //! serves them); a proxy that publishes no index of its own (one without a policy) adds every
 //! file it cached, the upstream's indexes as it last fetched them among them. A proxy's
-//! snapshot thus holds what the proxy had fetched when it was made, pinned there: what its
-//! indexes list but no client had asked for is not in it. Creation first waits for the repository's pending publications, so the indexes
+//! snapshot thus holds what the proxy had fetched when it was made, pinned there; a package its
+//! indexes list that no client had asked for is fetched on its first request through the
+//! snapshot and added to it then (the API's `snapshot::fill`). Creation first waits for the
+//! repository's pending publications, so the indexes
 //! it copies list what the repository holds. Blobs a snapshot lists are kept by the collector
 //! until the snapshot is deleted (its table is one of the store's blob references).
 

@@ -190,6 +190,33 @@ impl Db {
         row.as_ref().map(SnapshotFile::read).transpose()
     }
 
+    /// Adds `file` to a snapshot — a proxy's file fetched on its first request through the
+    /// snapshot — counted in its totals. A path the snapshot lists already keeps its file, and
+    /// a snapshot deleted meanwhile takes nothing. The file the snapshot lists at that path.
+    pub async fn add_repository_snapshot_file(
+        &self,
+        snapshot_id: i64,
+        file: &SnapshotFile,
+    ) -> DbResult<Option<SnapshotFile>> {
+        let mut tx = self.begin().await?;
+        let add = insert_or_ignore!("repository_snapshot_files.fill", "INSERT INTO repository_snapshot_files (snapshot_id, path, sha256, size, content_type) SELECT s.id, $1, $2, $3, $4 FROM repository_snapshots s WHERE s.id = $5");
+        let binds = (file.path.as_str(), file.sha256.as_str(), file.size, file.content_type.as_str(), snapshot_id);
+        if self.bound(add, binds).execute(&mut *tx).await?.rows_affected() == 1 {
+            let count = sql!(
+                "repository_snapshots.count_one",
+                "UPDATE repository_snapshots SET files = files + 1, bytes = bytes + $1 WHERE id = $2"
+            );
+            self.bound(count, (file.size, snapshot_id)).execute(&mut *tx).await?;
+        }
+        let one = sql!(
+            "repository_snapshot_files.one_in",
+            "SELECT path, sha256, size, content_type FROM repository_snapshot_files WHERE snapshot_id = $1 AND path = $2"
+        );
+        let row = self.bound(one, (snapshot_id, file.path.as_str())).fetch_optional(&mut *tx).await?;
+        tx.commit().await?;
+        row.as_ref().map(SnapshotFile::read).transpose()
+    }
+
     /// The files of a snapshot that belong to components, by path.
     pub async fn repository_snapshot_assets(&self, snapshot_id: i64) -> DbResult<Vec<ListedAsset>> {
         let s = sql!("repository_snapshot_files.assets", "SELECT path, sha256, namespace, name, version FROM repository_snapshot_files WHERE snapshot_id = $1 AND name IS NOT NULL ORDER BY path");
