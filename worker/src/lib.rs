@@ -158,7 +158,7 @@ pub fn spawn_snapshot_scheduler(services: &Services) {
 pub fn spawn_replicator(services: &Services) {
     let services = services.clone();
     tokio::spawn(async move {
-        let schedule = packyard_core::replication::Schedule::default();
+        let schedule = std::sync::Arc::new(packyard_core::replication::Schedule::default());
         let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {

@@ -377,7 +377,9 @@ fn repositories_document() -> serde_json::Value {
                         "architectures": {"type": "array", "items": {"type": "string"}},
                         "newest": {"type": "integer", "minimum": 1, "description": "versions kept of each name"},
                         "every_secs": {"type": "integer", "minimum": 1, "maximum": 86400, "default": 60},
-                        "key": {"type": "string", "description": "the source instance's bundle key (fingerprint or public key)"}}},
+                        "key": {"type": "string", "description": "the source instance's bundle key (fingerprint or public key)"},
+                        "username": {"type": "string", "description": "a user of the source that may read the repository (HTTP Basic)"},
+                        "password": {"type": "string", "writeOnly": true, "description": "sealed before it is stored, never returned; an update without it keeps the stored one"}}},
                 "Policy": {"type": "object", "additionalProperties": false, "properties": {
                     "min_release_age_secs": {"type": "integer", "default": 0, "description": "a version younger than this is not offered (404 with when it will be)"},
                     "release_age_overrides": {"type": "array", "items": {"type": "object", "additionalProperties": false, "required": ["name", "min_release_age_secs"], "properties": {

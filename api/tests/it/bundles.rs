@@ -295,7 +295,9 @@ fn replication_on(backend: packyard_store::db::Backend) -> anyhow::Result<()> {
         &auth,
         Repo::hosted("debs", Format::Apt).with(archs.clone()).0,
     )?;
-    common::process::create_repository(&a.server.public, &auth, Repo::hosted("mods", Format::Go).0)?;
+    // Read by signed-in users only: its follower signs in.
+    let private = serde_json::json!({"anonymous_read": false});
+    common::process::create_repository(&a.server.public, &auth, Repo::hosted("mods", Format::Go).with(private).0)?;
     let hello = |v: &str| Package::new("hello", v, "amd64");
     let (hello_arm, tool, other) = (
         Package::new("hello", "1.1", "arm64"),
@@ -307,6 +309,9 @@ fn replication_on(backend: packyard_store::db::Backend) -> anyhow::Result<()> {
     }
     let zip = |v: &str| packyard_codecs::go::testing::simple_module("example.com/followed", v, v, 100);
     a.send("PUT", "/repository/mods/example.com/followed/@v/v1.0.0.zip", &zip("v1.0.0")?)?;
+    let old_mods = a.get("/repository/mods/-/export/manifest")?;
+    let (s, _) = status_of(ureq::get(&a.url("/repository/mods/-/export/manifest")).call())?;
+    assert_eq!(s, 401, "the source's mods is not for anonymous users");
     let source = a.server.public.clone();
     // Plain http: the follower checks the source's key (its fingerprint, as its manifest says).
     let signed: Value = serde_json::from_slice(&a.get("/repository/debs/-/export/manifest")?)?;
@@ -321,12 +326,21 @@ fn replication_on(backend: packyard_store::db::Backend) -> anyhow::Result<()> {
         Repo::hosted("mirror", Format::Apt).with(archs).with(follow).0,
     )?;
     let follow = serde_json::json!({"replication": {"url": a.server.public, "repository": "mods", "every_secs": 1,
-        "key": key}});
+        "key": key, "username": "admin", "password": PW}});
     common::process::create_repository(&b.server.public, &auth, Repo::hosted("mods", Format::Go).with(follow).0)?;
+    let shown = common::process::admin_json(&b.server.public, &auth, "GET", "/api/v1/repositories/mods", None)?;
+    assert_eq!(shown["replication"]["username"], "admin", "{shown}");
+    assert!(shown["replication"].get("password").is_none(), "{shown}");
+    assert!(shown["replication"].get("password_sealed").is_none(), "{shown}");
     // Another key than the source's: nothing is taken from it.
     let wrong = serde_json::json!({"replication": {"url": a.server.public, "repository": "debs", "every_secs": 1,
         "key": "0123456789abcdef0123456789abcdef"}});
     common::process::create_repository(&b.server.public, &auth, Repo::hosted("wrong-key", Format::Apt).with(wrong).0)?;
+    // Other format settings than the source's (its packages would go to another component):
+    // refused, every run, rather than stored and deleted again each time.
+    let astray = serde_json::json!({"apt": {"components": ["contrib"], "architectures": ["amd64"]},
+        "replication": {"url": a.server.public, "repository": "debs", "names": ["tool"], "every_secs": 1, "key": key}});
+    common::process::create_repository(&b.server.public, &auth, Repo::hosted("astray", Format::Apt).with(astray).0)?;
     // Plain http without a key is refused when the repository is made.
     let unkeyed = serde_json::json!({"replication": {"url": a.server.public, "repository": "debs"}});
     let r = ureq::post(&b.url("/api/v1/repositories"))
@@ -357,6 +371,18 @@ fn replication_on(backend: packyard_store::db::Backend) -> anyhow::Result<()> {
     let root = crate::apt::apt_root(&b.get("/repository/mirror/gpg.key")?, &b.url("/repository/mirror"))?;
     crate::apt::update_ok(root.path())?;
     assert_eq!(crate::apt::download(root.path(), "hello")?, hello("1.1").deb);
+    // A follower takes no writes of its own: an upload or a delete would be undone by its next
+    // run.
+    let refused = |method: &str, path: &str, body: &[u8]| -> anyhow::Result<()> {
+        let r = ureq::request(method, &b.url(path)).set("Authorization", &auth).send_bytes(body);
+        let (s, text) = status_of(r)?;
+        assert_eq!(s, 403, "{method} {path}: {text}");
+        assert!(text.contains("follows repository") && text.contains("takes no writes of its own"), "{text}");
+        Ok(())
+    };
+    refused("POST", "/repository/mirror/", &other.deb)?;
+    refused("DELETE", "/repository/mods/example.com/followed/@v/v1.0.0.zip", b"")?;
+    assert_eq!(b.holds("mirror")?.len(), 2);
 
     // Uploads and deletes at the source.
     a.send("POST", "/repository/debs/", &hello("1.2").deb)?;
@@ -365,6 +391,45 @@ fn replication_on(backend: packyard_store::db::Backend) -> anyhow::Result<()> {
     converges(&b, "mirror", &["hello 1.2"])?;
     converges(&b, "mods", &["followed v1.0.0", "followed v1.1.0"])?;
     b.published(packages, "Version: 1.2")?;
+
+    // A replayed manifest: a source (here a stand-in serving the source's signed answers)
+    // that answers with an older one than the follower took is refused, and nothing goes.
+    let fake = common::archive::Upstream::start()?;
+    let new_mods = a.get("/repository/mods/-/export/manifest")?;
+    let signed: Value = serde_json::from_slice(&new_mods)?;
+    let listed: Value = serde_json::from_str(signed["manifest"].as_str().unwrap_or_default())?;
+    for c in listed["components"].as_array().into_iter().flatten() {
+        for f in c["files"].as_array().into_iter().flatten() {
+            let sha = f["sha256"].as_str().unwrap_or_default();
+            let blob = a.get(&format!("/repository/mods/-/export/blobs/{sha}"))?;
+            fake.put(&format!("repository/mods/-/export/blobs/{sha}"), blob);
+        }
+    }
+    fake.put("repository/mods/-/export/manifest", new_mods);
+    let follow =
+        serde_json::json!({"replication": {"url": fake.url, "repository": "mods", "every_secs": 1, "key": key}});
+    common::process::create_repository(&b.server.public, &auth, Repo::hosted("replayed", Format::Go).with(follow).0)?;
+    converges(&b, "replayed", &["followed v1.0.0", "followed v1.1.0"])?;
+    fake.put("repository/mods/-/export/manifest", old_mods);
+    fake.forget_requests();
+    let failed_runs = |b: &Instance| -> anyhow::Result<String> {
+        let metrics = ureq::get(&format!("{}/metrics", b.server.management)).call()?.into_string()?;
+        let name = "packyard_replication_runs_total{outcome=\"failed\",repository=\"replayed\"}";
+        Ok(metrics.lines().find(|l| l.starts_with(name)).unwrap_or_default().to_string())
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while failed_runs(&b)?.is_empty() || failed_runs(&b)?.ends_with(" 0") {
+        anyhow::ensure!(std::time::Instant::now() < deadline, "the replay was not refused");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    assert!(fake.requests().iter().any(|p| p.ends_with("/manifest")), "{:?}", fake.requests());
+    let log = b.server.stderr.lock().map(|s| s.clone()).unwrap_or_default();
+    assert!(log.contains("older than the one taken last"), "the refusal is logged:\n{log}");
+    assert_eq!(
+        b.holds("replayed")?,
+        ["followed v1.0.0", "followed v1.1.0"].into_iter().map(String::from).collect(),
+        "nothing deleted on the older manifest's word"
+    );
     crate::apt::update_ok(root.path())?;
     assert_eq!(crate::apt::download(root.path(), "hello")?, hello("1.2").deb);
 
@@ -383,6 +448,10 @@ fn replication_on(backend: packyard_store::db::Backend) -> anyhow::Result<()> {
     let line = |name: &str| metrics.lines().find(|l| l.starts_with(name)).map(str::to_string);
     let failed = line("packyard_replication_runs_total{outcome=\"failed\",repository=\"mirror\"}");
     assert!(failed.is_some_and(|l| !l.ends_with(" 0")), "{metrics}");
+    let astray = line("packyard_replication_runs_total{outcome=\"failed\",repository=\"astray\"}");
+    assert!(astray.is_some_and(|l| !l.ends_with(" 0")), "{metrics}");
+    let log = b.server.stderr.lock().map(|s| s.clone()).unwrap_or_default();
+    assert!(log.contains("its format settings place them elsewhere"), "{log}");
     let wrong = line("packyard_replication_runs_total{outcome=\"failed\",repository=\"wrong-key\"}");
     assert!(wrong.is_some_and(|l| !l.ends_with(" 0")), "{metrics}");
     assert!(b.holds("wrong-key")?.is_empty(), "nothing from a source signed by another key");

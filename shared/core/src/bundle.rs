@@ -782,6 +782,20 @@ pub async fn apply(
     }
     // The components the source no longer has.
     let wanted: BTreeSet<&str> = components.iter().map(|c| c.key.as_str()).collect();
+    // A component stored under another key than the bundle's (the repository's format settings
+    // place it elsewhere: another APT component, say) would be deleted below as one the bundle
+    // does not list, and stored again by every run: refused, nothing deleted.
+    let now_held: BTreeSet<String> =
+        services.db.catalogue_components_named(repo.id).await?.into_iter().map(|c| c.component_key).collect();
+    let astray: Vec<&str> = wanted.iter().filter(|k| !now_held.contains(**k)).copied().collect();
+    if let Some(first) = astray.first() {
+        return Err(BundleError::Invalid(format!(
+            "{label}: {} of its components ({first}{}) are not held in repository {} under the key the source gives them: its format settings place them elsewhere; give it the source's settings",
+            astray.len(),
+            if astray.len() > 1 { ", …" } else { "" },
+            repo.name
+        )));
+    }
     let gone: Vec<String> =
         held.into_iter().map(|c| c.component_key).filter(|k| !wanted.contains(k.as_str())).collect();
     for batch in gone.chunks(BATCH) {

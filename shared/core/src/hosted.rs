@@ -63,10 +63,20 @@ pub fn from_db(e: DbError) -> UploadError {
     }
 }
 
-/// Refuses uploads (and deletes) to a repository whose write policy is `deny`.
+/// Refuses uploads, deletes, copies and imports to a repository whose write policy is `deny`,
+/// or that follows another (`replication`: its replication run is its only writer, and writes
+/// as the repository without that block).
 pub fn check_writable(repo: &Repository) -> Result<(), UploadError> {
     if repo.write_policy == WritePolicy::Deny {
         return Err(UploadError::ReadOnly(format!("repository {} is read-only (write_policy deny)", repo.name)));
+    }
+    if let Some(r) = &repo.settings.replication {
+        return Err(UploadError::ReadOnly(format!(
+            "repository {} follows repository {} at {} (replication): it takes no writes of its own; write to the source, or remove its `replication` block",
+            repo.name,
+            r.repository.as_deref().unwrap_or(repo.name.as_str()),
+            r.url
+        )));
     }
     Ok(())
 }

@@ -14,8 +14,8 @@
 //! that fails leaves what the last one stored and is tried again at the next period; a restart
 //! of either side only delays it.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 
 use futures_util::{StreamExt, TryStreamExt};
 use packyard_model::repos::{Replication, Repository};
@@ -38,16 +38,24 @@ pub struct SignedManifest {
     pub signature: bundle::Signature,
 }
 
-/// When each following repository last ran and last caught up (ms), in this process.
+/// When each following repository was last tried in this process, which of them run here now,
+/// and when each last caught up (in any process: the database's marks).
 pub struct Schedule {
     started: i64,
-    ran: Mutex<HashMap<i64, i64>>,
-    caught_up: Mutex<HashMap<i64, i64>>,
+    tried: Mutex<HashMap<i64, i64>>,
+    running: Mutex<HashSet<i64>>,
+    /// When the marks were last read (ms), and each follower's last catch-up.
+    caught_up: Mutex<(i64, HashMap<i64, i64>)>,
 }
 
 impl Default for Schedule {
     fn default() -> Self {
-        Self { started: packyard_store::db::now_ms(), ran: Mutex::default(), caught_up: Mutex::default() }
+        Self {
+            started: packyard_store::db::now_ms(),
+            tried: Mutex::default(),
+            running: Mutex::default(),
+            caught_up: Mutex::default(),
+        }
     }
 }
 
@@ -61,9 +69,18 @@ pub struct Replicated {
     pub report: ImportReport,
 }
 
-/// Runs every following repository whose period has passed since its last run in this
-/// process; returns how many ran.
-pub async fn run_due(services: &Services, formats: &Registry, schedule: &Schedule, now: i64) -> usize {
+/// The mark of a follower's last catch-up (`maintenance`), and of its runs' claims.
+const CAUGHT_UP: &str = "replication-caught-up:";
+const CLAIMED: &str = "replication-run:";
+/// A run is given up after this long (a source that trickles its answer keeps no follower
+/// busy for ever; each read has `proxy.read_timeout_ms` besides).
+const RUN_LIMIT: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// Starts a run of every following repository whose period has passed: one per period across
+/// the installation (whichever process claims it first, a run that outlasts its period not
+/// started again here), each in a task of its own so that a slow source holds up no other
+/// follower. Returns how many started here.
+pub async fn run_due(services: &Services, formats: &'static Registry, schedule: &Arc<Schedule>, now: i64) -> usize {
     let repos = match services.db.list_repositories().await {
         Ok(r) => r,
         Err(e) => {
@@ -71,47 +88,100 @@ pub async fn run_due(services: &Services, formats: &Registry, schedule: &Schedul
             return 0;
         }
     };
-    let mut ran = 0;
+    refresh_marks(services, schedule, now).await;
+    let mut started = 0;
     for repo in repos {
         let Some(settings) = repo.settings.replication.clone() else { continue };
+        lag(services, schedule, &repo, now);
         let period = i64::try_from(settings.every_secs).unwrap_or(60).saturating_mul(1000);
-        let last = schedule.ran.lock().ok().and_then(|m| m.get(&repo.id).copied());
-        if last.is_some_and(|l| now - l < period) {
-            lag(services, schedule, &repo, now);
+        let last = schedule.tried.lock().ok().and_then(|m| m.get(&repo.id).copied());
+        let busy = schedule.running.lock().map(|r| r.contains(&repo.id)).unwrap_or(true);
+        if busy || last.is_some_and(|l| now - l < period) {
             continue;
         }
-        if let Ok(mut m) = schedule.ran.lock() {
+        if let Ok(mut m) = schedule.tried.lock() {
             m.insert(repo.id, now);
         }
-        ran += 1;
-        let m = &services.metrics;
-        match replicate(services, formats, &repo, &settings).await {
-            Ok(done) => {
-                if let Ok(mut c) = schedule.caught_up.lock() {
-                    c.insert(repo.id, packyard_store::db::now_ms());
-                }
-                m.replication_runs_total.with_label_values(&[repo.name.as_str(), "caught_up"]).inc();
-                if done.report.copied + done.report.deleted > 0 {
-                    tracing::info!(repository = %repo.name, listed = done.listed, stored = done.report.copied,
-                        deleted = done.report.deleted, blobs = done.blobs_fetched, bytes = done.bytes_fetched,
-                        "replicated");
-                }
-            }
+        // Another process ran it this period (a little slack for the two clocks' ticks).
+        match services.db.claim_periodic(&format!("{CLAIMED}{}", repo.id), (period - 500).max(500)).await {
+            Ok(true) => {}
+            Ok(false) => continue,
             Err(e) => {
-                m.replication_runs_total.with_label_values(&[repo.name.as_str(), "failed"]).inc();
-                tracing::warn!(repository = %repo.name, source = %settings.url, error = %e,
-                    "replication failed; trying again in {} s", settings.every_secs);
+                tracing::warn!(repository = %repo.name, error = %e, "cannot claim the replication run");
+                continue;
             }
         }
-        lag(services, schedule, &repo, packyard_store::db::now_ms());
+        if let Ok(mut r) = schedule.running.lock() {
+            r.insert(repo.id);
+        }
+        started += 1;
+        let (services, schedule) = (services.clone(), schedule.clone());
+        tokio::spawn(async move {
+            if let Some(at) = run_one(&services, formats, &repo, &settings).await {
+                if let Ok(mut c) = schedule.caught_up.lock() {
+                    c.1.insert(repo.id, at);
+                }
+            }
+            if let Ok(mut r) = schedule.running.lock() {
+                r.remove(&repo.id);
+            }
+        });
     }
-    ran
+    started
 }
 
-/// `packyard_replication_lag_seconds`: since the repository last caught up (since the process
-/// started when it never did here).
+/// One run, counted and logged; when it caught up, the time it did.
+async fn run_one(services: &Services, formats: &Registry, repo: &Repository, settings: &Replication) -> Option<i64> {
+    let m = &services.metrics;
+    let run = tokio::time::timeout(RUN_LIMIT, replicate(services, formats, repo, settings)).await;
+    match run.unwrap_or_else(|_| Err(BundleError::Io(format!("the run took longer than {} s", RUN_LIMIT.as_secs())))) {
+        Ok(done) => {
+            let at = packyard_store::db::now_ms();
+            if let Err(e) = services.db.set_mark(&format!("{CAUGHT_UP}{}", repo.id), at).await {
+                tracing::warn!(repository = %repo.name, error = %e, "cannot record the catch-up");
+            }
+            m.replication_runs_total.with_label_values(&[repo.name.as_str(), "caught_up"]).inc();
+            m.replication_lag_seconds.with_label_values(&[repo.name.as_str()]).set(0.0);
+            if done.report.copied + done.report.deleted > 0 {
+                tracing::info!(repository = %repo.name, listed = done.listed, stored = done.report.copied,
+                    deleted = done.report.deleted, blobs = done.blobs_fetched, bytes = done.bytes_fetched,
+                    "replicated");
+            }
+            Some(at)
+        }
+        Err(e) => {
+            m.replication_runs_total.with_label_values(&[repo.name.as_str(), "failed"]).inc();
+            tracing::warn!(repository = %repo.name, source = %settings.url, error = %e,
+                "replication failed; trying again in {} s", settings.every_secs);
+            None
+        }
+    }
+}
+
+/// Reads every follower's last catch-up (any process's) at most every 2 s.
+async fn refresh_marks(services: &Services, schedule: &Schedule, now: i64) {
+    let read_at = schedule.caught_up.lock().map(|c| c.0).unwrap_or(0);
+    if now - read_at < 2000 {
+        return;
+    }
+    match services.db.marks_under(CAUGHT_UP).await {
+        Ok(marks) => {
+            let by_repo = marks
+                .into_iter()
+                .filter_map(|(name, at)| Some((name.strip_prefix(CAUGHT_UP)?.parse::<i64>().ok()?, at)))
+                .collect();
+            if let Ok(mut c) = schedule.caught_up.lock() {
+                *c = (now, by_repo);
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "cannot read the followers' last catch-ups"),
+    }
+}
+
+/// `packyard_replication_lag_seconds`: since the repository last caught up (since this process
+/// started when it never did).
 fn lag(services: &Services, schedule: &Schedule, repo: &Repository, now: i64) {
-    let since = schedule.caught_up.lock().ok().and_then(|m| m.get(&repo.id).copied());
+    let since = schedule.caught_up.lock().ok().and_then(|c| c.1.get(&repo.id).copied());
     let secs = (now - since.unwrap_or(schedule.started)).max(0) as f64 / 1000.0;
     services.metrics.replication_lag_seconds.with_label_values(&[repo.name.as_str()]).set(secs);
 }
@@ -127,6 +197,21 @@ pub async fn replicate(
     let source = settings.repository.clone().unwrap_or_else(|| repo.name.to_string());
     let root = Location::parse(&settings.url).map_err(|e| BundleError::Invalid(e.to_string()))?;
     let fetcher = Fetcher::for_server(&services.config).map_err(|e| BundleError::Io(e.to_string()))?;
+    if let Some(user) = &settings.username {
+        let password = match &settings.password_sealed {
+            Some((nonce, sealed)) => {
+                let key = Replication::password_key(repo.name.as_str());
+                let bytes = services
+                    .security
+                    .keystore
+                    .open(&key, nonce, sealed)
+                    .map_err(|e| BundleError::Io(format!("the source password of {}: {e}", repo.name)))?;
+                String::from_utf8_lossy(&bytes).into_owned()
+            }
+            None => String::new(),
+        };
+        fetcher.basic(user, &password);
+    }
     let manifest_at = match &settings.snapshot {
         Some(s) => format!("repository/{source}/-/export/snapshots/{s}/manifest"),
         None => format!("repository/{source}/-/export/manifest"),
@@ -154,6 +239,24 @@ pub async fn replicate(
             "{source} at {} is a {} repository; {} is {}",
             settings.url, manifest.repository.format, repo.name, repo.format
         )));
+    }
+    // A manifest older than the last one taken from this source is a replay (an attacker, or
+    // a stale cache between the two, answering with what was once signed): refused.
+    let made = packyard_model::time::parse_rfc3339(&manifest.created_at)
+        .ok_or_else(|| BundleError::Invalid(format!("{at}: its created_at {:?} is not a time", manifest.created_at)))?;
+    let seen_mark = {
+        let who = format!("{}\n{}\n{source}\n{}", settings.url, instance, settings.snapshot.as_deref().unwrap_or(""));
+        let digest = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(who.as_bytes()));
+        format!("replication-seen:{}:{}", repo.id, &digest[..16])
+    };
+    if let Some(seen) = services.db.mark_at(&seen_mark).await? {
+        if made < seen {
+            return Err(BundleError::Invalid(format!(
+                "{at} answered with a manifest made at {}, older than the one taken last ({}): a replay or a stale cache; refused",
+                manifest.created_at,
+                packyard_model::time::rfc3339_ms(seen)
+            )));
+        }
     }
     let kept = filter(formats, repo, settings, manifest.components);
     let name = repo.name.as_str();
@@ -184,7 +287,12 @@ pub async fn replicate(
     done.report.instance = instance;
     done.report.repository = repo.name.to_string();
     let label = format!("replication of {source} from {} (instance {})", settings.url, done.report.instance);
-    bundle::apply(services, formats, repo, &label, &kept, &mut done.report).await?;
+    // The follower refuses every other writer (`hosted::check_writable`); its own run writes as
+    // the repository without its `replication` block.
+    let mut writer = repo.clone();
+    writer.settings.replication = None;
+    bundle::apply(services, formats, &writer, &label, &kept, &mut done.report).await?;
+    services.db.set_mark(&seen_mark, made).await?;
     m.replication_components.with_label_values(&[name, "held"]).set(i64::try_from(kept.len()).unwrap_or(0));
     if !done.report.changes.is_empty() {
         services.wake();

@@ -355,6 +355,23 @@ pub struct Replication {
     /// signed with; any valid signature without it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
+    /// Credentials on the source (HTTP Basic), for a repository it does not let anonymous
+    /// users read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub username: Option<String>,
+    /// The password as sent to the admin API: sealed before it is stored, never returned.
+    #[serde(default, skip_serializing)]
+    pub password: Option<String>,
+    /// The password sealed with `security.secret` (nonce, ciphertext): what is stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password_sealed: Option<(String, String)>,
+}
+
+impl Replication {
+    /// The key store name a repository's source password is sealed under.
+    pub fn password_key(repository: &str) -> String {
+        format!("replication/{repository}/password")
+    }
 }
 
 fn default_replication_every() -> u64 {

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use packyard_model::repos::{patched, GroupSettings, ProxySettings, RepoType, Repository, RepositorySpec};
+use packyard_model::repos::{patched, GroupSettings, ProxySettings, Replication, RepoType, Repository, RepositorySpec};
 use packyard_model::time::rfc3339_ms;
 use serde::Serialize;
 
@@ -74,7 +74,8 @@ impl From<Repository> for RepositoryView {
             group,
             policy: r.settings.policy,
             snapshots: r.settings.snapshots,
-            replication: r.settings.replication,
+            // Nor the sealed source password.
+            replication: r.settings.replication.map(|b| Box::new(Replication { password_sealed: None, ..*b })),
             version: r.version,
             created_at: rfc3339_ms(r.created_at),
             updated_at: rfc3339_ms(r.updated_at),
@@ -83,38 +84,50 @@ impl From<Repository> for RepositoryView {
     }
 }
 
-/// Seals a proxy's upstream password (sent in clear) with `security.secret` before it is
-/// stored; without a new password, an update keeps the one stored (`kept`).
-fn seal_proxy_password(
+/// Seals the passwords a definition carries in clear (a proxy's upstream one, a follower's
+/// source one) with `security.secret` before it is stored; without a new password, an update
+/// keeps the one stored in `before`.
+fn seal_passwords(
     services: &Services,
     name: &str,
     spec: &mut RepositorySpec,
-    kept: Option<(String, String)>,
+    before: Option<&Repository>,
 ) -> AdminResult<()> {
-    let Some(proxy) = spec.proxy.as_mut() else { return Ok(()) };
-    proxy.password_sealed = None;
-    match (proxy.username.as_deref(), proxy.password.take()) {
-        (None, Some(_)) => Err(AdminError::Invalid("proxy.password needs proxy.username".into())),
-        (Some(_), Some(password)) => {
-            let key = ProxySettings::password_key(name);
-            let sealed = services
-                .security
-                .keystore
-                .seal(&key, password.as_bytes())
-                .map_err(|e| AdminError::Internal(e.to_string()))?;
-            proxy.password_sealed = Some(sealed);
-            Ok(())
-        }
-        (Some(_), None) => {
-            proxy.password_sealed = kept;
-            Ok(())
-        }
-        (None, None) => Ok(()),
+    if let Some(proxy) = spec.proxy.as_mut() {
+        let kept = before.and_then(|r| r.settings.proxy.as_ref()).and_then(|p| p.password_sealed.clone());
+        let given = proxy.password.take();
+        let key = ProxySettings::password_key(name);
+        proxy.password_sealed = seal(services, ("proxy", &key), proxy.username.as_deref(), given, kept)?;
     }
+    if let Some(r) = spec.replication.as_mut() {
+        let kept = before.and_then(|b| b.settings.replication.as_ref()).and_then(|r| r.password_sealed.clone());
+        let given = r.password.take();
+        let key = packyard_model::repos::Replication::password_key(name);
+        r.password_sealed = seal(services, ("replication", &key), r.username.as_deref(), given, kept)?;
+    }
+    Ok(())
 }
 
-fn sealed_password(repo: &Repository) -> Option<(String, String)> {
-    repo.settings.proxy.as_ref().and_then(|p| p.password_sealed.clone())
+/// One block's sealed password: the one given, sealed under `key`, or the one `kept`.
+fn seal(
+    services: &Services,
+    (block, key): (&str, &str),
+    username: Option<&str>,
+    given: Option<String>,
+    kept: Option<(String, String)>,
+) -> AdminResult<Option<(String, String)>> {
+    match (username, given) {
+        (None, Some(_)) => Err(AdminError::Invalid(format!("{block}.password needs {block}.username"))),
+        (Some(_), Some(password)) => Ok(Some(
+            services
+                .security
+                .keystore
+                .seal(key, password.as_bytes())
+                .map_err(|e| AdminError::Internal(e.to_string()))?,
+        )),
+        (Some(_), None) => Ok(kept),
+        (None, None) => Ok(None),
+    }
 }
 
 pub async fn list(services: &Services, formats: &Registry) -> AdminResult<Vec<RepositoryView>> {
@@ -143,7 +156,7 @@ pub async fn create(
     mut spec: RepositorySpec,
 ) -> AdminResult<RepositoryView> {
     let name = spec.name.clone().unwrap_or_default();
-    seal_proxy_password(services, &name, &mut spec, None)?;
+    seal_passwords(services, &name, &mut spec, None)?;
     let repo = RepositoryService::new(&services.db, formats)
         .with_test_formats(services.config.debug.test_format)
         .create(spec)
@@ -169,7 +182,7 @@ pub async fn update(
 ) -> AdminResult<RepositoryView> {
     let service = RepositoryService::new(&services.db, formats);
     let before = service.get(name).await?;
-    seal_proxy_password(services, name, &mut spec, sealed_password(&before))?;
+    seal_passwords(services, name, &mut spec, Some(&before))?;
     let repo = service.update(name, spec).await?;
     updated(services, formats, actor, &before, repo).await
 }
@@ -188,7 +201,7 @@ pub async fn patch(
     let view =
         serde_json::to_value(RepositoryView::from(current.clone())).map_err(|e| AdminError::Internal(e.to_string()))?;
     let mut spec = patched(view, patch).map_err(RepoError::from)?;
-    seal_proxy_password(services, name, &mut spec, sealed_password(&current))?;
+    seal_passwords(services, name, &mut spec, Some(&current))?;
     let repo = service.apply(name, spec).await?;
     updated(services, formats, actor, &current, repo).await
 }

@@ -150,6 +150,33 @@ impl Db {
         rows.iter().map(|r| Ok((advisory(r)?, text(r, "name")?, text(r, "detail")?))).collect()
     }
 
+    /// The time (ms) a mark `name` holds (a periodic task's last run, a follower's last
+    /// catch-up), if it was ever set.
+    pub async fn mark_at(&self, name: &str) -> DbResult<Option<i64>> {
+        let get = sql!("maintenance.get_at", "SELECT done_at FROM maintenance WHERE name = $1");
+        let row = self.bound(get, (name,)).fetch_optional(self.pool()).await?;
+        Ok(row.map(|r| r.try_get("done_at")).transpose()?)
+    }
+
+    /// The marks whose names begin with `prefix`, with their times (ms).
+    pub async fn marks_under(&self, prefix: &str) -> DbResult<Vec<(String, i64)>> {
+        let list = sql!("maintenance.under", "SELECT name, done_at FROM maintenance WHERE name LIKE $1");
+        let rows = self.bound(list, (format!("{prefix}%"),)).fetch_all(self.pool()).await?;
+        rows.iter().map(|r| Ok((text(r, "name")?, r.try_get("done_at")?))).collect()
+    }
+
+    /// Sets mark `name` to `at` (ms).
+    pub async fn set_mark(&self, name: &str, at: i64) -> DbResult<()> {
+        let set = crate::upsert!(
+            "maintenance.set",
+            "INSERT INTO maintenance (name, done_at) VALUES ($1, $2)",
+            on "maintenance" ("name"),
+            set "done_at = NEW.done_at"
+        );
+        self.bound(set, (name, at)).execute(self.pool()).await?;
+        Ok(())
+    }
+
     /// Claims the periodic task `name` for `period_ms`: true for one caller per period across
     /// the installation (its row's time moves on), false for the others.
     pub async fn claim_periodic(&self, name: &str, period_ms: i64) -> DbResult<bool> {
