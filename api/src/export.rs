@@ -55,6 +55,39 @@ pub async fn serve(
             _ => return Err(ApiError::not_found(format!("no such export route: {rest}")).into()),
         },
     };
+    // The entity tag: what the manifest is made of (the repository's definition and its files,
+    // or the snapshot, which never changes), the same on every replica. A follower that took
+    // the manifest asks again with it and gets a 304 while nothing changed; a replica builds it
+    // once per change.
+    let made_of = match snapshot {
+        Some(s) => match services.db.repository_snapshot(repo.id, s).await? {
+            Some(found) => format!("snapshot {} {}", found.id, found.created_at),
+            None => return Err(ApiError::not_found(format!("repository {} has no snapshot {s:?}", repo.name)).into()),
+        },
+        None => format!("{:?}", services.db.assets_fingerprint(repo.id).await?),
+    };
+    let tag = {
+        use sha2::Digest as _;
+        let of = format!("{}\n{}\n{}\n{made_of}", packyard_core::bundle::VERSION, repo.id, repo.version);
+        format!("\"{}\"", hex::encode(&sha2::Sha256::digest(of.as_bytes())[..16]))
+    };
+    let answer = |status: actix_web::http::StatusCode, body: Option<bytes::Bytes>| {
+        let mut res = HttpResponse::build(status);
+        res.insert_header(("ETag", tag.as_str())).insert_header(("Cache-Control", "no-cache"));
+        match body {
+            Some(b) => res.content_type("application/json").body(b),
+            None => res.finish(),
+        }
+    };
+    let asked = req.headers().get(actix_web::http::header::IF_NONE_MATCH).and_then(|v| v.to_str().ok());
+    if asked.is_some_and(|a| a.split(',').any(|t| t.trim() == tag)) {
+        return Ok(answer(actix_web::http::StatusCode::NOT_MODIFIED, None));
+    }
+    let key = (repo.id, snapshot.map(str::to_string));
+    let cached = BUILT.lock().ok().and_then(|b| b.get(&key).filter(|(t, _)| *t == tag).map(|(_, body)| body.clone()));
+    if let Some(body) = cached {
+        return Ok(answer(actix_web::http::StatusCode::OK, Some(body)));
+    }
     let components = packyard_core::bundle::components_of(services, repo, snapshot).await.map_err(bundle_error)?;
     let none = std::collections::BTreeSet::new();
     let (_, text, sig) = packyard_core::bundle::signed_manifest(services, repo, (snapshot, components), (None, &none))
@@ -66,5 +99,18 @@ pub async fn serve(
         manifest: String::from_utf8(text).map_err(|e| ApiError::internal(e.to_string()))?,
         signature,
     };
-    Ok(HttpResponse::Ok().insert_header(("Cache-Control", "no-store")).json(body))
+    let body = bytes::Bytes::from(serde_json::to_vec(&body).map_err(|e| ApiError::internal(e.to_string()))?);
+    if let Ok(mut built) = BUILT.lock() {
+        if built.len() >= KEPT && !built.contains_key(&key) {
+            built.clear();
+        }
+        built.insert(key, (tag.clone(), body.clone()));
+    }
+    Ok(answer(actix_web::http::StatusCode::OK, Some(body)))
 }
+
+/// The manifests built last, by repository and snapshot: their entity tag and body.
+type Built = std::collections::HashMap<(i64, Option<String>), (String, bytes::Bytes)>;
+static BUILT: std::sync::LazyLock<std::sync::Mutex<Built>> = std::sync::LazyLock::new(Default::default);
+/// At most this many are kept (followed repositories are few).
+const KEPT: usize = 64;

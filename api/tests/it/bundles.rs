@@ -380,12 +380,35 @@ fn replication_on(backend: packyard_store::db::Backend) -> anyhow::Result<()> {
         assert!(text.contains("follows repository") && text.contains("takes no writes of its own"), "{text}");
         Ok(())
     };
+    // The source's manifest has an entity tag: the same while nothing changes (a follower's
+    // runs then get a 304 and do nothing), another after a change.
+    let manifest_at = a.url("/repository/debs/-/export/manifest");
+    let tag_now = || -> anyhow::Result<String> {
+        let r = ureq::get(&manifest_at).set("Authorization", &auth).call()?;
+        Ok(r.header("ETag").unwrap_or_default().to_string())
+    };
+    let tag = tag_now()?;
+    assert!(tag.starts_with('"') && tag.len() == 34, "{tag}");
+    assert_eq!(tag_now()?, tag);
+    let r = ureq::get(&manifest_at).set("Authorization", &auth).set("If-None-Match", &tag).call()?;
+    assert_eq!(r.status(), 304);
+    let statuses = |status: &str| -> anyhow::Result<u64> {
+        let metrics = ureq::get(&format!("{}/metrics", a.server.management)).call()?.into_string()?;
+        let name = format!(
+            "packyard_http_requests_total{{format=\"apt\",method=\"GET\",repository=\"debs\",status=\"{status}\"}}"
+        );
+        Ok(metrics.lines().find_map(|l| l.strip_prefix(&name)).and_then(|v| v.trim().parse().ok()).unwrap_or(0))
+    };
+    let before = statuses("304")?;
+    std::thread::sleep(std::time::Duration::from_millis(3500));
+    assert!(statuses("304")? >= before + 2, "the follower's runs are answered 304 while nothing changes");
     refused("POST", "/repository/mirror/", &other.deb)?;
     refused("DELETE", "/repository/mods/example.com/followed/@v/v1.0.0.zip", b"")?;
     assert_eq!(b.holds("mirror")?.len(), 2);
 
     // Uploads and deletes at the source.
     a.send("POST", "/repository/debs/", &hello("1.2").deb)?;
+    assert_ne!(tag_now()?, tag, "another tag after an upload");
     a.send("DELETE", &format!("/repository/debs/{}", tool.pool_path()), b"")?;
     a.send("PUT", "/repository/mods/example.com/followed/@v/v1.1.0.zip", &zip("v1.1.0")?)?;
     converges(&b, "mirror", &["hello 1.2"])?;

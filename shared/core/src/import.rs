@@ -281,12 +281,22 @@ impl Fetcher {
 
     /// A file as a stream of its bytes; `None` when the source has no such file (404).
     pub async fn open(&self, at: &Location) -> Result<Option<BoxStream<'static, Result<Bytes, String>>>, ImportError> {
+        Ok(match self.open_unless(at, None).await? {
+            Opened::Body(body, _) => Some(body),
+            Opened::Missing | Opened::Unchanged => None,
+        })
+    }
+
+    /// [`Fetcher::open`], unless a URL's file still has the entity tag `etag` (`If-None-Match`,
+    /// answered 304): the body with its `ETag`, if any.
+    pub async fn open_unless(&self, at: &Location, etag: Option<&str>) -> Result<Opened, ImportError> {
         match at {
             Location::Dir(path) => match tokio::fs::File::open(path).await {
-                Ok(f) => Ok(Some(
+                Ok(f) => Ok(Opened::Body(
                     tokio_util::io::ReaderStream::with_capacity(f, 256 * 1024).map_err(|e| e.to_string()).boxed(),
+                    None,
                 )),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Opened::Missing),
                 Err(e) => Err(ImportError::Source(format!("{}: {e}", path.display()))),
             },
             Location::Url(url) => {
@@ -294,6 +304,9 @@ impl Fetcher {
                     let mut request = self.client.client().get(url.clone());
                     if let Some(value) = header {
                         request = request.header(reqwest::header::AUTHORIZATION, value);
+                    }
+                    if let Some(tag) = etag {
+                        request = request.header(reqwest::header::IF_NONE_MATCH, tag);
                     }
                     async move {
                         request
@@ -314,27 +327,60 @@ impl Fetcher {
                     res = send(Some(header)).await?;
                 }
                 match res.status().as_u16() {
-                    200 => Ok(Some(res.bytes_stream().map_err(|e| e.to_string()).boxed())),
-                    404 | 410 => Ok(None),
+                    200 => {
+                        let tag =
+                            res.headers().get(reqwest::header::ETAG).and_then(|v| v.to_str().ok()).map(str::to_string);
+                        Ok(Opened::Body(res.bytes_stream().map_err(|e| e.to_string()).boxed(), tag))
+                    }
+                    304 if etag.is_some() => Ok(Opened::Unchanged),
+                    404 | 410 => Ok(Opened::Missing),
                     s => Err(refused(url, s, self.authorized())),
                 }
             }
         }
     }
 
+    /// A small file whole, with its `ETag`, unless it still has `etag` ([`Fetcher::open_unless`]):
+    /// `Ok(None)` when the source has none, `Some(None)` when it is unchanged.
+    pub async fn read_unless(
+        &self,
+        at: &Location,
+        etag: Option<&str>,
+    ) -> Result<Option<Option<(Bytes, Option<String>)>>, ImportError> {
+        match self.open_unless(at, etag).await? {
+            Opened::Missing => Ok(None),
+            Opened::Unchanged => Ok(Some(None)),
+            Opened::Body(body, tag) => Ok(Some(Some((read_whole(at, body).await?, tag)))),
+        }
+    }
+
     /// A small file whole (at most [`MAX_INDEX`] bytes); `None` when the source has none.
     pub async fn read(&self, at: &Location) -> Result<Option<Bytes>, ImportError> {
-        let Some(mut body) = self.open(at).await? else { return Ok(None) };
-        let mut out = Vec::new();
-        while let Some(chunk) = body.next().await {
-            let chunk = chunk.map_err(|e| ImportError::Source(format!("{at}: {e}")))?;
-            if (out.len() + chunk.len()) as u64 > MAX_INDEX {
-                return Err(ImportError::Source(format!("{at}: larger than {MAX_INDEX} bytes")));
-            }
-            out.extend_from_slice(&chunk);
-        }
-        Ok(Some(Bytes::from(out)))
+        let Some(body) = self.open(at).await? else { return Ok(None) };
+        Ok(Some(read_whole(at, body).await?))
     }
+}
+
+/// What [`Fetcher::open_unless`] found.
+pub enum Opened {
+    Missing,
+    /// 304: the entity tag asked about is still the file's.
+    Unchanged,
+    /// The body, and its `ETag` when the source sent one.
+    Body(BoxStream<'static, Result<Bytes, String>>, Option<String>),
+}
+
+/// A body whole, at most [`MAX_INDEX`] bytes.
+async fn read_whole(at: &Location, mut body: BoxStream<'static, Result<Bytes, String>>) -> Result<Bytes, ImportError> {
+    let mut out = Vec::new();
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.map_err(|e| ImportError::Source(format!("{at}: {e}")))?;
+        if (out.len() + chunk.len()) as u64 > MAX_INDEX {
+            return Err(ImportError::Source(format!("{at}: larger than {MAX_INDEX} bytes")));
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(Bytes::from(out))
 }
 
 /// A source's answer other than a file, as a message that says what to do.

@@ -44,6 +44,9 @@ pub struct Schedule {
     started: i64,
     tried: Mutex<HashMap<i64, i64>>,
     running: Mutex<HashSet<i64>>,
+    /// The source manifest's entity tag each follower last took in full, with the version of
+    /// the follower's definition then (other filters take the same manifest otherwise).
+    etags: Mutex<HashMap<i64, (i64, String)>>,
     /// When the marks were last read (ms), and each follower's last catch-up.
     caught_up: Mutex<(i64, HashMap<i64, i64>)>,
 }
@@ -54,6 +57,7 @@ impl Default for Schedule {
             started: packyard_store::db::now_ms(),
             tried: Mutex::default(),
             running: Mutex::default(),
+            etags: Mutex::default(),
             caught_up: Mutex::default(),
         }
     }
@@ -62,6 +66,11 @@ impl Default for Schedule {
 /// What one run did.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Replicated {
+    /// The source answered that its manifest is the one taken last (304): nothing to do.
+    pub unchanged: bool,
+    /// The manifest's entity tag, when the source sent one.
+    #[serde(skip)]
+    pub etag: Option<String>,
     pub listed: usize,
     pub blobs_fetched: usize,
     pub bytes_fetched: u64,
@@ -96,7 +105,8 @@ pub async fn run_due(services: &Services, formats: &'static Registry, schedule: 
         let period = i64::try_from(settings.every_secs).unwrap_or(60).saturating_mul(1000);
         let last = schedule.tried.lock().ok().and_then(|m| m.get(&repo.id).copied());
         let busy = schedule.running.lock().map(|r| r.contains(&repo.id)).unwrap_or(true);
-        if busy || last.is_some_and(|l| now - l < period) {
+        // (A tick's worth of slack: the ticks come a second apart, give or take.)
+        if busy || last.is_some_and(|l| now - l + 250 < period) {
             continue;
         }
         if let Ok(mut m) = schedule.tried.lock() {
@@ -117,7 +127,7 @@ pub async fn run_due(services: &Services, formats: &'static Registry, schedule: 
         started += 1;
         let (services, schedule) = (services.clone(), schedule.clone());
         tokio::spawn(async move {
-            if let Some(at) = run_one(&services, formats, &repo, &settings).await {
+            if let Some(at) = run_one(&services, formats, &schedule, &repo, &settings).await {
                 if let Ok(mut c) = schedule.caught_up.lock() {
                     c.1.insert(repo.id, at);
                 }
@@ -131,10 +141,26 @@ pub async fn run_due(services: &Services, formats: &'static Registry, schedule: 
 }
 
 /// One run, counted and logged; when it caught up, the time it did.
-async fn run_one(services: &Services, formats: &Registry, repo: &Repository, settings: &Replication) -> Option<i64> {
+async fn run_one(
+    services: &Services,
+    formats: &Registry,
+    schedule: &Schedule,
+    repo: &Repository,
+    settings: &Replication,
+) -> Option<i64> {
     let m = &services.metrics;
-    let run = tokio::time::timeout(RUN_LIMIT, replicate(services, formats, repo, settings)).await;
-    match run.unwrap_or_else(|_| Err(BundleError::Io(format!("the run took longer than {} s", RUN_LIMIT.as_secs())))) {
+    let taken = schedule.etags.lock().ok().and_then(|e| e.get(&repo.id).cloned());
+    let etag = taken.and_then(|(version, tag)| (version == repo.version).then_some(tag));
+    let run = tokio::time::timeout(RUN_LIMIT, replicate(services, formats, repo, settings, etag.as_deref())).await;
+    let outcome =
+        run.unwrap_or_else(|_| Err(BundleError::Io(format!("the run took longer than {} s", RUN_LIMIT.as_secs()))));
+    if let Ok(mut e) = schedule.etags.lock() {
+        match outcome.as_ref().ok().and_then(|d| d.etag.clone()) {
+            Some(tag) => e.insert(repo.id, (repo.version, tag)),
+            None => e.remove(&repo.id),
+        };
+    }
+    match outcome {
         Ok(done) => {
             let at = packyard_store::db::now_ms();
             if let Err(e) = services.db.set_mark(&format!("{CAUGHT_UP}{}", repo.id), at).await {
@@ -193,6 +219,7 @@ pub async fn replicate(
     formats: &Registry,
     repo: &Repository,
     settings: &Replication,
+    etag: Option<&str>,
 ) -> Result<Replicated, BundleError> {
     let source = settings.repository.clone().unwrap_or_else(|| repo.name.to_string());
     let root = Location::parse(&settings.url).map_err(|e| BundleError::Invalid(e.to_string()))?;
@@ -217,11 +244,15 @@ pub async fn replicate(
         None => format!("repository/{source}/-/export/manifest"),
     };
     let at = root.join(&manifest_at).map_err(|e| BundleError::Invalid(e.to_string()))?;
-    let body = fetcher
-        .read(&at)
+    let fetched = fetcher
+        .read_unless(&at, etag)
         .await
         .map_err(|e| BundleError::Io(e.to_string()))?
         .ok_or_else(|| BundleError::Invalid(format!("{at}: the source has no repository {source} to follow")))?;
+    // The manifest taken last, unchanged: so is what it lists.
+    let Some((body, tag)) = fetched else {
+        return Ok(Replicated { unchanged: true, etag: etag.map(str::to_string), ..Replicated::default() });
+    };
     let signed: SignedManifest = serde_json::from_slice(&body)
         .map_err(|e| BundleError::Invalid(format!("{at}: not a Packyard export manifest: {e}")))?;
     let sig = serde_json::to_vec(&signed.signature).map_err(|e| BundleError::Io(e.to_string()))?;
@@ -276,7 +307,7 @@ pub async fn replicate(
             missing.push(BundleBlob { sha256: sha, size });
         }
     }
-    let mut done = Replicated { listed: kept.len(), ..Replicated::default() };
+    let mut done = Replicated { listed: kept.len(), etag: tag, ..Replicated::default() };
     let fetched: Vec<u64> = futures_util::stream::iter(missing)
         .map(|b| fetch_blob(services, (&fetcher, &root, &source), name, b))
         .buffer_unordered(FETCHES)

@@ -217,6 +217,15 @@ impl Db {
         row.as_ref().map(SnapshotFile::read).transpose()
     }
 
+    /// What changes whenever a repository's catalogued files do: their count, the sum and
+    /// greatest of their ids (ids only grow) and their latest time (an asset replaced at its path
+    /// keeps its id and takes the time of the write). What an export's entity tag is made of.
+    pub async fn assets_fingerprint(&self, repository_id: i64) -> DbResult<[i64; 4]> {
+        let s = sql!("assets.fingerprint", "SELECT CAST(COUNT(*) AS BIGINT) AS n, CAST(COALESCE(SUM(id), 0) AS BIGINT) AS ids, CAST(COALESCE(MAX(id), 0) AS BIGINT) AS last, CAST(COALESCE(MAX(created_at), 0) AS BIGINT) AS latest FROM assets WHERE repository_id = $1");
+        let r = self.bound(s, (repository_id,)).fetch_one(self.pool()).await?;
+        Ok([r.try_get("n")?, r.try_get("ids")?, r.try_get("last")?, r.try_get("latest")?])
+    }
+
     /// The files of a snapshot that belong to components, by path.
     pub async fn repository_snapshot_assets(&self, snapshot_id: i64) -> DbResult<Vec<ListedAsset>> {
         let s = sql!("repository_snapshot_files.assets", "SELECT path, sha256, namespace, name, version FROM repository_snapshot_files WHERE snapshot_id = $1 AND name IS NOT NULL ORDER BY path");
