@@ -335,7 +335,7 @@ app_test!(scheduled_snapshots_and_their_retention);
 /// downloads the old version (hosted, and a proxy's snapshot after the upstream dropped the
 /// package and went offline), `go mod download …@latest` resolves as it was, the independent
 /// APK verifier accepts the old signed index with exactly its package, `conan install` takes
-/// the revision that was latest. On SQLite, PostgreSQL and MariaDB (Conan on SQLite).
+/// the revision that was latest. On SQLite, PostgreSQL and MariaDB.
 fn real_clients_on(backend: packyard_store::db::Backend) -> anyhow::Result<()> {
     use common::archive::{archive_files, Dist, Package, Upstream};
     use common::process::{admin_json, basic, status_of};
@@ -616,8 +616,6 @@ fn real_clients_on(backend: packyard_store::db::Backend) -> anyhow::Result<()> {
     assert_eq!(summary["packages"].as_array().map(Vec::len), Some(2), "back: both versions {summary}");
 
     // Conan: the revision that was latest.
-    if backend == packyard_store::db::Backend::Sqlite
-        && std::process::Command::new("conan").arg("--version").output().is_ok()
     {
         create(Repo::hosted("conans", Format::Conan).0)?;
         let home = tempfile::tempdir()?;

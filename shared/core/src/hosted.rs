@@ -822,6 +822,9 @@ pub async fn listed_components(db: &Db, rows: &[packyard_store::db::catalogue::C
         .collect())
 }
 
+/// Components a copy reads back and checks at once.
+const INSPECTIONS: usize = 4;
+
 /// Stores the `components` of `source` into `to` as the format's uploads: every file read back
 /// and checked as its upload would be, then one transaction; a move's `batch.keys` are removed
 /// from the source repository in it.
@@ -845,38 +848,62 @@ pub async fn copy_listed<H: Hosted>(
             (c.key, files)
         })
         .collect();
+    // Every file read back and checked as its upload would be, before the transaction; a few
+    // components at once (each inspection runs on a blocking thread). Every one runs to its
+    // end, so that what an inspection derived is known and discarded when another failed.
     let mut unchanged = 0;
-    // Every file read back and checked as its upload would be, before the transaction.
-    let mut items: Vec<CopyItem<H::Artifact>> = Vec::with_capacity(components.len());
-    let mut derived: Vec<StoredBlob> = Vec::new();
-    let inspected = async {
-        for c in components {
-            let mut own = Vec::new();
-            let mut files = Vec::new();
-            for a in &c.files {
-                let sha256 = Sha256Hex::parse(&a.sha256).map_err(|e| UploadError::Invalid(e.to_string()))?;
-                let size = u64::try_from(a.size).unwrap_or_default();
-                own.push((a.path.clone(), StoredBlob { sha256, size, created: false }));
-                files.push((a.path.clone(), a.sha256.trim().to_string()));
-            }
-            files.sort();
-            let remove = batch.moving && batch.keys.contains(&c.key);
-            if !remove && held.get(c.key.as_str()) == Some(&files) {
-                unchanged += 1;
-                continue;
-            }
-            let mut uploads = Vec::new();
-            let component = (c.key.as_str(), c.created_at);
-            for (target, stored) in format.copy_targets(services, to, component, &own).await? {
-                format.check_target(to, &target)?;
-                let i = format.inspect(services, to, &target, &stored).await?;
-                derived.extend(i.derived.iter().cloned());
-                uploads.push((i, stored));
-            }
-            items.push(CopyItem { key: c.key.clone(), remove, files, uploads });
+    let mut pending = Vec::with_capacity(components.len());
+    for (n, c) in components.iter().enumerate() {
+        let mut own = Vec::new();
+        let mut files = Vec::new();
+        for a in &c.files {
+            let sha256 = Sha256Hex::parse(&a.sha256).map_err(|e| UploadError::Invalid(e.to_string()))?;
+            let size = u64::try_from(a.size).unwrap_or_default();
+            own.push((a.path.clone(), StoredBlob { sha256, size, created: false }));
+            files.push((a.path.clone(), a.sha256.trim().to_string()));
         }
-        Ok::<_, UploadError>(())
-    };
+        files.sort();
+        let remove = batch.moving && batch.keys.contains(&c.key);
+        if !remove && held.get(c.key.as_str()) == Some(&files) {
+            unchanged += 1;
+            continue;
+        }
+        pending.push((n, own, files, remove));
+    }
+    let inspections: Vec<(Vec<StoredBlob>, Result<CopyItem<H::Artifact>, UploadError>)> =
+        futures_util::stream::iter(pending)
+            .map(|(n, own, files, remove)| async move {
+                // (By index: a borrowed item would not be general enough for the future to be `Send`.)
+                let c = &components[n];
+                let mut derived = Vec::new();
+                let mut uploads = Vec::new();
+                let component = (c.key.as_str(), c.created_at);
+                let run = async {
+                    for (target, stored) in format.copy_targets(services, to, component, &own).await? {
+                        format.check_target(to, &target)?;
+                        let i = format.inspect(services, to, &target, &stored).await?;
+                        derived.extend(i.derived.iter().cloned());
+                        uploads.push((i, stored));
+                    }
+                    Ok::<_, UploadError>(())
+                };
+                let done = run.await;
+                (derived, done.map(|()| CopyItem { key: c.key.clone(), remove, files, uploads }))
+            })
+            .buffered(INSPECTIONS)
+            .collect()
+            .await;
+    let mut items: Vec<CopyItem<H::Artifact>> = Vec::with_capacity(inspections.len());
+    let mut derived: Vec<StoredBlob> = Vec::new();
+    let mut failed = None;
+    for (made, item) in inspections {
+        derived.extend(made);
+        match item {
+            Ok(item) => items.push(item),
+            Err(e) => failed = failed.or(Some(e)),
+        }
+    }
+    let inspected = async { failed.map_or(Ok(()), Err) };
     let outcome = match inspected.await {
         Ok(()) => copy_transaction(format, services, (source, to), &items, batch.moving, actor).await,
         Err(e) => Err(e),
