@@ -822,6 +822,9 @@ pub async fn listed_components(db: &Db, rows: &[packyard_store::db::catalogue::C
         .collect())
 }
 
+/// One component read back for a copy: what its inspection derived, and the item or why not.
+type Inspection<A> = (Vec<StoredBlob>, Result<CopyItem<A>, UploadError>);
+
 /// Components a copy reads back and checks at once.
 const INSPECTIONS: usize = 4;
 
@@ -870,7 +873,7 @@ pub async fn copy_listed<H: Hosted>(
         }
         pending.push((n, own, files, remove));
     }
-    let inspections: Vec<(Vec<StoredBlob>, Result<CopyItem<H::Artifact>, UploadError>)> =
+    let inspections: Vec<Inspection<H::Artifact>> =
         futures_util::stream::iter(pending)
             .map(|(n, own, files, remove)| async move {
                 // (By index: a borrowed item would not be general enough for the future to be `Send`.)
