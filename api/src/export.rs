@@ -64,7 +64,11 @@ pub async fn serve(
             Some(found) => format!("snapshot {} {}", found.id, found.created_at),
             None => return Err(ApiError::not_found(format!("repository {} has no snapshot {s:?}", repo.name)).into()),
         },
-        None => format!("{:?}", services.db.assets_fingerprint(repo.id).await?),
+        None => format!(
+            "{} {:?}",
+            services.db.repository_generation(repo.id).await?,
+            services.db.assets_fingerprint(repo.id).await?
+        ),
     };
     let tag = {
         use sha2::Digest as _;
@@ -79,8 +83,10 @@ pub async fn serve(
             None => res.finish(),
         }
     };
+    // Compared weakly, as `If-None-Match` is (a proxy between may have weakened the tag).
     let asked = req.headers().get(actix_web::http::header::IF_NONE_MATCH).and_then(|v| v.to_str().ok());
-    if asked.is_some_and(|a| a.split(',').any(|t| t.trim() == tag)) {
+    let matches = |t: &str| t == "*" || t.strip_prefix("W/").unwrap_or(t) == tag;
+    if asked.is_some_and(|a| a.split(',').any(|t| matches(t.trim()))) {
         return Ok(answer(actix_web::http::StatusCode::NOT_MODIFIED, None));
     }
     let key = (repo.id, snapshot.map(str::to_string));
@@ -101,10 +107,13 @@ pub async fn serve(
     };
     let body = bytes::Bytes::from(serde_json::to_vec(&body).map_err(|e| ApiError::internal(e.to_string()))?);
     if let Ok(mut built) = BUILT.lock() {
-        if built.len() >= KEPT && !built.contains_key(&key) {
+        let held: usize = built.values().map(|(_, b)| b.len()).sum();
+        if (built.len() >= KEPT || held + body.len() > KEPT_BYTES) && !built.contains_key(&key) {
             built.clear();
         }
-        built.insert(key, (tag.clone(), body.clone()));
+        if body.len() <= KEPT_BYTES {
+            built.insert(key, (tag.clone(), body.clone()));
+        }
     }
     Ok(answer(actix_web::http::StatusCode::OK, Some(body)))
 }
@@ -112,5 +121,6 @@ pub async fn serve(
 /// The manifests built last, by repository and snapshot: their entity tag and body.
 type Built = std::collections::HashMap<(i64, Option<String>), (String, bytes::Bytes)>;
 static BUILT: std::sync::LazyLock<std::sync::Mutex<Built>> = std::sync::LazyLock::new(Default::default);
-/// At most this many are kept (followed repositories are few).
+/// At most this many are kept (followed repositories are few), of at most this many bytes.
 const KEPT: usize = 64;
+const KEPT_BYTES: usize = 128 << 20;

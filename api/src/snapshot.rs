@@ -89,7 +89,7 @@ pub async fn serve(
         Some(file) => file,
         None => match Box::pin(fill(services, repo, snapshot, &decoded)).await? {
             Some(file) => file,
-            None if repo.repo_type == RepoType::Hosted => return Err(missing().into()),
+            None if repo.repo_type != RepoType::Proxy => return Err(missing().into()),
             None => {
                 return Err(ApiError::not_found(format!(
                     "{decoded:?} is not in snapshot {} of repository {}, and no upstream has it now",
@@ -119,59 +119,34 @@ pub async fn serve(
 /// it, and only what clients install is copied (a proxy of a public archive lists far more
 /// than a site ever fetches). Only a file whose name fixes its bytes qualifies (the format's
 /// [`crate::route::Routes::snapshot_fill`], an immutable request): an index is what the
-/// snapshot holds. A group's snapshot asks its proxy members in order. A gated repository's
-/// snapshot fetches nothing: it holds what its policy let through.
+/// snapshot holds. Only a proxy's own snapshot: a group's holds what its members had fetched
+/// (its files are the group's, not an upstream's), and a repository that serves through a
+/// policy has no snapshot.
 async fn fill(
     services: &Services,
     repo: &Repository,
     snapshot: &RepositorySnapshot,
     path: &str,
 ) -> Result<Option<SnapshotFile>, FormatError> {
-    for member in upstreams(services, repo).await? {
-        let Some(Ok(request)) =
-            crate::formats::with_routes!(member.format, R => <R as crate::route::Routes>::snapshot_fill(&member, path))
-        else {
-            continue;
-        };
-        if request.freshness != Freshness::Immutable {
-            continue;
-        }
-        if let Outcome::Found(entry, _) = services.proxy.fetch(request).await? {
-            let Some(sha256) = entry.sha256 else { continue };
-            let file =
-                SnapshotFile { path: path.to_string(), sha256, size: entry.size, content_type: entry.content_type };
-            tracing::info!(repository = %repo.name, snapshot = %snapshot.name, path, "kept in the snapshot on first use");
-            return Ok(services.db.add_repository_snapshot_file(snapshot.id, &file).await?);
-        }
+    if repo.repo_type != RepoType::Proxy || repo.gate().is_some() || path.contains(['?', '#']) {
+        return Ok(None);
     }
-    Ok(None)
-}
-
-/// The proxies a snapshot of `repo` fetches through: the repository itself, or a group's proxy
-/// members depth first; none that serves through a policy.
-async fn upstreams(services: &Services, repo: &Repository) -> Result<Vec<Repository>, FormatError> {
-    let mut found = Vec::new();
-    let mut stack = vec![(repo.clone(), 0usize)];
-    let mut seen = std::collections::BTreeSet::new();
-    while let Some((r, depth)) = stack.pop() {
-        if !seen.insert(r.id) || depth > 8 || r.gate().is_some() || r.format != repo.format {
-            continue;
-        }
-        match r.repo_type {
-            RepoType::Proxy => found.push(r),
-            RepoType::Hosted => {}
-            RepoType::Group => {
-                let mut members = Vec::new();
-                for name in &r.members {
-                    if let Some(m) = services.db.repository_by_name(name).await? {
-                        members.push((m, depth + 1));
-                    }
-                }
-                stack.extend(members.into_iter().rev());
-            }
-        }
+    let Some(Ok(request)) =
+        crate::formats::with_routes!(repo.format, R => <R as crate::route::Routes>::snapshot_fill(repo, path))
+    else {
+        return Ok(None);
+    };
+    if request.freshness != Freshness::Immutable {
+        return Ok(None);
     }
-    Ok(found)
+    let Outcome::Found(entry, _) = services.proxy.fetch(request).await? else { return Ok(None) };
+    let Some(sha256) = entry.sha256 else { return Ok(None) };
+    let file = SnapshotFile { path: path.to_string(), sha256, size: entry.size, content_type: entry.content_type };
+    let kept = services.db.add_repository_snapshot_file(snapshot.id, &file).await?;
+    if kept.is_some() {
+        tracing::info!(repository = %repo.name, snapshot = %snapshot.name, path, "kept in the snapshot on first use");
+    }
+    Ok(kept)
 }
 
 #[cfg(test)]

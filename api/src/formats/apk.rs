@@ -107,13 +107,16 @@ impl Routes for Apk {
         Ok(Route::Form)
     }
 
-    /// A package (`<unit>/<name>-<version>.apk`, built once); an `APKINDEX.tar.gz` is what the
-    /// snapshot holds.
+    /// A package (`<branch>/<channel>/<arch>/<name>-<version>.apk`, built once) of an
+    /// architecture the proxy serves; an `APKINDEX.tar.gz` is what the snapshot holds.
     fn snapshot_fill(
         repo: &Repository,
         path: &str,
     ) -> Option<Result<packyard_core::proxy::FetchRequest, packyard_core::proxy::ProxyError>> {
-        path.ends_with(".apk").then(|| packyard_formats::apk::proxy_request(repo, path))
+        let [branch, channel, arch, file] = path.split('/').collect::<Vec<_>>()[..] else { return None };
+        let f = UnitFile::parse(branch, channel, arch, file).ok()?;
+        let served = ApkSettings::get(repo).architectures.contains(&f.unit.arch);
+        (served && f.file.ends_with(".apk")).then(|| packyard_formats::apk::proxy_request(repo, &f.path()))
     }
 }
 

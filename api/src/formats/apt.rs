@@ -132,14 +132,24 @@ impl Routes for Apt {
         Ok(Route::Upload)
     }
 
-    /// A package (`pool/…`) or an index by its SHA-256 (`…/by-hash/SHA256/<hex>`, checked
-    /// against its name): both name their bytes. The rest of `dists/` is what the snapshot holds.
+    /// A package (`pool/…`, as the proxy's route takes it) or an index of a mirrored
+    /// distribution by its SHA-256 (`dists/<dist>/…/by-hash/SHA256/<hex>`, checked against its
+    /// name): both name their bytes. The rest of `dists/` is what the snapshot holds, and nothing
+    /// else of the upstream's is served.
     fn snapshot_fill(
         repo: &packyard_model::repos::Repository,
         path: &str,
     ) -> Option<Result<packyard_core::proxy::FetchRequest, packyard_core::proxy::ProxyError>> {
-        (!path.starts_with("dists/") || path.contains("/by-hash/SHA256/"))
-            .then(|| packyard_formats::apt::proxy_request(repo, path))
+        if !clean_segments(path) || path.len() > MAX_PATH {
+            return None;
+        }
+        let by_hash = path.strip_prefix("dists/").and_then(|rest| {
+            let (dist, _) = rest.split_once('/')?;
+            let (_, hex) = rest.split_once("/by-hash/SHA256/")?;
+            let mirrored = AptSettings::get(repo).suites().iter().any(|s| *s == dist);
+            (mirrored && hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit())).then_some(())
+        });
+        (path.starts_with("pool/") || by_hash.is_some()).then(|| packyard_formats::apt::proxy_request(repo, path))
     }
 }
 

@@ -295,9 +295,7 @@ fn replication_on(backend: packyard_store::db::Backend) -> anyhow::Result<()> {
         &auth,
         Repo::hosted("debs", Format::Apt).with(archs.clone()).0,
     )?;
-    // Read by signed-in users only: its follower signs in.
-    let private = serde_json::json!({"anonymous_read": false});
-    common::process::create_repository(&a.server.public, &auth, Repo::hosted("mods", Format::Go).with(private).0)?;
+    common::process::create_repository(&a.server.public, &auth, Repo::hosted("mods", Format::Go).0)?;
     let hello = |v: &str| Package::new("hello", v, "amd64");
     let (hello_arm, tool, other) = (
         Package::new("hello", "1.1", "arm64"),
@@ -310,8 +308,6 @@ fn replication_on(backend: packyard_store::db::Backend) -> anyhow::Result<()> {
     let zip = |v: &str| packyard_codecs::go::testing::simple_module("example.com/followed", v, v, 100);
     a.send("PUT", "/repository/mods/example.com/followed/@v/v1.0.0.zip", &zip("v1.0.0")?)?;
     let old_mods = a.get("/repository/mods/-/export/manifest")?;
-    let (s, _) = status_of(ureq::get(&a.url("/repository/mods/-/export/manifest")).call())?;
-    assert_eq!(s, 401, "the source's mods is not for anonymous users");
     let source = a.server.public.clone();
     // Plain http: the follower checks the source's key (its fingerprint, as its manifest says).
     let signed: Value = serde_json::from_slice(&a.get("/repository/debs/-/export/manifest")?)?;
@@ -326,12 +322,17 @@ fn replication_on(backend: packyard_store::db::Backend) -> anyhow::Result<()> {
         Repo::hosted("mirror", Format::Apt).with(archs).with(follow).0,
     )?;
     let follow = serde_json::json!({"replication": {"url": a.server.public, "repository": "mods", "every_secs": 1,
-        "key": key, "username": "admin", "password": PW}});
+        "key": key}});
     common::process::create_repository(&b.server.public, &auth, Repo::hosted("mods", Format::Go).with(follow).0)?;
-    let shown = common::process::admin_json(&b.server.public, &auth, "GET", "/api/v1/repositories/mods", None)?;
-    assert_eq!(shown["replication"]["username"], "admin", "{shown}");
-    assert!(shown["replication"].get("password").is_none(), "{shown}");
-    assert!(shown["replication"].get("password_sealed").is_none(), "{shown}");
+    // A password over plain http would travel in clear: refused.
+    let clear = serde_json::json!({"replication": {"url": a.server.public, "repository": "mods", "key": key,
+        "username": "admin", "password": PW}});
+    let r = ureq::post(&b.url("/api/v1/repositories"))
+        .set("Authorization", &auth)
+        .send_json(Repo::hosted("in-clear", Format::Go).with(clear).0);
+    let (s, text) = status_of(r)?;
+    assert_eq!(s, 400, "{text}");
+    assert!(text.contains("over plain http would be sent in clear"), "{text}");
     // Another key than the source's: nothing is taken from it.
     let wrong = serde_json::json!({"replication": {"url": a.server.public, "repository": "debs", "every_secs": 1,
         "key": "0123456789abcdef0123456789abcdef"}});
@@ -474,7 +475,8 @@ fn replication_on(backend: packyard_store::db::Backend) -> anyhow::Result<()> {
     let astray = line("packyard_replication_runs_total{outcome=\"failed\",repository=\"astray\"}");
     assert!(astray.is_some_and(|l| !l.ends_with(" 0")), "{metrics}");
     let log = b.server.stderr.lock().map(|s| s.clone()).unwrap_or_default();
-    assert!(log.contains("its format settings place them elsewhere"), "{log}");
+    assert!(log.contains("its format settings place it elsewhere"), "{log}");
+    assert!(b.holds("astray")?.is_empty(), "nothing stored under other keys");
     let wrong = line("packyard_replication_runs_total{outcome=\"failed\",repository=\"wrong-key\"}");
     assert!(wrong.is_some_and(|l| !l.ends_with(" 0")), "{metrics}");
     assert!(b.holds("wrong-key")?.is_empty(), "nothing from a source signed by another key");

@@ -477,9 +477,19 @@ fn real_clients_on(backend: packyard_store::db::Backend) -> anyhow::Result<()> {
     assert_eq!(s, 404, "{text}");
     assert!(text.contains("is not in snapshot v1 of repository mirror, and no upstream has it now"), "{text}");
     // An index the snapshot does not hold is never fetched anew (the upstream's is newer).
+    // Nor anything the proxy itself does not serve (only `pool/` and by-hash indexes of a
+    // mirrored distribution are fetched on first use).
+    upstream.put("README", b"mutable".to_vec());
     upstream.forget_requests();
-    let r = ureq::get(&format!("{mirror_v1}/dists/stable/main/binary-i386/Packages")).call();
-    assert_eq!(status_of(r)?.0, 404);
+    for path in [
+        "dists/stable/main/binary-i386/Packages",
+        "README",
+        "dists/unstable/main/binary-amd64/by-hash/SHA256/0000000000000000000000000000000000000000000000000000000000000000",
+        "pool/main/x/x%3Fq=1.deb",
+    ] {
+        let r = ureq::get(&format!("{mirror_v1}/{path}")).call();
+        assert_eq!(status_of(r)?.0, 404, "{path}");
+    }
     assert_eq!(upstream.requests(), Vec::<String>::new(), "nothing asked of the upstream");
     upstream.remove(&extra.pool_path());
     upstream.set_offline(true);

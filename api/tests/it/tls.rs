@@ -411,3 +411,106 @@ fn the_management_port_over_https_and_the_redirect_listeners_edges() -> anyhow::
     assert_eq!(String::from_utf8_lossy(&out.stdout), "400");
     Ok(())
 }
+
+/// A follower of a source that anonymous users may not read (`replication.username` and
+/// `password`), over HTTPS (a password is refused over plain http): the password is sealed and
+/// never shown, the follower converges, and a definition pointed at another source drops it.
+#[test]
+fn a_follower_signs_in_to_its_source_over_https() -> anyhow::Result<()> {
+    let pki = Pki::new()?;
+    pki.issue("source", "2B02")?;
+    let (cert, key) = (pki.path("source.pem").display().to_string(), pki.path("source.key").display().to_string());
+    let ca = pki.path("ca.pem");
+    let dir = tempfile::tempdir()?;
+    let source = start(
+        dir.path(),
+        &[
+            ("PACKYARD_SECURITY__ADMIN_PASSWORD", PW),
+            ("PACKYARD_SERVER__TLS__CERTIFICATE", &cert),
+            ("PACKYARD_SERVER__TLS__PRIVATE_KEY", &key),
+        ],
+    )?;
+    source.wait_ready()?;
+    let port = source.public.rsplit(':').next().unwrap_or_default().to_string();
+    let https = format!("https://localhost:{port}");
+    let user = format!("admin:{PW}");
+    let (s, body, _) = curl(
+        &ca,
+        &[
+            "-u",
+            &user,
+            "-H",
+            "content-type: application/json",
+            "-d",
+            r#"{"name":"mods","format":"go","type":"hosted","anonymous_read":false}"#,
+            &format!("{https}/api/v1/repositories"),
+        ],
+    )?;
+    assert_eq!(s, 201, "{body}");
+    let zip = packyard_codecs::go::testing::simple_module("example.com/private", "v1.0.0", "v1.0.0", 100)?;
+    let zip_file = dir.path().join("v1.0.0.zip");
+    std::fs::write(&zip_file, &zip)?;
+    let put = format!("{https}/repository/mods/example.com/private/@v/v1.0.0.zip");
+    let (s, body, _) = curl(&ca, &["-u", &user, "-T", &zip_file.display().to_string(), &put])?;
+    assert!((200..300).contains(&s), "{s} {body}");
+    let (s, _, _) = curl(&ca, &[&format!("{https}/repository/mods/-/export/manifest")])?;
+    assert_eq!(s, 401, "not for anonymous users");
+
+    let far = tempfile::tempdir()?;
+    let cas = format!("[\"{}\"]", ca.display());
+    let follower = start(
+        far.path(),
+        &[
+            ("PACKYARD_SECURITY__ADMIN_PASSWORD", PW),
+            ("PACKYARD_PROXY__ALLOWED_NETWORKS", r#"["127.0.0.1/32"]"#),
+            ("PACKYARD_PROXY__CA_CERTIFICATES", &cas),
+        ],
+    )?;
+    follower.wait_ready()?;
+    let auth = common::process::basic(PW);
+    let follow = serde_json::json!({"replication": {"url": https, "repository": "mods", "every_secs": 1,
+        "username": "admin", "password": PW}});
+    common::process::create_repository(&follower.public, &auth, Repo::hosted("mods", Format::Go).with(follow).0)?;
+    let shown = common::process::admin_json(&follower.public, &auth, "GET", "/api/v1/repositories/mods", None)?;
+    assert_eq!(shown["replication"]["username"], "admin", "{shown}");
+    assert!(shown["replication"].get("password").is_none(), "{shown}");
+    assert!(shown["replication"].get("password_sealed").is_none(), "{shown}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let held = common::process::catalogue(&follower.public, &auth, "mods")?;
+        if held.contains("private v1.0.0") {
+            break;
+        }
+        anyhow::ensure!(Instant::now() < deadline, "the follower holds {held:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let got = ureq::get(&format!("{}/repository/mods/example.com/private/@v/v1.0.0.zip", follower.public))
+        .set("Authorization", &auth)
+        .call()?;
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut got.into_reader(), &mut bytes)?;
+    assert_eq!(bytes, zip, "the module's bytes");
+    // Pointed at another source without a new password, then back: the stored password was
+    // not taken along, so the source now refuses the follower (401, logged).
+    let patch = |url: &str| -> anyhow::Result<()> {
+        let r = ureq::request("PATCH", &format!("{}/api/v1/repositories/mods", follower.public))
+            .set("Authorization", &auth)
+            .set("content-type", "application/merge-patch+json")
+            .send_string(&serde_json::json!({"replication": {"url": url}}).to_string());
+        let (s, text) = common::process::status_of(r)?;
+        anyhow::ensure!(s == 200, "PATCH {url}: {s} {text}");
+        Ok(())
+    };
+    patch("https://elsewhere.example.org/")?;
+    patch(&https)?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let log = follower.stderr.lock().map(|s| s.clone()).unwrap_or_default();
+        if log.contains("answered 401") {
+            break;
+        }
+        anyhow::ensure!(Instant::now() < deadline, "no refusal logged:\n{log}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    Ok(())
+}

@@ -87,6 +87,11 @@ pub struct Manifest {
     /// components list that this bundle does not carry came with that one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub follows: Option<String>,
+    /// What the repository had been written when it was listed: a count that only grows (its
+    /// publication units' requested revisions; a snapshot's id), the same on every replica of
+    /// the source. A follower refuses a manifest whose generation is below the last it took.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<i64>,
     pub components: Vec<BundleComponent>,
     /// The blobs this bundle carries.
     pub blobs: Vec<BundleBlob>,
@@ -306,6 +311,10 @@ pub async fn signed_manifest(
             }
         }
     }
+    let generation = match snapshot {
+        Some(s) => services.db.repository_snapshot(repo.id, s).await?.map(|found| found.id),
+        None => Some(services.db.repository_generation(repo.id).await?),
+    };
     let key = instance_key(services).await?;
     let public = key.verifying_key();
     let manifest = Manifest {
@@ -319,6 +328,7 @@ pub async fn signed_manifest(
         },
         snapshot: snapshot.map(str::to_string),
         follows,
+        generation,
         components,
         blobs: blobs.iter().map(|(sha256, size)| BundleBlob { sha256: sha256.clone(), size: *size }).collect(),
     };
@@ -782,20 +792,6 @@ pub async fn apply(
     }
     // The components the source no longer has.
     let wanted: BTreeSet<&str> = components.iter().map(|c| c.key.as_str()).collect();
-    // A component stored under another key than the bundle's (the repository's format settings
-    // place it elsewhere: another APT component, say) would be deleted below as one the bundle
-    // does not list, and stored again by every run: refused, nothing deleted.
-    let now_held: BTreeSet<String> =
-        services.db.catalogue_components_named(repo.id).await?.into_iter().map(|c| c.component_key).collect();
-    let astray: Vec<&str> = wanted.iter().filter(|k| !now_held.contains(**k)).copied().collect();
-    if let Some(first) = astray.first() {
-        return Err(BundleError::Invalid(format!(
-            "{label}: {} of its components ({first}{}) are not held in repository {} under the key the source gives them: its format settings place them elsewhere; give it the source's settings",
-            astray.len(),
-            if astray.len() > 1 { ", …" } else { "" },
-            repo.name
-        )));
-    }
     let gone: Vec<String> =
         held.into_iter().map(|c| c.component_key).filter(|k| !wanted.contains(k.as_str())).collect();
     for batch in gone.chunks(BATCH) {
@@ -916,6 +912,7 @@ mod tests {
             },
             snapshot: None,
             follows: None,
+            generation: Some(1),
             components: Vec::new(),
             blobs: Vec::new(),
         };

@@ -873,29 +873,28 @@ pub async fn copy_listed<H: Hosted>(
         }
         pending.push((n, own, files, remove));
     }
-    let inspections: Vec<Inspection<H::Artifact>> =
-        futures_util::stream::iter(pending)
-            .map(|(n, own, files, remove)| async move {
-                // (By index: a borrowed item would not be general enough for the future to be `Send`.)
-                let c = &components[n];
-                let mut derived = Vec::new();
-                let mut uploads = Vec::new();
-                let component = (c.key.as_str(), c.created_at);
-                let run = async {
-                    for (target, stored) in format.copy_targets(services, to, component, &own).await? {
-                        format.check_target(to, &target)?;
-                        let i = format.inspect(services, to, &target, &stored).await?;
-                        derived.extend(i.derived.iter().cloned());
-                        uploads.push((i, stored));
-                    }
-                    Ok::<_, UploadError>(())
-                };
-                let done = run.await;
-                (derived, done.map(|()| CopyItem { key: c.key.clone(), remove, files, uploads }))
-            })
-            .buffered(INSPECTIONS)
-            .collect()
-            .await;
+    let inspections: Vec<Inspection<H::Artifact>> = futures_util::stream::iter(pending)
+        .map(|(n, own, files, remove)| async move {
+            // (By index: a borrowed item would not be general enough for the future to be `Send`.)
+            let c = &components[n];
+            let mut derived = Vec::new();
+            let mut uploads = Vec::new();
+            let component = (c.key.as_str(), c.created_at);
+            let run = async {
+                for (target, stored) in format.copy_targets(services, to, component, &own).await? {
+                    format.check_target(to, &target)?;
+                    let i = format.inspect(services, to, &target, &stored).await?;
+                    derived.extend(i.derived.iter().cloned());
+                    uploads.push((i, stored));
+                }
+                Ok::<_, UploadError>(())
+            };
+            let done = run.await;
+            (derived, done.map(|()| CopyItem { key: c.key.clone(), remove, files, uploads }))
+        })
+        .buffered(INSPECTIONS)
+        .collect()
+        .await;
     let mut items: Vec<CopyItem<H::Artifact>> = Vec::with_capacity(inspections.len());
     let mut derived: Vec<StoredBlob> = Vec::new();
     let mut failed = None;
@@ -966,6 +965,18 @@ async fn copy_transaction<H: Hosted>(
                     };
                     add(&mut units_to, units);
                     wrote = true;
+                }
+                // A bundle's component stored under another key than the bundle's (the target's
+                // format settings place it elsewhere: another APT component, say) would be
+                // deleted as one the bundle does not list, and stored again by every import:
+                // refused before anything is.
+                if let (true, CopySource::Bundle(bundle)) = (wrote, source) {
+                    if db.catalogue_files_of_key_in(&mut tx, to.id, &item.key).await?.is_empty() {
+                        return Err(TxError::Refused(UploadError::Invalid(format!(
+                            "{bundle}: {} would not be held in repository {} under the key the source gives it: its format settings place it elsewhere; give it the source's settings",
+                            item.key, to.name
+                        ))));
+                    }
                 }
                 if wrote {
                     report.copied += 1;

@@ -84,11 +84,15 @@ const CLAIMED: &str = "replication-run:";
 /// A run is given up after this long (a source that trickles its answer keeps no follower
 /// busy for ever; each read has `proxy.read_timeout_ms` besides).
 const RUN_LIMIT: std::time::Duration = std::time::Duration::from_secs(3600);
+/// A run holds its follower's lease this long, renewed every [`RENEW`] while it runs: a worker
+/// that died mid-run delays the next run by at most this.
+const LEASE_MS: i64 = 120_000;
+const RENEW: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// Starts a run of every following repository whose period has passed: one per period across
-/// the installation (whichever process claims it first, a run that outlasts its period not
-/// started again here), each in a task of its own so that a slow source holds up no other
-/// follower. Returns how many started here.
+/// Starts a run of every following repository whose period has passed since its last run
+/// ended: one at a time across the installation (whichever process takes its lease first; the
+/// lease is renewed while the run goes on), each in a task of its own so that a slow source
+/// holds up no other follower. Returns how many started here.
 pub async fn run_due(services: &Services, formats: &'static Registry, schedule: &Arc<Schedule>, now: i64) -> usize {
     let repos = match services.db.list_repositories().await {
         Ok(r) => r,
@@ -112,8 +116,10 @@ pub async fn run_due(services: &Services, formats: &'static Registry, schedule: 
         if let Ok(mut m) = schedule.tried.lock() {
             m.insert(repo.id, now);
         }
-        // Another process ran it this period (a little slack for the two clocks' ticks).
-        match services.db.claim_periodic(&format!("{CLAIMED}{}", repo.id), (period - 500).max(500)).await {
+        // Another process runs it, or ran it this period (a little slack for the ticks).
+        let lease = format!("{CLAIMED}{}", repo.id);
+        let at = packyard_store::db::now_ms();
+        match services.db.claim_lease(&lease, at + LEASE_MS, at - (period - 500).max(500)).await {
             Ok(true) => {}
             Ok(false) => continue,
             Err(e) => {
@@ -127,17 +133,47 @@ pub async fn run_due(services: &Services, formats: &'static Registry, schedule: 
         started += 1;
         let (services, schedule) = (services.clone(), schedule.clone());
         tokio::spawn(async move {
-            if let Some(at) = run_one(&services, formats, &schedule, &repo, &settings).await {
+            // Let go of however the task ends (a panic too): the follower runs again.
+            let _running = Running { schedule: schedule.clone(), repository: repo.id };
+            let renew = async {
+                loop {
+                    tokio::time::sleep(RENEW).await;
+                    let until = packyard_store::db::now_ms() + LEASE_MS;
+                    if let Err(e) = services.db.set_mark(&lease, until).await {
+                        tracing::warn!(repository = %repo.name, error = %e, "cannot renew the replication lease");
+                    }
+                }
+            };
+            let ran = tokio::select! {
+                ran = run_one(&services, formats, &schedule, &repo, &settings) => ran,
+                () = renew => None,
+            };
+            if let Some(at) = ran {
                 if let Ok(mut c) = schedule.caught_up.lock() {
                     c.1.insert(repo.id, at);
                 }
             }
-            if let Ok(mut r) = schedule.running.lock() {
-                r.remove(&repo.id);
+            // Released: the next run is a period after this one ended.
+            if let Err(e) = services.db.set_mark(&lease, packyard_store::db::now_ms()).await {
+                tracing::warn!(repository = %repo.name, error = %e, "cannot release the replication lease");
             }
         });
     }
     started
+}
+
+/// Marks a follower as running in this process until dropped.
+struct Running {
+    schedule: Arc<Schedule>,
+    repository: i64,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(mut r) = self.schedule.running.lock() {
+            r.remove(&self.repository);
+        }
+    }
 }
 
 /// One run, counted and logged; when it caught up, the time it did.
@@ -272,23 +308,23 @@ pub async fn replicate(
         )));
     }
     // A manifest older than the last one taken from this source is a replay (an attacker, or
-    // a stale cache between the two, answering with what was once signed): refused.
-    let made = packyard_model::time::parse_rfc3339(&manifest.created_at)
-        .ok_or_else(|| BundleError::Invalid(format!("{at}: its created_at {:?} is not a time", manifest.created_at)))?;
+    // a stale cache between the two, answering with what was once signed): refused. Older by
+    // its generation, which only grows and is the same on every replica of the source (its
+    // time is when a replica built it).
     let seen_mark = {
         let who = format!("{}\n{}\n{source}\n{}", settings.url, instance, settings.snapshot.as_deref().unwrap_or(""));
         let digest = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(who.as_bytes()));
         format!("replication-seen:{}:{}", repo.id, &digest[..16])
     };
-    if let Some(seen) = services.db.mark_at(&seen_mark).await? {
-        if made < seen {
+    if let (Some(generation), Some(seen)) = (manifest.generation, services.db.mark_at(&seen_mark).await?) {
+        if generation < seen {
             return Err(BundleError::Invalid(format!(
-                "{at} answered with a manifest made at {}, older than the one taken last ({}): a replay or a stale cache; refused",
-                manifest.created_at,
-                packyard_model::time::rfc3339_ms(seen)
+                "{at} answered with a manifest of generation {generation} (made at {}), older than the one taken last (generation {seen}): a replay or a stale cache; refused",
+                manifest.created_at
             )));
         }
     }
+    let generation = manifest.generation;
     let kept = filter(formats, repo, settings, manifest.components);
     let name = repo.name.as_str();
     let m = &services.metrics;
@@ -323,7 +359,9 @@ pub async fn replicate(
     let mut writer = repo.clone();
     writer.settings.replication = None;
     bundle::apply(services, formats, &writer, &label, &kept, &mut done.report).await?;
-    services.db.set_mark(&seen_mark, made).await?;
+    if let Some(generation) = generation {
+        services.db.raise_mark(&seen_mark, generation).await?;
+    }
     m.replication_components.with_label_values(&[name, "held"]).set(i64::try_from(kept.len()).unwrap_or(0));
     if !done.report.changes.is_empty() {
         services.wake();

@@ -392,6 +392,11 @@ impl Replication {
                 "`replication.url` is plain http: give `replication.key` (the source instance's fingerprint, which `packyard-api export` prints in its manifest's `instance`), or use https".into(),
             ));
         }
+        if self.url.starts_with("http://") && (self.password.is_some() || self.password_sealed.is_some()) {
+            return Err(InvalidRepository(
+                "`replication.password` over plain http would be sent in clear: use an https `replication.url`, or a source repository anonymous users may read".into(),
+            ));
+        }
         if !(1..=86_400).contains(&self.every_secs) {
             return Err(InvalidRepository(format!(
                 "`replication.every_secs` {} is not between 1 and 86400",

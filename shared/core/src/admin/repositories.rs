@@ -100,7 +100,12 @@ fn seal_passwords(
         proxy.password_sealed = seal(services, ("proxy", &key), proxy.username.as_deref(), given, kept)?;
     }
     if let Some(r) = spec.replication.as_mut() {
-        let kept = before.and_then(|b| b.settings.replication.as_ref()).and_then(|r| r.password_sealed.clone());
+        // Kept only for the same source and user: a definition pointed elsewhere does not take
+        // the password along to another server.
+        let kept = before
+            .and_then(|b| b.settings.replication.as_ref())
+            .filter(|b| b.url == r.url && b.username == r.username)
+            .and_then(|b| b.password_sealed.clone());
         let given = r.password.take();
         let key = packyard_model::repos::Replication::password_key(name);
         r.password_sealed = seal(services, ("replication", &key), r.username.as_deref(), given, kept)?;

@@ -177,6 +177,32 @@ impl Db {
         Ok(())
     }
 
+    /// Sets mark `name` to `at` unless it holds a later time already (a mark that only grows).
+    pub async fn raise_mark(&self, name: &str, at: i64) -> DbResult<()> {
+        let set = crate::upsert!(
+            "maintenance.raise",
+            "INSERT INTO maintenance (name, done_at) VALUES ($1, $2)",
+            on "maintenance" ("name"),
+            set "done_at = CASE WHEN NEW.done_at > OLD.done_at THEN NEW.done_at ELSE OLD.done_at END"
+        );
+        self.bound(set, (name, at)).execute(self.pool()).await?;
+        Ok(())
+    }
+
+    /// Takes the lease `name` until `until` (ms) when it was last released (or its lease ran
+    /// out) at or before `free_before`: true for one caller. [`Db::set_mark`] renews it (a later
+    /// `until`) and releases it (the time the work ended).
+    pub async fn claim_lease(&self, name: &str, until: i64, free_before: i64) -> DbResult<bool> {
+        let seed = crate::insert_or_ignore!(
+            "maintenance.lease_seed",
+            "INSERT INTO maintenance (name, done_at) VALUES ($1, $2)"
+        );
+        self.bound(seed, (name, 0_i64)).execute(self.pool()).await?;
+        let claim = sql!("maintenance.lease", "UPDATE maintenance SET done_at = $1 WHERE name = $2 AND done_at <= $3");
+        let done = self.bound(claim, (until, name, free_before)).execute(self.pool()).await?;
+        Ok(done.rows_affected() == 1)
+    }
+
     /// Claims the periodic task `name` for `period_ms`: true for one caller per period across
     /// the installation (its row's time moves on), false for the others.
     pub async fn claim_periodic(&self, name: &str, period_ms: i64) -> DbResult<bool> {

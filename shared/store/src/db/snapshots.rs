@@ -198,32 +198,49 @@ impl Db {
         snapshot_id: i64,
         file: &SnapshotFile,
     ) -> DbResult<Option<SnapshotFile>> {
-        let mut tx = self.begin().await?;
-        let add = insert_or_ignore!("repository_snapshot_files.fill", "INSERT INTO repository_snapshot_files (snapshot_id, path, sha256, size, content_type) SELECT s.id, $1, $2, $3, $4 FROM repository_snapshots s WHERE s.id = $5");
-        let binds = (file.path.as_str(), file.sha256.as_str(), file.size, file.content_type.as_str(), snapshot_id);
-        if self.bound(add, binds).execute(&mut *tx).await?.rows_affected() == 1 {
-            let count = sql!(
-                "repository_snapshots.count_one",
-                "UPDATE repository_snapshots SET files = files + 1, bytes = bytes + $1 WHERE id = $2"
+        super::retry_conflicts(|| async {
+            let mut tx = self.begin().await?;
+            // The snapshot's row first, locked: two fills of one snapshot take turns (rather than
+            // each holding a shared lock the other's count update waits for), and a deletion
+            // under way is waited out.
+            let lock = crate::for_update!("repository_snapshots.lock", "SELECT id FROM repository_snapshots WHERE id = $1");
+            if self.bound(lock, (snapshot_id,)).fetch_optional(&mut *tx).await?.is_none() {
+                return Ok(None);
+            }
+            let add = insert_or_ignore!("repository_snapshot_files.fill", "INSERT INTO repository_snapshot_files (snapshot_id, path, sha256, size, content_type) VALUES ($1, $2, $3, $4, $5)");
+            let binds = (snapshot_id, file.path.as_str(), file.sha256.as_str(), file.size, file.content_type.as_str());
+            if self.bound(add, binds).execute(&mut *tx).await?.rows_affected() == 1 {
+                let count = sql!(
+                    "repository_snapshots.count_one",
+                    "UPDATE repository_snapshots SET files = files + 1, bytes = bytes + $1 WHERE id = $2"
+                );
+                self.bound(count, (file.size, snapshot_id)).execute(&mut *tx).await?;
+            }
+            let one = sql!(
+                "repository_snapshot_files.one_in",
+                "SELECT path, sha256, size, content_type FROM repository_snapshot_files WHERE snapshot_id = $1 AND path = $2"
             );
-            self.bound(count, (file.size, snapshot_id)).execute(&mut *tx).await?;
-        }
-        let one = sql!(
-            "repository_snapshot_files.one_in",
-            "SELECT path, sha256, size, content_type FROM repository_snapshot_files WHERE snapshot_id = $1 AND path = $2"
-        );
-        let row = self.bound(one, (snapshot_id, file.path.as_str())).fetch_optional(&mut *tx).await?;
-        tx.commit().await?;
-        row.as_ref().map(SnapshotFile::read).transpose()
+            let row = self.bound(one, (snapshot_id, file.path.as_str())).fetch_optional(&mut *tx).await?;
+            tx.commit().await?;
+            row.as_ref().map(SnapshotFile::read).transpose()
+        })
+        .await
+    }
+
+    /// A count of the repository's writes that only grows: its publication units' requested
+    /// revisions (every write asks for one; a unit is never deleted but with its repository).
+    pub async fn repository_generation(&self, repository_id: i64) -> DbResult<i64> {
+        let s = sql!("publication_units.generation", "SELECT CAST(COALESCE(SUM(desired_revision), 0) AS BIGINT) AS g FROM publication_units WHERE repository_id = $1");
+        Ok(self.bound(s, (repository_id,)).fetch_one(self.pool()).await?.try_get("g")?)
     }
 
     /// What changes whenever a repository's catalogued files do: their count, the sum and
-    /// greatest of their ids (ids only grow) and their latest time (an asset replaced at its path
-    /// keeps its id and takes the time of the write). What an export's entity tag is made of.
-    pub async fn assets_fingerprint(&self, repository_id: i64) -> DbResult<[i64; 4]> {
-        let s = sql!("assets.fingerprint", "SELECT CAST(COUNT(*) AS BIGINT) AS n, CAST(COALESCE(SUM(id), 0) AS BIGINT) AS ids, CAST(COALESCE(MAX(id), 0) AS BIGINT) AS last, CAST(COALESCE(MAX(created_at), 0) AS BIGINT) AS latest FROM assets WHERE repository_id = $1");
+    /// greatest of their ids (ids only grow), their latest time and their bytes (an asset
+    /// replaced at its path keeps its id). What an export's entity tag is made of.
+    pub async fn assets_fingerprint(&self, repository_id: i64) -> DbResult<[i64; 5]> {
+        let s = sql!("assets.fingerprint", "SELECT CAST(COUNT(*) AS BIGINT) AS n, CAST(COALESCE(SUM(id), 0) AS BIGINT) AS ids, CAST(COALESCE(MAX(id), 0) AS BIGINT) AS last, CAST(COALESCE(MAX(created_at), 0) AS BIGINT) AS latest, CAST(COALESCE(SUM(size), 0) AS BIGINT) AS bytes FROM assets WHERE repository_id = $1");
         let r = self.bound(s, (repository_id,)).fetch_one(self.pool()).await?;
-        Ok([r.try_get("n")?, r.try_get("ids")?, r.try_get("last")?, r.try_get("latest")?])
+        Ok([r.try_get("n")?, r.try_get("ids")?, r.try_get("last")?, r.try_get("latest")?, r.try_get("bytes")?])
     }
 
     /// The files of a snapshot that belong to components, by path.
