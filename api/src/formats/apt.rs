@@ -146,7 +146,7 @@ impl Routes for Apt {
         let by_hash = path.strip_prefix("dists/").and_then(|rest| {
             let (dist, _) = rest.split_once('/')?;
             let (_, hex) = rest.split_once("/by-hash/SHA256/")?;
-            let mirrored = AptSettings::get(repo).suites().iter().any(|s| *s == dist);
+            let mirrored = AptSettings::get(repo).suites().contains(&dist);
             (mirrored && hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit())).then_some(())
         });
         (path.starts_with("pool/") || by_hash.is_some()).then(|| packyard_formats::apt::proxy_request(repo, path))
