@@ -55,9 +55,29 @@ async fn check(_admin: crate::auth::Admin, services: web::Data<Services>) -> Htt
         serde_json::json!({"healthy": r.is_ok(), "message": r.as_ref().err().cloned().unwrap_or_else(|| ok.to_string()),
             "error": null, "details": null, "time": packyard_store::db::now_ms(), "duration": 0, "timestamp": null})
     };
+    // Proxies taken offline (`proxy.offline`): healthy — it is a choice —, named.
+    let offline: Vec<String> = services
+        .db
+        .list_repositories()
+        .await
+        .map(|all| {
+            all.into_iter()
+                .filter(|r| r.settings.proxy.as_ref().is_some_and(|p| p.offline))
+                .map(|r| r.name.to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    let proxies = match offline.as_slice() {
+        [] => "No proxy is offline".to_string(),
+        names => format!(
+            "Offline (proxy.offline: no upstream traffic; cached files served, the rest 404): {}",
+            names.join(", ")
+        ),
+    };
     HttpResponse::Ok().json(serde_json::json!({
         "Database": item(&database, "The database answers, its migrations applied"),
         "Blob Stores": item(&blobs, "The blob store default is writable"),
+        "Proxy Repositories": item(&Ok(()), &proxies),
     }))
 }
 

@@ -361,7 +361,9 @@ fn repositories_document() -> serde_json::Value {
                     "metadata_ttl_secs": {"type": "integer", "default": 3600},
                     "negative_ttl_secs": {"type": "integer", "default": 300},
                     "username": {"type": "string", "description": "upstream HTTP Basic user"},
-                    "password": {"type": "string", "writeOnly": true, "description": "upstream password; sealed, never returned"}}},
+                    "password": {"type": "string", "writeOnly": true, "description": "upstream password; sealed, never returned"},
+                    "offline": {"type": "boolean", "default": false, "description": "no upstream traffic at all: cached files are served however old, the rest is a 404"},
+                    "max_stale_secs": {"type": "integer", "minimum": 0, "description": "how old a cached copy may be and still be served when the upstream fails (default: any); never an APT index past its Valid-Until"}}},
                 "Group": {"type": "object", "additionalProperties": false, "required": ["members"], "properties": {
                     "members": {"type": "array", "items": {"type": "string"}}}},
                 "SnapshotSchedule": {"type": "object", "additionalProperties": false,

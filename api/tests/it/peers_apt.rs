@@ -402,3 +402,99 @@ fn the_upstream_offline_after_a_first_fetch() -> anyhow::Result<()> {
     assert_eq!(s, 200);
     Ok(())
 }
+
+/// A proxy switched offline (`proxy.offline`) asks its upstream nothing — counted at the
+/// upstream — and serves what it cached, however old, to `apt-get update` and `download`; what
+/// it never fetched is a 404, counted; `/status/check` names it. Back online with the upstream
+/// down, a cached copy older than `proxy.max_stale_secs` is not served, a younger limit's is.
+fn offline_and_stale_limits_on(backend: packyard_store::db::Backend) -> anyhow::Result<()> {
+    let signer = Signer::generate("Fake upstream <fake@example.org>")?;
+    let (a, b) = (Package::new("alpha", "1.0", "amd64"), Package::new("beta", "1.0", "amd64"));
+    let (upstream, _) = upstream_with(&signer, || {
+        let dist = Dist {
+            name: "stable",
+            indexes: vec![("amd64", vec![&a, &b])],
+            by_hash: true,
+            forms: &["", ".xz"],
+            valid_until: None,
+        };
+        archive_files(&dist, &signer, None)
+    })?;
+    let env = [("PACKYARD_SECURITY__ADMIN_PASSWORD", PW), ("PACKYARD_PROXY__ALLOWED_NETWORKS", r#"["127.0.0.1/32"]"#)];
+    let Some((server, _dir)) = common::process::server_on(backend, &env)? else { return Ok(()) };
+    common::process::create_repository(
+        &server.public,
+        &basic(PW),
+        Repo::proxy("cut", Format::Apt, &upstream.url).with(serde_json::json!({
+            "apt": {"distributions": ["stable"], "architectures": ["amd64"]},
+            "proxy": {"metadata_ttl_secs": 1}})),
+    )?;
+    let key = signer.public_armored()?;
+    let root = apt_for(&server, "cut", key.as_bytes(), "amd64")?;
+    let (ok, text) = apt("apt-get", root.path(), "amd64", &["update"])?;
+    assert!(ok, "{text}");
+    let (ok, text) = apt("apt-get", root.path(), "amd64", &["download", "alpha"])?;
+    assert!(ok, "{text}");
+    let patch = |proxy: serde_json::Value| -> anyhow::Result<()> {
+        let r = ureq::request("PATCH", &format!("{}/api/v1/repositories/cut", server.public))
+            .set("Authorization", &basic(PW))
+            .set("content-type", "application/merge-patch+json")
+            .send_string(&serde_json::json!({ "proxy": proxy }).to_string());
+        let (s, text) = status_of(r)?;
+        anyhow::ensure!(s == 200, "PATCH: {s} {text}");
+        Ok(())
+    };
+
+    // Offline: the cached index is past its 1 s freshness and is served all the same.
+    patch(serde_json::json!({"offline": true}))?;
+    upstream.forget_requests();
+    std::thread::sleep(std::time::Duration::from_millis(1_500));
+    let fresh = apt_for(&server, "cut", key.as_bytes(), "amd64")?;
+    let (ok, text) = apt("apt-get", fresh.path(), "amd64", &["update"])?;
+    assert!(ok, "offline: {text}");
+    let (ok, text) = apt("apt-get", fresh.path(), "amd64", &["download", "alpha"])?;
+    assert!(ok, "offline, cached: {text}");
+    let (ok, text) = apt("apt-get", fresh.path(), "amd64", &["download", "beta"])?;
+    assert!(!ok && text.contains("404"), "offline, never fetched: {text}");
+    assert_eq!(upstream.requests(), Vec::<String>::new(), "not one upstream request while offline");
+    let metrics = ureq::get(&format!("{}/metrics", server.management)).call()?.into_string()?;
+    let misses = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("packyard_proxy_offline_misses_total{repository=\"cut\"} "))
+        .and_then(|v| v.parse::<u64>().ok());
+    assert!(misses.is_some_and(|n| n >= 1), "{misses:?}");
+    let check = common::process::admin_json(&server.public, &basic(PW), "GET", "/service/rest/v1/status/check", None)?;
+    let said = check["Proxy Repositories"]["message"].as_str().unwrap_or_default().to_string();
+    assert!(said.contains("proxy.offline") && said.contains("cut"), "{check}");
+    let log = server.stderr.lock().map(|s| s.clone()).unwrap_or_default();
+    assert!(log.contains("proxy is offline (proxy.offline)"), "the switch is logged");
+
+    // Online, the upstream down: a copy older than max_stale_secs is refused (502), one within
+    // a larger limit served, marked stale.
+    patch(serde_json::json!({"offline": false, "max_stale_secs": 1}))?;
+    upstream.set_offline(true);
+    std::thread::sleep(std::time::Duration::from_millis(1_500));
+    let release = format!("{}/repository/cut/dists/stable/InRelease", server.public);
+    let (s, text) = status_of(ureq::get(&release).call())?;
+    assert_eq!(s, 502, "older than max_stale_secs: {text}");
+    patch(serde_json::json!({"max_stale_secs": 3600}))?;
+    let r = ureq::get(&release).call()?;
+    assert_eq!(r.header("X-Packyard-Cache"), Some("stale"));
+    assert_eq!(r.status(), 200);
+    Ok(())
+}
+
+#[test]
+fn offline_and_stale_limits_on_sqlite() -> anyhow::Result<()> {
+    offline_and_stale_limits_on(packyard_store::db::Backend::Sqlite)
+}
+
+#[test]
+fn offline_and_stale_limits_on_postgres() -> anyhow::Result<()> {
+    offline_and_stale_limits_on(packyard_store::db::Backend::Postgres)
+}
+
+#[test]
+fn offline_and_stale_limits_on_mariadb() -> anyhow::Result<()> {
+    offline_and_stale_limits_on(packyard_store::db::Backend::MySql)
+}

@@ -188,6 +188,14 @@ pub struct ProxySettings {
     /// The password sealed with `security.secret` (nonce, ciphertext): what is stored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub password_sealed: Option<(String, String)>,
+    /// No upstream traffic at all: what was cached is served (however old), the rest is a 404.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub offline: bool,
+    /// How old a cached copy may be and still be served when the upstream fails (seconds since
+    /// it was fetched or last confirmed); without it, any. Never an APT index past its
+    /// `Valid-Until`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_stale_secs: Option<u64>,
 }
 
 impl ProxySettings {

@@ -23,6 +23,7 @@ pub struct Metrics {
     pub publication_duration_seconds: Histogram,
     pub publications_total: IntCounterVec,
     pub proxy_upstream_requests_total: IntCounterVec,
+    pub proxy_offline_misses_total: IntCounterVec,
     pub proxy_stale_served_total: IntCounterVec,
     pub group_member_failures_total: IntCounterVec,
     pub publication_refused_total: IntCounterVec,
@@ -108,7 +109,14 @@ impl Metrics {
         let proxy_stale_served_total = IntCounterVec::new(
             Opts::new(
                 "packyard_proxy_stale_served_total",
-                "Cached copies served because the upstream failed (stale-if-error), by repository",
+                "Cached copies served without asking the upstream: because it failed (stale-if-error) or because the proxy is offline (proxy.offline), by repository",
+            ),
+            &["repository"],
+        )?;
+        let proxy_offline_misses_total = IntCounterVec::new(
+            Opts::new(
+                "packyard_proxy_offline_misses_total",
+                "Requests an offline proxy (proxy.offline) answered 404 because it had no copy, by repository",
             ),
             &["repository"],
         )?;
@@ -266,6 +274,7 @@ impl Metrics {
         registry.register(Box::new(process_open_fds.clone()))?;
         registry.register(Box::new(proxy_upstream_requests_total.clone()))?;
         registry.register(Box::new(proxy_stale_served_total.clone()))?;
+        registry.register(Box::new(proxy_offline_misses_total.clone()))?;
         registry.register(Box::new(group_member_failures_total.clone()))?;
         registry.register(Box::new(publication_refused_total.clone()))?;
         registry.register(Box::new(replication_lag_seconds.clone()))?;
@@ -292,6 +301,7 @@ impl Metrics {
             publications_total,
             proxy_upstream_requests_total,
             proxy_stale_served_total,
+            proxy_offline_misses_total,
             group_member_failures_total,
             publication_refused_total,
             replication_lag_seconds,

@@ -219,6 +219,13 @@ async fn updated(
     repo: Repository,
 ) -> AdminResult<RepositoryView> {
     tracing::info!(repository = %repo.name, version = repo.version, "repository updated");
+    let offline = |r: &Repository| r.settings.proxy.as_ref().is_some_and(|p| p.offline);
+    match (offline(before), offline(&repo)) {
+        (false, true) => tracing::warn!(repository = %repo.name,
+            "proxy is offline (proxy.offline): no upstream traffic; cached files are served, the rest is a 404"),
+        (true, false) => tracing::info!(repository = %repo.name, "proxy is online again"),
+        _ => {}
+    }
     services.changed(Changed::Repositories);
     // Formats that publish snapshots publish one now (a renamed distribution's packages follow).
     if formats.get(repo.format).settings_changed(services, Some(before), &repo).await? > 0 {

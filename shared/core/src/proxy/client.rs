@@ -249,6 +249,9 @@ impl Proxy {
                 return Ok(answer(e.clone(), CacheState::Hit));
             }
         }
+        if req.settings.offline {
+            return Ok(self.offline(&req, cached));
+        }
         self.count_cache("miss");
         let remote_url = req.settings.remote_url.clone();
         let outcome = self.fetch_upstream(key.clone(), req, cached).await;
@@ -262,6 +265,26 @@ impl Proxy {
             }
         }
         outcome
+    }
+
+    /// A proxy taken offline (`proxy.offline`) asks its upstream nothing: a copy it cached is
+    /// served however old (counted as stale), the rest is not there.
+    fn offline(&self, req: &FetchRequest, cached: Option<ProxyEntry>) -> Outcome {
+        match cached {
+            Some(e) if !e.is_negative() => {
+                self.count_cache("hit");
+                self.inner.metrics.proxy_stale_served_total.with_label_values(&[&req.repository]).inc();
+                Outcome::Found(e, CacheState::Stale)
+            }
+            Some(e) => answer(e, CacheState::Hit),
+            None => {
+                self.count_cache("miss");
+                self.inner.metrics.proxy_offline_misses_total.with_label_values(&[&req.repository]).inc();
+                tracing::info!(repository = %req.repository, path = %req.path,
+                    "proxy is offline (proxy.offline): not cached, not asked of the upstream");
+                Outcome::Missing(404, CacheState::Miss)
+            }
+        }
     }
 
     /// The copy of `key` fetched from `remote_url` this process keeps in memory, if any.
@@ -387,7 +410,7 @@ impl Proxy {
                 let err = classify(&e, &url, &Attempt { via: via.as_ref(), started, timeouts: self.inner.timeouts });
                 tracing::warn!(repository = %req.repository, path = %req.path, error = %err, "upstream fetch failed");
                 self.count_upstream(&req.repository, error_label(&err));
-                return self.fall_back(&req, stale, err);
+                return self.fall_back(&req, stale, err).await;
             }
         };
         let status = response.status().as_u16();
@@ -408,7 +431,7 @@ impl Proxy {
                 Err(e @ (ProxyError::Internal(_) | ProxyError::Unavailable(_))) => Err(e),
                 Err(e) => {
                     self.count_upstream(&req.repository, error_label(&e));
-                    self.fall_back(&req, stale, e)
+                    self.fall_back(&req, stale, e).await
                 }
             },
             304 if stale.is_some() => {
@@ -456,7 +479,7 @@ impl Proxy {
                 self.count_upstream(&req.repository, "error");
                 let message = format!("upstream {} answered {s} for /{}", redact(&url), req.path);
                 let err = if s >= 500 { ProxyError::Failing(message) } else { ProxyError::Status(message) };
-                self.fall_back(&req, stale, err)
+                self.fall_back(&req, stale, err).await
             }
         }
     }
@@ -477,8 +500,29 @@ impl Proxy {
         }
     }
 
-    /// Stale-if-error: the cached copy when there is one, else the error.
-    fn fall_back(&self, req: &FetchRequest, stale: Option<ProxyEntry>, err: ProxyError) -> Result<Outcome, ProxyError> {
+    /// Stale-if-error: the cached copy when there is one — no older than `proxy.max_stale_secs`
+    /// and, for an index with an expiry (APT's `Valid-Until`), not past it —, else the error.
+    async fn fall_back(
+        &self,
+        req: &FetchRequest,
+        stale: Option<ProxyEntry>,
+        err: ProxyError,
+    ) -> Result<Outcome, ProxyError> {
+        let age = |e: &ProxyEntry| now_ms().saturating_sub(e.fetched_at);
+        let limit = req.settings.max_stale_secs.map(|s| i64::try_from(s.saturating_mul(1000)).unwrap_or(i64::MAX));
+        let stale = match stale {
+            Some(e) if limit.is_some_and(|l| age(&e) > l) => {
+                tracing::warn!(repository = %req.repository, path = %req.path, age_secs = age(&e) / 1000,
+                    "upstream failed; the cached copy is older than proxy.max_stale_secs, not served");
+                None
+            }
+            Some(e) if self.expired(req, &e).await => {
+                tracing::warn!(repository = %req.repository, path = %req.path,
+                    "upstream failed; the cached copy is past its Valid-Until, not served");
+                None
+            }
+            other => other,
+        };
         match stale {
             Some(entry) if !matches!(err, ProxyError::Blocked(_)) => {
                 tracing::warn!(repository = %req.repository, path = %req.path, error = %err, "upstream failed; serving the cached copy");
