@@ -10,7 +10,9 @@
 //! - Concurrent misses for one path in one process make one upstream request (single-flight);
 //!   the fetch runs on its own task, so a client that hangs up does not cancel it.
 //! - When the upstream fails and a copy is cached, the copy is served (stale-if-error) and
-//!   counted in `packyard_proxy_stale_served_total`.
+//!   counted in `packyard_proxy_stale_served_total` — unless it is stale for longer than
+//!   `proxy.max_stale_secs` or past its expiry (APT's `Valid-Until`). A proxy with
+//!   `proxy.offline` asks its upstream nothing: its cache however old, else "not there".
 //! - Outbound requests have connect and read timeouts and a per-process bound on fetches in
 //!   flight; host names resolving to loopback, private or link-local addresses are refused
 //!   unless `proxy.allow_private_addresses` or inside `proxy.allowed_networks` (checked at

@@ -191,9 +191,8 @@ pub struct ProxySettings {
     /// No upstream traffic at all: what was cached is served (however old), the rest is a 404.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub offline: bool,
-    /// How old a cached copy may be and still be served when the upstream fails (seconds since
-    /// it was fetched or last confirmed); without it, any. Never an APT index past its
-    /// `Valid-Until`.
+    /// How long past its freshness (`metadata_ttl_secs`) a cached copy may still be served when
+    /// the upstream fails; without it, however long. Never an APT index past its `Valid-Until`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_stale_secs: Option<u64>,
 }

@@ -167,6 +167,10 @@ pub async fn create(
         .create(spec)
         .await?;
     tracing::info!(repository = %repo.name, format = %repo.format, kind = %repo.repo_type, "repository created");
+    if repo.settings.proxy.as_ref().is_some_and(|p| p.offline) {
+        tracing::warn!(repository = %repo.name,
+            "proxy is offline (proxy.offline): no upstream traffic; cached files are served, the rest is a 404");
+    }
     services.changed(Changed::Repositories);
     // Formats that publish snapshots publish one now (an empty repository gets signed indexes too).
     if formats.get(repo.format).settings_changed(services, None, &repo).await? > 0 {

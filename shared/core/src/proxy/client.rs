@@ -162,7 +162,7 @@ impl Proxy {
             return Ok(Outcome::Found(entry, state));
         }
         // The cached copy may be the stale side (fetched before the root moved on): ask again.
-        let (entry, state) = if state == CacheState::Hit {
+        let (entry, state) = if state == CacheState::Hit && !req.settings.offline {
             self.inner.db.expire_proxy_entries(req.repository_id, &req.path, "").await.map_err(unavailable)?;
             match self.fetch_unboxed(req.clone()).await? {
                 Outcome::Found(e, s) if matches(&e) => return Ok(Outcome::Found(e, s)),
@@ -196,6 +196,10 @@ impl Proxy {
             if let Ok(Outcome::Found(e, s)) = self.fetch_unboxed(by).await {
                 return Ok(Outcome::Found(ProxyEntry { path: entry.path.clone(), ..other(e) }, s));
             }
+        }
+        // Offline, no retry can read another generation: the listed bytes are not here.
+        if req.settings.offline {
+            return Ok(Outcome::Missing(404, CacheState::Miss));
         }
         for stale in [listed.root.as_str(), req.path.as_str()] {
             self.inner.db.expire_proxy_entries(req.repository_id, stale, "").await.map_err(unavailable)?;
@@ -508,12 +512,18 @@ impl Proxy {
         stale: Option<ProxyEntry>,
         err: ProxyError,
     ) -> Result<Outcome, ProxyError> {
-        let age = |e: &ProxyEntry| now_ms().saturating_sub(e.fetched_at);
-        let limit = req.settings.max_stale_secs.map(|s| i64::try_from(s.saturating_mul(1000)).unwrap_or(i64::MAX));
+        // How long past its freshness (`metadata_ttl_secs`) the copy is; an entry marked for
+        // revalidation (its time set to 0 when its index root moved on) has no known age.
+        let ms = |s: u64| i64::try_from(s.saturating_mul(1000)).unwrap_or(i64::MAX);
+        let past = |e: &ProxyEntry| {
+            (e.fetched_at > 0).then(|| now_ms().saturating_sub(e.fetched_at) - ms(req.settings.metadata_ttl_secs))
+        };
+        let limit = req.settings.max_stale_secs.map(ms);
         let stale = match stale {
-            Some(e) if limit.is_some_and(|l| age(&e) > l) => {
-                tracing::warn!(repository = %req.repository, path = %req.path, age_secs = age(&e) / 1000,
-                    "upstream failed; the cached copy is older than proxy.max_stale_secs, not served");
+            Some(e) if limit.is_some_and(|l| past(&e).is_some_and(|p| p > l)) => {
+                tracing::warn!(repository = %req.repository, path = %req.path,
+                    past_freshness_secs = past(&e).unwrap_or_default() / 1000,
+                    "upstream failed; the cached copy is stale for longer than proxy.max_stale_secs, not served");
                 None
             }
             Some(e) if self.expired(req, &e).await => {
