@@ -135,8 +135,9 @@ pub(crate) fn read(spec: &dyn FormatSpec, repo_type: RepoType, body: &Map<String
             }
         }
         let client = body.get("httpClient").filter(|v| !v.is_null());
+        // Nexus's "block outbound connections": Packyard's `proxy.offline`.
         if client.and_then(|c| c.get("blocked")).and_then(Value::as_bool) == Some(true) {
-            return Err(invalid("httpClient.blocked: Packyard does not block a proxy's upstream; delete the repository or leave blocked false"));
+            p.insert("offline".into(), json!(true));
         }
         match client.and_then(|c| c.get("authentication")).filter(|v| !v.is_null()) {
             Some(auth) => {
@@ -398,7 +399,7 @@ async fn shown(services: &Services, base: &str, name: &str) -> Result<Value> {
         };
         out.insert(
             "httpClient".into(),
-            json!({"blocked": false, "autoBlock": false, "connection": null, "authentication": authentication}),
+            json!({"blocked": p.offline, "autoBlock": false, "connection": null, "authentication": authentication}),
         );
         out.insert("routingRuleName".into(), Value::Null);
         out.insert("replication".into(), Value::Null);

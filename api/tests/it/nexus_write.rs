@@ -575,6 +575,19 @@ async fn repositories_in_nexus_shapes(app: common::app::TestApp) -> anyhow::Resu
     assert_eq!(r.json["group"], serde_json::json!({"memberNames": ["go-hosted", "go-proxy"]}), "{}", r.text);
     let r = app.call(get("repositories/conan/proxy/conan-proxy")).await?;
     assert_eq!(r.json["conanProxy"], serde_json::json!({"conanVersion": "V2"}), "{}", r.text);
+    // Nexus's "block outbound connections" is `proxy.offline`.
+    let mut blocked = proxy_fields("https://proxy.golang.org");
+    blocked["httpClient"]["blocked"] = serde_json::json!(true);
+    let r = app.call(post("repositories/go/proxy", nexus_body("go-blocked", blocked))).await?;
+    assert_eq!(r.status.as_u16(), 201, "{}", r.text);
+    let r = app.call(get("repositories/go/proxy/go-blocked")).await?;
+    assert_eq!(r.json["httpClient"]["blocked"], true, "{}", r.text);
+    let own = app.call(TestRequest::get().uri("/api/v1/repositories/go-blocked")).await?;
+    assert_eq!(own.json["proxy"]["offline"], true, "{}", own.text);
+    let r = app.call(get("repositories/go/proxy/go-proxy")).await?;
+    assert_eq!(r.json["httpClient"]["blocked"], false, "{}", r.text);
+    let gone = app.call(TestRequest::delete().uri("/api/v1/repositories/go-blocked")).await?;
+    assert_eq!(gone.status.as_u16(), 204, "{}", gone.text);
     let r = app.call(get("repositories/go/proxy/apt-proxy")).await?;
     assert_eq!(r.status.as_u16(), 404, "another format's repository is not found under go/proxy");
     assert_eq!(r.json, serde_json::json!({"id": "*", "message": "Repository not found"}));
