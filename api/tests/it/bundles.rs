@@ -447,8 +447,19 @@ fn replication_on(backend: packyard_store::db::Backend) -> anyhow::Result<()> {
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
     assert!(fake.requests().iter().any(|p| p.ends_with("/manifest")), "{:?}", fake.requests());
-    let log = b.server.stderr.lock().map(|s| s.clone()).unwrap_or_default();
-    assert!(log.contains("older than the one taken last"), "the refusal is logged:\n{log}");
+    // (The log line may reach the captured output a moment after the metric moved.)
+    let logged = |b: &Instance, what: &str| -> anyhow::Result<()> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+        loop {
+            let log = b.server.stderr.lock().map(|s| s.clone()).unwrap_or_default();
+            if log.contains(what) {
+                return Ok(());
+            }
+            anyhow::ensure!(std::time::Instant::now() < deadline, "not logged: {what}\n{log}");
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    };
+    logged(&b, "older than the one taken last")?;
     assert_eq!(
         b.holds("replayed")?,
         ["followed v1.0.0", "followed v1.1.0"].into_iter().map(String::from).collect(),
@@ -474,8 +485,7 @@ fn replication_on(backend: packyard_store::db::Backend) -> anyhow::Result<()> {
     assert!(failed.is_some_and(|l| !l.ends_with(" 0")), "{metrics}");
     let astray = line("packyard_replication_runs_total{outcome=\"failed\",repository=\"astray\"}");
     assert!(astray.is_some_and(|l| !l.ends_with(" 0")), "{metrics}");
-    let log = b.server.stderr.lock().map(|s| s.clone()).unwrap_or_default();
-    assert!(log.contains("its format settings place it elsewhere"), "{log}");
+    logged(&b, "its format settings place it elsewhere")?;
     assert!(b.holds("astray")?.is_empty(), "nothing stored under other keys");
     let wrong = line("packyard_replication_runs_total{outcome=\"failed\",repository=\"wrong-key\"}");
     assert!(wrong.is_some_and(|l| !l.ends_with(" 0")), "{metrics}");

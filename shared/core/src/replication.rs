@@ -212,9 +212,9 @@ async fn run_one(
             Some(at)
         }
         Err(e) => {
-            m.replication_runs_total.with_label_values(&[repo.name.as_str(), "failed"]).inc();
             tracing::warn!(repository = %repo.name, source = %settings.url, error = %e,
                 "replication failed; trying again in {} s", settings.every_secs);
+            m.replication_runs_total.with_label_values(&[repo.name.as_str(), "failed"]).inc();
             None
         }
     }
