@@ -66,8 +66,6 @@ impl Default for Schedule {
 /// What one run did.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Replicated {
-    /// The source answered that its manifest is the one taken last (304): nothing to do.
-    pub unchanged: bool,
     /// The manifest's entity tag, when the source sent one.
     #[serde(skip)]
     pub etag: Option<String>,
@@ -287,7 +285,7 @@ pub async fn replicate(
         .ok_or_else(|| BundleError::Invalid(format!("{at}: the source has no repository {source} to follow")))?;
     // The manifest taken last, unchanged: so is what it lists.
     let Some((body, tag)) = fetched else {
-        return Ok(Replicated { unchanged: true, etag: etag.map(str::to_string), ..Replicated::default() });
+        return Ok(Replicated { etag: etag.map(str::to_string), ..Replicated::default() });
     };
     let signed: SignedManifest = serde_json::from_slice(&body)
         .map_err(|e| BundleError::Invalid(format!("{at}: not a Packyard export manifest: {e}")))?;
