@@ -172,7 +172,7 @@ fn main() {
                         published
                     })
                 };
-                let actor = packyard_core::hosted::Actor { username: "bench", address: None };
+                let actor = packyard_core::hosted::Actor::system("bench");
                 let batch = services.config.worker.cleanup_batch;
                 let clock = Instant::now();
                 let report = packyard_core::cleanup::run(

@@ -45,7 +45,7 @@ fn bench(c: &mut Criterion) {
             );
             let deb = packyard_codecs::apt::testing::deb(&control, ".gz");
             let body = futures_util::stream::iter([Ok::<_, std::io::Error>(bytes::Bytes::from(deb))]);
-            let actor = Actor { username: "bench", address: None };
+            let actor = Actor::system("bench");
             upload(&AptHosted, &services, &repo, Default::default(), body, actor).await.expect("upload");
         }
         let publisher = packyard_worker::publisher::Publisher::new(

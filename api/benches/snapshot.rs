@@ -138,7 +138,7 @@ fn main() {
     let rows_before = system.block_on(async {
         table_bytes(&t.db, "repository_snapshot_files").await + table_bytes(&t.db, "repository_snapshots").await
     });
-    let admin = packyard_core::hosted::Actor { username: "admin", address: None };
+    let admin = packyard_core::hosted::Actor::system("admin");
     let mut made = Vec::new();
     for name in ["s1", "s2", "s3"] {
         let started = Instant::now();

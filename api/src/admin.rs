@@ -8,6 +8,7 @@ pub mod openapi;
 pub mod repositories;
 pub mod resource;
 pub mod roles;
+pub mod selectors;
 pub mod tokens;
 pub mod users;
 pub mod webhooks;
@@ -18,6 +19,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .configure(repositories::configure)
             .configure(users::configure)
             .configure(roles::configure)
+            .configure(selectors::configure)
             .configure(tokens::configure)
             .configure(audit::configure)
             .configure(cleanup::configure)

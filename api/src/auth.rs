@@ -71,7 +71,11 @@ impl Caller {
 
     /// Who makes a change, for the audit log.
     pub fn actor(&self) -> packyard_core::hosted::Actor<'_> {
-        packyard_core::hosted::Actor { username: self.username(), address: Some(self.addr) }
+        packyard_core::hosted::Actor {
+            username: self.username(),
+            address: Some(self.addr),
+            principal: Some(&self.principal),
+        }
     }
 }
 

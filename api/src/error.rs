@@ -339,7 +339,7 @@ impl From<packyard_core::hosted::UploadError> for ApiError {
             UploadError::Stalled(m) => ApiError::new(ErrorCode::RequestTimeout, m),
             UploadError::Again(m) => ApiError::new(ErrorCode::ServiceUnavailable, m),
             UploadError::Conflict(m) => ApiError::new(ErrorCode::Conflict, m),
-            UploadError::ReadOnly(m) => ApiError::forbidden(m),
+            UploadError::ReadOnly(m) | UploadError::Forbidden(m) => ApiError::forbidden(m),
             UploadError::NotHosted(m) => ApiError::new(ErrorCode::MethodNotAllowed, m),
             UploadError::Blob(b) => b.into(),
             UploadError::Db(d) => d.into(),

@@ -5,6 +5,7 @@
 pub mod admin;
 pub mod app;
 pub mod auth;
+pub mod content;
 pub mod error;
 pub mod export;
 pub mod formats;

@@ -12,9 +12,10 @@ use actix_web::body::EitherBody;
 use actix_web::dev::{Service, ServiceRequest, ServiceResponse, Transform};
 use actix_web::{web, HttpRequest, HttpResponse};
 use futures_util::future::{Either, LocalBoxFuture, TryFutureExt as _};
+use packyard_core::security::Action;
 use packyard_core::services::Services;
 use packyard_model::repos::Repository;
-use packyard_model::security::RepoFacts;
+use packyard_model::security::Reach;
 
 use crate::auth::Caller;
 use crate::error::{ApiError, ErrorCode, FormatError};
@@ -194,7 +195,7 @@ async fn export(
     (repo, caller): (Arc<Repository>, Caller),
     tail: Tail<'_>,
 ) -> Result<HttpResponse, FormatError> {
-    authorize(services, &caller, &repo, Access::READ)?;
+    authorize(services, &caller, &repo, Access::READ, None)?;
     let rest = tail.raw.strip_prefix(crate::export::PREFIX).unwrap_or_default();
     crate::export::serve(req, services, &repo, rest).await
 }
@@ -212,8 +213,9 @@ async fn snapshot(
     let matched = tail.matched.splitn(4, '/').nth(3).unwrap_or_default();
     let outside = crate::formats::with_routes!(repo.format, R => R::outside_snapshot(matched));
     if !outside {
-        // Access first: a 401/403 before a 404.
-        authorize(services, &caller, &repo, Access::READ)?;
+        // Access first: a 401/403 before a 404. A content selector sees the path below the
+        // snapshot, as below the repository.
+        authorize(services, &caller, &repo, Access::READ, Some(matched))?;
     }
     if outside {
         // Answered as under the repository's own URL, whatever the snapshot: nothing about
@@ -238,7 +240,7 @@ async fn run<R: Routes>(
     let method_access = Access::of_method(req.method());
     match R::route(req.method(), tail) {
         Some(Ok((route, access))) => {
-            authorize(services, &caller, &repo, access)?;
+            authorize(services, &caller, &repo, access, Some(tail.matched))?;
             if access.writes() {
                 crate::read_only::check(services)?;
             }
@@ -254,14 +256,14 @@ async fn run<R: Routes>(
         }
         Some(Err(e)) => match method_access {
             Some(access) => {
-                authorize(services, &caller, &repo, access)?;
+                authorize(services, &caller, &repo, access, Some(tail.matched))?;
                 Err(e)
             }
             None => Err(not_allowed(req)),
         },
         None => {
             let Some(access) = method_access else { return Err(not_allowed(req)) };
-            authorize(services, &caller, &repo, access)?;
+            authorize(services, &caller, &repo, access, Some(tail.matched))?;
             Err(if access == Access::WRITE {
                 ApiError::new(
                     ErrorCode::MethodNotAllowed,
@@ -283,12 +285,16 @@ fn not_allowed(req: &HttpRequest) -> FormatError {
 }
 
 /// The one decision behind every repository route: whether the caller (a bad credential was a
-/// 401 already, never anonymous) may `access` `repo`.
+/// 401 already, never anonymous) may `access` `repo` — at `path` (decoded, below the
+/// repository) where a content selector narrows the caller's privilege. A write through a
+/// selector is decided once the upload is read (`hosted::check_content`: the body names the
+/// package); anything else without a path (an export) needs the whole repository.
 pub(crate) fn authorize(
     services: &Services,
     caller: &Caller,
     repo: &Repository,
     access: Access,
+    path: Option<&str>,
 ) -> Result<(), FormatError> {
     let action = match access {
         Access::Anyone => return Ok(()),
@@ -303,9 +309,19 @@ pub(crate) fn authorize(
         }
         Access::Action(a) => a,
     };
-    let facts = RepoFacts { name: repo.name.as_str(), anonymous_read: repo.anonymous_read };
-    if caller.principal.allows(facts, action, services.security.anonymous_read) {
-        return Ok(());
+    match crate::content::reach(caller, services, repo, action) {
+        Reach::All => return Ok(()),
+        Reach::Part => match (action, path) {
+            (Action::Write, _) => return Ok(()),
+            (_, Some(path)) if crate::content::allows_path(caller, services, repo, action, path, None) => return Ok(()),
+            (_, Some(path)) => {
+                return Err(crate::content::refusal(caller, services, repo, action, &format!("/{path}")).into())
+            }
+            (_, None) => {
+                return Err(crate::content::refusal(caller, services, repo, action, "all of the content").into())
+            }
+        },
+        Reach::Nothing => {}
     }
     Err(if caller.principal.is_anonymous() {
         ApiError::unauthorized(format!("authentication required to {action} repository {}", repo.name))

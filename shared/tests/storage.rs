@@ -200,7 +200,13 @@ db_test!(watermarks_move_with_changes, |t: TestDb| async move {
     svc.create(spec(serde_json::json!({"name": "w", "format": "go", "type": "hosted"}))?).await?;
     let (s1, r1, _) = t.db.watermarks().await?;
     assert_eq!((s1, r1), (s0, r0 + 1), "a repository change moves the repositories watermark only");
-    t.db.insert_role("r", "", false, &[Privilege { repositories: "*".into(), actions: vec![Action::Read] }]).await?;
+    t.db.insert_role(
+        "r",
+        "",
+        false,
+        &[Privilege { repositories: "*".into(), actions: vec![Action::Read], ..Default::default() }],
+    )
+    .await?;
     let uid = t.db.create_user("u", "$argon2id$x", &["r".to_string()]).await?;
     t.db.insert_token("abcdefabcdef", uid, "t", "00", None, None, None).await?;
     t.db.revoke_token("abcdefabcdef").await?;
@@ -208,7 +214,7 @@ db_test!(watermarks_move_with_changes, |t: TestDb| async move {
     assert_eq!((s2, r2), (s1 + 3, r1), "role, user and revocation each move the security watermark");
     assert_eq!(
         t.db.privileges_of(uid).await?,
-        vec![Privilege { repositories: "*".into(), actions: vec![Action::Read] }]
+        vec![Privilege { repositories: "*".into(), actions: vec![Action::Read], ..Default::default() }]
     );
     assert!(matches!(t.db.revoke_token("abcdefabcdef").await, Err(DbError::NotFound)), "revoking twice");
     Ok(())
@@ -222,8 +228,13 @@ db_test!(external_users_sync, |t: TestDb| async move {
     use packyard_model::security::{Action, Privilege};
     use packyard_store::db::users::{ExternalUser, Synced};
     for role in ["readers", "writers"] {
-        t.db.insert_role(role, "", false, &[Privilege { repositories: "*".into(), actions: vec![Action::Read] }])
-            .await?;
+        t.db.insert_role(
+            role,
+            "",
+            false,
+            &[Privilege { repositories: "*".into(), actions: vec![Action::Read], ..Default::default() }],
+        )
+        .await?;
     }
     let dn = "uid=alice,ou=people,dc=example,dc=org";
     let roles = ["readers".to_string(), "nope".to_string()];

@@ -7,6 +7,7 @@
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use maud::{html, DOCTYPE};
+use packyard_core::security::Action;
 use packyard_core::services::Services;
 
 use crate::auth::Caller;
@@ -48,7 +49,8 @@ async fn page(
     if path.split('/').any(|s| s.starts_with('.')) {
         return Err(ApiError::not_found(format!("no folder /{path} in repository {name}")));
     }
-    let (entries, truncated) = listing(&services, repo.id, &path).await?;
+    let keep = |p: &str| crate::content::allows_path(&caller, &services, &repo, Action::Read, p, None);
+    let (entries, truncated) = listing(&services, repo.id, &path, &keep).await?;
     if entries.is_empty() && !path.is_empty() {
         return Err(ApiError::not_found(format!("no folder /{path} in repository {name}")));
     }

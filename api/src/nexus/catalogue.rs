@@ -15,7 +15,7 @@ use packyard_core::services::Services;
 use packyard_core::vulnerabilities::{self, Match};
 use packyard_model::osv::Level;
 use packyard_model::repos::{RepoType, Repository};
-use packyard_model::security::RepoFacts;
+use packyard_model::security::Reach;
 use packyard_store::db::catalogue::{AssetRow, ComponentRow, Pattern, Search, Sort};
 use packyard_store::db::Db;
 use serde::Deserialize;
@@ -83,10 +83,68 @@ impl Scope {
     }
 }
 
-/// Whether the caller may read `r`, as the repository routes decide it.
+/// Whether the caller may read `r`, or part of it through a content selector, as the
+/// repository routes decide it (what a selector leaves out is filtered from each listing:
+/// [`visible`]).
 pub(crate) fn readable(caller: &Caller, services: &Services, r: &Repository) -> bool {
-    let facts = RepoFacts { name: r.name.as_str(), anonymous_read: r.anonymous_read };
-    caller.principal.allows(facts, Action::Read, services.security.anonymous_read)
+    crate::content::reach(caller, services, r, Action::Read) != Reach::Nothing
+}
+
+/// The rows of a page the caller may read ([`visible`]), their assets fetched only where a
+/// content selector decides.
+pub(crate) async fn visible_rows(
+    caller: &Caller,
+    services: &Services,
+    scope: &Scope,
+    rows: Vec<ComponentRow>,
+) -> Result<Vec<ComponentRow>, ApiError> {
+    let partial = scope.view.values().any(|v| crate::content::reach(caller, services, v, Action::Read) == Reach::Part);
+    if !partial {
+        return Ok(rows);
+    }
+    let ids: Vec<i64> = rows.iter().map(|c| c.id).collect();
+    let assets = services.db.catalogue_assets_of(&ids).await?;
+    Ok(visible(caller, services, scope, rows, assets).0)
+}
+
+/// What of a page the caller may read: the components (seen through their view) with at least
+/// one readable asset, and the readable assets. Nothing is filtered where the caller reads
+/// whole repositories.
+pub(crate) fn visible(
+    caller: &Caller,
+    services: &Services,
+    scope: &Scope,
+    rows: Vec<ComponentRow>,
+    assets: Vec<AssetRow>,
+) -> (Vec<ComponentRow>, Vec<AssetRow>) {
+    let partial = |c: &ComponentRow| {
+        scope
+            .view
+            .get(&c.repository_id)
+            .filter(|v| crate::content::reach(caller, services, v, Action::Read) == Reach::Part)
+    };
+    if !rows.iter().any(|c| partial(c).is_some()) {
+        return (rows, assets);
+    }
+    let by_id: HashMap<i64, &ComponentRow> = rows.iter().map(|c| (c.id, c)).collect();
+    let assets: Vec<AssetRow> = assets
+        .into_iter()
+        .filter(|a| {
+            by_id.get(&a.component_id).is_none_or(|c| {
+                partial(c).is_none_or(|v| crate::content::allows_asset(caller, services, v, Action::Read, c, a))
+            })
+        })
+        .collect();
+    let rows = rows
+        .into_iter()
+        .filter(|c| {
+            partial(c).is_none_or(|v| {
+                let own = assets.iter().any(|a| a.component_id == c.id);
+                own || crate::content::allows_component(caller, services, v, Action::Read, c, &[])
+            })
+        })
+        .collect();
+    (rows, assets)
 }
 
 /// The hosted and proxy repositories a group serves, nested groups followed (each once).
@@ -287,7 +345,7 @@ fn component_json(base: &str, view: &Repository, c: &ComponentRow, assets: &[Ass
 
 /// A page of components with their assets, and the token of the next page.
 async fn component_page(
-    req: &HttpRequest,
+    (req, caller): (&HttpRequest, &Caller),
     services: &Services,
     scope: &Scope,
     search: &Search,
@@ -298,6 +356,9 @@ async fn component_page(
     let ids: Vec<i64> = rows.iter().map(|c| c.id).collect();
     let assets = db.catalogue_assets_of(&ids).await?;
     let base = base_url(req);
+    let last = rows.last().cloned();
+    let full = rows.len() as i64 == search.limit;
+    let (rows, assets) = visible(caller, services, scope, rows, assets);
     let mut items = Vec::with_capacity(rows.len());
     for c in &rows {
         let Some(view) = scope.view.get(&c.repository_id) else { continue };
@@ -309,16 +370,23 @@ async fn component_page(
         }
         items.push(component_json(&base, view, c, &assets, &found));
     }
-    let token = (rows.len() as i64 == search.limit).then(|| rows.last()).flatten().map(|c| {
+    // The page's last row, seen or not, is where the next page starts.
+    let token = last.filter(|_| full).map(|c| {
         let owner = scope.by_id.get(&c.repository_id).map_or("", |r| r.name.as_str());
-        encode_token(&Db::catalogue_sort_value(search.sort, c, owner), c.id)
+        encode_token(&Db::catalogue_sort_value(search.sort, &c, owner), c.id)
     });
     Ok(json!({"items": items, "continuationToken": token}))
 }
 
 /// A page of assets, and the token of the next page (for a sorted search, the sort value of
 /// each asset's component).
-async fn asset_page(req: &HttpRequest, db: &Db, scope: &Scope, search: &Search) -> Result<Value, ApiError> {
+async fn asset_page(
+    (req, caller): (&HttpRequest, &Caller),
+    services: &Services,
+    scope: &Scope,
+    search: &Search,
+) -> Result<Value, ApiError> {
+    let db = &services.db;
     let rows = db.catalogue_search_assets(search).await?;
     let base = base_url(req);
     // The page's components in one query (their format, and the sort value of the token).
@@ -332,6 +400,9 @@ async fn asset_page(req: &HttpRequest, db: &Db, scope: &Scope, search: &Search) 
         let (Some(view), Some(c)) = (scope.view.get(&a.repository_id), components.get(&a.component_id)) else {
             continue;
         };
+        if !crate::content::allows_asset(caller, services, view, Action::Read, c, a) {
+            continue;
+        }
         items.push(asset_json(&base, view, &c.format, a));
     }
     let token = (rows.len() as i64 == search.limit).then(|| rows.last()).flatten().map(|a| {
@@ -383,8 +454,8 @@ async fn listed(
     };
     let min = min_severity(&p)?;
     let page = match rows {
-        Rows::Components => component_page(&req, &services, &scope, &search, min).await?,
-        Rows::Assets => asset_page(&req, &services.db, &scope, &search).await?,
+        Rows::Components => component_page((&req, &caller), &services, &scope, &search, min).await?,
+        Rows::Assets => asset_page((&req, &caller), &services, &scope, &search).await?,
     };
     Ok(HttpResponse::Ok().json(page))
 }
@@ -400,7 +471,7 @@ async fn download(
     let scope = scope(&services, &caller, p.repository.as_deref()).await?;
     let mut search = search_of(&p, scope.searched())?;
     search.limit = 2;
-    let page = asset_page(&req, &services.db, &scope, &search).await?;
+    let page = asset_page((&req, &caller), &services, &scope, &search).await?;
     let items = page["items"].as_array().cloned().unwrap_or_default();
     match items.as_slice() {
         [] => Err(ApiError::not_found("no asset matches the search")),
@@ -465,6 +536,12 @@ pub(crate) async fn component_by_id(
     let (_, row) = decode_id(Kind::Component, id).ok_or_else(gone)?;
     let c = services.db.catalogue_component(row).await?.ok_or_else(gone)?;
     let (view, owner) = resolve(services, caller, (Kind::Component, id), c.repository_id).await.map_err(|_| gone())?;
+    if crate::content::reach(caller, services, &view, Action::Read) == Reach::Part {
+        let assets = services.db.catalogue_assets_of(&[c.id]).await?;
+        if !crate::content::allows_component(caller, services, &view, Action::Read, &c, &assets) {
+            return Err(gone());
+        }
+    }
     Ok((view, owner, c))
 }
 
@@ -477,6 +554,12 @@ async fn asset_by_id(
     let (_, row) = decode_id(Kind::Asset, id).ok_or_else(gone)?;
     let a = services.db.catalogue_asset(row).await?.ok_or_else(gone)?;
     let (view, owner) = resolve(services, caller, (Kind::Asset, id), a.repository_id).await.map_err(|_| gone())?;
+    if crate::content::reach(caller, services, &view, Action::Read) == Reach::Part {
+        let c = services.db.catalogue_component(a.component_id).await?.ok_or_else(gone)?;
+        if !crate::content::allows_asset(caller, services, &view, Action::Read, &c, &a) {
+            return Err(gone());
+        }
+    }
     Ok((view, owner, a))
 }
 
@@ -505,10 +588,24 @@ async fn asset(
     Ok(HttpResponse::Ok().json(asset_json(&base_url(&req), &view, &format, &a)))
 }
 
-pub(crate) fn check_delete(services: &Services, caller: &Caller, owner: &Repository) -> Result<(), ApiError> {
-    let facts = RepoFacts { name: owner.name.as_str(), anonymous_read: owner.anonymous_read };
-    if caller.principal.allows(facts, Action::Delete, services.security.anonymous_read) {
-        return Ok(());
+/// Whether the caller may delete component `c` (with its `assets`) from `owner`: all of the
+/// repository, or, through a content selector, one of the component's files.
+pub(crate) fn check_delete(
+    services: &Services,
+    caller: &Caller,
+    owner: &Repository,
+    (c, assets): (&ComponentRow, &[AssetRow]),
+) -> Result<(), ApiError> {
+    match crate::content::reach(caller, services, owner, Action::Delete) {
+        Reach::All => return Ok(()),
+        Reach::Part if crate::content::allows_component(caller, services, owner, Action::Delete, c, assets) => {
+            return Ok(())
+        }
+        Reach::Part => {
+            let what = format!("{} {}", c.name, c.version);
+            return Err(crate::content::refusal(caller, services, owner, Action::Delete, &what));
+        }
+        Reach::Nothing => {}
     }
     if caller.principal.is_anonymous() {
         return Err(ApiError::unauthorized(format!("deleting from repository {} needs credentials", owner.name)));
@@ -525,7 +622,11 @@ pub(crate) async fn delete_catalogued(
     c: &ComponentRow,
     asset: Option<&str>,
 ) -> Result<HttpResponse, ApiError> {
-    check_delete(services, caller, owner)?;
+    let assets = match crate::content::reach(caller, services, owner, Action::Delete) {
+        Reach::Part => services.db.catalogue_assets_of(&[c.id]).await?,
+        _ => Vec::new(),
+    };
+    check_delete(services, caller, owner, (c, &assets))?;
     let deleted = match owner.repo_type {
         RepoType::Proxy => packyard_core::catalogue::delete_cached(services, owner, c, caller.actor()).await?,
         _ => match packyard_formats::registry()

@@ -78,7 +78,7 @@ pub async fn run(
     let url = url.as_dir();
     let mut out = Out { out, dry_run: options.dry_run };
     let mut report = Report::default();
-    let actor = Actor { username: "import", address: None };
+    let actor = Actor::system("import");
     let settings = get(fetcher, &url, "service/rest/v1/repositorySettings").await?.ok_or_else(|| {
         anyhow::anyhow!(
             "{url}service/rest/v1/repositorySettings: not found: --url is a Nexus Repository Manager 3's root URL (3.20 or later)"

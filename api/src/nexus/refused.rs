@@ -18,11 +18,6 @@ const REFUSED: &[(&str, &str, &str)] = &[
     ("*", "/v1/system/eula", "Packyard has no EULA to accept"),
     ("*", "/v1/system/license", "Packyard needs no licence key"),
     ("*", "/v1/system/node", "Packyard's replicas are stateless: there is no node to name or remove"),
-    (
-        "*",
-        "/v1/security/content-selectors",
-        "Packyard has no content selectors yet: privileges are by repository name pattern",
-    ),
     ("*", "/beta/data-store", "the database is configured (database.url), not changed through the API"),
     ("*", "/v1/email", "Packyard sends no email: it announces events by webhook (/api/v1/webhooks)"),
     ("*", "/v1/formats", "the upload fields of each format are in docs/nexus-api.md"),

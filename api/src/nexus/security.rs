@@ -32,6 +32,17 @@ pub fn configure(scope: actix_web::Scope) -> actix_web::Scope {
                 .route(web::put().to(update_role))
                 .route(web::delete().to(delete_role)),
         )
+        .service(
+            resource("/security/content-selectors")
+                .route(web::get().to(crate::admin::selectors::list))
+                .route(web::post().to(crate::admin::selectors::create)),
+        )
+        .service(
+            resource("/security/content-selectors/{name}")
+                .route(web::get().to(crate::admin::selectors::get))
+                .route(web::put().to(crate::admin::selectors::update))
+                .route(web::delete().to(crate::admin::selectors::delete)),
+        )
         .service(resource("/security/privileges").route(web::get().to(list_privileges)))
         .service(resource("/security/privileges/{name}").route(web::get().to(get_privilege)))
         .service(resource("/security/user-sources").route(web::get().to(user_sources)))
@@ -224,12 +235,27 @@ async fn change_password(
 const ALL: &str = "nx-all";
 const VIEW: &str = "nx-repository-view-*-";
 const ADMIN: &str = "nx-repository-admin-*-";
+/// A privilege narrowed by a content selector (Nexus's `repository-content-selector` type, whose
+/// names an administrator chooses): `packyard-content-selector-<selector>@<repository>-<action>`.
+const SELECTED: &str = "packyard-content-selector-";
 
 /// The Nexus privilege names one Packyard privilege is: per action, `read` → `read` and
 /// `browse`, `write` → `add` and `edit`, `delete` → `delete`; `admin` on `*` is `nx-all`, on
 /// other repositories `nx-repository-admin-*-<pattern>-*`.
 fn names_of(p: &Privilege) -> Vec<String> {
     let mut out = Vec::new();
+    if let Some(selector) = &p.content_selector {
+        let view = format!("{SELECTED}{selector}@{}", p.repositories);
+        for a in &p.actions {
+            match a {
+                Action::Read => out.extend(["read", "browse"].map(|v| format!("{view}-{v}"))),
+                Action::Write => out.extend(["add", "edit"].map(|v| format!("{view}-{v}"))),
+                Action::Delete => out.push(format!("{view}-delete")),
+                Action::Admin => {}
+            }
+        }
+        return out;
+    }
     for a in &p.actions {
         match a {
             Action::Admin if p.repositories == "*" => out.push(ALL.to_string()),
@@ -248,7 +274,26 @@ fn names_of(p: &Privilege) -> Vec<String> {
 /// name the repository's own (Packyard's privileges are by repository, whatever its format).
 pub(crate) fn privilege_of(name: &str) -> std::result::Result<Privilege, String> {
     if name == ALL {
-        return Ok(Privilege { repositories: "*".into(), actions: Action::ALL.to_vec() });
+        return Ok(Privilege { repositories: "*".into(), actions: Action::ALL.to_vec(), ..Default::default() });
+    }
+    if let Some(rest) = name.strip_prefix(SELECTED) {
+        let (selector, rest) = rest.split_once('@').ok_or_else(|| format!("privilege {name:?}: no @<repository>"))?;
+        let (repository, action) = rest.rsplit_once('-').ok_or_else(|| format!("privilege {name:?}: no action"))?;
+        let actions = match action {
+            "read" | "browse" => vec![Action::Read],
+            "add" | "edit" => vec![Action::Write],
+            "delete" => vec![Action::Delete],
+            "*" => vec![Action::Read, Action::Write, Action::Delete],
+            other => return Err(format!("privilege {name:?}: unknown action {other:?}")),
+        };
+        let p = Privilege {
+            repositories: repository.to_string(),
+            actions,
+            content_selector: Some(selector.to_string()),
+            selector: None,
+        };
+        p.validate()?;
+        return Ok(p);
     }
     let (rest, admin) = match (name.strip_prefix("nx-repository-view-"), name.strip_prefix("nx-repository-admin-")) {
         (Some(r), _) => (r, false),
@@ -279,7 +324,7 @@ pub(crate) fn privilege_of(name: &str) -> std::result::Result<Privilege, String>
         (false, "*") => vec![Action::Read, Action::Write, Action::Delete],
         (false, other) => return Err(format!("privilege {name:?}: unknown action {other:?}")),
     };
-    let p = Privilege { repositories: repository.to_string(), actions };
+    let p = Privilege { repositories: repository.to_string(), actions, ..Default::default() };
     p.validate()?;
     Ok(p)
 }
@@ -294,7 +339,7 @@ fn privileges_of(names: &[String]) -> Result<Vec<Privilege>> {
 pub(crate) fn merged(privileges: Vec<Privilege>) -> Vec<Privilege> {
     let mut out: Vec<Privilege> = Vec::new();
     for p in privileges {
-        match out.iter_mut().find(|o| o.repositories == p.repositories) {
+        match out.iter_mut().find(|o| o.repositories == p.repositories && o.content_selector == p.content_selector) {
             Some(o) => {
                 for a in p.actions {
                     if !o.actions.contains(&a) {
@@ -519,7 +564,11 @@ mod tests {
 
     #[test]
     fn privileges_map_both_ways() {
-        let p = Privilege { repositories: "team-*".into(), actions: vec![Action::Read, Action::Write, Action::Delete] };
+        let p = Privilege {
+            repositories: "team-*".into(),
+            actions: vec![Action::Read, Action::Write, Action::Delete],
+            ..Default::default()
+        };
         let names = names_of(&p);
         assert_eq!(
             names,
@@ -535,7 +584,7 @@ mod tests {
         assert_eq!(back, vec![p]);
         assert_eq!(
             privilege_of("nx-repository-view-apt-debs-read"),
-            Ok(Privilege { repositories: "debs".into(), actions: vec![Action::Read] })
+            Ok(Privilege { repositories: "debs".into(), actions: vec![Action::Read], ..Default::default() })
         );
         assert_eq!(privilege_of(ALL).map(|p| p.actions.len()), Ok(4));
         assert!(privilege_of("nx-repository-view-apt-*-read").is_err_and(|e| e.contains("not by format")));
@@ -547,7 +596,7 @@ mod tests {
         assert!(privilege_of("nx-repository-admin-apt-debs-read").is_err());
         assert_eq!(
             privilege_of("nx-repository-admin-*-team-*-*"),
-            Ok(Privilege { repositories: "team-*".into(), actions: vec![Action::Admin] })
+            Ok(Privilege { repositories: "team-*".into(), actions: vec![Action::Admin], ..Default::default() })
         );
     }
 }

@@ -31,7 +31,7 @@ pub(crate) async fn upload(
         .repository(&name)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("repository {name} not found")))?;
-    crate::repository::authorize(&services, &caller, &repo, Access::WRITE)?;
+    crate::repository::authorize(&services, &caller, &repo, Access::WRITE, None)?;
     let res = crate::formats::with_routes!(repo.format, R => {
         let route = R::form_upload().map_err(|why| {
             ApiError::bad_request(format!("repository {} ({} {}) takes no components upload: {why}", repo.name, repo.format, repo.repo_type))

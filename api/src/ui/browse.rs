@@ -10,7 +10,7 @@ use actix_web::{web, HttpResponse};
 use maud::{html, Markup};
 use packyard_core::services::Services;
 use packyard_model::repos::{RepoType, Repository};
-use packyard_store::db::catalogue::{Pattern, RepositoryUsage, Search, Sort};
+use packyard_store::db::catalogue::{ComponentRow, Pattern, RepositoryUsage, Search, Sort};
 use packyard_store::db::publication::PublicationSummary;
 use serde::Deserialize;
 
@@ -165,6 +165,7 @@ pub async fn repository(
     };
     let rows = services.db.catalogue_search(&search).await?;
     let next = (rows.len() as i64 == PAGE).then(|| rows.last()).flatten().map(|c| encode_token(&c.name, c.id));
+    let rows = seen(&viewer, &services, &repo, rows).await?;
     let ui = packyard_formats::registry().get(repo.format).ui();
     let known = match group.as_deref() {
         Some(g) => vec![g.to_string()],
@@ -314,6 +315,26 @@ pub async fn repository(
 }
 
 /// Percent-encodes a query value.
+/// The rows of a page seen through `view` that the viewer may read (a content selector
+/// leaves the rest out).
+pub(super) async fn seen(
+    viewer: &Viewer,
+    services: &Services,
+    view: &Repository,
+    rows: Vec<ComponentRow>,
+) -> Result<Vec<ComponentRow>, packyard_store::db::DbError> {
+    let action = packyard_core::security::Action::Read;
+    if crate::content::reach(&viewer.caller, services, view, action) != packyard_model::security::Reach::Part {
+        return Ok(rows);
+    }
+    let ids: Vec<i64> = rows.iter().map(|c| c.id).collect();
+    let assets = services.db.catalogue_assets_of(&ids).await?;
+    Ok(rows
+        .into_iter()
+        .filter(|c| crate::content::allows_component(&viewer.caller, services, view, action, c, &assets))
+        .collect())
+}
+
 pub(super) fn urlencode(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {

@@ -6,6 +6,7 @@
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
 use maud::{html, Markup};
+use packyard_core::security::Action;
 use packyard_core::services::Services;
 use packyard_model::repos::{RepoType, Repository};
 use packyard_store::db::catalogue::{AssetRow, ComponentRow, Pattern, Search, Sort};
@@ -22,10 +23,10 @@ pub struct Confirmed {
     csrf: Option<String>,
 }
 
-fn may_delete(viewer: &Viewer, services: &Services, owner: &Repository) -> bool {
+fn may_delete(viewer: &Viewer, services: &Services, owner: &Repository, c: (&ComponentRow, &[AssetRow])) -> bool {
     owner.repo_type != RepoType::Group
         && viewer.signed_in()
-        && crate::nexus::catalogue::check_delete(services, &viewer.caller, owner).is_ok()
+        && crate::nexus::catalogue::check_delete(services, &viewer.caller, owner, c).is_ok()
 }
 
 fn title(c: &ComponentRow) -> String {
@@ -66,10 +67,16 @@ pub async fn show(
             ..Search::default()
         })
         .await?;
+    let versions = crate::nexus::catalogue::visible_rows(&viewer.caller, &services, &scope, versions).await?;
+    let shown: Vec<AssetRow> = assets
+        .iter()
+        .filter(|a| crate::content::allows_asset(&viewer.caller, &services, &view, Action::Read, &c, a))
+        .cloned()
+        .collect();
     let details =
         packyard_formats::registry().get(owner.format).catalogue().details(&services, &owner, &c, &assets).await;
     let snippets = setup::component(&services, &viewer.base, &view, &c).await;
-    let deletable = may_delete(&viewer, &services, &owner);
+    let deletable = may_delete(&viewer, &services, &owner, (&c, &assets));
     let body = html! {
         (crumbs(&viewer, &view))
         h1 { (title(&c)) }
@@ -105,7 +112,7 @@ pub async fn show(
             ul.plain { @for d in &details.dependencies { li { code { (d) } } } }
         }
         h2 { "Assets" }
-        (asset_table(&viewer, &view, &assets))
+        (asset_table(&viewer, &view, &shown))
         h2 { "Versions" }
         div.table-wrap { table {
             thead { tr { th scope="col" { "Version" } th scope="col" { "Stored" } th scope="col" { "From" } } }
@@ -152,7 +159,8 @@ pub async fn confirm_delete(
     id: web::Path<String>,
 ) -> Result<HttpResponse, UiError> {
     let (view, owner, c) = component_by_id(&services, &viewer.caller, &id).await?;
-    if !may_delete(&viewer, &services, &owner) {
+    let assets = services.db.catalogue_assets_of(&[c.id]).await?;
+    if !may_delete(&viewer, &services, &owner, (&c, &assets)) {
         return Err(UiError::forbidden(format!(
             "{} may not delete from repository {}.",
             viewer.caller.username(),

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 
 use actix_web::{web, HttpResponse};
 use maud::html;
+use packyard_core::security::Action;
 use packyard_core::services::Services;
 use packyard_model::repos::RepoType;
 
@@ -52,7 +53,8 @@ async fn folder(viewer: &Viewer, services: &Services, name: &str, path: &str) ->
         return Err(UiError::not_found(format!("There is no folder {path} in {name}.")));
     }
     let prefix: String = segments.iter().map(|s| format!("{s}/")).collect();
-    let (entries, truncated) = listing(services, repo.id, &prefix).await?;
+    let keep = |p: &str| crate::content::allows_path(&viewer.caller, services, &repo, Action::Read, p, None);
+    let (entries, truncated) = listing(services, repo.id, &prefix, &keep).await?;
     if entries.is_empty() && !prefix.is_empty() {
         return Err(UiError::not_found(format!("There is no folder {prefix} in {name}.")));
     }
@@ -121,11 +123,13 @@ async fn folder(viewer: &Viewer, services: &Services, name: &str, path: &str) ->
 }
 
 /// The entries of folder `prefix` (`""` or ending in `/`) of a repository: its published and
-/// stored files there and the folders below, and whether the list is cut at [`LIMIT`].
+/// stored files there that `keep` keeps (the caller's content selectors) and the folders
+/// below, and whether the list is cut at [`LIMIT`].
 pub(crate) async fn listing(
     services: &Services,
     repository_id: i64,
     prefix: &str,
+    keep: &dyn Fn(&str) -> bool,
 ) -> Result<(BTreeMap<String, Entry>, bool), packyard_store::db::DbError> {
     let published = services.db.published_files_under(repository_id, prefix, LIMIT).await?;
     let stored = services.db.assets_under(repository_id, prefix, LIMIT).await?;
@@ -143,7 +147,7 @@ pub(crate) async fn listing(
             entries.insert(rest.to_string(), file);
         }
     };
-    for f in &published {
+    for f in published.iter().filter(|f| keep(&f.path)) {
         let Some(rest) = f.path.strip_prefix(prefix) else { continue };
         // Internal files of a build (their names begin with a dot) are not served.
         if rest.split('/').any(|s| s.starts_with('.')) {
@@ -153,7 +157,7 @@ pub(crate) async fn listing(
         let sha256 = (!parts).then(|| f.sha256.clone());
         add(rest, f.size, Entry::File { size: f.size, sha256, published: true, stored: None, downloads: None });
     }
-    for a in &stored {
+    for a in stored.iter().filter(|a| keep(&a.path)) {
         let Some(rest) = a.path.strip_prefix(prefix) else { continue };
         let file = Entry::File {
             size: a.size,

@@ -66,7 +66,7 @@ pub async fn search(
         };
         let rows = services.db.catalogue_search(&search).await?;
         let next = (rows.len() as i64 == PAGE).then(|| rows.last()).flatten().map(|c| encode_token(&c.name, c.id));
-        (rows, next)
+        (crate::nexus::catalogue::visible_rows(&viewer.caller, &services, &scope, rows).await?, next)
     } else {
         (Vec::new(), None)
     };

@@ -384,7 +384,7 @@ async fn run(
     let criteria = packyard_core::cleanup::Compiled::new(&spec.criteria, packyard_store::db::now_ms())?;
     let repo =
         app.services.db.repository_by_name(repository).await?.ok_or_else(|| anyhow::anyhow!("no {repository}"))?;
-    let actor = packyard_core::hosted::Actor { username: "cleanup", address: None };
+    let actor = packyard_core::hosted::Actor::system("cleanup");
     let format = packyard_formats::registry().get(repo.format);
     let name = spec.name.clone().unwrap_or_default();
     Ok(packyard_core::cleanup::run(&app.services, (format, &name, &criteria), &repo, (started, 1), actor, None).await?)

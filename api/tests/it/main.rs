@@ -34,6 +34,7 @@ mod policy_indexes;
 mod reclaim;
 mod sample;
 mod security;
+mod selectors;
 mod snapshots;
 mod tls;
 mod ui;

@@ -12,6 +12,7 @@ pub mod promotion;
 pub mod repositories;
 pub mod roles;
 pub mod rollback;
+pub mod selectors;
 pub mod snapshots;
 pub mod tokens;
 pub mod users;

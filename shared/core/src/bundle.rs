@@ -771,7 +771,7 @@ pub async fn apply(
     report: &mut ImportReport,
 ) -> Result<(), BundleError> {
     let spec = formats.get(repo.format);
-    let actor = Actor { username: IMPORTER, address: None };
+    let actor = Actor::system(IMPORTER);
     let held = services.db.catalogue_components_named(repo.id).await?;
     if components.is_empty() && !held.is_empty() {
         return Err(BundleError::Invalid(format!(

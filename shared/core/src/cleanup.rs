@@ -481,7 +481,7 @@ async fn run_one(
         let compiled = Compiled::new(&criteria, started).map_err(|e| e.to_string())?;
         let username =
             record.requested_by.clone().filter(|_| record.requested_at.is_some()).unwrap_or_else(|| "system".into());
-        let actor = crate::hosted::Actor { username: &username, address: None };
+        let actor = crate::hosted::Actor::system(&username);
         let batch = services.config.worker.cleanup_batch.max(1);
         let format = formats.get(repo.format);
         run(services, (format, &policy.name, &compiled), &repo, (started, batch), actor, Some(lease))

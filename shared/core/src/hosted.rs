@@ -18,6 +18,8 @@ use futures_util::{Stream, StreamExt};
 
 use crate::services::Services;
 use packyard_model::repos::{RepoType, Repository, WritePolicy};
+use packyard_model::security::{Action, Principal, RepoFacts};
+use packyard_model::selector::Content;
 use packyard_store::blobs::{BlobError, Sha256Hex, StoredBlob};
 use packyard_store::db::blobs::Collect;
 pub use packyard_store::db::catalogue::{Component, Entry, Forget, NewAsset};
@@ -31,6 +33,9 @@ pub enum UploadError {
     /// The request or the package is not acceptable (400).
     #[error("{0}")]
     Invalid(String),
+    /// The caller may not write this content (403).
+    #[error("{0}")]
+    Forbidden(String),
     /// The package is over a size limit (413).
     #[error("{0}")]
     TooLarge(String),
@@ -184,11 +189,56 @@ pub async fn discard(services: &Services, digest: &Sha256Hex, created: bool) {
     }
 }
 
-/// Who makes a change: for the audit log.
+/// Who makes a change: for the audit log; and, for a client's upload, whose privileges decide
+/// what content it may write (`None`: the instance's own work — an import, a replication run,
+/// the scheduler — which no content selector narrows).
 #[derive(Debug, Clone, Copy)]
 pub struct Actor<'a> {
     pub username: &'a str,
     pub address: Option<IpAddr>,
+    pub principal: Option<&'a Principal>,
+}
+
+impl<'a> Actor<'a> {
+    /// The instance's own work, named `username` in the audit log.
+    pub fn system(username: &'a str) -> Self {
+        Self { username, address: None, principal: None }
+    }
+}
+
+/// Refuses an upload of content that the actor's privileges reach only through content
+/// selectors none of which selects it (403 naming the selectors).
+pub fn check_content(
+    services: &Services,
+    repo: &Repository,
+    actor: Actor<'_>,
+    action: Action,
+    (path, component): (&str, &Component),
+) -> Result<(), UploadError> {
+    let Some(principal) = actor.principal else { return Ok(()) };
+    let facts = RepoFacts { name: repo.name.as_str(), anonymous_read: repo.anonymous_read };
+    let global = services.security.anonymous_read;
+    let path = format!("/{path}");
+    let content = Content {
+        format: repo.format.as_str(),
+        repository: repo.name.as_str(),
+        path: &path,
+        name: Some(component.name.as_str()),
+        version: Some(component.version.as_str()),
+        group: Some(component.group.as_str()),
+    };
+    if principal.allows_content(facts, action, global, &content) {
+        return Ok(());
+    }
+    let selectors = principal.selectors_for(facts, action, global);
+    Err(UploadError::Forbidden(format!(
+        "user {} may not {action} {} {} ({path}) in repository {}: the {action} privilege on it is limited to content selector(s) {}, which do not select it",
+        actor.username,
+        component.name,
+        component.version,
+        repo.name,
+        if selectors.is_empty() { "(none)".to_string() } else { selectors.join(", ") }
+    )))
 }
 
 /// A publication unit a change republishes: `(kind, unit key)`.
@@ -300,6 +350,9 @@ pub trait Hosted: Send + Sync {
     fn units(&self, repo: &Repository, artifact: &Self::Artifact) -> Vec<UnitRef>;
     /// What the answer to an upload says of the stored artifact (JSON).
     fn receipt(&self, artifact: &Self::Artifact) -> serde_json::Value;
+    /// What a content selector sees of the artifact: the path clients read it at (below the
+    /// repository, no leading `/`) and the component it belongs to.
+    fn content(&self, artifact: &Self::Artifact) -> (String, Component);
     /// In the transaction: what the artifact's coordinate holds now.
     async fn existing(&self, t: &mut InTx<'_, '_>, artifact: &Self::Artifact) -> DbResult<Existing<Self::Removal>>;
     /// In the transaction: writes the artifact's rows, by `uploader`.
@@ -440,6 +493,8 @@ async fn record<H: Hosted>(
 ) -> Result<Uploaded<H::Artifact>, UploadError> {
     let inspected = format.inspect(services, repo, target, stored).await?;
     derived.extend(inspected.derived.iter().cloned());
+    let (path, component) = format.content(&inspected.artifact);
+    check_content(services, repo, actor, Action::Write, (&path, &component))?;
     let (artifact, coordinate) = (inspected.artifact, inspected.coordinate);
     let db = &services.db;
     let units = format.units(repo, &artifact);

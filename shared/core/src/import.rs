@@ -629,7 +629,7 @@ pub async fn run<I: Importer>(
     let total = todo.len() as u64;
     let counters = Arc::new(Counters::default());
     let ticker = options.progress.then(|| spawn_progress(counters.clone(), total));
-    let actor = Actor { username: "import", address: None };
+    let actor = Actor::system("import");
     let cx = StoreCx { services, repo, fetcher, actor };
     // Chains in the order of their first item; an item of no chain is a chain of its own.
     let mut chains: Vec<Vec<Item<I::Target>>> = Vec::new();

@@ -11,6 +11,7 @@ pub mod osv;
 pub mod policy;
 pub mod repos;
 pub mod security;
+pub mod selector;
 pub mod time;
 
 /// Whether `name` is a name an administrator gives (a policy, a role, a webhook, a user): 1 to

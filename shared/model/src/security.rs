@@ -3,7 +3,11 @@
 use std::fmt;
 use std::str::FromStr;
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
+
+use crate::selector::{Content, Selector};
 
 /// The built-in role that holds every action on every repository and the admin API.
 pub const ADMIN_ROLE: &str = "admin";
@@ -11,7 +15,11 @@ pub const ADMIN_ROLE: &str = "admin";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Action {
+    /// Nexus's `read` and `browse`.
+    #[serde(alias = "browse")]
     Read,
+    /// Nexus's `add` and `edit`.
+    #[serde(alias = "add", alias = "edit")]
     Write,
     Delete,
     Admin,
@@ -40,8 +48,8 @@ impl FromStr for Action {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
-            "read" => Ok(Self::Read),
-            "write" => Ok(Self::Write),
+            "read" | "browse" => Ok(Self::Read),
+            "write" | "add" | "edit" => Ok(Self::Write),
             "delete" => Ok(Self::Delete),
             "admin" => Ok(Self::Admin),
             other => Err(format!("unknown action {other:?}; use read, write, delete or admin")),
@@ -49,12 +57,20 @@ impl FromStr for Action {
     }
 }
 
-/// Actions on the repositories whose names match a glob (`*` any run, `?` one character).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// Actions on the repositories whose names match a glob (`*` any run, `?` one character); with a
+/// content selector, only on the content it selects (`crate::selector`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Privilege {
     pub repositories: String,
     pub actions: Vec<Action>,
+    /// The name of a content selector.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_selector: Option<String>,
+    /// The selector `content_selector` names, as it was when the principal was loaded; `None`
+    /// with a name (a selector since deleted) selects nothing.
+    #[serde(skip)]
+    pub selector: Option<Arc<Selector>>,
 }
 
 impl Privilege {
@@ -70,16 +86,41 @@ impl Privilege {
         if self.actions.is_empty() {
             return Err(format!("the privilege on {p:?} lists no actions"));
         }
+        if let Some(name) = &self.content_selector {
+            if !crate::is_plain_name(name, b"-_.") {
+                return Err(format!("invalid content selector name {name:?}"));
+            }
+            if self.actions.contains(&Action::Admin) {
+                return Err(format!(
+                    "the privilege on {p:?} with content selector {name:?} lists admin: a selector narrows read, write and delete only"
+                ));
+            }
+        }
         Ok(())
     }
 
+    /// Covers `action` on all of `repository` (no content selector).
     pub fn covers(&self, repository: &str, action: Action) -> bool {
+        self.content_selector.is_none() && self.reaches(repository, action)
+    }
+
+    /// Covers `action` on some or all of `repository`.
+    fn reaches(&self, repository: &str, action: Action) -> bool {
         self.actions.contains(&action) && glob_match(&self.repositories, repository)
+    }
+
+    /// Covers `action` on `content` of `repository`.
+    fn covers_content(&self, repository: &str, action: Action, content: &Content<'_>) -> bool {
+        self.reaches(repository, action)
+            && match &self.content_selector {
+                None => true,
+                Some(_) => self.selector.as_ref().is_some_and(|s| s.matches(content)),
+            }
     }
 
     /// Covers every repository (the pattern is `*`): what the global admin API needs.
     pub fn is_global(&self) -> bool {
-        self.repositories == "*"
+        self.repositories == "*" && self.content_selector.is_none()
     }
 }
 
@@ -124,6 +165,15 @@ pub enum Principal {
     User { id: i64, username: String, privileges: Vec<Privilege>, token: Option<TokenScope> },
 }
 
+/// How much of a repository a principal may act on ([`Principal::reach`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    All,
+    /// What a content selector selects: decided per file or component.
+    Part,
+    Nothing,
+}
+
 /// What the decision needs to know about the repository.
 #[derive(Debug, Clone, Copy)]
 pub struct RepoFacts<'a> {
@@ -143,26 +193,72 @@ impl Principal {
         matches!(self, Self::Anonymous { .. })
     }
 
-    /// May this principal perform `action` on the repository? `global_anonymous_read` is
+    /// May this principal perform `action` on all of the repository? `global_anonymous_read` is
     /// `security.anonymous_read`. Anonymous callers can only ever read.
     pub fn allows(&self, repo: RepoFacts<'_>, action: Action, global_anonymous_read: bool) -> bool {
+        self.reach(repo, action, global_anonymous_read) == Reach::All
+    }
+
+    /// How much of the repository this principal may `action`: all of it, only what a content
+    /// selector of one of its privileges selects, or nothing.
+    pub fn reach(&self, repo: RepoFacts<'_>, action: Action, global_anonymous_read: bool) -> Reach {
+        let privileges = self.eligible(repo, action, global_anonymous_read);
+        if privileges.iter().any(|p| p.covers(repo.name, action)) {
+            Reach::All
+        } else if privileges.iter().any(|p| p.reaches(repo.name, action)) {
+            Reach::Part
+        } else {
+            Reach::Nothing
+        }
+    }
+
+    /// May this principal perform `action` on `content` of the repository?
+    pub fn allows_content(
+        &self,
+        repo: RepoFacts<'_>,
+        action: Action,
+        global_anonymous_read: bool,
+        content: &Content<'_>,
+    ) -> bool {
+        self.eligible(repo, action, global_anonymous_read).iter().any(|p| p.covers_content(repo.name, action, content))
+    }
+
+    /// The content selectors through which this principal may `action` part of the repository
+    /// (their names, for a refusal's message).
+    pub fn selectors_for(&self, repo: RepoFacts<'_>, action: Action, global_anonymous_read: bool) -> Vec<&str> {
+        let mut names: Vec<&str> = self
+            .eligible(repo, action, global_anonymous_read)
+            .iter()
+            .filter(|p| p.reaches(repo.name, action))
+            .filter_map(|p| p.content_selector.as_deref())
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        names
+    }
+
+    /// The privileges that may grant `action` on the repository: none for an anonymous caller
+    /// where anonymous reading is off or for anything but reading, and none outside a token's
+    /// narrowing.
+    fn eligible(&self, repo: RepoFacts<'_>, action: Action, global_anonymous_read: bool) -> &[Privilege] {
         match self {
             Self::Anonymous { privileges } => {
-                action == Action::Read
-                    && global_anonymous_read
-                    && repo.anonymous_read
-                    && privileges.iter().any(|p| p.covers(repo.name, action))
+                if action == Action::Read && global_anonymous_read && repo.anonymous_read {
+                    privileges
+                } else {
+                    &[]
+                }
             }
             Self::User { privileges, token, .. } => {
                 if let Some(t) = token {
                     if t.repositories.as_deref().is_some_and(|pat| !glob_match(pat, repo.name)) {
-                        return false;
+                        return &[];
                     }
                     if t.actions.as_ref().is_some_and(|a| !a.contains(&action)) {
-                        return false;
+                        return &[];
                     }
                 }
-                privileges.iter().any(|p| p.covers(repo.name, action))
+                privileges
             }
         }
     }
@@ -211,7 +307,7 @@ mod tests {
             username: "u".into(),
             privileges: privs
                 .iter()
-                .map(|(r, a)| Privilege { repositories: r.to_string(), actions: a.to_vec() })
+                .map(|(r, a)| Privilege { repositories: r.to_string(), actions: a.to_vec(), ..Default::default() })
                 .collect(),
             token,
         }
@@ -222,7 +318,11 @@ mod tests {
         let debs = RepoFacts { name: "debs", anonymous_read: true };
         let closed = RepoFacts { name: "closed", anonymous_read: false };
         let anon = Principal::Anonymous {
-            privileges: vec![Privilege { repositories: "*".into(), actions: vec![Action::Read, Action::Write] }],
+            privileges: vec![Privilege {
+                repositories: "*".into(),
+                actions: vec![Action::Read, Action::Write],
+                ..Default::default()
+            }],
         };
         assert!(anon.allows(debs, Action::Read, true));
         assert!(!anon.allows(debs, Action::Read, false), "global switch");
@@ -251,5 +351,44 @@ mod tests {
         assert!(!narrowed.is_admin());
         assert!(user(&[("*", &Action::ALL)], None).is_admin());
         assert!(!user(&[("d*", &Action::ALL)], None).is_admin());
+    }
+
+    #[test]
+    fn a_content_selector_narrows_a_privilege() -> Result<(), Box<dyn std::error::Error>> {
+        let shared = RepoFacts { name: "shared", anonymous_read: false };
+        let selector = Selector::parse(r#"path =^ "/pool/main/t/team-a-""#)?;
+        let narrowed = |selector: Option<Selector>| Principal::User {
+            id: 1,
+            username: "a".into(),
+            privileges: vec![Privilege {
+                repositories: "shared".into(),
+                actions: vec![Action::Read, Action::Write],
+                content_selector: Some("team-a".into()),
+                selector: selector.map(Arc::new),
+            }],
+            token: None,
+        };
+        let a = narrowed(Some(selector));
+        let content = |path| Content { format: "apt", repository: "shared", path, ..Content::default() };
+        let (ours, theirs) = (content("/pool/main/t/team-a-tool/x.deb"), content("/pool/main/t/team-b-tool/x.deb"));
+        assert_eq!(a.reach(shared, Action::Write, true), Reach::Part);
+        assert!(!a.allows(shared, Action::Write, true), "part of a repository is not all of it");
+        assert_eq!(a.reach(shared, Action::Delete, true), Reach::Nothing);
+        assert!(a.allows_content(shared, Action::Write, true, &ours));
+        assert!(!a.allows_content(shared, Action::Write, true, &theirs));
+        assert!(!a.allows_content(shared, Action::Delete, true, &ours));
+        assert_eq!(a.selectors_for(shared, Action::Read, true), ["team-a"]);
+        assert!(
+            !narrowed(None).allows_content(shared, Action::Read, true, &ours),
+            "a deleted selector selects nothing"
+        );
+        let unplain = Privilege { content_selector: Some("a b".into()), ..Privilege::default() };
+        assert!(Privilege { repositories: "x".into(), actions: vec![Action::Read], ..unplain }.validate().is_err());
+        assert_eq!("browse".parse::<Action>(), Ok(Action::Read));
+        assert_eq!(
+            serde_json::from_str::<Vec<Action>>(r#"["add","edit","browse"]"#)?,
+            [Action::Write, Action::Write, Action::Read]
+        );
+        Ok(())
     }
 }

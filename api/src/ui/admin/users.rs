@@ -193,7 +193,7 @@ pub(super) fn privileges_of(text: &str) -> Result<Vec<Privilege>, ApiError> {
             .map(|a| a.parse())
             .collect::<Result<_, _>>()
             .map_err(|e| ApiError::bad_request(format!("privilege {line:?}: {e}")))?;
-        out.push(Privilege { repositories: pattern.to_string(), actions });
+        out.push(Privilege { repositories: pattern.to_string(), actions, ..Default::default() });
     }
     Ok(out)
 }

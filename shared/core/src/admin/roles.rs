@@ -83,6 +83,7 @@ pub async fn get(services: &Services, name: &str) -> AdminResult<RoleView> {
 pub async fn create(services: &Services, actor: Actor<'_>, body: RoleBody) -> AdminResult<RoleView> {
     let name = body.name.clone().ok_or_else(|| AdminError::Invalid("missing field `name`".into()))?;
     check(&name, &body)?;
+    super::selectors::check_named(services, &body.privileges).await?;
     services.db.insert_role(&name, &body.description, false, &body.privileges).await?;
     services.changed(Changed::Security);
     let detail = serde_json::json!({"privileges": body.privileges});
@@ -100,6 +101,7 @@ pub async fn update(services: &Services, actor: Actor<'_>, name: &str, body: Rol
         return Err(AdminError::Invalid("the built-in admin role cannot be changed".into()));
     }
     find(services, name).await?;
+    super::selectors::check_named(services, &body.privileges).await?;
     services.db.update_role(name, &body.description, &body.privileges).await?;
     services.changed(Changed::Security);
     let detail = serde_json::json!({"privileges": body.privileges});

@@ -279,7 +279,7 @@ pub const SCHEDULER: &str = "snapshot-schedule";
 /// beyond the newest `snapshots.keep`. Several workers may run it at once: a period's snapshot
 /// has one name, so the second to make it finds it taken. Returns how many it made.
 pub async fn run_schedules(services: &Services, formats: &Registry, now: i64) -> AdminResult<usize> {
-    let actor = Actor { username: SCHEDULER, address: None };
+    let actor = Actor::system(SCHEDULER);
     let mut made = 0;
     for repo in services.db.list_repositories().await? {
         let Some(schedule) = repo.settings.snapshots.clone() else { continue };

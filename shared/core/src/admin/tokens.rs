@@ -91,7 +91,7 @@ pub async fn create(services: &Services, owner: Owner<'_>, mut body: NewToken) -
         }
     };
     if let Some(pattern) = &body.repositories {
-        Privilege { repositories: pattern.clone(), actions: vec![Action::Read] }
+        Privilege { repositories: pattern.clone(), actions: vec![Action::Read], ..Default::default() }
             .validate()
             .map_err(AdminError::Invalid)?;
     }

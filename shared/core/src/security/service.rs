@@ -132,7 +132,7 @@ impl Security {
         ];
         for (name, description, actions) in builtins {
             if self.db.role_by_name(name).await?.is_none() {
-                let privileges = vec![Privilege { repositories: "*".into(), actions }];
+                let privileges = vec![Privilege { repositories: "*".into(), actions, ..Default::default() }];
                 match self.db.insert_role(name, description, true, &privileges).await {
                     Ok(()) | Err(DbError::Conflict(_)) => {}
                     Err(e) => return Err(e),
@@ -161,7 +161,8 @@ impl Security {
             return Ok(p);
         }
         let epoch = self.cache.security_epoch();
-        let privileges = self.db.role_by_name(ANONYMOUS_ROLE).await?.map(|r| r.privileges).unwrap_or_default();
+        let mut privileges = self.db.role_by_name(ANONYMOUS_ROLE).await?.map(|r| r.privileges).unwrap_or_default();
+        self.db.resolve_selectors(&mut privileges).await?;
         let p = Arc::new(Principal::Anonymous { privileges });
         self.cache.store_anonymous(p.clone(), epoch);
         Ok(p)

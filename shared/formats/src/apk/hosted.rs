@@ -84,6 +84,10 @@ impl Hosted for ApkHosted {
         vec![(KIND, p.unit_key.clone())]
     }
 
+    fn content(&self, p: &ApkPackage) -> (String, packyard_core::hosted::Component) {
+        (p.path.clone(), super::catalogue::entry(p).component)
+    }
+
     fn receipt(&self, p: &ApkPackage) -> serde_json::Value {
         serde_json::json!({"package": p.name, "version": p.version, "path": p.path, "checksum": p.checksum,
             "sha256": p.sha256, "size": p.size})

@@ -328,6 +328,15 @@ impl Hosted for AptHosted {
         vec![(KIND, upload.distribution.clone())]
     }
 
+    fn content(&self, upload: &AptUpload) -> (String, packyard_core::hosted::Component) {
+        match &upload.artifact {
+            AptArtifact::Package(p) => (p.pool_path.clone(), super::catalogue::entry(p).component),
+            AptArtifact::Source(s) => {
+                (s.source.dsc_path.clone(), source_entry(&s.source, std::iter::empty()).component)
+            }
+        }
+    }
+
     fn receipt(&self, upload: &AptUpload) -> serde_json::Value {
         match &upload.artifact {
             AptArtifact::Package(p) => serde_json::json!({"package": p.name, "version": p.version,

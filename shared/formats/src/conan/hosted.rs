@@ -167,6 +167,27 @@ impl Hosted for ConanHosted {
         units(&u.revision.reference)
     }
 
+    fn content(&self, u: &Upload) -> (String, packyard_core::hosted::Component) {
+        let r = &u.revision;
+        match packyard_codecs::conan::Reference::parse(&r.reference) {
+            Ok(reference) => {
+                let package = r.package.as_ref().map(|(p, v)| (p.as_str(), v.as_str()));
+                let path = format!("{}files/{}", super::catalogue::base(&reference, &r.rrev, package), u.file.path);
+                (path, super::catalogue::component(&reference, &r.rrev))
+            }
+            // Checked when the route was parsed: never reached. Selects nothing a path names.
+            Err(_) => (
+                String::new(),
+                packyard_core::hosted::Component {
+                    key: r.reference.clone(),
+                    group: String::new(),
+                    name: r.reference.clone(),
+                    version: String::new(),
+                },
+            ),
+        }
+    }
+
     fn receipt(&self, u: &Upload) -> serde_json::Value {
         serde_json::json!({"revision": u.revision.coordinate(), "path": u.file.path, "sha256": u.file.sha256,
             "size": u.file.size})

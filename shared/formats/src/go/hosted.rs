@@ -144,6 +144,13 @@ impl Hosted for GoHosted {
         vec![(KIND, u.version.module.clone())]
     }
 
+    fn content(&self, u: &GoUpload) -> (String, packyard_core::hosted::Component) {
+        let v = &u.version;
+        let path =
+            format!("{}/@v/{}.zip", packyard_codecs::go::escape(&v.module), packyard_codecs::go::escape(&v.version));
+        (path, super::catalogue::component(&v.module, &v.version))
+    }
+
     fn receipt(&self, u: &GoUpload) -> serde_json::Value {
         let v = &u.version;
         serde_json::json!({"module": v.module, "version": v.version, "sha256": v.zip_sha256, "size": v.zip_size})

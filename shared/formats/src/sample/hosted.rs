@@ -55,6 +55,10 @@ impl Hosted for SampleHosted {
         vec![(KIND, UNIT.to_string())]
     }
 
+    fn content(&self, f: &SampleFile) -> (String, packyard_core::hosted::Component) {
+        (format!("{}/{}", f.name, f.version), super::catalogue::component(&f.name, &f.version))
+    }
+
     fn receipt(&self, f: &SampleFile) -> serde_json::Value {
         serde_json::json!({"name": f.name, "version": f.version, "sha256": f.sha256, "size": f.size})
     }

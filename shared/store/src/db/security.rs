@@ -14,10 +14,12 @@ mod audit;
 mod logins;
 mod read_only;
 mod secrets;
+mod selectors;
 mod tokens;
 
 pub use audit::{AuditFilter, AuditRecord};
 pub use read_only::ReadOnly;
+pub use selectors::SelectorRecord;
 pub use tokens::TokenRecord;
 
 pub const SECURITY: &str = "security";
@@ -214,6 +216,7 @@ impl Db {
                 serde_json::from_str(&json).map_err(|e| DbError::Corrupt(format!("role privileges: {e}")))?;
             out.append(&mut p);
         }
+        self.resolve_selectors(&mut out).await?;
         Ok(out)
     }
 

@@ -1,0 +1,9 @@
+-- Content selectors (#43): named CSEL expressions that a role's privilege may carry to cover
+-- only the content they select.
+CREATE TABLE content_selectors (
+    name TEXT PRIMARY KEY,
+    description TEXT NOT NULL,
+    expression TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+);
