@@ -257,3 +257,114 @@ async fn sign_in(app: &TestApp, user: &str, password: &str) -> anyhow::Result<St
     anyhow::ensure!(r.status == StatusCode::SEE_OTHER, "sign-in: {} {}", r.status, r.text);
     cookie(&r, "packyard_session").ok_or_else(|| anyhow::anyhow!("no session cookie"))
 }
+
+/// The real clients as team B's reader: `apt-get update` and the download of team A's package
+/// work, team B's package is refused (403); `go list` finds team A's module, not team B's.
+fn real_clients_see_what_the_selector_allows(backend: packyard_store::db::Backend) -> anyhow::Result<()> {
+    use crate::common::process::{basic, server_on, status_of};
+    const PW: &str = "selectors-admin-pw";
+    let Some((server, _dir)) = server_on(backend, &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)])? else {
+        return Ok(());
+    };
+    let public = server.public.clone();
+    let admin = basic(PW);
+    let post = |path: &str, body: Value| -> anyhow::Result<()> {
+        let (s, text) = status_of(ureq::post(&format!("{public}{path}")).set("Authorization", &admin).send_json(body))?;
+        anyhow::ensure!(s == 201, "{path}: {s} {text}");
+        Ok(())
+    };
+    post("/api/v1/repositories", Repo::hosted("shared", Format::Apt).0)?;
+    post("/api/v1/repositories", Repo::hosted("shared-go", Format::Go).0)?;
+    post("/api/v1/content-selectors", json!({"name": "team-a", "expression": TEAM_A}))?;
+    post(
+        "/api/v1/roles",
+        json!({"name": "team-b-readers", "privileges": [
+            {"repositories": "shared*", "actions": ["read"], "content_selector": "team-a"}]}),
+    )?;
+    post("/api/v1/users", json!({"username": "bob", "password": "bob-password", "roles": ["team-b-readers"]}))?;
+    for name in ["team-a-tool", "team-b-tool"] {
+        let (s, text) = status_of(
+            ureq::post(&format!("{public}/repository/shared/?wait=true"))
+                .set("Authorization", &admin)
+                .send_bytes(&tool(name)),
+        )?;
+        assert_eq!(s, 201, "{text}");
+    }
+    for module in ["example.com/team-a/tool", "example.com/team-b/tool"] {
+        let zip = simple_module(module, "v1.0.0", "tool", 0)?;
+        let (s, text) = status_of(
+            ureq::put(&format!("{public}/repository/shared-go/{module}/@v/v1.0.0.zip?wait=true"))
+                .set("Authorization", &admin)
+                .send_bytes(&zip),
+        )?;
+        assert_eq!(s, 201, "{text}");
+    }
+
+    // apt-get, with bob's credentials in an auth.conf.
+    let (_, key) = crate::common::process::get_bytes(&server, "/repository/shared/gpg.key")?;
+    let root = crate::common::apt::scratch(&key, |k| {
+        format!("deb [signed-by={} arch=amd64] {public}/repository/shared stable main", k.display())
+    })?;
+    let auth = root.path().join("auth.conf");
+    std::fs::write(&auth, format!("machine {public}/repository/shared login bob password bob-password\n"))?;
+    let netrc = format!("Dir::Etc::netrc={}", auth.display());
+    let run = |args: &[&str]| -> anyhow::Result<(bool, String)> {
+        let mut all = vec!["-o", netrc.as_str()];
+        all.extend_from_slice(args);
+        let out = crate::common::apt::tool("apt-get", root.path(), &all)?;
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        Ok((out.status.success() && !text.contains("W: ") && !text.contains("E: "), text))
+    };
+    let (ok, text) = run(&["update"])?;
+    assert!(ok, "{text}");
+    let (ok, text) = run(&["download", "team-a-tool"])?;
+    assert!(ok, "{text}");
+    let got = std::fs::read(root.path().join("downloads/team-a-tool_1.0_amd64.deb"))?;
+    assert_eq!(got, tool("team-a-tool"), "apt-get got the bytes uploaded");
+    let (ok, text) = run(&["download", "team-b-tool"])?;
+    assert!(!ok && text.contains("403"), "team B's package is refused: {text}");
+    assert!(!root.path().join("downloads/team-b-tool_1.0_amd64.deb").exists());
+
+    // go list. The go command sends no credentials over plain http (tls.rs has it sign in over
+    // https), so here anonymous callers read through the same selector: the anonymous role's
+    // privilege narrowed to it.
+    let (s, text) = status_of(
+        ureq::put(&format!("{public}/api/v1/roles/anonymous")).set("Authorization", &admin).send_json(json!({
+            "privileges": [{"repositories": "shared*", "actions": ["read"], "content_selector": "team-a"}]})),
+    )?;
+    assert_eq!(s, 200, "{text}");
+    if crate::common::process::available("go", "version") {
+        let home = tempfile::tempdir()?;
+        let work = tempfile::tempdir()?;
+        let proxy = format!("{public}/repository/shared-go");
+        let list = |module: &str| -> anyhow::Result<(bool, String, String)> {
+            let out =
+                crate::common::golang::command(work.path(), home.path(), &proxy, &["list", "-m", "-versions", module])
+                    .output()?;
+            let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            Ok((out.status.success(), stdout.trim().to_string(), stderr.into_owned()))
+        };
+        let (ok, listed, said) = list("example.com/team-a/tool")?;
+        assert!(ok, "{said}");
+        assert_eq!(listed, "example.com/team-a/tool v1.0.0");
+        let (ok, _, said) = list("example.com/team-b/tool")?;
+        assert!(!ok && said.contains("401"), "team B's module is refused: {said}");
+    }
+    assert!(server.terminate()?.success());
+    Ok(())
+}
+
+#[test]
+fn real_clients_see_what_the_selector_allows_on_sqlite() -> anyhow::Result<()> {
+    real_clients_see_what_the_selector_allows(packyard_store::db::Backend::Sqlite)
+}
+
+#[test]
+fn real_clients_see_what_the_selector_allows_on_postgres() -> anyhow::Result<()> {
+    real_clients_see_what_the_selector_allows(packyard_store::db::Backend::Postgres)
+}
+
+#[test]
+fn real_clients_see_what_the_selector_allows_on_mariadb() -> anyhow::Result<()> {
+    real_clients_see_what_the_selector_allows(packyard_store::db::Backend::MySql)
+}
