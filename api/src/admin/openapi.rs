@@ -162,7 +162,20 @@ fn security_paths() -> serde_json::Value {
         },
         "/api/v1/roles": {
             "get": op("List roles (admin)", "200"),
-            "post": op("Create a role: {name, description?, privileges: [{repositories: glob, actions: [read|write|delete|admin]}]}", "201")
+            "post": op("Create a role: {name, description?, privileges: [{repositories: glob, actions: [read|write|delete|admin] (Nexus's browse = read, add and edit = write), content_selector?: name (the privilege covers only what the selector selects; not with admin)}]}", "201")
+        },
+        "/api/v1/content-selectors": {
+            "get": op("List content selectors (admin)", "200"),
+            "post": op("Create a content selector: {name, description?, expression} (a CSEL expression over format, repository, path, name, version, group with ==, !=, =^, =~, and, or, ! and brackets; a parse error is a 400 naming the column) (admin)", "201")
+        },
+        "/api/v1/content-selectors/preview": {
+            "post": op("Which components of a repository a selector selects: {expression | name, repository} → {repository, expression, components, selected: [{repository, format, group, name, version, paths}], truncated} (admin)", "200")
+        },
+        "/api/v1/content-selectors/{name}": {
+            "parameters": param("name"),
+            "get": op("Get a content selector (admin)", "200"),
+            "put": op("Change a content selector's expression and description (admin; no renaming)", "200"),
+            "delete": op("Delete a content selector no role names (admin; 409 naming the roles otherwise)", "204")
         },
         "/api/v1/roles/{name}": {
             "parameters": param("name"),
