@@ -4,8 +4,12 @@
 # directory's name).
 log() { echo "==> $*" >&2; }
 
-log "building release binaries"
-cargo build --release -q -p packyard-api -p packyard-loadtest
+if [ "${PREBUILT:-0}" = 1 ]; then
+  log "using the release binaries as built (PREBUILT=1)"
+else
+  log "building release binaries"
+  cargo build --release -q -p packyard-api -p packyard-loadtest
+fi
 api=$root/target/release/packyard-api
 lt=$root/target/release/packyard-loadtest
 

@@ -11,7 +11,13 @@
 # concurrency 16 (and each server's CPU per upload) are compared. Prints the markdown tables;
 # nothing is written under docs/.
 # Environment: LOG_LEVEL (info, the default configuration; or warn), REQUESTS (30000),
-# ROUNDS (5), CONCURRENCY (16), UPLOADS (0), UPLOAD_REQUESTS (64), POLICY (0).
+# ROUNDS (5), CONCURRENCY (16), UPLOADS (0), UPLOAD_REQUESTS (64), POLICY (0), SELECTORS (0).
+# With SELECTORS=N (give the same binary twice), both read as a signed-in user `reader`: "new"'s
+# role holds N read privileges on the repository, each narrowed by its own content selector
+# (`format == "apt" and (path =^ "/pool/main/t/team-<i>-" or name == "team-<i>-tool")`), the one
+# that selects what is read (`path =^ "/dists/" or path =^ "/pool/main/p/"`) last, so every read
+# evaluates all N; "old"'s role holds one plain read privilege — the read path's cost of N
+# selectors.
 # With POLICY=1 (give the same binary twice), the reads go through an APT group over the
 # repository: "new" with a policy that gates everything it serves (a quarantine rule that
 # matches nothing and `audit` of advisories: every package download looks up its verdict),
@@ -36,6 +42,7 @@ CONCURRENCY=${CONCURRENCY:-16}
 UPLOADS=${UPLOADS:-0}
 UPLOAD_REQUESTS=${UPLOAD_REQUESTS:-64}
 POLICY=${POLICY:-0}
+SELECTORS=${SELECTORS:-0}
 UPLOAD_WARMUP=16
 LOG_LEVEL=${LOG_LEVEL:-info}
 # shellcheck source=loadtest/nginx.sh
@@ -93,6 +100,23 @@ start() { # label binary -> sets url_<label>
       -d "{\"name\":\"reads\",\"format\":\"apt\",\"type\":\"group\",\"group\":{\"members\":[\"debs\"]},\"apt\":{\"architectures\":[\"amd64\"]}$policy}" >/dev/null
     wait_http "$base/repository/reads/dists/stable/InRelease"
   fi
+  if [ "$SELECTORS" != 0 ]; then
+    local privileges='{"repositories":"debs","actions":["read"]}'
+    if [ "$label" = new ]; then
+      privileges=''
+      for i in $(seq 1 "$SELECTORS"); do
+        local expression="format == \\\"apt\\\" and (path =^ \\\"/pool/main/t/team-$i-\\\" or name == \\\"team-$i-tool\\\")"
+        [ "$i" = "$SELECTORS" ] && expression='path =^ \"/dists/\" or path =^ \"/pool/main/p/\"'
+        curl -fsS -u admin:$pw -H 'content-type: application/json' "$base/api/v1/content-selectors" \
+          -d "{\"name\":\"team-$i\",\"expression\":\"$expression\"}" >/dev/null
+        privileges+="${privileges:+,}{\"repositories\":\"debs\",\"actions\":[\"read\"],\"content_selector\":\"team-$i\"}"
+      done
+    fi
+    curl -fsS -u admin:$pw -H 'content-type: application/json' "$base/api/v1/roles" \
+      -d "{\"name\":\"readers\",\"privileges\":[$privileges]}" >/dev/null
+    curl -fsS -u admin:$pw -H 'content-type: application/json' "$base/api/v1/users" \
+      -d '{"username":"reader","password":"reader-password","roles":["readers"]}' >/dev/null
+  fi
   printf -v "url_$label" '%s' "$base"
 }
 log "starting the old ($old_bin) and the new ($new_bin) build, log level $LOG_LEVEL"
@@ -124,9 +148,16 @@ if [ "$POLICY" = 1 ]; then
   curl -fsS -o /dev/null "$url_new/repository/reads/$deb_path"
 fi
 www=$work/www
+read_auth=()
+if [ "$SELECTORS" != 0 ]; then
+  read_auth=(--read-auth reader:reader-password)
+  # The reader reads the files on both; on "new", not a package no selector selects.
+  code=$(curl -sS -o /dev/null -w '%{http_code}' -u reader:reader-password "$url_new/repository/debs/pool/main/t/team-0-tool/team-0-tool_1.0_amd64.deb")
+  [ "$code" = 403 ] || { echo "new answers $code, not 403, for what no selector selects" >&2; exit 1; }
+fi
 for f in "${files[@]}"; do
   mkdir -p "$www/$(dirname "$f")"
-  curl -fsS -o "$www/$f" "$url_new/repository/$reads/$f"
+  curl -fsS -u admin:$pw -o "$www/$f" "$url_new/repository/$reads/$f"
 done
 n_port=$(free_port)
 start_nginx "${files[0]}"
@@ -134,9 +165,9 @@ start_nginx "${files[0]}"
 log "small responses: new, old, nginx"
 "$lt" compare --target "new=$url_new/repository/$reads/" --target "old=$url_old/repository/$reads/" \
   --target "nginx=http://127.0.0.1:$n_port/" --requests "$REQUESTS" --concurrency "$CONCURRENCY" \
-  --rounds "$ROUNDS" --warmup-requests 2000 --warmup-seconds 2 \
+  --rounds "$ROUNDS" --warmup-requests 2000 --warmup-seconds 2 ${read_auth[@]+"${read_auth[@]}"} \
   "${scenarios[@]}" --markdown "$work/small.md" >/dev/null
-echo "## Small responses (log level $LOG_LEVEL$([ "$POLICY" != 0 ] && echo "; new: a group with a policy, old: without"))"
+echo "## Small responses (log level $LOG_LEVEL$([ "$POLICY" != 0 ] && echo "; new: a group with a policy, old: without")$([ "$SELECTORS" != 0 ] && echo "; signed in; new: $SELECTORS content selectors, old: none"))"
 echo
 cat "$work/small.md"
 # CPU seconds (user + system) a process has used so far.

@@ -110,6 +110,8 @@ pub struct Options {
     pub rounds: usize,
     /// `user:password` for uploads.
     pub auth: Option<String>,
+    /// `user:password` for reads (otherwise anonymous).
+    pub read_auth: Option<String>,
     pub upload_bytes: usize,
     /// Upload requests to warm up with (uploads are not repeatable, so fewer than reads).
     pub upload_warmup: usize,
@@ -251,6 +253,13 @@ async fn preflight(
         return Ok((prepared, notes));
     }
     let mut full: Vec<Vec<u8>> = Vec::new();
+    let get = |path: &str| {
+        let mut r = get(path);
+        if let Some(a) = &opts.read_auth {
+            r.headers.push(("Authorization".into(), basic(a)));
+        }
+        r
+    };
     for t in targets {
         let endpoint = Endpoint::parse(&t.url)?;
         let resp = one(&endpoint, &get(&scenario.path)).await?;

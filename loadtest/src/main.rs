@@ -36,6 +36,9 @@ enum Command {
         /// user:password for uploads.
         #[arg(long)]
         auth: Option<String>,
+        /// user:password for reads (otherwise anonymous).
+        #[arg(long)]
+        read_auth: Option<String>,
         /// Size of each uploaded package's payload.
         #[arg(long, default_value_t = 4 * 1024 * 1024)]
         upload_bytes: usize,
@@ -313,6 +316,7 @@ fn main() -> anyhow::Result<()> {
             warmup_seconds,
             rounds,
             auth,
+            read_auth,
             upload_bytes,
             upload_warmup,
             visible_in,
@@ -331,6 +335,7 @@ fn main() -> anyhow::Result<()> {
                 warmup_seconds,
                 rounds,
                 auth,
+                read_auth,
                 upload_bytes,
                 upload_warmup,
                 visible_in,

@@ -7,3 +7,6 @@ CREATE TABLE content_selectors (
     created_at BIGINT NOT NULL,
     updated_at BIGINT NOT NULL
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+
+-- A webhook subscription narrowed to the component events whose content a selector selects.
+ALTER TABLE webhooks ADD COLUMN content_selector VARCHAR(64);

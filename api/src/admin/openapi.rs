@@ -205,7 +205,7 @@ fn security_paths() -> serde_json::Value {
         },
         "/api/v1/webhooks": {
             "get": op("List webhook subscriptions, without secrets (admin)", "200"),
-            "post": op("Create a subscription: {name, url, events: [component.published|component.deleted|repository.created|repository.updated|repository.deleted|cleanup.finished], repository?, secret?, enabled?}; a generated secret is in the response only (admin). Deliveries are POSTs signed in X-Packyard-Signature-256: sha256=<HMAC-SHA256 of the body>", "201")
+            "post": op("Create a subscription: {name, url, events: [component.published|component.deleted|repository.created|repository.updated|repository.deleted|cleanup.finished], repository?, secret?, enabled?, batch?, content_selector? (only component events whose content it selects)}; a generated secret is in the response only (admin). Deliveries are POSTs signed in X-Packyard-Signature-256: sha256=<HMAC-SHA256 of the body>", "201")
         },
         "/api/v1/webhooks/{name}": {
             "parameters": param("name"),

@@ -19,6 +19,7 @@ fn opts() -> Options {
         warmup_seconds: 0.1,
         rounds: 2,
         auth: Some(format!("admin:{PW}")),
+        read_auth: None,
         upload_bytes: 64 * 1024,
         upload_warmup: 2,
         visible_in: "dists/stable/main/binary-amd64/Packages".into(),

@@ -102,6 +102,14 @@ app_test!(selectors_are_defined_with_their_errors_shown);
 async fn a_selector_narrows_every_route(mut app: TestApp) -> anyhow::Result<()> {
     app.start_worker();
     let (deployer, reader) = teams(&app).await?;
+    // Two subscriptions to component events: team A's (narrowed by the selector) and everyone's.
+    // Nothing listens at the URL: what matters is what each is given to deliver.
+    for (name, selector) in [("team-a-events", json!("team-a")), ("all-events", Value::Null)] {
+        let body = json!({"name": name, "url": "http://127.0.0.1:9/hook", "content_selector": selector,
+            "events": ["component.published", "component.deleted"]});
+        let r = app.call(TestRequest::post().uri("/api/v1/webhooks").set_json(&body)).await?;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    }
     let r = upload(&app, deployer.clone(), tool("team-a-tool")).await?;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
     let theirs = tool("team-b-tool");
@@ -130,6 +138,39 @@ async fn a_selector_narrows_every_route(mut app: TestApp) -> anyhow::Result<()> 
     let zip = simple_module("example.com/team-b/tool", "v1.0.0", "tool", 0)?;
     let r = app.put("/repository/shared-go/example.com/team-b/tool/@v/v1.0.0.zip?wait=true", zip).await?;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+
+    // Webhooks: team A's subscription is told of team A's components only, everyone's of all;
+    // the administrator's delete of team B's package goes to everyone's alone.
+    let r = app.call(TestRequest::delete().uri(&pool("team-b-tool"))).await?;
+    assert!(r.status.is_success(), "{}", r.text);
+    let told = |name: &'static str| {
+        let db = app.services.db.clone();
+        async move {
+            let hook = db.webhook(name).await?.ok_or_else(|| anyhow::anyhow!("no webhook {name}"))?;
+            let mut out: Vec<String> = Vec::new();
+            for d in db.list_deliveries(hook.id, None, 100).await? {
+                let payload: Value = serde_json::from_str(&d.payload)?;
+                out.push(format!("{} {}", d.event, payload["component"].as_str().unwrap_or_default()));
+            }
+            out.sort();
+            anyhow::Ok(out)
+        }
+    };
+    assert_eq!(
+        told("team-a-events").await?,
+        ["component.published example.com/team-a/tool@v1.0.0", "component.published team-a-tool_1.0_amd64"]
+    );
+    assert_eq!(
+        told("all-events").await?,
+        [
+            "component.deleted team-b-tool_1.0_amd64",
+            "component.published example.com/team-a/tool@v1.0.0",
+            "component.published example.com/team-b/tool@v1.0.0",
+            "component.published team-a-tool_1.0_amd64",
+            "component.published team-b-tool_1.0_amd64"
+        ]
+    );
+    assert_eq!(upload(&app, As::Admin, theirs.clone()).await?.status, StatusCode::CREATED);
 
     // Format routes.
     for (path, status) in [
@@ -229,7 +270,8 @@ async fn a_selector_narrows_every_route(mut app: TestApp) -> anyhow::Result<()> 
     assert_eq!(app.send(TestRequest::get().uri(&pool("team-a-tool")), reader).await?.status, StatusCode::FORBIDDEN);
     Ok(())
 }
-app_test!(a_selector_narrows_every_route);
+app_test!(a_selector_narrows_every_route, |c: &mut packyard_model::config::Config| c.webhooks.allowed_networks =
+    vec!["127.0.0.1/32".into()]);
 
 /// A web UI sign-in through the form: the session cookie.
 async fn sign_in(app: &TestApp, user: &str, password: &str) -> anyhow::Result<String> {

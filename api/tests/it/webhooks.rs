@@ -528,6 +528,7 @@ async fn webhooks_reach_only_allowed_addresses(backend: Backend) -> anyhow::Resu
             secret: (&nonce, &ct),
             enabled: true,
             batch: false,
+            content_selector: None,
         };
         app.services.db.insert_webhook(name, &write).await?;
     }

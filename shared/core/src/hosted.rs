@@ -395,6 +395,9 @@ pub struct Removed {
     pub detail: serde_json::Value,
     /// What goes out of the catalogue with it.
     pub forget: Forget,
+    /// What a content selector sees of it ([`Hosted::content`]): for the webhook subscriptions
+    /// narrowed by one (`None`: none of them is told).
+    pub content: Option<(String, Component)>,
 }
 
 /// An upload the engine stored.
@@ -569,8 +572,15 @@ pub async fn delete<H: Hosted>(
         }
         let action = format!("{}.delete", H::NAME);
         audit_in(&mut tx, db, actor, &action, repo, &removed.coordinate, &removed.detail).await?;
-        component_event_in(&mut tx, db, "component.deleted", repo, (&removed.coordinate, &removed.detail), actor)
-            .await?;
+        component_event_in(
+            &mut tx,
+            db,
+            "component.deleted",
+            repo,
+            (&removed.coordinate, &removed.detail, removed.content.as_ref()),
+            actor,
+        )
+        .await?;
         tx.commit().await?;
         Ok(Some(Deleted { coordinate: removed.coordinate, changes }))
     })
@@ -660,7 +670,8 @@ async fn store_one<H: Hosted>(
     }
     if written.audit {
         audit_in(tx, db, actor, action, repo, coordinate, detail).await?;
-        component_event_in(tx, db, "component.published", repo, (coordinate, detail), actor).await?;
+        let content = format.content(artifact);
+        component_event_in(tx, db, "component.published", repo, (coordinate, detail, Some(&content)), actor).await?;
     }
     Ok(Some(if written.republish { units } else { Vec::new() }))
 }
@@ -1055,8 +1066,15 @@ async fn copy_transaction<H: Hosted>(
                     db.catalogue_forget(&mut tx, from.id, &removed.forget).await?;
                     let detail = serde_json::json!({"to": to.name.as_str(), "detail": removed.detail});
                     audit_in(&mut tx, db, actor, &action, from, &removed.coordinate, &detail).await?;
-                    component_event_in(&mut tx, db, "component.deleted", from, (&removed.coordinate, &detail), actor)
-                        .await?;
+                    component_event_in(
+                        &mut tx,
+                        db,
+                        "component.deleted",
+                        from,
+                        (&removed.coordinate, &detail, removed.content.as_ref()),
+                        actor,
+                    )
+                    .await?;
                     add(&mut units_from, removed.units);
                     report.removed += 1;
                 }
@@ -1111,8 +1129,15 @@ pub async fn delete_batch<H: Hosted>(
                     db.catalogue_forget(&mut tx, repo.id, &other).await?;
                 }
             }
-            component_event_in(&mut tx, db, "component.deleted", repo, (&removed.coordinate, &removed.detail), actor)
-                .await?;
+            component_event_in(
+                &mut tx,
+                db,
+                "component.deleted",
+                repo,
+                (&removed.coordinate, &removed.detail, removed.content.as_ref()),
+                actor,
+            )
+            .await?;
             audits.push((format!("{}/{}", repo.name, removed.coordinate), removed.detail.to_string()));
             for u in removed.units {
                 if !units.contains(&u) {
@@ -1145,7 +1170,7 @@ async fn component_event_in(
     db: &Db,
     event: &str,
     repo: &Repository,
-    (coordinate, detail): (&str, &serde_json::Value),
+    (coordinate, detail, content): (&str, &serde_json::Value, Option<&(String, Component)>),
     actor: Actor<'_>,
 ) -> DbResult<()> {
     let payload = serde_json::json!({
@@ -1154,7 +1179,14 @@ async fn component_event_in(
         "actor": actor.username,
         "detail": detail,
     });
-    db.enqueue_webhook_event_in(tx, event, Some(repo.name.as_str()), &payload.to_string()).await?;
+    let content = content.map(|(path, c)| packyard_store::db::webhooks::EventContent {
+        format: repo.format.as_str(),
+        path,
+        name: &c.name,
+        version: &c.version,
+        group: &c.group,
+    });
+    db.enqueue_component_event_in(tx, event, (repo.name.as_str(), content), &payload.to_string()).await?;
     Ok(())
 }
 

@@ -26,6 +26,8 @@ pub struct WebhookForm {
     secret: String,
     enabled: Option<String>,
     batch: Option<String>,
+    #[serde(default)]
+    content_selector: String,
     #[serde(default, rename = "event")]
     events: Vec<String>,
 }
@@ -40,6 +42,7 @@ impl WebhookForm {
             secret: String::new(),
             enabled: v.enabled.then(|| "on".into()),
             batch: v.batch.then(|| "on".into()),
+            content_selector: v.content_selector.clone().unwrap_or_default(),
             events: v.events.clone(),
         }
     }
@@ -53,6 +56,7 @@ impl WebhookForm {
             secret: Some(self.secret.clone()).filter(|s| !s.is_empty()),
             enabled: self.enabled.is_some(),
             batch: self.batch.is_some(),
+            content_selector: Some(self.content_selector.trim().to_string()).filter(|s| !s.is_empty()),
         }
     }
 }
@@ -70,6 +74,7 @@ fn form_of(raw: &[u8]) -> WebhookForm {
             "secret" => f.secret = v,
             "enabled" => f.enabled = Some(v),
             "batch" => f.batch = Some(v),
+            "content_selector" => f.content_selector = v,
             "event" => f.events.push(v),
             _ => {}
         }
@@ -106,6 +111,11 @@ async fn fields(services: &Services, f: &WebhookForm, creating: bool) -> Result<
                 @if creating { "16 to 1024 characters; left empty, one is generated and shown once" }
                 @else { "empty keeps the current one; it is never shown again" }
             }
+        }
+        div.field {
+            label for="content_selector" { "Content selector" }
+            input #content_selector name="content_selector" value=(f.content_selector) aria-describedby="selector-hint";
+            span.hint #selector-hint { "optional: only the component events whose content this selector selects" }
         }
         div.field { label { input type="checkbox" name="enabled" value="on" checked[f.enabled.is_some()]; " Enabled" } }
         div.field { label { input type="checkbox" name="batch" value="on" checked[f.batch.is_some()]; " Send several pending events of a repository in one request" } }

@@ -21,6 +21,9 @@ pub struct WebhookView {
     pub enabled: bool,
     /// Several pending events of one repository are sent in one request.
     pub batch: bool,
+    /// Only the component events whose content this content selector selects.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content_selector: Option<String>,
     pub created_at: String,
     pub updated_at: String,
     /// Only in the answer to a create that generated it.
@@ -37,6 +40,7 @@ impl From<WebhookRecord> for WebhookView {
             repository: w.repository,
             enabled: w.enabled,
             batch: w.batch,
+            content_selector: w.content_selector,
             created_at: rfc3339_ms(w.created_at),
             updated_at: rfc3339_ms(w.updated_at),
             secret: None,
@@ -65,6 +69,10 @@ pub struct WebhookBody {
     /// cleanup run's thousands of `component.deleted`, say); default: one event per request.
     #[serde(default)]
     pub batch: bool,
+    /// Only the component events (`component.published`, `component.deleted`) whose content
+    /// this content selector selects; the other events go out as without it.
+    #[serde(default)]
+    pub content_selector: Option<String>,
 }
 
 fn enabled() -> bool {
@@ -81,6 +89,7 @@ impl WebhookBody {
             secret,
             enabled: self.enabled,
             batch: self.batch,
+            content_selector: self.content_selector.as_deref(),
         }
     }
 }
@@ -116,6 +125,11 @@ async fn check_against(services: &Services, body: &WebhookBody) -> AdminResult<(
     if let Some(r) = &body.repository {
         if services.db.repository_by_name(r).await?.is_none() {
             return Err(AdminError::Invalid(format!("repository: no repository {r}")));
+        }
+    }
+    if let Some(s) = &body.content_selector {
+        if services.db.content_selector(s).await?.is_none() {
+            return Err(AdminError::Invalid(format!("content_selector: no content selector {s}")));
         }
     }
     Ok(())

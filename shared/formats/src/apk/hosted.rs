@@ -108,7 +108,14 @@ impl Hosted for ApkHosted {
         rows::delete(t.db, t.tx, p.id).await?;
         let units = vec![(KIND, p.unit_key.clone())];
         let detail = serde_json::json!({"sha256": p.sha256});
-        Ok(Some(Removed { coordinate: p.path.clone(), units, detail, forget: Forget::Component(p.path.clone()) }))
+        let content = Some((p.path.clone(), super::catalogue::entry(&p).component));
+        Ok(Some(Removed {
+            coordinate: p.path.clone(),
+            units,
+            detail,
+            forget: Forget::Component(p.path.clone()),
+            content,
+        }))
     }
 
     /// A package's path.

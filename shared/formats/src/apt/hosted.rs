@@ -438,14 +438,26 @@ impl Hosted for AptHosted {
 
     async fn remove(&self, t: &mut InTx<'_, '_>, removal: &AptRemoval) -> DbResult<Option<Removed>> {
         let (repo, path) = (t.repo, removal.path.as_str());
-        let (member, coordinate, detail) = if let Some(p) = rows::by_pool_path(t.db, &mut **t.tx, repo.id, path).await?
-        {
-            (Member::Package(p.id), coordinate(&p), serde_json::json!({"sha256": p.sha256, "filename": p.pool_path}))
-        } else if let Some(s) = rows::source_by_dsc_path(t.db, &mut **t.tx, repo.id, path).await? {
-            (Member::Source(s.id), format!("{}_{}_source", s.name, s.version), serde_json::json!({"dsc": s.dsc_path}))
-        } else {
-            return Ok(None);
-        };
+        let (member, coordinate, detail, content) =
+            if let Some(p) = rows::by_pool_path(t.db, &mut **t.tx, repo.id, path).await? {
+                let content = (p.pool_path.clone(), super::catalogue::entry(&p).component);
+                (
+                    Member::Package(p.id),
+                    coordinate(&p),
+                    serde_json::json!({"sha256": p.sha256, "filename": p.pool_path}),
+                    content,
+                )
+            } else if let Some(s) = rows::source_by_dsc_path(t.db, &mut **t.tx, repo.id, path).await? {
+                let content = (s.dsc_path.clone(), source_entry(&s, std::iter::empty()).component);
+                (
+                    Member::Source(s.id),
+                    format!("{}_{}_source", s.name, s.version),
+                    serde_json::json!({"dsc": s.dsc_path}),
+                    content,
+                )
+            } else {
+                return Ok(None);
+            };
         // Out of one distribution (the row stays while another lists it), or of all.
         let (units, gone) = match &removal.distribution {
             Some(d) => {
@@ -468,7 +480,7 @@ impl Hosted for AptHosted {
             }
         };
         let units = units.into_iter().map(|d| (KIND, d)).collect();
-        Ok(Some(Removed { coordinate, units, detail, forget }))
+        Ok(Some(Removed { coordinate, units, detail, forget, content: Some(content) }))
     }
 
     /// A package's or source package's pool path: removed from every distribution.

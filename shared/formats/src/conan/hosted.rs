@@ -266,11 +266,16 @@ impl Hosted for ConanHosted {
                 return Ok(None);
             }
         }
+        let content = packyard_codecs::conan::Reference::parse(&rev.reference).ok().map(|reference| {
+            let path = super::catalogue::base(&reference, &rev.rrev, package);
+            (path, super::catalogue::component(&reference, &rev.rrev))
+        });
         Ok(Some(Removed {
             coordinate: rev.coordinate(),
             units: units(&rev.reference),
             detail: serde_json::json!({"rows": n}),
             forget: super::catalogue::forget(&rev.reference, &rev.rrev, package, r.packages_only),
+            content,
         }))
     }
 

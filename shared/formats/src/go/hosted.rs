@@ -198,7 +198,10 @@ impl Hosted for GoHosted {
         rows::delete(t.db, t.tx, v.id).await?;
         let (coordinate, units) = (format!("{}@{}", v.module, v.version), vec![(KIND, v.module.clone())]);
         let (detail, forget) = (serde_json::json!({"sha256": v.zip_sha256}), Forget::Component(coordinate.clone()));
-        Ok(Some(Removed { coordinate, units, detail, forget }))
+        let path =
+            format!("{}/@v/{}.zip", packyard_codecs::go::escape(&v.module), packyard_codecs::go::escape(&v.version));
+        let content = Some((path, super::catalogue::component(&v.module, &v.version)));
+        Ok(Some(Removed { coordinate, units, detail, forget, content }))
     }
 
     /// `<module>@<version>`.

@@ -81,7 +81,8 @@ impl Hosted for SampleHosted {
             coordinate: coordinate.clone(),
             units: vec![(KIND, UNIT.to_string())],
             detail: serde_json::json!({"sha256": f.sha256}),
-            forget: Forget::Component(coordinate),
+            forget: Forget::Component(coordinate.clone()),
+            content: Some((coordinate, super::catalogue::component(&f.name, &f.version))),
         }))
     }
 

@@ -26,6 +26,9 @@ pub struct WebhookRecord {
     pub enabled: bool,
     /// Several pending events of one repository go out in one request (`{"batch": [...]}`).
     pub batch: bool,
+    /// Only component events whose content this content selector selects (other events go
+    /// out as without it).
+    pub content_selector: Option<String>,
     pub created_at: i64,
     pub updated_at: i64,
 }
@@ -39,6 +42,27 @@ pub struct WebhookWrite<'a> {
     pub secret: (&'a str, &'a str),
     pub enabled: bool,
     pub batch: bool,
+    pub content_selector: Option<&'a str>,
+}
+
+/// What a component event is about, for the subscriptions narrowed by a content selector.
+#[derive(Debug, Clone, Copy)]
+pub struct EventContent<'a> {
+    pub format: &'a str,
+    /// Below the repository, without a leading `/`.
+    pub path: &'a str,
+    pub name: &'a str,
+    pub version: &'a str,
+    pub group: &'a str,
+}
+
+/// What an event is about, for the subscriptions narrowed by a content selector.
+#[derive(Debug, Clone, Copy)]
+enum About<'a> {
+    /// Not content (a repository's change, a cleanup run): every subscription that wants it.
+    Other,
+    /// A component (what of it is known).
+    Content(Option<EventContent<'a>>),
 }
 
 /// One attempt at a delivery, to record ([`Db::record_delivery_attempts`]).
@@ -85,6 +109,7 @@ fn parse_webhook(r: &AnyRow) -> DbResult<WebhookRecord> {
         secret_sealed: text(r, "secret_sealed")?,
         enabled: r.try_get::<i64, _>("enabled")? != 0,
         batch: r.try_get::<i64, _>("batch")? != 0,
+        content_selector: opt_text(r, "content_selector")?,
         created_at: r.try_get("created_at")?,
         updated_at: r.try_get("updated_at")?,
     })
@@ -110,7 +135,7 @@ fn parse_delivery(r: &AnyRow) -> DbResult<DeliveryRecord> {
 
 macro_rules! webhook_select {
     () => {
-        "SELECT id, name, url, events, repository, secret_nonce, secret_sealed, enabled, batch, created_at, updated_at FROM webhooks"
+        "SELECT id, name, url, events, repository, secret_nonce, secret_sealed, enabled, batch, content_selector, created_at, updated_at FROM webhooks"
     };
 }
 
@@ -130,16 +155,30 @@ impl Db {
         let events = events_json(w.events)?;
         let insert = sql!("webhooks.insert", "INSERT INTO webhooks (name, url, events, repository, secret_nonce, secret_sealed, enabled, batch, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)");
         let (enabled, batch) = (i64::from(w.enabled), i64::from(w.batch));
+        let mut tx = self.begin().await?;
         self.bound(
             insert,
             (name, w.url, events.as_str(), w.repository, w.secret.0, w.secret.1, enabled, batch, now, now),
         )
-        .execute(self.pool())
+        .execute(&mut *tx)
         .await
         .map_err(|e| match DbError::from(e) {
             DbError::Conflict(_) => DbError::Conflict(format!("webhook {name} already exists")),
             other => other,
         })?;
+        self.set_webhook_selector(&mut tx, name, w.content_selector).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn set_webhook_selector(
+        &self,
+        tx: &mut Transaction<'_, Any>,
+        name: &str,
+        selector: Option<&str>,
+    ) -> DbResult<()> {
+        let set = sql!("webhooks.set_selector", "UPDATE webhooks SET content_selector = $1 WHERE name = $2");
+        self.bound(set, (selector, name)).execute(&mut **tx).await?;
         Ok(())
     }
 
@@ -147,16 +186,19 @@ impl Db {
         let events = events_json(w.events)?;
         let update = sql!("webhooks.update", "UPDATE webhooks SET url = $1, events = $2, repository = $3, secret_nonce = $4, secret_sealed = $5, enabled = $6, batch = $7, updated_at = $8 WHERE name = $9");
         let (enabled, batch) = (i64::from(w.enabled), i64::from(w.batch));
+        let mut tx = self.begin().await?;
         let done = self
             .bound(
                 update,
                 (w.url, events.as_str(), w.repository, w.secret.0, w.secret.1, enabled, batch, now_ms(), name),
             )
-            .execute(self.pool())
+            .execute(&mut *tx)
             .await?;
         if done.rows_affected() != 1 {
             return Err(DbError::NotFound);
         }
+        self.set_webhook_selector(&mut tx, name, w.content_selector).await?;
+        tx.commit().await?;
         Ok(())
     }
 
@@ -208,16 +250,48 @@ impl Db {
         repository: Option<&str>,
         payload: &str,
     ) -> DbResult<u64> {
+        self.enqueue_event_in(tx, event, (repository, About::Other), payload).await
+    }
+
+    /// A component event: as [`Db::enqueue_webhook_event_in`], and a subscription narrowed by a
+    /// content selector gets it only when the selector selects `content` (`None`: not known, so
+    /// not selected; a selector since deleted, or one that no longer parses, selects nothing).
+    pub async fn enqueue_component_event_in(
+        &self,
+        tx: &mut Transaction<'_, Any>,
+        event: &str,
+        (repository, content): (&str, Option<EventContent<'_>>),
+        payload: &str,
+    ) -> DbResult<u64> {
+        self.enqueue_event_in(tx, event, (Some(repository), About::Content(content)), payload).await
+    }
+
+    async fn enqueue_event_in(
+        &self,
+        tx: &mut Transaction<'_, Any>,
+        event: &str,
+        (repository, about): (Option<&str>, About<'_>),
+        payload: &str,
+    ) -> DbResult<u64> {
         let quoted = format!("%\"{event}\"%");
-        let wanted =
-            sql!("webhooks.matching", "SELECT id, repository FROM webhooks WHERE enabled = 1 AND events LIKE $1");
+        let wanted = sql!(
+            "webhooks.matching",
+            "SELECT id, repository, content_selector FROM webhooks WHERE enabled = 1 AND events LIKE $1"
+        );
         let rows = self.bound(wanted, (quoted.as_str(),)).fetch_all(&mut **tx).await?;
         let mut hooks = Vec::new();
         for r in &rows {
             let only = opt_text(r, "repository")?;
-            if only.is_none() || only.as_deref() == repository {
-                hooks.push(r.try_get::<i64, _>("id")?);
+            if !(only.is_none() || only.as_deref() == repository) {
+                continue;
             }
+            if let (Some(name), About::Content(content)) = (opt_text(r, "content_selector")?, about) {
+                let Some(c) = content else { continue };
+                if !self.selects_in(tx, &name, (repository.unwrap_or_default(), c)).await? {
+                    continue;
+                }
+            }
+            hooks.push(r.try_get::<i64, _>("id")?);
         }
         if hooks.is_empty() {
             return Ok(0);
@@ -234,6 +308,29 @@ impl Db {
             self.bound(delivery, (*hook, event_id, key, now, now)).execute(&mut **tx).await?;
         }
         Ok(hooks.len() as u64)
+    }
+
+    /// Whether content selector `name` selects `content` of `repository`.
+    async fn selects_in(
+        &self,
+        tx: &mut Transaction<'_, Any>,
+        name: &str,
+        (repository, c): (&str, EventContent<'_>),
+    ) -> DbResult<bool> {
+        let get = sql!("content_selectors.expression", "SELECT expression FROM content_selectors WHERE name = $1");
+        let Some(row) = self.bound(get, (name,)).fetch_optional(&mut **tx).await? else { return Ok(false) };
+        let Ok(selector) = packyard_model::selector::Selector::parse(&text(&row, "expression")?) else {
+            return Ok(false);
+        };
+        let path = format!("/{}", c.path);
+        Ok(selector.matches(&packyard_model::selector::Content {
+            format: c.format,
+            repository,
+            path: &path,
+            name: Some(c.name),
+            version: Some(c.version),
+            group: Some(c.group),
+        }))
     }
 
     /// Records a test `event` with its `payload` and one pending delivery of it to subscription

@@ -117,6 +117,19 @@ impl Db {
                 users.join(", ")
             )));
         }
+        let hooks: Vec<String> = self
+            .list_webhooks()
+            .await?
+            .into_iter()
+            .filter(|w| w.content_selector.as_deref() == Some(name))
+            .map(|w| w.name)
+            .collect();
+        if !hooks.is_empty() {
+            return Err(DbError::Conflict(format!(
+                "content selector {name} is used by webhook(s) {}: change them first",
+                hooks.join(", ")
+            )));
+        }
         let mut tx = self.begin().await?;
         let done = self
             .query(sql!("content_selectors.delete", "DELETE FROM content_selectors WHERE name = $1"))
