@@ -6,18 +6,20 @@
 //! the path, as for a proxy's cached file.
 //!
 //! A principal whose privileges name content selectors has its decisions remembered per worker
-//! thread ([`Remembered`]: how much of a repository it reaches, and each path's answer), under
-//! the security and repository cache epochs: a role, selector or repository change (which
-//! moves a watermark, so an epoch) forgets them all. A warmed read through a hundred selectors
-//! so costs one lookup, not a hundred evaluations (docs/perf/selectors.md).
+//! thread ([`Remembered`]: how much of a repository it reaches, and each request path's
+//! answer), keyed by the principal object itself — the security cache's `Arc`, held while
+//! remembered, so a role or selector change (a new principal object) never meets an old
+//! decision — and dropped when the security or repository cache epoch moves. A warmed read
+//! through a hundred selectors so costs one lookup, not a hundred evaluations
+//! (docs/perf/selectors.md).
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::sync::Arc;
 
 use packyard_core::security::Action;
 use packyard_core::services::Services;
 use packyard_model::repos::Repository;
-use packyard_model::security::{Reach, RepoFacts};
+use packyard_model::security::{Principal, Reach, RepoFacts};
 use packyard_model::selector::Content;
 use packyard_store::db::catalogue::{AssetRow, ComponentRow};
 
@@ -28,65 +30,156 @@ fn facts(repo: &Repository) -> RepoFacts<'_> {
     RepoFacts { name: repo.name.as_str(), anonymous_read: repo.anonymous_read }
 }
 
-/// The most decisions a worker thread remembers; past it, it starts over.
-const REMEMBERED: usize = 50_000;
+/// The most bytes of keys a worker thread remembers; past it, it starts over.
+const REMEMBERED_BYTES: usize = 8 << 20;
+/// A longer path's decision is made each time, not remembered.
+const LONGEST_REMEMBERED: usize = 1024;
+
+#[derive(Hash, PartialEq, Eq)]
+struct ReachKey {
+    repo: Box<str>,
+    action: Action,
+}
+
+#[derive(Hash)]
+struct ReachRef<'a> {
+    repo: &'a str,
+    action: Action,
+}
+
+impl hashbrown::Equivalent<ReachKey> for ReachRef<'_> {
+    fn equivalent(&self, k: &ReachKey) -> bool {
+        self.repo == &*k.repo && self.action == k.action
+    }
+}
+
+#[derive(Hash, PartialEq, Eq)]
+struct PathKey {
+    repo: Box<str>,
+    action: Action,
+    path: Box<str>,
+}
+
+#[derive(Hash)]
+struct PathRef<'a> {
+    repo: &'a str,
+    action: Action,
+    path: &'a str,
+}
+
+impl hashbrown::Equivalent<PathKey> for PathRef<'_> {
+    fn equivalent(&self, k: &PathKey) -> bool {
+        self.repo == &*k.repo && self.action == k.action && self.path == &*k.path
+    }
+}
+
+/// One principal's remembered decisions.
+struct Of {
+    /// Held so that its address, the key, names no other principal while remembered.
+    _principal: Arc<Principal>,
+    reach: hashbrown::HashMap<ReachKey, Reach>,
+    paths: hashbrown::HashMap<PathKey, bool>,
+}
 
 /// Decisions of principals with content selectors, remembered on this thread under `epochs`
 /// (the instance, its security and repository cache epochs).
 #[derive(Default)]
 struct Remembered {
     epochs: [u64; 3],
-    reach: HashMap<String, Reach>,
-    paths: HashMap<String, bool>,
+    of: hashbrown::HashMap<usize, Of>,
+    bytes: usize,
 }
 
 thread_local! {
     static REMEMBERED_HERE: RefCell<Remembered> = RefCell::new(Remembered::default());
 }
 
-/// Who a principal is, for the remembered decisions: its privileges are fixed within an epoch
-/// for a user (and a token's narrowing by the token); `None` when it names no selector (its
-/// decisions are a few comparisons, not worth a lookup).
-fn whose(caller: &Caller) -> Option<String> {
-    use packyard_model::security::Principal;
-    match &*caller.principal {
-        Principal::Anonymous { privileges } if privileges.iter().any(|p| p.content_selector.is_some()) => {
-            Some("anonymous".to_string())
-        }
-        Principal::User { id, privileges, token, .. } if privileges.iter().any(|p| p.content_selector.is_some()) => {
-            Some(format!("{id}\0{}", token.as_ref().map_or("", |t| t.token_id.as_str())))
-        }
-        _ => None,
-    }
+/// Whether the principal's decisions are worth remembering: it names a content selector
+/// (without one, a decision is a few comparisons).
+fn narrowed(principal: &Principal) -> bool {
+    let privileges = match principal {
+        Principal::Anonymous { privileges } | Principal::User { privileges, .. } => privileges,
+    };
+    privileges.iter().any(|p| p.content_selector.is_some())
 }
 
-/// Runs `f` on this thread's remembered decisions, forgotten first if an epoch moved.
-fn remembered<T>(services: &Services, f: impl FnOnce(&mut Remembered) -> T) -> T {
+/// Runs `f` on the caller's remembered decisions on this thread, forgotten first if an epoch
+/// moved or the thread remembers too much.
+fn remembered<T>(caller: &Caller, services: &Services, f: impl FnOnce(&mut Of, &mut usize) -> T) -> T {
     let security = &services.security.cache;
     let epochs = [services.published.id(), security.security_epoch(), security.repositories_epoch()];
     REMEMBERED_HERE.with(|r| {
         let mut r = r.borrow_mut();
-        if r.epochs != epochs || r.reach.len() + r.paths.len() > REMEMBERED {
+        if r.epochs != epochs || r.bytes > REMEMBERED_BYTES {
             *r = Remembered { epochs, ..Remembered::default() };
         }
-        f(&mut r)
+        let r = &mut *r;
+        let bytes = &mut r.bytes;
+        let of = r.of.entry(Arc::as_ptr(&caller.principal) as usize).or_insert_with(|| {
+            // What holding the principal costs, roughly (its privileges and parsed selectors).
+            *bytes += 4096;
+            Of {
+                _principal: caller.principal.clone(),
+                reach: hashbrown::HashMap::new(),
+                paths: hashbrown::HashMap::new(),
+            }
+        });
+        f(of, bytes)
     })
 }
 
 /// How much of `repo` the caller may `action`.
 pub(crate) fn reach(caller: &Caller, services: &Services, repo: &Repository, action: Action) -> Reach {
     let decide = || caller.principal.reach(facts(repo), action, services.security.anonymous_read);
-    let Some(who) = whose(caller) else { return decide() };
-    let key = format!("{who}\0{}\0{action}", repo.name);
-    if let Some(r) = remembered(services, |m| m.reach.get(&key).copied()) {
-        return r;
+    if !narrowed(&caller.principal) {
+        return decide();
     }
-    let r = decide();
-    remembered(services, |m| m.reach.insert(key, r));
-    r
+    remembered(caller, services, |of, bytes| {
+        if let Some(r) = of.reach.get(&ReachRef { repo: repo.name.as_str(), action }) {
+            return *r;
+        }
+        let r = decide();
+        *bytes += repo.name.as_str().len() + 64;
+        of.reach.insert(ReachKey { repo: repo.name.as_str().into(), action }, r);
+        r
+    })
 }
 
-/// Whether the caller may `action` the file at `path` (below the repository, no leading `/`),
+/// Whether the caller may `action` the file a request names at `path` (below the repository,
+/// as the client sent it: decoded here, as the routes decode it). A path that does not decode
+/// is refused where a selector decides.
+pub(crate) fn allows_request(
+    caller: &Caller,
+    services: &Services,
+    repo: &Repository,
+    action: Action,
+    path: &str,
+) -> bool {
+    match reach(caller, services, repo, action) {
+        Reach::All => true,
+        Reach::Nothing => false,
+        Reach::Part => {
+            let decide = || {
+                crate::route::percent_decode(path)
+                    .is_some_and(|decoded| selects(caller, services, repo, action, &decoded, None))
+            };
+            if path.len() > LONGEST_REMEMBERED {
+                return decide();
+            }
+            remembered(caller, services, |of, bytes| {
+                if let Some(known) = of.paths.get(&PathRef { repo: repo.name.as_str(), action, path }) {
+                    return *known;
+                }
+                let allowed = decide();
+                *bytes += repo.name.as_str().len() + path.len() + 64;
+                of.paths.insert(PathKey { repo: repo.name.as_str().into(), action, path: path.into() }, allowed);
+                allowed
+            })
+        }
+    }
+}
+
+/// Whether the caller may `action` the stored file at `path` (below the repository, as stored),
 /// of component `component` (`(group, name, version)`) when known; otherwise the format's
 /// catalogue names it from the path.
 pub(crate) fn allows_path(
@@ -100,18 +193,6 @@ pub(crate) fn allows_path(
     match reach(caller, services, repo, action) {
         Reach::All => true,
         Reach::Nothing => false,
-        Reach::Part if component.is_none() => {
-            // A request's path: the same answer every time within the epochs.
-            let key = whose(caller).map(|who| format!("{who}\0{}\0{action}\0{path}", repo.name));
-            if let Some(known) = key.as_ref().and_then(|k| remembered(services, |m| m.paths.get(k).copied())) {
-                return known;
-            }
-            let allowed = selects(caller, services, repo, action, path, None);
-            if let Some(k) = key {
-                remembered(services, |m| m.paths.insert(k, allowed));
-            }
-            allowed
-        }
         Reach::Part => selects(caller, services, repo, action, path, component),
     }
 }
@@ -176,6 +257,30 @@ pub(crate) fn allows_component(
                 return allows_path(caller, services, view, action, &c.component_key, Some(component));
             }
             own.any(|a| allows_asset(caller, services, view, action, c, a))
+        }
+    }
+}
+
+/// Whether the caller may `action` every file of component `c` in `repo` (what a delete of it
+/// removes).
+pub(crate) fn allows_whole_component(
+    caller: &Caller,
+    services: &Services,
+    repo: &Repository,
+    action: Action,
+    c: &ComponentRow,
+    assets: &[AssetRow],
+) -> bool {
+    match reach(caller, services, repo, action) {
+        Reach::All => true,
+        Reach::Nothing => false,
+        Reach::Part => {
+            let component = (c.namespace.as_str(), c.name.as_str(), c.version.as_str());
+            let mut own = assets.iter().filter(|a| a.component_id == c.id).peekable();
+            if own.peek().is_none() {
+                return allows_path(caller, services, repo, action, &c.component_key, Some(component));
+            }
+            own.all(|a| allows_asset(caller, services, repo, action, c, a))
         }
     }
 }

@@ -215,7 +215,8 @@ async fn snapshot(
     if !outside {
         // Access first: a 401/403 before a 404. A content selector sees the path below the
         // snapshot, as below the repository.
-        authorize(services, &caller, &repo, Access::READ, Some(matched))?;
+        let inner = tail.raw.splitn(4, '/').nth(3).unwrap_or_default();
+        authorize(services, &caller, &repo, Access::READ, Some(inner))?;
     }
     if outside {
         // Answered as under the repository's own URL, whatever the snapshot: nothing about
@@ -240,7 +241,7 @@ async fn run<R: Routes>(
     let method_access = Access::of_method(req.method());
     match R::route(req.method(), tail) {
         Some(Ok((route, access))) => {
-            authorize(services, &caller, &repo, access, Some(tail.matched))?;
+            authorize(services, &caller, &repo, access, Some(tail.raw))?;
             if access.writes() {
                 crate::read_only::check(services)?;
             }
@@ -256,14 +257,14 @@ async fn run<R: Routes>(
         }
         Some(Err(e)) => match method_access {
             Some(access) => {
-                authorize(services, &caller, &repo, access, Some(tail.matched))?;
+                authorize(services, &caller, &repo, access, Some(tail.raw))?;
                 Err(e)
             }
             None => Err(not_allowed(req)),
         },
         None => {
             let Some(access) = method_access else { return Err(not_allowed(req)) };
-            authorize(services, &caller, &repo, access, Some(tail.matched))?;
+            authorize(services, &caller, &repo, access, Some(tail.raw))?;
             Err(if access == Access::WRITE {
                 ApiError::new(
                     ErrorCode::MethodNotAllowed,
@@ -285,10 +286,11 @@ fn not_allowed(req: &HttpRequest) -> FormatError {
 }
 
 /// The one decision behind every repository route: whether the caller (a bad credential was a
-/// 401 already, never anonymous) may `access` `repo` — at `path` (decoded, below the
-/// repository) where a content selector narrows the caller's privilege. A write through a
+/// 401 already, never anonymous) may `access` `repo` — at `path` (below the repository, as the
+/// client sent it) where a content selector narrows the caller's privilege. A write through a
 /// selector is decided once the upload is read (`hosted::check_content`: the body names the
-/// package); anything else without a path (an export) needs the whole repository.
+/// package); a sign-in route (`SignedIn`) needs the privilege on some of the repository;
+/// anything else without a path (an export) needs the whole repository.
 pub(crate) fn authorize(
     services: &Services,
     caller: &Caller,
@@ -296,24 +298,25 @@ pub(crate) fn authorize(
     access: Access,
     path: Option<&str>,
 ) -> Result<(), FormatError> {
-    let action = match access {
+    let (action, signing_in) = match access {
         Access::Anyone => return Ok(()),
         Access::SignedIn(action) => {
             if caller.principal.is_anonymous() {
                 return Err(ApiError::unauthorized("authentication required").into());
             }
             match action {
-                Some(a) => a,
+                Some(a) => (a, true),
                 None => return Ok(()),
             }
         }
-        Access::Action(a) => a,
+        Access::Action(a) => (a, false),
     };
     match crate::content::reach(caller, services, repo, action) {
         Reach::All => return Ok(()),
         Reach::Part => match (action, path) {
+            _ if signing_in => return Ok(()),
             (Action::Write, _) => return Ok(()),
-            (_, Some(path)) if crate::content::allows_path(caller, services, repo, action, path, None) => return Ok(()),
+            (_, Some(path)) if crate::content::allows_request(caller, services, repo, action, path) => return Ok(()),
             (_, Some(path)) => {
                 return Err(crate::content::refusal(caller, services, repo, action, &format!("/{path}")).into())
             }

@@ -126,21 +126,18 @@ pub(crate) fn visible(
     if !rows.iter().any(|c| partial(c).is_some()) {
         return (rows, assets);
     }
+    let rows: Vec<ComponentRow> = rows
+        .into_iter()
+        .filter(|c| {
+            partial(c).is_none_or(|v| crate::content::allows_component(caller, services, v, Action::Read, c, &assets))
+        })
+        .collect();
     let by_id: HashMap<i64, &ComponentRow> = rows.iter().map(|c| (c.id, c)).collect();
     let assets: Vec<AssetRow> = assets
         .into_iter()
         .filter(|a| {
-            by_id.get(&a.component_id).is_none_or(|c| {
+            by_id.get(&a.component_id).is_some_and(|c| {
                 partial(c).is_none_or(|v| crate::content::allows_asset(caller, services, v, Action::Read, c, a))
-            })
-        })
-        .collect();
-    let rows = rows
-        .into_iter()
-        .filter(|c| {
-            partial(c).is_none_or(|v| {
-                let own = assets.iter().any(|a| a.component_id == c.id);
-                own || crate::content::allows_component(caller, services, v, Action::Read, c, &[])
             })
         })
         .collect();
@@ -571,7 +568,13 @@ async fn component(
     id: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let (view, owner, c) = component_by_id(&services, &caller, &id).await?;
-    let assets = services.db.catalogue_assets_of(&[c.id]).await?;
+    let assets: Vec<AssetRow> = services
+        .db
+        .catalogue_assets_of(&[c.id])
+        .await?
+        .into_iter()
+        .filter(|a| crate::content::allows_asset(&caller, &services, &view, Action::Read, &c, a))
+        .collect();
     let found = advisories(&services, &owner, &c).await?;
     Ok(HttpResponse::Ok().json(component_json(&base_url(&req), &view, &c, &assets, &found)))
 }
@@ -598,7 +601,8 @@ pub(crate) fn check_delete(
 ) -> Result<(), ApiError> {
     match crate::content::reach(caller, services, owner, Action::Delete) {
         Reach::All => return Ok(()),
-        Reach::Part if crate::content::allows_component(caller, services, owner, Action::Delete, c, assets) => {
+        // A delete removes the whole component: every file of it must be selected.
+        Reach::Part if crate::content::allows_whole_component(caller, services, owner, Action::Delete, c, assets) => {
             return Ok(())
         }
         Reach::Part => {

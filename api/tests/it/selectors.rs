@@ -26,7 +26,9 @@ fn pool(name: &str) -> String {
 /// The repositories, the selector and two users: team A's deployer (read and write through
 /// the selector) and team B's reader (read through it).
 async fn teams(app: &TestApp) -> anyhow::Result<(As, As)> {
-    app.create(Repo::hosted("shared", Format::Apt)).await?;
+    // `allow`: a different upload of a taken name and version replaces it (the selector must
+    // cover what it replaces too).
+    app.create(Repo::hosted("shared", Format::Apt).with(json!({"write_policy": "allow"}))).await?;
     app.create(Repo::hosted("shared-go", Format::Go)).await?;
     let r = app
         .call(
@@ -138,6 +140,18 @@ async fn a_selector_narrows_every_route(mut app: TestApp) -> anyhow::Result<()> 
     let zip = simple_module("example.com/team-b/tool", "v1.0.0", "tool", 0)?;
     let r = app.put("/repository/shared-go/example.com/team-b/tool/@v/v1.0.0.zip?wait=true", zip).await?;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+
+    // Team A's deployer cannot replace team B's package by naming it from a source of its own
+    // (its pool path would be team A's).
+    let sneaky = deb(
+        "Package: team-b-tool\nSource: team-a-sneaky\nVersion: 1.0\nArchitecture: amd64\nDescription: not B's\n",
+        ".gz",
+    );
+    let r = upload(&app, deployer.clone(), sneaky.clone()).await?;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{}", r.text);
+    assert!(r.text.contains("may not write team-b-tool 1.0 (/pool/main/t/team-b-tool/"), "{}", r.text);
+    assert!(!app.has_blob_row(&sneaky).await?, "the refused replacement leaves no blob");
+    assert_eq!(app.call(TestRequest::get().uri(&pool("team-b-tool"))).await?.bytes, theirs, "team B's is intact");
 
     // Webhooks: team A's subscription is told of team A's components only, everyone's of all;
     // the administrator's delete of team B's package goes to everyone's alone.

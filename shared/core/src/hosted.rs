@@ -209,7 +209,6 @@ impl<'a> Actor<'a> {
 /// Refuses an upload of content that the actor's privileges reach only through content
 /// selectors none of which selects it (403 naming the selectors).
 pub fn check_content(
-    services: &Services,
     repo: &Repository,
     actor: Actor<'_>,
     action: Action,
@@ -217,7 +216,8 @@ pub fn check_content(
 ) -> Result<(), UploadError> {
     let Some(principal) = actor.principal else { return Ok(()) };
     let facts = RepoFacts { name: repo.name.as_str(), anonymous_read: repo.anonymous_read };
-    let global = services.security.anonymous_read;
+    // Only a read depends on anonymous reading being on; a write or a delete never does.
+    let global = action == Action::Read;
     let path = format!("/{path}");
     let content = Content {
         format: repo.format.as_str(),
@@ -497,7 +497,7 @@ async fn record<H: Hosted>(
     let inspected = format.inspect(services, repo, target, stored).await?;
     derived.extend(inspected.derived.iter().cloned());
     let (path, component) = format.content(&inspected.artifact);
-    check_content(services, repo, actor, Action::Write, (&path, &component))?;
+    check_content(repo, actor, Action::Write, (&path, &component))?;
     let (artifact, coordinate) = (inspected.artifact, inspected.coordinate);
     let db = &services.db;
     let units = format.units(repo, &artifact);
@@ -651,8 +651,12 @@ async fn store_one<H: Hosted>(
             ))))
         }
         Existing::Different(old) => {
-            // A redeploy republishes what the removed artifact was in, too.
+            // A redeploy republishes what the removed artifact was in, too. What it replaces
+            // must be the uploader's to write as well (a content selector decides both).
             if let Some(removed) = format.remove(&mut t, &old).await? {
+                if let Some((path, component)) = &removed.content {
+                    check_content(repo, actor, Action::Write, (path, component)).map_err(TxError::Refused)?;
+                }
                 db.catalogue_forget(t.tx, repo.id, &removed.forget).await?;
                 units.extend(removed.units.into_iter().filter(|u| !units.contains(u)).collect::<Vec<_>>());
             }

@@ -386,6 +386,16 @@ impl Parser {
             "!=" => Test::NotEquals(value),
             "=^" => Test::StartsWith(value),
             _ => {
+                // The expression on its own first: `a)|(b` must not undo the anchoring.
+                if let Err(e) = regex::RegexBuilder::new(&value).size_limit(1 << 20).build() {
+                    return Err(SelectorError {
+                        column,
+                        message: format!(
+                            "not a valid regular expression: {}",
+                            e.to_string().lines().last().unwrap_or("")
+                        ),
+                    });
+                }
                 let anchored = format!("^(?:{value})$");
                 let re =
                     regex::RegexBuilder::new(&anchored).size_limit(1 << 20).build().map_err(|e| SelectorError {
@@ -458,6 +468,7 @@ mod tests {
             (r#"path =^ "pool/""#, 9, "a path begins with `/`"),
             (r#"name == "open"#, 9, "never ends"),
             (r#"name =~ "(""#, 9, "not a valid regular expression"),
+            (r#"name =~ "a)|(b""#, 9, "not a valid regular expression"),
             ("", 1, "empty"),
         ] {
             match Selector::parse(e) {

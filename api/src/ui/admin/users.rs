@@ -179,10 +179,15 @@ pub struct RoleForm {
     privileges: String,
 }
 
-/// `debs* read, write` per line → privileges.
+/// `debs* read, write` per line → privileges; `… @team-a` at the end narrows one by a content
+/// selector.
 pub(super) fn privileges_of(text: &str) -> Result<Vec<Privilege>, ApiError> {
     let mut out = Vec::new();
     for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let (line, selector) = match line.rsplit_once('@') {
+            Some((rest, s)) => (rest.trim(), Some(s.trim().to_string())),
+            None => (line, None),
+        };
         let (pattern, actions) = line.split_once(char::is_whitespace).ok_or_else(|| {
             ApiError::bad_request(format!(
                 "privilege {line:?}: write a repository pattern, then its actions, e.g. debs* read, write"
@@ -193,7 +198,12 @@ pub(super) fn privileges_of(text: &str) -> Result<Vec<Privilege>, ApiError> {
             .map(|a| a.parse())
             .collect::<Result<_, _>>()
             .map_err(|e| ApiError::bad_request(format!("privilege {line:?}: {e}")))?;
-        out.push(Privilege { repositories: pattern.to_string(), actions, ..Default::default() });
+        out.push(Privilege {
+            repositories: pattern.to_string(),
+            actions,
+            content_selector: selector,
+            ..Default::default()
+        });
     }
     Ok(out)
 }
@@ -203,8 +213,13 @@ fn privilege_lines(privileges: &[Privilege]) -> String {
     privileges.iter().map(|p| format!("{} {}", p.repositories, actions_of(p))).collect::<Vec<_>>().join("\n")
 }
 
+/// The actions, and the content selector that narrows them (` @name`).
 fn actions_of(p: &Privilege) -> String {
-    p.actions.iter().map(|a| a.as_str()).collect::<Vec<_>>().join(", ")
+    let actions = p.actions.iter().map(|a| a.as_str()).collect::<Vec<_>>().join(", ");
+    match &p.content_selector {
+        Some(s) => format!("{actions} @{s}"),
+        None => actions,
+    }
 }
 
 pub(super) async fn role_list(
@@ -246,7 +261,7 @@ pub(super) async fn role_list(
             div.field {
                 label for="privileges" { "Privileges" }
                 textarea #privileges name="privileges" aria-describedby="privileges-hint" {}
-                span.hint #privileges-hint { "One per line: a repository pattern (* matches any text), then its actions — read, write, delete, admin. For example: debs* read, write" }
+                span.hint #privileges-hint { "One per line: a repository pattern (* matches any text), then its actions — read, write, delete, admin. For example: debs* read, write — and, to narrow one by a content selector, @ and its name at the end: shared* read @team-a" }
             }
             div { button type="submit" { "Create role" } }
         }

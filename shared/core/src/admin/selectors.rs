@@ -64,6 +64,9 @@ pub fn parse(expression: &str) -> AdminResult<Selector> {
 }
 
 fn check(name: &str, body: &SelectorBody) -> AdminResult<()> {
+    if name == "preview" {
+        return Err(AdminError::Invalid("`preview` names the preview route; choose another name".into()));
+    }
     if !packyard_model::is_plain_name(name, b"._-") {
         return Err(AdminError::Invalid(format!(
             "invalid content selector name {:?}: use 1 to 64 characters from A-Z, a-z, 0-9, '.', '_' and '-'",
