@@ -871,13 +871,42 @@ fn administering_repositories_users_roles_tokens_and_cleanup_in_chromium() -> an
     b.fill("#proxy_username", "mirror-user")?;
     b.fill("#proxy_password", "mirror-secret")?;
     b.fill("#negative_ttl_secs", "60")?;
+    b.fill("#max_stale_secs", "120")?;
+    b.click(&b.find("input[name=offline]")?)?;
     b.click_to_load(&b.find_by_text("form.stack button", "Create repository")?)?;
     assert!(b.current_url()?.ends_with("/admin/repositories/upstream-debs"), "{}", b.current_url()?);
     let repo = common::process::admin_json(&public, &basic(PW), "GET", "/api/v1/repositories/upstream-debs", None)?;
     assert_eq!(repo["proxy"]["username"], json!("mirror-user"), "{repo}");
     assert_eq!(repo["proxy"]["negative_ttl_secs"], json!(60), "{repo}");
+    assert_eq!((&repo["proxy"]["max_stale_secs"], &repo["proxy"]["offline"]), (&json!(120), &json!(true)), "{repo}");
     assert_eq!(b.attribute(&b.find("#proxy_username")?, "value")?.as_deref(), Some("mirror-user"));
+    assert_eq!(b.attribute(&b.find("#max_stale_secs")?, "value")?.as_deref(), Some("120"));
     assert!(!b.source()?.contains("mirror-secret"), "the password is never shown");
+    // Back online, without a stale limit.
+    b.click(&b.find("input[name=offline]")?)?;
+    b.fill("#max_stale_secs", "")?;
+    b.click_to_load(&b.find_by_text("form.stack button", "Save changes")?)?;
+    let repo = common::process::admin_json(&public, &basic(PW), "GET", "/api/v1/repositories/upstream-debs", None)?;
+    assert!(repo["proxy"].get("offline").is_none_or(|o| o == &json!(false)), "online (shown when on): {repo}");
+    assert!(repo["proxy"].get("max_stale_secs").is_none_or(serde_json::Value::is_null), "{repo}");
+
+    // A role's privilege narrowed by a content selector: written and shown with `@name`.
+    let selector = json!({"name": "team-x", "expression": "name =^ \"team-x-\""});
+    common::process::admin_json(&public, &basic(PW), "POST", "/api/v1/content-selectors", Some(selector))?;
+    b.goto(&format!("{public}/admin/roles/newdebs-writers"))?;
+    b.fill("#privileges", "newdebs* read, write @team-x\ndebs read")?;
+    b.click_to_load(&b.find_by_text("form.stack button", "Save changes")?)?;
+    assert!(b.text(&b.find("p.notice")?)?.contains("Saved."));
+    let role = common::process::admin_json(&public, &basic(PW), "GET", "/api/v1/roles/newdebs-writers", None)?;
+    assert_eq!(
+        role["privileges"],
+        json!([
+            {"repositories": "newdebs*", "actions": ["read", "write"], "content_selector": "team-x"},
+            {"repositories": "debs", "actions": ["read"]}
+        ]),
+        "{role}"
+    );
+    assert!(b.source()?.contains("newdebs* read, write @team-x"), "the form shows the selector again");
 
     // My password: the current one is asked; the new one signs in.
     b.goto(&format!("{public}/admin/tokens"))?;

@@ -36,6 +36,9 @@ pub struct RepoForm {
     #[serde(default)]
     negative_ttl_secs: String,
     #[serde(default)]
+    max_stale_secs: String,
+    offline: Option<String>,
+    #[serde(default)]
     proxy_username: String,
     /// Empty keeps the stored password (it is never shown).
     #[serde(default)]
@@ -98,6 +101,13 @@ pub(super) fn spec_of(formats: &Registry, f: &RepoForm, creating: bool) -> Value
                 proxy[key] = value.parse::<u64>().map_or_else(|_| json!(value), |n| json!(n));
             }
         }
+        match f.max_stale_secs.trim() {
+            // A merge patch's null lifts the limit.
+            "" if !creating => proxy["max_stale_secs"] = Value::Null,
+            "" => {}
+            v => proxy["max_stale_secs"] = v.parse::<u64>().map_or_else(|_| json!(v), |n| json!(n)),
+        }
+        proxy["offline"] = json!(f.offline.is_some());
         let username = f.proxy_username.trim();
         if !username.is_empty() {
             proxy["username"] = json!(username);
@@ -169,6 +179,8 @@ pub(super) fn repository_fields(formats: &Registry, f: &RepoForm, creating: bool
                 (field("remote_url", "Upstream URL", &f.remote_url, "e.g. https://deb.debian.org/debian"))
                 (field("metadata_ttl_secs", "Metadata kept for (seconds)", &f.metadata_ttl_secs, "before it is revalidated upstream; 3600 when empty"))
                 (field("negative_ttl_secs", "A missing file remembered for (seconds)", &f.negative_ttl_secs, "an upstream 404 or 410; 300 when empty"))
+                (field("max_stale_secs", "Served stale for at most (seconds)", &f.max_stale_secs, "when the upstream fails, a copy past its metadata age is served this long at most; no limit when empty"))
+                div.field { label { input type="checkbox" name="offline" value="on" checked[f.offline.is_some()]; " Offline: no upstream traffic at all (the cache is served, the rest is a 404)" } }
                 (field("proxy_username", "Upstream username (optional)", &f.proxy_username, "sent with HTTP Basic on every upstream request"))
                 div.field {
                     label for="proxy_password" { "Upstream password" }
@@ -262,6 +274,8 @@ pub(super) fn form_of(formats: &Registry, v: &RepositoryView) -> RepoForm {
         remote_url: proxy.map(|p| p.remote_url.clone()).unwrap_or_default(),
         metadata_ttl_secs: proxy.map(|p| p.metadata_ttl_secs.to_string()).unwrap_or_default(),
         negative_ttl_secs: proxy.map(|p| p.negative_ttl_secs.to_string()).unwrap_or_default(),
+        max_stale_secs: proxy.and_then(|p| p.max_stale_secs.map(|s| s.to_string())).unwrap_or_default(),
+        offline: proxy.filter(|p| p.offline).map(|_| "on".to_string()),
         proxy_username: proxy.and_then(|p| p.username.clone()).unwrap_or_default(),
         proxy_password: String::new(),
         members: v.group.as_ref().map(|g| g.members.join(", ")).unwrap_or_default(),
