@@ -210,10 +210,20 @@ async fn announce(
                             "score": a.score_tenths.map(|t| t as f64 / 10.0), "summary": a.summary,
                             "aliases": serde_json::from_str::<Value>(&a.aliases).unwrap_or(Value::Null)},
                     });
-                    let repository = names.get(&c.repository_id).map(String::as_str);
+                    let repository = names.get(&c.repository_id).map(String::as_str).unwrap_or_default();
+                    // A subscription narrowed by a content selector hears of the components it
+                    // selects (by the component's first file).
+                    let first = services.db.catalogue_assets_of(&[c.id]).await?.into_iter().next();
+                    let content = first.as_ref().map(|a| packyard_store::db::webhooks::EventContent {
+                        format: format.as_str(),
+                        path: &a.path,
+                        name: &c.name,
+                        version: &c.version,
+                        group: &c.namespace,
+                    });
                     services
                         .db
-                        .enqueue_webhook_event("vulnerability.matched", repository, &payload.to_string())
+                        .enqueue_component_event("vulnerability.matched", (repository, content), &payload.to_string())
                         .await?;
                 }
             }

@@ -367,6 +367,19 @@ impl Db {
         Ok(n)
     }
 
+    /// [`Db::enqueue_component_event_in`] in a transaction of its own.
+    pub async fn enqueue_component_event(
+        &self,
+        event: &str,
+        (repository, content): (&str, Option<EventContent<'_>>),
+        payload: &str,
+    ) -> DbResult<u64> {
+        let mut tx = self.begin().await?;
+        let n = self.enqueue_component_event_in(&mut tx, event, (repository, content), payload).await?;
+        tx.commit().await?;
+        Ok(n)
+    }
+
     /// Up to `limit` deliveries due now, each the oldest pending one of its subscription and
     /// repository (so that each pair's events go out in order), none leased by another worker.
     pub async fn due_deliveries(&self, now: i64, limit: i64) -> DbResult<Vec<DeliveryRecord>> {
