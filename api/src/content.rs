@@ -247,18 +247,7 @@ pub(crate) fn allows_component(
     c: &ComponentRow,
     assets: &[AssetRow],
 ) -> bool {
-    match reach(caller, services, view, action) {
-        Reach::All => true,
-        Reach::Nothing => false,
-        Reach::Part => {
-            let mut own = assets.iter().filter(|a| a.component_id == c.id).peekable();
-            if own.peek().is_none() {
-                let component = (c.namespace.as_str(), c.name.as_str(), c.version.as_str());
-                return allows_path(caller, services, view, action, &c.component_key, Some(component));
-            }
-            own.any(|a| allows_asset(caller, services, view, action, c, a))
-        }
-    }
+    component_files(caller, services, (view, action), c, assets, false)
 }
 
 /// Whether the caller may `action` every file of component `c` in `repo` (what a delete of it
@@ -271,16 +260,34 @@ pub(crate) fn allows_whole_component(
     c: &ComponentRow,
     assets: &[AssetRow],
 ) -> bool {
+    component_files(caller, services, (repo, action), c, assets, true)
+}
+
+/// Whether the caller may `action` one (`every`: each) of the files of component `c` among
+/// `assets` — its key as a path when it has none.
+fn component_files(
+    caller: &Caller,
+    services: &Services,
+    (repo, action): (&Repository, Action),
+    c: &ComponentRow,
+    assets: &[AssetRow],
+    every: bool,
+) -> bool {
     match reach(caller, services, repo, action) {
         Reach::All => true,
         Reach::Nothing => false,
         Reach::Part => {
-            let component = (c.namespace.as_str(), c.name.as_str(), c.version.as_str());
             let mut own = assets.iter().filter(|a| a.component_id == c.id).peekable();
             if own.peek().is_none() {
+                let component = (c.namespace.as_str(), c.name.as_str(), c.version.as_str());
                 return allows_path(caller, services, repo, action, &c.component_key, Some(component));
             }
-            own.all(|a| allows_asset(caller, services, repo, action, c, a))
+            let allowed = |a: &AssetRow| allows_asset(caller, services, repo, action, c, a);
+            if every {
+                own.all(allowed)
+            } else {
+                own.any(allowed)
+            }
         }
     }
 }

@@ -145,26 +145,7 @@ pub(crate) fn visible(
 }
 
 /// The hosted and proxy repositories a group serves, nested groups followed (each once).
-pub(crate) fn members_of(group: &Repository, by_name: &HashMap<String, Arc<Repository>>) -> Vec<Arc<Repository>> {
-    let mut out: Vec<Arc<Repository>> = Vec::new();
-    let mut seen = vec![group.name.to_string()];
-    let mut queue: Vec<String> = group.members.iter().map(|m| m.to_string()).collect();
-    while let Some(name) = queue.pop() {
-        if seen.contains(&name) {
-            continue;
-        }
-        seen.push(name.clone());
-        let Some(m) = by_name.get(&name) else { continue };
-        if m.format != group.format {
-            continue;
-        }
-        match m.repo_type {
-            RepoType::Group => queue.extend(m.members.iter().map(|n| n.to_string())),
-            _ => out.push(m.clone()),
-        }
-    }
-    out
-}
+pub(crate) use packyard_core::groups::leaf_members as members_of;
 
 pub(crate) async fn scope(services: &Services, caller: &Caller, repository: Option<&str>) -> Result<Scope, ApiError> {
     let all: Vec<Arc<Repository>> =

@@ -232,6 +232,31 @@ impl Reader {
     }
 }
 
+/// The hosted and proxy repositories a group serves, nested groups followed (each once).
+pub fn leaf_members(
+    group: &Repository,
+    by_name: &std::collections::HashMap<String, std::sync::Arc<Repository>>,
+) -> Vec<std::sync::Arc<Repository>> {
+    let mut out: Vec<std::sync::Arc<Repository>> = Vec::new();
+    let mut seen = vec![group.name.to_string()];
+    let mut queue: Vec<String> = group.members.iter().map(|m| m.to_string()).collect();
+    while let Some(name) = queue.pop() {
+        if seen.contains(&name) {
+            continue;
+        }
+        seen.push(name.clone());
+        let Some(m) = by_name.get(&name) else { continue };
+        if m.format != group.format {
+            continue;
+        }
+        match m.repo_type {
+            RepoType::Group => queue.extend(m.members.iter().map(|n| n.to_string())),
+            _ => out.push(m.clone()),
+        }
+    }
+    out
+}
+
 /// A group's members in order, as a build reads them: those that exist and share its format.
 pub async fn members_of(db: &Db, group: &Repository) -> Result<Vec<Repository>, BuildError> {
     // A proxy that merges (its policy filters its upstream's index) is its own one member.

@@ -201,9 +201,16 @@ pub async fn preview(services: &Services, body: PreviewBody) -> AdminResult<Prev
         .repository_by_name(&body.repository)
         .await?
         .ok_or_else(|| AdminError::NotFound(format!("repository {} not found", body.repository)))?;
-    let mut sources = vec![repo.clone()];
+    let mut sources = vec![std::sync::Arc::new(repo.clone())];
     if repo.repo_type == RepoType::Group {
-        sources = members(services, &repo).await?;
+        let by_name: HashMap<String, std::sync::Arc<Repository>> = services
+            .db
+            .list_repositories()
+            .await?
+            .into_iter()
+            .map(|r| (r.name.to_string(), std::sync::Arc::new(r)))
+            .collect();
+        sources = crate::groups::leaf_members(&repo, &by_name);
     }
     let mut out = Preview {
         repository: repo.name.to_string(),
@@ -253,28 +260,6 @@ pub async fn preview(services: &Services, body: PreviewBody) -> AdminResult<Prev
                     paths: selected,
                 });
             }
-        }
-    }
-    Ok(out)
-}
-
-/// A group's hosted and proxy members, nested groups followed (each once).
-async fn members(services: &Services, group: &Repository) -> AdminResult<Vec<Repository>> {
-    let mut out = Vec::new();
-    let mut seen = vec![group.name.to_string()];
-    let mut queue: Vec<String> = group.members.iter().map(|m| m.to_string()).collect();
-    while let Some(name) = queue.pop() {
-        if seen.contains(&name) {
-            continue;
-        }
-        seen.push(name.clone());
-        let Some(m) = services.db.repository_by_name(&name).await? else { continue };
-        if m.format != group.format {
-            continue;
-        }
-        match m.repo_type {
-            RepoType::Group => queue.extend(m.members.iter().map(|n| n.to_string())),
-            _ => out.push(m),
         }
     }
     Ok(out)
