@@ -7,14 +7,15 @@
 //!
 //! A principal whose privileges name content selectors has its decisions remembered per worker
 //! thread ([`Remembered`]: how much of a repository it reaches, and each request path's
-//! answer), keyed by the principal object itself — the security cache's `Arc`, held while
-//! remembered, so a role or selector change (a new principal object) never meets an old
-//! decision — and dropped when the security or repository cache epoch moves. A warmed read
+//! answer), keyed by the principal object itself — the security cache's `Arc`, its allocation
+//! kept (a `Weak`) while remembered, so a role or selector change (a new principal object)
+//! never meets an old decision — and by the repository record's version, and dropped when the
+//! security or repository cache epoch moves. A warmed read
 //! through a hundred selectors so costs one lookup, not a hundred evaluations
 //! (docs/perf/selectors.md).
 
 use std::cell::RefCell;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use packyard_core::security::Action;
 use packyard_core::services::Services;
@@ -35,48 +36,39 @@ const REMEMBERED_BYTES: usize = 8 << 20;
 /// A longer path's decision is made each time, not remembered.
 const LONGEST_REMEMBERED: usize = 1024;
 
+/// A repository record's version is part of a key: a request holding a record older than the
+/// cache's epoch neither uses nor stores an answer for the current one.
 #[derive(Hash, PartialEq, Eq)]
 struct ReachKey {
-    repo: Box<str>,
+    repo: (i64, i64),
     action: Action,
-}
-
-#[derive(Hash)]
-struct ReachRef<'a> {
-    repo: &'a str,
-    action: Action,
-}
-
-impl hashbrown::Equivalent<ReachKey> for ReachRef<'_> {
-    fn equivalent(&self, k: &ReachKey) -> bool {
-        self.repo == &*k.repo && self.action == k.action
-    }
 }
 
 #[derive(Hash, PartialEq, Eq)]
 struct PathKey {
-    repo: Box<str>,
+    repo: (i64, i64),
     action: Action,
     path: Box<str>,
 }
 
 #[derive(Hash)]
 struct PathRef<'a> {
-    repo: &'a str,
+    repo: (i64, i64),
     action: Action,
     path: &'a str,
 }
 
 impl hashbrown::Equivalent<PathKey> for PathRef<'_> {
     fn equivalent(&self, k: &PathKey) -> bool {
-        self.repo == &*k.repo && self.action == k.action && self.path == &*k.path
+        self.repo == k.repo && self.action == k.action && self.path == &*k.path
     }
 }
 
 /// One principal's remembered decisions.
 struct Of {
-    /// Held so that its address, the key, names no other principal while remembered.
-    _principal: Arc<Principal>,
+    /// Keeps the principal's allocation (not its contents) alive, so that its address, the
+    /// key, names no other principal while remembered.
+    _principal: Weak<Principal>,
     reach: hashbrown::HashMap<ReachKey, Reach>,
     paths: hashbrown::HashMap<PathKey, bool>,
 }
@@ -116,10 +108,9 @@ fn remembered<T>(caller: &Caller, services: &Services, f: impl FnOnce(&mut Of, &
         let r = &mut *r;
         let bytes = &mut r.bytes;
         let of = r.of.entry(Arc::as_ptr(&caller.principal) as usize).or_insert_with(|| {
-            // What holding the principal costs, roughly (its privileges and parsed selectors).
-            *bytes += 4096;
+            *bytes += 256;
             Of {
-                _principal: caller.principal.clone(),
+                _principal: Arc::downgrade(&caller.principal),
                 reach: hashbrown::HashMap::new(),
                 paths: hashbrown::HashMap::new(),
             }
@@ -135,12 +126,13 @@ pub(crate) fn reach(caller: &Caller, services: &Services, repo: &Repository, act
         return decide();
     }
     remembered(caller, services, |of, bytes| {
-        if let Some(r) = of.reach.get(&ReachRef { repo: repo.name.as_str(), action }) {
+        let key = ReachKey { repo: (repo.id, repo.version), action };
+        if let Some(r) = of.reach.get(&key) {
             return *r;
         }
         let r = decide();
-        *bytes += repo.name.as_str().len() + 64;
-        of.reach.insert(ReachKey { repo: repo.name.as_str().into(), action }, r);
+        *bytes += 64;
+        of.reach.insert(key, r);
         r
     })
 }
@@ -167,12 +159,13 @@ pub(crate) fn allows_request(
                 return decide();
             }
             remembered(caller, services, |of, bytes| {
-                if let Some(known) = of.paths.get(&PathRef { repo: repo.name.as_str(), action, path }) {
+                let id = (repo.id, repo.version);
+                if let Some(known) = of.paths.get(&PathRef { repo: id, action, path }) {
                     return *known;
                 }
                 let allowed = decide();
-                *bytes += repo.name.as_str().len() + path.len() + 64;
-                of.paths.insert(PathKey { repo: repo.name.as_str().into(), action, path: path.into() }, allowed);
+                *bytes += path.len() + 64;
+                of.paths.insert(PathKey { repo: id, action, path: path.into() }, allowed);
                 allowed
             })
         }

@@ -176,9 +176,10 @@ async fn route(req: HttpRequest, body: web::Payload) -> Result<HttpResponse, For
         .ok_or_else(|| ApiError::not_found(format!("repository {name} not found")))?;
     // The metrics' labels (the observe middleware's task-local context of the request).
     let _ = packyard_core::telemetry::REQUEST.try_with(|cx| cx.repository.set(repo.clone()));
-    // The raw path below `/repository/<name>/` (a repository name has no escapes to decode).
-    let raw = req.path().strip_prefix("/repository/").and_then(|p| p.strip_prefix(repo.name.as_str()));
-    let tail = Tail { matched, raw: raw.and_then(|p| p.strip_prefix('/')).unwrap_or_default() };
+    // The raw path below `/repository/<name>/`, cut as `split` cuts the decoded one (extra
+    // slashes before the name, a name sent escaped): both name the same file.
+    let raw_rest = req.path().strip_prefix("/repository").unwrap_or_default().trim_start_matches('/');
+    let tail = Tail { matched, raw: raw_rest.split_once('/').map_or("", |(_, rest)| rest) };
     if crate::snapshot::is_snapshot(tail.raw) {
         return Box::pin(snapshot(&req, &services, (repo, caller, epochs), tail, body)).await;
     }

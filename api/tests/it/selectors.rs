@@ -276,6 +276,28 @@ async fn a_selector_narrows_every_route(mut app: TestApp) -> anyhow::Result<()> 
     }
     assert_eq!(app.t.metrics.db_queries() - before, 0, "warmed selector decisions ran database queries");
 
+    // A selector that leaves something out (`!`) sees the file however the URL spells the
+    // repository's name (an extra slash, an escaped letter).
+    let not_b = json!({"name": "not-team-b", "expression": r#"!(path =^ "/pool/main/t/team-b-")"#});
+    assert_eq!(app.call(TestRequest::post().uri("/api/v1/content-selectors").set_json(&not_b)).await?.status, 201);
+    let body = json!({"name": "all-but-b", "privileges": [
+        {"repositories": "shared", "actions": ["read"], "content_selector": "not-team-b"}]});
+    assert_eq!(app.call(TestRequest::post().uri("/api/v1/roles").set_json(&body)).await?.status, 201);
+    let carol = app.with_user("carol").role("all-but-b").create().await?;
+    let file = "pool/main/t/team-b-tool/team-b-tool_1.0_amd64.deb";
+    for uri in [
+        format!("/repository/shared/{file}"),
+        format!("/repository//shared/{file}"),
+        format!("/repository/%73hared/{file}"),
+    ] {
+        let r = app.send(TestRequest::get().uri(&uri), carol.clone()).await?;
+        assert_eq!(r.status, StatusCode::FORBIDDEN, "{uri}: {}", r.text);
+    }
+    let r = app
+        .send(TestRequest::get().uri("/repository//shared/pool/main/t/team-a-tool/team-a-tool_1.0_amd64.deb"), carol)
+        .await?;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+
     // A changed selector reaches the decisions at once on this replica.
     let changed = json!({"expression": r#"path =^ "/pool/main/t/team-b-""#});
     let r = app.call(TestRequest::put().uri("/api/v1/content-selectors/team-a").set_json(&changed)).await?;

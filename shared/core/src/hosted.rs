@@ -206,8 +206,9 @@ impl<'a> Actor<'a> {
     }
 }
 
-/// Refuses an upload of content that the actor's privileges reach only through content
-/// selectors none of which selects it (403 naming the selectors).
+/// Refuses a write (or a delete) of content that the actor's privileges reach only through
+/// content selectors none of which selects it (403 naming the selectors). Not for reads: a read
+/// also depends on `security.anonymous_read`, which this does not know.
 pub fn check_content(
     repo: &Repository,
     actor: Actor<'_>,
@@ -216,8 +217,8 @@ pub fn check_content(
 ) -> Result<(), UploadError> {
     let Some(principal) = actor.principal else { return Ok(()) };
     let facts = RepoFacts { name: repo.name.as_str(), anonymous_read: repo.anonymous_read };
-    // Only a read depends on anonymous reading being on; a write or a delete never does.
-    let global = action == Action::Read;
+    // A write or a delete never depends on anonymous reading (anonymous callers never write).
+    let global = false;
     let path = format!("/{path}");
     let content = Content {
         format: repo.format.as_str(),

@@ -214,9 +214,10 @@ async fn announce(
                     // A subscription narrowed by a content selector hears of the components it
                     // selects (by the component's first file).
                     let first = services.db.catalogue_assets_of(&[c.id]).await?.into_iter().next();
-                    let content = first.as_ref().map(|a| packyard_store::db::webhooks::EventContent {
+                    let path = first.map_or_else(|| c.component_key.clone(), |a| a.path);
+                    let content = Some(packyard_store::db::webhooks::EventContent {
                         format: format.as_str(),
-                        path: &a.path,
+                        path: &path,
                         name: &c.name,
                         version: &c.version,
                         group: &c.namespace,
