@@ -18,6 +18,11 @@ pub const APK_TYPE: &str = "application/octet-stream";
 
 pub struct ApkCatalogue;
 
+/// What a content selector sees of a package: its path and its component.
+pub fn content(p: &ApkPackage) -> (String, Component) {
+    (p.path.clone(), entry(p).component)
+}
+
 /// A hosted package's entry.
 pub fn entry(p: &ApkPackage) -> Entry {
     let component =

@@ -85,7 +85,7 @@ impl Hosted for ApkHosted {
     }
 
     fn content(&self, p: &ApkPackage) -> (String, packyard_core::hosted::Component) {
-        (p.path.clone(), super::catalogue::entry(p).component)
+        super::catalogue::content(p)
     }
 
     fn receipt(&self, p: &ApkPackage) -> serde_json::Value {
@@ -108,7 +108,7 @@ impl Hosted for ApkHosted {
         rows::delete(t.db, t.tx, p.id).await?;
         let units = vec![(KIND, p.unit_key.clone())];
         let detail = serde_json::json!({"sha256": p.sha256});
-        let content = Some((p.path.clone(), super::catalogue::entry(&p).component));
+        let content = Some(super::catalogue::content(&p));
         Ok(Some(Removed {
             coordinate: p.path.clone(),
             units,

@@ -328,12 +328,10 @@ impl Hosted for AptHosted {
         vec![(KIND, upload.distribution.clone())]
     }
 
-    fn content(&self, upload: &AptUpload) -> (String, packyard_core::hosted::Component) {
+    fn content(&self, upload: &AptUpload) -> (String, Component) {
         match &upload.artifact {
-            AptArtifact::Package(p) => (p.pool_path.clone(), super::catalogue::entry(p).component),
-            AptArtifact::Source(s) => {
-                (s.source.dsc_path.clone(), source_entry(&s.source, std::iter::empty()).component)
-            }
+            AptArtifact::Package(p) => package_content(p),
+            AptArtifact::Source(s) => source_content(&s.source),
         }
     }
 
@@ -440,7 +438,7 @@ impl Hosted for AptHosted {
         let (repo, path) = (t.repo, removal.path.as_str());
         let (member, coordinate, detail, content) =
             if let Some(p) = rows::by_pool_path(t.db, &mut **t.tx, repo.id, path).await? {
-                let content = (p.pool_path.clone(), super::catalogue::entry(&p).component);
+                let content = package_content(&p);
                 (
                     Member::Package(p.id),
                     coordinate(&p),
@@ -448,7 +446,7 @@ impl Hosted for AptHosted {
                     content,
                 )
             } else if let Some(s) = rows::source_by_dsc_path(t.db, &mut **t.tx, repo.id, path).await? {
-                let content = (s.dsc_path.clone(), source_entry(&s, std::iter::empty()).component);
+                let content = source_content(&s);
                 (
                     Member::Source(s.id),
                     format!("{}_{}_source", s.name, s.version),
@@ -606,6 +604,16 @@ async fn inspect_source(
         directory,
     };
     Ok(SourceUpload { source, files, new })
+}
+
+/// What a content selector sees of a binary package: its pool path and its component.
+fn package_content(p: &AptPackage) -> (String, Component) {
+    (p.pool_path.clone(), super::catalogue::entry(p).component)
+}
+
+/// What a content selector sees of a source package: its `.dsc`'s pool path and its component.
+fn source_content(s: &AptSource) -> (String, Component) {
+    (s.dsc_path.clone(), source_entry(s, std::iter::empty()).component)
 }
 
 /// A source package's catalogue entry: a component keyed by its `.dsc`'s pool path, with the

@@ -35,9 +35,20 @@ pub fn component(module: &str, version: &str) -> Component {
     Component { key: format!("{module}@{version}"), group, name, version: version.to_string() }
 }
 
+/// Where a version's files are, below the repository: `<module>/@v/<version>` (case-encoded),
+/// then `.info`, `.mod` or `.zip`.
+pub fn version_base(module: &str, version: &str) -> String {
+    format!("{}/@v/{}", escape(module), escape(version))
+}
+
+/// What a content selector sees of a version: its zip's path and its component.
+pub fn content(module: &str, version: &str) -> (String, Component) {
+    (format!("{}.zip", version_base(module, version)), component(module, version))
+}
+
 /// A hosted version's entry.
 pub fn entry(v: &GoVersion) -> Entry {
-    let base = format!("{}/@v/{}", escape(&v.module), escape(&v.version));
+    let base = version_base(&v.module, &v.version);
     let info = info_json(&v.version, v.time_ms);
     let asset = |ext: &str, sha256: String, size: i64, content_type: &str| NewAsset {
         path: format!("{base}.{ext}"),

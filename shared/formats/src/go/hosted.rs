@@ -145,10 +145,7 @@ impl Hosted for GoHosted {
     }
 
     fn content(&self, u: &GoUpload) -> (String, packyard_core::hosted::Component) {
-        let v = &u.version;
-        let path =
-            format!("{}/@v/{}.zip", packyard_codecs::go::escape(&v.module), packyard_codecs::go::escape(&v.version));
-        (path, super::catalogue::component(&v.module, &v.version))
+        super::catalogue::content(&u.version.module, &u.version.version)
     }
 
     fn receipt(&self, u: &GoUpload) -> serde_json::Value {
@@ -198,9 +195,7 @@ impl Hosted for GoHosted {
         rows::delete(t.db, t.tx, v.id).await?;
         let (coordinate, units) = (format!("{}@{}", v.module, v.version), vec![(KIND, v.module.clone())]);
         let (detail, forget) = (serde_json::json!({"sha256": v.zip_sha256}), Forget::Component(coordinate.clone()));
-        let path =
-            format!("{}/@v/{}.zip", packyard_codecs::go::escape(&v.module), packyard_codecs::go::escape(&v.version));
-        let content = Some((path, super::catalogue::component(&v.module, &v.version)));
+        let content = Some(super::catalogue::content(&v.module, &v.version));
         Ok(Some(Removed { coordinate, units, detail, forget, content }))
     }
 
