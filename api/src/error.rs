@@ -336,6 +336,7 @@ impl From<packyard_core::hosted::UploadError> for ApiError {
         match e {
             UploadError::Invalid(m) | UploadError::Interrupted(m) => ApiError::bad_request(m),
             UploadError::TooLarge(m) => ApiError::new(ErrorCode::PayloadTooLarge, m),
+            UploadError::InsufficientStorage(m) => ApiError::new(ErrorCode::InsufficientStorage, m),
             UploadError::Stalled(m) => ApiError::new(ErrorCode::RequestTimeout, m),
             UploadError::Again(m) => ApiError::new(ErrorCode::ServiceUnavailable, m),
             UploadError::Conflict(m) => ApiError::new(ErrorCode::Conflict, m),
@@ -358,6 +359,7 @@ impl From<packyard_core::proxy::ProxyError> for ApiError {
                 return ApiError { retry_after: Some(1), ..ApiError::new(ErrorCode::ServiceUnavailable, e.to_string()) }
             }
             ProxyError::Internal(_) => return ApiError::internal(e),
+            ProxyError::Full(_) => ErrorCode::InsufficientStorage,
             _ => ErrorCode::BadGateway,
         };
         let upstream_failed = matches!(e, ProxyError::Unreachable(_) | ProxyError::Timeout(_) | ProxyError::Failing(_));

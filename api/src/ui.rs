@@ -358,18 +358,7 @@ impl ResponseError for UiError {
 
 /// `1.5 MiB`.
 pub fn bytes(n: i64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
-    let mut unit = 0;
-    while v >= 1024.0 && unit + 1 < UNITS.len() {
-        v /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{n} B")
-    } else {
-        format!("{v:.1} {}", UNITS[unit])
-    }
+    packyard_model::quota::human(u64::try_from(n).unwrap_or(0))
 }
 
 /// A time as people read it, in UTC.

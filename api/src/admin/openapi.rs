@@ -205,7 +205,7 @@ fn security_paths() -> serde_json::Value {
         },
         "/api/v1/webhooks": {
             "get": op("List webhook subscriptions, without secrets (admin)", "200"),
-            "post": op("Create a subscription: {name, url, events: [component.published|component.deleted|repository.created|repository.updated|repository.deleted|cleanup.finished], repository?, secret?, enabled?, batch?, content_selector? (only component events whose content it selects)}; a generated secret is in the response only (admin). Deliveries are POSTs signed in X-Packyard-Signature-256: sha256=<HMAC-SHA256 of the body>", "201")
+            "post": op("Create a subscription: {name, url, events: [component.published|component.deleted|repository.created|repository.updated|repository.deleted|cleanup.finished|quota.exceeded|…], repository?, secret?, enabled?, batch?, content_selector? (only component events whose content it selects)}; a generated secret is in the response only (admin). Deliveries are POSTs signed in X-Packyard-Signature-256: sha256=<HMAC-SHA256 of the body>", "201")
         },
         "/api/v1/webhooks/{name}": {
             "parameters": param("name"),
@@ -395,6 +395,13 @@ fn repositories_document() -> serde_json::Value {
                         "key": {"type": "string", "description": "the source instance's bundle key (fingerprint or public key)"},
                         "username": {"type": "string", "description": "a user of the source that may read the repository (HTTP Basic)"},
                         "password": {"type": "string", "writeOnly": true, "description": "sealed before it is stored, never returned; an update without it keeps the stored one"}}},
+                "Quota": {"type": "object", "additionalProperties": false,
+                    "description": "Storage limits on the bytes of the repository's components' files (a blob shared with another repository counts in each): past soft_bytes a metric, an alert, a quota.exceeded webhook event and a UI banner tell; an upload that would take the use past hard_bytes is refused with 507 and stores nothing (hosted and proxy; not a group)",
+                    "properties": {"soft_bytes": {"type": "integer", "minimum": 1}, "hard_bytes": {"type": "integer", "minimum": 1}}},
+                "QuotaStatus": {"type": "object", "properties": {
+                    "scope": {"enum": ["repository", "blob_store"]}, "name": {"type": "string"},
+                    "used_bytes": {"type": "integer"}, "soft_bytes": {"type": "integer"}, "hard_bytes": {"type": "integer"},
+                    "standing": {"enum": ["within", "soft", "hard"]}, "message": {"type": "string"}}},
                 "Policy": {"type": "object", "additionalProperties": false, "properties": {
                     "min_release_age_secs": {"type": "integer", "default": 0, "description": "a version younger than this is not offered (404 with when it will be)"},
                     "release_age_overrides": {"type": "array", "items": {"type": "object", "additionalProperties": false, "required": ["name", "min_release_age_secs"], "properties": {
@@ -415,7 +422,8 @@ fn repositories_document() -> serde_json::Value {
                     "proxy": {"$ref": "#/components/schemas/Proxy"}, "group": {"$ref": "#/components/schemas/Group"},
                     "policy": {"$ref": "#/components/schemas/Policy"},
                     "snapshots": {"$ref": "#/components/schemas/SnapshotSchedule"},
-                    "replication": {"$ref": "#/components/schemas/Replication"}}},
+                    "replication": {"$ref": "#/components/schemas/Replication"},
+                    "quota": {"$ref": "#/components/schemas/Quota"}}},
                 "Repository": {"type": "object", "properties": {
                     "name": {"type": "string"}, "format": {"type": "string"}, "type": {"type": "string"},
                     "url": {"type": "string"}, "write_policy": {"type": "string"}, "anonymous_read": {"type": "boolean"},
@@ -423,6 +431,8 @@ fn repositories_document() -> serde_json::Value {
                     "policy": {"$ref": "#/components/schemas/Policy"},
                     "snapshots": {"$ref": "#/components/schemas/SnapshotSchedule"},
                     "replication": {"$ref": "#/components/schemas/Replication"},
+                    "quota": {"$ref": "#/components/schemas/Quota"},
+                    "quota_status": {"$ref": "#/components/schemas/QuotaStatus", "description": "where it stands against its quota, counted as the request is answered (GET of one repository)"},
                     "version": {"type": "integer"}, "created_at": {"type": "string", "format": "date-time"},
                     "updated_at": {"type": "string", "format": "date-time"}}}
             }

@@ -21,7 +21,7 @@ use crate::error::{ApiError, NexusError};
 type Result<T> = std::result::Result<T, NexusError>;
 
 /// Packyard's one blob store, as Nexus names blob stores.
-pub const BLOB_STORE: &str = "default";
+pub use packyard_core::quota::BLOB_STORE;
 /// Nexus's "never" for an age in minutes.
 const NEVER: i64 = -1;
 

@@ -71,7 +71,7 @@ async fn blob_stores(_admin: Admin, services: web::Data<Services>) -> Result<Htt
     let (count, bytes) = services.db.blob_totals().await?;
     let unavailable = services.blobs.check().await.is_err();
     Ok(HttpResponse::Ok().json([json!({
-        "softQuota": null,
+        "softQuota": soft_quota(&services),
         "name": BLOB_STORE,
         "type": store_type(&services),
         "unavailable": unavailable,
@@ -97,18 +97,31 @@ async fn blob_store(
     }
     let b = &services.config.blobs;
     Ok(HttpResponse::Ok().json(match b.kind {
-        BlobsKind::File => json!({"softQuota": null, "path": b.path.display().to_string()}),
-        BlobsKind::S3 => json!({"name": BLOB_STORE, "softQuota": null,
+        BlobsKind::File => json!({"softQuota": soft_quota(&services), "path": b.path.display().to_string()}),
+        BlobsKind::S3 => json!({"name": BLOB_STORE, "softQuota": soft_quota(&services),
             "bucketConfiguration": {"bucket": {"region": b.s3.region, "name": b.s3.bucket, "prefix": "", "expiration": -1}, "advancedBucketConnection": {"endpoint": b.s3.endpoint}}}),
     }))
 }
 
-/// `GET /blobstores/{name}/quota-status`: no quota is set on Packyard's blob store.
-async fn quota_status(_admin: Admin, name: web::Path<String>) -> Result<HttpResponse> {
+/// `GET /blobstores/{name}/quota-status`: where the blob store stands against `blobs.quota.*`
+/// (a violation: past its soft limit, or at its hard one).
+async fn quota_status(_admin: Admin, services: web::Data<Services>, name: web::Path<String>) -> Result<HttpResponse> {
     if name.as_str() != BLOB_STORE {
         return Err(unknown_store(&name));
     }
-    Ok(HttpResponse::Ok().json(json!({"isViolation": false, "message": format!("Blob store {BLOB_STORE} has no quota"), "blobStoreName": BLOB_STORE})))
+    let (violation, message) = match packyard_core::quota::blob_store_status(&services).await? {
+        Some(s) => (s.warns(), s.message),
+        None => (false, format!("Blob store {BLOB_STORE} has no quota")),
+    };
+    Ok(HttpResponse::Ok().json(json!({"isViolation": violation, "message": message, "blobStoreName": BLOB_STORE})))
+}
+
+/// Nexus's `softQuota` of the blob store: its `blobs.quota.soft_bytes` as a space-used limit.
+fn soft_quota(services: &Services) -> Value {
+    match services.config.blobs.quota.soft_bytes {
+        Some(limit) => json!({"type": "spaceUsedQuota", "limit": limit}),
+        None => Value::Null,
+    }
 }
 
 // --- tasks ---------------------------------------------------------------------------------

@@ -69,12 +69,40 @@ pub(super) fn state(repo: &Repository, s: Option<&PublicationSummary>) -> Markup
     }
 }
 
+/// The quota banners: one line for each use past its soft limit or at its hard one.
+fn quota_banners(statuses: &[packyard_core::quota::Status]) -> Markup {
+    html! {
+        @for s in statuses.iter().filter(|s| s.warns()) {
+            p.warning.quota role="alert" data-scope=(s.scope) data-name=(s.name) { (s.message) }
+        }
+    }
+}
+
+/// Where the repositories the viewer reads (and, for an administrator, the blob store) stand
+/// against their quotas, counted now.
+async fn quota_statuses(
+    viewer: &Viewer,
+    services: &Services,
+    repos: &[Arc<Repository>],
+) -> Result<Vec<packyard_core::quota::Status>, UiError> {
+    let mut out = Vec::new();
+    if viewer.is_admin() {
+        out.extend(packyard_core::quota::blob_store_status(services).await?);
+    }
+    for r in repos.iter().filter(|r| r.quota().is_some()) {
+        out.extend(packyard_core::quota::repository_status(services, r).await?);
+    }
+    Ok(out)
+}
+
 pub async fn repositories(viewer: Viewer, services: web::Data<Services>) -> Result<HttpResponse, UiError> {
     let (repos, by_name) = readable_repositories(&services, &viewer).await?;
     let usage = services.db.usage_all().await?;
     let states = services.db.publication_summary().await?;
+    let quotas = quota_statuses(&viewer, &services, &repos).await?;
     let body = html! {
         h1 { "Repositories" }
+        (quota_banners(&quotas))
         @if repos.is_empty() {
             p { "There is no repository you may read." }
             @if !viewer.signed_in() { p { a href=(viewer.base.link("/signin")) { "Sign in" } " to see more." } }
@@ -187,9 +215,11 @@ pub async fn repository(
         viewer.base.link(&if qs.is_empty() { path } else { format!("{path}?{}", qs.join("&")) })
     };
     let u = usage_of(&repo, &usage, &by_name);
+    let quota = packyard_core::quota::repository_status(&services, &repo).await?;
     let body = html! {
         div.crumbs { a href=(viewer.base.link("/")) { "Repositories" } " / " }
         h1 { (repo.name.as_str()) " " span.badge { (repo.format.as_str()) } " " span.badge { (repo.repo_type.as_str()) } }
+        (quota_banners(quota.as_slice()))
         div.grid {
             section.panel aria-labelledby="facts" {
                 h2 #facts { "About" }
@@ -199,6 +229,13 @@ pub async fn repository(
                     dt { "Size" } dd { (u.map_or("–".to_string(), |u| bytes(u.1))) }
                     @if let Some(i) = usage.get(&repo.id).filter(|i| i.index_bytes > 0) {
                         dt { "Index snapshots" } dd { (bytes(i.index_bytes)) }
+                    }
+                    @if let Some(q) = &quota {
+                        dt { "Quota" } dd {
+                            (bytes(i64::try_from(q.used_bytes).unwrap_or(i64::MAX))) " used"
+                            @if let Some(s) = q.soft_bytes { "; soft limit " (bytes(i64::try_from(s).unwrap_or(i64::MAX))) }
+                            @if let Some(h) = q.hard_bytes { "; hard limit " (bytes(i64::try_from(h).unwrap_or(i64::MAX))) }
+                        }
                     }
                     dt { "Publication" } dd { (state(&repo, states.get(&repo.id))) }
                     @if repo.repo_type == RepoType::Hosted { dt { "Redeploy" } dd { (repo.write_policy.as_str()) } }

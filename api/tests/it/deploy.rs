@@ -278,6 +278,8 @@ fn dashboard_and_alert_rules_reference_only_exposed_metrics() -> anyhow::Result<
             // The usage gauges appear once the worker counted a repository.
             ("PACKYARD_WORKER__USAGE_REFRESH_SECS", "1"),
             ("PACKYARD_WORKER__CLEANUP_POLL_MS", "100"),
+            // And the quota gauges once something has a quota.
+            ("PACKYARD_BLOBS__QUOTA__SOFT_BYTES", "1"),
         ],
     )?;
     server.wait_ready()?;

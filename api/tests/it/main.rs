@@ -31,6 +31,7 @@ mod peers_go;
 mod poisoning;
 mod policy;
 mod policy_indexes;
+mod quotas;
 mod reclaim;
 mod sample;
 mod security;

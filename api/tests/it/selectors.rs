@@ -310,7 +310,7 @@ app_test!(a_selector_narrows_every_route, |c: &mut packyard_model::config::Confi
     vec!["127.0.0.1/32".into()]);
 
 /// A web UI sign-in through the form: the session cookie.
-async fn sign_in(app: &TestApp, user: &str, password: &str) -> anyhow::Result<String> {
+pub(crate) async fn sign_in(app: &TestApp, user: &str, password: &str) -> anyhow::Result<String> {
     let cookie = |r: &crate::common::Reply, name: &str| {
         r.headers.get_all(header::SET_COOKIE).filter_map(|v| v.to_str().ok()).find_map(|v| {
             let (pair, _) = v.split_once(';').unwrap_or((v, ""));

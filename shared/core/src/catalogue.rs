@@ -213,23 +213,39 @@ pub async fn delete_cached(
 
 /// Counts what every repository holds and shows it as `packyard_repository_components`,
 /// `packyard_repository_bytes` and `packyard_repository_index_bytes` (a repository deleted
-/// since leaves the gauges), and the blob store's size as `packyard_blob_store_bytes`. Returns
-/// how many repositories it counted.
+/// since leaves the gauges), the blob store's size as `packyard_blob_store_bytes` and the quotas'
+/// `packyard_quota_*` gauges. Returns how many repositories it counted.
 pub async fn refresh_usage(services: &Services) -> DbResult<usize> {
     let db = &services.db;
     let usage = db.refresh_usage().await?;
-    let names: std::collections::HashMap<i64, String> =
-        db.list_repositories().await?.into_iter().map(|r| (r.id, r.name.to_string())).collect();
+    let repos = db.list_repositories().await?;
+    let by_id: std::collections::HashMap<i64, &packyard_model::repos::Repository> =
+        repos.iter().map(|r| (r.id, r)).collect();
     let m = &services.metrics;
-    m.blob_store_bytes.set(db.blob_store_bytes().await?);
+    let store_bytes = db.blob_store_bytes().await?;
+    m.blob_store_bytes.set(store_bytes);
+    // The quota gauges: of what has a quota now (one removed since leaves them).
+    m.quota_used_bytes.reset();
+    m.quota_limit_bytes.reset();
+    m.quota_standing.reset();
+    let store_quota = services.config.blobs.quota;
+    if store_quota.is_set() {
+        let used = u64::try_from(store_bytes).unwrap_or(0);
+        crate::quota::gauges(services, (crate::quota::Scope::BlobStore, crate::quota::BLOB_STORE), &store_quota, used);
+    }
     m.repository_components.reset();
     m.repository_bytes.reset();
     m.repository_index_bytes.reset();
     for (repo, u) in &usage {
-        let Some(name) = names.get(repo) else { continue };
+        let Some(r) = by_id.get(repo) else { continue };
+        let name = r.name.as_str();
         m.repository_components.with_label_values(&[name]).set(u.components);
         m.repository_bytes.with_label_values(&[name]).set(u.bytes);
         m.repository_index_bytes.with_label_values(&[name]).set(u.index_bytes);
+        if let Some(q) = r.quota() {
+            let used = u64::try_from(u.bytes).unwrap_or(0);
+            crate::quota::gauges(services, (crate::quota::Scope::Repository, name), q, used);
+        }
     }
     Ok(usage.len())
 }

@@ -39,6 +39,9 @@ pub enum UploadError {
     /// The package is over a size limit (413).
     #[error("{0}")]
     TooLarge(String),
+    /// Storing it would take a repository or the blob store past its hard quota (507).
+    #[error("{0}")]
+    InsufficientStorage(String),
     #[error("{0}")]
     Conflict(String),
     #[error("{0}")]
@@ -507,17 +510,21 @@ async fn record<H: Hosted>(
         attempt += 1;
         let run = async {
             let mut tx = db.begin().await?;
+            let guard = crate::quota::Guard::begin(db, &mut tx, repo).await?;
             let detail = serde_json::json!({"sha256": stored.sha256.as_str()});
             let how = (format!("{}.upload", H::NAME), detail);
             let upload = (&artifact, coordinate.as_str(), units.clone());
             let stored_once =
                 store_one(format, (&mut tx, db, repo), upload, (stored, derived.as_slice()), actor, &how).await?;
             let Some(units) = stored_once else { return Ok(None) };
+            let created = crate::quota::created(std::iter::once(stored).chain(derived.iter()));
+            let counted = guard.finish(services, &mut tx, repo, created).await?;
             let mut changes = Vec::new();
             for (kind, key) in &units {
                 changes.push(db.record_change(&mut tx, repo.id, kind, key).await?);
             }
             tx.commit().await?;
+            counted.show(services, repo);
             Ok::<_, TxError>(Some(changes))
         };
         match run.await {
@@ -589,6 +596,7 @@ pub async fn delete<H: Hosted>(
     .map_err(from_db)?;
     if done.is_some() {
         services.wake();
+        crate::quota::after_delete(services, repo).await;
     }
     Ok(done)
 }
@@ -1014,6 +1022,7 @@ async fn copy_transaction<H: Hosted>(
         attempt += 1;
         let run = async {
             let mut tx = db.begin().await?;
+            let guard = crate::quota::Guard::begin(db, &mut tx, to).await?;
             let mut report = Copied::default();
             let (mut units_to, mut units_from): (Vec<UnitRef>, Vec<UnitRef>) = (Vec::new(), Vec::new());
             let add = |units: &mut Vec<UnitRef>, more: Vec<UnitRef>| {
@@ -1084,6 +1093,12 @@ async fn copy_transaction<H: Hosted>(
                     report.removed += 1;
                 }
             }
+            let created = crate::quota::created(
+                items
+                    .iter()
+                    .flat_map(|i| i.uploads.iter().flat_map(|(i, s)| std::iter::once(s).chain(i.derived.iter()))),
+            );
+            let counted = guard.finish(services, &mut tx, to, created).await?;
             for (kind, key) in &units_to {
                 report.changes.push(db.record_change(&mut tx, to.id, kind, key).await?);
             }
@@ -1093,6 +1108,7 @@ async fn copy_transaction<H: Hosted>(
                 }
             }
             tx.commit().await?;
+            counted.show(services, to);
             Ok::<_, TxError>(report)
         };
         match run.await {
@@ -1165,6 +1181,7 @@ pub async fn delete_batch<H: Hosted>(
     .map_err(from_db)?;
     if done.0 > 0 {
         services.wake();
+        crate::quota::after_delete(services, repo).await;
     }
     Ok(done)
 }

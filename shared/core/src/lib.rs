@@ -21,6 +21,7 @@ pub mod outbound;
 pub mod policy;
 pub mod proxy;
 pub mod publication;
+pub mod quota;
 pub mod read_only;
 pub mod reclaim;
 pub mod replication;

@@ -36,6 +36,7 @@ pub const EVENTS: &[&str] = &[
     "snapshot.deleted",
     "repository.pinned",
     "repository.unpinned",
+    "quota.exceeded",
 ];
 
 /// The header that carries the body's signature.

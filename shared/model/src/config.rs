@@ -242,6 +242,9 @@ pub struct BlobsConfig {
     pub kind: BlobsKind,
     pub path: PathBuf,
     pub s3: S3Config,
+    /// The blob store's limits (`blobs.quota.soft_bytes`, `blobs.quota.hard_bytes`): every blob
+    /// counts, index snapshots included.
+    pub quota: crate::quota::Quota,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -498,7 +501,12 @@ impl Default for DatabaseConfig {
 
 impl Default for BlobsConfig {
     fn default() -> Self {
-        Self { kind: BlobsKind::File, path: PathBuf::from("data/blobs"), s3: S3Config::default() }
+        Self {
+            kind: BlobsKind::File,
+            path: PathBuf::from("data/blobs"),
+            s3: S3Config::default(),
+            quota: crate::quota::Quota::default(),
+        }
     }
 }
 
@@ -742,6 +750,7 @@ impl BlobsConfig {
                 "missing value for key `blobs.s3.bucket` (required when blobs.kind = \"s3\")".into(),
             ));
         }
+        self.quota.validate("blobs.quota").map_err(|e| ConfigError(format!("bad value for key {e}")))?;
         Ok(())
     }
 }

@@ -9,6 +9,7 @@ pub mod directory;
 pub mod net;
 pub mod osv;
 pub mod policy;
+pub mod quota;
 pub mod repos;
 pub mod security;
 pub mod selector;

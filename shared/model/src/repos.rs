@@ -235,6 +235,9 @@ pub struct StoredSettings {
     /// A hosted repository that follows another Packyard's repository (`replication.*`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replication: Option<Box<Replication>>,
+    /// Storage limits (`quota.soft_bytes`, `quota.hard_bytes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota: Option<crate::quota::Quota>,
     /// The block as its type, parsed on first use (repositories are cached as `Arc`s).
     #[serde(skip)]
     parsed: Parsed,
@@ -428,7 +431,7 @@ impl<'de> Deserialize<'de> for FormatBlocks {
         if let Some(key) = blocks.keys().find(|k| k.parse::<Format>().is_err()) {
             let formats: Vec<String> = Format::ALL.iter().map(|f| format!("`{f}`")).collect();
             return Err(serde::de::Error::custom(format!(
-                "unknown field `{key}`, expected one of `name`, `format`, `type`, `write_policy`, `anonymous_read`, `proxy`, `group`, `policy`, `snapshots`, `replication` or a format's settings ({})",
+                "unknown field `{key}`, expected one of `name`, `format`, `type`, `write_policy`, `anonymous_read`, `proxy`, `group`, `policy`, `snapshots`, `replication`, `quota` or a format's settings ({})",
                 formats.join(", ")
             )));
         }
@@ -461,6 +464,8 @@ pub struct RepositorySpec {
     pub snapshots: Option<SnapshotSchedule>,
     #[serde(default)]
     pub replication: Option<Replication>,
+    #[serde(default)]
+    pub quota: Option<crate::quota::Quota>,
     /// The format's settings, under its name (`"apt": {…}`): checked by the format's spec.
     #[serde(flatten)]
     pub formats: FormatBlocks,
@@ -485,6 +490,11 @@ pub struct Repository {
 }
 
 impl Repository {
+    /// Its storage quota, when one is set.
+    pub fn quota(&self) -> Option<&crate::quota::Quota> {
+        self.settings.quota.as_ref().filter(|q| q.is_set())
+    }
+
     /// Its policy, when the policy can keep anything back.
     pub fn gate(&self) -> Option<&crate::policy::PolicySettings> {
         self.settings.policy.as_ref().filter(|p| p.gates())
@@ -638,6 +648,16 @@ impl RepositorySpec {
         if let Some(replication) = self.replication {
             replication.validate(t)?;
             settings.replication = Some(Box::new(replication));
+        }
+        if let Some(quota) = self.quota.filter(crate::quota::Quota::is_set) {
+            if t == RepoType::Group {
+                return Err(InvalidRepository(
+                    "`quota` does not apply to a group repository: it holds nothing of its own (set it on its members)"
+                        .into(),
+                ));
+            }
+            quota.validate("quota").map_err(InvalidRepository)?;
+            settings.quota = Some(quota);
         }
         let mut members = Vec::new();
         if let Some(group) = self.group {

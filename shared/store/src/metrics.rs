@@ -44,6 +44,15 @@ pub struct Metrics {
     pub cleanup_bytes_reclaimed_total: IntCounterVec,
     pub cleanup_last_run_timestamp_seconds: Gauge,
     pub blob_store_bytes: IntGauge,
+    /// `packyard_quota_used_bytes{scope, name}`: what a repository or the blob store with a
+    /// quota uses (`scope`: `repository` or `blob_store`), after the last write this process
+    /// made or the worker's last count.
+    pub quota_used_bytes: IntGaugeVec,
+    /// `packyard_quota_limit_bytes{scope, name, limit}`: its soft and hard limits.
+    pub quota_limit_bytes: IntGaugeVec,
+    /// `packyard_quota_standing{scope, name}`: 0 within its quota, 1 past the soft limit, 2 at the
+    /// hard limit.
+    pub quota_standing: IntGaugeVec,
     /// `packyard_components_with_advisories{level}`: catalogued components by the highest level
     /// of the advisories that affect them, as the worker last matched them.
     pub components_with_advisories: IntGaugeVec,
@@ -244,6 +253,27 @@ impl Metrics {
             "Bytes of every blob the database records (artifacts, snapshot files, pending uploads), as the worker last counted",
         )?;
         registry.register(Box::new(blob_store_bytes.clone()))?;
+        let quota_used_bytes = IntGaugeVec::new(
+            Opts::new(
+                "packyard_quota_used_bytes",
+                "Bytes a repository (its components' files) or the blob store (every blob) with a quota uses, after the last write or count",
+            ),
+            &["scope", "name"],
+        )?;
+        let quota_limit_bytes = IntGaugeVec::new(
+            Opts::new("packyard_quota_limit_bytes", "A quota's soft and hard limits in bytes"),
+            &["scope", "name", "limit"],
+        )?;
+        let quota_standing = IntGaugeVec::new(
+            Opts::new(
+                "packyard_quota_standing",
+                "Where a use stands against its quota: 0 within, 1 past the soft limit, 2 at the hard limit (uploads that add bytes are refused)",
+            ),
+            &["scope", "name"],
+        )?;
+        registry.register(Box::new(quota_used_bytes.clone()))?;
+        registry.register(Box::new(quota_limit_bytes.clone()))?;
+        registry.register(Box::new(quota_standing.clone()))?;
         let components_with_advisories = IntGaugeVec::new(
             Opts::new(
                 "packyard_components_with_advisories",
@@ -319,6 +349,9 @@ impl Metrics {
             cleanup_bytes_reclaimed_total,
             cleanup_last_run_timestamp_seconds,
             blob_store_bytes,
+            quota_used_bytes,
+            quota_limit_bytes,
+            quota_standing,
             components_with_advisories,
             policy_refusals_total,
             process_resident_memory_bytes,

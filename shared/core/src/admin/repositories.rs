@@ -39,12 +39,18 @@ pub struct RepositoryView {
     pub snapshots: Option<packyard_model::repos::SnapshotSchedule>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replication: Option<Box<packyard_model::repos::Replication>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quota: Option<packyard_model::quota::Quota>,
     pub version: i64,
     pub created_at: String,
     pub updated_at: String,
     /// What it holds, as the worker last counted ([`get`] only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// Where it stands against its quota now, counted as the request is answered ([`get`]
+    /// only, with a quota).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quota_status: Option<crate::quota::Status>,
 }
 
 /// A repository's components and their assets' bytes (a group holds none of its own), counted
@@ -76,10 +82,12 @@ impl From<Repository> for RepositoryView {
             snapshots: r.settings.snapshots,
             // Nor the sealed source password.
             replication: r.settings.replication.map(|b| Box::new(Replication { password_sealed: None, ..*b })),
+            quota: r.settings.quota,
             version: r.version,
             created_at: rfc3339_ms(r.created_at),
             updated_at: rfc3339_ms(r.updated_at),
             usage: None,
+            quota_status: None,
         }
     }
 }
@@ -144,7 +152,9 @@ pub async fn list(services: &Services, formats: &Registry) -> AdminResult<Vec<Re
 pub async fn get(services: &Services, formats: &Registry, name: &str) -> AdminResult<RepositoryView> {
     let repo = RepositoryService::new(&services.db, formats).get(name).await?;
     let usage = services.db.usage(repo.id).await?;
+    let quota_status = crate::quota::repository_status(services, &repo).await?;
     let mut view = RepositoryView::from(repo);
+    view.quota_status = quota_status;
     view.usage = usage.map(|u| Usage {
         components: u.components,
         bytes: u.bytes,

@@ -543,6 +543,26 @@ impl Proxy {
         }
     }
 
+    /// Refuses to cache an artifact (a component's file) that would take the repository past its
+    /// hard quota (`length`: what the upstream says the file holds, when it does); metadata is
+    /// never refused, and neither is a file of unknown length while the use is below the limit.
+    async fn check_quota(&self, req: &FetchRequest, length: Option<u64>) -> Result<(), ProxyError> {
+        let Some(quota) = req.quota.filter(|q| q.hard_bytes.is_some() && req.catalogue.is_some()) else {
+            return Ok(());
+        };
+        let used = self.inner.db.repository_bytes(req.repository_id).await.map_err(unavailable)?;
+        let after = used.saturating_add(length.unwrap_or(0));
+        if quota.refuses(used, after) || quota.hard_bytes.is_some_and(|h| used >= h) {
+            let what = format!("repository {}", req.repository);
+            return Err(ProxyError::Full(format!(
+                "/{} is not fetched: {}",
+                req.path,
+                quota.refusal(&what, "quota", used, after.max(used.saturating_add(1)))
+            )));
+        }
+        Ok(())
+    }
+
     /// Streams a 200 body into the blob store and records it.
     async fn store(
         &self,
@@ -567,6 +587,7 @@ impl Proxy {
         let content_type = header_text(header::CONTENT_TYPE, 255).unwrap_or_else(|| "application/octet-stream".into());
         let etag = header_text(header::ETAG, 255);
         let last_modified = header_text(header::LAST_MODIFIED, 64);
+        self.check_quota(req, response.content_length()).await?;
         let mut writer = self.inner.blobs.writer(max).await.map_err(unavailable)?;
         loop {
             match response.chunk().await {

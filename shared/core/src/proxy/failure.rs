@@ -20,6 +20,9 @@ pub enum ProxyError {
     Failing(String),
     #[error("{0}")]
     TooLarge(String),
+    /// Caching it would take the repository past its hard quota (507).
+    #[error("{0}")]
+    Full(String),
     /// Our own storage (the database, the blob store) is unavailable: a 503, retried later.
     #[error("{0}")]
     Unavailable(String),
@@ -142,6 +145,7 @@ pub(super) fn error_label(e: &ProxyError) -> &'static str {
         ProxyError::Blocked(_) => "blocked",
         ProxyError::Timeout(_) => "timeout",
         ProxyError::TooLarge(_) => "too_large",
+        ProxyError::Full(_) => "quota",
         ProxyError::Changing(_) => "changing",
         ProxyError::Unreachable(_)
         | ProxyError::Status(_)

@@ -49,6 +49,8 @@ pub struct FetchRequest {
     /// Reads an expiry out of the file's bytes (APT: `InRelease`'s `Valid-Until`, in ms since
     /// the epoch): a cached copy past it is never fresh, whatever the metadata TTL.
     pub expires: Option<ExpiryOf>,
+    /// The repository's quota (`quota.*`): at its hard limit no artifact is cached any more.
+    pub quota: Option<packyard_model::quota::Quota>,
 }
 
 /// Reads an expiry (ms since the epoch) out of a file's bytes.
@@ -103,6 +105,7 @@ impl FetchRequest {
             elsewhere: None,
             listed_in: None,
             expires: None,
+            quota: repo.quota().copied(),
         })
     }
 }

@@ -132,6 +132,13 @@ impl Db {
         Ok(self.query(sum).fetch_one(self.pool()).await?.try_get("total")?)
     }
 
+    /// The blob store's size as `tx` sees it.
+    pub async fn blob_store_bytes_in(&self, tx: &mut sqlx::Transaction<'_, sqlx::Any>) -> DbResult<u64> {
+        let sum = sql!("blobs.total_in", "SELECT CAST(COALESCE(SUM(size), 0) AS BIGINT) AS total FROM blobs");
+        let total: i64 = self.query(sum).fetch_one(&mut **tx).await?.try_get("total")?;
+        Ok(u64::try_from(total).unwrap_or(0))
+    }
+
     /// Records a stored artifact blob (a proxy's cached file): collected only once nothing
     /// references it, after the grace period. Recording the same digest again makes it young
     /// again (and an artifact, if a build wrote it first).

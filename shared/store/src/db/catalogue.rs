@@ -540,6 +540,33 @@ impl Db {
         Ok(usage)
     }
 
+    /// What a repository's components' files hold now, in `tx` (each asset's bytes: a blob
+    /// shared with another repository counts in each), after locking the repository's row so
+    /// that writers to it are counted one after another: what a quota is checked against.
+    pub async fn quota_use_in(&self, tx: &mut Transaction<'_, Any>, repository_id: i64) -> DbResult<u64> {
+        let lock = crate::for_update!("repositories.lock_quota", "SELECT id FROM repositories WHERE id = $1");
+        self.bound(lock, (repository_id,)).fetch_optional(&mut **tx).await?;
+        self.repository_bytes_in(tx, repository_id).await
+    }
+
+    /// What a repository's components' files hold now, in `tx`.
+    pub async fn repository_bytes_in(&self, tx: &mut Transaction<'_, Any>, repository_id: i64) -> DbResult<u64> {
+        let sum = sql!(
+            "assets.quota_use",
+            "SELECT CAST(COALESCE(SUM(size), 0) AS BIGINT) AS bytes FROM assets WHERE repository_id = $1"
+        );
+        let bytes: i64 = self.bound(sum, (repository_id,)).fetch_one(&mut **tx).await?.try_get("bytes")?;
+        Ok(u64::try_from(bytes).unwrap_or(0))
+    }
+
+    /// What a repository's components' files hold now.
+    pub async fn repository_bytes(&self, repository_id: i64) -> DbResult<u64> {
+        let mut tx = self.begin().await?;
+        let bytes = self.repository_bytes_in(&mut tx, repository_id).await?;
+        tx.commit().await?;
+        Ok(bytes)
+    }
+
     /// A repository's usage as last counted.
     pub async fn usage(&self, repository_id: i64) -> DbResult<Option<RepositoryUsage>> {
         let get = sql!(
