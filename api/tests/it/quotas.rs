@@ -223,3 +223,38 @@ async fn the_blob_store_quota_counts_every_repository(app: TestApp) -> anyhow::R
     Ok(())
 }
 app_test!(the_blob_store_quota_counts_every_repository, store_quota);
+
+/// A proxy at its hard quota caches no more package files: the one that would not fit is a 507
+/// naming the quota (nothing kept); what it cached is still served.
+async fn a_proxy_stops_caching_at_its_hard_quota(app: TestApp) -> anyhow::Result<()> {
+    use crate::common::process::{basic, create_repository, start, status_of};
+    const PW: &str = "quota-upstream-pw";
+    let (a, b) = (tool("tool-a"), tool("tool-b"));
+    let up_dir = tempfile::tempdir()?;
+    let upstream = start(up_dir.path(), &[("PACKYARD_SECURITY__ADMIN_PASSWORD", PW)])?;
+    upstream.wait_ready()?;
+    create_repository(&upstream.public, &basic(PW), Repo::hosted("up", Format::Apt))?;
+    for deb in [&a, &b] {
+        let url = format!("{}/repository/up/?wait=true", upstream.public);
+        let (s, text) = status_of(ureq::post(&url).set("Authorization", &basic(PW)).send_bytes(deb))?;
+        anyhow::ensure!(s == 201, "upload upstream: {s} {text}");
+    }
+    let remote = format!("{}/repository/up/", upstream.public);
+    let hard = len(&a) + 1;
+    app.create(Repo::proxy("px", Format::Apt, &remote).with(json!({"quota": {"hard_bytes": hard}}))).await?;
+    let r = app.get(&pool("px", "tool-a")).await?;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    assert_eq!(r.bytes, a);
+    let r = app.get(&pool("px", "tool-b")).await?;
+    assert_eq!(r.status, StatusCode::INSUFFICIENT_STORAGE, "{}", r.text);
+    let expected = format!(
+        "/pool/main/t/tool-b/tool-b_1.0_amd64.deb is not fetched: repository px would go over its hard quota: quota.hard_bytes is {hard} bytes"
+    );
+    assert!(r.text.contains(&expected), "{}\nexpected: {expected}", r.text);
+    assert!(!app.has_blob_row(&b).await?, "nothing of the refused file is kept");
+    // The cached file is still served, and the repository's use is the one file.
+    assert_eq!(app.get(&pool("px", "tool-a")).await?.bytes, a);
+    assert_eq!(quota_status(&app, "px").await?["used_bytes"].as_u64(), Some(len(&a)));
+    Ok(())
+}
+app_test!(a_proxy_stops_caching_at_its_hard_quota, |c: &mut Config| c.proxy.allow_private_addresses = true);
