@@ -286,6 +286,7 @@ impl From<packyard_core::formats::KeyError> for ApiError {
             KeyError::Name(e) => e.into(),
             KeyError::Db(e) => e.into(),
             KeyError::Conflict(m) => Self::new(ErrorCode::Conflict, m),
+            KeyError::NotFound(m) => Self::not_found(m),
             KeyError::Internal(m) => Self::internal(m),
         }
     }

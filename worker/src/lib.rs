@@ -46,6 +46,12 @@ pub fn spawn_usage_refresher(services: &Services) {
                     Ok(c) => tracing::debug!(census = %c, "components matched against the advisories"),
                     Err(e) => tracing::warn!(error = %e, "cannot match the components against the advisories"),
                 }
+                // And the signing keys' expiry (`packyard_signing_key_expiry_timestamp_seconds`).
+                if let Err(e) =
+                    packyard_core::admin::repositories::key_census(&services, packyard_formats::registry()).await
+                {
+                    tracing::warn!(error = %e, "cannot read the signing keys' expiry");
+                }
             }
             ticks += 1;
         }

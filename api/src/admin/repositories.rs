@@ -58,6 +58,14 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             resource("/repositories/{name}/signing-key")
                 .route(web::get().to(signing_key))
                 .route(web::put().to(change_signing_key)),
+        )
+        .service(
+            resource("/repositories/{name}/signing-keys")
+                .route(web::get().to(signing_keys))
+                .route(web::post().to(add_signing_key)),
+        )
+        .service(
+            resource("/repositories/{name}/signing-keys/{fingerprint}").route(web::delete().to(retire_signing_key)),
         );
 }
 
@@ -76,6 +84,13 @@ impl TryFrom<String> for NamePath {
 #[derive(Debug, Deserialize)]
 struct RepoPath {
     name: NamePath,
+}
+
+/// `{name}/signing-keys/{fingerprint}`.
+#[derive(Debug, Deserialize)]
+struct KeyPath {
+    name: NamePath,
+    fingerprint: String,
 }
 
 impl RepoPath {
@@ -464,4 +479,35 @@ async fn change_signing_key(
     let formats = packyard_formats::registry();
     let key = service::change_signing_key(&services, formats, admin.actor(), &site(&req), path.name(), &body).await?;
     Ok(HttpResponse::Ok().json(key))
+}
+
+/// `GET …/signing-keys`: every key of the repository, the signing ones first.
+async fn signing_keys(_admin: Admin, services: web::Data<Services>, path: web::Path<RepoPath>) -> Result<HttpResponse> {
+    let formats = packyard_formats::registry();
+    Ok(HttpResponse::Ok().json(service::signing_keys(&services, formats, path.name()).await?))
+}
+
+/// `POST …/signing-keys`: a generated or imported key added beside the current one; both sign
+/// until one is retired (201, the repository's keys).
+async fn add_signing_key(
+    admin: Admin,
+    services: web::Data<Services>,
+    path: web::Path<RepoPath>,
+    body: web::Json<KeyChange>,
+) -> Result<HttpResponse> {
+    let formats = packyard_formats::registry();
+    let keys = service::add_signing_key(&services, formats, admin.actor(), path.name(), &body).await?;
+    Ok(HttpResponse::Created().json(keys))
+}
+
+/// `DELETE …/signing-keys/{fingerprint}`: the key retired (200, the repository's keys).
+async fn retire_signing_key(
+    admin: Admin,
+    services: web::Data<Services>,
+    path: web::Path<KeyPath>,
+) -> Result<HttpResponse> {
+    let formats = packyard_formats::registry();
+    let keys =
+        service::retire_signing_key(&services, formats, admin.actor(), path.name.0.as_str(), &path.fingerprint).await?;
+    Ok(HttpResponse::Ok().json(keys))
 }

@@ -232,15 +232,21 @@ async fn empty_index(cx: &Cx<'_>, repo: &Repository, unit: &Unit, path: &str) ->
         return Ok(f);
     }
     let epoch = services.published.epoch();
-    let key = packyard_formats::apk::keys::current(&services.db, &services.security.keystore, repo.id)
+    let keys = packyard_formats::apk::keys::signing(&services.db, &services.security.keystore, repo.id)
         .await
         .map_err(ApiError::internal)?;
-    let key_file = key.file_name(repo.name.as_str()).map_err(ApiError::internal)?;
+    let mut named = Vec::with_capacity(keys.len());
+    for key in keys {
+        let key_file = key.file_name(repo.name.as_str()).map_err(ApiError::internal)?;
+        named.push((key, key_file));
+    }
     let description = format!("{} {}", repo.name, unit.key());
     let now = packyard_store::db::now_ms();
     let mtime = u64::try_from(now / 1000).unwrap_or(0);
     let bytes = tokio::task::spawn_blocking(move || {
-        packyard_codecs::apk::index::signed_index(&description, "", &key, &key_file, mtime)
+        let pairs: Vec<(&packyard_codecs::apk::signing::ApkKey, &str)> =
+            named.iter().map(|(k, f)| (k, f.as_str())).collect();
+        packyard_codecs::apk::index::signed_index_all(&description, "", &pairs, mtime)
     })
     .await
     .map_err(ApiError::internal)?
@@ -363,18 +369,12 @@ async fn keys(cx: &Cx<'_>) -> Result<Vec<(String, String)>, FormatError> {
     }
     let (services, repo) = (cx.services, cx.signing_repository("the upstream's key (or set apk.signed_by)")?);
     let ks = &services.security.keystore;
+    // Every key that signs (two during a rotation's overlap) and the previous one.
     let mut out = Vec::new();
-    let current = packyard_formats::apk::keys::current(&services.db, ks, repo.id).await.map_err(ApiError::internal)?;
-    out.push((
-        current.file_name(repo.name.as_str()).map_err(ApiError::internal)?,
-        current.public_pem().map_err(ApiError::internal)?,
-    ));
-    if let Some(p) =
-        packyard_formats::apk::keys::previous(&services.db, ks, repo.id).await.map_err(ApiError::internal)?
-    {
+    for key in packyard_formats::apk::keys::offered(&services.db, ks, repo.id).await.map_err(ApiError::internal)? {
         out.push((
-            p.file_name(repo.name.as_str()).map_err(ApiError::internal)?,
-            p.public_pem().map_err(ApiError::internal)?,
+            key.file_name(repo.name.as_str()).map_err(ApiError::internal)?,
+            key.public_pem().map_err(ApiError::internal)?,
         ));
     }
     Ok(out)

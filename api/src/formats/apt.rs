@@ -510,12 +510,11 @@ async fn gpg_key(cx: &Cx<'_>) -> Result<HttpResponse, FormatError> {
     );
     let uid = packyard_formats::apt::keys::user_id(repo);
     let ks = &services.security.keystore;
-    let signer =
-        packyard_formats::apt::keys::signer(&services.db, ks, repo.id, &uid).await.map_err(ApiError::internal)?;
-    let previous =
-        packyard_formats::apt::keys::previous(&services.db, ks, repo.id).await.map_err(ApiError::internal)?;
-    let keyring =
-        packyard_codecs::apt::signing::keyring_armored(&signer, previous.as_ref()).map_err(ApiError::internal)?;
+    // Every key that signs (two during a rotation's overlap) and the previous one.
+    let offered =
+        packyard_formats::apt::keys::offered(&services.db, ks, repo.id, &uid).await.map_err(ApiError::internal)?;
+    let offered: Vec<&packyard_codecs::apt::signing::Signer> = offered.iter().collect();
+    let keyring = packyard_codecs::apt::signing::keyring_of(&offered).map_err(ApiError::internal)?;
     Ok(HttpResponse::Ok().content_type("application/pgp-keys").body(keyring))
 }
 

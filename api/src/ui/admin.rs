@@ -38,6 +38,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/admin/repositories/{name}", web::get().to(edit_repository))
         .route("/admin/repositories/{name}", web::post().to(update_repository))
         .route("/admin/repositories/{name}/signing-key", web::post().to(rotate_key))
+        .route("/admin/repositories/{name}/signing-keys", web::post().to(add_key))
+        .route("/admin/repositories/{name}/signing-keys/{fingerprint}/retire", web::post().to(retire_key))
         .route("/admin/repositories/{name}/rebuild", web::post().to(rebuild_repository))
         .route("/admin/repositories/{name}/snapshots", web::post().to(create_snapshot))
         .route("/admin/repositories/{name}/snapshots/{snapshot}/delete", web::post().to(delete_snapshot))

@@ -381,6 +381,96 @@ async fn rotation_to_an_imported_key_re_signs_the_indexes(app: TestApp) -> anyho
 }
 app_test!(rotation_to_an_imported_key_re_signs_the_indexes);
 
+/// Rotation with an overlap (#43): a key added beside the current one signs every index with
+/// it — a client that trusts only the old key and one that trusts only the new key both verify
+/// (the independent verifier, as apk picks the signature of a key it has), `keys/` offers both;
+/// once the old key is retired only the new one verifies. Each step is one audited call.
+async fn a_rotation_overlaps_then_retires_the_old_key(app: TestApp) -> anyhow::Result<()> {
+    let old_name = alpine(&app).await?;
+    let hello = build_apk(&Fixture { signed: true, ..Fixture::new("hello", "2.12-r1", "x86_64") })?;
+    let r = app.call(put("v3.20/main/x86_64/hello-2.12-r1.apk", hello.bytes.clone())).await?;
+    assert_eq!(r.status, 201, "{}", r.text);
+    app.publish().await;
+    let scratch = tempfile::tempdir()?;
+    let old_dir = scratch.path().join("old");
+    std::fs::create_dir_all(&old_dir)?;
+    let old_pem = save_key(&app, &old_name, &old_dir).await?;
+
+    let keys = |body: Option<serde_json::Value>| {
+        let uri = "/api/v1/repositories/alpine/signing-keys";
+        match body {
+            Some(b) => TestRequest::post().uri(uri).set_json(b),
+            None => TestRequest::get().uri(uri),
+        }
+    };
+    let r = app.call(keys(Some(serde_json::json!({"generate": true, "algorithm": "rsa2048"})))).await?;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let listed = r.json.as_array().cloned().unwrap_or_default();
+    assert_eq!(listed.len(), 2, "{}", r.text);
+    assert_eq!((listed[0]["slot"].as_str(), listed[0]["signs"].as_bool()), (Some("current"), Some(true)));
+    assert_eq!((listed[1]["slot"].as_str(), listed[1]["signs"].as_bool()), (Some("overlap"), Some(true)));
+    assert_eq!(listed[1]["key_name"], old_name.as_str());
+    let new_name = listed[0]["key_name"].as_str().unwrap_or_default().to_string();
+    let (old_fp, new_fp) =
+        (listed[1]["fingerprint"].as_str().unwrap_or_default(), listed[0]["fingerprint"].as_str().unwrap_or_default());
+    assert_ne!(new_name, old_name);
+    // One rotation at a time.
+    let r = app.call(keys(Some(serde_json::json!({"generate": true, "algorithm": "rsa2048"})))).await?;
+    assert_eq!(r.status, 409, "{}", r.text);
+    assert!(r.text.contains("is in a rotation already"), "{}", r.text);
+
+    app.publish().await;
+    app.services.published.invalidate();
+    let r = app.get("/repository/alpine/keys/").await?;
+    assert_eq!(r.text, format!("{new_name}\n{old_name}\n"));
+    let new_dir = scratch.path().join("new");
+    std::fs::create_dir_all(&new_dir)?;
+    let new_pem = save_key(&app, &new_name, &new_dir).await?;
+    // The worker's index of the unit with a package, and the empty index of one without: each
+    // verifies with either key alone.
+    let unit = app.get("/repository/alpine/v3.20/main/x86_64/APKINDEX.tar.gz").await?.bytes;
+    let empty = app.get("/repository/alpine/v3.20/community/x86_64/APKINDEX.tar.gz").await?.bytes;
+    for (dir, pem, name) in [(&old_dir, &old_pem, old_name.as_str()), (&new_dir, &new_pem, new_name.as_str())] {
+        std::fs::write(dir.join("hello-2.12-r1.apk"), &hello.bytes)?;
+        std::fs::write(dir.join("APKINDEX.tar.gz"), &unit)?;
+        let summary = verify(dir, pem, name)?;
+        assert_eq!(summary["packages"], serde_json::json!([["hello", "2.12-r1", "x86_64"]]));
+        let only = scratch.path().join(format!("empty-{name}"));
+        std::fs::create_dir_all(&only)?;
+        std::fs::write(only.join("APKINDEX.tar.gz"), &empty)?;
+        verify(&only, pem, name)?;
+    }
+
+    // Retiring the old key: only the new one signs; a client trusting only the old one fails.
+    let r = app.call(TestRequest::delete().uri(&format!("/api/v1/repositories/alpine/signing-keys/{old_fp}"))).await?;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.json.as_array().map(Vec::len), Some(1), "{}", r.text);
+    app.publish().await;
+    app.services.published.invalidate();
+    assert_eq!(app.get("/repository/alpine/keys/").await?.text, format!("{new_name}\n"));
+    let unit = app.get("/repository/alpine/v3.20/main/x86_64/APKINDEX.tar.gz").await?.bytes;
+    std::fs::write(new_dir.join("APKINDEX.tar.gz"), &unit)?;
+    verify(&new_dir, &new_pem, &new_name)?;
+    std::fs::write(old_dir.join("APKINDEX.tar.gz"), &unit)?;
+    let refused = match verify(&old_dir, &old_pem, &old_name) {
+        Ok(v) => anyhow::bail!("the old key alone still verifies the index: {v}"),
+        Err(e) => e,
+    };
+    assert!(refused.to_string().contains(&format!("none by '.SIGN.RSA.{old_name}'")), "{refused}");
+    // The last signing key is not retired; an unknown one is a 404.
+    let r = app.call(TestRequest::delete().uri(&format!("/api/v1/repositories/alpine/signing-keys/{new_fp}"))).await?;
+    assert_eq!(r.status, 409, "{}", r.text);
+    assert!(r.text.contains("is the only key that signs repository alpine"), "{}", r.text);
+    let r = app.call(TestRequest::delete().uri("/api/v1/repositories/alpine/signing-keys/ABCDEF")).await?;
+    assert_eq!(r.status, 404, "{}", r.text);
+    let audit = app.audit().await?;
+    for action in ["repository.signing_key.add", "repository.signing_key.retire"] {
+        assert!(audit.contains(&(action.to_string(), "alpine".to_string())), "{action}: {audit:?}");
+    }
+    Ok(())
+}
+app_test!(a_rotation_overlaps_then_retires_the_old_key);
+
 mod over_http {
     use std::path::Path;
     use std::time::Duration;

@@ -33,6 +33,7 @@ mod policy;
 mod policy_indexes;
 mod quotas;
 mod reclaim;
+mod rotation;
 mod sample;
 mod security;
 mod selectors;

@@ -20,6 +20,7 @@ use packyard_store::db::DbResult;
 use crate::catalogue::Catalogue;
 use crate::hosted::{Actor, Deletes, UploadError};
 use crate::publication::Builders;
+use crate::security::keystore::{KeySlot, RepositoryKeyError, RepositoryKeys};
 use crate::services::Services;
 
 /// One format, as the engine sees it.
@@ -572,6 +573,9 @@ pub enum KeyError {
     /// The repository's state forbids it (409).
     #[error("{0}")]
     Conflict(String),
+    /// No such key (404).
+    #[error("{0}")]
+    NotFound(String),
     #[error("{0}")]
     Internal(String),
 }
@@ -628,6 +632,56 @@ pub trait SigningKeys: Send + Sync {
         repository_url: &str,
         change: &KeyChange,
     ) -> Result<KeyChanged, KeyError>;
+
+    /// Every key the repository has (`GET …/signing-keys`), the signing ones first: each its
+    /// public part, `fingerprint`, `slot`, whether it `signs`, and when it `expires_at`.
+    async fn keys(&self, _services: &Services, _repo: &Repository) -> Result<Vec<KeyInfo>, KeyError> {
+        Err(KeyError::Invalid(format!("{} keys do not rotate with an overlap", self.label())))
+    }
+
+    /// Adds a generated or imported key beside the current one (`POST …/signing-keys`): both
+    /// sign until one is retired.
+    async fn add(&self, _services: &Services, _repo: &Repository, _change: &KeyChange) -> Result<KeyChanged, KeyError> {
+        Err(KeyError::Invalid(format!("{} keys do not rotate with an overlap", self.label())))
+    }
+
+    /// Retires the key of `fingerprint` (`DELETE …/signing-keys/{fingerprint}`).
+    async fn retire(
+        &self,
+        _services: &Services,
+        _repo: &Repository,
+        _fingerprint: &str,
+    ) -> Result<KeyChanged, KeyError> {
+        Err(KeyError::Invalid(format!("{} keys do not rotate with an overlap", self.label())))
+    }
+}
+
+/// One of a repository's keys as the API and the UI show it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct KeyInfo {
+    pub fingerprint: String,
+    pub slot: crate::security::keystore::KeySlot,
+    /// Whether it signs what is published (the current key, and the overlap's).
+    pub signs: bool,
+    /// When it expires (RFC 3339), if it does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
+    /// The same, in seconds since the epoch (for the gauge and the warning).
+    #[serde(skip)]
+    pub expires_secs: Option<i64>,
+    /// The format's public description of it (`algorithm`, `public_key`, APK's `key_name`).
+    #[serde(flatten)]
+    pub public: serde_json::Map<String, serde_json::Value>,
+}
+
+/// How long before a key expires it is warned about (the metric's alert and the UI).
+pub const KEY_EXPIRY_WARNING_SECS: i64 = 30 * 86_400;
+
+impl KeyInfo {
+    /// Whether it expires within [`KEY_EXPIRY_WARNING_SECS`] of `now_secs` (or has expired).
+    pub fn expires_soon(&self, now_secs: i64) -> bool {
+        self.expires_secs.is_some_and(|at| at - now_secs <= KEY_EXPIRY_WARNING_SECS)
+    }
 }
 
 /// Keys that rotate with an overlap (APT's and APK's): a new key signs from now on, the one
@@ -658,6 +712,21 @@ pub trait RotatingKeys: Send + Sync {
 
     /// Makes `key` the one that signs, the current one the previous.
     async fn install(&self, services: &Services, repo: &Repository, key: &Self::Key) -> Result<(), KeyError>;
+
+    /// Where the key store keeps the format's keys (`apt`: `apt/<repository id>/signing`).
+    const STORE: &'static str;
+
+    /// The key as the key store keeps it, and back.
+    fn encode(key: &Self::Key) -> Result<Vec<u8>, String>;
+    fn decode(bytes: &[u8]) -> Result<Self::Key, String>;
+
+    /// A key's public part as the API shows it (`algorithm`, `public_key`, …).
+    fn public(repo: &Repository, key: &Self::Key) -> Result<serde_json::Map<String, serde_json::Value>, KeyError>;
+
+    /// When the key expires (seconds since the epoch); `None`: never.
+    fn expires_at(_key: &Self::Key) -> Option<i64> {
+        None
+    }
 
     /// The current key's public part as the API shows it, and the previous one's name.
     async fn describe(&self, services: &Services, repo: &Repository) -> Result<serde_json::Value, KeyError>;
@@ -694,7 +763,76 @@ impl<K: RotatingKeys> SigningKeys for Rotating<K> {
         _: &str,
         change: &KeyChange,
     ) -> Result<KeyChanged, KeyError> {
-        let new = match change.request(self.0.kinds())? {
+        let new = self.requested(repo, change).await?;
+        self.0.install(services, repo, &new).await?;
+        // Replicas drop what they hold of the repository: what they signed themselves (APK's
+        // empty indexes of units without a snapshot) carries the old key.
+        let units = self.re_sign(services, repo).await?;
+        let fingerprint = K::fingerprint(&new)?;
+        Ok(KeyChanged { audit: serde_json::json!({"fingerprint": fingerprint, "units_rebuilt": units}), key: None })
+    }
+
+    async fn keys(&self, services: &Services, repo: &Repository) -> Result<Vec<KeyInfo>, KeyError> {
+        Ok(self.slots(services, repo).await?.1)
+    }
+
+    async fn add(&self, services: &Services, repo: &Repository, change: &KeyChange) -> Result<KeyChanged, KeyError> {
+        let new = self.requested(repo, change).await?;
+        let fingerprint = K::fingerprint(&new)?;
+        let (store, keys) = self.slots(services, repo).await?;
+        if keys.iter().any(|k| k.fingerprint == fingerprint) {
+            return Err(KeyError::Conflict(format!(
+                "key {fingerprint} is one of repository {}'s keys already",
+                repo.name
+            )));
+        }
+        let encoded = K::encode(&new).map_err(KeyError::Internal)?;
+        if !store.add(&encoded).await.map_err(KeyError::internal)? {
+            let signing: Vec<&str> = keys.iter().filter(|k| k.signs).map(|k| k.fingerprint.as_str()).collect();
+            return Err(KeyError::Conflict(format!(
+                "repository {} is in a rotation already: {} sign; retire one (DELETE /api/v1/repositories/{}/signing-keys/<fingerprint>) before adding another",
+                repo.name,
+                signing.join(" and "),
+                repo.name
+            )));
+        }
+        let units = self.re_sign(services, repo).await?;
+        let beside = keys.iter().find(|k| k.slot == KeySlot::Current).map(|k| k.fingerprint.clone());
+        Ok(KeyChanged {
+            audit: serde_json::json!({"fingerprint": fingerprint, "beside": beside, "units_rebuilt": units}),
+            key: None,
+        })
+    }
+
+    async fn retire(&self, services: &Services, repo: &Repository, fingerprint: &str) -> Result<KeyChanged, KeyError> {
+        let (store, keys) = self.slots(services, repo).await?;
+        let wanted: String = fingerprint.chars().filter(|c| !c.is_whitespace()).collect::<String>().to_uppercase();
+        let Some(key) = keys.iter().find(|k| k.fingerprint.eq_ignore_ascii_case(&wanted)) else {
+            let known: Vec<&str> = keys.iter().map(|k| k.fingerprint.as_str()).collect();
+            return Err(KeyError::NotFound(format!(
+                "repository {} has no key {fingerprint}: its keys are {}",
+                repo.name,
+                known.join(", ")
+            )));
+        };
+        if !store.retire(key.slot).await.map_err(KeyError::internal)? && key.slot == KeySlot::Current {
+            return Err(KeyError::Conflict(format!(
+                "key {} is the only key that signs repository {}: add its successor first (POST /api/v1/repositories/{}/signing-keys)",
+                key.fingerprint, repo.name, repo.name
+            )));
+        }
+        let units = self.re_sign(services, repo).await?;
+        Ok(KeyChanged {
+            audit: serde_json::json!({"fingerprint": key.fingerprint, "slot": key.slot, "units_rebuilt": units}),
+            key: None,
+        })
+    }
+}
+
+impl<K: RotatingKeys> Rotating<K> {
+    /// The key a request generates (off the executor) or imports.
+    async fn requested(&self, repo: &Repository, change: &KeyChange) -> Result<K::Key, KeyError> {
+        Ok(match change.request(self.0.kinds())? {
             KeyRequest::Generate(algorithm) => {
                 let repo = repo.clone();
                 tokio::task::spawn_blocking(move || K::generate(&repo, algorithm))
@@ -703,16 +841,53 @@ impl<K: RotatingKeys> SigningKeys for Rotating<K> {
                     .map_err(KeyError::Internal)?
             }
             KeyRequest::Import(text) => K::import(text).map_err(KeyError::Invalid)?,
+        })
+    }
+
+    /// The repository's key store and its keys (the current one made on first need), the
+    /// signing ones first.
+    async fn slots<'a>(
+        &self,
+        services: &'a Services,
+        repo: &Repository,
+    ) -> Result<(RepositoryKeys<'a>, Vec<KeyInfo>), KeyError> {
+        let store = RepositoryKeys::new(&services.db, &services.security.keystore, K::STORE, repo.id);
+        let (made_for, default) = (repo.clone(), self.0.kinds().default);
+        let make = move || {
+            let key = K::generate(&made_for, default).map_err(|e| RepositoryKeyError::key(std::io::Error::other(e)))?;
+            K::encode(&key).map_err(|e| RepositoryKeyError::key(std::io::Error::other(e)))
         };
-        self.0.install(services, repo, &new).await?;
+        let current = store.current(make).await.map_err(KeyError::internal)?;
+        let mut stored = vec![(KeySlot::Current, current)];
+        if let Some(k) = store.overlap().await.map_err(KeyError::internal)? {
+            stored.push((KeySlot::Overlap, k));
+        }
+        if let Some(k) = store.previous().await.map_err(KeyError::internal)? {
+            stored.push((KeySlot::Previous, k));
+        }
+        let mut out = Vec::with_capacity(stored.len());
+        for (slot, bytes) in stored {
+            let key = K::decode(&bytes).map_err(KeyError::Internal)?;
+            let expires_secs = K::expires_at(&key);
+            out.push(KeyInfo {
+                fingerprint: K::fingerprint(&key)?,
+                slot,
+                signs: slot != KeySlot::Previous,
+                expires_at: expires_secs.map(|s| packyard_model::time::rfc3339_ms(s.saturating_mul(1000))),
+                expires_secs,
+                public: K::public(repo, &key)?,
+            });
+        }
+        Ok((store, out))
+    }
+
+    /// Every unit of the repository rebuilt and re-signed, the replicas told.
+    async fn re_sign(&self, services: &Services, repo: &Repository) -> Result<usize, KeyError> {
         let units = services.db.request_rebuild(repo.id, false).await?;
-        // Replicas drop what they hold of the repository: what they signed themselves (APK's
-        // empty indexes of units without a snapshot) carries the old key.
         services.db.touch_repository(repo.id).await?;
         services.changed(crate::events::Changed::Publications);
         services.wake();
-        let fingerprint = K::fingerprint(&new)?;
-        Ok(KeyChanged { audit: serde_json::json!({"fingerprint": fingerprint, "units_rebuilt": units}), key: None })
+        Ok(units)
     }
 }
 

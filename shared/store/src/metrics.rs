@@ -53,6 +53,9 @@ pub struct Metrics {
     /// `packyard_quota_standing{scope, name}`: 0 within its quota, 1 past the soft limit, 2 at the
     /// hard limit.
     pub quota_standing: IntGaugeVec,
+    /// `packyard_signing_key_expiry_timestamp_seconds{repository, fingerprint}`: when a
+    /// repository's signing key that expires does (Unix time).
+    pub signing_key_expiry_timestamp_seconds: IntGaugeVec,
     /// `packyard_components_with_advisories{level}`: catalogued components by the highest level
     /// of the advisories that affect them, as the worker last matched them.
     pub components_with_advisories: IntGaugeVec,
@@ -274,6 +277,14 @@ impl Metrics {
         registry.register(Box::new(quota_used_bytes.clone()))?;
         registry.register(Box::new(quota_limit_bytes.clone()))?;
         registry.register(Box::new(quota_standing.clone()))?;
+        let signing_key_expiry_timestamp_seconds = IntGaugeVec::new(
+            Opts::new(
+                "packyard_signing_key_expiry_timestamp_seconds",
+                "When a repository's signing key expires (Unix time), for the keys that expire",
+            ),
+            &["repository", "fingerprint"],
+        )?;
+        registry.register(Box::new(signing_key_expiry_timestamp_seconds.clone()))?;
         let components_with_advisories = IntGaugeVec::new(
             Opts::new(
                 "packyard_components_with_advisories",
@@ -352,6 +363,7 @@ impl Metrics {
             quota_used_bytes,
             quota_limit_bytes,
             quota_standing,
+            signing_key_expiry_timestamp_seconds,
             components_with_advisories,
             policy_refusals_total,
             process_resident_memory_bytes,

@@ -324,6 +324,13 @@ pub(super) async fn repository_page(
     } else {
         None
     };
+    // Every key (`GET …/signing-keys`) of a repository whose keys rotate with an overlap.
+    let all_keys = if rotation.is_some() && key.is_some() {
+        service::signing_keys(services, formats, name).await.unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    let now_secs = packyard_store::db::now_ms() / 1000;
     // Its publication units (`GET …/status`): those pending or failing first.
     let mut units = service::status(services, formats, name).await?.units;
     units.sort_by_key(|u| (u.last_error.is_none(), !u.pending));
@@ -426,6 +433,42 @@ pub(super) async fn repository_page(
                 p { a.button href=(viewer.base.link(&format!("/repository/{name}/{file}"))) download { "Download the public key" } }
             }
         }
+        @if !all_keys.is_empty() {
+            h2 { "Signing keys" }
+            @for k in all_keys.iter().filter(|k| k.expires_soon(now_secs)) {
+                p.warning.key-expiry role="alert" {
+                    "Key " code { (k.fingerprint) } " expires on " (k.expires_at.as_deref().unwrap_or_default())
+                    ": add its successor beside it and retire it before then."
+                }
+            }
+            div.table-wrap { table.signing-keys { thead { tr {
+                th scope="col" { "Fingerprint" } th scope="col" { "Algorithm" } th scope="col" { "Role" }
+                th scope="col" { "Expires" } th scope="col" { span.visually-hidden { "Retire" } }
+            } } tbody { @for k in &all_keys { tr {
+                td { code { (k.fingerprint) } @if let Some(n) = k.public.get("key_name").and_then(|n| n.as_str()) { br; span.muted { (n) } } }
+                td { (k.public.get("algorithm").and_then(|a| a.as_str()).unwrap_or_default()) }
+                td { (match k.slot {
+                    packyard_core::security::keystore::KeySlot::Current => "signs (newest)",
+                    packyard_core::security::keystore::KeySlot::Overlap => "signs (overlap)",
+                    packyard_core::security::keystore::KeySlot::Previous => "offered to clients",
+                }) }
+                td { (k.expires_at.as_deref().unwrap_or("never")) }
+                td { @if all_keys.len() > 1 {
+                    form method="post" action=(viewer.base.link(&format!("/admin/repositories/{name}/signing-keys/{}/retire", k.fingerprint))) {
+                        (viewer.csrf_field())
+                        button.secondary type="submit" aria-label=(format!("Retire key {}", k.fingerprint)) { "Retire" }
+                    }
+                } }
+            } } } } }
+            @if all_keys.iter().filter(|k| k.signs).count() < 2 {
+                form.stack method="post" action=(viewer.base.link(&format!("/admin/repositories/{name}/signing-keys"))) {
+                    (viewer.csrf_field())
+                    p.muted { "A key added beside the current one signs with it until one is retired: clients that trust either keep verifying while they move to the new one." }
+                    (lines("private_key", "Import a private key (optional)", "", "empty: a new one is generated"))
+                    div { button.secondary type="submit" { "Add a key beside the current one" } }
+                }
+            }
+        }
         @if let Some(note) = rotation {
             @if key.is_none() { h2 { "Signing key" } }
             p { "A new key signs every index from now on; clients need the new public key (" code { (note) } ")." }
@@ -484,12 +527,7 @@ pub(super) async fn rotate_key(
     let admin = admin_of(&viewer)?;
     viewer.check_csrf(f.csrf.as_deref())?;
     let name = repo_name(&name)?;
-    let import = f.private_key.trim();
-    let change = if import.is_empty() {
-        KeyChange { generate: true, ..KeyChange::default() }
-    } else {
-        KeyChange { private_key: Some(format!("{}\n", import.replace("\r\n", "\n"))), ..KeyChange::default() }
-    };
+    let change = key_change(&f);
     let site = viewer.base.url("");
     let formats = packyard_formats::registry();
     match service::change_signing_key(&services, formats, admin.actor(), &site, name.as_str(), &change).await {
@@ -507,6 +545,65 @@ pub(super) async fn rotate_key(
         }
         Err(e) => repository_page(&viewer, &services, name.as_str(), None, Some(e.into()), None).await,
     }
+}
+
+/// The key form's change: a generated key, or the one pasted.
+fn key_change(f: &KeyForm) -> KeyChange {
+    let import = f.private_key.trim();
+    if import.is_empty() {
+        KeyChange { generate: true, ..KeyChange::default() }
+    } else {
+        KeyChange { private_key: Some(format!("{}\n", import.replace("\r\n", "\n"))), ..KeyChange::default() }
+    }
+}
+
+pub(super) async fn add_key(
+    viewer: Viewer,
+    services: web::Data<Services>,
+    name: web::Path<String>,
+    f: web::Form<KeyForm>,
+) -> Result<HttpResponse, UiError> {
+    let admin = admin_of(&viewer)?;
+    viewer.check_csrf(f.csrf.as_deref())?;
+    let name = repo_name(&name)?;
+    let formats = packyard_formats::registry();
+    let (notice, error) = match service::add_signing_key(
+        &services,
+        formats,
+        admin.actor(),
+        name.as_str(),
+        &key_change(&f),
+    )
+    .await
+    {
+        Ok(keys) => {
+            let fp = keys.first().map(|k| k.fingerprint.clone()).unwrap_or_default();
+            (Some(format!("Key {fp} signs the indexes beside the current one; retire the old one once clients trust the new one")), None)
+        }
+        Err(e) => (None, Some(e.into())),
+    };
+    repository_page(&viewer, &services, name.as_str(), notice, error, None).await
+}
+
+pub(super) async fn retire_key(
+    viewer: Viewer,
+    services: web::Data<Services>,
+    path: web::Path<(String, String)>,
+    f: web::Form<KeyForm>,
+) -> Result<HttpResponse, UiError> {
+    let admin = admin_of(&viewer)?;
+    viewer.check_csrf(f.csrf.as_deref())?;
+    let (name, fingerprint) = path.into_inner();
+    let name = repo_name(&name)?;
+    let formats = packyard_formats::registry();
+    let (notice, error) =
+        match service::retire_signing_key(&services, formats, admin.actor(), name.as_str(), &fingerprint).await {
+            Ok(_) => {
+                (Some(format!("Key {fingerprint} is retired: it no longer signs nor is offered to clients")), None)
+            }
+            Err(e) => (None, Some(e.into())),
+        };
+    repository_page(&viewer, &services, name.as_str(), notice, error, None).await
 }
 
 pub(super) async fn delete_repository(

@@ -45,16 +45,25 @@ pub fn index_member(description: &str, apkindex: &str, mtime: u64) -> Result<Vec
 
 /// The signature member for an index member.
 pub fn signature_member(index_gz: &[u8], key: &ApkKey, key_file: &str, mtime: u64) -> Result<Vec<u8>, IndexError> {
-    let sig = key.sign_sha1(index_gz)?;
-    signature_tar(&sig, key_file, mtime)
+    signature_member_all(index_gz, &[(key, key_file)], mtime)
 }
 
-fn signature_tar(sig: &[u8], key_file: &str, mtime: u64) -> Result<Vec<u8>, IndexError> {
-    let h = ustar(&format!(".SIGN.RSA.{key_file}"), sig.len(), mtime)?;
-    let mut tar = Vec::with_capacity(512 + sig.len() + 512);
-    tar.extend_from_slice(h.as_bytes());
-    tar.extend_from_slice(sig);
-    tar.resize(tar.len().div_ceil(512) * 512, 0);
+/// The signature member for an index member, with a signature by each of `keys` (a key and
+/// the file name clients keep it under): apk uses the first whose key it trusts and skips the
+/// others (a rotation's overlap).
+pub fn signature_member_all(index_gz: &[u8], keys: &[(&ApkKey, &str)], mtime: u64) -> Result<Vec<u8>, IndexError> {
+    use sha1::{Digest, Sha1};
+    signature_member_of_digest_all(&Sha1::digest(index_gz), keys, mtime)
+}
+
+fn signature_tar(signatures: &[(Vec<u8>, &str)], mtime: u64) -> Result<Vec<u8>, IndexError> {
+    let mut tar = Vec::with_capacity(signatures.iter().map(|(s, _)| 1024 + s.len()).sum());
+    for (sig, key_file) in signatures {
+        let h = ustar(&format!(".SIGN.RSA.{key_file}"), sig.len(), mtime)?;
+        tar.extend_from_slice(h.as_bytes());
+        tar.extend_from_slice(sig);
+        tar.resize(tar.len().div_ceil(512) * 512, 0);
+    }
     // No end-of-archive blocks: apk reads the two members as one tar stream.
     Ok(gzip(&tar)?)
 }
@@ -67,8 +76,18 @@ pub fn signed_index(
     key_file: &str,
     mtime: u64,
 ) -> Result<Vec<u8>, IndexError> {
+    signed_index_all(description, apkindex, &[(key, key_file)], mtime)
+}
+
+/// The whole signed `APKINDEX.tar.gz`, signed by each of `keys`.
+pub fn signed_index_all(
+    description: &str,
+    apkindex: &str,
+    keys: &[(&ApkKey, &str)],
+    mtime: u64,
+) -> Result<Vec<u8>, IndexError> {
     let index = index_member(description, apkindex, mtime)?;
-    let mut out = signature_member(&index, key, key_file, mtime)?;
+    let mut out = signature_member_all(&index, keys, mtime)?;
     out.extend_from_slice(&index);
     Ok(out)
 }
@@ -159,8 +178,20 @@ pub fn signature_member_of_digest(
     key_file: &str,
     mtime: u64,
 ) -> Result<Vec<u8>, IndexError> {
-    let sig = key.sign_sha1_digest(sha1)?;
-    signature_tar(&sig, key_file, mtime)
+    signature_member_of_digest_all(sha1, &[(key, key_file)], mtime)
+}
+
+/// [`signature_member_all`] for an index member whose SHA-1 is `sha1`.
+pub fn signature_member_of_digest_all(
+    sha1: &[u8],
+    keys: &[(&ApkKey, &str)],
+    mtime: u64,
+) -> Result<Vec<u8>, IndexError> {
+    let mut signatures = Vec::with_capacity(keys.len());
+    for (key, key_file) in keys {
+        signatures.push((key.sign_sha1_digest(sha1)?, *key_file));
+    }
+    signature_tar(&signatures, mtime)
 }
 
 /// Splits an `APKINDEX.tar.gz` into its raw gzip members (for checks and group merges).

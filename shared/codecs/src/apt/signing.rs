@@ -29,12 +29,46 @@ pub struct Signer {
 /// The public keys clients should trust: the current one and, after a rotation, the previous
 /// one, in one armored block (one keyring file).
 pub fn keyring_armored(current: &Signer, previous: Option<&Signer>) -> Result<String, SigningError> {
-    let mut keys = vec![SignedPublicKey::from(current.key.clone())];
-    if let Some(p) = previous {
-        keys.push(SignedPublicKey::from(p.key.clone()));
-    }
+    let mut keys = vec![current];
+    keys.extend(previous);
+    keyring_of(&keys)
+}
+
+/// The public keys of `signers`, in order, in one armored block (one keyring file).
+pub fn keyring_of(signers: &[&Signer]) -> Result<String, SigningError> {
+    let keys: Vec<SignedPublicKey> = signers.iter().map(|s| SignedPublicKey::from(s.key.clone())).collect();
     let mut out = Vec::new();
     pgp::armor::write(&keys, pgp::armor::BlockType::PublicKey, &mut out, None, true).map_err(pgp_err)?;
+    String::from_utf8(out).map_err(pgp_err)
+}
+
+/// `InRelease` signed by every one of `signers` (a rotation's overlap: a client that trusts any
+/// one of the keys verifies it, as with Debian's archive, signed by several keys).
+pub fn clearsign_all(signers: &[&Signer], text: &str) -> Result<String, SigningError> {
+    let mut signatures = Vec::with_capacity(signers.len());
+    for s in signers {
+        let one =
+            CleartextSignedMessage::sign(rand::rngs::OsRng, text, &*s.key, &Password::empty()).map_err(pgp_err)?;
+        signatures.extend(one.signatures().iter().cloned());
+    }
+    if signatures.is_empty() {
+        return Err(SigningError::Pgp("no key to sign with".into()));
+    }
+    let msg = CleartextSignedMessage::new_many(text, |_| Ok(signatures)).map_err(pgp_err)?;
+    msg.to_armored_string(ArmorOptions::default()).map_err(pgp_err)
+}
+
+/// `Release.gpg` with a detached signature by every one of `signers`, in one armored block.
+pub fn detached_all(signers: &[&Signer], bytes: &[u8]) -> Result<String, SigningError> {
+    let mut signatures = Vec::with_capacity(signers.len());
+    for s in signers {
+        signatures.push(s.detached_signature(bytes)?);
+    }
+    if signatures.is_empty() {
+        return Err(SigningError::Pgp("no key to sign with".into()));
+    }
+    let mut out = Vec::new();
+    pgp::armor::write(&signatures, pgp::armor::BlockType::Signature, &mut out, None, true).map_err(pgp_err)?;
     String::from_utf8(out).map_err(pgp_err)
 }
 
@@ -166,15 +200,33 @@ impl Signer {
 
     /// `Release.gpg`: a detached SHA-512 signature over the exact bytes.
     pub fn detached(&self, bytes: &[u8]) -> Result<String, SigningError> {
-        let sig = DetachedSignature::sign_binary_data(
+        self.detached_signature(bytes)?.to_armored_string(ArmorOptions::default()).map_err(pgp_err)
+    }
+
+    fn detached_signature(&self, bytes: &[u8]) -> Result<DetachedSignature, SigningError> {
+        DetachedSignature::sign_binary_data(
             rand::rngs::OsRng,
             &*self.key,
             &Password::empty(),
             HashAlgorithm::Sha512,
             bytes,
         )
-        .map_err(pgp_err)?;
-        sig.to_armored_string(ArmorOptions::default()).map_err(pgp_err)
+        .map_err(pgp_err)
+    }
+
+    /// When the key expires (seconds since the epoch), as its self-signatures say; `None`: never.
+    pub fn expires_at(&self) -> Option<i64> {
+        let created = i64::from(self.key.created_at().as_secs());
+        let lifetime = self
+            .key
+            .details
+            .direct_signatures
+            .iter()
+            .chain(self.key.details.users.iter().flat_map(|u| u.signatures.iter()))
+            .filter_map(|s| s.key_expiration_time())
+            .map(|d| i64::from(d.as_secs()))
+            .find(|secs| *secs > 0)?;
+        Some(created.saturating_add(lifetime))
     }
 }
 

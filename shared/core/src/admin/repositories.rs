@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::{AdminError, AdminResult};
 use crate::events::Changed;
-use crate::formats::{KeyChange, Registry, SigningKeys};
+use crate::formats::{KeyChange, KeyInfo, Registry, SigningKeys};
 use crate::hosted::Actor;
 use crate::repositories::{RepoError, RepositoryService};
 use crate::services::Services;
@@ -387,4 +387,92 @@ pub async fn change_signing_key(
         Some(key) => Ok(key),
         None => Ok(keys.describe(services, &repo, &url).await?),
     }
+}
+
+/// Every signing key of the repository (`GET …/signing-keys`), the signing ones first; the
+/// expiry gauge of each set.
+pub async fn signing_keys(services: &Services, formats: &Registry, name: &str) -> AdminResult<Vec<KeyInfo>> {
+    let (repo, keys) = signed(services, formats, name).await?;
+    let listed = keys.keys(services, &repo).await?;
+    expiry_gauges(services, &repo, &listed);
+    Ok(listed)
+}
+
+/// `packyard_signing_key_expiry_timestamp_seconds{repository,fingerprint}` of a repository's
+/// keys that expire (the others' removed).
+pub fn expiry_gauges(services: &Services, repo: &Repository, keys: &[KeyInfo]) {
+    let m = &services.metrics;
+    for k in keys {
+        let labels = [repo.name.as_str(), k.fingerprint.as_str()];
+        match k.expires_secs {
+            Some(at) => m.signing_key_expiry_timestamp_seconds.with_label_values(&labels).set(at),
+            None => {
+                let _ = m.signing_key_expiry_timestamp_seconds.remove_label_values(&labels);
+            }
+        }
+    }
+}
+
+/// Adds a generated or imported key beside the current one (`POST …/signing-keys`): both sign
+/// every index until one is retired; audited. Returns the repository's keys.
+pub async fn add_signing_key(
+    services: &Services,
+    formats: &Registry,
+    actor: Actor<'_>,
+    name: &str,
+    change: &KeyChange,
+) -> AdminResult<Vec<KeyInfo>> {
+    let (repo, keys) = signed(services, formats, name).await?;
+    let changed = keys.add(services, &repo, change).await?;
+    services
+        .security
+        .audit(actor.username, actor.address, "repository.signing_key.add", repo.name.as_str(), changed.audit)
+        .await;
+    let listed = keys.keys(services, &repo).await?;
+    expiry_gauges(services, &repo, &listed);
+    Ok(listed)
+}
+
+/// Retires the key of `fingerprint` (`DELETE …/signing-keys/{fingerprint}`): it no longer signs
+/// nor is offered to clients; audited. Returns the repository's keys.
+pub async fn retire_signing_key(
+    services: &Services,
+    formats: &Registry,
+    actor: Actor<'_>,
+    name: &str,
+    fingerprint: &str,
+) -> AdminResult<Vec<KeyInfo>> {
+    let (repo, keys) = signed(services, formats, name).await?;
+    let changed = keys.retire(services, &repo, fingerprint).await?;
+    let _ =
+        services.metrics.signing_key_expiry_timestamp_seconds.remove_label_values(&[repo.name.as_str(), fingerprint]);
+    services
+        .security
+        .audit(actor.username, actor.address, "repository.signing_key.retire", repo.name.as_str(), changed.audit)
+        .await;
+    let listed = keys.keys(services, &repo).await?;
+    expiry_gauges(services, &repo, &listed);
+    Ok(listed)
+}
+
+/// Sets the expiry gauge of every repository's signing keys (the worker, now and then).
+/// Returns how many repositories' keys it read.
+pub async fn key_census(services: &Services, formats: &Registry) -> AdminResult<usize> {
+    let mut counted = 0;
+    for repo in services.db.list_repositories().await? {
+        let Some(keys) = formats.get(repo.format).signing_keys() else { continue };
+        if keys.refuse(&repo).is_some() {
+            continue;
+        }
+        match keys.keys(services, &repo).await {
+            Ok(listed) => {
+                expiry_gauges(services, &repo, &listed);
+                counted += 1;
+            }
+            // Keys that do not rotate (a Go checksum database's) list nothing here.
+            Err(crate::formats::KeyError::Invalid(_)) => {}
+            Err(e) => tracing::warn!(repository = %repo.name, error = %e, "cannot read the repository's signing keys"),
+        }
+    }
+    Ok(counted)
 }

@@ -70,6 +70,11 @@ impl KeyStore {
         Ok(db.insert_secret_if_absent(name, &nonce, &ct).await?)
     }
 
+    /// Removes a secret; whether there was one.
+    pub async fn delete(&self, db: &Db, name: &str) -> Result<bool, KeyStoreError> {
+        Ok(db.delete_secret(name).await?)
+    }
+
     pub async fn get(&self, db: &Db, name: &str) -> Result<Option<Vec<u8>>, KeyStoreError> {
         match db.get_secret(name).await? {
             Some((nonce, ct)) => Ok(Some(self.open(name, &nonce, &ct)?)),
@@ -153,6 +158,56 @@ impl<'a> RepositoryKeys<'a> {
         }
         self.keystore.put(self.db, &self.name(), key).await
     }
+
+    fn overlap_name(&self) -> String {
+        format!("{}/{}/signing.overlap", self.format, self.repository_id)
+    }
+
+    /// The key that signed before the current one was added beside it, while both sign (a
+    /// rotation's overlap, until one of them is retired).
+    pub async fn overlap(&self) -> Result<Option<Vec<u8>>, KeyStoreError> {
+        self.keystore.get(self.db, &self.overlap_name()).await
+    }
+
+    /// Adds `key` beside the current one (which must exist): `key` becomes the current key and
+    /// the current one signs beside it as the overlap. False, and nothing changed, while an
+    /// overlap runs already (one rotation at a time).
+    pub async fn add(&self, key: &[u8]) -> Result<bool, KeyStoreError> {
+        if self.overlap().await?.is_some() {
+            return Ok(false);
+        }
+        let current =
+            self.keystore.get(self.db, &self.name()).await?.ok_or_else(|| {
+                KeyStoreError::Missing(format!("{} has no key to keep beside the new one", self.name()))
+            })?;
+        self.keystore.put(self.db, &self.overlap_name(), &current).await?;
+        self.keystore.put(self.db, &self.name(), key).await.map(|()| true)
+    }
+
+    /// Retires the key in `slot`: the overlap or the previous key is removed; the current key is
+    /// replaced by the overlap (false, and nothing changed, without one: the only signing key
+    /// is never retired).
+    pub async fn retire(&self, slot: KeySlot) -> Result<bool, KeyStoreError> {
+        match slot {
+            KeySlot::Overlap => self.keystore.delete(self.db, &self.overlap_name()).await,
+            KeySlot::Previous => self.keystore.delete(self.db, &self.previous_name()).await,
+            KeySlot::Current => {
+                let Some(overlap) = self.overlap().await? else { return Ok(false) };
+                self.keystore.put(self.db, &self.name(), &overlap).await?;
+                self.keystore.delete(self.db, &self.overlap_name()).await
+            }
+        }
+    }
+}
+
+/// Where a repository's key is kept: the current one (signs), the overlap (signs beside it
+/// during a rotation) and the previous one (offered to clients, no longer signing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KeySlot {
+    Current,
+    Overlap,
+    Previous,
 }
 
 #[cfg(test)]

@@ -189,10 +189,18 @@ pub(crate) async fn publish_merge(
 
 /// How the index is signed and described.
 pub(crate) struct Signing<'a> {
-    pub key: &'a ApkKey,
-    pub key_file: &'a str,
+    /// The keys that sign (the current one, and during a rotation's overlap the one it was added
+    /// beside) and the file names clients keep them under.
+    pub keys: &'a [(ApkKey, String)],
     pub description: &'a str,
     pub mtime: u64,
+}
+
+impl Signing<'_> {
+    /// The keys as the codec takes them.
+    pub fn pairs(&self) -> Vec<(&ApkKey, &str)> {
+        self.keys.iter().map(|(k, f)| (k, f.as_str())).collect()
+    }
 }
 
 /// Builds and adds the hosted unit's `path` (its `APKINDEX.tar.gz`) from its rows, reusing the
@@ -327,7 +335,7 @@ async fn publish(
         sha1.update(&bytes);
     }
     sha1.update(&back);
-    let signature = codec::signature_member_of_digest(&sha1.finalize(), signing.key, signing.key_file, signing.mtime)
+    let signature = codec::signature_member_of_digest_all(&sha1.finalize(), &signing.pairs(), signing.mtime)
         .map_err(|e| other(&e))?;
     let mut first = signature;
     first.extend_from_slice(&front);

@@ -31,6 +31,23 @@ pub async fn previous(db: &Db, keystore: &KeyStore, repository_id: i64) -> Resul
     keys(db, keystore, repository_id).previous().await?.map(|pem| import(&pem)).transpose()
 }
 
+/// The keys that sign the repository's indexes: the current one and, during a rotation's
+/// overlap, the one it was added beside.
+pub async fn signing(db: &Db, keystore: &KeyStore, repository_id: i64) -> Result<Vec<ApkKey>, KeyError> {
+    let mut out = vec![current(db, keystore, repository_id).await?];
+    if let Some(pem) = keys(db, keystore, repository_id).overlap().await? {
+        out.push(import(&pem)?);
+    }
+    Ok(out)
+}
+
+/// Every key clients are offered under `keys/`: those that sign and the previous one.
+pub async fn offered(db: &Db, keystore: &KeyStore, repository_id: i64) -> Result<Vec<ApkKey>, KeyError> {
+    let mut out = signing(db, keystore, repository_id).await?;
+    out.extend(previous(db, keystore, repository_id).await?);
+    Ok(out)
+}
+
 /// Makes this the repository's key; the current one becomes the previous one (its public key
 /// stays served, so clients can move over).
 pub async fn install(key: &ApkKey, db: &Db, keystore: &KeyStore, repository_id: i64) -> Result<(), KeyError> {

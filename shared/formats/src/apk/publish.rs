@@ -33,10 +33,10 @@ pub struct ApkBuilder {
 impl Builder for ApkBuilder {
     /// A hosted unit's index, built incrementally from its rows ([`super::chunks`]).
     async fn build(&self, ctx: &mut BuildContext<'_>, repo: &Repository, unit: &UnitRecord) -> Result<(), BuildError> {
-        let (key, key_file) = self.key(ctx, repo).await?;
+        let keys = self.keys(ctx, repo).await?;
         let (path, current) = current_index(ctx, unit).await?;
         let description = format!("{} {}", repo.name, unit.unit_key);
-        let signing = Signing { key: &key, key_file: &key_file, description: &description, mtime: mtime() };
+        let signing = Signing { keys: &keys, description: &description, mtime: mtime() };
         let at = (repo.id, unit.unit_key.as_str(), path.as_str());
         super::chunks::build(ctx, &self.memory, at, current.as_deref(), &signing).await
     }
@@ -45,10 +45,10 @@ impl Builder for ApkBuilder {
     /// the hidden `.members` and `.sources` files beside it.
     async fn merge(&self, ctx: &mut BuildContext<'_>, group: &Repository, unit: &UnitRecord) -> Result<(), BuildError> {
         let u: Unit = unit.unit_key.parse().map_err(BuildError::Other)?;
-        let (key, key_file) = self.key(ctx, group).await?;
+        let keys = self.keys(ctx, group).await?;
         let (_, current) = current_index(ctx, unit).await?;
         let description = format!("{} {}", group.name, unit.unit_key);
-        let signing = Signing { key: &key, key_file: &key_file, description: &description, mtime: mtime() };
+        let signing = Signing { keys: &keys, description: &description, mtime: mtime() };
         let gate = packyard_core::policy::BuildGate::for_merge(
             self.services.as_ref(),
             group,
@@ -99,8 +99,9 @@ impl Builder for ApkBuilder {
             .last()
             .filter(|_| members.len() >= 2)
             .ok_or_else(|| BuildError::Other(format!("the snapshot's {path} is not signed")))?;
-        let (key, key_file) = self.key(ctx, repo).await?;
-        let mut signed = packyard_codecs::apk::index::signature_member(member, &key, &key_file, mtime())
+        let keys = self.keys(ctx, repo).await?;
+        let pairs: Vec<(&ApkKey, &str)> = keys.iter().map(|(k, f)| (k, f.as_str())).collect();
+        let mut signed = packyard_codecs::apk::index::signature_member_all(member, &pairs, mtime())
             .map_err(|e| BuildError::Other(format!("signing {path}: {e}")))?;
         signed.extend_from_slice(member);
         ctx.put(&path, "application/gzip", &signed).await?;
@@ -133,13 +134,18 @@ impl Builder for ApkBuilder {
 }
 
 impl ApkBuilder {
-    /// The repository's index key and the name clients keep it under.
-    async fn key(&self, ctx: &BuildContext<'_>, repo: &Repository) -> Result<(ApkKey, String), BuildError> {
-        let key = crate::apk::keys::current(ctx.db, &self.keystore, repo.id)
+    /// The repository's index keys that sign (the current one, and the one it was added beside
+    /// during a rotation's overlap) and the names clients keep them under.
+    async fn keys(&self, ctx: &BuildContext<'_>, repo: &Repository) -> Result<Vec<(ApkKey, String)>, BuildError> {
+        let keys = crate::apk::keys::signing(ctx.db, &self.keystore, repo.id)
             .await
             .map_err(|e| BuildError::Other(format!("index key: {e}")))?;
-        let key_file = key.file_name(repo.name.as_str()).map_err(|e| BuildError::Other(e.to_string()))?;
-        Ok((key, key_file))
+        let mut out = Vec::with_capacity(keys.len());
+        for key in keys {
+            let key_file = key.file_name(repo.name.as_str()).map_err(|e| BuildError::Other(e.to_string()))?;
+            out.push((key, key_file));
+        }
+        Ok(out)
     }
 }
 

@@ -160,6 +160,24 @@ impl RotatingKeys for ApkKeys {
         keys::install(key, &services.db, &services.security.keystore, repo.id).await.map_err(KeyError::internal)
     }
 
+    const STORE: &'static str = "apk";
+
+    fn encode(key: &ApkKey) -> Result<Vec<u8>, String> {
+        key.private_pem().map(String::into_bytes).map_err(|e| e.to_string())
+    }
+
+    fn decode(bytes: &[u8]) -> Result<ApkKey, String> {
+        ApkKey::import(&String::from_utf8_lossy(bytes)).map_err(|e| e.to_string())
+    }
+
+    fn public(repo: &Repository, key: &ApkKey) -> Result<serde_json::Map<String, serde_json::Value>, KeyError> {
+        let mut m = serde_json::Map::new();
+        m.insert("algorithm".into(), format!("rsa{}", key.bits()).into());
+        m.insert("key_name".into(), key.file_name(repo.name.as_str()).map_err(KeyError::internal)?.into());
+        m.insert("public_key".into(), key.public_pem().map_err(KeyError::internal)?.into());
+        Ok(m)
+    }
+
     async fn describe(&self, services: &Services, repo: &Repository) -> Result<serde_json::Value, KeyError> {
         let ks = &services.security.keystore;
         let current = keys::current(&services.db, ks, repo.id).await.map_err(KeyError::internal)?;

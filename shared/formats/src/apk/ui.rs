@@ -12,13 +12,14 @@ pub struct ApkUi;
 
 /// The file name an APK client keeps the repository's public key under, when Packyard signs its
 /// indexes (a hosted repository or a group); a proxy serves its upstream's.
-async fn key_name(services: &Services, repo: &Repository) -> Option<String> {
+async fn key_names(services: &Services, repo: &Repository) -> Vec<String> {
     // (A proxy with a policy signs what it lets through itself.)
     if repo.repo_type == RepoType::Proxy && !repo.publishes_merge() {
-        return None;
+        return Vec::new();
     }
-    let key = super::keys::current(&services.db, &services.security.keystore, repo.id).await.ok()?;
-    key.file_name(repo.name.as_str()).ok()
+    // Both keys during a rotation's overlap: a client that trusts either verifies the index.
+    let keys = super::keys::signing(&services.db, &services.security.keystore, repo.id).await.unwrap_or_default();
+    keys.iter().filter_map(|k| k.file_name(repo.name.as_str()).ok()).collect()
 }
 
 /// A proxy's upstream key names (`group::upstream_keys`), when it has `apk.signed_by`.
@@ -59,8 +60,12 @@ impl FormatUi for ApkUi {
     /// `branch/repository` it holds (an example one while it holds none).
     async fn setup(&self, services: &Services, url: &str, repo: &Repository, groups: &[String]) -> Vec<Snippet> {
         let mut out = Vec::new();
-        if let Some(name) = key_name(services, repo).await {
-            out.push(Snippet::new("The signing key", format!("wget -O /etc/apk/keys/{name} {url}/keys/{name}")));
+        if let names @ [_, ..] = key_names(services, repo).await.as_slice() {
+            let lines: Vec<String> =
+                names.iter().map(|name| format!("wget -O /etc/apk/keys/{name} {url}/keys/{name}")).collect();
+            let label =
+                if names.len() == 1 { "The signing key" } else { "The signing keys (a rotation: either verifies)" };
+            out.push(Snippet::new(label, lines.join("\n")));
         } else if let names @ [_, ..] = upstream_key_names(services, repo).await.as_slice() {
             // A proxy serves its upstream's signatures: clients trust the upstream's keys, which
             // it serves under the names the upstream's indexes give them.

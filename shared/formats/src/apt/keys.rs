@@ -34,6 +34,23 @@ pub async fn previous(db: &Db, keystore: &KeyStore, repository_id: i64) -> Resul
     store(db, keystore, repository_id).previous().await?.map(|k| from_armored(&k)).transpose()
 }
 
+/// The keys that sign the repository's indexes: the current one (made for `user_id` on first
+/// need) and, during a rotation's overlap, the one it was added beside.
+pub async fn signers(db: &Db, keystore: &KeyStore, repository_id: i64, user_id: &str) -> Result<Vec<Signer>, KeyError> {
+    let mut out = vec![signer(db, keystore, repository_id, user_id).await?];
+    if let Some(k) = store(db, keystore, repository_id).overlap().await? {
+        out.push(from_armored(&k)?);
+    }
+    Ok(out)
+}
+
+/// Every key clients are offered in `gpg.key`: those that sign and the previous one.
+pub async fn offered(db: &Db, keystore: &KeyStore, repository_id: i64, user_id: &str) -> Result<Vec<Signer>, KeyError> {
+    let mut out = signers(db, keystore, repository_id, user_id).await?;
+    out.extend(previous(db, keystore, repository_id).await?);
+    Ok(out)
+}
+
 /// Makes `new` the repository's signing key; the current one becomes the previous one.
 pub async fn rotate(db: &Db, keystore: &KeyStore, repository_id: i64, new: &Signer) -> Result<(), KeyError> {
     let armored = new.to_armored_secret().map_err(KeyError::key)?;

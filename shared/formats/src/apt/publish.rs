@@ -93,11 +93,7 @@ impl Builder for AptBuilder {
                 text.push('\n');
             }
         }
-        let signer = crate::apt::keys::signer(ctx.db, &self.keystore, repo.id, &crate::apt::keys::user_id(repo))
-            .await
-            .map_err(|e| BuildError::Other(format!("signing key: {e}")))?;
-        let clear = signer.clearsign(&text).map_err(|e| BuildError::Other(e.to_string()))?;
-        let sig = signer.detached(text.as_bytes()).map_err(|e| BuildError::Other(e.to_string()))?;
+        let (clear, sig) = self.sign(ctx, repo, &text).await?;
         ctx.put(&release, TEXT, text.as_bytes()).await?;
         ctx.put(&inrelease, TEXT, clear.as_bytes()).await?;
         ctx.put(&detached, "application/pgp-signature", sig.as_bytes()).await?;
@@ -127,6 +123,25 @@ impl Builder for AptBuilder {
 }
 
 impl AptBuilder {
+    /// `InRelease` and `Release.gpg` of `text`, signed by every key that signs the repository
+    /// (two during a rotation's overlap: a client trusting either verifies them).
+    async fn sign(
+        &self,
+        ctx: &BuildContext<'_>,
+        repo: &Repository,
+        text: &str,
+    ) -> Result<(String, String), BuildError> {
+        let signers = crate::apt::keys::signers(ctx.db, &self.keystore, repo.id, &crate::apt::keys::user_id(repo))
+            .await
+            .map_err(|e| BuildError::Other(format!("signing key: {e}")))?;
+        let signers: Vec<&packyard_codecs::apt::signing::Signer> = signers.iter().collect();
+        let clear = packyard_codecs::apt::signing::clearsign_all(&signers, text)
+            .map_err(|e| BuildError::Other(e.to_string()))?;
+        let detached = packyard_codecs::apt::signing::detached_all(&signers, text.as_bytes())
+            .map_err(|e| BuildError::Other(e.to_string()))?;
+        Ok((clear, detached))
+    }
+
     /// A distribution's `Release`, `InRelease` and `Release.gpg` over its indexes: a hosted
     /// repository's written from its rows, a group's merged from its members'.
     async fn suite(&self, ctx: &mut BuildContext<'_>, repo: &Repository, unit: &UnitRecord) -> Result<(), BuildError> {
@@ -222,11 +237,7 @@ impl AptBuilder {
                 let _ = writeln!(release, " {} {:>16} {}", pick(h), h.size, h.path);
             }
         }
-        let signer = crate::apt::keys::signer(ctx.db, &self.keystore, repo.id, &crate::apt::keys::user_id(repo))
-            .await
-            .map_err(|e| BuildError::Other(format!("signing key: {e}")))?;
-        let inrelease = signer.clearsign(&release).map_err(|e| BuildError::Other(e.to_string()))?;
-        let detached = signer.detached(release.as_bytes()).map_err(|e| BuildError::Other(e.to_string()))?;
+        let (inrelease, detached) = self.sign(ctx, repo, &release).await?;
         if repo.publishes_merge() {
             let text = packyard_core::groups::render_sources(&sources);
             ctx.put(&group::sources_path(dist), TEXT, text.as_bytes()).await?;

@@ -211,6 +211,27 @@ impl RotatingKeys for AptKeys {
         keys::rotate(&services.db, &services.security.keystore, repo.id, key).await.map_err(KeyError::internal)
     }
 
+    const STORE: &'static str = "apt";
+
+    fn encode(key: &Signer) -> Result<Vec<u8>, String> {
+        key.to_armored_secret().map(String::into_bytes).map_err(|e| e.to_string())
+    }
+
+    fn decode(bytes: &[u8]) -> Result<Signer, String> {
+        Signer::from_armored(&String::from_utf8_lossy(bytes)).map_err(|e| e.to_string())
+    }
+
+    fn public(_repo: &Repository, key: &Signer) -> Result<serde_json::Map<String, serde_json::Value>, KeyError> {
+        let mut m = serde_json::Map::new();
+        m.insert("algorithm".into(), key.algorithm_name().into());
+        m.insert("public_key".into(), key.public_armored().map_err(KeyError::internal)?.into());
+        Ok(m)
+    }
+
+    fn expires_at(key: &Signer) -> Option<i64> {
+        key.expires_at()
+    }
+
     async fn describe(&self, services: &Services, repo: &Repository) -> Result<serde_json::Value, KeyError> {
         let ks = &services.security.keystore;
         let current =

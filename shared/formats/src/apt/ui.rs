@@ -79,7 +79,7 @@ impl FormatUi for AptUi {
     }
 
     /// The key, then one sources line per distribution the repository serves.
-    async fn setup(&self, _services: &Services, url: &str, repo: &Repository, _groups: &[String]) -> Vec<Snippet> {
+    async fn setup(&self, services: &Services, url: &str, repo: &Repository, _groups: &[String]) -> Vec<Snippet> {
         let apt = AptSettings::of(repo);
         let components = if apt.components.is_empty() { "main".to_string() } else { apt.components.join(" ") };
         let keyring = keyring(repo, &apt);
@@ -87,11 +87,26 @@ impl FormatUi for AptUi {
         if repo.repo_type != RepoType::Proxy || apt.signed_by.is_some() {
             // A proxy with a policy signs what it lets through with its own key.
             let upstreams = repo.repo_type == RepoType::Proxy && !repo.publishes_merge();
-            let whose = if upstreams { "The upstream's signing key" } else { "The signing key" };
-            out.push(Snippet::new(
-                whose,
-                format!("sudo install -d /etc/apt/keyrings\ncurl -fsSL {url}/gpg.key | sudo tee {keyring} >/dev/null"),
-            ));
+            let mut fetch =
+                format!("sudo install -d /etc/apt/keyrings\ncurl -fsSL {url}/gpg.key | sudo tee {keyring} >/dev/null");
+            let whose = if upstreams {
+                "The upstream's signing key"
+            } else {
+                // The keys that sign: two during a rotation's overlap (gpg.key holds both).
+                let uid = super::keys::user_id(repo);
+                let ks = &services.security.keystore;
+                let signers = super::keys::signers(&services.db, ks, repo.id, &uid).await.unwrap_or_default();
+                let prints: Vec<String> = signers.iter().map(|s| s.fingerprint()).collect();
+                if !prints.is_empty() {
+                    fetch.push_str(&format!("\n# signed by {}", prints.join(" and ")));
+                }
+                if prints.len() > 1 {
+                    "The signing keys (a rotation: either verifies)"
+                } else {
+                    "The signing key"
+                }
+            };
+            out.push(Snippet::new(whose, fetch));
         }
         let suites = apt.suites();
         for suite in &suites {

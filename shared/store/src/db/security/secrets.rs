@@ -47,4 +47,14 @@ impl Db {
             .await?;
         row.map(|r| Ok((text(&r, "nonce")?, text(&r, "ciphertext")?))).transpose()
     }
+
+    /// Removes a secret; whether there was one.
+    pub async fn delete_secret(&self, name: &str) -> DbResult<bool> {
+        let done = self
+            .query(sql!("secrets.delete_one", "DELETE FROM secrets WHERE name = $1"))
+            .bind(name)
+            .execute(self.pool())
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
 }
