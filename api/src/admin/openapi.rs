@@ -284,6 +284,15 @@ fn security_paths() -> serde_json::Value {
             "get": op("The public signing key of an APT repository: {fingerprint, algorithm, public_key, previous_fingerprint}; of an APK repository: {fingerprint, algorithm, key_name, public_key, previous_key_name}; of a hosted or group Go repository, its checksum database: {name, algorithm, verifier_key, gosumdb, size} (admin)", "200"),
             "put": op("Rotate: {\"generate\":true, \"algorithm\":\"ed25519|rsa3072|rsa4096\"} or {\"private_key\":\"<armored secret key>\"}; snapshots are re-signed, gpg.key keeps offering the previous key. Go: {\"generate\":true, \"name\":\"<database name>\"} or {\"private_key\":\"PRIVATE+KEY+…\"}, only while the checksum database holds no record (409 after: a log's key never changes) (admin)", "200")
         },
+        "/api/v1/repositories/{name}/signing-keys": {
+            "parameters": param("name"),
+            "get": op("APT and APK: every key of the repository, the signing ones first: [{fingerprint, slot: current|overlap|previous, signs, expires_at?, algorithm, public_key, key_name (APK)}] (admin)", "200"),
+            "post": op("Add a key beside the current one ({\"generate\":true, \"algorithm\"?} or {\"private_key\":\"…\"}): both sign every index until one is retired, gpg.key / keys/ offer both; 409 while a rotation's overlap runs; audited as repository.signing_key.add; answers the keys (admin)", "201")
+        },
+        "/api/v1/repositories/{name}/signing-keys/{fingerprint}": {
+            "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}}, {"name": "fingerprint", "in": "path", "required": true, "schema": {"type": "string"}}],
+            "delete": op("Retire a key: it no longer signs nor is offered to clients; the overlap's other key signs alone (409 for the only signing key, 404 for an unknown one); audited as repository.signing_key.retire; answers the keys (admin)", "200")
+        },
         "/api/v1/audit": {
             "get": op("Audit entries, newest first: ?limit=1..1000&before=<id from next>; narrowed by &actor=<exactly>, &action=<its start, e.g. user.>, &target=<containing>", "200")
         }

@@ -323,6 +323,13 @@ fn dashboard_and_alert_rules_reference_only_exposed_metrics() -> anyhow::Result<
         std::thread::sleep(Duration::from_millis(50));
     }
 
+    // A signing key that expires (the expiry gauge).
+    create_repository(&server.public, &basic("pw"), Repo::hosted("debs", Format::Apt))?;
+    let key = serde_json::json!({"private_key": crate::rotation::expiring_key(40)?});
+    let r =
+        ureq::post(&api("/api/v1/repositories/debs/signing-keys")).set("Authorization", &basic("pw")).send_json(key);
+    assert_eq!(status_of(r)?.0, 201);
+
     let (s, metrics) = status_of(ureq::get(&format!("{}/metrics", server.management)).call())?;
     assert_eq!(s, 200);
     let exposed = exposed(&metrics);

@@ -158,7 +158,7 @@ fn a_rotation_keeps_clients_of_either_key_verifying_on_mariadb() -> anyhow::Resu
 }
 
 /// An armored secret key that gpg made to expire in `days`.
-fn expiring_key(days: u32) -> anyhow::Result<String> {
+pub(crate) fn expiring_key(days: u32) -> anyhow::Result<String> {
     let home = tempfile::tempdir()?;
     let gpg = |args: &[&str]| -> anyhow::Result<std::process::Output> {
         let out = Command::new("gpg")
