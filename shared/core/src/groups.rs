@@ -201,6 +201,16 @@ impl Reader {
         }
     }
 
+    /// Why a merge did not carry forward a file of proxy `member` that [`Reader::still_there`]
+    /// did not find: an offline proxy asks no upstream, so only a cached copy counts.
+    pub fn not_carried_because(member: &Repository) -> &'static str {
+        if member.settings.proxy.as_ref().is_some_and(|p| p.offline) {
+            "not carried forward: the proxy is offline (proxy.offline) and holds no cached copy as listed"
+        } else {
+            "not carried forward: the upstream no longer has it as listed"
+        }
+    }
+
     /// A member's file: a hosted or group member's published `path` of `(kind, unit_key)`, a
     /// proxy member's answer to `upstream` (the same file as its upstream names it).
     pub async fn file(

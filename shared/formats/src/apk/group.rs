@@ -380,7 +380,8 @@ async fn carry(
         let size = value("S:").and_then(|v| v.trim().parse::<i64>().ok());
         let got = reader.still_there(member, proxy_request(member, &format!("{key}/{file}"))).await?;
         if got.is_none_or(|(_, s)| Some(s) != size) {
-            tracing::info!(repository = %repo.name, file = %file, name, "not carried forward: the upstream no longer has it as listed");
+            let why = packyard_core::groups::Reader::not_carried_because(member);
+            tracing::info!(repository = %repo.name, file = %file, name, member = %member.name, "{why}");
             continue;
         }
         judged(gate, record, &file);

@@ -389,7 +389,8 @@ impl Upstream<'_> {
             let Some((member, upstream_path)) = from else { continue };
             let got = self.0.still_there(member, super::proxy_request(member, upstream_path)).await?;
             if got.is_none() || got.as_ref().map(|(sha, _)| sha.as_str()) != field(&stanza, "SHA256") {
-                tracing::info!(repository = %repo.name, file = at, "not carried forward: the upstream no longer has it as listed");
+                let why = packyard_core::groups::Reader::not_carried_because(member);
+                tracing::info!(repository = %repo.name, file = at, member = %member.name, "{why}");
                 continue;
             }
             text.push_str(&stanza);
