@@ -28,6 +28,7 @@ pub fn spawn_catalogue_backfill(services: &Services) {
 /// Counts what each repository holds every `worker.usage_refresh_secs` (the first time at once),
 /// for `GET /api/v1/repositories/{name}` and the gauges on `/metrics`.
 pub fn spawn_usage_refresher(services: &Services) {
+    services.count_usage();
     let services = services.clone();
     let period = std::time::Duration::from_secs(services.config.worker.usage_refresh_secs.max(1));
     tokio::spawn(async move {

@@ -414,10 +414,13 @@ async fn a_rotation_overlaps_then_retires_the_old_key(app: TestApp) -> anyhow::R
     let (old_fp, new_fp) =
         (listed[1]["fingerprint"].as_str().unwrap_or_default(), listed[0]["fingerprint"].as_str().unwrap_or_default());
     assert_ne!(new_name, old_name);
-    // One rotation at a time.
+    // One rotation at a time, and no replacement during one.
     let r = app.call(keys(Some(serde_json::json!({"generate": true, "algorithm": "rsa2048"})))).await?;
     assert_eq!(r.status, 409, "{}", r.text);
     assert!(r.text.contains("is in a rotation already"), "{}", r.text);
+    let r = app.call(signing_key(serde_json::json!({"generate": true, "algorithm": "rsa2048"}))).await?;
+    assert_eq!(r.status, 409, "{}", r.text);
+    assert!(r.text.contains("is in a rotation's overlap"), "{}", r.text);
 
     app.publish().await;
     app.services.published.invalidate();

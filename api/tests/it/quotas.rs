@@ -41,6 +41,9 @@ async fn quota_status(app: &TestApp, repo: &str) -> anyhow::Result<Value> {
 /// no blob kept, the repository unchanged); a delete frees room at once for it; crossing the soft
 /// limit is told once to a webhook, in the gauges, the admin API and the UI's banner.
 async fn a_hard_quota_refuses_what_would_pass_it(app: TestApp) -> anyhow::Result<()> {
+    // This process counts usage (as the worker's does): its gauges are the instance's.
+    app.services.count_usage();
+    let m = &app.services.metrics;
     let (a, b, c) = (tool("tool-a"), tool("tool-b"), tool("tool-c"));
     let (soft, hard) = (len(&a), len(&a) + len(&b) + len(&c) - 1);
     app.create(Repo::hosted("q", Format::Apt).with(json!({"quota": {"soft_bytes": soft, "hard_bytes": hard}}))).await?;
@@ -55,6 +58,9 @@ async fn a_hard_quota_refuses_what_would_pass_it(app: TestApp) -> anyhow::Result
     let r = upload(&app, "q", &b).await?;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
     let used = len(&a) + len(&b);
+    // The gauges follow the write itself (nothing else has counted since).
+    assert_eq!(m.quota_standing.with_label_values(&["repository", "q"]).get(), 1);
+    assert_eq!(m.quota_used_bytes.with_label_values(&["repository", "q"]).get(), used as i64);
     let s = quota_status(&app, "q").await?;
     assert_eq!((s["used_bytes"].as_u64(), s["standing"].as_str()), (Some(used), Some("soft")), "{s}");
     assert_eq!((s["soft_bytes"].as_u64(), s["hard_bytes"].as_u64()), (Some(soft), Some(hard)), "{s}");
@@ -103,8 +109,7 @@ async fn a_hard_quota_refuses_what_would_pass_it(app: TestApp) -> anyhow::Result
     told.sort_unstable();
     assert_eq!(told, [used, now]);
 
-    // The gauges follow every write, and the UI shows the banner.
-    let m = &app.services.metrics;
+    // The gauges, and the UI's banner.
     assert_eq!(m.quota_standing.with_label_values(&["repository", "q"]).get(), 1);
     assert_eq!(m.quota_used_bytes.with_label_values(&["repository", "q"]).get(), now as i64);
     assert_eq!(m.quota_limit_bytes.with_label_values(&["repository", "q", "hard"]).get(), hard as i64);
@@ -176,6 +181,7 @@ fn store_quota(c: &mut Config) {
 /// `blobs.quota.hard_bytes`, nothing kept) whichever repository it goes to; the same bytes
 /// again add nothing and are taken; Nexus's quota-status and blob store show it.
 async fn the_blob_store_quota_counts_every_repository(app: TestApp) -> anyhow::Result<()> {
+    app.services.count_usage();
     let (a, b) = (tool("tool-a"), tool("tool-b"));
     app.create(Repo::hosted("one", Format::Apt)).await?;
     app.create(Repo::hosted("two", Format::Apt)).await?;
@@ -258,3 +264,24 @@ async fn a_proxy_stops_caching_at_its_hard_quota(app: TestApp) -> anyhow::Result
     Ok(())
 }
 app_test!(a_proxy_stops_caching_at_its_hard_quota, |c: &mut Config| c.proxy.allow_private_addresses = true);
+
+/// Two uploads at once, each of which fits alone but not both: one is taken, the other gets 507
+/// (the writers to a repository with a quota count one after another).
+async fn concurrent_uploads_do_not_both_pass_a_hard_quota(app: TestApp) -> anyhow::Result<()> {
+    let (a, b) = (tool("tool-a"), tool("tool-b"));
+    let hard = len(&a) + len(&b) - 1;
+    app.create(Repo::hosted("q", Format::Apt).with(json!({"quota": {"hard_bytes": hard}}))).await?;
+    for round in 0..3 {
+        let (ra, rb) = tokio::join!(upload(&app, "q", &a), upload(&app, "q", &b));
+        let (ra, rb) = (ra?, rb?);
+        let mut statuses = [ra.status.as_u16(), rb.status.as_u16()];
+        statuses.sort_unstable();
+        assert_eq!(statuses, [201, 507], "round {round}: {} / {}", ra.text, rb.text);
+        let taken = if ra.status == StatusCode::CREATED { (&a, "tool-a") } else { (&b, "tool-b") };
+        assert_eq!(quota_status(&app, "q").await?["used_bytes"].as_u64(), Some(len(taken.0)));
+        let r = app.call(TestRequest::delete().uri(&pool("q", taken.1))).await?;
+        assert!(r.status.is_success(), "{}", r.text);
+    }
+    Ok(())
+}
+app_test!(concurrent_uploads_do_not_both_pass_a_hard_quota);

@@ -177,6 +177,8 @@ pub(crate) fn expiring_key(days: u32) -> anyhow::Result<String> {
 /// A key that expires within 30 days: its expiry in the keys' list, the gauge, and a warning on
 /// the repository's administration page.
 async fn a_key_expiring_soon_is_warned_about(app: TestApp) -> anyhow::Result<()> {
+    // This process counts usage (as the worker's does): its gauges are the instance's.
+    app.services.count_usage();
     app.create(Repo::hosted("debs", Format::Apt)).await?;
     let secret = expiring_key(10)?;
     let r = app

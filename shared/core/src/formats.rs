@@ -20,7 +20,7 @@ use packyard_store::db::DbResult;
 use crate::catalogue::Catalogue;
 use crate::hosted::{Actor, Deletes, UploadError};
 use crate::publication::Builders;
-use crate::security::keystore::{KeySlot, RepositoryKeyError, RepositoryKeys};
+use crate::security::keystore::{KeySlot, Moved, RepositoryKeyError, RepositoryKeys};
 use crate::services::Services;
 
 /// One format, as the engine sees it.
@@ -763,6 +763,15 @@ impl<K: RotatingKeys> SigningKeys for Rotating<K> {
         _: &str,
         change: &KeyChange,
     ) -> Result<KeyChanged, KeyError> {
+        // A replacement during a rotation's overlap would drop the key clients were just told
+        // to move to.
+        let store = RepositoryKeys::new(&services.db, &services.security.keystore, K::STORE, repo.id);
+        if store.overlap().await.map_err(KeyError::internal)?.is_some() {
+            return Err(KeyError::Conflict(format!(
+                "repository {} is in a rotation's overlap (two keys sign): retire one (DELETE /api/v1/repositories/{}/signing-keys/<fingerprint>) before replacing the key",
+                repo.name, repo.name
+            )));
+        }
         let new = self.requested(repo, change).await?;
         self.0.install(services, repo, &new).await?;
         // Replicas drop what they hold of the repository: what they signed themselves (APK's
@@ -773,31 +782,42 @@ impl<K: RotatingKeys> SigningKeys for Rotating<K> {
     }
 
     async fn keys(&self, services: &Services, repo: &Repository) -> Result<Vec<KeyInfo>, KeyError> {
-        Ok(self.slots(services, repo).await?.1)
+        Ok(self.slots(services, repo).await?.1.into_iter().map(|(k, _)| k).collect())
     }
 
     async fn add(&self, services: &Services, repo: &Repository, change: &KeyChange) -> Result<KeyChanged, KeyError> {
+        let in_rotation = |keys: &[(KeyInfo, Vec<u8>)]| {
+            let signing: Vec<&str> =
+                keys.iter().filter(|(k, _)| k.signs).map(|(k, _)| k.fingerprint.as_str()).collect();
+            KeyError::Conflict(format!(
+                "repository {} is in a rotation already: {} sign; retire one (DELETE /api/v1/repositories/{}/signing-keys/<fingerprint>) before adding another",
+                repo.name,
+                signing.join(" and "),
+                repo.name
+            ))
+        };
+        // Checked before a key is made (an RSA key takes seconds), and again as it is stored.
+        let (_, keys) = self.slots(services, repo).await?;
+        if keys.iter().any(|(k, _)| k.slot == KeySlot::Overlap) {
+            return Err(in_rotation(&keys));
+        }
         let new = self.requested(repo, change).await?;
         let fingerprint = K::fingerprint(&new)?;
         let (store, keys) = self.slots(services, repo).await?;
-        if keys.iter().any(|k| k.fingerprint == fingerprint) {
+        if keys.iter().any(|(k, _)| k.fingerprint == fingerprint) {
             return Err(KeyError::Conflict(format!(
                 "key {fingerprint} is one of repository {}'s keys already",
                 repo.name
             )));
         }
         let encoded = K::encode(&new).map_err(KeyError::Internal)?;
-        if !store.add(&encoded).await.map_err(KeyError::internal)? {
-            let signing: Vec<&str> = keys.iter().filter(|k| k.signs).map(|k| k.fingerprint.as_str()).collect();
-            return Err(KeyError::Conflict(format!(
-                "repository {} is in a rotation already: {} sign; retire one (DELETE /api/v1/repositories/{}/signing-keys/<fingerprint>) before adding another",
-                repo.name,
-                signing.join(" and "),
-                repo.name
-            )));
+        match store.add(&encoded).await.map_err(KeyError::internal)? {
+            Moved::Done => {}
+            Moved::Refused => return Err(in_rotation(&keys)),
+            Moved::Changed => return Err(changed_meanwhile(repo)),
         }
         let units = self.re_sign(services, repo).await?;
-        let beside = keys.iter().find(|k| k.slot == KeySlot::Current).map(|k| k.fingerprint.clone());
+        let beside = keys.iter().find(|(k, _)| k.slot == KeySlot::Current).map(|(k, _)| k.fingerprint.clone());
         Ok(KeyChanged {
             audit: serde_json::json!({"fingerprint": fingerprint, "beside": beside, "units_rebuilt": units}),
             key: None,
@@ -807,19 +827,23 @@ impl<K: RotatingKeys> SigningKeys for Rotating<K> {
     async fn retire(&self, services: &Services, repo: &Repository, fingerprint: &str) -> Result<KeyChanged, KeyError> {
         let (store, keys) = self.slots(services, repo).await?;
         let wanted: String = fingerprint.chars().filter(|c| !c.is_whitespace()).collect::<String>().to_uppercase();
-        let Some(key) = keys.iter().find(|k| k.fingerprint.eq_ignore_ascii_case(&wanted)) else {
-            let known: Vec<&str> = keys.iter().map(|k| k.fingerprint.as_str()).collect();
+        let Some((key, seen)) = keys.iter().find(|(k, _)| k.fingerprint.eq_ignore_ascii_case(&wanted)) else {
+            let known: Vec<&str> = keys.iter().map(|(k, _)| k.fingerprint.as_str()).collect();
             return Err(KeyError::NotFound(format!(
                 "repository {} has no key {fingerprint}: its keys are {}",
                 repo.name,
                 known.join(", ")
             )));
         };
-        if !store.retire(key.slot).await.map_err(KeyError::internal)? && key.slot == KeySlot::Current {
-            return Err(KeyError::Conflict(format!(
-                "key {} is the only key that signs repository {}: add its successor first (POST /api/v1/repositories/{}/signing-keys)",
-                key.fingerprint, repo.name, repo.name
-            )));
+        match store.retire(key.slot, seen).await.map_err(KeyError::internal)? {
+            Moved::Done => {}
+            Moved::Refused => {
+                return Err(KeyError::Conflict(format!(
+                    "key {} is the only key that signs repository {}: add its successor first (POST /api/v1/repositories/{}/signing-keys)",
+                    key.fingerprint, repo.name, repo.name
+                )))
+            }
+            Moved::Changed => return Err(changed_meanwhile(repo)),
         }
         let units = self.re_sign(services, repo).await?;
         Ok(KeyChanged {
@@ -827,6 +851,14 @@ impl<K: RotatingKeys> SigningKeys for Rotating<K> {
             key: None,
         })
     }
+}
+
+/// Another change moved the repository's keys between reading and writing them.
+fn changed_meanwhile(repo: &Repository) -> KeyError {
+    KeyError::Conflict(format!(
+        "repository {}'s keys changed meanwhile (another key change ran at the same time): list them again (GET /api/v1/repositories/{}/signing-keys) and retry",
+        repo.name, repo.name
+    ))
 }
 
 impl<K: RotatingKeys> Rotating<K> {
@@ -845,12 +877,13 @@ impl<K: RotatingKeys> Rotating<K> {
     }
 
     /// The repository's key store and its keys (the current one made on first need), the
-    /// signing ones first.
+    /// signing ones first, each with its bytes as stored.
+    #[allow(clippy::type_complexity)]
     async fn slots<'a>(
         &self,
         services: &'a Services,
         repo: &Repository,
-    ) -> Result<(RepositoryKeys<'a>, Vec<KeyInfo>), KeyError> {
+    ) -> Result<(RepositoryKeys<'a>, Vec<(KeyInfo, Vec<u8>)>), KeyError> {
         let store = RepositoryKeys::new(&services.db, &services.security.keystore, K::STORE, repo.id);
         let (made_for, default) = (repo.clone(), self.0.kinds().default);
         let make = move || {
@@ -869,14 +902,15 @@ impl<K: RotatingKeys> Rotating<K> {
         for (slot, bytes) in stored {
             let key = K::decode(&bytes).map_err(KeyError::Internal)?;
             let expires_secs = K::expires_at(&key);
-            out.push(KeyInfo {
+            let info = KeyInfo {
                 fingerprint: K::fingerprint(&key)?,
                 slot,
                 signs: slot != KeySlot::Previous,
                 expires_at: expires_secs.map(|s| packyard_model::time::rfc3339_ms(s.saturating_mul(1000))),
                 expires_secs,
                 public: K::public(repo, &key)?,
-            });
+            };
+            out.push((info, bytes));
         }
         Ok((store, out))
     }

@@ -941,7 +941,10 @@ pub async fn copy_listed<H: Hosted>(
         for a in &c.files {
             let sha256 = Sha256Hex::parse(&a.sha256).map_err(|e| UploadError::Invalid(e.to_string()))?;
             let size = u64::try_from(a.size).unwrap_or_default();
-            own.push((a.path.clone(), StoredBlob { sha256, size, created: false }));
+            // A bundle's blobs (an import's, a replication's) were stored for it: counted as
+            // new bytes by the blob store's quota (a copy's are the store's already).
+            let created = matches!(source, CopySource::Bundle(_));
+            own.push((a.path.clone(), StoredBlob { sha256, size, created }));
             files.push((a.path.clone(), a.sha256.trim().to_string()));
         }
         files.sort();

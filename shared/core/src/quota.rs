@@ -142,11 +142,11 @@ async fn exceeded(db: &Db, tx: &mut Tx<'_>, (scope, name): (Scope, &str), quota:
     Ok(())
 }
 
-/// Sets the gauges of one quota — in a process that runs the worker (which counts every use
-/// every `worker.usage_refresh_secs`); a replica without it exposes none, so that its last
-/// write's count never outlives a delete another replica made.
+/// Sets the gauges of one quota — in the process that runs the worker's usage count (every
+/// `worker.usage_refresh_secs`, embedded or standalone); a replica without it exposes none, so
+/// that its last write's count never outlives a delete another process made.
 pub fn gauges(services: &Services, (scope, name): (Scope, &str), quota: &Quota, used: u64) {
-    if !services.config.worker.embedded {
+    if !services.counts_usage() {
         return;
     }
     let m = &services.metrics;

@@ -43,6 +43,10 @@ pub struct Services {
     pub read_only: Arc<crate::read_only::ReadOnlyMode>,
     /// What the repositories' policies remember (exceptions, advisories, publish times).
     pub policy: Arc<crate::policy::PolicyCache>,
+    /// This process runs the worker's usage count: its quota and key gauges are the instance's
+    /// (a replica without it exposes none, so that its last write's count never outlives a
+    /// change another process made).
+    counts_usage: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// The configured blob store (files or S3), without the hot cache.
@@ -61,6 +65,16 @@ pub async fn open_blob_store(config: &Config, metrics: Arc<Metrics>) -> anyhow::
 }
 
 impl Services {
+    /// Marks this process as the one that counts usage (the worker's usage refresher).
+    pub fn count_usage(&self) {
+        self.counts_usage.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether this process counts usage: the one whose quota and key gauges are exposed.
+    pub fn counts_usage(&self) -> bool {
+        self.counts_usage.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Connects, applies migrations (when `migrate`), and opens the blob store.
     pub async fn start(config: Config, migrate: bool) -> anyhow::Result<Self> {
         let metrics = Arc::new(Metrics::new().context("registering metrics")?);
@@ -127,7 +141,8 @@ impl Services {
         let security = Arc::new(Security::new(db.clone(), &config.security, secret, metrics.clone(), redis.clone())?);
         let amqp = config.events.amqp_url.as_deref().map(|u| Arc::new(Amqp::new(u, metrics.clone())));
         let proxy = crate::proxy::Proxy::new(&config.proxy, db.clone(), blobs.clone(), metrics.clone())?
-            .with_keystore(security.keystore.clone());
+            .with_keystore(security.keystore.clone())
+            .with_store_quota(config.blobs.quota);
         let webhooks = crate::outbound::for_webhooks(&config, |name| std::env::var(name).ok())?;
         let policy = Arc::new(crate::policy::PolicyCache::new(config.debug.clock_offset_secs));
         Ok(Self {
@@ -142,6 +157,7 @@ impl Services {
             published,
             wakeup: Arc::new(Wakeup::default()),
             refresh: Arc::new(tokio::sync::Notify::new()),
+            counts_usage: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             proxy,
             webhooks,
             downloads: Arc::default(),

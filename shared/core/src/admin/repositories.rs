@@ -401,6 +401,10 @@ pub async fn signing_keys(services: &Services, formats: &Registry, name: &str) -
 /// `packyard_signing_key_expiry_timestamp_seconds{repository,fingerprint}` of a repository's
 /// keys that expire (the others' removed).
 pub fn expiry_gauges(services: &Services, repo: &Repository, keys: &[KeyInfo]) {
+    // Only the process that counts usage exposes them (as the quota gauges).
+    if !services.counts_usage() {
+        return;
+    }
     let m = &services.metrics;
     for k in keys {
         let labels = [repo.name.as_str(), k.fingerprint.as_str()];
@@ -444,8 +448,10 @@ pub async fn retire_signing_key(
 ) -> AdminResult<Vec<KeyInfo>> {
     let (repo, keys) = signed(services, formats, name).await?;
     let changed = keys.retire(services, &repo, fingerprint).await?;
-    let _ =
-        services.metrics.signing_key_expiry_timestamp_seconds.remove_label_values(&[repo.name.as_str(), fingerprint]);
+    if let Some(retired) = changed.audit["fingerprint"].as_str() {
+        let m = &services.metrics;
+        let _ = m.signing_key_expiry_timestamp_seconds.remove_label_values(&[repo.name.as_str(), retired]);
+    }
     services
         .security
         .audit(actor.username, actor.address, "repository.signing_key.retire", repo.name.as_str(), changed.audit)
@@ -458,6 +464,8 @@ pub async fn retire_signing_key(
 /// Sets the expiry gauge of every repository's signing keys (the worker, now and then).
 /// Returns how many repositories' keys it read.
 pub async fn key_census(services: &Services, formats: &Registry) -> AdminResult<usize> {
+    // Keys retired and repositories deleted since leave no series behind.
+    services.metrics.signing_key_expiry_timestamp_seconds.reset();
     let mut counted = 0;
     for repo in services.db.list_repositories().await? {
         let Some(keys) = formats.get(repo.format).signing_keys() else { continue };

@@ -41,6 +41,8 @@ pub(super) struct Inner {
     pub(super) metrics: Arc<Metrics>,
     /// Opens sealed upstream passwords.
     pub(super) keystore: Option<Arc<crate::security::keystore::KeyStore>>,
+    /// The blob store's quota (`blobs.quota.*`): at its hard limit no artifact is cached.
+    pub(super) store_quota: Option<packyard_model::quota::Quota>,
 }
 
 /// The upstream fetcher of one process; cheap to clone.
@@ -100,8 +102,17 @@ impl Proxy {
                 blobs,
                 metrics,
                 keystore: None,
+                store_quota: None,
             }),
         })
+    }
+
+    /// The blob store's quota, checked before an artifact is cached (set once, before use).
+    pub fn with_store_quota(mut self, quota: packyard_model::quota::Quota) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.store_quota = quota.is_set().then_some(quota);
+        }
+        self
     }
 
     /// The key store that opens sealed upstream passwords (set once, before use).
@@ -547,18 +558,31 @@ impl Proxy {
     /// hard quota (`length`: what the upstream says the file holds, when it does); metadata is
     /// never refused, and neither is a file of unknown length while the use is below the limit.
     async fn check_quota(&self, req: &FetchRequest, length: Option<u64>) -> Result<(), ProxyError> {
-        let Some(quota) = req.quota.filter(|q| q.hard_bytes.is_some() && req.catalogue.is_some()) else {
+        if req.catalogue.is_none() {
             return Ok(());
+        }
+        let full = |quota: &packyard_model::quota::Quota, (what, key): (&str, &str), used: u64| {
+            let after = used.saturating_add(length.unwrap_or(0));
+            (quota.refuses(used, after) || quota.hard_bytes.is_some_and(|h| used >= h)).then(|| {
+                ProxyError::Full(format!(
+                    "/{} is not fetched: {}",
+                    req.path,
+                    quota.refusal(what, key, used, after.max(used.saturating_add(1)))
+                ))
+            })
         };
-        let used = self.inner.db.repository_bytes(req.repository_id).await.map_err(unavailable)?;
-        let after = used.saturating_add(length.unwrap_or(0));
-        if quota.refuses(used, after) || quota.hard_bytes.is_some_and(|h| used >= h) {
-            let what = format!("repository {}", req.repository);
-            return Err(ProxyError::Full(format!(
-                "/{} is not fetched: {}",
-                req.path,
-                quota.refusal(&what, "quota", used, after.max(used.saturating_add(1)))
-            )));
+        if let Some(quota) = req.quota.filter(|q| q.hard_bytes.is_some()) {
+            let used = self.inner.db.repository_bytes(req.repository_id).await.map_err(unavailable)?;
+            if let Some(e) = full(&quota, (&format!("repository {}", req.repository), "quota"), used) {
+                return Err(e);
+            }
+        }
+        if let Some(quota) = self.inner.store_quota.filter(|q| q.hard_bytes.is_some()) {
+            let used = self.inner.db.blob_store_bytes().await.map_err(unavailable)?;
+            let what = format!("blob store {}", crate::quota::BLOB_STORE);
+            if let Some(e) = full(&quota, (&what, "blobs.quota"), u64::try_from(used).unwrap_or(0)) {
+                return Err(e);
+            }
         }
         Ok(())
     }

@@ -151,16 +151,34 @@ impl<'a> RepositoryKeys<'a> {
         self.keystore.get(self.db, &self.previous_name()).await
     }
 
-    /// Makes `key` the current key; the current one becomes the previous one.
-    pub async fn rotate(&self, key: &[u8]) -> Result<(), KeyStoreError> {
-        if let Some(current) = self.keystore.get(self.db, &self.name()).await? {
-            self.keystore.put(self.db, &self.previous_name(), &current).await?;
+    /// Makes `key` the current key; the current one becomes the previous one — in one
+    /// transaction. False, and nothing changed, while a rotation's overlap runs (or when another
+    /// change moved the keys meanwhile).
+    pub async fn rotate(&self, key: &[u8]) -> Result<bool, KeyStoreError> {
+        let (name, overlap, previous) = (self.name(), self.overlap_name(), self.previous_name());
+        if self.db.get_secret(&overlap).await?.is_some() {
+            return Ok(false);
         }
-        self.keystore.put(self.db, &self.name(), key).await
+        let current = self.db.get_secret(&name).await?;
+        let mut set = vec![(name.as_str(), Some(self.keystore.seal(&name, key)?))];
+        if let Some((nonce, ct)) = &current {
+            let plain = self.keystore.open(&name, nonce, ct)?;
+            set.push((previous.as_str(), Some(self.keystore.seal(&previous, &plain)?)));
+        }
+        let expect = [(name.as_str(), current.as_ref().map(|(_, ct)| ct.as_str())), (overlap.as_str(), None)];
+        Ok(self.db.move_secrets(&expect, &set).await?)
     }
 
     fn overlap_name(&self) -> String {
         format!("{}/{}/signing.overlap", self.format, self.repository_id)
+    }
+
+    fn slot_name(&self, slot: KeySlot) -> String {
+        match slot {
+            KeySlot::Current => self.name(),
+            KeySlot::Overlap => self.overlap_name(),
+            KeySlot::Previous => self.previous_name(),
+        }
     }
 
     /// The key that signed before the current one was added beside it, while both sign (a
@@ -170,34 +188,62 @@ impl<'a> RepositoryKeys<'a> {
     }
 
     /// Adds `key` beside the current one (which must exist): `key` becomes the current key and
-    /// the current one signs beside it as the overlap. False, and nothing changed, while an
-    /// overlap runs already (one rotation at a time).
-    pub async fn add(&self, key: &[u8]) -> Result<bool, KeyStoreError> {
-        if self.overlap().await?.is_some() {
-            return Ok(false);
+    /// the current one signs beside it as the overlap — in one transaction.
+    /// [`Moved::Refused`] while an overlap runs already (one rotation at a time).
+    pub async fn add(&self, key: &[u8]) -> Result<Moved, KeyStoreError> {
+        let (name, overlap) = (self.name(), self.overlap_name());
+        if self.db.get_secret(&overlap).await?.is_some() {
+            return Ok(Moved::Refused);
         }
-        let current =
-            self.keystore.get(self.db, &self.name()).await?.ok_or_else(|| {
-                KeyStoreError::Missing(format!("{} has no key to keep beside the new one", self.name()))
-            })?;
-        self.keystore.put(self.db, &self.overlap_name(), &current).await?;
-        self.keystore.put(self.db, &self.name(), key).await.map(|()| true)
+        let (nonce, ct) = self
+            .db
+            .get_secret(&name)
+            .await?
+            .ok_or_else(|| KeyStoreError::Missing(format!("{name} has no key to keep beside the new one")))?;
+        let current = self.keystore.open(&name, &nonce, &ct)?;
+        let set = [
+            (overlap.as_str(), Some(self.keystore.seal(&overlap, &current)?)),
+            (name.as_str(), Some(self.keystore.seal(&name, key)?)),
+        ];
+        let expect = [(name.as_str(), Some(ct.as_str())), (overlap.as_str(), None)];
+        Ok(if self.db.move_secrets(&expect, &set).await? { Moved::Done } else { Moved::Changed })
     }
 
-    /// Retires the key in `slot`: the overlap or the previous key is removed; the current key is
-    /// replaced by the overlap (false, and nothing changed, without one: the only signing key
-    /// is never retired).
-    pub async fn retire(&self, slot: KeySlot) -> Result<bool, KeyStoreError> {
-        match slot {
-            KeySlot::Overlap => self.keystore.delete(self.db, &self.overlap_name()).await,
-            KeySlot::Previous => self.keystore.delete(self.db, &self.previous_name()).await,
-            KeySlot::Current => {
-                let Some(overlap) = self.overlap().await? else { return Ok(false) };
-                self.keystore.put(self.db, &self.name(), &overlap).await?;
-                self.keystore.delete(self.db, &self.overlap_name()).await
-            }
+    /// Retires the key in `slot`, which must still be `seen` (its bytes as the caller read
+    /// them): the overlap or the previous key is removed; the current key is replaced by the
+    /// overlap ([`Moved::Refused`] without one: the only signing key is never retired) — in one
+    /// transaction.
+    pub async fn retire(&self, slot: KeySlot, seen: &[u8]) -> Result<Moved, KeyStoreError> {
+        let name = self.slot_name(slot);
+        let Some((nonce, ct)) = self.db.get_secret(&name).await? else { return Ok(Moved::Changed) };
+        if self.keystore.open(&name, &nonce, &ct)? != seen {
+            return Ok(Moved::Changed);
         }
+        let done = match slot {
+            KeySlot::Overlap | KeySlot::Previous => {
+                self.db.move_secrets(&[(name.as_str(), Some(ct.as_str()))], &[(name.as_str(), None)]).await?
+            }
+            KeySlot::Current => {
+                let overlap = self.overlap_name();
+                let Some((o_nonce, o_ct)) = self.db.get_secret(&overlap).await? else { return Ok(Moved::Refused) };
+                let plain = self.keystore.open(&overlap, &o_nonce, &o_ct)?;
+                let expect = [(name.as_str(), Some(ct.as_str())), (overlap.as_str(), Some(o_ct.as_str()))];
+                let set = [(name.as_str(), Some(self.keystore.seal(&name, &plain)?)), (overlap.as_str(), None)];
+                self.db.move_secrets(&expect, &set).await?
+            }
+        };
+        Ok(if done { Moved::Done } else { Moved::Changed })
     }
+}
+
+/// What a move of a repository's keys did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Moved {
+    Done,
+    /// Not done: the keys are not in a state that allows it (nothing changed).
+    Refused,
+    /// Not done: another change moved the keys meanwhile (nothing changed).
+    Changed,
 }
 
 /// Where a repository's key is kept: the current one (signs), the overlap (signs beside it

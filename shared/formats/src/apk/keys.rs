@@ -51,5 +51,11 @@ pub async fn offered(db: &Db, keystore: &KeyStore, repository_id: i64) -> Result
 /// Makes this the repository's key; the current one becomes the previous one (its public key
 /// stays served, so clients can move over).
 pub async fn install(key: &ApkKey, db: &Db, keystore: &KeyStore, repository_id: i64) -> Result<(), KeyError> {
-    Ok(keys(db, keystore, repository_id).rotate(&export(key)?).await?)
+    if keys(db, keystore, repository_id).rotate(&export(key)?).await? {
+        Ok(())
+    } else {
+        Err(KeyError::KeyStore(packyard_core::security::keystore::KeyStoreError::Missing(
+            "the keys changed meanwhile (a rotation's overlap began): retry".into(),
+        )))
+    }
 }

@@ -54,7 +54,13 @@ pub async fn offered(db: &Db, keystore: &KeyStore, repository_id: i64, user_id: 
 /// Makes `new` the repository's signing key; the current one becomes the previous one.
 pub async fn rotate(db: &Db, keystore: &KeyStore, repository_id: i64, new: &Signer) -> Result<(), KeyError> {
     let armored = new.to_armored_secret().map_err(KeyError::key)?;
-    Ok(store(db, keystore, repository_id).rotate(armored.as_bytes()).await?)
+    if store(db, keystore, repository_id).rotate(armored.as_bytes()).await? {
+        Ok(())
+    } else {
+        Err(KeyError::KeyStore(packyard_core::security::keystore::KeyStoreError::Missing(
+            "the keys changed meanwhile (a rotation's overlap began): retry".into(),
+        )))
+    }
 }
 
 /// The OpenPGP user id of `repo`'s key: its label (or name), and its name as the address.

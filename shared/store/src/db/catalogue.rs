@@ -541,11 +541,24 @@ impl Db {
     }
 
     /// What a repository's components' files hold now, in `tx` (each asset's bytes: a blob
-    /// shared with another repository counts in each), after locking the repository's row so
-    /// that writers to it are counted one after another: what a quota is checked against.
+    /// shared with another repository counts in each), after locking the repository's quota row
+    /// so that writers to it are counted one after another: what a quota is checked against.
     pub async fn quota_use_in(&self, tx: &mut Transaction<'_, Any>, repository_id: i64) -> DbResult<u64> {
-        let lock = crate::for_update!("repositories.lock_quota", "SELECT id FROM repositories WHERE id = $1");
-        self.bound(lock, (repository_id,)).fetch_optional(&mut **tx).await?;
+        // SQLite's writing transactions run one at a time already.
+        if self.backend() != super::Backend::Sqlite {
+            // The repository's row in `quota_locks` (no other row refers to it, so locking it
+            // waits for no foreign-key check elsewhere): made if need be on a connection of its
+            // own before this transaction reads anything (locking a missing row would take a gap
+            // lock on MySQL that the insert would wait for), then locked here first, so that the
+            // sums below see every writer that committed before.
+            let make = insert_or_ignore!("quota_locks.make", "INSERT INTO quota_locks (repository_id) VALUES ($1)");
+            self.bound(make, (repository_id,)).execute(self.pool()).await?;
+            let lock = crate::for_update!(
+                "quota_locks.lock",
+                "SELECT repository_id FROM quota_locks WHERE repository_id = $1"
+            );
+            self.bound(lock, (repository_id,)).fetch_optional(&mut **tx).await?;
+        }
         self.repository_bytes_in(tx, repository_id).await
     }
 
@@ -559,12 +572,14 @@ impl Db {
         Ok(u64::try_from(bytes).unwrap_or(0))
     }
 
-    /// What a repository's components' files hold now.
+    /// What a repository's components' files hold now (read on the pool: no writer's lock).
     pub async fn repository_bytes(&self, repository_id: i64) -> DbResult<u64> {
-        let mut tx = self.begin().await?;
-        let bytes = self.repository_bytes_in(&mut tx, repository_id).await?;
-        tx.commit().await?;
-        Ok(bytes)
+        let sum = sql!(
+            "assets.quota_use_now",
+            "SELECT CAST(COALESCE(SUM(size), 0) AS BIGINT) AS bytes FROM assets WHERE repository_id = $1"
+        );
+        let bytes: i64 = self.bound(sum, (repository_id,)).fetch_one(self.pool()).await?.try_get("bytes")?;
+        Ok(u64::try_from(bytes).unwrap_or(0))
     }
 
     /// A repository's usage as last counted.

@@ -57,4 +57,52 @@ impl Db {
             .await?;
         Ok(done.rows_affected() == 1)
     }
+
+    /// Moves secrets in one transaction, if they are as the caller read them: each of `expect`
+    /// (a name and its ciphertext, `None`: absent) is read under a lock and compared, then each
+    /// of `set` written (`None`: removed). False, and nothing changed, when one was changed
+    /// meanwhile (a concurrent move).
+    pub async fn move_secrets(
+        &self,
+        expect: &[(&str, Option<&str>)],
+        set: &[(&str, Option<(String, String)>)],
+    ) -> DbResult<bool> {
+        let mut tx = self.begin().await?;
+        let read = crate::for_update!("secrets.lock", "SELECT ciphertext FROM secrets WHERE name = $1");
+        for (name, want) in expect {
+            let row = self.query(read).bind(*name).fetch_optional(&mut *tx).await?;
+            let now = row.map(|r| text(&r, "ciphertext")).transpose()?;
+            if now.as_deref() != *want {
+                return Ok(false);
+            }
+        }
+        for (name, value) in set {
+            self.query(sql!("secrets.delete", "DELETE FROM secrets WHERE name = $1"))
+                .bind(*name)
+                .execute(&mut *tx)
+                .await?;
+            if let Some((nonce, ct)) = value {
+                let insert = sql!(
+                    "secrets.insert",
+                    "INSERT INTO secrets (name, nonce, ciphertext, created_at) VALUES ($1, $2, $3, $4)"
+                );
+                let done = self
+                    .query(insert)
+                    .bind(*name)
+                    .bind(nonce.as_str())
+                    .bind(ct.as_str())
+                    .bind(now_ms())
+                    .execute(&mut *tx)
+                    .await;
+                match done.map_err(super::super::DbError::from) {
+                    Ok(_) => {}
+                    // Another move inserted it first.
+                    Err(super::super::DbError::Conflict(_)) => return Ok(false),
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        tx.commit().await?;
+        Ok(true)
+    }
 }
