@@ -214,18 +214,18 @@ impl Signer {
         .map_err(pgp_err)
     }
 
-    /// When the key expires (seconds since the epoch), as its self-signatures say; `None`: never.
+    /// When the key expires (seconds since the epoch), as its newest self-signature says (a
+    /// later one may extend or remove the expiry); `None`: never.
     pub fn expires_at(&self) -> Option<i64> {
         let created = i64::from(self.key.created_at().as_secs());
-        let lifetime = self
+        let newest = self
             .key
             .details
             .direct_signatures
             .iter()
             .chain(self.key.details.users.iter().flat_map(|u| u.signatures.iter()))
-            .filter_map(|s| s.key_expiration_time())
-            .map(|d| i64::from(d.as_secs()))
-            .find(|secs| *secs > 0)?;
+            .max_by_key(|s| s.created().map(|t| t.as_secs()))?;
+        let lifetime = newest.key_expiration_time().map(|d| i64::from(d.as_secs())).filter(|secs| *secs > 0)?;
         Some(created.saturating_add(lifetime))
     }
 }
