@@ -232,21 +232,14 @@ async fn empty_index(cx: &Cx<'_>, repo: &Repository, unit: &Unit, path: &str) ->
         return Ok(f);
     }
     let epoch = services.published.epoch();
-    let keys = packyard_formats::apk::keys::signing(&services.db, &services.security.keystore, repo.id)
+    let named = packyard_formats::apk::keys::signing_named(&services.db, &services.security.keystore, repo)
         .await
         .map_err(ApiError::internal)?;
-    let mut named = Vec::with_capacity(keys.len());
-    for key in keys {
-        let key_file = key.file_name(repo.name.as_str()).map_err(ApiError::internal)?;
-        named.push((key, key_file));
-    }
     let description = format!("{} {}", repo.name, unit.key());
     let now = packyard_store::db::now_ms();
     let mtime = u64::try_from(now / 1000).unwrap_or(0);
     let bytes = tokio::task::spawn_blocking(move || {
-        let pairs: Vec<(&packyard_codecs::apk::signing::ApkKey, &str)> =
-            named.iter().map(|(k, f)| (k, f.as_str())).collect();
-        packyard_codecs::apk::index::signed_index_all(&description, "", &pairs, mtime)
+        packyard_codecs::apk::index::signed_index_all(&description, "", &named, mtime)
     })
     .await
     .map_err(ApiError::internal)?

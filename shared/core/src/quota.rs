@@ -39,6 +39,14 @@ impl Scope {
             Self::BlobStore => "blob_store",
         }
     }
+
+    /// `repository q`, `blob store default`: how messages name what has the quota.
+    pub fn named(self, name: &str) -> String {
+        match self {
+            Self::Repository => format!("repository {name}"),
+            Self::BlobStore => format!("blob store {name}"),
+        }
+    }
 }
 
 /// A write's check: taken in its transaction before its rows ([`Guard::begin`]), finished before
@@ -81,7 +89,7 @@ impl Guard {
         let mut counted = Counted::default();
         if let Some((quota, before)) = self.repository {
             let after = db.repository_bytes_in(tx, repo.id).await?;
-            let what = format!("repository {}", repo.name);
+            let what = Scope::Repository.named(repo.name.as_str());
             if quota.refuses(before, after) {
                 return Err(TxError::Refused(UploadError::InsufficientStorage(
                     quota.refusal(&what, "quota", before, after),
@@ -97,7 +105,7 @@ impl Guard {
             let after = db.blob_store_bytes_in(tx).await?;
             let before = after.saturating_sub(created);
             if store.refuses(before, after) {
-                let what = format!("blob store {BLOB_STORE}");
+                let what = Scope::BlobStore.named(BLOB_STORE);
                 return Err(TxError::Refused(UploadError::InsufficientStorage(store.refusal(
                     &what,
                     "blobs.quota",
@@ -135,7 +143,7 @@ async fn exceeded(db: &Db, tx: &mut Tx<'_>, (scope, name): (Scope, &str), quota:
         "used_bytes": used,
         "soft_bytes": quota.soft_bytes,
         "hard_bytes": quota.hard_bytes,
-        "message": quota.describe(&format!("{} {name}", scope.as_str().replace('_', " ")), used),
+        "message": quota.describe(&scope.named(name), used),
     });
     let repository = (scope == Scope::Repository).then_some(name);
     db.enqueue_webhook_event_in(tx, "quota.exceeded", repository, &payload.to_string()).await?;
@@ -191,7 +199,7 @@ impl Status {
             soft_bytes: quota.soft_bytes,
             hard_bytes: quota.hard_bytes,
             standing: quota.standing(used),
-            message: quota.describe(&format!("{} {name}", scope.as_str().replace('_', " ")), used),
+            message: quota.describe(&scope.named(name), used),
         }
     }
 

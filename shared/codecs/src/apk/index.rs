@@ -2,6 +2,7 @@
 //! of `DESCRIPTION` and `APKINDEX`; the first a tar of `.SIGN.RSA.<keyname>` **without** end
 //! blocks, the RSA PKCS#1 v1.5 signature over the SHA-1 of the second member's raw bytes.
 
+use std::borrow::Borrow;
 use std::io::Write as _;
 
 use super::signing::{ApkKey, KeyError};
@@ -51,7 +52,11 @@ pub fn signature_member(index_gz: &[u8], key: &ApkKey, key_file: &str, mtime: u6
 /// The signature member for an index member, with a signature by each of `keys` (a key and
 /// the file name clients keep it under): apk uses the first whose key it trusts and skips the
 /// others (a rotation's overlap).
-pub fn signature_member_all(index_gz: &[u8], keys: &[(&ApkKey, &str)], mtime: u64) -> Result<Vec<u8>, IndexError> {
+pub fn signature_member_all<K: Borrow<ApkKey>, F: AsRef<str>>(
+    index_gz: &[u8],
+    keys: &[(K, F)],
+    mtime: u64,
+) -> Result<Vec<u8>, IndexError> {
     use sha1::{Digest, Sha1};
     signature_member_of_digest_all(&Sha1::digest(index_gz), keys, mtime)
 }
@@ -80,10 +85,10 @@ pub fn signed_index(
 }
 
 /// The whole signed `APKINDEX.tar.gz`, signed by each of `keys`.
-pub fn signed_index_all(
+pub fn signed_index_all<K: Borrow<ApkKey>, F: AsRef<str>>(
     description: &str,
     apkindex: &str,
-    keys: &[(&ApkKey, &str)],
+    keys: &[(K, F)],
     mtime: u64,
 ) -> Result<Vec<u8>, IndexError> {
     let index = index_member(description, apkindex, mtime)?;
@@ -182,14 +187,14 @@ pub fn signature_member_of_digest(
 }
 
 /// [`signature_member_all`] for an index member whose SHA-1 is `sha1`.
-pub fn signature_member_of_digest_all(
+pub fn signature_member_of_digest_all<K: Borrow<ApkKey>, F: AsRef<str>>(
     sha1: &[u8],
-    keys: &[(&ApkKey, &str)],
+    keys: &[(K, F)],
     mtime: u64,
 ) -> Result<Vec<u8>, IndexError> {
     let mut signatures = Vec::with_capacity(keys.len());
     for (key, key_file) in keys {
-        signatures.push((key.sign_sha1_digest(sha1)?, *key_file));
+        signatures.push((key.borrow().sign_sha1_digest(sha1)?, key_file.as_ref()));
     }
     signature_tar(&signatures, mtime)
 }

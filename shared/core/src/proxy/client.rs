@@ -558,6 +558,7 @@ impl Proxy {
     /// hard quota (`length`: what the upstream says the file holds, when it does); metadata is
     /// never refused, and neither is a file of unknown length while the use is below the limit.
     async fn check_quota(&self, req: &FetchRequest, length: Option<u64>) -> Result<(), ProxyError> {
+        use crate::quota::Scope;
         if req.catalogue.is_none() {
             return Ok(());
         }
@@ -573,13 +574,13 @@ impl Proxy {
         };
         if let Some(quota) = req.quota.filter(|q| q.hard_bytes.is_some()) {
             let used = self.inner.db.repository_bytes(req.repository_id).await.map_err(unavailable)?;
-            if let Some(e) = full(&quota, (&format!("repository {}", req.repository), "quota"), used) {
+            if let Some(e) = full(&quota, (&Scope::Repository.named(&req.repository), "quota"), used) {
                 return Err(e);
             }
         }
         if let Some(quota) = self.inner.store_quota.filter(|q| q.hard_bytes.is_some()) {
             let used = self.inner.db.blob_store_bytes().await.map_err(unavailable)?;
-            let what = format!("blob store {}", crate::quota::BLOB_STORE);
+            let what = Scope::BlobStore.named(crate::quota::BLOB_STORE);
             if let Some(e) = full(&quota, (&what, "blobs.quota"), u64::try_from(used).unwrap_or(0)) {
                 return Err(e);
             }

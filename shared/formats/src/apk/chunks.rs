@@ -196,13 +196,6 @@ pub(crate) struct Signing<'a> {
     pub mtime: u64,
 }
 
-impl Signing<'_> {
-    /// The keys as the codec takes them.
-    pub fn pairs(&self) -> Vec<(&ApkKey, &str)> {
-        self.keys.iter().map(|(k, f)| (k, f.as_str())).collect()
-    }
-}
-
 /// Builds and adds the hosted unit's `path` (its `APKINDEX.tar.gz`) from its rows, reusing the
 /// chunks of the last build when the unit's current file is that build's (`current`: its part
 /// list digest).
@@ -335,8 +328,8 @@ async fn publish(
         sha1.update(&bytes);
     }
     sha1.update(&back);
-    let signature = codec::signature_member_of_digest_all(&sha1.finalize(), &signing.pairs(), signing.mtime)
-        .map_err(|e| other(&e))?;
+    let signature =
+        codec::signature_member_of_digest_all(&sha1.finalize(), signing.keys, signing.mtime).map_err(|e| other(&e))?;
     let mut first = signature;
     first.extend_from_slice(&front);
     let mut parts = Vec::with_capacity(chunks.len() + 2);

@@ -41,6 +41,21 @@ pub async fn signing(db: &Db, keystore: &KeyStore, repository_id: i64) -> Result
     Ok(out)
 }
 
+/// [`signing`], each with the file name clients keep it under (what its `.SIGN.RSA.` entry
+/// names).
+pub async fn signing_named(
+    db: &Db,
+    keystore: &KeyStore,
+    repository: &packyard_model::repos::Repository,
+) -> Result<Vec<(ApkKey, String)>, KeyError> {
+    let mut out = Vec::new();
+    for key in signing(db, keystore, repository.id).await? {
+        let name = key.file_name(repository.name.as_str()).map_err(KeyError::key)?;
+        out.push((key, name));
+    }
+    Ok(out)
+}
+
 /// Every key clients are offered under `keys/`: those that sign and the previous one.
 pub async fn offered(db: &Db, keystore: &KeyStore, repository_id: i64) -> Result<Vec<ApkKey>, KeyError> {
     let mut out = signing(db, keystore, repository_id).await?;

@@ -100,8 +100,7 @@ impl Builder for ApkBuilder {
             .filter(|_| members.len() >= 2)
             .ok_or_else(|| BuildError::Other(format!("the snapshot's {path} is not signed")))?;
         let keys = self.keys(ctx, repo).await?;
-        let pairs: Vec<(&ApkKey, &str)> = keys.iter().map(|(k, f)| (k, f.as_str())).collect();
-        let mut signed = packyard_codecs::apk::index::signature_member_all(member, &pairs, mtime())
+        let mut signed = packyard_codecs::apk::index::signature_member_all(member, &keys, mtime())
             .map_err(|e| BuildError::Other(format!("signing {path}: {e}")))?;
         signed.extend_from_slice(member);
         ctx.put(&path, "application/gzip", &signed).await?;
@@ -137,15 +136,9 @@ impl ApkBuilder {
     /// The repository's index keys that sign (the current one, and the one it was added beside
     /// during a rotation's overlap) and the names clients keep them under.
     async fn keys(&self, ctx: &BuildContext<'_>, repo: &Repository) -> Result<Vec<(ApkKey, String)>, BuildError> {
-        let keys = crate::apk::keys::signing(ctx.db, &self.keystore, repo.id)
+        crate::apk::keys::signing_named(ctx.db, &self.keystore, repo)
             .await
-            .map_err(|e| BuildError::Other(format!("index key: {e}")))?;
-        let mut out = Vec::with_capacity(keys.len());
-        for key in keys {
-            let key_file = key.file_name(repo.name.as_str()).map_err(|e| BuildError::Other(e.to_string()))?;
-            out.push((key, key_file));
-        }
-        Ok(out)
+            .map_err(|e| BuildError::Other(format!("index key: {e}")))
     }
 }
 

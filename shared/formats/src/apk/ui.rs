@@ -18,8 +18,8 @@ async fn key_names(services: &Services, repo: &Repository) -> Vec<String> {
         return Vec::new();
     }
     // Both keys during a rotation's overlap: a client that trusts either verifies the index.
-    let keys = super::keys::signing(&services.db, &services.security.keystore, repo.id).await.unwrap_or_default();
-    keys.iter().filter_map(|k| k.file_name(repo.name.as_str()).ok()).collect()
+    let keys = super::keys::signing_named(&services.db, &services.security.keystore, repo).await.unwrap_or_default();
+    keys.into_iter().map(|(_, name)| name).collect()
 }
 
 /// A proxy's upstream key names (`group::upstream_keys`), when it has `apk.signed_by`.
