@@ -123,9 +123,14 @@ impl ApiError {
         Self::new(ErrorCode::Internal, "internal server error; the cause is in the server log")
     }
 
+    /// A 503 with `Retry-After: 1`, its cause logged: the database is down, out of connections,
+    /// or busy past its time-outs.
     pub fn unavailable(cause: impl fmt::Display) -> Self {
         tracing::warn!(error = %cause, "dependency unavailable");
-        Self::new(ErrorCode::ServiceUnavailable, "the service is temporarily unavailable; retry shortly")
+        Self {
+            retry_after: Some(1),
+            ..Self::new(ErrorCode::ServiceUnavailable, "the service is temporarily unavailable; retry shortly")
+        }
     }
 }
 

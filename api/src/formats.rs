@@ -51,8 +51,18 @@ pub fn serve_published(req: &HttpRequest, f: ServedFile) -> HttpResponse {
     let plain = gate::is_plain();
     let if_none_match = headers.get(header::IF_NONE_MATCH).filter(|_| !plain);
     let etag_matches = f.etag.as_ref().is_some_and(|e| if_none_match.is_some_and(|v| v.as_bytes() == e.as_bytes()));
-    // Whole seconds, each snapshot of a unit its own (`Manifest::published_at`; a burst of
-    // publications may take seconds a little ahead of the clock, which clients only echo back).
+    // Whole seconds, each snapshot of a unit its own (`Manifest::published_at`): a burst of
+    // publications takes seconds ahead of the clock. Such a second is never sent (an HTTP
+    // cache may take a date in the future for its own clock's): the current second is, which is
+    // before the snapshot's, so a copy of that date is answered with the file until the clock
+    // reaches the snapshot's second. The 304 compares with the snapshot's own second. Near
+    // a publication the `Date` is the clock's too (the server's own is a little behind), so that
+    // `Last-Modified` is never after it.
+    let now = SystemTime::now();
+    let now_secs = now.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let secs = f.modified.map(|ms| u64::try_from(ms.div_euclid(1000)).unwrap_or(0));
+    let ahead = secs.is_some_and(|s| s > now_secs);
+    let recent = secs.is_some_and(|s| s + 1 >= now_secs);
     let not_modified_since = f.modified.is_some()
         && !plain
         && if_none_match.is_none()
@@ -66,7 +76,12 @@ pub fn serve_published(req: &HttpRequest, f: ServedFile) -> HttpResponse {
     if let Some(v) = f.etag {
         res.insert_header((header::ETAG, v));
     }
-    if let Some(v) = f.last_modified {
+    if recent {
+        res.insert_header((header::DATE, header::HttpDate::from(now)));
+    }
+    if ahead {
+        res.insert_header((header::LAST_MODIFIED, header::HttpDate::from(now)));
+    } else if let Some(v) = f.last_modified {
         res.insert_header((header::LAST_MODIFIED, v));
     }
     if etag_matches || not_modified_since {

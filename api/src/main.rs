@@ -570,6 +570,14 @@ async fn blobs_gc(config: packyard_model::config::Config, dry_run: bool) -> anyh
             },
         )
         .await?;
+    // Bytes in the store that no row names (the store's own listing).
+    let strays = packyard_core::reclaim::sweep_strays(&services, dry_run, |blob, verdict| match verdict {
+        Verdict::Freed => println!("{freed} {} {} bytes (stored, no row)", blob.digest, blob.size),
+        Verdict::Waiting { from } => {
+            println!("waiting {} {} bytes (stored, no row; free from {})", blob.digest, blob.size, rfc3339_ms(from))
+        }
+    })
+    .await?;
     println!(
         "{freed} {} blobs, {} bytes; {} unreferenced blobs ({} bytes) within the grace period of {} s (worker.blob_grace_secs); {} build blobs{}",
         report.freed,
@@ -579,6 +587,10 @@ async fn blobs_gc(config: packyard_model::config::Config, dry_run: bool) -> anyh
         services.config.worker.blob_grace_secs,
         report.build_blobs,
         if dry_run { " collectable" } else { " collected" },
+    );
+    println!(
+        "{freed} {} stray blobs (stored, no row), {} bytes; {} stray blobs ({} bytes) within the grace period",
+        strays.freed, strays.freed_bytes, strays.waiting, strays.waiting_bytes,
     );
     services.db.close().await;
     Ok(())

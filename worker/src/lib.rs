@@ -60,7 +60,8 @@ pub fn spawn_usage_refresher(services: &Services) {
 }
 
 /// Reclaims the blob store every `worker.blob_gc_secs`: artifact blobs that nothing has
-/// referenced for `worker.blob_grace_secs` (`packyard_core::reclaim`).
+/// referenced for `worker.blob_grace_secs` (`packyard_core::reclaim`); and once a day, bytes in
+/// the store that no row names, stored longer ago than that.
 pub fn spawn_blob_reclaimer(services: &Services) {
     let services = services.clone();
     let period = std::time::Duration::from_secs(services.config.worker.blob_gc_secs.max(1));
@@ -85,9 +86,28 @@ pub fn spawn_blob_reclaimer(services: &Services) {
                 Ok(_) => {}
                 Err(e) => tracing::warn!(error = %e, "cannot reclaim the blob store; trying again later"),
             }
+            // Once a day across the installation: the store's own listing, for bytes no row names.
+            match services.db.claim_periodic("blobs.stray_scan", STRAY_SCAN_MS).await {
+                Ok(true) => match packyard_core::reclaim::sweep_strays(&services, false, |_, _| {}).await {
+                    Ok(r) if r.freed > 0 => {
+                        tracing::info!(
+                            freed = r.freed,
+                            bytes = r.freed_bytes,
+                            "stray blobs (stored, no row) reclaimed"
+                        );
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(error = %e, "cannot scan the blob store for stray blobs; trying tomorrow"),
+                },
+                Ok(false) => {}
+                Err(e) => tracing::warn!(error = %e, "cannot claim the stray blob scan; trying again later"),
+            }
         }
     });
 }
+
+/// How often one worker of the installation lists the whole blob store for stray bytes.
+const STRAY_SCAN_MS: i64 = 86_400_000;
 
 /// Computes the SHA-1 and MD5 of new assets (`packyard_core::digests`): every second, and at
 /// once again while a round finds work.

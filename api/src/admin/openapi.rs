@@ -26,7 +26,7 @@ fn error_ref(description: &str) -> serde_json::Value {
 pub fn document(formats: &Registry) -> serde_json::Value {
     let mut doc = repositories_document();
     with_format_settings(&mut doc, formats);
-    for more in [security_paths(), nexus_paths()] {
+    for more in [security_paths(), run_paths(), nexus_paths(), nexus_admin_paths()] {
         if let (Some(paths), serde_json::Value::Object(more)) = (doc["paths"].as_object_mut(), more) {
             paths.extend(more);
         }
@@ -116,7 +116,14 @@ fn nexus_paths() -> serde_json::Value {
             "parameters": search,
             "responses": {"302": {"description": "Location: the asset's downloadUrl"}, "400": error_ref("Several assets match, or a bad parameter"), "404": error_ref("No asset matches")}
         }},
-        "/service/rest/v1/components": {"get": catalogue_op("Nexus: a repository's components, in catalogue order", &listing, &component_page)},
+        "/service/rest/v1/components": {
+            "get": catalogue_op("Nexus: a repository's components, in catalogue order", &listing, &component_page),
+            "post": {
+                "summary": "Nexus: uploads a component (multipart/form-data: apt.asset with optional apt.distribution and apt.component; go.asset with optional go.module and go.version; Packyard's apk.branch, apk.repository, apk.asset, apk.architecture; Conan is refused), checked as the format's own upload; needs the write privilege",
+                "parameters": [{"name": "repository", "in": "query", "required": true, "schema": {"type": "string"}}],
+                "responses": {"204": {"description": "Stored (a Go version once listed)"}, "400": error_ref("The format's message for a package it refuses, or a repository that takes no components upload"), "401": error_ref("No credentials"), "403": error_ref("Not permitted"), "404": error_ref("No such repository"), "422": error_ref("No repository parameter")}
+            }
+        },
         "/service/rest/v1/components/{id}": {
             "parameters": id,
             "get": {"summary": "Nexus: one component with its assets", "responses": {"200": {"description": "The component", "content": {"application/json": {"schema": component}}}, "404": error_ref("Not found or not readable")}},
@@ -130,6 +137,133 @@ fn nexus_paths() -> serde_json::Value {
         },
         "/service/rest/v1/status": status("Nexus: 200 while reads are answered (the database answers)"),
         "/service/rest/v1/status/writable": status("Nexus: 200 while reads and writes are answered (database with migrations, writable blob store)")
+    })
+}
+
+/// Nexus's administration API (`crate::nexus::{repositories, security, system}`, the read-only
+/// switch): what each Nexus field becomes is in docs/nexus-api.md.
+fn nexus_admin_paths() -> serde_json::Value {
+    let param =
+        |name: &str| serde_json::json!({"name": name, "in": "path", "required": true, "schema": {"type": "string"}});
+    let params = |names: &[&str]| serde_json::Value::Array(names.iter().map(|n| param(n)).collect());
+    serde_json::json!({
+        "/service/rest/v1/repositorySettings": {"get": op("Nexus: every repository's full definition, as Nexus's per-format GET shows it (admin)", "200")},
+        "/service/rest/v1/repositories/{name}": {
+            "parameters": params(&["name"]),
+            "get": op("Nexus: a repository the caller may read, by name", "200"),
+            "delete": op("Nexus: deletes a repository with its packages (admin)", "204")
+        },
+        "/service/rest/v1/repositories/{format}/{type}": {
+            "parameters": params(&["format", "type"]),
+            "post": op("Nexus: creates a repository from Nexus's definition of the format (apt, go, conan; apk in Packyard's block) and type (hosted, proxy, group); a field Packyard cannot honour is a 400 naming it (admin)", "201")
+        },
+        "/service/rest/v1/repositories/{format}/{type}/{name}": {
+            "parameters": params(&["format", "type", "name"]),
+            "get": op("Nexus: a repository's full definition of that format and type (admin)", "200"),
+            "put": op("Nexus: replaces a repository's definition; the name is the path's (admin)", "204")
+        },
+        "/service/rest/v1/security/users": {
+            "get": op("Nexus: the users (?userId= a prefix, ?source=), with their roles (admin)", "200"),
+            "post": op("Nexus: creates a local user: {userId, firstName, lastName, emailAddress, password, status: active, roles} (admin)", "200")
+        },
+        "/service/rest/v1/security/users/{id}": {
+            "parameters": params(&["id"]),
+            "put": op("Nexus: replaces a local user's names, email and roles (admin)", "204"),
+            "delete": op("Nexus: deletes a user (admin)", "204")
+        },
+        "/service/rest/v1/security/users/{id}/change-password": {
+            "parameters": params(&["id"]),
+            "put": op("Nexus: sets a local user's password, the plain-text body (admin)", "204")
+        },
+        "/service/rest/v1/security/roles": {
+            "get": op("Nexus: the roles, with their privileges' Nexus names (admin)", "200"),
+            "post": op("Nexus: creates a role from Nexus privileges that have a Packyard counterpart (admin)", "200")
+        },
+        "/service/rest/v1/security/roles/{id}": {
+            "parameters": params(&["id"]),
+            "get": op("Nexus: one role (admin)", "200"),
+            "put": op("Nexus: replaces a role's privileges (admin)", "204"),
+            "delete": op("Nexus: deletes a role (admin; built-in roles stay)", "204")
+        },
+        "/service/rest/v1/security/content-selectors": {
+            "get": op("Nexus: the content selectors: {name, type: csel, description, expression} (admin)", "200"),
+            "post": op("Nexus: creates a content selector from a CSEL expression (admin)", "201")
+        },
+        "/service/rest/v1/security/content-selectors/{name}": {
+            "parameters": params(&["name"]),
+            "get": op("Nexus: one content selector (admin)", "200"),
+            "put": op("Nexus: replaces a content selector's description and expression (admin)", "200"),
+            "delete": op("Nexus: deletes a content selector no role uses (admin)", "204")
+        },
+        "/service/rest/v1/security/privileges": {"get": op("Nexus: the privileges Packyard has, by their Nexus names (admin)", "200")},
+        "/service/rest/v1/security/privileges/{name}": {
+            "parameters": params(&["name"]),
+            "get": op("Nexus: one privilege (admin)", "200")
+        },
+        "/service/rest/v1/security/user-sources": {"get": op("Nexus: the user sources: default (local), LDAP, OIDC as configured (admin)", "200")},
+        "/service/rest/v1/security/anonymous": {"get": op("Nexus: whether anonymous reads are allowed, and as which user (admin)", "200")},
+        "/service/rest/v1/security/realms/available": {"get": op("Nexus: the realms Packyard knows (admin)", "200")},
+        "/service/rest/v1/security/realms/active": {
+            "get": op("Nexus: the active realms (admin)", "200"),
+            "put": op("Nexus: sets the active realms; one Packyard cannot switch is a 400 (admin)", "204")
+        },
+        "/service/rest/v1/blobstores": {"get": op("Nexus: the one blob store, default (File or S3): blob count, bytes, free space, softQuota (admin)", "200")},
+        "/service/rest/v1/blobstores/{kind}/{name}": {
+            "parameters": params(&["kind", "name"]),
+            "get": op("Nexus: the blob store's definition (file or s3, default) (admin)", "200")
+        },
+        "/service/rest/v1/blobstores/{name}/quota-status": {
+            "parameters": params(&["name"]),
+            "get": op("Nexus: whether the blob store is past its soft quota or at its hard quota: {isViolation, message, blobStoreName} (admin)", "200")
+        },
+        "/service/rest/v1/tasks": {"get": op("Nexus: the tasks — blobstore-reclaim and cleanup-<policy> per cleanup policy — with their last and next runs (admin)", "200")},
+        "/service/rest/v1/tasks/{id}": {
+            "parameters": params(&["id"]),
+            "get": op("Nexus: one task (admin)", "200")
+        },
+        "/service/rest/v1/tasks/{id}/run": {
+            "parameters": params(&["id"]),
+            "post": op("Nexus: runs a task now (the reclamation: one sweep; a cleanup policy: on each of its repositories, by the workers) (admin)", "204")
+        },
+        "/service/rest/v1/tasks/{id}/stop": {
+            "parameters": params(&["id"]),
+            "post": op("Nexus: stops a cleanup task's runs after their current batch; 409 when none runs (admin)", "204")
+        },
+        "/service/rest/v1/cleanup-policies": {
+            "get": op("Nexus: the cleanup policies in Nexus's shape (criteriaLastBlobUpdated, criteriaLastDownloaded, retain, criteriaReleaseType) (admin)", "200"),
+            "post": op("Nexus: creates a cleanup policy; criteriaAssetRegex and RELEASES are a 400 (admin)", "201")
+        },
+        "/service/rest/v1/cleanup-policies/{name}": {
+            "parameters": params(&["name"]),
+            "get": op("Nexus: one cleanup policy (admin)", "200"),
+            "put": op("Nexus: replaces a cleanup policy (admin)", "204"),
+            "delete": op("Nexus: deletes a cleanup policy (admin)", "204")
+        },
+        "/service/rest/v1/read-only": {"get": op("Nexus: whether writes are frozen: {frozen, summaryReason, systemInitiated} (admin)", "200")},
+        "/service/rest/v1/read-only/freeze": {"post": op("Nexus: freezes writes on every replica (?reason=); 404 when already frozen (admin)", "204")},
+        "/service/rest/v1/read-only/release": {"post": op("Nexus: releases a freeze; 404 when not frozen (admin)", "204")},
+        "/service/rest/v1/read-only/force-release": {"post": op("Nexus: as release (Packyard's freeze is never system-initiated) (admin)", "204")},
+        "/service/rest/v1/status/check": {"get": op("Nexus: the health checks, each {healthy, message} (admin)", "200")}
+    })
+}
+
+/// The cleanup runs, and this document itself (a `json!` of their own: one macro holds so much).
+fn run_paths() -> serde_json::Value {
+    serde_json::json!({
+        "/api/v1/cleanup-policies/{name}/run": {
+            "parameters": [
+                {"name": "name", "in": "path", "required": true, "schema": {"type": "string"}},
+                {"name": "repository", "in": "query", "required": false, "schema": {"type": "string"}, "description": "one of the policy's repositories; absent: each of them"}
+            ],
+            "post": op("Ask the workers to run the policy now (on one repository, or on each); answers the runs as GET …/runs shows them, the asked ones requested (admin)", "202")
+        },
+        "/api/v1/cleanup-policies/{name}/runs": {
+            "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}}],
+            "get": op("The last (or current) run on each of the policy's repositories: {items: [{repository, state: idle|requested|running, requestedBy, lastStarted, lastFinished, durationMs, components, bytes, error}]} (admin)", "200")
+        },
+        "/api/v1/openapi.json": {
+            "get": {"summary": "This document", "security": [], "responses": {"200": {"description": "The OpenAPI 3.1 document of the admin API and of Nexus's", "content": {"application/json": {}}}}}
+        }
     })
 }
 

@@ -376,7 +376,11 @@ fn worker_killed_at(point: &str) -> anyhow::Result<()> {
     assert!(first.terminate()?.success());
 
     // The worker that dies at `point` of the next publication.
-    let crash_env: Vec<(&str, &str)> = env.iter().copied().chain([("PACKYARD_DEBUG__CRASH_AT", point)]).collect();
+    let crash_env: Vec<(&str, &str)> = env
+        .iter()
+        .copied()
+        .chain([("PACKYARD_DEBUG__CRASH_AT", point), ("PACKYARD_DEBUG__FAULT_INJECTION", "true")])
+        .collect();
     let mut doomed = common::process::start_worker(dir.path(), &crash_env)?;
     let (s, body) = upload(&replica, 1, false)?;
     assert_eq!(s, 201, "{body}");
@@ -497,8 +501,11 @@ fn worker_killed_in_the_middle_of_a_cleanup_run() -> anyhow::Result<()> {
     let policy = serde_json::json!({"name": "keep-one", "format": "apt", "criteria": {"keep_latest": 1}, "repositories": ["debs"]});
     admin_json(&replica, "POST", "/api/v1/cleanup-policies", Some(policy))?;
     admin_json(&replica, "POST", "/api/v1/cleanup-policies/keep-one/run", None)?;
-    let crash_env: Vec<(&str, &str)> =
-        env.iter().copied().chain([("PACKYARD_DEBUG__CRASH_AT", "cleanup_batch")]).collect();
+    let crash_env: Vec<(&str, &str)> = env
+        .iter()
+        .copied()
+        .chain([("PACKYARD_DEBUG__CRASH_AT", "cleanup_batch"), ("PACKYARD_DEBUG__FAULT_INJECTION", "true")])
+        .collect();
     let mut doomed = common::process::start_worker(dir.path(), &crash_env)?;
     let deadline = Instant::now() + Duration::from_secs(30);
     let status = loop {

@@ -22,6 +22,7 @@ mod import;
 mod ldap;
 mod loadtest;
 mod local_cluster;
+mod loose_ends;
 mod nexus;
 mod nexus_write;
 mod oidc;

@@ -615,3 +615,85 @@ async fn allowed_networks_open_a_network(backend: Backend) -> anyhow::Result<()>
     app.finish().await
 }
 on_every_backend!(allowed_networks_open_a_network);
+
+/// Two writers commit out of order — the first to insert its event commits last — and a worker
+/// sends between the two commits: the receiver gets both events, and the ids it sees only grow
+/// (one that remembers the last id it saw skips nothing), in the order the writers committed.
+/// PostgreSQL and MariaDB: SQLite has one writer at a time, so its commits follow its inserts.
+async fn events_go_out_in_commit_order(backend: Backend) -> anyhow::Result<()> {
+    let Some(app) = common::app::TestApp::with_config(backend, |c| {
+        c.webhooks.allowed_networks = vec!["127.0.0.1/32".into()];
+    })
+    .await?
+    else {
+        return Ok(());
+    };
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let url = format!("http://{}/hooks", listener.local_addr()?);
+    let got = receiver(listener, 0);
+    let r = app
+        .call(actix_web::test::TestRequest::post().uri("/api/v1/webhooks").set_json(serde_json::json!({
+            "name": "ordered", "url": url, "events": ["repository.updated"], "secret": "commit-order-secret-00"})))
+        .await?;
+    assert_eq!(r.status.as_u16(), 201, "{}", r.text);
+    let db = &app.services.db;
+    for round in 0..3 {
+        // The first writer takes its event's row and holds its transaction open.
+        let mut first = db.begin().await?;
+        let queued = db
+            .enqueue_webhook_event_in(
+                &mut first,
+                "repository.updated",
+                Some("r"),
+                &format!(r#"{{"writer":"first-{round}"}}"#),
+            )
+            .await?;
+        assert_eq!(queued, 1);
+        // The second commits at once, and a worker sends what it sees.
+        let second = format!(r#"{{"writer":"second-{round}"}}"#);
+        assert_eq!(db.enqueue_webhook_event("repository.updated", Some("r"), &second).await?, 1);
+        assert_eq!(packyard_core::webhooks::deliver_due(&app.services).await?, 1, "round {round}: the committed event");
+        first.commit().await?;
+        assert_eq!(
+            packyard_core::webhooks::deliver_due(&app.services).await?,
+            1,
+            "round {round}: the late commit's event"
+        );
+        assert_eq!(packyard_core::webhooks::deliver_due(&app.services).await?, 0, "round {round}: nothing else");
+    }
+    let got = got.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.clone();
+    let mut seen = Vec::new();
+    for r in &got {
+        assert_eq!(r.status, 204);
+        let body: serde_json::Value = serde_json::from_slice(&r.body)?;
+        let Some(id) = body["id"].as_i64() else { anyhow::bail!("no id in {body}") };
+        seen.push((id, body["data"]["writer"].as_str().unwrap_or_default().to_string()));
+    }
+    let writers: Vec<&str> = seen.iter().map(|(_, w)| w.as_str()).collect();
+    assert_eq!(writers, ["second-0", "first-0", "second-1", "first-1", "second-2", "first-2"], "commit order");
+    let ids: Vec<i64> = seen.iter().map(|(id, _)| *id).collect();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "the ids a receiver sees only grow: {seen:?}");
+    // The delivery log names each event by the same number.
+    let r = app.call(actix_web::test::TestRequest::get().uri("/api/v1/webhooks/ordered/deliveries")).await?;
+    assert_eq!(r.status.as_u16(), 200, "{}", r.text);
+    let log: serde_json::Value = serde_json::from_str(&r.text)?;
+    let mut logged: Vec<i64> = log["deliveries"]
+        .as_array()
+        .map(|ds| ds.iter().filter_map(|d| d["eventId"].as_i64()).collect())
+        .unwrap_or_default();
+    logged.sort_unstable();
+    let mut sorted = ids.clone();
+    sorted.sort_unstable();
+    assert_eq!(logged, sorted, "{}", r.text);
+    app.finish().await
+}
+
+#[actix_web::test]
+async fn events_in_commit_order_on_postgres() -> anyhow::Result<()> {
+    events_go_out_in_commit_order(Backend::Postgres).await
+}
+
+#[actix_web::test]
+async fn events_in_commit_order_on_mysql() -> anyhow::Result<()> {
+    events_go_out_in_commit_order(Backend::MySql).await
+}

@@ -795,8 +795,8 @@ pub async fn apply(
     let gone: Vec<String> =
         held.into_iter().map(|c| c.component_key).filter(|k| !wanted.contains(k.as_str())).collect();
     for batch in gone.chunks(BATCH) {
-        let (n, changes) = spec.deletes().delete_components(services, repo, batch, actor).await?;
-        report.deleted += n;
+        let (removed, changes) = spec.deletes().delete_components(services, repo, batch, actor).await?;
+        report.deleted += removed.len();
         report.changes.extend(changes);
     }
     Ok(())

@@ -325,26 +325,31 @@ async fn remove_selected(
         if selected.is_empty() {
             return Ok(report);
         }
+        packyard_store::pause::at("cleanup.selected").await;
         let clock = std::time::Instant::now();
+        // What this run removed: a component another delete removed first is not counted.
+        let mut bytes = 0;
         let removed = match repo.repo_type {
             packyard_model::repos::RepoType::Proxy => {
                 let mut n = 0;
                 for s in &selected {
                     if crate::catalogue::delete_cached(services, repo, &s.component, actor).await? {
                         n += 1;
+                        bytes += s.bytes;
                     }
                 }
                 n
             }
             _ => {
                 let keys: Vec<String> = selected.iter().map(|s| s.component.component_key.clone()).collect();
-                let (n, changes) = format.deletes().delete_components(services, repo, &keys, actor).await?;
+                let (gone, changes) = format.deletes().delete_components(services, repo, &keys, actor).await?;
                 report.changes.extend(changes);
-                n
+                let gone: std::collections::HashSet<&str> = gone.iter().map(String::as_str).collect();
+                bytes = selected.iter().map(|s| s.bytes).sum();
+                gone.len()
             }
         };
         size = next_batch(size, selected.len(), clock.elapsed(), batch);
-        let bytes = selected.iter().map(|s| s.bytes).sum::<i64>();
         report.components += removed as u64;
         report.bytes += bytes;
         report.batches += 1;

@@ -167,8 +167,8 @@ pub trait FormatSpec: Send + Sync + 'static {
         _asset: Option<&str>,
         actor: Actor<'_>,
     ) -> Result<Option<Vec<(i64, i64)>>, UploadError> {
-        let (n, changes) = self.deletes().delete_components(services, repo, &[key.to_string()], actor).await?;
-        Ok((n > 0).then_some(changes))
+        let (removed, changes) = self.deletes().delete_components(services, repo, &[key.to_string()], actor).await?;
+        Ok((!removed.is_empty()).then_some(changes))
     }
 }
 

@@ -606,14 +606,15 @@ pub async fn delete<H: Hosted>(
 #[async_trait]
 pub trait Deletes: Send + Sync {
     /// Deletes the components keyed `keys` in one transaction (one audit entry each, each unit
-    /// republished once). Returns how many were there and the units' changes.
+    /// republished once). Returns the keys of those that were there (another delete may have
+    /// removed one first) and the units' changes.
     async fn delete_components(
         &self,
         services: &Services,
         repo: &Repository,
         keys: &[String],
         actor: Actor<'_>,
-    ) -> Result<(usize, Vec<(i64, i64)>), UploadError>;
+    ) -> Result<(Vec<String>, Vec<(i64, i64)>), UploadError>;
 }
 
 /// A format's [`Hosted`] rules deleting by catalogue key: [`delete_batch`] of each key's
@@ -628,9 +629,11 @@ impl<H: Hosted> Deletes for ByKey<H> {
         repo: &Repository,
         keys: &[String],
         actor: Actor<'_>,
-    ) -> Result<(usize, Vec<(i64, i64)>), UploadError> {
-        let removals: Vec<H::Removal> = keys.iter().filter_map(|k| self.0.removal(k)).collect();
-        delete_batch(&self.0, services, repo, &removals, actor).await
+    ) -> Result<(Vec<String>, Vec<(i64, i64)>), UploadError> {
+        let (named, removals): (Vec<&String>, Vec<H::Removal>) =
+            keys.iter().filter_map(|k| self.0.removal(k).map(|r| (k, r))).unzip();
+        let (removed, changes) = delete_batch(&self.0, services, repo, &removals, actor).await?;
+        Ok((removed.into_iter().filter_map(|i| named.get(i).map(|k| (*k).clone())).collect(), changes))
     }
 }
 
@@ -1128,24 +1131,24 @@ async fn copy_transaction<H: Hosted>(
 
 /// Deletes what each of `removals` names from `repo` in one transaction, each with its audit
 /// entry, and records each publication unit they touch once: a batch is republished once, not
-/// once per removal. Returns how many were there, and the units' changes.
+/// once per removal. Returns the positions in `removals` of those that were there, and the units' changes.
 pub async fn delete_batch<H: Hosted>(
     format: &H,
     services: &Services,
     repo: &Repository,
     removals: &[H::Removal],
     actor: Actor<'_>,
-) -> Result<(usize, Vec<(i64, i64)>), UploadError> {
+) -> Result<(Vec<usize>, Vec<(i64, i64)>), UploadError> {
     check_hosted(repo, "delete from")?;
     check_writable(repo)?;
     let db = &services.db;
     let done = packyard_store::db::retry_conflicts(|| async {
         let mut tx = db.begin().await?;
-        let (mut removed_count, mut units): (usize, Vec<UnitRef>) = (0, Vec::new());
+        let (mut removed_at, mut units): (Vec<usize>, Vec<UnitRef>) = (Vec::new(), Vec::new());
         let action = format!("{}.delete", H::NAME);
         // The catalogue's components and the audit entries go in statements of many.
         let (mut forget, mut audits) = (Vec::new(), Vec::new());
-        for removal in removals {
+        for (at, removal) in removals.iter().enumerate() {
             let Some(removed) = format.remove(&mut InTx { tx: &mut tx, db, repo }, removal).await? else { continue };
             match removed.forget {
                 Forget::Component(key) => forget.push(key),
@@ -1168,7 +1171,7 @@ pub async fn delete_batch<H: Hosted>(
                     units.push(u);
                 }
             }
-            removed_count += 1;
+            removed_at.push(at);
         }
         db.catalogue_forget_keys(&mut tx, repo.id, &forget).await?;
         let address = actor.address.map(|a| a.to_string()).unwrap_or_default();
@@ -1178,11 +1181,11 @@ pub async fn delete_batch<H: Hosted>(
             changes.push(db.record_change(&mut tx, repo.id, kind, key).await?);
         }
         tx.commit().await?;
-        Ok((removed_count, changes))
+        Ok((removed_at, changes))
     })
     .await
     .map_err(from_db)?;
-    if done.0 > 0 {
+    if !done.0.is_empty() {
         services.wake();
         crate::quota::after_delete(services, repo).await;
     }

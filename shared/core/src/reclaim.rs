@@ -7,9 +7,10 @@
 //! the blob's row while the bytes go and checks again that nothing refers to it
 //! (`Db::collect_blob`), so that an upload of the same bytes at that instant either finds them
 //! gone and is refused, or keeps them. Build blobs and abandoned uploads are collected too (the
-//! pipeline's rule: listed by no snapshot, older than `worker.snapshot_grace_secs`).
+//! pipeline's rule: listed by no snapshot, older than `worker.snapshot_grace_secs`). Bytes that
+//! have no row at all are found by listing the store itself ([`sweep_strays`], `blobs gc`).
 
-use packyard_store::blobs::Sha256Hex;
+use packyard_store::blobs::{Listed, Sha256Hex};
 use packyard_store::db::blobs::{Collect, Released};
 use packyard_store::db::{now_ms, DbResult};
 
@@ -95,6 +96,64 @@ where
     report.build_blobs = collect_built(services, services.config.worker.snapshot_grace_secs, dry_run).await?;
     Ok(report)
 }
+
+/// What a scan of the store for bytes no row names found ([`sweep_strays`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Strays {
+    pub freed: u64,
+    pub freed_bytes: u64,
+    /// Stored within the grace period: an upload may be about to record them.
+    pub waiting: u64,
+    pub waiting_bytes: u64,
+}
+
+/// Lists the blob store itself (file or S3), page by page, and collects the blobs that no row
+/// names — bytes a write left when it was interrupted between storing them and recording them,
+/// or a proxy fetch refused for a wrong checksum — once stored longer ago than the grace period
+/// (`worker.blob_grace_secs`). Each is collected as every blob is (`Collect::Stray`): a row is
+/// made for it in the transaction that deletes the bytes, so an upload of the same bytes at
+/// that instant waits for it, then finds the bytes gone and is refused — or recorded its row
+/// first, and they stay. `dry_run`: changes nothing; `seen` is told of each stray blob.
+pub async fn sweep_strays<F>(services: &Services, dry_run: bool, mut seen: F) -> anyhow::Result<Strays>
+where
+    F: FnMut(&Listed, Verdict),
+{
+    let db = &services.db;
+    let grace = secs_ms(services.config.worker.blob_grace_secs);
+    let cutoff = now_ms() - grace;
+    let mut report = Strays::default();
+    let mut after: Option<Sha256Hex> = None;
+    loop {
+        let page = services.blobs.list(after.as_ref(), STORE_PAGE).await?;
+        let Some(last) = page.last().map(|b| b.digest.clone()) else { break };
+        let from = after.as_ref().map_or("", Sha256Hex::as_str);
+        let known = db.blob_keys_within(from, last.as_str()).await?;
+        for blob in page.iter().filter(|b| !known.contains(b.digest.as_str())) {
+            let size = i64::try_from(blob.size).unwrap_or(i64::MAX);
+            if blob.stored_at > cutoff {
+                report.waiting += 1;
+                report.waiting_bytes += blob.size;
+                seen(blob, Verdict::Waiting { from: blob.stored_at + grace });
+                continue;
+            }
+            let freed =
+                dry_run || db.collect_blob(services.blobs.as_ref(), &blob.digest, Collect::Stray { size }).await?;
+            if freed {
+                report.freed += 1;
+                report.freed_bytes += blob.size;
+                seen(blob, Verdict::Freed);
+            }
+        }
+        if page.len() < STORE_PAGE {
+            break;
+        }
+        after = Some(last);
+    }
+    Ok(report)
+}
+
+/// Blobs one listing of the store takes (S3 lists a thousand keys a request).
+const STORE_PAGE: usize = 1000;
 
 /// Deletes the build blobs and abandoned uploads recorded more than `grace_secs` ago that no
 /// snapshot lists (or, `dry_run`, counts them, up to a page); the pipeline's collection too.

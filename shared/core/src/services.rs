@@ -78,7 +78,9 @@ impl Services {
     /// Connects, applies migrations (when `migrate`), and opens the blob store.
     pub async fn start(config: Config, migrate: bool) -> anyhow::Result<Self> {
         let metrics = Arc::new(Metrics::new().context("registering metrics")?);
-        packyard_model::crash::arm(&config.debug.crash_at);
+        if config.debug.fault_injection {
+            packyard_model::crash::arm(&config.debug.crash_at);
+        }
         std::fs::create_dir_all(&config.server.data_dir)
             .with_context(|| format!("server.data_dir: cannot create {}", config.server.data_dir.display()))?;
         let db = Db::connect(&config.database, metrics.clone()).await?;

@@ -79,7 +79,8 @@ fn event_json(d: &DeliveryRecord) -> serde_json::Value {
     let repository = if global { serde_json::Value::Null } else { d.repository_key.clone().into() };
     let created = packyard_model::time::rfc3339_ms(d.created_at);
     serde_json::json!({
-        "id": d.event_id,
+        // The event's number: in commit order (a delivery goes out only once numbered).
+        "id": d.seq.unwrap_or(d.event_id),
         "event": d.event,
         "at": created,
         "repository": repository,
@@ -90,6 +91,8 @@ fn event_json(d: &DeliveryRecord) -> serde_json::Value {
 /// Subscription-and-repository pairs one round takes, and deliveries per pair.
 const ROUND_PAIRS: i64 = 50;
 const RUN_LENGTH: i64 = 100;
+/// Events one numbering transaction takes (a round takes as many as it needs).
+const NUMBERING_BATCH: i64 = 500;
 /// Pairs sent to at once: one pair's events go one after another, in order.
 const IN_FLIGHT: usize = 8;
 /// A run stops taking its next delivery after this long (the rest are due again at once), so
@@ -102,6 +105,13 @@ const RUN_BUDGET_MS: i64 = 5_000;
 /// were attempted.
 pub async fn deliver_due(services: &Services) -> anyhow::Result<usize> {
     use futures_util::StreamExt as _;
+    // Events committed since the last round get their numbers first: they go out in that order.
+    loop {
+        let numbered = services.db.number_webhook_events(NUMBERING_BATCH).await?;
+        if i64::try_from(numbered).unwrap_or(0) < NUMBERING_BATCH {
+            break;
+        }
+    }
     let runs = services.db.due_runs(now_ms(), ROUND_PAIRS, RUN_LENGTH).await?;
     // One run's failure stops no other: each records what it sent.
     let attempted = futures_util::stream::iter(runs)

@@ -102,8 +102,11 @@ pub struct DebugConfig {
     /// kill a worker mid-build, or to stand for a large build).
     pub build_delay_ms: u64,
     /// Kills the process with SIGKILL when a publication reaches this point (fault tests):
-    /// one of `claimed`, `built`, `before_cas`, `after_cas`; empty never.
+    /// one of `claimed`, `built`, `before_cas`, `after_cas`, `cleanup_batch`; empty never.
+    /// Refused unless `fault_injection` is set too: one stray value must not kill a server.
     pub crash_at: String,
+    /// The switch the fault tests set to use `crash_at`; never set in production.
+    pub fault_injection: bool,
     /// Seconds added to the clock this instance dates hosted Go versions by and its policies
     /// age versions by (the release-age tests: two instances, one publishing "days ago").
     pub clock_offset_secs: i64,
@@ -739,6 +742,13 @@ impl DebugConfig {
                 crate::crash::POINTS.join(", ")
             )));
         }
+        if !self.crash_at.is_empty() && !self.fault_injection {
+            return Err(ConfigError(format!(
+                "bad value for key `debug.crash_at`: {:?} kills this process on purpose when it gets there, for fault \
+                 tests only; remove the key, or set `debug.fault_injection = true` as well in a test (never in production)",
+                self.crash_at
+            )));
+        }
         Ok(())
     }
 }
@@ -803,6 +813,39 @@ mod tests {
 
     fn load(file: Option<&Path>, pairs: &[(&str, &str)]) -> Result<Loaded, ConfigError> {
         Loaded::load_from(file, &env(pairs))
+    }
+
+    /// `debug.crash_at` kills the process on purpose: alone it is refused with a message that
+    /// says so (#44: one typo in production crashed a server), with the fault tests' switch it
+    /// is taken, and `config show` marks every `debug.*` key as test-only.
+    #[test]
+    fn a_crash_point_needs_the_fault_tests_switch() -> Result<(), ConfigError> {
+        let Err(e) = load(None, &[("PACKYARD_DEBUG__CRASH_AT", "built")]) else {
+            panic!("a crash point without debug.fault_injection was taken");
+        };
+        assert_eq!(
+            e.0,
+            "bad value for key `debug.crash_at`: \"built\" kills this process on purpose when it gets there, for fault \
+             tests only; remove the key, or set `debug.fault_injection = true` as well in a test (never in production)"
+        );
+        let on = [("PACKYARD_DEBUG__CRASH_AT", "built"), ("PACKYARD_DEBUG__FAULT_INJECTION", "true")];
+        let loaded = load(None, &on)?;
+        assert_eq!(loaded.config.debug.crash_at, "built");
+        let shown = loaded.show();
+        assert!(
+            shown.contains(
+                "debug.crash_at = \"built\"  # environment PACKYARD_DEBUG__CRASH_AT; test-only, never set in production\n"
+            ),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("debug.fault_injection = true  # environment PACKYARD_DEBUG__FAULT_INJECTION; test-only")
+        );
+        let shown = load(None, &[])?.show();
+        assert!(shown.contains("debug.crash_at = \"\"  # default; test-only, never set in production\n"), "{shown}");
+        assert!(shown.contains("\nworker.poll_ms = "), "{shown}");
+        assert!(!shown.lines().any(|l| l.starts_with("worker.") && l.contains("test-only")), "{shown}");
+        Ok(())
     }
 
     #[test]

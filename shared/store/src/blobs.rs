@@ -184,6 +184,15 @@ impl BlobRead {
 /// Opens a blob for [`BlobStore::blocking_open`]'s reader; call it on the blocking thread.
 pub type BlockingOpen = Box<dyn FnOnce() -> Result<Box<dyn io::Read + Send>, BlobError> + Send>;
 
+/// A blob as the store lists it ([`BlobStore::list`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    pub digest: Sha256Hex,
+    pub size: u64,
+    /// When its bytes were stored (ms since the epoch): the file's or the object's time.
+    pub stored_at: i64,
+}
+
 /// An upload in progress. Dropping it without [`BlobWrite::finish`] discards what was written.
 #[async_trait]
 pub trait BlobWrite: Send {
@@ -221,6 +230,10 @@ pub trait BlobStore: Send + Sync {
     async fn delete(&self, digest: &Sha256Hex) -> Result<(), BlobError>;
     /// Reachable and writable (readiness).
     async fn check(&self) -> Result<(), BlobError>;
+    /// Up to `limit` stored blobs in digest order, after `after` (`None`: from the first): what
+    /// the store holds, whatever the database says (the collector's scan for bytes no row
+    /// names). Temporaries are not listed.
+    async fn list(&self, after: Option<&Sha256Hex>, limit: usize) -> Result<Vec<Listed>, BlobError>;
 
     /// Stores bytes already in memory.
     async fn put_bytes(&self, bytes: &[u8]) -> Result<StoredBlob, BlobError> {

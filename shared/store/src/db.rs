@@ -61,6 +61,7 @@ impl From<sqlx::Error> for DbError {
             sqlx::Error::Database(db) if matches!(db.code().as_deref(), Some("40001" | "40P01" | "517")) => {
                 Self::Retry(db.message().to_string())
             }
+            sqlx::Error::Database(db) if waited_too_long(db.as_ref()) => Self::Unavailable(db.message().to_string()),
             sqlx::Error::PoolTimedOut
             | sqlx::Error::PoolClosed
             | sqlx::Error::Io(_)
@@ -69,6 +70,19 @@ impl From<sqlx::Error> for DbError {
             _ => Self::Other(e),
         }
     }
+}
+
+/// Whether the database gave up waiting — for a lock, or for a statement to finish — rather
+/// than refused the statement: the service is busy (a 503 with `Retry-After`), not broken.
+/// SQLite: `SQLITE_BUSY` and `SQLITE_LOCKED` and their extended codes once `busy_timeout`
+/// ran out (`SQLITE_BUSY_SNAPSHOT`, 517, is a conflict to run again instead). PostgreSQL:
+/// `statement_timeout` (57014) and `lock_timeout` (55P03). MySQL and MariaDB: a lock wait time-out
+/// (1205), MySQL's `max_execution_time` (3024) and MariaDB's `max_statement_time` (1969).
+fn waited_too_long(db: &dyn sqlx::error::DatabaseError) -> bool {
+    if let Some(my) = db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>() {
+        return matches!(my.number(), 1205 | 1969 | 3024);
+    }
+    matches!(db.code().as_deref(), Some("5" | "6" | "261" | "262" | "773" | "57014" | "55P03"))
 }
 
 pub type DbResult<T> = Result<T, DbError>;

@@ -12,8 +12,9 @@ use tokio::sync::Notify;
 /// The points the code passes, each named where it is:
 /// - `blobs.collect.locked`: a collector holds a blob's row (deleted, not yet committed) and
 ///   has not deleted the bytes yet;
-/// - `upload.stored`: an upload's bytes are in the blob store, not yet recorded.
-pub const POINTS: [&str; 2] = ["blobs.collect.locked", "upload.stored"];
+/// - `upload.stored`: an upload's bytes are in the blob store, not yet recorded;
+/// - `cleanup.selected`: a cleanup run has selected a batch and not deleted it yet.
+pub const POINTS: [&str; 3] = ["blobs.collect.locked", "upload.stored", "cleanup.selected"];
 
 static ARMED: AtomicBool = AtomicBool::new(false);
 static TABLE: OnceLock<Mutex<HashMap<&'static str, Arc<Gate>>>> = OnceLock::new();

@@ -86,9 +86,27 @@ pub async fn services_with(t: &TestDb, tune: impl FnOnce(&mut Config)) -> anyhow
     config.server.data_dir = t.dir.path().join("data");
     config.blobs.path = t.dir.path().join("blobs");
     tune(&mut config);
-    let blobs = Arc::new(FileStore::open(&config.blobs.path, t.metrics.clone()).await?);
-    let services =
-        Services::assemble(config, t.metrics.clone(), t.db.clone(), blobs, "0123456789abcdef0123456789abcdef")?;
+    let blobs: Arc<dyn packyard_store::blobs::BlobStore> = match config.blobs.kind {
+        packyard_model::config::BlobsKind::File => {
+            Arc::new(FileStore::open(&config.blobs.path, t.metrics.clone()).await?)
+        }
+        packyard_model::config::BlobsKind::S3 => {
+            Arc::new(packyard_store::blobs::s3::S3Store::open(&config.blobs.s3, t.metrics.clone())?)
+        }
+    };
+    // A test that tunes the pool's time-outs gets a pool of its own with them (the test
+    // database's is made with the defaults).
+    let defaults = packyard_model::config::DatabaseConfig::default();
+    let d = &config.database;
+    let tuned = (d.statement_timeout_ms, d.busy_timeout_ms, d.acquire_timeout_ms)
+        != (defaults.statement_timeout_ms, defaults.busy_timeout_ms, defaults.acquire_timeout_ms);
+    let db = if tuned {
+        let cfg = packyard_model::config::DatabaseConfig { max_connections: 4, ..d.clone() };
+        packyard_store::db::Db::connect(&cfg, t.metrics.clone()).await?
+    } else {
+        t.db.clone()
+    };
+    let services = Services::assemble(config, t.metrics.clone(), db, blobs, "0123456789abcdef0123456789abcdef")?;
     services.security.ensure_builtin_roles().await?;
     bootstrap_admin(&t.db, Some(ADMIN_PW), &services.config.server.data_dir).await?;
     Ok(services)

@@ -227,7 +227,9 @@ pub async fn send_test(services: &Services, actor: Actor<'_>, name: &str) -> Adm
 #[serde(rename_all = "camelCase")]
 pub struct DeliveryView {
     pub id: i64,
-    pub event_id: i64,
+    /// The event's number (the `id` its body carries), in the order events committed; `null`
+    /// for a moment after it committed, until a worker numbers it.
+    pub event_id: Option<i64>,
     pub event: String,
     pub repository: Option<String>,
     /// `pending`, `delivered` or `failed`.
@@ -246,7 +248,7 @@ impl From<DeliveryRecord> for DeliveryView {
         let pending = d.state == "pending";
         Self {
             id: d.id,
-            event_id: d.event_id,
+            event_id: d.seq,
             event: d.event,
             repository: (!d.repository_key.is_empty() && d.repository_key != packyard_store::db::webhooks::TEST_KEY)
                 .then_some(d.repository_key),

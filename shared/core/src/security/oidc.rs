@@ -6,6 +6,7 @@
 //! Replicas are stateless: what one sign-in must remember between leaving for the provider and
 //! coming back (state, PKCE verifier, nonce) travels in a cookie the web UI signs.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
@@ -48,7 +49,13 @@ pub struct Oidc {
     issuer: IssuerUrl,
     client_secret: ClientSecret,
     http: reqwest::Client,
-    metadata: tokio::sync::Mutex<Option<(Instant, CoreProviderMetadata)>>,
+    /// The discovery document and keys, and when they were fetched: read without waiting.
+    metadata: std::sync::RwLock<Option<(Instant, Arc<CoreProviderMetadata>)>>,
+    /// Held by the one discovery in flight. A slow provider delays only the sign-in that found
+    /// the document stale; the others are served the cached one meanwhile.
+    discovering: tokio::sync::Mutex<()>,
+    /// [`METADATA_TTL`] (shorter in tests).
+    ttl: Duration,
 }
 
 impl Oidc {
@@ -88,7 +95,9 @@ impl Oidc {
             issuer,
             client_secret: ClientSecret::new(secret),
             http: http.build()?,
-            metadata: tokio::sync::Mutex::new(None),
+            metadata: std::sync::RwLock::new(None),
+            discovering: tokio::sync::Mutex::new(()),
+            ttl: METADATA_TTL,
         }))
     }
 
@@ -120,28 +129,60 @@ impl Oidc {
     /// The provider's metadata and keys, discovered at first use and again after
     /// [`METADATA_TTL`] or when `refresh` asks for it.
     async fn client(&self, redirect_uri: &str, refresh: bool) -> Result<Client, OidcError> {
-        let mut cached = self.metadata.lock().await;
-        let fresh = cached.as_ref().is_some_and(|(at, _)| at.elapsed() < METADATA_TTL);
-        if refresh || !fresh {
-            match CoreProviderMetadata::discover_async(self.issuer.clone(), &self.http).await {
-                Ok(m) => *cached = Some((Instant::now(), m)),
-                Err(e) => {
-                    tracing::warn!(issuer = %self.issuer.as_str(), error = %describe(&e), "OIDC discovery failed");
-                    if cached.is_none() {
-                        return Err(OidcError::Unavailable);
-                    }
-                }
-            }
-        }
-        let Some((_, metadata)) = cached.as_ref() else { return Err(OidcError::Unavailable) };
+        let metadata = self.metadata(refresh).await?;
         let redirect =
             RedirectUrl::new(redirect_uri.to_string()).map_err(|e| OidcError::Refused(format!("redirect URL: {e}")))?;
         Ok(CoreClient::from_provider_metadata(
-            metadata.clone(),
+            (*metadata).clone(),
             ClientId::new(self.cfg.client_id.clone()),
             Some(self.client_secret.clone()),
         )
         .set_redirect_uri(redirect))
+    }
+
+    fn cached(&self) -> Option<(Instant, Arc<CoreProviderMetadata>)> {
+        self.metadata.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// The discovery document: the cached one while fresh. A stale one is fetched again by one
+    /// sign-in, outside any lock the others read under; they are served the cached document
+    /// meanwhile. Without a document (the first sign-in), or when `refresh` needs a new one (an
+    /// ID token names a key the cached keys lack), the caller waits for the discovery in flight
+    /// and uses what it fetched.
+    async fn metadata(&self, refresh: bool) -> Result<Arc<CoreProviderMetadata>, OidcError> {
+        let cached = self.cached();
+        if let Some((at, m)) = &cached {
+            if !refresh && at.elapsed() < self.ttl {
+                return Ok(m.clone());
+            }
+        }
+        let asked = Instant::now();
+        let _discovering = match (&cached, refresh) {
+            (Some((_, m)), false) => match self.discovering.try_lock() {
+                Ok(held) => held,
+                Err(_) => return Ok(m.clone()),
+            },
+            _ => self.discovering.lock().await,
+        };
+        // A discovery that ended while this one waited for its turn: what it fetched.
+        if let Some((at, m)) = self.cached() {
+            if at >= asked {
+                return Ok(m);
+            }
+        }
+        match CoreProviderMetadata::discover_async(self.issuer.clone(), &self.http).await {
+            Ok(m) => {
+                let m = Arc::new(m);
+                *self.metadata.write().unwrap_or_else(std::sync::PoisonError::into_inner) =
+                    Some((Instant::now(), m.clone()));
+                Ok(m)
+            }
+            Err(e) => {
+                tracing::warn!(issuer = %self.issuer.as_str(), error = %describe(&e), "OIDC discovery failed");
+                // The stale document is still the best there is (asked again at the next sign-in).
+                self.cached().map(|(_, m)| m).ok_or(OidcError::Unavailable)
+            }
+        }
     }
 
     /// The provider's authorization URL for a new sign-in coming back to `redirect_uri`.
@@ -261,4 +302,132 @@ fn describe(e: &dyn std::error::Error) -> String {
         source = s.source();
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{BufRead as _, BufReader, Write as _};
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::{Condvar, Mutex};
+
+    /// A provider on loopback whose discovery document can be held back until released.
+    struct Provider {
+        url: String,
+        hold: Arc<AtomicBool>,
+        released: Arc<(Mutex<bool>, Condvar)>,
+        discoveries: Arc<AtomicUsize>,
+    }
+
+    impl Provider {
+        fn start() -> std::io::Result<Self> {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+            let url = format!("http://{}", listener.local_addr()?);
+            let p = Self {
+                url: url.clone(),
+                hold: Arc::new(AtomicBool::new(false)),
+                released: Arc::new((Mutex::new(false), Condvar::new())),
+                discoveries: Arc::new(AtomicUsize::new(0)),
+            };
+            let (hold, released, discoveries) = (p.hold.clone(), p.released.clone(), p.discoveries.clone());
+            std::thread::spawn(move || {
+                for conn in listener.incoming().flatten() {
+                    let (url, hold, released, discoveries) =
+                        (url.clone(), hold.clone(), released.clone(), discoveries.clone());
+                    std::thread::spawn(move || -> std::io::Result<()> {
+                        let mut reader = BufReader::new(conn.try_clone()?);
+                        let mut line = String::new();
+                        reader.read_line(&mut line)?;
+                        let path = line.split(' ').nth(1).unwrap_or_default().to_string();
+                        loop {
+                            let mut header = String::new();
+                            if reader.read_line(&mut header)? == 0 || header == "\r\n" {
+                                break;
+                            }
+                        }
+                        let body = if path == "/.well-known/openid-configuration" {
+                            discoveries.fetch_add(1, Ordering::SeqCst);
+                            if hold.load(Ordering::SeqCst) {
+                                let (lock, cv) = &*released;
+                                let mut done = lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                                while !*done {
+                                    done = cv.wait(done).unwrap_or_else(std::sync::PoisonError::into_inner);
+                                }
+                            }
+                            serde_json::json!({
+                                "issuer": url,
+                                "authorization_endpoint": format!("{url}/authorize"),
+                                "jwks_uri": format!("{url}/jwks"),
+                                "response_types_supported": ["code"],
+                                "subject_types_supported": ["public"],
+                                "id_token_signing_alg_values_supported": ["RS256"],
+                            })
+                            .to_string()
+                        } else {
+                            r#"{"keys":[]}"#.to_string()
+                        };
+                        let mut out = conn;
+                        write!(
+                            out,
+                            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                            body.len()
+                        )
+                    });
+                }
+            });
+            Ok(p)
+        }
+
+        fn release(&self) {
+            let (lock, cv) = &*self.released;
+            *lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = true;
+            cv.notify_all();
+        }
+    }
+
+    const REDIRECT: &str = "http://127.0.0.1:1/ui/oidc/callback";
+
+    /// A stale discovery document is fetched again by one sign-in while the others are served
+    /// the cached one: a provider that hangs delays no one else (it held a lock over the fetch
+    /// before #44).
+    #[tokio::test]
+    async fn a_slow_discovery_delays_no_other_sign_in() -> anyhow::Result<()> {
+        let p = Provider::start()?;
+        let cfg = OidcConfig {
+            issuer: Some(p.url.clone()),
+            client_id: "packyard".into(),
+            client_secret: Some("client-secret".into()),
+            ..OidcConfig::default()
+        };
+        let Some(mut oidc) = Oidc::new(&cfg)? else { anyhow::bail!("no provider configured") };
+        let first = oidc.start(REDIRECT).await.map_err(|e| anyhow::anyhow!("first sign-in: {e}"))?;
+        assert!(first.url.starts_with(&format!("{}/authorize?", p.url)), "{}", first.url);
+        assert_eq!(p.discoveries.load(Ordering::SeqCst), 1);
+        // The document is stale from now on, and the provider hangs on the next discovery.
+        oidc.ttl = Duration::ZERO;
+        p.hold.store(true, Ordering::SeqCst);
+        let oidc = Arc::new(oidc);
+        let refreshing = tokio::spawn({
+            let oidc = oidc.clone();
+            async move { oidc.start(REDIRECT).await.map(|s| s.url) }
+        });
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while p.discoveries.load(Ordering::SeqCst) < 2 {
+            assert!(Instant::now() < deadline, "the stale document was not fetched again");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // While that discovery hangs, other sign-ins go on with the cached document.
+        for n in 0..3 {
+            let other = tokio::time::timeout(Duration::from_secs(5), oidc.start(REDIRECT)).await;
+            assert!(
+                matches!(&other, Ok(Ok(s)) if s.url.starts_with(&p.url)),
+                "sign-in {n} waited behind the discovery"
+            );
+        }
+        assert_eq!(p.discoveries.load(Ordering::SeqCst), 2, "one discovery at a time");
+        p.release();
+        let url = refreshing.await?.map_err(|e| anyhow::anyhow!("the refreshing sign-in: {e}"))?;
+        assert!(url.starts_with(&p.url), "{url}");
+        Ok(())
+    }
 }

@@ -106,8 +106,8 @@ impl FormatSpec for ConanSpec {
             let deleted = hosted::delete(&ConanHosted, services, repo, &removal, actor).await?;
             return Ok(deleted.map(|d| d.changes));
         }
-        let (n, changes) = self.deletes().delete_components(services, repo, &[key.to_string()], actor).await?;
-        Ok((n > 0).then_some(changes))
+        let (removed, changes) = self.deletes().delete_components(services, repo, &[key.to_string()], actor).await?;
+        Ok((!removed.is_empty()).then_some(changes))
     }
 }
 

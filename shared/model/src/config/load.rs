@@ -96,7 +96,9 @@ impl Loaded {
                 },
                 Some(_) | None => "default".into(),
             };
-            out.push_str(&format!("{key} = {shown}  # {source}\n"));
+            // The debug switches are for the tests alone: said so where an operator looks.
+            let test_only = if key.starts_with("debug.") { "; test-only, never set in production" } else { "" };
+            out.push_str(&format!("{key} = {shown}  # {source}{test_only}\n"));
         }
         out
     }

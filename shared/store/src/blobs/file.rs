@@ -352,6 +352,13 @@ impl BlobStore for FileStore {
         }))
     }
 
+    async fn list(&self, after: Option<&Sha256Hex>, limit: usize) -> Result<Vec<super::Listed>, BlobError> {
+        let root = self.root.join("sha256");
+        let after = after.map(|d| d.as_str().to_string()).unwrap_or_default();
+        let listed = blocking_write(move || list_files(&root, &after, limit)).await;
+        count_error(&self.metrics, "read", listed)
+    }
+
     async fn delete(&self, digest: &Sha256Hex) -> Result<(), BlobError> {
         let path = self.final_path(digest);
         let done = match fs::remove_file(path).await {
@@ -371,6 +378,46 @@ impl BlobStore for FileStore {
 }
 
 /// A file read that counts its bytes as read out of the store.
+/// The blob files under `root` (`<aa>/<bb>/<hex>`) whose digests sort after `after`, in digest
+/// order, up to `limit`: the directories before `after`'s are skipped unread.
+fn list_files(root: &Path, after: &str, limit: usize) -> io::Result<Vec<super::Listed>> {
+    fn sorted(dir: &Path) -> io::Result<Vec<String>> {
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(dir)? {
+            if let Some(name) = entry?.file_name().to_str() {
+                names.push(name.to_string());
+            }
+        }
+        names.sort_unstable();
+        Ok(names)
+    }
+    let (a, b) = (after.get(0..2).unwrap_or(""), after.get(2..4).unwrap_or(""));
+    let mut out = Vec::new();
+    for first in sorted(root)?.into_iter().filter(|n| n.as_str() >= a) {
+        for second in sorted(&root.join(&first))?.into_iter().filter(|n| first.as_str() > a || n.as_str() >= b) {
+            let dir = root.join(&first).join(&second);
+            for name in sorted(&dir)?.into_iter().filter(|n| n.as_str() > after) {
+                // A file that is not a blob's (or went meanwhile) is not listed.
+                let Ok(digest) = Sha256Hex::parse(&name) else { continue };
+                if !(name.starts_with(&first) && name[2..].starts_with(&second)) {
+                    continue;
+                }
+                let Ok(meta) = std::fs::metadata(dir.join(&name)) else { continue };
+                let stored_at = meta
+                    .modified()
+                    .ok()
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+                out.push(super::Listed { digest, size: meta.len(), stored_at });
+                if out.len() >= limit {
+                    return Ok(out);
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
 struct Counted<R> {
     inner: R,
     out: prometheus::IntCounter,

@@ -133,6 +133,10 @@ impl BlobStore for HotCache {
         self.inner.writer(limit).await
     }
 
+    async fn list(&self, after: Option<&Sha256Hex>, limit: usize) -> Result<Vec<super::Listed>, BlobError> {
+        self.inner.list(after, limit).await
+    }
+
     async fn stat(&self, digest: &Sha256Hex) -> Result<Option<u64>, BlobError> {
         match self.cached(digest) {
             Some(b) => Ok(Some(b.len() as u64)),

@@ -336,6 +336,28 @@ impl BlobStore for S3Store {
         count_error(&self.metrics, "read", r)
     }
 
+    async fn list(&self, after: Option<&Sha256Hex>, limit: usize) -> Result<Vec<super::Listed>, BlobError> {
+        // Keys sort as their digests do (`sha256/<aa>/<bb>/<hex>`): one listing from the offset.
+        let prefix = Path::from("sha256");
+        let offset = after.map_or_else(|| Path::from("sha256/"), final_key);
+        let mut listing = self.store.list_with_offset(Some(&prefix), &offset);
+        let mut out = Vec::with_capacity(limit.min(1024));
+        while out.len() < limit {
+            let Some(meta) = listing.next().await else { break };
+            let meta = match meta {
+                Ok(m) => m,
+                Err(e) => return count_error(&self.metrics, "read", Err(store_error(e))),
+            };
+            // Anything else under the prefix is not a blob of this store's.
+            let Some(Ok(digest)) = meta.location.filename().map(Sha256Hex::parse) else { continue };
+            if meta.location != final_key(&digest) {
+                continue;
+            }
+            out.push(super::Listed { digest, size: meta.size, stored_at: meta.last_modified.timestamp_millis() });
+        }
+        Ok(out)
+    }
+
     async fn delete(&self, digest: &Sha256Hex) -> Result<(), BlobError> {
         let r = match self.store.delete(&final_key(digest)).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),

@@ -20,6 +20,11 @@ pub enum Collect {
     /// catalogue asset or snapshot), found so at or before `older_than` and not stored again
     /// since.
     Released { older_than: i64, references: &'static BlobReferences },
+    /// Bytes in the store that no row names (a write interrupted between its bytes and its
+    /// row, a proxy fetch whose checksum was wrong), `size` bytes: a row is made for them in the
+    /// transaction — so that an upload recording the same bytes waits, as for any collection —
+    /// and goes with them. None is made when a row exists by then.
+    Stray { size: i64 },
 }
 
 /// An artifact blob that nothing references.
@@ -291,6 +296,13 @@ impl Db {
                 let s = references.delete_released;
                 self.bound(s, (sha256.as_str(), older_than, older_than)).execute(&mut *tx).await?
             }
+            Collect::Stray { size } => {
+                let s = crate::insert_or_ignore!(
+                    "blobs.hold_stray",
+                    "INSERT INTO blobs (sha256, size, created_at, origin) VALUES ($1, $2, $3, 'stray')"
+                );
+                self.bound(s, (sha256.as_str(), size, now_ms())).execute(&mut *tx).await?
+            }
         };
         if deleted.rows_affected() != 1 {
             tx.rollback().await?;
@@ -300,6 +312,10 @@ impl Db {
         if let Err(e) = store.delete(sha256).await {
             tx.rollback().await?;
             return Err(super::DbError::Unavailable(format!("cannot delete the blob {sha256}: {e}")));
+        }
+        if let Collect::Stray { .. } = rule {
+            let forget = sql!("blobs.forget_stray", "DELETE FROM blobs WHERE sha256 = $1 AND origin = 'stray'");
+            self.bound(forget, (sha256.as_str(),)).execute(&mut *tx).await?;
         }
         tx.commit().await?;
         Ok(true)
@@ -337,6 +353,14 @@ impl Db {
         .await?;
         tx.commit().await?;
         Ok(())
+    }
+
+    /// The digests in `(after, last]` that have a row (what of a page of the store's listing
+    /// the database knows).
+    pub async fn blob_keys_within(&self, after: &str, last: &str) -> DbResult<std::collections::HashSet<String>> {
+        let s = sql!("blobs.keys_within", "SELECT sha256 FROM blobs WHERE sha256 > $1 AND sha256 <= $2");
+        let rows = self.bound(s, (after, last)).fetch_all(self.pool()).await?;
+        rows.iter().map(|r| Ok(text(r, "sha256")?.trim().to_string())).collect()
     }
 
     /// The next `limit` blob digests after `after` (a sweep's page), in order.

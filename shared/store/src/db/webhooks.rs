@@ -84,6 +84,9 @@ pub struct DeliveryRecord {
     pub id: i64,
     pub webhook_id: i64,
     pub event_id: i64,
+    /// The event's number, in the order events committed ([`Db::number_webhook_events`]);
+    /// `None` until a worker numbers it (deliveries go out in this order, once numbered).
+    pub seq: Option<i64>,
     pub event: String,
     pub repository_key: String,
     /// `pending`, `delivered` or `failed` (retried until `retry_for` ran out).
@@ -120,6 +123,7 @@ fn parse_delivery(r: &AnyRow) -> DbResult<DeliveryRecord> {
         id: r.try_get("id")?,
         webhook_id: r.try_get("webhook_id")?,
         event_id: r.try_get("event_id")?,
+        seq: r.try_get("seq")?,
         event: text(r, "event")?,
         repository_key: text(r, "repository_key")?,
         state: text(r, "state")?,
@@ -141,7 +145,7 @@ macro_rules! webhook_select {
 
 macro_rules! delivery_select {
     () => {
-        "SELECT d.id, d.webhook_id, d.event_id, e.event, d.repository_key, d.state, d.attempts, d.next_attempt_at, d.last_status, d.last_error, d.created_at, d.delivered_at, e.payload FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id"
+        "SELECT d.id, d.webhook_id, d.event_id, d.seq, e.event, d.repository_key, d.state, d.attempts, d.next_attempt_at, d.last_status, d.last_error, d.created_at, d.delivered_at, e.payload FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id"
     };
 }
 
@@ -380,10 +384,49 @@ impl Db {
         Ok(n)
     }
 
+    /// Numbers up to `limit` committed events that have no number yet, after the highest number
+    /// given so far, with their deliveries: how many. One numbering runs at a time (it locks the
+    /// `sequences` row), and it sees only committed events, so the numbers follow the order the
+    /// events committed, not the order their rows were inserted: a reader that has seen number
+    /// `n` never sees a smaller one appear later. An event whose writer has not committed yet is
+    /// numbered by a later round, after everything numbered before.
+    pub async fn number_webhook_events(&self, limit: i64) -> DbResult<usize> {
+        let unnumbered =
+            sql!("webhook_events.unnumbered", "SELECT id FROM webhook_events WHERE seq IS NULL ORDER BY id LIMIT $1");
+        // Most rounds find none: then no transaction (nor SQLite's writer lock) is taken.
+        if self.bound(unnumbered, (limit,)).fetch_optional(self.pool()).await?.is_none() {
+            return Ok(0);
+        }
+        let lock = crate::for_update!("sequences.lock", "SELECT value FROM sequences WHERE name = $1");
+        let number = sql!("webhook_events.number", "UPDATE webhook_events SET seq = $1 WHERE id = $2 AND seq IS NULL");
+        let carry = sql!("webhook_deliveries.number", "UPDATE webhook_deliveries SET seq = $1 WHERE event_id = $2");
+        let advance = sql!("sequences.advance", "UPDATE sequences SET value = $1 WHERE name = $2");
+        let mut tx = self.begin().await?;
+        let Some(row) = self.bound(lock, ("webhook_events",)).fetch_optional(&mut *tx).await? else {
+            return Err(DbError::Corrupt("the sequences row webhook_events is missing".into()));
+        };
+        let mut last: i64 = row.try_get("value")?;
+        // Read again under the lock: what another numbering took meanwhile is numbered.
+        let rows = self.bound(unnumbered, (limit,)).fetch_all(&mut *tx).await?;
+        let mut numbered = 0;
+        for r in &rows {
+            let id: i64 = r.try_get("id")?;
+            if self.bound(number, (last + 1, id)).execute(&mut *tx).await?.rows_affected() == 1 {
+                last += 1;
+                numbered += 1;
+                self.bound(carry, (last, id)).execute(&mut *tx).await?;
+            }
+        }
+        self.bound(advance, (last, "webhook_events")).execute(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(numbered)
+    }
+
     /// Up to `limit` deliveries due now, each the oldest pending one of its subscription and
-    /// repository (so that each pair's events go out in order), none leased by another worker.
+    /// repository by its event's number (so that each pair's events go out in the order they
+    /// committed), none leased by another worker; deliveries not numbered yet wait.
     pub async fn due_deliveries(&self, now: i64, limit: i64) -> DbResult<Vec<DeliveryRecord>> {
-        let due = sql!("webhook_deliveries.due", concat!(delivery_select!(), " WHERE d.state = 'pending' AND d.next_attempt_at <= $1 AND d.leased_until < $2 AND EXISTS (SELECT 1 FROM webhooks w WHERE w.id = d.webhook_id AND w.enabled = 1) AND NOT EXISTS (SELECT 1 FROM webhook_deliveries o WHERE o.webhook_id = d.webhook_id AND o.repository_key = d.repository_key AND o.state = 'pending' AND o.id < d.id) ORDER BY d.id LIMIT $3"));
+        let due = sql!("webhook_deliveries.due", concat!(delivery_select!(), " WHERE d.state = 'pending' AND d.seq IS NOT NULL AND d.next_attempt_at <= $1 AND d.leased_until < $2 AND EXISTS (SELECT 1 FROM webhooks w WHERE w.id = d.webhook_id AND w.enabled = 1) AND NOT EXISTS (SELECT 1 FROM webhook_deliveries o WHERE o.webhook_id = d.webhook_id AND o.repository_key = d.repository_key AND o.state = 'pending' AND o.seq < d.seq) ORDER BY d.seq LIMIT $3"));
         let rows = self.bound(due, (now, now, limit)).fetch_all(self.pool()).await?;
         rows.iter().map(parse_delivery).collect()
     }
@@ -396,13 +439,13 @@ impl Db {
             "webhook_deliveries.run",
             concat!(
                 delivery_select!(),
-                " WHERE d.webhook_id = $1 AND d.repository_key = $2 AND d.state = 'pending' AND d.id >= $3 ORDER BY d.id LIMIT $4"
+                " WHERE d.webhook_id = $1 AND d.repository_key = $2 AND d.state = 'pending' AND d.seq >= $3 ORDER BY d.seq LIMIT $4"
             )
         );
         let mut runs = Vec::new();
         for head in self.due_deliveries(now, pairs).await? {
             let rows = self
-                .bound(run, (head.webhook_id, head.repository_key.as_str(), head.id, per_run.max(1)))
+                .bound(run, (head.webhook_id, head.repository_key.as_str(), head.seq, per_run.max(1)))
                 .fetch_all(self.pool())
                 .await?;
             let mut deliveries = Vec::with_capacity(rows.len());
