@@ -67,7 +67,7 @@ pub fn serve_published(req: &HttpRequest, f: ServedFile) -> HttpResponse {
         && !plain
         && if_none_match.is_none()
         && headers.contains_key(header::IF_MODIFIED_SINCE)
-        && f.modified.is_some_and(|ms| {
+        && f.settled.is_some_and(|ms| {
             let m = SystemTime::UNIX_EPOCH + Duration::from_secs(u64::try_from(ms / 1000).unwrap_or(0));
             IfModifiedSince::parse(req).is_ok_and(|IfModifiedSince(since)| SystemTime::from(since) >= m)
         });

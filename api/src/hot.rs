@@ -61,6 +61,7 @@ impl Reusable {
                 last_modified: f.last_modified.as_ref().map(value),
                 content_type: value(&f.content_type),
                 etag: f.etag.as_ref().map(value),
+                settled: f.settled,
             }),
             Self::Artifact(a, content_type) => Self::Artifact(
                 ArtifactRef {

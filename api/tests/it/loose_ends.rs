@@ -106,11 +106,29 @@ async fn a_burst_of_publications_never_dates_the_future(app: TestApp) -> anyhow:
         assert_eq!(r.status, 200, "the copy of publication {i} ({since:?}) is not the last");
         assert_eq!(r.text, last);
     }
+    // Once no replica may still serve the predecessor (the publication's second, plus the
+    // watermark's staleness, plus one: 2 s), the current second sent tells the last snapshot
+    // from every earlier copy: a copy of that date is answered 304, though the snapshot's own
+    // second may still be ahead.
+    let (stored, published): (i64, i64) = {
+        let db = &app.services.db;
+        let u = db.units_of(db.repository_by_name("burst").await?.map_or(0, |r| r.id)).await?;
+        let Some(u) = u.into_iter().find(|u| u.kind == "apt") else { anyhow::bail!("no apt unit") };
+        (u.modified_at.unwrap_or_default(), u.last_published_at.unwrap_or_default())
+    };
+    assert!(stored > published, "the burst dated its last snapshot ahead of its publication");
+    let settled = published - published.rem_euclid(1000) + 2_000;
+    let wait = settled - packyard_store::db::now_ms();
+    if wait > 0 {
+        tokio::time::sleep(Duration::from_millis(wait.unsigned_abs())).await;
+    }
+    let r = app.get(packages).await?;
+    let Some(since) = r.headers.get("last-modified").cloned() else { anyhow::bail!("no Last-Modified") };
+    assert!(date_of(&r, "last-modified")? <= SystemTime::now());
+    let r = app.send(ask(&since), crate::common::app::As::Anonymous).await?;
+    assert_eq!(r.status, 304, "{since:?}: {:?}", r.headers);
     // Once the clock reaches the last snapshot's own second, that second is its date, and a
     // copy of that date is answered 304.
-    let stored: i64 = sqlx::query_scalar("SELECT modified_at FROM publication_units WHERE kind = 'apt'")
-        .fetch_one(app.services.db.pool())
-        .await?;
     let wait = stored + 1_000 - packyard_store::db::now_ms();
     if wait > 0 {
         tokio::time::sleep(Duration::from_millis(wait.unsigned_abs())).await;
@@ -246,3 +264,61 @@ async fn a_cleanup_run_counts_only_what_it_removed(mut app: TestApp) -> anyhow::
     Ok(())
 }
 app_test!(a_cleanup_run_counts_only_what_it_removed);
+
+/// An upload to the S3 store asks the bucket once whether its bytes are there (the check that a
+/// collector did not take them meanwhile), not twice: the write itself makes no HEAD (#44: one
+/// before every write, to tell whether the key was new); the same bytes uploaded into a second
+/// repository are known from their row instead.
+async fn uploads_to_s3_ask_the_bucket_once(backend: Backend) -> anyhow::Result<()> {
+    let Ok(url) = std::env::var("TEST_S3_URL") else {
+        eprintln!("skipped: TEST_S3_URL is not set (scripts/test.sh sets it)");
+        return Ok(());
+    };
+    let bucket = format!("packyard-heads-{}", hex::encode(rand::random::<[u8; 4]>()));
+    packyard_store::blobs::s3::create_test_bucket(&url, &bucket).await?;
+    let Some(app) = TestApp::with_config(backend, |c| {
+        c.blobs.kind = packyard_model::config::BlobsKind::S3;
+        c.blobs.s3 = packyard_model::config::S3Config {
+            bucket: Some(bucket),
+            endpoint: Some(url.trim_end_matches('/').to_string()),
+            region: Some("us-east-1".into()),
+            access_key_id: Some("testing".into()),
+            secret_access_key: Some("testing".into()),
+        };
+    })
+    .await?
+    else {
+        return Ok(());
+    };
+    let control = "Package: twice\nVersion: 1.0\nArchitecture: amd64\nMaintainer: T <t@example.org>\nDescription: x\n";
+    let deb = packyard_codecs::apt::testing::deb(control, ".gz");
+    let heads = || app.services.metrics.blob_s3_requests_total.with_label_values(&["head"]).get();
+    for name in ["first", "second"] {
+        app.create(Repo::hosted(name, Format::Apt)).await?;
+    }
+    let before = heads();
+    for name in ["first", "second"] {
+        let r = app.post(&format!("/repository/{name}/"), deb.clone()).await?;
+        assert_eq!(r.status, 201, "{name}: {}", r.text);
+    }
+    assert_eq!(heads() - before, 2, "one HEAD per upload: the check after its row is written");
+    app.publish().await;
+    let r = app.get("/repository/first/pool/main/t/twice/twice_1.0_amd64.deb").await?;
+    assert_eq!((r.status.as_u16(), r.bytes.len()), (200, deb.len()));
+    app.finish().await
+}
+
+#[actix_web::test]
+async fn uploads_to_s3_ask_the_bucket_once_on_sqlite() -> anyhow::Result<()> {
+    uploads_to_s3_ask_the_bucket_once(Backend::Sqlite).await
+}
+
+#[actix_web::test]
+async fn uploads_to_s3_ask_the_bucket_once_on_postgres() -> anyhow::Result<()> {
+    uploads_to_s3_ask_the_bucket_once(Backend::Postgres).await
+}
+
+#[actix_web::test]
+async fn uploads_to_s3_ask_the_bucket_once_on_mysql() -> anyhow::Result<()> {
+    uploads_to_s3_ask_the_bucket_once(Backend::MySql).await
+}

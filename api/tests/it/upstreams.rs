@@ -613,3 +613,45 @@ async fn remembered_misses_are_bounded(backend: Backend) -> anyhow::Result<()> {
     app.finish().await
 }
 on_every_backend!(remembered_misses_are_bounded);
+
+/// The bound holds for each proxy repository when their misses interleave (#44: one count for
+/// the whole process trimmed only the repository whose misses fell on its multiples, and the
+/// other's grew without bound).
+async fn remembered_misses_are_bounded_per_repository(backend: Backend) -> anyhow::Result<()> {
+    fn missing(_: &str) -> (u16, String) {
+        (404, "not here\n".into())
+    }
+    let upstream = Upstream::start(Behaviour::Answer(missing))?;
+    let Some(app) = TestApp::with_config(backend, |c| {
+        c.proxy.allowed_networks = vec!["127.0.0.1/32".into()];
+        // A trim every second miss of a repository.
+        c.proxy.max_negative_entries = 32;
+    })
+    .await?
+    else {
+        return Ok(());
+    };
+    let mut ids = Vec::new();
+    for name in ["left", "right"] {
+        app.create(Repo::proxy(name, Format::Go, &upstream.url)).await?;
+        let id = app.t.db.repository_by_name(name).await?.map(|r| r.id);
+        ids.push(id.ok_or_else(|| anyhow::anyhow!("no repository {name}"))?);
+    }
+    for n in 0..40 {
+        for name in ["left", "right"] {
+            let r = app.get(&format!("/repository/{name}/example.com/m/@v/v1.0.{n}.info")).await?;
+            assert_eq!(r.status.as_u16(), 404, "{}", r.text);
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    for (name, id) in ["left", "right"].iter().zip(&ids) {
+        let n: i64 = sqlx::query_scalar(&format!(
+            "SELECT COUNT(*) FROM proxy_cache WHERE repository_id = {id} AND sha256 IS NULL"
+        ))
+        .fetch_one(app.t.db.pool())
+        .await?;
+        assert_eq!(n, 32, "{name}: the 32 newest of its 40 misses are kept");
+    }
+    app.finish().await
+}
+on_every_backend!(remembered_misses_are_bounded_per_repository);

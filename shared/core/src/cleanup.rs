@@ -345,7 +345,11 @@ async fn remove_selected(
                 let (gone, changes) = format.deletes().delete_components(services, repo, &keys, actor).await?;
                 report.changes.extend(changes);
                 let gone: std::collections::HashSet<&str> = gone.iter().map(String::as_str).collect();
-                bytes = selected.iter().map(|s| s.bytes).sum();
+                bytes = selected
+                    .iter()
+                    .filter(|s| gone.contains(s.component.component_key.as_str()))
+                    .map(|s| s.bytes)
+                    .sum();
                 gone.len()
             }
         };

@@ -134,8 +134,8 @@ impl Redis {
         }
     }
 
-    /// The failed logins counted under `key` and the milliseconds left in their window; `None`
-    /// when Redis is unavailable (the caller asks the database instead).
+    /// The failed logins counted under `key` and the milliseconds before they are forgotten;
+    /// `None` when Redis is unavailable (the caller asks the database instead).
     pub async fn login_failures(&self, key: &str) -> Option<(i64, i64)> {
         let mut c = self.connection().await?;
         let key = format!("packyard:login:{key}");
@@ -153,24 +153,20 @@ impl Redis {
         }
     }
 
-    /// Counts one failed login under `key`; the count expires `window_ms` after the first.
-    /// `false` when Redis is unavailable.
-    pub async fn record_login_failure(&self, key: &str, window_ms: u64) -> bool {
+    /// Counts one failed login under `key`; the count expires `memory_ms` after the last one
+    /// (so its time to live tells how long ago that was). `false` when Redis is unavailable.
+    pub async fn record_login_failure(&self, key: &str, memory_ms: u64) -> bool {
         let Some(mut c) = self.connection().await else { return false };
         let key = format!("packyard:login:{key}");
-        // The first failure of a window starts its expiry; INCR keeps it.
         let done = tokio::time::timeout(QUICK, async {
-            // One transaction: the key cannot expire between the two and come back without one.
+            // One transaction: the count and its new expiry together.
             redis::pipe()
                 .atomic()
-                .cmd("SET")
-                .arg(&key)
-                .arg(0)
-                .arg("PX")
-                .arg(window_ms)
-                .arg("NX")
-                .ignore()
                 .incr(&key, 1)
+                .ignore()
+                .cmd("PEXPIRE")
+                .arg(&key)
+                .arg(memory_ms)
                 .ignore()
                 .query_async::<()>(&mut c)
                 .await

@@ -132,8 +132,13 @@ where
 /// then checks that they are still there. A collector that held the blob's row while these
 /// bytes were written may have deleted them (`Db::collect_blob`: recording the row waits for
 /// it); the upload is refused then (503, send it again), never acknowledged without its bytes.
-async fn settle(services: &Services, stored: StoredBlob) -> Result<StoredBlob, UploadError> {
+async fn settle(services: &Services, mut stored: StoredBlob) -> Result<StoredBlob, UploadError> {
     packyard_store::pause::at("upload.stored").await;
+    // Bytes a row names were there before this upload: not its own to discard, nor new to the
+    // blob store's quota (the S3 store does not ask the bucket).
+    if stored.created && services.db.blob(&stored.sha256).await?.is_some() {
+        stored.created = false;
+    }
     services.db.note_upload(&stored.sha256, stored.size).await?;
     if services.blobs.stat(&stored.sha256).await?.is_none() {
         return Err(UploadError::Again(format!(

@@ -131,6 +131,7 @@ impl Services {
         );
         let published = Arc::new(PublishedCache::new(
             i64::try_from(config.cache.snapshot_cache_bytes).unwrap_or(i64::MAX),
+            config.cache.watermark_ttl_ms,
             metrics.clone(),
         ));
         let redis = config.cache.redis_url.as_deref().and_then(|u| match Redis::new(u, metrics.clone()) {

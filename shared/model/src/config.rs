@@ -436,7 +436,9 @@ pub struct SecurityConfig {
     /// How often the security and repository watermarks are read from the database: the bound
     /// on how long a revoked token keeps working on another replica.
     pub watermark_ttl_ms: u64,
-    /// Failed logins for one user from one address within the window before 429.
+    /// Failed logins for one user from one (real client) address that are free; after them
+    /// each attempt waits a delay from the last failure (429 meanwhile): 1 s, doubling with
+    /// each further failure, at most `login_window_secs`.
     pub login_max_failures: u32,
     pub login_window_secs: u64,
     /// How long a web UI sign-in lasts.

@@ -36,6 +36,8 @@ pub struct Metrics {
     pub group_records_skipped_total: IntCounterVec,
     pub proxy_upstream_duration_seconds: HistogramVec,
     pub blob_errors_total: IntCounterVec,
+    /// Requests the S3 blob store made, by kind (`packyard_blob_s3_requests_total{op}`).
+    pub blob_s3_requests_total: IntCounterVec,
     pub dependency_errors_total: IntCounterVec,
     pub repository_components: IntGaugeVec,
     pub repository_bytes: IntGaugeVec,
@@ -199,6 +201,13 @@ impl Metrics {
         for op in ["write", "read", "delete"] {
             blob_errors_total.with_label_values(&[op]);
         }
+        let blob_s3_requests_total = IntCounterVec::new(
+            Opts::new(
+                "packyard_blob_s3_requests_total",
+                "Requests the S3 blob store made, by kind (put, get, head, delete, list, copy, multipart)",
+            ),
+            &["op"],
+        )?;
         let dependency_errors_total = IntCounterVec::new(
             Opts::new(
                 "packyard_dependency_errors_total",
@@ -309,6 +318,7 @@ impl Metrics {
         let process_open_fds = IntGauge::new("process_open_fds", "File descriptors this process holds open")?;
         registry.register(Box::new(proxy_upstream_duration_seconds.clone()))?;
         registry.register(Box::new(blob_errors_total.clone()))?;
+        registry.register(Box::new(blob_s3_requests_total.clone()))?;
         registry.register(Box::new(dependency_errors_total.clone()))?;
         registry.register(Box::new(process_resident_memory_bytes.clone()))?;
         registry.register(Box::new(process_cpu_seconds_total.clone()))?;
@@ -352,6 +362,7 @@ impl Metrics {
             group_records_skipped_total,
             proxy_upstream_duration_seconds,
             blob_errors_total,
+            blob_s3_requests_total,
             dependency_errors_total,
             repository_components,
             repository_bytes,

@@ -23,8 +23,8 @@ pub(super) struct Inner {
     pub(super) outbound: Outbound,
     pub(super) timeouts: Timeouts,
     pub(super) max_negative_entries: u64,
-    /// Misses remembered by this process since it last trimmed them.
-    pub(super) negatives_since_trim: std::sync::atomic::AtomicU64,
+    /// Per proxy repository: misses remembered by this process since it last trimmed them.
+    pub(super) negatives_since_trim: std::sync::Mutex<HashMap<i64, u64>>,
     pub(super) max_object_bytes: u64,
     pub(super) permits: tokio::sync::Semaphore,
     pub(super) inflight: Mutex<HashMap<(i64, String), SharedFetch>>,
@@ -91,7 +91,7 @@ impl Proxy {
                 outbound,
                 timeouts,
                 max_negative_entries: config.max_negative_entries,
-                negatives_since_trim: std::sync::atomic::AtomicU64::new(0),
+                negatives_since_trim: std::sync::Mutex::new(HashMap::new()),
                 max_object_bytes: config.max_object_bytes,
                 permits: tokio::sync::Semaphore::new(config.max_concurrent_fetches.max(1)),
                 inflight: Mutex::new(HashMap::new()),
@@ -500,12 +500,24 @@ impl Proxy {
     }
 
     /// Keeps about `proxy.max_negative_entries` remembered misses per repository: every so many
-    /// new ones (a sixteenth of the bound, at most 256) this process deletes the oldest beyond it.
+    /// new ones of a repository (a sixteenth of the bound, at most 256) this process deletes its
+    /// oldest beyond it. Counted per repository: with one count for all, a repository whose
+    /// misses never fell on the multiple was never trimmed.
     async fn trim_negatives(&self, repository_id: i64) {
         let max = self.inner.max_negative_entries;
         let every = (max / 16).clamp(1, 256);
-        let n = self.inner.negatives_since_trim.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-        if !n.is_multiple_of(every) {
+        let due = {
+            let mut counts = self.inner.negatives_since_trim.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let n = counts.entry(repository_id).or_insert(0);
+            *n += 1;
+            if *n >= every {
+                *n = 0;
+                true
+            } else {
+                false
+            }
+        };
+        if !due {
             return;
         }
         match self.inner.db.trim_negative_proxy_entries(repository_id, max).await {

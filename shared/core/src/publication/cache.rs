@@ -22,6 +22,9 @@ pub struct Manifest {
     /// The `Last-Modified` of its files (ms, a whole second no earlier snapshot of the unit
     /// had: `UnitRecord::modified_at`).
     pub published_at: Option<i64>,
+    /// From when a copy's date tells this snapshot from every earlier one (see
+    /// [`ServedFile::settled`]).
+    pub settled_at: Option<i64>,
     pub files: hashbrown::HashMap<String, SnapshotFile>,
 }
 
@@ -38,6 +41,13 @@ pub struct ServedFile {
     pub content_type: HeaderValue,
     /// Strong ETag: the content hash, quoted (`None`: none).
     pub etag: Option<HeaderValue>,
+    /// The earliest date (ms, a whole second) no earlier snapshot's copy can carry: an
+    /// `If-Modified-Since` at or after it is answered 304. It is `modified`, unless a burst of
+    /// publications dated the snapshot ahead of the clock — whose second is not sent until the
+    /// clock gets there (the current second is) — then the second after the latest date a
+    /// replica may have sent for its predecessor (the publication's, plus the replicas'
+    /// staleness: [`PublishedCache::date_margin_ms`]).
+    pub settled: Option<i64>,
 }
 
 impl ServedFile {
@@ -47,7 +57,13 @@ impl ServedFile {
         let content_type =
             header(content_type.to_string()).unwrap_or_else(|| HeaderValue::from_static("application/octet-stream"));
         let etag = Some(etag).filter(|e| !e.is_empty()).and_then(|e| header(e.to_string()));
-        Self { bytes, modified, last_modified, content_type, etag }
+        Self { bytes, modified, last_modified, content_type, etag, settled: modified }
+    }
+
+    /// The same, settled from `settled` rather than from its date (see [`Self::settled`]).
+    pub fn settled_at(mut self, settled: Option<i64>) -> Self {
+        self.settled = settled.or(self.modified);
+        self
     }
 }
 
@@ -180,6 +196,9 @@ pub struct PublishedCache {
     /// over its bound (a quarter of `cache.snapshot_cache_bytes`).
     kept: RwLock<HashMap<i64, HashMap<String, Bytes>>>,
     kept_bytes: AtomicI64,
+    /// How long after a publication a replica may still serve the snapshot before it, plus a
+    /// second (ms, whole seconds): `cache.watermark_ttl_ms` rounded up, plus 1 s.
+    date_margin_ms: i64,
 }
 
 /// Files made per repository before the map is emptied and refilled.
@@ -189,7 +208,7 @@ const MAX_MADE: usize = 256;
 const MAX_ARTIFACTS: usize = 100_000;
 
 impl PublishedCache {
-    pub fn new(max_bytes: i64, metrics: Arc<Metrics>) -> Self {
+    pub fn new(max_bytes: i64, watermark_ttl_ms: u64, metrics: Arc<Metrics>) -> Self {
         static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         Self {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
@@ -206,7 +225,14 @@ impl PublishedCache {
             made: RwLock::new(HashMap::new()),
             kept: RwLock::new(HashMap::new()),
             kept_bytes: AtomicI64::new(0),
+            date_margin_ms: i64::try_from(watermark_ttl_ms.div_ceil(1000).saturating_add(1).saturating_mul(1000))
+                .unwrap_or(i64::MAX / 4),
         }
+    }
+
+    /// See [`ServedFile::settled`].
+    pub fn date_margin_ms(&self) -> i64 {
+        self.date_margin_ms
     }
 
     /// Immutable bytes kept for `key` of a repository (see [`Self::keep`]).
@@ -400,10 +426,18 @@ impl PublishedCache {
             Some(unit) => match unit.current_snapshot_id {
                 Some(sid) => {
                     let files = db.snapshot_files(sid).await?;
+                    let published_at = unit.modified_at.or(unit.last_published_at);
+                    // Ahead of the clock (a burst): settled once no replica may still serve the
+                    // predecessor with a date as late.
+                    let settled_at = match (published_at, unit.last_published_at) {
+                        (Some(m), Some(p)) => Some(m.min(p - p.rem_euclid(1000) + self.date_margin_ms)),
+                        (m, _) => m,
+                    };
                     Some(Arc::new(Manifest {
                         snapshot_id: sid,
                         revision: unit.published_revision,
-                        published_at: unit.modified_at.or(unit.last_published_at),
+                        published_at,
+                        settled_at,
                         files: files.into_iter().map(|f| (f.path.clone(), f)).collect(),
                     }))
                 }
@@ -489,7 +523,8 @@ impl PublishedCache {
         self.count(Which::SnapshotFile, false);
         let bytes = Box::pin(super::read_file(blobs, entry)).await?;
         let etag = format!("\"{}\"", entry.sha256);
-        let served = ServedFile::new(bytes, manifest.published_at, entry.served_type(), &etag);
+        let served =
+            ServedFile::new(bytes, manifest.published_at, entry.served_type(), &etag).settled_at(manifest.settled_at);
         let key = FileKey { snapshot: manifest.snapshot_id, path: path.to_string() };
         let size = i64::try_from(served.bytes.len()).unwrap_or(i64::MAX);
         if let Ok(mut m) = self.files.write() {

@@ -49,6 +49,11 @@ impl std::fmt::Debug for S3Store {
     }
 }
 
+/// Counts one request to the bucket (`packyard_blob_s3_requests_total{op}`): what the store costs.
+fn asked(metrics: &Metrics, op: &str) {
+    metrics.blob_s3_requests_total.with_label_values(&[op]).inc();
+}
+
 fn store_error(e: object_store::Error) -> BlobError {
     BlobError::Io(io::Error::other(format!("S3: {e}")))
 }
@@ -122,6 +127,7 @@ impl S3Store {
     }
 
     async fn size_of(&self, key: &Path) -> Result<Option<u64>, BlobError> {
+        asked(&self.metrics, "head");
         match self.store.head(key).await {
             Ok(meta) => Ok(Some(meta.size)),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
@@ -142,6 +148,7 @@ impl S3Store {
             }
         };
         let options = GetOptions { range: get_range, ..GetOptions::default() };
+        asked(&self.metrics, "get");
         let got = match self.store.get_opts(&key, options).await {
             Ok(got) => got,
             Err(object_store::Error::NotFound { .. }) => return Err(BlobError::NotFound(digest.clone())),
@@ -213,6 +220,7 @@ impl S3Write {
             Stage::Small(buf) => {
                 let first = std::mem::take(buf);
                 let key = Path::from(format!("tmp/{}", hex::encode(rand::random::<[u8; 16]>())));
+                asked(&self.metrics, "multipart");
                 let upload = self.store.put_multipart(&key).await.map_err(store_error)?;
                 let mut upload = WriteMultipart::new_with_chunk_size(upload, self.part_bytes);
                 upload.write(&first);
@@ -236,15 +244,13 @@ impl S3Write {
         }
         let digest = Sha256Hex(hex::encode(std::mem::take(&mut self.hasher).finalize()));
         let target = final_key(&digest);
-        // Only for `created`: the blob is written even when it is there, as the file store
-        // renames over it, so that a collector that removed it a moment ago does not win.
-        let existed = match self.store.head(&target).await {
-            Ok(meta) => meta.size == self.written,
-            Err(object_store::Error::NotFound { .. }) => false,
-            Err(e) => return Err(store_error(e)),
-        };
+        // The blob is written even when it is there, as the file store renames over it, so that
+        // a collector that removed it a moment ago does not win. Whether it was there is not
+        // asked (a HEAD before every write): the database's row tells the callers that need it
+        // (an upload: `hosted::settle`), so `created` is true here.
         match std::mem::replace(&mut self.stage, Stage::Done) {
             Stage::Small(buf) => {
+                asked(&self.metrics, "put");
                 self.store.put(&target, PutPayload::from(buf)).await.map_err(store_error)?;
             }
             Stage::Multipart { key, upload } => {
@@ -253,12 +259,13 @@ impl S3Write {
                 let temporary = Temporary { store: self.store.clone(), key: Some(key) };
                 upload.finish().await.map_err(store_error)?;
                 let key = temporary.key.as_ref().ok_or_else(|| io::Error::other("temporary key taken"))?;
+                asked(&self.metrics, "copy");
                 self.store.copy(key, &target).await.map_err(store_error)?;
                 temporary.delete().await;
             }
             Stage::Done => return Err(BlobError::Io(io::Error::other("finish after finish"))),
         }
-        Ok(StoredBlob { sha256: digest, size: self.written, created: !existed })
+        Ok(StoredBlob { sha256: digest, size: self.written, created: true })
     }
 }
 
@@ -340,6 +347,7 @@ impl BlobStore for S3Store {
         // Keys sort as their digests do (`sha256/<aa>/<bb>/<hex>`): one listing from the offset.
         let prefix = Path::from("sha256");
         let offset = after.map_or_else(|| Path::from("sha256/"), final_key);
+        asked(&self.metrics, "list");
         let mut listing = self.store.list_with_offset(Some(&prefix), &offset);
         let mut out = Vec::with_capacity(limit.min(1024));
         while out.len() < limit {
@@ -359,6 +367,7 @@ impl BlobStore for S3Store {
     }
 
     async fn delete(&self, digest: &Sha256Hex) -> Result<(), BlobError> {
+        asked(&self.metrics, "delete");
         let r = match self.store.delete(&final_key(digest)).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(store_error(e)),
