@@ -119,7 +119,7 @@ fn nexus_paths() -> serde_json::Value {
         "/service/rest/v1/components": {
             "get": catalogue_op("Nexus: a repository's components, in catalogue order", &listing, &component_page),
             "post": {
-                "summary": "Nexus: uploads a component (multipart/form-data: apt.asset with optional apt.distribution and apt.component; go.asset with optional go.module and go.version; Packyard's apk.branch, apk.repository, apk.asset, apk.architecture; Conan is refused), checked as the format's own upload; needs the write privilege",
+                "summary": "Nexus: uploads a component (multipart/form-data with Nexus's field names of the repository's format — <format>.asset and the format's others, in docs/nexus-api.md; a format that takes no such upload is a 400), checked as the format's own upload; needs the write privilege",
                 "parameters": [{"name": "repository", "in": "query", "required": true, "schema": {"type": "string"}}],
                 "responses": {"204": {"description": "Stored (a Go version once listed)"}, "400": error_ref("The format's message for a package it refuses, or a repository that takes no components upload"), "401": error_ref("No credentials"), "403": error_ref("Not permitted"), "404": error_ref("No such repository"), "422": error_ref("No repository parameter")}
             }
@@ -155,7 +155,7 @@ fn nexus_admin_paths() -> serde_json::Value {
         },
         "/service/rest/v1/repositories/{format}/{type}": {
             "parameters": params(&["format", "type"]),
-            "post": op("Nexus: creates a repository from Nexus's definition of the format (apt, go, conan; apk in Packyard's block) and type (hosted, proxy, group); a field Packyard cannot honour is a 400 naming it (admin)", "201")
+            "post": op("Nexus: creates a repository from Nexus's definition of the format and type (hosted, proxy, group) the path names (a format Nexus lacks: its settings in Packyard's block); a field Packyard cannot honour is a 400 naming it (admin)", "201")
         },
         "/service/rest/v1/repositories/{format}/{type}/{name}": {
             "parameters": params(&["format", "type", "name"]),
@@ -353,7 +353,7 @@ fn security_paths() -> serde_json::Value {
                 {"name": "before", "in": "query", "required": false, "schema": {"type": "integer"}},
                 {"name": "limit", "in": "query", "required": false, "schema": {"type": "integer", "default": 100}}
             ],
-            "get": op("The subscription's delivery log, newest first: {deliveries: [{id, eventId, event, repository, state: pending|delivered|failed, attempts, lastStatus, lastError, createdAt, deliveredAt, nextAttemptAt}], next} (admin)", "200")
+            "get": op("The subscription's delivery log, newest first: {deliveries: [{id, eventId (the event's number, in commit order; null for the moment before a worker numbers it), event, repository, state: pending|delivered|failed, attempts, lastStatus, lastError, createdAt, deliveredAt, nextAttemptAt}], next} (admin)", "200")
         },
         "/api/v1/webhooks/{name}/test": {
             "parameters": param("name"),

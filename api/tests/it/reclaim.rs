@@ -372,10 +372,17 @@ async fn stray_bytes_are_found_and_collected(backend: packyard_store::db::Backen
         collected.notify_one();
         r
     };
-    let upload = app.post("/repository/debs/", racy.clone());
+    // The upload starts once the scan has listed the store and holds its first stray's row (an
+    // upload writing first would make the bytes young again, and the scan would leave them).
+    let listed = tokio::sync::Notify::new();
+    let upload = async {
+        listed.notified().await;
+        app.post("/repository/debs/", racy.clone()).await
+    };
     let conductor = async {
         collecting.reached().await;
         packyard_store::pause::disarm("blobs.collect.locked");
+        listed.notify_one();
         uploading.reached().await;
         packyard_store::pause::disarm("upload.stored");
         // The upload's bytes are in place; the scan deletes them and commits.

@@ -837,11 +837,17 @@ pub(crate) async fn store_blob(
     let size = u64::try_from(b.size).unwrap_or(0);
     let parsed = Sha256Hex::parse(&b.sha256).map_err(|e| BundleError::Invalid(e.to_string()))?;
     if services.blobs.stat(&parsed).await? == Some(size) {
-        // Noted again, so that the collector does not take it before a component claims it.
-        if !dry_run {
-            services.db.note_upload(&parsed, size).await?;
+        if dry_run {
+            return Ok(StoredBlob { sha256: parsed, size, created: false });
         }
-        return Ok(StoredBlob { sha256: parsed, size, created: false });
+        // Noted again, so that the collector does not take it before a component claims it;
+        // then looked at again, as an upload is (`hosted::settle`): a collector that held the
+        // blob's row meanwhile (a stray's, or an unreferenced one's) may have deleted the bytes,
+        // and then they are written from the bundle after all.
+        services.db.note_upload(&parsed, size).await?;
+        if services.blobs.stat(&parsed).await? == Some(size) {
+            return Ok(StoredBlob { sha256: parsed, size, created: false });
+        }
     }
     let mut writer = if dry_run { None } else { Some(services.blobs.writer(size).await?) };
     let (mut hash, mut n) = (sha2::Sha256::new(), 0u64);
@@ -874,6 +880,12 @@ pub(crate) async fn store_blob(
     let stored = w.finish().await?;
     // Pending until a component claims it; collected after the grace period otherwise.
     services.db.note_upload(&stored.sha256, stored.size).await?;
+    if services.blobs.stat(&stored.sha256).await?.is_none() {
+        return Err(BundleError::Upload(crate::hosted::UploadError::Again(format!(
+            "the blob {} was removed by the blob collector at the same instant; run the import again",
+            stored.sha256
+        ))));
+    }
     Ok(stored)
 }
 

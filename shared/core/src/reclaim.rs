@@ -126,6 +126,10 @@ where
     loop {
         let page = services.blobs.list(after.as_ref(), STORE_PAGE).await?;
         let Some(last) = page.last().map(|b| b.digest.clone()) else { break };
+        if after.as_ref().is_some_and(|a| last.as_str() <= a.as_str()) {
+            // A listing that does not move on (a store that ignored the cursor): stop.
+            break;
+        }
         let from = after.as_ref().map_or("", Sha256Hex::as_str);
         let known = db.blob_keys_within(from, last.as_str()).await?;
         for blob in page.iter().filter(|b| !known.contains(b.digest.as_str())) {

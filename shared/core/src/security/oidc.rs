@@ -56,7 +56,14 @@ pub struct Oidc {
     discovering: tokio::sync::Mutex<()>,
     /// [`METADATA_TTL`] (shorter in tests).
     ttl: Duration,
+    /// When the last discovery failed: a stale document is used for [`RETRY_AFTER`] more
+    /// rather than asked for again at every sign-in, and sign-ins that waited for a discovery
+    /// that failed do not each repeat it.
+    failed_at: std::sync::Mutex<Option<Instant>>,
 }
+
+/// How long after a failed discovery a stale document is used without asking again.
+const RETRY_AFTER: Duration = Duration::from_secs(30);
 
 impl Oidc {
     /// `None` when `security.oidc.issuer` is unset.
@@ -98,6 +105,7 @@ impl Oidc {
             metadata: std::sync::RwLock::new(None),
             discovering: tokio::sync::Mutex::new(()),
             ttl: METADATA_TTL,
+            failed_at: std::sync::Mutex::new(None),
         }))
     }
 
@@ -151,8 +159,10 @@ impl Oidc {
     /// and uses what it fetched.
     async fn metadata(&self, refresh: bool) -> Result<Arc<CoreProviderMetadata>, OidcError> {
         let cached = self.cached();
+        let failed_at = || *self.failed_at.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some((at, m)) = &cached {
-            if !refresh && at.elapsed() < self.ttl {
+            let resting = failed_at().is_some_and(|f| f.elapsed() < RETRY_AFTER);
+            if !refresh && (at.elapsed() < self.ttl || resting) {
                 return Ok(m.clone());
             }
         }
@@ -164,21 +174,27 @@ impl Oidc {
             },
             _ => self.discovering.lock().await,
         };
-        // A discovery that ended while this one waited for its turn: what it fetched.
+        // A discovery that ended while this one waited for its turn: what it fetched, or (it
+        // failed) the document there is.
         if let Some((at, m)) = self.cached() {
             if at >= asked {
                 return Ok(m);
             }
+        }
+        if failed_at().is_some_and(|f| f >= asked) {
+            return self.cached().map(|(_, m)| m).ok_or(OidcError::Unavailable);
         }
         match CoreProviderMetadata::discover_async(self.issuer.clone(), &self.http).await {
             Ok(m) => {
                 let m = Arc::new(m);
                 *self.metadata.write().unwrap_or_else(std::sync::PoisonError::into_inner) =
                     Some((Instant::now(), m.clone()));
+                *self.failed_at.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
                 Ok(m)
             }
             Err(e) => {
                 tracing::warn!(issuer = %self.issuer.as_str(), error = %describe(&e), "OIDC discovery failed");
+                *self.failed_at.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Instant::now());
                 // The stale document is still the best there is (asked again at the next sign-in).
                 self.cached().map(|(_, m)| m).ok_or(OidcError::Unavailable)
             }

@@ -180,8 +180,13 @@ impl Security {
         material.push(0);
         material.extend_from_slice(password.as_bytes());
         let key = self.cache.credential_key(&material);
-        // A cached decision is a password already proven: no throttle, no argon2.
+        // A cached decision is a password already proven: no argon2, and no throttle read —
+        // unless this process is holding the name at this address to a delay, when a proven
+        // password is refused like any other (else a guesser would learn which guess is right).
         if let Some(p) = self.cache.decision(&key) {
+            if let Some(wait) = self.throttle.delayed_here(username, addr) {
+                return Err(AuthFailure::Throttled(wait));
+            }
             return Ok(p);
         }
         // Throttled and queued by the name without regard to case: a directory matches `Alice`
@@ -196,6 +201,9 @@ impl Security {
         };
         let _turn = lock.lock().await;
         if let Some(p) = self.cache.decision(&key) {
+            if let Some(wait) = self.throttle.delayed_here(username, addr) {
+                return Err(AuthFailure::Throttled(wait));
+            }
             return Ok(p);
         }
         let attempt = self.throttle.check(&folded, addr).await.map_err(AuthFailure::Throttled)?;

@@ -27,6 +27,12 @@ pub struct LoginThrottle {
     longest: Duration,
     db: Db,
     redis: Option<Arc<Redis>>,
+    /// The user and address pairs this process refused for their delay, until when: a sign-in
+    /// answered from the cache of proven passwords (which asks neither Redis nor the database)
+    /// is refused too meanwhile, or a guesser could test its guesses there for free.
+    delayed: std::sync::Mutex<std::collections::HashMap<(String, IpAddr), std::time::Instant>>,
+    /// How many pairs `delayed` holds (read without the lock on every cached sign-in).
+    delaying: std::sync::atomic::AtomicUsize,
 }
 
 /// One login attempt that [`LoginThrottle::check`] let through.
@@ -34,11 +40,54 @@ pub struct Attempt {
     key: String,
     /// Earlier failures were counted (a success has something to forget).
     counted: bool,
+    username: String,
+    addr: IpAddr,
 }
 
 impl LoginThrottle {
     pub fn new(max_failures: u32, longest: Duration, db: Db, redis: Option<Arc<Redis>>) -> Self {
-        Self { max_failures, longest, db, redis }
+        Self {
+            max_failures,
+            longest,
+            db,
+            redis,
+            delayed: std::sync::Mutex::new(std::collections::HashMap::new()),
+            delaying: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
+    /// While this process holds `username` at `addr` to a delay: how long it has left. (The
+    /// check of a sign-in from the cache of proven passwords: see [`Self::delayed`].)
+    pub fn delayed_here(&self, username: &str, addr: IpAddr) -> Option<Duration> {
+        if self.delaying.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+            return None;
+        }
+        let mut held = self.delayed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let key = (username.to_lowercase(), addr);
+        let left = held.get(&key).and_then(|until| until.checked_duration_since(std::time::Instant::now()));
+        if left.is_none() && held.remove(&key).is_some() {
+            self.delaying.store(held.len(), std::sync::atomic::Ordering::Relaxed);
+        }
+        left
+    }
+
+    fn hold(&self, username: &str, addr: IpAddr, wait: Duration) {
+        let mut held = self.delayed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let now = std::time::Instant::now();
+        if held.len() > 10_000 {
+            held.retain(|_, until| *until > now);
+        }
+        held.insert((username.to_lowercase(), addr), now + wait);
+        self.delaying.store(held.len(), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn release(&self, username: &str, addr: IpAddr) {
+        if self.delaying.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+            return;
+        }
+        let mut held = self.delayed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        held.remove(&(username.to_lowercase(), addr));
+        self.delaying.store(held.len(), std::sync::atomic::Ordering::Relaxed);
     }
 
     fn memory_ms() -> i64 {
@@ -99,9 +148,11 @@ impl LoginThrottle {
         let delay_ms = i64::try_from(self.delay(failures).as_millis()).unwrap_or(i64::MAX / 4);
         let left_ms = delay_ms - since_last_ms.max(0);
         if failures >= i64::from(self.max_failures) && left_ms > 0 {
-            return Err(Duration::from_millis(u64::try_from(left_ms).unwrap_or(0)));
+            let wait = Duration::from_millis(u64::try_from(left_ms).unwrap_or(0));
+            self.hold(username, addr, wait);
+            return Err(wait);
         }
-        Ok(Attempt { key, counted: failures > 0 })
+        Ok(Attempt { key, counted: failures > 0, username: username.to_string(), addr })
     }
 
     pub async fn record_failure(&self, attempt: &Attempt) {
@@ -119,6 +170,7 @@ impl LoginThrottle {
         if !attempt.counted {
             return;
         }
+        self.release(&attempt.username, attempt.addr);
         if let Some(r) = &self.redis {
             if r.clear_login_failures(&attempt.key).await {
                 return;

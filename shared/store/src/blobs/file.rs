@@ -377,15 +377,19 @@ impl BlobStore for FileStore {
     }
 }
 
-/// A file read that counts its bytes as read out of the store.
 /// The blob files under `root` (`<aa>/<bb>/<hex>`) whose digests sort after `after`, in digest
 /// order, up to `limit`: the directories before `after`'s are skipped unread.
 fn list_files(root: &Path, after: &str, limit: usize) -> io::Result<Vec<super::Listed>> {
-    fn sorted(dir: &Path) -> io::Result<Vec<String>> {
+    /// The names in `dir`, sorted: the directories' (`dirs`) or the files'; anything else there
+    /// (a stray file among the directories) is not a blob's and is passed over.
+    fn sorted(dir: &Path, dirs: bool) -> io::Result<Vec<String>> {
         let mut names = Vec::new();
         for entry in std::fs::read_dir(dir)? {
-            if let Some(name) = entry?.file_name().to_str() {
-                names.push(name.to_string());
+            let entry = entry?;
+            if entry.file_type().is_ok_and(|t| t.is_dir() == dirs) {
+                if let Some(name) = entry.file_name().to_str() {
+                    names.push(name.to_string());
+                }
             }
         }
         names.sort_unstable();
@@ -393,10 +397,10 @@ fn list_files(root: &Path, after: &str, limit: usize) -> io::Result<Vec<super::L
     }
     let (a, b) = (after.get(0..2).unwrap_or(""), after.get(2..4).unwrap_or(""));
     let mut out = Vec::new();
-    for first in sorted(root)?.into_iter().filter(|n| n.as_str() >= a) {
-        for second in sorted(&root.join(&first))?.into_iter().filter(|n| first.as_str() > a || n.as_str() >= b) {
+    for first in sorted(root, true)?.into_iter().filter(|n| n.as_str() >= a) {
+        for second in sorted(&root.join(&first), true)?.into_iter().filter(|n| first.as_str() > a || n.as_str() >= b) {
             let dir = root.join(&first).join(&second);
-            for name in sorted(&dir)?.into_iter().filter(|n| n.as_str() > after) {
+            for name in sorted(&dir, false)?.into_iter().filter(|n| n.as_str() > after) {
                 // A file that is not a blob's (or went meanwhile) is not listed.
                 let Ok(digest) = Sha256Hex::parse(&name) else { continue };
                 if !(name.starts_with(&first) && name[2..].starts_with(&second)) {
@@ -418,6 +422,7 @@ fn list_files(root: &Path, after: &str, limit: usize) -> io::Result<Vec<super::L
     Ok(out)
 }
 
+/// A file read that counts its bytes as read out of the store.
 struct Counted<R> {
     inner: R,
     out: prometheus::IntCounter,

@@ -358,7 +358,8 @@ impl BlobStore for S3Store {
             };
             // Anything else under the prefix is not a blob of this store's.
             let Some(Ok(digest)) = meta.location.filename().map(Sha256Hex::parse) else { continue };
-            if meta.location != final_key(&digest) {
+            // (A server that ignored the offset would list the first keys again: never again.)
+            if meta.location != final_key(&digest) || after.is_some_and(|a| digest.as_str() <= a.as_str()) {
                 continue;
             }
             out.push(super::Listed { digest, size: meta.size, stored_at: meta.last_modified.timestamp_millis() });

@@ -145,7 +145,7 @@ macro_rules! webhook_select {
 
 macro_rules! delivery_select {
     () => {
-        "SELECT d.id, d.webhook_id, d.event_id, d.seq, e.event, d.repository_key, d.state, d.attempts, d.next_attempt_at, d.last_status, d.last_error, d.created_at, d.delivered_at, e.payload FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id"
+        "SELECT d.id, d.webhook_id, d.event_id, e.seq, e.event, d.repository_key, d.state, d.attempts, d.next_attempt_at, d.last_status, d.last_error, d.created_at, d.delivered_at, e.payload FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id"
     };
 }
 
@@ -385,7 +385,7 @@ impl Db {
     }
 
     /// Numbers up to `limit` committed events that have no number yet, after the highest number
-    /// given so far, with their deliveries: how many. One numbering runs at a time (it locks the
+    /// given so far: how many (their deliveries go out in this order). One numbering runs at a time (it locks the
     /// `sequences` row), and it sees only committed events, so the numbers follow the order the
     /// events committed, not the order their rows were inserted: a reader that has seen number
     /// `n` never sees a smaller one appear later. An event whose writer has not committed yet is
@@ -399,7 +399,6 @@ impl Db {
         }
         let lock = crate::for_update!("sequences.lock", "SELECT value FROM sequences WHERE name = $1");
         let number = sql!("webhook_events.number", "UPDATE webhook_events SET seq = $1 WHERE id = $2 AND seq IS NULL");
-        let carry = sql!("webhook_deliveries.number", "UPDATE webhook_deliveries SET seq = $1 WHERE event_id = $2");
         let advance = sql!("sequences.advance", "UPDATE sequences SET value = $1 WHERE name = $2");
         let mut tx = self.begin().await?;
         let Some(row) = self.bound(lock, ("webhook_events",)).fetch_optional(&mut *tx).await? else {
@@ -411,10 +410,10 @@ impl Db {
         let mut numbered = 0;
         for r in &rows {
             let id: i64 = r.try_get("id")?;
+            // By primary key: the row alone is locked (no gap a writer's new event would wait on).
             if self.bound(number, (last + 1, id)).execute(&mut *tx).await?.rows_affected() == 1 {
                 last += 1;
                 numbered += 1;
-                self.bound(carry, (last, id)).execute(&mut *tx).await?;
             }
         }
         self.bound(advance, (last, "webhook_events")).execute(&mut *tx).await?;
@@ -426,7 +425,7 @@ impl Db {
     /// repository by its event's number (so that each pair's events go out in the order they
     /// committed), none leased by another worker; deliveries not numbered yet wait.
     pub async fn due_deliveries(&self, now: i64, limit: i64) -> DbResult<Vec<DeliveryRecord>> {
-        let due = sql!("webhook_deliveries.due", concat!(delivery_select!(), " WHERE d.state = 'pending' AND d.seq IS NOT NULL AND d.next_attempt_at <= $1 AND d.leased_until < $2 AND EXISTS (SELECT 1 FROM webhooks w WHERE w.id = d.webhook_id AND w.enabled = 1) AND NOT EXISTS (SELECT 1 FROM webhook_deliveries o WHERE o.webhook_id = d.webhook_id AND o.repository_key = d.repository_key AND o.state = 'pending' AND o.seq < d.seq) ORDER BY d.seq LIMIT $3"));
+        let due = sql!("webhook_deliveries.due", concat!(delivery_select!(), " WHERE d.state = 'pending' AND e.seq IS NOT NULL AND d.next_attempt_at <= $1 AND d.leased_until < $2 AND EXISTS (SELECT 1 FROM webhooks w WHERE w.id = d.webhook_id AND w.enabled = 1) AND NOT EXISTS (SELECT 1 FROM webhook_deliveries o JOIN webhook_events oe ON oe.id = o.event_id WHERE o.webhook_id = d.webhook_id AND o.repository_key = d.repository_key AND o.state = 'pending' AND oe.seq < e.seq) ORDER BY e.seq LIMIT $3"));
         let rows = self.bound(due, (now, now, limit)).fetch_all(self.pool()).await?;
         rows.iter().map(parse_delivery).collect()
     }
@@ -439,7 +438,7 @@ impl Db {
             "webhook_deliveries.run",
             concat!(
                 delivery_select!(),
-                " WHERE d.webhook_id = $1 AND d.repository_key = $2 AND d.state = 'pending' AND d.seq >= $3 ORDER BY d.seq LIMIT $4"
+                " WHERE d.webhook_id = $1 AND d.repository_key = $2 AND d.state = 'pending' AND e.seq >= $3 ORDER BY e.seq LIMIT $4"
             )
         );
         let mut runs = Vec::new();
