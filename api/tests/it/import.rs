@@ -382,7 +382,13 @@ fn import_go_from_a_module_cache() -> anyhow::Result<()> {
             let o =
                 common::golang::command(work.path(), home, proxy, &["mod", "download", "-json", &format!("{m}@{v}")])
                     .output()?;
-            anyhow::ensure!(o.status.success(), "go mod download {m}@{v}: {}", String::from_utf8_lossy(&o.stderr));
+            // (`-json` reports its error on stdout.)
+            anyhow::ensure!(
+                o.status.success(),
+                "go mod download {m}@{v}: {}{}",
+                String::from_utf8_lossy(&o.stderr),
+                String::from_utf8_lossy(&o.stdout)
+            );
             let info: serde_json::Value = serde_json::from_slice(&o.stdout)?;
             let zip = std::fs::read(info["Zip"].as_str().unwrap_or_default())?;
             let sum = |k: &str| info[k].as_str().unwrap_or_default().to_string();
