@@ -46,7 +46,7 @@ pub struct ServedFile {
     /// publications dated the snapshot ahead of the clock — whose second is not sent until the
     /// clock gets there (the current second is) — then the second after the latest date a
     /// replica may have sent for its predecessor (the publication's, plus the replicas'
-    /// staleness: [`PublishedCache::date_margin_ms`]).
+    /// staleness: the cache's `date_margin_ms`).
     pub settled: Option<i64>,
 }
 
@@ -230,10 +230,6 @@ impl PublishedCache {
         }
     }
 
-    /// See [`ServedFile::settled`].
-    pub fn date_margin_ms(&self) -> i64 {
-        self.date_margin_ms
-    }
 
     /// Immutable bytes kept for `key` of a repository (see [`Self::keep`]).
     pub fn kept(&self, repo: i64, key: &str) -> Option<Bytes> {
