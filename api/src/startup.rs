@@ -121,6 +121,8 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     }
     // Keeps cached decisions and repository records in step with the database.
     services.spawn_cache_keepers();
+    // Changes this replica commits wake the workers through RabbitMQ, relayed from the outbox.
+    services.spawn_wakeup_relay();
     let worker_stop = if cfg.worker.embedded {
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let publisher = std::sync::Arc::new(Publisher::new(services.clone(), packyard_worker::builders(&services)));

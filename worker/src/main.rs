@@ -49,6 +49,7 @@ async fn run(loaded: Loaded) -> anyhow::Result<()> {
     println!("packyard-worker listening on management http://{addr}");
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     services.spawn_wakeup_consumer();
+    services.spawn_wakeup_relay();
     packyard_worker::spawn_catalogue_backfill(&services);
     packyard_worker::spawn_usage_refresher(&services);
     packyard_worker::spawn_cleanup_scheduler(&services);

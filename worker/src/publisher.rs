@@ -275,6 +275,9 @@ impl Publisher {
         let cutoff = now_ms() - i64::try_from(grace.as_millis()).unwrap_or(i64::MAX);
         let snapshots = db.collect_snapshots(keep, cutoff).await?;
         let blobs = packyard_core::reclaim::collect_built(&self.services, grace.as_secs(), false).await?;
+        // Outbox events published a day ago are history nothing reads: without this the table
+        // grew by a row per change for ever (at most 5,000 a round, by primary key).
+        db.prune_outbox(now_ms() - 86_400_000, 5_000).await?;
         Ok((snapshots, usize::try_from(blobs).unwrap_or(usize::MAX)))
     }
 

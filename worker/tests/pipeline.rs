@@ -418,3 +418,60 @@ db_test!(the_same_bytes_twice_in_one_build_are_written_once, |t: TestDb| async m
     assert_eq!(&stored[..], &info[..]);
     Ok(())
 });
+
+// Wake-ups relayed from the outbox (#44): a change whose wake-up could not reach RabbitMQ at
+// its commit waits in the outbox and goes with the next pass that reaches the broker; every
+// committed change is relayed once, whatever order the writers commit in (PostgreSQL and
+// MariaDB: the first to insert its event commits last); a published change needs none; and
+// history a day old is pruned.
+db_test!(wake_ups_are_relayed_from_the_outbox_whatever_the_commit_order, |t: TestDb| async move {
+    let Ok(url) = std::env::var("TEST_AMQP_URL") else {
+        eprintln!("skipped: TEST_AMQP_URL is not set (scripts/test.sh sets it)");
+        return Ok(());
+    };
+    let (services, repo) = setup(&t).await?;
+    let away = packyard_core::events::Amqp::new("amqp://guest:guest@127.0.0.1:1/%2f", t.metrics.clone());
+    let broker = packyard_core::events::Amqp::new(&url, t.metrics.clone());
+    let now = packyard_store::db::now_ms;
+    let waiting = || async { t.db.unrelayed_events(now(), 100).await };
+
+    entries::put(&t.db, repo, "a", "one", "body").await?;
+    assert_eq!(away.relay_once(&t.db, now()).await, 0, "the broker is away");
+    assert_eq!(waiting().await?.len(), 1, "the change waits in the outbox");
+    assert_eq!(broker.relay_once(&t.db, now() - 60_000).await, 0, "a sweep leaves what is younger than its lag");
+    assert_eq!(broker.relay_once(&t.db, now()).await, 1, "relayed once the broker confirmed it");
+    assert_eq!(broker.relay_once(&t.db, now()).await, 0, "relayed once");
+    assert_eq!(t.metrics.wakeups_relayed_total.get(), 1);
+
+    entries::put(&t.db, repo, "b", "two", "body").await?;
+    assert_eq!(broker.relay_once(&t.db, now()).await, 1);
+    if t.db.backend() != packyard_store::db::Backend::Sqlite {
+        for round in 0..3 {
+            // The first writer inserts its event and holds its transaction open; the second
+            // commits at once, and a relay pass runs between the two commits.
+            let mut first = t.db.begin().await?;
+            t.db.record_change(&mut first, repo, KIND, "a").await?;
+            entries::put(&t.db, repo, "b", &format!("late-{round}"), "body").await?;
+            assert_eq!(broker.relay_once(&t.db, now()).await, 1, "round {round}: the committed change");
+            first.commit().await?;
+            assert_eq!(broker.relay_once(&t.db, now()).await, 1, "round {round}: the late commit's change");
+            assert_eq!(broker.relay_once(&t.db, now()).await, 0, "round {round}: nothing else");
+        }
+    }
+
+    // What a worker published before any relay needs no wake-up.
+    entries::put(&t.db, repo, "a", "three", "body").await?;
+    let outcomes = publisher(&services).run_until_idle().await;
+    assert!(outcomes.iter().all(|o| matches!(o, Outcome::Published(_))), "{outcomes:?}");
+    assert_eq!(waiting().await?, Vec::<i64>::new());
+    assert_eq!(broker.relay_once(&t.db, now()).await, 0);
+
+    // Published events are history: pruned once older than the cut-off, never a waiting one.
+    entries::put(&t.db, repo, "b", "four", "body").await?;
+    let waits = waiting().await?;
+    assert_eq!(waits.len(), 1);
+    assert!(t.db.prune_outbox(now() + 1, 1_000).await? >= 3, "the published events");
+    assert_eq!(t.db.backlog().await?.0, 1, "the waiting event stays");
+    assert_eq!(waiting().await?, waits);
+    Ok(())
+});

@@ -236,6 +236,82 @@ fn redis_and_rabbitmq_down_during_uploads_lose_nothing() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A replica's wake-up that missed RabbitMQ is relayed from the outbox (#44). The replica's
+/// broker is cut while it takes an upload; the worker, which polls only every ten minutes, is
+/// woken by the next relay pass of a process that reaches the broker (here: the worker's own),
+/// and publishes within seconds. Before the relay the wake-up was lost and the upload waited for
+/// the poll.
+fn a_wake_up_that_missed_the_broker_is_relayed(backend: Backend) -> anyhow::Result<()> {
+    let Ok(amqp_url) = std::env::var("TEST_AMQP_URL") else {
+        eprintln!("skipped: TEST_AMQP_URL is not set (scripts/test.sh sets it)");
+        return Ok(());
+    };
+    let Some((url, _dbdir)) = fresh_database(backend)? else { return Ok(()) };
+    let amqp = Chaos::start(&host_port(&amqp_url))?;
+    let dir = tempfile::tempdir()?;
+    let amqp_via = amqp.rewrite(&amqp_url);
+    let settings = [
+        ("PACKYARD_DATABASE__URL", url.as_str()),
+        ("PACKYARD_WORKER__EMBEDDED", "false"),
+        ("PACKYARD_WORKER__POLL_MS", "600000"),
+        ("PACKYARD_SECURITY__SECRET", "a-shared-secret-of-enough-length"),
+        ("PACKYARD_SECURITY__ADMIN_PASSWORD", "pw"),
+        ("PACKYARD_BLOBS__PATH", "shared-blobs"),
+    ];
+    fn with<'a>(common: &[(&'a str, &'a str)], amqp: &'a str) -> Vec<(&'a str, &'a str)> {
+        let mut env = common.to_vec();
+        env.push(("PACKYARD_EVENTS__AMQP_URL", amqp));
+        env
+    }
+    let replica = start(dir.path(), &with(&settings, &amqp_via))?;
+    let worker = common::process::start_worker(dir.path(), &with(&settings, &amqp_url))?;
+    for p in [&replica, &worker] {
+        p.wait_ready()?;
+    }
+    create_debs(&replica)?;
+    let relayed = |p: &Server| -> anyhow::Result<f64> {
+        let (_, m) = status_of(ureq::get(&format!("{}/metrics", p.management)).call())?;
+        Ok(metric(&m, "packyard_wakeups_relayed_total"))
+    };
+    // With the broker: the replica's own relay wakes the worker at once.
+    let (s, body) = upload(&replica, 0, false)?;
+    assert_eq!(s, 201, "{body}");
+    until_listed(&replica, &names(0..1), Duration::from_secs(5))?;
+    assert!(relayed(&replica)? >= 1.0, "the replica relayed its change");
+    // Without it: the change is committed, its wake-up cannot go out, and still the worker
+    // wakes within seconds (the sweep leaves the last second's events to their writers).
+    amqp.cut();
+    let (s, body) = upload(&replica, 1, false)?;
+    assert_eq!(s, 201, "{body}");
+    let cut_at = Instant::now();
+    until_listed(&replica, &names(0..2), Duration::from_secs(10))?;
+    eprintln!("published {:?} after the upload whose wake-up missed the broker", cut_at.elapsed());
+    assert!(relayed(&worker)? >= 1.0, "the worker relayed the replica's change");
+    amqp.restore();
+    // And with the broker back, the replica relays its own again.
+    let before = relayed(&replica)?;
+    let (s, body) = upload(&replica, 2, false)?;
+    assert_eq!(s, 201, "{body}");
+    let all = until_listed(&replica, &names(0..3), Duration::from_secs(10))?;
+    assert_signed(&replica, &all)?;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while relayed(&replica)? <= before {
+        anyhow::ensure!(Instant::now() < deadline, "the replica relayed nothing after the broker came back");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Ok(())
+}
+
+#[test]
+fn a_wake_up_that_missed_the_broker_is_relayed_postgres() -> anyhow::Result<()> {
+    a_wake_up_that_missed_the_broker_is_relayed(Backend::Postgres)
+}
+
+#[test]
+fn a_wake_up_that_missed_the_broker_is_relayed_mysql() -> anyhow::Result<()> {
+    a_wake_up_that_missed_the_broker_is_relayed(Backend::MySql)
+}
+
 /// A tmpfs of `size` mounted at `path` for the test's lifetime (needs root; `None` otherwise).
 struct SmallDisk(std::path::PathBuf);
 

@@ -224,6 +224,10 @@ impl Redis {
 }
 
 const QUEUE: &str = "packyard.wakeups";
+/// How often every process with the broker looks for outbox events no process relayed.
+const RELAY_SWEEP: Duration = Duration::from_secs(1);
+/// Outbox events noted relayed per wake-up at most.
+const RELAY_BATCH: i64 = 500;
 
 /// RabbitMQ: durable wake-up queue with publisher confirms.
 pub struct Amqp {
@@ -288,6 +292,51 @@ impl Amqp {
                 *guard = None;
                 self.retry_after.store(millis_now() + 1_000, Ordering::Release);
                 false
+            }
+        }
+    }
+
+    /// The outbox relay (#44): after each poke (this process committed a change) and once a
+    /// second, publishes one wake-up for the outbox events that are neither published nor
+    /// relayed yet, and notes them relayed once the broker has confirmed it. So a change whose
+    /// wake-up could not go out at its commit (the broker away for a moment, the process gone
+    /// before it published) is relayed by the next pass of any process with the broker, rather
+    /// than waiting for a worker's poll. A sweep leaves the events of the last second to the
+    /// processes that wrote them (a spare wake-up costs a worker one claim query, no more).
+    pub async fn relay(self: Arc<Self>, db: packyard_store::db::Db, poke: Arc<tokio::sync::Notify>) {
+        loop {
+            let poked = tokio::select! {
+                () = poke.notified() => true,
+                () = tokio::time::sleep(RELAY_SWEEP) => false,
+            };
+            let lag = if poked { 0 } else { i64::try_from(RELAY_SWEEP.as_millis()).unwrap_or(1_000) };
+            self.relay_once(&db, millis_now() - lag).await;
+        }
+    }
+
+    /// One pass of [`Amqp::relay`] over the events created at or before `until`; says how many
+    /// it relayed. Whatever fails waits for the next pass.
+    pub async fn relay_once(&self, db: &packyard_store::db::Db, until: i64) -> usize {
+        let mut relayed = 0;
+        loop {
+            let ids = match db.unrelayed_events(until, RELAY_BATCH).await {
+                Ok(ids) => ids,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read the outbox to relay wake-ups; the next pass tries again");
+                    return relayed;
+                }
+            };
+            if ids.is_empty() || !self.publish_wakeup().await {
+                return relayed;
+            }
+            if let Err(e) = db.mark_relayed(&ids, millis_now()).await {
+                tracing::warn!(error = %e, "cannot note wake-ups relayed; the next pass sends them again");
+                return relayed;
+            }
+            relayed += ids.len();
+            self.metrics.wakeups_relayed_total.inc_by(u64::try_from(ids.len()).unwrap_or(0));
+            if ids.len() < usize::try_from(RELAY_BATCH).unwrap_or(0) {
+                return relayed;
             }
         }
     }

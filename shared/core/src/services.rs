@@ -37,6 +37,8 @@ pub struct Services {
     pub webhooks: crate::outbound::Outbound,
     /// Asks the watermark poller to read the database now (a Redis invalidation arrived).
     refresh: Arc<tokio::sync::Notify>,
+    /// Pokes this process's outbox relay after a commit (with `events.amqp_url`).
+    relay: Arc<tokio::sync::Notify>,
     /// The artifact downloads this replica served, until they are flushed to the catalogue.
     pub downloads: Arc<crate::downloads::Downloads>,
     /// The instance's read-only mode (Nexus's freeze).
@@ -160,6 +162,7 @@ impl Services {
             published,
             wakeup: Arc::new(Wakeup::default()),
             refresh: Arc::new(tokio::sync::Notify::new()),
+            relay: Arc::new(tokio::sync::Notify::new()),
             counts_usage: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             proxy,
             webhooks,
@@ -190,14 +193,14 @@ impl Services {
         }
     }
 
-    /// After a committed write that a worker must publish: wake the embedded worker, and the
-    /// others through RabbitMQ (best effort; they also poll).
+    /// After a committed write that a worker must publish: wake the embedded worker, and, with
+    /// RabbitMQ, this process's outbox relay, which wakes the others through the broker (a
+    /// change it cannot relay now is relayed by the next pass of any process; workers also
+    /// poll).
     pub fn wake(&self) {
         self.wakeup.notify();
-        if let Some(a) = self.amqp.clone() {
-            tokio::spawn(async move {
-                a.publish_wakeup().await;
-            });
+        if self.amqp.is_some() {
+            self.relay.notify_one();
         }
     }
 
@@ -210,6 +213,14 @@ impl Services {
         if let Some(r) = self.redis.clone() {
             let refresh = self.refresh.clone();
             tokio::spawn(r.listen(move || refresh.notify_one()));
+        }
+    }
+
+    /// Background task of every long-running process with RabbitMQ: the outbox relay
+    /// ([`Amqp::relay`]).
+    pub fn spawn_wakeup_relay(&self) {
+        if let Some(a) = self.amqp.clone() {
+            tokio::spawn(a.relay(self.db.clone(), self.relay.clone()));
         }
     }
 

@@ -39,6 +39,8 @@ pub struct Metrics {
     /// Requests the S3 blob store made, by kind (`packyard_blob_s3_requests_total{op}`).
     pub blob_s3_requests_total: IntCounterVec,
     pub dependency_errors_total: IntCounterVec,
+    /// Outbox events whose wake-up the broker confirmed (`packyard_wakeups_relayed_total`, #44).
+    pub wakeups_relayed_total: prometheus::IntCounter,
     pub repository_components: IntGaugeVec,
     pub repository_bytes: IntGaugeVec,
     pub repository_index_bytes: IntGaugeVec,
@@ -218,6 +220,10 @@ impl Metrics {
         for d in ["redis", "rabbitmq"] {
             dependency_errors_total.with_label_values(&[d]);
         }
+        let wakeups_relayed_total = prometheus::IntCounter::new(
+            "packyard_wakeups_relayed_total",
+            "Outbox events whose wake-up RabbitMQ confirmed (relayed from the outbox table)",
+        )?;
         let repository_components = IntGaugeVec::new(
             Opts::new(
                 "packyard_repository_components",
@@ -320,6 +326,7 @@ impl Metrics {
         registry.register(Box::new(blob_errors_total.clone()))?;
         registry.register(Box::new(blob_s3_requests_total.clone()))?;
         registry.register(Box::new(dependency_errors_total.clone()))?;
+        registry.register(Box::new(wakeups_relayed_total.clone()))?;
         registry.register(Box::new(process_resident_memory_bytes.clone()))?;
         registry.register(Box::new(process_cpu_seconds_total.clone()))?;
         registry.register(Box::new(process_open_fds.clone()))?;
@@ -364,6 +371,7 @@ impl Metrics {
             blob_errors_total,
             blob_s3_requests_total,
             dependency_errors_total,
+            wakeups_relayed_total,
             repository_components,
             repository_bytes,
             repository_index_bytes,

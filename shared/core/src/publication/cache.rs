@@ -230,7 +230,6 @@ impl PublishedCache {
         }
     }
 
-
     /// Immutable bytes kept for `key` of a repository (see [`Self::keep`]).
     pub fn kept(&self, repo: i64, key: &str) -> Option<Bytes> {
         let hit = self.kept.read().ok().and_then(|m| m.get(&repo).and_then(|r| r.get(key)).cloned());

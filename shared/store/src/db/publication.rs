@@ -697,6 +697,53 @@ impl Db {
         Ok(earliest.map(|at| (at - now).max(0)))
     }
 
+    /// Up to `limit` outbox events created at or before `until` that are neither published nor
+    /// relayed to the broker yet, oldest first (by state, not by a cursor: an event committed
+    /// after a higher id is found all the same).
+    pub async fn unrelayed_events(&self, until: i64, limit: i64) -> DbResult<Vec<i64>> {
+        let s = sql!(
+            "outbox.unrelayed",
+            "SELECT id FROM outbox WHERE relayed_at IS NULL AND delivered_at IS NULL AND created_at <= $1 ORDER BY id LIMIT $2"
+        );
+        let rows = self.bound(s, (until, limit)).fetch_all(self.pool()).await?;
+        rows.iter().map(|r| Ok(r.try_get("id")?)).collect()
+    }
+
+    /// Notes outbox events relayed (after the broker confirmed their wake-up), one transaction,
+    /// each row by its primary key (never a range: an event in it may have committed after the
+    /// wake-up went out).
+    pub async fn mark_relayed(&self, ids: &[i64], now: i64) -> DbResult<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let s = sql!("outbox.relayed", "UPDATE outbox SET relayed_at = $1 WHERE id = $2");
+        let mut tx = self.begin().await?;
+        for id in ids {
+            self.bound(s, (now, *id)).execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Forgets outbox events published before `before` (the table only needs the events still
+    /// waiting, and a while of history for the backlog metric); at most `limit` rows a call.
+    pub async fn prune_outbox(&self, before: i64, limit: i64) -> DbResult<u64> {
+        let ids = sql!(
+            "outbox.published_before",
+            "SELECT id FROM outbox WHERE delivered_at IS NOT NULL AND delivered_at < $1 ORDER BY id LIMIT $2"
+        );
+        let rows = self.bound(ids, (before, limit)).fetch_all(self.pool()).await?;
+        let delete = sql!("outbox.delete", "DELETE FROM outbox WHERE id = $1");
+        let mut n = 0;
+        let mut tx = self.begin().await?;
+        for r in &rows {
+            let id: i64 = r.try_get("id")?;
+            n += self.bound(delete, (id,)).execute(&mut *tx).await?.rows_affected();
+        }
+        tx.commit().await?;
+        Ok(n)
+    }
+
     /// (undelivered outbox events, oldest pending change time).
     pub async fn backlog(&self) -> DbResult<(i64, Option<i64>)> {
         let row = self
