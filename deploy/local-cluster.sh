@@ -15,7 +15,9 @@
 #                    +1/+2 api public, +11/+12 api management, +13 worker management, +20 S3
 #   CLUSTER_DB       PostgreSQL database, created on up, dropped on down (packyard_cluster)
 #   PG_URL           PostgreSQL server (postgres://postgres:postgres@127.0.0.1:5432/postgres)
-#   REDIS_URL        (redis://127.0.0.1:6379/)     AMQP_URL (amqp://guest:guest@127.0.0.1:5672/%2f)
+#   REDIS_URL        (redis://127.0.0.1:6379/)     AMQP_URL (amqp://guest:guest@127.0.0.1:5672/%2f;
+#                    "none": no RabbitMQ, the worker finds changes by polling)
+#   CLUSTER_WORKER_POLL_MS  worker.poll_ms of every process (the default when unset)
 #   CLUSTER_BIN_DIR  directory holding packyard-api and packyard-worker (built when unset)
 #
 # `up` writes $CLUSTER_DIR/cluster.env: LB_URL, API1_URL, API2_URL, the management URLs,
@@ -86,6 +88,7 @@ ensure_services() {
     redis-server --daemonize yes --bind 127.0.0.1 --port "$p" --save "" --appendonly no >/dev/null
     wait_for Redis tcp_up "$p" "$h"
   fi
+  [ "$amqp" = none ] && return 0
   h=$(url_host "$amqp"); p=$(url_port "$amqp" 5672)
   if ! tcp_up "$p" "$h"; then
     local_host "$h" || die "RabbitMQ at $h:$p does not answer"
@@ -237,11 +240,11 @@ access_key_id = "cluster"
 [cache]
 redis_url = "$redis"
 
-[events]
-amqp_url = "$amqp"
+$([ "$amqp" = none ] || printf '[events]\namqp_url = "%s"\n' "$amqp")
 
 [worker]
 embedded = false
+$([ -z "${CLUSTER_WORKER_POLL_MS:-}" ] || echo "poll_ms = $CLUSTER_WORKER_POLL_MS")
 
 [log]
 format = "json"

@@ -247,6 +247,9 @@ fn a_wake_up_that_missed_the_broker_is_relayed(backend: Backend) -> anyhow::Resu
         return Ok(());
     };
     let Some((url, _dbdir)) = fresh_database(backend)? else { return Ok(()) };
+    // A vhost of its own: no other test's wake-up reaches this worker.
+    let vhost = common::broker::Vhost::create(&amqp_url, &format!("packyard-relay-{}", backend.as_str()))?;
+    let amqp_url = vhost.url.clone();
     let amqp = Chaos::start(&host_port(&amqp_url))?;
     let dir = tempfile::tempdir()?;
     let amqp_via = amqp.rewrite(&amqp_url);

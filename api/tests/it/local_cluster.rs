@@ -347,6 +347,12 @@ fn replica_restarts_under_load_cost_no_more_than_their_in_flight_requests() -> a
     // nginx retries idempotent reads on the other replica; only an upload in flight on the
     // crashed replica (one per uploader at most) may fail, and never during the graceful restart.
     let logged = cluster.warnings();
+    eprintln!(
+        "{} reads ok, {} uploads acknowledged, server errors: {:?}{logged}",
+        tally.ok,
+        tally.acknowledged.len(),
+        tally.server_errors
+    );
     assert!(tally.server_errors.iter().all(|e| e.starts_with("POST")), "{}{logged}", brief(&tally.server_errors));
     assert!(tally.server_errors.len() <= 2, "{}{logged}", brief(&tally.server_errors));
     // Every acknowledged upload is published.

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions, AnyRow};
-use sqlx::{AnyPool, Executor, Row};
+use sqlx::{Executor, Row};
 
 use crate::metrics::Metrics;
 use packyard_model::config::DatabaseConfig;
@@ -22,6 +22,7 @@ pub mod blobs;
 pub mod catalogue;
 pub mod cleanup;
 pub mod imports;
+pub mod io;
 pub mod migrate;
 pub mod policy;
 pub mod proxy;
@@ -90,7 +91,7 @@ pub type DbResult<T> = Result<T, DbError>;
 /// A cheap-to-clone handle to the pool.
 #[derive(Clone)]
 pub struct Db {
-    pool: AnyPool,
+    pool: io::DbPool,
     backend: Backend,
     metrics: Arc<Metrics>,
 }
@@ -109,45 +110,55 @@ impl Db {
         let options = AnyConnectOptions::from_str(&url)?;
         let statement_timeout_ms = cfg.statement_timeout_ms;
         let busy_timeout_ms = cfg.busy_timeout_ms;
-        let pool = AnyPoolOptions::new()
-            .max_connections(match backend {
-                // One writer at a time anyway; a few readers beside it in WAL mode.
-                Backend::Sqlite => cfg.max_connections.min(8),
-                _ => cfg.max_connections,
-            })
-            .min_connections(cfg.min_connections)
-            .acquire_timeout(Duration::from_millis(cfg.acquire_timeout_ms))
-            .after_connect(move |conn, _meta| {
-                Box::pin(async move {
-                    match backend {
-                        Backend::Sqlite => {
-                            conn.execute("PRAGMA journal_mode = WAL").await?;
-                            conn.execute("PRAGMA synchronous = NORMAL").await?;
-                            conn.execute("PRAGMA foreign_keys = ON").await?;
-                            conn.execute(format!("PRAGMA busy_timeout = {busy_timeout_ms}").as_str()).await?;
-                        }
-                        Backend::Postgres => {
-                            conn.execute(format!("SET statement_timeout = {statement_timeout_ms}").as_str()).await?;
-                        }
-                        Backend::MySql => {
-                            conn.execute("SET SESSION sql_mode = 'ANSI_QUOTES,STRICT_ALL_TABLES,NO_ZERO_DATE'").await?;
-                            // MariaDB counts seconds, MySQL milliseconds (SELECT only).
-                            let secs = statement_timeout_ms as f64 / 1000.0;
-                            let maria = format!("SET SESSION max_statement_time = {secs}");
-                            if conn.execute(maria.as_str()).await.is_err() {
-                                conn.execute(
-                                    format!("SET SESSION max_execution_time = {statement_timeout_ms}").as_str(),
-                                )
-                                .await?;
+        // Created in the database runtime's context: its maintenance tasks run there (`io`).
+        let pool = io::within(|| {
+            AnyPoolOptions::new()
+                .max_connections(match backend {
+                    // One writer at a time anyway; a few readers beside it in WAL mode.
+                    Backend::Sqlite => cfg.max_connections.min(8),
+                    _ => cfg.max_connections,
+                })
+                .min_connections(cfg.min_connections)
+                .acquire_timeout(Duration::from_millis(cfg.acquire_timeout_ms))
+                .after_connect(move |conn, _meta| {
+                    Box::pin(async move {
+                        match backend {
+                            Backend::Sqlite => {
+                                conn.execute("PRAGMA journal_mode = WAL").await?;
+                                conn.execute("PRAGMA synchronous = NORMAL").await?;
+                                conn.execute("PRAGMA foreign_keys = ON").await?;
+                                conn.execute(format!("PRAGMA busy_timeout = {busy_timeout_ms}").as_str()).await?;
+                            }
+                            Backend::Postgres => {
+                                conn.execute(format!("SET statement_timeout = {statement_timeout_ms}").as_str())
+                                    .await?;
+                            }
+                            Backend::MySql => {
+                                conn.execute("SET SESSION sql_mode = 'ANSI_QUOTES,STRICT_ALL_TABLES,NO_ZERO_DATE'")
+                                    .await?;
+                                // MariaDB counts seconds, MySQL milliseconds (SELECT only).
+                                let secs = statement_timeout_ms as f64 / 1000.0;
+                                let maria = format!("SET SESSION max_statement_time = {secs}");
+                                if conn.execute(maria.as_str()).await.is_err() {
+                                    conn.execute(
+                                        format!("SET SESSION max_execution_time = {statement_timeout_ms}").as_str(),
+                                    )
+                                    .await?;
+                                }
                             }
                         }
-                    }
-                    Ok(())
+                        Ok(())
+                    })
                 })
-            })
-            .connect_with(options)
-            .await
-            .map_err(|e| anyhow::anyhow!("cannot connect to the database ({}): {e}", backend.as_str()))?;
+                .connect_lazy_with(options)
+        });
+        let pool = io::DbPool::new(pool);
+        // At once, as before: a wrong URL or an unreachable server stops the start here.
+        drop(
+            pool.acquire()
+                .await
+                .map_err(|e| anyhow::anyhow!("cannot connect to the database ({}): {e}", backend.as_str()))?,
+        );
         Ok(Self { pool, backend, metrics })
     }
 
@@ -155,7 +166,7 @@ impl Db {
         self.backend
     }
 
-    pub fn pool(&self) -> &AnyPool {
+    pub fn pool(&self) -> &io::DbPool {
         &self.pool
     }
 

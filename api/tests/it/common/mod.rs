@@ -5,6 +5,7 @@
 pub mod app;
 pub mod apt;
 pub mod archive;
+pub mod broker;
 pub mod chaos;
 pub mod golang;
 pub mod process;
