@@ -363,34 +363,41 @@ db_test!(every_blob_digest_column_is_registered, |t: TestDb| async move {
 });
 
 /// A connection outlives the runtime that opened it (#44). actix-web serves each HTTP worker on
-/// a runtime of its own, and the workers share one pool: a connection a worker opened may be
-/// lent to a request on another, and a graceful stop ends an idle worker (and its runtime) at
-/// once. Here runtime B opens the pool's one connection, runtime A begins a transaction on it,
-/// B ends, and the transaction goes on. Before, its next statement failed with "A Tokio 1.x
-/// context was found, but it is being shutdown" (a 503 in the middle of an upload).
+/// a runtime of its own, and the workers share one pool (made on the main runtime): a
+/// connection a worker opened may be lent to a request on another, and a graceful stop ends an
+/// idle worker (and its runtime) at once. Here runtime B opens a connection while A holds the
+/// other, A begins a transaction on B's (still holding its own), B ends, and the transaction
+/// goes on. Before, the
+/// connection died with B: a 503 in the middle of an upload during a graceful restart.
 fn a_connection_outlives_the_runtime_that_opened_it(backend: packyard_store::db::Backend) -> anyhow::Result<()> {
     let a = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let Some(t) = a.block_on(TestDb::fresh(backend))? else { return Ok(()) };
     let mut cfg = packyard_model::config::DatabaseConfig { url: t.url.clone(), ..Default::default() };
-    cfg.max_connections = 1;
+    cfg.max_connections = 2;
     cfg.min_connections = 0;
-    let metrics = t.metrics.clone();
-    let (opened, in_a) = std::sync::mpsc::channel();
+    let db = a.block_on(packyard_store::db::Db::connect(&cfg, t.metrics.clone()))?;
+    // A holds the pool's first connection, so that B opens the second.
+    let held = a.block_on(db.pool().acquire())?;
+    let (opened, in_a) = std::sync::mpsc::channel::<()>();
     let (end_b, ended) = std::sync::mpsc::channel::<()>();
+    let on_b = db.clone();
     let b = std::thread::spawn(move || -> anyhow::Result<()> {
         let b = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        let db = b.block_on(async {
-            let db = packyard_store::db::Db::connect(&cfg, metrics).await?;
-            db.ping().await?;
-            anyhow::Ok(db)
+        b.block_on(async {
+            on_b.ping().await?;
+            // The connection goes back to the pool on a task of this runtime: let it run (an
+            // actix worker's runtime runs all the time).
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            anyhow::Ok(())
         })?;
-        opened.send(db).map_err(|_| anyhow::anyhow!("the test went away"))?;
+        opened.send(()).map_err(|_| anyhow::anyhow!("the test went away"))?;
         ended.recv()?;
         drop(b);
         Ok(())
     });
-    let db = in_a.recv()?;
+    in_a.recv()?;
     a.block_on(async {
+        // The first connection is still held: the pool lends B's.
         let mut tx = db.begin().await?;
         sqlx::query("SELECT 1").execute(&mut *tx).await?;
         end_b.send(())?;
@@ -398,12 +405,12 @@ fn a_connection_outlives_the_runtime_that_opened_it(backend: packyard_store::db:
         let rows = sqlx::query("SELECT 2").fetch_all(&mut *tx).await.map(|r| r.len());
         assert!(matches!(rows, Ok(1)), "the transaction's connection died with the runtime that opened it: {rows:?}");
         tx.commit().await?;
+        drop(held);
         db.ping().await?;
         db.close().await;
+        t.db.close().await;
         anyhow::Ok(())
-    })?;
-    a.block_on(t.db.close());
-    Ok(())
+    })
 }
 
 #[test]
