@@ -83,6 +83,8 @@ for r in $(seq 1 "$ROUNDS"); do
   done
 done
 
+# The raw samples survive a failed report.
+cp "$work/results" /tmp/packyard-wakeups-results.txt
 table() {
   python3 - "$work/results" "$@" <<'PY'
 import sys
@@ -90,8 +92,8 @@ rows = {}
 for line in open(sys.argv[1]):
     name, pause, b2b, idle = line.rstrip("\n").split("|")
     r = rows.setdefault(name, {"pause": [], "b2b": [], "idle": []})
-    r["pause"] += [int(x) for x in pause.split()]
-    r["b2b"] += [int(x) for x in b2b.split()]
+    r["pause"] += [float(x) for x in pause.split()]
+    r["b2b"] += [float(x) for x in b2b.split()]
     r["idle"].append(int(idle))
 def q(v, p):
     v = sorted(v)
@@ -103,7 +105,7 @@ for name in sys.argv[2:]:
     ratio = "—" if name == sys.argv[2] else f"{p50 / max(q(base['pause'], 0.5), 1):.1f}×"
     bratio = "—" if name == sys.argv[2] else f"{b50 / max(q(base['b2b'], 0.5), 1):.1f}×"
     idle = sorted(r["idle"])[len(r["idle"]) // 2]
-    print(f"| {name} | {p50} | {q(r['pause'], 0.95)} | {max(r['pause'])} | {ratio} | {b50} | {q(r['b2b'], 0.95)} | {max(r['b2b'])} | {bratio} | {idle} |")
+    print(f"| {name} | {p50:.0f} | {q(r['pause'], 0.95):.0f} | {max(r['pause']):.0f} | {ratio} | {b50:.0f} | {q(r['b2b'], 0.95):.0f} | {max(r['b2b']):.0f} | {bratio} | {idle} |")
 PY
 }
 
