@@ -367,46 +367,69 @@ db_test!(every_blob_digest_column_is_registered, |t: TestDb| async move {
 /// connection a worker opened may be lent to a request on another, and a graceful stop ends an
 /// idle worker (and its runtime) at once. Here runtime B opens a connection while A holds the
 /// other, A begins a transaction on B's (still holding its own), B ends, and the transaction
-/// goes on. Before, the
-/// connection died with B: a 503 in the middle of an upload during a graceful restart.
+/// goes on. Before, the connection died with B: a 503 in the middle of an upload during a
+/// graceful restart. (SQLite's connections run on threads of their own: there it passes
+/// either way, and is kept for the pool's behaviour.)
 fn a_connection_outlives_the_runtime_that_opened_it(backend: packyard_store::db::Backend) -> anyhow::Result<()> {
+    use std::time::Duration;
     let a = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let Some(t) = a.block_on(TestDb::fresh(backend))? else { return Ok(()) };
     let mut cfg = packyard_model::config::DatabaseConfig { url: t.url.clone(), ..Default::default() };
     cfg.max_connections = 2;
     cfg.min_connections = 0;
     let db = a.block_on(packyard_store::db::Db::connect(&cfg, t.metrics.clone()))?;
-    // A holds the pool's first connection, so that B opens the second.
-    let held = a.block_on(db.pool().acquire())?;
+    // A holds the pool's one connection (the start's probe, once it is back), so that B opens
+    // the second.
+    let held = a.block_on(async {
+        for _ in 0..500 {
+            if db.pool().num_idle() == 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        db.pool().acquire().await
+    })?;
+    assert_eq!(db.pool().size(), 1, "one connection before B");
     let (opened, in_a) = std::sync::mpsc::channel::<()>();
-    let (end_b, ended) = std::sync::mpsc::channel::<()>();
+    let (end_b, ended) = tokio::sync::oneshot::channel::<()>();
     let on_b = db.clone();
     let b = std::thread::spawn(move || -> anyhow::Result<()> {
         let b = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        // B runs all the time until it is told to end, as an actix worker's runtime does.
         b.block_on(async {
             on_b.ping().await?;
-            // The connection goes back to the pool on a task of this runtime: let it run (an
-            // actix worker's runtime runs all the time).
-            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            opened.send(()).map_err(|_| anyhow::anyhow!("the test went away"))?;
+            let _ = ended.await;
             anyhow::Ok(())
         })?;
-        opened.send(()).map_err(|_| anyhow::anyhow!("the test went away"))?;
-        ended.recv()?;
         drop(b);
         Ok(())
     });
-    in_a.recv()?;
+    in_a.recv_timeout(Duration::from_secs(30))?;
     a.block_on(async {
-        // The first connection is still held: the pool lends B's.
-        let mut tx = db.begin().await?;
-        sqlx::query("SELECT 1").execute(&mut *tx).await?;
-        end_b.send(())?;
-        b.join().map_err(|_| anyhow::anyhow!("runtime B's thread panicked"))??;
-        let rows = sqlx::query("SELECT 2").fetch_all(&mut *tx).await.map(|r| r.len());
-        assert!(matches!(rows, Ok(1)), "the transaction's connection died with the runtime that opened it: {rows:?}");
-        tx.commit().await?;
-        drop(held);
-        db.ping().await?;
+        tokio::time::timeout(Duration::from_secs(30), async {
+            // The connection B opened goes back to the pool on B's runtime.
+            while db.pool().num_idle() == 0 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            assert_eq!(db.pool().size(), 2, "B opened the second connection");
+            // The first is still held: the pool lends B's.
+            let mut tx = db.begin().await?;
+            sqlx::query("SELECT 1").execute(&mut *tx).await?;
+            let _ = end_b.send(());
+            b.join().map_err(|_| anyhow::anyhow!("runtime B's thread panicked"))??;
+            let rows = sqlx::query("SELECT 2").fetch_all(&mut *tx).await.map(|r| r.len());
+            assert!(
+                matches!(rows, Ok(1)),
+                "the transaction's connection died with the runtime that opened it: {rows:?}"
+            );
+            tx.commit().await?;
+            drop(held);
+            db.ping().await?;
+            anyhow::Ok(())
+        })
+        .await
+        .map_err(|_| anyhow::anyhow!("the transaction hung after runtime B ended"))??;
         db.close().await;
         t.db.close().await;
         anyhow::Ok(())

@@ -709,30 +709,31 @@ impl Db {
         rows.iter().map(|r| Ok(r.try_get("id")?)).collect()
     }
 
-    /// Notes outbox events relayed (after the broker confirmed their wake-up), one transaction,
-    /// each row by its primary key (never a range: an event in it may have committed after the
-    /// wake-up went out).
+    /// Notes outbox events relayed (after the broker confirmed their wake-up), each row by its
+    /// primary key (never a range: an event in it may have committed after the wake-up went
+    /// out) and in a statement of its own: `relayed_at` is a hint, and a transaction over many
+    /// rows would hold their locks against a publication marking them delivered (a deadlock on
+    /// PostgreSQL, whose rows it takes in another order).
     pub async fn mark_relayed(&self, ids: &[i64], now: i64) -> DbResult<()> {
-        if ids.is_empty() {
-            return Ok(());
-        }
         let s = sql!("outbox.relayed", "UPDATE outbox SET relayed_at = $1 WHERE id = $2");
-        let mut tx = self.begin().await?;
         for id in ids {
-            self.bound(s, (now, *id)).execute(&mut *tx).await?;
+            self.bound(s, (now, *id)).execute(self.pool()).await?;
         }
-        tx.commit().await?;
         Ok(())
     }
 
-    /// Forgets outbox events published before `before` (the table only needs the events still
-    /// waiting, and a while of history for the backlog metric); at most `limit` rows a call.
+    /// Forgets outbox events published before `before`: every reader looks only at the events
+    /// still waiting, and without this the table grew by a row per change for ever; at most
+    /// `limit` rows a call, each by its primary key.
     pub async fn prune_outbox(&self, before: i64, limit: i64) -> DbResult<u64> {
         let ids = sql!(
             "outbox.published_before",
-            "SELECT id FROM outbox WHERE delivered_at IS NOT NULL AND delivered_at < $1 ORDER BY id LIMIT $2"
+            "SELECT id FROM outbox WHERE delivered_at IS NOT NULL AND delivered_at < $1 LIMIT $2"
         );
         let rows = self.bound(ids, (before, limit)).fetch_all(self.pool()).await?;
+        if rows.is_empty() {
+            return Ok(0);
+        }
         let delete = sql!("outbox.delete", "DELETE FROM outbox WHERE id = $1");
         let mut n = 0;
         let mut tx = self.begin().await?;
