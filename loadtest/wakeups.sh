@@ -37,8 +37,6 @@ export CLUSTER_DB=packyard_perf_wakeups
 cleanup() { deploy/local-cluster.sh down >/dev/null 2>&1 || true; rm -rf "$work"; }
 trap cleanup EXIT
 
-# p50 p95 max of the numbers on stdin
-quantiles() { sort -n | awk '{ v[NR] = $1 } END { i50 = int((NR - 1) * 0.5 + 0.5) + 1; i95 = int((NR - 1) * 0.95 + 0.5) + 1; printf "%.0f %.0f %.0f", v[i50], v[i95], v[NR] }'; }
 samples() { python3 -c 'import json,sys; print("\n".join(str(x) for x in json.load(open(sys.argv[1]))["samples_ms"]))' "$1"; }
 # The sum of packyard_db_queries_total over the three processes.
 queries() {

@@ -260,9 +260,9 @@ impl Amqp {
         Ok((conn, ch))
     }
 
-    /// Publishes one persistent wake-up and waits for the broker's confirm. Best effort: the
-    /// workers poll the database anyway.
-    pub async fn publish_wakeup(&self) -> bool {
+    /// Publishes one persistent wake-up and waits for the broker's confirm (the relay notes
+    /// outbox events relayed only then).
+    async fn publish_wakeup(&self) -> bool {
         let mut guard = self.channel.lock().await;
         if guard.is_none() {
             if millis_now() < self.retry_after.load(Ordering::Acquire) {
